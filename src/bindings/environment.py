@@ -1,0 +1,53 @@
+"""`Bindings`: every port a request may use, built once per request and handed down.
+
+The Cloudflare entry builds it from `env` (`bindings.cloudflare.environment`), the local
+runtime from its state folder. Optional members are None when the deployment lacks them
+(for example Vectorize in a deployment that has not created the index yet); `/healthz`
+reports which are present.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import httpx
+
+from bindings.ports.background import BackgroundTasks
+from bindings.ports.clock import Clock
+from bindings.ports.d1 import D1Database
+from bindings.ports.durable_objects import DurableObjectNamespace
+from bindings.ports.embedder import Embedder
+from bindings.ports.kv import KVNamespace
+from bindings.ports.llm import LLM
+from bindings.ports.vectorize import VectorIndex
+from bindings.settings import Settings
+
+
+@dataclass(frozen=True)
+class Bindings:
+    settings: Settings
+    clock: Clock
+    background: BackgroundTasks
+    kv: KVNamespace | None = None
+    db: D1Database | None = None
+    vectors: VectorIndex | None = None
+    embedder: Embedder | None = None
+    llm: LLM | None = None
+    agents: DurableObjectNamespace | None = None
+    # Outbound HTTP goes through httpx; tests and the local runtime may swap the transport.
+    http_transport: httpx.AsyncBaseTransport | None = None
+
+    def present(self) -> dict[str, bool]:
+        """Which bindings this deployment has (reported by /healthz)."""
+        return {
+            "kv": self.kv is not None,
+            "d1": self.db is not None,
+            "vectorize": self.vectors is not None,
+            "ai_embedder": self.embedder is not None,
+            "llm": self.llm is not None,
+            "agent_runtime": self.agents is not None,
+        }
+
+    def http_client(self, timeout: float = 10.0) -> httpx.AsyncClient:
+        """A fresh client per use: clients must be created inside handlers on Workers."""
+        return httpx.AsyncClient(transport=self.http_transport, timeout=timeout)

@@ -1,0 +1,53 @@
+"""Embedder port. Every embedder carries its config; a vector is only comparable with
+vectors of the same config (provider, model, dimensions)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+from pydantic import BaseModel, ConfigDict
+
+
+class EmbeddingConfig(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    provider: str
+    model: str
+    dimensions: int
+
+    @property
+    def key(self) -> str:
+        """A compact identifier used in vector metadata filters."""
+        return f"{self.provider}:{self.model}:{self.dimensions}"
+
+
+class EmbeddingError(Exception):
+    """Base class: the embedding call failed."""
+
+
+class EmbeddingRateLimitedError(EmbeddingError):
+    """The provider rate-limited us (HTTP 429); retry later."""
+
+
+class EmbeddingOverloadedError(EmbeddingError):
+    """The provider is overloaded or unavailable (HTTP 503/529); retry later."""
+
+
+class EmbeddingBadRequestError(EmbeddingError):
+    """The provider rejected the input (other 4xx); do not retry."""
+
+
+class EmbeddingTimeoutError(EmbeddingError):
+    """The provider did not answer in time."""
+
+
+class Embedder(Protocol):
+    @property
+    def config(self) -> EmbeddingConfig: ...
+
+    async def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Return an array of shape (len(texts), dimensions), rows L2-normalised."""
+        ...

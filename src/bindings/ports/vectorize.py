@@ -1,0 +1,82 @@
+"""Vectorize port (docs: vectorize/reference/client-api.mdx, metadata-filtering.mdx, limits).
+
+Limits: ids ≤ 64 bytes, namespace ≤ 64 bytes, metadata ≤ 10 KiB, `top_k` ≤ 100 (≤ 20 with
+values or all metadata), dimensions must equal the index, ≤ 1000 vectors per write, filter
+JSON < 2048 bytes. Scores are cosine similarity. `insert` skips ids that exist; `upsert`
+replaces whole vectors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, Field
+
+VECTORIZE_MAX_ID_BYTES = 64
+VECTORIZE_MAX_NAMESPACE_BYTES = 64
+VECTORIZE_MAX_METADATA_BYTES = 10 * 1024
+VECTORIZE_MAX_TOP_K = 100
+VECTORIZE_MAX_TOP_K_WITH_DATA = 20
+VECTORIZE_MAX_BATCH = 1000
+VECTORIZE_MAX_FILTER_BYTES = 2048
+VECTORIZE_MAX_DIMENSIONS = 1536
+
+ReturnMetadata = Literal["none", "indexed", "all"]
+MetadataValue = str | int | float | bool
+# {"field": value} (implicit $eq) or {"field": {"$in": [...], "$gte": 3, ...}}
+MetadataFilter = dict[str, Any]
+
+
+class VectorRecord(BaseModel):
+    id: str
+    values: list[float]
+    namespace: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class VectorMatch(BaseModel):
+    id: str
+    score: float
+    namespace: str | None = None
+    values: list[float] | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class VectorQueryResult(BaseModel):
+    count: int
+    matches: list[VectorMatch]
+
+
+class VectorMutation(BaseModel):
+    mutation_id: str
+    count: int = 0
+
+
+class VectorIndexInfo(BaseModel):
+    dimensions: int
+    vector_count: int
+    metric: Literal["cosine"] = "cosine"
+
+
+class VectorIndex(Protocol):
+    async def insert(self, vectors: Sequence[VectorRecord]) -> VectorMutation: ...
+
+    async def upsert(self, vectors: Sequence[VectorRecord]) -> VectorMutation: ...
+
+    async def query(
+        self,
+        vector: Sequence[float],
+        *,
+        top_k: int = 5,
+        namespace: str | None = None,
+        filter: MetadataFilter | None = None,
+        return_values: bool = False,
+        return_metadata: ReturnMetadata = "none",
+    ) -> VectorQueryResult: ...
+
+    async def get_by_ids(self, ids: Sequence[str]) -> list[VectorRecord]: ...
+
+    async def delete_by_ids(self, ids: Sequence[str]) -> VectorMutation: ...
+
+    async def describe(self) -> VectorIndexInfo: ...

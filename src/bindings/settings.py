@@ -1,0 +1,42 @@
+"""Configuration read from the Worker's `[vars]` (or the local runtime's equivalent).
+
+Every value arrives as a string (wrangler vars, environment variables) and is validated
+here once, so the rest of the code gets typed values or the Worker refuses to start a
+request with a clear message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    environment: Literal["production", "development", "test"] = "production"
+    # Cloudflare Access: team domain like "acme.cloudflareaccess.com" and the app's AUD tag.
+    access_team_domain: str = ""
+    access_aud: str = ""
+    embedding_provider: Literal["workers-ai", "openai", "local-minilm"] = "workers-ai"
+    embedding_model: str = "@cf/baai/bge-small-en-v1.5"
+    embedding_dimensions: int = Field(default=384, ge=1, le=1536)
+    openai_base_url: str = "https://api.openai.com/v1"
+    openai_api_key: str = ""
+    llm_provider: Literal["workers-ai", "openai", "scripted"] = "workers-ai"
+    llm_model: str = "@cf/meta/llama-3.1-8b-instruct"
+    max_body_bytes: int = Field(default=1_048_576, ge=1024)
+    episode_retention_days: int = Field(default=90, ge=1)
+
+    @classmethod
+    def from_vars(cls, values: Mapping[str, Any]) -> Settings:
+        """Build from upper-case var names (`EMBEDDING_PROVIDER`...); unknown names ignored."""
+        lowered = {k.lower(): v for k, v in values.items() if isinstance(k, str)}
+        fields = {k: v for k, v in lowered.items() if k in cls.model_fields and v is not None}
+        return cls.model_validate(fields)
+
+    @staticmethod
+    def var_names() -> list[str]:
+        return [name.upper() for name in Settings.model_fields]

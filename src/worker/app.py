@@ -1,0 +1,43 @@
+"""The Worker's request handling in plain Python: routing, limits and error mapping.
+
+`handle` is what the Cloudflare entry (`worker.entry.Default.fetch`) and the local runtime
+both call, so the same code answers on the edge and on a laptop.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from bindings.environment import Bindings
+from bindings.ports.errors import BindingLimitError
+from worker.errors import ApiError, internal_error, payload_too_large
+from worker.health import healthz
+from worker.http import HttpRequest, HttpResponse
+from worker.router import Router
+
+log = logging.getLogger(__name__)
+
+
+def build_router() -> Router[Bindings]:
+    router: Router[Bindings] = Router()
+    router.add("GET", "/healthz", healthz)
+    return router
+
+
+ROUTER = build_router()
+
+
+async def handle(request: HttpRequest, bindings: Bindings) -> HttpResponse:
+    """Answer one request. Never raises: every failure is a JSON error response."""
+    try:
+        if len(request.body) > bindings.settings.max_body_bytes:
+            raise payload_too_large(bindings.settings.max_body_bytes)
+        handler, params = ROUTER.resolve(request.method, request.path)
+        return await handler(request, params, bindings)
+    except ApiError as exc:
+        return exc.to_response()
+    except BindingLimitError as exc:
+        return ApiError(422, "limit_exceeded", str(exc)).to_response()
+    except Exception:
+        log.exception("unhandled error on %s %s", request.method, request.path)
+        return internal_error().to_response()

@@ -1,0 +1,18 @@
+"""GET /healthz: which bindings this deployment has, and the embedding config."""
+
+from __future__ import annotations
+
+from bindings.environment import Bindings
+from worker.http import HttpRequest, HttpResponse, json_response
+
+
+async def healthz(request: HttpRequest, params: dict[str, str], bindings: Bindings) -> HttpResponse:
+    embedding = bindings.embedder.config.model_dump() if bindings.embedder else None
+    return json_response(
+        {
+            "status": "ok",
+            "environment": bindings.settings.environment,
+            "bindings": bindings.present(),
+            "embedding": embedding,
+        }
+    )
