@@ -1,0 +1,114 @@
+"""`LocalRuntime`: builds the local bindings once and hands a `Bindings` to each request.
+
+The stores are opened once per process (like bindings existing for the isolate's life);
+`bindings()` returns the per-request view, mirroring `build_bindings(env, ctx)` on
+Cloudflare.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from agent_runtime_do.runtime import AgentRuntimeCore
+from bindings.environment import Bindings
+from bindings.ports.clock import Clock, SystemClock
+from bindings.ports.do_sql import DurableObjectStorage
+from bindings.ports.embedder import Embedder
+from bindings.settings import Settings
+from local_runtime.adapters.d1 import SqliteD1
+from local_runtime.adapters.do_sql import DurableObjectStorageRegistry
+from local_runtime.adapters.kv import SqliteKV
+from local_runtime.adapters.vectorize import LocalVectorIndex
+from local_runtime.background import LocalBackgroundTasks
+from local_runtime.durable_objects import LocalDurableObjectNamespace
+from local_runtime.migrations import apply_migrations
+from local_runtime.state import StateDir
+
+log = logging.getLogger(__name__)
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+MIGRATIONS_DIR = PROJECT_ROOT / "migrations"
+
+# What `wrangler dev` would read from wrangler.toml [vars], adjusted for a laptop.
+LOCAL_VARS: dict[str, str] = {
+    "ENVIRONMENT": "development",
+    "EMBEDDING_PROVIDER": "local-minilm",
+    "EMBEDDING_MODEL": "sentence-transformers/all-MiniLM-L6-v2-int8",
+    "EMBEDDING_DIMENSIONS": "384",
+    "LLM_PROVIDER": "scripted",
+    "LLM_MODEL": "scripted",
+}
+
+# Metadata indexes the semantic tier filters on (README "Deploy" creates the same ones).
+VECTOR_METADATA_INDEXES: dict[str, str] = {
+    "tenant_id": "string",
+    "agent_type": "string",
+    "embedding": "string",
+}
+
+
+class LocalRuntime:
+    def __init__(
+        self,
+        state: StateDir,
+        *,
+        vars: Mapping[str, str] | None = None,
+        clock: Clock | None = None,
+        embedder: Embedder | None = None,
+    ) -> None:
+        self.state = state
+        self.settings = Settings.from_vars({**LOCAL_VARS, **(vars or {})})
+        self.clock: Clock = clock or SystemClock()
+        self.background = LocalBackgroundTasks()
+        self.kv = SqliteKV(state.kv, clock=self.clock)
+        self.db = SqliteD1(state.d1)
+        self.vectors = LocalVectorIndex(
+            state.vectors,
+            dimensions=self.settings.embedding_dimensions,
+            metadata_indexes=VECTOR_METADATA_INDEXES,
+        )
+        self._embedder = embedder
+        self._do_registry = DurableObjectStorageRegistry(state.durable_objects)
+        self.agents = LocalDurableObjectNamespace(self._do_registry, self._agent_core)
+
+    @classmethod
+    def open(cls, root: Path | str, **kwargs: Any) -> LocalRuntime:
+        return cls(StateDir.create(root), **kwargs)
+
+    async def migrate(self) -> list[str]:
+        """Apply pending D1 migrations in order, like `wrangler d1 migrations apply`."""
+        applied = await apply_migrations(self.db, MIGRATIONS_DIR)
+        for name in applied:
+            log.info("applied migration %s", name)
+        return applied
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            from local_runtime.embedder import LocalMiniLMEmbedder
+
+            self._embedder = LocalMiniLMEmbedder()
+        return self._embedder
+
+    def bindings(self) -> Bindings:
+        """The bindings one request sees (the same stores for every request)."""
+        return Bindings(
+            settings=self.settings,
+            clock=self.clock,
+            background=self.background,
+            kv=self.kv,
+            db=self.db,
+            vectors=self.vectors,
+            embedder=self.embedder,
+            llm=None,
+            agents=self.agents,
+        )
+
+    def _agent_core(self, storage: DurableObjectStorage) -> AgentRuntimeCore:
+        return AgentRuntimeCore(storage, self.bindings())
+
+    async def close(self) -> None:
+        await self.background.drain()

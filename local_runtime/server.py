@@ -1,0 +1,140 @@
+"""The local dev server: an ASGI app serving `worker.app.handle`, run by uvicorn.
+
+Besides the Worker's own routes it answers `/cdn-cgi/handler/scheduled?cron=...` (and the
+newer `/cdn-cgi/local/scheduled`) by running the scheduled handler, as `wrangler dev` does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
+from typing import Any
+
+import uvicorn
+
+from worker.app import handle
+from worker.cron import run_scheduled
+from worker.errors import validation_error
+from worker.http import Headers, HttpRequest, HttpResponse, json_response
+from local_runtime.runtime import LocalRuntime
+
+log = logging.getLogger(__name__)
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+SCHEDULED_PATHS = frozenset({"/cdn-cgi/handler/scheduled", "/cdn-cgi/local/scheduled"})
+
+
+class LocalWorkerApp:
+    """ASGI adapter: HTTP in → `HttpRequest` → the Worker's handler → HTTP out."""
+
+    def __init__(self, runtime: LocalRuntime) -> None:
+        self.runtime = runtime
+        self._ready = asyncio.Event()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        request = await self._read_request(scope, receive)
+        response = await self.dispatch(request)
+        await send(
+            {
+                "type": "http.response.start",
+                "status": response.status,
+                "headers": [(k.lower().encode(), v.encode()) for k, v in response.headers.items()],
+            }
+        )
+        await send({"type": "http.response.body", "body": response.body})
+
+    async def dispatch(self, request: HttpRequest) -> HttpResponse:
+        if request.path in SCHEDULED_PATHS:
+            return await self._scheduled(request)
+        return await handle(request, self.runtime.bindings())
+
+    async def _scheduled(self, request: HttpRequest) -> HttpResponse:
+        cron = request.query.get("cron", "")
+        if not cron:
+            return validation_error("query parameter 'cron' is required").to_response()
+        raw_time = request.query.get("time")
+        scheduled_time = float(raw_time) / 1000 if raw_time else self.runtime.clock.now()
+        result = await run_scheduled(cron, scheduled_time, self.runtime.bindings())
+        await self.runtime.background.drain()
+        return json_response(result)
+
+    async def _read_request(self, scope: Scope, receive: Receive) -> HttpRequest:
+        # Read at most one byte past the limit: the Worker then answers 413 without us
+        # buffering an arbitrarily large body.
+        limit = self.runtime.settings.max_body_bytes + 1
+        chunks: list[bytes] = []
+        size = 0
+        more = True
+        while more:
+            message = await receive()
+            chunk = message.get("body", b"")
+            if size < limit:
+                chunks.append(chunk[: limit - size])
+            size += len(chunk)
+            more = message.get("more_body", False)
+        host = dict(scope.get("headers", [])).get(b"host", b"127.0.0.1").decode()
+        query = scope.get("query_string", b"").decode()
+        url = f"http://{host}{scope['path']}" + (f"?{query}" if query else "")
+        headers = Headers((k.decode(), v.decode()) for k, v in scope.get("headers", []))
+        return HttpRequest(scope["method"], url, headers, b"".join(chunks))
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await self.runtime.migrate()
+                self._ready.set()
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await self.runtime.close()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+
+def serve(runtime: LocalRuntime, host: str = "127.0.0.1", port: int = 8787) -> None:
+    """Serve until interrupted (the `agent-memory dev` command)."""
+    config = uvicorn.Config(LocalWorkerApp(runtime), host=host, port=port, log_level="info")
+    uvicorn.Server(config).run()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@contextlib.contextmanager
+def running_server(runtime: LocalRuntime, port: int | None = None) -> Iterator[str]:
+    """Run the dev server in a background thread; yields its base URL. For tests and benches."""
+    port = port or free_port()
+    config = uvicorn.Config(
+        LocalWorkerApp(runtime), host="127.0.0.1", port=port, log_level="warning"
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("local server failed to start")
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)

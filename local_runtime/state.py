@@ -1,0 +1,53 @@
+"""The local state folder: where every local binding keeps its data.
+
+Layout (created on first use):
+    kv.sqlite            Workers KV
+    d1.sqlite            the D1 database (migrations recorded in d1_migrations)
+    durable_objects/     one SQLite file per Durable Object id
+    vectors.sqlite       the Vectorize index
+    cold/                the R2 cold tier (archives)
+    access/              the dev Cloudflare Access key pair and JWKS
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_STATE_DIR = Path(".state")
+
+
+@dataclass(frozen=True)
+class StateDir:
+    root: Path
+
+    @classmethod
+    def create(cls, root: Path | str) -> StateDir:
+        path = Path(root).resolve()
+        for sub in ("durable_objects", "cold", "access"):
+            (path / sub).mkdir(parents=True, exist_ok=True)
+        return cls(path)
+
+    @property
+    def kv(self) -> Path:
+        return self.root / "kv.sqlite"
+
+    @property
+    def d1(self) -> Path:
+        return self.root / "d1.sqlite"
+
+    @property
+    def durable_objects(self) -> Path:
+        return self.root / "durable_objects"
+
+    @property
+    def vectors(self) -> Path:
+        return self.root / "vectors.sqlite"
+
+    @property
+    def cold(self) -> Path:
+        return self.root / "cold"
+
+    @property
+    def access(self) -> Path:
+        return self.root / "access"
