@@ -1,0 +1,124 @@
+"""The edge's contract: unknown route 404, wrong method 405, oversized body 413, malformed
+JSON 400, failed validation 422, unexpected failures 500 — always a JSON error body."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import BaseModel, Field
+
+from bindings.environment import Bindings
+from bindings.ports.clock import FixedClock
+from bindings.settings import Settings
+from local_runtime.background import LocalBackgroundTasks
+from worker import app
+from worker.body import parse_body
+from worker.errors import ApiError
+from worker.http import Headers, HttpRequest, HttpResponse, json_response
+
+
+def _bindings(**settings: object) -> Bindings:
+    return Bindings(
+        settings=Settings(environment="test", **settings),  # type: ignore[arg-type]
+        clock=FixedClock(), background=LocalBackgroundTasks(),
+    )
+
+
+def _error(response: HttpResponse) -> tuple[int, str]:
+    body = response.json()
+    assert set(body) == {"error"}
+    assert isinstance(body["error"]["message"], str) and body["error"]["message"]
+    assert response.headers.get("content-type") == "application/json"
+    return response.status, body["error"]["code"]
+
+
+async def test_unknown_route_is_404() -> None:
+    response = await app.handle(HttpRequest("GET", "http://x/nope"), _bindings())
+    assert _error(response) == (404, "not_found")
+
+
+async def test_wrong_method_is_405_and_names_the_allowed_ones() -> None:
+    response = await app.handle(HttpRequest("DELETE", "http://x/healthz"), _bindings())
+    assert _error(response) == (405, "method_not_allowed")
+    assert response.json()["error"]["details"]["allowed"] == ["GET"]
+
+
+async def test_body_over_the_limit_is_413_before_any_route_runs() -> None:
+    request = HttpRequest("POST", "http://x/healthz", body=b"x" * 2048)
+    response = await app.handle(request, _bindings(max_body_bytes=1024))
+    assert _error(response) == (413, "payload_too_large")
+
+
+async def test_healthz_reports_bindings_and_embedding_config() -> None:
+    from tests.fakes.embedder import HashingEmbedder
+
+    bindings = Bindings(
+        settings=Settings(environment="test"), clock=FixedClock(),
+        background=LocalBackgroundTasks(), embedder=HashingEmbedder(),
+    )
+    body = (await app.handle(HttpRequest("GET", "http://x/healthz"), bindings)).json()
+    assert body["status"] == "ok"
+    assert body["bindings"]["ai_embedder"] is True
+    assert body["bindings"]["d1"] is False
+    assert body["embedding"] == HashingEmbedder().config.model_dump()
+
+
+class _Body(BaseModel):
+    name: str = Field(min_length=1)
+    count: int = Field(ge=0)
+
+
+@pytest.mark.parametrize(
+    ("raw", "status", "code"),
+    [
+        (b"", 400, "invalid_json"),
+        (b"{nope", 400, "invalid_json"),
+        (b"\xff\xfe", 400, "invalid_json"),
+        (b'{"name": "", "count": -1}', 422, "validation_error"),
+        (b"[1, 2]", 422, "validation_error"),
+    ],
+)
+def test_bad_bodies_get_stable_codes(raw: bytes, status: int, code: str) -> None:
+    with pytest.raises(ApiError) as caught:
+        parse_body(HttpRequest("POST", "http://x/", body=raw), _Body)
+    assert (caught.value.status, caught.value.code) == (status, code)
+
+
+def test_validation_errors_name_each_field() -> None:
+    with pytest.raises(ApiError) as caught:
+        parse_body(HttpRequest("POST", "http://x/", body=b'{"name": "", "count": -1}'), _Body)
+    fields = {p["field"] for p in (caught.value.details or {})["problems"]}
+    assert fields == {"name", "count"}
+
+
+async def test_an_unexpected_exception_becomes_a_json_500(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def boom(request: HttpRequest, params: dict[str, str], b: Bindings) -> HttpResponse:
+        raise RuntimeError("secret internals")
+
+    router = app.build_router()
+    router.add("GET", "/boom", boom)
+    monkeypatch.setattr(app, "ROUTER", router)
+    response = await app.handle(HttpRequest("GET", "http://x/boom"), _bindings())
+    assert _error(response) == (500, "internal_error")
+    assert b"secret internals" not in response.body
+
+
+def test_route_parameters_match_one_segment() -> None:
+    from worker.router import Router
+
+    async def h(r: HttpRequest, p: dict[str, str], c: None) -> HttpResponse:
+        return json_response(p)
+
+    router: Router[None] = Router()
+    router.add("GET", "/v1/agents/{tenant}/{agent_type}/run", h)
+    _, params = router.resolve("GET", "/v1/agents/acme/sdr/run")
+    assert params == {"tenant": "acme", "agent_type": "sdr"}
+    with pytest.raises(ApiError):
+        router.resolve("GET", "/v1/agents/acme/sdr/x/run")
+    with pytest.raises(ApiError):
+        router.resolve("GET", "/v1/agents//sdr/run")
+
+
+def test_headers_are_case_insensitive() -> None:
+    headers = Headers([("Content-Type", "a"), ("X-Thing", "b")])
+    assert headers.get("content-type") == "a"
+    assert "x-thing" in headers

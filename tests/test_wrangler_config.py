@@ -1,0 +1,70 @@
+"""wrangler.toml declares the whole system, and wrangler itself accepts it offline."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tomllib
+from pathlib import Path
+
+from tests.conftest import PROJECT_ROOT, require_node_tools
+from worker.cron import DAILY_BRIEF, WEEKLY_PRUNE
+
+CONFIG = tomllib.loads((PROJECT_ROOT / "wrangler.toml").read_text())
+
+
+def test_python_worker_on_python_313_with_src_as_base_dir() -> None:
+    assert "python_workers" in CONFIG["compatibility_flags"]
+    # Dates from 2025-09-29 select Python 3.13 (cheat sheet §8).
+    assert CONFIG["compatibility_date"] >= "2025-09-29"
+    assert CONFIG["main"] == "src/worker/entry.py"
+    assert CONFIG["base_dir"] == "src"
+
+
+def test_agent_runtime_is_a_sqlite_durable_object() -> None:
+    [binding] = CONFIG["durable_objects"]["bindings"]
+    assert binding == {"name": "AGENT_RUNTIME", "class_name": "AgentRuntime"}
+    assert any("AgentRuntime" in m.get("new_sqlite_classes", []) for m in CONFIG["migrations"])
+
+
+def test_d1_points_at_the_migrations_folder() -> None:
+    [db] = CONFIG["d1_databases"]
+    assert db["binding"] == "DB"
+    assert (PROJECT_ROOT / db["migrations_dir"] / "0001_initial.sql").exists()
+
+
+def test_crons_match_the_scheduled_handler() -> None:
+    assert set(CONFIG["triggers"]["crons"]) == {WEEKLY_PRUNE, DAILY_BRIEF}
+
+
+def test_every_var_is_a_setting() -> None:
+    from bindings.settings import Settings
+
+    assert set(CONFIG["vars"]) <= set(Settings.var_names())
+    Settings.from_vars(CONFIG["vars"])  # and they validate
+
+
+def test_dry_run_deploy_lists_every_binding(tmp_path: Path) -> None:
+    require_node_tools()
+    result = subprocess.run(
+        [str(PROJECT_ROOT / "node_modules" / ".bin" / "wrangler"), "deploy", "--dry-run",
+         "--outdir", str(tmp_path / "out")],
+        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "WRANGLER_SEND_METRICS": "false", "NO_COLOR": "1"},
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    for expected in (
+        "env.AGENT_RUNTIME (AgentRuntime)", "Durable Object",
+        "env.KV", "KV Namespace",
+        "env.DB (agent-memory)", "D1 Database",
+        "env.VECTORIZE (agent-memory-semantic)", "Vectorize Index",
+        "env.COLD (agent-memory-cold)", "R2 Bucket",
+        "env.AI", "env.EMBEDDING_PROVIDER",
+        "--dry-run: exiting now.",
+    ):
+        assert expected in output, f"{expected!r} missing from:\n{output}"
+    # The sibling packages under src/ ship with the entry, named relative to src/.
+    shipped = {p.relative_to(tmp_path / "out").as_posix() for p in (tmp_path / "out").rglob("*.py")}
+    assert {"bindings/ports/kv.py", "worker/app.py", "agent_runtime_do/runtime.py"} <= shipped
+    assert not any(p.startswith(("local_runtime/", "tests/")) for p in shipped)
