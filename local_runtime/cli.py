@@ -3,50 +3,25 @@
     agent-memory dev [--port 8787] [--state .state]   serve the Worker locally
     agent-memory migrate [--state .state]             apply D1 migrations to the state folder
 
-Later commands (tokens, gateway tenants and keys, admin reads, benchmarks, lifecycle jobs)
-are registered by `_commands()` below, one small function each.
+Each feature adds its commands in its own module under `local_runtime/commands/` with a
+`register(subparsers)` function; `COMMAND_MODULES` lists them.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
+import importlib
 import logging
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
-from local_runtime.state import DEFAULT_STATE_DIR
+from local_runtime.commands.common import add_state_option
 
 Command = Callable[[argparse.Namespace], int]
 
-
-def _add_state(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--state",
-        type=Path,
-        default=DEFAULT_STATE_DIR,
-        help=f"state folder holding KV, D1, Durable Objects and vectors (default {DEFAULT_STATE_DIR})",
-    )
-
-
-def cmd_dev(args: argparse.Namespace) -> int:
-    from local_runtime.runtime import LocalRuntime
-    from local_runtime.server import serve
-
-    runtime = LocalRuntime.open(args.state)
-    print(f"agent-memory: serving on http://{args.host}:{args.port} (state {runtime.state.root})")
-    serve(runtime, host=args.host, port=args.port)
-    return 0
-
-
-def cmd_migrate(args: argparse.Namespace) -> int:
-    from local_runtime.runtime import LocalRuntime
-
-    runtime = LocalRuntime.open(args.state)
-    applied = asyncio.run(runtime.migrate())
-    print("\n".join(applied) if applied else "no migrations to apply")
-    return 0
+COMMAND_MODULES = [
+    "local_runtime.commands.runtime",
+]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -55,16 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Tiered agent memory on Cloudflare Python Workers: local runtime and operator CLI.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    dev = sub.add_parser("dev", help="serve the Worker locally (no Cloudflare account needed)")
-    dev.add_argument("--port", type=int, default=8787)
-    dev.add_argument("--host", default="127.0.0.1")
-    _add_state(dev)
-    dev.set_defaults(func=cmd_dev)
-
-    migrate = sub.add_parser("migrate", help="apply pending D1 migrations to the state folder")
-    _add_state(migrate)
-    migrate.set_defaults(func=cmd_migrate)
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
     return parser
 
 
@@ -74,6 +41,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     func: Command = args.func
     return func(args)
 
+
+__all__ = ["add_state_option", "build_parser", "main"]
 
 if __name__ == "__main__":
     sys.exit(main())

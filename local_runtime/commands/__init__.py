@@ -1,0 +1,1 @@
+"""CLI command groups, one module per feature, each with `register(subparsers)`."""
