@@ -1,0 +1,322 @@
+"""Workers KV on SQLite: `SqliteKV` implements `bindings.ports.kv.KVNamespace`.
+
+Faithful to Cloudflare KV as workerd and miniflare implement it (sources read:
+cloudflare/workerd `src/workerd/api/kv.c++`, cloudflare/miniflare
+`packages/miniflare/src/workers/kv/{namespace.worker.ts,constants.ts}` and
+`.../shared/keyvalue.worker.ts`):
+
+* keys are non-empty, not "." or "..", at most 512 bytes of UTF-8;
+* `expiration_ttl` is at least 60 s; an absolute `expiration` (epoch seconds) is at least
+  60 s in the future; when both are given the TTL wins (miniflare's order);
+* metadata is JSON of at most 1024 bytes; values at most 25 MiB;
+* `list` returns keys in byte order of their UTF-8 encoding, at most 1000 per page, with an
+  opaque cursor that encodes the last key returned (so keys written between pages are
+  still seen); a `limit` of 0 or less means the default 1000, because workerd only sends
+  a positive limit upstream;
+* an expired key is invisible to `get`, `get_with_metadata` and `list`.
+
+Every broken rule raises `BindingLimitError` whose text is the one a Worker sees, for
+example ``KV PUT failed: 400 Invalid expiration_ttl of 30. Expiration TTL must be at
+least 60.``
+
+Not reproduced: eventual consistency (reads here are immediately consistent) and
+`cacheTtl`. The documented "1 write per second to the same key" limit is enforced only
+when `same_key_write_interval` is given, because it depends on wall-clock timing.
+
+One SQLite connection in WAL mode serves one asyncio loop; every call is a single short
+statement, so nothing blocks the loop for long. Not safe for concurrent use from threads.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from bindings.ports.clock import Clock, SystemClock
+from bindings.ports.errors import BindingLimitError
+from bindings.ports.kv import (
+    KV_MAX_KEY_BYTES,
+    KV_MAX_LIST_LIMIT,
+    KV_MAX_METADATA_BYTES,
+    KV_MAX_VALUE_BYTES,
+    KV_MIN_EXPIRATION_TTL,
+    KVKey,
+    KVListResult,
+    KVValueWithMetadata,
+)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS kv_entries (
+    key        BLOB PRIMARY KEY,  -- UTF-8 bytes: BLOB order is memcmp, KV's byte order
+    value      TEXT NOT NULL,
+    expiration INTEGER,           -- epoch seconds; NULL never expires
+    metadata   TEXT               -- JSON text; NULL when none was given
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS kv_entries_expiration
+    ON kv_entries (expiration) WHERE expiration IS NOT NULL;
+"""
+
+
+def _fail(method: str, status: int, message: str) -> BindingLimitError:
+    # workerd's checkForErrorStatus(): "KV <METHOD> failed: <status> <statusText>", where
+    # the status text is miniflare's HttpError message.
+    return BindingLimitError(f"KV {method} failed: {status} {message}")
+
+
+def _key_bytes(method: str, key: str) -> bytes:
+    """Validate a key the way workerd's validateKeyName() does; return its UTF-8 bytes."""
+    if key == "":
+        raise BindingLimitError("Key name cannot be empty.")
+    if key in (".", ".."):
+        raise BindingLimitError(f'"{key}" is not allowed as a key name.')
+    encoded = key.encode("utf-8")
+    if len(encoded) > KV_MAX_KEY_BYTES:
+        raise _fail(
+            method,
+            414,
+            f"UTF-8 encoded length of {len(encoded)} exceeds key length limit of "
+            f"{KV_MAX_KEY_BYTES}.",
+        )
+    return encoded
+
+
+def _prefix_upper_bound(prefix: bytes) -> bytes | None:
+    """The smallest byte string greater than every string starting with `prefix`."""
+    trimmed = prefix.rstrip(b"\xff")
+    if not trimmed:
+        return None
+    return trimmed[:-1] + bytes([trimmed[-1] + 1])
+
+
+def _encode_cursor(key: bytes) -> str:
+    return base64.urlsafe_b64encode(key).decode("ascii")
+
+
+def _decode_cursor(cursor: str) -> bytes:
+    try:
+        return base64.urlsafe_b64decode(cursor.encode("ascii"))
+    except (binascii.Error, UnicodeEncodeError, ValueError):
+        raise _fail("GET", 400, f"Invalid cursor {cursor!r}.") from None
+
+
+class SqliteKV:
+    """A KV namespace stored in one SQLite file (or ":memory:" for tests)."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        clock: Clock | None = None,
+        *,
+        same_key_write_interval: float | None = None,
+    ) -> None:
+        """Open (creating if needed) the namespace at `path`.
+
+        `clock` decides what "now" is for expiration (tests pass a `FixedClock`).
+        `same_key_write_interval`, when set, rejects a second write to the same key within
+        that many seconds with KV's 429, mirroring the 1 write/s/key limit.
+        """
+        self._clock: Clock = clock if clock is not None else SystemClock()
+        self._write_interval = same_key_write_interval
+        self._last_write: dict[bytes, float] = {}
+        location = str(path)
+        if location != ":memory:":
+            Path(location).parent.mkdir(parents=True, exist_ok=True)
+        # isolation_level=None: every statement commits on its own (KV writes are single
+        # statements), and no implicit BEGIN ever holds the write lock across awaits.
+        self._db = sqlite3.connect(location, isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode = WAL")
+        self._db.execute("PRAGMA synchronous = NORMAL")
+        self._db.execute("PRAGMA busy_timeout = 2000")
+        self._db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        self._db.close()
+
+    def _now(self) -> int:
+        # miniflare compares expirations with the current time floored to whole seconds.
+        return math.floor(self._clock.now())
+
+    async def get(self, key: str) -> str | None:
+        """Return the value, or None when the key is missing or expired."""
+        return (await self.get_with_metadata(key)).value
+
+    async def get_with_metadata(self, key: str) -> KVValueWithMetadata:
+        """Return value and metadata; both None when the key is missing or expired."""
+        encoded = _key_bytes("GET", key)
+        row = self._db.execute(
+            "SELECT value, expiration, metadata FROM kv_entries WHERE key = ?", (encoded,)
+        ).fetchone()
+        if row is None:
+            return KVValueWithMetadata(value=None, metadata=None)
+        value, expiration, metadata = row
+        if expiration is not None and expiration <= self._now():
+            # Garbage-collect on read, as miniflare does; the clock only moves forward.
+            self._db.execute(
+                "DELETE FROM kv_entries WHERE key = ? AND expiration <= ?",
+                (encoded, self._now()),
+            )
+            return KVValueWithMetadata(value=None, metadata=None)
+        return KVValueWithMetadata(
+            value=value, metadata=None if metadata is None else json.loads(metadata)
+        )
+
+    async def put(
+        self,
+        key: str,
+        value: str,
+        *,
+        expiration_ttl: int | None = None,
+        expiration: int | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
+        """Write a value; raises `BindingLimitError` on any rule Cloudflare enforces."""
+        encoded = _key_bytes("PUT", key)
+        now = self._now()
+        expires_at: int | None = None
+        if expiration_ttl is not None:
+            ttl = round(expiration_ttl)
+            if ttl <= 0:
+                raise _fail(
+                    "PUT",
+                    400,
+                    f"Invalid expiration_ttl of {expiration_ttl}. "
+                    "Please specify integer greater than 0.",
+                )
+            if ttl < KV_MIN_EXPIRATION_TTL:
+                raise _fail(
+                    "PUT",
+                    400,
+                    f"Invalid expiration_ttl of {expiration_ttl}. "
+                    f"Expiration TTL must be at least {KV_MIN_EXPIRATION_TTL}.",
+                )
+            expires_at = now + ttl
+        elif expiration is not None:
+            at = round(expiration)
+            if at <= now:
+                raise _fail(
+                    "PUT",
+                    400,
+                    f"Invalid expiration of {expiration}. Please specify integer greater "
+                    "than the current number of seconds since the UNIX epoch.",
+                )
+            if at < now + KV_MIN_EXPIRATION_TTL:
+                raise _fail(
+                    "PUT",
+                    400,
+                    f"Invalid expiration of {expiration}. Expiration times must be at "
+                    f"least {KV_MIN_EXPIRATION_TTL} seconds in the future.",
+                )
+            expires_at = at
+
+        metadata_json: str | None = None
+        if metadata is not None:
+            try:
+                # JSON.stringify's compact form: its byte length is what KV measures.
+                metadata_json = json.dumps(
+                    metadata, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+                )
+            except (TypeError, ValueError) as exc:
+                raise TypeError(f"KV metadata must be JSON-serialisable: {exc}") from None
+            size = len(metadata_json.encode("utf-8"))
+            if size > KV_MAX_METADATA_BYTES:
+                raise _fail(
+                    "PUT",
+                    413,
+                    f"Metadata length of {size} exceeds limit of {KV_MAX_METADATA_BYTES}.",
+                )
+
+        if not isinstance(value, str):
+            raise TypeError("KV values are text: encode JSON or bytes before put()")
+        # A str has at most 4 bytes per character, so only long values need encoding.
+        if len(value) * 4 > KV_MAX_VALUE_BYTES:
+            size = len(value.encode("utf-8"))
+            if size > KV_MAX_VALUE_BYTES:
+                raise _fail(
+                    "PUT", 413, f"Value length of {size} exceeds limit of {KV_MAX_VALUE_BYTES}."
+                )
+
+        if self._write_interval is not None:
+            instant = self._clock.now()
+            last = self._last_write.get(encoded)
+            if last is not None and instant - last < self._write_interval:
+                raise _fail("PUT", 429, "Too Many Requests")
+            self._last_write[encoded] = instant
+
+        self._db.execute(
+            "INSERT OR REPLACE INTO kv_entries (key, value, expiration, metadata) "
+            "VALUES (?, ?, ?, ?)",
+            (encoded, value, expires_at, metadata_json),
+        )
+
+    async def delete(self, key: str) -> None:
+        """Delete a key; deleting a missing key is not an error."""
+        encoded = _key_bytes("DELETE", key)
+        self._db.execute("DELETE FROM kv_entries WHERE key = ?", (encoded,))
+
+    async def list(
+        self, *, prefix: str = "", limit: int = KV_MAX_LIST_LIMIT, cursor: str | None = None
+    ) -> KVListResult:
+        """List live keys in byte order, starting after `cursor`, at most `limit` of them."""
+        if limit > KV_MAX_LIST_LIMIT:
+            raise _fail(
+                "GET",
+                400,
+                f"Invalid key_count_limit of {limit}. "
+                f"Please specify an integer less than {KV_MAX_LIST_LIMIT}.",
+            )
+        if limit <= 0:
+            limit = KV_MAX_LIST_LIMIT
+        prefix_bytes = prefix.encode("utf-8")
+        if len(prefix_bytes) > KV_MAX_KEY_BYTES:
+            raise _fail(
+                "GET",
+                414,
+                f"UTF-8 encoded length of {len(prefix_bytes)} exceeds key length limit of "
+                f"{KV_MAX_KEY_BYTES}.",
+            )
+        now = self._now()
+        clauses = ["(expiration IS NULL OR expiration > ?)"]
+        params: list[Any] = [now]
+        if prefix_bytes:
+            clauses.append("key >= ?")
+            params.append(prefix_bytes)
+            upper = _prefix_upper_bound(prefix_bytes)
+            if upper is not None:
+                clauses.append("key < ?")
+                params.append(upper)
+        if cursor:
+            clauses.append("key > ?")
+            params.append(_decode_cursor(cursor))
+        # One extra row tells whether another page exists.
+        params.append(limit + 1)
+        rows = self._db.execute(
+            "SELECT key, expiration, metadata FROM kv_entries WHERE "
+            + " AND ".join(clauses)
+            + " ORDER BY key LIMIT ?",
+            params,
+        ).fetchall()
+        # Expired rows are collected here too, like miniflare's list(); the partial index
+        # makes this a range delete.
+        self._db.execute(
+            "DELETE FROM kv_entries WHERE expiration IS NOT NULL AND expiration <= ?", (now,)
+        )
+        more = len(rows) > limit
+        page = rows[:limit]
+        keys = [
+            KVKey(
+                name=bytes(key).decode("utf-8"),
+                expiration=expiration,
+                metadata=None if metadata is None else json.loads(metadata),
+            )
+            for key, expiration, metadata in page
+        ]
+        if more:
+            return KVListResult(
+                keys=keys, list_complete=False, cursor=_encode_cursor(bytes(page[-1][0]))
+            )
+        return KVListResult(keys=keys, list_complete=True, cursor=None)
