@@ -47,7 +47,7 @@ FACTORIES: dict[str, Factory] = {"local": _local}
 
 
 @pytest.fixture(params=sorted(FACTORIES))
-def factory(request: pytest.FixtureRequest) -> Factory:
+def make_index(request: pytest.FixtureRequest) -> Factory:
     return FACTORIES[request.param]
 
 
@@ -74,8 +74,8 @@ async def ids_for(index: ContractIndex, query: Sequence[float], **kwargs: Any) -
 # ----------------------------------------------------------------------------- basics
 
 
-async def test_query_ranks_by_cosine_similarity(factory: Factory) -> None:
-    index = factory(None, 3, [])
+async def test_query_ranks_by_cosine_similarity(make_index: Factory) -> None:
+    index = make_index(None, 3, [])
     await index.upsert(
         [vec("a", [1, 0, 0]), vec("b", [1, 1, 0]), vec("c", [0, 0, 1]), vec("d", [-1, 0, 0])]
     )
@@ -87,14 +87,14 @@ async def test_query_ranks_by_cosine_similarity(factory: Factory) -> None:
     assert all(m.values is None and m.metadata is None for m in result.matches)
 
 
-async def test_default_top_k_is_five(factory: Factory) -> None:
-    index = factory(None, 2, [])
+async def test_default_top_k_is_five(make_index: Factory) -> None:
+    index = make_index(None, 2, [])
     await index.upsert([vec(str(i), [1, i]) for i in range(8)])
     assert (await index.query([1, 0])).count == 5
 
 
-async def test_return_values_are_float32_and_metadata_all_is_complete(factory: Factory) -> None:
-    index = factory(None, 3, [])
+async def test_return_values_are_float32_and_metadata_all_is_complete(make_index: Factory) -> None:
+    index = make_index(None, 3, [])
     await index.upsert([vec("a", [0.1, 0.2, 0.3], title="hello", nested={"x": [1, 2]})])
     result = await index.query([0.1, 0.2, 0.3], return_values=True, return_metadata="all")
     match = result.matches[0]
@@ -102,8 +102,8 @@ async def test_return_values_are_float32_and_metadata_all_is_complete(factory: F
     assert match.metadata == {"title": "hello", "nested": {"x": [1, 2]}}
 
 
-async def test_insert_skips_existing_ids_and_first_in_batch_wins(factory: Factory) -> None:
-    index = factory(None, 2, [])
+async def test_insert_skips_existing_ids_and_first_in_batch_wins(make_index: Factory) -> None:
+    index = make_index(None, 2, [])
     first = await index.insert([vec("a", [1, 0], v=1), vec("a", [0, 1], v=2)])
     assert first.count == 1
     again = await index.insert([vec("a", [0, 1], v=3), vec("b", [0, 1])])
@@ -114,8 +114,8 @@ async def test_insert_skips_existing_ids_and_first_in_batch_wins(factory: Factor
     assert first.mutation_id != again.mutation_id
 
 
-async def test_ids_are_unique_per_index_not_per_namespace(factory: Factory) -> None:
-    index = factory(None, 2, [])
+async def test_ids_are_unique_per_index_not_per_namespace(make_index: Factory) -> None:
+    index = make_index(None, 2, [])
     await index.insert([vec("a", [1, 0], namespace="t1")])
     skipped = await index.insert([vec("a", [0, 1], namespace="t2")])
     assert skipped.count == 0
@@ -127,8 +127,8 @@ async def test_ids_are_unique_per_index_not_per_namespace(factory: Factory) -> N
     assert (await index.describe()).vector_count == 1
 
 
-async def test_upsert_replaces_whole_vector_without_merging_metadata(factory: Factory) -> None:
-    index = factory(None, 2, [])
+async def test_upsert_replaces_whole_vector_without_merging_metadata(make_index: Factory) -> None:
+    index = make_index(None, 2, [])
     await index.upsert([vec("a", [1, 0], keep="x", old=1)])
     await index.upsert([vec("a", [0, 1], new=2), vec("a", [1, 1], last=3)])
     [a] = await index.get_by_ids(["a"])
@@ -136,8 +136,8 @@ async def test_upsert_replaces_whole_vector_without_merging_metadata(factory: Fa
     assert a.values == [1.0, 1.0]
 
 
-async def test_get_by_ids_returns_known_vectors_in_request_order(factory: Factory) -> None:
-    index = factory(None, 2, [])
+async def test_get_by_ids_returns_known_vectors_in_request_order(make_index: Factory) -> None:
+    index = make_index(None, 2, [])
     await index.upsert([vec("a", [1, 0], namespace="n1", k=1), vec("b", [0, 1])])
     got = await index.get_by_ids(["b", "missing", "a"])
     assert [g.id for g in got] == ["b", "a"]
@@ -145,8 +145,8 @@ async def test_get_by_ids_returns_known_vectors_in_request_order(factory: Factor
     assert got[0].namespace is None
 
 
-async def test_delete_by_ids_removes_vectors_everywhere(factory: Factory) -> None:
-    index = factory(None, 2, [])
+async def test_delete_by_ids_removes_vectors_everywhere(make_index: Factory) -> None:
+    index = make_index(None, 2, [])
     await index.upsert([vec(f"v{i}", [1, i], namespace=f"n{i % 2}") for i in range(6)])
     deleted = await index.delete_by_ids(["v0", "v3", "nope", "v0"])
     assert deleted.count == 2
@@ -160,8 +160,8 @@ async def test_delete_by_ids_removes_vectors_everywhere(factory: Factory) -> Non
     assert (await index.query([1, 0], namespace="n1", top_k=1)).matches[0].id == "v0"
 
 
-async def test_namespace_isolation(factory: Factory) -> None:
-    index = factory(None, 2, [])
+async def test_namespace_isolation(make_index: Factory) -> None:
+    index = make_index(None, 2, [])
     await index.upsert(
         [
             vec("a1", [1, 0], namespace="tenant-a"),
@@ -187,8 +187,8 @@ FILTER_INDEXES = idx(
 
 
 @pytest.fixture
-async def catalogue(factory: Factory) -> ContractIndex:
-    index = factory(None, 2, FILTER_INDEXES)
+async def catalogue(make_index: Factory) -> ContractIndex:
+    index = make_index(None, 2, FILTER_INDEXES)
     await index.upsert(
         [
             vec("1", [1, 0.0], platform="netflix", year=2020, free=True, owner={"name": "ann"}),
@@ -262,8 +262,8 @@ async def test_filter_applies_before_top_k(catalogue: ContractIndex) -> None:
     assert [m.id for m in result.matches] == ["4", "1"]
 
 
-async def test_filter_combined_with_namespace(factory: Factory) -> None:
-    index = factory(None, 2, idx(("tenant_id", "string")))
+async def test_filter_combined_with_namespace(make_index: Factory) -> None:
+    index = make_index(None, 2, idx(("tenant_id", "string")))
     await index.upsert(
         [
             vec("x", [1, 0], namespace="t1", tenant_id="t1"),
@@ -280,9 +280,9 @@ async def test_filter_on_unindexed_property_raises_a_clear_error(catalogue: Cont
 
 
 async def test_vectors_written_before_the_metadata_index_need_a_reupsert(
-    factory: Factory,
+    make_index: Factory,
 ) -> None:
-    index = factory(None, 2, [])
+    index = make_index(None, 2, [])
     await index.upsert([vec("old", [1, 0], kind="fact")])
     index.create_metadata_index("kind", "string")
     await index.upsert([vec("new", [1, 0], kind="fact")])
@@ -291,8 +291,8 @@ async def test_vectors_written_before_the_metadata_index_need_a_reupsert(
     assert await matching(index, {"kind": "fact"}) == ["new", "old"]
 
 
-async def test_only_the_first_64_bytes_of_a_string_are_indexed(factory: Factory) -> None:
-    index = factory(None, 2, idx(("text", "string")))
+async def test_only_the_first_64_bytes_of_a_string_are_indexed(make_index: Factory) -> None:
+    index = make_index(None, 2, idx(("text", "string")))
     head = "h" * 63
     await index.upsert(
         [
@@ -348,30 +348,30 @@ async def test_return_metadata_indexed_returns_only_indexed_properties(
         VectorRecord(id="a", values=[1, 0], metadata={"n": {'q"': 1}}),
     ],
 )
-async def test_invalid_vectors_are_rejected(factory: Factory, record: VectorRecord) -> None:
-    index = factory(None, 2, [])
+async def test_invalid_vectors_are_rejected(make_index: Factory, record: VectorRecord) -> None:
+    index = make_index(None, 2, [])
     for write in (index.insert, index.upsert):
         with pytest.raises(BindingLimitError):
             await write([record])
     assert (await index.describe()).vector_count == 0
 
 
-async def test_limits_accept_values_at_the_boundary(factory: Factory) -> None:
-    index = factory(None, 2, [])
+async def test_limits_accept_values_at_the_boundary(make_index: Factory) -> None:
+    index = make_index(None, 2, [])
     meta = {"blob": "x" * (10 * 1024 - len('{"blob":""}'))}
     record = VectorRecord(id="x" * 64, values=[1, 0], namespace="n" * 64, metadata=meta)
     assert (await index.upsert([record])).count == 1
 
 
-async def test_a_bad_vector_rejects_the_whole_batch(factory: Factory) -> None:
-    index = factory(None, 2, [])
+async def test_a_bad_vector_rejects_the_whole_batch(make_index: Factory) -> None:
+    index = make_index(None, 2, [])
     with pytest.raises(BindingLimitError, match="dimensions"):
         await index.upsert([vec("ok", [1, 0]), vec("bad", [1, 0, 0])])
     assert (await index.describe()).vector_count == 0
 
 
-async def test_at_most_1000_vectors_per_write(factory: Factory) -> None:
-    index = factory(None, 2, [])
+async def test_at_most_1000_vectors_per_write(make_index: Factory) -> None:
+    index = make_index(None, 2, [])
     assert (await index.upsert([vec(str(i), [1, i]) for i in range(1000)])).count == 1000
     with pytest.raises(BindingLimitError, match="1000"):
         await index.insert([vec(f"n{i}", [1, i]) for i in range(1001)])
@@ -390,8 +390,8 @@ async def test_at_most_1000_vectors_per_write(factory: Factory) -> None:
         ({"top_k": 100, "return_metadata": "indexed"}, True),
     ],
 )
-async def test_top_k_limits(factory: Factory, kwargs: dict[str, Any], ok: bool) -> None:
-    index = factory(None, 2, [])
+async def test_top_k_limits(make_index: Factory, kwargs: dict[str, Any], ok: bool) -> None:
+    index = make_index(None, 2, [])
     await index.upsert([vec("a", [1, 0])])
     if ok:
         assert (await index.query([1, 0], **kwargs)).count == 1
@@ -404,9 +404,9 @@ async def test_top_k_limits(factory: Factory, kwargs: dict[str, Any], ok: bool) 
     ("vector", "match"), [([1, 0, 0], "dimensions"), ([0, 0], "zero"), ([1, math.inf], "finite")]
 )
 async def test_bad_query_vectors_are_rejected(
-    factory: Factory, vector: list[float], match: str
+    make_index: Factory, vector: list[float], match: str
 ) -> None:
-    index = factory(None, 2, [])
+    index = make_index(None, 2, [])
     with pytest.raises(BindingLimitError, match=match):
         await index.query(vector)
 
@@ -451,8 +451,8 @@ async def test_filter_size_limit_is_strictly_less_than_2048_bytes(
         await matching(catalogue, sized(2048))
 
 
-async def test_at_most_ten_metadata_indexes(factory: Factory) -> None:
-    index = factory(None, 2, idx(*[(f"p{i}", "number") for i in range(10)]))
+async def test_at_most_ten_metadata_indexes(make_index: Factory) -> None:
+    index = make_index(None, 2, idx(*[(f"p{i}", "number") for i in range(10)]))
     with pytest.raises(BindingLimitError, match="10"):
         index.create_metadata_index("p10", "number")
     with pytest.raises(BindingLimitError, match="already exists"):
@@ -462,9 +462,9 @@ async def test_at_most_ten_metadata_indexes(factory: Factory) -> None:
 # ----------------------------------------------------------------------------- persistence
 
 
-async def test_everything_survives_a_reopen(factory: Factory, tmp_path: Path) -> None:
+async def test_everything_survives_a_reopen(make_index: Factory, tmp_path: Path) -> None:
     path = tmp_path / "state" / "vectors.sqlite3"
-    index = factory(path, 3, idx(("tenant_id", "string")))
+    index = make_index(path, 3, idx(("tenant_id", "string")))
     index.create_metadata_index("score", "number")
     await index.upsert(
         [
@@ -475,7 +475,7 @@ async def test_everything_survives_a_reopen(factory: Factory, tmp_path: Path) ->
     )
     await index.delete_by_ids(["a"])
 
-    reopened = factory(path, 3, [])
+    reopened = make_index(path, 3, [])
     assert (await reopened.describe()).vector_count == 2
     got = await reopened.query(
         [0, 1, 0.1], namespace="t1", filter={"score": {"$gte": 2}}, return_metadata="all"
@@ -691,11 +691,11 @@ def test_top_k_equals_brute_force_cosine_ranking(
 
 
 @pytest.mark.slow
-async def test_large_namespace_matches_brute_force(factory: Factory) -> None:
+async def test_large_namespace_matches_brute_force(make_index: Factory) -> None:
     rng = np.random.default_rng(7)
     dims, n = 384, 20_000
     matrix = rng.standard_normal((n, dims)).astype(np.float32)
-    index = factory(None, dims, idx(("bucket", "number"), ("tenant_id", "string")))
+    index = make_index(None, dims, idx(("bucket", "number"), ("tenant_id", "string")))
     for start in range(0, n, 1000):
         await index.upsert(
             [
