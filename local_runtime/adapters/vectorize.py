@@ -57,7 +57,7 @@ import math
 import sqlite3
 import threading
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, cast
@@ -575,8 +575,9 @@ class LocalVectorIndex:
     """A Vectorize index (cosine metric) backed by SQLite and numpy.
 
     `path=None` keeps everything in memory. The dimensions are fixed when the file is first
-    created; reopening with different dimensions raises. `metadata_indexes` are created if
-    missing (a property already indexed with another type raises). Implements
+    created; reopening with different dimensions raises. `metadata_indexes` (a
+    `{property: type}` mapping or `MetadataIndex` items) are created if missing (a property
+    already indexed with another type raises). Implements
     `bindings.ports.vectorize.VectorIndex`; see the module docstring for the contract.
     One process per file: the in-memory matrices are not refreshed from other writers.
     """
@@ -585,7 +586,9 @@ class LocalVectorIndex:
         self,
         path: Path | None,
         dimensions: int,
-        metadata_indexes: Iterable[MetadataIndex | tuple[str, MetadataIndexType]] = (),
+        metadata_indexes: (
+            Mapping[str, str] | Iterable[MetadataIndex | tuple[str, MetadataIndexType]]
+        ) = (),
         *,
         name: str = "local-index",
     ) -> None:
@@ -613,12 +616,19 @@ class LocalVectorIndex:
         self._records: dict[str, _Stored] = {}
         self._check_dimensions()
         self._load()
-        for spec in metadata_indexes:
-            index = (
-                spec
-                if isinstance(spec, MetadataIndex)
-                else MetadataIndex(property=spec[0], type=spec[1])
-            )
+        declared: Iterable[MetadataIndex | tuple[str, str]] = (
+            metadata_indexes.items() if isinstance(metadata_indexes, Mapping) else metadata_indexes
+        )
+        for spec in declared:
+            if isinstance(spec, MetadataIndex):
+                index = spec
+            elif spec[1] in _INDEX_TYPES:
+                index = MetadataIndex(property=spec[0], type=cast(MetadataIndexType, spec[1]))
+            else:
+                raise BindingLimitError(
+                    f"metadata index type must be one of {', '.join(_INDEX_TYPES)}, "
+                    f"got {spec[1]!r} for {spec[0]!r}"
+                )
             existing = self._indexes.get(index.property)
             if existing is None:
                 self.create_metadata_index(index.property, index.type)

@@ -720,3 +720,15 @@ async def test_large_namespace_matches_brute_force(make_index: Factory) -> None:
     allowed = np.flatnonzero(np.isin(np.arange(n) % 10, [3, 4]))
     top = allowed[np.argsort(-scores[allowed])[:50]]
     assert [m.id for m in result.matches] == [f"v{i}" for i in top]
+
+
+async def test_metadata_indexes_can_be_declared_as_a_mapping() -> None:
+    index = LocalVectorIndex(None, 2, {"tenant_id": "string", "n": "number"})
+    assert [(m.property, m.type) for m in index.list_metadata_indexes()] == [
+        ("tenant_id", "string"),
+        ("n", "number"),
+    ]
+    await index.upsert([vec("a", [1, 0], tenant_id="t", n=2)])
+    assert await matching(index, {"tenant_id": "t", "n": {"$gt": 1}}) == ["a"]
+    with pytest.raises(BindingLimitError, match="type must be one of"):
+        LocalVectorIndex(None, 2, {"x": "text"})
