@@ -21,6 +21,7 @@ Command = Callable[[argparse.Namespace], int]
 
 COMMAND_MODULES = [
     "local_runtime.commands.runtime",
+    "local_runtime.commands.access",
 ]
 
 

@@ -18,6 +18,7 @@ from bindings.ports.clock import Clock, SystemClock
 from bindings.ports.do_sql import DurableObjectStorage
 from bindings.ports.embedder import Embedder
 from bindings.settings import Settings
+from local_runtime.access_dev import DEV_AUD, DEV_TEAM_DOMAIN, DevAccessTransport
 from local_runtime.adapters.d1 import SqliteD1
 from local_runtime.adapters.do_sql import DurableObjectStorageRegistry
 from local_runtime.adapters.kv import SqliteKV
@@ -40,6 +41,9 @@ LOCAL_VARS: dict[str, str] = {
     "EMBEDDING_DIMENSIONS": "384",
     "LLM_PROVIDER": "scripted",
     "LLM_MODEL": "scripted",
+    # A dev Access team whose JWKS DevAccessTransport serves from the state folder.
+    "ACCESS_TEAM_DOMAIN": DEV_TEAM_DOMAIN,
+    "ACCESS_AUD": DEV_AUD,
 }
 
 # Metadata indexes the semantic tier filters on (README "Deploy" creates the same ones).
@@ -72,6 +76,7 @@ class LocalRuntime:
         )
         self._embedder = embedder
         self._do_registry = DurableObjectStorageRegistry(state.durable_objects)
+        self.http_transport = DevAccessTransport(state.access)
         self.agents = LocalDurableObjectNamespace(self._do_registry, self._agent_core)
 
     @classmethod
@@ -105,6 +110,7 @@ class LocalRuntime:
             embedder=self.embedder,
             llm=None,
             agents=self.agents,
+            http_transport=self.http_transport,
         )
 
     def _agent_core(self, storage: DurableObjectStorage) -> AgentRuntimeCore:
@@ -112,3 +118,4 @@ class LocalRuntime:
 
     async def close(self) -> None:
         await self.background.drain()
+        await self.http_transport.close()
