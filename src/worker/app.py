@@ -10,6 +10,7 @@ import logging
 
 from bindings.environment import Bindings
 from bindings.ports.errors import BindingLimitError
+from gateway.routes import mcp_not_allowed_route, mcp_post_route, tool_call_route
 from worker.errors import ApiError, internal_error, payload_too_large
 from worker.health import healthz
 from worker.http import HttpRequest, HttpResponse
@@ -21,6 +22,11 @@ log = logging.getLogger(__name__)
 def build_router() -> Router[Bindings]:
     router: Router[Bindings] = Router()
     router.add("GET", "/healthz", healthz)
+    # The tool gateway (src/gateway): the KV-only hot path and MCP (stateless, POST only).
+    router.add("POST", "/api/v1/tools/{tool_name}", tool_call_route)
+    router.add("POST", "/mcp", mcp_post_route)
+    router.add("GET", "/mcp", mcp_not_allowed_route)
+    router.add("DELETE", "/mcp", mcp_not_allowed_route)
     return router
 
 

@@ -1,0 +1,101 @@
+"""API keys: bearer tokens stored only as their SHA-256, mapped to a tenant and scopes.
+
+`authenticate` is step 1 of the hot path: `Authorization: Bearer <key>` → SHA-256 →
+KV `gw:apikey:{hex}` → `Principal`. Keys are random 256-bit strings minted by
+`gateway.admin_ops.issue_api_key`, so an unsalted SHA-256 is enough to make a KV dump
+useless for calling the gateway (there is nothing to brute-force).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from bindings.ports.clock import Clock
+from bindings.ports.kv import KVNamespace
+from gateway import kv_layout
+from gateway.errors import GatewayError, forbidden, unauthorized
+from gateway.kv_cache import KVReadCache, read_cached
+
+Scope = Literal["tools", "memory"]
+ALL_SCOPES: tuple[Scope, ...] = ("tools", "memory")
+
+# RFC 6750 b64token characters; the length bounds reject junk before any hashing or KV read.
+_TOKEN_RE = re.compile(r"^[A-Za-z0-9._~+/=-]{16,256}$")
+
+
+class ApiKeyRecord(BaseModel):
+    """The value at `gw:apikey:{sha256}`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tenant: str = Field(pattern=kv_layout.TENANT_RE.pattern)
+    key_id: str = Field(pattern=kv_layout.KEY_ID_RE.pattern)
+    scopes: tuple[Scope, ...] = ALL_SCOPES
+    status: Literal["active", "revoked"] = "active"
+    label: str = Field(default="", max_length=200)
+    created_at: float = 0.0
+    revoked_at: float | None = None
+
+
+class Principal(BaseModel):
+    """Who is calling: the tenant is taken from the key, never from the request."""
+
+    model_config = ConfigDict(frozen=True)
+
+    tenant: str
+    key_id: str
+    scopes: tuple[Scope, ...]
+
+    def require(self, scope: Scope) -> None:
+        if scope not in self.scopes:
+            raise forbidden("insufficient_scope", f"this API key lacks the {scope!r} scope")
+
+
+def hash_api_key(api_key: str) -> str:
+    """Lower-case hex SHA-256 of the key's UTF-8 bytes (what KV stores)."""
+    return hashlib.sha256(api_key.encode()).hexdigest()
+
+
+def bearer_token(authorization: str | None) -> str:
+    """Extract the key from an `Authorization` header, or raise a 401 `GatewayError`."""
+    if not authorization or not authorization.strip():
+        raise unauthorized("missing_api_key", "send the API key as 'Authorization: Bearer <key>'")
+    scheme, _, token = authorization.strip().partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not _TOKEN_RE.match(token):
+        raise unauthorized(
+            "malformed_api_key",
+            "the Authorization header must be 'Bearer <key>' with a key of 16-256 token characters",
+        )
+    return token
+
+
+def _parse_record(raw: str) -> ApiKeyRecord:
+    try:
+        return ApiKeyRecord.model_validate_json(raw)
+    except ValidationError as exc:
+        raise GatewayError(
+            500,
+            "gateway_misconfigured",
+            f"the stored record for this API key is invalid ({exc.error_count()} problems); "
+            "re-issue the key",
+        ) from None
+
+
+async def authenticate(
+    kv: KVNamespace, cache: KVReadCache, clock: Clock, authorization: str | None
+) -> Principal:
+    """Resolve the caller, or raise 401 (missing, malformed, unknown or revoked key)."""
+    token = bearer_token(authorization)
+    record = await read_cached(
+        kv, cache, clock, kv_layout.api_key_key(hash_api_key(token)), _parse_record
+    )
+    if record is None:
+        raise unauthorized("invalid_api_key", "this API key is not known to the gateway")
+    if record.status != "active":
+        raise unauthorized("revoked_api_key", f"API key {record.key_id} has been revoked")
+    return Principal(tenant=record.tenant, key_id=record.key_id, scopes=record.scopes)

@@ -1,0 +1,385 @@
+"""MCP over Streamable HTTP at `POST /mcp` (protocol revision 2025-06-18).
+
+Spec: modelcontextprotocol.io/specification/2025-06-18 — basic/transports.mdx (Streamable
+HTTP), basic/lifecycle.mdx (initialize), server/tools.mdx (tools/list, tools/call, error
+handling), basic/authorization.mdx (401/403).
+
+What this server does, and why:
+
+* **Stateless.** Every POST carries the API key and is answered on its own; no
+  `Mcp-Session-Id` is issued (sessions are optional, §Session Management), so any isolate
+  can answer any message. `GET /mcp` and `DELETE /mcp` answer 405: no server-initiated SSE
+  stream is offered (§Listening for Messages: "or else return HTTP 405") and there is no
+  session to delete. Every request is answered with one `application/json` object.
+* **One message per POST.** 2025-06-18 removed JSON-RPC batching (changelog; the POST body
+  "MUST be a single JSON-RPC request, notification, or response"), so a JSON array is an
+  Invalid Request (-32600, HTTP 400).
+* **Notifications and client responses** (messages without `id`, or with `result`/`error`)
+  are accepted with 202 and no body.
+* **Version negotiation.** `initialize` echoes the client's `protocolVersion` when supported,
+  else answers our latest (`2025-06-18`); later requests carrying an unsupported
+  `MCP-Protocol-Version` header get 400 (§Protocol Version Header). A missing header is
+  accepted (the spec says to assume 2025-03-26, whose tool methods are the same).
+* **Auth.** The same `Authorization: Bearer <api key>` as the HTTP tool route, on every
+  POST. A missing or bad key is HTTP 401 with `WWW-Authenticate: Bearer` (authorization.mdx:
+  "Invalid or expired tokens MUST receive a HTTP 401"); a key without the needed scope is
+  HTTP 403. The body is a JSON-RPC error object either way. No OAuth metadata is served:
+  keys are issued by the operator.
+* **Origin.** The transport spec requires validating `Origin` (DNS rebinding). Requests
+  without `Origin` (CLI and IDE clients) pass; a browser `Origin` must be this server's
+  own origin or listed in `allowed_origins`, else 403.
+* **Errors.** Unknown tool and invalid arguments are JSON-RPC -32602 (tools.mdx "Protocol
+  Errors"); upstream failures (timeout, unreachable, non-2xx status, missing credential)
+  are tool results with `isError: true` ("Tool Execution Errors") so the model can react.
+
+Proxied tool calls run the same hot path as `POST /api/v1/tools/{name}`
+(`gateway.tool_proxy.call_tool`). Memory tools are handed to the injected
+`MemoryToolDispatcher`; this module never imports the memory code.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from gateway.api_keys import Principal, authenticate
+from gateway.errors import GATEWAY_ERROR_HEADER, GatewayError
+from gateway.json_schema import validate
+from gateway.memory_tools import MEMORY_TOOLS, MemoryToolDispatcher
+from gateway.tenants import load_tenant
+from gateway.tool_config import load_tools
+from gateway.tool_proxy import GatewayContext, UpstreamReply, call_tool
+from worker.http import HttpRequest, HttpResponse, empty_response, json_response
+
+log = logging.getLogger(__name__)
+
+LATEST_PROTOCOL_VERSION = "2025-06-18"
+SUPPORTED_PROTOCOL_VERSIONS: tuple[str, ...] = ("2025-06-18",)
+SERVER_INFO = {
+    "name": "agent-memory-gateway",
+    "title": "Agent memory tool gateway",
+    "version": "0.1.0",
+}
+INSTRUCTIONS = (
+    "Tools proxied by the agent-memory gateway for this API key's tenant. recall_memory and "
+    "store_memory, when listed, read and write the tenant's long-term memory."
+)
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+# Server-defined codes (JSON-RPC reserves -32000..-32099 for implementations).
+UNAUTHORIZED = -32001
+FORBIDDEN = -32003
+
+PROTOCOL_VERSION_HEADER = "mcp-protocol-version"
+
+# Gateway error codes that are the caller's fault in the arguments (-32602), and those that
+# are failures of the tool itself (a result with isError: true).
+_INVALID_PARAMS_CODES = frozenset({"tool_not_found", "invalid_tool_input", "tool_input_too_large"})
+_TOOL_FAILURE_CODES = frozenset(
+    {
+        "credential_missing",
+        "upstream_timeout",
+        "upstream_unreachable",
+        "upstream_error",
+        "upstream_response_too_large",
+    }
+)
+
+
+@dataclass(frozen=True)
+class McpContext:
+    """The hot-path context plus what MCP adds: the memory dispatcher (None when the
+    deployment lacks the semantic tier) and the browser origins allowed to call."""
+
+    gateway: GatewayContext
+    memory: MemoryToolDispatcher | None = None
+    allowed_origins: frozenset[str] = frozenset()
+
+
+class JsonRpcError(Exception):
+    def __init__(self, code: int, message: str, data: Any = None, http_status: int = 200) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+        self.http_status = http_status
+
+
+RequestId = str | int
+
+
+def _error_body(
+    request_id: RequestId | None, code: int, message: str, data: Any = None
+) -> dict[str, Any]:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return {"jsonrpc": "2.0", "id": request_id, "error": error}
+
+
+def _error_response(request_id: RequestId | None, exc: JsonRpcError) -> HttpResponse:
+    return json_response(
+        _error_body(request_id, exc.code, exc.message, exc.data), status=exc.http_status
+    )
+
+
+def _gateway_error_response(request_id: RequestId | None, exc: GatewayError) -> HttpResponse:
+    """An auth or store failure at the HTTP level, with a JSON-RPC error body."""
+    code = {401: UNAUTHORIZED, 403: FORBIDDEN}.get(exc.status, INTERNAL_ERROR)
+    headers = {GATEWAY_ERROR_HEADER: exc.code, **exc.headers}
+    body = _error_body(request_id, code, exc.message, {"code": exc.code})
+    return json_response(body, status=exc.status, headers=headers)
+
+
+def method_not_allowed() -> HttpResponse:
+    """`GET`/`DELETE /mcp`: no SSE stream and no sessions on this stateless server."""
+    return GatewayError(
+        405,
+        "method_not_allowed",
+        "this MCP endpoint is stateless and offers no SSE stream: POST one JSON-RPC message "
+        "per request",
+        headers={"allow": "POST"},
+    ).to_response()
+
+
+def _origin_allowed(ctx: McpContext, request: HttpRequest) -> bool:
+    origin = request.headers.get("origin")
+    if origin is None:
+        return True
+    own = urlsplit(request.url)
+    return origin == f"{own.scheme}://{own.netloc}" or origin in ctx.allowed_origins
+
+
+def _valid_id(value: Any) -> bool:
+    # MCP: "the ID MUST NOT be null"; JSON-RPC ids are strings or numbers (not booleans).
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+async def handle_mcp_post(ctx: McpContext, request: HttpRequest) -> HttpResponse:
+    """Answer one Streamable HTTP POST. Never raises."""
+    if not _origin_allowed(ctx, request):
+        return _gateway_error_response(
+            None,
+            GatewayError(403, "origin_not_allowed", "requests from this Origin are not allowed"),
+        )
+    gw = ctx.gateway
+    try:
+        principal = await authenticate(
+            gw.kv, gw.cache, gw.clock, request.headers.get("authorization")
+        )
+    except GatewayError as exc:
+        return _gateway_error_response(None, exc)
+
+    try:
+        message = json.loads(request.body)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        return _error_response(
+            None, JsonRpcError(PARSE_ERROR, f"Parse error: {exc}", http_status=400)
+        )
+    if isinstance(message, list):
+        return _error_response(
+            None,
+            JsonRpcError(
+                INVALID_REQUEST,
+                "Invalid Request: JSON-RPC batches are not supported (MCP 2025-06-18 removed "
+                "batching); send one message per POST",
+                http_status=400,
+            ),
+        )
+    if not isinstance(message, dict):
+        return _error_response(
+            None,
+            JsonRpcError(
+                INVALID_REQUEST, "Invalid Request: expected a JSON object", http_status=400
+            ),
+        )
+
+    raw_id = message.get("id")
+    request_id = raw_id if _valid_id(raw_id) else None
+    if message.get("jsonrpc") != "2.0":
+        return _error_response(
+            request_id,
+            JsonRpcError(
+                INVALID_REQUEST, 'Invalid Request: "jsonrpc" must be "2.0"', http_status=400
+            ),
+        )
+    if "method" not in message:
+        if "id" in message and ("result" in message or "error" in message):
+            return empty_response(202)  # a response to a server request; we send none, so ignore
+        return _error_response(
+            request_id,
+            JsonRpcError(INVALID_REQUEST, 'Invalid Request: no "method"', http_status=400),
+        )
+    method = message["method"]
+    if not isinstance(method, str):
+        return _error_response(
+            request_id,
+            JsonRpcError(
+                INVALID_REQUEST, 'Invalid Request: "method" must be a string', http_status=400
+            ),
+        )
+    if "id" in message and request_id is None:
+        return _error_response(
+            None,
+            JsonRpcError(
+                INVALID_REQUEST,
+                'Invalid Request: "id" must be a string or an integer (not null)',
+                http_status=400,
+            ),
+        )
+    params = message.get("params", {})
+    if params is None:
+        params = {}
+
+    if method != "initialize":
+        version = request.headers.get(PROTOCOL_VERSION_HEADER)
+        if version is not None and version not in SUPPORTED_PROTOCOL_VERSIONS:
+            return _error_response(
+                request_id,
+                JsonRpcError(
+                    INVALID_REQUEST,
+                    f"Unsupported MCP-Protocol-Version {version!r}; this server speaks "
+                    f"{', '.join(SUPPORTED_PROTOCOL_VERSIONS)}",
+                    {"supported": list(SUPPORTED_PROTOCOL_VERSIONS)},
+                    http_status=400,
+                ),
+            )
+
+    if request_id is None:
+        # A notification (initialized, cancelled, ...): nothing to do for a stateless server.
+        return empty_response(202)
+
+    try:
+        if not isinstance(params, dict):
+            raise JsonRpcError(INVALID_PARAMS, 'Invalid params: "params" must be an object')
+        result = await _dispatch(ctx, principal, method, params)
+    except JsonRpcError as exc:
+        return _error_response(request_id, exc)
+    except GatewayError as exc:
+        if exc.status in (401, 403):
+            return _gateway_error_response(request_id, exc)
+        return _error_response(
+            request_id, JsonRpcError(INTERNAL_ERROR, exc.message, {"code": exc.code})
+        )
+    return json_response({"jsonrpc": "2.0", "id": request_id, "result": result})
+
+
+async def _dispatch(
+    ctx: McpContext, principal: Principal, method: str, params: dict[str, Any]
+) -> dict[str, Any]:
+    if method == "initialize":
+        return _initialize(params)
+    if method == "ping":
+        return {}
+    if method == "tools/list":
+        return {"tools": await _list_tools(ctx, principal)}
+    if method == "tools/call":
+        return await _call_tool(ctx, principal, params)
+    raise JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
+
+
+def _initialize(params: dict[str, Any]) -> dict[str, Any]:
+    requested = params.get("protocolVersion")
+    if not isinstance(requested, str):
+        raise JsonRpcError(INVALID_PARAMS, 'Invalid params: "protocolVersion" must be a string')
+    # lifecycle.mdx: echo a supported version, otherwise answer with our latest one.
+    version = requested if requested in SUPPORTED_PROTOCOL_VERSIONS else LATEST_PROTOCOL_VERSION
+    return {
+        "protocolVersion": version,
+        "capabilities": {"tools": {"listChanged": False}},
+        "serverInfo": SERVER_INFO,
+        "instructions": INSTRUCTIONS,
+    }
+
+
+async def _memory_available(ctx: McpContext, principal: Principal) -> bool:
+    """Memory tools exist for this caller: semantic tier deployed, tenant enabled, scope held."""
+    if ctx.memory is None or "memory" not in principal.scopes:
+        return False
+    gw = ctx.gateway
+    tenant = await load_tenant(gw.kv, gw.cache, gw.clock, principal.tenant)
+    return tenant is not None and tenant.memory_enabled
+
+
+async def _list_tools(ctx: McpContext, principal: Principal) -> list[dict[str, Any]]:
+    gw = ctx.gateway
+    tools: list[dict[str, Any]] = []
+    if "tools" in principal.scopes:
+        tools.extend(
+            c.mcp_tool() for c in await load_tools(gw.kv, gw.cache, gw.clock, principal.tenant)
+        )
+    if await _memory_available(ctx, principal):
+        tools.extend(MEMORY_TOOLS.values())
+    return tools
+
+
+def _text_result(text: str, is_error: bool) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": text}], "isError": is_error}
+
+
+def _reply_result(reply: UpstreamReply) -> dict[str, Any]:
+    if reply.status >= 400:
+        return _text_result(f"upstream returned HTTP {reply.status}: {reply.text()}", True)
+    return _text_result(reply.text(), False)
+
+
+async def _call_tool(
+    ctx: McpContext, principal: Principal, params: dict[str, Any]
+) -> dict[str, Any]:
+    name = params.get("name")
+    if not isinstance(name, str) or not name:
+        raise JsonRpcError(INVALID_PARAMS, 'Invalid params: "name" must be a tool name')
+    arguments = params.get("arguments", {})
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, dict):
+        raise JsonRpcError(INVALID_PARAMS, 'Invalid params: "arguments" must be an object')
+
+    if name in MEMORY_TOOLS:
+        return await _call_memory_tool(ctx, principal, name, arguments)
+
+    input_bytes = len(json.dumps(arguments, separators=(",", ":"), ensure_ascii=False).encode())
+    try:
+        reply = await call_tool(ctx.gateway, principal, name, arguments, input_bytes)
+    except GatewayError as exc:
+        if exc.code == "tool_not_found":
+            raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}") from None
+        if exc.code in _INVALID_PARAMS_CODES:
+            data: dict[str, Any] = {"code": exc.code, **(exc.details or {})}
+            raise JsonRpcError(INVALID_PARAMS, f"Invalid arguments: {exc.message}", data) from None
+        if exc.code in _TOOL_FAILURE_CODES:
+            return _text_result(f"gateway error {exc.code}: {exc.message}", True)
+        raise
+    return _reply_result(reply)
+
+
+async def _call_memory_tool(
+    ctx: McpContext, principal: Principal, name: str, arguments: dict[str, Any]
+) -> dict[str, Any]:
+    if not await _memory_available(ctx, principal) or ctx.memory is None:
+        # Not listed for this caller, so unknown to it.
+        raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}")
+    schema = MEMORY_TOOLS[name]["inputSchema"]
+    problems = validate(schema, arguments)
+    if problems:
+        raise JsonRpcError(
+            INVALID_PARAMS,
+            f"Invalid arguments for {name}",
+            {"code": "invalid_tool_input", "problems": [p.as_dict() for p in problems]},
+        )
+    if name == "recall_memory":
+        # The schema's default (ADR-0030), applied so the dispatcher always gets top_k.
+        arguments = {"top_k": 5, **arguments}
+    try:
+        result = await ctx.memory.call(principal.tenant, name, arguments)
+    except Exception:
+        log.exception("memory tool %s failed for tenant %s", name, principal.tenant)
+        return _text_result(f"{name} failed with an internal error; try again later", True)
+    return _text_result(json.dumps(result, ensure_ascii=False, default=str), False)

@@ -1,0 +1,86 @@
+"""The gateway's routes: adapt the request's `Bindings` to what the hot path may touch.
+
+This is the only gateway module that sees `Bindings` (and so, through its type, the D1,
+Vectorize and Durable Object ports). It hands the hot path a `KVNamespace`, the clock and
+an httpx client factory, and MCP an optional `MemoryToolDispatcher`.
+
+Memory tools: the memory code registers a factory with `register_memory_dispatcher`
+(outside the hot-path modules). Until one is registered, or when the deployment lacks the
+semantic tier (D1 + Vectorize + embedder), `recall_memory`/`store_memory` are not offered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import httpx
+
+from bindings.environment import Bindings
+from gateway.errors import GatewayError
+from gateway.mcp import McpContext, handle_mcp_post, method_not_allowed
+from gateway.memory_tools import MemoryToolDispatcher
+from gateway.tool_proxy import GatewayContext, handle_tool_call
+from worker.http import HttpRequest, HttpResponse
+
+MemoryDispatcherFactory = Callable[[Bindings], MemoryToolDispatcher]
+
+_memory_dispatcher_factory: MemoryDispatcherFactory | None = None
+
+
+def register_memory_dispatcher(factory: MemoryDispatcherFactory | None) -> None:
+    """Install (or, with None, remove) the builder of the memory tools' dispatcher."""
+    global _memory_dispatcher_factory
+    _memory_dispatcher_factory = factory
+
+
+def has_semantic_tier(bindings: Bindings) -> bool:
+    return (
+        bindings.db is not None and bindings.vectors is not None and bindings.embedder is not None
+    )
+
+
+def gateway_context(bindings: Bindings) -> GatewayContext:
+    """KV, clock and client factory from the request's bindings (503 when KV is absent)."""
+    if bindings.kv is None:
+        raise GatewayError(503, "kv_unavailable", "this deployment has no KV namespace bound")
+
+    def client_factory(timeout: float) -> httpx.AsyncClient:
+        return bindings.http_client(timeout=timeout)
+
+    return GatewayContext(kv=bindings.kv, clock=bindings.clock, client_factory=client_factory)
+
+
+def mcp_context(bindings: Bindings) -> McpContext:
+    memory = None
+    if _memory_dispatcher_factory is not None and has_semantic_tier(bindings):
+        memory = _memory_dispatcher_factory(bindings)
+    return McpContext(gateway=gateway_context(bindings), memory=memory)
+
+
+async def tool_call_route(
+    request: HttpRequest, params: dict[str, str], bindings: Bindings
+) -> HttpResponse:
+    """`POST /api/v1/tools/{tool_name}`."""
+    try:
+        ctx = gateway_context(bindings)
+    except GatewayError as exc:
+        return exc.to_response()
+    return await handle_tool_call(ctx, request, params["tool_name"])
+
+
+async def mcp_post_route(
+    request: HttpRequest, params: dict[str, str], bindings: Bindings
+) -> HttpResponse:
+    """`POST /mcp`."""
+    try:
+        ctx = mcp_context(bindings)
+    except GatewayError as exc:
+        return exc.to_response()
+    return await handle_mcp_post(ctx, request)
+
+
+async def mcp_not_allowed_route(
+    request: HttpRequest, params: dict[str, str], bindings: Bindings
+) -> HttpResponse:
+    """`GET /mcp` and `DELETE /mcp`: 405, no SSE stream and no sessions."""
+    return method_not_allowed()

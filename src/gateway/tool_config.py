@@ -1,0 +1,295 @@
+"""Tool configs: how a tenant's tool reaches its upstream (step 3 of the hot path).
+
+`gw:tool:{tenant}:{tool}` holds a `ToolConfig` as JSON. A config is validated in full when
+it is registered (`gateway.admin_ops.register_tool`) and again when it is read, so a
+hand-written config put with `wrangler kv key put` that breaks a rule is reported as
+`gateway_misconfigured` instead of misbehaving.
+
+Example::
+
+    {
+      "name": "github_list_issues",
+      "description": "List issues of a GitHub repository",
+      "provider": "github",
+      "url": "https://api.github.com/repos/{owner}/{repo}/issues",
+      "method": "GET",
+      "auth": {"type": "header", "name": "Authorization", "prefix": "Bearer "},
+      "headers": {"Accept": "application/vnd.github+json"},
+      "timeout_seconds": 10,
+      "input_schema": {
+        "type": "object",
+        "properties": {"owner": {"type": "string"}, "repo": {"type": "string"},
+                       "state": {"enum": ["open", "closed", "all"]}},
+        "required": ["owner", "repo"],
+        "additionalProperties": false
+      },
+      "response_headers": ["link", "x-ratelimit-remaining"]
+    }
+
+`{owner}` and `{repo}` in the URL path are filled from the arguments of the same name
+(URL-quoted) and removed from the payload; the remaining arguments go to the query
+string (`input_as: "query"`, the default for GET and DELETE) or as a JSON body
+(`input_as: "json"`, the default for POST, PUT and PATCH).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from bindings.ports.clock import Clock
+from bindings.ports.errors import BindingError
+from bindings.ports.kv import KVNamespace
+from gateway import kv_layout
+from gateway.errors import GatewayError
+from gateway.json_schema import UnsupportedSchemaError, check_schema
+from gateway.kv_cache import KVReadCache, read_cached
+
+# Names the gateway itself serves over MCP (ADR-0030); a proxied tool may not shadow them.
+RESERVED_TOOL_NAMES = frozenset({"recall_memory", "store_memory"})
+
+DEFAULT_MAX_REQUEST_BYTES = 256 * 1024
+DEFAULT_MAX_RESPONSE_BYTES = 5 * 1024 * 1024
+
+_HEADER_NAME_RE = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}$")
+_PLACEHOLDER_RE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]{0,63})\}")
+# The gateway sets these itself, or they describe a message hop, not the payload.
+_FORBIDDEN_REQUEST_HEADERS = frozenset(
+    {"host", "content-length", "transfer-encoding", "connection", "content-type"}
+)
+# Relaying these would describe the upstream connection, not our response (httpx has
+# already decoded the body, so content-encoding/length would be wrong).
+_FORBIDDEN_RESPONSE_HEADERS = frozenset(
+    {
+        "content-length",
+        "content-encoding",
+        "transfer-encoding",
+        "connection",
+        "keep-alive",
+        "x-gateway-error",
+        "x-upstream-status",
+    }
+)
+
+
+def _header_value_ok(value: str) -> bool:
+    return not any((ord(c) < 0x20 and c != "\t") or ord(c) == 0x7F for c in value)
+
+
+class CredentialPlacement(BaseModel):
+    """How the tenant's credential is sent: a header (with optional prefix), a query
+    parameter, or not at all."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    type: Literal["header", "query", "none"]
+    name: str = ""
+    prefix: str = Field(default="", max_length=64)
+
+    @model_validator(mode="after")
+    def _name_fits_type(self) -> CredentialPlacement:
+        if self.type == "none":
+            if self.name or self.prefix:
+                raise ValueError("auth type 'none' takes no name or prefix")
+            return self
+        if not _HEADER_NAME_RE.match(self.name):
+            raise ValueError(f"auth type {self.type!r} needs a 'name' (header or parameter name)")
+        if self.type == "query" and self.prefix:
+            raise ValueError("a prefix only applies to auth type 'header'")
+        if self.type == "header" and self.name.lower() in _FORBIDDEN_REQUEST_HEADERS:
+            raise ValueError(f"the credential cannot be sent in the {self.name!r} header")
+        if not _header_value_ok(self.prefix):
+            raise ValueError("the prefix must not contain control characters")
+        return self
+
+
+class ToolConfig(BaseModel):
+    """Everything the gateway needs to proxy one tool of one tenant."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(pattern=kv_layout.TOOL_NAME_RE.pattern)
+    title: str = Field(default="", max_length=200)
+    description: str = Field(default="", max_length=4000)
+    provider: str = Field(default="", pattern=r"^$|" + kv_layout.PROVIDER_RE.pattern)
+    url: str = Field(max_length=2048)
+    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "POST"
+    auth: CredentialPlacement = CredentialPlacement(type="none")
+    headers: dict[str, str] = Field(default_factory=dict)
+    timeout_seconds: float = Field(default=10.0, gt=0, le=60)
+    input_schema: dict[str, Any] = Field(
+        default_factory=lambda: {"type": "object", "additionalProperties": True}
+    )
+    input_as: Literal["json", "query"] | None = None
+    response_headers: tuple[str, ...] = ()
+    max_request_bytes: int = Field(default=DEFAULT_MAX_REQUEST_BYTES, ge=2, le=1024 * 1024)
+    max_response_bytes: int = Field(default=DEFAULT_MAX_RESPONSE_BYTES, ge=1, le=20 * 1024 * 1024)
+
+    @field_validator("method", mode="before")
+    @classmethod
+    def _upper_method(cls, value: Any) -> Any:
+        return value.upper() if isinstance(value, str) else value
+
+    @field_validator("name")
+    @classmethod
+    def _not_reserved(cls, value: str) -> str:
+        if value in RESERVED_TOOL_NAMES:
+            raise ValueError(f"{value!r} is reserved for the gateway's memory tools")
+        return value
+
+    @field_validator("url")
+    @classmethod
+    def _url_shape(cls, value: str) -> str:
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("the upstream url must be absolute http(s)://host/...")
+        if parts.username or parts.password:
+            raise ValueError("put credentials in the tenant's credential, not in the url")
+        if parts.fragment:
+            raise ValueError("the upstream url must not have a #fragment")
+        if _PLACEHOLDER_RE.search(parts.netloc) or _PLACEHOLDER_RE.search(parts.query):
+            raise ValueError("{placeholders} are only allowed in the url path")
+        return value
+
+    @field_validator("headers")
+    @classmethod
+    def _headers_ok(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, header_value in value.items():
+            if not _HEADER_NAME_RE.match(name):
+                raise ValueError(f"invalid header name {name!r}")
+            if name.lower() in _FORBIDDEN_REQUEST_HEADERS:
+                raise ValueError(f"the gateway sets {name!r} itself")
+            if not _header_value_ok(header_value):
+                raise ValueError(f"header {name!r} has control characters in its value")
+        return value
+
+    @field_validator("response_headers", mode="before")
+    @classmethod
+    def _lower_response_headers(cls, value: Any) -> Any:
+        if isinstance(value, list | tuple):
+            return tuple(v.lower() if isinstance(v, str) else v for v in value)
+        return value
+
+    @field_validator("response_headers")
+    @classmethod
+    def _response_headers_ok(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for name in value:
+            if not _HEADER_NAME_RE.match(name):
+                raise ValueError(f"invalid header name {name!r}")
+            if name in _FORBIDDEN_RESPONSE_HEADERS:
+                raise ValueError(f"header {name!r} cannot be passed through")
+        return value
+
+    @field_validator("input_schema")
+    @classmethod
+    def _schema_supported(cls, value: dict[str, Any]) -> dict[str, Any]:
+        try:
+            check_schema(value)
+        except UnsupportedSchemaError as exc:
+            raise ValueError(f"input_schema: {exc}") from None
+        # MCP requires a tool's inputSchema to describe an object (the arguments map).
+        if value.get("type") != "object":
+            raise ValueError('input_schema must have "type": "object" at its root')
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ToolConfig:
+        if self.auth.type != "none" and not self.provider:
+            raise ValueError("a tool that sends a credential needs a 'provider'")
+        if self.auth.type == "header" and any(
+            name.lower() == self.auth.name.lower() for name in self.headers
+        ):
+            raise ValueError(f"header {self.auth.name!r} is both static and the credential")
+        if self.method == "GET" and self.input_as == "json":
+            raise ValueError("a GET tool cannot send a JSON body; use input_as 'query'")
+        properties = self.input_schema.get("properties", {})
+        required = set(self.input_schema.get("required", ()))
+        for placeholder in self.path_placeholders:
+            schema = properties.get(placeholder)
+            kinds = schema.get("type") if isinstance(schema, dict) else None
+            if placeholder not in required or kinds not in ("string", "integer"):
+                raise ValueError(
+                    f"url placeholder {{{placeholder}}} must be a required string or integer "
+                    "property of input_schema"
+                )
+        return self
+
+    @property
+    def path_placeholders(self) -> list[str]:
+        return _PLACEHOLDER_RE.findall(urlsplit(self.url).path)
+
+    @property
+    def sends_input_as(self) -> Literal["json", "query"]:
+        if self.input_as is not None:
+            return self.input_as
+        return "query" if self.method in ("GET", "DELETE") else "json"
+
+    def mcp_tool(self) -> dict[str, Any]:
+        """This tool as an MCP `Tool` object (tools/list)."""
+        tool: dict[str, Any] = {
+            "name": self.name,
+            "description": self.description or f"Proxied tool {self.name}",
+            "inputSchema": self.input_schema,
+        }
+        if self.title:
+            tool["title"] = self.title
+        return tool
+
+
+def parse_tool_config(raw: str) -> ToolConfig:
+    """Parse a stored config; a broken one is the operator's to fix, reported as a 500."""
+    try:
+        return ToolConfig.model_validate_json(raw)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False, include_input=False)[0]
+        raise GatewayError(
+            500,
+            "gateway_misconfigured",
+            f"the stored tool config is invalid: {first['msg']}; register it again",
+        ) from None
+
+
+async def load_tool(
+    kv: KVNamespace, cache: KVReadCache, clock: Clock, tenant: str, tool: str
+) -> ToolConfig | None:
+    if not kv_layout.TOOL_NAME_RE.match(tool):
+        return None
+    return await read_cached(kv, cache, clock, kv_layout.tool_key(tenant, tool), parse_tool_config)
+
+
+async def list_tool_names(kv: KVNamespace, tenant: str) -> list[str]:
+    """Names of the tenant's registered tools, in key order (every KV list page)."""
+    prefix = kv_layout.tool_prefix(tenant)
+    names: list[str] = []
+    cursor: str | None = None
+    while True:
+        try:
+            page = await kv.list(prefix=prefix, cursor=cursor)
+        except BindingError as exc:
+            raise GatewayError(503, "kv_unavailable", f"listing tools failed: {exc}") from None
+        names.extend(key.name[len(prefix) :] for key in page.keys)
+        if page.list_complete or not page.cursor:
+            return names
+        cursor = page.cursor
+
+
+async def load_tools(
+    kv: KVNamespace, cache: KVReadCache, clock: Clock, tenant: str
+) -> list[ToolConfig]:
+    """Every tool of the tenant (a KV list, then each config through the cache)."""
+    configs: list[ToolConfig] = []
+    for name in await list_tool_names(kv, tenant):
+        config = await load_tool(kv, cache, clock, tenant, name)
+        if config is not None:
+            configs.append(config)
+    return configs

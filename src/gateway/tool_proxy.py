@@ -1,0 +1,280 @@
+"""The hot path: `POST /api/v1/tools/{tool_name}` and MCP `tools/call` for proxied tools.
+
+For one call the gateway does exactly this, and nothing else:
+
+1. KV auth lookup   — `Authorization: Bearer <key>` → SHA-256 → `gw:apikey:{hex}` → tenant, scopes;
+2. KV config lookup — `gw:tool:{tenant}:{tool}` → upstream, method, auth placement, schema, limits;
+3. input check      — size limit, then the tool's JSON schema (no KV, no I/O);
+4. KV token read    — `gw:cred:{tenant}:{provider}` (skipped for `auth.type == "none"`);
+5. outbound fetch   — one httpx request carrying the credential, within the tool's timeout;
+6. response         — the upstream status and body relayed, marked `x-upstream-status`.
+
+The token is read after the config because the config names the provider whose token to
+read; bad input is refused before that read. Every KV read goes through the per-isolate
+cache (`gateway.kv_cache`, 30 s staleness bound), so a warm isolate makes no KV reads.
+
+This module receives a `KVNamespace`, a `Clock` and an httpx client factory — never the
+`Bindings` object — and imports nothing that can reach D1, Durable Objects, Vectorize or
+R2 (enforced by `tests/gateway/test_hot_path_isolation.py`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from bindings.ports.clock import Clock
+from bindings.ports.kv import KVNamespace
+from gateway.api_keys import Principal, authenticate
+from gateway.credentials import Credential, load_credential
+from gateway.errors import UPSTREAM_STATUS_HEADER, GatewayError
+from gateway.json_schema import validate
+from gateway.kv_cache import ISOLATE_CACHE, KVReadCache
+from gateway.tool_config import ToolConfig, load_tool
+from worker.http import Headers, HttpRequest, HttpResponse
+
+USER_AGENT = "agent-memory-gateway/0.1"
+
+# Builds an httpx client for one call, given the timeout in seconds. On Workers clients must
+# be created inside the handler (cheap); the local runtime may share one transport.
+ClientFactory = Callable[[float], httpx.AsyncClient]
+
+
+@dataclass(frozen=True)
+class GatewayContext:
+    """What the hot path may touch: KV, time, outbound HTTP, and the isolate cache."""
+
+    kv: KVNamespace
+    clock: Clock
+    client_factory: ClientFactory
+    cache: KVReadCache = field(default=ISOLATE_CACHE)
+
+
+@dataclass(frozen=True)
+class UpstreamReply:
+    """What the upstream answered: status, body, and the headers the config lets through."""
+
+    status: int
+    body: bytes
+    headers: list[tuple[str, str]]
+    content_type: str | None
+
+    def text(self) -> str:
+        return self.body.decode("utf-8", errors="replace")
+
+
+def tool_not_found(tool_name: str) -> GatewayError:
+    # Same answer whether the tool is missing or belongs to another tenant: no existence leak.
+    return GatewayError(404, "tool_not_found", f"no tool named {tool_name!r} for this API key")
+
+
+def parse_arguments(body: bytes) -> dict[str, Any]:
+    """Decode an HTTP tool-call body: a JSON object of arguments (empty body = `{}`)."""
+    if not body.strip():
+        return {}
+    try:
+        value = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise GatewayError(400, "invalid_json", f"the body is not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise GatewayError(
+            422, "invalid_tool_input", "the body must be a JSON object of tool arguments"
+        )
+    return value
+
+
+async def resolve_tool(ctx: GatewayContext, principal: Principal, tool_name: str) -> ToolConfig:
+    """Config lookup (step 2) for the caller's own tenant; 404 for anything else."""
+    principal.require("tools")
+    config = await load_tool(ctx.kv, ctx.cache, ctx.clock, principal.tenant, tool_name)
+    if config is None:
+        raise tool_not_found(tool_name)
+    return config
+
+
+def check_input(config: ToolConfig, arguments: dict[str, Any], input_bytes: int) -> None:
+    """Step 3: refuse oversized or schema-violating input before any token read or fetch."""
+    if input_bytes > config.max_request_bytes:
+        raise GatewayError(
+            413,
+            "tool_input_too_large",
+            f"tool input is {input_bytes} bytes; {config.name!r} accepts at most "
+            f"{config.max_request_bytes}",
+        )
+    problems = validate(config.input_schema, arguments)
+    if problems:
+        raise GatewayError(
+            422,
+            "invalid_tool_input",
+            f"the arguments do not match the input schema of {config.name!r}",
+            {"problems": [p.as_dict() for p in problems]},
+        )
+
+
+async def read_credential(
+    ctx: GatewayContext, principal: Principal, config: ToolConfig
+) -> Credential | None:
+    """Step 4: the tenant's token for the tool's provider (None when the tool needs none)."""
+    if config.auth.type == "none":
+        return None
+    credential = await load_credential(
+        ctx.kv, ctx.cache, ctx.clock, principal.tenant, config.provider
+    )
+    if credential is None:
+        raise GatewayError(
+            424,
+            "credential_missing",
+            f"no credential for provider {config.provider!r} is set for this tenant",
+        )
+    return credential
+
+
+def _query_value(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    # JSON spelling for everything else: true/false/null, numbers, nested values.
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def build_request(
+    config: ToolConfig, credential: Credential | None, arguments: dict[str, Any]
+) -> tuple[str, list[tuple[str, str]], dict[str, str], bytes | None]:
+    """Upstream url, query params, headers and body for one call (pure, no I/O)."""
+    payload = dict(arguments)
+    url = config.url
+    for placeholder in config.path_placeholders:
+        value = payload.pop(placeholder)
+        # safe="": a value can never add path segments (no "/" or ".." traversal).
+        url = url.replace("{" + placeholder + "}", quote(str(value), safe=""))
+    params: list[tuple[str, str]] = []
+    headers = {"user-agent": USER_AGENT, "accept": "application/json, */*;q=0.5"}
+    headers.update(config.headers)
+    body: bytes | None = None
+    if config.sends_input_as == "query":
+        for name, value in payload.items():
+            if value is None:
+                continue
+            items = value if isinstance(value, list) else [value]
+            params.extend((name, _query_value(item)) for item in items)
+    else:
+        body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+        headers["content-type"] = "application/json"
+    if credential is not None:
+        if config.auth.type == "header":
+            headers[config.auth.name] = config.auth.prefix + credential.secret
+        elif config.auth.type == "query":
+            params.append((config.auth.name, credential.secret))
+    return url, params, headers, body
+
+
+async def fetch_upstream(
+    ctx: GatewayContext,
+    config: ToolConfig,
+    credential: Credential | None,
+    arguments: dict[str, Any],
+) -> UpstreamReply:
+    """Step 5: one outbound request; transport failures become 502/504 gateway errors."""
+    url, params, headers, body = build_request(config, credential, arguments)
+    timeout = config.timeout_seconds
+    try:
+        async with ctx.client_factory(timeout) as client:
+            request = client.build_request(
+                config.method,
+                url,
+                params=tuple(params),
+                headers=headers,
+                content=body,
+                timeout=httpx.Timeout(timeout),
+            )
+            # Redirects are not followed: the credential must never reach another host.
+            response = await client.send(request, stream=True, follow_redirects=False)
+            try:
+                chunks: list[bytes] = []
+                size = 0
+                async for chunk in response.aiter_bytes():
+                    size += len(chunk)
+                    if size > config.max_response_bytes:
+                        raise GatewayError(
+                            502,
+                            "upstream_response_too_large",
+                            f"the upstream response exceeds {config.max_response_bytes} bytes",
+                        )
+                    chunks.append(chunk)
+            finally:
+                await response.aclose()
+    except httpx.TimeoutException:
+        raise GatewayError(
+            504, "upstream_timeout", f"the upstream did not answer within {timeout:g} s"
+        ) from None
+    except httpx.ConnectError as exc:
+        raise GatewayError(
+            502, "upstream_unreachable", f"could not connect to the upstream: {_reason(exc)}"
+        ) from None
+    except httpx.HTTPError as exc:
+        raise GatewayError(
+            502, "upstream_error", f"the upstream exchange failed: {_reason(exc)}"
+        ) from None
+    passed = [
+        (name, response.headers[name])
+        for name in config.response_headers
+        if name in response.headers
+    ]
+    return UpstreamReply(
+        status=response.status_code,
+        body=b"".join(chunks),
+        headers=passed,
+        content_type=response.headers.get("content-type"),
+    )
+
+
+def _reason(exc: Exception) -> str:
+    # httpx messages can echo the url, whose query string may hold the credential.
+    return type(exc).__name__
+
+
+async def call_tool(
+    ctx: GatewayContext,
+    principal: Principal,
+    tool_name: str,
+    arguments: dict[str, Any],
+    input_bytes: int,
+) -> UpstreamReply:
+    """Steps 2-5 for an authenticated caller (shared by the HTTP route and MCP)."""
+    config = await resolve_tool(ctx, principal, tool_name)
+    check_input(config, arguments, input_bytes)
+    credential = await read_credential(ctx, principal, config)
+    return await fetch_upstream(ctx, config, credential, arguments)
+
+
+def relay(reply: UpstreamReply) -> HttpResponse:
+    """Step 6: the upstream's status and body, marked as the upstream's."""
+    headers = Headers(reply.headers)
+    if reply.content_type:
+        headers.set("content-type", reply.content_type)
+    headers.set(UPSTREAM_STATUS_HEADER, str(reply.status))
+    return HttpResponse(status=reply.status, body=reply.body, headers=headers)
+
+
+async def handle_tool_call(
+    ctx: GatewayContext, request: HttpRequest, tool_name: str
+) -> HttpResponse:
+    """`POST /api/v1/tools/{tool_name}`: the whole hot path. Never raises."""
+    try:
+        principal = await authenticate(
+            ctx.kv, ctx.cache, ctx.clock, request.headers.get("authorization")
+        )
+        config = await resolve_tool(ctx, principal, tool_name)
+        # Size first: a too-large body is refused without being parsed.
+        if len(request.body) > config.max_request_bytes:
+            check_input(config, {}, len(request.body))
+        arguments = parse_arguments(request.body)
+        check_input(config, arguments, len(request.body))
+        credential = await read_credential(ctx, principal, config)
+        return relay(await fetch_upstream(ctx, config, credential, arguments))
+    except GatewayError as exc:
+        return exc.to_response()
