@@ -1,0 +1,186 @@
+"""DESIGN invariant 1: the hot-path modules import nothing that reaches D1, Durable Objects,
+Vectorize or R2 — checked over the import graph of src/, not by review.
+
+The walk parses every module under src/ with `ast` and follows `import x.y` and
+`from x import y` (absolute and relative, at any depth in the file, including imports
+under `if TYPE_CHECKING:` and inside functions, so a lazy import cannot hide a path).
+Importing `a.b.c` runs `a/__init__` and `a/b/__init__` too, so parents are edges as well.
+Third-party and stdlib modules are leaves: they cannot import our D1 code.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import deque
+from collections.abc import Iterable
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+HOT_PATH_MODULES = (
+    "gateway.tool_proxy",
+    "gateway.mcp",
+    "gateway.api_keys",
+    "gateway.tool_config",
+    "gateway.credentials",
+    "gateway.tenants",
+    "gateway.json_schema",
+    "gateway.kv_cache",
+    "gateway.kv_layout",
+    "gateway.errors",
+    "gateway.memory_tools",
+)
+
+FORBIDDEN = (
+    "bindings.ports.d1",
+    "bindings.ports.do_sql",
+    "bindings.ports.sql",
+    "bindings.ports.durable_objects",
+    "bindings.ports.vectorize",
+    "bindings.ports.r2",
+    "bindings.ports.object_storage",
+    "bindings.environment",
+    "bindings.cloudflare.d1",
+    "bindings.cloudflare.do_sql",
+    "bindings.cloudflare.vectorize",
+    "bindings.cloudflare.durable_objects",
+    "bindings.cloudflare.r2",
+    "agent_runtime_do",
+    "agent_memory",
+)
+
+
+def module_files(root: Path) -> dict[str, Path]:
+    """Module name → file for every .py under `root` (packages by their __init__)."""
+    modules: dict[str, Path] = {}
+    for path in root.rglob("*.py"):
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        if parts:
+            modules[".".join(parts)] = path
+    return modules
+
+
+def _with_parents(name: str) -> list[str]:
+    parts = name.split(".")
+    return [".".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def imports_of(module: str, path: Path, known: set[str]) -> set[str]:
+    """The project modules `module` imports (directly), resolved to full names."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    is_package = path.name == "__init__.py"
+    package = module if is_package else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base_parts = package.split(".") if package else []
+                if node.level > 1:
+                    base_parts = base_parts[: len(base_parts) - (node.level - 1)]
+                base = ".".join([*base_parts, node.module] if node.module else base_parts)
+            else:
+                base = node.module or ""
+            targets = [base]
+            # `from pkg import sub` imports the submodule `pkg.sub` when one exists.
+            targets += [f"{base}.{alias.name}" for alias in node.names if alias.name != "*"]
+        for target in targets:
+            for name in _with_parents(target):
+                if name in known and name != module:
+                    found.add(name)
+    return found
+
+
+def forbidden_chains(
+    roots: Iterable[str], root_dir: Path, forbidden: Iterable[str]
+) -> list[list[str]]:
+    """Breadth-first over the import graph; one shortest chain per forbidden module reached."""
+    files = module_files(root_dir)
+    known = set(files)
+    banned = tuple(forbidden)
+
+    def is_banned(name: str) -> bool:
+        return any(name == b or name.startswith(b + ".") for b in banned)
+
+    chains: list[list[str]] = []
+    for root in roots:
+        assert root in files, f"hot-path module {root} does not exist under {root_dir}"
+        parent: dict[str, str | None] = {root: None}
+        queue = deque([root])
+        while queue:
+            current = queue.popleft()
+            if is_banned(current):
+                chain = [current]
+                step = parent[current]
+                while step is not None:
+                    chain.append(step)
+                    step = parent[step]
+                chains.append(chain[::-1])
+                continue  # report the first way in; don't walk the banned module's imports
+            for nxt in sorted(imports_of(current, files[current], known)):
+                if nxt not in parent:
+                    parent[nxt] = current
+                    queue.append(nxt)
+    return chains
+
+
+def test_hot_path_reaches_no_d1_durable_object_vectorize_or_r2_module() -> None:
+    chains = forbidden_chains(HOT_PATH_MODULES, SRC, FORBIDDEN)
+    assert not chains, "hot path imports forbidden modules:\n" + "\n".join(
+        " -> ".join(chain) for chain in chains
+    )
+
+
+def test_the_walk_actually_covers_the_hot_path() -> None:
+    # Guards against a vacuous pass: the walk must see the modules we know are imported.
+    files = module_files(SRC)
+    reached = set(imports_of("gateway.tool_proxy", files["gateway.tool_proxy"], set(files)))
+    assert {"gateway.api_keys", "gateway.tool_config", "bindings.ports.kv"} <= reached
+
+
+def test_checker_catches_a_planted_transitive_violation(tmp_path: Path) -> None:
+    (tmp_path / "gateway").mkdir()
+    (tmp_path / "gateway" / "__init__.py").write_text("")
+    (tmp_path / "gateway" / "tool_proxy.py").write_text("from . import helpers\n")
+    (tmp_path / "gateway" / "helpers.py").write_text(
+        "def lazy():\n    from bindings.environment import Bindings\n    return Bindings\n"
+    )
+    (tmp_path / "bindings").mkdir()
+    (tmp_path / "bindings" / "__init__.py").write_text("")
+    (tmp_path / "bindings" / "environment.py").write_text("import bindings.ports.d1\n")
+    (tmp_path / "bindings" / "ports").mkdir()
+    (tmp_path / "bindings" / "ports" / "__init__.py").write_text("")
+    (tmp_path / "bindings" / "ports" / "d1.py").write_text("")
+
+    chains = forbidden_chains(["gateway.tool_proxy"], tmp_path, FORBIDDEN)
+    assert chains == [["gateway.tool_proxy", "gateway.helpers", "bindings.environment"]]
+
+
+def test_checker_catches_a_package_import_and_a_type_checking_import(tmp_path: Path) -> None:
+    (tmp_path / "gateway").mkdir()
+    (tmp_path / "gateway" / "__init__.py").write_text("")
+    (tmp_path / "gateway" / "mcp.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import agent_memory.semantic\n"
+    )
+    (tmp_path / "agent_memory").mkdir()
+    (tmp_path / "agent_memory" / "__init__.py").write_text("")
+    (tmp_path / "agent_memory" / "semantic.py").write_text("")
+
+    chains = forbidden_chains(["gateway.mcp"], tmp_path, FORBIDDEN)
+    # Importing a submodule runs the package's __init__ too: both are reported.
+    assert sorted(chains) == [
+        ["gateway.mcp", "agent_memory"],
+        ["gateway.mcp", "agent_memory.semantic"],
+    ]
+
+
+def test_the_route_adapter_is_outside_the_hot_path_and_does_reach_bindings() -> None:
+    # gateway.routes adapts Bindings; it must not be imported by any hot-path module.
+    files = module_files(SRC)
+    for module in HOT_PATH_MODULES:
+        assert "gateway.routes" not in imports_of(module, files[module], set(files))
+    assert forbidden_chains(["gateway.routes"], SRC, FORBIDDEN)
