@@ -1,0 +1,1 @@
+"""Deterministic stand-ins for ports, for unit tests (no model, no network)."""
