@@ -1,0 +1,250 @@
+"""D1 on sqlite3: `SqliteD1` implements `bindings.ports.d1.D1Database`.
+
+The local D1 is built like miniflare's: a SQLite database behind workerd's SQL layer
+(`do_sql.SqliteEngine`, with workerd's limits and authorizer), plus D1's own client layer
+(cloudflare/workerd `src/cloudflare/internal/d1-api.ts`) and server layer (miniflare
+`src/workers/d1/database.worker.ts`). What that gives a caller:
+
+* `prepare(sql).bind(*params)` is synchronous and checks types at bind time like
+  d1-api.ts: str, int, float, bool (stored 1/0), None (NULL), bytes-likes and lists of
+  byte values (BLOB). Anything else raises `D1Error("D1_TYPE_ERROR: Type '...' not
+  supported for value '...'")`; so does an int outside +-2^53, which Pyodide would pass as
+  a BigInt. Integers bind as SQLite INTEGER (D1's documented "Number -> INTEGER"), and a
+  float with no fractional part is the same JS number, so it binds as INTEGER too; NaN and
+  infinities travel as JSON `null`, i.e. NULL.
+* every `all/run/first/first_value`, every `batch` and every `exec` runs in one
+  transaction ("D1 runs every query inside an implicit transaction"), so any failure
+  leaves nothing written; `PRAGMA foreign_keys = off` is therefore a no-op and
+  `PRAGMA defer_foreign_keys = on` defers checks to the end of that query or batch, as
+  cloudflare-docs `d1/sql-api/foreign-keys` describes. Foreign keys are enforced.
+* `exec(sql)` splits its input on newlines and runs each line (one line may hold several
+  statements), all in one transaction, returning `{count, duration}`; a multi-line
+  statement therefore fails under `exec`, exactly as on D1. Empty and comment-only lines
+  are skipped.
+* SQL `BEGIN`/`COMMIT`/`SAVEPOINT` are refused with workerd's text; at most 100 bound
+  parameters ("too many SQL variables"), SQL of at most 100 000 bytes; FTS5 works.
+* results look like D1's JSON: numbers follow the JS-number rule (`jsnumbers`), BLOBs come
+  back as lists of byte values, non-finite floats as None. Columns with the same name
+  collapse to the last one, as `Object.fromEntries` does.
+* errors are `D1Error("D1_ERROR: <sqlite message>: <SQLITE_CODE>")`; limit errors are
+  also `BindingLimitError`s.
+
+Deviations: `meta.rows_read` counts rows returned (D1 counts rows scanned) and
+`meta.rows_written` counts changed rows (D1 also counts index writes); `meta.duration` is
+wall time in this process. `first()` runs the whole statement, as D1 does.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, cast
+
+from bindings.ports.d1 import D1Error, D1ExecResult, D1Meta, D1Result, D1Statement
+from bindings.ports.errors import BindingLimitError
+from bindings.ports.sql import Row, SqlValue
+from local_runtime.adapters.do_sql import (
+    NO_STATEMENT,
+    QueryResult,
+    SqlEngineError,
+    SqliteEngine,
+    split_sql_statements,
+)
+from local_runtime.adapters.jsnumbers import PYODIDE_INT_LIMIT, becomes_js_number, js_number
+
+NO_STATEMENTS_DETECTED = "No SQL statements detected."
+
+
+class D1LimitError(D1Error, BindingLimitError):
+    """D1 rejected a statement for breaking a documented limit."""
+
+
+def _js_typeof(value: object) -> str:
+    if isinstance(value, int):
+        return "bigint"
+    if callable(value):
+        return "function"
+    return "object"
+
+
+def _js_string(value: object) -> str:
+    if isinstance(value, dict):
+        return "[object Object]"
+    if isinstance(value, list | tuple):
+        return ",".join("" if v is None else str(v) for v in value)
+    return str(value)
+
+
+def _is_byte_list(value: object) -> bool:
+    return isinstance(value, list) and all(
+        type(b) is int and 0 <= b < 256  # bool is not a byte value in JS
+        for b in value
+    )
+
+
+def _bind_value(value: object) -> SqlValue:
+    """Convert one bound value as d1-api.ts `bind()` (and its JSON body) would."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return 1 if value else 0
+    if isinstance(value, int):
+        if becomes_js_number(value):
+            return value
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            return None  # JSON.stringify turns NaN and +-Infinity into null
+        return js_number(value)
+    elif isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value)
+    elif _is_byte_list(value):
+        return bytes(cast(list[int], value))
+    message = f"Type '{_js_typeof(value)}' not supported for value '{_js_string(value)}'"
+    raise D1Error(f"D1_TYPE_ERROR: {message}")
+
+
+def _result_value(value: Any) -> Any:
+    kind = type(value)
+    if kind is int:
+        if -PYODIDE_INT_LIMIT <= value <= PYODIDE_INT_LIMIT:
+            return value
+        return float(value)  # int64 -> JSON number -> a double beyond 2^53
+    if kind is float:
+        if not math.isfinite(value):
+            return None
+        return js_number(value)
+    if kind is bytes:
+        return list(value)
+    return value
+
+
+def _to_d1_result(result: QueryResult) -> D1Result:
+    columns = result.columns
+    convert = _result_value
+    rows: list[Row] = [dict(zip(columns, map(convert, row), strict=True)) for row in result.rows]
+    # model_construct: the values are built here and already valid; validating every row
+    # again would dominate the cost of a point query.
+    return D1Result.model_construct(
+        success=True,
+        meta=D1Meta.model_construct(
+            changes=result.changes,
+            last_row_id=result.last_row_id,
+            rows_read=len(result.rows),
+            rows_written=result.changes,
+            duration=result.duration_ms,
+        ),
+        results=rows,
+    )
+
+
+def _d1_error(exc: SqlEngineError, prefix: str = "D1_ERROR: ") -> D1Error:
+    message = NO_STATEMENTS_DETECTED if exc.message == NO_STATEMENT else exc.message
+    kind = D1LimitError if exc.limit else D1Error
+    return kind(f"{prefix}{message}")
+
+
+class SqliteD1Statement:
+    """A prepared statement; `bind` returns a new statement, execution is async."""
+
+    def __init__(self, db: SqliteD1, sql: str, params: tuple[SqlValue, ...] = ()) -> None:
+        self._db = db
+        self.sql = sql
+        self.params = params
+
+    def bind(self, *params: SqlValue | bool) -> SqliteD1Statement:
+        """Return a statement with these positional parameters; raises D1_TYPE_ERROR."""
+        return SqliteD1Statement(self._db, self.sql, tuple(_bind_value(p) for p in params))
+
+    async def all(self) -> D1Result:
+        """Every row, with meta."""
+        [result] = self._db._execute([self])
+        return result
+
+    async def run(self) -> D1Result:
+        """Like `all()` (D1 documents `run` as its alias); used for writes."""
+        [result] = self._db._execute([self])
+        return result
+
+    async def first(self) -> Row | None:
+        """The first row, or None."""
+        [result] = self._db._execute([self])
+        return result.results[0] if result.results else None
+
+    async def first_value(self, column: str) -> Any:
+        """`first(column)`: the column's value in the first row; None when no rows."""
+        row = await self.first()
+        if row is None:
+            return None
+        if column not in row:
+            raise D1Error(f"D1_COLUMN_NOTFOUND: Column not found ({column})")
+        return row[column]
+
+    async def raw(self, *, column_names: bool = False) -> list[list[Any]]:
+        """Rows as lists; with `column_names`, the first list is the header."""
+        [result] = self._db._execute([self])
+        rows = [list(row.values()) for row in result.results]
+        if column_names:
+            header: list[Any] = list(result.results[0]) if result.results else []
+            return [header, *rows]
+        return rows
+
+
+class SqliteD1:
+    """A D1 database in one SQLite file (":memory:" for tests)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self._engine = SqliteEngine(path)
+
+    def close(self) -> None:
+        self._engine.close()
+
+    def prepare(self, sql: str) -> SqliteD1Statement:
+        return SqliteD1Statement(self, sql)
+
+    def _execute(self, statements: Sequence[SqliteD1Statement]) -> list[D1Result]:
+        engine = self._engine
+        try:
+            with engine.transaction():
+                return [
+                    _to_d1_result(engine.run(statement.sql, statement.params))
+                    for statement in statements
+                ]
+        except SqlEngineError as exc:
+            raise _d1_error(exc) from None
+
+    async def batch(self, statements: Sequence[D1Statement]) -> list[D1Result]:
+        """Run statements in one transaction; on any failure none of them take effect."""
+        if not statements:
+            raise D1Error(f"D1_ERROR: {NO_STATEMENTS_DETECTED}")
+        own: list[SqliteD1Statement] = []
+        for statement in statements:
+            if not isinstance(statement, SqliteD1Statement) or statement._db is not self:
+                raise TypeError("batch() takes statements prepared on this database")
+            own.append(statement)
+        return self._execute(own)
+
+    async def exec(self, sql: str) -> D1ExecResult:
+        """Run newline-separated queries (no bindings) in one transaction."""
+        lines = sql.strip().split("\n")
+        engine = self._engine
+        count = 0
+        duration = 0.0
+        try:
+            with engine.transaction():
+                for number, line in enumerate(lines, start=1):
+                    if not split_sql_statements(line):
+                        continue
+                    try:
+                        result = engine.run(line)
+                    except SqlEngineError as exc:
+                        raise _d1_error(
+                            exc, prefix=f"D1_EXEC_ERROR: Error in line {number}: {line}: "
+                        ) from None
+                    count += 1
+                    duration += result.duration_ms
+        except SqlEngineError as exc:  # a failed COMMIT (deferred foreign keys)
+            raise _d1_error(exc, prefix="D1_EXEC_ERROR: ") from None
+        if count == 0:
+            raise D1Error(f"D1_EXEC_ERROR: Error in line 1: {lines[0]}: {NO_STATEMENTS_DETECTED}")
+        return D1ExecResult(count=count, duration=duration)
