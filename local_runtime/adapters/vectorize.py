@@ -51,7 +51,6 @@ is one matrix-vector product, vectorised masks and an `argpartition`.
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 import sqlite3
@@ -381,6 +380,26 @@ class _Partition:
         for prop, column in self.columns.items():
             column.set(row, indexed.get(prop))
 
+    def bulk_load(
+        self,
+        ids: Sequence[str],
+        values: F32Array,
+        inv_norms: F32Array,
+        indexed: Sequence[dict[str, Scalar]],
+    ) -> None:
+        """Fill an empty partition in one go (reopening a persisted index)."""
+        assert self.size == 0
+        self._ensure_capacity(len(ids))
+        self.ids = list(ids)
+        self.rows = {vid: row for row, vid in enumerate(self.ids)}
+        self.values[: len(ids)] = values
+        self.inv_norms[: len(ids)] = inv_norms
+        for prop, column in self.columns.items():
+            for row, entry in enumerate(indexed):
+                value = entry.get(prop)
+                if value is not None:
+                    column.set(row, value)
+
     def remove(self, vector_id: str) -> None:
         row = self.rows.pop(vector_id)
         last = self.size - 1
@@ -541,7 +560,8 @@ def _evaluate(clauses: Sequence[_Clause], part: _Partition) -> BoolArray:
 @dataclass
 class _Stored:
     namespace: str | None
-    metadata: dict[str, Any]
+    # kept as JSON: cheap to reopen, and every read decodes a fresh copy for the caller
+    metadata_json: str
     indexed: dict[str, Scalar]
 
 
@@ -670,11 +690,16 @@ class LocalVectorIndex:
         matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32).reshape(
             len(rows), self.dimensions
         )
-        inv = (1.0 / np.linalg.norm(matrix.astype(np.float64), axis=1)).astype(np.float32)
+        inv = (1.0 / np.sqrt(np.einsum("ij,ij->i", matrix, matrix))).astype(np.float32)
+        by_namespace: dict[str | None, list[int]] = {}
         for i, (vector_id, namespace, _vals, metadata, indexed) in enumerate(rows):
-            stored = _Stored(namespace, json.loads(metadata), json.loads(indexed))
-            self._records[vector_id] = stored
-            self._partition(namespace).put(vector_id, matrix[i], float(inv[i]), stored.indexed)
+            self._records[vector_id] = _Stored(namespace, metadata, json.loads(indexed))
+            by_namespace.setdefault(namespace, []).append(i)
+        for namespace, positions in by_namespace.items():
+            ids = [rows[i][0] for i in positions]
+            self._partition(namespace).bulk_load(
+                ids, matrix[positions], inv[positions], [self._records[v].indexed for v in ids]
+            )
 
     def close(self) -> None:
         """Close the SQLite connection (the object is unusable afterwards)."""
@@ -870,7 +895,7 @@ class LocalVectorIndex:
                 previous = self._records.get(vid)
                 if previous is not None and previous.namespace != item.namespace:
                     self._drop_from_partition(vid, previous.namespace)
-                self._records[vid] = _Stored(item.namespace, item.metadata, indexed[vid])
+                self._records[vid] = _Stored(item.namespace, item.metadata_json, indexed[vid])
                 self._partition(item.namespace).put(vid, item.values, item.inv_norm, indexed[vid])
         return VectorMutation(mutation_id=str(uuid.uuid4()), count=len(chosen))
 
@@ -932,7 +957,7 @@ class LocalVectorIndex:
                         id=vid,
                         values=part.values[row].astype(np.float64).tolist(),
                         namespace=stored.namespace,
-                        metadata=copy.deepcopy(stored.metadata),
+                        metadata=json.loads(stored.metadata_json),
                     )
                 )
             return out
@@ -1045,7 +1070,7 @@ class LocalVectorIndex:
         stored = self._records[vector_id]
         metadata: dict[str, Any] | None = None
         if return_metadata == "all":
-            metadata = copy.deepcopy(stored.metadata)
+            metadata = json.loads(stored.metadata_json)
         elif return_metadata == "indexed":
             metadata = _nest({p: v for p, v in stored.indexed.items() if p in self._indexes})
         return VectorMatch(
