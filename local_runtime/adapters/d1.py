@@ -9,9 +9,12 @@ The local D1 is built like miniflare's: a SQLite database behind workerd's SQL l
   d1-api.ts: str, int, float, bool (stored 1/0), None (NULL), bytes-likes and lists of
   byte values (BLOB). Anything else raises `D1Error("D1_TYPE_ERROR: Type '...' not
   supported for value '...'")`; so does an int outside +-2^53, which Pyodide would pass as
-  a BigInt. Integers bind as SQLite INTEGER (D1's documented "Number -> INTEGER"), and a
-  float with no fractional part is the same JS number, so it binds as INTEGER too; NaN and
-  infinities travel as JSON `null`, i.e. NULL.
+  a BigInt. Integers bind as SQLite INTEGER (D1's documented "Number -> INTEGER",
+  cloudflare-docs `d1/worker-api/index.mdx`, "Type conversion"), and a float with no
+  fractional part is the same JS number, so it binds as INTEGER too; NaN and infinities
+  travel as JSON `null`, i.e. NULL. (Miniflare's D1 binds every number as a double
+  instead, so `typeof(?)` says 'real' there; columns with INTEGER or REAL affinity store
+  the same value either way. Do not bind numbers into TEXT columns.)
 * every `all/run/first/first_value`, every `batch` and every `exec` runs in one
   transaction ("D1 runs every query inside an implicit transaction"), so any failure
   leaves nothing written; `PRAGMA foreign_keys = off` is therefore a no-op and

@@ -471,6 +471,20 @@ class SqliteEngine:
             duration_ms=(time.perf_counter() - started) * 1000.0,
         )
 
+    def database_size(self) -> int:
+        """Pages in use times page size (workerd's SqlStorage::getDatabaseSize query)."""
+        self._trusted = True
+        try:
+            # The comment keeps this trusted text distinct in the statement cache, so a
+            # caller's own query can never reuse it past the authorizer.
+            in_use, page_size = self._db.execute(
+                "SELECT (SELECT * FROM pragma_page_count) - (SELECT * FROM pragma_freelist_count),"
+                " (SELECT * FROM pragma_page_size) /* local_runtime: database_size */"
+            ).fetchone()
+        finally:
+            self._trusted = False
+        return int(in_use) * int(page_size)
+
     @contextmanager
     def transaction(self) -> Iterator[None]:
         """Atomic block: rolled back if the body raises. Nests (as savepoints)."""
@@ -614,12 +628,8 @@ class LocalSqlStorage:
 
     @property
     def database_size(self) -> int:
-        """Bytes used by the database (pages in use times page size)."""
-        db = self._engine.connection
-        pages = db.execute("PRAGMA page_count").fetchone()[0]
-        free = db.execute("PRAGMA freelist_count").fetchone()[0]
-        size = db.execute("PRAGMA page_size").fetchone()[0]
-        return int((pages - free) * size)
+        """Bytes used by the database (pages in use times page size), like workerd's."""
+        return self._engine.database_size()
 
 
 class LocalDurableObjectStorage:
