@@ -150,3 +150,26 @@ def test_wrangler_commands_put_each_write_remotely() -> None:
         assert argv[-2:] == [write.key, write.value]
     assert issued.api_key not in "\n".join(commands)
     assert hash_api_key(issued.api_key) in commands[0]
+
+
+def test_the_documented_tool_config_and_hand_written_records_are_valid() -> None:
+    import json
+    import re
+    from pathlib import Path
+
+    from gateway.api_keys import ApiKeyRecord
+    from gateway.tenants import TenantRecord
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "gateway.md").read_text()
+    section = doc[doc.index("### Tool config") :]
+    block = re.search(r"```json\n(.*?)```", section, re.S)
+    assert block is not None
+    assert admin_ops.validate_tool_config(json.loads(block.group(1))).name == "github_list_issues"
+    tenant = re.search(r'"gw:tenant:acme" \\\n  \'(.*?)\'', doc)
+    assert tenant is not None
+    TenantRecord.model_validate_json(tenant.group(1))
+    record = (
+        '{"tenant":"acme","key_id":"k_0123456789abcdef",'
+        '"scopes":["tools","memory"],"status":"revoked"}'
+    )
+    assert ApiKeyRecord.model_validate_json(record).status == "revoked"
