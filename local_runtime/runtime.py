@@ -17,6 +17,7 @@ from bindings.environment import Bindings
 from bindings.ports.clock import Clock, SystemClock
 from bindings.ports.do_sql import DurableObjectStorage
 from bindings.ports.embedder import Embedder
+from bindings.ports.llm import LLM
 from bindings.settings import Settings
 from local_runtime.access_dev import DEV_AUD, DEV_TEAM_DOMAIN, DevAccessTransport
 from local_runtime.adapters.d1 import SqliteD1
@@ -54,6 +55,26 @@ VECTOR_METADATA_INDEXES: dict[str, str] = {
 }
 
 
+def build_local_llm(settings: Settings) -> LLM | None:
+    """The model `LLM_PROVIDER` names: `scripted` (default, offline) or `openai`."""
+    if settings.llm_provider == "scripted":
+        from local_runtime.scripted_llm import ScriptedLLM
+
+        return ScriptedLLM()
+    if settings.llm_provider == "openai" and settings.openai_api_key:
+        from bindings.openai_llm import OpenAICompatibleLLM
+
+        return OpenAICompatibleLLM(
+            base_url=settings.openai_base_url,
+            api_key=settings.openai_api_key,
+            model=settings.llm_model,
+        )
+    log.warning(
+        "LLM_PROVIDER=%s is not available locally; agent runs will fail", settings.llm_provider
+    )
+    return None
+
+
 class LocalRuntime:
     def __init__(
         self,
@@ -62,6 +83,7 @@ class LocalRuntime:
         vars: Mapping[str, str] | None = None,
         clock: Clock | None = None,
         embedder: Embedder | None = None,
+        llm: LLM | None = None,
     ) -> None:
         self.state = state
         self.settings = Settings.from_vars({**LOCAL_VARS, **(vars or {})})
@@ -75,6 +97,7 @@ class LocalRuntime:
             metadata_indexes=VECTOR_METADATA_INDEXES,
         )
         self._embedder = embedder
+        self.llm: LLM | None = llm if llm is not None else build_local_llm(self.settings)
         self._do_registry = DurableObjectStorageRegistry(state.durable_objects)
         self.http_transport = DevAccessTransport(state.access)
         self.agents = LocalDurableObjectNamespace(self._do_registry, self._agent_core)
@@ -108,7 +131,7 @@ class LocalRuntime:
             db=self.db,
             vectors=self.vectors,
             embedder=self.embedder,
-            llm=None,
+            llm=self.llm,
             agents=self.agents,
             http_transport=self.http_transport,
         )

@@ -1,26 +1,131 @@
 """`AgentRuntimeCore`: one agent instance's turn loop and its DO-local tiers.
 
-The Cloudflare wrapper calls `initialize()` inside `blockConcurrencyWhile` from its
-constructor, then forwards each RPC to `call(method, payload)`.
+The Cloudflare wrapper (`worker.entry.AgentRuntime`) calls `initialize()` inside
+`blockConcurrencyWhile` from its constructor, then forwards each RPC to
+`call(method, payload)`; the local runtime's namespace does the same.
+
+RPC methods (payloads in `agent_runtime_do.protocol`):
+
+* `run`            one agent turn (below);
+* `run_log`        a run's log rows, workflow and failed writes (admin);
+* `record_outcome` report a run's outcome score to the procedural bandit;
+* `workflows`      the bandit's workflows, or only the pack candidates (admin);
+* `state`          the instance's `turn_state` row;
+* `ping`.
+
+A turn, in order: validate (nothing is written for a bad payload, an unknown agent type or
+a missing binding) → `turn_state` upsert (`turn_count + 1`) and a `turn_start` log row →
+wait (bounded) for this instance's earlier episodic writes, so a turn sees the previous
+turn's episode → context assembly (working-memory snapshot + last 10 episodes, logged as
+`memory_read` with the episode ids) → workflow choice (Thompson sampling) → `start_run`
+queued with the episode ids in `agent_runs.input` → the agent loop (every model/tool call
+logged) → the turn's episode and `complete_run`/`fail_run` queued → `turn_state` finish
+update and a `turn_end` row. Episodic writes go through `ctx.waitUntil`
+(`EpisodicWriter`), never on the response path.
+
+Everything between awaits is a single SQL statement or a `transaction_sync`, so the object
+is correct even when Cloudflare interleaves a second event while one awaits the model.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+from pydantic import ValidationError
+
+from agent_memory.agent_loop import LoopOutcome, run_agent_loop
+from agent_memory.agent_tools import ToolContext, platform_tools
+from agent_memory.agent_types import AgentType, get_agent_type
+from agent_memory.context import assemble_context, render_context
+from agent_memory.episodic import (
+    MAX_EPISODE_CHARS,
+    Episode,
+    EpisodicStore,
+    EpisodicWriter,
+    FailedWrite,
+    RunRecord,
+    Sleep,
+)
+from agent_memory.ids import new_ulid
+from agent_memory.procedural import ProceduralMemory, UnknownWorkflowError
+from agent_memory.working import WorkingMemory
+from agent_runtime_do.protocol import (
+    Failure,
+    OutcomePayload,
+    RunLogPayload,
+    RunPayload,
+    RunResult,
+    ScopePayload,
+    WorkflowsPayload,
+    rpc_error,
+)
+from agent_runtime_do.run_log import RunLogger, append_run_log, read_run_log
 from agent_runtime_do.schema import create_schema
+from agent_runtime_do.turn_state import begin_turn, finish_turn, read_turn_state
 from bindings.environment import Bindings
+from bindings.ports.d1 import D1Database
 from bindings.ports.do_sql import DurableObjectStorage
+from bindings.ports.llm import LLM, ChatMessage
+
+log = logging.getLogger(__name__)
+
+# How long a turn (or an admin read) waits for this instance's earlier episodic writes.
+FLUSH_TIMEOUT_SECONDS = 2.0
+
+Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
 class UnknownMethodError(LookupError):
     """RPC named a method the runtime does not expose."""
 
 
+@dataclass
+class _Turn:
+    """What a turn has established so far (read again when it is closed)."""
+
+    run_id: str
+    task_type: str
+    base: RunRecord
+    workflow_id: str | None = None
+    episode_ids: list[str] = field(default_factory=list)
+
+
+def _ms(seconds: float) -> int:
+    return int(seconds * 1000)
+
+
+def _invalid(exc: ValidationError) -> dict[str, Any]:
+    problems = "; ".join(
+        f"{'.'.join(str(p) for p in err['loc']) or '(payload)'}: {err['msg']}"
+        for err in exc.errors(include_url=False, include_input=False)
+    )
+    return rpc_error(422, "validation_error", f"invalid payload: {problems}")
+
+
 class AgentRuntimeCore:
-    def __init__(self, storage: DurableObjectStorage, bindings: Bindings) -> None:
+    def __init__(
+        self,
+        storage: DurableObjectStorage,
+        bindings: Bindings,
+        *,
+        retry_sleep: Sleep = asyncio.sleep,
+    ) -> None:
         self.storage = storage
         self.bindings = bindings
+        # Backoff between episodic write retries (tests pass a sleep that returns at once).
+        self.retry_sleep = retry_sleep
+        self.procedural = ProceduralMemory(storage.sql)
+        # Created on first use, never at import (Workers snapshot rules forbid entropy in
+        # globals); tests replace it with a seeded Generator.
+        self.rng: np.random.Generator | None = None
+        self._writer: EpisodicWriter | None = None
+        self._registered_types: set[str] = set()
 
     async def initialize(self) -> None:
         """Create the schema; runs before any call is delivered."""
@@ -30,13 +135,445 @@ class AgentRuntimeCore:
         """Dispatch one RPC. Public methods are listed in `RPC_METHODS`."""
         if method not in RPC_METHODS:
             raise UnknownMethodError(method)
-        handler = getattr(self, f"rpc_{method}")
-        result: dict[str, Any] = await handler(payload)
-        return result
+        handler: Handler = getattr(self, f"rpc_{method}")
+        return await handler(payload)
+
+    # --- helpers ------------------------------------------------------------------------
+
+    def _now(self) -> float:
+        return self.bindings.clock.now()
+
+    def _generator(self) -> np.random.Generator:
+        if self.rng is None:
+            self.rng = np.random.default_rng()
+        return self.rng
+
+    def _episodic_writer(self, tenant: str, db: D1Database) -> EpisodicWriter:
+        if self._writer is None or self._writer.store.tenant != tenant:
+            self._writer = EpisodicWriter(
+                EpisodicStore(db, tenant),
+                self.bindings.background,
+                on_failure=self._record_failed_write,
+                sleep=self.retry_sleep,
+            )
+        return self._writer
+
+    def _record_failed_write(self, failed: FailedWrite) -> None:
+        self.storage.sql.exec(
+            "INSERT INTO failed_writes (run_id, op, payload_json, error, attempts, created_at) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            failed.run_id,
+            failed.op,
+            json.dumps(failed.payload, separators=(",", ":"), default=str),
+            failed.error,
+            failed.attempts,
+            self._now(),
+        )
+
+    async def _flush(self) -> None:
+        if self._writer is not None and not await self._writer.flush(FLUSH_TIMEOUT_SECONDS):
+            log.warning("episodic writes still pending after %ss", FLUSH_TIMEOUT_SECONDS)
+
+    def _scope_conflict(self, scope: ScopePayload) -> dict[str, Any] | None:
+        """An error if this object already belongs to another (tenant, agent type)."""
+        state = read_turn_state(self.storage.sql, scope.instance_id)
+        if state is None:
+            return None
+        if state["tenant_id"] != scope.tenant or state["agent_type"] != scope.agent_type:
+            return rpc_error(409, "scope_mismatch", "this agent instance belongs to another scope")
+        return None
+
+    def _ensure_workflows(self, agent_type: AgentType) -> None:
+        if agent_type.name not in self._registered_types:
+            self.procedural.register_specs(agent_type.name, agent_type.workflows, self._now())
+            self._registered_types.add(agent_type.name)
+
+    # --- RPC ----------------------------------------------------------------------------
 
     async def rpc_ping(self, payload: dict[str, Any]) -> dict[str, Any]:
         row = self.storage.sql.exec("SELECT COUNT(*) AS n FROM turn_state").one()
         return {"ok": True, "instances": int(row["n"])}
 
+    async def rpc_state(self, payload: dict[str, Any]) -> dict[str, Any]:
+        try:
+            scope = ScopePayload.model_validate(payload)
+        except ValidationError as exc:
+            return _invalid(exc)
+        return {"turn_state": read_turn_state(self.storage.sql, scope.instance_id)}
 
-RPC_METHODS = frozenset({"ping"})
+    async def rpc_run(self, payload: dict[str, Any]) -> dict[str, Any]:
+        try:
+            request = RunPayload.model_validate(payload)
+        except ValidationError as exc:
+            return _invalid(exc)
+        agent_type = get_agent_type(request.agent_type)
+        if agent_type is None:
+            return rpc_error(404, "unknown_agent_type", f"no agent type {request.agent_type!r}")
+        bindings = self.bindings
+        if bindings.llm is None:
+            return rpc_error(503, "llm_unavailable", "no language model is configured")
+        if bindings.db is None:
+            return rpc_error(503, "episodic_unavailable", "the D1 binding is missing")
+        if agent_type.memory.working_memory and bindings.kv is None:
+            return rpc_error(503, "working_memory_unavailable", "the KV binding is missing")
+        conflict = self._scope_conflict(request)
+        if conflict is not None:
+            return conflict
+        writer = self._episodic_writer(request.tenant, bindings.db)
+        return await self._run_turn(request, agent_type, bindings.llm, writer)
+
+    async def _run_turn(
+        self, request: RunPayload, agent_type: AgentType, llm: LLM, writer: EpisodicWriter
+    ) -> dict[str, Any]:
+        sql = self.storage.sql
+        started = self._now()
+        run_id = new_ulid(started)
+        logger = RunLogger(sql, self.bindings.clock, run_id)
+        task_type = request.task_type or agent_type.default_task_type
+        state = begin_turn(
+            sql,
+            tenant=request.tenant,
+            agent_type=agent_type.name,
+            instance_id=request.instance_id,
+            run_id=run_id,
+            now=started,
+        )
+        logger(
+            "turn_start",
+            {
+                "input": request.input[:500],
+                "task_type": task_type,
+                "turn_count": state["turn_count"],
+                "requested_by": request.requested_by,
+            },
+        )
+        base = RunRecord(
+            run_id=run_id,
+            agent_type=agent_type.name,
+            instance_id=request.instance_id,
+            status="running",
+            started_at=_ms(started),
+        )
+        turn = _Turn(run_id=run_id, task_type=task_type, base=base)
+        try:
+            outcome = await self._turn_body(request, agent_type, llm, writer, logger, turn, state)
+        except Exception as exc:
+            # The turn already counts (turn_state, run_log): close it as failed rather
+            # than leave a run that never ends.
+            log.exception("agent turn %s failed unexpectedly", run_id)
+            outcome = LoopOutcome(
+                status="failed",
+                failure_code="internal_error",
+                failure_message=f"{type(exc).__name__}: {exc}",
+            )
+        return self._finish_turn(request, agent_type, writer, logger, turn, state, outcome)
+
+    async def _turn_body(
+        self,
+        request: RunPayload,
+        agent_type: AgentType,
+        llm: LLM,
+        writer: EpisodicWriter,
+        logger: RunLogger,
+        turn: _Turn,
+        state: dict[str, Any],
+    ) -> LoopOutcome:
+        bindings = self.bindings
+        sql = self.storage.sql
+        await self._flush()
+        working = (
+            WorkingMemory(bindings.kv, request.tenant, request.instance_id)
+            if agent_type.memory.working_memory and bindings.kv is not None
+            else None
+        )
+        context = await assemble_context(
+            agent_type=agent_type,
+            turn_state=state,
+            working=working,
+            episodic=writer.store,
+            bindings=bindings,
+            tenant=request.tenant,
+            input_text=request.input,
+        )
+        turn.episode_ids = context.episode_ids
+        logger(
+            "memory_read",
+            {"tier": "working", "op": "snapshot", "keys": sorted(context.working_memory)},
+        )
+        logger(
+            "memory_read",
+            {"tier": "episodic", "op": "recent_episodes", "episode_ids": context.episode_ids},
+        )
+        if context.facts:
+            logger(
+                "memory_read", {"tier": "semantic", "op": "prefetch", "facts": len(context.facts)}
+            )
+
+        self._ensure_workflows(agent_type)
+        selection = self.procedural.select_workflow(
+            agent_type.name, turn.task_type, self._generator()
+        )
+        if selection is not None:
+            turn.workflow_id = selection.workflow.workflow_id
+            context.workflow = next(
+                (w for w in agent_type.workflows if w.workflow_id == turn.workflow_id), None
+            )
+            sql.exec(
+                "INSERT INTO run_workflows (run_id, workflow_id, task_type, created_at) "
+                "VALUES (?, ?, ?, ?)",
+                turn.run_id,
+                turn.workflow_id,
+                turn.task_type,
+                self._now(),
+            )
+            logger(
+                "memory_read",
+                {
+                    "tier": "procedural",
+                    "op": "select_workflow",
+                    "workflow_id": turn.workflow_id,
+                    "samples": selection.samples,
+                },
+            )
+
+        turn.base = turn.base.model_copy(
+            update={
+                "input": {
+                    "text": request.input,
+                    "task_type": turn.task_type,
+                    "subject": request.subject,
+                    "metadata": request.metadata,
+                    "workflow_id": turn.workflow_id,
+                    "context_episode_ids": context.episode_ids,
+                    "requested_by": request.requested_by,
+                }
+            }
+        )
+        writer.start_run(turn.base)
+
+        tool_context = ToolContext(
+            tenant=request.tenant,
+            agent_type=agent_type,
+            instance_id=request.instance_id,
+            run_id=turn.run_id,
+            bindings=bindings,
+            working=working,
+            log_step=logger,
+        )
+        messages = [
+            ChatMessage(role="system", content=agent_type.system_prompt),
+            ChatMessage(role="system", content=render_context(context)),
+            ChatMessage(role="user", content=request.input),
+        ]
+        return await run_agent_loop(
+            llm,
+            messages,
+            platform_tools(agent_type, tool_context),
+            tool_context,
+            step_limit=agent_type.step_limit,
+            timeout_seconds=agent_type.timeout_seconds,
+            log_step=logger,
+        )
+
+    def _finish_turn(
+        self,
+        request: RunPayload,
+        agent_type: AgentType,
+        writer: EpisodicWriter,
+        logger: RunLogger,
+        turn: _Turn,
+        state: dict[str, Any],
+        outcome: LoopOutcome,
+    ) -> dict[str, Any]:
+        finished = self._now()
+        completed = outcome.status == "completed"
+        failure = None
+        if not completed:
+            failure = Failure(
+                code=outcome.failure_code or "failed", message=outcome.failure_message or ""
+            )
+            logger("error", {"code": failure.code, "message": failure.message})
+        base = turn.base
+        episode = Episode(
+            episode_id=new_ulid(finished),
+            run_id=turn.run_id,
+            agent_type=agent_type.name,
+            instance_id=request.instance_id,
+            kind="outcome",
+            subject=request.subject,
+            content=_episode_text(request.input, outcome.output, failure),
+            data={
+                "status": outcome.status,
+                "task_type": turn.task_type,
+                "workflow_id": turn.workflow_id,
+                "tools_used": outcome.tools_used,
+                "steps": outcome.steps,
+                "failure": failure.model_dump() if failure else None,
+            },
+            created_at=max(_ms(finished), base.started_at),
+        )
+        finished_run = base.model_copy(
+            update={
+                "status": "completed" if completed else "failed",
+                "output": (
+                    {"text": outcome.output, "episode_id": episode.episode_id}
+                    if completed
+                    else None
+                ),
+                "error": None if failure is None else f"{failure.code}: {failure.message}",
+                "steps": outcome.steps,
+                "finished_at": max(_ms(finished), base.started_at),
+            }
+        )
+        if base.input == {}:
+            # The turn failed before start_run was queued: the upsert below creates the row.
+            finished_run = finished_run.model_copy(
+                update={"input": {"text": request.input, "task_type": turn.task_type}}
+            )
+        writer.append_episode(episode)
+        if completed:
+            writer.complete_run(finished_run)
+        else:
+            writer.fail_run(finished_run)
+        finish_turn(
+            self.storage.sql,
+            instance_id=request.instance_id,
+            run_id=turn.run_id,
+            completed=completed,
+            now=finished,
+        )
+        logger(
+            "turn_end",
+            {
+                "status": outcome.status,
+                "steps": outcome.steps,
+                "tool_calls": outcome.tool_calls,
+                "episode_id": episode.episode_id,
+            },
+        )
+        return RunResult(
+            run_id=turn.run_id,
+            tenant=request.tenant,
+            agent_type=agent_type.name,
+            instance_id=request.instance_id,
+            status=outcome.status,
+            output=outcome.output,
+            steps=outcome.steps,
+            tool_calls=outcome.tool_calls,
+            tools_used=outcome.tools_used,
+            task_type=turn.task_type,
+            workflow_id=turn.workflow_id,
+            context_episode_ids=turn.episode_ids,
+            episode_id=episode.episode_id,
+            turn_count=int(state["turn_count"]),
+            started_at=base.started_at,
+            finished_at=finished_run.finished_at or base.started_at,
+            failure=failure,
+        ).model_dump()
+
+    async def rpc_run_log(self, payload: dict[str, Any]) -> dict[str, Any]:
+        try:
+            request = RunLogPayload.model_validate(payload)
+        except ValidationError as exc:
+            return _invalid(exc)
+        await self._flush()
+        sql = self.storage.sql
+        workflow = sql.exec(
+            "SELECT workflow_id, task_type, outcome_score, scored_at FROM run_workflows "
+            "WHERE run_id = ?",
+            request.run_id,
+        ).to_array()
+        failed = sql.exec(
+            "SELECT op, payload_json, error, attempts, created_at FROM failed_writes "
+            "WHERE run_id = ? ORDER BY seq",
+            request.run_id,
+        ).to_array()
+        return {
+            "run_log": read_run_log(sql, request.run_id),
+            "workflow": dict(workflow[0]) if workflow else None,
+            "failed_writes": [
+                {
+                    "op": row["op"],
+                    "payload": json.loads(row["payload_json"]),
+                    "error": row["error"],
+                    "attempts": int(row["attempts"]),
+                    "created_at": float(row["created_at"]),
+                }
+                for row in failed
+            ],
+        }
+
+    async def rpc_record_outcome(self, payload: dict[str, Any]) -> dict[str, Any]:
+        try:
+            request = OutcomePayload.model_validate(payload)
+        except ValidationError as exc:
+            return _invalid(exc)
+        sql = self.storage.sql
+        now = self._now()
+        rows = sql.exec(
+            "SELECT workflow_id, outcome_score FROM run_workflows WHERE run_id = ?",
+            request.run_id,
+        ).to_array()
+        if not rows:
+            return rpc_error(
+                404, "run_not_found", "this instance has no run with that id and a workflow"
+            )
+        workflow_id = str(rows[0]["workflow_id"])
+
+        def record() -> dict[str, Any] | None:
+            cursor = sql.exec(
+                "UPDATE run_workflows SET outcome_score = ?, scored_at = ? "
+                "WHERE run_id = ? AND outcome_score IS NULL",
+                request.score,
+                now,
+                request.run_id,
+            )
+            list(cursor)
+            if cursor.rows_written == 0:
+                return None  # already scored: one outcome per run
+            updated = self.procedural.record_outcome(workflow_id, request.score, now)
+            return updated.summary()
+
+        try:
+            summary = self.storage.transaction_sync(record)
+        except UnknownWorkflowError:
+            return rpc_error(404, "workflow_not_found", f"workflow {workflow_id!r} is gone")
+        if summary is None:
+            return rpc_error(409, "outcome_already_recorded", "this run already has an outcome")
+        append_run_log(
+            sql,
+            self.bindings.clock,
+            request.run_id,
+            "memory_write",
+            {"tier": "procedural", "op": "record_outcome", "workflow_id": workflow_id,
+             "score": request.score},
+        )
+        return {"run_id": request.run_id, "workflow": summary}
+
+    async def rpc_workflows(self, payload: dict[str, Any]) -> dict[str, Any]:
+        try:
+            request = WorkflowsPayload.model_validate(payload)
+        except ValidationError as exc:
+            return _invalid(exc)
+        agent_type = get_agent_type(request.agent_type)
+        if agent_type is None:
+            return rpc_error(404, "unknown_agent_type", f"no agent type {request.agent_type!r}")
+        self._ensure_workflows(agent_type)
+        if request.candidates_only:
+            found = self.procedural.pack_candidates(
+                agent_type.name, min_pulls=request.min_pulls, min_mean=request.min_mean
+            )
+            if request.task_type is not None:
+                found = [w for w in found if w.task_type == request.task_type]
+        else:
+            found = self.procedural.workflows(agent_type.name, request.task_type)
+        return {"workflows": [w.summary() for w in found]}
+
+
+def _episode_text(text: str, output: str, failure: Failure | None) -> str:
+    result = f"Failed ({failure.code}): {failure.message}" if failure else output or "(no answer)"
+    content = f"Input: {text}\nResult: {result}"
+    return content if len(content) <= MAX_EPISODE_CHARS else content[: MAX_EPISODE_CHARS - 1] + "…"
+
+
+RPC_METHODS = frozenset({"ping", "state", "run", "run_log", "record_outcome", "workflows"})

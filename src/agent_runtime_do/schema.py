@@ -1,11 +1,34 @@
 """DO SQLite schema for one AgentRuntime instance (created under blockConcurrencyWhile).
 
 No BEGIN/COMMIT here: DO SQL rejects them; statements are idempotent instead.
+
+* `turn_state`: one row per instance. Counters change only through single-statement
+  `x = x + 1` updates, so a turn interleaved with another (Cloudflare may deliver a second
+  event while the first awaits the model) never loses an update.
+* `run_log`: one row per step of every run (model call, tool call, memory read/write,
+  error, turn start/end), append-only, numbered by `seq`.
+* `run_workflows`: which procedural workflow a run used, and its outcome once reported.
+* `procedural_workflows`: the Thompson-sampling bandit (tier 4).
+* `failed_writes`: episodic D1 writes that exhausted their retries, with their payload,
+  kept for the admin view and for replay.
+
+Changing a table later needs an explicit ALTER step here (CREATE IF NOT EXISTS does not
+alter existing objects' tables).
 """
 
 from __future__ import annotations
 
 from bindings.ports.do_sql import SqlStorage
+
+RUN_LOG_KINDS = (
+    "llm_call",
+    "tool_call",
+    "memory_read",
+    "memory_write",
+    "error",
+    "turn_start",
+    "turn_end",
+)
 
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS turn_state (
@@ -13,22 +36,31 @@ SCHEMA = (
         tenant_id TEXT NOT NULL,
         agent_type TEXT NOT NULL,
         turn_count INTEGER NOT NULL DEFAULT 0 CHECK (turn_count >= 0),
+        completed_count INTEGER NOT NULL DEFAULT 0 CHECK (completed_count >= 0),
+        failed_count INTEGER NOT NULL DEFAULT 0 CHECK (failed_count >= 0),
         last_run_id TEXT,
         last_status TEXT,
         state_json TEXT NOT NULL DEFAULT '{}',
         created_at REAL NOT NULL,
         updated_at REAL NOT NULL
     )""",
-    """CREATE TABLE IF NOT EXISTS run_log (
+    f"""CREATE TABLE IF NOT EXISTS run_log (
         seq INTEGER PRIMARY KEY AUTOINCREMENT,
         run_id TEXT NOT NULL,
         step INTEGER NOT NULL,
-        kind TEXT NOT NULL CHECK (kind IN
-            ('llm_call', 'tool_call', 'memory_read', 'memory_write', 'error', 'turn_start', 'turn_end')),
-        detail_json TEXT NOT NULL DEFAULT '{}',
+        kind TEXT NOT NULL CHECK (kind IN ({", ".join(f"'{k}'" for k in RUN_LOG_KINDS)})),
+        detail_json TEXT NOT NULL DEFAULT '{{}}',
         created_at REAL NOT NULL
     )""",
     "CREATE INDEX IF NOT EXISTS run_log_by_run ON run_log (run_id, step)",
+    """CREATE TABLE IF NOT EXISTS run_workflows (
+        run_id TEXT PRIMARY KEY,
+        workflow_id TEXT NOT NULL,
+        task_type TEXT NOT NULL,
+        outcome_score REAL CHECK (outcome_score IS NULL OR outcome_score BETWEEN 0 AND 1),
+        created_at REAL NOT NULL,
+        scored_at REAL
+    )""",
     """CREATE TABLE IF NOT EXISTS procedural_workflows (
         workflow_id TEXT PRIMARY KEY,
         agent_type TEXT NOT NULL,
@@ -43,6 +75,16 @@ SCHEMA = (
     )""",
     """CREATE INDEX IF NOT EXISTS procedural_by_task
         ON procedural_workflows (agent_type, task_type, status)""",
+    """CREATE TABLE IF NOT EXISTS failed_writes (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id TEXT NOT NULL,
+        op TEXT NOT NULL,
+        payload_json TEXT NOT NULL,
+        error TEXT NOT NULL,
+        attempts INTEGER NOT NULL,
+        created_at REAL NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS failed_writes_by_run ON failed_writes (run_id, seq)",
 )
 
 

@@ -11,6 +11,7 @@ import logging
 from bindings.environment import Bindings
 from bindings.ports.errors import BindingLimitError
 from gateway.routes import mcp_not_allowed_route, mcp_post_route, tool_call_route
+from worker.agents_routes import add_agent_routes
 from worker.errors import ApiError, internal_error, payload_too_large
 from worker.health import healthz
 from worker.http import HttpRequest, HttpResponse
@@ -27,6 +28,8 @@ def build_router() -> Router[Bindings]:
     router.add("POST", "/mcp", mcp_post_route)
     router.add("GET", "/mcp", mcp_not_allowed_route)
     router.add("DELETE", "/mcp", mcp_not_allowed_route)
+    # The admin agent-run path (Access gated): the only routes that reach a Durable Object.
+    add_agent_routes(router)
     return router
 
 

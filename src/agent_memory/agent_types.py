@@ -1,0 +1,152 @@
+"""The agent-type registry: what each kind of agent is allowed to do and remember.
+
+An agent type fixes its system prompt, the platform tools it may call, its memory
+configuration, its step limit and timeout, and the procedural workflows its bandit chooses
+between per task type. `POST /v1/agents/{tenant}/{agent_type}/run` refuses a type that is
+not registered here (404, nothing written).
+
+Memory configuration (`MemoryConfig`):
+
+* `working_memory`: the agent gets the `working_memory_*` tools and a snapshot of its
+  instance's working memory at turn start;
+* `recent_episodes`: how many of the tenant's latest episodes of this agent type it is
+  given at turn start (≤ 10, ADR-043);
+* `long_term_enabled`: the platform adds the long-term memory tools (`recall_memory`,
+  `store_memory`) automatically (ADR-0030: declarative on/off, not listed in `tools`);
+* `semantic_prefetch`: the context-assembly option for tier 3: also recall up to
+  `semantic_top_k` facts for the turn input before the first model call (ADR-0030
+  keeps this off by default: retrieval is the agent's decision).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agent_memory.scope import AGENT_TYPE_PATTERN
+
+MAX_RECENT_EPISODES = 10
+WORKING_MEMORY_TOOLS = (
+    "working_memory_get",
+    "working_memory_set",
+    "working_memory_delete",
+    "working_memory_list",
+)
+
+
+class MemoryConfig(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    working_memory: bool = True
+    recent_episodes: int = Field(default=MAX_RECENT_EPISODES, ge=0, le=MAX_RECENT_EPISODES)
+    long_term_enabled: bool = False
+    semantic_prefetch: bool = False
+    semantic_top_k: int = Field(default=5, ge=1, le=20)
+
+
+class WorkflowSpec(BaseModel):
+    """One way of doing a task type; the procedural bandit learns which works best."""
+
+    model_config = ConfigDict(frozen=True)
+
+    workflow_id: str = Field(min_length=1, max_length=128)
+    task_type: str = Field(min_length=1, max_length=64)
+    instructions: str = Field(min_length=1)
+    spec: dict[str, Any] = Field(default_factory=dict)
+
+
+class AgentType(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    name: str = Field(pattern=AGENT_TYPE_PATTERN)
+    description: str
+    system_prompt: str
+    tools: tuple[str, ...] = WORKING_MEMORY_TOOLS
+    memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    step_limit: int = Field(default=8, ge=1, le=64)
+    timeout_seconds: float = Field(default=60.0, gt=0, le=600)
+    default_task_type: str = "general"
+    workflows: tuple[WorkflowSpec, ...] = ()
+
+    def workflows_for(self, task_type: str) -> tuple[WorkflowSpec, ...]:
+        return tuple(w for w in self.workflows if w.task_type == task_type)
+
+
+ASSISTANT = AgentType(
+    name="assistant",
+    description="A general assistant that keeps notes in working memory.",
+    system_prompt=(
+        "You are a careful assistant. Use working memory to keep facts you will need later "
+        "in this conversation. Earlier episodes of your work are listed in the context; "
+        "build on them instead of starting over."
+    ),
+    workflows=(
+        WorkflowSpec(
+            workflow_id="assistant.general.direct",
+            task_type="general",
+            instructions="Answer directly in one short paragraph.",
+        ),
+        WorkflowSpec(
+            workflow_id="assistant.general.plan_first",
+            task_type="general",
+            instructions="Write a two-line plan, then answer.",
+        ),
+    ),
+)
+
+SDR = AgentType(
+    name="sdr",
+    description="A sales development agent that learns which outreach framing works.",
+    system_prompt=(
+        "You are a sales development representative. Draft outreach for the contact in the "
+        "input. Use what earlier episodes say about this contact; keep the current contact "
+        "and draft in working memory."
+    ),
+    memory=MemoryConfig(long_term_enabled=True),
+    step_limit=10,
+    timeout_seconds=90.0,
+    default_task_type="outreach",
+    workflows=(
+        WorkflowSpec(
+            workflow_id="sdr.outreach.direct_roi",
+            task_type="outreach",
+            instructions="Lead with a concrete ROI figure.",
+        ),
+        WorkflowSpec(
+            workflow_id="sdr.outreach.social_proof",
+            task_type="outreach",
+            instructions="Lead with a customer in the same industry.",
+        ),
+        WorkflowSpec(
+            workflow_id="sdr.outreach.question_led",
+            task_type="outreach",
+            instructions="Open with one question about their current process.",
+        ),
+    ),
+)
+
+_REGISTRY: dict[str, AgentType] = {agent.name: agent for agent in (ASSISTANT, SDR)}
+AGENT_TYPES: Mapping[str, AgentType] = MappingProxyType(_REGISTRY)
+
+
+def get_agent_type(name: str) -> AgentType | None:
+    """The registered agent type called `name`, or None."""
+    return AGENT_TYPES.get(name)
+
+
+def agent_type_names() -> list[str]:
+    return sorted(AGENT_TYPES)
+
+
+def register_agent_type(agent: AgentType, *, replace: bool = False) -> None:
+    """Add an agent type (deployments with their own agents; tests with special limits)."""
+    if agent.name in _REGISTRY and not replace:
+        raise ValueError(f"agent type {agent.name!r} is already registered")
+    _REGISTRY[agent.name] = agent
+
+
+def unregister_agent_type(name: str) -> None:
+    _REGISTRY.pop(name, None)

@@ -1,0 +1,467 @@
+"""Tier 2, episodic memory in D1: `agent_runs` and `memory_episodes` (migration 0001).
+
+`EpisodicStore` is bound to one tenant at construction and every statement starts its
+WHERE clause with `tenant_id = ?` (DESIGN invariant 2). Its writes are idempotent, so a
+retry after a write that actually landed changes nothing:
+
+* `start_run`      INSERT … ON CONFLICT DO NOTHING (never reverts a finished run);
+* `append_episode` INSERT … ON CONFLICT DO NOTHING (episode ids are minted by the caller);
+* `complete_run` / `fail_run` upsert the whole row, so they succeed even if `start_run`
+  was lost, and set `finished_at`, `status`, `output`/`error` and `steps`.
+
+`EpisodicWriter` runs those writes off the response path (`BackgroundTasks.wait_until`,
+i.e. `ctx.waitUntil`), one after another in submission order (a run's completion never
+overtakes its start), each retried with exponential backoff. A write that still fails is
+logged at ERROR with its full payload and handed to `on_failure` (the Durable Object keeps
+it in its `failed_writes` table and shows it in the admin run view): never silently lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import json
+import logging
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agent_memory.ids import content_hash
+from bindings.ports.background import BackgroundTasks
+from bindings.ports.d1 import D1Database
+from bindings.ports.sql import Row
+
+log = logging.getLogger(__name__)
+
+RECENT_EPISODES = 10
+MAX_EPISODE_CHARS = 32_768
+MAX_PAGE_SIZE = 100
+
+RunStatus = Literal["running", "completed", "failed"]
+EpisodeKind = Literal["observation", "action", "outcome", "message", "summary"]
+WriteOp = Literal["start_run", "append_episode", "complete_run", "fail_run"]
+
+
+class InvalidCursorError(ValueError):
+    """A pagination cursor that this module did not produce."""
+
+
+class Episode(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    episode_id: str
+    run_id: str
+    agent_type: str
+    instance_id: str
+    kind: EpisodeKind
+    subject: str | None = None
+    content: str = Field(min_length=1, max_length=MAX_EPISODE_CHARS)
+    data: dict[str, Any] = Field(default_factory=dict)
+    importance: float = Field(default=0.5, ge=0.0, le=1.0)
+    created_at: int
+
+    @property
+    def content_hash(self) -> str:
+        return content_hash(self.content)
+
+
+class RunRecord(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    agent_type: str
+    instance_id: str
+    status: RunStatus
+    input: dict[str, Any] = Field(default_factory=dict)
+    output: dict[str, Any] | None = None
+    error: str | None = None
+    steps: int = 0
+    started_at: int
+    finished_at: int | None = None
+
+
+class RunPage(BaseModel):
+    runs: list[RunRecord]
+    next_cursor: str | None = None
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def _run_from_row(row: Row) -> RunRecord:
+    return RunRecord(
+        run_id=row["run_id"],
+        agent_type=row["agent_type"],
+        instance_id=row["instance_id"],
+        status=row["status"],
+        input=json.loads(row["input"] or "{}"),
+        output=json.loads(row["output"]) if row.get("output") else None,
+        error=row.get("error"),
+        steps=int(row["steps"]),
+        started_at=int(row["started_at"]),
+        finished_at=int(row["finished_at"]) if row.get("finished_at") is not None else None,
+    )
+
+
+def _episode_from_row(row: Row) -> Episode:
+    return Episode(
+        episode_id=row["episode_id"],
+        run_id=row["run_id"],
+        agent_type=row["agent_type"],
+        instance_id=row["instance_id"],
+        kind=row["kind"],
+        subject=row.get("subject"),
+        content=row["content"],
+        data=json.loads(row["data"] or "{}"),
+        importance=float(row["importance"]),
+        created_at=int(row["created_at"]),
+    )
+
+
+def encode_cursor(started_at: int, run_id: str) -> str:
+    raw = _json({"s": started_at, "r": run_id}).encode()
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def decode_cursor(cursor: str) -> tuple[int, str]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        value = json.loads(raw)
+        started_at, run_id = value["s"], value["r"]
+    except (binascii.Error, ValueError, KeyError, TypeError):
+        raise InvalidCursorError("cursor is not one this API returned") from None
+    if not isinstance(started_at, int) or not isinstance(run_id, str):
+        raise InvalidCursorError("cursor is not one this API returned")
+    return started_at, run_id
+
+
+_EPISODE_COLUMNS = (
+    "episode_id, run_id, agent_type, instance_id, kind, subject, content, data, importance, "
+    "created_at"
+)
+_RUN_COLUMNS = (
+    "run_id, agent_type, instance_id, status, input, output, error, steps, started_at, "
+    "finished_at"
+)
+
+
+class EpisodicStore:
+    """Episodic reads and writes for one tenant."""
+
+    def __init__(self, db: D1Database, tenant: str) -> None:
+        if not tenant:
+            raise ValueError("EpisodicStore needs a tenant")
+        self._db = db
+        self.tenant = tenant
+
+    # --- writes ---------------------------------------------------------------------
+
+    async def start_run(
+        self,
+        *,
+        run_id: str,
+        agent_type: str,
+        instance_id: str,
+        input: dict[str, Any],
+        started_at: int,
+    ) -> None:
+        await (
+            self._db.prepare(
+                "INSERT INTO agent_runs (tenant_id, run_id, agent_type, instance_id, status, "
+                "input, steps, started_at) VALUES (?, ?, ?, ?, 'running', ?, 0, ?) "
+                "ON CONFLICT (tenant_id, run_id) DO NOTHING"
+            )
+            .bind(self.tenant, run_id, agent_type, instance_id, _json(input), started_at)
+            .run()
+        )
+
+    async def append_episode(self, episode: Episode) -> None:
+        await (
+            self._db.prepare(
+                "INSERT INTO memory_episodes (tenant_id, episode_id, run_id, agent_type, "
+                "instance_id, kind, subject, content, data, importance, content_hash, "
+                "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (tenant_id, episode_id) DO NOTHING"
+            )
+            .bind(
+                self.tenant,
+                episode.episode_id,
+                episode.run_id,
+                episode.agent_type,
+                episode.instance_id,
+                episode.kind,
+                episode.subject,
+                episode.content,
+                _json(episode.data),
+                episode.importance,
+                episode.content_hash,
+                episode.created_at,
+            )
+            .run()
+        )
+
+    async def finish_run(self, run: RunRecord) -> None:
+        """`complete_run` / `fail_run`: upsert the finished row (status from `run`)."""
+        if run.status == "running" or run.finished_at is None:
+            raise ValueError("finish_run needs a finished run (status and finished_at)")
+        await (
+            self._db.prepare(
+                "INSERT INTO agent_runs (tenant_id, run_id, agent_type, instance_id, status, "
+                "input, output, error, steps, started_at, finished_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (tenant_id, run_id) DO UPDATE SET status = excluded.status, "
+                "output = excluded.output, error = excluded.error, steps = excluded.steps, "
+                "finished_at = excluded.finished_at"
+            )
+            .bind(
+                self.tenant,
+                run.run_id,
+                run.agent_type,
+                run.instance_id,
+                run.status,
+                _json(run.input),
+                None if run.output is None else _json(run.output),
+                run.error,
+                run.steps,
+                run.started_at,
+                run.finished_at,
+            )
+            .run()
+        )
+
+    # --- reads ----------------------------------------------------------------------
+
+    async def recent_episodes(self, agent_type: str, limit: int = RECENT_EPISODES) -> list[Episode]:
+        """The newest `limit` episodes of (tenant, agent_type), newest first."""
+        result = await (
+            self._db.prepare(
+                f"SELECT {_EPISODE_COLUMNS} FROM memory_episodes "
+                "WHERE tenant_id = ? AND agent_type = ? "
+                "ORDER BY created_at DESC, episode_id DESC LIMIT ?"
+            )
+            .bind(self.tenant, agent_type, limit)
+            .all()
+        )
+        return [_episode_from_row(row) for row in result.results]
+
+    async def episodes_for_run(self, run_id: str) -> list[Episode]:
+        result = await (
+            self._db.prepare(
+                f"SELECT {_EPISODE_COLUMNS} FROM memory_episodes "
+                "WHERE tenant_id = ? AND run_id = ? ORDER BY created_at, episode_id"
+            )
+            .bind(self.tenant, run_id)
+            .all()
+        )
+        return [_episode_from_row(row) for row in result.results]
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        row = await (
+            self._db.prepare(
+                f"SELECT {_RUN_COLUMNS} FROM agent_runs WHERE tenant_id = ? AND run_id = ?"
+            )
+            .bind(self.tenant, run_id)
+            .first()
+        )
+        return None if row is None else _run_from_row(row)
+
+    async def list_runs(
+        self,
+        *,
+        agent_type: str | None = None,
+        status: RunStatus | None = None,
+        cursor: str | None = None,
+        limit: int = 20,
+    ) -> RunPage:
+        """Runs newest first, `limit` per page; pass `next_cursor` back for the next page."""
+        limit = max(1, min(limit, MAX_PAGE_SIZE))
+        clauses = ["tenant_id = ?"]
+        params: list[str | int] = [self.tenant]
+        if agent_type is not None:
+            clauses.append("agent_type = ?")
+            params.append(agent_type)
+        if status is not None:
+            clauses.append("status = ?")
+            params.append(status)
+        if cursor is not None:
+            started_at, run_id = decode_cursor(cursor)
+            clauses.append("(started_at < ? OR (started_at = ? AND run_id < ?))")
+            params.extend([started_at, started_at, run_id])
+        params.append(limit + 1)
+        result = await (
+            self._db.prepare(
+                f"SELECT {_RUN_COLUMNS} FROM agent_runs WHERE {' AND '.join(clauses)} "
+                "ORDER BY started_at DESC, run_id DESC LIMIT ?"
+            )
+            .bind(*params)
+            .all()
+        )
+        runs = [_run_from_row(row) for row in result.results]
+        next_cursor = None
+        if len(runs) > limit:
+            runs = runs[:limit]
+            next_cursor = encode_cursor(runs[-1].started_at, runs[-1].run_id)
+        return RunPage(runs=runs, next_cursor=next_cursor)
+
+
+class FailedWrite(BaseModel):
+    """An episodic write that exhausted its retries: everything needed to replay it."""
+
+    op: WriteOp
+    run_id: str
+    payload: dict[str, Any]
+    error: str
+    attempts: int
+
+
+Sleep = Callable[[float], Awaitable[None]]
+FailureSink = Callable[[FailedWrite], None]
+
+DEFAULT_ATTEMPTS = 4
+DEFAULT_BASE_DELAY = 0.25  # 0.25 s, 0.5 s, 1 s between attempts: well inside waitUntil's 30 s
+
+
+class EpisodicWriter:
+    """Queues episodic writes off the response path, in order, with retries."""
+
+    def __init__(
+        self,
+        store: EpisodicStore,
+        background: BackgroundTasks,
+        *,
+        on_failure: FailureSink | None = None,
+        attempts: int = DEFAULT_ATTEMPTS,
+        base_delay: float = DEFAULT_BASE_DELAY,
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
+        self.store = store
+        self._background = background
+        self._on_failure = on_failure
+        self._attempts = max(1, attempts)
+        self._base_delay = base_delay
+        self._sleep = sleep
+        self._tail: asyncio.Future[None] | None = None
+
+    def start_run(self, run: RunRecord) -> None:
+        payload: dict[str, Any] = {
+            "run_id": run.run_id,
+            "agent_type": run.agent_type,
+            "instance_id": run.instance_id,
+            "input": run.input,
+            "started_at": run.started_at,
+        }
+        self._submit(
+            "start_run",
+            run.run_id,
+            payload,
+            lambda: self.store.start_run(
+                run_id=run.run_id,
+                agent_type=run.agent_type,
+                instance_id=run.instance_id,
+                input=run.input,
+                started_at=run.started_at,
+            ),
+        )
+
+    def append_episode(self, episode: Episode) -> None:
+        payload = episode.model_dump()
+        self._submit(
+            "append_episode", episode.run_id, payload, lambda: self.store.append_episode(episode)
+        )
+
+    def complete_run(self, run: RunRecord) -> None:
+        self._finish("complete_run", run)
+
+    def fail_run(self, run: RunRecord) -> None:
+        self._finish("fail_run", run)
+
+    def _finish(self, op: WriteOp, run: RunRecord) -> None:
+        self._submit(op, run.run_id, run.model_dump(), lambda: self.store.finish_run(run))
+
+    async def flush(self, wait_seconds: float | None = None) -> bool:
+        """Wait until every write submitted so far has finished (or failed for good).
+
+        Returns False if `wait_seconds` passed first. The turn calls this before reading episodes
+        so an instance always sees its own previous turn.
+        """
+        tail = self._tail
+        if tail is None or tail.done():
+            return True
+        try:
+            await asyncio.wait_for(asyncio.shield(tail), wait_seconds)
+        except TimeoutError:
+            return False
+        return True
+
+    @property
+    def pending(self) -> bool:
+        return self._tail is not None and not self._tail.done()
+
+    def _submit(
+        self,
+        op: WriteOp,
+        run_id: str,
+        payload: dict[str, Any],
+        write: Callable[[], Coroutine[Any, Any, None]],
+    ) -> None:
+        previous = self._tail
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._tail = done
+
+        async def work() -> None:
+            try:
+                if previous is not None:
+                    await asyncio.shield(previous)
+                await self._with_retries(op, run_id, payload, write)
+            finally:
+                if not done.done():
+                    done.set_result(None)
+
+        self._background.wait_until(work())
+
+    async def _with_retries(
+        self,
+        op: WriteOp,
+        run_id: str,
+        payload: dict[str, Any],
+        write: Callable[[], Coroutine[Any, Any, None]],
+    ) -> None:
+        error = ""
+        for attempt in range(1, self._attempts + 1):
+            try:
+                await write()
+                return
+            except Exception as exc:
+                error = f"{type(exc).__name__}: {exc}"
+                if attempt < self._attempts:
+                    delay = self._base_delay * 2 ** (attempt - 1)
+                    log.warning(
+                        "episodic %s for run %s failed (attempt %d/%d, retrying in %.2fs): %s",
+                        op,
+                        run_id,
+                        attempt,
+                        self._attempts,
+                        delay,
+                        error,
+                    )
+                    await self._sleep(delay)
+        failed = FailedWrite(
+            op=op, run_id=run_id, payload=payload, error=error, attempts=self._attempts
+        )
+        log.error(
+            "episodic %s for run %s LOST after %d attempts (%s); tenant=%s payload=%s",
+            op,
+            run_id,
+            self._attempts,
+            error,
+            self.store.tenant,
+            _json(payload),
+        )
+        if self._on_failure is not None:
+            try:
+                self._on_failure(failed)
+            except Exception:
+                log.exception("episodic: recording the failed %s for run %s failed", op, run_id)

@@ -1,0 +1,308 @@
+"""The admin agent-run path: the only routes that reach the AgentRuntime Durable Object.
+
+Every route here is Cloudflare Access gated (`worker.access.access_gated`): without a
+valid token nothing below the gate runs. Then path segments, the agent type and the body
+are validated; only a request that passed all of that reaches storage.
+
+    POST /v1/agents/{tenant}/{agent_type}/run                      run one turn
+    POST /v1/agents/{tenant}/{agent_type}/runs/{run_id}/outcome    score a run (procedural)
+    GET  /admin/agents/{tenant}/runs                                list runs (D1, cursor)
+    GET  /admin/agents/{tenant}/runs/{run_id}                       a run + episodes + log
+    GET  /admin/agents/{tenant}/{agent_type}/workflows              the bandit's workflows
+    GET  /admin/agents/{tenant}/{agent_type}/pack-candidates        workflows ready to pack
+
+Errors: 401/403 from the gate, 404 `unknown_agent_type` / `run_not_found`, 422
+`validation_error` / `invalid_path` / `invalid_cursor`, 503 when a binding is missing,
+and whatever the Durable Object reports (`agent_runtime_do.protocol.rpc_error`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from agent_memory.agent_types import AgentType, agent_type_names, get_agent_type
+from agent_memory.episodic import EpisodicStore, InvalidCursorError
+from agent_memory.ids import is_ulid
+from agent_memory.scope import (
+    DEFAULT_INSTANCE,
+    INSTANCE_PATTERN,
+    AgentScope,
+    is_agent_type,
+    is_tenant,
+)
+from agent_runtime_do.protocol import MAX_INPUT_CHARS, TASK_TYPE_PATTERN
+from bindings.environment import Bindings
+from bindings.ports.d1 import D1Database
+from bindings.ports.durable_objects import DurableObjectNamespace
+from worker.access import AccessIdentity, access_gated
+from worker.body import parse_body, parse_model
+from worker.errors import ApiError
+from worker.http import HttpRequest, HttpResponse, json_response
+from worker.router import Router
+
+MAX_METADATA_BYTES = 4096
+
+
+class RunBody(BaseModel):
+    """Body of `POST /v1/agents/{tenant}/{agent_type}/run`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    input: str = Field(min_length=1, max_length=MAX_INPUT_CHARS)
+    instance_id: str = Field(default=DEFAULT_INSTANCE, pattern=INSTANCE_PATTERN)
+    task_type: str | None = Field(default=None, pattern=TASK_TYPE_PATTERN)
+    subject: str | None = Field(default=None, min_length=1, max_length=256)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("input")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("input must not be blank")
+        return value
+
+    @field_validator("metadata")
+    @classmethod
+    def _small_metadata(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if len(json.dumps(value, ensure_ascii=False).encode()) > MAX_METADATA_BYTES:
+            raise ValueError(f"metadata must be at most {MAX_METADATA_BYTES} bytes of JSON")
+        return value
+
+
+class OutcomeBody(BaseModel):
+    """Body of `POST …/runs/{run_id}/outcome`: how well the run went, in [0, 1]."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    score: float = Field(ge=0.0, le=1.0, allow_inf_nan=False)
+    instance_id: str = Field(default=DEFAULT_INSTANCE, pattern=INSTANCE_PATTERN)
+
+
+class RunsQuery(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    agent_type: str | None = None
+    status: Literal["running", "completed", "failed"] | None = None
+    cursor: str | None = Field(default=None, min_length=1, max_length=512)
+    limit: int = Field(default=20, ge=1, le=100)
+
+
+class WorkflowsQuery(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    instance_id: str = Field(default=DEFAULT_INSTANCE, pattern=INSTANCE_PATTERN)
+    task_type: str | None = Field(default=None, pattern=TASK_TYPE_PATTERN)
+
+
+class CandidatesQuery(WorkflowsQuery):
+    min_pulls: int = Field(default=20, ge=1)
+    min_mean: float = Field(default=0.7, ge=0.0, le=1.0)
+
+
+# --- helpers ----------------------------------------------------------------------------
+
+
+def _tenant(params: dict[str, str]) -> str:
+    tenant = params["tenant"]
+    if not is_tenant(tenant):
+        raise ApiError(
+            422,
+            "invalid_path",
+            "tenant must be 1-63 characters of a-z, 0-9, '_' or '-', starting with a letter "
+            "or digit",
+        )
+    return tenant
+
+
+def _agent_type(params: dict[str, str]) -> AgentType:
+    name = params["agent_type"]
+    found = get_agent_type(name) if is_agent_type(name) else None
+    if found is None:
+        raise ApiError(
+            404,
+            "unknown_agent_type",
+            f"no agent type {name!r}; known types: {', '.join(agent_type_names())}",
+        )
+    return found
+
+
+def _run_id(params: dict[str, str]) -> str:
+    run_id = params["run_id"]
+    if not is_ulid(run_id):
+        raise ApiError(404, "run_not_found", f"no run {run_id!r}")
+    return run_id
+
+
+def _agents(bindings: Bindings) -> DurableObjectNamespace:
+    if bindings.agents is None:
+        raise ApiError(503, "agent_runtime_unavailable", "the AgentRuntime binding is missing")
+    return bindings.agents
+
+
+def _db(bindings: Bindings) -> D1Database:
+    if bindings.db is None:
+        raise ApiError(503, "episodic_unavailable", "the D1 binding is missing")
+    return bindings.db
+
+
+async def _call(
+    bindings: Bindings, scope: AgentScope, method: str, payload: dict[str, Any]
+) -> dict[str, Any]:
+    """RPC to the scope's AgentRuntime; an error answer becomes an `ApiError`."""
+    stub = _agents(bindings).get_by_name(scope.object_name)
+    result = await stub.call(
+        method,
+        {
+            "tenant": scope.tenant,
+            "agent_type": scope.agent_type,
+            "instance_id": scope.instance_id,
+            **payload,
+        },
+    )
+    error = result.get("error")
+    if isinstance(error, dict):
+        raise ApiError(
+            int(error.get("status", 500)),
+            str(error.get("code", "agent_runtime_error")),
+            str(error.get("message", "the agent runtime reported an error")),
+        )
+    return result
+
+
+# --- routes -----------------------------------------------------------------------------
+
+
+@access_gated
+async def run_agent(
+    request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
+) -> HttpResponse:
+    tenant = _tenant(params)
+    agent_type = _agent_type(params)
+    body = parse_body(request, RunBody)
+    scope = AgentScope(tenant=tenant, agent_type=agent_type.name, instance_id=body.instance_id)
+    result = await _call(
+        bindings,
+        scope,
+        "run",
+        {
+            "input": body.input,
+            "task_type": body.task_type,
+            "subject": body.subject,
+            "metadata": body.metadata,
+            "requested_by": identity.principal,
+        },
+    )
+    return json_response(result)
+
+
+@access_gated
+async def record_outcome(
+    request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
+) -> HttpResponse:
+    tenant = _tenant(params)
+    agent_type = _agent_type(params)
+    run_id = _run_id(params)
+    body = parse_body(request, OutcomeBody)
+    scope = AgentScope(tenant=tenant, agent_type=agent_type.name, instance_id=body.instance_id)
+    result = await _call(bindings, scope, "record_outcome", {"run_id": run_id, "score": body.score})
+    return json_response(result)
+
+
+@access_gated
+async def list_runs(
+    request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
+) -> HttpResponse:
+    tenant = _tenant(params)
+    query = parse_model(request.query, RunsQuery)
+    store = EpisodicStore(_db(bindings), tenant)
+    try:
+        page = await store.list_runs(
+            agent_type=query.agent_type, status=query.status, cursor=query.cursor, limit=query.limit
+        )
+    except InvalidCursorError as exc:
+        raise ApiError(422, "invalid_cursor", str(exc)) from None
+    return json_response(page.model_dump())
+
+
+@access_gated
+async def get_run(
+    request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
+) -> HttpResponse:
+    tenant = _tenant(params)
+    run_id = _run_id(params)
+    store = EpisodicStore(_db(bindings), tenant)
+    run = await store.get_run(run_id)
+    if run is None:
+        raise ApiError(404, "run_not_found", f"tenant {tenant!r} has no run {run_id!r}")
+    scope = AgentScope(tenant=tenant, agent_type=run.agent_type, instance_id=run.instance_id)
+    # The run log lives in the instance's Durable Object; asking it also waits (briefly)
+    # for the instance's pending episodic writes, so the re-read below is current.
+    detail = await _call(bindings, scope, "run_log", {"run_id": run_id})
+    run = await store.get_run(run_id) or run
+    episodes = await store.episodes_for_run(run_id)
+    return json_response(
+        {
+            "run": run.model_dump(),
+            "episodes": [episode.model_dump() for episode in episodes],
+            "run_log": detail.get("run_log", []),
+            "workflow": detail.get("workflow"),
+            "failed_writes": detail.get("failed_writes", []),
+        }
+    )
+
+
+@access_gated
+async def list_workflows(
+    request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
+) -> HttpResponse:
+    tenant = _tenant(params)
+    agent_type = _agent_type(params)
+    query = parse_model(request.query, WorkflowsQuery)
+    scope = AgentScope(tenant=tenant, agent_type=agent_type.name, instance_id=query.instance_id)
+    result = await _call(bindings, scope, "workflows", {"task_type": query.task_type})
+    return json_response({"instance_id": query.instance_id, **result})
+
+
+@access_gated
+async def pack_candidates(
+    request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
+) -> HttpResponse:
+    tenant = _tenant(params)
+    agent_type = _agent_type(params)
+    query = parse_model(request.query, CandidatesQuery)
+    scope = AgentScope(tenant=tenant, agent_type=agent_type.name, instance_id=query.instance_id)
+    result = await _call(
+        bindings,
+        scope,
+        "workflows",
+        {
+            "task_type": query.task_type,
+            "candidates_only": True,
+            "min_pulls": query.min_pulls,
+            "min_mean": query.min_mean,
+        },
+    )
+    return json_response(
+        {
+            "instance_id": query.instance_id,
+            "min_pulls": query.min_pulls,
+            "min_mean": query.min_mean,
+            "candidates": result["workflows"],
+        }
+    )
+
+
+AGENT_ROUTE_PREFIXES = ("/v1/agents/", "/admin/agents/")
+
+
+def add_agent_routes(router: Router[Bindings]) -> None:
+    """Register the agent-run and admin-agents routes (the only ones using a DO)."""
+    router.add("POST", "/v1/agents/{tenant}/{agent_type}/run", run_agent)
+    router.add("POST", "/v1/agents/{tenant}/{agent_type}/runs/{run_id}/outcome", record_outcome)
+    router.add("GET", "/admin/agents/{tenant}/runs", list_runs)
+    router.add("GET", "/admin/agents/{tenant}/runs/{run_id}", get_run)
+    router.add("GET", "/admin/agents/{tenant}/{agent_type}/workflows", list_workflows)
+    router.add("GET", "/admin/agents/{tenant}/{agent_type}/pack-candidates", pack_candidates)
