@@ -97,8 +97,7 @@ async def resolve_tool(ctx: GatewayContext, principal: Principal, tool_name: str
     return config
 
 
-def check_input(config: ToolConfig, arguments: dict[str, Any], input_bytes: int) -> None:
-    """Step 3: refuse oversized or schema-violating input before any token read or fetch."""
+def check_size(config: ToolConfig, input_bytes: int) -> None:
     if input_bytes > config.max_request_bytes:
         raise GatewayError(
             413,
@@ -106,6 +105,11 @@ def check_input(config: ToolConfig, arguments: dict[str, Any], input_bytes: int)
             f"tool input is {input_bytes} bytes; {config.name!r} accepts at most "
             f"{config.max_request_bytes}",
         )
+
+
+def check_input(config: ToolConfig, arguments: dict[str, Any], input_bytes: int) -> None:
+    """Step 3: refuse oversized or schema-violating input before any token read or fetch."""
+    check_size(config, input_bytes)
     problems = validate(config.input_schema, arguments)
     if problems:
         raise GatewayError(
@@ -219,6 +223,17 @@ async def fetch_upstream(
         raise GatewayError(
             502, "upstream_error", f"the upstream exchange failed: {_reason(exc)}"
         ) from None
+    except GatewayError:
+        raise
+    except Exception as exc:
+        # On Workers, httpx runs over a fetch-backed transport; a failed fetch may surface
+        # as a Pyodide JsException instead of an httpx error (not verified on the edge).
+        # It is still the upstream's failure, never an unhandled 500 of ours.
+        if type(exc).__module__.split(".")[0] in ("pyodide", "_pyodide", "js"):
+            raise GatewayError(
+                502, "upstream_unreachable", f"the upstream fetch failed: {_reason(exc)}"
+            ) from None
+        raise
     passed = [
         (name, response.headers[name])
         for name in config.response_headers
@@ -270,8 +285,7 @@ async def handle_tool_call(
         )
         config = await resolve_tool(ctx, principal, tool_name)
         # Size first: a too-large body is refused without being parsed.
-        if len(request.body) > config.max_request_bytes:
-            check_input(config, {}, len(request.body))
+        check_size(config, len(request.body))
         arguments = parse_arguments(request.body)
         check_input(config, arguments, len(request.body))
         credential = await read_credential(ctx, principal, config)

@@ -308,3 +308,30 @@ async def test_gateway_fixture_sanity(gateway: Gateway) -> None:
     # A deployment with nothing in KV refuses any key.
     response = await gateway.call_tool("echo", {}, key="amk_" + "y" * 43)
     assert gateway_error(response) == (401, "invalid_api_key")
+
+
+async def test_a_failed_fetch_surfacing_as_a_pyodide_error_is_502(seeded: Seeded) -> None:
+    # On Workers a failed fetch may arrive as pyodide.ffi.JsException, not an httpx error.
+    js_exception = type("JsException", (Exception,), {"__module__": "pyodide.ffi"})
+    gw = seeded.gateway
+
+    def fetch_failed(request: httpx.Request) -> httpx.Response:
+        raise js_exception("TypeError: Network connection lost.")
+
+    gw.upstream.handler = fetch_failed
+    response = await gw.call_tool("echo", {"text": "x"}, key=seeded.key)
+    assert gateway_error(response) == (502, "upstream_unreachable")
+
+
+async def test_a_bug_is_still_the_worker_s_generic_500_not_an_upstream_error(
+    seeded: Seeded,
+) -> None:
+    gw = seeded.gateway
+
+    def bug(request: httpx.Request) -> httpx.Response:
+        raise ZeroDivisionError
+
+    gw.upstream.handler = bug
+    response = await gw.call_tool("echo", {"text": "x"}, key=seeded.key)
+    assert response.status == 500
+    assert response.json()["error"]["code"] == "internal_error"
