@@ -1,9 +1,9 @@
 """Adapter factories for the KV, D1 and Durable-Object-SQL contract suites.
 
-Each contract test runs once per factory listed here (ids are the adapter names). Only
-the "local" adapters (SQLite under CPython) exist today; a "miniflare" family that talks
-to real workerd over HTTP is expected to be appended to `KV_FACTORIES`, `D1_FACTORIES` and
-`DO_SQL_FACTORIES`. Contract tests use the ports only, never adapter internals.
+Each contract test runs once per factory listed here (ids are the adapter names): "local"
+(SQLite under CPython) and "miniflare" (real workerd bindings over HTTP, see
+tests/miniflare/; skipped without Node outside CI). Contract tests use the ports only,
+never adapter internals.
 
 A factory is a zero-argument callable returning a context manager (async for KV and D1,
 sync for DO SQL, matching the ports) that yields a fresh, empty store. Tests that need many
@@ -87,9 +87,38 @@ def local_do_storage() -> Iterator[DurableObjectStorage]:
         storage.close()
 
 
-KV_FACTORIES = [pytest.param(local_kv, id="local")]
-D1_FACTORIES = [pytest.param(local_d1, id="local")]
-DO_SQL_FACTORIES = [pytest.param(local_do_storage, id="local")]
+# Real workerd bindings through Miniflare (tests/miniflare/): one harness per session,
+# each store fresh. They skip without Node outside CI and fail without it in CI.
+@asynccontextmanager
+async def miniflare_kv() -> AsyncIterator[KVHarness]:
+    from tests.miniflare.session import miniflare_kv as fresh_kv
+
+    async with fresh_kv() as harness:
+        yield harness
+
+
+@asynccontextmanager
+async def miniflare_d1() -> AsyncIterator[D1Database]:
+    from tests.miniflare.session import miniflare_d1 as fresh_d1
+
+    async with fresh_d1() as db:
+        yield db
+
+
+@contextmanager
+def miniflare_do_storage() -> Iterator[DurableObjectStorage]:
+    from tests.miniflare.session import miniflare_do_storage as fresh_storage
+
+    with fresh_storage() as storage:
+        yield storage
+
+
+KV_FACTORIES = [pytest.param(local_kv, id="local"), pytest.param(miniflare_kv, id="miniflare")]
+D1_FACTORIES = [pytest.param(local_d1, id="local"), pytest.param(miniflare_d1, id="miniflare")]
+DO_SQL_FACTORIES = [
+    pytest.param(local_do_storage, id="local"),
+    pytest.param(miniflare_do_storage, id="miniflare"),
+]
 
 
 @pytest.fixture(params=KV_FACTORIES)

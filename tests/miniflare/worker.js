@@ -1,0 +1,278 @@
+// The Worker that tests/miniflare/harness.mjs runs inside workerd (through Miniflare).
+//
+// It exposes the real workerd bindings over HTTP so that test-only Python adapters
+// (tests/miniflare/adapters.py) can drive them:
+//
+//   POST /kv  {op, key?, value?, options?}        -> env.KV (Workers KV)
+//   POST /d1  {op, sql?, params?, column?, statements?}  -> env.DB (D1)
+//   POST /do  {name, op, sql?, params?, statements?, commit?}  -> SqlObject `name`
+//
+// Every answer is JSON: {ok: <result>} or {error: {name, message, stage?}}. Errors are
+// returned, never thrown, so the Python side sees the exact JS error text.
+//
+// Values cross JSON faithfully: numbers are sent as JS gives them (JSON.stringify prints
+// an integral double without a fraction, which is what lets Python apply Pyodide's own
+// number rule); what JSON cannot carry is tagged:
+//   {"$bytes": base64}   ArrayBuffer / typed array   (Python bytes, and back)
+//   {"$bigint": "123"}   BigInt                       (Python int beyond 2^53)
+//   {"$number": "NaN"}   NaN / Infinity / -Infinity   (Python float)
+//   {"$object": {...}}   a plain JS object             (Python dict, sent as the SDK would)
+// Tags only appear in SQL parameters and SQL result cells, never in KV metadata.
+
+import { DurableObject } from "cloudflare:workers";
+
+function bytesToBase64(bytes) {
+  let binary = "";
+  const chunk = 0x8000;
+  for (let i = 0; i < bytes.length; i += chunk) {
+    binary += String.fromCharCode.apply(null, bytes.subarray(i, i + chunk));
+  }
+  return btoa(binary);
+}
+
+function base64ToBytes(text) {
+  const binary = atob(text);
+  const bytes = new Uint8Array(binary.length);
+  for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
+  return bytes;
+}
+
+/** A JS value from workerd -> JSON-safe value (tags for what JSON cannot carry). */
+function encode(value) {
+  if (value === undefined || value === null) return null;
+  if (typeof value === "number") {
+    return Number.isFinite(value) ? value : { $number: String(value) };
+  }
+  if (typeof value === "bigint") return { $bigint: value.toString() };
+  if (value instanceof ArrayBuffer) return { $bytes: bytesToBase64(new Uint8Array(value)) };
+  if (ArrayBuffer.isView(value)) {
+    return {
+      $bytes: bytesToBase64(new Uint8Array(value.buffer, value.byteOffset, value.byteLength)),
+    };
+  }
+  if (Array.isArray(value)) return value.map(encode);
+  if (typeof value === "object") {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, encode(v)]));
+  }
+  return value;
+}
+
+/** A JSON parameter from Python -> the JS value the Python Workers SDK would pass. */
+function decode(value) {
+  if (value !== null && typeof value === "object" && !Array.isArray(value)) {
+    if ("$bytes" in value) return base64ToBytes(value.$bytes);
+    if ("$bigint" in value) return BigInt(value.$bigint);
+    if ("$number" in value) return Number(value.$number);
+    if ("$object" in value) {
+      return Object.fromEntries(Object.entries(value.$object).map(([k, v]) => [k, decode(v)]));
+    }
+  }
+  return value;
+}
+
+function errorInfo(error, stage) {
+  const info = {
+    name: error?.name ?? "Error",
+    message: error?.message ?? String(error),
+  };
+  if (error?.cause?.message) info.cause = error.cause.message;
+  if (stage) info.stage = stage;
+  return info;
+}
+
+const json = (body) =>
+  new Response(JSON.stringify(body), { headers: { "content-type": "application/json" } });
+
+// --- KV -----------------------------------------------------------------------------------
+
+async function kvOp(kv, body) {
+  const { op, key, value, options } = body;
+  switch (op) {
+    case "get":
+      return await kv.get(key);
+    case "getWithMetadata": {
+      const result = await kv.getWithMetadata(key);
+      return { value: result.value, metadata: result.metadata };
+    }
+    case "put":
+      if (options && Object.keys(options).length > 0) await kv.put(key, value, options);
+      else await kv.put(key, value);
+      return null;
+    case "delete":
+      await kv.delete(key);
+      return null;
+    case "list":
+      return await kv.list(options ?? {});
+    case "clear": {
+      // Test isolation: delete every key (one call instead of one per key from Python).
+      let cursor;
+      let deleted = 0;
+      do {
+        const page = await kv.list(cursor ? { cursor } : {});
+        await Promise.all(page.keys.map((k) => kv.delete(k.name)));
+        deleted += page.keys.length;
+        cursor = page.list_complete ? undefined : page.cursor;
+      } while (cursor);
+      return deleted;
+    }
+    default:
+      throw new Error(`harness: unknown KV op ${op}`);
+  }
+}
+
+// --- D1 -----------------------------------------------------------------------------------
+
+function d1Statement(db, sql, params) {
+  // Prepare and bind separately so a failure says which step a Worker would see fail.
+  let statement;
+  try {
+    statement = db.prepare(sql);
+  } catch (error) {
+    error.harnessStage = "prepare";
+    throw error;
+  }
+  try {
+    return statement.bind(...(params ?? []).map(decode));
+  } catch (error) {
+    error.harnessStage = "bind";
+    throw error;
+  }
+}
+
+async function d1Op(db, body) {
+  const { op, sql, params, column, statements } = body;
+  switch (op) {
+    case "bind":
+      d1Statement(db, sql, params);
+      return null;
+    case "all":
+      return encode(await d1Statement(db, sql, params).all());
+    case "run":
+      return encode(await d1Statement(db, sql, params).run());
+    case "first":
+      return encode(
+        column === undefined || column === null
+          ? await d1Statement(db, sql, params).first()
+          : await d1Statement(db, sql, params).first(column),
+      );
+    case "raw":
+      return encode(await d1Statement(db, sql, params).raw({ columnNames: true }));
+    case "batch":
+      return encode(await db.batch(statements.map((s) => d1Statement(db, s.sql, s.params))));
+    case "exec":
+      return encode(await db.exec(sql));
+    case "reset": {
+      // Test isolation: drop every user object, leaving an empty database.
+      const objects = await db
+        .prepare(
+          "SELECT type, name, sql FROM sqlite_master WHERE type IN ('table', 'view') " +
+            "AND substr(name, 1, 7) <> 'sqlite_' AND substr(name, 1, 4) <> '_cf_' " +
+            "ORDER BY rowid",
+        )
+        .all();
+      const virtual = objects.results
+        .filter((o) => /^CREATE\s+VIRTUAL\s+TABLE/i.test(o.sql ?? ""))
+        .map((o) => o.name);
+      // A virtual table's shadow tables (FTS5's <name>_data, ...) go with it.
+      const isShadow = (name) => virtual.some((v) => name.startsWith(`${v}_`));
+      const quote = (name) => `"${name.replaceAll('"', '""')}"`;
+      // Newest first (children before the tables they reference), in one batch with
+      // foreign-key checks deferred to its end, when every table is gone.
+      const drops = objects.results
+        .filter((o) => !isShadow(o.name))
+        .reverse()
+        .map((o) => `DROP ${o.type === "view" ? "VIEW" : "TABLE"} ${quote(o.name)}`);
+      if (drops.length > 0) {
+        await db.batch([
+          db.prepare("PRAGMA defer_foreign_keys = on"),
+          ...drops.map((drop) => db.prepare(drop)),
+        ]);
+      }
+      return drops.length;
+    }
+    default:
+      throw new Error(`harness: unknown D1 op ${op}`);
+  }
+}
+
+// --- Durable Object SQL --------------------------------------------------------------------
+
+class ProbeRollback extends Error {}
+
+function sqlRun(sql, query, params) {
+  const cursor = sql.exec(query, ...(params ?? []).map(decode));
+  const columnNames = cursor.columnNames;
+  const rows = Array.from(cursor.raw(), (row) => row.map(encode));
+  return { columnNames, rows, rowsRead: cursor.rowsRead, rowsWritten: cursor.rowsWritten };
+}
+
+export class SqlObject extends DurableObject {
+  async fetch(request) {
+    const body = await request.json();
+    const sql = this.ctx.storage.sql;
+    try {
+      switch (body.op) {
+        case "exec":
+          return json({ ok: sqlRun(sql, body.sql, body.params) });
+        case "transaction":
+          return json({ ok: this.transaction(body.statements, body.commit) });
+        default:
+          throw new Error(`harness: unknown DO op ${body.op}`);
+      }
+    } catch (error) {
+      return json({ error: errorInfo(error) });
+    }
+  }
+
+  // Runs `statements` inside storage.transactionSync. Each statement either succeeds or,
+  // when `mayFail` is set, may throw without aborting the transaction (a Python callback
+  // that caught the error). The outcome of every statement is reported. With commit=false
+  // the transaction is rolled back at the end (a "probe"): the Python adapter uses probes
+  // to run a transaction_sync callback step by step and commits the log only when the
+  // callback returns.
+  transaction(statements, commit) {
+    const sql = this.ctx.storage.sql;
+    const outcomes = [];
+    try {
+      this.ctx.storage.transactionSync(() => {
+        for (const statement of statements) {
+          try {
+            outcomes.push({ ok: sqlRun(sql, statement.sql, statement.params) });
+          } catch (error) {
+            if (!statement.mayFail) throw error;
+            outcomes.push({ error: errorInfo(error) });
+          }
+        }
+        if (!commit) throw new ProbeRollback();
+      });
+    } catch (error) {
+      if (!(error instanceof ProbeRollback)) {
+        return { outcomes, error: errorInfo(error), committed: false };
+      }
+    }
+    return { outcomes, committed: Boolean(commit) };
+  }
+}
+
+// --- entry -----------------------------------------------------------------------------------
+
+export default {
+  async fetch(request, env) {
+    const { pathname } = new URL(request.url);
+    if (request.method === "GET" && pathname === "/health") return json({ ok: true });
+    if (request.method !== "POST") return new Response("POST only", { status: 405 });
+    if (pathname === "/do") {
+      const body = await request.clone().json();
+      const stub = env.OBJECTS.get(env.OBJECTS.idFromName(body.name));
+      return stub.fetch("http://do/", { method: "POST", body: JSON.stringify(body) });
+    }
+    const body = await request.json();
+    try {
+      if (pathname === "/kv") return json({ ok: await kvOp(env.KV, body) });
+      if (pathname === "/d1") return json({ ok: await d1Op(env.DB, body) });
+    } catch (error) {
+      return json({ error: errorInfo(error, error?.harnessStage) });
+    }
+    return new Response("not found", { status: 404 });
+  },
+};
