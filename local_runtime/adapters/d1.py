@@ -23,7 +23,8 @@ The local D1 is built like miniflare's: a SQLite database behind workerd's SQL l
 * `exec(sql)` splits its input on newlines and runs each line (one line may hold several
   statements), all in one transaction, returning `{count, duration}`; a multi-line
   statement therefore fails under `exec`, exactly as on D1. Empty and comment-only lines
-  are skipped.
+  are skipped (miniflare tries to skip them too, but its filter misses a comment at the
+  very start of a line, which then fails with "SQL code did not contain a statement.").
 * SQL `BEGIN`/`COMMIT`/`SAVEPOINT` are refused with workerd's text; at most 100 bound
   parameters ("too many SQL variables"), SQL of at most 100 000 bytes; FTS5 works.
 * results look like D1's JSON: numbers follow the JS-number rule (`jsnumbers`), BLOBs come
@@ -48,7 +49,6 @@ from bindings.ports.d1 import D1Error, D1ExecResult, D1Meta, D1Result, D1Stateme
 from bindings.ports.errors import BindingLimitError
 from bindings.ports.sql import Row, SqlValue
 from local_runtime.adapters.do_sql import (
-    NO_STATEMENT,
     QueryResult,
     SqlEngineError,
     SqliteEngine,
@@ -142,9 +142,8 @@ def _to_d1_result(result: QueryResult) -> D1Result:
 
 
 def _d1_error(exc: SqlEngineError, prefix: str = "D1_ERROR: ") -> D1Error:
-    message = NO_STATEMENTS_DETECTED if exc.message == NO_STATEMENT else exc.message
     kind = D1LimitError if exc.limit else D1Error
-    return kind(f"{prefix}{message}")
+    return kind(f"{prefix}{exc.message}")
 
 
 class SqliteD1Statement:

@@ -23,12 +23,14 @@ cloudflare/workerd `src/workerd/util/sqlite.c++` and `src/workerd/api/sql.c++`).
 Values follow what Python sees on Workers: numbers bind as JS doubles (workerd binds every
 JS number with `sqlite3_bind_double`, so 3 written to a TEXT column is stored as "3.0"), and
 read back through `jsnumbers` (int64 -> double -> Pyodide). Booleans are not a documented
-binding type, so they are refused (bind 1/0); ints beyond +-2^53 would be BigInts in JS and
-are refused too. BLOBs come back as `bytes`.
+binding type and workerd stores them as the text 'true'/'false', so they are refused here
+(bind 1/0); ints beyond +-2^53 would be BigInts in JS, which workerd cannot bind either.
+BLOBs come back as `bytes` (through the Workers SDK they arrive as a `memoryview`).
+A `;` with nothing before it, or a comment after the last statement, is an error, as in
+workerd ("SQL code did not contain a statement.").
 
-Foreign keys are enforced, as in D1 (cloudflare-docs `d1/sql-api/foreign-keys`); miniflare
-builds D1 on this very storage without setting the pragma, from which we infer workerd's
-SQLite enforces them by default.
+Foreign keys are enforced by default, as in D1 (cloudflare-docs `d1/sql-api/foreign-keys`)
+and as `PRAGMA foreign_keys` reports in workerd (checked against Miniflare).
 
 Deviations: `rows_read` counts rows returned rather than rows scanned and `rows_written`
 counts changed rows (workerd uses patched per-statement counters that also count index
@@ -159,6 +161,26 @@ _LIMIT_MESSAGES = (
     "string or blob too big",
 )
 
+# SQLite's primary result codes (sqlite3.h), for workerd-style error texts.
+_PRIMARY_CODE_NAMES = {
+    1: "SQLITE_ERROR", 2: "SQLITE_INTERNAL", 3: "SQLITE_PERM", 4: "SQLITE_ABORT",
+    5: "SQLITE_BUSY", 6: "SQLITE_LOCKED", 7: "SQLITE_NOMEM", 8: "SQLITE_READONLY",
+    9: "SQLITE_INTERRUPT", 10: "SQLITE_IOERR", 11: "SQLITE_CORRUPT", 12: "SQLITE_NOTFOUND",
+    13: "SQLITE_FULL", 14: "SQLITE_CANTOPEN", 15: "SQLITE_PROTOCOL", 16: "SQLITE_EMPTY",
+    17: "SQLITE_SCHEMA", 18: "SQLITE_TOOBIG", 19: "SQLITE_CONSTRAINT", 20: "SQLITE_MISMATCH",
+    21: "SQLITE_MISUSE", 22: "SQLITE_NOLFS", 23: "SQLITE_AUTH", 24: "SQLITE_FORMAT",
+    25: "SQLITE_RANGE", 26: "SQLITE_NOTADB", 27: "SQLITE_NOTICE", 28: "SQLITE_WARNING",
+}  # fmt: skip
+# Extended constraint codes Python's sqlite3 may not name (it says "unknown" for DATATYPE).
+_EXTENDED_CODE_NAMES = {
+    275: "SQLITE_CONSTRAINT_CHECK", 531: "SQLITE_CONSTRAINT_COMMITHOOK",
+    787: "SQLITE_CONSTRAINT_FOREIGNKEY", 1043: "SQLITE_CONSTRAINT_FUNCTION",
+    1299: "SQLITE_CONSTRAINT_NOTNULL", 1555: "SQLITE_CONSTRAINT_PRIMARYKEY",
+    1811: "SQLITE_CONSTRAINT_TRIGGER", 2067: "SQLITE_CONSTRAINT_UNIQUE",
+    2323: "SQLITE_CONSTRAINT_VTAB", 2579: "SQLITE_CONSTRAINT_ROWID",
+    2835: "SQLITE_CONSTRAINT_PINNED", 3091: "SQLITE_CONSTRAINT_DATATYPE",
+}  # fmt: skip
+
 
 class SqlEngineError(Exception):
     """A statement failed; `message` is the text workerd would report."""
@@ -190,7 +212,6 @@ def _boolean_argument(value: str | None) -> bool:
     return text.lower().startswith(_BOOLEAN_WORDS)
 
 
-@lru_cache(maxsize=4096)
 def split_sql_statements(sql: str) -> tuple[str, ...]:
     """Split SQL text into complete statements, the way SQLite would consume it.
 
@@ -199,9 +220,21 @@ def split_sql_statements(sql: str) -> tuple[str, ...]:
     comment-only statements are dropped; text after the last `;` is kept as a statement
     when it holds code.
     """
+    return _scan(sql)[0]
+
+
+@lru_cache(maxsize=4096)
+def _scan(sql: str) -> tuple[tuple[str, ...], bool]:
+    """`split_sql_statements`, plus whether the text holds an empty statement.
+
+    workerd prepares what follows each statement (after whitespace) as the next one, and
+    fails with "SQL code did not contain a statement." when that is only `;` or a comment:
+    so `SELECT 1;;` and `SELECT 1; -- note` fail there, and the flag reports exactly that.
+    """
     statements: list[str] = []
     start = 0
     has_code = False
+    empty = False
     i = 0
     n = len(sql)
     while i < n:
@@ -231,6 +264,7 @@ def split_sql_statements(sql: str) -> tuple[str, ...]:
             continue
         if ch == ";":
             if not has_code:
+                empty = True
                 start = i + 1
             elif sqlite3.complete_statement(sql[start : i + 1]):
                 statements.append(sql[start : i + 1].strip())
@@ -243,7 +277,9 @@ def split_sql_statements(sql: str) -> tuple[str, ...]:
         i += 1
     if has_code:
         statements.append(sql[start:].strip())
-    return tuple(statements)
+    elif statements and sql[start:].strip():
+        empty = True  # a trailing comment after the last statement
+    return tuple(statements), empty
 
 
 def _first_keyword(statement: str) -> str:
@@ -257,15 +293,17 @@ class _ParsedSql:
     statements: tuple[str, ...]
     too_long: bool
     controls_transaction: bool
+    has_empty_statement: bool
 
 
 @lru_cache(maxsize=4096)
 def _parse(sql: str) -> _ParsedSql:
     """Everything `run` checks about the text alone, cached: callers repeat their SQL."""
     size = len(sql) if sql.isascii() else len(sql.encode("utf-8"))
-    statements = split_sql_statements(sql)
+    statements, empty = _scan(sql)
     return _ParsedSql(
         statements=statements,
+        has_empty_statement=empty,
         too_long=size > MAX_SQL_BYTES,
         controls_transaction=any(
             _first_keyword(statement) in _TRANSACTION_KEYWORDS for statement in statements
@@ -421,6 +459,16 @@ class SqliteEngine:
             return SqlEngineError(WRONG_PARAMETER_COUNT)
         name = getattr(exc, "sqlite_errorname", None)
         limit = name == "SQLITE_TOOBIG" or message.startswith(_LIMIT_MESSAGES)
+        code = getattr(exc, "sqlite_errorcode", None)
+        if isinstance(code, int) and (code & 0xFF) in _PRIMARY_CODE_NAMES:
+            # workerd's text names the primary result code and, when SQLite reports a more
+            # specific one, adds it: "...: SQLITE_CONSTRAINT (extended:
+            # SQLITE_CONSTRAINT_UNIQUE)" (checked against workerd through miniflare).
+            primary = _PRIMARY_CODE_NAMES[code & 0xFF]
+            if code != code & 0xFF:
+                extended = _EXTENDED_CODE_NAMES.get(code, name)
+                primary = f"{primary} (extended: {extended})"
+            return SqlEngineError(f"{message}: {primary}", limit=limit)
         return SqlEngineError(f"{message}: {name}" if name else message, limit=limit)
 
     def run(self, sql: str, params: Sequence[Any] = ()) -> QueryResult:
@@ -435,7 +483,7 @@ class SqliteEngine:
             # SQLite checks SQLITE_LIMIT_SQL_LENGTH against the whole text it is handed.
             raise SqlEngineError("statement too long: SQLITE_TOOBIG", limit=True)
         statements = parsed.statements
-        if not statements:
+        if not statements or parsed.has_empty_statement:
             raise SqlEngineError(NO_STATEMENT)
         if parsed.controls_transaction:
             raise SqlEngineError(TRANSACTION_REFUSED)
@@ -524,14 +572,18 @@ def _do_bind(value: object) -> SqlValue:
     if value is None or isinstance(value, str):
         return value
     if isinstance(value, bool):
+        # workerd binds a JS boolean as the text 'true'/'false' (checked against Miniflare),
+        # which no caller wants: refuse loudly instead of copying that.
         raise SqlStorageError(
-            "Booleans are not a documented Durable Object SQL binding type; bind 1 or 0."
+            "Booleans are not a documented Durable Object SQL binding type (workerd stores "
+            "them as the text 'true'/'false'); bind 1 or 0."
         )
     if isinstance(value, int):
         if not becomes_js_number(value):
+            # Pyodide sends it as a BigInt; workerd then fails with this text.
             raise SqlStorageError(
-                f"Integer {value} is outside +-2^53: Pyodide would pass it as a BigInt, "
-                "which SqlStorage cannot bind. Store it as TEXT."
+                f"Cannot convert a BigInt value to a number (the integer {value} is outside "
+                "+-2^53; store it as TEXT)."
             )
         return float(value)  # workerd binds every JS number as a double
     if isinstance(value, float):

@@ -92,6 +92,21 @@ async def test_bind_returns_a_new_statement(d1: D1Database) -> None:
     assert await two.first_value("v") == 2
 
 
+async def test_several_statements_in_one_query_return_the_last_ones_rows(
+    d1: D1Database,
+) -> None:
+    await d1.prepare("CREATE TABLE t (a INTEGER)").run()
+    result = await d1.prepare(
+        "INSERT INTO t VALUES (1); INSERT INTO t VALUES (2); SELECT SUM(a) AS total FROM t"
+    ).all()
+    assert result.results == [{"total": 3}]
+
+
+async def test_a_query_with_no_statement_is_an_error(d1: D1Database) -> None:
+    with pytest.raises(D1Error, match="D1_ERROR"):
+        await d1.prepare("SELECT 1;;").all()
+
+
 # --- binding and value types --------------------------------------------------------------
 
 

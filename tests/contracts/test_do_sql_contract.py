@@ -136,6 +136,25 @@ def test_semicolons_inside_strings_and_triggers_do_not_split(
     assert do_storage.sql.exec("SELECT msg FROM log").one() == {"msg": "saw; x;y"}
 
 
+@pytest.mark.parametrize("sql", ["", "  ", "-- just a comment", "SELECT 1;;", "SELECT 1; -- note"])
+def test_empty_statements_are_errors(do_storage: DurableObjectStorage, sql: str) -> None:
+    with pytest.raises(BindingError, match=re.escape("SQL code did not contain a statement.")):
+        do_storage.sql.exec(sql)
+
+
+def test_leading_comments_and_trailing_whitespace_are_fine(
+    do_storage: DurableObjectStorage,
+) -> None:
+    assert do_storage.sql.exec("-- why\n/* how */ SELECT 1 AS one; \n\t").one() == {"one": 1}
+
+
+def test_wrong_number_of_parameters_is_an_error(do_storage: DurableObjectStorage) -> None:
+    with pytest.raises(
+        BindingError, match=re.escape("Wrong number of parameter bindings for SQL query.")
+    ):
+        do_storage.sql.exec("SELECT ?", 1, 2)
+
+
 # --- refused statements -------------------------------------------------------------------
 
 
