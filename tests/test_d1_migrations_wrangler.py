@@ -1,0 +1,183 @@
+"""Every D1 migration applies with wrangler itself, and yields the local runtime's schema.
+
+`wrangler d1 migrations apply <db> --local` runs in a temporary copy of wrangler.toml and
+migrations/ (no network: local mode, banner/update check and metrics off), against a D1
+database that Miniflare keeps on workerd's SQLite under a temporary `--persist-to` folder.
+The resulting database file is then compared with the one the local runtime's migration
+runner (`local_runtime.migrations.apply_migrations`) produces from the same files: same
+tables, columns, STRICT flags, indexes, triggers, foreign keys and virtual tables, and the
+same rows in wrangler's `d1_migrations` bookkeeping table.
+
+Wrangler stores each statement without its `--` comments, so SQL text is compared with
+comments removed and whitespace collapsed. Tables Cloudflare reserves (`_cf_*`) are left
+out. Skips without Node outside CI; fails without it in CI.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shutil
+import sqlite3
+import subprocess
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import PROJECT_ROOT, require_node_tools
+
+WRANGLER = PROJECT_ROOT / "node_modules" / ".bin" / "wrangler"
+MIGRATIONS = PROJECT_ROOT / "migrations"
+# A guard against a hung wrangler, not a timing assertion.
+WRANGLER_GUARD_SECONDS = 300
+
+Schema = dict[str, Any]
+
+
+def _database_name() -> str:
+    config = tomllib.loads((PROJECT_ROOT / "wrangler.toml").read_text(encoding="utf-8"))
+    [database] = config["d1_databases"]
+    return str(database["database_name"])
+
+
+_COMMENT_OR_STRING = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|/\*.*?\*/", re.DOTALL)
+
+
+def _normalise_sql(sql: str | None) -> str | None:
+    """SQL text without comments (quoted text kept) and with whitespace collapsed."""
+    if sql is None:
+        return None
+    without_comments = _COMMENT_OR_STRING.sub(
+        lambda m: m.group(0) if m.group(0)[0] in "'\"" else " ", sql
+    )
+    return " ".join(without_comments.split())
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def read_schema(path: Path) -> Schema:
+    """Everything that defines the database's shape, in comparable form."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        objects = {
+            (kind, name): {"table": table, "sql": _normalise_sql(sql)}
+            for kind, name, table, sql in conn.execute(
+                "SELECT type, name, tbl_name, sql FROM sqlite_master"
+            )
+            if not name.startswith("_cf_")
+        }
+        tables: dict[str, Any] = {}
+        for schema, name, kind, ncol, wr, strict in conn.execute("PRAGMA table_list"):
+            if schema != "main" or name.startswith(("_cf_", "sqlite_")):
+                continue
+            quoted = _quoted(name)
+            tables[name] = {
+                "type": kind,
+                "columns": ncol,
+                "without_rowid": wr,
+                "strict": strict,
+                "xinfo": conn.execute(f"PRAGMA table_xinfo({quoted})").fetchall(),
+                "foreign_keys": conn.execute(f"PRAGMA foreign_key_list({quoted})").fetchall(),
+                "indexes": sorted(conn.execute(f"PRAGMA index_list({quoted})").fetchall()),
+            }
+        indexes = {
+            name: conn.execute(f"PRAGMA index_xinfo({_quoted(name)})").fetchall()
+            for (kind, name) in objects
+            if kind == "index"
+        }
+        migrations = [row[0] for row in conn.execute("SELECT name FROM d1_migrations ORDER BY id")]
+        return {"objects": objects, "tables": tables, "indexes": indexes, "migrations": migrations}
+    finally:
+        conn.close()
+
+
+@pytest.fixture(scope="module")
+def wrangler_database(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """Apply every migration with wrangler; return the D1 SQLite file and wrangler's output."""
+    require_node_tools()
+    work = tmp_path_factory.mktemp("wrangler-d1")
+    shutil.copy(PROJECT_ROOT / "wrangler.toml", work / "wrangler.toml")
+    shutil.copytree(MIGRATIONS, work / "migrations")
+    state = work / "state"
+    env = {
+        **os.environ,
+        "CI": "true",  # no interactive confirmation
+        "WRANGLER_SEND_METRICS": "false",
+        "WRANGLER_HIDE_BANNER": "true",  # the banner is what checks npm for an update
+        "WRANGLER_LOG_PATH": str(work / "logs"),
+        "NO_COLOR": "1",
+    }
+    result = subprocess.run(
+        [
+            str(WRANGLER),
+            "d1",
+            "migrations",
+            "apply",
+            _database_name(),
+            "--local",
+            "--persist-to",
+            str(state),
+        ],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=WRANGLER_GUARD_SECONDS,
+        check=False,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, f"wrangler d1 migrations apply failed:\n{output}"
+    # Miniflare keeps one SQLite file per D1 database (plus metadata.sqlite).
+    [database] = [
+        p
+        for p in (state / "v3" / "d1" / "miniflare-D1DatabaseObject").glob("*.sqlite")
+        if p.name != "metadata.sqlite"
+    ]
+    return database, output
+
+
+@pytest.fixture(scope="module")
+def local_database(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same migrations applied by the local runtime's runner to a SQLite file."""
+    from local_runtime.adapters.d1 import SqliteD1
+    from local_runtime.migrations import apply_migrations
+
+    path = tmp_path_factory.mktemp("local-d1") / "d1.sqlite"
+    db = SqliteD1(path)
+
+    async def migrate() -> None:
+        await apply_migrations(db, MIGRATIONS)
+
+    try:
+        # A module-scoped fixture has no test event loop; this one is short-lived.
+        asyncio.run(migrate())
+    finally:
+        db.close()
+    return path
+
+
+def test_every_migration_applies_with_wrangler(wrangler_database: tuple[Path, str]) -> None:
+    path, output = wrangler_database
+    names = sorted(p.name for p in MIGRATIONS.glob("*.sql"))
+    assert names, "no migrations found"
+    assert read_schema(path)["migrations"] == names
+    for name in names:
+        assert name in output
+
+
+def test_wrangler_and_the_local_runner_build_the_same_schema(
+    wrangler_database: tuple[Path, str], local_database: Path
+) -> None:
+    on_workerd = read_schema(wrangler_database[0])
+    local = read_schema(local_database)
+    assert on_workerd["migrations"] == local["migrations"]
+    assert sorted(on_workerd["objects"]) == sorted(local["objects"])
+    for key, definition in on_workerd["objects"].items():
+        assert local["objects"][key] == definition, key
+    assert on_workerd["tables"] == local["tables"]
+    assert on_workerd["indexes"] == local["indexes"]
