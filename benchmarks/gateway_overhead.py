@@ -12,6 +12,9 @@ calls back to back, so drift affects all of them alike. Paths measured:
 * http route, cold  — the same with the isolate cache cleared before each call (3 SQLite KV
                       reads per call);
 * mcp tools/call    — `worker.app.handle` in-process, `POST /mcp` JSON-RPC tools/call;
+* mock upstream     — both routes again with the upstream an in-memory httpx.MockTransport
+                      (direct = an httpx call to the same mock): the gateway's own CPU cost,
+                      free of socket and scheduler noise;
 * local server      — the same two routes through the local dev server over loopback HTTP
                       (adds one HTTP hop; skipped if the local runtime cannot start).
 
@@ -216,10 +219,73 @@ async def bench(calls: int, warmup: int, upstream: str) -> None:
         if name != "direct":
             report(name, samples["direct"], proxied)
 
+    await mock_bench(calls, warmup, kv, clock, api_key, tool_body, mcp_body)
     await server_bench(calls, warmup, upstream, direct, _tool(upstream))
     await direct_client.aclose()
     await transport.inner.aclose()
     kv.close()
+
+
+async def mock_bench(
+    calls: int,
+    warmup: int,
+    kv: Any,
+    clock: Any,
+    api_key: str,
+    tool_body: bytes,
+    mcp_body: bytes,
+) -> None:
+    """The gateway's own CPU cost: the upstream is an in-memory httpx.MockTransport, so no
+    socket, no other process and no scheduler noise is in either measurement."""
+    from local_runtime.background import LocalBackgroundTasks
+
+    from bindings.environment import Bindings
+    from bindings.settings import Settings
+    from worker import app
+    from worker.http import Headers, HttpRequest
+
+    payload = b'{"echo": {"text": "hello", "n": 3}}'
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=payload, headers={"content-type": "application/json"})
+
+    mock = httpx.MockTransport(answer)
+    settings = Settings(environment="test")
+    background = LocalBackgroundTasks()
+    auth = {"authorization": f"Bearer {api_key}", "content-type": "application/json"}
+    client = httpx.AsyncClient(transport=mock)
+    # The tool's URL host is irrelevant to a mock transport.
+    tool_url = "http://upstream.invalid/echo"
+
+    async def direct() -> None:
+        response = await client.post(
+            tool_url, content=tool_body, headers={"authorization": "Bearer loop-token"}
+        )
+        assert response.status_code == 200
+
+    def bindings() -> Bindings:
+        return Bindings(
+            settings=settings, clock=clock, background=background, kv=kv, http_transport=mock
+        )
+
+    async def http_route() -> None:
+        request = HttpRequest("POST", "http://gw/api/v1/tools/echo", Headers(auth), tool_body)
+        assert (await app.handle(request, bindings())).status == 200
+
+    async def mcp_call() -> None:
+        request = HttpRequest("POST", "http://gw/mcp", Headers(auth), mcp_body)
+        assert (await app.handle(request, bindings())).status == 200
+
+    samples = await measure(
+        direct,
+        {"http route (mock upstream)": http_route, "mcp tools/call (mock upstream)": mcp_call},
+        calls,
+        warmup,
+    )
+    await client.aclose()
+    for name, proxied in samples.items():
+        if name != "direct":
+            report(name, samples["direct"], proxied)
 
 
 async def measure(
