@@ -1,0 +1,126 @@
+"""Conversions at the Pyodide boundary, for both ways a binding can reach us.
+
+A Cloudflare binding arrives in one of two modes (docs: /work/shared cheat sheet section 0;
+source: workers-runtime-sdk `workers/rpc.py`):
+
+* **wrapped** (workers-runtime-sdk >= 1.3, what `self.env` and a Durable Object's
+  `ctx.storage` give us): an SDK `_BindingWrapper` that converts arguments itself
+  (`dict` -> JS Object, `None` -> JS `null`) and results (`JsDict`, a `dict` subclass; JS
+  `null` -> `None`). It is not a `JsProxy`.
+* **raw** (a bare `JsProxy`, as from `js.*` or an older SDK): arguments must be converted by
+  us (`to_js(..., dict_converter=Object.fromEntries)`, or a Python dict arrives in JS as a
+  `Map`/PyProxy whose keys JS cannot read), Python `None` becomes `undefined`, and results
+  are `JsProxy` objects that need `.to_py()`, with JS `null` arriving as
+  `pyodide.ffi.jsnull` on Python 3.13 (which is *not* `None`).
+
+Adapters detect the mode once per binding (`is_raw`) and pass their arguments through
+`to_js_arg`/`to_js_options`; every result goes through `to_py`, which accepts both modes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from js import Object
+from pyodide.ffi import JsException, JsProxy
+from pyodide.ffi import to_js as _pyodide_to_js
+
+try:
+    # (pyodide-py's type stubs predate jsnull, hence the ignore for mypy.)
+    from pyodide.ffi import jsnull  # type: ignore[attr-defined,unused-ignore]
+except ImportError:  # Pyodide < 0.27 (Python 3.12): JS null already arrives as None.
+    jsnull = None
+
+__all__ = [
+    "JsException",
+    "error_message",
+    "is_raw",
+    "jsnull",
+    "to_js_arg",
+    "to_js_options",
+    "to_py",
+]
+
+
+def is_raw(binding: Any) -> bool:
+    """True when `binding` is a bare JsProxy (raw mode), False for an SDK wrapper."""
+    return isinstance(binding, JsProxy)
+
+
+def to_py(value: Any) -> Any:
+    """Turn a binding's result into plain Python, whichever mode produced it.
+
+    JsProxy values are converted with `.to_py()`; `jsnull` (anywhere in the structure)
+    becomes None; dicts (including the SDK's `JsDict`) become plain dicts and tuples lists.
+    Objects that have no Python equivalent (a JS class instance) are returned unchanged.
+    """
+    if value is None or value is jsnull:
+        return None
+    if isinstance(value, JsProxy):
+        converted = value.to_py()
+        if isinstance(converted, JsProxy):
+            # Not a plain object/array (for example a statement or a stub): keep the proxy.
+            return converted
+        value = converted
+    return _strip_nulls(value)
+
+
+def _strip_nulls(value: Any) -> Any:
+    if value is None or value is jsnull:
+        return None
+    if isinstance(value, Mapping):
+        return {key: _strip_nulls(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_strip_nulls(item) for item in value]
+    if isinstance(value, JsProxy):
+        return to_py(value)
+    return value
+
+
+def _nulls_for_none(value: Any) -> Any:
+    # Raw mode: `to_js` turns None into `undefined`, which JSON drops and D1 rejects; the
+    # JS value we mean is `null`. (On Pyodide < 0.27 there is no jsnull to send: None stays.)
+    if value is None:
+        return jsnull
+    if isinstance(value, Mapping):
+        return {key: _nulls_for_none(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_nulls_for_none(item) for item in value]
+    return value
+
+
+def to_js_arg(value: Any, raw: bool) -> Any:
+    """Prepare one argument for a binding call.
+
+    Wrapped mode: the Python value itself (the SDK converts it; None -> null). Raw mode: a
+    JS value: dicts become JS Objects (not Maps), lists Arrays, bytes Uint8Arrays, None null.
+    Strings, numbers and booleans are converted implicitly by Pyodide in both modes.
+    """
+    if not raw:
+        return value
+    if value is None:
+        return jsnull
+    if isinstance(value, str | int | float):  # bool is an int
+        return value
+    if isinstance(value, JsProxy):
+        return value
+    return _pyodide_to_js(_nulls_for_none(value), dict_converter=Object.fromEntries)
+
+
+def to_js_options(raw: bool, **options: Any) -> Any:
+    """A JS options object from keyword arguments, leaving out those that are None.
+
+    An option that is None means "not set": sending `null` for, say, `expirationTtl` is
+    not the same as omitting it, so it is dropped rather than converted.
+    """
+    present = {key: value for key, value in options.items() if value is not None}
+    return to_js_arg(present, raw)
+
+
+def error_message(exc: BaseException) -> str:
+    """The JS error's message (`JsException.message`), falling back to `str(exc)`."""
+    message = getattr(exc, "message", None)
+    if isinstance(message, str) and message:
+        return message
+    return str(exc)
