@@ -1,0 +1,158 @@
+"""`bindings.ports.do_sql.DurableObjectStorage` over a Durable Object's `ctx.storage`.
+
+Source: workerd `src/workerd/api/sql.c++` (SqlStorage, cursor), the SDK's
+`DurableObjectContext` (which wraps `ctx.storage` in a `_BindingWrapper`), and the SDK
+bindings test `worker_durable_object.py`. `sql.exec` is synchronous and returns a cursor;
+BEGIN/SAVEPOINT are refused by workerd, so atomic groups go through
+`storage.transactionSync(fn)`. JS errors become `BindingError` (`BindingLimitError` when
+SQLite reports a limit), with workerd's text.
+
+Values: workerd binds every JS number as a double and returns int64 as a double (Pyodide
+then hands integral values back as int); None binds NULL in both modes (raw mode sends JS
+null). Booleans are refused here: workerd would store them as the text 'true'/'false'
+(checked against Miniflare by the local adapter's contract tests), which no caller wants.
+
+Counters: the SDK wrapper caches an attribute after its first read, so `rows_read` and
+`rows_written` must be read once the rows have been consumed (which is also when workerd
+has finished counting).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+from bindings.cloudflare import ffi
+from bindings.ports.errors import BindingError, BindingLimitError
+from bindings.ports.sql import Row, SqlValue
+
+T = TypeVar("T")
+
+# SQLite's own texts for limit errors, as workerd reports them.
+_LIMIT_ERRORS = re.compile(
+    r"too many SQL variables|SQLITE_TOOBIG|string or blob too big|too many columns"
+    r"|LIKE or GLOB pattern too complex|too many terms in compound SELECT"
+    r"|Expression tree is too large|too many arguments on function"
+)
+
+
+def _sql_error(exc: BaseException, context: str = "") -> BindingError:
+    message = ffi.error_message(exc)
+    kind = BindingLimitError if _LIMIT_ERRORS.search(message) else BindingError
+    return kind(f"{message}{context}")
+
+
+class CloudflareSqlCursor:
+    """Implements `SqlCursor` over a JS `SqlStorageCursor`."""
+
+    def __init__(self, handle: Any) -> None:
+        self._cursor = handle
+
+    def to_array(self) -> list[Row]:
+        rows = self._call(lambda: self._cursor.toArray())
+        return [dict(row) for row in rows or []]
+
+    def one(self) -> Row:
+        """Exactly one row; `BindingError` when there are none or several (workerd's check)."""
+        return dict(self._call(lambda: self._cursor.one()))
+
+    def raw(self) -> list[list[Any]]:
+        """Rows as value lists, in `column_names` order."""
+        return [list(row) for row in self._call(lambda: list(self._cursor.raw()))]
+
+    @property
+    def column_names(self) -> list[str]:
+        return [str(name) for name in ffi.to_py(self._cursor.columnNames) or []]
+
+    def __iter__(self) -> Iterator[Row]:
+        try:
+            for row in self._cursor:
+                yield dict(ffi.to_py(row))
+        except ffi.JsException as exc:
+            raise _sql_error(exc) from exc
+
+    @property
+    def rows_read(self) -> int:
+        return int(ffi.to_py(self._cursor.rowsRead) or 0)
+
+    @property
+    def rows_written(self) -> int:
+        return int(ffi.to_py(self._cursor.rowsWritten) or 0)
+
+    @staticmethod
+    def _call(fn: Callable[[], Any]) -> Any:
+        try:
+            return ffi.to_py(fn())
+        except ffi.JsException as exc:
+            raise _sql_error(exc) from exc
+
+
+class CloudflareSqlStorage:
+    """Implements `SqlStorage` over `ctx.storage.sql`."""
+
+    def __init__(self, handle: Any, raw: bool) -> None:
+        self._sql = handle
+        self._raw = raw
+
+    def exec(self, sql: str, *params: SqlValue) -> CloudflareSqlCursor:
+        if any(isinstance(value, bool) for value in params):
+            raise BindingError(
+                "Booleans are not a documented Durable Object SQL binding type (workerd stores "
+                "them as the text 'true'/'false'); bind 1 or 0."
+            )
+        values = [ffi.to_js_arg(value, self._raw) for value in params]
+        try:
+            cursor = self._sql.exec(sql, *values)
+        except ffi.JsException as exc:
+            raise _sql_error(exc, f" (in: {sql[:200]})") from exc
+        return CloudflareSqlCursor(cursor)
+
+    @property
+    def database_size(self) -> int:
+        """Bytes used by this object's SQLite database."""
+        return int(ffi.to_py(self._sql.databaseSize) or 0)
+
+
+class CloudflareDurableObjectStorage:
+    """Implements `DurableObjectStorage` over `ctx.storage` (wrapped or raw)."""
+
+    def __init__(self, storage: Any) -> None:
+        self._storage = storage
+        self._raw = ffi.is_raw(storage)
+        self._sql: CloudflareSqlStorage | None = None
+
+    @property
+    def sql(self) -> CloudflareSqlStorage:
+        if self._sql is None:
+            self._sql = CloudflareSqlStorage(self._storage.sql, self._raw)
+        return self._sql
+
+    def transaction_sync(self, fn: Callable[[], T]) -> T:
+        """Run `fn` inside `storage.transactionSync`: its writes commit together or not at all.
+
+        The result and any exception are carried back in Python variables rather than
+        through JS, so neither needs converting and the caller sees the original exception
+        (JS only sees that the callback threw, which is what makes it roll back).
+        """
+        outcome: list[T] = []
+        failure: list[BaseException] = []
+
+        def body() -> None:
+            try:
+                outcome.append(fn())
+            except BaseException as exc:
+                failure.append(exc)
+                raise
+
+        try:
+            self._storage.transactionSync(body)
+        except BaseException as exc:
+            if failure:
+                raise failure[0] from None
+            if isinstance(exc, ffi.JsException):
+                raise _sql_error(exc, " (transactionSync)") from exc
+            raise
+        if failure:  # JS swallowed the error: the transaction still must not count as done.
+            raise failure[0]
+        return outcome[0]
