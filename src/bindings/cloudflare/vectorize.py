@@ -1,0 +1,205 @@
+"""`bindings.ports.vectorize.VectorIndex` over a Vectorize (v2) binding (`env.VECTORIZE`).
+
+Docs: vectorize/reference/{client-api,metadata-filtering}.mdx, vectorize/platform/
+limits.mdx. Mutations return `{mutationId}` and become visible asynchronously (seconds);
+queries return `{count, matches}`. Vectors are sent as plain lists of floats (numpy arrays
+would reach JS as opaque Python objects). The documented limits are checked here so a bad
+call fails as `BindingLimitError`, like the local index; other JS errors become
+`BindingLimitError` when Vectorize blames the input (a 4xxxx error code) and
+`BindingUnavailableError` otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from bindings.cloudflare import ffi
+from bindings.ports.errors import BindingError, BindingLimitError, BindingUnavailableError
+from bindings.ports.vectorize import (
+    VECTORIZE_MAX_BATCH,
+    VECTORIZE_MAX_FILTER_BYTES,
+    VECTORIZE_MAX_ID_BYTES,
+    VECTORIZE_MAX_NAMESPACE_BYTES,
+    VECTORIZE_MAX_TOP_K,
+    VECTORIZE_MAX_TOP_K_WITH_DATA,
+    MetadataFilter,
+    ReturnMetadata,
+    VectorIndexInfo,
+    VectorMatch,
+    VectorMutation,
+    VectorQueryResult,
+    VectorRecord,
+)
+
+# "VECTOR_QUERY_ERROR (code = 40006): ..." -> 40006
+_ERROR_CODE = re.compile(r"\(code = (\d+)\)")
+
+
+class CloudflareVectorIndex:
+    """Implements `VectorIndex` over `env.VECTORIZE` (wrapped or raw)."""
+
+    def __init__(self, binding: Any) -> None:
+        self._index = binding
+        self._raw = ffi.is_raw(binding)
+
+    async def insert(self, vectors: Sequence[VectorRecord]) -> VectorMutation:
+        return await self._mutate("insert", vectors)
+
+    async def upsert(self, vectors: Sequence[VectorRecord]) -> VectorMutation:
+        return await self._mutate("upsert", vectors)
+
+    async def _mutate(self, operation: str, vectors: Sequence[VectorRecord]) -> VectorMutation:
+        if not vectors:
+            return VectorMutation(mutation_id="", count=0)
+        if len(vectors) > VECTORIZE_MAX_BATCH:
+            raise BindingLimitError(
+                f"Vectorize accepts {VECTORIZE_MAX_BATCH} vectors per write, got {len(vectors)}"
+            )
+        payload = [_vector_payload(record) for record in vectors]
+        method = getattr(self._index, operation)
+        try:
+            result = ffi.to_py(await method(ffi.to_js_arg(payload, self._raw))) or {}
+        except ffi.JsException as exc:
+            raise _vectorize_error(operation, exc) from exc
+        return _mutation(result, len(payload))
+
+    async def query(
+        self,
+        vector: Sequence[float],
+        *,
+        top_k: int = 5,
+        namespace: str | None = None,
+        filter: MetadataFilter | None = None,
+        return_values: bool = False,
+        return_metadata: ReturnMetadata = "none",
+    ) -> VectorQueryResult:
+        limit = (
+            VECTORIZE_MAX_TOP_K_WITH_DATA
+            if return_values or return_metadata == "all"
+            else VECTORIZE_MAX_TOP_K
+        )
+        if not 1 <= top_k <= limit:
+            raise BindingLimitError(
+                f"Vectorize topK must be 1..{limit} with these return options, got {top_k}"
+            )
+        if namespace is not None:
+            _check_namespace(namespace)
+        if filter:
+            size = len(json.dumps(filter, separators=(",", ":")).encode())
+            if size >= VECTORIZE_MAX_FILTER_BYTES:
+                raise BindingLimitError(
+                    f"Vectorize filter is {size} bytes of JSON; it must be under "
+                    f"{VECTORIZE_MAX_FILTER_BYTES}"
+                )
+        options = ffi.to_js_options(
+            self._raw,
+            topK=top_k,
+            namespace=namespace,
+            filter=filter or None,
+            returnValues=return_values,
+            returnMetadata=return_metadata,
+        )
+        values = [float(v) for v in vector]
+        try:
+            result = ffi.to_py(await self._index.query(ffi.to_js_arg(values, self._raw), options))
+        except ffi.JsException as exc:
+            raise _vectorize_error("query", exc) from exc
+        result = result or {}
+        matches = [_match(item) for item in result.get("matches") or []]
+        return VectorQueryResult(count=int(result.get("count", len(matches))), matches=matches)
+
+    async def get_by_ids(self, ids: Sequence[str]) -> list[VectorRecord]:
+        if not ids:
+            return []
+        for vector_id in ids:
+            _check_id(vector_id)
+        try:
+            found = ffi.to_py(await self._index.getByIds(ffi.to_js_arg(list(ids), self._raw)))
+        except ffi.JsException as exc:
+            raise _vectorize_error("getByIds", exc) from exc
+        return [
+            VectorRecord(
+                id=str(item["id"]),
+                values=_floats(item.get("values")) or [],
+                namespace=item.get("namespace"),
+                metadata=item.get("metadata") or {},
+            )
+            for item in found or []
+        ]
+
+    async def delete_by_ids(self, ids: Sequence[str]) -> VectorMutation:
+        if not ids:
+            return VectorMutation(mutation_id="", count=0)
+        try:
+            result = ffi.to_py(await self._index.deleteByIds(ffi.to_js_arg(list(ids), self._raw)))
+        except ffi.JsException as exc:
+            raise _vectorize_error("deleteByIds", exc) from exc
+        return _mutation(result or {}, len(ids))
+
+    async def describe(self) -> VectorIndexInfo:
+        try:
+            info = ffi.to_py(await self._index.describe()) or {}
+        except ffi.JsException as exc:
+            raise _vectorize_error("describe", exc) from exc
+        # v2: {dimensions, vectorCount, ...}; v1 (beta): {config: {dimensions}, vectorsCount}.
+        config = info.get("config") or {}
+        dimensions = info.get("dimensions", config.get("dimensions"))
+        count = info.get("vectorCount", info.get("vectorsCount", 0))
+        return VectorIndexInfo(dimensions=int(dimensions or 0), vector_count=int(count or 0))
+
+
+def _check_id(vector_id: str) -> None:
+    if not vector_id or len(vector_id.encode()) > VECTORIZE_MAX_ID_BYTES:
+        raise BindingLimitError(
+            f"Vectorize ids are 1..{VECTORIZE_MAX_ID_BYTES} bytes, got {vector_id!r}"
+        )
+
+
+def _check_namespace(namespace: str) -> None:
+    if len(namespace.encode()) > VECTORIZE_MAX_NAMESPACE_BYTES:
+        raise BindingLimitError(
+            f"Vectorize namespaces are at most {VECTORIZE_MAX_NAMESPACE_BYTES} bytes"
+        )
+
+
+def _vector_payload(record: VectorRecord) -> dict[str, Any]:
+    _check_id(record.id)
+    payload: dict[str, Any] = {"id": record.id, "values": [float(v) for v in record.values]}
+    if record.namespace is not None:
+        _check_namespace(record.namespace)
+        payload["namespace"] = record.namespace
+    if record.metadata:
+        payload["metadata"] = record.metadata
+    return payload
+
+
+def _floats(values: Any) -> list[float] | None:
+    # Values may come back as a list or a typed array (memoryview); both iterate as numbers.
+    return None if values is None else [float(v) for v in values]
+
+
+def _match(item: dict[str, Any]) -> VectorMatch:
+    return VectorMatch(
+        id=str(item["id"]),
+        score=float(item.get("score", 0.0)),
+        namespace=item.get("namespace"),
+        values=_floats(item.get("values")),
+        metadata=item.get("metadata"),
+    )
+
+
+def _mutation(result: dict[str, Any], sent: int) -> VectorMutation:
+    # v2 answers {mutationId}; the v1 beta answered {count, ids}.
+    count = result.get("count", sent)
+    return VectorMutation(mutation_id=str(result.get("mutationId") or ""), count=int(count))
+
+
+def _vectorize_error(operation: str, exc: BaseException) -> BindingError:
+    message = f"Vectorize {operation} failed: {ffi.error_message(exc)}"
+    code = _ERROR_CODE.search(ffi.error_message(exc))
+    if code is not None and code.group(1).startswith("4"):
+        return BindingLimitError(message)
+    return BindingUnavailableError(message)
