@@ -1,0 +1,113 @@
+"""`build_bindings(env, ctx)`: every binding from `env`, settings from the vars."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from tests.fakes.js_runtime import FakeJsRuntime, JSPlainObject
+
+VARS = {
+    "ENVIRONMENT": "test",
+    "EMBEDDING_PROVIDER": "workers-ai",
+    "EMBEDDING_MODEL": "@cf/baai/bge-small-en-v1.5",
+    "EMBEDDING_DIMENSIONS": "384",
+    "MAX_BODY_BYTES": "2048",
+}
+
+
+def full_env(runtime: FakeJsRuntime, **overrides: Any) -> JSPlainObject:
+    members: dict[str, Any] = {
+        "KV": runtime.kv(),
+        "DB": runtime.d1(),
+        "VECTORIZE": runtime.vectorize(),
+        "AI": runtime.ai(),
+        "AGENT_RUNTIME": runtime.do_namespace(),
+        **VARS,
+    }
+    members.update(overrides)
+    return runtime.env(**members)
+
+
+def as_env(runtime: FakeJsRuntime, env: JSPlainObject, mode: str) -> Any:
+    import workers
+
+    raw = runtime.proxy(env)
+    return raw if mode == "raw" else workers._EnvWrapper(raw)
+
+
+async def test_every_binding_is_built_and_vars_are_typed(
+    js_runtime: FakeJsRuntime, mode: str
+) -> None:
+    from bindings.cloudflare.environment import build_bindings
+
+    env = as_env(js_runtime, full_env(js_runtime), mode)
+    bindings = build_bindings(env, js_runtime.proxy(js_runtime.execution_context()))
+    assert bindings.present() == {
+        "kv": True,
+        "d1": True,
+        "vectorize": True,
+        "ai_embedder": True,
+        "llm": False,
+        "agent_runtime": True,
+    }
+    assert bindings.settings.environment == "test"
+    assert bindings.settings.max_body_bytes == 2048
+    assert bindings.embedder is not None
+    assert bindings.embedder.config.model == "@cf/baai/bge-small-en-v1.5#pooling=cls"
+    # The adapters are live: a KV round trip goes through env.KV.
+    assert bindings.kv is not None
+    await bindings.kv.put("k", "v")
+    assert await bindings.kv.get("k") == "v"
+
+
+def test_missing_bindings_are_none(js_runtime: FakeJsRuntime, mode: str) -> None:
+    from bindings.cloudflare.environment import build_bindings
+
+    env = as_env(js_runtime, js_runtime.env(ENVIRONMENT="development"), mode)
+    bindings = build_bindings(env, js_runtime.proxy(js_runtime.execution_context()))
+    assert not any(bindings.present().values())
+    assert bindings.settings.environment == "development"
+    assert bindings.settings.embedding_provider == "workers-ai"
+
+
+def test_openai_provider_uses_the_secret(js_runtime: FakeJsRuntime, mode: str) -> None:
+    from bindings.cloudflare.environment import build_bindings
+
+    env = full_env(
+        js_runtime,
+        EMBEDDING_PROVIDER="openai",
+        EMBEDDING_MODEL="text-embedding-3-small",
+        EMBEDDING_DIMENSIONS="512",
+        OPENAI_API_KEY="sk-test",
+    )
+    bindings = build_bindings(
+        as_env(js_runtime, env, mode), js_runtime.proxy(js_runtime.execution_context())
+    )
+    assert bindings.embedder is not None
+    config = bindings.embedder.config
+    assert (config.provider, config.model, config.dimensions) == (
+        "openai",
+        "text-embedding-3-small",
+        512,
+    )
+
+
+def test_openai_provider_without_a_key_has_no_embedder(js_runtime: FakeJsRuntime) -> None:
+    from bindings.cloudflare.environment import build_bindings
+
+    env = full_env(js_runtime, EMBEDDING_PROVIDER="openai", EMBEDDING_MODEL="m")
+    bindings = build_bindings(
+        js_runtime.proxy(env), js_runtime.proxy(js_runtime.execution_context())
+    )
+    assert bindings.embedder is None
+
+
+def test_a_bad_var_is_refused_with_its_name(js_runtime: FakeJsRuntime) -> None:
+    from bindings.cloudflare.environment import build_bindings
+
+    env = full_env(js_runtime, MAX_BODY_BYTES="lots")
+    with pytest.raises(ValidationError, match="max_body_bytes"):
+        build_bindings(js_runtime.proxy(env), js_runtime.proxy(js_runtime.execution_context()))
