@@ -1,0 +1,100 @@
+"""The Worker's main module: the only file that imports `workers` (the Pyodide SDK).
+
+It converts at the edge and nothing more: `workers.Request` -> `HttpRequest`, then
+`worker.app.handle`, then `HttpResponse` -> `workers.Response`; cron events go to
+`worker.cron.run_scheduled`; the `AgentRuntime` Durable Object forwards RPC to
+`AgentRuntimeCore`. Durable Object classes must live in (or be imported into) the main
+module: workerd finds them by scanning it (WD `introspection.py`).
+
+Snapshot rules: nothing at module level reads time, randomness, env or I/O; bindings are
+built inside each handler.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from pydantic import ValidationError
+from workers import DurableObject, Request, Response, WorkerEntrypoint
+
+from agent_runtime_do.runtime import AgentRuntimeCore
+from bindings.cloudflare.do_sql import CloudflareDurableObjectStorage
+from bindings.cloudflare.environment import build_bindings
+from bindings.cloudflare.ffi import to_py
+from worker.app import handle
+from worker.cron import run_scheduled
+from worker.errors import internal_error, payload_too_large
+from worker.http import Headers, HttpRequest, HttpResponse
+
+__all__ = ["AgentRuntime", "Default"]
+
+log = logging.getLogger(__name__)
+
+# Fetch spec: a Response with one of these statuses must have a null body (JS throws).
+NULL_BODY_STATUSES = frozenset({101, 204, 205, 304})
+
+
+class Default(WorkerEntrypoint):
+    async def fetch(self, request: Any) -> Response:
+        try:
+            bindings = build_bindings(self.env, self.ctx)
+        except ValidationError:
+            # A bad var: say so in the log, answer with the API's JSON error, not HTML.
+            log.exception("Worker vars failed validation")
+            return to_workers_response(internal_error().to_response())
+        if not isinstance(request, Request):  # a bare js.Request (older runtimes)
+            request = Request(request)
+        limit = bindings.settings.max_body_bytes
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            # Refuse before reading: the body is never buffered.
+            return to_workers_response(payload_too_large(limit).to_response())
+        http_request = HttpRequest(
+            method=str(request.method),
+            url=str(request.url),
+            headers=Headers(list(request.headers.items())),
+            body=await request.bytes(),
+        )
+        return to_workers_response(await handle(http_request, bindings))
+
+    async def scheduled(self, controller: Any, env: Any = None, ctx: Any = None) -> None:
+        """Cron trigger. workerd passes three positional arguments and, for a class
+        entrypoint, env/ctx as undefined: the real ones are `self.env`/`self.ctx`."""
+        bindings = build_bindings(self.env, self.ctx)
+        scheduled_time = float(controller.scheduledTime) / 1000.0  # ms -> s
+        await run_scheduled(str(controller.cron), scheduled_time, bindings)
+
+
+def to_workers_response(response: HttpResponse) -> Response:
+    body = None if response.status in NULL_BODY_STATUSES else response.body
+    return Response(body, status=response.status, headers=response.headers.items())
+
+
+# The SDK's DurableObject.__init_subclass__ (which wraps __init__) has no annotations.
+class AgentRuntime(DurableObject):  # type: ignore[no-untyped-call,unused-ignore]
+    """One agent instance. RPC: `call(method, payload)` for every method of the core."""
+
+    def __init__(self, ctx: Any, env: Any) -> None:
+        super().__init__(ctx, env)
+        storage = CloudflareDurableObjectStorage(self.ctx.storage)
+        # Private: every public attribute of a Durable Object is reachable over RPC.
+        self._core = AgentRuntimeCore(storage, build_bindings(self.env, self.ctx))
+        # No await in a constructor: workerd holds every event until the schema exists.
+        self.ctx.blockConcurrencyWhile(self._core.initialize)
+
+    async def call(self, method: str, payload: Any = None) -> dict[str, Any]:
+        return await self._core.call(str(method), _payload(payload))
+
+    async def ping(self, payload: Any = None) -> dict[str, Any]:
+        return await self._core.call("ping", _payload(payload))
+
+
+def _payload(payload: Any) -> dict[str, Any]:
+    # RPC arguments arrive converted by the SDK (JsDict); older runtimes hand us a JsProxy.
+    value = to_py(payload)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise TypeError(f"RPC payload must be an object, got {type(value).__name__}")
+    return value
