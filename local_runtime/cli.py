@@ -21,7 +21,10 @@ Command = Callable[[argparse.Namespace], int]
 
 COMMAND_MODULES = [
     "local_runtime.commands.runtime",
+    "local_runtime.commands.gateway",
     "local_runtime.commands.access",
+    "local_runtime.commands.agents",
+    "local_runtime.commands.bench",
 ]
 
 

@@ -1,0 +1,219 @@
+"""`agents`: run agents and read their runs over HTTP, as an operator would.
+
+    agent-memory agents types
+    agent-memory agents run TENANT AGENT_TYPE "text" [--instance ID] [--task-type T]
+    agent-memory agents runs TENANT [--agent-type T] [--status S] [--limit N] [--all]
+    agent-memory agents show TENANT RUN_ID
+    agent-memory agents outcome TENANT AGENT_TYPE RUN_ID SCORE [--instance ID]
+    agent-memory agents workflows TENANT AGENT_TYPE [--instance ID] [--candidates]
+
+Every command except `types` talks HTTP to a running Worker (`--url`, default the local
+runtime at http://127.0.0.1:8787), through the same Access-gated routes as any client:
+the CLI mints a token from the state folder's dev key (`--state`, `--email`), or sends
+the token given with `--token` / `$AGENT_MEMORY_TOKEN` (a real Cloudflare Access token for a
+deployed Worker). Output is the JSON the API answered; an API error goes to stderr with a
+non-zero exit status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import Any
+
+from local_runtime.commands.common import add_state_option
+
+DEFAULT_URL = "http://127.0.0.1:8787"
+DEFAULT_EMAIL = "operator@localhost"
+TOKEN_ENV = "AGENT_MEMORY_TOKEN"
+
+
+class ApiCallError(Exception):
+    def __init__(self, status: int, body: Any) -> None:
+        super().__init__(f"HTTP {status}")
+        self.status = status
+        self.body = body
+
+
+def _token(args: argparse.Namespace) -> str:
+    explicit = args.token or os.environ.get(TOKEN_ENV)
+    if explicit:
+        return str(explicit)
+    from local_runtime.access_dev import mint_token
+    from local_runtime.state import StateDir
+
+    state = StateDir.create(args.state)
+    return mint_token(state.access, args.email, now=time.time(), ttl=600)
+
+
+def _request(
+    args: argparse.Namespace,
+    method: str,
+    path: str,
+    body: dict[str, Any] | None = None,
+    params: dict[str, Any] | None = None,
+) -> Any:
+    import httpx
+
+    from worker.access import ACCESS_HEADER
+
+    query = {k: v for k, v in (params or {}).items() if v is not None}
+    headers = {ACCESS_HEADER: _token(args)}
+    try:
+        response = httpx.request(
+            method,
+            args.url.rstrip("/") + path,
+            json=body,
+            params=query,
+            headers=headers,
+            timeout=args.timeout,
+        )
+    except httpx.HTTPError as exc:
+        raise ApiCallError(0, {"error": {"code": "unreachable", "message": str(exc)}}) from None
+    try:
+        data = response.json()
+    except ValueError:
+        data = {"error": {"code": "not_json", "message": response.text[:500]}}
+    if response.status_code >= 400:
+        raise ApiCallError(response.status_code, data)
+    return data
+
+
+def _print(data: Any) -> None:
+    print(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+def _run_command(args: argparse.Namespace) -> int:
+    try:
+        data = args.handler(args)
+    except ApiCallError as exc:
+        print(f"error: HTTP {exc.status}: {json.dumps(exc.body)}", file=sys.stderr)
+        return 1
+    _print(data)
+    return 0
+
+
+def cmd_types(args: argparse.Namespace) -> Any:
+    from agent_memory.agent_types import AGENT_TYPES
+
+    return [
+        {
+            "name": agent.name,
+            "description": agent.description,
+            "tools": list(agent.tools),
+            "memory": agent.memory.model_dump(),
+            "step_limit": agent.step_limit,
+            "timeout_seconds": agent.timeout_seconds,
+            "task_types": sorted({w.task_type for w in agent.workflows}),
+        }
+        for agent in AGENT_TYPES.values()
+    ]
+
+
+def cmd_run(args: argparse.Namespace) -> Any:
+    body: dict[str, Any] = {"input": args.text, "instance_id": args.instance}
+    if args.task_type:
+        body["task_type"] = args.task_type
+    if args.subject:
+        body["subject"] = args.subject
+    return _request(args, "POST", f"/v1/agents/{args.tenant}/{args.agent_type}/run", body)
+
+
+def cmd_runs(args: argparse.Namespace) -> Any:
+    params = {"agent_type": args.agent_type, "status": args.status, "limit": args.limit}
+    path = f"/admin/agents/{args.tenant}/runs"
+    if not args.all:
+        return _request(args, "GET", path, params={**params, "cursor": args.cursor})
+    runs: list[Any] = []
+    cursor = args.cursor
+    while True:
+        page = _request(args, "GET", path, params={**params, "cursor": cursor})
+        runs.extend(page["runs"])
+        cursor = page.get("next_cursor")
+        if not cursor:
+            return {"runs": runs, "next_cursor": None}
+
+
+def cmd_show(args: argparse.Namespace) -> Any:
+    return _request(args, "GET", f"/admin/agents/{args.tenant}/runs/{args.run_id}")
+
+
+def cmd_outcome(args: argparse.Namespace) -> Any:
+    path = f"/v1/agents/{args.tenant}/{args.agent_type}/runs/{args.run_id}/outcome"
+    return _request(args, "POST", path, {"score": args.score, "instance_id": args.instance})
+
+
+def cmd_workflows(args: argparse.Namespace) -> Any:
+    base = f"/admin/agents/{args.tenant}/{args.agent_type}"
+    params: dict[str, Any] = {"instance_id": args.instance, "task_type": args.task_type}
+    if args.candidates:
+        params.update(min_pulls=args.min_pulls, min_mean=args.min_mean)
+        return _request(args, "GET", f"{base}/pack-candidates", params=params)
+    return _request(args, "GET", f"{base}/workflows", params=params)
+
+
+def _add_connection(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--url", default=DEFAULT_URL, help=f"the Worker (default {DEFAULT_URL})")
+    parser.add_argument(
+        "--token", help=f"an Access token to send (default ${TOKEN_ENV}, else mint a dev one)"
+    )
+    parser.add_argument("--email", default=DEFAULT_EMAIL, help="who a minted dev token identifies")
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
+    add_state_option(parser)
+
+
+def register(sub: Any) -> None:
+    agents = sub.add_parser("agents", help="run agents and read their runs (admin API)")
+    commands = agents.add_subparsers(dest="agents_command", required=True, metavar="ACTION")
+
+    types = commands.add_parser("types", help="list the registered agent types")
+    types.set_defaults(func=_run_command, handler=cmd_types)
+
+    run = commands.add_parser("run", help="run one agent turn")
+    run.add_argument("tenant")
+    run.add_argument("agent_type")
+    run.add_argument("text", help="the turn's input")
+    run.add_argument("--instance", default="default", help="agent instance id")
+    run.add_argument("--task-type", help="task type (chooses the workflow bandit)")
+    run.add_argument("--subject", help="what the turn is about, e.g. contact:hubspot:123")
+    _add_connection(run)
+    run.set_defaults(func=_run_command, handler=cmd_run)
+
+    runs = commands.add_parser("runs", help="list a tenant's runs, newest first")
+    runs.add_argument("tenant")
+    runs.add_argument("--agent-type")
+    runs.add_argument("--status", choices=["running", "completed", "failed"])
+    runs.add_argument("--limit", type=int, default=20)
+    runs.add_argument("--cursor")
+    runs.add_argument("--all", action="store_true", help="follow cursors to the last page")
+    _add_connection(runs)
+    runs.set_defaults(func=_run_command, handler=cmd_runs)
+
+    show = commands.add_parser("show", help="one run with its episodes and run log")
+    show.add_argument("tenant")
+    show.add_argument("run_id")
+    _add_connection(show)
+    show.set_defaults(func=_run_command, handler=cmd_show)
+
+    outcome = commands.add_parser("outcome", help="score a run (0..1) for the workflow bandit")
+    outcome.add_argument("tenant")
+    outcome.add_argument("agent_type")
+    outcome.add_argument("run_id")
+    outcome.add_argument("score", type=float)
+    outcome.add_argument("--instance", default="default")
+    _add_connection(outcome)
+    outcome.set_defaults(func=_run_command, handler=cmd_outcome)
+
+    workflows = commands.add_parser("workflows", help="the workflow bandit (or pack candidates)")
+    workflows.add_argument("tenant")
+    workflows.add_argument("agent_type")
+    workflows.add_argument("--instance", default="default")
+    workflows.add_argument("--task-type")
+    workflows.add_argument("--candidates", action="store_true", help="only pack candidates")
+    workflows.add_argument("--min-pulls", type=int, default=20)
+    workflows.add_argument("--min-mean", type=float, default=0.7)
+    _add_connection(workflows)
+    workflows.set_defaults(func=_run_command, handler=cmd_workflows)
