@@ -19,7 +19,8 @@ from worker.http import Headers, HttpRequest, HttpResponse, json_response
 def _bindings(**settings: object) -> Bindings:
     return Bindings(
         settings=Settings(environment="test", **settings),  # type: ignore[arg-type]
-        clock=FixedClock(), background=LocalBackgroundTasks(),
+        clock=FixedClock(),
+        background=LocalBackgroundTasks(),
     )
 
 
@@ -52,8 +53,10 @@ async def test_healthz_reports_bindings_and_embedding_config() -> None:
     from tests.fakes.embedder import HashingEmbedder
 
     bindings = Bindings(
-        settings=Settings(environment="test"), clock=FixedClock(),
-        background=LocalBackgroundTasks(), embedder=HashingEmbedder(),
+        settings=Settings(environment="test"),
+        clock=FixedClock(),
+        background=LocalBackgroundTasks(),
+        embedder=HashingEmbedder(),
     )
     body = (await app.handle(HttpRequest("GET", "http://x/healthz"), bindings)).json()
     assert body["status"] == "ok"

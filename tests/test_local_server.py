@@ -64,9 +64,17 @@ def test_cli_help_and_migrate(tmp_path: Path) -> None:
     cli = [sys.executable, "-m", "local_runtime.cli"]
     help_text = subprocess.run([*cli, "--help"], capture_output=True, text=True, check=True)
     assert "dev" in help_text.stdout and "migrate" in help_text.stdout
-    first = subprocess.run([*cli, "migrate", "--state", str(tmp_path / "s")],
-                           capture_output=True, text=True, check=True)
+    first = subprocess.run(
+        [*cli, "migrate", "--state", str(tmp_path / "s")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert "0001_initial.sql" in first.stdout
-    second = subprocess.run([*cli, "migrate", "--state", str(tmp_path / "s")],
-                            capture_output=True, text=True, check=True)
+    second = subprocess.run(
+        [*cli, "migrate", "--state", str(tmp_path / "s")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert "no migrations to apply" in second.stdout

@@ -24,12 +24,24 @@ def db() -> Iterator[sqlite3.Connection]:
 
 def _fact(**over: object) -> dict[str, object]:
     row: dict[str, object] = dict(
-        tenant_id="t1", fact_id=ULID, agent_type="sdr", subject="contact:1",
-        predicate="responded_positively_to", object="direct_roi_framing",
-        content="Contact 1 responded positively to direct ROI framing", confidence=0.8,
-        source="agent", embedding_provider="local", embedding_model="m",
-        embedding_dimensions=384, content_hash=HASH, status="active", superseded_by=None,
-        valid_from=1, created_at=1, updated_at=1,
+        tenant_id="t1",
+        fact_id=ULID,
+        agent_type="sdr",
+        subject="contact:1",
+        predicate="responded_positively_to",
+        object="direct_roi_framing",
+        content="Contact 1 responded positively to direct ROI framing",
+        confidence=0.8,
+        source="agent",
+        embedding_provider="local",
+        embedding_model="m",
+        embedding_dimensions=384,
+        content_hash=HASH,
+        status="active",
+        superseded_by=None,
+        valid_from=1,
+        created_at=1,
+        updated_at=1,
     )
     row.update(over)
     return row
@@ -38,8 +50,10 @@ def _fact(**over: object) -> dict[str, object]:
 def _insert_fact(db: sqlite3.Connection, **over: object) -> None:
     row = _fact(**over)
     cols = ", ".join(row)
-    db.execute(f"INSERT INTO semantic_facts ({cols}) VALUES ({', '.join('?' * len(row))})",
-               list(row.values()))
+    db.execute(
+        f"INSERT INTO semantic_facts ({cols}) VALUES ({', '.join('?' * len(row))})",
+        list(row.values()),
+    )
 
 
 def test_tables_are_strict(db: sqlite3.Connection) -> None:
@@ -49,9 +63,7 @@ def test_tables_are_strict(db: sqlite3.Connection) -> None:
 
 
 def test_every_index_on_tenant_data_starts_with_tenant_id(db: sqlite3.Connection) -> None:
-    indexes = db.execute(
-        "SELECT name, tbl_name FROM sqlite_master WHERE type = 'index'"
-    ).fetchall()
+    indexes = db.execute("SELECT name, tbl_name FROM sqlite_master WHERE type = 'index'").fetchall()
     assert len(indexes) >= 8
     for name, _table in indexes:
         first = db.execute(f"PRAGMA index_info('{name}')").fetchone()
@@ -83,9 +95,14 @@ def test_fts_follows_inserts_updates_and_deletes(db: sqlite3.Connection) -> None
     _insert_fact(db)
 
     def matches(term: str) -> list[str]:
-        return [r[0] for r in db.execute(
-            "SELECT fact_id FROM semantic_facts_fts WHERE tenant_id = ? AND "
-            "semantic_facts_fts MATCH ?", ("t1", term))]
+        return [
+            r[0]
+            for r in db.execute(
+                "SELECT fact_id FROM semantic_facts_fts WHERE tenant_id = ? AND "
+                "semantic_facts_fts MATCH ?",
+                ("t1", term),
+            )
+        ]
 
     assert matches("framing") == [ULID]
     db.execute("UPDATE semantic_facts SET content = 'prefers email' WHERE fact_id = ?", (ULID,))
@@ -98,14 +115,19 @@ def test_fts_follows_inserts_updates_and_deletes(db: sqlite3.Connection) -> None
 def test_runs_and_episodes_validate_status_and_kind(db: sqlite3.Connection) -> None:
     db.execute(
         "INSERT INTO agent_runs (tenant_id, run_id, agent_type, instance_id, status, started_at)"
-        " VALUES ('t1', ?, 'sdr', 'i1', 'running', 5)", (ULID,))
+        " VALUES ('t1', ?, 'sdr', 'i1', 'running', 5)",
+        (ULID,),
+    )
     with pytest.raises(sqlite3.IntegrityError):
         db.execute(
             "INSERT INTO agent_runs (tenant_id, run_id, agent_type, instance_id, status,"
             " started_at) VALUES ('t1', ?, 'sdr', 'i1', 'exploded', 5)",
-            ("01J0000000000000000000000B",))
+            ("01J0000000000000000000000B",),
+        )
     with pytest.raises(sqlite3.IntegrityError):
         db.execute(
             "INSERT INTO memory_episodes (tenant_id, episode_id, run_id, agent_type, instance_id,"
             " kind, content, content_hash, created_at) VALUES"
-            " ('t1', ?, ?, 'sdr', 'i1', 'dream', 'x', ?, 5)", (ULID, ULID, HASH))
+            " ('t1', ?, ?, 'sdr', 'i1', 'dream', 'x', ?, 5)",
+            (ULID, ULID, HASH),
+        )

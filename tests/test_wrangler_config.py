@@ -47,20 +47,34 @@ def test_every_var_is_a_setting() -> None:
 def test_dry_run_deploy_lists_every_binding(tmp_path: Path) -> None:
     require_node_tools()
     result = subprocess.run(
-        [str(PROJECT_ROOT / "node_modules" / ".bin" / "wrangler"), "deploy", "--dry-run",
-         "--outdir", str(tmp_path / "out")],
-        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300,
+        [
+            str(PROJECT_ROOT / "node_modules" / ".bin" / "wrangler"),
+            "deploy",
+            "--dry-run",
+            "--outdir",
+            str(tmp_path / "out"),
+        ],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
         env={**os.environ, "WRANGLER_SEND_METRICS": "false", "NO_COLOR": "1"},
     )
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
     for expected in (
-        "env.AGENT_RUNTIME (AgentRuntime)", "Durable Object",
-        "env.KV", "KV Namespace",
-        "env.DB (agent-memory)", "D1 Database",
-        "env.VECTORIZE (agent-memory-semantic)", "Vectorize Index",
-        "env.COLD (agent-memory-cold)", "R2 Bucket",
-        "env.AI", "env.EMBEDDING_PROVIDER",
+        "env.AGENT_RUNTIME (AgentRuntime)",
+        "Durable Object",
+        "env.KV",
+        "KV Namespace",
+        "env.DB (agent-memory)",
+        "D1 Database",
+        "env.VECTORIZE (agent-memory-semantic)",
+        "Vectorize Index",
+        "env.COLD (agent-memory-cold)",
+        "R2 Bucket",
+        "env.AI",
+        "env.EMBEDDING_PROVIDER",
         "--dry-run: exiting now.",
     ):
         assert expected in output, f"{expected!r} missing from:\n{output}"

@@ -8,7 +8,6 @@ from pathlib import Path
 from local_runtime.state import DEFAULT_STATE_DIR
 
 
-
 def add_state_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--state",

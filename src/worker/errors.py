@@ -35,7 +35,9 @@ def not_found(message: str = "no such route") -> ApiError:
 
 def method_not_allowed(allowed: list[str]) -> ApiError:
     return ApiError(
-        405, "method_not_allowed", f"method not allowed; use {', '.join(allowed)}",
+        405,
+        "method_not_allowed",
+        f"method not allowed; use {', '.join(allowed)}",
         {"allowed": allowed},
     )
 

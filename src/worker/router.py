@@ -24,8 +24,10 @@ class Route(Generic[C]):
 
     def regex(self) -> re.Pattern[str]:
         # A parameter matches one non-empty path segment.
-        body = _PARAM.sub(lambda m: f"(?P<{m.group(1)}>[^/]+)", re.escape(self.pattern)
-                          .replace(r"\{", "{").replace(r"\}", "}"))
+        body = _PARAM.sub(
+            lambda m: f"(?P<{m.group(1)}>[^/]+)",
+            re.escape(self.pattern).replace(r"\{", "{").replace(r"\}", "}"),
+        )
         return re.compile(f"^{body}$")
 
 

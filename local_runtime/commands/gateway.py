@@ -1,0 +1,261 @@
+"""`agent-memory gateway ...`: operate the tool gateway (tenants, API keys, credentials, tools).
+
+Commands act on the local runtime's KV (`--state DIR`). With `--wrangler`, write commands
+print the `wrangler kv key put --remote` commands that make the same change on a deployed
+Worker instead of touching local state (docs/gateway.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from bindings.ports.clock import SystemClock
+from bindings.ports.kv import KVNamespace
+from gateway import admin_ops
+from local_runtime.commands.common import add_state_option
+
+Action = Callable[[KVNamespace, argparse.Namespace], Awaitable[Any]]
+
+
+def _kv(args: argparse.Namespace) -> KVNamespace:
+    from local_runtime.adapters.kv import SqliteKV
+    from local_runtime.state import StateDir
+
+    return SqliteKV(StateDir.create(args.state).kv)
+
+
+def _print(value: Any) -> None:
+    if hasattr(value, "model_dump"):
+        value = value.model_dump(mode="json")
+    elif isinstance(value, list):
+        value = [v.model_dump(mode="json") if hasattr(v, "model_dump") else v for v in value]
+    print(json.dumps(value, indent=2))
+
+
+def _run(action: Action) -> Callable[[argparse.Namespace], int]:
+    def command(args: argparse.Namespace) -> int:
+        try:
+            result = asyncio.run(action(_kv(args), args))
+        except admin_ops.AdminError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        if result is not None:
+            _print(result)
+        return 0
+
+    return command
+
+
+def _wrangler(writes: list[admin_ops.KVWrite], args: argparse.Namespace) -> int:
+    print("\n".join(admin_ops.wrangler_put_commands(writes, binding=args.binding)))
+    return 0
+
+
+def _read_secret(args: argparse.Namespace) -> str:
+    # Never from argv: it would land in shell history and process listings.
+    secret = Path(args.from_file).read_text() if args.from_file else sys.stdin.read()
+    return secret.strip()
+
+
+def _load_json(path: str) -> Any:
+    return json.loads(Path(path).read_text())
+
+
+# --- actions ---------------------------------------------------------------------------------
+
+
+async def _tenant_create(kv: KVNamespace, a: argparse.Namespace) -> Any:
+    return await admin_ops.create_tenant(
+        kv, SystemClock(), a.tenant, display_name=a.name, memory_enabled=a.memory
+    )
+
+
+async def _tenant_memory(kv: KVNamespace, a: argparse.Namespace) -> Any:
+    return await admin_ops.set_tenant_memory(kv, a.tenant, a.state_value == "on")
+
+
+async def _tenant_list(kv: KVNamespace, a: argparse.Namespace) -> Any:
+    return await admin_ops.list_tenants(kv)
+
+
+async def _key_issue(kv: KVNamespace, a: argparse.Namespace) -> Any:
+    issued = await admin_ops.issue_api_key(
+        kv, SystemClock(), a.tenant, scopes=a.scope or admin_ops.ALL_SCOPES, label=a.label
+    )
+    print(
+        f"key_id: {issued.key_id}  (the key below is shown once; only its hash is stored)",
+        file=sys.stderr,
+    )
+    print(issued.api_key)
+    return None
+
+
+async def _key_revoke(kv: KVNamespace, a: argparse.Namespace) -> Any:
+    return await admin_ops.revoke_api_key(kv, SystemClock(), a.tenant, a.key_id)
+
+
+async def _key_list(kv: KVNamespace, a: argparse.Namespace) -> Any:
+    return await admin_ops.list_api_keys(kv, a.tenant)
+
+
+async def _cred_set(kv: KVNamespace, a: argparse.Namespace) -> Any:
+    await admin_ops.set_credential(kv, SystemClock(), a.tenant, a.provider, _read_secret(a))
+    return {"tenant": a.tenant, "provider": a.provider, "stored": True}
+
+
+async def _cred_delete(kv: KVNamespace, a: argparse.Namespace) -> Any:
+    return {"deleted": await admin_ops.delete_credential(kv, a.tenant, a.provider)}
+
+
+async def _tool_register(kv: KVNamespace, a: argparse.Namespace) -> Any:
+    tool = await admin_ops.register_tool(kv, a.tenant, _load_json(a.file))
+    return admin_ops.describe_tool(tool)
+
+
+async def _tool_remove(kv: KVNamespace, a: argparse.Namespace) -> Any:
+    return {"removed": await admin_ops.remove_tool(kv, a.tenant, a.name)}
+
+
+async def _tool_list(kv: KVNamespace, a: argparse.Namespace) -> Any:
+    return [admin_ops.describe_tool(t) for t in await admin_ops.list_tools(kv, a.tenant)]
+
+
+# --- `--wrangler` variants (no local state touched) ------------------------------------------
+
+
+def _plan(args: argparse.Namespace) -> list[admin_ops.KVWrite]:
+    now = SystemClock().now()
+    if args.action == "tenant-create":
+        return admin_ops.plan_create_tenant(
+            args.tenant, now=now, display_name=args.name, memory_enabled=args.memory
+        )[1]
+    if args.action == "key-issue":
+        issued, writes = admin_ops.plan_issue_api_key(
+            args.tenant, now=now, scopes=args.scope or admin_ops.ALL_SCOPES, label=args.label
+        )
+        print(f"# API key (shown once): {issued.api_key}  key_id: {issued.key_id}")
+        return writes
+    if args.action == "credential-set":
+        return admin_ops.plan_set_credential(
+            args.tenant, args.provider, _read_secret(args), now=now
+        )
+    return admin_ops.plan_register_tool(args.tenant, _load_json(args.file))
+
+
+def _write_command(action: Action, name: str) -> Callable[[argparse.Namespace], int]:
+    local = _run(action)
+
+    def command(args: argparse.Namespace) -> int:
+        if not args.wrangler:
+            return local(args)
+        args.action = name
+        try:
+            return _wrangler(_plan(args), args)
+        except admin_ops.AdminError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+
+    return command
+
+
+def _leaf(
+    group: Any,
+    name: str,
+    func: Callable[[argparse.Namespace], int],
+    help: str,
+    wrangler: bool = False,
+) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = group.add_parser(name, help=help)
+    add_state_option(parser)
+    if wrangler:
+        parser.add_argument(
+            "--wrangler",
+            action="store_true",
+            help="print wrangler commands for a deployed Worker instead",
+        )
+        parser.add_argument("--binding", default="KV", help="KV binding name (with --wrangler)")
+    parser.set_defaults(func=func)
+    return parser
+
+
+def register(sub: Any) -> None:
+    gw = sub.add_parser(
+        "gateway", help="operate the tool gateway: tenants, keys, credentials, tools"
+    )
+    groups = gw.add_subparsers(dest="gateway_group", required=True, metavar="GROUP")
+
+    tenant = groups.add_parser("tenant", help="tenants").add_subparsers(
+        required=True, metavar="CMD"
+    )
+    p = _leaf(
+        tenant,
+        "create",
+        _write_command(_tenant_create, "tenant-create"),
+        "create a tenant",
+        wrangler=True,
+    )
+    p.add_argument("tenant")
+    p.add_argument("--name", default="")
+    p.add_argument("--memory", action="store_true", help="enable recall_memory/store_memory")
+    p = _leaf(tenant, "memory", _run(_tenant_memory), "turn the memory tools on or off")
+    p.add_argument("tenant")
+    p.add_argument("state_value", choices=["on", "off"])
+    _leaf(tenant, "list", _run(_tenant_list), "list tenants")
+
+    key = groups.add_parser("key", help="API keys").add_subparsers(required=True, metavar="CMD")
+    p = _leaf(
+        key,
+        "issue",
+        _write_command(_key_issue, "key-issue"),
+        "issue an API key (printed once)",
+        wrangler=True,
+    )
+    p.add_argument("tenant")
+    p.add_argument("--scope", action="append", choices=list(admin_ops.ALL_SCOPES))
+    p.add_argument("--label", default="")
+    p = _leaf(key, "revoke", _run(_key_revoke), "revoke an API key by key_id")
+    p.add_argument("tenant")
+    p.add_argument("key_id")
+    p = _leaf(key, "list", _run(_key_list), "list a tenant's keys (ids, never the keys)")
+    p.add_argument("tenant")
+
+    cred = groups.add_parser("credential", help="provider credentials").add_subparsers(
+        required=True, metavar="CMD"
+    )
+    p = _leaf(
+        cred,
+        "set",
+        _write_command(_cred_set, "credential-set"),
+        "store a provider secret read from stdin or --from-file",
+        wrangler=True,
+    )
+    p.add_argument("tenant")
+    p.add_argument("provider")
+    p.add_argument("--from-file", default=None)
+    p = _leaf(cred, "delete", _run(_cred_delete), "delete a provider secret")
+    p.add_argument("tenant")
+    p.add_argument("provider")
+
+    tool = groups.add_parser("tool", help="tool configs").add_subparsers(
+        required=True, metavar="CMD"
+    )
+    p = _leaf(
+        tool,
+        "register",
+        _write_command(_tool_register, "tool-register"),
+        "register a tool from a JSON config file",
+        wrangler=True,
+    )
+    p.add_argument("tenant")
+    p.add_argument("file")
+    p = _leaf(tool, "remove", _run(_tool_remove), "remove a tool")
+    p.add_argument("tenant")
+    p.add_argument("name")
+    p = _leaf(tool, "list", _run(_tool_list), "list a tenant's tools")
+    p.add_argument("tenant")
