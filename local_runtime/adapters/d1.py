@@ -54,7 +54,12 @@ from local_runtime.adapters.do_sql import (
     SqliteEngine,
     split_sql_statements,
 )
-from local_runtime.adapters.jsnumbers import PYODIDE_INT_LIMIT, becomes_js_number, js_number
+from local_runtime.adapters.jsnumbers import (
+    PYODIDE_INT_LIMIT,
+    becomes_js_number,
+    from_int64,
+    js_number,
+)
 
 NO_STATEMENTS_DETECTED = "No SQL statements detected."
 
@@ -112,7 +117,7 @@ def _result_value(value: Any) -> Any:
     if kind is int:
         if -PYODIDE_INT_LIMIT <= value <= PYODIDE_INT_LIMIT:
             return value
-        return float(value)  # int64 -> JSON number -> a double beyond 2^53
+        return from_int64(value)  # int64 -> JSON number (a double) -> Pyodide
     if kind is float:
         if not math.isfinite(value):
             return None

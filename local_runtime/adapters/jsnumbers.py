@@ -37,8 +37,9 @@ def from_int64(value: int) -> int | float:
     """The Python value produced for SQLite integer `value` after int64 -> double -> Python."""
     if -PYODIDE_INT_LIMIT <= value <= PYODIDE_INT_LIMIT:
         return value
-    # Beyond 2^53 the double is still integral but too large for Pyodide's int rule.
-    return float(value)
+    # Round to the double first: 2^53 + 1 becomes 2^53, which Pyodide then hands over as an
+    # int (checked against workerd); anything larger stays a float.
+    return js_number(float(value))
 
 
 def becomes_js_number(value: int) -> bool:
