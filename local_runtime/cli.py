@@ -24,7 +24,6 @@ COMMAND_MODULES = [
     "local_runtime.commands.gateway",
     "local_runtime.commands.access",
     "local_runtime.commands.agents",
-    "local_runtime.commands.bench",
 ]
 
 
