@@ -11,16 +11,17 @@ import argparse
 import asyncio
 import json
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
 from bindings.ports.clock import SystemClock
 from bindings.ports.kv import KVNamespace
 from gateway import admin_ops
+from gateway.api_keys import ALL_SCOPES
 from local_runtime.commands.common import add_state_option
 
-Action = Callable[[KVNamespace, argparse.Namespace], Awaitable[Any]]
+Action = Callable[[KVNamespace, argparse.Namespace], Coroutine[Any, Any, Any]]
 
 
 def _kv(args: argparse.Namespace) -> KVNamespace:
@@ -41,7 +42,7 @@ def _print(value: Any) -> None:
 def _run(action: Action) -> Callable[[argparse.Namespace], int]:
     def command(args: argparse.Namespace) -> int:
         try:
-            result = asyncio.run(action(_kv(args), args))
+            result: Any = asyncio.run(action(_kv(args), args))
         except admin_ops.AdminError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
@@ -86,7 +87,7 @@ async def _tenant_list(kv: KVNamespace, a: argparse.Namespace) -> Any:
 
 async def _key_issue(kv: KVNamespace, a: argparse.Namespace) -> Any:
     issued = await admin_ops.issue_api_key(
-        kv, SystemClock(), a.tenant, scopes=a.scope or admin_ops.ALL_SCOPES, label=a.label
+        kv, SystemClock(), a.tenant, scopes=a.scope or ALL_SCOPES, label=a.label
     )
     print(
         f"key_id: {issued.key_id}  (the key below is shown once; only its hash is stored)",
@@ -137,7 +138,7 @@ def _plan(args: argparse.Namespace) -> list[admin_ops.KVWrite]:
         )[1]
     if args.action == "key-issue":
         issued, writes = admin_ops.plan_issue_api_key(
-            args.tenant, now=now, scopes=args.scope or admin_ops.ALL_SCOPES, label=args.label
+            args.tenant, now=now, scopes=args.scope or ALL_SCOPES, label=args.label
         )
         print(f"# API key (shown once): {issued.api_key}  key_id: {issued.key_id}")
         return writes
@@ -217,7 +218,7 @@ def register(sub: Any) -> None:
         wrangler=True,
     )
     p.add_argument("tenant")
-    p.add_argument("--scope", action="append", choices=list(admin_ops.ALL_SCOPES))
+    p.add_argument("--scope", action="append", choices=list(ALL_SCOPES))
     p.add_argument("--label", default="")
     p = _leaf(key, "revoke", _run(_key_revoke), "revoke an API key by key_id")
     p.add_argument("tenant")
