@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 import time
@@ -60,6 +61,7 @@ def _request(
 
     from worker.access import ACCESS_HEADER
 
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # keep stdout/stderr for results
     query = {k: v for k, v in (params or {}).items() if v is not None}
     headers = {ACCESS_HEADER: _token(args)}
     try:

@@ -545,8 +545,12 @@ class AgentRuntimeCore:
             self.bindings.clock,
             request.run_id,
             "memory_write",
-            {"tier": "procedural", "op": "record_outcome", "workflow_id": workflow_id,
-             "score": request.score},
+            {
+                "tier": "procedural",
+                "op": "record_outcome",
+                "workflow_id": workflow_id,
+                "score": request.score,
+            },
         )
         return {"run_id": request.run_id, "workflow": summary}
 
