@@ -49,6 +49,7 @@ from bindings.ports.kv import (
     KVListResult,
     KVValueWithMetadata,
 )
+from local_runtime.adapters.jsnumbers import becomes_js_number, js_number
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS kv_entries (
@@ -102,6 +103,30 @@ def _decode_cursor(cursor: str) -> bytes:
         return base64.urlsafe_b64decode(cursor.encode("ascii"))
     except (binascii.Error, UnicodeEncodeError, ValueError):
         raise _fail("GET", 400, f"Invalid cursor {cursor!r}.") from None
+
+
+def _as_js_json(value: Any) -> Any:
+    """Metadata as the Workers SDK hands it to JS before KV's JSON.stringify.
+
+    A whole float is the same JS number as the int (1.0 is stored as 1); an int beyond
+    +-2^53 becomes a BigInt, which JSON.stringify refuses (workerd's TypeError text).
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float | dict | list):
+        return value
+    if isinstance(value, int):
+        if not becomes_js_number(value):
+            raise TypeError("Do not know how to serialize a BigInt")
+        return value
+    if isinstance(value, float):
+        return js_number(value) if math.isfinite(value) else value
+    if isinstance(value, dict):
+        return {key: _as_js_json(item) for key, item in value.items()}
+    return [_as_js_json(item) for item in value]
+
+
+def _load_metadata(text: str) -> Any:
+    # Read back through a JS number, as Pyodide converts it.
+    return json.loads(text, parse_float=lambda number: js_number(float(number)))
 
 
 class SqliteKV:
@@ -162,7 +187,7 @@ class SqliteKV:
             )
             return KVValueWithMetadata(value=None, metadata=None)
         return KVValueWithMetadata(
-            value=value, metadata=None if metadata is None else json.loads(metadata)
+            value=value, metadata=None if metadata is None else _load_metadata(metadata)
         )
 
     async def put(
@@ -179,36 +204,37 @@ class SqliteKV:
         now = self._now()
         expires_at: int | None = None
         if expiration_ttl is not None:
-            ttl = round(expiration_ttl)
+            # workerd takes the option as an integer, truncating a fraction (59.6 is
+            # reported as "59"; checked against workerd through Miniflare).
+            ttl = math.trunc(expiration_ttl)
             if ttl <= 0:
                 raise _fail(
                     "PUT",
                     400,
-                    f"Invalid expiration_ttl of {expiration_ttl}. "
-                    "Please specify integer greater than 0.",
+                    f"Invalid expiration_ttl of {ttl}. Please specify integer greater than 0.",
                 )
             if ttl < KV_MIN_EXPIRATION_TTL:
                 raise _fail(
                     "PUT",
                     400,
-                    f"Invalid expiration_ttl of {expiration_ttl}. "
+                    f"Invalid expiration_ttl of {ttl}. "
                     f"Expiration TTL must be at least {KV_MIN_EXPIRATION_TTL}.",
                 )
             expires_at = now + ttl
         elif expiration is not None:
-            at = round(expiration)
+            at = math.trunc(expiration)
             if at <= now:
                 raise _fail(
                     "PUT",
                     400,
-                    f"Invalid expiration of {expiration}. Please specify integer greater "
+                    f"Invalid expiration of {at}. Please specify integer greater "
                     "than the current number of seconds since the UNIX epoch.",
                 )
             if at < now + KV_MIN_EXPIRATION_TTL:
                 raise _fail(
                     "PUT",
                     400,
-                    f"Invalid expiration of {expiration}. Expiration times must be at "
+                    f"Invalid expiration of {at}. Expiration times must be at "
                     f"least {KV_MIN_EXPIRATION_TTL} seconds in the future.",
                 )
             expires_at = at
@@ -218,7 +244,10 @@ class SqliteKV:
             try:
                 # JSON.stringify's compact form: its byte length is what KV measures.
                 metadata_json = json.dumps(
-                    metadata, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+                    _as_js_json(metadata),
+                    separators=(",", ":"),
+                    ensure_ascii=False,
+                    allow_nan=False,
                 )
             except (TypeError, ValueError) as exc:
                 raise TypeError(f"KV metadata must be JSON-serialisable: {exc}") from None
@@ -311,7 +340,7 @@ class SqliteKV:
             KVKey(
                 name=bytes(key).decode("utf-8"),
                 expiration=expiration,
-                metadata=None if metadata is None else json.loads(metadata),
+                metadata=None if metadata is None else _load_metadata(metadata),
             )
             for key, expiration, metadata in page
         ]
