@@ -126,6 +126,19 @@ def encode_argument(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} cannot be passed to a binding")
 
 
+def _js_object(value: Any) -> Any:
+    """A JSON-like Python value -> JSON for the harness, tagging what JSON cannot carry."""
+    if isinstance(value, dict):
+        return {str(k): _js_object(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_js_object(item) for item in value]
+    if isinstance(value, bool | str) or value is None:
+        return value
+    if isinstance(value, int | float):
+        return encode_argument(value)
+    raise TypeError(f"{type(value).__name__} cannot be passed to a binding")
+
+
 def decode_cell(value: Any) -> Any:
     """A SQL result cell from the harness -> the Python value Pyodide produces."""
     if isinstance(value, dict):
@@ -204,8 +217,12 @@ def _kv_error(message: str, name: str = "Error") -> Exception:
     # workerd reports a broken KV rule either as "KV <METHOD> failed: <4xx> ..." (the
     # upstream's HTTP status) or, for key names, as a TypeError thrown before the request.
     status = _KV_HTTP_ERROR.match(message)
-    if (status is not None and 400 <= int(status.group(1)) < 500) or name == "TypeError":
+    if status is not None and 400 <= int(status.group(1)) < 500:
         return BindingLimitError(message)
+    if name == "TypeError":
+        if "key name" in message.lower():
+            return BindingLimitError(message)
+        return TypeError(message)  # e.g. metadata JSON.stringify cannot serialise
     return BindingError(message)
 
 
@@ -252,10 +269,10 @@ class MiniflareKV:
             )
             if option is not None
         }
-        try:
-            json.dumps(options, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise TypeError(f"KV metadata must be JSON-serialisable: {exc}") from None
+        if metadata is not None:
+            # The SDK converts the dict to a JS object (ints beyond 2^53 become BigInts,
+            # which KV's JSON.stringify then refuses); workerd sees exactly that.
+            options["metadata"] = _js_object(metadata)
         await self._call({"op": "put", "key": key, "value": value, "options": options})
 
     async def delete(self, key: str) -> None:

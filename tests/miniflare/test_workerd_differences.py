@@ -20,23 +20,31 @@ below, with the reason it is accepted, so a change on either side is noticed:
   documentation says integers bind as INTEGER, which the local adapter follows. Stored in
   an INTEGER column (or a STRICT table) both end up INTEGER;
 * D1 `exec()` on Miniflare reports any failure as "Error in line 1: <first line>"; the
-  local adapter names the failing line (real D1 runs the lines one by one).
+  local adapter names the failing line (real D1 runs the lines one by one);
+* KV: a malformed list cursor gives an empty final page on Miniflare and an error locally.
+
+KV is otherwise covered by the contract suite; the KV tests here pin how metadata numbers
+and fractional TTLs cross JavaScript, which the local adapter reproduces.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
 from local_runtime.adapters.d1 import SqliteD1
 from local_runtime.adapters.do_sql import LocalDurableObjectStorage
+from local_runtime.adapters.kv import SqliteKV
 
+from bindings.ports.clock import SystemClock
 from bindings.ports.d1 import D1Database, D1Error
 from bindings.ports.do_sql import DurableObjectStorage
-from bindings.ports.errors import BindingError
+from bindings.ports.errors import BindingError, BindingLimitError
+from tests.contracts.conftest import KVHarness
 from tests.miniflare.adapters import MiniflareD1, MiniflareDurableObjectStorage
 
 _OFFSET = re.compile(r" at offset \d+")
@@ -266,3 +274,57 @@ async def test_d1_exec_failures_name_the_line_locally_and_line_1_on_miniflare(
     for db in (mf_d1, local_d1):
         tables = await db.prepare("SELECT name FROM sqlite_master WHERE name = 'e'").all()
         assert tables.results == []
+
+
+# --- KV ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def local_kv() -> AsyncIterator[SqliteKV]:
+    kv = SqliteKV(":memory:", clock=SystemClock())
+    yield kv
+    kv.close()
+
+
+async def test_kv_metadata_numbers_cross_javascript_the_same_way(
+    local_kv: SqliteKV, mf_kv: KVHarness
+) -> None:
+    metadata = {"whole": 1.0, "half": 0.5, "max": 2**53, "nested": [{"n": -2.0}], "ok": True}
+    expected = {"whole": 1, "half": 0.5, "max": 2**53, "nested": [{"n": -2}], "ok": True}
+    for kv in (local_kv, mf_kv.kv):
+        await kv.put("m", "v", metadata=metadata)
+        got = await kv.get_with_metadata("m")
+        assert got.metadata == expected
+        assert type(got.metadata["whole"]) is int
+        [listed] = (await kv.list(prefix="m")).keys
+        assert listed.metadata == expected
+        # An int beyond 2^53 becomes a BigInt, which KV's JSON.stringify refuses.
+        with pytest.raises(TypeError, match="Do not know how to serialize a BigInt"):
+            await kv.put("big", "v", metadata={"n": 2**53 + 1})
+        assert await kv.get("big") is None
+
+
+async def test_kv_ttl_fractions_are_truncated(local_kv: SqliteKV, mf_kv: KVHarness) -> None:
+    for kv in (local_kv, mf_kv.kv):
+        with pytest.raises(BindingLimitError) as refused:
+            await kv.put("t", "v", expiration_ttl=59.9)  # type: ignore[arg-type]
+        assert str(refused.value) == (
+            "KV PUT failed: 400 Invalid expiration_ttl of 59. Expiration TTL must be at least 60."
+        )
+        await kv.put("t", "v", expiration_ttl=60.9)  # type: ignore[arg-type]
+        [key] = (await kv.list(prefix="t")).keys
+        assert key.expiration is not None and key.expiration - time.time() <= 61
+
+
+async def test_kv_malformed_cursor_is_refused_locally_and_ignored_on_miniflare(
+    local_kv: SqliteKV, mf_kv: KVHarness
+) -> None:
+    # Cursors are opaque; only ones a list() returned are valid. Miniflare answers an
+    # empty, complete page to garbage; the local adapter refuses it so a caller's bug
+    # (a cursor from somewhere else) is not mistaken for "no more keys".
+    await mf_kv.kv.put("k", "v")
+    await local_kv.put("k", "v")
+    page = await mf_kv.kv.list(cursor="garbage!!")
+    assert (page.keys, page.list_complete) == ([], True)
+    with pytest.raises(BindingLimitError, match="Invalid cursor"):
+        await local_kv.list(cursor="garbage!!")

@@ -17,7 +17,7 @@
 //   {"$bigint": "123"}   BigInt                       (Python int beyond 2^53)
 //   {"$number": "NaN"}   NaN / Infinity / -Infinity   (Python float)
 //   {"$object": {...}}   a plain JS object             (Python dict, sent as the SDK would)
-// Tags only appear in SQL parameters and SQL result cells, never in KV metadata.
+// Tags appear in SQL parameters, SQL result cells and (Python -> JS only) KV metadata.
 
 import { DurableObject } from "cloudflare:workers";
 
@@ -70,6 +70,17 @@ function decode(value) {
   return value;
 }
 
+/** Like decode(), through arrays and objects (KV metadata as the SDK would build it). */
+function decodeDeep(value) {
+  const decoded = decode(value);
+  if (decoded !== value) return decoded;
+  if (Array.isArray(value)) return value.map(decodeDeep);
+  if (value !== null && typeof value === "object") {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, decodeDeep(v)]));
+  }
+  return value;
+}
+
 function errorInfo(error, stage) {
   const info = {
     name: error?.name ?? "Error",
@@ -95,6 +106,7 @@ async function kvOp(kv, body) {
       return { value: result.value, metadata: result.metadata };
     }
     case "put":
+      if (options?.metadata !== undefined) options.metadata = decodeDeep(options.metadata);
       if (options && Object.keys(options).length > 0) await kv.put(key, value, options);
       else await kv.put(key, value);
       return null;
