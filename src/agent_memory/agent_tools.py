@@ -105,8 +105,9 @@ async def _wm_get(arguments: dict[str, Any], context: ToolContext) -> dict[str, 
         value = await _working(context).get(key)
     except WorkingMemoryError as exc:
         raise ToolError(str(exc)) from None
-    context.log_step("memory_read", {"tier": "working", "op": "get", "key": key,
-                                     "found": value is not None})
+    context.log_step(
+        "memory_read", {"tier": "working", "op": "get", "key": key, "found": value is not None}
+    )
     return {"key": key, "found": value is not None, "value": value}
 
 
@@ -117,8 +118,7 @@ async def _wm_set(arguments: dict[str, Any], context: ToolContext) -> dict[str, 
     try:
         write = await _working(context).set(key, arguments["value"])
     except WorkingMemoryError as exc:
-        context.log_step("error", {"tier": "working", "op": "set", "key": key,
-                                   "error": str(exc)})
+        context.log_step("error", {"tier": "working", "op": "set", "key": key, "error": str(exc)})
         raise ToolError(str(exc)) from None
     context.log_step("memory_write", {"tier": "working", "op": "set", **write.model_dump()})
     return {"stored": True, **write.model_dump()}

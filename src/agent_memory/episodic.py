@@ -143,8 +143,7 @@ _EPISODE_COLUMNS = (
     "created_at"
 )
 _RUN_COLUMNS = (
-    "run_id, agent_type, instance_id, status, input, output, error, steps, started_at, "
-    "finished_at"
+    "run_id, agent_type, instance_id, status, input, output, error, steps, started_at, finished_at"
 )
 
 
