@@ -17,11 +17,14 @@ Usage is computed from the instance's key listing, where each entry carries its 
 KV metadata (`{"bytes": n}`), so no second copy of the accounting can drift. KV listings
 are eventually consistent on Cloudflare (up to ~60 s across locations); an instance's
 writes all come from its one Durable Object, in one location, which is what keeps the
-check meaningful.
+check meaningful. The check spans awaits (list, then put), so concurrent turns of one
+object share a `write_lock` (an `asyncio.Lock` the Durable Object owns): otherwise two
+interleaved writes could each pass the check and together exceed the budget.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from typing import Any
@@ -114,6 +117,7 @@ class WorkingMemory:
         *,
         budget_bytes: int = WORKING_MEMORY_BUDGET_BYTES,
         ttl_seconds: int = WORKING_MEMORY_TTL_SECONDS,
+        write_lock: asyncio.Lock | None = None,
     ) -> None:
         if not TENANT_RE.match(tenant or ""):
             raise InvalidWorkingMemoryKey(f"invalid tenant segment {tenant!r}")
@@ -123,6 +127,7 @@ class WorkingMemory:
         self.prefix = f"{WORKING_MEMORY_PREFIX}:{tenant}:{instance_id}:"
         self.budget_bytes = budget_bytes
         self.ttl_seconds = ttl_seconds
+        self._lock = write_lock or asyncio.Lock()
 
     def kv_key(self, key: str) -> str:
         return self.prefix + validate_key(key)
@@ -163,14 +168,15 @@ class WorkingMemory:
         encoded = encode_value(value)
         value_bytes = len(encoded.encode("utf-8"))
         needed = len(key.encode("utf-8")) + value_bytes
-        used = sum(entry.bytes for entry in await self.entries() if entry.key != key)
-        if used + needed > self.budget_bytes:
-            raise WorkingMemoryBudgetExceeded(
-                key=key, needed=needed, used=used, budget=self.budget_bytes
+        async with self._lock:
+            used = sum(entry.bytes for entry in await self.entries() if entry.key != key)
+            if used + needed > self.budget_bytes:
+                raise WorkingMemoryBudgetExceeded(
+                    key=key, needed=needed, used=used, budget=self.budget_bytes
+                )
+            await self._kv.put(
+                kv_key, encoded, expiration_ttl=self.ttl_seconds, metadata={"bytes": value_bytes}
             )
-        await self._kv.put(
-            kv_key, encoded, expiration_ttl=self.ttl_seconds, metadata={"bytes": value_bytes}
-        )
         return WorkingWrite(
             key=key, bytes=needed, used_after=used + needed, budget=self.budget_bytes
         )

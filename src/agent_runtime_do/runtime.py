@@ -126,6 +126,9 @@ class AgentRuntimeCore:
         self.rng: np.random.Generator | None = None
         self._writer: EpisodicWriter | None = None
         self._registered_types: set[str] = set()
+        # Turns of this object may interleave on Cloudflare; the working-memory budget check
+        # (list, then put) must not.
+        self._working_lock = asyncio.Lock()
 
     async def initialize(self) -> None:
         """Create the schema; runs before any call is delivered."""
@@ -282,7 +285,12 @@ class AgentRuntimeCore:
         sql = self.storage.sql
         await self._flush()
         working = (
-            WorkingMemory(bindings.kv, request.tenant, request.instance_id)
+            WorkingMemory(
+                bindings.kv,
+                request.tenant,
+                request.instance_id,
+                write_lock=self._working_lock,
+            )
             if agent_type.memory.working_memory and bindings.kv is not None
             else None
         )

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 import pytest
 from local_runtime.adapters.kv import SqliteKV
 
@@ -123,3 +126,38 @@ async def test_values_must_be_json(kv: SqliteKV) -> None:
     with pytest.raises(WorkingMemoryError):
         await memory.set("k", {1, 2})
     assert await all_keys(kv) == []
+
+
+class YieldingKV:
+    """A KV whose calls yield to the event loop, as real network calls do."""
+
+    def __init__(self, inner: SqliteKV) -> None:
+        self._inner = inner
+
+    async def list(self, **kwargs: Any) -> Any:
+        await asyncio.sleep(0)
+        return await self._inner.list(**kwargs)
+
+    async def put(self, key: str, value: str, **kwargs: Any) -> None:
+        await asyncio.sleep(0)
+        await self._inner.put(key, value, **kwargs)
+
+    async def get(self, key: str) -> str | None:
+        return await self._inner.get(key)
+
+
+async def test_interleaved_writers_sharing_the_objects_lock_cannot_overshoot(
+    kv: SqliteKV,
+) -> None:
+    """Two turns of one Durable Object interleave at every await; with the object's lock
+    the budget check and the write happen as one, so only one 70 KB value fits."""
+    lock = asyncio.Lock()
+    slow = YieldingKV(kv)
+    writers = [WorkingMemory(slow, "acme", "i1", write_lock=lock) for _ in range(2)]  # type: ignore[arg-type]
+    results = await asyncio.gather(
+        writers[0].set("a", "x" * 70_000),
+        writers[1].set("b", "y" * 70_000),
+        return_exceptions=True,
+    )
+    assert sum(isinstance(r, WorkingMemoryBudgetExceeded) for r in results) == 1
+    assert await WorkingMemory(kv, "acme", "i1").usage() <= WORKING_MEMORY_BUDGET_BYTES
