@@ -1,0 +1,137 @@
+"""Fusing the ranked lists of several retrieval channels into one relevance per item.
+
+Each channel (vector similarity, keyword BM25, exact subject/predicate match) returns its
+hits best first with a raw score whose scale is the channel's own: cosine in [-1, 1],
+BM25 unbounded, match strength in [0, 1]. Two standard, data-independent fusions:
+
+* `relative` (default; "relative score fusion", as in Weaviate's hybrid search): each
+  channel's raw scores are min-max normalised over its own hits to [0, 1] (a channel with
+  one hit, or all hits equal, gives 1.0), unless the channel declares its scores already
+  calibrated (`normalize=False`, the exact-match channel); the relevance is the weighted
+  mean over the channels that returned anything. It keeps *how much* better a hit is
+  than the next, which rank-only fusion throws away, so a weak channel's arbitrary tail
+  cannot outvote a strong channel's clear winner.
+* `rrf` (reciprocal rank fusion, Cormack et al. 2009): `Σ w_c / (k + rank_c)`, divided by
+  its maximum (`Σ w_c / (k + 1)`, first in every channel) so it also lies in [0, 1].
+
+Both return, per item, the relevance and the per-channel detail (rank, raw score,
+normalised score) that `recall` reports in each result's breakdown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+FusionMethod = Literal["relative", "rrf"]
+
+
+class ChannelHit(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    score: float
+
+
+class ChannelResult(BaseModel):
+    """One channel's hits, best first. `normalize=False`: the scores are already calibrated
+    to [0, 1] and are used as they are."""
+
+    name: str
+    hits: list[ChannelHit] = Field(default_factory=list)
+    normalize: bool = True
+
+
+class ChannelDetail(BaseModel):
+    """How one channel saw one item: 1-based rank, raw score, normalised score."""
+
+    rank: int
+    raw: float
+    normalized: float
+
+
+class FusedItem(BaseModel):
+    id: str
+    relevance: float
+    channels: dict[str, ChannelDetail] = Field(default_factory=dict)
+
+
+class FusionConfig(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    method: FusionMethod = "relative"
+    # Equal weights for the two full-text channels; exact matches on subject/predicate are
+    # a nudge, not a verdict (a common subject matches half a tenant's facts).
+    channel_weights: dict[str, float] = Field(
+        default_factory=lambda: {"vector": 1.0, "keyword": 1.0, "exact": 0.25}
+    )
+    rrf_k: int = Field(default=60, ge=1)
+
+    def weight(self, channel: str) -> float:
+        return max(0.0, self.channel_weights.get(channel, 1.0))
+
+
+def _normalized(hits: Sequence[ChannelHit], normalize: bool) -> list[float]:
+    if not normalize:
+        return [min(1.0, max(0.0, hit.score)) for hit in hits]
+    scores = [hit.score for hit in hits]
+    low, high = min(scores), max(scores)
+    if high <= low:
+        return [1.0] * len(scores)
+    return [(score - low) / (high - low) for score in scores]
+
+
+def fuse(
+    channels: Sequence[ChannelResult],
+    config: FusionConfig,
+    *,
+    feature_scores: Mapping[str, Mapping[str, float]] | None = None,
+) -> list[FusedItem]:
+    """Fuse `channels` into items sorted by relevance (ties: channel order, then id).
+
+    `feature_scores` maps a channel name to calibrated scores for items that channel did
+    not list (used for a too-broad exact match: it scores the other channels' hits).
+    """
+    active = [c for c in channels if c.hits and config.weight(c.name) > 0]
+    extra = {name: dict(scores) for name, scores in (feature_scores or {}).items() if scores}
+    weights = {c.name: config.weight(c.name) for c in active}
+    for name in extra:
+        weights.setdefault(name, config.weight(name))
+    total_weight = sum(weights.values())
+    if total_weight <= 0:
+        return []
+    details: dict[str, dict[str, ChannelDetail]] = {}
+    order: dict[str, int] = {}
+    for channel in active:
+        normalized = _normalized(channel.hits, channel.normalize)
+        for position, (hit, norm) in enumerate(zip(channel.hits, normalized, strict=True)):
+            if channel.name in details.get(hit.id, {}):
+                continue  # a channel lists an id once; keep its best rank
+            if config.method == "rrf":
+                norm = 1.0 / (config.rrf_k + position + 1)
+            details.setdefault(hit.id, {})[channel.name] = ChannelDetail(
+                rank=position + 1, raw=hit.score, normalized=norm
+            )
+            order.setdefault(hit.id, len(order))
+    for name, scores in extra.items():
+        for item_id, score in scores.items():
+            if item_id in details and name not in details[item_id]:
+                value = min(1.0, max(0.0, score))
+                if config.method == "rrf":
+                    # A feature has no rank: count it as a tie for first, scaled by strength.
+                    value = value / (config.rrf_k + 1)
+                details[item_id][name] = ChannelDetail(rank=0, raw=score, normalized=value)
+    ceiling = 1.0 if config.method == "relative" else 1.0 / (config.rrf_k + 1)
+    fused = [
+        FusedItem(
+            id=item_id,
+            relevance=sum(weights[name] * d.normalized for name, d in seen.items())
+            / (total_weight * ceiling),
+            channels=seen,
+        )
+        for item_id, seen in details.items()
+    ]
+    fused.sort(key=lambda item: (-item.relevance, order[item.id], item.id))
+    return fused
