@@ -13,6 +13,7 @@ from bindings.ports.errors import BindingLimitError
 from gateway.routes import mcp_not_allowed_route, mcp_post_route, tool_call_route
 from worker.agents_routes import add_agent_routes
 from worker.errors import ApiError, internal_error, payload_too_large
+from worker.facts_routes import add_semantic_memory
 from worker.health import healthz
 from worker.http import HttpRequest, HttpResponse
 from worker.router import Router
@@ -30,6 +31,8 @@ def build_router() -> Router[Bindings]:
     router.add("DELETE", "/mcp", mcp_not_allowed_route)
     # The admin agent-run path (Access gated): the only routes that reach a Durable Object.
     add_agent_routes(router)
+    # Semantic memory: admin fact deletion (Access gated) and the memory tools' wiring.
+    add_semantic_memory(router)
     return router
 
 
