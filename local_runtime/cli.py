@@ -24,6 +24,7 @@ COMMAND_MODULES = [
     "local_runtime.commands.gateway",
     "local_runtime.commands.access",
     "local_runtime.commands.agents",
+    "local_runtime.commands.bench",
 ]
 
 

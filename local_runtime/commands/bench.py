@@ -1,0 +1,376 @@
+"""`agent-memory bench recall --data FILE`: recall quality of semantic memory vs baselines.
+
+Input: a `memory-retrieval-bench/v1` file (format and metrics: the bench README; its
+`score.py` is the reference for the metrics, ported below). For each conversation:
+
+* the system: a fresh tenant (one per conversation) learns every memory through
+  `SemanticMemory.learn_many` (batched embedding), subject = the speaker when the text has
+  the format's `"<speaker>: ..."` prefix naming one of the conversation's speakers, else
+  the conversation id (`--subject conversation` forces the latter); `valid_from` = the
+  memory's timestamp. Each query is answered by `SemanticMemory.rank` — the recall
+  pipeline (three channels, fusion, scoring) without the tool's 20-result cap — asking for
+  as many results as the conversation has memories;
+* BM25: BM25Okapi with rank_bm25's defaults over lowercase `[a-z0-9]+` tokens, ported
+  from rank_bm25 (k1=1.5, b=0.75, epsilon=0.25); ranks every memory;
+* dense: cosine between the query and every memory, same embedder; ranks every memory.
+
+Metrics (score.py): recall@k = |evidence ∩ top-k| / |evidence|; MRR = 1 / rank of the first
+evidence id. The baselines rank the whole conversation. The system's ranking is its
+candidate list, exactly what `recall` ranks (≤ 100 vector hits, ≤ 100 keyword hits and
+the exact subject/predicate matches when there are ≤ 100): an evidence id it never
+retrieves counts as rank ∞ (reciprocal 0), so its MRR is a lower bound of the MRR a full
+ranking would get. Identical texts by the same speaker are
+one fact (learn is idempotent); that fact stands for all their memory ids, in order.
+
+Embeddings are computed once per distinct text and shared by the system and the dense
+baseline (a memoising wrapper around the embedder), so both see identical vectors.
+
+Output: a table per slice (all, cats 1-4, each category), the recall@10 margins, and as
+the last line one JSON object `{"system": {...}, "bm25": {...}, "dense": {...}}` with
+recall@5, recall@10 and MRR over all queries.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import re
+import shutil
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from bindings.ports.embedder import Embedder, EmbeddingConfig
+
+TOKEN_RE = re.compile(r"[a-z0-9]+")
+KS = (5, 10)
+METRICS = ("recall@5", "recall@10", "mrr")
+
+
+# ----------------------------------------------------------------------------- metrics
+
+
+def score_ranking(
+    ranking: Sequence[str], evidence: Sequence[str], ks: Sequence[int] = KS
+) -> dict[str, float]:
+    """score.py's `score_ranking`: recall@k, any-hit@k and MRR of one ranking."""
+    ev = set(evidence)
+    pos: dict[str, int] = {}
+    for rank, mid in enumerate(ranking):
+        pos.setdefault(mid, rank)
+    out: dict[str, float] = {}
+    for k in ks:
+        hit = len(ev & set(ranking[:k]))
+        out[f"recall@{k}"] = hit / len(ev)
+        out[f"any-hit@{k}"] = 1.0 if hit else 0.0
+    ranks = [pos[e] for e in ev if e in pos]
+    out["mrr"] = 1.0 / (min(ranks) + 1) if ranks else 0.0
+    return out
+
+
+def tokenize(text: str) -> list[str]:
+    return TOKEN_RE.findall(text.lower())
+
+
+class BM25Okapi:
+    """rank_bm25.BM25Okapi (k1=1.5, b=0.75, epsilon=0.25), ported to numpy."""
+
+    def __init__(
+        self,
+        corpus: Sequence[Sequence[str]],
+        k1: float = 1.5,
+        b: float = 0.75,
+        epsilon: float = 0.25,
+    ) -> None:
+        self.k1, self.b = k1, b
+        self.doc_len = np.array([len(doc) for doc in corpus], dtype=np.float64)
+        self.avgdl = float(self.doc_len.mean()) if len(corpus) else 0.0
+        self.freqs = [Counter(doc) for doc in corpus]
+        df: Counter[str] = Counter()
+        for doc in corpus:
+            df.update(set(doc))
+        n = len(corpus)
+        idf = {word: math.log(n - f + 0.5) - math.log(f + 0.5) for word, f in df.items()}
+        average = sum(idf.values()) / len(idf) if idf else 0.0
+        floor = epsilon * average
+        self.idf = {word: (value if value >= 0 else floor) for word, value in idf.items()}
+
+    def get_scores(self, query: Sequence[str]) -> npt.NDArray[np.float64]:
+        scores = np.zeros(len(self.freqs))
+        norm = self.k1 * (1 - self.b + self.b * self.doc_len / self.avgdl)
+        for word in query:
+            tf = np.array([f.get(word, 0) for f in self.freqs], dtype=np.float64)
+            scores += self.idf.get(word, 0.0) * tf * (self.k1 + 1) / (tf + norm)
+        return scores
+
+
+class MemoEmbedder:
+    """Wraps an embedder; each distinct text is embedded once (shared by system and dense)."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self.cache: dict[str, npt.NDArray[np.float32]] = {}
+        self.calls = 0
+
+    @property
+    def config(self) -> EmbeddingConfig:
+        return self.inner.config
+
+    async def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        missing = list(dict.fromkeys(t for t in texts if t not in self.cache))
+        if missing:
+            self.calls += 1
+            matrix = await self.inner.embed(missing)
+            for text, row in zip(missing, matrix, strict=True):
+                self.cache[text] = np.asarray(row, dtype=np.float32)
+        dims = self.config.dimensions
+        if not texts:
+            return np.zeros((0, dims), dtype=np.float32)
+        return np.stack([self.cache[t] for t in texts]).astype(np.float32)
+
+
+# ----------------------------------------------------------------------------- runs
+
+
+def _tenant_for(conversation_id: str, used: set[str]) -> str:
+    base = re.sub(r"[^a-z0-9_-]+", "-", conversation_id.lower()).strip("-_") or "conv"
+    tenant = ("bench-" + base)[:63]
+    n = 2
+    while tenant in used:
+        suffix = f"-{n}"
+        tenant = ("bench-" + base)[: 63 - len(suffix)] + suffix
+        n += 1
+    used.add(tenant)
+    return tenant
+
+
+def _subject(text: str, speakers: Sequence[str], fallback: str, mode: str) -> str:
+    if mode == "speaker":
+        head, sep, _ = text.partition(": ")
+        if sep and head in speakers:
+            return head
+    return fallback[:256]
+
+
+def _epoch(timestamp: Any) -> float | None:
+    if not isinstance(timestamp, str):
+        return None
+    try:
+        parsed = datetime.fromisoformat(timestamp)
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.timestamp()
+
+
+def _mean(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
+    return {m: (float(np.mean([r[m] for r in rows])) if rows else float("nan")) for m in METRICS}
+
+
+async def run_recall_bench(
+    bench: dict[str, Any],
+    embedder: Embedder,
+    state_root: Path,
+    *,
+    subject_mode: str = "speaker",
+    fusion: str | None = None,
+    progress: Callable[[str], None] = lambda line: None,
+) -> dict[str, Any]:
+    """Run the system and both baselines; returns per-query rows and timings."""
+    from agent_memory.scoring import RetrievalConfig
+    from agent_memory.semantic import FactInput, SemanticMemory
+    from local_runtime.runtime import LocalRuntime
+
+    memo = MemoEmbedder(embedder)
+    runtime = LocalRuntime.open(state_root, embedder=memo)
+    await runtime.migrate()
+    config = RetrievalConfig()
+    if fusion is not None:
+        config = config.model_copy(
+            update={"fusion": config.fusion.model_copy(update={"method": fusion})}
+        )
+    queries_by_conv: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for query in bench["queries"]:
+        queries_by_conv[query["conversation"]].append(query)
+    rows: dict[str, list[dict[str, Any]]] = {"system": [], "bm25": [], "dense": []}
+    timing = {"ingest_s": 0.0, "facts": 0, "query_s": 0.0, "queries": 0}
+    used: set[str] = set()
+    try:
+        for conv in bench["conversations"]:
+            memories = conv["memories"]
+            queries = queries_by_conv.get(conv["id"], [])
+            tenant = _tenant_for(conv["id"], used)
+            memory = SemanticMemory.from_bindings(
+                runtime.bindings(), tenant, agent_type="bench", config=config
+            )
+            facts = [
+                FactInput(
+                    content=m["text"],
+                    subject=_subject(m["text"], conv.get("speakers", []), conv["id"], subject_mode),
+                    predicate="said",
+                    source="bench",
+                    valid_from=_epoch(m.get("timestamp")),
+                    metadata={"memory_id": m["id"]},
+                )
+                for m in memories
+            ]
+            started = time.perf_counter()
+            learned = await memory.learn_many(facts)
+            timing["ingest_s"] += time.perf_counter() - started
+            timing["facts"] += len(facts)
+            pending = [r for r in learned if r.status != "active"]
+            if pending:
+                raise RuntimeError(f"{len(pending)} facts were left pending: {pending[0].error}")
+            by_fact: dict[str, list[str]] = defaultdict(list)
+            for m, result in zip(memories, learned, strict=True):
+                by_fact[result.fact_id].append(m["id"])
+            ids = [m["id"] for m in memories]
+            bm25 = BM25Okapi([tokenize(m["text"]) for m in memories])
+            matrix = await memo.embed([m["text"] for m in memories])
+            limit = min(1000, max(1, len(memories)))
+            for query in queries:
+                question = query["question"]
+                started = time.perf_counter()
+                ranked = await memory.rank(question, limit)
+                timing["query_s"] += time.perf_counter() - started
+                timing["queries"] += 1
+                system = [mid for r in ranked.results for mid in by_fact[r.fact.fact_id]]
+                lexical = np.argsort(-bm25.get_scores(tokenize(question)), kind="stable")
+                qvec = (await memo.embed([question]))[0]
+                dense = np.argsort(-(matrix @ qvec), kind="stable")
+                for name, ranking in (
+                    ("system", system),
+                    ("bm25", [ids[i] for i in lexical]),
+                    ("dense", [ids[i] for i in dense]),
+                ):
+                    row: dict[str, Any] = dict(score_ranking(ranking, query["evidence"]))
+                    row.update(
+                        category=query["category"],
+                        category_name=query.get("category_name", str(query["category"])),
+                    )
+                    rows[name].append(row)
+            progress(f"{conv['id']}: {len(memories)} memories, {len(queries)} queries")
+    finally:
+        await runtime.close()
+    return {"rows": rows, "timing": timing}
+
+
+def summarize(rows: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """{slice: {method: {n, recall@5, recall@10, mrr}}} for all, cats 1-4 and each category."""
+    any_rows = next(iter(rows.values()))
+    categories = sorted({(r["category"], r["category_name"]) for r in any_rows})
+    slices: list[tuple[str, set[Any] | None]] = [
+        ("all", None),
+        ("cats 1-4", {cat for cat, _ in categories if cat != 5}),
+    ]
+    slices += [(f"{cat} {name}", {cat}) for cat, name in categories]
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for label, keep in slices:
+        out[label] = {}
+        for method, method_rows in rows.items():
+            chosen = [r for r in method_rows if keep is None or r["category"] in keep]
+            out[label][method] = {"n": len(chosen), **_mean(chosen)}
+    return out
+
+
+def format_report(summary: dict[str, dict[str, dict[str, Any]]]) -> str:
+    lines = ["| slice | n | method | recall@5 | recall@10 | MRR |", "|---|---|---|---|---|---|"]
+    for label, methods in summary.items():
+        for method, values in methods.items():
+            lines.append(
+                f"| {label} | {values['n']} | {method} | {values['recall@5']:.3f} | "
+                f"{values['recall@10']:.3f} | {values['mrr']:.3f} |"
+            )
+    overall = summary["all"]
+    system = overall["system"]["recall@10"]
+    for baseline in ("bm25", "dense"):
+        other = overall[baseline]["recall@10"]
+        lines.append(
+            f"recall@10 margin over {baseline}: {system - other:+.3f} "
+            f"({system:.3f} vs {other:.3f}; {100 * (system - other) / other:+.1f}% relative)"
+        )
+    return "\n".join(lines)
+
+
+def cmd_bench_recall(args: argparse.Namespace) -> int:
+    data = Path(args.data)
+    bench = json.loads(data.read_text())
+    from local_runtime.embedder import LocalMiniLMEmbedder
+
+    embedder: Embedder = LocalMiniLMEmbedder()
+    root = Path(args.state) if args.state else Path(tempfile.mkdtemp(prefix="bench-recall-"))
+
+    def progress(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    started = time.perf_counter()
+    try:
+        result = asyncio.run(
+            run_recall_bench(
+                bench,
+                embedder,
+                root,
+                subject_mode=args.subject,
+                fusion=args.fusion,
+                progress=progress,
+            )
+        )
+    finally:
+        if not args.state:
+            shutil.rmtree(root, ignore_errors=True)
+    summary = summarize(result["rows"])
+    timing = result["timing"]
+    print(
+        f"data: {data} ({timing['facts']} memories, {timing['queries']} queries); "
+        f"embedder: {embedder.config.key}; subject: {args.subject}; "
+        f"fusion: {args.fusion or 'default'}"
+    )
+    print(format_report(summary))
+    print(
+        f"system ingest: {timing['facts'] / max(timing['ingest_s'], 1e-9):.1f} facts/s "
+        f"(learn_many, batched embedding); system recall: "
+        f"{timing['queries'] / max(timing['query_s'], 1e-9):.1f} queries/s; "
+        f"total {time.perf_counter() - started:.1f}s"
+    )
+    final = {
+        method: {m: round(values[m], 4) for m in METRICS}
+        for method, values in summary["all"].items()
+    }
+    print(json.dumps(final, separators=(", ", ": ")))
+    return 0
+
+
+def register(sub: Any) -> None:
+    bench = sub.add_parser("bench", help="benchmarks of the memory tiers")
+    bench_sub = bench.add_subparsers(dest="bench_command", required=True, metavar="BENCH")
+    recall = bench_sub.add_parser(
+        "recall", help="recall quality on a memory-retrieval-bench/v1 file vs BM25 and dense"
+    )
+    recall.add_argument("--data", required=True, help="benchmark JSON (e.g. locomo-dev.json)")
+    recall.add_argument(
+        "--state", help="state folder to keep (default: a temporary folder, removed after)"
+    )
+    recall.add_argument(
+        "--subject",
+        choices=("speaker", "conversation"),
+        default="speaker",
+        help="fact subject: the speaker named by the text (default) or the conversation id",
+    )
+    recall.add_argument(
+        "--fusion",
+        choices=("relative", "rrf"),
+        default=None,
+        help="override the configured channel fusion (default: the configuration's)",
+    )
+    recall.set_defaults(func=cmd_bench_recall)
