@@ -1,0 +1,80 @@
+"""Fixtures: a migrated local runtime with a pinned clock, and tenant-bound memories."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from local_runtime.runtime import LocalRuntime
+
+from agent_memory.semantic import SemanticMemory
+from bindings.ports.clock import FixedClock
+from tests.fakes.embedder import HashingEmbedder
+from tests.semantic.fakes import SpyD1, SpyVectors
+
+MemoryFactory = Callable[..., SemanticMemory]
+
+
+@pytest.fixture
+async def rt(tmp_path: Path) -> AsyncIterator[LocalRuntime]:
+    runtime = LocalRuntime.open(
+        tmp_path / "state", embedder=HashingEmbedder(), clock=FixedClock(1_750_000_000.0)
+    )
+    await runtime.migrate()
+    yield runtime
+    await runtime.close()
+
+
+@pytest.fixture
+def clock(rt: LocalRuntime) -> FixedClock:
+    assert isinstance(rt.clock, FixedClock)
+    return rt.clock
+
+
+@pytest.fixture
+def embedder(rt: LocalRuntime) -> HashingEmbedder:
+    assert isinstance(rt.embedder, HashingEmbedder)
+    return rt.embedder
+
+
+@pytest.fixture
+def spy_db(rt: LocalRuntime) -> SpyD1:
+    return SpyD1(rt.db)
+
+
+@pytest.fixture
+def spy_vectors(rt: LocalRuntime) -> SpyVectors:
+    return SpyVectors(rt.vectors)
+
+
+@pytest.fixture
+def make_memory(rt: LocalRuntime, spy_db: SpyD1, spy_vectors: SpyVectors) -> MemoryFactory:
+    """`make_memory(tenant="acme", **overrides)`: a SemanticMemory over the spies."""
+
+    def make(tenant: str = "acme", **overrides: Any) -> SemanticMemory:
+        kwargs: dict[str, Any] = {
+            "db": spy_db,
+            "vectors": spy_vectors,
+            "embedder": rt.embedder,
+            "clock": rt.clock,
+        }
+        kwargs.update(overrides)
+        return SemanticMemory(tenant, **kwargs)
+
+    return make
+
+
+async def fact_rows(rt: LocalRuntime) -> list[dict[str, Any]]:
+    result = await rt.db.prepare("SELECT * FROM semantic_facts ORDER BY fts_rowid").all()
+    return result.results
+
+
+async def vector_count(rt: LocalRuntime) -> int:
+    return (await rt.vectors.describe()).vector_count
+
+
+async def event_count(rt: LocalRuntime) -> int:
+    value = await rt.db.prepare("SELECT COUNT(*) AS n FROM memory_events").first_value("n")
+    return int(value)
