@@ -23,6 +23,7 @@ from local_runtime.access_dev import DEV_AUD, DEV_TEAM_DOMAIN, DevAccessTranspor
 from local_runtime.adapters.d1 import SqliteD1
 from local_runtime.adapters.do_sql import DurableObjectStorageRegistry
 from local_runtime.adapters.kv import SqliteKV
+from local_runtime.adapters.object_store import LocalObjectStore
 from local_runtime.adapters.vectorize import LocalVectorIndex
 from local_runtime.background import LocalBackgroundTasks
 from local_runtime.durable_objects import LocalDurableObjectNamespace
@@ -96,6 +97,7 @@ class LocalRuntime:
             dimensions=self.settings.embedding_dimensions,
             metadata_indexes=VECTOR_METADATA_INDEXES,
         )
+        self.cold = LocalObjectStore(state.cold, clock=self.clock)
         self._embedder = embedder
         self.llm: LLM | None = llm if llm is not None else build_local_llm(self.settings)
         self._do_registry = DurableObjectStorageRegistry(state.durable_objects)
@@ -133,6 +135,7 @@ class LocalRuntime:
             embedder=self.embedder,
             llm=self.llm,
             agents=self.agents,
+            cold=self.cold,
             http_transport=self.http_transport,
         )
 

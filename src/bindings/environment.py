@@ -19,6 +19,7 @@ from bindings.ports.durable_objects import DurableObjectNamespace
 from bindings.ports.embedder import Embedder
 from bindings.ports.kv import KVNamespace
 from bindings.ports.llm import LLM
+from bindings.ports.object_store import ObjectStore
 from bindings.ports.vectorize import VectorIndex
 from bindings.settings import Settings
 
@@ -34,6 +35,8 @@ class Bindings:
     embedder: Embedder | None = None
     llm: LLM | None = None
     agents: DurableObjectNamespace | None = None
+    # The cold tier (R2 `COLD`): archives written by the weekly prune.
+    cold: ObjectStore | None = None
     # Outbound HTTP goes through httpx; tests and the local runtime may swap the transport.
     http_transport: httpx.AsyncBaseTransport | None = None
 
@@ -46,6 +49,7 @@ class Bindings:
             "ai_embedder": self.embedder is not None,
             "llm": self.llm is not None,
             "agent_runtime": self.agents is not None,
+            "cold": self.cold is not None,
         }
 
     def http_client(self, timeout: float = 10.0) -> httpx.AsyncClient:

@@ -8,6 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from tests.fakes.js_runtime import FakeJsRuntime, JSPlainObject
+from tests.fakes.r2 import FakeR2Bucket
 
 VARS = {
     "ENVIRONMENT": "test",
@@ -25,6 +26,7 @@ def full_env(runtime: FakeJsRuntime, **overrides: Any) -> JSPlainObject:
         "VECTORIZE": runtime.vectorize(),
         "AI": runtime.ai(),
         "AGENT_RUNTIME": runtime.do_namespace(),
+        "COLD": FakeR2Bucket(runtime.clock),
         **VARS,
     }
     members.update(overrides)
@@ -50,9 +52,12 @@ async def test_every_binding_is_built_and_vars_are_typed(
         "d1": True,
         "vectorize": True,
         "ai_embedder": True,
-        "llm": False,
+        "llm": True,
         "agent_runtime": True,
+        "cold": True,
     }
+    assert bindings.llm is not None
+    assert bindings.llm.model == bindings.settings.llm_model  # Workers AI through env.AI
     assert bindings.settings.environment == "test"
     assert bindings.settings.max_body_bytes == 2048
     assert bindings.embedder is not None

@@ -39,6 +39,7 @@ FORBIDDEN = (
     "bindings.ports.vectorize",
     "bindings.ports.r2",
     "bindings.ports.object_storage",
+    "bindings.ports.object_store",
     "bindings.environment",
     "bindings.cloudflare.d1",
     "bindings.cloudflare.do_sql",

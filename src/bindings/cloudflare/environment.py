@@ -1,7 +1,7 @@
 """Build the per-request `Bindings` from a Worker's `env` and `ctx`.
 
 `env` is the SDK's `_EnvWrapper` (or a raw JsProxy); bindings are read by name as wrangler
-declares them (`KV`, `DB`, `VECTORIZE`, `AI`, `AGENT_RUNTIME`), and the vars (`[vars]` and
+declares them (`KV`, `DB`, `VECTORIZE`, `AI`, `AGENT_RUNTIME`, `COLD`), and the vars (`[vars]` and
 secrets alike, e.g. `OPENAI_API_KEY`) by the upper-case names of `Settings` fields. A
 binding the deployment lacks becomes None; `/healthz` reports it.
 """
@@ -17,6 +17,8 @@ from bindings.cloudflare.background import CloudflareBackgroundTasks
 from bindings.cloudflare.d1 import CloudflareD1Database
 from bindings.cloudflare.durable_objects import CloudflareDurableObjectNamespace
 from bindings.cloudflare.kv import CloudflareKVNamespace
+from bindings.cloudflare.llm import build_llm
+from bindings.cloudflare.r2 import CloudflareObjectStore
 from bindings.cloudflare.vectorize import CloudflareVectorIndex
 from bindings.environment import Bindings
 from bindings.ports.clock import SystemClock
@@ -30,6 +32,7 @@ D1_BINDING = "DB"
 VECTORIZE_BINDING = "VECTORIZE"
 AI_BINDING = "AI"
 AGENT_RUNTIME_BINDING = "AGENT_RUNTIME"
+COLD_BINDING = "COLD"
 
 
 def env_value(env: Any, name: str) -> Any:
@@ -61,14 +64,15 @@ def build_bindings(env: Any, ctx: Any) -> Bindings:
     """Every port this deployment has, wrapped around `env`'s bindings.
 
     `ctx` is the invocation's ExecutionContext (or a Durable Object's state): its
-    `waitUntil` backs `Bindings.background`. The LLM port stays None until its adapter
-    exists.
+    `waitUntil` backs `Bindings.background`.
     """
     settings = read_settings(env)
+    ai = env_value(env, AI_BINDING)
     kv = env_value(env, KV_BINDING)
     db = env_value(env, D1_BINDING)
     vectors = env_value(env, VECTORIZE_BINDING)
     agents = env_value(env, AGENT_RUNTIME_BINDING)
+    cold = env_value(env, COLD_BINDING)
     return Bindings(
         settings=settings,
         clock=SystemClock(),
@@ -76,9 +80,10 @@ def build_bindings(env: Any, ctx: Any) -> Bindings:
         kv=CloudflareKVNamespace(kv) if kv is not None else None,
         db=CloudflareD1Database(db) if db is not None else None,
         vectors=CloudflareVectorIndex(vectors) if vectors is not None else None,
-        embedder=build_embedder(settings, env_value(env, AI_BINDING)),
-        llm=None,
+        embedder=build_embedder(settings, ai),
+        llm=build_llm(settings, ai),
         agents=CloudflareDurableObjectNamespace(agents) if agents is not None else None,
+        cold=CloudflareObjectStore(cold) if cold is not None else None,
     )
 
 

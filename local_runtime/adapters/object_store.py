@@ -1,0 +1,220 @@
+"""The cold tier on disk: `LocalObjectStore` implements `bindings.ports.object_store.ObjectStore`
+under the state folder's `cold/` directory, standing in for the R2 bucket `COLD`.
+
+Layout: a key's `/`-separated segments become directories, so the archive tree can be browsed
+(and `zcat`-ed) as it would be listed in R2. Each segment is percent-encoded (everything but
+letters, digits and `-_.~=+,`; a `.`/`..` segment has its dots encoded and an empty segment is
+written `@`), so any R2 key maps to exactly one path inside the root and none can escape it.
+An object is two files: `<segment>@o` (the bytes) and `<segment>@m.json` (size, etag, upload
+time and custom metadata). `@` never occurs in an encoded segment, so a key `a` and a key
+`a/b` (a file and a directory in the same place) do not collide.
+
+Semantics kept from R2: strongly consistent writes (the bytes are written to a temporary
+file and renamed over the old one, so a reader sees the old object or the new one, never a
+mix), `list` in lexicographic key order (by UTF-8 bytes) with an opaque cursor and at most
+1000 keys per page, deletes of missing keys ignored, etag = MD5 of the bytes (R2's etag for
+a single-part upload), the documented key and metadata limits. A metadata file whose etag
+does not match the bytes (a crash between the two renames) is ignored rather than trusted.
+One local limit: an encoded segment longer than 240 bytes cannot be a file name; such keys
+raise `BindingLimitError` instead of being stored differently.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import builtins
+import hashlib
+import os
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from urllib.parse import quote, unquote
+
+from bindings.ports.clock import Clock, SystemClock
+from bindings.ports.errors import BindingLimitError
+from bindings.ports.object_store import (
+    OBJECT_STORE_MAX_LIST_LIMIT,
+    ObjectBody,
+    ObjectInfo,
+    ObjectList,
+    check_custom_metadata,
+    check_key,
+)
+
+DATA_SUFFIX = "@o"
+META_SUFFIX = "@m.json"
+EMPTY_SEGMENT = "@"
+MAX_ENCODED_SEGMENT = 240
+_SAFE = "-_.~=+,"
+
+
+def encode_segment(segment: str) -> str:
+    if segment == "":
+        return EMPTY_SEGMENT
+    encoded = quote(segment, safe=_SAFE)
+    if encoded in (".", ".."):
+        encoded = encoded.replace(".", "%2E")
+    if len(encoded.encode("ascii")) > MAX_ENCODED_SEGMENT:
+        raise BindingLimitError(
+            f"the local object store cannot hold a key segment of {len(encoded)} encoded "
+            f"bytes (file names are limited); R2 itself would accept it"
+        )
+    return encoded
+
+
+def decode_segment(encoded: str) -> str:
+    return "" if encoded == EMPTY_SEGMENT else unquote(encoded)
+
+
+def _encode_cursor(key: str) -> str:
+    return base64.urlsafe_b64encode(key.encode("utf-8")).decode("ascii")
+
+
+def _decode_cursor(cursor: str) -> str:
+    try:
+        return base64.urlsafe_b64decode(cursor.encode("ascii")).decode("utf-8")
+    except (binascii.Error, UnicodeError, ValueError):
+        raise BindingLimitError("list cursor is not one this bucket returned") from None
+
+
+class LocalObjectStore:
+    """An R2-like bucket in a directory."""
+
+    def __init__(self, root: Path | str, *, clock: Clock | None = None) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._clock = clock or SystemClock()
+
+    # --- paths ----------------------------------------------------------------------
+
+    def _paths(self, key: str) -> tuple[Path, Path]:
+        segments = [encode_segment(s) for s in check_key(key).split("/")]
+        directory = self.root.joinpath(*segments[:-1])
+        return directory / (segments[-1] + DATA_SUFFIX), directory / (segments[-1] + META_SUFFIX)
+
+    @staticmethod
+    def _write_atomically(path: Path, data: bytes) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    # --- the port -------------------------------------------------------------------
+
+    async def put(
+        self, key: str, data: bytes, *, custom_metadata: Mapping[str, str] | None = None
+    ) -> ObjectInfo:
+        if not isinstance(data, bytes | bytearray | memoryview):
+            raise TypeError("object data must be bytes")
+        payload = bytes(data)
+        metadata = check_custom_metadata(custom_metadata)
+        data_path, meta_path = self._paths(key)
+        info = ObjectInfo(
+            key=key,
+            size=len(payload),
+            etag=hashlib.md5(payload, usedforsecurity=False).hexdigest(),
+            uploaded_ms=int(self._clock.now() * 1000),
+            custom_metadata=metadata,
+        )
+        # Metadata first (it names the etag of the bytes it belongs to), then the bytes:
+        # a crash in between leaves the old bytes with metadata that `_info` rejects.
+        self._write_atomically(meta_path, info.model_dump_json().encode("utf-8"))
+        self._write_atomically(data_path, payload)
+        return info
+
+    async def get(self, key: str) -> ObjectBody | None:
+        data_path, meta_path = self._paths(key)
+        try:
+            payload = data_path.read_bytes()
+        except FileNotFoundError:
+            return None
+        info = self._info(key, payload, meta_path)
+        return ObjectBody(**info.model_dump(), data=payload)
+
+    def _info(self, key: str, payload: bytes, meta_path: Path) -> ObjectInfo:
+        etag = hashlib.md5(payload, usedforsecurity=False).hexdigest()
+        try:
+            stored = ObjectInfo.model_validate_json(meta_path.read_bytes())
+        except (FileNotFoundError, ValueError):
+            stored = None
+        if stored is None or stored.etag != etag:
+            return ObjectInfo(key=key, size=len(payload), etag=etag)
+        return stored.model_copy(update={"key": key, "size": len(payload)})
+
+    async def list(
+        self,
+        *,
+        prefix: str = "",
+        cursor: str | None = None,
+        limit: int = OBJECT_STORE_MAX_LIST_LIMIT,
+    ) -> ObjectList:
+        if not 1 <= limit <= OBJECT_STORE_MAX_LIST_LIMIT:
+            raise BindingLimitError(
+                f"list limit must be between 1 and {OBJECT_STORE_MAX_LIST_LIMIT}, got {limit}"
+            )
+        after = _decode_cursor(cursor) if cursor else None
+        keys = sorted(
+            (key for key in self._keys_under(prefix) if key.startswith(prefix)),
+            key=lambda k: k.encode("utf-8"),
+        )
+        if after is not None:
+            after_bytes = after.encode("utf-8")
+            keys = [k for k in keys if k.encode("utf-8") > after_bytes]
+        page = keys[:limit]
+        objects: list[ObjectInfo] = []
+        for key in page:
+            data_path, meta_path = self._paths(key)
+            try:
+                payload = data_path.read_bytes()
+            except FileNotFoundError:  # deleted while listing
+                continue
+            objects.append(self._info(key, payload, meta_path))
+        truncated = len(keys) > limit
+        return ObjectList(
+            objects=objects,
+            truncated=truncated,
+            cursor=_encode_cursor(page[-1]) if truncated and page else None,
+        )
+
+    def _keys_under(self, prefix: str) -> Iterator[str]:
+        # Walk only the directory the prefix's complete segments name.
+        complete = prefix.split("/")[:-1]
+        start = self.root.joinpath(*[encode_segment(s) for s in complete])
+        if not start.is_dir():
+            return
+        for dirpath, dirnames, filenames in os.walk(start):
+            dirnames[:] = [d for d in dirnames if not d.startswith(".tmp-")]
+            relative = Path(dirpath).relative_to(self.root).parts
+            base = [decode_segment(part) for part in relative]
+            for name in filenames:
+                if name.endswith(DATA_SUFFIX) and not name.startswith(".tmp-"):
+                    yield "/".join([*base, decode_segment(name[: -len(DATA_SUFFIX)])])
+
+    async def delete(self, keys: str | Sequence[str]) -> None:
+        for key in [keys] if isinstance(keys, str) else list(keys):
+            data_path, meta_path = self._paths(key)
+            data_path.unlink(missing_ok=True)
+            meta_path.unlink(missing_ok=True)
+
+    # --- local helpers (tests, CLI) -------------------------------------------------
+
+    def path_of(self, key: str) -> Path:
+        """Where the bytes of `key` live on disk."""
+        return self._paths(key)[0]
+
+    def keys(self, prefix: str = "") -> builtins.list[str]:
+        """Every key under `prefix`, in order (no paging)."""
+        return sorted(
+            (k for k in self._keys_under(prefix) if k.startswith(prefix)),
+            key=lambda k: k.encode("utf-8"),
+        )
+
+    def __repr__(self) -> str:
+        return f"LocalObjectStore({str(self.root)!r})"
+
