@@ -15,7 +15,7 @@ Covered, one end-to-end test (or more) per tier:
   working memory in KV, episodic writes off the response path, the outcome recorded
   inside `transaction_sync`), twice, so the second turn reads the first one's episode.
 
-Tier 3 (semantic facts) is covered in `test_semantic_on_workerd.py` once that tier exists.
+Tier 3 (semantic facts) is in `test_semantic_on_workerd.py`.
 """
 
 from __future__ import annotations

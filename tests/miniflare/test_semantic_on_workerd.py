@@ -1,0 +1,127 @@
+"""Tier 3, semantic facts, with its D1 side on workerd.
+
+`SemanticMemory` keeps facts in D1 (the source of truth, with an FTS5 index kept in step by
+triggers, and a `memory_events` audit row per recall) and one vector per fact in Vectorize.
+Here every D1 statement — the hash lookups, the inserts, the activation, the FTS5
+keyword channel with `bm25()`, the exact-match channel, the recall-stat batch, deletes —
+runs on workerd's SQLite with the project's migrations, and so do the maintenance paths
+(facts left `pending_vector` and completed later, ranking, reconciliation of stray vectors).
+Vectorize has no local simulator in workerd, so vectors live in the local index
+(`LocalVectorIndex`), as in `mf_bindings`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from agent_memory import semantic
+from bindings.environment import Bindings
+from tests.miniflare.adapters import MiniflareD1
+from tests.semantic.fakes import SpyVectors
+
+FACTS = [
+    {
+        "content": "Contact 1 responded positively to direct ROI framing",
+        "subject": "contact:1",
+        "predicate": "responded_positively_to",
+        "object": "direct_roi_framing",
+        "confidence": 0.9,
+        "metadata": {"channel": "email", "weight": 1.0},
+    },
+    {
+        "content": "The blue door in the office needs a new lock",
+        "subject": "office",
+        "predicate": "needs",
+        "object": "lock",
+        "confidence": 0.6,
+    },
+    {"content": "Quarterly reports are due on the fifth working day", "confidence": 0.75},
+]
+
+
+async def test_learn_recall_and_delete_facts_with_d1_on_workerd(
+    mf_bindings: Bindings, mf_migrated_d1: MiniflareD1
+) -> None:
+    memory = semantic.SemanticMemory.from_bindings(mf_bindings, "acme", agent_type="assistant")
+    learned = await memory.learn_many(FACTS)
+    assert [r.created for r in learned] == [True, True, True]
+    assert all(r.status == "active" for r in learned)
+    # Idempotent per (tenant, subject, content hash): the same fact is found, not re-added.
+    again = await memory.learn(FACTS[0])
+    assert (again.fact_id, again.created) == (learned[0].fact_id, False)
+    assert await memory.count() == 3
+
+    stored = await memory.get(learned[0].fact_id)
+    assert stored is not None
+    assert stored.metadata == {"channel": "email", "weight": 1}  # through a JS number
+    assert stored.confidence == 0.9 and stored.recall_count == 0
+
+    # The keyword channel is D1's FTS5 with bm25(): a stemmed word finds the lock fact.
+    result = await memory.recall("locks on doors", top_k=3)
+    assert result.candidates["keyword"] == 1
+    [lock] = [r for r in result.results if r.fact.fact_id == learned[1].fact_id]
+    assert "keyword" in lock.channels
+    assert result.event_id is not None
+    event = (
+        await mf_migrated_d1.prepare(
+            "SELECT kind, tier, payload FROM memory_events WHERE tenant_id = ? AND event_id = ?"
+        )
+        .bind("acme", result.event_id)
+        .first()
+    )
+    assert event is not None and (event["kind"], event["tier"]) == ("memory_retrieved", "semantic")
+    recalled = await memory.get(learned[1].fact_id)
+    assert recalled is not None and recalled.recall_count == 1
+
+    # The exact-match channel: a subject named in the query.
+    by_subject = await memory.recall("what about contact:1?", top_k=1)
+    assert by_subject.fact_ids == [learned[0].fact_id]
+
+    # Another tenant sees nothing of it, in D1 or in the vectors.
+    other = semantic.SemanticMemory.from_bindings(mf_bindings, "globex")
+    assert await other.count() == 0
+    assert (await other.recall("blue door lock", top_k=3)).fact_ids == []
+
+    deleted = await memory.delete(learned[1].fact_id)
+    assert deleted.row_deleted and deleted.vector_deleted
+    assert await memory.get(learned[1].fact_id) is None
+    assert learned[1].fact_id not in (await memory.recall("blue door lock", top_k=3)).fact_ids
+    fts_rows = (
+        await mf_migrated_d1.prepare(
+            "SELECT COUNT(*) AS n FROM semantic_facts_fts WHERE tenant_id = ?"
+        )
+        .bind("acme")
+        .first_value("n")
+    )
+    assert fts_rows == 2  # the trigger removed the deleted fact from the FTS index
+
+
+async def test_pending_vectors_and_maintenance_with_d1_on_workerd(
+    mf_bindings: Bindings, mf_migrated_d1: MiniflareD1
+) -> None:
+    assert mf_bindings.vectors is not None
+    vectors = SpyVectors(mf_bindings.vectors)
+    memory = semantic.SemanticMemory.from_bindings(
+        dataclasses.replace(mf_bindings, vectors=vectors), "acme"
+    )
+    # A failed vector write leaves the row pending_vector: recall must not return it.
+    vectors.fail_upserts = True
+    pending = await memory.learn(FACTS[1])
+    assert pending.status == "pending_vector"
+    assert await memory.count("pending_vector") == 1
+    assert (await memory.recall("blue door lock", top_k=3)).fact_ids == []
+
+    vectors.fail_upserts = False
+    assert await memory.complete_pending() == 1
+    assert await memory.count() == 1
+    ranked = await memory.rank("blue door lock", 10)
+    assert ranked.fact_ids == [pending.fact_id]
+
+    # A vector whose row is gone is found and removed by reconciliation.
+    await (
+        mf_migrated_d1.prepare("DELETE FROM semantic_facts WHERE tenant_id = ? AND fact_id = ?")
+        .bind("acme", pending.fact_id)
+        .run()
+    )
+    assert await memory.reconcile_vectors([pending.fact_id]) == [pending.fact_id]
+    assert await vectors.get_by_ids([pending.fact_id]) == []
