@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 
 from agent_memory import semantic
+from agent_memory.events import EventLog
 from bindings.environment import Bindings
 from tests.miniflare.adapters import MiniflareD1
 from tests.semantic.fakes import SpyVectors
@@ -76,6 +77,20 @@ async def test_learn_recall_and_delete_facts_with_d1_on_workerd(
     # The exact-match channel: a subject named in the query.
     by_subject = await memory.recall("what about contact:1?", top_k=1)
     assert by_subject.fact_ids == [learned[0].fact_id]
+
+    # Filters narrow every channel (each adds its own clause to the D1 queries).
+    filtered = await memory.recall(
+        "contact:1 office lock ROI",
+        top_k=5,
+        filters={"subject": "contact:1", "agent_type": "assistant", "min_confidence": 0.8},
+    )
+    assert filtered.fact_ids == [learned[0].fact_id]
+
+    # The audit trail, read back from D1: newest recall first, with the ids it returned.
+    events = await EventLog("acme", mf_migrated_d1).recent("memory_retrieved")
+    assert len(events) == 3
+    assert events[0].event_id == filtered.event_id
+    assert events[0].payload  # ids and scores of what was returned
 
     # Another tenant sees nothing of it, in D1 or in the vectors.
     other = semantic.SemanticMemory.from_bindings(mf_bindings, "globex")

@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 from local_runtime.background import LocalBackgroundTasks
 
-from agent_memory.episodic import Episode, EpisodicStore, RunRecord
+from agent_memory.episodic import Episode, EpisodicStore, FailedWrite, RunRecord
 from agent_memory.ids import new_ulid
 from agent_memory.procedural import ProceduralMemory, UnknownWorkflowError
 from agent_memory.working import WorkingMemory, WorkingMemoryBudgetExceeded
@@ -296,3 +296,19 @@ async def test_agent_turns_on_workerd_bindings(
     assert again["error"]["code"] == "outcome_already_recorded"
     stored = core.procedural.get(first["workflow_id"])
     assert stored is not None and stored.pulls == 1 and stored.alpha == 2.0
+
+    # An episodic write that exhausted its retries is kept in the object's failed_writes
+    # table and shown with the run (the sink the EpisodicWriter calls on final failure).
+    core._record_failed_write(
+        FailedWrite(
+            op="complete_run",
+            run_id=second["run_id"],
+            payload={"status": "completed", "steps": 2},
+            error="D1_ERROR: injected: SQLITE_BUSY",
+            attempts=4,
+        )
+    )
+    shown = await core.call("run_log", {**SCOPE, "run_id": second["run_id"]})
+    assert [(f["op"], f["attempts"], f["payload"]) for f in shown["failed_writes"]] == [
+        ("complete_run", 4, {"status": "completed", "steps": 2})
+    ]
