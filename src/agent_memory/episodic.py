@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agent_memory.ids import content_hash
 from bindings.ports.background import BackgroundTasks
-from bindings.ports.d1 import D1Database
+from bindings.ports.d1 import D1Database, D1Error
 from bindings.ports.sql import Row
 
 log = logging.getLogger(__name__)
@@ -46,6 +46,23 @@ WriteOp = Literal["start_run", "append_episode", "complete_run", "fail_run"]
 
 class InvalidCursorError(ValueError):
     """A pagination cursor that this module did not produce."""
+
+
+EPISODE_LIMIT_CODE = "episode_limit_reached"
+
+
+class EpisodeLimitReached(Exception):
+    """The tenant is at its episode limit (100K, migration 0004's trigger): the episode was
+    refused and retrying cannot help (docs/lifecycle.md, "At the limit")."""
+
+    code = EPISODE_LIMIT_CODE
+
+    def __init__(self, tenant: str, detail: str) -> None:
+        super().__init__(
+            f"{EPISODE_LIMIT_CODE}: tenant {tenant!r} is at its episode limit; new episodes "
+            f"are refused until the prune or an erase frees room ({detail})"
+        )
+        self.tenant = tenant
 
 
 class Episode(BaseModel):
@@ -178,6 +195,15 @@ class EpisodicStore:
         )
 
     async def append_episode(self, episode: Episode) -> None:
+        """Insert the episode; raises `EpisodeLimitReached` when the tenant is full."""
+        try:
+            await self._insert_episode(episode)
+        except D1Error as exc:
+            if EPISODE_LIMIT_CODE in str(exc):
+                raise EpisodeLimitReached(self.tenant, str(exc)) from exc
+            raise
+
+    async def _insert_episode(self, episode: Episode) -> None:
         await (
             self._db.prepare(
                 "INSERT INTO memory_episodes (tenant_id, episode_id, run_id, agent_type, "
@@ -435,6 +461,8 @@ class EpisodicWriter:
                 return
             except Exception as exc:
                 error = f"{type(exc).__name__}: {exc}"
+                if isinstance(exc, EpisodeLimitReached):
+                    break  # permanent: recorded below with its payload, not retried
                 if attempt < self._attempts:
                     delay = self._base_delay * 2 ** (attempt - 1)
                     log.warning(

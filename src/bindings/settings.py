@@ -29,6 +29,12 @@ class Settings(BaseModel):
     llm_model: str = "@cf/meta/llama-3.1-8b-instruct"
     max_body_bytes: int = Field(default=1_048_576, ge=1024)
     episode_retention_days: int = Field(default=90, ge=1)
+    # The lifecycle crons' budget per invocation (docs/lifecycle.md): D1 statements + R2
+    # calls (paid plan: 1000 D1 queries per invocation; set ~45 on the free plan's 50) and
+    # wall time (a cron whose interval is >= 1 h may run 15 min), and the prune batch size.
+    lifecycle_max_operations: int = Field(default=900, ge=10)
+    lifecycle_max_seconds: float = Field(default=600.0, gt=0, le=900)
+    prune_batch_rows: int = Field(default=500, ge=1, le=5000)
 
     @classmethod
     def from_vars(cls, values: Mapping[str, Any]) -> Settings:

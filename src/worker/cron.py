@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from bindings.environment import Bindings
+from worker.lifecycle_jobs import daily_brief, weekly_prune
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +24,7 @@ async def _not_scheduled(bindings: Bindings, scheduled_time: float) -> dict[str,
     return {"ran": False}
 
 
-JOBS: dict[str, Job] = {}
+JOBS: dict[str, Job] = {WEEKLY_PRUNE: weekly_prune, DAILY_BRIEF: daily_brief}
 
 
 def register(cron: str, job: Job) -> None:
