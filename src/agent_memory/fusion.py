@@ -21,6 +21,7 @@ normalised score) that `recall` reports in each result's breakdown.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -28,34 +29,38 @@ from pydantic import BaseModel, ConfigDict, Field
 FusionMethod = Literal["relative", "rrf"]
 
 
-class ChannelHit(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+# Plain dataclasses: a recall builds hundreds of these, and they need no validation.
+@dataclass(frozen=True, slots=True)
+class ChannelHit:
     id: str
     score: float
 
 
-class ChannelResult(BaseModel):
+@dataclass(slots=True)
+class ChannelResult:
     """One channel's hits, best first. `normalize=False`: the scores are already calibrated
     to [0, 1] and are used as they are."""
 
     name: str
-    hits: list[ChannelHit] = Field(default_factory=list)
+    hits: list[ChannelHit] = field(default_factory=list)
     normalize: bool = True
 
 
-class ChannelDetail(BaseModel):
-    """How one channel saw one item: 1-based rank, raw score, normalised score."""
+@dataclass(frozen=True, slots=True)
+class ChannelDetail:
+    """How one channel saw one item: 1-based rank (0: scored as a feature, not listed),
+    raw score, normalised score."""
 
     rank: int
     raw: float
     normalized: float
 
 
-class FusedItem(BaseModel):
+@dataclass(slots=True)
+class FusedItem:
     id: str
     relevance: float
-    channels: dict[str, ChannelDetail] = Field(default_factory=dict)
+    channels: dict[str, ChannelDetail] = field(default_factory=dict)
 
 
 class FusionConfig(BaseModel):

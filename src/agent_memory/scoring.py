@@ -134,6 +134,41 @@ def information_density(text: str) -> float:
     return min(1.0, len(content_terms(text)) / DENSITY_SATURATION_TERMS)
 
 
+def score_parts(
+    *,
+    relevance: float,
+    written_at: float,
+    confidence: float,
+    density: float,
+    now: float,
+    weights: ScoringWeights,
+) -> tuple[float, float, float, float, float]:
+    """(total, relevance, recency, confidence, density), components clamped to [0, 1].
+    The allocation-free core of `score`, for ranking many candidates."""
+    w_rel, w_rec, w_conf, w_den = weights.normalized()
+    rel = min(1.0, max(0.0, relevance))
+    rec = recency_decay(now - written_at, weights.recency_half_life_days)
+    conf = min(1.0, max(0.0, confidence))
+    den = min(1.0, max(0.0, density))
+    return w_rel * rel + w_rec * rec + w_conf * conf + w_den * den, rel, rec, conf, den
+
+
+def breakdown(
+    parts: tuple[float, float, float, float, float], weights: ScoringWeights
+) -> ScoreBreakdown:
+    """The `ScoreBreakdown` of `score_parts`' result."""
+    w_rel, w_rec, w_conf, w_den = weights.normalized()
+    total, rel, rec, conf, den = parts
+    return ScoreBreakdown(
+        relevance=rel,
+        recency=rec,
+        confidence=conf,
+        density=den,
+        weights={"relevance": w_rel, "recency": w_rec, "confidence": w_conf, "density": w_den},
+        total=total,
+    )
+
+
 def score(
     *,
     relevance: float,
@@ -144,17 +179,12 @@ def score(
     weights: ScoringWeights,
 ) -> ScoreBreakdown:
     """The ADR-0051 score of one memory. Times are epoch seconds."""
-    w_rel, w_rec, w_conf, w_den = weights.normalized()
-    rel = min(1.0, max(0.0, relevance))
-    rec = recency_decay(now - written_at, weights.recency_half_life_days)
-    conf = min(1.0, max(0.0, confidence))
-    den = information_density(content)
-    total = w_rel * rel + w_rec * rec + w_conf * conf + w_den * den
-    return ScoreBreakdown(
-        relevance=rel,
-        recency=rec,
-        confidence=conf,
-        density=den,
-        weights={"relevance": w_rel, "recency": w_rec, "confidence": w_conf, "density": w_den},
-        total=total,
+    parts = score_parts(
+        relevance=relevance,
+        written_at=written_at,
+        confidence=confidence,
+        density=information_density(content),
+        now=now,
+        weights=weights,
     )
+    return breakdown(parts, weights)

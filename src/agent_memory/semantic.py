@@ -55,7 +55,14 @@ from agent_memory.events import EventLog, RetrievedItem, memory_retrieved
 from agent_memory.fusion import ChannelDetail, ChannelHit, ChannelResult, fuse
 from agent_memory.ids import content_hash, is_ulid, new_ulid, sha256_hex
 from agent_memory.scope import AGENT_TYPE_PATTERN, TENANT_RE
-from agent_memory.scoring import RetrievalConfig, ScoreBreakdown, Tier, score
+from agent_memory.scoring import (
+    RetrievalConfig,
+    ScoreBreakdown,
+    Tier,
+    breakdown,
+    information_density,
+    score_parts,
+)
 from agent_memory.terms import exact_match_candidates, fts5_match_expression
 from bindings.ports.clock import Clock
 from bindings.ports.d1 import D1Database, D1Statement
@@ -90,6 +97,11 @@ EMBED_BATCH = 100  # Workers AI takes ≤ 100 texts per call
 STATEMENTS_PER_BATCH = 50
 IDS_PER_STATEMENT = 90  # + a few other parameters stays under D1's 100
 PAIRS_PER_STATEMENT = 45  # (subject, hash) pairs: 2 parameters each + tenant
+
+# What ranking needs of a candidate row; full rows are read for the returned ones only.
+_SCORING_COLUMNS = (
+    "fact_id, status, valid_to, agent_type, subject, predicate, confidence, content, updated_at"
+)
 
 FactStatus = Literal["pending_vector", "active", "superseded"]
 T = TypeVar("T")
@@ -621,23 +633,29 @@ class SemanticMemory:
         return conflicts
 
     async def _find_by_hash(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Row]:
+        """Existing rows for (subject, content hash) pairs. `subject IN (..) AND
+        content_hash IN (..)` is a range lookup on the UNIQUE (tenant_id, subject,
+        content_hash) index (an OR of pairs may be planned as a scan); the few extra rows
+        of the cross product are dropped here."""
+        wanted = set(keys)
         found: dict[tuple[str, str], Row] = {}
-        for chunk in _chunks(keys, PAIRS_PER_STATEMENT):
-            clause = " OR ".join("(subject = ? AND content_hash = ?)" for _ in chunk)
-            params: list[SqlValue] = [self._tenant_id]
-            for subject, digest in chunk:
-                params += [subject, digest]
+        for chunk in _chunks(list(dict.fromkeys(keys)), PAIRS_PER_STATEMENT):
+            subjects = list(dict.fromkeys(subject for subject, _ in chunk))
+            digests = list(dict.fromkeys(digest for _, digest in chunk))
             result = (
                 await self._db.prepare(
                     "SELECT fact_id, status, subject, predicate, object, agent_type, confidence, "
                     "learned_from_run_id, content_hash, created_at FROM semantic_facts "
-                    f"WHERE tenant_id = ? AND ({clause})"
+                    f"WHERE tenant_id = ? AND subject IN ({', '.join('?' for _ in subjects)}) "
+                    f"AND content_hash IN ({', '.join('?' for _ in digests)})"
                 )
-                .bind(*params)
+                .bind(self._tenant_id, *subjects, *digests)
                 .all()
             )
             for row in result.results:
-                found[(row["subject"], row["content_hash"])] = row
+                key = (row["subject"], row["content_hash"])
+                if key in wanted:
+                    found[key] = row
         return found
 
     def _vector_record(self, job: _VectorJob, values: Any, config: EmbeddingConfig) -> VectorRecord:
@@ -848,7 +866,7 @@ class SemanticMemory:
                 + ([h.id for h in exact_hits] if exact_complete else [])
             )
         )
-        rows = await self._load_rows(candidate_ids)
+        rows = await self._load_rows(candidate_ids, _SCORING_COLUMNS)
         stray = [h.id for h in vector_hits if h.id not in rows]
         dropped = list(stray)
         if stray:
@@ -881,25 +899,32 @@ class SemanticMemory:
             feature["exact"] = {fid: s for fid, s in strength.items() if s > 0}
         fused = fuse(channels, self._config.fusion, feature_scores=feature)
         weights = self._config.weights_for(self._tier)
-        scored: list[RecalledFact] = []
+        ranked = []
         for item in fused:
             row = live[item.id]
-            fact = Fact.from_row(row)
-            breakdown = score(
+            parts = score_parts(
                 relevance=item.relevance,
-                written_at=fact.updated_at / 1000.0,
-                confidence=fact.confidence,
-                content=fact.content,
+                written_at=int(row["updated_at"]) / 1000.0,
+                confidence=float(row["confidence"]),
+                density=information_density(row["content"]),
                 now=now,
                 weights=weights,
             )
-            scored.append(
-                RecalledFact(
-                    fact=fact, score=breakdown.total, breakdown=breakdown, channels=item.channels
-                )
+            ranked.append((parts, item))
+        ranked.sort(key=lambda pair: (-pair[0][0], -pair[0][1], pair[1].id))
+        top = ranked[:limit]
+        # Full rows only for what is returned (content and metadata can be large).
+        full = await self._load_rows([item.id for _, item in top])
+        results = [
+            RecalledFact(
+                fact=Fact.from_row(full[item.id]),
+                score=parts[0],
+                breakdown=breakdown(parts, weights),
+                channels=item.channels,
             )
-        scored.sort(key=lambda r: (-r.score, -r.breakdown.relevance, r.fact.fact_id))
-        results = scored[:limit]
+            for parts, item in top
+            if item.id in full  # deleted between the two reads: never return it
+        ]
         counts = {
             "vector": len(vector_hits),
             "keyword": len(keyword_hits),
@@ -939,7 +964,10 @@ class SemanticMemory:
 
     def _row_filter_sql(self, filters: RecallFilters, now: float) -> tuple[str, list[SqlValue]]:
         """Conditions on a `semantic_facts AS f` row beyond the tenant: live and filtered."""
-        sql = " AND f.status = 'active' AND (f.valid_to IS NULL OR f.valid_to > ?)"
+        # `+f.status`: the unary plus keeps SQLite from choosing the (tenant_id, status)
+        # index, which would scan every active fact of the tenant; the selective indexes
+        # (subject, predicate, the FTS rowid) must drive these queries.
+        sql = " AND +f.status = 'active' AND (f.valid_to IS NULL OR f.valid_to > ?)"
         params: list[SqlValue] = [_ms(now)]
         if filters.agent_type is not None:
             sql += " AND f.agent_type = ?"
@@ -986,13 +1014,18 @@ class SemanticMemory:
             return [], True
         extra, params = self._row_filter_sql(filters, now)
         marks = ", ".join("?" for _ in names)
+        # Two index lookups (subject, predicate) rather than one OR, which SQLite may plan
+        # as a scan of the tenant.
         result = (
             await self._db.prepare(
                 "SELECT f.fact_id AS fact_id FROM semantic_facts AS f "
-                f"WHERE f.tenant_id = ? AND (f.subject IN ({marks}) OR f.predicate IN ({marks}))"
-                f"{extra} LIMIT ?"
+                f"WHERE f.tenant_id = ? AND f.subject IN ({marks}){extra} "
+                "UNION "
+                "SELECT f.fact_id AS fact_id FROM semantic_facts AS f "
+                f"WHERE f.tenant_id = ? AND f.predicate IN ({marks}){extra} "
+                "LIMIT ?"
             )
-            .bind(self._tenant_id, *names, *names, *params, limit + 1)
+            .bind(self._tenant_id, *names, *params, self._tenant_id, *names, *params, limit + 1)
             .all()
         )
         hits = [ChannelHit(id=row["fact_id"], score=1.0) for row in result.results]
@@ -1000,13 +1033,14 @@ class SemanticMemory:
             return [], False
         return hits, True
 
-    async def _load_rows(self, fact_ids: Sequence[str]) -> dict[str, Row]:
+    async def _load_rows(self, fact_ids: Sequence[str], columns: str = "*") -> dict[str, Row]:
         rows: dict[str, Row] = {}
         for chunk in _chunks(fact_ids, IDS_PER_STATEMENT):
             marks = ", ".join("?" for _ in chunk)
             result = (
                 await self._db.prepare(
-                    f"SELECT * FROM semantic_facts WHERE tenant_id = ? AND fact_id IN ({marks})"
+                    f"SELECT {columns} FROM semantic_facts "
+                    f"WHERE tenant_id = ? AND fact_id IN ({marks})"
                 )
                 .bind(self._tenant_id, *chunk)
                 .all()

@@ -24,7 +24,7 @@ _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _TRIM = "\"'`.,;!?()[]{}<>"
 
 MAX_QUERY_TERMS = 64
-MAX_EXACT_CANDIDATES = 48
+MAX_EXACT_CANDIDATES = 40
 MAX_NGRAM = 4
 
 # A general English stopword list (function words only). Dropping them keeps an OR query
@@ -79,7 +79,8 @@ def exact_match_candidates(text: str) -> list[str]:
     (as written, lower-cased and capitalised, since SQL equality is case-sensitive and
     subjects keep their spelling); then snake_case joins of 2-4 consecutive words
     (predicates are usually written `responded_positively_to`). At most
-    `MAX_EXACT_CANDIDATES`, so both `IN (...)` lists fit D1's 100 bound parameters.
+    `MAX_EXACT_CANDIDATES`, so the subject and predicate lookups (each with the tenant and
+    up to five filter values) fit in one statement under D1's 100 bound parameters.
     """
     out: dict[str, None] = {}
 

@@ -1,0 +1,341 @@
+"""Semantic memory latency with 100K facts in one tenant, in the local runtime.
+
+    uv run python benchmarks/semantic_latency.py [--facts 100000] [--queries 300]
+        [--batch 1000] [--embedder minilm|hashing] [--state DIR]
+
+What it measures (the same code the Worker runs, `agent_memory.semantic.SemanticMemory`,
+against the local adapters: SQLite D1 with FTS5, the numpy Vectorize stand-in):
+
+* learn throughput: `learn_many` over `--facts` synthetic facts in chunks of `--batch`
+  (embedding batched 100 texts per call, D1 inserts in batches of 50 statements, vector
+  upserts of ≤ 1000), reported as facts/s overall and the share spent in the embedder;
+* recall latency, p50 / p99 over `--queries` queries (after 20 untimed warm-up calls):
+  - with the embedding call: `recall(query, top_k=5)` end to end — embed the query, the
+    three channels (vector, FTS5 bm25, exact match), fusion, scoring, and the D1 batch
+    that updates recall stats and writes the `memory_retrieved` event;
+  - without it: the same call with a precomputed `query_vector`;
+  - the query embedding alone, for reference.
+
+Facts are generated from a fixed seed: ~5,000 contacts with 20 facts each on average
+(subject `contact:<id>`, one of 24 predicates, a sentence of content such as "Priya
+(CFO at Initech) asked about SSO support in May (case 812)"). Queries mix natural-language
+questions about a predicate and an object, questions naming a contact by subject, and
+role + object questions. The keyword channel's cost grows with the number of facts that
+contain any of the query's words (FTS5 computes bm25 for every match), so the words'
+document frequencies matter: here a predicate phrase is in ~1/24 of the facts, an object
+in ~1/20, a first name in ~1/20, a role or company in ~1/10.
+A measurement script, not a test: the numbers depend on the machine. `--embedder
+hashing` swaps the model for the tests' hashing embedder to time the storage path alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
+
+from local_runtime.runtime import LocalRuntime  # noqa: E402
+
+from agent_memory.semantic import FactInput, SemanticMemory  # noqa: E402
+from bindings.ports.embedder import Embedder, EmbeddingConfig  # noqa: E402
+
+TENANT = "acme"
+FIRST = [
+    "Dana",
+    "Lee",
+    "Sam",
+    "Priya",
+    "Jonas",
+    "Mei",
+    "Omar",
+    "Lucia",
+    "Ken",
+    "Ava",
+    "Noor",
+    "Felix",
+    "Ines",
+    "Tom",
+    "Zara",
+    "Ravi",
+    "Elena",
+    "Hugo",
+    "Yuki",
+    "Ben",
+]
+ROLES = [
+    "VP Sales",
+    "CFO",
+    "Head of Operations",
+    "CTO",
+    "Procurement Lead",
+    "Engineering Manager",
+    "Marketing Director",
+    "COO",
+    "IT Director",
+    "Founder",
+]
+COMPANIES = [
+    "Acme Freight",
+    "Globex Retail",
+    "Initech",
+    "Umbrella Health",
+    "Stark Logistics",
+    "Wayne Foods",
+    "Hooli Cloud",
+    "Vandelay Imports",
+    "Soylent Labs",
+    "Tyrell Energy",
+]
+PREDICATES: list[tuple[str, str]] = [
+    ("responded_positively_to", "responded positively to"),
+    ("ignored", "ignored"),
+    ("asked_about", "asked about"),
+    ("prefers", "prefers"),
+    ("objected_to", "objected to"),
+    ("booked_demo_after", "booked a demo after"),
+    ("forwarded", "forwarded"),
+    ("unsubscribed_after", "unsubscribed after"),
+    ("requested", "requested"),
+    ("compared_us_with", "compared us with"),
+    ("mentioned", "mentioned"),
+    ("complained_about", "complained about"),
+    ("praised", "praised"),
+    ("delayed_because_of", "delayed the deal because of"),
+    ("needs", "needs"),
+    ("uses", "uses"),
+    ("evaluates", "is evaluating"),
+    ("reports_to", "reports to"),
+    ("budget_is", "has a budget of"),
+    ("timeline_is", "plans to decide by"),
+    ("replied_to", "replied to"),
+    ("shared", "shared"),
+    ("declined", "declined"),
+    ("invited_us_to", "invited us to"),
+]
+OBJECTS = [
+    "direct ROI framing",
+    "the social proof email",
+    "a case study from logistics",
+    "pricing in euros",
+    "a security questionnaire",
+    "the one-page ROI calculator",
+    "short messages on Tuesday mornings",
+    "a competitor's free tier",
+    "SSO support",
+    "the quarterly budget review",
+    "a reference customer in retail",
+    "the onboarding timeline",
+    "an annual contract discount",
+    "the API rate limits",
+    "a pilot with ten seats",
+    "the data residency terms",
+    "a follow-up next quarter",
+    "the product roadmap",
+    "a webinar invitation",
+    "the integration with Salesforce",
+]
+MONTHS = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+]
+
+
+def synthetic_facts(n: int, seed: int = 7) -> list[FactInput]:
+    rng = np.random.default_rng(seed)
+    contacts = max(1, n // 20)
+    facts: list[FactInput] = []
+    for i in range(n):
+        contact = int(rng.integers(contacts))
+        key, phrase = PREDICATES[int(rng.integers(len(PREDICATES)))]
+        obj = OBJECTS[int(rng.integers(len(OBJECTS)))]
+        name = FIRST[contact % len(FIRST)]
+        role = ROLES[(contact // 3) % len(ROLES)]
+        company = COMPANIES[(contact // 7) % len(COMPANIES)]
+        month = MONTHS[int(rng.integers(12))]
+        facts.append(
+            FactInput(
+                content=f"{name} ({role} at {company}) {phrase} {obj} in {month} (case {i})",
+                subject=f"contact:{contact}",
+                predicate=key,
+                object=obj.replace(" ", "_")[:1024],
+                confidence=round(float(rng.uniform(0.4, 0.95)), 2),
+                source="bench",
+            )
+        )
+    return facts
+
+
+def synthetic_queries(n: int, contacts: int, seed: int = 11) -> list[str]:
+    rng = np.random.default_rng(seed)
+    queries: list[str] = []
+    for i in range(n):
+        kind = i % 3
+        obj = OBJECTS[int(rng.integers(len(OBJECTS)))]
+        if kind == 0:
+            phrase = PREDICATES[int(rng.integers(len(PREDICATES)))][1]
+            queries.append(f"who {phrase} {obj}?")
+        elif kind == 1:
+            queries.append(f"what do we know about contact:{int(rng.integers(contacts))}?")
+        else:
+            role = ROLES[int(rng.integers(len(ROLES)))]
+            queries.append(f"which {role} cares about {obj}")
+    return queries
+
+
+class TimedEmbedder:
+    """Wraps an embedder and adds up the time spent in it."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self.seconds = 0.0
+
+    @property
+    def config(self) -> EmbeddingConfig:
+        return self.inner.config
+
+    async def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        started = time.perf_counter()
+        try:
+            return await self.inner.embed(texts)
+        finally:
+            self.seconds += time.perf_counter() - started
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    return float(np.percentile(np.asarray(values), q))
+
+
+def summary(label: str, seconds: Sequence[float]) -> dict[str, Any]:
+    ms = [s * 1000 for s in seconds]
+    row = {
+        "what": label,
+        "n": len(ms),
+        "p50_ms": round(percentile(ms, 50), 2),
+        "p99_ms": round(percentile(ms, 99), 2),
+        "mean_ms": round(statistics.fmean(ms), 2),
+    }
+    print(
+        f"{label:<42} n={row['n']:<5} p50 {row['p50_ms']:>8.2f} ms   "
+        f"p99 {row['p99_ms']:>8.2f} ms   mean {row['mean_ms']:>8.2f} ms"
+    )
+    return row
+
+
+async def main(args: argparse.Namespace) -> dict[str, Any]:
+    if args.embedder == "hashing":
+        from tests.fakes.embedder import HashingEmbedder
+
+        inner: Embedder = HashingEmbedder()
+    else:
+        from local_runtime.embedder import LocalMiniLMEmbedder
+
+        inner = LocalMiniLMEmbedder()
+        await inner.embed(["warm up the model"])
+    embedder = TimedEmbedder(inner)
+    root = Path(args.state) if args.state else Path(tempfile.mkdtemp(prefix="semantic-lat-"))
+    runtime = LocalRuntime.open(root, embedder=embedder)
+    await runtime.migrate()
+    memory = SemanticMemory.from_bindings(runtime.bindings(), TENANT, agent_type="bench")
+
+    facts = synthetic_facts(args.facts)
+    print(
+        f"learning {len(facts)} facts into tenant {TENANT!r} "
+        f"(embedder {inner.config.key}, state {root})",
+        flush=True,
+    )
+    embedder.seconds = 0.0
+    started = time.perf_counter()
+    for start in range(0, len(facts), args.batch):
+        results = await memory.learn_many(facts[start : start + args.batch])
+        if any(r.status != "active" for r in results):
+            raise SystemExit("a fact was left pending")
+        done = start + len(results)
+        if done % (args.batch * 10) == 0 or done == len(facts):
+            rate = done / (time.perf_counter() - started)
+            print(f"  {done:>7} facts, {rate:.0f} facts/s", flush=True)
+    learn_s = time.perf_counter() - started
+    embed_share = embedder.seconds / learn_s
+    learned = await memory.count()
+    throughput = {
+        "facts": learned,
+        "seconds": round(learn_s, 1),
+        "facts_per_s": round(learned / learn_s, 1),
+        "embedding_share": round(embed_share, 3),
+        "facts_per_s_excluding_embedding": round(
+            learned / max(learn_s - embedder.seconds, 1e-9), 1
+        ),
+    }
+    print(
+        f"learn_many: {throughput['facts_per_s']} facts/s "
+        f"({embed_share:.0%} of the time in the embedder; storage alone "
+        f"{throughput['facts_per_s_excluding_embedding']} facts/s)"
+    )
+
+    queries = synthetic_queries(args.queries, max(1, args.facts // 20))
+    vectors = await inner.embed(queries)
+    for query in queries[:20]:  # warm-up: page cache, numpy, SQLite statement cache
+        await memory.recall(query, 5)
+    with_embedding: list[float] = []
+    without_embedding: list[float] = []
+    embed_only: list[float] = []
+    returned = 0
+    for query, vector in zip(queries, vectors, strict=True):
+        t0 = time.perf_counter()
+        result = await memory.recall(query, 5)
+        t1 = time.perf_counter()
+        await memory.recall(query, 5, query_vector=vector.tolist())
+        t2 = time.perf_counter()
+        await inner.embed([query])
+        t3 = time.perf_counter()
+        with_embedding.append(t1 - t0)
+        without_embedding.append(t2 - t1)
+        embed_only.append(t3 - t2)
+        returned += len(result.results)
+    print(
+        f"recall(top_k=5) over {learned} facts in one tenant "
+        f"({returned / len(queries):.1f} results per query):"
+    )
+    rows = [
+        summary("recall, with the query embedding", with_embedding),
+        summary("recall, without (precomputed vector)", without_embedding),
+        summary("query embedding alone", embed_only),
+    ]
+    await runtime.close()
+    report = {"learn": throughput, "recall": rows, "embedder": inner.config.key}
+    print(json.dumps(report))
+    return report
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--facts", type=int, default=100_000)
+    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--batch", type=int, default=1000, help="facts per learn_many call")
+    parser.add_argument("--embedder", choices=("minilm", "hashing"), default="minilm")
+    parser.add_argument("--state", help="state folder (default: a new temporary folder)")
+    asyncio.run(main(parser.parse_args()))
