@@ -16,7 +16,9 @@ Writes (`learn`, `learn_many`) — idempotent per (tenant, subject, content hash
   5. upsert the vectors;
   6. mark the rows `active`.
   If step 5 or 6 fails the rows stay `pending_vector`: recall does not return them, and
-  `complete_pending()` (or learning the same content again) finishes them later.
+  the retry path finishes them: `complete_pending()` (for a scheduled job), learning the
+  same content again, or — automatically — the tenant's next successful write, which
+  also completes up to 10 pending facts.
 
 Reads (`recall`): three channels run concurrently —
   * vector: cosine similarity in the tenant's namespace (top `candidate_pool`, ≤ 100);
@@ -96,6 +98,7 @@ DEFAULT_AGENT_TYPE = "default"
 EMBED_BATCH = 100  # Workers AI takes ≤ 100 texts per call
 STATEMENTS_PER_BATCH = 50
 IDS_PER_STATEMENT = 90  # + a few other parameters stays under D1's 100
+PENDING_RETRY_ON_WRITE = 10
 PAIRS_PER_STATEMENT = 45  # (subject, hash) pairs: 2 parameters each + tenant
 
 # What ranking needs of a candidate row; full rows are read for the returned ones only.
@@ -478,6 +481,7 @@ class SemanticMemory:
         existing = await self._find_by_hash(list(first_of))
         results: dict[int, LearnResult] = {}
         todo: list[int] = []  # indexes (first occurrences) that need a vector
+        failed = False
         for key, index in first_of.items():
             row = existing.get(key)
             if row is not None and row["status"] != "pending_vector":
@@ -546,6 +550,7 @@ class SemanticMemory:
                 jobs[index].fact_id: matrix[pos] for pos, index in enumerate(batch) if index in jobs
             }
             error = await self._write_vectors(list(jobs.values()), vectors, embedder.config, now)
+            failed = failed or error is not None
             for index in batch:
                 if index in results:
                     continue
@@ -563,7 +568,18 @@ class SemanticMemory:
             if first != index:
                 result = result.model_copy(update={"created": False})
             ordered.append(result)
+        if todo and not failed:
+            await self._retry_pending_after_write()
         return ordered
+
+    async def _retry_pending_after_write(self) -> None:
+        """Self-healing: a write that just succeeded shows the vector store is healthy, so
+        it also finishes up to `PENDING_RETRY_ON_WRITE` facts an earlier failure left
+        pending (one indexed query when there are none). Best effort."""
+        try:
+            await self.complete_pending(PENDING_RETRY_ON_WRITE)
+        except Exception as exc:
+            log.warning("retrying pending facts of tenant %s failed: %s", self._tenant_id, exc)
 
     @staticmethod
     def _check_matrix(matrix: Any, rows: int, config: EmbeddingConfig) -> None:

@@ -126,6 +126,20 @@ async def test_learning_a_pending_fact_again_completes_it(
     assert await vector_count(rt) == 1
 
 
+async def test_the_next_successful_write_completes_earlier_pending_facts(
+    rt: LocalRuntime, make_memory: MemoryFactory, spy_vectors: SpyVectors
+) -> None:
+    memory = make_memory()
+    spy_vectors.fail_upserts = True
+    pending = await memory.learn(ROI_FACT)
+    spy_vectors.fail_upserts = False
+    await memory.learn({"content": "an unrelated fact learned later"})
+    fact = await memory.get(pending.fact_id)
+    assert fact is not None and fact.status == "active"
+    assert await vector_count(rt) == 2
+    assert (await memory.recall("direct ROI framing", 1)).fact_ids == [pending.fact_id]
+
+
 async def test_activation_failure_keeps_the_fact_invisible_until_completed(
     rt: LocalRuntime, make_memory: MemoryFactory, spy_db: SpyD1
 ) -> None:
