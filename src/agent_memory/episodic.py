@@ -28,9 +28,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agent_memory.events import EventLog
 from agent_memory.ids import content_hash
+from agent_memory.policy import WriteGate, WriteProposal
+from agent_memory.scope import TENANT_RE
 from bindings.ports.background import BackgroundTasks
-from bindings.ports.d1 import D1Database, D1Error
+from bindings.ports.d1 import D1Database, D1Error, D1Statement
 from bindings.ports.sql import Row
 
 log = logging.getLogger(__name__)
@@ -167,11 +170,33 @@ _RUN_COLUMNS = (
 class EpisodicStore:
     """Episodic reads and writes for one tenant."""
 
-    def __init__(self, db: D1Database, tenant: str) -> None:
+    def __init__(self, db: D1Database, tenant: str, *, gate: WriteGate | None = None) -> None:
         if not tenant:
             raise ValueError("EpisodicStore needs a tenant")
         self._db = db
         self.tenant = tenant
+        # Episodes are write proposals (ADR-0051): checked by the policy, and committed
+        # together with their `memory_written` event.
+        events = EventLog(tenant, db) if TENANT_RE.match(tenant) else None
+        self.gate = gate or WriteGate(tenant, events=events)
+
+    def proposal(self, episode: Episode) -> WriteProposal:
+        """The write proposal of `episode` (what the policy checks and the event hashes)."""
+        return WriteProposal(
+            tier="episodic",
+            key=episode.episode_id,
+            value={
+                "kind": episode.kind,
+                "subject": episode.subject,
+                "content": episode.content,
+                "data": episode.data,
+                "importance": episode.importance,
+            },
+            source=f"episode:{episode.kind}",
+            agent_type=episode.agent_type,
+            subject=episode.subject,
+            run_id=episode.run_id,
+        )
 
     # --- writes ---------------------------------------------------------------------
 
@@ -195,37 +220,43 @@ class EpisodicStore:
         )
 
     async def append_episode(self, episode: Episode) -> None:
-        """Insert the episode; raises `EpisodeLimitReached` when the tenant is full."""
+        """Insert the episode, then its `memory_written` event. Raises `WriteDenied`
+        (policy) or `EpisodeLimitReached` (tenant full), and then nothing is written.
+
+        Both statements are idempotent (the event id is the episode id, inserted only if
+        absent), so the writer's retry after a failure between them records the event once.
+        """
+        proposal = self.proposal(episode)
+        self.gate.check(proposal)
         try:
-            await self._insert_episode(episode)
+            await self._insert_statement(episode).run()
         except D1Error as exc:
             if EPISODE_LIMIT_CODE in str(exc):
                 raise EpisodeLimitReached(self.tenant, str(exc)) from exc
             raise
+        event = self.gate.event_statement(proposal, episode.episode_id)
+        if event is not None:
+            await event.run()
 
-    async def _insert_episode(self, episode: Episode) -> None:
-        await (
-            self._db.prepare(
-                "INSERT INTO memory_episodes (tenant_id, episode_id, run_id, agent_type, "
-                "instance_id, kind, subject, content, data, importance, content_hash, "
-                "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT (tenant_id, episode_id) DO NOTHING"
-            )
-            .bind(
-                self.tenant,
-                episode.episode_id,
-                episode.run_id,
-                episode.agent_type,
-                episode.instance_id,
-                episode.kind,
-                episode.subject,
-                episode.content,
-                _json(episode.data),
-                episode.importance,
-                episode.content_hash,
-                episode.created_at,
-            )
-            .run()
+    def _insert_statement(self, episode: Episode) -> D1Statement:
+        return self._db.prepare(
+            "INSERT INTO memory_episodes (tenant_id, episode_id, run_id, agent_type, "
+            "instance_id, kind, subject, content, data, importance, content_hash, "
+            "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (tenant_id, episode_id) DO NOTHING"
+        ).bind(
+            self.tenant,
+            episode.episode_id,
+            episode.run_id,
+            episode.agent_type,
+            episode.instance_id,
+            episode.kind,
+            episode.subject,
+            episode.content,
+            _json(episode.data),
+            episode.importance,
+            episode.content_hash,
+            episode.created_at,
         )
 
     async def finish_run(self, run: RunRecord) -> None:
@@ -392,6 +423,9 @@ class EpisodicWriter:
         )
 
     def append_episode(self, episode: Episode) -> None:
+        """Queue the episode; a proposal the write policy refuses raises `WriteDenied`
+        here, to the caller, and nothing is queued."""
+        self.store.gate.check(self.store.proposal(episode))
         payload = episode.model_dump()
         self._submit(
             "append_episode", episode.run_id, payload, lambda: self.store.append_episode(episode)

@@ -13,6 +13,7 @@ Payloads are JSON objects; for `memory_retrieved` it is
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -117,13 +118,15 @@ class EventLog:
         self.tenant_id = tenant_id
         self._db = db
 
-    def statement(self, event: MemoryEvent) -> D1Statement:
-        """The INSERT for `event`, to run alone or inside the caller's batch."""
+    def statement(self, event: MemoryEvent, *, if_absent: bool = False) -> D1Statement:
+        """The INSERT for `event`, to run alone or inside the caller's batch. `if_absent`:
+        do nothing when the event id is taken (a retried write recording its event again)."""
         if event.tenant_id != self.tenant_id:
             raise ValueError("event belongs to another tenant")
+        conflict = " ON CONFLICT (tenant_id, event_id) DO NOTHING" if if_absent else ""
         return self._db.prepare(
             "INSERT INTO memory_events (tenant_id, event_id, kind, tier, agent_type, run_id, "
-            "content_hash, payload, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            f"content_hash, payload, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?){conflict}"
         ).bind(
             self.tenant_id,
             event.event_id,
@@ -138,6 +141,12 @@ class EventLog:
 
     async def record(self, event: MemoryEvent) -> None:
         await self.statement(event).run()
+
+    async def record_many(self, events: Sequence[MemoryEvent], *, if_absent: bool = False) -> None:
+        """Write `events` in D1 batches (each batch one transaction)."""
+        statements = [self.statement(e, if_absent=if_absent) for e in events]
+        for start in range(0, len(statements), 50):
+            await self._db.batch(statements[start : start + 50])
 
     async def recent(self, kind: EventKind, limit: int = 20) -> list[MemoryEvent]:
         """This tenant's latest events of `kind`, newest first."""

@@ -25,6 +25,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from agent_memory.agent_types import WorkflowSpec
+from agent_memory.policy import WriteGate, WriteProposal
 from bindings.ports.do_sql import SqlStorage
 from bindings.ports.sql import Row
 
@@ -90,6 +91,9 @@ class ProceduralMemory:
 
     def __init__(self, sql: SqlStorage) -> None:
         self._sql = sql
+        # Writes are proposals checked by the write policy (ADR-0051). This object does not
+        # know its tenant, so callers that can record events pass their own gate.
+        self._gate = WriteGate("procedural")
 
     def register(
         self,
@@ -99,9 +103,19 @@ class ProceduralMemory:
         task_type: str,
         spec: dict[str, Any],
         now: float,
+        gate: WriteGate | None = None,
     ) -> None:
         """Add a workflow with a Beta(1, 1) prior; an existing id is left as it is."""
-        self._sql.exec(
+        gate = gate or self._gate
+        proposal = WriteProposal(
+            tier="procedural",
+            key=workflow_id,
+            value={"agent_type": agent_type, "task_type": task_type, "spec": spec},
+            source="workflow_registry",
+            agent_type=agent_type,
+        )
+        gate.check(proposal)
+        cursor = self._sql.exec(
             f"INSERT INTO procedural_workflows ({_COLUMNS}) "
             "VALUES (?, ?, ?, ?, 1.0, 1.0, 0, 'active', ?, ?) "
             "ON CONFLICT (workflow_id) DO NOTHING",
@@ -112,8 +126,17 @@ class ProceduralMemory:
             now,
             now,
         )
+        list(cursor)  # consume so rows_written is final
+        if cursor.rows_written:
+            gate.defer([proposal])
 
-    def register_specs(self, agent_type: str, specs: Iterable[WorkflowSpec], now: float) -> None:
+    def register_specs(
+        self,
+        agent_type: str,
+        specs: Iterable[WorkflowSpec],
+        now: float,
+        gate: WriteGate | None = None,
+    ) -> None:
         for spec in specs:
             self.register(
                 workflow_id=spec.workflow_id,
@@ -121,6 +144,7 @@ class ProceduralMemory:
                 task_type=spec.task_type,
                 spec={"instructions": spec.instructions, **spec.spec},
                 now=now,
+                gate=gate,
             )
 
     def get(self, workflow_id: str) -> Workflow | None:
@@ -159,13 +183,20 @@ class ProceduralMemory:
             samples={w.workflow_id: float(d) for w, d in zip(candidates, draws, strict=True)},
         )
 
-    def record_outcome(self, workflow_id: str, score: float, now: float) -> Workflow:
+    def record_outcome(
+        self, workflow_id: str, score: float, now: float, gate: WriteGate | None = None
+    ) -> Workflow:
         """Update the posterior with one outcome; returns the updated workflow."""
         if not isinstance(score, int | float) or isinstance(score, bool):
             raise ValueError("score must be a number in [0, 1]")
         value = float(score)
         if not 0.0 <= value <= 1.0:
             raise ValueError(f"score must be in [0, 1], got {value}")
+        gate = gate or self._gate
+        proposal = WriteProposal(
+            tier="procedural", key=workflow_id, value={"score": value}, source="outcome"
+        )
+        gate.check(proposal)
         cursor = self._sql.exec(
             "UPDATE procedural_workflows SET alpha = alpha + ?, beta = beta + ?, "
             "pulls = pulls + 1, updated_at = ? WHERE workflow_id = ?",
@@ -180,6 +211,7 @@ class ProceduralMemory:
         updated = self.get(workflow_id)
         if updated is None:  # deleted between the two statements: cannot happen in one DO
             raise UnknownWorkflowError(f"no workflow {workflow_id!r}")
+        gate.defer([proposal])
         return updated
 
     def retire(self, workflow_id: str, now: float) -> None:

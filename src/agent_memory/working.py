@@ -31,6 +31,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from agent_memory.policy import WriteDenied, WriteGate, WriteProposal
 from agent_memory.scope import INSTANCE_RE, TENANT_RE
 from bindings.ports.kv import KVNamespace
 
@@ -47,6 +48,14 @@ class WorkingMemoryError(ValueError):
 
 class InvalidWorkingMemoryKey(WorkingMemoryError):
     """The key (or its tenant / instance segment) is empty, a wildcard or malformed."""
+
+
+class WorkingMemoryWriteDenied(WorkingMemoryError):
+    """The write policy refused the write (`agent_memory.policy`); `denied` says why."""
+
+    def __init__(self, denied: WriteDenied) -> None:
+        super().__init__(str(denied))
+        self.denied = denied
 
 
 class WorkingMemoryBudgetExceeded(WorkingMemoryError):
@@ -118,6 +127,9 @@ class WorkingMemory:
         budget_bytes: int = WORKING_MEMORY_BUDGET_BYTES,
         ttl_seconds: int = WORKING_MEMORY_TTL_SECONDS,
         write_lock: asyncio.Lock | None = None,
+        gate: WriteGate | None = None,
+        agent_type: str | None = None,
+        run_id: str | None = None,
     ) -> None:
         if not TENANT_RE.match(tenant or ""):
             raise InvalidWorkingMemoryKey(f"invalid tenant segment {tenant!r}")
@@ -128,6 +140,12 @@ class WorkingMemory:
         self.budget_bytes = budget_bytes
         self.ttl_seconds = ttl_seconds
         self._lock = write_lock or asyncio.Lock()
+        # Every write is a proposal checked by the write policy (ADR-0051); the gate also
+        # records `memory_written` events when it has an event log.
+        self._gate = gate or WriteGate(tenant)
+        self._instance_id = instance_id
+        self._agent_type = agent_type
+        self._run_id = run_id
 
     def kv_key(self, key: str) -> str:
         return self.prefix + validate_key(key)
@@ -166,6 +184,18 @@ class WorkingMemory:
         """Write `value` under `key` with a fresh TTL, or raise without writing anything."""
         kv_key = self.kv_key(key)
         encoded = encode_value(value)
+        proposal = WriteProposal(
+            tier="working",
+            key=f"{self._instance_id}:{key}",
+            value=value,
+            source="working_memory",
+            agent_type=self._agent_type,
+            run_id=self._run_id,
+        )
+        try:
+            self._gate.check(proposal)
+        except WriteDenied as denied:
+            raise WorkingMemoryWriteDenied(denied) from None
         value_bytes = len(encoded.encode("utf-8"))
         needed = len(key.encode("utf-8")) + value_bytes
         async with self._lock:
@@ -177,6 +207,7 @@ class WorkingMemory:
             await self._kv.put(
                 kv_key, encoded, expiration_ttl=self.ttl_seconds, metadata={"bytes": value_bytes}
             )
+        await self._gate.committed([proposal])
         return WorkingWrite(
             key=key, bytes=needed, used_after=used + needed, budget=self.budget_bytes
         )

@@ -52,7 +52,9 @@ from agent_memory.episodic import (
     RunRecord,
     Sleep,
 )
+from agent_memory.events import EventLog
 from agent_memory.ids import new_ulid
+from agent_memory.policy import WriteGate
 from agent_memory.procedural import ProceduralMemory, UnknownWorkflowError
 from agent_memory.working import WorkingMemory
 from agent_runtime_do.protocol import (
@@ -186,9 +188,22 @@ class AgentRuntimeCore:
             return rpc_error(409, "scope_mismatch", "this agent instance belongs to another scope")
         return None
 
-    def _ensure_workflows(self, agent_type: AgentType) -> None:
+    def _gate_for(self, tenant: str) -> WriteGate:
+        """The write-policy gate of this object's writes: `memory_written` events go to D1
+        off the response path (`ctx.waitUntil`)."""
+        db = self.bindings.db
+        return WriteGate(
+            tenant,
+            clock=self.bindings.clock,
+            events=EventLog(tenant, db) if db is not None else None,
+            background=self.bindings.background,
+        )
+
+    def _ensure_workflows(self, agent_type: AgentType, tenant: str) -> None:
         if agent_type.name not in self._registered_types:
-            self.procedural.register_specs(agent_type.name, agent_type.workflows, self._now())
+            self.procedural.register_specs(
+                agent_type.name, agent_type.workflows, self._now(), gate=self._gate_for(tenant)
+            )
             self._registered_types.add(agent_type.name)
 
     # --- RPC ----------------------------------------------------------------------------
@@ -290,6 +305,9 @@ class AgentRuntimeCore:
                 request.tenant,
                 request.instance_id,
                 write_lock=self._working_lock,
+                gate=self._gate_for(request.tenant),
+                agent_type=agent_type.name,
+                run_id=turn.run_id,
             )
             if agent_type.memory.working_memory and bindings.kv is not None
             else None
@@ -317,7 +335,7 @@ class AgentRuntimeCore:
                 "memory_read", {"tier": "semantic", "op": "prefetch", "facts": len(context.facts)}
             )
 
-        self._ensure_workflows(agent_type)
+        self._ensure_workflows(agent_type, request.tenant)
         selection = self.procedural.select_workflow(
             agent_type.name, turn.task_type, self._generator()
         )
@@ -539,7 +557,9 @@ class AgentRuntimeCore:
             list(cursor)
             if cursor.rows_written == 0:
                 return None  # already scored: one outcome per run
-            updated = self.procedural.record_outcome(workflow_id, request.score, now)
+            updated = self.procedural.record_outcome(
+                workflow_id, request.score, now, gate=self._gate_for(request.tenant)
+            )
             return updated.summary()
 
         try:
@@ -570,7 +590,7 @@ class AgentRuntimeCore:
         agent_type = get_agent_type(request.agent_type)
         if agent_type is None:
             return rpc_error(404, "unknown_agent_type", f"no agent type {request.agent_type!r}")
-        self._ensure_workflows(agent_type)
+        self._ensure_workflows(agent_type, request.tenant)
         if request.candidates_only:
             found = self.procedural.pack_candidates(
                 agent_type.name, min_pulls=request.min_pulls, min_mean=request.min_mean
