@@ -1,5 +1,6 @@
 -- 0004: the memory lifecycle (docs/lifecycle.md): per-tenant retention and episode limits,
--- the episode counter and the 100K hard limit, the cold-archive ledger and prune progress,
+-- the episode counter and the 100K hard limit, the cold-archive ledger and prune progress
+-- (episodes, finished runs and memory events are archived, then deleted),
 -- fact provenance and links for the reconciler.
 --
 -- Same conventions as 0001: STRICT, tenant first in every key and index, epoch-millisecond
@@ -57,7 +58,7 @@ END;
 CREATE TABLE lifecycle_archives (
     tenant_id    TEXT NOT NULL CHECK (length(tenant_id) BETWEEN 1 AND 128),
     archive_key  TEXT NOT NULL CHECK (length(archive_key) BETWEEN 1 AND 1024),
-    kind         TEXT NOT NULL CHECK (kind IN ('episodes', 'runs')),
+    kind         TEXT NOT NULL CHECK (kind IN ('episodes', 'runs', 'events')),
     iso_week     TEXT NOT NULL CHECK (length(iso_week) = 8),
     rows         INTEGER NOT NULL CHECK (rows >= 0),
     matched      INTEGER NOT NULL,
@@ -94,6 +95,7 @@ CREATE TABLE lifecycle_prune_progress (
     retention_days    INTEGER NOT NULL CHECK (retention_days >= 1),
     episodes_deleted  INTEGER NOT NULL DEFAULT 0 CHECK (episodes_deleted >= 0),
     runs_deleted      INTEGER NOT NULL DEFAULT 0 CHECK (runs_deleted >= 0),
+    events_deleted    INTEGER NOT NULL DEFAULT 0 CHECK (events_deleted >= 0),
     batches           INTEGER NOT NULL DEFAULT 0 CHECK (batches >= 0),
     done              INTEGER NOT NULL DEFAULT 0 CHECK (done IN (0, 1)),
     updated_at        INTEGER NOT NULL,

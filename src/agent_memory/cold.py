@@ -4,16 +4,17 @@ Layout (docs/lifecycle.md, "Archive layout"):
 
     archive/{tenant}/{kind}/{YYYY}-W{ww}/{first_ms:013d}-{first_id}.ndjson.gz
 
-* `kind` is `episodes` (rows of `memory_episodes`) or `runs` (rows of `agent_runs`);
-* the ISO week is the one the archived rows *happened* in (`created_at` of an episode,
-  `started_at` of a run), so an archive object never spans two weeks;
+* `kind` is `episodes` (rows of `memory_episodes`), `runs` (`agent_runs`) or `events`
+  (`memory_events`);
+* the ISO week is the one the archived rows *happened* in (`created_at` of an episode or
+  event, `started_at` of a run), so an archive object never spans two weeks;
 * the name ends with the sort key of the object's first row, so the object a batch writes
   is determined by the rows it archives: a batch that is retried after an interruption
   (archived but not yet deleted) writes the same key again and replaces its own object
   instead of adding a second copy.
 
 Each line is one row as a JSON object, columns as stored, except that JSON columns
-(`data`, `input`, `output`) are decoded into JSON values so the archive reads naturally.
+(`data`, `input`, `output`, `payload`) are decoded into JSON values so the archive reads naturally.
 The bytes are deterministic for the same rows (sorted keys, gzip `mtime=0`), so a retried
 batch produces an identical object.
 """
@@ -26,7 +27,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
-ArchiveKind = Literal["episodes", "runs"]
+ArchiveKind = Literal["episodes", "runs", "events"]
 
 ARCHIVE_ROOT = "archive"
 ARCHIVE_SUFFIX = ".ndjson.gz"
@@ -34,6 +35,7 @@ ARCHIVE_SUFFIX = ".ndjson.gz"
 JSON_COLUMNS: dict[str, tuple[str, ...]] = {
     "episodes": ("data",),
     "runs": ("input", "output"),
+    "events": ("payload",),
 }
 _MS_PER_DAY = 86_400_000
 _MS_PER_WEEK = 7 * _MS_PER_DAY
@@ -76,6 +78,8 @@ def parse_archive_key(key: str) -> tuple[str, ArchiveKind, str] | None:
         return parts[1], "episodes", parts[3]
     if kind == "runs":
         return parts[1], "runs", parts[3]
+    if kind == "events":
+        return parts[1], "events", parts[3]
     return None
 
 

@@ -1,5 +1,6 @@
-"""The weekly prune (cron `0 3 * * 0`): episodes and finished runs past their tenant's
-retention are archived to the cold tier, then deleted — in bounded, resumable batches.
+"""The weekly prune (cron `0 3 * * 0`): episodes, finished runs and memory events past their
+tenant's retention are archived to the cold tier, then deleted — in bounded, resumable
+batches.
 
 A prune is a *job* with a fixed id and fixed cutoffs:
 
@@ -46,7 +47,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from agent_memory.cold import ArchiveKind, archive_key, encode_archive, iso_week, week_bounds
-from agent_memory.retention import get_lifecycle, known_tenants
+from agent_memory.retention import TenantTable, get_lifecycle, known_tenants
 from bindings.ports.clock import Clock
 from bindings.ports.d1 import D1Database, D1Error, D1Statement
 from bindings.ports.object_store import ObjectStore
@@ -81,15 +82,18 @@ class TenantPruneCounts(BaseModel):
     cutoff_ms: int
     episodes_deleted: int = 0
     runs_deleted: int = 0
+    events_deleted: int = 0
     batches: int = 0
     episodes_now: int = 0
     runs_now: int = 0
+    events_now: int = 0
     batches_now: int = 0
     archives_now: list[str] = Field(default_factory=list)
     done: bool = False
     # Dry runs only: what a prune would archive and delete now.
     episodes_due: int | None = None
     runs_due: int | None = None
+    events_due: int | None = None
     error: str | None = None
 
 
@@ -106,12 +110,15 @@ class PruneReport(BaseModel):
             "tenants": len(self.tenants),
             "episodes_deleted": sum(t.episodes_deleted for t in self.tenants),
             "runs_deleted": sum(t.runs_deleted for t in self.tenants),
+            "events_deleted": sum(t.events_deleted for t in self.tenants),
             "batches": sum(t.batches for t in self.tenants),
             "episodes_now": sum(t.episodes_now for t in self.tenants),
             "runs_now": sum(t.runs_now for t in self.tenants),
+            "events_now": sum(t.events_now for t in self.tenants),
             "batches_now": sum(t.batches_now for t in self.tenants),
             "episodes_due": sum(t.episodes_due or 0 for t in self.tenants),
             "runs_due": sum(t.runs_due or 0 for t in self.tenants),
+            "events_due": sum(t.events_due or 0 for t in self.tenants),
         }
 
     def summary(self) -> dict[str, Any]:
@@ -164,6 +171,16 @@ RUNS = _Table(
     extra_params=1,
     progress_column="runs_deleted",
 )
+# The audit trail ages with the memory it describes: events past retention go the same way.
+EVENTS = _Table(
+    kind="events",
+    table="memory_events",
+    time_column="created_at",
+    id_column="event_id",
+    progress_column="events_deleted",
+)
+TABLES = (EPISODES, RUNS, EVENTS)
+PRUNED_TABLES: tuple[TenantTable, ...] = ("memory_episodes", "agent_runs", "memory_events")
 
 
 def weekly_prune_id(scheduled_ms: int) -> str:
@@ -279,7 +296,9 @@ class Pruner:
         progress: Progress | None = None,
     ) -> PruneReport:
         """What a prune at `scheduled_ms` would archive and delete; writes nothing."""
-        names = list(tenants) if tenants is not None else await known_tenants(self._db)
+        names = (
+            list(tenants) if tenants is not None else await known_tenants(self._db, PRUNED_TABLES)
+        )
         report = PruneReport(prune_id="dry-run", dry_run=True, complete=True)
         for tenant in names:
             lifecycle = await get_lifecycle(self._db, tenant, self._default_days)
@@ -290,9 +309,10 @@ class Pruner:
                 cutoff_ms=cutoff,
                 episodes_due=await self._count_due(EPISODES, tenant, cutoff),
                 runs_due=await self._count_due(RUNS, tenant, cutoff),
+                events_due=await self._count_due(EVENTS, tenant, cutoff),
             )
             report.tenants.append(counts)
-            report.operations += 3
+            report.operations += 4
             if progress is not None:
                 progress(counts)
         return report
@@ -336,9 +356,9 @@ class Pruner:
         )
 
     async def _tenants(self, prune_id: str, meter: _Meter) -> list[str]:
-        meter.check(3)
-        names = set(await known_tenants(self._db))
-        meter.spend(2)
+        meter.check(4)
+        names = set(await known_tenants(self._db, PRUNED_TABLES))
+        meter.spend(len(PRUNED_TABLES))
         # Tenants whose rows are all gone still appear in the job's counts.
         result = await (
             self._db.prepare(
@@ -366,8 +386,9 @@ class Pruner:
     async def _progress_row(self, tenant: str, prune_id: str) -> Row | None:
         return await (
             self._db.prepare(
-                "SELECT cutoff_ms, retention_days, episodes_deleted, runs_deleted, batches, "
-                "done FROM lifecycle_prune_progress WHERE tenant_id = ? AND prune_id = ?"
+                "SELECT cutoff_ms, retention_days, episodes_deleted, runs_deleted, "
+                "events_deleted, batches, done FROM lifecycle_prune_progress "
+                "WHERE tenant_id = ? AND prune_id = ?"
             )
             .bind(tenant, prune_id)
             .first()
@@ -408,7 +429,7 @@ class Pruner:
         if counts.done:
             return counts
         try:
-            for table in (EPISODES, RUNS):
+            for table in TABLES:
                 while True:
                     meter.check(OPERATIONS_PER_BATCH + 1)
                     archived = await self._archive_batch(prune_id, tenant, table, counts, meter)
@@ -421,9 +442,12 @@ class Pruner:
                     if table is EPISODES:
                         counts.episodes_deleted += rows
                         counts.episodes_now += rows
-                    else:
+                    elif table is RUNS:
                         counts.runs_deleted += rows
                         counts.runs_now += rows
+                    else:
+                        counts.events_deleted += rows
+                        counts.events_now += rows
         except BudgetExhausted as stop:
             stop.counts = counts
             raise
@@ -593,7 +617,8 @@ class Pruner:
     @staticmethod
     def _log(prune_id: str, counts: TenantPruneCounts) -> None:
         log.info(
-            "prune %s: tenant %s retention=%dd episodes=%d (+%d) runs=%d (+%d) batches=%d%s%s",
+            "prune %s: tenant %s retention=%dd episodes=%d (+%d) runs=%d (+%d) events=%d (+%d) "
+            "batches=%d%s%s",
             prune_id,
             counts.tenant_id,
             counts.retention_days,
@@ -601,6 +626,8 @@ class Pruner:
             counts.episodes_now,
             counts.runs_deleted,
             counts.runs_now,
+            counts.events_deleted,
+            counts.events_now,
             counts.batches,
             " done" if counts.done else "",
             f" error={counts.error}" if counts.error else "",
@@ -614,6 +641,7 @@ def _counts_from(tenant: str, row: Row) -> TenantPruneCounts:
         cutoff_ms=int(row["cutoff_ms"]),
         episodes_deleted=int(row["episodes_deleted"]),
         runs_deleted=int(row["runs_deleted"]),
+        events_deleted=int(row["events_deleted"]),
         batches=int(row["batches"]),
         done=bool(row["done"]),
     )

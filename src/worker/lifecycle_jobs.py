@@ -60,7 +60,7 @@ async def weekly_prune(bindings: Bindings, scheduled_time: float) -> dict[str, A
         "ran": True,
         "prune": report.summary(),
         "tenants": [
-            t.model_dump(exclude={"archives_now", "episodes_due", "runs_due"})
+            t.model_dump(exclude={"archives_now", "episodes_due", "runs_due", "events_due"})
             for t in report.tenants
         ],
     }

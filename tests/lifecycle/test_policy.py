@@ -253,9 +253,9 @@ async def test_procedural_writes_are_checked_and_recorded(rt: LocalRuntime) -> N
     assert memory.get("w2") is None
     await rt.background.drain()
     events = await written_events(rt, "t1")
-    assert [(e["tier"], e["payload"]["key"], e["payload"]["source"]) for e in events] == [
-        ("procedural", "w1", "workflow_registry"),
+    assert sorted((e["tier"], e["payload"]["key"], e["payload"]["source"]) for e in events) == [
         ("procedural", "w1", "outcome"),
+        ("procedural", "w1", "workflow_registry"),
     ]
 
 

@@ -279,3 +279,27 @@ async def test_batches_never_exceed_the_batch_size(rt: LocalRuntime, batch_rows:
     )
     assert all(int(r["n"]) <= batch_rows for r in sizes.results)
     assert report.tenants[0].episodes_deleted == 12
+
+
+async def test_memory_events_past_retention_are_archived_then_deleted(rt: LocalRuntime) -> None:
+    from agent_memory.events import EventLog, memory_written
+
+    log = EventLog("t1", rt.db)
+    old = memory_written(
+        tenant_id="t1",
+        tier="episodic",
+        now=(NOW_MS - 100 * DAY_MS) / 1000,
+        content_hash="a" * 64,
+        payload={"key": "k"},
+    )
+    new = memory_written(
+        tenant_id="t1", tier="episodic", now=NOW_MS / 1000, content_hash="b" * 64, payload={}
+    )
+    await log.record(old)
+    await log.record(new)
+    report = await pruner(rt).run("job", NOW_MS)
+    assert report.tenants[0].events_deleted == 1
+    [row] = await archived(rt, "t1", "events")
+    assert row["event_id"] == old.event_id and row["payload"] == {"key": "k"}
+    left = await rt.db.prepare("SELECT event_id FROM memory_events WHERE tenant_id = 't1'").all()
+    assert [r["event_id"] for r in left.results] == [new.event_id]
