@@ -14,12 +14,13 @@ calls it (through a `WriteGate`) before writing:
 The rules (docs/lifecycle.md, "Write policy"):
 
 1. size: the canonical JSON of the value is at most `max_bytes[tier]`;
-2. tiers per agent type: a registered agent type writes `working` only with
-   `memory.working_memory`, `semantic` only with `memory.long_term_enabled`; `episodic` and
-   `procedural` always (the runtime records every turn and scores workflows). Writers that
-   are not registered agent types (MCP clients, operators, the reconciler) were admitted by
-   their route (tool permissions, Cloudflare Access) and are not limited here;
-3. confidence: at least `confidence_floor[tier]` (semantic: 0.3 by default);
+2. tiers per agent type: an agent of a registered type writing during a run (`run_id`
+   set) writes `working` only with `memory.working_memory`, `semantic` only with
+   `memory.long_term_enabled`; `episodic` and `procedural` always (the runtime records
+   every turn and scores workflows). Other writers (MCP clients, operators, the
+   reconciler) were admitted by their route (tool permissions, Cloudflare Access) and are
+   not limited here;
+3. confidence: at least `confidence_floor[tier]` (semantic: 0.1 by default);
 4. personal data — fields marked with the `_personal` key of a JSON object value (`true`:
    the whole entry; a list: the named fields of that object, which must exist):
    * only in the tiers of `personal_data_tiers` (episodic and semantic): not in working
@@ -187,7 +188,7 @@ DEFAULT_MAX_BYTES: dict[Tier, int] = {
 DEFAULT_CONFIDENCE_FLOOR: dict[Tier, float] = {
     "working": 0.0,
     "episodic": 0.0,
-    "semantic": 0.3,
+    "semantic": 0.1,
     "procedural": 0.0,
 }
 
@@ -233,7 +234,9 @@ class WritePolicy(BaseModel):
                     message=f"{size} bytes of JSON; the {tier} tier takes at most {limit}",
                 )
             )
-        allowed = self.allowed_tiers(proposal.agent_type)
+        # Only an agent writing during one of its runs is held to its type's tiers; the
+        # same type name on a platform write (an operator, a test) is just a label.
+        allowed = self.allowed_tiers(proposal.agent_type) if proposal.run_id else None
         if allowed is not None and tier not in allowed:
             found.append(
                 Violation(

@@ -56,6 +56,8 @@ from pydantic import (
 from agent_memory.events import EventLog, RetrievedItem, memory_retrieved
 from agent_memory.fusion import ChannelDetail, ChannelHit, ChannelResult, fuse
 from agent_memory.ids import content_hash, is_ulid, new_ulid, sha256_hex
+from agent_memory.links import linked_rows
+from agent_memory.policy import WriteDenied, WriteGate, WriteProposal
 from agent_memory.scope import AGENT_TYPE_PATTERN, TENANT_RE
 from agent_memory.scoring import (
     RetrievalConfig,
@@ -315,8 +317,17 @@ class RecalledFact(BaseModel):
         }
 
 
+class LinkedFact(BaseModel):
+    """A fact reached over one link from a recalled fact (`recall(follow_links=True)`)."""
+
+    fact: Fact
+    via: str
+    link_score: float
+
+
 class RecallResult(BaseModel):
     results: list[RecalledFact]
+    linked: list[LinkedFact] = Field(default_factory=list)
     event_id: str | None = None
     # How many candidates each channel contributed, and vector ids dropped (no live row).
     candidates: dict[str, int] = Field(default_factory=dict)
@@ -369,6 +380,7 @@ class SemanticMemory:
         agent_type: str = DEFAULT_AGENT_TYPE,
         run_id: str | None = None,
         tier: Tier = "semantic",
+        gate: WriteGate | None = None,
     ) -> None:
         if not isinstance(tenant_id, str) or not TENANT_RE.match(tenant_id):
             raise ValueError(f"invalid tenant id {tenant_id!r}")
@@ -383,6 +395,9 @@ class SemanticMemory:
         self._run_id = run_id
         self._tier: Tier = tier
         self._events = EventLog(tenant_id, db)
+        # Writes are proposals checked by the write policy; committed facts get a
+        # `memory_written` event (ADR-0051, `agent_memory.policy`).
+        self._gate = gate or WriteGate(tenant_id, clock=clock, events=self._events)
 
     @classmethod
     def from_bindings(
@@ -472,6 +487,12 @@ class SemanticMemory:
         inputs = self._validate_facts(facts)
         if not inputs:
             return []
+        proposals = [self._proposal(fact) for fact in inputs]
+        try:
+            self._gate.check_all(proposals)
+        except WriteDenied as denied:
+            problems = [{"field": v.code, "problem": v.message} for v in denied.violations]
+            raise MemoryInputError(str(denied), problems, code=denied.code) from None
         embedder = self._require_embedder()
         now = self._clock.now()
         hashes = [content_hash(f.content) for f in inputs]
@@ -568,9 +589,32 @@ class SemanticMemory:
             if first != index:
                 result = result.model_copy(update={"created": False})
             ordered.append(result)
+        created_at = [i for i, r in enumerate(ordered) if r.created]
+        await self._gate.committed(
+            [proposals[i] for i in created_at], [ordered[i].fact_id for i in created_at]
+        )
         if todo and not failed:
             await self._retry_pending_after_write()
         return ordered
+
+    def _proposal(self, fact: FactInput) -> WriteProposal:
+        return WriteProposal(
+            tier="semantic",
+            key=f"{fact.subject}|{fact.predicate}",
+            value={
+                "subject": fact.subject,
+                "predicate": fact.predicate,
+                "object": fact.object,
+                "content": fact.content,
+                "metadata": fact.metadata,
+            },
+            confidence=fact.confidence,
+            source=fact.source,
+            agent_type=fact.agent_type or self._agent_type,
+            # The catch-all subject names nobody: personal data needs a real one.
+            subject=None if fact.subject == DEFAULT_SUBJECT else fact.subject,
+            run_id=fact.learned_from_run_id or self._run_id,
+        )
 
     async def _retry_pending_after_write(self) -> None:
         """Self-healing: a write that just succeeded shows the vector store is healthy, so
@@ -809,11 +853,14 @@ class SemanticMemory:
         filters: RecallFilters | Mapping[str, Any] | None = None,
         *,
         query_vector: Sequence[float] | None = None,
+        follow_links: bool = False,
     ) -> RecallResult:
         """The `top_k` (1-20) best live facts for `query`, each with its score breakdown.
 
         Updates the returned facts' recall stats and writes a `memory_retrieved` event.
         `query_vector` skips the embedding call (benchmarks; callers that already have it).
+        `follow_links` also returns, in `linked`, the live facts one link away from the
+        results (the reconciler's links), strongest link first.
         Raises `MemoryInputError` for an empty query, a `top_k` out of range or bad filters.
         """
         try:
@@ -828,9 +875,17 @@ class SemanticMemory:
             )
         except ValidationError as exc:
             raise MemoryInputError.from_validation(exc, "recall") from None
-        return await self._recall(
+        result = await self._recall(
             request.query, request.top_k, request.filters, query_vector, record=True
         )
+        if follow_links and result.results:
+            hops = await linked_rows(
+                self._db, self._tenant_id, result.fact_ids, now_ms=_ms(self._clock.now())
+            )
+            result.linked = [
+                LinkedFact(fact=Fact.from_row(h.row), via=h.via, link_score=h.score) for h in hops
+            ]
+        return result
 
     async def rank(
         self,

@@ -69,10 +69,13 @@ def test_size_limits_per_tier(tier: str, size: int, ok: bool) -> None:
 
 
 def test_agent_types_write_only_their_tiers() -> None:
+    run = {"run_id": "01J0000000000000000000000A"}
     # `assistant` keeps working memory but has no long-term memory; `sdr` has both.
-    assert codes(proposal(tier="semantic", agent_type="assistant")) == ["tier_not_allowed"]
-    assert codes(proposal(tier="semantic", agent_type="sdr")) == []
-    assert codes(proposal(tier="episodic", agent_type="assistant")) == []
+    assert codes(proposal(tier="semantic", agent_type="assistant", **run)) == ["tier_not_allowed"]
+    assert codes(proposal(tier="semantic", agent_type="sdr", **run)) == []
+    assert codes(proposal(tier="episodic", agent_type="assistant", **run)) == []
+    # Outside a run the type is a label on a platform write (an operator, a backfill).
+    assert codes(proposal(tier="semantic", agent_type="assistant")) == []
     quiet = AgentType(
         name="quiet",
         description="no working memory",
@@ -81,16 +84,16 @@ def test_agent_types_write_only_their_tiers() -> None:
     )
     register_agent_type(quiet)
     try:
-        assert codes(proposal(tier="working", agent_type="quiet")) == ["tier_not_allowed"]
+        assert codes(proposal(tier="working", agent_type="quiet", **run)) == ["tier_not_allowed"]
     finally:
         unregister_agent_type("quiet")
     # Not a registered agent type (MCP clients, operators, the reconciler): not limited here.
-    assert codes(proposal(tier="semantic", agent_type="mcp")) == []
+    assert codes(proposal(tier="semantic", agent_type="mcp", **run)) == []
 
 
 def test_the_semantic_confidence_floor() -> None:
-    assert codes(proposal(confidence=0.29)) == ["confidence_too_low"]
-    assert codes(proposal(confidence=0.3)) == []
+    assert codes(proposal(confidence=0.09)) == ["confidence_too_low"]
+    assert codes(proposal(confidence=0.1)) == []
     assert codes(proposal(tier="working", confidence=0.0)) == []
 
 
@@ -278,3 +281,41 @@ async def test_an_agent_turn_records_memory_written_for_its_writes(rt: LocalRunt
         "SELECT episode_id FROM memory_episodes WHERE tenant_id = 'acme'"
     ).all()
     assert episode_event["event_id"] == stored.results[0]["episode_id"]
+
+
+async def test_semantic_facts_are_policed_and_recorded(rt: LocalRuntime) -> None:
+    from agent_memory.semantic import MemoryInputError, SemanticMemory
+
+    memory = SemanticMemory(
+        "t1", db=rt.db, vectors=rt.vectors, embedder=rt.embedder, clock=rt.clock
+    )
+    with pytest.raises(MemoryInputError) as caught:
+        await memory.learn_many(
+            [
+                {"content": "Ada's number is +44 20 7946 0000", "subject": "contact:ada"},
+                # Marked personal, but about nobody in particular: refused, so the whole call is.
+                {"content": "someone's email is x@y.z", "metadata": {"_personal": True}},
+            ]
+        )
+    assert caught.value.code == "memory_write_denied"
+    assert [p["field"] for p in caught.value.problems] == ["personal_data_without_subject"]
+    assert await count(rt.db, "SELECT COUNT(*) AS n FROM semantic_facts") == 0
+    assert (await rt.vectors.describe()).vector_count == 0
+    assert await written_events(rt, "t1") == []
+
+    learned = await memory.learn(
+        {
+            "content": "Ada's number is +44 20 7946 0000",
+            "subject": "contact:ada",
+            "metadata": {"_personal": True},
+        }
+    )
+    again = await memory.learn(
+        {"content": "Ada's number is +44 20 7946 0000", "subject": "contact:ada"}
+    )
+    assert again.fact_id == learned.fact_id and not again.created
+    [event] = await written_events(rt, "t1")
+    assert event["event_id"] == learned.fact_id and event["tier"] == "semantic"
+    assert event["payload"]["subject"] == "contact:ada"
+    assert event["payload"]["personal_fields"] == ["metadata"]
+    assert "7946" not in json.dumps(event)

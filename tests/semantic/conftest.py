@@ -76,5 +76,8 @@ async def vector_count(rt: LocalRuntime) -> int:
 
 
 async def event_count(rt: LocalRuntime) -> int:
-    value = await rt.db.prepare("SELECT COUNT(*) AS n FROM memory_events").first_value("n")
+    """`memory_retrieved` events (writes add `memory_written` ones: the write policy's)."""
+    value = await rt.db.prepare(
+        "SELECT COUNT(*) AS n FROM memory_events WHERE kind = 'memory_retrieved'"
+    ).first_value("n")
     return int(value)
