@@ -130,3 +130,11 @@ CREATE TABLE memory_links (
 ) STRICT;
 
 CREATE INDEX memory_links_to ON memory_links (tenant_id, to_fact_id);
+
+-- The reconciler's per-tenant progress: facts created after `linked_through_ms` have not
+-- been linked to their neighbours yet.
+CREATE TABLE reconcile_state (
+    tenant_id          TEXT NOT NULL PRIMARY KEY CHECK (length(tenant_id) BETWEEN 1 AND 128),
+    linked_through_ms  INTEGER NOT NULL DEFAULT 0,
+    last_run_ms        INTEGER NOT NULL DEFAULT 0
+) STRICT;

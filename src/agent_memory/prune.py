@@ -241,8 +241,8 @@ class Pruner:
     ) -> PruneReport:
         """Run (or resume) job `prune_id` within the budget; see the module docstring.
 
-        `tenants` limits the run to those tenants (the job is then never marked complete:
-        other tenants may still have rows); `meter` shares one budget between jobs."""
+        `tenants` limits the run to those tenants (the job is complete when they are);
+        `meter` shares one budget between jobs."""
         if self._cold is None:
             raise RuntimeError("the prune archives to the cold tier: bind the R2 bucket COLD")
         meter = meter or self.meter()
@@ -279,7 +279,8 @@ class Pruner:
         finished = report.stopped_by is None and all(
             t.done and t.error is None for t in report.tenants
         )
-        if finished and tenants is None:
+        if finished:
+            # A job run for named tenants (an operator's prune) is complete when they are.
             await self._finish_job(prune_id, now_ms)
             report.complete = True
         return report

@@ -16,6 +16,7 @@ from worker.errors import ApiError, internal_error, payload_too_large
 from worker.facts_routes import add_semantic_memory
 from worker.health import healthz
 from worker.http import HttpRequest, HttpResponse
+from worker.lifecycle_routes import add_lifecycle_routes
 from worker.router import Router
 
 log = logging.getLogger(__name__)
@@ -33,6 +34,8 @@ def build_router() -> Router[Bindings]:
     add_agent_routes(router)
     # Semantic memory: admin fact deletion (Access gated) and the memory tools' wiring.
     add_semantic_memory(router)
+    # The memory lifecycle (Access gated): retention, prune, reconcile, subject erase.
+    add_lifecycle_routes(router)
     return router
 
 

@@ -4,7 +4,7 @@
   cron's scheduled time (`agent_memory.prune`). A retried invocation continues the job.
 * `daily_brief` (`0 6 * * *`): the per-tenant brief (`agent_memory.brief`), then, with
   the rest of the invocation's budget, resumes a prune job the weekly run could not finish
-  and runs the reconciler.
+  and runs the reconciler (`agent_memory.reconciler`) over every tenant.
 
 Both return a JSON-able dict (what `wrangler dev`'s scheduled route and the local runtime
 print) and log per-tenant lines. A missing binding is reported, not raised: a cron has no
@@ -14,10 +14,15 @@ caller to answer.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from agent_memory.brief import build_brief
+from agent_memory.erase import SubjectEraser
 from agent_memory.prune import PruneBudget, Pruner, resume_unfinished, weekly_prune_id
+from agent_memory.reconciler import Reconciler
+from agent_memory.retention import known_tenants
+from agent_memory.semantic import SemanticMemory
 from bindings.environment import Bindings
 
 log = logging.getLogger(__name__)
@@ -42,6 +47,58 @@ def make_pruner(bindings: Bindings) -> Pruner | None:
         default_retention_days=bindings.settings.episode_retention_days,
         budget=lifecycle_budget(bindings),
     )
+
+
+def make_reconciler(bindings: Bindings, tenant: str) -> Reconciler | None:
+    """The tenant's reconciler, or None without D1, Vectorize and an embedder."""
+    if bindings.db is None or bindings.vectors is None or bindings.embedder is None:
+        return None
+    memory = SemanticMemory.from_bindings(bindings, tenant, agent_type="reconciler")
+    return Reconciler(
+        tenant,
+        db=bindings.db,
+        vectors=bindings.vectors,
+        memory=memory,
+        embedding_key=bindings.embedder.config.key,
+        clock=bindings.clock,
+    )
+
+
+def make_eraser(bindings: Bindings, tenant: str) -> SubjectEraser | None:
+    if bindings.db is None:
+        return None
+    return SubjectEraser(
+        tenant,
+        db=bindings.db,
+        clock=bindings.clock,
+        kv=bindings.kv,
+        vectors=bindings.vectors,
+        cold=bindings.cold,
+    )
+
+
+async def reconcile_all(bindings: Bindings, *, max_seconds: float) -> list[dict[str, Any]]:
+    """Reconcile every tenant with facts or episodes until `max_seconds` have passed (the
+    rest wait for the next day); one tenant's failure is logged and does not stop others."""
+    if bindings.db is None:
+        return []
+    started = time.monotonic()
+    out: list[dict[str, Any]] = []
+    for tenant in await known_tenants(bindings.db, ("semantic_facts", "memory_episodes")):
+        if time.monotonic() - started >= max_seconds:
+            log.warning("reconcile: out of time; %s and later tenants wait a day", tenant)
+            break
+        reconciler = make_reconciler(bindings, tenant)
+        if reconciler is None:
+            break
+        try:
+            report = await reconciler.run()
+        except Exception as exc:
+            log.exception("reconcile: tenant %s failed", tenant)
+            out.append({"tenant_id": tenant, "error": f"{type(exc).__name__}: {exc}"})
+            continue
+        out.append(report.model_dump(exclude={"merges", "conflicts", "new_fact_ids"}))
+    return out
 
 
 def _missing(bindings: Bindings) -> dict[str, Any]:
@@ -79,8 +136,11 @@ async def daily_brief(bindings: Bindings, scheduled_time: float) -> dict[str, An
         "brief": brief.summary(),
         "tenants": [t.model_dump() for t in brief.tenants],
     }
+    started = time.monotonic()
     pruner = make_pruner(bindings)
     if pruner is not None:
         resumed = await resume_unfinished(pruner)
         result["prune_resumed"] = [r.summary() for r in resumed]
+    left = bindings.settings.lifecycle_max_seconds - (time.monotonic() - started)
+    result["reconciled"] = await reconcile_all(bindings, max_seconds=max(0.0, left))
     return result

@@ -1,0 +1,171 @@
+"""The memory lifecycle's admin routes (Cloudflare Access gated; docs/lifecycle.md).
+
+    GET    /admin/tenants/{tenant}/lifecycle            settings + today's brief numbers
+    PUT    /admin/tenants/{tenant}/lifecycle            override retention / episode limit
+    POST   /admin/tenants/{tenant}/prune                prune the tenant now ({"dry_run"})
+    POST   /admin/tenants/{tenant}/reconcile            run the reconciler for the tenant
+    DELETE /admin/tenants/{tenant}/subjects/{subject}   erase a subject from every tier
+
+Every route checks the Access token first (401/403 before anything else), then the path
+(422 `invalid_path`) and the body (422 `validation_error`). `{subject}` is percent-decoded,
+so a subject with `/` or spaces is sent encoded. 503 when a binding the route needs is
+missing.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import unquote
+
+from pydantic import BaseModel, ConfigDict
+
+from agent_memory.brief import build_brief
+from agent_memory.erase import validate_subject
+from agent_memory.ids import new_ulid
+from agent_memory.retention import LifecycleUpdate, get_lifecycle, set_lifecycle
+from agent_memory.scope import is_tenant
+from bindings.environment import Bindings
+from bindings.ports.d1 import D1Database
+from worker.access import AccessIdentity, access_gated
+from worker.body import parse_body, parse_model, read_json
+from worker.errors import ApiError
+from worker.http import HttpRequest, HttpResponse, json_response
+from worker.lifecycle_jobs import make_eraser, make_pruner, make_reconciler
+from worker.router import Router
+
+TENANT_ROUTE = "/admin/tenants/{tenant}"
+
+
+class PruneBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    dry_run: bool = False
+
+
+class EmptyBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _tenant(params: dict[str, str]) -> str:
+    tenant = params["tenant"]
+    if not is_tenant(tenant):
+        raise ApiError(
+            422,
+            "invalid_path",
+            "tenant must be 1-63 characters of a-z, 0-9, '_' or '-', starting with a letter "
+            "or digit",
+        )
+    return tenant
+
+
+def _db(bindings: Bindings) -> D1Database:
+    if bindings.db is None:
+        raise ApiError(503, "lifecycle_unavailable", "the D1 binding is missing")
+    return bindings.db
+
+
+def _now_ms(bindings: Bindings) -> int:
+    return int(bindings.clock.now() * 1000)
+
+
+@access_gated
+async def get_tenant_lifecycle(
+    request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
+) -> HttpResponse:
+    tenant = _tenant(params)
+    db = _db(bindings)
+    days = bindings.settings.episode_retention_days
+    settings = await get_lifecycle(db, tenant, days)
+    brief = await build_brief(
+        db, now_ms=_now_ms(bindings), default_retention_days=days, tenants=[tenant]
+    )
+    return json_response(
+        {"settings": settings.model_dump(), "brief": brief.tenants[0].model_dump()}
+    )
+
+
+@access_gated
+async def put_tenant_lifecycle(
+    request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
+) -> HttpResponse:
+    tenant = _tenant(params)
+    update = parse_body(request, LifecycleUpdate)
+    settings = await set_lifecycle(
+        _db(bindings),
+        tenant,
+        update,
+        default_days=bindings.settings.episode_retention_days,
+        now_ms=_now_ms(bindings),
+        updated_by=identity.principal,
+    )
+    return json_response({"settings": settings.model_dump()})
+
+
+@access_gated
+async def prune_tenant(
+    request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
+) -> HttpResponse:
+    tenant = _tenant(params)
+    body = parse_body(request, PruneBody) if request.body else PruneBody()
+    pruner = make_pruner(bindings)
+    if pruner is None:
+        raise ApiError(503, "lifecycle_unavailable", "the prune needs the DB and COLD bindings")
+    now_ms = _now_ms(bindings)
+    if body.dry_run:
+        report = await pruner.dry_run(now_ms, tenants=[tenant])
+    else:
+        job = f"manual-{new_ulid(now_ms / 1000)}"
+        report = await pruner.run(job, now_ms, tenants=[tenant])
+    return json_response(
+        {"prune": report.summary(), "tenants": [t.model_dump() for t in report.tenants]}
+    )
+
+
+@access_gated
+async def reconcile_tenant(
+    request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
+) -> HttpResponse:
+    tenant = _tenant(params)
+    if request.body:
+        parse_model(read_json(request), EmptyBody)
+    reconciler = make_reconciler(bindings, tenant)
+    if reconciler is None:
+        raise ApiError(
+            503,
+            "lifecycle_unavailable",
+            "the reconciler needs the DB and VECTORIZE bindings and an embedder",
+        )
+    report = await reconciler.run()
+    return json_response(report.model_dump())
+
+
+@access_gated
+async def erase_subject(
+    request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
+) -> HttpResponse:
+    tenant = _tenant(params)
+    try:
+        subject = validate_subject(unquote(params["subject"]))
+    except ValueError as exc:
+        raise ApiError(422, "invalid_path", str(exc)) from None
+    eraser = make_eraser(bindings, tenant)
+    if eraser is None:
+        raise ApiError(503, "lifecycle_unavailable", "the D1 binding is missing")
+    report = await eraser.erase(subject)
+    if not report.complete:
+        # Some tier failed; what was removed is in the details. Repeating the DELETE
+        # finishes the job (every step is idempotent).
+        raise ApiError(
+            502,
+            "erase_incomplete",
+            "the erase did not finish in every tier; repeat the request",
+            report.model_dump(),
+        )
+    return json_response({**report.model_dump(), "erased_by": identity.principal})
+
+
+def add_lifecycle_routes(router: Router[Bindings]) -> None:
+    router.add("GET", f"{TENANT_ROUTE}/lifecycle", get_tenant_lifecycle)
+    router.add("PUT", f"{TENANT_ROUTE}/lifecycle", put_tenant_lifecycle)
+    router.add("POST", f"{TENANT_ROUTE}/prune", prune_tenant)
+    router.add("POST", f"{TENANT_ROUTE}/reconcile", reconcile_tenant)
+    router.add("DELETE", f"{TENANT_ROUTE}/subjects/{{subject}}", erase_subject)
