@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import shutil
 import statistics
 import sys
 import tempfile
@@ -324,6 +325,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         summary("query embedding alone", embed_only),
     ]
     await runtime.close()
+    if not args.state:
+        shutil.rmtree(root, ignore_errors=True)
     report = {"learn": throughput, "recall": rows, "embedder": inner.config.key}
     print(json.dumps(report))
     return report

@@ -83,6 +83,9 @@ from bindings.ports.vectorize import (
 
 log = logging.getLogger(__name__)
 
+# Vectorize indexes the first 64 bytes of a string metadata value (metadata-filtering.mdx).
+VECTORIZE_MAX_INDEXED_STRING_BYTES = 64
+
 NAMESPACE_PREFIX = "agent_memory_semantic:"
 # Tenant ids never contain "~" (scope.TENANT_PATTERN), so a hashed name cannot equal a
 # plain one.
@@ -119,6 +122,16 @@ def namespace_for_tenant(tenant_id: str) -> str:
     if len(plain.encode("utf-8")) <= VECTORIZE_MAX_NAMESPACE_BYTES:
         return plain
     return HASHED_NAMESPACE_PREFIX + sha256_hex(tenant_id)[:40]
+
+
+def embedding_tag(config: EmbeddingConfig) -> str:
+    """The `embedding` metadata value of a vector: `EmbeddingConfig.key`, or
+    `sha256:{hash[:40]}` of it when longer than 64 bytes, because Vectorize indexes only a
+    string's first 64 bytes and two configs sharing a prefix must never match each other."""
+    key = config.key
+    if len(key.encode("utf-8")) <= VECTORIZE_MAX_INDEXED_STRING_BYTES:
+        return key
+    return "sha256:" + sha256_hex(key)[:40]
 
 
 def _chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
@@ -446,7 +459,7 @@ class SemanticMemory:
     def _vector_filter(self, config: EmbeddingConfig, agent_type: str | None) -> dict[str, Any]:
         # tenant_id on top of the namespace (ADR-0030 defence in depth) and the embedding
         # config, so a query never compares vectors of different models (DESIGN inv. 6).
-        flt: dict[str, Any] = {"tenant_id": self._tenant_id, "embedding": config.key}
+        flt: dict[str, Any] = {"tenant_id": self._tenant_id, "embedding": embedding_tag(config)}
         if agent_type is not None:
             flt["agent_type"] = agent_type
         return flt
@@ -728,7 +741,7 @@ class SemanticMemory:
             "object": job.object,
             "confidence": job.confidence,
             "created_at": job.created_at_ms,
-            "embedding": config.key,
+            "embedding": embedding_tag(config),
             "embedding_provider": config.provider,
             "embedding_model": config.model,
             "embedding_dimensions": config.dimensions,

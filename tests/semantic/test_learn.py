@@ -13,9 +13,10 @@ from agent_memory.semantic import (
     MAX_CONTENT_CHARS,
     MemoryInputError,
     SemanticMemory,
+    embedding_tag,
     namespace_for_tenant,
 )
-from bindings.ports.embedder import EmbeddingOverloadedError
+from bindings.ports.embedder import EmbeddingConfig, EmbeddingOverloadedError
 from tests.fakes.embedder import HashingEmbedder
 from tests.semantic.conftest import MemoryFactory, fact_rows, vector_count
 from tests.semantic.fakes import FailingEmbedder, SpyD1, SpyVectors
@@ -219,6 +220,17 @@ async def test_metadata_of_exactly_10_kib_is_accepted(
     result = await make_memory().learn({"content": "big metadata", "metadata": metadata})
     fact = await make_memory().get(result.fact_id)
     assert fact is not None and fact.metadata == metadata
+
+
+def test_embedding_tag_stays_within_the_indexed_64_bytes() -> None:
+    short = EmbeddingConfig(
+        provider="workers-ai", model="@cf/baai/bge-small-en-v1.5", dimensions=384
+    )
+    assert embedding_tag(short) == short.key
+    long_a = EmbeddingConfig(provider="p", model="m" * 80 + "-a", dimensions=384)
+    long_b = EmbeddingConfig(provider="p", model="m" * 80 + "-b", dimensions=384)
+    tags = {embedding_tag(long_a), embedding_tag(long_b)}
+    assert len(tags) == 2 and all(len(tag.encode()) <= 64 for tag in tags)
 
 
 def test_namespace_is_per_tenant_and_hashed_when_too_long() -> None:
