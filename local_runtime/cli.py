@@ -25,13 +25,16 @@ COMMAND_MODULES = [
     "local_runtime.commands.access",
     "local_runtime.commands.agents",
     "local_runtime.commands.bench",
+    "local_runtime.commands.lifecycle",
 ]
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="agent-memory",
-        description="Tiered agent memory on Cloudflare Python Workers: local runtime and operator CLI.",
+        description=(
+            "Tiered agent memory on Cloudflare Python Workers: local runtime and operator CLI."
+        ),
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMAND_MODULES:
