@@ -1,0 +1,308 @@
+"""The memory lifecycle on the local runtime's state folder (docs/lifecycle.md).
+
+    agent-memory prune [--dry-run] [--tenant T]... [--batch-rows N] [--max-operations N]
+                       [--max-seconds S] [--job ID] [--at MS]
+    agent-memory brief [--tenant T]... [--json]
+    agent-memory reconcile [--tenant T]...
+    agent-memory erase-subject TENANT SUBJECT
+    agent-memory retention TENANT [--days N | --default-days] [--limit N | --default-limit]
+
+They run the same code as the Worker's crons and admin routes, directly against the state
+folder (`--state`), and print progress to stderr as they go (one line per tenant, with
+running totals) and the result as JSON on stdout. Locally there is no
+per-invocation limit, so the prune's budget is unlimited unless `--max-operations` /
+`--max-seconds` say otherwise; a prune stopped by its budget is finished by running the
+same `--job` again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from typing import Any
+
+from local_runtime.commands.common import add_state_option
+
+UNLIMITED_OPERATIONS = 10**12
+UNLIMITED_SECONDS = 10.0**9
+
+
+def _open(args: argparse.Namespace) -> Any:
+    """The local runtime of `--state`, migrated (tests replace this to pick an embedder)."""
+    from local_runtime.runtime import LocalRuntime
+
+    runtime = LocalRuntime.open(args.state)
+    asyncio.run(runtime.migrate())
+    return runtime
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _emit(data: Any) -> None:
+    print(json.dumps(data, indent=2, sort_keys=True, default=str))
+
+
+def _now_ms(args: argparse.Namespace, runtime: Any) -> int:
+    at = getattr(args, "at", None)
+    return int(at) if at is not None else int(runtime.clock.now() * 1000)
+
+
+# --------------------------------------------------------------------------- prune
+
+
+def cmd_prune(args: argparse.Namespace) -> int:
+    from agent_memory.ids import new_ulid
+    from agent_memory.prune import PruneBudget, Pruner, TenantPruneCounts
+
+    runtime = _open(args)
+    budget = PruneBudget(
+        max_operations=args.max_operations or UNLIMITED_OPERATIONS,
+        max_seconds=args.max_seconds or UNLIMITED_SECONDS,
+        batch_rows=args.batch_rows,
+    )
+    pruner = Pruner(
+        runtime.db,
+        runtime.cold,
+        runtime.clock,
+        default_retention_days=runtime.settings.episode_retention_days,
+        budget=budget,
+    )
+    at = _now_ms(args, runtime)
+    tenants = args.tenant or None
+    started = time.perf_counter()
+    done = {"tenants": 0, "rows": 0}
+
+    def progress(counts: TenantPruneCounts) -> None:
+        done["tenants"] += 1
+        if args.dry_run:
+            _say(
+                f"  {counts.tenant_id}: {counts.episodes_due} episode(s), {counts.runs_due} "
+                f"run(s), {counts.events_due} event(s) past {counts.retention_days} days"
+            )
+            return
+        rows = counts.episodes_now + counts.runs_now + counts.events_now
+        done["rows"] += rows
+        elapsed = time.perf_counter() - started
+        _say(
+            f"  [{done['tenants']}] {counts.tenant_id}: archived+deleted {counts.episodes_now} "
+            f"episode(s), {counts.runs_now} run(s), {counts.events_now} event(s) in "
+            f"{counts.batches_now} batch(es){' (done)' if counts.done else ''}"
+            f"{' ERROR ' + counts.error if counts.error else ''} — {done['rows']} rows, "
+            f"{elapsed:.1f}s"
+        )
+
+    async def go() -> Any:
+        try:
+            if args.dry_run:
+                _say(f"prune --dry-run at {at} (nothing is written)")
+                return await pruner.dry_run(at, tenants=tenants, progress=progress)
+            job = args.job or f"cli-{new_ulid(at / 1000)}"
+            _say(f"prune job {job}: archiving to {runtime.cold.root}, then deleting")
+            return await pruner.run(job, at, tenants=tenants, progress=progress)
+        finally:
+            await runtime.close()
+
+    report = asyncio.run(go())
+    _emit(
+        {
+            **report.summary(),
+            "wall_seconds": round(time.perf_counter() - started, 3),
+            "tenants": [
+                t.model_dump(exclude={"archives_now"}, exclude_none=True) for t in report.tenants
+            ],
+        }
+    )
+    if report.stopped_by is not None:
+        _say(f"stopped by the {report.stopped_by} budget: run again with --job {report.prune_id}")
+    return 0 if all(t.error is None for t in report.tenants) else 1
+
+
+# --------------------------------------------------------------------------- brief
+
+
+def cmd_brief(args: argparse.Namespace) -> int:
+    from agent_memory.brief import build_brief
+
+    runtime = _open(args)
+
+    async def go() -> Any:
+        try:
+            return await build_brief(
+                runtime.db,
+                now_ms=_now_ms(args, runtime),
+                default_retention_days=runtime.settings.episode_retention_days,
+                tenants=args.tenant or None,
+            )
+        finally:
+            await runtime.close()
+
+    brief = asyncio.run(go())
+    for warning in brief.warnings:
+        _say(f"WARNING: {warning}")
+    if args.json:
+        _emit({**brief.summary(), "tenants": [t.model_dump() for t in brief.tenants]})
+        return 0
+    header = (
+        f"{'tenant':<24} {'level':<9} {'episodes':>9} {'limit':>8} {'past ret.':>9} "
+        f"{'facts':>7} {'pending':>7} {'archived':>9}"
+    )
+    print(header)
+    for t in brief.tenants:
+        print(
+            f"{t.tenant_id:<24} {t.level:<9} {t.episodes:>9} {t.episode_limit:>8} "
+            f"{t.episodes_past_retention:>9} {t.facts_active:>7} {t.facts_pending_vector:>7} "
+            f"{t.archived_rows:>9}"
+        )
+    return 0
+
+
+# --------------------------------------------------------------------------- reconcile
+
+
+def cmd_reconcile(args: argparse.Namespace) -> int:
+    from agent_memory.retention import known_tenants
+    from worker.lifecycle_jobs import make_reconciler
+
+    runtime = _open(args)
+
+    async def go() -> list[dict[str, Any]]:
+        try:
+            bindings = runtime.bindings()
+            tenants = args.tenant or await known_tenants(
+                runtime.db, ("semantic_facts", "memory_episodes")
+            )
+            out = []
+            for index, tenant in enumerate(tenants, 1):
+                reconciler = make_reconciler(bindings, tenant)
+                if reconciler is None:
+                    raise SystemExit("reconcile needs D1, the vector index and an embedder")
+                report = await reconciler.run()
+                _say(
+                    f"  [{index}/{len(tenants)}] {tenant}: merged {report.merged_exact}+"
+                    f"{report.merged_similar}, superseded {report.superseded_conflicts}, "
+                    f"promoted {report.promoted}, summarised {report.summarised}, "
+                    f"links +{report.links_added}"
+                )
+                out.append(report.model_dump(exclude={"new_fact_ids"}))
+            return out
+        finally:
+            await runtime.close()
+
+    _emit(asyncio.run(go()))
+    return 0
+
+
+# --------------------------------------------------------------------------- erase
+
+
+def cmd_erase_subject(args: argparse.Namespace) -> int:
+    from agent_memory.erase import SubjectEraser, validate_subject
+
+    try:
+        subject = validate_subject(args.subject)
+    except ValueError as exc:
+        _say(f"error: {exc}")
+        return 2
+    runtime = _open(args)
+    eraser = SubjectEraser(
+        args.tenant,
+        db=runtime.db,
+        clock=runtime.clock,
+        kv=runtime.kv,
+        vectors=runtime.vectors,
+        cold=runtime.cold,
+        progress=lambda step, n: _say(f"  {step}: {n}"),
+    )
+
+    async def go() -> Any:
+        try:
+            return await eraser.erase(subject)
+        finally:
+            await runtime.close()
+
+    _say(f"erasing {subject!r} from tenant {args.tenant}")
+    report = asyncio.run(go())
+    _emit(report.model_dump())
+    return 0 if report.complete else 1
+
+
+# --------------------------------------------------------------------------- retention
+
+
+def cmd_retention(args: argparse.Namespace) -> int:
+    from agent_memory.retention import LifecycleUpdate, get_lifecycle, set_lifecycle
+
+    runtime = _open(args)
+    fields: dict[str, Any] = {}
+    if args.days is not None or args.default_days:
+        fields["episode_retention_days"] = None if args.default_days else args.days
+    if args.limit is not None or args.default_limit:
+        fields["episode_limit"] = None if args.default_limit else args.limit
+
+    async def go() -> Any:
+        try:
+            days = runtime.settings.episode_retention_days
+            if not fields:
+                return await get_lifecycle(runtime.db, args.tenant, days)
+            return await set_lifecycle(
+                runtime.db,
+                args.tenant,
+                LifecycleUpdate.model_validate(fields),
+                default_days=days,
+                now_ms=int(runtime.clock.now() * 1000),
+                updated_by="cli",
+            )
+        finally:
+            await runtime.close()
+
+    _emit(asyncio.run(go()).model_dump())
+    return 0
+
+
+def register(sub: Any) -> None:
+    prune = sub.add_parser(
+        "prune", help="archive episodes, runs and events past retention to the cold tier, delete"
+    )
+    prune.add_argument("--dry-run", action="store_true", help="count what would go; write nothing")
+    prune.add_argument("--tenant", action="append", help="only this tenant (repeatable)")
+    prune.add_argument("--batch-rows", type=int, default=500)
+    prune.add_argument("--max-operations", type=int, default=None, help="D1+R2 calls budget")
+    prune.add_argument("--max-seconds", type=float, default=None, help="wall-time budget")
+    prune.add_argument("--job", help="job id (resume a job stopped by its budget)")
+    prune.add_argument("--at", type=int, help="the prune's time, epoch ms (default now)")
+    add_state_option(prune)
+    prune.set_defaults(func=cmd_prune)
+
+    brief = sub.add_parser("brief", help="per-tenant episodes, facts, pending vectors, warnings")
+    brief.add_argument("--tenant", action="append")
+    brief.add_argument("--json", action="store_true")
+    brief.add_argument("--at", type=int, help="epoch ms (default now)")
+    add_state_option(brief)
+    brief.set_defaults(func=cmd_brief)
+
+    reconcile = sub.add_parser("reconcile", help="dedup, conflicts, promotion, decay, linking")
+    reconcile.add_argument("--tenant", action="append")
+    add_state_option(reconcile)
+    reconcile.set_defaults(func=cmd_reconcile)
+
+    erase = sub.add_parser("erase-subject", help="remove every trace of a subject of a tenant")
+    erase.add_argument("tenant")
+    erase.add_argument("subject")
+    add_state_option(erase)
+    erase.set_defaults(func=cmd_erase_subject)
+
+    retention = sub.add_parser("retention", help="show or override a tenant's retention/limit")
+    retention.add_argument("tenant")
+    group = retention.add_mutually_exclusive_group()
+    group.add_argument("--days", type=int)
+    group.add_argument("--default-days", action="store_true")
+    limit = retention.add_mutually_exclusive_group()
+    limit.add_argument("--limit", type=int)
+    limit.add_argument("--default-limit", action="store_true")
+    add_state_option(retention)
+    retention.set_defaults(func=cmd_retention)
