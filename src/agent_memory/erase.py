@@ -7,7 +7,8 @@ as `contact:hubspot_id:123`, matched exactly as a field and as a substring of te
 * episodes whose `subject` is it, or whose content or data contain it; the runs of those
   episodes, and runs whose input, output or error contain it;
 * semantic facts (any status) whose subject or object is it, or whose content or metadata
-  contain it; their vectors; links from or to them; provenance of or to erased rows;
+  contain it, and the facts they superseded (merged duplicates, replaced values: their
+  history); their vectors; links from or to them; provenance of or to erased rows;
 * memory events that name it (payload text), that describe an erased row (the event id
   is the row id for `memory_written`), that belong to an erased run, or that carry an
   erased content hash; a `memory_retrieved` event that merely listed an erased fact among
@@ -310,6 +311,28 @@ class SubjectEraser:
         for row in facts.results:
             found.facts.add(str(row["fact_id"]))
             found.hashes.add(str(row["content_hash"]))
+        # Facts superseded by an erased fact (duplicates merged into it, earlier values it
+        # replaced) are its history: they go too, transitively.
+        frontier = sorted(found.facts)
+        while frontier:
+            newer: list[str] = []
+            for chunk in _chunks(frontier):
+                marks = ", ".join("?" for _ in chunk)
+                result = await (
+                    self._db.prepare(
+                        "SELECT fact_id, content_hash FROM semantic_facts WHERE tenant_id = ? "
+                        f"AND superseded_by IN ({marks})"
+                    )
+                    .bind(self.tenant_id, *chunk)
+                    .all()
+                )
+                for row in result.results:
+                    fact_id = str(row["fact_id"])
+                    if fact_id not in found.facts:
+                        found.facts.add(fact_id)
+                        found.hashes.add(str(row["content_hash"]))
+                        newer.append(fact_id)
+            frontier = newer
         runs = await (
             self._db.prepare(
                 "SELECT run_id FROM agent_runs WHERE tenant_id = ? AND (instr(input, ?) > 0 "

@@ -11,7 +11,7 @@ Overrides are set by an operator (`PUT /admin/tenants/{tenant}/lifecycle`, or th
 NULL column means "the default".
 
 `known_tenants` is the one query here that is not scoped to a tenant: it lists tenant ids
-(nothing else) with a loose index scan, one index seek per tenant, in a single statement.
+(nothing else) with a loose index scan, one index seek per tenant, one statement per table.
 """
 
 from __future__ import annotations
@@ -132,7 +132,7 @@ async def known_tenants(
 
     A recursive CTE walks each table's tenant-first index one distinct tenant at a time
     (`MIN(tenant_id) WHERE tenant_id > previous`: one seek each), so the cost grows with the
-    number of tenants, not rows, and it is one D1 query whatever the count.
+    number of tenants, not rows, and it is one D1 query per table whatever the count.
     """
     found: set[str] = set()
     for table in tables:
