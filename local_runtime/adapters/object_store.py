@@ -217,4 +217,3 @@ class LocalObjectStore:
 
     def __repr__(self) -> str:
         return f"LocalObjectStore({str(self.root)!r})"
-
