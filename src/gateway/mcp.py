@@ -379,6 +379,15 @@ async def _call_memory_tool(
         arguments = {"top_k": 5, **arguments}
     try:
         result = await ctx.memory.call(principal.tenant, name, arguments)
+    except ValueError as exc:
+        # Refused input (the dispatcher's contract: a ValueError with a stable `code`): the
+        # client gets the reason, as it would for a schema failure, and nothing was written.
+        code = getattr(exc, "code", None)
+        if not isinstance(code, str):
+            log.exception("memory tool %s failed for tenant %s", name, principal.tenant)
+            return _text_result(f"{name} failed with an internal error; try again later", True)
+        refused = {"error": {"code": code, "message": str(exc)}}
+        return _text_result(json.dumps(refused, ensure_ascii=False), True)
     except Exception:
         log.exception("memory tool %s failed for tenant %s", name, principal.tenant)
         return _text_result(f"{name} failed with an internal error; try again later", True)

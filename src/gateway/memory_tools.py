@@ -65,6 +65,9 @@ class MemoryToolDispatcher(Protocol):
         """Run `tool_name` (`recall_memory` or `store_memory`) with validated `arguments`.
 
         Returns a JSON-serialisable result (sent to the client as text). Raising means the
-        tool failed; the client then sees an MCP tool error (`isError: true`).
+        tool failed; the client then sees an MCP tool error (`isError: true`). Input the memory
+        refuses (blank query, oversized content...) is a `ValueError` carrying a stable string
+        `code`: the client sees that code and message; any other exception is reported as an
+        internal error without details.
         """
         ...

@@ -353,6 +353,27 @@ async def test_memory_tool_arguments_are_validated(seeded: Seeded) -> None:
     assert memory.calls == []
 
 
+class _Refused(ValueError):
+    code = "empty_query"
+
+
+class RefusingMemory(FakeMemory):
+    async def call(self, tenant: str, tool_name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append((tenant, tool_name, arguments))
+        raise _Refused("query must contain at least one word")
+
+
+async def test_refused_memory_input_reaches_the_client_with_its_reason(seeded: Seeded) -> None:
+    gw = seeded.gateway
+    gw.semantic_tier = True
+    _install(RefusingMemory())
+    params = {"name": "recall_memory", "arguments": {"query": "   "}}
+    result = _result(await gw.rpc("tools/call", params, key=seeded.key))
+    assert result["isError"] is True
+    refused = json.loads(result["content"][0]["text"])["error"]
+    assert refused == {"code": "empty_query", "message": "query must contain at least one word"}
+
+
 async def test_memory_tool_failure_is_a_tool_error(seeded: Seeded) -> None:
     gw = seeded.gateway
     gw.semantic_tier = True
