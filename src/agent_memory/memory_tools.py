@@ -167,10 +167,8 @@ async def store_memory(
 
 
 def retrieval_config(bindings: Bindings) -> RetrievalConfig:
-    """The deployment's retrieval config: the JSON of a `MEMORY_RETRIEVAL_CONFIG` setting
-    when the settings carry one, else the defaults."""
-    text = getattr(bindings.settings, "memory_retrieval_config", "") or ""
-    return RetrievalConfig.from_json(text) if isinstance(text, str) else RetrievalConfig()
+    """The deployment's retrieval config: defaults overridden by `MEMORY_RETRIEVAL_CONFIG`."""
+    return RetrievalConfig.from_json(bindings.settings.memory_retrieval_config)
 
 
 # --------------------------------------------------------------------------- MCP gateway

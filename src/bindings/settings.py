@@ -7,10 +7,11 @@ request with a clear message.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class Settings(BaseModel):
@@ -29,12 +30,27 @@ class Settings(BaseModel):
     llm_model: str = "@cf/meta/llama-3.1-8b-instruct"
     max_body_bytes: int = Field(default=1_048_576, ge=1024)
     episode_retention_days: int = Field(default=90, ge=1)
+    # Recall scoring and fusion overrides as a JSON object (docs/semantic-memory.md), e.g.
+    # {"tiers": {"semantic": {"relevance": 0.6, "recency": 0.1, ...}}}; empty = defaults.
+    memory_retrieval_config: str = ""
     # The lifecycle crons' budget per invocation (docs/lifecycle.md): D1 statements + R2
     # calls (paid plan: 1000 D1 queries per invocation; set ~45 on the free plan's 50) and
     # wall time (a cron whose interval is >= 1 h may run 15 min), and the prune batch size.
     lifecycle_max_operations: int = Field(default=900, ge=10)
     lifecycle_max_seconds: float = Field(default=600.0, gt=0, le=900)
     prune_batch_rows: int = Field(default=500, ge=1, le=5000)
+
+    @field_validator("memory_retrieval_config")
+    @classmethod
+    def _json_object(cls, value: str) -> str:
+        if value.strip():
+            try:
+                parsed = json.loads(value)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"MEMORY_RETRIEVAL_CONFIG is not JSON: {exc}") from None
+            if not isinstance(parsed, dict):
+                raise ValueError("MEMORY_RETRIEVAL_CONFIG must be a JSON object")
+        return value
 
     @classmethod
     def from_vars(cls, values: Mapping[str, Any]) -> Settings:

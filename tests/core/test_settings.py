@@ -1,0 +1,50 @@
+"""Settings from wrangler vars: typed, validated once, overrides that reach the code."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pydantic import ValidationError
+
+from agent_memory.memory_tools import retrieval_config
+from bindings.environment import Bindings
+from bindings.ports.clock import FixedClock
+from bindings.settings import Settings
+from local_runtime.background import LocalBackgroundTasks
+
+
+def test_vars_arrive_as_strings_and_come_out_typed() -> None:
+    settings = Settings.from_vars(
+        {"MAX_BODY_BYTES": "2048", "EPISODE_RETENTION_DAYS": "30", "UNRELATED": "x"}
+    )
+    assert settings.max_body_bytes == 2048
+    assert settings.episode_retention_days == 30
+
+
+def test_retrieval_weights_can_be_overridden_per_tier_by_a_var() -> None:
+    override = {
+        "tiers": {
+            "semantic": {
+                "relevance": 1.0,
+                "recency": 0.0,
+                "confidence": 0.0,
+                "density": 0.0,
+                "recency_half_life_days": 7,
+            }
+        }
+    }
+    settings = Settings.from_vars({"MEMORY_RETRIEVAL_CONFIG": json.dumps(override)})
+    bindings = Bindings(settings=settings, clock=FixedClock(), background=LocalBackgroundTasks())
+    weights = retrieval_config(bindings).weights_for("semantic")
+    assert (weights.relevance, weights.recency, weights.recency_half_life_days) == (1.0, 0.0, 7)
+    default = retrieval_config(
+        Bindings(settings=Settings(), clock=FixedClock(), background=LocalBackgroundTasks())
+    )
+    assert default.weights_for("semantic") != weights
+
+
+@pytest.mark.parametrize("bad", ["{not json", "[1, 2]"])
+def test_a_malformed_retrieval_config_is_refused_at_startup(bad: str) -> None:
+    with pytest.raises(ValidationError, match="MEMORY_RETRIEVAL_CONFIG"):
+        Settings.from_vars({"MEMORY_RETRIEVAL_CONFIG": bad})
