@@ -31,9 +31,6 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
-from local_runtime.runtime import LocalRuntime  # noqa: E402
-from tests.fakes.embedder import HashingEmbedder  # noqa: E402
-
 from agent_memory.agent_types import get_agent_type  # noqa: E402
 from agent_memory.context import assemble_context  # noqa: E402
 from agent_memory.episodic import EpisodicStore  # noqa: E402
@@ -42,6 +39,8 @@ from agent_memory.working import WorkingMemory  # noqa: E402
 from agent_runtime_do.schema import create_schema  # noqa: E402
 from agent_runtime_do.turn_state import begin_turn, read_turn_state  # noqa: E402
 from bindings.ports.d1 import D1Database  # noqa: E402
+from local_runtime.runtime import LocalRuntime  # noqa: E402
+from tests.fakes.embedder import HashingEmbedder  # noqa: E402
 
 TENANT = "acme"
 AGENT_TYPES = ("assistant", "sdr", "support", "research")

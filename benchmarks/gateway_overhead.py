@@ -146,14 +146,13 @@ def report(name: str, direct: list[float], proxied: list[float]) -> None:
 
 
 async def bench(calls: int, warmup: int, upstream: str) -> None:
-    from local_runtime.adapters.kv import SqliteKV
-    from local_runtime.background import LocalBackgroundTasks
-
     from bindings.environment import Bindings
     from bindings.ports.clock import SystemClock
     from bindings.settings import Settings
     from gateway import admin_ops
     from gateway.kv_cache import ISOLATE_CACHE
+    from local_runtime.adapters.kv import SqliteKV
+    from local_runtime.background import LocalBackgroundTasks
     from worker import app
     from worker.http import Headers, HttpRequest
 
@@ -237,10 +236,9 @@ async def mock_bench(
 ) -> None:
     """The gateway's own CPU cost: the upstream is an in-memory httpx.MockTransport, so no
     socket, no other process and no scheduler noise is in either measurement."""
-    from local_runtime.background import LocalBackgroundTasks
-
     from bindings.environment import Bindings
     from bindings.settings import Settings
+    from local_runtime.background import LocalBackgroundTasks
     from worker import app
     from worker.http import Headers, HttpRequest
 
@@ -316,11 +314,10 @@ async def server_bench(
     """The same calls through the local dev server, run in its own process (an extra
     loopback HTTP hop, as a client of `agent-memory dev` would see)."""
     try:
-        from local_runtime.adapters.kv import SqliteKV
-        from local_runtime.state import StateDir
-
         from bindings.ports.clock import SystemClock
         from gateway import admin_ops
+        from local_runtime.adapters.kv import SqliteKV
+        from local_runtime.state import StateDir
     except ImportError as exc:
         print(f"local server: skipped ({exc})")
         return
@@ -395,6 +392,7 @@ def local_server_process(state_root: Path) -> Iterator[str]:
 def serve_local(state_root: str, port: int) -> None:
     """Child process: the local runtime's ASGI app, without access logs or a model."""
     import uvicorn
+
     from local_runtime.runtime import LocalRuntime
     from local_runtime.server import LocalWorkerApp
 

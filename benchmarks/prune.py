@@ -38,13 +38,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
-from local_runtime.runtime import LocalRuntime  # noqa: E402
-from tests.fakes.embedder import HashingEmbedder  # noqa: E402
-
 from agent_memory.cold import week_bounds  # noqa: E402
 from agent_memory.ids import content_hash  # noqa: E402
 from agent_memory.prune import PruneBudget, Pruner, TenantPruneCounts  # noqa: E402
 from bindings.ports.clock import FixedClock  # noqa: E402
+from local_runtime.runtime import LocalRuntime  # noqa: E402
+from tests.fakes.embedder import HashingEmbedder  # noqa: E402
 
 NOW = 1_750_000_000.0  # 2025-06-15T15:06:40Z
 NOW_MS = int(NOW * 1000)

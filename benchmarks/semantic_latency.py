@@ -48,10 +48,9 @@ import numpy.typing as npt
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
-from local_runtime.runtime import LocalRuntime  # noqa: E402
-
 from agent_memory.semantic import FactInput, SemanticMemory  # noqa: E402
 from bindings.ports.embedder import Embedder, EmbeddingConfig  # noqa: E402
+from local_runtime.runtime import LocalRuntime  # noqa: E402
 
 TENANT = "acme"
 FIRST = [

@@ -35,7 +35,6 @@ def require_node_tools() -> None:
 async def runtime(tmp_path: Path) -> AsyncIterator[LocalRuntime]:
     """A migrated local runtime with a fast deterministic embedder (no model load)."""
     from local_runtime.runtime import LocalRuntime
-
     from tests.fakes.embedder import HashingEmbedder
 
     rt = LocalRuntime.open(tmp_path / "state", embedder=HashingEmbedder())

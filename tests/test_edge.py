@@ -4,12 +4,12 @@ JSON 400, failed validation 422, unexpected failures 500 — always a JSON error
 from __future__ import annotations
 
 import pytest
-from local_runtime.background import LocalBackgroundTasks
 from pydantic import BaseModel, Field
 
 from bindings.environment import Bindings
 from bindings.ports.clock import FixedClock
 from bindings.settings import Settings
+from local_runtime.background import LocalBackgroundTasks
 from worker import app
 from worker.body import parse_body
 from worker.errors import ApiError

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+from bindings.ports.embedder import Embedder, EmbeddingError
 from local_runtime.embedder import (
     LOCAL_MINILM_CONFIG,
     EmbeddingModelError,
@@ -20,8 +22,6 @@ from local_runtime.embedder import (
     default_tokenizer_path,
     load_model,
 )
-
-from bindings.ports.embedder import Embedder, EmbeddingError
 from tests.fakes.embedder import HashingEmbedder
 
 

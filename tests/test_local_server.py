@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 
 import httpx
+
 from local_runtime.runtime import LocalRuntime
 from local_runtime.server import running_server
-
 from tests.fakes.embedder import HashingEmbedder
 
 

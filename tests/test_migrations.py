@@ -6,10 +6,10 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from local_runtime.adapters.d1 import SqliteD1
-from local_runtime.migrations import MigrationError, apply_migrations
 
 from bindings.ports.d1 import D1Database, D1Error
+from local_runtime.adapters.d1 import SqliteD1
+from local_runtime.migrations import MigrationError, apply_migrations
 from tests.conftest import PROJECT_ROOT
 
 

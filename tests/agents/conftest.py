@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from local_runtime.access_dev import mint_token
 from local_runtime.runtime import LocalRuntime
-
 from tests.fakes.embedder import HashingEmbedder
 from worker.access import ACCESS_HEADER
 from worker.app import handle

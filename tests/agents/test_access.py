@@ -7,6 +7,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+
+from bindings.environment import Bindings
+from bindings.ports.clock import FixedClock
+from bindings.settings import Settings
 from local_runtime.access_dev import (
     DEV_AUD,
     DEV_TEAM_DOMAIN,
@@ -17,10 +21,6 @@ from local_runtime.access_dev import (
 )
 from local_runtime.background import LocalBackgroundTasks
 from local_runtime.cli import main as cli_main
-
-from bindings.environment import Bindings
-from bindings.ports.clock import FixedClock
-from bindings.settings import Settings
 from worker.access import (
     ACCESS_HEADER,
     JWKS_TTL_SECONDS,

@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from local_runtime.access_dev import DevAccessKeys, access_claims, mint_token
 from local_runtime.runtime import LocalRuntime
-
 from tests.agents.conftest import Send, build_request
 from tests.fakes.embedder import HashingEmbedder
 from worker.app import ROUTER, handle

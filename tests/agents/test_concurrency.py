@@ -12,9 +12,8 @@ import asyncio
 from collections import defaultdict
 from typing import Any
 
-from local_runtime.runtime import LocalRuntime
-
 from agent_runtime_do.runtime import AgentRuntimeCore
+from local_runtime.runtime import LocalRuntime
 from tests.agents.conftest import Send
 
 N = 20

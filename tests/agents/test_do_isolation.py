@@ -12,7 +12,6 @@ import dataclasses
 from typing import Any
 
 from local_runtime.runtime import LocalRuntime
-
 from tests.agents.conftest import build_request
 from worker.agents_routes import AGENT_ROUTE_PREFIXES
 from worker.app import ROUTER, handle

@@ -13,10 +13,10 @@ from typing import Any
 
 import httpx
 import pytest
+
 from local_runtime.cli import main as cli_main
 from local_runtime.runtime import LocalRuntime
 from local_runtime.server import running_server
-
 from tests.fakes.embedder import HashingEmbedder
 from worker.access import ACCESS_HEADER
 

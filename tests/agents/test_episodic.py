@@ -10,10 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from local_runtime.access_dev import mint_token
-from local_runtime.background import LocalBackgroundTasks
-from local_runtime.durable_objects import LocalDurableObjectNamespace
-from local_runtime.runtime import LocalRuntime
 
 from agent_memory.episodic import (
     Episode,
@@ -26,6 +22,10 @@ from agent_memory.ids import new_ulid
 from agent_runtime_do.runtime import AgentRuntimeCore
 from bindings.ports.d1 import D1Database, D1Error, D1ExecResult, D1Result, D1Statement
 from bindings.ports.sql import Row, SqlValue
+from local_runtime.access_dev import mint_token
+from local_runtime.background import LocalBackgroundTasks
+from local_runtime.durable_objects import LocalDurableObjectNamespace
+from local_runtime.runtime import LocalRuntime
 from tests.agents.conftest import build_request
 from tests.fakes.embedder import HashingEmbedder
 from worker.app import handle

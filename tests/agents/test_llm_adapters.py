@@ -10,10 +10,10 @@ from typing import Any
 
 import httpx
 import pytest
-from local_runtime.scripted_llm import Answer, CallTool, ScriptedLLM
 
 from bindings.openai_llm import LLMRateLimitedError, LLMUnavailableError, OpenAICompatibleLLM
 from bindings.ports.llm import ChatMessage, LLMError, ToolCall, ToolSpec
+from local_runtime.scripted_llm import Answer, CallTool, ScriptedLLM
 from tests.cloudflare.conftest import bind, js_runtime, mode  # noqa: F401  (fixtures)
 from tests.fakes.js_runtime import JSError, JSHost, JSValue, data_to_js, js_async, js_to_data
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from local_runtime.adapters.do_sql import LocalDurableObjectStorage
 
 from agent_memory.procedural import ProceduralMemory, UnknownWorkflowError
 from agent_runtime_do.schema import create_schema
+from local_runtime.adapters.do_sql import LocalDurableObjectStorage
 
 NOW = 1_750_000_000.0
 

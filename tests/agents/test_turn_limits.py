@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from local_runtime.access_dev import mint_token
-from local_runtime.runtime import LocalRuntime
-from local_runtime.scripted_llm import Answer, CallTool, ScriptedLLM
 
 from agent_memory.agent_types import AgentType, register_agent_type, unregister_agent_type
 from bindings.ports.llm import LLM, ChatMessage, ChatResult, LLMError, ToolSpec
+from local_runtime.access_dev import mint_token
+from local_runtime.runtime import LocalRuntime
+from local_runtime.scripted_llm import Answer, CallTool, ScriptedLLM
 from tests.agents.conftest import build_request
 from tests.fakes.embedder import HashingEmbedder
 from worker.app import handle

@@ -6,7 +6,6 @@ import asyncio
 from typing import Any
 
 import pytest
-from local_runtime.adapters.kv import SqliteKV
 
 from agent_memory.working import (
     WORKING_MEMORY_BUDGET_BYTES,
@@ -16,6 +15,7 @@ from agent_memory.working import (
     WorkingMemoryError,
 )
 from bindings.ports.clock import FixedClock
+from local_runtime.adapters.kv import SqliteKV
 
 
 @pytest.fixture

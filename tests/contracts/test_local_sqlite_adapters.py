@@ -15,6 +15,10 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
+from bindings.ports.clock import FixedClock
+from bindings.ports.d1 import D1Error
+from bindings.ports.errors import BindingError, BindingLimitError
 from local_runtime.adapters.d1 import SqliteD1
 from local_runtime.adapters.do_sql import (
     DurableObjectStorageRegistry,
@@ -22,10 +26,6 @@ from local_runtime.adapters.do_sql import (
     split_sql_statements,
 )
 from local_runtime.adapters.kv import SqliteKV
-
-from bindings.ports.clock import FixedClock
-from bindings.ports.d1 import D1Error
-from bindings.ports.errors import BindingError, BindingLimitError
 
 # --- KV ----------------------------------------------------------------------------------------
 

@@ -23,13 +23,13 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from local_runtime.adapters.vectorize import LocalVectorIndex, MetadataIndex, MetadataIndexType
 
 from bindings.ports.errors import BindingLimitError
 from bindings.ports.vectorize import (
     VectorIndex,
     VectorRecord,
 )
+from local_runtime.adapters.vectorize import LocalVectorIndex, MetadataIndex, MetadataIndexType
 
 
 class ContractIndex(VectorIndex, Protocol):

@@ -10,14 +10,14 @@ from typing import Any
 
 import httpx
 import pytest
-from local_runtime.adapters.kv import SqliteKV
-from local_runtime.background import LocalBackgroundTasks
 
 from bindings.environment import Bindings
 from bindings.ports.clock import FixedClock
 from bindings.settings import Settings
 from gateway import admin_ops, routes
 from gateway.kv_cache import ISOLATE_CACHE
+from local_runtime.adapters.kv import SqliteKV
+from local_runtime.background import LocalBackgroundTasks
 from worker import app
 from worker.http import Headers, HttpRequest, HttpResponse
 

@@ -12,13 +12,13 @@ from typing import Any
 
 import httpx2
 import pytest
-from local_runtime.runtime import LocalRuntime
-from local_runtime.server import running_server
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from gateway import admin_ops
+from local_runtime.runtime import LocalRuntime
+from local_runtime.server import running_server
 from tests.gateway.loopback import running_upstream
 
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import httpx
 import pytest
 import uvicorn
+
 from local_runtime.runtime import LocalRuntime
 from local_runtime.server import free_port, running_server
-
 from tests.fakes.embedder import HashingEmbedder
 
 CLI = [sys.executable, "-m", "local_runtime.cli"]

@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from local_runtime.runtime import LocalRuntime
 
 from agent_memory.ids import content_hash, new_ulid
 from bindings.ports.clock import FixedClock
 from bindings.ports.d1 import D1Database
+from local_runtime.runtime import LocalRuntime
 from tests.fakes.embedder import HashingEmbedder
 
 NOW = 1_750_000_000.0  # 2025-06-15T15:06:40Z, a Sunday

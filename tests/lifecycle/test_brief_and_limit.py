@@ -8,7 +8,6 @@ import logging
 import sqlite3
 
 import pytest
-from local_runtime.runtime import MIGRATIONS_DIR, LocalRuntime
 
 from agent_memory.brief import build_brief
 from agent_memory.episodic import (
@@ -28,6 +27,7 @@ from agent_memory.retention import (
     set_lifecycle,
 )
 from agent_memory.semantic import SemanticMemory
+from local_runtime.runtime import MIGRATIONS_DIR, LocalRuntime
 from tests.lifecycle.conftest import DAY_MS, NOW_MS, count, seed_episodes, ulid_at
 
 

@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from local_runtime.cli import main
-from local_runtime.commands import lifecycle
-from local_runtime.runtime import LocalRuntime
 
 from agent_memory.semantic import SemanticMemory
 from bindings.ports.clock import FixedClock
+from local_runtime.cli import main
+from local_runtime.commands import lifecycle
+from local_runtime.runtime import LocalRuntime
 from tests.fakes.embedder import HashingEmbedder
 from tests.lifecycle.conftest import DAY_MS, NOW, NOW_MS, seed_episodes
 

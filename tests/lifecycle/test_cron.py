@@ -8,11 +8,11 @@ import dataclasses
 from pathlib import Path
 
 import httpx
-from local_runtime.runtime import LocalRuntime
-from local_runtime.server import running_server
 
 from agent_memory.cold import decode_archive
 from bindings.ports.clock import FixedClock
+from local_runtime.runtime import LocalRuntime
+from local_runtime.server import running_server
 from tests.fakes.embedder import HashingEmbedder
 from tests.lifecycle.conftest import DAY_MS, NOW, NOW_MS, count, seed_episodes
 from worker.cron import DAILY_BRIEF, WEEKLY_PRUNE, run_scheduled

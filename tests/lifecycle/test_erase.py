@@ -14,14 +14,14 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from local_runtime.access_dev import mint_token
-from local_runtime.runtime import LocalRuntime
 
 from agent_memory.erase import SubjectEraser, SubjectMatcher, validate_subject
 from agent_memory.prune import Pruner
 from agent_memory.reconciler import Reconciler
 from agent_memory.semantic import SemanticMemory
 from agent_memory.working import WorkingMemory
+from local_runtime.access_dev import mint_token
+from local_runtime.runtime import LocalRuntime
 from tests.agents.conftest import build_request
 from tests.lifecycle.conftest import DAY_MS, NOW_MS, count, seed_episodes, seed_run
 from worker.app import handle

@@ -9,8 +9,6 @@ import json
 from typing import Any
 
 import pytest
-from local_runtime.access_dev import mint_token
-from local_runtime.runtime import LocalRuntime
 
 from agent_memory.agent_types import (
     AgentType,
@@ -29,6 +27,8 @@ from agent_memory.policy import (
 )
 from agent_memory.procedural import ProceduralMemory
 from agent_memory.working import WorkingMemory, WorkingMemoryWriteDenied
+from local_runtime.access_dev import mint_token
+from local_runtime.runtime import LocalRuntime
 from tests.agents.conftest import build_request
 from tests.lifecycle.conftest import NOW_MS, count, ulid_at
 from worker.app import handle
@@ -229,9 +229,8 @@ async def test_a_denied_episode_writes_nothing(rt: LocalRuntime) -> None:
 
 
 async def test_procedural_writes_are_checked_and_recorded(rt: LocalRuntime) -> None:
-    from local_runtime.adapters.do_sql import LocalDurableObjectStorage
-
     from agent_runtime_do.schema import create_schema
+    from local_runtime.adapters.do_sql import LocalDurableObjectStorage
 
     storage = LocalDurableObjectStorage(":memory:")
     create_schema(storage.sql)

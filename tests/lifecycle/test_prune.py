@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from local_runtime.runtime import LocalRuntime
 
 from agent_memory.cold import decode_archive, iso_week, parse_archive_key
 from agent_memory.prune import PruneBudget, Pruner, resume_unfinished, weekly_prune_id
@@ -15,6 +14,7 @@ from agent_memory.retention import LifecycleUpdate, set_lifecycle
 from bindings.ports.clock import FixedClock
 from bindings.ports.d1 import D1Database, D1Error, D1Result, D1Statement
 from bindings.ports.object_store import ObjectInfo, ObjectStore
+from local_runtime.runtime import LocalRuntime
 from tests.lifecycle.conftest import DAY_MS, NOW_MS, count, seed_episodes, seed_run
 
 

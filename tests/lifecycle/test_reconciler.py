@@ -6,9 +6,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from local_runtime.access_dev import mint_token
-from local_runtime.runtime import LocalRuntime
-
 from agent_memory.reconciler import (
     EpisodeRow,
     FactRow,
@@ -22,6 +19,8 @@ from agent_memory.reconciler import (
     resolve_conflicts,
 )
 from agent_memory.semantic import SemanticMemory
+from local_runtime.access_dev import mint_token
+from local_runtime.runtime import LocalRuntime
 from tests.agents.conftest import build_request
 from tests.lifecycle.conftest import DAY_MS, NOW_MS, count, seed_episodes, ulid_at
 from worker.app import handle

@@ -7,9 +7,9 @@ import json
 from typing import Any
 
 import pytest
+
 from local_runtime.access_dev import mint_token
 from local_runtime.runtime import LocalRuntime
-
 from tests.agents.conftest import build_request
 from tests.lifecycle.conftest import DAY_MS, NOW_MS, count, seed_episodes
 from worker.app import handle

@@ -19,9 +19,9 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from local_runtime.runtime import MIGRATIONS_DIR, LocalRuntime
 
 from bindings.environment import Bindings
+from local_runtime.runtime import MIGRATIONS_DIR, LocalRuntime
 from tests.contracts.conftest import KVHarness
 from tests.miniflare import session
 from tests.miniflare.adapters import MiniflareD1, MiniflareDurableObjectStorage, MiniflareHarness

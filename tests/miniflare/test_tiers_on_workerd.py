@@ -24,7 +24,6 @@ from typing import Any, cast
 
 import numpy as np
 import pytest
-from local_runtime.background import LocalBackgroundTasks
 
 from agent_memory.episodic import Episode, EpisodicStore, FailedWrite, RunRecord
 from agent_memory.ids import new_ulid
@@ -36,6 +35,7 @@ from agent_runtime_do.schema import create_schema
 from agent_runtime_do.turn_state import begin_turn, finish_turn, read_turn_state
 from bindings.environment import Bindings
 from bindings.ports.clock import FixedClock
+from local_runtime.background import LocalBackgroundTasks
 from tests.contracts.conftest import KVHarness
 from tests.miniflare.adapters import MiniflareD1, MiniflareDurableObjectStorage
 

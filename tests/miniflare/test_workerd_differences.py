@@ -36,14 +36,14 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
-from local_runtime.adapters.d1 import SqliteD1
-from local_runtime.adapters.do_sql import LocalDurableObjectStorage
-from local_runtime.adapters.kv import SqliteKV
 
 from bindings.ports.clock import SystemClock
 from bindings.ports.d1 import D1Database, D1Error
 from bindings.ports.do_sql import DurableObjectStorage
 from bindings.ports.errors import BindingError, BindingLimitError
+from local_runtime.adapters.d1 import SqliteD1
+from local_runtime.adapters.do_sql import LocalDurableObjectStorage
+from local_runtime.adapters.kv import SqliteKV
 from tests.contracts.conftest import KVHarness
 from tests.miniflare.adapters import MiniflareD1, MiniflareDurableObjectStorage
 

@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from local_runtime.runtime import LocalRuntime
 
 from agent_memory.semantic import SemanticMemory
 from bindings.ports.clock import FixedClock
+from local_runtime.runtime import LocalRuntime
 from tests.fakes.embedder import HashingEmbedder
 from tests.semantic.fakes import SpyD1, SpyVectors
 

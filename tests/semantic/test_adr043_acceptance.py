@@ -18,10 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from local_runtime.access_dev import mint_token
-from local_runtime.embedder import LocalMiniLMEmbedder
-from local_runtime.runtime import LocalRuntime
-from local_runtime.scripted_llm import Answer, CallTool, ScriptedLLM
 
 from agent_memory.agent_types import (
     SDR,
@@ -31,6 +27,10 @@ from agent_memory.agent_types import (
     unregister_agent_type,
 )
 from agent_memory.semantic import SemanticMemory
+from local_runtime.access_dev import mint_token
+from local_runtime.embedder import LocalMiniLMEmbedder
+from local_runtime.runtime import LocalRuntime
+from local_runtime.scripted_llm import Answer, CallTool, ScriptedLLM
 from tests.agents.conftest import build_request
 from worker.app import handle
 

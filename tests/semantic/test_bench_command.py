@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from local_runtime.cli import main
 from local_runtime.commands.bench import BM25Okapi, score_ranking, tokenize
 

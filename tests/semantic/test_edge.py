@@ -6,13 +6,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from local_runtime.access_dev import mint_token
-from local_runtime.runtime import LocalRuntime
-
 from agent_memory.semantic import SemanticMemory
 from gateway import admin_ops
 from gateway.kv_cache import ISOLATE_CACHE
 from gateway.routes import register_memory_dispatcher
+from local_runtime.access_dev import mint_token
+from local_runtime.runtime import LocalRuntime
 from tests.agents.conftest import build_request
 from tests.semantic.conftest import fact_rows, vector_count
 from worker.app import handle

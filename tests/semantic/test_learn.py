@@ -7,7 +7,6 @@ import json
 from typing import Any
 
 import pytest
-from local_runtime.runtime import LocalRuntime
 
 from agent_memory.semantic import (
     MAX_CONTENT_CHARS,
@@ -17,6 +16,7 @@ from agent_memory.semantic import (
     namespace_for_tenant,
 )
 from bindings.ports.embedder import EmbeddingConfig, EmbeddingOverloadedError
+from local_runtime.runtime import LocalRuntime
 from tests.fakes.embedder import HashingEmbedder
 from tests.semantic.conftest import MemoryFactory, fact_rows, vector_count
 from tests.semantic.fakes import FailingEmbedder, SpyD1, SpyVectors

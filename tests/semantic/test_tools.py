@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from local_runtime.runtime import LocalRuntime
 
 from agent_memory.memory_tools import (
     RECALL_MEMORY_SCHEMA,
@@ -16,6 +15,7 @@ from agent_memory.memory_tools import (
 from agent_memory.semantic import MemoryInputError
 from gateway.json_schema import validate
 from gateway.memory_tools import MemoryToolDispatcher
+from local_runtime.runtime import LocalRuntime
 from tests.semantic.conftest import fact_rows, vector_count
 
 
