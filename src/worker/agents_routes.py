@@ -31,7 +31,6 @@ from agent_memory.scope import (
     INSTANCE_PATTERN,
     AgentScope,
     is_agent_type,
-    is_tenant,
 )
 from agent_runtime_do.protocol import MAX_INPUT_CHARS, TASK_TYPE_PATTERN
 from bindings.environment import Bindings
@@ -41,6 +40,7 @@ from worker.access import AccessIdentity, access_gated
 from worker.body import parse_body, parse_model
 from worker.errors import ApiError
 from worker.http import HttpRequest, HttpResponse, json_response
+from worker.path_params import tenant_param
 from worker.router import Router
 
 MAX_METADATA_BYTES = 4096
@@ -105,18 +105,6 @@ class CandidatesQuery(WorkflowsQuery):
 # --- helpers ----------------------------------------------------------------------------
 
 
-def _tenant(params: dict[str, str]) -> str:
-    tenant = params["tenant"]
-    if not is_tenant(tenant):
-        raise ApiError(
-            422,
-            "invalid_path",
-            "tenant must be 1-63 characters of a-z, 0-9, '_' or '-', starting with a letter "
-            "or digit",
-        )
-    return tenant
-
-
 def _agent_type(params: dict[str, str]) -> AgentType:
     name = params["agent_type"]
     found = get_agent_type(name) if is_agent_type(name) else None
@@ -179,7 +167,7 @@ async def _call(
 async def run_agent(
     request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
 ) -> HttpResponse:
-    tenant = _tenant(params)
+    tenant = tenant_param(params)
     agent_type = _agent_type(params)
     body = parse_body(request, RunBody)
     scope = AgentScope(tenant=tenant, agent_type=agent_type.name, instance_id=body.instance_id)
@@ -202,7 +190,7 @@ async def run_agent(
 async def record_outcome(
     request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
 ) -> HttpResponse:
-    tenant = _tenant(params)
+    tenant = tenant_param(params)
     agent_type = _agent_type(params)
     run_id = _run_id(params)
     body = parse_body(request, OutcomeBody)
@@ -215,7 +203,7 @@ async def record_outcome(
 async def list_runs(
     request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
 ) -> HttpResponse:
-    tenant = _tenant(params)
+    tenant = tenant_param(params)
     query = parse_model(request.query, RunsQuery)
     store = EpisodicStore(_db(bindings), tenant)
     try:
@@ -231,7 +219,7 @@ async def list_runs(
 async def get_run(
     request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
 ) -> HttpResponse:
-    tenant = _tenant(params)
+    tenant = tenant_param(params)
     run_id = _run_id(params)
     store = EpisodicStore(_db(bindings), tenant)
     run = await store.get_run(run_id)
@@ -258,7 +246,7 @@ async def get_run(
 async def list_workflows(
     request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
 ) -> HttpResponse:
-    tenant = _tenant(params)
+    tenant = tenant_param(params)
     agent_type = _agent_type(params)
     query = parse_model(request.query, WorkflowsQuery)
     scope = AgentScope(tenant=tenant, agent_type=agent_type.name, instance_id=query.instance_id)
@@ -270,7 +258,7 @@ async def list_workflows(
 async def pack_candidates(
     request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
 ) -> HttpResponse:
-    tenant = _tenant(params)
+    tenant = tenant_param(params)
     agent_type = _agent_type(params)
     query = parse_model(request.query, CandidatesQuery)
     scope = AgentScope(tenant=tenant, agent_type=agent_type.name, instance_id=query.instance_id)

@@ -23,13 +23,13 @@ from __future__ import annotations
 
 from agent_memory.ids import is_ulid
 from agent_memory.memory_tools import SemanticMemoryDispatcher, install
-from agent_memory.scope import is_tenant
 from agent_memory.semantic import SemanticMemory, SemanticTierUnavailable
 from bindings.environment import Bindings
 from gateway.routes import register_memory_dispatcher
 from worker.access import AccessIdentity, access_gated
 from worker.errors import ApiError
 from worker.http import HttpRequest, HttpResponse, json_response
+from worker.path_params import tenant_param
 from worker.router import Router
 
 FACT_ROUTE = "/admin/tenants/{tenant}/facts/{fact_id}"
@@ -38,14 +38,7 @@ FACT_ROUTE = "/admin/tenants/{tenant}/facts/{fact_id}"
 async def _delete_fact(
     request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
 ) -> HttpResponse:
-    tenant, fact_id = params["tenant"], params["fact_id"]
-    if not is_tenant(tenant):
-        raise ApiError(
-            422,
-            "invalid_path",
-            "tenant must be 1-63 characters of a-z, 0-9, '_' or '-', starting with a letter "
-            "or digit",
-        )
+    tenant, fact_id = tenant_param(params), params["fact_id"]
     if not is_ulid(fact_id):
         raise ApiError(422, "invalid_path", "fact_id must be a 26-character ULID")
     try:

@@ -22,7 +22,6 @@ from agent_memory.brief import build_brief
 from agent_memory.erase import validate_subject
 from agent_memory.ids import new_ulid
 from agent_memory.retention import LifecycleUpdate, get_lifecycle, set_lifecycle
-from agent_memory.scope import is_tenant
 from bindings.environment import Bindings
 from bindings.ports.d1 import D1Database
 from worker.access import AccessIdentity, access_gated
@@ -30,6 +29,7 @@ from worker.body import parse_body, parse_model, read_json
 from worker.errors import ApiError
 from worker.http import HttpRequest, HttpResponse, json_response
 from worker.lifecycle_jobs import make_eraser, make_pruner, make_reconciler
+from worker.path_params import tenant_param
 from worker.router import Router
 
 TENANT_ROUTE = "/admin/tenants/{tenant}"
@@ -43,18 +43,6 @@ class PruneBody(BaseModel):
 
 class EmptyBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-def _tenant(params: dict[str, str]) -> str:
-    tenant = params["tenant"]
-    if not is_tenant(tenant):
-        raise ApiError(
-            422,
-            "invalid_path",
-            "tenant must be 1-63 characters of a-z, 0-9, '_' or '-', starting with a letter "
-            "or digit",
-        )
-    return tenant
 
 
 def _db(bindings: Bindings) -> D1Database:
@@ -71,7 +59,7 @@ def _now_ms(bindings: Bindings) -> int:
 async def get_tenant_lifecycle(
     request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
 ) -> HttpResponse:
-    tenant = _tenant(params)
+    tenant = tenant_param(params)
     db = _db(bindings)
     days = bindings.settings.episode_retention_days
     settings = await get_lifecycle(db, tenant, days)
@@ -87,7 +75,7 @@ async def get_tenant_lifecycle(
 async def put_tenant_lifecycle(
     request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
 ) -> HttpResponse:
-    tenant = _tenant(params)
+    tenant = tenant_param(params)
     update = parse_body(request, LifecycleUpdate)
     settings = await set_lifecycle(
         _db(bindings),
@@ -104,7 +92,7 @@ async def put_tenant_lifecycle(
 async def prune_tenant(
     request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
 ) -> HttpResponse:
-    tenant = _tenant(params)
+    tenant = tenant_param(params)
     body = parse_body(request, PruneBody) if request.body else PruneBody()
     pruner = make_pruner(bindings)
     if pruner is None:
@@ -124,7 +112,7 @@ async def prune_tenant(
 async def reconcile_tenant(
     request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
 ) -> HttpResponse:
-    tenant = _tenant(params)
+    tenant = tenant_param(params)
     if request.body:
         parse_model(read_json(request), EmptyBody)
     reconciler = make_reconciler(bindings, tenant)
@@ -142,7 +130,7 @@ async def reconcile_tenant(
 async def erase_subject(
     request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
 ) -> HttpResponse:
-    tenant = _tenant(params)
+    tenant = tenant_param(params)
     try:
         subject = validate_subject(unquote(params["subject"]))
     except ValueError as exc:
