@@ -13,7 +13,7 @@ import socket
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
-from typing import Any
+from typing import Any, Literal
 
 import uvicorn
 
@@ -119,22 +119,34 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def running_server(runtime: LocalRuntime, port: int | None = None) -> Iterator[str]:
-    """Run the dev server in a background thread; yields its base URL. For tests and benches."""
-    port = port or free_port()
+def serving_in_thread(
+    app: Any, *, lifespan: Literal["auto", "on", "off"] = "auto"
+) -> Iterator[str]:
+    """Serve an ASGI app on a free loopback port in a background thread; yields its base URL.
+
+    For tests, benchmarks and loopback upstreams; the server stops when the block exits.
+    """
+    port = free_port()
     config = uvicorn.Config(
-        LocalWorkerApp(runtime), host="127.0.0.1", port=port, log_level="warning"
+        app, host="127.0.0.1", port=port, log_level="warning", lifespan=lifespan
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
-    while not server.started:
+    while not server.started:  # uvicorn offers no readiness event to wait on
         if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("local server failed to start")
+            raise RuntimeError("loopback server failed to start")
         time.sleep(0.01)
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+
+
+@contextlib.contextmanager
+def running_server(runtime: LocalRuntime) -> Iterator[str]:
+    """Run the dev server for `runtime` in a background thread; yields its base URL."""
+    with serving_in_thread(LocalWorkerApp(runtime)) as base:
+        yield base

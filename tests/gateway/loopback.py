@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import json
-import socket
-import threading
-import time
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from typing import Any
 
-import uvicorn
+from local_runtime.server import serving_in_thread
 
 Message = MutableMapping[str, Any]
 
@@ -49,30 +46,8 @@ async def echo_app(
     await send({"type": "http.response.body", "body": body})
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @contextlib.contextmanager
 def running_upstream() -> Iterator[str]:
     """Serve `echo_app` on a free loopback port in a thread; yields its base URL."""
-    port = _free_port()
-    config = uvicorn.Config(
-        echo_app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("loopback upstream failed to start")
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
+    with serving_in_thread(echo_app, lifespan="off") as base:
+        yield base
