@@ -127,8 +127,10 @@ def serving_in_thread(
     For tests, benchmarks and loopback upstreams; the server stops when the block exits.
     """
     port = free_port()
+    # loop="asyncio": uvloop would be installed as the process-wide event loop policy and
+    # leak into the caller's own loops (pytest-asyncio); the dev command keeps "auto".
     config = uvicorn.Config(
-        app, host="127.0.0.1", port=port, log_level="warning", lifespan=lifespan
+        app, host="127.0.0.1", port=port, log_level="warning", lifespan=lifespan, loop="asyncio"
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
