@@ -605,15 +605,23 @@ def _do_value(value: Any) -> Any:
     return value
 
 
-class LocalSqlCursor:
-    """The result of one `exec`: rows are consumed by iteration, `to_array`, `one` or `raw`."""
+class BufferedSqlCursor:
+    """A cursor over a statement's complete result, consumed once like workerd's.
 
-    def __init__(self, result: QueryResult) -> None:
-        self._columns = result.columns
-        self._rows = result.rows
+    Iteration, `to_array`, `raw` and `one` take the rows not yet taken. `_convert` maps a
+    stored row to what Python code sees; `error_type` is the error `one()` raises.
+    """
+
+    error_type: type[BindingError] = SqlStorageError
+
+    def __init__(
+        self, columns: list[str], rows: list[Any], rows_read: int, rows_written: int
+    ) -> None:
+        self._columns = columns
+        self._rows = rows
         self._position = 0
-        self._rows_read = len(result.rows)
-        self._rows_written = result.changes
+        self._rows_read = rows_read
+        self._rows_written = rows_written
 
     @property
     def column_names(self) -> list[str]:
@@ -627,14 +635,18 @@ class LocalSqlCursor:
     def rows_written(self) -> int:
         return self._rows_written
 
+    def _convert(self, row: Any) -> list[Any]:
+        return list(row)
+
     def _next_raw(self) -> list[Any] | None:
         if self._position >= len(self._rows):
             return None
         row = self._rows[self._position]
         self._position += 1
-        return [_do_value(v) for v in row]
+        return self._convert(row)
 
     def _as_row(self, values: list[Any]) -> Row:
+        # Like workerd's object rows: a repeated column name keeps the last value.
         return dict(zip(self._columns, values, strict=True))
 
     def __iter__(self) -> Iterator[Row]:
@@ -651,16 +663,26 @@ class LocalSqlCursor:
         return list(self)
 
     def one(self) -> Row:
-        """Exactly one row; raises `SqlStorageError` (workerd's text) for zero or several."""
+        """Exactly one row; raises `error_type` (workerd's text) for zero or several."""
         values = self._next_raw()
         if values is None:
-            raise SqlStorageError("Expected exactly one result from SQL query, but got no results.")
+            raise self.error_type("Expected exactly one result from SQL query, but got no results.")
         if self._position < len(self._rows):
             self._position = len(self._rows)
-            raise SqlStorageError(
+            raise self.error_type(
                 "Expected exactly one result from SQL query, but got multiple results."
             )
         return self._as_row(values)
+
+
+class LocalSqlCursor(BufferedSqlCursor):
+    """The result of one local `exec`, with numbers as Pyodide delivers workerd's."""
+
+    def __init__(self, result: QueryResult) -> None:
+        super().__init__(result.columns, result.rows, len(result.rows), result.changes)
+
+    def _convert(self, row: Any) -> list[Any]:
+        return [_do_value(v) for v in row]
 
 
 class LocalSqlStorage:

@@ -41,7 +41,7 @@ import inspect
 import json
 import math
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -56,6 +56,7 @@ from bindings.ports.kv import (
     KVValueWithMetadata,
 )
 from bindings.ports.sql import Row, SqlValue
+from local_runtime.adapters.do_sql import BufferedSqlCursor
 
 T = TypeVar("T")
 
@@ -409,67 +410,18 @@ def _sql_error(message: str) -> MiniflareSqlError:
     return MiniflareSqlError(message)
 
 
-class MiniflareSqlCursor:
-    """`SqlCursor` over a statement's complete result (workerd's cursor, read eagerly).
+class MiniflareSqlCursor(BufferedSqlCursor):
+    """`SqlCursor` over a statement's complete result (workerd's cursor, read eagerly)."""
 
-    Like workerd's cursor it is consumed once: iterating, `to_array`, `raw` and `one`
-    take the rows not yet taken.
-    """
+    error_type = MiniflareSqlError
 
     def __init__(self, result: dict[str, Any]) -> None:
-        self._columns: list[str] = list(result["columnNames"])
-        self._rows: list[list[Any]] = [[decode_cell(c) for c in row] for row in result["rows"]]
-        self._position = 0
-        self._rows_read = int(result["rowsRead"])
-        self._rows_written = int(result["rowsWritten"])
-
-    @property
-    def column_names(self) -> list[str]:
-        return list(self._columns)
-
-    @property
-    def rows_read(self) -> int:
-        return self._rows_read
-
-    @property
-    def rows_written(self) -> int:
-        return self._rows_written
-
-    def _take(self) -> list[Any] | None:
-        if self._position >= len(self._rows):
-            return None
-        row = self._rows[self._position]
-        self._position += 1
-        return row
-
-    def _as_row(self, values: list[Any]) -> Row:
-        # Same as workerd's object rows: a repeated column name keeps the last value.
-        return dict(zip(self._columns, values, strict=True))
-
-    def __iter__(self) -> Iterator[Row]:
-        while (values := self._take()) is not None:
-            yield self._as_row(values)
-
-    def raw(self) -> Iterator[list[Any]]:
-        while (values := self._take()) is not None:
-            yield values
-
-    def to_array(self) -> list[Row]:
-        return list(self)
-
-    def one(self) -> Row:
-        """Exactly one row; workerd's errors otherwise."""
-        first = self._take()
-        if first is None:
-            raise MiniflareSqlError(
-                "Expected exactly one result from SQL query, but got no results."
-            )
-        if self._take() is not None:
-            self._position = len(self._rows)
-            raise MiniflareSqlError(
-                "Expected exactly one result from SQL query, but got multiple results."
-            )
-        return self._as_row(first)
+        super().__init__(
+            list(result["columnNames"]),
+            [[decode_cell(c) for c in row] for row in result["rows"]],
+            int(result["rowsRead"]),
+            int(result["rowsWritten"]),
+        )
 
 
 @dataclass
