@@ -130,34 +130,42 @@ async def _tool_list(kv: KVNamespace, a: argparse.Namespace) -> Any:
 # --- `--wrangler` variants (no local state touched) ------------------------------------------
 
 
-def _plan(args: argparse.Namespace) -> list[admin_ops.KVWrite]:
-    now = SystemClock().now()
-    if args.action == "tenant-create":
-        return admin_ops.plan_create_tenant(
-            args.tenant, now=now, display_name=args.name, memory_enabled=args.memory
-        )[1]
-    if args.action == "key-issue":
-        issued, writes = admin_ops.plan_issue_api_key(
-            args.tenant, now=now, scopes=args.scope or ALL_SCOPES, label=args.label
-        )
-        print(f"# API key (shown once): {issued.api_key}  key_id: {issued.key_id}")
-        return writes
-    if args.action == "credential-set":
-        return admin_ops.plan_set_credential(
-            args.tenant, args.provider, _read_secret(args), now=now
-        )
+Plan = Callable[[argparse.Namespace], list[admin_ops.KVWrite]]
+
+
+def _plan_tenant_create(args: argparse.Namespace) -> list[admin_ops.KVWrite]:
+    return admin_ops.plan_create_tenant(
+        args.tenant, now=SystemClock().now(), display_name=args.name, memory_enabled=args.memory
+    )[1]
+
+
+def _plan_key_issue(args: argparse.Namespace) -> list[admin_ops.KVWrite]:
+    issued, writes = admin_ops.plan_issue_api_key(
+        args.tenant, now=SystemClock().now(), scopes=args.scope or ALL_SCOPES, label=args.label
+    )
+    print(f"# API key (shown once): {issued.api_key}  key_id: {issued.key_id}")
+    return writes
+
+
+def _plan_credential_set(args: argparse.Namespace) -> list[admin_ops.KVWrite]:
+    return admin_ops.plan_set_credential(
+        args.tenant, args.provider, _read_secret(args), now=SystemClock().now()
+    )
+
+
+def _plan_tool_register(args: argparse.Namespace) -> list[admin_ops.KVWrite]:
     return admin_ops.plan_register_tool(args.tenant, _load_json(args.file))
 
 
-def _write_command(action: Action, name: str) -> Callable[[argparse.Namespace], int]:
+def _write_command(action: Action, plan: Plan) -> Callable[[argparse.Namespace], int]:
+    """Apply `action` to local state, or with `--wrangler` print `plan`'s KV writes."""
     local = _run(action)
 
     def command(args: argparse.Namespace) -> int:
         if not args.wrangler:
             return local(args)
-        args.action = name
         try:
-            return _wrangler(_plan(args), args)
+            return _wrangler(plan(args), args)
         except admin_ops.AdminError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
@@ -197,7 +205,7 @@ def register(sub: Any) -> None:
     p = _leaf(
         tenant,
         "create",
-        _write_command(_tenant_create, "tenant-create"),
+        _write_command(_tenant_create, _plan_tenant_create),
         "create a tenant",
         wrangler=True,
     )
@@ -213,7 +221,7 @@ def register(sub: Any) -> None:
     p = _leaf(
         key,
         "issue",
-        _write_command(_key_issue, "key-issue"),
+        _write_command(_key_issue, _plan_key_issue),
         "issue an API key (printed once)",
         wrangler=True,
     )
@@ -232,7 +240,7 @@ def register(sub: Any) -> None:
     p = _leaf(
         cred,
         "set",
-        _write_command(_cred_set, "credential-set"),
+        _write_command(_cred_set, _plan_credential_set),
         "store a provider secret read from stdin or --from-file",
         wrangler=True,
     )
@@ -249,7 +257,7 @@ def register(sub: Any) -> None:
     p = _leaf(
         tool,
         "register",
-        _write_command(_tool_register, "tool-register"),
+        _write_command(_tool_register, _plan_tool_register),
         "register a tool from a JSON config file",
         wrangler=True,
     )
