@@ -40,6 +40,8 @@ from typing import Any
 
 import httpx
 
+from local_runtime.server import free_port
+
 Message = MutableMapping[str, Any]
 
 
@@ -76,13 +78,6 @@ def serve_upstream(port: int) -> None:
     uvicorn.run(
         echo_app, host="127.0.0.1", port=port, log_level="warning", lifespan="off", access_log=False
     )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @contextlib.contextmanager
