@@ -475,8 +475,11 @@ def _py_number_to_js(value: int | float) -> Any:
     return value
 
 
-def py_to_js(value: Any) -> Any:
-    """Implicit Python -> JS conversion (call arguments, return values to JS)."""
+_NOT_SCALAR = object()
+
+
+def _scalar_to_js(value: Any) -> Any:
+    """The JS value of None, jsnull, str, bool, numbers and JsProxy; `_NOT_SCALAR` otherwise."""
     if value is None:
         return UNDEFINED
     if value is jsnull:
@@ -487,7 +490,13 @@ def py_to_js(value: Any) -> Any:
         return _py_number_to_js(value)
     if isinstance(value, JsProxy):
         return value._js
-    return PyProxy(value)
+    return _NOT_SCALAR
+
+
+def py_to_js(value: Any) -> Any:
+    """Implicit Python -> JS conversion (call arguments, return values to JS)."""
+    converted = _scalar_to_js(value)
+    return PyProxy(value) if converted is _NOT_SCALAR else converted
 
 
 def to_js(
@@ -503,16 +512,9 @@ def to_js(
     """`pyodide.ffi.to_js`: deep conversion; dicts become Maps unless a dict_converter."""
 
     def convert(value: Any) -> Any:
-        if value is None:
-            return UNDEFINED
-        if value is jsnull:
-            return NULL
-        if isinstance(value, str | bool):
-            return value
-        if isinstance(value, int | float):
-            return _py_number_to_js(value)
-        if isinstance(value, JsProxy):
-            return value._js
+        scalar = _scalar_to_js(value)
+        if scalar is not _NOT_SCALAR:
+            return scalar
         if isinstance(value, dict):
             entries = [(k, convert(v)) for k, v in value.items()]
             if dict_converter is None:
