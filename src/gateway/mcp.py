@@ -51,7 +51,8 @@ from gateway.json_schema import validate
 from gateway.memory_tools import MEMORY_TOOLS, MemoryToolDispatcher
 from gateway.tenants import load_tenant
 from gateway.tool_config import load_tools
-from gateway.tool_proxy import GatewayContext, UpstreamReply, call_tool
+from gateway.tool_proxy import TOOL_ARGUMENT_LIMITS, GatewayContext, UpstreamReply, call_tool
+from worker.bounded_json import STORAGE_LIMITS, JsonLimitError, check_value, loads_bounded
 from worker.http import HttpRequest, HttpResponse, empty_response, json_response
 
 log = logging.getLogger(__name__)
@@ -178,8 +179,13 @@ async def handle_mcp_post(ctx: McpContext, request: HttpRequest) -> HttpResponse
         return _gateway_error_response(None, exc)
 
     try:
-        message = json.loads(request.body)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        message = loads_bounded(request.body, TOOL_ARGUMENT_LIMITS)
+    except JsonLimitError as exc:
+        return _error_response(
+            None,
+            JsonRpcError(PARSE_ERROR, f"Parse error: {exc.message}", {"code": exc.code}, 413),
+        )
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
         return _error_response(
             None, JsonRpcError(PARSE_ERROR, f"Parse error: {exc}", http_status=400)
         )
@@ -374,6 +380,14 @@ async def _call_memory_tool(
             f"Invalid arguments for {name}",
             {"code": "invalid_tool_input", "problems": [p.as_dict() for p in problems]},
         )
+    try:
+        # Memory arguments reach D1 text columns, where a NUL breaks the length checks after
+        # the call was answered: refuse it now (docs/architecture.md "Input limits").
+        check_value(arguments, STORAGE_LIMITS)
+    except JsonLimitError as exc:
+        raise JsonRpcError(
+            INVALID_PARAMS, f"Invalid arguments for {name}: {exc.message}", {"code": exc.code}
+        ) from None
     if name == "recall_memory":
         # The schema's default (ADR-0030), applied so the dispatcher always gets top_k.
         arguments = {"top_k": 5, **arguments}

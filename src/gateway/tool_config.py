@@ -102,7 +102,7 @@ class CredentialPlacement(BaseModel):
             if self.name or self.prefix:
                 raise ValueError("auth type 'none' takes no name or prefix")
             return self
-        if not _HEADER_NAME_RE.match(self.name):
+        if not _HEADER_NAME_RE.fullmatch(self.name):
             raise ValueError(f"auth type {self.type!r} needs a 'name' (header or parameter name)")
         if self.type == "query" and self.prefix:
             raise ValueError("a prefix only applies to auth type 'header'")
@@ -165,7 +165,7 @@ class ToolConfig(BaseModel):
     @classmethod
     def _headers_ok(cls, value: dict[str, str]) -> dict[str, str]:
         for name, header_value in value.items():
-            if not _HEADER_NAME_RE.match(name):
+            if not _HEADER_NAME_RE.fullmatch(name):
                 raise ValueError(f"invalid header name {name!r}")
             if name.lower() in _FORBIDDEN_REQUEST_HEADERS:
                 raise ValueError(f"the gateway sets {name!r} itself")
@@ -184,7 +184,7 @@ class ToolConfig(BaseModel):
     @classmethod
     def _response_headers_ok(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         for name in value:
-            if not _HEADER_NAME_RE.match(name):
+            if not _HEADER_NAME_RE.fullmatch(name):
                 raise ValueError(f"invalid header name {name!r}")
             if name in _FORBIDDEN_RESPONSE_HEADERS:
                 raise ValueError(f"header {name!r} cannot be passed through")
@@ -262,7 +262,7 @@ def parse_tool_config(raw: str) -> ToolConfig:
 async def load_tool(
     kv: KVNamespace, cache: KVReadCache, clock: Clock, tenant: str, tool: str
 ) -> ToolConfig | None:
-    if not kv_layout.TOOL_NAME_RE.match(tool):
+    if not kv_layout.TOOL_NAME_RE.fullmatch(tool):
         return None
     return await read_cached(kv, cache, clock, kv_layout.tool_key(tenant, tool), parse_tool_config)
 

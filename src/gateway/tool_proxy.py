@@ -36,6 +36,7 @@ from gateway.errors import UPSTREAM_STATUS_HEADER, GatewayError
 from gateway.json_schema import validate
 from gateway.kv_cache import ISOLATE_CACHE, KVReadCache
 from gateway.tool_config import ToolConfig, load_tool
+from worker.bounded_json import JsonLimitError, JsonLimits, loads_bounded
 from worker.http import Headers, HttpRequest, HttpResponse
 
 USER_AGENT = "agent-memory-gateway/0.1"
@@ -73,13 +74,23 @@ def tool_not_found(tool_name: str) -> GatewayError:
     return GatewayError(404, "tool_not_found", f"no tool named {tool_name!r} for this API key")
 
 
+# Tool arguments go to an upstream, not to our storage: NUL is the upstream's business, and
+# one string may use the tool's whole request budget (at most 1 MiB, `max_request_bytes`).
+TOOL_ARGUMENT_LIMITS = JsonLimits(max_string_chars=1024 * 1024)
+
+
 def parse_arguments(body: bytes) -> dict[str, Any]:
-    """Decode an HTTP tool-call body: a JSON object of arguments (empty body = `{}`)."""
+    """Decode an HTTP tool-call body: a JSON object of arguments (empty body = `{}`).
+
+    Bad JSON is 400 `invalid_json`; a depth or number-size limit is 413 with its code.
+    """
     if not body.strip():
         return {}
     try:
-        value = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        value = loads_bounded(body, TOOL_ARGUMENT_LIMITS)
+    except JsonLimitError as exc:
+        raise GatewayError(413, exc.code, exc.message) from None
+    except ValueError as exc:
         raise GatewayError(400, "invalid_json", f"the body is not valid JSON: {exc}") from None
     if not isinstance(value, dict):
         raise GatewayError(
