@@ -26,8 +26,9 @@ What this server does, and why:
   HTTP 403. The body is a JSON-RPC error object either way. No OAuth metadata is served:
   keys are issued by the operator.
 * **Origin.** The transport spec requires validating `Origin` (DNS rebinding). Requests
-  without `Origin` (CLI and IDE clients) pass; a browser `Origin` must be this server's
-  own origin or listed in `allowed_origins`, else 403.
+  without `Origin` (CLI and IDE clients) pass; a browser `Origin` must be listed in
+  `MCP_ALLOWED_ORIGINS` (empty by default), else 403. It is not compared with the
+  request's own `Host`: a DNS-rebinding page's Origin matches the Host it rebinds.
 * **Errors.** Unknown tool and invalid arguments are JSON-RPC -32602 (tools.mdx "Protocol
   Errors"); upstream failures (timeout, unreachable, non-2xx status, missing credential)
   are tool results with `isError: true` ("Tool Execution Errors") so the model can react.
@@ -43,7 +44,6 @@ import json
 import logging
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from gateway.api_keys import Principal, authenticate
 from gateway.errors import GATEWAY_ERROR_HEADER, GatewayError
@@ -90,6 +90,7 @@ _TOOL_FAILURE_CODES = frozenset(
         "upstream_unreachable",
         "upstream_error",
         "upstream_response_too_large",
+        "upstream_forbidden",
     }
 )
 
@@ -151,11 +152,11 @@ def method_not_allowed() -> HttpResponse:
 
 
 def _origin_allowed(ctx: McpContext, request: HttpRequest) -> bool:
+    """No Origin (a non-browser client) passes; otherwise only a configured origin."""
     origin = request.headers.get("origin")
     if origin is None:
         return True
-    own = urlsplit(request.url)
-    return origin == f"{own.scheme}://{own.netloc}" or origin in ctx.allowed_origins
+    return origin.strip().lower() in ctx.allowed_origins
 
 
 def _valid_id(value: Any) -> bool:

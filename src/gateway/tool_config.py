@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import re
 from typing import Any, Literal
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from pydantic import (
     BaseModel,
@@ -62,7 +62,7 @@ DEFAULT_MAX_REQUEST_BYTES = 256 * 1024
 DEFAULT_MAX_RESPONSE_BYTES = 5 * 1024 * 1024
 
 _HEADER_NAME_RE = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}$")
-_PLACEHOLDER_RE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]{0,63})\}")
+PLACEHOLDER_RE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]{0,63})\}")
 # The gateway sets these itself, or they describe a message hop, not the payload.
 _FORBIDDEN_REQUEST_HEADERS = frozenset(
     {"host", "content-length", "transfer-encoding", "connection", "content-type"}
@@ -157,8 +157,11 @@ class ToolConfig(BaseModel):
             raise ValueError("put credentials in the tenant's credential, not in the url")
         if parts.fragment:
             raise ValueError("the upstream url must not have a #fragment")
-        if _PLACEHOLDER_RE.search(parts.netloc) or _PLACEHOLDER_RE.search(parts.query):
+        if PLACEHOLDER_RE.search(parts.netloc) or PLACEHOLDER_RE.search(parts.query):
             raise ValueError("{placeholders} are only allowed in the url path")
+        for segment in parts.path.split("/"):
+            if unquote(unquote(segment)) in (".", ".."):
+                raise ValueError("the upstream url path must not contain '.' or '..' segments")
         return value
 
     @field_validator("headers")
@@ -226,7 +229,7 @@ class ToolConfig(BaseModel):
 
     @property
     def path_placeholders(self) -> list[str]:
-        return _PLACEHOLDER_RE.findall(urlsplit(self.url).path)
+        return PLACEHOLDER_RE.findall(urlsplit(self.url).path)
 
     @property
     def sends_input_as(self) -> Literal["json", "query"]:
