@@ -28,6 +28,7 @@ bound parameters.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections.abc import Callable, Iterable, Sequence
@@ -206,6 +207,11 @@ class SubjectMatcher:
         return None if payload is None else {**row, "payload": payload}
 
 
+def subject_digest(subject: str) -> str:
+    """How logs name a subject: a short SHA-256, never the subject (often a person)."""
+    return "sha256:" + hashlib.sha256(subject.encode()).hexdigest()[:16]
+
+
 def validate_subject(subject: str) -> str:
     """The subject, or ValueError: 3-256 characters, not blank (a very short string would
     match as a substring of almost everything)."""
@@ -257,7 +263,10 @@ class SubjectEraser:
                 report.complete = False
                 report.errors.append(f"vectors: {type(exc).__name__}: {exc}")
                 log.error(
-                    "erase %s/%s: vectors failed, rows kept: %s", self.tenant_id, subject, exc
+                    "erase %s/%s: vectors failed, rows kept: %s",
+                    self.tenant_id,
+                    subject_digest(subject),
+                    type(exc).__name__,
                 )
                 return report
         self._progress("vectors", report.vectors)
@@ -280,7 +289,8 @@ class SubjectEraser:
                 report.complete = False
                 report.errors.append(f"archives: {type(exc).__name__}: {exc}")
         self._progress("archives", report.archives_rewritten + report.archives_deleted)
-        log.info("erase %s/%s: %s", self.tenant_id, subject, report.model_dump())
+        counts = report.model_dump(exclude={"subject", "errors", "tenant_id"})
+        log.info("erase %s/%s: %s", self.tenant_id, subject_digest(subject), counts)
         return report
 
     # ------------------------------------------------------------------ finding

@@ -399,11 +399,19 @@ async def _call_memory_tool(
         # client gets the reason, as it would for a schema failure, and nothing was written.
         code = getattr(exc, "code", None)
         if not isinstance(code, str):
-            log.exception("memory tool %s failed for tenant %s", name, principal.tenant)
+            # The type only: the message of a memory failure may quote the stored content.
+            log.error(
+                "memory tool %s failed for tenant %s: %s",
+                name,
+                principal.tenant,
+                type(exc).__name__,
+            )
             return _text_result(f"{name} failed with an internal error; try again later", True)
         refused = {"error": {"code": code, "message": str(exc)}}
         return _text_result(json.dumps(refused, ensure_ascii=False), True)
-    except Exception:
-        log.exception("memory tool %s failed for tenant %s", name, principal.tenant)
+    except Exception as exc:
+        log.error(
+            "memory tool %s failed for tenant %s: %s", name, principal.tenant, type(exc).__name__
+        )
         return _text_result(f"{name} failed with an internal error; try again later", True)
     return _text_result(json.dumps(result, ensure_ascii=False, default=str), False)

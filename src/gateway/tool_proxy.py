@@ -21,6 +21,7 @@ R2 (enforced by `tests/gateway/test_hot_path_isolation.py`).
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,6 +43,10 @@ from worker.bounded_json import JsonLimitError, JsonLimits, loads_bounded
 from worker.http import Headers, HttpRequest, HttpResponse
 
 USER_AGENT = "agent-memory-gateway/0.1"
+
+# httpx logs every request's full url at INFO; a tool whose credential goes in the query
+# string (`auth.type == "query"`) would put the tenant's token into the logs.
+logging.getLogger("httpx").setLevel(logging.WARNING)
 
 # Builds an httpx client for one call, given the timeout in seconds. On Workers clients must
 # be created inside the handler (cheap); the local runtime may share one transport.

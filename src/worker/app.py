@@ -6,6 +6,7 @@ both call, so the same code answers on the edge and on a laptop.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 
 from bindings.environment import Bindings
@@ -54,5 +55,12 @@ async def handle(request: HttpRequest, bindings: Bindings) -> HttpResponse:
     except BindingLimitError as exc:
         return ApiError(422, "limit_exceeded", str(exc)).to_response()
     except Exception:
-        log.exception("unhandled error on %s %s", request.method, request.path)
+        # The path can carry a subject (the erase route): log its hash and size, not it.
+        digest = hashlib.sha256(request.path.encode()).hexdigest()[:16]
+        log.exception(
+            "unhandled error on %s path sha256=%s (%d bytes)",
+            request.method,
+            digest,
+            len(request.path),
+        )
         return internal_error().to_response()
