@@ -30,8 +30,9 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from local_runtime.runtime import LocalRuntime
 from worker.app import handle
 from worker.cron import run_scheduled
-from worker.errors import ApiError, validation_error
+from worker.errors import ApiError, method_not_allowed, validation_error
 from worker.http import Headers, HttpRequest, HttpResponse, json_response
+from worker.openapi import document
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +109,12 @@ class LocalWorkerApp:
 
     async def dispatch(self, request: HttpRequest) -> HttpResponse:
         if request.path in SCHEDULED_PATHS:
+            if request.method != "GET":
+                return method_not_allowed(["GET"]).to_response()
             return await self._scheduled(request)
+        if request.path == "/openapi.json" and request.method == "GET":
+            # The Worker's document plus this server's own scheduled endpoints.
+            return json_response(document(local=True))
         return await handle(request, self.runtime.bindings())
 
     async def _scheduled(self, request: HttpRequest) -> HttpResponse:

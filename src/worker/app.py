@@ -18,6 +18,7 @@ from worker.facts_routes import add_semantic_memory
 from worker.health import healthz
 from worker.http import HttpRequest, HttpResponse
 from worker.lifecycle_routes import add_lifecycle_routes
+from worker.openapi import openapi_route
 from worker.router import Router
 
 log = logging.getLogger(__name__)
@@ -26,6 +27,7 @@ log = logging.getLogger(__name__)
 def build_router() -> Router[Bindings]:
     router: Router[Bindings] = Router()
     router.add("GET", "/healthz", healthz)
+    router.add("GET", "/openapi.json", openapi_route)
     # The tool gateway (src/gateway): the KV-only hot path and MCP (stateless, POST only).
     router.add("POST", "/api/v1/tools/{tool_name}", tool_call_route)
     router.add("POST", "/mcp", mcp_post_route)
