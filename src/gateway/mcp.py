@@ -184,7 +184,9 @@ async def handle_mcp_post(ctx: McpContext, request: HttpRequest) -> HttpResponse
     except JsonLimitError as exc:
         return _error_response(
             None,
-            JsonRpcError(PARSE_ERROR, f"Parse error: {exc.message}", {"code": exc.code}, 413),
+            JsonRpcError(
+                PARSE_ERROR, f"Parse error: {exc.message}", {"code": exc.code}, exc.status
+            ),
         )
     except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
         return _error_response(

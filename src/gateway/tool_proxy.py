@@ -96,14 +96,15 @@ TOOL_ARGUMENT_LIMITS = JsonLimits(max_string_chars=1024 * 1024)
 def parse_arguments(body: bytes) -> dict[str, Any]:
     """Decode an HTTP tool-call body: a JSON object of arguments (empty body = `{}`).
 
-    Bad JSON is 400 `invalid_json`; a depth or number-size limit is 413 with its code.
+    Bad JSON is 400 `invalid_json`; a depth or number-size limit is 413 and a lone
+    surrogate 422 `invalid_character`, each with its code.
     """
     if not body.strip():
         return {}
     try:
         value = loads_bounded(body, TOOL_ARGUMENT_LIMITS)
     except JsonLimitError as exc:
-        raise GatewayError(413, exc.code, exc.message) from None
+        raise GatewayError(exc.status, exc.code, exc.message) from None
     except ValueError as exc:
         raise GatewayError(400, "invalid_json", f"the body is not valid JSON: {exc}") from None
     if not isinstance(value, dict):

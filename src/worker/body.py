@@ -37,8 +37,7 @@ def json_limit_error(exc: JsonLimitError) -> ApiError:
     """The API error for a broken JSON limit (one mapping for every route)."""
     if exc.code == "invalid_json":
         return invalid_json(exc.message)
-    status = 422 if exc.code == "invalid_character" else 413
-    return ApiError(status, exc.code, exc.message)
+    return ApiError(exc.status, exc.code, exc.message)
 
 
 def parse_body(request: HttpRequest, model: type[M]) -> M:

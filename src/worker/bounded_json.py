@@ -6,7 +6,9 @@ int-conversion limit) after costing quadratic time, and one string may be as lar
 whole body. `loads_bounded` refuses all three with a `JsonLimitError` carrying a stable
 `code`, before any value reaches a handler.
 
-It also refuses U+0000 when asked (`allow_nul=False`): SQLite's `length()` stops at the
+Lone UTF-16 surrogates (`"\ud800"`, valid JSON escapes but not Unicode text) are always
+refused: they cannot be encoded as UTF-8 for storage or an upstream. It also refuses
+U+0000 when asked (`allow_nul=False`): SQLite's `length()` stops at the
 first NUL, so a string holding one breaks the `CHECK (length(...) ...)` constraints of the
 memory tables after the request was acknowledged. Refusing it here keeps "nothing a client
 sends can make a background write fail".
@@ -36,6 +38,11 @@ class JsonLimitError(ValueError):
         super().__init__(message)
         self.code = code
         self.message = message
+
+    @property
+    def status(self) -> int:
+        """The HTTP status for this refusal: 400 not JSON, 422 a bad character, else 413."""
+        return {"invalid_json": 400, "invalid_character": 422}.get(self.code, 413)
 
 
 @dataclass(frozen=True)
@@ -113,6 +120,15 @@ def _check_string(text: str, limits: JsonLimits) -> None:
         )
     if not limits.allow_nul and "\x00" in text:
         raise JsonLimitError("invalid_character", "strings must not contain U+0000 (NUL)")
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            # JSON can spell a lone UTF-16 surrogate ("\ud800") that no UTF-8 store or
+            # upstream can take: refused here rather than failing later, after the ack.
+            raise JsonLimitError(
+                "invalid_character", "strings must not contain lone UTF-16 surrogates"
+            ) from None
 
 
 def loads_bounded(data: bytes | str, limits: JsonLimits = DEFAULT_LIMITS) -> Any:

@@ -139,6 +139,27 @@ async def test_huge_integers_on_the_gateway_are_413_not_500(
     assert found == "number_too_large"
 
 
+async def test_a_lone_surrogate_subject_is_refused_not_lost(
+    agent_runtime: LocalRuntime, send: Send
+) -> None:
+    # JSON may spell a lone UTF-16 surrogate ("\ud800"); Python decodes it, but it cannot be
+    # encoded as UTF-8 for SQLite, so the background write would fail after the ack.
+    raw = b'{"input": "hello", "subject": "ab\\ud800c"}'
+    response = await send("POST", RUN, raw=raw)
+    assert (response.status, error_code(response)) == (422, "invalid_character")
+    await agent_runtime.background.drain()
+    assert await run_count(agent_runtime) == 0
+
+
+async def test_a_lone_surrogate_in_tool_arguments_is_a_4xx_not_a_500(
+    agent_runtime: LocalRuntime,
+) -> None:
+    key = await _gateway_key(agent_runtime)
+    response = await _post(agent_runtime, "/api/v1/tools/echo", key, b'{"text": "\\udfff"}')
+    assert response.status == 422
+    assert response.json()["error"]["code"] == "invalid_character"
+
+
 def test_bounded_decoder_never_raises_recursion_error() -> None:
     with pytest.raises(JsonLimitError) as caught:
         loads_bounded(b'{"a":' * 200_000 + b"1" + b"}" * 200_000)
