@@ -39,11 +39,14 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
-from agent_memory.agent_loop import LoopOutcome, run_agent_loop
-from agent_memory.agent_tools import ToolContext, platform_tools
-from agent_memory.agent_types import AgentType, get_agent_type
-from agent_memory.context import assemble_context, render_context
-from agent_memory.episodic import (
+from agent_memory.agent.context import assemble_context, render_context
+from agent_memory.agent.loop import LoopOutcome, run_agent_loop
+from agent_memory.agent.tools import ToolContext, platform_tools
+from agent_memory.governance.agent_types import AgentType, get_agent_type
+from agent_memory.governance.events import EventLog
+from agent_memory.governance.policy import WriteGate
+from agent_memory.ids import new_ulid
+from agent_memory.tiers.episodic import (
     MAX_EPISODE_CHARS,
     Episode,
     EpisodicStore,
@@ -52,11 +55,8 @@ from agent_memory.episodic import (
     RunRecord,
     Sleep,
 )
-from agent_memory.events import EventLog
-from agent_memory.ids import new_ulid
-from agent_memory.policy import WriteGate
-from agent_memory.procedural import ProceduralMemory, UnknownWorkflowError
-from agent_memory.working import WorkingMemory
+from agent_memory.tiers.procedural import ProceduralMemory, UnknownWorkflowError
+from agent_memory.tiers.working import WorkingMemory
 from agent_runtime_do.protocol import (
     Failure,
     OutcomePayload,

@@ -18,10 +18,10 @@ from urllib.parse import unquote
 
 from pydantic import BaseModel, ConfigDict
 
-from agent_memory.brief import build_brief
-from agent_memory.erase import validate_subject
 from agent_memory.ids import new_ulid
-from agent_memory.retention import LifecycleUpdate, get_lifecycle, set_lifecycle
+from agent_memory.lifecycle.brief import build_brief
+from agent_memory.lifecycle.erase import validate_subject
+from agent_memory.lifecycle.retention import LifecycleUpdate, get_lifecycle, set_lifecycle
 from bindings.environment import Bindings
 from bindings.ports.d1 import D1Database
 from worker.access import AccessIdentity, access_gated

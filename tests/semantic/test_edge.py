@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agent_memory.semantic import SemanticMemory
+from agent_memory.tiers.semantic import SemanticMemory
 from gateway import admin_ops
 from gateway.kv_cache import ISOLATE_CACHE
 from gateway.routes import register_memory_dispatcher
@@ -98,7 +98,7 @@ async def mcp(rt: LocalRuntime, key: str, method: str, params: dict[str, Any]) -
 
 
 async def test_mcp_clients_store_and_recall_through_the_gateway(rt: LocalRuntime) -> None:
-    from agent_memory.memory_tools import SemanticMemoryDispatcher
+    from agent_memory.agent.memory_tools import SemanticMemoryDispatcher
 
     ISOLATE_CACHE.clear()
     register_memory_dispatcher(SemanticMemoryDispatcher)  # as worker.app installs it

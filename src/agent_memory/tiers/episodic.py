@@ -28,9 +28,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent_memory.events import EventLog
+from agent_memory.governance.events import EventLog
+from agent_memory.governance.policy import WriteGate, WriteProposal
 from agent_memory.ids import content_hash
-from agent_memory.policy import WriteGate, WriteProposal
 from agent_memory.scope import TENANT_RE
 from bindings.ports.background import BackgroundTasks
 from bindings.ports.d1 import D1Database, D1Error, D1Statement

@@ -24,7 +24,7 @@ Pure steps (no I/O; each has its own tests):
   (`summarised_from` provenance); the rest are left for the weekly prune.
 * `find_links`: pairs of facts whose vectors are nearest neighbours with cosine ≥
   `link_threshold` become links (one row per direction); recall can follow them one hop
-  (`agent_memory.links`).
+  (`agent_memory.tiers.semantic.links`).
 
 `Reconciler.run(tenant)` loads the tenant's live facts (≤ `max_facts`), the episodes it
 needs, and the vectors, applies the steps in that order, and reports what it did. Writes go
@@ -45,11 +45,11 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent_memory.events import EventLog
+from agent_memory.governance.events import EventLog
+from agent_memory.governance.policy import WriteGate, WriteProposal
 from agent_memory.ids import content_hash, normalize_content
-from agent_memory.policy import WriteGate, WriteProposal
-from agent_memory.scoring import recency_decay
-from agent_memory.semantic import DEFAULT_SUBJECT, FactInput, SemanticMemory
+from agent_memory.retrieval.scoring import recency_decay
+from agent_memory.tiers.semantic import DEFAULT_SUBJECT, FactInput, SemanticMemory
 from bindings.ports.clock import Clock
 from bindings.ports.d1 import D1Database, D1Statement
 from bindings.ports.sql import Row

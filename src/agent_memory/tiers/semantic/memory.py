@@ -53,13 +53,11 @@ from pydantic import (
     model_validator,
 )
 
-from agent_memory.events import EventLog, RetrievedItem, memory_retrieved
-from agent_memory.fusion import ChannelDetail, ChannelHit, ChannelResult, fuse
+from agent_memory.governance.events import EventLog, RetrievedItem, memory_retrieved
+from agent_memory.governance.policy import WriteDenied, WriteGate, WriteProposal
 from agent_memory.ids import content_hash, is_ulid, new_ulid, sha256_hex
-from agent_memory.links import linked_rows
-from agent_memory.policy import WriteDenied, WriteGate, WriteProposal
-from agent_memory.scope import AGENT_TYPE_PATTERN, TENANT_RE
-from agent_memory.scoring import (
+from agent_memory.retrieval.fusion import ChannelDetail, ChannelHit, ChannelResult, fuse
+from agent_memory.retrieval.scoring import (
     RetrievalConfig,
     ScoreBreakdown,
     Tier,
@@ -67,7 +65,9 @@ from agent_memory.scoring import (
     information_density,
     score_parts,
 )
-from agent_memory.terms import exact_match_candidates, fts5_match_expression
+from agent_memory.retrieval.terms import exact_match_candidates, fts5_match_expression
+from agent_memory.scope import AGENT_TYPE_PATTERN, TENANT_RE
+from agent_memory.tiers.semantic.links import linked_rows
 from bindings.ports.clock import Clock
 from bindings.ports.d1 import D1Database, D1Statement
 from bindings.ports.embedder import Embedder, EmbeddingConfig
@@ -409,7 +409,7 @@ class SemanticMemory:
         self._tier: Tier = tier
         self._events = EventLog(tenant_id, db)
         # Writes are proposals checked by the write policy; committed facts get a
-        # `memory_written` event (ADR-0051, `agent_memory.policy`).
+        # `memory_written` event (ADR-0051, `agent_memory.governance.policy`).
         self._gate = gate or WriteGate(tenant_id, clock=clock, events=self._events)
 
     @classmethod

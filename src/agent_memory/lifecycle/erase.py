@@ -35,7 +35,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from agent_memory.cold import (
+from agent_memory.lifecycle.cold import (
     ArchiveKind,
     archive_key,
     decode_archive,
@@ -43,8 +43,8 @@ from agent_memory.cold import (
     parse_archive_key,
     tenant_prefix,
 )
-from agent_memory.semantic import namespace_for_tenant
-from agent_memory.working import WORKING_MEMORY_PREFIX
+from agent_memory.tiers.semantic import namespace_for_tenant
+from agent_memory.tiers.working import WORKING_MEMORY_PREFIX
 from bindings.ports.clock import Clock
 from bindings.ports.d1 import D1Database, D1Statement
 from bindings.ports.kv import KVNamespace

@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from agent_memory.retention import DEFAULT_EPISODE_LIMIT, known_tenants, warn_threshold
+from agent_memory.lifecycle.retention import DEFAULT_EPISODE_LIMIT, known_tenants, warn_threshold
 from bindings.ports.d1 import D1Database
 
 log = logging.getLogger(__name__)

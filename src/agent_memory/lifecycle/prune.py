@@ -19,7 +19,7 @@ One batch (`_archive_batch`), per tenant and kind, oldest rows first:
 1. SELECT up to `batch_rows` rows past the cutoff, ordered by (time, id); keep those in the
    ISO week of the first (an archive object never spans two weeks);
 2. PUT them to R2 as gzip NDJSON under a key derived from the first row
-   (`agent_memory.cold.archive_key`) — before anything is deleted;
+   (`agent_memory.lifecycle.cold.archive_key`) — before anything is deleted;
 3. one D1 batch (a transaction): record the archive in `lifecycle_archives` together with
    the number of rows the key range [first, last] now holds (a CHECK makes the transaction
    fail unless that equals the rows archived), DELETE exactly that key range, and add the
@@ -46,8 +46,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from agent_memory.cold import ArchiveKind, archive_key, encode_archive, iso_week, week_bounds
-from agent_memory.retention import TenantTable, get_lifecycle, known_tenants
+from agent_memory.lifecycle.cold import (
+    ArchiveKind,
+    archive_key,
+    encode_archive,
+    iso_week,
+    week_bounds,
+)
+from agent_memory.lifecycle.retention import TenantTable, get_lifecycle, known_tenants
 from bindings.ports.clock import Clock
 from bindings.ports.d1 import D1Database, D1Error, D1Statement
 from bindings.ports.object_store import ObjectStore

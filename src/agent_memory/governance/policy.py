@@ -6,7 +6,7 @@ is about (`subject`). `WritePolicy.evaluate` is a pure function of the proposal;
 calls it (through a `WriteGate`) before writing:
 
 * allowed → the tier commits, then the gate records a `memory_written` event
-  (`agent_memory.events`) carrying the SHA-256 of the content (the canonical JSON of the
+  (`agent_memory.governance.events`) carrying the SHA-256 of the content (the canonical JSON of the
   value), the key and the subject — never the value itself, so the audit trail holds no
   copy of personal data;
 * denied → `WriteDenied` with every reason (`code`, `message`), and nothing is written.
@@ -40,8 +40,8 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent_memory.agent_types import get_agent_type
-from agent_memory.events import EventLog, EventTier, MemoryEvent, memory_written
+from agent_memory.governance.agent_types import get_agent_type
+from agent_memory.governance.events import EventLog, EventTier, MemoryEvent, memory_written
 from agent_memory.ids import sha256_hex
 from bindings.ports.background import BackgroundTasks
 from bindings.ports.clock import Clock, SystemClock
