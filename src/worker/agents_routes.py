@@ -36,10 +36,10 @@ from agent_runtime_do.protocol import MAX_INPUT_CHARS, TASK_TYPE_PATTERN
 from bindings.environment import Bindings
 from bindings.ports.d1 import D1Database
 from bindings.ports.durable_objects import DurableObjectNamespace
+from http_messages import HttpRequest, HttpResponse, json_response
 from worker.access import AccessIdentity, access_gated
 from worker.body import parse_body, parse_model
 from worker.errors import ApiError
-from worker.http import HttpRequest, HttpResponse, json_response
 from worker.path_params import tenant_param
 from worker.router import Router
 

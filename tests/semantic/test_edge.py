@@ -10,13 +10,13 @@ from agent_memory.tiers.semantic import SemanticMemory
 from gateway import admin_ops
 from gateway.kv_cache import ISOLATE_CACHE
 from gateway.routes import register_memory_dispatcher
+from http_messages import Headers, HttpRequest, HttpResponse
 from local_runtime.access_dev import mint_token
 from local_runtime.runtime import LocalRuntime
 from tests.agents.conftest import build_request
 from tests.semantic.conftest import fact_rows, vector_count
 from worker.app import handle
 from worker.facts_routes import add_semantic_memory
-from worker.http import Headers, HttpRequest, HttpResponse
 from worker.router import Router
 
 
