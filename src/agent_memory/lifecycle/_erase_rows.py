@@ -12,19 +12,14 @@ Private to `agent_memory.lifecycle`.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from agent_memory.lifecycle._erase_rules import EraseReport, Found, SubjectMatcher
+from agent_memory.statements import chunks
 from bindings.ports.d1 import D1Database, D1Statement
 from bindings.ports.sql import SqlValue
 
-IDS_PER_STATEMENT = 90  # + the tenant id and a few others: under D1's 100 bound parameters
 EVENTS_PAGE = 500
-
-
-def chunks(items: Sequence[str], size: int = IDS_PER_STATEMENT) -> Iterable[Sequence[str]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
 
 
 class RowEraser:

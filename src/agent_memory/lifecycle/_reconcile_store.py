@@ -16,17 +16,12 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from agent_memory.lifecycle._reconcile_models import EpisodeRow, FactRow, Link
+from agent_memory.statements import IDS_PER_STATEMENT, STATEMENTS_PER_BATCH, chunks
 from bindings.ports.clock import Clock
 from bindings.ports.d1 import D1Database, D1Statement
 from bindings.ports.vectorize import VectorIndex
 
-IDS_PER_STATEMENT = 90
 VECTOR_IDS_PER_CALL = 100
-STATEMENTS_PER_BATCH = 50
-
-
-def _chunks(items: Sequence[str], size: int) -> list[Sequence[str]]:
-    return [items[i : i + size] for i in range(0, len(items), size)]
 
 
 class ReconcileStore:
@@ -67,7 +62,7 @@ class ReconcileStore:
 
     async def fact_vectors(self, fact_ids: Sequence[str]) -> dict[str, list[float]]:
         found: dict[str, list[float]] = {}
-        for chunk in _chunks(list(fact_ids), VECTOR_IDS_PER_CALL):
+        for chunk in chunks(list(fact_ids), VECTOR_IDS_PER_CALL):
             for record in await self._vectors.get_by_ids(list(chunk)):
                 if (
                     record.namespace == self._namespace
@@ -102,7 +97,7 @@ class ReconcileStore:
 
     async def active_ids(self, fact_ids: Sequence[str]) -> set[str]:
         live: set[str] = set()
-        for chunk in _chunks(list(fact_ids), IDS_PER_STATEMENT):
+        for chunk in chunks(list(fact_ids), IDS_PER_STATEMENT):
             marks = ", ".join("?" for _ in chunk)
             result = await (
                 self._db.prepare(

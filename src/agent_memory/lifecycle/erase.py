@@ -40,7 +40,10 @@ import logging
 from collections.abc import Callable, Sequence
 
 from agent_memory.lifecycle._erase_archives import ArchiveEraser
-from agent_memory.lifecycle._erase_rows import EVENTS_PAGE, IDS_PER_STATEMENT, RowEraser, chunks
+from agent_memory.lifecycle._erase_rows import (
+    EVENTS_PAGE,
+    RowEraser,
+)
 from agent_memory.lifecycle._erase_rules import (
     MAX_SUBJECT_CHARS,
     MIN_SUBJECT_CHARS,
@@ -48,6 +51,7 @@ from agent_memory.lifecycle._erase_rules import (
     SubjectMatcher,
     validate_subject,
 )
+from agent_memory.statements import IDS_PER_STATEMENT, chunks
 from agent_memory.tiers.semantic import namespace_for_tenant
 from agent_memory.tiers.working import WORKING_MEMORY_PREFIX
 from bindings.ports.clock import Clock

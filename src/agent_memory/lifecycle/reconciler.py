@@ -49,7 +49,10 @@ from agent_memory.lifecycle._reconcile_steps import (
     find_promotions,
     resolve_conflicts,
 )
-from agent_memory.lifecycle._reconcile_store import IDS_PER_STATEMENT, ReconcileStore
+from agent_memory.lifecycle._reconcile_store import (
+    ReconcileStore,
+)
+from agent_memory.statements import IDS_PER_STATEMENT
 from agent_memory.tiers.semantic import FactInput, SemanticMemory
 from bindings.ports.clock import Clock
 from bindings.ports.d1 import D1Database

@@ -17,8 +17,12 @@ from agent_memory.governance.events import RetrievedItem, memory_retrieved
 from agent_memory.retrieval.fusion import ChannelHit, ChannelResult, fuse
 from agent_memory.retrieval.scoring import breakdown, information_density, score_parts
 from agent_memory.retrieval.terms import exact_match_candidates
+from agent_memory.statements import IDS_PER_STATEMENT, chunks
 from agent_memory.tiers.semantic._channels import RecallChannels
-from agent_memory.tiers.semantic._scope import IDS_PER_STATEMENT, FactScope, chunks, ms
+from agent_memory.tiers.semantic._scope import (
+    FactScope,
+    ms,
+)
 from agent_memory.tiers.semantic._vectors import VectorSync
 from agent_memory.tiers.semantic.models import (
     Fact,

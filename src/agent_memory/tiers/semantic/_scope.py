@@ -8,13 +8,14 @@ with `tenant_id = ?`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from agent_memory.governance.events import EventLog
 from agent_memory.governance.policy import WriteGate
 from agent_memory.retrieval.scoring import RetrievalConfig, Tier
+from agent_memory.statements import IDS_PER_STATEMENT, chunks
 from agent_memory.tiers.semantic.models import SemanticTierUnavailable, embedding_tag
 from bindings.ports.clock import Clock
 from bindings.ports.d1 import D1Database
@@ -22,17 +23,7 @@ from bindings.ports.embedder import Embedder, EmbeddingConfig
 from bindings.ports.sql import Row
 from bindings.ports.vectorize import VectorIndex
 
-T = TypeVar("T")
-
 EMBED_BATCH = 100  # Workers AI takes ≤ 100 texts per call
-STATEMENTS_PER_BATCH = 50
-IDS_PER_STATEMENT = 90  # + a few other parameters stays under D1's 100
-
-
-def chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
-    """`items` in consecutive slices of at most `size`."""
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
 
 
 def ms(seconds: float) -> int:

@@ -16,13 +16,11 @@ from typing import Any
 
 import numpy as np
 
+from agent_memory.statements import IDS_PER_STATEMENT, STATEMENTS_PER_BATCH, chunks
 from agent_memory.tiers.semantic._scope import (
     EMBED_BATCH,
-    IDS_PER_STATEMENT,
-    STATEMENTS_PER_BATCH,
     FactScope,
     check_matrix,
-    chunks,
     ms,
 )
 from agent_memory.tiers.semantic.models import embedding_tag

@@ -19,12 +19,11 @@ from pydantic import ValidationError
 
 from agent_memory.governance.policy import WriteDenied, WriteProposal
 from agent_memory.ids import content_hash, is_ulid, new_ulid
+from agent_memory.statements import STATEMENTS_PER_BATCH, chunks
 from agent_memory.tiers.semantic._scope import (
     EMBED_BATCH,
-    STATEMENTS_PER_BATCH,
     FactScope,
     check_matrix,
-    chunks,
     ms,
 )
 from agent_memory.tiers.semantic._vectors import VectorJob, VectorSync
