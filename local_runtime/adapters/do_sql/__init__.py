@@ -1,0 +1,41 @@
+"""Durable Object SQL storage on sqlite3, and the SQLite engine the local D1 shares."""
+
+from local_runtime.adapters.do_sql._engine import (
+    MAX_SQL_BYTES,
+    MULTI_STATEMENT_PARAMS,
+    NO_STATEMENT,
+    RESERVED_PREFIX,
+    TRANSACTION_REFUSED,
+    WRONG_PARAMETER_COUNT,
+    BufferedSqlCursor,
+    DurableObjectStorageRegistry,
+    LocalDurableObjectStorage,
+    LocalSqlCursor,
+    LocalSqlStorage,
+    QueryResult,
+    SqlEngineError,
+    SqliteEngine,
+    SqlStorageError,
+    SqlStorageLimitError,
+    split_sql_statements,
+)
+
+__all__ = [
+    "MAX_SQL_BYTES",
+    "MULTI_STATEMENT_PARAMS",
+    "NO_STATEMENT",
+    "RESERVED_PREFIX",
+    "TRANSACTION_REFUSED",
+    "WRONG_PARAMETER_COUNT",
+    "BufferedSqlCursor",
+    "DurableObjectStorageRegistry",
+    "LocalDurableObjectStorage",
+    "LocalSqlCursor",
+    "LocalSqlStorage",
+    "QueryResult",
+    "SqlEngineError",
+    "SqlStorageError",
+    "SqlStorageLimitError",
+    "SqliteEngine",
+    "split_sql_statements",
+]
