@@ -30,77 +30,6 @@ from local_runtime.adapters.vectorize._metadata import (
 )
 
 BoolArray = npt.NDArray[np.bool_]
-ColumnSpec = tuple[str, "StringDictionary | None"]
-
-
-class MetadataIndexes:
-    """The metadata indexes, in creation order, with a dictionary per string property."""
-
-    def __init__(self) -> None:
-        self.types: dict[str, str] = {}
-        self._dictionaries: dict[str, StringDictionary] = {}
-
-    @staticmethod
-    def resolve(spec: MetadataIndex | tuple[str, str]) -> MetadataIndex:
-        """A declared index (a `MetadataIndex` or a `(property, type)` pair) as a model."""
-        if isinstance(spec, MetadataIndex):
-            return spec
-        if spec[1] in INDEX_TYPES:
-            return MetadataIndex(property=spec[0], type=cast(MetadataIndexType, spec[1]))
-        raise BindingLimitError(
-            f"metadata index type must be one of {', '.join(INDEX_TYPES)}, "
-            f"got {spec[1]!r} for {spec[0]!r}"
-        )
-
-    @staticmethod
-    def check_declaration(property: str, type: str) -> None:
-        """Raise unless `type` is an index type and `property` a valid property name."""
-        if type not in INDEX_TYPES:
-            raise BindingLimitError(
-                f"metadata index type must be one of {', '.join(INDEX_TYPES)}, got {type!r}"
-            )
-        if not is_valid_property(property):
-            raise BindingLimitError(f"invalid metadata index property name {property!r}")
-
-    def check_room_for(self, property: str) -> None:
-        """Raise if `property` is already indexed or the index has no room for another."""
-        if property in self.types:
-            raise BindingLimitError(f"metadata index {property!r} already exists")
-        if len(self.types) >= VECTORIZE_MAX_METADATA_INDEXES:
-            raise BindingLimitError(
-                f"an index can have at most {VECTORIZE_MAX_METADATA_INDEXES} metadata indexes"
-            )
-
-    def add(self, property: str, kind: str) -> StringDictionary | None:
-        """Register an index; returns the new dictionary of a string index."""
-        self.types[property] = kind
-        dictionary = StringDictionary() if kind == "string" else None
-        if dictionary is not None:
-            self._dictionaries[property] = dictionary
-        return dictionary
-
-    def drop(self, property: str) -> None:
-        del self.types[property]
-        self._dictionaries.pop(property, None)
-
-    def column_specs(self) -> dict[str, ColumnSpec]:
-        """What a new partition needs to lay out one column per index."""
-        return {p: (k, self._dictionaries.get(p)) for p, k in self.types.items()}
-
-    def declared(self) -> list[MetadataIndex]:
-        return [
-            MetadataIndex(property=p, type=cast(MetadataIndexType, k))
-            for p, k in self.types.items()
-        ]
-
-    def values_of(self, metadata: dict[str, Any]) -> dict[str, Scalar]:
-        """The indexed value of each property `metadata` has a value of the index's type for."""
-        out: dict[str, Scalar] = {}
-        for prop, kind in self.types.items():
-            value = indexed_value(kind, lookup_path(metadata, prop))
-            if value is not None:
-                out[prop] = value
-        return out
 
 
 class StringDictionary:
@@ -128,6 +57,10 @@ class StringDictionary:
     def table(self, selected: BoolArray, null_matches: bool) -> BoolArray:
         """A lookup table indexed by code; the extra last slot is code -1 (no value)."""
         return np.append(selected, np.bool_(null_matches))
+
+
+# (type, dictionary) of one metadata index: what a partition needs to lay out a column
+ColumnSpec = tuple[str, StringDictionary | None]
 
 
 class Column:
@@ -238,3 +171,73 @@ def _compare(values: npt.NDArray[Any], op: str, bound: object) -> BoolArray:
         if op == "$lt":
             return cast(BoolArray, np.asarray(values < bound, dtype=np.bool_))
         return cast(BoolArray, np.asarray(values <= bound, dtype=np.bool_))
+
+
+class MetadataIndexes:
+    """The metadata indexes, in creation order, with a dictionary per string property."""
+
+    def __init__(self) -> None:
+        self.types: dict[str, str] = {}
+        self._dictionaries: dict[str, StringDictionary] = {}
+
+    @staticmethod
+    def resolve(spec: MetadataIndex | tuple[str, str]) -> MetadataIndex:
+        """A declared index (a `MetadataIndex` or a `(property, type)` pair) as a model."""
+        if isinstance(spec, MetadataIndex):
+            return spec
+        if spec[1] in INDEX_TYPES:
+            return MetadataIndex(property=spec[0], type=cast(MetadataIndexType, spec[1]))
+        raise BindingLimitError(
+            f"metadata index type must be one of {', '.join(INDEX_TYPES)}, "
+            f"got {spec[1]!r} for {spec[0]!r}"
+        )
+
+    @staticmethod
+    def check_declaration(property: str, type: str) -> None:
+        """Raise unless `type` is an index type and `property` a valid property name."""
+        if type not in INDEX_TYPES:
+            raise BindingLimitError(
+                f"metadata index type must be one of {', '.join(INDEX_TYPES)}, got {type!r}"
+            )
+        if not is_valid_property(property):
+            raise BindingLimitError(f"invalid metadata index property name {property!r}")
+
+    def check_room_for(self, property: str) -> None:
+        """Raise if `property` is already indexed or the index has no room for another."""
+        if property in self.types:
+            raise BindingLimitError(f"metadata index {property!r} already exists")
+        if len(self.types) >= VECTORIZE_MAX_METADATA_INDEXES:
+            raise BindingLimitError(
+                f"an index can have at most {VECTORIZE_MAX_METADATA_INDEXES} metadata indexes"
+            )
+
+    def add(self, property: str, kind: str) -> StringDictionary | None:
+        """Register an index; returns the new dictionary of a string index."""
+        self.types[property] = kind
+        dictionary = StringDictionary() if kind == "string" else None
+        if dictionary is not None:
+            self._dictionaries[property] = dictionary
+        return dictionary
+
+    def drop(self, property: str) -> None:
+        del self.types[property]
+        self._dictionaries.pop(property, None)
+
+    def column_specs(self) -> dict[str, ColumnSpec]:
+        """What a new partition needs to lay out one column per index."""
+        return {p: (k, self._dictionaries.get(p)) for p, k in self.types.items()}
+
+    def declared(self) -> list[MetadataIndex]:
+        return [
+            MetadataIndex(property=p, type=cast(MetadataIndexType, k))
+            for p, k in self.types.items()
+        ]
+
+    def values_of(self, metadata: dict[str, Any]) -> dict[str, Scalar]:
+        """The indexed value of each property `metadata` has a value of the index's type for."""
+        out: dict[str, Scalar] = {}
+        for prop, kind in self.types.items():
+            value = indexed_value(kind, lookup_path(metadata, prop))
+            if value is not None:
+                out[prop] = value
+        return out
