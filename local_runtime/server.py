@@ -27,11 +27,11 @@ from urllib.parse import quote
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from http_messages import Headers, HttpRequest, HttpResponse, json_response
 from local_runtime.runtime import LocalRuntime
 from worker.app import handle
 from worker.cron import run_scheduled
 from worker.errors import ApiError, method_not_allowed, validation_error
-from worker.http import Headers, HttpRequest, HttpResponse, json_response
 from worker.openapi import document
 
 log = logging.getLogger(__name__)

@@ -39,8 +39,8 @@ from gateway.kv_cache import ISOLATE_CACHE, KVReadCache
 from gateway.outbound import OutboundPolicy, Resolver
 from gateway.tool_config import PLACEHOLDER_RE as _PLACEHOLDER_RE
 from gateway.tool_config import ToolConfig, load_tool
-from worker.bounded_json import JsonLimitError, JsonLimits, loads_bounded
-from worker.http import Headers, HttpRequest, HttpResponse
+from http_messages import Headers, HttpRequest, HttpResponse
+from http_messages.bounded_json import JsonLimitError, JsonLimits, loads_bounded
 
 USER_AGENT = "agent-memory-gateway/0.1"
 

@@ -9,9 +9,9 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from worker.bounded_json import STORAGE_LIMITS, JsonLimitError, JsonLimits, loads_bounded
+from http_messages import HttpRequest
+from http_messages.bounded_json import STORAGE_LIMITS, JsonLimitError, JsonLimits, loads_bounded
 from worker.errors import ApiError, invalid_json, validation_error
-from worker.http import HttpRequest
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -9,6 +9,9 @@ cannot be added without being documented, and fuzzes the local server with schem
 against this document.
 
 The local dev server adds its scheduled-handler endpoints (`build_document(local=True)`).
+
+Size: one table of every route next to the response models it names, and the few lines
+that render them; split, a route and the schema a client relies on would live apart.
 """
 
 from __future__ import annotations
@@ -19,14 +22,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent_memory.episodic import Episode, RunPage, RunRecord
-from agent_memory.erase import EraseReport
-from agent_memory.reconciler import ReconcileReport
-from agent_memory.retention import LifecycleUpdate, TenantLifecycle
+from agent_memory.lifecycle import EraseReport, LifecycleUpdate, ReconcileReport, TenantLifecycle
+from agent_memory.tiers.episodic import Episode, RunPage, RunRecord
 from agent_runtime_do.protocol import RunResult
 from bindings.environment import Bindings
+from http_messages import HttpRequest, HttpResponse, json_response
 from worker.agents_routes import CandidatesQuery, OutcomeBody, RunBody, RunsQuery, WorkflowsQuery
-from worker.http import HttpRequest, HttpResponse, json_response
 from worker.lifecycle_routes import PruneBody
 from worker.router import MAX_PARAM_CHARS
 

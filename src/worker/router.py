@@ -18,8 +18,8 @@ from typing import Generic, TypeVar
 from urllib.parse import unquote
 
 from agent_memory.scope import TENANT_PATTERN
+from http_messages import HttpRequest, HttpResponse
 from worker.errors import ApiError, method_not_allowed, not_found
-from worker.http import HttpRequest, HttpResponse
 
 C = TypeVar("C")
 Handler = Callable[[HttpRequest, dict[str, str], C], Awaitable[HttpResponse]]

@@ -11,17 +11,17 @@ from typing import Any
 import httpx
 import pytest
 
-from agent_memory.memory_tools import SemanticMemoryDispatcher
+from agent_memory.agent import SemanticMemoryDispatcher
 from gateway import admin_ops
 from gateway.kv_cache import ISOLATE_CACHE
 from gateway.routes import register_memory_dispatcher
+from http_messages import Headers, HttpRequest, HttpResponse
+from http_messages.bounded_json import MAX_DEPTH, JsonLimitError, loads_bounded
 from local_runtime.access_dev import mint_token
 from local_runtime.runtime import LocalRuntime
 from tests.agents.conftest import Send
 from worker.access import ACCESS_HEADER
 from worker.app import handle
-from worker.bounded_json import MAX_DEPTH, JsonLimitError, loads_bounded
-from worker.http import Headers, HttpRequest, HttpResponse
 
 RUN = "/v1/agents/acme/assistant/run"
 DEEP = b"[" * 50_000 + b"]" * 50_000

@@ -11,19 +11,19 @@ from typing import Any
 
 import pytest
 
-from agent_memory.memory_tools import SemanticMemoryDispatcher
-from agent_memory.semantic import SemanticMemory
+from agent_memory.agent import SemanticMemoryDispatcher
+from agent_memory.tiers.semantic import SemanticMemory
 from agent_runtime_do.runtime import AgentRuntimeCore
 from gateway import admin_ops
 from gateway.kv_cache import ISOLATE_CACHE
 from gateway.routes import register_memory_dispatcher
+from http_messages import Headers, HttpRequest, HttpResponse
 from local_runtime.access_dev import mint_token
 from local_runtime.runtime import LocalRuntime
 from tests.agents.conftest import build_request
 from tests.agents.test_episodic import FlakyD1, RecordingSleep, use_core
 from worker import lifecycle_routes
 from worker.app import handle
-from worker.http import Headers, HttpRequest, HttpResponse
 
 SUBJECT = "Zelda Quartermaine-Subject"
 CONTENT = "zelda keeps the vault code 4411 under the blue lamp"

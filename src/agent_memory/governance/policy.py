@@ -1,0 +1,342 @@
+"""Memory writes are proposals (ADR-0051): checked by a policy before they commit.
+
+A `WriteProposal` is (tier, key, value, confidence, source, supersedes?) plus who proposes
+it (`agent_type`, None for platform clients: MCP, operators, the reconciler) and what it
+is about (`subject`). `WritePolicy.evaluate` is a pure function of the proposal; every tier
+calls it (through a `WriteGate`) before writing:
+
+* allowed → the tier commits, then the gate records a `memory_written` event
+  (`agent_memory.governance.events`) carrying the SHA-256 of the content (the canonical JSON of the
+  value), the key and the subject — never the value itself, so the audit trail holds no
+  copy of personal data;
+* denied → `WriteDenied` with every reason (`code`, `message`), and nothing is written.
+
+The rules (docs/lifecycle.md, "Write policy"):
+
+1. size: the canonical JSON of the value is at most `max_bytes[tier]`;
+2. tiers per agent type: an agent of a registered type writing during a run (`run_id`
+   set) writes `working` only with `memory.working_memory`, `semantic` only with
+   `memory.long_term_enabled`; `episodic` and `procedural` always (the runtime records
+   every turn and scores workflows). Other writers (MCP clients, operators, the
+   reconciler) were admitted by their route (tool permissions, Cloudflare Access) and are
+   not limited here;
+3. confidence: at least `confidence_floor[tier]` (semantic: 0.1 by default);
+4. personal data — fields marked with the `_personal` key of a JSON object value (`true`:
+   the whole entry; a list: the named fields of that object, which must exist):
+   * only in the tiers of `personal_data_tiers` (episodic and semantic): not in working
+     memory (KV, the hot tier copied to the edge) nor in procedural memory (shared by every
+     instance of an agent type) — the hot/warm/cold ADR's "PII only in the warm tier";
+   * only with a `subject`, so a subject erase can find every trace of it;
+   * only from agent types in `personal_data_agent_types` when that is set;
+5. `source` is 1-64 characters and `supersedes`, when given, is not the key itself.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agent_memory.governance.agent_types import get_agent_type
+from agent_memory.governance.events import EventLog, MemoryEvent, memory_written
+from agent_memory.governance.proposals import (
+    PERSONAL_MARK,
+    TIERS,
+    Decision,
+    Tier,
+    Violation,
+    ViolationCode,
+    WriteDenied,
+    WriteProposal,
+    canonical_json,
+    missing_marked_fields,
+    personal_marking,
+)
+from bindings.ports.background import BackgroundTasks
+from bindings.ports.clock import Clock, SystemClock
+from bindings.ports.d1 import D1Statement
+
+log = logging.getLogger(__name__)
+
+# The proposal vocabulary is re-exported: a tier needs the gate and what it checks together.
+__all__ = [
+    "DEFAULT_CONFIDENCE_FLOOR",
+    "DEFAULT_MAX_BYTES",
+    "DEFAULT_POLICY",
+    "PERSONAL_MARK",
+    "TIERS",
+    "Decision",
+    "Tier",
+    "Violation",
+    "ViolationCode",
+    "WriteDenied",
+    "WriteGate",
+    "WritePolicy",
+    "WriteProposal",
+    "canonical_json",
+    "personal_marking",
+]
+
+T = TypeVar("T")
+
+DEFAULT_MAX_BYTES: dict[Tier, int] = {
+    # Working memory's real bound is its 128 KiB per-instance budget (`working.py`), which
+    # it reports with the numbers; this is only a backstop.
+    "working": 1024 * 1024,
+    "episodic": 64 * 1024,
+    "semantic": 24 * 1024,
+    "procedural": 16 * 1024,
+}
+DEFAULT_CONFIDENCE_FLOOR: dict[Tier, float] = {
+    "working": 0.0,
+    "episodic": 0.0,
+    "semantic": 0.1,
+    "procedural": 0.0,
+}
+
+
+class WritePolicy(BaseModel):
+    """The rules' parameters. The defaults are the deployment's policy."""
+
+    model_config = ConfigDict(frozen=True)
+
+    max_bytes: dict[Tier, int] = Field(default_factory=lambda: dict(DEFAULT_MAX_BYTES))
+    confidence_floor: dict[Tier, float] = Field(
+        default_factory=lambda: dict(DEFAULT_CONFIDENCE_FLOOR)
+    )
+    personal_data_tiers: frozenset[Tier] = frozenset({"episodic", "semantic"})
+    personal_data_agent_types: frozenset[str] | None = None
+
+    def allowed_tiers(self, agent_type: str | None) -> frozenset[Tier] | None:
+        """The tiers a registered agent type may write; None = not limited here."""
+        found = get_agent_type(agent_type) if agent_type else None
+        if found is None:
+            return None
+        tiers: set[Tier] = {"episodic", "procedural"}
+        if found.memory.working_memory:
+            tiers.add("working")
+        if found.memory.long_term_enabled:
+            tiers.add("semantic")
+        return frozenset(tiers)
+
+    def evaluate(self, proposal: WriteProposal) -> Decision:
+        """Check `proposal` against every rule; all violations are reported."""
+        found: list[Violation] = []
+        tier = proposal.tier
+        try:
+            size = len(proposal.content)
+        except (TypeError, ValueError) as exc:
+            found.append(Violation(code="invalid_proposal", message=f"value is not JSON: {exc}"))
+            size = 0
+        limit = self.max_bytes.get(tier, 0)
+        if size > limit:
+            found.append(
+                Violation(
+                    code="too_large",
+                    message=f"{size} bytes of JSON; the {tier} tier takes at most {limit}",
+                )
+            )
+        # Only an agent writing during one of its runs is held to its type's tiers; the
+        # same type name on a platform write (an operator, a test) is just a label.
+        allowed = self.allowed_tiers(proposal.agent_type) if proposal.run_id else None
+        if allowed is not None and tier not in allowed:
+            found.append(
+                Violation(
+                    code="tier_not_allowed",
+                    message=f"agent type {proposal.agent_type!r} may write "
+                    f"{', '.join(sorted(allowed))}, not {tier}",
+                )
+            )
+        floor = self.confidence_floor.get(tier, 0.0)
+        if proposal.confidence < floor:
+            found.append(
+                Violation(
+                    code="confidence_too_low",
+                    message=f"confidence {proposal.confidence:g} is below the {tier} "
+                    f"floor {floor:g}",
+                )
+            )
+        if not 1 <= len(proposal.source) <= 64:
+            found.append(Violation(code="invalid_proposal", message="source must be 1-64 chars"))
+        if proposal.supersedes is not None and proposal.supersedes == proposal.key:
+            found.append(
+                Violation(code="invalid_proposal", message="an entry cannot supersede itself")
+            )
+        found += self._personal_data(proposal)
+        return Decision(allowed=not found, violations=found)
+
+    def _personal_data(self, proposal: WriteProposal) -> list[Violation]:
+        fields = proposal.personal_fields()
+        if fields is None:
+            return []
+        found: list[Violation] = []
+        what = "the whole entry" if not fields else ", ".join(fields)
+        if proposal.tier not in self.personal_data_tiers:
+            found.append(
+                Violation(
+                    code="personal_data_tier",
+                    message=f"personal data ({what}) may only be written to "
+                    f"{', '.join(sorted(self.personal_data_tiers))}, not {proposal.tier}",
+                )
+            )
+        if not proposal.subject:
+            found.append(
+                Violation(
+                    code="personal_data_without_subject",
+                    message=f"personal data ({what}) must name the subject it is about, so "
+                    "that erasing the subject removes it",
+                )
+            )
+        writers = self.personal_data_agent_types
+        if writers is not None and proposal.agent_type not in writers:
+            found.append(
+                Violation(
+                    code="personal_data_writer",
+                    message=f"agent type {proposal.agent_type!r} may not write personal data",
+                )
+            )
+        if fields:
+            missing = missing_marked_fields(proposal.value, fields)
+            if missing:
+                found.append(
+                    Violation(
+                        code="personal_field_missing",
+                        message=f"fields marked personal are not in the value: "
+                        f"{', '.join(missing)}",
+                    )
+                )
+        return found
+
+
+DEFAULT_POLICY = WritePolicy()
+
+
+class WriteGate:
+    """A tenant's policy check and `memory_written` recorder, shared by the tiers.
+
+    `check` raises `WriteDenied`; `committed` records one event per committed proposal
+    (in one D1 batch, through `EventLog`), or defers that to `background`
+    (`ctx.waitUntil`) when given. `event_ids` lets a tier use an id of its own (an episode
+    or fact id) as the event id, with insert-if-absent, so a retried write records its
+    event once. A failed event write is logged at ERROR with the event — the committed
+    write is not undone.
+    """
+
+    def __init__(
+        self,
+        tenant_id: str,
+        *,
+        clock: Clock | None = None,
+        events: EventLog | None = None,
+        policy: WritePolicy | None = None,
+        background: BackgroundTasks | None = None,
+    ) -> None:
+        self.tenant_id = tenant_id
+        self.policy = policy or DEFAULT_POLICY
+        self._clock: Clock = clock or SystemClock()
+        self._events = events
+        self._background = background
+
+    def check(self, proposal: WriteProposal) -> None:
+        decision = self.policy.evaluate(proposal)
+        if not decision.allowed:
+            log.info(
+                "memory write denied: tenant=%s tier=%s key=%s %s",
+                self.tenant_id,
+                proposal.tier,
+                proposal.key,
+                [v.code for v in decision.violations],
+            )
+            raise WriteDenied(proposal, decision.violations)
+
+    def check_all(self, proposals: Sequence[WriteProposal]) -> None:
+        """Check every proposal before any is written (all or nothing)."""
+        for proposal in proposals:
+            self.check(proposal)
+
+    def event(self, proposal: WriteProposal, event_id: str | None = None) -> MemoryEvent:
+        now = self._clock.now()
+        payload: dict[str, Any] = {
+            "key": proposal.key,
+            "source": proposal.source,
+            "confidence": proposal.confidence,
+            "bytes": len(proposal.content),
+        }
+        if proposal.subject:
+            payload["subject"] = proposal.subject
+        if proposal.supersedes:
+            payload["supersedes"] = proposal.supersedes
+        fields = proposal.personal_fields()
+        if fields is not None:
+            payload["personal_fields"] = list(fields) or ["*"]
+        event = memory_written(
+            tenant_id=self.tenant_id,
+            tier=proposal.tier,
+            now=now,
+            content_hash=proposal.content_hash,
+            payload=payload,
+            agent_type=proposal.agent_type,
+            run_id=proposal.run_id,
+        )
+        if event_id is not None:
+            event = event.model_copy(update={"event_id": event_id})
+        return event
+
+    @property
+    def records_events(self) -> bool:
+        return self._events is not None
+
+    def event_statement(self, proposal: WriteProposal, event_id: str) -> D1Statement | None:
+        """The event INSERT (insert-if-absent, id `event_id`) for a tier that commits the
+        event in the same D1 batch as its write; None when this gate records no events."""
+        if self._events is None:
+            return None
+        return self._events.statement(self.event(proposal, event_id), if_absent=True)
+
+    def defer(self, proposals: Sequence[WriteProposal]) -> None:
+        """Record events from synchronous code (Durable Object SQL tiers): through
+        `background` (`ctx.waitUntil`); without one, events are not recorded here."""
+        if self._events is None or not proposals:
+            return
+        events = [self.event(p) for p in proposals]
+        if self._background is None:
+            log.warning("memory_written events of %d write(s) dropped: no background", len(events))
+            return
+        self._background.wait_until(self._record(events))
+
+    async def committed(
+        self,
+        proposals: Sequence[WriteProposal],
+        event_ids: Sequence[str | None] | None = None,
+    ) -> list[MemoryEvent]:
+        """Record the `memory_written` events of committed proposals."""
+        if self._events is None or not proposals:
+            return []
+        ids = list(event_ids) if event_ids is not None else [None] * len(proposals)
+        events = [self.event(p, i) for p, i in zip(proposals, ids, strict=True)]
+        if self._background is not None:
+            self._background.wait_until(self._record(events))
+        else:
+            await self._record(events)
+        return events
+
+    async def _record(self, events: Sequence[MemoryEvent]) -> None:
+        assert self._events is not None
+        try:
+            await self._events.record_many(events, if_absent=True)
+        except Exception:
+            # Event ids only: the events' payloads may quote memory content.
+            log.exception(
+                "memory_written events NOT recorded for tenant %s: %s",
+                self.tenant_id,
+                [e.event_id for e in events],
+            )
+
+    async def submit(self, proposal: WriteProposal, commit: Callable[[], Awaitable[T]]) -> T:
+        """Check, commit, record: the whole path of one write."""
+        self.check(proposal)
+        result = await commit()
+        await self.committed([proposal])
+        return result

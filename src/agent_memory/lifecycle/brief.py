@@ -1,0 +1,166 @@
+"""The daily brief (cron `0 6 * * *`): how full each tenant's memory is.
+
+Per tenant: episodes (from the trigger-maintained counter, so no 100K-row count), the
+tenant's limit and warning threshold, semantic facts by status (`pending_vector` = facts
+whose vector write has not completed), runs, episodes already past retention (what the
+next prune will archive), and what the cold tier holds. Levels:
+
+* `ok`;
+* `warning`: at least 80 % of the episode limit (80 000 by default, ADR-043) — logged at
+  WARNING with what to do;
+* `at_limit`: at the limit (100 000): the database refuses new episodes of the tenant
+  (docs/lifecycle.md, "At the limit") — logged at ERROR.
+
+One D1 statement per tenant (subqueries, each `tenant_id = ?` first), sent in batches, so
+100 tenants cost 100 statements in 2 round trips.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from agent_memory.lifecycle.retention import DEFAULT_EPISODE_LIMIT, known_tenants, warn_threshold
+from agent_memory.statements import STATEMENTS_PER_BATCH
+from bindings.ports.d1 import D1Database
+
+log = logging.getLogger(__name__)
+
+Level = Literal["ok", "warning", "at_limit"]
+
+
+class TenantBrief(BaseModel):
+    tenant_id: str
+    level: Level
+    episodes: int
+    episode_limit: int
+    episode_warn_at: int
+    retention_days: int
+    episodes_past_retention: int
+    runs: int
+    facts_active: int
+    facts_pending_vector: int
+    facts_superseded: int
+    links: int
+    archives: int
+    archived_rows: int
+
+
+class Brief(BaseModel):
+    generated_at_ms: int
+    tenants: list[TenantBrief] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+
+    def totals(self) -> dict[str, int]:
+        return {
+            "tenants": len(self.tenants),
+            "episodes": sum(t.episodes for t in self.tenants),
+            "facts_active": sum(t.facts_active for t in self.tenants),
+            "facts_pending_vector": sum(t.facts_pending_vector for t in self.tenants),
+            "tenants_warning": sum(t.level == "warning" for t in self.tenants),
+            "tenants_at_limit": sum(t.level == "at_limit" for t in self.tenants),
+        }
+
+    def summary(self) -> dict[str, Any]:
+        return {"generated_at_ms": self.generated_at_ms, **self.totals(), "warnings": self.warnings}
+
+
+_TENANT_SQL = (
+    "SELECT "
+    "(SELECT episodes FROM memory_tenant_stats WHERE tenant_id = ?1) AS episodes, "
+    "(SELECT episode_retention_days FROM tenant_lifecycle WHERE tenant_id = ?1) AS days, "
+    "(SELECT episode_limit FROM tenant_lifecycle WHERE tenant_id = ?1) AS episode_limit, "
+    "(SELECT COUNT(*) FROM memory_episodes WHERE tenant_id = ?1 AND created_at < "
+    "?2 - COALESCE((SELECT episode_retention_days FROM tenant_lifecycle "
+    "WHERE tenant_id = ?1), ?3) * 86400000) AS past_retention, "
+    "(SELECT COUNT(*) FROM agent_runs WHERE tenant_id = ?1) AS runs, "
+    "(SELECT COUNT(*) FROM semantic_facts WHERE tenant_id = ?1 AND status = 'active') "
+    "AS facts_active, "
+    "(SELECT COUNT(*) FROM semantic_facts WHERE tenant_id = ?1 AND status = 'pending_vector') "
+    "AS facts_pending, "
+    "(SELECT COUNT(*) FROM semantic_facts WHERE tenant_id = ?1 AND status = 'superseded') "
+    "AS facts_superseded, "
+    "(SELECT COUNT(*) FROM memory_links WHERE tenant_id = ?1) AS links, "
+    "(SELECT COUNT(*) FROM lifecycle_archives WHERE tenant_id = ?1) AS archives, "
+    "(SELECT COALESCE(SUM(rows), 0) FROM lifecycle_archives WHERE tenant_id = ?1) AS archived"
+)
+
+
+def _level(episodes: int, limit: int) -> Level:
+    if episodes >= limit:
+        return "at_limit"
+    if episodes >= warn_threshold(limit):
+        return "warning"
+    return "ok"
+
+
+async def build_brief(
+    db: D1Database,
+    *,
+    now_ms: int,
+    default_retention_days: int,
+    tenants: Sequence[str] | None = None,
+    progress: Callable[[TenantBrief], None] | None = None,
+) -> Brief:
+    """The brief for `tenants` (default: every tenant with episodes, runs or facts)."""
+    names = (
+        list(tenants)
+        if tenants is not None
+        else await known_tenants(db, ("memory_episodes", "agent_runs", "semantic_facts"))
+    )
+    brief = Brief(generated_at_ms=now_ms)
+    for start in range(0, len(names), STATEMENTS_PER_BATCH):
+        chunk = names[start : start + STATEMENTS_PER_BATCH]
+        results = await db.batch(
+            [db.prepare(_TENANT_SQL).bind(t, now_ms, default_retention_days) for t in chunk]
+        )
+        for tenant, result in zip(chunk, results, strict=True):
+            row = result.results[0]
+            limit = int(row["episode_limit"] or DEFAULT_EPISODE_LIMIT)
+            episodes = int(row["episodes"] or 0)
+            item = TenantBrief(
+                tenant_id=tenant,
+                level=_level(episodes, limit),
+                episodes=episodes,
+                episode_limit=limit,
+                episode_warn_at=warn_threshold(limit),
+                retention_days=int(row["days"] or default_retention_days),
+                episodes_past_retention=int(row["past_retention"] or 0),
+                runs=int(row["runs"] or 0),
+                facts_active=int(row["facts_active"] or 0),
+                facts_pending_vector=int(row["facts_pending"] or 0),
+                facts_superseded=int(row["facts_superseded"] or 0),
+                links=int(row["links"] or 0),
+                archives=int(row["archives"] or 0),
+                archived_rows=int(row["archived"] or 0),
+            )
+            brief.tenants.append(item)
+            _report(brief, item)
+            if progress is not None:
+                progress(item)
+    log.info("daily brief: %s", brief.totals())
+    return brief
+
+
+def _report(brief: Brief, item: TenantBrief) -> None:
+    if item.level == "at_limit":
+        message = (
+            f"tenant {item.tenant_id} is AT its episode limit ({item.episodes}/"
+            f"{item.episode_limit}): new episodes are being refused. Lower its retention "
+            f"(PUT /admin/tenants/{item.tenant_id}/lifecycle) and prune, or erase subjects."
+        )
+        log.error("daily brief: %s", message)
+    elif item.level == "warning":
+        message = (
+            f"tenant {item.tenant_id} has {item.episodes} episodes, over the warning "
+            f"threshold {item.episode_warn_at} of its limit {item.episode_limit}; "
+            f"{item.episodes_past_retention} are past its {item.retention_days}-day "
+            "retention and go at the next prune."
+        )
+        log.warning("daily brief: %s", message)
+    else:
+        return
+    brief.warnings.append(message)

@@ -1,0 +1,238 @@
+"""Tier 4, procedural memory: a Thompson-sampling bandit over workflows, in DO SQLite.
+
+Table `procedural_workflows(workflow_id, agent_type, task_type, spec, alpha, beta, pulls,
+status, ...)` lives in the AgentRuntime Durable Object (agent-local, ADR-043). Each
+workflow's success rate has a Beta(alpha, beta) posterior, starting at Beta(1, 1).
+
+* `select_workflow(agent_type, task_type, rng)` draws one sample from each active
+  workflow's Beta(alpha, beta) (numpy, with the caller's `Generator`, so tests seed it)
+  and returns the workflow with the largest draw; None when there is none.
+* `record_outcome(workflow_id, score)` with score ∈ [0, 1] adds `score` to alpha and
+  `1 - score` to beta and counts one pull, in ONE UPDATE statement (atomic even if the
+  Durable Object interleaves events). A score outside [0, 1] raises `ValueError`.
+* `pack_candidates(agent_type, min_pulls, min_mean)`: active workflows with at least
+  `min_pulls` outcomes and a posterior mean alpha / (alpha + beta) ≥ `min_mean`, best
+  first: the ones stable enough to promote into a capability pack (ADR-29).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from agent_memory.governance.agent_types import WorkflowSpec
+from agent_memory.governance.policy import WriteGate, WriteProposal
+from bindings.ports.do_sql import SqlStorage
+from bindings.ports.sql import Row
+
+DEFAULT_MIN_PULLS = 20
+DEFAULT_MIN_MEAN = 0.7
+
+
+class UnknownWorkflowError(LookupError):
+    """No workflow has this id."""
+
+
+class Workflow(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    workflow_id: str
+    agent_type: str
+    task_type: str
+    spec: dict[str, Any]
+    alpha: float
+    beta: float
+    pulls: int
+    status: Literal["active", "retired"]
+    created_at: float
+    updated_at: float
+
+    @property
+    def posterior_mean(self) -> float:
+        return self.alpha / (self.alpha + self.beta)
+
+    def summary(self) -> dict[str, Any]:
+        """JSON view for admin endpoints, with the posterior mean."""
+        return {**self.model_dump(), "posterior_mean": round(self.posterior_mean, 6)}
+
+
+class Selection(BaseModel):
+    workflow: Workflow
+    sample: float
+    samples: dict[str, float]
+
+
+_COLUMNS = (
+    "workflow_id, agent_type, task_type, spec, alpha, beta, pulls, status, created_at, updated_at"
+)
+
+
+def _workflow(row: Row) -> Workflow:
+    return Workflow(
+        workflow_id=row["workflow_id"],
+        agent_type=row["agent_type"],
+        task_type=row["task_type"],
+        spec=json.loads(row["spec"]),
+        alpha=float(row["alpha"]),
+        beta=float(row["beta"]),
+        pulls=int(row["pulls"]),
+        status=row["status"],
+        created_at=float(row["created_at"]),
+        updated_at=float(row["updated_at"]),
+    )
+
+
+class ProceduralMemory:
+    """The bandit of one Durable Object (synchronous: DO SQL is synchronous)."""
+
+    def __init__(self, sql: SqlStorage) -> None:
+        self._sql = sql
+        # Writes are proposals checked by the write policy (ADR-0051). This object does not
+        # know its tenant, so callers that can record events pass their own gate.
+        self._gate = WriteGate("procedural")
+
+    def register(
+        self,
+        *,
+        workflow_id: str,
+        agent_type: str,
+        task_type: str,
+        spec: dict[str, Any],
+        now: float,
+        gate: WriteGate | None = None,
+    ) -> None:
+        """Add a workflow with a Beta(1, 1) prior; an existing id is left as it is."""
+        gate = gate or self._gate
+        proposal = WriteProposal(
+            tier="procedural",
+            key=workflow_id,
+            value={"agent_type": agent_type, "task_type": task_type, "spec": spec},
+            source="workflow_registry",
+            agent_type=agent_type,
+        )
+        gate.check(proposal)
+        cursor = self._sql.exec(
+            f"INSERT INTO procedural_workflows ({_COLUMNS}) "
+            "VALUES (?, ?, ?, ?, 1.0, 1.0, 0, 'active', ?, ?) "
+            "ON CONFLICT (workflow_id) DO NOTHING",
+            workflow_id,
+            agent_type,
+            task_type,
+            json.dumps(spec, separators=(",", ":"), sort_keys=True),
+            now,
+            now,
+        )
+        list(cursor)  # consume so rows_written is final
+        if cursor.rows_written:
+            gate.defer([proposal])
+
+    def register_specs(
+        self,
+        agent_type: str,
+        specs: Iterable[WorkflowSpec],
+        now: float,
+        gate: WriteGate | None = None,
+    ) -> None:
+        for spec in specs:
+            self.register(
+                workflow_id=spec.workflow_id,
+                agent_type=agent_type,
+                task_type=spec.task_type,
+                spec={"instructions": spec.instructions, **spec.spec},
+                now=now,
+                gate=gate,
+            )
+
+    def get(self, workflow_id: str) -> Workflow | None:
+        rows = self._sql.exec(
+            f"SELECT {_COLUMNS} FROM procedural_workflows WHERE workflow_id = ?", workflow_id
+        ).to_array()
+        return _workflow(rows[0]) if rows else None
+
+    def workflows(
+        self, agent_type: str, task_type: str | None = None, *, include_retired: bool = False
+    ) -> list[Workflow]:
+        sql = f"SELECT {_COLUMNS} FROM procedural_workflows WHERE agent_type = ?"
+        params: list[str] = [agent_type]
+        if task_type is not None:
+            sql += " AND task_type = ?"
+            params.append(task_type)
+        if not include_retired:
+            sql += " AND status = 'active'"
+        rows = self._sql.exec(sql + " ORDER BY workflow_id", *params).to_array()
+        return [_workflow(row) for row in rows]
+
+    def select_workflow(
+        self, agent_type: str, task_type: str, rng: np.random.Generator
+    ) -> Selection | None:
+        """Thompson sampling: the active workflow with the largest Beta draw."""
+        candidates = self.workflows(agent_type, task_type)
+        if not candidates:
+            return None
+        alphas = np.array([w.alpha for w in candidates], dtype=np.float64)
+        betas = np.array([w.beta for w in candidates], dtype=np.float64)
+        draws = rng.beta(alphas, betas)
+        best = int(np.argmax(draws))
+        return Selection(
+            workflow=candidates[best],
+            sample=float(draws[best]),
+            samples={w.workflow_id: float(d) for w, d in zip(candidates, draws, strict=True)},
+        )
+
+    def record_outcome(
+        self, workflow_id: str, score: float, now: float, gate: WriteGate | None = None
+    ) -> Workflow:
+        """Update the posterior with one outcome; returns the updated workflow."""
+        if not isinstance(score, int | float) or isinstance(score, bool):
+            raise ValueError("score must be a number in [0, 1]")
+        value = float(score)
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(f"score must be in [0, 1], got {value}")
+        gate = gate or self._gate
+        proposal = WriteProposal(
+            tier="procedural", key=workflow_id, value={"score": value}, source="outcome"
+        )
+        gate.check(proposal)
+        cursor = self._sql.exec(
+            "UPDATE procedural_workflows SET alpha = alpha + ?, beta = beta + ?, "
+            "pulls = pulls + 1, updated_at = ? WHERE workflow_id = ?",
+            value,
+            1.0 - value,
+            now,
+            workflow_id,
+        )
+        list(cursor)  # consume so rows_written is final
+        if cursor.rows_written == 0:
+            raise UnknownWorkflowError(f"no workflow {workflow_id!r}")
+        updated = self.get(workflow_id)
+        if updated is None:  # deleted between the two statements: cannot happen in one DO
+            raise UnknownWorkflowError(f"no workflow {workflow_id!r}")
+        gate.defer([proposal])
+        return updated
+
+    def retire(self, workflow_id: str, now: float) -> None:
+        self._sql.exec(
+            "UPDATE procedural_workflows SET status = 'retired', updated_at = ? "
+            "WHERE workflow_id = ?",
+            now,
+            workflow_id,
+        )
+
+    def pack_candidates(
+        self,
+        agent_type: str,
+        *,
+        min_pulls: int = DEFAULT_MIN_PULLS,
+        min_mean: float = DEFAULT_MIN_MEAN,
+    ) -> list[Workflow]:
+        """Stable, successful workflows (enough pulls, high posterior mean), best first."""
+        found = [
+            w
+            for w in self.workflows(agent_type)
+            if w.pulls >= min_pulls and w.posterior_mean >= min_mean
+        ]
+        return sorted(found, key=lambda w: (-w.posterior_mean, w.workflow_id))
