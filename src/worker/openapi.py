@@ -3,291 +3,35 @@
 `GET /openapi.json` serves it. Request bodies and query parameters are the models the
 handlers validate with (`RunBody`, `LifecycleUpdate`, ...), responses the models they
 answer with (`RunResult`, `RunPage`, `EraseReport`, ...), and every error the one shape of
-`worker.errors` (`{"error": {"code", "message", "details"?}}`). `OPERATIONS` lists one entry
-per route; `tests/hardening/test_openapi.py` checks it against the router, so a route
-cannot be added without being documented, and fuzzes the local server with schemathesis
-against this document.
+`worker.errors` (`{"error": {"code", "message", "details"?}}`). One entry per route lives
+in `worker.api_operations.OPERATIONS`; `tests/hardening/test_openapi.py` checks it against
+the router, so a route cannot be added without being documented, and fuzzes the local
+server with schemathesis against this document.
 
 The local dev server adds its scheduled-handler endpoints (`build_document(local=True)`).
 
-Size: one table of every route next to the response models it names, and the few lines
-that render them; split, a route and the schema a client relies on would live apart.
+The response models live in `worker.api_models`.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel
 
-from agent_memory.lifecycle import EraseReport, LifecycleUpdate, ReconcileReport, TenantLifecycle
-from agent_memory.tiers.episodic import Episode, RunPage, RunRecord
-from agent_runtime_do.protocol import RunResult
 from bindings.environment import Bindings
 from http_messages import HttpRequest, HttpResponse, json_response
-from worker.agents_routes import CandidatesQuery, OutcomeBody, RunBody, RunsQuery, WorkflowsQuery
-from worker.lifecycle_routes import PruneBody
+from worker.api_models import (
+    ErrorBody,
+    McpReply,
+    ScheduledResult,
+)
+from worker.api_operations import ACCESS, API_KEY, OPERATIONS, Operation
 from worker.router import MAX_PARAM_CHARS
 
 API_VERSION = "0.1.0"
 
-
-# --- response models (what the handlers answer; extra keys are allowed to evolve) -------
-
-
-class _Open(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-
-class ErrorDetail(_Open):
-    code: str = Field(description="Stable identifier clients may branch on")
-    message: str
-    details: dict[str, Any] | None = None
-
-
-class ErrorBody(BaseModel):
-    """Every error the Worker answers (outside MCP's JSON-RPC envelope)."""
-
-    error: ErrorDetail
-
-
-class Health(_Open):
-    status: Literal["ok"]
-    environment: str
-    bindings: dict[str, bool]
-    embedding: dict[str, Any] | None
-
-
-class OutcomeResult(_Open):
-    run_id: str
-    workflow: dict[str, Any] | None
-
-
-class FailedWriteView(_Open):
-    op: str
-    payload: dict[str, Any]
-    error: str
-    attempts: int
-    created_at: float
-
-
-class RunDetail(_Open):
-    run: RunRecord
-    episodes: list[Episode]
-    run_log: list[Any]
-    workflow: dict[str, Any] | None
-    failed_writes: list[FailedWriteView]
-
-
-class Workflows(_Open):
-    instance_id: str
-    workflows: list[dict[str, Any]]
-
-
-class PackCandidates(_Open):
-    instance_id: str
-    min_pulls: int
-    min_mean: float
-    candidates: list[dict[str, Any]]
-
-
-class FactDeleted(_Open):
-    tenant: str
-    fact_id: str
-    deleted: bool
-    vector_deleted: bool
-    complete: bool
-
-
-class LifecycleView(_Open):
-    settings: TenantLifecycle
-    brief: dict[str, Any]
-
-
-class LifecycleSettingsView(_Open):
-    settings: TenantLifecycle
-
-
-class PruneView(_Open):
-    prune: dict[str, Any]
-    tenants: list[dict[str, Any]]
-
-
-class EraseView(EraseReport):
-    model_config = ConfigDict(extra="allow")
-    erased_by: str
-
-
-class ScheduledResult(_Open):
-    """What the scheduled handler reports (local dev endpoint only)."""
-
-
-class McpMessage(_Open):
-    """One JSON-RPC 2.0 message (MCP 2025-06-18 Streamable HTTP: one message per POST)."""
-
-    jsonrpc: Literal["2.0"]
-    method: str | None = None
-    id: str | int | None = None
-    params: dict[str, Any] | None = None
-
-
-class McpReply(_Open):
-    """A JSON-RPC response: `result` or `error` (whose `code` is a JSON-RPC integer)."""
-
-    jsonrpc: Literal["2.0"]
-    id: str | int | None = None
-
-
-# --- operations -------------------------------------------------------------------------
-
-ACCESS = "cloudflareAccess"
-API_KEY = "apiKey"
-
-
-@dataclass(frozen=True)
-class Operation:
-    method: str
-    path: str
-    summary: str
-    tag: str
-    ok: type[BaseModel] | None  # None: the success answer has no fixed JSON shape
-    ok_status: int = 200
-    body: type[BaseModel] | None = None
-    body_required: bool = True
-    query: type[BaseModel] | None = None
-    security: tuple[str, ...] = ()
-    extra_responses: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-
-OPERATIONS: tuple[Operation, ...] = (
-    Operation("GET", "/healthz", "Which bindings this deployment has", "meta", Health),
-    Operation("GET", "/openapi.json", "This document", "meta", None),
-    Operation(
-        "POST",
-        "/api/v1/tools/{tool_name}",
-        "Call a proxied tool (the KV-only hot path); the upstream's answer is relayed",
-        "gateway",
-        None,
-        security=(API_KEY,),
-    ),
-    Operation(
-        "POST",
-        "/mcp",
-        "MCP Streamable HTTP: one JSON-RPC message",
-        "gateway",
-        McpReply,
-        body=McpMessage,
-        security=(API_KEY,),
-    ),
-    Operation("GET", "/mcp", "No SSE stream on this stateless server (405)", "gateway", None),
-    Operation("DELETE", "/mcp", "No sessions on this stateless server (405)", "gateway", None),
-    Operation(
-        "POST",
-        "/v1/agents/{tenant}/{agent_type}/run",
-        "Run one agent turn",
-        "agents",
-        RunResult,
-        body=RunBody,
-        security=(ACCESS,),
-    ),
-    Operation(
-        "POST",
-        "/v1/agents/{tenant}/{agent_type}/runs/{run_id}/outcome",
-        "Score a run (procedural memory)",
-        "agents",
-        OutcomeResult,
-        body=OutcomeBody,
-        security=(ACCESS,),
-    ),
-    Operation(
-        "GET",
-        "/admin/agents/{tenant}/runs",
-        "List runs",
-        "agents",
-        RunPage,
-        query=RunsQuery,
-        security=(ACCESS,),
-    ),
-    Operation(
-        "GET",
-        "/admin/agents/{tenant}/runs/{run_id}",
-        "A run with its episodes and log",
-        "agents",
-        RunDetail,
-        security=(ACCESS,),
-    ),
-    Operation(
-        "GET",
-        "/admin/agents/{tenant}/{agent_type}/workflows",
-        "The bandit's workflows",
-        "agents",
-        Workflows,
-        query=WorkflowsQuery,
-        security=(ACCESS,),
-    ),
-    Operation(
-        "GET",
-        "/admin/agents/{tenant}/{agent_type}/pack-candidates",
-        "Workflows ready to pack",
-        "agents",
-        PackCandidates,
-        query=CandidatesQuery,
-        security=(ACCESS,),
-    ),
-    Operation(
-        "DELETE",
-        "/admin/tenants/{tenant}/facts/{fact_id}",
-        "Delete a fact and its vector",
-        "memory",
-        FactDeleted,
-        security=(ACCESS,),
-    ),
-    Operation(
-        "GET",
-        "/admin/tenants/{tenant}/lifecycle",
-        "Lifecycle settings and today's brief",
-        "lifecycle",
-        LifecycleView,
-        security=(ACCESS,),
-    ),
-    Operation(
-        "PUT",
-        "/admin/tenants/{tenant}/lifecycle",
-        "Override retention or the episode limit",
-        "lifecycle",
-        LifecycleSettingsView,
-        body=LifecycleUpdate,
-        security=(ACCESS,),
-    ),
-    Operation(
-        "POST",
-        "/admin/tenants/{tenant}/prune",
-        "Prune the tenant now",
-        "lifecycle",
-        PruneView,
-        body=PruneBody,
-        body_required=False,
-        security=(ACCESS,),
-    ),
-    Operation(
-        "POST",
-        "/admin/tenants/{tenant}/reconcile",
-        "Run the reconciler for the tenant",
-        "lifecycle",
-        ReconcileReport,
-        security=(ACCESS,),
-    ),
-    Operation(
-        "DELETE",
-        "/admin/tenants/{tenant}/subjects/{subject}",
-        "Erase a subject from every tier",
-        "lifecycle",
-        EraseView,
-        security=(ACCESS,),
-    ),
-)
 
 SCHEDULED_PATHS = ("/cdn-cgi/handler/scheduled", "/cdn-cgi/local/scheduled")
 

@@ -33,8 +33,9 @@ from local_runtime.runtime import LocalRuntime
 from local_runtime.server import running_server
 from tests.fakes.embedder import HashingEmbedder
 from worker.access import ACCESS_HEADER
+from worker.api_operations import OPERATIONS
 from worker.app import ROUTER
-from worker.openapi import OPERATIONS, build_document
+from worker.openapi import build_document
 
 MAX_EXAMPLES = int(os.environ.get("SCHEMATHESIS_MAX_EXAMPLES", "6"))
 SCHEMA = schemathesis.openapi.from_dict(build_document(local=True))

@@ -1,0 +1,178 @@
+"""Every route of the Worker as an `Operation`: method, path, the models it takes and
+answers, and how it is authenticated. `worker.openapi` renders this table; the OpenAPI test
+checks it against the router, so a route cannot be added without an entry here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+from agent_memory.lifecycle import LifecycleUpdate, ReconcileReport
+from agent_memory.tiers.episodic import RunPage
+from agent_runtime_do.protocol import RunResult
+from worker.agents_routes import CandidatesQuery, OutcomeBody, RunBody, RunsQuery, WorkflowsQuery
+from worker.api_models import (
+    EraseView,
+    FactDeleted,
+    Health,
+    LifecycleSettingsView,
+    LifecycleView,
+    McpMessage,
+    McpReply,
+    OutcomeResult,
+    PackCandidates,
+    PruneView,
+    RunDetail,
+    Workflows,
+)
+from worker.lifecycle_routes import PruneBody
+
+ACCESS = "cloudflareAccess"
+API_KEY = "apiKey"
+
+
+@dataclass(frozen=True)
+class Operation:
+    method: str
+    path: str
+    summary: str
+    tag: str
+    ok: type[BaseModel] | None  # None: the success answer has no fixed JSON shape
+    ok_status: int = 200
+    body: type[BaseModel] | None = None
+    body_required: bool = True
+    query: type[BaseModel] | None = None
+    security: tuple[str, ...] = ()
+    extra_responses: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+OPERATIONS: tuple[Operation, ...] = (
+    Operation("GET", "/healthz", "Which bindings this deployment has", "meta", Health),
+    Operation("GET", "/openapi.json", "This document", "meta", None),
+    Operation(
+        "POST",
+        "/api/v1/tools/{tool_name}",
+        "Call a proxied tool (the KV-only hot path); the upstream's answer is relayed",
+        "gateway",
+        None,
+        security=(API_KEY,),
+    ),
+    Operation(
+        "POST",
+        "/mcp",
+        "MCP Streamable HTTP: one JSON-RPC message",
+        "gateway",
+        McpReply,
+        body=McpMessage,
+        security=(API_KEY,),
+    ),
+    Operation("GET", "/mcp", "No SSE stream on this stateless server (405)", "gateway", None),
+    Operation("DELETE", "/mcp", "No sessions on this stateless server (405)", "gateway", None),
+    Operation(
+        "POST",
+        "/v1/agents/{tenant}/{agent_type}/run",
+        "Run one agent turn",
+        "agents",
+        RunResult,
+        body=RunBody,
+        security=(ACCESS,),
+    ),
+    Operation(
+        "POST",
+        "/v1/agents/{tenant}/{agent_type}/runs/{run_id}/outcome",
+        "Score a run (procedural memory)",
+        "agents",
+        OutcomeResult,
+        body=OutcomeBody,
+        security=(ACCESS,),
+    ),
+    Operation(
+        "GET",
+        "/admin/agents/{tenant}/runs",
+        "List runs",
+        "agents",
+        RunPage,
+        query=RunsQuery,
+        security=(ACCESS,),
+    ),
+    Operation(
+        "GET",
+        "/admin/agents/{tenant}/runs/{run_id}",
+        "A run with its episodes and log",
+        "agents",
+        RunDetail,
+        security=(ACCESS,),
+    ),
+    Operation(
+        "GET",
+        "/admin/agents/{tenant}/{agent_type}/workflows",
+        "The bandit's workflows",
+        "agents",
+        Workflows,
+        query=WorkflowsQuery,
+        security=(ACCESS,),
+    ),
+    Operation(
+        "GET",
+        "/admin/agents/{tenant}/{agent_type}/pack-candidates",
+        "Workflows ready to pack",
+        "agents",
+        PackCandidates,
+        query=CandidatesQuery,
+        security=(ACCESS,),
+    ),
+    Operation(
+        "DELETE",
+        "/admin/tenants/{tenant}/facts/{fact_id}",
+        "Delete a fact and its vector",
+        "memory",
+        FactDeleted,
+        security=(ACCESS,),
+    ),
+    Operation(
+        "GET",
+        "/admin/tenants/{tenant}/lifecycle",
+        "Lifecycle settings and today's brief",
+        "lifecycle",
+        LifecycleView,
+        security=(ACCESS,),
+    ),
+    Operation(
+        "PUT",
+        "/admin/tenants/{tenant}/lifecycle",
+        "Override retention or the episode limit",
+        "lifecycle",
+        LifecycleSettingsView,
+        body=LifecycleUpdate,
+        security=(ACCESS,),
+    ),
+    Operation(
+        "POST",
+        "/admin/tenants/{tenant}/prune",
+        "Prune the tenant now",
+        "lifecycle",
+        PruneView,
+        body=PruneBody,
+        body_required=False,
+        security=(ACCESS,),
+    ),
+    Operation(
+        "POST",
+        "/admin/tenants/{tenant}/reconcile",
+        "Run the reconciler for the tenant",
+        "lifecycle",
+        ReconcileReport,
+        security=(ACCESS,),
+    ),
+    Operation(
+        "DELETE",
+        "/admin/tenants/{tenant}/subjects/{subject}",
+        "Erase a subject from every tier",
+        "lifecycle",
+        EraseView,
+        security=(ACCESS,),
+    ),
+)
