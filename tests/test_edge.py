@@ -3,6 +3,8 @@ JSON 400, failed validation 422, unexpected failures 500 — always a JSON error
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from pydantic import BaseModel, Field
 
@@ -62,7 +64,7 @@ async def test_healthz_reports_bindings_and_embedding_config() -> None:
     assert body["status"] == "ok"
     assert body["bindings"]["ai_embedder"] is True
     assert body["bindings"]["d1"] is False
-    assert body["embedding"] == HashingEmbedder().config.model_dump()
+    assert body["embedding"] == dataclasses.asdict(HashingEmbedder().config)
 
 
 class _Body(BaseModel):

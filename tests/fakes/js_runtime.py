@@ -41,6 +41,7 @@ real services.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 import math
@@ -980,7 +981,7 @@ def _d1_result(result: Any) -> Any:
     meta = {
         "served_by": "fake-d1",
         "changed_db": result.meta.changes > 0,
-        **result.meta.model_dump(),
+        **dataclasses.asdict(result.meta),
     }
     return data_to_js({"success": result.success, "meta": meta, "results": result.results})
 
