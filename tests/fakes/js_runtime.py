@@ -1891,7 +1891,26 @@ def _js_globals() -> dict[str, Any]:
         err.js_class = "Error"  # type: ignore[misc]
         return err
 
+    def promise(executor: Any = UNDEFINED) -> Any:
+        # `new Promise(executor)`: the executor runs now, with resolve/reject functions.
+        settled: asyncio.Future[Any] = asyncio.get_event_loop().create_future()
+
+        def resolve(value: Any = UNDEFINED) -> Any:
+            if not settled.done():
+                settled.set_result(value)
+            return UNDEFINED
+
+        def reject(reason: Any = UNDEFINED) -> Any:
+            if not settled.done():
+                message = prop(reason, "message") if isinstance(reason, JSValue) else reason
+                settled.set_exception(JSError("Error", str(message)))
+            return UNDEFINED
+
+        js_call(executor, [JSFunction(resolve, "resolve"), JSFunction(reject, "reject")])
+        return JSPromise(task=settled)
+
     return {
+        "Promise": JSFunction(None, "Promise", construct=promise),
         "Object": JSFunction(
             lambda v=UNDEFINED: v,
             "Object",
