@@ -130,14 +130,18 @@ async function main() {
     newVectorize: (dimensions) => new Vectorize(dimensions),
     /** Microtask/turn helper: resolves after pending microtasks and one macrotask. */
     nextTurn: () => new Promise((resolve) => setImmediate(resolve)),
-    /** Call fn(), then report whether calling it again fails as destroyed. */
-    isDestroyed(callback) {
-      try {
-        callback();
-        return false;
-      } catch (error) {
-        return /destroyed/.test(String(error?.message ?? error));
-      }
+    /** For each callback a storage's transactionSync received: was its proxy released
+     * (any use of a destroyed PyProxy throws)? Checked in JS: a destroyed proxy cannot
+     * even be handed back to Python. */
+    transactionCallbacksReleased(storage) {
+      return storage.transactionSyncCallbacks.map((callback) => {
+        try {
+          callback.toString();
+          return false;
+        } catch (error) {
+          return /destroyed/.test(String(error?.message ?? error));
+        }
+      });
     },
   };
 
