@@ -59,7 +59,7 @@ def test_transaction_sync_commits_on_return_and_rolls_back_on_raise() -> None:
     for mode, _js, storage in storages():
         storage.sql.exec("CREATE TABLE t (k TEXT PRIMARY KEY)")
 
-        def add(*keys: str) -> int:
+        def add(*keys: str, storage: CloudflareDurableObjectStorage = storage) -> int:
             for key in keys:
                 storage.sql.exec("INSERT INTO t (k) VALUES (?)", key)
             return len(keys)
@@ -86,6 +86,7 @@ def test_transaction_sync_releases_the_proxy_of_its_callback() -> None:
     # hand JS a proxy it destroys itself once the transaction is over.
     for mode, js_storage, storage in storages():
         storage.sql.exec("CREATE TABLE t (k TEXT)")
-        storage.transaction_sync(lambda: storage.sql.exec("INSERT INTO t VALUES ('x')").to_array())
+        sql = storage.sql
+        storage.transaction_sync(lambda sql=sql: sql.exec("INSERT INTO t VALUES ('x')").to_array())
         released = list(harness_js.transactionCallbacksReleased(js_storage))
         assert released == [True], f"{mode}: callback proxies released: {released}"
