@@ -19,9 +19,8 @@ import types
 from typing import Any
 
 import harness_js
-from pyodide.ffi import to_js
-
 from js import Object, Request
+from pyodide.ffi import to_js
 
 from worker.errors import ApiError
 from worker.http import HttpRequest, HttpResponse, json_response
