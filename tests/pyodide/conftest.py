@@ -30,6 +30,8 @@ PY_TESTS = HERE / "py"
 # copies are downloaded from its CDN, which the tests never reach): httpx and what it
 # imports, and the workers SDK (workers-runtime-sdk) itself.
 PURE_PYTHON_DEPS = ("httpx", "httpcore", "h11", "anyio", "sniffio", "idna", "certifi", "workers")
+# Always run: its transcript is compared with the fake's (test_fake_matches_pyodide.py).
+FAKE_PIN_ID = "test_fake_pin.py::test_scenario_transcript_on_workerd"
 # Not a timed assertion: a guard turning a hung harness into a failure with its log.
 HARNESS_GUARD_SECONDS = 600.0
 
@@ -125,6 +127,6 @@ def pyodide_run(request: pytest.FixtureRequest) -> PyodideRun:
             if hasattr(item, "callspec") and "test_id" in item.callspec.params
         }
     )
-    run = PyodideRun(selected)
+    run = PyodideRun(sorted({*selected, FAKE_PIN_ID}))
     run.run()
     return run

@@ -142,9 +142,18 @@ const BGE_DIMENSIONS = {
 export class WorkersAI {
   constructor() {
     this.calls = [];
+    this.failures = [];
+    this.replyPooling = null; // a test may make the reply name another pooling
+  }
+
+  /** The next run() rejects with this message (Workers AI's errors are "<code>: text"). */
+  failNext(message) {
+    this.failures.push(message);
   }
 
   async run(model, inputs) {
+    if (this.failures.length > 0) throw new Error(this.failures.shift());
+    // Only plain objects and arrays serialise like this: a Map or a PyProxy would not.
     this.calls.push({ model, inputs: JSON.parse(JSON.stringify(inputs)) });
     const dims = BGE_DIMENSIONS[model];
     if (dims === undefined) throw new Error(`5007: No such model ${model} or task`);
@@ -165,7 +174,7 @@ export class WorkersAI {
       row[0] += 0.5; // never all-zero
       return row;
     });
-    return { shape: [texts.length, dims], data, pooling };
+    return { shape: [texts.length, dims], data, pooling: this.replyPooling ?? pooling };
   }
 }
 
@@ -254,15 +263,28 @@ export class Vectorize {
   }
 }
 
+const OPERATORS = {
+  $eq: (v, x) => v === x,
+  $ne: (v, x) => v !== x,
+  $in: (v, x) => x.includes(v),
+  $nin: (v, x) => !x.includes(v),
+  $lt: (v, x) => v !== undefined && v < x,
+  $lte: (v, x) => v !== undefined && v <= x,
+  $gt: (v, x) => v !== undefined && v > x,
+  $gte: (v, x) => v !== undefined && v >= x,
+};
+
+// docs: vectorize/reference/metadata-filtering.mdx (implicit $eq, the operators above).
 function matchesFilter(metadata, filter) {
   if (!filter) return true;
   return Object.entries(filter).every(([key, condition]) => {
     const value = metadata?.[key];
-    if (condition !== null && typeof condition === "object") {
-      if ("$in" in condition) return condition.$in.includes(value);
-      if ("$eq" in condition) return value === condition.$eq;
-      if ("$ne" in condition) return value !== condition.$ne;
-      return false;
+    if (condition !== null && typeof condition === "object" && !Array.isArray(condition)) {
+      return Object.entries(condition).every(([op, operand]) => {
+        const test = OPERATORS[op];
+        if (test === undefined) throw new Error(`VECTOR_QUERY_ERROR (code = 40003): bad operator ${op}`);
+        return test(value, operand);
+      });
     }
     return value === condition;
   });

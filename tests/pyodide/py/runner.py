@@ -39,10 +39,13 @@ def discover() -> list[tuple[str, list[str]]]:
 
 async def run_one(module: Any, name: str) -> dict[str, Any]:
     started = time.perf_counter()
+    data = None
     try:
         result = getattr(module, name)()
         if inspect.isawaitable(result):
-            await result
+            result = await result
+        # A test may return JSON data for a pytest-side comparison (test_fake_pin.py).
+        data = result
         outcome, message, trace = "passed", "", ""
     except AssertionError as exc:
         outcome, message, trace = "failed", str(exc), traceback.format_exc()
@@ -53,6 +56,7 @@ async def run_one(module: Any, name: str) -> dict[str, Any]:
         "message": message,
         "traceback": trace,
         "duration": round(time.perf_counter() - started, 4),
+        "data": data,
     }
 
 
