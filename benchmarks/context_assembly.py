@@ -5,7 +5,7 @@
 Context assembly is what a turn reads before its first model call: the instance's
 `turn_state` row (DO SQLite), a snapshot of its working memory (KV list + gets) and the
 last 10 episodes of (tenant, agent type) (D1, index `memory_episodes_recent`). It runs the
-same code the AgentRuntime runs (`read_turn_state` + `agent_memory.context.assemble_context`)
+same code the AgentRuntime runs (`read_turn_state` + `agent_memory.agent.context.assemble_context`)
 against the local adapters (SQLite D1/KV/DO with their Cloudflare limits and conversions).
 
 Setup (not timed): a fresh state folder, migrations, `--episodes` episodes for tenant
@@ -31,11 +31,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
-from agent_memory.agent_types import get_agent_type  # noqa: E402
-from agent_memory.context import assemble_context  # noqa: E402
-from agent_memory.episodic import EpisodicStore  # noqa: E402
+from agent_memory.agent.context import assemble_context  # noqa: E402
+from agent_memory.governance.agent_types import get_agent_type  # noqa: E402
 from agent_memory.ids import content_hash, new_ulid  # noqa: E402
-from agent_memory.working import WorkingMemory  # noqa: E402
+from agent_memory.tiers.episodic import EpisodicStore  # noqa: E402
+from agent_memory.tiers.working import WorkingMemory  # noqa: E402
 from agent_runtime_do.schema import create_schema  # noqa: E402
 from agent_runtime_do.turn_state import begin_turn, read_turn_state  # noqa: E402
 from bindings.ports.d1 import D1Database  # noqa: E402

@@ -146,10 +146,10 @@ async def bench(calls: int, warmup: int, upstream: str) -> None:
     from bindings.settings import Settings
     from gateway import admin_ops
     from gateway.kv_cache import ISOLATE_CACHE
+    from http_messages import Headers, HttpRequest
     from local_runtime.adapters.kv import SqliteKV
     from local_runtime.background import LocalBackgroundTasks
     from worker import app
-    from worker.http import Headers, HttpRequest
 
     clock = SystemClock()
     kv = SqliteKV(":memory:", clock=clock)
@@ -233,9 +233,9 @@ async def mock_bench(
     socket, no other process and no scheduler noise is in either measurement."""
     from bindings.environment import Bindings
     from bindings.settings import Settings
+    from http_messages import Headers, HttpRequest
     from local_runtime.background import LocalBackgroundTasks
     from worker import app
-    from worker.http import Headers, HttpRequest
 
     payload = b'{"echo": {"text": "hello", "n": 3}}'
 

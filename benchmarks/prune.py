@@ -11,10 +11,11 @@ run for every row, as they would on D1). By default each tenant has `--rows-per-
 (= the batch size) episodes per week, so every size has the same batch shape and the
 number of batches grows with the rows; `--weeks W` fixes the span instead (then every size
 has the same number of batches, each fuller). Then the timed part: one prune job
-through the real code path — `agent_memory.prune.Pruner` over the D1 port (`SqliteD1`, with
-D1's limits) and the on-disk cold tier (`LocalObjectStore`) — archiving every batch as gzip
-NDJSON before deleting it. The budget is unlimited (locally there is no per-invocation
-limit; on Cloudflare the same job spreads over invocations, see docs/lifecycle.md).
+through the real code path — `agent_memory.lifecycle.prune.Pruner` over the D1 port
+(`SqliteD1`, with D1's limits) and the on-disk cold tier (`LocalObjectStore`) — archiving
+every batch as gzip NDJSON before deleting it. The budget is unlimited (locally there is
+no per-invocation limit; on Cloudflare the same job spreads over invocations, see
+docs/lifecycle.md).
 
 Printed per size: wall time, batches, rows/s, archive objects and bytes, D1 statements per
 batch; then the growth check: time per row at each size relative to the smallest, which
@@ -38,9 +39,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
-from agent_memory.cold import week_bounds  # noqa: E402
 from agent_memory.ids import content_hash  # noqa: E402
-from agent_memory.prune import PruneBudget, Pruner, TenantPruneCounts  # noqa: E402
+from agent_memory.lifecycle.cold import week_bounds  # noqa: E402
+from agent_memory.lifecycle.prune import PruneBudget, Pruner, TenantPruneCounts  # noqa: E402
 from bindings.ports.clock import FixedClock  # noqa: E402
 from local_runtime.runtime import LocalRuntime  # noqa: E402
 from tests.fakes.embedder import HashingEmbedder  # noqa: E402

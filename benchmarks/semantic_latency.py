@@ -3,7 +3,7 @@
     uv run python benchmarks/semantic_latency.py [--facts 100000] [--queries 300]
         [--batch 1000] [--embedder minilm|hashing] [--state DIR]
 
-What it measures (the same code the Worker runs, `agent_memory.semantic.SemanticMemory`,
+What it measures (the same code the Worker runs, `agent_memory.tiers.semantic.SemanticMemory`,
 against the local adapters: SQLite D1 with FTS5, the numpy Vectorize stand-in):
 
 * learn throughput: `learn_many` over `--facts` synthetic facts in chunks of `--batch`
@@ -48,7 +48,7 @@ import numpy.typing as npt
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
-from agent_memory.semantic import FactInput, SemanticMemory  # noqa: E402
+from agent_memory.tiers.semantic import FactInput, SemanticMemory  # noqa: E402
 from bindings.ports.embedder import Embedder, EmbeddingConfig  # noqa: E402
 from local_runtime.runtime import LocalRuntime  # noqa: E402
 

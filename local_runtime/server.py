@@ -17,11 +17,11 @@ from typing import Any, Literal
 
 import uvicorn
 
+from http_messages import Headers, HttpRequest, HttpResponse, json_response
 from local_runtime.runtime import LocalRuntime
 from worker.app import handle
 from worker.cron import run_scheduled
 from worker.errors import validation_error
-from worker.http import Headers, HttpRequest, HttpResponse, json_response
 
 log = logging.getLogger(__name__)
 

@@ -11,11 +11,11 @@ from pydantic import BaseModel, Field
 from bindings.environment import Bindings
 from bindings.ports.clock import FixedClock
 from bindings.settings import Settings
+from http_messages import Headers, HttpRequest, HttpResponse, json_response
 from local_runtime.background import LocalBackgroundTasks
 from worker import app
 from worker.body import parse_body
 from worker.errors import ApiError
-from worker.http import Headers, HttpRequest, HttpResponse, json_response
 
 
 def _bindings(**settings: object) -> Bindings:

@@ -188,8 +188,8 @@ async def run_recall_bench(
     progress: Callable[[str], None] = lambda line: None,
 ) -> dict[str, Any]:
     """Run the system and both baselines; returns per-query rows and timings."""
-    from agent_memory.scoring import RetrievalConfig
-    from agent_memory.semantic import FactInput, SemanticMemory
+    from agent_memory.retrieval.scoring import RetrievalConfig
+    from agent_memory.tiers.semantic import FactInput, SemanticMemory
     from local_runtime.runtime import LocalRuntime
 
     memo = MemoEmbedder(embedder)

@@ -57,7 +57,7 @@ def _now_ms(args: argparse.Namespace, runtime: Any) -> int:
 
 def cmd_prune(args: argparse.Namespace) -> int:
     from agent_memory.ids import new_ulid
-    from agent_memory.prune import PruneBudget, Pruner, TenantPruneCounts
+    from agent_memory.lifecycle.prune import PruneBudget, Pruner, TenantPruneCounts
 
     runtime = _open(args)
     budget = PruneBudget(
@@ -126,7 +126,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
 
 
 def cmd_brief(args: argparse.Namespace) -> int:
-    from agent_memory.brief import build_brief
+    from agent_memory.lifecycle.brief import build_brief
 
     runtime = _open(args)
 
@@ -165,7 +165,7 @@ def cmd_brief(args: argparse.Namespace) -> int:
 
 
 def cmd_reconcile(args: argparse.Namespace) -> int:
-    from agent_memory.retention import known_tenants
+    from agent_memory.lifecycle.retention import known_tenants
     from worker.lifecycle_jobs import make_reconciler
 
     runtime = _open(args)
@@ -201,7 +201,7 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
 
 
 def cmd_erase_subject(args: argparse.Namespace) -> int:
-    from agent_memory.erase import SubjectEraser, validate_subject
+    from agent_memory.lifecycle.erase import SubjectEraser, validate_subject
 
     try:
         subject = validate_subject(args.subject)
@@ -235,7 +235,7 @@ def cmd_erase_subject(args: argparse.Namespace) -> int:
 
 
 def cmd_retention(args: argparse.Namespace) -> int:
-    from agent_memory.retention import LifecycleUpdate, get_lifecycle, set_lifecycle
+    from agent_memory.lifecycle.retention import LifecycleUpdate, get_lifecycle, set_lifecycle
 
     runtime = _open(args)
     fields: dict[str, Any] = {}

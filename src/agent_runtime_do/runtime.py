@@ -13,15 +13,8 @@ RPC methods (payloads in `agent_runtime_do.protocol`):
 * `state`          the instance's `turn_state` row;
 * `ping`.
 
-A turn, in order: validate (nothing is written for a bad payload, an unknown agent type or
-a missing binding) → `turn_state` upsert (`turn_count + 1`) and a `turn_start` log row →
-wait (bounded) for this instance's earlier episodic writes, so a turn sees the previous
-turn's episode → context assembly (working-memory snapshot + last 10 episodes, logged as
-`memory_read` with the episode ids) → workflow choice (Thompson sampling) → `start_run`
-queued with the episode ids in `agent_runs.input` → the agent loop (every model/tool call
-logged) → the turn's episode and `complete_run`/`fail_run` queued → `turn_state` finish
-update and a `turn_end` row. Episodic writes go through `ctx.waitUntil`
-(`EpisodicWriter`), never on the response path.
+A `run` validates first (nothing is written for a bad payload, an unknown agent type or a
+missing binding), then hands the turn to `agent_runtime_do.turn.TurnRunner`.
 
 Everything between awaits is a single SQL statement or a `transaction_sync`, so the object
 is correct even when Cloudflare interleaves a second event while one awaits the model.
@@ -33,47 +26,36 @@ import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from pydantic import ValidationError
 
-from agent_memory.agent_loop import LoopOutcome, run_agent_loop
-from agent_memory.agent_tools import ToolContext, platform_tools
-from agent_memory.agent_types import AgentType, get_agent_type
-from agent_memory.context import assemble_context, render_context
-from agent_memory.episodic import (
-    MAX_EPISODE_CHARS,
-    Episode,
+from agent_memory.governance.agent_types import AgentType, get_agent_type
+from agent_memory.governance.events import EventLog
+from agent_memory.governance.policy import WriteGate
+from agent_memory.tiers.episodic import (
     EpisodicStore,
     EpisodicWriter,
     FailedWrite,
-    RunRecord,
     Sleep,
 )
-from agent_memory.events import EventLog
-from agent_memory.ids import new_ulid
-from agent_memory.policy import WriteGate
-from agent_memory.procedural import ProceduralMemory, UnknownWorkflowError
-from agent_memory.working import WorkingMemory
+from agent_memory.tiers.procedural import ProceduralMemory, UnknownWorkflowError
 from agent_runtime_do.protocol import (
-    Failure,
     OutcomePayload,
     RunLogPayload,
     RunPayload,
-    RunResult,
     ScopePayload,
     WorkflowsPayload,
     rpc_error,
 )
-from agent_runtime_do.run_log import RunLogger, append_run_log, read_run_log
+from agent_runtime_do.run_log import append_run_log, read_run_log
 from agent_runtime_do.schema import create_schema
-from agent_runtime_do.turn_state import begin_turn, finish_turn, read_turn_state
+from agent_runtime_do.turn import TurnRunner
+from agent_runtime_do.turn_state import read_turn_state
 from bindings.environment import Bindings
 from bindings.ports.d1 import D1Database
 from bindings.ports.do_sql import DurableObjectStorage
-from bindings.ports.llm import LLM, ChatMessage
 
 log = logging.getLogger(__name__)
 
@@ -85,21 +67,6 @@ Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
 class UnknownMethodError(LookupError):
     """RPC named a method the runtime does not expose."""
-
-
-@dataclass
-class _Turn:
-    """What a turn has established so far (read again when it is closed)."""
-
-    run_id: str
-    task_type: str
-    base: RunRecord
-    workflow_id: str | None = None
-    episode_ids: list[str] = field(default_factory=list)
-
-
-def _ms(seconds: float) -> int:
-    return int(seconds * 1000)
 
 
 def _invalid(exc: ValidationError) -> dict[str, Any]:
@@ -130,7 +97,8 @@ class AgentRuntimeCore:
         self._registered_types: set[str] = set()
         # Turns of this object may interleave on Cloudflare; the working-memory budget check
         # (list, then put) must not.
-        self._working_lock = asyncio.Lock()
+        self.working_lock = asyncio.Lock()
+        self._turns = TurnRunner(self)
 
     async def initialize(self) -> None:
         """Create the schema; runs before any call is delivered."""
@@ -145,10 +113,10 @@ class AgentRuntimeCore:
 
     # --- helpers ------------------------------------------------------------------------
 
-    def _now(self) -> float:
+    def now(self) -> float:
         return self.bindings.clock.now()
 
-    def _generator(self) -> np.random.Generator:
+    def generator(self) -> np.random.Generator:
         if self.rng is None:
             self.rng = np.random.default_rng()
         return self.rng
@@ -172,10 +140,10 @@ class AgentRuntimeCore:
             json.dumps(failed.payload, separators=(",", ":"), default=str),
             failed.error,
             failed.attempts,
-            self._now(),
+            self.now(),
         )
 
-    async def _flush(self) -> None:
+    async def flush_writes(self) -> None:
         if self._writer is not None and not await self._writer.flush(FLUSH_TIMEOUT_SECONDS):
             log.warning("episodic writes still pending after %ss", FLUSH_TIMEOUT_SECONDS)
 
@@ -188,7 +156,7 @@ class AgentRuntimeCore:
             return rpc_error(409, "scope_mismatch", "this agent instance belongs to another scope")
         return None
 
-    def _gate_for(self, tenant: str) -> WriteGate:
+    def gate_for(self, tenant: str) -> WriteGate:
         """The write-policy gate of this object's writes: `memory_written` events go to D1
         off the response path (`ctx.waitUntil`)."""
         db = self.bindings.db
@@ -199,10 +167,10 @@ class AgentRuntimeCore:
             background=self.bindings.background,
         )
 
-    def _ensure_workflows(self, agent_type: AgentType, tenant: str) -> None:
+    def ensure_workflows(self, agent_type: AgentType, tenant: str) -> None:
         if agent_type.name not in self._registered_types:
             self.procedural.register_specs(
-                agent_type.name, agent_type.workflows, self._now(), gate=self._gate_for(tenant)
+                agent_type.name, agent_type.workflows, self.now(), gate=self.gate_for(tenant)
             )
             self._registered_types.add(agent_type.name)
 
@@ -238,271 +206,14 @@ class AgentRuntimeCore:
         if conflict is not None:
             return conflict
         writer = self._episodic_writer(request.tenant, bindings.db)
-        return await self._run_turn(request, agent_type, bindings.llm, writer)
-
-    async def _run_turn(
-        self, request: RunPayload, agent_type: AgentType, llm: LLM, writer: EpisodicWriter
-    ) -> dict[str, Any]:
-        sql = self.storage.sql
-        started = self._now()
-        run_id = new_ulid(started)
-        logger = RunLogger(sql, self.bindings.clock, run_id)
-        task_type = request.task_type or agent_type.default_task_type
-        state = begin_turn(
-            sql,
-            tenant=request.tenant,
-            agent_type=agent_type.name,
-            instance_id=request.instance_id,
-            run_id=run_id,
-            now=started,
-        )
-        logger(
-            "turn_start",
-            {
-                "input": request.input[:500],
-                "task_type": task_type,
-                "turn_count": state["turn_count"],
-                "requested_by": request.requested_by,
-            },
-        )
-        base = RunRecord(
-            run_id=run_id,
-            agent_type=agent_type.name,
-            instance_id=request.instance_id,
-            status="running",
-            started_at=_ms(started),
-        )
-        turn = _Turn(run_id=run_id, task_type=task_type, base=base)
-        try:
-            outcome = await self._turn_body(request, agent_type, llm, writer, logger, turn, state)
-        except Exception as exc:
-            # The turn already counts (turn_state, run_log): close it as failed rather
-            # than leave a run that never ends.
-            log.exception("agent turn %s failed unexpectedly", run_id)
-            outcome = LoopOutcome(
-                status="failed",
-                failure_code="internal_error",
-                failure_message=f"{type(exc).__name__}: {exc}",
-            )
-        return self._finish_turn(request, agent_type, writer, logger, turn, state, outcome)
-
-    async def _turn_body(
-        self,
-        request: RunPayload,
-        agent_type: AgentType,
-        llm: LLM,
-        writer: EpisodicWriter,
-        logger: RunLogger,
-        turn: _Turn,
-        state: dict[str, Any],
-    ) -> LoopOutcome:
-        bindings = self.bindings
-        sql = self.storage.sql
-        await self._flush()
-        working = (
-            WorkingMemory(
-                bindings.kv,
-                request.tenant,
-                request.instance_id,
-                write_lock=self._working_lock,
-                gate=self._gate_for(request.tenant),
-                agent_type=agent_type.name,
-                run_id=turn.run_id,
-            )
-            if agent_type.memory.working_memory and bindings.kv is not None
-            else None
-        )
-        context = await assemble_context(
-            agent_type=agent_type,
-            turn_state=state,
-            working=working,
-            episodic=writer.store,
-            bindings=bindings,
-            tenant=request.tenant,
-            input_text=request.input,
-        )
-        turn.episode_ids = context.episode_ids
-        logger(
-            "memory_read",
-            {"tier": "working", "op": "snapshot", "keys": sorted(context.working_memory)},
-        )
-        logger(
-            "memory_read",
-            {"tier": "episodic", "op": "recent_episodes", "episode_ids": context.episode_ids},
-        )
-        if context.facts:
-            logger(
-                "memory_read", {"tier": "semantic", "op": "prefetch", "facts": len(context.facts)}
-            )
-
-        self._ensure_workflows(agent_type, request.tenant)
-        selection = self.procedural.select_workflow(
-            agent_type.name, turn.task_type, self._generator()
-        )
-        if selection is not None:
-            turn.workflow_id = selection.workflow.workflow_id
-            context.workflow = next(
-                (w for w in agent_type.workflows if w.workflow_id == turn.workflow_id), None
-            )
-            sql.exec(
-                "INSERT INTO run_workflows (run_id, workflow_id, task_type, created_at) "
-                "VALUES (?, ?, ?, ?)",
-                turn.run_id,
-                turn.workflow_id,
-                turn.task_type,
-                self._now(),
-            )
-            logger(
-                "memory_read",
-                {
-                    "tier": "procedural",
-                    "op": "select_workflow",
-                    "workflow_id": turn.workflow_id,
-                    "samples": selection.samples,
-                },
-            )
-
-        turn.base = turn.base.model_copy(
-            update={
-                "input": {
-                    "text": request.input,
-                    "task_type": turn.task_type,
-                    "subject": request.subject,
-                    "metadata": request.metadata,
-                    "workflow_id": turn.workflow_id,
-                    "context_episode_ids": context.episode_ids,
-                    "requested_by": request.requested_by,
-                }
-            }
-        )
-        writer.start_run(turn.base)
-
-        tool_context = ToolContext(
-            tenant=request.tenant,
-            agent_type=agent_type,
-            instance_id=request.instance_id,
-            run_id=turn.run_id,
-            bindings=bindings,
-            working=working,
-            log_step=logger,
-        )
-        messages = [
-            ChatMessage(role="system", content=agent_type.system_prompt),
-            ChatMessage(role="system", content=render_context(context)),
-            ChatMessage(role="user", content=request.input),
-        ]
-        return await run_agent_loop(
-            llm,
-            messages,
-            platform_tools(agent_type, tool_context),
-            tool_context,
-            step_limit=agent_type.step_limit,
-            timeout_seconds=agent_type.timeout_seconds,
-            log_step=logger,
-        )
-
-    def _finish_turn(
-        self,
-        request: RunPayload,
-        agent_type: AgentType,
-        writer: EpisodicWriter,
-        logger: RunLogger,
-        turn: _Turn,
-        state: dict[str, Any],
-        outcome: LoopOutcome,
-    ) -> dict[str, Any]:
-        finished = self._now()
-        completed = outcome.status == "completed"
-        failure = None
-        if not completed:
-            failure = Failure(
-                code=outcome.failure_code or "failed", message=outcome.failure_message or ""
-            )
-            logger("error", {"code": failure.code, "message": failure.message})
-        base = turn.base
-        episode = Episode(
-            episode_id=new_ulid(finished),
-            run_id=turn.run_id,
-            agent_type=agent_type.name,
-            instance_id=request.instance_id,
-            kind="outcome",
-            subject=request.subject,
-            content=_episode_text(request.input, outcome.output, failure),
-            data={
-                "status": outcome.status,
-                "task_type": turn.task_type,
-                "workflow_id": turn.workflow_id,
-                "tools_used": outcome.tools_used,
-                "steps": outcome.steps,
-                "failure": failure.model_dump() if failure else None,
-            },
-            created_at=max(_ms(finished), base.started_at),
-        )
-        finished_run = base.model_copy(
-            update={
-                "status": "completed" if completed else "failed",
-                "output": (
-                    {"text": outcome.output, "episode_id": episode.episode_id}
-                    if completed
-                    else None
-                ),
-                "error": None if failure is None else f"{failure.code}: {failure.message}",
-                "steps": outcome.steps,
-                "finished_at": max(_ms(finished), base.started_at),
-            }
-        )
-        if base.input == {}:
-            # The turn failed before start_run was queued: the upsert below creates the row.
-            finished_run = finished_run.model_copy(
-                update={"input": {"text": request.input, "task_type": turn.task_type}}
-            )
-        writer.append_episode(episode)
-        if completed:
-            writer.complete_run(finished_run)
-        else:
-            writer.fail_run(finished_run)
-        finish_turn(
-            self.storage.sql,
-            instance_id=request.instance_id,
-            run_id=turn.run_id,
-            completed=completed,
-            now=finished,
-        )
-        logger(
-            "turn_end",
-            {
-                "status": outcome.status,
-                "steps": outcome.steps,
-                "tool_calls": outcome.tool_calls,
-                "episode_id": episode.episode_id,
-            },
-        )
-        return RunResult(
-            run_id=turn.run_id,
-            tenant=request.tenant,
-            agent_type=agent_type.name,
-            instance_id=request.instance_id,
-            status=outcome.status,
-            output=outcome.output,
-            steps=outcome.steps,
-            tool_calls=outcome.tool_calls,
-            tools_used=outcome.tools_used,
-            task_type=turn.task_type,
-            workflow_id=turn.workflow_id,
-            context_episode_ids=turn.episode_ids,
-            episode_id=episode.episode_id,
-            turn_count=int(state["turn_count"]),
-            started_at=base.started_at,
-            finished_at=finished_run.finished_at or base.started_at,
-            failure=failure,
-        ).model_dump()
+        return await self._turns.run(request, agent_type, bindings.llm, writer)
 
     async def rpc_run_log(self, payload: dict[str, Any]) -> dict[str, Any]:
         try:
             request = RunLogPayload.model_validate(payload)
         except ValidationError as exc:
             return _invalid(exc)
-        await self._flush()
+        await self.flush_writes()
         sql = self.storage.sql
         workflow = sql.exec(
             "SELECT workflow_id, task_type, outcome_score, scored_at FROM run_workflows "
@@ -535,7 +246,7 @@ class AgentRuntimeCore:
         except ValidationError as exc:
             return _invalid(exc)
         sql = self.storage.sql
-        now = self._now()
+        now = self.now()
         rows = sql.exec(
             "SELECT workflow_id, outcome_score FROM run_workflows WHERE run_id = ?",
             request.run_id,
@@ -558,7 +269,7 @@ class AgentRuntimeCore:
             if cursor.rows_written == 0:
                 return None  # already scored: one outcome per run
             updated = self.procedural.record_outcome(
-                workflow_id, request.score, now, gate=self._gate_for(request.tenant)
+                workflow_id, request.score, now, gate=self.gate_for(request.tenant)
             )
             return updated.summary()
 
@@ -590,7 +301,7 @@ class AgentRuntimeCore:
         agent_type = get_agent_type(request.agent_type)
         if agent_type is None:
             return rpc_error(404, "unknown_agent_type", f"no agent type {request.agent_type!r}")
-        self._ensure_workflows(agent_type, request.tenant)
+        self.ensure_workflows(agent_type, request.tenant)
         if request.candidates_only:
             found = self.procedural.pack_candidates(
                 agent_type.name, min_pulls=request.min_pulls, min_mean=request.min_mean
@@ -600,12 +311,6 @@ class AgentRuntimeCore:
         else:
             found = self.procedural.workflows(agent_type.name, request.task_type)
         return {"workflows": [w.summary() for w in found]}
-
-
-def _episode_text(text: str, output: str, failure: Failure | None) -> str:
-    result = f"Failed ({failure.code}): {failure.message}" if failure else output or "(no answer)"
-    content = f"Input: {text}\nResult: {result}"
-    return content if len(content) <= MAX_EPISODE_CHARS else content[: MAX_EPISODE_CHARS - 1] + "…"
 
 
 RPC_METHODS = frozenset({"ping", "state", "run", "run_log", "record_outcome", "workflows"})

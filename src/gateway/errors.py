@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from worker.http import HttpResponse, json_response
+from http_messages import HttpResponse, json_response
 
 GATEWAY_ERROR_HEADER = "x-gateway-error"
 UPSTREAM_STATUS_HEADER = "x-upstream-status"

@@ -52,7 +52,7 @@ from gateway.memory_tools import MEMORY_TOOLS, MemoryToolDispatcher
 from gateway.tenants import load_tenant
 from gateway.tool_config import load_tools
 from gateway.tool_proxy import GatewayContext, UpstreamReply, call_tool
-from worker.http import HttpRequest, HttpResponse, empty_response, json_response
+from http_messages import HttpRequest, HttpResponse, empty_response, json_response
 
 log = logging.getLogger(__name__)
 

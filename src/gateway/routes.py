@@ -20,7 +20,7 @@ from gateway.errors import GatewayError
 from gateway.mcp import McpContext, handle_mcp_post, method_not_allowed
 from gateway.memory_tools import MemoryToolDispatcher
 from gateway.tool_proxy import GatewayContext, handle_tool_call
-from worker.http import HttpRequest, HttpResponse
+from http_messages import HttpRequest, HttpResponse
 
 MemoryDispatcherFactory = Callable[[Bindings], MemoryToolDispatcher]
 

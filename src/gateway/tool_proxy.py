@@ -36,7 +36,7 @@ from gateway.errors import UPSTREAM_STATUS_HEADER, GatewayError
 from gateway.json_schema import validate
 from gateway.kv_cache import ISOLATE_CACHE, KVReadCache
 from gateway.tool_config import ToolConfig, load_tool
-from worker.http import Headers, HttpRequest, HttpResponse
+from http_messages import Headers, HttpRequest, HttpResponse
 
 USER_AGENT = "agent-memory-gateway/0.1"
 

@@ -41,8 +41,8 @@ import httpx
 from pydantic import BaseModel, ConfigDict
 
 from bindings.environment import Bindings
+from http_messages import HttpRequest, HttpResponse
 from worker.errors import ApiError
-from worker.http import HttpRequest, HttpResponse
 
 log = logging.getLogger(__name__)
 

@@ -23,8 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from agent_memory.agent_types import AgentType, agent_type_names, get_agent_type
-from agent_memory.episodic import EpisodicStore, InvalidCursorError
+from agent_memory.governance.agent_types import AgentType, agent_type_names, get_agent_type
 from agent_memory.ids import is_ulid
 from agent_memory.scope import (
     DEFAULT_INSTANCE,
@@ -32,14 +31,15 @@ from agent_memory.scope import (
     AgentScope,
     is_agent_type,
 )
+from agent_memory.tiers.episodic import EpisodicStore, InvalidCursorError
 from agent_runtime_do.protocol import MAX_INPUT_CHARS, TASK_TYPE_PATTERN
 from bindings.environment import Bindings
 from bindings.ports.d1 import D1Database
 from bindings.ports.durable_objects import DurableObjectNamespace
+from http_messages import HttpRequest, HttpResponse, json_response
 from worker.access import AccessIdentity, access_gated
 from worker.body import parse_body, parse_model
 from worker.errors import ApiError
-from worker.http import HttpRequest, HttpResponse, json_response
 from worker.path_params import tenant_param
 from worker.router import Router
 

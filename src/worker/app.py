@@ -11,11 +11,11 @@ import logging
 from bindings.environment import Bindings
 from bindings.ports.errors import BindingLimitError
 from gateway.routes import mcp_not_allowed_route, mcp_post_route, tool_call_route
+from http_messages import HttpRequest, HttpResponse
 from worker.agents_routes import add_agent_routes
 from worker.errors import ApiError, internal_error, payload_too_large
 from worker.facts_routes import add_semantic_memory
 from worker.health import healthz
-from worker.http import HttpRequest, HttpResponse
 from worker.lifecycle_routes import add_lifecycle_routes
 from worker.router import Router
 

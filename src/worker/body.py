@@ -10,8 +10,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from http_messages import HttpRequest
 from worker.errors import invalid_json, validation_error
-from worker.http import HttpRequest
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -22,10 +22,10 @@ from agent_runtime_do.runtime import AgentRuntimeCore
 from bindings.cloudflare.do_sql import CloudflareDurableObjectStorage
 from bindings.cloudflare.environment import build_bindings
 from bindings.cloudflare.ffi import to_py
+from http_messages import Headers, HttpRequest, HttpResponse
 from worker.app import handle
 from worker.cron import run_scheduled
 from worker.errors import internal_error, payload_too_large
-from worker.http import Headers, HttpRequest, HttpResponse
 
 __all__ = ["AgentRuntime", "Default"]
 

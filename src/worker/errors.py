@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from worker.http import HttpResponse, json_response
+from http_messages import HttpResponse, json_response
 
 
 class ApiError(Exception):

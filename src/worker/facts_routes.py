@@ -21,14 +21,14 @@ gateway's memory dispatcher for MCP clients.
 
 from __future__ import annotations
 
+from agent_memory.agent.memory_tools import SemanticMemoryDispatcher, install
 from agent_memory.ids import is_ulid
-from agent_memory.memory_tools import SemanticMemoryDispatcher, install
-from agent_memory.semantic import SemanticMemory, SemanticTierUnavailable
+from agent_memory.tiers.semantic import SemanticMemory, SemanticTierUnavailable
 from bindings.environment import Bindings
 from gateway.routes import register_memory_dispatcher
+from http_messages import HttpRequest, HttpResponse, json_response
 from worker.access import AccessIdentity, access_gated
 from worker.errors import ApiError
-from worker.http import HttpRequest, HttpResponse, json_response
 from worker.path_params import tenant_param
 from worker.router import Router
 

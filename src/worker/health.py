@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from bindings.environment import Bindings
-from worker.http import HttpRequest, HttpResponse, json_response
+from http_messages import HttpRequest, HttpResponse, json_response
 
 
 async def healthz(request: HttpRequest, params: dict[str, str], bindings: Bindings) -> HttpResponse:

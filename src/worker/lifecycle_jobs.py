@@ -1,10 +1,10 @@
 """The lifecycle's cron jobs (registered in `worker.cron.JOBS`).
 
 * `weekly_prune` (`0 3 * * SUN`): runs prune job `weekly-{ISO week}` with cutoffs fixed at the
-  cron's scheduled time (`agent_memory.prune`). A retried invocation continues the job.
-* `daily_brief` (`0 6 * * *`): the per-tenant brief (`agent_memory.brief`), then, with
+  cron's scheduled time (`agent_memory.lifecycle.prune`). A retried invocation continues the job.
+* `daily_brief` (`0 6 * * *`): the per-tenant brief (`agent_memory.lifecycle.brief`), then, with
   the rest of the invocation's budget, resumes a prune job the weekly run could not finish
-  and runs the reconciler (`agent_memory.reconciler`) over every tenant.
+  and runs the reconciler (`agent_memory.lifecycle.reconciler`) over every tenant.
 
 Both return a JSON-able dict (what `wrangler dev`'s scheduled route and the local runtime
 print) and log per-tenant lines. A missing binding is reported, not raised: a cron has no
@@ -17,12 +17,12 @@ import logging
 import time
 from typing import Any
 
-from agent_memory.brief import build_brief
-from agent_memory.erase import SubjectEraser
-from agent_memory.prune import PruneBudget, Pruner, resume_unfinished, weekly_prune_id
-from agent_memory.reconciler import Reconciler
-from agent_memory.retention import known_tenants
-from agent_memory.semantic import SemanticMemory
+from agent_memory.lifecycle.brief import build_brief
+from agent_memory.lifecycle.erase import SubjectEraser
+from agent_memory.lifecycle.prune import PruneBudget, Pruner, resume_unfinished, weekly_prune_id
+from agent_memory.lifecycle.reconciler import Reconciler
+from agent_memory.lifecycle.retention import known_tenants
+from agent_memory.tiers.semantic import SemanticMemory
 from bindings.environment import Bindings
 
 log = logging.getLogger(__name__)

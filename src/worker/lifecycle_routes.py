@@ -18,16 +18,16 @@ from urllib.parse import unquote
 
 from pydantic import BaseModel, ConfigDict
 
-from agent_memory.brief import build_brief
-from agent_memory.erase import validate_subject
 from agent_memory.ids import new_ulid
-from agent_memory.retention import LifecycleUpdate, get_lifecycle, set_lifecycle
+from agent_memory.lifecycle.brief import build_brief
+from agent_memory.lifecycle.erase import validate_subject
+from agent_memory.lifecycle.retention import LifecycleUpdate, get_lifecycle, set_lifecycle
 from bindings.environment import Bindings
 from bindings.ports.d1 import D1Database
+from http_messages import HttpRequest, HttpResponse, json_response
 from worker.access import AccessIdentity, access_gated
 from worker.body import parse_body, parse_model, read_json
 from worker.errors import ApiError
-from worker.http import HttpRequest, HttpResponse, json_response
 from worker.lifecycle_jobs import make_eraser, make_pruner, make_reconciler
 from worker.path_params import tenant_param
 from worker.router import Router

@@ -7,8 +7,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from http_messages import HttpRequest, HttpResponse
 from worker.errors import method_not_allowed, not_found
-from worker.http import HttpRequest, HttpResponse
 
 C = TypeVar("C")
 Handler = Callable[[HttpRequest, dict[str, str], C], Awaitable[HttpResponse]]

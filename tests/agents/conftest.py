@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
+from http_messages import Headers, HttpRequest, HttpResponse
 from local_runtime.access_dev import mint_token
 from local_runtime.runtime import LocalRuntime
 from tests.fakes.embedder import HashingEmbedder
 from worker.access import ACCESS_HEADER
 from worker.app import handle
-from worker.http import Headers, HttpRequest, HttpResponse
 
 Send = Callable[..., Awaitable[HttpResponse]]
 

@@ -11,6 +11,7 @@ import pytest
 from bindings.environment import Bindings
 from bindings.ports.clock import FixedClock
 from bindings.settings import Settings
+from http_messages import Headers, HttpRequest
 from local_runtime.access_dev import (
     DEV_AUD,
     DEV_TEAM_DOMAIN,
@@ -29,7 +30,6 @@ from worker.access import (
     rs256_verify,
 )
 from worker.errors import ApiError
-from worker.http import Headers, HttpRequest
 
 NOW = 1_760_000_000.0
 

@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 
-from agent_memory.episodic import (
+from agent_memory.ids import new_ulid
+from agent_memory.tiers.episodic import (
     Episode,
     EpisodicStore,
     EpisodicWriter,
     FailedWrite,
     RunRecord,
 )
-from agent_memory.ids import new_ulid
 from agent_runtime_do.runtime import AgentRuntimeCore
 from bindings.ports.d1 import D1Database, D1Error, D1ExecResult, D1Result, D1Statement
 from bindings.ports.sql import Row, SqlValue

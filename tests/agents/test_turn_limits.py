@@ -13,7 +13,11 @@ from typing import Any
 
 import pytest
 
-from agent_memory.agent_types import AgentType, register_agent_type, unregister_agent_type
+from agent_memory.governance.agent_types import (
+    AgentType,
+    register_agent_type,
+    unregister_agent_type,
+)
 from bindings.ports.llm import LLM, ChatMessage, ChatResult, LLMError, ToolSpec
 from local_runtime.access_dev import mint_token
 from local_runtime.runtime import LocalRuntime

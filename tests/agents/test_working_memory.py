@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from agent_memory.working import (
+from agent_memory.tiers.working import (
     WORKING_MEMORY_BUDGET_BYTES,
     InvalidWorkingMemoryKey,
     WorkingMemory,

@@ -97,8 +97,8 @@ async def test_fetch_accepts_a_bare_js_request(js_runtime: FakeJsRuntime) -> Non
 
 
 async def test_null_body_statuses_send_no_body(js_runtime: FakeJsRuntime) -> None:
+    from http_messages import HttpResponse, empty_response
     from worker.entry import to_workers_response
-    from worker.http import HttpResponse, empty_response
 
     response = to_workers_response(empty_response(204, {"x-trace": "1"}))
     assert response.status == 204 and response.headers["x-trace"] == "1"

@@ -16,10 +16,10 @@ from bindings.ports.clock import FixedClock
 from bindings.settings import Settings
 from gateway import admin_ops, routes
 from gateway.kv_cache import ISOLATE_CACHE
+from http_messages import Headers, HttpRequest, HttpResponse
 from local_runtime.adapters.kv import SqliteKV
 from local_runtime.background import LocalBackgroundTasks
 from worker import app
-from worker.http import Headers, HttpRequest, HttpResponse
 
 UPSTREAM = "https://upstream.test"
 TENANT = "acme"

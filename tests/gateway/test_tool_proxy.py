@@ -259,8 +259,8 @@ async def test_corrupt_stored_config_is_a_clear_500(seeded: Seeded) -> None:
 async def test_deployment_without_kv_is_503(seeded: Seeded) -> None:
     from dataclasses import replace
 
+    from http_messages import Headers, HttpRequest
     from worker import app
-    from worker.http import Headers, HttpRequest
 
     bindings = replace(seeded.gateway.bindings(), kv=None)
     request = HttpRequest(

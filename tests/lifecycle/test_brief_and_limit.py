@@ -9,8 +9,16 @@ import sqlite3
 
 import pytest
 
-from agent_memory.brief import build_brief
-from agent_memory.episodic import (
+from agent_memory.ids import content_hash
+from agent_memory.lifecycle.brief import build_brief
+from agent_memory.lifecycle.prune import Pruner
+from agent_memory.lifecycle.retention import (
+    DEFAULT_EPISODE_LIMIT,
+    LifecycleUpdate,
+    get_lifecycle,
+    set_lifecycle,
+)
+from agent_memory.tiers.episodic import (
     EPISODE_LIMIT_CODE,
     Episode,
     EpisodeLimitReached,
@@ -18,15 +26,7 @@ from agent_memory.episodic import (
     EpisodicWriter,
     FailedWrite,
 )
-from agent_memory.ids import content_hash
-from agent_memory.prune import Pruner
-from agent_memory.retention import (
-    DEFAULT_EPISODE_LIMIT,
-    LifecycleUpdate,
-    get_lifecycle,
-    set_lifecycle,
-)
-from agent_memory.semantic import SemanticMemory
+from agent_memory.tiers.semantic import SemanticMemory
 from local_runtime.runtime import MIGRATIONS_DIR, LocalRuntime
 from tests.lifecycle.conftest import DAY_MS, NOW_MS, count, seed_episodes, ulid_at
 
@@ -87,7 +87,7 @@ async def test_the_brief_warns_at_80_percent_and_flags_the_limit(
     await seed_episodes(rt.db, "warm", [NOW_MS - i for i in range(8)])
     await seed_episodes(rt.db, "full", [NOW_MS - i for i in range(10)])
     await seed_episodes(rt.db, "calm", [NOW_MS])
-    with caplog.at_level(logging.WARNING, logger="agent_memory.brief"):
+    with caplog.at_level(logging.WARNING, logger="agent_memory.lifecycle.brief"):
         brief = await build_brief(rt.db, now_ms=NOW_MS, default_retention_days=90)
     levels = {t.tenant_id: t.level for t in brief.tenants}
     assert levels == {"calm": "ok", "warm": "warning", "full": "at_limit"}

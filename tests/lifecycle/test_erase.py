@@ -15,11 +15,11 @@ from urllib.parse import quote
 
 import pytest
 
-from agent_memory.erase import SubjectEraser, SubjectMatcher, validate_subject
-from agent_memory.prune import Pruner
-from agent_memory.reconciler import Reconciler
-from agent_memory.semantic import SemanticMemory
-from agent_memory.working import WorkingMemory
+from agent_memory.lifecycle.erase import SubjectEraser, SubjectMatcher, validate_subject
+from agent_memory.lifecycle.prune import Pruner
+from agent_memory.lifecycle.reconciler import Reconciler
+from agent_memory.tiers.semantic import SemanticMemory
+from agent_memory.tiers.working import WorkingMemory
 from local_runtime.access_dev import mint_token
 from local_runtime.runtime import LocalRuntime
 from tests.agents.conftest import build_request

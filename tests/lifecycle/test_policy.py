@@ -10,23 +10,23 @@ from typing import Any
 
 import pytest
 
-from agent_memory.agent_types import (
+from agent_memory.governance.agent_types import (
     AgentType,
     MemoryConfig,
     register_agent_type,
     unregister_agent_type,
 )
-from agent_memory.episodic import Episode, EpisodicStore, EpisodicWriter
-from agent_memory.events import EventLog
-from agent_memory.policy import (
+from agent_memory.governance.events import EventLog
+from agent_memory.governance.policy import (
     WriteDenied,
     WriteGate,
     WritePolicy,
     WriteProposal,
     canonical_json,
 )
-from agent_memory.procedural import ProceduralMemory
-from agent_memory.working import WorkingMemory, WorkingMemoryWriteDenied
+from agent_memory.tiers.episodic import Episode, EpisodicStore, EpisodicWriter
+from agent_memory.tiers.procedural import ProceduralMemory
+from agent_memory.tiers.working import WorkingMemory, WorkingMemoryWriteDenied
 from local_runtime.access_dev import mint_token
 from local_runtime.runtime import LocalRuntime
 from tests.agents.conftest import build_request
@@ -283,7 +283,7 @@ async def test_an_agent_turn_records_memory_written_for_its_writes(rt: LocalRunt
 
 
 async def test_semantic_facts_are_policed_and_recorded(rt: LocalRuntime) -> None:
-    from agent_memory.semantic import MemoryInputError, SemanticMemory
+    from agent_memory.tiers.semantic import MemoryInputError, SemanticMemory
 
     memory = SemanticMemory(
         "t1", db=rt.db, vectors=rt.vectors, embedder=rt.embedder, clock=rt.clock

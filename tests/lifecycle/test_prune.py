@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from agent_memory.cold import decode_archive, iso_week, parse_archive_key
-from agent_memory.prune import PruneBudget, Pruner, resume_unfinished, weekly_prune_id
-from agent_memory.retention import LifecycleUpdate, set_lifecycle
+from agent_memory.lifecycle.cold import decode_archive, iso_week, parse_archive_key
+from agent_memory.lifecycle.prune import PruneBudget, Pruner, resume_unfinished, weekly_prune_id
+from agent_memory.lifecycle.retention import LifecycleUpdate, set_lifecycle
 from bindings.ports.clock import FixedClock
 from bindings.ports.d1 import D1Database, D1Error, D1Result, D1Statement
 from bindings.ports.object_store import ObjectInfo, ObjectStore
@@ -282,7 +282,7 @@ async def test_batches_never_exceed_the_batch_size(rt: LocalRuntime, batch_rows:
 
 
 async def test_memory_events_past_retention_are_archived_then_deleted(rt: LocalRuntime) -> None:
-    from agent_memory.events import EventLog, memory_written
+    from agent_memory.governance.events import EventLog, memory_written
 
     log = EventLog("t1", rt.db)
     old = memory_written(

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from agent_memory import semantic
-from agent_memory.events import EventLog
+from agent_memory.governance.events import EventLog
+from agent_memory.tiers import semantic
 from bindings.environment import Bindings
 from tests.miniflare.adapters import MiniflareD1
 from tests.semantic.fakes import SpyVectors

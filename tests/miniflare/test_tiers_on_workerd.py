@@ -25,10 +25,10 @@ from typing import Any, cast
 import numpy as np
 import pytest
 
-from agent_memory.episodic import Episode, EpisodicStore, FailedWrite, RunRecord
 from agent_memory.ids import new_ulid
-from agent_memory.procedural import ProceduralMemory, UnknownWorkflowError
-from agent_memory.working import WorkingMemory, WorkingMemoryBudgetExceeded
+from agent_memory.tiers.episodic import Episode, EpisodicStore, FailedWrite, RunRecord
+from agent_memory.tiers.procedural import ProceduralMemory, UnknownWorkflowError
+from agent_memory.tiers.working import WorkingMemory, WorkingMemoryBudgetExceeded
 from agent_runtime_do.run_log import append_run_log, read_run_log
 from agent_runtime_do.runtime import AgentRuntimeCore
 from agent_runtime_do.schema import create_schema

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from agent_memory.semantic import SemanticMemory
+from agent_memory.tiers.semantic import SemanticMemory
 from bindings.ports.clock import FixedClock
 from local_runtime.runtime import LocalRuntime
 from tests.fakes.embedder import HashingEmbedder

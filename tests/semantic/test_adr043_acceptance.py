@@ -19,14 +19,14 @@ from typing import Any
 
 import pytest
 
-from agent_memory.agent_types import (
+from agent_memory.governance.agent_types import (
     SDR,
     AgentType,
     MemoryConfig,
     register_agent_type,
     unregister_agent_type,
 )
-from agent_memory.semantic import SemanticMemory
+from agent_memory.tiers.semantic import SemanticMemory
 from local_runtime.access_dev import mint_token
 from local_runtime.embedder import LocalMiniLMEmbedder
 from local_runtime.runtime import LocalRuntime

@@ -6,17 +6,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agent_memory.semantic import SemanticMemory
+from agent_memory.tiers.semantic import SemanticMemory
 from gateway import admin_ops
 from gateway.kv_cache import ISOLATE_CACHE
 from gateway.routes import register_memory_dispatcher
+from http_messages import Headers, HttpRequest, HttpResponse
 from local_runtime.access_dev import mint_token
 from local_runtime.runtime import LocalRuntime
 from tests.agents.conftest import build_request
 from tests.semantic.conftest import fact_rows, vector_count
 from worker.app import handle
 from worker.facts_routes import add_semantic_memory
-from worker.http import Headers, HttpRequest, HttpResponse
 from worker.router import Router
 
 
@@ -98,7 +98,7 @@ async def mcp(rt: LocalRuntime, key: str, method: str, params: dict[str, Any]) -
 
 
 async def test_mcp_clients_store_and_recall_through_the_gateway(rt: LocalRuntime) -> None:
-    from agent_memory.memory_tools import SemanticMemoryDispatcher
+    from agent_memory.agent.memory_tools import SemanticMemoryDispatcher
 
     ISOLATE_CACHE.clear()
     register_memory_dispatcher(SemanticMemoryDispatcher)  # as worker.app installs it

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from agent_memory.semantic import (
+from agent_memory.tiers.semantic import (
     MAX_CONTENT_CHARS,
     MemoryInputError,
     SemanticMemory,

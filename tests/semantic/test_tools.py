@@ -6,13 +6,13 @@ from typing import Any
 
 import pytest
 
-from agent_memory.memory_tools import (
+from agent_memory.agent.memory_tools import (
     RECALL_MEMORY_SCHEMA,
     STORE_MEMORY_SCHEMA,
     SemanticMemoryDispatcher,
     retrieval_config,
 )
-from agent_memory.semantic import MemoryInputError
+from agent_memory.tiers.semantic import MemoryInputError
 from gateway.json_schema import validate
 from gateway.memory_tools import MemoryToolDispatcher
 from local_runtime.runtime import LocalRuntime

@@ -22,8 +22,8 @@ import harness_js
 from js import Object, Request
 from pyodide.ffi import to_js
 
+from http_messages import HttpRequest, HttpResponse, json_response
 from worker.errors import ApiError
-from worker.http import HttpRequest, HttpResponse, json_response
 from worker.router import Router
 
 seen: dict[str, list[Any]] = {"requests": [], "crons": [], "rpc": [], "initialized": []}

@@ -23,12 +23,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from agent_memory.retention import DEFAULT_EPISODE_LIMIT, known_tenants, warn_threshold
+from agent_memory.lifecycle.retention import DEFAULT_EPISODE_LIMIT, known_tenants, warn_threshold
+from agent_memory.statements import STATEMENTS_PER_BATCH
 from bindings.ports.d1 import D1Database
 
 log = logging.getLogger(__name__)
 
-STATEMENTS_PER_BATCH = 50
 Level = Literal["ok", "warning", "at_limit"]
 
 

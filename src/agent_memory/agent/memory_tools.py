@@ -31,17 +31,17 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from agent_memory.agent_tools import (
+from agent_memory.agent.context import register_semantic_prefetch
+from agent_memory.agent.tools import (
     FunctionTool,
     Tool,
     ToolContext,
     ToolError,
     register_long_term_tools,
 )
-from agent_memory.agent_types import AgentType
-from agent_memory.context import register_semantic_prefetch
-from agent_memory.scoring import RetrievalConfig
-from agent_memory.semantic import (
+from agent_memory.governance.agent_types import AgentType
+from agent_memory.retrieval.scoring import RetrievalConfig
+from agent_memory.tiers.semantic import (
     DEFAULT_TOP_K,
     MAX_CONTENT_CHARS,
     MAX_QUERY_CHARS,

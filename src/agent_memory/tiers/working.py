@@ -31,7 +31,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from agent_memory.policy import WriteDenied, WriteGate, WriteProposal
+from agent_memory.governance.policy import WriteDenied, WriteGate, WriteProposal
 from agent_memory.scope import INSTANCE_RE, TENANT_RE
 from bindings.ports.kv import KVNamespace
 
@@ -51,7 +51,7 @@ class InvalidWorkingMemoryKey(WorkingMemoryError):
 
 
 class WorkingMemoryWriteDenied(WorkingMemoryError):
-    """The write policy refused the write (`agent_memory.policy`); `denied` says why."""
+    """The write policy refused the write (`agent_memory.governance.policy`); `denied` says why."""
 
     def __init__(self, denied: WriteDenied) -> None:
         super().__init__(str(denied))

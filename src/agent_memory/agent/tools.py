@@ -22,8 +22,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from agent_memory.agent_types import AgentType
-from agent_memory.working import WorkingMemory, WorkingMemoryError
+from agent_memory.governance.agent_types import AgentType
+from agent_memory.tiers.working import WorkingMemory, WorkingMemoryError
 from bindings.environment import Bindings
 from bindings.ports.llm import ToolSpec
 

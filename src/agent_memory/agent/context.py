@@ -18,9 +18,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from agent_memory.agent_types import AgentType, WorkflowSpec
-from agent_memory.episodic import Episode, EpisodicStore
-from agent_memory.working import WorkingMemory
+from agent_memory.governance.agent_types import AgentType, WorkflowSpec
+from agent_memory.tiers.episodic import Episode, EpisodicStore
+from agent_memory.tiers.working import WorkingMemory
 from bindings.environment import Bindings
 
 EPISODE_PREVIEW_CHARS = 400

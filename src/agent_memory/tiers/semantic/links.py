@@ -13,10 +13,10 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict
 
+from agent_memory.statements import chunks
 from bindings.ports.d1 import D1Database
 from bindings.ports.sql import Row
 
-IDS_PER_STATEMENT = 90
 DEFAULT_PER_FACT = 3
 
 
@@ -43,8 +43,7 @@ async def linked_rows(
     if not ids or per_fact < 1:
         return []
     found: dict[str, LinkedRow] = {}
-    for start in range(0, len(ids), IDS_PER_STATEMENT):
-        chunk = ids[start : start + IDS_PER_STATEMENT]
+    for chunk in chunks(ids):
         marks = ", ".join("?" for _ in chunk)
         result = await (
             db.prepare(

@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from agent_memory.agent_tools import StepLogger, Tool, ToolContext, ToolError, tool_spec
+from agent_memory.agent.tools import StepLogger, Tool, ToolContext, ToolError, tool_spec
 from bindings.ports.llm import LLM, ChatMessage, LLMError
 
 log = logging.getLogger(__name__)

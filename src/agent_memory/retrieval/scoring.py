@@ -24,8 +24,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from agent_memory.fusion import FusionConfig
-from agent_memory.terms import content_terms
+from agent_memory.retrieval.fusion import FusionConfig
+from agent_memory.retrieval.terms import content_terms
 
 Tier = Literal["working", "episodic", "semantic", "procedural"]
 DAY_SECONDS = 86_400.0

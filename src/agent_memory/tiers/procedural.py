@@ -24,8 +24,8 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from agent_memory.agent_types import WorkflowSpec
-from agent_memory.policy import WriteGate, WriteProposal
+from agent_memory.governance.agent_types import WorkflowSpec
+from agent_memory.governance.policy import WriteGate, WriteProposal
 from bindings.ports.do_sql import SqlStorage
 from bindings.ports.sql import Row
 

@@ -1,0 +1,181 @@
+"""Subject erase (`DELETE /admin/tenants/{tenant}/subjects/{subject}`): remove every trace of
+a subject from one tenant's memory, in every tier, and say what was removed where.
+
+What is a trace (docs/lifecycle.md, "Erase semantics") — `subject` is an identifier such
+as `contact:hubspot_id:123`, matched exactly as a field and as a substring of text:
+
+* episodes whose `subject` is it, or whose content or data contain it; the runs of those
+  episodes, and runs whose input, output or error contain it;
+* semantic facts (any status) whose subject or object is it, or whose content or metadata
+  contain it, and the facts they superseded (merged duplicates, replaced values: their
+  history); their vectors; links from or to them; provenance of or to erased rows;
+* memory events that name it (payload text), that describe an erased row (the event id
+  is the row id for `memory_written`), that belong to an erased run, or that carry an
+  erased content hash; a `memory_retrieved` event that merely listed an erased fact among
+  its results is kept with that entry removed (it describes the other facts too);
+* working memory (KV) keys of the tenant whose instance or key segment is it, or whose
+  value contains it;
+* cold-tier archive rows matching the rules above: each archive object is rewritten
+  without them (renamed after its new first row, so its key names no erased row) or
+  deleted when nothing is left, and the archive ledger is updated.
+
+Order, so that a failure never leaves a trace a re-run cannot find: vectors go first (a
+vector is only found through its fact row), then D1 rows in batches, then KV, then the
+archives. Every step is idempotent: running the erase again finishes an interrupted one
+and reports zeros once nothing is left. Statements are `tenant_id = ?` first, ≤ 100
+bound parameters.
+
+Where the parts live (this module re-exports their public names):
+
+* `_erase_rules`: the subject's validation, the matching rules, the report (no I/O);
+* `_erase_rows`: finding and deleting the D1 rows (`RowEraser`);
+* `_erase_archives`: rewriting the cold-tier archives (`ArchiveEraser`);
+* here: `SubjectEraser`, which runs the steps in that order, with the vector and working
+  memory (KV) steps, small enough to stay inline.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+from agent_memory.lifecycle._erase_archives import ArchiveEraser
+from agent_memory.lifecycle._erase_rows import (
+    EVENTS_PAGE,
+    RowEraser,
+)
+from agent_memory.lifecycle._erase_rules import (
+    MAX_SUBJECT_CHARS,
+    MIN_SUBJECT_CHARS,
+    EraseReport,
+    SubjectMatcher,
+    validate_subject,
+)
+from agent_memory.statements import IDS_PER_STATEMENT, chunks
+from agent_memory.tiers.semantic import namespace_for_tenant
+from agent_memory.tiers.working import WORKING_MEMORY_PREFIX
+from bindings.ports.clock import Clock
+from bindings.ports.d1 import D1Database
+from bindings.ports.kv import KVNamespace
+from bindings.ports.object_store import ObjectStore
+from bindings.ports.vectorize import VectorIndex
+
+__all__ = [
+    "EVENTS_PAGE",
+    "IDS_PER_STATEMENT",
+    "MAX_SUBJECT_CHARS",
+    "MIN_SUBJECT_CHARS",
+    "EraseReport",
+    "Progress",
+    "SubjectEraser",
+    "SubjectMatcher",
+    "validate_subject",
+]
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[str, int], None]
+
+
+class SubjectEraser:
+    """Erases one subject from one tenant's memory (see the module docstring)."""
+
+    def __init__(
+        self,
+        tenant_id: str,
+        *,
+        db: D1Database,
+        clock: Clock,
+        kv: KVNamespace | None = None,
+        vectors: VectorIndex | None = None,
+        cold: ObjectStore | None = None,
+        progress: Progress | None = None,
+    ) -> None:
+        self.tenant_id = tenant_id
+        self._kv = kv
+        self._vectors = vectors
+        self._progress = progress or (lambda step, n: None)
+        self._rows = RowEraser(tenant_id, db)
+        self._archives = (
+            None if cold is None else ArchiveEraser(tenant_id, db=db, cold=cold, clock=clock)
+        )
+
+    async def erase(self, subject: str) -> EraseReport:
+        subject = validate_subject(subject)
+        report = EraseReport(tenant_id=self.tenant_id, subject=subject)
+        found = await self._rows.find(subject)
+        matcher = SubjectMatcher(subject, found)
+        self._progress("found", len(found.episodes) + len(found.facts) + len(found.runs))
+        # 1. Vectors first: they are only reachable through their fact rows.
+        if found.facts and self._vectors is not None:
+            try:
+                report.vectors = await self._delete_vectors(sorted(found.facts))
+            except Exception as exc:
+                report.complete = False
+                report.errors.append(f"vectors: {type(exc).__name__}: {exc}")
+                log.error(
+                    "erase %s/%s: vectors failed, rows kept: %s", self.tenant_id, subject, exc
+                )
+                return report
+        self._progress("vectors", report.vectors)
+        # 2. D1 rows.
+        await self._rows.delete(found, matcher, report)
+        self._progress("d1", report.episodes + report.facts + report.runs + report.events)
+        # 3. Working memory.
+        if self._kv is not None:
+            try:
+                report.working_keys = await self._erase_working(matcher)
+            except Exception as exc:
+                report.complete = False
+                report.errors.append(f"working memory: {type(exc).__name__}: {exc}")
+        self._progress("working", report.working_keys)
+        # 4. Cold archives.
+        if self._archives is not None:
+            try:
+                await self._archives.erase(matcher, report)
+            except Exception as exc:
+                report.complete = False
+                report.errors.append(f"archives: {type(exc).__name__}: {exc}")
+        self._progress("archives", report.archives_rewritten + report.archives_deleted)
+        log.info("erase %s/%s: %s", self.tenant_id, subject, report.model_dump())
+        return report
+
+    # ------------------------------------------------------------------ vectors and KV
+
+    async def _delete_vectors(self, fact_ids: Sequence[str]) -> int:
+        assert self._vectors is not None
+        namespace = namespace_for_tenant(self.tenant_id)
+        deleted = 0
+        for chunk in chunks(fact_ids, 100):
+            records = await self._vectors.get_by_ids(list(chunk))
+            mine = [
+                r.id
+                for r in records
+                if r.namespace == namespace and r.metadata.get("tenant_id") == self.tenant_id
+            ]
+            if mine:
+                await self._vectors.delete_by_ids(mine)
+                deleted += len(mine)
+        return deleted
+
+    async def _erase_working(self, matcher: SubjectMatcher) -> int:
+        assert self._kv is not None
+        prefix = f"{WORKING_MEMORY_PREFIX}:{self.tenant_id}:"
+        doomed: list[str] = []
+        cursor: str | None = None
+        while True:
+            page = await self._kv.list(prefix=prefix, cursor=cursor)
+            for item in page.keys:
+                rest = item.name[len(prefix) :]
+                if matcher.subject in rest.split(":") or matcher.subject in rest:
+                    doomed.append(item.name)
+                    continue
+                value = await self._kv.get(item.name)
+                if value is not None and matcher.subject in value:
+                    doomed.append(item.name)
+            if page.list_complete or not page.cursor:
+                break
+            cursor = page.cursor
+        for name in doomed:
+            await self._kv.delete(name)
+        return len(doomed)

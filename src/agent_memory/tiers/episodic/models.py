@@ -1,0 +1,137 @@
+"""The episodic tier's records: runs, episodes, the run-list cursor and the limit error.
+
+`RunRecord` is one `agent_runs` row and `Episode` one `memory_episodes` row (times in epoch
+milliseconds, as stored); `encode_cursor` / `decode_cursor` make the opaque keyset cursor
+of the run list (a cursor this module did not produce raises `InvalidCursorError`).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agent_memory.ids import content_hash
+from bindings.ports.sql import Row
+
+RECENT_EPISODES = 10
+MAX_EPISODE_CHARS = 32_768
+MAX_PAGE_SIZE = 100
+
+RunStatus = Literal["running", "completed", "failed"]
+EpisodeKind = Literal["observation", "action", "outcome", "message", "summary"]
+WriteOp = Literal["start_run", "append_episode", "complete_run", "fail_run"]
+
+
+class InvalidCursorError(ValueError):
+    """A pagination cursor that this module did not produce."""
+
+
+EPISODE_LIMIT_CODE = "episode_limit_reached"
+
+
+class EpisodeLimitReached(Exception):
+    """The tenant is at its episode limit (100K, migration 0004's trigger): the episode was
+    refused and retrying cannot help (docs/lifecycle.md, "At the limit")."""
+
+    code = EPISODE_LIMIT_CODE
+
+    def __init__(self, tenant: str, detail: str) -> None:
+        super().__init__(
+            f"{EPISODE_LIMIT_CODE}: tenant {tenant!r} is at its episode limit; new episodes "
+            f"are refused until the prune or an erase frees room ({detail})"
+        )
+        self.tenant = tenant
+
+
+class Episode(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    episode_id: str
+    run_id: str
+    agent_type: str
+    instance_id: str
+    kind: EpisodeKind
+    subject: str | None = None
+    content: str = Field(min_length=1, max_length=MAX_EPISODE_CHARS)
+    data: dict[str, Any] = Field(default_factory=dict)
+    importance: float = Field(default=0.5, ge=0.0, le=1.0)
+    created_at: int
+
+    @property
+    def content_hash(self) -> str:
+        return content_hash(self.content)
+
+
+class RunRecord(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    agent_type: str
+    instance_id: str
+    status: RunStatus
+    input: dict[str, Any] = Field(default_factory=dict)
+    output: dict[str, Any] | None = None
+    error: str | None = None
+    steps: int = 0
+    started_at: int
+    finished_at: int | None = None
+
+
+class RunPage(BaseModel):
+    runs: list[RunRecord]
+    next_cursor: str | None = None
+
+
+def to_json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def run_from_row(row: Row) -> RunRecord:
+    return RunRecord(
+        run_id=row["run_id"],
+        agent_type=row["agent_type"],
+        instance_id=row["instance_id"],
+        status=row["status"],
+        input=json.loads(row["input"] or "{}"),
+        output=json.loads(row["output"]) if row.get("output") else None,
+        error=row.get("error"),
+        steps=int(row["steps"]),
+        started_at=int(row["started_at"]),
+        finished_at=int(row["finished_at"]) if row.get("finished_at") is not None else None,
+    )
+
+
+def episode_from_row(row: Row) -> Episode:
+    return Episode(
+        episode_id=row["episode_id"],
+        run_id=row["run_id"],
+        agent_type=row["agent_type"],
+        instance_id=row["instance_id"],
+        kind=row["kind"],
+        subject=row.get("subject"),
+        content=row["content"],
+        data=json.loads(row["data"] or "{}"),
+        importance=float(row["importance"]),
+        created_at=int(row["created_at"]),
+    )
+
+
+def encode_cursor(started_at: int, run_id: str) -> str:
+    raw = to_json({"s": started_at, "r": run_id}).encode()
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def decode_cursor(cursor: str) -> tuple[int, str]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        value = json.loads(raw)
+        started_at, run_id = value["s"], value["r"]
+    except (binascii.Error, ValueError, KeyError, TypeError):
+        raise InvalidCursorError("cursor is not one this API returned") from None
+    if not isinstance(started_at, int) or not isinstance(run_id, str):
+        raise InvalidCursorError("cursor is not one this API returned")
+    return started_at, run_id

@@ -1,0 +1,194 @@
+"""Episodic writes off the response path: ordered, retried, never silently lost.
+
+`EpisodicWriter` runs `EpisodicStore` writes through `BackgroundTasks.wait_until` (i.e.
+`ctx.waitUntil`), one after another in submission order (a run's completion never overtakes
+its start), each retried with exponential backoff. A write that still fails is logged at
+ERROR with its full payload and handed to `on_failure` (the Durable Object keeps it in its
+`failed_writes` table and shows it in the admin run view).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
+
+from pydantic import BaseModel
+
+from agent_memory.tiers.episodic.models import (
+    Episode,
+    EpisodeLimitReached,
+    RunRecord,
+    WriteOp,
+    to_json,
+)
+from agent_memory.tiers.episodic.store import EpisodicStore
+from bindings.ports.background import BackgroundTasks
+
+log = logging.getLogger(__name__)
+
+
+class FailedWrite(BaseModel):
+    """An episodic write that exhausted its retries: everything needed to replay it."""
+
+    op: WriteOp
+    run_id: str
+    payload: dict[str, Any]
+    error: str
+    attempts: int
+
+
+Sleep = Callable[[float], Awaitable[None]]
+FailureSink = Callable[[FailedWrite], None]
+
+DEFAULT_ATTEMPTS = 4
+DEFAULT_BASE_DELAY = 0.25  # 0.25 s, 0.5 s, 1 s between attempts: well inside waitUntil's 30 s
+
+
+class EpisodicWriter:
+    """Queues episodic writes off the response path, in order, with retries."""
+
+    def __init__(
+        self,
+        store: EpisodicStore,
+        background: BackgroundTasks,
+        *,
+        on_failure: FailureSink | None = None,
+        attempts: int = DEFAULT_ATTEMPTS,
+        base_delay: float = DEFAULT_BASE_DELAY,
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
+        self.store = store
+        self._background = background
+        self._on_failure = on_failure
+        self._attempts = max(1, attempts)
+        self._base_delay = base_delay
+        self._sleep = sleep
+        self._tail: asyncio.Future[None] | None = None
+
+    def start_run(self, run: RunRecord) -> None:
+        payload: dict[str, Any] = {
+            "run_id": run.run_id,
+            "agent_type": run.agent_type,
+            "instance_id": run.instance_id,
+            "input": run.input,
+            "started_at": run.started_at,
+        }
+        self._submit(
+            "start_run",
+            run.run_id,
+            payload,
+            lambda: self.store.start_run(
+                run_id=run.run_id,
+                agent_type=run.agent_type,
+                instance_id=run.instance_id,
+                input=run.input,
+                started_at=run.started_at,
+            ),
+        )
+
+    def append_episode(self, episode: Episode) -> None:
+        """Queue the episode; a proposal the write policy refuses raises `WriteDenied`
+        here, to the caller, and nothing is queued."""
+        self.store.gate.check(self.store.proposal(episode))
+        payload = episode.model_dump()
+        self._submit(
+            "append_episode", episode.run_id, payload, lambda: self.store.append_episode(episode)
+        )
+
+    def complete_run(self, run: RunRecord) -> None:
+        self._finish("complete_run", run)
+
+    def fail_run(self, run: RunRecord) -> None:
+        self._finish("fail_run", run)
+
+    def _finish(self, op: WriteOp, run: RunRecord) -> None:
+        self._submit(op, run.run_id, run.model_dump(), lambda: self.store.finish_run(run))
+
+    async def flush(self, wait_seconds: float | None = None) -> bool:
+        """Wait until every write submitted so far has finished (or failed for good).
+
+        Returns False if `wait_seconds` passed first. The turn calls this before reading episodes
+        so an instance always sees its own previous turn.
+        """
+        tail = self._tail
+        if tail is None or tail.done():
+            return True
+        try:
+            await asyncio.wait_for(asyncio.shield(tail), wait_seconds)
+        except TimeoutError:
+            return False
+        return True
+
+    @property
+    def pending(self) -> bool:
+        return self._tail is not None and not self._tail.done()
+
+    def _submit(
+        self,
+        op: WriteOp,
+        run_id: str,
+        payload: dict[str, Any],
+        write: Callable[[], Coroutine[Any, Any, None]],
+    ) -> None:
+        previous = self._tail
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._tail = done
+
+        async def work() -> None:
+            try:
+                if previous is not None:
+                    await asyncio.shield(previous)
+                await self._with_retries(op, run_id, payload, write)
+            finally:
+                if not done.done():
+                    done.set_result(None)
+
+        self._background.wait_until(work())
+
+    async def _with_retries(
+        self,
+        op: WriteOp,
+        run_id: str,
+        payload: dict[str, Any],
+        write: Callable[[], Coroutine[Any, Any, None]],
+    ) -> None:
+        error = ""
+        for attempt in range(1, self._attempts + 1):
+            try:
+                await write()
+                return
+            except Exception as exc:
+                error = f"{type(exc).__name__}: {exc}"
+                if isinstance(exc, EpisodeLimitReached):
+                    break  # permanent: recorded below with its payload, not retried
+                if attempt < self._attempts:
+                    delay = self._base_delay * 2 ** (attempt - 1)
+                    log.warning(
+                        "episodic %s for run %s failed (attempt %d/%d, retrying in %.2fs): %s",
+                        op,
+                        run_id,
+                        attempt,
+                        self._attempts,
+                        delay,
+                        error,
+                    )
+                    await self._sleep(delay)
+        failed = FailedWrite(
+            op=op, run_id=run_id, payload=payload, error=error, attempts=self._attempts
+        )
+        log.error(
+            "episodic %s for run %s LOST after %d attempts (%s); tenant=%s payload=%s",
+            op,
+            run_id,
+            self._attempts,
+            error,
+            self.store.tenant,
+            to_json(payload),
+        )
+        if self._on_failure is not None:
+            try:
+                self._on_failure(failed)
+            except Exception:
+                log.exception("episodic: recording the failed %s for run %s failed", op, run_id)

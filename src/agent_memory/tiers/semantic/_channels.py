@@ -1,0 +1,144 @@
+"""Recall's three candidate channels over one tenant's facts.
+
+* `vector`: cosine similarity in the tenant's namespace, filtered by tenant and embedding
+  config (top `candidate_pool`, ≤ 100);
+* `keyword`: D1 FTS5 over fact content ranked by `bm25()`, the user's text quoted term by
+  term so punctuation and FTS5 operators are searched for, never parsed;
+* `exact`: facts whose subject or predicate equals a string the query names.
+Each returns `ChannelHit`s, higher score better; `is_live` is the row test every result
+must pass (active, inside its validity window, matching the filters).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from agent_memory.retrieval.fusion import ChannelHit
+from agent_memory.retrieval.terms import exact_match_candidates, fts5_match_expression
+from agent_memory.tiers.semantic._scope import FactScope, check_matrix, ms
+from agent_memory.tiers.semantic.models import MemoryInputError, RecallFilters
+from bindings.ports.sql import Row, SqlValue
+
+
+class RecallChannels:
+    """The candidate channels of one tenant's recall."""
+
+    def __init__(self, scope: FactScope) -> None:
+        self._s = scope
+
+    async def vector(
+        self,
+        query: str,
+        query_vector: Sequence[float] | None,
+        filters: RecallFilters,
+        top_k: int,
+    ) -> list[ChannelHit]:
+        embedder = self._s.require_embedder()
+        if query_vector is None:
+            matrix = await embedder.embed([query])
+            check_matrix(matrix, 1, embedder.config)
+            values = np.asarray(matrix[0], dtype=np.float64).tolist()
+        else:
+            values = [float(v) for v in query_vector]
+            if len(values) != embedder.config.dimensions or not all(
+                math.isfinite(v) for v in values
+            ):
+                raise MemoryInputError("query_vector does not match the embedding config")
+        result = await self._s.vectors.query(
+            values,
+            top_k=top_k,
+            namespace=self._s.namespace,
+            filter=self._s.vector_filter(embedder.config, filters.agent_type),
+            return_metadata="none",
+        )
+        return [ChannelHit(id=m.id, score=m.score) for m in result.matches]
+
+    def _row_filter_sql(self, filters: RecallFilters, now: float) -> tuple[str, list[SqlValue]]:
+        """Conditions on a `semantic_facts AS f` row beyond the tenant: live and filtered."""
+        # `+f.status`: the unary plus keeps SQLite from choosing the (tenant_id, status)
+        # index, which would scan every active fact of the tenant; the selective indexes
+        # (subject, predicate, the FTS rowid) must drive these queries.
+        sql = " AND +f.status = 'active' AND (f.valid_to IS NULL OR f.valid_to > ?)"
+        params: list[SqlValue] = [ms(now)]
+        if filters.agent_type is not None:
+            sql += " AND f.agent_type = ?"
+            params.append(filters.agent_type)
+        if filters.subject is not None:
+            sql += " AND f.subject = ?"
+            params.append(filters.subject)
+        if filters.predicate is not None:
+            sql += " AND f.predicate = ?"
+            params.append(filters.predicate)
+        if filters.min_confidence is not None:
+            sql += " AND f.confidence >= ?"
+            params.append(float(filters.min_confidence))
+        return sql, params
+
+    async def keyword(
+        self, query: str, filters: RecallFilters, limit: int, now: float
+    ) -> list[ChannelHit]:
+        expression = fts5_match_expression(query)
+        if expression is None:
+            return []
+        extra, params = self._row_filter_sql(filters, now)
+        result = (
+            await self._s.db.prepare(
+                "SELECT f.fact_id AS fact_id, bm25(semantic_facts_fts) AS bm25 "
+                "FROM semantic_facts_fts JOIN semantic_facts AS f "
+                "ON f.fts_rowid = semantic_facts_fts.rowid "
+                f"WHERE f.tenant_id = ? AND semantic_facts_fts MATCH ?{extra} "
+                "ORDER BY bm25 ASC, f.fact_id ASC LIMIT ?"
+            )
+            .bind(self._s.tenant_id, expression, *params, limit)
+            .all()
+        )
+        # bm25() is smaller for better matches; flip it so higher is better everywhere.
+        return [ChannelHit(id=row["fact_id"], score=-float(row["bm25"])) for row in result.results]
+
+    async def exact(
+        self, query: str, filters: RecallFilters, limit: int, now: float
+    ) -> tuple[list[ChannelHit], bool]:
+        """Facts whose subject or predicate equals a string the query names. Returns the
+        hits and whether they are all of them (False: more than `limit` matched)."""
+        names = exact_match_candidates(query)
+        if not names:
+            return [], True
+        extra, params = self._row_filter_sql(filters, now)
+        marks = ", ".join("?" for _ in names)
+        # Two index lookups (subject, predicate) rather than one OR, which SQLite may plan
+        # as a scan of the tenant.
+        result = (
+            await self._s.db.prepare(
+                "SELECT f.fact_id AS fact_id FROM semantic_facts AS f "
+                f"WHERE f.tenant_id = ? AND f.subject IN ({marks}){extra} "
+                "UNION "
+                "SELECT f.fact_id AS fact_id FROM semantic_facts AS f "
+                f"WHERE f.tenant_id = ? AND f.predicate IN ({marks}){extra} "
+                "LIMIT ?"
+            )
+            .bind(self._s.tenant_id, *names, *params, self._s.tenant_id, *names, *params, limit + 1)
+            .all()
+        )
+        hits = [ChannelHit(id=row["fact_id"], score=1.0) for row in result.results]
+        if len(hits) > limit:
+            return [], False
+        return hits, True
+
+    @staticmethod
+    def is_live(row: Row, filters: RecallFilters, now: float) -> bool:
+        if row["status"] != "active":
+            return False
+        if row["valid_to"] is not None and int(row["valid_to"]) <= ms(now):
+            return False
+        if filters.agent_type is not None and row["agent_type"] != filters.agent_type:
+            return False
+        if filters.subject is not None and row["subject"] != filters.subject:
+            return False
+        if filters.predicate is not None and row["predicate"] != filters.predicate:
+            return False
+        return not (
+            filters.min_confidence is not None and float(row["confidence"]) < filters.min_confidence
+        )

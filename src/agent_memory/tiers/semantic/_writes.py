@@ -1,0 +1,328 @@
+"""The row half of a semantic write, and deletes.
+
+`FactWriter.learn_many` validates every input (nothing is written if one is bad), checks the
+write policy, looks the content hashes up (a fact already `active` is returned as it is,
+one left `pending_vector` is completed), embeds what is new in batches, inserts the rows
+`pending_vector` and hands them to `VectorSync` for their vectors. A committed fact gets
+one `memory_written` event. `delete` removes the row first (the source of truth), then the
+vector.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import ValidationError
+
+from agent_memory.governance.policy import WriteDenied, WriteProposal
+from agent_memory.ids import content_hash, is_ulid, new_ulid
+from agent_memory.statements import STATEMENTS_PER_BATCH, chunks
+from agent_memory.tiers.semantic._scope import (
+    EMBED_BATCH,
+    FactScope,
+    check_matrix,
+    ms,
+)
+from agent_memory.tiers.semantic._vectors import VectorJob, VectorSync
+from agent_memory.tiers.semantic.models import (
+    DEFAULT_SUBJECT,
+    DeleteResult,
+    FactInput,
+    LearnResult,
+    MemoryInputError,
+)
+from bindings.ports.d1 import D1Statement
+from bindings.ports.embedder import EmbeddingConfig
+from bindings.ports.sql import Row
+
+log = logging.getLogger(__name__)
+
+PENDING_RETRY_ON_WRITE = 10
+PAIRS_PER_STATEMENT = 45  # (subject, hash) pairs: 2 parameters each + tenant
+
+
+class FactWriter:
+    """Learns and deletes one tenant's facts."""
+
+    def __init__(self, scope: FactScope, vectors: VectorSync) -> None:
+        self._s = scope
+        self._vectors = vectors
+
+    def validate_facts(self, facts: Sequence[FactInput | Mapping[str, Any]]) -> list[FactInput]:
+        out: list[FactInput] = []
+        for index, fact in enumerate(facts):
+            if isinstance(fact, FactInput):
+                out.append(fact)
+                continue
+            if not isinstance(fact, Mapping):
+                raise MemoryInputError(
+                    "a fact must be a JSON object",
+                    [{"field": f"[{index}]", "problem": "not an object"}],
+                )
+            try:
+                out.append(FactInput.model_validate(dict(fact)))
+            except ValidationError as exc:
+                prefix = f"[{index}]." if len(facts) > 1 else ""
+                raise MemoryInputError.from_validation(exc, "fact", prefix) from None
+        return out
+
+    async def learn_many(
+        self, facts: Sequence[FactInput | Mapping[str, Any]], *, embed_batch: int = EMBED_BATCH
+    ) -> list[LearnResult]:
+        """Learn facts in bulk with batched embedding; results are in input order.
+
+        Batches are committed one after the other: if a later batch fails (embedding
+        error, D1 error), earlier ones stay learned, and calling again with the same facts
+        is safe (they are found by hash and not embedded twice).
+        """
+        inputs = self.validate_facts(facts)
+        if not inputs:
+            return []
+        proposals = [self._proposal(fact) for fact in inputs]
+        try:
+            self._s.gate.check_all(proposals)
+        except WriteDenied as denied:
+            problems = [{"field": v.code, "problem": v.message} for v in denied.violations]
+            raise MemoryInputError(str(denied), problems, code=denied.code) from None
+        embedder = self._s.require_embedder()
+        now = self._s.clock.now()
+        hashes = [content_hash(f.content) for f in inputs]
+        first_of: dict[tuple[str, str], int] = {}
+        for index, fact in enumerate(inputs):
+            first_of.setdefault((fact.subject, hashes[index]), index)
+        existing = await self._find_by_hash(list(first_of))
+        results: dict[int, LearnResult] = {}
+        todo: list[int] = []  # indexes (first occurrences) that need a vector
+        failed = False
+        for key, index in first_of.items():
+            row = existing.get(key)
+            if row is not None and row["status"] != "pending_vector":
+                results[index] = LearnResult(
+                    fact_id=row["fact_id"],
+                    status=row["status"],
+                    created=False,
+                    content_hash=key[1],
+                )
+            else:
+                todo.append(index)
+        for batch in chunks(todo, max(1, min(embed_batch, EMBED_BATCH))):
+            texts = [inputs[i].content for i in batch]
+            matrix = await embedder.embed(texts)
+            check_matrix(matrix, len(texts), embedder.config)
+            jobs: dict[int, VectorJob] = {}
+            created: dict[int, bool] = {}
+            inserts: list[tuple[int, D1Statement]] = []
+            for index in batch:
+                fact = inputs[index]
+                row = existing.get((fact.subject, hashes[index]))
+                if row is not None:  # left pending earlier: complete it now
+                    jobs[index] = self._vectors.job_from_row(row, fact.content)
+                    created[index] = False
+                    continue
+                fact_id = new_ulid(now)
+                inserts.append(
+                    (
+                        index,
+                        self._insert_statement(fact, fact_id, hashes[index], embedder.config, now),
+                    )
+                )
+                jobs[index] = VectorJob(
+                    fact_id=fact_id,
+                    content=fact.content,
+                    agent_type=fact.agent_type or self._s.agent_type,
+                    subject=fact.subject,
+                    predicate=fact.predicate,
+                    object=fact.object,
+                    confidence=fact.confidence,
+                    learned_from_run_id=fact.learned_from_run_id or self._s.run_id,
+                    created_at_ms=ms(now),
+                )
+                created[index] = True
+            conflicts = await self._insert_rows(inserts)
+            if conflicts:
+                # Another writer learned the same fact between our lookup and our insert:
+                # its row wins (and still gets its vector here if it is pending).
+                won = await self._find_by_hash([(inputs[i].subject, hashes[i]) for i in conflicts])
+                for index in conflicts:
+                    created[index] = False
+                    row = won.get((inputs[index].subject, hashes[index]))
+                    if row is None:
+                        raise RuntimeError("insert conflicted but no existing row was found")
+                    if row["status"] == "pending_vector":
+                        jobs[index] = self._vectors.job_from_row(row, inputs[index].content)
+                    else:
+                        del jobs[index]
+                        results[index] = LearnResult(
+                            fact_id=row["fact_id"],
+                            status=row["status"],
+                            created=False,
+                            content_hash=hashes[index],
+                        )
+            vectors = {
+                jobs[index].fact_id: matrix[pos] for pos, index in enumerate(batch) if index in jobs
+            }
+            error = await self._vectors.write_vectors(
+                list(jobs.values()), vectors, embedder.config, now
+            )
+            failed = failed or error is not None
+            for index in batch:
+                if index in results:
+                    continue
+                results[index] = LearnResult(
+                    fact_id=jobs[index].fact_id,
+                    status="pending_vector" if error else "active",
+                    created=created[index],
+                    content_hash=hashes[index],
+                    error=error,
+                )
+        ordered: list[LearnResult] = []
+        for index, fact in enumerate(inputs):
+            first = first_of[(fact.subject, hashes[index])]
+            result = results[first]
+            if first != index:
+                result = result.model_copy(update={"created": False})
+            ordered.append(result)
+        created_at = [i for i, r in enumerate(ordered) if r.created]
+        await self._s.gate.committed(
+            [proposals[i] for i in created_at], [ordered[i].fact_id for i in created_at]
+        )
+        if todo and not failed:
+            await self._retry_pending_after_write()
+        return ordered
+
+    def _proposal(self, fact: FactInput) -> WriteProposal:
+        return WriteProposal(
+            tier="semantic",
+            key=f"{fact.subject}|{fact.predicate}",
+            value={
+                "subject": fact.subject,
+                "predicate": fact.predicate,
+                "object": fact.object,
+                "content": fact.content,
+                "metadata": fact.metadata,
+            },
+            confidence=fact.confidence,
+            source=fact.source,
+            agent_type=fact.agent_type or self._s.agent_type,
+            # The catch-all subject names nobody: personal data needs a real one.
+            subject=None if fact.subject == DEFAULT_SUBJECT else fact.subject,
+            run_id=fact.learned_from_run_id or self._s.run_id,
+        )
+
+    async def _retry_pending_after_write(self) -> None:
+        """Self-healing: a write that just succeeded shows the vector store is healthy, so
+        it also finishes up to `PENDING_RETRY_ON_WRITE` facts an earlier failure left
+        pending (one indexed query when there are none). Best effort."""
+        try:
+            await self._vectors.complete_pending(PENDING_RETRY_ON_WRITE)
+        except Exception as exc:
+            log.warning("retrying pending facts of tenant %s failed: %s", self._s.tenant_id, exc)
+
+    def _insert_statement(
+        self, fact: FactInput, fact_id: str, digest: str, config: EmbeddingConfig, now: float
+    ) -> D1Statement:
+        valid_from = ms(fact.valid_from) if fact.valid_from is not None else ms(now)
+        valid_to = ms(fact.valid_to) if fact.valid_to is not None else None
+        if valid_to is not None and valid_to < valid_from:
+            valid_to = valid_from
+        return self._s.db.prepare(
+            "INSERT INTO semantic_facts (tenant_id, fact_id, agent_type, subject, predicate, "
+            "object, content, metadata, confidence, source, learned_from_run_id, "
+            "embedding_provider, embedding_model, embedding_dimensions, content_hash, status, "
+            "valid_from, valid_to, created_at, updated_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending_vector', ?, ?, ?, ?) "
+            "ON CONFLICT (tenant_id, subject, content_hash) DO NOTHING"
+        ).bind(
+            self._s.tenant_id,
+            fact_id,
+            fact.agent_type or self._s.agent_type,
+            fact.subject,
+            fact.predicate,
+            fact.object,
+            fact.content,
+            json.dumps(fact.metadata, separators=(",", ":"), ensure_ascii=False),
+            float(fact.confidence),
+            fact.source,
+            fact.learned_from_run_id or self._s.run_id,
+            config.provider,
+            config.model,
+            config.dimensions,
+            digest,
+            valid_from,
+            valid_to,
+            ms(now),
+            ms(now),
+        )
+
+    async def _insert_rows(self, inserts: Sequence[tuple[int, D1Statement]]) -> list[int]:
+        """Insert pending rows; returns the input indexes whose insert hit an existing row."""
+        conflicts: list[int] = []
+        for chunk in chunks(inserts, STATEMENTS_PER_BATCH):
+            results = await self._s.db.batch([stmt for _, stmt in chunk])
+            for (index, _), result in zip(chunk, results, strict=True):
+                if result.meta.changes == 0:
+                    conflicts.append(index)
+        return conflicts
+
+    async def _find_by_hash(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Row]:
+        """Existing rows for (subject, content hash) pairs. `subject IN (..) AND
+        content_hash IN (..)` is a range lookup on the UNIQUE (tenant_id, subject,
+        content_hash) index (an OR of pairs may be planned as a scan); the few extra rows
+        of the cross product are dropped here."""
+        wanted = set(keys)
+        found: dict[tuple[str, str], Row] = {}
+        for chunk in chunks(list(dict.fromkeys(keys)), PAIRS_PER_STATEMENT):
+            subjects = list(dict.fromkeys(subject for subject, _ in chunk))
+            digests = list(dict.fromkeys(digest for _, digest in chunk))
+            result = (
+                await self._s.db.prepare(
+                    "SELECT fact_id, status, subject, predicate, object, agent_type, confidence, "
+                    "learned_from_run_id, content_hash, created_at FROM semantic_facts "
+                    f"WHERE tenant_id = ? AND subject IN ({', '.join('?' for _ in subjects)}) "
+                    f"AND content_hash IN ({', '.join('?' for _ in digests)})"
+                )
+                .bind(self._s.tenant_id, *subjects, *digests)
+                .all()
+            )
+            for row in result.results:
+                key = (row["subject"], row["content_hash"])
+                if key in wanted:
+                    found[key] = row
+        return found
+
+    async def delete(self, fact_id: str) -> DeleteResult:
+        """Delete a fact's row and its vector (admin only; ADR-0030). Idempotent: deleting
+        an absent fact is a no-op that still removes a vector left behind earlier."""
+        if not isinstance(fact_id, str) or not is_ulid(fact_id):
+            raise MemoryInputError(
+                "fact_id must be a 26-character ULID",
+                [{"field": "fact_id", "problem": "not a ULID"}],
+            )
+        # Row first: the row is the source of truth, and a vector without its row is
+        # never returned by recall.
+        result = (
+            await self._s.db.prepare(
+                "DELETE FROM semantic_facts WHERE tenant_id = ? AND fact_id = ?"
+            )
+            .bind(self._s.tenant_id, fact_id)
+            .run()
+        )
+        row_deleted = result.meta.changes > 0
+        try:
+            mine = await self._s.own_vector_ids([fact_id])
+            if mine:
+                await self._s.vectors.delete_by_ids(mine)
+        except Exception as exc:
+            log.warning(
+                "deleting the vector of fact %s (tenant %s) failed: %s",
+                fact_id,
+                self._s.tenant_id,
+                exc,
+            )
+            return DeleteResult(
+                fact_id=fact_id, row_deleted=row_deleted, vector_deleted=False, complete=False
+            )
+        return DeleteResult(fact_id=fact_id, row_deleted=row_deleted, vector_deleted=bool(mine))

@@ -1,0 +1,275 @@
+"""Tier 3, semantic memory: facts in D1 (source of truth) + one vector each in Vectorize.
+
+`SemanticMemory(tenant_id, ...)` is bound to one tenant at construction and has no way to
+name another: every D1 statement starts its WHERE clause with `tenant_id = ?`, and every
+vector query passes the tenant's namespace, a `tenant_id` filter and an `embedding` filter
+(the embedder's `EmbeddingConfig.key`), so vectors of different embedding configs are
+never compared.
+
+Writes (`learn`, `learn_many`) — idempotent per (tenant, subject, content hash):
+  1. validate every input (nothing is written if one is bad);
+  2. look the hashes up; a fact that is already `active` is returned as it is (no
+     embedding call), one left `pending_vector` is completed;
+  3. embed the new contents, batched (an embedding failure raises; nothing of that batch
+     is written — ADR-0030 "a failed embed throws; nothing is written");
+  4. insert the rows with status `pending_vector`;
+  5. upsert the vectors;
+  6. mark the rows `active`.
+  If step 5 or 6 fails the rows stay `pending_vector`: recall does not return them, and
+  the retry path finishes them: `complete_pending()` (for a scheduled job), learning the
+  same content again, or — automatically — the tenant's next successful write, which
+  also completes up to 10 pending facts.
+
+Reads (`recall`): three channels run concurrently —
+  * vector: cosine similarity in the tenant's namespace (top `candidate_pool`, ≤ 100);
+  * keyword: D1 FTS5 over fact content, ranked by `bm25()`, the user's text quoted term by
+    term so punctuation and FTS5 operators are searched for, never parsed;
+  * exact: facts whose subject or predicate equals a string the query names;
+  then fused (`fusion.py`), scored (`scoring.py`) and cut to `top_k`. Only rows that are
+  live (`active`, inside their validity window) are returned: a vector whose row is gone
+  is dropped and deleted from the index (reconciliation), so recall never returns a fact
+  whose row was deleted. Each recall updates `last_recalled_at` / `recall_count` of what
+  it returned and writes a `memory_retrieved` event, in one D1 batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import ValidationError
+
+from agent_memory.governance.events import EventLog
+from agent_memory.governance.policy import WriteGate
+from agent_memory.retrieval.scoring import RetrievalConfig, Tier
+from agent_memory.scope import TENANT_RE
+from agent_memory.tiers.semantic._recall import Recaller
+from agent_memory.tiers.semantic._scope import EMBED_BATCH, FactScope, ms
+from agent_memory.tiers.semantic._vectors import VectorSync
+from agent_memory.tiers.semantic._writes import FactWriter
+from agent_memory.tiers.semantic.links import linked_rows
+from agent_memory.tiers.semantic.models import (
+    DEFAULT_AGENT_TYPE,
+    DEFAULT_TOP_K,
+    MAX_RANK_LIMIT,
+    DeleteResult,
+    Fact,
+    FactInput,
+    FactStatus,
+    LearnResult,
+    LinkedFact,
+    MemoryInputError,
+    RecallFilters,
+    RecallRequest,
+    RecallResult,
+    SemanticTierUnavailable,
+    namespace_for_tenant,
+)
+from bindings.ports.clock import Clock
+from bindings.ports.d1 import D1Database
+from bindings.ports.embedder import Embedder
+from bindings.ports.vectorize import VectorIndex
+
+
+class SemanticMemory:
+    """Semantic memory of one tenant. Construct per request; the tenant cannot change.
+
+    A facade: the write path (`_writes.FactWriter`), the vector half of writes and its
+    repair (`_vectors.VectorSync`) and the recall pipeline (`_recall.Recaller`) share one
+    `FactScope`, built here, so the tenant is named exactly once.
+    """
+
+    def __init__(
+        self,
+        tenant_id: str,
+        *,
+        db: D1Database,
+        vectors: VectorIndex,
+        embedder: Embedder | None,
+        clock: Clock,
+        config: RetrievalConfig | None = None,
+        agent_type: str = DEFAULT_AGENT_TYPE,
+        run_id: str | None = None,
+        tier: Tier = "semantic",
+        gate: WriteGate | None = None,
+    ) -> None:
+        if not isinstance(tenant_id, str) or not TENANT_RE.match(tenant_id):
+            raise ValueError(f"invalid tenant id {tenant_id!r}")
+        events = EventLog(tenant_id, db)
+        self._s = FactScope(
+            tenant_id=tenant_id,
+            namespace=namespace_for_tenant(tenant_id),
+            db=db,
+            vectors=vectors,
+            embedder=embedder,
+            clock=clock,
+            config=config or RetrievalConfig(),
+            agent_type=agent_type,
+            run_id=run_id,
+            tier=tier,
+            events=events,
+            # Writes are proposals checked by the write policy; committed facts get a
+            # `memory_written` event (ADR-0051, `agent_memory.governance.policy`).
+            gate=gate or WriteGate(tenant_id, clock=clock, events=events),
+        )
+        self._vectors = VectorSync(self._s)
+        self._writer = FactWriter(self._s, self._vectors)
+        self._recaller = Recaller(self._s, self._vectors)
+
+    @classmethod
+    def from_bindings(
+        cls,
+        bindings: Any,
+        tenant_id: str,
+        *,
+        agent_type: str = DEFAULT_AGENT_TYPE,
+        run_id: str | None = None,
+        config: RetrievalConfig | None = None,
+    ) -> SemanticMemory:
+        """Build from a request's `Bindings` (D1 + Vectorize required, embedder for
+        learn/recall); raises `SemanticTierUnavailable` when D1 or Vectorize is missing."""
+        if bindings.db is None or bindings.vectors is None:
+            raise SemanticTierUnavailable(
+                "the semantic tier needs the D1 database and the Vectorize index bound"
+            )
+        return cls(
+            tenant_id,
+            db=bindings.db,
+            vectors=bindings.vectors,
+            embedder=bindings.embedder,
+            clock=bindings.clock,
+            config=config,
+            agent_type=agent_type,
+            run_id=run_id,
+        )
+
+    @property
+    def tenant_id(self) -> str:
+        return self._s.tenant_id
+
+    @property
+    def namespace(self) -> str:
+        return self._s.namespace
+
+    @property
+    def config(self) -> RetrievalConfig:
+        return self._s.config
+
+    # ------------------------------------------------------------------ writes
+
+    async def learn(self, fact: FactInput | Mapping[str, Any]) -> LearnResult:
+        """Learn one fact (idempotent per subject and content). See the module docstring."""
+        return (await self.learn_many([fact]))[0]
+
+    async def learn_many(
+        self, facts: Sequence[FactInput | Mapping[str, Any]], *, embed_batch: int = EMBED_BATCH
+    ) -> list[LearnResult]:
+        """Learn facts in bulk with batched embedding; results are in input order.
+
+        Batches are committed one after the other: if a later batch fails (embedding
+        error, D1 error), earlier ones stay learned, and calling again with the same facts
+        is safe (they are found by hash and not embedded twice).
+        """
+        return await self._writer.learn_many(facts, embed_batch=embed_batch)
+
+    async def complete_pending(self, limit: int = 100) -> int:
+        """Write the vectors of up to `limit` facts left `pending_vector` (oldest first) and
+        activate them. Returns how many became active. Safe to run any time."""
+        return await self._vectors.complete_pending(limit)
+
+    async def delete(self, fact_id: str) -> DeleteResult:
+        """Delete a fact's row and its vector (admin only; ADR-0030). Idempotent: deleting
+        an absent fact is a no-op that still removes a vector left behind earlier."""
+        return await self._writer.delete(fact_id)
+
+    async def reconcile_vectors(self, fact_ids: Sequence[str]) -> list[str]:
+        """Delete this tenant's vectors among `fact_ids` that have no row. Returns them."""
+        return await self._vectors.reconcile_vectors(fact_ids)
+
+    # ------------------------------------------------------------------ reads
+
+    async def get(self, fact_id: str) -> Fact | None:
+        """The fact's row (any status), or None."""
+        row = (
+            await self._s.db.prepare(
+                "SELECT * FROM semantic_facts WHERE tenant_id = ? AND fact_id = ?"
+            )
+            .bind(self._s.tenant_id, fact_id)
+            .first()
+        )
+        return Fact.from_row(row) if row is not None else None
+
+    async def count(self, status: FactStatus = "active") -> int:
+        value = (
+            await self._s.db.prepare(
+                "SELECT COUNT(*) AS n FROM semantic_facts WHERE tenant_id = ? AND status = ?"
+            )
+            .bind(self._s.tenant_id, status)
+            .first_value("n")
+        )
+        return int(value or 0)
+
+    async def recall(
+        self,
+        query: str,
+        top_k: int = DEFAULT_TOP_K,
+        filters: RecallFilters | Mapping[str, Any] | None = None,
+        *,
+        query_vector: Sequence[float] | None = None,
+        follow_links: bool = False,
+    ) -> RecallResult:
+        """The `top_k` (1-20) best live facts for `query`, each with its score breakdown.
+
+        Updates the returned facts' recall stats and writes a `memory_retrieved` event.
+        `query_vector` skips the embedding call (benchmarks; callers that already have it).
+        `follow_links` also returns, in `linked`, the live facts one link away from the
+        results (the reconciler's links), strongest link first.
+        Raises `MemoryInputError` for an empty query, a `top_k` out of range or bad filters.
+        """
+        try:
+            request = RecallRequest.model_validate(
+                {
+                    "query": query,
+                    "top_k": top_k,
+                    "filters": filters.model_dump()
+                    if isinstance(filters, RecallFilters)
+                    else filters,
+                }
+            )
+        except ValidationError as exc:
+            raise MemoryInputError.from_validation(exc, "recall") from None
+        result = await self._recaller.run(
+            request.query, request.top_k, request.filters, query_vector, record=True
+        )
+        if follow_links and result.results:
+            hops = await linked_rows(
+                self._s.db, self._s.tenant_id, result.fact_ids, now_ms=ms(self._s.clock.now())
+            )
+            result.linked = [
+                LinkedFact(fact=Fact.from_row(h.row), via=h.via, link_score=h.score) for h in hops
+            ]
+        return result
+
+    async def rank(
+        self,
+        query: str,
+        limit: int,
+        filters: RecallFilters | None = None,
+        *,
+        query_vector: Sequence[float] | None = None,
+        record: bool = False,
+    ) -> RecallResult:
+        """The same pipeline as `recall` without the tool's 20-result cap (evaluation and
+        maintenance): up to `limit` (≤ 1000) facts, best first. The candidates are what the
+        channels found (≤ `candidate_pool` each), so the list can be shorter than `limit`;
+        its head is exactly what `recall` returns. Records nothing unless asked."""
+        if not query.strip():
+            raise MemoryInputError(
+                "query must not be empty", [{"field": "query", "problem": "empty"}]
+            )
+        if not 1 <= limit <= MAX_RANK_LIMIT:
+            raise MemoryInputError(
+                f"limit must be between 1 and {MAX_RANK_LIMIT}",
+                [{"field": "limit", "problem": "out of range"}],
+            )
+        return await self._recaller.run(query.strip(), limit, filters, query_vector, record=record)

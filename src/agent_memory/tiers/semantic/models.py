@@ -1,0 +1,287 @@
+"""The semantic tier's vocabulary: limits, errors, and the models facts travel in.
+
+`FactInput` is what a caller may write (validated before anything is stored),
+`RecallFilters` / `RecallRequest` what a recall may ask, `Fact` a stored row, and
+`RecallResult` / `RecalledFact` what recall returns with each result's score breakdown.
+`namespace_for_tenant` and `embedding_tag` fix how a tenant's vectors are named and tagged
+in Vectorize; both are stable across deploys (changing them would orphan stored vectors).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from agent_memory.ids import sha256_hex
+from agent_memory.retrieval.fusion import ChannelDetail
+from agent_memory.retrieval.scoring import ScoreBreakdown
+from agent_memory.scope import AGENT_TYPE_PATTERN
+from bindings.ports.embedder import EmbeddingConfig
+from bindings.ports.sql import Row
+from bindings.ports.vectorize import VECTORIZE_MAX_METADATA_BYTES, VECTORIZE_MAX_NAMESPACE_BYTES
+
+# Vectorize indexes the first 64 bytes of a string metadata value (metadata-filtering.mdx).
+VECTORIZE_MAX_INDEXED_STRING_BYTES = 64
+
+NAMESPACE_PREFIX = "agent_memory_semantic:"
+# Tenant ids never contain "~" (scope.TENANT_PATTERN), so a hashed name cannot equal a
+# plain one.
+HASHED_NAMESPACE_PREFIX = NAMESPACE_PREFIX + "~"
+MAX_CONTENT_CHARS = 8_192  # semantic_facts.content CHECK
+MAX_QUERY_CHARS = 2_048
+MAX_METADATA_BYTES = VECTORIZE_MAX_METADATA_BYTES  # 10 KiB, Vectorize's metadata limit
+MAX_TOP_K = 20  # ADR-0030 recall_memory schema
+MAX_RANK_LIMIT = 1_000
+DEFAULT_TOP_K = 5
+DEFAULT_SUBJECT = "general"
+DEFAULT_PREDICATE = "states"
+DEFAULT_CONFIDENCE = 0.7
+DEFAULT_AGENT_TYPE = "default"
+
+FactStatus = Literal["pending_vector", "active", "superseded"]
+
+
+def namespace_for_tenant(tenant_id: str) -> str:
+    """`agent_memory_semantic:{tenant_id}`, or `agent_memory_semantic:~{sha256[:40]}` when
+    that would exceed Vectorize's 64-byte namespace limit (stable across deploys)."""
+    plain = NAMESPACE_PREFIX + tenant_id
+    if len(plain.encode("utf-8")) <= VECTORIZE_MAX_NAMESPACE_BYTES:
+        return plain
+    return HASHED_NAMESPACE_PREFIX + sha256_hex(tenant_id)[:40]
+
+
+def embedding_tag(config: EmbeddingConfig) -> str:
+    """The `embedding` metadata value of a vector: `EmbeddingConfig.key`, or
+    `sha256:{hash[:40]}` of it when longer than 64 bytes, because Vectorize indexes only a
+    string's first 64 bytes and two configs sharing a prefix must never match each other."""
+    key = config.key
+    if len(key.encode("utf-8")) <= VECTORIZE_MAX_INDEXED_STRING_BYTES:
+        return key
+    return "sha256:" + sha256_hex(key)[:40]
+
+
+# --------------------------------------------------------------------------- errors
+
+
+class MemoryInputError(ValueError):
+    """Bad input: nothing was read or written. `code` is stable; `problems` lists fields."""
+
+    def __init__(
+        self, message: str, problems: list[dict[str, str]] | None = None, code: str = ""
+    ) -> None:
+        super().__init__(message)
+        self.code = code or "validation_error"
+        self.message = message
+        self.problems = problems or []
+
+    def to_dict(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.problems:
+            error["details"] = {"problems": self.problems}
+        return {"error": error}
+
+    @classmethod
+    def from_validation(cls, exc: ValidationError, what: str, prefix: str = "") -> MemoryInputError:
+        problems = [
+            {
+                "field": prefix + (".".join(str(p) for p in err["loc"]) or "(input)"),
+                "problem": err["msg"],
+            }
+            for err in exc.errors(include_url=False, include_input=False)
+        ]
+        return cls(f"{what} failed validation", problems)
+
+
+class SemanticTierUnavailable(RuntimeError):
+    """The deployment lacks a binding the semantic tier needs (D1, Vectorize, embedder)."""
+
+
+# --------------------------------------------------------------------------- models
+
+
+def check_metadata(value: dict[str, Any]) -> dict[str, Any]:
+    try:
+        encoded = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"metadata must be JSON-serialisable: {exc}") from None
+    size = len(encoded.encode("utf-8"))
+    if size > MAX_METADATA_BYTES:
+        raise ValueError(
+            f"metadata is {size} bytes as JSON; the limit is {MAX_METADATA_BYTES} bytes (10 KiB)"
+        )
+    return value
+
+
+class FactInput(BaseModel):
+    """One fact to learn. Only `content` is required.
+
+    `subject` / `predicate` / `object` are the ADR-043 triple (`contact:hubspot_id:123`,
+    `responded_positively_to`, `direct_roi_framing`); `content` is the sentence recall
+    searches. Times are epoch seconds; `valid_from` defaults to now.
+    """
+
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+    content: str = Field(min_length=1, max_length=MAX_CONTENT_CHARS)
+    subject: str = Field(default=DEFAULT_SUBJECT, min_length=1, max_length=256)
+    predicate: str = Field(default=DEFAULT_PREDICATE, min_length=1, max_length=128)
+    object: str = Field(default="", max_length=1024)
+    confidence: float = Field(default=DEFAULT_CONFIDENCE, ge=0.0, le=1.0, allow_inf_nan=False)
+    source: str = Field(default="learn", min_length=1, max_length=64)
+    agent_type: str | None = Field(default=None, pattern=AGENT_TYPE_PATTERN)
+    learned_from_run_id: str | None = Field(default=None, min_length=1, max_length=64)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    valid_from: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    valid_to: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+
+    @field_validator("metadata")
+    @classmethod
+    def _metadata(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return check_metadata(value)
+
+    @model_validator(mode="after")
+    def _window(self) -> FactInput:
+        if (
+            self.valid_from is not None
+            and self.valid_to is not None
+            and self.valid_to < self.valid_from
+        ):
+            raise ValueError("valid_to must not be before valid_from")
+        return self
+
+
+class RecallFilters(BaseModel):
+    """Optional narrowing of a recall (ADR-0030 `MemoryQuery.filters`)."""
+
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+    agent_type: str | None = Field(default=None, pattern=AGENT_TYPE_PATTERN)
+    subject: str | None = Field(default=None, min_length=1, max_length=256)
+    predicate: str | None = Field(default=None, min_length=1, max_length=128)
+    min_confidence: float | None = Field(default=None, ge=0.0, le=1.0, allow_inf_nan=False)
+
+
+class RecallRequest(BaseModel):
+    """A recall as a tool or route receives it."""
+
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
+    top_k: StrictInt = Field(default=DEFAULT_TOP_K, ge=1, le=MAX_TOP_K)
+    filters: RecallFilters | None = None
+
+
+class Fact(BaseModel):
+    """A `semantic_facts` row. Times are epoch milliseconds, as stored."""
+
+    fact_id: str
+    tenant_id: str
+    agent_type: str
+    subject: str
+    predicate: str
+    object: str
+    content: str
+    metadata: dict[str, Any]
+    confidence: float
+    source: str
+    learned_from_run_id: str | None
+    embedding_provider: str
+    embedding_model: str
+    embedding_dimensions: int
+    content_hash: str
+    status: FactStatus
+    superseded_by: str | None
+    valid_from: int
+    valid_to: int | None
+    created_at: int
+    updated_at: int
+    last_recalled_at: int | None
+    recall_count: int
+
+    @classmethod
+    def from_row(cls, row: Row) -> Fact:
+        data = {name: row.get(name) for name in cls.model_fields}
+        data["metadata"] = json.loads(row.get("metadata") or "{}")
+        return cls.model_validate(data)
+
+
+class LearnResult(BaseModel):
+    fact_id: str
+    status: FactStatus
+    created: bool
+    content_hash: str
+    error: str | None = None
+
+
+class RecalledFact(BaseModel):
+    fact: Fact
+    score: float
+    breakdown: ScoreBreakdown
+    channels: dict[str, ChannelDetail]
+
+    def summary(self) -> dict[str, Any]:
+        """What a tool returns for this result: the fact and why it ranked where it did."""
+        fact = self.fact
+        return {
+            "id": fact.fact_id,
+            "content": fact.content,
+            "subject": fact.subject,
+            "predicate": fact.predicate,
+            "object": fact.object,
+            "confidence": fact.confidence,
+            "metadata": fact.metadata,
+            "agent_type": fact.agent_type,
+            "created_at": fact.created_at,
+            "score": round(self.score, 6),
+            "score_breakdown": {
+                "relevance": round(self.breakdown.relevance, 6),
+                "recency": round(self.breakdown.recency, 6),
+                "confidence": round(self.breakdown.confidence, 6),
+                "density": round(self.breakdown.density, 6),
+                "weights": {k: round(v, 6) for k, v in self.breakdown.weights.items()},
+                "channels": {
+                    name: {"rank": d.rank, "raw": round(d.raw, 6)}
+                    for name, d in self.channels.items()
+                },
+            },
+        }
+
+
+class LinkedFact(BaseModel):
+    """A fact reached over one link from a recalled fact (`recall(follow_links=True)`)."""
+
+    fact: Fact
+    via: str
+    link_score: float
+
+
+class RecallResult(BaseModel):
+    results: list[RecalledFact]
+    linked: list[LinkedFact] = Field(default_factory=list)
+    event_id: str | None = None
+    # How many candidates each channel contributed, and vector ids dropped (no live row).
+    candidates: dict[str, int] = Field(default_factory=dict)
+    dropped: list[str] = Field(default_factory=list)
+
+    @property
+    def fact_ids(self) -> list[str]:
+        return [r.fact.fact_id for r in self.results]
+
+
+class DeleteResult(BaseModel):
+    fact_id: str
+    row_deleted: bool
+    vector_deleted: bool
+    # False when the vector delete failed: the stray vector is invisible to recall (no
+    # row) and a repeated delete (or the next recall that meets it) removes it.
+    complete: bool = True

@@ -1,0 +1,93 @@
+"""The project's import graph, read with `ast` (nothing is imported or run).
+
+Follows `import x.y` and `from x import y` (absolute and relative, at any depth in the file,
+including imports under `if TYPE_CHECKING:` and inside functions, so a lazy import cannot
+hide an edge). Importing `a.b.c` runs `a/__init__` and `a/b/__init__` too, so parents are
+edges as well. Third-party and stdlib modules are leaves. Used by the hot-path isolation
+test and the layout test.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import deque
+from collections.abc import Iterable
+from pathlib import Path
+
+
+def module_files(root: Path) -> dict[str, Path]:
+    """Module name → file for every .py under `root` (packages by their __init__)."""
+    modules: dict[str, Path] = {}
+    for path in root.rglob("*.py"):
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        if parts:
+            modules[".".join(parts)] = path
+    return modules
+
+
+def _with_parents(name: str) -> list[str]:
+    parts = name.split(".")
+    return [".".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def imports_of(module: str, path: Path, known: set[str]) -> set[str]:
+    """The project modules `module` imports (directly), resolved to full names."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    is_package = path.name == "__init__.py"
+    package = module if is_package else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base_parts = package.split(".") if package else []
+                if node.level > 1:
+                    base_parts = base_parts[: len(base_parts) - (node.level - 1)]
+                base = ".".join([*base_parts, node.module] if node.module else base_parts)
+            else:
+                base = node.module or ""
+            targets = [base]
+            # `from pkg import sub` imports the submodule `pkg.sub` when one exists.
+            targets += [f"{base}.{alias.name}" for alias in node.names if alias.name != "*"]
+        for target in targets:
+            for name in _with_parents(target):
+                if name in known and name != module:
+                    found.add(name)
+    return found
+
+
+def forbidden_chains(
+    roots: Iterable[str], root_dir: Path, forbidden: Iterable[str]
+) -> list[list[str]]:
+    """Breadth-first over the import graph; one shortest chain per forbidden module reached."""
+    files = module_files(root_dir)
+    known = set(files)
+    banned = tuple(forbidden)
+
+    def is_banned(name: str) -> bool:
+        return any(name == b or name.startswith(b + ".") for b in banned)
+
+    chains: list[list[str]] = []
+    for root in roots:
+        assert root in files, f"hot-path module {root} does not exist under {root_dir}"
+        parent: dict[str, str | None] = {root: None}
+        queue = deque([root])
+        while queue:
+            current = queue.popleft()
+            if is_banned(current):
+                chain = [current]
+                step = parent[current]
+                while step is not None:
+                    chain.append(step)
+                    step = parent[step]
+                chains.append(chain[::-1])
+                continue  # report the first way in; don't walk the banned module's imports
+            for nxt in sorted(imports_of(current, files[current], known)):
+                if nxt not in parent:
+                    parent[nxt] = current
+                    queue.append(nxt)
+    return chains
