@@ -122,6 +122,14 @@ async function main() {
       storageCount += 1;
       return new DurableObjectStorage(bridge, `pyodide-${process.pid}-${storageCount}`);
     },
+    /** workerd's own fetch(url, {redirect}) from inside the Worker: {status, location}. */
+    async workerdFetch(target, redirect) {
+      const response = await miniflare.dispatchFetch(new URL("/fetch", url), {
+        method: "POST",
+        body: JSON.stringify({ url: target, redirect }),
+      });
+      return await response.text();
+    },
     newExecutionContext: () => new ExecutionContext(),
     newDurableObjectState(storage) {
       return new DurableObjectState(storage);

@@ -4,8 +4,11 @@ httpx on Pyodide has no sockets; Pyodide's own httpx transport calls `fetch` wit
 `redirect: "manual"`, so fetch follows a 3xx itself, whatever the client's
 `follow_redirects` says, and re-sends the request (a tenant's credential header or query
 included) to wherever the upstream points. This transport always passes
-`redirect: "manual"`: the Fetch standard, and workerd, then return the 3xx response itself,
-which is relayed as-is (docs: workers/runtime-apis/request.mdx, `redirect`).
+`redirect: "manual"`, one of the two modes Workers' fetch supports (`follow`, `manual`:
+developers.cloudflare.com workers/runtime-apis/request, `redirect`); with it the Fetch
+standard returns the 3xx response itself, which is relayed as-is. tests/pyodide/py/test_http.py
+checks the transport in Pyodide (over Node's fetch) and workerd's own fetch (in Miniflare)
+with the same upstream: both return the 302 and never request its target.
 
 Contract (what `httpx.AsyncBaseTransport` requires): one request in, one fully read
 response out. Bodies are buffered (the gateway caps them anyway). fetch has already

@@ -33,6 +33,21 @@ async def test_a_redirect_is_relayed_as_is_and_never_followed_with_the_credentia
     assert paths == ["/redirect"], f"the redirect was followed: {paths}"
 
 
+async def test_workerds_fetch_returns_a_3xx_itself_with_redirect_manual() -> None:
+    # What the transport relies on, checked on workerd's fetch (inside Miniflare): with
+    # "manual" the 302 comes back and the target is never requested; with the default
+    # "follow" workerd goes to the target.
+    base = harness_js.upstream.url
+    target = f"{base}/redirect?to={base}/landing"
+    harness_js.upstream.received.length = 0
+    manual = json.loads(await harness_js.workerdFetch(target, "manual"))
+    assert manual == {"ok": {"status": 302, "location": f"{base}/landing"}}, manual
+    assert [item["path"] for item in _received()] == ["/redirect"]
+    followed = json.loads(await harness_js.workerdFetch(target, "follow"))
+    assert followed["ok"]["status"] == 200, followed
+    assert [item["path"] for item in _received()] == ["/redirect", "/redirect", "/landing"]
+
+
 async def test_method_headers_body_and_status_cross_unchanged() -> None:
     base = harness_js.upstream.url
     harness_js.upstream.received.length = 0
