@@ -1199,6 +1199,13 @@ class FakeOpaqueBinding(JSHost):
 # ---- Durable Objects: namespace, stubs, state ------------------------------------------
 
 
+# Pyodide's text when JS uses a borrowed proxy after the call that made it returned.
+BORROWED_PROXY_DESTROYED = (
+    "This borrowed proxy was automatically destroyed at the end of a function call. "
+    "Try using create_proxy or create_once_callable."
+)
+
+
 class FakeExecutionContext(JSHost):
     js_class = "ExecutionContext"
 
@@ -1208,6 +1215,15 @@ class FakeExecutionContext(JSHost):
 
     @js_method
     def waitUntil(self, promise: Any = UNDEFINED) -> Any:
+        if isinstance(promise, PyProxy) and promise.js_thenable() and not self.patched:
+            # Unpatched (a DurableObjectState, or no SDK): workerd then-s the argument in a
+            # later microtask, when Pyodide has already destroyed the borrowed proxy of the
+            # coroutine; the work never runs (pinned against real Pyodide by
+            # tests/pyodide/py/test_background.py and test_durable_objects_and_background.py).
+            if hasattr(promise.obj, "close"):
+                promise.obj.close()
+            self.pending.append(JSPromise.rejected(JSError("Error", BORROWED_PROXY_DESTROYED)))
+            return UNDEFINED
         self.pending.append(as_promise(promise))
         return UNDEFINED
 
@@ -1830,7 +1846,12 @@ class FakeJsRuntime:
         helper = types.ModuleType("_pyodide_entrypoint_helper")
 
         def patch_wait_until(ctx: Any) -> None:
-            if isinstance(ctx, JsProxy) and isinstance(ctx._js, FakeExecutionContext):
+            # workerd patches only an `[object ExecutionContext]` (the toString tag check in
+            # python-entrypoint-helper.ts): a DurableObjectState stays unpatched.
+            if (
+                isinstance(ctx, JsProxy)
+                and getattr(ctx._js, "js_class", None) == "ExecutionContext"
+            ):
                 ctx._js.patched = True
 
         async def do_an_import(name: str) -> Any:

@@ -30,8 +30,9 @@ PY_TESTS = HERE / "py"
 # copies are downloaded from its CDN, which the tests never reach): httpx and what it
 # imports, and the workers SDK (workers-runtime-sdk) itself.
 PURE_PYTHON_DEPS = ("httpx", "httpcore", "h11", "anyio", "sniffio", "idna", "certifi", "workers")
-# Always run: its transcript is compared with the fake's (test_fake_matches_pyodide.py).
+# Always run: their results are compared with the fake's (test_fake_matches_pyodide.py).
 FAKE_PIN_ID = "test_fake_pin.py::test_scenario_transcript_on_workerd"
+WAIT_UNTIL_PIN_ID = "test_background.py::test_wait_until_outcomes_by_context_and_scheduling"
 # Not a timed assertion: a guard turning a hung harness into a failure with its log.
 HARNESS_GUARD_SECONDS = 600.0
 
@@ -127,6 +128,6 @@ def pyodide_run(request: pytest.FixtureRequest) -> PyodideRun:
             if hasattr(item, "callspec") and "test_id" in item.callspec.params
         }
     )
-    run = PyodideRun(sorted({*selected, FAKE_PIN_ID}))
+    run = PyodideRun(sorted({*selected, FAKE_PIN_ID, WAIT_UNTIL_PIN_ID}))
     run.run()
     return run

@@ -1,7 +1,8 @@
-"""The fake pin, fake side: tests/fakes/js_runtime.py must give the transcript real Pyodide
-gives on workerd for the same scenario (tests/pyodide/py/scenario_fake_pin.py), in raw and
-wrapped mode. The fake stays because the port contract suites run the Cloudflare adapters
-on it under pytest (tests/cloudflare/test_port_contracts.py); this keeps it faithful."""
+"""The fake pins, fake side: tests/fakes/js_runtime.py must give what real Pyodide gives for
+the same scenarios: the KV / D1 / DO-SQL transcript on workerd
+(tests/pyodide/py/scenario_fake_pin.py, raw and wrapped) and the `waitUntil` outcome table
+(tests/pyodide/py/scenario_wait_until.py). The fake stays because the port contract suites
+and the app-level entry tests run on it under pytest in CPython; this keeps it faithful."""
 
 from __future__ import annotations
 
@@ -18,13 +19,11 @@ from tests.fakes.js_runtime import (
     FakeJsRuntime,
     FakeKvNamespace,
 )
-from tests.pyodide.conftest import FAKE_PIN_ID, PY_TESTS, PyodideRun
+from tests.pyodide.conftest import FAKE_PIN_ID, PY_TESTS, WAIT_UNTIL_PIN_ID, PyodideRun
 
 
-def scenario() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "scenario_fake_pin", PY_TESTS / "scenario_fake_pin.py"
-    )
+def scenario(name: str = "scenario_fake_pin") -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, PY_TESTS / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -71,3 +70,28 @@ async def test_the_fake_gives_the_transcript_pyodide_gives_on_workerd(
         assert fake_outcome == real_outcome, (
             f"{mode} {step}: fake {fake_outcome!r}, workerd {real_outcome!r}"
         )
+
+
+async def test_the_fakes_wait_until_behaves_like_pyodides(pyodide_run: PyodideRun) -> None:
+    from tests.fakes.js_runtime import FakeDurableObjectState, JSError
+
+    if pyodide_run.failure is not None:
+        pytest.fail(pyodide_run.failure, pytrace=False)
+    assert pyodide_run.results is not None
+    real = pyodide_run.results[WAIT_UNTIL_PIN_ID]
+    assert real["outcome"] == "passed", real["traceback"]
+
+    with FakeJsRuntime() as runtime:
+
+        async def drain(ctx: Any) -> list[str]:
+            js_ctx = getattr(ctx, "_ctx", ctx)  # the SDK wraps a Durable Object's state
+            outcomes = await js_ctx._js.drain()
+            return [item.message for item in outcomes if isinstance(item, JSError)]
+
+        table = await scenario("scenario_wait_until").run(
+            lambda: runtime.proxy(FakeDurableObjectState("pin")),
+            lambda: runtime.proxy(runtime.execution_context()),
+            runtime.proxy(runtime.env()),
+            drain,
+        )
+    assert table == real["data"]

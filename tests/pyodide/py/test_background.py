@@ -83,3 +83,33 @@ async def test_failed_background_work_is_reported_not_lost() -> None:
     CloudflareBackgroundTasks(obj.ctx).wait_until(boom())
     errors = list((await state.drain()).to_py())
     assert len(errors) == 1 and "write failed" in errors[0], errors
+
+
+async def _drain(ctx: Any) -> list[str]:
+    js_ctx = getattr(ctx, "_ctx", ctx)  # the SDK wraps a Durable Object's state
+    return [str(message) for message in (await js_ctx.drain()).to_py()]
+
+
+async def test_wait_until_outcomes_by_context_and_scheduling() -> dict[str, Any]:
+    """The pin for the fake's waitUntil: this table must equal the fake's (pytest side)."""
+    import scenario_wait_until
+
+    table = await scenario_wait_until.run(
+        lambda: harness_js.newDurableObjectState(harness_js.newStorage()),
+        harness_js.newExecutionContext,
+        harness_js.env,
+        _drain,
+    )
+    # A coroutine handed straight to a Durable Object's waitUntil never runs: the defect.
+    assert table["durable_object/coroutine"] == {"ran": False, "borrowed_proxy_error": True}
+    # The patched ExecutionContext takes it, and the adapter works everywhere.
+    assert table["worker/coroutine"] == {"ran": True, "borrowed_proxy_error": False}
+    assert (
+        table["durable_object/adapter"]
+        == table["worker/adapter"]
+        == {
+            "ran": True,
+            "borrowed_proxy_error": False,
+        }
+    )
+    return table
