@@ -59,6 +59,11 @@ async function startUpstream() {
         headers: request.headers,
         body: Buffer.concat(chunks).toString("utf8"),
       });
+      if (url.pathname === "/hang") {
+        // Never answers: the client's own timeout must end the request. (Closed when the
+        // harness stops: closeAllConnections below.)
+        return;
+      }
       if (url.pathname === "/redirect") {
         response.writeHead(302, { location: url.searchParams.get("to"), "x-upstream": "1" });
         response.end("moved");
@@ -189,6 +194,7 @@ sys.dont_write_bytecode = True
 
 async function stop(code) {
   try {
+    upstream?.server.closeAllConnections();
     upstream?.server.close();
     await bridge?.close();
     await miniflare?.dispose();

@@ -81,3 +81,15 @@ async def test_an_unreachable_upstream_is_an_httpx_connect_error() -> None:
             assert "127.0.0.1:1" in str(exc) or "fetch failed" in str(exc), str(exc)
         else:
             raise AssertionError("a closed port answered")
+
+
+async def test_the_clients_timeout_ends_a_request_as_an_httpx_timeout() -> None:
+    # The upstream never answers; httpx's timeout becomes fetch's AbortSignal.timeout.
+    transport = CloudflareFetchTransport()
+    async with httpx.AsyncClient(transport=transport, timeout=0.05) as client:
+        try:
+            await client.get(f"{harness_js.upstream.url}/hang")
+        except httpx.TimeoutException as exc:
+            assert "/hang" in str(exc.request.url)
+        else:
+            raise AssertionError("a request to a silent upstream returned")
