@@ -114,3 +114,31 @@ async def test_r2_round_trip_with_custom_metadata_and_listing() -> None:
         assert [o.key for o in rest.objects] == [f"{prefix}/b"] and not rest.truncated
         await store.delete([f"{prefix}/a.ndjson.gz", f"{prefix}/b"])
         assert await store.get(f"{prefix}/b") is None
+
+
+async def test_raw_python_none_is_undefined_which_d1_refuses_and_jsnull_binds_null() -> None:
+    # Pyodide converts None to `undefined` in a JS call; D1 refuses it. This is why raw-mode
+    # adapters send `jsnull` (ffi.to_js_arg), and the fake models the same refusal.
+    from pyodide.ffi import JsException
+
+    statement = harness_js.env.DB.prepare("SELECT ? AS v")
+    try:
+        statement.bind(None)
+    except JsException as exc:
+        assert "D1_TYPE_ERROR" in str(exc), str(exc)
+    else:
+        raise AssertionError("undefined was bound")
+    row = await statement.bind(jsnull).first()
+    assert row.to_py() == {"v": jsnull}
+    # Python bytes do NOT convert implicitly in a JS call (they cross as a PyProxy, which the
+    # binding cannot use): raw-mode adapters must `to_js` them into a Uint8Array.
+    from pyodide.ffi import to_js
+
+    try:
+        await harness_js.env.DB.prepare("SELECT ? AS b").bind(b"\x01\x02").first()
+    except JsException:
+        pass
+    else:
+        raise AssertionError("bytes crossed without to_js")
+    blob = await harness_js.env.DB.prepare("SELECT ? AS b").bind(to_js(b"\x01\x02")).first()
+    assert blob.to_py() == {"b": [1, 2]}
