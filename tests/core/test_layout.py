@@ -1,0 +1,226 @@
+"""The layout is enforced, not described: layers point down, rooms keep their private modules
+private, and nothing grows past a reader's size without saying why.
+
+* Top-level packages under `src/` form layers (`LAYERS`): a module may import its own
+  package or a package of a lower layer, never a peer or anything above.
+* Inside the memory core the rooms form layers too (`CORE_ROOMS`, see
+  `agent_memory/__init__.py`).
+* A module whose name starts with `_` is private to the package that holds it: only modules
+  inside that package may import it.
+* No module over `MAX_MODULE_LINES` and no class over `MAX_CLASS_LINES` unless the module's
+  docstring gives a reason on a line starting with `Size:`.
+Each rule is also run on a planted violation, so a rule that cannot fail would show.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from tests.import_graph import imports_of, module_files
+
+ROOT = Path(__file__).resolve().parents[2]
+SRC = ROOT / "src"
+
+# Bottom to top. Peers in one layer may not import each other.
+LAYERS: dict[str, int] = {
+    "http_messages": 0,
+    "bindings": 0,
+    "agent_memory": 1,
+    "agent_runtime_do": 2,
+    "gateway": 2,
+    "worker": 3,
+}
+CORE_ROOMS: dict[str, int] = {
+    "ids": 0,
+    "scope": 0,
+    "statements": 0,
+    "retrieval": 1,
+    "governance": 1,
+    "tiers": 2,
+    "lifecycle": 3,
+    "agent": 3,
+}
+MAX_MODULE_LINES = 400
+MAX_CLASS_LINES = 300
+SIZE_REASON = "Size:"
+
+
+def _edges(root: Path) -> list[tuple[str, str]]:
+    files = module_files(root)
+    known = set(files)
+    return [
+        (module, target)
+        for module, path in sorted(files.items())
+        for target in sorted(imports_of(module, path, known))
+    ]
+
+
+def layer_violations(root: Path, layers: dict[str, int]) -> list[str]:
+    """Imports from a module's top-level package to a peer or higher package."""
+    found = []
+    for module, target in _edges(root):
+        source, dest = module.split(".")[0], target.split(".")[0]
+        if source == dest or source not in layers or dest not in layers:
+            continue
+        if layers[dest] >= layers[source]:
+            found.append(f"{module} -> {target}")
+    return found
+
+
+def room_violations(root: Path, core: str, rooms: dict[str, int]) -> list[str]:
+    """Imports inside `core` from one room to a peer or higher room."""
+    found = []
+    for module, target in _edges(root):
+        if not (module.startswith(core + ".") and target.startswith(core + ".")):
+            continue
+        source, dest = module.split(".")[1], target.split(".")[1]
+        if source == dest:
+            continue
+        if source not in rooms or dest not in rooms:
+            found.append(f"{module} -> {target} (a room not in the layout)")
+        elif rooms[dest] >= rooms[source]:
+            found.append(f"{module} -> {target}")
+    return found
+
+
+def private_violations(root: Path) -> list[str]:
+    """Imports of a `_module` from outside the package that holds it."""
+    found = []
+    for module, target in _edges(root):
+        package, _, name = target.rpartition(".")
+        private = name.startswith("_") and not name.startswith("__")
+        if private and not module.startswith(package + "."):
+            found.append(f"{module} -> {target}")
+    return found
+
+
+def size_violations(root: Path) -> list[str]:
+    """Modules and classes over the limits whose module docstring gives no `Size:` reason."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        tree = ast.parse(text)
+        docstring = ast.get_docstring(tree) or ""
+        if any(line.startswith(SIZE_REASON) for line in docstring.splitlines()):
+            continue
+        name = path.relative_to(root).as_posix()
+        lines = len(text.splitlines())
+        if lines > MAX_MODULE_LINES:
+            found.append(f"{name}: {lines} lines")
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef) and node.end_lineno is not None:
+                length = node.end_lineno - node.lineno + 1
+                if length > MAX_CLASS_LINES:
+                    found.append(f"{name}: class {node.name} {length} lines")
+    return found
+
+
+def test_packages_import_only_downward() -> None:
+    assert layer_violations(SRC, LAYERS) == []
+
+
+def test_every_shipped_package_has_a_layer() -> None:
+    packages = {p.name for p in SRC.iterdir() if (p / "__init__.py").exists()}
+    assert packages == set(LAYERS)
+
+
+def test_core_rooms_import_only_downward() -> None:
+    assert room_violations(SRC, "agent_memory", CORE_ROOMS) == []
+
+
+def test_every_core_module_lives_in_a_known_room() -> None:
+    rooms = {p.stem for p in (SRC / "agent_memory").iterdir() if p.name != "__init__.py"}
+    assert {r for r in rooms if r != "__pycache__"} == set(CORE_ROOMS)
+
+
+def test_no_module_imports_another_packages_private_module() -> None:
+    assert private_violations(SRC) == []
+
+
+def test_local_runtime_and_tests_respect_private_modules_too() -> None:
+    files = {
+        f"{top}.{name}": path
+        for top in ("local_runtime", "tests")
+        for name, path in module_files(ROOT / top).items()
+    }
+    shipped = set(module_files(SRC))
+    found = []
+    for module, path in sorted(files.items()):
+        for target in imports_of(module, path, shipped):
+            package, _, name = target.rpartition(".")
+            if name.startswith("_") and not name.startswith("__"):
+                found.append(f"{module} -> {target} ({package} is not theirs)")
+    assert found == []
+
+
+def test_no_oversized_module_or_class_without_a_reason() -> None:
+    assert size_violations(SRC) == []
+    assert size_violations(ROOT / "local_runtime") == []
+
+
+# --------------------------------------------------------------------- the rules can fail
+
+
+def _write(root: Path, module: str, text: str) -> None:
+    path = root.joinpath(*module.split(".")).with_suffix(".py")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for parent in path.parents:
+        if parent == root:
+            break
+        init = parent / "__init__.py"
+        if not init.exists():
+            init.write_text("")
+    path.write_text(text)
+
+
+def test_an_upward_import_is_reported(tmp_path: Path) -> None:
+    _write(tmp_path, "agent_memory.tiers.working", "from worker.app import handle\n")
+    _write(tmp_path, "worker.app", "def handle(): ...\n")
+    assert layer_violations(tmp_path, LAYERS) == [
+        "agent_memory.tiers.working -> worker",
+        "agent_memory.tiers.working -> worker.app",
+    ]
+
+
+def test_a_peer_import_is_reported(tmp_path: Path) -> None:
+    _write(tmp_path, "gateway.mcp", "import agent_runtime_do.runtime\n")
+    _write(tmp_path, "agent_runtime_do.runtime", "")
+    assert layer_violations(tmp_path, LAYERS) == [
+        "gateway.mcp -> agent_runtime_do",
+        "gateway.mcp -> agent_runtime_do.runtime",
+    ]
+
+
+def test_a_room_reaching_up_is_reported(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        "agent_memory.tiers.semantic.memory",
+        "def f():\n    import agent_memory.lifecycle.erase\n",
+    )
+    _write(tmp_path, "agent_memory.lifecycle.erase", "")
+    assert room_violations(tmp_path, "agent_memory", CORE_ROOMS) == [
+        "agent_memory.tiers.semantic.memory -> agent_memory.lifecycle",
+        "agent_memory.tiers.semantic.memory -> agent_memory.lifecycle.erase",
+    ]
+
+
+def test_reaching_into_a_private_module_is_reported(tmp_path: Path) -> None:
+    _write(tmp_path, "agent_memory.tiers.semantic._writes", "")
+    _write(tmp_path, "agent_memory.tiers.semantic.memory", "from . import _writes\n")
+    _write(
+        tmp_path,
+        "agent_memory.lifecycle.reconciler",
+        "from agent_memory.tiers.semantic._writes import X\n",
+    )
+    assert private_violations(tmp_path) == [
+        "agent_memory.lifecycle.reconciler -> agent_memory.tiers.semantic._writes"
+    ]
+
+
+def test_an_oversized_class_needs_a_reason(tmp_path: Path) -> None:
+    body = "class Big:\n" + "    x = 1\n" * MAX_CLASS_LINES
+    (tmp_path / "big.py").write_text('"""A module."""\n' + body)
+    assert size_violations(tmp_path) == [f"big.py: class Big {MAX_CLASS_LINES + 1} lines"]
+    (tmp_path / "big.py").write_text('"""A module.\n\nSize: one table, kept whole."""\n' + body)
+    assert size_violations(tmp_path) == []
