@@ -7,7 +7,9 @@ Cloudflare.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import socket
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -46,7 +48,18 @@ LOCAL_VARS: dict[str, str] = {
     # A dev Access team whose JWKS DevAccessTransport serves from the state folder.
     "ACCESS_TEAM_DOMAIN": DEV_TEAM_DOMAIN,
     "ACCESS_AUD": DEV_AUD,
+    # Tools may call upstreams on this machine (loopback only): the outbound guard refuses
+    # loopback unless configured, and a laptop's test upstreams live there. Set the var to
+    # "" to check the guard locally.
+    "OUTBOUND_ALLOWED_HOSTS": "localhost,127.0.0.0/8,::1",
 }
+
+
+async def resolve_host(host: str) -> list[str]:
+    """The addresses the system resolver gives for `host` (for the outbound guard)."""
+    infos = await asyncio.get_running_loop().getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    return [str(info[4][0]) for info in infos]
+
 
 # Metadata indexes the semantic tier filters on (README "Deploy" creates the same ones).
 VECTOR_METADATA_INDEXES: dict[str, str] = {
@@ -137,6 +150,7 @@ class LocalRuntime:
             agents=self.agents,
             cold=self.cold,
             http_transport=self.http_transport,
+            resolve_host=resolve_host,
         )
 
     def _agent_core(self, storage: DurableObjectStorage) -> AgentRuntimeCore:

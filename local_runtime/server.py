@@ -2,26 +2,37 @@
 
 Besides the Worker's own routes it answers `/cdn-cgi/handler/scheduled?cron=...` (and the
 newer `/cdn-cgi/local/scheduled`) by running the scheduled handler, as `wrangler dev` does.
+
+The request's path is taken from the raw request target (`raw_path`), still
+percent-encoded, as the Worker sees it on Cloudflare: the router decodes parameters once.
+(Uvicorn's decoded `path` would turn `%0A` into a newline that URL parsing then silently
+drops, and `%2F` into a separator.) Every refusal, including an HTTP request uvicorn cannot
+parse (an unknown method), is a JSON error.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
+import re
 import socket
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from typing import Any, Literal
+from urllib.parse import quote
 
 import uvicorn
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from http_messages import Headers, HttpRequest, HttpResponse, json_response
 from local_runtime.runtime import LocalRuntime
 from worker.app import handle
 from worker.cron import run_scheduled
-from worker.errors import validation_error
+from worker.errors import ApiError, method_not_allowed, validation_error
+from worker.openapi import document
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +42,45 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
 SCHEDULED_PATHS = frozenset({"/cdn-cgi/handler/scheduled", "/cdn-cgi/local/scheduled"})
+
+# A Host header we may put into the request URL: a name or IPv4 (or a bracketed IPv6) and a
+# port. Anything else (a `/`, `@`, `?`...) would change how the URL parses, so it is replaced.
+_HOST_RE = re.compile(r"(?:[A-Za-z0-9.-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\])(?::[0-9]{1,5})?")
+# Characters kept as they are in the raw path; everything else (non-ASCII bytes, controls,
+# spaces) is percent-encoded, so the path the router sees is plain ASCII.
+_PATH_SAFE = "/%!$&'()*+,;=:@-._~"
+
+INVALID_HTTP_BODY = json.dumps(
+    {
+        "error": {
+            "code": "invalid_http_request",
+            "message": "the request is not valid HTTP/1.1 (unknown method or malformed line)",
+        }
+    }
+).encode()
+
+
+class JsonErrorHttpToolsProtocol(HttpToolsProtocol):
+    """Uvicorn's httptools protocol, answering unparseable requests with a JSON 400.
+
+    httptools refuses methods it does not know (`FOO /x`) before the app sees them; uvicorn
+    then writes a text/plain 400. Every refusal of this server is JSON with a stable code.
+    """
+
+    def send_400_response(self, msg: str) -> None:
+        head = [b"HTTP/1.1 400 Bad Request\r\n"]
+        for name, value in self.server_state.default_headers:
+            head.extend([name, b": ", value, b"\r\n"])
+        head.extend(
+            [
+                b"content-type: application/json\r\n",
+                b"content-length: " + str(len(INVALID_HTTP_BODY)).encode("ascii") + b"\r\n",
+                b"connection: close\r\n\r\n",
+                INVALID_HTTP_BODY,
+            ]
+        )
+        self.transport.write(b"".join(head))
+        self.transport.close()
 
 
 class LocalWorkerApp:
@@ -59,7 +109,12 @@ class LocalWorkerApp:
 
     async def dispatch(self, request: HttpRequest) -> HttpResponse:
         if request.path in SCHEDULED_PATHS:
+            if request.method != "GET":
+                return method_not_allowed(["GET"]).to_response()
             return await self._scheduled(request)
+        if request.path == "/openapi.json" and request.method == "GET":
+            # The Worker's document plus this server's own scheduled endpoints.
+            return json_response(document(local=True))
         return await handle(request, self.runtime.bindings())
 
     async def _scheduled(self, request: HttpRequest) -> HttpResponse:
@@ -67,7 +122,13 @@ class LocalWorkerApp:
         if not cron:
             return validation_error("query parameter 'cron' is required").to_response()
         raw_time = request.query.get("time")
-        scheduled_time = float(raw_time) / 1000 if raw_time else self.runtime.clock.now()
+        if raw_time:
+            try:
+                scheduled_time = parse_scheduled_time(raw_time)
+            except ApiError as exc:
+                return exc.to_response()
+        else:
+            scheduled_time = self.runtime.clock.now()
         result = await run_scheduled(cron, scheduled_time, self.runtime.bindings())
         await self.runtime.background.drain()
         return json_response(result)
@@ -86,10 +147,16 @@ class LocalWorkerApp:
                 chunks.append(chunk[: limit - size])
             size += len(chunk)
             more = message.get("more_body", False)
-        host = dict(scope.get("headers", [])).get(b"host", b"127.0.0.1").decode()
-        query = scope.get("query_string", b"").decode()
-        url = f"http://{host}{scope['path']}" + (f"?{query}" if query else "")
-        headers = Headers((k.decode(), v.decode()) for k, v in scope.get("headers", []))
+        host = dict(scope.get("headers", [])).get(b"host", b"").decode("latin-1")
+        if not _HOST_RE.fullmatch(host):
+            host = "127.0.0.1"
+        raw_path: bytes = scope.get("raw_path") or scope["path"].encode()
+        path = quote(raw_path, safe=_PATH_SAFE)
+        query = quote(scope.get("query_string", b""), safe=_PATH_SAFE + "?")
+        url = f"http://{host}{path}" + (f"?{query}" if query else "")
+        headers = Headers(
+            (k.decode("latin-1"), v.decode("latin-1")) for k, v in scope.get("headers", [])
+        )
         return HttpRequest(scope["method"], url, headers, b"".join(chunks))
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
@@ -105,9 +172,31 @@ class LocalWorkerApp:
                 return
 
 
+def parse_scheduled_time(raw: str) -> float:
+    """`?time=` of the scheduled endpoint (epoch milliseconds) as epoch seconds.
+
+    Raises a 422 `validation_error` for anything but a finite, non-negative number.
+    """
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not (0 <= value < 1e15):  # also false for NaN
+        raise validation_error(
+            "query parameter 'time' must be epoch milliseconds (a non-negative number)"
+        )
+    return value / 1000
+
+
 def serve(runtime: LocalRuntime, host: str = "127.0.0.1", port: int = 8787) -> None:
     """Serve until interrupted (the `agent-memory dev` command)."""
-    config = uvicorn.Config(LocalWorkerApp(runtime), host=host, port=port, log_level="info")
+    config = uvicorn.Config(
+        LocalWorkerApp(runtime),
+        host=host,
+        port=port,
+        log_level="info",
+        http=JsonErrorHttpToolsProtocol,
+    )
     uvicorn.Server(config).run()
 
 
@@ -130,7 +219,13 @@ def serving_in_thread(
     # loop="asyncio": uvloop would be installed as the process-wide event loop policy and
     # leak into the caller's own loops (pytest-asyncio); the dev command keeps "auto".
     config = uvicorn.Config(
-        app, host="127.0.0.1", port=port, log_level="warning", lifespan=lifespan, loop="asyncio"
+        app,
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        lifespan=lifespan,
+        loop="asyncio",
+        http=JsonErrorHttpToolsProtocol,
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)

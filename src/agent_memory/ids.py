@@ -38,7 +38,7 @@ def ulid_time_ms(ulid: str) -> int:
 
 
 def is_ulid(value: str) -> bool:
-    return bool(ULID_PATTERN.match(value))
+    return bool(ULID_PATTERN.fullmatch(value))
 
 
 def normalize_content(text: str) -> str:

@@ -40,12 +40,12 @@ class AgentScope(BaseModel):
 
 
 def is_tenant(value: str) -> bool:
-    return bool(TENANT_RE.match(value))
+    return bool(TENANT_RE.fullmatch(value))
 
 
 def is_agent_type(value: str) -> bool:
-    return bool(AGENT_TYPE_RE.match(value))
+    return bool(AGENT_TYPE_RE.fullmatch(value))
 
 
 def is_instance(value: str) -> bool:
-    return bool(INSTANCE_RE.match(value))
+    return bool(INSTANCE_RE.fullmatch(value))

@@ -8,6 +8,7 @@ reports which are present.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 import httpx
@@ -39,6 +40,10 @@ class Bindings:
     cold: ObjectStore | None = None
     # Outbound HTTP goes through httpx; tests and the local runtime may swap the transport.
     http_transport: httpx.AsyncBaseTransport | None = None
+    # Resolves a host name to its addresses so the gateway's outbound guard can check them
+    # (gateway.outbound). None on Cloudflare, where fetch resolves at the edge; the local
+    # runtime uses the system resolver.
+    resolve_host: Callable[[str], Awaitable[Sequence[str]]] | None = None
 
     def present(self) -> dict[str, bool]:
         """Which bindings this deployment has (reported by /healthz)."""

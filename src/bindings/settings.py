@@ -7,11 +7,58 @@ request with a clear message.
 
 from __future__ import annotations
 
+import ipaddress
 import json
+import re
 from collections.abc import Mapping
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+_HOST_NAME_RE = re.compile(r"[a-z0-9_]([a-z0-9_-]{0,62})(\.[a-z0-9_]([a-z0-9_-]{0,62}))*")
+
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def parse_host_list(raw: str) -> tuple[frozenset[str], tuple[IPNetwork, ...]]:
+    """`OUTBOUND_ALLOWED_HOSTS`: comma-separated host names, IP addresses or CIDR networks,
+    as (lower-cased names, networks). Raises ValueError naming a bad entry."""
+    names: set[str] = set()
+    networks: list[IPNetwork] = []
+    for entry in (item.strip().lower() for item in raw.split(",")):
+        if not entry:
+            continue
+        try:
+            networks.append(ipaddress.ip_network(entry.strip("[]"), strict=False))
+            continue
+        except ValueError:
+            pass
+        if not _HOST_NAME_RE.fullmatch(entry.rstrip(".")):
+            raise ValueError(f"OUTBOUND_ALLOWED_HOSTS entry {entry!r} is not a host, IP or CIDR")
+        names.add(entry.rstrip("."))
+    return frozenset(names), tuple(networks)
+
+
+def parse_origin_list(raw: str) -> frozenset[str]:
+    """`MCP_ALLOWED_ORIGINS`: comma-separated origins (`https://app.example.com[:port]`),
+    lower-cased. Raises ValueError for an entry with a path, query or other scheme."""
+    origins: set[str] = set()
+    for entry in (item.strip() for item in raw.split(",")):
+        if not entry:
+            continue
+        parts = urlsplit(entry)
+        if (
+            parts.scheme not in ("http", "https")
+            or not parts.hostname
+            or parts.path not in ("", "/")
+            or parts.query
+            or parts.fragment
+            or parts.username
+        ):
+            raise ValueError(f"MCP_ALLOWED_ORIGINS entry {entry!r} is not an http(s) origin")
+        origins.add(f"{parts.scheme}://{parts.netloc}".lower())
+    return frozenset(origins)
 
 
 class Settings(BaseModel):
@@ -39,6 +86,33 @@ class Settings(BaseModel):
     lifecycle_max_operations: int = Field(default=900, ge=10)
     lifecycle_max_seconds: float = Field(default=600.0, gt=0, le=900)
     prune_batch_rows: int = Field(default=500, ge=1, le=5000)
+
+    # Hosts tools may call although they are loopback, private, link-local or metadata space
+    # (docs/gateway.md "Outbound guard"): comma-separated names, IPs or CIDR networks.
+    outbound_allowed_hosts: str = ""
+    # Browser origins allowed to call /mcp (docs/gateway.md "Origin"); requests without an
+    # Origin header (CLI and IDE clients with API keys) never need to be listed.
+    mcp_allowed_origins: str = ""
+
+    @field_validator("outbound_allowed_hosts")
+    @classmethod
+    def _host_list(cls, value: str) -> str:
+        parse_host_list(value)
+        return value
+
+    @field_validator("mcp_allowed_origins")
+    @classmethod
+    def _origin_list(cls, value: str) -> str:
+        parse_origin_list(value)
+        return value
+
+    @property
+    def outbound_allow_list(self) -> tuple[frozenset[str], tuple[IPNetwork, ...]]:
+        return parse_host_list(self.outbound_allowed_hosts)
+
+    @property
+    def mcp_origins(self) -> frozenset[str]:
+        return parse_origin_list(self.mcp_allowed_origins)
 
     @field_validator("memory_retrieval_config")
     @classmethod

@@ -76,7 +76,7 @@ def _dump(model: BaseModel) -> str:
 
 
 def _check_tenant_name(tenant: str) -> None:
-    if not kv_layout.TENANT_RE.match(tenant):
+    if not kv_layout.TENANT_RE.fullmatch(tenant):
         raise AdminError(
             f"invalid tenant id {tenant!r}: use 1-63 lower-case letters, digits, '-' or '_', "
             "starting with a letter or digit"
@@ -258,7 +258,7 @@ async def list_api_keys(kv: KVNamespace, tenant: str) -> list[ApiKeyIndexEntry]:
 
 def plan_set_credential(tenant: str, provider: str, secret: str, *, now: float) -> list[KVWrite]:
     _check_tenant_name(tenant)
-    if not kv_layout.PROVIDER_RE.match(provider):
+    if not kv_layout.PROVIDER_RE.fullmatch(provider):
         raise AdminError(
             f"invalid provider {provider!r}: use lower-case letters, digits, '.', '-' or '_'"
         )

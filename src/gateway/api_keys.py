@@ -66,7 +66,7 @@ def bearer_token(authorization: str | None) -> str:
         raise unauthorized("missing_api_key", "send the API key as 'Authorization: Bearer <key>'")
     scheme, _, token = authorization.strip().partition(" ")
     token = token.strip()
-    if scheme.lower() != "bearer" or not _TOKEN_RE.match(token):
+    if scheme.lower() != "bearer" or not _TOKEN_RE.fullmatch(token):
         raise unauthorized(
             "malformed_api_key",
             "the Authorization header must be 'Bearer <key>' with a key of 16-256 token characters",

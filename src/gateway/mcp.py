@@ -26,8 +26,8 @@ What this server does, and why:
   HTTP 403. The body is a JSON-RPC error object either way. No OAuth metadata is served:
   keys are issued by the operator.
 * **Origin.** The transport spec requires validating `Origin` (DNS rebinding). Requests
-  without `Origin` (CLI and IDE clients) pass; a browser `Origin` must be this server's
-  own origin or listed in `allowed_origins`, else 403.
+  without `Origin` (CLI and IDE clients) pass; any `Origin` must be in `MCP_ALLOWED_ORIGINS`
+  (empty by default), else 403; never compared with `Host` (DNS rebinding matches it).
 * **Errors.** Unknown tool and invalid arguments are JSON-RPC -32602 (tools.mdx "Protocol
   Errors"); upstream failures (timeout, unreachable, non-2xx status, missing credential)
   are tool results with `isError: true` ("Tool Execution Errors") so the model can react.
@@ -43,7 +43,6 @@ import json
 import logging
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from gateway.api_keys import Principal, authenticate
 from gateway.errors import GATEWAY_ERROR_HEADER, GatewayError
@@ -51,8 +50,9 @@ from gateway.json_schema import validate
 from gateway.memory_tools import MEMORY_TOOLS, MemoryToolDispatcher
 from gateway.tenants import load_tenant
 from gateway.tool_config import load_tools
-from gateway.tool_proxy import GatewayContext, UpstreamReply, call_tool
+from gateway.tool_proxy import TOOL_ARGUMENT_LIMITS, GatewayContext, UpstreamReply, call_tool
 from http_messages import HttpRequest, HttpResponse, empty_response, json_response
+from http_messages.bounded_json import STORAGE_LIMITS, JsonLimitError, check_value, loads_bounded
 
 log = logging.getLogger(__name__)
 
@@ -83,13 +83,8 @@ PROTOCOL_VERSION_HEADER = "mcp-protocol-version"
 # are failures of the tool itself (a result with isError: true).
 _INVALID_PARAMS_CODES = frozenset({"tool_not_found", "invalid_tool_input", "tool_input_too_large"})
 _TOOL_FAILURE_CODES = frozenset(
-    {
-        "credential_missing",
-        "upstream_timeout",
-        "upstream_unreachable",
-        "upstream_error",
-        "upstream_response_too_large",
-    }
+    {"credential_missing", "upstream_forbidden", "upstream_timeout", "upstream_unreachable"}
+    | {"upstream_error", "upstream_response_too_large"}
 )
 
 
@@ -150,11 +145,9 @@ def method_not_allowed() -> HttpResponse:
 
 
 def _origin_allowed(ctx: McpContext, request: HttpRequest) -> bool:
+    """No Origin (a non-browser client) passes; otherwise only a configured origin."""
     origin = request.headers.get("origin")
-    if origin is None:
-        return True
-    own = urlsplit(request.url)
-    return origin == f"{own.scheme}://{own.netloc}" or origin in ctx.allowed_origins
+    return origin is None or origin.strip().lower() in ctx.allowed_origins
 
 
 def _valid_id(value: Any) -> bool:
@@ -178,11 +171,14 @@ async def handle_mcp_post(ctx: McpContext, request: HttpRequest) -> HttpResponse
         return _gateway_error_response(None, exc)
 
     try:
-        message = json.loads(request.body)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        return _error_response(
-            None, JsonRpcError(PARSE_ERROR, f"Parse error: {exc}", http_status=400)
+        message = loads_bounded(request.body, TOOL_ARGUMENT_LIMITS)
+    except ValueError as exc:  # a JsonLimitError, or JSONDecodeError / UnicodeDecodeError
+        limit = exc if isinstance(exc, JsonLimitError) else None
+        data = {"code": limit.code} if limit else None
+        error = JsonRpcError(
+            PARSE_ERROR, f"Parse error: {exc}", data, limit.status if limit else 400
         )
+        return _error_response(None, error)
     if isinstance(message, list):
         return _error_response(
             None,
@@ -374,21 +370,25 @@ async def _call_memory_tool(
             f"Invalid arguments for {name}",
             {"code": "invalid_tool_input", "problems": [p.as_dict() for p in problems]},
         )
+    try:  # memory arguments reach D1, where a NUL would fail its checks after the answer
+        check_value(arguments, STORAGE_LIMITS)
+    except JsonLimitError as exc:
+        raise JsonRpcError(INVALID_PARAMS, exc.message, {"code": exc.code}) from None
     if name == "recall_memory":
         # The schema's default (ADR-0030), applied so the dispatcher always gets top_k.
         arguments = {"top_k": 5, **arguments}
     try:
         result = await ctx.memory.call(principal.tenant, name, arguments)
-    except ValueError as exc:
-        # Refused input (the dispatcher's contract: a ValueError with a stable `code`): the
-        # client gets the reason, as it would for a schema failure, and nothing was written.
+    except Exception as exc:
         code = getattr(exc, "code", None)
-        if not isinstance(code, str):
-            log.exception("memory tool %s failed for tenant %s", name, principal.tenant)
-            return _text_result(f"{name} failed with an internal error; try again later", True)
-        refused = {"error": {"code": code, "message": str(exc)}}
-        return _text_result(json.dumps(refused, ensure_ascii=False), True)
-    except Exception:
-        log.exception("memory tool %s failed for tenant %s", name, principal.tenant)
+        if isinstance(exc, ValueError) and isinstance(code, str):
+            # Refused input (the dispatcher's contract: a ValueError with a stable `code`):
+            # the client gets the reason, as for a schema failure; nothing was written.
+            refused = {"error": {"code": code, "message": str(exc)}}
+            return _text_result(json.dumps(refused, ensure_ascii=False), True)
+        # The type only: the message of a memory failure may quote the stored content.
+        log.error(
+            "memory tool %s failed (tenant %s): %s", name, principal.tenant, type(exc).__name__
+        )
         return _text_result(f"{name} failed with an internal error; try again later", True)
     return _text_result(json.dumps(result, ensure_ascii=False, default=str), False)

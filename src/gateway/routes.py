@@ -19,6 +19,7 @@ from bindings.environment import Bindings
 from gateway.errors import GatewayError
 from gateway.mcp import McpContext, handle_mcp_post, method_not_allowed
 from gateway.memory_tools import MemoryToolDispatcher
+from gateway.outbound import OutboundPolicy
 from gateway.tool_proxy import GatewayContext, handle_tool_call
 from http_messages import HttpRequest, HttpResponse
 
@@ -47,14 +48,24 @@ def gateway_context(bindings: Bindings) -> GatewayContext:
     def client_factory(timeout: float) -> httpx.AsyncClient:
         return bindings.http_client(timeout=timeout)
 
-    return GatewayContext(kv=bindings.kv, clock=bindings.clock, client_factory=client_factory)
+    return GatewayContext(
+        kv=bindings.kv,
+        clock=bindings.clock,
+        client_factory=client_factory,
+        outbound=OutboundPolicy.from_settings(bindings.settings),
+        resolver=bindings.resolve_host,
+    )
 
 
 def mcp_context(bindings: Bindings) -> McpContext:
     memory = None
     if _memory_dispatcher_factory is not None and has_semantic_tier(bindings):
         memory = _memory_dispatcher_factory(bindings)
-    return McpContext(gateway=gateway_context(bindings), memory=memory)
+    return McpContext(
+        gateway=gateway_context(bindings),
+        memory=memory,
+        allowed_origins=bindings.settings.mcp_origins,
+    )
 
 
 async def tool_call_route(

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import re
 from typing import Any, Literal
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from pydantic import (
     BaseModel,
@@ -62,7 +62,7 @@ DEFAULT_MAX_REQUEST_BYTES = 256 * 1024
 DEFAULT_MAX_RESPONSE_BYTES = 5 * 1024 * 1024
 
 _HEADER_NAME_RE = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}$")
-_PLACEHOLDER_RE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]{0,63})\}")
+PLACEHOLDER_RE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]{0,63})\}")
 # The gateway sets these itself, or they describe a message hop, not the payload.
 _FORBIDDEN_REQUEST_HEADERS = frozenset(
     {"host", "content-length", "transfer-encoding", "connection", "content-type"}
@@ -102,7 +102,7 @@ class CredentialPlacement(BaseModel):
             if self.name or self.prefix:
                 raise ValueError("auth type 'none' takes no name or prefix")
             return self
-        if not _HEADER_NAME_RE.match(self.name):
+        if not _HEADER_NAME_RE.fullmatch(self.name):
             raise ValueError(f"auth type {self.type!r} needs a 'name' (header or parameter name)")
         if self.type == "query" and self.prefix:
             raise ValueError("a prefix only applies to auth type 'header'")
@@ -157,15 +157,18 @@ class ToolConfig(BaseModel):
             raise ValueError("put credentials in the tenant's credential, not in the url")
         if parts.fragment:
             raise ValueError("the upstream url must not have a #fragment")
-        if _PLACEHOLDER_RE.search(parts.netloc) or _PLACEHOLDER_RE.search(parts.query):
+        if PLACEHOLDER_RE.search(parts.netloc) or PLACEHOLDER_RE.search(parts.query):
             raise ValueError("{placeholders} are only allowed in the url path")
+        for segment in parts.path.split("/"):
+            if unquote(unquote(segment)) in (".", ".."):
+                raise ValueError("the upstream url path must not contain '.' or '..' segments")
         return value
 
     @field_validator("headers")
     @classmethod
     def _headers_ok(cls, value: dict[str, str]) -> dict[str, str]:
         for name, header_value in value.items():
-            if not _HEADER_NAME_RE.match(name):
+            if not _HEADER_NAME_RE.fullmatch(name):
                 raise ValueError(f"invalid header name {name!r}")
             if name.lower() in _FORBIDDEN_REQUEST_HEADERS:
                 raise ValueError(f"the gateway sets {name!r} itself")
@@ -184,7 +187,7 @@ class ToolConfig(BaseModel):
     @classmethod
     def _response_headers_ok(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         for name in value:
-            if not _HEADER_NAME_RE.match(name):
+            if not _HEADER_NAME_RE.fullmatch(name):
                 raise ValueError(f"invalid header name {name!r}")
             if name in _FORBIDDEN_RESPONSE_HEADERS:
                 raise ValueError(f"header {name!r} cannot be passed through")
@@ -226,7 +229,7 @@ class ToolConfig(BaseModel):
 
     @property
     def path_placeholders(self) -> list[str]:
-        return _PLACEHOLDER_RE.findall(urlsplit(self.url).path)
+        return PLACEHOLDER_RE.findall(urlsplit(self.url).path)
 
     @property
     def sends_input_as(self) -> Literal["json", "query"]:
@@ -262,7 +265,7 @@ def parse_tool_config(raw: str) -> ToolConfig:
 async def load_tool(
     kv: KVNamespace, cache: KVReadCache, clock: Clock, tenant: str, tool: str
 ) -> ToolConfig | None:
-    if not kv_layout.TOOL_NAME_RE.match(tool):
+    if not kv_layout.TOOL_NAME_RE.fullmatch(tool):
         return None
     return await read_cached(kv, cache, clock, kv_layout.tool_key(tenant, tool), parse_tool_config)
 

@@ -21,10 +21,11 @@ R2 (enforced by `tests/gateway/test_hot_path_isolation.py`).
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 import httpx
 
@@ -35,10 +36,17 @@ from gateway.credentials import Credential, load_credential
 from gateway.errors import UPSTREAM_STATUS_HEADER, GatewayError
 from gateway.json_schema import validate
 from gateway.kv_cache import ISOLATE_CACHE, KVReadCache
+from gateway.outbound import OutboundPolicy, Resolver
+from gateway.tool_config import PLACEHOLDER_RE as _PLACEHOLDER_RE
 from gateway.tool_config import ToolConfig, load_tool
 from http_messages import Headers, HttpRequest, HttpResponse
+from http_messages.bounded_json import JsonLimitError, JsonLimits, loads_bounded
 
 USER_AGENT = "agent-memory-gateway/0.1"
+
+# httpx logs every request's full url at INFO; a tool whose credential goes in the query
+# string (`auth.type == "query"`) would put the tenant's token into the logs.
+logging.getLogger("httpx").setLevel(logging.WARNING)
 
 # Builds an httpx client for one call, given the timeout in seconds. On Workers clients must
 # be created inside the handler (cheap); the local runtime may share one transport.
@@ -47,12 +55,19 @@ ClientFactory = Callable[[float], httpx.AsyncClient]
 
 @dataclass(frozen=True)
 class GatewayContext:
-    """What the hot path may touch: KV, time, outbound HTTP, and the isolate cache."""
+    """What the hot path may touch: KV, time, outbound HTTP, and the isolate cache.
+
+    `outbound` is the operator's allow-list for non-public upstream hosts and `resolver`,
+    when the platform offers one, resolves names so their addresses are checked too
+    (`gateway.outbound`); every upstream url passes that check before a client exists.
+    """
 
     kv: KVNamespace
     clock: Clock
     client_factory: ClientFactory
     cache: KVReadCache = field(default=ISOLATE_CACHE)
+    outbound: OutboundPolicy = field(default_factory=OutboundPolicy)
+    resolver: Resolver | None = None
 
 
 @dataclass(frozen=True)
@@ -73,13 +88,24 @@ def tool_not_found(tool_name: str) -> GatewayError:
     return GatewayError(404, "tool_not_found", f"no tool named {tool_name!r} for this API key")
 
 
+# Tool arguments go to an upstream, not to our storage: NUL is the upstream's business, and
+# one string may use the tool's whole request budget (at most 1 MiB, `max_request_bytes`).
+TOOL_ARGUMENT_LIMITS = JsonLimits(max_string_chars=1024 * 1024)
+
+
 def parse_arguments(body: bytes) -> dict[str, Any]:
-    """Decode an HTTP tool-call body: a JSON object of arguments (empty body = `{}`)."""
+    """Decode an HTTP tool-call body: a JSON object of arguments (empty body = `{}`).
+
+    Bad JSON is 400 `invalid_json`; a depth or number-size limit is 413 and a lone
+    surrogate 422 `invalid_character`, each with its code.
+    """
     if not body.strip():
         return {}
     try:
-        value = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        value = loads_bounded(body, TOOL_ARGUMENT_LIMITS)
+    except JsonLimitError as exc:
+        raise GatewayError(exc.status, exc.code, exc.message) from None
+    except ValueError as exc:
         raise GatewayError(400, "invalid_json", f"the body is not valid JSON: {exc}") from None
     if not isinstance(value, dict):
         raise GatewayError(
@@ -108,7 +134,12 @@ def check_size(config: ToolConfig, input_bytes: int) -> None:
 
 
 def check_input(config: ToolConfig, arguments: dict[str, Any], input_bytes: int) -> None:
-    """Step 3: refuse oversized or schema-violating input before any token read or fetch."""
+    """Step 3: refuse oversized or schema-violating input before any token read or fetch.
+
+    A url placeholder value that is empty or a dot segment (`.`, `..`, also percent-encoded
+    as `%2e`) is refused with 422 `invalid_tool_input`: it would move the request to
+    another path of the upstream, with the tenant's credential attached.
+    """
     check_size(config, input_bytes)
     problems = validate(config.input_schema, arguments)
     if problems:
@@ -118,6 +149,7 @@ def check_input(config: ToolConfig, arguments: dict[str, Any], input_bytes: int)
             f"the arguments do not match the input schema of {config.name!r}",
             {"problems": [p.as_dict() for p in problems]},
         )
+    fill_path(config, arguments)
 
 
 async def read_credential(
@@ -138,6 +170,49 @@ async def read_credential(
     return credential
 
 
+def fill_path(config: ToolConfig, arguments: dict[str, Any]) -> str:
+    """The upstream url with its `{placeholders}` filled from `arguments` (URL-quoted).
+
+    Raises 422 `invalid_tool_input` when a segment holding a placeholder comes out empty or
+    as a dot segment (`.`, `..`, or those percent-encoded): httpx and upstreams normalise
+    dot segments, so the request would leave the tool's path with the credential attached.
+    """
+    parts = urlsplit(config.url)
+    segments = parts.path.split("/")
+    for index, segment in enumerate(segments):
+        names = _PLACEHOLDER_RE.findall(segment)
+        if not names:
+            continue
+        for name in names:
+            # safe="": a value can never add path segments ("/" is encoded).
+            segment = segment.replace("{" + name + "}", quote(str(arguments[name]), safe=""))
+        if is_unsafe_segment(segment):
+            raise GatewayError(
+                422,
+                "invalid_tool_input",
+                f"url arguments {', '.join(names)} must not make an empty, '.' or '..' path "
+                "segment",
+                {
+                    "problems": [
+                        {"path": name, "message": "dot or empty path segment"} for name in names
+                    ]
+                },
+            )
+        segments[index] = segment
+    return urlunsplit(parts._replace(path="/".join(segments)))
+
+
+def is_unsafe_segment(value: str) -> bool:
+    """True for "", ".", ".." and their percent-encoded spellings (decoded repeatedly, since
+    an upstream or a proxy in front of it may decode once more than we do)."""
+    decoded = value
+    for _ in range(3):
+        if decoded.strip() in ("", ".", ".."):
+            return True
+        decoded = unquote(decoded)
+    return decoded.strip() in ("", ".", "..")
+
+
 def _query_value(value: Any) -> str:
     if isinstance(value, str):
         return value
@@ -150,11 +225,9 @@ def build_request(
 ) -> tuple[str, list[tuple[str, str]], dict[str, str], bytes | None]:
     """Upstream url, query params, headers and body for one call (pure, no I/O)."""
     payload = dict(arguments)
-    url = config.url
+    url = fill_path(config, arguments)
     for placeholder in config.path_placeholders:
-        value = payload.pop(placeholder)
-        # safe="": a value can never add path segments (no "/" or ".." traversal).
-        url = url.replace("{" + placeholder + "}", quote(str(value), safe=""))
+        payload.pop(placeholder)
     params: list[tuple[str, str]] = []
     headers = {"user-agent": USER_AGENT, "accept": "application/json, */*;q=0.5"}
     headers.update(config.headers)
@@ -182,8 +255,13 @@ async def fetch_upstream(
     credential: Credential | None,
     arguments: dict[str, Any],
 ) -> UpstreamReply:
-    """Step 5: one outbound request; transport failures become 502/504 gateway errors."""
+    """Step 5: one outbound request; transport failures become 502/504 gateway errors.
+
+    The upstream host is checked first (403 `upstream_forbidden`, no connection attempted)
+    against the outbound guard.
+    """
     url, params, headers, body = build_request(config, credential, arguments)
+    await ctx.outbound.check(url, ctx.resolver)
     timeout = config.timeout_seconds
     try:
         async with ctx.client_factory(timeout) as client:

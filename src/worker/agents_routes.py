@@ -19,6 +19,7 @@ and whatever the Durable Object reports (`agent_runtime_do.protocol.rpc_error`).
 from __future__ import annotations
 
 import json
+import unicodedata
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -26,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from agent_memory.governance.agent_types import AgentType, agent_type_names, get_agent_type
 from agent_memory.ids import is_ulid
 from agent_memory.scope import (
+    AGENT_TYPE_PATTERN,
     DEFAULT_INSTANCE,
     INSTANCE_PATTERN,
     AgentScope,
@@ -64,6 +66,14 @@ class RunBody(BaseModel):
             raise ValueError("input must not be blank")
         return value
 
+    @field_validator("subject")
+    @classmethod
+    def _printable_subject(cls, value: str | None) -> str | None:
+        # Subjects are matched, erased and shown as identifiers: no control characters.
+        if value is not None and any(unicodedata.category(c) == "Cc" for c in value):
+            raise ValueError("subject must not contain control characters")
+        return value
+
     @field_validator("metadata")
     @classmethod
     def _small_metadata(cls, value: dict[str, Any]) -> dict[str, Any]:
@@ -84,7 +94,7 @@ class OutcomeBody(BaseModel):
 class RunsQuery(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    agent_type: str | None = None
+    agent_type: str | None = Field(default=None, pattern=AGENT_TYPE_PATTERN)
     status: Literal["running", "completed", "failed"] | None = None
     cursor: str | None = Field(default=None, min_length=1, max_length=512)
     limit: int = Field(default=20, ge=1, le=100)

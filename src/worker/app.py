@@ -6,6 +6,7 @@ both call, so the same code answers on the edge and on a laptop.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 
 from bindings.environment import Bindings
@@ -17,6 +18,7 @@ from worker.errors import ApiError, internal_error, payload_too_large
 from worker.facts_routes import add_semantic_memory
 from worker.health import healthz
 from worker.lifecycle_routes import add_lifecycle_routes
+from worker.openapi import openapi_route
 from worker.router import Router
 
 log = logging.getLogger(__name__)
@@ -25,6 +27,7 @@ log = logging.getLogger(__name__)
 def build_router() -> Router[Bindings]:
     router: Router[Bindings] = Router()
     router.add("GET", "/healthz", healthz)
+    router.add("GET", "/openapi.json", openapi_route)
     # The tool gateway (src/gateway): the KV-only hot path and MCP (stateless, POST only).
     router.add("POST", "/api/v1/tools/{tool_name}", tool_call_route)
     router.add("POST", "/mcp", mcp_post_route)
@@ -54,5 +57,12 @@ async def handle(request: HttpRequest, bindings: Bindings) -> HttpResponse:
     except BindingLimitError as exc:
         return ApiError(422, "limit_exceeded", str(exc)).to_response()
     except Exception:
-        log.exception("unhandled error on %s %s", request.method, request.path)
+        # The path can carry a subject (the erase route): log its hash and size, not it.
+        digest = hashlib.sha256(request.path.encode()).hexdigest()[:16]
+        log.exception(
+            "unhandled error on %s path sha256=%s (%d bytes)",
+            request.method,
+            digest,
+            len(request.path),
+        )
         return internal_error().to_response()

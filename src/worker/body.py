@@ -5,25 +5,39 @@ Every body is validated before anything touches storage (DESIGN invariant 7).
 
 from __future__ import annotations
 
-import json
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from http_messages import HttpRequest
-from worker.errors import invalid_json, validation_error
+from http_messages.bounded_json import STORAGE_LIMITS, JsonLimitError, JsonLimits, loads_bounded
+from worker.errors import ApiError, invalid_json, validation_error
 
 M = TypeVar("M", bound=BaseModel)
 
 
-def read_json(request: HttpRequest) -> Any:
-    """Decode the body as JSON; an empty body is an error too."""
+def read_json(request: HttpRequest, limits: JsonLimits = STORAGE_LIMITS) -> Any:
+    """Decode the body as JSON under `limits` (depth, number and string size, no NUL by
+    default: these bodies reach storage); an empty body is an error too.
+
+    Refusals are 400 `invalid_json` for text that is not JSON, 413 `json_too_deep` /
+    `number_too_large` / `string_too_long` for a limit, 422 `invalid_character` for NUL.
+    """
     if not request.body:
         raise invalid_json("request body is empty; expected JSON")
     try:
-        return json.loads(request.body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return loads_bounded(request.body, limits)
+    except JsonLimitError as exc:
+        raise json_limit_error(exc) from None
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise invalid_json(f"request body is not valid JSON: {exc}") from None
+
+
+def json_limit_error(exc: JsonLimitError) -> ApiError:
+    """The API error for a broken JSON limit (one mapping for every route)."""
+    if exc.code == "invalid_json":
+        return invalid_json(exc.message)
+    return ApiError(exc.status, exc.code, exc.message)
 
 
 def parse_body(request: HttpRequest, model: type[M]) -> M:

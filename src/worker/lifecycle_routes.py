@@ -6,15 +6,13 @@
     POST   /admin/tenants/{tenant}/reconcile            run the reconciler for the tenant
     DELETE /admin/tenants/{tenant}/subjects/{subject}   erase a subject from every tier
 
-Every route checks the Access token first (401/403 before anything else), then the path
-(422 `invalid_path`) and the body (422 `validation_error`). `{subject}` is percent-decoded,
-so a subject with `/` or spaces is sent encoded. 503 when a binding the route needs is
-missing.
+The router checks the path parameters first (422 `invalid_path`; `{subject}` is
+percent-decoded once there, so a subject with `/` or spaces is sent encoded and a `%` as
+`%25`), then every route checks the Access token (401/403), then the body (422
+`validation_error`). 503 when a binding the route needs is missing.
 """
 
 from __future__ import annotations
-
-from urllib.parse import unquote
 
 from pydantic import BaseModel, ConfigDict
 
@@ -132,7 +130,7 @@ async def erase_subject(
 ) -> HttpResponse:
     tenant = tenant_param(params)
     try:
-        subject = validate_subject(unquote(params["subject"]))
+        subject = validate_subject(params["subject"])
     except ValueError as exc:
         raise ApiError(422, "invalid_path", str(exc)) from None
     eraser = make_eraser(bindings, tenant)

@@ -1,5 +1,6 @@
 """Tier 2 episodic memory in D1: tenant scoping, idempotent writes, writes off the response
-path, retries with backoff, and failed writes logged with their payload (never silent)."""
+path, retries with backoff, and failed writes logged by id and kept with their payload
+(never silent)."""
 
 from __future__ import annotations
 
@@ -187,7 +188,7 @@ async def test_failed_writes_are_retried_with_backoff(
     assert "retrying" in caplog.text
 
 
-async def test_a_write_that_keeps_failing_is_logged_with_its_payload(
+async def test_a_write_that_keeps_failing_is_logged_by_id_and_kept_with_its_payload(
     runtime: LocalRuntime, caplog: pytest.LogCaptureFixture
 ) -> None:
     flaky = FlakyD1(runtime.db, target="INSERT INTO memory_episodes", failures=-1)
@@ -208,8 +209,9 @@ async def test_a_write_that_keeps_failing_is_logged_with_its_payload(
     assert failed[0].payload["content"] == lost.content
     assert failed[0].attempts == 4 and "injected failure" in failed[0].error
     record = next(r for r in caplog.records if r.levelno == logging.ERROR)
-    assert run_id in record.getMessage()
-    assert lost.episode_id in record.getMessage() and lost.content in record.getMessage()
+    assert run_id in record.getMessage() and lost.episode_id in record.getMessage()
+    # Ids and sizes only: the content stays in the failed_writes record, not in the log.
+    assert lost.content not in record.getMessage()
     completed = await EpisodicStore(runtime.db, "acme").get_run(run_id)
     assert completed is not None and completed.status == "completed"
 
@@ -279,11 +281,9 @@ async def test_an_injected_d1_failure_is_retried_then_surfaced_in_the_admin_view
         result = await post_run(runtime, "remember the red door")
         await runtime.background.drain()
     assert sleep.delays == [0.25, 0.5, 1.0]
-    assert any(
-        "append_episode" in r.getMessage() and "remember the red door" in r.getMessage()
-        for r in caplog.records
-        if r.levelno == logging.ERROR
-    )
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert any("append_episode" in m and result["episode_id"] in m for m in errors)
+    assert not any("remember the red door" in m for m in errors)
     token = mint_token(runtime.state.access, "ops@example.com", now=runtime.clock.now())
     request = build_request("GET", f"/admin/agents/acme/runs/{result['run_id']}", token=token)
     view = (await handle(request, runtime.bindings())).json()

@@ -8,6 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
+from bindings.settings import Settings
 from gateway import admin_ops, routes
 from gateway.memory_tools import MemoryToolDispatcher
 from tests.gateway.conftest import TENANT, Seeded
@@ -187,12 +188,18 @@ async def test_revoked_key_is_401(seeded: Seeded) -> None:
     assert error["data"]["code"] == "revoked_api_key"
 
 
-async def test_foreign_browser_origin_is_403_own_origin_passes(seeded: Seeded) -> None:
+async def test_browser_origins_must_be_on_the_configured_allow_list(seeded: Seeded) -> None:
     gw = seeded.gateway
+    gw.settings = Settings(environment="test", mcp_allowed_origins="https://app.test")
     evil = await gw.rpc("ping", None, key=seeded.key, headers={"Origin": "https://evil.test"})
     assert _rpc_error(evil, 403)["data"]["code"] == "origin_not_allowed"
+    # Matching the request's own Host is not enough: a DNS-rebinding page has that Origin.
     own = await gw.rpc("ping", None, key=seeded.key, headers={"Origin": "https://gw.test"})
-    assert own.status == 200
+    assert _rpc_error(own, 403)["data"]["code"] == "origin_not_allowed"
+    listed = await gw.rpc("ping", None, key=seeded.key, headers={"Origin": "https://app.test"})
+    assert listed.status == 200
+    # API-key clients (Cursor, Codex) send no Origin and need no configuration.
+    assert (await gw.rpc("ping", None, key=seeded.key)).status == 200
 
 
 # --- tools/list -----------------------------------------------------------------------------

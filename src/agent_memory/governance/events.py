@@ -113,7 +113,7 @@ class EventLog:
     """Reads and writes `memory_events` for one tenant."""
 
     def __init__(self, tenant_id: str, db: D1Database) -> None:
-        if not TENANT_RE.match(tenant_id):
+        if not TENANT_RE.fullmatch(tenant_id):
             raise ValueError(f"invalid tenant id {tenant_id!r}")
         self.tenant_id = tenant_id
         self._db = db

@@ -327,10 +327,11 @@ class WriteGate:
         try:
             await self._events.record_many(events, if_absent=True)
         except Exception:
+            # Event ids only: the events' payloads may quote memory content.
             log.exception(
                 "memory_written events NOT recorded for tenant %s: %s",
                 self.tenant_id,
-                [e.model_dump() for e in events],
+                [e.event_id for e in events],
             )
 
     async def submit(self, proposal: WriteProposal, commit: Callable[[], Awaitable[T]]) -> T:

@@ -36,6 +36,7 @@ Where the parts live (this module re-exports their public names):
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Callable, Sequence
 
@@ -73,6 +74,12 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+
+def subject_digest(subject: str) -> str:
+    """How logs name a subject: a short SHA-256, never the subject (often a person)."""
+    return "sha256:" + hashlib.sha256(subject.encode()).hexdigest()[:16]
+
 
 Progress = Callable[[str, int], None]
 
@@ -114,7 +121,10 @@ class SubjectEraser:
                 report.complete = False
                 report.errors.append(f"vectors: {type(exc).__name__}: {exc}")
                 log.error(
-                    "erase %s/%s: vectors failed, rows kept: %s", self.tenant_id, subject, exc
+                    "erase %s/%s: vectors failed, rows kept: %s",
+                    self.tenant_id,
+                    subject_digest(subject),
+                    type(exc).__name__,
                 )
                 return report
         self._progress("vectors", report.vectors)
@@ -137,7 +147,8 @@ class SubjectEraser:
                 report.complete = False
                 report.errors.append(f"archives: {type(exc).__name__}: {exc}")
         self._progress("archives", report.archives_rewritten + report.archives_deleted)
-        log.info("erase %s/%s: %s", self.tenant_id, subject, report.model_dump())
+        counts = report.model_dump(exclude={"subject", "errors", "tenant_id"})
+        log.info("erase %s/%s: %s", self.tenant_id, subject_digest(subject), counts)
         return report
 
     # ------------------------------------------------------------------ vectors and KV

@@ -131,9 +131,9 @@ class WorkingMemory:
         agent_type: str | None = None,
         run_id: str | None = None,
     ) -> None:
-        if not TENANT_RE.match(tenant or ""):
+        if not TENANT_RE.fullmatch(tenant or ""):
             raise InvalidWorkingMemoryKey(f"invalid tenant segment {tenant!r}")
-        if not INSTANCE_RE.match(instance_id or ""):
+        if not INSTANCE_RE.fullmatch(instance_id or ""):
             raise InvalidWorkingMemoryKey(f"invalid instance segment {instance_id!r}")
         self._kv = kv
         self.prefix = f"{WORKING_MEMORY_PREFIX}:{tenant}:{instance_id}:"

@@ -56,7 +56,7 @@ class EpisodicStore:
         self.tenant = tenant
         # Episodes are write proposals (ADR-0051): checked by the policy, and committed
         # together with their `memory_written` event.
-        events = EventLog(tenant, db) if TENANT_RE.match(tenant) else None
+        events = EventLog(tenant, db) if TENANT_RE.fullmatch(tenant) else None
         self.gate = gate or WriteGate(tenant, events=events)
 
     def proposal(self, episode: Episode) -> WriteProposal:

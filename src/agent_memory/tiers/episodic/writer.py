@@ -10,6 +10,7 @@ ERROR with its full payload and handed to `on_failure` (the Durable Object keeps
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
@@ -172,20 +173,26 @@ class EpisodicWriter:
                         attempt,
                         self._attempts,
                         delay,
-                        error,
+                        type(exc).__name__,  # the message may quote values; it is kept below
                     )
                     await self._sleep(delay)
         failed = FailedWrite(
             op=op, run_id=run_id, payload=payload, error=error, attempts=self._attempts
         )
+        # Logs carry ids, sizes and hashes only (never content or subjects); the payload
+        # itself is recoverable from the failed_writes record `on_failure` keeps.
+        raw = to_json(payload).encode()
         log.error(
-            "episodic %s for run %s LOST after %d attempts (%s); tenant=%s payload=%s",
+            "episodic %s for run %s LOST after %d attempts (%s); tenant=%s episode=%s "
+            "payload_bytes=%d payload_sha256=%s (payload kept in failed_writes)",
             op,
             run_id,
             self._attempts,
-            error,
+            error.split(":", 1)[0],
             self.store.tenant,
-            to_json(payload),
+            payload.get("episode_id", "-"),
+            len(raw),
+            hashlib.sha256(raw).hexdigest()[:16],
         )
         if self._on_failure is not None:
             try:

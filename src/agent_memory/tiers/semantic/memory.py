@@ -93,7 +93,7 @@ class SemanticMemory:
         tier: Tier = "semantic",
         gate: WriteGate | None = None,
     ) -> None:
-        if not isinstance(tenant_id, str) or not TENANT_RE.match(tenant_id):
+        if not isinstance(tenant_id, str) or not TENANT_RE.fullmatch(tenant_id):
             raise ValueError(f"invalid tenant id {tenant_id!r}")
         events = EventLog(tenant_id, db)
         self._s = FactScope(

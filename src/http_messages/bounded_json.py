@@ -1,0 +1,154 @@
+"""JSON decoding with limits: the one place a request body becomes Python values.
+
+`json.loads` alone lets a client crash a request: tens of thousands of nested arrays raise
+`RecursionError`, an integer of thousands of digits raises `ValueError` (Python's
+int-conversion limit) after costing quadratic time, and one string may be as large as the
+whole body. `loads_bounded` refuses all three with a `JsonLimitError` carrying a stable
+`code`, before any value reaches a handler.
+
+Lone UTF-16 surrogates (`"\ud800"`, valid JSON escapes but not Unicode text) are always
+refused: they cannot be encoded as UTF-8 for storage or an upstream. It also refuses
+U+0000 when asked (`allow_nul=False`): SQLite's `length()` stops at the
+first NUL, so a string holding one breaks the `CHECK (length(...) ...)` constraints of the
+memory tables after the request was acknowledged. Refusing it here keeps "nothing a client
+sends can make a background write fail".
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+# Deep enough for any body our routes accept (their models nest a few levels; tool input
+# schemas rarely more than ten), far below Python's recursion limit.
+MAX_DEPTH = 64
+# A 64-bit integer has at most 20 digits; 64 leaves room for big identifiers sent as numbers
+# while staying far below Python's 4300-digit conversion limit.
+MAX_INT_DIGITS = 64
+# Admin and memory bodies: no single string needs more (the largest field, an agent-run
+# input, is capped lower by its model).
+MAX_STRING_CHARS = 65_536
+
+
+class JsonLimitError(ValueError):
+    """The body is valid JSON (or not) but breaks a limit; `code` is stable for clients."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+    @property
+    def status(self) -> int:
+        """The HTTP status for this refusal: 400 not JSON, 422 a bad character, else 413."""
+        return {"invalid_json": 400, "invalid_character": 422}.get(self.code, 413)
+
+
+@dataclass(frozen=True)
+class JsonLimits:
+    """Limits one decode enforces. `max_string_chars` applies to keys and values alike."""
+
+    max_depth: int = MAX_DEPTH
+    max_int_digits: int = MAX_INT_DIGITS
+    max_string_chars: int = MAX_STRING_CHARS
+    allow_nul: bool = True
+
+
+DEFAULT_LIMITS = JsonLimits()
+# Bodies whose strings end up in D1 text columns: no NUL (see the module docstring).
+STORAGE_LIMITS = JsonLimits(allow_nul=False)
+
+
+def _parse_int(text: str, limits: JsonLimits) -> int:
+    digits = len(text.lstrip("-"))
+    if digits > limits.max_int_digits:
+        raise JsonLimitError(
+            "number_too_large",
+            f"an integer has {digits} digits; at most {limits.max_int_digits} are accepted",
+        )
+    return int(text)
+
+
+def _parse_float(text: str, limits: JsonLimits) -> float:
+    # float() is linear in its input, but a 100 KB mantissa is still not a number anyone sends.
+    if len(text) > limits.max_int_digits * 2:
+        raise JsonLimitError(
+            "number_too_large",
+            f"a number has {len(text)} characters; at most {limits.max_int_digits * 2}",
+        )
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise JsonLimitError("number_too_large", "a number overflows a 64-bit float")
+    return value
+
+
+def _refuse_constant(name: str) -> Any:
+    # Python accepts NaN and Infinity; JSON (RFC 8259) does not, and neither do we.
+    raise JsonLimitError("invalid_json", f"{name} is not valid JSON")
+
+
+def check_value(value: Any, limits: JsonLimits) -> None:
+    """Walk a decoded value iteratively: nesting depth and every key and string.
+
+    Raises `JsonLimitError`; used by `loads_bounded` and for values decoded elsewhere.
+    """
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > limits.max_depth:
+                raise _too_deep(limits)
+            children = item.values() if isinstance(item, dict) else item
+            if isinstance(item, dict):
+                for key in item:
+                    _check_string(key, limits)
+            stack.extend((child, depth + 1) for child in children)
+        elif isinstance(item, str):
+            _check_string(item, limits)
+
+
+def _too_deep(limits: JsonLimits) -> JsonLimitError:
+    return JsonLimitError("json_too_deep", f"the JSON nests deeper than {limits.max_depth} levels")
+
+
+def _check_string(text: str, limits: JsonLimits) -> None:
+    if len(text) > limits.max_string_chars:
+        raise JsonLimitError(
+            "string_too_long",
+            f"a string has {len(text)} characters; at most {limits.max_string_chars}",
+        )
+    if not limits.allow_nul and "\x00" in text:
+        raise JsonLimitError("invalid_character", "strings must not contain U+0000 (NUL)")
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            # JSON can spell a lone UTF-16 surrogate ("\ud800") that no UTF-8 store or
+            # upstream can take: refused here rather than failing later, after the ack.
+            raise JsonLimitError(
+                "invalid_character", "strings must not contain lone UTF-16 surrogates"
+            ) from None
+
+
+def loads_bounded(data: bytes | str, limits: JsonLimits = DEFAULT_LIMITS) -> Any:
+    """Decode JSON under `limits`.
+
+    Raises `JsonLimitError` (code `json_too_deep`, `number_too_large`, `string_too_long`,
+    `invalid_character` or `invalid_json`) for a limit, and `ValueError` subclasses from
+    `json` / UTF-8 decoding for text that is not JSON. Never raises `RecursionError`.
+    """
+    text = data.decode("utf-8") if isinstance(data, bytes | bytearray) else data
+    try:
+        value = json.loads(
+            text,
+            parse_int=lambda s: _parse_int(s, limits),
+            parse_float=lambda s: _parse_float(s, limits),
+            parse_constant=_refuse_constant,
+        )
+    except RecursionError:
+        # The C decoder guards its recursion with the interpreter's limit (~1000 levels),
+        # so a hostile nesting fails fast here; shallower excess is caught by the walk.
+        raise _too_deep(limits) from None
+    check_value(value, limits)
+    return value

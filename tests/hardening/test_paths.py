@@ -1,0 +1,77 @@
+"""Finding 2 of issue 14: path handling. Decoded control characters are refused, never
+dropped; ids are full-matched; `{subject}` is percent-decoded exactly once; a Host header
+cannot rewrite the path. Driven over real loopback HTTP, where the bugs lived."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from bindings.ports.clock import FixedClock
+from gateway import admin_ops
+from local_runtime.access_dev import mint_token
+from local_runtime.adapters.kv import SqliteKV
+from local_runtime.runtime import LocalRuntime
+from worker.access import ACCESS_HEADER
+
+
+def auth(rt: LocalRuntime) -> dict[str, str]:
+    return {ACCESS_HEADER: mint_token(rt.state.access, "ops@example.com", now=rt.clock.now())}
+
+
+@pytest.mark.parametrize("encoded", ["%0A", "%0D", "%09", "%00", "%7F", "%C2%85"])
+def test_control_characters_in_a_tenant_are_refused_not_dropped(
+    agent_runtime: LocalRuntime, served: str, encoded: str
+) -> None:
+    headers = auth(agent_runtime)
+    ran = httpx.post(f"{served}/v1/agents/t-b/assistant/run", json={"input": "hi"}, headers=headers)
+    assert ran.status_code == 200, ran.text
+    response = httpx.get(f"{served}/admin/agents/t-{encoded}b/runs", headers=headers)
+    assert response.status_code == 422, response.text
+    assert response.json()["error"]["code"] == "invalid_path"
+    # The refusal is not "tenant t-b": its run is untouched and only readable by its name.
+    assert len(httpx.get(f"{served}/admin/agents/t-b/runs", headers=headers).json()["runs"]) == 1
+
+
+def test_a_trailing_newline_does_not_pass_as_a_tenant(
+    agent_runtime: LocalRuntime, served: str
+) -> None:
+    response = httpx.get(f"{served}/admin/agents/acme%0A/runs", headers=auth(agent_runtime))
+    assert (response.status_code, response.json()["error"]["code"]) == (422, "invalid_path")
+
+
+async def test_admin_ops_refuse_a_tenant_with_a_trailing_newline() -> None:
+    clock = FixedClock()
+    kv = SqliteKV(":memory:", clock=clock)
+    try:
+        with pytest.raises(admin_ops.AdminError):
+            await admin_ops.create_tenant(kv, clock, "acme\n")
+        assert (await kv.list(prefix="")).keys == []
+    finally:
+        kv.close()
+
+
+def test_the_erase_subject_is_decoded_exactly_once(
+    agent_runtime: LocalRuntime, served: str
+) -> None:
+    response = httpx.delete(
+        f"{served}/admin/tenants/acme/subjects/ab%2525cd", headers=auth(agent_runtime)
+    )
+    assert response.status_code == 200, response.text
+    assert response.json()["subject"] == "ab%25cd"
+
+
+def test_an_encoded_slash_stays_inside_the_subject(
+    agent_runtime: LocalRuntime, served: str
+) -> None:
+    response = httpx.delete(
+        f"{served}/admin/tenants/acme/subjects/a%2Fb%20c", headers=auth(agent_runtime)
+    )
+    assert response.status_code == 200, response.text
+    assert response.json()["subject"] == "a/b c"
+
+
+def test_a_host_header_cannot_rewrite_the_path(agent_runtime: LocalRuntime, served: str) -> None:
+    headers = {**auth(agent_runtime), "Host": "x/admin/agents/BAD!/runs?"}
+    response = httpx.get(f"{served}/admin/agents/acme/runs", headers=headers)
+    assert response.status_code == 200, response.text
