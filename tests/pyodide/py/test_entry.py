@@ -5,10 +5,12 @@ Object's construction and RPC.
 entry.py imports modules that need pydantic (the app, the cron jobs, the Durable Object
 core, `build_bindings` through `Settings`), and pydantic-core has no Pyodide wheel offline.
 Those application modules are replaced here, while entry.py is imported, by recording
-doubles (`_install_doubles`); everything the glue itself touches is real: the SDK's
-`Request`/`Response`/`WorkerEntrypoint`/`DurableObject`, Pyodide's conversions, JS
-Request/Response/Headers objects, the router (`worker.router`) and error bodies
-(`worker.errors`). docs/architecture.md lists what this leaves untested in Pyodide.
+doubles (`_install_doubles`; the app double answers 404/405 like the router, which needs
+pydantic through `agent_memory.scope`); everything the glue itself touches is real: the
+SDK's `Request`/`Response`/`WorkerEntrypoint`/`DurableObject`, Pyodide's conversions, JS
+Request/Response/Headers objects and the error bodies (`worker.errors`). That the real app
+answers any method string with a JSON 405/404 is tests/test_edge.py's part.
+docs/architecture.md lists what this leaves untested in Pyodide.
 """
 
 from __future__ import annotations
@@ -23,8 +25,7 @@ from js import Object, Request
 from pyodide.ffi import to_js
 
 from http_messages import HttpRequest, HttpResponse, json_response
-from worker.errors import ApiError
-from worker.router import Router
+from worker.errors import method_not_allowed, not_found
 
 seen: dict[str, list[Any]] = {"requests": [], "crons": [], "rpc": [], "initialized": []}
 
@@ -58,20 +59,20 @@ async def _echo(request: HttpRequest, params: dict[str, str], bindings: Any) -> 
     return response
 
 
-_router: Router[Any] = Router()
-_router.add("POST", "/echo", _echo)
-_router.add("GET", "/echo", _echo)
+# The routes of the app double: path -> methods (the real router upper-cases the method).
+_ROUTES = {"/echo": ("GET", "POST")}
 
 
 async def _handle(request: HttpRequest, bindings: Any) -> HttpResponse:
     seen["requests"].append(request)
     if request.path == "/empty":
         return HttpResponse(status=204, body=b"should not be sent")
-    try:
-        handler, params = _router.resolve(request.method, request.path)
-        return await handler(request, params, bindings)
-    except ApiError as exc:
-        return exc.to_response()
+    allowed = _ROUTES.get(request.path)
+    if allowed is None:
+        return not_found(f"no route for {request.path}").to_response()
+    if request.method.upper() not in allowed:
+        return method_not_allowed(list(allowed)).to_response()
+    return await _echo(request, {}, bindings)
 
 
 async def _run_scheduled(cron: str, scheduled_time: float, bindings: Any) -> None:
@@ -132,6 +133,7 @@ async def test_any_method_string_gets_a_json_answer_not_a_crash() -> None:
     # PROPFIND or "patch": the entry must read the method string itself.
     for method in ["PROPFIND", "patch", "M-SEARCH", "PUT"]:
         status, headers, text = await _fetch(_js_request("https://w.example/echo", method))
+        assert seen["requests"][-1].method == method  # passed through verbatim
         assert status == 405, (method, status, text)
         assert headers.get("content-type") == "application/json"
         assert json.loads(text)["error"]["code"] == "method_not_allowed"
