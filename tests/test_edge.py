@@ -3,6 +3,8 @@ JSON 400, failed validation 422, unexpected failures 500 — always a JSON error
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from pydantic import BaseModel, Field
 
@@ -37,6 +39,16 @@ async def test_unknown_route_is_404() -> None:
     assert _error(response) == (404, "not_found")
 
 
+@pytest.mark.parametrize("method", ["PROPFIND", "patch", "M-SEARCH", "BREW"])
+async def test_any_method_string_gets_a_json_405_or_404(method: str) -> None:
+    # The Worker entry passes the client's method string through unchanged (tests/pyodide,
+    # test_entry.py): whatever it is, the app answers with a JSON error, never a crash.
+    known = await app.handle(HttpRequest(method, "http://x/healthz"), _bindings())
+    assert _error(known) == (405, "method_not_allowed")
+    unknown = await app.handle(HttpRequest(method, "http://x/nope"), _bindings())
+    assert _error(unknown) == (404, "not_found")
+
+
 async def test_wrong_method_is_405_and_names_the_allowed_ones() -> None:
     response = await app.handle(HttpRequest("DELETE", "http://x/healthz"), _bindings())
     assert _error(response) == (405, "method_not_allowed")
@@ -62,7 +74,7 @@ async def test_healthz_reports_bindings_and_embedding_config() -> None:
     assert body["status"] == "ok"
     assert body["bindings"]["ai_embedder"] is True
     assert body["bindings"]["d1"] is False
-    assert body["embedding"] == HashingEmbedder().config.model_dump()
+    assert body["embedding"] == dataclasses.asdict(HashingEmbedder().config)
 
 
 class _Body(BaseModel):

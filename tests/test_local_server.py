@@ -42,10 +42,10 @@ def test_state_folder_is_created_and_migrations_recorded_once(tmp_path: Path) ->
 def test_scheduled_handler_runs_like_wrangler_dev(tmp_path: Path) -> None:
     runtime = LocalRuntime.open(tmp_path / "state", embedder=HashingEmbedder())
     with running_server(runtime) as base:
-        ok = httpx.get(f"{base}/cdn-cgi/handler/scheduled", params={"cron": "0 3 * * 0"})
+        ok = httpx.get(f"{base}/cdn-cgi/handler/scheduled", params={"cron": "0 3 * * SUN"})
         newer = httpx.get(f"{base}/cdn-cgi/local/scheduled", params={"cron": "0 6 * * *"})
         bad = httpx.get(f"{base}/cdn-cgi/handler/scheduled")
-    assert ok.status_code == 200 and ok.json()["cron"] == "0 3 * * 0"
+    assert ok.status_code == 200 and ok.json()["cron"] == "0 3 * * SUN"
     assert newer.status_code == 200 and newer.json()["cron"] == "0 6 * * *"
     assert bad.status_code == 422 and bad.json()["error"]["code"] == "validation_error"
 

@@ -37,6 +37,16 @@ def test_crons_match_the_scheduled_handler() -> None:
     assert set(CONFIG["triggers"]["crons"]) == {WEEKLY_PRUNE, DAILY_BRIEF}
 
 
+def test_weekdays_are_written_by_name() -> None:
+    # Cloudflare documents day-of-week as 1-7 or SUN-SAT, so a numeric `0` is ambiguous;
+    # and `controller.cron` is the configured string verbatim, which is what the scheduled
+    # handler matches on, so one unambiguous spelling is used everywhere.
+    for cron in CONFIG["triggers"]["crons"]:
+        weekday = cron.split()[4]
+        assert weekday == "*" or weekday.isalpha(), f"{cron!r}: name the weekday (SUN..SAT)"
+    assert WEEKLY_PRUNE == "0 3 * * SUN"
+
+
 def test_every_var_is_a_setting() -> None:
     from bindings.settings import Settings
 

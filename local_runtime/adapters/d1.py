@@ -131,11 +131,9 @@ def _to_d1_result(result: QueryResult) -> D1Result:
     columns = result.columns
     convert = _result_value
     rows: list[Row] = [dict(zip(columns, map(convert, row), strict=True)) for row in result.rows]
-    # model_construct: the values are built here and already valid; validating every row
-    # again would dominate the cost of a point query.
-    return D1Result.model_construct(
+    return D1Result(
         success=True,
-        meta=D1Meta.model_construct(
+        meta=D1Meta(
             changes=result.changes,
             last_row_id=result.last_row_id,
             rows_read=len(result.rows),

@@ -24,11 +24,14 @@ from __future__ import annotations
 import base64
 import binascii
 import builtins
+import dataclasses
 import hashlib
+import json
 import os
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote, unquote
 
 from bindings.ports.clock import Clock, SystemClock
@@ -124,7 +127,7 @@ class LocalObjectStore:
         )
         # Metadata first (it names the etag of the bytes it belongs to), then the bytes:
         # a crash in between leaves the old bytes with metadata that `_info` rejects.
-        self._write_atomically(meta_path, info.model_dump_json().encode("utf-8"))
+        self._write_atomically(meta_path, json.dumps(dataclasses.asdict(info)).encode("utf-8"))
         self._write_atomically(data_path, payload)
         return info
 
@@ -135,17 +138,17 @@ class LocalObjectStore:
         except FileNotFoundError:
             return None
         info = self._info(key, payload, meta_path)
-        return ObjectBody(**info.model_dump(), data=payload)
+        return ObjectBody(**dataclasses.asdict(info), data=payload)
 
     def _info(self, key: str, payload: bytes, meta_path: Path) -> ObjectInfo:
         etag = hashlib.md5(payload, usedforsecurity=False).hexdigest()
         try:
-            stored = ObjectInfo.model_validate_json(meta_path.read_bytes())
-        except (FileNotFoundError, ValueError):
+            stored = _stored_info(json.loads(meta_path.read_bytes()))
+        except (FileNotFoundError, ValueError, TypeError, KeyError):
             stored = None
         if stored is None or stored.etag != etag:
             return ObjectInfo(key=key, size=len(payload), etag=etag)
-        return stored.model_copy(update={"key": key, "size": len(payload)})
+        return dataclasses.replace(stored, key=key, size=len(payload))
 
     async def list(
         self,
@@ -217,3 +220,22 @@ class LocalObjectStore:
 
     def __repr__(self) -> str:
         return f"LocalObjectStore({str(self.root)!r})"
+
+
+def _stored_info(data: Any) -> ObjectInfo:
+    """An `ObjectInfo` from its JSON sidecar; raises on a malformed one (treated as none)."""
+    if not isinstance(data, dict):
+        raise TypeError("object metadata must be a JSON object")
+    uploaded = data.get("uploaded_ms")
+    metadata = data.get("custom_metadata") or {}
+    if not isinstance(metadata, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()
+    ):
+        raise TypeError("custom metadata must map strings to strings")
+    return ObjectInfo(
+        key=str(data["key"]),
+        size=int(data["size"]),
+        etag=str(data.get("etag") or ""),
+        uploaded_ms=None if uploaded is None else int(uploaded),
+        custom_metadata=metadata,
+    )

@@ -14,7 +14,7 @@ from worker.lifecycle_jobs import daily_brief, weekly_prune
 
 log = logging.getLogger(__name__)
 
-WEEKLY_PRUNE = "0 3 * * 0"
+WEEKLY_PRUNE = "0 3 * * SUN"
 DAILY_BRIEF = "0 6 * * *"
 
 Job = Callable[[Bindings, float], Awaitable[dict[str, Any]]]

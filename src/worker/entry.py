@@ -51,7 +51,7 @@ class Default(WorkerEntrypoint):
             # Refuse before reading: the body is never buffered.
             return to_workers_response(payload_too_large(limit).to_response())
         http_request = HttpRequest(
-            method=str(request.method),
+            method=request_method(request),
             url=str(request.url),
             headers=Headers(list(request.headers.items())),
             body=await request.bytes(),
@@ -64,6 +64,17 @@ class Default(WorkerEntrypoint):
         bindings = build_bindings(self.env, self.ctx)
         scheduled_time = float(controller.scheduledTime) / 1000.0  # ms -> s
         await run_scheduled(str(controller.cron), scheduled_time, bindings)
+
+
+def request_method(request: Request) -> str:
+    """The request's method string as the client sent it (the router answers 404/405).
+
+    Not `request.method`: the SDK's property is `HTTPMethod[...]`, which raises for any
+    method outside Python's enum (`PROPFIND`), and workerd upper-cases only the six
+    standard methods, so a lower-case `patch` arrives as is (Fetch standard, "normalize a
+    method") and would raise too (tests/pyodide/py/test_entry.py).
+    """
+    return str(request.js_object.method)
 
 
 def to_workers_response(response: HttpResponse) -> Response:

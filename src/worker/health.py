@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from bindings.environment import Bindings
 from http_messages import HttpRequest, HttpResponse, json_response
 
 
 async def healthz(request: HttpRequest, params: dict[str, str], bindings: Bindings) -> HttpResponse:
-    embedding = bindings.embedder.config.model_dump() if bindings.embedder else None
+    embedding = dataclasses.asdict(bindings.embedder.config) if bindings.embedder else None
     return json_response(
         {
             "status": "ok",

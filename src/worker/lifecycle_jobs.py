@@ -1,6 +1,6 @@
 """The lifecycle's cron jobs (registered in `worker.cron.JOBS`).
 
-* `weekly_prune` (`0 3 * * 0`): runs prune job `weekly-{ISO week}` with cutoffs fixed at the
+* `weekly_prune` (`0 3 * * SUN`): runs prune job `weekly-{ISO week}` with cutoffs fixed at the
   cron's scheduled time (`agent_memory.lifecycle.prune`). A retried invocation continues the job.
 * `daily_brief` (`0 6 * * *`): the per-tenant brief (`agent_memory.lifecycle.brief`), then, with
   the rest of the invocation's budget, resumes a prune job the weekly run could not finish

@@ -1,8 +1,7 @@
-"""The Durable Object namespace adapter (RPC stub) and `ctx.waitUntil`, in both modes."""
+"""The Durable Object namespace adapter (RPC stub), in both modes (waitUntil: tests/pyodide)."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -64,35 +63,5 @@ def test_empty_names_are_refused(agents: Any) -> None:
         agents.get_by_name("")
 
 
-async def test_wait_until_runs_the_work_after_the_caller_returns(js_runtime: FakeJsRuntime) -> None:
-    from bindings.cloudflare.background import CloudflareBackgroundTasks
-
-    ctx = js_runtime.execution_context()
-    done: list[str] = []
-
-    async def write_episode() -> str:
-        done.append("episode")
-        return "ok"
-
-    CloudflareBackgroundTasks(js_runtime.proxy(ctx)).wait_until(write_episode())
-    assert len(ctx.pending) == 1
-    assert await ctx.drain() == ["ok"]
-    assert done == ["episode"]
-
-
-async def test_failed_background_work_is_logged_not_lost(
-    js_runtime: FakeJsRuntime, caplog: pytest.LogCaptureFixture
-) -> None:
-    from bindings.cloudflare.background import CloudflareBackgroundTasks
-
-    ctx = js_runtime.execution_context()
-
-    async def failing_write() -> None:
-        raise RuntimeError("D1 unavailable; payload={'episode': 'e1'}")
-
-    with caplog.at_level(logging.ERROR):
-        CloudflareBackgroundTasks(js_runtime.proxy(ctx)).wait_until(failing_write())
-        outcomes = await ctx.drain()
-    assert isinstance(outcomes[0], JSError)
-    assert "background work failed" in caplog.text
-    assert "episode" in caplog.text
+# ctx.waitUntil (bindings.cloudflare.background) is tested in real Pyodide, from a Worker
+# invocation and from a Durable Object: tests/pyodide/py/test_background.py.

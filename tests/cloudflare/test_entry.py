@@ -133,9 +133,9 @@ async def test_scheduled_runs_the_cron_job_with_bindings_from_self_env(
         seen.append((bindings, scheduled_time))
         return {"pruned": 0}
 
-    monkeypatch.setitem(worker.cron.JOBS, "0 3 * * 0", job)
+    monkeypatch.setitem(worker.cron.JOBS, "0 3 * * SUN", job)
     entry, _ = new_default(js_runtime, worker_env(js_runtime))
-    controller = js_runtime.proxy(js_runtime.controller("0 3 * * 0", 1_750_000_000_500.0))
+    controller = js_runtime.proxy(js_runtime.controller("0 3 * * SUN", 1_750_000_000_500.0))
     # workerd: three positional arguments, env and ctx `undefined` for a class entrypoint.
     await entry.scheduled(controller, None, None)
     bindings, scheduled_time = seen[0]

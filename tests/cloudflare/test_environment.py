@@ -100,6 +100,33 @@ def test_openai_provider_uses_the_secret(js_runtime: FakeJsRuntime, mode: str) -
     )
 
 
+def test_every_outbound_call_goes_through_the_fetch_transport(
+    js_runtime: FakeJsRuntime, mode: str
+) -> None:
+    # Pyodide's default httpx transport lets fetch follow redirects (credential included);
+    # the Cloudflare transport never does (tests/pyodide/py/test_http.py).
+    from bindings.cloudflare.environment import build_bindings
+    from bindings.cloudflare.http import CloudflareFetchTransport
+
+    env = full_env(
+        js_runtime,
+        EMBEDDING_PROVIDER="openai",
+        EMBEDDING_MODEL="text-embedding-3-small",
+        EMBEDDING_DIMENSIONS="512",
+        OPENAI_API_KEY="sk-test",
+        LLM_PROVIDER="openai",
+    )
+    bindings = build_bindings(
+        as_env(js_runtime, env, mode), js_runtime.proxy(js_runtime.execution_context())
+    )
+    assert isinstance(bindings.http_transport, CloudflareFetchTransport)
+    assert bindings.embedder is not None and bindings.llm is not None
+    assert bindings.embedder._transport is bindings.http_transport  # type: ignore[attr-defined]
+    assert bindings.llm._transport is bindings.http_transport  # type: ignore[attr-defined]
+    client = bindings.http_client()
+    assert client._transport is bindings.http_transport
+
+
 def test_openai_provider_without_a_key_has_no_embedder(js_runtime: FakeJsRuntime) -> None:
     from bindings.cloudflare.environment import build_bindings
 

@@ -47,7 +47,7 @@ from typing import Any, TypeVar
 
 import httpx
 
-from bindings.ports.d1 import D1Error, D1ExecResult, D1Result
+from bindings.ports.d1 import D1Error, D1ExecResult, D1Meta, D1Result
 from bindings.ports.errors import BindingError, BindingLimitError
 from bindings.ports.kv import (
     KV_MAX_LIST_LIMIT,
@@ -317,14 +317,18 @@ def _d1_error(message: str) -> D1Error:
 
 
 def _d1_result(data: dict[str, Any]) -> D1Result:
-    # Meta fields may be null (absent means the model's default); extra ones are ignored.
-    meta = {key: value for key, value in (data.get("meta") or {}).items() if value is not None}
-    return D1Result.model_validate(
-        {
-            "success": bool(data.get("success", True)),
-            "meta": meta,
-            "results": [_decode_row(row) for row in data.get("results") or []],
-        }
+    # Meta fields may be null (absent means the default); extra ones are ignored.
+    meta = data.get("meta") or {}
+    return D1Result(
+        success=bool(data.get("success", True)),
+        meta=D1Meta(
+            **{
+                name: meta[name]
+                for name in ("changes", "last_row_id", "rows_read", "rows_written", "duration")
+                if meta.get(name) is not None
+            }
+        ),
+        results=[_decode_row(row) for row in data.get("results") or []],
     )
 
 

@@ -6,6 +6,7 @@
 //   POST /kv  {op, key?, value?, options?}        -> env.KV (Workers KV)
 //   POST /d1  {op, sql?, params?, column?, statements?}  -> env.DB (D1)
 //   POST /do  {name, op, sql?, params?, statements?, commit?}  -> SqlObject `name`
+//   POST /fetch {url, redirect}                    -> workerd's fetch: {status, location}
 //
 // Every answer is JSON: {ok: <result>} or {error: {name, message, stage?}}. Errors are
 // returned, never thrown, so the Python side sees the exact JS error text.
@@ -279,6 +280,17 @@ export default {
       return stub.fetch("http://do/", { method: "POST", body: JSON.stringify(body) });
     }
     const body = await request.json();
+    if (pathname === "/fetch") {
+      // workerd's own fetch, for tests/pyodide: what `redirect` does to a 3xx.
+      try {
+        const response = await fetch(body.url, { redirect: body.redirect });
+        return json({
+          ok: { status: response.status, location: response.headers.get("location") },
+        });
+      } catch (error) {
+        return json({ error: errorInfo(error) });
+      }
+    }
     try {
       if (pathname === "/kv") return json({ ok: await kvOp(env.KV, body) });
       if (pathname === "/d1") return json({ ok: await d1Op(env.DB, body) });

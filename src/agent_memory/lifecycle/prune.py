@@ -1,4 +1,4 @@
-"""The weekly prune (cron `0 3 * * 0`): episodes, finished runs and memory events past their
+"""The weekly prune (cron `0 3 * * SUN`): episodes, finished runs and memory events past their
 tenant's retention are archived to the cold tier, then deleted — in bounded, resumable
 batches.
 

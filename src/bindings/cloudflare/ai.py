@@ -13,12 +13,10 @@ vectors written with one pooling are never queried with the other.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
-from typing import Any, Literal
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, Any, Literal
 
 from bindings.cloudflare import ffi
 from bindings.ports.embedder import (
@@ -29,6 +27,10 @@ from bindings.ports.embedder import (
     EmbeddingRateLimitedError,
     EmbeddingTimeoutError,
 )
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 BGE_SMALL = "@cf/baai/bge-small-en-v1.5"
 BGE_DIMENSIONS = {
@@ -74,23 +76,38 @@ class WorkersAIEmbedder:
         return self._config
 
     async def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """`embed_rows` as the port's float32 array (numpy is imported here, not at module
+        level, so the adapter loads where numpy does not: tests/pyodide runs it in bare
+        Pyodide)."""
+        import numpy as np
+
+        rows = await self.embed_rows(texts)
+        if not rows:
+            return np.zeros((0, self._config.dimensions), dtype=np.float32)
+        return np.asarray(rows, dtype=np.float32)
+
+    async def embed_rows(self, texts: Sequence[str]) -> list[list[float]]:
+        """One L2-normalised vector (a plain list) per text, in order.
+
+        Refuses, before any call, what bge models reject: an empty text (Workers AI fails
+        the whole batch without naming the text), with `EmbeddingBadRequestError` naming
+        the positions.
+        """
         if isinstance(texts, str):
             raise TypeError("embed() takes a sequence of texts, not one string")
         items = list(texts)
         if any(not isinstance(text, str) for text in items):
             raise TypeError("embed() takes strings only")
-        dims = self._config.dimensions
-        if not items:
-            return np.zeros((0, dims), dtype=np.float32)
+        empty = [index for index, text in enumerate(items) if not text]
+        if empty:
+            raise EmbeddingBadRequestError(
+                f"Workers AI {self._model} rejects empty texts; the texts at positions "
+                f"{empty} are empty"
+            )
         rows: list[list[float]] = []
         for start in range(0, len(items), MAX_TEXTS_PER_CALL):
             rows.extend(await self._embed_batch(items[start : start + MAX_TEXTS_PER_CALL]))
-        vectors = np.asarray(rows, dtype=np.float32)
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        if not np.all(np.isfinite(norms)) or np.any(norms == 0):
-            raise EmbeddingError("Workers AI returned a zero or non-finite embedding")
-        normalised: npt.NDArray[np.float32] = (vectors / norms).astype(np.float32)
-        return normalised
+        return [_normalised(row) for row in rows]
 
     async def _embed_batch(self, batch: list[str]) -> list[list[float]]:
         inputs = {"text": batch, "pooling": self._pooling}
@@ -115,6 +132,13 @@ class WorkersAIEmbedder:
                 )
             rows.append(values)
         return rows
+
+
+def _normalised(row: list[float]) -> list[float]:
+    norm = math.sqrt(math.fsum(value * value for value in row))
+    if not math.isfinite(norm) or norm == 0:
+        raise EmbeddingError("Workers AI returned a zero or non-finite embedding")
+    return [value / norm for value in row]
 
 
 def _ai_error(exc: BaseException) -> EmbeddingError:

@@ -1,16 +1,34 @@
 """`bindings.ports.background.BackgroundTasks` over `ctx.waitUntil`.
 
-The SDK patches the entrypoint's `ctx.waitUntil` (`_pyodide_entrypoint_helper.patchWaitUntil`)
-so it accepts Python coroutines directly (cheat sheet section 1; SDK `entrypoints.py`).
+`ctx` is either a Worker invocation's `ExecutionContext` or a Durable Object's state, and
+only the first accepts a Python coroutine: workerd's `patchWaitUntil`
+(src/pyodide/python-entrypoint-helper.ts) returns early unless
+`Object.prototype.toString.call(ctx)` is `[object ExecutionContext]`, so a
+`DurableObjectState.waitUntil` gets the coroutine as a borrowed proxy that Pyodide destroys
+when the call returns, and workerd's `then` on it (a later microtask) fails: the work never
+runs. tests/pyodide/py/test_background.py reproduces this in real Pyodide.
+
+So the work is always scheduled here, as an asyncio task on Pyodide's event loop, and
+`waitUntil` receives a real JS Promise that settles with the task: both kinds of context
+accept a Promise, and nothing borrowed crosses the boundary. The task is kept in a set until
+it finishes (asyncio holds tasks only weakly), and its failure, logged here, also rejects
+the promise so the runtime reports it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Coroutine
 from typing import Any
 
+from js import Error, Promise
+from pyodide.ffi import create_once_callable
+
 log = logging.getLogger(__name__)
+
+# Strong references to scheduled work until it finishes (asyncio keeps only weak ones).
+_running: set[asyncio.Future[Any]] = set()
 
 
 class CloudflareBackgroundTasks:
@@ -20,7 +38,34 @@ class CloudflareBackgroundTasks:
         self._ctx = ctx
 
     def wait_until(self, work: Coroutine[Any, Any, Any]) -> None:
-        self._ctx.waitUntil(_logged(work))
+        """Start `work` now and hold the invocation (or object) open until it settles."""
+        task = asyncio.ensure_future(_logged(work))
+        _running.add(task)
+        task.add_done_callback(_running.discard)
+        self._ctx.waitUntil(_promise_settled_by(task))
+
+
+def _promise_settled_by(task: asyncio.Future[Any]) -> Any:
+    """A JS Promise resolved (with undefined) or rejected (with an Error) when `task` ends.
+
+    The executor runs synchronously inside `new Promise`, so a once-callable proxy is enough;
+    `resolve`/`reject` stay alive as JsProxy objects referenced by the done-callback.
+    """
+
+    def executor(resolve: Any, reject: Any) -> None:
+        def settle(done: asyncio.Future[Any]) -> None:
+            if done.cancelled():
+                reject(Error.new("background work was cancelled"))
+                return
+            failure = done.exception()
+            if failure is not None:
+                reject(Error.new(f"{type(failure).__name__}: {failure}"))
+            else:
+                resolve()
+
+        task.add_done_callback(settle)
+
+    return Promise.new(create_once_callable(executor))
 
 
 async def _logged(work: Coroutine[Any, Any, Any]) -> Any:

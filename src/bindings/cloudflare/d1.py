@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from bindings.cloudflare import ffi
-from bindings.ports.d1 import D1Error, D1ExecResult, D1Result
+from bindings.ports.d1 import D1Error, D1ExecResult, D1Meta, D1Result
 from bindings.ports.errors import BindingLimitError
 from bindings.ports.sql import Row, SqlValue
 
@@ -122,10 +122,24 @@ class CloudflareD1Database:
 
 
 def _result(raw: Any) -> D1Result:
+    """A `D1Result` from `.all()`/`.run()`/`batch` output: the counters callers read, kept
+    as D1 reports them; a null counter (e.g. `last_row_id` of a SELECT) means the default."""
     data = raw or {}
-    # Meta fields may be null (e.g. last_row_id for a SELECT): missing means default.
-    meta = {key: value for key, value in (data.get("meta") or {}).items() if value is not None}
+    meta = data.get("meta") or {}
     rows = [dict(row) for row in data.get("results") or []]
-    return D1Result.model_validate(
-        {"success": bool(data.get("success", True)), "meta": meta, "results": rows}
+    return D1Result(
+        success=bool(data.get("success", True)),
+        meta=D1Meta(
+            changes=_int(meta.get("changes")),
+            last_row_id=_int(meta.get("last_row_id")),
+            rows_read=_int(meta.get("rows_read")),
+            rows_written=_int(meta.get("rows_written")),
+            duration=float(meta.get("duration") or 0.0),
+        ),
+        results=rows,
     )
+
+
+def _int(value: Any) -> int:
+    # JS numbers arrive as int when integral (Pyodide's rule); a float here is a D1 double.
+    return 0 if value is None else int(value)

@@ -134,6 +134,11 @@ class CloudflareDurableObjectStorage:
         The result and any exception are carried back in Python variables rather than
         through JS, so neither needs converting and the caller sees the original exception
         (JS only sees that the callback threw, which is what makes it roll back).
+
+        The callback crosses as a proxy this method creates and destroys: given a plain
+        Python callable, the SDK's storage wrapper makes a `create_proxy` that nobody
+        destroys (workers-runtime-sdk `rpc.py`, `_python_to_rpc_default_converter`), one
+        leaked proxy per transaction (tests/pyodide/py/test_do_sql.py).
         """
         outcome: list[T] = []
         failure: list[BaseException] = []
@@ -145,14 +150,17 @@ class CloudflareDurableObjectStorage:
                 failure.append(exc)
                 raise
 
+        callback = ffi.create_proxy(body)
         try:
-            self._storage.transactionSync(body)
+            self._storage.transactionSync(callback)
         except BaseException as exc:
             if failure:
                 raise failure[0] from None
             if isinstance(exc, ffi.JsException):
                 raise _sql_error(exc, " (transactionSync)") from exc
             raise
+        finally:
+            callback.destroy()
         if failure:  # JS swallowed the error: the transaction still must not count as done.
             raise failure[0]
         return outcome[0]

@@ -11,11 +11,14 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import httpx
+
 from bindings.cloudflare import ffi
 from bindings.cloudflare.ai import WorkersAIEmbedder
 from bindings.cloudflare.background import CloudflareBackgroundTasks
 from bindings.cloudflare.d1 import CloudflareD1Database
 from bindings.cloudflare.durable_objects import CloudflareDurableObjectNamespace
+from bindings.cloudflare.http import CloudflareFetchTransport
 from bindings.cloudflare.kv import CloudflareKVNamespace
 from bindings.cloudflare.llm import build_llm
 from bindings.cloudflare.r2 import CloudflareObjectStore
@@ -64,9 +67,12 @@ def build_bindings(env: Any, ctx: Any) -> Bindings:
     """Every port this deployment has, wrapped around `env`'s bindings.
 
     `ctx` is the invocation's ExecutionContext (or a Durable Object's state): its
-    `waitUntil` backs `Bindings.background`.
+    `waitUntil` backs `Bindings.background`. Every outbound HTTP call (gateway upstreams,
+    Access JWKS, OpenAI-compatible providers) goes through `CloudflareFetchTransport`,
+    which never follows a redirect.
     """
     settings = read_settings(env)
+    transport = CloudflareFetchTransport()
     ai = env_value(env, AI_BINDING)
     kv = env_value(env, KV_BINDING)
     db = env_value(env, D1_BINDING)
@@ -80,14 +86,17 @@ def build_bindings(env: Any, ctx: Any) -> Bindings:
         kv=CloudflareKVNamespace(kv) if kv is not None else None,
         db=CloudflareD1Database(db) if db is not None else None,
         vectors=CloudflareVectorIndex(vectors) if vectors is not None else None,
-        embedder=build_embedder(settings, ai),
-        llm=build_llm(settings, ai),
+        embedder=build_embedder(settings, ai, transport),
+        llm=build_llm(settings, ai, transport),
         agents=CloudflareDurableObjectNamespace(agents) if agents is not None else None,
         cold=CloudflareObjectStore(cold) if cold is not None else None,
+        http_transport=transport,
     )
 
 
-def build_embedder(settings: Settings, ai: Any) -> Embedder | None:
+def build_embedder(
+    settings: Settings, ai: Any, transport: httpx.AsyncBaseTransport | None = None
+) -> Embedder | None:
     """The embedder `settings.embedding_provider` names, or None if it cannot be built here."""
     provider = settings.embedding_provider
     if provider == "workers-ai":
@@ -109,6 +118,7 @@ def build_embedder(settings: Settings, ai: Any) -> Embedder | None:
             api_key=settings.openai_api_key,
             model=settings.embedding_model,
             dimensions=settings.embedding_dimensions,
+            transport=transport,
         )
     # "local-minilm" runs an ONNX model from the local runtime; it does not exist on Workers.
     log.warning("EMBEDDING_PROVIDER=%s is not available on Cloudflare", provider)

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from js import Object
-from pyodide.ffi import JsException, JsProxy
+from pyodide.ffi import JsException, JsProxy, create_proxy
 from pyodide.ffi import to_js as _pyodide_to_js
 
 try:
@@ -34,6 +34,7 @@ except ImportError:  # Pyodide < 0.27 (Python 3.12): JS null already arrives as 
 
 __all__ = [
     "JsException",
+    "create_proxy",
     "error_message",
     "is_raw",
     "jsnull",

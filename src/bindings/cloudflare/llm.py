@@ -18,6 +18,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+import httpx
+
 from bindings.cloudflare import ffi
 from bindings.openai_llm import decode_arguments, parse_openai_message
 from bindings.ports.llm import LLM, ChatMessage, ChatResult, LLMError, ToolCall, ToolSpec
@@ -101,11 +103,13 @@ class WorkersAILLM:
         )
 
 
-def build_llm(settings: Settings, ai: Any) -> LLM | None:
+def build_llm(
+    settings: Settings, ai: Any, transport: httpx.AsyncBaseTransport | None = None
+) -> LLM | None:
     """The LLM `settings.llm_provider` names on Cloudflare, or None if it cannot be built.
 
-    `workers-ai` needs the AI binding; `openai` needs `OPENAI_API_KEY`; `scripted` exists
-    only in the local runtime.
+    `workers-ai` needs the AI binding; `openai` needs `OPENAI_API_KEY` and calls out through
+    `transport` (the fetch transport on Workers); `scripted` exists only locally.
     """
     if settings.llm_provider == "workers-ai":
         return None if ai is None else WorkersAILLM(ai, settings.llm_model)
@@ -116,5 +120,6 @@ def build_llm(settings: Settings, ai: Any) -> LLM | None:
             base_url=settings.openai_base_url,
             api_key=settings.openai_api_key,
             model=settings.llm_model,
+            transport=transport,
         )
     return None

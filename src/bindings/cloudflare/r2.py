@@ -78,7 +78,14 @@ class CloudflareObjectStore:
         except ffi.JsException as exc:
             raise _r2_error("get", key, exc) from exc
         info = _info(result, key)
-        return ObjectBody(**info.model_dump(), data=data)
+        return ObjectBody(
+            key=info.key,
+            size=info.size,
+            etag=info.etag,
+            uploaded_ms=info.uploaded_ms,
+            custom_metadata=info.custom_metadata,
+            data=data,
+        )
 
     async def list(
         self,

@@ -8,9 +8,8 @@ statement. Booleans are stored as 1/0; None binds NULL.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
-
-from pydantic import BaseModel, Field
 
 from bindings.ports.sql import Row, SqlValue
 
@@ -18,7 +17,15 @@ D1_MAX_BOUND_PARAMETERS = 100
 D1_MAX_SQL_BYTES = 100_000
 
 
-class D1Meta(BaseModel):
+# Value types are frozen stdlib dataclasses with slots, not pydantic models: the Cloudflare
+# adapters build one per D1 call on the edge (cheaper per row), and they must load in bare
+# Pyodide, where pydantic-core has no wheel (tests/pyodide runs them there).
+
+
+@dataclass(frozen=True, slots=True)
+class D1Meta:
+    """The counters of `meta` that callers read; other fields D1 reports are dropped."""
+
     changes: int = 0
     last_row_id: int = 0
     rows_read: int = 0
@@ -26,15 +33,17 @@ class D1Meta(BaseModel):
     duration: float = 0.0
 
 
-class D1Result(BaseModel):
+@dataclass(frozen=True, slots=True)
+class D1Result:
     """Shape of `.all()` / `.run()`: `{success, meta, results}`."""
 
     success: bool = True
-    meta: D1Meta = Field(default_factory=D1Meta)
-    results: list[Row] = Field(default_factory=list)
+    meta: D1Meta = field(default_factory=D1Meta)
+    results: list[Row] = field(default_factory=list)
 
 
-class D1ExecResult(BaseModel):
+@dataclass(frozen=True, slots=True)
+class D1ExecResult:
     count: int
     duration: float = 0.0
 

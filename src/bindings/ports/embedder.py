@@ -4,15 +4,19 @@ vectors of the same config (provider, model, dimensions)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
 
-import numpy as np
-import numpy.typing as npt
-from pydantic import BaseModel, ConfigDict
+if TYPE_CHECKING:
+    # Only for annotations: the port must import without numpy, which bare Pyodide lacks
+    # (the Workers AI adapter is tested there, tests/pyodide).
+    import numpy as np
+    import numpy.typing as npt
 
 
-class EmbeddingConfig(BaseModel):
-    model_config = ConfigDict(frozen=True)
+@dataclass(frozen=True, slots=True)
+class EmbeddingConfig:
+    """Which vectors an embedder produces; equal configs give comparable vectors."""
 
     provider: str
     model: str

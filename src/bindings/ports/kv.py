@@ -7,9 +7,8 @@ opaque cursor, results in lexicographic key order.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Protocol
-
-from pydantic import BaseModel, ConfigDict
 
 KV_MAX_KEY_BYTES = 512
 KV_MIN_EXPIRATION_TTL = 60
@@ -18,28 +17,31 @@ KV_MAX_LIST_LIMIT = 1000
 KV_MAX_VALUE_BYTES = 25 * 1024 * 1024
 
 
-class KVKey(BaseModel):
-    """One entry of a `list` page."""
+# Frozen stdlib dataclasses, not pydantic: they must load in bare Pyodide (no pydantic-core
+# wheel there; tests/pyodide runs the Cloudflare adapters in it).
 
-    model_config = ConfigDict(frozen=True)
+
+@dataclass(frozen=True, slots=True)
+class KVKey:
+    """One entry of a `list` page."""
 
     name: str
     expiration: int | None = None
     metadata: dict[str, Any] | None = None
 
 
-class KVListResult(BaseModel):
+@dataclass(frozen=True, slots=True)
+class KVListResult:
     """A page of keys. When `list_complete` is false, pass `cursor` to get the next page."""
-
-    model_config = ConfigDict(frozen=True)
 
     keys: list[KVKey]
     list_complete: bool
     cursor: str | None = None
 
 
-class KVValueWithMetadata(BaseModel):
-    model_config = ConfigDict(frozen=True)
+@dataclass(frozen=True, slots=True)
+class KVValueWithMetadata:
+    """`getWithMetadata`: both None when the key is missing."""
 
     value: str | None
     metadata: dict[str, Any] | None = None

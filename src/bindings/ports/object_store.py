@@ -21,9 +21,8 @@ per `delete` call (the S3 DeleteObjects cap; adapters split longer lists).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
-
-from pydantic import BaseModel, ConfigDict, Field
 
 from bindings.ports.errors import BindingLimitError
 
@@ -33,28 +32,31 @@ OBJECT_STORE_MAX_LIST_LIMIT = 1000
 OBJECT_STORE_MAX_DELETE_KEYS = 1000
 
 
-class ObjectInfo(BaseModel):
-    """An object's metadata (R2's `R2Object`). `uploaded_ms` is epoch milliseconds."""
+# Frozen stdlib dataclasses, not pydantic: they must load in bare Pyodide (tests/pyodide).
 
-    model_config = ConfigDict(frozen=True)
+
+@dataclass(frozen=True, slots=True)
+class ObjectInfo:
+    """An object's metadata (R2's `R2Object`). `uploaded_ms` is epoch milliseconds."""
 
     key: str
     size: int
     etag: str = ""
     uploaded_ms: int | None = None
-    custom_metadata: dict[str, str] = Field(default_factory=dict)
+    custom_metadata: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ObjectBody(ObjectInfo):
-    """An object with its bytes (R2's `R2ObjectBody`, read whole)."""
+    """An object with its bytes (R2's `R2ObjectBody`, read whole). `data` is keyword-only
+    (a field without a default cannot follow the inherited defaults otherwise)."""
 
     data: bytes
 
 
-class ObjectList(BaseModel):
+@dataclass(frozen=True, slots=True)
+class ObjectList:
     """One page of `list`. When `truncated`, pass `cursor` to get the next page."""
-
-    model_config = ConfigDict(frozen=True)
 
     objects: list[ObjectInfo]
     truncated: bool

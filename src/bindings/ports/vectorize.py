@@ -9,9 +9,8 @@ replaces whole vectors.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
-
-from pydantic import BaseModel, Field
 
 VECTORIZE_MAX_ID_BYTES = 64
 VECTORIZE_MAX_NAMESPACE_BYTES = 64
@@ -28,14 +27,20 @@ MetadataValue = str | int | float | bool
 MetadataFilter = dict[str, Any]
 
 
-class VectorRecord(BaseModel):
+# Value types are frozen stdlib dataclasses with slots (not pydantic): they must load in bare
+# Pyodide, where the Cloudflare adapters are tested (tests/pyodide).
+
+
+@dataclass(frozen=True, slots=True)
+class VectorRecord:
     id: str
     values: list[float]
     namespace: str | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, Any] = field(default_factory=dict)
 
 
-class VectorMatch(BaseModel):
+@dataclass(frozen=True, slots=True)
+class VectorMatch:
     id: str
     score: float
     namespace: str | None = None
@@ -43,17 +48,20 @@ class VectorMatch(BaseModel):
     metadata: dict[str, Any] | None = None
 
 
-class VectorQueryResult(BaseModel):
+@dataclass(frozen=True, slots=True)
+class VectorQueryResult:
     count: int
     matches: list[VectorMatch]
 
 
-class VectorMutation(BaseModel):
+@dataclass(frozen=True, slots=True)
+class VectorMutation:
     mutation_id: str
     count: int = 0
 
 
-class VectorIndexInfo(BaseModel):
+@dataclass(frozen=True, slots=True)
+class VectorIndexInfo:
     dimensions: int
     vector_count: int
     metric: Literal["cosine"] = "cosine"

@@ -1,0 +1,291 @@
+// JS models, written in JavaScript, of what Miniflare cannot serve to Node: the
+// ExecutionContext and DurableObjectState a Python Worker receives, the Workers AI and
+// Vectorize bindings, and the workerd-side helpers the workers SDK imports
+// (`_pyodide_entrypoint_helper`, `_cloudflare_compat_flags`).
+//
+// They follow the documented shapes and workerd's behaviour where it matters to Python:
+//
+// * `waitUntil(p)` converts its argument to a promise the way workerd does (a jsg::Promise
+//   from any thenable: `Promise.resolve(p)`), which calls `p.then` in a LATER microtask.
+//   Pyodide destroys the borrowed proxy it made for a Python argument when the JS call
+//   returns, so a coroutine handed over directly is already destroyed by then.
+// * Only an ExecutionContext is patched to accept Python awaitables: workerd's
+//   `patchWaitUntil` (src/pyodide/python-entrypoint-helper.ts) returns early unless
+//   `Object.prototype.toString.call(ctx) === "[object ExecutionContext]"`, and the patched
+//   function copies the proxy synchronously, awaits it, then destroys the copy. The SDK
+//   calls patchWaitUntil for every class's first constructor argument, a Durable Object's
+//   state included; the tag check is what leaves DurableObjectState unpatched.
+
+/** Promises handed to waitUntil, so a test can wait for "the invocation's background
+ * work" as the runtime would before ending the invocation. */
+class WaitUntilLog {
+  constructor() {
+    this.pending = [];
+    this.errors = [];
+  }
+
+  add(value) {
+    // workerd: `waitUntil(kj::Promise<void>)` from JS converts the argument with
+    // Promise.resolve semantics; `then` is called in a later microtask.
+    const promise = Promise.resolve(value).catch((error) => {
+      this.errors.push(String(error?.message ?? error));
+    });
+    this.pending.push(promise);
+  }
+
+  /** Settle everything scheduled so far (and what that schedules), like the end of an
+   * invocation. Resolves to the error messages of rejected work. */
+  async drain() {
+    while (this.pending.length > 0) {
+      const batch = this.pending.splice(0);
+      await Promise.all(batch);
+    }
+    return this.errors.splice(0);
+  }
+}
+
+export class ExecutionContext {
+  constructor() {
+    this._log = new WaitUntilLog();
+  }
+
+  get [Symbol.toStringTag]() {
+    return "ExecutionContext";
+  }
+
+  waitUntil(value) {
+    this._log.add(value);
+  }
+
+  passThroughOnException() {}
+
+  drain() {
+    return this._log.drain();
+  }
+}
+
+export class DurableObjectState {
+  constructor(storage) {
+    this._log = new WaitUntilLog();
+    this.storage = storage;
+    this.id = { toString: () => "model-object-id", name: "model" };
+  }
+
+  get [Symbol.toStringTag]() {
+    return "DurableObjectState";
+  }
+
+  waitUntil(value) {
+    this._log.add(value);
+  }
+
+  async blockConcurrencyWhile(callback) {
+    return await callback();
+  }
+
+  drain() {
+    return this._log.drain();
+  }
+}
+
+/** workerd's patchWaitUntil, reimplemented from its source (see the header comment). */
+const waitUntilPatched = new WeakSet();
+export function patchWaitUntil(ctx) {
+  let tag;
+  try {
+    tag = Object.prototype.toString.call(ctx);
+  } catch (_error) {}
+  if (tag !== "[object ExecutionContext]" || waitUntilPatched.has(ctx)) return;
+  const original = ctx.waitUntil.bind(ctx);
+  ctx.waitUntil = (p) => {
+    original(
+      (async () => {
+        if (p && typeof p === "object" && "copy" in p) p = p.copy();
+        await p;
+        if (p && typeof p === "object" && "destroy" in p) p.destroy();
+      })(),
+    );
+  };
+  waitUntilPatched.add(ctx);
+}
+
+export const entrypointHelper = {
+  patchWaitUntil,
+  cloudflareWorkersModule: {},
+  cloudflareSocketsModule: {},
+  doAnImport(name) {
+    throw new Error(`JavaScript module imports are not modelled in the harness: ${name}`);
+  },
+  patch_env_helper() {
+    throw new Error("patch_env is not modelled in the harness");
+  },
+};
+
+// Compatibility flags the SDK reads (the project's compatibility date sets none of these).
+export const compatFlags = {
+  python_workflows_implicit_dependencies: false,
+  python_request_headers_preserve_commas: false,
+};
+
+// --- Workers AI ---------------------------------------------------------------------------
+
+const BGE_DIMENSIONS = {
+  "@cf/baai/bge-small-en-v1.5": 384,
+  "@cf/baai/bge-base-en-v1.5": 768,
+  "@cf/baai/bge-large-en-v1.5": 1024,
+};
+
+/** `env.AI` for the bge embedding models (docs: workers-ai-models/bge-*.json): input
+ * `{text: string | string[], pooling?}`, at most 100 texts, each non-empty; output
+ * `{shape: [n, dims], data: number[][], pooling}`. The vectors are deterministic from the
+ * text (not semantically meaningful): the adapter's conversions are what is tested. */
+export class WorkersAI {
+  constructor() {
+    this.calls = [];
+    this.failures = [];
+    this.replyPooling = null; // a test may make the reply name another pooling
+  }
+
+  /** The next run() rejects with this message (Workers AI's errors are "<code>: text"). */
+  failNext(message) {
+    this.failures.push(message);
+  }
+
+  async run(model, inputs) {
+    if (this.failures.length > 0) throw new Error(this.failures.shift());
+    // Only plain objects and arrays serialise like this: a Map or a PyProxy would not.
+    this.calls.push({ model, inputs: JSON.parse(JSON.stringify(inputs)) });
+    const dims = BGE_DIMENSIONS[model];
+    if (dims === undefined) throw new Error(`5007: No such model ${model} or task`);
+    const texts = typeof inputs?.text === "string" ? [inputs.text] : inputs?.text;
+    if (!Array.isArray(texts) || texts.length === 0 || texts.length > 100) {
+      throw new Error("5006: Error: required properties at '/' are 'text'");
+    }
+    for (const text of texts) {
+      if (typeof text !== "string" || text.length === 0) {
+        // The schema's `minLength: 1` on every text.
+        throw new Error("5006: Error: must NOT have fewer than 1 characters at '/text/0'");
+      }
+    }
+    const pooling = inputs.pooling ?? "mean";
+    const data = texts.map((text) => {
+      const row = new Array(dims).fill(0);
+      for (let i = 0; i < text.length; i++) row[(text.charCodeAt(i) * 31 + i) % dims] += 1;
+      row[0] += 0.5; // never all-zero
+      return row;
+    });
+    return { shape: [texts.length, dims], data, pooling: this.replyPooling ?? pooling };
+  }
+}
+
+// --- Vectorize ------------------------------------------------------------------------------
+
+/** `env.VECTORIZE` (docs: vectorize/reference/client-api.mdx): upsert/insert return
+ * `{mutationId}`; query returns `{count, matches: [{id, score, values?, metadata?,
+ * namespace?}]}`; getByIds returns the vectors; describe returns `{dimensions,
+ * vectorCount, ...}`. Cosine scores; only implicit-$eq and $in filters are modelled. */
+export class Vectorize {
+  constructor(dimensions) {
+    this.dimensions = dimensions;
+    this.vectors = new Map();
+    this.mutations = 0;
+  }
+
+  _write(vectors, replace) {
+    let count = 0;
+    for (const v of vectors) {
+      if (!Array.isArray(v.values) && !ArrayBuffer.isView(v.values)) {
+        throw new TypeError("VECTOR_INSERT_ERROR (code = 40008): values must be an array");
+      }
+      if (v.values.length !== this.dimensions) {
+        throw new Error(
+          `VECTOR_INSERT_ERROR (code = 40012): invalid vector for id="${v.id}", expected ` +
+            `${this.dimensions} dimensions, and got ${v.values.length} dimensions`,
+        );
+      }
+      if (!replace && this.vectors.has(v.id)) continue;
+      this.vectors.set(v.id, {
+        id: v.id,
+        values: Array.from(v.values),
+        metadata: v.metadata ?? {},
+        namespace: v.namespace ?? null,
+      });
+      count++;
+    }
+    this.mutations++;
+    return { mutationId: `mutation-${this.mutations}`, count };
+  }
+
+  async upsert(vectors) {
+    return this._write(vectors, true);
+  }
+
+  async insert(vectors) {
+    return this._write(vectors, false);
+  }
+
+  async query(vector, options = {}) {
+    const values = Array.from(vector);
+    const norm = (a) => Math.sqrt(a.reduce((s, x) => s + x * x, 0));
+    const matches = [];
+    for (const v of this.vectors.values()) {
+      if (options.namespace !== undefined && options.namespace !== v.namespace) continue;
+      if (!matchesFilter(v.metadata, options.filter)) continue;
+      const dot = v.values.reduce((s, x, i) => s + x * values[i], 0);
+      const match = { id: v.id, score: dot / (norm(v.values) * norm(values) || 1) };
+      if (v.namespace !== null) match.namespace = v.namespace;
+      if (options.returnValues) match.values = v.values;
+      if (options.returnMetadata && options.returnMetadata !== "none") match.metadata = v.metadata;
+      matches.push(match);
+    }
+    matches.sort((a, b) => b.score - a.score);
+    const top = matches.slice(0, options.topK ?? 5);
+    return { count: top.length, matches: top };
+  }
+
+  async getByIds(ids) {
+    return ids.filter((id) => this.vectors.has(id)).map((id) => this.vectors.get(id));
+  }
+
+  async deleteByIds(ids) {
+    let count = 0;
+    for (const id of ids) if (this.vectors.delete(id)) count++;
+    this.mutations++;
+    return { mutationId: `mutation-${this.mutations}`, count };
+  }
+
+  async describe() {
+    return {
+      dimensions: this.dimensions,
+      vectorCount: this.vectors.size,
+      processedUpToMutation: String(this.mutations),
+    };
+  }
+}
+
+const OPERATORS = {
+  $eq: (v, x) => v === x,
+  $ne: (v, x) => v !== x,
+  $in: (v, x) => x.includes(v),
+  $nin: (v, x) => !x.includes(v),
+  $lt: (v, x) => v !== undefined && v < x,
+  $lte: (v, x) => v !== undefined && v <= x,
+  $gt: (v, x) => v !== undefined && v > x,
+  $gte: (v, x) => v !== undefined && v >= x,
+};
+
+// docs: vectorize/reference/metadata-filtering.mdx (implicit $eq, the operators above).
+function matchesFilter(metadata, filter) {
+  if (!filter) return true;
+  return Object.entries(filter).every(([key, condition]) => {
+    const value = metadata?.[key];
+    if (condition !== null && typeof condition === "object" && !Array.isArray(condition)) {
+      return Object.entries(condition).every(([op, operand]) => {
+        const test = OPERATORS[op];
+        if (test === undefined) throw new Error(`VECTOR_QUERY_ERROR (code = 40003): bad operator ${op}`);
+        return test(value, operand);
+      });
+    }
+    return value === condition;
+  });
+}
