@@ -90,6 +90,11 @@ RECALL_MEMORY_SCHEMA: dict[str, Any] = {
                 "subject": {"type": "string"},
                 "predicate": {"type": "string"},
                 "min_confidence": {"type": "number", "minimum": 0, "maximum": 1},
+                "as_of": {
+                    "type": "number",
+                    "exclusiveMinimum": 0,
+                    "description": "Epoch seconds: what was believed at that time.",
+                },
             },
             "additionalProperties": False,
         },

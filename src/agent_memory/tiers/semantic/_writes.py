@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from agent_memory.governance.policy import WriteDenied, WriteProposal
 from agent_memory.ids import content_hash, is_ulid, new_ulid
-from agent_memory.statements import STATEMENTS_PER_BATCH, chunks
+from agent_memory.statements import IDS_PER_STATEMENT, STATEMENTS_PER_BATCH, chunks
 from agent_memory.tiers.semantic._scope import (
     EMBED_BATCH,
     FactScope,
@@ -27,6 +27,7 @@ from agent_memory.tiers.semantic._scope import (
     ms,
 )
 from agent_memory.tiers.semantic._vectors import VectorJob, VectorSync
+from agent_memory.tiers.semantic.keys import FactKey, derive_key, entity_candidates
 from agent_memory.tiers.semantic.models import (
     DEFAULT_SUBJECT,
     DeleteResult,
@@ -94,6 +95,19 @@ class FactWriter:
         for index, fact in enumerate(inputs):
             first_of.setdefault((fact.subject, hashes[index]), index)
         existing = await self._find_by_hash(list(first_of))
+        known = await self._known_entities(
+            [name for fact in inputs for name in entity_candidates(fact.content)]
+        )
+        keys = [
+            derive_key(
+                fact.content,
+                subject=fact.subject,
+                predicate=fact.predicate,
+                metadata=fact.metadata,
+                known_entities=known,
+            )
+            for fact in inputs
+        ]
         results: dict[int, LearnResult] = {}
         todo: list[int] = []  # indexes (first occurrences) that need a vector
         failed = False
@@ -126,7 +140,9 @@ class FactWriter:
                 inserts.append(
                     (
                         index,
-                        self._insert_statement(fact, fact_id, hashes[index], embedder.config, now),
+                        self._insert_statement(
+                            fact, fact_id, hashes[index], embedder.config, now, keys[index]
+                        ),
                     )
                 )
                 jobs[index] = VectorJob(
@@ -221,8 +237,30 @@ class FactWriter:
         except Exception as exc:
             log.warning("retrying pending facts of tenant %s failed: %s", self._s.tenant_id, exc)
 
+    async def _known_entities(self, names: Sequence[str]) -> set[str]:
+        """Which of `names` the tenant already has facts about (one indexed lookup)."""
+        wanted = list(dict.fromkeys(names))[:IDS_PER_STATEMENT]
+        if not wanted:
+            return set()
+        marks = ", ".join("?" for _ in wanted)
+        result = (
+            await self._s.db.prepare(
+                "SELECT DISTINCT key_entity FROM semantic_facts WHERE tenant_id = ? "
+                f"AND key_entity IN ({marks})"
+            )
+            .bind(self._s.tenant_id, *wanted)
+            .all()
+        )
+        return {str(row["key_entity"]) for row in result.results}
+
     def _insert_statement(
-        self, fact: FactInput, fact_id: str, digest: str, config: EmbeddingConfig, now: float
+        self,
+        fact: FactInput,
+        fact_id: str,
+        digest: str,
+        config: EmbeddingConfig,
+        now: float,
+        key: FactKey,
     ) -> D1Statement:
         valid_from = ms(fact.valid_from) if fact.valid_from is not None else ms(now)
         valid_to = ms(fact.valid_to) if fact.valid_to is not None else None
@@ -232,8 +270,9 @@ class FactWriter:
             "INSERT INTO semantic_facts (tenant_id, fact_id, agent_type, subject, predicate, "
             "object, content, metadata, confidence, source, learned_from_run_id, "
             "embedding_provider, embedding_model, embedding_dimensions, content_hash, status, "
-            "valid_from, valid_to, created_at, updated_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending_vector', ?, ?, ?, ?) "
+            "valid_from, valid_to, created_at, updated_at, key_entity, key_attribute, key_source) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending_vector', ?, ?, ?, ?, "
+            "?, ?, ?) "
             "ON CONFLICT (tenant_id, subject, content_hash) DO NOTHING"
         ).bind(
             self._s.tenant_id,
@@ -255,6 +294,9 @@ class FactWriter:
             valid_to,
             ms(now),
             ms(now),
+            key.entity,
+            key.attribute,
+            key.source,
         )
 
     async def _insert_rows(self, inserts: Sequence[tuple[int, D1Statement]]) -> list[int]:

@@ -1,0 +1,280 @@
+"""Knowledge updates in free text (issue 16), end to end through the MCP `store_memory` path
+of the local runtime, `agent-memory reconcile`, and recall: the newer statement first
+before the reconciler runs, the older one superseded and linked after it, and as-of recall
+answering with what was believed at the time."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_memory.agent.memory_tools import SemanticMemoryDispatcher
+from agent_memory.lifecycle.adjudicator import LlmAdjudicator, RulesAdjudicator
+from agent_memory.lifecycle.reconciler import Reconciler
+from agent_memory.tiers.semantic import SemanticMemory
+from bindings.ports.clock import FixedClock
+from bindings.ports.llm import ChatMessage, ChatResult, LLMError, ToolSpec
+from local_runtime.cli import main
+from local_runtime.commands import lifecycle
+from local_runtime.runtime import LocalRuntime
+from tests.fakes.embedder import HashingEmbedder
+from tests.lifecycle.conftest import NOW
+
+DARK = "Alice prefers dark mode in every editor"
+LIGHT = "Alice now prefers light mode in every editor"
+QUESTION = "which theme does Alice like?"
+
+
+def open_runtime(root: Path, clock: FixedClock) -> LocalRuntime:
+    return LocalRuntime.open(root, embedder=HashingEmbedder(), clock=clock)
+
+
+async def store(runtime: LocalRuntime, content: str, **metadata: Any) -> dict[str, Any]:
+    dispatcher = SemanticMemoryDispatcher(runtime.bindings())
+    args: dict[str, Any] = {"content": content}
+    if metadata:
+        args["metadata"] = metadata
+    return await dispatcher.call("acme", "store_memory", args)
+
+
+async def recall(runtime: LocalRuntime, query: str) -> list[dict[str, Any]]:
+    dispatcher = SemanticMemoryDispatcher(runtime.bindings())
+    result = await dispatcher.call("acme", "recall_memory", {"query": query, "top_k": 5})
+    return list(result["results"])
+
+
+def memory(runtime: LocalRuntime) -> SemanticMemory:
+    return SemanticMemory(
+        "acme",
+        db=runtime.db,
+        vectors=runtime.vectors,
+        embedder=runtime.embedder,
+        clock=runtime.clock,
+    )
+
+
+def test_dark_mode_then_light_mode_is_an_update_after_one_reconcile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "state"
+    clock = FixedClock(NOW)
+
+    async def write_and_read_before() -> list[dict[str, Any]]:
+        runtime = open_runtime(root, clock)
+        await runtime.migrate()
+        await store(runtime, DARK)
+        clock.advance(3600)
+        await store(runtime, LIGHT)
+        try:
+            return await recall(runtime, QUESTION)
+        finally:
+            await runtime.close()
+
+    before = asyncio.run(write_and_read_before())
+    # Before any reconcile: both come back, the newer first, the older flagged.
+    assert [r["content"] for r in before[:2]] == [LIGHT, DARK]
+    assert before[0]["possibly_outdated"] is False
+    assert before[1]["possibly_outdated"] is True
+    # The first statement named Alice; the second finds her among the tenant's subjects.
+    assert before[1]["key"] == {
+        "entity": "alice",
+        "attribute": "preference",
+        "source": "named_entity",
+    }
+    assert before[0]["key"]["source"] == "known_subject"
+
+    def open_for_cli(args: argparse.Namespace) -> LocalRuntime:
+        runtime = open_runtime(args.state, clock)
+        asyncio.run(runtime.migrate())
+        return runtime
+
+    monkeypatch.setattr(lifecycle, "_open", open_for_cli)
+    assert main(["reconcile", "--state", str(root)]) == 0
+    report = json.loads(capsys.readouterr().out)[0]
+    assert report["superseded_updates"] == 1
+    [decision] = [d for d in report["decisions"] if d["decision"] == "update"]
+    assert decision["adjudicator"] == "rules"
+    assert decision["reason"] == "temporal_marker:now"
+
+    async def read_after() -> tuple[list[dict[str, Any]], Any, Any, list[Any], list[Any]]:
+        runtime = open_runtime(root, clock)
+        try:
+            results = await recall(runtime, QUESTION)
+            facts = memory(runtime)
+            light = await facts.get(results[0]["id"])
+            dark = await facts.get(decision["older"])
+            links = await runtime.db.prepare(
+                "SELECT from_fact_id, to_fact_id FROM memory_links WHERE tenant_id = 'acme'"
+            ).all()
+            events = await runtime.db.prepare(
+                "SELECT payload FROM memory_events WHERE tenant_id = 'acme' "
+                "AND kind = 'memory_written'"
+            ).all()
+            return results, light, dark, links.results, events.results
+        finally:
+            await runtime.close()
+
+    results, light, dark, links, events = asyncio.run(read_after())
+    assert results[0]["content"] == LIGHT
+    assert DARK not in [r["content"] for r in results]
+    assert dark is not None and light is not None
+    assert dark.status == "superseded" and dark.superseded_by == light.fact_id
+    # History kept: the old fact's validity ends when the new one was stated.
+    assert dark.valid_to == light.valid_from
+    assert {(r["from_fact_id"], r["to_fact_id"]) for r in links} >= {
+        (dark.fact_id, light.fact_id),
+        (light.fact_id, dark.fact_id),
+    }
+    payloads = [json.loads(r["payload"]) for r in events]
+    [superseded] = [p for p in payloads if "decision" in p]
+    assert superseded["supersedes"] == dark.fact_id
+    assert superseded["decision"] == {
+        "op": "superseded",
+        "decision": "update",
+        "reason": "temporal_marker:now",
+        "adjudicator": "rules",
+    }
+
+
+async def test_as_of_recall_answers_with_what_was_believed_then(tmp_path: Path) -> None:
+    clock = FixedClock(NOW)
+    runtime = open_runtime(tmp_path / "state", clock)
+    await runtime.migrate()
+    try:
+        await store(runtime, "Bob lives in Berlin")
+        clock.advance(86_400)
+        await store(runtime, "Bob moved to Munich")
+        clock.advance(60)
+        reconciler = Reconciler(
+            "acme",
+            db=runtime.db,
+            vectors=runtime.vectors,
+            memory=memory(runtime),
+            embedding_key=runtime.embedder.config.key,
+            clock=clock,
+        )
+        report = await reconciler.run()
+        assert report.superseded_updates == 1
+        facts = memory(runtime)
+        now_view = await facts.recall("where does Bob live?", 5)
+        then_view = await facts.recall("where does Bob live?", 5, as_of=NOW + 3600)
+        assert [r.fact.content for r in now_view.results] == ["Bob moved to Munich"]
+        assert [r.fact.content for r in then_view.results] == ["Bob lives in Berlin"]
+    finally:
+        await runtime.close()
+
+
+async def test_look_alikes_are_not_superseded(tmp_path: Path) -> None:
+    clock = FixedClock(NOW)
+    runtime = open_runtime(tmp_path / "state", clock)
+    await runtime.migrate()
+    try:
+        for text in (
+            "Carol works as a nurse in Leeds",
+            "Dave works as a pilot in Leeds",  # two people
+            "Project Apollo's deadline is March 3",
+            "Project Zeus's deadline is April 5",  # two projects
+            "Carol likes jazz",
+            "Carol also likes blues",  # additive
+        ):
+            await store(runtime, text)
+            clock.advance(600)
+        reconciler = Reconciler(
+            "acme",
+            db=runtime.db,
+            vectors=runtime.vectors,
+            memory=memory(runtime),
+            embedding_key=runtime.embedder.config.key,
+            clock=clock,
+        )
+        report = await reconciler.run()
+        assert report.superseded_updates == 0
+        assert await memory(runtime).count("superseded") == 0
+    finally:
+        await runtime.close()
+
+
+async def test_bad_as_of_is_a_validation_error_and_reads_nothing(tmp_path: Path) -> None:
+    runtime = open_runtime(tmp_path / "state", FixedClock(NOW))
+    await runtime.migrate()
+    try:
+        dispatcher = SemanticMemoryDispatcher(runtime.bindings())
+        from agent_memory.tiers.semantic import MemoryInputError
+
+        with pytest.raises(MemoryInputError) as raised:
+            await dispatcher.call("acme", "recall_memory", {"query": "x", "filters": {"as_of": -5}})
+        assert raised.value.to_dict()["error"]["code"] == "validation_error"
+    finally:
+        await runtime.close()
+
+
+class _ScriptedJudge:
+    """A chat model that answers one fixed word (or fails)."""
+
+    def __init__(self, answer: str | None) -> None:
+        self.answer = answer
+        self.asked: list[str] = []
+
+    @property
+    def model(self) -> str:
+        return "scripted"
+
+    async def chat(
+        self, messages: list[ChatMessage] | Any, tools: list[ToolSpec] | Any = ()
+    ) -> ChatResult:
+        self.asked.append(messages[-1].content)
+        if self.answer is None:
+            raise LLMError("down")
+        return ChatResult(
+            message=ChatMessage(role="assistant", content=self.answer), model="scripted"
+        )
+
+
+async def test_llm_adjudicator_sees_only_implicit_pairs_and_falls_back_to_rules(
+    tmp_path: Path,
+) -> None:
+    from agent_memory.lifecycle._updates import find_update_candidates
+    from agent_memory.lifecycle.reconciler import FactRow, ReconcileConfig
+
+    def row(fact_id: str, content: str, at: int) -> FactRow:
+        from agent_memory.ids import content_hash
+        from agent_memory.tiers.semantic.keys import derive_key
+
+        key = derive_key(content)
+        return FactRow(
+            fact_id=fact_id,
+            subject="general",
+            predicate="states",
+            content=content,
+            content_hash=content_hash(content),
+            confidence=0.7,
+            created_at=at,
+            updated_at=at,
+            valid_from=at,
+            key_entity=key.entity,
+            key_attribute=key.attribute,
+            key_source=key.source,
+        )
+
+    facts = [
+        row("A" * 26, "Alice prefers tea with milk", 1),
+        row("B" * 26, "Alice prefers coffee with milk", 2),  # implicit: the model decides
+        row("C" * 26, "Alice no longer prefers tea with milk", 3),  # negation: the rules
+    ]
+    pairs = find_update_candidates(facts, {}, ReconcileConfig())
+    judge = _ScriptedJudge("compatible")
+    decisions = await LlmAdjudicator(judge).decide(pairs)
+    by_pair = {(d.older, d.newer): d for d in decisions}
+    assert by_pair[("A" * 26, "C" * 26)].adjudicator == "rules"
+    assert by_pair[("A" * 26, "B" * 26)].adjudicator == "llm:scripted"
+    assert by_pair[("A" * 26, "B" * 26)].decision == "compatible"
+    assert all("no longer" not in q for q in judge.asked)
+    failing = await LlmAdjudicator(_ScriptedJudge(None)).decide(pairs)
+    rules = await RulesAdjudicator().decide(pairs)
+    assert [d.decision for d in failing] == [d.decision for d in rules]
+    assert all(d.reason.startswith(("llm_error", "temporal", "negation")) for d in failing)
