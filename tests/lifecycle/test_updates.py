@@ -278,3 +278,13 @@ async def test_llm_adjudicator_sees_only_implicit_pairs_and_falls_back_to_rules(
     rules = await RulesAdjudicator().decide(pairs)
     assert [d.decision for d in failing] == [d.decision for d in rules]
     assert all(d.reason.startswith(("llm_error", "temporal", "negation")) for d in failing)
+
+
+async def test_updates_bench_meets_its_targets_with_rules_alone(tmp_path: Path) -> None:
+    from local_runtime.commands.bench_updates import generate, run_updates_bench
+
+    households = generate(seed=7, households=3)
+    figures = await run_updates_bench(HashingEmbedder(), tmp_path / "s", households, llm=False)
+    assert figures["chains"] == 15 and figures["lookalike_pairs"] == 15
+    assert figures["latest_first"] >= 0.9
+    assert figures["false_supersession"] <= 0.02

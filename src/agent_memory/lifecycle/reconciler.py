@@ -224,7 +224,7 @@ class Reconciler:
         log.info(
             "reconcile %s: %s",
             self.tenant_id,
-            report.model_dump(exclude={"merges", "conflicts", "new_fact_ids"}),
+            report.model_dump(exclude={"merges", "conflicts", "new_fact_ids", "decisions"}),
         )
         return report
 
