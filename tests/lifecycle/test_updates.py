@@ -288,3 +288,35 @@ async def test_updates_bench_meets_its_targets_with_rules_alone(tmp_path: Path) 
     assert figures["chains"] == 15 and figures["lookalike_pairs"] == 15
     assert figures["latest_first"] >= 0.9
     assert figures["false_supersession"] <= 0.02
+
+
+async def test_unsure_pairs_show_in_the_daily_brief(tmp_path: Path) -> None:
+    from agent_memory.lifecycle.brief import build_brief
+
+    clock = FixedClock(NOW)
+    runtime = open_runtime(tmp_path / "state", clock)
+    await runtime.migrate()
+    try:
+        # The same attribute, related words, no marker: the rules cannot tell.
+        await store(runtime, "Frank runs the marketing team")
+        clock.advance(60)
+        await store(runtime, "Frank runs the sales team")
+        reconciler = Reconciler(
+            "acme",
+            db=runtime.db,
+            vectors=runtime.vectors,
+            memory=memory(runtime),
+            embedding_key=runtime.embedder.config.key,
+            clock=clock,
+        )
+        report = await reconciler.run()
+        assert [d.decision for d in report.decisions] == ["unsure"]
+        assert await memory(runtime).count("superseded") == 0
+        brief = await build_brief(
+            runtime.db, now_ms=int(clock.now() * 1000), default_retention_days=90
+        )
+        [tenant] = brief.tenants
+        assert tenant.updates_unsure == 1
+        assert any("unsure" in w for w in brief.warnings)
+    finally:
+        await runtime.close()
