@@ -320,3 +320,57 @@ async def test_unsure_pairs_show_in_the_daily_brief(tmp_path: Path) -> None:
         assert any("unsure" in w for w in brief.warnings)
     finally:
         await runtime.close()
+
+
+@pytest.fixture
+def cadence() -> Any:
+    from agent_memory.agent.memory_tools import register_write_observer
+    from worker.lifecycle_jobs import reconcile_after_writes
+
+    register_write_observer(reconcile_after_writes)
+    yield
+    register_write_observer(None)
+
+
+@pytest.mark.usefixtures("cadence")
+async def test_the_nth_write_reconciles_the_tenant_in_the_background(tmp_path: Path) -> None:
+    clock = FixedClock(NOW)
+    runtime = LocalRuntime.open(
+        tmp_path / "state",
+        embedder=HashingEmbedder(),
+        clock=clock,
+        vars={"MEMORY_RECONCILE_EVERY_WRITES": "3"},
+    )
+    await runtime.migrate()
+    try:
+        await store(runtime, "Zoe drinks tea")
+        clock.advance(60)
+        await store(runtime, DARK)
+        clock.advance(60)
+        await store(runtime, DARK)  # the same fact again: not a new write, not counted
+        await runtime.background.drain()
+        assert await memory(runtime).count("superseded") == 0
+        await store(runtime, LIGHT)  # the third new fact: a reconcile is scheduled
+        await runtime.background.drain()
+        results = await recall(runtime, QUESTION)
+        assert results[0]["content"] == LIGHT
+        assert DARK not in [r["content"] for r in results]
+        assert await memory(runtime).count("superseded") == 1
+    finally:
+        await runtime.close()
+
+
+async def test_write_count_claims_one_run_per_n_writes(tmp_path: Path) -> None:
+    from agent_memory.lifecycle.cadence import DEFAULT_RECONCILE_EVERY_WRITES, note_writes
+    from bindings.settings import Settings
+
+    assert Settings().memory_reconcile_every_writes == DEFAULT_RECONCILE_EVERY_WRITES == 20
+    runtime = open_runtime(tmp_path / "state", FixedClock(NOW))
+    await runtime.migrate()
+    try:
+        claims = [await note_writes(runtime.db, "acme", 1, 2) for _ in range(5)]
+        assert claims == [False, True, False, True, False]
+        assert await note_writes(runtime.db, "acme", 0, 2) is False
+        assert await note_writes(runtime.db, "globex", 3, 2) is True
+    finally:
+        await runtime.close()
