@@ -89,60 +89,119 @@ class Household:
     lookalikes: list[LookAlike] = field(default_factory=list)
 
 
+def _pick(rng: random.Random, marked: bool, with_marker: list[str], plain: list[str]) -> str:
+    return rng.choice(with_marker if marked else plain)
+
+
 def _chain(kind: str, name: str, rng: random.Random) -> Chain:
+    """One update chain of 2-4 statements; each later statement is phrased with a marker
+    ("now", "moved to", "switched to", ...) or implicitly (a new value), at random."""
     length = rng.choice((2, 2, 3, 4))
-    marked = rng.random() < 0.6  # the rest are implicit: the same attribute, a new value
+    statements: list[str] = []
     if kind == "preference":
         *options, context = rng.choice(TOPICS)
         values = rng.sample(options, min(length, len(options)))
-        first = f"{name} prefers {values[0]} for {context}"
-        later = [
-            f"{name} now prefers {v} for {context}"
-            if marked
-            else f"{name} prefers {v} for {context}"
-            for v in values[1:]
-        ]
-        return Chain(kind, [first, *later], f"What does {name} prefer for {context}?")
+        statements.append(f"{name} prefers {values[0]} for {context}")
+        for v in values[1:]:
+            statements.append(
+                _pick(
+                    rng,
+                    rng.random() < 0.6,
+                    [
+                        f"{name} now prefers {v} for {context}",
+                        f"{name} switched to {v} for {context}",
+                        f"{name} prefers {v} for {context} these days",
+                    ],
+                    [f"{name} prefers {v} for {context}", f"{name} likes {v} best for {context}"],
+                )
+            )
+        return Chain(kind, statements, f"What does {name} prefer for {context}?")
     if kind == "location":
         cities = rng.sample(CITIES, length)
-        later = [f"{name} moved to {c}" if marked else f"{name} lives in {c}" for c in cities[1:]]
-        return Chain(kind, [f"{name} lives in {cities[0]}", *later], f"Where does {name} live?")
+        statements.append(f"{name} lives in {cities[0]}")
+        for c in cities[1:]:
+            statements.append(
+                _pick(
+                    rng,
+                    rng.random() < 0.6,
+                    [
+                        f"{name} moved to {c}",
+                        f"{name} relocated to {c} last month",
+                        f"{name} is now based in {c}",
+                    ],
+                    [f"{name} lives in {c}", f"{name} lives in {c} with two flatmates"],
+                )
+            )
+        return Chain(kind, statements, f"Where does {name} live?")
     if kind == "role":
         roles, org = rng.sample(ROLES, length), rng.choice(ORGS)
-        later = [
-            f"{name} now works as a {r} at {org}" if marked else f"{name} works as a {r} at {org}"
-            for r in roles[1:]
-        ]
-        return Chain(
-            kind, [f"{name} works as a {roles[0]} at {org}", *later], f"What is {name}'s job?"
-        )
+        statements.append(f"{name} works as a {roles[0]} at {org}")
+        for r in roles[1:]:
+            statements.append(
+                _pick(
+                    rng,
+                    rng.random() < 0.6,
+                    [f"{name} now works as a {r} at {org}", f"{name} was promoted to {r} at {org}"],
+                    [f"{name} works as a {r} at {org}", f"{name}'s job is {r} at {org}"],
+                )
+            )
+        return Chain(kind, statements, f"What is {name}'s job?")
     if kind == "plan":
         cities, month = rng.sample(CITIES, length), rng.choice(MONTHS)
-        later = [
-            f"{name} changed plans and will visit {c} in {month}"
-            if marked
-            else f"{name} plans to visit {c} in {month}"
-            for c in cities[1:]
-        ]
-        return Chain(
-            kind,
-            [f"{name} plans to visit {cities[0]} in {month}", *later],
-            f"Which city will {name} visit in {month}?",
-        )
+        statements.append(f"{name} plans to visit {cities[0]} in {month}")
+        for c in cities[1:]:
+            statements.append(
+                _pick(
+                    rng,
+                    rng.random() < 0.6,
+                    [
+                        f"{name} changed plans and will visit {c} in {month}",
+                        f"{name} now plans to visit {c} in {month} instead",
+                    ],
+                    [f"{name} plans to visit {c} in {month}"],
+                )
+            )
+        return Chain(kind, statements, f"Which city will {name} visit in {month}?")
     pet = rng.choice(PETS)
     counts = rng.sample(range(1, 9), length)
-    later = [f"{name} now has {n} {pet}" if marked else f"{name} has {n} {pet}" for n in counts[1:]]
-    return Chain(
-        kind, [f"{name} has {counts[0]} {pet}", *later], f"How many {pet} does {name} have?"
-    )
+    statements.append(f"{name} has {counts[0]} {pet}")
+    for n in counts[1:]:
+        statements.append(
+            _pick(
+                rng,
+                rng.random() < 0.6,
+                [f"{name} now has {n} {pet}", f"{name} has {n} {pet} now"],
+                [f"{name} has {n} {pet}"],
+            )
+        )
+    return Chain(kind, statements, f"How many {pet} does {name} have?")
+
+
+LOOKALIKE_KINDS = (
+    "two_people",
+    "two_people",
+    "two_projects",
+    "additive",
+    "additive",
+    "same_person_other_topic",
+    "same_person_other_attribute",
+)
 
 
 def _lookalike(kind: str, names: list[str], rng: random.Random) -> LookAlike:
+    """Two statements that look like an update and are not one."""
     if kind == "two_people":
         a, b = names.pop(), names.pop()
-        if rng.random() < 0.5:
+        shape = rng.randrange(3)
+        if shape == 0:
             c1, c2 = rng.sample(CITIES, 2)
             return LookAlike(kind, [f"{a} lives in {c1}", f"{b} lives in {c2}"])
+        if shape == 1:
+            *options, context = rng.choice(TOPICS)
+            v1, v2 = rng.sample(options, 2)
+            return LookAlike(
+                kind, [f"{a} prefers {v1} for {context}", f"{b} prefers {v2} for {context}"]
+            )
         r1, r2 = rng.sample(ROLES, 2)
         org = rng.choice(ORGS)
         return LookAlike(kind, [f"{a} works as a {r1} at {org}", f"{b} works as a {r2} at {org}"])
@@ -154,6 +213,23 @@ def _lookalike(kind: str, names: list[str], rng: random.Random) -> LookAlike:
             [f"Project {p1}'s deadline is in {m1}", f"Project {p2}'s deadline is in {m2}"],
         )
     name = names.pop()
+    if kind == "same_person_other_topic":
+        (v1, *_, c1), (v2, *_, c2) = rng.sample(TOPICS, 2)
+        return LookAlike(kind, [f"{name} prefers {v1} for {c1}", f"{name} prefers {v2} for {c2}"])
+    if kind == "same_person_other_attribute":
+        shape = rng.randrange(3)
+        if shape == 0:
+            c1, c2 = rng.sample(CITIES, 2)
+            return LookAlike(kind, [f"{name} lives in {c1}", f"{name}'s sister lives in {c2}"])
+        if shape == 1:
+            p1, p2 = rng.sample(PETS, 2)
+            n1, n2 = rng.sample(range(1, 9), 2)
+            return LookAlike(kind, [f"{name} has {n1} {p1}", f"{name} has {n2} {p2}"])
+        role, org = rng.choice(ROLES), rng.choice(ORGS)
+        return LookAlike(
+            kind,
+            [f"{name} works as a {role} at {org}", f"{name} volunteers at the animal shelter"],
+        )
     if rng.random() < 0.5:
         h1, h2 = rng.sample(HOBBIES, 2)
         return LookAlike(kind, [f"{name} likes {h1}", f"{name} also likes {h2}"])
@@ -162,16 +238,16 @@ def _lookalike(kind: str, names: list[str], rng: random.Random) -> LookAlike:
 
 
 def generate(seed: int = 16, households: int = 20) -> list[Household]:
-    """The data set: `households` tenants of 5 chains and 5 look-alikes each."""
+    """The data set: `households` tenants of 5 chains and 7 look-alikes each."""
     rng = random.Random(seed)
     out: list[Household] = []
     kinds = ("preference", "location", "role", "plan", "quantity")
     for _ in range(households):
-        names = rng.sample(NAMES, 20)
+        names = rng.sample(NAMES, 24)
         house = Household()
         for kind in kinds:
             house.chains.append(_chain(kind, names.pop(), rng))
-        for kind in ("two_people", "two_people", "two_projects", "additive", "additive"):
+        for kind in LOOKALIKE_KINDS:
             house.lookalikes.append(_lookalike(kind, names, rng))
         out.append(house)
     return out
@@ -322,7 +398,7 @@ def register(bench_sub: Any) -> None:
     )
     updates.add_argument("--seed", type=int, default=16, help="data set seed (default 16)")
     updates.add_argument(
-        "--households", type=int, default=20, help="tenants of 5 chains + 5 look-alikes each"
+        "--households", type=int, default=20, help="tenants of 5 chains + 7 look-alikes each"
     )
     updates.set_defaults(func=cmd_bench_updates)
 

@@ -12,7 +12,7 @@ asks an `Adjudicator` about them, in the background (reconcile runs, never a req
 
 Two adjudicators implement the port:
 
-* `RulesAdjudicator` ("rules"): `tiers.semantic.keys.judge_update` — temporal markers
+* `RulesAdjudicator` ("rules"): `tiers.semantic.update_rules.judge_update` — temporal markers
   ("now", "no longer", "moved to", "changed"), negation, a new value of the same attribute.
   No model; deterministic; the same rules recall uses before the reconciler has run.
 * `LlmAdjudicator` ("llm:<model>"): asks the `LLM` port (Workers AI on Cloudflare, any
@@ -31,7 +31,8 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from agent_memory.tiers.semantic.keys import Decision, FactKey, KeySource, judge_update
+from agent_memory.tiers.semantic.keys import FactKey, KeySource
+from agent_memory.tiers.semantic.update_rules import Decision, judge_update
 from bindings.ports.llm import LLM, ChatMessage
 
 log = logging.getLogger(__name__)

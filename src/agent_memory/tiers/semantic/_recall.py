@@ -25,13 +25,14 @@ from agent_memory.tiers.semantic._scope import (
     ms,
 )
 from agent_memory.tiers.semantic._vectors import VectorSync
-from agent_memory.tiers.semantic.keys import FactKey, KeySource, judge_update
+from agent_memory.tiers.semantic.keys import FactKey, KeySource
 from agent_memory.tiers.semantic.models import (
     Fact,
     RecalledFact,
     RecallFilters,
     RecallResult,
 )
+from agent_memory.tiers.semantic.update_rules import judge_update
 from bindings.ports.d1 import D1Statement
 from bindings.ports.sql import Row
 from bindings.ports.vectorize import VECTORIZE_MAX_TOP_K
@@ -47,7 +48,7 @@ _STALE_GAP = 1e-6
 
 def stale_statements(rows: Sequence[Row]) -> dict[str, str]:
     """Among candidate rows, the older statements a newer one about the same key updates
-    (`keys.judge_update` says `update`): {older fact id: newest such fact id}. Rows without
+    (`update_rules.judge_update` says `update`): {older fact id: newest such fact id}. Rows without
     a key (written before keys existed) are never marked."""
     by_entity: dict[str, list[Row]] = {}
     for row in rows:

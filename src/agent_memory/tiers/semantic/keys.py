@@ -18,10 +18,8 @@ Deterministic, no model, no I/O: a few regular expressions and a small lexicon o
 English (verbs of residence, preference, work, plans, possession; temporal and additive
 markers). Nothing here knows any data set.
 
-`judge_update(older, newer)` is the rules adjudicator's decision for two statements about
-the same entity (`update`, `duplicate`, `compatible` or `unsure`, with a reason). It lives
-here, below the lifecycle, because recall uses it too: until the reconciler has run, a
-stale statement must not outrank a newer one about the same key.
+`update_rules.judge_update` reads two keyed statements and decides whether the newer
+replaces the older; the word lists both use are in `_lexicon`.
 """
 
 from __future__ import annotations
@@ -30,6 +28,26 @@ import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from agent_memory.tiers.semantic._lexicon import (
+    ADVERBS,
+    AUX,
+    CATCH_ALL_SUBJECT,
+    COPULA,
+    DETERMINERS,
+    FIRST_PERSON,
+    FREE_TEXT_PREDICATE,
+    MAX_ATTRIBUTE_CHARS,
+    MAX_ENTITY_CHARS,
+    NEGATIONS,
+    NOT_NAMES,
+    SENTENCE_END,
+    SLOT_NOUNS,
+    SPEAKER_ENTITY,
+    VERB_CLASS,
+    lower,
+    words,
+)
 
 KeySource = Literal[
     "structured",
@@ -40,101 +58,6 @@ KeySource = Literal[
     "sentence_subject",
     "none",
 ]
-Decision = Literal["update", "duplicate", "compatible", "unsure"]
-
-CATCH_ALL_SUBJECT = "general"
-FREE_TEXT_PREDICATE = "states"
-SPEAKER_ENTITY = "user"
-MAX_ENTITY_CHARS = 256
-MAX_ATTRIBUTE_CHARS = 128
-
-_WORD = re.compile("[A-Za-z0-9][A-Za-z0-9'\u2019\\-]*")
-_SENTENCE_END = re.compile(r"(?<=[.!?;])\s+")
-
-
-def _split(text: str) -> list[str]:
-    return text.split()
-
-
-# Attribute classes: a verb (any inflection listed) says which attribute a sentence states.
-_CLASSES: dict[str, list[str]] = {
-    "location": _split(
-        "live lives lived living moved move moves moving relocated relocate relocates "
-        "based located resides reside resided residing settled"
-    ),
-    "preference": _split(
-        "prefer prefers preferred preferring like likes liked love loves loved enjoy enjoys "
-        "enjoyed favor favors favour favours hate hates hated dislike dislikes disliked"
-    ),
-    "role": _split(
-        "work works worked working employed job role title position promoted hired joined "
-        "leads led manages managed serves served"
-    ),
-    "plan": _split(
-        "plan plans planned planning intend intends intended going scheduled will aims aim"
-    ),
-    "possession": _split("has have had owns own owned keeps kept"),
-    "state": _split("is are was were am be been becomes became become"),
-    "usage": _split("uses use used using drives drive drove runs run ran"),
-    "consumption": _split("drinks drink drank eats eat ate"),
-}
-_VERB_CLASS = {verb: name for name, verbs in _CLASSES.items() for verb in verbs}
-# One value at a time for an entity: a new value replaces the old one.
-SINGLE_VALUED = frozenset({"location", "role"})
-_AUX = frozenset(_split("does do did can could should would may might must shall"))
-_DETERMINERS = frozenset(_split("the a an this that these those his her their its our your"))
-_FIRST_PERSON = frozenset({"i", "me", "my", "we", "our", "us", "i'm", "i've", "we're"})
-_NOT_NAMES = frozenset(
-    _split(
-        "the a an this that these those i my we our you your he she it they his her its their "
-        "now currently today yesterday tomorrow recently lately also still actually then so but "
-        "and or if when after before since as for in on at to from by with"
-    )
-)
-_ADVERBS = frozenset(
-    _split(
-        "now currently recently lately actually still also nowadays finally officially just "
-        "no longer never really"
-    )
-)
-_UPDATE_MARKERS = (
-    "now",
-    "no longer",
-    "not anymore",
-    "anymore",
-    "any more",
-    "moved to",
-    "relocated",
-    "changed",
-    "switched",
-    "instead",
-    "nowadays",
-    "these days",
-    "from now on",
-    "became",
-    "has become",
-    "was promoted",
-    "got promoted",
-    "updated",
-    "turned",
-    "new",
-    "rescheduled",
-    "postponed",
-    "moved the",
-    "pushed",
-    "was changed",
-    "has been changed",
-)
-_ADDITIVE_MARKERS = ("also", "too", "as well", "another", "additionally", "in addition", "besides")
-_NEGATIONS = frozenset({"not", "no", "never", "n't", "doesn't", "don't", "isn't", "won't"})
-_STOP = frozenset(
-    _split(
-        "the a an of in on at to for from by with and or but is are was were am be been being "
-        "it its this that these those he she they them his her their i me my we our you your "
-        "as into than then so very really just about every each all any some there here who "
-        "which what when where how do does did will would can could should has have had"
-    )
-)
 
 
 @dataclass(frozen=True)
@@ -147,45 +70,42 @@ class FactKey:
     source: KeySource
 
 
-@dataclass(frozen=True)
-class Judgement:
-    decision: Decision
-    reason: str
-
-
-def words(text: str) -> list[str]:
-    return [w.replace("\u2019", "'") for w in _WORD.findall(text)]
-
-
-def _lower(tokens: list[str]) -> list[str]:
-    return [t.lower() for t in tokens]
-
-
 def _norm_phrase(tokens: list[str], limit: int) -> str:
     return " ".join(t.lower().removesuffix("'s") for t in tokens)[:limit].strip()
 
 
 def _first_sentence(text: str) -> str:
-    parts = _SENTENCE_END.split(text.strip(), maxsplit=1)
+    parts = SENTENCE_END.split(text.strip(), maxsplit=1)
     return parts[0] if parts else text
 
 
 def _verb_index(tokens: list[str]) -> int | None:
     """Where the sentence's main verb is: the first word (after the first) that the lexicon
     knows, an auxiliary, or a negation; None when none is found."""
-    low = _lower(tokens)
+    low = lower(tokens)
     for i, word in enumerate(low):
-        if i == 0 and word not in _FIRST_PERSON:
-            continue
-        if word in _VERB_CLASS or word in _AUX or word in _NEGATIONS or word.endswith("n't"):
+        if (
+            i == 0
+            and word not in FIRST_PERSON
+            and not (word in VERB_CLASS and tokens[0][:1].islower())
+        ):
+            continue  # a capitalised first word is the subject, not the verb
+        if word in VERB_CLASS or word in AUX or word in NEGATIONS or word.endswith("n't"):
             following = low[i + 1] if i + 1 < len(low) else ""
-            if word not in _AUX and _VERB_CLASS.get(following) in ("state", "plan"):
+            if word not in AUX and VERB_CLASS.get(following) in ("state", "plan"):
                 continue  # "Alice's favourite drink is …": a noun before the verb
             return i
     # A verb the lexicon does not know ("Alice speaks French"): the word after the name.
     run = _capitalised_run(tokens)
     if run and tokens[: len(run)] == run and len(run) < len(tokens):
         return len(run)
+    # "The deploy freeze starts on Friday": the first third-person form not right after a
+    # determiner, in a sentence that starts with one.
+    for i in range(1, len(low) if low and low[0] in DETERMINERS else 0):
+        word = low[i]
+        third_person = word.endswith("s") and not word.endswith("ss")
+        if third_person and low[i - 1] not in DETERMINERS and tokens[i][:1].islower():
+            return i
     return None
 
 
@@ -193,7 +113,7 @@ def _capitalised_run(tokens: list[str]) -> list[str]:
     """The first run of capitalised words that is not a function word."""
     run: list[str] = []
     for token in tokens:
-        if token[:1].isupper() and token.lower().removesuffix("'s") not in _NOT_NAMES:
+        if token[:1].isupper() and token.lower().removesuffix("'s") not in NOT_NAMES:
             run.append(token)
             if token.endswith("'s"):
                 break
@@ -207,7 +127,7 @@ def entity_candidates(text: str) -> list[str]:
     out: list[str] = []
     current: list[str] = []
     for token in [*words(text), "."]:
-        if token[:1].isupper() and token.lower().removesuffix("'s") not in _NOT_NAMES:
+        if token[:1].isupper() and token.lower().removesuffix("'s") not in NOT_NAMES:
             current.append(token)
             continue
         if current:
@@ -219,11 +139,17 @@ def entity_candidates(text: str) -> list[str]:
 def _attribute_after(tokens: list[str], verb_at: int | None) -> str:
     if verb_at is None:
         return ""
-    low = _lower(tokens)
-    for word in low[verb_at:]:
-        if word in _VERB_CLASS:
-            return _VERB_CLASS[word]
-        if word in _AUX or word in _NEGATIONS or word in _ADVERBS or word.endswith("n't"):
+    low = lower(tokens)
+    for i, word in enumerate(low[verb_at:], verb_at):
+        if word in COPULA:
+            ahead = [w for w in low[i + 1 : i + 4] if w not in ADVERBS][:2]
+            for next_word in ahead:
+                named = VERB_CLASS.get(next_word) or VERB_CLASS.get(next_word + "d")
+                if named is not None and named != "state":
+                    return named
+        if word in VERB_CLASS:
+            return VERB_CLASS[word]
+        if word in AUX or word in NEGATIONS or word in ADVERBS or word.endswith("n't"):
             continue
         return word.removesuffix("s")[:MAX_ATTRIBUTE_CHARS]
     return ""
@@ -251,20 +177,23 @@ def derive_key(
     if isinstance(named, str) and named.strip():
         return FactKey(named.strip().lower()[:MAX_ENTITY_CHARS], text_attribute, "metadata")
     head = tokens[:verb_at] if verb_at is not None else tokens
-    head = [t for t in head if t.lower() not in _ADVERBS]
-    low_head = _lower(head)
+    head = [t for t in head if t.lower() not in ADVERBS]
+    low_head = lower(head)
     # "Alice's favourite drink is …": the entity owns the attribute.
     for i, token in enumerate(head):
         if token.endswith("'s") and i + 1 < len(head):
-            owner = [t for t in head[: i + 1] if t.lower() not in _DETERMINERS]
+            owner = [t for t in head[: i + 1] if t.lower() not in DETERMINERS]
             attribute = _norm_phrase(
-                [t for t in head[i + 1 :] if t.lower() not in _DETERMINERS], MAX_ATTRIBUTE_CHARS
+                [t for t in head[i + 1 :] if t.lower() not in DETERMINERS], MAX_ATTRIBUTE_CHARS
             )
             entity = _norm_phrase(owner, MAX_ENTITY_CHARS)
+            attribute = SLOT_NOUNS.get(attribute, attribute)
             source: KeySource = "known_subject" if entity in known_entities else "named_entity"
             return FactKey(entity, attribute or text_attribute, source)
-    if low_head and low_head[0] in _FIRST_PERSON:
-        rest = [t for t in head[1:] if t.lower() not in _DETERMINERS]
+    speaker_at = next((i for i, w in enumerate(low_head) if w in FIRST_PERSON), None)
+    if speaker_at is not None and not _capitalised_run(head[:speaker_at]):
+        # "I …", "My budget …", "These days I …": the speaker.
+        rest = [t for t in head[speaker_at + 1 :] if t.lower() not in DETERMINERS]
         attribute = _norm_phrase(rest, MAX_ATTRIBUTE_CHARS) if rest else text_attribute
         return FactKey(SPEAKER_ENTITY, attribute, "speaker")
     lowered = content.lower()
@@ -277,93 +206,11 @@ def derive_key(
         )
     if known_here:
         return FactKey(sorted(known_here, key=len)[-1], text_attribute, "known_subject")
-    nouns = [t for t in head if t.lower() not in _DETERMINERS]
+    nouns = [t for t in head if t.lower() not in DETERMINERS]
     if nouns and verb_at is not None:
-        return FactKey(nouns[-1].lower()[:MAX_ENTITY_CHARS], text_attribute, "sentence_subject")
+        # The whole noun phrase: "the backend team" and "the frontend team" are two.
+        return FactKey(_norm_phrase(nouns, MAX_ENTITY_CHARS), text_attribute, "sentence_subject")
     run = _capitalised_run(tokens)
     if run:
         return FactKey(_norm_phrase(run, MAX_ENTITY_CHARS), text_attribute, "named_entity")
     return FactKey("", text_attribute, "none")
-
-
-# --------------------------------------------------------------------------- judging
-
-
-def _has_marker(text: str, markers: tuple[str, ...]) -> str | None:
-    low = " " + " ".join(_lower(words(text))) + " "
-    for marker in markers:
-        if f" {marker} " in low:
-            return marker
-    return None
-
-
-def _negated(text: str) -> bool:
-    return any(w in _NEGATIONS or w.endswith("n't") for w in _lower(words(text)))
-
-
-def content_words(text: str, entity: str) -> set[str]:
-    """The words that carry a statement's value: no stop words, entity, verbs or markers."""
-    skip = set(entity.split()) | {e.removesuffix("'s") for e in entity.split()}
-    out: set[str] = set()
-    for word in _lower(words(text)):
-        base = word.removesuffix("'s")
-        if base in _STOP or base in skip or base in _VERB_CLASS or base in _ADVERBS:
-            continue
-        if base in _NEGATIONS or base.endswith("n't") or base in {"longer", "anymore"}:
-            continue
-        out.add(base)
-    return out
-
-
-def _numbers(tokens: set[str]) -> set[str]:
-    return {t for t in tokens if any(c.isdigit() for c in t)}
-
-
-def _names_slot(text: str, attribute: str) -> bool:
-    """Whether the attribute is a named slot of the entity ("Alice's manager", "my budget")
-    rather than a verb ("speaks"), which may hold many values."""
-    low = " ".join(_lower(words(text))).replace("'s ", " 's ")
-    return any(f"{owner} {attribute}" in low for owner in ("'s", "my", "our"))
-
-
-def judge_update(older_text: str, older: FactKey, newer_text: str, newer: FactKey) -> Judgement:
-    """Does the newer statement replace the older one (rules only, no model)?
-
-    `duplicate`: same words. `compatible`: different entities or attributes, an additive
-    marker ("also", "too"), or different topics. `update`: a temporal marker ("now", "no
-    longer", "moved to", "changed", …) on the same attribute or topic; a negation flip on
-    the same topic; a new value for a single-valued attribute (residence, role, a named
-    attribute like "Alice's manager"); a changed number with the same context; or the same
-    preference with a different object. `unsure`: related but none of those hold."""
-    if " ".join(_lower(words(older_text))) == " ".join(_lower(words(newer_text))):
-        return Judgement("duplicate", "same_words")
-    if not older.entity or older.entity != newer.entity:
-        return Judgement("compatible", "different_entity")
-    a, b = content_words(older_text, older.entity), content_words(newer_text, newer.entity)
-    union = a | b
-    overlap = len(a & b) / len(union) if union else 1.0
-    same_attribute = bool(older.attribute) and older.attribute == newer.attribute
-    additive = _has_marker(newer_text, _ADDITIVE_MARKERS)
-    if additive is not None:
-        return Judgement("compatible", f"additive_marker:{additive}")
-    if _negated(older_text) != _negated(newer_text) and overlap >= 0.5:
-        return Judgement("update", "negation")
-    marker = _has_marker(newer_text, _UPDATE_MARKERS)
-    if marker is not None and (same_attribute or overlap >= 0.34):
-        return Judgement("update", f"temporal_marker:{marker}")
-    if not same_attribute:
-        return Judgement("compatible", "different_attribute")
-    if a == b:
-        return Judgement("compatible", "same_value")
-    na, nb = _numbers(a), _numbers(b)
-    if (na or nb) and na != nb and (a - na) == (b - nb):
-        return Judgement("update", "quantity_changed")
-    # A named attribute ("Alice's manager", "my budget") holds one value at a time.
-    named_slot = older.attribute not in _CLASSES and _names_slot(older_text, older.attribute)
-    if older.attribute in SINGLE_VALUED or named_slot:
-        return Judgement("update", "same_attribute_new_value")
-    if overlap >= 0.5:
-        return Judgement("update", "same_topic_new_value")
-    if overlap >= 0.25:
-        return Judgement("unsure", "related_same_attribute")
-    return Judgement("compatible", "different_topic")

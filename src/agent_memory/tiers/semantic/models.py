@@ -235,7 +235,7 @@ class RecalledFact(BaseModel):
     score: float
     breakdown: ScoreBreakdown
     channels: dict[str, ChannelDetail]
-    # A newer candidate states a new value for the same key (rules: `keys.judge_update`)
+    # A newer candidate states a new value for the same key (rules: `update_rules.judge_update`)
     # and the reconciler has not superseded this one yet: the newer one ranks above it.
     possibly_outdated: bool = False
     newer_fact_id: str | None = None
