@@ -374,3 +374,54 @@ async def test_write_count_claims_one_run_per_n_writes(tmp_path: Path) -> None:
         assert await note_writes(runtime.db, "globex", 3, 2) is True
     finally:
         await runtime.close()
+
+
+def test_update_candidates_compare_only_an_entitys_newest_statements() -> None:
+    from agent_memory.ids import content_hash
+    from agent_memory.lifecycle._updates import find_update_candidates
+    from agent_memory.lifecycle.reconciler import FactRow, ReconcileConfig
+
+    def row(n: int) -> FactRow:
+        text = f"I live in city number {n}"
+        return FactRow(
+            fact_id=f"{n:026d}",
+            subject="general",
+            predicate="states",
+            content=text,
+            content_hash=content_hash(text),
+            confidence=0.7,
+            created_at=n + 1,
+            updated_at=n + 1,
+            valid_from=n + 1,
+            key_entity="user",
+            key_attribute="location",
+            key_source="speaker",
+        )
+
+    facts = [row(n) for n in range(50)]
+    pairs = find_update_candidates(facts, {}, ReconcileConfig(max_entity_facts=10))
+    assert len(pairs) == 45  # 10 * 9 / 2: the 40 oldest are not compared
+    assert min(int(p.older.fact_id) for p in pairs) == 40
+    since = find_update_candidates(facts, {}, ReconcileConfig(max_entity_facts=10), since_ms=49)
+    assert {p.newer.fact_id for p in since} == {f"{49:026d}"}
+
+
+async def test_a_failing_write_observer_never_fails_the_store(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from agent_memory.agent.memory_tools import register_write_observer
+
+    async def broken(bindings: Any, tenant: str) -> None:
+        raise RuntimeError("counter table gone")
+
+    register_write_observer(broken)
+    runtime = open_runtime(tmp_path / "state", FixedClock(NOW))
+    await runtime.migrate()
+    try:
+        assert await store(runtime, DARK) == {"stored": True}
+        await runtime.background.drain()
+        assert await memory(runtime).count() == 1
+        assert "write observer failed" in caplog.text
+    finally:
+        register_write_observer(None)
+        await runtime.close()

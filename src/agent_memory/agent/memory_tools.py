@@ -125,13 +125,21 @@ def register_write_observer(fn: WriteObserver | None) -> None:
     _WRITE_OBSERVERS[:] = [fn] if fn is not None else []
 
 
-async def _observe_write(bindings: Bindings, tenant: str) -> None:
-    """Best effort: the fact is stored; a failing observer must not fail the write."""
-    for fn in list(_WRITE_OBSERVERS):
-        try:
-            await fn(bindings, tenant)
-        except Exception as exc:
-            log.warning("write observer failed for tenant %s: %s", tenant, exc)
+def _observe_write(bindings: Bindings, tenant: str) -> None:
+    """Tell the observers after the response (`waitUntil`): the write adds no latency, and
+    a failing observer never fails it (the fact is stored)."""
+    observers = list(_WRITE_OBSERVERS)
+    if not observers:
+        return
+
+    async def run() -> None:
+        for fn in observers:
+            try:
+                await fn(bindings, tenant)
+            except Exception as exc:
+                log.warning("write observer failed for tenant %s: %s", tenant, exc)
+
+    bindings.background.wait_until(run())
 
 
 class StoreMemoryArgs(BaseModel):
@@ -195,7 +203,7 @@ async def store_memory(
     if learned.status == "pending_vector":
         result["pending"] = True
     if learned.created and bindings is not None:
-        await _observe_write(bindings, memory.tenant_id)
+        _observe_write(bindings, memory.tenant_id)
     return result, learned.fact_id, learned.status
 
 

@@ -47,6 +47,7 @@ class ReconcileConfig(BaseModel):
     update_similarity: float = Field(default=0.6, gt=0.0, le=1.0)
     update_word_overlap: float = Field(default=0.3, gt=0.0, le=1.0)
     max_update_pairs: int = Field(default=2_000, ge=1)
+    max_entity_facts: int = Field(default=200, ge=2)
     max_facts: int = Field(default=5_000, ge=1)
     max_episodes: int = Field(default=5_000, ge=1)
 

@@ -6,7 +6,8 @@ different times (`older` first by `valid_from`, then `created_at`), not the same
 that state the same key attribute or whose content is close: embedding cosine ≥
 `update_similarity` or a share of content words ≥ `update_word_overlap`. Only pairs with a
 fact newer than `since_ms` are returned (older pairs were decided by an earlier run), at
-most `max_update_pairs`, newest first.
+most `max_update_pairs`, newest first; per entity only its newest `max_entity_facts`
+statements are compared.
 
 Private to `agent_memory.lifecycle`.
 """
@@ -63,6 +64,9 @@ def find_update_candidates(
         if len(group) < 2:
             continue
         group.sort(key=_order)
+        # The newest statements about an entity are the ones an update can concern; a cap
+        # keeps one busy entity ("user") from costing n^2 comparisons.
+        group = group[-config.max_entity_facts :]
         words = [content_words(f.content, f.key_entity) for f in group]
         for j in range(1, len(group)):
             newer = group[j]
