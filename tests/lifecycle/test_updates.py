@@ -425,3 +425,83 @@ async def test_a_failing_write_observer_never_fails_the_store(
     finally:
         register_write_observer(None)
         await runtime.close()
+
+
+async def mcp_call(runtime: LocalRuntime, key: str, name: str, arguments: dict[str, Any]) -> Any:
+    from http_messages import Headers, HttpRequest
+    from worker.app import handle
+
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": name, "arguments": arguments},
+        }
+    ).encode()
+    headers = Headers(
+        {
+            "Authorization": f"Bearer {key}",
+            "content-type": "application/json",
+            "accept": "application/json, text/event-stream",
+        }
+    )
+    response = await handle(
+        HttpRequest("POST", "https://gw.test/mcp", headers, body), runtime.bindings()
+    )
+    assert response.status == 200, response.body
+    result = response.json()["result"]
+    assert result["isError"] is False, result
+    return json.loads(result["content"][0]["text"])
+
+
+@pytest.mark.usefixtures("cadence")
+async def test_over_mcp_the_default_twentieth_write_resolves_the_update(tmp_path: Path) -> None:
+    """The issue's example through the Worker's /mcp endpoint with the default cadence: no
+    reconcile command, only writes; after the 20th new fact the tenant is reconciled."""
+    from agent_memory.agent.memory_tools import SemanticMemoryDispatcher
+    from gateway import admin_ops
+    from gateway.kv_cache import ISOLATE_CACHE
+    from gateway.routes import register_memory_dispatcher
+
+    clock = FixedClock(NOW)
+    runtime = open_runtime(tmp_path / "state", clock)
+    await runtime.migrate()
+    ISOLATE_CACHE.clear()
+    register_memory_dispatcher(SemanticMemoryDispatcher)
+    try:
+        assert runtime.kv is not None
+        await admin_ops.create_tenant(runtime.kv, clock, "acme", memory_enabled=True)
+        key = (await admin_ops.issue_api_key(runtime.kv, clock, "acme")).api_key
+        await mcp_call(runtime, key, "store_memory", {"content": DARK})
+        clock.advance(60)
+        await mcp_call(runtime, key, "store_memory", {"content": LIGHT})
+        for n in range(17):  # writes 3..19: other people, no update among them
+            clock.advance(60)
+            await mcp_call(runtime, key, "store_memory", {"content": f"Person{n} owns {n} bikes"})
+        await runtime.background.drain()
+        assert await memory(runtime).count("superseded") == 0  # 19 writes: not yet
+        before = await mcp_call(runtime, key, "recall_memory", {"query": QUESTION})
+        assert before["results"][0]["content"] == LIGHT  # the recall guard meanwhile
+        assert before["results"][1]["possibly_outdated"] is True
+        clock.advance(60)
+        await mcp_call(runtime, key, "store_memory", {"content": "Zed owns a red kayak"})
+        await runtime.background.drain()
+        after = await mcp_call(runtime, key, "recall_memory", {"query": QUESTION})
+        assert after["results"][0]["content"] == LIGHT
+        assert DARK not in [r["content"] for r in after["results"]]
+        light_id = after["results"][0]["id"]
+        rows = (
+            await runtime.db.prepare(
+                "SELECT status, superseded_by FROM semantic_facts WHERE tenant_id = 'acme' "
+                "AND content = ?"
+            )
+            .bind(DARK)
+            .all()
+        )
+        assert [(r["status"], r["superseded_by"]) for r in rows.results] == [
+            ("superseded", light_id)
+        ]
+    finally:
+        ISOLATE_CACHE.clear()
+        await runtime.close()
