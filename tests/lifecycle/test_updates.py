@@ -505,3 +505,22 @@ async def test_over_mcp_the_default_twentieth_write_resolves_the_update(tmp_path
     finally:
         ISOLATE_CACHE.clear()
         await runtime.close()
+
+
+async def test_the_adjudicator_setting_picks_the_llm_binding(tmp_path: Path) -> None:
+    from worker.lifecycle_jobs import make_adjudicator
+
+    judge = _ScriptedJudge("update")
+    rules = LocalRuntime.open(tmp_path / "a", embedder=HashingEmbedder(), llm=judge)
+    llm = LocalRuntime.open(
+        tmp_path / "b",
+        embedder=HashingEmbedder(),
+        llm=judge,
+        vars={"MEMORY_UPDATE_ADJUDICATOR": "llm"},
+    )
+    try:
+        assert make_adjudicator(rules.bindings()).name == "rules"
+        assert make_adjudicator(llm.bindings()).name == "llm:scripted"
+    finally:
+        await rules.close()
+        await llm.close()
