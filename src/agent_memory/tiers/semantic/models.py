@@ -219,6 +219,8 @@ class Fact(BaseModel):
     def from_row(cls, row: Row) -> Fact:
         data = {name: row.get(name) for name in cls.model_fields}
         data["metadata"] = json.loads(row.get("metadata") or "{}")
+        for name in ("key_entity", "key_attribute", "key_source"):
+            data[name] = data[name] or ""  # a row read without the 0005 columns
         return cls.model_validate(data)
 
 
