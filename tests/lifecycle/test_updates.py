@@ -281,7 +281,8 @@ async def test_llm_adjudicator_sees_only_implicit_pairs_and_falls_back_to_rules(
 
 
 async def test_updates_bench_meets_its_targets_with_rules_alone(tmp_path: Path) -> None:
-    from local_runtime.commands.bench_updates import generate, run_updates_bench
+    from local_runtime.commands.bench_updates import run_updates_bench
+    from local_runtime.commands.bench_updates_data import generate
 
     households = generate(seed=7, households=3)
     figures = await run_updates_bench(HashingEmbedder(), tmp_path / "s", households, llm=False)
