@@ -45,6 +45,35 @@ PENDING_RETRY_ON_WRITE = 10
 PAIRS_PER_STATEMENT = 45  # (subject, hash) pairs: 2 parameters each + tenant
 
 
+async def derive_keys(scope: FactScope, inputs: Sequence[FactInput]) -> list[FactKey]:
+    """Each input's key (`keys.derive_key`), with the names the tenant already has facts
+    about found in one indexed lookup (`known_subject`)."""
+    names = [name for fact in inputs for name in entity_candidates(fact.content)]
+    wanted = list(dict.fromkeys(names))[:IDS_PER_STATEMENT]
+    known: set[str] = set()
+    if wanted:
+        marks = ", ".join("?" for _ in wanted)
+        result = (
+            await scope.db.prepare(
+                "SELECT DISTINCT key_entity FROM semantic_facts WHERE tenant_id = ? "
+                f"AND key_entity IN ({marks})"
+            )
+            .bind(scope.tenant_id, *wanted)
+            .all()
+        )
+        known = {str(row["key_entity"]) for row in result.results}
+    return [
+        derive_key(
+            fact.content,
+            subject=fact.subject,
+            predicate=fact.predicate,
+            metadata=fact.metadata,
+            known_entities=known,
+        )
+        for fact in inputs
+    ]
+
+
 class FactWriter:
     """Learns and deletes one tenant's facts."""
 
@@ -95,19 +124,7 @@ class FactWriter:
         for index, fact in enumerate(inputs):
             first_of.setdefault((fact.subject, hashes[index]), index)
         existing = await self._find_by_hash(list(first_of))
-        known = await self._known_entities(
-            [name for fact in inputs for name in entity_candidates(fact.content)]
-        )
-        keys = [
-            derive_key(
-                fact.content,
-                subject=fact.subject,
-                predicate=fact.predicate,
-                metadata=fact.metadata,
-                known_entities=known,
-            )
-            for fact in inputs
-        ]
+        keys = await derive_keys(self._s, inputs)
         results: dict[int, LearnResult] = {}
         todo: list[int] = []  # indexes (first occurrences) that need a vector
         failed = False
@@ -236,22 +253,6 @@ class FactWriter:
             await self._vectors.complete_pending(PENDING_RETRY_ON_WRITE)
         except Exception as exc:
             log.warning("retrying pending facts of tenant %s failed: %s", self._s.tenant_id, exc)
-
-    async def _known_entities(self, names: Sequence[str]) -> set[str]:
-        """Which of `names` the tenant already has facts about (one indexed lookup)."""
-        wanted = list(dict.fromkeys(names))[:IDS_PER_STATEMENT]
-        if not wanted:
-            return set()
-        marks = ", ".join("?" for _ in wanted)
-        result = (
-            await self._s.db.prepare(
-                "SELECT DISTINCT key_entity FROM semantic_facts WHERE tenant_id = ? "
-                f"AND key_entity IN ({marks})"
-            )
-            .bind(self._s.tenant_id, *wanted)
-            .all()
-        )
-        return {str(row["key_entity"]) for row in result.results}
 
     def _insert_statement(
         self,
