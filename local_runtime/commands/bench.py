@@ -374,3 +374,6 @@ def register(sub: Any) -> None:
         help="override the configured channel fusion (default: the configuration's)",
     )
     recall.set_defaults(func=cmd_bench_recall)
+    from local_runtime.commands.bench_updates import register as register_updates
+
+    register_updates(bench_sub)

@@ -185,6 +185,8 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
                 _say(
                     f"  [{index}/{len(tenants)}] {tenant}: merged {report.merged_exact}+"
                     f"{report.merged_similar}, superseded {report.superseded_conflicts}, "
+                    f"updates {report.superseded_updates} of {report.update_pairs} pair(s) "
+                    f"({report.adjudicator}), "
                     f"promoted {report.promoted}, summarised {report.summarised}, "
                     f"links +{report.links_added}"
                 )

@@ -86,6 +86,12 @@ class Settings(BaseModel):
     lifecycle_max_operations: int = Field(default=900, ge=10)
     lifecycle_max_seconds: float = Field(default=600.0, gt=0, le=900)
     prune_batch_rows: int = Field(default=500, ge=1, le=5000)
+    # Knowledge updates (docs/semantic-memory.md): who decides candidate pairs in the
+    # reconciler ("rules": no model; "llm": the LLM binding decides what the rules cannot
+    # settle with a marker), and after how many new facts of a tenant a reconcile is
+    # scheduled in the background (0: only the daily cron and on demand).
+    memory_update_adjudicator: Literal["rules", "llm"] = "rules"
+    memory_reconcile_every_writes: int = Field(default=20, ge=0, le=100_000)
 
     # Hosts tools may call although they are loopback, private, link-local or metadata space
     # (docs/gateway.md "Outbound guard"): comma-separated names, IPs or CIDR networks.

@@ -21,7 +21,11 @@ gateway's memory dispatcher for MCP clients.
 
 from __future__ import annotations
 
-from agent_memory.agent.memory_tools import SemanticMemoryDispatcher, install
+from agent_memory.agent.memory_tools import (
+    SemanticMemoryDispatcher,
+    install,
+    register_write_observer,
+)
 from agent_memory.ids import is_ulid
 from agent_memory.tiers.semantic import SemanticMemory, SemanticTierUnavailable
 from bindings.environment import Bindings
@@ -29,6 +33,7 @@ from gateway.routes import register_memory_dispatcher
 from http_messages import HttpRequest, HttpResponse, json_response
 from worker.access import AccessIdentity, access_gated
 from worker.errors import ApiError
+from worker.lifecycle_jobs import reconcile_after_writes
 from worker.path_params import tenant_param
 from worker.router import Router
 
@@ -65,3 +70,5 @@ def add_semantic_memory(router: Router[Bindings]) -> None:
     router.add("DELETE", FACT_ROUTE, delete_fact_route)
     install()
     register_memory_dispatcher(SemanticMemoryDispatcher)
+    # New facts count towards the tenant's next background reconcile (issue 16).
+    register_write_observer(reconcile_after_writes)

@@ -17,7 +17,9 @@ import logging
 import time
 from typing import Any
 
+from agent_memory.lifecycle.adjudicator import Adjudicator, LlmAdjudicator, RulesAdjudicator
 from agent_memory.lifecycle.brief import build_brief
+from agent_memory.lifecycle.cadence import note_writes
 from agent_memory.lifecycle.erase import SubjectEraser
 from agent_memory.lifecycle.prune import PruneBudget, Pruner, resume_unfinished, weekly_prune_id
 from agent_memory.lifecycle.reconciler import Reconciler
@@ -61,6 +63,43 @@ def make_reconciler(bindings: Bindings, tenant: str) -> Reconciler | None:
         memory=memory,
         embedding_key=bindings.embedder.config.key,
         clock=bindings.clock,
+        adjudicator=make_adjudicator(bindings),
+    )
+
+
+def make_adjudicator(bindings: Bindings) -> Adjudicator:
+    """`MEMORY_UPDATE_ADJUDICATOR`: the LLM one when asked for and an LLM is bound (Workers
+    AI on Cloudflare, the configured OpenAI-compatible model locally), else the rules."""
+    if bindings.settings.memory_update_adjudicator == "llm" and bindings.llm is not None:
+        return LlmAdjudicator(bindings.llm)
+    return RulesAdjudicator()
+
+
+async def reconcile_after_writes(bindings: Bindings, tenant: str) -> None:
+    """The write observer (`memory_tools.register_write_observer`): counts a tenant's new
+    facts and, every `MEMORY_RECONCILE_EVERY_WRITES` of them, reconciles that tenant in the
+    background (`waitUntil`), so updates are resolved without waiting for the daily cron."""
+    every = bindings.settings.memory_reconcile_every_writes
+    if bindings.db is None or every <= 0:
+        return
+    if not await note_writes(bindings.db, tenant, 1, every):
+        return
+    reconciler = make_reconciler(bindings, tenant)
+    if reconciler is not None:
+        bindings.background.wait_until(_reconcile_in_background(reconciler))
+
+
+async def _reconcile_in_background(reconciler: Reconciler) -> None:
+    try:
+        report = await reconciler.run()
+    except Exception:  # the next N writes or the daily cron try again
+        log.exception("reconcile after writes: tenant %s failed", reconciler.tenant_id)
+        return
+    log.info(
+        "reconcile after writes: tenant %s, %d update(s) applied of %d pair(s)",
+        reconciler.tenant_id,
+        report.superseded_updates,
+        report.update_pairs,
     )
 
 
@@ -97,7 +136,7 @@ async def reconcile_all(bindings: Bindings, *, max_seconds: float) -> list[dict[
             log.exception("reconcile: tenant %s failed", tenant)
             out.append({"tenant_id": tenant, "error": f"{type(exc).__name__}: {exc}"})
             continue
-        out.append(report.model_dump(exclude={"merges", "conflicts", "new_fact_ids"}))
+        out.append(report.model_dump(exclude={"merges", "conflicts", "new_fact_ids", "decisions"}))
     return out
 
 

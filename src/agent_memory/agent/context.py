@@ -1,9 +1,17 @@
 """Context assembly: what an agent is given at the start of a turn.
 
 `TurnContext` holds the four things a turn starts from: the instance's `turn_state`, a
-snapshot of its working memory, the latest episodes of (tenant, agent type) (newest first,
-at most 10) and, for agent types with `semantic_prefetch`, facts recalled for the input.
-`render_context` turns it into the text of one system message.
+snapshot of its working memory, recent episodes of (tenant, agent type) and, for agent
+types with `semantic_prefetch`, facts recalled for the input. `render_context` turns it
+into the text of one system message.
+
+Tier-aware retrieval (ADR-0051): working memory and the episodes are scored like semantic
+recall, with their tier's weights from `MEMORY_RETRIEVAL_CONFIG` (`retrieval.rank`:
+lexical relevance to the turn input, recency, confidence — an episode's importance, 1 for
+working memory — and density). Working memory keys are listed best first; the episodes
+are the `recent_episodes` best of the newest `EPISODE_POOL_FACTOR` times as many, listed
+newest first. Each read emits a `memory_retrieved` event (tier `working` / `episodic`)
+with the scores, in the background, like semantic recall.
 
 Semantic prefetch is a hook: `register_semantic_prefetch(fn)` installs the function the
 semantic tier provides; with none installed (or prefetch off) the section is empty.
@@ -13,12 +21,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
+import logging
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from agent_memory.governance.agent_types import AgentType, WorkflowSpec
+from agent_memory.governance.events import EventLog, EventTier, RetrievedItem, memory_retrieved
+from agent_memory.retrieval.rank import RankedItem, RankItem, rank
+from agent_memory.retrieval.scoring import RetrievalConfig
 from agent_memory.tiers.episodic import Episode, EpisodicStore
 from agent_memory.tiers.working import WorkingMemory
 from bindings.environment import Bindings
@@ -28,6 +40,11 @@ WORKING_PREVIEW_CHARS = 2_000
 CONTEXT_HEADER = "# Context for this turn"
 EPISODES_HEADER = "## Recent episodes (newest first)"
 EPISODE_LINE_PREFIX = "- [episode "
+# Episodes scored at turn start: this many times the agent type's `recent_episodes`.
+EPISODE_POOL_FACTOR = 4
+MAX_EPISODE_POOL = 100
+
+log = logging.getLogger(__name__)
 
 
 class TurnContext(BaseModel):
@@ -61,18 +78,58 @@ async def assemble_context(
     tenant: str = "",
     input_text: str = "",
 ) -> TurnContext:
-    """Read working memory, recent episodes (and prefetched facts) concurrently."""
+    """Read working memory, recent episodes (and prefetched facts) concurrently; score the
+    first two with their tier's weights and record what was retrieved."""
     memory = agent_type.memory
+    config = _retrieval_config(bindings)
+    now = bindings.clock.now() if bindings is not None else None
 
     async def working_snapshot() -> dict[str, Any]:
         if working is None or not memory.working_memory:
             return {}
-        return await working.snapshot()
+        entries = await working.entries()
+        values = await working.snapshot()
+        items = [
+            RankItem(
+                id=entry.key,
+                text=f"{entry.key} {json.dumps(values[entry.key], ensure_ascii=False)}",
+                # KV keeps the expiry, not the write time: written = expiry - TTL.
+                written_at=float(entry.expiration - working.ttl_seconds)
+                if entry.expiration
+                else 0.0,
+                confidence=1.0,
+            )
+            for entry in entries
+            if entry.key in values
+        ]
+        at = now if now is not None else max((i.written_at for i in items), default=0.0)
+        ranked = rank(input_text, items, config.weights_for("working"), at)
+        _record(bindings, tenant, "working", input_text, ranked, agent_type.name, at, len(items))
+        return {r.item.id: values[r.item.id] for r in ranked}
 
     async def recent() -> list[Episode]:
         if episodic is None or memory.recent_episodes == 0:
             return []
-        return await episodic.recent_episodes(agent_type.name, memory.recent_episodes)
+        wanted = memory.recent_episodes
+        pool = await episodic.recent_episodes(
+            agent_type.name, min(MAX_EPISODE_POOL, max(wanted, wanted * EPISODE_POOL_FACTOR))
+        )
+        by_id = {e.episode_id: e for e in pool}
+        items = [
+            RankItem(
+                id=e.episode_id,
+                text=e.content,
+                written_at=e.created_at / 1000.0,
+                confidence=e.importance,
+            )
+            for e in pool
+        ]
+        at = now if now is not None else max((i.written_at for i in items), default=0.0)
+        ranked = rank(input_text, items, config.weights_for("episodic"), at)[:wanted]
+        _record(bindings, tenant, "episodic", input_text, ranked, agent_type.name, at, len(items))
+        chosen = [by_id[r.item.id] for r in ranked]
+        chosen.sort(key=lambda e: (e.created_at, e.episode_id), reverse=True)
+        return chosen
 
     async def facts() -> list[dict[str, Any]]:
         if not (memory.semantic_prefetch and _PREFETCH and bindings is not None):
@@ -83,6 +140,64 @@ async def assemble_context(
     return TurnContext(
         turn_state=turn_state, working_memory=snapshot, episodes=episodes, facts=found
     )
+
+
+def _retrieval_config(bindings: Bindings | None) -> RetrievalConfig:
+    if bindings is None:
+        return RetrievalConfig()
+    try:
+        return RetrievalConfig.from_json(bindings.settings.memory_retrieval_config)
+    except ValueError as exc:  # validated at startup; never fail a turn over it here
+        log.warning("MEMORY_RETRIEVAL_CONFIG unusable, using the defaults: %s", exc)
+        return RetrievalConfig()
+
+
+def _record(
+    bindings: Bindings | None,
+    tenant: str,
+    tier: EventTier,
+    query: str,
+    ranked: Sequence[RankedItem],
+    agent_type: str,
+    now: float,
+    pool: int,
+) -> None:
+    """One `memory_retrieved` event for a tier read, written in the background (best
+    effort: a turn never fails over its audit trail)."""
+    if bindings is None or bindings.db is None or not tenant or not ranked:
+        return
+    try:
+        events = EventLog(tenant, bindings.db)
+    except ValueError:
+        return
+    event = memory_retrieved(
+        tenant_id=tenant,
+        tier=tier,
+        now=now if now > 0 else bindings.clock.now(),
+        query=query,
+        top_k=len(ranked),
+        results=[
+            RetrievedItem(
+                id=r.item.id,
+                score=round(r.parts[0], 6),
+                relevance=round(r.parts[1], 6),
+                recency=round(r.parts[2], 6),
+                confidence=round(r.parts[3], 6),
+                density=round(r.parts[4], 6),
+            )
+            for r in ranked
+        ],
+        candidates={"pool": pool},
+        agent_type=agent_type,
+    )
+
+    async def write() -> None:
+        try:
+            await events.record(event)
+        except Exception as exc:
+            log.warning("memory_retrieved (%s) not recorded for %s: %s", tier, tenant, exc)
+
+    bindings.background.wait_until(write())
 
 
 def _preview(text: str, limit: int) -> str:

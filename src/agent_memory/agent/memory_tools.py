@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -90,6 +91,11 @@ RECALL_MEMORY_SCHEMA: dict[str, Any] = {
                 "subject": {"type": "string"},
                 "predicate": {"type": "string"},
                 "min_confidence": {"type": "number", "minimum": 0, "maximum": 1},
+                "as_of": {
+                    "type": "number",
+                    "exclusiveMinimum": 0,
+                    "description": "Epoch seconds: what was believed at that time.",
+                },
             },
             "additionalProperties": False,
         },
@@ -106,6 +112,34 @@ STORE_MEMORY_SCHEMA: dict[str, Any] = {
 }
 
 _TRIPLE_KEYS = ("subject", "predicate", "object", "confidence")
+
+# Called after a store that created a fact: `fn(bindings, tenant)`. The edge installs the
+# reconciler's write cadence here (`worker.lifecycle_jobs`); the agent room cannot import
+# the lifecycle room, so the dependency is a hook, like the semantic prefetch.
+WriteObserver = Callable[[Bindings, str], Awaitable[None]]
+_WRITE_OBSERVERS: list[WriteObserver] = []
+
+
+def register_write_observer(fn: WriteObserver | None) -> None:
+    """Install (or with None, remove) the function told about every new fact."""
+    _WRITE_OBSERVERS[:] = [fn] if fn is not None else []
+
+
+def _observe_write(bindings: Bindings, tenant: str) -> None:
+    """Tell the observers after the response (`waitUntil`): the write adds no latency, and
+    a failing observer never fails it (the fact is stored)."""
+    observers = list(_WRITE_OBSERVERS)
+    if not observers:
+        return
+
+    async def run() -> None:
+        for fn in observers:
+            try:
+                await fn(bindings, tenant)
+            except Exception as exc:
+                log.warning("write observer failed for tenant %s: %s", tenant, exc)
+
+    bindings.background.wait_until(run())
 
 
 class StoreMemoryArgs(BaseModel):
@@ -155,14 +189,21 @@ async def recall_memory(memory: SemanticMemory, arguments: Any) -> dict[str, Any
 
 
 async def store_memory(
-    memory: SemanticMemory, arguments: Any, *, source: str = STORE_MEMORY
+    memory: SemanticMemory,
+    arguments: Any,
+    *,
+    source: str = STORE_MEMORY,
+    bindings: Bindings | None = None,
 ) -> tuple[dict[str, Any], str, str]:
-    """Run `store_memory`; returns (tool result, fact id, status)."""
+    """Run `store_memory`; returns (tool result, fact id, status). With `bindings`, a new
+    fact is reported to the write observer (the reconciler's write cadence)."""
     args: StoreMemoryArgs = _parse(StoreMemoryArgs, arguments, STORE_MEMORY)
     learned = await memory.learn(_fact_from_store(args, source))
     result: dict[str, Any] = {"stored": True}
     if learned.status == "pending_vector":
         result["pending"] = True
+    if learned.created and bindings is not None:
+        _observe_write(bindings, memory.tenant_id)
     return result, learned.fact_id, learned.status
 
 
@@ -194,7 +235,9 @@ class SemanticMemoryDispatcher:
         if tool_name == RECALL_MEMORY:
             return await recall_memory(memory, arguments)
         if tool_name == STORE_MEMORY:
-            result, _, _ = await store_memory(memory, arguments, source="mcp")
+            result, _, _ = await store_memory(
+                memory, arguments, source="mcp", bindings=self._bindings
+            )
             return result
         raise MemoryInputError(f"unknown memory tool {tool_name!r}", code="unknown_tool")
 
@@ -240,7 +283,7 @@ async def _recall_tool(arguments: dict[str, Any], context: ToolContext) -> dict[
 async def _store_tool(arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]:
     memory = _memory_for(context)
     try:
-        result, fact_id, status = await store_memory(memory, arguments)
+        result, fact_id, status = await store_memory(memory, arguments, bindings=context.bindings)
     except MemoryInputError as exc:
         raise _tool_error(exc) from None
     context.log_step(

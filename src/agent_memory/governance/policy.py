@@ -268,6 +268,8 @@ class WriteGate:
             payload["subject"] = proposal.subject
         if proposal.supersedes:
             payload["supersedes"] = proposal.supersedes
+        if proposal.decision:
+            payload["decision"] = dict(proposal.decision)
         fields = proposal.personal_fields()
         if fields is not None:
             payload["personal_fields"] = list(fields) or ["*"]

@@ -48,6 +48,9 @@ class WriteProposal(BaseModel):
     agent_type: str | None = None
     subject: str | None = None
     run_id: str | None = None
+    # Why the write was made, copied into its `memory_written` event as `decision` (the
+    # reconciler's update step: decision, reason, adjudicator). Never personal data.
+    decision: dict[str, str] | None = None
 
     @property
     def content(self) -> bytes:

@@ -41,6 +41,13 @@ class ReconcileConfig(BaseModel):
     )
     default_source_weight: float = Field(default=0.6, ge=0.0)
     multi_valued_predicates: frozenset[str] = frozenset({"states"})
+    # Update detection: two facts about the same key entity are a candidate pair when
+    # they state the same attribute or their content is this close (cosine, or the share
+    # of content words they have in common).
+    update_similarity: float = Field(default=0.6, gt=0.0, le=1.0)
+    update_word_overlap: float = Field(default=0.3, gt=0.0, le=1.0)
+    max_update_pairs: int = Field(default=2_000, ge=1)
+    max_entity_facts: int = Field(default=200, ge=2)
     max_facts: int = Field(default=5_000, ge=1)
     max_episodes: int = Field(default=5_000, ge=1)
 
@@ -67,6 +74,9 @@ class FactRow(BaseModel):
     created_at: int
     updated_at: int
     valid_from: int = 0
+    key_entity: str = ""
+    key_attribute: str = ""
+    key_source: str = ""
 
     @classmethod
     def from_row(cls, row: Row) -> FactRow:

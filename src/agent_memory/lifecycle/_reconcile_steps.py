@@ -5,7 +5,8 @@ its own tests. `Reconciler.run` applies them in this order:
   then near duplicates (embedding cosine ≥ `similarity_threshold`, same subject). The
   entry with the higher confidence is kept (ties: the more specific subject, then the
   older entry); the others merge into it — their provenance is moved to it and they are
-  superseded by it.
+  superseded by it. Two sentences the update rules read as a change ("now prefers light
+  mode" after "prefers dark mode") are never merged: they are the update step's.
 * `resolve_conflicts`: live facts with the same subject and predicate but different
   objects. The winner has the highest recency * confidence * source weight; every other
   one is superseded by it (`superseded_by`, `valid_to` = now) and kept, never deleted.
@@ -48,6 +49,8 @@ from agent_memory.lifecycle._reconcile_models import (
 )
 from agent_memory.retrieval.scoring import recency_decay
 from agent_memory.tiers.semantic import DEFAULT_SUBJECT
+from agent_memory.tiers.semantic.keys import FactKey
+from agent_memory.tiers.semantic.update_rules import judge_update
 
 SUMMARY_MAX_CHARS = 2_000
 DAY_MS = 86_400_000
@@ -60,6 +63,22 @@ def _rank_key(fact: FactRow) -> tuple[float, int, int, str]:
 
 def _compatible_subjects(a: FactRow, b: FactRow) -> bool:
     return a.subject == b.subject or DEFAULT_SUBJECT in (a.subject, b.subject)
+
+
+def _states_a_change(a: FactRow, b: FactRow) -> bool:
+    """Whether two near-identical sentences are an update ("Alice now prefers light mode"
+    after "Alice prefers dark mode"): those are the update step's, never merged as
+    duplicates (a merge keeps the older one)."""
+    if not (a.key_entity and b.key_entity):
+        return False
+    older, newer = sorted((a, b), key=lambda f: (f.valid_from, f.created_at, f.fact_id))
+    verdict = judge_update(
+        older.content,
+        FactKey(older.key_entity, older.key_attribute, "none"),
+        newer.content,
+        FactKey(newer.key_entity, newer.key_attribute, "none"),
+    )
+    return verdict.decision in ("update", "unsure")
 
 
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:
@@ -114,7 +133,7 @@ def find_duplicates(
                 other = group[j]
                 if other.fact_id in dropped:
                     continue
-                if sims[i, j] >= config.similarity_threshold:
+                if sims[i, j] >= config.similarity_threshold and not _states_a_change(keep, other):
                     dropped.add(other.fact_id)
                     merges.append(
                         Merge(

@@ -51,7 +51,8 @@ class ReconcileStore:
         result = await (
             self._db.prepare(
                 "SELECT fact_id, subject, predicate, object, content, content_hash, confidence, "
-                "source, created_at, updated_at, valid_from FROM semantic_facts "
+                "source, created_at, updated_at, valid_from, key_entity, key_attribute, "
+                "key_source FROM semantic_facts "
                 "WHERE tenant_id = ? AND status = 'active' AND (valid_to IS NULL OR valid_to > ?) "
                 "ORDER BY created_at DESC, fact_id LIMIT ?"
             )
@@ -148,17 +149,28 @@ class ReconcileStore:
     # ------------------------------------------------------------------ writing
 
     async def supersede(
-        self, loser: str, winner: str, now_ms: int, *, relation: str | None
+        self,
+        loser: str,
+        winner: str,
+        now_ms: int,
+        *,
+        relation: str | None,
+        valid_to_ms: int | None = None,
+        link_score: float | None = None,
     ) -> bool:
         """In one batch: mark `loser` superseded by `winner` (kept, never deleted) if it is
         still active, give the winner its provenance and, with `relation`, record the loser
-        against the winner. False when the loser was no longer active."""
+        against the winner. Its validity ends at `valid_to_ms` (default now; an update
+        passes the newer statement's `valid_from`, so as-of recall sees the change when it
+        was stated). With `link_score`, the two are linked both ways. False when the loser
+        was no longer active."""
+        valid_to = now_ms if valid_to_ms is None else valid_to_ms
         statements: list[D1Statement] = [
             self._db.prepare(
                 "UPDATE semantic_facts SET status = 'superseded', superseded_by = ?, "
                 "valid_to = MAX(valid_from, ?), updated_at = ? "
                 "WHERE tenant_id = ? AND fact_id = ? AND status = 'active'"
-            ).bind(winner, now_ms, now_ms, self.tenant_id, loser),
+            ).bind(winner, valid_to, now_ms, self.tenant_id, loser),
             # The winner inherits where the loser came from.
             self._db.prepare(
                 "INSERT INTO fact_provenance (tenant_id, fact_id, source_kind, source_id, "
@@ -175,6 +187,14 @@ class ReconcileStore:
                     "ON CONFLICT DO NOTHING"
                 ).bind(self.tenant_id, winner, loser, relation, now_ms)
             )
+        if link_score is not None:
+            for a, b in ((loser, winner), (winner, loser)):
+                statements.append(
+                    self._db.prepare(
+                        "INSERT INTO memory_links (tenant_id, from_fact_id, to_fact_id, score, "
+                        "created_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
+                    ).bind(self.tenant_id, a, b, link_score, now_ms)
+                )
         results = await self._db.batch(statements)
         return results[0].meta.changes != 0
 

@@ -47,6 +47,9 @@ class TenantBrief(BaseModel):
     links: int
     archives: int
     archived_rows: int
+    # Update pairs the reconciler's adjudicator was `unsure` about in the last 24 hours
+    # (`memory_written` events with `decision: unsure`): for a person to look at.
+    updates_unsure: int = 0
 
 
 class Brief(BaseModel):
@@ -85,7 +88,10 @@ _TENANT_SQL = (
     "AS facts_superseded, "
     "(SELECT COUNT(*) FROM memory_links WHERE tenant_id = ?1) AS links, "
     "(SELECT COUNT(*) FROM lifecycle_archives WHERE tenant_id = ?1) AS archives, "
-    "(SELECT COALESCE(SUM(rows), 0) FROM lifecycle_archives WHERE tenant_id = ?1) AS archived"
+    "(SELECT COALESCE(SUM(rows), 0) FROM lifecycle_archives WHERE tenant_id = ?1) AS archived, "
+    "(SELECT COUNT(*) FROM memory_events WHERE tenant_id = ?1 AND kind = 'memory_written' "
+    "AND created_at > ?2 - 86400000 AND json_extract(payload, '$.decision') = 'unsure') "
+    "AS unsure"
 )
 
 
@@ -136,6 +142,7 @@ async def build_brief(
                 links=int(row["links"] or 0),
                 archives=int(row["archives"] or 0),
                 archived_rows=int(row["archived"] or 0),
+                updates_unsure=int(row["unsure"] or 0),
             )
             brief.tenants.append(item)
             _report(brief, item)
@@ -146,6 +153,14 @@ async def build_brief(
 
 
 def _report(brief: Brief, item: TenantBrief) -> None:
+    if item.updates_unsure:
+        unsure = (
+            f"tenant {item.tenant_id}: {item.updates_unsure} pair(s) of facts the update "
+            "adjudicator was unsure about in the last day (memory_written events with "
+            "decision 'unsure'); both facts stay live until someone decides."
+        )
+        log.warning("daily brief: %s", unsure)
+        brief.warnings.append(unsure)
     if item.level == "at_limit":
         message = (
             f"tenant {item.tenant_id} is AT its episode limit ({item.episodes}/"

@@ -25,9 +25,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from agent_memory.governance.events import EventLog
+from agent_memory.governance.events import EventLog, memory_written
 from agent_memory.governance.policy import WriteGate, WriteProposal
-from agent_memory.ids import normalize_content
+from agent_memory.ids import normalize_content, sha256_hex
 from agent_memory.lifecycle._reconcile_models import (
     EpisodeRow,
     FactRow,
@@ -52,6 +52,8 @@ from agent_memory.lifecycle._reconcile_steps import (
 from agent_memory.lifecycle._reconcile_store import (
     ReconcileStore,
 )
+from agent_memory.lifecycle._updates import find_update_candidates, updates_to_apply
+from agent_memory.lifecycle.adjudicator import Adjudication, Adjudicator, RulesAdjudicator
 from agent_memory.statements import IDS_PER_STATEMENT
 from agent_memory.tiers.semantic import FactInput, SemanticMemory
 from bindings.ports.clock import Clock
@@ -98,8 +100,13 @@ class ReconcileReport(BaseModel):
     summarised: int = 0
     links_added: int = 0
     pending_completed: int = 0
+    update_pairs: int = 0
+    superseded_updates: int = 0
+    adjudicator: str = ""
     merges: list[Merge] = Field(default_factory=list)
     conflicts: list[Supersede] = Field(default_factory=list)
+    # Every adjudicated pair's decision; `unsure` ones are listed in the daily brief.
+    decisions: list[Adjudication] = Field(default_factory=list)
     new_fact_ids: list[str] = Field(default_factory=list)
 
 
@@ -117,10 +124,13 @@ class Reconciler:
         clock: Clock,
         gate: WriteGate | None = None,
         config: ReconcileConfig | None = None,
+        adjudicator: Adjudicator | None = None,
     ) -> None:
         if memory.tenant_id != tenant_id:
             raise ValueError("the semantic memory belongs to another tenant")
         self.tenant_id = tenant_id
+        self.adjudicator: Adjudicator = adjudicator or RulesAdjudicator()
+        self._events = EventLog(tenant_id, db)
         self._memory = memory
         self._clock = clock
         self._gate = gate or WriteGate(tenant_id, clock=clock, events=EventLog(tenant_id, db))
@@ -156,6 +166,17 @@ class Reconciler:
             if await self._supersede(conflict.loser, conflict.winner, now_ms, relation=None):
                 report.conflicts.append(conflict)
                 report.superseded_conflicts += 1
+        # 2b. Updates in free text: candidate pairs about the same key entity, decided by
+        # the adjudicator; pairs whose facts were all examined by an earlier run are not
+        # asked again (the link watermark below moves at the end of every run).
+        lost = {c.loser for c in report.conflicts}
+        await self._updates(
+            [f for f in remaining if f.fact_id not in lost],
+            vectors,
+            await self._store.linked_through(),
+            now_ms,
+            report,
+        )
         # 3-4. Promotion and decay, over the episodes.
         episodes = await self._store.episodes(self.config.max_episodes)
         report.episodes_examined = len(episodes)
@@ -203,9 +224,64 @@ class Reconciler:
         log.info(
             "reconcile %s: %s",
             self.tenant_id,
-            report.model_dump(exclude={"merges", "conflicts", "new_fact_ids"}),
+            report.model_dump(exclude={"merges", "conflicts", "new_fact_ids", "decisions"}),
         )
         return report
+
+    async def _updates(
+        self,
+        facts: Sequence[FactRow],
+        vectors: dict[str, list[float]],
+        since_ms: int,
+        now_ms: int,
+        report: ReconcileReport,
+    ) -> None:
+        report.adjudicator = self.adjudicator.name
+        pairs = find_update_candidates(facts, vectors, self.config, since_ms)
+        report.update_pairs = len(pairs)
+        if not pairs:
+            return
+        decisions = await self.adjudicator.decide(pairs)
+        report.decisions = list(decisions)
+        applied: set[tuple[str, str]] = set()
+        for pair, decision in updates_to_apply(decisions, pairs):
+            done = await self._supersede(
+                pair.older.fact_id,
+                pair.newer.fact_id,
+                now_ms,
+                relation="merged_from" if decision.decision == "duplicate" else None,
+                valid_to_ms=pair.newer.valid_from,
+                link_score=min(1.0, max(0.0, pair.similarity)),
+                decision=decision,
+            )
+            if done:
+                applied.add((decision.older, decision.newer))
+                report.superseded_updates += 1
+        # The applied ones are recorded by the write gate (`memory_written` with the
+        # supersession); every other decision gets its own event, so the brief can list
+        # the `unsure` ones and an audit can see why a pair was left alone.
+        others = [d for d in decisions if (d.older, d.newer) not in applied]
+        events = [
+            memory_written(
+                tenant_id=self.tenant_id,
+                tier="semantic",
+                now=now_ms / 1000.0,
+                content_hash=sha256_hex(f"{d.older}|{d.newer}|{d.decision}|{d.adjudicator}"),
+                payload={
+                    "op": "adjudicated",
+                    "decision": d.decision,
+                    "older": d.older,
+                    "newer": d.newer,
+                    "reason": d.reason,
+                    "adjudicator": d.adjudicator,
+                    "applied": False,
+                },
+                agent_type=RECONCILER_SOURCE,
+            )
+            for d in others
+        ]
+        if events:
+            await self._events.record_many(events)
 
     def _floor(self) -> float:
         return self._gate.policy.confidence_floor.get("semantic", 0.0)
@@ -213,19 +289,48 @@ class Reconciler:
     # ------------------------------------------------------------------ writing
 
     async def _supersede(
-        self, loser: str, winner: str, now_ms: int, *, relation: str | None
+        self,
+        loser: str,
+        winner: str,
+        now_ms: int,
+        *,
+        relation: str | None,
+        valid_to_ms: int | None = None,
+        link_score: float | None = None,
+        decision: Adjudication | None = None,
     ) -> bool:
         """Mark `loser` superseded by `winner` (kept, never deleted), move its provenance
-        (and, for a merge, record it as merged into the winner), drop its vector."""
+        (and, for a merge, record it as merged into the winner), drop its vector. An
+        update (`decision`) also links the two and puts its decision, reason and
+        adjudicator into the `memory_written` event."""
         proposal = WriteProposal(
             tier="semantic",
             key=winner,
-            value={"superseded": loser, "superseded_by": winner, "valid_to": now_ms},
+            value={
+                "superseded": loser,
+                "superseded_by": winner,
+                "valid_to": now_ms if valid_to_ms is None else valid_to_ms,
+            },
             source=RECONCILER_SOURCE,
             supersedes=loser,
+            decision=None
+            if decision is None
+            else {
+                "op": "superseded",
+                "decision": decision.decision,
+                "reason": decision.reason,
+                "adjudicator": decision.adjudicator,
+            },
         )
         self._gate.check(proposal)
-        if not await self._store.supersede(loser, winner, now_ms, relation=relation):
+        if not await self._store.supersede(
+            loser,
+            winner,
+            now_ms,
+            relation=relation,
+            valid_to_ms=valid_to_ms,
+            link_score=link_score,
+        ):
             return False  # no longer active: another run got there first
         await self._gate.committed([proposal])
         try:

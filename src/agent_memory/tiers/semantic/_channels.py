@@ -61,8 +61,19 @@ class RecallChannels:
         # `+f.status`: the unary plus keeps SQLite from choosing the (tenant_id, status)
         # index, which would scan every active fact of the tenant; the selective indexes
         # (subject, predicate, the FTS rowid) must drive these queries.
-        sql = " AND +f.status = 'active' AND (f.valid_to IS NULL OR f.valid_to > ?)"
-        params: list[SqlValue] = [ms(now)]
+        if filters.as_of is not None:
+            # What was believed then: written by then, and its validity interval (closed
+            # by a supersession) contains it. Superseded rows have no vector any more, so
+            # only the keyword and exact channels find them.
+            at = ms(filters.as_of)
+            sql = (
+                " AND +f.status IN ('active', 'superseded') AND f.created_at <= ?"
+                " AND f.valid_from <= ? AND (f.valid_to IS NULL OR f.valid_to > ?)"
+            )
+            params: list[SqlValue] = [at, at, at]
+        else:
+            sql = " AND +f.status = 'active' AND (f.valid_to IS NULL OR f.valid_to > ?)"
+            params = [ms(now)]
         if filters.agent_type is not None:
             sql += " AND f.agent_type = ?"
             params.append(filters.agent_type)
@@ -129,10 +140,21 @@ class RecallChannels:
 
     @staticmethod
     def is_live(row: Row, filters: RecallFilters, now: float) -> bool:
-        if row["status"] != "active":
-            return False
-        if row["valid_to"] is not None and int(row["valid_to"]) <= ms(now):
-            return False
+        """Whether a row may be returned: active and valid now, or — with `as_of` — written
+        by then and valid then (superseded or not)."""
+        if filters.as_of is not None:
+            at = ms(filters.as_of)
+            if row["status"] not in ("active", "superseded"):
+                return False
+            if int(row["created_at"]) > at or int(row["valid_from"]) > at:
+                return False
+            if row["valid_to"] is not None and int(row["valid_to"]) <= at:
+                return False
+        else:
+            if row["status"] != "active":
+                return False
+            if row["valid_to"] is not None and int(row["valid_to"]) <= ms(now):
+                return False
         if filters.agent_type is not None and row["agent_type"] != filters.agent_type:
             return False
         if filters.subject is not None and row["subject"] != filters.subject:

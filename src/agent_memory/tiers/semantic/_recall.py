@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from typing import cast
 
 from agent_memory.governance.events import RetrievedItem, memory_retrieved
 from agent_memory.retrieval.fusion import ChannelHit, ChannelResult, fuse
@@ -24,19 +25,58 @@ from agent_memory.tiers.semantic._scope import (
     ms,
 )
 from agent_memory.tiers.semantic._vectors import VectorSync
+from agent_memory.tiers.semantic.keys import FactKey, KeySource
 from agent_memory.tiers.semantic.models import (
     Fact,
     RecalledFact,
     RecallFilters,
     RecallResult,
 )
+from agent_memory.tiers.semantic.update_rules import judge_update
 from bindings.ports.d1 import D1Statement
+from bindings.ports.sql import Row
 from bindings.ports.vectorize import VECTORIZE_MAX_TOP_K
 
 # What ranking needs of a candidate row; full rows are read for the returned ones only.
 _SCORING_COLUMNS = (
-    "fact_id, status, valid_to, agent_type, subject, predicate, confidence, content, updated_at"
+    "fact_id, status, valid_from, valid_to, created_at, agent_type, subject, predicate, "
+    "confidence, content, updated_at, key_entity, key_attribute, key_source"
 )
+# How far below the newer statement a stale one is placed (scores are rounded to 6 places).
+_STALE_GAP = 1e-6
+STALE_GUARD_WINDOW = 30
+
+
+def stale_statements(rows: Sequence[Row]) -> dict[str, str]:
+    """Among candidate rows, the older statements a newer one about the same key updates
+    (`update_rules.judge_update` says `update`): {older fact id: newest such fact id}. Rows without
+    a key (written before keys existed) are never marked."""
+    by_entity: dict[str, list[Row]] = {}
+    for row in rows:
+        entity = row.get("key_entity") or ""
+        if entity:
+            by_entity.setdefault(str(entity), []).append(row)
+    stale: dict[str, str] = {}
+    for group in by_entity.values():
+        if len(group) < 2:
+            continue
+        group.sort(key=lambda r: (int(r["valid_from"]), int(r["created_at"]), str(r["fact_id"])))
+        keys = [_key(r) for r in group]
+        for i in range(len(group) - 1):
+            for j in range(len(group) - 1, i, -1):  # the newest updating statement wins
+                verdict = judge_update(group[i]["content"], keys[i], group[j]["content"], keys[j])
+                if verdict.decision == "update":
+                    stale[str(group[i]["fact_id"])] = str(group[j]["fact_id"])
+                    break
+    return stale
+
+
+def _key(row: Row) -> FactKey:
+    return FactKey(
+        entity=str(row.get("key_entity") or ""),
+        attribute=str(row.get("key_attribute") or ""),
+        source=cast(KeySource, row.get("key_source") or "none"),
+    )
 
 
 class Recaller:
@@ -58,6 +98,8 @@ class Recaller:
     ) -> RecallResult:
         filters = filters or RecallFilters()
         now = self._s.clock.now()
+        # An as-of recall scores recency as it was then.
+        scored_at = min(now, filters.as_of) if filters.as_of is not None else now
         # Candidates do not depend on `limit`: `rank(q, 500)` starts with what
         # `recall(q, 5)` returns, in the same order.
         pool = self._s.config.candidate_pool
@@ -114,20 +156,34 @@ class Recaller:
                 written_at=int(row["updated_at"]) / 1000.0,
                 confidence=float(row["confidence"]),
                 density=information_density(row["content"]),
-                now=now,
+                now=scored_at,
                 weights=weights,
             )
             ranked.append((parts, item))
+        # Until the reconciler supersedes it, a stale statement must not outrank the newer
+        # one about the same key: it is placed just below it and marked possibly outdated.
+        # Checked among the best `STALE_GUARD_WINDOW` (or 2 x limit) candidates only: the
+        # rules cost ~50 µs a pair, and a pair further down cannot change the head.
         ranked.sort(key=lambda pair: (-pair[0][0], -pair[0][1], pair[1].id))
+        window = ranked[: max(STALE_GUARD_WINDOW, 2 * limit)]
+        stale = stale_statements([live[item.id] for _, item in window])
+        total = {item.id: parts[0] for parts, item in ranked}
+        for older in sorted(
+            stale, key=lambda fid: (-int(live[fid]["valid_from"]), -int(live[fid]["created_at"]))
+        ):
+            total[older] = min(total[older], total[stale[older]] - _STALE_GAP)
+        ranked.sort(key=lambda pair: (-total[pair[1].id], -pair[0][1], pair[1].id))
         top = ranked[:limit]
         # Full rows only for what is returned (content and metadata can be large).
         full = await self._s.load_rows([item.id for _, item in top])
         results = [
             RecalledFact(
                 fact=Fact.from_row(full[item.id]),
-                score=parts[0],
+                score=total[item.id],
                 breakdown=breakdown(parts, weights),
                 channels=item.channels,
+                possibly_outdated=item.id in stale,
+                newer_fact_id=stale.get(item.id),
             )
             for parts, item in top
             if item.id in full  # deleted between the two reads: never return it

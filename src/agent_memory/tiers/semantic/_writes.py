@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from agent_memory.governance.policy import WriteDenied, WriteProposal
 from agent_memory.ids import content_hash, is_ulid, new_ulid
-from agent_memory.statements import STATEMENTS_PER_BATCH, chunks
+from agent_memory.statements import IDS_PER_STATEMENT, STATEMENTS_PER_BATCH, chunks
 from agent_memory.tiers.semantic._scope import (
     EMBED_BATCH,
     FactScope,
@@ -27,6 +27,7 @@ from agent_memory.tiers.semantic._scope import (
     ms,
 )
 from agent_memory.tiers.semantic._vectors import VectorJob, VectorSync
+from agent_memory.tiers.semantic.keys import FactKey, derive_key, entity_candidates
 from agent_memory.tiers.semantic.models import (
     DEFAULT_SUBJECT,
     DeleteResult,
@@ -42,6 +43,35 @@ log = logging.getLogger(__name__)
 
 PENDING_RETRY_ON_WRITE = 10
 PAIRS_PER_STATEMENT = 45  # (subject, hash) pairs: 2 parameters each + tenant
+
+
+async def derive_keys(scope: FactScope, inputs: Sequence[FactInput]) -> list[FactKey]:
+    """Each input's key (`keys.derive_key`), with the names the tenant already has facts
+    about found in one indexed lookup (`known_subject`)."""
+    names = [name for fact in inputs for name in entity_candidates(fact.content)]
+    wanted = list(dict.fromkeys(names))[:IDS_PER_STATEMENT]
+    known: set[str] = set()
+    if wanted:
+        marks = ", ".join("?" for _ in wanted)
+        result = (
+            await scope.db.prepare(
+                "SELECT DISTINCT key_entity FROM semantic_facts WHERE tenant_id = ? "
+                f"AND key_entity IN ({marks})"
+            )
+            .bind(scope.tenant_id, *wanted)
+            .all()
+        )
+        known = {str(row["key_entity"]) for row in result.results}
+    return [
+        derive_key(
+            fact.content,
+            subject=fact.subject,
+            predicate=fact.predicate,
+            metadata=fact.metadata,
+            known_entities=known,
+        )
+        for fact in inputs
+    ]
 
 
 class FactWriter:
@@ -94,6 +124,7 @@ class FactWriter:
         for index, fact in enumerate(inputs):
             first_of.setdefault((fact.subject, hashes[index]), index)
         existing = await self._find_by_hash(list(first_of))
+        keys = await derive_keys(self._s, inputs)
         results: dict[int, LearnResult] = {}
         todo: list[int] = []  # indexes (first occurrences) that need a vector
         failed = False
@@ -126,7 +157,9 @@ class FactWriter:
                 inserts.append(
                     (
                         index,
-                        self._insert_statement(fact, fact_id, hashes[index], embedder.config, now),
+                        self._insert_statement(
+                            fact, fact_id, hashes[index], embedder.config, now, keys[index]
+                        ),
                     )
                 )
                 jobs[index] = VectorJob(
@@ -222,7 +255,13 @@ class FactWriter:
             log.warning("retrying pending facts of tenant %s failed: %s", self._s.tenant_id, exc)
 
     def _insert_statement(
-        self, fact: FactInput, fact_id: str, digest: str, config: EmbeddingConfig, now: float
+        self,
+        fact: FactInput,
+        fact_id: str,
+        digest: str,
+        config: EmbeddingConfig,
+        now: float,
+        key: FactKey,
     ) -> D1Statement:
         valid_from = ms(fact.valid_from) if fact.valid_from is not None else ms(now)
         valid_to = ms(fact.valid_to) if fact.valid_to is not None else None
@@ -232,8 +271,9 @@ class FactWriter:
             "INSERT INTO semantic_facts (tenant_id, fact_id, agent_type, subject, predicate, "
             "object, content, metadata, confidence, source, learned_from_run_id, "
             "embedding_provider, embedding_model, embedding_dimensions, content_hash, status, "
-            "valid_from, valid_to, created_at, updated_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending_vector', ?, ?, ?, ?) "
+            "valid_from, valid_to, created_at, updated_at, key_entity, key_attribute, key_source) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending_vector', ?, ?, ?, ?, "
+            "?, ?, ?) "
             "ON CONFLICT (tenant_id, subject, content_hash) DO NOTHING"
         ).bind(
             self._s.tenant_id,
@@ -255,6 +295,9 @@ class FactWriter:
             valid_to,
             ms(now),
             ms(now),
+            key.entity,
+            key.attribute,
+            key.source,
         )
 
     async def _insert_rows(self, inserts: Sequence[tuple[int, D1Statement]]) -> list[int]:

@@ -217,6 +217,7 @@ class SemanticMemory:
         *,
         query_vector: Sequence[float] | None = None,
         follow_links: bool = False,
+        as_of: float | None = None,
     ) -> RecallResult:
         """The `top_k` (1-20) best live facts for `query`, each with its score breakdown.
 
@@ -224,17 +225,17 @@ class SemanticMemory:
         `query_vector` skips the embedding call (benchmarks; callers that already have it).
         `follow_links` also returns, in `linked`, the live facts one link away from the
         results (the reconciler's links), strongest link first.
+        `as_of` (epoch seconds) answers with what was believed then: facts written by then
+        whose validity interval (closed when a newer statement superseded them) contains it;
+        it overrides `filters.as_of`.
         Raises `MemoryInputError` for an empty query, a `top_k` out of range or bad filters.
         """
+        raw_filters = filters.model_dump() if isinstance(filters, RecallFilters) else filters
+        if as_of is not None and (raw_filters is None or isinstance(raw_filters, Mapping)):
+            raw_filters = {**(raw_filters or {}), "as_of": as_of}
         try:
             request = RecallRequest.model_validate(
-                {
-                    "query": query,
-                    "top_k": top_k,
-                    "filters": filters.model_dump()
-                    if isinstance(filters, RecallFilters)
-                    else filters,
-                }
+                {"query": query, "top_k": top_k, "filters": raw_filters}
             )
         except ValidationError as exc:
             raise MemoryInputError.from_validation(exc, "recall") from None

@@ -169,6 +169,9 @@ class RecallFilters(BaseModel):
     subject: str | None = Field(default=None, min_length=1, max_length=256)
     predicate: str | None = Field(default=None, min_length=1, max_length=128)
     min_confidence: float | None = Field(default=None, ge=0.0, le=1.0, allow_inf_nan=False)
+    # Epoch seconds: answer with what was believed then — facts written by then and not yet
+    # superseded then (their validity interval contains it), superseded ones included.
+    as_of: float | None = Field(default=None, gt=0, allow_inf_nan=False)
 
 
 class RecallRequest(BaseModel):
@@ -207,11 +210,17 @@ class Fact(BaseModel):
     updated_at: int
     last_recalled_at: int | None
     recall_count: int
+    # The key derived on write (`keys.derive_key`); '' for facts written before 0005.
+    key_entity: str = ""
+    key_attribute: str = ""
+    key_source: str = ""
 
     @classmethod
     def from_row(cls, row: Row) -> Fact:
         data = {name: row.get(name) for name in cls.model_fields}
         data["metadata"] = json.loads(row.get("metadata") or "{}")
+        for name in ("key_entity", "key_attribute", "key_source"):
+            data[name] = data[name] or ""  # a row read without the 0005 columns
         return cls.model_validate(data)
 
 
@@ -228,6 +237,10 @@ class RecalledFact(BaseModel):
     score: float
     breakdown: ScoreBreakdown
     channels: dict[str, ChannelDetail]
+    # A newer candidate states a new value for the same key (rules: `update_rules.judge_update`)
+    # and the reconciler has not superseded this one yet: the newer one ranks above it.
+    possibly_outdated: bool = False
+    newer_fact_id: str | None = None
 
     def summary(self) -> dict[str, Any]:
         """What a tool returns for this result: the fact and why it ranked where it did."""
@@ -242,6 +255,14 @@ class RecalledFact(BaseModel):
             "metadata": fact.metadata,
             "agent_type": fact.agent_type,
             "created_at": fact.created_at,
+            "key": {
+                "entity": fact.key_entity,
+                "attribute": fact.key_attribute,
+                "source": fact.key_source,
+            },
+            "status": fact.status,
+            "superseded_by": fact.superseded_by,
+            "possibly_outdated": self.possibly_outdated,
             "score": round(self.score, 6),
             "score_breakdown": {
                 "relevance": round(self.breakdown.relevance, 6),

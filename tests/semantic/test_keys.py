@@ -1,0 +1,94 @@
+"""Keys for free text (`agent_memory.tiers.semantic.keys`) and the update rules
+(`update_rules`) on sentences written by hand, not by the benchmark's generator: what a
+user storing free text would expect to be read as an update, and look-alikes that must not
+be."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent_memory.tiers.semantic.keys import FactKey, derive_key
+from agent_memory.tiers.semantic.update_rules import judge_update
+
+UPDATES = [
+    ("Alice prefers dark mode in every editor", "Alice now prefers light mode in every editor"),
+    ("I live in Toronto", "I just moved to Vancouver"),
+    ("My manager is Sarah", "My manager is now Tom"),
+    ("Our standup is at 9am", "Our standup moved to 10am"),
+    ("Priya uses VS Code", "Priya switched to Neovim"),
+    ("The deploy freeze starts on Friday", "The deploy freeze now starts on Monday"),
+    ("Ben is vegetarian", "Ben is no longer vegetarian"),
+    ("Maria's phone number is 555-1234", "Maria's phone number is 555-9876"),
+    ("The team uses Jira for tickets", "The team now uses Linear for tickets"),
+    ("Sam drives a Toyota", "Sam drives a Tesla now"),
+    ("Lee's favourite colour is blue", "Lee's favourite colour is green"),
+    ("I prefer Python for scripting", "These days I prefer Go for scripting"),
+    ("Ana works at Google", "Ana left Google and joined Stripe"),
+    ("Bob lives in Berlin", "Bob lives in Munich"),
+    ("Carol has 3 cats", "Carol has 4 cats"),
+]
+NOT_UPDATES = [
+    ("I live in Toronto", "My brother lives in Vancouver"),
+    ("Priya uses VS Code", "Priya uses Slack"),
+    ("Ben likes pizza", "Ben likes sushi as well"),
+    ("Maria's phone number is 555-1234", "Maria's birthday is March 3"),
+    ("The backend team uses Go", "The frontend team uses TypeScript"),
+    ("Sam drives a Toyota", "Sam owns a bike"),
+    ("Lee visited Paris in 2019", "Lee visited Rome in 2021"),
+    ("Ana has a meeting at 3pm", "Ana has lunch at noon"),
+    ("I prefer tea in the morning", "I prefer coffee in the afternoon"),
+    ("Tom speaks French", "Tom speaks German"),
+    ("Carol has 3 cats", "Carol has 2 dogs"),
+    ("Project Apollo's deadline is March 3", "Project Zeus's deadline is April 5"),
+    ("Alice prefers tea", "Alice prefers dark mode in every editor"),
+]
+
+
+def judge(older: str, newer: str) -> str:
+    return judge_update(older, derive_key(older), newer, derive_key(newer)).decision
+
+
+@pytest.mark.parametrize(("older", "newer"), UPDATES)
+def test_a_newer_statement_of_the_same_thing_is_an_update(older: str, newer: str) -> None:
+    assert judge(older, newer) == "update"
+
+
+@pytest.mark.parametrize(("older", "newer"), NOT_UPDATES)
+def test_look_alikes_are_not_updates(older: str, newer: str) -> None:
+    assert judge(older, newer) != "update"
+
+
+def test_the_same_words_are_a_duplicate() -> None:
+    assert judge("Alice likes jazz.", "alice likes jazz") == "duplicate"
+
+
+@pytest.mark.parametrize(
+    ("content", "kwargs", "expected"),
+    [
+        ("Alice prefers dark mode", {}, FactKey("alice", "preference", "named_entity")),
+        ("Alice's manager is Bob", {}, FactKey("alice", "manager", "named_entity")),
+        ("My budget is 500 dollars", {}, FactKey("user", "budget", "speaker")),
+        ("I moved to Rome", {}, FactKey("user", "location", "speaker")),
+        ("the budget is 700", {}, FactKey("budget", "state", "sentence_subject")),
+        (
+            "prefers the aisle",
+            {"metadata": {"entity": "Dana"}},
+            FactKey("dana", "preference", "metadata"),
+        ),
+        (
+            "likes the blue one",
+            {"subject": "contact:42", "predicate": "likes"},
+            FactKey("contact:42", "likes", "structured"),
+        ),
+        (
+            "yesterday alice said she prefers window seats",
+            {"known_entities": {"alice"}},
+            FactKey("alice", "preference", "known_subject"),
+        ),
+        ("ok thanks", {}, FactKey("", "", "none")),
+    ],
+)
+def test_keys_say_how_they_were_derived(
+    content: str, kwargs: dict[str, object], expected: FactKey
+) -> None:
+    assert derive_key(content, **kwargs) == expected  # type: ignore[arg-type]
