@@ -238,8 +238,7 @@ class _ScriptedJudge:
 async def test_llm_adjudicator_sees_only_implicit_pairs_and_falls_back_to_rules(
     tmp_path: Path,
 ) -> None:
-    from agent_memory.lifecycle._updates import find_update_candidates
-    from agent_memory.lifecycle.reconciler import FactRow, ReconcileConfig
+    from agent_memory.lifecycle.reconciler import FactRow, ReconcileConfig, find_update_candidates
 
     def row(fact_id: str, content: str, at: int) -> FactRow:
         from agent_memory.ids import content_hash
@@ -379,8 +378,7 @@ async def test_write_count_claims_one_run_per_n_writes(tmp_path: Path) -> None:
 
 def test_update_candidates_compare_only_an_entitys_newest_statements() -> None:
     from agent_memory.ids import content_hash
-    from agent_memory.lifecycle._updates import find_update_candidates
-    from agent_memory.lifecycle.reconciler import FactRow, ReconcileConfig
+    from agent_memory.lifecycle.reconciler import FactRow, ReconcileConfig, find_update_candidates
 
     def row(n: int) -> FactRow:
         text = f"I live in city number {n}"

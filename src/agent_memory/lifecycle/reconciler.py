@@ -81,6 +81,7 @@ __all__ = [
     "find_duplicates",
     "find_links",
     "find_promotions",
+    "find_update_candidates",
     "resolve_conflicts",
 ]
 
