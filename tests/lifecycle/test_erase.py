@@ -265,3 +265,30 @@ def test_the_matcher_reads_rows_as_stored_and_as_archived() -> None:
     assert matcher.run({"run_id": "r", "input": {"text": f"call {ADA}"}})
     assert matcher.event({"event_id": "e", "payload": json.dumps({"query": f"where is {ADA}"})})
     assert not matcher.event({"event_id": "e", "payload": {"query": "weather"}})
+
+
+async def test_a_free_text_fact_about_the_subject_is_erased_by_its_derived_entity(
+    rt: LocalRuntime,
+) -> None:
+    # Stored as an MCP client would: no structured subject, so the row's subject is the
+    # catch-all and only the derived key (entity "alice") says whom the fact is about.
+    memory = SemanticMemory(
+        "acme", db=rt.db, vectors=rt.vectors, embedder=rt.embedder, clock=rt.clock
+    )
+    about = await memory.learn({"content": "Alice prefers dark mode in every editor"})
+    other = await memory.learn({"content": "Bob prefers light mode in every editor"})
+    row = (
+        await rt.db.prepare("SELECT subject, key_entity FROM semantic_facts WHERE fact_id = ?")
+        .bind(about.fact_id)
+        .first()
+    )
+    assert row is not None and (row["subject"], row["key_entity"]) == ("general", "alice")
+
+    report = await SubjectEraser("acme", db=rt.db, clock=rt.clock, vectors=rt.vectors).erase(
+        "alice"
+    )
+
+    assert report.complete and report.facts == 1
+    assert await memory.get(about.fact_id) is None
+    assert await rt.vectors.get_by_ids([about.fact_id]) == []
+    assert await memory.get(other.fact_id) is not None

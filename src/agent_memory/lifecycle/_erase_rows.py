@@ -48,9 +48,11 @@ class RowEraser:
             self._db.prepare(
                 "SELECT fact_id, content_hash FROM semantic_facts WHERE tenant_id = ? "
                 "AND (subject = ? OR object = ? OR instr(content, ?) > 0 "
-                "OR instr(metadata, ?) > 0)"
+                "OR instr(metadata, ?) > 0 OR (key_entity <> '' AND key_entity = lower(?)))"
             )
-            .bind(self.tenant_id, subject, subject, subject, subject)
+            # The derived key (migration 0005) is lower-cased: a free-text fact stored under
+            # the catch-all subject is still about the entity its text names.
+            .bind(self.tenant_id, subject, subject, subject, subject, subject)
             .all()
         )
         for row in facts.results:
