@@ -19,6 +19,7 @@ import uvicorn
 
 from http_messages import Headers, HttpRequest, HttpResponse, json_response
 from local_runtime.runtime import LocalRuntime
+from local_runtime.static_assets import serve_asset
 from worker.app import handle
 from worker.cron import run_scheduled
 from worker.errors import validation_error
@@ -60,6 +61,10 @@ class LocalWorkerApp:
     async def dispatch(self, request: HttpRequest) -> HttpResponse:
         if request.path in SCHEDULED_PATHS:
             return await self._scheduled(request)
+        # Workers Static Assets answer before the Worker (the inspector at /admin/ui/).
+        asset = serve_asset(request)
+        if asset is not None:
+            return asset
         return await handle(request, self.runtime.bindings())
 
     async def _scheduled(self, request: HttpRequest) -> HttpResponse:
