@@ -10,14 +10,18 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pytest
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.wait import WebDriverWait
 
 from tests.conftest import IN_CI
+from tests.inspector.seed import TENANT, Seeded
 
 T = TypeVar("T")
 CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "/usr/lib/chromium/chromium")
@@ -63,3 +67,49 @@ def chromium_driver(width: int = 1280, height: int = 900) -> webdriver.Chrome:
 def wait_for(driver: webdriver.Chrome, condition: Callable[[webdriver.Chrome], T]) -> T:
     """Poll `condition` until it returns something truthy; its value is returned."""
     return WebDriverWait(driver, WAIT_SECONDS, poll_frequency=0.05).until(condition)
+
+
+class Inspector:
+    """The page, driven the way a person uses it."""
+
+    def __init__(self, driver: webdriver.Chrome, seeded: Seeded) -> None:
+        self.d = driver
+        self.seeded = seeded
+
+    def open(self, *, token: bool = True) -> Inspector:
+        self.d.get(f"{self.seeded.base}/admin/ui/")
+        self.d.execute_script("sessionStorage.clear()")
+        self.d.get(f"{self.seeded.base}/admin/ui/")
+        if token:
+            field = self.css("#token")
+            field.send_keys(self.seeded.token)
+            field.send_keys(Keys.ENTER)
+            wait_for(self.d, lambda d: self.css("#tenant").get_attribute("value") == TENANT)
+        return self
+
+    def css(self, selector: str) -> WebElement:
+        return self.d.find_element(By.CSS_SELECTOR, selector)
+
+    def all(self, selector: str) -> list[WebElement]:
+        return self.d.find_elements(By.CSS_SELECTOR, selector)
+
+    def texts(self, selector: str) -> list[str]:
+        # Read in one script: a list being re-rendered never yields a stale element.
+        found: list[str] = self.d.execute_script(
+            "return [...document.querySelectorAll(arguments[0])]"
+            ".filter(e => e.offsetParent !== null).map(e => e.innerText.trim())",
+            selector,
+        )
+        return found
+
+    def tab(self, name: str) -> None:
+        self.css(f'.tabs [data-view="{name}"]').click()
+        wait_for(self.d, lambda d: self.css(f"#view-{name}").is_displayed())
+
+    def wait_texts(self, selector: str, predicate: Any) -> list[str]:
+        def ready(_: webdriver.Chrome) -> list[str] | None:
+            texts = self.texts(selector)
+            return texts if predicate(texts) else None
+
+        found: list[str] = wait_for(self.d, ready)
+        return found

@@ -8,17 +8,15 @@ page at /admin/ui/. Every wait is on a condition of the page, never a fixed slee
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from selenium import webdriver
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
-from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import Select
 
 from local_runtime.runtime import LocalRuntime
-from tests.inspector.browser import chromium_driver, require_chromium, wait_for
+from tests.inspector.browser import Inspector, chromium_driver, require_chromium, wait_for
 from tests.inspector.seed import (
     FIRST_RUN,
     NEW_FACT,
@@ -39,52 +37,6 @@ def driver() -> Iterator[webdriver.Chrome]:
         yield chrome
     finally:
         chrome.quit()
-
-
-class Inspector:
-    """The page, driven the way a person uses it."""
-
-    def __init__(self, driver: webdriver.Chrome, seeded: Seeded) -> None:
-        self.d = driver
-        self.seeded = seeded
-
-    def open(self, *, token: bool = True) -> Inspector:
-        self.d.get(f"{self.seeded.base}/admin/ui/")
-        self.d.execute_script("sessionStorage.clear()")
-        self.d.get(f"{self.seeded.base}/admin/ui/")
-        if token:
-            field = self.css("#token")
-            field.send_keys(self.seeded.token)
-            field.send_keys(Keys.ENTER)
-            wait_for(self.d, lambda d: self.css("#tenant").get_attribute("value") == TENANT)
-        return self
-
-    def css(self, selector: str) -> WebElement:
-        return self.d.find_element(By.CSS_SELECTOR, selector)
-
-    def all(self, selector: str) -> list[WebElement]:
-        return self.d.find_elements(By.CSS_SELECTOR, selector)
-
-    def texts(self, selector: str) -> list[str]:
-        # Read in one script: a list being re-rendered never yields a stale element.
-        found: list[str] = self.d.execute_script(
-            "return [...document.querySelectorAll(arguments[0])]"
-            ".filter(e => e.offsetParent !== null).map(e => e.innerText.trim())",
-            selector,
-        )
-        return found
-
-    def tab(self, name: str) -> None:
-        self.css(f'.tabs [data-view="{name}"]').click()
-        wait_for(self.d, lambda d: self.css(f"#view-{name}").is_displayed())
-
-    def wait_texts(self, selector: str, predicate: Any) -> list[str]:
-        def ready(_: webdriver.Chrome) -> list[str] | None:
-            texts = self.texts(selector)
-            return texts if predicate(texts) else None
-
-        found: list[str] = wait_for(self.d, ready)
-        return found
 
 
 @pytest.fixture
@@ -132,6 +84,8 @@ def test_a_superseded_fact_shows_its_successor_on_a_timeline(page: Inspector) ->
     page.css("#facts-list > li button").click()
     successor = wait_for(page.d, lambda d: page.all("#fact-detail .successor"))[0]
     assert successor.text.startswith(f"Replaced by: {NEW_FACT}")
+    words = page.css("#fact-detail").text.split()
+    assert "null" not in words and "undefined" not in words
     chain = page.texts("#fact-detail .chain > li")
     assert len(chain) == 2
     assert "superseded" in chain[0] and OLD_FACT in chain[0] and "(this fact)" in chain[0]

@@ -22,6 +22,11 @@ function h(tag, attrs, ...children) {
   return el;
 }
 
+// Like el.replaceChildren, but null / false children (a view's optional parts) are skipped.
+function fill(el, ...children) {
+  el.replaceChildren(...children.flat().filter((c) => c !== null && c !== undefined && c !== false));
+}
+
 const when = (ms) => (ms ? new Date(ms).toISOString().replace("T", " ").slice(0, 19) : "—");
 const num = (x, d = 3) => Number(x).toFixed(d);
 
@@ -90,6 +95,7 @@ function showView(name) {
     tab.tabIndex = on ? 0 : -1;
   }
   for (const view of document.querySelectorAll(".view")) view.hidden = view.id !== "view-" + name;
+  setStatus("");
   if (state.tenant) refresh(name);
 }
 
@@ -142,7 +148,7 @@ const openRun = guard(async (runId) => {
     else if (entry.kind === "turn_end") text = `turn ends: ${d.status}, ${d.steps} step(s), ${d.tool_calls} tool call(s)`;
     return h("li", { class: entry.kind }, h("span", { class: "meta" }, `step ${entry.step} · `), text);
   });
-  $("#run-detail").replaceChildren(
+  fill($("#run-detail"),
     h("h3", {}, `Run ${run.run_id}`),
     h("p", {}, h("span", { class: "badge " + run.status }, run.status),
       `${run.agent_type} / ${run.instance_id} · started ${when(run.started_at)} · finished ${when(run.finished_at)}`),
@@ -188,7 +194,7 @@ const openFact = guard(async (factId) => {
     h("span", { class: "badge " + v.status }, v.status), v.fact.content,
     v.fact.fact_id === f.fact_id ? h("strong", {}, " (this fact)") : null));
   const successor = d.replaced_by[0];
-  $("#fact-detail").replaceChildren(
+  fill($("#fact-detail"),
     h("h3", {}, "Fact ", h("span", { class: "mono" }, f.fact_id)),
     h("p", {}, factLine(d.fact)),
     successor ? h("p", { class: "successor" }, h("strong", {}, "Replaced by: "), successor.fact.content,
@@ -254,6 +260,7 @@ const loadEvents = guard(async (more) => {
   });
   if (more) $("#events-list").append(...items);
   else $("#events-list").replaceChildren(...(items.length ? items : [h("li", {}, "No events match.")]));
+  setStatus(`${state.tenant}: events loaded`);
 });
 
 // ---------------------------------------------------------------- brief
@@ -268,7 +275,7 @@ function gauge(label, value, warn, limit) {
 const loadBrief = guard(async () => {
   const data = await api("GET", tenantPath("/lifecycle"));
   const b = data.brief;
-  $("#brief").replaceChildren(
+  fill($("#brief"),
     h("p", {}, h("span", { class: "badge " + (b.level === "ok" ? "active" : "failed") }, b.level),
       `retention ${b.retention_days} days · ${b.episodes_past_retention} episode(s) past retention`),
     gauge("Episodes", b.episodes, b.episode_warn_at, b.episode_limit),
@@ -276,6 +283,7 @@ const loadBrief = guard(async () => {
       ["pending facts", b.facts_pending_vector], ["superseded facts", b.facts_superseded],
       ["links", b.links], ["archives", b.archives], ["archived rows", b.archived_rows]]
       .map(([k, v]) => h("tr", {}, h("td", {}, k), h("td", {}, v)))));
+  setStatus(`${state.tenant}: brief loaded`);
 });
 
 // ---------------------------------------------------------------- erase
@@ -293,7 +301,7 @@ const erase = guard(async () => {
   const r = await api("DELETE", tenantPath(`/subjects/${encodeURIComponent(subject)}`));
   const rows = ["working_keys", "episodes", "runs", "facts", "vectors", "links", "provenance",
     "events", "events_scrubbed", "archives_rewritten", "archives_deleted"];
-  $("#erase-report").replaceChildren(
+  fill($("#erase-report"),
     h("h3", {}, `Erased “${r.subject}” from ${r.tenant_id}`),
     h("table", { class: "report" }, rows.map((k) => h("tr", { "data-key": k }, h("td", {}, k.replace(/_/g, " ")), h("td", {}, r[k])))),
     h("p", {}, r.complete ? "Complete in every tier." : "Incomplete: repeat the erase."));
