@@ -5,6 +5,7 @@
     GET  /admin/tenants/{tenant}/facts/{fact_id}          one fact: chain, links, provenance,
                                                           written / retrieved history
     GET  /admin/tenants/{tenant}/events                   memory events by kind, tier, time
+    GET  /admin/tenants/{tenant}/episodes?ids=a,b         episodes by id (what a run recalled)
     POST /admin/tenants/{tenant}/recall/explain           "why this recall": ranked results
                                                           with each channel's rank and raw
                                                           score and the weighted score parts
@@ -38,6 +39,7 @@ from agent_memory.lifecycle.inspect import (
 )
 from agent_memory.lifecycle.retention import known_tenants
 from agent_memory.scope import AGENT_TYPE_PATTERN
+from agent_memory.tiers.episodic import Episode
 from agent_memory.tiers.semantic import (
     MAX_QUERY_CHARS,
     MemoryInputError,
@@ -83,6 +85,29 @@ class EventsQuery(BaseModel):
     until: int | None = Field(default=None, ge=0)
     cursor: str | None = Field(default=None, min_length=1, max_length=512)
     limit: int = Field(default=50, ge=1, le=MAX_INSPECT_PAGE)
+
+
+class EpisodesQuery(BaseModel):
+    """Query string of `GET …/episodes`: `ids` is a comma-separated list of episode ids."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ids: str = Field(min_length=26, max_length=27 * MAX_INSPECT_PAGE)
+
+    def id_list(self) -> list[str]:
+        ids = [part.strip() for part in self.ids.split(",") if part.strip()]
+        if len(ids) > MAX_INSPECT_PAGE or not all(is_ulid(i) for i in ids):
+            raise ApiError(
+                422,
+                "validation_error",
+                f"ids must be 1-{MAX_INSPECT_PAGE} comma-separated 26-character ULIDs",
+                {"problems": [{"field": "ids", "problem": "not a list of ULIDs"}]},
+            )
+        return ids
+
+
+class EpisodesResponse(BaseModel):
+    episodes: list[Episode]
 
 
 class ExplainBody(BaseModel):
@@ -216,6 +241,16 @@ async def list_events(
 
 
 @access_gated
+async def get_episodes(
+    request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
+) -> HttpResponse:
+    tenant = tenant_param(params)
+    ids = parse_model(request.query, EpisodesQuery).id_list()
+    episodes = await _inspector(bindings, tenant).episodes(ids)
+    return json_response(EpisodesResponse(episodes=episodes).model_dump())
+
+
+@access_gated
 async def explain_recall(
     request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
 ) -> HttpResponse:
@@ -278,4 +313,5 @@ def add_inspector_routes(router: Router[Bindings]) -> None:
     router.add("GET", f"{TENANT_ROUTE}/facts", list_facts)
     router.add("GET", f"{TENANT_ROUTE}/facts/{{fact_id}}", get_fact)
     router.add("GET", f"{TENANT_ROUTE}/events", list_events)
+    router.add("GET", f"{TENANT_ROUTE}/episodes", get_episodes)
     router.add("POST", f"{TENANT_ROUTE}/recall/explain", explain_recall)

@@ -70,7 +70,11 @@ def test_the_run_timeline_shows_the_runs_their_steps_and_recalled_episodes(
     assert any("LLM step 1 → calls working_memory_set" in s for s in steps)
     assert steps[-1].endswith("turn ends: completed, 2 step(s), 1 tool call(s)")
     assert "Recalled episodes (1)" in page.css("#run-detail").text
-    assert page.texts("#run-detail .recalled li") == [first_episode]
+    (recalled,) = page.texts("#run-detail .recalled li")
+    assert recalled.startswith("outcome") and f"[{SUBJECT}] Input: {FIRST_RUN}" in recalled
+    page.css(f'#run-detail .recalled li[data-episode-id="{first_episode}"] button').click()
+    wait_for(page.d, lambda d: f"Run {first_run_id}" in page.css("#run-detail").text)
+    assert "Recalled episodes (0)" in page.css("#run-detail").text
 
 
 def test_a_superseded_fact_shows_its_successor_on_a_timeline(page: Inspector) -> None:
@@ -93,6 +97,11 @@ def test_a_superseded_fact_shows_its_successor_on_a_timeline(page: Inspector) ->
     history = page.texts("#fact-detail .history > li")
     assert any("memory_retrieved for “how does Ada like to be contacted”" in h for h in history)
     assert any("memory_written" in h for h in history)
+    # Walk the chain forward: the successor's own view has the old fact before it.
+    page.css("#fact-detail .chain > li:nth-child(2) button").click()
+    wait_for(page.d, lambda d: "(this fact)" in page.texts("#fact-detail .chain > li")[1])
+    assert page.css("#fact-detail").text.count("Replaced by") == 0
+    assert f"Replaced: {OLD_FACT}" in page.css("#fact-detail").text
 
 
 def test_the_recall_bars_match_the_apis_breakdown(page: Inspector) -> None:

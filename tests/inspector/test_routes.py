@@ -16,6 +16,7 @@ from worker.access import ACCESS_HEADER
 FACTS = f"/admin/tenants/{TENANT}/facts"
 EVENTS = f"/admin/tenants/{TENANT}/events"
 EXPLAIN = f"/admin/tenants/{TENANT}/recall/explain"
+EPISODES = f"/admin/tenants/{TENANT}/episodes"
 
 
 def facts(client: httpx.Client, **params: Any) -> list[dict[str, Any]]:
@@ -87,6 +88,8 @@ def test_facts_pages_cover_everything_once(seeded_server: Seeded) -> None:
         (f"{FACTS}/not-a-ulid", 422, "invalid_path"),
         (f"{FACTS}/{'0' * 26}", 404, "fact_not_found"),
         ("/admin/tenants/ACME!/facts", 422, "invalid_path"),
+        (EPISODES, 422, "validation_error"),
+        (f"{EPISODES}?ids=nope,{'0' * 26}", 422, "validation_error"),
     ],
 )
 def test_bad_input_gets_a_stable_json_error(
@@ -106,6 +109,7 @@ def test_bad_input_gets_a_stable_json_error(
         ("GET", f"{FACTS}/{'0' * 26}"),
         ("GET", EVENTS),
         ("POST", EXPLAIN),
+        ("GET", f"{EPISODES}?ids={'0' * 26}"),
     ],
 )
 def test_every_inspector_route_is_access_gated(
@@ -144,6 +148,22 @@ def test_a_superseded_fact_shows_its_successor_links_and_history(seeded_server: 
         assert back["replaced_by"] == []
         (event,) = detail["retrieved"]
         assert old["fact"]["fact_id"] in [r["id"] for r in event["payload"]["results"]]
+
+
+def test_episodes_by_id_are_what_a_run_recalled(seeded_server: Seeded) -> None:
+    with seeded_server.admin() as client:
+        runs = client.get(f"/admin/agents/{TENANT}/runs").json()["runs"]
+        recalled = runs[0]["input"]["context_episode_ids"]
+        assert len(recalled) == 1
+        missing = "0" * 26
+        found = client.get(EPISODES, params={"ids": f"{missing},{recalled[0]}"}).json()
+        (episode,) = found["episodes"]
+        assert episode["episode_id"] == recalled[0] and episode["run_id"] == runs[1]["run_id"]
+        assert episode["subject"] == SUBJECT and episode["content"].startswith("Input: Note for")
+        other_tenant = client.get(
+            "/admin/tenants/globex/episodes", params={"ids": recalled[0]}
+        ).json()
+        assert other_tenant == {"episodes": []}
 
 
 def test_events_filter_by_kind_tier_and_time_and_page(seeded_server: Seeded) -> None:

@@ -135,6 +135,11 @@ const openRun = guard(async (runId) => {
   const data = await api("GET", `/admin/agents/${encodeURIComponent(state.tenant)}/runs/${runId}`);
   const run = data.run;
   const recalled = (run.input && run.input.context_episode_ids) || [];
+  const episodes = new Map();
+  if (recalled.length) {
+    const found = await api("GET", tenantPath("/episodes") + qs({ ids: recalled.join(",") }));
+    for (const ep of found.episodes) episodes.set(ep.episode_id, ep);
+  }
   const steps = data.run_log.map((entry) => {
     const d = entry.detail || {};
     let text = entry.kind;
@@ -156,8 +161,13 @@ const openRun = guard(async (runId) => {
     h("p", {}, h("strong", {}, "Output: "), (run.output && run.output.text) || run.error || ""),
     h("h3", {}, "Steps"), h("ol", { class: "timeline steps" }, steps),
     h("h3", {}, `Recalled episodes (${recalled.length})`),
-    recalled.length ? h("ul", { class: "recalled" }, recalled.map((id) => h("li", { class: "mono" }, id)))
-      : h("p", { class: "meta" }, "none"),
+    recalled.length ? h("ul", { class: "recalled" }, recalled.map((id) => {
+      const ep = episodes.get(id);
+      if (!ep) return h("li", { "data-episode-id": id }, h("span", { class: "mono" }, id), " (no longer stored)");
+      return h("li", { "data-episode-id": id }, h("span", { class: "badge" }, ep.kind),
+        ep.subject ? `[${ep.subject}] ` : "", ep.content, " ",
+        h("button", { type: "button", onclick: () => openRun(ep.run_id) }, "open its run"));
+    })) : h("p", { class: "meta" }, "none"),
     h("h3", {}, "Episodes written"),
     h("ul", {}, data.episodes.map((e) => h("li", {}, h("span", { class: "badge" }, e.kind),
       e.subject ? `[${e.subject}] ` : "", e.content))));
@@ -189,10 +199,14 @@ const loadFacts = guard(async (more) => {
 const openFact = guard(async (factId) => {
   const d = await api("GET", tenantPath(`/facts/${factId}`));
   const f = d.fact.fact;
-  const timeline = d.timeline.map((v) => h("li", { class: v.fact.fact_id === f.fact_id ? "current" : "" },
-    h("div", { class: "meta" }, `${when(v.fact.valid_from)} → ${v.fact.valid_to ? when(v.fact.valid_to) : "now"}`),
-    h("span", { class: "badge " + v.status }, v.status), v.fact.content,
-    v.fact.fact_id === f.fact_id ? h("strong", {}, " (this fact)") : null));
+  const timeline = d.timeline.map((v) => {
+    const mine = v.fact.fact_id === f.fact_id;
+    return h("li", { class: mine ? "current" : "" },
+      h("div", { class: "meta" }, `${when(v.fact.valid_from)} → ${v.fact.valid_to ? when(v.fact.valid_to) : "now"}`),
+      h("span", { class: "badge " + v.status }, v.status), v.fact.content,
+      mine ? h("strong", {}, " (this fact)")
+        : [" ", h("button", { type: "button", onclick: () => openFact(v.fact.fact_id) }, "open")]);
+  });
   const successor = d.replaced_by[0];
   fill($("#fact-detail"),
     h("h3", {}, "Fact ", h("span", { class: "mono" }, f.fact_id)),

@@ -10,6 +10,8 @@ WHERE clause with `tenant_id = ?` (DESIGN invariant 2), and the tenant is bound 
   replaced it), its links, its provenance (runs and episodes it came from) and its
   `memory_written` / `memory_retrieved` history.
 * `list_events`: memory events newest first by kind, tier, run and time window.
+* `episodes`: episodes by id (what a run recalled), in the order asked, absent ones left
+  out (pruned or erased).
 
 Inspector statuses, derived from the stored `status` and the validity window at `now_ms`:
 `active` (live: recall may return it), `pending` (`pending_vector`: the vector write has
@@ -22,6 +24,7 @@ module did not produce raises `InvalidCursorError`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from agent_memory.governance.events import EventKind, EventTier
@@ -42,7 +45,8 @@ from agent_memory.lifecycle._inspect_models import (
     inspect_status,
     written_hash,
 )
-from agent_memory.tiers.episodic import InvalidCursorError, decode_cursor, encode_cursor
+from agent_memory.tiers.episodic import Episode, InvalidCursorError, decode_cursor, encode_cursor
+from agent_memory.tiers.episodic.models import episode_from_row
 from agent_memory.tiers.semantic import Fact
 from bindings.ports.d1 import D1Database
 from bindings.ports.sql import Row
@@ -294,6 +298,25 @@ class MemoryInspector:
             MAX_HISTORY,
         )
         return [event_from_row(row) for row in rows]
+
+    # ------------------------------------------------------------------ episodes
+
+    async def episodes(self, episode_ids: Sequence[str]) -> list[Episode]:
+        """The episodes among `episode_ids` (at most `MAX_INSPECT_PAGE`) that still exist,
+        in the order given."""
+        wanted = list(dict.fromkeys(episode_ids))[:MAX_INSPECT_PAGE]
+        if not wanted:
+            return []
+        marks = ",".join("?" for _ in wanted)
+        rows = await self._rows(
+            "SELECT episode_id, run_id, agent_type, instance_id, kind, subject, content, data, "
+            "importance, created_at FROM memory_episodes "
+            f"WHERE tenant_id = ? AND episode_id IN ({marks})",
+            self.tenant,
+            *wanted,
+        )
+        found = {str(row["episode_id"]): episode_from_row(row) for row in rows}
+        return [found[i] for i in wanted if i in found]
 
     # ------------------------------------------------------------------ events
 
