@@ -241,3 +241,53 @@ def test_the_page_is_served_like_workers_static_assets(seeded_server: Seeded) ->
         assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
     # Only GET/HEAD read assets; anything else is the Worker's.
     assert httpx.post(f"{base}/admin/ui/").status_code == 404
+
+
+def test_detail_lists_links_and_provenance_with_their_sources(
+    fresh_server: tuple[Seeded, LocalRuntime],
+) -> None:
+    seeded, runtime = fresh_server
+    with seeded.admin() as client:
+        new, other = by_content(client, NEW_FACT), by_content(client, OTHER_FACT)
+        runs = client.get(f"/admin/agents/{TENANT}/runs").json()["runs"]
+        run_id = runs[-1]["run_id"]
+        episode = client.get(f"/admin/agents/{TENANT}/runs/{run_id}").json()["episodes"][0]
+    new_id, other_id = new["fact"]["fact_id"], other["fact"]["fact_id"]
+    now_ms = int(runtime.clock.now() * 1000)
+    db = runtime.bindings().db
+    assert db is not None
+
+    async def write() -> None:
+        # What the reconciler writes when it promotes an episode and links neighbours.
+        await db.batch(
+            [
+                db.prepare(
+                    "INSERT INTO fact_provenance (tenant_id, fact_id, source_kind, source_id, "
+                    "relation, created_at) VALUES (?, ?, 'episode', ?, 'promoted_from', ?)"
+                ).bind(TENANT, new_id, episode["episode_id"], now_ms),
+                db.prepare(
+                    "INSERT INTO memory_links (tenant_id, from_fact_id, to_fact_id, score, "
+                    "created_at) VALUES (?, ?, ?, 0.8, ?)"
+                ).bind(TENANT, new_id, other_id, now_ms),
+            ]
+        )
+
+    asyncio.run(write())
+    with seeded.admin() as client:
+        detail = client.get(f"{FACTS}/{new_id}").json()
+        back = client.get(f"{FACTS}/{other_id}").json()
+    (source,) = detail["provenance"]
+    assert source["relation"] == "promoted_from" and source["run_id"] == run_id
+    assert source["content"] == episode["content"]
+    assert detail["links"] == [
+        {
+            "fact_id": other_id,
+            "direction": "outgoing",
+            "score": 0.8,
+            "content": OTHER_FACT,
+            "status": "active",
+        }
+    ]
+    assert [(link["fact_id"], link["direction"]) for link in back["links"]] == [
+        (new_id, "incoming")
+    ]
