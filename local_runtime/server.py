@@ -29,6 +29,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from http_messages import Headers, HttpRequest, HttpResponse, json_response
 from local_runtime.runtime import LocalRuntime
+from local_runtime.static_assets import serve_asset
 from worker.app import handle
 from worker.cron import run_scheduled
 from worker.errors import ApiError, method_not_allowed, validation_error
@@ -115,6 +116,10 @@ class LocalWorkerApp:
         if request.path == "/openapi.json" and request.method == "GET":
             # The Worker's document plus this server's own scheduled endpoints.
             return json_response(document(local=True))
+        # Workers Static Assets answer before the Worker (the inspector at /admin/ui/).
+        asset = serve_asset(request)
+        if asset is not None:
+            return asset
         return await handle(request, self.runtime.bindings())
 
     async def _scheduled(self, request: HttpRequest) -> HttpResponse:

@@ -33,6 +33,17 @@ def test_d1_points_at_the_migrations_folder() -> None:
     assert (PROJECT_ROOT / db["migrations_dir"] / "0001_initial.sql").exists()
 
 
+def test_static_assets_hold_the_inspector_the_local_runtime_serves() -> None:
+    from local_runtime.static_assets import ASSETS_DIR
+
+    assets = PROJECT_ROOT / CONFIG["assets"]["directory"]
+    assert assets.resolve() == ASSETS_DIR
+    assert (assets / "admin" / "ui" / "index.html").is_file()
+    # No asset may shadow a Worker route: only the inspector's folder is published.
+    assert sorted(p.name for p in assets.iterdir()) == ["admin"]
+    assert sorted(p.name for p in (assets / "admin").iterdir()) == ["ui"]
+
+
 def test_crons_match_the_scheduled_handler() -> None:
     assert set(CONFIG["triggers"]["crons"]) == {WEEKLY_PRUNE, DAILY_BRIEF}
 

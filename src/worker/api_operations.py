@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from agent_memory.lifecycle import LifecycleUpdate, ReconcileReport
+from agent_memory.lifecycle.inspect import EventPage, FactDetail, FactPage
 from agent_memory.tiers.episodic import RunPage
 from agent_runtime_do.protocol import RunResult
 from worker.agents_routes import CandidatesQuery, OutcomeBody, RunBody, RunsQuery, WorkflowsQuery
@@ -27,6 +28,15 @@ from worker.api_models import (
     PruneView,
     RunDetail,
     Workflows,
+)
+from worker.inspector_routes import (
+    EpisodesQuery,
+    EpisodesResponse,
+    EventsQuery,
+    ExplainBody,
+    ExplainResponse,
+    FactsQuery,
+    TenantsResponse,
 )
 from worker.lifecycle_routes import PruneBody
 
@@ -173,6 +183,58 @@ OPERATIONS: tuple[Operation, ...] = (
         "Erase a subject from every tier",
         "lifecycle",
         EraseView,
+        security=(ACCESS,),
+    ),
+    Operation(
+        "GET",
+        "/admin/tenants",
+        "Tenants that have runs, episodes, facts or events (inspector)",
+        "inspector",
+        TenantsResponse,
+        security=(ACCESS,),
+    ),
+    Operation(
+        "GET",
+        "/admin/tenants/{tenant}/facts",
+        "Facts with their status, filtered by status, subject, agent type or text",
+        "inspector",
+        FactPage,
+        query=FactsQuery,
+        security=(ACCESS,),
+    ),
+    Operation(
+        "GET",
+        "/admin/tenants/{tenant}/facts/{fact_id}",
+        "One fact: supersession chain, links, provenance, written and retrieved history",
+        "inspector",
+        FactDetail,
+        security=(ACCESS,),
+    ),
+    Operation(
+        "GET",
+        "/admin/tenants/{tenant}/events",
+        "Memory events by kind, tier, run and time",
+        "inspector",
+        EventPage,
+        query=EventsQuery,
+        security=(ACCESS,),
+    ),
+    Operation(
+        "GET",
+        "/admin/tenants/{tenant}/episodes",
+        "Episodes by id (what a run recalled)",
+        "inspector",
+        EpisodesResponse,
+        query=EpisodesQuery,
+        security=(ACCESS,),
+    ),
+    Operation(
+        "POST",
+        "/admin/tenants/{tenant}/recall/explain",
+        "Why this recall: ranked results with channel ranks and weighted score parts",
+        "inspector",
+        ExplainResponse,
+        body=ExplainBody,
         security=(ACCESS,),
     ),
 )

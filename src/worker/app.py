@@ -17,6 +17,7 @@ from worker.agents_routes import add_agent_routes
 from worker.errors import ApiError, internal_error, payload_too_large
 from worker.facts_routes import add_semantic_memory
 from worker.health import healthz
+from worker.inspector_routes import add_inspector_routes
 from worker.lifecycle_routes import add_lifecycle_routes
 from worker.openapi import openapi_route
 from worker.router import Router
@@ -39,6 +40,8 @@ def build_router() -> Router[Bindings]:
     add_semantic_memory(router)
     # The memory lifecycle (Access gated): retention, prune, reconcile, subject erase.
     add_lifecycle_routes(router)
+    # The memory inspector's read routes (Access gated; docs/inspector.md).
+    add_inspector_routes(router)
     return router
 
 

@@ -6,7 +6,9 @@
   archived to the cold tier, then deleted, in budgeted, resumable jobs;
 * `brief`: the daily brief of how full each tenant's memory is;
 * `retention`: per-tenant retention and episode limit, and the tenant list;
-* `erase`: removing every trace of one subject from every tier and the archives.
+* `erase`: removing every trace of one subject from every tier and the archives;
+* `inspect`: read-only views for the memory inspector (facts with status, supersession
+  chains, links, provenance, events); imported as `agent_memory.lifecycle.inspect`.
 Started by the crons, the admin routes and the CLI, over the tiers; never called on a
 request's hot path. Imports `tiers`, `governance` and `retrieval`, none of which import it.
 Modules starting with `_` are this package's own.

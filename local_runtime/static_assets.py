@@ -1,0 +1,61 @@
+"""Static assets for `agent-memory dev`: what Workers Static Assets serves on Cloudflare.
+
+wrangler.toml declares `[assets] directory = "./public"`; on Cloudflare a request whose
+path names a file there is answered from the assets before the Worker runs, and
+`/admin/ui/` finds `admin/ui/index.html` (`html_handling = "auto-trailing-slash"`).
+`serve_asset` does the same locally for GET and HEAD: it returns the file's response, a
+redirect from `/admin/ui` to `/admin/ui/`, or None when no asset matches (the Worker
+answers). Paths never leave the assets folder.
+"""
+
+from __future__ import annotations
+
+import mimetypes
+from pathlib import Path
+
+from http_messages import Headers, HttpRequest, HttpResponse
+
+ASSETS_DIR = Path(__file__).resolve().parent.parent / "public"
+_TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".png": "image/png",
+    ".svg": "image/svg+xml",
+}
+
+
+def _asset_file(path: str, root: Path) -> Path | None:
+    if "\x00" in path or "\\" in path:
+        return None
+    parts = [p for p in path.split("/") if p]
+    if any(p in (".", "..") for p in parts):
+        return None
+    candidate = root.joinpath(*parts) if parts else root
+    if candidate.is_dir():
+        candidate = candidate / "index.html"
+    try:
+        candidate.resolve().relative_to(root.resolve())
+    except ValueError:
+        return None
+    return candidate if candidate.is_file() else None
+
+
+def serve_asset(request: HttpRequest, root: Path = ASSETS_DIR) -> HttpResponse | None:
+    """The asset response for `request`, or None when the Worker should answer it."""
+    if request.method not in ("GET", "HEAD"):
+        return None
+    path = request.path
+    if not path.endswith("/") and (root / path.lstrip("/")).is_dir():
+        if _asset_file(path + "/", root) is not None:
+            return HttpResponse(307, b"", Headers({"location": path + "/"}))
+        return None
+    found = _asset_file(path, root)
+    if found is None:
+        return None
+    content_type = _TYPES.get(found.suffix) or (
+        mimetypes.guess_type(found.name)[0] or "application/octet-stream"
+    )
+    body = found.read_bytes()
+    headers = Headers({"content-type": content_type, "cache-control": "no-cache"})
+    return HttpResponse(200, b"" if request.method == "HEAD" else body, headers)

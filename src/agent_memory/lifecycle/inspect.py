@@ -1,0 +1,362 @@
+"""Read-only views of one tenant's memory for the inspector (issue 17, docs/inspector.md).
+
+Nothing here writes: no recall stats, no events, no repairs. Every statement starts its
+WHERE clause with `tenant_id = ?` (DESIGN invariant 2), and the tenant is bound once, at
+`MemoryInspector(db, tenant)`.
+
+* `list_facts`: facts newest first with an inspector status, filtered by status, subject,
+  agent type and a case-insensitive substring of the content; keyset-paginated.
+* `fact_detail`: one fact, its supersession chain both ways (what it replaced, what
+  replaced it), its links, its provenance (runs and episodes it came from) and its
+  `memory_written` / `memory_retrieved` history.
+* `list_events`: memory events newest first by kind, tier, run and time window.
+* `episodes`: episodes by id (what a run recalled), in the order asked, absent ones left
+  out (pruned or erased).
+
+Inspector statuses, derived from the stored `status` and the validity window at `now_ms`:
+`active` (live: recall may return it), `pending` (`pending_vector`: the vector write has
+not finished), `superseded` (replaced; `superseded_by` names the successor) and `decayed`
+(stored as active but its `valid_to` has passed, so recall no longer returns it).
+
+Cursors are the episodic tier's opaque keyset cursors over (created_at, id); one this
+module did not produce raises `InvalidCursorError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from agent_memory.governance.events import EventKind, EventTier
+from agent_memory.lifecycle._inspect_models import (
+    MAX_CHAIN,
+    MAX_HISTORY,
+    MAX_INSPECT_PAGE,
+    Direction,
+    EventPage,
+    FactDetail,
+    FactLink,
+    FactPage,
+    FactView,
+    InspectedEvent,
+    InspectStatus,
+    ProvenanceItem,
+    event_from_row,
+    inspect_status,
+    written_hash,
+)
+from agent_memory.tiers.episodic import Episode, InvalidCursorError, decode_cursor, encode_cursor
+from agent_memory.tiers.episodic.models import episode_from_row
+from agent_memory.tiers.semantic import Fact
+from bindings.ports.d1 import D1Database
+from bindings.ports.sql import Row
+
+__all__ = [
+    "MAX_INSPECT_PAGE",
+    "EventPage",
+    "FactDetail",
+    "FactLink",
+    "FactPage",
+    "FactView",
+    "InspectStatus",
+    "InspectedEvent",
+    "InvalidCursorError",
+    "MemoryInspector",
+    "ProvenanceItem",
+    "inspect_status",
+    "written_hash",
+]
+
+
+class MemoryInspector:
+    """Read-only queries over one tenant's facts, links, provenance and events."""
+
+    def __init__(self, db: D1Database, tenant: str, *, now_ms: int) -> None:
+        self._db = db
+        self.tenant = tenant
+        self.now_ms = now_ms
+
+    def _view(self, row: Row) -> FactView:
+        fact = Fact.from_row(row)
+        return FactView(fact=fact, status=inspect_status(fact, self.now_ms))
+
+    async def _rows(self, sql: str, *params: Any) -> list[Row]:
+        result = await self._db.prepare(sql).bind(*params).all()
+        return list(result.results)
+
+    # ------------------------------------------------------------------ facts
+
+    async def list_facts(
+        self,
+        *,
+        status: InspectStatus | None = None,
+        subject: str | None = None,
+        agent_type: str | None = None,
+        text: str | None = None,
+        cursor: str | None = None,
+        limit: int = 20,
+    ) -> FactPage:
+        """Facts newest first, `limit` (1-100) per page; `next_cursor` fetches the next."""
+        limit = max(1, min(limit, MAX_INSPECT_PAGE))
+        clauses = ["tenant_id = ?"]
+        params: list[Any] = [self.tenant]
+        if status == "pending":
+            clauses.append("status = 'pending_vector'")
+        elif status == "superseded":
+            clauses.append("status = 'superseded'")
+        elif status == "active":
+            clauses.append("status = 'active' AND (valid_to IS NULL OR valid_to > ?)")
+            params.append(self.now_ms)
+        elif status == "decayed":
+            clauses.append("status = 'active' AND valid_to IS NOT NULL AND valid_to <= ?")
+            params.append(self.now_ms)
+        if subject is not None:
+            clauses.append("subject = ?")
+            params.append(subject)
+        if agent_type is not None:
+            clauses.append("agent_type = ?")
+            params.append(agent_type)
+        if text:
+            clauses.append("instr(lower(content), lower(?)) > 0")
+            params.append(text)
+        if cursor is not None:
+            created_at, fact_id = decode_cursor(cursor)
+            clauses.append("(created_at < ? OR (created_at = ? AND fact_id < ?))")
+            params.extend([created_at, created_at, fact_id])
+        rows = await self._rows(
+            f"SELECT * FROM semantic_facts WHERE {' AND '.join(clauses)} "
+            "ORDER BY created_at DESC, fact_id DESC LIMIT ?",
+            *params,
+            limit + 1,
+        )
+        views = [self._view(row) for row in rows[:limit]]
+        next_cursor = None
+        if len(rows) > limit:
+            last = views[-1].fact
+            next_cursor = encode_cursor(last.created_at, last.fact_id)
+        return FactPage(facts=views, next_cursor=next_cursor)
+
+    async def _fact(self, fact_id: str) -> FactView | None:
+        rows = await self._rows(
+            "SELECT * FROM semantic_facts WHERE tenant_id = ? AND fact_id = ?",
+            self.tenant,
+            fact_id,
+        )
+        return self._view(rows[0]) if rows else None
+
+    async def fact_detail(self, fact_id: str) -> FactDetail | None:
+        """Everything about one fact, or None when the tenant has no such fact."""
+        view = await self._fact(fact_id)
+        if view is None:
+            return None
+        replaced_by = await self._successors(view)
+        replaced = await self._predecessors(view)
+        timeline = sorted(
+            [*replaced, view, *replaced_by], key=lambda v: (v.fact.valid_from, v.fact.created_at)
+        )
+        return FactDetail(
+            fact=view,
+            replaced=replaced,
+            replaced_by=replaced_by,
+            timeline=timeline,
+            links=await self._links(fact_id),
+            provenance=await self._provenance(view.fact),
+            written=await self._written(view.fact),
+            retrieved=await self._retrieved(fact_id),
+        )
+
+    async def _successors(self, view: FactView) -> list[FactView]:
+        chain: list[FactView] = []
+        seen = {view.fact.fact_id}
+        next_id = view.fact.superseded_by
+        while next_id and next_id not in seen and len(chain) < MAX_CHAIN:
+            seen.add(next_id)
+            successor = await self._fact(next_id)
+            if successor is None:
+                break
+            chain.append(successor)
+            next_id = successor.fact.superseded_by
+        return chain
+
+    async def _predecessors(self, view: FactView) -> list[FactView]:
+        found: list[FactView] = []
+        seen = {view.fact.fact_id}
+        frontier = [view.fact.fact_id]
+        while frontier and len(found) < MAX_CHAIN:
+            marks = ",".join("?" for _ in frontier)
+            rows = await self._rows(
+                f"SELECT * FROM semantic_facts WHERE tenant_id = ? AND superseded_by IN ({marks}) "
+                "ORDER BY created_at, fact_id LIMIT ?",
+                self.tenant,
+                *frontier,
+                MAX_CHAIN,
+            )
+            frontier = []
+            for row in rows:
+                older = self._view(row)
+                if older.fact.fact_id not in seen:
+                    seen.add(older.fact.fact_id)
+                    found.append(older)
+                    frontier.append(older.fact.fact_id)
+        return sorted(found[:MAX_CHAIN], key=lambda v: (v.fact.valid_from, v.fact.created_at))
+
+    async def _links(self, fact_id: str) -> list[FactLink]:
+        links: list[FactLink] = []
+        directions: tuple[tuple[Direction, str, str], ...] = (
+            ("outgoing", "from_fact_id", "to_fact_id"),
+            ("incoming", "to_fact_id", "from_fact_id"),
+        )
+        for direction, mine, other in directions:
+            rows = await self._rows(
+                f"SELECT l.{other} AS other_id, l.score AS score, f.content AS content, "
+                "f.status AS status, f.valid_to AS valid_to FROM memory_links AS l "
+                "LEFT JOIN semantic_facts AS f "
+                f"ON f.tenant_id = l.tenant_id AND f.fact_id = l.{other} "
+                f"WHERE l.tenant_id = ? AND l.{mine} = ? ORDER BY l.score DESC LIMIT ?",
+                self.tenant,
+                fact_id,
+                MAX_HISTORY,
+            )
+            for row in rows:
+                status: InspectStatus | None = None
+                if row.get("status") == "superseded":
+                    status = "superseded"
+                elif row.get("status") == "pending_vector":
+                    status = "pending"
+                elif row.get("status") == "active":
+                    valid_to = row.get("valid_to")
+                    expired = valid_to is not None and int(valid_to) <= self.now_ms
+                    status = "decayed" if expired else "active"
+                links.append(
+                    FactLink(
+                        fact_id=str(row["other_id"]),
+                        direction=direction,
+                        score=float(row["score"]),
+                        content=row.get("content"),
+                        status=status,
+                    )
+                )
+        return links
+
+    async def _provenance(self, fact: Fact) -> list[ProvenanceItem]:
+        items: list[ProvenanceItem] = []
+        if fact.learned_from_run_id:
+            items.append(
+                ProvenanceItem(
+                    source_kind="run",
+                    source_id=fact.learned_from_run_id,
+                    relation="learned_in",
+                    run_id=fact.learned_from_run_id,
+                    created_at=fact.created_at,
+                )
+            )
+        rows = await self._rows(
+            "SELECT p.source_kind AS source_kind, p.source_id AS source_id, "
+            "p.relation AS relation, p.created_at AS created_at, e.run_id AS run_id, "
+            "COALESCE(e.content, f.content) AS content FROM fact_provenance AS p "
+            "LEFT JOIN memory_episodes AS e ON p.source_kind = 'episode' "
+            "AND e.tenant_id = p.tenant_id AND e.episode_id = p.source_id "
+            "LEFT JOIN semantic_facts AS f ON p.source_kind = 'fact' "
+            "AND f.tenant_id = p.tenant_id AND f.fact_id = p.source_id "
+            "WHERE p.tenant_id = ? AND p.fact_id = ? ORDER BY p.created_at, p.source_id LIMIT ?",
+            self.tenant,
+            fact.fact_id,
+            MAX_HISTORY,
+        )
+        for row in rows:
+            kind = row["source_kind"]
+            items.append(
+                ProvenanceItem(
+                    source_kind=kind,
+                    source_id=str(row["source_id"]),
+                    relation=str(row["relation"]),
+                    run_id=row.get("run_id") or (row["source_id"] if kind == "run" else None),
+                    content=row.get("content"),
+                    created_at=int(row["created_at"]),
+                )
+            )
+        return items
+
+    async def _written(self, fact: Fact) -> list[InspectedEvent]:
+        rows = await self._rows(
+            "SELECT * FROM memory_events WHERE tenant_id = ? AND kind = 'memory_written' "
+            "AND tier = 'semantic' AND content_hash = ? ORDER BY created_at DESC LIMIT ?",
+            self.tenant,
+            written_hash(fact),
+            MAX_HISTORY,
+        )
+        return [event_from_row(row) for row in rows]
+
+    async def _retrieved(self, fact_id: str) -> list[InspectedEvent]:
+        rows = await self._rows(
+            "SELECT * FROM memory_events AS m WHERE m.tenant_id = ? "
+            "AND m.kind = 'memory_retrieved' AND EXISTS (SELECT 1 FROM "
+            "json_each(m.payload, '$.results') AS r WHERE json_extract(r.value, '$.id') = ?) "
+            "ORDER BY m.created_at DESC LIMIT ?",
+            self.tenant,
+            fact_id,
+            MAX_HISTORY,
+        )
+        return [event_from_row(row) for row in rows]
+
+    # ------------------------------------------------------------------ episodes
+
+    async def episodes(self, episode_ids: Sequence[str]) -> list[Episode]:
+        """The episodes among `episode_ids` (at most `MAX_INSPECT_PAGE`) that still exist,
+        in the order given."""
+        wanted = list(dict.fromkeys(episode_ids))[:MAX_INSPECT_PAGE]
+        if not wanted:
+            return []
+        marks = ",".join("?" for _ in wanted)
+        rows = await self._rows(
+            "SELECT episode_id, run_id, agent_type, instance_id, kind, subject, content, data, "
+            "importance, created_at FROM memory_episodes "
+            f"WHERE tenant_id = ? AND episode_id IN ({marks})",
+            self.tenant,
+            *wanted,
+        )
+        found = {str(row["episode_id"]): episode_from_row(row) for row in rows}
+        return [found[i] for i in wanted if i in found]
+
+    # ------------------------------------------------------------------ events
+
+    async def list_events(
+        self,
+        *,
+        kind: EventKind | None = None,
+        tier: EventTier | None = None,
+        run_id: str | None = None,
+        since_ms: int | None = None,
+        until_ms: int | None = None,
+        cursor: str | None = None,
+        limit: int = 50,
+    ) -> EventPage:
+        """Events newest first with `since_ms <= created_at < until_ms`; keyset-paginated."""
+        limit = max(1, min(limit, MAX_INSPECT_PAGE))
+        clauses = ["tenant_id = ?"]
+        params: list[Any] = [self.tenant]
+        for column, value in (("kind", kind), ("tier", tier), ("run_id", run_id)):
+            if value is not None:
+                clauses.append(f"{column} = ?")
+                params.append(value)
+        if since_ms is not None:
+            clauses.append("created_at >= ?")
+            params.append(since_ms)
+        if until_ms is not None:
+            clauses.append("created_at < ?")
+            params.append(until_ms)
+        if cursor is not None:
+            created_at, event_id = decode_cursor(cursor)
+            clauses.append("(created_at < ? OR (created_at = ? AND event_id < ?))")
+            params.extend([created_at, created_at, event_id])
+        rows = await self._rows(
+            f"SELECT * FROM memory_events WHERE {' AND '.join(clauses)} "
+            "ORDER BY created_at DESC, event_id DESC LIMIT ?",
+            *params,
+            limit + 1,
+        )
+        events = [event_from_row(row) for row in rows[:limit]]
+        next_cursor = None
+        if len(rows) > limit:
+            next_cursor = encode_cursor(events[-1].created_at, events[-1].event_id)
+        return EventPage(events=events, next_cursor=next_cursor)
