@@ -147,6 +147,7 @@ class TurnRunner:
                 gate=self._host.gate_for(request.tenant),
                 agent_type=agent_type.name,
                 run_id=turn.run_id,
+                clock=bindings.clock,
             )
             if agent_type.memory.working_memory and bindings.kv is not None
             else None

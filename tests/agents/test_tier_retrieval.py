@@ -128,3 +128,44 @@ async def test_the_configured_tier_weights_are_the_ones_used(tmp_path: Path) -> 
     ]
     assert list(context.working_memory) == ["shopping", "zz_todo"]
     assert all(r["relevance"] >= 0 for e in events for r in e["results"])
+
+
+async def test_a_working_memory_get_is_scored_and_recorded(tmp_path: Path) -> None:
+    from agent_memory.agent.tools import ToolContext, platform_tools
+    from agent_memory.governance.agent_types import get_agent_type
+
+    clock = FixedClock(NOW)
+    runtime = LocalRuntime.open(tmp_path / "s", embedder=HashingEmbedder(), clock=clock)
+    await runtime.migrate()
+    working = WorkingMemory(runtime.kv, "acme", "default", clock=clock)
+    await working.set("plan", "ship on friday")
+    clock.advance(1800)  # half an hour later the model reads it back
+    agent = get_agent_type("assistant")
+    assert agent is not None
+    context = ToolContext(
+        tenant="acme",
+        agent_type=agent,
+        instance_id="default",
+        run_id=new_ulid(NOW),
+        bindings=runtime.bindings(),
+        working=working,
+    )
+    (get,) = [t for t in platform_tools(agent, context) if t.name == "working_memory_get"]
+
+    answer = await get.call({"key": "plan"}, context)
+    missing = await get.call({"key": "nothing"}, context)
+    await runtime.background.drain()
+
+    assert answer == {"key": "plan", "found": True, "value": "ship on friday"}
+    assert missing["found"] is False
+    rows = await runtime.db.prepare(
+        "SELECT tier, payload FROM memory_events WHERE tenant_id = 'acme' "
+        "AND kind = 'memory_retrieved'"
+    ).all()
+    (row,) = rows.results  # one event: the hit; a miss retrieves nothing
+    payload = json.loads(row["payload"])
+    assert row["tier"] == "working" and payload["query"] == "plan"
+    (item,) = payload["results"]
+    assert item["id"] == "plan" and item["relevance"] == 1.0
+    # Recency comes from the recorded write time (30 min ago), not from "now".
+    assert 0.0 < item["recency"] < 1.0

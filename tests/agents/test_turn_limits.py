@@ -210,10 +210,11 @@ async def test_a_crashing_tool_fails_the_turn_but_the_run_is_closed(
         ScriptedLLM([CallTool("working_memory_get", {"key": "k"}), Answer("done")])
     )
 
-    async def explode(key: str) -> str | None:
+    async def explode(key: str) -> Any:
         raise RuntimeError("KV is on fire")
 
-    harness.runtime.kv.get = explode  # type: ignore[method-assign]
+    # working_memory_get reads the value with its metadata (the write time it is scored by).
+    harness.runtime.kv.get_with_metadata = explode  # type: ignore[method-assign]
     result = await harness.run("read it")
     assert result["status"] == "failed"
     assert result["failure"]["code"] == "tool_failed"

@@ -22,15 +22,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from pydantic import BaseModel, Field
 
+from agent_memory.agent.retrieval_events import record_retrieval, retrieval_config_of
 from agent_memory.governance.agent_types import AgentType, WorkflowSpec
-from agent_memory.governance.events import EventLog, EventTier, RetrievedItem, memory_retrieved
-from agent_memory.retrieval.rank import RankedItem, RankItem, rank
-from agent_memory.retrieval.scoring import RetrievalConfig
+from agent_memory.retrieval.rank import RankItem, rank
 from agent_memory.tiers.episodic import Episode, EpisodicStore
 from agent_memory.tiers.working import WorkingMemory
 from bindings.environment import Bindings
@@ -81,7 +80,7 @@ async def assemble_context(
     """Read working memory, recent episodes (and prefetched facts) concurrently; score the
     first two with their tier's weights and record what was retrieved."""
     memory = agent_type.memory
-    config = _retrieval_config(bindings)
+    config = retrieval_config_of(bindings)
     now = bindings.clock.now() if bindings is not None else None
 
     async def working_snapshot() -> dict[str, Any]:
@@ -104,7 +103,9 @@ async def assemble_context(
         ]
         at = now if now is not None else max((i.written_at for i in items), default=0.0)
         ranked = rank(input_text, items, config.weights_for("working"), at)
-        _record(bindings, tenant, "working", input_text, ranked, agent_type.name, at, len(items))
+        record_retrieval(
+            bindings, tenant, "working", input_text, ranked, agent_type.name, at, len(items)
+        )
         return {r.item.id: values[r.item.id] for r in ranked}
 
     async def recent() -> list[Episode]:
@@ -126,7 +127,9 @@ async def assemble_context(
         ]
         at = now if now is not None else max((i.written_at for i in items), default=0.0)
         ranked = rank(input_text, items, config.weights_for("episodic"), at)[:wanted]
-        _record(bindings, tenant, "episodic", input_text, ranked, agent_type.name, at, len(items))
+        record_retrieval(
+            bindings, tenant, "episodic", input_text, ranked, agent_type.name, at, len(items)
+        )
         chosen = [by_id[r.item.id] for r in ranked]
         chosen.sort(key=lambda e: (e.created_at, e.episode_id), reverse=True)
         return chosen
@@ -140,64 +143,6 @@ async def assemble_context(
     return TurnContext(
         turn_state=turn_state, working_memory=snapshot, episodes=episodes, facts=found
     )
-
-
-def _retrieval_config(bindings: Bindings | None) -> RetrievalConfig:
-    if bindings is None:
-        return RetrievalConfig()
-    try:
-        return RetrievalConfig.from_json(bindings.settings.memory_retrieval_config)
-    except ValueError as exc:  # validated at startup; never fail a turn over it here
-        log.warning("MEMORY_RETRIEVAL_CONFIG unusable, using the defaults: %s", exc)
-        return RetrievalConfig()
-
-
-def _record(
-    bindings: Bindings | None,
-    tenant: str,
-    tier: EventTier,
-    query: str,
-    ranked: Sequence[RankedItem],
-    agent_type: str,
-    now: float,
-    pool: int,
-) -> None:
-    """One `memory_retrieved` event for a tier read, written in the background (best
-    effort: a turn never fails over its audit trail)."""
-    if bindings is None or bindings.db is None or not tenant or not ranked:
-        return
-    try:
-        events = EventLog(tenant, bindings.db)
-    except ValueError:
-        return
-    event = memory_retrieved(
-        tenant_id=tenant,
-        tier=tier,
-        now=now if now > 0 else bindings.clock.now(),
-        query=query,
-        top_k=len(ranked),
-        results=[
-            RetrievedItem(
-                id=r.item.id,
-                score=round(r.parts[0], 6),
-                relevance=round(r.parts[1], 6),
-                recency=round(r.parts[2], 6),
-                confidence=round(r.parts[3], 6),
-                density=round(r.parts[4], 6),
-            )
-            for r in ranked
-        ],
-        candidates={"pool": pool},
-        agent_type=agent_type,
-    )
-
-    async def write() -> None:
-        try:
-            await events.record(event)
-        except Exception as exc:
-            log.warning("memory_retrieved (%s) not recorded for %s: %s", tier, tenant, exc)
-
-    bindings.background.wait_until(write())
 
 
 def _preview(text: str, limit: int) -> str:

@@ -18,12 +18,15 @@ back to the model, the turn goes on); any other exception fails the turn.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from agent_memory.agent.retrieval_events import record_retrieval, retrieval_config_of
 from agent_memory.governance.agent_types import AgentType
-from agent_memory.tiers.working import WorkingMemory, WorkingMemoryError
+from agent_memory.retrieval.rank import RankItem, rank
+from agent_memory.tiers.working import WorkingMemory, WorkingMemoryError, WorkingRead
 from bindings.environment import Bindings
 from bindings.ports.llm import ToolSpec
 
@@ -102,13 +105,40 @@ def _key(arguments: dict[str, Any]) -> str:
 async def _wm_get(arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]:
     key = _key(arguments)
     try:
-        value = await _working(context).get(key)
+        found = await _working(context).read(key)
     except WorkingMemoryError as exc:
         raise ToolError(str(exc)) from None
     context.log_step(
-        "memory_read", {"tier": "working", "op": "get", "key": key, "found": value is not None}
+        "memory_read", {"tier": "working", "op": "get", "key": key, "found": found is not None}
     )
-    return {"key": key, "found": value is not None, "value": value}
+    if found is None:
+        return {"key": key, "found": False, "value": None}
+    _record_get(found, context)
+    return {"key": key, "found": True, "value": found.value}
+
+
+def _record_get(found: WorkingRead, context: ToolContext) -> None:
+    """Score the read with working memory's weights and record it as `memory_retrieved`,
+    like the turn-start snapshot (the key is the query: an exact lookup is fully relevant)."""
+    now = context.bindings.clock.now()
+    item = RankItem(
+        id=found.key,
+        text=f"{found.key} {json.dumps(found.value, ensure_ascii=False)}",
+        written_at=found.written_at if found.written_at is not None else 0.0,
+        confidence=1.0,
+    )
+    weights = retrieval_config_of(context.bindings).weights_for("working")
+    ranked = rank(found.key, [item], weights, now)
+    record_retrieval(
+        context.bindings,
+        context.tenant,
+        "working",
+        found.key,
+        ranked,
+        context.agent_type.name,
+        now,
+        1,
+    )
 
 
 async def _wm_set(arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]:

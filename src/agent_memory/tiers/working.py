@@ -14,7 +14,8 @@ Contract:
 * Values are JSON (no NaN/Infinity); anything else raises `WorkingMemoryError`.
 
 Usage is computed from the instance's key listing, where each entry carries its size in
-KV metadata (`{"bytes": n}`), so no second copy of the accounting can drift. KV listings
+KV metadata (`{"bytes": n, "written_at": epoch_s}`), so no second copy of the accounting
+can drift; the write time lets a single `read` be scored for recency. KV listings
 are eventually consistent on Cloudflare (up to ~60 s across locations); an instance's
 writes all come from its one Durable Object, in one location, which is what keeps the
 check meaningful. The check spans awaits (list, then put), so concurrent turns of one
@@ -33,6 +34,7 @@ from pydantic import BaseModel, ConfigDict
 
 from agent_memory.governance.policy import WriteDenied, WriteGate, WriteProposal
 from agent_memory.scope import INSTANCE_RE, TENANT_RE
+from bindings.ports.clock import Clock, SystemClock
 from bindings.ports.kv import KVNamespace
 
 WORKING_MEMORY_PREFIX = "agent_working"
@@ -70,6 +72,16 @@ class WorkingMemoryBudgetExceeded(WorkingMemoryError):
         self.needed = needed
         self.used = used
         self.budget = budget
+
+
+class WorkingRead(BaseModel):
+    """One key read with its value and, when recorded, its write time (epoch seconds)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    key: str
+    value: Any
+    written_at: float | None = None
 
 
 class WorkingEntry(BaseModel):
@@ -130,6 +142,7 @@ class WorkingMemory:
         gate: WriteGate | None = None,
         agent_type: str | None = None,
         run_id: str | None = None,
+        clock: Clock | None = None,
     ) -> None:
         if not TENANT_RE.fullmatch(tenant or ""):
             raise InvalidWorkingMemoryKey(f"invalid tenant segment {tenant!r}")
@@ -146,6 +159,7 @@ class WorkingMemory:
         self._instance_id = instance_id
         self._agent_type = agent_type
         self._run_id = run_id
+        self._clock: Clock = clock or SystemClock()
 
     def kv_key(self, key: str) -> str:
         return self.prefix + validate_key(key)
@@ -154,6 +168,19 @@ class WorkingMemory:
         """The stored JSON value, or None when missing or expired."""
         raw = await self._kv.get(self.kv_key(key))
         return None if raw is None else json.loads(raw)
+
+    async def read(self, key: str) -> WorkingRead | None:
+        """The value under `key` with its write time (epoch seconds; None for an entry
+        written before write times were recorded), or None when missing or expired."""
+        found = await self._kv.get_with_metadata(self.kv_key(key))
+        if found.value is None:
+            return None
+        written = (found.metadata or {}).get("written_at")
+        return WorkingRead(
+            key=key,
+            value=json.loads(found.value),
+            written_at=float(written) if isinstance(written, int | float) else None,
+        )
 
     async def entries(self) -> list[WorkingEntry]:
         """Every live key of the instance with its accounted size, in key order."""
@@ -204,9 +231,10 @@ class WorkingMemory:
                 raise WorkingMemoryBudgetExceeded(
                     key=key, needed=needed, used=used, budget=self.budget_bytes
                 )
-            await self._kv.put(
-                kv_key, encoded, expiration_ttl=self.ttl_seconds, metadata={"bytes": value_bytes}
-            )
+            # The write time rides in the metadata so a single read can be scored for
+            # recency without listing the instance (`read`).
+            metadata = {"bytes": value_bytes, "written_at": round(self._clock.now(), 3)}
+            await self._kv.put(kv_key, encoded, expiration_ttl=self.ttl_seconds, metadata=metadata)
         await self._gate.committed([proposal])
         return WorkingWrite(
             key=key, bytes=needed, used_after=used + needed, budget=self.budget_bytes
