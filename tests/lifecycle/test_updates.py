@@ -523,3 +523,51 @@ async def test_the_adjudicator_setting_picks_the_llm_binding(tmp_path: Path) -> 
     finally:
         await rules.close()
         await llm.close()
+
+
+async def test_facts_from_before_keys_are_backfilled_and_can_then_be_superseded(
+    tmp_path: Path,
+) -> None:
+    clock = FixedClock(NOW)
+    runtime = open_runtime(tmp_path / "state", clock)
+    await runtime.migrate()
+    try:
+        await store(runtime, "Bob lives in Berlin")
+        found = await runtime.db.prepare("SELECT fact_id FROM semantic_facts").first()
+        assert found is not None
+        old_id = str(found["fact_id"])
+        # As a fact stored before migration 0005 looks: no key.
+        await runtime.db.prepare(
+            "UPDATE semantic_facts SET key_entity = '', key_attribute = '', key_source = ''"
+        ).run()
+
+        def reconciler() -> Reconciler:
+            return Reconciler(
+                "acme",
+                db=runtime.db,
+                vectors=runtime.vectors,
+                memory=memory(runtime),
+                embedding_key=runtime.embedder.config.key,
+                clock=clock,
+            )
+
+        first = await reconciler().run()
+        assert first.keys_backfilled == 1
+        row = (
+            await runtime.db.prepare(
+                "SELECT key_entity, key_source FROM semantic_facts WHERE fact_id = ?"
+            )
+            .bind(old_id)
+            .first()
+        )
+        assert row is not None and row["key_entity"] == "bob" and row["key_source"] != ""
+        clock.advance(86_400)
+        await store(runtime, "Bob moved to Munich")
+        clock.advance(60)
+        second = await reconciler().run()
+        assert second.keys_backfilled == 0  # nothing left to key
+        assert second.superseded_updates == 1
+        stale = await memory(runtime).get(old_id)
+        assert stale is not None and stale.status == "superseded"
+    finally:
+        await runtime.close()

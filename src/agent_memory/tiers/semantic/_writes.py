@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 
@@ -45,7 +45,23 @@ PENDING_RETRY_ON_WRITE = 10
 PAIRS_PER_STATEMENT = 45  # (subject, hash) pairs: 2 parameters each + tenant
 
 
-async def derive_keys(scope: FactScope, inputs: Sequence[FactInput]) -> list[FactKey]:
+class KeyedText(Protocol):
+    """What a key is derived from: a new `FactInput`, or a stored row being backfilled."""
+
+    @property
+    def content(self) -> str: ...
+
+    @property
+    def subject(self) -> str: ...
+
+    @property
+    def predicate(self) -> str: ...
+
+    @property
+    def metadata(self) -> dict[str, Any]: ...
+
+
+async def derive_keys(scope: FactScope, inputs: Sequence[KeyedText]) -> list[FactKey]:
     """Each input's key (`keys.derive_key`), with the names the tenant already has facts
     about found in one indexed lookup (`known_subject`)."""
     names = [name for fact in inputs for name in entity_candidates(fact.content)]

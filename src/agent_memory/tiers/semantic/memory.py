@@ -43,6 +43,7 @@ from agent_memory.governance.events import EventLog
 from agent_memory.governance.policy import WriteGate
 from agent_memory.retrieval.scoring import RetrievalConfig, Tier
 from agent_memory.scope import TENANT_RE
+from agent_memory.tiers.semantic._backfill import backfill_keys
 from agent_memory.tiers.semantic._recall import Recaller
 from agent_memory.tiers.semantic._scope import EMBED_BATCH, FactScope, ms
 from agent_memory.tiers.semantic._vectors import VectorSync
@@ -176,6 +177,11 @@ class SemanticMemory:
         """Write the vectors of up to `limit` facts left `pending_vector` (oldest first) and
         activate them. Returns how many became active. Safe to run any time."""
         return await self._vectors.complete_pending(limit)
+
+    async def backfill_keys(self, limit: int = 500) -> int:
+        """Derive and store the keys of up to `limit` facts written before keys existed
+        (oldest first), so updates can supersede them. Returns how many were keyed."""
+        return await backfill_keys(self._s, limit)
 
     async def delete(self, fact_id: str) -> DeleteResult:
         """Delete a fact's row and its vector (admin only; ADR-0030). Idempotent: deleting
