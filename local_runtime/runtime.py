@@ -29,6 +29,7 @@ from local_runtime.adapters.object_store import LocalObjectStore
 from local_runtime.adapters.vectorize import LocalVectorIndex
 from local_runtime.background import LocalBackgroundTasks
 from local_runtime.durable_objects import LocalDurableObjectNamespace
+from local_runtime.memory_tokens_dev import dev_token_keys
 from local_runtime.migrations import apply_migrations
 from local_runtime.state import StateDir
 
@@ -100,7 +101,9 @@ class LocalRuntime:
         llm: LLM | None = None,
     ) -> None:
         self.state = state
-        self.settings = Settings.from_vars({**LOCAL_VARS, **(vars or {})})
+        # Memory tokens are signed with the folder's dev key unless the caller names keys.
+        dev_keys = {"MEMORY_TOKEN_KEYS": dev_token_keys(state)}
+        self.settings = Settings.from_vars({**LOCAL_VARS, **dev_keys, **(vars or {})})
         self.clock: Clock = clock or SystemClock()
         self.background = LocalBackgroundTasks()
         self.kv = SqliteKV(state.kv, clock=self.clock)

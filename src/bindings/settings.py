@@ -93,6 +93,11 @@ class Settings(BaseModel):
     # Browser origins allowed to call /mcp (docs/gateway.md "Origin"); requests without an
     # Origin header (CLI and IDE clients with API keys) never need to be listed.
     mcp_allowed_origins: str = ""
+    # Agent-scoped memory tokens (worker.memory_tokens, docs/memory-api.md): a Worker secret
+    # holding a JSON object of signing keys by kid ({"k2": "<secret>", "k1": "<old>"}), and
+    # the kid new tokens are signed with (empty: the first key). Old kids keep verifying.
+    memory_token_keys: str = ""
+    memory_token_kid: str = ""
 
     @field_validator("outbound_allowed_hosts")
     @classmethod

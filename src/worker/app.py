@@ -18,6 +18,7 @@ from worker.errors import ApiError, internal_error, payload_too_large
 from worker.facts_routes import add_semantic_memory
 from worker.health import healthz
 from worker.lifecycle_routes import add_lifecycle_routes
+from worker.memory_routes import add_memory_routes
 from worker.openapi import openapi_route
 from worker.router import Router
 
@@ -39,6 +40,8 @@ def build_router() -> Router[Bindings]:
     add_semantic_memory(router)
     # The memory lifecycle (Access gated): retention, prune, reconcile, subject erase.
     add_lifecycle_routes(router)
+    # The uniform memory API over the four tiers (agent tokens) and its token routes (ADR-29).
+    add_memory_routes(router)
     return router
 
 
