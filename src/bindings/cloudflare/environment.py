@@ -16,6 +16,7 @@ import httpx
 from bindings.cloudflare import ffi
 from bindings.cloudflare.ai import WorkersAIEmbedder
 from bindings.cloudflare.background import CloudflareBackgroundTasks
+from bindings.cloudflare.crypto import WebCryptoMacSigner
 from bindings.cloudflare.d1 import CloudflareD1Database
 from bindings.cloudflare.durable_objects import CloudflareDurableObjectNamespace
 from bindings.cloudflare.http import CloudflareFetchTransport
@@ -91,6 +92,7 @@ def build_bindings(env: Any, ctx: Any) -> Bindings:
         agents=CloudflareDurableObjectNamespace(agents) if agents is not None else None,
         cold=CloudflareObjectStore(cold) if cold is not None else None,
         http_transport=transport,
+        mac=WebCryptoMacSigner(),
     )
 
 
