@@ -27,6 +27,7 @@ COMMAND_MODULES = [
     "local_runtime.commands.bench",
     "local_runtime.commands.lifecycle",
     "local_runtime.commands.tokens",
+    "local_runtime.commands.operators",
 ]
 
 

@@ -53,6 +53,10 @@ LOCAL_VARS: dict[str, str] = {
     # loopback unless configured, and a laptop's test upstreams live there. Set the var to
     # "" to check the guard locally.
     "OUTBOUND_ALLOWED_HOSTS": "localhost,127.0.0.0/8,::1",
+    # The dev operators (docs/memory-api.md): platform admins on the local runtime only —
+    # the identity the `agents` CLI mints by default and the tests' ops@example.com. Any
+    # other identity needs `agent-memory operators grant`.
+    "PLATFORM_ADMINS": "operator@localhost,ops@example.com",
 }
 
 

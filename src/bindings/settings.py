@@ -98,6 +98,9 @@ class Settings(BaseModel):
     # the kid new tokens are signed with (empty: the first key). Old kids keep verifying.
     memory_token_keys: str = ""
     memory_token_kid: str = ""
+    # Tenant-scoped operators (worker.operators): emails / Access service-token common
+    # names with the platform-admin role without a grant row (bootstrap), comma-separated.
+    platform_admins: str = ""
 
     @field_validator("outbound_allowed_hosts")
     @classmethod
