@@ -102,7 +102,11 @@ def _episode_item(row: dict[str, Any]) -> MemoryItem:
     data = json.loads(row.get("data") or "{}")
     key = data.get("memory_key") or row["episode_id"]
     value = data["value"] if "memory_key" in data else row["content"]
-    metadata = data.get("metadata") or {"kind": row.get("kind"), "episode_id": row["episode_id"]}
+    metadata = (
+        data.get("metadata", {})
+        if "memory_key" in data
+        else {"kind": row.get("kind"), "episode_id": row["episode_id"]}
+    )
     return MemoryItem(
         tier="episodic",
         key=key,
@@ -304,7 +308,6 @@ async def semantic_put(
             "fact_id": learned.fact_id,
             "status": learned.status,
             "created": learned.created,
-            "written_by": agent_id,
         },
     )
 

@@ -29,7 +29,7 @@ async def count(runtime: LocalRuntime, sql: str) -> int:
 
 
 async def test_tour_write_three_tiers_read_back_by_tier_and_across_tiers(
-    client: Client, memory_runtime: LocalRuntime
+    client: Client, memory_runtime: LocalRuntime, clock: FixedClock
 ) -> None:
     a = await client.mint(TENANT, "agent-a")
     assert (
@@ -49,7 +49,10 @@ async def test_tour_write_three_tiers_read_back_by_tier_and_across_tiers(
     assert [i["value"] for i in items(await client.read(a, "agent-a", tier="working"))] == [
         {"url": "/login"}
     ]
-    assert [i["key"] for i in items(await client.read(a, "agent-a", tier="episodic"))] == ["sso"]
+    clock.advance(1)  # newest first is by write time (ties within one millisecond: any order)
+    await client.write(a, "agent-a", tier="episodic", key="tagged", value=1, metadata={"src": "t"})
+    episodes = items(await client.read(a, "agent-a", tier="episodic"))
+    assert [(i["key"], i["metadata"]) for i in episodes] == [("tagged", {"src": "t"}), ("sso", {})]
     semantic = items(await client.read(a, "agent-a", tier="semantic"))
     assert [i["value"] for i in semantic] == ["example.com login uses SSO"]
 
