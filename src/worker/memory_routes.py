@@ -35,6 +35,7 @@ import hashlib
 import json
 
 from agent_memory.governance import WriteDenied
+from agent_memory.lifecycle import get_lifecycle
 from agent_memory.scope import is_instance
 from agent_memory.tiers.episodic import EpisodeLimitReached
 from agent_memory.tiers.working import (
@@ -204,14 +205,18 @@ def _read_only(tier: str) -> ApiError:
     )
 
 
-def _ttl(body: MemoryWrite, bindings: Bindings) -> int | None:
+async def _ttl(body: MemoryWrite, bindings: Bindings, tenant: str) -> int | None:
     if body.tier == "working":
         ttl = body.ttl or WORKING_MEMORY_TTL_SECONDS
         if ttl > WORKING_MEMORY_TTL_SECONDS:
             raise ApiError(422, "invalid_ttl", "working memory lives at most 3600 seconds")
         return ttl
     if body.tier == "episodic":
-        retention = bindings.settings.episode_retention_days * 86_400
+        # The tenant's retention (its override, else EPISODE_RETENTION_DAYS) bounds the TTL.
+        lifecycle = await get_lifecycle(
+            tiers.database(bindings), tenant, bindings.settings.episode_retention_days
+        )
+        retention = lifecycle.episode_retention_days * 86_400
         ttl = body.ttl or retention
         if ttl > retention:
             raise ApiError(422, "invalid_ttl", f"episodes live at most {retention} seconds")
@@ -228,7 +233,7 @@ async def write_memory(
     _authorize(claims, agent_id, body.tier, "write")
     if body.tier == "procedural":
         raise _read_only(body.tier)
-    key, ttl = _key(body.key), _ttl(body, bindings)
+    key, ttl = _key(body.key), await _ttl(body, bindings, claims.tenant)
     if len(tiers.json_text(body.value)) > MAX_VALUE_CHARS:
         raise ApiError(413, "value_too_large", f"value is over {MAX_VALUE_CHARS} characters")
     tenant = claims.tenant

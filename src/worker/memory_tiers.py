@@ -70,7 +70,8 @@ def json_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def _db(bindings: Bindings) -> D1Database:
+def database(bindings: Bindings) -> D1Database:
+    """The D1 binding, or 503 `episodic_unavailable`."""
     if bindings.db is None:
         raise ApiError(503, "episodic_unavailable", "the D1 binding is missing")
     return bindings.db
@@ -126,7 +127,7 @@ async def episodic_items(
     """The agent's live episodes, newest first (`limit` from `offset`)."""
     now_ms = int(bindings.clock.now() * 1000)
     result = (
-        await _db(bindings)
+        await database(bindings)
         .prepare(
             f"SELECT {_EPISODE_COLUMNS} FROM memory_episodes WHERE tenant_id = ? "
             f"AND instance_id = ? AND {_LIVE} ORDER BY created_at DESC, episode_id DESC "
@@ -143,7 +144,7 @@ async def episodic_get(
 ) -> MemoryItem | None:
     now_ms = int(bindings.clock.now() * 1000)
     row = (
-        await _db(bindings)
+        await database(bindings)
         .prepare(
             f"SELECT {_EPISODE_COLUMNS} FROM memory_episodes WHERE tenant_id = ? "
             "AND instance_id = ? AND (json_extract(data, '$.memory_key') = ? OR "
@@ -182,7 +183,7 @@ async def episodic_put(
         },
         created_at=int(now * 1000),
     )
-    await EpisodicStore(_db(bindings), tenant).append_episode(episode)
+    await EpisodicStore(database(bindings), tenant).append_episode(episode)
     await episodic_delete(bindings, tenant, agent_id, key, keep=episode.episode_id)
     return _episode_item(
         {
@@ -200,7 +201,7 @@ async def episodic_delete(
 ) -> int:
     """Delete the agent's keyed episodes named `key` (but `keep`); how many went."""
     result = (
-        await _db(bindings)
+        await database(bindings)
         .prepare(
             "DELETE FROM memory_episodes WHERE tenant_id = ? AND instance_id = ? "
             "AND json_extract(data, '$.memory_key') = ? AND episode_id != ?"
@@ -223,7 +224,7 @@ async def semantic_items(
 ) -> list[MemoryItem]:
     """The tenant's active facts, newest first."""
     result = (
-        await _db(bindings)
+        await database(bindings)
         .prepare(
             "SELECT fact_id, subject, content, metadata, confidence, created_at FROM "
             "semantic_facts WHERE tenant_id = ? AND status = 'active' "

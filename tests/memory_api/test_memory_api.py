@@ -224,3 +224,17 @@ async def test_refused_semantic_writes_write_nothing(
     assert await count(memory_runtime, "SELECT COUNT(*) FROM semantic_facts") == 0
     refused = await client.read(a, "agent-a")
     assert (refused.status, code(refused)) == (422, "tier_or_query_required")
+
+
+async def test_episodic_ttl_is_bounded_by_the_tenants_own_retention(client: Client) -> None:
+    operator = client.operator
+    set_days = await client.send(
+        "PUT", f"/admin/tenants/{TENANT}/lifecycle", {"episode_retention_days": 1}, access=operator
+    )
+    assert set_days.status == 200, set_days.json()
+    a = await client.mint(TENANT, "agent-a")
+    refused = await client.write(a, "agent-a", tier="episodic", key="k", value=1, ttl=2 * 86_400)
+    assert (refused.status, code(refused)) == (422, "invalid_ttl")
+    written = await client.write(a, "agent-a", tier="episodic", key="k", value=1)
+    item = written.json()["item"]
+    assert item["expires_at"] - item["created_at"] == 86_400_000
