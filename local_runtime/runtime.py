@@ -26,6 +26,7 @@ from local_runtime.adapters.d1 import SqliteD1
 from local_runtime.adapters.do_sql import DurableObjectStorageRegistry
 from local_runtime.adapters.kv import SqliteKV
 from local_runtime.adapters.object_store import LocalObjectStore
+from local_runtime.adapters.rate_limit import FixedWindowRateLimiter
 from local_runtime.adapters.vectorize import LocalVectorIndex
 from local_runtime.background import LocalBackgroundTasks
 from local_runtime.durable_objects import LocalDurableObjectNamespace
@@ -123,6 +124,12 @@ class LocalRuntime:
         self._do_registry = DurableObjectStorageRegistry(state.durable_objects)
         self.http_transport = DevAccessTransport(state.access)
         self.agents = LocalDurableObjectNamespace(self._do_registry, self._agent_core)
+        # Like wrangler.toml's EMBED_RATE_LIMITER (the numbers come from the settings).
+        self.embed_rate_limiter = FixedWindowRateLimiter(
+            limit=self.settings.embed_rate_limit,
+            period_seconds=self.settings.embed_rate_period,
+            clock=self.clock,
+        )
 
     @classmethod
     def open(cls, root: Path | str, **kwargs: Any) -> LocalRuntime:
@@ -158,6 +165,7 @@ class LocalRuntime:
             cold=self.cold,
             http_transport=self.http_transport,
             resolve_host=resolve_host,
+            embed_rate_limiter=self.embed_rate_limiter,
         )
 
     def _agent_core(self, storage: DurableObjectStorage) -> AgentRuntimeCore:

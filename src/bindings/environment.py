@@ -22,6 +22,7 @@ from bindings.ports.kv import KVNamespace
 from bindings.ports.llm import LLM
 from bindings.ports.mac import MacSigner, StdlibMacSigner
 from bindings.ports.object_store import ObjectStore
+from bindings.ports.rate_limit import RateLimiter
 from bindings.ports.vectorize import VectorIndex
 from bindings.settings import Settings
 
@@ -47,6 +48,8 @@ class Bindings:
     resolve_host: Callable[[str], Awaitable[Sequence[str]]] | None = None
     # HMAC-SHA256 for the agent-scoped memory tokens (worker.memory_tokens).
     mac: MacSigner = field(default_factory=StdlibMacSigner)
+    # Per-tenant embedding budget (Rate Limiting binding EMBED_RATE_LIMITER, ADR-29).
+    embed_rate_limiter: RateLimiter | None = None
 
     def present(self) -> dict[str, bool]:
         """Which bindings this deployment has (reported by /healthz)."""

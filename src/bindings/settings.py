@@ -101,6 +101,18 @@ class Settings(BaseModel):
     # Tenant-scoped operators (worker.operators): emails / Access service-token common
     # names with the platform-admin role without a grant row (bootstrap), comma-separated.
     platform_admins: str = ""
+    # Embedding calls per tenant per EMBED_RATE_PERIOD seconds through the memory API: the
+    # numbers of wrangler.toml's EMBED_RATE_LIMITER binding (the local runtime's limiter
+    # uses them; on Cloudflare the binding enforces its own, the period gives Retry-After).
+    embed_rate_limit: int = Field(default=120, ge=1)
+    embed_rate_period: int = 60
+
+    @field_validator("embed_rate_period")
+    @classmethod
+    def _period(cls, value: int) -> int:
+        if value not in (10, 60):
+            raise ValueError("EMBED_RATE_PERIOD must be 10 or 60 (the binding's periods)")
+        return value
 
     @field_validator("outbound_allowed_hosts")
     @classmethod

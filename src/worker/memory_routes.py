@@ -117,6 +117,31 @@ def _cursor(offset: int, listing: str) -> str:
 # --- reads -------------------------------------------------------------------------------
 
 
+class RateLimited(ApiError):
+    """429 with `Retry-After` (the binding's period: it reports no reset time)."""
+
+    def __init__(self, tenant: str, period: int) -> None:
+        super().__init__(
+            429,
+            "embedding_rate_limited",
+            f"tenant {tenant!r} used its embedding budget; retry in {period} s",
+            {"retry_after": period},
+        )
+        self.period = period
+
+    def to_response(self) -> HttpResponse:
+        response = super().to_response()
+        response.headers.set("retry-after", str(self.period))
+        return response
+
+
+async def _embedding_budget(bindings: Bindings, tenant: str) -> None:
+    """Count one embedding call for `tenant`; 429 when over budget (before any work)."""
+    limiter = bindings.embed_rate_limiter
+    if limiter is not None and not await limiter.limit(f"embed:{tenant}"):
+        raise RateLimited(tenant, limiter.period_seconds)
+
+
 async def _ranked(
     bindings: Bindings, claims: MemoryTokenClaims, tier: MemoryTier, query: MemoryQuery, n: int
 ) -> list[tiers.MemoryItem]:
@@ -172,6 +197,8 @@ async def read_memory(
         searched: list[MemoryTier] = [query.tier]
     else:
         searched = [t for t in claims.tiers if t != "procedural" or query.agent_type is not None]
+    if query.query is not None and "semantic" in searched:
+        await _embedding_budget(bindings, claims.tenant)  # the query is embedded once
     if query.query is None:
         page = await _listed(bindings, claims, query, offset, query.limit + 1)
     else:
@@ -237,6 +264,8 @@ async def write_memory(
     if len(tiers.json_text(body.value)) > MAX_VALUE_CHARS:
         raise ApiError(413, "value_too_large", f"value is over {MAX_VALUE_CHARS} characters")
     tenant = claims.tenant
+    if body.tier == "semantic":
+        await _embedding_budget(bindings, tenant)
     try:
         if body.tier == "working":
             assert ttl is not None

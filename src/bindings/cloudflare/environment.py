@@ -23,6 +23,7 @@ from bindings.cloudflare.http import CloudflareFetchTransport
 from bindings.cloudflare.kv import CloudflareKVNamespace
 from bindings.cloudflare.llm import build_llm
 from bindings.cloudflare.r2 import CloudflareObjectStore
+from bindings.cloudflare.rate_limit import CloudflareRateLimiter
 from bindings.cloudflare.vectorize import CloudflareVectorIndex
 from bindings.environment import Bindings
 from bindings.ports.clock import SystemClock
@@ -37,6 +38,7 @@ VECTORIZE_BINDING = "VECTORIZE"
 AI_BINDING = "AI"
 AGENT_RUNTIME_BINDING = "AGENT_RUNTIME"
 COLD_BINDING = "COLD"
+EMBED_RATE_LIMITER_BINDING = "EMBED_RATE_LIMITER"
 
 
 def env_value(env: Any, name: str) -> Any:
@@ -80,6 +82,7 @@ def build_bindings(env: Any, ctx: Any) -> Bindings:
     vectors = env_value(env, VECTORIZE_BINDING)
     agents = env_value(env, AGENT_RUNTIME_BINDING)
     cold = env_value(env, COLD_BINDING)
+    limiter = env_value(env, EMBED_RATE_LIMITER_BINDING)
     return Bindings(
         settings=settings,
         clock=SystemClock(),
@@ -93,6 +96,9 @@ def build_bindings(env: Any, ctx: Any) -> Bindings:
         cold=CloudflareObjectStore(cold) if cold is not None else None,
         http_transport=transport,
         mac=WebCryptoMacSigner(),
+        embed_rate_limiter=CloudflareRateLimiter(limiter, settings.embed_rate_period)
+        if limiter is not None
+        else None,
     )
 
 
