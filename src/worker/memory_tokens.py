@@ -15,7 +15,7 @@ Contract:
   token), 401 `memory_token_invalid` (malformed, wrong algorithm, unknown kid, bad MAC,
   expired, wrong issuer/audience, bad claims), 401 `memory_token_revoked` (its `jti` is on
   the KV deny-list), 503 `memory_tokens_not_configured` (no keys; fail closed).
-* Revocation writes `memory_token_revoked:{jti}` to KV with a TTL of the longest token
+* Revocation writes `memory_token_revoked:{tenant}:{jti}` to KV with a TTL of the longest token
   lifetime, so the deny-list cleans itself up. The check is one KV read per request.
 """
 
@@ -224,7 +224,7 @@ async def verify_memory_token(token: str, bindings: Bindings) -> MemoryTokenClai
         raise _invalid("token has expired")
     if now + LEEWAY_SECONDS < claims.iat:
         raise _invalid("token is not valid yet")
-    if await is_revoked(_kv(bindings), claims.jti):
+    if await is_revoked(_kv(bindings), claims.tenant, claims.jti):
         raise ApiError(401, "memory_token_revoked", "this token has been revoked")
     return claims
 
@@ -235,16 +235,22 @@ def _kv(bindings: Bindings) -> KVNamespace:
     return bindings.kv
 
 
-async def is_revoked(kv: KVNamespace, jti: str) -> bool:
-    return await kv.get(REVOKED_PREFIX + jti) is not None
+def _revoked_key(tenant: str, jti: str) -> str:
+    # Keyed by tenant too: an operator of one tenant cannot revoke another tenant's tokens.
+    return f"{REVOKED_PREFIX}{tenant}:{jti}"
+
+
+async def is_revoked(kv: KVNamespace, tenant: str, jti: str) -> bool:
+    return await kv.get(_revoked_key(tenant, jti)) is not None
 
 
 async def revoke(bindings: Bindings, tenant: str, jti: str) -> None:
-    """Deny-list `jti` for the longest lifetime a token can have (idempotent)."""
+    """Deny-list `tenant`'s token `jti` for the longest lifetime a token can have
+    (idempotent; a jti of another tenant's token is not affected)."""
     if not re.fullmatch(JTI_PATTERN, jti):
         raise ApiError(422, "invalid_path", "jti must be a 26-character ULID")
     await _kv(bindings).put(
-        REVOKED_PREFIX + jti,
+        _revoked_key(tenant, jti),
         json.dumps({"tenant": tenant, "revoked_at": int(bindings.clock.now())}),
         expiration_ttl=MAX_TTL_SECONDS + LEEWAY_SECONDS,
     )

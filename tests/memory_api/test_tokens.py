@@ -140,6 +140,14 @@ async def test_missing_expired_and_revoked_tokens_are_refused(
     assert revoked.status == 200 and revoked.json()["revoked"] is True
     refused = await client.read(token, "agent-a", tier="working")
     assert (refused.status, code(refused)) == (401, "memory_token_revoked")
+    # Revoking the same jti under another tenant does not touch a token of this one.
+    other = await client.mint("globex", "agent-a")
+    other_jti = jwt.decode(other, options={"verify_signature": False})["jti"]
+    wrong = await client.send(
+        "DELETE", f"/admin/tenants/{TENANT}/memory-tokens/{other_jti}", access=client.operator
+    )
+    assert wrong.status == 200
+    assert (await client.read(other, "agent-a", tier="working")).status == 200
     # An unrevoked token of the same agent still works.
     assert (
         await client.read(await client.mint(TENANT, "agent-a"), "agent-a", tier="working")
