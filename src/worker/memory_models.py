@@ -54,6 +54,14 @@ class MemoryWrite(BaseModel):
     ttl: int | None = Field(default=None, ge=MIN_TTL_SECONDS)
     metadata: dict[str, Any] = Field(default_factory=dict)
 
+    @field_validator("value")
+    @classmethod
+    def _present(cls, value: Any) -> Any:
+        # null would read back as "missing" (working) or an empty episode: refuse it.
+        if value is None:
+            raise ValueError("value must not be null; DELETE the key instead")
+        return value
+
     @field_validator("metadata")
     @classmethod
     def _small(cls, value: dict[str, Any]) -> dict[str, Any]:

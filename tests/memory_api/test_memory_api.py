@@ -121,6 +121,8 @@ async def test_working_memory_ttl_budget_and_keys_are_enforced_with_nothing_writ
     a = await client.mint(TENANT, "agent-a")
     too_long = await client.write(a, "agent-a", tier="working", key="k", value=1, ttl=3601)
     assert (too_long.status, code(too_long)) == (422, "invalid_ttl")
+    null = await client.write(a, "agent-a", tier="working", key="k", value=None)
+    assert (null.status, code(null)) == (422, "validation_error")
     bad_key = await client.write(a, "agent-a", tier="working", key="a*b", value=1)
     assert (bad_key.status, code(bad_key)) == (422, "invalid_key")
     assert (
