@@ -26,9 +26,11 @@ from local_runtime.adapters.d1 import SqliteD1
 from local_runtime.adapters.do_sql import DurableObjectStorageRegistry
 from local_runtime.adapters.kv import SqliteKV
 from local_runtime.adapters.object_store import LocalObjectStore
+from local_runtime.adapters.rate_limit import FixedWindowRateLimiter
 from local_runtime.adapters.vectorize import LocalVectorIndex
 from local_runtime.background import LocalBackgroundTasks
 from local_runtime.durable_objects import LocalDurableObjectNamespace
+from local_runtime.memory_tokens_dev import dev_token_keys
 from local_runtime.migrations import apply_migrations
 from local_runtime.state import StateDir
 
@@ -52,6 +54,10 @@ LOCAL_VARS: dict[str, str] = {
     # loopback unless configured, and a laptop's test upstreams live there. Set the var to
     # "" to check the guard locally.
     "OUTBOUND_ALLOWED_HOSTS": "localhost,127.0.0.0/8,::1",
+    # The dev operators (docs/memory-api.md): platform admins on the local runtime only —
+    # the identity the `agents` CLI mints by default and the tests' ops@example.com. Any
+    # other identity needs `agent-memory operators grant`.
+    "PLATFORM_ADMINS": "operator@localhost,ops@example.com",
 }
 
 
@@ -100,7 +106,9 @@ class LocalRuntime:
         llm: LLM | None = None,
     ) -> None:
         self.state = state
-        self.settings = Settings.from_vars({**LOCAL_VARS, **(vars or {})})
+        # Memory tokens are signed with the folder's dev key unless the caller names keys.
+        dev_keys = {"MEMORY_TOKEN_KEYS": dev_token_keys(state)}
+        self.settings = Settings.from_vars({**LOCAL_VARS, **dev_keys, **(vars or {})})
         self.clock: Clock = clock or SystemClock()
         self.background = LocalBackgroundTasks()
         self.kv = SqliteKV(state.kv, clock=self.clock)
@@ -116,6 +124,12 @@ class LocalRuntime:
         self._do_registry = DurableObjectStorageRegistry(state.durable_objects)
         self.http_transport = DevAccessTransport(state.access)
         self.agents = LocalDurableObjectNamespace(self._do_registry, self._agent_core)
+        # Like wrangler.toml's EMBED_RATE_LIMITER (the numbers come from the settings).
+        self.embed_rate_limiter = FixedWindowRateLimiter(
+            limit=self.settings.embed_rate_limit,
+            period_seconds=self.settings.embed_rate_period,
+            clock=self.clock,
+        )
 
     @classmethod
     def open(cls, root: Path | str, **kwargs: Any) -> LocalRuntime:
@@ -151,6 +165,7 @@ class LocalRuntime:
             cold=self.cold,
             http_transport=self.http_transport,
             resolve_host=resolve_host,
+            embed_rate_limiter=self.embed_rate_limiter,
         )
 
     def _agent_core(self, storage: DurableObjectStorage) -> AgentRuntimeCore:

@@ -41,6 +41,7 @@ from agent_memory.tiers.episodic import (
     Sleep,
 )
 from agent_memory.tiers.procedural import ProceduralMemory, UnknownWorkflowError
+from agent_runtime_do.outbox import DurableOutbox, pending_by_tenant
 from agent_runtime_do.protocol import (
     OutcomePayload,
     RunLogPayload,
@@ -101,8 +102,16 @@ class AgentRuntimeCore:
         self._turns = TurnRunner(self)
 
     async def initialize(self) -> None:
-        """Create the schema; runs before any call is delivered."""
+        """Create the schema and re-queue the episodic writes an earlier life of this
+        object queued but never settled (`agent_runtime_do.outbox`); runs before any call
+        is delivered."""
         create_schema(self.storage.sql)
+        db = self.bindings.db
+        if db is None:
+            return
+        for tenant, pending in pending_by_tenant(self.storage.sql).items():
+            log.warning("replaying %d unsettled episodic write(s)", len(pending))
+            self._episodic_writer(tenant, db).replay(pending)
 
     async def call(self, method: str, payload: dict[str, Any]) -> dict[str, Any]:
         """Dispatch one RPC. Public methods are listed in `RPC_METHODS`."""
@@ -128,6 +137,7 @@ class AgentRuntimeCore:
                 self.bindings.background,
                 on_failure=self._record_failed_write,
                 sleep=self.retry_sleep,
+                outbox=DurableOutbox(self.storage.sql, tenant, self.bindings.clock),
             )
         return self._writer
 

@@ -11,6 +11,9 @@ No BEGIN/COMMIT here: DO SQL rejects them; statements are idempotent instead.
 * `procedural_workflows`: the Thompson-sampling bandit (tier 4).
 * `failed_writes`: episodic D1 writes that exhausted their retries, with their payload,
   kept for the admin view and for replay.
+* `pending_writes`: the episodic writes queued but not yet settled (the outbox,
+  `agent_runtime_do.outbox`): written before a turn answers, removed once the write landed
+  in D1 or moved to `failed_writes`, replayed when the object starts again.
 
 Changing a table later needs an explicit ALTER step here (CREATE IF NOT EXISTS does not
 alter existing objects' tables).
@@ -85,6 +88,14 @@ SCHEMA = (
         created_at REAL NOT NULL
     )""",
     "CREATE INDEX IF NOT EXISTS failed_writes_by_run ON failed_writes (run_id, seq)",
+    """CREATE TABLE IF NOT EXISTS pending_writes (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        tenant_id TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        op TEXT NOT NULL,
+        payload_json TEXT NOT NULL,
+        created_at REAL NOT NULL
+    )""",
 )
 
 

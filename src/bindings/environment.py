@@ -9,7 +9,7 @@ reports which are present.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import httpx
 
@@ -20,7 +20,9 @@ from bindings.ports.durable_objects import DurableObjectNamespace
 from bindings.ports.embedder import Embedder
 from bindings.ports.kv import KVNamespace
 from bindings.ports.llm import LLM
+from bindings.ports.mac import MacSigner, StdlibMacSigner
 from bindings.ports.object_store import ObjectStore
+from bindings.ports.rate_limit import RateLimiter
 from bindings.ports.vectorize import VectorIndex
 from bindings.settings import Settings
 
@@ -44,6 +46,10 @@ class Bindings:
     # (gateway.outbound). None on Cloudflare, where fetch resolves at the edge; the local
     # runtime uses the system resolver.
     resolve_host: Callable[[str], Awaitable[Sequence[str]]] | None = None
+    # HMAC-SHA256 for the agent-scoped memory tokens (worker.memory_tokens).
+    mac: MacSigner = field(default_factory=StdlibMacSigner)
+    # Per-tenant embedding budget (Rate Limiting binding EMBED_RATE_LIMITER, ADR-29).
+    embed_rate_limiter: RateLimiter | None = None
 
     def present(self) -> dict[str, bool]:
         """Which bindings this deployment has (reported by /healthz)."""

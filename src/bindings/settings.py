@@ -99,6 +99,26 @@ class Settings(BaseModel):
     # Browser origins allowed to call /mcp (docs/gateway.md "Origin"); requests without an
     # Origin header (CLI and IDE clients with API keys) never need to be listed.
     mcp_allowed_origins: str = ""
+    # Agent-scoped memory tokens (worker.memory_tokens, docs/memory-api.md): a Worker secret
+    # holding a JSON object of signing keys by kid ({"k2": "<secret>", "k1": "<old>"}), and
+    # the kid new tokens are signed with (empty: the first key). Old kids keep verifying.
+    memory_token_keys: str = ""
+    memory_token_kid: str = ""
+    # Tenant-scoped operators (worker.operators): emails / Access service-token common
+    # names with the platform-admin role without a grant row (bootstrap), comma-separated.
+    platform_admins: str = ""
+    # Embedding calls per tenant per EMBED_RATE_PERIOD seconds through the memory API: the
+    # numbers of wrangler.toml's EMBED_RATE_LIMITER binding (the local runtime's limiter
+    # uses them; on Cloudflare the binding enforces its own, the period gives Retry-After).
+    embed_rate_limit: int = Field(default=120, ge=1)
+    embed_rate_period: int = 60
+
+    @field_validator("embed_rate_period")
+    @classmethod
+    def _period(cls, value: int) -> int:
+        if value not in (10, 60):
+            raise ValueError("EMBED_RATE_PERIOD must be 10 or 60 (the binding's periods)")
+        return value
 
     @field_validator("outbound_allowed_hosts")
     @classmethod

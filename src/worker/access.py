@@ -43,6 +43,7 @@ from pydantic import BaseModel, ConfigDict
 from bindings.environment import Bindings
 from http_messages import HttpRequest, HttpResponse
 from worker.errors import ApiError
+from worker.operators import Principal, require_tenant_grant
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +68,8 @@ class AccessIdentity(BaseModel):
     common_name: str | None = None
     issuer: str
     expires_at: int
+    # Access groups, when the application passes them as a `groups` claim (grants by group).
+    groups: tuple[str, ...] = ()
 
     @property
     def principal(self) -> str:
@@ -279,12 +282,16 @@ def _check_claims(claims: dict[str, Any], bindings: Bindings) -> AccessIdentity:
         raise access_invalid("token is for another Access application (aud mismatch)")
     subject = claims.get("sub")
     email, common_name = claims.get("email"), claims.get("common_name")
+    groups = claims.get("groups")
     return AccessIdentity(
         subject=subject if isinstance(subject, str) else "",
         email=email if isinstance(email, str) and email else None,
         common_name=common_name if isinstance(common_name, str) and common_name else None,
         issuer=issuer,
         expires_at=int(exp),
+        groups=tuple(g for g in groups if isinstance(g, str) and g)[:64]
+        if isinstance(groups, list)
+        else (),
     )
 
 
@@ -329,12 +336,17 @@ Handler = Callable[[HttpRequest, dict[str, str], Bindings], Awaitable[HttpRespon
 
 
 def access_gated(handler: GatedHandler) -> Handler:
-    """Wrap a route handler so it runs only for a verified caller, who is passed to it."""
+    """Wrap a route handler so it runs only for a verified caller with a grant for the
+    route's `{tenant}` (or the platform-admin role: `worker.operators`), who is passed to it."""
 
     async def gated(
         request: HttpRequest, params: dict[str, str], bindings: Bindings
     ) -> HttpResponse:
         identity = await require_access(request, bindings)
+        who = Principal(
+            email=identity.email, common_name=identity.common_name, groups=identity.groups
+        )
+        await require_tenant_grant(who, params.get("tenant"), bindings)
         return await handler(request, params, bindings, identity)
 
     gated.__name__ = getattr(handler, "__name__", "gated")

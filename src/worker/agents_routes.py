@@ -293,7 +293,8 @@ async def pack_candidates(
     )
 
 
-AGENT_ROUTE_PREFIXES = ("/v1/agents/", "/admin/agents/")
+# The memory API reads procedural memory (workflows) from the agent's Durable Object.
+AGENT_ROUTE_PREFIXES = ("/v1/agents/", "/admin/agents/", "/api/v1/memory/")
 
 
 def add_agent_routes(router: Router[Bindings]) -> None:

@@ -39,6 +39,16 @@ from worker.inspector_routes import (
     TenantsResponse,
 )
 from worker.lifecycle_routes import PruneBody
+from worker.memory_models import (
+    MemoryDeleted,
+    MemoryDeleteQuery,
+    MemoryPage,
+    MemoryQuery,
+    MemoryWrite,
+    MemoryWritten,
+    TokenRevoked,
+)
+from worker.memory_tokens import MintedToken, MintRequest
 
 ACCESS = "cloudflareAccess"
 API_KEY = "apiKey"
@@ -235,6 +245,52 @@ OPERATIONS: tuple[Operation, ...] = (
         "inspector",
         ExplainResponse,
         body=ExplainBody,
+        security=(ACCESS,),
+    ),
+    Operation(
+        "GET",
+        "/api/v1/memory/{agent_id}",
+        "List a memory tier, or rank one or every tier for a query (agent memory token)",
+        "memory",
+        MemoryPage,
+        query=MemoryQuery,
+        security=(API_KEY,),
+    ),
+    Operation(
+        "POST",
+        "/api/v1/memory/{agent_id}",
+        "Write working, episodic or semantic memory (agent memory token)",
+        "memory",
+        MemoryWritten,
+        ok_status=201,
+        body=MemoryWrite,
+        security=(API_KEY,),
+    ),
+    Operation(
+        "DELETE",
+        "/api/v1/memory/{agent_id}/{key}",
+        "Delete a working or episodic key (agent memory token)",
+        "memory",
+        MemoryDeleted,
+        query=MemoryDeleteQuery,
+        security=(API_KEY,),
+    ),
+    Operation(
+        "POST",
+        "/admin/tenants/{tenant}/memory-tokens",
+        "Mint an agent-scoped memory token",
+        "memory",
+        MintedToken,
+        ok_status=201,
+        body=MintRequest,
+        security=(ACCESS,),
+    ),
+    Operation(
+        "DELETE",
+        "/admin/tenants/{tenant}/memory-tokens/{jti}",
+        "Revoke a memory token by its jti",
+        "memory",
+        TokenRevoked,
         security=(ACCESS,),
     ),
 )

@@ -35,6 +35,10 @@ def test_readme_walk_through_over_http(tmp_path: Path, capsys: pytest.CaptureFix
         # 1. A token from the CLI (its last line), accepted by the server.
         assert cli_main(["token", "--email", "ada@example.com", "--state", str(state)]) == 0
         token = capsys.readouterr().out.strip().splitlines()[-1]
+        # Ada operates tenant acme (tenant-scoped operators, worker.operators).
+        grant = ["operators", "grant", "ada@example.com", "--tenant", "acme"]
+        assert cli_main([*grant, "--state", str(state)]) == 0
+        capsys.readouterr()
         headers = {ACCESS_HEADER: token}
         with httpx.Client(base_url=base, headers=headers, timeout=30) as client:
             # 2. Bad input first: each gets a clear JSON error and nothing is written.

@@ -15,6 +15,7 @@ from bindings.ports.clock import FixedClock
 from bindings.ports.d1 import D1Database
 from local_runtime.runtime import LocalRuntime
 from tests.fakes.embedder import HashingEmbedder
+from worker.operators import grant
 
 NOW = 1_750_000_000.0  # 2025-06-15T15:06:40Z, a Sunday
 DAY_MS = 86_400_000
@@ -30,6 +31,8 @@ def clock() -> FixedClock:
 async def rt(tmp_path: Path, clock: FixedClock) -> AsyncIterator[LocalRuntime]:
     runtime = LocalRuntime.open(tmp_path / "state", embedder=HashingEmbedder(), clock=clock)
     await runtime.migrate()
+    # The data-protection officer of the erase tests operates tenant acme (worker.operators).
+    await grant(runtime.bindings(), "acme", "email", "dpo@example.com", "test")
     yield runtime
     await runtime.close()
 

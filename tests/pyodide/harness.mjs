@@ -106,6 +106,8 @@ async function main() {
     d1Databases: { DB: "pyodide-d1" },
     r2Buckets: { COLD: "pyodide-cold" },
     durableObjects: { OBJECTS: { className: "SqlObject", useSQLite: true } },
+    // workerd's Rate Limiting binding (the memory API's per-tenant embedding budget).
+    ratelimits: { EMBED_RATE_LIMITER: { simple: { limit: 3, period: 60 } } },
     cf: false,
     log: new Log(LogLevel.WARN),
     handleRuntimeStdio(stdout, stderr) {
@@ -120,7 +122,7 @@ async function main() {
 
   let storageCount = 0;
   const harness = {
-    env: { KV: env.KV, DB: env.DB, COLD: env.COLD },
+    env: { KV: env.KV, DB: env.DB, COLD: env.COLD, EMBED_RATE_LIMITER: env.EMBED_RATE_LIMITER },
     upstream: { url: upstream.url, received: upstream.received },
     /** A fresh Durable Object storage (a new object, so a new SQLite database). */
     newStorage() {

@@ -16,12 +16,14 @@ import httpx
 from bindings.cloudflare import ffi
 from bindings.cloudflare.ai import WorkersAIEmbedder
 from bindings.cloudflare.background import CloudflareBackgroundTasks
+from bindings.cloudflare.crypto import WebCryptoMacSigner
 from bindings.cloudflare.d1 import CloudflareD1Database
 from bindings.cloudflare.durable_objects import CloudflareDurableObjectNamespace
 from bindings.cloudflare.http import CloudflareFetchTransport
 from bindings.cloudflare.kv import CloudflareKVNamespace
 from bindings.cloudflare.llm import build_llm
 from bindings.cloudflare.r2 import CloudflareObjectStore
+from bindings.cloudflare.rate_limit import CloudflareRateLimiter
 from bindings.cloudflare.vectorize import CloudflareVectorIndex
 from bindings.environment import Bindings
 from bindings.ports.clock import SystemClock
@@ -36,6 +38,7 @@ VECTORIZE_BINDING = "VECTORIZE"
 AI_BINDING = "AI"
 AGENT_RUNTIME_BINDING = "AGENT_RUNTIME"
 COLD_BINDING = "COLD"
+EMBED_RATE_LIMITER_BINDING = "EMBED_RATE_LIMITER"
 
 
 def env_value(env: Any, name: str) -> Any:
@@ -79,6 +82,7 @@ def build_bindings(env: Any, ctx: Any) -> Bindings:
     vectors = env_value(env, VECTORIZE_BINDING)
     agents = env_value(env, AGENT_RUNTIME_BINDING)
     cold = env_value(env, COLD_BINDING)
+    limiter = env_value(env, EMBED_RATE_LIMITER_BINDING)
     return Bindings(
         settings=settings,
         clock=SystemClock(),
@@ -91,6 +95,10 @@ def build_bindings(env: Any, ctx: Any) -> Bindings:
         agents=CloudflareDurableObjectNamespace(agents) if agents is not None else None,
         cold=CloudflareObjectStore(cold) if cold is not None else None,
         http_transport=transport,
+        mac=WebCryptoMacSigner(),
+        embed_rate_limiter=CloudflareRateLimiter(limiter, settings.embed_rate_period)
+        if limiter is not None
+        else None,
     )
 
 

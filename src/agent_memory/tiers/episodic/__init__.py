@@ -30,6 +30,8 @@ from agent_memory.tiers.episodic.writer import (
     EpisodicWriter,
     FailedWrite,
     FailureSink,
+    Outbox,
+    PendingWrite,
     Sleep,
 )
 
@@ -48,6 +50,8 @@ __all__ = [
     "FailedWrite",
     "FailureSink",
     "InvalidCursorError",
+    "Outbox",
+    "PendingWrite",
     "RunPage",
     "RunRecord",
     "RunStatus",

@@ -13,7 +13,7 @@ import asyncio
 import hashlib
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel
 
@@ -43,6 +43,30 @@ class FailedWrite(BaseModel):
 Sleep = Callable[[float], Awaitable[None]]
 FailureSink = Callable[[FailedWrite], None]
 
+
+class Outbox(Protocol):
+    """Durable record of writes queued but not yet settled (the Durable Object's SQLite).
+
+    `add` runs synchronously before the caller answers, so a write acknowledged to a client
+    survives the process dying before the background work ran; `done` forgets it once it
+    landed in D1 or was handed to the failure sink. `EpisodicWriter.replay` re-queues what
+    is left after a restart (every write is idempotent, so one that had landed is harmless).
+    """
+
+    def add(self, op: WriteOp, run_id: str, payload: dict[str, Any]) -> int: ...
+
+    def done(self, seq: int) -> None: ...
+
+
+class PendingWrite(BaseModel):
+    """A write an outbox still holds: its sequence number and what to replay."""
+
+    seq: int
+    op: WriteOp
+    run_id: str
+    payload: dict[str, Any]
+
+
 DEFAULT_ATTEMPTS = 4
 DEFAULT_BASE_DELAY = 0.25  # 0.25 s, 0.5 s, 1 s between attempts: well inside waitUntil's 30 s
 
@@ -59,8 +83,10 @@ class EpisodicWriter:
         attempts: int = DEFAULT_ATTEMPTS,
         base_delay: float = DEFAULT_BASE_DELAY,
         sleep: Sleep = asyncio.sleep,
+        outbox: Outbox | None = None,
     ) -> None:
         self.store = store
+        self._outbox = outbox
         self._background = background
         self._on_failure = on_failure
         self._attempts = max(1, attempts)
@@ -76,36 +102,40 @@ class EpisodicWriter:
             "input": run.input,
             "started_at": run.started_at,
         }
-        self._submit(
-            "start_run",
-            run.run_id,
-            payload,
-            lambda: self.store.start_run(
-                run_id=run.run_id,
-                agent_type=run.agent_type,
-                instance_id=run.instance_id,
-                input=run.input,
-                started_at=run.started_at,
-            ),
-        )
+        self._submit("start_run", run.run_id, payload)
 
     def append_episode(self, episode: Episode) -> None:
         """Queue the episode; a proposal the write policy refuses raises `WriteDenied`
         here, to the caller, and nothing is queued."""
         self.store.gate.check(self.store.proposal(episode))
-        payload = episode.model_dump()
-        self._submit(
-            "append_episode", episode.run_id, payload, lambda: self.store.append_episode(episode)
-        )
+        self._submit("append_episode", episode.run_id, episode.model_dump())
 
     def complete_run(self, run: RunRecord) -> None:
-        self._finish("complete_run", run)
+        self._submit("complete_run", run.run_id, run.model_dump())
 
     def fail_run(self, run: RunRecord) -> None:
-        self._finish("fail_run", run)
+        self._submit("fail_run", run.run_id, run.model_dump())
 
-    def _finish(self, op: WriteOp, run: RunRecord) -> None:
-        self._submit(op, run.run_id, run.model_dump(), lambda: self.store.finish_run(run))
+    def replay(self, pending: list[PendingWrite]) -> None:
+        """Queue again, in order, writes an outbox kept across a restart (already checked by
+        the write policy when first queued; each keeps its outbox entry until it settles)."""
+        for write in pending:
+            self._submit(write.op, write.run_id, write.payload, seq=write.seq)
+
+    def _write(self, op: WriteOp, payload: dict[str, Any]) -> Coroutine[Any, Any, None]:
+        """The D1 write of one queued op, rebuilt from its payload (so a replay is the same
+        write as the original)."""
+        if op == "start_run":
+            return self.store.start_run(
+                run_id=payload["run_id"],
+                agent_type=payload["agent_type"],
+                instance_id=payload["instance_id"],
+                input=payload["input"],
+                started_at=payload["started_at"],
+            )
+        if op == "append_episode":
+            return self.store.append_episode(Episode.model_validate(payload))
+        return self.store.finish_run(RunRecord.model_validate(payload))
 
     async def flush(self, wait_seconds: float | None = None) -> bool:
         """Wait until every write submitted so far has finished (or failed for good).
@@ -127,12 +157,10 @@ class EpisodicWriter:
         return self._tail is not None and not self._tail.done()
 
     def _submit(
-        self,
-        op: WriteOp,
-        run_id: str,
-        payload: dict[str, Any],
-        write: Callable[[], Coroutine[Any, Any, None]],
+        self, op: WriteOp, run_id: str, payload: dict[str, Any], *, seq: int | None = None
     ) -> None:
+        if seq is None and self._outbox is not None:
+            seq = self._outbox.add(op, run_id, payload)
         previous = self._tail
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._tail = done
@@ -141,7 +169,13 @@ class EpisodicWriter:
             try:
                 if previous is not None:
                     await asyncio.shield(previous)
-                await self._with_retries(op, run_id, payload, write)
+                settled = await self._with_retries(
+                    op, run_id, payload, lambda: self._write(op, payload)
+                )
+                if settled and seq is not None and self._outbox is not None:
+                    # Landed in D1, or kept by the failure sink: otherwise the outbox
+                    # keeps it for the next replay.
+                    self._outbox.done(seq)
             finally:
                 if not done.done():
                     done.set_result(None)
@@ -154,12 +188,12 @@ class EpisodicWriter:
         run_id: str,
         payload: dict[str, Any],
         write: Callable[[], Coroutine[Any, Any, None]],
-    ) -> None:
+    ) -> bool:
         error = ""
         for attempt in range(1, self._attempts + 1):
             try:
                 await write()
-                return
+                return True
             except Exception as exc:
                 error = f"{type(exc).__name__}: {exc}"
                 if isinstance(exc, EpisodeLimitReached):
@@ -194,8 +228,11 @@ class EpisodicWriter:
             len(raw),
             hashlib.sha256(raw).hexdigest()[:16],
         )
-        if self._on_failure is not None:
-            try:
-                self._on_failure(failed)
-            except Exception:
-                log.exception("episodic: recording the failed %s for run %s failed", op, run_id)
+        if self._on_failure is None:
+            return False
+        try:
+            self._on_failure(failed)
+        except Exception:
+            log.exception("episodic: recording the failed %s for run %s failed", op, run_id)
+            return False
+        return True

@@ -1,0 +1,100 @@
+"""Request and answer models of the uniform memory API (`worker.memory_routes`)."""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from agent_memory.scope import AGENT_TYPE_PATTERN
+from worker.memory_tiers import MemoryItem
+from worker.memory_tokens import MemoryTier
+
+MIN_TTL_SECONDS = 60
+MAX_METADATA_BYTES = 4096
+
+
+class MemoryQuery(BaseModel):
+    """Query of `GET /api/v1/memory/{agent_id}`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tier: MemoryTier | None = None
+    query: str | None = Field(default=None, min_length=1, max_length=1024)
+    limit: int = Field(default=20, ge=1, le=100)
+    cursor: str | None = Field(default=None, min_length=1, max_length=512)
+    agent_type: str | None = Field(default=None, pattern=AGENT_TYPE_PATTERN)
+
+    @field_validator("query")
+    @classmethod
+    def _printable(cls, value: str | None) -> str | None:
+        if value is not None and (
+            not value.strip() or any(unicodedata.category(c) == "Cc" for c in value)
+        ):
+            raise ValueError("query must be non-blank text without control characters")
+        return value
+
+
+class MemoryDeleteQuery(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    tier: MemoryTier
+
+
+class MemoryWrite(BaseModel):
+    """Body of `POST /api/v1/memory/{agent_id}`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tier: MemoryTier
+    key: str = Field(min_length=1, max_length=128)
+    value: Any
+    ttl: int | None = Field(default=None, ge=MIN_TTL_SECONDS)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("value")
+    @classmethod
+    def _present(cls, value: Any) -> Any:
+        # null would read back as "missing" (working) or an empty episode: refuse it.
+        if value is None:
+            raise ValueError("value must not be null; DELETE the key instead")
+        return value
+
+    @field_validator("metadata")
+    @classmethod
+    def _small(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if len(json.dumps(value, ensure_ascii=False).encode()) > MAX_METADATA_BYTES:
+            raise ValueError(f"metadata must be at most {MAX_METADATA_BYTES} bytes of JSON")
+        return value
+
+
+class MemoryPage(BaseModel):
+    tenant: str
+    agent_id: str
+    tier: MemoryTier | None
+    query: str | None
+    tiers_searched: list[MemoryTier]
+    items: list[MemoryItem]
+    next_cursor: str | None
+
+
+class MemoryWritten(BaseModel):
+    tenant: str
+    agent_id: str
+    item: MemoryItem
+
+
+class MemoryDeleted(BaseModel):
+    tenant: str
+    agent_id: str
+    tier: MemoryTier
+    key: str
+    deleted: bool
+
+
+class TokenRevoked(BaseModel):
+    tenant: str
+    jti: str
+    revoked: bool

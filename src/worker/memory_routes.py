@@ -1,0 +1,345 @@
+"""The uniform memory API over the four tiers (ADR-29), behind agent-scoped tokens.
+
+    GET    /api/v1/memory/{agent_id}?tier=&query=&limit=&cursor=&agent_type=
+    POST   /api/v1/memory/{agent_id}            {tier, key, value, ttl?, metadata?}
+    DELETE /api/v1/memory/{agent_id}/{key}?tier=
+    POST   /admin/tenants/{tenant}/memory-tokens          mint (Cloudflare Access)
+    DELETE /admin/tenants/{tenant}/memory-tokens/{jti}    revoke (Cloudflare Access)
+
+Every `/api/v1/memory` call first verifies its Bearer token (`worker.memory_tokens`); the
+tenant is the token's, and the path's `agent_id` must be the token's (403
+`agent_forbidden`), the tier one of its `tiers` (403 `tier_forbidden`) and the operation in
+its `scopes` (403 `scope_forbidden`). Nothing is read or written before those checks.
+
+GET with `tier` lists that tier (working in key order, episodic and semantic newest first,
+procedural by workflow), or ranks it for `query`. GET with `query` and no `tier` ranks every
+tier the token may read (procedural only when `agent_type` names the agent's type) into one
+list, each item with its tier, score and breakdown; one `memory_retrieved` event per tier.
+Pages are `limit` items (1-100); `next_cursor` continues the same listing (422
+`invalid_cursor` for a cursor from another listing).
+
+Writes: working TTL 60-3600 s (default 3600) and the 128 KiB budget (413
+`working_memory_budget_exceeded`); episodic TTL 60 s up to the retention (default it);
+semantic values are plain text learned as facts (`ttl` sets the fact's `valid_to`);
+procedural is read-only (405 `procedural_read_only` naming the promotion route). Semantic
+deletes are admin-only (405 `semantic_delete_admin_only` naming the admin route). Keys
+follow the working-memory key rule (`agent_memory.tiers.working.validate_key`): 422
+`invalid_key`. A refused write writes nothing.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+
+from agent_memory.governance import WriteDenied
+from agent_memory.lifecycle import get_lifecycle
+from agent_memory.scope import is_instance
+from agent_memory.tiers.episodic import EpisodeLimitReached
+from agent_memory.tiers.working import (
+    WORKING_MEMORY_TTL_SECONDS,
+    WorkingMemoryBudgetExceeded,
+    WorkingMemoryError,
+    WorkingMemoryWriteDenied,
+    validate_key,
+)
+from bindings.environment import Bindings
+from http_messages import HttpRequest, HttpResponse, json_response
+from worker import memory_tiers as tiers
+from worker.body import parse_body, parse_model
+from worker.errors import ApiError
+from worker.memory_models import (
+    MemoryDeleted,
+    MemoryDeleteQuery,
+    MemoryPage,
+    MemoryQuery,
+    MemoryWrite,
+    MemoryWritten,
+)
+from worker.memory_ranking import rank_by_terms, record_retrieval
+from worker.memory_token_routes import add_token_routes
+from worker.memory_tokens import MemoryTier, MemoryTokenClaims, Scope, require_memory_token
+from worker.router import Router
+
+MEMORY_ROUTE = "/api/v1/memory/{agent_id}"
+MEMORY_KEY_ROUTE = "/api/v1/memory/{agent_id}/{key}"
+PROMOTION_ROUTE = "POST /admin/tenants/{tenant}/agents/{agent_type}/packs"
+MAX_VALUE_CHARS = 32_768
+
+
+# --- authorization ----------------------------------------------------------------------
+
+
+def _authorize(claims: MemoryTokenClaims, agent_id: str, tier: str | None, scope: Scope) -> None:
+    if not is_instance(agent_id) or agent_id != claims.agent_id:
+        raise ApiError(403, "agent_forbidden", "this token is for another agent")
+    if scope not in claims.scopes:
+        raise ApiError(403, "scope_forbidden", f"this token may not {scope}")
+    if tier is not None and tier not in claims.tiers:
+        raise ApiError(403, "tier_forbidden", f"this token may not use the {tier} tier")
+
+
+def _key(raw: str) -> str:
+    try:
+        return validate_key(raw)
+    except WorkingMemoryError as exc:
+        raise ApiError(422, "invalid_key", str(exc)) from None
+
+
+# --- cursors: an offset bound to the listing it came from -------------------------------
+
+
+def _listing_id(agent_id: str, query: MemoryQuery) -> str:
+    text = json.dumps([agent_id, query.tier, query.query, query.agent_type])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _offset(query: MemoryQuery, listing: str) -> int:
+    if query.cursor is None:
+        return 0
+    try:
+        data = json.loads(base64.urlsafe_b64decode(query.cursor + "=" * (-len(query.cursor) % 4)))
+        offset, owner = data["o"], data["l"]
+    except (binascii.Error, ValueError, TypeError, KeyError):
+        raise ApiError(422, "invalid_cursor", "cursor is not one this API issued") from None
+    if owner != listing or not isinstance(offset, int) or not 0 <= offset <= 100_000:
+        raise ApiError(422, "invalid_cursor", "cursor belongs to another listing")
+    return offset
+
+
+def _cursor(offset: int, listing: str) -> str:
+    raw = json.dumps({"o": offset, "l": listing}, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+# --- reads -------------------------------------------------------------------------------
+
+
+class RateLimited(ApiError):
+    """429 with `Retry-After` (the binding's period: it reports no reset time)."""
+
+    def __init__(self, tenant: str, period: int) -> None:
+        super().__init__(
+            429,
+            "embedding_rate_limited",
+            f"tenant {tenant!r} used its embedding budget; retry in {period} s",
+            {"retry_after": period},
+        )
+        self.period = period
+
+    def to_response(self) -> HttpResponse:
+        response = super().to_response()
+        response.headers.set("retry-after", str(self.period))
+        return response
+
+
+async def _embedding_budget(bindings: Bindings, tenant: str) -> None:
+    """Count one embedding call for `tenant`; 429 when over budget (before any work)."""
+    limiter = bindings.embed_rate_limiter
+    if limiter is not None and not await limiter.limit(f"embed:{tenant}"):
+        raise RateLimited(tenant, limiter.period_seconds)
+
+
+async def _ranked(
+    bindings: Bindings, claims: MemoryTokenClaims, tier: MemoryTier, query: MemoryQuery, n: int
+) -> list[tiers.MemoryItem]:
+    """Up to `n` items of `tier` ranked for the query; records the tier's retrieval event."""
+    tenant, agent_id, text = claims.tenant, claims.agent_id, query.query or ""
+    if tier == "semantic":
+        return await tiers.semantic_search(bindings, tenant, text, n)
+    if tier == "working":
+        pool = await tiers.working_items(bindings, tenant, agent_id)
+    elif tier == "episodic":
+        pool = await tiers.episodic_items(
+            bindings, tenant, agent_id, limit=tiers.SEARCH_POOL, offset=0
+        )
+    else:
+        assert query.agent_type is not None
+        pool = await tiers.procedural_items(bindings, tenant, agent_id, query.agent_type)
+    ranked = rank_by_terms(bindings, tenant, tier, text, pool)[:n]
+    await record_retrieval(bindings, tenant, tier, text, n, ranked, len(pool))
+    return ranked
+
+
+async def _listed(
+    bindings: Bindings, claims: MemoryTokenClaims, query: MemoryQuery, offset: int, n: int
+) -> list[tiers.MemoryItem]:
+    tenant, agent_id = claims.tenant, claims.agent_id
+    if query.tier == "episodic":
+        return await tiers.episodic_items(bindings, tenant, agent_id, limit=n, offset=offset)
+    if query.tier == "semantic":
+        return await tiers.semantic_items(bindings, tenant, limit=n, offset=offset)
+    if query.tier == "working":
+        items = await tiers.working_items(bindings, tenant, agent_id)
+    else:
+        assert query.agent_type is not None
+        items = await tiers.procedural_items(bindings, tenant, agent_id, query.agent_type)
+    return items[offset : offset + n]
+
+
+async def read_memory(
+    request: HttpRequest, params: dict[str, str], bindings: Bindings
+) -> HttpResponse:
+    claims = await require_memory_token(request, bindings)
+    agent_id = params["agent_id"]
+    query = parse_model(request.query, MemoryQuery)
+    _authorize(claims, agent_id, query.tier, "read")
+    if query.tier is None and query.query is None:
+        raise ApiError(422, "tier_or_query_required", "give a tier to list, or a query to search")
+    if query.tier == "procedural" and query.agent_type is None:
+        raise ApiError(422, "agent_type_required", "the procedural tier needs ?agent_type=")
+    listing = _listing_id(agent_id, query)
+    offset = _offset(query, listing)
+    want = offset + query.limit + 1  # one more: is there a next page?
+    if query.tier is not None:
+        searched: list[MemoryTier] = [query.tier]
+    else:
+        searched = [t for t in claims.tiers if t != "procedural" or query.agent_type is not None]
+    if query.query is not None and "semantic" in searched:
+        await _embedding_budget(bindings, claims.tenant)  # the query is embedded once
+    if query.query is None:
+        page = await _listed(bindings, claims, query, offset, query.limit + 1)
+    else:
+        merged: list[tiers.MemoryItem] = []
+        for tier in searched:
+            merged.extend(await _ranked(bindings, claims, tier, query, want))
+        merged.sort(key=lambda i: (-(i.score or 0.0), i.tier, i.key))
+        page = merged[offset:want]
+    more = len(page) > query.limit
+    body = MemoryPage(
+        tenant=claims.tenant,
+        agent_id=agent_id,
+        tier=query.tier,
+        query=query.query,
+        tiers_searched=searched,
+        items=page[: query.limit],
+        next_cursor=_cursor(offset + query.limit, listing) if more else None,
+    )
+    return json_response(body.model_dump(mode="json"))
+
+
+# --- writes ------------------------------------------------------------------------------
+
+
+def _read_only(tier: str) -> ApiError:
+    return ApiError(
+        405,
+        "procedural_read_only",
+        f"the procedural tier is read-only here; promote a stable workflow with {PROMOTION_ROUTE}",
+        {"allowed": ["GET"], "promotion_route": PROMOTION_ROUTE, "tier": tier},
+    )
+
+
+async def _ttl(body: MemoryWrite, bindings: Bindings, tenant: str) -> int | None:
+    if body.tier == "working":
+        ttl = body.ttl or WORKING_MEMORY_TTL_SECONDS
+        if ttl > WORKING_MEMORY_TTL_SECONDS:
+            raise ApiError(422, "invalid_ttl", "working memory lives at most 3600 seconds")
+        return ttl
+    if body.tier == "episodic":
+        # The tenant's retention (its override, else EPISODE_RETENTION_DAYS) bounds the TTL.
+        lifecycle = await get_lifecycle(
+            tiers.database(bindings), tenant, bindings.settings.episode_retention_days
+        )
+        retention = lifecycle.episode_retention_days * 86_400
+        ttl = body.ttl or retention
+        if ttl > retention:
+            raise ApiError(422, "invalid_ttl", f"episodes live at most {retention} seconds")
+        return ttl
+    return body.ttl
+
+
+async def write_memory(
+    request: HttpRequest, params: dict[str, str], bindings: Bindings
+) -> HttpResponse:
+    claims = await require_memory_token(request, bindings)
+    agent_id = params["agent_id"]
+    body = parse_body(request, MemoryWrite)
+    _authorize(claims, agent_id, body.tier, "write")
+    if body.tier == "procedural":
+        raise _read_only(body.tier)
+    key, ttl = _key(body.key), await _ttl(body, bindings, claims.tenant)
+    if len(tiers.json_text(body.value)) > MAX_VALUE_CHARS:
+        raise ApiError(413, "value_too_large", f"value is over {MAX_VALUE_CHARS} characters")
+    tenant = claims.tenant
+    if body.tier == "semantic":
+        await _embedding_budget(bindings, tenant)
+    try:
+        if body.tier == "working":
+            assert ttl is not None
+            memory = tiers.working(bindings, tenant, agent_id, ttl)
+            await memory.set(key, body.value)
+            now_ms = int(bindings.clock.now() * 1000)
+            item = tiers.MemoryItem(
+                tier="working", key=key, value=body.value, expires_at=now_ms + ttl * 1000
+            )
+        elif body.tier == "episodic":
+            assert ttl is not None
+            expires = int((bindings.clock.now() + ttl) * 1000)
+            item = await tiers.episodic_put(
+                bindings, tenant, agent_id, key, body.value, body.metadata, expires
+            )
+        else:
+            item = await tiers.semantic_put(
+                bindings, tenant, agent_id, key, body.value, body.metadata, ttl
+            )
+    except WorkingMemoryBudgetExceeded as exc:
+        raise ApiError(
+            413,
+            "working_memory_budget_exceeded",
+            str(exc),
+            {"needed": exc.needed, "used": exc.used, "budget": exc.budget},
+        ) from None
+    except WorkingMemoryWriteDenied as exc:
+        raise ApiError(422, "memory_write_denied", str(exc.denied)) from None
+    except WriteDenied as exc:
+        raise ApiError(422, "memory_write_denied", str(exc)) from None
+    except EpisodeLimitReached as exc:
+        raise ApiError(409, "episode_limit_reached", str(exc)) from None
+    return json_response(
+        MemoryWritten(tenant=tenant, agent_id=agent_id, item=item).model_dump(mode="json"),
+        status=201,
+    )
+
+
+async def delete_memory(
+    request: HttpRequest, params: dict[str, str], bindings: Bindings
+) -> HttpResponse:
+    claims = await require_memory_token(request, bindings)
+    agent_id = params["agent_id"]
+    query = parse_model(request.query, MemoryDeleteQuery)
+    _authorize(claims, agent_id, query.tier, "write")
+    if query.tier == "procedural":
+        raise _read_only(query.tier)
+    if query.tier == "semantic":
+        raise ApiError(
+            405,
+            "semantic_delete_admin_only",
+            "semantic facts are shared by the tenant; an operator deletes them with "
+            "DELETE /admin/tenants/{tenant}/facts/{fact_id}",
+            {
+                "allowed": ["GET", "POST"],
+                "admin_route": "DELETE /admin/tenants/{tenant}/facts/{fact_id}",
+            },
+        )
+    key = _key(params["key"])
+    if query.tier == "working":
+        memory = tiers.working(bindings, claims.tenant, agent_id)
+        deleted = await memory.get(key) is not None
+        await memory.delete(key)
+    else:
+        deleted = await tiers.episodic_delete(bindings, claims.tenant, agent_id, key) > 0
+    body = MemoryDeleted(
+        tenant=claims.tenant, agent_id=agent_id, tier=query.tier, key=key, deleted=deleted
+    )
+    return json_response(body.model_dump(mode="json"))
+
+
+def add_memory_routes(router: Router[Bindings]) -> None:
+    """Register the uniform memory API and the token routes."""
+    router.add("GET", MEMORY_ROUTE, read_memory)
+    router.add("POST", MEMORY_ROUTE, write_memory)
+    router.add("DELETE", MEMORY_KEY_ROUTE, delete_memory)
+    add_token_routes(router)

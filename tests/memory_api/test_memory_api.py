@@ -1,0 +1,242 @@
+"""The uniform memory API (ADR-29): one endpoint over the four tiers, per-agent tokens."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bindings.ports.clock import FixedClock
+from local_runtime.runtime import LocalRuntime
+from tests.memory_api.conftest import Client
+
+TENANT = "acme"
+
+
+def items(response: Any) -> list[dict[str, Any]]:
+    assert response.status == 200, response.json()
+    found: list[dict[str, Any]] = response.json()["items"]
+    return found
+
+
+def code(response: Any) -> str:
+    value: str = response.json()["error"]["code"]
+    return value
+
+
+async def count(runtime: LocalRuntime, sql: str) -> int:
+    row = await runtime.db.prepare(sql).first()
+    assert row is not None
+    return int(next(iter(row.values())))
+
+
+async def test_tour_write_three_tiers_read_back_by_tier_and_across_tiers(
+    client: Client, memory_runtime: LocalRuntime, clock: FixedClock
+) -> None:
+    a = await client.mint(TENANT, "agent-a")
+    assert (
+        await client.write(a, "agent-a", tier="working", key="page", value={"url": "/login"})
+    ).status == 201
+    assert (
+        await client.write(
+            a, "agent-a", tier="episodic", key="sso", value="the SSO button was at #login-sso"
+        )
+    ).status == 201
+    assert (
+        await client.write(
+            a, "agent-a", tier="semantic", key="site:example", value="example.com login uses SSO"
+        )
+    ).status == 201
+
+    assert [i["value"] for i in items(await client.read(a, "agent-a", tier="working"))] == [
+        {"url": "/login"}
+    ]
+    clock.advance(1)  # newest first is by write time (ties within one millisecond: any order)
+    await client.write(a, "agent-a", tier="episodic", key="tagged", value=1, metadata={"src": "t"})
+    episodes = items(await client.read(a, "agent-a", tier="episodic"))
+    assert [(i["key"], i["metadata"]) for i in episodes] == [("tagged", {"src": "t"}), ("sso", {})]
+    semantic = items(await client.read(a, "agent-a", tier="semantic"))
+    assert [i["value"] for i in semantic] == ["example.com login uses SSO"]
+
+    found = items(await client.read(a, "agent-a", query="login sso"))
+    assert {i["tier"] for i in found} == {"working", "episodic", "semantic"}
+    scores = [i["score"] for i in found]
+    assert scores == sorted(scores, reverse=True)
+    for item in found:
+        assert set(item["score_breakdown"]["weights"]) == {
+            "relevance",
+            "recency",
+            "confidence",
+            "density",
+        }
+    events = (
+        await memory_runtime.db.prepare(
+            "SELECT tier FROM memory_events WHERE tenant_id = ? AND kind = 'memory_retrieved'"
+        )
+        .bind(TENANT)
+        .all()
+    )
+    assert sorted(r["tier"] for r in events.results) == ["episodic", "semantic", "working"]
+
+
+async def test_another_agents_token_is_refused_and_sees_nothing_of_agent_a(client: Client) -> None:
+    a = await client.mint(TENANT, "agent-a")
+    b = await client.mint(TENANT, "agent-b")
+    await client.write(a, "agent-a", tier="episodic", key="secret", value="only for a")
+    refused = await client.read(b, "agent-a", tier="episodic")
+    assert refused.status == 403 and code(refused) == "agent_forbidden"
+    assert code(await client.delete(b, "agent-a", "secret", "episodic")) == "agent_forbidden"
+    assert items(await client.read(b, "agent-b", tier="episodic")) == []
+    # Agent A's episode survived B's attempt.
+    assert [i["key"] for i in items(await client.read(a, "agent-a", tier="episodic"))] == ["secret"]
+
+
+async def test_semantic_memory_is_shared_within_the_tenant_and_not_beyond(client: Client) -> None:
+    a = await client.mint(TENANT, "agent-a")
+    b = await client.mint(TENANT, "agent-b")
+    other = await client.mint("globex", "agent-a")
+    await client.write(
+        a, "agent-a", tier="semantic", key="site:x", value="x.com rate limits at 10 rps"
+    )
+    assert [i["key"] for i in items(await client.read(b, "agent-b", tier="semantic"))] == ["site:x"]
+    assert items(await client.read(other, "agent-a", tier="semantic")) == []
+    assert items(await client.read(other, "agent-a", query="rate limits")) == []
+
+
+async def test_tiers_and_scopes_in_the_token_bound_what_it_may_do(client: Client) -> None:
+    working_only = await client.mint(TENANT, "agent-a", tiers=["working"])
+    refused = await client.read(working_only, "agent-a", tier="episodic")
+    assert (refused.status, code(refused)) == (403, "tier_forbidden")
+    refused = await client.write(working_only, "agent-a", tier="semantic", key="k", value="v")
+    assert (refused.status, code(refused)) == (403, "tier_forbidden")
+    reader = await client.mint(TENANT, "agent-a", scopes=["read"])
+    refused = await client.write(reader, "agent-a", tier="working", key="k", value=1)
+    assert (refused.status, code(refused)) == (403, "scope_forbidden")
+    # A query without a tier searches only the token's tiers.
+    body = (await client.read(working_only, "agent-a", query="anything")).json()
+    assert body["tiers_searched"] == ["working"]
+
+
+async def test_working_memory_ttl_budget_and_keys_are_enforced_with_nothing_written(
+    client: Client, memory_runtime: LocalRuntime, clock: FixedClock
+) -> None:
+    a = await client.mint(TENANT, "agent-a")
+    too_long = await client.write(a, "agent-a", tier="working", key="k", value=1, ttl=3601)
+    assert (too_long.status, code(too_long)) == (422, "invalid_ttl")
+    null = await client.write(a, "agent-a", tier="working", key="k", value=None)
+    assert (null.status, code(null)) == (422, "validation_error")
+    bad_key = await client.write(a, "agent-a", tier="working", key="a*b", value=1)
+    assert (bad_key.status, code(bad_key)) == (422, "invalid_key")
+    assert (
+        await client.write(a, "agent-a", tier="working", key="big1", value="x" * 30_000)
+    ).status == 201
+    for n in range(2, 5):
+        assert (
+            await client.write(a, "agent-a", tier="working", key=f"big{n}", value="x" * 30_000)
+        ).status == 201
+    over = await client.write(a, "agent-a", tier="working", key="big5", value="x" * 30_000)
+    assert (over.status, code(over)) == (413, "working_memory_budget_exceeded")
+    keys = [i["key"] for i in items(await client.read(a, "agent-a", tier="working"))]
+    assert keys == ["big1", "big2", "big3", "big4"]
+    # A short TTL is honoured.
+    await client.write(a, "agent-a", tier="working", key="brief", value=1, ttl=60)
+    clock.advance(61)
+    keys = [i["key"] for i in items(await client.read(a, "agent-a", tier="working"))]
+    assert "brief" not in keys
+
+
+async def test_episodic_lists_newest_first_rewrites_replace_and_ttl_expires(
+    client: Client, clock: FixedClock
+) -> None:
+    a = await client.mint(TENANT, "agent-a", ttl_seconds=86_400)
+    for key in ("first", "second", "third"):
+        await client.write(a, "agent-a", tier="episodic", key=key, value=key)
+        clock.advance(1)
+    await client.write(a, "agent-a", tier="episodic", key="first", value="first again")
+    listed = items(await client.read(a, "agent-a", tier="episodic"))
+    assert [(i["key"], i["value"]) for i in listed] == [
+        ("first", "first again"),
+        ("third", "third"),
+        ("second", "second"),
+    ]
+    await client.write(a, "agent-a", tier="episodic", key="short", value="gone soon", ttl=60)
+    clock.advance(61)
+    assert "short" not in [
+        i["key"] for i in items(await client.read(a, "agent-a", tier="episodic"))
+    ]
+    too_long = await client.write(a, "agent-a", tier="episodic", key="k", value=1, ttl=10**9)
+    assert (too_long.status, code(too_long)) == (422, "invalid_ttl")
+    deleted = await client.delete(a, "agent-a", "second", "episodic")
+    assert deleted.json()["deleted"] is True
+    assert (await client.delete(a, "agent-a", "second", "episodic")).json()["deleted"] is False
+    assert [i["key"] for i in items(await client.read(a, "agent-a", tier="episodic"))] == [
+        "first",
+        "third",
+    ]
+
+
+async def test_cursor_pages_cover_the_listing_once_and_refuse_other_listings(
+    client: Client,
+) -> None:
+    a = await client.mint(TENANT, "agent-a")
+    for n in range(5):
+        await client.write(a, "agent-a", tier="working", key=f"k{n}", value=n)
+    seen: list[str] = []
+    cursor = None
+    pages = 0
+    while True:
+        query: dict[str, Any] = {"tier": "working", "limit": 2}
+        if cursor:
+            query["cursor"] = cursor
+        body = (await client.read(a, "agent-a", **query)).json()
+        seen += [i["key"] for i in body["items"]]
+        pages += 1
+        cursor = body["next_cursor"]
+        if cursor is None:
+            break
+        foreign = await client.read(a, "agent-a", tier="episodic", limit=2, cursor=cursor)
+        assert (foreign.status, code(foreign)) == (422, "invalid_cursor")
+    assert seen == [f"k{n}" for n in range(5)] and pages == 3
+    garbage = await client.read(a, "agent-a", tier="working", cursor="not-a-cursor")
+    assert (garbage.status, code(garbage)) == (422, "invalid_cursor")
+
+
+async def test_procedural_is_read_only_and_semantic_deletes_are_for_operators(
+    client: Client,
+) -> None:
+    a = await client.mint(TENANT, "agent-a")
+    refused = await client.write(a, "agent-a", tier="procedural", key="w", value="x")
+    assert (refused.status, code(refused)) == (405, "procedural_read_only")
+    assert "/packs" in refused.json()["error"]["details"]["promotion_route"]
+    refused = await client.delete(a, "agent-a", "w", "procedural")
+    assert (refused.status, code(refused)) == (405, "procedural_read_only")
+    refused = await client.delete(a, "agent-a", "site:x", "semantic")
+    assert (refused.status, code(refused)) == (405, "semantic_delete_admin_only")
+    missing = await client.read(a, "agent-a", tier="procedural")
+    assert (missing.status, code(missing)) == (422, "agent_type_required")
+    workflows = items(await client.read(a, "agent-a", tier="procedural", agent_type="assistant"))
+    assert workflows and all(i["tier"] == "procedural" for i in workflows)
+    assert all("posterior_mean" in i["value"] for i in workflows)
+
+
+async def test_refused_semantic_writes_write_nothing(
+    client: Client, memory_runtime: LocalRuntime
+) -> None:
+    a = await client.mint(TENANT, "agent-a")
+    refused = await client.write(a, "agent-a", tier="semantic", key="k", value={"not": "text"})
+    assert (refused.status, code(refused)) == (422, "validation_error")
+    assert await count(memory_runtime, "SELECT COUNT(*) FROM semantic_facts") == 0
+    refused = await client.read(a, "agent-a")
+    assert (refused.status, code(refused)) == (422, "tier_or_query_required")
+
+
+async def test_episodic_ttl_is_bounded_by_the_tenants_own_retention(client: Client) -> None:
+    operator = client.operator
+    set_days = await client.send(
+        "PUT", f"/admin/tenants/{TENANT}/lifecycle", {"episode_retention_days": 1}, access=operator
+    )
+    assert set_days.status == 200, set_days.json()
+    a = await client.mint(TENANT, "agent-a")
+    refused = await client.write(a, "agent-a", tier="episodic", key="k", value=1, ttl=2 * 86_400)
+    assert (refused.status, code(refused)) == (422, "invalid_ttl")
+    written = await client.write(a, "agent-a", tier="episodic", key="k", value=1)
+    item = written.json()["item"]
+    assert item["expires_at"] - item["created_at"] == 86_400_000

@@ -1,0 +1,215 @@
+"""Agent memory tokens: signed, bound to their claims, rotatable by kid, revocable by jti."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+from pathlib import Path
+
+import jwt
+import pytest
+
+from bindings.ports.clock import FixedClock
+from bindings.settings import Settings
+from local_runtime.access_dev import mint_token
+from local_runtime.cli import main
+from local_runtime.memory_tokens_dev import issue_token
+from local_runtime.runtime import LocalRuntime
+from tests.fakes.embedder import HashingEmbedder
+from tests.memory_api.conftest import KEYS, Client
+from worker.memory_tokens import verify_memory_token
+
+TENANT = "acme"
+
+
+def code(response: object) -> str:
+    value: str = response.json()["error"]["code"]  # type: ignore[attr-defined]
+    return value
+
+
+def _segment(data: dict[str, object]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(data).encode()).rstrip(b"=").decode()
+
+
+async def test_minted_tokens_are_standard_hs256_jwts_with_the_kid_and_claims(
+    client: Client,
+) -> None:
+    token = await client.mint(
+        TENANT, "agent-a", tiers=["working"], scopes=["read"], ttl_seconds=120
+    )
+    header = jwt.get_unverified_header(token)
+    assert header["alg"] == "HS256" and header["kid"] == "k2"
+    claims = jwt.decode(token, KEYS["k2"], algorithms=["HS256"], audience="agent-memory-api")
+    assert (claims["tenant"], claims["agent_id"]) == (TENANT, "agent-a")
+    assert (claims["tiers"], claims["scopes"]) == (["working"], ["read"])
+    assert claims["exp"] - claims["iat"] == 120
+
+
+async def test_a_pyjwt_token_with_an_older_kid_verifies_until_that_key_is_removed(
+    client: Client, memory_runtime: LocalRuntime
+) -> None:
+    now = memory_runtime.clock.now()
+    old = issue_token(
+        json.dumps(KEYS),
+        TENANT,
+        "agent-a",
+        tiers=["working"],
+        scopes=["read"],
+        ttl=600,
+        now=now,
+        kid="k1",
+    )
+    assert (await client.read(old, "agent-a", tier="working")).status == 200
+    rotated = Settings.from_vars({"MEMORY_TOKEN_KEYS": json.dumps({"k2": KEYS["k2"]})})
+    bindings = dataclasses.replace(memory_runtime.bindings(), settings=rotated)
+    with pytest.raises(Exception) as refused:
+        await verify_memory_token(old, bindings)
+    assert getattr(refused.value, "code", None) == "memory_token_invalid"
+
+
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        "bad_mac",
+        "other_secret",
+        "alg_none",
+        "changed_claims",
+        "unknown_kid",
+        "not_a_jwt",
+    ],
+)
+async def test_forged_or_altered_tokens_are_refused(
+    client: Client, memory_runtime: LocalRuntime, mutate: str
+) -> None:
+    token = await client.mint(TENANT, "agent-a")
+    head, body, mac = token.split(".")
+    now = memory_runtime.clock.now()
+    if mutate == "bad_mac":
+        forged = f"{head}.{body}.{mac[:-2]}AA"
+    elif mutate == "other_secret":
+        forged = issue_token(
+            json.dumps({"k2": "z" * 40}),
+            TENANT,
+            "agent-a",
+            tiers=["working"],
+            scopes=["read"],
+            ttl=600,
+            now=now,
+        )
+    elif mutate == "alg_none":
+        forged = f"{_segment({'alg': 'none', 'kid': 'k2'})}.{body}."
+    elif mutate == "changed_claims":
+        claims = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+        forged = f"{head}.{_segment({**claims, 'agent_id': 'agent-b'})}.{mac}"
+    elif mutate == "unknown_kid":
+        forged = issue_token(
+            json.dumps({"k9": "y" * 40}),
+            TENANT,
+            "agent-a",
+            tiers=["working"],
+            scopes=["read"],
+            ttl=600,
+            now=now,
+        )
+    else:
+        forged = "not-a-jwt"
+    target = "agent-b" if mutate == "changed_claims" else "agent-a"
+    response = await client.read(forged, target, tier="working")
+    assert (response.status, code(response)) == (401, "memory_token_invalid")
+
+
+async def test_missing_expired_and_revoked_tokens_are_refused(
+    client: Client, clock: FixedClock
+) -> None:
+    missing = await client.read(None, "agent-a", tier="working")  # type: ignore[arg-type]
+    assert (missing.status, code(missing)) == (401, "memory_token_missing")
+    short = await client.mint(TENANT, "agent-a", ttl_seconds=60)
+    clock.advance(60 + 31)
+    expired = await client.read(short, "agent-a", tier="working")
+    assert (expired.status, code(expired)) == (401, "memory_token_invalid")
+
+    # The operator's Access token is re-minted at the advanced time.
+    client.operator = mint_token(client.runtime.state.access, "ops@example.com", now=clock.now())
+    token = await client.mint(TENANT, "agent-a")
+    jti = jwt.decode(token, options={"verify_signature": False})["jti"]
+    assert (await client.read(token, "agent-a", tier="working")).status == 200
+    revoked = await client.send(
+        "DELETE", f"/admin/tenants/{TENANT}/memory-tokens/{jti}", access=client.operator
+    )
+    assert revoked.status == 200 and revoked.json()["revoked"] is True
+    refused = await client.read(token, "agent-a", tier="working")
+    assert (refused.status, code(refused)) == (401, "memory_token_revoked")
+    # Revoking the same jti under another tenant does not touch a token of this one.
+    other = await client.mint("globex", "agent-a")
+    other_jti = jwt.decode(other, options={"verify_signature": False})["jti"]
+    wrong = await client.send(
+        "DELETE", f"/admin/tenants/{TENANT}/memory-tokens/{other_jti}", access=client.operator
+    )
+    assert wrong.status == 200
+    assert (await client.read(other, "agent-a", tier="working")).status == 200
+    # An unrevoked token of the same agent still works.
+    assert (
+        await client.read(await client.mint(TENANT, "agent-a"), "agent-a", tier="working")
+    ).status == 200
+
+
+async def test_minting_needs_cloudflare_access_and_valid_claims(client: Client) -> None:
+    anonymous = await client.send(
+        "POST", f"/admin/tenants/{TENANT}/memory-tokens", {"agent_id": "a"}
+    )
+    assert (anonymous.status, code(anonymous)) == (401, "access_token_missing")
+    bad = await client.send(
+        "POST",
+        f"/admin/tenants/{TENANT}/memory-tokens",
+        {"agent_id": "a", "tiers": ["cosmic"]},
+        access=client.operator,
+    )
+    assert (bad.status, code(bad)) == (422, "validation_error")
+
+
+async def test_without_keys_the_memory_api_fails_closed(tmp_path: Path) -> None:
+    rt = LocalRuntime.open(
+        tmp_path / "s", embedder=HashingEmbedder(), vars={"MEMORY_TOKEN_KEYS": ""}
+    )
+    await rt.migrate()
+    forged = issue_token(
+        json.dumps(KEYS), TENANT, "agent-a", tiers=["working"], scopes=["read"], ttl=600
+    )
+    response = await Client(rt).read(forged, "agent-a", tier="working")
+    assert (response.status, code(response)) == (503, "memory_tokens_not_configured")
+    await rt.close()
+
+
+async def test_cli_issues_a_token_the_runtime_on_the_same_state_accepts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state = tmp_path / "state"
+    assert (
+        main(
+            [
+                "tokens",
+                "issue",
+                TENANT,
+                "agent-a",
+                "--tiers",
+                "working,episodic",
+                "--scopes",
+                "read",
+                "--ttl",
+                "600",
+                "--state",
+                str(state),
+            ]
+        )
+        == 0
+    )
+    token = capsys.readouterr().out.strip().splitlines()[-1]
+    rt = LocalRuntime.open(state, embedder=HashingEmbedder())
+    await rt.migrate()
+    cli = Client(rt)
+    assert (await cli.read(token, "agent-a", tier="episodic")).status == 200
+    refused = await cli.read(token, "agent-a", tier="semantic")
+    assert (refused.status, code(refused)) == (403, "tier_forbidden")
+    await rt.close()
+    assert main(["tokens", "issue", TENANT, "agent-a", "--ttl", "5", "--state", str(state)]) == 2
