@@ -18,8 +18,9 @@ writes no `memory_retrieved` event.
 Errors (`{"error": {"code", "message"}}`): 401/403 from the Access gate first; 422
 `invalid_path` (tenant, fact id), `validation_error` (query string or body) and
 `invalid_cursor`; 404 `fact_not_found`; 503 `inspector_unavailable` (no D1) and
-`semantic_unavailable` (the explain needs Vectorize and an embedder). Tenant grants (which
-operator may see which tenant) are not checked yet: they apply once issue 12 lands.
+`semantic_unavailable` (the explain needs Vectorize and an embedder). `access_gated` checks
+the caller's grant for the path's tenant first (403 `tenant_forbidden`); the tenant list,
+which names no tenant, is for platform admins only.
 """
 
 from __future__ import annotations
