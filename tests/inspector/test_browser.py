@@ -49,7 +49,7 @@ def test_without_a_token_the_page_says_how_to_get_one(page: Inspector) -> None:
     status = wait_for(page.d, lambda d: page.css("#status").text or None)
     assert "access_token_missing" in status and "paste a token" in status
     page.css("#token-help summary").click()
-    assert "uv run agent-memory token --email you@example.com" in page.css("#token-help").text
+    assert "uv run agent-memory token --email operator@localhost" in page.css("#token-help").text
 
 
 def test_the_run_timeline_shows_the_runs_their_steps_and_recalled_episodes(
