@@ -27,7 +27,8 @@ from agent_memory.governance.agent_types import AgentType
 from agent_memory.governance.policy import WriteGate
 from agent_memory.ids import new_ulid
 from agent_memory.tiers.episodic import MAX_EPISODE_CHARS, Episode, EpisodicWriter, RunRecord
-from agent_memory.tiers.procedural import ProceduralMemory
+from agent_memory.tiers.packs import WorkflowPacks
+from agent_memory.tiers.procedural import ProceduralMemory, Selection
 from agent_memory.tiers.working import WorkingMemory
 from agent_runtime_do.protocol import Failure, RunPayload, RunResult
 from agent_runtime_do.run_log import RunLogger
@@ -176,9 +177,11 @@ class TurnRunner:
             )
 
         self._host.ensure_workflows(agent_type, request.tenant)
-        selection = self._host.procedural.select_workflow(
-            agent_type.name, turn.task_type, self._host.generator()
-        )
+        selection = await self._packed_workflow(request.tenant, agent_type, turn.task_type)
+        if selection is None:
+            selection = self._host.procedural.select_workflow(
+                agent_type.name, turn.task_type, self._host.generator()
+            )
         if selection is not None:
             turn.workflow_id = selection.workflow.workflow_id
             context.workflow = next(
@@ -199,6 +202,7 @@ class TurnRunner:
                     "op": "select_workflow",
                     "workflow_id": turn.workflow_id,
                     "samples": selection.samples,
+                    "pack": selection.pack,
                 },
             )
 
@@ -239,6 +243,29 @@ class TurnRunner:
             step_limit=agent_type.step_limit,
             timeout_seconds=agent_type.timeout_seconds,
             log_step=logger,
+        )
+
+    async def _packed_workflow(
+        self, tenant: str, agent_type: AgentType, task_type: str
+    ) -> Selection | None:
+        """The workflow of the tenant's active pack for this agent and task type, offered
+        before the bandit samples (`agent_memory.tiers.packs`). A failed lookup falls back
+        to sampling: a turn never fails over a pack."""
+        db = self._host.bindings.db
+        if db is None:
+            return None
+        try:
+            pack = await WorkflowPacks(db, tenant).offered(agent_type.name, task_type)
+        except Exception as exc:
+            log.warning("pack lookup failed, sampling instead: %s", type(exc).__name__)
+            return None
+        if pack is None:
+            return None
+        workflow = self._host.procedural.get(pack.workflow_id)
+        if workflow is None or workflow.status != "active":
+            return None
+        return Selection(
+            workflow=workflow, sample=1.0, samples={}, pack=f"{pack.name}@{pack.version}"
         )
 
     def _finish(

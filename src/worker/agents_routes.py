@@ -115,7 +115,7 @@ class CandidatesQuery(WorkflowsQuery):
 # --- helpers ----------------------------------------------------------------------------
 
 
-def _agent_type(params: dict[str, str]) -> AgentType:
+def agent_type_param(params: dict[str, str]) -> AgentType:
     name = params["agent_type"]
     found = get_agent_type(name) if is_agent_type(name) else None
     if found is None:
@@ -146,7 +146,7 @@ def _db(bindings: Bindings) -> D1Database:
     return bindings.db
 
 
-async def _call(
+async def call_agent(
     bindings: Bindings, scope: AgentScope, method: str, payload: dict[str, Any]
 ) -> dict[str, Any]:
     """RPC to the scope's AgentRuntime; an error answer becomes an `ApiError`."""
@@ -178,10 +178,10 @@ async def run_agent(
     request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
 ) -> HttpResponse:
     tenant = tenant_param(params)
-    agent_type = _agent_type(params)
+    agent_type = agent_type_param(params)
     body = parse_body(request, RunBody)
     scope = AgentScope(tenant=tenant, agent_type=agent_type.name, instance_id=body.instance_id)
-    result = await _call(
+    result = await call_agent(
         bindings,
         scope,
         "run",
@@ -201,11 +201,13 @@ async def record_outcome(
     request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
 ) -> HttpResponse:
     tenant = tenant_param(params)
-    agent_type = _agent_type(params)
+    agent_type = agent_type_param(params)
     run_id = _run_id(params)
     body = parse_body(request, OutcomeBody)
     scope = AgentScope(tenant=tenant, agent_type=agent_type.name, instance_id=body.instance_id)
-    result = await _call(bindings, scope, "record_outcome", {"run_id": run_id, "score": body.score})
+    result = await call_agent(
+        bindings, scope, "record_outcome", {"run_id": run_id, "score": body.score}
+    )
     return json_response(result)
 
 
@@ -238,7 +240,7 @@ async def get_run(
     scope = AgentScope(tenant=tenant, agent_type=run.agent_type, instance_id=run.instance_id)
     # The run log lives in the instance's Durable Object; asking it also waits (briefly)
     # for the instance's pending episodic writes, so the re-read below is current.
-    detail = await _call(bindings, scope, "run_log", {"run_id": run_id})
+    detail = await call_agent(bindings, scope, "run_log", {"run_id": run_id})
     run = await store.get_run(run_id) or run
     episodes = await store.episodes_for_run(run_id)
     return json_response(
@@ -257,10 +259,10 @@ async def list_workflows(
     request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
 ) -> HttpResponse:
     tenant = tenant_param(params)
-    agent_type = _agent_type(params)
+    agent_type = agent_type_param(params)
     query = parse_model(request.query, WorkflowsQuery)
     scope = AgentScope(tenant=tenant, agent_type=agent_type.name, instance_id=query.instance_id)
-    result = await _call(bindings, scope, "workflows", {"task_type": query.task_type})
+    result = await call_agent(bindings, scope, "workflows", {"task_type": query.task_type})
     return json_response({"instance_id": query.instance_id, **result})
 
 
@@ -269,10 +271,10 @@ async def pack_candidates(
     request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
 ) -> HttpResponse:
     tenant = tenant_param(params)
-    agent_type = _agent_type(params)
+    agent_type = agent_type_param(params)
     query = parse_model(request.query, CandidatesQuery)
     scope = AgentScope(tenant=tenant, agent_type=agent_type.name, instance_id=query.instance_id)
-    result = await _call(
+    result = await call_agent(
         bindings,
         scope,
         "workflows",
@@ -293,8 +295,15 @@ async def pack_candidates(
     )
 
 
-# The memory API reads procedural memory (workflows) from the agent's Durable Object.
-AGENT_ROUTE_PREFIXES = ("/v1/agents/", "/admin/agents/", "/api/v1/memory/")
+# Route patterns that may reach an agent's Durable Object: the agent-run and admin-agents
+# routes, the memory API (procedural memory lives in the object) and pack promotion (which
+# reads the instance's pack candidates).
+AGENT_ROUTE_PREFIXES = (
+    "/v1/agents/",
+    "/admin/agents/",
+    "/api/v1/memory/",
+    "/admin/tenants/{tenant}/agents/",
+)
 
 
 def add_agent_routes(router: Router[Bindings]) -> None:

@@ -49,6 +49,7 @@ from worker.memory_models import (
     TokenRevoked,
 )
 from worker.memory_tokens import MintedToken, MintRequest
+from worker.pack_routes import PackDeprecated, PackList, PackPromoted, PromotePack
 
 ACCESS = "cloudflareAccess"
 API_KEY = "apiKey"
@@ -291,6 +292,32 @@ OPERATIONS: tuple[Operation, ...] = (
         "Revoke a memory token by its jti",
         "memory",
         TokenRevoked,
+        security=(ACCESS,),
+    ),
+    Operation(
+        "GET",
+        "/admin/tenants/{tenant}/agents/{agent_type}/packs",
+        "Every version of every workflow pack of the agent type",
+        "agents",
+        PackList,
+        security=(ACCESS,),
+    ),
+    Operation(
+        "POST",
+        "/admin/tenants/{tenant}/agents/{agent_type}/packs",
+        "Promote an instance's stable workflow into the next version of a named pack",
+        "agents",
+        PackPromoted,
+        ok_status=201,
+        body=PromotePack,
+        security=(ACCESS,),
+    ),
+    Operation(
+        "DELETE",
+        "/admin/tenants/{tenant}/agents/{agent_type}/packs/{name}",
+        "Deprecate the active version of a pack",
+        "agents",
+        PackDeprecated,
         security=(ACCESS,),
     ),
 )

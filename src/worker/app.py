@@ -21,6 +21,7 @@ from worker.inspector_routes import add_inspector_routes
 from worker.lifecycle_routes import add_lifecycle_routes
 from worker.memory_routes import add_memory_routes
 from worker.openapi import openapi_route
+from worker.pack_routes import add_pack_routes
 from worker.router import Router
 
 log = logging.getLogger(__name__)
@@ -37,6 +38,8 @@ def build_router() -> Router[Bindings]:
     router.add("DELETE", "/mcp", mcp_not_allowed_route)
     # The admin agent-run path (Access gated): the only routes that reach a Durable Object.
     add_agent_routes(router)
+    # Workflow packs (Access gated): promote a proven workflow for every agent of a type.
+    add_pack_routes(router)
     # Semantic memory: admin fact deletion (Access gated) and the memory tools' wiring.
     add_semantic_memory(router)
     # The memory lifecycle (Access gated): retention, prune, reconcile, subject erase.

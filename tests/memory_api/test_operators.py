@@ -40,6 +40,7 @@ def _path(pattern: str, tenant: str) -> str:
         "{fact_id}": "01J00000000000000000000000",
         "{jti}": "01J00000000000000000000000",
         "{subject}": "contact:ada",
+        "{name}": "triage",
     }
     for name, value in values.items():
         pattern = pattern.replace(name, value)
@@ -52,6 +53,11 @@ BODIES: dict[str, Any] = {
     "/v1/agents/{tenant}/{agent_type}/runs/{run_id}/outcome": {"score": 1.0},
     "/admin/tenants/{tenant}/lifecycle": {"episode_retention_days": 1},
     "/admin/tenants/{tenant}/memory-tokens": {"agent_id": "agent-a"},
+    "/admin/tenants/{tenant}/agents/{agent_type}/packs": {
+        "name": "triage",
+        "workflow_id": "w",
+        "instance_id": "default",
+    },
 }
 
 GATED = [op for op in OPERATIONS if ACCESS in op.security]
@@ -66,6 +72,7 @@ async def _tables(runtime: LocalRuntime) -> dict[str, int]:
         "tenant_lifecycle",
         "memory_events",
         "operator_grants",
+        "workflow_packs",
     ):
         row = await runtime.db.prepare(f"SELECT COUNT(*) AS n FROM {table}").first()
         assert row is not None

@@ -64,6 +64,8 @@ class Selection(BaseModel):
     workflow: Workflow
     sample: float
     samples: dict[str, float]
+    # "name@version" when a workflow pack chose it instead of sampling (`packs.py`).
+    pack: str | None = None
 
 
 _COLUMNS = (

@@ -1,0 +1,121 @@
+"""Workflow packs: promote a proven procedural workflow for every agent of a type (ADR-29).
+
+    GET    /admin/tenants/{tenant}/agents/{agent_type}/packs           every pack version
+    POST   /admin/tenants/{tenant}/agents/{agent_type}/packs           promote a candidate
+    DELETE /admin/tenants/{tenant}/agents/{agent_type}/packs/{name}    deprecate a pack
+
+Promotion asks the named agent instance's Durable Object for its pack candidates (enough
+pulls, posterior mean above the threshold) and refuses a workflow that is not one: 409
+`not_a_pack_candidate`, nothing written. Access gated, with the tenant grant checked first.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agent_memory.scope import INSTANCE_PATTERN, AgentScope
+from agent_memory.tiers.packs import Pack, WorkflowPacks
+from agent_memory.tiers.procedural import DEFAULT_MIN_MEAN, DEFAULT_MIN_PULLS, Workflow
+from bindings.environment import Bindings
+from http_messages import HttpRequest, HttpResponse, json_response
+from worker.access import AccessIdentity, access_gated
+from worker.agents_routes import agent_type_param, call_agent
+from worker.body import parse_body
+from worker.errors import ApiError
+from worker.path_params import tenant_param
+from worker.router import Router
+
+PACK_NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,63}$"
+PACKS_ROUTE = "/admin/tenants/{tenant}/agents/{agent_type}/packs"
+
+
+class PromotePack(BaseModel):
+    """Body of a promotion: which instance's workflow, under what pack name."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=PACK_NAME_PATTERN)
+    workflow_id: str = Field(min_length=1, max_length=128)
+    instance_id: str = Field(pattern=INSTANCE_PATTERN)
+    min_pulls: int = Field(default=DEFAULT_MIN_PULLS, ge=1, le=1_000_000)
+    min_mean: float = Field(default=DEFAULT_MIN_MEAN, ge=0.0, le=1.0)
+
+
+class PackList(BaseModel):
+    packs: list[Pack]
+
+
+class PackPromoted(BaseModel):
+    pack: Pack
+
+
+class PackDeprecated(BaseModel):
+    name: str
+    deprecated: int
+
+
+def _packs(bindings: Bindings, tenant: str) -> WorkflowPacks:
+    if bindings.db is None:
+        raise ApiError(503, "packs_unavailable", "workflow packs need the D1 binding")
+    return WorkflowPacks(bindings.db, tenant)
+
+
+@access_gated
+async def list_packs(
+    request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
+) -> HttpResponse:
+    tenant, agent_type = tenant_param(params), agent_type_param(params)
+    packs = await _packs(bindings, tenant).list(agent_type.name)
+    return json_response(PackList(packs=packs).model_dump())
+
+
+@access_gated
+async def promote_pack(
+    request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
+) -> HttpResponse:
+    tenant, agent_type = tenant_param(params), agent_type_param(params)
+    body = parse_body(request, PromotePack)
+    packs = _packs(bindings, tenant)
+    scope = AgentScope(tenant=tenant, agent_type=agent_type.name, instance_id=body.instance_id)
+    found = await call_agent(
+        bindings,
+        scope,
+        "workflows",
+        {"candidates_only": True, "min_pulls": body.min_pulls, "min_mean": body.min_mean},
+    )
+    chosen = next((w for w in found["workflows"] if w["workflow_id"] == body.workflow_id), None)
+    if chosen is None:
+        raise ApiError(
+            409,
+            "not_a_pack_candidate",
+            f"workflow {body.workflow_id!r} of instance {body.instance_id!r} has fewer than "
+            f"{body.min_pulls} pulls or a posterior mean under {body.min_mean}",
+        )
+    workflow = Workflow.model_validate({k: chosen[k] for k in Workflow.model_fields})
+    pack = await packs.promote(
+        body.name,
+        workflow,
+        instance_id=body.instance_id,
+        by=identity.email or identity.common_name or "access",
+        now_ms=int(bindings.clock.now() * 1000),
+    )
+    return json_response(PackPromoted(pack=pack).model_dump(), status=201)
+
+
+@access_gated
+async def deprecate_pack(
+    request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
+) -> HttpResponse:
+    tenant, agent_type, name = tenant_param(params), agent_type_param(params), params["name"]
+    changed = await _packs(bindings, tenant).deprecate(
+        agent_type.name, name, int(bindings.clock.now() * 1000)
+    )
+    if changed == 0:
+        raise ApiError(404, "pack_not_found", f"no active pack {name!r} for {agent_type.name!r}")
+    return json_response(PackDeprecated(name=name, deprecated=changed).model_dump())
+
+
+def add_pack_routes(router: Router[Bindings]) -> None:
+    router.add("GET", PACKS_ROUTE, list_packs)
+    router.add("POST", PACKS_ROUTE, promote_pack)
+    router.add("DELETE", PACKS_ROUTE + "/{name}", deprecate_pack)
