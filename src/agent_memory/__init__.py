@@ -2,8 +2,8 @@
 to storage only through `bindings.ports`.
 
 Rooms, bottom to top (a room imports only from rooms below it):
-* `ids`, `scope`, `statements`: ULIDs and hashes; tenant / agent / instance naming rules;
-  D1's statement limits and slicing ids to fit them;
+* `ids`, `scope`, `statements`, `cursors`: ULIDs and hashes; tenant / agent / instance naming rules;
+  D1's statement limits and slicing ids to fit them; opaque pagination cursors;
 * `retrieval/`: terms, fusion and scoring — how memories are ranked and explained;
 * `governance/`: agent types, write proposals and policy, the memory event log;
 * `tiers/`: working, episodic, semantic and procedural memory;

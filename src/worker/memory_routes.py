@@ -29,11 +29,10 @@ follow the working-memory key rule (`agent_memory.tiers.working.validate_key`): 
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import json
 
+from agent_memory.cursors import InvalidCursorError, decode_cursor_value, encode_cursor_value
 from agent_memory.governance import WriteDenied
 from agent_memory.lifecycle import get_lifecycle
 from agent_memory.scope import is_instance
@@ -100,9 +99,9 @@ def _offset(query: MemoryQuery, listing: str) -> int:
     if query.cursor is None:
         return 0
     try:
-        data = json.loads(base64.urlsafe_b64decode(query.cursor + "=" * (-len(query.cursor) % 4)))
+        data = decode_cursor_value(query.cursor)
         offset, owner = data["o"], data["l"]
-    except (binascii.Error, ValueError, TypeError, KeyError):
+    except (InvalidCursorError, TypeError, KeyError):
         raise ApiError(422, "invalid_cursor", "cursor is not one this API issued") from None
     if owner != listing or not isinstance(offset, int) or not 0 <= offset <= 100_000:
         raise ApiError(422, "invalid_cursor", "cursor belongs to another listing")
@@ -110,8 +109,7 @@ def _offset(query: MemoryQuery, listing: str) -> int:
 
 
 def _cursor(offset: int, listing: str) -> str:
-    raw = json.dumps({"o": offset, "l": listing}, separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+    return encode_cursor_value({"o": offset, "l": listing})
 
 
 # --- reads -------------------------------------------------------------------------------

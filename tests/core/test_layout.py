@@ -33,6 +33,7 @@ LAYERS: dict[str, int] = {
 }
 CORE_ROOMS: dict[str, int] = {
     "ids": 0,
+    "cursors": 0,
     "scope": 0,
     "statements": 0,
     "retrieval": 1,

@@ -7,6 +7,7 @@ retries, and hands a write that still fails to its failure sink. The records (`R
 callers pass and catch.
 """
 
+from agent_memory.cursors import InvalidCursorError
 from agent_memory.tiers.episodic.models import (
     EPISODE_LIMIT_CODE,
     MAX_EPISODE_CHARS,
@@ -15,7 +16,6 @@ from agent_memory.tiers.episodic.models import (
     Episode,
     EpisodeKind,
     EpisodeLimitReached,
-    InvalidCursorError,
     RunPage,
     RunRecord,
     RunStatus,

@@ -7,13 +7,12 @@ of the run list (a cursor this module did not produce raises `InvalidCursorError
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agent_memory.cursors import InvalidCursorError, decode_cursor_value, encode_cursor_value
 from agent_memory.ids import content_hash
 from bindings.ports.sql import Row
 
@@ -24,10 +23,6 @@ MAX_PAGE_SIZE = 100
 RunStatus = Literal["running", "completed", "failed"]
 EpisodeKind = Literal["observation", "action", "outcome", "message", "summary"]
 WriteOp = Literal["start_run", "append_episode", "complete_run", "fail_run"]
-
-
-class InvalidCursorError(ValueError):
-    """A pagination cursor that this module did not produce."""
 
 
 EPISODE_LIMIT_CODE = "episode_limit_reached"
@@ -121,16 +116,14 @@ def episode_from_row(row: Row) -> Episode:
 
 
 def encode_cursor(started_at: int, run_id: str) -> str:
-    raw = to_json({"s": started_at, "r": run_id}).encode()
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+    return encode_cursor_value({"s": started_at, "r": run_id})
 
 
 def decode_cursor(cursor: str) -> tuple[int, str]:
+    value = decode_cursor_value(cursor)
     try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        value = json.loads(raw)
         started_at, run_id = value["s"], value["r"]
-    except (binascii.Error, ValueError, KeyError, TypeError):
+    except (KeyError, TypeError):
         raise InvalidCursorError("cursor is not one this API returned") from None
     if not isinstance(started_at, int) or not isinstance(run_id, str):
         raise InvalidCursorError("cursor is not one this API returned")
