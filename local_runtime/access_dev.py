@@ -16,7 +16,6 @@ Uses `cryptography`, which is a dev-only dependency: this module never ships.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import hashlib
 import json
@@ -30,6 +29,8 @@ import httpx
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
+from worker.jwt_segments import encode_segment
+
 DEV_TEAM_DOMAIN = "agent-memory-dev.cloudflareaccess.invalid"
 DEV_AUD = "agent-memory-local-dev"
 PRIVATE_KEY_FILE = "dev_private_key.pem"
@@ -37,12 +38,8 @@ JWKS_FILE = "jwks.json"
 DEFAULT_TOKEN_TTL = 8 * 3600
 
 
-def _b64url(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
-
-
 def _int_b64url(value: int) -> str:
-    return _b64url(value.to_bytes((value.bit_length() + 7) // 8, "big"))
+    return encode_segment(value.to_bytes((value.bit_length() + 7) // 8, "big"))
 
 
 def _write_once(path: Path, data: bytes, mode: int) -> bool:
@@ -114,10 +111,11 @@ class DevAccessKeys:
         """An RS256 JWT over `claims` (no claim is added or checked here)."""
         header = {"alg": "RS256", "kid": kid or self.kid, "typ": "JWT"}
         signing_input = ".".join(
-            _b64url(json.dumps(part, separators=(",", ":")).encode()) for part in (header, claims)
+            encode_segment(json.dumps(part, separators=(",", ":")).encode())
+            for part in (header, claims)
         )
         signature = self._key.sign(signing_input.encode(), padding.PKCS1v15(), hashes.SHA256())
-        return f"{signing_input}.{_b64url(signature)}"
+        return f"{signing_input}.{encode_segment(signature)}"
 
 
 def access_claims(

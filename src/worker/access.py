@@ -27,8 +27,6 @@ same code checks them.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import hmac
 import json
@@ -43,6 +41,7 @@ from pydantic import BaseModel, ConfigDict
 from bindings.environment import Bindings
 from http_messages import HttpRequest, HttpResponse
 from worker.errors import ApiError
+from worker.jwt_segments import decode_segment
 from worker.operators import Principal, require_tenant_grant
 
 log = logging.getLogger(__name__)
@@ -126,10 +125,9 @@ def certs_url(domain: str) -> str:
 
 
 def _b64url_decode(segment: str) -> bytes:
-    padded = segment + "=" * (-len(segment) % 4)
     try:
-        return base64.urlsafe_b64decode(padded.encode("ascii"))
-    except (binascii.Error, UnicodeEncodeError, ValueError):
+        return decode_segment(segment)
+    except ValueError:
         raise access_invalid("token is not a well-formed JWT (bad base64url)") from None
 
 

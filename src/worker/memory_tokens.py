@@ -21,8 +21,6 @@ Contract:
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import re
 from typing import Any, Literal
@@ -35,6 +33,7 @@ from bindings.environment import Bindings
 from bindings.ports.kv import KVNamespace
 from http_messages import HttpRequest
 from worker.errors import ApiError
+from worker.jwt_segments import decode_segment, encode_segment
 
 MemoryTier = Literal["working", "episodic", "semantic", "procedural"]
 Scope = Literal["read", "write"]
@@ -130,16 +129,10 @@ def signing_keys(bindings: Bindings) -> tuple[str, dict[str, bytes]]:
     return current, keys
 
 
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
-
-
 def _unb64(segment: str) -> bytes:
-    if not re.fullmatch(r"[A-Za-z0-9_-]*", segment):
-        raise _invalid("token is not base64url")
     try:
-        return base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4))
-    except (binascii.Error, ValueError):
+        return decode_segment(segment)
+    except ValueError:
         raise _invalid("token is not base64url") from None
 
 
@@ -162,12 +155,12 @@ async def mint_memory_token(bindings: Bindings, tenant: str, request: MintReques
     header = {"alg": "HS256", "typ": "JWT", "kid": kid}
     payload = claims.model_dump(mode="json")
     signing_input = (
-        f"{_b64(json.dumps(header, separators=(',', ':')).encode())}."
-        f"{_b64(json.dumps(payload, separators=(',', ':')).encode())}"
+        f"{encode_segment(json.dumps(header, separators=(',', ':')).encode())}."
+        f"{encode_segment(json.dumps(payload, separators=(',', ':')).encode())}"
     )
     mac = await bindings.mac.sign(keys[kid], signing_input.encode("ascii"))
     return MintedToken(
-        token=f"{signing_input}.{_b64(mac)}",
+        token=f"{signing_input}.{encode_segment(mac)}",
         kid=kid,
         jti=jti,
         tenant=tenant,
