@@ -33,7 +33,7 @@ from agent_memory.scope import (
     AgentScope,
     is_agent_type,
 )
-from agent_memory.tiers.episodic import EpisodicStore, InvalidCursorError
+from agent_memory.tiers.episodic import EpisodicStore
 from agent_runtime_do.protocol import MAX_INPUT_CHARS, TASK_TYPE_PATTERN
 from bindings.environment import Bindings
 from bindings.ports.d1 import D1Database
@@ -218,12 +218,9 @@ async def list_runs(
     tenant = tenant_param(params)
     query = parse_model(request.query, RunsQuery)
     store = EpisodicStore(_db(bindings), tenant)
-    try:
-        page = await store.list_runs(
-            agent_type=query.agent_type, status=query.status, cursor=query.cursor, limit=query.limit
-        )
-    except InvalidCursorError as exc:
-        raise ApiError(422, "invalid_cursor", str(exc)) from None
+    page = await store.list_runs(
+        agent_type=query.agent_type, status=query.status, cursor=query.cursor, limit=query.limit
+    )
     return json_response(page.model_dump())
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import logging
 
+from agent_memory.cursors import InvalidCursorError
 from bindings.environment import Bindings
 from bindings.ports.errors import BindingLimitError
 from gateway.routes import mcp_not_allowed_route, mcp_post_route, tool_call_route
@@ -65,6 +66,9 @@ async def handle(request: HttpRequest, bindings: Bindings) -> HttpResponse:
         return exc.to_response()
     except BindingLimitError as exc:
         return ApiError(422, "limit_exceeded", str(exc)).to_response()
+    except InvalidCursorError as exc:
+        # Every paginated listing: a cursor the API did not hand out.
+        return ApiError(422, "invalid_cursor", str(exc)).to_response()
     except Exception:
         # The path can carry a subject (the erase route): log its hash and size, not it.
         digest = hashlib.sha256(request.path.encode()).hexdigest()[:16]

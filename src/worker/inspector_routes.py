@@ -35,7 +35,6 @@ from agent_memory.ids import is_ulid
 from agent_memory.lifecycle.inspect import (
     MAX_INSPECT_PAGE,
     InspectStatus,
-    InvalidCursorError,
     MemoryInspector,
 )
 from agent_memory.lifecycle.retention import known_tenants
@@ -193,17 +192,14 @@ async def list_facts(
 ) -> HttpResponse:
     tenant = tenant_param(params)
     query = parse_model(request.query, FactsQuery)
-    try:
-        page = await _inspector(bindings, tenant).list_facts(
-            status=query.status,
-            subject=query.subject,
-            agent_type=query.agent_type,
-            text=query.q,
-            cursor=query.cursor,
-            limit=query.limit,
-        )
-    except InvalidCursorError as exc:
-        raise ApiError(422, "invalid_cursor", str(exc)) from None
+    page = await _inspector(bindings, tenant).list_facts(
+        status=query.status,
+        subject=query.subject,
+        agent_type=query.agent_type,
+        text=query.q,
+        cursor=query.cursor,
+        limit=query.limit,
+    )
     return json_response(page.model_dump())
 
 
@@ -226,18 +222,15 @@ async def list_events(
 ) -> HttpResponse:
     tenant = tenant_param(params)
     query = parse_model(request.query, EventsQuery)
-    try:
-        page = await _inspector(bindings, tenant).list_events(
-            kind=query.kind,
-            tier=query.tier,
-            run_id=query.run_id,
-            since_ms=query.since,
-            until_ms=query.until,
-            cursor=query.cursor,
-            limit=query.limit,
-        )
-    except InvalidCursorError as exc:
-        raise ApiError(422, "invalid_cursor", str(exc)) from None
+    page = await _inspector(bindings, tenant).list_events(
+        kind=query.kind,
+        tier=query.tier,
+        run_id=query.run_id,
+        since_ms=query.since,
+        until_ms=query.until,
+        cursor=query.cursor,
+        limit=query.limit,
+    )
     return json_response(page.model_dump())
 
 
