@@ -29,7 +29,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent_memory.agent.memory_tools import retrieval_config
+from agent_memory.agent.retrieval_events import retrieval_config
 from agent_memory.governance.events import EventKind, EventTier
 from agent_memory.ids import is_ulid
 from agent_memory.lifecycle.inspect import (

@@ -27,8 +27,9 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from agent_memory.agent.retrieval_events import retrieval_config
 from agent_memory.ids import new_ulid
-from agent_memory.retrieval.scoring import RetrievalConfig, ScoreBreakdown
+from agent_memory.retrieval.scoring import ScoreBreakdown
 from agent_memory.scope import AgentScope
 from agent_memory.tiers.episodic import Episode, EpisodicStore
 from agent_memory.tiers.semantic import FactInput, SemanticMemory
@@ -50,10 +51,6 @@ class MemoryItem(BaseModel):
     expires_at: int | None = None
     score: float | None = None
     score_breakdown: dict[str, Any] | None = None
-
-
-def retrieval_config(bindings: Bindings) -> RetrievalConfig:
-    return RetrievalConfig.from_json(bindings.settings.memory_retrieval_config)
 
 
 def breakdown_view(b: ScoreBreakdown) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from agent_memory.agent.retrieval_events import record_retrieval, retrieval_config_of
+from agent_memory.agent.retrieval_events import record_retrieval, retrieval_config
 from agent_memory.governance.agent_types import AgentType, WorkflowSpec
 from agent_memory.retrieval.rank import RankItem, rank
 from agent_memory.tiers.episodic import Episode, EpisodicStore
@@ -80,7 +80,7 @@ async def assemble_context(
     """Read working memory, recent episodes (and prefetched facts) concurrently; score the
     first two with their tier's weights and record what was retrieved."""
     memory = agent_type.memory
-    config = retrieval_config_of(bindings)
+    config = retrieval_config(bindings)
     now = bindings.clock.now() if bindings is not None else None
 
     async def working_snapshot() -> dict[str, Any]:

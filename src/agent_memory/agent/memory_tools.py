@@ -33,6 +33,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agent_memory.agent.context import register_semantic_prefetch
+from agent_memory.agent.retrieval_events import retrieval_config
 from agent_memory.agent.tools import (
     FunctionTool,
     Tool,
@@ -41,7 +42,6 @@ from agent_memory.agent.tools import (
     register_long_term_tools,
 )
 from agent_memory.governance.agent_types import AgentType
-from agent_memory.retrieval.scoring import RetrievalConfig
 from agent_memory.tiers.semantic import (
     DEFAULT_TOP_K,
     MAX_CONTENT_CHARS,
@@ -205,11 +205,6 @@ async def store_memory(
     if learned.created and bindings is not None:
         _observe_write(bindings, memory.tenant_id)
     return result, learned.fact_id, learned.status
-
-
-def retrieval_config(bindings: Bindings) -> RetrievalConfig:
-    """The deployment's retrieval config: defaults overridden by `MEMORY_RETRIEVAL_CONFIG`."""
-    return RetrievalConfig.from_json(bindings.settings.memory_retrieval_config)
 
 
 # --------------------------------------------------------------------------- MCP gateway

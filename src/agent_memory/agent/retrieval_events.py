@@ -18,8 +18,10 @@ from bindings.environment import Bindings
 log = logging.getLogger(__name__)
 
 
-def retrieval_config_of(bindings: Bindings | None) -> RetrievalConfig:
-    """The deployment's `MEMORY_RETRIEVAL_CONFIG` (validated at startup), or the defaults."""
+def retrieval_config(bindings: Bindings | None) -> RetrievalConfig:
+    """The deployment's retrieval config: the defaults overridden by `MEMORY_RETRIEVAL_CONFIG`
+    (validated at startup by `Settings`), or the defaults without bindings. The one place
+    every reader of the var goes through."""
     if bindings is None:
         return RetrievalConfig()
     try:

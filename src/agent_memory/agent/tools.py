@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from agent_memory.agent.retrieval_events import record_retrieval, retrieval_config_of
+from agent_memory.agent.retrieval_events import record_retrieval, retrieval_config
 from agent_memory.governance.agent_types import AgentType
 from agent_memory.retrieval.rank import RankItem, rank
 from agent_memory.tiers.working import WorkingMemory, WorkingMemoryError, WorkingRead
@@ -127,7 +127,7 @@ def _record_get(found: WorkingRead, context: ToolContext) -> None:
         written_at=found.written_at if found.written_at is not None else 0.0,
         confidence=1.0,
     )
-    weights = retrieval_config_of(context.bindings).weights_for("working")
+    weights = retrieval_config(context.bindings).weights_for("working")
     ranked = rank(found.key, [item], weights, now)
     record_retrieval(
         context.bindings,
