@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from agent_memory.lifecycle._reconcile_models import EpisodeRow, FactRow, Link
 from agent_memory.statements import IDS_PER_STATEMENT, STATEMENTS_PER_BATCH, chunks
+from agent_memory.tiers.semantic.tenant_vectors import delete_own_vectors
 from bindings.ports.clock import Clock
 from bindings.ports.d1 import D1Database, D1Statement
 from bindings.ports.vectorize import VectorIndex
@@ -244,11 +245,4 @@ class ReconcileStore:
     async def drop_vectors(self, fact_ids: Sequence[str]) -> None:
         """Delete the vectors of superseded facts (only this tenant's: an id alone is never
         trusted)."""
-        records = await self._vectors.get_by_ids(list(fact_ids))
-        mine = [
-            r.id
-            for r in records
-            if r.namespace == self._namespace and r.metadata.get("tenant_id") == self.tenant_id
-        ]
-        if mine:
-            await self._vectors.delete_by_ids(mine)
+        await delete_own_vectors(self._vectors, self.tenant_id, fact_ids)

@@ -52,8 +52,8 @@ from agent_memory.lifecycle._erase_rules import (
     SubjectMatcher,
     validate_subject,
 )
-from agent_memory.statements import IDS_PER_STATEMENT, chunks
-from agent_memory.tiers.semantic import namespace_for_tenant
+from agent_memory.statements import IDS_PER_STATEMENT
+from agent_memory.tiers.semantic.tenant_vectors import delete_own_vectors
 from agent_memory.tiers.working import WORKING_MEMORY_PREFIX
 from bindings.ports.clock import Clock
 from bindings.ports.d1 import D1Database
@@ -155,19 +155,7 @@ class SubjectEraser:
 
     async def _delete_vectors(self, fact_ids: Sequence[str]) -> int:
         assert self._vectors is not None
-        namespace = namespace_for_tenant(self.tenant_id)
-        deleted = 0
-        for chunk in chunks(fact_ids, 100):
-            records = await self._vectors.get_by_ids(list(chunk))
-            mine = [
-                r.id
-                for r in records
-                if r.namespace == namespace and r.metadata.get("tenant_id") == self.tenant_id
-            ]
-            if mine:
-                await self._vectors.delete_by_ids(mine)
-                deleted += len(mine)
-        return deleted
+        return len(await delete_own_vectors(self._vectors, self.tenant_id, fact_ids))
 
     async def _erase_working(self, matcher: SubjectMatcher) -> int:
         assert self._kv is not None

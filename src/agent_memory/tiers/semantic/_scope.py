@@ -17,6 +17,7 @@ from agent_memory.governance.policy import WriteGate
 from agent_memory.retrieval.scoring import RetrievalConfig, Tier
 from agent_memory.statements import IDS_PER_STATEMENT, chunks
 from agent_memory.tiers.semantic.models import SemanticTierUnavailable, embedding_tag
+from agent_memory.tiers.semantic.tenant_vectors import own_vector_ids
 from bindings.ports.clock import Clock
 from bindings.ports.d1 import D1Database
 from bindings.ports.embedder import Embedder, EmbeddingConfig
@@ -89,11 +90,5 @@ class FactScope:
         return rows
 
     async def own_vector_ids(self, ids: Sequence[str]) -> list[str]:
-        """The ids among `ids` whose vector belongs to this tenant. Vector ids are unique
-        per index, not per namespace, so a delete must never trust an id alone."""
-        records = await self.vectors.get_by_ids(list(ids))
-        return [
-            r.id
-            for r in records
-            if r.namespace == self.namespace and r.metadata.get("tenant_id") == self.tenant_id
-        ]
+        """The ids among `ids` whose vector belongs to this tenant (`tenant_vectors`)."""
+        return await own_vector_ids(self.vectors, self.tenant_id, ids)
