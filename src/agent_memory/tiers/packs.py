@@ -62,16 +62,9 @@ class WorkflowPacks:
     ) -> Pack:
         """Add the next version of `name` for the workflow's agent type and deprecate the
         versions before it, in one batch (one transaction)."""
-        latest = await (
-            self._db.prepare(
-                "SELECT MAX(version) AS v FROM workflow_packs "
-                "WHERE tenant_id = ? AND agent_type = ? AND name = ?"
-            )
-            .bind(self.tenant, workflow.agent_type, name)
-            .first_value("v")
-        )
-        version = int(latest or 0) + 1
-        await self._db.batch(
+        # The next version is computed inside the INSERT, so two promotions of one name
+        # cannot pick the same number; the batch is one transaction.
+        results = await self._db.batch(
             [
                 self._db.prepare(
                     "UPDATE workflow_packs SET status = 'deprecated', deprecated_at = ? "
@@ -79,11 +72,12 @@ class WorkflowPacks:
                 ).bind(now_ms, self.tenant, workflow.agent_type, name),
                 self._db.prepare(
                     f"INSERT INTO workflow_packs (tenant_id, {_COLUMNS}) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', ?, ?, NULL)"
+                    "SELECT ?, ?, COALESCE(MAX(version), 0) + 1, ?, ?, ?, ?, ?, ?, ?, 'active', "
+                    "?, ?, NULL FROM workflow_packs "
+                    "WHERE tenant_id = ? AND agent_type = ? AND name = ? RETURNING version"
                 ).bind(
                     self.tenant,
                     name,
-                    version,
                     workflow.agent_type,
                     workflow.workflow_id,
                     workflow.task_type,
@@ -93,9 +87,13 @@ class WorkflowPacks:
                     int(workflow.pulls),
                     by,
                     now_ms,
+                    self.tenant,
+                    workflow.agent_type,
+                    name,
                 ),
             ]
         )
+        version = int(results[1].results[0]["version"])
         found = await self.get(workflow.agent_type, name, version)
         if found is None:  # written in the batch above
             raise RuntimeError("the promoted pack was not found")
