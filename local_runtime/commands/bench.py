@@ -115,12 +115,25 @@ class BM25Okapi:
 
 
 class MemoEmbedder:
-    """Wraps an embedder; each distinct text is embedded once (shared by system and dense)."""
+    """Wraps an embedder; each distinct text is embedded once (shared by system and dense).
+    With `path`, the vectors are also kept on disk between runs (`save`), keyed by the
+    embedding config and the text, so a tuning loop does not re-embed."""
 
-    def __init__(self, inner: Embedder) -> None:
+    def __init__(self, inner: Embedder, path: Path | None = None) -> None:
         self.inner = inner
         self.cache: dict[str, npt.NDArray[np.float32]] = {}
         self.calls = 0
+        self.path = path
+        if path is not None and path.exists():
+            stored = json.loads(path.read_text())
+            if stored.get("config") == inner.config.key:
+                for text, row in stored["vectors"].items():
+                    self.cache[text] = np.asarray(row, dtype=np.float32)
+
+    def save(self) -> None:
+        if self.path is not None:
+            vectors = {text: row.tolist() for text, row in self.cache.items()}
+            self.path.write_text(json.dumps({"config": self.inner.config.key, "vectors": vectors}))
 
     @property
     def config(self) -> EmbeddingConfig:
@@ -185,6 +198,9 @@ async def run_recall_bench(
     *,
     subject_mode: str = "speaker",
     fusion: str | None = None,
+    config_json: str = "",
+    conversations: int | None = None,
+    embedding_cache: Path | None = None,
     progress: Callable[[str], None] = lambda line: None,
 ) -> dict[str, Any]:
     """Run the system and both baselines; returns per-query rows and timings."""
@@ -192,10 +208,10 @@ async def run_recall_bench(
     from agent_memory.tiers.semantic import FactInput, SemanticMemory
     from local_runtime.runtime import LocalRuntime
 
-    memo = MemoEmbedder(embedder)
+    memo = MemoEmbedder(embedder, embedding_cache)
     runtime = LocalRuntime.open(state_root, embedder=memo)
     await runtime.migrate()
-    config = RetrievalConfig()
+    config = RetrievalConfig.from_json(config_json)
     if fusion is not None:
         config = config.model_copy(
             update={"fusion": config.fusion.model_copy(update={"method": fusion})}
@@ -207,7 +223,7 @@ async def run_recall_bench(
     timing = {"ingest_s": 0.0, "facts": 0, "query_s": 0.0, "queries": 0}
     used: set[str] = set()
     try:
-        for conv in bench["conversations"]:
+        for conv in bench["conversations"][:conversations]:
             memories = conv["memories"]
             queries = queries_by_conv.get(conv["id"], [])
             tenant = _tenant_for(conv["id"], used)
@@ -221,12 +237,15 @@ async def run_recall_bench(
                     predicate="said",
                     source="bench",
                     valid_from=_epoch(m.get("timestamp")),
+                    # One session per session of the conversation (contextual indexing).
+                    session=f"{conv['id']}:{m['session']}" if "session" in m else None,
                     metadata={"memory_id": m["id"]},
                 )
                 for m in memories
             ]
             started = time.perf_counter()
             learned = await memory.learn_many(facts)
+            await runtime.background.drain()  # context that arrives later, as after a response
             timing["ingest_s"] += time.perf_counter() - started
             timing["facts"] += len(facts)
             pending = [r for r in learned if r.status != "active"]
@@ -262,6 +281,7 @@ async def run_recall_bench(
                     rows[name].append(row)
             progress(f"{conv['id']}: {len(memories)} memories, {len(queries)} queries")
     finally:
+        memo.save()
         await runtime.close()
     return {"rows": rows, "timing": timing}
 
@@ -303,6 +323,21 @@ def format_report(summary: dict[str, dict[str, dict[str, Any]]]) -> str:
     return "\n".join(lines)
 
 
+def final_json(summary: dict[str, dict[str, dict[str, Any]]]) -> dict[str, Any]:
+    """The last line: per method, recall@5 / recall@10 / MRR over all queries, and recall@10
+    and MRR per slice (cats 1-4 and each category)."""
+    out: dict[str, Any] = {}
+    for method, values in summary["all"].items():
+        row: dict[str, Any] = {m: round(values[m], 4) for m in METRICS}
+        row["by_category"] = {
+            label: {m: round(methods[method][m], 4) for m in ("recall@10", "mrr")}
+            for label, methods in summary.items()
+            if label != "all"
+        }
+        out[method] = row
+    return out
+
+
 def cmd_bench_recall(args: argparse.Namespace) -> int:
     data = Path(args.data)
     bench = json.loads(data.read_text())
@@ -323,6 +358,9 @@ def cmd_bench_recall(args: argparse.Namespace) -> int:
                 root,
                 subject_mode=args.subject,
                 fusion=args.fusion,
+                config_json=args.retrieval_config,
+                conversations=args.conversations,
+                embedding_cache=Path(args.embedding_cache) if args.embedding_cache else None,
                 progress=progress,
             )
         )
@@ -343,10 +381,7 @@ def cmd_bench_recall(args: argparse.Namespace) -> int:
         f"{timing['queries'] / max(timing['query_s'], 1e-9):.1f} queries/s; "
         f"total {time.perf_counter() - started:.1f}s"
     )
-    final = {
-        method: {m: round(values[m], 4) for m in METRICS}
-        for method, values in summary["all"].items()
-    }
+    final = final_json(summary)
     print(json.dumps(final, separators=(", ", ": ")))
     return 0
 
@@ -372,6 +407,21 @@ def register(sub: Any) -> None:
         choices=("relative", "rrf"),
         default=None,
         help="override the configured channel fusion (default: the configuration's)",
+    )
+    recall.add_argument(
+        "--retrieval-config",
+        default="",
+        help="MEMORY_RETRIEVAL_CONFIG JSON to run with (default: the built-in defaults)",
+    )
+    recall.add_argument(
+        "--conversations",
+        type=int,
+        default=None,
+        help="only the first N conversations (a faster loop; report full-set figures)",
+    )
+    recall.add_argument(
+        "--embedding-cache",
+        help="JSON file keeping the embeddings between runs (created if missing)",
     )
     recall.set_defaults(func=cmd_bench_recall)
     from local_runtime.commands.bench_updates import register as register_updates

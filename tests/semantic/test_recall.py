@@ -166,7 +166,7 @@ async def test_exact_subject_match_surfaces_a_fact_the_text_does_not_mention(
     assert "keyword" not in hit.channels
     assert hit.channels["exact"].raw == pytest.approx(0.5)
     # ...and together with a word of the content it comes first.
-    found = await memory.recall("call preferences of contact:hubspot_id:5550", 3)
+    found = await memory.recall("Tuesday calls of contact:hubspot_id:5550", 3)
     assert found.fact_ids[0] == fact.fact_id
     # A subject filter is the precise lookup.
     only = await memory.recall("anything", 5, {"subject": "contact:hubspot_id:5550"})

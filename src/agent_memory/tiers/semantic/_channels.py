@@ -2,8 +2,9 @@
 
 * `vector`: cosine similarity in the tenant's namespace, filtered by tenant and embedding
   config (top `candidate_pool`, ≤ 100);
-* `keyword`: D1 FTS5 over fact content ranked by `bm25()`, the user's text quoted term by
-  term so punctuation and FTS5 operators are searched for, never parsed;
+* `keyword`: BM25F over the tenant's own keyword index (`_keyword`, migration 0009): the
+  memory's text and, at a lower weight, its session context and date; the user's text only
+  ever becomes bound parameters (a JSON list of terms);
 * `exact`: facts whose subject or predicate equals a string the query names.
 Each returns `ChannelHit`s, higher score better; `is_live` is the row test every result
 must pass (active, inside its validity window, matching the filters).
@@ -16,8 +17,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from agent_memory.retrieval.bm25 import query_terms
 from agent_memory.retrieval.fusion import ChannelHit
-from agent_memory.retrieval.terms import exact_match_candidates, fts5_match_expression
+from agent_memory.retrieval.terms import exact_match_candidates
+from agent_memory.tiers.semantic._keyword import KeywordIndex, KeywordQuery
 from agent_memory.tiers.semantic._scope import FactScope, check_matrix, ms
 from agent_memory.tiers.semantic.models import MemoryInputError, RecallFilters
 from bindings.ports.sql import Row, SqlValue
@@ -28,6 +31,7 @@ class RecallChannels:
 
     def __init__(self, scope: FactScope) -> None:
         self._s = scope
+        self._keyword = KeywordIndex(scope)
 
     async def vector(
         self,
@@ -86,28 +90,35 @@ class RecallChannels:
         if filters.min_confidence is not None:
             sql += " AND f.confidence >= ?"
             params.append(float(filters.min_confidence))
+        if filters.valid_from_after is not None:
+            sql += " AND f.valid_from >= ?"
+            params.append(ms(filters.valid_from_after))
+        if filters.valid_from_before is not None:
+            sql += " AND f.valid_from < ?"
+            params.append(ms(filters.valid_from_before))
         return sql, params
 
     async def keyword(
         self, query: str, filters: RecallFilters, limit: int, now: float
-    ) -> list[ChannelHit]:
-        expression = fts5_match_expression(query)
-        if expression is None:
-            return []
+    ) -> tuple[list[ChannelHit], KeywordQuery | None]:
+        """The keyword channel's candidates (`_keyword.KeywordIndex.candidates`), and the
+        prepared query that scores any other candidate (`score_keyword`)."""
+        terms = query_terms(query)
+        if not terms:
+            return [], None
+        prepared = await self._keyword.prepare(terms, self._s.config.keyword.params())
         extra, params = self._row_filter_sql(filters, now)
-        result = (
-            await self._s.db.prepare(
-                "SELECT f.fact_id AS fact_id, bm25(semantic_facts_fts) AS bm25 "
-                "FROM semantic_facts_fts JOIN semantic_facts AS f "
-                "ON f.fts_rowid = semantic_facts_fts.rowid "
-                f"WHERE f.tenant_id = ? AND semantic_facts_fts MATCH ?{extra} "
-                "ORDER BY bm25 ASC, f.fact_id ASC LIMIT ?"
-            )
-            .bind(self._s.tenant_id, expression, *params, limit)
-            .all()
-        )
-        # bm25() is smaller for better matches; flip it so higher is better everywhere.
-        return [ChannelHit(id=row["fact_id"], score=-float(row["bm25"])) for row in result.results]
+        narrowed = filters.model_dump(exclude_none=True) != {}
+        hits = await self._keyword.candidates(prepared, extra, params, limit, narrowed=narrowed)
+        return hits, prepared
+
+    async def score_keyword(
+        self, prepared: KeywordQuery | None, fact_ids: Sequence[str]
+    ) -> dict[str, float]:
+        """The keyword score (BM25F) of each of `fact_ids`; {} without keyword terms."""
+        if prepared is None:
+            return {}
+        return await self._keyword.score(prepared, fact_ids)
 
     async def exact(
         self, query: str, filters: RecallFilters, limit: int, now: float
@@ -160,6 +171,14 @@ class RecallChannels:
         if filters.subject is not None and row["subject"] != filters.subject:
             return False
         if filters.predicate is not None and row["predicate"] != filters.predicate:
+            return False
+        if filters.valid_from_after is not None and int(row["valid_from"]) < ms(
+            filters.valid_from_after
+        ):
+            return False
+        if filters.valid_from_before is not None and int(row["valid_from"]) >= ms(
+            filters.valid_from_before
+        ):
             return False
         return not (
             filters.min_confidence is not None and float(row["confidence"]) < filters.min_confidence

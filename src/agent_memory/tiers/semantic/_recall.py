@@ -5,7 +5,8 @@ row is gone is dropped and deleted), fuses the channels (`retrieval.fusion`), sc
 candidate with its tier's weights (`retrieval.scoring`) and reads full rows for the returned
 ones only. Candidates do not depend on the limit, so a longer ranking starts with what a
 shorter one returns. When asked to record, the returned facts' recall statistics and one
-`memory_retrieved` event commit together in one D1 batch.
+`memory_retrieved` event commit together in one D1 batch, after the response
+(`_recall_record`).
 """
 
 from __future__ import annotations
@@ -18,12 +19,9 @@ from agent_memory.governance.events import RetrievedItem, memory_retrieved
 from agent_memory.retrieval.fusion import ChannelHit, ChannelResult, fuse
 from agent_memory.retrieval.scoring import breakdown, information_density, score_parts
 from agent_memory.retrieval.terms import exact_match_candidates
-from agent_memory.statements import IDS_PER_STATEMENT, chunks
 from agent_memory.tiers.semantic._channels import RecallChannels
-from agent_memory.tiers.semantic._scope import (
-    FactScope,
-    ms,
-)
+from agent_memory.tiers.semantic._recall_record import RecallRecord, RecallRecorder
+from agent_memory.tiers.semantic._scope import FactScope
 from agent_memory.tiers.semantic._vectors import VectorSync
 from agent_memory.tiers.semantic.keys import FactKey, KeySource
 from agent_memory.tiers.semantic.models import (
@@ -33,14 +31,13 @@ from agent_memory.tiers.semantic.models import (
     RecallResult,
 )
 from agent_memory.tiers.semantic.update_rules import judge_update
-from bindings.ports.d1 import D1Statement
 from bindings.ports.sql import Row
 from bindings.ports.vectorize import VECTORIZE_MAX_TOP_K
 
 # What ranking needs of a candidate row; full rows are read for the returned ones only.
 _SCORING_COLUMNS = (
     "fact_id, status, valid_from, valid_to, created_at, agent_type, subject, predicate, "
-    "confidence, content, updated_at, key_entity, key_attribute, key_source"
+    "confidence, content, updated_at, key_entity, key_attribute, key_source, session_key"
 )
 # How far below the newer statement a stale one is placed (scores are rounded to 6 places).
 _STALE_GAP = 1e-6
@@ -50,11 +47,14 @@ STALE_GUARD_WINDOW = 30
 def stale_statements(rows: Sequence[Row]) -> dict[str, str]:
     """Among candidate rows, the older statements a newer one about the same key updates
     (`update_rules.judge_update` says `update`): {older fact id: newest such fact id}. Rows without
-    a key (written before keys existed) are never marked."""
+    a key (written before keys existed) are never marked, nor are memories of a session
+    (dialogue turns, a run's log): the rules misjudge consecutive utterances of one speaker
+    as updates (on the LoCoMo dev split ~15 false "updates" per query among the candidates),
+    so their updates are left to the reconciler, which sees the whole session."""
     by_entity: dict[str, list[Row]] = {}
     for row in rows:
         entity = row.get("key_entity") or ""
-        if entity:
+        if entity and row.get("session_key") is None:
             by_entity.setdefault(str(entity), []).append(row)
     stale: dict[str, str] = {}
     for group in by_entity.values():
@@ -86,6 +86,7 @@ class Recaller:
         self._s = scope
         self._vectors = vectors
         self._channels = RecallChannels(scope)
+        self._recorder = RecallRecorder(scope)
 
     async def run(
         self,
@@ -103,7 +104,11 @@ class Recaller:
         # Candidates do not depend on `limit`: `rank(q, 500)` starts with what
         # `recall(q, 5)` returns, in the same order.
         pool = self._s.config.candidate_pool
-        vector_hits, keyword_hits, (exact_hits, exact_complete) = await asyncio.gather(
+        (
+            vector_hits,
+            (keyword_hits, keyword_query),
+            (exact_hits, exact_complete),
+        ) = await asyncio.gather(
             self._channels.vector(query, query_vector, filters, min(pool, VECTORIZE_MAX_TOP_K)),
             self._channels.keyword(query, filters, pool, now),
             self._channels.exact(query, filters, pool, now),
@@ -122,6 +127,13 @@ class Recaller:
             await self._vectors.drop_stray(stray)
         live = {fid: row for fid, row in rows.items() if self._channels.is_live(row, filters, now)}
         dropped += [fid for fid in rows if fid not in live]
+        # The keyword channel is normalised over every channel's candidates, not its own
+        # top `pool` only: each live candidate gets its exact BM25F score (0 if no term).
+        keyword_scores = await self._channels.score_keyword(keyword_query, list(live))
+        keyword_live = sorted(
+            (ChannelHit(id=fid, score=s) for fid, s in keyword_scores.items() if s > 0),
+            key=lambda h: (-h.score, h.id),
+        )
 
         candidates_named = set(exact_match_candidates(query))
         strength = {
@@ -131,7 +143,7 @@ class Recaller:
         }
         channels = [
             ChannelResult(name="vector", hits=[h for h in vector_hits if h.id in live]),
-            ChannelResult(name="keyword", hits=[h for h in keyword_hits if h.id in live]),
+            ChannelResult(name="keyword", hits=keyword_live, floor=0.0),
         ]
         feature: dict[str, dict[str, float]] = {}
         if exact_complete:
@@ -146,7 +158,11 @@ class Recaller:
             # Too many facts share the named subject/predicate to list them all: the match
             # only scores the other channels' candidates.
             feature["exact"] = {fid: s for fid, s in strength.items() if s > 0}
-        fused = fuse(channels, self._s.config.fusion, feature_scores=feature)
+        embedder = self._s.embedder
+        fusion = self._s.config.fusion
+        if embedder is not None:
+            fusion = fusion.for_model(embedder.config.model)
+        fused = fuse(channels, fusion, feature_scores=feature)
         weights = self._s.config.weights_for(self._s.tier)
         ranked = []
         for item in fused:
@@ -229,18 +245,8 @@ class Recaller:
             agent_type=self._s.agent_type,
             run_id=self._s.run_id,
         )
-        statements: list[D1Statement] = []
-        ids = [r.fact.fact_id for r in results]
-        for chunk in chunks(ids, IDS_PER_STATEMENT):
-            marks = ", ".join("?" for _ in chunk)
-            statements.append(
-                self._s.db.prepare(
-                    "UPDATE semantic_facts SET last_recalled_at = ?, "
-                    "recall_count = recall_count + 1 "
-                    f"WHERE tenant_id = ? AND fact_id IN ({marks})"
-                ).bind(ms(now), self._s.tenant_id, *chunk)
-            )
-        statements.append(self._s.events.statement(event))
-        # The stats and the event commit together (one D1 batch is one transaction).
-        await self._s.db.batch(statements)
+        # Written after the response, retried, never lost (`_recall_record`).
+        await self._recorder.submit(
+            RecallRecord(event=event, fact_ids=[r.fact.fact_id for r in results], now=now)
+        )
         return event.event_id

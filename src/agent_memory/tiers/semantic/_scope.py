@@ -8,7 +8,8 @@ with `tenant_id = ?`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,11 +19,14 @@ from agent_memory.retrieval.scoring import RetrievalConfig, Tier
 from agent_memory.statements import IDS_PER_STATEMENT, chunks
 from agent_memory.tiers.semantic.models import SemanticTierUnavailable, embedding_tag
 from agent_memory.tiers.semantic.tenant_vectors import own_vector_ids
+from bindings.ports.background import BackgroundTasks
 from bindings.ports.clock import Clock
 from bindings.ports.d1 import D1Database
 from bindings.ports.embedder import Embedder, EmbeddingConfig
 from bindings.ports.sql import Row
 from bindings.ports.vectorize import VectorIndex
+
+log = logging.getLogger(__name__)
 
 EMBED_BATCH = 100  # Workers AI takes ≤ 100 texts per call
 
@@ -57,6 +61,23 @@ class FactScope:
     tier: Tier
     events: EventLog
     gate: WriteGate
+    # `ctx.waitUntil`: work that may finish after the response. None: done before returning.
+    background: BackgroundTasks | None = None
+
+    async def after_response(self, work: Coroutine[Any, Any, None], what: str) -> None:
+        """Run `work` after the response when a background is bound, else now. A failure is
+        logged, never raised: `work` must be something the caller's result does not need."""
+
+        async def guarded() -> None:
+            try:
+                await work
+            except Exception as exc:
+                log.warning("%s failed for tenant %s: %s", what, self.tenant_id, exc)
+
+        if self.background is not None:
+            self.background.wait_until(guarded())
+        else:
+            await guarded()
 
     def require_embedder(self) -> Embedder:
         if self.embedder is None:

@@ -13,13 +13,15 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from pydantic import ValidationError
 
 from agent_memory.governance.policy import WriteDenied, WriteProposal
 from agent_memory.ids import content_hash, is_ulid, new_ulid
-from agent_memory.statements import IDS_PER_STATEMENT, STATEMENTS_PER_BATCH, chunks
+from agent_memory.statements import STATEMENTS_PER_BATCH, chunks
+from agent_memory.tiers.semantic._context import ContextPlan, SessionContext
+from agent_memory.tiers.semantic._keying import derive_keys
 from agent_memory.tiers.semantic._scope import (
     EMBED_BATCH,
     FactScope,
@@ -27,7 +29,7 @@ from agent_memory.tiers.semantic._scope import (
     ms,
 )
 from agent_memory.tiers.semantic._vectors import VectorJob, VectorSync
-from agent_memory.tiers.semantic.keys import FactKey, derive_key, entity_candidates
+from agent_memory.tiers.semantic.keys import FactKey
 from agent_memory.tiers.semantic.models import (
     DEFAULT_SUBJECT,
     DeleteResult,
@@ -45,57 +47,13 @@ PENDING_RETRY_ON_WRITE = 10
 PAIRS_PER_STATEMENT = 45  # (subject, hash) pairs: 2 parameters each + tenant
 
 
-class KeyedText(Protocol):
-    """What a key is derived from: a new `FactInput`, or a stored row being backfilled."""
-
-    @property
-    def content(self) -> str: ...
-
-    @property
-    def subject(self) -> str: ...
-
-    @property
-    def predicate(self) -> str: ...
-
-    @property
-    def metadata(self) -> dict[str, Any]: ...
-
-
-async def derive_keys(scope: FactScope, inputs: Sequence[KeyedText]) -> list[FactKey]:
-    """Each input's key (`keys.derive_key`), with the names the tenant already has facts
-    about found in one indexed lookup (`known_subject`)."""
-    names = [name for fact in inputs for name in entity_candidates(fact.content)]
-    wanted = list(dict.fromkeys(names))[:IDS_PER_STATEMENT]
-    known: set[str] = set()
-    if wanted:
-        marks = ", ".join("?" for _ in wanted)
-        result = (
-            await scope.db.prepare(
-                "SELECT DISTINCT key_entity FROM semantic_facts WHERE tenant_id = ? "
-                f"AND key_entity IN ({marks})"
-            )
-            .bind(scope.tenant_id, *wanted)
-            .all()
-        )
-        known = {str(row["key_entity"]) for row in result.results}
-    return [
-        derive_key(
-            fact.content,
-            subject=fact.subject,
-            predicate=fact.predicate,
-            metadata=fact.metadata,
-            known_entities=known,
-        )
-        for fact in inputs
-    ]
-
-
 class FactWriter:
     """Learns and deletes one tenant's facts."""
 
     def __init__(self, scope: FactScope, vectors: VectorSync) -> None:
         self._s = scope
         self._vectors = vectors
+        self._context = SessionContext(scope)
 
     def validate_facts(self, facts: Sequence[FactInput | Mapping[str, Any]]) -> list[FactInput]:
         out: list[FactInput] = []
@@ -141,6 +99,15 @@ class FactWriter:
             first_of.setdefault((fact.subject, hashes[index]), index)
         existing = await self._find_by_hash(list(first_of))
         keys = await derive_keys(self._s, inputs)
+        items = [
+            (
+                fact.session or fact.learned_from_run_id or self._s.run_id,
+                fact.content,
+                fact.valid_from if fact.valid_from is not None else now,
+            )
+            for fact in inputs
+        ]
+        plans, before_call = await self._context.plan(items)
         results: dict[int, LearnResult] = {}
         todo: list[int] = []  # indexes (first occurrences) that need a vector
         failed = False
@@ -156,7 +123,7 @@ class FactWriter:
             else:
                 todo.append(index)
         for batch in chunks(todo, max(1, min(embed_batch, EMBED_BATCH))):
-            texts = [inputs[i].content for i in batch]
+            texts = [plans[i].embed_text for i in batch]
             matrix = await embedder.embed(texts)
             check_matrix(matrix, len(texts), embedder.config)
             jobs: dict[int, VectorJob] = {}
@@ -174,7 +141,13 @@ class FactWriter:
                     (
                         index,
                         self._insert_statement(
-                            fact, fact_id, hashes[index], embedder.config, now, keys[index]
+                            fact,
+                            fact_id,
+                            hashes[index],
+                            embedder.config,
+                            now,
+                            keys[index],
+                            plans[index],
                         ),
                     )
                 )
@@ -238,6 +211,12 @@ class FactWriter:
         await self._s.gate.committed(
             [proposals[i] for i in created_at], [ordered[i].fact_id for i in created_at]
         )
+        if created_at:
+            created_items = [items[i] for i in created_at]
+            await self._s.after_response(
+                self._context.extend_following(before_call, created_items),
+                "adding later context to earlier memories",
+            )
         if todo and not failed:
             await self._retry_pending_after_write()
         return ordered
@@ -278,6 +257,7 @@ class FactWriter:
         config: EmbeddingConfig,
         now: float,
         key: FactKey,
+        plan: ContextPlan,
     ) -> D1Statement:
         valid_from = ms(fact.valid_from) if fact.valid_from is not None else ms(now)
         valid_to = ms(fact.valid_to) if fact.valid_to is not None else None
@@ -287,9 +267,10 @@ class FactWriter:
             "INSERT INTO semantic_facts (tenant_id, fact_id, agent_type, subject, predicate, "
             "object, content, metadata, confidence, source, learned_from_run_id, "
             "embedding_provider, embedding_model, embedding_dimensions, content_hash, status, "
-            "valid_from, valid_to, created_at, updated_at, key_entity, key_attribute, key_source) "
+            "valid_from, valid_to, created_at, updated_at, key_entity, key_attribute, key_source, "
+            "session_key, index_terms, index_length, context_length) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending_vector', ?, ?, ?, ?, "
-            "?, ?, ?) "
+            "?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT (tenant_id, subject, content_hash) DO NOTHING"
         ).bind(
             self._s.tenant_id,
@@ -314,6 +295,10 @@ class FactWriter:
             key.entity,
             key.attribute,
             key.source,
+            plan.session,
+            plan.entry.index_terms,
+            plan.entry.length,
+            plan.entry.context_length,
         )
 
     async def _insert_rows(self, inserts: Sequence[tuple[int, D1Statement]]) -> list[int]:

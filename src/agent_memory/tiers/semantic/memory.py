@@ -66,6 +66,7 @@ from agent_memory.tiers.semantic.models import (
     SemanticTierUnavailable,
     namespace_for_tenant,
 )
+from bindings.ports.background import BackgroundTasks
 from bindings.ports.clock import Clock
 from bindings.ports.d1 import D1Database
 from bindings.ports.embedder import Embedder
@@ -93,6 +94,7 @@ class SemanticMemory:
         run_id: str | None = None,
         tier: Tier = "semantic",
         gate: WriteGate | None = None,
+        background: BackgroundTasks | None = None,
     ) -> None:
         if not isinstance(tenant_id, str) or not TENANT_RE.fullmatch(tenant_id):
             raise ValueError(f"invalid tenant id {tenant_id!r}")
@@ -112,6 +114,7 @@ class SemanticMemory:
             # Writes are proposals checked by the write policy; committed facts get a
             # `memory_written` event (ADR-0051, `agent_memory.governance.policy`).
             gate=gate or WriteGate(tenant_id, clock=clock, events=events),
+            background=background,
         )
         self._vectors = VectorSync(self._s)
         self._writer = FactWriter(self._s, self._vectors)
@@ -142,6 +145,7 @@ class SemanticMemory:
             config=config,
             agent_type=agent_type,
             run_id=run_id,
+            background=getattr(bindings, "background", None),
         )
 
     @property

@@ -1,0 +1,178 @@
+"""Recall's keyword channel over the per-tenant index of migration 0009.
+
+Two steps, both tenant-first:
+
+1. `candidates`: the tenant's statistics (facts, lengths, each query term's df) in one
+   batch, then one aggregate over the postings of the query's rarer terms, scored with the
+   BM25F formula in SQL from the postings alone (they carry their fact's lengths), and
+   only the best rows read, best `limit` first. Cost is bounded for very common words: terms
+   are taken rarest first while their postings add up to at most `POSTINGS_BUDGET`; a
+   term held by more facts than that drives no candidates (its postings are never scanned)
+   but still scores them in step 2. When even the rarest term exceeds the budget, only its
+   newest `POSTINGS_BUDGET` postings are read.
+2. `score`: the exact BM25F (`retrieval.bm25.bm25f`, every query term) of any set of facts —
+   the union of every channel's candidates, so the keyword channel is normalised over the
+   same candidates as the others — from their postings: |terms| x |facts| primary-key
+   probes, however common the words.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from agent_memory.retrieval.bm25 import Bm25Params, TenantStats, bm25f, idf
+from agent_memory.retrieval.fusion import ChannelHit
+from agent_memory.tiers.semantic._scope import FactScope
+from bindings.ports.sql import SqlValue
+
+POSTINGS_BUDGET = 2_000
+# Two bound parameters per driving term (D1 allows 100 per statement).
+MAX_DRIVING_TERMS = 16
+
+
+@dataclass(frozen=True, slots=True)
+class KeywordQuery:
+    """A query's terms with the tenant's statistics for them."""
+
+    terms: list[str]
+    df: dict[str, int]
+    stats: TenantStats
+    params: Bm25Params
+
+    @property
+    def idfs(self) -> dict[str, float]:
+        return {t: idf(self.df.get(t, 0), self.stats.docs) for t in self.terms}
+
+
+class KeywordIndex:
+    """One tenant's keyword index, read side."""
+
+    def __init__(self, scope: FactScope) -> None:
+        self._s = scope
+
+    async def prepare(self, terms: Sequence[str], params: Bm25Params) -> KeywordQuery:
+        """The tenant's statistics and each term's df (one D1 batch)."""
+        stats_stmt = self._s.db.prepare(
+            "SELECT docs, total_length, total_context_length FROM semantic_index_stats "
+            "WHERE tenant_id = ?"
+        ).bind(self._s.tenant_id)
+        df_stmt = self._s.db.prepare(
+            "SELECT term, df FROM semantic_term_stats WHERE tenant_id = ? "
+            "AND term IN (SELECT value FROM json_each(?))"
+        ).bind(self._s.tenant_id, json.dumps(list(terms)))
+        stats_result, df_result = await self._s.db.batch([stats_stmt, df_stmt])
+        row = stats_result.results[0] if stats_result.results else None
+        stats = TenantStats(
+            docs=int(row["docs"]) if row else 0,
+            total_length=int(row["total_length"]) if row else 0,
+            total_context_length=int(row["total_context_length"]) if row else 0,
+        )
+        df = {str(r["term"]): int(r["df"]) for r in df_result.results}
+        return KeywordQuery(terms=list(terms), df=df, stats=stats, params=params)
+
+    async def candidates(
+        self,
+        query: KeywordQuery,
+        extra_sql: str,
+        extra_params: Sequence[SqlValue],
+        limit: int,
+        *,
+        narrowed: bool,
+    ) -> list[ChannelHit]:
+        """Up to `limit` live facts matching the query's rarer terms, best first (see the
+        module docstring). `extra_sql` / `extra_params`: the row conditions on `f`;
+        `narrowed`: they go beyond liveness (filters), so more postings are ranked before
+        the rows are checked."""
+        present = sorted(
+            (t for t in query.terms if query.df.get(t, 0) > 0), key=query.df.__getitem__
+        )
+        driving: list[str] = []
+        total = 0
+        for term in present[:MAX_DRIVING_TERMS]:
+            if driving and total + query.df[term] > POSTINGS_BUDGET:
+                break
+            driving.append(term)
+            total += query.df[term]
+        if not driving:
+            return []
+        idfs = query.idfs
+        p = query.params
+        avg = query.stats.average_length(p)
+        w = p.context_weight
+        freq = f"(tf + {w!r} * context_tf)"
+        length = f"(length + {w!r} * context_length)"
+        weight = "CASE term " + " ".join("WHEN ? THEN ?" for _ in driving) + " END"
+        score = (
+            f"SUM({weight} * {freq} * {p.k1 + 1.0!r} / ({freq} + {p.k1!r} * "
+            f"({1.0 - p.b!r} + {p.b!r} * {length} / {avg!r})))"
+        )
+        weights: list[SqlValue] = [v for t in driving for v in (t, idfs[t])]
+        if total > POSTINGS_BUDGET:
+            # One term alone exceeds the budget: its newest postings only.
+            postings = (
+                "(SELECT * FROM semantic_terms WHERE tenant_id = ? AND term = ? "
+                "ORDER BY fts_rowid DESC LIMIT ?)"
+            )
+            postings_params: list[SqlValue] = [self._s.tenant_id, driving[0], POSTINGS_BUDGET]
+        else:
+            marks = ", ".join("?" for _ in driving)
+            postings = f"(SELECT * FROM semantic_terms WHERE tenant_id = ? AND term IN ({marks}))"
+            postings_params = [self._s.tenant_id, *driving]
+        # Rank the postings alone (no row reads), then check the best rows: dead or filtered
+        # rows are skipped, so rank more than `limit` (all of them when filters narrow).
+        ranked = POSTINGS_BUDGET if narrowed else 2 * limit
+        result = (
+            await self._s.db.prepare(
+                f"SELECT f.fact_id AS fact_id, t.score AS score FROM "
+                f"(SELECT fts_rowid, {score} AS score FROM {postings} "
+                "GROUP BY fts_rowid ORDER BY score DESC LIMIT ?) AS t "
+                "CROSS JOIN semantic_facts AS f "
+                f"WHERE f.fts_rowid = t.fts_rowid AND f.tenant_id = ?{extra_sql} "
+                "ORDER BY t.score DESC, f.fact_id ASC LIMIT ?"
+            )
+            .bind(
+                *weights,
+                *postings_params,
+                ranked,
+                self._s.tenant_id,
+                *extra_params,
+                limit,
+            )
+            .all()
+        )
+        return [ChannelHit(id=str(r["fact_id"]), score=float(r["score"])) for r in result.results]
+
+    async def score(self, query: KeywordQuery, fact_ids: Sequence[str]) -> dict[str, float]:
+        """The exact BM25F of each of `fact_ids` (0.0 when it holds no query term)."""
+        if not fact_ids or not query.terms:
+            return {}
+        result = (
+            await self._s.db.prepare(
+                "SELECT f.fact_id AS fact_id, f.index_length AS length, "
+                "f.context_length AS context_length, p.term AS term, p.tf AS tf, "
+                "p.context_tf AS context_tf "
+                # CROSS JOIN: facts first (by id), then one primary-key probe per term.
+                "FROM semantic_facts AS f CROSS JOIN semantic_terms AS p "
+                "WHERE f.tenant_id = ? AND f.fact_id IN (SELECT value FROM json_each(?)) "
+                "AND p.tenant_id = f.tenant_id AND p.fts_rowid = f.fts_rowid "
+                "AND p.term IN (SELECT value FROM json_each(?))"
+            )
+            .bind(self._s.tenant_id, json.dumps(list(fact_ids)), json.dumps(query.terms))
+            .all()
+        )
+        postings: dict[str, list[tuple[str, int, int]]] = {}
+        lengths: dict[str, tuple[int, int]] = {}
+        for r in result.results:
+            fid = str(r["fact_id"])
+            postings.setdefault(fid, []).append(
+                (str(r["term"]), int(r["tf"]), int(r["context_tf"]))
+            )
+            lengths[fid] = (int(r["length"]), int(r["context_length"]))
+        idfs = query.idfs
+        avg = query.stats.average_length(query.params)
+        return {
+            fid: bm25f(items, *lengths[fid], idfs, avg, query.params)
+            for fid, items in postings.items()
+        }
