@@ -92,7 +92,7 @@ class Bm25Params:
 
     k1: float = 1.2
     b: float = 0.75
-    context_weight: float = 0.3
+    context_weight: float = 0.4
 
 
 @dataclass(frozen=True, slots=True)

@@ -70,10 +70,11 @@ class FusionConfig(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     method: FusionMethod = "relative"
-    # Equal weights for the two full-text channels; exact matches on subject/predicate are
-    # a nudge, not a verdict (a common subject matches half a tenant's facts).
+    # Equal weights for the two full-text channels unless the embedding model has its own
+    # (`model_weights`); exact matches on subject/predicate are a nudge, not a verdict (a
+    # common subject matches half a tenant's facts). 0.4 was chosen on the LoCoMo dev split.
     channel_weights: dict[str, float] = Field(
-        default_factory=lambda: {"vector": 1.0, "keyword": 1.0, "exact": 0.25}
+        default_factory=lambda: {"vector": 1.0, "keyword": 1.0, "exact": 0.4}
     )
     rrf_k: int = Field(default=60, ge=1)
     # Channel weights per embedding model, overriding `channel_weights` for the channels they
@@ -83,7 +84,7 @@ class FusionConfig(BaseModel):
     # than MiniLM on public retrieval benchmarks; Workers AI cannot run offline to tune it).
     model_weights: dict[str, dict[str, float]] = Field(
         default_factory=lambda: {
-            "sentence-transformers/all-MiniLM-L6-v2": {"vector": 1.0, "keyword": 1.0},
+            "sentence-transformers/all-MiniLM-L6-v2": {"vector": 0.6, "keyword": 1.0},
             "@cf/baai/bge-": {"vector": 1.0, "keyword": 1.0},
         }
     )

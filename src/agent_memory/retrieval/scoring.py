@@ -89,7 +89,7 @@ class KeywordConfig(BaseModel):
     k1: float = Field(default=1.2, gt=0.0, le=10.0)
     b: float = Field(default=0.75, ge=0.0, le=1.0)
     # The weight of a memory's context (session neighbours, date words) against its own text.
-    context_weight: float = Field(default=0.3, ge=0.0, le=1.0)
+    context_weight: float = Field(default=0.4, ge=0.0, le=1.0)
 
     def params(self) -> Bm25Params:
         return Bm25Params(k1=self.k1, b=self.b, context_weight=self.context_weight)
