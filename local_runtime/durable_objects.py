@@ -45,6 +45,11 @@ class LocalDurableObjectNamespace:
     def get_by_name(self, name: str) -> LocalDurableObjectStub:
         return LocalDurableObjectStub(self, name)
 
+    def evict_all(self) -> None:
+        """Forget every live object, as an eviction does: the next call to one constructs
+        it again (and runs `initialize`) over its storage."""
+        self._instances.clear()
+
     async def _call(self, name: str, method: str, payload: dict[str, Any]) -> dict[str, Any]:
         sent = json.loads(json.dumps(payload))
         async with self._registry.lock(name):

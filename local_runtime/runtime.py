@@ -23,7 +23,7 @@ from bindings.ports.llm import LLM
 from bindings.settings import Settings
 from local_runtime.access_dev import DEV_AUD, DEV_TEAM_DOMAIN, DevAccessTransport
 from local_runtime.adapters.d1 import SqliteD1
-from local_runtime.adapters.do_sql import DurableObjectStorageRegistry
+from local_runtime.adapters.do_sql import DurableObjectStorageRegistry, LocalDurableObjectStorage
 from local_runtime.adapters.kv import SqliteKV
 from local_runtime.adapters.object_store import LocalObjectStore
 from local_runtime.adapters.rate_limit import FixedWindowRateLimiter
@@ -167,6 +167,16 @@ class LocalRuntime:
             resolve_host=resolve_host,
             embed_rate_limiter=self.embed_rate_limiter,
         )
+
+    def durable_object_storage(self, name: str) -> LocalDurableObjectStorage:
+        """The storage of the Durable Object named `name` (for tests and the CLI)."""
+        return self._do_registry.storage(name)
+
+    def evict_durable_objects(self) -> None:
+        """Evict every Durable Object: instances are dropped and their SQLite files closed
+        (which checkpoints and removes each write-ahead log); the next call reopens them."""
+        self.agents.evict_all()
+        self._do_registry.close()
 
     def _agent_core(self, storage: DurableObjectStorage) -> AgentRuntimeCore:
         return AgentRuntimeCore(storage, self.bindings())

@@ -11,6 +11,7 @@ RPC methods (payloads in `agent_runtime_do.protocol`):
 * `record_outcome` report a run's outcome score to the procedural bandit;
 * `workflows`      the bandit's workflows, or only the pack candidates (admin);
 * `state`          the instance's `turn_state` row;
+* `erase_subject`  remove a subject's traces from this object (`agent_runtime_do.erase`);
 * `ping`.
 
 A `run` validates first (nothing is written for a bad payload, an unknown agent type or a
@@ -34,6 +35,7 @@ from pydantic import ValidationError
 from agent_memory.governance.agent_types import AgentType, get_agent_type
 from agent_memory.governance.events import EventLog
 from agent_memory.governance.policy import WriteGate
+from agent_memory.lifecycle.erase import subject_digest
 from agent_memory.tiers.episodic import (
     EpisodicStore,
     EpisodicWriter,
@@ -41,8 +43,10 @@ from agent_memory.tiers.episodic import (
     Sleep,
 )
 from agent_memory.tiers.procedural import ProceduralMemory, UnknownWorkflowError
+from agent_runtime_do.erase import erase_subject_traces
 from agent_runtime_do.outbox import DurableOutbox, pending_by_tenant
 from agent_runtime_do.protocol import (
+    ErasePayload,
     OutcomePayload,
     RunLogPayload,
     RunPayload,
@@ -322,5 +326,32 @@ class AgentRuntimeCore:
             found = self.procedural.workflows(agent_type.name, request.task_type)
         return {"workflows": [w.summary() for w in found]}
 
+    async def rpc_erase_subject(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """Remove the subject's traces from this object (`agent_runtime_do.erase`).
 
-RPC_METHODS = frozenset({"ping", "state", "run", "run_log", "record_outcome", "workflows"})
+        Episodic writes still in flight are waited for first: one landing in D1 after the
+        erase would bring a trace back. If they do not settle in time nothing is erased and
+        the answer is 503 `writes_in_flight` (the eraser reports the erase incomplete and
+        keeps the D1 rows, so repeating it finds everything again)."""
+        try:
+            request = ErasePayload.model_validate(payload)
+        except ValidationError as exc:
+            return _invalid(exc)
+        await self.flush_writes()
+        if self._writer is not None and self._writer.pending:
+            return rpc_error(503, "writes_in_flight", "episodic writes are still in flight")
+        counts = erase_subject_traces(self.storage, request.subject, request.run_ids)
+        log.info(
+            "erase %s/%s:%s subject=%s: %s",
+            request.tenant,
+            request.agent_type,
+            request.instance_id,
+            subject_digest(request.subject),
+            counts.as_dict(),
+        )
+        return {"erased": counts.as_dict()}
+
+
+RPC_METHODS = frozenset(
+    {"ping", "state", "run", "run_log", "record_outcome", "workflows", "erase_subject"}
+)
