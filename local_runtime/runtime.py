@@ -16,6 +16,7 @@ from typing import Any
 
 from agent_runtime_do.runtime import AgentRuntimeCore
 from bindings.environment import Bindings
+from bindings.ports.alarms import AlarmStorage
 from bindings.ports.clock import Clock, SystemClock
 from bindings.ports.do_sql import DurableObjectStorage
 from bindings.ports.embedder import Embedder
@@ -23,6 +24,7 @@ from bindings.ports.llm import LLM
 from bindings.settings import Settings
 from local_runtime.access_dev import DEV_AUD, DEV_TEAM_DOMAIN, DevAccessTransport
 from local_runtime.adapters.d1 import SqliteD1
+from local_runtime.adapters.do_alarms import AlarmTable
 from local_runtime.adapters.do_sql import DurableObjectStorageRegistry, LocalDurableObjectStorage
 from local_runtime.adapters.kv import SqliteKV
 from local_runtime.adapters.object_store import LocalObjectStore
@@ -123,7 +125,9 @@ class LocalRuntime:
         self.llm: LLM | None = llm if llm is not None else build_local_llm(self.settings)
         self._do_registry = DurableObjectStorageRegistry(state.durable_objects)
         self.http_transport = DevAccessTransport(state.access)
-        self.agents = LocalDurableObjectNamespace(self._do_registry, self._agent_core)
+        self.agents = LocalDurableObjectNamespace(
+            self._do_registry, self._agent_core, AlarmTable(state.alarms)
+        )
         # Like wrangler.toml's EMBED_RATE_LIMITER (the numbers come from the settings).
         self.embed_rate_limiter = FixedWindowRateLimiter(
             limit=self.settings.embed_rate_limit,
@@ -178,9 +182,23 @@ class LocalRuntime:
         self.agents.evict_all()
         self._do_registry.close()
 
-    def _agent_core(self, storage: DurableObjectStorage) -> AgentRuntimeCore:
-        return AgentRuntimeCore(storage, self.bindings())
+    async def fire_due_alarms(self) -> list[str]:
+        """Run every Durable Object alarm due now (by this runtime's clock)."""
+        return await self.agents.run_due_alarms(self.clock.now())
+
+    async def run_alarms(self, poll_seconds: float = 1.0) -> None:
+        """Fire alarms as they fall due, until cancelled (the dev server's alarm loop)."""
+        while True:
+            try:
+                await self.fire_due_alarms()
+            except Exception:  # one bad pass must not end the loop
+                log.exception("alarm loop pass failed")
+            await asyncio.sleep(poll_seconds)
+
+    def _agent_core(self, storage: DurableObjectStorage, alarms: AlarmStorage) -> AgentRuntimeCore:
+        return AgentRuntimeCore(storage, self.bindings(), alarms=alarms)
 
     async def close(self) -> None:
         await self.background.drain()
+        self.agents.alarms.close()
         await self.http_transport.close()

@@ -2,7 +2,8 @@
 
 The Cloudflare wrapper (`worker.entry.AgentRuntime`) calls `initialize()` inside
 `blockConcurrencyWhile` from its constructor, then forwards each RPC to
-`call(method, payload)`; the local runtime's namespace does the same.
+`call(method, payload)` and its `alarm()` handler to `alarm()` (the storage lifecycle,
+`agent_runtime_do.lifecycle`); the local runtime's namespace does the same.
 
 RPC methods (payloads in `agent_runtime_do.protocol`):
 
@@ -27,6 +28,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
@@ -44,6 +46,7 @@ from agent_memory.tiers.episodic import (
 )
 from agent_memory.tiers.procedural import ProceduralMemory, UnknownWorkflowError
 from agent_runtime_do.erase import erase_subject_traces
+from agent_runtime_do.lifecycle import FAILED_RETRY_BASE_SECONDS, InstanceLifecycle
 from agent_runtime_do.outbox import DurableOutbox, pending_by_tenant
 from agent_runtime_do.protocol import (
     ErasePayload,
@@ -59,6 +62,7 @@ from agent_runtime_do.schema import create_schema
 from agent_runtime_do.turn import TurnRunner
 from agent_runtime_do.turn_state import read_turn_state
 from bindings.environment import Bindings
+from bindings.ports.alarms import AlarmStorage
 from bindings.ports.d1 import D1Database
 from bindings.ports.do_sql import DurableObjectStorage
 
@@ -89,6 +93,7 @@ class AgentRuntimeCore:
         bindings: Bindings,
         *,
         retry_sleep: Sleep = asyncio.sleep,
+        alarms: AlarmStorage | None = None,
     ) -> None:
         self.storage = storage
         self.bindings = bindings
@@ -104,6 +109,8 @@ class AgentRuntimeCore:
         # (list, then put) must not.
         self.working_lock = asyncio.Lock()
         self._turns = TurnRunner(self)
+        # The storage lifecycle its alarm drives (idle clear, retries, caps, D1 report).
+        self.lifecycle = InstanceLifecycle(self, alarms)
 
     async def initialize(self) -> None:
         """Create the schema and re-queue the episodic writes an earlier life of this
@@ -145,17 +152,36 @@ class AgentRuntimeCore:
             )
         return self._writer
 
+    def writer_for(self, tenant: str) -> EpisodicWriter | None:
+        db = self.bindings.db
+        return None if db is None else self._episodic_writer(tenant, db)
+
     def _record_failed_write(self, failed: FailedWrite) -> None:
+        """Keep the write with its payload; the alarm retries it (`lifecycle`)."""
+        retry_at = self.now() + FAILED_RETRY_BASE_SECONDS
         self.storage.sql.exec(
-            "INSERT INTO failed_writes (run_id, op, payload_json, error, attempts, created_at) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
+            "INSERT INTO failed_writes (run_id, op, payload_json, error, attempts, created_at, "
+            "next_retry_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
             failed.run_id,
             failed.op,
             json.dumps(failed.payload, separators=(",", ":"), default=str),
             failed.error,
             failed.attempts,
             self.now(),
+            retry_at,
         )
+        self.bindings.background.wait_until(self.lifecycle.arm_by(retry_at))
+
+    async def settle_writes(self) -> bool:
+        await self.flush_writes()
+        return self._writer is None or not self._writer.pending
+
+    async def alarm(self, retry_count: int = 0) -> dict[str, Any]:
+        """The object's alarm (`agent_runtime_do.lifecycle`); `retry_count` is Cloudflare's
+        `alarmInfo.retryCount` (logged only)."""
+        if retry_count:
+            log.warning("agent instance alarm: retry %d", retry_count)
+        return asdict(await self.lifecycle.on_alarm(self.now()))
 
     async def flush_writes(self) -> None:
         if self._writer is not None and not await self._writer.flush(FLUSH_TIMEOUT_SECONDS):
@@ -220,7 +246,10 @@ class AgentRuntimeCore:
         if conflict is not None:
             return conflict
         writer = self._episodic_writer(request.tenant, bindings.db)
-        return await self._turns.run(request, agent_type, bindings.llm, writer)
+        self.lifecycle.touch(request.tenant, request.agent_type, request.instance_id, self.now())
+        result = await self._turns.run(request, agent_type, bindings.llm, writer)
+        await self.lifecycle.after_activity(self.now())
+        return result
 
     async def rpc_run_log(self, payload: dict[str, Any]) -> dict[str, Any]:
         try:
@@ -305,6 +334,8 @@ class AgentRuntimeCore:
                 "score": request.score,
             },
         )
+        self.lifecycle.touch(request.tenant, request.agent_type, request.instance_id, now)
+        await self.lifecycle.after_activity(now)
         return {"run_id": request.run_id, "workflow": summary}
 
     async def rpc_workflows(self, payload: dict[str, Any]) -> dict[str, Any]:
@@ -337,8 +368,7 @@ class AgentRuntimeCore:
             request = ErasePayload.model_validate(payload)
         except ValidationError as exc:
             return _invalid(exc)
-        await self.flush_writes()
-        if self._writer is not None and self._writer.pending:
+        if not await self.settle_writes():
             return rpc_error(503, "writes_in_flight", "episodic writes are still in flight")
         counts = erase_subject_traces(self.storage, request.subject, request.run_ids)
         log.info(
