@@ -124,6 +124,8 @@ class LocalRuntime:
         self._embedder = embedder
         self.llm: LLM | None = llm if llm is not None else build_local_llm(self.settings)
         self._do_registry = DurableObjectStorageRegistry(state.durable_objects)
+        self.alarm_passes = 0
+        self.alarm_pass_done = asyncio.Event()
         self.http_transport = DevAccessTransport(state.access)
         self.agents = LocalDurableObjectNamespace(
             self._do_registry, self._agent_core, AlarmTable(state.alarms)
@@ -187,12 +189,15 @@ class LocalRuntime:
         return await self.agents.run_due_alarms(self.clock.now())
 
     async def run_alarms(self, poll_seconds: float = 1.0) -> None:
-        """Fire alarms as they fall due, until cancelled (the dev server's alarm loop)."""
+        """Fire alarms as they fall due, until cancelled (the dev server's alarm loop): a
+        pass at once, then every `poll_seconds`; `alarm_passes` counts finished passes."""
         while True:
             try:
                 await self.fire_due_alarms()
             except Exception:  # one bad pass must not end the loop
                 log.exception("alarm loop pass failed")
+            self.alarm_passes += 1
+            self.alarm_pass_done.set()
             await asyncio.sleep(poll_seconds)
 
     def _agent_core(self, storage: DurableObjectStorage, alarms: AlarmStorage) -> AgentRuntimeCore:
