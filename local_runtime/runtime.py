@@ -204,4 +204,5 @@ class LocalRuntime:
     async def close(self) -> None:
         await self.background.drain()
         self.agents.alarms.close()
+        self.evict_durable_objects()  # closes the object files: their WALs are checkpointed
         await self.http_transport.close()
