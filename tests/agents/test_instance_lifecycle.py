@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from local_runtime.durable_objects import LocalDurableObjectNamespace
 from local_runtime.runtime import LocalRuntime
 from tests.agents.conftest import build_request
 from tests.agents.test_episodic import FlakyD1
+from tests.agents.test_outbox import DiesAfterAnswering
 from tests.fakes.embedder import HashingEmbedder
 from worker.app import handle
 
@@ -137,13 +138,6 @@ async def test_a_new_turn_re_arms_and_postpones_the_clear(rt: LocalRuntime) -> N
     await turn(rt, "a new day")  # cleared, then a new turn: armed again
     assert rt.agents.alarms.get(OBJECT) == rt.clock.now() + DAY
     assert count(rt, "turn_state") == 1
-
-
-class DiesAfterAnswering:
-    """A `BackgroundTasks` whose work never runs (the isolate went away)."""
-
-    def wait_until(self, work: Coroutine[Any, Any, Any]) -> None:
-        work.close()
 
 
 async def test_an_unsettled_outbox_is_replayed_and_nothing_is_cleared_yet(
