@@ -17,7 +17,8 @@ from pydantic import BaseModel, Field
 DEFAULT_BATCH_ROWS = 500
 DEFAULT_MAX_OPERATIONS = 900  # under the paid plan's 1000 D1 queries per invocation
 DEFAULT_MAX_SECONDS = 600.0  # under a cron invocation's 15 minutes
-OPERATIONS_PER_BATCH = 5  # select, put, and a D1 batch of 3 statements
+# select, put, and a D1 batch of 3 statements (4 for episodes: + the cold item index)
+OPERATIONS_PER_BATCH = 6
 
 StopReason = Literal["operations", "time"]
 
