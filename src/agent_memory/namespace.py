@@ -152,7 +152,7 @@ def legacy_working_key(item: ItemKey) -> str:
 
 
 def check_tenant(item: ItemKey, tenant: str | None) -> ItemKey:
-    """`item` if it is in `tenant`'s namespace (or no tenant is bound), else `NamespaceForbidden`."""
+    """`item` if it is in `tenant`'s namespace (or no tenant is bound), else refused."""
     if tenant is not None and item.tenant != tenant:
         raise NamespaceForbidden("this key names another tenant's namespace")
     return item

@@ -3,12 +3,14 @@ tier it is written to, its TTL there, how long it stays, and where it goes next.
 
 Hot is KV, warm is D1, cold is R2 (`COLD`). The default mapping for this system's kinds:
 
-| kind | tier | TTL / eviction | retention in the tier | then | in cold |
-|---|---|---|---|---|---|
-| `working` (working state, ADR-043 tier 1) | hot | 1 h TTL | 1 h | expires | — |
-| `episode` (conversation turns and episodes) | warm | none | the tenant's retention (`EPISODE_RETENTION_DAYS`, 90) | weekly prune → cold | kept until erased |
-| `fact` (facts and preferences, semantic tier) | warm | none | until deleted or superseded | — | — |
-| `log` (finished runs and memory events) | warm | none | the tenant's retention | weekly prune → cold | 90 days, then deleted |
+    kind      tier  TTL   retention in the tier                then                in cold
+    working   hot   1 h   1 h (working state, ADR-043 tier 1)  expires             -
+    episode   warm  none  the tenant's retention (90 days)     weekly prune->cold  until erased
+    fact      warm  none  until deleted or superseded          -                   -
+    log       warm  none  the tenant's retention (90 days)     weekly prune->cold  90 days
+
+(`episode`: conversation turns and episodes; `fact`: facts and preferences, the semantic
+tier; `log`: finished runs and memory events.)
 
 `None` for `retention_days` means "the tenant's retention" for kinds the prune demotes and
 "until deleted" for the others. `cold_promotes_to_warm` is False for episodes: a cold hit is

@@ -71,8 +71,7 @@ def archive_key(tenant_id: str, kind: ArchiveKind, first_ms: int, first_id: str)
     """The object key of the archive whose first row is (`first_ms`, `first_id`)."""
     root = ARCHIVE_ROOT if kind == "episodes" else LOG_ROOT
     return (
-        f"{root}/{tenant_id}/{kind}/{iso_week(first_ms)}/"
-        f"{first_ms:013d}-{first_id}{ARCHIVE_SUFFIX}"
+        f"{root}/{tenant_id}/{kind}/{iso_week(first_ms)}/{first_ms:013d}-{first_id}{ARCHIVE_SUFFIX}"
     )
 
 
