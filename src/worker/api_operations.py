@@ -40,12 +40,15 @@ from worker.inspector_routes import (
 )
 from worker.lifecycle_routes import PruneBody
 from worker.memory_models import (
+    ArchivePage,
+    ArchiveQuery,
     MemoryDeleted,
     MemoryDeleteQuery,
     MemoryPage,
     MemoryQuery,
     MemoryWrite,
     MemoryWritten,
+    TieredEpisode,
     TokenRevoked,
 )
 from worker.memory_tokens import MintedToken, MintRequest
@@ -274,6 +277,25 @@ OPERATIONS: tuple[Operation, ...] = (
         "memory",
         MemoryDeleted,
         query=MemoryDeleteQuery,
+        security=(API_KEY,),
+    ),
+    Operation(
+        "GET",
+        "/api/v1/memory/{agent_id}/episodes/{episode_id}",
+        "Read one episode through the hot/warm/cold client: hot, else warm, else cold, "
+        "promoting a hit to hot (agent memory token)",
+        "memory",
+        TieredEpisode,
+        security=(API_KEY,),
+    ),
+    Operation(
+        "GET",
+        "/api/v1/memory/{agent_id}/archive",
+        "The agent's archived (cold) episodes, newest first, optionally for one subject "
+        "(agent memory token)",
+        "memory",
+        ArchivePage,
+        query=ArchiveQuery,
         security=(API_KEY,),
     ),
     Operation(
