@@ -16,6 +16,8 @@ from agent_memory.tiers.episodic import RunPage
 from agent_runtime_do.protocol import RunResult
 from worker.agents_routes import CandidatesQuery, OutcomeBody, RunBody, RunsQuery, WorkflowsQuery
 from worker.api_models import (
+    BackfillBody,
+    BackfillView,
     EraseView,
     FactDeleted,
     Health,
@@ -180,6 +182,17 @@ OPERATIONS: tuple[Operation, ...] = (
         "lifecycle",
         PruneView,
         body=PruneBody,
+        body_required=False,
+        security=(ACCESS,),
+    ),
+    Operation(
+        "POST",
+        "/admin/tenants/{tenant}/namespace-backfill",
+        "Copy the tenant's legacy working-memory KV keys to canonical item keys (one bounded "
+        "step; repeat with next_cursor). Never deletes a key",
+        "lifecycle",
+        BackfillView,
+        body=BackfillBody,
         body_required=False,
         security=(ACCESS,),
     ),
