@@ -143,9 +143,7 @@ async def test_backfill_over_the_admin_route_is_bounded_and_never_deletes(
     assert await rt.kv.get("agent-memory:globex:agent-7:working:k0") is None  # acme only
     again = await handle(build_request("POST", path, token=token), rt.bindings())
     assert json.loads(again.body)["already_canonical"] == 3
-    bad = await handle(
-        build_request("POST", path, {"cursor": "é"}, token=token), rt.bindings()
-    )
+    bad = await handle(build_request("POST", path, {"cursor": "é"}, token=token), rt.bindings())
     assert bad.status == 422 and json.loads(bad.body)["error"]["code"] == "invalid_cursor"
     denied = await handle(build_request("POST", path), rt.bindings())
     assert denied.status == 401
