@@ -19,12 +19,15 @@ prune archive it again (and count it against the tenant's episode limit); it is 
 to hot instead (see `agent_memory.tiered.client`).
 
 Override with the `MEMORY_PLACEMENT` var: a JSON object by kind of the fields to change,
-e.g. `{"log": {"cold_retention_days": 30}, "working": {"ttl_seconds": 900}}`. Only
-`ttl_seconds`, `retention_days`, `cold_retention_days` and `cold_promotes_to_warm` can be
-changed: the kinds and their tiers are what the code paths are built on (the agent's working
-memory is KV, the episodic writer writes D1), so moving a kind to another tier is refused
-rather than silently ignored. Frozen stdlib dataclasses, no pydantic: the table is read in
-every runtime.
+e.g. `{"log": {"cold_retention_days": 30}}` (`null`: keep in cold until erased). Only what
+the code honours from this table can be changed: `cold_retention_days` (the prune deletes
+archives past it) and `cold_promotes_to_warm` (the client). The rest is fixed by the code
+paths built on it and configured where it always was — the working-memory TTL (1 h) and
+budget by ADR-043, the warm retention per tenant (`EPISODE_RETENTION_DAYS`, `PUT
+/admin/tenants/{t}/lifecycle`) — so an override of those, an unknown kind or a move to
+another tier is refused rather than silently ignored.
+
+Frozen stdlib dataclasses, no pydantic: the table is read in every runtime.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ Tier = Literal["hot", "warm", "cold"]
 TIERS: tuple[Tier, ...] = ("hot", "warm", "cold")
 KINDS = ("working", "episode", "fact", "log")
 KV_MIN_TTL = 60
-_CHANGEABLE = ("ttl_seconds", "retention_days", "cold_retention_days", "cold_promotes_to_warm")
+_CHANGEABLE = ("cold_retention_days", "cold_promotes_to_warm")
 
 
 class PlacementError(ValueError):
@@ -99,11 +102,11 @@ class PlacementTable:
 DEFAULT_TABLE = PlacementTable()
 
 
-def _positive(kind: str, name: str, value: Any, *, minimum: int = 1) -> int | None:
+def _positive(kind: str, name: str, value: Any) -> int | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise PlacementError(f"MEMORY_PLACEMENT {kind}.{name} must be an integer >= {minimum}")
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise PlacementError(f"MEMORY_PLACEMENT {kind}.{name} must be a positive integer")
     return value
 
 
@@ -116,11 +119,9 @@ def _changed(base: Placement, fields: dict[str, Any]) -> Placement:
             f"(changeable: {', '.join(_CHANGEABLE)})"
         )
     changes: dict[str, Any] = {}
-    if "ttl_seconds" in fields:
-        changes["ttl_seconds"] = _positive(kind, "ttl_seconds", fields["ttl_seconds"], minimum=60)
-    for name in ("retention_days", "cold_retention_days"):
-        if name in fields:
-            changes[name] = _positive(kind, name, fields[name])
+    if "cold_retention_days" in fields:
+        days = fields["cold_retention_days"]
+        changes["cold_retention_days"] = _positive(kind, "cold_retention_days", days)
     if "cold_promotes_to_warm" in fields:
         if not isinstance(fields["cold_promotes_to_warm"], bool):
             raise PlacementError(f"MEMORY_PLACEMENT {kind}.cold_promotes_to_warm must be a bool")

@@ -36,7 +36,7 @@ CORE_ROOMS: dict[str, int] = {
     "cursors": 0,
     "scope": 0,
     "statements": 0,
-    "namespace": 0,
+    "namespace": 1,
     "placement": 0,
     "retrieval": 1,
     "governance": 1,

@@ -47,6 +47,8 @@ class TenantPruneCounts(BaseModel):
     events_now: int = 0
     batches_now: int = 0
     archives_now: list[str] = Field(default_factory=list)
+    # Archive objects this invocation deleted for being past their cold retention.
+    archives_expired_now: int = 0
     done: bool = False
     # Dry runs only: what a prune would archive and delete now.
     episodes_due: int | None = None
