@@ -3,6 +3,7 @@ cold bucket with its index (cold); one conversation walked through all three."""
 
 from __future__ import annotations
 
+import gzip
 import json
 
 import pytest
@@ -197,3 +198,39 @@ async def test_delete_reaches_every_tier(rt: LocalRuntime, clock: FixedClock) ->
     assert await memory.get(key(first)) is None
     read = await memory.get(key(second))  # its archive neighbour is untouched
     assert read is not None and episode_from_item(read.value) == second
+
+
+async def test_erase_reaches_cold_items_their_index_and_hot_copies(
+    rt: LocalRuntime, clock: FixedClock
+) -> None:
+    from agent_memory.lifecycle.erase import SubjectEraser
+
+    ada = conversation(clock, 2)
+    [bob] = [
+        e.model_copy(update={"subject": "contact:bob", "episode_id": new_ulid(clock.now() + 9)})
+        for e in conversation(clock, 1)
+    ]
+    memory = client(rt)
+    for episode in (*ada, bob):
+        await memory.set(key(episode), text(episode))
+    clock.advance(100 * DAY)
+    now_ms = int(clock.now() * 1000)
+    await Pruner(rt.db, rt.cold, rt.clock, default_retention_days=90).run("job", now_ms)
+    for episode in (*ada, bob):  # promoted to hot under their canonical keys
+        assert (await memory.get(key(episode))) is not None
+        assert await in_hot(rt, episode)
+
+    eraser = SubjectEraser(TENANT, db=rt.db, clock=rt.clock, kv=rt.kv, cold=rt.cold)
+    report = await eraser.erase("contact:ada")
+    assert report.complete and report.archived_rows["episodes"] == 2
+
+    for episode in ada:
+        assert not await in_hot(rt, episode)
+        assert await memory.get(key(episode)) is None
+    index = await rt.db.prepare("SELECT entity_id FROM cold_items").all()
+    assert [r["entity_id"] for r in index.results] == [bob.episode_id]
+    read = await client(rt).get(key(bob))
+    assert read is not None and episode_from_item(read.value) == bob
+    for name in rt.cold.keys(""):  # no archive object or key names the erased subject
+        body = await rt.cold.get(name)
+        assert body is not None and b"contact:ada" not in gzip.decompress(body.data)
