@@ -33,6 +33,7 @@ from worker.body import parse_model
 from worker.errors import ApiError
 from worker.memory_models import ArchivedEpisode, ArchivePage, ArchiveQuery, TieredEpisode
 from worker.memory_routes import authorize
+from worker.memory_tiers import database
 from worker.memory_tokens import require_memory_token
 from worker.router import Router
 
@@ -53,12 +54,11 @@ async def read_episode(
     claims = await require_memory_token(request, bindings)
     agent_id = params["agent_id"]
     authorize(claims, agent_id, "episodic", "read")
-    if bindings.db is None:
-        raise ApiError(503, "episodic_unavailable", "the D1 binding is missing")
+    db = database(bindings)
     item = _item(claims.tenant, agent_id, params["episode_id"])
     counts = ReadCounts()
     found = await deployment_client(bindings, claims.tenant, counts=counts).get(item.key)
-    await flush_counts(bindings.db, claims.tenant, counts, bindings.clock.now())
+    await flush_counts(db, claims.tenant, counts, bindings.clock.now())
     if found is None:
         raise ApiError(404, "episode_not_found", "no episode with this id for this agent")
     body = TieredEpisode(
@@ -80,12 +80,11 @@ async def list_archive(
     agent_id = params["agent_id"]
     query = parse_model(request.query, ArchiveQuery)
     authorize(claims, agent_id, "episodic", "read")
-    if bindings.db is None:
-        raise ApiError(503, "episodic_unavailable", "the D1 binding is missing")
+    db = database(bindings)
     if bindings.cold is None:
         raise ApiError(503, "cold_unavailable", "the R2 binding COLD is missing")
     namespace = NamespaceKey(SERVICE, claims.tenant, agent_id)
-    cold = ArchiveColdMemory(bindings.db, bindings.cold, bindings.clock)
+    cold = ArchiveColdMemory(db, bindings.cold, bindings.clock)
     try:
         page = await cold.history(
             namespace, subject=query.subject, limit=query.limit, cursor=query.cursor
