@@ -43,6 +43,7 @@ from worker.inspector_routes import (
 from worker.lifecycle_routes import PruneBody
 from worker.memory_models import (
     ArchivePage,
+    ArchivePageQuery,
     ArchiveQuery,
     MemoryDeleted,
     MemoryDeleteQuery,
@@ -50,6 +51,7 @@ from worker.memory_models import (
     MemoryQuery,
     MemoryWrite,
     MemoryWritten,
+    SubjectArchivePage,
     TieredEpisode,
     TokenRevoked,
 )
@@ -310,6 +312,15 @@ OPERATIONS: tuple[Operation, ...] = (
         ArchivePage,
         query=ArchiveQuery,
         security=(API_KEY,),
+    ),
+    Operation(
+        "GET",
+        "/admin/tenants/{tenant}/subjects/{subject}/archive",
+        "A subject's archived (cold) episodes across the tenant's agents, newest first",
+        "memory",
+        SubjectArchivePage,
+        query=ArchivePageQuery,
+        security=(ACCESS,),
     ),
     Operation(
         "POST",

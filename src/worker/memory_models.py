@@ -101,14 +101,19 @@ class TokenRevoked(BaseModel):
     revoked: bool
 
 
-class ArchiveQuery(BaseModel):
-    """Query of `GET /api/v1/memory/{agent_id}/archive`."""
+class ArchivePageQuery(BaseModel):
+    """Query of `GET /admin/tenants/{tenant}/subjects/{subject}/archive`."""
 
     model_config = ConfigDict(extra="forbid")
 
-    subject: str | None = Field(default=None, min_length=1, max_length=256)
     limit: int = Field(default=20, ge=1, le=100)
     cursor: str | None = Field(default=None, min_length=1, max_length=512)
+
+
+class ArchiveQuery(ArchivePageQuery):
+    """Query of `GET /api/v1/memory/{agent_id}/archive`."""
+
+    subject: str | None = Field(default=None, min_length=1, max_length=256)
 
     @field_validator("subject")
     @classmethod
@@ -141,5 +146,12 @@ class ArchivePage(BaseModel):
     agent_id: str
     namespace_key: str
     subject: str | None
+    items: list[ArchivedEpisode]
+    next_cursor: str | None
+
+
+class SubjectArchivePage(BaseModel):
+    tenant: str
+    subject: str
     items: list[ArchivedEpisode]
     next_cursor: str | None

@@ -150,3 +150,38 @@ async def test_bad_ids_and_personal_episodes(client: Client, memory_runtime: Loc
     no_tier = await client.mint("acme", "agent-7", tiers=["working"], scopes=["read"])
     refused = await get_episode(client, no_tier, personal.episode_id)
     assert refused.status == 403 and refused.json()["error"]["code"] == "tier_forbidden"
+
+
+async def test_an_operator_lists_a_subjects_archive_across_agents_of_granted_tenants_only(
+    client: Client, memory_runtime: LocalRuntime
+) -> None:
+    from urllib.parse import quote
+
+    from local_runtime.access_dev import mint_token
+    from worker.operators import grant
+
+    rt = memory_runtime
+    first = await seed(rt, "acme", "contact:ada", "to agent-7")
+    other_agent = first.model_copy(
+        update={"episode_id": new_ulid(rt.clock.now() + 5), "instance_id": "agent-9"}
+    )
+    await EpisodicStore(rt.db, "acme").append_episode(other_agent)
+    await seed(rt, "acme", "contact:bob", "not ada", offset=2)
+    await seed(rt, "globex", "contact:ada", "globex's ada", offset=3)
+    await prune_all(rt)
+
+    path = f"/admin/tenants/acme/subjects/{quote('contact:ada')}/archive"
+    answer = await client.send("GET", path, access=client.operator)
+    assert answer.status == 200, answer.json()
+    items = answer.json()["items"]
+    assert [i["episode"]["instance_id"] for i in items] == ["agent-9", "agent-7"]
+    assert {i["item_key"].split(":")[1] for i in items} == {"acme"}
+
+    await grant(rt.bindings(), "globex", "email", "gx@example.com", "test")
+    outsider = mint_token(rt.state.access, "gx@example.com", now=rt.clock.now())
+    refused = await client.send("GET", path, access=outsider)
+    assert refused.status == 403 and refused.json()["error"]["code"] == "tenant_forbidden"
+    own = await client.send(
+        "GET", f"/admin/tenants/globex/subjects/{quote('contact:ada')}/archive", access=outsider
+    )
+    assert [i["episode"]["content"] for i in own.json()["items"]] == ["globex's ada"]

@@ -117,7 +117,9 @@ async def test_one_conversation_walks_hot_warm_cold_and_reads_back_from_each(
 
     # The subject's archived history lists the conversation, newest first.
     cold = ArchiveColdMemory(rt.db, rt.cold, rt.clock)
-    page = await cold.history(ItemKey.parse(key(turns[0])).namespace, subject="contact:ada")
+    page = await cold.history(
+        TENANT, namespace=ItemKey.parse(key(turns[0])).namespace, subject="contact:ada"
+    )
     assert [i.entity_id for i in page.items] == [e.episode_id for e in reversed(turns)]
 
 

@@ -32,7 +32,7 @@ from agent_memory.lifecycle.cold import (
     encode_lines,
     iso_week,
 )
-from agent_memory.namespace import InvalidNamespaceKey, ItemKey, NamespaceKey
+from agent_memory.namespace import InvalidNamespaceKey, ItemKey, NamespaceForbidden, NamespaceKey
 from agent_memory.tiered.episodes import EPISODE_KIND, item_row, item_text
 from bindings.ports.clock import Clock
 from bindings.ports.d1 import D1Database
@@ -229,17 +229,24 @@ class ArchiveColdMemory:
 
     async def history(
         self,
-        namespace: NamespaceKey,
+        tenant: str,
         *,
+        namespace: NamespaceKey | None = None,
         subject: str | None = None,
         limit: int = 20,
         cursor: str | None = None,
     ) -> ArchivedPage:
-        """The namespace's archived episodes (only `subject`'s when given), newest first,
-        `limit` per page; `next_cursor` continues. Raises `InvalidCursorError`."""
+        """The tenant's archived episodes — of one namespace (session) and/or one subject
+        when given — newest first, `limit` per page; `next_cursor` continues. Raises
+        `InvalidCursorError` for a cursor this method did not return."""
         limit = max(1, min(limit, MAX_HISTORY_PAGE))
-        clauses = ["tenant_id = ?", "namespace_key = ?", "kind = ?"]
-        params: list[SqlValue] = [namespace.tenant, namespace.key, EPISODE_KIND]
+        clauses = ["tenant_id = ?", "kind = ?"]
+        params: list[SqlValue] = [tenant, EPISODE_KIND]
+        if namespace is not None:
+            if namespace.tenant != tenant:
+                raise NamespaceForbidden("this namespace is another tenant's")
+            clauses.append("namespace_key = ?")
+            params.append(namespace.key)
         if subject is not None:
             clauses.append("subject = ?")
             params.append(subject)
@@ -257,7 +264,7 @@ class ArchiveColdMemory:
         )
         items = [
             ArchivedItem(
-                item_key=ItemKey(namespace, EPISODE_KIND, str(r["entity_id"])).key,
+                item_key=f"{r['namespace_key']}:{EPISODE_KIND}:{r['entity_id']}",
                 namespace_key=str(r["namespace_key"]),
                 entity_id=str(r["entity_id"]),
                 created_at=int(r["created_at"]),
