@@ -236,3 +236,11 @@ async def test_erase_reaches_cold_items_their_index_and_hot_copies(
     for name in rt.cold.keys(""):  # no archive object or key names the erased subject
         body = await rt.cold.get(name)
         assert body is not None and b"contact:ada" not in gzip.decompress(body.data)
+
+
+def test_the_migrations_namespace_column_uses_the_service_of_the_key_grammar() -> None:
+    from agent_memory.namespace import SERVICE
+    from tests.conftest import PROJECT_ROOT
+
+    migration = (PROJECT_ROOT / "migrations" / "0010_tiered_memory.sql").read_text()
+    assert f"GENERATED ALWAYS AS ('{SERVICE}:' || tenant_id || ':' || instance_id)" in migration
