@@ -29,7 +29,8 @@ CREATE TABLE cold_items (
 
 CREATE INDEX cold_items_by_session ON cold_items (tenant_id, namespace_key, created_at);
 CREATE INDEX cold_items_by_subject ON cold_items (tenant_id, subject, created_at);
-CREATE INDEX cold_items_by_archive ON cold_items (tenant_id, archive_key);
+-- No index on archive_key: only an erase that rewrites an archive looks rows up by it (a scan
+-- of the tenant's rows), while every prune batch would pay for keeping it.
 
 -- Reads of namespaced hot keys per tenant and UTC day while the namespace migration runs
 -- (MEMORY_NAMESPACE_COMPAT_READ): canonical hits, legacy hits (each one read-repaired) and
