@@ -36,7 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent_memory.namespace import ItemKey, check_tenant
+from agent_memory.namespace import InvalidNamespaceKey, ItemKey, check_tenant
 from agent_memory.placement import DEFAULT_TABLE, PlacementTable, Tier
 from agent_memory.tiered.episodes import is_personal
 from bindings.ports.memory_tiers import ColdMemory, HotMemory, WarmMemory
@@ -90,7 +90,8 @@ class MemoryClient:
 
     def _item(self, key: str) -> ItemKey:
         item = check_tenant(ItemKey.parse(key), self.tenant)
-        self.rules.placement.placement(item.kind)  # KeyError: a kind with no placement
+        if not self.rules.placement.knows(item.kind):
+            raise InvalidNamespaceKey(f"memory kind {item.kind!r} is not in the placement table")
         return item
 
     async def get(self, key: str) -> TieredRead | None:
