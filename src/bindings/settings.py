@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 _HOST_NAME_RE = re.compile(r"[a-z0-9_]([a-z0-9_-]{0,62})(\.[a-z0-9_]([a-z0-9_-]{0,62}))*")
 
@@ -119,6 +119,16 @@ class Settings(BaseModel):
     # uses them; on Cloudflare the binding enforces its own, the period gives Retry-After).
     embed_rate_limit: int = Field(default=120, ge=1)
     embed_rate_period: int = 60
+    # The namespace migration of the hot/warm/cold ADR (docs/tiered-memory.md): read the
+    # canonical key first and legacy keys on a miss (with read-repair), and write canonical
+    # keys. Phase 1: compat read only; 2: both; 3: canonical write only.
+    memory_namespace_compat_read: bool = False
+    memory_namespace_write_canonical: bool = False
+    # Overrides of the data-placement table (agent_memory.placement) as a JSON object by
+    # memory kind, e.g. {"log": {"cold_retention_days": 30}}; empty = the defaults. Checked
+    # here as a JSON object; the fields by `agent_memory.placement.parse_placement` (the
+    # memory core is a layer above this module).
+    memory_placement: str = ""
 
     @field_validator("embed_rate_period")
     @classmethod
@@ -147,16 +157,16 @@ class Settings(BaseModel):
     def mcp_origins(self) -> frozenset[str]:
         return parse_origin_list(self.mcp_allowed_origins)
 
-    @field_validator("memory_retrieval_config")
+    @field_validator("memory_retrieval_config", "memory_placement")
     @classmethod
-    def _json_object(cls, value: str) -> str:
+    def _json_object(cls, value: str, info: ValidationInfo) -> str:
         if value.strip():
             try:
                 parsed = json.loads(value)
             except json.JSONDecodeError as exc:
-                raise ValueError(f"MEMORY_RETRIEVAL_CONFIG is not JSON: {exc}") from None
+                raise ValueError(f"{str(info.field_name).upper()} is not JSON: {exc}") from None
             if not isinstance(parsed, dict):
-                raise ValueError("MEMORY_RETRIEVAL_CONFIG must be a JSON object")
+                raise ValueError(f"{str(info.field_name).upper()} must be a JSON object")
         return value
 
     @classmethod

@@ -24,6 +24,7 @@ from agent_memory.lifecycle.erase import SubjectEraser
 from agent_memory.lifecycle.prune import PruneBudget, Pruner, resume_unfinished, weekly_prune_id
 from agent_memory.lifecycle.reconciler import Reconciler
 from agent_memory.lifecycle.retention import known_tenants
+from agent_memory.tiered.deployment import placement_table
 from agent_memory.tiers.semantic import SemanticMemory
 from bindings.environment import Bindings
 
@@ -48,6 +49,7 @@ def make_pruner(bindings: Bindings) -> Pruner | None:
         bindings.clock,
         default_retention_days=bindings.settings.episode_retention_days,
         budget=lifecycle_budget(bindings),
+        placement=placement_table(bindings),
     )
 
 

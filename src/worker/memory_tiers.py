@@ -31,6 +31,7 @@ from agent_memory.agent.retrieval_events import retrieval_config
 from agent_memory.ids import new_ulid
 from agent_memory.retrieval.scoring import ScoreBreakdown
 from agent_memory.scope import AgentScope
+from agent_memory.tiered.deployment import namespace_flags
 from agent_memory.tiers.episodic import Episode, EpisodicStore
 from agent_memory.tiers.semantic import FactInput, SemanticMemory
 from agent_memory.tiers.working import WorkingMemory
@@ -77,7 +78,9 @@ def database(bindings: Bindings) -> D1Database:
 def working(bindings: Bindings, tenant: str, agent_id: str, ttl: int = 3600) -> WorkingMemory:
     if bindings.kv is None:
         raise ApiError(503, "kv_unavailable", "the KV binding is missing")
-    return WorkingMemory(bindings.kv, tenant, agent_id, ttl_seconds=ttl)
+    return WorkingMemory(
+        bindings.kv, tenant, agent_id, ttl_seconds=ttl, namespace=namespace_flags(bindings)
+    )
 
 
 async def working_items(bindings: Bindings, tenant: str, agent_id: str) -> list[MemoryItem]:

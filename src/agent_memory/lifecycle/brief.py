@@ -3,7 +3,8 @@
 Per tenant: episodes (from the trigger-maintained counter, so no 100K-row count), the
 tenant's limit and warning threshold, semantic facts by status (`pending_vector` = facts
 whose vector write has not completed), runs, episodes already past retention (what the
-next prune will archive), and what the cold tier holds. Levels:
+next prune will archive), what the cold tier holds, and the namespace migration's read
+counters (canonical / legacy hits, misses; `namespace_reads`). Levels:
 
 * `ok`;
 * `warning`: at least 80 % of the episode limit (80 000 by default, ADR-043) — logged at
@@ -66,6 +67,12 @@ class TenantBrief(BaseModel):
     agent_pending_writes: int = 0
     agent_failed_writes: int = 0
     agent_failed_oldest_age_ms: int | None = None
+    # Namespace migration (docs/tiered-memory.md): reads of hot keys under compat read since
+    # the start of the previous UTC day: found under the canonical key, found only under a
+    # legacy key (each one read-repaired), or in neither.
+    namespace_canonical_hits: int = 0
+    namespace_legacy_hits: int = 0
+    namespace_misses: int = 0
 
 
 class Brief(BaseModel):
@@ -82,6 +89,9 @@ class Brief(BaseModel):
             "tenants_warning": sum(t.level == "warning" for t in self.tenants),
             "tenants_at_limit": sum(t.level == "at_limit" for t in self.tenants),
             "agent_failed_writes": sum(t.agent_failed_writes for t in self.tenants),
+            "namespace_canonical_hits": sum(t.namespace_canonical_hits for t in self.tenants),
+            "namespace_legacy_hits": sum(t.namespace_legacy_hits for t in self.tenants),
+            "namespace_misses": sum(t.namespace_misses for t in self.tenants),
         }
 
     def summary(self) -> dict[str, Any]:
@@ -108,7 +118,13 @@ _TENANT_SQL = (
     "(SELECT COALESCE(SUM(rows), 0) FROM lifecycle_archives WHERE tenant_id = ?1) AS archived, "
     "(SELECT COUNT(*) FROM memory_events WHERE tenant_id = ?1 AND kind = 'memory_written' "
     "AND created_at > ?2 - 86400000 AND json_extract(payload, '$.decision') = 'unsure') "
-    "AS unsure"
+    "AS unsure, "
+    "(SELECT COALESCE(SUM(canonical_hits), 0) FROM namespace_reads WHERE tenant_id = ?1 "
+    "AND day >= date(?2 / 1000, 'unixepoch', '-1 day')) AS ns_canonical, "
+    "(SELECT COALESCE(SUM(legacy_hits), 0) FROM namespace_reads WHERE tenant_id = ?1 "
+    "AND day >= date(?2 / 1000, 'unixepoch', '-1 day')) AS ns_legacy, "
+    "(SELECT COALESCE(SUM(misses), 0) FROM namespace_reads WHERE tenant_id = ?1 "
+    "AND day >= date(?2 / 1000, 'unixepoch', '-1 day')) AS ns_misses"
 )
 
 
@@ -128,12 +144,20 @@ async def build_brief(
     tenants: Sequence[str] | None = None,
     progress: Callable[[TenantBrief], None] | None = None,
 ) -> Brief:
-    """The brief for `tenants` (default: every tenant with episodes, runs or facts)."""
+    """The brief for `tenants` (default: every tenant with episodes, runs, facts or
+    namespace reads)."""
     names = (
         list(tenants)
         if tenants is not None
         else await known_tenants(
-            db, ("memory_episodes", "agent_runs", "semantic_facts", "agent_instances")
+            db,
+            (
+                "memory_episodes",
+                "agent_runs",
+                "semantic_facts",
+                "agent_instances",
+                "namespace_reads",
+            ),
         )
     )
     brief = Brief(generated_at_ms=now_ms)
@@ -176,6 +200,9 @@ async def build_brief(
                     if agents.failed_oldest_at is None
                     else max(0, now_ms - agents.failed_oldest_at)
                 ),
+                namespace_canonical_hits=int(row["ns_canonical"] or 0),
+                namespace_legacy_hits=int(row["ns_legacy"] or 0),
+                namespace_misses=int(row["ns_misses"] or 0),
             )
             brief.tenants.append(item)
             _report(brief, item)
@@ -195,6 +222,15 @@ def _report(brief: Brief, item: TenantBrief) -> None:
         )
         log.warning("daily brief: %s", failed)
         brief.warnings.append(failed)
+    if item.namespace_legacy_hits:
+        legacy = (
+            f"tenant {item.tenant_id}: {item.namespace_legacy_hits} hot read(s) found only "
+            f"under a legacy key since yesterday ({item.namespace_canonical_hits} canonical); "
+            "each was read-repaired. Keep MEMORY_NAMESPACE_COMPAT_READ on (run the namespace "
+            "backfill) until this stays at 0."
+        )
+        log.info("daily brief: %s", legacy)
+        brief.warnings.append(legacy)
     if item.updates_unsure:
         unsure = (
             f"tenant {item.tenant_id}: {item.updates_unsure} pair(s) of facts the update "

@@ -59,6 +59,7 @@ from agent_memory.lifecycle._erase_rules import (
     SubjectMatcher,
     validate_subject,
 )
+from agent_memory.namespace import SERVICE
 from agent_memory.statements import IDS_PER_STATEMENT
 from agent_memory.tiers.semantic.tenant_vectors import delete_own_vectors
 from agent_memory.tiers.working import WORKING_MEMORY_PREFIX
@@ -192,22 +193,27 @@ class SubjectEraser:
 
     async def _erase_working(self, matcher: SubjectMatcher) -> int:
         assert self._kv is not None
-        prefix = f"{WORKING_MEMORY_PREFIX}:{self.tenant_id}:"
+        # Legacy working-memory keys and every canonical hot item of the tenant (working
+        # memory after the namespace migration, and copies promoted by the MemoryClient).
         doomed: list[str] = []
-        cursor: str | None = None
-        while True:
-            page = await self._kv.list(prefix=prefix, cursor=cursor)
-            for item in page.keys:
-                rest = item.name[len(prefix) :]
-                if matcher.subject in rest.split(":") or matcher.subject in rest:
-                    doomed.append(item.name)
-                    continue
-                value = await self._kv.get(item.name)
-                if value is not None and matcher.subject in value:
-                    doomed.append(item.name)
-            if page.list_complete or not page.cursor:
-                break
-            cursor = page.cursor
+        for prefix in (
+            f"{WORKING_MEMORY_PREFIX}:{self.tenant_id}:",
+            f"{SERVICE}:{self.tenant_id}:",
+        ):
+            cursor: str | None = None
+            while True:
+                page = await self._kv.list(prefix=prefix, cursor=cursor)
+                for item in page.keys:
+                    rest = item.name[len(prefix) :]
+                    if matcher.subject in rest.split(":") or matcher.subject in rest:
+                        doomed.append(item.name)
+                        continue
+                    value = await self._kv.get(item.name)
+                    if value is not None and matcher.subject in value:
+                        doomed.append(item.name)
+                if page.list_complete or not page.cursor:
+                    break
+                cursor = page.cursor
         for name in doomed:
             await self._kv.delete(name)
         return len(doomed)

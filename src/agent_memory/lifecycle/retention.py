@@ -29,8 +29,15 @@ MAX_RETENTION_DAYS = 36_500
 MS_PER_DAY = 86_400_000
 
 TenantTable = Literal[
-    "memory_episodes", "agent_runs", "semantic_facts", "memory_events", "agent_instances"
+    "memory_episodes",
+    "agent_runs",
+    "semantic_facts",
+    "memory_events",
+    "namespace_reads",
+    "lifecycle_archives",
+    "agent_instances",
 ]
+_TENANT_TABLES = get_args(TenantTable)
 
 
 class LifecycleUpdate(BaseModel):
@@ -138,7 +145,7 @@ async def known_tenants(
     """
     found: set[str] = set()
     for table in tables:
-        if table not in get_args(TenantTable):
+        if table not in _TENANT_TABLES:
             raise ValueError(f"not a tenant table: {table}")
         result = await db.prepare(
             f"WITH RECURSIVE t(tenant_id) AS ("
