@@ -204,6 +204,10 @@ class SqliteD1:
     def close(self) -> None:
         self._engine.close()
 
+    def checkpoint(self) -> None:
+        """Local only: checkpoint and truncate the WAL (see `SqliteEngine.checkpoint`)."""
+        self._engine.checkpoint()
+
     def prepare(self, sql: str) -> SqliteD1Statement:
         return SqliteD1Statement(self, sql)
 

@@ -16,6 +16,8 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from bindings.ports.cipher import KeyEncryptionKeys, parse_key_encryption_keys
+
 _HOST_NAME_RE = re.compile(r"[a-z0-9_]([a-z0-9_-]{0,62})(\.[a-z0-9_]([a-z0-9_-]{0,62}))*")
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -104,6 +106,10 @@ class Settings(BaseModel):
     # the kid new tokens are signed with (empty: the first key). Old kids keep verifying.
     memory_token_keys: str = ""
     memory_token_kid: str = ""
+    # Personal data at rest (docs/personal-data.md): the key-encryption keys, a Worker secret
+    # `kid:base64(32 bytes),...`, newest first (it wraps new data keys; every kid unwraps).
+    # Empty: marked personal data is refused, never stored in plaintext.
+    memory_pii_keks: str = ""
     # Tenant-scoped operators (worker.operators): emails / Access service-token common
     # names with the platform-admin role without a grant row (bootstrap), comma-separated.
     platform_admins: str = ""
@@ -119,6 +125,16 @@ class Settings(BaseModel):
         if value not in (10, 60):
             raise ValueError("EMBED_RATE_PERIOD must be 10 or 60 (the binding's periods)")
         return value
+
+    @field_validator("memory_pii_keks")
+    @classmethod
+    def _kek_ring(cls, value: str) -> str:
+        parse_key_encryption_keys(value)
+        return value
+
+    @property
+    def pii_keks(self) -> KeyEncryptionKeys | None:
+        return parse_key_encryption_keys(self.memory_pii_keks)
 
     @field_validator("outbound_allowed_hosts")
     @classmethod

@@ -60,6 +60,9 @@ class SqliteEngine:
             "PRAGMA synchronous = NORMAL;"
             "PRAGMA busy_timeout = 2000;"
             "PRAGMA foreign_keys = ON;"
+            # Local files only (workerd and D1 do not allow this PRAGMA): deleted rows are
+            # overwritten with zeros, so an erase leaves no bytes behind (docs/lifecycle.md).
+            "PRAGMA secure_delete = ON;"
         )
         self._authorizer = setup_security(self._db)
         self._depth = 0
@@ -71,6 +74,12 @@ class SqliteEngine:
 
     def close(self) -> None:
         self._db.close()
+
+    def checkpoint(self) -> None:
+        """Copy the WAL into the database file and truncate it (`wal_checkpoint(TRUNCATE)`),
+        so no page image from before an erase stays in the -wal file."""
+        with self._authorizer.trusted():
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
 
     # --- execution -------------------------------------------------------------------------
 
