@@ -219,6 +219,7 @@ def cmd_erase_subject(args: argparse.Namespace) -> int:
         vectors=runtime.vectors,
         cold=runtime.cold,
         progress=lambda step, n: _say(f"  {step}: {n}"),
+        purge_residue=runtime.purge_residue,
     )
 
     async def go() -> Any:

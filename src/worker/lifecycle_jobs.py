@@ -113,6 +113,7 @@ def make_eraser(bindings: Bindings, tenant: str) -> SubjectEraser | None:
         kv=bindings.kv,
         vectors=bindings.vectors,
         cold=bindings.cold,
+        purge_residue=bindings.purge_residue,
     )
 
 
