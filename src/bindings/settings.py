@@ -64,7 +64,9 @@ def parse_origin_list(raw: str) -> frozenset[str]:
 
 
 class Settings(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    # Secrets live here too (MEMORY_PII_KEKS, MEMORY_TOKEN_KEYS, OPENAI_API_KEY): a refused
+    # value is never echoed into the error (and so into a log or a response).
+    model_config = ConfigDict(frozen=True, extra="ignore", hide_input_in_errors=True)
 
     environment: Literal["production", "development", "test"] = "production"
     # Cloudflare Access: team domain like "acme.cloudflareaccess.com" and the app's AUD tag.
