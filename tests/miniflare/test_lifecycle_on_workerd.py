@@ -79,9 +79,13 @@ async def test_reconcile_and_erase_on_workerd(
             "metadata": {"_personal": ["email"], "email": "ada@example.com"},
         }
     )
-    stored = await db.prepare(
-        "SELECT metadata FROM semantic_facts WHERE tenant_id = 'acme' AND fact_id = ?"
-    ).bind(personal.fact_id).first_value("metadata")
+    stored = (
+        await db.prepare(
+            "SELECT metadata FROM semantic_facts WHERE tenant_id = 'acme' AND fact_id = ?"
+        )
+        .bind(personal.fact_id)
+        .first_value("metadata")
+    )
     assert "ada@example.com" not in str(stored) and '"email":"pii.1.A256GCM.' in str(stored)
     fact = await memory.get(personal.fact_id)
     assert fact is not None and fact.metadata["email"] == "ada@example.com"
