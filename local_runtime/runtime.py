@@ -16,6 +16,7 @@ from typing import Any
 
 from agent_runtime_do.runtime import AgentRuntimeCore
 from bindings.environment import Bindings
+from bindings.ports.alarms import AlarmStorage
 from bindings.ports.clock import Clock, SystemClock
 from bindings.ports.do_sql import DurableObjectStorage
 from bindings.ports.embedder import Embedder
@@ -24,7 +25,8 @@ from bindings.settings import Settings
 from local_runtime.access_dev import DEV_AUD, DEV_TEAM_DOMAIN, DevAccessTransport
 from local_runtime.adapters.cipher import CryptographyCipher
 from local_runtime.adapters.d1 import SqliteD1
-from local_runtime.adapters.do_sql import DurableObjectStorageRegistry
+from local_runtime.adapters.do_alarms import AlarmTable
+from local_runtime.adapters.do_sql import DurableObjectStorageRegistry, LocalDurableObjectStorage
 from local_runtime.adapters.kv import SqliteKV
 from local_runtime.adapters.object_store import LocalObjectStore
 from local_runtime.adapters.rate_limit import FixedWindowRateLimiter
@@ -129,8 +131,12 @@ class LocalRuntime:
         self._embedder = embedder
         self.llm: LLM | None = llm if llm is not None else build_local_llm(self.settings)
         self._do_registry = DurableObjectStorageRegistry(state.durable_objects)
+        self.alarm_passes = 0
+        self.alarm_pass_done = asyncio.Event()
         self.http_transport = DevAccessTransport(state.access)
-        self.agents = LocalDurableObjectNamespace(self._do_registry, self._agent_core)
+        self.agents = LocalDurableObjectNamespace(
+            self._do_registry, self._agent_core, AlarmTable(state.alarms)
+        )
         # Like wrangler.toml's EMBED_RATE_LIMITER (the numbers come from the settings).
         self.embed_rate_limiter = FixedWindowRateLimiter(
             limit=self.settings.embed_rate_limit,
@@ -185,9 +191,36 @@ class LocalRuntime:
         self.vectors.checkpoint()
         self._do_registry.checkpoint()
 
-    def _agent_core(self, storage: DurableObjectStorage) -> AgentRuntimeCore:
-        return AgentRuntimeCore(storage, self.bindings())
+    def durable_object_storage(self, name: str) -> LocalDurableObjectStorage:
+        """The storage of the Durable Object named `name` (for tests and the CLI)."""
+        return self._do_registry.storage(name)
+
+    def evict_durable_objects(self) -> None:
+        """Evict every Durable Object: instances are dropped and their SQLite files closed
+        (which checkpoints and removes each write-ahead log); the next call reopens them."""
+        self.agents.evict_all()
+        self._do_registry.close()
+
+    async def fire_due_alarms(self) -> list[str]:
+        """Run every Durable Object alarm due now (by this runtime's clock)."""
+        return await self.agents.run_due_alarms(self.clock.now())
+
+    async def run_alarms(self, poll_seconds: float = 1.0) -> None:
+        """Fire alarms as they fall due, until cancelled (the dev server's alarm loop): a
+        pass at once, then every `poll_seconds`; `alarm_passes` counts finished passes."""
+        while True:
+            try:
+                await self.fire_due_alarms()
+            except Exception:  # one bad pass must not end the loop
+                log.exception("alarm loop pass failed")
+            self.alarm_passes += 1
+            self.alarm_pass_done.set()
+            await asyncio.sleep(poll_seconds)
+
+    def _agent_core(self, storage: DurableObjectStorage, alarms: AlarmStorage) -> AgentRuntimeCore:
+        return AgentRuntimeCore(storage, self.bindings(), alarms=alarms)
 
     async def close(self) -> None:
         await self.background.drain()
+        self.agents.alarms.close()
         await self.http_transport.close()

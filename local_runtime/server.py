@@ -1,7 +1,8 @@
 """The local dev server: an ASGI app serving `worker.app.handle`, run by uvicorn.
 
 Besides the Worker's own routes it answers `/cdn-cgi/handler/scheduled?cron=...` (and the
-newer `/cdn-cgi/local/scheduled`) by running the scheduled handler, as `wrangler dev` does.
+newer `/cdn-cgi/local/scheduled`) by running the scheduled handler, as `wrangler dev` does,
+and, while it runs, fires Durable Object alarms as they fall due (once a second).
 
 The request's path is taken from the raw request target (`raw_path`), still
 percent-encoded, as the Worker sees it on Cloudflare: the router decodes parameters once.
@@ -92,6 +93,7 @@ class LocalWorkerApp:
     def __init__(self, runtime: LocalRuntime) -> None:
         self.runtime = runtime
         self._ready = asyncio.Event()
+        self._alarms: asyncio.Task[None] | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -172,9 +174,15 @@ class LocalWorkerApp:
             message = await receive()
             if message["type"] == "lifespan.startup":
                 await self.runtime.migrate()
+                # Durable Object alarms fire while the server runs, as on Cloudflare.
+                self._alarms = asyncio.get_running_loop().create_task(self.runtime.run_alarms())
                 self._ready.set()
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
+                if self._alarms is not None:
+                    self._alarms.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await self._alarms
                 await self.runtime.close()
                 await send({"type": "lifespan.shutdown.complete"})
                 return

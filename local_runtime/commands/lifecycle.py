@@ -218,6 +218,7 @@ def cmd_erase_subject(args: argparse.Namespace) -> int:
         kv=runtime.kv,
         vectors=runtime.vectors,
         cold=runtime.cold,
+        agents=runtime.agents,
         progress=lambda step, n: _say(f"  {step}: {n}"),
         purge_residue=runtime.purge_residue,
     )

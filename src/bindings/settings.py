@@ -90,6 +90,13 @@ class Settings(BaseModel):
     lifecycle_max_operations: int = Field(default=900, ge=10)
     lifecycle_max_seconds: float = Field(default=600.0, gt=0, le=900)
     prune_batch_rows: int = Field(default=500, ge=1, le=5000)
+    # AgentRuntime Durable Object storage (docs/lifecycle.md, "Agent instance state"): after
+    # this long without a turn the object's alarm clears run_log and turn_state once their
+    # content is in D1 (ADR-043: ~24 h idle); the run log is capped per object, oldest
+    # runs (already in D1) dropped first.
+    agent_state_idle_seconds: int = Field(default=86_400, ge=60)
+    agent_run_log_max_rows: int = Field(default=5_000, ge=100)
+    agent_run_log_max_bytes: int = Field(default=4_194_304, ge=65_536)
     # Knowledge updates (docs/semantic-memory.md): who decides candidate pairs in the
     # reconciler ("rules": no model; "llm": the LLM binding decides what the rules cannot
     # settle with a marker), and after how many new facts of a tenant a reconcile is

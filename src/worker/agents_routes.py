@@ -298,13 +298,15 @@ async def pack_candidates(
 
 
 # Route patterns that may reach an agent's Durable Object: the agent-run and admin-agents
-# routes, the memory API (procedural memory lives in the object) and pack promotion (which
-# reads the instance's pack candidates).
+# routes, the memory API (procedural memory lives in the object), pack promotion (which
+# reads the instance's pack candidates) and subject erase (which clears the subject from
+# every instance's run log, turn state and queued writes).
 AGENT_ROUTE_PREFIXES = (
     "/v1/agents/",
     "/admin/agents/",
     "/api/v1/memory/",
     "/admin/tenants/{tenant}/agents/",
+    "/admin/tenants/{tenant}/subjects/",
 )
 
 

@@ -114,6 +114,7 @@ def make_eraser(bindings: Bindings, tenant: str) -> SubjectEraser | None:
         vectors=bindings.vectors,
         cold=bindings.cold,
         purge_residue=bindings.purge_residue,
+        agents=bindings.agents,
     )
 
 

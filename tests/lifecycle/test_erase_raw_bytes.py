@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gzip
 import logging
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -154,6 +155,16 @@ def seed(client: httpx.Client, access: str, subject: str, agent_id: str) -> None
         assert detail.status_code == 200, detail.text
 
 
+def wait_for_alarm_passes(runtime: LocalRuntime) -> None:
+    """The dev server fires due alarms once a second: wait for a pass that started after
+    the clock moved (two completed passes), as tests/test_local_server.py does."""
+    passes = runtime.alarm_passes
+    deadline = time.monotonic() + 30
+    while runtime.alarm_passes < passes + 2:
+        assert time.monotonic() < deadline, "the dev server's alarm loop did not run"
+        time.sleep(0.05)
+
+
 @pytest.fixture(scope="module")
 def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seeded]:
     root = tmp_path_factory.mktemp("raw-bytes") / "state"
@@ -172,8 +183,11 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seeded]:
 
             seed(client, access(), SUBJECT, "agent-ada")
             seed(client, access(), OTHER, "agent-bob")
-            # 100 days later: the prune moves the first runs, episodes and events to cold.
+            # 100 days later: the objects' idle alarms have fired (their run logs cleared,
+            # each reported in agent_instances) and the prune moves the first runs,
+            # episodes and events to cold.
             clock.advance(100 * DAY)
+            wait_for_alarm_passes(runtime)
             pruned = client.post(
                 f"/admin/tenants/{TENANT}/prune", json={}, headers={ACCESS_HEADER: access()}
             )
@@ -226,11 +240,6 @@ def test_after_the_erase_no_store_and_no_log_holds_a_byte_of_the_subject(seeded:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="clearing a subject from the AgentRuntime objects' run_log / turn_state / "
-    "failed_writes is built on branch do-lifecycle (issue 13 part 5); not merged here",
-)
 def test_after_the_erase_no_durable_object_file_holds_a_byte_of_the_subject(
     seeded: Seeded,
 ) -> None:

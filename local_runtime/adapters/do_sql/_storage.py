@@ -84,7 +84,12 @@ class LocalDurableObjectStorage:
     """`ctx.storage` for one Durable Object: its SQL API and `transaction_sync`."""
 
     def __init__(self, path: str | Path) -> None:
-        self._engine = SqliteEngine(path)
+        # secure_delete OFF, as in workerd: its SQLite build (build/BUILD.sqlite3,
+        # SQLITE_DEFINES) does not define SQLITE_SECURE_DELETE, so SQLite's default (off)
+        # applies, and the pragma is not allow-listed, so code cannot turn it on. Deleted
+        # rows therefore leave their bytes in free space here as there (Python's SQLite is
+        # often built with it on, which would hide that).
+        self._engine = SqliteEngine(path, secure_delete=False)
         self._sql = LocalSqlStorage(self._engine)
 
     @property

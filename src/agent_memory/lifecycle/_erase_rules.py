@@ -47,6 +47,17 @@ class EraseReport(BaseModel):
     archived_rows: dict[str, int] = Field(
         default_factory=lambda: {"episodes": 0, "runs": 0, "events": 0}
     )
+    # The AgentRuntime Durable Objects (`_erase_instances`): instances reached, and rows
+    # removed (turn_state: rows whose state was scrubbed) per store.
+    agent_state: dict[str, int] = Field(
+        default_factory=lambda: {
+            "instances": 0,
+            "run_log": 0,
+            "turn_state": 0,
+            "failed_writes": 0,
+            "pending_writes": 0,
+        }
+    )
     complete: bool = True
     errors: list[str] = Field(default_factory=list)
 
@@ -62,6 +73,7 @@ class EraseReport(BaseModel):
             + self.events
             + self.data_keys
             + sum(self.archived_rows.values())
+            + sum(n for store, n in self.agent_state.items() if store != "instances")
         )
 
 

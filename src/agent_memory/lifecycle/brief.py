@@ -11,8 +11,12 @@ next prune will archive), and what the cold tier holds. Levels:
 * `at_limit`: at the limit (100 000): the database refuses new episodes of the tenant
   (docs/lifecycle.md, "At the limit") — logged at ERROR.
 
-One D1 statement per tenant (subqueries, each `tenant_id = ?` first), sent in batches, so
-100 tenants cost 100 statements in 2 round trips.
+Per tenant also its AgentRuntime objects as they last reported (`agent_instances`): count,
+storage (total and largest), the largest run log, pending writes, and failed writes with
+the age of the oldest (a warning when there are any).
+
+Two D1 statements per tenant (subqueries, each `tenant_id = ?` first), sent in batches, so
+100 tenants cost 200 statements in 4 round trips.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from agent_memory.lifecycle.instances import INSTANCE_FIGURES_SQL, instance_figures
 from agent_memory.lifecycle.retention import DEFAULT_EPISODE_LIMIT, known_tenants, warn_threshold
 from agent_memory.statements import STATEMENTS_PER_BATCH
 from bindings.ports.d1 import D1Database
@@ -50,6 +55,17 @@ class TenantBrief(BaseModel):
     # Update pairs the reconciler's adjudicator was `unsure` about in the last 24 hours
     # (`memory_written` events with `decision: unsure`): for a person to look at.
     updates_unsure: int = 0
+    # The tenant's AgentRuntime Durable Objects, as each last reported from its alarm
+    # (`agent_instances`, `agent_memory.lifecycle.instances`): per-object storage, and
+    # episodic writes still held (failed = retries exhausted; their payloads stay in the
+    # object's failed_writes, shown by the admin run view).
+    agent_instances: int = 0
+    agent_storage_bytes_total: int = 0
+    agent_storage_bytes_max: int = 0
+    agent_run_log_rows_max: int = 0
+    agent_pending_writes: int = 0
+    agent_failed_writes: int = 0
+    agent_failed_oldest_age_ms: int | None = None
 
 
 class Brief(BaseModel):
@@ -65,6 +81,7 @@ class Brief(BaseModel):
             "facts_pending_vector": sum(t.facts_pending_vector for t in self.tenants),
             "tenants_warning": sum(t.level == "warning" for t in self.tenants),
             "tenants_at_limit": sum(t.level == "at_limit" for t in self.tenants),
+            "agent_failed_writes": sum(t.agent_failed_writes for t in self.tenants),
         }
 
     def summary(self) -> dict[str, Any]:
@@ -115,16 +132,21 @@ async def build_brief(
     names = (
         list(tenants)
         if tenants is not None
-        else await known_tenants(db, ("memory_episodes", "agent_runs", "semantic_facts"))
+        else await known_tenants(
+            db, ("memory_episodes", "agent_runs", "semantic_facts", "agent_instances")
+        )
     )
     brief = Brief(generated_at_ms=now_ms)
-    for start in range(0, len(names), STATEMENTS_PER_BATCH):
-        chunk = names[start : start + STATEMENTS_PER_BATCH]
+    per_batch = STATEMENTS_PER_BATCH // 2  # two statements per tenant
+    for start in range(0, len(names), per_batch):
+        chunk = names[start : start + per_batch]
         results = await db.batch(
             [db.prepare(_TENANT_SQL).bind(t, now_ms, default_retention_days) for t in chunk]
+            + [db.prepare(INSTANCE_FIGURES_SQL).bind(t) for t in chunk]
         )
-        for tenant, result in zip(chunk, results, strict=True):
-            row = result.results[0]
+        for index, tenant in enumerate(chunk):
+            row = results[index].results[0]
+            agents = instance_figures(results[len(chunk) + index].results[0])
             limit = int(row["episode_limit"] or DEFAULT_EPISODE_LIMIT)
             episodes = int(row["episodes"] or 0)
             item = TenantBrief(
@@ -143,6 +165,17 @@ async def build_brief(
                 archives=int(row["archives"] or 0),
                 archived_rows=int(row["archived"] or 0),
                 updates_unsure=int(row["unsure"] or 0),
+                agent_instances=agents.instances,
+                agent_storage_bytes_total=agents.storage_bytes_total,
+                agent_storage_bytes_max=agents.storage_bytes_max,
+                agent_run_log_rows_max=agents.run_log_rows_max,
+                agent_pending_writes=agents.pending_writes,
+                agent_failed_writes=agents.failed_writes,
+                agent_failed_oldest_age_ms=(
+                    None
+                    if agents.failed_oldest_at is None
+                    else max(0, now_ms - agents.failed_oldest_at)
+                ),
             )
             brief.tenants.append(item)
             _report(brief, item)
@@ -153,6 +186,15 @@ async def build_brief(
 
 
 def _report(brief: Brief, item: TenantBrief) -> None:
+    if item.agent_failed_writes:
+        hours = (item.agent_failed_oldest_age_ms or 0) / 3_600_000
+        failed = (
+            f"tenant {item.tenant_id}: {item.agent_failed_writes} episodic write(s) failed "
+            f"for good in its agent instances (oldest {hours:.1f} h old); each payload is kept "
+            "in its instance's failed_writes (GET /admin/agents/{tenant}/runs/{run_id})."
+        )
+        log.warning("daily brief: %s", failed)
+        brief.warnings.append(failed)
     if item.updates_unsure:
         unsure = (
             f"tenant {item.tenant_id}: {item.updates_unsure} pair(s) of facts the update "
