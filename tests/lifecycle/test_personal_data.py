@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from agent_memory.governance import DataKeys, PersonalData, PersonalDataUnavailable
+from agent_memory.governance import PersonalData, PersonalDataUnavailable
 from agent_memory.governance.personal_data import SealedValue
 from agent_memory.lifecycle.cold import decode_archive, row_from_archive
 from agent_memory.lifecycle.erase import SubjectEraser
@@ -25,6 +25,7 @@ from bindings.environment import Bindings
 from bindings.settings import Settings
 from local_runtime.runtime import LocalRuntime
 from tests.lifecycle.conftest import DAY_MS, NOW_MS, count, ulid_at
+from worker.cron import DAILY_BRIEF, run_scheduled
 
 ADA = "contact:ada"
 EMAIL = "ada.lovelace@example.com"
@@ -175,11 +176,11 @@ async def test_kek_rotation_reads_with_any_kid_and_rewrap_retires_the_old_one(
     rotated = with_keks(rt, f"{new},{old}")  # newest first: k2 wraps, both unwrap
     assert await read(rotated) == EMAIL
     assert await read(with_keks(rt, new)) is None  # k1 removed before the re-wrap: unreadable
-    keks = rotated.settings.pii_keks
-    assert keks is not None
-    keys = DataKeys("acme", db=rt.db, cipher=rt.cipher, keks=keks, clock=rt.clock)
-    assert await keys.rewrap() == 1
-    assert await keys.rewrap() == 0
+    # The daily cron re-wraps under the newest KEK; a second run finds nothing to do.
+    daily = await run_scheduled(DAILY_BRIEF, rt.clock.now(), rotated)
+    assert daily["result"]["data_keys_rewrapped"] == {"acme": 1}
+    again = await run_scheduled(DAILY_BRIEF, rt.clock.now(), rotated)
+    assert again["result"]["data_keys_rewrapped"] == {}
     kids = await rt.db.prepare("SELECT kek_kid FROM subject_data_keys").all()
     assert [row["kek_kid"] for row in kids.results] == ["k2"]
     assert await read(with_keks(rt, new)) == EMAIL  # k1 can now leave the secret

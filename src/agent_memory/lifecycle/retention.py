@@ -29,7 +29,12 @@ MAX_RETENTION_DAYS = 36_500
 MS_PER_DAY = 86_400_000
 
 TenantTable = Literal[
-    "memory_episodes", "agent_runs", "semantic_facts", "memory_events", "agent_instances"
+    "memory_episodes",
+    "agent_runs",
+    "semantic_facts",
+    "memory_events",
+    "agent_instances",
+    "subject_data_keys",
 ]
 
 
