@@ -46,11 +46,12 @@ def subject_hash(subject: str) -> str:
     return sha256_hex(subject.encode("utf-8"))
 
 
-def _b64(data: bytes) -> str:
+def b64url(data: bytes) -> str:
+    """base64url without padding: how wrapped keys and sealed values write bytes."""
     return base64.urlsafe_b64encode(data).decode("ascii").rstrip("=")
 
 
-def _unb64(text: str) -> bytes:
+def unb64url(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
@@ -88,7 +89,7 @@ class DataKeys:
     async def _wrap(self, digest: str, key_id: str, key: bytes) -> tuple[str, str]:
         kek_kid, kek = self._keks.newest
         nonce, sealed = await self._cipher.encrypt(kek, key, self._aad(digest, key_id, kek_kid))
-        return kek_kid, f"{_b64(nonce)}.{_b64(sealed)}"
+        return kek_kid, f"{b64url(nonce)}.{b64url(sealed)}"
 
     async def _unwrap(self, digest: str, key_id: str, kek_kid: str, wrapped: str) -> bytes | None:
         kek = self._keks.get(kek_kid)
@@ -98,7 +99,7 @@ class DataKeys:
         nonce, _, sealed = wrapped.partition(".")
         try:
             return await self._cipher.decrypt(
-                kek, _unb64(nonce), _unb64(sealed), self._aad(digest, key_id, kek_kid)
+                kek, unb64url(nonce), unb64url(sealed), self._aad(digest, key_id, kek_kid)
             )
         except (CipherError, ValueError):
             log.error("data key %s does not unwrap under KEK %r", key_id, kek_kid)

@@ -26,14 +26,18 @@ only `content`, which is never sealed, is indexed.
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agent_memory.governance.data_keys import DataKeys, PersonalDataUnavailable
+from agent_memory.governance.data_keys import (
+    DataKeys,
+    PersonalDataUnavailable,
+    b64url,
+    unb64url,
+)
 from agent_memory.governance.proposals import PERSONAL_MARK, canonical_json, personal_marking
 from bindings.ports.cipher import ALGORITHM, Cipher, CipherError
 
@@ -56,8 +60,8 @@ class SealedValue:
 
     def text(self) -> str:
         return ".".join(
-            (SEALED_PREFIX, SEALED_VERSION, ALGORITHM, self.kid, _b64(self.nonce),
-             _b64(self.ciphertext))
+            (SEALED_PREFIX, SEALED_VERSION, ALGORITHM, self.kid, b64url(self.nonce),
+             b64url(self.ciphertext))
         )  # fmt: skip
 
     @classmethod
@@ -69,7 +73,7 @@ class SealedValue:
         if len(parts) != 6 or parts[1] != SEALED_VERSION or parts[2] != ALGORITHM:
             return None
         try:
-            return cls(kid=parts[3], nonce=_unb64(parts[4]), ciphertext=_unb64(parts[5]))
+            return cls(kid=parts[3], nonce=unb64url(parts[4]), ciphertext=unb64url(parts[5]))
         except ValueError:
             return None
 
@@ -81,14 +85,6 @@ class Sealable:
     subject: str | None
     record_id: str
     value: Mapping[str, Any]
-
-
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).decode("ascii").rstrip("=")
-
-
-def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
 def public_view(value: Mapping[str, Any]) -> dict[str, Any]:
