@@ -233,9 +233,15 @@ def test_after_the_erase_no_store_and_no_log_holds_a_byte_of_the_subject(seeded:
     # The scan still sees live data: the other subject is in D1, vectors and archives (its
     # working memory expired with its 1 h TTL during the 100 days).
     assert {"d1", "vectors", "cold"} <= seeded.other_after.kinds()
-    # The logs were captured, and the erase named the subject by its hash only.
+    # The logs were captured: the erase named the subject by its hash only, and the dev
+    # server's request line for the erase route shows its path segments hashed.
     assert any(
         line.startswith("agent_memory.lifecycle.erase INFO erase acme/sha256:")
+        for line in seeded.logs
+    )
+    assert any(
+        line.startswith("local_runtime.server INFO DELETE /admin/tenants/~")
+        and "/subjects/~" in line
         for line in seeded.logs
     )
 
