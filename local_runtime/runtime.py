@@ -132,7 +132,6 @@ class LocalRuntime:
         self.llm: LLM | None = llm if llm is not None else build_local_llm(self.settings)
         self._do_registry = DurableObjectStorageRegistry(state.durable_objects)
         self.alarm_passes = 0
-        self.alarm_pass_done = asyncio.Event()
         self.http_transport = DevAccessTransport(state.access)
         self.agents = LocalDurableObjectNamespace(
             self._do_registry, self._agent_core, AlarmTable(state.alarms)
@@ -214,7 +213,6 @@ class LocalRuntime:
             except Exception:  # one bad pass must not end the loop
                 log.exception("alarm loop pass failed")
             self.alarm_passes += 1
-            self.alarm_pass_done.set()
             await asyncio.sleep(poll_seconds)
 
     def _agent_core(self, storage: DurableObjectStorage, alarms: AlarmStorage) -> AgentRuntimeCore:
@@ -223,4 +221,5 @@ class LocalRuntime:
     async def close(self) -> None:
         await self.background.drain()
         self.agents.alarms.close()
+        self.evict_durable_objects()  # closes the object files: their WALs are checkpointed
         await self.http_transport.close()

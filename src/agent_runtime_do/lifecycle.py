@@ -111,6 +111,24 @@ class InstanceLifecycle:
         over = rows > settings.agent_run_log_max_rows or size > settings.agent_run_log_max_bytes
         await self.arm_by(now if over else now + settings.agent_state_idle_seconds)
 
+    async def adopt_existing_state(self) -> None:
+        """An object whose state predates its lifecycle row (it ran turns before the alarm
+        existed) gets one from its `turn_state` (last update = last activity) and an alarm
+        for the end of that idle period, so it is cleared like any other: called when the
+        object starts, whatever woke it."""
+        if self._identity() is not None:
+            return
+        rows = self._sql.exec(
+            "SELECT tenant_id, agent_type, instance_id, updated_at FROM turn_state "
+            "ORDER BY updated_at DESC LIMIT 1"
+        ).to_array()
+        if not rows:
+            return
+        row = rows[0]
+        last = float(row["updated_at"])
+        self.touch(str(row["tenant_id"]), str(row["agent_type"]), str(row["instance_id"]), last)
+        await self.arm_by(last + self._idle_seconds)
+
     async def arm_by(self, at: float) -> None:
         """Make sure the alarm fires no later than `at`."""
         if self._alarms is None:

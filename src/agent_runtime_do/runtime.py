@@ -116,8 +116,9 @@ class AgentRuntimeCore:
     async def initialize(self) -> None:
         """Create the schema and re-queue the episodic writes an earlier life of this
         object queued but never settled (`agent_runtime_do.outbox`); runs before any call
-        is delivered."""
+        is delivered. An object older than its storage lifecycle joins it here."""
         create_schema(self.storage.sql)
+        await self.lifecycle.adopt_existing_state()
         db = self.bindings.db
         if db is None:
             return

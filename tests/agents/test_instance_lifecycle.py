@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from local_runtime.durable_objects import LocalDurableObjectNamespace
 from local_runtime.runtime import LocalRuntime
 from tests.agents.conftest import build_request
 from tests.agents.test_episodic import FlakyD1
+from tests.agents.test_outbox import DiesAfterAnswering
 from tests.fakes.embedder import HashingEmbedder
 from worker.app import handle
 
@@ -139,13 +140,6 @@ async def test_a_new_turn_re_arms_and_postpones_the_clear(rt: LocalRuntime) -> N
     assert count(rt, "turn_state") == 1
 
 
-class DiesAfterAnswering:
-    """A `BackgroundTasks` whose work never runs (the isolate went away)."""
-
-    def wait_until(self, work: Coroutine[Any, Any, Any]) -> None:
-        work.close()
-
-
 async def test_an_unsettled_outbox_is_replayed_and_nothing_is_cleared_yet(
     rt: LocalRuntime,
 ) -> None:
@@ -255,3 +249,23 @@ async def test_a_failing_alarm_handler_is_retried_with_backoff(rt: LocalRuntime)
     assert rt.agents.alarms.get(OBJECT) == rt.clock.now() + 2
     assert await later(rt, 2) == [OBJECT]
     assert rt.agents.alarms.get(OBJECT) == rt.clock.now() + 4
+
+
+async def test_an_object_from_before_its_lifecycle_joins_it_when_it_starts(
+    rt: LocalRuntime,
+) -> None:
+    await turn(rt)
+    # As an object deployed before the alarm existed: no lifecycle row, no alarm.
+    storage = rt.durable_object_storage(OBJECT)
+    storage.sql.exec("DELETE FROM instance_lifecycle")
+    rt.agents.alarms.delete(OBJECT)
+    rt.evict_durable_objects()
+    clock(rt).advance(3 * DAY)
+
+    # Anything that starts the object (here an admin read of its state) adopts it.
+    await rt.agents.get_by_name(OBJECT).call(
+        "state", {"tenant": "acme", "agent_type": "assistant", "instance_id": "default"}
+    )
+    assert rt.agents.alarms.get(OBJECT) == NOW + DAY  # its idle day ended long ago: due now
+    await later(rt, 0)
+    assert count(rt, "run_log") == 0 and count(rt, "turn_state") == 0

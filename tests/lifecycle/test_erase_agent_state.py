@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Coroutine
 from typing import Any
 from urllib.parse import quote
 
@@ -16,6 +15,7 @@ from agent_runtime_do.runtime import AgentRuntimeCore
 from local_runtime.access_dev import mint_token
 from local_runtime.runtime import LocalRuntime
 from tests.agents.conftest import build_request
+from tests.agents.test_outbox import DiesAfterAnswering
 from tests.lifecycle.conftest import count
 from worker.app import handle
 
@@ -134,13 +134,6 @@ async def test_erased_text_is_overwritten_in_the_object_file_not_only_unlinked(
     raw = files[0].read_bytes()
     assert ADA.encode() not in raw
     assert BOB.encode() in raw  # the file is readable as bytes: the check can fail
-
-
-class DiesAfterAnswering:
-    """A `BackgroundTasks` whose work never runs (the isolate went away)."""
-
-    def wait_until(self, work: Coroutine[Any, Any, Any]) -> None:
-        work.close()
 
 
 async def test_a_queued_write_of_an_erased_run_is_not_replayed_after_the_erase(
