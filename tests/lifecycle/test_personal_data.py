@@ -65,7 +65,9 @@ async def test_marked_episode_fields_are_ciphertext_in_d1_and_plaintext_when_rea
     store = EpisodicStore(rt.db, "acme", personal=PersonalData.from_bindings(rt.bindings(), "acme"))
     fields = episode(NOW_MS - 2, {"_personal": ["email"], "email": EMAIL, "topic": "renewal"})
     whole = episode(NOW_MS - 1, {"_personal": True, "phone": PHONE, "city": "London"})
-    for item in (fields, whole):
+    # A whole object marked one level down: it stays an object, marked, with its seal.
+    nested = episode(NOW_MS, {"contact": {"_personal": True, "phone": PHONE}, "topic": "x"})
+    for item in (fields, whole, nested):
         await store.append_episode(item)
     stored = {
         e.episode_id: json.loads(
@@ -73,20 +75,23 @@ async def test_marked_episode_fields_are_ciphertext_in_d1_and_plaintext_when_rea
                 rt, "SELECT data AS v FROM memory_episodes WHERE episode_id = ?", e.episode_id
             )
         )
-        for e in (fields, whole)
+        for e in (fields, whole, nested)
     }
     # Only the marked field is sealed; the rest (and the mark) stay readable for queries.
     by_fields, by_whole = stored[fields.episode_id], stored[whole.episode_id]
     assert by_fields["topic"] == "renewal" and by_fields["_personal"] == ["email"]
     assert SealedValue.parse(by_fields["email"]) is not None
     assert set(by_whole) == {"_personal", "_sealed"}
+    by_nested = stored[nested.episode_id]
+    assert by_nested["topic"] == "x" and set(by_nested["contact"]) == {"_personal", "_sealed"}
     dump = json.dumps(stored)
     assert EMAIL not in dump and PHONE not in dump and "London" not in dump
     # Read back through the tier: the caller sees what was written.
     read = {e.episode_id: e for e in await store.episodes_for_run(fields.run_id)}
-    read.update({e.episode_id: e for e in await store.episodes_for_run(whole.run_id)})
-    assert read[fields.episode_id].data == fields.data
-    assert read[whole.episode_id].data == whole.data
+    for item in (whole, nested):
+        read.update({e.episode_id: e for e in await store.episodes_for_run(item.run_id)})
+    for item in (fields, whole, nested):
+        assert read[item.episode_id].data == item.data
 
 
 async def test_marked_fact_metadata_never_reaches_d1_fts_or_vectors_in_plaintext(

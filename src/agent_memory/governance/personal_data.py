@@ -4,8 +4,9 @@ A JSON object (an episode's `data`, a fact's `metadata`) marks personal fields w
 `_personal` key (`proposals.personal_marking`). Before the row is written, `seal` replaces:
 
 * each marked field (`"_personal": ["email", "address.city"]`) by a sealed value, a string;
-* for `"_personal": true` (the whole object), everything but the mark by one sealed value
-  under the key `_sealed` (`{"_personal": true, "_sealed": "pii.1...."}`).
+* an object marked whole (`"_personal": true`, at the top or one level down), everything in
+  it but the mark by one sealed value under the key `_sealed`
+  (`{"_personal": true, "_sealed": "pii.1...."}`), so it stays a marked object.
 
 On read, `open_many` turns them back (one data-key lookup per subject for a page of rows).
 A value whose data key is gone (the subject was erased: crypto-shredding) or that does not
@@ -16,8 +17,8 @@ Sealed value (docs/personal-data.md): `pii.1.A256GCM.<kid>.<iv>.<ciphertext>` â€
 version `1`, algorithm, the data key's id, then the 96-bit nonce and the ciphertext with its
 128-bit tag, both base64url without padding. The plaintext is the canonical JSON of the
 field's value; the AAD is `agent-memory/pii/1 NUL tenant NUL subject NUL record id NUL
-field path` (e.g. `data.email`), so a sealed value moved to another tenant, subject, row or
-field does not open.
+field path` (`data.email`; `metadata.contact.*` for an object sealed whole), so a sealed
+value moved to another tenant, subject, row or field does not open.
 
 `public_view` is the object without its personal fields: what may feed derived, indexed
 values (fact keys). Personal fields are never put in FTS, embeddings or vector metadata:
@@ -103,7 +104,7 @@ def public_view(value: Mapping[str, Any]) -> dict[str, Any]:
 
 def _get(value: Mapping[str, Any], path: str) -> Any:
     node: Any = value
-    for part in path.split("."):
+    for part in path.split(".") if path else ():
         node = node[part]
     return node
 
@@ -170,25 +171,24 @@ class PersonalData:
             )
         key_id, key = await self._keys.for_write(subject)
         out: dict[str, Any] = json.loads(canonical_json(value))
-        if not fields:
-            rest = {k: v for k, v in out.items() if k != PERSONAL_MARK}
-            aad = self._aad(subject, record_id, f"{field}.*")
-            nonce, ct = await self._cipher.encrypt(key, canonical_json(rest), aad)
-            return {PERSONAL_MARK: True, SEALED_KEY: SealedValue(key_id, nonce, ct).text()}
-        for path in fields:
-            aad = self._aad(subject, record_id, f"{field}.{path}")
-            nonce, ct = await self._cipher.encrypt(key, canonical_json(_get(out, path)), aad)
-            _set(out, path, SealedValue(key_id, nonce, ct).text())
+        for path in _targets(fields):
+            node = _get(out, path)
+            whole = isinstance(node, Mapping) and node.get(PERSONAL_MARK) is True
+            plain = {k: v for k, v in node.items() if k != PERSONAL_MARK} if whole else node
+            aad = self._aad(subject, record_id, _aad_path(field, path, whole))
+            nonce, ct = await self._cipher.encrypt(key, canonical_json(plain), aad)
+            text = SealedValue(key_id, nonce, ct).text()
+            out = _put(out, path, {PERSONAL_MARK: True, SEALED_KEY: text} if whole else text)
         return out
 
     async def open_many(self, field: str, items: Sequence[Sealable]) -> list[dict[str, Any]]:
         """Each item's value with its sealed fields opened (unreadable ones replaced, see
         the module docstring); values without sealed fields are returned as they are."""
-        plans = [self._sealed_paths(item.value) for item in items]
+        plans = [_sealed_paths(item.value) for item in items]
         wanted: dict[str, set[str]] = {}
         for item, plan in zip(items, plans, strict=True):
             if plan and item.subject:
-                wanted.setdefault(item.subject, set()).update(s.kid for s in plan.values())
+                wanted.setdefault(item.subject, set()).update(s.kid for _, s, _ in plan)
         keys: dict[tuple[str, str], bytes] = {}
         if self._keys is not None:
             for subject, ids in wanted.items():
@@ -202,46 +202,63 @@ class PersonalData:
             out.append(value)
         return out
 
-    @staticmethod
-    def _sealed_paths(value: Mapping[str, Any]) -> dict[str, SealedValue]:
-        fields = personal_marking(value)
-        if fields is None:
-            return {}
-        if not fields:
-            sealed = SealedValue.parse(value.get(SEALED_KEY))
-            return {"*": sealed} if sealed is not None else {}
-        found = {}
-        for path in fields:
-            try:
-                sealed = SealedValue.parse(_get(value, path))
-            except (KeyError, TypeError):
-                continue
-            if sealed is not None:
-                found[path] = sealed
-        return found
-
     async def _open(
         self,
         field: str,
         item: Sealable,
-        plan: dict[str, SealedValue],
+        plan: list[tuple[str, SealedValue, bool]],
         keys: Mapping[tuple[str, str], bytes],
     ) -> dict[str, Any]:
         out: dict[str, Any] = json.loads(canonical_json(item.value))
-        for path, sealed in plan.items():
+        for path, sealed, whole in plan:
             plain: Any = None
             readable = False
             key = keys.get((item.subject or "", sealed.kid))
             if key is not None and self._cipher is not None and item.subject:
-                aad = self._aad(item.subject, item.record_id, f"{field}.{path}")
+                aad = self._aad(item.subject, item.record_id, _aad_path(field, path, whole))
                 try:
                     data = await self._cipher.decrypt(key, sealed.nonce, sealed.ciphertext, aad)
                     plain, readable = json.loads(data), True
                 except (CipherError, ValueError):
                     log.warning("sealed %s of %s does not open", field, item.record_id)
-            if path == "*":
-                if readable and isinstance(plain, dict):
-                    return {PERSONAL_MARK: True, **plain}
-                return {PERSONAL_MARK: True, ERASED_KEY: True}
-            _set(out, path, plain)
+            if whole:
+                opened = readable and isinstance(plain, dict)
+                plain = {PERSONAL_MARK: True, **(plain if opened else {ERASED_KEY: True})}
+            out = _put(out, path, plain)
         return out
+
+
+def _targets(fields: tuple[str, ...]) -> list[str]:
+    """The paths to seal: the marked fields, or "" (the object itself) for a whole mark."""
+    return list(fields) if fields else [""]
+
+
+def _aad_path(field: str, path: str, whole: bool) -> str:
+    """`data.email`, `metadata.contact.*`, `data.*` (a whole object): the AAD's field part."""
+    return field + (f".{path}" if path else "") + (".*" if whole else "")
+
+
+def _put(value: dict[str, Any], path: str, new: Any) -> dict[str, Any]:
+    """`value` with `new` at `path` ("" replaces the value itself)."""
+    if not path:
+        return dict(new)
+    _set(value, path, new)
+    return value
+
+
+def _sealed_paths(value: Mapping[str, Any]) -> list[tuple[str, SealedValue, bool]]:
+    """(path, sealed value, whole object?) for every sealed marked field of `value`."""
+    fields = personal_marking(value)
+    if fields is None:
+        return []
+    found = []
+    for path in _targets(fields):
+        try:
+            node = _get(value, path)
+        except (KeyError, TypeError):
+            continue
+        whole = isinstance(node, Mapping) and SEALED_KEY in node
+        sealed = SealedValue.parse(node[SEALED_KEY] if whole else node)
+        if sealed is not None:
+            found.append((path, sealed, whole))
+    return found
