@@ -23,6 +23,7 @@ from bindings.ports.embedder import Embedder
 from bindings.ports.llm import LLM
 from bindings.settings import Settings
 from local_runtime.access_dev import DEV_AUD, DEV_TEAM_DOMAIN, DevAccessTransport
+from local_runtime.adapters.cipher import CryptographyCipher
 from local_runtime.adapters.d1 import SqliteD1
 from local_runtime.adapters.do_alarms import AlarmTable
 from local_runtime.adapters.do_sql import DurableObjectStorageRegistry, LocalDurableObjectStorage
@@ -31,6 +32,7 @@ from local_runtime.adapters.object_store import LocalObjectStore
 from local_runtime.adapters.rate_limit import FixedWindowRateLimiter
 from local_runtime.adapters.vectorize import LocalVectorIndex
 from local_runtime.background import LocalBackgroundTasks
+from local_runtime.dev_keks import dev_pii_keks
 from local_runtime.durable_objects import LocalDurableObjectNamespace
 from local_runtime.memory_tokens_dev import dev_token_keys
 from local_runtime.migrations import apply_migrations
@@ -109,7 +111,11 @@ class LocalRuntime:
     ) -> None:
         self.state = state
         # Memory tokens are signed with the folder's dev key unless the caller names keys.
-        dev_keys = {"MEMORY_TOKEN_KEYS": dev_token_keys(state)}
+        # So is personal data, with the folder's generated dev key-encryption key.
+        dev_keys = {
+            "MEMORY_TOKEN_KEYS": dev_token_keys(state),
+            "MEMORY_PII_KEKS": dev_pii_keks(state),
+        }
         self.settings = Settings.from_vars({**LOCAL_VARS, **dev_keys, **(vars or {})})
         self.clock: Clock = clock or SystemClock()
         self.background = LocalBackgroundTasks()
@@ -121,6 +127,7 @@ class LocalRuntime:
             metadata_indexes=VECTOR_METADATA_INDEXES,
         )
         self.cold = LocalObjectStore(state.cold, clock=self.clock)
+        self.cipher = CryptographyCipher()
         self._embedder = embedder
         self.llm: LLM | None = llm if llm is not None else build_local_llm(self.settings)
         self._do_registry = DurableObjectStorageRegistry(state.durable_objects)
@@ -171,7 +178,17 @@ class LocalRuntime:
             http_transport=self.http_transport,
             resolve_host=resolve_host,
             embed_rate_limiter=self.embed_rate_limiter,
+            cipher=self.cipher,
+            purge_residue=self.purge_residue,
         )
+
+    async def purge_residue(self) -> None:
+        """After an erase: checkpoint and truncate every local SQLite file's WAL, so the
+        pages an erase overwrote (secure_delete) leave no older copy in a -wal file."""
+        self.db.checkpoint()
+        self.kv.checkpoint()
+        self.vectors.checkpoint()
+        self._do_registry.checkpoint()
 
     def durable_object_storage(self, name: str) -> LocalDurableObjectStorage:
         """The storage of the Durable Object named `name` (for tests and the CLI)."""

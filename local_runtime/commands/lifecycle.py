@@ -222,6 +222,7 @@ def cmd_erase_subject(args: argparse.Namespace) -> int:
         cold=runtime.cold,
         agents=runtime.agents,
         progress=lambda step, n: _say(f"  {step}: {n}"),
+        purge_residue=runtime.purge_residue,
     )
 
     async def go() -> Any:

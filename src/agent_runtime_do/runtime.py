@@ -36,6 +36,7 @@ from pydantic import ValidationError
 
 from agent_memory.governance.agent_types import AgentType, get_agent_type
 from agent_memory.governance.events import EventLog
+from agent_memory.governance.personal_data import PersonalData
 from agent_memory.governance.policy import WriteGate
 from agent_memory.lifecycle.erase import subject_digest
 from agent_memory.tiers.episodic import (
@@ -145,7 +146,9 @@ class AgentRuntimeCore:
     def _episodic_writer(self, tenant: str, db: D1Database) -> EpisodicWriter:
         if self._writer is None or self._writer.store.tenant != tenant:
             self._writer = EpisodicWriter(
-                EpisodicStore(db, tenant),
+                EpisodicStore(
+                    db, tenant, personal=PersonalData.from_bindings(self.bindings, tenant)
+                ),
                 self.bindings.background,
                 on_failure=self._record_failed_write,
                 sleep=self.retry_sleep,

@@ -16,6 +16,8 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
+from bindings.ports.cipher import KeyEncryptionKeys, parse_key_encryption_keys
+
 _HOST_NAME_RE = re.compile(r"[a-z0-9_]([a-z0-9_-]{0,62})(\.[a-z0-9_]([a-z0-9_-]{0,62}))*")
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -62,7 +64,9 @@ def parse_origin_list(raw: str) -> frozenset[str]:
 
 
 class Settings(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    # Secrets live here too (MEMORY_PII_KEKS, MEMORY_TOKEN_KEYS, OPENAI_API_KEY): a refused
+    # value is never echoed into the error (and so into a log or a response).
+    model_config = ConfigDict(frozen=True, extra="ignore", hide_input_in_errors=True)
 
     environment: Literal["production", "development", "test"] = "production"
     # Cloudflare Access: team domain like "acme.cloudflareaccess.com" and the app's AUD tag.
@@ -111,6 +115,10 @@ class Settings(BaseModel):
     # the kid new tokens are signed with (empty: the first key). Old kids keep verifying.
     memory_token_keys: str = ""
     memory_token_kid: str = ""
+    # Personal data at rest (docs/personal-data.md): the key-encryption keys, a Worker secret
+    # `kid:base64(32 bytes),...`, newest first (it wraps new data keys; every kid unwraps).
+    # Empty: marked personal data is refused, never stored in plaintext.
+    memory_pii_keks: str = ""
     # Tenant-scoped operators (worker.operators): emails / Access service-token common
     # names with the platform-admin role without a grant row (bootstrap), comma-separated.
     platform_admins: str = ""
@@ -136,6 +144,16 @@ class Settings(BaseModel):
         if value not in (10, 60):
             raise ValueError("EMBED_RATE_PERIOD must be 10 or 60 (the binding's periods)")
         return value
+
+    @field_validator("memory_pii_keks")
+    @classmethod
+    def _kek_ring(cls, value: str) -> str:
+        parse_key_encryption_keys(value)
+        return value
+
+    @property
+    def pii_keks(self) -> KeyEncryptionKeys | None:
+        return parse_key_encryption_keys(self.memory_pii_keks)
 
     @field_validator("outbound_allowed_hosts")
     @classmethod

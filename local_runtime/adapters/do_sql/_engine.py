@@ -80,6 +80,12 @@ class SqliteEngine:
     def close(self) -> None:
         self._db.close()
 
+    def checkpoint(self) -> None:
+        """Copy the WAL into the database file and truncate it (`wal_checkpoint(TRUNCATE)`),
+        so no page image from before an erase stays in the -wal file."""
+        with self._authorizer.trusted():
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+
     # --- execution -------------------------------------------------------------------------
 
     def _control(self, sql: str) -> None:

@@ -114,6 +114,9 @@ class LocalDurableObjectStorage:
     def close(self) -> None:
         self._engine.close()
 
+    def checkpoint(self) -> None:
+        self._engine.checkpoint()
+
 
 class DurableObjectStorageRegistry:
     """One storage (one SQLite file) and one lock per Durable Object id.
@@ -154,6 +157,13 @@ class DurableObjectStorageRegistry:
             if found is None:
                 found = self._locks[object_id] = asyncio.Lock()
             return found
+
+    def checkpoint(self) -> None:
+        """Checkpoint every open object's WAL (see `SqliteEngine.checkpoint`)."""
+        with self._guard:
+            storages = list(self._storages.values())
+        for storage in storages:
+            storage.checkpoint()
 
     def close(self) -> None:
         with self._guard:

@@ -39,6 +39,11 @@ class EraseReport(BaseModel):
     events_scrubbed: int = 0
     archives_rewritten: int = 0
     archives_deleted: int = 0
+    # Data keys destroyed (crypto-shredding): every sealed value of the subject, wherever a
+    # copy of it lives (cold archives, D1 Time Travel), no longer has a key.
+    data_keys: int = 0
+    # The keyword index (FTS5) was merged after the facts went: no segment keeps them.
+    keyword_index_optimized: bool = False
     archived_rows: dict[str, int] = Field(
         default_factory=lambda: {"episodes": 0, "runs": 0, "events": 0}
     )
@@ -66,6 +71,7 @@ class EraseReport(BaseModel):
             + self.links
             + self.provenance
             + self.events
+            + self.data_keys
             + sum(self.archived_rows.values())
             + sum(n for store, n in self.agent_state.items() if store != "instances")
         )

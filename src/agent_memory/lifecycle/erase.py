@@ -21,11 +21,18 @@ as `contact:hubspot_id:123`, matched exactly as a field and as a substring of te
   without them (renamed after its new first row, so its key names no erased row) or
   deleted when nothing is left, and the archive ledger is updated.
 
+Personal fields are sealed under per-subject data keys (`governance.personal_data`): the
+erase destroys the subject's keys (crypto-shredding), so every copy of its sealed values in
+cold archives is unreadable without rewriting it; a D1 Time Travel copy holds the wrapped key
+too, and becomes unreadable when the KEK that wrapped it is retired (docs/personal-data.md).
+The keyword index (FTS5) is merged afterwards so no index segment keeps erased facts.
+
 Order, so that a failure never leaves a trace a re-run cannot find: the Durable Objects
 first (found through the D1 runs rows; each settles its queued writes into D1 before it
 erases, so the D1 rows are found again after this step), then vectors (a vector is only
-found through its fact row), then D1 rows in batches, then KV, then the archives. A failed
-Durable Object or vector step stops the erase before any D1 row is deleted. Every step is
+found through its fact row), then D1 rows in batches (data keys first, the keyword index
+merge last), then KV, then the archives, then (locally) the SQLite WALs. A failed Durable
+Object or vector step stops the erase before any D1 row is deleted. Every step is
 idempotent: running the erase again finishes an interrupted one and reports zeros once
 nothing is left. Statements are `tenant_id = ?` first, ≤ 100 bound parameters.
 
@@ -43,7 +50,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from agent_memory.lifecycle._erase_archives import ArchiveEraser
 from agent_memory.lifecycle._erase_instances import InstanceEraser
@@ -107,8 +114,10 @@ class SubjectEraser:
         cold: ObjectStore | None = None,
         agents: DurableObjectNamespace | None = None,
         progress: Progress | None = None,
+        purge_residue: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.tenant_id = tenant_id
+        self._purge_residue = purge_residue
         self._kv = kv
         self._vectors = vectors
         self._progress = progress or (lambda step, n: None)
@@ -168,6 +177,14 @@ class SubjectEraser:
                 report.complete = False
                 report.errors.append(f"archives: {type(exc).__name__}: {exc}")
         self._progress("archives", report.archives_rewritten + report.archives_deleted)
+        # 5. Locally: checkpoint the SQLite WALs, so no page from before the erase is left
+        #    in a -wal file (the stores already zero what they delete).
+        if self._purge_residue is not None:
+            try:
+                await self._purge_residue()
+            except Exception as exc:
+                report.complete = False
+                report.errors.append(f"residue: {type(exc).__name__}: {exc}")
         counts = report.model_dump(exclude={"subject", "errors", "tenant_id"})
         log.info("erase %s/%s: %s", self.tenant_id, subject_digest(subject), counts)
         return report

@@ -36,6 +36,7 @@ TenantTable = Literal[
     "namespace_reads",
     "lifecycle_archives",
     "agent_instances",
+    "subject_data_keys",
 ]
 _TENANT_TABLES = get_args(TenantTable)
 

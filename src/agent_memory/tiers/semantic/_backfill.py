@@ -3,7 +3,7 @@
 Facts stored before 0005 have `key_source = ''`: the update step and recall's
 stale-statement guard skip them, so a newer statement about the same entity could never
 supersede them. `backfill_keys` derives their keys exactly as the write path does
-(`_writes.derive_keys`) and stores them, oldest first; a fact whose text names nothing gets
+(`_scope.derive_keys`) and stores them, oldest first; a fact whose text names nothing gets
 `key_source = 'none'`, so it is not looked at again. Idempotent and safe to interrupt.
 """
 
@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent_memory.statements import STATEMENTS_PER_BATCH, chunks
-from agent_memory.tiers.semantic._scope import FactScope
-from agent_memory.tiers.semantic._writes import derive_keys
+from agent_memory.tiers.semantic._scope import FactScope, derive_keys
 
 MAX_BACKFILL = 1_000
 

@@ -13,21 +13,22 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from pydantic import ValidationError
 
 from agent_memory.governance.policy import WriteDenied, WriteProposal
 from agent_memory.ids import content_hash, is_ulid, new_ulid
-from agent_memory.statements import IDS_PER_STATEMENT, STATEMENTS_PER_BATCH, chunks
+from agent_memory.statements import STATEMENTS_PER_BATCH, chunks
 from agent_memory.tiers.semantic._scope import (
     EMBED_BATCH,
     FactScope,
     check_matrix,
+    derive_keys,
     ms,
 )
 from agent_memory.tiers.semantic._vectors import VectorJob, VectorSync
-from agent_memory.tiers.semantic.keys import FactKey, derive_key, entity_candidates
+from agent_memory.tiers.semantic.keys import FactKey
 from agent_memory.tiers.semantic.models import (
     DEFAULT_SUBJECT,
     DeleteResult,
@@ -45,49 +46,33 @@ PENDING_RETRY_ON_WRITE = 10
 PAIRS_PER_STATEMENT = 45  # (subject, hash) pairs: 2 parameters each + tenant
 
 
-class KeyedText(Protocol):
-    """What a key is derived from: a new `FactInput`, or a stored row being backfilled."""
-
-    @property
-    def content(self) -> str: ...
-
-    @property
-    def subject(self) -> str: ...
-
-    @property
-    def predicate(self) -> str: ...
-
-    @property
-    def metadata(self) -> dict[str, Any]: ...
-
-
-async def derive_keys(scope: FactScope, inputs: Sequence[KeyedText]) -> list[FactKey]:
-    """Each input's key (`keys.derive_key`), with the names the tenant already has facts
-    about found in one indexed lookup (`known_subject`)."""
-    names = [name for fact in inputs for name in entity_candidates(fact.content)]
-    wanted = list(dict.fromkeys(names))[:IDS_PER_STATEMENT]
-    known: set[str] = set()
-    if wanted:
-        marks = ", ".join("?" for _ in wanted)
+async def find_by_hash(
+    scope: FactScope, keys: Sequence[tuple[str, str]]
+) -> dict[tuple[str, str], Row]:
+    """Existing rows for (subject, content hash) pairs. `subject IN (..) AND
+    content_hash IN (..)` is a range lookup on the UNIQUE (tenant_id, subject,
+    content_hash) index (an OR of pairs may be planned as a scan); the few extra rows
+    of the cross product are dropped here."""
+    wanted = set(keys)
+    found: dict[tuple[str, str], Row] = {}
+    for chunk in chunks(list(dict.fromkeys(keys)), PAIRS_PER_STATEMENT):
+        subjects = list(dict.fromkeys(subject for subject, _ in chunk))
+        digests = list(dict.fromkeys(digest for _, digest in chunk))
         result = (
             await scope.db.prepare(
-                "SELECT DISTINCT key_entity FROM semantic_facts WHERE tenant_id = ? "
-                f"AND key_entity IN ({marks})"
+                "SELECT fact_id, status, subject, predicate, object, agent_type, confidence, "
+                "learned_from_run_id, content_hash, created_at FROM semantic_facts "
+                f"WHERE tenant_id = ? AND subject IN ({', '.join('?' for _ in subjects)}) "
+                f"AND content_hash IN ({', '.join('?' for _ in digests)})"
             )
-            .bind(scope.tenant_id, *wanted)
+            .bind(scope.tenant_id, *subjects, *digests)
             .all()
         )
-        known = {str(row["key_entity"]) for row in result.results}
-    return [
-        derive_key(
-            fact.content,
-            subject=fact.subject,
-            predicate=fact.predicate,
-            metadata=fact.metadata,
-            known_entities=known,
-        )
-        for fact in inputs
-    ]
+        for row in result.results:
+            key = (row["subject"], row["content_hash"])
+            if key in wanted:
+                found[key] = row
+    return found
 
 
 class FactWriter:
@@ -133,13 +118,21 @@ class FactWriter:
         except WriteDenied as denied:
             problems = [{"field": v.code, "problem": v.message} for v in denied.violations]
             raise MemoryInputError(str(denied), problems, code=denied.code) from None
+        if not self._s.personal.can_seal and any(
+            p.personal_fields() is not None for p in proposals
+        ):
+            raise MemoryInputError(
+                "personal data cannot be stored: this deployment has no MEMORY_PII_KEKS "
+                "(docs/personal-data.md); nothing was written",
+                code="personal_data_unavailable",
+            )
         embedder = self._s.require_embedder()
         now = self._s.clock.now()
         hashes = [content_hash(f.content) for f in inputs]
         first_of: dict[tuple[str, str], int] = {}
         for index, fact in enumerate(inputs):
             first_of.setdefault((fact.subject, hashes[index]), index)
-        existing = await self._find_by_hash(list(first_of))
+        existing = await find_by_hash(self._s, list(first_of))
         keys = await derive_keys(self._s, inputs)
         results: dict[int, LearnResult] = {}
         todo: list[int] = []  # indexes (first occurrences) that need a vector
@@ -170,11 +163,21 @@ class FactWriter:
                     created[index] = False
                     continue
                 fact_id = new_ulid(now)
+                # Sealed here, once: the row holds only ciphertext of the personal fields.
+                metadata = await self._s.personal.seal(
+                    fact.subject, fact_id, "metadata", fact.metadata
+                )
                 inserts.append(
                     (
                         index,
                         self._insert_statement(
-                            fact, fact_id, hashes[index], embedder.config, now, keys[index]
+                            fact,
+                            fact_id,
+                            hashes[index],
+                            embedder.config,
+                            now,
+                            keys[index],
+                            metadata,
                         ),
                     )
                 )
@@ -194,7 +197,9 @@ class FactWriter:
             if conflicts:
                 # Another writer learned the same fact between our lookup and our insert:
                 # its row wins (and still gets its vector here if it is pending).
-                won = await self._find_by_hash([(inputs[i].subject, hashes[i]) for i in conflicts])
+                won = await find_by_hash(
+                    self._s, [(inputs[i].subject, hashes[i]) for i in conflicts]
+                )
                 for index in conflicts:
                     created[index] = False
                     row = won.get((inputs[index].subject, hashes[index]))
@@ -278,6 +283,7 @@ class FactWriter:
         config: EmbeddingConfig,
         now: float,
         key: FactKey,
+        metadata: dict[str, Any],
     ) -> D1Statement:
         valid_from = ms(fact.valid_from) if fact.valid_from is not None else ms(now)
         valid_to = ms(fact.valid_to) if fact.valid_to is not None else None
@@ -299,7 +305,7 @@ class FactWriter:
             fact.predicate,
             fact.object,
             fact.content,
-            json.dumps(fact.metadata, separators=(",", ":"), ensure_ascii=False),
+            json.dumps(metadata, separators=(",", ":"), ensure_ascii=False),
             float(fact.confidence),
             fact.source,
             fact.learned_from_run_id or self._s.run_id,
@@ -325,32 +331,6 @@ class FactWriter:
                 if result.meta.changes == 0:
                     conflicts.append(index)
         return conflicts
-
-    async def _find_by_hash(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Row]:
-        """Existing rows for (subject, content hash) pairs. `subject IN (..) AND
-        content_hash IN (..)` is a range lookup on the UNIQUE (tenant_id, subject,
-        content_hash) index (an OR of pairs may be planned as a scan); the few extra rows
-        of the cross product are dropped here."""
-        wanted = set(keys)
-        found: dict[tuple[str, str], Row] = {}
-        for chunk in chunks(list(dict.fromkeys(keys)), PAIRS_PER_STATEMENT):
-            subjects = list(dict.fromkeys(subject for subject, _ in chunk))
-            digests = list(dict.fromkeys(digest for _, digest in chunk))
-            result = (
-                await self._s.db.prepare(
-                    "SELECT fact_id, status, subject, predicate, object, agent_type, confidence, "
-                    "learned_from_run_id, content_hash, created_at FROM semantic_facts "
-                    f"WHERE tenant_id = ? AND subject IN ({', '.join('?' for _ in subjects)}) "
-                    f"AND content_hash IN ({', '.join('?' for _ in digests)})"
-                )
-                .bind(self._s.tenant_id, *subjects, *digests)
-                .all()
-            )
-            for row in result.results:
-                key = (row["subject"], row["content_hash"])
-                if key in wanted:
-                    found[key] = row
-        return found
 
     async def delete(self, fact_id: str) -> DeleteResult:
         """Delete a fact's row and its vector (admin only; ADR-0030). Idempotent: deleting
