@@ -15,7 +15,8 @@ token's tenant and the path's agent, so a caller can only ever name its own name
 The episode read goes through `MemoryClient.get`: hot (KV) → warm (D1) → cold (the archive
 and its index), promoting a warm or cold hit to hot (never an item marked personal); the
 answer says where it was found (`found_in`) and where it was copied (`promoted_to`). Every
-tier's text becomes the model through one mapping (`agent_memory.tiered.episode_from_item`).
+tier's text becomes the model through one mapping (`agent_memory.tiered.open_episode_item`,
+which also opens sealed personal fields).
 The archive listing pages the cold index newest first, optionally for one `subject`, and
 reads each episode from its archive object.
 
@@ -26,8 +27,9 @@ grammar), `invalid_cursor`; 503 `episodic_unavailable` (no D1), `cold_unavailabl
 from __future__ import annotations
 
 from agent_memory.cursors import InvalidCursorError
+from agent_memory.governance.personal_data import PersonalData
 from agent_memory.namespace import SERVICE, InvalidNamespaceKey, ItemKey, NamespaceKey
-from agent_memory.tiered import ArchiveColdMemory, episode_from_item
+from agent_memory.tiered import ArchiveColdMemory, open_episode_item
 from agent_memory.tiered.deployment import deployment_client
 from agent_memory.tiers.namespaced_kv import ReadCounts, flush_counts
 from bindings.environment import Bindings
@@ -81,7 +83,9 @@ async def read_episode(
         namespace_key=item.namespace_key,
         found_in=found.tier,
         promoted_to=[t for t in found.promoted_to if t != "cold"],
-        episode=episode_from_item(found.value),
+        episode=await open_episode_item(
+            found.value, PersonalData.from_bindings(bindings, claims.tenant)
+        ),
     )
     return json_response(body.model_dump(mode="json"))
 
@@ -128,6 +132,7 @@ async def _archived(
     except InvalidCursorError:
         raise ApiError(422, "invalid_cursor", "cursor is not one this API issued") from None
     items = []
+    personal = PersonalData.from_bindings(bindings, tenant)
     for entry in page.items:
         text = await cold.download_text(entry.item_key)
         if text is not None:  # erased between the index read and the object read
@@ -135,7 +140,7 @@ async def _archived(
                 ArchivedEpisode(
                     item_key=entry.item_key,
                     archived_at=entry.archived_at,
-                    episode=episode_from_item(text),
+                    episode=await open_episode_item(text, personal),
                 )
             )
     return items, page.next_cursor

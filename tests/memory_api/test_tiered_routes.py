@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agent_memory.governance import PersonalData
 from agent_memory.ids import new_ulid
 from agent_memory.lifecycle.prune import Pruner
 from agent_memory.namespace import ItemKey
@@ -37,7 +38,8 @@ async def seed(
         data=data or {},
         created_at=int(now * 1000),
     )
-    await EpisodicStore(rt.db, tenant).append_episode(episode)
+    personal = PersonalData.from_bindings(rt.bindings(), tenant)
+    await EpisodicStore(rt.db, tenant, personal=personal).append_episode(episode)
     return episode
 
 
@@ -143,10 +145,22 @@ async def test_bad_ids_and_personal_episodes(client: Client, memory_runtime: Loc
     personal = await seed(
         rt, "acme", "contact:ada", "Ada's address", data={"addr": "1 Main St", "_personal": True}
     )
+    stored = await (
+        rt.db.prepare("SELECT data FROM memory_episodes WHERE episode_id = ?")
+        .bind(personal.episode_id)
+        .first()
+    )
+    assert stored is not None and "1 Main St" not in str(stored["data"])  # sealed in D1
     answer = await get_episode(client, token, personal.episode_id)
     assert answer.json()["found_in"] == "warm" and answer.json()["promoted_to"] == []
+    assert answer.json()["episode"]["data"]["addr"] == "1 Main St"  # opened for the reader
     key = ItemKey.build("acme", "agent-7", "episode", personal.episode_id).key
     assert await rt.kv.get(key) is None  # personal data never reaches KV
+    await prune_all(rt)
+    archived = await get_episode(client, token, personal.episode_id)
+    assert archived.json()["found_in"] == "cold" and archived.json()["promoted_to"] == []
+    assert archived.json()["episode"]["data"]["addr"] == "1 Main St"  # the cold copy opens too
+    assert await rt.kv.get(key) is None
     no_tier = await client.mint("acme", "agent-7", tiers=["working"], scopes=["read"])
     refused = await get_episode(client, no_tier, personal.episode_id)
     assert refused.status == 403 and refused.json()["error"]["code"] == "tier_forbidden"

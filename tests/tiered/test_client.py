@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from agent_memory.governance import PersonalData
 from agent_memory.ids import new_ulid
 from agent_memory.lifecycle.prune import Pruner, weekly_prune_id
 from agent_memory.namespace import InvalidNamespaceKey, ItemKey, NamespaceForbidden
@@ -19,6 +20,7 @@ from agent_memory.tiered import (
     MemoryClient,
     PersonalDataInHot,
     episode_from_item,
+    open_episode_item,
 )
 from agent_memory.tiered.episodes import item_text
 from agent_memory.tiers.episodic import Episode
@@ -33,7 +35,7 @@ def client(rt: LocalRuntime, **rules: object) -> MemoryClient:
     return (
         MemoryBuilder()
         .with_hot(KVHotMemory(rt.kv))
-        .with_warm(D1WarmMemory(rt.db))
+        .with_warm(D1WarmMemory(rt.db, PersonalData.from_bindings(rt.bindings(), TENANT)))
         .with_cold(ArchiveColdMemory(rt.db, rt.cold, rt.clock))
         .with_rules(**rules)  # type: ignore[arg-type]
         .for_tenant(TENANT)
@@ -151,14 +153,19 @@ async def test_personal_items_never_reach_hot(rt: LocalRuntime, clock: FixedCloc
     memory = client(rt, write_through=True)
     await memory.set(key(episode), text(episode))
     assert not await in_hot(rt, episode)  # write-through skipped
+    personal = PersonalData.from_bindings(rt.bindings(), TENANT)
     read = await memory.get(key(episode))
     assert read is not None and read.tier == "warm" and read.promoted_to == ()
+    assert "ada@example.com" not in read.value  # the warm tier holds ciphertext
+    assert (await open_episode_item(read.value, personal)).data["email"] == "ada@example.com"
     assert not await in_hot(rt, episode)  # promotion skipped
     clock.advance(100 * DAY)
     now_ms = int(clock.now() * 1000)
     await Pruner(rt.db, rt.cold, rt.clock, default_retention_days=90).run("job", now_ms)
     read = await memory.get(key(episode))
     assert read is not None and read.tier == "cold" and read.promoted_to == ()
+    assert "ada@example.com" not in read.value  # archived as stored: ciphertext
+    assert (await open_episode_item(read.value, personal)).data["email"] == "ada@example.com"
     assert not await in_hot(rt, episode)
     working = ItemKey.build(TENANT, AGENT, "working", "contact").key
     with pytest.raises(PersonalDataInHot):

@@ -23,7 +23,12 @@ from agent_memory.tiered.client import (
     TierMissing,
 )
 from agent_memory.tiered.cold import ArchiveColdMemory, ArchivedItem, ArchivedPage
-from agent_memory.tiered.episodes import EPISODE_KIND, episode_from_item, is_personal
+from agent_memory.tiered.episodes import (
+    EPISODE_KIND,
+    episode_from_item,
+    is_personal,
+    open_episode_item,
+)
 from agent_memory.tiered.hot import KVHotMemory
 from agent_memory.tiered.warm import D1WarmMemory
 
@@ -43,4 +48,5 @@ __all__ = [
     "TieredRead",
     "episode_from_item",
     "is_personal",
+    "open_episode_item",
 ]

@@ -8,6 +8,7 @@ needs D1 too (its index). A bad `MEMORY_PLACEMENT` raises `PlacementError`.
 
 from __future__ import annotations
 
+from agent_memory.governance.personal_data import PersonalData
 from agent_memory.placement import PlacementTable, parse_placement
 from agent_memory.tiered.client import MemoryBuilder, MemoryClient
 from agent_memory.tiered.cold import ArchiveColdMemory
@@ -42,7 +43,11 @@ def deployment_client(
             bindings.kv, flags=namespace_flags(bindings), counts=counts, repair_ttl=working_ttl
         )
     )
-    warm = None if bindings.db is None else D1WarmMemory(bindings.db)
+    warm = (
+        None
+        if bindings.db is None
+        else D1WarmMemory(bindings.db, PersonalData.from_bindings(bindings, tenant))
+    )
     cold = (
         None
         if bindings.db is None or bindings.cold is None

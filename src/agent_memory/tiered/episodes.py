@@ -6,8 +6,11 @@ decoded, sorted keys: `agent_memory.lifecycle.cold`), whichever tier holds it: D
 row, the cold archive holds it in that form already, and a hot copy is that text. So the
 bytes a tier keeps are the bytes the warm tier stores (what the warm tier encrypts stays
 encrypted in hot and cold), and every read, wherever it was found, becomes an `Episode`
-through `episode_from_item` → `episode_from_row`: the same row→model mapping as the
-episodic tier's own reads, so one decoding point serves every tier.
+through `open_episode_item` → `open_episodes`: the same row→model mapping as the
+episodic tier's own reads, which also opens sealed personal fields (docs/personal-data.md),
+so one decoding and decryption point serves every tier. `episode_from_item` is the mapping
+without opening (for values known to hold no sealed field, and for the write path, which
+seals).
 """
 
 from __future__ import annotations
@@ -16,9 +19,10 @@ import json
 from typing import Any
 
 from agent_memory.governance import personal_marking
+from agent_memory.governance.personal_data import PersonalData
 from agent_memory.lifecycle.cold import row_from_archive
 from agent_memory.tiers.episodic import Episode
-from agent_memory.tiers.episodic.models import episode_from_row
+from agent_memory.tiers.episodic.models import episode_from_row, open_episodes
 
 EPISODE_KIND = "episode"
 _JSON_COLUMNS = ("data",)
@@ -44,6 +48,12 @@ def item_row(text: str) -> dict[str, Any]:
 def episode_from_item(text: str) -> Episode:
     """The item text, from any tier → the episodic tier's model (its row mapping)."""
     return episode_from_row(item_row(text))
+
+
+async def open_episode_item(text: str, personal: PersonalData) -> Episode:
+    """The item text, from any tier → the episode with its sealed personal fields opened
+    (a field whose subject key was erased reads as erased: `PersonalData.open_many`)."""
+    return (await open_episodes([item_row(text)], personal))[0]
 
 
 def is_personal(text: str) -> bool:

@@ -13,6 +13,7 @@ Every statement starts with `tenant_id = ?` (DESIGN invariant 2).
 
 from __future__ import annotations
 
+from agent_memory.governance.personal_data import PersonalData
 from agent_memory.namespace import InvalidNamespaceKey, ItemKey
 from agent_memory.tiered.episodes import EPISODE_KIND, episode_from_item, item_text
 from agent_memory.tiers.episodic import EpisodicStore
@@ -27,8 +28,11 @@ EPISODE_COLUMNS = (
 class D1WarmMemory:
     """`WarmMemory` over a D1 database."""
 
-    def __init__(self, db: D1Database) -> None:
+    def __init__(self, db: D1Database, personal: PersonalData | None = None) -> None:
         self._db = db
+        # Seals marked personal fields on upsert (without it they are refused, never
+        # stored in plaintext: `EpisodicStore`).
+        self._personal = personal
 
     async def read(self, key: str) -> str | None:
         item = ItemKey.parse(key)
@@ -51,7 +55,7 @@ class D1WarmMemory:
         episode = episode_from_item(value)
         if (episode.episode_id, episode.instance_id) != (item.entity, item.session):
             raise InvalidNamespaceKey("the episode does not belong to this item key")
-        await EpisodicStore(self._db, item.tenant).append_episode(episode)
+        await EpisodicStore(self._db, item.tenant, personal=self._personal).append_episode(episode)
 
     async def delete(self, key: str) -> None:
         item = ItemKey.parse(key)
