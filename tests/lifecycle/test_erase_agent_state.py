@@ -10,6 +10,7 @@ from typing import Any
 from urllib.parse import quote
 
 from agent_memory.lifecycle.erase import SubjectEraser
+from agent_memory.lifecycle.prune import Pruner
 from agent_memory.tiers.episodic import EpisodicStore
 from agent_runtime_do.runtime import AgentRuntimeCore
 from local_runtime.access_dev import mint_token
@@ -210,3 +211,25 @@ async def test_an_instance_that_cannot_erase_stops_the_erase_before_d1_rows_go(
     assert await count(rt.db, "SELECT COUNT(*) AS n FROM memory_episodes") == episodes
     assert (await erase_over_route(rt, ADA)).status == 200
     assert await count(rt.db, "SELECT COUNT(*) AS n FROM memory_episodes") == 0
+
+
+async def test_an_instance_whose_runs_were_pruned_before_it_reported_is_still_reached(
+    rt: LocalRuntime,
+) -> None:
+    # The instance never reported from its alarm (no agent_instances row), and the prune
+    # takes every agent_runs row that named it: the prune registers it as it deletes them.
+    await run_turn(rt, "archive", ADA, f"note the address of {ADA}")
+    instances = "SELECT COUNT(*) AS n FROM agent_instances"
+    assert await count(rt.db, instances) == 0
+    later = int(rt.clock.now() * 1000) + 100 * 86_400_000
+    report = await Pruner(rt.db, rt.cold, rt.clock, default_retention_days=90).run("p", later)
+    assert report.complete
+    assert await count(rt.db, "SELECT COUNT(*) AS n FROM agent_runs") == 0
+    assert await count(rt.db, instances) == 1
+    assert rows_naming(rt, "acme:assistant:archive", ADA)["run_log"] > 0
+
+    response = await erase_over_route(rt, ADA)
+
+    assert response.status == 200, response.body
+    assert json.loads(response.body)["agent_state"]["instances"] == 1
+    assert rows_naming(rt, "acme:assistant:archive", ADA)["run_log"] == 0

@@ -111,7 +111,19 @@ class ArchiveBatchWriter:
         now_ms: int,
     ) -> list[D1Statement]:
         """For episodes: index every archived row by its item key (`cold_items`), in the
-        transaction that deletes them, so the cold tier can serve each one by key."""
+        transaction that deletes them, so the cold tier can serve each one by key. For runs:
+        register their agent instances (`agent_instances`, as `lifecycle.instances` does),
+        so the subject eraser still reaches an instance whose runs rows are all pruned
+        before its Durable Object ever reported from its alarm."""
+        if table is RUNS:
+            return [
+                self._db.prepare(
+                    "INSERT INTO agent_instances (tenant_id, agent_type, instance_id, "
+                    "reported_at) SELECT DISTINCT tenant_id, agent_type, instance_id, ? "
+                    f"FROM agent_runs WHERE {where} "
+                    "ON CONFLICT (tenant_id, agent_type, instance_id) DO NOTHING"
+                ).bind(now_ms, *params)
+            ]
         if table is not EPISODES:
             return []
         return [
