@@ -20,7 +20,8 @@ docs/lifecycle.md).
 Printed per size: wall time, batches, rows/s, archive objects and bytes, D1 statements per
 batch; then the growth check: time per row at each size relative to the smallest, which
 stays near 1.0 when the cost is linear. Each run is verified: every episode deleted, every
-one present exactly once in the archives (by count), the per-tenant counts exact.
+one present exactly once in the archives (by count) and in the cold item index
+(`cold_items`, docs/tiered-memory.md), the per-tenant counts exact.
 A measurement script, not a test: numbers depend on the machine.
 """
 
@@ -158,6 +159,10 @@ async def measure(
             "FROM lifecycle_archives"
         ).first()
         assert ledger is not None
+        indexed = await runtime.db.prepare(
+            "SELECT COUNT(*) AS n, COUNT(DISTINCT archive_key) AS objects FROM cold_items"
+        ).first()
+        assert indexed is not None
         keys = runtime.cold.keys("archive/")
         totals = report.totals()
         ok = (
@@ -166,6 +171,9 @@ async def measure(
             and totals["episodes_deleted"] == expected
             and int(ledger["rows"] or 0) == expected
             and int(ledger["objects"] or 0) == len(keys)
+            # every archived episode is in the cold index once, pointing at a real object
+            and int(indexed["n"] or 0) == expected
+            and int(indexed["objects"] or 0) == len(keys)
             and all(t.episodes_deleted == size // tenants for t in report.tenants)
         )
         await runtime.close()

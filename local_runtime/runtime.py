@@ -16,19 +16,23 @@ from typing import Any
 
 from agent_runtime_do.runtime import AgentRuntimeCore
 from bindings.environment import Bindings
+from bindings.ports.alarms import AlarmStorage
 from bindings.ports.clock import Clock, SystemClock
 from bindings.ports.do_sql import DurableObjectStorage
 from bindings.ports.embedder import Embedder
 from bindings.ports.llm import LLM
 from bindings.settings import Settings
 from local_runtime.access_dev import DEV_AUD, DEV_TEAM_DOMAIN, DevAccessTransport
+from local_runtime.adapters.cipher import CryptographyCipher
 from local_runtime.adapters.d1 import SqliteD1
-from local_runtime.adapters.do_sql import DurableObjectStorageRegistry
+from local_runtime.adapters.do_alarms import AlarmTable
+from local_runtime.adapters.do_sql import DurableObjectStorageRegistry, LocalDurableObjectStorage
 from local_runtime.adapters.kv import SqliteKV
 from local_runtime.adapters.object_store import LocalObjectStore
 from local_runtime.adapters.rate_limit import FixedWindowRateLimiter
 from local_runtime.adapters.vectorize import LocalVectorIndex
 from local_runtime.background import LocalBackgroundTasks
+from local_runtime.dev_keks import dev_pii_keks
 from local_runtime.durable_objects import LocalDurableObjectNamespace
 from local_runtime.memory_tokens_dev import dev_token_keys
 from local_runtime.migrations import apply_migrations
@@ -107,7 +111,11 @@ class LocalRuntime:
     ) -> None:
         self.state = state
         # Memory tokens are signed with the folder's dev key unless the caller names keys.
-        dev_keys = {"MEMORY_TOKEN_KEYS": dev_token_keys(state)}
+        # So is personal data, with the folder's generated dev key-encryption key.
+        dev_keys = {
+            "MEMORY_TOKEN_KEYS": dev_token_keys(state),
+            "MEMORY_PII_KEKS": dev_pii_keks(state),
+        }
         self.settings = Settings.from_vars({**LOCAL_VARS, **dev_keys, **(vars or {})})
         self.clock: Clock = clock or SystemClock()
         self.background = LocalBackgroundTasks()
@@ -119,11 +127,15 @@ class LocalRuntime:
             metadata_indexes=VECTOR_METADATA_INDEXES,
         )
         self.cold = LocalObjectStore(state.cold, clock=self.clock)
+        self.cipher = CryptographyCipher()
         self._embedder = embedder
         self.llm: LLM | None = llm if llm is not None else build_local_llm(self.settings)
         self._do_registry = DurableObjectStorageRegistry(state.durable_objects)
+        self.alarm_passes = 0
         self.http_transport = DevAccessTransport(state.access)
-        self.agents = LocalDurableObjectNamespace(self._do_registry, self._agent_core)
+        self.agents = LocalDurableObjectNamespace(
+            self._do_registry, self._agent_core, AlarmTable(state.alarms)
+        )
         # Like wrangler.toml's EMBED_RATE_LIMITER (the numbers come from the settings).
         self.embed_rate_limiter = FixedWindowRateLimiter(
             limit=self.settings.embed_rate_limit,
@@ -166,11 +178,48 @@ class LocalRuntime:
             http_transport=self.http_transport,
             resolve_host=resolve_host,
             embed_rate_limiter=self.embed_rate_limiter,
+            cipher=self.cipher,
+            purge_residue=self.purge_residue,
         )
 
-    def _agent_core(self, storage: DurableObjectStorage) -> AgentRuntimeCore:
-        return AgentRuntimeCore(storage, self.bindings())
+    async def purge_residue(self) -> None:
+        """After an erase: checkpoint and truncate every local SQLite file's WAL, so the
+        pages an erase overwrote (secure_delete) leave no older copy in a -wal file."""
+        self.db.checkpoint()
+        self.kv.checkpoint()
+        self.vectors.checkpoint()
+        self._do_registry.checkpoint()
+
+    def durable_object_storage(self, name: str) -> LocalDurableObjectStorage:
+        """The storage of the Durable Object named `name` (for tests and the CLI)."""
+        return self._do_registry.storage(name)
+
+    def evict_durable_objects(self) -> None:
+        """Evict every Durable Object: instances are dropped and their SQLite files closed
+        (which checkpoints and removes each write-ahead log); the next call reopens them."""
+        self.agents.evict_all()
+        self._do_registry.close()
+
+    async def fire_due_alarms(self) -> list[str]:
+        """Run every Durable Object alarm due now (by this runtime's clock)."""
+        return await self.agents.run_due_alarms(self.clock.now())
+
+    async def run_alarms(self, poll_seconds: float = 1.0) -> None:
+        """Fire alarms as they fall due, until cancelled (the dev server's alarm loop): a
+        pass at once, then every `poll_seconds`; `alarm_passes` counts finished passes."""
+        while True:
+            try:
+                await self.fire_due_alarms()
+            except Exception:  # one bad pass must not end the loop
+                log.exception("alarm loop pass failed")
+            self.alarm_passes += 1
+            await asyncio.sleep(poll_seconds)
+
+    def _agent_core(self, storage: DurableObjectStorage, alarms: AlarmStorage) -> AgentRuntimeCore:
+        return AgentRuntimeCore(storage, self.bindings(), alarms=alarms)
 
     async def close(self) -> None:
         await self.background.drain()
+        self.agents.alarms.close()
+        self.evict_durable_objects()  # closes the object files: their WALs are checkpointed
         await self.http_transport.close()

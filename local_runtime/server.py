@@ -1,7 +1,8 @@
 """The local dev server: an ASGI app serving `worker.app.handle`, run by uvicorn.
 
 Besides the Worker's own routes it answers `/cdn-cgi/handler/scheduled?cron=...` (and the
-newer `/cdn-cgi/local/scheduled`) by running the scheduled handler, as `wrangler dev` does.
+newer `/cdn-cgi/local/scheduled`) by running the scheduled handler, as `wrangler dev` does,
+and, while it runs, fires Durable Object alarms as they fall due (once a second).
 
 The request's path is taken from the raw request target (`raw_path`), still
 percent-encoded, as the Worker sees it on Cloudflare: the router decodes parameters once.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
 import re
@@ -30,6 +32,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from http_messages import Headers, HttpRequest, HttpResponse, json_response
 from local_runtime.runtime import LocalRuntime
 from local_runtime.static_assets import serve_asset
+from worker.api_operations import OPERATIONS
 from worker.app import handle
 from worker.cron import run_scheduled
 from worker.errors import ApiError, method_not_allowed, validation_error
@@ -90,6 +93,7 @@ class LocalWorkerApp:
     def __init__(self, runtime: LocalRuntime) -> None:
         self.runtime = runtime
         self._ready = asyncio.Event()
+        self._alarms: asyncio.Task[None] | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -99,6 +103,7 @@ class LocalWorkerApp:
             return
         request = await self._read_request(scope, receive)
         response = await self.dispatch(request)
+        log.info("%s %s %d", request.method, loggable_path(request.path), response.status)
         await send(
             {
                 "type": "http.response.start",
@@ -169,12 +174,42 @@ class LocalWorkerApp:
             message = await receive()
             if message["type"] == "lifespan.startup":
                 await self.runtime.migrate()
+                # Durable Object alarms fire while the server runs, as on Cloudflare.
+                self._alarms = asyncio.get_running_loop().create_task(self.runtime.run_alarms())
                 self._ready.set()
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
+                if self._alarms is not None:
+                    self._alarms.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await self._alarms
                 await self.runtime.close()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
+
+
+def _route_words() -> frozenset[str]:
+    words = {"cdn-cgi", "handler", "local", "scheduled", "ui"}
+    for operation in OPERATIONS:
+        words.update(s for s in operation.path.split("/") if s and not s.startswith("{"))
+    return frozenset(words)
+
+
+ROUTE_WORDS = _route_words()
+
+
+def loggable_path(path: str) -> str:
+    """The request path as the access log shows it (logs carry ids and hashes only): the
+    route's own words are kept; every other segment — a tenant, an id, a subject or a key,
+    any of which may name a person — becomes a short SHA-256; the query string is dropped.
+    (Uvicorn's own access log, which prints the full target, is switched off.)"""
+    segments = []
+    for segment in path.split("?", 1)[0].split("/"):
+        if not segment or segment in ROUTE_WORDS:
+            segments.append(segment)
+        else:
+            segments.append("~" + hashlib.sha256(segment.encode()).hexdigest()[:8])
+    return "/".join(segments)
 
 
 def parse_scheduled_time(raw: str) -> float:
@@ -200,6 +235,7 @@ def serve(runtime: LocalRuntime, host: str = "127.0.0.1", port: int = 8787) -> N
         host=host,
         port=port,
         log_level="info",
+        access_log=False,  # `LocalWorkerApp` logs each request with `loggable_path`
         http=JsonErrorHttpToolsProtocol,
     )
     uvicorn.Server(config).run()
@@ -228,6 +264,7 @@ def serving_in_thread(
         host="127.0.0.1",
         port=port,
         log_level="warning",
+        access_log=False,
         lifespan=lifespan,
         loop="asyncio",
         http=JsonErrorHttpToolsProtocol,

@@ -4,6 +4,7 @@ Layout (created on first use):
     kv.sqlite            Workers KV
     d1.sqlite            the D1 database (migrations recorded in d1_migrations)
     durable_objects/     one SQLite file per Durable Object id
+    alarms.sqlite        every Durable Object's alarm (set, retry count)
     vectors.sqlite       the Vectorize index
     cold/                the R2 cold tier (archives)
     access/              the dev Cloudflare Access key pair and JWKS
@@ -39,6 +40,10 @@ class StateDir:
     @property
     def durable_objects(self) -> Path:
         return self.root / "durable_objects"
+
+    @property
+    def alarms(self) -> Path:
+        return self.root / "alarms.sqlite"
 
     @property
     def vectors(self) -> Path:

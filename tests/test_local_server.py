@@ -78,3 +78,39 @@ def test_cli_help_and_migrate(tmp_path: Path) -> None:
         check=True,
     )
     assert "no migrations to apply" in second.stdout
+
+
+def test_the_dev_server_fires_durable_object_alarms_as_they_fall_due(tmp_path: Path) -> None:
+    import time
+
+    from bindings.ports.clock import FixedClock
+    from local_runtime.access_dev import mint_token
+    from worker.access import ACCESS_HEADER
+
+    clock = FixedClock(1_750_000_000.0)
+    runtime = LocalRuntime.open(tmp_path / "state", embedder=HashingEmbedder(), clock=clock)
+    with running_server(runtime) as base:
+        token = mint_token(runtime.state.access, "ops@example.com", now=clock.now())
+        run = httpx.post(
+            f"{base}/v1/agents/acme/assistant/run",
+            json={"input": "remember the blue door"},
+            headers={ACCESS_HEADER: token},
+        )
+        assert run.status_code == 200, run.text
+        name = "acme:assistant:default"
+        assert runtime.agents.alarms.get(name) == clock.now() + 86_400
+        clock.advance(86_400)  # a day without a turn
+        passes = runtime.alarm_passes
+        deadline = time.monotonic() + 10
+        # The loop runs a pass every second: wait for one that started after the advance.
+        while runtime.alarm_passes < passes + 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        log = httpx.get(
+            f"{base}/admin/agents/acme/runs/{run.json()['run_id']}",
+            headers={
+                ACCESS_HEADER: mint_token(runtime.state.access, "ops@example.com", now=clock.now())
+            },
+        )
+        assert runtime.agents.alarms.get(name) is None  # fired; nothing left to arm for
+    assert log.status_code == 200 and log.json()["run_log"] == []  # cleared after the day
+    assert log.json()["run"]["status"] == "completed"  # the run itself stays in D1

@@ -199,10 +199,17 @@ class SqliteD1:
     """A D1 database in one SQLite file (":memory:" for tests)."""
 
     def __init__(self, path: str | Path) -> None:
-        self._engine = SqliteEngine(path)
+        # secure_delete ON for the local file only (D1 does not allow the PRAGMA, and what
+        # its storage keeps of deleted pages is Cloudflare's): deleted rows are overwritten
+        # with zeros, so a subject erase leaves no bytes behind here (docs/lifecycle.md).
+        self._engine = SqliteEngine(path, secure_delete=True)
 
     def close(self) -> None:
         self._engine.close()
+
+    def checkpoint(self) -> None:
+        """Local only: checkpoint and truncate the WAL (see `SqliteEngine.checkpoint`)."""
+        self._engine.checkpoint()
 
     def prepare(self, sql: str) -> SqliteD1Statement:
         return SqliteD1Statement(self, sql)

@@ -157,10 +157,16 @@ class SqliteKV:
         self._db.execute("PRAGMA journal_mode = WAL")
         self._db.execute("PRAGMA synchronous = NORMAL")
         self._db.execute("PRAGMA busy_timeout = 2000")
+        # Deleted values are overwritten with zeros (a subject erase leaves no bytes behind).
+        self._db.execute("PRAGMA secure_delete = ON")
         self._db.executescript(_SCHEMA)
 
     def close(self) -> None:
         self._db.close()
+
+    def checkpoint(self) -> None:
+        """Checkpoint and truncate the WAL, so no deleted value survives in the -wal file."""
+        self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
 
     def _now(self) -> int:
         # miniflare compares expirations with the current time floored to whole seconds.

@@ -58,6 +58,7 @@ def _now_ms(args: argparse.Namespace, runtime: Any) -> int:
 def cmd_prune(args: argparse.Namespace) -> int:
     from agent_memory.ids import new_ulid
     from agent_memory.lifecycle.prune import PruneBudget, Pruner, TenantPruneCounts
+    from agent_memory.placement import parse_placement
 
     runtime = _open(args)
     budget = PruneBudget(
@@ -71,6 +72,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
         runtime.clock,
         default_retention_days=runtime.settings.episode_retention_days,
         budget=budget,
+        placement=parse_placement(runtime.settings.memory_placement),
     )
     at = _now_ms(args, runtime)
     tenants = args.tenant or None
@@ -218,7 +220,9 @@ def cmd_erase_subject(args: argparse.Namespace) -> int:
         kv=runtime.kv,
         vectors=runtime.vectors,
         cold=runtime.cold,
+        agents=runtime.agents,
         progress=lambda step, n: _say(f"  {step}: {n}"),
+        purge_residue=runtime.purge_residue,
     )
 
     async def go() -> Any:

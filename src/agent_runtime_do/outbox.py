@@ -15,6 +15,7 @@ import json
 from typing import Any
 
 from agent_memory.tiers.episodic import PendingWrite, WriteOp
+from agent_runtime_do.wipe import wipe_and_delete
 from bindings.ports.clock import Clock
 from bindings.ports.do_sql import SqlStorage
 
@@ -40,7 +41,8 @@ class DurableOutbox:
         return int(row["seq"])
 
     def done(self, seq: int) -> None:
-        self._sql.exec("DELETE FROM pending_writes WHERE seq = ?", seq)
+        # Overwritten, then deleted: the payload's bytes must not stay in free space.
+        wipe_and_delete(self._sql, "pending_writes", ("payload_json",), "seq = ?", seq)
 
 
 def pending_by_tenant(sql: SqlStorage) -> dict[str, list[PendingWrite]]:

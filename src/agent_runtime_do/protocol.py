@@ -17,6 +17,7 @@ from agent_memory.scope import AGENT_TYPE_PATTERN, INSTANCE_PATTERN, TENANT_PATT
 
 MAX_INPUT_CHARS = 16_000
 TASK_TYPE_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
+MAX_ERASE_RUN_IDS = 1000
 
 
 class ScopePayload(BaseModel):
@@ -49,6 +50,14 @@ class WorkflowsPayload(ScopePayload):
     candidates_only: bool = False
     min_pulls: int = Field(default=20, ge=1)
     min_mean: float = Field(default=0.7, ge=0.0, le=1.0)
+
+
+class ErasePayload(ScopePayload):
+    """`erase_subject`: the subject (3-256 characters, as `validate_subject` checks at the
+    edge) and the ids of the runs the eraser is removing from D1 (sent in slices)."""
+
+    subject: str = Field(min_length=3, max_length=256)
+    run_ids: list[str] = Field(default_factory=list, max_length=MAX_ERASE_RUN_IDS)
 
 
 class Failure(BaseModel):

@@ -2,7 +2,8 @@
 
 The Cloudflare wrapper (`worker.entry.AgentRuntime`) calls `initialize()` inside
 `blockConcurrencyWhile` from its constructor, then forwards each RPC to
-`call(method, payload)`; the local runtime's namespace does the same.
+`call(method, payload)` and its `alarm()` handler to `alarm()` (the storage lifecycle,
+`agent_runtime_do.lifecycle`); the local runtime's namespace does the same.
 
 RPC methods (payloads in `agent_runtime_do.protocol`):
 
@@ -11,6 +12,7 @@ RPC methods (payloads in `agent_runtime_do.protocol`):
 * `record_outcome` report a run's outcome score to the procedural bandit;
 * `workflows`      the bandit's workflows, or only the pack candidates (admin);
 * `state`          the instance's `turn_state` row;
+* `erase_subject`  remove a subject's traces from this object (`agent_runtime_do.erase`);
 * `ping`.
 
 A `run` validates first (nothing is written for a bad payload, an unknown agent type or a
@@ -26,6 +28,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
@@ -33,7 +36,9 @@ from pydantic import ValidationError
 
 from agent_memory.governance.agent_types import AgentType, get_agent_type
 from agent_memory.governance.events import EventLog
+from agent_memory.governance.personal_data import PersonalData
 from agent_memory.governance.policy import WriteGate
+from agent_memory.lifecycle.erase import subject_digest
 from agent_memory.tiers.episodic import (
     EpisodicStore,
     EpisodicWriter,
@@ -41,8 +46,11 @@ from agent_memory.tiers.episodic import (
     Sleep,
 )
 from agent_memory.tiers.procedural import ProceduralMemory, UnknownWorkflowError
+from agent_runtime_do.erase import erase_subject_traces
+from agent_runtime_do.lifecycle import FAILED_RETRY_BASE_SECONDS, InstanceLifecycle
 from agent_runtime_do.outbox import DurableOutbox, pending_by_tenant
 from agent_runtime_do.protocol import (
+    ErasePayload,
     OutcomePayload,
     RunLogPayload,
     RunPayload,
@@ -55,6 +63,7 @@ from agent_runtime_do.schema import create_schema
 from agent_runtime_do.turn import TurnRunner
 from agent_runtime_do.turn_state import read_turn_state
 from bindings.environment import Bindings
+from bindings.ports.alarms import AlarmStorage
 from bindings.ports.d1 import D1Database
 from bindings.ports.do_sql import DurableObjectStorage
 
@@ -85,6 +94,7 @@ class AgentRuntimeCore:
         bindings: Bindings,
         *,
         retry_sleep: Sleep = asyncio.sleep,
+        alarms: AlarmStorage | None = None,
     ) -> None:
         self.storage = storage
         self.bindings = bindings
@@ -100,12 +110,15 @@ class AgentRuntimeCore:
         # (list, then put) must not.
         self.working_lock = asyncio.Lock()
         self._turns = TurnRunner(self)
+        # The storage lifecycle its alarm drives (idle clear, retries, caps, D1 report).
+        self.lifecycle = InstanceLifecycle(self, alarms)
 
     async def initialize(self) -> None:
         """Create the schema and re-queue the episodic writes an earlier life of this
         object queued but never settled (`agent_runtime_do.outbox`); runs before any call
-        is delivered."""
+        is delivered. An object older than its storage lifecycle joins it here."""
         create_schema(self.storage.sql)
+        await self.lifecycle.adopt_existing_state()
         db = self.bindings.db
         if db is None:
             return
@@ -133,7 +146,9 @@ class AgentRuntimeCore:
     def _episodic_writer(self, tenant: str, db: D1Database) -> EpisodicWriter:
         if self._writer is None or self._writer.store.tenant != tenant:
             self._writer = EpisodicWriter(
-                EpisodicStore(db, tenant),
+                EpisodicStore(
+                    db, tenant, personal=PersonalData.from_bindings(self.bindings, tenant)
+                ),
                 self.bindings.background,
                 on_failure=self._record_failed_write,
                 sleep=self.retry_sleep,
@@ -141,17 +156,36 @@ class AgentRuntimeCore:
             )
         return self._writer
 
+    def writer_for(self, tenant: str) -> EpisodicWriter | None:
+        db = self.bindings.db
+        return None if db is None else self._episodic_writer(tenant, db)
+
     def _record_failed_write(self, failed: FailedWrite) -> None:
+        """Keep the write with its payload; the alarm retries it (`lifecycle`)."""
+        retry_at = self.now() + FAILED_RETRY_BASE_SECONDS
         self.storage.sql.exec(
-            "INSERT INTO failed_writes (run_id, op, payload_json, error, attempts, created_at) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
+            "INSERT INTO failed_writes (run_id, op, payload_json, error, attempts, created_at, "
+            "next_retry_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
             failed.run_id,
             failed.op,
             json.dumps(failed.payload, separators=(",", ":"), default=str),
             failed.error,
             failed.attempts,
             self.now(),
+            retry_at,
         )
+        self.bindings.background.wait_until(self.lifecycle.arm_by(retry_at))
+
+    async def settle_writes(self) -> bool:
+        await self.flush_writes()
+        return self._writer is None or not self._writer.pending
+
+    async def alarm(self, retry_count: int = 0) -> dict[str, Any]:
+        """The object's alarm (`agent_runtime_do.lifecycle`); `retry_count` is Cloudflare's
+        `alarmInfo.retryCount` (logged only)."""
+        if retry_count:
+            log.warning("agent instance alarm: retry %d", retry_count)
+        return asdict(await self.lifecycle.on_alarm(self.now()))
 
     async def flush_writes(self) -> None:
         if self._writer is not None and not await self._writer.flush(FLUSH_TIMEOUT_SECONDS):
@@ -216,7 +250,10 @@ class AgentRuntimeCore:
         if conflict is not None:
             return conflict
         writer = self._episodic_writer(request.tenant, bindings.db)
-        return await self._turns.run(request, agent_type, bindings.llm, writer)
+        self.lifecycle.touch(request.tenant, request.agent_type, request.instance_id, self.now())
+        result = await self._turns.run(request, agent_type, bindings.llm, writer)
+        await self.lifecycle.after_activity(self.now())
+        return result
 
     async def rpc_run_log(self, payload: dict[str, Any]) -> dict[str, Any]:
         try:
@@ -301,6 +338,8 @@ class AgentRuntimeCore:
                 "score": request.score,
             },
         )
+        self.lifecycle.touch(request.tenant, request.agent_type, request.instance_id, now)
+        await self.lifecycle.after_activity(now)
         return {"run_id": request.run_id, "workflow": summary}
 
     async def rpc_workflows(self, payload: dict[str, Any]) -> dict[str, Any]:
@@ -322,5 +361,31 @@ class AgentRuntimeCore:
             found = self.procedural.workflows(agent_type.name, request.task_type)
         return {"workflows": [w.summary() for w in found]}
 
+    async def rpc_erase_subject(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """Remove the subject's traces from this object (`agent_runtime_do.erase`).
 
-RPC_METHODS = frozenset({"ping", "state", "run", "run_log", "record_outcome", "workflows"})
+        Episodic writes still in flight are waited for first: one landing in D1 after the
+        erase would bring a trace back. If they do not settle in time nothing is erased and
+        the answer is 503 `writes_in_flight` (the eraser reports the erase incomplete and
+        keeps the D1 rows, so repeating it finds everything again)."""
+        try:
+            request = ErasePayload.model_validate(payload)
+        except ValidationError as exc:
+            return _invalid(exc)
+        if not await self.settle_writes():
+            return rpc_error(503, "writes_in_flight", "episodic writes are still in flight")
+        counts = erase_subject_traces(self.storage, request.subject, request.run_ids)
+        log.info(
+            "erase %s/%s:%s subject=%s: %s",
+            request.tenant,
+            request.agent_type,
+            request.instance_id,
+            subject_digest(request.subject),
+            counts.as_dict(),
+        )
+        return {"erased": counts.as_dict()}
+
+
+RPC_METHODS = frozenset(
+    {"ping", "state", "run", "run_log", "record_outcome", "workflows", "erase_subject"}
+)

@@ -10,13 +10,17 @@ No BEGIN/COMMIT here: DO SQL rejects them; statements are idempotent instead.
 * `run_workflows`: which procedural workflow a run used, and its outcome once reported.
 * `procedural_workflows`: the Thompson-sampling bandit (tier 4).
 * `failed_writes`: episodic D1 writes that exhausted their retries, with their payload,
-  kept for the admin view and for replay.
+  kept for the admin view and retried by the object's alarm (`retries` so far,
+  `next_retry_at` = NULL once given up: then only the daily brief reports them).
 * `pending_writes`: the episodic writes queued but not yet settled (the outbox,
   `agent_runtime_do.outbox`): written before a turn answers, removed once the write landed
   in D1 or moved to `failed_writes`, replayed when the object starts again.
 
+* `instance_lifecycle`: one row: who this object is (tenant, agent type, instance), when
+  it was last active and last cleared (`agent_runtime_do.lifecycle`).
+
 Changing a table later needs an explicit ALTER step here (CREATE IF NOT EXISTS does not
-alter existing objects' tables).
+alter existing objects' tables): `ADDED_COLUMNS`, applied by `create_schema`.
 """
 
 from __future__ import annotations
@@ -85,7 +89,9 @@ SCHEMA = (
         payload_json TEXT NOT NULL,
         error TEXT NOT NULL,
         attempts INTEGER NOT NULL,
-        created_at REAL NOT NULL
+        created_at REAL NOT NULL,
+        retries INTEGER NOT NULL DEFAULT 0,
+        next_retry_at REAL
     )""",
     "CREATE INDEX IF NOT EXISTS failed_writes_by_run ON failed_writes (run_id, seq)",
     """CREATE TABLE IF NOT EXISTS pending_writes (
@@ -96,6 +102,20 @@ SCHEMA = (
         payload_json TEXT NOT NULL,
         created_at REAL NOT NULL
     )""",
+    """CREATE TABLE IF NOT EXISTS instance_lifecycle (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        tenant_id TEXT NOT NULL,
+        agent_type TEXT NOT NULL,
+        instance_id TEXT NOT NULL,
+        last_activity_at REAL NOT NULL,
+        cleared_at REAL
+    )""",
+)
+
+# Columns added after objects already existed: (table, column, definition).
+ADDED_COLUMNS = (
+    ("failed_writes", "retries", "INTEGER NOT NULL DEFAULT 0"),
+    ("failed_writes", "next_retry_at", "REAL"),
 )
 
 
@@ -103,3 +123,7 @@ def create_schema(sql: SqlStorage) -> None:
     """Create every table and index; safe to run on every object start."""
     for statement in SCHEMA:
         sql.exec(statement)
+    for table, column, definition in ADDED_COLUMNS:
+        present = {str(row["name"]) for row in sql.exec(f"PRAGMA table_info({table})").to_array()}
+        if column not in present:
+            sql.exec(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")

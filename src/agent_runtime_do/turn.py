@@ -26,7 +26,9 @@ from agent_memory.agent.tools import ToolContext, platform_tools
 from agent_memory.governance.agent_types import AgentType
 from agent_memory.governance.policy import WriteGate
 from agent_memory.ids import new_ulid
+from agent_memory.tiered.deployment import namespace_flags
 from agent_memory.tiers.episodic import MAX_EPISODE_CHARS, Episode, EpisodicWriter, RunRecord
+from agent_memory.tiers.namespaced_kv import ReadCounts, flush_counts
 from agent_memory.tiers.packs import WorkflowPacks
 from agent_memory.tiers.procedural import ProceduralMemory, Selection
 from agent_memory.tiers.working import WorkingMemory
@@ -139,6 +141,9 @@ class TurnRunner:
         bindings = self._host.bindings
         sql = self._host.storage.sql
         await self._host.flush_writes()
+        # Working-memory keys follow the namespace migration flags; its reads are counted
+        # for the daily brief and flushed after the turn, off the response path.
+        reads = ReadCounts()
         working = (
             WorkingMemory(
                 bindings.kv,
@@ -149,6 +154,8 @@ class TurnRunner:
                 agent_type=agent_type.name,
                 run_id=turn.run_id,
                 clock=bindings.clock,
+                namespace=namespace_flags(bindings),
+                read_counts=reads,
             )
             if agent_type.memory.working_memory and bindings.kv is not None
             else None
@@ -235,15 +242,21 @@ class TurnRunner:
             ChatMessage(role="system", content=render_context(context)),
             ChatMessage(role="user", content=request.input),
         ]
-        return await run_agent_loop(
-            llm,
-            messages,
-            platform_tools(agent_type, tool_context),
-            tool_context,
-            step_limit=agent_type.step_limit,
-            timeout_seconds=agent_type.timeout_seconds,
-            log_step=logger,
-        )
+        try:
+            return await run_agent_loop(
+                llm,
+                messages,
+                platform_tools(agent_type, tool_context),
+                tool_context,
+                step_limit=agent_type.step_limit,
+                timeout_seconds=agent_type.timeout_seconds,
+                log_step=logger,
+            )
+        finally:
+            if reads.total and bindings.db is not None:
+                bindings.background.wait_until(
+                    flush_counts(bindings.db, request.tenant, reads, bindings.clock.now())
+                )
 
     async def _packed_workflow(
         self, tenant: str, agent_type: AgentType, task_type: str

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import httpx
 
 from bindings.ports.background import BackgroundTasks
+from bindings.ports.cipher import Cipher
 from bindings.ports.clock import Clock
 from bindings.ports.d1 import D1Database
 from bindings.ports.durable_objects import DurableObjectNamespace
@@ -48,6 +49,12 @@ class Bindings:
     resolve_host: Callable[[str], Awaitable[Sequence[str]]] | None = None
     # HMAC-SHA256 for the agent-scoped memory tokens (worker.memory_tokens).
     mac: MacSigner = field(default_factory=StdlibMacSigner)
+    # AES-256-GCM for personal data at rest (docs/personal-data.md); None: marked personal
+    # data is refused.
+    cipher: Cipher | None = None
+    # Local only: overwrite what an erase deleted in the local SQLite files (checkpoint the
+    # WAL). None on Cloudflare, whose storage the Worker cannot reach below SQL.
+    purge_residue: Callable[[], Awaitable[None]] | None = None
     # Per-tenant embedding budget (Rate Limiting binding EMBED_RATE_LIMITER, ADR-29).
     embed_rate_limiter: RateLimiter | None = None
 

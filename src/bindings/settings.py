@@ -14,7 +14,9 @@ from collections.abc import Mapping
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+from bindings.ports.cipher import KeyEncryptionKeys, parse_key_encryption_keys
 
 _HOST_NAME_RE = re.compile(r"[a-z0-9_]([a-z0-9_-]{0,62})(\.[a-z0-9_]([a-z0-9_-]{0,62}))*")
 
@@ -62,7 +64,9 @@ def parse_origin_list(raw: str) -> frozenset[str]:
 
 
 class Settings(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    # Secrets live here too (MEMORY_PII_KEKS, MEMORY_TOKEN_KEYS, OPENAI_API_KEY): a refused
+    # value is never echoed into the error (and so into a log or a response).
+    model_config = ConfigDict(frozen=True, extra="ignore", hide_input_in_errors=True)
 
     environment: Literal["production", "development", "test"] = "production"
     # Cloudflare Access: team domain like "acme.cloudflareaccess.com" and the app's AUD tag.
@@ -86,6 +90,13 @@ class Settings(BaseModel):
     lifecycle_max_operations: int = Field(default=900, ge=10)
     lifecycle_max_seconds: float = Field(default=600.0, gt=0, le=900)
     prune_batch_rows: int = Field(default=500, ge=1, le=5000)
+    # AgentRuntime Durable Object storage (docs/lifecycle.md, "Agent instance state"): after
+    # this long without a turn the object's alarm clears run_log and turn_state once their
+    # content is in D1 (ADR-043: ~24 h idle); the run log is capped per object, oldest
+    # runs (already in D1) dropped first.
+    agent_state_idle_seconds: int = Field(default=86_400, ge=60)
+    agent_run_log_max_rows: int = Field(default=5_000, ge=100)
+    agent_run_log_max_bytes: int = Field(default=4_194_304, ge=65_536)
     # Knowledge updates (docs/semantic-memory.md): who decides candidate pairs in the
     # reconciler ("rules": no model; "llm": the LLM binding decides what the rules cannot
     # settle with a marker), and after how many new facts of a tenant a reconcile is
@@ -104,6 +115,10 @@ class Settings(BaseModel):
     # the kid new tokens are signed with (empty: the first key). Old kids keep verifying.
     memory_token_keys: str = ""
     memory_token_kid: str = ""
+    # Personal data at rest (docs/personal-data.md): the key-encryption keys, a Worker secret
+    # `kid:base64(32 bytes),...`, newest first (it wraps new data keys; every kid unwraps).
+    # Empty: marked personal data is refused, never stored in plaintext.
+    memory_pii_keks: str = ""
     # Tenant-scoped operators (worker.operators): emails / Access service-token common
     # names with the platform-admin role without a grant row (bootstrap), comma-separated.
     platform_admins: str = ""
@@ -112,6 +127,16 @@ class Settings(BaseModel):
     # uses them; on Cloudflare the binding enforces its own, the period gives Retry-After).
     embed_rate_limit: int = Field(default=120, ge=1)
     embed_rate_period: int = 60
+    # The namespace migration of the hot/warm/cold ADR (docs/tiered-memory.md): read the
+    # canonical key first and legacy keys on a miss (with read-repair), and write canonical
+    # keys. Phase 1: compat read only; 2: both; 3: canonical write only.
+    memory_namespace_compat_read: bool = False
+    memory_namespace_write_canonical: bool = False
+    # Overrides of the data-placement table (agent_memory.placement) as a JSON object by
+    # memory kind, e.g. {"log": {"cold_retention_days": 30}}; empty = the defaults. Checked
+    # here as a JSON object; the fields by `agent_memory.placement.parse_placement` (the
+    # memory core is a layer above this module).
+    memory_placement: str = ""
 
     @field_validator("embed_rate_period")
     @classmethod
@@ -119,6 +144,16 @@ class Settings(BaseModel):
         if value not in (10, 60):
             raise ValueError("EMBED_RATE_PERIOD must be 10 or 60 (the binding's periods)")
         return value
+
+    @field_validator("memory_pii_keks")
+    @classmethod
+    def _kek_ring(cls, value: str) -> str:
+        parse_key_encryption_keys(value)
+        return value
+
+    @property
+    def pii_keks(self) -> KeyEncryptionKeys | None:
+        return parse_key_encryption_keys(self.memory_pii_keks)
 
     @field_validator("outbound_allowed_hosts")
     @classmethod
@@ -140,16 +175,16 @@ class Settings(BaseModel):
     def mcp_origins(self) -> frozenset[str]:
         return parse_origin_list(self.mcp_allowed_origins)
 
-    @field_validator("memory_retrieval_config")
+    @field_validator("memory_retrieval_config", "memory_placement")
     @classmethod
-    def _json_object(cls, value: str) -> str:
+    def _json_object(cls, value: str, info: ValidationInfo) -> str:
         if value.strip():
             try:
                 parsed = json.loads(value)
             except json.JSONDecodeError as exc:
-                raise ValueError(f"MEMORY_RETRIEVAL_CONFIG is not JSON: {exc}") from None
+                raise ValueError(f"{str(info.field_name).upper()} is not JSON: {exc}") from None
             if not isinstance(parsed, dict):
-                raise ValueError("MEMORY_RETRIEVAL_CONFIG must be a JSON object")
+                raise ValueError(f"{str(info.field_name).upper()} must be a JSON object")
         return value
 
     @classmethod

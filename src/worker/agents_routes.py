@@ -25,6 +25,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from agent_memory.governance.agent_types import AgentType, agent_type_names, get_agent_type
+from agent_memory.governance.personal_data import PersonalData
 from agent_memory.ids import is_ulid
 from agent_memory.scope import (
     AGENT_TYPE_PATTERN,
@@ -217,7 +218,9 @@ async def list_runs(
 ) -> HttpResponse:
     tenant = tenant_param(params)
     query = parse_model(request.query, RunsQuery)
-    store = EpisodicStore(_db(bindings), tenant)
+    store = EpisodicStore(
+        _db(bindings), tenant, personal=PersonalData.from_bindings(bindings, tenant)
+    )
     page = await store.list_runs(
         agent_type=query.agent_type, status=query.status, cursor=query.cursor, limit=query.limit
     )
@@ -230,7 +233,9 @@ async def get_run(
 ) -> HttpResponse:
     tenant = tenant_param(params)
     run_id = _run_id(params)
-    store = EpisodicStore(_db(bindings), tenant)
+    store = EpisodicStore(
+        _db(bindings), tenant, personal=PersonalData.from_bindings(bindings, tenant)
+    )
     run = await store.get_run(run_id)
     if run is None:
         raise ApiError(404, "run_not_found", f"tenant {tenant!r} has no run {run_id!r}")
@@ -293,13 +298,15 @@ async def pack_candidates(
 
 
 # Route patterns that may reach an agent's Durable Object: the agent-run and admin-agents
-# routes, the memory API (procedural memory lives in the object) and pack promotion (which
-# reads the instance's pack candidates).
+# routes, the memory API (procedural memory lives in the object), pack promotion (which
+# reads the instance's pack candidates) and subject erase (which clears the subject from
+# every instance's run log, turn state and queued writes).
 AGENT_ROUTE_PREFIXES = (
     "/v1/agents/",
     "/admin/agents/",
     "/api/v1/memory/",
     "/admin/tenants/{tenant}/agents/",
+    "/admin/tenants/{tenant}/subjects/",
 )
 
 

@@ -116,3 +116,25 @@ class McpReply(_Open):
 
     jsonrpc: Literal["2.0"]
     id: str | int | None = None
+
+
+class BackfillBody(BaseModel):
+    """Body of `POST /admin/tenants/{tenant}/namespace-backfill`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    dry_run: bool = False
+    cursor: str | None = Field(default=None, min_length=1, max_length=1024)
+    max_keys: int = Field(default=250, ge=1, le=1000)
+
+
+class BackfillView(BaseModel):
+    tenant: str
+    phase: str
+    scanned: int
+    copied: int
+    already_canonical: int
+    expiring: int
+    invalid: int
+    dry_run: bool
+    next_cursor: str | None

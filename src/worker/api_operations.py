@@ -16,6 +16,8 @@ from agent_memory.tiers.episodic import RunPage
 from agent_runtime_do.protocol import RunResult
 from worker.agents_routes import CandidatesQuery, OutcomeBody, RunBody, RunsQuery, WorkflowsQuery
 from worker.api_models import (
+    BackfillBody,
+    BackfillView,
     EraseView,
     FactDeleted,
     Health,
@@ -40,12 +42,17 @@ from worker.inspector_routes import (
 )
 from worker.lifecycle_routes import PruneBody
 from worker.memory_models import (
+    ArchivePage,
+    ArchivePageQuery,
+    ArchiveQuery,
     MemoryDeleted,
     MemoryDeleteQuery,
     MemoryPage,
     MemoryQuery,
     MemoryWrite,
     MemoryWritten,
+    SubjectArchivePage,
+    TieredEpisode,
     TokenRevoked,
 )
 from worker.memory_tokens import MintedToken, MintRequest
@@ -182,6 +189,17 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     Operation(
         "POST",
+        "/admin/tenants/{tenant}/namespace-backfill",
+        "Copy the tenant's legacy working-memory KV keys to canonical item keys (one bounded "
+        "step; repeat with next_cursor). Never deletes a key",
+        "lifecycle",
+        BackfillView,
+        body=BackfillBody,
+        body_required=False,
+        security=(ACCESS,),
+    ),
+    Operation(
+        "POST",
         "/admin/tenants/{tenant}/reconcile",
         "Run the reconciler for the tenant",
         "lifecycle",
@@ -275,6 +293,34 @@ OPERATIONS: tuple[Operation, ...] = (
         MemoryDeleted,
         query=MemoryDeleteQuery,
         security=(API_KEY,),
+    ),
+    Operation(
+        "GET",
+        "/api/v1/memory/{agent_id}/episodes/{episode_id}",
+        "Read one episode through the hot/warm/cold client: hot, else warm, else cold, "
+        "promoting a hit to hot (agent memory token)",
+        "memory",
+        TieredEpisode,
+        security=(API_KEY,),
+    ),
+    Operation(
+        "GET",
+        "/api/v1/memory/{agent_id}/archive",
+        "The agent's archived (cold) episodes, newest first, optionally for one subject "
+        "(agent memory token)",
+        "memory",
+        ArchivePage,
+        query=ArchiveQuery,
+        security=(API_KEY,),
+    ),
+    Operation(
+        "GET",
+        "/admin/tenants/{tenant}/subjects/{subject}/archive",
+        "A subject's archived (cold) episodes across the tenant's agents, newest first",
+        "memory",
+        SubjectArchivePage,
+        query=ArchivePageQuery,
+        security=(ACCESS,),
     ),
     Operation(
         "POST",

@@ -20,6 +20,7 @@ from worker.facts_routes import add_semantic_memory
 from worker.health import healthz
 from worker.inspector_routes import add_inspector_routes
 from worker.lifecycle_routes import add_lifecycle_routes
+from worker.memory_archive_routes import add_archive_routes
 from worker.memory_routes import add_memory_routes
 from worker.openapi import openapi_route
 from worker.pack_routes import add_pack_routes
@@ -49,6 +50,7 @@ def build_router() -> Router[Bindings]:
     add_inspector_routes(router)
     # The uniform memory API over the four tiers (agent tokens) and its token routes (ADR-29).
     add_memory_routes(router)
+    add_archive_routes(router)
     return router
 
 

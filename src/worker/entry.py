@@ -2,8 +2,8 @@
 
 It converts at the edge and nothing more: `workers.Request` -> `HttpRequest`, then
 `worker.app.handle`, then `HttpResponse` -> `workers.Response`; cron events go to
-`worker.cron.run_scheduled`; the `AgentRuntime` Durable Object forwards RPC to
-`AgentRuntimeCore`. Durable Object classes must live in (or be imported into) the main
+`worker.cron.run_scheduled`; the `AgentRuntime` Durable Object forwards RPC and its alarm
+to `AgentRuntimeCore`. Durable Object classes must live in (or be imported into) the main
 module: workerd finds them by scanning it (WD `introspection.py`).
 
 Snapshot rules: nothing at module level reads time, randomness, env or I/O; bindings are
@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from workers import DurableObject, Request, Response, WorkerEntrypoint
 
 from agent_runtime_do.runtime import AgentRuntimeCore
+from bindings.cloudflare.alarms import CloudflareAlarms
 from bindings.cloudflare.do_sql import CloudflareDurableObjectStorage
 from bindings.cloudflare.environment import build_bindings
 from bindings.cloudflare.ffi import to_py
@@ -90,7 +91,11 @@ class AgentRuntime(DurableObject):  # type: ignore[no-untyped-call,unused-ignore
         super().__init__(ctx, env)
         storage = CloudflareDurableObjectStorage(self.ctx.storage)
         # Private: every public attribute of a Durable Object is reachable over RPC.
-        self._core = AgentRuntimeCore(storage, build_bindings(self.env, self.ctx))
+        self._core = AgentRuntimeCore(
+            storage,
+            build_bindings(self.env, self.ctx),
+            alarms=CloudflareAlarms(self.ctx.storage),
+        )
         # No await in a constructor: workerd holds every event until the schema exists.
         self.ctx.blockConcurrencyWhile(self._core.initialize)
 
@@ -99,6 +104,14 @@ class AgentRuntime(DurableObject):  # type: ignore[no-untyped-call,unused-ignore
 
     async def ping(self, payload: Any = None) -> dict[str, Any]:
         return await self._core.call("ping", _payload(payload))
+
+    async def alarm(self, alarm_info: Any = None) -> None:
+        """The alarm handler (docs: durable-objects/api/alarms.mdx): `alarmInfo` has
+        `retryCount` / `isRetry`. The core clears, retries and reports, then sets the next
+        alarm itself; an exception here makes Cloudflare retry (2 s backoff, 6 times)."""
+        info = to_py(alarm_info)
+        retry_count = int(info.get("retryCount", 0) or 0) if isinstance(info, dict) else 0
+        await self._core.alarm(retry_count)
 
 
 def _payload(payload: Any) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agent_memory.agent.retrieval_events import retrieval_config
 from agent_memory.governance.events import EventKind, EventTier
+from agent_memory.governance.personal_data import PersonalData
 from agent_memory.ids import is_ulid
 from agent_memory.lifecycle.inspect import (
     MAX_INSPECT_PAGE,
@@ -173,7 +174,12 @@ def _db(bindings: Bindings) -> D1Database:
 
 
 def _inspector(bindings: Bindings, tenant: str) -> MemoryInspector:
-    return MemoryInspector(_db(bindings), tenant, now_ms=int(bindings.clock.now() * 1000))
+    return MemoryInspector(
+        _db(bindings),
+        tenant,
+        now_ms=int(bindings.clock.now() * 1000),
+        personal=PersonalData.from_bindings(bindings, tenant),
+    )
 
 
 @access_gated

@@ -17,6 +17,7 @@ import logging
 import time
 from typing import Any
 
+from agent_memory.governance.data_keys import DataKeys
 from agent_memory.lifecycle.adjudicator import Adjudicator, LlmAdjudicator, RulesAdjudicator
 from agent_memory.lifecycle.brief import build_brief
 from agent_memory.lifecycle.cadence import note_writes
@@ -24,10 +25,14 @@ from agent_memory.lifecycle.erase import SubjectEraser
 from agent_memory.lifecycle.prune import PruneBudget, Pruner, resume_unfinished, weekly_prune_id
 from agent_memory.lifecycle.reconciler import Reconciler
 from agent_memory.lifecycle.retention import known_tenants
+from agent_memory.tiered.deployment import placement_table
 from agent_memory.tiers.semantic import SemanticMemory
 from bindings.environment import Bindings
 
 log = logging.getLogger(__name__)
+
+
+REWRAP_BATCH = 500
 
 
 def lifecycle_budget(bindings: Bindings) -> PruneBudget:
@@ -48,6 +53,7 @@ def make_pruner(bindings: Bindings) -> Pruner | None:
         bindings.clock,
         default_retention_days=bindings.settings.episode_retention_days,
         budget=lifecycle_budget(bindings),
+        placement=placement_table(bindings),
     )
 
 
@@ -113,6 +119,8 @@ def make_eraser(bindings: Bindings, tenant: str) -> SubjectEraser | None:
         kv=bindings.kv,
         vectors=bindings.vectors,
         cold=bindings.cold,
+        purge_residue=bindings.purge_residue,
+        agents=bindings.agents,
     )
 
 
@@ -182,4 +190,28 @@ async def daily_brief(bindings: Bindings, scheduled_time: float) -> dict[str, An
         result["prune_resumed"] = [r.summary() for r in resumed]
     left = bindings.settings.lifecycle_max_seconds - (time.monotonic() - started)
     result["reconciled"] = await reconcile_all(bindings, max_seconds=max(0.0, left))
+    left = bindings.settings.lifecycle_max_seconds - (time.monotonic() - started)
+    result["data_keys_rewrapped"] = await rewrap_data_keys(bindings, max_seconds=max(0.0, left))
     return result
+
+
+async def rewrap_data_keys(bindings: Bindings, *, max_seconds: float) -> dict[str, int]:
+    """KEK rotation (docs/personal-data.md): re-wrap every tenant's data keys that are not
+    under the newest key of `MEMORY_PII_KEKS`, 500 at a time, until done or `max_seconds`
+    have passed (the rest wait a day). Returns the count per tenant that had any."""
+    keks = bindings.settings.pii_keks
+    if bindings.db is None or bindings.cipher is None or keks is None:
+        return {}
+    started = time.monotonic()
+    done: dict[str, int] = {}
+    for tenant in await known_tenants(bindings.db, ("subject_data_keys",)):
+        keys = DataKeys(
+            tenant, db=bindings.db, cipher=bindings.cipher, keks=keks, clock=bindings.clock
+        )
+        while time.monotonic() - started < max_seconds:
+            count = await keys.rewrap(limit=REWRAP_BATCH)
+            if count:
+                done[tenant] = done.get(tenant, 0) + count
+            if count < REWRAP_BATCH:
+                break
+    return done

@@ -5,6 +5,7 @@
     POST   /admin/tenants/{tenant}/prune                prune the tenant now ({"dry_run"})
     POST   /admin/tenants/{tenant}/reconcile            run the reconciler for the tenant
     DELETE /admin/tenants/{tenant}/subjects/{subject}   erase a subject from every tier
+    POST   /admin/tenants/{tenant}/namespace-backfill   copy legacy hot keys to canonical keys
 
 The router checks the path parameters first (422 `invalid_path`; `{subject}` is
 percent-decoded once there, so a subject with `/` or spaces is sent encoded and a `%` as
@@ -14,16 +15,22 @@ percent-decoded once there, so a subject with `/` or spaces is sent encoded and 
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from pydantic import BaseModel, ConfigDict
 
 from agent_memory.ids import new_ulid
 from agent_memory.lifecycle.brief import build_brief
 from agent_memory.lifecycle.erase import validate_subject
 from agent_memory.lifecycle.retention import LifecycleUpdate, get_lifecycle, set_lifecycle
+from agent_memory.tiered.backfill import backfill_namespace
+from agent_memory.tiered.deployment import namespace_flags
 from bindings.environment import Bindings
 from bindings.ports.d1 import D1Database
+from bindings.ports.errors import BindingLimitError
 from http_messages import HttpRequest, HttpResponse, json_response
 from worker.access import AccessIdentity, access_gated
+from worker.api_models import BackfillBody, BackfillView
 from worker.body import parse_body, parse_model, read_json
 from worker.errors import ApiError
 from worker.lifecycle_jobs import make_eraser, make_pruner, make_reconciler
@@ -149,9 +156,35 @@ async def erase_subject(
     return json_response({**report.model_dump(), "erased_by": identity.principal})
 
 
+@access_gated
+async def backfill_tenant_namespace(
+    request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
+) -> HttpResponse:
+    """One bounded step of the namespace backfill (`agent_memory.tiered.backfill`); repeat
+    with `next_cursor` until it is null. Never deletes a key."""
+    tenant = tenant_param(params)
+    body = parse_body(request, BackfillBody) if request.body else BackfillBody()
+    if bindings.kv is None:
+        raise ApiError(503, "kv_unavailable", "the KV binding is missing")
+    try:
+        report = await backfill_namespace(
+            bindings.kv,
+            bindings.clock,
+            tenant=tenant,
+            dry_run=body.dry_run,
+            cursor=body.cursor,
+            max_keys=body.max_keys,
+        )
+    except BindingLimitError:
+        raise ApiError(422, "invalid_cursor", "cursor is not one this route returned") from None
+    view = BackfillView(tenant=tenant, phase=namespace_flags(bindings).phase, **asdict(report))
+    return json_response(view.model_dump())
+
+
 def add_lifecycle_routes(router: Router[Bindings]) -> None:
     router.add("GET", f"{TENANT_ROUTE}/lifecycle", get_tenant_lifecycle)
     router.add("PUT", f"{TENANT_ROUTE}/lifecycle", put_tenant_lifecycle)
     router.add("POST", f"{TENANT_ROUTE}/prune", prune_tenant)
     router.add("POST", f"{TENANT_ROUTE}/reconcile", reconcile_tenant)
     router.add("DELETE", f"{TENANT_ROUTE}/subjects/{{subject}}", erase_subject)
+    router.add("POST", f"{TENANT_ROUTE}/namespace-backfill", backfill_tenant_namespace)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import unicodedata
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agent_memory.scope import AGENT_TYPE_PATTERN
+from agent_memory.tiers.episodic import Episode
 from worker.memory_tiers import MemoryItem
 from worker.memory_tokens import MemoryTier
 
@@ -109,3 +110,59 @@ class TokenRevoked(BaseModel):
     tenant: str
     jti: str
     revoked: bool
+
+
+class ArchivePageQuery(BaseModel):
+    """Query of `GET /admin/tenants/{tenant}/subjects/{subject}/archive`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    limit: int = Field(default=20, ge=1, le=100)
+    cursor: str | None = Field(default=None, min_length=1, max_length=512)
+
+
+class ArchiveQuery(ArchivePageQuery):
+    """Query of `GET /api/v1/memory/{agent_id}/archive`."""
+
+    subject: str | None = Field(default=None, min_length=1, max_length=256)
+
+    @field_validator("subject")
+    @classmethod
+    def _printable(cls, value: str | None) -> str | None:
+        if value is not None and any(unicodedata.category(c) == "Cc" for c in value):
+            raise ValueError("subject must not contain control characters")
+        return value
+
+
+class TieredEpisode(BaseModel):
+    """An episode read through the hot/warm/cold client, with where it was found."""
+
+    tenant: str
+    agent_id: str
+    item_key: str
+    namespace_key: str
+    found_in: Literal["hot", "warm", "cold"]
+    promoted_to: list[Literal["hot", "warm"]]
+    episode: Episode
+
+
+class ArchivedEpisode(BaseModel):
+    item_key: str
+    archived_at: int
+    episode: Episode
+
+
+class ArchivePage(BaseModel):
+    tenant: str
+    agent_id: str
+    namespace_key: str
+    subject: str | None
+    items: list[ArchivedEpisode]
+    next_cursor: str | None
+
+
+class SubjectArchivePage(BaseModel):
+    tenant: str
+    subject: str
+    items: list[ArchivedEpisode]
+    next_cursor: str | None

@@ -71,7 +71,7 @@ MAX_VALUE_CHARS = 32_768
 # --- authorization ----------------------------------------------------------------------
 
 
-def _authorize(claims: MemoryTokenClaims, agent_id: str, tier: str | None, scope: Scope) -> None:
+def authorize(claims: MemoryTokenClaims, agent_id: str, tier: str | None, scope: Scope) -> None:
     if not is_instance(agent_id) or agent_id != claims.agent_id:
         raise ApiError(403, "agent_forbidden", "this token is for another agent")
     if scope not in claims.scopes:
@@ -196,7 +196,7 @@ async def read_memory(
     claims = await require_memory_token(request, bindings)
     agent_id = params["agent_id"]
     query = parse_model(request.query, MemoryQuery)
-    _authorize(claims, agent_id, query.tier, "read")
+    authorize(claims, agent_id, query.tier, "read")
     if query.tier is None and query.query is None:
         raise ApiError(422, "tier_or_query_required", "give a tier to list, or a query to search")
     if query.tier == "procedural" and query.agent_type is None:
@@ -268,7 +268,7 @@ async def write_memory(
     claims = await require_memory_token(request, bindings)
     agent_id = params["agent_id"]
     body = parse_body(request, MemoryWrite)
-    _authorize(claims, agent_id, body.tier, "write")
+    authorize(claims, agent_id, body.tier, "write")
     if body.tier == "procedural":
         raise _read_only(body.tier)
     key, ttl = _key(body.key), await _ttl(body, bindings, claims.tenant)
@@ -321,7 +321,7 @@ async def delete_memory(
     claims = await require_memory_token(request, bindings)
     agent_id = params["agent_id"]
     query = parse_model(request.query, MemoryDeleteQuery)
-    _authorize(claims, agent_id, query.tier, "write")
+    authorize(claims, agent_id, query.tier, "write")
     if query.tier == "procedural":
         raise _read_only(query.tier)
     if query.tier == "semantic":

@@ -28,11 +28,13 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from agent_memory.agent.retrieval_events import retrieval_config
+from agent_memory.governance.personal_data import PersonalData
 from agent_memory.ids import new_ulid
 from agent_memory.retrieval.scoring import ScoreBreakdown
 from agent_memory.scope import AgentScope
+from agent_memory.tiered.deployment import namespace_flags
 from agent_memory.tiers.episodic import Episode, EpisodicStore
-from agent_memory.tiers.semantic import FactInput, RecallFilters, SemanticMemory
+from agent_memory.tiers.semantic import FactInput, RecallFilters, SemanticMemory, open_facts
 from agent_memory.tiers.working import WorkingMemory
 from bindings.environment import Bindings
 from bindings.ports.d1 import D1Database
@@ -77,7 +79,9 @@ def database(bindings: Bindings) -> D1Database:
 def working(bindings: Bindings, tenant: str, agent_id: str, ttl: int = 3600) -> WorkingMemory:
     if bindings.kv is None:
         raise ApiError(503, "kv_unavailable", "the KV binding is missing")
-    return WorkingMemory(bindings.kv, tenant, agent_id, ttl_seconds=ttl)
+    return WorkingMemory(
+        bindings.kv, tenant, agent_id, ttl_seconds=ttl, namespace=namespace_flags(bindings)
+    )
 
 
 async def working_items(bindings: Bindings, tenant: str, agent_id: str) -> list[MemoryItem]:
@@ -180,7 +184,10 @@ async def episodic_put(
         },
         created_at=int(now * 1000),
     )
-    await EpisodicStore(database(bindings), tenant).append_episode(episode)
+    store = EpisodicStore(
+        database(bindings), tenant, personal=PersonalData.from_bindings(bindings, tenant)
+    )
+    await store.append_episode(episode)
     await episodic_delete(bindings, tenant, agent_id, key, keep=episode.episode_id)
     return _episode_item(
         {
@@ -223,26 +230,23 @@ async def semantic_items(
     result = (
         await database(bindings)
         .prepare(
-            "SELECT fact_id, subject, content, metadata, confidence, created_at FROM "
-            "semantic_facts WHERE tenant_id = ? AND status = 'active' "
+            "SELECT * FROM semantic_facts WHERE tenant_id = ? AND status = 'active' "
             "ORDER BY created_at DESC, fact_id DESC LIMIT ? OFFSET ?"
         )
         .bind(tenant, limit, offset)
         .all()
     )
+    # Through the one row -> fact mapping, which opens sealed personal fields.
+    facts = await open_facts(result.results, PersonalData.from_bindings(bindings, tenant))
     return [
         MemoryItem(
             tier="semantic",
-            key=row["subject"],
-            value=row["content"],
-            metadata={
-                **json.loads(row.get("metadata") or "{}"),
-                "fact_id": row["fact_id"],
-                "confidence": row["confidence"],
-            },
-            created_at=int(row["created_at"]),
+            key=fact.subject,
+            value=fact.content,
+            metadata={**fact.metadata, "fact_id": fact.fact_id, "confidence": fact.confidence},
+            created_at=fact.created_at,
         )
-        for row in result.results
+        for fact in facts
     ]
 
 

@@ -36,6 +36,7 @@ PARAM_RULES: dict[str, re.Pattern[str] | None] = {
     "agent_type": None,
     "run_id": None,
     "fact_id": None,
+    "episode_id": None,
     "subject": None,
     "tool_name": None,
 }

@@ -241,7 +241,9 @@ async def test_writes_run_in_submission_order(runtime: LocalRuntime) -> None:
 
 
 def use_core(runtime: LocalRuntime, make: Callable[[Any], AgentRuntimeCore]) -> None:
-    runtime.agents = LocalDurableObjectNamespace(runtime._do_registry, make)
+    runtime.agents = LocalDurableObjectNamespace(
+        runtime._do_registry, lambda storage, alarms: make(storage)
+    )
 
 
 async def post_run(runtime: LocalRuntime, text: str) -> dict[str, Any]:

@@ -36,11 +36,14 @@ CORE_ROOMS: dict[str, int] = {
     "cursors": 0,
     "scope": 0,
     "statements": 0,
+    "namespace": 1,
+    "placement": 0,
     "retrieval": 1,
     "governance": 1,
     "tiers": 2,
     "lifecycle": 3,
     "agent": 3,
+    "tiered": 4,
 }
 MAX_MODULE_LINES = 400
 MAX_CLASS_LINES = 300

@@ -48,3 +48,23 @@ def test_retrieval_weights_can_be_overridden_per_tier_by_a_var() -> None:
 def test_a_malformed_retrieval_config_is_refused_at_startup(bad: str) -> None:
     with pytest.raises(ValidationError, match="MEMORY_RETRIEVAL_CONFIG"):
         Settings.from_vars({"MEMORY_RETRIEVAL_CONFIG": bad})
+
+
+def test_namespace_flags_and_placement_come_from_vars() -> None:
+    from agent_memory.tiered.deployment import namespace_flags, placement_table
+
+    default = Settings.from_vars({})
+    assert not default.memory_namespace_compat_read
+    assert not default.memory_namespace_write_canonical
+    settings = Settings.from_vars(
+        {
+            "MEMORY_NAMESPACE_COMPAT_READ": "true",
+            "MEMORY_NAMESPACE_WRITE_CANONICAL": "false",
+            "MEMORY_PLACEMENT": '{"log": {"cold_retention_days": 30}}',
+        }
+    )
+    bindings = Bindings(settings=settings, clock=FixedClock(), background=LocalBackgroundTasks())
+    assert namespace_flags(bindings).phase == "dual-read"
+    assert placement_table(bindings).placement("log").cold_retention_days == 30
+    with pytest.raises(ValidationError, match="MEMORY_PLACEMENT"):
+        Settings.from_vars({"MEMORY_PLACEMENT": "[1]"})

@@ -60,9 +60,8 @@ def traces_in_state(root: Path, needle: str) -> list[str]:
 
 async def seed_subject(rt: LocalRuntime, subject: str) -> dict[str, Any]:
     """One subject in every tier; returns ids to check afterwards."""
-    memory = SemanticMemory(
-        "acme", db=rt.db, vectors=rt.vectors, embedder=rt.embedder, clock=rt.clock
-    )
+    # From the runtime's bindings: personal data is sealed under the folder's dev KEK.
+    memory = SemanticMemory.from_bindings(rt.bindings(), "acme")
     name = subject.split(":")[1]
     # Working memory: a key of an instance, and a value naming the subject.
     working = WorkingMemory(rt.kv, "acme", f"inst-{name}")

@@ -31,7 +31,8 @@ def pruner(rt: LocalRuntime, db: D1Database | None = None, **budget: Any) -> Pru
 async def archived(rt: LocalRuntime, tenant: str, kind: str = "episodes") -> list[dict[str, Any]]:
     """Every row in the tenant's archives of `kind`, in key order."""
     rows: list[dict[str, Any]] = []
-    for key in rt.cold.keys(f"archive/{tenant}/{kind}/"):
+    root = "archive" if kind == "episodes" else "logs"  # runs and events are the `log` kind
+    for key in rt.cold.keys(f"{root}/{tenant}/{kind}/"):
         body = await rt.cold.get(key)
         assert body is not None
         rows += decode_archive(body.data)

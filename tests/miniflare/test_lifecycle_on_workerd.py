@@ -71,6 +71,24 @@ async def test_reconcile_and_erase_on_workerd(
     memory = SemanticMemory.from_bindings(mf_bindings, "acme")
     await memory.learn({"content": "Ada prefers email", "confidence": 0.5})
     await memory.learn({"content": "Ada prefers email", "subject": "contact:ada"})
+    # A personal field, sealed into workerd's D1 under a data key stored there too.
+    personal = await memory.learn(
+        {
+            "content": "Ada's email address is on file",
+            "subject": "contact:ada",
+            "metadata": {"_personal": ["email"], "email": "ada@example.com"},
+        }
+    )
+    stored = (
+        await db.prepare(
+            "SELECT metadata FROM semantic_facts WHERE tenant_id = 'acme' AND fact_id = ?"
+        )
+        .bind(personal.fact_id)
+        .first_value("metadata")
+    )
+    assert "ada@example.com" not in str(stored) and '"email":"pii.1.A256GCM.' in str(stored)
+    fact = await memory.get(personal.fact_id)
+    assert fact is not None and fact.metadata["email"] == "ada@example.com"
     obs = {"observations": [{"predicate": "likes", "object": "tea", "confidence": 0.9}]}
     now = int(mf_bindings.clock.now() * 1000)
     await seed_episodes(db, "acme", [now - 3, now - 2, now - 1], subject="contact:ada", data=obs)
@@ -88,7 +106,9 @@ async def test_reconcile_and_erase_on_workerd(
         cold=mf_bindings.cold,
     )
     erased = await eraser.erase("contact:ada")
-    assert erased.complete and erased.episodes == 3 and erased.facts == 3
+    assert erased.complete and erased.episodes == 3 and erased.facts == 4
+    # Its data key is gone (crypto-shredding) and the FTS5 'optimize' ran on workerd's D1.
+    assert erased.data_keys == 1 and erased.keyword_index_optimized
     left = await db.prepare(
         "SELECT COUNT(*) AS n FROM semantic_facts WHERE tenant_id = 'acme'"
     ).first_value("n")

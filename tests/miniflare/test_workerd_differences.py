@@ -99,6 +99,12 @@ SCRIPT: list[tuple[str, list[Any]]] = [
     ("CREATE TEMP TABLE tmp (x)", []),
     ("PRAGMA journal_mode", []),
     ("PRAGMA foreign_keys", []),
+    # No secure delete and no VACUUM of any kind (agent_runtime_do.wipe relies on this).
+    ("PRAGMA secure_delete = ON", []),
+    ("PRAGMA secure_delete", []),
+    ("PRAGMA auto_vacuum = FULL", []),
+    ("PRAGMA incremental_vacuum", []),
+    ("VACUUM", []),
     ("SELECT " + ", ".join("?" for _ in range(101)), list(range(101))),
     ("SELECT 1 -- " + "x" * 100_001, []),
     ("SELECT * FROM p WHERE u LIKE ?", ["x" * 51]),

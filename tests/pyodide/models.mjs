@@ -1,6 +1,6 @@
 // JS models, written in JavaScript, of what Miniflare cannot serve to Node: the
-// ExecutionContext and DurableObjectState a Python Worker receives, the Workers AI and
-// Vectorize bindings, and the workerd-side helpers the workers SDK imports
+// ExecutionContext and DurableObjectState (with its alarm) a Python Worker receives, the
+// Workers AI and Vectorize bindings, and the workerd-side helpers the workers SDK imports
 // (`_pyodide_entrypoint_helper`, `_cloudflare_compat_flags`).
 //
 // They follow the documented shapes and workerd's behaviour where it matters to Python:
@@ -64,11 +64,81 @@ export class ExecutionContext {
   }
 }
 
+/** The alarm of one Durable Object, installed on its `ctx.storage` as `getAlarm`,
+ * `setAlarm` and `deleteAlarm`, and delivered to the object's `alarm()` handler by
+ * `deliver` (what the runtime does when the time comes). Documented behaviour relied on
+ * (cloudflare-docs src/content/docs/durable-objects/api/alarms.mdx and the partial
+ * src/content/partials/durable-objects/api-storage-alarms.mdx):
+ *
+ * - one alarm per object; `setAlarm(Date | number)` (integer ms since the epoch) replaces
+ *   it and returns a Promise; a time at or before now is due at once;
+ * - `getAlarm()` resolves to the time in ms, or null: "The alarm is considered to be set if
+ *   it has not started, or if it has failed and any retry has not begun", so while the
+ *   handler runs it is null unless the handler set a new one;
+ * - `deleteAlarm()` unsets it (it does not cancel a running handler);
+ * - the handler gets `alarmInfo` `{retryCount, isRetry}`; when it throws it is retried
+ *   with exponential backoff, "starting at 2 second delays for up to 6 retries".
+ *
+ * Not modelled: the options arguments (allowConcurrency, allowUnconfirmed), delays of up
+ * to a minute during failover, and the runtime's own clock (`deliver` takes "now"). */
+export class AlarmModel {
+  constructor() {
+    this.scheduled = null;
+    this.retryCount = 0;
+    this.running = false;
+    this.setWhileRunning = false;
+  }
+
+  install(storage) {
+    storage.getAlarm = async (_options) => this.scheduled;
+    storage.setAlarm = async (scheduledTime, _options) => {
+      const ms = scheduledTime instanceof Date ? scheduledTime.getTime() : scheduledTime;
+      if (typeof ms !== "number" || !Number.isFinite(ms)) {
+        throw new TypeError("setAlarm() requires a Date or a number of milliseconds");
+      }
+      this.scheduled = ms;
+      this.retryCount = 0;
+      if (this.running) this.setWhileRunning = true;
+    };
+    storage.deleteAlarm = async (_options) => {
+      this.scheduled = null;
+    };
+    return storage;
+  }
+
+  /** Run `handler(alarmInfo)` if the alarm is due at `nowMs`: {ran, retryCount, error?}. */
+  async deliver(handler, nowMs) {
+    if (this.scheduled === null || this.scheduled > nowMs) return { ran: false };
+    const retryCount = this.retryCount;
+    this.scheduled = null; // started: no longer "set"
+    this.running = true;
+    this.setWhileRunning = false;
+    try {
+      await handler({ retryCount, isRetry: retryCount > 0 });
+      return { ran: true, retryCount };
+    } catch (error) {
+      if (!this.setWhileRunning && retryCount < 6) {
+        this.scheduled = nowMs + 2000 * 2 ** retryCount;
+        this.retryCount = retryCount + 1;
+      }
+      return { ran: true, retryCount, error: String(error?.message ?? error) };
+    } finally {
+      this.running = false;
+    }
+  }
+}
+
 export class DurableObjectState {
   constructor(storage) {
     this._log = new WaitUntilLog();
-    this.storage = storage;
+    this.alarms = new AlarmModel();
+    this.storage = this.alarms.install(storage);
     this.id = { toString: () => "model-object-id", name: "model" };
+  }
+
+  /** The runtime's side of an alarm: deliver it to `handler` if due at `nowMs`. */
+  deliverAlarm(handler, nowMs) {
+    return this.alarms.deliver(handler, nowMs);
   }
 
   get [Symbol.toStringTag]() {

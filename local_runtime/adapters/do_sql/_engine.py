@@ -9,6 +9,7 @@ and the Durable Object storage both run on it.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import time
 from collections.abc import Iterator, Sequence
@@ -21,11 +22,14 @@ from local_runtime.adapters.do_sql._errors import (
     MULTI_STATEMENT_PARAMS,
     NO_STATEMENT,
     TRANSACTION_REFUSED,
+    VACUUM_REFUSED,
     SqlEngineError,
     engine_error,
 )
 from local_runtime.adapters.do_sql._scanner import parse
 from local_runtime.adapters.do_sql._security import setup_security
+
+_VACUUM = re.compile(r"\s*VACUUM\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -45,7 +49,9 @@ class SqliteEngine:
     Not thread-safe; meant for one asyncio loop (every call is synchronous and short).
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, secure_delete: bool | None = None) -> None:
+        """`secure_delete`: set SQLite's `secure_delete` (None keeps the build's default;
+        Python's SQLite is often built with it on, workerd's is not)."""
         location = str(path)
         if location != ":memory:":
             Path(location).parent.mkdir(parents=True, exist_ok=True)
@@ -61,6 +67,8 @@ class SqliteEngine:
             "PRAGMA busy_timeout = 2000;"
             "PRAGMA foreign_keys = ON;"
         )
+        if secure_delete is not None:
+            self._db.execute(f"PRAGMA secure_delete = {'ON' if secure_delete else 'OFF'}")
         self._authorizer = setup_security(self._db)
         self._depth = 0
         self._last_row_id = 0
@@ -71,6 +79,12 @@ class SqliteEngine:
 
     def close(self) -> None:
         self._db.close()
+
+    def checkpoint(self) -> None:
+        """Copy the WAL into the database file and truncate it (`wal_checkpoint(TRUNCATE)`),
+        so no page image from before an erase stays in the -wal file."""
+        with self._authorizer.trusted():
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
 
     # --- execution -------------------------------------------------------------------------
 
@@ -101,6 +115,9 @@ class SqliteEngine:
             raise SqlEngineError(NO_STATEMENT)
         if parsed.controls_transaction:
             raise SqlEngineError(TRANSACTION_REFUSED)
+        if any(_VACUUM.match(statement) for statement in statements):
+            # workerd runs every statement inside its implicit transaction.
+            raise SqlEngineError(VACUUM_REFUSED)
         db = self._db
         before = db.total_changes
         self._authorizer.refused_transaction = False

@@ -12,6 +12,9 @@ import sqlite3
 
 from bindings.ports.errors import BindingError, BindingLimitError
 
+# What workerd answers to VACUUM (checked on Miniflare): its statements always run inside
+# the object's implicit transaction.
+VACUUM_REFUSED = "cannot VACUUM from within a transaction: SQLITE_ERROR"
 TRANSACTION_REFUSED = (
     "To execute a transaction, please use the state.storage.transaction() or "
     "state.storage.transactionSync() APIs instead of the SQL BEGIN TRANSACTION or SAVEPOINT "

@@ -84,7 +84,12 @@ class LocalDurableObjectStorage:
     """`ctx.storage` for one Durable Object: its SQL API and `transaction_sync`."""
 
     def __init__(self, path: str | Path) -> None:
-        self._engine = SqliteEngine(path)
+        # secure_delete OFF, as in workerd: its SQLite build (build/BUILD.sqlite3,
+        # SQLITE_DEFINES) does not define SQLITE_SECURE_DELETE, so SQLite's default (off)
+        # applies, and the pragma is not allow-listed, so code cannot turn it on. Deleted
+        # rows therefore leave their bytes in free space here as there (Python's SQLite is
+        # often built with it on, which would hide that).
+        self._engine = SqliteEngine(path, secure_delete=False)
         self._sql = LocalSqlStorage(self._engine)
 
     @property
@@ -108,6 +113,9 @@ class LocalDurableObjectStorage:
 
     def close(self) -> None:
         self._engine.close()
+
+    def checkpoint(self) -> None:
+        self._engine.checkpoint()
 
 
 class DurableObjectStorageRegistry:
@@ -149,6 +157,13 @@ class DurableObjectStorageRegistry:
             if found is None:
                 found = self._locks[object_id] = asyncio.Lock()
             return found
+
+    def checkpoint(self) -> None:
+        """Checkpoint every open object's WAL (see `SqliteEngine.checkpoint`)."""
+        with self._guard:
+            storages = list(self._storages.values())
+        for storage in storages:
+            storage.checkpoint()
 
     def close(self) -> None:
         with self._guard:

@@ -98,6 +98,11 @@ class LocalVectorIndex:
                 ids, matrix[positions], inv[positions], [self._records[v].indexed for v in ids]
             )
 
+    def checkpoint(self) -> None:
+        """Local only: checkpoint and truncate the file's WAL."""
+        with self._lock:
+            self._store.checkpoint()
+
     def close(self) -> None:
         """Close the SQLite connection (the object is unusable afterwards)."""
         with self._lock:

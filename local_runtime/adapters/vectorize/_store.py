@@ -66,6 +66,8 @@ class VectorStore:
         if path is not None:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
+        # Deleted vectors (and their metadata) are overwritten with zeros.
+        self._db.execute("PRAGMA secure_delete = ON")
         self._db.executescript(_SCHEMA)
         self._check_dimensions()
 
@@ -148,3 +150,7 @@ class VectorStore:
 
     def close(self) -> None:
         self._db.close()
+
+    def checkpoint(self) -> None:
+        """Checkpoint and truncate the WAL (no deleted vector survives in the -wal file)."""
+        self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()

@@ -4,6 +4,8 @@
   workflows) — what each kind of agent may do and remember (ADR-043);
 * `proposals` / `policy`: every write is a `WriteProposal` checked by a `WritePolicy`
   through a `WriteGate` before it commits; a refusal is `WriteDenied` (ADR-0051);
+* `personal_data` / `data_keys`: fields marked personal are sealed (AES-256-GCM) under
+  per-subject data keys stored wrapped in D1; erasing a subject destroys its keys;
 * `events`: the `memory_written` / `memory_retrieved` audit log (hashes and ids, never
   content).
 Sits below the tiers: it imports nothing from `tiers`, `lifecycle` or `agent`.
@@ -19,7 +21,9 @@ from agent_memory.governance.agent_types import (
     register_agent_type,
     unregister_agent_type,
 )
+from agent_memory.governance.data_keys import DataKeys, PersonalDataUnavailable
 from agent_memory.governance.events import EventLog, RetrievedItem, memory_retrieved, memory_written
+from agent_memory.governance.personal_data import PersonalData, public_view
 from agent_memory.governance.policy import WriteGate, WritePolicy
 from agent_memory.governance.proposals import (
     WriteDenied,
@@ -31,8 +35,11 @@ from agent_memory.governance.proposals import (
 __all__ = [
     "AGENT_TYPES",
     "AgentType",
+    "DataKeys",
     "EventLog",
     "MemoryConfig",
+    "PersonalData",
+    "PersonalDataUnavailable",
     "RetrievedItem",
     "WorkflowSpec",
     "WriteDenied",
@@ -45,6 +52,7 @@ __all__ = [
     "memory_retrieved",
     "memory_written",
     "personal_marking",
+    "public_view",
     "register_agent_type",
     "unregister_agent_type",
 ]

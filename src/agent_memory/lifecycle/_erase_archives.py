@@ -20,8 +20,9 @@ from agent_memory.lifecycle.cold import (
     decode_archive,
     encode_lines,
     parse_archive_key,
-    tenant_prefix,
+    tenant_prefixes,
 )
+from agent_memory.statements import chunks
 from bindings.ports.clock import Clock
 from bindings.ports.d1 import D1Database
 from bindings.ports.object_store import ObjectStore
@@ -40,13 +41,14 @@ class ArchiveEraser:
         """Rewrite or delete every archive holding traces; each one's counts go into
         `report` as soon as it is done."""
         keys: list[str] = []
-        cursor: str | None = None
-        while True:
-            page = await self._cold.list(prefix=tenant_prefix(self.tenant_id), cursor=cursor)
-            keys += [o.key for o in page.objects]
-            if not page.truncated or not page.cursor:
-                break
-            cursor = page.cursor
+        for prefix in tenant_prefixes(self.tenant_id):
+            cursor: str | None = None
+            while True:
+                page = await self._cold.list(prefix=prefix, cursor=cursor)
+                keys += [o.key for o in page.objects]
+                if not page.truncated or not page.cursor:
+                    break
+                cursor = page.cursor
         now_ms = int(self._clock.now() * 1000)
         for key in keys:
             parsed = parse_archive_key(key)
@@ -59,8 +61,11 @@ class ArchiveEraser:
             rows = decode_archive(body.data)
             kept: list[dict[str, Any]] = []
             scrubbed = 0
+            erased_ids: list[str] = []
             for row in rows:
                 if matcher.archived(kind, row):
+                    if kind == "episodes":
+                        erased_ids.append(str(row.get("episode_id")))
                     continue
                 clean = matcher.archived_scrub(kind, row)
                 scrubbed += clean is not None
@@ -69,6 +74,9 @@ class ArchiveEraser:
             if removed == 0 and scrubbed == 0:
                 continue
             report.archived_rows[kind] += removed
+            # The cold item index (`cold_items`, agent_memory.tiered.cold) follows the
+            # archive: erased episodes leave it before their object is rewritten.
+            await self._unindex(erased_ids)
             if not kept:
                 await self._cold.delete(key)
                 await (
@@ -82,6 +90,18 @@ class ArchiveEraser:
                 continue
             await self._rewrite(key, kind, kept, body.custom_metadata, now_ms)
             report.archives_rewritten += 1
+
+    async def _unindex(self, episode_ids: list[str]) -> None:
+        for chunk in chunks(episode_ids):  # D1: at most 100 bound parameters
+            marks = ", ".join("?" * len(chunk))
+            await (
+                self._db.prepare(
+                    "DELETE FROM cold_items WHERE tenant_id = ? AND kind = 'episode' "
+                    f"AND entity_id IN ({marks})"
+                )
+                .bind(self.tenant_id, *chunk)
+                .run()
+            )
 
     async def _rewrite(
         self,
@@ -129,4 +149,11 @@ class ArchiveEraser:
             .run()
         )
         if new_key != key:
+            await (
+                self._db.prepare(
+                    "UPDATE cold_items SET archive_key = ? WHERE tenant_id = ? AND archive_key = ?"
+                )
+                .bind(new_key, self.tenant_id, key)
+                .run()
+            )
             await self._cold.delete(key)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from agent_memory.governance.data_keys import destroy_statement
 from agent_memory.lifecycle._erase_rules import EraseReport, Found, SubjectMatcher
 from agent_memory.statements import chunks
 from bindings.ports.d1 import D1Database, D1Statement
@@ -129,6 +130,10 @@ class RowEraser:
     async def delete(self, found: Found, matcher: SubjectMatcher, report: EraseReport) -> None:
         """Delete what `find` found: links and provenance, events, then the rows; the
         counts go into `report`."""
+        # Crypto-shredding first: from here on, whatever is left of the subject's sealed
+        # personal fields (here, in archives, in backups) has no key.
+        destroyed = await destroy_statement(self._db, self.tenant_id, matcher.subject).run()
+        report.data_keys = destroyed.meta.changes
         facts = sorted(found.facts)
         episodes = sorted(found.episodes)
         runs = sorted(found.runs)
@@ -147,6 +152,19 @@ class RowEraser:
         report.facts = await self._count_then_delete("semantic_facts", "fact_id", facts)
         report.episodes = await self._count_then_delete("memory_episodes", "episode_id", episodes)
         report.runs = await self._count_then_delete("agent_runs", "run_id", runs)
+        report.keyword_index_optimized = await self._optimize_keyword_index()
+
+    async def _optimize_keyword_index(self) -> bool:
+        """Merge the FTS5 index into one segment (its `optimize` command), so the tokens of
+        deleted facts survive in no older segment. FTS5's `secure-delete` option needs
+        SQLite 3.42; `optimize` works everywhere, at a cost measured in docs/lifecycle.md.
+        Always run (not only when facts went): a re-run then finishes an interrupted erase.
+        The index is shared by all tenants, so this is the one statement here without
+        `tenant_id = ?`: it reads and writes no row of any table, only index segments."""
+        await self._db.prepare(
+            "INSERT INTO semantic_facts_fts (semantic_facts_fts) VALUES ('optimize')"
+        ).run()
+        return True
 
     async def _erase_events(self, matcher: SubjectMatcher, report: EraseReport) -> int:
         """Page through the tenant's events (by id): delete the ones that are traces, scrub

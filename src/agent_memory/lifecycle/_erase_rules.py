@@ -39,8 +39,24 @@ class EraseReport(BaseModel):
     events_scrubbed: int = 0
     archives_rewritten: int = 0
     archives_deleted: int = 0
+    # Data keys destroyed (crypto-shredding): every sealed value of the subject, wherever a
+    # copy of it lives (cold archives, D1 Time Travel), no longer has a key.
+    data_keys: int = 0
+    # The keyword index (FTS5) was merged after the facts went: no segment keeps them.
+    keyword_index_optimized: bool = False
     archived_rows: dict[str, int] = Field(
         default_factory=lambda: {"episodes": 0, "runs": 0, "events": 0}
+    )
+    # The AgentRuntime Durable Objects (`_erase_instances`): instances reached, and rows
+    # removed (turn_state: rows whose state was scrubbed) per store.
+    agent_state: dict[str, int] = Field(
+        default_factory=lambda: {
+            "instances": 0,
+            "run_log": 0,
+            "turn_state": 0,
+            "failed_writes": 0,
+            "pending_writes": 0,
+        }
     )
     complete: bool = True
     errors: list[str] = Field(default_factory=list)
@@ -55,7 +71,9 @@ class EraseReport(BaseModel):
             + self.links
             + self.provenance
             + self.events
+            + self.data_keys
             + sum(self.archived_rows.values())
+            + sum(n for store, n in self.agent_state.items() if store != "instances")
         )
 
 

@@ -101,6 +101,42 @@ class ArchiveBatchWriter:
         t, i = table.time_column, table.id_column
         return f" AND ({t}, {i}) >= (?, ?) AND ({t}, {i}) <= (?, ?)"
 
+    def _index_statements(
+        self,
+        table: PrunedTable,
+        tenant: str,
+        key: str,
+        where: str,
+        params: list[SqlValue],
+        now_ms: int,
+    ) -> list[D1Statement]:
+        """For episodes: index every archived row by its item key (`cold_items`), in the
+        transaction that deletes them, so the cold tier can serve each one by key. For runs:
+        register their agent instances (`agent_instances`, as `lifecycle.instances` does),
+        so the subject eraser still reaches an instance whose runs rows are all pruned
+        before its Durable Object ever reported from its alarm."""
+        if table is RUNS:
+            return [
+                self._db.prepare(
+                    "INSERT INTO agent_instances (tenant_id, agent_type, instance_id, "
+                    "reported_at) SELECT DISTINCT tenant_id, agent_type, instance_id, ? "
+                    f"FROM agent_runs WHERE {where} "
+                    "ON CONFLICT (tenant_id, agent_type, instance_id) DO NOTHING"
+                ).bind(now_ms, *params)
+            ]
+        if table is not EPISODES:
+            return []
+        return [
+            self._db.prepare(
+                "INSERT INTO cold_items (tenant_id, namespace_key, kind, entity_id, "
+                "archive_key, subject, created_at, archived_at) "
+                "SELECT tenant_id, namespace_key, 'episode', episode_id, ?, subject, "
+                f"created_at, ? FROM memory_episodes WHERE {where} "
+                "ON CONFLICT (tenant_id, namespace_key, kind, entity_id) DO UPDATE SET "
+                "archive_key = excluded.archive_key, archived_at = excluded.archived_at"
+            ).bind(key, now_ms, *params)
+        ]
+
     async def count_due(self, table: PrunedTable, tenant: str, cutoff: int) -> int:
         """The rows of `table` a prune with this cutoff would archive and delete now."""
         value = (
@@ -219,6 +255,7 @@ class ArchiveBatchWriter:
                 prune_id,
                 now_ms,
             ),
+            *self._index_statements(table, tenant, key, where, params, now_ms),
             self._db.prepare(f"DELETE FROM {table.table} WHERE {where}").bind(*params),
             self._db.prepare(
                 f"UPDATE lifecycle_prune_progress SET {table.progress_column} = "

@@ -68,10 +68,12 @@ class PruneJobs:
         )
 
     async def tenants(self, prune_id: str, meter: Meter) -> list[str]:
-        """The tenants with rows in a pruned table, and those the job already met."""
-        meter.check(4)
-        names = set(await known_tenants(self._db, PRUNED_TABLES))
-        meter.spend(len(PRUNED_TABLES))
+        """The tenants with rows in a pruned table or archives, and those the job already met."""
+        meter.check(5)
+        # Tenants with archives only still have archives that may expire (`_cold_expiry`).
+        tables = (*PRUNED_TABLES, "lifecycle_archives")
+        names = set(await known_tenants(self._db, tables))
+        meter.spend(len(tables))
         # Tenants whose rows are all gone still appear in the job's counts.
         result = await (
             self._db.prepare(

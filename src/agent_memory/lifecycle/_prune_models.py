@@ -17,7 +17,8 @@ from pydantic import BaseModel, Field
 DEFAULT_BATCH_ROWS = 500
 DEFAULT_MAX_OPERATIONS = 900  # under the paid plan's 1000 D1 queries per invocation
 DEFAULT_MAX_SECONDS = 600.0  # under a cron invocation's 15 minutes
-OPERATIONS_PER_BATCH = 5  # select, put, and a D1 batch of 3 statements
+# select, put, and a D1 batch of 3 statements (4 for episodes: + the cold item index)
+OPERATIONS_PER_BATCH = 6
 
 StopReason = Literal["operations", "time"]
 
@@ -46,6 +47,8 @@ class TenantPruneCounts(BaseModel):
     events_now: int = 0
     batches_now: int = 0
     archives_now: list[str] = Field(default_factory=list)
+    # Archive objects this invocation deleted for being past their cold retention.
+    archives_expired_now: int = 0
     done: bool = False
     # Dry runs only: what a prune would archive and delete now.
     episodes_due: int | None = None

@@ -3,7 +3,8 @@
 Per tenant: episodes (from the trigger-maintained counter, so no 100K-row count), the
 tenant's limit and warning threshold, semantic facts by status (`pending_vector` = facts
 whose vector write has not completed), runs, episodes already past retention (what the
-next prune will archive), and what the cold tier holds. Levels:
+next prune will archive), what the cold tier holds, and the namespace migration's read
+counters (canonical / legacy hits, misses; `namespace_reads`). Levels:
 
 * `ok`;
 * `warning`: at least 80 % of the episode limit (80 000 by default, ADR-043) — logged at
@@ -11,8 +12,12 @@ next prune will archive), and what the cold tier holds. Levels:
 * `at_limit`: at the limit (100 000): the database refuses new episodes of the tenant
   (docs/lifecycle.md, "At the limit") — logged at ERROR.
 
-One D1 statement per tenant (subqueries, each `tenant_id = ?` first), sent in batches, so
-100 tenants cost 100 statements in 2 round trips.
+Per tenant also its AgentRuntime objects as they last reported (`agent_instances`): count,
+storage (total and largest), the largest run log, pending writes, and failed writes with
+the age of the oldest (a warning when there are any).
+
+Two D1 statements per tenant (subqueries, each `tenant_id = ?` first), sent in batches, so
+100 tenants cost 200 statements in 4 round trips.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from agent_memory.lifecycle.instances import INSTANCE_FIGURES_SQL, instance_figures
 from agent_memory.lifecycle.retention import DEFAULT_EPISODE_LIMIT, known_tenants, warn_threshold
 from agent_memory.statements import STATEMENTS_PER_BATCH
 from bindings.ports.d1 import D1Database
@@ -50,6 +56,23 @@ class TenantBrief(BaseModel):
     # Update pairs the reconciler's adjudicator was `unsure` about in the last 24 hours
     # (`memory_written` events with `decision: unsure`): for a person to look at.
     updates_unsure: int = 0
+    # The tenant's AgentRuntime Durable Objects, as each last reported from its alarm
+    # (`agent_instances`, `agent_memory.lifecycle.instances`): per-object storage, and
+    # episodic writes still held (failed = retries exhausted; their payloads stay in the
+    # object's failed_writes, shown by the admin run view).
+    agent_instances: int = 0
+    agent_storage_bytes_total: int = 0
+    agent_storage_bytes_max: int = 0
+    agent_run_log_rows_max: int = 0
+    agent_pending_writes: int = 0
+    agent_failed_writes: int = 0
+    agent_failed_oldest_age_ms: int | None = None
+    # Namespace migration (docs/tiered-memory.md): reads of hot keys under compat read since
+    # the start of the previous UTC day: found under the canonical key, found only under a
+    # legacy key (each one read-repaired), or in neither.
+    namespace_canonical_hits: int = 0
+    namespace_legacy_hits: int = 0
+    namespace_misses: int = 0
 
 
 class Brief(BaseModel):
@@ -65,6 +88,10 @@ class Brief(BaseModel):
             "facts_pending_vector": sum(t.facts_pending_vector for t in self.tenants),
             "tenants_warning": sum(t.level == "warning" for t in self.tenants),
             "tenants_at_limit": sum(t.level == "at_limit" for t in self.tenants),
+            "agent_failed_writes": sum(t.agent_failed_writes for t in self.tenants),
+            "namespace_canonical_hits": sum(t.namespace_canonical_hits for t in self.tenants),
+            "namespace_legacy_hits": sum(t.namespace_legacy_hits for t in self.tenants),
+            "namespace_misses": sum(t.namespace_misses for t in self.tenants),
         }
 
     def summary(self) -> dict[str, Any]:
@@ -91,7 +118,13 @@ _TENANT_SQL = (
     "(SELECT COALESCE(SUM(rows), 0) FROM lifecycle_archives WHERE tenant_id = ?1) AS archived, "
     "(SELECT COUNT(*) FROM memory_events WHERE tenant_id = ?1 AND kind = 'memory_written' "
     "AND created_at > ?2 - 86400000 AND json_extract(payload, '$.decision') = 'unsure') "
-    "AS unsure"
+    "AS unsure, "
+    "(SELECT COALESCE(SUM(canonical_hits), 0) FROM namespace_reads WHERE tenant_id = ?1 "
+    "AND day >= date(?2 / 1000, 'unixepoch', '-1 day')) AS ns_canonical, "
+    "(SELECT COALESCE(SUM(legacy_hits), 0) FROM namespace_reads WHERE tenant_id = ?1 "
+    "AND day >= date(?2 / 1000, 'unixepoch', '-1 day')) AS ns_legacy, "
+    "(SELECT COALESCE(SUM(misses), 0) FROM namespace_reads WHERE tenant_id = ?1 "
+    "AND day >= date(?2 / 1000, 'unixepoch', '-1 day')) AS ns_misses"
 )
 
 
@@ -111,20 +144,33 @@ async def build_brief(
     tenants: Sequence[str] | None = None,
     progress: Callable[[TenantBrief], None] | None = None,
 ) -> Brief:
-    """The brief for `tenants` (default: every tenant with episodes, runs or facts)."""
+    """The brief for `tenants` (default: every tenant with episodes, runs, facts or
+    namespace reads)."""
     names = (
         list(tenants)
         if tenants is not None
-        else await known_tenants(db, ("memory_episodes", "agent_runs", "semantic_facts"))
+        else await known_tenants(
+            db,
+            (
+                "memory_episodes",
+                "agent_runs",
+                "semantic_facts",
+                "agent_instances",
+                "namespace_reads",
+            ),
+        )
     )
     brief = Brief(generated_at_ms=now_ms)
-    for start in range(0, len(names), STATEMENTS_PER_BATCH):
-        chunk = names[start : start + STATEMENTS_PER_BATCH]
+    per_batch = STATEMENTS_PER_BATCH // 2  # two statements per tenant
+    for start in range(0, len(names), per_batch):
+        chunk = names[start : start + per_batch]
         results = await db.batch(
             [db.prepare(_TENANT_SQL).bind(t, now_ms, default_retention_days) for t in chunk]
+            + [db.prepare(INSTANCE_FIGURES_SQL).bind(t) for t in chunk]
         )
-        for tenant, result in zip(chunk, results, strict=True):
-            row = result.results[0]
+        for index, tenant in enumerate(chunk):
+            row = results[index].results[0]
+            agents = instance_figures(results[len(chunk) + index].results[0])
             limit = int(row["episode_limit"] or DEFAULT_EPISODE_LIMIT)
             episodes = int(row["episodes"] or 0)
             item = TenantBrief(
@@ -143,6 +189,20 @@ async def build_brief(
                 archives=int(row["archives"] or 0),
                 archived_rows=int(row["archived"] or 0),
                 updates_unsure=int(row["unsure"] or 0),
+                agent_instances=agents.instances,
+                agent_storage_bytes_total=agents.storage_bytes_total,
+                agent_storage_bytes_max=agents.storage_bytes_max,
+                agent_run_log_rows_max=agents.run_log_rows_max,
+                agent_pending_writes=agents.pending_writes,
+                agent_failed_writes=agents.failed_writes,
+                agent_failed_oldest_age_ms=(
+                    None
+                    if agents.failed_oldest_at is None
+                    else max(0, now_ms - agents.failed_oldest_at)
+                ),
+                namespace_canonical_hits=int(row["ns_canonical"] or 0),
+                namespace_legacy_hits=int(row["ns_legacy"] or 0),
+                namespace_misses=int(row["ns_misses"] or 0),
             )
             brief.tenants.append(item)
             _report(brief, item)
@@ -153,6 +213,24 @@ async def build_brief(
 
 
 def _report(brief: Brief, item: TenantBrief) -> None:
+    if item.agent_failed_writes:
+        hours = (item.agent_failed_oldest_age_ms or 0) / 3_600_000
+        failed = (
+            f"tenant {item.tenant_id}: {item.agent_failed_writes} episodic write(s) failed "
+            f"for good in its agent instances (oldest {hours:.1f} h old); each payload is kept "
+            "in its instance's failed_writes (GET /admin/agents/{tenant}/runs/{run_id})."
+        )
+        log.warning("daily brief: %s", failed)
+        brief.warnings.append(failed)
+    if item.namespace_legacy_hits:
+        legacy = (
+            f"tenant {item.tenant_id}: {item.namespace_legacy_hits} hot read(s) found only "
+            f"under a legacy key since yesterday ({item.namespace_canonical_hits} canonical); "
+            "each was read-repaired. Keep MEMORY_NAMESPACE_COMPAT_READ on (run the namespace "
+            "backfill) until this stays at 0."
+        )
+        log.info("daily brief: %s", legacy)
+        brief.warnings.append(legacy)
     if item.updates_unsure:
         unsure = (
             f"tenant {item.tenant_id}: {item.updates_unsure} pair(s) of facts the update "

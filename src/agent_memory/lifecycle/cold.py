@@ -2,10 +2,15 @@
 
 Layout (docs/lifecycle.md, "Archive layout"):
 
-    archive/{tenant}/{kind}/{YYYY}-W{ww}/{first_ms:013d}-{first_id}.ndjson.gz
+    archive/{tenant}/episodes/{YYYY}-W{ww}/{first_ms:013d}-{first_id}.ndjson.gz
+    logs/{tenant}/{runs|events}/{YYYY}-W{ww}/{first_ms:013d}-{first_id}.ndjson.gz
 
 * `kind` is `episodes` (rows of `memory_episodes`), `runs` (`agent_runs`) or `events`
-  (`memory_events`);
+  (`memory_events`). Runs and events are the placement table's `log` kind, deleted from
+  cold after `cold_retention_days` (90): they live under their own root, `logs/`, so one R2
+  lifecycle rule on that prefix can expire them (R2 rules match key prefixes only).
+  Archives written before that change keep their `archive/{tenant}/{runs|events}/` keys;
+  both are parsed, listed, erased and expired alike;
 * the ISO week is the one the archived rows *happened* in (`created_at` of an episode or
   event, `started_at` of a run), so an archive object never spans two weeks;
 * the name ends with the sort key of the object's first row, so the object a batch writes
@@ -30,6 +35,7 @@ from typing import Any, Literal
 ArchiveKind = Literal["episodes", "runs", "events"]
 
 ARCHIVE_ROOT = "archive"
+LOG_ROOT = "logs"
 ARCHIVE_SUFFIX = ".ndjson.gz"
 # Columns stored as JSON text, per archived table.
 JSON_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -56,25 +62,30 @@ def week_bounds(ms: int) -> tuple[int, int]:
     return start, start + _MS_PER_WEEK
 
 
-def tenant_prefix(tenant_id: str) -> str:
-    return f"{ARCHIVE_ROOT}/{tenant_id}/"
+def tenant_prefixes(tenant_id: str) -> tuple[str, ...]:
+    """Every prefix under which the tenant's archives live (one `list` each)."""
+    return (f"{ARCHIVE_ROOT}/{tenant_id}/", f"{LOG_ROOT}/{tenant_id}/")
 
 
 def archive_key(tenant_id: str, kind: ArchiveKind, first_ms: int, first_id: str) -> str:
     """The object key of the archive whose first row is (`first_ms`, `first_id`)."""
+    root = ARCHIVE_ROOT if kind == "episodes" else LOG_ROOT
     return (
-        f"{ARCHIVE_ROOT}/{tenant_id}/{kind}/{iso_week(first_ms)}/"
-        f"{first_ms:013d}-{first_id}{ARCHIVE_SUFFIX}"
+        f"{root}/{tenant_id}/{kind}/{iso_week(first_ms)}/{first_ms:013d}-{first_id}{ARCHIVE_SUFFIX}"
     )
 
 
 def parse_archive_key(key: str) -> tuple[str, ArchiveKind, str] | None:
     """(tenant, kind, iso week) of an archive key, or None for any other key."""
     parts = key.split("/")
-    if len(parts) != 5 or parts[0] != ARCHIVE_ROOT or not parts[4].endswith(ARCHIVE_SUFFIX):
+    if (
+        len(parts) != 5
+        or parts[0] not in (ARCHIVE_ROOT, LOG_ROOT)
+        or not parts[4].endswith(ARCHIVE_SUFFIX)
+    ):
         return None
     kind = parts[2]
-    if kind == "episodes":
+    if kind == "episodes" and parts[0] == ARCHIVE_ROOT:
         return parts[1], "episodes", parts[3]
     if kind == "runs":
         return parts[1], "runs", parts[3]

@@ -15,21 +15,33 @@ as `contact:hubspot_id:123`, matched exactly as a field and as a substring of te
   its results is kept with that entry removed (it describes the other facts too);
 * working memory (KV) keys of the tenant whose instance or key segment is it, or whose
   value contains it;
+* the AgentRuntime Durable Objects of the tenant (`_erase_instances`): their run logs,
+  turn state, failed and pending episodic writes that match, or belong to an erased run;
 * cold-tier archive rows matching the rules above: each archive object is rewritten
   without them (renamed after its new first row, so its key names no erased row) or
   deleted when nothing is left, and the archive ledger is updated.
 
-Order, so that a failure never leaves a trace a re-run cannot find: vectors go first (a
-vector is only found through its fact row), then D1 rows in batches, then KV, then the
-archives. Every step is idempotent: running the erase again finishes an interrupted one
-and reports zeros once nothing is left. Statements are `tenant_id = ?` first, ≤ 100
-bound parameters.
+Personal fields are sealed under per-subject data keys (`governance.personal_data`): the
+erase destroys the subject's keys (crypto-shredding), so every copy of its sealed values in
+cold archives is unreadable without rewriting it; a D1 Time Travel copy holds the wrapped key
+too, and becomes unreadable when the KEK that wrapped it is retired (docs/personal-data.md).
+The keyword index (FTS5) is merged afterwards so no index segment keeps erased facts.
+
+Order, so that a failure never leaves a trace a re-run cannot find: the Durable Objects
+first (found through the D1 runs rows; each settles its queued writes into D1 before it
+erases, so the D1 rows are found again after this step), then vectors (a vector is only
+found through its fact row), then D1 rows in batches (data keys first, the keyword index
+merge last), then KV, then the archives, then (locally) the SQLite WALs. A failed Durable
+Object or vector step stops the erase before any D1 row is deleted. Every step is
+idempotent: running the erase again finishes an interrupted one and reports zeros once
+nothing is left. Statements are `tenant_id = ?` first, ≤ 100 bound parameters.
 
 Where the parts live (this module re-exports their public names):
 
 * `_erase_rules`: the subject's validation, the matching rules, the report (no I/O);
 * `_erase_rows`: finding and deleting the D1 rows (`RowEraser`);
 * `_erase_archives`: rewriting the cold-tier archives (`ArchiveEraser`);
+* `_erase_instances`: the `erase_subject` RPC on every agent instance (`InstanceEraser`);
 * here: `SubjectEraser`, which runs the steps in that order, with the vector and working
   memory (KV) steps, small enough to stay inline.
 """
@@ -38,9 +50,10 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from agent_memory.lifecycle._erase_archives import ArchiveEraser
+from agent_memory.lifecycle._erase_instances import InstanceEraser
 from agent_memory.lifecycle._erase_rows import (
     EVENTS_PAGE,
     RowEraser,
@@ -49,14 +62,17 @@ from agent_memory.lifecycle._erase_rules import (
     MAX_SUBJECT_CHARS,
     MIN_SUBJECT_CHARS,
     EraseReport,
+    Found,
     SubjectMatcher,
     validate_subject,
 )
+from agent_memory.namespace import SERVICE
 from agent_memory.statements import IDS_PER_STATEMENT
 from agent_memory.tiers.semantic.tenant_vectors import delete_own_vectors
 from agent_memory.tiers.working import WORKING_MEMORY_PREFIX
 from bindings.ports.clock import Clock
 from bindings.ports.d1 import D1Database
+from bindings.ports.durable_objects import DurableObjectNamespace
 from bindings.ports.kv import KVNamespace
 from bindings.ports.object_store import ObjectStore
 from bindings.ports.vectorize import VectorIndex
@@ -96,13 +112,19 @@ class SubjectEraser:
         kv: KVNamespace | None = None,
         vectors: VectorIndex | None = None,
         cold: ObjectStore | None = None,
+        agents: DurableObjectNamespace | None = None,
         progress: Progress | None = None,
+        purge_residue: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.tenant_id = tenant_id
+        self._purge_residue = purge_residue
         self._kv = kv
         self._vectors = vectors
         self._progress = progress or (lambda step, n: None)
         self._rows = RowEraser(tenant_id, db)
+        self._instances = (
+            None if agents is None else InstanceEraser(tenant_id, db=db, agents=agents, clock=clock)
+        )
         self._archives = (
             None if cold is None else ArchiveEraser(tenant_id, db=db, cold=cold, clock=clock)
         )
@@ -111,27 +133,35 @@ class SubjectEraser:
         subject = validate_subject(subject)
         report = EraseReport(tenant_id=self.tenant_id, subject=subject)
         found = await self._rows.find(subject)
+        # 1. The agent instances: before the D1 rows that list them, and before the rows
+        # are read for good, since an object flushes (or replays) its queued writes into
+        # D1 before it erases: the rows are found again afterwards.
+        if self._instances is not None:
+            try:
+                await self._instances.erase(subject, sorted(found.runs), report)
+                again = await self._rows.find(subject)
+            except Exception as exc:
+                return self._stopped(report, "agent instances", exc)
+            found = Found(
+                episodes=found.episodes | again.episodes,
+                runs=found.runs | again.runs,
+                facts=found.facts | again.facts,
+                hashes=found.hashes | again.hashes,
+            )
+        self._progress("agent_state", sum(report.agent_state.values()))
         matcher = SubjectMatcher(subject, found)
         self._progress("found", len(found.episodes) + len(found.facts) + len(found.runs))
-        # 1. Vectors first: they are only reachable through their fact rows.
+        # 2. Vectors: they are only reachable through their fact rows.
         if found.facts and self._vectors is not None:
             try:
                 report.vectors = await self._delete_vectors(sorted(found.facts))
             except Exception as exc:
-                report.complete = False
-                report.errors.append(f"vectors: {type(exc).__name__}: {exc}")
-                log.error(
-                    "erase %s/%s: vectors failed, rows kept: %s",
-                    self.tenant_id,
-                    subject_digest(subject),
-                    type(exc).__name__,
-                )
-                return report
+                return self._stopped(report, "vectors", exc)
         self._progress("vectors", report.vectors)
-        # 2. D1 rows.
+        # 3. D1 rows.
         await self._rows.delete(found, matcher, report)
         self._progress("d1", report.episodes + report.facts + report.runs + report.events)
-        # 3. Working memory.
+        # 4. Working memory.
         if self._kv is not None:
             try:
                 report.working_keys = await self._erase_working(matcher)
@@ -139,7 +169,7 @@ class SubjectEraser:
                 report.complete = False
                 report.errors.append(f"working memory: {type(exc).__name__}: {exc}")
         self._progress("working", report.working_keys)
-        # 4. Cold archives.
+        # 5. Cold archives.
         if self._archives is not None:
             try:
                 await self._archives.erase(matcher, report)
@@ -147,8 +177,29 @@ class SubjectEraser:
                 report.complete = False
                 report.errors.append(f"archives: {type(exc).__name__}: {exc}")
         self._progress("archives", report.archives_rewritten + report.archives_deleted)
+        # 5. Locally: checkpoint the SQLite WALs, so no page from before the erase is left
+        #    in a -wal file (the stores already zero what they delete).
+        if self._purge_residue is not None:
+            try:
+                await self._purge_residue()
+            except Exception as exc:
+                report.complete = False
+                report.errors.append(f"residue: {type(exc).__name__}: {exc}")
         counts = report.model_dump(exclude={"subject", "errors", "tenant_id"})
         log.info("erase %s/%s: %s", self.tenant_id, subject_digest(subject), counts)
+        return report
+
+    def _stopped(self, report: EraseReport, step: str, exc: Exception) -> EraseReport:
+        """End the erase before any D1 row is deleted: a repeat finds everything again."""
+        report.complete = False
+        report.errors.append(f"{step}: {type(exc).__name__}: {exc}")
+        log.error(
+            "erase %s/%s: %s failed, rows kept: %s",
+            self.tenant_id,
+            subject_digest(report.subject),
+            step,
+            type(exc).__name__,
+        )
         return report
 
     # ------------------------------------------------------------------ vectors and KV
@@ -159,22 +210,27 @@ class SubjectEraser:
 
     async def _erase_working(self, matcher: SubjectMatcher) -> int:
         assert self._kv is not None
-        prefix = f"{WORKING_MEMORY_PREFIX}:{self.tenant_id}:"
+        # Legacy working-memory keys and every canonical hot item of the tenant (working
+        # memory after the namespace migration, and copies promoted by the MemoryClient).
         doomed: list[str] = []
-        cursor: str | None = None
-        while True:
-            page = await self._kv.list(prefix=prefix, cursor=cursor)
-            for item in page.keys:
-                rest = item.name[len(prefix) :]
-                if matcher.subject in rest.split(":") or matcher.subject in rest:
-                    doomed.append(item.name)
-                    continue
-                value = await self._kv.get(item.name)
-                if value is not None and matcher.subject in value:
-                    doomed.append(item.name)
-            if page.list_complete or not page.cursor:
-                break
-            cursor = page.cursor
+        for prefix in (
+            f"{WORKING_MEMORY_PREFIX}:{self.tenant_id}:",
+            f"{SERVICE}:{self.tenant_id}:",
+        ):
+            cursor: str | None = None
+            while True:
+                page = await self._kv.list(prefix=prefix, cursor=cursor)
+                for item in page.keys:
+                    rest = item.name[len(prefix) :]
+                    if matcher.subject in rest.split(":") or matcher.subject in rest:
+                        doomed.append(item.name)
+                        continue
+                    value = await self._kv.get(item.name)
+                    if value is not None and matcher.subject in value:
+                        doomed.append(item.name)
+                if page.list_complete or not page.cursor:
+                    break
+                cursor = page.cursor
         for name in doomed:
             await self._kv.delete(name)
         return len(doomed)

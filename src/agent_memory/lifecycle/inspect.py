@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agent_memory.governance.events import EventKind, EventTier
+from agent_memory.governance.personal_data import PersonalData
 from agent_memory.lifecycle._inspect_models import (
     MAX_CHAIN,
     MAX_HISTORY,
@@ -46,8 +47,8 @@ from agent_memory.lifecycle._inspect_models import (
     written_hash,
 )
 from agent_memory.tiers.episodic import Episode, InvalidCursorError, decode_cursor, encode_cursor
-from agent_memory.tiers.episodic.models import episode_from_row
-from agent_memory.tiers.semantic import Fact
+from agent_memory.tiers.episodic.models import open_episodes
+from agent_memory.tiers.semantic.models import Fact, open_facts
 from bindings.ports.d1 import D1Database
 from bindings.ports.sql import Row
 
@@ -71,14 +72,18 @@ __all__ = [
 class MemoryInspector:
     """Read-only queries over one tenant's facts, links, provenance and events."""
 
-    def __init__(self, db: D1Database, tenant: str, *, now_ms: int) -> None:
+    def __init__(
+        self, db: D1Database, tenant: str, *, now_ms: int, personal: PersonalData | None = None
+    ) -> None:
         self._db = db
         self.tenant = tenant
         self.now_ms = now_ms
+        # Opens sealed personal fields for display (docs/personal-data.md).
+        self._personal = personal or PersonalData(tenant, None, None)
 
-    def _view(self, row: Row) -> FactView:
-        fact = Fact.from_row(row)
-        return FactView(fact=fact, status=inspect_status(fact, self.now_ms))
+    async def _views(self, rows: Sequence[Row]) -> list[FactView]:
+        facts = await open_facts(rows, self._personal)
+        return [FactView(fact=fact, status=inspect_status(fact, self.now_ms)) for fact in facts]
 
     async def _rows(self, sql: str, *params: Any) -> list[Row]:
         result = await self._db.prepare(sql).bind(*params).all()
@@ -129,7 +134,7 @@ class MemoryInspector:
             *params,
             limit + 1,
         )
-        views = [self._view(row) for row in rows[:limit]]
+        views = await self._views(rows[:limit])
         next_cursor = None
         if len(rows) > limit:
             last = views[-1].fact
@@ -142,7 +147,7 @@ class MemoryInspector:
             self.tenant,
             fact_id,
         )
-        return self._view(rows[0]) if rows else None
+        return (await self._views(rows[:1]))[0] if rows else None
 
     async def fact_detail(self, fact_id: str) -> FactDetail | None:
         """Everything about one fact, or None when the tenant has no such fact."""
@@ -192,8 +197,7 @@ class MemoryInspector:
                 MAX_CHAIN,
             )
             frontier = []
-            for row in rows:
-                older = self._view(row)
+            for older in await self._views(rows):
                 if older.fact.fact_id not in seen:
                     seen.add(older.fact.fact_id)
                     found.append(older)
@@ -315,7 +319,8 @@ class MemoryInspector:
             self.tenant,
             *wanted,
         )
-        found = {str(row["episode_id"]): episode_from_row(row) for row in rows}
+        episodes = await open_episodes(rows, self._personal)
+        found = {episode.episode_id: episode for episode in episodes}
         return [found[i] for i in wanted if i in found]
 
     # ------------------------------------------------------------------ events

@@ -38,6 +38,8 @@ Where the parts live (this module re-exports their public names):
 * `_prune_models`: the budget, its meter and the per-tenant counts;
 * `_prune_jobs`: the job ledger and each tenant's progress row;
 * `_prune_archive`: the archived tables and the batch above (`ArchiveBatchWriter`);
+* `_cold_expiry`: after a tenant's tables, archive objects past their kind's cold retention
+  (the placement table: run and event archives, the `log` kind, 90 days) are deleted;
 * here: `Pruner`, which runs a job over the tenants, its `PruneReport`, and
   `resume_unfinished`.
 
@@ -53,6 +55,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from agent_memory.lifecycle._cold_expiry import ColdExpiry, cold_cutoffs
 from agent_memory.lifecycle._prune_archive import (
     EPISODES,
     EVENTS,
@@ -77,6 +80,7 @@ from agent_memory.lifecycle._prune_models import (
 )
 from agent_memory.lifecycle.cold import iso_week
 from agent_memory.lifecycle.retention import get_lifecycle, known_tenants
+from agent_memory.placement import DEFAULT_TABLE, PlacementTable
 from bindings.ports.clock import Clock
 from bindings.ports.d1 import D1Database
 from bindings.ports.object_store import ObjectStore
@@ -128,6 +132,7 @@ class PruneReport(BaseModel):
             "runs_now": sum(t.runs_now for t in self.tenants),
             "events_now": sum(t.events_now for t in self.tenants),
             "batches_now": sum(t.batches_now for t in self.tenants),
+            "archives_expired_now": sum(t.archives_expired_now for t in self.tenants),
             "episodes_due": sum(t.episodes_due or 0 for t in self.tenants),
             "runs_due": sum(t.runs_due or 0 for t in self.tenants),
             "events_due": sum(t.events_due or 0 for t in self.tenants),
@@ -160,6 +165,7 @@ class Pruner:
         default_retention_days: int,
         budget: PruneBudget | None = None,
         monotonic: Callable[[], float] = time.monotonic,
+        placement: PlacementTable = DEFAULT_TABLE,
     ) -> None:
         self._db = db
         self._cold = cold
@@ -169,6 +175,8 @@ class Pruner:
         self._monotonic = monotonic
         self._jobs = PruneJobs(db, clock, default_retention_days=default_retention_days)
         self._archives = ArchiveBatchWriter(db, cold, clock, self.budget)
+        self._placement = placement
+        self._expiry = None if cold is None else ColdExpiry(db, cold, self.budget)
 
     # ------------------------------------------------------------------ entry points
 
@@ -294,6 +302,10 @@ class Pruner:
                     else:
                         counts.events_deleted += rows
                         counts.events_now += rows
+            # The cold tier's own retention (placement `cold_retention_days`: logs, 90 d).
+            assert self._expiry is not None
+            cutoffs = cold_cutoffs(self._placement, scheduled_ms)
+            counts.archives_expired_now += await self._expiry.expire(tenant, cutoffs, meter)
         except BudgetExhausted as stop:
             stop.counts = counts
             raise

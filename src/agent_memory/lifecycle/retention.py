@@ -17,7 +17,7 @@ NULL column means "the default".
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -28,7 +28,17 @@ EPISODE_WARN_FRACTION = 0.8
 MAX_RETENTION_DAYS = 36_500
 MS_PER_DAY = 86_400_000
 
-TenantTable = Literal["memory_episodes", "agent_runs", "semantic_facts", "memory_events"]
+TenantTable = Literal[
+    "memory_episodes",
+    "agent_runs",
+    "semantic_facts",
+    "memory_events",
+    "namespace_reads",
+    "lifecycle_archives",
+    "agent_instances",
+    "subject_data_keys",
+]
+_TENANT_TABLES = get_args(TenantTable)
 
 
 class LifecycleUpdate(BaseModel):
@@ -136,7 +146,7 @@ async def known_tenants(
     """
     found: set[str] = set()
     for table in tables:
-        if table not in ("memory_episodes", "agent_runs", "semantic_facts", "memory_events"):
+        if table not in _TENANT_TABLES:
             raise ValueError(f"not a tenant table: {table}")
         result = await db.prepare(
             f"WITH RECURSIVE t(tenant_id) AS ("

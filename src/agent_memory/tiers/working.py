@@ -1,4 +1,6 @@
-"""Tier 1, working memory in KV: `agent_working:{tenant}:{instance}:{key}` → JSON, 1 h TTL.
+"""Tier 1, working memory in KV: item `agent-memory:{tenant}:{instance}:working:{key}` → JSON,
+1 h TTL (the ADR-043 key `agent_working:{tenant}:{instance}:{key}` until the namespace
+migration moves it: `agent_memory.tiers.namespaced_kv`, flags `namespace`).
 
 Contract:
 
@@ -33,7 +35,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from agent_memory.governance.policy import WriteDenied, WriteGate, WriteProposal
+from agent_memory.namespace import SERVICE, NamespaceKey
 from agent_memory.scope import INSTANCE_RE, TENANT_RE
+from agent_memory.tiers.namespaced_kv import NamespacedKV, NamespaceFlags, ReadCounts
 from bindings.ports.clock import Clock, SystemClock
 from bindings.ports.kv import KVNamespace
 
@@ -143,13 +147,22 @@ class WorkingMemory:
         agent_type: str | None = None,
         run_id: str | None = None,
         clock: Clock | None = None,
+        namespace: NamespaceFlags | None = None,
+        read_counts: ReadCounts | None = None,
     ) -> None:
         if not TENANT_RE.fullmatch(tenant or ""):
             raise InvalidWorkingMemoryKey(f"invalid tenant segment {tenant!r}")
         if not INSTANCE_RE.fullmatch(instance_id or ""):
             raise InvalidWorkingMemoryKey(f"invalid instance segment {instance_id!r}")
-        self._kv = kv
-        self.prefix = f"{WORKING_MEMORY_PREFIX}:{tenant}:{instance_id}:"
+        # Which key (legacy or canonical) is read and written follows the namespace flags.
+        self._keys = NamespacedKV(
+            kv,
+            NamespaceKey(SERVICE, tenant, instance_id),
+            "working",
+            flags=namespace,
+            counts=read_counts,
+            repair_ttl=ttl_seconds,
+        )
         self.budget_bytes = budget_bytes
         self.ttl_seconds = ttl_seconds
         self._lock = write_lock or asyncio.Lock()
@@ -161,18 +174,15 @@ class WorkingMemory:
         self._run_id = run_id
         self._clock: Clock = clock or SystemClock()
 
-    def kv_key(self, key: str) -> str:
-        return self.prefix + validate_key(key)
-
     async def get(self, key: str) -> Any | None:
         """The stored JSON value, or None when missing or expired."""
-        raw = await self._kv.get(self.kv_key(key))
+        raw = await self._keys.get(validate_key(key))
         return None if raw is None else json.loads(raw)
 
     async def read(self, key: str) -> WorkingRead | None:
         """The value under `key` with its write time (epoch seconds; None for an entry
         written before write times were recorded), or None when missing or expired."""
-        found = await self._kv.get_with_metadata(self.kv_key(key))
+        found = await self._keys.get_with_metadata(validate_key(key))
         if found.value is None:
             return None
         written = (found.metadata or {}).get("written_at")
@@ -185,31 +195,25 @@ class WorkingMemory:
     async def entries(self) -> list[WorkingEntry]:
         """Every live key of the instance with its accounted size, in key order."""
         found: list[WorkingEntry] = []
-        cursor: str | None = None
-        while True:
-            page = await self._kv.list(prefix=self.prefix, cursor=cursor)
-            for item in page.keys:
-                name = item.name[len(self.prefix) :]
-                size = (item.metadata or {}).get("bytes")
-                if not isinstance(size, int):
-                    size = 0  # written by something else: counted by key bytes only
-                found.append(
-                    WorkingEntry(
-                        key=name,
-                        bytes=len(name.encode("utf-8")) + size,
-                        expiration=item.expiration,
-                    )
+        for item in await self._keys.entries():
+            size = (item.metadata or {}).get("bytes")
+            if not isinstance(size, int):
+                size = 0  # written by something else: counted by key bytes only
+            found.append(
+                WorkingEntry(
+                    key=item.entity,
+                    bytes=len(item.entity.encode("utf-8")) + size,
+                    expiration=item.expiration,
                 )
-            if page.list_complete or not page.cursor:
-                return found
-            cursor = page.cursor
+            )
+        return found
 
     async def usage(self) -> int:
         return sum(entry.bytes for entry in await self.entries())
 
     async def set(self, key: str, value: Any) -> WorkingWrite:
         """Write `value` under `key` with a fresh TTL, or raise without writing anything."""
-        kv_key = self.kv_key(key)
+        validate_key(key)
         encoded = encode_value(value)
         proposal = WriteProposal(
             tier="working",
@@ -234,20 +238,20 @@ class WorkingMemory:
             # The write time rides in the metadata so a single read can be scored for
             # recency without listing the instance (`read`).
             metadata = {"bytes": value_bytes, "written_at": round(self._clock.now(), 3)}
-            await self._kv.put(kv_key, encoded, expiration_ttl=self.ttl_seconds, metadata=metadata)
+            await self._keys.put(key, encoded, expiration_ttl=self.ttl_seconds, metadata=metadata)
         await self._gate.committed([proposal])
         return WorkingWrite(
             key=key, bytes=needed, used_after=used + needed, budget=self.budget_bytes
         )
 
     async def delete(self, key: str) -> None:
-        await self._kv.delete(self.kv_key(key))
+        await self._keys.delete(validate_key(key))
 
     async def snapshot(self) -> dict[str, Any]:
         """Every live key with its value (what a turn sees at its start)."""
         values: dict[str, Any] = {}
         for entry in await self.entries():
-            raw = await self._kv.get(self.prefix + entry.key)
+            raw = await self._keys.get(entry.key)
             if raw is not None:  # expired between list and get
                 values[entry.key] = json.loads(raw)
         return values

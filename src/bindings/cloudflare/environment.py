@@ -16,6 +16,7 @@ import httpx
 from bindings.cloudflare import ffi
 from bindings.cloudflare.ai import WorkersAIEmbedder
 from bindings.cloudflare.background import CloudflareBackgroundTasks
+from bindings.cloudflare.cipher import WebCryptoCipher
 from bindings.cloudflare.crypto import WebCryptoMacSigner
 from bindings.cloudflare.d1 import CloudflareD1Database
 from bindings.cloudflare.durable_objects import CloudflareDurableObjectNamespace
@@ -96,6 +97,7 @@ def build_bindings(env: Any, ctx: Any) -> Bindings:
         cold=CloudflareObjectStore(cold) if cold is not None else None,
         http_transport=transport,
         mac=WebCryptoMacSigner(),
+        cipher=WebCryptoCipher(),
         embed_rate_limiter=CloudflareRateLimiter(limiter, settings.embed_rate_period)
         if limiter is not None
         else None,

@@ -27,7 +27,13 @@ from pyodide.ffi import to_js
 from http_messages import HttpRequest, HttpResponse, json_response
 from worker.errors import method_not_allowed, not_found
 
-seen: dict[str, list[Any]] = {"requests": [], "crons": [], "rpc": [], "initialized": []}
+seen: dict[str, list[Any]] = {
+    "requests": [],
+    "crons": [],
+    "rpc": [],
+    "initialized": [],
+    "alarms": [],
+}
 
 
 class _Settings:
@@ -39,11 +45,21 @@ class _Bindings:
 
 
 class _Core:
-    def __init__(self, storage: Any, bindings: Any) -> None:
+    fail_alarms = False
+
+    def __init__(self, storage: Any, bindings: Any, alarms: Any = None) -> None:
         self.storage = storage
+        self.alarms = alarms
 
     async def initialize(self) -> None:
         seen["initialized"].append(True)
+
+    async def alarm(self, retry_count: int = 0) -> None:
+        # What the handler sees of its own alarm while it runs (docs: null unless set anew).
+        seen["alarms"].append((retry_count, await self.alarms.get_alarm()))
+        if self.fail_alarms:
+            raise RuntimeError("D1 unavailable")
+        await self.alarms.set_alarm(1_750_086_400.0)
 
     async def call(self, method: str, payload: dict[str, Any]) -> dict[str, Any]:
         seen["rpc"].append((method, payload))
@@ -202,3 +218,40 @@ async def test_agent_runtime_initializes_behind_the_gate_and_answers_rpc() -> No
         assert "must be an object" in str(exc)
     else:
         raise AssertionError("a string payload was accepted")
+
+
+async def test_the_alarm_handler_reaches_the_core_with_its_retry_count() -> None:
+    from pyodide.ffi import create_proxy
+
+    from bindings.cloudflare.alarms import CloudflareAlarms
+
+    state = harness_js.newDurableObjectState(harness_js.newStorage())
+    obj = entry.AgentRuntime(state, harness_js.env)
+    await harness_js.nextTurn()
+    core = obj._core
+    assert isinstance(core.alarms, CloudflareAlarms)
+    await core.alarms.set_alarm(1_750_000_000.0)
+    assert state.alarms.scheduled == 1_750_000_000_000
+    handler = create_proxy(obj.alarm)
+    try:
+        early = (await state.deliverAlarm(handler, 1_749_999_999_999)).to_py()
+        assert early == {"ran": False}
+        ran = (await state.deliverAlarm(handler, 1_750_000_000_000)).to_py()
+        assert ran == {"ran": True, "retryCount": 0}, ran
+        # The handler saw no alarm set (it had started), then set the next one itself.
+        assert seen["alarms"][-1] == (0, None)
+        assert await core.alarms.get_alarm() == 1_750_086_400.0
+
+        # A handler that raises is retried by the runtime, 2 s later, with retryCount 1,
+        # which the entry hands to the core.
+        _Core.fail_alarms = True
+        failed = (await state.deliverAlarm(handler, 1_750_086_400_000)).to_py()
+        assert "RuntimeError: D1 unavailable" in failed["error"], failed
+        assert state.alarms.scheduled == 1_750_086_402_000
+        _Core.fail_alarms = False
+        retried = (await state.deliverAlarm(handler, 1_750_086_402_000)).to_py()
+        assert retried == {"ran": True, "retryCount": 1}, retried
+        assert seen["alarms"][-1] == (1, None)
+    finally:
+        _Core.fail_alarms = False
+        handler.destroy()

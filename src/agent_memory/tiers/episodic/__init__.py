@@ -22,6 +22,7 @@ from agent_memory.tiers.episodic.models import (
     WriteOp,
     decode_cursor,
     encode_cursor,
+    open_episodes,
 )
 from agent_memory.tiers.episodic.store import EpisodicStore
 from agent_memory.tiers.episodic.writer import (
@@ -59,4 +60,5 @@ __all__ = [
     "WriteOp",
     "decode_cursor",
     "encode_cursor",
+    "open_episodes",
 ]

@@ -8,11 +8,13 @@ of the run list (a cursor this module did not produce raises `InvalidCursorError
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent_memory.cursors import InvalidCursorError, decode_cursor_value, encode_cursor_value
+from agent_memory.governance.personal_data import PersonalData, Sealable
 from agent_memory.ids import content_hash
 from bindings.ports.sql import Row
 
@@ -100,7 +102,8 @@ def run_from_row(row: Row) -> RunRecord:
     )
 
 
-def episode_from_row(row: Row) -> Episode:
+def episode_from_row(row: Row, data: Mapping[str, Any] | None = None) -> Episode:
+    """The episode of `row` as stored; `open_episodes` passes the opened `data`."""
     return Episode(
         episode_id=row["episode_id"],
         run_id=row["run_id"],
@@ -109,10 +112,21 @@ def episode_from_row(row: Row) -> Episode:
         kind=row["kind"],
         subject=row.get("subject"),
         content=row["content"],
-        data=json.loads(row["data"] or "{}"),
+        data=dict(data) if data is not None else json.loads(row["data"] or "{}"),
         importance=float(row["importance"]),
         created_at=int(row["created_at"]),
     )
+
+
+async def open_episodes(rows: Sequence[Row], personal: PersonalData) -> list[Episode]:
+    """The episodes of `rows` with their sealed personal data opened: every read of episode
+    rows (warm or archived) goes through here (docs/personal-data.md)."""
+    items = [
+        Sealable(row.get("subject"), str(row["episode_id"]), json.loads(row["data"] or "{}"))
+        for row in rows
+    ]
+    opened = await personal.open_many("data", items)
+    return [episode_from_row(row, data) for row, data in zip(rows, opened, strict=True)]
 
 
 def encode_cursor(started_at: int, run_id: str) -> str:

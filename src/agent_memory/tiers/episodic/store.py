@@ -16,6 +16,7 @@ import logging
 from typing import Any
 
 from agent_memory.governance.events import EventLog
+from agent_memory.governance.personal_data import PersonalData
 from agent_memory.governance.policy import WriteGate, WriteProposal
 from agent_memory.scope import TENANT_RE
 from agent_memory.tiers.episodic.models import (
@@ -29,7 +30,7 @@ from agent_memory.tiers.episodic.models import (
     RunStatus,
     decode_cursor,
     encode_cursor,
-    episode_from_row,
+    open_episodes,
     run_from_row,
     to_json,
 )
@@ -49,7 +50,14 @@ _RUN_COLUMNS = (
 class EpisodicStore:
     """Episodic reads and writes for one tenant."""
 
-    def __init__(self, db: D1Database, tenant: str, *, gate: WriteGate | None = None) -> None:
+    def __init__(
+        self,
+        db: D1Database,
+        tenant: str,
+        *,
+        gate: WriteGate | None = None,
+        personal: PersonalData | None = None,
+    ) -> None:
         if not tenant:
             raise ValueError("EpisodicStore needs a tenant")
         self._db = db
@@ -58,6 +66,9 @@ class EpisodicStore:
         # together with their `memory_written` event.
         events = EventLog(tenant, db) if TENANT_RE.fullmatch(tenant) else None
         self.gate = gate or WriteGate(tenant, events=events)
+        # Seals the personal fields of `data` on write and opens them on read; without one,
+        # marked personal data is refused (never stored in plaintext).
+        self.personal = personal or PersonalData(tenant, None, None)
 
     def proposal(self, episode: Episode) -> WriteProposal:
         """The write proposal of `episode` (what the policy checks and the event hashes)."""
@@ -107,8 +118,10 @@ class EpisodicStore:
         """
         proposal = self.proposal(episode)
         self.gate.check(proposal)
+        # Sealed here, once: the row holds only ciphertext of the personal fields.
+        data = await self.personal.seal(episode.subject, episode.episode_id, "data", episode.data)
         try:
-            await self._insert_statement(episode).run()
+            await self._insert_statement(episode, data).run()
         except D1Error as exc:
             if EPISODE_LIMIT_CODE in str(exc):
                 raise EpisodeLimitReached(self.tenant, str(exc)) from exc
@@ -117,7 +130,7 @@ class EpisodicStore:
         if event is not None:
             await event.run()
 
-    def _insert_statement(self, episode: Episode) -> D1Statement:
+    def _insert_statement(self, episode: Episode, data: dict[str, Any]) -> D1Statement:
         return self._db.prepare(
             "INSERT INTO memory_episodes (tenant_id, episode_id, run_id, agent_type, "
             "instance_id, kind, subject, content, data, importance, content_hash, "
@@ -132,7 +145,7 @@ class EpisodicStore:
             episode.kind,
             episode.subject,
             episode.content,
-            to_json(episode.data),
+            to_json(data),
             episode.importance,
             episode.content_hash,
             episode.created_at,
@@ -180,7 +193,7 @@ class EpisodicStore:
             .bind(self.tenant, agent_type, limit)
             .all()
         )
-        return [episode_from_row(row) for row in result.results]
+        return await open_episodes(result.results, self.personal)
 
     async def episodes_for_run(self, run_id: str) -> list[Episode]:
         result = await (
@@ -191,7 +204,7 @@ class EpisodicStore:
             .bind(self.tenant, run_id)
             .all()
         )
-        return [episode_from_row(row) for row in result.results]
+        return await open_episodes(result.results, self.personal)
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         row = await (

@@ -122,6 +122,12 @@ class EpisodicWriter:
         for write in pending:
             self._submit(write.op, write.run_id, write.payload, seq=write.seq)
 
+    async def write_now(self, op: WriteOp, payload: dict[str, Any]) -> None:
+        """One attempt of a queued op's D1 write, rebuilt from its payload, in the caller's
+        task (no retries, no failure sink): how the Durable Object's alarm retries a write
+        from `failed_writes`. Raises what the store raises."""
+        await self._write(op, payload)
+
     def _write(self, op: WriteOp, payload: dict[str, Any]) -> Coroutine[Any, Any, None]:
         """The D1 write of one queued op, rebuilt from its payload (so a replay is the same
         write as the original)."""

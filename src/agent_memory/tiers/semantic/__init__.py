@@ -35,6 +35,7 @@ from agent_memory.tiers.semantic.models import (
     check_metadata,
     embedding_tag,
     namespace_for_tenant,
+    open_facts,
 )
 
 __all__ = [
@@ -66,4 +67,5 @@ __all__ = [
     "embedding_tag",
     "linked_rows",
     "namespace_for_tenant",
+    "open_facts",
 ]

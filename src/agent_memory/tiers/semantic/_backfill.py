@@ -3,7 +3,7 @@
 Facts stored before 0005 have `key_source = ''`: the update step and recall's
 stale-statement guard skip them, so a newer statement about the same entity could never
 supersede them. `backfill_keys` derives their keys exactly as the write path does
-(`_writes.derive_keys`) and stores them, oldest first; a fact whose text names nothing gets
+(`_scope.derive_keys`) and stores them, oldest first; a fact whose text names nothing gets
 `key_source = 'none'`, so it is not looked at again. Idempotent and safe to interrupt.
 """
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from agent_memory.governance.personal_data import public_view
 from agent_memory.statements import IDS_PER_STATEMENT
 from agent_memory.tiers.semantic._scope import FactScope
 from agent_memory.tiers.semantic.keys import FactKey, derive_key, entity_candidates
@@ -48,7 +49,8 @@ async def derive_keys(scope: FactScope, inputs: Sequence[KeyedText]) -> list[Fac
             fact.content,
             subject=fact.subject,
             predicate=fact.predicate,
-            metadata=fact.metadata,
+            # Personal fields never feed a derived, indexed value (docs/personal-data.md).
+            metadata=public_view(fact.metadata),
             known_entities=known,
         )
         for fact in inputs

@@ -25,10 +25,10 @@ from agent_memory.tiers.semantic._scope import FactScope
 from agent_memory.tiers.semantic._vectors import VectorSync
 from agent_memory.tiers.semantic.keys import FactKey, KeySource
 from agent_memory.tiers.semantic.models import (
-    Fact,
     RecalledFact,
     RecallFilters,
     RecallResult,
+    open_facts,
 )
 from agent_memory.tiers.semantic.update_rules import judge_update
 from bindings.ports.sql import Row
@@ -192,9 +192,12 @@ class Recaller:
         top = ranked[:limit]
         # Full rows only for what is returned (content and metadata can be large).
         full = await self._s.load_rows([item.id for _, item in top])
+        kept = [item.id for _, item in top if item.id in full]
+        facts = await open_facts([full[i] for i in kept], self._s.personal)
+        opened = dict(zip(kept, facts, strict=True))
         results = [
             RecalledFact(
-                fact=Fact.from_row(full[item.id]),
+                fact=opened[item.id],
                 score=total[item.id],
                 breakdown=breakdown(parts, weights),
                 channels=item.channels,

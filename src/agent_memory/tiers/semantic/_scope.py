@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent_memory.governance.events import EventLog
+from agent_memory.governance.personal_data import PersonalData
 from agent_memory.governance.policy import WriteGate
 from agent_memory.retrieval.scoring import RetrievalConfig, Tier
 from agent_memory.statements import IDS_PER_STATEMENT, chunks
@@ -61,6 +62,8 @@ class FactScope:
     tier: Tier
     events: EventLog
     gate: WriteGate
+    # Seals and opens the personal fields of fact metadata (docs/personal-data.md).
+    personal: PersonalData
     # `ctx.waitUntil`: work that may finish after the response. None: done before returning.
     background: BackgroundTasks | None = None
 

@@ -47,6 +47,35 @@ PENDING_RETRY_ON_WRITE = 10
 PAIRS_PER_STATEMENT = 45  # (subject, hash) pairs: 2 parameters each + tenant
 
 
+async def find_by_hash(
+    scope: FactScope, keys: Sequence[tuple[str, str]]
+) -> dict[tuple[str, str], Row]:
+    """Existing rows for (subject, content hash) pairs. `subject IN (..) AND
+    content_hash IN (..)` is a range lookup on the UNIQUE (tenant_id, subject,
+    content_hash) index (an OR of pairs may be planned as a scan); the few extra rows
+    of the cross product are dropped here."""
+    wanted = set(keys)
+    found: dict[tuple[str, str], Row] = {}
+    for chunk in chunks(list(dict.fromkeys(keys)), PAIRS_PER_STATEMENT):
+        subjects = list(dict.fromkeys(subject for subject, _ in chunk))
+        digests = list(dict.fromkeys(digest for _, digest in chunk))
+        result = (
+            await scope.db.prepare(
+                "SELECT fact_id, status, subject, predicate, object, agent_type, confidence, "
+                "learned_from_run_id, content_hash, created_at FROM semantic_facts "
+                f"WHERE tenant_id = ? AND subject IN ({', '.join('?' for _ in subjects)}) "
+                f"AND content_hash IN ({', '.join('?' for _ in digests)})"
+            )
+            .bind(scope.tenant_id, *subjects, *digests)
+            .all()
+        )
+        for row in result.results:
+            key = (row["subject"], row["content_hash"])
+            if key in wanted:
+                found[key] = row
+    return found
+
+
 class FactWriter:
     """Learns and deletes one tenant's facts."""
 
@@ -91,13 +120,21 @@ class FactWriter:
         except WriteDenied as denied:
             problems = [{"field": v.code, "problem": v.message} for v in denied.violations]
             raise MemoryInputError(str(denied), problems, code=denied.code) from None
+        if not self._s.personal.can_seal and any(
+            p.personal_fields() is not None for p in proposals
+        ):
+            raise MemoryInputError(
+                "personal data cannot be stored: this deployment has no MEMORY_PII_KEKS "
+                "(docs/personal-data.md); nothing was written",
+                code="personal_data_unavailable",
+            )
         embedder = self._s.require_embedder()
         now = self._s.clock.now()
         hashes = [content_hash(f.content) for f in inputs]
         first_of: dict[tuple[str, str], int] = {}
         for index, fact in enumerate(inputs):
             first_of.setdefault((fact.subject, hashes[index]), index)
-        existing = await self._find_by_hash(list(first_of))
+        existing = await find_by_hash(self._s, list(first_of))
         keys = await derive_keys(self._s, inputs)
         items = [
             (
@@ -137,6 +174,10 @@ class FactWriter:
                     created[index] = False
                     continue
                 fact_id = new_ulid(now)
+                # Sealed here, once: the row holds only ciphertext of the personal fields.
+                metadata = await self._s.personal.seal(
+                    fact.subject, fact_id, "metadata", fact.metadata
+                )
                 inserts.append(
                     (
                         index,
@@ -148,6 +189,7 @@ class FactWriter:
                             now,
                             keys[index],
                             plans[index],
+                            metadata,
                         ),
                     )
                 )
@@ -167,7 +209,9 @@ class FactWriter:
             if conflicts:
                 # Another writer learned the same fact between our lookup and our insert:
                 # its row wins (and still gets its vector here if it is pending).
-                won = await self._find_by_hash([(inputs[i].subject, hashes[i]) for i in conflicts])
+                won = await find_by_hash(
+                    self._s, [(inputs[i].subject, hashes[i]) for i in conflicts]
+                )
                 for index in conflicts:
                     created[index] = False
                     row = won.get((inputs[index].subject, hashes[index]))
@@ -258,6 +302,7 @@ class FactWriter:
         now: float,
         key: FactKey,
         plan: ContextPlan,
+        metadata: dict[str, Any],
     ) -> D1Statement:
         valid_from = ms(fact.valid_from) if fact.valid_from is not None else ms(now)
         valid_to = ms(fact.valid_to) if fact.valid_to is not None else None
@@ -280,7 +325,7 @@ class FactWriter:
             fact.predicate,
             fact.object,
             fact.content,
-            json.dumps(fact.metadata, separators=(",", ":"), ensure_ascii=False),
+            json.dumps(metadata, separators=(",", ":"), ensure_ascii=False),
             float(fact.confidence),
             fact.source,
             fact.learned_from_run_id or self._s.run_id,
@@ -310,32 +355,6 @@ class FactWriter:
                 if result.meta.changes == 0:
                     conflicts.append(index)
         return conflicts
-
-    async def _find_by_hash(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Row]:
-        """Existing rows for (subject, content hash) pairs. `subject IN (..) AND
-        content_hash IN (..)` is a range lookup on the UNIQUE (tenant_id, subject,
-        content_hash) index (an OR of pairs may be planned as a scan); the few extra rows
-        of the cross product are dropped here."""
-        wanted = set(keys)
-        found: dict[tuple[str, str], Row] = {}
-        for chunk in chunks(list(dict.fromkeys(keys)), PAIRS_PER_STATEMENT):
-            subjects = list(dict.fromkeys(subject for subject, _ in chunk))
-            digests = list(dict.fromkeys(digest for _, digest in chunk))
-            result = (
-                await self._s.db.prepare(
-                    "SELECT fact_id, status, subject, predicate, object, agent_type, confidence, "
-                    "learned_from_run_id, content_hash, created_at FROM semantic_facts "
-                    f"WHERE tenant_id = ? AND subject IN ({', '.join('?' for _ in subjects)}) "
-                    f"AND content_hash IN ({', '.join('?' for _ in digests)})"
-                )
-                .bind(self._s.tenant_id, *subjects, *digests)
-                .all()
-            )
-            for row in result.results:
-                key = (row["subject"], row["content_hash"])
-                if key in wanted:
-                    found[key] = row
-        return found
 
     async def delete(self, fact_id: str) -> DeleteResult:
         """Delete a fact's row and its vector (admin only; ADR-0030). Idempotent: deleting

@@ -40,6 +40,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from agent_memory.governance.events import EventLog
+from agent_memory.governance.personal_data import PersonalData
 from agent_memory.governance.policy import WriteGate
 from agent_memory.retrieval.scoring import RetrievalConfig, Tier
 from agent_memory.scope import TENANT_RE
@@ -65,6 +66,7 @@ from agent_memory.tiers.semantic.models import (
     RecallResult,
     SemanticTierUnavailable,
     namespace_for_tenant,
+    open_facts,
 )
 from bindings.ports.background import BackgroundTasks
 from bindings.ports.clock import Clock
@@ -95,6 +97,7 @@ class SemanticMemory:
         tier: Tier = "semantic",
         gate: WriteGate | None = None,
         background: BackgroundTasks | None = None,
+        personal: PersonalData | None = None,
     ) -> None:
         if not isinstance(tenant_id, str) or not TENANT_RE.fullmatch(tenant_id):
             raise ValueError(f"invalid tenant id {tenant_id!r}")
@@ -115,6 +118,8 @@ class SemanticMemory:
             # `memory_written` event (ADR-0051, `agent_memory.governance.policy`).
             gate=gate or WriteGate(tenant_id, clock=clock, events=events),
             background=background,
+            # Without one, marked personal data is refused (never stored in plaintext).
+            personal=personal or PersonalData(tenant_id, None, None),
         )
         self._vectors = VectorSync(self._s)
         self._writer = FactWriter(self._s, self._vectors)
@@ -146,6 +151,7 @@ class SemanticMemory:
             agent_type=agent_type,
             run_id=run_id,
             background=getattr(bindings, "background", None),
+            personal=PersonalData.from_bindings(bindings, tenant_id),
         )
 
     @property
@@ -207,7 +213,7 @@ class SemanticMemory:
             .bind(self._s.tenant_id, fact_id)
             .first()
         )
-        return Fact.from_row(row) if row is not None else None
+        return (await open_facts([row], self._s.personal))[0] if row is not None else None
 
     async def count(self, status: FactStatus = "active") -> int:
         value = (
@@ -256,8 +262,10 @@ class SemanticMemory:
             hops = await linked_rows(
                 self._s.db, self._s.tenant_id, result.fact_ids, now_ms=ms(self._s.clock.now())
             )
+            facts = await open_facts([h.row for h in hops], self._s.personal)
             result.linked = [
-                LinkedFact(fact=Fact.from_row(h.row), via=h.via, link_score=h.score) for h in hops
+                LinkedFact(fact=fact, via=h.via, link_score=h.score)
+                for fact, h in zip(facts, hops, strict=True)
             ]
         return result
 

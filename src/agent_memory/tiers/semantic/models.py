@@ -10,6 +10,7 @@ in Vectorize; both are stable across deploys (changing them would orphan stored 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import (
@@ -22,6 +23,7 @@ from pydantic import (
     model_validator,
 )
 
+from agent_memory.governance.personal_data import PersonalData, Sealable
 from agent_memory.ids import sha256_hex
 from agent_memory.retrieval.fusion import ChannelDetail
 from agent_memory.retrieval.scoring import ScoreBreakdown
@@ -236,12 +238,30 @@ class Fact(BaseModel):
     session_key: str | None = None
 
     @classmethod
-    def from_row(cls, row: Row) -> Fact:
+    def from_row(cls, row: Row, metadata: Mapping[str, Any] | None = None) -> Fact:
+        """The fact of `row` as stored; `open_facts` passes the opened `metadata`."""
         data = {name: row.get(name) for name in cls.model_fields}
-        data["metadata"] = json.loads(row.get("metadata") or "{}")
+        data["metadata"] = (
+            dict(metadata) if metadata is not None else json.loads(row.get("metadata") or "{}")
+        )
         for name in ("key_entity", "key_attribute", "key_source"):
             data[name] = data[name] or ""  # a row read without the 0005 columns
         return cls.model_validate(data)
+
+
+async def open_facts(rows: Sequence[Row], personal: PersonalData) -> list[Fact]:
+    """The facts of `rows` with their sealed personal metadata opened: every read of fact
+    rows goes through here (docs/personal-data.md)."""
+    opened = await personal.open_many(
+        "metadata",
+        [
+            Sealable(
+                row.get("subject"), str(row["fact_id"]), json.loads(row.get("metadata") or "{}")
+            )
+            for row in rows
+        ],
+    )
+    return [Fact.from_row(row, metadata) for row, metadata in zip(rows, opened, strict=True)]
 
 
 class LearnResult(BaseModel):

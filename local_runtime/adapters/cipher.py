@@ -1,0 +1,31 @@
+"""`Cipher` on CPython: AES-256-GCM from the `cryptography` package (`AESGCM`).
+
+Nonces and keys come from the OS's CSPRNG (`os.urandom`, what `cryptography` itself
+recommends); an authentication failure (`InvalidTag`) becomes the port's `CipherError`.
+"""
+
+from __future__ import annotations
+
+import os
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from bindings.ports.cipher import KEY_BYTES, NONCE_BYTES, CipherError
+
+
+class CryptographyCipher:
+    """AES-256-GCM through `cryptography` (see the module docstring)."""
+
+    async def new_key(self) -> bytes:
+        return AESGCM.generate_key(bit_length=KEY_BYTES * 8)
+
+    async def encrypt(self, key: bytes, plaintext: bytes, aad: bytes) -> tuple[bytes, bytes]:
+        nonce = os.urandom(NONCE_BYTES)
+        return nonce, AESGCM(key).encrypt(nonce, plaintext, aad)
+
+    async def decrypt(self, key: bytes, nonce: bytes, ciphertext: bytes, aad: bytes) -> bytes:
+        try:
+            return AESGCM(key).decrypt(nonce, ciphertext, aad)
+        except (InvalidTag, ValueError) as exc:
+            raise CipherError("AES-GCM decryption failed") from exc

@@ -1,0 +1,89 @@
+"""The hot/warm/cold ADR on the local runtime's state folder (docs/tiered-memory.md).
+
+    agent-memory namespace-backfill [--tenant T] [--dry-run]
+    agent-memory placement [--json]
+
+`namespace-backfill` copies every legacy working-memory KV key to its canonical item key
+(`agent_memory.tiered.backfill`; never overwrites a canonical key, never deletes one) and
+prints the counts as JSON; on Cloudflare the same step is
+`POST /admin/tenants/{tenant}/namespace-backfill`. `placement` prints the data-placement
+table as configured (`MEMORY_PLACEMENT` applied) and the migration phase of the flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from dataclasses import asdict
+from typing import Any
+
+from local_runtime.commands.common import add_state_option
+
+
+def _open(args: argparse.Namespace) -> Any:
+    from local_runtime.runtime import LocalRuntime
+
+    runtime = LocalRuntime.open(args.state)
+    asyncio.run(runtime.migrate())
+    return runtime
+
+
+def cmd_backfill(args: argparse.Namespace) -> int:
+    from agent_memory.tiered.backfill import backfill_all
+
+    runtime = _open(args)
+
+    async def go() -> Any:
+        try:
+            return await backfill_all(
+                runtime.kv, runtime.clock, tenant=args.tenant, dry_run=args.dry_run
+            )
+        finally:
+            await runtime.close()
+
+    report = asyncio.run(go())
+    print(
+        f"namespace backfill: {report.copied} copied, {report.already_canonical} already "
+        f"canonical, {report.expiring} expiring, {report.invalid} invalid",
+        file=sys.stderr,
+    )
+    print(json.dumps(asdict(report), indent=2, sort_keys=True))
+    return 0
+
+
+def cmd_placement(args: argparse.Namespace) -> int:
+    from agent_memory.placement import PlacementError, parse_placement
+    from agent_memory.tiered.deployment import namespace_flags
+
+    runtime = _open(args)
+    phase = namespace_flags(runtime.bindings()).phase
+    asyncio.run(runtime.close())
+    try:
+        table = parse_placement(runtime.settings.memory_placement)
+    except PlacementError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps({"placement": table.rows(), "namespace_phase": phase}, indent=2))
+        return 0
+    print(f"namespace phase: {phase}")
+    for row in table.rows():
+        print("  ".join(f"{k}={v}" for k, v in row.items()))
+    return 0
+
+
+def register(sub: Any) -> None:
+    backfill = sub.add_parser(
+        "namespace-backfill", help="copy legacy working-memory KV keys to canonical item keys"
+    )
+    backfill.add_argument("--tenant", help="only this tenant")
+    backfill.add_argument("--dry-run", action="store_true", help="count; write nothing")
+    add_state_option(backfill)
+    backfill.set_defaults(func=cmd_backfill)
+
+    placement = sub.add_parser("placement", help="the data-placement table as configured")
+    placement.add_argument("--json", action="store_true")
+    add_state_option(placement)
+    placement.set_defaults(func=cmd_placement)

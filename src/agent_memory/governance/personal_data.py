@@ -1,0 +1,264 @@
+"""Personal data sealed at rest: the one place marked fields are encrypted and decrypted.
+
+A JSON object (an episode's `data`, a fact's `metadata`) marks personal fields with the
+`_personal` key (`proposals.personal_marking`). Before the row is written, `seal` replaces:
+
+* each marked field (`"_personal": ["email", "address.city"]`) by a sealed value, a string;
+* an object marked whole (`"_personal": true`, at the top or one level down), everything in
+  it but the mark by one sealed value under the key `_sealed`
+  (`{"_personal": true, "_sealed": "pii.1...."}`), so it stays a marked object.
+
+On read, `open_many` turns them back (one data-key lookup per subject for a page of rows).
+A value whose data key is gone (the subject was erased: crypto-shredding) or that does not
+authenticate is not readable: a field becomes `null`, a whole object
+`{"_personal": true, "_erased": true}`.
+
+Sealed value (docs/personal-data.md): `pii.1.A256GCM.<kid>.<iv>.<ciphertext>` — format
+version `1`, algorithm, the data key's id, then the 96-bit nonce and the ciphertext with its
+128-bit tag, both base64url without padding. The plaintext is the canonical JSON of the
+field's value; the AAD is `agent-memory/pii/1 NUL tenant NUL subject NUL record id NUL
+field path` (`data.email`; `metadata.contact.*` for an object sealed whole), so a sealed
+value moved to another tenant, subject, row or field does not open.
+
+`public_view` is the object without its personal fields: what may feed derived, indexed
+values (fact keys). Personal fields are never put in FTS, embeddings or vector metadata:
+only `content`, which is never sealed, is indexed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agent_memory.governance.data_keys import (
+    DataKeys,
+    PersonalDataUnavailable,
+    b64url,
+    unb64url,
+)
+from agent_memory.governance.proposals import PERSONAL_MARK, canonical_json, personal_marking
+from bindings.ports.cipher import ALGORITHM, Cipher, CipherError
+
+log = logging.getLogger(__name__)
+
+SEALED_PREFIX = "pii"
+SEALED_VERSION = "1"
+SEALED_KEY = "_sealed"
+ERASED_KEY = "_erased"
+AAD_LABEL = b"agent-memory/pii/1"
+
+
+@dataclass(frozen=True, slots=True)
+class SealedValue:
+    """A parsed sealed value (see the module docstring for the text form)."""
+
+    kid: str
+    nonce: bytes
+    ciphertext: bytes
+
+    def text(self) -> str:
+        return ".".join(
+            (SEALED_PREFIX, SEALED_VERSION, ALGORITHM, self.kid, b64url(self.nonce),
+             b64url(self.ciphertext))
+        )  # fmt: skip
+
+    @classmethod
+    def parse(cls, value: Any) -> SealedValue | None:
+        """The sealed value `value` holds, or None when it is not one of ours."""
+        if not isinstance(value, str) or not value.startswith(SEALED_PREFIX + "."):
+            return None
+        parts = value.split(".")
+        if len(parts) != 6 or parts[1] != SEALED_VERSION or parts[2] != ALGORITHM:
+            return None
+        try:
+            return cls(kid=parts[3], nonce=unb64url(parts[4]), ciphertext=unb64url(parts[5]))
+        except ValueError:
+            return None
+
+
+@dataclass(frozen=True, slots=True)
+class Sealable:
+    """One JSON object to open: whose it is (subject), which row, under which field."""
+
+    subject: str | None
+    record_id: str
+    value: Mapping[str, Any]
+
+
+def public_view(value: Mapping[str, Any]) -> dict[str, Any]:
+    """`value` without its personal fields (and without the mark)."""
+    fields = personal_marking(value)
+    if fields is None:
+        return dict(value)
+    if not fields:
+        return {}
+    out = json.loads(canonical_json(value))
+    for path in fields:
+        _set(out, path, None, delete=True)
+    out.pop(PERSONAL_MARK, None)
+    return dict(out)
+
+
+def _get(value: Mapping[str, Any], path: str) -> Any:
+    node: Any = value
+    for part in path.split(".") if path else ():
+        node = node[part]
+    return node
+
+
+def _set(value: dict[str, Any], path: str, new: Any, *, delete: bool = False) -> None:
+    *parents, last = path.split(".")
+    node: Any = value
+    for part in parents:
+        node = node.get(part) if isinstance(node, dict) else None
+    if isinstance(node, dict) and last in node:
+        if delete:
+            del node[last]
+        else:
+            node[last] = new
+
+
+class PersonalData:
+    """Seals and opens the marked fields of one tenant's rows (see the module docstring).
+
+    `keys` None means this deployment cannot seal (no cipher, or `MEMORY_PII_KEKS` unset):
+    writing marked data then raises `PersonalDataUnavailable` — it is never stored in
+    plaintext — and rows holding sealed values read as unreadable.
+    """
+
+    def __init__(self, tenant_id: str, keys: DataKeys | None, cipher: Cipher | None) -> None:
+        self.tenant_id = tenant_id
+        self._keys = keys
+        self._cipher = cipher
+
+    @classmethod
+    def from_bindings(cls, bindings: Any, tenant_id: str) -> PersonalData:
+        """Built from a request's `Bindings` (duck-typed: `db`, `cipher`, `clock`,
+        `settings.pii_keks`)."""
+        cipher = getattr(bindings, "cipher", None)
+        keks = bindings.settings.pii_keks if bindings.settings is not None else None
+        keys = None
+        if cipher is not None and keks is not None and bindings.db is not None:
+            keys = DataKeys(
+                tenant_id, db=bindings.db, cipher=cipher, keks=keks, clock=bindings.clock
+            )
+        return cls(tenant_id, keys, cipher)
+
+    @property
+    def can_seal(self) -> bool:
+        return self._keys is not None and self._cipher is not None
+
+    def _aad(self, subject: str, record_id: str, path: str) -> bytes:
+        parts = (self.tenant_id, subject, record_id, path)
+        return b"\x00".join([AAD_LABEL, *(p.encode("utf-8") for p in parts)])
+
+    async def seal(
+        self, subject: str | None, record_id: str, field: str, value: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """`value` (the `field` column of row `record_id`) with its marked fields sealed;
+        unchanged when nothing is marked. The write policy has already required a subject
+        and checked that the marked fields exist."""
+        fields = personal_marking(value)
+        if fields is None:
+            return dict(value)
+        if self._keys is None or self._cipher is None or not subject:
+            raise PersonalDataUnavailable(
+                "personal data cannot be stored: set the MEMORY_PII_KEKS secret "
+                "(docs/personal-data.md)"
+            )
+        key_id, key = await self._keys.for_write(subject)
+        out: dict[str, Any] = json.loads(canonical_json(value))
+        for path in _targets(fields):
+            node = _get(out, path)
+            whole = isinstance(node, Mapping) and node.get(PERSONAL_MARK) is True
+            plain = {k: v for k, v in node.items() if k != PERSONAL_MARK} if whole else node
+            aad = self._aad(subject, record_id, _aad_path(field, path, whole))
+            nonce, ct = await self._cipher.encrypt(key, canonical_json(plain), aad)
+            text = SealedValue(key_id, nonce, ct).text()
+            out = _put(out, path, {PERSONAL_MARK: True, SEALED_KEY: text} if whole else text)
+        return out
+
+    async def open_many(self, field: str, items: Sequence[Sealable]) -> list[dict[str, Any]]:
+        """Each item's value with its sealed fields opened (unreadable ones replaced, see
+        the module docstring); values without sealed fields are returned as they are."""
+        plans = [_sealed_paths(item.value) for item in items]
+        wanted: dict[str, set[str]] = {}
+        for item, plan in zip(items, plans, strict=True):
+            if plan and item.subject:
+                wanted.setdefault(item.subject, set()).update(s.kid for _, s, _ in plan)
+        keys: dict[tuple[str, str], bytes] = {}
+        if self._keys is not None:
+            for subject, ids in wanted.items():
+                for key_id, key in (await self._keys.for_read(subject, ids)).items():
+                    keys[(subject, key_id)] = key
+        out = []
+        for item, plan in zip(items, plans, strict=True):
+            value = dict(item.value)
+            if plan:
+                value = await self._open(field, item, plan, keys)
+            out.append(value)
+        return out
+
+    async def _open(
+        self,
+        field: str,
+        item: Sealable,
+        plan: list[tuple[str, SealedValue, bool]],
+        keys: Mapping[tuple[str, str], bytes],
+    ) -> dict[str, Any]:
+        out: dict[str, Any] = json.loads(canonical_json(item.value))
+        for path, sealed, whole in plan:
+            plain: Any = None
+            readable = False
+            key = keys.get((item.subject or "", sealed.kid))
+            if key is not None and self._cipher is not None and item.subject:
+                aad = self._aad(item.subject, item.record_id, _aad_path(field, path, whole))
+                try:
+                    data = await self._cipher.decrypt(key, sealed.nonce, sealed.ciphertext, aad)
+                    plain, readable = json.loads(data), True
+                except (CipherError, ValueError):
+                    log.warning("sealed %s of %s does not open", field, item.record_id)
+            if whole:
+                opened = readable and isinstance(plain, dict)
+                plain = {PERSONAL_MARK: True, **(plain if opened else {ERASED_KEY: True})}
+            out = _put(out, path, plain)
+        return out
+
+
+def _targets(fields: tuple[str, ...]) -> list[str]:
+    """The paths to seal: the marked fields, or "" (the object itself) for a whole mark."""
+    return list(fields) if fields else [""]
+
+
+def _aad_path(field: str, path: str, whole: bool) -> str:
+    """`data.email`, `metadata.contact.*`, `data.*` (a whole object): the AAD's field part."""
+    return field + (f".{path}" if path else "") + (".*" if whole else "")
+
+
+def _put(value: dict[str, Any], path: str, new: Any) -> dict[str, Any]:
+    """`value` with `new` at `path` ("" replaces the value itself)."""
+    if not path:
+        return dict(new)
+    _set(value, path, new)
+    return value
+
+
+def _sealed_paths(value: Mapping[str, Any]) -> list[tuple[str, SealedValue, bool]]:
+    """(path, sealed value, whole object?) for every sealed marked field of `value`."""
+    fields = personal_marking(value)
+    if fields is None:
+        return []
+    found = []
+    for path in _targets(fields):
+        try:
+            node = _get(value, path)
+        except (KeyError, TypeError):
+            continue
+        whole = isinstance(node, Mapping) and SEALED_KEY in node
+        sealed = SealedValue.parse(node[SEALED_KEY] if whole else node)
+        if sealed is not None:
+            found.append((path, sealed, whole))
+    return found

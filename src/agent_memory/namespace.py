@@ -1,0 +1,158 @@
+"""The namespace contract of the hot/warm/cold ADR: how a memory item is named in every tier.
+
+    namespace key   <service>:<tenantId>:<sessionId>
+    item key        <namespaceKey>:<memoryKind>:<entityId>
+
+e.g. `agent-memory:acme:agent-7:episode:01J9Z...` or `agent-memory:acme:agent-7:working:plan`.
+
+* The delimiter is `:` only. Every segment is one or more of `[A-Za-z0-9._@+-]`, so no
+  segment can be empty or a wildcard (`*`, `?`, `%`, `[`, `]` are not in the alphabet); the
+  entity id may itself be several such segments (`plan:step-2`), as working-memory keys are.
+* `service` is the deployment's logical service (`SERVICE`, `agent-memory`); `tenantId`
+  follows the tenant rule of `agent_memory.scope` (lower-case, ≤ 63); `sessionId` is the
+  agent instance (`INSTANCE_PATTERN`): the unit a working memory and a Durable Object
+  belong to; `memoryKind` is a kind of the placement table (`agent_memory.placement`).
+* A key that breaks a rule raises `InvalidNamespaceKey` (stable code `invalid_namespace_key`)
+  before any storage call. `ItemKey.parse` is the one parser, so a key that round-trips is
+  exactly the key that was built.
+* Tenant isolation: code that serves one tenant builds keys with `ItemKey.build(tenant, ...)`
+  from the caller's own tenant, and a client bound to a tenant refuses any key of another one
+  (`NamespaceForbidden`, code `namespace_forbidden`): a tenant cannot even name another
+  tenant's namespace through it.
+
+The ADR-043 working-memory KV key `agent_working:{tenant}:{instance}:{key}` is the *legacy*
+pattern (`legacy_working_key`); `agent_memory.tiers.namespaced_kv` reads it on a canonical
+miss while the migration flags say so.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from agent_memory.scope import INSTANCE_RE, TENANT_RE
+
+SERVICE = "agent-memory"
+SEPARATOR = ":"
+MAX_ITEM_KEY_BYTES = 480  # under KV's 512-byte key limit, leaving room for nothing else
+LEGACY_WORKING_PREFIX = "agent_working"
+INVALID_KEY_CODE = "invalid_namespace_key"
+FORBIDDEN_CODE = "namespace_forbidden"
+
+_SEGMENT = re.compile(r"[A-Za-z0-9._@+-]+")
+_KIND = re.compile(r"[a-z][a-z0-9_-]{0,31}")
+
+
+class InvalidNamespaceKey(ValueError):
+    """A namespace or item key breaks the grammar; nothing was read or written."""
+
+    code = INVALID_KEY_CODE
+
+
+class NamespaceForbidden(PermissionError):
+    """A key names another tenant's namespace than the one the caller is bound to."""
+
+    code = FORBIDDEN_CODE
+
+
+def _segment(name: str, value: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise InvalidNamespaceKey(f"{name} segment is empty")
+    if not _SEGMENT.fullmatch(value):
+        raise InvalidNamespaceKey(
+            f"{name} segment {value!r} has characters outside letters, digits and . _ @ + - "
+            "(the delimiter is ':' and wildcards are not allowed)"
+        )
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class NamespaceKey:
+    """`<service>:<tenantId>:<sessionId>`, validated at construction."""
+
+    service: str
+    tenant: str
+    session: str
+
+    def __post_init__(self) -> None:
+        _segment("service", self.service)
+        if not isinstance(self.tenant, str) or not TENANT_RE.fullmatch(self.tenant):
+            raise InvalidNamespaceKey(f"tenant segment {self.tenant!r} is not a tenant id")
+        if not isinstance(self.session, str) or not INSTANCE_RE.fullmatch(self.session):
+            raise InvalidNamespaceKey(f"session segment {self.session!r} is not a session id")
+
+    @property
+    def key(self) -> str:
+        return SEPARATOR.join((self.service, self.tenant, self.session))
+
+    def __str__(self) -> str:
+        return self.key
+
+
+@dataclass(frozen=True, slots=True)
+class ItemKey:
+    """`<namespaceKey>:<memoryKind>:<entityId>`, validated at construction."""
+
+    namespace: NamespaceKey
+    kind: str
+    entity: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.kind, str) or not _KIND.fullmatch(self.kind):
+            raise InvalidNamespaceKey(f"memory kind {self.kind!r} is not a kind name")
+        if not isinstance(self.entity, str) or not self.entity:
+            raise InvalidNamespaceKey("entity id is empty")
+        for part in self.entity.split(SEPARATOR):
+            _segment("entity id", part)
+        if len(self.key.encode("utf-8")) > MAX_ITEM_KEY_BYTES:
+            raise InvalidNamespaceKey(f"item key is longer than {MAX_ITEM_KEY_BYTES} bytes")
+
+    @classmethod
+    def build(
+        cls, tenant: str, session: str, kind: str, entity: str, *, service: str = SERVICE
+    ) -> ItemKey:
+        return cls(NamespaceKey(service, tenant, session), kind, entity)
+
+    @classmethod
+    def parse(cls, key: str) -> ItemKey:
+        """The item key `key` names; raises `InvalidNamespaceKey` for anything else."""
+        if not isinstance(key, str) or not key:
+            raise InvalidNamespaceKey("item key is empty")
+        parts = key.split(SEPARATOR)
+        if len(parts) < 5:
+            raise InvalidNamespaceKey(
+                f"item key {key!r} is not <service>:<tenantId>:<sessionId>:<kind>:<entityId>"
+            )
+        service, tenant, session, kind = parts[:4]
+        return cls(NamespaceKey(service, tenant, session), kind, SEPARATOR.join(parts[4:]))
+
+    @property
+    def tenant(self) -> str:
+        return self.namespace.tenant
+
+    @property
+    def session(self) -> str:
+        return self.namespace.session
+
+    @property
+    def namespace_key(self) -> str:
+        return self.namespace.key
+
+    @property
+    def key(self) -> str:
+        return SEPARATOR.join((self.namespace.key, self.kind, self.entity))
+
+    def __str__(self) -> str:
+        return self.key
+
+
+def legacy_working_key(item: ItemKey) -> str:
+    """The ADR-043 KV key of a `working` item: `agent_working:{tenant}:{session}:{entity}`."""
+    return SEPARATOR.join((LEGACY_WORKING_PREFIX, item.tenant, item.session, item.entity))
+
+
+def check_tenant(item: ItemKey, tenant: str | None) -> ItemKey:
+    """`item` if it is in `tenant`'s namespace (or no tenant is bound), else refused."""
+    if tenant is not None and item.tenant != tenant:
+        raise NamespaceForbidden("this key names another tenant's namespace")
+    return item

@@ -1,0 +1,158 @@
+"""The data-placement table of the hot/warm/cold ADR, as configuration: per memory kind, the
+tier it is written to, its TTL there, how long it stays, and where it goes next.
+
+Hot is KV, warm is D1, cold is R2 (`COLD`). The default mapping for this system's kinds:
+
+    kind      tier  TTL   retention in the tier                then                in cold
+    working   hot   1 h   1 h (working state, ADR-043 tier 1)  expires             -
+    episode   warm  none  the tenant's retention (90 days)     weekly prune->cold  until erased
+    fact      warm  none  until deleted or superseded          -                   -
+    log       warm  none  the tenant's retention (90 days)     weekly prune->cold  90 days
+
+(`episode`: conversation turns and episodes; `fact`: facts and preferences, the semantic
+tier; `log`: finished runs and memory events.)
+
+`None` for `retention_days` means "the tenant's retention" for kinds the prune demotes and
+"until deleted" for the others. `cold_promotes_to_warm` is False for episodes: a cold hit is
+past the warm retention by definition, so copying it back to D1 would only have the next
+prune archive it again (and count it against the tenant's episode limit); it is promoted
+to hot instead (see `agent_memory.tiered.client`).
+
+Override with the `MEMORY_PLACEMENT` var: a JSON object by kind of the fields to change,
+e.g. `{"log": {"cold_retention_days": 30}}` (`null`: keep in cold until erased). Only what
+the code honours from this table can be changed: `cold_retention_days` (the prune deletes
+archives past it) and `cold_promotes_to_warm` (the client). The rest is fixed by the code
+paths built on it and configured where it always was — the working-memory TTL (1 h) and
+budget by ADR-043, the warm retention per tenant (`EPISODE_RETENTION_DAYS`, `PUT
+/admin/tenants/{t}/lifecycle`) — so an override of those, an unknown kind or a move to
+another tier is refused rather than silently ignored.
+
+Frozen stdlib dataclasses, no pydantic: the table is read in every runtime.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+Tier = Literal["hot", "warm", "cold"]
+TIERS: tuple[Tier, ...] = ("hot", "warm", "cold")
+KINDS = ("working", "episode", "fact", "log")
+KV_MIN_TTL = 60
+_CHANGEABLE = ("cold_retention_days", "cold_promotes_to_warm")
+
+
+class PlacementError(ValueError):
+    """`MEMORY_PLACEMENT` is not a valid override of the placement table."""
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where one memory kind lives."""
+
+    kind: str
+    tier: Tier
+    ttl_seconds: int | None = None
+    retention_days: int | None = None
+    demote_to_cold: bool = False
+    cold_retention_days: int | None = None
+    cold_promotes_to_warm: bool = False
+
+
+DEFAULT_PLACEMENTS: tuple[Placement, ...] = (
+    Placement("working", "hot", ttl_seconds=3600),
+    Placement("episode", "warm", demote_to_cold=True),
+    Placement("fact", "warm"),
+    Placement("log", "warm", demote_to_cold=True, cold_retention_days=90),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementTable:
+    """The placement of every kind; `placement(kind)` raises `KeyError` for an unknown one."""
+
+    placements: tuple[Placement, ...] = DEFAULT_PLACEMENTS
+
+    def placement(self, kind: str) -> Placement:
+        for item in self.placements:
+            if item.kind == kind:
+                return item
+        raise KeyError(f"memory kind {kind!r} has no placement")
+
+    def knows(self, kind: str) -> bool:
+        return any(item.kind == kind for item in self.placements)
+
+    def rows(self) -> list[dict[str, Any]]:
+        """The table as JSON-able rows (for docs, the brief and the CLI)."""
+        return [
+            {
+                "kind": p.kind,
+                "tier": p.tier,
+                "ttl_seconds": p.ttl_seconds,
+                "retention_days": p.retention_days,
+                "demote_to_cold": p.demote_to_cold,
+                "cold_retention_days": p.cold_retention_days,
+                "cold_promotes_to_warm": p.cold_promotes_to_warm,
+            }
+            for p in self.placements
+        ]
+
+
+DEFAULT_TABLE = PlacementTable()
+
+
+def _positive(kind: str, name: str, value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise PlacementError(f"MEMORY_PLACEMENT {kind}.{name} must be a positive integer")
+    return value
+
+
+def _changed(base: Placement, fields: dict[str, Any]) -> Placement:
+    kind = base.kind
+    unknown = sorted(set(fields) - set(_CHANGEABLE))
+    if unknown:
+        raise PlacementError(
+            f"MEMORY_PLACEMENT {kind}: {', '.join(unknown)} cannot be changed "
+            f"(changeable: {', '.join(_CHANGEABLE)})"
+        )
+    changes: dict[str, Any] = {}
+    if "cold_retention_days" in fields:
+        days = fields["cold_retention_days"]
+        changes["cold_retention_days"] = _positive(kind, "cold_retention_days", days)
+    if "cold_promotes_to_warm" in fields:
+        if not isinstance(fields["cold_promotes_to_warm"], bool):
+            raise PlacementError(f"MEMORY_PLACEMENT {kind}.cold_promotes_to_warm must be a bool")
+        changes["cold_promotes_to_warm"] = fields["cold_promotes_to_warm"]
+    return replace(base, **changes)
+
+
+def parse_placement(raw: str) -> PlacementTable:
+    """The default table with the `MEMORY_PLACEMENT` override applied (empty: the default).
+    Raises `PlacementError` naming the bad entry."""
+    if not raw.strip():
+        return DEFAULT_TABLE
+    try:
+        override = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise PlacementError(f"MEMORY_PLACEMENT is not JSON: {exc}") from None
+    if not isinstance(override, dict):
+        raise PlacementError("MEMORY_PLACEMENT must be a JSON object by memory kind")
+    unknown = sorted(set(override) - set(KINDS))
+    if unknown:
+        raise PlacementError(
+            f"MEMORY_PLACEMENT names unknown kind(s) {', '.join(unknown)} "
+            f"(kinds: {', '.join(KINDS)})"
+        )
+    placements = []
+    for base in DEFAULT_PLACEMENTS:
+        fields = override.get(base.kind)
+        if fields is None:
+            placements.append(base)
+            continue
+        if not isinstance(fields, dict):
+            raise PlacementError(f"MEMORY_PLACEMENT {base.kind} must be a JSON object")
+        placements.append(_changed(base, fields))
+    return PlacementTable(tuple(placements))

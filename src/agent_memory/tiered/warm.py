@@ -1,0 +1,71 @@
+"""The warm tier over D1 (`WarmMemory`): episodes in `memory_episodes`.
+
+* `read(key)` of `<ns>:episode:<episode_id>` is the row of that episode *in that namespace*
+  (`namespace_key`, the column migration 0010 derives from tenant and instance), as item
+  text (`agent_memory.tiered.episodes`); any other kind reads as a miss here (working memory
+  lives in hot, facts are served by the semantic tier).
+* `upsert(key, text)` inserts the episode through `EpisodicStore.append_episode` — the write
+  policy, its `memory_written` event and the episode limit apply — if absent: an episode is
+  immutable, so the same key always names the same record. Refused for other kinds.
+* `delete(key)` removes the episode row.
+Every statement starts with `tenant_id = ?` (DESIGN invariant 2).
+"""
+
+from __future__ import annotations
+
+from agent_memory.governance.personal_data import PersonalData
+from agent_memory.namespace import InvalidNamespaceKey, ItemKey
+from agent_memory.tiered.episodes import EPISODE_KIND, episode_from_item, item_text
+from agent_memory.tiers.episodic import EpisodicStore
+from bindings.ports.d1 import D1Database
+
+EPISODE_COLUMNS = (
+    "tenant_id, episode_id, run_id, agent_type, instance_id, kind, subject, content, data, "
+    "importance, content_hash, created_at, namespace_key"
+)
+
+
+class D1WarmMemory:
+    """`WarmMemory` over a D1 database."""
+
+    def __init__(self, db: D1Database, personal: PersonalData | None = None) -> None:
+        self._db = db
+        # Seals marked personal fields on upsert (without it they are refused, never
+        # stored in plaintext: `EpisodicStore`).
+        self._personal = personal
+
+    async def read(self, key: str) -> str | None:
+        item = ItemKey.parse(key)
+        if item.kind != EPISODE_KIND:
+            return None
+        row = await (
+            self._db.prepare(
+                f"SELECT {EPISODE_COLUMNS} FROM memory_episodes "
+                "WHERE tenant_id = ? AND episode_id = ? AND namespace_key = ?"
+            )
+            .bind(item.tenant, item.entity, item.namespace_key)
+            .first()
+        )
+        return None if row is None else item_text(row)
+
+    async def upsert(self, key: str, value: str) -> None:
+        item = ItemKey.parse(key)
+        if item.kind != EPISODE_KIND:
+            raise InvalidNamespaceKey(f"the warm tier holds episodes, not {item.kind!r} items")
+        episode = episode_from_item(value)
+        if (episode.episode_id, episode.instance_id) != (item.entity, item.session):
+            raise InvalidNamespaceKey("the episode does not belong to this item key")
+        await EpisodicStore(self._db, item.tenant, personal=self._personal).append_episode(episode)
+
+    async def delete(self, key: str) -> None:
+        item = ItemKey.parse(key)
+        if item.kind != EPISODE_KIND:
+            return
+        await (
+            self._db.prepare(
+                "DELETE FROM memory_episodes WHERE tenant_id = ? AND episode_id = ? "
+                "AND namespace_key = ?"
+            )
+            .bind(item.tenant, item.entity, item.namespace_key)
+            .run()
+        )

@@ -1,0 +1,93 @@
+"""Cipher port: AES-256-GCM for personal data at rest (docs/personal-data.md).
+
+One small surface so the memory core never holds crypto code of its own: on Cloudflare the
+platform's WebCrypto does the work (`bindings.cloudflare.cipher`, `crypto.subtle`), locally
+the `cryptography` package (`local_runtime.adapters.cipher`). Both are async because
+WebCrypto is, and each reads the other's output (tests/pyodide/py/test_cipher.py).
+
+* `new_key()` — 32 random bytes (an AES-256 key: a subject's data key);
+* `encrypt(key, plaintext, aad)` — a fresh random 96-bit nonce (chosen by the adapter, never
+  by the caller) and the ciphertext with its 128-bit tag appended, as WebCrypto returns it;
+* `decrypt(key, nonce, ciphertext, aad)` — the plaintext, or `CipherError` when the key,
+  nonce, AAD or any byte of the ciphertext is wrong.
+
+Wrapping a data key under a key-encryption key is the same AES-GCM operation with its own
+AAD (`agent_memory.governance.data_keys`), so the port needs nothing else.
+
+`KeyEncryptionKeys` is the parsed `MEMORY_PII_KEKS` secret: `kid:base64key` entries,
+comma-separated; the first entry wraps new data keys, every entry unwraps. Stdlib only, so
+it loads in bare Pyodide.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from dataclasses import dataclass
+from typing import Protocol
+
+KEY_BYTES = 32  # AES-256
+NONCE_BYTES = 12  # 96-bit GCM nonce (NIST SP 800-38D's recommended length)
+TAG_BYTES = 16  # 128-bit tag
+ALGORITHM = "A256GCM"
+KID_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+class CipherError(Exception):
+    """Decryption failed: wrong key, nonce or AAD, or the ciphertext was altered."""
+
+
+class Cipher(Protocol):
+    async def new_key(self) -> bytes:
+        """A new random AES-256 key (32 bytes)."""
+        ...
+
+    async def encrypt(self, key: bytes, plaintext: bytes, aad: bytes) -> tuple[bytes, bytes]:
+        """(nonce, ciphertext || tag) of `plaintext` under `key`, authenticating `aad`."""
+        ...
+
+    async def decrypt(self, key: bytes, nonce: bytes, ciphertext: bytes, aad: bytes) -> bytes:
+        """The plaintext; raises `CipherError` if anything does not authenticate."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class KeyEncryptionKeys:
+    """The configured key-encryption keys, newest first: `(kid, 32-byte key)` pairs."""
+
+    keys: tuple[tuple[str, bytes], ...]
+
+    @property
+    def newest(self) -> tuple[str, bytes]:
+        return self.keys[0]
+
+    def get(self, kid: str) -> bytes | None:
+        for name, key in self.keys:
+            if name == kid:
+                return key
+        return None
+
+
+def parse_key_encryption_keys(raw: str) -> KeyEncryptionKeys | None:
+    """Parse `MEMORY_PII_KEKS` (`kid:base64key,...`, standard or URL-safe base64 of 32
+    bytes); None when empty. Raises ValueError naming the bad entry — never its key."""
+    entries = [item.strip() for item in raw.split(",") if item.strip()]
+    if not entries:
+        return None
+    keys: list[tuple[str, bytes]] = []
+    for index, entry in enumerate(entries):
+        kid, sep, encoded = entry.partition(":")
+        if not sep or not KID_RE.fullmatch(kid):
+            raise ValueError(f"MEMORY_PII_KEKS entry {index + 1} is not `kid:base64key`")
+        try:
+            text = encoded.strip().replace("-", "+").replace("_", "/")
+            key = base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
+        except (binascii.Error, ValueError):
+            raise ValueError(f"MEMORY_PII_KEKS key {kid!r} is not base64") from None
+        if len(key) != KEY_BYTES:
+            raise ValueError(f"MEMORY_PII_KEKS key {kid!r} is {len(key)} bytes, not {KEY_BYTES}")
+        if any(name == kid for name, _ in keys):
+            raise ValueError(f"MEMORY_PII_KEKS names kid {kid!r} twice")
+        keys.append((kid, key))
+    return KeyEncryptionKeys(tuple(keys))
