@@ -63,6 +63,8 @@ async def test_learn_recall_and_delete_facts_with_d1_on_workerd(
     [lock] = [r for r in result.results if r.fact.fact_id == learned[1].fact_id]
     assert "keyword" in lock.channels
     assert result.event_id is not None
+    # Recall statistics and the event are written after the response (`recall_record`).
+    await mf_bindings.background.drain()  # type: ignore[attr-defined]
     event = (
         await mf_migrated_d1.prepare(
             "SELECT kind, tier, payload FROM memory_events WHERE tenant_id = ? AND event_id = ?"
@@ -86,7 +88,9 @@ async def test_learn_recall_and_delete_facts_with_d1_on_workerd(
     )
     assert filtered.fact_ids == [learned[0].fact_id]
 
-    # The audit trail, read back from D1: newest recall first, with the ids it returned.
+    # The audit trail, read back from D1 once the after-response writes landed: newest
+    # recall first, with the ids it returned.
+    await mf_bindings.background.drain()  # type: ignore[attr-defined]
     events = await EventLog("acme", mf_migrated_d1).recent("memory_retrieved")
     assert len(events) == 3
     assert events[0].event_id == filtered.event_id

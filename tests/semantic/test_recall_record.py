@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from agent_memory.governance.events import EventLog
-from agent_memory.tiers.semantic import _recall_record as record_module
-from agent_memory.tiers.semantic._recall_record import unrecorded
+from agent_memory.tiers.semantic import recall_record as record_module
+from agent_memory.tiers.semantic.recall_record import unrecorded
 from bindings.ports.d1 import D1Error, D1Result
 from local_runtime.background import LocalBackgroundTasks
 from local_runtime.runtime import LocalRuntime

@@ -2,7 +2,7 @@
 
 * `vector`: cosine similarity in the tenant's namespace, filtered by tenant and embedding
   config (top `candidate_pool`, ≤ 100);
-* `keyword`: BM25F over the tenant's own keyword index (`_keyword`, migration 0009): the
+* `keyword`: BM25F over the tenant's own keyword index (`keyword_channel`, migration 0009): the
   memory's text and, at a lower weight, its session context and date; the user's text only
   ever becomes bound parameters (a JSON list of terms);
 * `exact`: facts whose subject or predicate equals a string the query names.
@@ -20,8 +20,8 @@ import numpy as np
 from agent_memory.retrieval.bm25 import query_terms
 from agent_memory.retrieval.fusion import ChannelHit
 from agent_memory.retrieval.terms import exact_match_candidates
-from agent_memory.tiers.semantic._keyword import KeywordIndex, KeywordQuery
 from agent_memory.tiers.semantic._scope import FactScope, check_matrix, ms
+from agent_memory.tiers.semantic.keyword_channel import KeywordIndex, KeywordQuery
 from agent_memory.tiers.semantic.models import MemoryInputError, RecallFilters
 from bindings.ports.sql import Row, SqlValue
 
@@ -101,7 +101,7 @@ class RecallChannels:
     async def keyword(
         self, query: str, filters: RecallFilters, limit: int, now: float
     ) -> tuple[list[ChannelHit], KeywordQuery | None]:
-        """The keyword channel's candidates (`_keyword.KeywordIndex.candidates`), and the
+        """The keyword channel's candidates (`keyword_channel.KeywordIndex.candidates`), and the
         prepared query that scores any other candidate (`score_keyword`)."""
         terms = query_terms(query)
         if not terms:

@@ -6,7 +6,7 @@ candidate with its tier's weights (`retrieval.scoring`) and reads full rows for 
 ones only. Candidates do not depend on the limit, so a longer ranking starts with what a
 shorter one returns. When asked to record, the returned facts' recall statistics and one
 `memory_retrieved` event commit together in one D1 batch, after the response
-(`_recall_record`).
+(`recall_record`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from agent_memory.retrieval.fusion import ChannelHit, ChannelResult, fuse
 from agent_memory.retrieval.scoring import breakdown, information_density, score_parts
 from agent_memory.retrieval.terms import exact_match_candidates
 from agent_memory.tiers.semantic._channels import RecallChannels
-from agent_memory.tiers.semantic._recall_record import RecallRecord, RecallRecorder
 from agent_memory.tiers.semantic._scope import FactScope
 from agent_memory.tiers.semantic._vectors import VectorSync
 from agent_memory.tiers.semantic.keys import FactKey, KeySource
@@ -30,6 +29,7 @@ from agent_memory.tiers.semantic.models import (
     RecallResult,
     open_facts,
 )
+from agent_memory.tiers.semantic.recall_record import RecallRecord, RecallRecorder
 from agent_memory.tiers.semantic.update_rules import judge_update
 from bindings.ports.sql import Row
 from bindings.ports.vectorize import VECTORIZE_MAX_TOP_K
@@ -248,7 +248,7 @@ class Recaller:
             agent_type=self._s.agent_type,
             run_id=self._s.run_id,
         )
-        # Written after the response, retried, never lost (`_recall_record`).
+        # Written after the response, retried, never lost (`recall_record`).
         await self._recorder.submit(
             RecallRecord(event=event, fact_ids=[r.fact.fact_id for r in results], now=now)
         )
