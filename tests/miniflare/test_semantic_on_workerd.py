@@ -105,14 +105,21 @@ async def test_learn_recall_and_delete_facts_with_d1_on_workerd(
     assert deleted.row_deleted and deleted.vector_deleted
     assert await memory.get(learned[1].fact_id) is None
     assert learned[1].fact_id not in (await memory.recall("blue door lock", top_k=3)).fact_ids
-    fts_rows = (
-        await mf_migrated_d1.prepare(
-            "SELECT COUNT(*) AS n FROM semantic_facts_fts WHERE tenant_id = ?"
+    # The delete trigger (migration 0009) ran on workerd's D1: the deleted fact's postings
+    # and its document count are gone from the tenant's keyword index.
+    indexed = await (
+        mf_migrated_d1.prepare(
+            "SELECT COUNT(DISTINCT fts_rowid) AS n FROM semantic_terms WHERE tenant_id = ?"
         )
         .bind("acme")
         .first_value("n")
     )
-    assert fts_rows == 2  # the trigger removed the deleted fact from the FTS index
+    docs = await (
+        mf_migrated_d1.prepare("SELECT docs FROM semantic_index_stats WHERE tenant_id = ?")
+        .bind("acme")
+        .first_value("docs")
+    )
+    assert (indexed, docs) == (2, 2)
 
 
 async def test_pending_vectors_and_maintenance_with_d1_on_workerd(
