@@ -76,6 +76,62 @@ async def find_by_hash(
     return found
 
 
+def insert_statement(
+    scope: FactScope,
+    fact: FactInput,
+    fact_id: str,
+    digest: str,
+    config: EmbeddingConfig,
+    now: float,
+    key: FactKey,
+    plan: ContextPlan,
+    metadata: dict[str, Any],
+) -> D1Statement:
+    """The INSERT of one new fact (status `pending_vector`), with its derived key and its
+    keyword-index plan; a (subject, content hash) already present is left as it is."""
+    valid_from = ms(fact.valid_from) if fact.valid_from is not None else ms(now)
+    valid_to = ms(fact.valid_to) if fact.valid_to is not None else None
+    if valid_to is not None and valid_to < valid_from:
+        valid_to = valid_from
+    return scope.db.prepare(
+        "INSERT INTO semantic_facts (tenant_id, fact_id, agent_type, subject, predicate, "
+        "object, content, metadata, confidence, source, learned_from_run_id, "
+        "embedding_provider, embedding_model, embedding_dimensions, content_hash, status, "
+        "valid_from, valid_to, created_at, updated_at, key_entity, key_attribute, key_source, "
+        "session_key, index_terms, index_length, context_length) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending_vector', ?, ?, ?, ?, "
+        "?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT (tenant_id, subject, content_hash) DO NOTHING"
+    ).bind(
+        scope.tenant_id,
+        fact_id,
+        fact.agent_type or scope.agent_type,
+        fact.subject,
+        fact.predicate,
+        fact.object,
+        fact.content,
+        json.dumps(metadata, separators=(",", ":"), ensure_ascii=False),
+        float(fact.confidence),
+        fact.source,
+        fact.learned_from_run_id or scope.run_id,
+        config.provider,
+        config.model,
+        config.dimensions,
+        digest,
+        valid_from,
+        valid_to,
+        ms(now),
+        ms(now),
+        key.entity,
+        key.attribute,
+        key.source,
+        plan.session,
+        plan.entry.index_terms,
+        plan.entry.length,
+        plan.entry.context_length,
+    )
+
+
 class FactWriter:
     """Learns and deletes one tenant's facts."""
 
@@ -181,7 +237,8 @@ class FactWriter:
                 inserts.append(
                     (
                         index,
-                        self._insert_statement(
+                        insert_statement(
+                            self._s,
                             fact,
                             fact_id,
                             hashes[index],
@@ -292,59 +349,6 @@ class FactWriter:
             await self._vectors.complete_pending(PENDING_RETRY_ON_WRITE)
         except Exception as exc:
             log.warning("retrying pending facts of tenant %s failed: %s", self._s.tenant_id, exc)
-
-    def _insert_statement(
-        self,
-        fact: FactInput,
-        fact_id: str,
-        digest: str,
-        config: EmbeddingConfig,
-        now: float,
-        key: FactKey,
-        plan: ContextPlan,
-        metadata: dict[str, Any],
-    ) -> D1Statement:
-        valid_from = ms(fact.valid_from) if fact.valid_from is not None else ms(now)
-        valid_to = ms(fact.valid_to) if fact.valid_to is not None else None
-        if valid_to is not None and valid_to < valid_from:
-            valid_to = valid_from
-        return self._s.db.prepare(
-            "INSERT INTO semantic_facts (tenant_id, fact_id, agent_type, subject, predicate, "
-            "object, content, metadata, confidence, source, learned_from_run_id, "
-            "embedding_provider, embedding_model, embedding_dimensions, content_hash, status, "
-            "valid_from, valid_to, created_at, updated_at, key_entity, key_attribute, key_source, "
-            "session_key, index_terms, index_length, context_length) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending_vector', ?, ?, ?, ?, "
-            "?, ?, ?, ?, ?, ?, ?) "
-            "ON CONFLICT (tenant_id, subject, content_hash) DO NOTHING"
-        ).bind(
-            self._s.tenant_id,
-            fact_id,
-            fact.agent_type or self._s.agent_type,
-            fact.subject,
-            fact.predicate,
-            fact.object,
-            fact.content,
-            json.dumps(metadata, separators=(",", ":"), ensure_ascii=False),
-            float(fact.confidence),
-            fact.source,
-            fact.learned_from_run_id or self._s.run_id,
-            config.provider,
-            config.model,
-            config.dimensions,
-            digest,
-            valid_from,
-            valid_to,
-            ms(now),
-            ms(now),
-            key.entity,
-            key.attribute,
-            key.source,
-            plan.session,
-            plan.entry.index_terms,
-            plan.entry.length,
-            plan.entry.context_length,
-        )
 
     async def _insert_rows(self, inserts: Sequence[tuple[int, D1Statement]]) -> list[int]:
         """Insert pending rows; returns the input indexes whose insert hit an existing row."""
