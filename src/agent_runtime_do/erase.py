@@ -25,7 +25,8 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from agent_runtime_do.wipe import IDS_PER_STATEMENT, wipe_and_delete_ids, zeros
+from agent_memory.statements import chunks
+from agent_runtime_do.wipe import wipe_and_delete_ids, zeros
 from bindings.ports.do_sql import DurableObjectStorage, SqlStorage
 
 
@@ -100,9 +101,7 @@ def erase_subject_traces(
         for row in sql.exec("SELECT seq, detail_json FROM run_log").to_array():
             if subject in str(row["detail_json"]):
                 log_seqs.add(int(row["seq"]))
-        ordered = sorted(runs)
-        for start in range(0, len(ordered), IDS_PER_STATEMENT):
-            chunk = ordered[start : start + IDS_PER_STATEMENT]
+        for chunk in chunks(sorted(runs)):
             marks = ", ".join("?" for _ in chunk)
             rows = sql.exec(f"SELECT seq FROM run_log WHERE run_id IN ({marks})", *chunk)
             log_seqs.update(int(row["seq"]) for row in rows.to_array())

@@ -36,9 +36,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from agent_memory.lifecycle.instances import InstanceReport, report_instance
+from agent_memory.statements import chunks
 from agent_memory.tiers.episodic import EpisodicWriter
 from agent_runtime_do.outbox import pending_by_tenant
-from agent_runtime_do.wipe import IDS_PER_STATEMENT, wipe_and_delete, wipe_and_delete_ids
+from agent_runtime_do.wipe import wipe_and_delete, wipe_and_delete_ids
 from bindings.environment import Bindings
 from bindings.ports.alarms import AlarmStorage
 from bindings.ports.d1 import D1Database
@@ -258,8 +259,7 @@ class InstanceLifecycle:
         }
         candidates = [run for run in runs if run not in held]
         safe: set[str] = set()
-        for start in range(0, len(candidates), IDS_PER_STATEMENT):
-            chunk = candidates[start : start + IDS_PER_STATEMENT]
+        for chunk in chunks(candidates):
             marks = ", ".join("?" for _ in chunk)
             result = await (
                 db.prepare(

@@ -14,11 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from agent_memory.statements import chunks
 from bindings.ports.do_sql import SqlStorage
 from bindings.ports.sql import SqlValue
-
-# Values per IN (...) list: well under the 100 bound parameters of DO SQL.
-IDS_PER_STATEMENT = 90
 
 
 def zeros(column: str) -> str:
@@ -44,10 +42,9 @@ def wipe_and_delete_ids(
     sql: SqlStorage, table: str, columns: Sequence[str], key: str, ids: Iterable[SqlValue]
 ) -> int:
     """`wipe_and_delete` of the rows whose `key` is one of `ids`, in slices."""
-    items = list(ids)
     deleted = 0
-    for start in range(0, len(items), IDS_PER_STATEMENT):
-        chunk = items[start : start + IDS_PER_STATEMENT]
+    # `chunks`' default slice (90 values) stays under DO SQL's 100 bound parameters too.
+    for chunk in chunks(list(ids)):
         marks = ", ".join("?" for _ in chunk)
         deleted += wipe_and_delete(sql, table, columns, f"{key} IN ({marks})", *chunk)
     return deleted

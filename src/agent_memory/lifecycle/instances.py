@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agent_memory.statements import STATEMENTS_PER_BATCH
+from agent_memory.statements import STATEMENTS_PER_BATCH, chunks
 from bindings.ports.d1 import D1Database
 
 
@@ -98,8 +98,8 @@ async def register_instances(
         ).bind(tenant, agent_type, instance_id, now_ms)
         for agent_type, instance_id in instances
     ]
-    for start in range(0, len(statements), STATEMENTS_PER_BATCH):
-        await db.batch(statements[start : start + STATEMENTS_PER_BATCH])
+    for batch in chunks(statements, STATEMENTS_PER_BATCH):
+        await db.batch(list(batch))
 
 
 async def tenant_instances(db: D1Database, tenant: str) -> list[tuple[str, str]]:
