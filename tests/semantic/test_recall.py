@@ -93,7 +93,7 @@ async def test_every_d1_statement_on_tenant_data_is_tenant_first(
         if flat.startswith("INSERT"):
             assert re.search(r"\(\s*tenant_id,", flat), flat
         else:
-            assert re.search(r"\bWHERE (f\.)?tenant_id = \?", flat), flat
+            assert re.search(r"\bWHERE (\w+\.)?tenant_id = \?", flat), flat
 
 
 async def test_configs_never_mix_a_new_embedding_model_does_not_see_old_vectors(

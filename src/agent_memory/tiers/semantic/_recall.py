@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import cast
 
 from agent_memory.governance.events import RetrievedItem, memory_retrieved
@@ -34,11 +35,6 @@ from agent_memory.tiers.semantic.update_rules import judge_update
 from bindings.ports.sql import Row
 from bindings.ports.vectorize import VECTORIZE_MAX_TOP_K
 
-# What ranking needs of a candidate row; full rows are read for the returned ones only.
-_SCORING_COLUMNS = (
-    "fact_id, status, valid_from, valid_to, created_at, agent_type, subject, predicate, "
-    "confidence, content, updated_at, key_entity, key_attribute, key_source, session_key"
-)
 # How far below the newer statement a stale one is placed (scores are rounded to 6 places).
 _STALE_GAP = 1e-6
 STALE_GUARD_WINDOW = 30
@@ -69,6 +65,18 @@ def stale_statements(rows: Sequence[Row]) -> dict[str, str]:
                     stale[str(group[i]["fact_id"])] = str(group[j]["fact_id"])
                     break
     return stale
+
+
+@dataclass(frozen=True, slots=True)
+class Candidates:
+    """What the channels found: their hits, whether the exact channel listed all its
+    matches, and every candidate's row (with its `keyword_score`) by fact id."""
+
+    vector: list[ChannelHit]
+    keyword: list[ChannelHit]
+    exact: list[ChannelHit]
+    exact_complete: bool
+    rows: dict[str, Row]
 
 
 def _key(row: Row) -> FactKey:
@@ -103,24 +111,9 @@ class Recaller:
         scored_at = min(now, filters.as_of) if filters.as_of is not None else now
         # Candidates do not depend on `limit`: `rank(q, 500)` starts with what
         # `recall(q, 5)` returns, in the same order.
-        pool = self._s.config.candidate_pool
-        (
-            vector_hits,
-            (keyword_hits, keyword_query),
-            (exact_hits, exact_complete),
-        ) = await asyncio.gather(
-            self._channels.vector(query, query_vector, filters, min(pool, VECTORIZE_MAX_TOP_K)),
-            self._channels.keyword(query, filters, pool, now),
-            self._channels.exact(query, filters, pool, now),
-        )
-        candidate_ids = list(
-            dict.fromkeys(
-                [h.id for h in vector_hits]
-                + [h.id for h in keyword_hits]
-                + ([h.id for h in exact_hits] if exact_complete else [])
-            )
-        )
-        rows = await self._s.load_rows(candidate_ids, _SCORING_COLUMNS)
+        found = await self._candidates(query, query_vector, filters, now)
+        vector_hits, rows = found.vector, found.rows
+        keyword_hits, exact_hits, exact_complete = found.keyword, found.exact, found.exact_complete
         stray = [h.id for h in vector_hits if h.id not in rows]
         dropped = list(stray)
         if stray:
@@ -128,10 +121,13 @@ class Recaller:
         live = {fid: row for fid, row in rows.items() if self._channels.is_live(row, filters, now)}
         dropped += [fid for fid in rows if fid not in live]
         # The keyword channel is normalised over every channel's candidates, not its own
-        # top `pool` only: each live candidate gets its exact BM25F score (0 if no term).
-        keyword_scores = await self._channels.score_keyword(keyword_query, list(live))
+        # top `pool` only: each live candidate has its exact BM25F score (0 if no term).
         keyword_live = sorted(
-            (ChannelHit(id=fid, score=s) for fid, s in keyword_scores.items() if s > 0),
+            (
+                ChannelHit(id=fid, score=float(row["keyword_score"]))
+                for fid, row in live.items()
+                if float(row["keyword_score"]) > 0
+            ),
             key=lambda h: (-h.score, h.id),
         )
 
@@ -216,6 +212,37 @@ class Recaller:
         if record:
             event_id = await self._record_recall(query, limit, results, counts, dropped, now)
         return RecallResult(results=results, event_id=event_id, candidates=counts, dropped=dropped)
+
+    async def _candidates(
+        self,
+        query: str,
+        query_vector: Sequence[float] | None,
+        filters: RecallFilters,
+        now: float,
+    ) -> Candidates:
+        """Every channel's candidates and their rows (`RecallChannels.rows`). The vector
+        query is in flight while the keyword and exact channels run and their candidates'
+        rows are read (on Cloudflare Vectorize answers remotely; locally a large scan runs
+        on a thread), so only the vector-only candidates' rows wait for it."""
+        pool = self._s.config.candidate_pool
+        vector = asyncio.ensure_future(
+            self._channels.vector(query, query_vector, filters, min(pool, VECTORIZE_MAX_TOP_K))
+        )
+        try:
+            (keyword_hits, prepared), (exact_hits, complete) = await asyncio.gather(
+                self._channels.keyword(query, filters, pool, now),
+                self._channels.exact(query, filters, pool, now),
+            )
+            first = [h.id for h in keyword_hits] + ([h.id for h in exact_hits] if complete else [])
+            rows = await self._channels.rows(list(dict.fromkeys(first)), prepared)
+        except BaseException:
+            vector.cancel()
+            await asyncio.gather(vector, return_exceptions=True)
+            raise
+        vector_hits = await vector
+        rest = list(dict.fromkeys(h.id for h in vector_hits if h.id not in rows))
+        rows.update(await self._channels.rows(rest, prepared))
+        return Candidates(vector_hits, keyword_hits, exact_hits, complete, rows)
 
     async def _record_recall(
         self,

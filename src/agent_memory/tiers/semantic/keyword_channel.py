@@ -10,10 +10,11 @@ Two steps, both tenant-first:
    term held by more facts than that drives no candidates (its postings are never scanned)
    but still scores them in step 2. When even the rarest term exceeds the budget, only its
    newest `POSTINGS_BUDGET` postings are read.
-2. `score`: the exact BM25F (`retrieval.bm25.bm25f`, every query term) of any set of facts —
-   the union of every channel's candidates, so the keyword channel is normalised over the
-   same candidates as the others — from their postings: |terms| x |facts| primary-key
-   probes, however common the words.
+2. `score_column`: the exact BM25F (`retrieval.bm25.bm25f` states the formula; every
+   query term) of a fact as a SQL column, read with the fact's row, so the union of every
+   channel's candidates is scored in the statement that loads them and the keyword channel
+   is normalised over the same candidates as the others: |terms| primary-key probes of the
+   postings per fact, however common the words.
 """
 
 from __future__ import annotations
@@ -22,13 +23,13 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from agent_memory.retrieval.bm25 import Bm25Params, TenantStats, bm25f, idf
+from agent_memory.retrieval.bm25 import Bm25Params, TenantStats, idf
 from agent_memory.retrieval.fusion import ChannelHit
 from agent_memory.tiers.semantic._scope import FactScope
 from bindings.ports.sql import SqlValue
 
 POSTINGS_BUDGET = 2_000
-# Two bound parameters per driving term (D1 allows 100 per statement).
+# Terms that drive candidate generation: each is one index range of postings.
 MAX_DRIVING_TERMS = 16
 
 
@@ -98,81 +99,69 @@ class KeywordIndex:
         if not driving:
             return []
         idfs = query.idfs
-        p = query.params
-        avg = query.stats.average_length(p)
-        w = p.context_weight
-        freq = f"(tf + {w!r} * context_tf)"
-        length = f"(length + {w!r} * context_length)"
-        weight = "CASE term " + " ".join("WHEN ? THEN ?" for _ in driving) + " END"
-        score = (
-            f"SUM({weight} * {freq} * {p.k1 + 1.0!r} / ({freq} + {p.k1!r} * "
-            f"({1.0 - p.b!r} + {p.b!r} * {length} / {avg!r})))"
-        )
-        weights: list[SqlValue] = [v for t in driving for v in (t, idfs[t])]
         if total > POSTINGS_BUDGET:
             # One term alone exceeds the budget: its newest postings only.
             postings = (
                 "(SELECT * FROM semantic_terms WHERE tenant_id = ? AND term = ? "
-                "ORDER BY fts_rowid DESC LIMIT ?)"
+                "ORDER BY fts_rowid DESC LIMIT ?) AS p"
             )
-            postings_params: list[SqlValue] = [self._s.tenant_id, driving[0], POSTINGS_BUDGET]
+            weight = "?"
+            postings_params: list[SqlValue] = [
+                idfs[driving[0]],
+                self._s.tenant_id,
+                driving[0],
+                POSTINGS_BUDGET,
+            ]
         else:
-            marks = ", ".join("?" for _ in driving)
-            postings = f"(SELECT * FROM semantic_terms WHERE tenant_id = ? AND term IN ({marks}))"
-            postings_params = [self._s.tenant_id, *driving]
+            # CROSS JOIN: the query's terms drive one index range of postings each.
+            postings = "json_each(?) AS w CROSS JOIN semantic_terms AS p"
+            postings += " WHERE p.tenant_id = ? AND p.term = w.key"
+            weight = "w.value"
+            postings_params = [json.dumps({t: idfs[t] for t in driving}), self._s.tenant_id]
         # Rank the postings alone (no row reads), then check the best rows: dead or filtered
         # rows are skipped, so rank more than `limit` (all of them when filters narrow).
         ranked = POSTINGS_BUDGET if narrowed else 2 * limit
         result = (
             await self._s.db.prepare(
                 f"SELECT f.fact_id AS fact_id, t.score AS score FROM "
-                f"(SELECT fts_rowid, {score} AS score FROM {postings} "
-                "GROUP BY fts_rowid ORDER BY score DESC LIMIT ?) AS t "
+                f"(SELECT p.fts_rowid AS fts_rowid, SUM({_posting_score(query, weight)}) AS score "
+                f"FROM {postings} GROUP BY p.fts_rowid ORDER BY score DESC LIMIT ?) AS t "
                 "CROSS JOIN semantic_facts AS f "
                 f"WHERE f.fts_rowid = t.fts_rowid AND f.tenant_id = ?{extra_sql} "
                 "ORDER BY t.score DESC, f.fact_id ASC LIMIT ?"
             )
-            .bind(
-                *weights,
-                *postings_params,
-                ranked,
-                self._s.tenant_id,
-                *extra_params,
-                limit,
-            )
+            .bind(*postings_params, ranked, self._s.tenant_id, *extra_params, limit)
             .all()
         )
         return [ChannelHit(id=str(r["fact_id"]), score=float(r["score"])) for r in result.results]
 
-    async def score(self, query: KeywordQuery, fact_ids: Sequence[str]) -> dict[str, float]:
-        """The exact BM25F of each of `fact_ids` (0.0 when it holds no query term)."""
-        if not fact_ids or not query.terms:
-            return {}
-        result = (
-            await self._s.db.prepare(
-                "SELECT f.fact_id AS fact_id, f.index_length AS length, "
-                "f.context_length AS context_length, p.term AS term, p.tf AS tf, "
-                "p.context_tf AS context_tf "
-                # CROSS JOIN: facts first (by id), then one primary-key probe per term.
-                "FROM semantic_facts AS f CROSS JOIN semantic_terms AS p "
-                "WHERE f.tenant_id = ? AND f.fact_id IN (SELECT value FROM json_each(?)) "
-                "AND p.tenant_id = f.tenant_id AND p.fts_rowid = f.fts_rowid "
-                "AND p.term IN (SELECT value FROM json_each(?))"
-            )
-            .bind(self._s.tenant_id, json.dumps(list(fact_ids)), json.dumps(query.terms))
-            .all()
-        )
-        postings: dict[str, list[tuple[str, int, int]]] = {}
-        lengths: dict[str, tuple[int, int]] = {}
-        for r in result.results:
-            fid = str(r["fact_id"])
-            postings.setdefault(fid, []).append(
-                (str(r["term"]), int(r["tf"]), int(r["context_tf"]))
-            )
-            lengths[fid] = (int(r["length"]), int(r["context_length"]))
+    @staticmethod
+    def score_column(query: KeywordQuery | None) -> tuple[str, list[SqlValue]]:
+        """A SQL expression on a `semantic_facts AS f` row: its exact BM25F for `query` over
+        every query term, however common (0.0 when it holds none, or without a query), and
+        its parameters. One primary-key probe of the postings per query term and row."""
+        if query is None or not query.df:
+            return "0.0", []
         idfs = query.idfs
-        avg = query.stats.average_length(query.params)
-        return {
-            fid: bm25f(items, *lengths[fid], idfs, avg, query.params)
-            for fid, items in postings.items()
-        }
+        weights = json.dumps({t: idfs[t] for t in query.terms if query.df.get(t, 0) > 0})
+        return (
+            f"COALESCE((SELECT SUM({_posting_score(query, 'w.value')}) "
+            "FROM json_each(?) AS w CROSS JOIN semantic_terms AS p "
+            "WHERE p.tenant_id = f.tenant_id AND p.term = w.key AND p.fts_rowid = f.fts_rowid"
+            "), 0.0)",
+            [weights],
+        )
+
+
+def _posting_score(query: KeywordQuery, weight: str) -> str:
+    """One posting's share of BM25F (`retrieval.bm25.bm25f`, which states the formula) as
+    SQL over a posting `p` and its term's idf `weight`: both keyword queries build it here."""
+    p = query.params
+    avg = query.stats.average_length(p)
+    w = p.context_weight
+    freq = f"(p.tf + {w!r} * p.context_tf)"
+    length = f"(p.length + {w!r} * p.context_length)"
+    return (
+        f"{weight} * {freq} * {p.k1 + 1.0!r} / ({freq} + {p.k1!r} * "
+        f"({1.0 - p.b!r} + {p.b!r} * {length} / {avg!r}))"
+    )
