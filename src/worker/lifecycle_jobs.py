@@ -3,8 +3,10 @@
 * `weekly_prune` (`0 3 * * SUN`): runs prune job `weekly-{ISO week}` with cutoffs fixed at the
   cron's scheduled time (`agent_memory.lifecycle.prune`). A retried invocation continues the job.
 * `daily_brief` (`0 6 * * *`): the per-tenant brief (`agent_memory.lifecycle.brief`), then, with
-  the rest of the invocation's budget, resumes a prune job the weekly run could not finish
-  and runs the reconciler (`agent_memory.lifecycle.reconciler`) over every tenant.
+  the rest of the invocation's budget, resumes a prune job the weekly run could not finish,
+  writes the keyword-index entries of facts written before migration 0009
+  (`agent_memory.tiers.semantic.reindex`, bounded: `REINDEX_BUDGET`) and runs the reconciler
+  (`agent_memory.lifecycle.reconciler`) over every tenant.
 
 Both return a JSON-able dict (what `wrangler dev`'s scheduled route and the local runtime
 print) and log per-tenant lines. A missing binding is reported, not raised: a cron has no
@@ -27,12 +29,16 @@ from agent_memory.lifecycle.reconciler import Reconciler
 from agent_memory.lifecycle.retention import known_tenants
 from agent_memory.tiered.deployment import placement_table
 from agent_memory.tiers.semantic import SemanticMemory
+from agent_memory.tiers.semantic.reindex import ReindexBudget, reindex_pending
 from bindings.environment import Bindings
 
 log = logging.getLogger(__name__)
 
 
 REWRAP_BATCH = 500
+# Per daily run: ~2 D1 statements per 100 facts (≈ 400 for the total), a fair share per
+# tenant, and at most this much of the invocation's time.
+REINDEX_BUDGET = ReindexBudget(facts_per_tenant=5_000, facts_total=20_000, max_seconds=300.0)
 
 
 def lifecycle_budget(bindings: Bindings) -> PruneBudget:
@@ -188,6 +194,11 @@ async def daily_brief(bindings: Bindings, scheduled_time: float) -> dict[str, An
     if pruner is not None:
         resumed = await resume_unfinished(pruner)
         result["prune_resumed"] = [r.summary() for r in resumed]
+    left = bindings.settings.lifecycle_max_seconds - (time.monotonic() - started)
+    budget = REINDEX_BUDGET.model_copy(
+        update={"max_seconds": max(0.0, min(REINDEX_BUDGET.max_seconds, left))}
+    )
+    result["reindexed"] = (await reindex_pending(bindings.db, budget)).model_dump()
     left = bindings.settings.lifecycle_max_seconds - (time.monotonic() - started)
     result["reconciled"] = await reconcile_all(bindings, max_seconds=max(0.0, left))
     left = bindings.settings.lifecycle_max_seconds - (time.monotonic() - started)
