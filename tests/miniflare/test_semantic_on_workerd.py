@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any
 
 from agent_memory.governance.events import EventLog
 from agent_memory.tiers import semantic
 from agent_memory.tiers.semantic.reindex import reindex_pending
 from bindings.environment import Bindings
 from tests.miniflare.adapters import MiniflareD1
-from tests.semantic.conftest import insert_unindexed
+from tests.semantic.conftest import index_state, insert_unindexed
 from tests.semantic.fakes import SpyVectors
 
 FACTS = [
@@ -158,51 +157,19 @@ async def test_pending_vectors_and_maintenance_with_d1_on_workerd(
     assert await vectors.get_by_ids([pending.fact_id]) == []
 
 
-async def _index_state(db: MiniflareD1, tenant: str) -> dict[str, Any]:
-    """The tenant's postings, document frequencies and document statistics."""
-    terms = (
-        await db.prepare(
-            "SELECT fts_rowid, term, tf, context_tf, length, context_length FROM semantic_terms "
-            "WHERE tenant_id = ? ORDER BY fts_rowid, term"
-        )
-        .bind(tenant)
-        .all()
-    ).results
-    df = (
-        await db.prepare(
-            "SELECT term, df FROM semantic_term_stats WHERE tenant_id = ? AND df > 0 ORDER BY term"
-        )
-        .bind(tenant)
-        .all()
-    ).results
-    stats = (
-        await db.prepare(
-            "SELECT docs, total_length, total_context_length FROM semantic_index_stats "
-            "WHERE tenant_id = ?"
-        )
-        .bind(tenant)
-        .first()
-    )
-    return {
-        "postings": [tuple(r.values()) for r in terms],
-        "df": {r["term"]: r["df"] for r in df},
-        "stats": stats,
-    }
-
-
 async def test_the_index_update_trigger_and_the_reindex_job_on_workerd(
     mf_bindings: Bindings, mf_migrated_d1: MiniflareD1
 ) -> None:
     db = mf_migrated_d1
     # Facts as a deployment before 0009 left them (no entry, no postings), on workerd's D1.
     await insert_unindexed(db, "acme", ["The blue door needs a lock", "Lee paints doors"])
-    assert await _index_state(db, "acme") == {"postings": [], "df": {}, "stats": None}
+    assert await index_state(db, "acme") == {"postings": [], "df": {}, "stats": None}
 
     # The reindex job's UPDATE (JSON parameter, row-value SET) fires the UPDATE OF
     # index_terms trigger: postings, df and the document count appear.
     report = await reindex_pending(db)
     assert [(t.tenant_id, t.reindexed, t.remaining) for t in report.tenants] == [("acme", 2, 0)]
-    state = await _index_state(db, "acme")
+    state = await index_state(db, "acme")
     assert state["df"]["door"] == 2 and state["df"]["lock"] == 1 and state["df"]["paint"] == 1
     assert state["stats"]["docs"] == 2
     memory = semantic.SemanticMemory.from_bindings(mf_bindings, "acme")
@@ -222,9 +189,9 @@ async def test_the_index_update_trigger_and_the_reindex_job_on_workerd(
         .bind(fresh, 3, 1, "acme", rowid)
         .run()
     )
-    after = await _index_state(db, "acme")
+    after = await index_state(db, "acme")
     assert after["df"]["door"] == 1 and after["df"]["fenc"] == 1 and after["df"]["paint"] == 1
-    lee_terms = sorted(p[1] for p in after["postings"] if p[0] == rowid)
+    lee_terms = sorted(p[1] for p in after["postings"] if p[0] == "Lee paints doors")
     assert lee_terms == sorted(json.loads(fresh))
     assert after["stats"]["docs"] == 2
     lengths = await db.prepare(

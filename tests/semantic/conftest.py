@@ -109,3 +109,37 @@ async def insert_unindexed(db: D1Database, tenant: str, contents: Sequence[str])
             )
             .run()
         )
+
+
+async def index_state(db: D1Database, tenant: str) -> dict[str, Any]:
+    """The tenant's keyword index: postings as (content, term, tf, context_tf, length,
+    context_length), df per term (terms no fact holds left out) and document statistics."""
+    postings = (
+        await db.prepare(
+            "SELECT f.content, t.term, t.tf, t.context_tf, t.length, t.context_length "
+            "FROM semantic_terms AS t JOIN semantic_facts AS f ON f.fts_rowid = t.fts_rowid "
+            "WHERE t.tenant_id = ? ORDER BY f.content, t.term"
+        )
+        .bind(tenant)
+        .all()
+    ).results
+    df = (
+        await db.prepare(
+            "SELECT term, df FROM semantic_term_stats WHERE tenant_id = ? AND df > 0 ORDER BY term"
+        )
+        .bind(tenant)
+        .all()
+    ).results
+    stats = (
+        await db.prepare(
+            "SELECT docs, total_length, total_context_length FROM semantic_index_stats "
+            "WHERE tenant_id = ?"
+        )
+        .bind(tenant)
+        .first()
+    )
+    return {
+        "postings": [tuple(r.values()) for r in postings],
+        "df": {r["term"]: r["df"] for r in df},
+        "stats": stats,
+    }

@@ -17,7 +17,7 @@ from bindings.ports.d1 import D1Database, D1Result
 from local_runtime.migrations import apply_migrations
 from local_runtime.runtime import MIGRATIONS_DIR, LocalRuntime
 from tests.fakes.embedder import HashingEmbedder
-from tests.semantic.conftest import NOW_MS, MemoryFactory, insert_unindexed
+from tests.semantic.conftest import NOW_MS, MemoryFactory, index_state, insert_unindexed
 
 OLD_FACTS = [
     "Dana booked a pottery workshop for the spring",
@@ -30,38 +30,6 @@ OLD_FACTS = [
 async def keyword_hits(memory: SemanticMemory, query: str) -> set[str]:
     ranked = await memory.rank(query, 50)
     return {r.fact.content for r in ranked.results if "keyword" in r.channels}
-
-
-async def postings(db: D1Database, tenant: str) -> list[tuple[Any, ...]]:
-    rows = (
-        await db.prepare(
-            "SELECT t.term, t.tf, t.context_tf, t.length, t.context_length, f.content "
-            "FROM semantic_terms AS t JOIN semantic_facts AS f ON f.fts_rowid = t.fts_rowid "
-            "WHERE t.tenant_id = ? ORDER BY f.content, t.term"
-        )
-        .bind(tenant)
-        .all()
-    ).results
-    return [tuple(r.values()) for r in rows]
-
-
-async def index_stats(db: D1Database, tenant: str) -> dict[str, Any]:
-    stats = (
-        await db.prepare(
-            "SELECT docs, total_length, total_context_length FROM semantic_index_stats "
-            "WHERE tenant_id = ?"
-        )
-        .bind(tenant)
-        .first()
-    )
-    df = (
-        await db.prepare(
-            "SELECT term, df FROM semantic_term_stats WHERE tenant_id = ? AND df > 0 ORDER BY term"
-        )
-        .bind(tenant)
-        .all()
-    ).results
-    return {"stats": stats, "df": [(r["term"], r["df"]) for r in df]}
 
 
 async def test_facts_written_before_0009_are_found_by_keyword_once_reindexed(
@@ -108,8 +76,7 @@ async def test_facts_written_before_0009_are_found_by_keyword_once_reindexed(
                 for n, c in enumerate(OLD_FACTS)
             ]
         )
-        assert await postings(rt.db, "acme") == await postings(rt.db, "fresh")
-        assert await index_stats(rt.db, "acme") == await index_stats(rt.db, "fresh")
+        assert await index_state(rt.db, "acme") == await index_state(rt.db, "fresh")
         # Nothing left: a second run finds no tenant and does nothing.
         assert (await reindex_pending(rt.db)).tenants == []
     finally:
@@ -220,10 +187,10 @@ async def test_one_tenants_run_leaves_other_tenants_index_alone(
     await globex.learn_many([{"content": "pottery kiln schedule"}, {"content": "marathon"}])
     await insert_unindexed(rt.db, "globex", ["globex pottery archive"])
     await insert_unindexed(rt.db, "acme", OLD_FACTS)
-    globex_before = (await postings(rt.db, "globex"), await index_stats(rt.db, "globex"))
+    globex_before = await index_state(rt.db, "globex")
 
     report = await reindex_pending(rt.db, tenants=["acme"])
 
     assert [t.tenant_id for t in report.tenants] == ["acme"]
-    assert (await postings(rt.db, "globex"), await index_stats(rt.db, "globex")) == globex_before
+    assert await index_state(rt.db, "globex") == globex_before
     assert await keyword_hits(globex, "pottery") == {"pottery kiln schedule"}

@@ -14,7 +14,8 @@ as `contact:hubspot_id:123`, matched exactly as a field and as a substring of te
   erased content hash; a `memory_retrieved` event that merely listed an erased fact among
   its results is kept with that entry removed (it describes the other facts too);
 * working memory (KV) keys of the tenant whose instance or key segment is it, or whose
-  value contains it;
+  value contains it, and recall records waiting in KV to be written to D1
+  (`recall_record`) that name it (written back later, they would bring it back);
 * the AgentRuntime Durable Objects of the tenant (`_erase_instances`): their run logs,
   turn state, failed and pending episodic writes that match, or belong to an erased run;
 * cold-tier archive rows matching the rules above: each archive object is rewritten
@@ -68,6 +69,7 @@ from agent_memory.lifecycle._erase_rules import (
 )
 from agent_memory.namespace import SERVICE
 from agent_memory.statements import IDS_PER_STATEMENT
+from agent_memory.tiers.semantic.recall_record import carry_prefix
 from agent_memory.tiers.semantic.tenant_vectors import delete_own_vectors
 from agent_memory.tiers.working import WORKING_MEMORY_PREFIX
 from bindings.ports.clock import Clock
@@ -216,6 +218,7 @@ class SubjectEraser:
         for prefix in (
             f"{WORKING_MEMORY_PREFIX}:{self.tenant_id}:",
             f"{SERVICE}:{self.tenant_id}:",
+            carry_prefix(self.tenant_id),
         ):
             cursor: str | None = None
             while True:

@@ -68,10 +68,12 @@ from agent_memory.tiers.semantic.models import (
     namespace_for_tenant,
     open_facts,
 )
+from agent_memory.tiers.semantic.recall_record import MAX_WRITE_BACK, RecallRecorder
 from bindings.ports.background import BackgroundTasks
 from bindings.ports.clock import Clock
 from bindings.ports.d1 import D1Database
 from bindings.ports.embedder import Embedder
+from bindings.ports.kv import KVNamespace
 from bindings.ports.vectorize import VectorIndex
 
 
@@ -98,6 +100,7 @@ class SemanticMemory:
         gate: WriteGate | None = None,
         background: BackgroundTasks | None = None,
         personal: PersonalData | None = None,
+        kv: KVNamespace | None = None,
     ) -> None:
         if not isinstance(tenant_id, str) or not TENANT_RE.fullmatch(tenant_id):
             raise ValueError(f"invalid tenant id {tenant_id!r}")
@@ -120,6 +123,7 @@ class SemanticMemory:
             background=background,
             # Without one, marked personal data is refused (never stored in plaintext).
             personal=personal or PersonalData(tenant_id, None, None),
+            kv=kv,
         )
         self._vectors = VectorSync(self._s)
         self._writer = FactWriter(self._s, self._vectors)
@@ -152,6 +156,7 @@ class SemanticMemory:
             run_id=run_id,
             background=getattr(bindings, "background", None),
             personal=PersonalData.from_bindings(bindings, tenant_id),
+            kv=getattr(bindings, "kv", None),
         )
 
     @property
@@ -192,6 +197,11 @@ class SemanticMemory:
         """Derive and store the keys of up to `limit` facts written before keys existed
         (oldest first), so updates can supersede them. Returns how many were keyed."""
         return await backfill_keys(self._s, limit)
+
+    async def write_back_recall_records(self, limit: int = MAX_WRITE_BACK) -> int:
+        """Write up to `limit` recall records that D1 refused earlier (kept in KV) and
+        delete them from KV. Returns how many; stops at the first D1 failure."""
+        return await RecallRecorder(self._s).write_back(limit)
 
     async def delete(self, fact_id: str) -> DeleteResult:
         """Delete a fact's row and its vector (admin only; ADR-0030). Idempotent: deleting
