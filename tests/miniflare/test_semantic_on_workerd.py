@@ -16,13 +16,16 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import pytest
+
 from agent_memory.governance.events import EventLog
 from agent_memory.tiers import semantic
+from agent_memory.tiers.semantic import recall_record
 from agent_memory.tiers.semantic.reindex import reindex_pending
 from bindings.environment import Bindings
 from tests.miniflare.adapters import MiniflareD1
 from tests.semantic.conftest import index_state, insert_unindexed
-from tests.semantic.fakes import SpyVectors
+from tests.semantic.fakes import SpyD1, SpyVectors
 
 FACTS = [
     {
@@ -207,3 +210,27 @@ async def test_the_index_update_trigger_and_the_reindex_job_on_workerd(
     for posting in after["postings"]:
         held[posting[1]] = held.get(posting[1], 0) + 1
     assert held == after["df"]
+
+
+async def test_a_recall_record_d1_refuses_waits_in_workerd_kv_until_written_back(
+    mf_bindings: Bindings, mf_migrated_d1: MiniflareD1, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(recall_record, "RECORD_BASE_DELAY", 0.0)
+    recall_record._CHECKED.clear()
+    refusing = SpyD1(mf_migrated_d1)
+    memory = semantic.SemanticMemory.from_bindings(
+        dataclasses.replace(mf_bindings, db=refusing, background=None), "acme"
+    )
+    await memory.learn_many(FACTS)
+    refusing.fail_pattern = "INSERT INTO memory_events"
+    found = await memory.recall("blue door lock", top_k=1)
+    assert mf_bindings.kv is not None
+    waiting = await mf_bindings.kv.list(prefix="recall-pending:acme:")
+    assert [key.name for key in waiting.keys] == [f"recall-pending:acme:{found.event_id}"]
+
+    refusing.fail_pattern = None
+    recall_record._CHECKED.clear()  # a new isolate
+    assert await memory.write_back_recall_records() == 1
+    events = await EventLog("acme", mf_migrated_d1).recent("memory_retrieved")
+    assert [e.event_id for e in events] == [found.event_id]
+    assert (await mf_bindings.kv.list(prefix="recall-pending:acme:")).keys == []
