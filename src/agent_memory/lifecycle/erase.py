@@ -26,7 +26,8 @@ Personal fields are sealed under per-subject data keys (`governance.personal_dat
 erase destroys the subject's keys (crypto-shredding), so every copy of its sealed values in
 cold archives is unreadable without rewriting it; a D1 Time Travel copy holds the wrapped key
 too, and becomes unreadable when the KEK that wrapped it is retired (docs/personal-data.md).
-The keyword index (FTS5) is merged afterwards so no index segment keeps erased facts.
+The keyword index's term statistics that no remaining fact holds are deleted afterwards
+(postings go with their facts, by trigger), so no index row keeps an erased fact's words.
 
 Order, so that a failure never leaves a trace a re-run cannot find: the Durable Objects
 first (found through the D1 runs rows; each settles its queued writes into D1 before it

@@ -22,14 +22,19 @@ Writes (`learn`, `learn_many`) — idempotent per (tenant, subject, content hash
 
 Reads (`recall`): three channels run concurrently —
   * vector: cosine similarity in the tenant's namespace (top `candidate_pool`, ≤ 100);
-  * keyword: D1 FTS5 over fact content, ranked by `bm25()`, the user's text quoted term by
-    term so punctuation and FTS5 operators are searched for, never parsed;
+  * keyword: BM25F over the tenant's own keyword index (migration 0009: the fact's words
+    and, at a lower weight, its session context and date), the user's text reduced to
+    terms that only reach D1 as bound parameters;
   * exact: facts whose subject or predicate equals a string the query names;
   then fused (`fusion.py`), scored (`scoring.py`) and cut to `top_k`. Only rows that are
   live (`active`, inside their validity window) are returned: a vector whose row is gone
   is dropped and deleted from the index (reconciliation), so recall never returns a fact
   whose row was deleted. Each recall updates `last_recalled_at` / `recall_count` of what
-  it returned and writes a `memory_retrieved` event, in one D1 batch.
+  it returned and writes a `memory_retrieved` event, in one D1 batch after the response;
+  a record D1 refuses waits in KV until it is written back (`recall_record`).
+
+Maintenance: `complete_pending`, `backfill_keys`, `write_back_recall_records`, and (for
+facts written before migration 0009) the `reindex` module's job.
 """
 
 from __future__ import annotations
