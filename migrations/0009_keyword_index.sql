@@ -17,7 +17,8 @@
 -- `semantic_facts.index_terms` ({"term": [tf, context_tf]}); the triggers below keep the
 -- three tables in step with that column on every insert, update and delete, so no code path
 -- (erase, prune, supersession, reindexing) can forget the index. NULL = not indexed yet
--- (facts written before this migration; `_keyword_index.reindex_pending` fills them in).
+-- (facts written before this migration: `agent_memory.tiers.semantic.reindex`, run by the
+-- daily cron and `agent-memory reindex`, fills them in a bounded batch at a time).
 --
 -- `session_key`: the session / run / thread a fact was written in; the context column holds
 -- the words of the memories around it in that session (contextual retrieval).

@@ -24,6 +24,7 @@ from bindings.ports.background import BackgroundTasks
 from bindings.ports.clock import Clock
 from bindings.ports.d1 import D1Database
 from bindings.ports.embedder import Embedder, EmbeddingConfig
+from bindings.ports.kv import KVNamespace
 from bindings.ports.sql import Row
 from bindings.ports.vectorize import VectorIndex
 
@@ -66,6 +67,9 @@ class FactScope:
     personal: PersonalData
     # `ctx.waitUntil`: work that may finish after the response. None: done before returning.
     background: BackgroundTasks | None = None
+    # Where recall records that D1 refused every time wait to be written back
+    # (`recall_record`). None: such a record is logged at ERROR with its payload.
+    kv: KVNamespace | None = None
 
     async def after_response(self, work: Coroutine[Any, Any, None], what: str) -> None:
         """Run `work` after the response when a background is bound, else now. A failure is
