@@ -8,7 +8,6 @@ package docstring's; the checks, the file, the columns and the filters live besi
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
 import uuid
@@ -31,13 +30,9 @@ from bindings.ports.vectorize import (
 from local_runtime.adapters.vectorize._columns import MetadataIndexes
 from local_runtime.adapters.vectorize._filters import compile_filter, evaluate
 from local_runtime.adapters.vectorize._metadata import MetadataIndex, MetadataIndexType, nest
-from local_runtime.adapters.vectorize._partition import F32Array, Partition
+from local_runtime.adapters.vectorize._partition import Partition
 from local_runtime.adapters.vectorize._store import StoredVector, VectorStore
 from local_runtime.adapters.vectorize._validation import PreparedVector, VectorValidator
-
-# Below this many rows a scan (~0.1 ms per 1,000 rows of 384 dimensions) costs less than
-# handing it to a thread.
-THREAD_SCAN_ROWS = 20_000
 
 
 class LocalVectorIndex:
@@ -260,29 +255,6 @@ class LocalVectorIndex:
         applied before the top-k is taken.
         """
         q = self._validator.query(vector, top_k, namespace, return_values, return_metadata)
-        args = (q, top_k, namespace, filter, return_values, return_metadata)
-        if self._rows_to_scan(namespace) < THREAD_SCAN_ROWS:
-            return self._query(*args)
-        # Vectorize is a remote call: the Worker's D1 queries run while it answers. A large
-        # scan runs on a worker thread (numpy releases the GIL), so the local runtime overlaps
-        # it with the event loop's SQLite work as Cloudflare overlaps the two calls.
-        return await asyncio.to_thread(self._query, *args)
-
-    def _rows_to_scan(self, namespace: str | None) -> int:
-        if namespace is not None:
-            part = self._partitions.get(namespace)
-            return part.size if part is not None else 0
-        return sum(part.size for part in self._partitions.values())
-
-    def _query(
-        self,
-        q: F32Array,
-        top_k: int,
-        namespace: str | None,
-        filter: MetadataFilter | None,
-        return_values: bool,
-        return_metadata: ReturnMetadata,
-    ) -> VectorQueryResult:
         with self._lock:
             clauses = (
                 compile_filter(filter, self._metadata.types, self.name)

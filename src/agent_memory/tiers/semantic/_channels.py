@@ -107,17 +107,21 @@ class RecallChannels:
 
     async def keyword(
         self, query: str, filters: RecallFilters, limit: int, now: float
-    ) -> tuple[list[ChannelHit], KeywordQuery | None]:
-        """The keyword channel's candidates (`keyword_channel.KeywordIndex.candidates`), and the
-        prepared query that scores any other candidate (`score_keyword`)."""
+    ) -> tuple[list[ChannelHit], dict[str, Row], KeywordQuery | None]:
+        """The keyword channel's candidates (`keyword_channel.KeywordIndex.candidates`),
+        their rows (as `rows` gives them), and the prepared query that scores any other
+        candidate (`rows`)."""
         terms = query_terms(query)
         if not terms:
-            return [], None
+            return [], {}, None
         prepared = await self._keyword.prepare(terms, self._s.config.keyword.params())
         extra, params = self._row_filter_sql(filters, now)
         narrowed = filters.model_dump(exclude_none=True) != {}
-        hits = await self._keyword.candidates(prepared, extra, params, limit, narrowed=narrowed)
-        return hits, prepared
+        found = await self._keyword.candidates(
+            prepared, extra, params, limit, narrowed=narrowed, columns=SCORING_COLUMNS
+        )
+        hits = [ChannelHit(id=str(r["fact_id"]), score=float(r["channel_score"])) for r in found]
+        return hits, {str(r["fact_id"]): r for r in found}, prepared
 
     async def rows(self, fact_ids: Sequence[str], prepared: KeywordQuery | None) -> dict[str, Row]:
         """This tenant's rows among `fact_ids` (any status; the columns ranking needs), each

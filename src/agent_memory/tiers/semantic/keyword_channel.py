@@ -24,11 +24,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agent_memory.retrieval.bm25 import Bm25Params, TenantStats, idf
-from agent_memory.retrieval.fusion import ChannelHit
 from agent_memory.tiers.semantic._scope import FactScope
-from bindings.ports.sql import SqlValue
+from bindings.ports.sql import Row, SqlValue
 
-POSTINGS_BUDGET = 2_000
+POSTINGS_BUDGET = 1_000
 # Terms that drive candidate generation: each is one index range of postings.
 MAX_DRIVING_TERMS = 16
 
@@ -81,11 +80,14 @@ class KeywordIndex:
         limit: int,
         *,
         narrowed: bool,
-    ) -> list[ChannelHit]:
-        """Up to `limit` live facts matching the query's rarer terms, best first (see the
-        module docstring). `extra_sql` / `extra_params`: the row conditions on `f`;
-        `narrowed`: they go beyond liveness (filters), so more postings are ranked before
-        the rows are checked."""
+        columns: str,
+    ) -> list[Row]:
+        """The rows (`columns` of `semantic_facts AS f`, plus `keyword_score`, the exact
+        BM25F of `score_column`, and `channel_score`, the BM25F over the driving terms it
+        was ranked by) of up to `limit` live facts matching the query's rarer terms, best
+        first (see the module docstring). `extra_sql` / `extra_params`: the row conditions
+        on `f`; `narrowed`: they go beyond liveness (filters), so more postings are ranked
+        before the rows are checked."""
         present = sorted(
             (t for t in query.terms if query.df.get(t, 0) > 0), key=query.df.__getitem__
         )
@@ -101,39 +103,47 @@ class KeywordIndex:
         idfs = query.idfs
         if total > POSTINGS_BUDGET:
             # One term alone exceeds the budget: its newest postings only.
+            score, score_params = _posting_score(query, "?", [idfs[driving[0]]])
             postings = (
                 "(SELECT * FROM semantic_terms WHERE tenant_id = ? AND term = ? "
                 "ORDER BY fts_rowid DESC LIMIT ?) AS p"
             )
-            weight = "?"
-            postings_params: list[SqlValue] = [
-                idfs[driving[0]],
-                self._s.tenant_id,
-                driving[0],
-                POSTINGS_BUDGET,
-            ]
+            postings_params: list[SqlValue] = [self._s.tenant_id, driving[0], POSTINGS_BUDGET]
         else:
+            score, score_params = _posting_score(query, "w.value")
             # CROSS JOIN: the query's terms drive one index range of postings each.
             postings = "json_each(?) AS w CROSS JOIN semantic_terms AS p"
             postings += " WHERE p.tenant_id = ? AND p.term = w.key"
-            weight = "w.value"
             postings_params = [json.dumps({t: idfs[t] for t in driving}), self._s.tenant_id]
         # Rank the postings alone (no row reads), then check the best rows: dead or filtered
         # rows are skipped, so rank more than `limit` (all of them when filters narrow).
         ranked = POSTINGS_BUDGET if narrowed else 2 * limit
+        exact, exact_params = self.score_column(query)
         result = (
             await self._s.db.prepare(
-                f"SELECT f.fact_id AS fact_id, t.score AS score FROM "
-                f"(SELECT p.fts_rowid AS fts_rowid, SUM({_posting_score(query, weight)}) AS score "
+                f"SELECT {columns}, {exact} AS keyword_score, k.score AS channel_score FROM "
+                "(SELECT f.fts_rowid AS fts_rowid, t.score AS score FROM "
+                f"(SELECT p.fts_rowid AS fts_rowid, SUM({score}) AS score "
                 f"FROM {postings} GROUP BY p.fts_rowid ORDER BY score DESC LIMIT ?) AS t "
                 "CROSS JOIN semantic_facts AS f "
                 f"WHERE f.fts_rowid = t.fts_rowid AND f.tenant_id = ?{extra_sql} "
-                "ORDER BY t.score DESC, f.fact_id ASC LIMIT ?"
+                "ORDER BY t.score DESC, f.fact_id ASC LIMIT ?) AS k "
+                # The candidate rows themselves, read once: the channel's hits and their rows.
+                "CROSS JOIN semantic_facts AS f WHERE f.fts_rowid = k.fts_rowid "
+                "ORDER BY k.score DESC, f.fact_id ASC"
             )
-            .bind(*postings_params, ranked, self._s.tenant_id, *extra_params, limit)
+            .bind(
+                *exact_params,
+                *score_params,
+                *postings_params,
+                ranked,
+                self._s.tenant_id,
+                *extra_params,
+                limit,
+            )
             .all()
         )
-        return [ChannelHit(id=str(r["fact_id"]), score=float(r["score"])) for r in result.results]
+        return result.results
 
     @staticmethod
     def score_column(query: KeywordQuery | None) -> tuple[str, list[SqlValue]]:
@@ -144,24 +154,29 @@ class KeywordIndex:
             return "0.0", []
         idfs = query.idfs
         weights = json.dumps({t: idfs[t] for t in query.terms if query.df.get(t, 0) > 0})
+        score, params = _posting_score(query, "w.value")
         return (
-            f"COALESCE((SELECT SUM({_posting_score(query, 'w.value')}) "
+            f"COALESCE((SELECT SUM({score}) "
             "FROM json_each(?) AS w CROSS JOIN semantic_terms AS p "
             "WHERE p.tenant_id = f.tenant_id AND p.term = w.key AND p.fts_rowid = f.fts_rowid"
             "), 0.0)",
-            [weights],
+            [*params, weights],
         )
 
 
-def _posting_score(query: KeywordQuery, weight: str) -> str:
+def _posting_score(
+    query: KeywordQuery, weight: str, weight_params: Sequence[SqlValue] = ()
+) -> tuple[str, list[SqlValue]]:
     """One posting's share of BM25F (`retrieval.bm25.bm25f`, which states the formula) as
-    SQL over a posting `p` and its term's idf `weight`: both keyword queries build it here."""
+    SQL over a posting `p` and its term's idf `weight`, with its parameters in text order:
+    both keyword queries build it here. The tenant's average length, which moves with every
+    write, is a parameter, so the statement's text stays the same (prepared once)."""
     p = query.params
-    avg = query.stats.average_length(p)
     w = p.context_weight
     freq = f"(p.tf + {w!r} * p.context_tf)"
     length = f"(p.length + {w!r} * p.context_length)"
-    return (
+    sql = (
         f"{weight} * {freq} * {p.k1 + 1.0!r} / ({freq} + {p.k1!r} * "
-        f"({1.0 - p.b!r} + {p.b!r} * {length} / {avg!r}))"
+        f"({1.0 - p.b!r} + {p.b!r} * {length} / ?))"
     )
+    return sql, [*weight_params, query.stats.average_length(p)]
