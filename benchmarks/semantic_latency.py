@@ -283,7 +283,7 @@ async def exact_top_share(
 ) -> float:
     """How much of the index's top 100 is in the exact top 100 (a result counts when its
     exact cosine reaches the exact 100th best, so ties count): 1.0 = exact. Above 50K
-    vectors the local index scans a projection first (`vectorize._projection`)."""
+    vectors the local index scans a projection first (`vectorize.projection`)."""
     unit = matrix / np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
     shares: list[float] = []
     for vector in queries:

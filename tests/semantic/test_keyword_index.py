@@ -3,6 +3,7 @@ deletes, bounded cost for common words, contextual indexing, dates and the time 
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -155,3 +156,66 @@ async def test_the_date_is_searchable_and_recall_filters_by_time(
             "hiking", 5, {"valid_from_after": _epoch(2023, 7, 1), "valid_from_before": 1.0}
         )
     assert caught.value.code == "validation_error"
+
+
+async def test_the_sql_keyword_score_is_the_bm25f_formula(
+    rt: LocalRuntime, make_memory: MemoryFactory
+) -> None:
+    # The channel scores in SQL (candidates and the rows of every channel's candidates);
+    # `retrieval.bm25.bm25f` states the formula. They must agree on every scored fact.
+    from agent_memory.retrieval.bm25 import Bm25Params, TenantStats, bm25f, idf, query_terms
+
+    memory = make_memory()
+    turns = [
+        "Mel: Are you still going to the pottery workshop in Lisbon?",
+        "Caroline: Yes, next month, I booked the pottery class yesterday",
+        "Mel: Nice, send me pictures of the workshop",
+        "Caroline: The Lisbon trip is in May, pottery every morning",
+    ]
+    await memory.learn_many([{"content": t, "session": "chat"} for t in turns])
+    await memory.learn_many([{"content": f"workshop notes {i}"} for i in range(6)])
+    query = "pottery workshop in Lisbon"
+    view = dict(await _keyword_view(memory, query))
+    stats_row = await rt.db.prepare(
+        "SELECT docs, total_length, total_context_length FROM semantic_index_stats "
+        "WHERE tenant_id = 'acme'"
+    ).first()
+    assert stats_row is not None
+    stats = TenantStats(**stats_row)
+    params = Bm25Params()
+    terms = query_terms(query)
+    df = {
+        str(r["term"]): int(r["df"])
+        for r in (
+            await rt.db.prepare(
+                "SELECT term, df FROM semantic_term_stats WHERE tenant_id = 'acme'"
+            ).all()
+        ).results
+    }
+    idfs = {t: idf(df.get(t, 0), stats.docs) for t in terms}
+    facts = (
+        await rt.db.prepare(
+            "SELECT fact_id, index_terms, index_length, context_length FROM semantic_facts "
+            "WHERE tenant_id = 'acme'"
+        ).all()
+    ).results
+    expected = {}
+    for fact in facts:
+        postings = [
+            (term, tf, ctx)
+            for term, (tf, ctx) in json.loads(fact["index_terms"]).items()
+            if term in idfs
+        ]
+        score = bm25f(
+            postings,
+            fact["index_length"],
+            fact["context_length"],
+            idfs,
+            stats.average_length(params),
+            params,
+        )
+        if score > 0:
+            expected[fact["fact_id"]] = score
+    assert view.keys() == expected.keys()
+    for fact_id, score in expected.items():
+        assert view[fact_id] == pytest.approx(score, abs=1e-9)  # the view rounds to 9 places

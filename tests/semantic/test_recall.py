@@ -406,3 +406,25 @@ async def test_any_text_is_a_valid_query_or_a_clear_input_error(
         await memory.recall(query, 3)
     except MemoryInputError as exc:
         assert not query.strip() or exc.problems[0]["field"] == "query"
+
+
+async def test_a_short_recall_ranks_its_head_exactly_as_a_full_ranking(
+    make_memory: MemoryFactory,
+) -> None:
+    # 90 facts whose information density (distinct words) pulls against their relevance
+    # (more words: a lower keyword and vector score), so the density decides the head.
+    # Recall computes density only while it can still change the head; a full ranking
+    # computes it for every candidate, and the two heads must agree, scores included.
+    memory = make_memory()
+    fillers = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"]
+    await memory.learn_many(
+        [
+            {"content": f"roadmap {' '.join(fillers[: i % 9])} item{i}", "subject": f"s{i}"}
+            for i in range(90)
+        ]
+    )
+    full = await memory.rank("roadmap", 90)
+    for k in (1, 5, 20):
+        head = await memory.recall("roadmap", k)
+        assert head.fact_ids == full.fact_ids[:k]
+        assert [r.score for r in head.results] == [r.score for r in full.results[:k]]

@@ -20,7 +20,7 @@ from local_runtime.adapters.vectorize._columns import (
     StringDictionary,
 )
 from local_runtime.adapters.vectorize._metadata import Scalar
-from local_runtime.adapters.vectorize._projection import (
+from local_runtime.adapters.vectorize.projection import (
     PROJECTED_DIMENSIONS,
     Projection,
     needs_fit,
@@ -43,7 +43,7 @@ class Partition:
             prop: Column(kind, self.capacity, dictionary)
             for prop, (kind, dictionary) in columns.items()
         }
-        # The approximate first pass of large partitions (`_projection`).
+        # The approximate first pass of large partitions (`projection`).
         self.projection: Projection | None = None
 
     @property

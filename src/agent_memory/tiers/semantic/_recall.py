@@ -12,19 +12,14 @@ shorter one returns. When asked to record, the returned facts' recall statistics
 from __future__ import annotations
 
 import asyncio
-import heapq
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
 
 from agent_memory.governance.events import RetrievedItem, memory_retrieved
-from agent_memory.retrieval.fusion import ChannelHit, ChannelResult, FusedItem, fuse
-from agent_memory.retrieval.scoring import (
-    ScoringWeights,
-    breakdown,
-    information_density,
-    score_parts,
-)
+from agent_memory.retrieval.fusion import ChannelHit, ChannelResult, fuse
+from agent_memory.retrieval.ranking import rank_candidates
+from agent_memory.retrieval.scoring import breakdown
 from agent_memory.retrieval.terms import exact_match_candidates
 from agent_memory.tiers.semantic._channels import RecallChannels
 from agent_memory.tiers.semantic._scope import FactScope
@@ -71,53 +66,6 @@ def stale_statements(rows: Sequence[Row]) -> dict[str, str]:
                     stale[str(group[i]["fact_id"])] = str(group[j]["fact_id"])
                     break
     return stale
-
-
-Parts = tuple[float, float, float, float, float]
-
-
-def score_candidates(
-    fused: Sequence[FusedItem],
-    rows: Mapping[str, Row],
-    weights: ScoringWeights,
-    now: float,
-    need: int,
-) -> list[tuple[Parts, FusedItem]]:
-    """`score_parts` of every fused candidate, best first (total, relevance, id), exact for
-    at least the best `need`. The information density (a text scan, most of scoring's cost)
-    is computed best-first by the other parts only while it can still lift a candidate
-    into the best `need`: below that, a candidate keeps density 0, a lower bound that
-    cannot reach them."""
-    density_weight = weights.normalized()[3]
-
-    def parts(item: FusedItem, density: float) -> Parts:
-        row = rows[item.id]
-        return score_parts(
-            relevance=item.relevance,
-            written_at=int(row["updated_at"]) / 1000.0,
-            confidence=float(row["confidence"]),
-            density=density,
-            now=now,
-            weights=weights,
-        )
-
-    def order(pair: tuple[Parts, FusedItem]) -> tuple[float, float, str]:
-        return (-pair[0][0], -pair[0][1], pair[1].id)
-
-    bounds = sorted(((parts(item, 0.0), item) for item in fused), key=order)
-    best: list[float] = []  # min-heap of the best `need` exact totals so far
-    ranked: list[tuple[Parts, FusedItem]] = []
-    for position, (bound, item) in enumerate(bounds):
-        # (1e-12: the two sums round differently; a tie must be computed, not skipped)
-        if len(best) >= need and bound[0] + density_weight < best[0] - 1e-12:
-            ranked.extend(bounds[position:])
-            break
-        exact = parts(item, information_density(rows[item.id]["content"]))
-        heapq.heappush(best, exact[0])
-        if len(best) > need:
-            heapq.heappop(best)
-        ranked.append((exact, item))
-    return sorted(ranked, key=order)
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,7 +162,7 @@ class Recaller:
         fused = fuse(channels, fusion, feature_scores=feature)
         weights = self._s.config.weights_for(self._s.tier)
         need = max(STALE_GUARD_WINDOW, 2 * limit)
-        ranked = score_candidates(fused, live, weights, scored_at, need)
+        ranked = rank_candidates(fused, live, weights, scored_at, need)
         # Until the reconciler supersedes it, a stale statement must not outrank the newer
         # one about the same key: it is placed just below it and marked possibly outdated.
         # Checked among the best `STALE_GUARD_WINDOW` (or 2 x limit) candidates only: the
