@@ -130,7 +130,24 @@ def _result_value(value: Any) -> Any:
 def _to_d1_result(result: QueryResult) -> D1Result:
     columns = result.columns
     convert = _result_value
-    rows: list[Row] = [dict(zip(columns, map(convert, row), strict=True)) for row in result.rows]
+    limit = PYODIDE_INT_LIMIT
+    # Text, NULL and small integers (most values) are passed through inline: a function
+    # call per value was a tenth of a 100K-fact recall.
+    rows: list[Row] = [
+        dict(
+            zip(
+                columns,
+                [
+                    v
+                    if (t := type(v)) is str or v is None or (t is int and -limit <= v <= limit)
+                    else convert(v)
+                    for v in row
+                ],
+                strict=True,
+            )
+        )
+        for row in result.rows
+    ]
     return D1Result(
         success=True,
         meta=D1Meta(

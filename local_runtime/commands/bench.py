@@ -51,10 +51,10 @@ import numpy as np
 import numpy.typing as npt
 
 from bindings.ports.embedder import Embedder, EmbeddingConfig
+from local_runtime.commands.bench_report import final_json, format_report, summarize
 
 TOKEN_RE = re.compile(r"[a-z0-9]+")
 KS = (5, 10)
-METRICS = ("recall@5", "recall@10", "mrr")
 
 
 # ----------------------------------------------------------------------------- metrics
@@ -115,12 +115,25 @@ class BM25Okapi:
 
 
 class MemoEmbedder:
-    """Wraps an embedder; each distinct text is embedded once (shared by system and dense)."""
+    """Wraps an embedder; each distinct text is embedded once (shared by system and dense).
+    With `path`, the vectors are also kept on disk between runs (`save`), keyed by the
+    embedding config and the text, so a tuning loop does not re-embed."""
 
-    def __init__(self, inner: Embedder) -> None:
+    def __init__(self, inner: Embedder, path: Path | None = None) -> None:
         self.inner = inner
         self.cache: dict[str, npt.NDArray[np.float32]] = {}
         self.calls = 0
+        self.path = path
+        if path is not None and path.exists():
+            stored = json.loads(path.read_text())
+            if stored.get("config") == inner.config.key:
+                for text, row in stored["vectors"].items():
+                    self.cache[text] = np.asarray(row, dtype=np.float32)
+
+    def save(self) -> None:
+        if self.path is not None:
+            vectors = {text: row.tolist() for text, row in self.cache.items()}
+            self.path.write_text(json.dumps({"config": self.inner.config.key, "vectors": vectors}))
 
     @property
     def config(self) -> EmbeddingConfig:
@@ -174,10 +187,6 @@ def _epoch(timestamp: Any) -> float | None:
     return parsed.timestamp()
 
 
-def _mean(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
-    return {m: (float(np.mean([r[m] for r in rows])) if rows else float("nan")) for m in METRICS}
-
-
 async def run_recall_bench(
     bench: dict[str, Any],
     embedder: Embedder,
@@ -185,6 +194,9 @@ async def run_recall_bench(
     *,
     subject_mode: str = "speaker",
     fusion: str | None = None,
+    config_json: str = "",
+    conversations: int | None = None,
+    embedding_cache: Path | None = None,
     progress: Callable[[str], None] = lambda line: None,
 ) -> dict[str, Any]:
     """Run the system and both baselines; returns per-query rows and timings."""
@@ -192,10 +204,10 @@ async def run_recall_bench(
     from agent_memory.tiers.semantic import FactInput, SemanticMemory
     from local_runtime.runtime import LocalRuntime
 
-    memo = MemoEmbedder(embedder)
+    memo = MemoEmbedder(embedder, embedding_cache)
     runtime = LocalRuntime.open(state_root, embedder=memo)
     await runtime.migrate()
-    config = RetrievalConfig()
+    config = RetrievalConfig.from_json(config_json)
     if fusion is not None:
         config = config.model_copy(
             update={"fusion": config.fusion.model_copy(update={"method": fusion})}
@@ -207,7 +219,7 @@ async def run_recall_bench(
     timing = {"ingest_s": 0.0, "facts": 0, "query_s": 0.0, "queries": 0}
     used: set[str] = set()
     try:
-        for conv in bench["conversations"]:
+        for conv in bench["conversations"][:conversations]:
             memories = conv["memories"]
             queries = queries_by_conv.get(conv["id"], [])
             tenant = _tenant_for(conv["id"], used)
@@ -221,12 +233,15 @@ async def run_recall_bench(
                     predicate="said",
                     source="bench",
                     valid_from=_epoch(m.get("timestamp")),
+                    # One session per session of the conversation (contextual indexing).
+                    session=f"{conv['id']}:{m['session']}" if "session" in m else None,
                     metadata={"memory_id": m["id"]},
                 )
                 for m in memories
             ]
             started = time.perf_counter()
             learned = await memory.learn_many(facts)
+            await runtime.background.drain()  # context that arrives later, as after a response
             timing["ingest_s"] += time.perf_counter() - started
             timing["facts"] += len(facts)
             pending = [r for r in learned if r.status != "active"]
@@ -262,45 +277,9 @@ async def run_recall_bench(
                     rows[name].append(row)
             progress(f"{conv['id']}: {len(memories)} memories, {len(queries)} queries")
     finally:
+        memo.save()
         await runtime.close()
     return {"rows": rows, "timing": timing}
-
-
-def summarize(rows: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, dict[str, Any]]]:
-    """{slice: {method: {n, recall@5, recall@10, mrr}}} for all, cats 1-4 and each category."""
-    any_rows = next(iter(rows.values()))
-    categories = sorted({(r["category"], r["category_name"]) for r in any_rows})
-    slices: list[tuple[str, set[Any] | None]] = [
-        ("all", None),
-        ("cats 1-4", {cat for cat, _ in categories if cat != 5}),
-    ]
-    slices += [(f"{cat} {name}", {cat}) for cat, name in categories]
-    out: dict[str, dict[str, dict[str, Any]]] = {}
-    for label, keep in slices:
-        out[label] = {}
-        for method, method_rows in rows.items():
-            chosen = [r for r in method_rows if keep is None or r["category"] in keep]
-            out[label][method] = {"n": len(chosen), **_mean(chosen)}
-    return out
-
-
-def format_report(summary: dict[str, dict[str, dict[str, Any]]]) -> str:
-    lines = ["| slice | n | method | recall@5 | recall@10 | MRR |", "|---|---|---|---|---|---|"]
-    for label, methods in summary.items():
-        for method, values in methods.items():
-            lines.append(
-                f"| {label} | {values['n']} | {method} | {values['recall@5']:.3f} | "
-                f"{values['recall@10']:.3f} | {values['mrr']:.3f} |"
-            )
-    overall = summary["all"]
-    system = overall["system"]["recall@10"]
-    for baseline in ("bm25", "dense"):
-        other = overall[baseline]["recall@10"]
-        lines.append(
-            f"recall@10 margin over {baseline}: {system - other:+.3f} "
-            f"({system:.3f} vs {other:.3f}; {100 * (system - other) / other:+.1f}% relative)"
-        )
-    return "\n".join(lines)
 
 
 def cmd_bench_recall(args: argparse.Namespace) -> int:
@@ -323,6 +302,9 @@ def cmd_bench_recall(args: argparse.Namespace) -> int:
                 root,
                 subject_mode=args.subject,
                 fusion=args.fusion,
+                config_json=args.retrieval_config,
+                conversations=args.conversations,
+                embedding_cache=Path(args.embedding_cache) if args.embedding_cache else None,
                 progress=progress,
             )
         )
@@ -343,10 +325,7 @@ def cmd_bench_recall(args: argparse.Namespace) -> int:
         f"{timing['queries'] / max(timing['query_s'], 1e-9):.1f} queries/s; "
         f"total {time.perf_counter() - started:.1f}s"
     )
-    final = {
-        method: {m: round(values[m], 4) for m in METRICS}
-        for method, values in summary["all"].items()
-    }
+    final = final_json(summary)
     print(json.dumps(final, separators=(", ", ": ")))
     return 0
 
@@ -372,6 +351,21 @@ def register(sub: Any) -> None:
         choices=("relative", "rrf"),
         default=None,
         help="override the configured channel fusion (default: the configuration's)",
+    )
+    recall.add_argument(
+        "--retrieval-config",
+        default="",
+        help="MEMORY_RETRIEVAL_CONFIG JSON to run with (default: the built-in defaults)",
+    )
+    recall.add_argument(
+        "--conversations",
+        type=int,
+        default=None,
+        help="only the first N conversations (a faster loop; report full-set figures)",
+    )
+    recall.add_argument(
+        "--embedding-cache",
+        help="JSON file keeping the embeddings between runs (created if missing)",
     )
     recall.set_defaults(func=cmd_bench_recall)
     from local_runtime.commands.bench_updates import register as register_updates

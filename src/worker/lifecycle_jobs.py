@@ -3,8 +3,12 @@
 * `weekly_prune` (`0 3 * * SUN`): runs prune job `weekly-{ISO week}` with cutoffs fixed at the
   cron's scheduled time (`agent_memory.lifecycle.prune`). A retried invocation continues the job.
 * `daily_brief` (`0 6 * * *`): the per-tenant brief (`agent_memory.lifecycle.brief`), then, with
-  the rest of the invocation's budget, resumes a prune job the weekly run could not finish
-  and runs the reconciler (`agent_memory.lifecycle.reconciler`) over every tenant.
+  the rest of the invocation's budget, resumes a prune job the weekly run could not finish,
+  writes the keyword-index entries of facts written before migration 0009
+  (`agent_memory.tiers.semantic.reindex`, bounded: `REINDEX_BUDGET`), writes back the recall
+  records D1 refused and KV kept (`recall_record`, bounded: `WRITE_BACK_PER_RUN`) and runs the
+  reconciler
+  (`agent_memory.lifecycle.reconciler`) over every tenant.
 
 Both return a JSON-able dict (what `wrangler dev`'s scheduled route and the local runtime
 print) and log per-tenant lines. A missing binding is reported, not raised: a cron has no
@@ -27,12 +31,19 @@ from agent_memory.lifecycle.reconciler import Reconciler
 from agent_memory.lifecycle.retention import known_tenants
 from agent_memory.tiered.deployment import placement_table
 from agent_memory.tiers.semantic import SemanticMemory
+from agent_memory.tiers.semantic.recall_record import MAX_WRITE_BACK, carried_tenants
+from agent_memory.tiers.semantic.reindex import ReindexBudget, reindex_pending
 from bindings.environment import Bindings
 
 log = logging.getLogger(__name__)
 
 
 REWRAP_BATCH = 500
+# Per daily run: ~2 D1 statements per 100 facts (≈ 400 for the total), a fair share per
+# tenant, and at most this much of the invocation's time.
+REINDEX_BUDGET = ReindexBudget(facts_per_tenant=5_000, facts_total=20_000, max_seconds=300.0)
+# Carried-over recall records written back per daily run (two D1 statements each).
+WRITE_BACK_PER_RUN = 200
 
 
 def lifecycle_budget(bindings: Bindings) -> PruneBudget:
@@ -189,10 +200,38 @@ async def daily_brief(bindings: Bindings, scheduled_time: float) -> dict[str, An
         resumed = await resume_unfinished(pruner)
         result["prune_resumed"] = [r.summary() for r in resumed]
     left = bindings.settings.lifecycle_max_seconds - (time.monotonic() - started)
+    budget = REINDEX_BUDGET.model_copy(
+        update={"max_seconds": max(0.0, min(REINDEX_BUDGET.max_seconds, left))}
+    )
+    result["reindexed"] = (await reindex_pending(bindings.db, budget)).model_dump()
+    result["recall_records_written_back"] = await write_back_recall_records(bindings)
+    left = bindings.settings.lifecycle_max_seconds - (time.monotonic() - started)
     result["reconciled"] = await reconcile_all(bindings, max_seconds=max(0.0, left))
     left = bindings.settings.lifecycle_max_seconds - (time.monotonic() - started)
     result["data_keys_rewrapped"] = await rewrap_data_keys(bindings, max_seconds=max(0.0, left))
     return result
+
+
+async def write_back_recall_records(bindings: Bindings) -> dict[str, int]:
+    """Write the recall records D1 refused (kept in KV by `recall_record`) back to D1, up to
+    `WRITE_BACK_PER_RUN` in all; the count per tenant that had any. A tenant whose write-back
+    fails is logged and keeps its records for the next run or its next recall."""
+    if bindings.db is None or bindings.vectors is None or bindings.kv is None:
+        return {}
+    done: dict[str, int] = {}
+    left = WRITE_BACK_PER_RUN
+    for tenant in await carried_tenants(bindings.kv):
+        if left <= 0:
+            break
+        try:
+            memory = SemanticMemory.from_bindings(bindings, tenant)
+            count = await memory.write_back_recall_records(min(left, MAX_WRITE_BACK))
+        except Exception:
+            log.exception("recall records: writing back tenant %s failed", tenant)
+            continue
+        done[tenant] = count
+        left -= count
+    return done
 
 
 async def rewrap_data_keys(bindings: Bindings, *, max_seconds: float) -> dict[str, int]:

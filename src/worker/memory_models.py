@@ -6,7 +6,7 @@ import json
 import unicodedata
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agent_memory.scope import AGENT_TYPE_PATTERN
 from agent_memory.tiers.episodic import Episode
@@ -27,6 +27,10 @@ class MemoryQuery(BaseModel):
     limit: int = Field(default=20, ge=1, le=100)
     cursor: str | None = Field(default=None, min_length=1, max_length=512)
     agent_type: str | None = Field(default=None, pattern=AGENT_TYPE_PATTERN)
+    # A time filter on the semantic tier's search (epoch seconds on `valid_from`, the date a
+    # memory is about): [valid_from_after, valid_from_before).
+    valid_from_after: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    valid_from_before: float | None = Field(default=None, gt=0, allow_inf_nan=False)
 
     @field_validator("query")
     @classmethod
@@ -36,6 +40,13 @@ class MemoryQuery(BaseModel):
         ):
             raise ValueError("query must be non-blank text without control characters")
         return value
+
+    @model_validator(mode="after")
+    def _window(self) -> MemoryQuery:
+        after, before = self.valid_from_after, self.valid_from_before
+        if after is not None and before is not None and before <= after:
+            raise ValueError("valid_from_before must be after valid_from_after")
+        return self
 
 
 class MemoryDeleteQuery(BaseModel):

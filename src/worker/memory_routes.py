@@ -91,7 +91,16 @@ def _key(raw: str) -> str:
 
 
 def _listing_id(agent_id: str, query: MemoryQuery) -> str:
-    text = json.dumps([agent_id, query.tier, query.query, query.agent_type])
+    text = json.dumps(
+        [
+            agent_id,
+            query.tier,
+            query.query,
+            query.agent_type,
+            query.valid_from_after,
+            query.valid_from_before,
+        ]
+    )
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -146,7 +155,11 @@ async def _ranked(
     """Up to `n` items of `tier` ranked for the query; records the tier's retrieval event."""
     tenant, agent_id, text = claims.tenant, claims.agent_id, query.query or ""
     if tier == "semantic":
-        return await tiers.semantic_search(bindings, tenant, text, n)
+        window = {
+            "valid_from_after": query.valid_from_after,
+            "valid_from_before": query.valid_from_before,
+        }
+        return await tiers.semantic_search(bindings, tenant, text, n, window)
     if tier == "working":
         pool = await tiers.working_items(bindings, tenant, agent_id)
     elif tier == "episodic":

@@ -34,7 +34,7 @@ from agent_memory.retrieval.scoring import ScoreBreakdown
 from agent_memory.scope import AgentScope
 from agent_memory.tiered.deployment import namespace_flags
 from agent_memory.tiers.episodic import Episode, EpisodicStore
-from agent_memory.tiers.semantic import FactInput, SemanticMemory, open_facts
+from agent_memory.tiers.semantic import FactInput, RecallFilters, SemanticMemory, open_facts
 from agent_memory.tiers.working import WorkingMemory
 from bindings.environment import Bindings
 from bindings.ports.d1 import D1Database
@@ -251,10 +251,16 @@ async def semantic_items(
 
 
 async def semantic_search(
-    bindings: Bindings, tenant: str, query: str, limit: int
+    bindings: Bindings,
+    tenant: str,
+    query: str,
+    limit: int,
+    window: dict[str, float | None] | None = None,
 ) -> list[MemoryItem]:
-    """Hybrid recall (vector + keyword + exact), best first; records `memory_retrieved`."""
-    ranked = await semantic(bindings, tenant).rank(query, min(limit, 1000), record=True)
+    """Hybrid recall (vector + keyword + exact), best first; records `memory_retrieved`.
+    `window`: the `valid_from_after` / `valid_from_before` time filter (epoch seconds)."""
+    filters = RecallFilters.model_validate({k: v for k, v in (window or {}).items() if v})
+    ranked = await semantic(bindings, tenant).rank(query, min(limit, 1000), filters, record=True)
     return [
         MemoryItem(
             tier="semantic",

@@ -1,5 +1,6 @@
-"""`agent-memory prune --dry-run | prune | brief | reconcile | erase-subject | retention` on a
-state folder: progress on stderr, JSON on stdout, the same effects as the crons and routes."""
+"""`agent-memory prune --dry-run | prune | brief | reconcile | reindex | erase-subject |
+retention` on a state folder: progress on stderr, JSON on stdout, the same effects as the
+crons and routes."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from local_runtime.commands import lifecycle
 from local_runtime.runtime import LocalRuntime
 from tests.fakes.embedder import HashingEmbedder
 from tests.lifecycle.conftest import DAY_MS, NOW, NOW_MS, seed_episodes
+from tests.semantic.conftest import insert_unindexed
 
 
 @pytest.fixture
@@ -117,3 +119,23 @@ def test_brief_retention_reconcile_and_erase(
     assert "erasing 'contact:ada' from tenant acme" in err
     code, _, err = run(capsys, "erase-subject", "acme", "ab", "--state", str(state))
     assert code == 2 and "3-256 characters" in err
+
+
+def test_reindex_fills_the_keyword_index_of_old_facts_within_its_budget(
+    state: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async def seed() -> None:
+        runtime = LocalRuntime.open(state, embedder=HashingEmbedder(), clock=FixedClock(NOW))
+        await insert_unindexed(runtime.db, "acme", [f"lantern note {n}" for n in range(3)])
+        await runtime.close()
+
+    asyncio.run(seed())
+    _, data, _ = run(capsys, "brief", "--json", "--tenant", "acme", "--state", str(state))
+    assert data["tenants"][0]["facts_unindexed"] == 3
+    code, data, err = run(capsys, "reindex", "--max-facts", "2", "--state", str(state))
+    assert code == 0 and data["reindexed"] == 2 and data["stopped_by"] == "total_budget"
+    assert "acme: indexed 2, 1 still unindexed" in err
+    code, data, err = run(capsys, "reindex", "--state", str(state))
+    assert code == 0 and data["reindexed"] == 1 and "acme: indexed 1, 0 still unindexed" in err
+    _, table, _ = run(capsys, "brief", "--state", str(state))
+    assert "unindexed" in table.splitlines()[0]

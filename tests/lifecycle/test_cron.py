@@ -9,13 +9,29 @@ from pathlib import Path
 
 import httpx
 
+from agent_memory.lifecycle.brief import build_brief
 from agent_memory.lifecycle.cold import decode_archive
 from bindings.ports.clock import FixedClock
 from local_runtime.runtime import LocalRuntime
 from local_runtime.server import running_server
 from tests.fakes.embedder import HashingEmbedder
 from tests.lifecycle.conftest import DAY_MS, NOW, NOW_MS, count, seed_episodes
+from tests.semantic.conftest import insert_unindexed
 from worker.cron import DAILY_BRIEF, WEEKLY_PRUNE, run_scheduled
+
+
+async def scheduled_over_http(runtime: LocalRuntime, cron: str) -> httpx.Response:
+    """Trigger `cron` at `NOW_MS` through the local server's scheduled route."""
+
+    def call() -> httpx.Response:
+        with running_server(runtime) as base:
+            return httpx.get(
+                f"{base}/cdn-cgi/handler/scheduled",
+                params={"cron": cron, "time": str(NOW_MS)},
+                timeout=60,
+            )
+
+    return await asyncio.to_thread(call)
 
 
 async def test_weekly_cron_over_http_prunes_and_reports_per_tenant(tmp_path: Path) -> None:
@@ -27,15 +43,7 @@ async def test_weekly_cron_over_http_prunes_and_reports_per_tenant(tmp_path: Pat
     await seed_episodes(runtime.db, "acme", [NOW_MS - DAY_MS])
     await seed_episodes(runtime.db, "globex", [NOW_MS - 200 * DAY_MS])
 
-    def call() -> httpx.Response:
-        with running_server(runtime) as base:
-            return httpx.get(
-                f"{base}/cdn-cgi/handler/scheduled",
-                params={"cron": WEEKLY_PRUNE, "time": str(NOW_MS)},
-                timeout=60,
-            )
-
-    response = await asyncio.to_thread(call)
+    response = await scheduled_over_http(runtime, WEEKLY_PRUNE)
     assert response.status_code == 200
     body = response.json()
     assert body["cron"] == WEEKLY_PRUNE and body["job"] == "weekly_prune"
@@ -78,3 +86,25 @@ async def test_crons_report_missing_bindings_instead_of_failing(rt: LocalRuntime
     bindings = dataclasses.replace(rt.bindings(), cold=None)
     result = await run_scheduled(WEEKLY_PRUNE, NOW, bindings)
     assert result["result"] == {"ran": False, "missing_bindings": ["COLD"]}
+
+
+async def test_daily_cron_over_http_reindexes_old_facts_and_the_brief_counts_the_rest(
+    rt: LocalRuntime,
+) -> None:
+    await insert_unindexed(rt.db, "acme", [f"lantern note {n}" for n in range(3)])
+    await insert_unindexed(rt.db, "globex", ["globex lantern memo"])
+    brief = await build_brief(rt.db, now_ms=NOW_MS, default_retention_days=90)
+    assert {t.tenant_id: t.facts_unindexed for t in brief.tenants} == {"acme": 3, "globex": 1}
+    assert any("acme: 3 fact(s) are not in the keyword index" in w for w in brief.warnings)
+
+    response = await scheduled_over_http(rt, DAILY_BRIEF)
+    assert response.status_code == 200
+    reindexed = response.json()["result"]["reindexed"]
+    assert reindexed["reindexed"] == 4 and reindexed["stopped_by"] is None
+    assert {t["tenant_id"]: (t["reindexed"], t["remaining"]) for t in reindexed["tenants"]} == {
+        "acme": (3, 0),
+        "globex": (1, 0),
+    }
+    after = await build_brief(rt.db, now_ms=NOW_MS, default_retention_days=90)
+    assert [t.facts_unindexed for t in after.tenants] == [0, 0]
+    assert not any("keyword index" in w for w in after.warnings)

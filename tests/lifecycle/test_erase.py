@@ -24,6 +24,7 @@ from local_runtime.access_dev import mint_token
 from local_runtime.runtime import LocalRuntime
 from tests.agents.conftest import build_request
 from tests.lifecycle.conftest import DAY_MS, NOW_MS, count, seed_episodes, seed_run
+from tests.semantic.fakes import SpyD1
 from worker.app import handle
 
 ADA = "contact:ada"
@@ -291,3 +292,25 @@ async def test_a_free_text_fact_about_the_subject_is_erased_by_its_derived_entit
     assert await memory.get(about.fact_id) is None
     assert await rt.vectors.get_by_ids([about.fact_id]) == []
     assert await memory.get(other.fact_id) is not None
+
+
+async def test_recall_records_waiting_in_kv_that_name_the_subject_are_erased(
+    rt: LocalRuntime,
+) -> None:
+    failing = SpyD1(rt.db)
+    memory = SemanticMemory(
+        "acme", db=failing, vectors=rt.vectors, embedder=rt.embedder, clock=rt.clock, kv=rt.kv
+    )
+    await memory.learn_many([{"content": f"{ADA} prefers calls"}, {"content": "Office hours"}])
+    failing.fail_pattern = "INSERT INTO memory_events"  # D1 refuses: the records go to KV
+    named = await memory.recall(f"what does {ADA} prefer", 1)
+    other = await memory.recall("office hours", 1)
+
+    report = await SubjectEraser(
+        "acme", db=rt.db, clock=rt.clock, kv=rt.kv, vectors=rt.vectors, cold=rt.cold
+    ).erase(ADA)
+
+    assert report.complete
+    waiting = [key.name for key in (await rt.kv.list(prefix="recall-pending:acme:")).keys]
+    assert waiting == [f"recall-pending:acme:{other.event_id}"]
+    assert named.event_id not in " ".join(waiting)

@@ -47,9 +47,13 @@ class Client:
             headers.set(ACCESS_HEADER, access)
         target = path + (f"?{urlencode(query)}" if query else "")
         data = b"" if body is None else json.dumps(body).encode()
-        return await handle(
+        response = await handle(
             HttpRequest(method, BASE + target, headers, data), self.runtime.bindings()
         )
+        # What the Worker leaves to `waitUntil` (events, recall statistics) runs after the
+        # response, as the local server does.
+        await self.runtime.background.drain()
+        return response
 
     async def mint(self, tenant: str, agent_id: str, **body: Any) -> str:
         response = await self.send(

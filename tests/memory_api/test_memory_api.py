@@ -240,3 +240,22 @@ async def test_episodic_ttl_is_bounded_by_the_tenants_own_retention(client: Clie
     written = await client.write(a, "agent-a", tier="episodic", key="k", value=1)
     item = written.json()["item"]
     assert item["expires_at"] - item["created_at"] == 86_400_000
+
+
+async def test_a_semantic_search_can_be_limited_to_a_time_window(
+    client: Client, clock: FixedClock
+) -> None:
+    a = await client.mint(TENANT, "agent-a")
+    await client.write(a, "agent-a", tier="semantic", key="old", value="renewal call went well")
+    clock.advance(600)
+    since = clock.now()
+    await client.write(a, "agent-a", tier="semantic", key="new", value="renewal call was tense")
+    window = {"tier": "semantic", "query": "renewal call", "valid_from_after": since - 1}
+    assert [i["key"] for i in items(await client.read(a, "agent-a", **window))] == ["new"]
+    both = items(await client.read(a, "agent-a", tier="semantic", query="renewal call"))
+    assert {i["key"] for i in both} == {"old", "new"}
+    # An empty window is refused before anything is read.
+    bad = await client.read(
+        a, "agent-a", tier="semantic", query="renewal", valid_from_after=since, valid_from_before=1
+    )
+    assert bad.status == 422

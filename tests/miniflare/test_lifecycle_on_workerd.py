@@ -107,7 +107,7 @@ async def test_reconcile_and_erase_on_workerd(
     )
     erased = await eraser.erase("contact:ada")
     assert erased.complete and erased.episodes == 3 and erased.facts == 4
-    # Its data key is gone (crypto-shredding) and the FTS5 'optimize' ran on workerd's D1.
+    # Its data key is gone (crypto-shredding) and the keyword index keeps none of its facts.
     assert erased.data_keys == 1 and erased.keyword_index_optimized
     left = await db.prepare(
         "SELECT COUNT(*) AS n FROM semantic_facts WHERE tenant_id = 'acme'"

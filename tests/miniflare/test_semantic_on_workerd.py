@@ -1,9 +1,10 @@
 """Tier 3, semantic facts, with its D1 side on workerd.
 
-`SemanticMemory` keeps facts in D1 (the source of truth, with an FTS5 index kept in step by
-triggers, and a `memory_events` audit row per recall) and one vector per fact in Vectorize.
-Here every D1 statement — the hash lookups, the inserts, the activation, the FTS5
-keyword channel with `bm25()`, the exact-match channel, the recall-stat batch, deletes —
+`SemanticMemory` keeps facts in D1 (the source of truth, with a per-tenant keyword index kept
+in step by triggers, migration 0009, and a `memory_events` audit row per recall) and one
+vector per fact in Vectorize. Here every D1 statement — the hash lookups, the inserts, the
+activation, the keyword channel, the exact-match channel, the recall-stat batch, deletes,
+the index triggers on insert, update and delete, and the reindex job's UPDATE —
 runs on workerd's SQLite with the project's migrations, and so do the maintenance paths
 (facts left `pending_vector` and completed later, ranking, reconciliation of stray vectors).
 Vectorize has no local simulator in workerd, so vectors live in the local index
@@ -13,12 +14,18 @@ Vectorize has no local simulator in workerd, so vectors live in the local index
 from __future__ import annotations
 
 import dataclasses
+import json
+
+import pytest
 
 from agent_memory.governance.events import EventLog
 from agent_memory.tiers import semantic
+from agent_memory.tiers.semantic import recall_record
+from agent_memory.tiers.semantic.reindex import reindex_pending
 from bindings.environment import Bindings
 from tests.miniflare.adapters import MiniflareD1
-from tests.semantic.fakes import SpyVectors
+from tests.semantic.conftest import index_state, insert_unindexed
+from tests.semantic.fakes import SpyD1, SpyVectors
 
 FACTS = [
     {
@@ -57,12 +64,14 @@ async def test_learn_recall_and_delete_facts_with_d1_on_workerd(
     assert stored.metadata == {"channel": "email", "weight": 1}  # through a JS number
     assert stored.confidence == 0.9 and stored.recall_count == 0
 
-    # The keyword channel is D1's FTS5 with bm25(): a stemmed word finds the lock fact.
+    # The keyword channel (BM25F over the tenant's postings): a stemmed word finds the lock.
     result = await memory.recall("locks on doors", top_k=3)
     assert result.candidates["keyword"] == 1
     [lock] = [r for r in result.results if r.fact.fact_id == learned[1].fact_id]
     assert "keyword" in lock.channels
     assert result.event_id is not None
+    # Recall statistics and the event are written after the response (`recall_record`).
+    await mf_bindings.background.drain()  # type: ignore[attr-defined]
     event = (
         await mf_migrated_d1.prepare(
             "SELECT kind, tier, payload FROM memory_events WHERE tenant_id = ? AND event_id = ?"
@@ -86,7 +95,9 @@ async def test_learn_recall_and_delete_facts_with_d1_on_workerd(
     )
     assert filtered.fact_ids == [learned[0].fact_id]
 
-    # The audit trail, read back from D1: newest recall first, with the ids it returned.
+    # The audit trail, read back from D1 once the after-response writes landed: newest
+    # recall first, with the ids it returned.
+    await mf_bindings.background.drain()  # type: ignore[attr-defined]
     events = await EventLog("acme", mf_migrated_d1).recent("memory_retrieved")
     assert len(events) == 3
     assert events[0].event_id == filtered.event_id
@@ -101,14 +112,21 @@ async def test_learn_recall_and_delete_facts_with_d1_on_workerd(
     assert deleted.row_deleted and deleted.vector_deleted
     assert await memory.get(learned[1].fact_id) is None
     assert learned[1].fact_id not in (await memory.recall("blue door lock", top_k=3)).fact_ids
-    fts_rows = (
-        await mf_migrated_d1.prepare(
-            "SELECT COUNT(*) AS n FROM semantic_facts_fts WHERE tenant_id = ?"
+    # The delete trigger (migration 0009) ran on workerd's D1: the deleted fact's postings
+    # and its document count are gone from the tenant's keyword index.
+    indexed = await (
+        mf_migrated_d1.prepare(
+            "SELECT COUNT(DISTINCT fts_rowid) AS n FROM semantic_terms WHERE tenant_id = ?"
         )
         .bind("acme")
         .first_value("n")
     )
-    assert fts_rows == 2  # the trigger removed the deleted fact from the FTS index
+    docs = await (
+        mf_migrated_d1.prepare("SELECT docs FROM semantic_index_stats WHERE tenant_id = ?")
+        .bind("acme")
+        .first_value("docs")
+    )
+    assert (indexed, docs) == (2, 2)
 
 
 async def test_pending_vectors_and_maintenance_with_d1_on_workerd(
@@ -140,3 +158,79 @@ async def test_pending_vectors_and_maintenance_with_d1_on_workerd(
     )
     assert await memory.reconcile_vectors([pending.fact_id]) == [pending.fact_id]
     assert await vectors.get_by_ids([pending.fact_id]) == []
+
+
+async def test_the_index_update_trigger_and_the_reindex_job_on_workerd(
+    mf_bindings: Bindings, mf_migrated_d1: MiniflareD1
+) -> None:
+    db = mf_migrated_d1
+    # Facts as a deployment before 0009 left them (no entry, no postings), on workerd's D1.
+    await insert_unindexed(db, "acme", ["The blue door needs a lock", "Lee paints doors"])
+    assert await index_state(db, "acme") == {"postings": [], "df": {}, "stats": None}
+
+    # The reindex job's UPDATE (JSON parameter, row-value SET) fires the UPDATE OF
+    # index_terms trigger: postings, df and the document count appear.
+    report = await reindex_pending(db)
+    assert [(t.tenant_id, t.reindexed, t.remaining) for t in report.tenants] == [("acme", 2, 0)]
+    state = await index_state(db, "acme")
+    assert state["df"]["door"] == 2 and state["df"]["lock"] == 1 and state["df"]["paint"] == 1
+    assert state["stats"]["docs"] == 2
+    memory = semantic.SemanticMemory.from_bindings(mf_bindings, "acme")
+    ranked = await memory.rank("lock", 5)
+    assert [r.fact.content for r in ranked.results] == ["The blue door needs a lock"]
+
+    # A changed entry: the old terms leave (postings gone, df down), the new ones arrive, and
+    # the document count and lengths follow.
+    fresh = '{"lee":[1,0],"paint":[1,0],"fenc":[1,1]}'  # "Lee paints fences" + context
+    lee = "SELECT fts_rowid FROM semantic_facts WHERE tenant_id = 'acme' AND content = ?"
+    rowid = await db.prepare(lee).bind("Lee paints doors").first_value("fts_rowid")
+    await (
+        db.prepare(
+            "UPDATE semantic_facts SET index_terms = ?, index_length = ?, context_length = ? "
+            "WHERE tenant_id = ? AND fts_rowid = ?"
+        )
+        .bind(fresh, 3, 1, "acme", rowid)
+        .run()
+    )
+    after = await index_state(db, "acme")
+    assert after["df"]["door"] == 1 and after["df"]["fenc"] == 1 and after["df"]["paint"] == 1
+    lee_terms = sorted(p[1] for p in after["postings"] if p[0] == "Lee paints doors")
+    assert lee_terms == sorted(json.loads(fresh))
+    assert after["stats"]["docs"] == 2
+    lengths = await db.prepare(
+        "SELECT SUM(index_length) AS own, SUM(context_length) AS ctx FROM semantic_facts "
+        "WHERE tenant_id = 'acme'"
+    ).first()
+    assert (after["stats"]["total_length"], after["stats"]["total_context_length"]) == (
+        lengths["own"],
+        lengths["ctx"],
+    )
+    # Every posting's df matches the postings that hold it.
+    held: dict[str, int] = {}
+    for posting in after["postings"]:
+        held[posting[1]] = held.get(posting[1], 0) + 1
+    assert held == after["df"]
+
+
+async def test_a_recall_record_d1_refuses_waits_in_workerd_kv_until_written_back(
+    mf_bindings: Bindings, mf_migrated_d1: MiniflareD1, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(recall_record, "RECORD_BASE_DELAY", 0.0)
+    recall_record._CHECKED.clear()
+    refusing = SpyD1(mf_migrated_d1)
+    memory = semantic.SemanticMemory.from_bindings(
+        dataclasses.replace(mf_bindings, db=refusing, background=None), "acme"
+    )
+    await memory.learn_many(FACTS)
+    refusing.fail_pattern = "INSERT INTO memory_events"
+    found = await memory.recall("blue door lock", top_k=1)
+    assert mf_bindings.kv is not None
+    waiting = await mf_bindings.kv.list(prefix="recall-pending:acme:")
+    assert [key.name for key in waiting.keys] == [f"recall-pending:acme:{found.event_id}"]
+
+    refusing.fail_pattern = None
+    recall_record._CHECKED.clear()  # a new isolate
+    assert await memory.write_back_recall_records() == 1
+    events = await EventLog("acme", mf_migrated_d1).recent("memory_retrieved")
+    assert [e.event_id for e in events] == [found.event_id]
+    assert (await mf_bindings.kv.list(prefix="recall-pending:acme:")).keys == []

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -10,11 +10,13 @@ import pytest
 
 from agent_memory.tiers.semantic import SemanticMemory
 from bindings.ports.clock import FixedClock
+from bindings.ports.d1 import D1Database
 from local_runtime.runtime import LocalRuntime
 from tests.fakes.embedder import HashingEmbedder
 from tests.semantic.fakes import SpyD1, SpyVectors
 
 MemoryFactory = Callable[..., SemanticMemory]
+NOW_MS = 1_750_000_000_000  # the pinned clock of `rt`
 
 
 @pytest.fixture
@@ -81,3 +83,63 @@ async def event_count(rt: LocalRuntime) -> int:
         "SELECT COUNT(*) AS n FROM memory_events WHERE kind = 'memory_retrieved'"
     ).first_value("n")
     return int(value)
+
+
+async def insert_unindexed(db: D1Database, tenant: str, contents: Sequence[str]) -> None:
+    """Rows as a deployment before 0009 left them: no session, no index entry, no vector
+    (so only the keyword channel can find them by their words)."""
+    for n, content in enumerate(contents):
+        await (
+            db.prepare(
+                "INSERT INTO semantic_facts (tenant_id, fact_id, agent_type, subject, predicate, "
+                "object, content, confidence, source, embedding_provider, embedding_model, "
+                "embedding_dimensions, content_hash, status, valid_from, created_at, updated_at) "
+                "VALUES (?, ?, 'default', ?, 'states', '', ?, 0.8, 'test', 'test', 'm', 384, ?, "
+                "'active', ?, ?, ?)"
+            )
+            .bind(
+                tenant,
+                f"01JOLDFACT{tenant[:4].upper():0<4}{n:012d}",
+                f"old-{n}",
+                content,
+                f"{n:064d}",
+                NOW_MS - 86_400_000 * (n + 1),
+                NOW_MS,
+                NOW_MS,
+            )
+            .run()
+        )
+
+
+async def index_state(db: D1Database, tenant: str) -> dict[str, Any]:
+    """The tenant's keyword index: postings as (content, term, tf, context_tf, length,
+    context_length), df per term (terms no fact holds left out) and document statistics."""
+    postings = (
+        await db.prepare(
+            "SELECT f.content, t.term, t.tf, t.context_tf, t.length, t.context_length "
+            "FROM semantic_terms AS t JOIN semantic_facts AS f ON f.fts_rowid = t.fts_rowid "
+            "WHERE t.tenant_id = ? ORDER BY f.content, t.term"
+        )
+        .bind(tenant)
+        .all()
+    ).results
+    df = (
+        await db.prepare(
+            "SELECT term, df FROM semantic_term_stats WHERE tenant_id = ? AND df > 0 ORDER BY term"
+        )
+        .bind(tenant)
+        .all()
+    ).results
+    stats = (
+        await db.prepare(
+            "SELECT docs, total_length, total_context_length FROM semantic_index_stats "
+            "WHERE tenant_id = ?"
+        )
+        .bind(tenant)
+        .first()
+    )
+    return {
+        "postings": [tuple(r.values()) for r in postings],
+        "df": {r["term"]: r["df"] for r in df},
+        "stats": stats,
+    }

@@ -128,6 +128,13 @@ def test_the_command_prints_the_table_and_ends_with_the_json_summary(
     summary = json.loads(lines[-1])
     assert set(summary) == {"system", "bm25", "dense"}
     for values in summary.values():
-        assert set(values) == {"recall@5", "recall@10", "mrr"}
+        assert set(values) == {"recall@5", "recall@10", "mrr", "by_category"}
+        # recall@10 and MRR per slice: cats 1-4 and each category present in the data.
+        assert set(values["by_category"]) == {
+            "cats 1-4",
+            *{f"{q['category']} {q['category_name']}" for q in TINY_BENCH["queries"]},
+        }
+        for slice_values in values["by_category"].values():
+            assert set(slice_values) == {"recall@10", "mrr"}
     # Four memories per conversation at most: every method finds every answer in its top 5.
     assert summary["system"]["recall@5"] == 1.0

@@ -93,7 +93,7 @@ async def test_every_d1_statement_on_tenant_data_is_tenant_first(
         if flat.startswith("INSERT"):
             assert re.search(r"\(\s*tenant_id,", flat), flat
         else:
-            assert re.search(r"\bWHERE (f\.)?tenant_id = \?", flat), flat
+            assert re.search(r"\bWHERE (\w+\.)?tenant_id = \?", flat), flat
 
 
 async def test_configs_never_mix_a_new_embedding_model_does_not_see_old_vectors(
@@ -166,7 +166,7 @@ async def test_exact_subject_match_surfaces_a_fact_the_text_does_not_mention(
     assert "keyword" not in hit.channels
     assert hit.channels["exact"].raw == pytest.approx(0.5)
     # ...and together with a word of the content it comes first.
-    found = await memory.recall("call preferences of contact:hubspot_id:5550", 3)
+    found = await memory.recall("Tuesday calls of contact:hubspot_id:5550", 3)
     assert found.fact_ids[0] == fact.fact_id
     # A subject filter is the precise lookup.
     only = await memory.recall("anything", 5, {"subject": "contact:hubspot_id:5550"})
@@ -406,3 +406,25 @@ async def test_any_text_is_a_valid_query_or_a_clear_input_error(
         await memory.recall(query, 3)
     except MemoryInputError as exc:
         assert not query.strip() or exc.problems[0]["field"] == "query"
+
+
+async def test_a_short_recall_ranks_its_head_exactly_as_a_full_ranking(
+    make_memory: MemoryFactory,
+) -> None:
+    # 90 facts whose information density (distinct words) pulls against their relevance
+    # (more words: a lower keyword and vector score), so the density decides the head.
+    # Recall computes density only while it can still change the head; a full ranking
+    # computes it for every candidate, and the two heads must agree, scores included.
+    memory = make_memory()
+    fillers = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"]
+    await memory.learn_many(
+        [
+            {"content": f"roadmap {' '.join(fillers[: i % 9])} item{i}", "subject": f"s{i}"}
+            for i in range(90)
+        ]
+    )
+    full = await memory.rank("roadmap", 90)
+    for k in (1, 5, 20):
+        head = await memory.recall("roadmap", k)
+        assert head.fact_ids == full.fact_ids[:k]
+        assert [r.score for r in head.results] == [r.score for r in full.results[:k]]

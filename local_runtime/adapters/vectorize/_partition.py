@@ -20,6 +20,11 @@ from local_runtime.adapters.vectorize._columns import (
     StringDictionary,
 )
 from local_runtime.adapters.vectorize._metadata import Scalar
+from local_runtime.adapters.vectorize.projection import (
+    PROJECTED_DIMENSIONS,
+    Projection,
+    needs_fit,
+)
 
 F32Array = npt.NDArray[np.float32]
 
@@ -38,6 +43,8 @@ class Partition:
             prop: Column(kind, self.capacity, dictionary)
             for prop, (kind, dictionary) in columns.items()
         }
+        # The approximate first pass of large partitions (`projection`).
+        self.projection: Projection | None = None
 
     @property
     def size(self) -> int:
@@ -57,7 +64,13 @@ class Partition:
         self.inv_norms = inv
         for column in self.columns.values():
             column.grow(capacity)
+        if self.projection is not None:
+            self.projection.grow(capacity, self.size)
         self.capacity = capacity
+
+    def _refit_if_due(self) -> None:
+        if self.dimensions >= 2 * PROJECTED_DIMENSIONS and needs_fit(self.projection, self.size):
+            self.projection = Projection.fit(self.values, self.inv_norms, self.size, self.capacity)
 
     def put(
         self, vector_id: str, values: F32Array, inv_norm: float, indexed: dict[str, Scalar]
@@ -72,6 +85,9 @@ class Partition:
         self.inv_norms[row] = inv_norm
         for prop, column in self.columns.items():
             column.set(row, indexed.get(prop))
+        if self.projection is not None:
+            self.projection.set(row, values * np.float32(inv_norm))
+        self._refit_if_due()
 
     def bulk_load(
         self,
@@ -92,6 +108,7 @@ class Partition:
                 value = entry.get(prop)
                 if value is not None:
                     column.set(row, value)
+        self._refit_if_due()
 
     def remove(self, vector_id: str) -> None:
         row = self.rows.pop(vector_id)
@@ -103,6 +120,8 @@ class Partition:
             self.rows[moved] = row
             self.values[row] = self.values[last]
             self.inv_norms[row] = self.inv_norms[last]
+            if self.projection is not None:
+                self.projection.move(last, row)
             for column in self.columns.values():
                 column.move(last, row)
         self.ids.pop()
@@ -125,13 +144,18 @@ class Partition:
         n = self.size
         if n == 0:
             return []
-        scores: F32Array = (self.values[:n] @ q) * self.inv_norms[:n]
-        rows: npt.NDArray[np.intp]
-        if mask is not None:
-            rows = np.flatnonzero(mask)
-            scores = scores[rows]
-        else:
+        if mask is not None and bool(mask.all()):
+            mask = None  # every row matches (one tenant, one model): no gather needed
+        rows: npt.NDArray[np.intp] | None = None if mask is None else np.flatnonzero(mask)
+        if self.projection is not None:
+            # Large partition: exact scores for a shortlist from the projected rows only.
+            rows = self.projection.shortlist(q, n, rows, top_k)
+        if rows is None:
+            # One vectorised pass: a matrix-vector product over the whole partition.
+            scores: F32Array = (self.values[:n] @ q) * self.inv_norms[:n]
             rows = np.arange(n)
+        else:
+            scores = (self.values[rows] @ q) * self.inv_norms[rows]
         if len(rows) == 0:
             return []
         if len(rows) > top_k:

@@ -96,6 +96,16 @@ RECALL_MEMORY_SCHEMA: dict[str, Any] = {
                     "exclusiveMinimum": 0,
                     "description": "Epoch seconds: what was believed at that time.",
                 },
+                "valid_from_after": {
+                    "type": "number",
+                    "minimum": 0,
+                    "description": "Epoch seconds: only memories dated at or after it.",
+                },
+                "valid_from_before": {
+                    "type": "number",
+                    "exclusiveMinimum": 0,
+                    "description": "Epoch seconds: only memories dated before it.",
+                },
             },
             "additionalProperties": False,
         },

@@ -155,16 +155,27 @@ class RowEraser:
         report.keyword_index_optimized = await self._optimize_keyword_index()
 
     async def _optimize_keyword_index(self) -> bool:
-        """Merge the FTS5 index into one segment (its `optimize` command), so the tokens of
-        deleted facts survive in no older segment. FTS5's `secure-delete` option needs
-        SQLite 3.42; `optimize` works everywhere, at a cost measured in docs/lifecycle.md.
-        Always run (not only when facts went): a re-run then finishes an interrupted erase.
-        The index is shared by all tenants, so this is the one statement here without
-        `tenant_id = ?`: it reads and writes no row of any table, only index segments."""
-        await self._db.prepare(
-            "INSERT INTO semantic_facts_fts (semantic_facts_fts) VALUES ('optimize')"
-        ).run()
-        return True
+        """The keyword index is the tenant's postings (`semantic_terms`, migration 0009),
+        ordinary rows the delete trigger removes with each fact, so no index segment outlives
+        them (the FTS5 `optimize` this replaced). The trigger only decrements a term's
+        document count (`semantic_term_stats.df`): a term no remaining fact has would keep
+        its text, so those rows go here. Always run, so a re-run finishes an interrupted
+        erase. True when the tenant has no postings of a fact that is gone."""
+        await (
+            self._db.prepare("DELETE FROM semantic_term_stats WHERE tenant_id = ? AND df <= 0")
+            .bind(self.tenant_id)
+            .run()
+        )
+        orphans = (
+            await self._db.prepare(
+                "SELECT COUNT(*) AS n FROM semantic_terms t WHERE t.tenant_id = ? AND NOT EXISTS "
+                "(SELECT 1 FROM semantic_facts f WHERE f.tenant_id = t.tenant_id "
+                "AND f.fts_rowid = t.fts_rowid)"
+            )
+            .bind(self.tenant_id)
+            .first_value("n")
+        )
+        return int(orphans or 0) == 0
 
     async def _erase_events(self, matcher: SubjectMatcher, report: EraseReport) -> int:
         """Page through the tenant's events (by id): delete the ones that are traces, scrub

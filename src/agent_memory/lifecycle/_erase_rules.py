@@ -42,7 +42,8 @@ class EraseReport(BaseModel):
     # Data keys destroyed (crypto-shredding): every sealed value of the subject, wherever a
     # copy of it lives (cold archives, D1 Time Travel), no longer has a key.
     data_keys: int = 0
-    # The keyword index (FTS5) was merged after the facts went: no segment keeps them.
+    # No postings of an erased fact are left in the keyword index, and no term statistic
+    # that no remaining fact holds (`_erase_rows._optimize_keyword_index`).
     keyword_index_optimized: bool = False
     archived_rows: dict[str, int] = Field(
         default_factory=lambda: {"episodes": 0, "runs": 0, "events": 0}

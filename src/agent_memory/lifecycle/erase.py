@@ -14,7 +14,8 @@ as `contact:hubspot_id:123`, matched exactly as a field and as a substring of te
   erased content hash; a `memory_retrieved` event that merely listed an erased fact among
   its results is kept with that entry removed (it describes the other facts too);
 * working memory (KV) keys of the tenant whose instance or key segment is it, or whose
-  value contains it;
+  value contains it, and recall records waiting in KV to be written to D1
+  (`recall_record`) that name it (written back later, they would bring it back);
 * the AgentRuntime Durable Objects of the tenant (`_erase_instances`): their run logs,
   turn state, failed and pending episodic writes that match, or belong to an erased run;
 * cold-tier archive rows matching the rules above: each archive object is rewritten
@@ -25,7 +26,8 @@ Personal fields are sealed under per-subject data keys (`governance.personal_dat
 erase destroys the subject's keys (crypto-shredding), so every copy of its sealed values in
 cold archives is unreadable without rewriting it; a D1 Time Travel copy holds the wrapped key
 too, and becomes unreadable when the KEK that wrapped it is retired (docs/personal-data.md).
-The keyword index (FTS5) is merged afterwards so no index segment keeps erased facts.
+The keyword index's term statistics that no remaining fact holds are deleted afterwards
+(postings go with their facts, by trigger), so no index row keeps an erased fact's words.
 
 Order, so that a failure never leaves a trace a re-run cannot find: the Durable Objects
 first (found through the D1 runs rows; each settles its queued writes into D1 before it
@@ -68,6 +70,7 @@ from agent_memory.lifecycle._erase_rules import (
 )
 from agent_memory.namespace import SERVICE
 from agent_memory.statements import IDS_PER_STATEMENT
+from agent_memory.tiers.semantic.recall_record import carry_prefix
 from agent_memory.tiers.semantic.tenant_vectors import delete_own_vectors
 from agent_memory.tiers.working import WORKING_MEMORY_PREFIX
 from bindings.ports.clock import Clock
@@ -216,6 +219,7 @@ class SubjectEraser:
         for prefix in (
             f"{WORKING_MEMORY_PREFIX}:{self.tenant_id}:",
             f"{SERVICE}:{self.tenant_id}:",
+            carry_prefix(self.tenant_id),
         ):
             cursor: str | None = None
             while True:

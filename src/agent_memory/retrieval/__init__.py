@@ -4,11 +4,14 @@
 * `fusion`: several channels' ranked hits → one relevance per candidate;
 * `scoring`: relevance + recency + confidence + density with tier-aware weights
   (`RetrievalConfig`, overridable by `MEMORY_RETRIEVAL_CONFIG`), and the breakdown every
-  result carries so a score can be explained.
+  result carries so a score can be explained;
+* `ranking`: fused candidates ordered by their score parts (`rank_candidates`);
+* `bm25`: index terms of a text and BM25F over two fields (the keyword index's formula).
 The bottom of the core: imports nothing else from `agent_memory`.
 """
 
 from agent_memory.retrieval.fusion import ChannelDetail, ChannelHit, ChannelResult, fuse
+from agent_memory.retrieval.ranking import rank_candidates
 from agent_memory.retrieval.scoring import (
     RetrievalConfig,
     ScoreBreakdown,
@@ -34,6 +37,7 @@ __all__ = [
     "fts5_match_expression",
     "fuse",
     "information_density",
+    "rank_candidates",
     "recency_decay",
     "score_parts",
 ]

@@ -39,11 +39,14 @@ class ChannelHit:
 @dataclass(slots=True)
 class ChannelResult:
     """One channel's hits, best first. `normalize=False`: the scores are already calibrated
-    to [0, 1] and are used as they are."""
+    to [0, 1] and are used as they are. `floor`: the score every candidate the channel does
+    not list has (BM25: 0), used as the low end of the min-max normalisation instead of the
+    lowest listed hit — the channel is then normalised over all candidates, listed or not."""
 
     name: str
     hits: list[ChannelHit] = field(default_factory=list)
     normalize: bool = True
+    floor: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,22 +70,42 @@ class FusionConfig(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     method: FusionMethod = "relative"
-    # Equal weights for the two full-text channels; exact matches on subject/predicate are
-    # a nudge, not a verdict (a common subject matches half a tenant's facts).
+    # Equal weights for the two full-text channels unless the embedding model has its own
+    # (`model_weights`); exact matches on subject/predicate are a nudge, not a verdict (a
+    # common subject matches half a tenant's facts). 0.4 was chosen on the LoCoMo dev split.
     channel_weights: dict[str, float] = Field(
-        default_factory=lambda: {"vector": 1.0, "keyword": 1.0, "exact": 0.25}
+        default_factory=lambda: {"vector": 1.0, "keyword": 1.0, "exact": 0.4}
     )
     rrf_k: int = Field(default=60, ge=1)
+    # Channel weights per embedding model, overriding `channel_weights` for the channels they
+    # name: a weaker embedder earns the vector channel less trust. Keys are prefixes of
+    # `EmbeddingConfig.model`; the longest matching prefix wins. MiniLM's were chosen on the
+    # LoCoMo dev split (docs/semantic-memory.md); bge-small's are a prior (it scores higher
+    # than MiniLM on public retrieval benchmarks; Workers AI cannot run offline to tune it).
+    model_weights: dict[str, dict[str, float]] = Field(
+        default_factory=lambda: {
+            "sentence-transformers/all-MiniLM-L6-v2": {"vector": 0.6, "keyword": 1.0},
+            "@cf/baai/bge-": {"vector": 1.0, "keyword": 1.0},
+        }
+    )
 
     def weight(self, channel: str) -> float:
         return max(0.0, self.channel_weights.get(channel, 1.0))
 
+    def for_model(self, model: str) -> FusionConfig:
+        """This configuration with the channel weights of embedding model `model`."""
+        matches = [prefix for prefix in self.model_weights if model.startswith(prefix)]
+        if not matches:
+            return self
+        override = self.model_weights[max(matches, key=len)]
+        return self.model_copy(update={"channel_weights": {**self.channel_weights, **override}})
 
-def _normalized(hits: Sequence[ChannelHit], normalize: bool) -> list[float]:
+
+def _normalized(hits: Sequence[ChannelHit], normalize: bool, floor: float | None) -> list[float]:
     if not normalize:
         return [min(1.0, max(0.0, hit.score)) for hit in hits]
     scores = [hit.score for hit in hits]
-    low, high = min(scores), max(scores)
+    low, high = (min(scores) if floor is None else floor), max(scores)
     if high <= low:
         return [1.0] * len(scores)
     return [(score - low) / (high - low) for score in scores]
@@ -110,7 +133,7 @@ def fuse(
     details: dict[str, dict[str, ChannelDetail]] = {}
     order: dict[str, int] = {}
     for channel in active:
-        normalized = _normalized(channel.hits, channel.normalize)
+        normalized = _normalized(channel.hits, channel.normalize, channel.floor)
         for position, (hit, norm) in enumerate(zip(channel.hits, normalized, strict=True)):
             if channel.name in details.get(hit.id, {}):
                 continue  # a channel lists an id once; keep its best rank

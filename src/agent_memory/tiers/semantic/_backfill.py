@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent_memory.statements import STATEMENTS_PER_BATCH, chunks
-from agent_memory.tiers.semantic._scope import FactScope, derive_keys
+from agent_memory.tiers.semantic._keying import derive_keys
+from agent_memory.tiers.semantic._scope import FactScope
 
 MAX_BACKFILL = 1_000
 

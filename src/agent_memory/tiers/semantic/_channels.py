@@ -2,8 +2,9 @@
 
 * `vector`: cosine similarity in the tenant's namespace, filtered by tenant and embedding
   config (top `candidate_pool`, ≤ 100);
-* `keyword`: D1 FTS5 over fact content ranked by `bm25()`, the user's text quoted term by
-  term so punctuation and FTS5 operators are searched for, never parsed;
+* `keyword`: BM25F over the tenant's own keyword index (`keyword_channel`, migration 0009): the
+  memory's text and, at a lower weight, its session context and date; the user's text only
+  ever becomes bound parameters (a JSON list of terms);
 * `exact`: facts whose subject or predicate equals a string the query names.
 Each returns `ChannelHit`s, higher score better; `is_live` is the row test every result
 must pass (active, inside its validity window, matching the filters).
@@ -11,16 +12,25 @@ must pass (active, inside its validity window, matching the filters).
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 
 import numpy as np
 
+from agent_memory.retrieval.bm25 import query_terms
 from agent_memory.retrieval.fusion import ChannelHit
-from agent_memory.retrieval.terms import exact_match_candidates, fts5_match_expression
+from agent_memory.retrieval.terms import exact_match_candidates
 from agent_memory.tiers.semantic._scope import FactScope, check_matrix, ms
+from agent_memory.tiers.semantic.keyword_channel import KeywordIndex, KeywordQuery
 from agent_memory.tiers.semantic.models import MemoryInputError, RecallFilters
 from bindings.ports.sql import Row, SqlValue
+
+# What ranking needs of a candidate row; full rows are read for the returned ones only.
+SCORING_COLUMNS = (
+    "fact_id, status, valid_from, valid_to, created_at, agent_type, subject, predicate, "
+    "confidence, content, updated_at, key_entity, key_attribute, key_source, session_key"
+)
 
 
 class RecallChannels:
@@ -28,6 +38,7 @@ class RecallChannels:
 
     def __init__(self, scope: FactScope) -> None:
         self._s = scope
+        self._keyword = KeywordIndex(scope)
 
     async def vector(
         self,
@@ -86,28 +97,48 @@ class RecallChannels:
         if filters.min_confidence is not None:
             sql += " AND f.confidence >= ?"
             params.append(float(filters.min_confidence))
+        if filters.valid_from_after is not None:
+            sql += " AND f.valid_from >= ?"
+            params.append(ms(filters.valid_from_after))
+        if filters.valid_from_before is not None:
+            sql += " AND f.valid_from < ?"
+            params.append(ms(filters.valid_from_before))
         return sql, params
 
     async def keyword(
         self, query: str, filters: RecallFilters, limit: int, now: float
-    ) -> list[ChannelHit]:
-        expression = fts5_match_expression(query)
-        if expression is None:
-            return []
+    ) -> tuple[list[ChannelHit], dict[str, Row], KeywordQuery | None]:
+        """The keyword channel's candidates (`keyword_channel.KeywordIndex.candidates`),
+        their rows (as `rows` gives them), and the prepared query that scores any other
+        candidate (`rows`)."""
+        terms = query_terms(query)
+        if not terms:
+            return [], {}, None
+        prepared = await self._keyword.prepare(terms, self._s.config.keyword.params())
         extra, params = self._row_filter_sql(filters, now)
+        narrowed = filters.model_dump(exclude_none=True) != {}
+        found = await self._keyword.candidates(
+            prepared, extra, params, limit, narrowed=narrowed, columns=SCORING_COLUMNS
+        )
+        hits = [ChannelHit(id=str(r["fact_id"]), score=float(r["channel_score"])) for r in found]
+        return hits, {str(r["fact_id"]): r for r in found}, prepared
+
+    async def rows(self, fact_ids: Sequence[str], prepared: KeywordQuery | None) -> dict[str, Row]:
+        """This tenant's rows among `fact_ids` (any status; the columns ranking needs), each
+        with `keyword_score`, its exact BM25F for the query (0.0 without keyword terms), by
+        fact id: one statement however many ids (they are one JSON parameter)."""
+        if not fact_ids:
+            return {}
+        score, score_params = self._keyword.score_column(prepared)
         result = (
             await self._s.db.prepare(
-                "SELECT f.fact_id AS fact_id, bm25(semantic_facts_fts) AS bm25 "
-                "FROM semantic_facts_fts JOIN semantic_facts AS f "
-                "ON f.fts_rowid = semantic_facts_fts.rowid "
-                f"WHERE f.tenant_id = ? AND semantic_facts_fts MATCH ?{extra} "
-                "ORDER BY bm25 ASC, f.fact_id ASC LIMIT ?"
+                f"SELECT {SCORING_COLUMNS}, {score} AS keyword_score FROM semantic_facts AS f "
+                "WHERE f.tenant_id = ? AND f.fact_id IN (SELECT value FROM json_each(?))"
             )
-            .bind(self._s.tenant_id, expression, *params, limit)
+            .bind(*score_params, self._s.tenant_id, json.dumps(list(fact_ids)))
             .all()
         )
-        # bm25() is smaller for better matches; flip it so higher is better everywhere.
-        return [ChannelHit(id=row["fact_id"], score=-float(row["bm25"])) for row in result.results]
+        return {str(row["fact_id"]): row for row in result.results}
 
     async def exact(
         self, query: str, filters: RecallFilters, limit: int, now: float
@@ -118,19 +149,21 @@ class RecallChannels:
         if not names:
             return [], True
         extra, params = self._row_filter_sql(filters, now)
-        marks = ", ".join("?" for _ in names)
         # Two index lookups (subject, predicate) rather than one OR, which SQLite may plan
-        # as a scan of the tenant.
+        # as a scan of the tenant; each side stops at `limit + 1` rows, since a UNION is
+        # built whole before its LIMIT applies (a common predicate such as "ignored", held
+        # by 4% of 100K facts, cost ~40 ms that way). The names are one JSON parameter.
+        cap = int(limit) + 1
+        subject, predicate = (
+            "SELECT fact_id FROM (SELECT f.fact_id AS fact_id FROM semantic_facts AS f "
+            f"WHERE f.tenant_id = ? AND f.{column} IN (SELECT value FROM json_each(?))"
+            f"{extra} LIMIT {cap})"
+            for column in ("subject", "predicate")
+        )
+        names_json = json.dumps(names)
         result = (
-            await self._s.db.prepare(
-                "SELECT f.fact_id AS fact_id FROM semantic_facts AS f "
-                f"WHERE f.tenant_id = ? AND f.subject IN ({marks}){extra} "
-                "UNION "
-                "SELECT f.fact_id AS fact_id FROM semantic_facts AS f "
-                f"WHERE f.tenant_id = ? AND f.predicate IN ({marks}){extra} "
-                "LIMIT ?"
-            )
-            .bind(self._s.tenant_id, *names, *params, self._s.tenant_id, *names, *params, limit + 1)
+            await self._s.db.prepare(f"{subject} UNION {predicate} LIMIT {cap}")
+            .bind(self._s.tenant_id, names_json, *params, self._s.tenant_id, names_json, *params)
             .all()
         )
         hits = [ChannelHit(id=row["fact_id"], score=1.0) for row in result.results]
@@ -160,6 +193,14 @@ class RecallChannels:
         if filters.subject is not None and row["subject"] != filters.subject:
             return False
         if filters.predicate is not None and row["predicate"] != filters.predicate:
+            return False
+        if filters.valid_from_after is not None and int(row["valid_from"]) < ms(
+            filters.valid_from_after
+        ):
+            return False
+        if filters.valid_from_before is not None and int(row["valid_from"]) >= ms(
+            filters.valid_from_before
+        ):
             return False
         return not (
             filters.min_confidence is not None and float(row["confidence"]) < filters.min_confidence

@@ -5,25 +5,24 @@ row is gone is dropped and deleted), fuses the channels (`retrieval.fusion`), sc
 candidate with its tier's weights (`retrieval.scoring`) and reads full rows for the returned
 ones only. Candidates do not depend on the limit, so a longer ranking starts with what a
 shorter one returns. When asked to record, the returned facts' recall statistics and one
-`memory_retrieved` event commit together in one D1 batch.
+`memory_retrieved` event commit together in one D1 batch, after the response
+(`recall_record`).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import cast
 
 from agent_memory.governance.events import RetrievedItem, memory_retrieved
 from agent_memory.retrieval.fusion import ChannelHit, ChannelResult, fuse
-from agent_memory.retrieval.scoring import breakdown, information_density, score_parts
+from agent_memory.retrieval.ranking import rank_candidates
+from agent_memory.retrieval.scoring import breakdown
 from agent_memory.retrieval.terms import exact_match_candidates
-from agent_memory.statements import IDS_PER_STATEMENT, chunks
 from agent_memory.tiers.semantic._channels import RecallChannels
-from agent_memory.tiers.semantic._scope import (
-    FactScope,
-    ms,
-)
+from agent_memory.tiers.semantic._scope import FactScope
 from agent_memory.tiers.semantic._vectors import VectorSync
 from agent_memory.tiers.semantic.keys import FactKey, KeySource
 from agent_memory.tiers.semantic.models import (
@@ -32,16 +31,11 @@ from agent_memory.tiers.semantic.models import (
     RecallResult,
     open_facts,
 )
+from agent_memory.tiers.semantic.recall_record import RecallRecord, RecallRecorder
 from agent_memory.tiers.semantic.update_rules import judge_update
-from bindings.ports.d1 import D1Statement
 from bindings.ports.sql import Row
 from bindings.ports.vectorize import VECTORIZE_MAX_TOP_K
 
-# What ranking needs of a candidate row; full rows are read for the returned ones only.
-_SCORING_COLUMNS = (
-    "fact_id, status, valid_from, valid_to, created_at, agent_type, subject, predicate, "
-    "confidence, content, updated_at, key_entity, key_attribute, key_source"
-)
 # How far below the newer statement a stale one is placed (scores are rounded to 6 places).
 _STALE_GAP = 1e-6
 STALE_GUARD_WINDOW = 30
@@ -50,11 +44,14 @@ STALE_GUARD_WINDOW = 30
 def stale_statements(rows: Sequence[Row]) -> dict[str, str]:
     """Among candidate rows, the older statements a newer one about the same key updates
     (`update_rules.judge_update` says `update`): {older fact id: newest such fact id}. Rows without
-    a key (written before keys existed) are never marked."""
+    a key (written before keys existed) are never marked, nor are memories of a session
+    (dialogue turns, a run's log): the rules misjudge consecutive utterances of one speaker
+    as updates (on the LoCoMo dev split ~15 false "updates" per query among the candidates),
+    so their updates are left to the reconciler, which sees the whole session."""
     by_entity: dict[str, list[Row]] = {}
     for row in rows:
         entity = row.get("key_entity") or ""
-        if entity:
+        if entity and row.get("session_key") is None:
             by_entity.setdefault(str(entity), []).append(row)
     stale: dict[str, str] = {}
     for group in by_entity.values():
@@ -69,6 +66,18 @@ def stale_statements(rows: Sequence[Row]) -> dict[str, str]:
                     stale[str(group[i]["fact_id"])] = str(group[j]["fact_id"])
                     break
     return stale
+
+
+@dataclass(frozen=True, slots=True)
+class Candidates:
+    """What the channels found: their hits, whether the exact channel listed all its
+    matches, and every candidate's row (with its `keyword_score`) by fact id."""
+
+    vector: list[ChannelHit]
+    keyword: list[ChannelHit]
+    exact: list[ChannelHit]
+    exact_complete: bool
+    rows: dict[str, Row]
 
 
 def _key(row: Row) -> FactKey:
@@ -86,6 +95,7 @@ class Recaller:
         self._s = scope
         self._vectors = vectors
         self._channels = RecallChannels(scope)
+        self._recorder = RecallRecorder(scope)
 
     async def run(
         self,
@@ -102,26 +112,25 @@ class Recaller:
         scored_at = min(now, filters.as_of) if filters.as_of is not None else now
         # Candidates do not depend on `limit`: `rank(q, 500)` starts with what
         # `recall(q, 5)` returns, in the same order.
-        pool = self._s.config.candidate_pool
-        vector_hits, keyword_hits, (exact_hits, exact_complete) = await asyncio.gather(
-            self._channels.vector(query, query_vector, filters, min(pool, VECTORIZE_MAX_TOP_K)),
-            self._channels.keyword(query, filters, pool, now),
-            self._channels.exact(query, filters, pool, now),
-        )
-        candidate_ids = list(
-            dict.fromkeys(
-                [h.id for h in vector_hits]
-                + [h.id for h in keyword_hits]
-                + ([h.id for h in exact_hits] if exact_complete else [])
-            )
-        )
-        rows = await self._s.load_rows(candidate_ids, _SCORING_COLUMNS)
+        found = await self._candidates(query, query_vector, filters, now)
+        vector_hits, rows = found.vector, found.rows
+        keyword_hits, exact_hits, exact_complete = found.keyword, found.exact, found.exact_complete
         stray = [h.id for h in vector_hits if h.id not in rows]
         dropped = list(stray)
         if stray:
             await self._vectors.drop_stray(stray)
         live = {fid: row for fid, row in rows.items() if self._channels.is_live(row, filters, now)}
         dropped += [fid for fid in rows if fid not in live]
+        # The keyword channel is normalised over every channel's candidates, not its own
+        # top `pool` only: each live candidate has its exact BM25F score (0 if no term).
+        keyword_live = sorted(
+            (
+                ChannelHit(id=fid, score=float(row["keyword_score"]))
+                for fid, row in live.items()
+                if float(row["keyword_score"]) > 0
+            ),
+            key=lambda h: (-h.score, h.id),
+        )
 
         candidates_named = set(exact_match_candidates(query))
         strength = {
@@ -131,7 +140,7 @@ class Recaller:
         }
         channels = [
             ChannelResult(name="vector", hits=[h for h in vector_hits if h.id in live]),
-            ChannelResult(name="keyword", hits=[h for h in keyword_hits if h.id in live]),
+            ChannelResult(name="keyword", hits=keyword_live, floor=0.0),
         ]
         feature: dict[str, dict[str, float]] = {}
         if exact_complete:
@@ -146,26 +155,19 @@ class Recaller:
             # Too many facts share the named subject/predicate to list them all: the match
             # only scores the other channels' candidates.
             feature["exact"] = {fid: s for fid, s in strength.items() if s > 0}
-        fused = fuse(channels, self._s.config.fusion, feature_scores=feature)
+        embedder = self._s.embedder
+        fusion = self._s.config.fusion
+        if embedder is not None:
+            fusion = fusion.for_model(embedder.config.model)
+        fused = fuse(channels, fusion, feature_scores=feature)
         weights = self._s.config.weights_for(self._s.tier)
-        ranked = []
-        for item in fused:
-            row = live[item.id]
-            parts = score_parts(
-                relevance=item.relevance,
-                written_at=int(row["updated_at"]) / 1000.0,
-                confidence=float(row["confidence"]),
-                density=information_density(row["content"]),
-                now=scored_at,
-                weights=weights,
-            )
-            ranked.append((parts, item))
+        need = max(STALE_GUARD_WINDOW, 2 * limit)
+        ranked = rank_candidates(fused, live, weights, scored_at, need)
         # Until the reconciler supersedes it, a stale statement must not outrank the newer
         # one about the same key: it is placed just below it and marked possibly outdated.
         # Checked among the best `STALE_GUARD_WINDOW` (or 2 x limit) candidates only: the
         # rules cost ~50 µs a pair, and a pair further down cannot change the head.
-        ranked.sort(key=lambda pair: (-pair[0][0], -pair[0][1], pair[1].id))
-        window = ranked[: max(STALE_GUARD_WINDOW, 2 * limit)]
+        window = ranked[:need]
         stale = stale_statements([live[item.id] for _, item in window])
         total = {item.id: parts[0] for parts, item in ranked}
         for older in sorted(
@@ -201,6 +203,37 @@ class Recaller:
             event_id = await self._record_recall(query, limit, results, counts, dropped, now)
         return RecallResult(results=results, event_id=event_id, candidates=counts, dropped=dropped)
 
+    async def _candidates(
+        self,
+        query: str,
+        query_vector: Sequence[float] | None,
+        filters: RecallFilters,
+        now: float,
+    ) -> Candidates:
+        """Every channel's candidates and their rows (`RecallChannels.rows`). The vector
+        query is in flight while the keyword and exact channels run and their candidates'
+        rows are read (on Cloudflare Vectorize answers remotely; locally a large scan runs
+        on a thread), so only the vector-only candidates' rows wait for it."""
+        pool = self._s.config.candidate_pool
+        vector = asyncio.ensure_future(
+            self._channels.vector(query, query_vector, filters, min(pool, VECTORIZE_MAX_TOP_K))
+        )
+        try:
+            (keyword_hits, rows, prepared), (exact_hits, complete) = await asyncio.gather(
+                self._channels.keyword(query, filters, pool, now),
+                self._channels.exact(query, filters, pool, now),
+            )
+            exact_only = [h.id for h in exact_hits if complete and h.id not in rows]
+            rows.update(await self._channels.rows(exact_only, prepared))
+        except BaseException:
+            vector.cancel()
+            await asyncio.gather(vector, return_exceptions=True)
+            raise
+        vector_hits = await vector
+        rest = list(dict.fromkeys(h.id for h in vector_hits if h.id not in rows))
+        rows.update(await self._channels.rows(rest, prepared))
+        return Candidates(vector_hits, keyword_hits, exact_hits, complete, rows)
+
     async def _record_recall(
         self,
         query: str,
@@ -232,18 +265,8 @@ class Recaller:
             agent_type=self._s.agent_type,
             run_id=self._s.run_id,
         )
-        statements: list[D1Statement] = []
-        ids = [r.fact.fact_id for r in results]
-        for chunk in chunks(ids, IDS_PER_STATEMENT):
-            marks = ", ".join("?" for _ in chunk)
-            statements.append(
-                self._s.db.prepare(
-                    "UPDATE semantic_facts SET last_recalled_at = ?, "
-                    "recall_count = recall_count + 1 "
-                    f"WHERE tenant_id = ? AND fact_id IN ({marks})"
-                ).bind(ms(now), self._s.tenant_id, *chunk)
-            )
-        statements.append(self._s.events.statement(event))
-        # The stats and the event commit together (one D1 batch is one transaction).
-        await self._s.db.batch(statements)
+        # Written after the response, retried, never lost (`recall_record`).
+        await self._recorder.submit(
+            RecallRecord(event=event, fact_ids=[r.fact.fact_id for r in results], now=now)
+        )
         return event.event_id

@@ -8,23 +8,27 @@ with `tenant_id = ?`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from agent_memory.governance.events import EventLog
-from agent_memory.governance.personal_data import PersonalData, public_view
+from agent_memory.governance.personal_data import PersonalData
 from agent_memory.governance.policy import WriteGate
 from agent_memory.retrieval.scoring import RetrievalConfig, Tier
 from agent_memory.statements import IDS_PER_STATEMENT, chunks
-from agent_memory.tiers.semantic.keys import FactKey, derive_key, entity_candidates
 from agent_memory.tiers.semantic.models import SemanticTierUnavailable, embedding_tag
 from agent_memory.tiers.semantic.tenant_vectors import own_vector_ids
+from bindings.ports.background import BackgroundTasks
 from bindings.ports.clock import Clock
 from bindings.ports.d1 import D1Database
 from bindings.ports.embedder import Embedder, EmbeddingConfig
+from bindings.ports.kv import KVNamespace
 from bindings.ports.sql import Row
 from bindings.ports.vectorize import VectorIndex
+
+log = logging.getLogger(__name__)
 
 EMBED_BATCH = 100  # Workers AI takes ≤ 100 texts per call
 
@@ -61,6 +65,26 @@ class FactScope:
     gate: WriteGate
     # Seals and opens the personal fields of fact metadata (docs/personal-data.md).
     personal: PersonalData
+    # `ctx.waitUntil`: work that may finish after the response. None: done before returning.
+    background: BackgroundTasks | None = None
+    # Where recall records that D1 refused every time wait to be written back
+    # (`recall_record`). None: such a record is logged at ERROR with its payload.
+    kv: KVNamespace | None = None
+
+    async def after_response(self, work: Coroutine[Any, Any, None], what: str) -> None:
+        """Run `work` after the response when a background is bound, else now. A failure is
+        logged, never raised: `work` must be something the caller's result does not need."""
+
+        async def guarded() -> None:
+            try:
+                await work
+            except Exception as exc:
+                log.warning("%s failed for tenant %s: %s", what, self.tenant_id, exc)
+
+        if self.background is not None:
+            self.background.wait_until(guarded())
+        else:
+            await guarded()
 
     def require_embedder(self) -> Embedder:
         if self.embedder is None:
@@ -96,49 +120,3 @@ class FactScope:
     async def own_vector_ids(self, ids: Sequence[str]) -> list[str]:
         """The ids among `ids` whose vector belongs to this tenant (`tenant_vectors`)."""
         return await own_vector_ids(self.vectors, self.tenant_id, ids)
-
-
-class KeyedText(Protocol):
-    """What a key is derived from: a new `FactInput`, or a stored row being backfilled."""
-
-    @property
-    def content(self) -> str: ...
-
-    @property
-    def subject(self) -> str: ...
-
-    @property
-    def predicate(self) -> str: ...
-
-    @property
-    def metadata(self) -> dict[str, Any]: ...
-
-
-async def derive_keys(scope: FactScope, inputs: Sequence[KeyedText]) -> list[FactKey]:
-    """Each input's key (`keys.derive_key`), with the names the tenant already has facts
-    about found in one indexed lookup (`known_subject`)."""
-    names = [name for fact in inputs for name in entity_candidates(fact.content)]
-    wanted = list(dict.fromkeys(names))[:IDS_PER_STATEMENT]
-    known: set[str] = set()
-    if wanted:
-        marks = ", ".join("?" for _ in wanted)
-        result = (
-            await scope.db.prepare(
-                "SELECT DISTINCT key_entity FROM semantic_facts WHERE tenant_id = ? "
-                f"AND key_entity IN ({marks})"
-            )
-            .bind(scope.tenant_id, *wanted)
-            .all()
-        )
-        known = {str(row["key_entity"]) for row in result.results}
-    return [
-        derive_key(
-            fact.content,
-            subject=fact.subject,
-            predicate=fact.predicate,
-            # Personal fields never feed a derived, indexed value (docs/personal-data.md).
-            metadata=public_view(fact.metadata),
-            known_entities=known,
-        )
-        for fact in inputs
-    ]

@@ -20,11 +20,12 @@ from pydantic import ValidationError
 from agent_memory.governance.policy import WriteDenied, WriteProposal
 from agent_memory.ids import content_hash, is_ulid, new_ulid
 from agent_memory.statements import STATEMENTS_PER_BATCH, chunks
+from agent_memory.tiers.semantic._context import ContextPlan, SessionContext
+from agent_memory.tiers.semantic._keying import derive_keys
 from agent_memory.tiers.semantic._scope import (
     EMBED_BATCH,
     FactScope,
     check_matrix,
-    derive_keys,
     ms,
 )
 from agent_memory.tiers.semantic._vectors import VectorJob, VectorSync
@@ -75,12 +76,69 @@ async def find_by_hash(
     return found
 
 
+def insert_statement(
+    scope: FactScope,
+    fact: FactInput,
+    fact_id: str,
+    digest: str,
+    config: EmbeddingConfig,
+    now: float,
+    key: FactKey,
+    plan: ContextPlan,
+    metadata: dict[str, Any],
+) -> D1Statement:
+    """The INSERT of one new fact (status `pending_vector`), with its derived key and its
+    keyword-index plan; a (subject, content hash) already present is left as it is."""
+    valid_from = ms(fact.valid_from) if fact.valid_from is not None else ms(now)
+    valid_to = ms(fact.valid_to) if fact.valid_to is not None else None
+    if valid_to is not None and valid_to < valid_from:
+        valid_to = valid_from
+    return scope.db.prepare(
+        "INSERT INTO semantic_facts (tenant_id, fact_id, agent_type, subject, predicate, "
+        "object, content, metadata, confidence, source, learned_from_run_id, "
+        "embedding_provider, embedding_model, embedding_dimensions, content_hash, status, "
+        "valid_from, valid_to, created_at, updated_at, key_entity, key_attribute, key_source, "
+        "session_key, index_terms, index_length, context_length) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending_vector', ?, ?, ?, ?, "
+        "?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT (tenant_id, subject, content_hash) DO NOTHING"
+    ).bind(
+        scope.tenant_id,
+        fact_id,
+        fact.agent_type or scope.agent_type,
+        fact.subject,
+        fact.predicate,
+        fact.object,
+        fact.content,
+        json.dumps(metadata, separators=(",", ":"), ensure_ascii=False),
+        float(fact.confidence),
+        fact.source,
+        fact.learned_from_run_id or scope.run_id,
+        config.provider,
+        config.model,
+        config.dimensions,
+        digest,
+        valid_from,
+        valid_to,
+        ms(now),
+        ms(now),
+        key.entity,
+        key.attribute,
+        key.source,
+        plan.session,
+        plan.entry.index_terms,
+        plan.entry.length,
+        plan.entry.context_length,
+    )
+
+
 class FactWriter:
     """Learns and deletes one tenant's facts."""
 
     def __init__(self, scope: FactScope, vectors: VectorSync) -> None:
         self._s = scope
         self._vectors = vectors
+        self._context = SessionContext(scope)
 
     def validate_facts(self, facts: Sequence[FactInput | Mapping[str, Any]]) -> list[FactInput]:
         out: list[FactInput] = []
@@ -134,6 +192,15 @@ class FactWriter:
             first_of.setdefault((fact.subject, hashes[index]), index)
         existing = await find_by_hash(self._s, list(first_of))
         keys = await derive_keys(self._s, inputs)
+        items = [
+            (
+                fact.session or fact.learned_from_run_id or self._s.run_id,
+                fact.content,
+                fact.valid_from if fact.valid_from is not None else now,
+            )
+            for fact in inputs
+        ]
+        plans, before_call = await self._context.plan(items)
         results: dict[int, LearnResult] = {}
         todo: list[int] = []  # indexes (first occurrences) that need a vector
         failed = False
@@ -149,7 +216,7 @@ class FactWriter:
             else:
                 todo.append(index)
         for batch in chunks(todo, max(1, min(embed_batch, EMBED_BATCH))):
-            texts = [inputs[i].content for i in batch]
+            texts = [plans[i].embed_text for i in batch]
             matrix = await embedder.embed(texts)
             check_matrix(matrix, len(texts), embedder.config)
             jobs: dict[int, VectorJob] = {}
@@ -170,13 +237,15 @@ class FactWriter:
                 inserts.append(
                     (
                         index,
-                        self._insert_statement(
+                        insert_statement(
+                            self._s,
                             fact,
                             fact_id,
                             hashes[index],
                             embedder.config,
                             now,
                             keys[index],
+                            plans[index],
                             metadata,
                         ),
                     )
@@ -243,6 +312,12 @@ class FactWriter:
         await self._s.gate.committed(
             [proposals[i] for i in created_at], [ordered[i].fact_id for i in created_at]
         )
+        if created_at:
+            created_items = [items[i] for i in created_at]
+            await self._s.after_response(
+                self._context.extend_following(before_call, created_items),
+                "adding later context to earlier memories",
+            )
         if todo and not failed:
             await self._retry_pending_after_write()
         return ordered
@@ -274,53 +349,6 @@ class FactWriter:
             await self._vectors.complete_pending(PENDING_RETRY_ON_WRITE)
         except Exception as exc:
             log.warning("retrying pending facts of tenant %s failed: %s", self._s.tenant_id, exc)
-
-    def _insert_statement(
-        self,
-        fact: FactInput,
-        fact_id: str,
-        digest: str,
-        config: EmbeddingConfig,
-        now: float,
-        key: FactKey,
-        metadata: dict[str, Any],
-    ) -> D1Statement:
-        valid_from = ms(fact.valid_from) if fact.valid_from is not None else ms(now)
-        valid_to = ms(fact.valid_to) if fact.valid_to is not None else None
-        if valid_to is not None and valid_to < valid_from:
-            valid_to = valid_from
-        return self._s.db.prepare(
-            "INSERT INTO semantic_facts (tenant_id, fact_id, agent_type, subject, predicate, "
-            "object, content, metadata, confidence, source, learned_from_run_id, "
-            "embedding_provider, embedding_model, embedding_dimensions, content_hash, status, "
-            "valid_from, valid_to, created_at, updated_at, key_entity, key_attribute, key_source) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending_vector', ?, ?, ?, ?, "
-            "?, ?, ?) "
-            "ON CONFLICT (tenant_id, subject, content_hash) DO NOTHING"
-        ).bind(
-            self._s.tenant_id,
-            fact_id,
-            fact.agent_type or self._s.agent_type,
-            fact.subject,
-            fact.predicate,
-            fact.object,
-            fact.content,
-            json.dumps(metadata, separators=(",", ":"), ensure_ascii=False),
-            float(fact.confidence),
-            fact.source,
-            fact.learned_from_run_id or self._s.run_id,
-            config.provider,
-            config.model,
-            config.dimensions,
-            digest,
-            valid_from,
-            valid_to,
-            ms(now),
-            ms(now),
-            key.entity,
-            key.attribute,
-            key.source,
-        )
 
     async def _insert_rows(self, inserts: Sequence[tuple[int, D1Statement]]) -> list[int]:
         """Insert pending rows; returns the input indexes whose insert hit an existing row."""

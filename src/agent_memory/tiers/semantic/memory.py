@@ -22,14 +22,19 @@ Writes (`learn`, `learn_many`) — idempotent per (tenant, subject, content hash
 
 Reads (`recall`): three channels run concurrently —
   * vector: cosine similarity in the tenant's namespace (top `candidate_pool`, ≤ 100);
-  * keyword: D1 FTS5 over fact content, ranked by `bm25()`, the user's text quoted term by
-    term so punctuation and FTS5 operators are searched for, never parsed;
+  * keyword: BM25F over the tenant's own keyword index (migration 0009: the fact's words
+    and, at a lower weight, its session context and date), the user's text reduced to
+    terms that only reach D1 as bound parameters;
   * exact: facts whose subject or predicate equals a string the query names;
   then fused (`fusion.py`), scored (`scoring.py`) and cut to `top_k`. Only rows that are
   live (`active`, inside their validity window) are returned: a vector whose row is gone
   is dropped and deleted from the index (reconciliation), so recall never returns a fact
   whose row was deleted. Each recall updates `last_recalled_at` / `recall_count` of what
-  it returned and writes a `memory_retrieved` event, in one D1 batch.
+  it returned and writes a `memory_retrieved` event, in one D1 batch after the response;
+  a record D1 refuses waits in KV until it is written back (`recall_record`).
+
+Maintenance: `complete_pending`, `backfill_keys`, `write_back_recall_records`, and (for
+facts written before migration 0009) the `reindex` module's job.
 """
 
 from __future__ import annotations
@@ -68,9 +73,12 @@ from agent_memory.tiers.semantic.models import (
     namespace_for_tenant,
     open_facts,
 )
+from agent_memory.tiers.semantic.recall_record import MAX_WRITE_BACK, RecallRecorder
+from bindings.ports.background import BackgroundTasks
 from bindings.ports.clock import Clock
 from bindings.ports.d1 import D1Database
 from bindings.ports.embedder import Embedder
+from bindings.ports.kv import KVNamespace
 from bindings.ports.vectorize import VectorIndex
 
 
@@ -95,7 +103,9 @@ class SemanticMemory:
         run_id: str | None = None,
         tier: Tier = "semantic",
         gate: WriteGate | None = None,
+        background: BackgroundTasks | None = None,
         personal: PersonalData | None = None,
+        kv: KVNamespace | None = None,
     ) -> None:
         if not isinstance(tenant_id, str) or not TENANT_RE.fullmatch(tenant_id):
             raise ValueError(f"invalid tenant id {tenant_id!r}")
@@ -115,8 +125,10 @@ class SemanticMemory:
             # Writes are proposals checked by the write policy; committed facts get a
             # `memory_written` event (ADR-0051, `agent_memory.governance.policy`).
             gate=gate or WriteGate(tenant_id, clock=clock, events=events),
+            background=background,
             # Without one, marked personal data is refused (never stored in plaintext).
             personal=personal or PersonalData(tenant_id, None, None),
+            kv=kv,
         )
         self._vectors = VectorSync(self._s)
         self._writer = FactWriter(self._s, self._vectors)
@@ -147,7 +159,9 @@ class SemanticMemory:
             config=config,
             agent_type=agent_type,
             run_id=run_id,
+            background=getattr(bindings, "background", None),
             personal=PersonalData.from_bindings(bindings, tenant_id),
+            kv=getattr(bindings, "kv", None),
         )
 
     @property
@@ -188,6 +202,11 @@ class SemanticMemory:
         """Derive and store the keys of up to `limit` facts written before keys existed
         (oldest first), so updates can supersede them. Returns how many were keyed."""
         return await backfill_keys(self._s, limit)
+
+    async def write_back_recall_records(self, limit: int = MAX_WRITE_BACK) -> int:
+        """Write up to `limit` recall records that D1 refused earlier (kept in KV) and
+        delete them from KV. Returns how many; stops at the first D1 failure."""
+        return await RecallRecorder(self._s).write_back(limit)
 
     async def delete(self, fact_id: str) -> DeleteResult:
         """Delete a fact's row and its vector (admin only; ADR-0030). Idempotent: deleting

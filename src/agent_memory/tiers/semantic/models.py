@@ -145,6 +145,10 @@ class FactInput(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
     valid_from: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     valid_to: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    # The session / run / thread this memory was written in (default: the run it was learned
+    # from). A memory with a session is indexed with the memories around it in that session
+    # (contextual indexing, docs/semantic-memory.md).
+    session: str | None = Field(default=None, min_length=1, max_length=256)
 
     @field_validator("metadata")
     @classmethod
@@ -174,6 +178,20 @@ class RecallFilters(BaseModel):
     # Epoch seconds: answer with what was believed then — facts written by then and not yet
     # superseded then (their validity interval contains it), superseded ones included.
     as_of: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    # Epoch seconds: only memories whose `valid_from` (when they became true) lies in
+    # [valid_from_after, valid_from_before). "What did we discuss in May?"
+    valid_from_after: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    valid_from_before: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _time_window(self) -> RecallFilters:
+        if (
+            self.valid_from_after is not None
+            and self.valid_from_before is not None
+            and self.valid_from_before <= self.valid_from_after
+        ):
+            raise ValueError("valid_from_before must be after valid_from_after")
+        return self
 
 
 class RecallRequest(BaseModel):
@@ -216,6 +234,8 @@ class Fact(BaseModel):
     key_entity: str = ""
     key_attribute: str = ""
     key_source: str = ""
+    # The session it was written in (migration 0009); None for memories without one.
+    session_key: str | None = None
 
     @classmethod
     def from_row(cls, row: Row, metadata: Mapping[str, Any] | None = None) -> Fact:

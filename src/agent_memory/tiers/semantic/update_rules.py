@@ -11,6 +11,7 @@ the same key. `agent_memory.lifecycle.adjudicator.RulesAdjudicator` wraps it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 from agent_memory.tiers.semantic._lexicon import (
@@ -39,8 +40,15 @@ class Judgement:
     reason: str
 
 
+@lru_cache(maxsize=4_096)
+def _words(text: str) -> tuple[str, ...]:
+    """The lower-cased words of `text`, memoised: recall's stale-statement guard judges each
+    candidate against several others, and tokenising was most of a judgement's cost."""
+    return tuple(lower(words(text)))
+
+
 def _has_marker(text: str, markers: tuple[str, ...]) -> str | None:
-    low = " " + " ".join(lower(words(text))) + " "
+    low = " " + " ".join(_words(text)) + " "
     for marker in markers:
         if f" {marker} " in low:
             return marker
@@ -48,27 +56,32 @@ def _has_marker(text: str, markers: tuple[str, ...]) -> str | None:
 
 
 def _negated(text: str) -> bool:
-    return any(w in NEGATIONS or w.endswith("n't") for w in lower(words(text)))
+    return any(w in NEGATIONS or w.endswith("n't") for w in _words(text))
 
 
 def content_words(text: str, entity: str) -> set[str]:
     """The words that carry a statement's value: no stop words, entity, verbs or markers."""
+    return set(_content_words(text, entity))
+
+
+@lru_cache(maxsize=4_096)
+def _content_words(text: str, entity: str) -> frozenset[str]:
     skip = set(entity.split()) | {e.removesuffix("'s") for e in entity.split()}
     out: set[str] = set()
-    for word in lower(words(text)):
+    for word in _words(text):
         base = word.removesuffix("'s")
         if base in STOP or base in skip or base in VERB_CLASS or base in ADVERBS:
             continue
         if base in NEGATIONS or base.endswith("n't") or base in {"longer", "anymore"}:
             continue
         out.add(base)
-    return out
+    return frozenset(out)
 
 
 def _context_words(text: str, entity: str) -> set[str]:
     """The content words after the first preposition ("for every editor" → {editor}), with
     temporal and additive markers removed first."""
-    low = " " + " ".join(lower(words(text))) + " "
+    low = " " + " ".join(_words(text)) + " "
     for marker in (*UPDATE_MARKERS, *ADDITIVE_MARKERS, "these days"):
         low = low.replace(f" {marker} ", " ")
     tokens = low.split()
@@ -85,7 +98,7 @@ def _numbers(tokens: set[str]) -> set[str]:
 def _names_slot(text: str, attribute: str) -> bool:
     """Whether the attribute is a named slot of the entity ("Alice's manager", "my budget")
     rather than a verb ("speaks"), which may hold many values."""
-    low = " ".join(lower(words(text))).replace("'s ", " 's ")
+    low = " ".join(_words(text)).replace("'s ", " 's ")
     return any(f"{owner} {attribute}" in low for owner in ("'s", "my", "our"))
 
 
@@ -98,7 +111,7 @@ def judge_update(older_text: str, older: FactKey, newer_text: str, newer: FactKe
     the same topic; a new value for a single-valued attribute (residence, role, a named
     attribute like "Alice's manager"); a changed number with the same context; or the same
     preference with a different object. `unsure`: related but none of those hold."""
-    if " ".join(lower(words(older_text))) == " ".join(lower(words(newer_text))):
+    if " ".join(_words(older_text)) == " ".join(_words(newer_text)):
         return Judgement("duplicate", "same_words")
     if not older.entity or older.entity != newer.entity:
         return Judgement("compatible", "different_entity")

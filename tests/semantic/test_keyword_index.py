@@ -1,0 +1,221 @@
+"""The per-tenant keyword index (migration 0009): isolation of statistics, consistency on
+deletes, bounded cost for common words, contextual indexing, dates and the time filter."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from agent_memory.tiers.semantic import MemoryInputError, SemanticMemory
+from agent_memory.tiers.semantic import keyword_channel as keyword_module
+from local_runtime.background import LocalBackgroundTasks
+from local_runtime.runtime import LocalRuntime
+from tests.semantic.conftest import MemoryFactory
+
+ACME: list[dict[str, Any]] = [
+    {"content": "Dana booked a pottery workshop for the spring", "subject": "dana"},
+    {"content": "Lee prefers pottery over painting", "subject": "lee"},
+    {"content": "The workshop budget was approved in March", "subject": "finance"},
+    {"content": "Sam is training for a marathon", "subject": "sam"},
+]
+
+
+def _epoch(year: int, month: int, day: int = 1) -> float:
+    return datetime(year, month, day, tzinfo=UTC).timestamp()
+
+
+async def _keyword_view(memory: SemanticMemory, query: str) -> list[tuple[str, float]]:
+    ranked = await memory.rank(query, 50)
+    return [
+        (r.fact.fact_id, round(r.channels["keyword"].raw, 9))
+        for r in ranked.results
+        if "keyword" in r.channels
+    ]
+
+
+async def test_a_tenants_keyword_ranking_ignores_other_tenants_data(
+    make_memory: MemoryFactory,
+) -> None:
+    acme = make_memory("acme")
+    await acme.learn_many(ACME)
+    before = await _keyword_view(acme, "pottery workshop")
+    assert before, "the query matches acme's facts"
+    # Another tenant writes many facts holding the same words (changing every global
+    # document frequency and average length), then deletes some of them.
+    globex = make_memory("globex")
+    learned = await globex.learn_many(
+        [{"content": f"pottery workshop number {i} " + "filler " * (i % 7)} for i in range(60)]
+    )
+    for result in learned[:20]:
+        await globex.delete(result.fact_id)
+    assert await _keyword_view(acme, "pottery workshop") == before
+
+
+async def test_deleting_a_fact_takes_it_out_of_the_statistics(
+    rt: LocalRuntime, make_memory: MemoryFactory
+) -> None:
+    memory = make_memory()
+    learned = await memory.learn_many(ACME)
+    await memory.delete(learned[1].fact_id)
+    stats = await rt.db.prepare(
+        "SELECT docs, total_length FROM semantic_index_stats WHERE tenant_id = 'acme'"
+    ).first()
+    rows = (
+        await rt.db.prepare(
+            "SELECT index_length FROM semantic_facts WHERE tenant_id = 'acme'"
+        ).all()
+    ).results
+    assert stats == {"docs": 3, "total_length": sum(r["index_length"] for r in rows)}
+    df = await rt.db.prepare(
+        "SELECT df FROM semantic_term_stats WHERE tenant_id = 'acme' AND term = 'potteri'"
+    ).first_value("df")
+    assert df == 1  # "pottery" (stemmed) is left in Dana's fact only
+    postings = await rt.db.prepare(
+        "SELECT COUNT(*) AS n FROM semantic_terms WHERE tenant_id = 'acme' AND fts_rowid = "
+        "(SELECT MAX(fts_rowid) FROM semantic_terms) + 1000"
+    ).first_value("n")
+    assert postings == 0
+    assert [fid for fid, _ in await _keyword_view(memory, "painting")] == []
+
+
+async def test_a_very_common_word_drives_no_scan_but_still_scores(
+    make_memory: MemoryFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    memory = make_memory()
+    facts = [{"content": f"status report {i} for the team", "subject": f"s{i}"} for i in range(30)]
+    facts.append({"content": "status report about the zeppelin launch", "subject": "z"})
+    learned = await memory.learn_many(facts)
+    full = dict(await _keyword_view(memory, "zeppelin status report"))
+    # With a budget below the common words' postings, only "zeppelin" drives candidates...
+    monkeypatch.setattr(keyword_module, "POSTINGS_BUDGET", 5)
+    bounded = await _keyword_view(memory, "zeppelin status report")
+    target = learned[-1].fact_id
+    assert bounded[0][0] == target
+    # ...and its score still counts the common words (same BM25F as without a budget).
+    assert dict(bounded)[target] == pytest.approx(full[target])
+
+
+async def test_a_reply_is_found_through_the_turns_before_it_in_its_session(
+    make_memory: MemoryFactory,
+) -> None:
+    memory = make_memory()
+    turns = [
+        "Mel: Are you still going to the pottery workshop in Lisbon?",
+        "Caroline: Yes, next month, I booked it yesterday",
+        "Mel: Nice, send me pictures",
+    ]
+    with_session = await memory.learn_many(
+        [{"content": t, "session": "chat-1", "subject": "chat"} for t in turns]
+    )
+    alone = await memory.learn(
+        {"content": "Caroline: Yes, next month, I booked it yesterday", "subject": "other"}
+    )
+    hits = dict(await _keyword_view(memory, "pottery workshop Lisbon"))
+    reply = with_session[1].fact_id
+    assert reply in hits and alone.fact_id not in hits
+    # The context field weighs less than the memory's own words.
+    assert hits[reply] < hits[with_session[0].fact_id]
+
+
+async def test_later_turns_are_added_to_earlier_memories_in_the_background(
+    rt: LocalRuntime, make_memory: MemoryFactory
+) -> None:
+    background = LocalBackgroundTasks()
+    memory = make_memory(background=background)
+    first = await memory.learn({"content": "Which city was that conference in?", "session": "s"})
+    await background.drain()
+    assert first.fact_id not in dict(await _keyword_view(memory, "Reykjavik"))
+    await memory.learn({"content": "It was Reykjavik, in the winter", "session": "s"})
+    await background.drain()
+    assert first.fact_id in dict(await _keyword_view(memory, "Reykjavik"))
+    stored = await memory.get(first.fact_id)
+    assert stored is not None and stored.session_key == "s"
+
+
+async def test_the_date_is_searchable_and_recall_filters_by_time(
+    make_memory: MemoryFactory,
+) -> None:
+    memory = make_memory()
+    may = await memory.learn(
+        {"content": "Went hiking with the kids", "valid_from": _epoch(2023, 5, 8)}
+    )
+    june = await memory.learn(
+        {"content": "Went hiking near the lake", "valid_from": _epoch(2023, 6, 20)}
+    )
+    hits = dict(await _keyword_view(memory, "hiking in May 2023"))
+    assert hits[may.fact_id] > hits[june.fact_id]
+    window = {"valid_from_after": _epoch(2023, 6, 1), "valid_from_before": _epoch(2023, 7, 1)}
+    found = await memory.recall("hiking", 5, window)
+    assert found.fact_ids == [june.fact_id]
+    # An empty window is a clear input error.
+    with pytest.raises(MemoryInputError) as caught:
+        await memory.recall(
+            "hiking", 5, {"valid_from_after": _epoch(2023, 7, 1), "valid_from_before": 1.0}
+        )
+    assert caught.value.code == "validation_error"
+
+
+async def test_the_sql_keyword_score_is_the_bm25f_formula(
+    rt: LocalRuntime, make_memory: MemoryFactory
+) -> None:
+    # The channel scores in SQL (candidates and the rows of every channel's candidates);
+    # `retrieval.bm25.bm25f` states the formula. They must agree on every scored fact.
+    from agent_memory.retrieval.bm25 import Bm25Params, TenantStats, bm25f, idf, query_terms
+
+    memory = make_memory()
+    turns = [
+        "Mel: Are you still going to the pottery workshop in Lisbon?",
+        "Caroline: Yes, next month, I booked the pottery class yesterday",
+        "Mel: Nice, send me pictures of the workshop",
+        "Caroline: The Lisbon trip is in May, pottery every morning",
+    ]
+    await memory.learn_many([{"content": t, "session": "chat"} for t in turns])
+    await memory.learn_many([{"content": f"workshop notes {i}"} for i in range(6)])
+    query = "pottery workshop in Lisbon"
+    view = dict(await _keyword_view(memory, query))
+    stats_row = await rt.db.prepare(
+        "SELECT docs, total_length, total_context_length FROM semantic_index_stats "
+        "WHERE tenant_id = 'acme'"
+    ).first()
+    assert stats_row is not None
+    stats = TenantStats(**stats_row)
+    params = Bm25Params()
+    terms = query_terms(query)
+    df = {
+        str(r["term"]): int(r["df"])
+        for r in (
+            await rt.db.prepare(
+                "SELECT term, df FROM semantic_term_stats WHERE tenant_id = 'acme'"
+            ).all()
+        ).results
+    }
+    idfs = {t: idf(df.get(t, 0), stats.docs) for t in terms}
+    facts = (
+        await rt.db.prepare(
+            "SELECT fact_id, index_terms, index_length, context_length FROM semantic_facts "
+            "WHERE tenant_id = 'acme'"
+        ).all()
+    ).results
+    expected = {}
+    for fact in facts:
+        postings = [
+            (term, tf, ctx)
+            for term, (tf, ctx) in json.loads(fact["index_terms"]).items()
+            if term in idfs
+        ]
+        score = bm25f(
+            postings,
+            fact["index_length"],
+            fact["context_length"],
+            idfs,
+            stats.average_length(params),
+            params,
+        )
+        if score > 0:
+            expected[fact["fact_id"]] = score
+    assert view.keys() == expected.keys()
+    for fact_id, score in expected.items():
+        assert view[fact_id] == pytest.approx(score, abs=1e-9)  # the view rounds to 9 places
