@@ -34,7 +34,7 @@ OVERSAMPLE = 10
 MIN_SHORTLIST = 2_000
 # The shortlist also grows with the partition: the more vectors, the more of them lie as
 # close to the query as the k-th best, inside the projection's error (at 1M synthetic facts
-# a fixed 1,000 kept 0.89 of the exact top 100; 1% of the rows keeps it near 1).
+# a fixed 1,000 kept 0.89 of the exact top 100; 1% of the rows keeps 0.98).
 SHORTLIST_SHARE = 0.01
 FIT_SAMPLE_ROWS = 8_192
 _SAMPLE_STRIDE = 64
