@@ -118,3 +118,25 @@ async def test_below_the_threshold_the_scan_is_exact() -> None:
         found = await index.query(query.tolist(), top_k=100)
         exact = _exact(vectors, query)
         assert [m.id for m in found.matches] == [f"v{i}" for i in np.argsort(-exact)[:100]]
+
+
+def test_the_shortlist_of_a_large_partition_holds_the_best_projected_rows() -> None:
+    # 100K rows: the shortlist's threshold is estimated from a sample of the projected
+    # scores rather than by a full selection; it must still be (about) the best rows.
+    rng = np.random.default_rng(11)
+    n, dims = 100_000, 128
+    values = (rng.standard_normal((n, 16)) @ rng.standard_normal((16, dims))).astype(np.float32)
+    values += 0.2 * rng.standard_normal((n, dims)).astype(np.float32)
+    inv = (1.0 / np.linalg.norm(values, axis=1)).astype(np.float32)
+    fitted = projection.Projection.fit(values, inv, n, n)
+    for _ in range(5):
+        q = values[int(rng.integers(n))] * inv[0]
+        q = (q / np.linalg.norm(q)).astype(np.float32)
+        shortlist = fitted.shortlist(q, n, None, top_k=20)
+        assert shortlist is not None
+        wanted = max(projection.MIN_SHORTLIST, int(n * projection.SHORTLIST_SHARE))
+        assert wanted // 2 <= len(shortlist) <= wanted
+        approx = fitted.values[:n] @ (fitted.components @ q)
+        ranked = np.argsort(-approx)
+        assert set(ranked[: len(shortlist) // 2]) <= set(shortlist.tolist())
+        assert set(shortlist.tolist()) <= set(ranked[: 2 * wanted].tolist())
