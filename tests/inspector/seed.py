@@ -94,4 +94,9 @@ def seed(base: str, state: Path) -> Seeded:
             assert response.status_code == 200, response.text
         reconciled = admin.post(f"/admin/tenants/{TENANT}/reconcile")
         assert reconciled.json()["superseded_conflicts"] == 1, reconciled.text
+        # The recall's statistics and event are written after its response (waitUntil);
+        # the dev server's scheduled route drains that work (a cron with no job runs
+        # nothing), so every seeded row exists before a test looks at or erases it.
+        drained = admin.get("/cdn-cgi/handler/scheduled", params={"cron": "seed-drain"})
+        assert drained.status_code == 200, drained.text
     return seeded
