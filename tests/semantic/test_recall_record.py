@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 
 from agent_memory.governance.events import EventLog
+from agent_memory.lifecycle.erase import SubjectEraser
 from agent_memory.tiers.semantic import recall_record as record_module
+from bindings.ports.clock import FixedClock
 from bindings.ports.d1 import D1Error, D1Result
 from bindings.ports.errors import BindingUnavailableError
 from local_runtime.background import LocalBackgroundTasks
@@ -244,3 +246,53 @@ async def test_at_most_max_carried_records_wait_per_tenant_the_rest_are_logged(
     [logged] = [r for r in caplog.records if r.levelno == logging.ERROR]
     assert found[2].event_id in logged.getMessage() and "already wait" in logged.getMessage()
     assert '"query":"SSO support"' in logged.getMessage()
+
+
+class HeldBackground:
+    """`waitUntil` work held until `release()`: a recall record still in flight."""
+
+    def __init__(self) -> None:
+        self.held: list[Any] = []
+
+    def wait_until(self, work: Any) -> None:
+        self.held.append(work)
+
+    async def release(self) -> None:
+        while self.held:
+            await self.held.pop(0)
+
+
+async def _retrieved_payloads(rt: LocalRuntime) -> list[dict[str, Any]]:
+    rows = (
+        await rt.db.prepare(
+            "SELECT payload FROM memory_events WHERE tenant_id = 'acme' "
+            "AND kind = 'memory_retrieved'"
+        ).all()
+    ).results
+    return [json.loads(row["payload"]) for row in rows]
+
+
+async def test_a_recall_record_in_flight_during_an_erase_keeps_no_query_text(
+    rt: LocalRuntime, make_memory: MemoryFactory, clock: FixedClock
+) -> None:
+    background = HeldBackground()
+    memory = make_memory(background=background)
+    await memory.learn_many(FACTS)
+    # The recall answers; its statistics and event are still to be written when the
+    # operator erases the subject its query names.
+    await memory.recall("what does dana prefer", 5)
+    assert background.held
+    report = await SubjectEraser("acme", db=rt.db, clock=rt.clock).erase("dana")
+    assert report.complete
+    await background.release()
+    (payload,) = await _retrieved_payloads(rt)
+    assert "query" not in payload and payload["query_redacted"] is True
+    assert "dana" not in json.dumps(payload).lower()
+    # A recall after the erase's mark has aged out is recorded whole (control).
+    clock.advance(2 * 86_400)
+    await SubjectEraser("acme", db=rt.db, clock=rt.clock).erase("nobody-at-all")
+    clock.advance(120)
+    await memory.recall("who asked about SSO", 5)
+    await background.release()
+    queries = [p.get("query") for p in await _retrieved_payloads(rt)]
+    assert "who asked about SSO" in queries

@@ -266,7 +266,7 @@ const loadEvents = guard(async (more) => {
   const items = data.events.map((e) => {
     const p = e.payload;
     const what = e.kind === "memory_retrieved"
-      ? `“${p.query}” → ${(p.results || []).length} result(s)`
+      ? `${p.query_redacted ? "(query removed: an erase ran while it was recorded)" : "“" + p.query + "”"} → ${(p.results || []).length} result(s)`
       : `${p.source || ""} ${p.subject ? "[" + p.subject + "] " : ""}${p.key || ""}`;
     return h("li", { "data-kind": e.kind }, h("span", { class: "meta" }, when(e.created_at) + " "),
       h("span", { class: "badge" }, e.kind), h("span", { class: "badge" }, e.tier), what,

@@ -29,8 +29,13 @@ too, and becomes unreadable when the KEK that wrapped it is retired (docs/person
 The keyword index's term statistics that no remaining fact holds are deleted afterwards
 (postings go with their facts, by trigger), so no index row keeps an erased fact's words.
 
-Order, so that a failure never leaves a trace a re-run cannot find: the Durable Objects
-first (found through the D1 runs rows; each settles its queued writes into D1 before it
+A recall's statistics and event are written after its response; one in flight while the
+erase runs is in neither D1 nor KV. So the erase first writes a start mark (migration 0013,
+tenant and time only), and a recall record committed after it stores its event without the
+query text (`recall_record`), whatever the query named.
+
+Order, so that a failure never leaves a trace a re-run cannot find: the mark, the Durable
+Objects first (found through the D1 runs rows; each settles its queued writes into D1 before it
 erases, so the D1 rows are found again after this step), then vectors (a vector is only
 found through its fact row), then D1 rows in batches (data keys first, the keyword index
 merge last), then KV, then the archives, then (locally) the SQLite WALs. A failed Durable
@@ -101,6 +106,8 @@ def subject_digest(subject: str) -> str:
 
 
 Progress = Callable[[str, int], None]
+# How long an erase's start mark is kept: far longer than any recall record stays in flight.
+MARK_KEPT_MS = 86_400_000
 
 
 class SubjectEraser:
@@ -120,6 +127,8 @@ class SubjectEraser:
         purge_residue: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.tenant_id = tenant_id
+        self._db = db
+        self._clock = clock
         self._purge_residue = purge_residue
         self._kv = kv
         self._vectors = vectors
@@ -135,6 +144,9 @@ class SubjectEraser:
     async def erase(self, subject: str) -> EraseReport:
         subject = validate_subject(subject)
         report = EraseReport(tenant_id=self.tenant_id, subject=subject)
+        # 0. The mark: a recall record still in flight (written after its response) that
+        # commits from now on stores its event without the query text (migration 0013).
+        await self._mark_start()
         found = await self._rows.find(subject)
         # 1. The agent instances: before the D1 rows that list them, and before the rows
         # are read for good, since an object flushes (or replays) its queued writes into
@@ -191,6 +203,20 @@ class SubjectEraser:
         counts = report.model_dump(exclude={"subject", "errors", "tenant_id"})
         log.info("erase %s/%s: %s", self.tenant_id, subject_digest(subject), counts)
         return report
+
+    async def _mark_start(self) -> None:
+        now = round(self._clock.now() * 1000)
+        await self._db.batch(
+            [
+                self._db.prepare(
+                    "INSERT INTO erasure_marks (tenant_id, started_at) VALUES (?, ?) "
+                    "ON CONFLICT (tenant_id, started_at) DO NOTHING"
+                ).bind(self.tenant_id, now),
+                self._db.prepare(
+                    "DELETE FROM erasure_marks WHERE tenant_id = ? AND started_at < ?"
+                ).bind(self.tenant_id, now - MARK_KEPT_MS),
+            ]
+        )
 
     def _stopped(self, report: EraseReport, step: str, exc: Exception) -> EraseReport:
         """End the erase before any D1 row is deleted: a repeat finds everything again."""

@@ -16,6 +16,8 @@ else before `recall` returns). They are never lost silently:
   `WRITE_BACK_CHECK_SECONDS` per isolate and tenant, at once when this isolate carried one
   over) and by the daily cron, `MAX_WRITE_BACK` at a time, and deleted from KV only once D1
   accepted it;
+* a record committed after a subject erase began (its mark in `erasure_marks`) stores its
+  event without the query text: the erase may not have seen it;
 * at most `MAX_CARRIED` records per tenant wait in KV (KV's list is eventually consistent,
   so the bound is approximate by the records of the last minute); beyond it, with no KV
   bound, or when KV fails too, the record is logged at ERROR with its whole payload — the
@@ -47,6 +49,9 @@ MAX_CARRIED = 1_000  # per tenant, in KV
 WRITE_BACK_AFTER_RECALL = 10
 MAX_WRITE_BACK = 100  # per call of `write_back` (the daily cron's share per tenant)
 WRITE_BACK_CHECK_SECONDS = 300.0
+# An erase whose mark is up to this much older than the recall counts as concurrent with it:
+# the two may run in isolates whose clocks differ slightly.
+ERASE_CLOCK_MARGIN_MS = 60_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +131,22 @@ class RecallRecorder:
                 )
             )
         statements.append(self._s.events.statement(record.event, if_absent=True))
+        # A subject erase that began since the recall (its mark, migration 0013) may have
+        # looked for the subject before this event existed: the event then keeps no query
+        # text. Same transaction, so the erase either sees the event or this sees the mark.
+        statements.append(
+            self._s.db.prepare(
+                "UPDATE memory_events SET payload = json_set(json_remove(payload, '$.query'), "
+                "'$.query_redacted', json('true')) "
+                "WHERE tenant_id = ? AND event_id = ? AND EXISTS (SELECT 1 FROM erasure_marks "
+                "WHERE tenant_id = ? AND started_at >= ?)"
+            ).bind(
+                self._s.tenant_id,
+                record.event.event_id,
+                self._s.tenant_id,
+                ms(record.now) - ERASE_CLOCK_MARGIN_MS,
+            )
+        )
         return statements
 
     async def _write(self, record: RecallRecord, attempts: int = RECORD_ATTEMPTS) -> bool:
