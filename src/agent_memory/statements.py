@@ -4,6 +4,7 @@ D1 binds at most 100 parameters per statement and a batch runs as one transactio
 core slices id lists into statements of `IDS_PER_STATEMENT` ids (leaving room for the
 tenant id and a few other parameters) and statements into batches of
 `STATEMENTS_PER_BATCH`. One place for both, so every tier and job slices the same way.
+`distinct_tenants_sql` lists a table's tenants without reading its rows.
 """
 
 from __future__ import annotations
@@ -21,3 +22,21 @@ def chunks(items: Sequence[T], size: int = IDS_PER_STATEMENT) -> Iterator[Sequen
     """`items` in consecutive slices of at most `size` (≥ 1)."""
     for start in range(0, len(items), size):
         yield items[start : start + size]
+
+
+def distinct_tenants_sql(table: str, condition: str = "") -> str:
+    """A query for every tenant id of `table` (of its rows where `condition` holds), sorted.
+
+    A recursive CTE walks the table's tenant-first index one distinct tenant at a time
+    (`MIN(tenant_id) WHERE tenant_id > previous`: one seek each), so the cost grows with the
+    number of tenants, not rows. `table` and `condition` are SQL text from the caller's
+    code, never from input."""
+    where = f" WHERE {condition}" if condition else ""
+    further = f"{condition} AND " if condition else ""
+    return (
+        "WITH RECURSIVE t(tenant_id) AS ("
+        f"SELECT (SELECT MIN(tenant_id) FROM {table}{where}) "
+        f"UNION ALL SELECT (SELECT MIN(tenant_id) FROM {table} "
+        f"WHERE {further}tenant_id > t.tenant_id) FROM t WHERE t.tenant_id IS NOT NULL) "
+        "SELECT tenant_id FROM t WHERE tenant_id IS NOT NULL"
+    )

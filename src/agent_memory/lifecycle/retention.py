@@ -21,6 +21,7 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agent_memory.statements import distinct_tenants_sql
 from bindings.ports.d1 import D1Database
 
 DEFAULT_EPISODE_LIMIT = 100_000  # the migration's trigger default; tests keep them equal
@@ -138,22 +139,12 @@ async def known_tenants(
     db: D1Database,
     tables: Sequence[TenantTable] = ("memory_episodes", "agent_runs"),
 ) -> list[str]:
-    """Every tenant id that has rows in any of `tables`, sorted.
-
-    A recursive CTE walks each table's tenant-first index one distinct tenant at a time
-    (`MIN(tenant_id) WHERE tenant_id > previous`: one seek each), so the cost grows with the
-    number of tenants, not rows, and it is one D1 query per table whatever the count.
-    """
+    """Every tenant id that has rows in any of `tables`, sorted: one D1 query per table,
+    one index seek per tenant (`statements.distinct_tenants_sql`)."""
     found: set[str] = set()
     for table in tables:
         if table not in _TENANT_TABLES:
             raise ValueError(f"not a tenant table: {table}")
-        result = await db.prepare(
-            f"WITH RECURSIVE t(tenant_id) AS ("
-            f"SELECT (SELECT MIN(tenant_id) FROM {table}) "
-            f"UNION ALL SELECT (SELECT MIN(tenant_id) FROM {table} "
-            f"WHERE tenant_id > t.tenant_id) FROM t WHERE t.tenant_id IS NOT NULL) "
-            f"SELECT tenant_id FROM t WHERE tenant_id IS NOT NULL"
-        ).all()
+        result = await db.prepare(distinct_tenants_sql(table)).all()
         found.update(str(row["tenant_id"]) for row in result.results)
     return sorted(found)

@@ -30,6 +30,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from agent_memory.statements import distinct_tenants_sql
 from agent_memory.tiers.semantic._context import index_entry
 from bindings.ports.d1 import D1Database
 
@@ -42,15 +43,8 @@ MAX_STATEMENT_JSON = 64_000  # characters of the JSON parameter before a new sta
 
 StoppedBy = Literal["tenant_budget", "total_budget", "time_budget"]
 
-_UNINDEXED_TENANTS_SQL = (
-    # One seek per tenant on the partial index (like `retention.known_tenants`).
-    "WITH RECURSIVE t(tenant_id) AS ("
-    "SELECT (SELECT MIN(tenant_id) FROM semantic_facts WHERE index_terms IS NULL) "
-    "UNION ALL SELECT (SELECT MIN(tenant_id) FROM semantic_facts "
-    "WHERE index_terms IS NULL AND tenant_id > t.tenant_id) FROM t "
-    "WHERE t.tenant_id IS NOT NULL) "
-    "SELECT tenant_id FROM t WHERE tenant_id IS NOT NULL"
-)
+# One seek per tenant on the partial index `semantic_facts_unindexed`.
+_UNINDEXED_TENANTS_SQL = distinct_tenants_sql("semantic_facts", "index_terms IS NULL")
 _PAGE_SQL = (
     "SELECT fts_rowid, content, valid_from FROM semantic_facts "
     "WHERE tenant_id = ? AND index_terms IS NULL ORDER BY fts_rowid LIMIT ?"
