@@ -212,8 +212,8 @@ class Recaller:
     ) -> Candidates:
         """Every channel's candidates and their rows (`RecallChannels.rows`). The vector
         query is in flight while the keyword and exact channels run and their candidates'
-        rows are read (on Cloudflare Vectorize answers remotely; locally a large scan runs
-        on a thread), so only the vector-only candidates' rows wait for it."""
+        rows are read (on Cloudflare Vectorize answers remotely, overlapping the D1 calls),
+        so only the vector-only candidates' rows wait for it."""
         pool = self._s.config.candidate_pool
         vector = asyncio.ensure_future(
             self._channels.vector(query, query_vector, filters, min(pool, VECTORIZE_MAX_TOP_K))

@@ -251,7 +251,4 @@ class RecallRecorder:
 
     async def submit(self, record: RecallRecord) -> None:
         """Write `record` after the response (now, without a background)."""
-        if self._s.background is not None:
-            self._s.background.wait_until(self.write(record))
-        else:
-            await self.write(record)
+        await self._s.after_response(self.write(record), "recording a recall")
