@@ -20,11 +20,7 @@ from local_runtime.adapters.vectorize._columns import (
     StringDictionary,
 )
 from local_runtime.adapters.vectorize._metadata import Scalar
-from local_runtime.adapters.vectorize.projection import (
-    PROJECTED_DIMENSIONS,
-    Projection,
-    needs_fit,
-)
+from local_runtime.adapters.vectorize.projection import Projection, needs_fit
 
 F32Array = npt.NDArray[np.float32]
 
@@ -69,7 +65,7 @@ class Partition:
         self.capacity = capacity
 
     def _refit_if_due(self) -> None:
-        if self.dimensions >= 2 * PROJECTED_DIMENSIONS and needs_fit(self.projection, self.size):
+        if needs_fit(self.projection, self.size, self.dimensions):
             self.projection = Projection.fit(self.values, self.inv_norms, self.size, self.capacity)
 
     def put(

@@ -109,8 +109,9 @@ def _best(scores: F32Array, wanted: int) -> IntArray:
     return np.argpartition(scores, n - wanted)[n - wanted :]
 
 
-def needs_fit(projection: Projection | None, size: int) -> bool:
-    """Whether a partition of `size` rows should (re)fit its projection now."""
-    if size < APPROX_MIN_ROWS:
+def needs_fit(projection: Projection | None, size: int, dimensions: int) -> bool:
+    """Whether a partition of `size` rows of `dimensions` should (re)fit its projection now
+    (never when the projection would not be at least twice narrower than the vectors)."""
+    if size < APPROX_MIN_ROWS or dimensions < 2 * PROJECTED_DIMENSIONS:
         return False
     return projection is None or size >= 2 * projection.fitted_rows
