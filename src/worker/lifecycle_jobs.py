@@ -195,20 +195,22 @@ async def daily_brief(bindings: Bindings, scheduled_time: float) -> dict[str, An
         "tenants": [t.model_dump() for t in brief.tenants],
     }
     started = time.monotonic()
+
+    def left() -> float:
+        """Seconds of the invocation's lifecycle budget still unspent."""
+        return max(0.0, bindings.settings.lifecycle_max_seconds - (time.monotonic() - started))
+
     pruner = make_pruner(bindings)
     if pruner is not None:
         resumed = await resume_unfinished(pruner)
         result["prune_resumed"] = [r.summary() for r in resumed]
-    left = bindings.settings.lifecycle_max_seconds - (time.monotonic() - started)
     budget = REINDEX_BUDGET.model_copy(
-        update={"max_seconds": max(0.0, min(REINDEX_BUDGET.max_seconds, left))}
+        update={"max_seconds": min(REINDEX_BUDGET.max_seconds, left())}
     )
     result["reindexed"] = (await reindex_pending(bindings.db, budget)).model_dump()
     result["recall_records_written_back"] = await write_back_recall_records(bindings)
-    left = bindings.settings.lifecycle_max_seconds - (time.monotonic() - started)
-    result["reconciled"] = await reconcile_all(bindings, max_seconds=max(0.0, left))
-    left = bindings.settings.lifecycle_max_seconds - (time.monotonic() - started)
-    result["data_keys_rewrapped"] = await rewrap_data_keys(bindings, max_seconds=max(0.0, left))
+    result["reconciled"] = await reconcile_all(bindings, max_seconds=left())
+    result["data_keys_rewrapped"] = await rewrap_data_keys(bindings, max_seconds=left())
     return result
 
 
