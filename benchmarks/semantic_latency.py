@@ -1,23 +1,25 @@
 """Semantic memory latency with 100K facts in one tenant, in the local runtime.
 
     uv run python benchmarks/semantic_latency.py [--facts 100000] [--queries 300]
-        [--batch 1000] [--embedder minilm|hashing] [--state DIR]
+        [--batch 1000] [--embedder minilm|hashing] [--state DIR [--reuse]]
 
 What it measures (the same code the Worker runs, `agent_memory.tiers.semantic.SemanticMemory`,
-against the local adapters: SQLite D1 with FTS5, the numpy Vectorize stand-in):
+against the local adapters: SQLite D1 with the per-tenant keyword postings, the numpy
+Vectorize stand-in, which scans a projection first above 50K vectors):
 
 * learn throughput: `learn_many` over `--facts` synthetic facts in chunks of `--batch`
   (embedding batched 100 texts per call, D1 inserts in batches of 50 statements, vector
   upserts of ≤ 1000), reported as facts/s overall and the share spent in the embedder;
 * recall latency, p50 / p99 over `--queries` queries (after 20 untimed warm-up calls):
   - with the embedding call: `recall(query, top_k=5)` end to end — embed the query, the
-    three channels (vector, FTS5 bm25, exact match), fusion, scoring, and the D1 batch
-    that updates recall stats and writes the `memory_retrieved` event;
+    three channels (vector, keyword BM25F, exact match), fusion and scoring (the recall
+    statistics and `memory_retrieved` event are written after the response, below);
   - without it: the same call with a precomputed `query_vector`;
   - the query embedding alone, for reference;
   - the floor, in the same run over the same data: a bare FTS5 query (top 100 by bm25() in
     an in-memory table of the same texts) and a bare numpy scan (one matrix-vector product
-    over the same vectors, top 100), and recall's overhead over it as a ratio.
+    over the same vectors, top 100), and recall's overhead over it as a ratio;
+  - how much of the vector channel's top 100 is in the exact top 100.
 The recall statistics and `memory_retrieved` event are written after the response
 (`waitUntil`); the benchmark drains them between calls, outside the timed window.
 
@@ -26,8 +28,8 @@ Facts are generated from a fixed seed: ~5,000 contacts with 20 facts each on ave
 (CFO at Initech) asked about SSO support in May (case 812)"). Queries mix natural-language
 questions about a predicate and an object, questions naming a contact by subject, and
 role + object questions. The keyword channel's cost grows with the number of facts that
-contain any of the query's words (FTS5 computes bm25 for every match), so the words'
-document frequencies matter: here a predicate phrase is in ~1/24 of the facts, an object
+contain the query's rarer words (bounded by `POSTINGS_BUDGET`), so the words' document
+frequencies matter: here a predicate phrase is in ~1/24 of the facts, an object
 in ~1/20, a first name in ~1/20, a role or company in ~1/10.
 A measurement script, not a test: the numbers depend on the machine. `--embedder
 hashing` swaps the model for the tests' hashing embedder to time the storage path alone.
@@ -260,11 +262,16 @@ def fts5_floor(contents: Sequence[str], queries: Sequence[str]) -> list[float]:
     return seconds
 
 
-def numpy_floor(matrix: npt.NDArray[np.float32], vectors: npt.NDArray[np.float32]) -> list[float]:
+def unit_rows(matrix: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """`matrix` with every row scaled to unit length (made once: 1.5 GB at 1M vectors)."""
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    unit: npt.NDArray[np.float32] = (matrix / np.maximum(norms, 1e-12)).astype(np.float32)
+    return unit
+
+
+def numpy_floor(unit: npt.NDArray[np.float32], vectors: npt.NDArray[np.float32]) -> list[float]:
     """Seconds per bare cosine scan (one matrix-vector product over the same unit vectors,
     top 100 by argpartition): the vector floor."""
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    unit = (matrix / np.maximum(norms, 1e-12)).astype(np.float32)
     seconds: list[float] = []
     for vector in vectors:
         started = time.perf_counter()
@@ -278,13 +285,12 @@ def numpy_floor(matrix: npt.NDArray[np.float32], vectors: npt.NDArray[np.float32
 async def exact_top_share(
     runtime: LocalRuntime,
     namespace: str,
-    matrix: npt.NDArray[np.float32],
+    unit: npt.NDArray[np.float32],
     queries: npt.NDArray[np.float32],
 ) -> float:
     """How much of the index's top 100 is in the exact top 100 (a result counts when its
     exact cosine reaches the exact 100th best, so ties count): 1.0 = exact. Above 50K
     vectors the local index scans a projection first (`vectorize.projection`)."""
-    unit = matrix / np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
     shares: list[float] = []
     for vector in queries:
         q = vector / max(float(np.linalg.norm(vector)), 1e-12)
@@ -422,14 +428,13 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         summary("recall, without (precomputed vector)", without_embedding),
         summary("query embedding alone", embed_only),
     ]
-    matrix = np.vstack(embedder.kept)
+    unit = unit_rows(np.vstack(embedder.kept))
     embedder.kept = []
+    query_matrix = np.asarray(vectors, dtype=np.float32)
     fts = fts5_floor(contents, queries)
-    scan = numpy_floor(matrix, np.asarray(vectors, dtype=np.float32))
+    scan = numpy_floor(unit, query_matrix)
     floor = [a + b for a, b in zip(fts, scan, strict=True)]
-    vector_recall = await exact_top_share(
-        runtime, memory.namespace, matrix, np.asarray(vectors, dtype=np.float32)
-    )
+    vector_recall = await exact_top_share(runtime, memory.namespace, unit, query_matrix)
     print(
         f"vector channel: share of its top 100 within the exact top 100 (by exact score): "
         f"{vector_recall:.4f}"

@@ -412,9 +412,9 @@ async def test_a_short_recall_ranks_its_head_exactly_as_a_full_ranking(
     make_memory: MemoryFactory,
 ) -> None:
     # 90 facts whose information density (distinct words) pulls against their relevance
-    # (more words: a lower keyword and vector score), so the density decides the head.
-    # Recall computes density only while it can still change the head; a full ranking
-    # computes it for every candidate, and the two heads must agree, scores included.
+    # (more words: a lower keyword and vector score). Recall computes density only while it
+    # can still change the head, a full ranking for every candidate: the heads agree,
+    # scores included. (The skip rule itself is pinned by tests/core/test_ranking.py.)
     memory = make_memory()
     fillers = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"]
     await memory.learn_many(
