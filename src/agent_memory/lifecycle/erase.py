@@ -34,8 +34,8 @@ erase runs is in neither D1 nor KV. So the erase first writes a start mark (migr
 tenant and time only), and a recall record committed after it stores its event without the
 query text (`recall_record`), whatever the query named.
 
-Order, so that a failure never leaves a trace a re-run cannot find: the mark, the Durable
-Objects first (found through the D1 runs rows; each settles its queued writes into D1 before it
+Order, so that a failure never leaves a trace a re-run cannot find: the mark, then the
+Durable Objects (found through the D1 runs rows; each settles its queued writes into D1 before it
 erases, so the D1 rows are found again after this step), then vectors (a vector is only
 found through its fact row), then D1 rows in batches (data keys first, the keyword index
 merge last), then KV, then the archives, then (locally) the SQLite WALs. A failed Durable
@@ -192,7 +192,7 @@ class SubjectEraser:
                 report.complete = False
                 report.errors.append(f"archives: {type(exc).__name__}: {exc}")
         self._progress("archives", report.archives_rewritten + report.archives_deleted)
-        # 5. Locally: checkpoint the SQLite WALs, so no page from before the erase is left
+        # 6. Locally: checkpoint the SQLite WALs, so no page from before the erase is left
         #    in a -wal file (the stores already zero what they delete).
         if self._purge_residue is not None:
             try:
