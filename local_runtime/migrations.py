@@ -3,7 +3,7 @@
 Wrangler keeps applied migrations in a `d1_migrations` table (workers-sdk
 `packages/wrangler/src/d1/migrations/helpers.ts`, `initMigrationsTable`):
 
-    CREATE TABLE IF NOT EXISTS d1_migrations(
+    CREATE TABLE IF NOT EXISTS "d1_migrations"(
         id         INTEGER PRIMARY KEY AUTOINCREMENT,
         name       TEXT UNIQUE,
         applied_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP NOT NULL
@@ -27,7 +27,9 @@ from local_runtime.adapters.do_sql import split_sql_statements
 
 MIGRATIONS_TABLE = "d1_migrations"
 
-_CREATE_TABLE = f"""CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE}(
+# The name quoted as wrangler quotes it (`escapeIdentifier`, wrangler >= 4.1xx), so the schema
+# text sqlite_schema keeps is byte-identical (tests/test_d1_migrations_wrangler.py).
+_CREATE_TABLE = f"""CREATE TABLE IF NOT EXISTS "{MIGRATIONS_TABLE}"(
     id         INTEGER PRIMARY KEY AUTOINCREMENT,
     name       TEXT UNIQUE,
     applied_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP NOT NULL

@@ -17,12 +17,28 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
 
+NODE_BIN = PROJECT_ROOT / "node_modules" / ".bin"
+
+
+def wrangler_command(*args: str) -> list[str]:
+    """The project's wrangler, run by the Node 22 that `npm ci` installs beside it.
+
+    wrangler >= 4.127.1 (what pywrangler requires) refuses Node < 22, and the README promises
+    that tests run on Node 20: `package.json` lists Node 22 itself as an optional dependency
+    (`node-<platform>-<arch>`), linked as `node_modules/.bin/node`. `npx` puts that folder
+    first on PATH, so `npx wrangler` (and pywrangler, which calls it) gets Node 22 too.
+    """
+    node = NODE_BIN / "node"
+    wrangler = PROJECT_ROOT / "node_modules" / "wrangler" / "bin" / "wrangler.js"
+    return [str(node) if node.exists() else "node", str(wrangler), *args]
+
+
 def require_node_tools() -> None:
     """Skip (outside CI) or fail (in CI) when Node or the npm dev tools are missing."""
     missing = []
     if shutil.which("node") is None:
         missing.append("node is not on PATH")
-    if not (PROJECT_ROOT / "node_modules" / ".bin" / "wrangler").exists():
+    if not (NODE_BIN / "wrangler").exists():
         missing.append("node_modules is missing: run `npm ci`")
     if missing:
         reason = "; ".join(missing)

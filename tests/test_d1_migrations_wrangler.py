@@ -27,9 +27,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import PROJECT_ROOT, require_node_tools
+from tests.conftest import PROJECT_ROOT, require_node_tools, wrangler_command
 
-WRANGLER = PROJECT_ROOT / "node_modules" / ".bin" / "wrangler"
 MIGRATIONS = PROJECT_ROOT / "migrations"
 # A guard against a hung wrangler, not a timing assertion.
 WRANGLER_GUARD_SECONDS = 300
@@ -113,16 +112,9 @@ def wrangler_database(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, s
         "NO_COLOR": "1",
     }
     result = subprocess.run(
-        [
-            str(WRANGLER),
-            "d1",
-            "migrations",
-            "apply",
-            _database_name(),
-            "--local",
-            "--persist-to",
-            str(state),
-        ],
+        wrangler_command(
+            "d1", "migrations", "apply", _database_name(), "--local", "--persist-to", str(state)
+        ),
         cwd=work,
         env=env,
         capture_output=True,

@@ -7,7 +7,7 @@ import subprocess
 import tomllib
 from pathlib import Path
 
-from tests.conftest import PROJECT_ROOT, require_node_tools
+from tests.conftest import PROJECT_ROOT, require_node_tools, wrangler_command
 from worker.cron import DAILY_BRIEF, WEEKLY_PRUNE
 
 CONFIG = tomllib.loads((PROJECT_ROOT / "wrangler.toml").read_text())
@@ -68,13 +68,7 @@ def test_every_var_is_a_setting() -> None:
 def test_dry_run_deploy_lists_every_binding(tmp_path: Path) -> None:
     require_node_tools()
     result = subprocess.run(
-        [
-            str(PROJECT_ROOT / "node_modules" / ".bin" / "wrangler"),
-            "deploy",
-            "--dry-run",
-            "--outdir",
-            str(tmp_path / "out"),
-        ],
+        wrangler_command("deploy", "--dry-run", "--outdir", str(tmp_path / "out")),
         cwd=PROJECT_ROOT,
         capture_output=True,
         text=True,

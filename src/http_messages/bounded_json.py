@@ -6,7 +6,7 @@ int-conversion limit) after costing quadratic time, and one string may be as lar
 whole body. `loads_bounded` refuses all three with a `JsonLimitError` carrying a stable
 `code`, before any value reaches a handler.
 
-Lone UTF-16 surrogates (`"\ud800"`, valid JSON escapes but not Unicode text) are always
+Lone UTF-16 surrogates (`"\\ud800"`, valid JSON escapes but not Unicode text) are always
 refused: they cannot be encoded as UTF-8 for storage or an upstream. It also refuses
 U+0000 when asked (`allow_nul=False`): SQLite's `length()` stops at the
 first NUL, so a string holding one breaks the `CHECK (length(...) ...)` constraints of the

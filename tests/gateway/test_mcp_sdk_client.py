@@ -1,25 +1,29 @@
 """A real MCP client (the official `mcp` SDK) against the local dev server.
 
 The local runtime serves `worker.app.handle` on a loopback port; the proxied tool's
-upstream is a second loopback server. Both run in threads; nothing leaves 127.0.0.1.
+upstream is a second loopback server. Both run in threads of this process; the SDK client
+runs in its own environment (tests/mcp_sdk: it needs a newer pydantic than the Worker
+deploys) as a subprocess. Nothing leaves 127.0.0.1.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import subprocess
 from collections.abc import Iterator
 from typing import Any
 
-import httpx2
 import pytest
-from mcp.client.client import Client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.exceptions import MCPError
 
 from gateway import admin_ops
 from local_runtime.runtime import LocalRuntime
 from local_runtime.server import running_server
+from tests.conftest import PROJECT_ROOT
 from tests.gateway.loopback import running_upstream
+
+SDK_PROJECT = PROJECT_ROOT / "tests" / "mcp_sdk"
 
 
 @pytest.fixture
@@ -53,9 +57,30 @@ async def _seed(runtime: LocalRuntime, upstream: str) -> str:
     return issued.api_key
 
 
-def _client(base_url: str, api_key: str, mode: str) -> Client:
-    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {api_key}"})
-    return Client(streamable_http_client(f"{base_url}/mcp", http_client=http), mode=mode)
+def run_sdk_client(*args: str) -> dict[str, Any]:
+    """Run tests/mcp_sdk/client.py in the SDK's own environment; its last line is JSON."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("UV_PROJECT", "VIRTUAL_ENV"))}
+    done = subprocess.run(
+        [
+            "uv",
+            "run",
+            "--project",
+            str(SDK_PROJECT),
+            "--frozen",
+            "--quiet",
+            "python",
+            str(SDK_PROJECT / "client.py"),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
@@ -64,46 +89,27 @@ async def test_sdk_client_initializes_lists_and_calls_a_proxied_tool(
 ) -> None:
     api_key = await _seed(runtime, upstream_url)
     with running_server(runtime) as base_url:
-        async with _client(base_url, api_key, mode) as client:
-            assert client.protocol_version == "2025-06-18"
-            assert client.server_info is not None
-            assert client.server_info.name == "agent-memory-gateway"
-            assert client.server_capabilities.tools is not None
-
-            listed = await client.list_tools()
-            tools = {tool.name: tool for tool in listed.tools}
-            assert set(tools) == {"echo", "broken"}
-            assert tools["echo"].input_schema["required"] == ["text"]
-
-            result = await client.call_tool("echo", {"text": "hello"})
-            assert result.is_error is False
-            reply = json.loads(result.content[0].text)  # type: ignore[union-attr]
-            assert reply["echo"] == {"text": "hello"}
-            assert reply["authorization"] == "Bearer loop-token"
-
-            failed = await client.call_tool("broken", {"text": "x"})
-            assert failed.is_error is True
-            assert "HTTP 500" in failed.content[0].text  # type: ignore[union-attr]
-
-            with pytest.raises(MCPError) as caught:
-                await client.call_tool("nope", {})
-            assert caught.value.error.code == -32602
+        seen = await asyncio.to_thread(run_sdk_client, "list_and_call", base_url, api_key, mode)
+    assert seen["protocol_version"] == "2025-06-18"
+    assert seen["server_name"] == "agent-memory-gateway"
+    assert seen["has_tools_capability"] is True
+    assert set(seen["tools"]) == {"echo", "broken"}
+    assert seen["tools"]["echo"]["required"] == ["text"]
+    assert seen["echo"]["is_error"] is False
+    reply = json.loads(seen["echo"]["text"])
+    assert reply["echo"] == {"text": "hello"}
+    assert reply["authorization"] == "Bearer loop-token"
+    assert seen["broken"]["is_error"] is True
+    assert "HTTP 500" in seen["broken"]["text"]
+    assert seen["unknown_tool_error"] == -32602
 
 
 async def test_sdk_client_with_a_bad_key_sees_our_401_error(
     runtime: LocalRuntime, upstream_url: str
 ) -> None:
     await _seed(runtime, upstream_url)
-    # The SDK wraps the error in ExceptionGroups.
-    with running_server(runtime) as base_url, pytest.raises(BaseException) as caught:
-        async with _client(base_url, "amk_" + "z" * 43, "legacy"):
-            pass
-    [error] = [e for e in _flatten(caught.value) if isinstance(e, MCPError)]
-    assert error.error.code == -32001
-    assert error.error.data == {"code": "invalid_api_key"}
-
-
-def _flatten(exc: BaseException) -> list[BaseException]:
-    if isinstance(exc, BaseExceptionGroup):
-        return [leaf for sub in exc.exceptions for leaf in _flatten(sub)]
-    return [exc]
+    with running_server(runtime) as base_url:
+        seen = await asyncio.to_thread(
+            run_sdk_client, "bad_key", base_url, "amk_" + "z" * 43, "legacy"
+        )
+    assert seen["errors"] == [{"code": -32001, "data": {"code": "invalid_api_key"}}]

@@ -9,6 +9,7 @@ any rows tied with the k-th score so the caller can break ties by id.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -148,7 +149,7 @@ class Partition:
             rows = self.projection.shortlist(q, n, rows, top_k)
         if rows is None:
             # One vectorised pass: a matrix-vector product over the whole partition.
-            scores: F32Array = (self.values[:n] @ q) * self.inv_norms[:n]
+            scores: npt.NDArray[np.floating[Any]] = (self.values[:n] @ q) * self.inv_norms[:n]
             rows = np.arange(n)
         else:
             scores = (self.values[rows] @ q) * self.inv_norms[rows]
