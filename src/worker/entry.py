@@ -109,9 +109,22 @@ class AgentRuntime(DurableObject):  # type: ignore[no-untyped-call,unused-ignore
         """The alarm handler (docs: durable-objects/api/alarms.mdx): `alarmInfo` has
         `retryCount` / `isRetry`. The core clears, retries and reports, then sets the next
         alarm itself; an exception here makes Cloudflare retry (2 s backoff, 6 times)."""
-        info = to_py(alarm_info)
-        retry_count = int(info.get("retryCount", 0) or 0) if isinstance(info, dict) else 0
-        await self._core.alarm(retry_count)
+        await self._core.alarm(alarm_retry_count(alarm_info))
+
+
+def alarm_retry_count(alarm_info: Any) -> int:
+    """`alarmInfo.retryCount`, however the runtime hands it over.
+
+    workerd passes an `AlarmInvocationInfo` (a JS class instance whose `retryCount` and
+    `isRetry` are getters): `to_py` leaves such an object a JsProxy, so it is read as an
+    attribute. A plain object (or dict) works too; absent or undefined means a first try.
+    """
+    if alarm_info is None:
+        return 0
+    info = to_py(alarm_info)
+    value = info.get("retryCount") if isinstance(info, dict) else getattr(info, "retryCount", 0)
+    value = to_py(value)
+    return int(value) if isinstance(value, int | float) and value >= 0 else 0
 
 
 def _payload(payload: Any) -> dict[str, Any]:
