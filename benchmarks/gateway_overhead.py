@@ -161,7 +161,9 @@ async def bench(calls: int, warmup: int, upstream: str) -> None:
     # One pooled transport for every client, as the local runtime shares one. The gateway
     # closes its per-call client (as it must on Workers); the shared pool must survive that.
     transport = SharedTransport(httpx.AsyncHTTPTransport())
-    settings = Settings(environment="test")
+    # The upstream is this machine's loopback: allowed the way an operator allows a private
+    # upstream (the outbound guard refuses loopback unless OUTBOUND_ALLOWED_HOSTS lists it).
+    settings = Settings.from_vars({"ENVIRONMENT": "test", "OUTBOUND_ALLOWED_HOSTS": "127.0.0.1"})
     background = LocalBackgroundTasks()
 
     def bindings() -> Bindings:
@@ -243,7 +245,8 @@ async def mock_bench(
         return httpx.Response(200, content=payload, headers={"content-type": "application/json"})
 
     mock = httpx.MockTransport(answer)
-    settings = Settings(environment="test")
+    # The registered tool names the loopback upstream; allowed as in `bench` above.
+    settings = Settings.from_vars({"ENVIRONMENT": "test", "OUTBOUND_ALLOWED_HOSTS": "127.0.0.1"})
     background = LocalBackgroundTasks()
     auth = {"authorization": f"Bearer {api_key}", "content-type": "application/json"}
     client = httpx.AsyncClient(transport=mock)

@@ -1,0 +1,49 @@
+"""Every script in benchmarks/ still runs: each once at a tiny size, as CI's smoke check.
+
+A benchmark is a script that prints figures (speed targets live there, not in timed tests);
+one that no longer starts is a measurement nobody can repeat. The figures at these sizes mean
+nothing; only that each script runs to the end and exits 0 is checked. A new script must be
+added to SMOKE with its tiny arguments (the second test fails otherwise).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import PROJECT_ROOT
+
+BENCHMARKS = PROJECT_ROOT / "benchmarks"
+
+# script -> arguments for a run of a few seconds
+SMOKE: dict[str, list[str]] = {
+    "context_assembly.py": ["--episodes", "300", "--iterations", "20", "--warmup", "5"],
+    "gateway_overhead.py": ["--calls", "20", "--warmup", "5"],
+    "prune.py": ["--sizes", "3000", "--tenants", "3"],
+    "request_paths.py": [],
+    "semantic_latency.py": ["--facts", "300", "--queries", "10", "--embedder", "hashing"],
+    "tiered_reads.py": ["--episodes", "20"],
+}
+
+
+def test_every_benchmark_has_a_smoke_size() -> None:
+    scripts = {path.name for path in BENCHMARKS.glob("*.py")}
+    assert scripts == set(SMOKE), "add the new script to SMOKE with tiny arguments"
+
+
+@pytest.mark.parametrize("script", sorted(SMOKE))
+def test_benchmark_runs_at_a_tiny_size(script: str) -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), *SMOKE[script]],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONPATH": f"{PROJECT_ROOT / 'src'}{os.pathsep}{PROJECT_ROOT}"},
+        check=False,
+    )
+    assert done.returncode == 0, f"{script} failed:\n{done.stdout[-3000:]}\n{done.stderr[-5000:]}"
+    assert done.stdout.strip(), f"{script} printed nothing"
