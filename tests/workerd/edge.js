@@ -4,7 +4,8 @@
 //   * a lower-case method (workerd's own HTTP server answers 501 before any Worker runs):
 //     header x-tier-method: M  ->  new Request(url, {method: M});
 //   * a Content-Length (Miniflare's entry Worker re-sends a dispatched body as a stream
-//     without it): header x-tier-content-length: N  ->  content-length: N on the request.
+//     without it): header x-tier-content-length: N  ->  content-length: N on the request;
+//     with x-tier-stream the body is passed on as a stream as it arrives, else read first.
 export default {
   async fetch(request, env) {
     const method = request.headers.get("x-tier-method") ?? request.method;
@@ -12,7 +13,12 @@ export default {
     const declared = request.headers.get("x-tier-content-length");
     if (declared !== null) headers.set("content-length", declared);
     const init = { method, headers };
-    if (!["GET", "HEAD"].includes(method.toUpperCase())) init.body = await request.arrayBuffer();
+    if (request.headers.get("x-tier-stream") !== null) {
+      init.body = request.body; // passed on as it arrives (it may never end)
+      init.duplex = "half";
+    } else if (!["GET", "HEAD"].includes(method.toUpperCase())) {
+      init.body = await request.arrayBuffer();
+    }
     let forwarded;
     try {
       forwarded = new Request(request.url, init);
