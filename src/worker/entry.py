@@ -75,9 +75,11 @@ def request_method(request: Request) -> str:
     """The request's method string as the client sent it (the router answers 404/405).
 
     Not `request.method`: the SDK's property is `HTTPMethod[...]`, which raises for any
-    method outside Python's enum (`PROPFIND`), and workerd upper-cases only the six
-    standard methods, so a lower-case `patch` arrives as is (Fetch standard, "normalize a
-    method") and would raise too (tests/pyodide/py/test_entry.py).
+    method outside Python's enum (`PROPFIND`, `REPORT`; tests/workerd). A lower-case
+    method never gets here in workerd: its HTTP server answers 501 to one on the wire, and
+    a Request built inside workerd is upper-cased (compat flag upper_case_all_http_methods);
+    a runtime that keeps the Fetch standard's case (tests/pyodide/py/test_entry.py, a Node
+    Request) gets it verbatim too.
     """
     return str(request.js_object.method)
 
