@@ -15,7 +15,7 @@ function check(id, run) {
 
 // Not timed assertions: guards that turn a hang (the failure mode of several defects) into
 // a failure with a message instead of a stuck session.
-const HANG_GUARD_MS = 15_000;
+const HANG_GUARD_MS = 30_000;
 
 function guard(promise, what, ms = HANG_GUARD_MS) {
   let timer;
