@@ -22,7 +22,7 @@ from agent_runtime_do.runtime import AgentRuntimeCore
 from bindings.cloudflare.alarms import CloudflareAlarms
 from bindings.cloudflare.do_sql import CloudflareDurableObjectStorage
 from bindings.cloudflare.environment import build_bindings
-from bindings.cloudflare.ffi import to_py
+from bindings.cloudflare.ffi import jsnull, to_py
 from http_messages import Headers, HttpRequest, HttpResponse
 from worker.app import handle
 from worker.cron import run_scheduled
@@ -51,11 +51,15 @@ class Default(WorkerEntrypoint):
         if declared is not None and declared.isdigit() and int(declared) > limit:
             # Refuse before reading: the body is never buffered.
             return to_workers_response(payload_too_large(limit).to_response())
+        # Without Content-Length (a chunked body) the size is known only while reading.
+        body = await read_body(request, limit)
+        if body is None:
+            return to_workers_response(payload_too_large(limit).to_response())
         http_request = HttpRequest(
             method=request_method(request),
             url=str(request.url),
             headers=Headers(list(request.headers.items())),
-            body=await request.bytes(),
+            body=body,
         )
         return to_workers_response(await handle(http_request, bindings))
 
@@ -71,11 +75,44 @@ def request_method(request: Request) -> str:
     """The request's method string as the client sent it (the router answers 404/405).
 
     Not `request.method`: the SDK's property is `HTTPMethod[...]`, which raises for any
-    method outside Python's enum (`PROPFIND`), and workerd upper-cases only the six
-    standard methods, so a lower-case `patch` arrives as is (Fetch standard, "normalize a
-    method") and would raise too (tests/pyodide/py/test_entry.py).
+    method outside Python's enum (`PROPFIND`, `REPORT`; tests/workerd). A lower-case
+    method never gets here in workerd: its HTTP server answers 501 to one on the wire, and
+    a Request built inside workerd is upper-cased (compat flag upper_case_all_http_methods);
+    a runtime that keeps the Fetch standard's case (tests/pyodide/py/test_entry.py, a Node
+    Request) gets it verbatim too.
     """
     return str(request.js_object.method)
+
+
+async def read_body(request: Request, limit: int) -> bytes | None:
+    """The request body, or None as soon as more than `limit` bytes have arrived.
+
+    Read from the body's stream chunk by chunk (`ReadableStream.getReader()`), so a body
+    sent without Content-Length (chunked) holds at most `limit` bytes plus the one chunk
+    that passed the limit; the rest is never read (the stream is cancelled).
+    `request.bytes()` would buffer all of it first, however large (tests/workerd: a chunked
+    2 MiB body was read whole, and a body that never ends was waited for forever).
+    """
+    stream = request.js_object.body
+    if stream is None or stream is jsnull:  # no body (GET, HEAD, an empty POST)
+        return b""
+    reader = stream.getReader()
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        while True:
+            step = await reader.read()
+            if step.done:
+                break
+            chunk = step.value.to_bytes()  # a Uint8Array
+            size += len(chunk)
+            if size > limit:
+                await reader.cancel()
+                return None
+            chunks.append(chunk)
+    finally:
+        reader.releaseLock()
+    return b"".join(chunks)
 
 
 def to_workers_response(response: HttpResponse) -> Response:

@@ -81,6 +81,33 @@ async def test_a_declared_oversized_body_is_refused_unread(js_runtime: FakeJsRun
     assert not request.used
 
 
+async def test_an_undeclared_oversized_body_is_refused_at_the_chunk_that_passes_the_limit(
+    js_runtime: FakeJsRuntime,
+) -> None:
+    """No Content-Length (a chunked body): the entry reads the stream only until it passes
+    MAX_BODY_BYTES (2048 here) and cancels the rest. Real workerd: tests/workerd."""
+    from tests.fakes.js_runtime import FakeReadableStream
+
+    entry, _ = new_default(js_runtime, worker_env(js_runtime))
+    chunk = FakeReadableStream.CHUNK_BYTES
+    request = js_runtime.request("https://w.example/healthz", "POST", {}, b"x" * (10 * chunk))
+    status, _, body = await fetch(js_runtime, entry, request)
+    assert status == 413
+    assert json.loads(body)["error"]["code"] == "payload_too_large"
+    assert request.stream is not None
+    assert (request.stream.bytes_read, request.stream.cancelled) == (chunk, True)
+
+
+async def test_an_undeclared_body_within_the_limit_is_read_whole(
+    js_runtime: FakeJsRuntime,
+) -> None:
+    entry, _ = new_default(js_runtime, worker_env(js_runtime))
+    request = js_runtime.request("https://w.example/nowhere", "POST", {}, b"y" * 2048)
+    status, _, body = await fetch(js_runtime, entry, request)
+    assert (status, json.loads(body)["error"]["code"]) == (404, "not_found")  # the router's
+    assert request.stream is not None and request.stream.bytes_read == 2048
+
+
 async def test_a_misconfigured_var_answers_a_json_500(js_runtime: FakeJsRuntime) -> None:
     entry, _ = new_default(js_runtime, worker_env(js_runtime, MAX_BODY_BYTES="lots"))
     status, _, body = await fetch(

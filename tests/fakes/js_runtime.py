@@ -1493,10 +1493,66 @@ def _body_bytes(body: Any) -> bytes | None:
     raise JSError("TypeError", f"unsupported body {body!r}")
 
 
+class FakeReadableStream(JSHost):
+    """A body's `ReadableStream`: one reader at a time, which consumes the body (it is
+    then `bodyUsed`) and gets it in chunks, as workerd delivers a body in pieces
+    (`worker.entry.read_body` reads it that way to stop at the size limit)."""
+
+    js_class = "ReadableStream"
+    CHUNK_BYTES = 16 * 1024
+
+    def __init__(self, owner: _FakeBody) -> None:
+        self.owner = owner
+        self.reader: FakeStreamReader | None = None
+        self.bytes_read = 0  # what readers took from it so far
+        self.cancelled = False
+
+    @js_property
+    def locked(self) -> Any:
+        return self.reader is not None
+
+    @js_method
+    def getReader(self) -> Any:
+        if self.reader is not None:
+            raise JSError("TypeError", "This ReadableStream is currently locked to a reader.")
+        self.reader = FakeStreamReader(self, self.owner._consume())
+        return self.reader
+
+
+class FakeStreamReader(JSHost):
+    js_class = "ReadableStreamDefaultReader"
+
+    def __init__(self, stream: FakeReadableStream, data: bytes) -> None:
+        self.stream = stream
+        self.data = data
+        self.offset = 0
+        self.cancelled = False
+
+    @js_async
+    def read(self) -> Any:
+        if self.cancelled or self.offset >= len(self.data):
+            return JSPlainObject({"done": True, "value": UNDEFINED})
+        chunk = self.data[self.offset : self.offset + FakeReadableStream.CHUNK_BYTES]
+        self.offset += len(chunk)
+        self.stream.bytes_read += len(chunk)
+        return JSPlainObject({"done": False, "value": JSUint8Array(chunk)})
+
+    @js_async
+    def cancel(self, reason: Any = UNDEFINED) -> Any:
+        self.cancelled = self.stream.cancelled = True
+        return UNDEFINED
+
+    @js_method
+    def releaseLock(self) -> Any:
+        self.stream.reader = None
+        return UNDEFINED
+
+
 class _FakeBody(JSHost):
     def __init__(self, body: bytes | None) -> None:
         self.body_data = body
         self.used = False
+        self.stream: FakeReadableStream | None = None
 
     def _consume(self) -> bytes:
         if self.used:
@@ -1510,7 +1566,11 @@ class _FakeBody(JSHost):
 
     @js_property
     def body(self) -> Any:
-        return NULL if self.body_data is None else JSPlainObject({"locked": False})
+        if self.body_data is None:
+            return NULL
+        if self.stream is None:
+            self.stream = FakeReadableStream(self)
+        return self.stream
 
     @js_async
     def arrayBuffer(self) -> Any:

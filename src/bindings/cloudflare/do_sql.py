@@ -14,7 +14,7 @@ null). Booleans are refused here: workerd would store them as the text 'true'/'f
 
 Counters: the SDK wrapper caches an attribute after its first read, so `rows_read` and
 `rows_written` must be read once the rows have been consumed (which is also when workerd
-has finished counting).
+has finished counting), and `database_size` is read from the unwrapped JS object.
 """
 
 from __future__ import annotations
@@ -110,8 +110,22 @@ class CloudflareSqlStorage:
 
     @property
     def database_size(self) -> int:
-        """Bytes used by this object's SQLite database."""
-        return int(ffi.to_py(self._sql.databaseSize) or 0)
+        """Bytes used by this object's SQLite database, as of now.
+
+        Read from the JS `SqlStorage` itself: the SDK's wrapper caches every attribute at its
+        first read (workers-runtime-sdk `rpc.py`, `_BindingWrapper.__getattr__` does
+        `setattr(self, name, result)`), so through it `databaseSize` stayed at its first
+        value (8192 before and after 320 KiB of inserts; tests/workerd).
+        """
+        return int(ffi.to_py(_js_object(self._sql).databaseSize) or 0)
+
+
+def _js_object(handle: Any) -> Any:
+    """The JS object behind an SDK `_BindingWrapper` (its `_binding`), or `handle` itself
+    when it is already a raw JsProxy. The wrapper has no public accessor for it."""
+    if ffi.is_raw(handle):
+        return handle
+    return getattr(handle, "_binding", handle)
 
 
 class CloudflareDurableObjectStorage:
