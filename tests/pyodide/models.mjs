@@ -209,7 +209,7 @@ const BGE_DIMENSIONS = {
  * `{text: string | string[], pooling?}`, at most 100 texts, each non-empty; output
  * `{shape: [n, dims], data: number[][], pooling}`. The vectors are deterministic from the
  * text (not semantically meaningful): the adapter's conversions are what is tested. */
-export class WorkersAI {
+export class Ai {
   constructor() {
     this.calls = [];
     this.failures = [];
@@ -254,7 +254,7 @@ export class WorkersAI {
  * `{mutationId}`; query returns `{count, matches: [{id, score, values?, metadata?,
  * namespace?}]}`; getByIds returns the vectors; describe returns `{dimensions,
  * vectorCount, ...}`. Cosine scores; only implicit-$eq and $in filters are modelled. */
-export class Vectorize {
+export class VectorizeIndexImpl {
   constructor(dimensions) {
     this.dimensions = dimensions;
     this.vectors = new Map();
