@@ -40,9 +40,7 @@ def test_every_binding_is_an_sdk_wrapper_in_wrapped_mode() -> None:
         if not isinstance(wrapped, _BindingWrapper) or ffi.is_raw(wrapped):
             not_wrapped.append(f"{name}: {_kind(wrapped)}")
         assert ffi.is_raw(binding(name, "raw")), name
-    models = env(
-        "wrapped", AI=harness_js.newWorkersAI(), VECTORIZE=harness_js.newVectorize(4)
-    )
+    models = env("wrapped", AI=harness_js.newWorkersAI(), VECTORIZE=harness_js.newVectorize(4))
     for name in ("AI", "VECTORIZE"):
         wrapped = getattr(models, name)
         if not isinstance(wrapped, _BindingWrapper):
