@@ -64,6 +64,20 @@ export class ExecutionContext {
   }
 }
 
+/** What workerd hands an alarm handler (`alarm(alarmInfo)`): an instance of its class
+ * `AlarmInvocationInfo`, not a plain object. Printed from a JS Durable Object's alarm in
+ * workerd 1.20260426.1: constructor "AlarmInvocationInfo", tag "[object AlarmInvocationInfo]",
+ * own properties `scheduledTime`, `retryCount`, `isRetry` (0/false on the first try, 1/true on
+ * the retry after a throw). Pyodide's `to_py` converts only plain objects, so it leaves this a
+ * JsProxy: reading it as a dict sees no retry at all. A plain object here hid exactly that. */
+export class AlarmInvocationInfo {
+  constructor(scheduledTime, retryCount) {
+    this.scheduledTime = scheduledTime;
+    this.retryCount = retryCount;
+    this.isRetry = retryCount > 0;
+  }
+}
+
 /** The alarm of one Durable Object, installed on its `ctx.storage` as `getAlarm`,
  * `setAlarm` and `deleteAlarm`, and delivered to the object's `alarm()` handler by
  * `deliver` (what the runtime does when the time comes). Documented behaviour relied on
@@ -76,7 +90,8 @@ export class ExecutionContext {
  *   it has not started, or if it has failed and any retry has not begun", so while the
  *   handler runs it is null unless the handler set a new one;
  * - `deleteAlarm()` unsets it (it does not cancel a running handler);
- * - the handler gets `alarmInfo` `{retryCount, isRetry}`; when it throws it is retried
+ * - the handler gets `alarmInfo`, an `AlarmInvocationInfo` (`scheduledTime`, `retryCount`,
+ *   `isRetry`, as workerd gives them); when it throws it is retried
  *   with exponential backoff, "starting at 2 second delays for up to 6 retries".
  *
  * Not modelled: the options arguments (allowConcurrency, allowUnconfirmed), delays of up
@@ -110,11 +125,12 @@ export class AlarmModel {
   async deliver(handler, nowMs) {
     if (this.scheduled === null || this.scheduled > nowMs) return { ran: false };
     const retryCount = this.retryCount;
+    const scheduledTime = this.scheduled;
     this.scheduled = null; // started: no longer "set"
     this.running = true;
     this.setWhileRunning = false;
     try {
-      await handler({ retryCount, isRetry: retryCount > 0 });
+      await handler(new AlarmInvocationInfo(scheduledTime, retryCount));
       return { ran: true, retryCount };
     } catch (error) {
       if (!this.setWhileRunning && retryCount < 6) {
