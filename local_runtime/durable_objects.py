@@ -5,18 +5,21 @@ awaits storage (input gates); it may interleave events while the object awaits o
 such as fetch. Here each call holds the object's lock from start to end, which is
 stricter: object code must therefore not *rely* on interleaving, and it is written to be
 safe under it (read-modify-write happens in single synchronous SQL statements).
-Arguments and results cross a JSON round trip, like RPC's structured clone, so a value
-the real runtime could not send fails here too. Alarms (`local_runtime.adapters.do_alarms`)
-are delivered by `run_due_alarms`, which the dev server calls every second and tests call
-with their own clock.
+Arguments and results are copied as workerd's RPC copies them (`rpc_copy`): a value the real
+runtime refuses (a tuple, a bytearray, a frozenset, any other object) is refused here too,
+instead of being quietly turned into something that passes. Alarms
+(`local_runtime.adapters.do_alarms`) are delivered by `run_due_alarms`, which the dev server
+calls every second and tests call with their own clock.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
+import datetime
+import inspect
 import logging
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from bindings.ports.alarms import AlarmStorage
@@ -24,6 +27,137 @@ from bindings.ports.do_sql import DurableObjectStorage
 from local_runtime.adapters.do_alarms import AlarmTable
 
 log = logging.getLogger(__name__)
+
+
+# --- what a value becomes on the other side of a Durable Object RPC call ---------------------
+#
+# On Cloudflare a Python value crosses RPC three times: the workers SDK's `python_to_rpc`
+# (workers-runtime-sdk `rpc.py`: None -> null, dicts -> plain objects, and an explicit refusal
+# of tuples, bytearrays and awaitables anywhere inside, "<class 'tuple'> cannot be sent over
+# RPC."), workerd's serialisation (what `to_js` made of anything else is a PyProxy, which it
+# refuses: "DataCloneError: Proxy could not be serialized ..."), and `python_from_rpc` on the
+# receiving side (objects -> dicts, arrays -> lists, Set -> set, Uint8Array -> memoryview,
+# integral numbers -> int). The same happens to a method's result (workerd's `introspection.py`
+# returns `python_to_rpc(result)`). Observed in workerd 1.20260426.1 with the SDK 1.9.5 (a
+# Python Worker calling a Python Durable Object, both ways, through ../shared/workerd-python):
+#
+#   sent                      received                     sent                 received
+#   (1, 2), bytearray()       refused (TypeError)          {1: "a"}             {"1": "a"}
+#   frozenset(), a dataclass, refused (DataCloneError)     {True: 1, None: 2}   {"true": 1,
+#     object(), range(2),                                                        "undefined": 2}
+#     a generator                                          {(1, 2): "a"}        refused
+#   {1, 2}                    {1, 2}                       {1.5: 1, 2.0: 2}     {"2": 2, "1.5": 1}
+#   b"ab", memoryview         memoryview                   3.0                  3
+#   StrEnum / IntEnum member  its str / int                2**60, nan, None     unchanged
+#
+# (Integer-like keys come first, in numeric order: a JS object's own key order.) A datetime
+# and an exception also cross in workerd (as a naive datetime at ms precision, as
+# Exception("Error: ...")); the local runtime refuses them rather than model those lossy
+# conversions: send an ISO string or a message.
+
+
+class RpcValueError(TypeError):
+    """A value workerd's Durable Object RPC would not carry (or this runtime does not model)."""
+
+
+_MAX_SAFE_INTEGER = 2**53 - 1
+_MAX_ARRAY_INDEX = 2**32 - 2
+
+
+def rpc_copy(value: Any) -> Any:
+    """`value` as the other side of a Durable Object RPC call receives it, or `RpcValueError`
+    where workerd's RPC (with the workers SDK) refuses it. See the table above."""
+    _refuse_like_the_sdk(value)
+    return _copy(value)
+
+
+def _refuse_like_the_sdk(value: Any) -> None:
+    # workers-runtime-sdk `_raise_on_disabled_type`: checked on the whole value before any
+    # conversion, through dict values and every other iterable but str/bytes.
+    if isinstance(value, tuple | bytearray):
+        raise RpcValueError(f"{type(value)} cannot be sent over RPC.")
+    if inspect.isawaitable(value):
+        raise RpcValueError(f"Awaitable {type(value)} cannot be sent over RPC.")
+    if isinstance(value, Mapping):
+        for item in value.values():
+            _refuse_like_the_sdk(item)
+    elif isinstance(value, list | set | frozenset):
+        for item in value:
+            _refuse_like_the_sdk(item)
+
+
+def _not_serialisable(value: Any) -> RpcValueError:
+    return RpcValueError(
+        f"{type(value).__name__} cannot cross Durable Object RPC (workerd: DataCloneError: "
+        "Proxy could not be serialized because it is not a valid RPC receiver type)"
+    )
+
+
+def _copy(value: Any) -> Any:
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return int(value)  # an IntEnum member arrives as its number
+    if isinstance(value, float):
+        # A JS number that is a safe integer reaches Python as an int.
+        if value.is_integer() and abs(value) <= _MAX_SAFE_INTEGER:
+            return int(value)
+        return float(value)
+    if isinstance(value, str):
+        return str.__str__(value)  # a StrEnum member arrives as its text
+    if isinstance(value, bytes | memoryview):
+        return memoryview(bytes(value))
+    if isinstance(value, list):
+        return [_copy(item) for item in value]
+    if isinstance(value, set):
+        return {_copy(item) for item in value}
+    if isinstance(value, Mapping):
+        return _copy_object(value)
+    if isinstance(value, datetime.datetime | BaseException):
+        raise RpcValueError(
+            f"a {type(value).__name__} crosses workerd's RPC lossily (a naive datetime at ms "
+            "precision, Exception('Error: ...')); the local runtime refuses it: send text"
+        )
+    if isinstance(value, frozenset) or not callable(value):
+        raise _not_serialisable(value)
+    raise RpcValueError(
+        f"{type(value).__name__} would cross RPC as a stub; the local runtime does not model it"
+    )
+
+
+def _key(key: Any) -> str:
+    """A dict key as a JS object's property name (`Object.fromEntries` -> `String(key)`)."""
+    if isinstance(key, str):
+        return str.__str__(key)
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    if key is None:
+        return "undefined"  # to_js turns None into undefined
+    if isinstance(key, int):
+        return str(int(key))
+    if isinstance(key, float) and math.isfinite(key) and key.is_integer():
+        return str(int(key))
+    if isinstance(key, float) and "e" not in repr(key) and math.isfinite(key):
+        return repr(key)
+    if isinstance(key, tuple):
+        raise RpcValueError(f"Cannot use {key!r} as a key for a Javascript Map")
+    raise RpcValueError(f"a {type(key).__name__} key is not modelled by the local runtime")
+
+
+def _is_array_index(key: str) -> bool:
+    return key.isdigit() and str(int(key)) == key and int(key) <= _MAX_ARRAY_INDEX
+
+
+def _copy_object(value: Mapping[Any, Any]) -> dict[str, Any]:
+    copied: dict[str, Any] = {}
+    for key, item in value.items():
+        copied[_key(key)] = _copy(item)
+    # A JS object lists integer-like keys first, ascending, then the others as inserted.
+    indexes = sorted((key for key in copied if _is_array_index(key)), key=int)
+    if not indexes:
+        return copied
+    others = [key for key in copied if not _is_array_index(key)]
+    return {key: copied[key] for key in [*indexes, *others]}
 
 
 class DurableObjectCore(Protocol):
@@ -75,10 +209,18 @@ class LocalDurableObjectNamespace:
         return core
 
     async def _call(self, name: str, method: str, payload: dict[str, Any]) -> dict[str, Any]:
-        sent = json.loads(json.dumps(payload))
+        """Call `method` as workerd would: the payload is refused or copied before the object
+        sees it, and the result after the object ran (its writes stand even when the result
+        is then refused, as on Cloudflare)."""
+        sent = rpc_copy(payload)
         async with self._registry.lock(name):
             result = await (await self._core(name)).call(method, sent)
-        received: dict[str, Any] = json.loads(json.dumps(result))
+        received = rpc_copy(result)
+        if not isinstance(received, dict):
+            raise TypeError(
+                f"Durable Object {name!r} answered {method} with {type(received).__name__}, "
+                "not a dict"
+            )
         return received
 
     async def run_due_alarms(self, now: float) -> list[str]:

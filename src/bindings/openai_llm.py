@@ -19,89 +19,38 @@ inside a handler. Contract:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
 import httpx
 
-from bindings.ports.llm import ChatMessage, ChatResult, LLMError, ToolCall, ToolSpec
+from bindings.openai_messages import (
+    MAX_DETAIL_CHARS,
+    decode_arguments,
+    message_to_openai,
+    parse_openai_message,
+    tool_to_openai,
+)
+from bindings.ports.llm import (
+    ChatMessage,
+    ChatResult,
+    LLMError,
+    LLMRateLimitedError,
+    LLMUnavailableError,
+    ToolSpec,
+)
+
+__all__ = [
+    "LLMRateLimitedError",
+    "LLMUnavailableError",
+    "OpenAICompatibleLLM",
+    "decode_arguments",
+    "message_to_openai",
+    "parse_openai_message",
+    "tool_to_openai",
+]
 
 DEFAULT_TIMEOUT_SECONDS = 60.0
-_MAX_DETAIL_CHARS = 300
-
-
-class LLMRateLimitedError(LLMError):
-    """HTTP 429 from the provider."""
-
-
-class LLMUnavailableError(LLMError):
-    """The provider failed (5xx), timed out or could not be reached."""
-
-
-def message_to_openai(message: ChatMessage) -> dict[str, Any]:
-    out: dict[str, Any] = {"role": message.role, "content": message.content}
-    if message.role == "assistant" and message.tool_calls:
-        out["content"] = message.content or None
-        out["tool_calls"] = [
-            {
-                "id": call.id,
-                "type": "function",
-                "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
-            }
-            for call in message.tool_calls
-        ]
-    if message.role == "tool":
-        out["tool_call_id"] = message.tool_call_id
-    return out
-
-
-def tool_to_openai(tool: ToolSpec) -> dict[str, Any]:
-    return {
-        "type": "function",
-        "function": {
-            "name": tool.name,
-            "description": tool.description,
-            "parameters": tool.parameters,
-        },
-    }
-
-
-def decode_arguments(raw: Any) -> dict[str, Any]:
-    """Tool-call arguments as a dict, whether the provider sent a JSON string or an object."""
-    if isinstance(raw, dict):
-        return raw
-    if raw is None or raw == "":
-        return {}
-    if isinstance(raw, str):
-        try:
-            value = json.loads(raw)
-        except json.JSONDecodeError:
-            return {"_invalid_arguments": raw[:_MAX_DETAIL_CHARS]}
-        if isinstance(value, dict):
-            return value
-    return {"_invalid_arguments": str(raw)[:_MAX_DETAIL_CHARS]}
-
-
-def parse_openai_message(message: Any, fallback_id: str = "call") -> ChatMessage:
-    """`choices[0].message` of an OpenAI-style reply as a `ChatMessage`."""
-    if not isinstance(message, dict):
-        raise LLMError("the model reply has no message object")
-    calls = []
-    for index, call in enumerate(message.get("tool_calls") or []):
-        if not isinstance(call, dict):
-            continue
-        function = call.get("function") if isinstance(call.get("function"), dict) else call
-        name = function.get("name") if isinstance(function, dict) else None
-        if not isinstance(name, str) or not name:
-            raise LLMError("the model asked for a tool call without a name")
-        arguments = decode_arguments(function.get("arguments") if function else None)
-        call_id = call.get("id") if isinstance(call.get("id"), str) else f"{fallback_id}_{index}"
-        calls.append(ToolCall(id=call_id, name=name, arguments=arguments))
-    content = message.get("content")
-    return ChatMessage(
-        role="assistant", content=content if isinstance(content, str) else "", tool_calls=calls
-    )
 
 
 class OpenAICompatibleLLM:
@@ -149,7 +98,7 @@ class OpenAICompatibleLLM:
                 f"{self._model}: could not reach the provider ({type(exc).__name__})"
             ) from None
         if response.status_code >= 400:
-            detail = response.text[:_MAX_DETAIL_CHARS].replace(self._api_key or "\0", "***")
+            detail = response.text[:MAX_DETAIL_CHARS].replace(self._api_key or "\0", "***")
             message = f"{self._model}: HTTP {response.status_code}: {detail}"
             if response.status_code == 429:
                 raise LLMRateLimitedError(message)

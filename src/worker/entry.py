@@ -152,9 +152,10 @@ class AgentRuntime(DurableObject):  # type: ignore[no-untyped-call,unused-ignore
 def alarm_retry_count(alarm_info: Any) -> int:
     """`alarmInfo.retryCount`, however the runtime hands it over.
 
-    workerd passes an `AlarmInvocationInfo` (a JS class instance whose `retryCount` and
-    `isRetry` are getters): `to_py` leaves such an object a JsProxy, so it is read as an
-    attribute. A plain object (or dict) works too; absent or undefined means a first try.
+    workerd passes an `AlarmInvocationInfo` (a JS class instance with `scheduledTime`,
+    `retryCount` and `isRetry`, not a plain object): `to_py` leaves such an object a JsProxy,
+    so it is read as an attribute. A plain object (or dict) works too; absent or undefined
+    means a first try.
     """
     if alarm_info is None:
         return 0

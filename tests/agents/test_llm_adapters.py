@@ -214,16 +214,32 @@ async def test_workers_ai_traditional_tool_calls(make_ai: Any) -> None:
     ]
     assert (result.prompt_tokens, result.completion_tokens) == (12, 3)
     sent = fake.calls[0]
+    # The form both documented input schemas accept (see bindings.cloudflare.llm).
     assert sent["tools"] == [
-        {"name": "working_memory_set", "description": "store", "parameters": TOOLS[0].parameters}
+        {
+            "type": "function",
+            "function": {
+                "name": "working_memory_set",
+                "description": "store",
+                "parameters": TOOLS[0].parameters,
+            },
+        }
     ]
     assert sent["messages"][2]["role"] == "assistant"
     assert json.loads(sent["messages"][2]["content"]) == [
         {"name": "working_memory_set", "arguments": {"key": "x"}}
     ]
+    assert sent["messages"][2]["tool_calls"] == [
+        {
+            "id": "c1",
+            "type": "function",
+            "function": {"name": "working_memory_set", "arguments": '{"key": "x"}'},
+        }
+    ]
     assert sent["messages"][3] == {
         "role": "tool",
         "name": "working_memory_set",
+        "tool_call_id": "c1",
         "content": '{"ok":1}',
     }
 

@@ -1138,7 +1138,7 @@ class FakeSqlStorage(JSHost):
 class FakeSqlCursor(JSHost):
     """A single-pass cursor (int64 already arrives as a double from the local storage)."""
 
-    js_class = "SqlStorageCursor"
+    js_class = "Cursor"  # workerd's name for it (printed inside workerd)
 
     def __init__(self, cursor: Any) -> None:
         self.cursor = cursor

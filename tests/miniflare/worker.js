@@ -5,7 +5,8 @@
 //
 //   POST /kv  {op, key?, value?, options?}        -> env.KV (Workers KV)
 //   POST /d1  {op, sql?, params?, column?, statements?}  -> env.DB (D1)
-//   POST /do  {name, op, sql?, params?, statements?, commit?}  -> SqlObject `name`
+//   POST /do  {name, op, sql?, params?, statements?, commit?, reads?}  -> SqlObject `name`
+//             (reads: report what each read of the cursor observes, see readCursor)
 //   POST /fetch {url, redirect}                    -> workerd's fetch: {status, location}
 //
 // Every answer is JSON: {ok: <result>} or {error: {name, message, stage?}}. Errors are
@@ -212,11 +213,34 @@ async function d1Op(db, body) {
 
 class ProbeRollback extends Error {}
 
-function sqlRun(sql, query, params) {
+function sqlRun(sql, query, params, reads) {
   const cursor = sql.exec(query, ...(params ?? []).map(decode));
+  if (reads) return readCursor(cursor);
   const columnNames = cursor.columnNames;
   const rows = Array.from(cursor.raw(), (row) => row.map(encode));
   return { columnNames, rows, rowsRead: cursor.rowsRead, rowsWritten: cursor.rowsWritten };
+}
+
+// What JS observes while reading a workerd cursor to its end, read by read (for
+// tests/pyodide/do_storage.mjs): the counters after exec(), then for each next() either the
+// row and the counters after it, or the error that next() threw (workerd computes a row when
+// the cursor is advanced, plus one row of look-ahead, so a failing row surfaces from the read
+// before it). exec()'s own error (the first row) is thrown as usual.
+function readCursor(cursor) {
+  const counts = () => ({ rowsRead: cursor.rowsRead, rowsWritten: cursor.rowsWritten });
+  const observed = { columnNames: cursor.columnNames, ...counts(), reads: [] };
+  const rows = cursor.raw();
+  for (;;) {
+    let next;
+    try {
+      next = rows.next();
+    } catch (error) {
+      observed.reads.push({ error: errorInfo(error), ...counts() });
+      return observed;
+    }
+    if (next.done) return observed;
+    observed.reads.push({ row: next.value.map(encode), ...counts() });
+  }
 }
 
 export class SqlObject extends DurableObject {
@@ -226,9 +250,9 @@ export class SqlObject extends DurableObject {
     try {
       switch (body.op) {
         case "exec":
-          return json({ ok: sqlRun(sql, body.sql, body.params) });
+          return json({ ok: sqlRun(sql, body.sql, body.params, body.reads) });
         case "transaction":
-          return json({ ok: this.transaction(body.statements, body.commit) });
+          return json({ ok: this.transaction(body.statements, body.commit, body.reads) });
         default:
           throw new Error(`harness: unknown DO op ${body.op}`);
       }
@@ -243,14 +267,14 @@ export class SqlObject extends DurableObject {
   // the transaction is rolled back at the end (a "probe"): the Python adapter uses probes
   // to run a transaction_sync callback step by step and commits the log only when the
   // callback returns.
-  transaction(statements, commit) {
+  transaction(statements, commit, reads) {
     const sql = this.ctx.storage.sql;
     const outcomes = [];
     try {
       this.ctx.storage.transactionSync(() => {
         for (const statement of statements) {
           try {
-            outcomes.push({ ok: sqlRun(sql, statement.sql, statement.params) });
+            outcomes.push({ ok: sqlRun(sql, statement.sql, statement.params, reads) });
           } catch (error) {
             if (!statement.mayFail) throw error;
             outcomes.push({ error: errorInfo(error) });

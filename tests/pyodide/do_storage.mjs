@@ -5,13 +5,14 @@
 // process: each call is made synchronous here by handing it to a worker thread (which
 // POSTs it to the harness Worker's `/do` route) and blocking on `Atomics.wait` until the
 // answer is in a SharedArrayBuffer. The SQL, its errors, its value conversions (int64 as a
-// double, BLOB as ArrayBuffer) and the DO's SQL authorizer are workerd's own.
+// double, BLOB as ArrayBuffer) and the DO's SQL authorizer are workerd's own, and so is what
+// reading a cursor observes (`Cursor`, below).
 //
 // `transactionSync(fn)` cannot run `fn` inside workerd's transaction (fn is Python, here),
 // so it replays like tests/miniflare/adapters.py: each statement `fn` runs is executed after
 // all earlier ones inside a transaction that is rolled back (a probe), so `fn` sees the
 // transaction's state; when `fn` returns, the log is run once more and committed; when it
-// throws, nothing was ever committed. (Only the cursor API the adapter uses is modelled.)
+// throws, nothing was ever committed.
 
 import { Worker } from "node:worker_threads";
 
@@ -102,46 +103,140 @@ function throwJs(error) {
   throw thrown;
 }
 
-export class SqlStorageCursor {
-  constructor(result) {
-    this.columnNames = result.columnNames;
-    this._rows = result.rows.map((row) => row.map(decodeCell));
-    this.rowsRead = result.rowsRead;
-    this.rowsWritten = result.rowsWritten;
-    this._next = 0;
+/** The JS value a row cell from workerd stands for (see decodeCell). */
+function decodeRow(row) {
+  return row.map(decodeCell);
+}
+
+function rowObject(columnNames, row) {
+  // workerd sets the columns in order, so a repeated name keeps its last value.
+  return Object.fromEntries(columnNames.map((name, i) => [name, row[i]]));
+}
+
+/** workerd's `SqlStorage.Cursor` (its JS class is named `Cursor`; `raw()` gives a
+ * `RawIterator`), observably as lazy as workerd's (src/workerd/api/sql.c++, util/sqlite.c++):
+ *
+ * - `exec` binds and steps the statement to its first row (`Query::init` -> `nextRow`): a
+ *   write is done, and counted in `rowsWritten`, even if the cursor is never read; an error
+ *   in that first step is thrown by `exec`;
+ * - each advance (`next`, iteration, `raw()`, `toArray`, `one`) computes the next row, plus
+ *   one row of look-ahead, so `rowsRead` grows as rows are read, and an error in a later row
+ *   is thrown by the read that reaches it (the read before the failing row), not by `exec`;
+ * - `one()` throws unless exactly one row remains.
+ *
+ * What each read observes is workerd's own: the object runs the statement and reads its real
+ * cursor to the end in the same call, recording, read by read, the row or the error and the
+ * counters after it (tests/miniflare/worker.js `readCursor`); this class replays those
+ * observations as Python reads. Not modelled: a statement that runs between two reads of a
+ * cursor does not change the rows read later (SQLite leaves that undefined for a table being
+ * changed). A cursor cannot stay open in the object between calls: each call is an event of
+ * its own, and workerd refuses to commit an event's writes while a statement is in progress
+ * ("cannot commit transaction - SQL statements in progress: SQLITE_BUSY", an internal error
+ * that resets the object; checked in workerd 1.20260426.1). The same holds on Cloudflare for
+ * a cursor a Worker leaves unread when its writes commit. */
+export class Cursor {
+  #reads;
+  #rowsRead;
+  #rowsWritten;
+
+  constructor(observed) {
+    this.columnNames = observed.columnNames;
+    this.#reads = observed.reads.slice();
+    this.#rowsRead = observed.rowsRead;
+    this.#rowsWritten = observed.rowsWritten;
   }
 
-  _object(row) {
-    return Object.fromEntries(this.columnNames.map((name, i) => [name, row[i]]));
+  // Getters, as in workerd: the statement's counters so far (final once it has ended).
+  get rowsRead() {
+    return this.#rowsRead;
+  }
+
+  get rowsWritten() {
+    return this.#rowsWritten;
+  }
+
+  /** The next row as an array, or null when the cursor is done (done stays done). */
+  #advance() {
+    const read = this.#reads.shift();
+    if (read === undefined) return null;
+    this.#rowsRead = read.rowsRead;
+    this.#rowsWritten = read.rowsWritten;
+    if (read.error) {
+      this.#reads = [];
+      throwJs(read.error);
+    }
+    return decodeRow(read.row);
+  }
+
+  next() {
+    const row = this.#advance();
+    return row === null
+      ? { done: true, value: undefined }
+      : { done: false, value: rowObject(this.columnNames, row) };
   }
 
   toArray() {
-    const rows = this._rows.slice(this._next).map((row) => this._object(row));
-    this._next = this._rows.length;
+    const rows = [];
+    for (let row = this.#advance(); row !== null; row = this.#advance()) {
+      rows.push(rowObject(this.columnNames, row));
+    }
     return rows;
   }
 
   one() {
-    const rest = this._rows.slice(this._next);
-    if (rest.length === 0) throw new Error("Expected exactly one result from SQL query, but got no results.");
-    if (rest.length > 1) throw new Error("Expected exactly one result from SQL query, but got multiple results.");
-    this._next = this._rows.length;
-    return this._object(rest[0]);
+    // workerd: read one row; if the statement has not ended, end it and refuse.
+    const row = this.#advance();
+    if (row === null) throw new Error("Expected exactly one result from SQL query, but got no results.");
+    if (this.#reads.length > 0) {
+      this.#reads = [];
+      throw new Error("Expected exactly one result from SQL query, but got multiple results.");
+    }
+    return rowObject(this.columnNames, row);
   }
 
-  *raw() {
-    while (this._next < this._rows.length) yield this._rows[this._next++];
+  raw() {
+    return new RawIterator(() => this.#advance());
   }
 
-  *[Symbol.iterator]() {
-    while (this._next < this._rows.length) yield this._object(this._rows[this._next++]);
+  [Symbol.iterator]() {
+    return new RowIterator(() => this.next());
+  }
+
+  get [Symbol.toStringTag]() {
+    return "Cursor";
+  }
+}
+
+export class RawIterator {
+  #advance;
+
+  constructor(advance) {
+    this.#advance = advance;
   }
 
   next() {
-    if (this._next < this._rows.length) {
-      return { done: false, value: this._object(this._rows[this._next++]) };
-    }
-    return { done: true, value: undefined };
+    const row = this.#advance();
+    return row === null ? { done: true, value: undefined } : { done: false, value: row };
+  }
+
+  [Symbol.iterator]() {
+    return this;
+  }
+}
+
+export class RowIterator {
+  #next;
+
+  constructor(next) {
+    this.#next = next;
+  }
+
+  next() {
+    return this.#next();
+  }
+
+  [Symbol.iterator]() {
+    return this;
   }
 }
 
@@ -171,9 +266,9 @@ export class DurableObjectStorage {
 
   _exec(query, params) {
     if (this._log === null) {
-      const answer = this._bridge.call({ name: this._name, op: "exec", sql: query, params });
+      const answer = this._bridge.call({ name: this._name, op: "exec", sql: query, params, reads: true });
       if (answer.error) throwJs(answer.error);
-      return new SqlStorageCursor(answer.ok);
+      return new Cursor(answer.ok);
     }
     const statement = { sql: query, params, mayFail: false };
     const answer = this._bridge.call({
@@ -181,6 +276,7 @@ export class DurableObjectStorage {
       op: "transaction",
       statements: [...this._log, statement],
       commit: false,
+      reads: true,
     });
     if (answer.error) throwJs(answer.error);
     const outcome = answer.ok.outcomes[this._log.length];
@@ -189,7 +285,7 @@ export class DurableObjectStorage {
     this._log.push(statement);
     if (outcome === undefined) throwJs(answer.ok.error);
     if ("error" in outcome) throwJs(outcome.error);
-    return new SqlStorageCursor(outcome.ok);
+    return new Cursor(outcome.ok);
   }
 
   transactionSync(callback) {
@@ -207,6 +303,7 @@ export class DurableObjectStorage {
           op: "transaction",
           statements: log,
           commit: true,
+          reads: true,
         });
         if (answer.error) throwJs(answer.error);
         if (answer.ok.error) throwJs(answer.ok.error);

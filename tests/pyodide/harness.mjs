@@ -8,8 +8,9 @@
 //               "select": ["module::test", ...] | null}
 //
 // What Python gets (as `harness` in each test module, see py/harness_support.py):
-//   * real Workers KV, D1 and R2 bindings from Miniflare#getBindings() (workerd in another
-//     process; every call crosses Pyodide's real FFI);
+//   * real Workers KV, D1, R2 and Rate Limiting bindings from Miniflare#getBindings() (workerd
+//     in another process; every call crosses Pyodide's real FFI), each behind a class named
+//     as workerd names it (bindings.mjs) so the workers SDK wraps it as it wraps the real one;
 //   * `ctx.storage` of a real SQLite-backed Durable Object (do_storage.mjs);
 //   * JS models (models.mjs) of ExecutionContext, DurableObjectState, Workers AI, Vectorize;
 //   * a loopback HTTP upstream (for the fetch transport) that records what it received.
@@ -27,14 +28,15 @@ import { basename, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Log, LogLevel, Miniflare } from "miniflare";
 import { loadPyodide } from "pyodide";
+import { workerdEnv } from "./bindings.mjs";
 import { DurableObjectStorage, SyncBridge } from "./do_storage.mjs";
 import {
+  Ai,
   compatFlags,
   DurableObjectState,
   entrypointHelper,
   ExecutionContext,
-  Vectorize,
-  WorkersAI,
+  VectorizeIndexImpl,
 } from "./models.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -122,7 +124,8 @@ async function main() {
 
   let storageCount = 0;
   const harness = {
-    env: { KV: env.KV, DB: env.DB, COLD: env.COLD, EMBED_RATE_LIMITER: env.EMBED_RATE_LIMITER },
+    // Each behind the class name workerd's binding has (bindings.mjs), so the SDK wraps it.
+    env: workerdEnv(env),
     upstream: { url: upstream.url, received: upstream.received },
     /** A fresh Durable Object storage (a new object, so a new SQLite database). */
     newStorage() {
@@ -141,8 +144,8 @@ async function main() {
     newDurableObjectState(storage) {
       return new DurableObjectState(storage);
     },
-    newWorkersAI: () => new WorkersAI(),
-    newVectorize: (dimensions) => new Vectorize(dimensions),
+    newWorkersAI: () => new Ai(),
+    newVectorize: (dimensions) => new VectorizeIndexImpl(dimensions),
     /** Microtask/turn helper: resolves after pending microtasks and one macrotask. */
     nextTurn: () => new Promise((resolve) => setImmediate(resolve)),
     /** For each callback a storage's transactionSync received: was its proxy released

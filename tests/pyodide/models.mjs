@@ -64,6 +64,20 @@ export class ExecutionContext {
   }
 }
 
+/** What workerd hands an alarm handler (`alarm(alarmInfo)`): an instance of its class
+ * `AlarmInvocationInfo`, not a plain object. Printed from a JS Durable Object's alarm in
+ * workerd 1.20260426.1: constructor "AlarmInvocationInfo", tag "[object AlarmInvocationInfo]",
+ * own properties `scheduledTime`, `retryCount`, `isRetry` (0/false on the first try, 1/true on
+ * the retry after a throw). Pyodide's `to_py` converts only plain objects, so it leaves this a
+ * JsProxy: reading it as a dict sees no retry at all. A plain object here hid exactly that. */
+export class AlarmInvocationInfo {
+  constructor(scheduledTime, retryCount) {
+    this.scheduledTime = scheduledTime;
+    this.retryCount = retryCount;
+    this.isRetry = retryCount > 0;
+  }
+}
+
 /** The alarm of one Durable Object, installed on its `ctx.storage` as `getAlarm`,
  * `setAlarm` and `deleteAlarm`, and delivered to the object's `alarm()` handler by
  * `deliver` (what the runtime does when the time comes). Documented behaviour relied on
@@ -76,7 +90,8 @@ export class ExecutionContext {
  *   it has not started, or if it has failed and any retry has not begun", so while the
  *   handler runs it is null unless the handler set a new one;
  * - `deleteAlarm()` unsets it (it does not cancel a running handler);
- * - the handler gets `alarmInfo` `{retryCount, isRetry}`; when it throws it is retried
+ * - the handler gets `alarmInfo`, an `AlarmInvocationInfo` (`scheduledTime`, `retryCount`,
+ *   `isRetry`, as workerd gives them); when it throws it is retried
  *   with exponential backoff, "starting at 2 second delays for up to 6 retries".
  *
  * Not modelled: the options arguments (allowConcurrency, allowUnconfirmed), delays of up
@@ -110,11 +125,12 @@ export class AlarmModel {
   async deliver(handler, nowMs) {
     if (this.scheduled === null || this.scheduled > nowMs) return { ran: false };
     const retryCount = this.retryCount;
+    const scheduledTime = this.scheduled;
     this.scheduled = null; // started: no longer "set"
     this.running = true;
     this.setWhileRunning = false;
     try {
-      await handler({ retryCount, isRetry: retryCount > 0 });
+      await handler(new AlarmInvocationInfo(scheduledTime, retryCount));
       return { ran: true, retryCount };
     } catch (error) {
       if (!this.setWhileRunning && retryCount < 6) {
@@ -205,14 +221,112 @@ const BGE_DIMENSIONS = {
   "@cf/baai/bge-large-en-v1.5": 1024,
 };
 
-/** `env.AI` for the bge embedding models (docs: workers-ai-models/bge-*.json): input
- * `{text: string | string[], pooling?}`, at most 100 texts, each non-empty; output
- * `{shape: [n, dims], data: number[][], pooling}`. The vectors are deterministic from the
- * text (not semantically meaningful): the adapter's conversions are what is tested. */
-export class WorkersAI {
+// Text-generation models and the shape of their answer (cloudflare-docs
+// src/content/workers-ai-models/<name>.json, "schema.output"):
+// * "traditional": `{response: string, tool_calls?: [{name, arguments: object}], usage?}`
+//   (llama-3.1-8b-instruct's schema has no `usage`; llama-3.3-70b-instruct-fp8-fast's has);
+// * "openai": an OpenAI chat completion, `{id, object, created, model, choices: [{index,
+//   message: {role, content: string|null, tool_calls?: [{id, type: "function", function:
+//   {name, arguments: JSON string}}]}, finish_reason, logprobs}], usage}` (glm-4.7-flash).
+const CHAT_MODELS = {
+  "@cf/meta/llama-3.1-8b-instruct": { shape: "traditional", usage: false },
+  "@cf/meta/llama-3.3-70b-instruct-fp8-fast": { shape: "traditional", usage: true },
+  "@cf/zai-org/glm-4.7-flash": { shape: "openai", usage: true },
+};
+
+const isObject = (value) => value !== null && typeof value === "object" && !Array.isArray(value);
+const invalid = (what, at) => new Error(`5006: Error: ${what} at '${at}'`);
+
+function requireString(object, key, at) {
+  if (!(key in object)) throw invalid(`required properties are '${key}'`, at);
+  if (typeof object[key] !== "string") throw invalid("must be string", `${at}/${key}`);
+}
+
+/** A tool parameters object as both schemas describe it: `{type, properties}` required. */
+function checkParameters(parameters, at) {
+  if (!isObject(parameters)) throw invalid("must be object", at);
+  requireString(parameters, "type", at);
+  if (!isObject(parameters.properties)) throw invalid("required properties are 'properties'", at);
+}
+
+/** The input schema of a "traditional" model (llama-3.x): `messages` of `{role, content}`
+ * (both required strings; other keys allowed), `tools` each either `{name, description,
+ * parameters}` or `{type, function: {name, description, parameters}}`. */
+function checkTraditionalInput(inputs) {
+  if (!Array.isArray(inputs.messages)) throw invalid("required properties are 'messages'", "");
+  inputs.messages.forEach((message, i) => {
+    if (!isObject(message)) throw invalid("must be object", `/messages/${i}`);
+    requireString(message, "role", `/messages/${i}`);
+    requireString(message, "content", `/messages/${i}`);
+  });
+  for (const [i, tool] of (inputs.tools ?? []).entries()) {
+    const at = `/tools/${i}`;
+    if (!isObject(tool)) throw invalid("must be object", at);
+    const spec = "function" in tool ? tool.function : tool;
+    if ("function" in tool) requireString(tool, "type", at);
+    if (!isObject(spec)) throw invalid("must be object", `${at}/function`);
+    requireString(spec, "name", at);
+    requireString(spec, "description", at);
+    checkParameters(spec.parameters, `${at}/parameters`);
+  }
+}
+
+/** The input schema of an OpenAI-shaped model (glm-4.7-flash): messages by role (a `tool`
+ * message needs `content` and `tool_call_id`; an assistant's `tool_calls` need `id`, `type`
+ * and `function: {name, arguments: string}`), `tools` only as `{type: "function", function:
+ * {name, ...}}`. */
+function checkOpenAIInput(inputs) {
+  if (!Array.isArray(inputs.messages) || inputs.messages.length === 0) {
+    throw invalid("required properties are 'messages'", "");
+  }
+  inputs.messages.forEach((message, i) => {
+    const at = `/messages/${i}`;
+    if (!isObject(message)) throw invalid("must be object", at);
+    requireString(message, "role", at);
+    if (message.role === "tool") {
+      requireString(message, "content", at);
+      requireString(message, "tool_call_id", at);
+    } else if (message.role === "assistant") {
+      if (message.content !== undefined && message.content !== null) {
+        requireString(message, "content", at);
+      }
+      for (const [j, call] of (message.tool_calls ?? []).entries()) {
+        requireString(call, "id", `${at}/tool_calls/${j}`);
+        if (call.type !== "function") throw invalid("must be equal to one of the allowed values", `${at}/tool_calls/${j}/type`);
+        requireString(call.function ?? {}, "name", `${at}/tool_calls/${j}/function`);
+        requireString(call.function ?? {}, "arguments", `${at}/tool_calls/${j}/function`);
+      }
+    } else {
+      requireString(message, "content", at);
+    }
+  });
+  for (const [i, tool] of (inputs.tools ?? []).entries()) {
+    const at = `/tools/${i}`;
+    if (!isObject(tool) || tool.type !== "function" || !isObject(tool.function)) {
+      throw invalid("required properties are 'type', 'function'", at);
+    }
+    requireString(tool.function, "name", `${at}/function`);
+  }
+}
+
+const words = (text) => (typeof text === "string" ? text.split(/\s+/).filter(Boolean).length : 0);
+
+/** `env.AI` (the binding's class in workerd is `Ai`) for the bge embedding models and some
+ * text-generation models.
+ *
+ * Embeddings (docs: workers-ai-models/bge-*.json): input `{text: string | string[], pooling?}`,
+ * at most 100 texts, each non-empty; output `{shape: [n, dims], data: number[][], pooling}`.
+ * The vectors are deterministic from the text (not semantically meaningful).
+ *
+ * Chat (CHAT_MODELS): the input is checked against the model's documented schema (refused as
+ * "5006: Error: ..."); the answer is the one a test scripted with `replyNext({text,
+ * toolCalls})`, written in the model's documented output shape. The adapters' conversions are
+ * what is tested, not the model. */
+export class Ai {
   constructor() {
     this.calls = [];
     this.failures = [];
+    this.chatReplies = [];
     this.replyPooling = null; // a test may make the reply name another pooling
   }
 
@@ -221,10 +335,18 @@ export class WorkersAI {
     this.failures.push(message);
   }
 
+  /** What the next chat run() answers: `{text?, toolCalls?: [{name, arguments}]}`, or
+   * `{raw}` for an answer sent exactly as given. */
+  replyNext(reply) {
+    this.chatReplies.push(reply);
+  }
+
   async run(model, inputs) {
     if (this.failures.length > 0) throw new Error(this.failures.shift());
     // Only plain objects and arrays serialise like this: a Map or a PyProxy would not.
     this.calls.push({ model, inputs: JSON.parse(JSON.stringify(inputs)) });
+    const chat = CHAT_MODELS[model];
+    if (chat !== undefined) return this.#chat(model, chat, inputs);
     const dims = BGE_DIMENSIONS[model];
     if (dims === undefined) throw new Error(`5007: No such model ${model} or task`);
     const texts = typeof inputs?.text === "string" ? [inputs.text] : inputs?.text;
@@ -246,6 +368,58 @@ export class WorkersAI {
     });
     return { shape: [texts.length, dims], data, pooling: this.replyPooling ?? pooling };
   }
+
+  #chat(model, chat, inputs) {
+    if (!isObject(inputs)) throw invalid("must be object", "");
+    if (chat.shape === "openai") checkOpenAIInput(inputs);
+    else checkTraditionalInput(inputs);
+    if (inputs.max_tokens !== undefined && !Number.isInteger(inputs.max_tokens)) {
+      throw invalid("must be integer", "/max_tokens");
+    }
+    const reply = this.chatReplies.shift();
+    if (reply === undefined) throw new Error("harness: no chat reply was scripted (replyNext)");
+    if ("raw" in reply) return reply.raw;
+    const text = reply.text ?? "";
+    const calls = reply.toolCalls ?? [];
+    const promptTokens = inputs.messages.reduce((n, m) => n + words(m.content), 0);
+    const usage = {
+      prompt_tokens: promptTokens,
+      completion_tokens: words(text) + calls.length,
+      total_tokens: promptTokens + words(text) + calls.length,
+    };
+    const n = this.calls.length;
+    if (chat.shape === "openai") {
+      const message = { role: "assistant", content: calls.length > 0 && !text ? null : text };
+      if (calls.length > 0) {
+        message.tool_calls = calls.map((call, i) => ({
+          id: `chatcmpl-tool-${n}${i}`,
+          type: "function",
+          function: { name: call.name, arguments: JSON.stringify(call.arguments ?? {}) },
+        }));
+      }
+      return {
+        id: `chatcmpl-${n}`,
+        object: "chat.completion",
+        created: 1750000000 + n,
+        model,
+        choices: [
+          {
+            index: 0,
+            message,
+            finish_reason: calls.length > 0 ? "tool_calls" : "stop",
+            logprobs: null,
+          },
+        ],
+        usage,
+      };
+    }
+    const answer = { response: text };
+    if (calls.length > 0) {
+      answer.tool_calls = calls.map((call) => ({ name: call.name, arguments: call.arguments ?? {} }));
+    }
+    if (chat.usage) answer.usage = usage;
+    return answer;
+  }
 }
 
 // --- Vectorize ------------------------------------------------------------------------------
@@ -254,7 +428,7 @@ export class WorkersAI {
  * `{mutationId}`; query returns `{count, matches: [{id, score, values?, metadata?,
  * namespace?}]}`; getByIds returns the vectors; describe returns `{dimensions,
  * vectorCount, ...}`. Cosine scores; only implicit-$eq and $in filters are modelled. */
-export class Vectorize {
+export class VectorizeIndexImpl {
   constructor(dimensions) {
     this.dimensions = dimensions;
     this.vectors = new Map();

@@ -12,9 +12,17 @@ then hands integral values back as int); None binds NULL in both modes (raw mode
 null). Booleans are refused here: workerd would store them as the text 'true'/'false'
 (checked against Miniflare by the local adapter's contract tests), which no caller wants.
 
-Counters: the SDK wrapper caches an attribute after its first read, so `rows_read` and
-`rows_written` must be read once the rows have been consumed (which is also when workerd
-has finished counting), and `database_size` is read from the unwrapped JS object.
+Cursors are lazy, as workerd's are (api/sql.c++, util/sqlite.c++): `exec` runs the statement
+up to its first row, so a write is done (and counted) before its cursor is read; each further
+row is computed when the cursor is advanced, so `rows_read` grows as rows are read and an error
+in a later row is raised by the read that reaches it. A cursor left with rows unread keeps its
+statement in progress, and workerd cannot commit the object's writes until it ends (SQLITE_BUSY,
+an internal error): read cursors to the end.
+
+Counters: the SDK wrapper caches an attribute after its first read (`_BindingWrapper.
+__getattr__`), which would freeze `rows_read` at whatever it was then; in wrapped mode the
+counters are read by item (`cursor["rowsRead"]`), which the wrapper does not cache, and
+`database_size` is read from the unwrapped JS object.
 """
 
 from __future__ import annotations
@@ -46,8 +54,9 @@ def _sql_error(exc: BaseException, context: str = "") -> BindingError:
 class CloudflareSqlCursor:
     """Implements `SqlCursor` over a JS `SqlStorageCursor`."""
 
-    def __init__(self, handle: Any) -> None:
+    def __init__(self, handle: Any, raw: bool) -> None:
         self._cursor = handle
+        self._raw = raw
 
     def to_array(self) -> list[Row]:
         rows = self._call(lambda: self._cursor.toArray())
@@ -74,11 +83,19 @@ class CloudflareSqlCursor:
 
     @property
     def rows_read(self) -> int:
-        return int(ffi.to_py(self._cursor.rowsRead) or 0)
+        """Rows the statement has read so far (final once the cursor has been read)."""
+        return self._counter("rowsRead")
 
     @property
     def rows_written(self) -> int:
-        return int(ffi.to_py(self._cursor.rowsWritten) or 0)
+        """Rows the statement has written (final once `exec` returns, for a write)."""
+        return self._counter("rowsWritten")
+
+    def _counter(self, name: str) -> int:
+        # A getter whose value changes as the cursor is read: never through the SDK
+        # wrapper's attribute cache (see the module docstring).
+        value = getattr(self._cursor, name) if self._raw else self._cursor[name]
+        return int(ffi.to_py(value) or 0)
 
     @staticmethod
     def _call(fn: Callable[[], Any]) -> Any:
@@ -106,7 +123,7 @@ class CloudflareSqlStorage:
             cursor = self._sql.exec(sql, *values)
         except ffi.JsException as exc:
             raise _sql_error(exc, f" (in: {sql[:200]})") from exc
-        return CloudflareSqlCursor(cursor)
+        return CloudflareSqlCursor(cursor, self._raw)
 
     @property
     def database_size(self) -> int:

@@ -1,34 +1,50 @@
-"""LLM port: chat completions with tool calls (OpenAI-compatible shape)."""
+"""LLM port: chat completions with tool calls (OpenAI-compatible shape).
+
+Plain dataclasses, not pydantic models: nothing here validates untrusted input (the adapters
+parse provider replies field by field), and the Workers AI adapter
+(`bindings.cloudflare.llm`) must load where pydantic-core cannot (tests/pyodide runs it in
+bare Pyodide).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal, Protocol
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, get_args
 
-from pydantic import BaseModel, Field
+Role = Literal["system", "user", "assistant", "tool"]
+ROLES: frozenset[str] = frozenset(get_args(Role))
 
 
-class ToolCall(BaseModel):
+@dataclass(kw_only=True)
+class ToolCall:
     id: str
     name: str
-    arguments: dict[str, Any] = Field(default_factory=dict)
+    arguments: dict[str, Any] = field(default_factory=dict)
 
 
-class ChatMessage(BaseModel):
-    role: Literal["system", "user", "assistant", "tool"]
+@dataclass(kw_only=True)
+class ChatMessage:
+    role: Role
     content: str = ""
-    tool_calls: list[ToolCall] = Field(default_factory=list)
+    tool_calls: list[ToolCall] = field(default_factory=list)
     tool_call_id: str | None = None
     name: str | None = None
 
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise ValueError(f"unknown chat role {self.role!r}")
 
-class ToolSpec(BaseModel):
+
+@dataclass(kw_only=True)
+class ToolSpec:
     name: str
     description: str
     parameters: dict[str, Any]
 
 
-class ChatResult(BaseModel):
+@dataclass(kw_only=True)
+class ChatResult:
     message: ChatMessage
     model: str
     prompt_tokens: int = 0
@@ -37,6 +53,14 @@ class ChatResult(BaseModel):
 
 class LLMError(Exception):
     """The model call failed."""
+
+
+class LLMRateLimitedError(LLMError):
+    """The provider refused for quota (HTTP 429, Workers AI 3036)."""
+
+
+class LLMUnavailableError(LLMError):
+    """The provider failed, was out of capacity, timed out or could not be reached."""
 
 
 class LLM(Protocol):

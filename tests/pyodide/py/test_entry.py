@@ -243,7 +243,10 @@ async def test_the_alarm_handler_reaches_the_core_with_its_retry_count() -> None
         assert await core.alarms.get_alarm() == 1_750_086_400.0
 
         # A handler that raises is retried by the runtime, 2 s later, with retryCount 1,
-        # which the entry hands to the core.
+        # which the entry hands to the core. alarmInfo is an AlarmInvocationInfo instance, as
+        # in workerd: `to_py` leaves it a JsProxy, so the old reading (`to_py(info)` then
+        # `.get("retryCount")` if a dict) gave the core 0 here (failed once the model stopped
+        # passing a plain object).
         _Core.fail_alarms = True
         failed = (await state.deliverAlarm(handler, 1_750_086_400_000)).to_py()
         assert "RuntimeError: D1 unavailable" in failed["error"], failed
