@@ -131,3 +131,11 @@ def pyodide_run(request: pytest.FixtureRequest) -> PyodideRun:
     run = PyodideRun(sorted({*selected, FAKE_PIN_ID, WAIT_UNTIL_PIN_ID}))
     run.run()
     return run
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test here shares the session's one harness run: keep them on one xdist worker
+    (pytest runs with `--dist loadgroup`), or each worker would start its own Node."""
+    for item in items:
+        if HERE in item.path.parents:
+            item.add_marker(pytest.mark.xdist_group("pyodide"))
