@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import padding, rsa
-
-from worker.jwt_segments import encode_segment
+import jwt
+import jwt.utils
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 
 DEV_TEAM_DOMAIN = "agent-memory-dev.cloudflareaccess.invalid"
 DEV_AUD = "agent-memory-local-dev"
@@ -39,7 +39,7 @@ DEFAULT_TOKEN_TTL = 8 * 3600
 
 
 def _int_b64url(value: int) -> str:
-    return encode_segment(value.to_bytes((value.bit_length() + 7) // 8, "big"))
+    return jwt.utils.to_base64url_uint(value).decode("ascii")
 
 
 def _write_once(path: Path, data: bytes, mode: int) -> bool:
@@ -108,14 +108,9 @@ class DevAccessKeys:
         }
 
     def sign(self, claims: dict[str, Any], *, kid: str | None = None) -> str:
-        """An RS256 JWT over `claims` (no claim is added or checked here)."""
-        header = {"alg": "RS256", "kid": kid or self.kid, "typ": "JWT"}
-        signing_input = ".".join(
-            encode_segment(json.dumps(part, separators=(",", ":")).encode())
-            for part in (header, claims)
-        )
-        signature = self._key.sign(signing_input.encode(), padding.PKCS1v15(), hashes.SHA256())
-        return f"{signing_input}.{encode_segment(signature)}"
+        """An RS256 JWT over `claims`, signed by PyJWT with `cryptography` (no claim is
+        added or checked here)."""
+        return jwt.encode(claims, self._key, algorithm="RS256", headers={"kid": kid or self.kid})
 
 
 def access_claims(

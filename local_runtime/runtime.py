@@ -30,6 +30,7 @@ from local_runtime.adapters.do_sql import DurableObjectStorageRegistry, LocalDur
 from local_runtime.adapters.kv import SqliteKV
 from local_runtime.adapters.object_store import LocalObjectStore
 from local_runtime.adapters.rate_limit import FixedWindowRateLimiter
+from local_runtime.adapters.signatures import CryptographySignatures
 from local_runtime.adapters.vectorize import LocalVectorIndex
 from local_runtime.background import LocalBackgroundTasks
 from local_runtime.dev_keks import dev_pii_keks
@@ -128,6 +129,7 @@ class LocalRuntime:
         )
         self.cold = LocalObjectStore(state.cold, clock=self.clock)
         self.cipher = CryptographyCipher()
+        self.signatures = CryptographySignatures()
         self._embedder = embedder
         self.llm: LLM | None = llm if llm is not None else build_local_llm(self.settings)
         self._do_registry = DurableObjectStorageRegistry(state.durable_objects)
@@ -179,6 +181,7 @@ class LocalRuntime:
             resolve_host=resolve_host,
             embed_rate_limiter=self.embed_rate_limiter,
             cipher=self.cipher,
+            signatures=self.signatures,
             purge_residue=self.purge_residue,
         )
 

@@ -137,3 +137,34 @@ def test_headers_are_case_insensitive() -> None:
     headers = Headers([("Content-Type", "a"), ("X-Thing", "b")])
     assert headers.get("content-type") == "a"
     assert "x-thing" in headers
+
+
+def test_one_error_type_answers_at_the_edge_and_in_the_gateway() -> None:
+    """Issue 23: `ApiError` and the gateway's `GatewayError` were two classes with the same
+    JSON shape; now every layer that answers HTTP raises the one `http_messages.ApiError`."""
+    import ast
+    from pathlib import Path
+
+    import gateway.errors
+    import http_messages
+
+    src = Path(__file__).resolve().parents[1] / "src"
+    renderers = sorted(
+        f"{path.relative_to(src).as_posix()}::{node.name}"
+        for path in src.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ClassDef)
+        and any(
+            isinstance(item, ast.FunctionDef) and item.name == "to_response" for item in node.body
+        )
+    )
+    assert renderers == ["http_messages/errors.py::ApiError"]
+    assert ApiError is http_messages.ApiError
+    refused = gateway.errors.unauthorized("invalid_api_key", "no such key")
+    assert isinstance(refused, ApiError)
+    response = gateway.errors.gateway_error_response(refused)
+    assert _error(response) == (401, "invalid_api_key")
+    assert response.headers.get("x-gateway-error") == "invalid_api_key"
+    assert "invalid_token" in (response.headers.get("www-authenticate") or "")
+    # The edge's own errors do not claim to come from the gateway.
+    assert ApiError(404, "not_found", "no").to_response().headers.get("x-gateway-error") is None

@@ -9,7 +9,7 @@ reports which are present.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import httpx
 
@@ -21,9 +21,9 @@ from bindings.ports.durable_objects import DurableObjectNamespace
 from bindings.ports.embedder import Embedder
 from bindings.ports.kv import KVNamespace
 from bindings.ports.llm import LLM
-from bindings.ports.mac import MacSigner, StdlibMacSigner
 from bindings.ports.object_store import ObjectStore
 from bindings.ports.rate_limit import RateLimiter
+from bindings.ports.signatures import Signatures
 from bindings.ports.vectorize import VectorIndex
 from bindings.settings import Settings
 
@@ -47,8 +47,9 @@ class Bindings:
     # (gateway.outbound). None on Cloudflare, where fetch resolves at the edge; the local
     # runtime uses the system resolver.
     resolve_host: Callable[[str], Awaitable[Sequence[str]]] | None = None
-    # HMAC-SHA256 for the agent-scoped memory tokens (worker.memory_tokens).
-    mac: MacSigner = field(default_factory=StdlibMacSigner)
+    # HMAC-SHA256 and RS256 for the memory tokens and Cloudflare Access tokens
+    # (worker.jwt_verification); None: no token can be checked, so every gate fails closed.
+    signatures: Signatures | None = None
     # AES-256-GCM for personal data at rest (docs/personal-data.md); None: marked personal
     # data is refused.
     cipher: Cipher | None = None

@@ -17,8 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from bindings.ports.clock import Clock
 from bindings.ports.kv import KVNamespace
 from gateway import kv_layout
-from gateway.errors import GatewayError, forbidden, unauthorized
+from gateway.errors import forbidden, unauthorized
 from gateway.kv_cache import KVReadCache, read_cached
+from http_messages.errors import ApiError
 
 Scope = Literal["tools", "memory"]
 ALL_SCOPES: tuple[Scope, ...] = ("tools", "memory")
@@ -61,7 +62,7 @@ def hash_api_key(api_key: str) -> str:
 
 
 def bearer_token(authorization: str | None) -> str:
-    """Extract the key from an `Authorization` header, or raise a 401 `GatewayError`."""
+    """Extract the key from an `Authorization` header, or raise a 401 `ApiError`."""
     if not authorization or not authorization.strip():
         raise unauthorized("missing_api_key", "send the API key as 'Authorization: Bearer <key>'")
     scheme, _, token = authorization.strip().partition(" ")
@@ -78,7 +79,7 @@ def _parse_record(raw: str) -> ApiKeyRecord:
     try:
         return ApiKeyRecord.model_validate_json(raw)
     except ValidationError as exc:
-        raise GatewayError(
+        raise ApiError(
             500,
             "gateway_misconfigured",
             f"the stored record for this API key is invalid ({exc.error_count()} problems); "

@@ -12,8 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from bindings.ports.clock import Clock
 from bindings.ports.kv import KVNamespace
 from gateway import kv_layout
-from gateway.errors import GatewayError
 from gateway.kv_cache import KVReadCache, read_cached
+from http_messages.errors import ApiError
 
 
 class Credential(BaseModel):
@@ -35,7 +35,7 @@ def _parse(raw: str) -> Credential:
     try:
         return Credential.model_validate_json(raw)
     except ValidationError as exc:
-        raise GatewayError(
+        raise ApiError(
             500,
             "gateway_misconfigured",
             f"the stored credential is invalid ({exc.error_count()} problems); set it again",

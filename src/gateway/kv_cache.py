@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from bindings.ports.clock import Clock
 from bindings.ports.errors import BindingError
 from bindings.ports.kv import KVNamespace
-from gateway.errors import GatewayError
+from http_messages.errors import ApiError
 
 CACHE_TTL_SECONDS = 30.0
 # Bounds memory in a 128 MB isolate: a few thousand small records at most.
@@ -78,7 +78,7 @@ async def kv_get(kv: KVNamespace, key: str) -> str | None:
     try:
         return await kv.get(key)
     except BindingError as exc:
-        raise GatewayError(503, "kv_unavailable", f"the gateway's KV store failed: {exc}") from None
+        raise ApiError(503, "kv_unavailable", f"the gateway's KV store failed: {exc}") from None
 
 
 async def read_cached(

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.api_keys import Principal, authenticate
-from gateway.errors import GATEWAY_ERROR_HEADER, GatewayError
+from gateway.errors import GATEWAY_ERROR_HEADER, gateway_error_response
 from gateway.json_schema import validate
 from gateway.memory_tools import MEMORY_TOOLS, MemoryToolDispatcher
 from gateway.tenants import load_tenant
@@ -53,6 +53,7 @@ from gateway.tool_config import load_tools
 from gateway.tool_proxy import TOOL_ARGUMENT_LIMITS, GatewayContext, UpstreamReply, call_tool
 from http_messages import HttpRequest, HttpResponse, empty_response, json_response
 from http_messages.bounded_json import STORAGE_LIMITS, JsonLimitError, check_value, loads_bounded
+from http_messages.errors import ApiError
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +126,7 @@ def _error_response(request_id: RequestId | None, exc: JsonRpcError) -> HttpResp
     )
 
 
-def _gateway_error_response(request_id: RequestId | None, exc: GatewayError) -> HttpResponse:
+def _gateway_error_response(request_id: RequestId | None, exc: ApiError) -> HttpResponse:
     """An auth or store failure at the HTTP level, with a JSON-RPC error body."""
     code = {401: UNAUTHORIZED, 403: FORBIDDEN}.get(exc.status, INTERNAL_ERROR)
     headers = {GATEWAY_ERROR_HEADER: exc.code, **exc.headers}
@@ -135,13 +136,15 @@ def _gateway_error_response(request_id: RequestId | None, exc: GatewayError) -> 
 
 def method_not_allowed() -> HttpResponse:
     """`GET`/`DELETE /mcp`: no SSE stream and no sessions on this stateless server."""
-    return GatewayError(
-        405,
-        "method_not_allowed",
-        "this MCP endpoint is stateless and offers no SSE stream: POST one JSON-RPC message "
-        "per request",
-        headers={"allow": "POST"},
-    ).to_response()
+    return gateway_error_response(
+        ApiError(
+            405,
+            "method_not_allowed",
+            "this MCP endpoint is stateless and offers no SSE stream: POST one JSON-RPC "
+            "message per request",
+            headers={"allow": "POST"},
+        )
+    )
 
 
 def _origin_allowed(ctx: McpContext, request: HttpRequest) -> bool:
@@ -160,14 +163,14 @@ async def handle_mcp_post(ctx: McpContext, request: HttpRequest) -> HttpResponse
     if not _origin_allowed(ctx, request):
         return _gateway_error_response(
             None,
-            GatewayError(403, "origin_not_allowed", "requests from this Origin are not allowed"),
+            ApiError(403, "origin_not_allowed", "requests from this Origin are not allowed"),
         )
     gw = ctx.gateway
     try:
         principal = await authenticate(
             gw.kv, gw.cache, gw.clock, request.headers.get("authorization")
         )
-    except GatewayError as exc:
+    except ApiError as exc:
         return _gateway_error_response(None, exc)
 
     try:
@@ -258,7 +261,7 @@ async def handle_mcp_post(ctx: McpContext, request: HttpRequest) -> HttpResponse
         result = await _dispatch(ctx, principal, method, params)
     except JsonRpcError as exc:
         return _error_response(request_id, exc)
-    except GatewayError as exc:
+    except ApiError as exc:
         if exc.status in (401, 403):
             return _gateway_error_response(request_id, exc)
         return _error_response(
@@ -344,7 +347,7 @@ async def _call_tool(
     input_bytes = len(json.dumps(arguments, separators=(",", ":"), ensure_ascii=False).encode())
     try:
         reply = await call_tool(ctx.gateway, principal, name, arguments, input_bytes)
-    except GatewayError as exc:
+    except ApiError as exc:
         if exc.code == "tool_not_found":
             raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}") from None
         if exc.code in _INVALID_PARAMS_CODES:

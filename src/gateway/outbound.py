@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from bindings.settings import Settings
-from gateway.errors import GatewayError
+from http_messages.errors import ApiError
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -121,7 +121,7 @@ class OutboundPolicy:
     async def check(self, url: str, resolver: Resolver | None = None) -> None:
         """Refuse `url` unless its host is public or allowed; no connection is made.
 
-        Raises `GatewayError(403, "upstream_forbidden")`. With a `resolver`, a name is also
+        Raises `ApiError(403, "upstream_forbidden")`. With a `resolver`, a name is also
         refused when any address it resolves to is forbidden; a name that does not resolve
         passes (the connection will fail on its own).
         """
@@ -153,8 +153,8 @@ class OutboundPolicy:
                 )
 
 
-def _forbidden(host: str, why: str) -> GatewayError:
-    return GatewayError(
+def _forbidden(host: str, why: str) -> ApiError:
+    return ApiError(
         403,
         "upstream_forbidden",
         f"the tool's upstream host {host!r} {why}; the gateway does not call it unless the "

@@ -16,12 +16,13 @@ from collections.abc import Callable
 import httpx
 
 from bindings.environment import Bindings
-from gateway.errors import GatewayError
+from gateway.errors import gateway_error_response
 from gateway.mcp import McpContext, handle_mcp_post, method_not_allowed
 from gateway.memory_tools import MemoryToolDispatcher
 from gateway.outbound import OutboundPolicy
 from gateway.tool_proxy import GatewayContext, handle_tool_call
 from http_messages import HttpRequest, HttpResponse
+from http_messages.errors import ApiError
 
 MemoryDispatcherFactory = Callable[[Bindings], MemoryToolDispatcher]
 
@@ -43,7 +44,7 @@ def has_semantic_tier(bindings: Bindings) -> bool:
 def gateway_context(bindings: Bindings) -> GatewayContext:
     """KV, clock and client factory from the request's bindings (503 when KV is absent)."""
     if bindings.kv is None:
-        raise GatewayError(503, "kv_unavailable", "this deployment has no KV namespace bound")
+        raise ApiError(503, "kv_unavailable", "this deployment has no KV namespace bound")
 
     def client_factory(timeout: float) -> httpx.AsyncClient:
         return bindings.http_client(timeout=timeout)
@@ -74,8 +75,8 @@ async def tool_call_route(
     """`POST /api/v1/tools/{tool_name}`."""
     try:
         ctx = gateway_context(bindings)
-    except GatewayError as exc:
-        return exc.to_response()
+    except ApiError as exc:
+        return gateway_error_response(exc)
     return await handle_tool_call(ctx, request, params["tool_name"])
 
 
@@ -85,8 +86,8 @@ async def mcp_post_route(
     """`POST /mcp`."""
     try:
         ctx = mcp_context(bindings)
-    except GatewayError as exc:
-        return exc.to_response()
+    except ApiError as exc:
+        return gateway_error_response(exc)
     return await handle_mcp_post(ctx, request)
 
 

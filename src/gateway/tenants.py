@@ -11,8 +11,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from bindings.ports.clock import Clock
 from bindings.ports.kv import KVNamespace
 from gateway import kv_layout
-from gateway.errors import GatewayError
 from gateway.kv_cache import KVReadCache, read_cached
+from http_messages.errors import ApiError
 
 
 class TenantRecord(BaseModel):
@@ -31,7 +31,7 @@ def _parse(raw: str) -> TenantRecord:
     try:
         return TenantRecord.model_validate_json(raw)
     except ValidationError as exc:
-        raise GatewayError(
+        raise ApiError(
             500,
             "gateway_misconfigured",
             f"the stored tenant record is invalid ({exc.error_count()} problems)",

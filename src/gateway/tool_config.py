@@ -51,9 +51,9 @@ from bindings.ports.clock import Clock
 from bindings.ports.errors import BindingError
 from bindings.ports.kv import KVNamespace
 from gateway import kv_layout
-from gateway.errors import GatewayError
 from gateway.json_schema import UnsupportedSchemaError, check_schema
 from gateway.kv_cache import KVReadCache, read_cached
+from http_messages.errors import ApiError
 
 # Names the gateway itself serves over MCP (ADR-0030); a proxied tool may not shadow them.
 RESERVED_TOOL_NAMES = frozenset({"recall_memory", "store_memory"})
@@ -255,7 +255,7 @@ def parse_tool_config(raw: str) -> ToolConfig:
         return ToolConfig.model_validate_json(raw)
     except ValidationError as exc:
         first = exc.errors(include_url=False, include_input=False)[0]
-        raise GatewayError(
+        raise ApiError(
             500,
             "gateway_misconfigured",
             f"the stored tool config is invalid: {first['msg']}; register it again",
@@ -279,7 +279,7 @@ async def list_tool_names(kv: KVNamespace, tenant: str) -> list[str]:
         try:
             page = await kv.list(prefix=prefix, cursor=cursor)
         except BindingError as exc:
-            raise GatewayError(503, "kv_unavailable", f"listing tools failed: {exc}") from None
+            raise ApiError(503, "kv_unavailable", f"listing tools failed: {exc}") from None
         names.extend(key.name[len(prefix) :] for key in page.keys)
         if page.list_complete or not page.cursor:
             return names

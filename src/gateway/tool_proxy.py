@@ -33,7 +33,7 @@ from bindings.ports.clock import Clock
 from bindings.ports.kv import KVNamespace
 from gateway.api_keys import Principal, authenticate
 from gateway.credentials import Credential, load_credential
-from gateway.errors import UPSTREAM_STATUS_HEADER, GatewayError
+from gateway.errors import UPSTREAM_STATUS_HEADER, gateway_error_response
 from gateway.json_schema import validate
 from gateway.kv_cache import ISOLATE_CACHE, KVReadCache
 from gateway.outbound import OutboundPolicy, Resolver
@@ -41,6 +41,7 @@ from gateway.tool_config import PLACEHOLDER_RE as _PLACEHOLDER_RE
 from gateway.tool_config import ToolConfig, load_tool
 from http_messages import Headers, HttpRequest, HttpResponse
 from http_messages.bounded_json import JsonLimitError, JsonLimits, loads_bounded
+from http_messages.errors import ApiError
 
 USER_AGENT = "agent-memory-gateway/0.1"
 
@@ -83,9 +84,9 @@ class UpstreamReply:
         return self.body.decode("utf-8", errors="replace")
 
 
-def tool_not_found(tool_name: str) -> GatewayError:
+def tool_not_found(tool_name: str) -> ApiError:
     # Same answer whether the tool is missing or belongs to another tenant: no existence leak.
-    return GatewayError(404, "tool_not_found", f"no tool named {tool_name!r} for this API key")
+    return ApiError(404, "tool_not_found", f"no tool named {tool_name!r} for this API key")
 
 
 # Tool arguments go to an upstream, not to our storage: NUL is the upstream's business, and
@@ -104,11 +105,11 @@ def parse_arguments(body: bytes) -> dict[str, Any]:
     try:
         value = loads_bounded(body, TOOL_ARGUMENT_LIMITS)
     except JsonLimitError as exc:
-        raise GatewayError(exc.status, exc.code, exc.message) from None
+        raise ApiError(exc.status, exc.code, exc.message) from None
     except ValueError as exc:
-        raise GatewayError(400, "invalid_json", f"the body is not valid JSON: {exc}") from None
+        raise ApiError(400, "invalid_json", f"the body is not valid JSON: {exc}") from None
     if not isinstance(value, dict):
-        raise GatewayError(
+        raise ApiError(
             422, "invalid_tool_input", "the body must be a JSON object of tool arguments"
         )
     return value
@@ -125,7 +126,7 @@ async def resolve_tool(ctx: GatewayContext, principal: Principal, tool_name: str
 
 def check_size(config: ToolConfig, input_bytes: int) -> None:
     if input_bytes > config.max_request_bytes:
-        raise GatewayError(
+        raise ApiError(
             413,
             "tool_input_too_large",
             f"tool input is {input_bytes} bytes; {config.name!r} accepts at most "
@@ -143,7 +144,7 @@ def check_input(config: ToolConfig, arguments: dict[str, Any], input_bytes: int)
     check_size(config, input_bytes)
     problems = validate(config.input_schema, arguments)
     if problems:
-        raise GatewayError(
+        raise ApiError(
             422,
             "invalid_tool_input",
             f"the arguments do not match the input schema of {config.name!r}",
@@ -162,7 +163,7 @@ async def read_credential(
         ctx.kv, ctx.cache, ctx.clock, principal.tenant, config.provider
     )
     if credential is None:
-        raise GatewayError(
+        raise ApiError(
             424,
             "credential_missing",
             f"no credential for provider {config.provider!r} is set for this tenant",
@@ -187,7 +188,7 @@ def fill_path(config: ToolConfig, arguments: dict[str, Any]) -> str:
             # safe="": a value can never add path segments ("/" is encoded).
             segment = segment.replace("{" + name + "}", quote(str(arguments[name]), safe=""))
         if is_unsafe_segment(segment):
-            raise GatewayError(
+            raise ApiError(
                 422,
                 "invalid_tool_input",
                 f"url arguments {', '.join(names)} must not make an empty, '.' or '..' path "
@@ -281,7 +282,7 @@ async def fetch_upstream(
                 async for chunk in response.aiter_bytes():
                     size += len(chunk)
                     if size > config.max_response_bytes:
-                        raise GatewayError(
+                        raise ApiError(
                             502,
                             "upstream_response_too_large",
                             f"the upstream response exceeds {config.max_response_bytes} bytes",
@@ -290,25 +291,25 @@ async def fetch_upstream(
             finally:
                 await response.aclose()
     except httpx.TimeoutException:
-        raise GatewayError(
+        raise ApiError(
             504, "upstream_timeout", f"the upstream did not answer within {timeout:g} s"
         ) from None
     except httpx.ConnectError as exc:
-        raise GatewayError(
+        raise ApiError(
             502, "upstream_unreachable", f"could not connect to the upstream: {_reason(exc)}"
         ) from None
     except httpx.HTTPError as exc:
-        raise GatewayError(
+        raise ApiError(
             502, "upstream_error", f"the upstream exchange failed: {_reason(exc)}"
         ) from None
-    except GatewayError:
+    except ApiError:
         raise
     except Exception as exc:
         # On Workers, httpx runs over a fetch-backed transport; a failed fetch may surface
         # as a Pyodide JsException instead of an httpx error (not verified on the edge).
         # It is still the upstream's failure, never an unhandled 500 of ours.
         if type(exc).__module__.split(".")[0] in ("pyodide", "_pyodide", "js"):
-            raise GatewayError(
+            raise ApiError(
                 502, "upstream_unreachable", f"the upstream fetch failed: {_reason(exc)}"
             ) from None
         raise
@@ -368,5 +369,5 @@ async def handle_tool_call(
         check_input(config, arguments, len(request.body))
         credential = await read_credential(ctx, principal, config)
         return relay(await fetch_upstream(ctx, config, credential, arguments))
-    except GatewayError as exc:
-        return exc.to_response()
+    except ApiError as exc:
+        return gateway_error_response(exc)

@@ -18,18 +18,15 @@ when there is one that fails any check, 503 `access_not_configured` /
 `access_keys_unavailable` when the Worker cannot check at all (fail closed). Handlers call
 it first, so nothing runs for a caller that is not let in.
 
-Verification is pure Python (the Worker may depend on pydantic, httpx and numpy only):
-RSASSA-PKCS1-v1_5 is `pow(signature, e, n)` followed by an exact comparison with the
-expected encoded message for SHA-256. There is no dev bypass: the local runtime serves a
-dev JWKS through `Bindings.http_transport` and mints tokens with the matching key, so this
-same code checks them.
+Verification is `worker.jwt_verification.verify_jwt`, the one path every token of the
+Worker takes: PyJWT parses the token and checks `iss`/`aud`, the `Signatures` port checks
+the RS256 signature with the JWK (WebCrypto on Cloudflare, `cryptography` locally). There
+is no dev bypass: the local runtime serves a dev JWKS through `Bindings.http_transport`
+and mints tokens with the matching key, so this same code checks them.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -39,9 +36,10 @@ import httpx
 from pydantic import BaseModel, ConfigDict
 
 from bindings.environment import Bindings
+from bindings.ports.signatures import RsaPublicJwk
 from http_messages import HttpRequest, HttpResponse
 from worker.errors import ApiError
-from worker.jwt_segments import decode_segment
+from worker.jwt_verification import JwtRefused, JwtRules, verify_jwt
 from worker.operators import Principal, require_tenant_grant
 
 log = logging.getLogger(__name__)
@@ -52,9 +50,6 @@ JWKS_TTL_SECONDS = 600.0
 UNKNOWN_KID_REFETCH_SECONDS = 10.0
 LEEWAY_SECONDS = 30
 MAX_TOKEN_BYTES = 16_384
-
-# DER prefix of DigestInfo for SHA-256 (RFC 8017 §9.2, note 1).
-_SHA256_DIGEST_INFO = bytes.fromhex("3031300d060960864801650304020105000420")
 
 
 class AccessIdentity(BaseModel):
@@ -84,21 +79,11 @@ def access_invalid(message: str) -> ApiError:
     return ApiError(403, "access_token_invalid", message)
 
 
-@dataclass(frozen=True)
-class RsaPublicKey:
-    n: int
-    e: int
-
-    @property
-    def size_bytes(self) -> int:
-        return (self.n.bit_length() + 7) // 8
-
-
 @dataclass
 class JwksCache:
     """Keys of one JWKS endpoint reached through one transport, with their fetch time."""
 
-    keys: dict[str, RsaPublicKey] = field(default_factory=dict)
+    keys: dict[str, RsaPublicJwk] = field(default_factory=dict)
     fetched_at: float | None = None
     # Held so the id() in the cache key cannot be reused by another transport.
     transport: httpx.AsyncBaseTransport | None = None
@@ -124,20 +109,10 @@ def certs_url(domain: str) -> str:
     return f"https://{team_domain(domain)}/cdn-cgi/access/certs"
 
 
-def _b64url_decode(segment: str) -> bytes:
-    try:
-        return decode_segment(segment)
-    except ValueError:
-        raise access_invalid("token is not a well-formed JWT (bad base64url)") from None
-
-
-def _b64url_int(segment: str) -> int:
-    return int.from_bytes(_b64url_decode(segment), "big")
-
-
-def parse_jwks(document: Any) -> dict[str, RsaPublicKey]:
-    """RSA signing keys by kid from a JWKS document; other key types are skipped."""
-    keys: dict[str, RsaPublicKey] = {}
+def parse_jwks(document: Any) -> dict[str, RsaPublicJwk]:
+    """RSA signing keys by kid from a JWKS document; other key types, and keys whose `n`
+    or `e` is not a base64url integer, are skipped."""
+    keys: dict[str, RsaPublicJwk] = {}
     entries = document.get("keys") if isinstance(document, dict) else None
     if not isinstance(entries, list):
         raise ValueError("JWKS document has no 'keys' list")
@@ -150,55 +125,10 @@ def parse_jwks(document: Any) -> dict[str, RsaPublicKey]:
         if entry.get("use", "sig") != "sig" or entry.get("alg", "RS256") != "RS256":
             continue
         try:
-            keys[kid] = RsaPublicKey(n=_b64url_int(n), e=_b64url_int(e))
-        except ApiError:
+            keys[kid] = RsaPublicJwk(n=n, e=e)
+        except ValueError:
             continue
     return keys
-
-
-def rs256_verify(key: RsaPublicKey, signing_input: bytes, signature: bytes) -> bool:
-    """RSASSA-PKCS1-v1_5 verification with SHA-256 (RFC 8017 §8.2.2), in pure Python."""
-    k = key.size_bytes
-    if len(signature) != k or k < 11 + len(_SHA256_DIGEST_INFO) + 32:
-        return False
-    s = int.from_bytes(signature, "big")
-    if s >= key.n:
-        return False
-    encoded = pow(s, key.e, key.n).to_bytes(k, "big")
-    digest_info = _SHA256_DIGEST_INFO + hashlib.sha256(signing_input).digest()
-    # EM = 0x00 || 0x01 || PS (0xff…, ≥ 8 bytes) || 0x00 || DigestInfo. Comparing with the
-    # whole expected EM (not parsing it) rules out the classic lenient-parser forgeries.
-    expected = b"\x00\x01" + b"\xff" * (k - len(digest_info) - 3) + b"\x00" + digest_info
-    return hmac.compare_digest(encoded, expected)
-
-
-@dataclass(frozen=True)
-class _Token:
-    header: dict[str, Any]
-    claims: dict[str, Any]
-    signing_input: bytes
-    signature: bytes
-
-
-def _decode(token: str) -> _Token:
-    if len(token) > MAX_TOKEN_BYTES:
-        raise access_invalid("token is too long")
-    parts = token.split(".")
-    if len(parts) != 3 or not all(parts):
-        raise access_invalid("token is not a JWT (expected header.payload.signature)")
-    try:
-        header = json.loads(_b64url_decode(parts[0]))
-        claims = json.loads(_b64url_decode(parts[1]))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise access_invalid("token header or payload is not JSON") from None
-    if not isinstance(header, dict) or not isinstance(claims, dict):
-        raise access_invalid("token header and payload must be JSON objects")
-    return _Token(
-        header=header,
-        claims=claims,
-        signing_input=f"{parts[0]}.{parts[1]}".encode("ascii"),
-        signature=_b64url_decode(parts[2]),
-    )
 
 
 def _token_from(request: HttpRequest) -> str | None:
@@ -226,7 +156,7 @@ def _cache_for(url: str, bindings: Bindings) -> JwksCache:
     return cache
 
 
-async def _fetch_jwks(url: str, bindings: Bindings) -> dict[str, RsaPublicKey]:
+async def _fetch_jwks(url: str, bindings: Bindings) -> dict[str, RsaPublicJwk]:
     try:
         async with bindings.http_client(timeout=5.0) as client:
             response = await client.get(url, headers={"accept": "application/json"})
@@ -239,7 +169,7 @@ async def _fetch_jwks(url: str, bindings: Bindings) -> dict[str, RsaPublicKey]:
         ) from None
 
 
-async def signing_key(kid: str, bindings: Bindings) -> RsaPublicKey | None:
+async def signing_key(kid: str, bindings: Bindings) -> RsaPublicJwk | None:
     """The key for `kid`: from the cache while fresh; refetched when stale or unknown."""
     url = certs_url(bindings.settings.access_team_domain)
     cache = _cache_for(url, bindings)
@@ -258,26 +188,15 @@ async def signing_key(kid: str, bindings: Bindings) -> RsaPublicKey | None:
     return cache.keys.get(kid)
 
 
-def _check_claims(claims: dict[str, Any], bindings: Bindings) -> AccessIdentity:
-    settings = bindings.settings
-    now = bindings.clock.now()
-    exp, nbf = claims.get("exp"), claims.get("nbf")
-    if not isinstance(exp, int | float) or isinstance(exp, bool):
-        raise access_invalid("token has no numeric 'exp' claim")
-    if now > exp + LEEWAY_SECONDS:
-        raise access_invalid("token has expired")
-    if nbf is not None:
-        if not isinstance(nbf, int | float) or isinstance(nbf, bool):
-            raise access_invalid("token 'nbf' claim is not a number")
-        if now + LEEWAY_SECONDS < nbf:
-            raise access_invalid("token is not valid yet")
-    issuer = f"https://{team_domain(settings.access_team_domain)}"
-    if claims.get("iss") != issuer:
-        raise access_invalid("token was issued by another Access team")
-    aud = claims.get("aud")
-    audiences = aud if isinstance(aud, list) else [aud]
-    if settings.access_aud not in audiences:
-        raise access_invalid("token is for another Access application (aud mismatch)")
+# Access's own words for the refusals whose generic text would not say which check failed.
+_ACCESS_MESSAGES = {
+    "issuer": "token was issued by another Access team",
+    "audience": "token is for another Access application (aud mismatch)",
+    "unknown_key": "token is signed with a key this Access team does not publish",
+}
+
+
+def _identity(claims: dict[str, Any], issuer: str) -> AccessIdentity:
     subject = claims.get("sub")
     email, common_name = claims.get("email"), claims.get("common_name")
     groups = claims.get("groups")
@@ -286,7 +205,7 @@ def _check_claims(claims: dict[str, Any], bindings: Bindings) -> AccessIdentity:
         email=email if isinstance(email, str) and email else None,
         common_name=common_name if isinstance(common_name, str) and common_name else None,
         issuer=issuer,
-        expires_at=int(exp),
+        expires_at=int(claims["exp"]),
         groups=tuple(g for g in groups if isinstance(g, str) and g)[:64]
         if isinstance(groups, list)
         else (),
@@ -302,18 +221,25 @@ async def verify_access_token(token: str, bindings: Bindings) -> AccessIdentity:
             "access_not_configured",
             "Cloudflare Access is not configured (set ACCESS_TEAM_DOMAIN and ACCESS_AUD)",
         )
-    parsed = _decode(token)
-    if parsed.header.get("alg") != "RS256":
-        raise access_invalid("token algorithm must be RS256")
-    kid = parsed.header.get("kid")
-    if not isinstance(kid, str) or not kid:
-        raise access_invalid("token header has no 'kid'")
-    key = await signing_key(kid, bindings)
-    if key is None:
-        raise access_invalid("token is signed with a key this Access team does not publish")
-    if not rs256_verify(key, parsed.signing_input, parsed.signature):
-        raise access_invalid("token signature does not verify")
-    identity = _check_claims(parsed.claims, bindings)
+    if bindings.signatures is None:
+        raise ApiError(503, "access_not_configured", "this deployment has no signature verifier")
+    issuer = f"https://{team_domain(settings.access_team_domain)}"
+    rules = JwtRules(
+        algorithm="RS256",
+        issuer=issuer,
+        audience=settings.access_aud,
+        leeway_seconds=LEEWAY_SECONDS,
+        max_chars=MAX_TOKEN_BYTES,
+    )
+
+    async def key_for(kid: str) -> RsaPublicJwk | None:
+        return await signing_key(kid, bindings)
+
+    try:
+        claims = await verify_jwt(token, rules, key_for, bindings.signatures, bindings.clock.now())
+    except JwtRefused as refused:
+        raise access_invalid(_ACCESS_MESSAGES.get(refused.reason, refused.message)) from None
+    identity = _identity(claims, issuer)
     if identity.email is None and identity.common_name is None:
         raise access_invalid("token names neither a user (email) nor a service token")
     return identity

@@ -1,32 +1,23 @@
-"""API errors: every failure the edge returns is `{"error": {"code", "message"}}`.
-
-Codes are stable identifiers clients may branch on; messages are for people.
+"""The edge's error constructors. Every failure the edge returns is an `ApiError`
+(`http_messages.errors`, the one error type the edge and the gateway share):
+`{"error": {"code", "message"[, "details"]}}` with a stable code.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from http_messages import HttpResponse, json_response
+from http_messages.errors import ApiError
 
-
-class ApiError(Exception):
-    """An error the client caused or should see, with an HTTP status and a stable code."""
-
-    def __init__(
-        self, status: int, code: str, message: str, details: dict[str, Any] | None = None
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-        self.details = details
-
-    def to_response(self) -> HttpResponse:
-        error: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.details:
-            error["details"] = self.details
-        return json_response({"error": error}, status=self.status)
+__all__ = [
+    "ApiError",
+    "internal_error",
+    "invalid_json",
+    "method_not_allowed",
+    "not_found",
+    "payload_too_large",
+    "validation_error",
+]
 
 
 def not_found(message: str = "no such route") -> ApiError:

@@ -133,13 +133,9 @@ class RateLimited(ApiError):
             "embedding_rate_limited",
             f"tenant {tenant!r} used its embedding budget; retry in {period} s",
             {"retry_after": period},
+            headers={"retry-after": str(period)},
         )
         self.period = period
-
-    def to_response(self) -> HttpResponse:
-        response = super().to_response()
-        response.headers.set("retry-after", str(self.period))
-        return response
 
 
 async def _embedding_budget(bindings: Bindings, tenant: str) -> None:

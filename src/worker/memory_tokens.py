@@ -9,12 +9,16 @@ Contract:
 * Claims: `iss` = `agent-memory`, `aud` = `agent-memory-api`, `tenant`, `agent_id`,
   `tiers` (subset of the four), `scopes` (subset of read / write), `iat`, `exp`, `jti`
   (a ULID). Lifetime 60 s to 30 days.
-* The MAC is computed by the `MacSigner` port (`Bindings.mac`): WebCrypto on Cloudflare, the
-  stdlib's `hmac` locally; nothing here is crypto but base64url and JSON framing.
-* `verify_memory_token` refuses, with stable codes: 401 `memory_token_missing` (no Bearer
-  token), 401 `memory_token_invalid` (malformed, wrong algorithm, unknown kid, bad MAC,
-  expired, wrong issuer/audience, bad claims), 401 `memory_token_revoked` (its `jti` is on
-  the KV deny-list), 503 `memory_tokens_not_configured` (no keys; fail closed).
+* The MAC is computed by the `Signatures` port (`Bindings.signatures`): WebCrypto on
+  Cloudflare, `cryptography` locally; minting here is only JSON and base64url framing.
+* `verify_memory_token` checks a token through `worker.jwt_verification.verify_jwt`, the
+  one path every token of the Worker takes (PyJWT parses and checks `iss`/`aud`, the port
+  checks the MAC, `exp`/`iat` must be JSON numbers), then the claims' model (strict: a
+  string `exp` or `iat` is refused) and the deny-list. It refuses, with stable codes: 401
+  `memory_token_missing` (no Bearer token), 401 `memory_token_invalid` (malformed, wrong
+  algorithm, unknown kid, bad MAC, expired, wrong issuer/audience, bad claims), 401
+  `memory_token_revoked` (its `jti` is on the KV deny-list), 503
+  `memory_tokens_not_configured` (no keys, or no signature verifier; fail closed).
 * Revocation writes `memory_token_revoked:{tenant}:{jti}` to KV with a TTL of the longest token
   lifetime, so the deny-list cleans itself up. The check is one KV read per request.
 """
@@ -31,9 +35,10 @@ from agent_memory.ids import new_ulid
 from agent_memory.scope import INSTANCE_PATTERN, TENANT_PATTERN
 from bindings.environment import Bindings
 from bindings.ports.kv import KVNamespace
+from bindings.ports.signatures import Signatures
 from http_messages import HttpRequest
 from worker.errors import ApiError
-from worker.jwt_segments import decode_segment, encode_segment
+from worker.jwt_verification import JwtRefused, JwtRules, verify_jwt
 
 MemoryTier = Literal["working", "episodic", "semantic", "procedural"]
 Scope = Literal["read", "write"]
@@ -62,8 +67,9 @@ class MemoryTokenClaims(BaseModel):
     agent_id: str = Field(pattern=INSTANCE_PATTERN)
     tiers: tuple[MemoryTier, ...] = Field(min_length=1)
     scopes: tuple[Scope, ...] = Field(min_length=1)
-    iat: int
-    exp: int
+    # Strict: a string such as "1760000000" is not a time (issue 26).
+    iat: int = Field(strict=True)
+    exp: int = Field(strict=True)
     jti: str = Field(pattern=JTI_PATTERN)
 
     @field_validator("tiers", "scopes")
@@ -129,11 +135,21 @@ def signing_keys(bindings: Bindings) -> tuple[str, dict[str, bytes]]:
     return current, keys
 
 
-def _unb64(segment: str) -> bytes:
-    try:
-        return decode_segment(segment)
-    except ValueError:
-        raise _invalid("token is not base64url") from None
+def _signatures(bindings: Bindings) -> Signatures:
+    if bindings.signatures is None:
+        raise _not_configured("this deployment has no signature verifier")
+    return bindings.signatures
+
+
+def _segment(data: bytes) -> str:
+    """One JWT segment: unpadded base64url (RFC 7515 §2), PyJWT's encoding."""
+    import jwt.utils  # when first used, like PyJWT in worker.jwt_verification
+
+    return jwt.utils.base64url_encode(data).decode("ascii")
+
+
+def _json_segment(value: dict[str, Any]) -> str:
+    return _segment(json.dumps(value, separators=(",", ":")).encode())
 
 
 async def mint_memory_token(bindings: Bindings, tenant: str, request: MintRequest) -> MintedToken:
@@ -153,14 +169,10 @@ async def mint_memory_token(bindings: Bindings, tenant: str, request: MintReques
         jti=jti,
     )
     header = {"alg": "HS256", "typ": "JWT", "kid": kid}
-    payload = claims.model_dump(mode="json")
-    signing_input = (
-        f"{encode_segment(json.dumps(header, separators=(',', ':')).encode())}."
-        f"{encode_segment(json.dumps(payload, separators=(',', ':')).encode())}"
-    )
-    mac = await bindings.mac.sign(keys[kid], signing_input.encode("ascii"))
+    signing_input = f"{_json_segment(header)}.{_json_segment(claims.model_dump(mode='json'))}"
+    mac = await _signatures(bindings).hmac_sign(keys[kid], signing_input.encode("ascii"))
     return MintedToken(
-        token=f"{signing_input}.{encode_segment(mac)}",
+        token=f"{signing_input}.{_segment(mac)}",
         kid=kid,
         jti=jti,
         tenant=tenant,
@@ -181,42 +193,31 @@ def bearer_token(request: HttpRequest) -> str:
     return token.strip()
 
 
-def _json_object(segment: str) -> dict[str, Any]:
-    try:
-        value = json.loads(_unb64(segment))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise _invalid("token header or payload is not JSON") from None
-    if not isinstance(value, dict):
-        raise _invalid("token header and payload must be JSON objects")
-    return value
+RULES = JwtRules(
+    algorithm="HS256",
+    issuer=ISSUER,
+    audience=AUDIENCE,
+    leeway_seconds=LEEWAY_SECONDS,
+    max_chars=MAX_TOKEN_CHARS,
+    required=("exp", "iat", "jti"),
+)
 
 
 async def verify_memory_token(token: str, bindings: Bindings) -> MemoryTokenClaims:
     """The token's claims when it is genuine, current and not revoked; else `ApiError`."""
     _, keys = signing_keys(bindings)
-    if len(token) > MAX_TOKEN_CHARS:
-        raise _invalid("token is too long")
-    parts = token.split(".")
-    if len(parts) != 3 or not all(parts):
-        raise _invalid("token is not a JWT (expected header.payload.signature)")
-    header = _json_object(parts[0])
-    if header.get("alg") != "HS256":
-        raise _invalid("token algorithm must be HS256")
-    kid = header.get("kid")
-    if not isinstance(kid, str) or kid not in keys:
-        raise _invalid("token is signed with an unknown key")
-    signing_input = f"{parts[0]}.{parts[1]}".encode("ascii")
-    if not await bindings.mac.verify(keys[kid], signing_input, _unb64(parts[2])):
-        raise _invalid("token signature does not verify")
+
+    async def key_for(kid: str) -> bytes | None:
+        return keys.get(kid)
+
     try:
-        claims = MemoryTokenClaims.model_validate(_json_object(parts[1]))
+        raw = await verify_jwt(token, RULES, key_for, _signatures(bindings), bindings.clock.now())
+    except JwtRefused as refused:
+        raise _invalid(refused.message) from None
+    try:
+        claims = MemoryTokenClaims.model_validate(raw)
     except ValidationError:
         raise _invalid("token claims are not those of an agent memory token") from None
-    now = bindings.clock.now()
-    if now > claims.exp + LEEWAY_SECONDS:
-        raise _invalid("token has expired")
-    if now + LEEWAY_SECONDS < claims.iat:
-        raise _invalid("token is not valid yet")
     if await is_revoked(_kv(bindings), claims.tenant, claims.jti):
         raise ApiError(401, "memory_token_revoked", "this token has been revoked")
     return claims

@@ -1,11 +1,15 @@
-"""Cloudflare Access gate: real RS256 verification against a JWKS served over httpx."""
+"""Cloudflare Access gate: real RS256 verification against a JWKS served over httpx (PyJWT
+parses, the `Signatures` port's `cryptography` adapter checks the signature)."""
 
 from __future__ import annotations
 
+import base64
+import dataclasses
 import shutil
 from pathlib import Path
 
 import httpx
+import jwt
 import pytest
 
 from bindings.environment import Bindings
@@ -20,6 +24,7 @@ from local_runtime.access_dev import (
     access_claims,
     mint_token,
 )
+from local_runtime.adapters.signatures import CryptographySignatures
 from local_runtime.background import LocalBackgroundTasks
 from local_runtime.cli import main as cli_main
 from worker.access import (
@@ -27,7 +32,6 @@ from worker.access import (
     JWKS_TTL_SECONDS,
     AccessIdentity,
     require_access,
-    rs256_verify,
 )
 from worker.errors import ApiError
 
@@ -58,6 +62,7 @@ def make_bindings(
         clock=clock,
         background=LocalBackgroundTasks(),
         http_transport=transport,
+        signatures=CryptographySignatures(),
     )
 
 
@@ -274,15 +279,6 @@ async def test_cloudflare_style_jwks_from_the_real_url_shape(
     assert seen == ["https://acme.cloudflareaccess.com/cdn-cgi/access/certs"]
 
 
-def test_rs256_verify_rejects_short_and_oversized_signatures(access_dir: Path) -> None:
-    keys = DevAccessKeys.load_or_create(access_dir)
-    from worker.access import RsaPublicKey
-
-    key = RsaPublicKey(n=keys.n, e=keys.e)
-    assert not rs256_verify(key, b"x", b"")
-    assert not rs256_verify(key, b"x", b"\xff" * key.size_bytes)
-
-
 async def test_cli_token_prints_a_token_the_runtime_accepts_as_its_last_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], transport: DevAccessTransport
 ) -> None:
@@ -294,3 +290,62 @@ async def test_cli_token_prints_a_token_the_runtime_accepts_as_its_last_line(
     bindings = make_bindings(FixedClock(time.time()), DevAccessTransport(state / "access"))
     identity = await require_access(request_with(token), bindings)
     assert identity.email == "ops@example.com"
+
+
+@pytest.mark.parametrize(
+    "shape", ["non_ascii_payload", "non_ascii_header", "padded", "too_long", "json_array"]
+)
+async def test_malformed_tokens_are_403_json_never_a_500(
+    access_dir: Path, clock: FixedClock, transport: DevAccessTransport, shape: str
+) -> None:
+    good = mint_token(access_dir, "ada@example.com", now=NOW)
+    header, payload, signature = good.split(".")
+    array = base64.urlsafe_b64encode(b"[1, 2]").decode().rstrip("=")
+    token = {
+        "non_ascii_payload": f"{header}.{payload}é.{signature}",
+        "non_ascii_header": f"ü{header}.{payload}.{signature}",
+        "padded": f"{header}=.{payload}.{signature}",
+        "too_long": f"{header}.{'A' * 20_000}.{signature}",
+        "json_array": f"{header}.{array}.{signature}",
+    }[shape]
+    error = await rejected(request_with(token), make_bindings(clock, transport))
+    assert (error.status, error.code) == (403, "access_token_invalid")
+
+
+async def test_a_critical_header_extension_is_refused(
+    access_dir: Path, clock: FixedClock, transport: DevAccessTransport
+) -> None:
+    keys = DevAccessKeys.load_or_create(access_dir)
+    claims = access_claims("ada@example.com", now=NOW)
+    token = jwt.encode(
+        claims, keys._key, algorithm="RS256", headers={"kid": keys.kid, "crit": ["exp"]}
+    )
+    error = await rejected(request_with(token), make_bindings(clock, transport))
+    assert (error.status, error.code) == (403, "access_token_invalid")
+
+
+async def test_without_a_signature_verifier_access_fails_closed(
+    access_dir: Path, clock: FixedClock, transport: DevAccessTransport
+) -> None:
+    token = mint_token(access_dir, "ada@example.com", now=NOW)
+    bindings = dataclasses.replace(make_bindings(clock, transport), signatures=None)
+    error = await rejected(request_with(token), bindings)
+    assert (error.status, error.code) == (503, "access_not_configured")
+    assert transport.jwks_requests == 0
+
+
+async def test_jwks_entries_that_are_not_rsa_integers_are_skipped(clock: FixedClock) -> None:
+    from worker.access import parse_jwks
+
+    keys = parse_jwks(
+        {
+            "keys": [
+                {"kty": "RSA", "kid": "ok", "n": "sXch", "e": "AQAB"},
+                {"kty": "RSA", "kid": "padded", "n": "sXch==", "e": "AQAB"},
+                {"kty": "RSA", "kid": "zero", "n": "AAAA", "e": "AQAB"},
+                {"kty": "RSA", "kid": "spaces", "n": "sX ch", "e": "AQAB"},
+                {"kty": "EC", "kid": "ec", "crv": "P-256", "x": "AA", "y": "AA"},
+            ]
+        }
+    )
+    assert sorted(keys) == ["ok"]

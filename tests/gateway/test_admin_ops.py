@@ -99,7 +99,8 @@ def _config(**changes: Any) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("config", "fragment"),
     [
-        (_config(input_schema={"type": "object", "anyOf": []}), "'anyOf' is not supported"),
+        (_config(input_schema={"type": "object", "prefixItems": []}), "'prefixItems' is not"),
+        (_config(input_schema={"type": "object", "$ref": "https://x.test/s"}), "outside"),
         (_config(input_schema={"type": "string"}), '"type": "object"'),
         (_config(name="recall_memory"), "reserved"),
         (_config(name="has space"), "name"),

@@ -335,3 +335,45 @@ async def test_a_bug_is_still_the_worker_s_generic_500_not_an_upstream_error(
     response = await gw.call_tool("echo", {"text": "x"}, key=seeded.key)
     assert response.status == 500
     assert response.json()["error"]["code"] == "internal_error"
+
+
+async def test_a_tool_whose_schema_uses_any_of_pattern_and_refs_registers_and_validates(
+    seeded: Seeded,
+) -> None:
+    """Issue 23: `anyOf`, `pattern` and `$ref` were refused at registration, so common tool
+    schemas could not be registered; now they are, and every call is checked by them."""
+    gw = seeded.gateway
+    tool = {
+        "name": "get_issue",
+        "description": "One issue",
+        "provider": "echoer",
+        "url": "https://upstream.test/echo",
+        "method": "POST",
+        "auth": {"type": "header", "name": "Authorization", "prefix": "Token "},
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "repo": {"$ref": "#/$defs/repo", "description": "owner/name"},
+                "issue": {"anyOf": [{"type": "integer", "minimum": 1}, {"$ref": "#/$defs/key"}]},
+            },
+            "required": ["repo", "issue"],
+            "additionalProperties": False,
+            "$defs": {
+                "repo": {"type": "string", "pattern": "^[a-z0-9-]+/[a-z0-9-]+$"},
+                "key": {"type": "string", "pattern": "^[A-Z]+-[0-9]+$"},
+            },
+        },
+    }
+    await admin_ops.register_tool(gw.kv, TENANT, tool)
+    for good in ({"repo": "octo/hello", "issue": 7}, {"repo": "octo/hello", "issue": "OPS-12"}):
+        response = await gw.call_tool("get_issue", good, key=seeded.key)
+        assert response.status == 200, response.json()
+        assert json.loads(gw.upstream.last.content) == good
+    sent = len(gw.upstream.requests)
+    response = await gw.call_tool(
+        "get_issue", {"repo": "Octo/Hello!", "issue": "ops-12"}, key=seeded.key
+    )
+    assert gateway_error(response) == (422, "invalid_tool_input")
+    problems = response.json()["error"]["details"]["problems"]
+    assert {p["path"] for p in problems} == {"$.repo", "$.issue"}
+    assert len(gw.upstream.requests) == sent

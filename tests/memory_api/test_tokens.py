@@ -213,3 +213,80 @@ async def test_cli_issues_a_token_the_runtime_on_the_same_state_accepts(
     assert (refused.status, code(refused)) == (403, "tier_forbidden")
     await rt.close()
     assert main(["tokens", "issue", TENANT, "agent-a", "--ttl", "5", "--state", str(state)]) == 2
+
+
+def _pyjwt_token(claims: dict[str, object], secret: str = KEYS["k2"]) -> str:
+    return jwt.encode(claims, secret, algorithm="HS256", headers={"kid": "k2"})
+
+
+def _good_claims(now: float) -> dict[str, object]:
+    return {
+        "iss": "agent-memory",
+        "aud": "agent-memory-api",
+        "tenant": TENANT,
+        "agent_id": "agent-a",
+        "tiers": ["working"],
+        "scopes": ["read"],
+        "iat": int(now),
+        "exp": int(now) + 600,
+        "jti": "01J0000000000000000000000Z",
+    }
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ({"exp": "9999999999"}, "a numeric string exp (issue 26: it was accepted)"),
+        ({"iat": "0"}, "a string iat"),
+        ({"exp": True}, "a boolean exp"),
+        ({"exp": 1e400}, "an exp that is not finite"),
+        ({"aud": "someone-else"}, "another audience"),
+        ({"aud": ["agent-memory-api", "x"]}, "an audience list"),
+        ({"iss": "evil"}, "another issuer"),
+        ({"iat": 10**12}, "issued in the future"),
+        ({"exp": None}, "no exp"),
+    ],
+)
+async def test_tokens_with_bad_claims_are_refused_even_when_signed(
+    client: Client, memory_runtime: LocalRuntime, change: dict[str, object], why: str
+) -> None:
+    claims = {**_good_claims(memory_runtime.clock.now()), **change}
+    token = _pyjwt_token({k: v for k, v in claims.items() if v is not None})
+    response = await client.read(token, "agent-a", tier="working")
+    assert (response.status, code(response)) == (401, "memory_token_invalid"), why
+    # The same claims unchanged are accepted: the refusal is the change's.
+    good = _pyjwt_token(_good_claims(memory_runtime.clock.now()))
+    assert (await client.read(good, "agent-a", tier="working")).status == 200
+
+
+@pytest.mark.parametrize(
+    "shape",
+    ["non_ascii_payload", "non_ascii_signature", "four_segments", "padding", "spaces", "huge"],
+)
+async def test_malformed_tokens_are_a_401_json_error_never_a_500(
+    client: Client, memory_runtime: LocalRuntime, shape: str
+) -> None:
+    """Issue 26: a non-ASCII payload segment reached `.encode("ascii")` before the MAC
+    check and answered 500, unauthenticated."""
+    token = await client.mint(TENANT, "agent-a")
+    head, body, mac = token.split(".")
+    forged = {
+        "non_ascii_payload": f"{head}.{body}é.{mac}",
+        "non_ascii_signature": f"{head}.{body}.{mac[:5]}ü{mac[5:]}",
+        "four_segments": f"{head}.{body}.{mac}.{mac}",
+        "padding": f"{head}.{body}=.{mac}",
+        "spaces": f"{head}. {body}.{mac}",
+        "huge": f"{head}.{'A' * 5000}.{mac}",
+    }[shape]
+    response = await client.read(forged, "agent-a", tier="working")
+    assert (response.status, code(response)) == (401, "memory_token_invalid")
+
+
+async def test_without_a_signature_verifier_memory_tokens_fail_closed(
+    client: Client, memory_runtime: LocalRuntime
+) -> None:
+    token = await client.mint(TENANT, "agent-a")
+    bindings = dataclasses.replace(memory_runtime.bindings(), signatures=None)
+    with pytest.raises(Exception) as refused:
+        await verify_memory_token(token, bindings)
+    assert getattr(refused.value, "code", None) == "memory_tokens_not_configured"

@@ -28,8 +28,20 @@ HARNESS = HERE / "harness.mjs"
 PY_TESTS = HERE / "py"
 # Pure-Python packages the in-Pyodide code imports, taken from this venv (Pyodide's own
 # copies are downloaded from its CDN, which the tests never reach): httpx and what it
-# imports, and the workers SDK (workers-runtime-sdk) itself.
-PURE_PYTHON_DEPS = ("httpx", "httpcore", "h11", "anyio", "sniffio", "idna", "certifi", "workers")
+# imports, the workers SDK (workers-runtime-sdk) itself, PyJWT (`jwt`: token parsing and
+# claims) and fastjsonschema (tool input schemas), which the Worker ships from PyPI.
+PURE_PYTHON_DEPS = (
+    "httpx",
+    "httpcore",
+    "h11",
+    "anyio",
+    "sniffio",
+    "idna",
+    "certifi",
+    "workers",
+    "jwt",
+    "fastjsonschema",
+)
 # Always run: their results are compared with the fake's (test_fake_matches_pyodide.py).
 FAKE_PIN_ID = "test_fake_pin.py::test_scenario_transcript_on_workerd"
 WAIT_UNTIL_PIN_ID = "test_background.py::test_wait_until_outcomes_by_context_and_scheduling"

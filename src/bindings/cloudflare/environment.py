@@ -17,7 +17,6 @@ from bindings.cloudflare import ffi
 from bindings.cloudflare.ai import WorkersAIEmbedder
 from bindings.cloudflare.background import CloudflareBackgroundTasks
 from bindings.cloudflare.cipher import WebCryptoCipher
-from bindings.cloudflare.crypto import WebCryptoMacSigner
 from bindings.cloudflare.d1 import CloudflareD1Database
 from bindings.cloudflare.durable_objects import CloudflareDurableObjectNamespace
 from bindings.cloudflare.http import CloudflareFetchTransport
@@ -25,6 +24,7 @@ from bindings.cloudflare.kv import CloudflareKVNamespace
 from bindings.cloudflare.llm import build_llm
 from bindings.cloudflare.r2 import CloudflareObjectStore
 from bindings.cloudflare.rate_limit import CloudflareRateLimiter
+from bindings.cloudflare.signatures import WebCryptoSignatures
 from bindings.cloudflare.vectorize import CloudflareVectorIndex
 from bindings.environment import Bindings
 from bindings.ports.clock import SystemClock
@@ -96,7 +96,7 @@ def build_bindings(env: Any, ctx: Any) -> Bindings:
         agents=CloudflareDurableObjectNamespace(agents) if agents is not None else None,
         cold=CloudflareObjectStore(cold) if cold is not None else None,
         http_transport=transport,
-        mac=WebCryptoMacSigner(),
+        signatures=WebCryptoSignatures(),
         cipher=WebCryptoCipher(),
         embed_rate_limiter=CloudflareRateLimiter(limiter, settings.embed_rate_period)
         if limiter is not None

@@ -1,0 +1,47 @@
+"""`ApiError`: the one error type every layer that answers HTTP raises.
+
+Every failure the Worker returns — at the edge (`worker`), in the tool gateway (`gateway`)
+— is `{"error": {"code", "message"[, "details"]}}` with an HTTP status. Codes are stable
+identifiers clients may branch on; messages are for people. It lives here, below both the
+edge and the gateway, so the KV-only hot path can raise it without importing the edge.
+
+The gateway adds its `x-gateway-error: <code>` header when it answers
+(`gateway.errors.gateway_error_response`), so its errors stay distinguishable from a
+relayed upstream response; `headers` carries what one error needs besides (an RFC 6750
+challenge, `Allow`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from http_messages.messages import HttpResponse, json_response
+
+
+class ApiError(Exception):
+    """An error the client caused or should see, with an HTTP status and a stable code."""
+
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        details: dict[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.details = details
+        self.headers: dict[str, str] = dict(headers or {})
+
+    def to_response(self, headers: Mapping[str, str] | None = None) -> HttpResponse:
+        """The JSON error response, with this error's headers and `headers` added."""
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.details:
+            error["details"] = self.details
+        return json_response(
+            {"error": error}, status=self.status, headers={**(headers or {}), **self.headers}
+        )

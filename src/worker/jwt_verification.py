@@ -1,0 +1,191 @@
+"""The one path that verifies a JWT the Worker accepts: Cloudflare Access assertions
+(RS256, `worker.access`) and agent memory tokens (HS256, `worker.memory_tokens`).
+
+`await verify_jwt(token, rules, key_for, signatures, now)` returns the token's claims, or
+raises `JwtRefused` with a stable `reason` (each caller turns it into its own error code).
+In this order:
+
+1. **shape** — at most `rules.max_chars`, ASCII, three non-empty base64url segments; anything
+   else is refused before it is parsed, so a malformed token is the caller's 401/403 and
+   never a 500 (a non-ASCII payload segment once reached `.encode("ascii")` and gave 500);
+2. **parsing and claims** by PyJWT (`jwt.decode_complete`, with PyJWT's own signature check
+   off: the signature is the port's, below): base64url, header and payload JSON objects,
+   `iss` equal to `rules.issuer`, `aud` (a string or a list) containing `rules.audience`,
+   the `rules.required` claims present, `sub` and `jti` strings when present;
+3. **header** — `alg` exactly `rules.algorithm` (no `none`, no RS/HS confusion), `kid` a
+   string, no `crit` extension (we understand none, RFC 7515 §4.1.11);
+4. **key** — `await key_for(kid)`; None (an unknown kid) is refused;
+5. **signature** over the first two segments through the `Signatures` port (WebCrypto on
+   Cloudflare, `cryptography` locally): HMAC-SHA256 for HS256, RSASSA-PKCS1-v1_5 SHA-256
+   for RS256;
+6. **times** against `now` (the Clock port's, which tests and the dev runtime set; PyJWT
+   reads the wall clock): `exp` required and a JSON number — not a string such as
+   `"1760000000"`, which PyJWT's `int()` would take, not a boolean — with
+   `now <= exp + rules.leeway_seconds`; `nbf` and `iat`, when present, numbers no later
+   than `now + rules.leeway_seconds`.
+
+Claims are returned only after every step passed: no path hands out claims whose
+signature was not checked. No cryptography is written here.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Literal, TypeGuard
+
+from bindings.ports.signatures import RsaPublicJwk, Signatures
+
+Algorithm = Literal["HS256", "RS256"]
+# An HS256 secret, or an RS256 public key.
+VerificationKey = bytes | RsaPublicJwk
+KeyLookup = Callable[[str], Awaitable[VerificationKey | None]]
+
+_SHAPE = re.compile(r"[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+")
+
+Reason = Literal[
+    "malformed",
+    "algorithm",
+    "unknown_key",
+    "signature",
+    "issuer",
+    "audience",
+    "claims",
+    "expired",
+    "not_yet_valid",
+]
+
+
+class JwtRefused(Exception):
+    """The token is not accepted; `reason` says which step refused it."""
+
+    def __init__(self, reason: Reason, message: str) -> None:
+        super().__init__(message)
+        self.reason: Reason = reason
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class JwtRules:
+    """What one kind of token must satisfy."""
+
+    algorithm: Algorithm
+    issuer: str
+    audience: str
+    leeway_seconds: float
+    max_chars: int
+    # Claims that must be present (`exp` always is, step 6).
+    required: tuple[str, ...] = ("exp",)
+
+
+def _check_shape(token: str, max_chars: int) -> None:
+    if len(token) > max_chars:
+        raise JwtRefused("malformed", "token is too long")
+    if not _SHAPE.fullmatch(token) or any(len(part) % 4 == 1 for part in token.split(".")):
+        raise JwtRefused("malformed", "token is not a JWT (expected header.payload.signature)")
+
+
+def _parse(token: str, rules: JwtRules) -> dict[str, Any]:
+    """Step 2: PyJWT decodes the token and checks its issuer, audience and claim types."""
+    # Imported when first used: PyJWT (with urllib) is not needed to start the Worker.
+    import jwt
+
+    try:
+        decoded: dict[str, Any] = jwt.decode_complete(
+            token,
+            algorithms=[rules.algorithm],
+            options={
+                # The signature is checked by the Signatures port (step 5); PyJWT's times
+                # use the wall clock, so step 6 checks them against the Clock port.
+                "verify_signature": False,
+                "verify_aud": True,
+                "verify_iss": True,
+                "verify_sub": True,
+                "verify_jti": True,
+                "verify_exp": False,
+                "verify_nbf": False,
+                "verify_iat": False,
+                "require": sorted({"exp", "iss", "aud", *rules.required}),
+            },
+            audience=rules.audience,
+            issuer=rules.issuer,
+        )
+    except jwt.MissingRequiredClaimError as exc:
+        if exc.claim in ("aud", "iss"):
+            reason: Reason = "audience" if exc.claim == "aud" else "issuer"
+            raise JwtRefused(reason, _MESSAGES[reason]) from None
+        raise JwtRefused("claims", f"token has no {exc.claim!r} claim") from None
+    except jwt.InvalidAudienceError:
+        raise JwtRefused("audience", _MESSAGES["audience"]) from None
+    except jwt.InvalidIssuerError:
+        raise JwtRefused("issuer", _MESSAGES["issuer"]) from None
+    except jwt.PyJWTError:
+        raise JwtRefused("malformed", "token is not a well-formed JWT") from None
+    return decoded
+
+
+_MESSAGES: dict[Reason, str] = {
+    "issuer": "token was issued by another issuer",
+    "audience": "token is for another audience (aud mismatch)",
+    "unknown_key": "token is signed with an unknown key",
+    "signature": "token signature does not verify",
+}
+
+
+def _number(value: Any) -> TypeGuard[int | float]:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _check_times(claims: dict[str, Any], now: float, leeway: float) -> None:
+    """Step 6: `exp` (required), `nbf` and `iat` as JSON numbers, against the Clock's now."""
+    exp = claims.get("exp")
+    if not _number(exp):
+        raise JwtRefused("claims", "token has no numeric 'exp' claim")
+    if now > exp + leeway:
+        raise JwtRefused("expired", "token has expired")
+    for name in ("nbf", "iat"):
+        if name not in claims:
+            continue
+        value = claims[name]
+        if not _number(value):
+            raise JwtRefused("claims", f"token {name!r} claim is not a number")
+        if now + leeway < value:
+            raise JwtRefused("not_yet_valid", "token is not valid yet")
+
+
+async def _signature_verifies(
+    signatures: Signatures, algorithm: Algorithm, key: VerificationKey, token: str, sig: bytes
+) -> bool:
+    signing_input = token.rsplit(".", 1)[0].encode("ascii")  # ASCII: step 1
+    if algorithm == "HS256" and isinstance(key, bytes):
+        return await signatures.hmac_verify(key, signing_input, sig)
+    if algorithm == "RS256" and isinstance(key, RsaPublicJwk):
+        return await signatures.rs256_verify(key, signing_input, sig)
+    raise TypeError(f"a {type(key).__name__} key cannot verify {algorithm}")
+
+
+async def verify_jwt(
+    token: str, rules: JwtRules, key_for: KeyLookup, signatures: Signatures, now: float
+) -> dict[str, Any]:
+    """The claims of `token` when it passes every step of the module docstring; otherwise
+    `JwtRefused`. Errors of `key_for` (a JWKS outage, say) propagate unchanged."""
+    _check_shape(token, rules.max_chars)
+    decoded = _parse(token, rules)
+    header: dict[str, Any] = decoded["header"]
+    if header.get("alg") != rules.algorithm:
+        raise JwtRefused("algorithm", f"token algorithm must be {rules.algorithm}")
+    if "crit" in header:
+        raise JwtRefused("malformed", "token header names critical extensions")
+    kid = header.get("kid")
+    if not isinstance(kid, str) or not kid:
+        raise JwtRefused("unknown_key", "token header has no 'kid'")
+    key = await key_for(kid)
+    if key is None:
+        raise JwtRefused("unknown_key", _MESSAGES["unknown_key"])
+    if not await _signature_verifies(signatures, rules.algorithm, key, token, decoded["signature"]):
+        raise JwtRefused("signature", _MESSAGES["signature"])
+    claims: dict[str, Any] = decoded["payload"]
+    _check_times(claims, now, rules.leeway_seconds)
+    return claims
