@@ -431,3 +431,26 @@ def test_operators_revoke_wrangler_prints_sql_that_removes_the_grant(
         for sql in printed["revoke"]:
             db.executescript(sql)
         assert db.execute("SELECT count(*) FROM operator_grants").fetchone() == (0,)
+
+
+def test_every_agent_memory_command_of_the_readme_deploy_section_parses() -> None:
+    from local_runtime.cli import build_parser
+    from tests.conftest import PROJECT_ROOT
+
+    readme = (PROJECT_ROOT / "README.md").read_text()
+    section = readme.split("\n## Deploy\n", 1)[1].split("\n## ", 1)[0]
+    commands = []
+    for raw in section.splitlines():
+        line = raw.strip().lstrip("#").strip()
+        if not line.startswith("uv run agent-memory "):
+            continue
+        line = line.split(" | ")[0].split(" > ")[0].split("  #")[0]
+        commands.append(shlex.split(line.replace("$CF_ACCESS_CLIENT_ID", "x.access"))[3:])
+    assert len(commands) >= 6  # operators, gateway, smoke
+    assert {c[0] for c in commands} >= {"operators", "gateway", "smoke"}
+    parser = build_parser()
+    for argv in commands:
+        args = parser.parse_args(argv)  # exits (fails the test) on an unknown flag
+        assert callable(args.func)
+        if "--wrangler" in argv:
+            assert args.wrangler is True
