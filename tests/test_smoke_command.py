@@ -290,9 +290,11 @@ def test_with_every_credential_every_check_passes_and_the_run_leaves_nothing_beh
 
 
 def test_without_credentials_the_protected_checks_skip_and_the_run_succeeds(
-    worker: Worker, capsys: pytest.CaptureFixture[str]
+    worker: Worker, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     result = smoke(capsys, worker.base)
+    monkeypatch.setenv("CF_ACCESS_CLIENT_ID", "0a1b2c.access")
+    half_a_service_token = smoke(capsys, worker.base)
 
     assert result.code == 0, result.out
     statuses = {c["name"]: c["status"] for c in result.summary["checks"]}
@@ -314,6 +316,11 @@ def test_without_credentials_the_protected_checks_skip_and_the_run_succeeds(
     assert "$AGENT_MEMORY_API_KEY" in result.detail("mcp")
     assert result.lines[-2] == "summary: 2 passed, 0 failed, 7 skipped"
     assert result.summary["ok"] is True
+    assert half_a_service_token.code == 0
+    assert half_a_service_token.status("agent.run") == "SKIP"
+    assert "give --access-client-secret / $CF_ACCESS_CLIENT_SECRET too" in (
+        half_a_service_token.detail("agent.run")
+    )
 
 
 def test_a_wrong_memory_token_fails_the_memory_checks_with_the_reason(

@@ -536,13 +536,24 @@ class Smoke:
 
     # --- agent run --------------------------------------------------------------------
 
+    def no_access_reason(self) -> str:
+        creds = self.creds
+        if bool(creds.client_id) != bool(creds.client_secret):
+            missing = (
+                "--access-client-secret / $CF_ACCESS_CLIENT_SECRET"
+                if creds.client_id
+                else "--access-client-id / $CF_ACCESS_CLIENT_ID"
+            )
+            return f"the Access service token is incomplete: give {missing} too"
+        return (
+            "no Access credential: give --access-client-id/--access-client-secret "
+            "($CF_ACCESS_CLIENT_ID/$CF_ACCESS_CLIENT_SECRET) or --access-token "
+            "($AGENT_MEMORY_TOKEN)"
+        )
+
     def check_agent_run(self) -> str:
         if not self.creds.has_access:
-            raise Skip(
-                "no Access credential: give --access-client-id/--access-client-secret "
-                "($CF_ACCESS_CLIENT_ID/$CF_ACCESS_CLIENT_SECRET) or --access-token "
-                "($AGENT_MEMORY_TOKEN)"
-            )
+            raise Skip(self.no_access_reason())
         tenant = self.agent_tenant
         response = self.request(
             "POST",
