@@ -29,6 +29,7 @@ COMMAND_MODULES = [
     "local_runtime.commands.namespace",
     "local_runtime.commands.tokens",
     "local_runtime.commands.operators",
+    "local_runtime.commands.smoke",
 ]
 
 

@@ -4,10 +4,14 @@
         [--kind email|common_name|group] [--state .state]
     agent-memory operators revoke PRINCIPAL (--tenant T ... | --platform-admin) [--kind ...]
 
-PRINCIPAL is an email (users), an Access service token's common name, or an Access group
-(`--kind group`, matched against the token's `groups` claim). Grants are rows in the state
-folder's D1 (`operator_grants`), read by every Access-gated route (`worker.operators`).
-Prints the result as JSON.
+PRINCIPAL is an email (users), an Access service token's common name — its client id,
+`<id>.access` — or an Access group (`--kind group`, matched against the token's `groups`
+claim). Grants are rows in the state folder's D1 (`operator_grants`), read by every
+Access-gated route (`worker.operators`). Prints the result as JSON.
+
+With `--wrangler` nothing local is touched: the command prints the `npx wrangler d1 execute
+DATABASE --remote --command "..."` that makes the same change in a deployed Worker's D1
+(`--database`, default `agent-memory`, wrangler.toml's `database_name`).
 """
 
 from __future__ import annotations
@@ -15,20 +19,83 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-from typing import Any
+import shlex
+import time
+from typing import Any, cast
 
 from local_runtime.commands.common import add_state_option
 
+DEFAULT_DATABASE = "agent-memory"
 
-async def _run(args: argparse.Namespace) -> dict[str, Any]:
+
+def _tenants(args: argparse.Namespace) -> list[str]:
     from agent_memory.scope import is_tenant
-    from local_runtime.runtime import LocalRuntime
-    from worker.operators import PLATFORM, grant, revoke_grant
+    from worker.operators import PLATFORM
 
     tenants = [PLATFORM] if args.platform_admin else list(args.tenant or [])
     bad = [t for t in tenants if t != PLATFORM and not is_tenant(t)]
     if not tenants or bad:
         raise SystemExit("error: give --tenant T (well-formed) or --platform-admin")
+    return tenants
+
+
+def _sql_text(value: str) -> str:
+    """A SQL string literal (`wrangler d1 execute --command` binds no parameters)."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+def shell_word(text: str) -> str:
+    """`text` as one shell word: double-quoted when nothing in it is special inside double
+    quotes (readable SQL with its single quotes), else `shlex.quote`d."""
+    if not any(c in text for c in '"$`\\!'):
+        return f'"{text}"'
+    return shlex.quote(text)
+
+
+def wrangler_statements(
+    action: str, tenants: list[str], kind: str, principal: str, now_ms: int
+) -> list[str]:
+    """The SQL that `grant` / `revoke_grant` (`worker.operators`) run, as literal statements."""
+    from worker.operators import PrincipalKind, normalize
+
+    if not 1 <= len(principal.strip()) <= 256 or any(ord(c) < 32 for c in principal):
+        raise SystemExit("error: PRINCIPAL must be 1-256 printable characters")
+    value = normalize(cast("PrincipalKind", kind), principal)
+    if action == "grant":
+        return [
+            "INSERT INTO operator_grants (tenant_id, principal_kind, principal, granted_by, "
+            f"granted_at) VALUES ({_sql_text(t)}, {_sql_text(kind)}, {_sql_text(value)}, "
+            f"'cli', {now_ms}) ON CONFLICT DO NOTHING;"
+            for t in tenants
+        ]
+    return [
+        f"DELETE FROM operator_grants WHERE tenant_id = {_sql_text(t)} AND principal_kind = "
+        f"{_sql_text(kind)} AND principal = {_sql_text(value)};"
+        for t in tenants
+    ]
+
+
+def cmd_wrangler(args: argparse.Namespace) -> int:
+    statements = wrangler_statements(
+        args.operators_command,
+        _tenants(args),
+        args.kind,
+        args.principal,
+        int(time.time() * 1000),
+    )
+    for statement in statements:
+        print(
+            f"npx wrangler d1 execute {shlex.quote(args.database)} --remote "
+            f"--command {shell_word(statement)}"
+        )
+    return 0
+
+
+async def _run(args: argparse.Namespace) -> dict[str, Any]:
+    from local_runtime.runtime import LocalRuntime
+    from worker.operators import grant, revoke_grant
+
+    tenants = _tenants(args)
     runtime = LocalRuntime.open(args.state)
     try:
         await runtime.migrate()
@@ -47,6 +114,8 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_operators(args: argparse.Namespace) -> int:
+    if args.wrangler:
+        return cmd_wrangler(args)
     print(json.dumps(asyncio.run(_run(args)), indent=2))
     return 0
 
@@ -61,6 +130,16 @@ def register(sub: Any) -> None:
         action.add_argument("--tenant", action="append", help="a tenant (repeatable)")
         action.add_argument(
             "--platform-admin", action="store_true", help="every tenant and cross-tenant routes"
+        )
+        action.add_argument(
+            "--wrangler",
+            action="store_true",
+            help="print the wrangler command for a deployed Worker's D1 instead",
+        )
+        action.add_argument(
+            "--database",
+            default=DEFAULT_DATABASE,
+            help=f"D1 database name (with --wrangler; default {DEFAULT_DATABASE})",
         )
         add_state_option(action)
         action.set_defaults(func=cmd_operators)
