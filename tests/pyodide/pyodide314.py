@@ -124,12 +124,18 @@ def ensure_wheels() -> Path:
         "cp",
     )
     pure = _download(PYDANTIC, wheels)
-    if site.exists():
-        shutil.rmtree(site)
+    # Unpacked beside and renamed into place, so a concurrent run never sees half a tree.
+    staging = Path(tempfile.mkdtemp(prefix="site-", dir=CACHE))
     for wheel in (core, pure):
         with zipfile.ZipFile(wheel) as archive:
-            archive.extractall(site)
-    marker.write_text("")
+            archive.extractall(staging)
+    (staging / marker.name).write_text("")
+    if site.exists() and not marker.exists():
+        shutil.rmtree(site)  # an older pin's tree
+    try:
+        staging.rename(site)
+    except OSError:  # another run put it there first
+        shutil.rmtree(staging)
     return site
 
 
