@@ -2,9 +2,11 @@
 
 Follows `import x.y` and `from x import y` (absolute and relative, at any depth in the file,
 including imports under `if TYPE_CHECKING:` and inside functions, so a lazy import cannot
-hide an edge). Importing `a.b.c` runs `a/__init__` and `a/b/__init__` too, so parents are
-edges as well. Third-party and stdlib modules are leaves. Used by the hot-path isolation
-test and the layout test.
+hide an edge), and route handlers named by string (`LazyHandler("module:attribute")`),
+which import their module on first use. Importing `a.b.c` runs `a/__init__` and
+`a/b/__init__` too, so parents are edges as well. Third-party and stdlib modules are
+leaves. Used by the hot-path isolation test and the layout test; `import_time_closure`
+(module-level imports only) by the start-up test (tests/core/test_startup_imports.py).
 """
 
 from __future__ import annotations
@@ -35,12 +37,40 @@ def _with_parents(name: str) -> list[str]:
 def imports_of(module: str, path: Path, known: set[str]) -> set[str]:
     """The project modules `module` imports (directly), resolved to full names."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    return _resolve(module, path, tree, known, lazy_handlers=True)
+
+
+# A route handler named by string (`worker.router.LazyHandler("module:attribute")`, or the
+# app's `lazy(...)`) imports its module on the route's first request: an edge like any
+# lazy import, invisible to `import` statements.
+LAZY_HANDLER_CALLS = frozenset({"LazyHandler", "lazy"})
+
+
+def _lazy_handler_module(node: ast.Call) -> str | None:
+    func = node.func
+    if isinstance(func, ast.Subscript):  # LazyHandler[Bindings](...)
+        func = func.value
+    name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+    if name not in LAZY_HANDLER_CALLS or not node.args:
+        return None
+    first = node.args[0]
+    if isinstance(first, ast.Constant) and isinstance(first.value, str) and ":" in first.value:
+        return first.value.partition(":")[0]
+    return None
+
+
+def _resolve(
+    module: str, path: Path, tree: ast.AST, known: set[str], *, lazy_handlers: bool
+) -> set[str]:
     is_package = path.name == "__init__.py"
     package = module if is_package else module.rpartition(".")[0]
     found: set[str] = set()
     for node in ast.walk(tree):
         targets: list[str] = []
-        if isinstance(node, ast.Import):
+        if lazy_handlers and isinstance(node, ast.Call):
+            lazy_module = _lazy_handler_module(node)
+            targets = [lazy_module] if lazy_module else []
+        elif isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             if node.level:
@@ -58,6 +88,54 @@ def imports_of(module: str, path: Path, known: set[str]) -> set[str]:
                 if name in known and name != module:
                     found.add(name)
     return found
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _import_time_nodes(body: list[ast.stmt]) -> Iterable[ast.stmt]:
+    """The import statements that run when a module with this body is imported: at module
+    level and inside the blocks there (if/try/with/for, class bodies), not in function
+    bodies nor under `if TYPE_CHECKING:`."""
+    for node in body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            yield node
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        elif isinstance(node, ast.If) and _is_type_checking(node.test):
+            yield from _import_time_nodes(node.orelse)
+        else:
+            for field in ("body", "orelse", "finalbody", "handlers"):
+                for item in getattr(node, field, None) or []:
+                    inner = item.body if isinstance(item, ast.ExceptHandler) else [item]
+                    yield from _import_time_nodes(inner)
+
+
+def import_time_imports_of(module: str, path: Path, known: set[str]) -> set[str]:
+    """Like `imports_of`, but only the imports that run when `module` is imported: the
+    ones inside functions (lazy), under `if TYPE_CHECKING:` and lazy route handlers are
+    left out."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    body = ast.Module(body=list(_import_time_nodes(tree.body)), type_ignores=[])
+    return _resolve(module, path, body, known, lazy_handlers=False)
+
+
+def import_time_closure(root: str, root_dir: Path) -> set[str]:
+    """Every project module importing `root` imports (module-level imports, transitively)."""
+    files = module_files(root_dir)
+    known = set(files)
+    seen = {root}
+    queue = deque([root])
+    while queue:
+        current = queue.popleft()
+        for nxt in import_time_imports_of(current, files[current], known):
+            if nxt not in seen:
+                seen.add(nxt)
+                queue.append(nxt)
+    return seen
 
 
 def forbidden_chains(

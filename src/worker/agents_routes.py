@@ -44,7 +44,6 @@ from worker.access import AccessIdentity, access_gated
 from worker.body import parse_body, parse_model
 from worker.errors import ApiError
 from worker.path_params import tenant_param
-from worker.router import Router
 
 MAX_METADATA_BYTES = 4096
 
@@ -308,13 +307,3 @@ AGENT_ROUTE_PREFIXES = (
     "/admin/tenants/{tenant}/agents/",
     "/admin/tenants/{tenant}/subjects/",
 )
-
-
-def add_agent_routes(router: Router[Bindings]) -> None:
-    """Register the agent-run and admin-agents routes (the only ones using a DO)."""
-    router.add("POST", "/v1/agents/{tenant}/{agent_type}/run", run_agent)
-    router.add("POST", "/v1/agents/{tenant}/{agent_type}/runs/{run_id}/outcome", record_outcome)
-    router.add("GET", "/admin/agents/{tenant}/runs", list_runs)
-    router.add("GET", "/admin/agents/{tenant}/runs/{run_id}", get_run)
-    router.add("GET", "/admin/agents/{tenant}/{agent_type}/workflows", list_workflows)
-    router.add("GET", "/admin/agents/{tenant}/{agent_type}/pack-candidates", pack_candidates)

@@ -1,6 +1,8 @@
 """The scheduled handler: maps a cron expression to the job it runs.
 
 Crons are declared in wrangler.toml `[triggers]`; both lists must agree (a test checks).
+The jobs' module (`worker.lifecycle_jobs`: prune, brief, reconcile) imports on the first
+scheduled event, not at start-up (docs/pyodide.md "Start-up").
 """
 
 from __future__ import annotations
@@ -10,7 +12,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from bindings.environment import Bindings
-from worker.lifecycle_jobs import daily_brief, weekly_prune
 
 log = logging.getLogger(__name__)
 
@@ -22,6 +23,20 @@ Job = Callable[[Bindings, float], Awaitable[dict[str, Any]]]
 
 async def _not_scheduled(bindings: Bindings, scheduled_time: float) -> dict[str, Any]:
     return {"ran": False}
+
+
+async def weekly_prune(bindings: Bindings, scheduled_time: float) -> dict[str, Any]:
+    """`worker.lifecycle_jobs.weekly_prune`, imported when first run."""
+    from worker.lifecycle_jobs import weekly_prune as job
+
+    return await job(bindings, scheduled_time)
+
+
+async def daily_brief(bindings: Bindings, scheduled_time: float) -> dict[str, Any]:
+    """`worker.lifecycle_jobs.daily_brief`, imported when first run."""
+    from worker.lifecycle_jobs import daily_brief as job
+
+    return await job(bindings, scheduled_time)
 
 
 JOBS: dict[str, Job] = {WEEKLY_PRUNE: weekly_prune, DAILY_BRIEF: daily_brief}

@@ -3,8 +3,9 @@
 It converts at the edge and nothing more: `workers.Request` -> `HttpRequest`, then
 `worker.app.handle`, then `HttpResponse` -> `workers.Response`; cron events go to
 `worker.cron.run_scheduled`; the `AgentRuntime` Durable Object forwards RPC and its alarm
-to `AgentRuntimeCore`. Durable Object classes must live in (or be imported into) the main
-module: workerd finds them by scanning it (WD `introspection.py`).
+to `AgentRuntimeCore` (imported on the first object: `worker.runtime_core`). Durable
+Object classes must live in (or be imported into) the main module: workerd finds them by
+scanning it (WD `introspection.py`).
 
 Snapshot rules: nothing at module level reads time, randomness, env or I/O; bindings are
 built inside each handler.
@@ -18,7 +19,6 @@ from typing import Any
 from pydantic import ValidationError
 from workers import DurableObject, Request, Response, WorkerEntrypoint
 
-from agent_runtime_do.runtime import AgentRuntimeCore
 from bindings.cloudflare.alarms import CloudflareAlarms
 from bindings.cloudflare.do_sql import CloudflareDurableObjectStorage
 from bindings.cloudflare.environment import build_bindings
@@ -27,6 +27,7 @@ from http_messages import Headers, HttpRequest, HttpResponse
 from worker.app import handle
 from worker.cron import run_scheduled
 from worker.errors import internal_error, payload_too_large
+from worker.runtime_core import new_runtime_core
 
 __all__ = ["AgentRuntime", "Default"]
 
@@ -128,7 +129,8 @@ class AgentRuntime(DurableObject):  # type: ignore[no-untyped-call,unused-ignore
         super().__init__(ctx, env)
         storage = CloudflareDurableObjectStorage(self.ctx.storage)
         # Private: every public attribute of a Durable Object is reachable over RPC.
-        self._core = AgentRuntimeCore(
+        # The core imports on the isolate's first object, not at start-up (worker.runtime_core).
+        self._core = new_runtime_core(
             storage,
             build_bindings(self.env, self.ctx),
             alarms=CloudflareAlarms(self.ctx.storage),

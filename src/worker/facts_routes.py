@@ -1,4 +1,4 @@
-"""Semantic memory at the edge: the admin delete route, and wiring the memory tools.
+"""Semantic memory at the edge: the admin delete route.
 
     DELETE /admin/tenants/{tenant}/facts/{fact_id}
 
@@ -14,30 +14,19 @@ Deletion is admin-only (ADR-0030: agents store corrections, they do not delete).
 `complete: false` means the row is gone but the vector delete failed: recall already
 ignores that vector (it has no row), and repeating the DELETE removes it.
 
-`add_semantic_memory(router)` adds the route and installs the tools: `recall_memory` /
-`store_memory` for `long_term_enabled` agents, the context-assembly prefetch, and the
-gateway's memory dispatcher for MCP clients.
+The memory tools (`recall_memory` / `store_memory` for agents and MCP clients, the
+context-assembly prefetch) are wired by `worker.memory_wiring`.
 """
 
 from __future__ import annotations
 
-from agent_memory.agent.memory_tools import (
-    SemanticMemoryDispatcher,
-    install,
-    register_write_observer,
-)
 from agent_memory.ids import is_ulid
 from agent_memory.tiers.semantic import SemanticMemory, SemanticTierUnavailable
 from bindings.environment import Bindings
-from gateway.routes import register_memory_dispatcher
 from http_messages import HttpRequest, HttpResponse, json_response
 from worker.access import AccessIdentity, access_gated
 from worker.errors import ApiError
-from worker.lifecycle_jobs import reconcile_after_writes
 from worker.path_params import tenant_param
-from worker.router import Router
-
-FACT_ROUTE = "/admin/tenants/{tenant}/facts/{fact_id}"
 
 
 async def _delete_fact(
@@ -63,12 +52,3 @@ async def _delete_fact(
 
 
 delete_fact_route = access_gated(_delete_fact)
-
-
-def add_semantic_memory(router: Router[Bindings]) -> None:
-    """Add the admin route and install the memory tools (agents, prefetch, MCP)."""
-    router.add("DELETE", FACT_ROUTE, delete_fact_route)
-    install()
-    register_memory_dispatcher(SemanticMemoryDispatcher)
-    # New facts count towards the tenant's next background reconcile (issue 16).
-    register_write_observer(reconcile_after_writes)

@@ -55,9 +55,7 @@ from worker.access import AccessIdentity, access_gated
 from worker.body import parse_body, parse_model
 from worker.errors import ApiError
 from worker.path_params import tenant_param
-from worker.router import Router
 
-TENANT_ROUTE = "/admin/tenants/{tenant}"
 MAX_EXPLAIN = 50
 
 
@@ -305,13 +303,3 @@ async def explain_recall(
         tenant=tenant, query=body.query, results=items, candidates=ranked.candidates
     )
     return json_response(response.model_dump())
-
-
-def add_inspector_routes(router: Router[Bindings]) -> None:
-    """Register the inspector's read routes (all Access gated)."""
-    router.add("GET", "/admin/tenants", list_tenants)
-    router.add("GET", f"{TENANT_ROUTE}/facts", list_facts)
-    router.add("GET", f"{TENANT_ROUTE}/facts/{{fact_id}}", get_fact)
-    router.add("GET", f"{TENANT_ROUTE}/events", list_events)
-    router.add("GET", f"{TENANT_ROUTE}/episodes", get_episodes)
-    router.add("POST", f"{TENANT_ROUTE}/recall/explain", explain_recall)

@@ -35,9 +35,6 @@ from worker.body import parse_body, parse_model, read_json
 from worker.errors import ApiError
 from worker.lifecycle_jobs import make_eraser, make_pruner, make_reconciler
 from worker.path_params import tenant_param
-from worker.router import Router
-
-TENANT_ROUTE = "/admin/tenants/{tenant}"
 
 
 class PruneBody(BaseModel):
@@ -179,12 +176,3 @@ async def backfill_tenant_namespace(
         raise ApiError(422, "invalid_cursor", "cursor is not one this route returned") from None
     view = BackfillView(tenant=tenant, phase=namespace_flags(bindings).phase, **asdict(report))
     return json_response(view.model_dump())
-
-
-def add_lifecycle_routes(router: Router[Bindings]) -> None:
-    router.add("GET", f"{TENANT_ROUTE}/lifecycle", get_tenant_lifecycle)
-    router.add("PUT", f"{TENANT_ROUTE}/lifecycle", put_tenant_lifecycle)
-    router.add("POST", f"{TENANT_ROUTE}/prune", prune_tenant)
-    router.add("POST", f"{TENANT_ROUTE}/reconcile", reconcile_tenant)
-    router.add("DELETE", f"{TENANT_ROUTE}/subjects/{{subject}}", erase_subject)
-    router.add("POST", f"{TENANT_ROUTE}/namespace-backfill", backfill_tenant_namespace)

@@ -49,11 +49,6 @@ from worker.memory_routes import authorize
 from worker.memory_tiers import database
 from worker.memory_tokens import require_memory_token
 from worker.path_params import tenant_param
-from worker.router import Router
-
-EPISODE_ROUTE = "/api/v1/memory/{agent_id}/episodes/{episode_id}"
-ARCHIVE_ROUTE = "/api/v1/memory/{agent_id}/archive"
-SUBJECT_ARCHIVE_ROUTE = "/admin/tenants/{tenant}/subjects/{subject}/archive"
 
 
 def _item(tenant: str, agent_id: str, episode_id: str) -> ItemKey:
@@ -157,9 +152,3 @@ async def subject_archive(
     items, next_cursor = await _archived(bindings, tenant, query, namespace=None, subject=subject)
     body = SubjectArchivePage(tenant=tenant, subject=subject, items=items, next_cursor=next_cursor)
     return json_response(body.model_dump(mode="json"))
-
-
-def add_archive_routes(router: Router[Bindings]) -> None:
-    router.add("GET", EPISODE_ROUTE, read_episode)
-    router.add("GET", ARCHIVE_ROUTE, list_archive)
-    router.add("GET", SUBJECT_ARCHIVE_ROUTE, subject_archive)

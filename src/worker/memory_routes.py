@@ -58,12 +58,8 @@ from worker.memory_models import (
     MemoryWritten,
 )
 from worker.memory_ranking import rank_by_terms, record_retrieval
-from worker.memory_token_routes import add_token_routes
 from worker.memory_tokens import MemoryTier, MemoryTokenClaims, Scope, require_memory_token
-from worker.router import Router
 
-MEMORY_ROUTE = "/api/v1/memory/{agent_id}"
-MEMORY_KEY_ROUTE = "/api/v1/memory/{agent_id}/{key}"
 PROMOTION_ROUTE = "POST /admin/tenants/{tenant}/agents/{agent_type}/packs"
 MAX_VALUE_CHARS = 32_768
 
@@ -342,11 +338,3 @@ async def delete_memory(
         tenant=claims.tenant, agent_id=agent_id, tier=query.tier, key=key, deleted=deleted
     )
     return json_response(body.model_dump(mode="json"))
-
-
-def add_memory_routes(router: Router[Bindings]) -> None:
-    """Register the uniform memory API and the token routes."""
-    router.add("GET", MEMORY_ROUTE, read_memory)
-    router.add("POST", MEMORY_ROUTE, write_memory)
-    router.add("DELETE", MEMORY_KEY_ROUTE, delete_memory)
-    add_token_routes(router)

@@ -17,10 +17,6 @@ from worker.body import parse_body
 from worker.memory_models import TokenRevoked
 from worker.memory_tokens import MintedToken, MintRequest, mint_memory_token, revoke
 from worker.path_params import tenant_param
-from worker.router import Router
-
-TOKENS_ROUTE = "/admin/tenants/{tenant}/memory-tokens"
-TOKEN_ROUTE = "/admin/tenants/{tenant}/memory-tokens/{jti}"
 
 
 async def _mint(
@@ -42,8 +38,3 @@ async def _revoke(
 
 mint_route = access_gated(_mint)
 revoke_route = access_gated(_revoke)
-
-
-def add_token_routes(router: Router[Bindings]) -> None:
-    router.add("POST", TOKENS_ROUTE, mint_route)
-    router.add("DELETE", TOKEN_ROUTE, revoke_route)

@@ -23,10 +23,8 @@ from worker.agents_routes import agent_type_param, call_agent
 from worker.body import parse_body
 from worker.errors import ApiError
 from worker.path_params import tenant_param
-from worker.router import Router
 
 PACK_NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,63}$"
-PACKS_ROUTE = "/admin/tenants/{tenant}/agents/{agent_type}/packs"
 
 
 class PromotePack(BaseModel):
@@ -113,9 +111,3 @@ async def deprecate_pack(
     if changed == 0:
         raise ApiError(404, "pack_not_found", f"no active pack {name!r} for {agent_type.name!r}")
     return json_response(PackDeprecated(name=name, deprecated=changed).model_dump())
-
-
-def add_pack_routes(router: Router[Bindings]) -> None:
-    router.add("GET", PACKS_ROUTE, list_packs)
-    router.add("POST", PACKS_ROUTE, promote_pack)
-    router.add("DELETE", PACKS_ROUTE + "/{name}", deprecate_pack)

@@ -10,6 +10,7 @@ name has in `PARAM_RULES`. Handlers receive decoded, checked values and never de
 
 from __future__ import annotations
 
+import importlib
 import re
 import unicodedata
 from collections.abc import Awaitable, Callable
@@ -63,6 +64,40 @@ def decode_param(name: str, raw: str) -> str:
     if rule is not None and rule.fullmatch(value) is None:
         raise invalid_path(name, f"does not match {rule.pattern}")
     return value
+
+
+class LazyHandler(Generic[C]):
+    """A route handler named `"package.module:attribute"`, imported on its first call.
+
+    The start-up rule (docs/pyodide.md "Start-up"): what the deploy snapshots is only what
+    every request may need; a route only some requests take names its handler here, so its
+    module (and everything that module imports) loads on the first request to that route
+    and is cached for the isolate's life. Nothing else is deferred implicitly.
+    """
+
+    def __init__(self, target: str) -> None:
+        module, _, attribute = target.partition(":")
+        if not module or not attribute:
+            raise ValueError(f"a lazy handler is 'module:attribute', got {target!r}")
+        self.target = target
+        self._module = module
+        self._attribute = attribute
+        self._handler: Handler[C] | None = None
+
+    def resolve(self) -> Handler[C]:
+        """Import the handler's module (once) and return the handler."""
+        if self._handler is None:
+            handler: Handler[C] = getattr(importlib.import_module(self._module), self._attribute)
+            self._handler = handler
+        return self._handler
+
+    async def __call__(
+        self, request: HttpRequest, params: dict[str, str], context: C
+    ) -> HttpResponse:
+        return await self.resolve()(request, params, context)
+
+    def __repr__(self) -> str:
+        return f"LazyHandler({self.target!r})"
 
 
 @dataclass(frozen=True)

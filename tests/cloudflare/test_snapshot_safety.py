@@ -3,8 +3,9 @@
 Cloudflare runs module top-level code at deploy time and freezes it into a memory snapshot
 (cheat sheet section 8): `os.urandom`/`secrets`/`uuid4`/random seeding there is refused
 ("Disallowed operation called within global scope") and time read there is frozen. A fresh
-interpreter imports `worker.entry` (and so everything it imports from src/) over the fake
-runtime with those functions guarded; any call made *from a module under src/* during the
+interpreter imports `worker.entry` (and so everything it imports from src/), then every
+module it leaves to first use (lazy routes, the Durable Object's core, the cron jobs), over
+the fake runtime with those functions guarded; any call made *from a module under src/* during the
 import is a violation. (Calls library code makes on its own, like numpy's, are not counted:
 the runtime patches those.)
 """
@@ -48,6 +49,19 @@ from tests.fakes.js_runtime import FakeJsRuntime
 
 with FakeJsRuntime():
     import worker.entry  # noqa: F401
+
+    # And what loads on first use (the start-up rule, docs/pyodide.md "Start-up"): the lazy
+    # routes, the Durable Object's core, the cron jobs and the memory tools. They import
+    # inside a request, but their module level must be as clean as the snapshot's.
+    from worker.app import ROUTES
+    from worker.router import LazyHandler
+
+    for _method, _pattern, handler in ROUTES:
+        if isinstance(handler, LazyHandler):
+            handler.resolve()
+    import agent_memory.agent.memory_tools  # noqa: F401
+    import agent_runtime_do.runtime  # noqa: F401
+    import worker.lifecycle_jobs  # noqa: F401
 
 print(json.dumps(violations))
 """

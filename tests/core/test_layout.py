@@ -228,3 +228,13 @@ def test_an_oversized_class_needs_a_reason(tmp_path: Path) -> None:
     assert size_violations(tmp_path) == [f"big.py: class Big {MAX_CLASS_LINES + 1} lines"]
     (tmp_path / "big.py").write_text('"""A module.\n\nSize: one table, kept whole."""\n' + body)
     assert size_violations(tmp_path) == []
+
+
+def test_a_lazy_route_handler_pointing_up_is_reported(tmp_path: Path) -> None:
+    # A handler named by string imports its module on first use: still an import edge.
+    _write(tmp_path, "gateway.routes", "HANDLER = lazy('worker.memory_routes:read_memory')\n")
+    _write(tmp_path, "worker.memory_routes", "async def read_memory(): ...\n")
+    assert layer_violations(tmp_path, LAYERS) == [
+        "gateway.routes -> worker",
+        "gateway.routes -> worker.memory_routes",
+    ]

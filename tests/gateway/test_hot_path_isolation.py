@@ -106,3 +106,22 @@ def test_the_route_adapter_is_outside_the_hot_path_and_does_reach_bindings() -> 
     for module in HOT_PATH_MODULES:
         assert "gateway.routes" not in imports_of(module, files[module], set(files))
     assert forbidden_chains(["gateway.routes"], SRC, FORBIDDEN)
+
+
+def test_checker_sees_a_lazy_route_handler_named_by_string(tmp_path: Path) -> None:
+    # `LazyHandler("module:attribute")` imports on first use: an edge the walk must follow.
+    (tmp_path / "gateway").mkdir()
+    (tmp_path / "gateway" / "__init__.py").write_text("")
+    (tmp_path / "gateway" / "mcp.py").write_text(
+        "from worker.router import LazyHandler\n"
+        "HANDLER = LazyHandler('agent_memory.semantic:recall')\n"
+    )
+    (tmp_path / "agent_memory").mkdir()
+    (tmp_path / "agent_memory" / "__init__.py").write_text("")
+    (tmp_path / "agent_memory" / "semantic.py").write_text("")
+
+    chains = forbidden_chains(["gateway.mcp"], tmp_path, FORBIDDEN)
+    assert sorted(chains) == [
+        ["gateway.mcp", "agent_memory"],
+        ["gateway.mcp", "agent_memory.semantic"],
+    ]

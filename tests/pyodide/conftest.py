@@ -21,7 +21,7 @@ import pytest
 from tests.conftest import IN_CI, PROJECT_ROOT, require_node_tools
 
 # The in-Pyodide modules import `js`, `pyodide` and the harness: never collect them here.
-collect_ignore_glob = ["py/*"]
+collect_ignore_glob = ["py/*", "py314/*"]
 
 HERE = Path(__file__).resolve().parent
 HARNESS = HERE / "harness.mjs"

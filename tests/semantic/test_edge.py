@@ -15,9 +15,8 @@ from local_runtime.access_dev import mint_token
 from local_runtime.runtime import LocalRuntime
 from tests.agents.conftest import build_request
 from tests.semantic.conftest import fact_rows, vector_count
-from worker.app import handle
-from worker.facts_routes import add_semantic_memory
-from worker.router import Router
+from worker.app import build_router, handle
+from worker.memory_wiring import SemanticDispatcher
 
 
 async def delete(rt: LocalRuntime, path: str, token: str | None) -> HttpResponse:
@@ -75,10 +74,12 @@ async def test_admin_delete_cannot_reach_another_tenants_fact(rt: LocalRuntime) 
 
 
 def test_the_route_is_registered_once_by_the_app() -> None:
-    router: Router[Any] = Router()
-    add_semantic_memory(router)
+    router = build_router()
     _handler, params = router.resolve("DELETE", "/admin/tenants/acme/facts/" + "0" * 26)
     assert params == {"tenant": "acme", "fact_id": "0" * 26}
+    pattern = "/admin/tenants/{tenant}/facts/{fact_id}"
+    methods = [r.method for _, r in router._routes if r.pattern == pattern]
+    assert methods.count("DELETE") == 1
 
 
 async def mcp(rt: LocalRuntime, key: str, method: str, params: dict[str, Any]) -> Any:
@@ -98,10 +99,8 @@ async def mcp(rt: LocalRuntime, key: str, method: str, params: dict[str, Any]) -
 
 
 async def test_mcp_clients_store_and_recall_through_the_gateway(rt: LocalRuntime) -> None:
-    from agent_memory.agent.memory_tools import SemanticMemoryDispatcher
-
     ISOLATE_CACHE.clear()
-    register_memory_dispatcher(SemanticMemoryDispatcher)  # as worker.app installs it
+    register_memory_dispatcher(SemanticDispatcher)  # as worker.app installs it
     assert rt.kv is not None
     await admin_ops.create_tenant(rt.kv, rt.clock, "acme", memory_enabled=True)
     key = (await admin_ops.issue_api_key(rt.kv, rt.clock, "acme")).api_key

@@ -17,7 +17,7 @@ Three ways in, one implementation:
 * MCP / the tool gateway: `SemanticMemoryDispatcher` implements the gateway's
   `MemoryToolDispatcher` protocol (`call(tenant, tool_name, arguments)`).
 
-`install()` registers the agent hooks; the edge calls it once (worker.facts_routes).
+`install()` registers the agent hooks; the edge calls it (worker.memory_wiring).
 Bad arguments raise `MemoryInputError` (a `ValueError` with a stable `code` and the failing
 fields) for the dispatcher, and `ToolError` carrying that JSON for agents; nothing is
 written in either case.

@@ -104,7 +104,7 @@ def _module(name: str, **members: Any) -> types.ModuleType:
 def _install_doubles() -> Any:
     doubles = {
         "pydantic": _module("pydantic", ValidationError=type("ValidationError", (ValueError,), {})),
-        "agent_runtime_do.runtime": _module("agent_runtime_do.runtime", AgentRuntimeCore=_Core),
+        "worker.runtime_core": _module("worker.runtime_core", new_runtime_core=_Core),
         "bindings.cloudflare.environment": _module(
             "bindings.cloudflare.environment", build_bindings=lambda env, ctx: _Bindings()
         ),

@@ -1,0 +1,32 @@
+"""The `AgentRuntime` Durable Object's core, imported when the first object is made.
+
+`worker.entry` defines the Durable Object class (workerd finds it by scanning the main
+module) but its core — the agent loop, the four tiers, the lifecycle, the outbox — is
+most of the project's code. Importing it at start-up would put it in the deploy's
+snapshot, whose CPU Cloudflare limits (docs/pyodide.md "Start-up"); here it loads on the
+first object construction of an isolate instead, with the memory tools' hooks installed
+(`worker.memory_wiring`) before any turn can run. The local runtime builds its cores here
+too, so both hosts wire the same way.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from bindings.environment import Bindings
+from bindings.ports.alarms import AlarmStorage
+from bindings.ports.do_sql import DurableObjectStorage
+
+if TYPE_CHECKING:
+    from agent_runtime_do.runtime import AgentRuntimeCore
+
+
+def new_runtime_core(
+    storage: DurableObjectStorage, bindings: Bindings, *, alarms: AlarmStorage | None = None
+) -> AgentRuntimeCore:
+    """An `AgentRuntimeCore` over the object's storage, with the memory tools installed."""
+    from agent_runtime_do.runtime import AgentRuntimeCore
+    from worker.memory_wiring import install_memory_tools
+
+    install_memory_tools()
+    return AgentRuntimeCore(storage, bindings, alarms=alarms)
