@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import PROJECT_ROOT, require_node_tools
+from tests.worker_dependencies import canonical, worker_closure
 
 PYPROJECT = tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 UV_LOCK = tomllib.loads((PROJECT_ROOT / "uv.lock").read_text(encoding="utf-8"))
@@ -35,29 +36,11 @@ CLOUDFLARE_PYTHON = "3.13.2"
 WORKERD_FOR_THE_PYTHON_BUNDLE = "1.20260426.1"
 
 
-def canonical(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 def locked_versions() -> dict[str, set[str]]:
     versions: dict[str, set[str]] = {}
     for package in UV_LOCK["package"]:
         versions.setdefault(canonical(package["name"]), set()).add(package["version"])
     return versions
-
-
-def worker_closure() -> set[str]:
-    """Every package the deployed Worker imports: `[project].dependencies`, transitively."""
-    by_name = {canonical(p["name"]): p for p in UV_LOCK["package"]}
-    todo = [canonical(re.split(r"[=<>~! ;\[]", d, maxsplit=1)[0]) for d in direct_dependencies()]
-    seen: set[str] = set()
-    while todo:
-        name = todo.pop()
-        if name in seen or name not in by_name:
-            continue
-        seen.add(name)
-        todo.extend(canonical(d["name"]) for d in by_name[name].get("dependencies", []))
-    return seen
 
 
 def direct_dependencies() -> list[str]:

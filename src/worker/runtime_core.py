@@ -13,12 +13,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from bindings.environment import Bindings
-from bindings.ports.alarms import AlarmStorage
-from bindings.ports.do_sql import DurableObjectStorage
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # annotations only: the entry imports this module at start-up
     from agent_runtime_do.runtime import AgentRuntimeCore
+    from bindings.environment import Bindings
+    from bindings.ports.alarms import AlarmStorage
+    from bindings.ports.do_sql import DurableObjectStorage
 
 
 def new_runtime_core(

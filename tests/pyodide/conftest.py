@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import IN_CI, PROJECT_ROOT, require_node_tools
+from tests.worker_dependencies import pure_python_modules
 
 # The in-Pyodide modules import `js`, `pyodide` and the harness: never collect them here.
 collect_ignore_glob = ["py/*", "py314/*"]
@@ -26,22 +27,6 @@ collect_ignore_glob = ["py/*", "py314/*"]
 HERE = Path(__file__).resolve().parent
 HARNESS = HERE / "harness.mjs"
 PY_TESTS = HERE / "py"
-# Pure-Python packages the in-Pyodide code imports, taken from this venv (Pyodide's own
-# copies are downloaded from its CDN, which the tests never reach): httpx and what it
-# imports, the workers SDK (workers-runtime-sdk) itself, PyJWT (`jwt`: token parsing and
-# claims) and fastjsonschema (tool input schemas), which the Worker ships from PyPI.
-PURE_PYTHON_DEPS = (
-    "httpx",
-    "httpcore",
-    "h11",
-    "anyio",
-    "sniffio",
-    "idna",
-    "certifi",
-    "workers",
-    "jwt",
-    "fastjsonschema",
-)
 # Always run: their results are compared with the fake's (test_fake_matches_pyodide.py).
 FAKE_PIN_ID = "test_fake_pin.py::test_scenario_transcript_on_workerd"
 WAIT_UNTIL_PIN_ID = "test_background.py::test_wait_until_outcomes_by_context_and_scheduling"
@@ -50,15 +35,10 @@ HARNESS_GUARD_SECONDS = 600.0
 
 
 def dependency_paths() -> dict[str, str]:
-    """Where each pure-Python dependency lives on this machine (package dir or module file)."""
-    paths = {}
-    for name in PURE_PYTHON_DEPS:
-        spec = importlib.util.find_spec(name)  # finds without importing (workers needs js)
-        if spec is None or spec.origin is None:
-            continue
-        origin = Path(spec.origin)
-        paths[name] = str(origin.parent if origin.name == "__init__.py" else origin)
-    return paths
+    """The Worker's pure-Python dependencies (httpx & co., the workers SDK, PyJWT,
+    fastjsonschema...), taken from this venv as the deploy vendors them (Pyodide's own copies
+    come from its CDN, which the tests never reach). Not pydantic: its core is compiled."""
+    return pure_python_modules(exclude=["pydantic"])
 
 
 def compatibility_date() -> str:

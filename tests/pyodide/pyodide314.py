@@ -25,6 +25,8 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+from tests.worker_dependencies import pure_python_modules
+
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 HARNESS = HERE / "real_app.mjs"
@@ -37,21 +39,8 @@ NODE_22 = ROOT / "node_modules" / ".bin" / "node"
 PYDANTIC_CORE = "pydantic-core==2.50.5"
 PYDANTIC = "pydantic==2.14.4"
 EMSCRIPTEN_PLATFORM = "pyemscripten_2026_0_wasm32"
-# Pure Python, taken from the project's venv (found without importing: `workers` needs js).
-PURE_PYTHON_DEPS = (
-    "typing_extensions",
-    "annotated_types",
-    "typing_inspection",
-    "httpx",
-    "httpcore",
-    "h11",
-    "anyio",
-    "sniffio",
-    "idna",
-    "certifi",
-    "snowballstemmer",
-    "workers",
-)
+# pydantic 2.14 needs typing_inspection, which the deployed pydantic (2.10) does not.
+EXTRA_PURE_PYTHON = ("typing_inspection",)
 # Not a timed assertion: turns a hung harness into a failure with its log.
 GUARD_SECONDS = 300.0
 
@@ -61,9 +50,10 @@ class HarnessUnavailable(Exception):
 
 
 def dependency_paths() -> dict[str, str]:
-    """Where each pure-Python dependency lives on this machine (package dir or module file)."""
-    paths = {}
-    for name in PURE_PYTHON_DEPS:
+    """Where each pure-Python dependency lives on this machine (package dir or module file):
+    the Worker's, as the deploy vendors them, but pydantic (downloaded for Pyodide 314)."""
+    paths = pure_python_modules(exclude=["pydantic"])
+    for name in EXTRA_PURE_PYTHON:
         spec = importlib.util.find_spec(name)
         if spec is None or spec.origin is None:
             raise HarnessUnavailable(f"{name} is not installed in this environment")

@@ -23,7 +23,8 @@ import { readFileSync, statSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { loadPyodide } from "pyodide-314";
-import { compatFlags, entrypointHelper, ExecutionContext, Vectorize, WorkersAI } from "./models.mjs";
+import { workerdEnv } from "./bindings.mjs";
+import { Ai, compatFlags, entrypointHelper, ExecutionContext, VectorizeIndexImpl } from "./models.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const config = JSON.parse(readFileSync(process.argv[2], "utf8"));
@@ -98,13 +99,11 @@ async function serve() {
   });
   await miniflare.ready;
   const bindings = await miniflare.getBindings();
+  // Each binding behind the class name workerd gives it (bindings.mjs), so the SDK wraps it.
   const env = {
-    KV: bindings.KV,
-    DB: bindings.DB,
-    COLD: bindings.COLD,
-    EMBED_RATE_LIMITER: bindings.EMBED_RATE_LIMITER,
-    AI: new WorkersAI(),
-    VECTORIZE: new Vectorize(384),
+    ...workerdEnv(bindings),
+    AI: new Ai(),
+    VECTORIZE: new VectorizeIndexImpl(384),
     ...config.vars,
   };
   const { pyodide, loadSeconds } = await startPyodide();

@@ -11,7 +11,6 @@ fail when CI=true.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import platform
@@ -25,6 +24,7 @@ from typing import Any, NoReturn
 import pytest
 
 from tests.conftest import IN_CI, PROJECT_ROOT, require_node_tools
+from tests.worker_dependencies import pure_python_modules
 
 # The Python modules there import `js` and run only inside workerd: never collect them.
 collect_ignore_glob = ["doubles/*"]
@@ -92,12 +92,11 @@ def require_workerd_python() -> Path:
     return wrapper
 
 
-def sdk_path() -> str:
-    """The pure-Python workers SDK (workers-runtime-sdk) of this venv, vendored like pywrangler."""
-    spec = importlib.util.find_spec("workers")  # finds without importing (it needs js)
-    if spec is None or not spec.submodule_search_locations:
-        pytest.fail("workers-runtime-sdk is not installed in this venv: run `uv sync`")
-    return str(spec.submodule_search_locations[0])
+def vendored_paths() -> dict[str, str]:
+    """The pure-Python packages the deployed bundle carries in python_modules/ (pywrangler
+    vendors `[project].dependencies`): the workers SDK, httpx & co., PyJWT... from this venv.
+    Not pydantic: its core is compiled (doubles/pydantic stands in)."""
+    return pure_python_modules(exclude=["pydantic"])
 
 
 def worker_config(selected: list[str] | None) -> dict[str, Any]:
@@ -111,7 +110,7 @@ def worker_config(selected: list[str] | None) -> dict[str, Any]:
     return {
         "src": str(PROJECT_ROOT / "src"),
         "doubles": str(DOUBLES),
-        "sdk": sdk_path(),
+        "vendored": vendored_paths(),
         "main": MAIN_MODULE,
         "compatibilityDate": wrangler["compatibility_date"],
         "compatibilityFlags": wrangler["compatibility_flags"],

@@ -6,14 +6,16 @@
 //
 // config.json (written by tests/workerd/conftest.py from wrangler.toml and the venv):
 //   {"src": "<repo>/src", "doubles": "<repo>/tests/workerd/doubles",
-//    "sdk": "<site-packages>/workers", "main": "worker/entry.py",
+//    "vendored": {"workers": "<site-packages>/workers", "httpx": ..., ...},
+//    "main": "worker/entry.py",
 //    "compatibilityDate": "...", "compatibilityFlags": [...], "vars": {...},
 //    "crons": [...], "select": ["check id", ...] | null}
 //
 // The Worker is assembled the way `pywrangler deploy` / wrangler bundle it (checked with
 // `wrangler deploy --dry-run --outdir`, wrangler 4.164): the main module is `entry.py` at
 // the root of `base_dir` (src/), every other module under src/ keeps its path, and the
-// vendored SDK is `python_modules/workers/*` as Data modules (its .js files as ES modules),
+// vendored SDK and the Worker's pure-Python dependencies are `python_modules/<package>/*` as
+// Data modules (the SDK's .js files as ES modules),
 // which workerd puts on sys.path ahead of its own (cheat sheet §0; wrangler
 // find-additional-modules.ts). Modules replaced by doubles (tests/workerd/doubles/, see its
 // README) take the place of the src/ module at the same path.
@@ -50,7 +52,7 @@ function filesUnder(folder) {
 const posix = (path) => path.split(sep).join("/");
 
 /** The Python Worker's modules, named as wrangler names them (see the header). */
-function pythonModules({ src, doubles, sdk, main }) {
+function pythonModules({ src, doubles, vendored, main }) {
   const replaced = new Map(
     filesUnder(doubles)
       .filter((path) => path.endsWith(".py"))
@@ -72,11 +74,16 @@ function pythonModules({ src, doubles, sdk, main }) {
   }
   const doublesOnly = [...replaced.keys()].filter((name) => !names.includes(name));
   for (const name of doublesOnly) modules.push(module(name, replaced.get(name)));
-  for (const file of filesUnder(sdk)) {
-    const name = posix(relative(sdk, file));
-    if (name.endsWith(".pyc")) continue;
-    const type = name.endsWith(".js") ? "ESModule" : "Data";
-    modules.push(module(`python_modules/workers/${name}`, file, type));
+  // Pure-Python packages, vendored under python_modules/ as pywrangler does: the SDK and the
+  // Worker's pure dependencies (httpx & co.), each a package folder or a single module file.
+  for (const [name, path] of Object.entries(vendored)) {
+    const files = statSync(path).isDirectory() ? filesUnder(path) : [path];
+    for (const file of files) {
+      const rel = statSync(path).isDirectory() ? `${name}/${posix(relative(path, file))}` : name;
+      if (rel.endsWith(".pyc")) continue;
+      const type = rel.endsWith(".js") ? "ESModule" : "Data";
+      modules.push(module(`python_modules/${rel}`, file, type));
+    }
   }
   return {
     modules,
