@@ -18,9 +18,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from agent_memory.retrieval.bm25 import query_terms
-from agent_memory.retrieval.fusion import ChannelHit
-from agent_memory.retrieval.terms import exact_match_candidates
+from agent_memory.retrieval.scoring import ChannelHit
+from agent_memory.retrieval.terms import exact_match_candidates, query_terms
 from agent_memory.tiers.semantic._scope import FactScope, check_matrix, ms
 from agent_memory.tiers.semantic.keyword_channel import KeywordIndex, KeywordQuery
 from agent_memory.tiers.semantic.models import MemoryInputError, RecallFilters

@@ -28,7 +28,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from agent_memory.retrieval.bm25 import date_terms, merge_counts, term_counts
+from agent_memory.retrieval.terms import date_terms, merge_counts, term_counts
 from agent_memory.tiers.semantic._scope import FactScope
 from bindings.ports.sql import Row
 

@@ -17,9 +17,13 @@ from dataclasses import dataclass
 from typing import cast
 
 from agent_memory.governance.events import RetrievedItem, memory_retrieved
-from agent_memory.retrieval.fusion import ChannelHit, ChannelResult, fuse
-from agent_memory.retrieval.ranking import rank_candidates
-from agent_memory.retrieval.scoring import breakdown
+from agent_memory.retrieval.scoring import (
+    ChannelHit,
+    ChannelResult,
+    breakdown,
+    fuse,
+    rank_candidates,
+)
 from agent_memory.retrieval.terms import exact_match_candidates
 from agent_memory.tiers.semantic._channels import RecallChannels
 from agent_memory.tiers.semantic._scope import FactScope

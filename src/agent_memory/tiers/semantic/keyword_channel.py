@@ -23,7 +23,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from agent_memory.retrieval.bm25 import Bm25Params, TenantStats, idf
+from agent_memory.retrieval.terms import Bm25Params, TenantStats, idf
 from agent_memory.tiers.semantic._scope import FactScope
 from bindings.ports.sql import Row, SqlValue
 

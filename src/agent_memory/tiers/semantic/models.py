@@ -25,8 +25,7 @@ from pydantic import (
 
 from agent_memory.governance.personal_data import PersonalData, Sealable
 from agent_memory.ids import sha256_hex
-from agent_memory.retrieval.fusion import ChannelDetail
-from agent_memory.retrieval.scoring import ScoreBreakdown
+from agent_memory.retrieval.scoring import ChannelDetail, ScoreBreakdown
 from agent_memory.scope import AGENT_TYPE_PATTERN
 from bindings.ports.embedder import EmbeddingConfig
 from bindings.ports.sql import Row
