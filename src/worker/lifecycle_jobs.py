@@ -21,7 +21,7 @@ import logging
 import time
 from typing import Any
 
-from agent_memory.governance.data_keys import DataKeys
+from agent_memory.governance.personal_data import DataKeys
 from agent_memory.lifecycle.adjudicator import Adjudicator, LlmAdjudicator, RulesAdjudicator
 from agent_memory.lifecycle.brief import build_brief
 from agent_memory.lifecycle.cadence import note_writes

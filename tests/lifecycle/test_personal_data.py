@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 
-from agent_memory.governance import PersonalData, PersonalDataUnavailable
-from agent_memory.governance.personal_data import SealedValue
+from agent_memory.governance.personal_data import PersonalData, PersonalDataUnavailable, SealedValue
 from agent_memory.lifecycle.cold import decode_archive, row_from_archive
 from agent_memory.lifecycle.erase import SubjectEraser
 from agent_memory.lifecycle.prune import Pruner

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from agent_memory.governance.data_keys import destroy_statement
+from agent_memory.governance.personal_data import destroy_statement
 from agent_memory.lifecycle._erase_rules import EraseReport, Found, SubjectMatcher
 from agent_memory.statements import chunks
 from bindings.ports.d1 import D1Database, D1Statement

@@ -12,7 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from agent_memory.governance.events import EventKind, EventTier
-from agent_memory.governance.proposals import canonical_json
+from agent_memory.governance.policy import canonical_json
 from agent_memory.ids import sha256_hex
 from agent_memory.tiers.semantic import Fact
 from bindings.ports.sql import Row
