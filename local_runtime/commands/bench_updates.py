@@ -81,7 +81,7 @@ async def run_updates_bench(
     from agent_memory.agent.memory_tools import SemanticMemoryDispatcher
     from agent_memory.lifecycle.adjudicator import LlmAdjudicator, RulesAdjudicator
     from agent_memory.lifecycle.reconciler import Reconciler
-    from agent_memory.tiers.semantic import SemanticMemory
+    from agent_memory.tiers.semantic.memory import SemanticMemory
     from bindings.ports.clock import FixedClock
     from local_runtime.runtime import LocalRuntime
 

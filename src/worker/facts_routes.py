@@ -21,7 +21,8 @@ context-assembly prefetch) are wired by `worker.memory_wiring`.
 from __future__ import annotations
 
 from agent_memory.ids import is_ulid
-from agent_memory.tiers.semantic import SemanticMemory, SemanticTierUnavailable
+from agent_memory.tiers.semantic.memory import SemanticMemory
+from agent_memory.tiers.semantic.models import SemanticTierUnavailable
 from bindings.environment import Bindings
 from http_messages import HttpRequest, HttpResponse, json_response
 from worker.access import AccessIdentity, access_gated

@@ -30,9 +30,9 @@ from agent_memory.lifecycle.prune import PruneBudget, Pruner, resume_unfinished,
 from agent_memory.lifecycle.reconciler import Reconciler
 from agent_memory.lifecycle.retention import known_tenants
 from agent_memory.tiered.deployment import placement_table
-from agent_memory.tiers.semantic import SemanticMemory
-from agent_memory.tiers.semantic.recall_record import MAX_WRITE_BACK, carried_tenants
-from agent_memory.tiers.semantic.reindex import ReindexBudget, reindex_pending
+from agent_memory.tiers.semantic.keyword_index import ReindexBudget, reindex_pending
+from agent_memory.tiers.semantic.memory import SemanticMemory
+from agent_memory.tiers.semantic.recall import MAX_WRITE_BACK, carried_tenants
 from bindings.environment import Bindings
 
 log = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ import pytest
 from agent_memory.agent.memory_tools import SemanticMemoryDispatcher
 from agent_memory.lifecycle.adjudicator import LlmAdjudicator, RulesAdjudicator
 from agent_memory.lifecycle.reconciler import Reconciler
-from agent_memory.tiers.semantic import SemanticMemory
+from agent_memory.tiers.semantic.memory import SemanticMemory
 from bindings.ports.clock import FixedClock
 from bindings.ports.llm import ChatMessage, ChatResult, LLMError, ToolSpec
 from local_runtime.cli import main
@@ -204,7 +204,7 @@ async def test_bad_as_of_is_a_validation_error_and_reads_nothing(tmp_path: Path)
     await runtime.migrate()
     try:
         dispatcher = SemanticMemoryDispatcher(runtime.bindings())
-        from agent_memory.tiers.semantic import MemoryInputError
+        from agent_memory.tiers.semantic.models import MemoryInputError
 
         with pytest.raises(MemoryInputError) as raised:
             await dispatcher.call("acme", "recall_memory", {"query": "x", "filters": {"as_of": -5}})

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from agent_memory.tiers.semantic import MemoryInputError, SemanticMemory
-from agent_memory.tiers.semantic import keyword_channel as keyword_module
+from agent_memory.tiers.semantic import keyword_index as keyword_module
+from agent_memory.tiers.semantic.memory import SemanticMemory
+from agent_memory.tiers.semantic.models import MemoryInputError
 from local_runtime.background import LocalBackgroundTasks
 from local_runtime.runtime import LocalRuntime
 from tests.semantic.conftest import MemoryFactory

@@ -14,7 +14,7 @@ from pydantic import BaseModel
 from agent_memory.governance.events import EventKind, EventTier
 from agent_memory.governance.policy import canonical_json
 from agent_memory.ids import sha256_hex
-from agent_memory.tiers.semantic import Fact
+from agent_memory.tiers.semantic.models import Fact
 from bindings.ports.sql import Row
 
 InspectStatus = Literal["active", "pending", "superseded", "decayed"]

@@ -48,9 +48,8 @@ from agent_memory.lifecycle._reconcile_models import (
     Supersede,
 )
 from agent_memory.retrieval.scoring import recency_decay
-from agent_memory.tiers.semantic import DEFAULT_SUBJECT
-from agent_memory.tiers.semantic.keys import FactKey
-from agent_memory.tiers.semantic.update_rules import judge_update
+from agent_memory.tiers.semantic.keys import FactKey, judge_update
+from agent_memory.tiers.semantic.models import DEFAULT_SUBJECT
 
 SUMMARY_MAX_CHARS = 2_000
 DAY_MS = 86_400_000

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from agent_memory.lifecycle._reconcile_models import EpisodeRow, FactRow, Link
 from agent_memory.statements import IDS_PER_STATEMENT, STATEMENTS_PER_BATCH, chunks
-from agent_memory.tiers.semantic.tenant_vectors import delete_own_vectors
+from agent_memory.tiers.semantic.models import delete_own_vectors
 from bindings.ports.clock import Clock
 from bindings.ports.d1 import D1Database, D1Statement
 from bindings.ports.vectorize import VectorIndex

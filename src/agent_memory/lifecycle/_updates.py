@@ -21,7 +21,7 @@ import numpy as np
 
 from agent_memory.lifecycle._reconcile_models import FactRow, ReconcileConfig
 from agent_memory.lifecycle.adjudicator import Adjudication, Statement, UpdatePair
-from agent_memory.tiers.semantic.update_rules import content_words
+from agent_memory.tiers.semantic.keys import content_words
 
 
 def statement(fact: FactRow) -> Statement:

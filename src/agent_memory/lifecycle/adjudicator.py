@@ -31,8 +31,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from agent_memory.tiers.semantic.keys import FactKey, KeySource
-from agent_memory.tiers.semantic.update_rules import Decision, judge_update
+from agent_memory.tiers.semantic.keys import Decision, FactKey, KeySource, judge_update
 from bindings.ports.llm import LLM, ChatMessage
 
 log = logging.getLogger(__name__)

@@ -75,8 +75,8 @@ from agent_memory.lifecycle._erase_rules import (
 )
 from agent_memory.namespace import SERVICE
 from agent_memory.statements import IDS_PER_STATEMENT
-from agent_memory.tiers.semantic.recall_record import carry_prefix
-from agent_memory.tiers.semantic.tenant_vectors import delete_own_vectors
+from agent_memory.tiers.semantic.models import delete_own_vectors
+from agent_memory.tiers.semantic.recall import carry_prefix
 from agent_memory.tiers.working import WORKING_MEMORY_PREFIX
 from bindings.ports.clock import Clock
 from bindings.ports.d1 import D1Database

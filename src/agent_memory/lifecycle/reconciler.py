@@ -55,7 +55,8 @@ from agent_memory.lifecycle._reconcile_store import (
 from agent_memory.lifecycle._updates import find_update_candidates, updates_to_apply
 from agent_memory.lifecycle.adjudicator import Adjudication, Adjudicator, RulesAdjudicator
 from agent_memory.statements import IDS_PER_STATEMENT
-from agent_memory.tiers.semantic import FactInput, SemanticMemory
+from agent_memory.tiers.semantic.memory import SemanticMemory
+from agent_memory.tiers.semantic.models import FactInput
 from bindings.ports.clock import Clock
 from bindings.ports.d1 import D1Database
 from bindings.ports.vectorize import VectorIndex
