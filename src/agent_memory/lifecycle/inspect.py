@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from agent_memory.cursors import InvalidCursorError
 from agent_memory.governance.events import EventKind, EventTier
 from agent_memory.governance.personal_data import PersonalData
 from agent_memory.lifecycle._inspect_models import (
@@ -46,8 +47,7 @@ from agent_memory.lifecycle._inspect_models import (
     inspect_status,
     written_hash,
 )
-from agent_memory.tiers.episodic import Episode, InvalidCursorError, decode_cursor, encode_cursor
-from agent_memory.tiers.episodic.models import open_episodes
+from agent_memory.tiers.episodic import Episode, decode_cursor, encode_cursor, open_episodes
 from agent_memory.tiers.semantic.models import Fact, open_facts
 from bindings.ports.d1 import D1Database
 from bindings.ports.sql import Row
