@@ -11,7 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent_memory.lifecycle import EraseReport, TenantLifecycle
+from agent_memory.lifecycle.erase import EraseReport
+from agent_memory.lifecycle.retention import TenantLifecycle
 from agent_memory.tiers.episodic import Episode, RunRecord
 
 

@@ -10,8 +10,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from agent_memory.lifecycle import LifecycleUpdate, ReconcileReport
 from agent_memory.lifecycle.inspect import EventPage, FactDetail, FactPage
+from agent_memory.lifecycle.reconciler import ReconcileReport
+from agent_memory.lifecycle.retention import LifecycleUpdate
 from agent_memory.tiers.episodic import RunPage
 from agent_runtime_do.protocol import RunResult
 from worker.agents_routes import CandidatesQuery, OutcomeBody, RunBody, RunsQuery, WorkflowsQuery

@@ -22,12 +22,16 @@ import time
 from typing import Any
 
 from agent_memory.governance.personal_data import DataKeys
-from agent_memory.lifecycle.adjudicator import Adjudicator, LlmAdjudicator, RulesAdjudicator
 from agent_memory.lifecycle.brief import build_brief
-from agent_memory.lifecycle.cadence import note_writes
 from agent_memory.lifecycle.erase import SubjectEraser
 from agent_memory.lifecycle.prune import PruneBudget, Pruner, resume_unfinished, weekly_prune_id
-from agent_memory.lifecycle.reconciler import Reconciler
+from agent_memory.lifecycle.reconciler import (
+    Adjudicator,
+    LlmAdjudicator,
+    Reconciler,
+    RulesAdjudicator,
+    note_writes,
+)
 from agent_memory.lifecycle.retention import known_tenants
 from agent_memory.tiered.deployment import placement_table
 from agent_memory.tiers.semantic.keyword_index import ReindexBudget, reindex_pending
