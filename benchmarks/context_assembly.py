@@ -34,8 +34,7 @@ sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 from agent_memory.agent.context import assemble_context  # noqa: E402
 from agent_memory.governance.agent_types import get_agent_type  # noqa: E402
 from agent_memory.ids import content_hash, new_ulid  # noqa: E402
-from agent_memory.tiers.episodic import EpisodicStore  # noqa: E402
-from agent_memory.tiers.working import WorkingMemory  # noqa: E402
+from agent_memory.memory import Memory  # noqa: E402
 from agent_runtime_do.schema import create_schema  # noqa: E402
 from agent_runtime_do.turn_state import begin_turn, read_turn_state  # noqa: E402
 from bindings.ports.d1 import D1Database  # noqa: E402
@@ -136,7 +135,8 @@ async def main(episodes: int, iterations: int, warmup: int) -> int:
             run_id=new_ulid(runtime.clock.now()),
             now=runtime.clock.now(),
         )
-        working = WorkingMemory(runtime.kv, TENANT, "bench")
+        memory = Memory(runtime.bindings(), TENANT)
+        working = memory.working("bench")
         for key, value in {
             "current_contact_id": "contact:42",
             "email_draft_v2": {"subject": "Quick question", "body": "Hi Ada, " + "x" * 800},
@@ -145,14 +145,14 @@ async def main(episodes: int, iterations: int, warmup: int) -> int:
             "stage": "warm",
         }.items():
             await working.set(key, value)
-        store = EpisodicStore(runtime.db, TENANT)
+        store = memory.episodic
 
         async def assemble() -> tuple[float, float, float, int]:
             t0 = time.perf_counter()
             state = read_turn_state(storage.sql, "bench") or {}
             t1 = time.perf_counter()
             context = await assemble_context(
-                agent_type=agent_type, turn_state=state, working=working, episodic=store
+                memory, agent_type=agent_type, turn_state=state, working=working
             )
             t2 = time.perf_counter()
             return t1 - t0, t2 - t1, t2 - t0, len(context.episodes)

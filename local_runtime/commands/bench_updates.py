@@ -78,7 +78,7 @@ class OracleLLM:
 async def run_updates_bench(
     embedder: Embedder, root: Path, households: Sequence[Household], *, llm: bool
 ) -> dict[str, float]:
-    from agent_memory.agent.memory_tools import SemanticMemoryDispatcher
+    from agent_memory.agent.memory_tools import McpMemoryTools
     from agent_memory.lifecycle.reconciler import LlmAdjudicator, Reconciler, RulesAdjudicator
     from agent_memory.tiers.semantic.memory import SemanticMemory
     from bindings.ports.clock import FixedClock
@@ -91,7 +91,7 @@ async def run_updates_bench(
     try:
         for index, house in enumerate(households):
             tenant = f"bench-updates-{index:03d}"
-            dispatcher = SemanticMemoryDispatcher(runtime.bindings())
+            dispatcher = McpMemoryTools(runtime.bindings())
             # Interleave: chains advance step by step, look-alikes in between.
             steps: list[str] = [s for pair in house.lookalikes for s in pair.statements[:1]]
             for position in range(4):

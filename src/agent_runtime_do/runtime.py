@@ -35,11 +35,10 @@ import numpy as np
 from pydantic import ValidationError
 
 from agent_memory.governance.agent_types import AgentType, get_agent_type
-from agent_memory.governance.events import EventLog
-from agent_memory.governance.personal_data import PersonalData
 from agent_memory.governance.policy import WriteGate
 from agent_memory.lifecycle.erase import subject_digest
-from agent_memory.tiers.episodic import EpisodicStore, EpisodicWriter, FailedWrite, Sleep
+from agent_memory.memory import Memory
+from agent_memory.tiers.episodic import EpisodicWriter, FailedWrite, Sleep
 from agent_memory.tiers.procedural import ProceduralMemory, UnknownWorkflowError
 from agent_runtime_do.erase import erase_subject_traces
 from agent_runtime_do.lifecycle import FAILED_RETRY_BASE_SECONDS, InstanceLifecycle
@@ -141,9 +140,7 @@ class AgentRuntimeCore:
     def _episodic_writer(self, tenant: str, db: D1Database) -> EpisodicWriter:
         if self._writer is None or self._writer.store.tenant != tenant:
             self._writer = EpisodicWriter(
-                EpisodicStore(
-                    db, tenant, personal=PersonalData.from_bindings(self.bindings, tenant)
-                ),
+                Memory(self.bindings, tenant).episodic,
                 self.bindings.background,
                 on_failure=self._record_failed_write,
                 sleep=self.retry_sleep,
@@ -198,13 +195,7 @@ class AgentRuntimeCore:
     def gate_for(self, tenant: str) -> WriteGate:
         """The write-policy gate of this object's writes: `memory_written` events go to D1
         off the response path (`ctx.waitUntil`)."""
-        db = self.bindings.db
-        return WriteGate(
-            tenant,
-            clock=self.bindings.clock,
-            events=EventLog(tenant, db) if db is not None else None,
-            background=self.bindings.background,
-        )
+        return Memory(self.bindings, tenant, events_after_response=True).gate
 
     def ensure_workflows(self, agent_type: AgentType, tenant: str) -> None:
         if agent_type.name not in self._registered_types:

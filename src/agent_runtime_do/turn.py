@@ -26,10 +26,10 @@ from agent_memory.agent.tools import ToolContext, platform_tools
 from agent_memory.governance.agent_types import AgentType
 from agent_memory.governance.policy import WriteGate
 from agent_memory.ids import new_ulid
-from agent_memory.tiered.deployment import namespace_flags
+from agent_memory.memory import Memory
 from agent_memory.tiers.episodic import MAX_EPISODE_CHARS, Episode, EpisodicWriter, RunRecord
-from agent_memory.tiers.procedural import ProceduralMemory, Selection, WorkflowPacks
-from agent_memory.tiers.working import ReadCounts, WorkingMemory, flush_counts
+from agent_memory.tiers.procedural import ProceduralMemory, Selection
+from agent_memory.tiers.working import ReadCounts, flush_counts
 from agent_runtime_do.protocol import Failure, RunPayload, RunResult
 from agent_runtime_do.run_log import RunLogger
 from agent_runtime_do.turn_state import begin_turn, finish_turn
@@ -139,32 +139,25 @@ class TurnRunner:
         bindings = self._host.bindings
         sql = self._host.storage.sql
         await self._host.flush_writes()
-        # Working-memory keys follow the namespace migration flags; its reads are counted
-        # for the daily brief and flushed after the turn, off the response path.
+        # One `Memory` for the turn: its events go out after the response; working-memory
+        # reads are counted for the daily brief and flushed after the turn.
         reads = ReadCounts()
+        memory = Memory(bindings, request.tenant, events_after_response=True, read_counts=reads)
         working = (
-            WorkingMemory(
-                bindings.kv,
-                request.tenant,
+            memory.working(
                 request.instance_id,
                 write_lock=self._host.working_lock,
-                gate=self._host.gate_for(request.tenant),
                 agent_type=agent_type.name,
                 run_id=turn.run_id,
-                clock=bindings.clock,
-                namespace=namespace_flags(bindings),
-                read_counts=reads,
             )
             if agent_type.memory.working_memory and bindings.kv is not None
             else None
         )
         context = await assemble_context(
+            memory,
             agent_type=agent_type,
             turn_state=state,
             working=working,
-            episodic=writer.store,
-            bindings=bindings,
-            tenant=request.tenant,
             input_text=request.input,
         )
         turn.episode_ids = context.episode_ids
@@ -182,7 +175,7 @@ class TurnRunner:
             )
 
         self._host.ensure_workflows(agent_type, request.tenant)
-        selection = await self._packed_workflow(request.tenant, agent_type, turn.task_type)
+        selection = await self._packed_workflow(memory, agent_type, turn.task_type)
         if selection is None:
             selection = self._host.procedural.select_workflow(
                 agent_type.name, turn.task_type, self._host.generator()
@@ -227,11 +220,10 @@ class TurnRunner:
         writer.start_run(turn.base)
 
         tool_context = ToolContext(
-            tenant=request.tenant,
             agent_type=agent_type,
             instance_id=request.instance_id,
             run_id=turn.run_id,
-            bindings=bindings,
+            memory=memory,
             working=working,
             log_step=logger,
         )
@@ -257,16 +249,15 @@ class TurnRunner:
                 )
 
     async def _packed_workflow(
-        self, tenant: str, agent_type: AgentType, task_type: str
+        self, memory: Memory, agent_type: AgentType, task_type: str
     ) -> Selection | None:
         """The workflow of the tenant's active pack for this agent and task type, offered
         before the bandit samples (`agent_memory.tiers.packs`). A failed lookup falls back
         to sampling: a turn never fails over a pack."""
-        db = self._host.bindings.db
-        if db is None:
+        if self._host.bindings.db is None:
             return None
         try:
-            pack = await WorkflowPacks(db, tenant).offered(agent_type.name, task_type)
+            pack = await memory.packs.offered(agent_type.name, task_type)
         except Exception as exc:
             log.warning("pack lookup failed, sampling instead: %s", type(exc).__name__)
             return None

@@ -47,7 +47,7 @@ from typing import Any
 from gateway.api_keys import Principal, authenticate
 from gateway.errors import GATEWAY_ERROR_HEADER, gateway_error_response
 from gateway.json_schema import validate
-from gateway.memory_tools import MEMORY_TOOLS, MemoryToolDispatcher
+from gateway.memory_tools import MemoryToolDispatcher
 from gateway.tenants import load_tenant
 from gateway.tool_config import load_tools
 from gateway.tool_proxy import TOOL_ARGUMENT_LIMITS, GatewayContext, UpstreamReply, call_tool
@@ -314,8 +314,8 @@ async def _list_tools(ctx: McpContext, principal: Principal) -> list[dict[str, A
         tools.extend(
             c.mcp_tool() for c in await load_tools(gw.kv, gw.cache, gw.clock, principal.tenant)
         )
-    if await _memory_available(ctx, principal):
-        tools.extend(MEMORY_TOOLS.values())
+    if ctx.memory is not None and await _memory_available(ctx, principal):
+        tools.extend(dict(spec) for spec in ctx.memory.specs())
     return tools
 
 
@@ -341,8 +341,9 @@ async def _call_tool(
     if not isinstance(arguments, dict):
         raise JsonRpcError(INVALID_PARAMS, 'Invalid params: "arguments" must be an object')
 
-    if name in MEMORY_TOOLS:
-        return await _call_memory_tool(ctx, principal, name, arguments)
+    memory_spec = _memory_spec(ctx, name)
+    if memory_spec is not None:
+        return await _call_memory_tool(ctx, principal, memory_spec, arguments)
 
     input_bytes = len(json.dumps(arguments, separators=(",", ":"), ensure_ascii=False).encode())
     try:
@@ -359,13 +360,21 @@ async def _call_tool(
     return _reply_result(reply)
 
 
+def _memory_spec(ctx: McpContext, name: str) -> dict[str, Any] | None:
+    """The memory tool `name` as the dispatcher describes it, if it is one."""
+    if ctx.memory is None:
+        return None
+    return next((dict(s) for s in ctx.memory.specs() if s["name"] == name), None)
+
+
 async def _call_memory_tool(
-    ctx: McpContext, principal: Principal, name: str, arguments: dict[str, Any]
+    ctx: McpContext, principal: Principal, spec: dict[str, Any], arguments: dict[str, Any]
 ) -> dict[str, Any]:
+    name = spec["name"]
     if not await _memory_available(ctx, principal) or ctx.memory is None:
         # Not listed for this caller, so unknown to it.
         raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}")
-    schema = MEMORY_TOOLS[name]["inputSchema"]
+    schema = spec["inputSchema"]
     problems = validate(schema, arguments)
     if problems:
         raise JsonRpcError(
@@ -377,9 +386,14 @@ async def _call_memory_tool(
         check_value(arguments, STORAGE_LIMITS)
     except JsonLimitError as exc:
         raise JsonRpcError(INVALID_PARAMS, exc.message, {"code": exc.code}) from None
-    if name == "recall_memory":
-        # The schema's default (ADR-0030), applied so the dispatcher always gets top_k.
-        arguments = {"top_k": 5, **arguments}
+    # The schema's top-level defaults (recall_memory's top_k: 5, ADR-0030), applied so the
+    # dispatcher always gets them.
+    defaults = {
+        key: prop["default"]
+        for key, prop in schema.get("properties", {}).items()
+        if isinstance(prop, dict) and prop.get("default") is not None
+    }
+    arguments = {**defaults, **arguments}
     try:
         result = await ctx.memory.call(principal.tenant, name, arguments)
     except Exception as exc:

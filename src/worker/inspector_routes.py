@@ -29,7 +29,6 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent_memory.agent.retrieval_events import retrieval_config
 from agent_memory.governance.events import EventKind, EventTier
 from agent_memory.governance.personal_data import PersonalData
 from agent_memory.ids import is_ulid
@@ -39,6 +38,7 @@ from agent_memory.lifecycle.inspect import (
     MemoryInspector,
 )
 from agent_memory.lifecycle.retention import known_tenants
+from agent_memory.memory import retrieval_config
 from agent_memory.scope import AGENT_TYPE_PATTERN
 from agent_memory.tiers.episodic import Episode
 from agent_memory.tiers.semantic.memory import SemanticMemory

@@ -26,16 +26,12 @@ from agent_memory.lifecycle.brief import build_brief
 from agent_memory.lifecycle.erase import SubjectEraser
 from agent_memory.lifecycle.prune import PruneBudget, Pruner, resume_unfinished, weekly_prune_id
 from agent_memory.lifecycle.reconciler import (
-    Adjudicator,
-    LlmAdjudicator,
     Reconciler,
-    RulesAdjudicator,
-    note_writes,
 )
 from agent_memory.lifecycle.retention import known_tenants
+from agent_memory.memory import Memory
 from agent_memory.tiered.deployment import placement_table
 from agent_memory.tiers.semantic.keyword_index import ReindexBudget, reindex_pending
-from agent_memory.tiers.semantic.memory import SemanticMemory
 from agent_memory.tiers.semantic.recall import MAX_WRITE_BACK, carried_tenants
 from bindings.environment import Bindings
 
@@ -73,70 +69,12 @@ def make_pruner(bindings: Bindings) -> Pruner | None:
 
 
 def make_reconciler(bindings: Bindings, tenant: str) -> Reconciler | None:
-    """The tenant's reconciler, or None without D1, Vectorize and an embedder."""
-    if bindings.db is None or bindings.vectors is None or bindings.embedder is None:
-        return None
-    memory = SemanticMemory.from_bindings(bindings, tenant, agent_type="reconciler")
-    return Reconciler(
-        tenant,
-        db=bindings.db,
-        vectors=bindings.vectors,
-        memory=memory,
-        embedding_key=bindings.embedder.config.key,
-        clock=bindings.clock,
-        adjudicator=make_adjudicator(bindings),
-    )
-
-
-def make_adjudicator(bindings: Bindings) -> Adjudicator:
-    """`MEMORY_UPDATE_ADJUDICATOR`: the LLM one when asked for and an LLM is bound (Workers
-    AI on Cloudflare, the configured OpenAI-compatible model locally), else the rules."""
-    if bindings.settings.memory_update_adjudicator == "llm" and bindings.llm is not None:
-        return LlmAdjudicator(bindings.llm)
-    return RulesAdjudicator()
-
-
-async def reconcile_after_writes(bindings: Bindings, tenant: str) -> None:
-    """The write observer (`memory_tools.register_write_observer`): counts a tenant's new
-    facts and, every `MEMORY_RECONCILE_EVERY_WRITES` of them, reconciles that tenant in the
-    background (`waitUntil`), so updates are resolved without waiting for the daily cron."""
-    every = bindings.settings.memory_reconcile_every_writes
-    if bindings.db is None or every <= 0:
-        return
-    if not await note_writes(bindings.db, tenant, 1, every):
-        return
-    reconciler = make_reconciler(bindings, tenant)
-    if reconciler is not None:
-        bindings.background.wait_until(_reconcile_in_background(reconciler))
-
-
-async def _reconcile_in_background(reconciler: Reconciler) -> None:
-    try:
-        report = await reconciler.run()
-    except Exception:  # the next N writes or the daily cron try again
-        log.exception("reconcile after writes: tenant %s failed", reconciler.tenant_id)
-        return
-    log.info(
-        "reconcile after writes: tenant %s, %d update(s) applied of %d pair(s)",
-        reconciler.tenant_id,
-        report.superseded_updates,
-        report.update_pairs,
-    )
+    """The tenant's reconciler (`Memory.reconciler`), or None without the semantic tier."""
+    return Memory(bindings, tenant).reconciler()
 
 
 def make_eraser(bindings: Bindings, tenant: str) -> SubjectEraser | None:
-    if bindings.db is None:
-        return None
-    return SubjectEraser(
-        tenant,
-        db=bindings.db,
-        clock=bindings.clock,
-        kv=bindings.kv,
-        vectors=bindings.vectors,
-        cold=bindings.cold,
-        purge_residue=bindings.purge_residue,
-        agents=bindings.agents,
-    )
+    return None if bindings.db is None else Memory(bindings, tenant).eraser()
 
 
 async def reconcile_all(bindings: Bindings, *, max_seconds: float) -> list[dict[str, Any]]:
@@ -230,7 +168,7 @@ async def write_back_recall_records(bindings: Bindings) -> dict[str, int]:
         if left <= 0:
             break
         try:
-            memory = SemanticMemory.from_bindings(bindings, tenant)
+            memory = Memory(bindings, tenant).semantic()
             count = await memory.write_back_recall_records(min(left, MAX_WRITE_BACK))
         except Exception:
             log.exception("recall records: writing back tenant %s failed", tenant)

@@ -27,9 +27,9 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from agent_memory.agent.retrieval_events import retrieval_config
 from agent_memory.governance.personal_data import PersonalData
 from agent_memory.ids import new_ulid
+from agent_memory.memory import retrieval_config
 from agent_memory.retrieval.scoring import ScoreBreakdown
 from agent_memory.scope import AgentScope
 from agent_memory.tiered.deployment import namespace_flags

@@ -4,9 +4,8 @@
 module) but its core — the agent loop, the four tiers, the lifecycle, the outbox — is
 most of the project's code. Importing it at start-up would put it in the deploy's
 snapshot, whose CPU Cloudflare limits (docs/pyodide.md "Start-up"); here it loads on the
-first object construction of an isolate instead, with the memory tools' hooks installed
-(`worker.memory_wiring`) before any turn can run. The local runtime builds its cores here
-too, so both hosts wire the same way.
+first object construction of an isolate instead. The local runtime builds its cores here
+too, so both hosts build them the same way.
 """
 
 from __future__ import annotations
@@ -25,7 +24,5 @@ def new_runtime_core(
 ) -> AgentRuntimeCore:
     """An `AgentRuntimeCore` over the object's storage, with the memory tools installed."""
     from agent_runtime_do.runtime import AgentRuntimeCore
-    from worker.memory_wiring import install_memory_tools
 
-    install_memory_tools()
     return AgentRuntimeCore(storage, bindings, alarms=alarms)

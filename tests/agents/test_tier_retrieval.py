@@ -11,6 +11,7 @@ from typing import Any
 from agent_memory.agent.context import assemble_context
 from agent_memory.governance.agent_types import AgentType, MemoryConfig
 from agent_memory.ids import new_ulid
+from agent_memory.memory import Memory
 from agent_memory.tiers.episodic import Episode, EpisodicStore
 from agent_memory.tiers.working import WorkingMemory
 from bindings.ports.clock import FixedClock
@@ -63,13 +64,12 @@ async def setup(tmp_path: Path, vars: dict[str, str] | None = None) -> LocalRunt
 
 
 async def context_and_events(runtime: LocalRuntime) -> tuple[Any, list[dict[str, Any]]]:
+    memory = Memory(runtime.bindings(), "acme")
     context = await assemble_context(
+        memory,
         agent_type=AGENT,
         turn_state={},
-        working=WorkingMemory(runtime.kv, "acme", "default"),
-        episodic=EpisodicStore(runtime.db, "acme"),
-        bindings=runtime.bindings(),
-        tenant="acme",
+        working=memory.working("default"),
         input_text=QUESTION,
     )
     await runtime.background.drain()
@@ -143,11 +143,10 @@ async def test_a_working_memory_get_is_scored_and_recorded(tmp_path: Path) -> No
     agent = get_agent_type("assistant")
     assert agent is not None
     context = ToolContext(
-        tenant="acme",
         agent_type=agent,
         instance_id="default",
         run_id=new_ulid(NOW),
-        bindings=runtime.bindings(),
+        memory=Memory(runtime.bindings(), "acme"),
         working=working,
     )
     (get,) = [t for t in platform_tools(agent, context) if t.name == "working_memory_get"]

@@ -41,8 +41,9 @@ CORE_ROOMS: dict[str, int] = {
     "governance": 1,
     "tiers": 2,
     "lifecycle": 3,
-    "agent": 3,
     "tiered": 4,
+    "memory": 5,
+    "agent": 6,
 }
 
 

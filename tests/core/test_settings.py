@@ -7,7 +7,7 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from agent_memory.agent.retrieval_events import retrieval_config
+from agent_memory.memory import retrieval_config
 from bindings.environment import Bindings
 from bindings.ports.clock import FixedClock
 from bindings.settings import Settings

@@ -15,11 +15,17 @@ from tests.gateway.conftest import TENANT, Seeded
 
 
 class FakeMemory:
-    """Stands in for the memory code: records calls, answers like ADR-0030's tools."""
+    """Stands in for the memory code: the real tools' schemas (the memory core defines each
+    tool once), records calls, answers like ADR-0030's tools."""
 
     def __init__(self, fail: bool = False) -> None:
         self.calls: list[tuple[str, str, dict[str, Any]]] = []
         self.fail = fail
+
+    def specs(self) -> list[dict[str, Any]]:
+        from agent_memory.agent.memory_tools import McpMemoryTools
+
+        return McpMemoryTools(None).specs()  # type: ignore[arg-type]
 
     async def call(self, tenant: str, tool_name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         self.calls.append((tenant, tool_name, arguments))

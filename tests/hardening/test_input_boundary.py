@@ -11,7 +11,6 @@ from typing import Any
 import httpx
 import pytest
 
-from agent_memory.agent import SemanticMemoryDispatcher
 from gateway import admin_ops
 from gateway.kv_cache import ISOLATE_CACHE
 from gateway.routes import register_memory_dispatcher
@@ -22,6 +21,7 @@ from local_runtime.runtime import LocalRuntime
 from tests.agents.conftest import Send
 from worker.access import ACCESS_HEADER
 from worker.app import handle
+from worker.memory_wiring import SemanticDispatcher
 
 RUN = "/v1/agents/acme/assistant/run"
 DEEP = b"[" * 50_000 + b"]" * 50_000
@@ -91,7 +91,7 @@ async def test_a_nul_in_the_run_input_is_refused(agent_runtime: LocalRuntime, se
 
 async def _gateway_key(rt: LocalRuntime) -> str:
     ISOLATE_CACHE.clear()
-    register_memory_dispatcher(SemanticMemoryDispatcher)  # as worker.app installs it
+    register_memory_dispatcher(SemanticDispatcher)  # as worker.app installs it
     assert rt.kv is not None
     await admin_ops.create_tenant(rt.kv, rt.clock, "acme", memory_enabled=True)
     # Never called: every request below is refused before any outbound fetch.

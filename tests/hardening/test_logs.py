@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from agent_memory.agent import SemanticMemoryDispatcher
 from agent_memory.tiers.semantic.memory import SemanticMemory
 from agent_runtime_do.runtime import AgentRuntimeCore
 from gateway import admin_ops
@@ -24,6 +23,7 @@ from tests.agents.conftest import build_request
 from tests.agents.test_episodic import FlakyD1, RecordingSleep, use_core
 from worker import lifecycle_routes
 from worker.app import handle
+from worker.memory_wiring import SemanticDispatcher
 
 SUBJECT = "Zelda Quartermaine-Subject"
 CONTENT = "zelda keeps the vault code 4411 under the blue lamp"
@@ -79,7 +79,7 @@ async def test_logs_never_carry_content_subjects_credentials_or_payloads(
 
     # 2. MCP memory tools, including one failing with the content in its exception.
     ISOLATE_CACHE.clear()
-    register_memory_dispatcher(SemanticMemoryDispatcher)
+    register_memory_dispatcher(SemanticDispatcher)
     assert rt.kv is not None
     await admin_ops.create_tenant(rt.kv, rt.clock, "acme", memory_enabled=True)
     key = (await admin_ops.issue_api_key(rt.kv, rt.clock, "acme")).api_key

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from agent_memory.agent.memory_tools import SemanticMemoryDispatcher
+from agent_memory.agent.memory_tools import McpMemoryTools
 from agent_memory.lifecycle.reconciler import LlmAdjudicator, Reconciler, RulesAdjudicator
 from agent_memory.tiers.semantic.memory import SemanticMemory
 from bindings.ports.clock import FixedClock
@@ -23,6 +23,7 @@ from local_runtime.commands import lifecycle
 from local_runtime.runtime import LocalRuntime
 from tests.fakes.embedder import HashingEmbedder
 from tests.lifecycle.conftest import NOW
+from worker.memory_wiring import SemanticDispatcher
 
 DARK = "Alice prefers dark mode in every editor"
 LIGHT = "Alice now prefers light mode in every editor"
@@ -34,7 +35,7 @@ def open_runtime(root: Path, clock: FixedClock) -> LocalRuntime:
 
 
 async def store(runtime: LocalRuntime, content: str, **metadata: Any) -> dict[str, Any]:
-    dispatcher = SemanticMemoryDispatcher(runtime.bindings())
+    dispatcher = McpMemoryTools(runtime.bindings())
     args: dict[str, Any] = {"content": content}
     if metadata:
         args["metadata"] = metadata
@@ -42,7 +43,7 @@ async def store(runtime: LocalRuntime, content: str, **metadata: Any) -> dict[st
 
 
 async def recall(runtime: LocalRuntime, query: str) -> list[dict[str, Any]]:
-    dispatcher = SemanticMemoryDispatcher(runtime.bindings())
+    dispatcher = McpMemoryTools(runtime.bindings())
     result = await dispatcher.call("acme", "recall_memory", {"query": query, "top_k": 5})
     return list(result["results"])
 
@@ -202,7 +203,7 @@ async def test_bad_as_of_is_a_validation_error_and_reads_nothing(tmp_path: Path)
     runtime = open_runtime(tmp_path / "state", FixedClock(NOW))
     await runtime.migrate()
     try:
-        dispatcher = SemanticMemoryDispatcher(runtime.bindings())
+        dispatcher = McpMemoryTools(runtime.bindings())
         from agent_memory.tiers.semantic.models import MemoryInputError
 
         with pytest.raises(MemoryInputError) as raised:
@@ -321,17 +322,6 @@ async def test_unsure_pairs_show_in_the_daily_brief(tmp_path: Path) -> None:
         await runtime.close()
 
 
-@pytest.fixture
-def cadence() -> Any:
-    from agent_memory.agent.memory_tools import register_write_observer
-    from worker.lifecycle_jobs import reconcile_after_writes
-
-    register_write_observer(reconcile_after_writes)
-    yield
-    register_write_observer(None)
-
-
-@pytest.mark.usefixtures("cadence")
 async def test_the_nth_write_reconciles_the_tenant_in_the_background(tmp_path: Path) -> None:
     clock = FixedClock(NOW)
     runtime = LocalRuntime.open(
@@ -404,24 +394,23 @@ def test_update_candidates_compare_only_an_entitys_newest_statements() -> None:
     assert {p.newer.fact_id for p in since} == {f"{49:026d}"}
 
 
-async def test_a_failing_write_observer_never_fails_the_store(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+async def test_a_failing_reconcile_cadence_never_fails_the_store(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from agent_memory.agent.memory_tools import register_write_observer
+    import agent_memory.memory
 
-    async def broken(bindings: Any, tenant: str) -> None:
+    async def broken(*args: Any) -> bool:
         raise RuntimeError("counter table gone")
 
-    register_write_observer(broken)
+    monkeypatch.setattr(agent_memory.memory, "note_writes", broken)
     runtime = open_runtime(tmp_path / "state", FixedClock(NOW))
     await runtime.migrate()
     try:
         assert await store(runtime, DARK) == {"stored": True}
         await runtime.background.drain()
         assert await memory(runtime).count() == 1
-        assert "write observer failed" in caplog.text
+        assert "reconcile cadence not counted" in caplog.text
     finally:
-        register_write_observer(None)
         await runtime.close()
 
 
@@ -453,11 +442,9 @@ async def mcp_call(runtime: LocalRuntime, key: str, name: str, arguments: dict[s
     return json.loads(result["content"][0]["text"])
 
 
-@pytest.mark.usefixtures("cadence")
 async def test_over_mcp_the_default_twentieth_write_resolves_the_update(tmp_path: Path) -> None:
     """The issue's example through the Worker's /mcp endpoint with the default cadence: no
     reconcile command, only writes; after the 20th new fact the tenant is reconciled."""
-    from agent_memory.agent.memory_tools import SemanticMemoryDispatcher
     from gateway import admin_ops
     from gateway.kv_cache import ISOLATE_CACHE
     from gateway.routes import register_memory_dispatcher
@@ -466,7 +453,7 @@ async def test_over_mcp_the_default_twentieth_write_resolves_the_update(tmp_path
     runtime = open_runtime(tmp_path / "state", clock)
     await runtime.migrate()
     ISOLATE_CACHE.clear()
-    register_memory_dispatcher(SemanticMemoryDispatcher)
+    register_memory_dispatcher(SemanticDispatcher)
     try:
         assert runtime.kv is not None
         await admin_ops.create_tenant(runtime.kv, clock, "acme", memory_enabled=True)
@@ -506,7 +493,7 @@ async def test_over_mcp_the_default_twentieth_write_resolves_the_update(tmp_path
 
 
 async def test_the_adjudicator_setting_picks_the_llm_binding(tmp_path: Path) -> None:
-    from worker.lifecycle_jobs import make_adjudicator
+    from agent_memory.memory import Memory
 
     judge = _ScriptedJudge("update")
     rules = LocalRuntime.open(tmp_path / "a", embedder=HashingEmbedder(), llm=judge)
@@ -517,8 +504,8 @@ async def test_the_adjudicator_setting_picks_the_llm_binding(tmp_path: Path) -> 
         vars={"MEMORY_UPDATE_ADJUDICATOR": "llm"},
     )
     try:
-        assert make_adjudicator(rules.bindings()).name == "rules"
-        assert make_adjudicator(llm.bindings()).name == "llm:scripted"
+        assert Memory(rules.bindings(), "acme").adjudicator().name == "rules"
+        assert Memory(llm.bindings(), "acme").adjudicator().name == "llm:scripted"
     finally:
         await rules.close()
         await llm.close()

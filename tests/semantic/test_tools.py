@@ -6,12 +6,8 @@ from typing import Any
 
 import pytest
 
-from agent_memory.agent.memory_tools import (
-    RECALL_MEMORY_SCHEMA,
-    STORE_MEMORY_SCHEMA,
-    SemanticMemoryDispatcher,
-    retrieval_config,
-)
+from agent_memory.agent.memory_tools import MEMORY_TOOLS, McpMemoryTools
+from agent_memory.memory import retrieval_config
 from agent_memory.tiers.semantic.models import MemoryInputError
 from gateway.json_schema import validate
 from gateway.memory_tools import MemoryToolDispatcher
@@ -21,7 +17,7 @@ from tests.semantic.conftest import fact_rows, vector_count
 
 @pytest.fixture
 def dispatcher(rt: LocalRuntime) -> MemoryToolDispatcher:
-    built: MemoryToolDispatcher = SemanticMemoryDispatcher(rt.bindings())
+    built: MemoryToolDispatcher = McpMemoryTools(rt.bindings())
     return built
 
 
@@ -114,6 +110,8 @@ async def test_unknown_tool_is_an_error(dispatcher: MemoryToolDispatcher) -> Non
 
 
 def test_schemas_follow_adr_0030() -> None:
+    RECALL_MEMORY_SCHEMA = MEMORY_TOOLS["recall_memory"].input_schema()
+    STORE_MEMORY_SCHEMA = MEMORY_TOOLS["store_memory"].input_schema()
     assert RECALL_MEMORY_SCHEMA["required"] == ["query"]
     top_k = RECALL_MEMORY_SCHEMA["properties"]["top_k"]
     assert (top_k["minimum"], top_k["maximum"], top_k["default"]) == (1, 20, 5)
@@ -122,6 +120,16 @@ def test_schemas_follow_adr_0030() -> None:
     assert validate(RECALL_MEMORY_SCHEMA, {"query": "x", "filters": {"subject": "s"}}) == []
     assert validate(RECALL_MEMORY_SCHEMA, {"query": "x", "top_k": 50}) != []
     assert validate(STORE_MEMORY_SCHEMA, {"content": "x", "metadata": "no"}) != []
+
+
+def test_the_schema_advertises_every_argument_recall_accepts() -> None:
+    """tools/list used to leave out `filters.as_of` and the time window, which the server
+    accepted: the schema is now the model the call is validated with."""
+    filters = MEMORY_TOOLS["recall_memory"].input_schema()["properties"]["filters"]
+    options = [o for o in filters.get("anyOf", [filters]) if o.get("type") == "object"]
+    assert {"as_of", "valid_from_after", "valid_from_before", "subject"} <= set(
+        options[0]["properties"]
+    )
 
 
 def test_default_retrieval_config_when_settings_have_none(rt: LocalRuntime) -> None:

@@ -13,8 +13,9 @@ are the `recent_episodes` best of the newest `EPISODE_POOL_FACTOR` times as many
 newest first. Each read emits a `memory_retrieved` event (tier `working` / `episodic`)
 with the scores, in the background, like semantic recall.
 
-Semantic prefetch is a hook: `register_semantic_prefetch(fn)` installs the function the
-semantic tier provides; with none installed (or prefetch off) the section is empty.
+Semantic prefetch (agent types with `semantic_prefetch`) recalls the best facts for the
+input; best effort: a failure gives no facts, since the agent can still call
+`recall_memory` itself.
 """
 
 from __future__ import annotations
@@ -22,17 +23,16 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from pydantic import BaseModel, Field
 
-from agent_memory.agent.retrieval_events import record_retrieval, retrieval_config
 from agent_memory.governance.agent_types import AgentType, WorkflowSpec
-from agent_memory.retrieval.scoring import RankItem, rank
-from agent_memory.tiers.episodic import Episode, EpisodicStore
+from agent_memory.memory import Memory
+from agent_memory.retrieval.scoring import RankItem
+from agent_memory.tiers.episodic import Episode
+from agent_memory.tiers.semantic.models import MAX_QUERY_CHARS, MAX_TOP_K
 from agent_memory.tiers.working import WorkingMemory
-from bindings.environment import Bindings
 
 EPISODE_PREVIEW_CHARS = 400
 WORKING_PREVIEW_CHARS = 2_000
@@ -58,33 +58,20 @@ class TurnContext(BaseModel):
         return [episode.episode_id for episode in self.episodes]
 
 
-SemanticPrefetch = Callable[[Bindings, str, AgentType, str, int], Awaitable[list[dict[str, Any]]]]
-_PREFETCH: list[SemanticPrefetch] = []
-
-
-def register_semantic_prefetch(fn: SemanticPrefetch) -> None:
-    """Install the tier-3 prefetch: `fn(bindings, tenant, agent_type, text, top_k)` → facts."""
-    _PREFETCH[:] = [fn]
-
-
 async def assemble_context(
+    memory: Memory,
     *,
     agent_type: AgentType,
     turn_state: dict[str, Any],
     working: WorkingMemory | None,
-    episodic: EpisodicStore | None,
-    bindings: Bindings | None = None,
-    tenant: str = "",
     input_text: str = "",
 ) -> TurnContext:
     """Read working memory, recent episodes (and prefetched facts) concurrently; score the
     first two with their tier's weights and record what was retrieved."""
-    memory = agent_type.memory
-    config = retrieval_config(bindings)
-    now = bindings.clock.now() if bindings is not None else None
+    config = agent_type.memory
 
     async def working_snapshot() -> dict[str, Any]:
-        if working is None or not memory.working_memory:
+        if working is None or not config.working_memory:
             return {}
         entries = await working.entries()
         values = await working.snapshot()
@@ -101,18 +88,16 @@ async def assemble_context(
             for entry in entries
             if entry.key in values
         ]
-        at = now if now is not None else max((i.written_at for i in items), default=0.0)
-        ranked = rank(input_text, items, config.weights_for("working"), at)
-        record_retrieval(
-            bindings, tenant, "working", input_text, ranked, agent_type.name, at, len(items)
+        ranked = memory.rank(
+            "working", input_text, items, pool=len(items), agent_type=agent_type.name
         )
         return {r.item.id: values[r.item.id] for r in ranked}
 
     async def recent() -> list[Episode]:
-        if episodic is None or memory.recent_episodes == 0:
+        if config.recent_episodes == 0:
             return []
-        wanted = memory.recent_episodes
-        pool = await episodic.recent_episodes(
+        wanted = config.recent_episodes
+        pool = await memory.episodic.recent_episodes(
             agent_type.name, min(MAX_EPISODE_POOL, max(wanted, wanted * EPISODE_POOL_FACTOR))
         )
         by_id = {e.episode_id: e for e in pool}
@@ -125,19 +110,24 @@ async def assemble_context(
             )
             for e in pool
         ]
-        at = now if now is not None else max((i.written_at for i in items), default=0.0)
-        ranked = rank(input_text, items, config.weights_for("episodic"), at)[:wanted]
-        record_retrieval(
-            bindings, tenant, "episodic", input_text, ranked, agent_type.name, at, len(items)
+        ranked = memory.rank(
+            "episodic", input_text, items, pool=len(items), top_k=wanted, agent_type=agent_type.name
         )
         chosen = [by_id[r.item.id] for r in ranked]
         chosen.sort(key=lambda e: (e.created_at, e.episode_id), reverse=True)
         return chosen
 
     async def facts() -> list[dict[str, Any]]:
-        if not (memory.semantic_prefetch and _PREFETCH and bindings is not None):
+        query = input_text.strip()[:MAX_QUERY_CHARS]
+        if not (config.semantic_prefetch and query and memory.has_semantic):
             return []
-        return await _PREFETCH[0](bindings, tenant, agent_type, input_text, memory.semantic_top_k)
+        try:
+            semantic = memory.semantic(agent_type=agent_type.name)
+            result = await semantic.recall(query, max(1, min(config.semantic_top_k, MAX_TOP_K)))
+        except Exception as exc:
+            log.warning("semantic prefetch failed for tenant %s: %s", memory.tenant, exc)
+            return []
+        return [r.summary() for r in result.results]
 
     snapshot, episodes, found = await asyncio.gather(working_snapshot(), recent(), facts())
     return TurnContext(

@@ -10,24 +10,24 @@ back to the model, the turn goes on); any other exception fails the turn.
 
 * working-memory tools, when `agent_type.memory.working_memory` and the agent type lists
   them in `tools`;
-* the long-term (semantic) memory tools, added automatically when
-  `agent_type.memory.long_term_enabled` (ADR-0030), from the factories registered with
-  `register_long_term_tools` — the semantic tier registers `recall_memory` /
-  `store_memory` there; with none registered, the agent simply has no long-term tools.
+* the long-term memory tools `recall_memory` / `store_memory` (`memory_tools`), added
+  automatically when `agent_type.memory.long_term_enabled` (ADR-0030) and the deployment
+  has the semantic tier.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from agent_memory.agent.retrieval_events import record_retrieval, retrieval_config
+from agent_memory.agent.memory_tools import MEMORY_TOOLS, run_memory_tool
 from agent_memory.governance.agent_types import AgentType
-from agent_memory.retrieval.scoring import RankItem, rank
+from agent_memory.memory import Memory
+from agent_memory.retrieval.scoring import RankItem
+from agent_memory.tiers.semantic.models import MemoryInputError
 from agent_memory.tiers.working import WorkingMemory, WorkingMemoryError, WorkingRead
-from bindings.environment import Bindings
 from bindings.ports.llm import ToolSpec
 
 # kind is one of the run_log kinds: "memory_read" / "memory_write" for tier access.
@@ -40,13 +40,12 @@ class ToolError(Exception):
 
 @dataclass
 class ToolContext:
-    """What a tool may use: the turn's scope, the bindings, and the run log."""
+    """What a tool may use: the turn's scope, the tenant's memory, and the run log."""
 
-    tenant: str
     agent_type: AgentType
     instance_id: str
     run_id: str
-    bindings: Bindings
+    memory: Memory
     working: WorkingMemory | None
     log_step: StepLogger = field(default=lambda kind, detail: None)
 
@@ -120,25 +119,13 @@ async def _wm_get(arguments: dict[str, Any], context: ToolContext) -> dict[str, 
 def _record_get(found: WorkingRead, context: ToolContext) -> None:
     """Score the read with working memory's weights and record it as `memory_retrieved`,
     like the turn-start snapshot (the key is the query: an exact lookup is fully relevant)."""
-    now = context.bindings.clock.now()
     item = RankItem(
         id=found.key,
         text=f"{found.key} {json.dumps(found.value, ensure_ascii=False)}",
         written_at=found.written_at if found.written_at is not None else 0.0,
         confidence=1.0,
     )
-    weights = retrieval_config(context.bindings).weights_for("working")
-    ranked = rank(found.key, [item], weights, now)
-    record_retrieval(
-        context.bindings,
-        context.tenant,
-        "working",
-        found.key,
-        ranked,
-        context.agent_type.name,
-        now,
-        1,
-    )
+    context.memory.rank("working", found.key, [item], pool=1, agent_type=context.agent_type.name)
 
 
 async def _wm_set(arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]:
@@ -215,21 +202,27 @@ WORKING_MEMORY_TOOL_SET: tuple[FunctionTool, ...] = (
 )
 
 
-# --- the hook ------------------------------------------------------------------------
-
-LongTermToolFactory = Callable[[ToolContext], Sequence[Tool]]
-_LONG_TERM_FACTORIES: list[LongTermToolFactory] = []
+# --- long-term memory -----------------------------------------------------------------
 
 
-def register_long_term_tools(factory: LongTermToolFactory) -> None:
-    """Register a factory of long-term memory tools (the semantic tier calls this once).
+def _memory_tool(name: str) -> FunctionTool:
+    tool = MEMORY_TOOLS[name]
 
-    The factory receives the turn's `ToolContext` (tenant, agent type, instance, run,
-    bindings) and returns the tools to add for agents with `long_term_enabled`.
-    Registering the same factory twice has no effect.
-    """
-    if factory not in _LONG_TERM_FACTORIES:
-        _LONG_TERM_FACTORIES.append(factory)
+    async def call(arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]:
+        try:
+            result, logged = await run_memory_tool(
+                context.memory,
+                name,
+                arguments,
+                agent_type=context.agent_type.name,
+                run_id=context.run_id,
+            )
+        except MemoryInputError as exc:
+            raise ToolError(json.dumps(exc.to_dict(), ensure_ascii=False)) from None
+        context.log_step("memory_read" if logged["op"] == "recall" else "memory_write", logged)
+        return result
+
+    return FunctionTool(tool.name, tool.description, tool.input_schema(), call)
 
 
 def platform_tools(agent_type: AgentType, context: ToolContext) -> list[Tool]:
@@ -237,9 +230,8 @@ def platform_tools(agent_type: AgentType, context: ToolContext) -> list[Tool]:
     tools: list[Tool] = []
     if agent_type.memory.working_memory and context.working is not None:
         tools.extend(t for t in WORKING_MEMORY_TOOL_SET if t.name in agent_type.tools)
-    if agent_type.memory.long_term_enabled:
-        for factory in _LONG_TERM_FACTORIES:
-            tools.extend(factory(context))
+    if agent_type.memory.long_term_enabled and context.memory.has_semantic:
+        tools.extend(_memory_tool(name) for name in MEMORY_TOOLS)
     unique: dict[str, Tool] = {}
     for tool in tools:
         unique.setdefault(tool.name, tool)

@@ -189,6 +189,10 @@ _RUN_COLUMNS = (
 )
 
 
+# A keyed episode (the memory API's) lives until its `data.expires_at` (epoch ms).
+_LIVE = "(json_extract(data, '$.expires_at') IS NULL OR json_extract(data, '$.expires_at') > ?)"
+
+
 class EpisodicStore:
     """Episodic reads and writes for one tenant."""
 
@@ -336,6 +340,34 @@ class EpisodicStore:
             .all()
         )
         return await open_episodes(result.results, self.personal)
+
+    async def instance_rows(
+        self, instance_id: str, *, now_ms: int, limit: int, offset: int = 0
+    ) -> list[Row]:
+        """The instance's live episode rows, newest first (the memory API's listing): keyed
+        ones (`data.memory_key`) until their `data.expires_at`, and every run episode."""
+        result = await (
+            self._db.prepare(
+                f"SELECT {_EPISODE_COLUMNS} FROM memory_episodes WHERE tenant_id = ? "
+                f"AND instance_id = ? AND {_LIVE} ORDER BY created_at DESC, episode_id DESC "
+                "LIMIT ? OFFSET ?"
+            )
+            .bind(self.tenant, instance_id, now_ms, limit, offset)
+            .all()
+        )
+        return list(result.results)
+
+    async def delete_keyed(self, instance_id: str, key: str, *, keep: str = "") -> int:
+        """Delete the instance's keyed episodes named `key` (but `keep`); how many went."""
+        result = await (
+            self._db.prepare(
+                "DELETE FROM memory_episodes WHERE tenant_id = ? AND instance_id = ? "
+                "AND json_extract(data, '$.memory_key') = ? AND episode_id != ?"
+            )
+            .bind(self.tenant, instance_id, key, keep)
+            .run()
+        )
+        return int(result.meta.changes or 0)
 
     async def episodes_for_run(self, run_id: str) -> list[Episode]:
         result = await (

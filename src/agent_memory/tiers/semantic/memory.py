@@ -228,6 +228,18 @@ class SemanticMemory:
         )
         return (await open_facts([row], self._s.personal))[0] if row is not None else None
 
+    async def list_active(self, limit: int, offset: int = 0) -> list[Fact]:
+        """The tenant's active facts, newest first (`limit` from `offset`)."""
+        result = (
+            await self._s.db.prepare(
+                "SELECT * FROM semantic_facts WHERE tenant_id = ? AND status = 'active' "
+                "ORDER BY created_at DESC, fact_id DESC LIMIT ? OFFSET ?"
+            )
+            .bind(self._s.tenant_id, limit, offset)
+            .all()
+        )
+        return await open_facts(result.results, self._s.personal)
+
     async def count(self, status: FactStatus = "active") -> int:
         value = (
             await self._s.db.prepare(

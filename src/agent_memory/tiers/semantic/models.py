@@ -238,7 +238,11 @@ class RecallRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
-    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
+    query: str = Field(
+        min_length=1,
+        max_length=MAX_QUERY_CHARS,
+        description="The search query. Specific, well-formed queries return better results.",
+    )
     top_k: StrictInt = Field(default=DEFAULT_TOP_K, ge=1, le=MAX_TOP_K)
     filters: RecallFilters | None = None
 

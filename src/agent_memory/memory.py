@@ -1,0 +1,735 @@
+"""`Memory`: one tenant's memory, and the one way in to it.
+
+`Memory(bindings, tenant)` is built once per request (or per agent turn) for one tenant: the
+retrieval config, the write gate, the event log and the personal-data sealing are made here,
+once, and every tier it hands out shares them. The MCP memory tools, an agent turn, the
+memory API, the inspector and the cron jobs all go through it; none builds a tier itself.
+
+* tiers: `working(instance_id)` (KV), `episodic` (D1), `semantic` (D1 + Vectorize),
+  `packs` and `workflows(...)` (procedural: the bandit lives in each instance's Durable
+  Object, so outside it workflows are read over RPC), `placement_client` (the hot/warm/cold
+  `MemoryClient` of the ADR of that name);
+* one search over the tiers (`search`): each tier asked concurrently, working, episodic and
+  procedural memory ranked by lexical relevance with their tier's weights, semantic memory
+  by its hybrid recall, merged by score; `rank` is the same scoring for the few items of an
+  agent turn's context; every ranked read is one `memory_retrieved` event (`record`);
+* the uniform memory API's verbs over any tier (`listing`, `put`, `delete`).
+
+A tier whose binding the deployment lacks raises `MemoryUnavailable` with the stable code
+the edge answers 503 with. The tenant is fixed at construction: nothing here can name
+another tenant.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from functools import cached_property
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from agent_memory.governance.events import EventLog, RetrievedItem, memory_retrieved
+from agent_memory.governance.personal_data import PersonalData
+from agent_memory.governance.policy import WriteGate
+from agent_memory.ids import new_ulid
+from agent_memory.lifecycle.erase import SubjectEraser
+from agent_memory.lifecycle.inspect import MemoryInspector
+from agent_memory.lifecycle.reconciler import (
+    Adjudicator,
+    LlmAdjudicator,
+    Reconciler,
+    RulesAdjudicator,
+    note_writes,
+)
+from agent_memory.placement import parse_placement
+from agent_memory.retrieval.scoring import (
+    RankedItem,
+    RankItem,
+    RetrievalConfig,
+    ScoreBreakdown,
+    breakdown,
+    rank,
+)
+from agent_memory.scope import TENANT_RE, AgentScope
+from agent_memory.tiered.client import MemoryBuilder, MemoryClient
+from agent_memory.tiered.cold import ArchiveColdMemory
+from agent_memory.tiered.hot import KVHotMemory
+from agent_memory.tiered.warm import D1WarmMemory
+from agent_memory.tiers.episodic import Episode, EpisodicStore
+from agent_memory.tiers.procedural import WorkflowPacks
+from agent_memory.tiers.semantic.memory import SemanticMemory
+from agent_memory.tiers.semantic.models import (
+    DEFAULT_AGENT_TYPE,
+    FactInput,
+    RecallFilters,
+    RecallResult,
+)
+from agent_memory.tiers.working import (
+    WORKING_MEMORY_TTL_SECONDS,
+    NamespaceFlags,
+    ReadCounts,
+    WorkingMemory,
+)
+from bindings.environment import Bindings
+
+log = logging.getLogger(__name__)
+
+Tier = Literal["working", "episodic", "semantic", "procedural"]
+# Keyed episodes written through the memory API are recorded under this agent type.
+API_AGENT_TYPE = "memory-api"
+# How many items of a tier without search channels a query ranks (newest first).
+SEARCH_POOL = 200
+
+
+class MemoryUnavailable(Exception):
+    """A tier needs a binding this deployment lacks; `code` is what the edge answers 503
+    with (`kv_unavailable`, `episodic_unavailable`, `semantic_unavailable`,
+    `agent_runtime_unavailable`)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class MemoryWriteFailed(Exception):
+    """A semantic write was not stored (its embedding or row write failed)."""
+
+
+class MemoryItem(BaseModel):
+    """One memory of any tier as the memory API shows it: times in epoch ms; `score` and
+    `score_breakdown` when it was ranked for a query."""
+
+    tier: str
+    key: str
+    value: Any
+    metadata: dict[str, Any] = {}
+    created_at: int | None = None
+    expires_at: int | None = None
+    score: float | None = None
+    score_breakdown: dict[str, Any] | None = None
+
+
+def json_text(value: Any) -> str:
+    """A value as the text it is ranked and size-checked by (JSON unless it is a string)."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def breakdown_view(b: ScoreBreakdown) -> dict[str, Any]:
+    return {
+        "relevance": round(b.relevance, 6),
+        "recency": round(b.recency, 6),
+        "confidence": round(b.confidence, 6),
+        "density": round(b.density, 6),
+        "weights": {k: round(v, 6) for k, v in b.weights.items()},
+    }
+
+
+def retrieval_config(bindings: Bindings | None) -> RetrievalConfig:
+    """The deployment's retrieval config: the defaults overridden by `MEMORY_RETRIEVAL_CONFIG`
+    (validated at startup by `Settings`). A value that fails here anyway gives the defaults:
+    a request never fails over its ranking weights."""
+    if bindings is None:
+        return RetrievalConfig()
+    try:
+        return RetrievalConfig.from_json(bindings.settings.memory_retrieval_config)
+    except ValueError as exc:
+        log.warning("MEMORY_RETRIEVAL_CONFIG unusable, using the defaults: %s", exc)
+        return RetrievalConfig()
+
+
+def namespace_flags(bindings: Bindings) -> NamespaceFlags:
+    """The namespace migration's phase (`MEMORY_NAMESPACE_*`, docs/tiered-memory.md)."""
+    settings = bindings.settings
+    return NamespaceFlags(
+        compat_read=settings.memory_namespace_compat_read,
+        write_canonical=settings.memory_namespace_write_canonical,
+    )
+
+
+class Memory:
+    """One tenant's memory for one request. See the module docstring."""
+
+    def __init__(
+        self,
+        bindings: Bindings,
+        tenant: str,
+        *,
+        events_after_response: bool = False,
+        read_counts: ReadCounts | None = None,
+    ) -> None:
+        if not isinstance(tenant, str) or not TENANT_RE.fullmatch(tenant):
+            raise ValueError(f"invalid tenant id {tenant!r}")
+        self.bindings = bindings
+        self.tenant = tenant
+        self.clock = bindings.clock
+        self.config = retrieval_config(bindings)
+        self.events = EventLog(tenant, bindings.db) if bindings.db is not None else None
+        self.personal = PersonalData.from_bindings(bindings, tenant)
+        # Every write is a proposal the policy checks; a committed one is a `memory_written`
+        # event — after the response when asked (an agent turn), else before returning.
+        self.gate = WriteGate(
+            tenant,
+            clock=bindings.clock,
+            events=self.events,
+            background=bindings.background if events_after_response else None,
+        )
+        # Working-memory reads by key generation, for the daily brief (the namespace
+        # migration's progress); flushed by whoever made them.
+        self.read_counts = read_counts
+
+    # ------------------------------------------------------------------------- tiers
+
+    def working(
+        self,
+        instance_id: str,
+        *,
+        ttl_seconds: int = WORKING_MEMORY_TTL_SECONDS,
+        write_lock: asyncio.Lock | None = None,
+        agent_type: str | None = None,
+        run_id: str | None = None,
+    ) -> WorkingMemory:
+        """The working memory of one agent instance (KV)."""
+        if self.bindings.kv is None:
+            raise MemoryUnavailable("kv_unavailable", "the KV binding is missing")
+        return WorkingMemory(
+            self.bindings.kv,
+            self.tenant,
+            instance_id,
+            ttl_seconds=ttl_seconds,
+            write_lock=write_lock,
+            gate=self.gate,
+            agent_type=agent_type,
+            run_id=run_id,
+            clock=self.clock,
+            namespace=namespace_flags(self.bindings),
+            read_counts=self.read_counts,
+        )
+
+    @cached_property
+    def episodic(self) -> EpisodicStore:
+        """The tenant's runs and episodes (D1)."""
+        if self.bindings.db is None:
+            raise MemoryUnavailable("episodic_unavailable", "the D1 binding is missing")
+        return EpisodicStore(self.bindings.db, self.tenant, gate=self.gate, personal=self.personal)
+
+    def semantic(
+        self, *, agent_type: str = DEFAULT_AGENT_TYPE, run_id: str | None = None
+    ) -> SemanticMemory:
+        """The tenant's facts (D1 + Vectorize), written as `agent_type` (and `run_id`)."""
+        b = self.bindings
+        if b.db is None or b.vectors is None:
+            raise MemoryUnavailable(
+                "semantic_unavailable",
+                "the semantic tier needs the D1 database and the Vectorize index bound",
+            )
+        return SemanticMemory(
+            self.tenant,
+            db=b.db,
+            vectors=b.vectors,
+            embedder=b.embedder,
+            clock=self.clock,
+            config=self.config,
+            agent_type=agent_type,
+            run_id=run_id,
+            gate=self.gate,
+            background=b.background,
+            personal=self.personal,
+            kv=b.kv,
+        )
+
+    @property
+    def has_semantic(self) -> bool:
+        b = self.bindings
+        return b.db is not None and b.vectors is not None and b.embedder is not None
+
+    @cached_property
+    def packs(self) -> WorkflowPacks:
+        """Workflow packs promoted for every instance of an agent type (D1)."""
+        if self.bindings.db is None:
+            raise MemoryUnavailable("episodic_unavailable", "the D1 binding is missing")
+        return WorkflowPacks(self.bindings.db, self.tenant)
+
+    async def workflows(
+        self, agent_type: str, instance_id: str, task_type: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The workflows of `agent_type` as instance `instance_id` sees them: the bandit
+        lives in the instance's Durable Object, so this is one RPC."""
+        agents = self.bindings.agents
+        if agents is None:
+            raise MemoryUnavailable(
+                "agent_runtime_unavailable", "the AgentRuntime binding is missing"
+            )
+        scope = AgentScope(tenant=self.tenant, agent_type=agent_type, instance_id=instance_id)
+        payload = {
+            "tenant": self.tenant,
+            "agent_type": agent_type,
+            "instance_id": instance_id,
+            "task_type": task_type,
+        }
+        result = await agents.get_by_name(scope.object_name).call("workflows", payload)
+        error = result.get("error")
+        if isinstance(error, dict):
+            raise AgentCallFailed(
+                int(error.get("status", 500)), str(error.get("code")), str(error.get("message"))
+            )
+        return list(result.get("workflows", []))
+
+    def placement_client(self) -> MemoryClient:
+        """The hot/warm/cold `MemoryClient` (KV / D1 / R2) over this deployment's tiers, with
+        its placement table (`MEMORY_PLACEMENT`); a tier whose binding is missing is left
+        out. A bad `MEMORY_PLACEMENT` raises `PlacementError`."""
+        b = self.bindings
+        table = parse_placement(b.settings.memory_placement)
+        hot = None
+        if b.kv is not None:
+            hot = KVHotMemory(
+                b.kv,
+                flags=namespace_flags(b),
+                counts=self.read_counts,
+                repair_ttl=table.placement("working").ttl_seconds,
+            )
+        warm = None if b.db is None else D1WarmMemory(b.db, self.personal)
+        cold = None
+        if b.db is not None and b.cold is not None:
+            cold = ArchiveColdMemory(b.db, b.cold, self.clock)
+        return (
+            MemoryBuilder()
+            .with_hot(hot)
+            .with_warm(warm)
+            .with_cold(cold)
+            .with_rules(read_fallback=True, promote_on_read=True, placement=table)
+            .for_tenant(self.tenant)
+            .build()
+        )
+
+    # ------------------------------------------------------------------------- lifecycle
+
+    def reconciler(self) -> Reconciler | None:
+        """The tenant's reconciler (ADR-0051), or None without D1, Vectorize and an
+        embedder. Its updates are decided by `MEMORY_UPDATE_ADJUDICATOR`."""
+        b = self.bindings
+        if b.db is None or b.vectors is None or b.embedder is None:
+            return None
+        return Reconciler(
+            self.tenant,
+            db=b.db,
+            vectors=b.vectors,
+            memory=self.semantic(agent_type="reconciler"),
+            embedding_key=b.embedder.config.key,
+            clock=self.clock,
+            adjudicator=self.adjudicator(),
+        )
+
+    def adjudicator(self) -> Adjudicator:
+        """`MEMORY_UPDATE_ADJUDICATOR`: the LLM one when asked for and an LLM is bound (Workers
+        AI on Cloudflare, the configured OpenAI-compatible model locally), else the rules."""
+        b = self.bindings
+        if b.settings.memory_update_adjudicator == "llm" and b.llm is not None:
+            return LlmAdjudicator(b.llm)
+        return RulesAdjudicator()
+
+    async def note_new_facts(self, count: int = 1) -> None:
+        """Count new facts towards the tenant's next reconcile; every
+        `MEMORY_RECONCILE_EVERY_WRITES` of them, reconcile it after the response, so updates
+        are resolved without waiting for the daily cron. Never fails the write it follows."""
+        every = self.bindings.settings.memory_reconcile_every_writes
+        if self.bindings.db is None or every <= 0:
+            return
+        try:
+            due = await note_writes(self.bindings.db, self.tenant, count, every)
+        except Exception as exc:  # the fact is stored; the daily cron reconciles anyway
+            log.warning("reconcile cadence not counted for %s: %s", self.tenant, exc)
+            return
+        reconciler = self.reconciler() if due else None
+        if reconciler is not None:
+            self.bindings.background.wait_until(_reconcile(reconciler))
+
+    def eraser(self) -> SubjectEraser:
+        """Erases one subject from every tier and the archives (docs/lifecycle.md)."""
+        b = self.bindings
+        if b.db is None:
+            raise MemoryUnavailable("episodic_unavailable", "the D1 binding is missing")
+        return SubjectEraser(
+            self.tenant,
+            db=b.db,
+            clock=self.clock,
+            kv=b.kv,
+            vectors=b.vectors,
+            cold=b.cold,
+            purge_residue=b.purge_residue,
+            agents=b.agents,
+        )
+
+    def inspector(self) -> MemoryInspector:
+        """Read-only views of the tenant's memory for the inspector (docs/inspector.md)."""
+        if self.bindings.db is None:
+            raise MemoryUnavailable("episodic_unavailable", "the D1 binding is missing")
+        now_ms = int(self.clock.now() * 1000)
+        return MemoryInspector(self.bindings.db, self.tenant, now_ms=now_ms, personal=self.personal)
+
+    # ------------------------------------------------------------------ ranking & events
+
+    def rank(
+        self,
+        tier: Tier,
+        query: str,
+        items: Sequence[RankItem],
+        *,
+        pool: int,
+        top_k: int | None = None,
+        matching_only: bool = False,
+        agent_type: str | None = None,
+    ) -> list[RankedItem]:
+        """`items` of a tier without search channels scored for `query` with the tier's
+        weights, best first (cut to `top_k`; only those sharing a word with the query when
+        `matching_only`), recorded as one `memory_retrieved` event after the response."""
+        ranked = rank(query, items, self.config.weights_for(tier), self.clock.now())
+        if matching_only:
+            ranked = [r for r in ranked if r.parts[1] > 0]
+        if top_k is not None:
+            ranked = ranked[:top_k]
+        self.record(tier, query, ranked, pool=pool, agent_type=agent_type)
+        return ranked
+
+    def record(
+        self,
+        tier: Tier,
+        query: str,
+        ranked: Sequence[RankedItem],
+        *,
+        pool: int,
+        agent_type: str | None = None,
+    ) -> None:
+        """One `memory_retrieved` event for a ranked read, written after the response (best
+        effort: a read never waits for, or fails over, its audit trail)."""
+        if self.events is None or not ranked:
+            return
+        event = memory_retrieved(
+            tenant_id=self.tenant,
+            tier=tier,
+            now=self.clock.now(),
+            query=query,
+            top_k=len(ranked),
+            results=[
+                RetrievedItem(
+                    id=r.item.id,
+                    score=round(r.parts[0], 6),
+                    relevance=round(r.parts[1], 6),
+                    recency=round(r.parts[2], 6),
+                    confidence=round(r.parts[3], 6),
+                    density=round(r.parts[4], 6),
+                )
+                for r in ranked
+            ],
+            candidates={"pool": pool},
+            agent_type=agent_type,
+        )
+        events = self.events
+
+        async def write() -> None:
+            try:
+                await events.record(event)
+            except Exception as exc:
+                log.warning("memory_retrieved (%s) not recorded for %s: %s", tier, self.tenant, exc)
+
+        self.bindings.background.wait_until(write())
+
+    # --------------------------------------------------------- the memory API's verbs
+
+    async def search(
+        self,
+        query: str,
+        tiers: Sequence[Tier],
+        instance_id: str,
+        *,
+        limit: int,
+        agent_type: str | None = None,
+        window: Mapping[str, float | None] | None = None,
+    ) -> list[MemoryItem]:
+        """Up to `limit` items of every tier in `tiers`, ranked for `query` and merged best
+        first. The tiers are searched concurrently; procedural memory only with an
+        `agent_type`; `window` is semantic recall's `valid_from_after/_before`."""
+        searches = [
+            self._search_tier(tier, query, instance_id, limit, agent_type, window)
+            for tier in tiers
+            if tier != "procedural" or agent_type is not None
+        ]
+        merged = [item for found in await asyncio.gather(*searches) for item in found]
+        merged.sort(key=lambda i: (-(i.score or 0.0), i.tier, i.key))
+        return merged
+
+    async def _search_tier(
+        self,
+        tier: Tier,
+        query: str,
+        instance_id: str,
+        limit: int,
+        agent_type: str | None,
+        window: Mapping[str, float | None] | None,
+    ) -> list[MemoryItem]:
+        if tier == "semantic":
+            filters = RecallFilters.model_validate({k: v for k, v in (window or {}).items() if v})
+            recalled = await self.semantic().rank(query, min(limit, 1000), filters, record=True)
+            return semantic_items(recalled)
+        if tier == "working":
+            pool = await self._working_items(instance_id)
+        elif tier == "episodic":
+            pool = await self._episodic_items(instance_id, limit=SEARCH_POOL, offset=0)
+        else:
+            assert agent_type is not None
+            pool = await self._procedural_items(instance_id, agent_type)
+        now_ms = self.clock.now() * 1000
+        by_key = {item.key: item for item in pool}
+        items = [
+            RankItem(
+                id=item.key,
+                text=f"{item.key} {json_text(item.value)}",
+                written_at=(item.created_at or now_ms) / 1000,
+                confidence=_confidence(item),
+            )
+            for item in pool
+        ]
+        weights = self.config.weights_for(tier)
+        return [
+            by_key[r.item.id].model_copy(
+                update={
+                    "score": round(r.score, 6),
+                    "score_breakdown": breakdown_view(breakdown(r.parts, weights)),
+                }
+            )
+            for r in self.rank(tier, query, items, pool=len(items), top_k=limit, matching_only=True)
+        ]
+
+    async def listing(
+        self,
+        tier: Tier,
+        instance_id: str,
+        *,
+        limit: int,
+        offset: int = 0,
+        agent_type: str | None = None,
+    ) -> list[MemoryItem]:
+        """A tier's items in its listing order: working in key order, episodic and semantic
+        newest first, procedural by workflow."""
+        if tier == "episodic":
+            return await self._episodic_items(instance_id, limit=limit, offset=offset)
+        if tier == "semantic":
+            facts = await self.semantic().list_active(limit, offset)
+            return [
+                MemoryItem(
+                    tier="semantic",
+                    key=fact.subject,
+                    value=fact.content,
+                    metadata={
+                        **fact.metadata,
+                        "fact_id": fact.fact_id,
+                        "confidence": fact.confidence,
+                    },
+                    created_at=fact.created_at,
+                )
+                for fact in facts
+            ]
+        if tier == "working":
+            items = await self._working_items(instance_id)
+        else:
+            assert agent_type is not None
+            items = await self._procedural_items(instance_id, agent_type)
+        return items[offset : offset + limit]
+
+    async def put(
+        self,
+        tier: Tier,
+        instance_id: str,
+        key: str,
+        value: Any,
+        *,
+        metadata: Mapping[str, Any],
+        ttl: int | None,
+    ) -> MemoryItem:
+        """Write `value` under `key`: a working key (TTL `ttl`), a keyed episode (expiring
+        after `ttl`), or a fact about `key` learned through the write policy (`ttl` sets its
+        `valid_to`). Raises what the tier raises (`WriteDenied`, the budget, the episode
+        limit), `MemoryWriteFailed` when a semantic write did not store, or `ValueError` for
+        a value the tier does not take."""
+        now = self.clock.now()
+        if tier == "working":
+            seconds = ttl or WORKING_MEMORY_TTL_SECONDS
+            await self.working(instance_id, ttl_seconds=seconds).set(key, value)
+            return MemoryItem(
+                tier="working", key=key, value=value, expires_at=int(now * 1000) + seconds * 1000
+            )
+        if tier == "episodic":
+            assert ttl is not None
+            return await self._put_episode(instance_id, key, value, metadata, ttl)
+        if tier != "semantic":
+            raise ValueError(f"the {tier} tier is not written through the memory API")
+        if not isinstance(value, str) or not value.strip():
+            raise ValueError("semantic values are non-blank plain text")
+        fact = FactInput(
+            content=value,
+            subject=key,
+            metadata=dict(metadata),
+            source="memory_api",
+            valid_from=now,
+            valid_to=None if ttl is None else now + ttl,
+        )
+        learned = await self.semantic().learn(fact)
+        if learned.error is not None:
+            raise MemoryWriteFailed(learned.error)
+        return MemoryItem(
+            tier="semantic",
+            key=key,
+            value=value,
+            metadata={
+                **metadata,
+                "fact_id": learned.fact_id,
+                "status": learned.status,
+                "created": learned.created,
+            },
+        )
+
+    async def delete(
+        self, tier: Literal["working", "episodic"], instance_id: str, key: str
+    ) -> bool:
+        """Delete a working key or a keyed episode; whether there was one."""
+        if tier == "working":
+            memory = self.working(instance_id)
+            existed = await memory.get(key) is not None
+            await memory.delete(key)
+            return existed
+        return await self.episodic.delete_keyed(instance_id, key) > 0
+
+    # ------------------------------------------------------------------------ helpers
+
+    async def _working_items(self, instance_id: str) -> list[MemoryItem]:
+        memory = self.working(instance_id)
+        items: list[MemoryItem] = []
+        for entry in await memory.entries():
+            value = await memory.get(entry.key)
+            if value is None:
+                continue  # expired between list and get
+            expires = None if entry.expiration is None else entry.expiration * 1000
+            items.append(MemoryItem(tier="working", key=entry.key, value=value, expires_at=expires))
+        return items
+
+    async def _episodic_items(
+        self, instance_id: str, *, limit: int, offset: int
+    ) -> list[MemoryItem]:
+        now_ms = int(self.clock.now() * 1000)
+        rows = await self.episodic.instance_rows(
+            instance_id, now_ms=now_ms, limit=limit, offset=offset
+        )
+        return [_episode_item(row) for row in rows]
+
+    async def _put_episode(
+        self, instance_id: str, key: str, value: Any, metadata: Mapping[str, Any], ttl: int
+    ) -> MemoryItem:
+        """A keyed write is one `observation` episode; its older versions are deleted after
+        it is written, so a failed write leaves the old value."""
+        now = self.clock.now()
+        episode = Episode(
+            episode_id=new_ulid(now),
+            run_id=new_ulid(now),
+            agent_type=API_AGENT_TYPE,
+            instance_id=instance_id,
+            kind="observation",
+            content=json_text(value),
+            data={
+                "memory_key": key,
+                "value": value,
+                "metadata": dict(metadata),
+                "expires_at": int((now + ttl) * 1000),
+            },
+            created_at=int(now * 1000),
+        )
+        await self.episodic.append_episode(episode)
+        await self.episodic.delete_keyed(instance_id, key, keep=episode.episode_id)
+        return _episode_item(
+            {
+                "episode_id": episode.episode_id,
+                "content": episode.content,
+                "data": json.dumps(episode.data),
+                "created_at": episode.created_at,
+                "kind": episode.kind,
+            }
+        )
+
+    async def _procedural_items(self, instance_id: str, agent_type: str) -> list[MemoryItem]:
+        return [
+            MemoryItem(
+                tier="procedural",
+                key=str(workflow["workflow_id"]),
+                value=workflow,
+                metadata={"posterior_mean": workflow.get("posterior_mean")},
+                created_at=workflow.get("created_at"),
+            )
+            for workflow in await self.workflows(agent_type, instance_id)
+        ]
+
+
+class AgentCallFailed(Exception):
+    """The Durable Object answered an RPC with an error (`agent_runtime_do.protocol`)."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+
+
+async def _reconcile(reconciler: Reconciler) -> None:
+    try:
+        report = await reconciler.run()
+    except Exception:  # the next writes or the daily cron try again
+        log.exception("reconcile after writes: tenant %s failed", reconciler.tenant_id)
+        return
+    log.info(
+        "reconcile after writes: tenant %s, %d update(s) applied of %d pair(s)",
+        reconciler.tenant_id,
+        report.superseded_updates,
+        report.update_pairs,
+    )
+
+
+def semantic_items(ranked: RecallResult) -> list[MemoryItem]:
+    """Recall results as memory items, each with its score breakdown and channels."""
+    return [
+        MemoryItem(
+            tier="semantic",
+            key=r.fact.subject,
+            value=r.fact.content,
+            metadata={**r.fact.metadata, "fact_id": r.fact.fact_id},
+            created_at=r.fact.created_at,
+            score=round(r.score, 6),
+            score_breakdown={
+                **breakdown_view(r.breakdown),
+                "channels": {
+                    n: {"rank": d.rank, "raw": round(d.raw, 6)} for n, d in r.channels.items()
+                },
+            },
+        )
+        for r in ranked.results
+    ]
+
+
+def _confidence(item: MemoryItem) -> float:
+    """A workflow's posterior mean; 0.5 (no opinion) for everything else."""
+    value = item.metadata.get("posterior_mean") if item.tier == "procedural" else None
+    return float(value) if isinstance(value, int | float) else 0.5
+
+
+def _episode_item(row: Mapping[str, Any]) -> MemoryItem:
+    data = json.loads(row.get("data") or "{}")
+    keyed = "memory_key" in data
+    return MemoryItem(
+        tier="episodic",
+        key=data.get("memory_key") or row["episode_id"],
+        value=data["value"] if keyed else row["content"],
+        metadata=data.get("metadata", {})
+        if keyed
+        else {"kind": row.get("kind"), "episode_id": row["episode_id"]},
+        created_at=int(row["created_at"]),
+        expires_at=data.get("expires_at"),
+    )
