@@ -33,7 +33,7 @@ import re
 import unicodedata
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 from urllib.parse import unquote
 
 from pydantic import BaseModel
@@ -124,13 +124,13 @@ class Call(Generic[B, Q]):
     def operator(self) -> AccessIdentity:
         """The Cloudflare Access identity of an `ACCESS` route's caller."""
         assert self.auth is not None, "not an Access-gated route"
-        return self.auth  # type: ignore[no-any-return]
+        return cast("AccessIdentity", self.auth)
 
     @property
     def token(self) -> MemoryTokenClaims:
         """The verified claims of a `MEMORY_TOKEN` route's memory token."""
         assert self.auth is not None, "not a memory-token route"
-        return self.auth  # type: ignore[no-any-return]
+        return cast("MemoryTokenClaims", self.auth)
 
 
 Handler = Callable[[Call[Any, Any]], Awaitable[BaseModel | HttpResponse]]
