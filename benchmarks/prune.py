@@ -41,8 +41,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
 from agent_memory.ids import content_hash  # noqa: E402
-from agent_memory.lifecycle.cold import week_bounds  # noqa: E402
-from agent_memory.lifecycle.prune import PruneBudget, Pruner, TenantPruneCounts  # noqa: E402
+from agent_memory.lifecycle.prune import (  # noqa: E402
+    PruneBudget,
+    Pruner,
+    TenantPruneCounts,
+    week_bounds,
+)
 from bindings.ports.clock import FixedClock  # noqa: E402
 from local_runtime.runtime import LocalRuntime  # noqa: E402
 from tests.fakes.embedder import HashingEmbedder  # noqa: E402

@@ -45,6 +45,9 @@ from local_runtime.runtime import LocalRuntime  # noqa: E402
 from worker.app import handle  # noqa: E402
 
 TENANT = "acme"
+# A module longer than this is worth a reviewer's look (a prompt, not a rule: a cohesive
+# module may be as large as its concern).
+REVIEW_LINES = 400
 
 
 class Tracer:
@@ -165,10 +168,13 @@ def source_size() -> dict[str, int]:
     `BaseModel` or (transitively, by name) another model, a Protocol when a base is."""
     lines = modules = 0
     bases_of: list[tuple[str, set[str]]] = []
+    large: dict[str, int] = {}
     for path in sorted(SRC.rglob("*.py")):
         text = path.read_text(encoding="utf-8")
         modules += 1
         lines += text.count("\n")
+        if text.count("\n") > REVIEW_LINES:
+            large[path.relative_to(SRC).as_posix()] = text.count("\n")
         for node in ast.walk(ast.parse(text)):
             if isinstance(node, ast.ClassDef):
                 names = {ast.unparse(b).rsplit(".", 1)[-1].split("[")[0] for b in node.bases}
@@ -185,6 +191,7 @@ def source_size() -> dict[str, int]:
         "classes": len(bases_of),
         "pydantic_models": sum(1 for name, bases in bases_of if bases & models),
         "protocols": sum(1 for _, bases in bases_of if "Protocol" in bases),
+        "modules_over_review_lines": large,
     }
 
 
@@ -230,6 +237,8 @@ def main(argv: list[str] | None = None) -> None:
         f"src/: {size['lines']} lines, {size['modules']} modules, {size['classes']} classes "
         f"({size['pydantic_models']} pydantic models, {size['protocols']} Protocols)"
     )
+    for name, count in sorted(size["modules_over_review_lines"].items()):
+        print(f"  over {REVIEW_LINES} lines, worth a look: {name} ({count})")
     print(json.dumps({"paths": results, "src": size}))
 
 

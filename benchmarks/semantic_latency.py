@@ -56,7 +56,8 @@ import numpy.typing as npt
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
-from agent_memory.tiers.semantic import FactInput, SemanticMemory  # noqa: E402
+from agent_memory.tiers.semantic.memory import SemanticMemory  # noqa: E402
+from agent_memory.tiers.semantic.models import FactInput  # noqa: E402
 from bindings.ports.embedder import Embedder, EmbeddingConfig  # noqa: E402
 from local_runtime.runtime import LocalRuntime  # noqa: E402
 

@@ -79,9 +79,8 @@ async def run_updates_bench(
     embedder: Embedder, root: Path, households: Sequence[Household], *, llm: bool
 ) -> dict[str, float]:
     from agent_memory.agent.memory_tools import SemanticMemoryDispatcher
-    from agent_memory.lifecycle.adjudicator import LlmAdjudicator, RulesAdjudicator
-    from agent_memory.lifecycle.reconciler import Reconciler
-    from agent_memory.tiers.semantic import SemanticMemory
+    from agent_memory.lifecycle.reconciler import LlmAdjudicator, Reconciler, RulesAdjudicator
+    from agent_memory.tiers.semantic.memory import SemanticMemory
     from bindings.ports.clock import FixedClock
     from local_runtime.runtime import LocalRuntime
 

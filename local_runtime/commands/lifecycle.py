@@ -206,7 +206,7 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
 
 
 def cmd_reindex(args: argparse.Namespace) -> int:
-    from agent_memory.tiers.semantic.reindex import (
+    from agent_memory.tiers.semantic.keyword_index import (
         ReindexBudget,
         TenantReindex,
         reindex_pending,

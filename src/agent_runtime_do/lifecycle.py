@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
-from agent_memory.lifecycle.instances import InstanceReport, report_instance
+from agent_memory.lifecycle.retention import InstanceReport, report_instance
 from agent_memory.statements import chunks
 from agent_memory.tiers.episodic import EpisodicWriter
 from agent_runtime_do.outbox import pending_by_tenant

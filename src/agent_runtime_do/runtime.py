@@ -39,12 +39,7 @@ from agent_memory.governance.events import EventLog
 from agent_memory.governance.personal_data import PersonalData
 from agent_memory.governance.policy import WriteGate
 from agent_memory.lifecycle.erase import subject_digest
-from agent_memory.tiers.episodic import (
-    EpisodicStore,
-    EpisodicWriter,
-    FailedWrite,
-    Sleep,
-)
+from agent_memory.tiers.episodic import EpisodicStore, EpisodicWriter, FailedWrite, Sleep
 from agent_memory.tiers.procedural import ProceduralMemory, UnknownWorkflowError
 from agent_runtime_do.erase import erase_subject_traces
 from agent_runtime_do.lifecycle import FAILED_RETRY_BASE_SECONDS, InstanceLifecycle

@@ -28,10 +28,8 @@ from agent_memory.governance.policy import WriteGate
 from agent_memory.ids import new_ulid
 from agent_memory.tiered.deployment import namespace_flags
 from agent_memory.tiers.episodic import MAX_EPISODE_CHARS, Episode, EpisodicWriter, RunRecord
-from agent_memory.tiers.namespaced_kv import ReadCounts, flush_counts
-from agent_memory.tiers.packs import WorkflowPacks
-from agent_memory.tiers.procedural import ProceduralMemory, Selection
-from agent_memory.tiers.working import WorkingMemory
+from agent_memory.tiers.procedural import ProceduralMemory, Selection, WorkflowPacks
+from agent_memory.tiers.working import ReadCounts, WorkingMemory, flush_counts
 from agent_runtime_do.protocol import Failure, RunPayload, RunResult
 from agent_runtime_do.run_log import RunLogger
 from agent_runtime_do.turn_state import begin_turn, finish_turn

@@ -24,7 +24,8 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from agent_memory.ids import is_ulid
-from agent_memory.tiers.semantic import SemanticMemory, SemanticTierUnavailable
+from agent_memory.tiers.semantic.memory import SemanticMemory
+from agent_memory.tiers.semantic.models import SemanticTierUnavailable
 from worker.errors import ApiError
 from worker.router import Call
 

@@ -44,11 +44,11 @@ from agent_memory.lifecycle.inspect import (
 from agent_memory.lifecycle.retention import known_tenants
 from agent_memory.scope import AGENT_TYPE_PATTERN
 from agent_memory.tiers.episodic import Episode
-from agent_memory.tiers.semantic import (
+from agent_memory.tiers.semantic.memory import SemanticMemory
+from agent_memory.tiers.semantic.models import (
     MAX_QUERY_CHARS,
     MemoryInputError,
     RecallFilters,
-    SemanticMemory,
     SemanticTierUnavailable,
 )
 from bindings.environment import Bindings

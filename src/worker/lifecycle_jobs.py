@@ -21,18 +21,22 @@ import logging
 import time
 from typing import Any
 
-from agent_memory.governance.data_keys import DataKeys
-from agent_memory.lifecycle.adjudicator import Adjudicator, LlmAdjudicator, RulesAdjudicator
+from agent_memory.governance.personal_data import DataKeys
 from agent_memory.lifecycle.brief import build_brief
-from agent_memory.lifecycle.cadence import note_writes
 from agent_memory.lifecycle.erase import SubjectEraser
 from agent_memory.lifecycle.prune import PruneBudget, Pruner, resume_unfinished, weekly_prune_id
-from agent_memory.lifecycle.reconciler import Reconciler
+from agent_memory.lifecycle.reconciler import (
+    Adjudicator,
+    LlmAdjudicator,
+    Reconciler,
+    RulesAdjudicator,
+    note_writes,
+)
 from agent_memory.lifecycle.retention import known_tenants
 from agent_memory.tiered.deployment import placement_table
-from agent_memory.tiers.semantic import SemanticMemory
-from agent_memory.tiers.semantic.recall_record import MAX_WRITE_BACK, carried_tenants
-from agent_memory.tiers.semantic.reindex import ReindexBudget, reindex_pending
+from agent_memory.tiers.semantic.keyword_index import ReindexBudget, reindex_pending
+from agent_memory.tiers.semantic.memory import SemanticMemory
+from agent_memory.tiers.semantic.recall import MAX_WRITE_BACK, carried_tenants
 from bindings.environment import Bindings
 
 log = logging.getLogger(__name__)

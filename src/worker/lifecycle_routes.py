@@ -22,16 +22,16 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent_memory.ids import new_ulid
-from agent_memory.lifecycle import (
-    EraseReport,
-    ReconcileReport,
-    TenantBrief,
+from agent_memory.lifecycle.brief import TenantBrief, build_brief
+from agent_memory.lifecycle.erase import EraseReport, validate_subject
+from agent_memory.lifecycle.prune import TenantPruneCounts
+from agent_memory.lifecycle.reconciler import ReconcileReport
+from agent_memory.lifecycle.retention import (
+    LifecycleUpdate,
     TenantLifecycle,
-    TenantPruneCounts,
+    get_lifecycle,
+    set_lifecycle,
 )
-from agent_memory.lifecycle.brief import build_brief
-from agent_memory.lifecycle.erase import validate_subject
-from agent_memory.lifecycle.retention import LifecycleUpdate, get_lifecycle, set_lifecycle
 from agent_memory.tiered.backfill import backfill_namespace
 from agent_memory.tiered.deployment import namespace_flags
 from bindings.environment import Bindings

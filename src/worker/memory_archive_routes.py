@@ -31,7 +31,7 @@ from agent_memory.governance.personal_data import PersonalData
 from agent_memory.namespace import SERVICE, InvalidNamespaceKey, ItemKey, NamespaceKey
 from agent_memory.tiered import ArchiveColdMemory, open_episode_item
 from agent_memory.tiered.deployment import deployment_client
-from agent_memory.tiers.namespaced_kv import ReadCounts, flush_counts
+from agent_memory.tiers.working import ReadCounts, flush_counts
 from bindings.environment import Bindings
 from worker.errors import ApiError
 from worker.memory_models import (

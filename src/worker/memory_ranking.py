@@ -9,7 +9,7 @@ records one `memory_retrieved` event. (Semantic memory ranks itself: hybrid reca
 from __future__ import annotations
 
 from agent_memory.agent.retrieval_events import retrieval_config
-from agent_memory.governance import EventLog, RetrievedItem, memory_retrieved
+from agent_memory.governance.events import EventLog, RetrievedItem, memory_retrieved
 from agent_memory.retrieval.scoring import score
 from agent_memory.retrieval.terms import content_terms
 from bindings.environment import Bindings

@@ -35,8 +35,8 @@ import hashlib
 import json
 
 from agent_memory.cursors import InvalidCursorError, decode_cursor_value, encode_cursor_value
-from agent_memory.governance import WriteDenied
-from agent_memory.lifecycle import get_lifecycle
+from agent_memory.governance.policy import WriteDenied
+from agent_memory.lifecycle.retention import get_lifecycle
 from agent_memory.scope import is_instance
 from agent_memory.tiers.episodic import EpisodeLimitReached
 from agent_memory.tiers.working import (

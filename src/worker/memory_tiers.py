@@ -34,7 +34,8 @@ from agent_memory.retrieval.scoring import ScoreBreakdown
 from agent_memory.scope import AgentScope
 from agent_memory.tiered.deployment import namespace_flags
 from agent_memory.tiers.episodic import Episode, EpisodicStore
-from agent_memory.tiers.semantic import FactInput, RecallFilters, SemanticMemory, open_facts
+from agent_memory.tiers.semantic.memory import SemanticMemory
+from agent_memory.tiers.semantic.models import FactInput, RecallFilters, open_facts
 from agent_memory.tiers.working import WorkingMemory
 from bindings.environment import Bindings
 from bindings.ports.d1 import D1Database

@@ -15,8 +15,13 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent_memory.scope import INSTANCE_PATTERN, AgentScope
-from agent_memory.tiers.packs import Pack, WorkflowPacks
-from agent_memory.tiers.procedural import DEFAULT_MIN_MEAN, DEFAULT_MIN_PULLS, Workflow
+from agent_memory.tiers.procedural import (
+    DEFAULT_MIN_MEAN,
+    DEFAULT_MIN_PULLS,
+    Pack,
+    Workflow,
+    WorkflowPacks,
+)
 from bindings.environment import Bindings
 from worker.agents_routes import agent_type_param, call_agent
 from worker.errors import ApiError

@@ -5,9 +5,13 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent_memory.retrieval import RetrievalConfig, rank_candidates, score_parts
-from agent_memory.retrieval.fusion import FusedItem
-from agent_memory.retrieval.scoring import information_density
+from agent_memory.retrieval.scoring import (
+    FusedItem,
+    RetrievalConfig,
+    information_density,
+    rank_candidates,
+    score_parts,
+)
 
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india"]
 NOW = 1_750_000_000.0

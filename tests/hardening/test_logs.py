@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from agent_memory.agent import SemanticMemoryDispatcher
-from agent_memory.tiers.semantic import SemanticMemory
+from agent_memory.tiers.semantic.memory import SemanticMemory
 from agent_runtime_do.runtime import AgentRuntimeCore
 from gateway import admin_ops
 from gateway.kv_cache import ISOLATE_CACHE

@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agent_memory.tiers.semantic import SemanticMemory
+from agent_memory.tiers.semantic.memory import SemanticMemory
 from local_runtime.runtime import LocalRuntime
 from tests.inspector.seed import NEW_FACT, OLD_FACT, OTHER_FACT, SUBJECT, TENANT, Seeded
 from worker.access import ACCESS_HEADER

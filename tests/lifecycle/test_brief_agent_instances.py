@@ -7,7 +7,7 @@ import dataclasses
 from typing import Any
 
 from agent_memory.lifecycle.brief import build_brief
-from agent_memory.lifecycle.instances import InstanceReport, report_instance
+from agent_memory.lifecycle.retention import InstanceReport, report_instance
 from local_runtime.runtime import LocalRuntime
 from tests.lifecycle.conftest import NOW_MS, seed_episodes
 

@@ -26,7 +26,7 @@ from agent_memory.tiers.episodic import (
     EpisodicWriter,
     FailedWrite,
 )
-from agent_memory.tiers.semantic import SemanticMemory
+from agent_memory.tiers.semantic.memory import SemanticMemory
 from local_runtime.runtime import MIGRATIONS_DIR, LocalRuntime
 from tests.lifecycle.conftest import DAY_MS, NOW_MS, count, seed_episodes, ulid_at
 

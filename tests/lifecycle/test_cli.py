@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from agent_memory.tiers.semantic import SemanticMemory
+from agent_memory.tiers.semantic.memory import SemanticMemory
 from bindings.ports.clock import FixedClock
 from local_runtime.cli import main
 from local_runtime.commands import lifecycle

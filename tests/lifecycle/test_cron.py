@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 
 from agent_memory.lifecycle.brief import build_brief
-from agent_memory.lifecycle.cold import decode_archive
+from agent_memory.lifecycle.prune import decode_archive
 from bindings.ports.clock import FixedClock
 from local_runtime.runtime import LocalRuntime
 from local_runtime.server import running_server

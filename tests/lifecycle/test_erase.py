@@ -18,7 +18,7 @@ import pytest
 from agent_memory.lifecycle.erase import SubjectEraser, SubjectMatcher, validate_subject
 from agent_memory.lifecycle.prune import Pruner
 from agent_memory.lifecycle.reconciler import Reconciler
-from agent_memory.tiers.semantic import SemanticMemory
+from agent_memory.tiers.semantic.memory import SemanticMemory
 from agent_memory.tiers.working import WorkingMemory
 from local_runtime.access_dev import mint_token
 from local_runtime.runtime import LocalRuntime

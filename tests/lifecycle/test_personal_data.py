@@ -14,13 +14,12 @@ from typing import Any
 
 import pytest
 
-from agent_memory.governance import PersonalData, PersonalDataUnavailable
-from agent_memory.governance.personal_data import SealedValue
-from agent_memory.lifecycle.cold import decode_archive, row_from_archive
+from agent_memory.governance.personal_data import PersonalData, PersonalDataUnavailable, SealedValue
 from agent_memory.lifecycle.erase import SubjectEraser
-from agent_memory.lifecycle.prune import Pruner
+from agent_memory.lifecycle.prune import Pruner, decode_archive, row_from_archive
 from agent_memory.tiers.episodic import Episode, EpisodicStore, open_episodes
-from agent_memory.tiers.semantic import MemoryInputError, SemanticMemory
+from agent_memory.tiers.semantic.memory import SemanticMemory
+from agent_memory.tiers.semantic.models import MemoryInputError
 from bindings.environment import Bindings
 from bindings.settings import Settings
 from local_runtime.runtime import LocalRuntime

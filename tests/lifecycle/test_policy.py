@@ -283,7 +283,8 @@ async def test_an_agent_turn_records_memory_written_for_its_writes(rt: LocalRunt
 
 
 async def test_semantic_facts_are_policed_and_recorded(rt: LocalRuntime) -> None:
-    from agent_memory.tiers.semantic import MemoryInputError, SemanticMemory
+    from agent_memory.tiers.semantic.memory import SemanticMemory
+    from agent_memory.tiers.semantic.models import MemoryInputError
 
     memory = SemanticMemory.from_bindings(rt.bindings(), "t1")
     with pytest.raises(MemoryInputError) as caught:

@@ -8,8 +8,15 @@ from typing import Any
 
 import pytest
 
-from agent_memory.lifecycle.cold import decode_archive, iso_week, parse_archive_key
-from agent_memory.lifecycle.prune import PruneBudget, Pruner, resume_unfinished, weekly_prune_id
+from agent_memory.lifecycle.prune import (
+    PruneBudget,
+    Pruner,
+    decode_archive,
+    iso_week,
+    parse_archive_key,
+    resume_unfinished,
+    weekly_prune_id,
+)
 from agent_memory.lifecycle.retention import LifecycleUpdate, set_lifecycle
 from bindings.ports.clock import FixedClock
 from bindings.ports.d1 import D1Database, D1Error, D1Result, D1Statement

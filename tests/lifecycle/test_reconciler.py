@@ -18,7 +18,7 @@ from agent_memory.lifecycle.reconciler import (
     find_promotions,
     resolve_conflicts,
 )
-from agent_memory.tiers.semantic import SemanticMemory
+from agent_memory.tiers.semantic.memory import SemanticMemory
 from local_runtime.access_dev import mint_token
 from local_runtime.runtime import LocalRuntime
 from tests.agents.conftest import build_request

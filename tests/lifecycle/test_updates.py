@@ -14,9 +14,8 @@ from typing import Any
 import pytest
 
 from agent_memory.agent.memory_tools import SemanticMemoryDispatcher
-from agent_memory.lifecycle.adjudicator import LlmAdjudicator, RulesAdjudicator
-from agent_memory.lifecycle.reconciler import Reconciler
-from agent_memory.tiers.semantic import SemanticMemory
+from agent_memory.lifecycle.reconciler import LlmAdjudicator, Reconciler, RulesAdjudicator
+from agent_memory.tiers.semantic.memory import SemanticMemory
 from bindings.ports.clock import FixedClock
 from bindings.ports.llm import ChatMessage, ChatResult, LLMError, ToolSpec
 from local_runtime.cli import main
@@ -204,7 +203,7 @@ async def test_bad_as_of_is_a_validation_error_and_reads_nothing(tmp_path: Path)
     await runtime.migrate()
     try:
         dispatcher = SemanticMemoryDispatcher(runtime.bindings())
-        from agent_memory.tiers.semantic import MemoryInputError
+        from agent_memory.tiers.semantic.models import MemoryInputError
 
         with pytest.raises(MemoryInputError) as raised:
             await dispatcher.call("acme", "recall_memory", {"query": "x", "filters": {"as_of": -5}})
@@ -361,7 +360,7 @@ async def test_the_nth_write_reconciles_the_tenant_in_the_background(tmp_path: P
 
 
 async def test_write_count_claims_one_run_per_n_writes(tmp_path: Path) -> None:
-    from agent_memory.lifecycle.cadence import DEFAULT_RECONCILE_EVERY_WRITES, note_writes
+    from agent_memory.lifecycle.reconciler import DEFAULT_RECONCILE_EVERY_WRITES, note_writes
     from bindings.settings import Settings
 
     assert Settings().memory_reconcile_every_writes == DEFAULT_RECONCILE_EVERY_WRITES == 20

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent_memory.governance import PersonalData
+from agent_memory.governance.personal_data import PersonalData
 from agent_memory.ids import new_ulid
 from agent_memory.lifecycle.prune import Pruner
 from agent_memory.namespace import ItemKey

@@ -13,7 +13,7 @@ from agent_memory.lifecycle.erase import SubjectEraser
 from agent_memory.lifecycle.prune import Pruner
 from agent_memory.lifecycle.retention import LifecycleUpdate, known_tenants, set_lifecycle
 from agent_memory.tiers.episodic import Episode, EpisodeLimitReached, EpisodicStore
-from agent_memory.tiers.semantic import SemanticMemory
+from agent_memory.tiers.semantic.memory import SemanticMemory
 from bindings.environment import Bindings
 from tests.lifecycle.conftest import DAY_MS, NOW_MS, seed_episodes, seed_run, ulid_at
 from tests.miniflare.adapters import MiniflareD1

@@ -4,8 +4,7 @@ one to support."""
 
 from __future__ import annotations
 
-from agent_memory.tiers.packs import WorkflowPacks
-from agent_memory.tiers.procedural import Workflow
+from agent_memory.tiers.procedural import Workflow, WorkflowPacks
 from tests.miniflare.adapters import MiniflareD1
 
 

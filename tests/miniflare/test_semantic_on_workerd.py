@@ -19,9 +19,9 @@ import json
 import pytest
 
 from agent_memory.governance.events import EventLog
-from agent_memory.tiers import semantic
-from agent_memory.tiers.semantic import recall_record
-from agent_memory.tiers.semantic.reindex import reindex_pending
+from agent_memory.tiers.semantic import memory as semantic
+from agent_memory.tiers.semantic import recall as recall_record
+from agent_memory.tiers.semantic.keyword_index import reindex_pending
 from bindings.environment import Bindings
 from tests.miniflare.adapters import MiniflareD1
 from tests.semantic.conftest import index_state, insert_unindexed

@@ -19,8 +19,7 @@ from agent_memory.tiered import (
 )
 from agent_memory.tiered.episodes import item_text
 from agent_memory.tiers.episodic import Episode
-from agent_memory.tiers.namespaced_kv import NamespaceFlags
-from agent_memory.tiers.working import WorkingMemory
+from agent_memory.tiers.working import NamespaceFlags, WorkingMemory
 from bindings.environment import Bindings
 
 DAY_MS = 86_400_000

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from agent_memory.tiers.semantic import SemanticMemory
+from agent_memory.tiers.semantic.memory import SemanticMemory
 from bindings.ports.clock import FixedClock
 from bindings.ports.d1 import D1Database
 from local_runtime.runtime import LocalRuntime

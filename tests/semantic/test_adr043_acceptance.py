@@ -26,7 +26,7 @@ from agent_memory.governance.agent_types import (
     register_agent_type,
     unregister_agent_type,
 )
-from agent_memory.tiers.semantic import SemanticMemory
+from agent_memory.tiers.semantic.memory import SemanticMemory
 from local_runtime.access_dev import mint_token
 from local_runtime.embedder import LocalMiniLMEmbedder
 from local_runtime.runtime import LocalRuntime

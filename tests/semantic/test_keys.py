@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent_memory.tiers.semantic.keys import FactKey, derive_key
-from agent_memory.tiers.semantic.update_rules import judge_update
+from agent_memory.tiers.semantic.keys import FactKey, derive_key, judge_update
 
 UPDATES = [
     ("Alice prefers dark mode in every editor", "Alice now prefers light mode in every editor"),

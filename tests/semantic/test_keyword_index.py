@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from agent_memory.tiers.semantic import MemoryInputError, SemanticMemory
-from agent_memory.tiers.semantic import keyword_channel as keyword_module
+from agent_memory.tiers.semantic import keyword_index as keyword_module
+from agent_memory.tiers.semantic.memory import SemanticMemory
+from agent_memory.tiers.semantic.models import MemoryInputError
 from local_runtime.background import LocalBackgroundTasks
 from local_runtime.runtime import LocalRuntime
 from tests.semantic.conftest import MemoryFactory
@@ -163,7 +164,7 @@ async def test_the_sql_keyword_score_is_the_bm25f_formula(
 ) -> None:
     # The channel scores in SQL (candidates and the rows of every channel's candidates);
     # `retrieval.bm25.bm25f` states the formula. They must agree on every scored fact.
-    from agent_memory.retrieval.bm25 import Bm25Params, TenantStats, bm25f, idf, query_terms
+    from agent_memory.retrieval.terms import Bm25Params, TenantStats, bm25f, idf, query_terms
 
     memory = make_memory()
     turns = [

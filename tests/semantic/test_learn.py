@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from agent_memory.tiers.semantic import (
+from agent_memory.tiers.semantic.memory import SemanticMemory
+from agent_memory.tiers.semantic.models import (
     MAX_CONTENT_CHARS,
     MemoryInputError,
-    SemanticMemory,
     embedding_tag,
     namespace_for_tenant,
 )

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from agent_memory.governance.events import EventLog
 from agent_memory.retrieval.scoring import RetrievalConfig, ScoringWeights
-from agent_memory.tiers.semantic import MemoryInputError, RecallFilters
+from agent_memory.tiers.semantic.models import MemoryInputError, RecallFilters
 from bindings.ports.clock import FixedClock
 from local_runtime.runtime import LocalRuntime
 from tests.semantic.conftest import MemoryFactory, event_count, fact_rows, vector_count

@@ -13,7 +13,7 @@ import pytest
 
 from agent_memory.governance.events import EventLog
 from agent_memory.lifecycle.erase import SubjectEraser
-from agent_memory.tiers.semantic import recall_record as record_module
+from agent_memory.tiers.semantic import recall as record_module
 from bindings.ports.clock import FixedClock
 from bindings.ports.d1 import D1Error, D1Result
 from bindings.ports.errors import BindingUnavailableError

@@ -9,9 +9,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agent_memory.tiers.semantic import SemanticMemory
-from agent_memory.tiers.semantic import reindex as reindex_module
-from agent_memory.tiers.semantic.reindex import ReindexBudget, reindex_pending
+from agent_memory.tiers.semantic import keyword_index as reindex_module
+from agent_memory.tiers.semantic.keyword_index import ReindexBudget, reindex_pending
+from agent_memory.tiers.semantic.memory import SemanticMemory
 from bindings.ports.clock import FixedClock
 from bindings.ports.d1 import D1Database, D1Result
 from local_runtime.migrations import apply_migrations

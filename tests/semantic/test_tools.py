@@ -12,7 +12,7 @@ from agent_memory.agent.memory_tools import (
     SemanticMemoryDispatcher,
     retrieval_config,
 )
-from agent_memory.tiers.semantic import MemoryInputError
+from agent_memory.tiers.semantic.models import MemoryInputError
 from gateway.json_schema import validate
 from gateway.memory_tools import MemoryToolDispatcher
 from local_runtime.runtime import LocalRuntime

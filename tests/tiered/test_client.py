@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from agent_memory.governance import PersonalData
+from agent_memory.governance.personal_data import PersonalData
 from agent_memory.ids import new_ulid
 from agent_memory.lifecycle.prune import Pruner, weekly_prune_id
 from agent_memory.namespace import InvalidNamespaceKey, ItemKey, NamespaceForbidden

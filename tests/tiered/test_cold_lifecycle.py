@@ -4,8 +4,7 @@ kind — are deleted by the prune once past their cold retention (90 days by def
 
 from __future__ import annotations
 
-from agent_memory.lifecycle.cold import encode_archive
-from agent_memory.lifecycle.prune import Pruner
+from agent_memory.lifecycle.prune import Pruner, encode_archive
 from agent_memory.namespace import ItemKey
 from agent_memory.placement import PlacementTable, parse_placement
 from agent_memory.tiered import ArchiveColdMemory

@@ -29,7 +29,7 @@ from pydantic import BaseModel, Field
 
 from agent_memory.agent.retrieval_events import record_retrieval, retrieval_config
 from agent_memory.governance.agent_types import AgentType, WorkflowSpec
-from agent_memory.retrieval.rank import RankItem, rank
+from agent_memory.retrieval.scoring import RankItem, rank
 from agent_memory.tiers.episodic import Episode, EpisodicStore
 from agent_memory.tiers.working import WorkingMemory
 from bindings.environment import Bindings

@@ -42,7 +42,8 @@ from agent_memory.agent.tools import (
     register_long_term_tools,
 )
 from agent_memory.governance.agent_types import AgentType
-from agent_memory.tiers.semantic import (
+from agent_memory.tiers.semantic.memory import SemanticMemory
+from agent_memory.tiers.semantic.models import (
     DEFAULT_TOP_K,
     MAX_CONTENT_CHARS,
     MAX_QUERY_CHARS,
@@ -50,7 +51,6 @@ from agent_memory.tiers.semantic import (
     FactInput,
     MemoryInputError,
     RecallRequest,
-    SemanticMemory,
     SemanticTierUnavailable,
     check_metadata,
 )

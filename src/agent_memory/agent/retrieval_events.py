@@ -11,8 +11,7 @@ import logging
 from collections.abc import Sequence
 
 from agent_memory.governance.events import EventLog, EventTier, RetrievedItem, memory_retrieved
-from agent_memory.retrieval.rank import RankedItem
-from agent_memory.retrieval.scoring import RetrievalConfig
+from agent_memory.retrieval.scoring import RankedItem, RetrievalConfig
 from bindings.environment import Bindings
 
 log = logging.getLogger(__name__)

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from agent_memory.agent.retrieval_events import record_retrieval, retrieval_config
 from agent_memory.governance.agent_types import AgentType
-from agent_memory.retrieval.rank import RankItem, rank
+from agent_memory.retrieval.scoring import RankItem, rank
 from agent_memory.tiers.working import WorkingMemory, WorkingMemoryError, WorkingRead
 from bindings.environment import Bindings
 from bindings.ports.llm import ToolSpec

@@ -29,8 +29,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from agent_memory.lifecycle.instances import INSTANCE_FIGURES_SQL, instance_figures
-from agent_memory.lifecycle.retention import DEFAULT_EPISODE_LIMIT, known_tenants, warn_threshold
+from agent_memory.lifecycle.retention import (
+    DEFAULT_EPISODE_LIMIT,
+    INSTANCE_FIGURES_SQL,
+    instance_figures,
+    known_tenants,
+    warn_threshold,
+)
 from agent_memory.statements import STATEMENTS_PER_BATCH
 from bindings.ports.d1 import D1Database
 

@@ -1,4 +1,51 @@
-"""Subject erase (`DELETE /admin/tenants/{tenant}/subjects/{subject}`): remove every trace of
+"""The pure half of a subject erase (no I/O): what a valid subject is (`validate_subject`),
+which rows are its traces (`SubjectMatcher`, over the ids of the D1 rows already found to
+be traces, `Found`), and what the erase reports (`EraseReport`, which each store's eraser
+adds its counts to as it goes, so a failure part-way still reports what was removed).
+
+The rules are those of `agent_memory.lifecycle.erase`'s docstring; they apply alike to a
+row as stored and to a row as archived in the cold tier.
+
+Private to `agent_memory.lifecycle`: other packages import these names from
+`agent_memory.lifecycle.erase`.
+
+Subject erase in D1 (`RowEraser`): find the rows that are traces of a subject, then delete
+them, with the links and provenance that point at them, and the memory events about them.
+
+Every statement is `tenant_id = ?` first with at most `IDS_PER_STATEMENT` ids (D1 binds
+≤ 100 parameters), batched 50 statements at a time. Events are paged by id, and those that
+only list an erased fact among their results are scrubbed rather than deleted. Deleting
+what is already gone deletes nothing, so a re-run finishes an interrupted erase.
+
+Private to `agent_memory.lifecycle`.
+
+Subject erase in the cold tier (`ArchiveEraser`): every archive object of the tenant is
+read; one holding traces is rewritten without them, under the key of its new first row
+(so no key names an erased row), or deleted when nothing is left, and the archive ledger
+(`lifecycle_archives`) follows.
+
+Write order, so that a failure never loses the trace of an unfinished rewrite: the new
+object, then the ledger, then the old object is deleted. A re-run rewrites what is left.
+
+Private to `agent_memory.lifecycle`.
+
+The subject erase's Durable Object step: every AgentRuntime instance of the tenant.
+
+Instances are found in D1 (`instances.tenant_instances`: the instances named by the
+tenant's `agent_runs` rows and those that reported an `agent_instances` row) and reached
+through the Durable Object namespace port, each by its object name
+(`AgentScope.object_name`). Each is registered in `agent_instances` (so it stays findable
+once the runs rows naming it are gone), then gets the `erase_subject` RPC
+(`agent_runtime_do.erase`) with the ids of the runs the erase removes from D1, in slices
+of `RUN_IDS_PER_CALL`; its counts per store are added to the report's `agent_state`.
+
+This step runs before the D1 rows are deleted: the instance list comes from those rows,
+and an object's queued writes of an erased run would otherwise bring it back. A failure
+raises, so the caller can stop before deleting anything a repeat would need to find.
+
+Private to `agent_memory.lifecycle`.
+
+Subject erase (`DELETE /admin/tenants/{tenant}/subjects/{subject}`): remove every trace of
 a subject from one tenant's memory, in every tier, and say what was removed where.
 
 What is a trace (docs/lifecycle.md, "Erase semantics") — `subject` is an identifier such
@@ -56,46 +103,600 @@ Where the parts live (this module re-exports their public names):
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
-from agent_memory.lifecycle._erase_archives import ArchiveEraser
-from agent_memory.lifecycle._erase_instances import InstanceEraser
-from agent_memory.lifecycle._erase_rows import (
-    EVENTS_PAGE,
-    RowEraser,
+from pydantic import BaseModel, Field
+
+from agent_memory.governance.personal_data import destroy_statement
+from agent_memory.lifecycle.prune import (
+    ArchiveKind,
+    archive_key,
+    decode_archive,
+    encode_lines,
+    parse_archive_key,
+    tenant_prefixes,
 )
-from agent_memory.lifecycle._erase_rules import (
-    MAX_SUBJECT_CHARS,
-    MIN_SUBJECT_CHARS,
-    EraseReport,
-    Found,
-    SubjectMatcher,
-    validate_subject,
-)
+from agent_memory.lifecycle.retention import register_instances, tenant_instances
 from agent_memory.namespace import SERVICE
-from agent_memory.statements import IDS_PER_STATEMENT
-from agent_memory.tiers.semantic.recall_record import carry_prefix
-from agent_memory.tiers.semantic.tenant_vectors import delete_own_vectors
+from agent_memory.scope import AgentScope
+from agent_memory.statements import chunks
+from agent_memory.tiers.semantic.models import delete_own_vectors
+from agent_memory.tiers.semantic.recall import carry_prefix
 from agent_memory.tiers.working import WORKING_MEMORY_PREFIX
 from bindings.ports.clock import Clock
-from bindings.ports.d1 import D1Database
+from bindings.ports.d1 import D1Database, D1Statement
 from bindings.ports.durable_objects import DurableObjectNamespace
 from bindings.ports.kv import KVNamespace
 from bindings.ports.object_store import ObjectStore
+from bindings.ports.sql import SqlValue
 from bindings.ports.vectorize import VectorIndex
 
-__all__ = [
-    "EVENTS_PAGE",
-    "IDS_PER_STATEMENT",
-    "MAX_SUBJECT_CHARS",
-    "MIN_SUBJECT_CHARS",
-    "EraseReport",
-    "Progress",
-    "SubjectEraser",
-    "SubjectMatcher",
-    "validate_subject",
-]
+MIN_SUBJECT_CHARS = 3
+
+MAX_SUBJECT_CHARS = 256
+
+
+class EraseReport(BaseModel):
+    """What the erase removed, per tier."""
+
+    tenant_id: str
+    subject: str
+    working_keys: int = 0
+    episodes: int = 0
+    runs: int = 0
+    facts: int = 0
+    vectors: int = 0
+    links: int = 0
+    provenance: int = 0
+    events: int = 0
+    events_scrubbed: int = 0
+    archives_rewritten: int = 0
+    archives_deleted: int = 0
+    # Data keys destroyed (crypto-shredding): every sealed value of the subject, wherever a
+    # copy of it lives (cold archives, D1 Time Travel), no longer has a key.
+    data_keys: int = 0
+    # No postings of an erased fact are left in the keyword index, and no term statistic
+    # that no remaining fact holds (`_erase_rows._optimize_keyword_index`).
+    keyword_index_optimized: bool = False
+    archived_rows: dict[str, int] = Field(
+        default_factory=lambda: {"episodes": 0, "runs": 0, "events": 0}
+    )
+    # The AgentRuntime Durable Objects (`_erase_instances`): instances reached, and rows
+    # removed (turn_state: rows whose state was scrubbed) per store.
+    agent_state: dict[str, int] = Field(
+        default_factory=lambda: {
+            "instances": 0,
+            "run_log": 0,
+            "turn_state": 0,
+            "failed_writes": 0,
+            "pending_writes": 0,
+        }
+    )
+    complete: bool = True
+    errors: list[str] = Field(default_factory=list)
+
+    def removed(self) -> int:
+        return (
+            self.working_keys
+            + self.episodes
+            + self.runs
+            + self.facts
+            + self.vectors
+            + self.links
+            + self.provenance
+            + self.events
+            + self.data_keys
+            + sum(self.archived_rows.values())
+            + sum(n for store, n in self.agent_state.items() if store != "instances")
+        )
+
+
+class Found(BaseModel):
+    """The D1 rows that are traces, and what identifies them elsewhere."""
+
+    episodes: set[str] = Field(default_factory=set)
+    runs: set[str] = Field(default_factory=set)
+    facts: set[str] = Field(default_factory=set)
+    hashes: set[str] = Field(default_factory=set)
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+class SubjectMatcher:
+    """The pure rules: is this row (as stored, or as archived) a trace of the subject?"""
+
+    def __init__(self, subject: str, found: Found | None = None) -> None:
+        self.subject = subject
+        self.found = found or Found()
+
+    def mentions(self, *values: Any) -> bool:
+        return any(self.subject in _text(v) for v in values)
+
+    def episode(self, row: dict[str, Any]) -> bool:
+        return (
+            row.get("subject") == self.subject
+            or str(row.get("episode_id")) in self.found.episodes
+            or self.mentions(row.get("content"), row.get("data"))
+        )
+
+    def run(self, row: dict[str, Any]) -> bool:
+        return str(row.get("run_id")) in self.found.runs or self.mentions(
+            row.get("input"), row.get("output"), row.get("error")
+        )
+
+    @staticmethod
+    def _payload(row: dict[str, Any]) -> Any:
+        payload = row.get("payload")
+        if isinstance(payload, str):
+            try:
+                return json.loads(payload)
+            except ValueError:
+                return {}
+        return payload
+
+    def _erased_ids(self) -> set[str]:
+        return self.found.episodes | self.found.facts
+
+    def event(self, row: dict[str, Any]) -> bool:
+        """An event to delete: it is about an erased row, run or content, or names the
+        subject. (One that only lists an erased fact among its results is scrubbed.)"""
+        payload = self._payload(row)
+        named: set[str] = set()
+        if isinstance(payload, dict):
+            for key in ("key", "supersedes"):
+                value = payload.get(key)
+                if isinstance(value, str):
+                    named.add(value)
+        run_id = row.get("run_id")
+        digest = row.get("content_hash")
+        return (
+            str(row.get("event_id")) in self._erased_ids()
+            or (run_id is not None and str(run_id) in self.found.runs)
+            or (digest is not None and digest in self.found.hashes)
+            or bool(named & self._erased_ids())
+            or self.mentions(payload)
+        )
+
+    def scrubbed(self, row: dict[str, Any]) -> dict[str, Any] | None:
+        """The payload without references to erased facts (a recall that returned one
+        among others), or None when the event lists none."""
+        payload = self._payload(row)
+        if not isinstance(payload, dict):
+            return None
+        erased = self._erased_ids()
+        results = payload.get("results")
+        dropped = payload.get("dropped")
+        hit = False
+        out = dict(payload)
+        if isinstance(results, list):
+            kept = [r for r in results if not (isinstance(r, dict) and r.get("id") in erased)]
+            hit = hit or len(kept) != len(results)
+            out["results"] = kept
+        if isinstance(dropped, list):
+            kept_ids = [d for d in dropped if d not in erased]
+            hit = hit or len(kept_ids) != len(dropped)
+            out["dropped"] = kept_ids
+        return out if hit else None
+
+    def archived(self, kind: ArchiveKind, row: dict[str, Any]) -> bool:
+        if kind == "episodes":
+            return self.episode(row)
+        if kind == "runs":
+            return self.run(row)
+        return self.event(row)
+
+    def archived_scrub(self, kind: ArchiveKind, row: dict[str, Any]) -> dict[str, Any] | None:
+        """An archived row with references to erased facts removed, or None."""
+        if kind != "events":
+            return None
+        payload = self.scrubbed(row)
+        return None if payload is None else {**row, "payload": payload}
+
+
+def validate_subject(subject: str) -> str:
+    """The subject, or ValueError: 3-256 characters, not blank (a very short string would
+    match as a substring of almost everything)."""
+    if not isinstance(subject, str) or subject.strip() != subject or not subject:
+        raise ValueError("subject must be a non-empty string without surrounding spaces")
+    if not MIN_SUBJECT_CHARS <= len(subject) <= MAX_SUBJECT_CHARS:
+        raise ValueError(f"subject must be {MIN_SUBJECT_CHARS}-{MAX_SUBJECT_CHARS} characters long")
+    return subject
+
+
+EVENTS_PAGE = 500
+
+
+class RowEraser:
+    """Finds and deletes one tenant's D1 rows that are traces of a subject."""
+
+    def __init__(self, tenant_id: str, db: D1Database) -> None:
+        self.tenant_id = tenant_id
+        self._db = db
+
+    async def find(self, subject: str) -> Found:
+        """The episodes, facts (with the history they superseded) and runs that are traces."""
+        found = Found()
+        episodes = await (
+            self._db.prepare(
+                "SELECT episode_id, run_id, content_hash FROM memory_episodes WHERE tenant_id = ? "
+                "AND (subject = ? OR instr(content, ?) > 0 OR instr(data, ?) > 0)"
+            )
+            .bind(self.tenant_id, subject, subject, subject)
+            .all()
+        )
+        for row in episodes.results:
+            found.episodes.add(str(row["episode_id"]))
+            found.runs.add(str(row["run_id"]))
+            found.hashes.add(str(row["content_hash"]))
+        facts = await (
+            self._db.prepare(
+                "SELECT fact_id, content_hash FROM semantic_facts WHERE tenant_id = ? "
+                "AND (subject = ? OR object = ? OR instr(content, ?) > 0 "
+                "OR instr(metadata, ?) > 0 OR (key_entity <> '' AND key_entity = lower(?)))"
+            )
+            # The derived key (migration 0005) is lower-cased: a free-text fact stored under
+            # the catch-all subject is still about the entity its text names.
+            .bind(self.tenant_id, subject, subject, subject, subject, subject)
+            .all()
+        )
+        for row in facts.results:
+            found.facts.add(str(row["fact_id"]))
+            found.hashes.add(str(row["content_hash"]))
+        # Facts superseded by an erased fact (duplicates merged into it, earlier values it
+        # replaced) are its history: they go too, transitively.
+        frontier = sorted(found.facts)
+        while frontier:
+            newer: list[str] = []
+            for chunk in chunks(frontier):
+                marks = ", ".join("?" for _ in chunk)
+                result = await (
+                    self._db.prepare(
+                        "SELECT fact_id, content_hash FROM semantic_facts WHERE tenant_id = ? "
+                        f"AND superseded_by IN ({marks})"
+                    )
+                    .bind(self.tenant_id, *chunk)
+                    .all()
+                )
+                for row in result.results:
+                    fact_id = str(row["fact_id"])
+                    if fact_id not in found.facts:
+                        found.facts.add(fact_id)
+                        found.hashes.add(str(row["content_hash"]))
+                        newer.append(fact_id)
+            frontier = newer
+        runs = await (
+            self._db.prepare(
+                "SELECT run_id FROM agent_runs WHERE tenant_id = ? AND (instr(input, ?) > 0 "
+                "OR instr(COALESCE(output, ''), ?) > 0 OR instr(COALESCE(error, ''), ?) > 0)"
+            )
+            .bind(self.tenant_id, subject, subject, subject)
+            .all()
+        )
+        found.runs.update(str(row["run_id"]) for row in runs.results)
+        return found
+
+    async def _run_deletes(
+        self, sql: str, ids: Sequence[str], extra: Sequence[SqlValue] = ()
+    ) -> int:
+        """`sql` with `{marks}` for a chunk of ids; returns the rows it deleted."""
+        total = 0
+        statements: list[D1Statement] = []
+        for chunk in chunks(list(ids)):
+            marks = ", ".join("?" for _ in chunk)
+            statements.append(
+                self._db.prepare(sql.format(marks=marks)).bind(self.tenant_id, *extra, *chunk)
+            )
+        for start in range(0, len(statements), 50):
+            results = await self._db.batch(statements[start : start + 50])
+            total += sum(r.meta.changes for r in results)
+        return total
+
+    async def _count_then_delete(self, table: str, column: str, ids: Sequence[str]) -> int:
+        # `meta.changes` may include trigger writes (the episode counter): count first.
+        total = 0
+        for chunk in chunks(list(ids)):
+            marks = ", ".join("?" for _ in chunk)
+            value = await (
+                self._db.prepare(
+                    f"SELECT COUNT(*) AS n FROM {table} "
+                    f"WHERE tenant_id = ? AND {column} IN ({marks})"
+                )
+                .bind(self.tenant_id, *chunk)
+                .first_value("n")
+            )
+            total += int(value or 0)
+        await self._run_deletes(
+            f"DELETE FROM {table} WHERE tenant_id = ? AND {column} IN ({{marks}})", ids
+        )
+        return total
+
+    async def delete(self, found: Found, matcher: SubjectMatcher, report: EraseReport) -> None:
+        """Delete what `find` found: links and provenance, events, then the rows; the
+        counts go into `report`."""
+        # Crypto-shredding first: from here on, whatever is left of the subject's sealed
+        # personal fields (here, in archives, in backups) has no key.
+        destroyed = await destroy_statement(self._db, self.tenant_id, matcher.subject).run()
+        report.data_keys = destroyed.meta.changes
+        facts = sorted(found.facts)
+        episodes = sorted(found.episodes)
+        runs = sorted(found.runs)
+        sources = sorted(found.facts | found.episodes | found.runs)
+        report.links = await self._run_deletes(
+            "DELETE FROM memory_links WHERE tenant_id = ? AND from_fact_id IN ({marks})", facts
+        ) + await self._run_deletes(
+            "DELETE FROM memory_links WHERE tenant_id = ? AND to_fact_id IN ({marks})", facts
+        )
+        report.provenance = await self._run_deletes(
+            "DELETE FROM fact_provenance WHERE tenant_id = ? AND fact_id IN ({marks})", facts
+        ) + await self._run_deletes(
+            "DELETE FROM fact_provenance WHERE tenant_id = ? AND source_id IN ({marks})", sources
+        )
+        report.events = await self._erase_events(matcher, report)
+        report.facts = await self._count_then_delete("semantic_facts", "fact_id", facts)
+        report.episodes = await self._count_then_delete("memory_episodes", "episode_id", episodes)
+        report.runs = await self._count_then_delete("agent_runs", "run_id", runs)
+        report.keyword_index_optimized = await self._optimize_keyword_index()
+
+    async def _optimize_keyword_index(self) -> bool:
+        """The keyword index is the tenant's postings (`semantic_terms`, migration 0009),
+        ordinary rows the delete trigger removes with each fact, so no index segment outlives
+        them (the FTS5 `optimize` this replaced). The trigger only decrements a term's
+        document count (`semantic_term_stats.df`): a term no remaining fact has would keep
+        its text, so those rows go here. Always run, so a re-run finishes an interrupted
+        erase. True when the tenant has no postings of a fact that is gone."""
+        await (
+            self._db.prepare("DELETE FROM semantic_term_stats WHERE tenant_id = ? AND df <= 0")
+            .bind(self.tenant_id)
+            .run()
+        )
+        orphans = (
+            await self._db.prepare(
+                "SELECT COUNT(*) AS n FROM semantic_terms t WHERE t.tenant_id = ? AND NOT EXISTS "
+                "(SELECT 1 FROM semantic_facts f WHERE f.tenant_id = t.tenant_id "
+                "AND f.fts_rowid = t.fts_rowid)"
+            )
+            .bind(self.tenant_id)
+            .first_value("n")
+        )
+        return int(orphans or 0) == 0
+
+    async def _erase_events(self, matcher: SubjectMatcher, report: EraseReport) -> int:
+        """Page through the tenant's events (by id): delete the ones that are traces, scrub
+        erased fact ids out of the others' results."""
+        doomed: list[str] = []
+        scrubs: list[D1Statement] = []
+        after = ""
+        while True:
+            result = await (
+                self._db.prepare(
+                    "SELECT event_id, run_id, content_hash, payload FROM memory_events "
+                    "WHERE tenant_id = ? AND event_id > ? ORDER BY event_id LIMIT ?"
+                )
+                .bind(self.tenant_id, after, EVENTS_PAGE)
+                .all()
+            )
+            rows = result.results
+            for row in rows:
+                if matcher.event(row):
+                    doomed.append(str(row["event_id"]))
+                    continue
+                payload = matcher.scrubbed(row)
+                if payload is not None:
+                    scrubs.append(
+                        self._db.prepare(
+                            "UPDATE memory_events SET payload = ? "
+                            "WHERE tenant_id = ? AND event_id = ?"
+                        ).bind(
+                            json.dumps(payload, separators=(",", ":"), ensure_ascii=False),
+                            self.tenant_id,
+                            str(row["event_id"]),
+                        )
+                    )
+            if len(rows) < EVENTS_PAGE:
+                break
+            after = str(rows[-1]["event_id"])
+        for start in range(0, len(scrubs), 50):
+            await self._db.batch(scrubs[start : start + 50])
+        report.events_scrubbed = len(scrubs)
+        if not doomed:
+            return 0
+        return await self._run_deletes(
+            "DELETE FROM memory_events WHERE tenant_id = ? AND event_id IN ({marks})", doomed
+        )
+
+
+class ArchiveEraser:
+    """Removes a subject's traces from one tenant's cold-tier archives."""
+
+    def __init__(self, tenant_id: str, *, db: D1Database, cold: ObjectStore, clock: Clock) -> None:
+        self.tenant_id = tenant_id
+        self._db = db
+        self._cold = cold
+        self._clock = clock
+
+    async def erase(self, matcher: SubjectMatcher, report: EraseReport) -> None:
+        """Rewrite or delete every archive holding traces; each one's counts go into
+        `report` as soon as it is done."""
+        keys: list[str] = []
+        for prefix in tenant_prefixes(self.tenant_id):
+            cursor: str | None = None
+            while True:
+                page = await self._cold.list(prefix=prefix, cursor=cursor)
+                keys += [o.key for o in page.objects]
+                if not page.truncated or not page.cursor:
+                    break
+                cursor = page.cursor
+        now_ms = int(self._clock.now() * 1000)
+        for key in keys:
+            parsed = parse_archive_key(key)
+            if parsed is None:
+                continue
+            _, kind, _ = parsed
+            body = await self._cold.get(key)
+            if body is None:
+                continue
+            rows = decode_archive(body.data)
+            kept: list[dict[str, Any]] = []
+            scrubbed = 0
+            erased_ids: list[str] = []
+            for row in rows:
+                if matcher.archived(kind, row):
+                    if kind == "episodes":
+                        erased_ids.append(str(row.get("episode_id")))
+                    continue
+                clean = matcher.archived_scrub(kind, row)
+                scrubbed += clean is not None
+                kept.append(clean if clean is not None else row)
+            removed = len(rows) - len(kept)
+            if removed == 0 and scrubbed == 0:
+                continue
+            report.archived_rows[kind] += removed
+            # The cold item index (`cold_items`, agent_memory.tiered.cold) follows the
+            # archive: erased episodes leave it before their object is rewritten.
+            await self._unindex(erased_ids)
+            if not kept:
+                await self._cold.delete(key)
+                await (
+                    self._db.prepare(
+                        "DELETE FROM lifecycle_archives WHERE tenant_id = ? AND archive_key = ?"
+                    )
+                    .bind(self.tenant_id, key)
+                    .run()
+                )
+                report.archives_deleted += 1
+                continue
+            await self._rewrite(key, kind, kept, body.custom_metadata, now_ms)
+            report.archives_rewritten += 1
+
+    async def _unindex(self, episode_ids: list[str]) -> None:
+        for chunk in chunks(episode_ids):  # D1: at most 100 bound parameters
+            marks = ", ".join("?" * len(chunk))
+            await (
+                self._db.prepare(
+                    "DELETE FROM cold_items WHERE tenant_id = ? AND kind = 'episode' "
+                    f"AND entity_id IN ({marks})"
+                )
+                .bind(self.tenant_id, *chunk)
+                .run()
+            )
+
+    async def _rewrite(
+        self,
+        key: str,
+        kind: ArchiveKind,
+        kept: list[dict[str, Any]],
+        metadata: dict[str, str],
+        now_ms: int,
+    ) -> None:
+        """Write the archive without the erased rows, under the key of its (new) first row."""
+        time_column = "started_at" if kind == "runs" else "created_at"
+        id_column = {"episodes": "episode_id", "runs": "run_id", "events": "event_id"}[kind]
+        first, last = kept[0], kept[-1]
+        new_key = archive_key(self.tenant_id, kind, int(first[time_column]), str(first[id_column]))
+        data = encode_lines(kept)
+        first_key = f"{first[time_column]}/{first[id_column]}"
+        last_key = f"{last[time_column]}/{last[id_column]}"
+        meta = {
+            **metadata,
+            "rows": str(len(kept)),
+            "first": first_key,
+            "last": last_key,
+            "rewritten_ms": str(now_ms),
+        }
+        # New object first, then the ledger, then the old object: a failure in between
+        # leaves the old object, which a re-run rewrites again.
+        await self._cold.put(new_key, data, custom_metadata=meta)
+        await (
+            self._db.prepare(
+                "UPDATE lifecycle_archives SET archive_key = ?, rows = ?, matched = ?, "
+                "first_key = ?, last_key = ?, bytes = ?, rewritten_at = ? "
+                "WHERE tenant_id = ? AND archive_key = ?"
+            )
+            .bind(
+                new_key,
+                len(kept),
+                len(kept),
+                first_key,
+                last_key,
+                len(data),
+                now_ms,
+                self.tenant_id,
+                key,
+            )
+            .run()
+        )
+        if new_key != key:
+            await (
+                self._db.prepare(
+                    "UPDATE cold_items SET archive_key = ? WHERE tenant_id = ? AND archive_key = ?"
+                )
+                .bind(new_key, self.tenant_id, key)
+                .run()
+            )
+            await self._cold.delete(key)
+
+
+RUN_IDS_PER_CALL = 1000  # agent_runtime_do.protocol.MAX_ERASE_RUN_IDS
+
+
+AGENT_STATE_STORES = ("run_log", "turn_state", "failed_writes", "pending_writes")
+
+
+class InstanceEraseError(RuntimeError):
+    """An instance refused or failed the erase (its answer's code is in the message)."""
+
+
+class InstanceEraser:
+    def __init__(
+        self, tenant_id: str, *, db: D1Database, agents: DurableObjectNamespace, clock: Clock
+    ) -> None:
+        self.tenant_id = tenant_id
+        self._db = db
+        self._agents = agents
+        self._clock = clock
+
+    async def erase(self, subject: str, run_ids: Sequence[str], report: EraseReport) -> None:
+        runs = sorted(run_ids)
+        slices = [runs[i : i + RUN_IDS_PER_CALL] for i in range(0, len(runs), RUN_IDS_PER_CALL)]
+        instances = await tenant_instances(self._db, self.tenant_id)
+        # Registered first: once the runs rows that name an instance are erased, this row
+        # is how a repeat (or the next erase) still finds it.
+        await register_instances(self._db, self.tenant_id, instances, int(self._clock.now() * 1000))
+        for agent_type, instance_id in instances:
+            scope = AgentScope(
+                tenant=self.tenant_id, agent_type=agent_type, instance_id=instance_id
+            )
+            stub = self._agents.get_by_name(scope.object_name)
+            for run_slice in slices or [[]]:
+                answer = await stub.call(
+                    "erase_subject",
+                    {
+                        "tenant": scope.tenant,
+                        "agent_type": scope.agent_type,
+                        "instance_id": scope.instance_id,
+                        "subject": subject,
+                        "run_ids": run_slice,
+                    },
+                )
+                error = answer.get("error")
+                if isinstance(error, dict):
+                    raise InstanceEraseError(
+                        f"instance {agent_type}/{instance_id}: {error.get('code', 'error')}"
+                    )
+                erased = answer.get("erased", {})
+                for store in AGENT_STATE_STORES:
+                    report.agent_state[store] += int(erased.get(store, 0))
+            report.agent_state["instances"] += 1
+
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +707,7 @@ def subject_digest(subject: str) -> str:
 
 
 Progress = Callable[[str, int], None]
+
 # How long an erase's start mark is kept: far longer than any recall record stays in flight.
 MARK_KEPT_MS = 86_400_000
 

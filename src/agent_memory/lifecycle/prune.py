@@ -1,4 +1,77 @@
-"""The weekly prune (cron `0 3 * * SUN`): episodes, finished runs and memory events past their
+"""The cold tier's archive format: gzip-compressed NDJSON objects per tenant, kind and ISO week.
+
+Layout (docs/lifecycle.md, "Archive layout"):
+
+    archive/{tenant}/episodes/{YYYY}-W{ww}/{first_ms:013d}-{first_id}.ndjson.gz
+    logs/{tenant}/{runs|events}/{YYYY}-W{ww}/{first_ms:013d}-{first_id}.ndjson.gz
+
+* `kind` is `episodes` (rows of `memory_episodes`), `runs` (`agent_runs`) or `events`
+  (`memory_events`). Runs and events are the placement table's `log` kind, deleted from
+  cold after `cold_retention_days` (90): they live under their own root, `logs/`, so one R2
+  lifecycle rule on that prefix can expire them (R2 rules match key prefixes only).
+  Archives written before that change keep their `archive/{tenant}/{runs|events}/` keys;
+  both are parsed, listed, erased and expired alike;
+* the ISO week is the one the archived rows *happened* in (`created_at` of an episode or
+  event, `started_at` of a run), so an archive object never spans two weeks;
+* the name ends with the sort key of the object's first row, so the object a batch writes
+  is determined by the rows it archives: a batch that is retried after an interruption
+  (archived but not yet deleted) writes the same key again and replaces its own object
+  instead of adding a second copy.
+
+Each line is one row as a JSON object, columns as stored, except that JSON columns
+(`data`, `input`, `output`, `payload`) are decoded into JSON values so the archive reads naturally.
+The bytes are deterministic for the same rows (sorted keys, gzip `mtime=0`), so a retried
+batch produces an identical object.
+
+The values one prune invocation works with: its `PruneBudget`, the `Meter` that spends
+it (raising `BudgetExhausted` before an operation that would not fit), and each tenant's
+`TenantPruneCounts`. No I/O.
+
+Private to `agent_memory.lifecycle`: other packages import these names from
+`agent_memory.lifecycle.prune`.
+
+One prune batch: archive a tenant's oldest rows of one table to the cold tier, then
+delete exactly those rows (`ArchiveBatchWriter`), and the tables a prune archives.
+
+The contract (the steps are numbered as in `agent_memory.lifecycle.prune`'s docstring):
+nothing is deleted that is not in an archive object first, and the delete, the archive
+ledger row and the tenant's progress count commit in one D1 transaction whose CHECK fails
+(`RangeChanged`, the batch is redone) if rows appeared inside the batch's key range.
+Spends every statement and R2 call on the invocation's `Meter`.
+
+Private to `agent_memory.lifecycle`.
+
+The prune job ledger: `lifecycle_prunes` (one row per job: running or complete, and how
+many invocations it took) and `lifecycle_prune_progress` (one row per tenant and job).
+
+A tenant's progress row is written the first time a job meets the tenant, with the
+cutoff and retention of that moment, and is never rewritten: a retried or resumed
+invocation reads it back and finishes *the same* job. The row's counts are added by the
+archive batch's own transaction (`_prune_archive`); this module only creates the row,
+reads it, and marks it done. Spends its statements on the invocation's `Meter`.
+
+Private to `agent_memory.lifecycle`.
+
+The cold tier's own lifecycle (the placement table's `cold_retention_days`): archive
+objects of a kind whose cold retention has passed are deleted by the prune.
+
+By default that is the `log` kind — archives of finished runs and memory events — 90 days
+after they were archived (the hot/warm/cold ADR: "logs/ → delete after 90 days"); archived
+episodes have no cold retention and stay until erased. Age is counted from the archive's
+ledger row (`lifecycle_archives.created_at`, the moment the prune wrote it), as an R2
+lifecycle rule counts from the object's upload. On Cloudflare the same rule can also be set
+on the bucket (`wrangler r2 bucket lifecycle add agent-memory-cold expire-logs logs/
+--expire-days 90`, docs/tiered-memory.md): the prune's pass keeps the ledger in step and is
+what enforces it for the local object store.
+
+Per tenant and kind, oldest first, at most `batch_rows` objects per round: one R2 delete of
+their keys, then one D1 statement dropping their ledger rows. Interrupted in between, the
+next prune deletes the (already missing) objects again — R2 ignores missing keys — and then
+the rows: nothing is left half-expired for long and nothing else is touched.
+
+Private to `agent_memory.lifecycle`.
+
+The weekly prune (cron `0 3 * * SUN`): episodes, finished runs and memory events past their
 tenant's retention are archived to the cold tier, then deleted — in bounded, resumable
 batches.
 
@@ -48,67 +121,684 @@ Per-statement bound parameters stay ≤ 8 (D1 allows 100). Logs one line per ten
 
 from __future__ import annotations
 
+import datetime
+import gzip
+import json
 import logging
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from agent_memory.lifecycle._cold_expiry import ColdExpiry, cold_cutoffs
-from agent_memory.lifecycle._prune_archive import (
-    EPISODES,
-    EVENTS,
-    PRUNED_TABLES,
-    RANGE_RETRIES,
-    RUNS,
-    TABLES,
-    ArchiveBatchWriter,
-    RangeChanged,
-)
-from agent_memory.lifecycle._prune_jobs import PruneJobs
-from agent_memory.lifecycle._prune_models import (
-    DEFAULT_BATCH_ROWS,
-    DEFAULT_MAX_OPERATIONS,
-    DEFAULT_MAX_SECONDS,
-    OPERATIONS_PER_BATCH,
-    BudgetExhausted,
-    Meter,
-    PruneBudget,
-    StopReason,
-    TenantPruneCounts,
-)
-from agent_memory.lifecycle.cold import iso_week
-from agent_memory.lifecycle.retention import get_lifecycle, known_tenants
+from agent_memory.lifecycle.retention import TenantTable, get_lifecycle, known_tenants
 from agent_memory.placement import DEFAULT_TABLE, PlacementTable
+from agent_memory.statements import IDS_PER_STATEMENT, chunks
 from bindings.ports.clock import Clock
-from bindings.ports.d1 import D1Database
-from bindings.ports.object_store import ObjectStore
+from bindings.ports.d1 import D1Database, D1Error, D1Statement
+from bindings.ports.object_store import OBJECT_STORE_MAX_DELETE_KEYS, ObjectStore
+from bindings.ports.sql import Row, SqlValue
 
-__all__ = [
-    "DEFAULT_BATCH_ROWS",
-    "DEFAULT_MAX_OPERATIONS",
-    "DEFAULT_MAX_SECONDS",
-    "EPISODES",
-    "EVENTS",
-    "OPERATIONS_PER_BATCH",
-    "PRUNED_TABLES",
-    "RANGE_RETRIES",
-    "RUNS",
-    "TABLES",
-    "BudgetExhausted",
-    "Progress",
-    "PruneBudget",
-    "PruneReport",
-    "Pruner",
-    "RangeChanged",
-    "StopReason",
-    "TenantPruneCounts",
-    "resume_unfinished",
-    "weekly_prune_id",
-]
+ArchiveKind = Literal["episodes", "runs", "events"]
+
+
+ARCHIVE_ROOT = "archive"
+
+LOG_ROOT = "logs"
+
+ARCHIVE_SUFFIX = ".ndjson.gz"
+
+# Columns stored as JSON text, per archived table.
+JSON_COLUMNS: dict[str, tuple[str, ...]] = {
+    "episodes": ("data",),
+    "runs": ("input", "output"),
+    "events": ("payload",),
+}
+
+_MS_PER_DAY = 86_400_000
+
+_MS_PER_WEEK = 7 * _MS_PER_DAY
+
+
+def iso_week(ms: int) -> str:
+    """`2026-W07`: the ISO year and week of an epoch-millisecond time (UTC)."""
+    moment = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
+    year, week, _ = moment.isocalendar()
+    return f"{year:04d}-W{week:02d}"
+
+
+def week_bounds(ms: int) -> tuple[int, int]:
+    """[start, end) of the ISO week (Monday 00:00 UTC to the next Monday) holding `ms`."""
+    # The epoch (1970-01-01) was a Thursday: Monday 1969-12-29 starts its ISO week.
+    first_monday = -3 * _MS_PER_DAY
+    start = first_monday + ((ms - first_monday) // _MS_PER_WEEK) * _MS_PER_WEEK
+    return start, start + _MS_PER_WEEK
+
+
+def tenant_prefixes(tenant_id: str) -> tuple[str, ...]:
+    """Every prefix under which the tenant's archives live (one `list` each)."""
+    return (f"{ARCHIVE_ROOT}/{tenant_id}/", f"{LOG_ROOT}/{tenant_id}/")
+
+
+def archive_key(tenant_id: str, kind: ArchiveKind, first_ms: int, first_id: str) -> str:
+    """The object key of the archive whose first row is (`first_ms`, `first_id`)."""
+    root = ARCHIVE_ROOT if kind == "episodes" else LOG_ROOT
+    return (
+        f"{root}/{tenant_id}/{kind}/{iso_week(first_ms)}/{first_ms:013d}-{first_id}{ARCHIVE_SUFFIX}"
+    )
+
+
+def parse_archive_key(key: str) -> tuple[str, ArchiveKind, str] | None:
+    """(tenant, kind, iso week) of an archive key, or None for any other key."""
+    parts = key.split("/")
+    if (
+        len(parts) != 5
+        or parts[0] not in (ARCHIVE_ROOT, LOG_ROOT)
+        or not parts[4].endswith(ARCHIVE_SUFFIX)
+    ):
+        return None
+    kind = parts[2]
+    if kind == "episodes" and parts[0] == ARCHIVE_ROOT:
+        return parts[1], "episodes", parts[3]
+    if kind == "runs":
+        return parts[1], "runs", parts[3]
+    if kind == "events":
+        return parts[1], "events", parts[3]
+    return None
+
+
+def _row_for_archive(row: dict[str, Any], kind: ArchiveKind) -> dict[str, Any]:
+    out = dict(row)
+    for column in JSON_COLUMNS[kind]:
+        value = out.get(column)
+        if isinstance(value, str):
+            out[column] = json.loads(value)
+    return out
+
+
+def row_from_archive(row: dict[str, Any], kind: ArchiveKind) -> dict[str, Any]:
+    """The row as the table stores it (JSON columns encoded again), e.g. for a restore."""
+    out = dict(row)
+    for column in JSON_COLUMNS[kind]:
+        if column in out and out[column] is not None:
+            out[column] = json.dumps(out[column], separators=(",", ":"), ensure_ascii=False)
+    return out
+
+
+def encode_archive(rows: Iterable[dict[str, Any]], kind: ArchiveKind) -> bytes:
+    """Rows → gzip(NDJSON), byte-for-byte the same for the same rows."""
+    lines = [
+        json.dumps(
+            _row_for_archive(row, kind),
+            sort_keys=True,
+            separators=(",", ":"),
+            ensure_ascii=False,
+            allow_nan=False,
+        )
+        for row in rows
+    ]
+    text = "".join(line + "\n" for line in lines)
+    return gzip.compress(text.encode("utf-8"), compresslevel=6, mtime=0)
+
+
+def decode_archive(data: bytes) -> list[dict[str, Any]]:
+    """gzip(NDJSON) → rows as archived (JSON columns decoded)."""
+    text = gzip.decompress(data).decode("utf-8")
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def encode_lines(rows: Sequence[dict[str, Any]]) -> bytes:
+    """Re-encode rows already in archive form (after an erase removed some)."""
+    text = "".join(
+        json.dumps(row, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n"
+        for row in rows
+    )
+    return gzip.compress(text.encode("utf-8"), compresslevel=6, mtime=0)
+
+
+DEFAULT_BATCH_ROWS = 500
+
+DEFAULT_MAX_OPERATIONS = 900  # under the paid plan's 1000 D1 queries per invocation
+
+DEFAULT_MAX_SECONDS = 600.0  # under a cron invocation's 15 minutes
+
+# select, put, and a D1 batch of 3 statements (4 for episodes: + the cold item index)
+OPERATIONS_PER_BATCH = 6
+
+
+StopReason = Literal["operations", "time"]
+
+
+class PruneBudget(BaseModel):
+    """How much one invocation may do."""
+
+    max_operations: int = Field(default=DEFAULT_MAX_OPERATIONS, ge=OPERATIONS_PER_BATCH + 2)
+    max_seconds: float = Field(default=DEFAULT_MAX_SECONDS, gt=0)
+    batch_rows: int = Field(default=DEFAULT_BATCH_ROWS, ge=1, le=5_000)
+
+
+class TenantPruneCounts(BaseModel):
+    """One tenant's part of a prune job. `*_deleted` are job totals (exact across
+    invocations); `*_now` what this invocation did."""
+
+    tenant_id: str
+    retention_days: int
+    cutoff_ms: int
+    episodes_deleted: int = 0
+    runs_deleted: int = 0
+    events_deleted: int = 0
+    batches: int = 0
+    episodes_now: int = 0
+    runs_now: int = 0
+    events_now: int = 0
+    batches_now: int = 0
+    archives_now: list[str] = Field(default_factory=list)
+    # Archive objects this invocation deleted for being past their cold retention.
+    archives_expired_now: int = 0
+    done: bool = False
+    # Dry runs only: what a prune would archive and delete now.
+    episodes_due: int | None = None
+    runs_due: int | None = None
+    events_due: int | None = None
+    error: str | None = None
+
+
+class BudgetExhausted(Exception):
+    def __init__(self, reason: StopReason) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        # The counts of the tenant being pruned when the budget ran out.
+        self.counts: TenantPruneCounts | None = None
+
+
+@dataclass
+class Meter:
+    """Counts one invocation's D1 statements and R2 calls against its budget (one meter
+    is shared by the jobs an invocation resumes)."""
+
+    budget: PruneBudget
+    clock: Callable[[], float]
+    started: float = field(default=0.0)
+    operations: int = 0
+
+    def __post_init__(self) -> None:
+        self.started = self.clock()
+
+    def spend(self, n: int = 1) -> None:
+        self.operations += n
+
+    def check(self, need: int) -> None:
+        """Raise `BudgetExhausted` unless `need` more operations fit in the budget."""
+        if self.operations + need > self.budget.max_operations:
+            raise BudgetExhausted("operations")
+        if self.clock() - self.started >= self.budget.max_seconds:
+            raise BudgetExhausted("time")
+
+
+# The public module's logger: log configuration and filters see the same names as before.
+log = logging.getLogger("agent_memory.lifecycle.prune")
+
+
+RANGE_RETRIES = 3
+
+
+class RangeChanged(Exception):
+    """Rows appeared inside a batch's key range between archive and delete."""
+
+
+@dataclass(frozen=True)
+class PrunedTable:
+    """How one archived table is selected, keyed and deleted."""
+
+    kind: ArchiveKind
+    table: str
+    time_column: str
+    id_column: str
+    # Extra conditions beyond `tenant_id = ? AND time < cutoff` (with their own `?`s).
+    extra_sql: str = ""
+    extra_params: int = 0
+    progress_column: str = "episodes_deleted"
+
+
+EPISODES = PrunedTable(
+    kind="episodes", table="memory_episodes", time_column="created_at", id_column="episode_id"
+)
+
+RUNS = PrunedTable(
+    kind="runs",
+    table="agent_runs",
+    time_column="started_at",
+    id_column="run_id",
+    # Only finished runs go, and only once they finished before the cutoff too.
+    extra_sql=" AND status IN ('completed', 'failed') AND finished_at < ?",
+    extra_params=1,
+    progress_column="runs_deleted",
+)
+
+# The audit trail ages with the memory it describes: events past retention go the same way.
+EVENTS = PrunedTable(
+    kind="events",
+    table="memory_events",
+    time_column="created_at",
+    id_column="event_id",
+    progress_column="events_deleted",
+)
+
+TABLES = (EPISODES, RUNS, EVENTS)
+
+PRUNED_TABLES: tuple[TenantTable, ...] = ("memory_episodes", "agent_runs", "memory_events")
+
+
+class ArchiveBatchWriter:
+    """Archives and deletes a prune's batches over a D1 database and a cold-tier bucket."""
+
+    def __init__(
+        self, db: D1Database, cold: ObjectStore | None, clock: Clock, budget: PruneBudget
+    ) -> None:
+        self._db = db
+        self._cold = cold
+        self._clock = clock
+        # The pruner's budget object, read per batch (`batch_rows`), as the pruner does.
+        self._budget = budget
+
+    def _where(self, table: PrunedTable) -> str:
+        return f"tenant_id = ? AND {table.time_column} < ?{table.extra_sql}"
+
+    def _where_params(self, table: PrunedTable, tenant: str, cutoff: int) -> list[SqlValue]:
+        params: list[SqlValue] = [tenant, cutoff]
+        return params + [cutoff] * table.extra_params
+
+    def _range_sql(self, table: PrunedTable) -> str:
+        t, i = table.time_column, table.id_column
+        return f" AND ({t}, {i}) >= (?, ?) AND ({t}, {i}) <= (?, ?)"
+
+    def _index_statements(
+        self,
+        table: PrunedTable,
+        tenant: str,
+        key: str,
+        where: str,
+        params: list[SqlValue],
+        now_ms: int,
+    ) -> list[D1Statement]:
+        """For episodes: index every archived row by its item key (`cold_items`), in the
+        transaction that deletes them, so the cold tier can serve each one by key. For runs:
+        register their agent instances (`agent_instances`, as `lifecycle.instances` does),
+        so the subject eraser still reaches an instance whose runs rows are all pruned
+        before its Durable Object ever reported from its alarm."""
+        if table is RUNS:
+            return [
+                self._db.prepare(
+                    "INSERT INTO agent_instances (tenant_id, agent_type, instance_id, "
+                    "reported_at) SELECT DISTINCT tenant_id, agent_type, instance_id, ? "
+                    f"FROM agent_runs WHERE {where} "
+                    "ON CONFLICT (tenant_id, agent_type, instance_id) DO NOTHING"
+                ).bind(now_ms, *params)
+            ]
+        if table is not EPISODES:
+            return []
+        return [
+            self._db.prepare(
+                "INSERT INTO cold_items (tenant_id, namespace_key, kind, entity_id, "
+                "archive_key, subject, created_at, archived_at) "
+                "SELECT tenant_id, namespace_key, 'episode', episode_id, ?, subject, "
+                f"created_at, ? FROM memory_episodes WHERE {where} "
+                "ON CONFLICT (tenant_id, namespace_key, kind, entity_id) DO UPDATE SET "
+                "archive_key = excluded.archive_key, archived_at = excluded.archived_at"
+            ).bind(key, now_ms, *params)
+        ]
+
+    async def count_due(self, table: PrunedTable, tenant: str, cutoff: int) -> int:
+        """The rows of `table` a prune with this cutoff would archive and delete now."""
+        value = (
+            await self._db.prepare(
+                f"SELECT COUNT(*) AS n FROM {table.table} WHERE {self._where(table)}"
+            )
+            .bind(*self._where_params(table, tenant, cutoff))
+            .first_value("n")
+        )
+        return int(value or 0)
+
+    async def archive_batch(
+        self,
+        prune_id: str,
+        tenant: str,
+        table: PrunedTable,
+        cutoff_ms: int,
+        meter: Meter,
+    ) -> tuple[str, int] | None:
+        """Archive then delete the next batch; (archive key, rows) or None when none is left."""
+        for _attempt in range(RANGE_RETRIES):
+            rows = await self._select_batch(table, tenant, cutoff_ms)
+            meter.spend()
+            if not rows:
+                return None
+            try:
+                return await self._archive_and_delete(
+                    prune_id, tenant, table, rows, cutoff_ms, meter
+                )
+            except RangeChanged:
+                log.warning(
+                    "prune %s: tenant %s %s range changed while archiving; redoing the batch",
+                    prune_id,
+                    tenant,
+                    table.kind,
+                )
+        raise RuntimeError(
+            f"{table.kind} of tenant {tenant} kept changing under the prune; try again later"
+        )
+
+    async def _select_batch(self, table: PrunedTable, tenant: str, cutoff: int) -> list[Row]:
+        t, i = table.time_column, table.id_column
+        result = await (
+            self._db.prepare(
+                f"SELECT * FROM {table.table} WHERE {self._where(table)} ORDER BY {t}, {i} LIMIT ?"
+            )
+            .bind(*self._where_params(table, tenant, cutoff), self._budget.batch_rows)
+            .all()
+        )
+        rows = result.results
+        if not rows:
+            return []
+        # An archive object holds one ISO week: cut the batch at the first row's week end.
+        _, week_end = week_bounds(int(rows[0][t]))
+        return [row for row in rows if int(row[t]) < week_end]
+
+    async def _archive_and_delete(
+        self,
+        prune_id: str,
+        tenant: str,
+        table: PrunedTable,
+        rows: list[Row],
+        cutoff_ms: int,
+        meter: Meter,
+    ) -> tuple[str, int]:
+        assert self._cold is not None
+        t, i = table.time_column, table.id_column
+        first, last = rows[0], rows[-1]
+        first_ms, last_ms = int(first[t]), int(last[t])
+        key = archive_key(tenant, table.kind, first_ms, str(first[i]))
+        body = encode_archive(rows, table.kind)
+        # 1. Archive first: nothing is deleted that is not in the cold tier.
+        await self._cold.put(
+            key,
+            body,
+            custom_metadata={
+                "tenant": tenant,
+                "kind": table.kind,
+                "rows": str(len(rows)),
+                "first": f"{first_ms}/{first[i]}",
+                "last": f"{last_ms}/{last[i]}",
+                "prune_id": prune_id,
+            },
+        )
+        meter.spend()
+        # 2. Then, in one transaction: the ledger row (its CHECK fails unless the range
+        #    holds exactly the archived rows), the delete of that range, the counts.
+        where = self._where(table) + self._range_sql(table)
+        params = [
+            *self._where_params(table, tenant, cutoff_ms),
+            first_ms,
+            str(first[i]),
+            last_ms,
+            str(last[i]),
+        ]
+        now_ms = int(self._clock.now() * 1000)
+        statements: list[D1Statement] = [
+            self._db.prepare(
+                "INSERT INTO lifecycle_archives (tenant_id, archive_key, kind, iso_week, rows, "
+                "matched, first_key, last_key, bytes, prune_id, created_at) "
+                f"VALUES (?, ?, ?, ?, ?, (SELECT COUNT(*) FROM {table.table} WHERE {where}), "
+                "?, ?, ?, ?, ?) ON CONFLICT (tenant_id, archive_key) DO UPDATE SET "
+                "rows = excluded.rows, matched = excluded.matched, "
+                "last_key = excluded.last_key, bytes = excluded.bytes, "
+                "prune_id = excluded.prune_id, created_at = excluded.created_at"
+            ).bind(
+                tenant,
+                key,
+                table.kind,
+                iso_week(first_ms),
+                len(rows),
+                *params,
+                f"{first_ms}/{first[i]}",
+                f"{last_ms}/{last[i]}",
+                len(body),
+                prune_id,
+                now_ms,
+            ),
+            *self._index_statements(table, tenant, key, where, params, now_ms),
+            self._db.prepare(f"DELETE FROM {table.table} WHERE {where}").bind(*params),
+            self._db.prepare(
+                f"UPDATE lifecycle_prune_progress SET {table.progress_column} = "
+                f"{table.progress_column} + ?, batches = batches + 1, updated_at = ? "
+                "WHERE tenant_id = ? AND prune_id = ?"
+            ).bind(len(rows), now_ms, tenant, prune_id),
+        ]
+        try:
+            await self._db.batch(statements)
+        except D1Error as exc:
+            if "CHECK constraint failed" in str(exc):
+                raise RangeChanged(str(exc)) from exc
+            raise
+        finally:
+            meter.spend(len(statements))
+        # The CHECK guarantees the DELETE removed exactly len(rows) rows. (Its
+        # `meta.changes` is not used: it may also count the episode counter's trigger.)
+        return key, len(rows)
+
+
+class PruneJobs:
+    """Reads and writes the prune jobs and their per-tenant progress."""
+
+    def __init__(self, db: D1Database, clock: Clock, *, default_retention_days: int) -> None:
+        self._db = db
+        self._clock = clock
+        self._default_days = default_retention_days
+
+    async def unfinished(self) -> list[tuple[str, int]]:
+        """(prune_id, scheduled_ms) of jobs that have not completed, oldest first."""
+        result = await self._db.prepare(
+            "SELECT prune_id, scheduled_at FROM lifecycle_prunes WHERE status = 'running' "
+            "ORDER BY scheduled_at"
+        ).all()
+        return [(str(r["prune_id"]), int(r["scheduled_at"])) for r in result.results]
+
+    async def start(self, prune_id: str, scheduled_ms: int, now_ms: int, meter: Meter) -> str:
+        """Record the job (once) and this invocation of it; returns the job's status."""
+        meter.check(2)
+        results = await self._db.batch(
+            [
+                self._db.prepare(
+                    "INSERT INTO lifecycle_prunes (prune_id, scheduled_at, status, started_at) "
+                    "VALUES (?, ?, 'running', ?) ON CONFLICT (prune_id) DO NOTHING"
+                ).bind(prune_id, scheduled_ms, now_ms),
+                self._db.prepare(
+                    "UPDATE lifecycle_prunes SET invocations = invocations + 1 "
+                    "WHERE prune_id = ? RETURNING status"
+                ).bind(prune_id),
+            ]
+        )
+        meter.spend(2)
+        rows = results[1].results
+        return str(rows[0]["status"]) if rows else "running"
+
+    async def finish(self, prune_id: str, now_ms: int) -> None:
+        await (
+            self._db.prepare(
+                "UPDATE lifecycle_prunes SET status = 'complete', finished_at = ? "
+                "WHERE prune_id = ?"
+            )
+            .bind(now_ms, prune_id)
+            .run()
+        )
+
+    async def tenants(self, prune_id: str, meter: Meter) -> list[str]:
+        """The tenants with rows in a pruned table or archives, and those the job already met."""
+        meter.check(5)
+        # Tenants with archives only still have archives that may expire (`_cold_expiry`).
+        tables = (*PRUNED_TABLES, "lifecycle_archives")
+        names = set(await known_tenants(self._db, tables))
+        meter.spend(len(tables))
+        # Tenants whose rows are all gone still appear in the job's counts.
+        result = await (
+            self._db.prepare(
+                "SELECT tenant_id FROM lifecycle_prune_progress WHERE prune_id = ? "
+                "ORDER BY tenant_id"
+            )
+            .bind(prune_id)
+            .all()
+        )
+        meter.spend()
+        names.update(str(r["tenant_id"]) for r in result.results)
+        return sorted(names)
+
+    async def job_counts(
+        self, prune_id: str, tenants: Sequence[str], meter: Meter
+    ) -> list[TenantPruneCounts]:
+        """The job's totals for each of `tenants` it has met."""
+        out = []
+        for tenant in tenants:
+            row = await self._progress_row(tenant, prune_id)
+            meter.spend()
+            if row is not None:
+                out.append(_counts_from(tenant, row))
+        return out
+
+    async def tenant_counts(
+        self, prune_id: str, tenant: str, scheduled_ms: int, meter: Meter
+    ) -> TenantPruneCounts:
+        """The tenant's progress in the job, first fixing its cutoff if the job is new to it."""
+        meter.check(4)
+        row = await self._progress_row(tenant, prune_id)
+        meter.spend()
+        if row is None:
+            lifecycle = await get_lifecycle(self._db, tenant, self._default_days)
+            cutoff = lifecycle.cutoff_ms(scheduled_ms)
+            await (
+                self._db.prepare(
+                    "INSERT INTO lifecycle_prune_progress (tenant_id, prune_id, cutoff_ms, "
+                    "retention_days, updated_at) VALUES (?, ?, ?, ?, ?) "
+                    "ON CONFLICT (tenant_id, prune_id) DO NOTHING"
+                )
+                .bind(
+                    tenant,
+                    prune_id,
+                    cutoff,
+                    lifecycle.episode_retention_days,
+                    int(self._clock.now() * 1000),
+                )
+                .run()
+            )
+            meter.spend(2)
+            row = await self._progress_row(tenant, prune_id)
+            meter.spend()
+            if row is None:
+                raise RuntimeError(f"prune progress row for {tenant!r} was not written")
+        return _counts_from(tenant, row)
+
+    async def mark_done(self, prune_id: str, tenant: str, meter: Meter) -> None:
+        await (
+            self._db.prepare(
+                "UPDATE lifecycle_prune_progress SET done = 1, updated_at = ? "
+                "WHERE tenant_id = ? AND prune_id = ?"
+            )
+            .bind(int(self._clock.now() * 1000), tenant, prune_id)
+            .run()
+        )
+        meter.spend()
+
+    async def _progress_row(self, tenant: str, prune_id: str) -> Row | None:
+        return await (
+            self._db.prepare(
+                "SELECT cutoff_ms, retention_days, episodes_deleted, runs_deleted, "
+                "events_deleted, batches, done FROM lifecycle_prune_progress "
+                "WHERE tenant_id = ? AND prune_id = ?"
+            )
+            .bind(tenant, prune_id)
+            .first()
+        )
+
+
+def _counts_from(tenant: str, row: Row) -> TenantPruneCounts:
+    return TenantPruneCounts(
+        tenant_id=tenant,
+        retention_days=int(row["retention_days"]),
+        cutoff_ms=int(row["cutoff_ms"]),
+        episodes_deleted=int(row["episodes_deleted"]),
+        runs_deleted=int(row["runs_deleted"]),
+        events_deleted=int(row["events_deleted"]),
+        batches=int(row["batches"]),
+        done=bool(row["done"]),
+    )
+
+
+DAY_MS = 86_400_000
+
+# Which archive kinds hold which memory kind (agent_memory.placement).
+ARCHIVE_KINDS: dict[str, tuple[ArchiveKind, ...]] = {
+    "episode": ("episodes",),
+    "log": ("runs", "events"),
+}
+
+
+def cold_cutoffs(table: PlacementTable, now_ms: int) -> dict[ArchiveKind, int]:
+    """Archive kind → the archive time before which its objects are past cold retention."""
+    out: dict[ArchiveKind, int] = {}
+    for kind, archive_kinds in ARCHIVE_KINDS.items():
+        days = table.placement(kind).cold_retention_days
+        if days is not None:
+            for archive_kind in archive_kinds:
+                out[archive_kind] = now_ms - days * DAY_MS
+    return out
+
+
+class ColdExpiry:
+    """Deletes a tenant's archive objects past their kind's cold retention."""
+
+    def __init__(self, db: D1Database, cold: ObjectStore, budget: PruneBudget) -> None:
+        self._db = db
+        self._cold = cold
+        self._budget = budget
+
+    async def expire(self, tenant: str, cutoffs: dict[ArchiveKind, int], meter: Meter) -> int:
+        """Delete every expired archive of `tenant`; how many objects went."""
+        removed = 0
+        for kind, cutoff in cutoffs.items():
+            while True:
+                limit = min(self._budget.batch_rows, OBJECT_STORE_MAX_DELETE_KEYS)
+                meter.check(2 + -(-limit // IDS_PER_STATEMENT))  # select, delete, ledger
+                result = await (
+                    self._db.prepare(
+                        "SELECT archive_key FROM lifecycle_archives WHERE tenant_id = ? "
+                        "AND kind = ? AND created_at < ? ORDER BY created_at LIMIT ?"
+                    )
+                    .bind(tenant, kind, cutoff, limit)
+                    .all()
+                )
+                meter.spend()
+                keys = [str(r["archive_key"]) for r in result.results]
+                if not keys:
+                    break
+                await self._cold.delete(keys)
+                meter.spend()
+                for part in chunks(keys):
+                    marks = ", ".join("?" * len(part))
+                    await (
+                        self._db.prepare(
+                            "DELETE FROM lifecycle_archives WHERE tenant_id = ? "
+                            f"AND archive_key IN ({marks})"
+                        )
+                        .bind(tenant, *part)
+                        .run()
+                    )
+                    meter.spend()
+                removed += len(keys)
+        return removed
+
 
 log = logging.getLogger(__name__)
+
 
 Progress = Callable[[TenantPruneCounts], None]
 

@@ -1,4 +1,99 @@
-"""The reconciler (ADR-0051's homeostatic lifecycle): dedup, conflicts, promotion, decay,
+"""The values the reconciler's steps exchange: their parameters (`ReconcileConfig`), the
+rows they read (`FactRow`, `EpisodeRow`, what they need of `semantic_facts` and
+`memory_episodes`) and the decisions they return (`Merge`, `Supersede`, `Promotion`,
+`Summary`, `Link`). Frozen pydantic models, no I/O.
+
+Private to `agent_memory.lifecycle`: other packages import these names from
+`agent_memory.lifecycle.reconciler`.
+
+What the reconciler reads and writes of one tenant's memory: D1 rows (`semantic_facts`,
+`memory_episodes`, `fact_provenance`, `memory_links`, `reconcile_state`) and the vectors of
+its facts.
+
+`ReconcileStore` is bound to one tenant; every statement is `tenant_id = ?` first, and a
+vector is only used or deleted when its namespace and `tenant_id` metadata are the
+tenant's (ids are unique per index, not per namespace). It decides nothing: the
+`Reconciler` chooses what to write and checks it with the write policy first.
+
+Private to `agent_memory.lifecycle`.
+
+The reconciler's steps (ADR-0051), each a pure function over rows: no I/O, each with
+its own tests. `Reconciler.run` applies them in this order:
+
+* `find_duplicates`: exact duplicates first (same content hash, compatible subjects),
+  then near duplicates (embedding cosine ≥ `similarity_threshold`, same subject). The
+  entry with the higher confidence is kept (ties: the more specific subject, then the
+  older entry); the others merge into it — their provenance is moved to it and they are
+  superseded by it. Two sentences the update rules read as a change ("now prefers light
+  mode" after "prefers dark mode") are never merged: they are the update step's.
+* `resolve_conflicts`: live facts with the same subject and predicate but different
+  objects. The winner has the highest recency * confidence * source weight; every other
+  one is superseded by it (`superseded_by`, `valid_to` = now) and kept, never deleted.
+  Predicates in `multi_valued_predicates` (by default the free-text `states`) hold many
+  objects and are left alone.
+* `find_promotions`: an observation — `(subject, predicate, object)` from an episode's
+  `data.observations` (or an `observation` episode's own text) — recurring in at least
+  `promotion_min_episodes` distinct episodes, always with the same object, and with mean
+  confidence ≥ `promotion_min_confidence`, becomes a semantic fact with provenance to
+  those episodes (`fact_provenance`, `promoted_from`). Observations whose subject and
+  predicate were seen with different objects are not promoted.
+* `find_decay`: episodes older than `decay_ttl_days` that are salient (importance ≥
+  `decay_min_importance`) are summarised per subject into one semantic fact
+  (`summarised_from` provenance); the rest are left for the weekly prune.
+* `find_links`: pairs of facts whose vectors are nearest neighbours with cosine ≥
+  `link_threshold` become links (one row per direction); recall can follow them one hop
+  (`agent_memory.tiers.semantic.links`).
+
+Private to `agent_memory.lifecycle`: other packages import these names from
+`agent_memory.lifecycle.reconciler`.
+
+The update adjudicator port: does a newer statement replace an older one?
+
+The reconciler's update step (`_updates.find_update_candidates`) finds candidate pairs —
+two live facts about the same key entity whose content is close but not a duplicate — and
+asks an `Adjudicator` about them, in the background (reconcile runs, never a request):
+
+* `update`: the newer supersedes the older (`superseded_by`, validity closed, both kept
+  and linked);
+* `duplicate`: the same statement (the older is merged into the newer);
+* `compatible`: both hold (nothing changes);
+* `unsure`: left alone and listed in the daily brief for a person to look at.
+
+Two adjudicators implement the port:
+
+* `RulesAdjudicator` ("rules"): `tiers.semantic.update_rules.judge_update` — temporal markers
+  ("now", "no longer", "moved to", "changed"), negation, a new value of the same attribute.
+  No model; deterministic; the same rules recall uses before the reconciler has run.
+* `LlmAdjudicator` ("llm:<model>"): asks the `LLM` port (Workers AI on Cloudflare, any
+  OpenAI-compatible endpoint locally) one question per pair and reads a one-word decision.
+  Pairs the rules decide with a marker are not sent (the model only sees what the rules
+  cannot settle); an answer it cannot parse, or a model error, falls back to the rules'
+  decision, with that said in the reason.
+
+The reconciler's update step, pure: which live facts form candidate pairs for the
+adjudicator (`adjudicator.py`), and which decisions to apply.
+
+A candidate pair is two live facts with the same non-empty key entity, written at
+different times (`older` first by `valid_from`, then `created_at`), not the same words,
+that state the same key attribute or whose content is close: embedding cosine ≥
+`update_similarity` or a share of content words ≥ `update_word_overlap`. Only pairs with a
+fact newer than `since_ms` are returned (older pairs were decided by an earlier run), at
+most `max_update_pairs`, newest first; per entity only its newest `max_entity_facts`
+statements are compared.
+
+Private to `agent_memory.lifecycle`.
+
+ADR-0051's write cadence for the reconciler: after N new facts of a tenant (default 20),
+a reconcile run is scheduled in the background (`waitUntil`), besides the daily cron and
+`agent-memory reconcile` / the admin route on demand.
+
+`note_writes(db, tenant, created, every)` counts a tenant's new facts in
+`reconcile_state.writes_since_run` (migration 0005) and returns True exactly once per N:
+the counter is reset by the same guarded UPDATE that claims the run, so two concurrent
+writers cannot both schedule one. The caller (the edge, `worker.lifecycle_jobs`) then runs
+the reconciler with `BackgroundTasks.wait_until`, never on the request itself.
+
+The reconciler (ADR-0051's homeostatic lifecycle): dedup, conflicts, promotion, decay,
 linking — each step a pure function over rows, applied to one tenant by `Reconciler`.
 
 Where the parts live (this module re-exports their public names):
@@ -19,73 +114,922 @@ or, for supersessions, through a `WriteGate` proposal and a guarded UPDATE (`sta
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Sequence
-from typing import Literal
+import re
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, Field
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
 
 from agent_memory.governance.events import EventLog, memory_written
 from agent_memory.governance.policy import WriteGate, WriteProposal
-from agent_memory.ids import normalize_content, sha256_hex
-from agent_memory.lifecycle._reconcile_models import (
-    EpisodeRow,
-    FactRow,
-    Link,
-    Merge,
-    Promotion,
-    ReconcileConfig,
-    Summary,
-    Supersede,
+from agent_memory.ids import content_hash, normalize_content, sha256_hex
+from agent_memory.retrieval.scoring import recency_decay
+from agent_memory.statements import IDS_PER_STATEMENT, STATEMENTS_PER_BATCH, chunks
+from agent_memory.tiers.semantic.keys import (
+    Decision,
+    FactKey,
+    KeySource,
+    content_words,
+    judge_update,
 )
-from agent_memory.lifecycle._reconcile_steps import (
-    DAY_MS,
-    SUMMARY_MAX_CHARS,
-    conflict_score,
-    cosine,
-    find_decay,
-    find_duplicates,
-    find_links,
-    find_promotions,
-    resolve_conflicts,
-)
-from agent_memory.lifecycle._reconcile_store import (
-    ReconcileStore,
-)
-from agent_memory.lifecycle._updates import find_update_candidates, updates_to_apply
-from agent_memory.lifecycle.adjudicator import Adjudication, Adjudicator, RulesAdjudicator
-from agent_memory.statements import IDS_PER_STATEMENT
-from agent_memory.tiers.semantic import FactInput, SemanticMemory
+from agent_memory.tiers.semantic.memory import SemanticMemory
+from agent_memory.tiers.semantic.models import DEFAULT_SUBJECT, FactInput, delete_own_vectors
 from bindings.ports.clock import Clock
-from bindings.ports.d1 import D1Database
+from bindings.ports.d1 import D1Database, D1Statement
+from bindings.ports.llm import LLM, ChatMessage
+from bindings.ports.sql import Row
 from bindings.ports.vectorize import VectorIndex
 
-__all__ = [
-    "DAY_MS",
-    "IDS_PER_STATEMENT",
-    "RECONCILER_SOURCE",
-    "SUMMARY_MAX_CHARS",
-    "EpisodeRow",
-    "FactRow",
-    "Link",
-    "Merge",
-    "Promotion",
-    "ReconcileConfig",
-    "ReconcileReport",
-    "Reconciler",
-    "Summary",
-    "Supersede",
-    "conflict_score",
-    "cosine",
-    "find_decay",
-    "find_duplicates",
-    "find_links",
-    "find_promotions",
-    "find_update_candidates",
-    "resolve_conflicts",
-]
+
+class ReconcileConfig(BaseModel):
+    """The steps' thresholds and weights, and how much one run loads."""
+
+    model_config = ConfigDict(frozen=True)
+
+    similarity_threshold: float = Field(default=0.95, gt=0.0, le=1.0)
+    link_threshold: float = Field(default=0.8, gt=0.0, le=1.0)
+    link_top_k: int = Field(default=5, ge=1, le=20)
+    promotion_min_episodes: int = Field(default=3, ge=2)
+    promotion_min_confidence: float = Field(default=0.8, ge=0.0, le=1.0)
+    decay_ttl_days: int = Field(default=30, ge=1)
+    decay_min_importance: float = Field(default=0.7, ge=0.0, le=1.0)
+    recency_half_life_days: float = Field(default=30.0, gt=0.0)
+    source_weights: dict[str, float] = Field(
+        default_factory=lambda: {
+            "admin": 1.0,
+            "learn": 0.9,
+            "store_memory": 0.8,
+            "mcp": 0.8,
+            "reconciler": 0.7,
+        }
+    )
+    default_source_weight: float = Field(default=0.6, ge=0.0)
+    multi_valued_predicates: frozenset[str] = frozenset({"states"})
+    # Update detection: two facts about the same key entity are a candidate pair when
+    # they state the same attribute or their content is this close (cosine, or the share
+    # of content words they have in common).
+    update_similarity: float = Field(default=0.6, gt=0.0, le=1.0)
+    update_word_overlap: float = Field(default=0.3, gt=0.0, le=1.0)
+    max_update_pairs: int = Field(default=2_000, ge=1)
+    max_entity_facts: int = Field(default=200, ge=2)
+    max_facts: int = Field(default=5_000, ge=1)
+    max_episodes: int = Field(default=5_000, ge=1)
+
+    def source_weight(self, source: str) -> float:
+        return self.source_weights.get(source, self.default_source_weight)
+
+
+# --------------------------------------------------------------------------- rows
+
+
+class FactRow(BaseModel):
+    """What the pure steps need of a `semantic_facts` row (times in epoch ms)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    fact_id: str
+    subject: str
+    predicate: str
+    object: str = ""
+    content: str
+    content_hash: str
+    confidence: float
+    source: str = "learn"
+    created_at: int
+    updated_at: int
+    valid_from: int = 0
+    key_entity: str = ""
+    key_attribute: str = ""
+    key_source: str = ""
+
+    @classmethod
+    def from_row(cls, row: Row) -> FactRow:
+        return cls.model_validate({name: row.get(name) for name in cls.model_fields})
+
+
+class EpisodeRow(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    episode_id: str
+    subject: str | None = None
+    kind: str
+    content: str
+    data: dict[str, Any] = Field(default_factory=dict)
+    importance: float = 0.5
+    created_at: int
+
+    @classmethod
+    def from_row(cls, row: Row) -> EpisodeRow:
+        data = row.get("data")
+        return cls(
+            episode_id=row["episode_id"],
+            subject=row.get("subject"),
+            kind=row["kind"],
+            content=row["content"],
+            data=json.loads(data) if isinstance(data, str) else (data or {}),
+            importance=float(row.get("importance") or 0.5),
+            created_at=int(row["created_at"]),
+        )
+
+
+class Merge(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    keep: str
+    drop: str
+    reason: Literal["exact", "similar"]
+    similarity: float
+
+
+class Supersede(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    winner: str
+    loser: str
+    subject: str
+    predicate: str
+
+
+class Promotion(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    subject: str
+    predicate: str
+    object: str
+    content: str
+    confidence: float
+    episode_ids: tuple[str, ...]
+
+
+class Summary(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    subject: str
+    content: str
+    confidence: float
+    episode_ids: tuple[str, ...]
+
+
+class Link(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    from_fact_id: str
+    to_fact_id: str
+    score: float
+
+
+VECTOR_IDS_PER_CALL = 100
+
+
+class ReconcileStore:
+    """One tenant's rows and vectors, as the reconciler's steps need them."""
+
+    def __init__(
+        self,
+        tenant_id: str,
+        *,
+        db: D1Database,
+        vectors: VectorIndex,
+        namespace: str,
+        embedding_key: str,
+        clock: Clock,
+    ) -> None:
+        self.tenant_id = tenant_id
+        self._db = db
+        self._vectors = vectors
+        self._namespace = namespace
+        self._embedding_key = embedding_key
+        self._clock = clock
+
+    # ------------------------------------------------------------------ reading
+
+    async def live_facts(self, limit: int) -> list[FactRow]:
+        """The newest `limit` active facts still valid now."""
+        result = await (
+            self._db.prepare(
+                "SELECT fact_id, subject, predicate, object, content, content_hash, confidence, "
+                "source, created_at, updated_at, valid_from, key_entity, key_attribute, "
+                "key_source FROM semantic_facts "
+                "WHERE tenant_id = ? AND status = 'active' AND (valid_to IS NULL OR valid_to > ?) "
+                "ORDER BY created_at DESC, fact_id LIMIT ?"
+            )
+            .bind(self.tenant_id, int(self._clock.now() * 1000), limit)
+            .all()
+        )
+        return [FactRow.from_row(row) for row in result.results]
+
+    async def fact_vectors(self, fact_ids: Sequence[str]) -> dict[str, list[float]]:
+        found: dict[str, list[float]] = {}
+        for chunk in chunks(list(fact_ids), VECTOR_IDS_PER_CALL):
+            for record in await self._vectors.get_by_ids(list(chunk)):
+                if (
+                    record.namespace == self._namespace
+                    and record.metadata.get("tenant_id") == self.tenant_id
+                    and record.values
+                ):
+                    found[record.id] = list(record.values)
+        return found
+
+    async def episodes(self, limit: int) -> list[EpisodeRow]:
+        """The newest `limit` episodes."""
+        result = await (
+            self._db.prepare(
+                "SELECT episode_id, subject, kind, content, data, importance, created_at "
+                "FROM memory_episodes WHERE tenant_id = ? ORDER BY created_at DESC LIMIT ?"
+            )
+            .bind(self.tenant_id, limit)
+            .all()
+        )
+        return [EpisodeRow.from_row(row) for row in result.results]
+
+    async def summarised_episode_ids(self) -> set[str]:
+        result = await (
+            self._db.prepare(
+                "SELECT source_id FROM fact_provenance WHERE tenant_id = ? "
+                "AND source_kind = 'episode' AND relation = 'summarised_from'"
+            )
+            .bind(self.tenant_id)
+            .all()
+        )
+        return {str(row["source_id"]) for row in result.results}
+
+    async def active_ids(self, fact_ids: Sequence[str]) -> set[str]:
+        live: set[str] = set()
+        for chunk in chunks(list(fact_ids), IDS_PER_STATEMENT):
+            marks = ", ".join("?" for _ in chunk)
+            result = await (
+                self._db.prepare(
+                    f"SELECT fact_id FROM semantic_facts WHERE tenant_id = ? "
+                    f"AND fact_id IN ({marks}) AND status = 'active'"
+                )
+                .bind(self.tenant_id, *chunk)
+                .all()
+            )
+            live.update(str(row["fact_id"]) for row in result.results)
+        return live
+
+    async def neighbours(self, values: Sequence[float], top_k: int) -> list[tuple[str, float]]:
+        """The tenant's nearest vectors to `values` (same namespace and embedding config)."""
+        result = await self._vectors.query(
+            list(values),
+            top_k=top_k,
+            namespace=self._namespace,
+            filter=self._vector_filter(),
+            return_metadata="none",
+        )
+        return [(m.id, float(m.score)) for m in result.matches]
+
+    def _vector_filter(self) -> dict[str, Any]:
+        return {"tenant_id": self.tenant_id, "embedding": self._embedding_key}
+
+    async def linked_through(self) -> int:
+        """The creation time (ms) up to which facts have been linked."""
+        state = await (
+            self._db.prepare("SELECT linked_through_ms FROM reconcile_state WHERE tenant_id = ?")
+            .bind(self.tenant_id)
+            .first_value("linked_through_ms")
+        )
+        return int(state or 0)
+
+    async def facts_created_after(self, since_ms: int, limit: int) -> list[tuple[str, int]]:
+        """(fact_id, created_at) of active facts created after `since_ms`, oldest first."""
+        result = await (
+            self._db.prepare(
+                "SELECT fact_id, created_at FROM semantic_facts WHERE tenant_id = ? "
+                "AND status = 'active' AND created_at > ? ORDER BY created_at LIMIT ?"
+            )
+            .bind(self.tenant_id, since_ms, limit)
+            .all()
+        )
+        return [(str(row["fact_id"]), int(row["created_at"])) for row in result.results]
+
+    # ------------------------------------------------------------------ writing
+
+    async def supersede(
+        self,
+        loser: str,
+        winner: str,
+        now_ms: int,
+        *,
+        relation: str | None,
+        valid_to_ms: int | None = None,
+        link_score: float | None = None,
+    ) -> bool:
+        """In one batch: mark `loser` superseded by `winner` (kept, never deleted) if it is
+        still active, give the winner its provenance and, with `relation`, record the loser
+        against the winner. Its validity ends at `valid_to_ms` (default now; an update
+        passes the newer statement's `valid_from`, so as-of recall sees the change when it
+        was stated). With `link_score`, the two are linked both ways. False when the loser
+        was no longer active."""
+        valid_to = now_ms if valid_to_ms is None else valid_to_ms
+        statements: list[D1Statement] = [
+            self._db.prepare(
+                "UPDATE semantic_facts SET status = 'superseded', superseded_by = ?, "
+                "valid_to = MAX(valid_from, ?), updated_at = ? "
+                "WHERE tenant_id = ? AND fact_id = ? AND status = 'active'"
+            ).bind(winner, valid_to, now_ms, self.tenant_id, loser),
+            # The winner inherits where the loser came from.
+            self._db.prepare(
+                "INSERT INTO fact_provenance (tenant_id, fact_id, source_kind, source_id, "
+                "relation, created_at) SELECT tenant_id, ?, source_kind, source_id, relation, ? "
+                "FROM fact_provenance WHERE tenant_id = ? AND fact_id = ? "
+                "ON CONFLICT DO NOTHING"
+            ).bind(winner, now_ms, self.tenant_id, loser),
+        ]
+        if relation is not None:
+            statements.append(
+                self._db.prepare(
+                    "INSERT INTO fact_provenance (tenant_id, fact_id, source_kind, source_id, "
+                    "relation, created_at) VALUES (?, ?, 'fact', ?, ?, ?) "
+                    "ON CONFLICT DO NOTHING"
+                ).bind(self.tenant_id, winner, loser, relation, now_ms)
+            )
+        if link_score is not None:
+            for a, b in ((loser, winner), (winner, loser)):
+                statements.append(
+                    self._db.prepare(
+                        "INSERT INTO memory_links (tenant_id, from_fact_id, to_fact_id, score, "
+                        "created_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
+                    ).bind(self.tenant_id, a, b, link_score, now_ms)
+                )
+        results = await self._db.batch(statements)
+        return results[0].meta.changes != 0
+
+    async def add_episode_provenance(
+        self,
+        fact_id: str,
+        episode_ids: Sequence[str],
+        relation: Literal["promoted_from", "summarised_from"],
+        now_ms: int,
+    ) -> None:
+        statements = [
+            self._db.prepare(
+                "INSERT INTO fact_provenance (tenant_id, fact_id, source_kind, source_id, "
+                "relation, created_at) VALUES (?, ?, 'episode', ?, ?, ?) ON CONFLICT DO NOTHING"
+            ).bind(self.tenant_id, fact_id, episode_id, relation, now_ms)
+            for episode_id in episode_ids
+        ]
+        for start in range(0, len(statements), STATEMENTS_PER_BATCH):
+            await self._db.batch(statements[start : start + STATEMENTS_PER_BATCH])
+
+    async def insert_links(self, links: Sequence[Link], now_ms: int) -> int:
+        """Insert the links that are not there yet; returns how many were new."""
+        statements = [
+            self._db.prepare(
+                "INSERT INTO memory_links (tenant_id, from_fact_id, to_fact_id, score, "
+                "created_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
+            ).bind(self.tenant_id, link.from_fact_id, link.to_fact_id, link.score, now_ms)
+            for link in links
+        ]
+        added = 0
+        for start in range(0, len(statements), STATEMENTS_PER_BATCH):
+            results = await self._db.batch(statements[start : start + STATEMENTS_PER_BATCH])
+            added += sum(r.meta.changes > 0 for r in results)
+        return added
+
+    async def mark_linked(self, through_ms: int, now_ms: int) -> None:
+        await (
+            self._db.prepare(
+                "INSERT INTO reconcile_state (tenant_id, linked_through_ms, last_run_ms) "
+                "VALUES (?, ?, ?) ON CONFLICT (tenant_id) DO UPDATE SET "
+                "linked_through_ms = excluded.linked_through_ms, last_run_ms = excluded.last_run_ms"
+            )
+            .bind(self.tenant_id, through_ms, now_ms)
+            .run()
+        )
+
+    async def drop_vectors(self, fact_ids: Sequence[str]) -> None:
+        """Delete the vectors of superseded facts (only this tenant's: an id alone is never
+        trusted)."""
+        await delete_own_vectors(self._vectors, self.tenant_id, fact_ids)
+
+
+SUMMARY_MAX_CHARS = 2_000
+
+DAY_MS = 86_400_000
+
+
+def _rank_key(fact: FactRow) -> tuple[float, int, int, str]:
+    # Higher confidence first, then a specific subject over the catch-all, then older.
+    return (-fact.confidence, fact.subject == DEFAULT_SUBJECT, fact.created_at, fact.fact_id)
+
+
+def _compatible_subjects(a: FactRow, b: FactRow) -> bool:
+    return a.subject == b.subject or DEFAULT_SUBJECT in (a.subject, b.subject)
+
+
+def _states_a_change(a: FactRow, b: FactRow) -> bool:
+    """Whether two near-identical sentences are an update ("Alice now prefers light mode"
+    after "Alice prefers dark mode"): those are the update step's, never merged as
+    duplicates (a merge keeps the older one)."""
+    if not (a.key_entity and b.key_entity):
+        return False
+    older, newer = sorted((a, b), key=lambda f: (f.valid_from, f.created_at, f.fact_id))
+    verdict = judge_update(
+        older.content,
+        FactKey(older.key_entity, older.key_attribute, "none"),
+        newer.content,
+        FactKey(newer.key_entity, newer.key_attribute, "none"),
+    )
+    return verdict.decision in ("update", "unsure")
+
+
+def cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    va, vb = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    na, nb = float(np.linalg.norm(va)), float(np.linalg.norm(vb))
+    if na == 0.0 or nb == 0.0:
+        return 0.0
+    return float(np.dot(va, vb) / (na * nb))
+
+
+def find_duplicates(
+    facts: Sequence[FactRow],
+    vectors: Mapping[str, Sequence[float]],
+    config: ReconcileConfig,
+) -> list[Merge]:
+    """Which facts merge into which (see the module docstring). Each fact is dropped at
+    most once and never into a fact that is itself dropped."""
+    ordered = sorted(facts, key=_rank_key)
+    dropped: set[str] = set()
+    merges: list[Merge] = []
+    # 1. Exact: same normalised content hash.
+    by_hash: dict[str, list[FactRow]] = defaultdict(list)
+    for fact in ordered:
+        by_hash[content_hash(fact.content)].append(fact)
+    for group in by_hash.values():
+        for i, keep in enumerate(group):
+            if keep.fact_id in dropped:
+                continue
+            for other in group[i + 1 :]:
+                if other.fact_id not in dropped and _compatible_subjects(keep, other):
+                    dropped.add(other.fact_id)
+                    merges.append(
+                        Merge(keep=keep.fact_id, drop=other.fact_id, reason="exact", similarity=1.0)
+                    )
+    # 2. Similar: cosine over the embeddings, within one subject.
+    by_subject: dict[str, list[FactRow]] = defaultdict(list)
+    for fact in ordered:
+        if fact.fact_id not in dropped and fact.fact_id in vectors:
+            by_subject[fact.subject].append(fact)
+    for group in by_subject.values():
+        if len(group) < 2:
+            continue
+        matrix = np.asarray([vectors[f.fact_id] for f in group], dtype=np.float64)
+        norms = np.linalg.norm(matrix, axis=1)
+        norms[norms == 0] = 1.0
+        unit = matrix / norms[:, None]
+        sims = unit @ unit.T
+        for i, keep in enumerate(group):
+            if keep.fact_id in dropped:
+                continue
+            for j in range(i + 1, len(group)):
+                other = group[j]
+                if other.fact_id in dropped:
+                    continue
+                if sims[i, j] >= config.similarity_threshold and not _states_a_change(keep, other):
+                    dropped.add(other.fact_id)
+                    merges.append(
+                        Merge(
+                            keep=keep.fact_id,
+                            drop=other.fact_id,
+                            reason="similar",
+                            similarity=round(float(sims[i, j]), 6),
+                        )
+                    )
+    return merges
+
+
+def conflict_score(fact: FactRow, now_ms: int, config: ReconcileConfig) -> float:
+    """recency * confidence * source weight (recency halves every `recency_half_life_days`)."""
+    written = max(fact.updated_at, fact.valid_from, fact.created_at)
+    age = max(0.0, (now_ms - written) / 1000.0)
+    return (
+        recency_decay(age, config.recency_half_life_days)
+        * fact.confidence
+        * config.source_weight(fact.source)
+    )
+
+
+def resolve_conflicts(
+    facts: Sequence[FactRow], now_ms: int, config: ReconcileConfig
+) -> list[Supersede]:
+    """For each (subject, predicate) with more than one object: the losers."""
+    groups: dict[tuple[str, str], list[FactRow]] = defaultdict(list)
+    for fact in facts:
+        if fact.predicate in config.multi_valued_predicates:
+            continue
+        groups[(fact.subject, fact.predicate)].append(fact)
+    out: list[Supersede] = []
+    for (subject, predicate), group in sorted(groups.items()):
+        objects = {normalize_content(f.object) for f in group}
+        if len(objects) < 2:
+            continue
+        ranked = sorted(
+            group,
+            key=lambda f: (-conflict_score(f, now_ms, config), -f.updated_at, f.fact_id),
+        )
+        winner = ranked[0]
+        winner_object = normalize_content(winner.object)
+        for loser in ranked[1:]:
+            # The same object stated twice is a duplicate, not a conflict (dedup's job).
+            if normalize_content(loser.object) != winner_object:
+                out.append(
+                    Supersede(
+                        winner=winner.fact_id,
+                        loser=loser.fact_id,
+                        subject=subject,
+                        predicate=predicate,
+                    )
+                )
+    return out
+
+
+def _observations(episode: EpisodeRow) -> list[tuple[str, str, str, float]]:
+    """(subject, predicate, object, confidence) stated by one episode."""
+    found: list[tuple[str, str, str, float]] = []
+    subject = episode.subject
+    raw = episode.data.get("observations")
+    items = raw if isinstance(raw, list) else []
+    single = episode.data.get("observation")
+    if isinstance(single, dict):
+        items = [*items, single]
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        about = item.get("subject", subject)
+        predicate, obj = item.get("predicate"), item.get("object")
+        if not (isinstance(about, str) and isinstance(predicate, str) and isinstance(obj, str)):
+            continue
+        if not (about and predicate and obj):
+            continue
+        confidence = item.get("confidence", episode.importance)
+        value = float(confidence) if isinstance(confidence, int | float) else episode.importance
+        found.append((about, predicate, obj, max(0.0, min(1.0, value))))
+    if not found and episode.kind == "observation" and subject:
+        found.append((subject, "observed", episode.content.strip(), episode.importance))
+    return found
+
+
+def find_promotions(
+    episodes: Sequence[EpisodeRow],
+    config: ReconcileConfig,
+    known: set[tuple[str, str, str]] | None = None,
+) -> list[Promotion]:
+    """Observations recurring consistently and confidently enough to become facts.
+    `known`: (subject, predicate, normalised object) already in semantic memory."""
+    seen: dict[tuple[str, str], dict[str, list[tuple[str, float, str]]]] = defaultdict(
+        lambda: defaultdict(list)
+    )
+    for episode in episodes:
+        for subject, predicate, obj, confidence in _observations(episode):
+            seen[(subject, predicate)][normalize_content(obj)].append(
+                (episode.episode_id, confidence, obj)
+            )
+    out: list[Promotion] = []
+    for (subject, predicate), by_object in sorted(seen.items()):
+        if len(by_object) != 1:  # inconsistent: the same question got different answers
+            continue
+        [(normalised, sightings)] = by_object.items()
+        episode_ids = sorted({episode_id for episode_id, _, _ in sightings})
+        if len(episode_ids) < config.promotion_min_episodes:
+            continue
+        confidence = sum(c for _, c, _ in sightings) / len(sightings)
+        if confidence < config.promotion_min_confidence:
+            continue
+        if known is not None and (subject, predicate, normalised) in known:
+            continue
+        obj = sightings[0][2]
+        content = (
+            obj if predicate == "observed" else f"{subject} {predicate.replace('_', ' ')} {obj}"
+        )
+        out.append(
+            Promotion(
+                subject=subject,
+                predicate=predicate,
+                object=obj if predicate != "observed" else "",
+                content=content[:8_000],
+                confidence=round(confidence, 6),
+                episode_ids=tuple(episode_ids),
+            )
+        )
+    return out
+
+
+def find_decay(
+    episodes: Sequence[EpisodeRow],
+    now_ms: int,
+    config: ReconcileConfig,
+    summarised: set[str] | None = None,
+) -> list[Summary]:
+    """Salient episodes past their TTL, summarised per subject (skipping `summarised`)."""
+    cutoff = now_ms - config.decay_ttl_days * DAY_MS
+    groups: dict[str, list[EpisodeRow]] = defaultdict(list)
+    for episode in episodes:
+        if episode.created_at >= cutoff or episode.importance < config.decay_min_importance:
+            continue
+        if summarised is not None and episode.episode_id in summarised:
+            continue
+        groups[episode.subject or DEFAULT_SUBJECT].append(episode)
+    out: list[Summary] = []
+    for subject, group in sorted(groups.items()):
+        group.sort(key=lambda e: (e.created_at, e.episode_id))
+        lines = [" ".join(e.content.split())[:300] for e in group]
+        text = f"Summary of {len(group)} past episode(s) about {subject}: " + " | ".join(lines)
+        out.append(
+            Summary(
+                subject=subject,
+                content=text[:SUMMARY_MAX_CHARS],
+                confidence=round(sum(e.importance for e in group) / len(group), 6),
+                episode_ids=tuple(e.episode_id for e in group),
+            )
+        )
+    return out
+
+
+def find_links(
+    new_fact_ids: Sequence[str],
+    neighbours: Mapping[str, Sequence[tuple[str, float]]],
+    live: set[str],
+    config: ReconcileConfig,
+) -> list[Link]:
+    """Both directions of every (new fact, live neighbour) pair scoring ≥ the threshold."""
+    pairs: dict[tuple[str, str], float] = {}
+    for fact_id in new_fact_ids:
+        for other, score in neighbours.get(fact_id, ()):
+            if other == fact_id or other not in live or score < config.link_threshold:
+                continue
+            value = round(min(1.0, max(-1.0, score)), 6)
+            for pair in ((fact_id, other), (other, fact_id)):
+                pairs[pair] = max(pairs.get(pair, -1.0), value)
+    return [Link(from_fact_id=a, to_fact_id=b, score=s) for (a, b), s in sorted(pairs.items())]
+
 
 log = logging.getLogger(__name__)
+
+
+_DECISION_WORD = re.compile(r"\b(update|duplicate|compatible|unsure)\b", re.IGNORECASE)
+
+LLM_SYSTEM_PROMPT = (
+    "You maintain an agent's long-term memory. You are shown two statements about the same "
+    "entity, OLDER and NEWER. Answer with exactly one word: 'update' if NEWER replaces "
+    "OLDER (OLDER is no longer true), 'duplicate' if they say the same thing, 'compatible' "
+    "if both can be true at once, 'unsure' if you cannot tell."
+)
+
+
+class Statement(BaseModel):
+    """One side of a candidate pair."""
+
+    model_config = ConfigDict(frozen=True)
+
+    fact_id: str
+    content: str
+    entity: str
+    attribute: str
+    source: str
+    valid_from: int
+    created_at: int
+
+    @property
+    def key(self) -> FactKey:
+        source: KeySource = self.source if self.source in _SOURCES else "none"  # type: ignore[assignment]
+        return FactKey(self.entity, self.attribute, source)
+
+
+_SOURCES = frozenset(
+    {"structured", "metadata", "known_subject", "speaker", "named_entity", "sentence_subject"}
+)
+
+
+class UpdatePair(BaseModel):
+    """Two statements about the same entity, `older` written before `newer`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    older: Statement
+    newer: Statement
+    similarity: float
+
+
+class Adjudication(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    older: str
+    newer: str
+    decision: Decision
+    reason: str
+    adjudicator: str
+
+
+class Adjudicator(Protocol):
+    """Decides candidate pairs; one `Adjudication` per pair, in order."""
+
+    @property
+    def name(self) -> str: ...
+
+    async def decide(self, pairs: Sequence[UpdatePair]) -> list[Adjudication]: ...
+
+
+class RulesAdjudicator:
+    """`judge_update` over each pair: no model, no I/O."""
+
+    name = "rules"
+
+    async def decide(self, pairs: Sequence[UpdatePair]) -> list[Adjudication]:
+        return [self.decide_one(pair) for pair in pairs]
+
+    def decide_one(self, pair: UpdatePair) -> Adjudication:
+        verdict = judge_update(
+            pair.older.content, pair.older.key, pair.newer.content, pair.newer.key
+        )
+        return Adjudication(
+            older=pair.older.fact_id,
+            newer=pair.newer.fact_id,
+            decision=verdict.decision,
+            reason=verdict.reason,
+            adjudicator=self.name,
+        )
+
+
+class LlmAdjudicator:
+    """Asks a chat model about the pairs the rules settle without a marker (see the module
+    docstring); falls back to the rules on an error or an unreadable answer."""
+
+    def __init__(self, llm: LLM) -> None:
+        self._llm = llm
+        self._rules = RulesAdjudicator()
+
+    @property
+    def name(self) -> str:
+        return f"llm:{self._llm.model}"
+
+    async def decide(self, pairs: Sequence[UpdatePair]) -> list[Adjudication]:
+        out: list[Adjudication] = []
+        for pair in pairs:
+            ruled = self._rules.decide_one(pair)
+            # A temporal marker, a negation or identical words are settled by the rules;
+            # the model is for the implicit cases.
+            if ruled.reason.startswith(("temporal_marker", "negation", "same_words")):
+                out.append(ruled)
+                continue
+            out.append(await self._ask(pair, ruled))
+        return out
+
+    async def _ask(self, pair: UpdatePair, ruled: Adjudication) -> Adjudication:
+        question = (
+            f"Entity: {pair.newer.entity}\nOLDER: {pair.older.content}\n"
+            f"NEWER: {pair.newer.content}\nAnswer:"
+        )
+        try:
+            result = await self._llm.chat(
+                [
+                    ChatMessage(role="system", content=LLM_SYSTEM_PROMPT),
+                    ChatMessage(role="user", content=question),
+                ]
+            )
+        except Exception as exc:  # the model is optional help, never a failure of the run
+            log.warning("llm adjudicator failed, using the rules: %s", exc)
+            return ruled.model_copy(update={"reason": f"llm_error;rules:{ruled.reason}"})
+        match = _DECISION_WORD.search(result.message.content or "")
+        if match is None:
+            return ruled.model_copy(update={"reason": f"llm_unreadable;rules:{ruled.reason}"})
+        decision: Decision = match.group(1).lower()  # type: ignore[assignment]
+        return Adjudication(
+            older=pair.older.fact_id,
+            newer=pair.newer.fact_id,
+            decision=decision,
+            reason="llm_answer",
+            adjudicator=self.name,
+        )
+
+
+def statement(fact: FactRow) -> Statement:
+    return Statement(
+        fact_id=fact.fact_id,
+        content=fact.content,
+        entity=fact.key_entity,
+        attribute=fact.key_attribute,
+        source=fact.key_source,
+        valid_from=fact.valid_from,
+        created_at=fact.created_at,
+    )
+
+
+def _order(fact: FactRow) -> tuple[int, int, str]:
+    return (fact.valid_from, fact.created_at, fact.fact_id)
+
+
+def _cosine(a: Sequence[float] | None, b: Sequence[float] | None) -> float:
+    if a is None or b is None:
+        return 0.0
+    va, vb = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    na, nb = float(np.linalg.norm(va)), float(np.linalg.norm(vb))
+    return float(np.dot(va, vb) / (na * nb)) if na and nb else 0.0
+
+
+def find_update_candidates(
+    facts: Sequence[FactRow],
+    vectors: Mapping[str, Sequence[float]],
+    config: ReconcileConfig,
+    since_ms: int = 0,
+) -> list[UpdatePair]:
+    """The candidate pairs among `facts` (see the module docstring)."""
+    by_entity: dict[str, list[FactRow]] = defaultdict(list)
+    for fact in facts:
+        if fact.key_entity:
+            by_entity[fact.key_entity].append(fact)
+    pairs: list[UpdatePair] = []
+    for group in by_entity.values():
+        if len(group) < 2:
+            continue
+        group.sort(key=_order)
+        # The newest statements about an entity are the ones an update can concern; a cap
+        # keeps one busy entity ("user") from costing n^2 comparisons.
+        group = group[-config.max_entity_facts :]
+        words = [content_words(f.content, f.key_entity) for f in group]
+        for j in range(1, len(group)):
+            newer = group[j]
+            for i in range(j):
+                older = group[i]
+                if max(older.created_at, newer.created_at) <= since_ms:
+                    continue
+                if older.content_hash == newer.content_hash:
+                    continue  # the same words: dedup's job
+                union = words[i] | words[j]
+                overlap = len(words[i] & words[j]) / len(union) if union else 1.0
+                similarity = _cosine(vectors.get(older.fact_id), vectors.get(newer.fact_id))
+                same_attribute = bool(older.key_attribute) and (
+                    older.key_attribute == newer.key_attribute
+                )
+                if not (
+                    same_attribute
+                    or similarity >= config.update_similarity
+                    or overlap >= config.update_word_overlap
+                ):
+                    continue
+                pairs.append(
+                    UpdatePair(
+                        older=statement(older),
+                        newer=statement(newer),
+                        similarity=round(max(-1.0, min(1.0, similarity)), 6),
+                    )
+                )
+    pairs.sort(key=lambda p: (-p.newer.created_at, -p.older.created_at, p.older.fact_id))
+    return pairs[: config.max_update_pairs]
+
+
+def updates_to_apply(
+    decisions: Sequence[Adjudication], pairs: Sequence[UpdatePair]
+) -> list[tuple[UpdatePair, Adjudication]]:
+    """The `update` (and `duplicate`) decisions to apply, each older fact once: superseded
+    by the first later statement that updates it, its direct successor (so a chain
+    s1 → s2 → s3 links each to the next one, the newest stays live, history is a chain)."""
+    chosen: dict[str, tuple[UpdatePair, Adjudication]] = {}
+    for pair, decision in zip(pairs, decisions, strict=True):
+        if decision.decision not in ("update", "duplicate"):
+            continue
+        current = chosen.get(pair.older.fact_id)
+        if current is None or _newer_key(pair) < _newer_key(current[0]):
+            chosen[pair.older.fact_id] = (pair, decision)
+    return sorted(chosen.values(), key=lambda item: _order_pair(item[0]))
+
+
+def _newer_key(pair: UpdatePair) -> tuple[int, int, str]:
+    # The first later statement that updates a fact is its direct successor in the chain.
+    return (pair.newer.valid_from, pair.newer.created_at, pair.newer.fact_id)
+
+
+def _order_pair(pair: UpdatePair) -> tuple[int, int, str]:
+    return (pair.older.valid_from, pair.older.created_at, pair.older.fact_id)
+
+
+DEFAULT_RECONCILE_EVERY_WRITES = 20
+
+
+async def note_writes(db: D1Database, tenant_id: str, created: int, every: int) -> bool:
+    """Add `created` new facts to the tenant's count; True when it reached `every` and this
+    call claimed the run (the count restarts at 0)."""
+    if created <= 0 or every <= 0:
+        return False
+    results = await db.batch(
+        [
+            db.prepare(
+                "INSERT INTO reconcile_state (tenant_id, writes_since_run) VALUES (?, ?) "
+                "ON CONFLICT (tenant_id) DO UPDATE SET "
+                "writes_since_run = writes_since_run + excluded.writes_since_run"
+            ).bind(tenant_id, created),
+            db.prepare(
+                "UPDATE reconcile_state SET writes_since_run = 0 "
+                "WHERE tenant_id = ? AND writes_since_run >= ?"
+            ).bind(tenant_id, every),
+        ]
+    )
+    return results[1].meta.changes > 0
+
 
 RECONCILER_SOURCE = "reconciler"
 

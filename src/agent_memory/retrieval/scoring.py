@@ -1,35 +1,190 @@
-"""Retrieval scoring (ADR-0051): one score per recalled memory, with its breakdown.
+"""How memories are ranked (ADR-0051): channel fusion, the score and its explanation.
 
     score = w_rel · relevance + w_rec · recency_decay + w_conf · confidence + w_den · density
 
-* relevance: the fused relevance of the retrieval channels, in [0, 1] (`fusion.py`);
-* recency_decay: `0.5 ** (age / half_life)` on the time the memory was last written or
+* relevance: for semantic recall, the fused relevance of its retrieval channels (`fuse`);
+  for tiers without channels (working memory, episodes, workflows), the share of the
+  query's content words the item contains (`lexical_relevance`); in [0, 1];
+* recency_decay: `0.5 ** (age / half_life)` on when the memory was last written or
   confirmed, in (0, 1];
 * confidence: the memory's own confidence, in [0, 1];
-* density: how much the memory says — distinct informative words over a saturation count
-  (`information_density`), in [0, 1]. Greetings and acknowledgements score low, so among
-  equally relevant memories the one with content wins.
+* density: distinct informative words over a saturation count (`information_density`):
+  among equally relevant memories the one with content wins.
 
-Weights are per tier (`RetrievalConfig.tiers`) and normalised to sum to 1, so every score
-lies in [0, 1]. The defaults below are priors chosen from what each tier is for, not
-fitted to any data set; a deployment overrides them with the JSON of `RetrievalConfig`
-(`RetrievalConfig.from_json`, e.g. from a wrangler var).
+Weights are per tier (`RetrievalConfig.tiers`), normalised to sum to 1, so every score lies
+in [0, 1]; the defaults are priors chosen from what each tier is for, and a deployment
+overrides them with the JSON of `RetrievalConfig` (`MEMORY_RETRIEVAL_CONFIG`).
+
+Fusion (`fuse`): each channel (vector similarity, keyword BM25, exact subject/predicate
+match) returns hits best first with a raw score on its own scale. `relative` (default,
+Weaviate's "relative score fusion") min-max normalises each channel over its hits unless it
+declares its scores calibrated, and takes the weighted mean over the channels that returned
+anything — it keeps how much better a hit is than the next; `rrf` (Cormack et al. 2009) is
+`Σ w_c / (k + rank_c)` over its maximum. Each item keeps its per-channel detail (rank, raw,
+normalised) for the breakdown recall reports.
+
+`rank` scores a handful of items of a tier without channels; `rank_candidates` orders fused
+semantic candidates, computing the density (a text scan, most of scoring's cost) best-first
+only while it can still lift a candidate into the best `need`.
 """
 
 from __future__ import annotations
 
+import heapq
 import json
 import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from agent_memory.retrieval.bm25 import Bm25Params
-from agent_memory.retrieval.fusion import FusionConfig
-from agent_memory.retrieval.terms import content_terms
+from agent_memory.retrieval.terms import Bm25Params, content_terms
+from bindings.ports.sql import Row
+
+FusionMethod = Literal["relative", "rrf"]
+
+
+# Plain dataclasses: a recall builds hundreds of these, and they need no validation.
+@dataclass(frozen=True, slots=True)
+class ChannelHit:
+    id: str
+    score: float
+
+
+@dataclass(slots=True)
+class ChannelResult:
+    """One channel's hits, best first. `normalize=False`: the scores are already calibrated
+    to [0, 1] and are used as they are. `floor`: the score every candidate the channel does
+    not list has (BM25: 0), used as the low end of the min-max normalisation instead of the
+    lowest listed hit — the channel is then normalised over all candidates, listed or not."""
+
+    name: str
+    hits: list[ChannelHit] = field(default_factory=list)
+    normalize: bool = True
+    floor: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelDetail:
+    """How one channel saw one item: 1-based rank (0: scored as a feature, not listed),
+    raw score, normalised score."""
+
+    rank: int
+    raw: float
+    normalized: float
+
+
+@dataclass(slots=True)
+class FusedItem:
+    id: str
+    relevance: float
+    channels: dict[str, ChannelDetail] = field(default_factory=dict)
+
+
+class FusionConfig(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    method: FusionMethod = "relative"
+    # Equal weights for the two full-text channels unless the embedding model has its own
+    # (`model_weights`); exact matches on subject/predicate are a nudge, not a verdict (a
+    # common subject matches half a tenant's facts). 0.4 was chosen on the LoCoMo dev split.
+    channel_weights: dict[str, float] = Field(
+        default_factory=lambda: {"vector": 1.0, "keyword": 1.0, "exact": 0.4}
+    )
+    rrf_k: int = Field(default=60, ge=1)
+    # Channel weights per embedding model, overriding `channel_weights` for the channels they
+    # name: a weaker embedder earns the vector channel less trust. Keys are prefixes of
+    # `EmbeddingConfig.model`; the longest matching prefix wins. MiniLM's were chosen on the
+    # LoCoMo dev split (docs/semantic-memory.md); bge-small's are a prior (it scores higher
+    # than MiniLM on public retrieval benchmarks; Workers AI cannot run offline to tune it).
+    model_weights: dict[str, dict[str, float]] = Field(
+        default_factory=lambda: {
+            "sentence-transformers/all-MiniLM-L6-v2": {"vector": 0.6, "keyword": 1.0},
+            "@cf/baai/bge-": {"vector": 1.0, "keyword": 1.0},
+        }
+    )
+
+    def weight(self, channel: str) -> float:
+        return max(0.0, self.channel_weights.get(channel, 1.0))
+
+    def for_model(self, model: str) -> FusionConfig:
+        """This configuration with the channel weights of embedding model `model`."""
+        matches = [prefix for prefix in self.model_weights if model.startswith(prefix)]
+        if not matches:
+            return self
+        override = self.model_weights[max(matches, key=len)]
+        return self.model_copy(update={"channel_weights": {**self.channel_weights, **override}})
+
+
+def _normalized(hits: Sequence[ChannelHit], normalize: bool, floor: float | None) -> list[float]:
+    if not normalize:
+        return [min(1.0, max(0.0, hit.score)) for hit in hits]
+    scores = [hit.score for hit in hits]
+    low, high = (min(scores) if floor is None else floor), max(scores)
+    if high <= low:
+        return [1.0] * len(scores)
+    return [(score - low) / (high - low) for score in scores]
+
+
+def fuse(
+    channels: Sequence[ChannelResult],
+    config: FusionConfig,
+    *,
+    feature_scores: Mapping[str, Mapping[str, float]] | None = None,
+) -> list[FusedItem]:
+    """Fuse `channels` into items sorted by relevance (ties: channel order, then id).
+
+    `feature_scores` maps a channel name to calibrated scores for items that channel did
+    not list (used for a too-broad exact match: it scores the other channels' hits).
+    """
+    active = [c for c in channels if c.hits and config.weight(c.name) > 0]
+    extra = {name: dict(scores) for name, scores in (feature_scores or {}).items() if scores}
+    weights = {c.name: config.weight(c.name) for c in active}
+    for name in extra:
+        weights.setdefault(name, config.weight(name))
+    total_weight = sum(weights.values())
+    if total_weight <= 0:
+        return []
+    details: dict[str, dict[str, ChannelDetail]] = {}
+    order: dict[str, int] = {}
+    for channel in active:
+        normalized = _normalized(channel.hits, channel.normalize, channel.floor)
+        for position, (hit, norm) in enumerate(zip(channel.hits, normalized, strict=True)):
+            if channel.name in details.get(hit.id, {}):
+                continue  # a channel lists an id once; keep its best rank
+            if config.method == "rrf":
+                norm = 1.0 / (config.rrf_k + position + 1)
+            details.setdefault(hit.id, {})[channel.name] = ChannelDetail(
+                rank=position + 1, raw=hit.score, normalized=norm
+            )
+            order.setdefault(hit.id, len(order))
+    for name, scores in extra.items():
+        for item_id, score in scores.items():
+            if item_id in details and name not in details[item_id]:
+                value = min(1.0, max(0.0, score))
+                if config.method == "rrf":
+                    # A feature has no rank: count it as a tie for first, scaled by strength.
+                    value = value / (config.rrf_k + 1)
+                details[item_id][name] = ChannelDetail(rank=0, raw=score, normalized=value)
+    ceiling = 1.0 if config.method == "relative" else 1.0 / (config.rrf_k + 1)
+    fused = [
+        FusedItem(
+            id=item_id,
+            relevance=sum(weights[name] * d.normalized for name, d in seen.items())
+            / (total_weight * ceiling),
+            channels=seen,
+        )
+        for item_id, seen in details.items()
+    ]
+    fused.sort(key=lambda item: (-item.relevance, order[item.id], item.id))
+    return fused
+
 
 Tier = Literal["working", "episodic", "semantic", "procedural"]
+
 DAY_SECONDS = 86_400.0
+
 # Informative words at which a memory counts as fully dense; a one-line fact has ~5-15.
 DENSITY_SATURATION_TERMS = 8
 
@@ -219,3 +374,100 @@ def score(
         weights=weights,
     )
     return breakdown(parts, weights)
+
+
+@dataclass(frozen=True)
+class RankItem:
+    """One item to score: `written_at` in epoch seconds, `confidence` in [0, 1]."""
+
+    id: str
+    text: str
+    written_at: float
+    confidence: float
+
+
+@dataclass(frozen=True)
+class RankedItem:
+    item: RankItem
+    # (total, relevance, recency, confidence, density), as `scoring.score_parts` returns.
+    parts: tuple[float, float, float, float, float]
+
+    @property
+    def score(self) -> float:
+        return self.parts[0]
+
+
+def lexical_relevance(query_terms: set[str], text: str) -> float:
+    if not query_terms:
+        return 0.0
+    return len(query_terms & set(content_terms(text))) / len(query_terms)
+
+
+def rank(
+    query: str, items: Sequence[RankItem], weights: ScoringWeights, now: float
+) -> list[RankedItem]:
+    """Every item scored with `weights`, best first (ties: newer, then id)."""
+    terms = set(content_terms(query))
+    ranked = [
+        RankedItem(
+            item=item,
+            parts=score_parts(
+                relevance=lexical_relevance(terms, item.text),
+                written_at=item.written_at,
+                confidence=item.confidence,
+                density=information_density(item.text),
+                now=now,
+                weights=weights,
+            ),
+        )
+        for item in items
+    ]
+    ranked.sort(key=lambda r: (-r.parts[0], -r.item.written_at, r.item.id))
+    return ranked
+
+
+Parts = tuple[float, float, float, float, float]
+
+
+def rank_candidates(
+    fused: Sequence[FusedItem],
+    rows: Mapping[str, Row],
+    weights: ScoringWeights,
+    now: float,
+    need: int,
+) -> list[tuple[Parts, FusedItem]]:
+    """`score_parts` of every fused candidate, best first (total, relevance, id), exact for
+    at least the best `need`. The information density (a text scan, most of scoring's cost)
+    is computed best-first by the other parts only while it can still lift a candidate
+    into the best `need`: below that, a candidate keeps density 0, a lower bound that
+    cannot reach them."""
+    density_weight = weights.normalized()[3]
+
+    def parts(item: FusedItem, density: float) -> Parts:
+        row = rows[item.id]
+        return score_parts(
+            relevance=item.relevance,
+            written_at=int(row["updated_at"]) / 1000.0,
+            confidence=float(row["confidence"]),
+            density=density,
+            now=now,
+            weights=weights,
+        )
+
+    def order(pair: tuple[Parts, FusedItem]) -> tuple[float, float, str]:
+        return (-pair[0][0], -pair[0][1], pair[1].id)
+
+    bounds = sorted(((parts(item, 0.0), item) for item in fused), key=order)
+    best: list[float] = []  # min-heap of the best `need` exact totals so far
+    ranked: list[tuple[Parts, FusedItem]] = []
+    for position, (bound, item) in enumerate(bounds):
+        # (1e-12: the two sums round differently; a tie must be computed, not skipped)
+        if len(best) >= need and bound[0] + density_weight < best[0] - 1e-12:
+            ranked.extend(bounds[position:])
+            break
+        exact = parts(item, information_density(rows[item.id]["content"]))
+        heapq.heappush(best, exact[0])
+        if len(best) > need:
+            heapq.heappop(best)
+        ranked.append((exact, item))
+    return sorted(ranked, key=order)

@@ -1,31 +1,44 @@
-"""Query terms for the keyword and exact-match channels of semantic recall.
+"""Words, terms and keyword relevance: what a text says, in the form the keyword index holds.
 
-* `fts5_match_expression(text)`: user text → an FTS5 MATCH expression that can never be a
-  syntax error. Every term is a double-quoted FTS5 string (a `"` inside is doubled), so
-  operators (`AND`, `OR`, `NOT`, `NEAR`), column filters (`col:`), prefixes (`*`), `^`,
-  parentheses and any punctuation in the text are searched for as words, never parsed.
-  Terms are joined with `OR` and ranked by `bm25()`, so a fact need not contain every word.
-* `content_terms(text)`: the distinct informative words of a text (stopwords dropped);
-  the scorer's density signal and the keyword query both use it.
-* `exact_match_candidates(text)`: strings the query might name a subject or predicate by
+* `words` / `content_terms`: case-folded words split the way FTS5's `unicode61` splits them
+  (runs of letters and digits), and the distinct informative ones (no stopwords, no single
+  letters); the scorer's density signal and every lexical relevance use them.
+* `exact_match_candidates(text)`: strings a query might name a subject or predicate by
   exactly (`contact:hubspot_id:123456`, `Caroline`, `responded_positively_to`).
-
-Words are split the way FTS5's `unicode61` tokenizer splits them (runs of Unicode letters
-and digits; `_` and punctuation separate), so what we count is what the index holds.
+* `fts5_match_expression(text)`: user text as an FTS5 MATCH expression that can never be a
+  syntax error (every term a quoted string, joined with OR).
+* `term_counts(text)` / `query_terms(text)` / `date_terms(epoch_s)`: the keyword index's
+  terms — content words reduced by the Snowball English stemmer ("painting" → "paint"), and
+  how people write a memory's date ("May", "2023").
+* `Bm25Params` / `bm25f`: BM25F (Robertson & Zaragoza 2009) over two fields (own text 1,
+  context `context_weight`); `idf = ln(1 + (N - df + 0.5) / (df + 0.5))` (Lucene's, never
+  negative) over the *tenant's* statistics, so a tenant's ranking depends on its data only.
 """
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import lru_cache
+
+import snowballstemmer  # type: ignore[import-untyped]
 
 # Runs of letters and digits: `\w` minus `_`, like unicode61's token characters.
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
+
 # Whitespace-separated tokens keep identifiers such as `contact:hubspot_id:123456` whole.
 _TRIM = "\"'`.,;!?()[]{}<>"
 
+
 MAX_QUERY_TERMS = 64
+
 MAX_EXACT_CANDIDATES = 40
+
 MAX_NGRAM = 4
+
 
 # A general English stopword list (function words only). Dropping them keeps an OR query
 # from matching nearly every fact on "the" or "did"; when a query has nothing else (e.g.
@@ -40,6 +53,7 @@ _STOPWORD_TEXT = """
     very was we were what when where which while who whom why will with would you your
     yours yourself yourselves s t d ll m o re ve y
 """
+
 STOPWORDS: frozenset[str] = frozenset(_STOPWORD_TEXT.split())
 
 
@@ -105,3 +119,112 @@ def exact_match_candidates(text: str) -> list[str]:
                 continue
             add("_".join(gram))
     return list(out)[:MAX_EXACT_CANDIDATES]
+
+
+_STEMMER = snowballstemmer.stemmer("english")
+
+MONTHS = [
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+]
+
+
+@lru_cache(maxsize=65_536)
+def stem(word: str) -> str:
+    """The Snowball English stem of a case-folded word (memoised: ~60 µs uncached)."""
+    return str(_STEMMER.stemWord(word))
+
+
+def _keep(word: str) -> bool:
+    return word not in STOPWORDS and (len(word) > 1 or word.isdigit())
+
+
+def term_counts(text: str) -> dict[str, int]:
+    """Index terms of `text` → occurrences, in first-seen order."""
+    counts: dict[str, int] = {}
+    for word in words(text):
+        if _keep(word):
+            term = stem(word)
+            counts[term] = counts.get(term, 0) + 1
+    return counts
+
+
+def query_terms(text: str, limit: int = 64) -> list[str]:
+    """Distinct index terms of a query, in order (every word when none is a content word)."""
+    kept = [w for w in words(text) if _keep(w)] or words(text)
+    return list(dict.fromkeys(stem(w) for w in kept))[:limit]
+
+
+def date_terms(epoch_s: float) -> list[str]:
+    """The month name and year of a UTC time, as index terms (`["may", "2023"]`)."""
+    when = datetime.fromtimestamp(epoch_s, tz=UTC)
+    return [stem(MONTHS[when.month - 1]), str(when.year)]
+
+
+def merge_counts(*parts: Mapping[str, int]) -> dict[str, int]:
+    """Term counts added up."""
+    out: dict[str, int] = {}
+    for part in parts:
+        for term, n in part.items():
+            out[term] = out.get(term, 0) + n
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Bm25Params:
+    """BM25F constants: saturation `k1`, length normalisation `b`, the context field's
+    weight relative to the memory's own text."""
+
+    k1: float = 1.2
+    b: float = 0.75
+    context_weight: float = 0.4
+
+
+@dataclass(frozen=True, slots=True)
+class TenantStats:
+    """A tenant's keyword statistics: indexed facts and their total field lengths."""
+
+    docs: int
+    total_length: int
+    total_context_length: int
+
+    def average_length(self, params: Bm25Params) -> float:
+        if self.docs <= 0:
+            return 1.0
+        weighted = self.total_length + params.context_weight * self.total_context_length
+        return max(1.0, weighted / self.docs)
+
+
+def idf(df: int, docs: int) -> float:
+    """`ln(1 + (N - df + 0.5) / (df + 0.5))`: positive, larger for rarer terms."""
+    df = max(0, min(df, docs))
+    return math.log(1.0 + (docs - df + 0.5) / (df + 0.5))
+
+
+def bm25f(
+    postings: Iterable[tuple[str, int, int]],
+    length: int,
+    context_length: int,
+    idfs: Mapping[str, float],
+    average_length: float,
+    params: Bm25Params,
+) -> float:
+    """BM25F of one document from its postings `(term, tf, context_tf)` of the query's terms."""
+    weighted_length = length + params.context_weight * context_length
+    norm = params.k1 * (1.0 - params.b + params.b * weighted_length / average_length)
+    total = 0.0
+    for term, tf, context_tf in postings:
+        freq = tf + params.context_weight * context_tf
+        if freq > 0:
+            total += idfs.get(term, 0.0) * freq * (params.k1 + 1.0) / (freq + norm)
+    return total

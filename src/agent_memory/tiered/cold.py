@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent_memory.cursors import InvalidCursorError, decode_cursor_value, encode_cursor_value
-from agent_memory.lifecycle.cold import (
+from agent_memory.lifecycle.prune import (
     archive_key,
     decode_archive,
     encode_archive,

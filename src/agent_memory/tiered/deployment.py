@@ -14,7 +14,7 @@ from agent_memory.tiered.client import MemoryBuilder, MemoryClient
 from agent_memory.tiered.cold import ArchiveColdMemory
 from agent_memory.tiered.hot import KVHotMemory
 from agent_memory.tiered.warm import D1WarmMemory
-from agent_memory.tiers.namespaced_kv import NamespaceFlags, ReadCounts
+from agent_memory.tiers.working import NamespaceFlags, ReadCounts
 from bindings.environment import Bindings
 
 

@@ -18,11 +18,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agent_memory.governance import personal_marking
 from agent_memory.governance.personal_data import PersonalData
-from agent_memory.lifecycle.cold import row_from_archive
-from agent_memory.tiers.episodic import Episode
-from agent_memory.tiers.episodic.models import episode_from_row, open_episodes
+from agent_memory.governance.policy import personal_marking
+from agent_memory.lifecycle.prune import row_from_archive
+from agent_memory.tiers.episodic import Episode, episode_from_row, open_episodes
 
 EPISODE_KIND = "episode"
 _JSON_COLUMNS = ("data",)

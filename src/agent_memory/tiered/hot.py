@@ -8,7 +8,7 @@ item keys (≤ 480 bytes by the namespace grammar, under KV's 512).
 from __future__ import annotations
 
 from agent_memory.namespace import ItemKey
-from agent_memory.tiers.namespaced_kv import NamespacedKV, NamespaceFlags, ReadCounts
+from agent_memory.tiers.working import NamespacedKV, NamespaceFlags, ReadCounts
 from bindings.ports.kv import KV_MIN_EXPIRATION_TTL, KVNamespace
 
 

@@ -1,4 +1,9 @@
-"""Keys for free text, and the rules that tell an update from a look-alike.
+"""The word lists and small text helpers the key derivation (`keys`) and the update rules
+(`update_rules`) share: general English (verbs of residence, preference, work, plans,
+possession; temporal and additive markers; stop words). Nothing here knows any data set.
+Private to `agent_memory.tiers.semantic`.
+
+Keys for free text, and the rules that tell an update from a look-alike.
 
 Most facts arrive as free text with no subject or predicate (`store_memory` from MCP
 clients and agents). On write, `derive_key` gives each one a key — the *entity* it is about
@@ -20,6 +25,15 @@ markers). Nothing here knows any data set.
 
 `update_rules.judge_update` reads two keyed statements and decides whether the newer
 replaces the older; the word lists both use are in `_lexicon`.
+
+The rules adjudicator's decision: does a newer statement replace an older one?
+
+`judge_update(older_text, older_key, newer_text, newer_key)` → `Judgement(decision,
+reason)`, decision one of `update`, `duplicate`, `compatible`, `unsure`. No model, no I/O:
+temporal markers ("now", "no longer", "moved to", "changed"), negation, a new value of the
+same attribute. It lives in the semantic tier, below the lifecycle, because recall uses it
+too: until the reconciler has run, a stale statement must not outrank a newer one about
+the same key. `agent_memory.lifecycle.adjudicator.RulesAdjudicator` wraps it.
 """
 
 from __future__ import annotations
@@ -27,27 +41,154 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Literal
 
-from agent_memory.tiers.semantic._lexicon import (
-    ADVERBS,
-    AUX,
-    CATCH_ALL_SUBJECT,
-    COPULA,
-    DETERMINERS,
-    FIRST_PERSON,
-    FREE_TEXT_PREDICATE,
-    MAX_ATTRIBUTE_CHARS,
-    MAX_ENTITY_CHARS,
-    NEGATIONS,
-    NOT_NAMES,
-    SENTENCE_END,
-    SLOT_NOUNS,
-    SPEAKER_ENTITY,
-    VERB_CLASS,
-    lower,
-    words,
+CATCH_ALL_SUBJECT = "general"
+
+FREE_TEXT_PREDICATE = "states"
+
+SPEAKER_ENTITY = "user"
+
+MAX_ENTITY_CHARS = 256
+
+MAX_ATTRIBUTE_CHARS = 128
+
+
+WORD = re.compile("[A-Za-z0-9][A-Za-z0-9'\u2019\\-]*")
+
+SENTENCE_END = re.compile(r"(?<=[.!?;])\s+")
+
+
+def split(text: str) -> list[str]:
+    return text.split()
+
+
+# Attribute classes: a verb (any inflection listed) says which attribute a sentence states.
+CLASSES: dict[str, list[str]] = {
+    "location": split(
+        "live lives lived living moved move moves moving relocated relocate relocates "
+        "based located resides reside resided residing settled"
+    ),
+    "preference": split(
+        "prefer prefers preferred preferring like likes liked love loves loved enjoy enjoys "
+        "enjoyed favor favors favour favours hate hates hated dislike dislikes disliked"
+    ),
+    "role": split(
+        "work works worked working employed job role title position promoted hired joined "
+        "leads led manages managed serves served appointed"
+    ),
+    "plan": split(
+        "plan plans planned planning intend intends intended going scheduled will aims aim"
+    ),
+    "possession": split("has have had owns own owned keeps kept"),
+    "state": split("is are was were am be been becomes became become"),
+    "usage": split("uses use used using drives drive drove runs run ran"),
+    "consumption": split("drinks drink drank eats eat ate"),
+    # A change of something ("switched to", "changed plans"): which attribute changed is
+    # read from the other statement, so this class matches any attribute.
+    "change": split("switched switch switches changed change changes swapped"),
+}
+
+CHANGE = "change"
+
+# After a copula, a participle or adjective can name the attribute ("is based in",
+# "was promoted to"); these are looked for in the next two words.
+COPULA = frozenset(split("is are was were am be been being got gets get"))
+
+VERB_CLASS = {verb: name for name, verbs in CLASSES.items() for verb in verbs}
+
+# One value at a time for an entity: a new value replaces the old one.
+SINGLE_VALUED = frozenset({"location", "role"})
+
+AUX = frozenset(split("does do did can could should would may might must shall"))
+
+DETERMINERS = frozenset(split("the a an this that these those his her their its our your"))
+
+FIRST_PERSON = frozenset({"i", "me", "my", "we", "our", "us", "i'm", "i've", "we're"})
+
+NOT_NAMES = frozenset(
+    split(
+        "the a an this that these those i my we our you your he she it they his her its their "
+        "now currently today yesterday tomorrow recently lately also still actually then so but "
+        "and or if when after before since as for in on at to from by with"
+    )
 )
+
+ADVERBS = frozenset(
+    split(
+        "now currently recently lately actually still also nowadays finally officially just "
+        "no longer never really"
+    )
+)
+
+UPDATE_MARKERS = (
+    "now",
+    "no longer",
+    "not anymore",
+    "anymore",
+    "any more",
+    "moved to",
+    "relocated",
+    "changed",
+    "switched",
+    "instead",
+    "nowadays",
+    "these days",
+    "from now on",
+    "became",
+    "has become",
+    "was promoted",
+    "got promoted",
+    "updated",
+    "turned",
+    "new",
+    "rescheduled",
+    "postponed",
+    "moved the",
+    "pushed",
+    "was changed",
+    "has been changed",
+)
+
+ADDITIVE_MARKERS = ("also", "too", "as well", "another", "additionally", "in addition", "besides")
+
+NEGATIONS = frozenset({"not", "no", "never", "n't", "doesn't", "don't", "isn't", "won't"})
+
+STOP = frozenset(
+    split(
+        "the a an of in on at to for from by with and or but is are was were am be been being "
+        "it its this that these those he she they them his her their i me my we our you your "
+        "as into than then so very really just about every each all any some there here who "
+        "which what when where how do does did will would can could should has have had "
+        "best most more much"
+    )
+)
+
+# A named slot ("Alice's job", "my home") whose noun says the attribute class.
+SLOT_NOUNS = {
+    "job": "role",
+    "role": "role",
+    "title": "role",
+    "position": "role",
+    "home": "location",
+    "address": "location",
+}
+
+# Where a preference or plan holds ("for every editor", "in May"): same context + new value
+# is an update, a different context is another preference.
+CONTEXT_PREPOSITIONS = frozenset(split("for in on at during"))
+
+CONTEXTUAL = frozenset({"preference", "plan"})
+
+
+def words(text: str) -> list[str]:
+    return [w.replace("\u2019", "'") for w in WORD.findall(text)]
+
+
+def lower(tokens: list[str]) -> list[str]:
+    return [t.lower() for t in tokens]
+
 
 KeySource = Literal[
     "structured",
@@ -214,3 +355,127 @@ def derive_key(
     if run:
         return FactKey(_norm_phrase(run, MAX_ENTITY_CHARS), text_attribute, "named_entity")
     return FactKey("", text_attribute, "none")
+
+
+Decision = Literal["update", "duplicate", "compatible", "unsure"]
+
+
+@dataclass(frozen=True)
+class Judgement:
+    decision: Decision
+    reason: str
+
+
+@lru_cache(maxsize=4_096)
+def _words(text: str) -> tuple[str, ...]:
+    """The lower-cased words of `text`, memoised: recall's stale-statement guard judges each
+    candidate against several others, and tokenising was most of a judgement's cost."""
+    return tuple(lower(words(text)))
+
+
+def _has_marker(text: str, markers: tuple[str, ...]) -> str | None:
+    low = " " + " ".join(_words(text)) + " "
+    for marker in markers:
+        if f" {marker} " in low:
+            return marker
+    return None
+
+
+def _negated(text: str) -> bool:
+    return any(w in NEGATIONS or w.endswith("n't") for w in _words(text))
+
+
+def content_words(text: str, entity: str) -> set[str]:
+    """The words that carry a statement's value: no stop words, entity, verbs or markers."""
+    return set(_content_words(text, entity))
+
+
+@lru_cache(maxsize=4_096)
+def _content_words(text: str, entity: str) -> frozenset[str]:
+    skip = set(entity.split()) | {e.removesuffix("'s") for e in entity.split()}
+    out: set[str] = set()
+    for word in _words(text):
+        base = word.removesuffix("'s")
+        if base in STOP or base in skip or base in VERB_CLASS or base in ADVERBS:
+            continue
+        if base in NEGATIONS or base.endswith("n't") or base in {"longer", "anymore"}:
+            continue
+        out.add(base)
+    return frozenset(out)
+
+
+def _context_words(text: str, entity: str) -> set[str]:
+    """The content words after the first preposition ("for every editor" → {editor}), with
+    temporal and additive markers removed first."""
+    low = " " + " ".join(_words(text)) + " "
+    for marker in (*UPDATE_MARKERS, *ADDITIVE_MARKERS, "these days"):
+        low = low.replace(f" {marker} ", " ")
+    tokens = low.split()
+    for i, token in enumerate(tokens):
+        if i > 0 and token in CONTEXT_PREPOSITIONS:
+            return content_words(" ".join(tokens[i + 1 :]), entity)
+    return set()
+
+
+def _numbers(tokens: set[str]) -> set[str]:
+    return {t for t in tokens if any(c.isdigit() for c in t)}
+
+
+def _names_slot(text: str, attribute: str) -> bool:
+    """Whether the attribute is a named slot of the entity ("Alice's manager", "my budget")
+    rather than a verb ("speaks"), which may hold many values."""
+    low = " ".join(_words(text)).replace("'s ", " 's ")
+    return any(f"{owner} {attribute}" in low for owner in ("'s", "my", "our"))
+
+
+def judge_update(older_text: str, older: FactKey, newer_text: str, newer: FactKey) -> Judgement:
+    """Does the newer statement replace the older one (rules only, no model)?
+
+    `duplicate`: same words. `compatible`: different entities or attributes, an additive
+    marker ("also", "too"), or different topics. `update`: a temporal marker ("now", "no
+    longer", "moved to", "changed", …) on the same attribute or topic; a negation flip on
+    the same topic; a new value for a single-valued attribute (residence, role, a named
+    attribute like "Alice's manager"); a changed number with the same context; or the same
+    preference with a different object. `unsure`: related but none of those hold."""
+    if " ".join(_words(older_text)) == " ".join(_words(newer_text)):
+        return Judgement("duplicate", "same_words")
+    if not older.entity or older.entity != newer.entity:
+        return Judgement("compatible", "different_entity")
+    a, b = content_words(older_text, older.entity), content_words(newer_text, newer.entity)
+    union, shared = a | b, a & b
+    overlap = len(shared) / len(union) if union else 1.0
+    # Two words or more in common that make up most of the shorter statement: the same
+    # topic even when one value has more words ("high contrast mode" vs "dark mode").
+    if len(shared) >= 2 and a and b:
+        overlap = max(overlap, len(shared) / min(len(a), len(b)) - 0.1)
+    same_attribute = bool(older.attribute) and (
+        older.attribute == newer.attribute or CHANGE in (older.attribute, newer.attribute)
+    )
+    additive = _has_marker(newer_text, ADDITIVE_MARKERS)
+    if additive is not None:
+        return Judgement("compatible", f"additive_marker:{additive}")
+    if _negated(older_text) != _negated(newer_text) and overlap >= 0.5:
+        return Judgement("update", "negation")
+    marker = _has_marker(newer_text, UPDATE_MARKERS)
+    if marker is not None and (same_attribute or overlap >= 0.34):
+        return Judgement("update", f"temporal_marker:{marker}")
+    if not same_attribute:
+        return Judgement("compatible", "different_attribute")
+    if a == b:
+        return Judgement("compatible", "same_value")
+    na, nb = _numbers(a), _numbers(b)
+    if (na or nb) and na != nb and (a - na) == (b - nb):
+        return Judgement("update", "quantity_changed")
+    if older.attribute in CONTEXTUAL:
+        context = _context_words(older_text, older.entity)
+        if context and context == _context_words(newer_text, newer.entity):
+            return Judgement("update", "same_context_new_value")
+    # A named attribute ("Alice's manager", "my budget") holds one value at a time.
+    named_slot = older.attribute not in CLASSES and _names_slot(older_text, older.attribute)
+    if older.attribute in SINGLE_VALUED or named_slot:
+        return Judgement("update", "same_attribute_new_value")
+    if overlap >= 0.5:
+        return Judgement("update", "same_topic_new_value")
+    if overlap >= 0.25:
+        return Judgement("unsure", "related_same_attribute")
+    return Judgement("compatible", "different_topic")

@@ -49,19 +49,15 @@ from agent_memory.governance.personal_data import PersonalData
 from agent_memory.governance.policy import WriteGate
 from agent_memory.retrieval.scoring import RetrievalConfig, Tier
 from agent_memory.scope import TENANT_RE
-from agent_memory.tiers.semantic._backfill import backfill_keys
-from agent_memory.tiers.semantic._recall import Recaller
-from agent_memory.tiers.semantic._scope import EMBED_BATCH, FactScope, ms
-from agent_memory.tiers.semantic._vectors import VectorSync
-from agent_memory.tiers.semantic._writes import FactWriter
-from agent_memory.tiers.semantic.links import linked_rows
 from agent_memory.tiers.semantic.models import (
     DEFAULT_AGENT_TYPE,
     DEFAULT_TOP_K,
+    EMBED_BATCH,
     MAX_RANK_LIMIT,
     DeleteResult,
     Fact,
     FactInput,
+    FactScope,
     FactStatus,
     LearnResult,
     LinkedFact,
@@ -70,10 +66,12 @@ from agent_memory.tiers.semantic.models import (
     RecallRequest,
     RecallResult,
     SemanticTierUnavailable,
+    ms,
     namespace_for_tenant,
     open_facts,
 )
-from agent_memory.tiers.semantic.recall_record import MAX_WRITE_BACK, RecallRecorder
+from agent_memory.tiers.semantic.recall import MAX_WRITE_BACK, Recaller, RecallRecorder, linked_rows
+from agent_memory.tiers.semantic.writes import FactWriter, VectorSync, backfill_keys
 from bindings.ports.background import BackgroundTasks
 from bindings.ports.clock import Clock
 from bindings.ports.d1 import D1Database

@@ -5,12 +5,28 @@
 `RecallResult` / `RecalledFact` what recall returns with each result's score breakdown.
 `namespace_for_tenant` and `embedding_tag` fix how a tenant's vectors are named and tagged
 in Vectorize; both are stable across deploys (changing them would orphan stored vectors).
+
+A tenant's own vectors among a list of ids: the one ownership check before any delete.
+
+Vector ids are unique per index, not per namespace, so an id alone is never trusted: a
+vector is the tenant's only when it sits in the tenant's namespace *and* carries its
+`tenant_id`. The semantic tier, the reconciler and the subject eraser all delete through
+here.
+
+What every part of the semantic tier shares: one tenant's stores, named once.
+
+`FactScope` is built by `SemanticMemory` at construction and handed to the write path,
+the recall pipeline and the vector repair, so the tenant (and its namespace) is fixed in one
+place and no part can name another tenant. Every D1 statement here starts its WHERE clause
+with `tenant_id = ?`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+import logging
+from collections.abc import Coroutine, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import (
@@ -23,32 +39,55 @@ from pydantic import (
     model_validator,
 )
 
+from agent_memory.governance.events import EventLog
 from agent_memory.governance.personal_data import PersonalData, Sealable
+from agent_memory.governance.policy import WriteGate
 from agent_memory.ids import sha256_hex
-from agent_memory.retrieval.fusion import ChannelDetail
-from agent_memory.retrieval.scoring import ScoreBreakdown
+from agent_memory.retrieval.scoring import ChannelDetail, RetrievalConfig, ScoreBreakdown, Tier
 from agent_memory.scope import AGENT_TYPE_PATTERN
-from bindings.ports.embedder import EmbeddingConfig
+from agent_memory.statements import IDS_PER_STATEMENT, chunks
+from bindings.ports.background import BackgroundTasks
+from bindings.ports.clock import Clock
+from bindings.ports.d1 import D1Database
+from bindings.ports.embedder import Embedder, EmbeddingConfig
+from bindings.ports.kv import KVNamespace
 from bindings.ports.sql import Row
-from bindings.ports.vectorize import VECTORIZE_MAX_METADATA_BYTES, VECTORIZE_MAX_NAMESPACE_BYTES
+from bindings.ports.vectorize import (
+    VECTORIZE_MAX_METADATA_BYTES,
+    VECTORIZE_MAX_NAMESPACE_BYTES,
+    VectorIndex,
+)
 
 # Vectorize indexes the first 64 bytes of a string metadata value (metadata-filtering.mdx).
 VECTORIZE_MAX_INDEXED_STRING_BYTES = 64
 
+
 NAMESPACE_PREFIX = "agent_memory_semantic:"
+
 # Tenant ids never contain "~" (scope.TENANT_PATTERN), so a hashed name cannot equal a
 # plain one.
 HASHED_NAMESPACE_PREFIX = NAMESPACE_PREFIX + "~"
+
 MAX_CONTENT_CHARS = 8_192  # semantic_facts.content CHECK
+
 MAX_QUERY_CHARS = 2_048
+
 MAX_METADATA_BYTES = VECTORIZE_MAX_METADATA_BYTES  # 10 KiB, Vectorize's metadata limit
+
 MAX_TOP_K = 20  # ADR-0030 recall_memory schema
+
 MAX_RANK_LIMIT = 1_000
+
 DEFAULT_TOP_K = 5
+
 DEFAULT_SUBJECT = "general"
+
 DEFAULT_PREDICATE = "states"
+
 DEFAULT_CONFIDENCE = 0.7
+
 DEFAULT_AGENT_TYPE = "default"
+
 
 FactStatus = Literal["pending_vector", "active", "superseded"]
 
@@ -346,3 +385,123 @@ class DeleteResult(BaseModel):
     # False when the vector delete failed: the stray vector is invisible to recall (no
     # row) and a repeated delete (or the next recall that meets it) removes it.
     complete: bool = True
+
+
+IDS_PER_CALL = 100
+
+
+async def own_vector_ids(vectors: VectorIndex, tenant_id: str, ids: Sequence[str]) -> list[str]:
+    """The ids among `ids` whose vector belongs to `tenant_id`."""
+    namespace = namespace_for_tenant(tenant_id)
+    mine: list[str] = []
+    for chunk in chunks(list(ids), IDS_PER_CALL):
+        records = await vectors.get_by_ids(list(chunk))
+        mine += [
+            r.id
+            for r in records
+            if r.namespace == namespace and r.metadata.get("tenant_id") == tenant_id
+        ]
+    return mine
+
+
+async def delete_own_vectors(vectors: VectorIndex, tenant_id: str, ids: Sequence[str]) -> list[str]:
+    """Delete the tenant's vectors among `ids`; returns the ids deleted."""
+    mine = await own_vector_ids(vectors, tenant_id, ids)
+    for chunk in chunks(mine, IDS_PER_CALL):
+        await vectors.delete_by_ids(list(chunk))
+    return mine
+
+
+log = logging.getLogger(__name__)
+
+
+EMBED_BATCH = 100  # Workers AI takes ≤ 100 texts per call
+
+
+def ms(seconds: float) -> int:
+    """Epoch seconds to the epoch milliseconds D1 stores."""
+    return round(seconds * 1000)
+
+
+def check_matrix(matrix: Any, rows: int, config: EmbeddingConfig) -> None:
+    """Raise unless the embedder returned `rows` vectors of the configured dimensions."""
+    shape = getattr(matrix, "shape", None)
+    if shape is None or tuple(shape) != (rows, config.dimensions):
+        raise RuntimeError(
+            f"embedder returned shape {shape}, expected ({rows}, {config.dimensions})"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class FactScope:
+    """One tenant's semantic stores and the settings every operation on them uses."""
+
+    tenant_id: str
+    namespace: str
+    db: D1Database
+    vectors: VectorIndex
+    embedder: Embedder | None
+    clock: Clock
+    config: RetrievalConfig
+    agent_type: str
+    run_id: str | None
+    tier: Tier
+    events: EventLog
+    gate: WriteGate
+    # Seals and opens the personal fields of fact metadata (docs/personal-data.md).
+    personal: PersonalData
+    # `ctx.waitUntil`: work that may finish after the response. None: done before returning.
+    background: BackgroundTasks | None = None
+    # Where recall records that D1 refused every time wait to be written back
+    # (`recall_record`). None: such a record is logged at ERROR with its payload.
+    kv: KVNamespace | None = None
+
+    async def after_response(self, work: Coroutine[Any, Any, None], what: str) -> None:
+        """Run `work` after the response when a background is bound, else now. A failure is
+        logged, never raised: `work` must be something the caller's result does not need."""
+
+        async def guarded() -> None:
+            try:
+                await work
+            except Exception as exc:
+                log.warning("%s failed for tenant %s: %s", what, self.tenant_id, exc)
+
+        if self.background is not None:
+            self.background.wait_until(guarded())
+        else:
+            await guarded()
+
+    def require_embedder(self) -> Embedder:
+        if self.embedder is None:
+            raise SemanticTierUnavailable("no embedder is bound; learn and recall need one")
+        return self.embedder
+
+    def vector_filter(self, config: EmbeddingConfig, agent_type: str | None) -> dict[str, Any]:
+        """The metadata filter of every vector query of this tenant."""
+        # tenant_id on top of the namespace (ADR-0030 defence in depth) and the embedding
+        # config, so a query never compares vectors of different models (DESIGN inv. 6).
+        flt: dict[str, Any] = {"tenant_id": self.tenant_id, "embedding": embedding_tag(config)}
+        if agent_type is not None:
+            flt["agent_type"] = agent_type
+        return flt
+
+    async def load_rows(self, fact_ids: Sequence[str], columns: str = "*") -> dict[str, Row]:
+        """This tenant's rows among `fact_ids` (any status), by fact id."""
+        rows: dict[str, Row] = {}
+        for chunk in chunks(fact_ids, IDS_PER_STATEMENT):
+            marks = ", ".join("?" for _ in chunk)
+            result = (
+                await self.db.prepare(
+                    f"SELECT {columns} FROM semantic_facts "
+                    f"WHERE tenant_id = ? AND fact_id IN ({marks})"
+                )
+                .bind(self.tenant_id, *chunk)
+                .all()
+            )
+            for row in result.results:
+                rows[row["fact_id"]] = row
+        return rows
+
+    async def own_vector_ids(self, ids: Sequence[str]) -> list[str]:
+        """The ids among `ids` whose vector belongs to this tenant (`tenant_vectors`)."""
+        return await own_vector_ids(self.vectors, self.tenant_id, ids)

@@ -1,4 +1,22 @@
-"""The row half of a semantic write, and deletes.
+"""The vector half of a semantic write, and its repair.
+
+A fact's row is written `pending_vector` first; `VectorSync.write_vectors` then upserts the
+vectors and marks the rows `active`. When either step fails the rows stay pending (recall
+never returns them) and `complete_pending` finishes them later. The other direction:
+`reconcile_vectors` / `drop_stray` delete vectors whose row is gone, so the index never
+keeps what D1 no longer has (DESIGN invariant 5).
+
+The key lookup every semantic write (and the key backfill) goes through.
+
+Keys for facts written before keys existed (migration 0005), a batch at a time.
+
+Facts stored before 0005 have `key_source = ''`: the update step and recall's
+stale-statement guard skip them, so a newer statement about the same entity could never
+supersede them. `backfill_keys` derives their keys exactly as the write path does
+(`_scope.derive_keys`) and stores them, oldest first; a fact whose text names nothing gets
+`key_source = 'none'`, so it is not looked at again. Idempotent and safe to interrupt.
+
+The row half of a semantic write, and deletes.
 
 `FactWriter.learn_many` validates every input (nothing is written if one is bad), checks the
 write policy, looks the content hashes up (a fact already `active` is returned as it is,
@@ -13,37 +31,301 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
+import numpy as np
 from pydantic import ValidationError
 
+from agent_memory.governance.personal_data import public_view
 from agent_memory.governance.policy import WriteDenied, WriteProposal
 from agent_memory.ids import content_hash, is_ulid, new_ulid
-from agent_memory.statements import STATEMENTS_PER_BATCH, chunks
-from agent_memory.tiers.semantic._context import ContextPlan, SessionContext
-from agent_memory.tiers.semantic._keying import derive_keys
-from agent_memory.tiers.semantic._scope import (
-    EMBED_BATCH,
-    FactScope,
-    check_matrix,
-    ms,
-)
-from agent_memory.tiers.semantic._vectors import VectorJob, VectorSync
-from agent_memory.tiers.semantic.keys import FactKey
+from agent_memory.statements import IDS_PER_STATEMENT, STATEMENTS_PER_BATCH, chunks
+from agent_memory.tiers.semantic.keys import FactKey, derive_key, entity_candidates
+from agent_memory.tiers.semantic.keyword_index import ContextPlan, SessionContext
 from agent_memory.tiers.semantic.models import (
     DEFAULT_SUBJECT,
+    EMBED_BATCH,
     DeleteResult,
     FactInput,
+    FactScope,
     LearnResult,
     MemoryInputError,
+    check_matrix,
+    embedding_tag,
+    ms,
 )
 from bindings.ports.d1 import D1Statement
 from bindings.ports.embedder import EmbeddingConfig
 from bindings.ports.sql import Row
+from bindings.ports.vectorize import VECTORIZE_MAX_BATCH, VectorRecord
 
 log = logging.getLogger(__name__)
 
+
+@dataclass(frozen=True, slots=True)
+class VectorJob:
+    """A row that needs its vector written (new, or left pending)."""
+
+    fact_id: str
+    content: str
+    agent_type: str
+    subject: str
+    predicate: str
+    object: str
+    confidence: float
+    learned_from_run_id: str | None
+    created_at_ms: int
+
+
+class VectorSync:
+    """Writes, completes and repairs one tenant's fact vectors."""
+
+    def __init__(self, scope: FactScope) -> None:
+        self._s = scope
+
+    def job_from_row(self, row: Row, content: str) -> VectorJob:
+        return VectorJob(
+            fact_id=row["fact_id"],
+            content=content,
+            agent_type=row["agent_type"],
+            subject=row["subject"],
+            predicate=row["predicate"],
+            object=row["object"],
+            confidence=float(row["confidence"]),
+            learned_from_run_id=row.get("learned_from_run_id"),
+            created_at_ms=int(row["created_at"]),
+        )
+
+    def _vector_record(self, job: VectorJob, values: Any, config: EmbeddingConfig) -> VectorRecord:
+        metadata: dict[str, Any] = {
+            "tenant_id": self._s.tenant_id,
+            "agent_type": job.agent_type,
+            "fact_id": job.fact_id,
+            "subject": job.subject,
+            "predicate": job.predicate,
+            "object": job.object,
+            "confidence": job.confidence,
+            "created_at": job.created_at_ms,
+            "embedding": embedding_tag(config),
+            "embedding_provider": config.provider,
+            "embedding_model": config.model,
+            "embedding_dimensions": config.dimensions,
+        }
+        if job.learned_from_run_id:
+            metadata["learned_from_run_id"] = job.learned_from_run_id
+        return VectorRecord(
+            id=job.fact_id,
+            values=np.asarray(values, dtype=np.float64).tolist(),
+            namespace=self._s.namespace,
+            metadata=metadata,
+        )
+
+    async def write_vectors(
+        self,
+        jobs: Sequence[VectorJob],
+        vectors: Mapping[str, Any],
+        config: EmbeddingConfig,
+        now: float,
+    ) -> str | None:
+        """Upsert the jobs' vectors, then mark their rows active. Returns None on success,
+        else the error text (the rows stay `pending_vector` for `complete_pending`)."""
+        if not jobs:
+            return None
+        records = [self._vector_record(job, vectors[job.fact_id], config) for job in jobs]
+        try:
+            for chunk in chunks(records, VECTORIZE_MAX_BATCH):
+                await self._s.vectors.upsert(chunk)
+        except Exception as exc:  # any vector failure leaves a retryable pending row
+            log.warning(
+                "vector write failed for %d fact(s) of tenant %s; rows stay pending: %s",
+                len(records),
+                self._s.tenant_id,
+                exc,
+            )
+            return f"vector write failed: {exc}"
+        try:
+            await self._activate([job.fact_id for job in jobs], config, now)
+        except Exception as exc:
+            log.warning(
+                "activating %d fact(s) of tenant %s failed; rows stay pending: %s",
+                len(jobs),
+                self._s.tenant_id,
+                exc,
+            )
+            return f"activation failed: {exc}"
+        return None
+
+    async def _activate(self, fact_ids: Sequence[str], config: EmbeddingConfig, now: float) -> None:
+        statements = []
+        for chunk in chunks(fact_ids, IDS_PER_STATEMENT - 5):
+            marks = ", ".join("?" for _ in chunk)
+            statements.append(
+                self._s.db.prepare(
+                    "UPDATE semantic_facts SET status = 'active', updated_at = ?, "
+                    "embedding_provider = ?, embedding_model = ?, embedding_dimensions = ? "
+                    f"WHERE tenant_id = ? AND fact_id IN ({marks}) AND status = 'pending_vector'"
+                ).bind(
+                    ms(now),
+                    config.provider,
+                    config.model,
+                    config.dimensions,
+                    self._s.tenant_id,
+                    *chunk,
+                )
+            )
+        for group in chunks(statements, STATEMENTS_PER_BATCH):
+            await self._s.db.batch(list(group))
+
+    async def complete_pending(self, limit: int = 100) -> int:
+        """Write the vectors of up to `limit` facts left `pending_vector` (oldest first) and
+        activate them. Returns how many became active. Safe to run any time."""
+        embedder = self._s.require_embedder()
+        result = (
+            await self._s.db.prepare(
+                "SELECT fact_id, content, agent_type, subject, predicate, object, confidence, "
+                "learned_from_run_id, created_at FROM semantic_facts "
+                "WHERE tenant_id = ? AND status = 'pending_vector' ORDER BY created_at LIMIT ?"
+            )
+            .bind(self._s.tenant_id, max(1, min(limit, 1000)))
+            .all()
+        )
+        rows = result.results
+        done = 0
+        for batch in chunks(rows, EMBED_BATCH):
+            matrix = await embedder.embed([row["content"] for row in batch])
+            check_matrix(matrix, len(batch), embedder.config)
+            jobs = [self.job_from_row(row, row["content"]) for row in batch]
+            vectors = {job.fact_id: matrix[pos] for pos, job in enumerate(jobs)}
+            error = await self.write_vectors(jobs, vectors, embedder.config, self._s.clock.now())
+            if error is None:
+                done += len(jobs)
+        return done
+
+    async def drop_stray(self, fact_ids: Sequence[str]) -> None:
+        """Delete vectors whose row is gone (a delete whose vector step failed). Best
+        effort: recall already ignores them, so a failure here only delays the cleanup."""
+        try:
+            await self.reconcile_vectors(fact_ids)
+        except Exception as exc:
+            log.warning(
+                "could not delete %d stray vector(s) of tenant %s: %s",
+                len(fact_ids),
+                self._s.tenant_id,
+                exc,
+            )
+
+    async def reconcile_vectors(self, fact_ids: Sequence[str]) -> list[str]:
+        """Delete this tenant's vectors among `fact_ids` that have no row. Returns them."""
+        ids = list(dict.fromkeys(fact_ids))
+        if not ids:
+            return []
+        rows = await self._s.load_rows(ids)
+        orphans = [fid for fid in ids if fid not in rows]
+        if not orphans:
+            return []
+        mine = await self._s.own_vector_ids(orphans)
+        if mine:
+            await self._s.vectors.delete_by_ids(mine)
+        return mine
+
+
+class KeyedText(Protocol):
+    """What a key is derived from: a new `FactInput`, or a stored row being backfilled."""
+
+    @property
+    def content(self) -> str: ...
+
+    @property
+    def subject(self) -> str: ...
+
+    @property
+    def predicate(self) -> str: ...
+
+    @property
+    def metadata(self) -> dict[str, Any]: ...
+
+
+async def derive_keys(scope: FactScope, inputs: Sequence[KeyedText]) -> list[FactKey]:
+    """Each input's key (`keys.derive_key`), with the names the tenant already has facts
+    about found in one indexed lookup (`known_subject`)."""
+    names = [name for fact in inputs for name in entity_candidates(fact.content)]
+    wanted = list(dict.fromkeys(names))[:IDS_PER_STATEMENT]
+    known: set[str] = set()
+    if wanted:
+        marks = ", ".join("?" for _ in wanted)
+        result = (
+            await scope.db.prepare(
+                "SELECT DISTINCT key_entity FROM semantic_facts WHERE tenant_id = ? "
+                f"AND key_entity IN ({marks})"
+            )
+            .bind(scope.tenant_id, *wanted)
+            .all()
+        )
+        known = {str(row["key_entity"]) for row in result.results}
+    return [
+        derive_key(
+            fact.content,
+            subject=fact.subject,
+            predicate=fact.predicate,
+            # Personal fields never feed a derived, indexed value (docs/personal-data.md).
+            metadata=public_view(fact.metadata),
+            known_entities=known,
+        )
+        for fact in inputs
+    ]
+
+
+MAX_BACKFILL = 1_000
+
+
+@dataclass(frozen=True, slots=True)
+class _StoredText:
+    fact_id: str
+    content: str
+    subject: str
+    predicate: str
+    metadata: dict[str, Any]
+
+
+async def backfill_keys(scope: FactScope, limit: int) -> int:
+    """Derive and store the keys of up to `limit` (≤ 1000) unkeyed facts of the tenant.
+    Returns how many were keyed."""
+    result = (
+        await scope.db.prepare(
+            "SELECT fact_id, content, subject, predicate, metadata FROM semantic_facts "
+            "WHERE tenant_id = ? AND key_source = '' ORDER BY created_at LIMIT ?"
+        )
+        .bind(scope.tenant_id, max(1, min(limit, MAX_BACKFILL)))
+        .all()
+    )
+    rows = [
+        _StoredText(
+            fact_id=str(row["fact_id"]),
+            content=str(row["content"]),
+            subject=str(row["subject"]),
+            predicate=str(row["predicate"]),
+            metadata=json.loads(row["metadata"] or "{}"),
+        )
+        for row in result.results
+    ]
+    if not rows:
+        return 0
+    keys = await derive_keys(scope, rows)
+    statements = [
+        scope.db.prepare(
+            "UPDATE semantic_facts SET key_entity = ?, key_attribute = ?, key_source = ? "
+            "WHERE tenant_id = ? AND fact_id = ? AND key_source = ''"
+        ).bind(key.entity, key.attribute, key.source, scope.tenant_id, row.fact_id)
+        for row, key in zip(rows, keys, strict=True)
+    ]
+    for batch in chunks(statements, STATEMENTS_PER_BATCH):
+        await scope.db.batch(list(batch))
+    return len(rows)
+
+
 PENDING_RETRY_ON_WRITE = 10
+
 PAIRS_PER_STATEMENT = 45  # (subject, hash) pairs: 2 parameters each + tenant
 
 

@@ -1,0 +1,613 @@
+"""The episodic tier's records: runs, episodes, the run-list cursor and the limit error.
+
+`RunRecord` is one `agent_runs` row and `Episode` one `memory_episodes` row (times in epoch
+milliseconds, as stored); `encode_cursor` / `decode_cursor` make the opaque keyset cursor
+of the run list (a cursor this module did not produce raises `InvalidCursorError`).
+
+Tier 2, episodic memory in D1: `agent_runs` and `memory_episodes` (migration 0001).
+
+`EpisodicStore` is bound to one tenant at construction and every statement starts its
+WHERE clause with `tenant_id = ?` (DESIGN invariant 2). Its writes are idempotent, so a
+retry after a write that actually landed changes nothing:
+
+* `start_run`      INSERT … ON CONFLICT DO NOTHING (never reverts a finished run);
+* `append_episode` INSERT … ON CONFLICT DO NOTHING (episode ids are minted by the caller);
+* `complete_run` / `fail_run` upsert the whole row, so they succeed even if `start_run`
+  was lost, and set `finished_at`, `status`, `output`/`error` and `steps`.
+
+Episodic writes off the response path: ordered, retried, never silently lost.
+
+`EpisodicWriter` runs `EpisodicStore` writes through `BackgroundTasks.wait_until` (i.e.
+`ctx.waitUntil`), one after another in submission order (a run's completion never overtakes
+its start), each retried with exponential backoff. A write that still fails is logged at
+ERROR with its full payload and handed to `on_failure` (the Durable Object keeps it in its
+`failed_writes` table and shows it in the admin run view).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agent_memory.cursors import InvalidCursorError, decode_cursor_value, encode_cursor_value
+from agent_memory.governance.events import EventLog
+from agent_memory.governance.personal_data import PersonalData, Sealable
+from agent_memory.governance.policy import WriteGate, WriteProposal
+from agent_memory.ids import content_hash
+from agent_memory.scope import TENANT_RE
+from bindings.ports.background import BackgroundTasks
+from bindings.ports.d1 import D1Database, D1Error, D1Statement
+from bindings.ports.sql import Row
+
+RECENT_EPISODES = 10
+
+MAX_EPISODE_CHARS = 32_768
+
+MAX_PAGE_SIZE = 100
+
+
+RunStatus = Literal["running", "completed", "failed"]
+
+EpisodeKind = Literal["observation", "action", "outcome", "message", "summary"]
+
+WriteOp = Literal["start_run", "append_episode", "complete_run", "fail_run"]
+
+
+EPISODE_LIMIT_CODE = "episode_limit_reached"
+
+
+class EpisodeLimitReached(Exception):
+    """The tenant is at its episode limit (100K, migration 0004's trigger): the episode was
+    refused and retrying cannot help (docs/lifecycle.md, "At the limit")."""
+
+    code = EPISODE_LIMIT_CODE
+
+    def __init__(self, tenant: str, detail: str) -> None:
+        super().__init__(
+            f"{EPISODE_LIMIT_CODE}: tenant {tenant!r} is at its episode limit; new episodes "
+            f"are refused until the prune or an erase frees room ({detail})"
+        )
+        self.tenant = tenant
+
+
+class Episode(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    episode_id: str
+    run_id: str
+    agent_type: str
+    instance_id: str
+    kind: EpisodeKind
+    subject: str | None = None
+    content: str = Field(min_length=1, max_length=MAX_EPISODE_CHARS)
+    data: dict[str, Any] = Field(default_factory=dict)
+    importance: float = Field(default=0.5, ge=0.0, le=1.0)
+    created_at: int
+
+    @property
+    def content_hash(self) -> str:
+        return content_hash(self.content)
+
+
+class RunRecord(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    agent_type: str
+    instance_id: str
+    status: RunStatus
+    input: dict[str, Any] = Field(default_factory=dict)
+    output: dict[str, Any] | None = None
+    error: str | None = None
+    steps: int = 0
+    started_at: int
+    finished_at: int | None = None
+
+
+class RunPage(BaseModel):
+    runs: list[RunRecord]
+    next_cursor: str | None = None
+
+
+def to_json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def run_from_row(row: Row) -> RunRecord:
+    return RunRecord(
+        run_id=row["run_id"],
+        agent_type=row["agent_type"],
+        instance_id=row["instance_id"],
+        status=row["status"],
+        input=json.loads(row["input"] or "{}"),
+        output=json.loads(row["output"]) if row.get("output") else None,
+        error=row.get("error"),
+        steps=int(row["steps"]),
+        started_at=int(row["started_at"]),
+        finished_at=int(row["finished_at"]) if row.get("finished_at") is not None else None,
+    )
+
+
+def episode_from_row(row: Row, data: Mapping[str, Any] | None = None) -> Episode:
+    """The episode of `row` as stored; `open_episodes` passes the opened `data`."""
+    return Episode(
+        episode_id=row["episode_id"],
+        run_id=row["run_id"],
+        agent_type=row["agent_type"],
+        instance_id=row["instance_id"],
+        kind=row["kind"],
+        subject=row.get("subject"),
+        content=row["content"],
+        data=dict(data) if data is not None else json.loads(row["data"] or "{}"),
+        importance=float(row["importance"]),
+        created_at=int(row["created_at"]),
+    )
+
+
+async def open_episodes(rows: Sequence[Row], personal: PersonalData) -> list[Episode]:
+    """The episodes of `rows` with their sealed personal data opened: every read of episode
+    rows (warm or archived) goes through here (docs/personal-data.md)."""
+    items = [
+        Sealable(row.get("subject"), str(row["episode_id"]), json.loads(row["data"] or "{}"))
+        for row in rows
+    ]
+    opened = await personal.open_many("data", items)
+    return [episode_from_row(row, data) for row, data in zip(rows, opened, strict=True)]
+
+
+def encode_cursor(started_at: int, run_id: str) -> str:
+    return encode_cursor_value({"s": started_at, "r": run_id})
+
+
+def decode_cursor(cursor: str) -> tuple[int, str]:
+    value = decode_cursor_value(cursor)
+    try:
+        started_at, run_id = value["s"], value["r"]
+    except (KeyError, TypeError):
+        raise InvalidCursorError("cursor is not one this API returned") from None
+    if not isinstance(started_at, int) or not isinstance(run_id, str):
+        raise InvalidCursorError("cursor is not one this API returned")
+    return started_at, run_id
+
+
+log = logging.getLogger(__name__)
+
+
+_EPISODE_COLUMNS = (
+    "episode_id, run_id, agent_type, instance_id, kind, subject, content, data, importance, "
+    "created_at"
+)
+
+_RUN_COLUMNS = (
+    "run_id, agent_type, instance_id, status, input, output, error, steps, started_at, finished_at"
+)
+
+
+class EpisodicStore:
+    """Episodic reads and writes for one tenant."""
+
+    def __init__(
+        self,
+        db: D1Database,
+        tenant: str,
+        *,
+        gate: WriteGate | None = None,
+        personal: PersonalData | None = None,
+    ) -> None:
+        if not tenant:
+            raise ValueError("EpisodicStore needs a tenant")
+        self._db = db
+        self.tenant = tenant
+        # Episodes are write proposals (ADR-0051): checked by the policy, and committed
+        # together with their `memory_written` event.
+        events = EventLog(tenant, db) if TENANT_RE.fullmatch(tenant) else None
+        self.gate = gate or WriteGate(tenant, events=events)
+        # Seals the personal fields of `data` on write and opens them on read; without one,
+        # marked personal data is refused (never stored in plaintext).
+        self.personal = personal or PersonalData(tenant, None, None)
+
+    def proposal(self, episode: Episode) -> WriteProposal:
+        """The write proposal of `episode` (what the policy checks and the event hashes)."""
+        return WriteProposal(
+            tier="episodic",
+            key=episode.episode_id,
+            value={
+                "kind": episode.kind,
+                "subject": episode.subject,
+                "content": episode.content,
+                "data": episode.data,
+                "importance": episode.importance,
+            },
+            source=f"episode:{episode.kind}",
+            agent_type=episode.agent_type,
+            subject=episode.subject,
+            run_id=episode.run_id,
+        )
+
+    # --- writes ---------------------------------------------------------------------
+
+    async def start_run(
+        self,
+        *,
+        run_id: str,
+        agent_type: str,
+        instance_id: str,
+        input: dict[str, Any],
+        started_at: int,
+    ) -> None:
+        await (
+            self._db.prepare(
+                "INSERT INTO agent_runs (tenant_id, run_id, agent_type, instance_id, status, "
+                "input, steps, started_at) VALUES (?, ?, ?, ?, 'running', ?, 0, ?) "
+                "ON CONFLICT (tenant_id, run_id) DO NOTHING"
+            )
+            .bind(self.tenant, run_id, agent_type, instance_id, to_json(input), started_at)
+            .run()
+        )
+
+    async def append_episode(self, episode: Episode) -> None:
+        """Insert the episode, then its `memory_written` event. Raises `WriteDenied`
+        (policy) or `EpisodeLimitReached` (tenant full), and then nothing is written.
+
+        Both statements are idempotent (the event id is the episode id, inserted only if
+        absent), so the writer's retry after a failure between them records the event once.
+        """
+        proposal = self.proposal(episode)
+        self.gate.check(proposal)
+        # Sealed here, once: the row holds only ciphertext of the personal fields.
+        data = await self.personal.seal(episode.subject, episode.episode_id, "data", episode.data)
+        try:
+            await self._insert_statement(episode, data).run()
+        except D1Error as exc:
+            if EPISODE_LIMIT_CODE in str(exc):
+                raise EpisodeLimitReached(self.tenant, str(exc)) from exc
+            raise
+        event = self.gate.event_statement(proposal, episode.episode_id)
+        if event is not None:
+            await event.run()
+
+    def _insert_statement(self, episode: Episode, data: dict[str, Any]) -> D1Statement:
+        return self._db.prepare(
+            "INSERT INTO memory_episodes (tenant_id, episode_id, run_id, agent_type, "
+            "instance_id, kind, subject, content, data, importance, content_hash, "
+            "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (tenant_id, episode_id) DO NOTHING"
+        ).bind(
+            self.tenant,
+            episode.episode_id,
+            episode.run_id,
+            episode.agent_type,
+            episode.instance_id,
+            episode.kind,
+            episode.subject,
+            episode.content,
+            to_json(data),
+            episode.importance,
+            episode.content_hash,
+            episode.created_at,
+        )
+
+    async def finish_run(self, run: RunRecord) -> None:
+        """`complete_run` / `fail_run`: upsert the finished row (status from `run`)."""
+        if run.status == "running" or run.finished_at is None:
+            raise ValueError("finish_run needs a finished run (status and finished_at)")
+        await (
+            self._db.prepare(
+                "INSERT INTO agent_runs (tenant_id, run_id, agent_type, instance_id, status, "
+                "input, output, error, steps, started_at, finished_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (tenant_id, run_id) DO UPDATE SET status = excluded.status, "
+                "output = excluded.output, error = excluded.error, steps = excluded.steps, "
+                "finished_at = excluded.finished_at"
+            )
+            .bind(
+                self.tenant,
+                run.run_id,
+                run.agent_type,
+                run.instance_id,
+                run.status,
+                to_json(run.input),
+                None if run.output is None else to_json(run.output),
+                run.error,
+                run.steps,
+                run.started_at,
+                run.finished_at,
+            )
+            .run()
+        )
+
+    # --- reads ----------------------------------------------------------------------
+
+    async def recent_episodes(self, agent_type: str, limit: int = RECENT_EPISODES) -> list[Episode]:
+        """The newest `limit` episodes of (tenant, agent_type), newest first."""
+        result = await (
+            self._db.prepare(
+                f"SELECT {_EPISODE_COLUMNS} FROM memory_episodes "
+                "WHERE tenant_id = ? AND agent_type = ? "
+                "ORDER BY created_at DESC, episode_id DESC LIMIT ?"
+            )
+            .bind(self.tenant, agent_type, limit)
+            .all()
+        )
+        return await open_episodes(result.results, self.personal)
+
+    async def episodes_for_run(self, run_id: str) -> list[Episode]:
+        result = await (
+            self._db.prepare(
+                f"SELECT {_EPISODE_COLUMNS} FROM memory_episodes "
+                "WHERE tenant_id = ? AND run_id = ? ORDER BY created_at, episode_id"
+            )
+            .bind(self.tenant, run_id)
+            .all()
+        )
+        return await open_episodes(result.results, self.personal)
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        row = await (
+            self._db.prepare(
+                f"SELECT {_RUN_COLUMNS} FROM agent_runs WHERE tenant_id = ? AND run_id = ?"
+            )
+            .bind(self.tenant, run_id)
+            .first()
+        )
+        return None if row is None else run_from_row(row)
+
+    async def list_runs(
+        self,
+        *,
+        agent_type: str | None = None,
+        status: RunStatus | None = None,
+        cursor: str | None = None,
+        limit: int = 20,
+    ) -> RunPage:
+        """Runs newest first, `limit` per page; pass `next_cursor` back for the next page."""
+        limit = max(1, min(limit, MAX_PAGE_SIZE))
+        clauses = ["tenant_id = ?"]
+        params: list[str | int] = [self.tenant]
+        if agent_type is not None:
+            clauses.append("agent_type = ?")
+            params.append(agent_type)
+        if status is not None:
+            clauses.append("status = ?")
+            params.append(status)
+        if cursor is not None:
+            started_at, run_id = decode_cursor(cursor)
+            clauses.append("(started_at < ? OR (started_at = ? AND run_id < ?))")
+            params.extend([started_at, started_at, run_id])
+        params.append(limit + 1)
+        result = await (
+            self._db.prepare(
+                f"SELECT {_RUN_COLUMNS} FROM agent_runs WHERE {' AND '.join(clauses)} "
+                "ORDER BY started_at DESC, run_id DESC LIMIT ?"
+            )
+            .bind(*params)
+            .all()
+        )
+        runs = [run_from_row(row) for row in result.results]
+        next_cursor = None
+        if len(runs) > limit:
+            runs = runs[:limit]
+            next_cursor = encode_cursor(runs[-1].started_at, runs[-1].run_id)
+        return RunPage(runs=runs, next_cursor=next_cursor)
+
+
+class FailedWrite(BaseModel):
+    """An episodic write that exhausted its retries: everything needed to replay it."""
+
+    op: WriteOp
+    run_id: str
+    payload: dict[str, Any]
+    error: str
+    attempts: int
+
+
+Sleep = Callable[[float], Awaitable[None]]
+
+FailureSink = Callable[[FailedWrite], None]
+
+
+class Outbox(Protocol):
+    """Durable record of writes queued but not yet settled (the Durable Object's SQLite).
+
+    `add` runs synchronously before the caller answers, so a write acknowledged to a client
+    survives the process dying before the background work ran; `done` forgets it once it
+    landed in D1 or was handed to the failure sink. `EpisodicWriter.replay` re-queues what
+    is left after a restart (every write is idempotent, so one that had landed is harmless).
+    """
+
+    def add(self, op: WriteOp, run_id: str, payload: dict[str, Any]) -> int: ...
+
+    def done(self, seq: int) -> None: ...
+
+
+class PendingWrite(BaseModel):
+    """A write an outbox still holds: its sequence number and what to replay."""
+
+    seq: int
+    op: WriteOp
+    run_id: str
+    payload: dict[str, Any]
+
+
+DEFAULT_ATTEMPTS = 4
+
+DEFAULT_BASE_DELAY = 0.25  # 0.25 s, 0.5 s, 1 s between attempts: well inside waitUntil's 30 s
+
+
+class EpisodicWriter:
+    """Queues episodic writes off the response path, in order, with retries."""
+
+    def __init__(
+        self,
+        store: EpisodicStore,
+        background: BackgroundTasks,
+        *,
+        on_failure: FailureSink | None = None,
+        attempts: int = DEFAULT_ATTEMPTS,
+        base_delay: float = DEFAULT_BASE_DELAY,
+        sleep: Sleep = asyncio.sleep,
+        outbox: Outbox | None = None,
+    ) -> None:
+        self.store = store
+        self._outbox = outbox
+        self._background = background
+        self._on_failure = on_failure
+        self._attempts = max(1, attempts)
+        self._base_delay = base_delay
+        self._sleep = sleep
+        self._tail: asyncio.Future[None] | None = None
+
+    def start_run(self, run: RunRecord) -> None:
+        payload: dict[str, Any] = {
+            "run_id": run.run_id,
+            "agent_type": run.agent_type,
+            "instance_id": run.instance_id,
+            "input": run.input,
+            "started_at": run.started_at,
+        }
+        self._submit("start_run", run.run_id, payload)
+
+    def append_episode(self, episode: Episode) -> None:
+        """Queue the episode; a proposal the write policy refuses raises `WriteDenied`
+        here, to the caller, and nothing is queued."""
+        self.store.gate.check(self.store.proposal(episode))
+        self._submit("append_episode", episode.run_id, episode.model_dump())
+
+    def complete_run(self, run: RunRecord) -> None:
+        self._submit("complete_run", run.run_id, run.model_dump())
+
+    def fail_run(self, run: RunRecord) -> None:
+        self._submit("fail_run", run.run_id, run.model_dump())
+
+    def replay(self, pending: list[PendingWrite]) -> None:
+        """Queue again, in order, writes an outbox kept across a restart (already checked by
+        the write policy when first queued; each keeps its outbox entry until it settles)."""
+        for write in pending:
+            self._submit(write.op, write.run_id, write.payload, seq=write.seq)
+
+    async def write_now(self, op: WriteOp, payload: dict[str, Any]) -> None:
+        """One attempt of a queued op's D1 write, rebuilt from its payload, in the caller's
+        task (no retries, no failure sink): how the Durable Object's alarm retries a write
+        from `failed_writes`. Raises what the store raises."""
+        await self._write(op, payload)
+
+    def _write(self, op: WriteOp, payload: dict[str, Any]) -> Coroutine[Any, Any, None]:
+        """The D1 write of one queued op, rebuilt from its payload (so a replay is the same
+        write as the original)."""
+        if op == "start_run":
+            return self.store.start_run(
+                run_id=payload["run_id"],
+                agent_type=payload["agent_type"],
+                instance_id=payload["instance_id"],
+                input=payload["input"],
+                started_at=payload["started_at"],
+            )
+        if op == "append_episode":
+            return self.store.append_episode(Episode.model_validate(payload))
+        return self.store.finish_run(RunRecord.model_validate(payload))
+
+    async def flush(self, wait_seconds: float | None = None) -> bool:
+        """Wait until every write submitted so far has finished (or failed for good).
+
+        Returns False if `wait_seconds` passed first. The turn calls this before reading episodes
+        so an instance always sees its own previous turn.
+        """
+        tail = self._tail
+        if tail is None or tail.done():
+            return True
+        try:
+            await asyncio.wait_for(asyncio.shield(tail), wait_seconds)
+        except TimeoutError:
+            return False
+        return True
+
+    @property
+    def pending(self) -> bool:
+        return self._tail is not None and not self._tail.done()
+
+    def _submit(
+        self, op: WriteOp, run_id: str, payload: dict[str, Any], *, seq: int | None = None
+    ) -> None:
+        if seq is None and self._outbox is not None:
+            seq = self._outbox.add(op, run_id, payload)
+        previous = self._tail
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._tail = done
+
+        async def work() -> None:
+            try:
+                if previous is not None:
+                    await asyncio.shield(previous)
+                settled = await self._with_retries(
+                    op, run_id, payload, lambda: self._write(op, payload)
+                )
+                if settled and seq is not None and self._outbox is not None:
+                    # Landed in D1, or kept by the failure sink: otherwise the outbox
+                    # keeps it for the next replay.
+                    self._outbox.done(seq)
+            finally:
+                if not done.done():
+                    done.set_result(None)
+
+        self._background.wait_until(work())
+
+    async def _with_retries(
+        self,
+        op: WriteOp,
+        run_id: str,
+        payload: dict[str, Any],
+        write: Callable[[], Coroutine[Any, Any, None]],
+    ) -> bool:
+        error = ""
+        for attempt in range(1, self._attempts + 1):
+            try:
+                await write()
+                return True
+            except Exception as exc:
+                error = f"{type(exc).__name__}: {exc}"
+                if isinstance(exc, EpisodeLimitReached):
+                    break  # permanent: recorded below with its payload, not retried
+                if attempt < self._attempts:
+                    delay = self._base_delay * 2 ** (attempt - 1)
+                    log.warning(
+                        "episodic %s for run %s failed (attempt %d/%d, retrying in %.2fs): %s",
+                        op,
+                        run_id,
+                        attempt,
+                        self._attempts,
+                        delay,
+                        type(exc).__name__,  # the message may quote values; it is kept below
+                    )
+                    await self._sleep(delay)
+        failed = FailedWrite(
+            op=op, run_id=run_id, payload=payload, error=error, attempts=self._attempts
+        )
+        # Logs carry ids, sizes and hashes only (never content or subjects); the payload
+        # itself is recoverable from the failed_writes record `on_failure` keeps.
+        raw = to_json(payload).encode()
+        log.error(
+            "episodic %s for run %s LOST after %d attempts (%s); tenant=%s episode=%s "
+            "payload_bytes=%d payload_sha256=%s (payload kept in failed_writes)",
+            op,
+            run_id,
+            self._attempts,
+            error.split(":", 1)[0],
+            self.store.tenant,
+            payload.get("episode_id", "-"),
+            len(raw),
+            hashlib.sha256(raw).hexdigest()[:16],
+        )
+        if self._on_failure is None:
+            return False
+        try:
+            self._on_failure(failed)
+        except Exception:
+            log.exception("episodic: recording the failed %s for run %s failed", op, run_id)
+            return False
+        return True

@@ -1,0 +1,539 @@
+"""Recall's keyword channel over the per-tenant index of migration 0009.
+
+Two steps, both tenant-first:
+
+1. `candidates`: the tenant's statistics (facts, lengths, each query term's df) in one
+   batch, then one aggregate over the postings of the query's rarer terms, scored with the
+   BM25F formula in SQL from the postings alone (they carry their fact's lengths), and
+   only the best rows read, best `limit` first. Cost is bounded for very common words: terms
+   are taken rarest first while their postings add up to at most `POSTINGS_BUDGET`; a
+   term held by more facts than that drives no candidates (its postings are never scanned)
+   but still scores them in step 2. When even the rarest term exceeds the budget, only its
+   newest `POSTINGS_BUDGET` postings are read.
+2. `score_column`: the exact BM25F (`retrieval.bm25.bm25f` states the formula; every
+   query term) of a fact as a SQL column, read with the fact's row, so the union of every
+   channel's candidates is scored in the statement that loads them and the keyword channel
+   is normalised over the same candidates as the others: |terms| primary-key probes of the
+   postings per fact, however common the words.
+
+Contextual indexing: what a memory is indexed and embedded with.
+
+A memory written as part of a session (a conversation, a run, a thread: `FactInput.session`,
+default the run it was learned from) is often a reply whose topic sits in the turns before it
+("Yes, next month", "that one was hers"). Following the technique known as contextual
+retrieval, such a memory is indexed with its neighbours in the session:
+
+* the keyword index (`semantic_facts.index_terms`, migration 0009) gets a second, lower-
+  weighted field, the context: the words of the `before` memories written just
+  before it in the session, of the `after` written just after it, and its date's
+  month name and year (`bm25.date_terms`);
+* the embedding input is the `embed_before` previous memories followed by the memory itself.
+
+What comes before is known when a memory is written. What comes after is known at write
+time when it is in the same `learn_many` call; otherwise it arrives with a later write, and
+`extend_following` adds it to the earlier memories' context (in the background when the
+caller has a `waitUntil`). Memories without a session are indexed with their date only and
+embedded as they are.
+
+The counts are `RetrievalConfig.context`; the defaults were chosen on the LoCoMo dev split
+(docs/semantic-memory.md, "How the constants were chosen").
+
+Keyword-index entries for facts written before the index existed (migration 0009).
+
+Migration 0009 adds `semantic_facts.index_terms` NULL to every existing fact, and a fact
+whose `index_terms` is NULL has no postings: the keyword channel cannot find it.
+`reindex_pending` fills those entries in, a bounded amount per run, so the daily cron (and
+`agent-memory reindex` locally) catches a tenant up over as many runs as it takes:
+
+* facts are read oldest first through the partial index `semantic_facts_unindexed` (a seek
+  per tenant, empty once everything is indexed), tenants found the same way;
+* a pre-0009 fact has no session, so its entry is what the write path gives a fact without
+  one: its own words and its date (`_context.index_entry(content, [], valid_from)`);
+* the entries go back in one UPDATE per up to `FACTS_PER_STATEMENT` facts, carried as one
+  JSON parameter (two bound parameters, whatever the count: D1 counts statements against
+  its 1000 queries per invocation), and only where `index_terms IS NULL` still holds, so a
+  fact indexed meanwhile by another writer is never overwritten; the `UPDATE OF
+  index_terms` trigger then writes the postings and the tenant's statistics;
+* every statement names one tenant (`tenant_id = ?` first), so a run for tenant A changes
+  no statistic of tenant B.
+
+Idempotent and safe to interrupt: what a stopped run did not reach is still NULL.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from agent_memory.retrieval.terms import (
+    Bm25Params,
+    TenantStats,
+    date_terms,
+    idf,
+    merge_counts,
+    term_counts,
+)
+from agent_memory.statements import distinct_tenants_sql
+from agent_memory.tiers.semantic.models import FactScope
+from bindings.ports.d1 import D1Database
+from bindings.ports.sql import Row, SqlValue
+
+POSTINGS_BUDGET = 1_000
+
+# Terms that drive candidate generation: each is one index range of postings.
+MAX_DRIVING_TERMS = 16
+
+
+@dataclass(frozen=True, slots=True)
+class KeywordQuery:
+    """A query's terms with the tenant's statistics for them."""
+
+    terms: list[str]
+    df: dict[str, int]
+    stats: TenantStats
+    params: Bm25Params
+
+    @property
+    def idfs(self) -> dict[str, float]:
+        return {t: idf(self.df.get(t, 0), self.stats.docs) for t in self.terms}
+
+
+class KeywordIndex:
+    """One tenant's keyword index, read side."""
+
+    def __init__(self, scope: FactScope) -> None:
+        self._s = scope
+
+    async def prepare(self, terms: Sequence[str], params: Bm25Params) -> KeywordQuery:
+        """The tenant's statistics and each term's df (one D1 batch)."""
+        stats_stmt = self._s.db.prepare(
+            "SELECT docs, total_length, total_context_length FROM semantic_index_stats "
+            "WHERE tenant_id = ?"
+        ).bind(self._s.tenant_id)
+        df_stmt = self._s.db.prepare(
+            "SELECT term, df FROM semantic_term_stats WHERE tenant_id = ? "
+            "AND term IN (SELECT value FROM json_each(?))"
+        ).bind(self._s.tenant_id, json.dumps(list(terms)))
+        stats_result, df_result = await self._s.db.batch([stats_stmt, df_stmt])
+        row = stats_result.results[0] if stats_result.results else None
+        stats = TenantStats(
+            docs=int(row["docs"]) if row else 0,
+            total_length=int(row["total_length"]) if row else 0,
+            total_context_length=int(row["total_context_length"]) if row else 0,
+        )
+        df = {str(r["term"]): int(r["df"]) for r in df_result.results}
+        return KeywordQuery(terms=list(terms), df=df, stats=stats, params=params)
+
+    async def candidates(
+        self,
+        query: KeywordQuery,
+        extra_sql: str,
+        extra_params: Sequence[SqlValue],
+        limit: int,
+        *,
+        narrowed: bool,
+        columns: str,
+    ) -> list[Row]:
+        """The rows (`columns` of `semantic_facts AS f`, plus `keyword_score`, the exact
+        BM25F of `score_column`, and `channel_score`, the BM25F over the driving terms it
+        was ranked by) of up to `limit` live facts matching the query's rarer terms, best
+        first (see the module docstring). `extra_sql` / `extra_params`: the row conditions
+        on `f`; `narrowed`: they go beyond liveness (filters), so more postings are ranked
+        before the rows are checked."""
+        present = sorted(
+            (t for t in query.terms if query.df.get(t, 0) > 0), key=query.df.__getitem__
+        )
+        driving: list[str] = []
+        total = 0
+        for term in present[:MAX_DRIVING_TERMS]:
+            if driving and total + query.df[term] > POSTINGS_BUDGET:
+                break
+            driving.append(term)
+            total += query.df[term]
+        if not driving:
+            return []
+        idfs = query.idfs
+        if total > POSTINGS_BUDGET:
+            # One term alone exceeds the budget: its newest postings only.
+            score, score_params = _posting_score(query, "?", [idfs[driving[0]]])
+            postings = (
+                "(SELECT * FROM semantic_terms WHERE tenant_id = ? AND term = ? "
+                "ORDER BY fts_rowid DESC LIMIT ?) AS p"
+            )
+            postings_params: list[SqlValue] = [self._s.tenant_id, driving[0], POSTINGS_BUDGET]
+        else:
+            score, score_params = _posting_score(query, "w.value")
+            # CROSS JOIN: the query's terms drive one index range of postings each.
+            postings = "json_each(?) AS w CROSS JOIN semantic_terms AS p"
+            postings += " WHERE p.tenant_id = ? AND p.term = w.key"
+            postings_params = [json.dumps({t: idfs[t] for t in driving}), self._s.tenant_id]
+        # Rank the postings alone (no row reads), then check the best rows: dead or filtered
+        # rows are skipped, so rank more than `limit` (all of them when filters narrow).
+        ranked = POSTINGS_BUDGET if narrowed else 2 * limit
+        exact, exact_params = self.score_column(query)
+        result = (
+            await self._s.db.prepare(
+                f"SELECT {columns}, {exact} AS keyword_score, k.score AS channel_score FROM "
+                "(SELECT f.fts_rowid AS fts_rowid, t.score AS score FROM "
+                f"(SELECT p.fts_rowid AS fts_rowid, SUM({score}) AS score "
+                f"FROM {postings} GROUP BY p.fts_rowid ORDER BY score DESC LIMIT ?) AS t "
+                "CROSS JOIN semantic_facts AS f "
+                f"WHERE f.fts_rowid = t.fts_rowid AND f.tenant_id = ?{extra_sql} "
+                "ORDER BY t.score DESC, f.fact_id ASC LIMIT ?) AS k "
+                # The candidate rows themselves, read once: the channel's hits and their rows.
+                "CROSS JOIN semantic_facts AS f WHERE f.fts_rowid = k.fts_rowid "
+                "ORDER BY k.score DESC, f.fact_id ASC"
+            )
+            .bind(
+                *exact_params,
+                *score_params,
+                *postings_params,
+                ranked,
+                self._s.tenant_id,
+                *extra_params,
+                limit,
+            )
+            .all()
+        )
+        return result.results
+
+    @staticmethod
+    def score_column(query: KeywordQuery | None) -> tuple[str, list[SqlValue]]:
+        """A SQL expression on a `semantic_facts AS f` row: its exact BM25F for `query` over
+        every query term, however common (0.0 when it holds none, or without a query), and
+        its parameters. One primary-key probe of the postings per query term and row."""
+        if query is None or not query.df:
+            return "0.0", []
+        idfs = query.idfs
+        weights = json.dumps({t: idfs[t] for t in query.terms if query.df.get(t, 0) > 0})
+        score, params = _posting_score(query, "w.value")
+        return (
+            f"COALESCE((SELECT SUM({score}) "
+            "FROM json_each(?) AS w CROSS JOIN semantic_terms AS p "
+            "WHERE p.tenant_id = f.tenant_id AND p.term = w.key AND p.fts_rowid = f.fts_rowid"
+            "), 0.0)",
+            [*params, weights],
+        )
+
+
+def _posting_score(
+    query: KeywordQuery, weight: str, weight_params: Sequence[SqlValue] = ()
+) -> tuple[str, list[SqlValue]]:
+    """One posting's share of BM25F (`retrieval.bm25.bm25f`, which states the formula) as
+    SQL over a posting `p` and its term's idf `weight`, with its parameters in text order:
+    both keyword queries build it here. The tenant's average length, which moves with every
+    write, is a parameter, so the statement's text stays the same (prepared once)."""
+    p = query.params
+    w = p.context_weight
+    freq = f"(p.tf + {w!r} * p.context_tf)"
+    length = f"(p.length + {w!r} * p.context_length)"
+    sql = (
+        f"{weight} * {freq} * {p.k1 + 1.0!r} / ({freq} + {p.k1!r} * "
+        f"({1.0 - p.b!r} + {p.b!r} * {length} / ?))"
+    )
+    return sql, [*weight_params, query.stats.average_length(p)]
+
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class IndexEntry:
+    """How one memory is indexed: `{"term": [tf, context_tf]}` as JSON and the two lengths."""
+
+    index_terms: str
+    length: int
+    context_length: int
+
+
+@dataclass(frozen=True, slots=True)
+class ContextPlan:
+    """What one new memory is embedded and indexed with."""
+
+    session: str | None
+    embed_text: str
+    entry: IndexEntry
+
+
+def index_entry(content: str, context: Sequence[str], valid_from_s: float | None) -> IndexEntry:
+    """The keyword-index entry of `content` with its context texts and its date."""
+    own = term_counts(content)
+    extra = [term_counts(text) for text in context]
+    if valid_from_s is not None:
+        extra.append(dict.fromkeys(date_terms(valid_from_s), 1))
+    ctx = merge_counts(*extra)
+    terms = {t: [own.get(t, 0), ctx.get(t, 0)] for t in dict.fromkeys([*own, *ctx])}
+    return IndexEntry(
+        index_terms=json.dumps(terms, separators=(",", ":"), ensure_ascii=False),
+        length=sum(own.values()),
+        context_length=sum(ctx.values()),
+    )
+
+
+def extended_entry(row: Row, following: Sequence[str]) -> IndexEntry:
+    """A stored entry (`index_terms`, `index_length`, `context_length` of `row`) with the
+    words of `following` added to its context."""
+    terms: dict[str, list[int]] = json.loads(str(row["index_terms"]))
+    added = merge_counts(*(term_counts(text) for text in following))
+    for term, n in added.items():
+        terms.setdefault(term, [0, 0])[1] += n
+    return IndexEntry(
+        index_terms=json.dumps(terms, separators=(",", ":"), ensure_ascii=False),
+        length=int(row["index_length"]),
+        context_length=int(row["context_length"]) + sum(added.values()),
+    )
+
+
+class SessionContext:
+    """Plans the context of new memories and extends earlier ones (one tenant)."""
+
+    def __init__(self, scope: FactScope) -> None:
+        self._s = scope
+        self._c = scope.config.context
+
+    async def _previous(self, session: str, limit: int) -> list[Row]:
+        """The session's last `limit` memories, oldest first."""
+        result = (
+            await self._s.db.prepare(
+                "SELECT fact_id, content, index_terms, index_length, context_length "
+                "FROM semantic_facts WHERE tenant_id = ? AND session_key = ? "
+                "ORDER BY fts_rowid DESC LIMIT ?"
+            )
+            .bind(self._s.tenant_id, session, limit)
+            .all()
+        )
+        return list(reversed(result.results))
+
+    async def plan(
+        self, items: Sequence[tuple[str | None, str, float | None]]
+    ) -> tuple[list[ContextPlan], dict[str, list[Row]]]:
+        """For each `(session, content, valid_from)`, in write order, its plan; and per
+        session the stored memories that preceded this call (for `extend_following`)."""
+        sessions = list(dict.fromkeys(s for s, _, _ in items if s is not None))
+        keep = max(self._c.before, self._c.after, self._c.embed_before)
+        before_call = {s: await self._previous(s, keep) for s in sessions if keep}
+        before_call.update({s: [] for s in sessions if s not in before_call})
+        texts: dict[str, list[str]] = {
+            s: [str(r["content"]) for r in before_call[s]] for s in sessions
+        }
+        position: dict[str, list[int]] = {s: [] for s in sessions}
+        for index, (session, _content, _) in enumerate(items):
+            if session is not None:
+                position[session].append(index)
+        plans: list[ContextPlan] = []
+        for index, (session, content, valid_from) in enumerate(items):
+            if session is None:
+                plans.append(ContextPlan(None, content, index_entry(content, [], valid_from)))
+                continue
+            seen = texts[session]
+            before = seen[-self._c.before :] if self._c.before else []
+            later = [i for i in position[session] if i > index][: self._c.after]
+            after = [items[i][1] for i in later]
+            embed_before = seen[-self._c.embed_before :] if self._c.embed_before else []
+            plans.append(
+                ContextPlan(
+                    session=session,
+                    embed_text="\n".join([*embed_before, content]),
+                    entry=index_entry(content, [*before, *after], valid_from),
+                )
+            )
+            seen.append(content)
+        return plans, before_call
+
+    async def extend_following(
+        self,
+        before_call: dict[str, list[Row]],
+        items: Sequence[tuple[str | None, str, float | None]],
+    ) -> None:
+        """Add the first memories of this call to the context of the session's memories
+        written before it (the k-th from last still lacks `after - k + 1` of them)."""
+        statements = []
+        for session, rows in before_call.items():
+            new = [content for s, content, _ in items if s == session]
+            after = self._c.after
+            if not new or not after:
+                continue
+            for k, row in enumerate(reversed(rows[-after:]), start=1):
+                wanted = new[: after - k + 1]
+                if not wanted or row["index_terms"] is None:
+                    continue
+                entry = extended_entry(row, wanted)
+                statements.append(
+                    self._s.db.prepare(
+                        "UPDATE semantic_facts SET index_terms = ?, index_length = ?, "
+                        "context_length = ? WHERE tenant_id = ? AND fact_id = ?"
+                    ).bind(
+                        entry.index_terms,
+                        entry.length,
+                        entry.context_length,
+                        self._s.tenant_id,
+                        row["fact_id"],
+                    )
+                )
+        if statements:
+            await self._s.db.batch(statements)
+
+
+# Facts read per page and sent per UPDATE. The UPDATE looks each fact's entry up in the
+# JSON parameter (a scan of it per fact), so both its size and the page are kept small.
+FACTS_PER_STATEMENT = 100
+
+MAX_STATEMENT_JSON = 64_000  # characters of the JSON parameter before a new statement
+
+
+StoppedBy = Literal["tenant_budget", "total_budget", "time_budget"]
+
+
+# One seek per tenant on the partial index `semantic_facts_unindexed`.
+_UNINDEXED_TENANTS_SQL = distinct_tenants_sql("semantic_facts", "index_terms IS NULL")
+
+_PAGE_SQL = (
+    "SELECT fts_rowid, content, valid_from FROM semantic_facts "
+    "WHERE tenant_id = ? AND index_terms IS NULL ORDER BY fts_rowid LIMIT ?"
+)
+
+_UPDATE_SQL = (
+    "UPDATE semantic_facts SET (index_terms, index_length, context_length) = "
+    "(SELECT json_extract(j.value, '$[1]'), json_extract(j.value, '$[2]'), "
+    "json_extract(j.value, '$[3]') FROM json_each(?1) AS j "
+    "WHERE json_extract(j.value, '$[0]') = semantic_facts.fts_rowid) "
+    "WHERE tenant_id = ?2 AND fts_rowid IN (SELECT json_extract(value, '$[0]') "
+    "FROM json_each(?1)) AND index_terms IS NULL"
+)
+
+_COUNT_SQL = "SELECT COUNT(*) AS n FROM semantic_facts WHERE tenant_id = ? AND index_terms IS NULL"
+
+
+class ReindexBudget(BaseModel):
+    """How much one run may do: facts per tenant, facts in all, and wall time."""
+
+    facts_per_tenant: int = Field(default=5_000, ge=1)
+    facts_total: int = Field(default=20_000, ge=1)
+    max_seconds: float = Field(default=300.0, ge=0)
+
+
+class TenantReindex(BaseModel):
+    tenant_id: str
+    reindexed: int = 0
+    # Facts of the tenant still without an entry after this run (0: caught up).
+    remaining: int = 0
+    error: str | None = None
+
+
+class ReindexReport(BaseModel):
+    reindexed: int = 0
+    # The budget that left facts unindexed (None: every tenant reached is caught up).
+    stopped_by: StoppedBy | None = None
+    tenants: list[TenantReindex] = Field(default_factory=list)
+
+
+async def unindexed_tenants(db: D1Database) -> list[str]:
+    """Every tenant with at least one fact not in the keyword index, sorted."""
+    result = await db.prepare(_UNINDEXED_TENANTS_SQL).all()
+    return [str(row["tenant_id"]) for row in result.results]
+
+
+async def unindexed_count(db: D1Database, tenant_id: str) -> int:
+    """How many of the tenant's facts have no keyword-index entry."""
+    return int(await db.prepare(_COUNT_SQL).bind(tenant_id).first_value("n") or 0)
+
+
+def _statement_groups(rows: Sequence[dict[str, object]]) -> list[str]:
+    """The page's entries as JSON parameters `[[fts_rowid, index_terms, length,
+    context_length], ...]`, each at most `MAX_STATEMENT_JSON` characters (or one fact)."""
+    groups: list[str] = []
+    current: list[str] = []
+    size = 0
+    for row in rows:
+        valid_from = row["valid_from"]
+        entry = index_entry(
+            str(row["content"]),
+            [],
+            None if valid_from is None else int(str(valid_from)) / 1000,
+        )
+        item = json.dumps(
+            [int(str(row["fts_rowid"])), entry.index_terms, entry.length, entry.context_length],
+            separators=(",", ":"),
+            ensure_ascii=False,
+        )
+        if current and size + len(item) > MAX_STATEMENT_JSON:
+            groups.append(f"[{','.join(current)}]")
+            current, size = [], 0
+        current.append(item)
+        size += len(item) + 1
+    if current:
+        groups.append(f"[{','.join(current)}]")
+    return groups
+
+
+async def reindex_tenant(
+    db: D1Database, tenant_id: str, limit: int, *, deadline: float | None = None
+) -> int:
+    """Index up to `limit` of the tenant's unindexed facts, oldest first; stops early at
+    `deadline` (`time.monotonic()`). Returns how many facts left the unindexed list (a fact
+    another writer indexed between the read and the UPDATE keeps that writer's entry)."""
+    done = 0
+    while done < limit and (deadline is None or time.monotonic() < deadline):
+        page = min(FACTS_PER_STATEMENT, limit - done)
+        rows = (await db.prepare(_PAGE_SQL).bind(tenant_id, page).all()).results
+        for group in _statement_groups(rows):
+            await db.prepare(_UPDATE_SQL).bind(group, tenant_id).run()
+        done += len(rows)
+        if len(rows) < page:
+            break
+    return done
+
+
+async def reindex_pending(
+    db: D1Database,
+    budget: ReindexBudget | None = None,
+    *,
+    tenants: Sequence[str] | None = None,
+    progress: Callable[[TenantReindex], None] | None = None,
+) -> ReindexReport:
+    """Index the unindexed facts of `tenants` (default: every tenant that has any) within
+    `budget`. One tenant's failure is logged and reported; the others still run."""
+    budget = budget or ReindexBudget()
+    started = time.monotonic()
+    deadline = started + budget.max_seconds
+    report = ReindexReport()
+    names = list(tenants) if tenants is not None else await unindexed_tenants(db)
+    for tenant in names:
+        left = budget.facts_total - report.reindexed
+        if left <= 0:
+            report.stopped_by = "total_budget"
+            break
+        if time.monotonic() >= deadline:
+            report.stopped_by = "time_budget"
+            break
+        item = TenantReindex(tenant_id=tenant)
+        cap = min(left, budget.facts_per_tenant)
+        try:
+            item.reindexed = await reindex_tenant(db, tenant, cap, deadline=deadline)
+            item.remaining = await unindexed_count(db, tenant)
+        except Exception as exc:
+            log.exception("reindex: tenant %s failed", tenant)
+            item.error = f"{type(exc).__name__}: {exc}"
+        report.reindexed += item.reindexed
+        if item.remaining and item.reindexed >= cap and report.stopped_by is None:
+            report.stopped_by = (
+                "tenant_budget" if cap == budget.facts_per_tenant else "total_budget"
+            )
+        report.tenants.append(item)
+        log.info(
+            "reindex: tenant %s: %d fact(s) indexed, %d still unindexed",
+            tenant,
+            item.reindexed,
+            item.remaining,
+        )
+        if progress is not None:
+            progress(item)
+    if time.monotonic() >= deadline and any(t.remaining for t in report.tenants):
+        report.stopped_by = "time_budget"
+    return report

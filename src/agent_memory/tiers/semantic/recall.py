@@ -1,0 +1,791 @@
+"""Links between semantic facts (migration 0004 `memory_links`), written by the reconciler's
+linking step and followed one hop by recall (`SemanticMemory.recall(..., follow_links=True)`).
+
+`linked_rows` returns, for a set of fact ids, their live neighbours (status `active`, inside
+their validity window), strongest link first, at most `per_fact` each, never one of the
+given ids. Every statement is `tenant_id = ?` first; ids are sent in chunks under D1's 100
+bound parameters.
+
+Recall statistics and the `memory_retrieved` event, written after the response.
+
+A recall answers first; the returned facts' `last_recalled_at` / `recall_count` and its
+`memory_retrieved` event are written afterwards (`ctx.waitUntil` when the caller has one,
+else before `recall` returns). They are never lost silently:
+
+* the write is one D1 batch (one transaction) and idempotent: the statistics update only
+  applies while the event id is absent, and the event insert does nothing when it is
+  present, so writing a record again — a retry whose outcome was unknown, or two isolates
+  writing back the same carried-over record — never counts a recall twice;
+* a failed write is retried `RECORD_ATTEMPTS` times with exponential back-off (well inside
+  `waitUntil`'s 30 s);
+* if D1 still refuses it, the record is carried over in KV (D1 is what failed), under
+  `recall-pending:<tenant>:<event id>` with no expiry, so it outlives the isolate. It is
+  written back after the tenant's next recall (a KV list at most every
+  `WRITE_BACK_CHECK_SECONDS` per isolate and tenant, at once when this isolate carried one
+  over) and by the daily cron, `MAX_WRITE_BACK` at a time, and deleted from KV only once D1
+  accepted it;
+* a record committed after a subject erase began (its mark in `erasure_marks`) stores its
+  event without the query text: the erase may not have seen it;
+* at most `MAX_CARRIED` records per tenant wait in KV (KV's list is eventually consistent,
+  so the bound is approximate by the records of the last minute); beyond it, with no KV
+  bound, or when KV fails too, the record is logged at ERROR with its whole payload — the
+  last way left to surface it.
+
+Recall's three candidate channels over one tenant's facts.
+
+* `vector`: cosine similarity in the tenant's namespace, filtered by tenant and embedding
+  config (top `candidate_pool`, ≤ 100);
+* `keyword`: BM25F over the tenant's own keyword index (`keyword_channel`, migration 0009): the
+  memory's text and, at a lower weight, its session context and date; the user's text only
+  ever becomes bound parameters (a JSON list of terms);
+* `exact`: facts whose subject or predicate equals a string the query names.
+Each returns `ChannelHit`s, higher score better; `is_live` is the row test every result
+must pass (active, inside its validity window, matching the filters).
+
+The recall pipeline: channels → live rows → fusion → scoring → top results.
+
+`Recaller.run` asks the three channels concurrently, keeps only live rows (a vector whose
+row is gone is dropped and deleted), fuses the channels (`retrieval.fusion`), scores each
+candidate with its tier's weights (`retrieval.scoring`) and reads full rows for the returned
+ones only. Candidates do not depend on the limit, so a longer ranking starts with what a
+shorter one returns. When asked to record, the returned facts' recall statistics and one
+`memory_retrieved` event commit together in one D1 batch, after the response
+(`recall_record`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from agent_memory.governance.events import MemoryEvent, RetrievedItem, memory_retrieved
+from agent_memory.retrieval.scoring import (
+    ChannelHit,
+    ChannelResult,
+    breakdown,
+    fuse,
+    rank_candidates,
+)
+from agent_memory.retrieval.terms import exact_match_candidates, query_terms
+from agent_memory.statements import IDS_PER_STATEMENT, chunks
+from agent_memory.tiers.semantic.keys import FactKey, KeySource, judge_update
+from agent_memory.tiers.semantic.keyword_index import KeywordIndex, KeywordQuery
+from agent_memory.tiers.semantic.models import (
+    FactScope,
+    MemoryInputError,
+    RecalledFact,
+    RecallFilters,
+    RecallResult,
+    check_matrix,
+    ms,
+    open_facts,
+)
+from agent_memory.tiers.semantic.writes import VectorSync
+from bindings.ports.d1 import D1Database, D1Statement
+from bindings.ports.kv import KV_MAX_LIST_LIMIT, KVNamespace
+from bindings.ports.sql import Row, SqlValue
+from bindings.ports.vectorize import VECTORIZE_MAX_TOP_K
+
+DEFAULT_PER_FACT = 3
+
+
+class LinkedRow(BaseModel):
+    """A neighbour reached over a link: the fact row, who it was reached from, the link."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    via: str
+    score: float
+    row: Row
+
+
+async def linked_rows(
+    db: D1Database,
+    tenant_id: str,
+    fact_ids: Sequence[str],
+    *,
+    now_ms: int,
+    per_fact: int = DEFAULT_PER_FACT,
+) -> list[LinkedRow]:
+    """Live facts one hop from `fact_ids`; each neighbour once (via its strongest link)."""
+    ids = list(dict.fromkeys(fact_ids))
+    if not ids or per_fact < 1:
+        return []
+    found: dict[str, LinkedRow] = {}
+    for chunk in chunks(ids):
+        marks = ", ".join("?" for _ in chunk)
+        result = await (
+            db.prepare(
+                "SELECT l.from_fact_id AS via, l.score AS link_score, f.* "
+                "FROM memory_links AS l JOIN semantic_facts AS f "
+                "ON f.tenant_id = l.tenant_id AND f.fact_id = l.to_fact_id "
+                f"WHERE l.tenant_id = ? AND l.from_fact_id IN ({marks}) "
+                "AND f.status = 'active' AND (f.valid_to IS NULL OR f.valid_to > ?) "
+                "ORDER BY l.from_fact_id, l.score DESC, l.to_fact_id"
+            )
+            .bind(tenant_id, *chunk, now_ms)
+            .all()
+        )
+        taken: dict[str, int] = {}
+        for row in result.results:
+            via = str(row["via"])
+            target = str(row["fact_id"])
+            if target in ids or taken.get(via, 0) >= per_fact:
+                continue
+            taken[via] = taken.get(via, 0) + 1
+            score = float(row["link_score"])
+            current = found.get(target)
+            if current is None or score > current.score:
+                clean = {k: v for k, v in row.items() if k not in ("via", "link_score")}
+                found[target] = LinkedRow(via=via, score=score, row=clean)
+    return sorted(found.values(), key=lambda r: (-r.score, str(r.row["fact_id"])))
+
+
+log = logging.getLogger(__name__)
+
+
+RECORD_ATTEMPTS = 4
+
+RECORD_BASE_DELAY = 0.2  # seconds: 0.2, 0.4, 0.8 between attempts
+
+CARRY_PREFIX = "recall-pending"
+
+MAX_CARRIED = 1_000  # per tenant, in KV
+
+# Written back after one recall: two D1 statements each, inside the free plan's 50 queries
+# per invocation together with the recall's own ~7.
+WRITE_BACK_AFTER_RECALL = 10
+
+MAX_WRITE_BACK = 100  # per call of `write_back` (the daily cron's share per tenant)
+
+WRITE_BACK_CHECK_SECONDS = 300.0
+
+# An erase whose mark is up to this much older than the recall counts as concurrent with it:
+# the two may run in isolates whose clocks differ slightly.
+ERASE_CLOCK_MARGIN_MS = 60_000
+
+
+@dataclass(frozen=True, slots=True)
+class RecallRecord:
+    """What one recall leaves behind: its event and the facts whose statistics it bumps."""
+
+    event: MemoryEvent
+    fact_ids: list[str]
+    now: float
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {"event": self.event.model_dump(), "fact_ids": self.fact_ids, "now": self.now},
+            separators=(",", ":"),
+            ensure_ascii=False,
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> RecallRecord:
+        """Raises `ValueError` when `text` is not a record."""
+        try:
+            data: dict[str, Any] = json.loads(text)
+            return cls(
+                event=MemoryEvent.model_validate(data["event"]),
+                fact_ids=[str(fact_id) for fact_id in data["fact_ids"]],
+                now=float(data["now"]),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"not a recall record: {exc}") from None
+
+
+def carry_prefix(tenant_id: str) -> str:
+    """The KV prefix of the tenant's carried-over records."""
+    return f"{CARRY_PREFIX}:{tenant_id}:"
+
+
+async def carried_tenants(kv: KVNamespace, *, max_pages: int = 10) -> list[str]:
+    """Tenants with records waiting in KV (from at most `max_pages` list pages), sorted."""
+    tenants: set[str] = set()
+    cursor: str | None = None
+    for _ in range(max_pages):
+        page = await kv.list(prefix=f"{CARRY_PREFIX}:", cursor=cursor)
+        tenants.update(key.name.split(":")[1] for key in page.keys)
+        if page.list_complete or not page.cursor:
+            break
+        cursor = page.cursor
+    return sorted(tenants)
+
+
+# Per isolate, per tenant: when its KV carry-over was last looked at (clock seconds). Only
+# saves KV list calls; the records themselves are in KV. Absent: look at the next recall.
+_CHECKED: dict[str, float] = {}
+
+
+class RecallRecorder:
+    """Writes one tenant's recall records after the response."""
+
+    def __init__(self, scope: FactScope) -> None:
+        self._s = scope
+
+    def _statements(self, record: RecallRecord) -> list[D1Statement]:
+        statements: list[D1Statement] = []
+        for chunk in chunks(record.fact_ids, IDS_PER_STATEMENT):
+            marks = ", ".join("?" for _ in chunk)
+            statements.append(
+                self._s.db.prepare(
+                    "UPDATE semantic_facts SET last_recalled_at = ?, "
+                    "recall_count = recall_count + 1 "
+                    f"WHERE tenant_id = ? AND fact_id IN ({marks}) AND NOT EXISTS "
+                    "(SELECT 1 FROM memory_events AS e WHERE e.tenant_id = ? AND e.event_id = ?)"
+                ).bind(
+                    ms(record.now),
+                    self._s.tenant_id,
+                    *chunk,
+                    self._s.tenant_id,
+                    record.event.event_id,
+                )
+            )
+        statements.append(self._s.events.statement(record.event, if_absent=True))
+        # A subject erase that began since the recall (its mark, migration 0013) may have
+        # looked for the subject before this event existed: the event then keeps no query
+        # text. Same transaction, so the erase either sees the event or this sees the mark.
+        statements.append(
+            self._s.db.prepare(
+                "UPDATE memory_events SET payload = json_set(json_remove(payload, '$.query'), "
+                "'$.query_redacted', json('true')) "
+                "WHERE tenant_id = ? AND event_id = ? AND EXISTS (SELECT 1 FROM erasure_marks "
+                "WHERE tenant_id = ? AND started_at >= ?)"
+            ).bind(
+                self._s.tenant_id,
+                record.event.event_id,
+                self._s.tenant_id,
+                ms(record.now) - ERASE_CLOCK_MARGIN_MS,
+            )
+        )
+        return statements
+
+    async def _write(self, record: RecallRecord, attempts: int = RECORD_ATTEMPTS) -> bool:
+        for attempt in range(attempts):
+            try:
+                # Stats and event commit together (one D1 batch is one transaction).
+                await self._s.db.batch(self._statements(record))
+                return True
+            except Exception as exc:
+                log.warning(
+                    "recording recall %s (tenant %s), attempt %d failed: %s",
+                    record.event.event_id,
+                    self._s.tenant_id,
+                    attempt + 1,
+                    exc,
+                )
+                if attempt + 1 < attempts and RECORD_BASE_DELAY > 0:
+                    await asyncio.sleep(RECORD_BASE_DELAY * 2**attempt)
+        return False
+
+    async def write(self, record: RecallRecord) -> None:
+        """Write `record`; carry it over in KV if D1 refuses it every time. After a write
+        D1 accepted, write back records carried over earlier (when due)."""
+        if await self._write(record):
+            await self._write_back_if_due()
+            return
+        await self._carry_over(record)
+
+    def _lost(self, record: RecallRecord, why: str) -> None:
+        log.error(
+            "recall record %s of tenant %s not written (%s): %s",
+            record.event.event_id,
+            self._s.tenant_id,
+            why,
+            record.to_json(),
+        )
+
+    async def _carry_over(self, record: RecallRecord) -> None:
+        kv = self._s.kv
+        if kv is None:
+            self._lost(record, f"D1 failed {RECORD_ATTEMPTS} times and no KV is bound")
+            return
+        prefix = carry_prefix(self._s.tenant_id)
+        try:
+            waiting = await kv.list(prefix=prefix, limit=min(MAX_CARRIED, KV_MAX_LIST_LIMIT))
+            if len(waiting.keys) >= MAX_CARRIED:
+                self._lost(record, f"{MAX_CARRIED} records already wait in KV")
+                return
+            await kv.put(prefix + record.event.event_id, record.to_json())
+        except Exception as exc:
+            self._lost(record, f"D1 failed {RECORD_ATTEMPTS} times, then KV: {exc}")
+            return
+        # This isolate knows one waits: look at the tenant's next recall.
+        _CHECKED.pop(self._s.tenant_id, None)
+        log.warning(
+            "recall record %s of tenant %s kept in KV until D1 accepts it",
+            record.event.event_id,
+            self._s.tenant_id,
+        )
+
+    async def _write_back_if_due(self) -> None:
+        tenant = self._s.tenant_id
+        now = self._s.clock.now()
+        last = _CHECKED.get(tenant)
+        if self._s.kv is None or (last is not None and now - last < WRITE_BACK_CHECK_SECONDS):
+            return
+        _CHECKED[tenant] = now
+        try:
+            if await self.write_back(WRITE_BACK_AFTER_RECALL) == WRITE_BACK_AFTER_RECALL:
+                _CHECKED.pop(tenant, None)  # maybe more: continue at the next recall
+        except Exception as exc:  # they stay in KV for the next recall or the cron
+            log.warning("writing back recall records of tenant %s failed: %s", tenant, exc)
+
+    async def write_back(self, limit: int = MAX_WRITE_BACK) -> int:
+        """Write up to `limit` of the tenant's carried-over records to D1 (one attempt
+        each, oldest event first), deleting each from KV once D1 accepted it. Stops at the
+        first D1 failure. Returns how many were written."""
+        kv = self._s.kv
+        if kv is None:
+            return 0
+        page = await kv.list(
+            prefix=carry_prefix(self._s.tenant_id), limit=min(limit, KV_MAX_LIST_LIMIT)
+        )
+        written = 0
+        for key in page.keys:
+            text = await kv.get(key.name)
+            if text is None:  # written back by another isolate meanwhile
+                continue
+            try:
+                record = RecallRecord.from_json(text)
+                if record.event.tenant_id != self._s.tenant_id:
+                    raise ValueError("the record names another tenant")
+            except ValueError as exc:
+                log.error("unreadable recall record %s dropped (%s): %s", key.name, exc, text)
+                await kv.delete(key.name)
+                continue
+            if not await self._write(record, attempts=1):
+                break  # D1 still refuses: the rest wait too
+            await kv.delete(key.name)
+            written += 1
+        return written
+
+    async def submit(self, record: RecallRecord) -> None:
+        """Write `record` after the response (now, without a background)."""
+        await self._s.after_response(self.write(record), "recording a recall")
+
+
+# What ranking needs of a candidate row; full rows are read for the returned ones only.
+SCORING_COLUMNS = (
+    "fact_id, status, valid_from, valid_to, created_at, agent_type, subject, predicate, "
+    "confidence, content, updated_at, key_entity, key_attribute, key_source, session_key"
+)
+
+
+class RecallChannels:
+    """The candidate channels of one tenant's recall."""
+
+    def __init__(self, scope: FactScope) -> None:
+        self._s = scope
+        self._keyword = KeywordIndex(scope)
+
+    async def vector(
+        self,
+        query: str,
+        query_vector: Sequence[float] | None,
+        filters: RecallFilters,
+        top_k: int,
+    ) -> list[ChannelHit]:
+        embedder = self._s.require_embedder()
+        if query_vector is None:
+            matrix = await embedder.embed([query])
+            check_matrix(matrix, 1, embedder.config)
+            values = np.asarray(matrix[0], dtype=np.float64).tolist()
+        else:
+            values = [float(v) for v in query_vector]
+            if len(values) != embedder.config.dimensions or not all(
+                math.isfinite(v) for v in values
+            ):
+                raise MemoryInputError("query_vector does not match the embedding config")
+        result = await self._s.vectors.query(
+            values,
+            top_k=top_k,
+            namespace=self._s.namespace,
+            filter=self._s.vector_filter(embedder.config, filters.agent_type),
+            return_metadata="none",
+        )
+        return [ChannelHit(id=m.id, score=m.score) for m in result.matches]
+
+    def _row_filter_sql(self, filters: RecallFilters, now: float) -> tuple[str, list[SqlValue]]:
+        """Conditions on a `semantic_facts AS f` row beyond the tenant: live and filtered."""
+        # `+f.status`: the unary plus keeps SQLite from choosing the (tenant_id, status)
+        # index, which would scan every active fact of the tenant; the selective indexes
+        # (subject, predicate, the FTS rowid) must drive these queries.
+        if filters.as_of is not None:
+            # What was believed then: written by then, and its validity interval (closed
+            # by a supersession) contains it. Superseded rows have no vector any more, so
+            # only the keyword and exact channels find them.
+            at = ms(filters.as_of)
+            sql = (
+                " AND +f.status IN ('active', 'superseded') AND f.created_at <= ?"
+                " AND f.valid_from <= ? AND (f.valid_to IS NULL OR f.valid_to > ?)"
+            )
+            params: list[SqlValue] = [at, at, at]
+        else:
+            sql = " AND +f.status = 'active' AND (f.valid_to IS NULL OR f.valid_to > ?)"
+            params = [ms(now)]
+        if filters.agent_type is not None:
+            sql += " AND f.agent_type = ?"
+            params.append(filters.agent_type)
+        if filters.subject is not None:
+            sql += " AND f.subject = ?"
+            params.append(filters.subject)
+        if filters.predicate is not None:
+            sql += " AND f.predicate = ?"
+            params.append(filters.predicate)
+        if filters.min_confidence is not None:
+            sql += " AND f.confidence >= ?"
+            params.append(float(filters.min_confidence))
+        if filters.valid_from_after is not None:
+            sql += " AND f.valid_from >= ?"
+            params.append(ms(filters.valid_from_after))
+        if filters.valid_from_before is not None:
+            sql += " AND f.valid_from < ?"
+            params.append(ms(filters.valid_from_before))
+        return sql, params
+
+    async def keyword(
+        self, query: str, filters: RecallFilters, limit: int, now: float
+    ) -> tuple[list[ChannelHit], dict[str, Row], KeywordQuery | None]:
+        """The keyword channel's candidates (`keyword_channel.KeywordIndex.candidates`),
+        their rows (as `rows` gives them), and the prepared query that scores any other
+        candidate (`rows`)."""
+        terms = query_terms(query)
+        if not terms:
+            return [], {}, None
+        prepared = await self._keyword.prepare(terms, self._s.config.keyword.params())
+        extra, params = self._row_filter_sql(filters, now)
+        narrowed = filters.model_dump(exclude_none=True) != {}
+        found = await self._keyword.candidates(
+            prepared, extra, params, limit, narrowed=narrowed, columns=SCORING_COLUMNS
+        )
+        hits = [ChannelHit(id=str(r["fact_id"]), score=float(r["channel_score"])) for r in found]
+        return hits, {str(r["fact_id"]): r for r in found}, prepared
+
+    async def rows(self, fact_ids: Sequence[str], prepared: KeywordQuery | None) -> dict[str, Row]:
+        """This tenant's rows among `fact_ids` (any status; the columns ranking needs), each
+        with `keyword_score`, its exact BM25F for the query (0.0 without keyword terms), by
+        fact id: one statement however many ids (they are one JSON parameter)."""
+        if not fact_ids:
+            return {}
+        score, score_params = self._keyword.score_column(prepared)
+        result = (
+            await self._s.db.prepare(
+                f"SELECT {SCORING_COLUMNS}, {score} AS keyword_score FROM semantic_facts AS f "
+                "WHERE f.tenant_id = ? AND f.fact_id IN (SELECT value FROM json_each(?))"
+            )
+            .bind(*score_params, self._s.tenant_id, json.dumps(list(fact_ids)))
+            .all()
+        )
+        return {str(row["fact_id"]): row for row in result.results}
+
+    async def exact(
+        self, query: str, filters: RecallFilters, limit: int, now: float
+    ) -> tuple[list[ChannelHit], bool]:
+        """Facts whose subject or predicate equals a string the query names. Returns the
+        hits and whether they are all of them (False: more than `limit` matched)."""
+        names = exact_match_candidates(query)
+        if not names:
+            return [], True
+        extra, params = self._row_filter_sql(filters, now)
+        # Two index lookups (subject, predicate) rather than one OR, which SQLite may plan
+        # as a scan of the tenant; each side stops at `limit + 1` rows, since a UNION is
+        # built whole before its LIMIT applies (a common predicate such as "ignored", held
+        # by 4% of 100K facts, cost ~40 ms that way). The names are one JSON parameter.
+        cap = int(limit) + 1
+        subject, predicate = (
+            "SELECT fact_id FROM (SELECT f.fact_id AS fact_id FROM semantic_facts AS f "
+            f"WHERE f.tenant_id = ? AND f.{column} IN (SELECT value FROM json_each(?))"
+            f"{extra} LIMIT {cap})"
+            for column in ("subject", "predicate")
+        )
+        names_json = json.dumps(names)
+        result = (
+            await self._s.db.prepare(f"{subject} UNION {predicate} LIMIT {cap}")
+            .bind(self._s.tenant_id, names_json, *params, self._s.tenant_id, names_json, *params)
+            .all()
+        )
+        hits = [ChannelHit(id=row["fact_id"], score=1.0) for row in result.results]
+        if len(hits) > limit:
+            return [], False
+        return hits, True
+
+    @staticmethod
+    def is_live(row: Row, filters: RecallFilters, now: float) -> bool:
+        """Whether a row may be returned: active and valid now, or — with `as_of` — written
+        by then and valid then (superseded or not)."""
+        if filters.as_of is not None:
+            at = ms(filters.as_of)
+            if row["status"] not in ("active", "superseded"):
+                return False
+            if int(row["created_at"]) > at or int(row["valid_from"]) > at:
+                return False
+            if row["valid_to"] is not None and int(row["valid_to"]) <= at:
+                return False
+        else:
+            if row["status"] != "active":
+                return False
+            if row["valid_to"] is not None and int(row["valid_to"]) <= ms(now):
+                return False
+        if filters.agent_type is not None and row["agent_type"] != filters.agent_type:
+            return False
+        if filters.subject is not None and row["subject"] != filters.subject:
+            return False
+        if filters.predicate is not None and row["predicate"] != filters.predicate:
+            return False
+        if filters.valid_from_after is not None and int(row["valid_from"]) < ms(
+            filters.valid_from_after
+        ):
+            return False
+        if filters.valid_from_before is not None and int(row["valid_from"]) >= ms(
+            filters.valid_from_before
+        ):
+            return False
+        return not (
+            filters.min_confidence is not None and float(row["confidence"]) < filters.min_confidence
+        )
+
+
+# How far below the newer statement a stale one is placed (scores are rounded to 6 places).
+_STALE_GAP = 1e-6
+
+STALE_GUARD_WINDOW = 30
+
+
+def stale_statements(rows: Sequence[Row]) -> dict[str, str]:
+    """Among candidate rows, the older statements a newer one about the same key updates
+    (`update_rules.judge_update` says `update`): {older fact id: newest such fact id}. Rows without
+    a key (written before keys existed) are never marked, nor are memories of a session
+    (dialogue turns, a run's log): the rules misjudge consecutive utterances of one speaker
+    as updates (on the LoCoMo dev split ~15 false "updates" per query among the candidates),
+    so their updates are left to the reconciler, which sees the whole session."""
+    by_entity: dict[str, list[Row]] = {}
+    for row in rows:
+        entity = row.get("key_entity") or ""
+        if entity and row.get("session_key") is None:
+            by_entity.setdefault(str(entity), []).append(row)
+    stale: dict[str, str] = {}
+    for group in by_entity.values():
+        if len(group) < 2:
+            continue
+        group.sort(key=lambda r: (int(r["valid_from"]), int(r["created_at"]), str(r["fact_id"])))
+        keys = [_key(r) for r in group]
+        for i in range(len(group) - 1):
+            for j in range(len(group) - 1, i, -1):  # the newest updating statement wins
+                verdict = judge_update(group[i]["content"], keys[i], group[j]["content"], keys[j])
+                if verdict.decision == "update":
+                    stale[str(group[i]["fact_id"])] = str(group[j]["fact_id"])
+                    break
+    return stale
+
+
+@dataclass(frozen=True, slots=True)
+class Candidates:
+    """What the channels found: their hits, whether the exact channel listed all its
+    matches, and every candidate's row (with its `keyword_score`) by fact id."""
+
+    vector: list[ChannelHit]
+    keyword: list[ChannelHit]
+    exact: list[ChannelHit]
+    exact_complete: bool
+    rows: dict[str, Row]
+
+
+def _key(row: Row) -> FactKey:
+    return FactKey(
+        entity=str(row.get("key_entity") or ""),
+        attribute=str(row.get("key_attribute") or ""),
+        source=cast(KeySource, row.get("key_source") or "none"),
+    )
+
+
+class Recaller:
+    """Ranks one tenant's live facts for a query."""
+
+    def __init__(self, scope: FactScope, vectors: VectorSync) -> None:
+        self._s = scope
+        self._vectors = vectors
+        self._channels = RecallChannels(scope)
+        self._recorder = RecallRecorder(scope)
+
+    async def run(
+        self,
+        query: str,
+        limit: int,
+        filters: RecallFilters | None,
+        query_vector: Sequence[float] | None,
+        *,
+        record: bool,
+    ) -> RecallResult:
+        filters = filters or RecallFilters()
+        now = self._s.clock.now()
+        # An as-of recall scores recency as it was then.
+        scored_at = min(now, filters.as_of) if filters.as_of is not None else now
+        # Candidates do not depend on `limit`: `rank(q, 500)` starts with what
+        # `recall(q, 5)` returns, in the same order.
+        found = await self._candidates(query, query_vector, filters, now)
+        vector_hits, rows = found.vector, found.rows
+        keyword_hits, exact_hits, exact_complete = found.keyword, found.exact, found.exact_complete
+        stray = [h.id for h in vector_hits if h.id not in rows]
+        dropped = list(stray)
+        if stray:
+            await self._vectors.drop_stray(stray)
+        live = {fid: row for fid, row in rows.items() if self._channels.is_live(row, filters, now)}
+        dropped += [fid for fid in rows if fid not in live]
+        # The keyword channel is normalised over every channel's candidates, not its own
+        # top `pool` only: each live candidate has its exact BM25F score (0 if no term).
+        keyword_live = sorted(
+            (
+                ChannelHit(id=fid, score=float(row["keyword_score"]))
+                for fid, row in live.items()
+                if float(row["keyword_score"]) > 0
+            ),
+            key=lambda h: (-h.score, h.id),
+        )
+
+        candidates_named = set(exact_match_candidates(query))
+        strength = {
+            fid: 0.5 * (row["subject"] in candidates_named)
+            + 0.5 * (row["predicate"] in candidates_named)
+            for fid, row in live.items()
+        }
+        channels = [
+            ChannelResult(name="vector", hits=[h for h in vector_hits if h.id in live]),
+            ChannelResult(name="keyword", hits=keyword_live, floor=0.0),
+        ]
+        feature: dict[str, dict[str, float]] = {}
+        if exact_complete:
+            exact_live = [
+                ChannelHit(id=h.id, score=strength.get(h.id, 0.0))
+                for h in exact_hits
+                if h.id in live and strength.get(h.id, 0.0) > 0
+            ]
+            exact_live.sort(key=lambda h: (-h.score, h.id))
+            channels.append(ChannelResult(name="exact", hits=exact_live, normalize=False))
+        else:
+            # Too many facts share the named subject/predicate to list them all: the match
+            # only scores the other channels' candidates.
+            feature["exact"] = {fid: s for fid, s in strength.items() if s > 0}
+        embedder = self._s.embedder
+        fusion = self._s.config.fusion
+        if embedder is not None:
+            fusion = fusion.for_model(embedder.config.model)
+        fused = fuse(channels, fusion, feature_scores=feature)
+        weights = self._s.config.weights_for(self._s.tier)
+        need = max(STALE_GUARD_WINDOW, 2 * limit)
+        ranked = rank_candidates(fused, live, weights, scored_at, need)
+        # Until the reconciler supersedes it, a stale statement must not outrank the newer
+        # one about the same key: it is placed just below it and marked possibly outdated.
+        # Checked among the best `STALE_GUARD_WINDOW` (or 2 x limit) candidates only: the
+        # rules cost ~50 µs a pair, and a pair further down cannot change the head.
+        window = ranked[:need]
+        stale = stale_statements([live[item.id] for _, item in window])
+        total = {item.id: parts[0] for parts, item in ranked}
+        for older in sorted(
+            stale, key=lambda fid: (-int(live[fid]["valid_from"]), -int(live[fid]["created_at"]))
+        ):
+            total[older] = min(total[older], total[stale[older]] - _STALE_GAP)
+        ranked.sort(key=lambda pair: (-total[pair[1].id], -pair[0][1], pair[1].id))
+        top = ranked[:limit]
+        # Full rows only for what is returned (content and metadata can be large).
+        full = await self._s.load_rows([item.id for _, item in top])
+        kept = [item.id for _, item in top if item.id in full]
+        facts = await open_facts([full[i] for i in kept], self._s.personal)
+        opened = dict(zip(kept, facts, strict=True))
+        results = [
+            RecalledFact(
+                fact=opened[item.id],
+                score=total[item.id],
+                breakdown=breakdown(parts, weights),
+                channels=item.channels,
+                possibly_outdated=item.id in stale,
+                newer_fact_id=stale.get(item.id),
+            )
+            for parts, item in top
+            if item.id in full  # deleted between the two reads: never return it
+        ]
+        counts = {
+            "vector": len(vector_hits),
+            "keyword": len(keyword_hits),
+            "exact": len(exact_hits) if exact_complete else -1,
+        }
+        event_id = None
+        if record:
+            event_id = await self._record_recall(query, limit, results, counts, dropped, now)
+        return RecallResult(results=results, event_id=event_id, candidates=counts, dropped=dropped)
+
+    async def _candidates(
+        self,
+        query: str,
+        query_vector: Sequence[float] | None,
+        filters: RecallFilters,
+        now: float,
+    ) -> Candidates:
+        """Every channel's candidates and their rows (`RecallChannels.rows`). The vector
+        query is in flight while the keyword and exact channels run and their candidates'
+        rows are read (on Cloudflare Vectorize answers remotely, overlapping the D1 calls),
+        so only the vector-only candidates' rows wait for it."""
+        pool = self._s.config.candidate_pool
+        vector = asyncio.ensure_future(
+            self._channels.vector(query, query_vector, filters, min(pool, VECTORIZE_MAX_TOP_K))
+        )
+        try:
+            (keyword_hits, rows, prepared), (exact_hits, complete) = await asyncio.gather(
+                self._channels.keyword(query, filters, pool, now),
+                self._channels.exact(query, filters, pool, now),
+            )
+            exact_only = [h.id for h in exact_hits if complete and h.id not in rows]
+            rows.update(await self._channels.rows(exact_only, prepared))
+        except BaseException:
+            vector.cancel()
+            await asyncio.gather(vector, return_exceptions=True)
+            raise
+        vector_hits = await vector
+        rest = list(dict.fromkeys(h.id for h in vector_hits if h.id not in rows))
+        rows.update(await self._channels.rows(rest, prepared))
+        return Candidates(vector_hits, keyword_hits, exact_hits, complete, rows)
+
+    async def _record_recall(
+        self,
+        query: str,
+        top_k: int,
+        results: Sequence[RecalledFact],
+        counts: dict[str, int],
+        dropped: list[str],
+        now: float,
+    ) -> str:
+        event = memory_retrieved(
+            tenant_id=self._s.tenant_id,
+            tier=self._s.tier,
+            now=now,
+            query=query,
+            top_k=top_k,
+            results=[
+                RetrievedItem(
+                    id=r.fact.fact_id,
+                    score=round(r.score, 6),
+                    relevance=round(r.breakdown.relevance, 6),
+                    recency=round(r.breakdown.recency, 6),
+                    confidence=round(r.breakdown.confidence, 6),
+                    density=round(r.breakdown.density, 6),
+                )
+                for r in results
+            ],
+            candidates=counts,
+            dropped=dropped,
+            agent_type=self._s.agent_type,
+            run_id=self._s.run_id,
+        )
+        # Written after the response, retried, never lost (`recall_record`).
+        await self._recorder.submit(
+            RecallRecord(event=event, fact_ids=[r.fact.fact_id for r in results], now=now)
+        )
+        return event.event_id
