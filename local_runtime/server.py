@@ -32,8 +32,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from http_messages import Headers, HttpRequest, HttpResponse, json_response
 from local_runtime.runtime import LocalRuntime
 from local_runtime.static_assets import serve_asset
-from worker.api_operations import OPERATIONS
-from worker.app import handle
+from worker.app import ROUTES, handle
 from worker.cron import run_scheduled
 from worker.errors import ApiError, method_not_allowed, validation_error
 from worker.openapi import document
@@ -190,8 +189,8 @@ class LocalWorkerApp:
 
 def _route_words() -> frozenset[str]:
     words = {"cdn-cgi", "handler", "local", "scheduled", "ui"}
-    for operation in OPERATIONS:
-        words.update(s for s in operation.path.split("/") if s and not s.startswith("{"))
+    for route in ROUTES:
+        words.update(s for s in route.path.split("/") if s and not s.startswith("{"))
     return frozenset(words)
 
 

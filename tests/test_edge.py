@@ -16,6 +16,7 @@ from local_runtime.background import LocalBackgroundTasks
 from worker import app
 from worker.body import parse_body
 from worker.errors import ApiError
+from worker.router import Call, Route, Router
 
 
 def _bindings(**settings: object) -> Bindings:
@@ -106,11 +107,10 @@ def test_validation_errors_name_each_field() -> None:
 
 
 async def test_an_unexpected_exception_becomes_a_json_500(monkeypatch: pytest.MonkeyPatch) -> None:
-    async def boom(request: HttpRequest, params: dict[str, str], b: Bindings) -> HttpResponse:
+    async def boom(call: Call[None, None]) -> HttpResponse:
         raise RuntimeError("secret internals")
 
-    router = app.build_router()
-    router.add("GET", "/boom", boom)
+    router = Router([*app.ROUTES, Route("GET", "/boom", boom, "Fails", "test")])
     monkeypatch.setattr(app, "ROUTER", router)
     response = await app.handle(HttpRequest("GET", "http://x/boom"), _bindings())
     assert _error(response) == (500, "internal_error")
@@ -118,13 +118,10 @@ async def test_an_unexpected_exception_becomes_a_json_500(monkeypatch: pytest.Mo
 
 
 def test_route_parameters_match_one_segment() -> None:
-    from worker.router import Router
+    async def h(call: Call[None, None]) -> HttpResponse:
+        return json_response(call.params)
 
-    async def h(r: HttpRequest, p: dict[str, str], c: None) -> HttpResponse:
-        return json_response(p)
-
-    router: Router[None] = Router()
-    router.add("GET", "/v1/agents/{tenant}/{agent_type}/run", h)
+    router = Router([Route("GET", "/v1/agents/{tenant}/{agent_type}/run", h, "Echo", "test")])
     _, params = router.resolve("GET", "/v1/agents/acme/sdr/run")
     assert params == {"tenant": "acme", "agent_type": "sdr"}
     with pytest.raises(ApiError):

@@ -12,6 +12,7 @@ semantic tier (D1 + Vectorize + embedder), `recall_memory`/`store_memory` are no
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
 import httpx
 
@@ -25,6 +26,20 @@ from http_messages import HttpRequest, HttpResponse
 from http_messages.errors import ApiError
 
 MemoryDispatcherFactory = Callable[[Bindings], MemoryToolDispatcher]
+
+
+class RouteCall(Protocol):
+    """What the edge's router hands a handler (`worker.router.Call`), as far as the gateway
+    reads it: the request, its path parameters and the bindings. API keys are checked here,
+    on the hot path, not by the router."""
+
+    @property
+    def request(self) -> HttpRequest: ...
+    @property
+    def params(self) -> dict[str, str]: ...
+    @property
+    def bindings(self) -> Bindings: ...
+
 
 _memory_dispatcher_factory: MemoryDispatcherFactory | None = None
 
@@ -69,30 +84,24 @@ def mcp_context(bindings: Bindings) -> McpContext:
     )
 
 
-async def tool_call_route(
-    request: HttpRequest, params: dict[str, str], bindings: Bindings
-) -> HttpResponse:
+async def tool_call_route(call: RouteCall) -> HttpResponse:
     """`POST /api/v1/tools/{tool_name}`."""
     try:
-        ctx = gateway_context(bindings)
+        ctx = gateway_context(call.bindings)
     except ApiError as exc:
         return gateway_error_response(exc)
-    return await handle_tool_call(ctx, request, params["tool_name"])
+    return await handle_tool_call(ctx, call.request, call.params["tool_name"])
 
 
-async def mcp_post_route(
-    request: HttpRequest, params: dict[str, str], bindings: Bindings
-) -> HttpResponse:
+async def mcp_post_route(call: RouteCall) -> HttpResponse:
     """`POST /mcp`."""
     try:
-        ctx = mcp_context(bindings)
+        ctx = mcp_context(call.bindings)
     except ApiError as exc:
         return gateway_error_response(exc)
-    return await handle_mcp_post(ctx, request)
+    return await handle_mcp_post(ctx, call.request)
 
 
-async def mcp_not_allowed_route(
-    request: HttpRequest, params: dict[str, str], bindings: Bindings
-) -> HttpResponse:
+async def mcp_not_allowed_route(call: RouteCall) -> HttpResponse:
     """`GET /mcp` and `DELETE /mcp`: 405, no SSE stream and no sessions."""
     return method_not_allowed()

@@ -15,8 +15,9 @@ validating-json/):
 `await require_access(request, bindings)` returns the caller's `AccessIdentity` or raises an
 `ApiError`: 401 `access_token_missing` when there is no token, 403 `access_token_invalid`
 when there is one that fails any check, 503 `access_not_configured` /
-`access_keys_unavailable` when the Worker cannot check at all (fail closed). Handlers call
-it first, so nothing runs for a caller that is not let in.
+`access_keys_unavailable` when the Worker cannot check at all (fail closed). `operator`,
+which adds the tenant grant, is the gate the router runs first on every route declared
+`auth=ACCESS` (`worker.app.ROUTES`), so nothing runs for a caller that is not let in.
 
 Verification is `worker.jwt_verification.verify_jwt`, the one path every token of the
 Worker takes: PyJWT parses the token and checks `iss`/`aud`, the `Signatures` port checks
@@ -28,7 +29,6 @@ and mints tokens with the matching key, so this same code checks them.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict
 
 from bindings.environment import Bindings
 from bindings.ports.signatures import RsaPublicJwk
-from http_messages import HttpRequest, HttpResponse
+from http_messages import HttpRequest
 from worker.errors import ApiError
 from worker.jwt_verification import JwtRefused, JwtRules, verify_jwt
 from worker.operators import Principal, require_tenant_grant
@@ -253,26 +253,12 @@ async def require_access(request: HttpRequest, bindings: Bindings) -> AccessIden
     return await verify_access_token(token, bindings)
 
 
-GatedHandler = Callable[
-    [HttpRequest, dict[str, str], Bindings, AccessIdentity], Awaitable[HttpResponse]
-]
-Handler = Callable[[HttpRequest, dict[str, str], Bindings], Awaitable[HttpResponse]]
-
-
-def access_gated(handler: GatedHandler) -> Handler:
-    """Wrap a route handler so it runs only for a verified caller with a grant for the
-    route's `{tenant}` (or the platform-admin role: `worker.operators`), who is passed to it."""
-
-    async def gated(
-        request: HttpRequest, params: dict[str, str], bindings: Bindings
-    ) -> HttpResponse:
-        identity = await require_access(request, bindings)
-        who = Principal(
-            email=identity.email, common_name=identity.common_name, groups=identity.groups
-        )
-        await require_tenant_grant(who, params.get("tenant"), bindings)
-        return await handler(request, params, bindings, identity)
-
-    gated.__name__ = getattr(handler, "__name__", "gated")
-    gated.__doc__ = handler.__doc__
-    return gated
+async def operator(
+    request: HttpRequest, params: dict[str, str], bindings: Bindings
+) -> AccessIdentity:
+    """The gate of every `ACCESS` route (`worker.router`): a verified caller with a grant for
+    the route's `{tenant}` (or the platform-admin role: `worker.operators`), or `ApiError`."""
+    identity = await require_access(request, bindings)
+    who = Principal(email=identity.email, common_name=identity.common_name, groups=identity.groups)
+    await require_tenant_grant(who, params.get("tenant"), bindings)
+    return identity

@@ -1,8 +1,8 @@
 """The admin agent-run path: the only routes that reach the AgentRuntime Durable Object.
 
-Every route here is Cloudflare Access gated (`worker.access.access_gated`): without a
-valid token nothing below the gate runs. Then path segments, the agent type and the body
-are validated; only a request that passed all of that reaches storage.
+Every route here is Cloudflare Access gated (`auth=ACCESS` in `worker.app.ROUTES`: the
+router checks the token and the tenant grant first, then the body and query). Then the
+agent type is checked; only a request that passed all of that reaches storage.
 
     POST /v1/agents/{tenant}/{agent_type}/run                      run one turn
     POST /v1/agents/{tenant}/{agent_type}/runs/{run_id}/outcome    score a run (procedural)
@@ -34,16 +34,13 @@ from agent_memory.scope import (
     AgentScope,
     is_agent_type,
 )
-from agent_memory.tiers.episodic import EpisodicStore
-from agent_runtime_do.protocol import MAX_INPUT_CHARS, TASK_TYPE_PATTERN
+from agent_memory.tiers.episodic import Episode, EpisodicStore, RunPage, RunRecord
+from agent_runtime_do.protocol import MAX_INPUT_CHARS, TASK_TYPE_PATTERN, RunResult
 from bindings.environment import Bindings
 from bindings.ports.d1 import D1Database
 from bindings.ports.durable_objects import DurableObjectNamespace
-from http_messages import HttpRequest, HttpResponse, json_response
-from worker.access import AccessIdentity, access_gated
-from worker.body import parse_body, parse_model
 from worker.errors import ApiError
-from worker.path_params import tenant_param
+from worker.router import Call
 
 MAX_METADATA_BYTES = 4096
 
@@ -112,6 +109,39 @@ class CandidatesQuery(WorkflowsQuery):
     min_mean: float = Field(default=0.7, ge=0.0, le=1.0)
 
 
+class OutcomeResult(BaseModel):
+    run_id: str
+    workflow: dict[str, Any] | None
+
+
+class FailedWriteView(BaseModel):
+    op: str
+    payload: dict[str, Any]
+    error: str
+    attempts: int
+    created_at: float
+
+
+class RunDetail(BaseModel):
+    run: RunRecord
+    episodes: list[Episode]
+    run_log: list[Any]
+    workflow: dict[str, Any] | None
+    failed_writes: list[FailedWriteView]
+
+
+class Workflows(BaseModel):
+    instance_id: str
+    workflows: list[dict[str, Any]]
+
+
+class PackCandidates(BaseModel):
+    instance_id: str
+    min_pulls: int
+    min_mean: float
+    candidates: list[dict[str, Any]]
+
+
 # --- helpers ----------------------------------------------------------------------------
 
 
@@ -173,16 +203,12 @@ async def call_agent(
 # --- routes -----------------------------------------------------------------------------
 
 
-@access_gated
-async def run_agent(
-    request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
-) -> HttpResponse:
-    tenant = tenant_param(params)
-    agent_type = agent_type_param(params)
-    body = parse_body(request, RunBody)
+async def run_agent(call: Call[RunBody, None]) -> RunResult:
+    tenant, body = call.params["tenant"], call.body
+    agent_type = agent_type_param(call.params)
     scope = AgentScope(tenant=tenant, agent_type=agent_type.name, instance_id=body.instance_id)
     result = await call_agent(
-        bindings,
+        call.bindings,
         scope,
         "run",
         {
@@ -190,48 +216,36 @@ async def run_agent(
             "task_type": body.task_type,
             "subject": body.subject,
             "metadata": body.metadata,
-            "requested_by": identity.principal,
+            "requested_by": call.operator.principal,
         },
     )
-    return json_response(result)
+    return RunResult.model_validate(result)
 
 
-@access_gated
-async def record_outcome(
-    request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
-) -> HttpResponse:
-    tenant = tenant_param(params)
-    agent_type = agent_type_param(params)
-    run_id = _run_id(params)
-    body = parse_body(request, OutcomeBody)
+async def record_outcome(call: Call[OutcomeBody, None]) -> OutcomeResult:
+    tenant, body = call.params["tenant"], call.body
+    agent_type = agent_type_param(call.params)
+    run_id = _run_id(call.params)
     scope = AgentScope(tenant=tenant, agent_type=agent_type.name, instance_id=body.instance_id)
     result = await call_agent(
-        bindings, scope, "record_outcome", {"run_id": run_id, "score": body.score}
+        call.bindings, scope, "record_outcome", {"run_id": run_id, "score": body.score}
     )
-    return json_response(result)
+    return OutcomeResult.model_validate(result)
 
 
-@access_gated
-async def list_runs(
-    request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
-) -> HttpResponse:
-    tenant = tenant_param(params)
-    query = parse_model(request.query, RunsQuery)
+async def list_runs(call: Call[None, RunsQuery]) -> RunPage:
+    tenant, query, bindings = call.params["tenant"], call.query, call.bindings
     store = EpisodicStore(
         _db(bindings), tenant, personal=PersonalData.from_bindings(bindings, tenant)
     )
-    page = await store.list_runs(
+    return await store.list_runs(
         agent_type=query.agent_type, status=query.status, cursor=query.cursor, limit=query.limit
     )
-    return json_response(page.model_dump())
 
 
-@access_gated
-async def get_run(
-    request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
-) -> HttpResponse:
-    tenant = tenant_param(params)
-    run_id = _run_id(params)
+async def get_run(call: Call[None, None]) -> RunDetail:
+    tenant, bindings = call.params["tenant"], call.bindings
+    run_id = _run_id(call.params)
     store = EpisodicStore(
         _db(bindings), tenant, personal=PersonalData.from_bindings(bindings, tenant)
     )
@@ -244,39 +258,29 @@ async def get_run(
     detail = await call_agent(bindings, scope, "run_log", {"run_id": run_id})
     run = await store.get_run(run_id) or run
     episodes = await store.episodes_for_run(run_id)
-    return json_response(
-        {
-            "run": run.model_dump(),
-            "episodes": [episode.model_dump() for episode in episodes],
-            "run_log": detail.get("run_log", []),
-            "workflow": detail.get("workflow"),
-            "failed_writes": detail.get("failed_writes", []),
-        }
+    return RunDetail(
+        run=run,
+        episodes=episodes,
+        run_log=detail.get("run_log", []),
+        workflow=detail.get("workflow"),
+        failed_writes=detail.get("failed_writes", []),
     )
 
 
-@access_gated
-async def list_workflows(
-    request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
-) -> HttpResponse:
-    tenant = tenant_param(params)
-    agent_type = agent_type_param(params)
-    query = parse_model(request.query, WorkflowsQuery)
+async def list_workflows(call: Call[None, WorkflowsQuery]) -> Workflows:
+    tenant, query = call.params["tenant"], call.query
+    agent_type = agent_type_param(call.params)
     scope = AgentScope(tenant=tenant, agent_type=agent_type.name, instance_id=query.instance_id)
-    result = await call_agent(bindings, scope, "workflows", {"task_type": query.task_type})
-    return json_response({"instance_id": query.instance_id, **result})
+    result = await call_agent(call.bindings, scope, "workflows", {"task_type": query.task_type})
+    return Workflows.model_validate({"instance_id": query.instance_id, **result})
 
 
-@access_gated
-async def pack_candidates(
-    request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
-) -> HttpResponse:
-    tenant = tenant_param(params)
-    agent_type = agent_type_param(params)
-    query = parse_model(request.query, CandidatesQuery)
+async def pack_candidates(call: Call[None, CandidatesQuery]) -> PackCandidates:
+    tenant, query = call.params["tenant"], call.query
+    agent_type = agent_type_param(call.params)
     scope = AgentScope(tenant=tenant, agent_type=agent_type.name, instance_id=query.instance_id)
     result = await call_agent(
-        bindings,
+        call.bindings,
         scope,
         "workflows",
         {
@@ -286,13 +290,11 @@ async def pack_candidates(
             "min_mean": query.min_mean,
         },
     )
-    return json_response(
-        {
-            "instance_id": query.instance_id,
-            "min_pulls": query.min_pulls,
-            "min_mean": query.min_mean,
-            "candidates": result["workflows"],
-        }
+    return PackCandidates(
+        instance_id=query.instance_id,
+        min_pulls=query.min_pulls,
+        min_mean=query.min_mean,
+        candidates=result["workflows"],
     )
 
 

@@ -1,6 +1,9 @@
 """Request body parsing: JSON → pydantic model, or a stable JSON error.
 
-Every body is validated before anything touches storage (DESIGN invariant 7).
+Every body is validated before anything touches storage (DESIGN invariant 7), by the router
+(`worker.router`) with the route's model. Bodies are validated strictly: JSON has types, so
+a `0` is not `false`, a `"5"` is not `5` and `1.0` is not an integer (issue 26: `{"dry_run":
+0}` ran a real prune). Query strings are text, so their models convert (`strict=False`).
 """
 
 from __future__ import annotations
@@ -41,13 +44,13 @@ def json_limit_error(exc: JsonLimitError) -> ApiError:
 
 
 def parse_body(request: HttpRequest, model: type[M]) -> M:
-    """Decode and validate the body as `model`; errors list each failing field."""
-    return parse_model(read_json(request), model)
+    """Decode and validate the body as `model`, strictly; errors list each failing field."""
+    return parse_model(read_json(request), model, strict=True)
 
 
-def parse_model(data: Any, model: type[M]) -> M:
+def parse_model(data: Any, model: type[M], *, strict: bool = False) -> M:
     try:
-        return model.model_validate(data)
+        return model.model_validate(data, strict=strict)
     except ValidationError as exc:
         problems = [
             {"field": ".".join(str(p) for p in err["loc"]) or "(body)", "problem": err["msg"]}

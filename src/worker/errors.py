@@ -25,11 +25,13 @@ def not_found(message: str = "no such route") -> ApiError:
 
 
 def method_not_allowed(allowed: list[str]) -> ApiError:
+    """405 with the `Allow` header RFC 9110 requires, naming the path's methods."""
     return ApiError(
         405,
         "method_not_allowed",
         f"method not allowed; use {', '.join(allowed)}",
         {"allowed": allowed},
+        headers={"allow": ", ".join(allowed)},
     )
 
 

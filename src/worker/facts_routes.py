@@ -2,9 +2,10 @@
 
     DELETE /admin/tenants/{tenant}/facts/{fact_id}
 
-Cloudflare Access gated (401/403 before anything else runs). Deletes the fact's D1 row
-and its Vectorize vector; idempotent — deleting an absent fact answers 200 with
-`"deleted": false`, and also removes a vector a failed earlier delete left behind.
+Cloudflare Access gated (the router's gate answers 401/403 before anything else runs).
+Deletes the fact's D1 row and its Vectorize vector; idempotent — deleting an absent fact
+answers 200 with `"deleted": false`, and also removes a vector a failed earlier delete
+left behind.
 Deletion is admin-only (ADR-0030: agents store corrections, they do not delete).
 
     200 {"tenant", "fact_id", "deleted": bool, "vector_deleted": bool, "complete": bool}
@@ -20,36 +21,36 @@ context-assembly prefetch) are wired by `worker.memory_wiring`.
 
 from __future__ import annotations
 
+from pydantic import BaseModel
+
 from agent_memory.ids import is_ulid
 from agent_memory.tiers.semantic.memory import SemanticMemory
 from agent_memory.tiers.semantic.models import SemanticTierUnavailable
-from bindings.environment import Bindings
-from http_messages import HttpRequest, HttpResponse, json_response
-from worker.access import AccessIdentity, access_gated
 from worker.errors import ApiError
-from worker.path_params import tenant_param
+from worker.router import Call
 
 
-async def _delete_fact(
-    request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
-) -> HttpResponse:
-    tenant, fact_id = tenant_param(params), params["fact_id"]
+class FactDeleted(BaseModel):
+    tenant: str
+    fact_id: str
+    deleted: bool
+    vector_deleted: bool
+    complete: bool
+
+
+async def delete_fact(call: Call[None, None]) -> FactDeleted:
+    tenant, fact_id = call.params["tenant"], call.params["fact_id"]
     if not is_ulid(fact_id):
         raise ApiError(422, "invalid_path", "fact_id must be a 26-character ULID")
     try:
-        memory = SemanticMemory.from_bindings(bindings, tenant)
+        memory = SemanticMemory.from_bindings(call.bindings, tenant)
     except SemanticTierUnavailable as exc:
         raise ApiError(503, "semantic_unavailable", str(exc)) from None
     result = await memory.delete(fact_id)
-    return json_response(
-        {
-            "tenant": tenant,
-            "fact_id": fact_id,
-            "deleted": result.row_deleted,
-            "vector_deleted": result.vector_deleted,
-            "complete": result.complete,
-        }
+    return FactDeleted(
+        tenant=tenant,
+        fact_id=fact_id,
+        deleted=result.row_deleted,
+        vector_deleted=result.vector_deleted,
+        complete=result.complete,
     )
-
-
-delete_fact_route = access_gated(_delete_fact)

@@ -3,18 +3,26 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any, Literal
 
-from bindings.environment import Bindings
-from http_messages import HttpRequest, HttpResponse, json_response
+from pydantic import BaseModel
+
+from worker.router import Call
 
 
-async def healthz(request: HttpRequest, params: dict[str, str], bindings: Bindings) -> HttpResponse:
+class Health(BaseModel):
+    status: Literal["ok"]
+    environment: str
+    bindings: dict[str, bool]
+    embedding: dict[str, Any] | None
+
+
+async def healthz(call: Call[None, None]) -> Health:
+    bindings = call.bindings
     embedding = dataclasses.asdict(bindings.embedder.config) if bindings.embedder else None
-    return json_response(
-        {
-            "status": "ok",
-            "environment": bindings.settings.environment,
-            "bindings": bindings.present(),
-            "embedding": embedding,
-        }
+    return Health(
+        status="ok",
+        environment=bindings.settings.environment,
+        bindings=bindings.present(),
+        embedding=embedding,
     )

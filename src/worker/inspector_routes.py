@@ -18,8 +18,8 @@ writes no `memory_retrieved` event.
 Errors (`{"error": {"code", "message"}}`): 401/403 from the Access gate first; 422
 `invalid_path` (tenant, fact id), `validation_error` (query string or body) and
 `invalid_cursor`; 404 `fact_not_found`; 503 `inspector_unavailable` (no D1) and
-`semantic_unavailable` (the explain needs Vectorize and an embedder). `access_gated` checks
-the caller's grant for the path's tenant first (403 `tenant_forbidden`); the tenant list,
+`semantic_unavailable` (the explain needs Vectorize and an embedder). The gate checks the
+caller's grant for the path's tenant first (403 `tenant_forbidden`); the tenant list,
 which names no tenant, is for platform admins only.
 """
 
@@ -34,6 +34,9 @@ from agent_memory.governance.personal_data import PersonalData
 from agent_memory.ids import is_ulid
 from agent_memory.lifecycle.inspect import (
     MAX_INSPECT_PAGE,
+    EventPage,
+    FactDetail,
+    FactPage,
     InspectStatus,
     MemoryInspector,
 )
@@ -50,11 +53,8 @@ from agent_memory.tiers.semantic.models import (
 )
 from bindings.environment import Bindings
 from bindings.ports.d1 import D1Database
-from http_messages import HttpRequest, HttpResponse, json_response
-from worker.access import AccessIdentity, access_gated
-from worker.body import parse_body, parse_model
 from worker.errors import ApiError
-from worker.path_params import tenant_param
+from worker.router import Call
 
 MAX_EXPLAIN = 50
 
@@ -180,23 +180,16 @@ def _inspector(bindings: Bindings, tenant: str) -> MemoryInspector:
     )
 
 
-@access_gated
-async def list_tenants(
-    request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
-) -> HttpResponse:
+async def list_tenants(call: Call[None, None]) -> TenantsResponse:
     tenants = await known_tenants(
-        _db(bindings), ("agent_runs", "memory_episodes", "semantic_facts", "memory_events")
+        _db(call.bindings), ("agent_runs", "memory_episodes", "semantic_facts", "memory_events")
     )
-    return json_response(TenantsResponse(tenants=tenants).model_dump())
+    return TenantsResponse(tenants=tenants)
 
 
-@access_gated
-async def list_facts(
-    request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
-) -> HttpResponse:
-    tenant = tenant_param(params)
-    query = parse_model(request.query, FactsQuery)
-    page = await _inspector(bindings, tenant).list_facts(
+async def list_facts(call: Call[None, FactsQuery]) -> FactPage:
+    query = call.query
+    return await _inspector(call.bindings, call.params["tenant"]).list_facts(
         status=query.status,
         subject=query.subject,
         agent_type=query.agent_type,
@@ -204,29 +197,21 @@ async def list_facts(
         cursor=query.cursor,
         limit=query.limit,
     )
-    return json_response(page.model_dump())
 
 
-@access_gated
-async def get_fact(
-    request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
-) -> HttpResponse:
-    tenant, fact_id = tenant_param(params), params["fact_id"]
+async def get_fact(call: Call[None, None]) -> FactDetail:
+    tenant, fact_id = call.params["tenant"], call.params["fact_id"]
     if not is_ulid(fact_id):
         raise ApiError(422, "invalid_path", "fact_id must be a 26-character ULID")
-    detail = await _inspector(bindings, tenant).fact_detail(fact_id)
+    detail = await _inspector(call.bindings, tenant).fact_detail(fact_id)
     if detail is None:
         raise ApiError(404, "fact_not_found", f"tenant {tenant!r} has no fact {fact_id!r}")
-    return json_response(detail.model_dump())
+    return detail
 
 
-@access_gated
-async def list_events(
-    request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
-) -> HttpResponse:
-    tenant = tenant_param(params)
-    query = parse_model(request.query, EventsQuery)
-    page = await _inspector(bindings, tenant).list_events(
+async def list_events(call: Call[None, EventsQuery]) -> EventPage:
+    query = call.query
+    return await _inspector(call.bindings, call.params["tenant"]).list_events(
         kind=query.kind,
         tier=query.tier,
         run_id=query.run_id,
@@ -235,25 +220,16 @@ async def list_events(
         cursor=query.cursor,
         limit=query.limit,
     )
-    return json_response(page.model_dump())
 
 
-@access_gated
-async def get_episodes(
-    request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
-) -> HttpResponse:
-    tenant = tenant_param(params)
-    ids = parse_model(request.query, EpisodesQuery).id_list()
-    episodes = await _inspector(bindings, tenant).episodes(ids)
-    return json_response(EpisodesResponse(episodes=episodes).model_dump())
+async def get_episodes(call: Call[None, EpisodesQuery]) -> EpisodesResponse:
+    ids = call.query.id_list()
+    episodes = await _inspector(call.bindings, call.params["tenant"]).episodes(ids)
+    return EpisodesResponse(episodes=episodes)
 
 
-@access_gated
-async def explain_recall(
-    request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
-) -> HttpResponse:
-    tenant = tenant_param(params)
-    body = parse_body(request, ExplainBody)
+async def explain_recall(call: Call[ExplainBody, None]) -> ExplainResponse:
+    tenant, body, bindings = call.params["tenant"], call.body, call.bindings
     try:
         memory = SemanticMemory.from_bindings(bindings, tenant, config=retrieval_config(bindings))
         if bindings.embedder is None:
@@ -299,7 +275,6 @@ async def explain_recall(
                 },
             )
         )
-    response = ExplainResponse(
+    return ExplainResponse(
         tenant=tenant, query=body.query, results=items, candidates=ranked.candidates
     )
-    return json_response(response.model_dump())

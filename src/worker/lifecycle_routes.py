@@ -9,32 +9,37 @@
 
 The router checks the path parameters first (422 `invalid_path`; `{subject}` is
 percent-decoded once there, so a subject with `/` or spaces is sent encoded and a `%` as
-`%25`), then every route checks the Access token (401/403), then the body (422
-`validation_error`). 503 when a binding the route needs is missing.
+`%25`), then the Access token and tenant grant (401/403), then the body (422
+`validation_error`; strictly, so `{"dry_run": 0}` is refused, not a real prune). 503 when a
+binding the route needs is missing.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from agent_memory.ids import new_ulid
-from agent_memory.lifecycle.brief import build_brief
-from agent_memory.lifecycle.erase import validate_subject
-from agent_memory.lifecycle.retention import LifecycleUpdate, get_lifecycle, set_lifecycle
+from agent_memory.lifecycle.brief import TenantBrief, build_brief
+from agent_memory.lifecycle.erase import EraseReport, validate_subject
+from agent_memory.lifecycle.prune import TenantPruneCounts
+from agent_memory.lifecycle.reconciler import ReconcileReport
+from agent_memory.lifecycle.retention import (
+    LifecycleUpdate,
+    TenantLifecycle,
+    get_lifecycle,
+    set_lifecycle,
+)
 from agent_memory.tiered.backfill import backfill_namespace
 from agent_memory.tiered.deployment import namespace_flags
 from bindings.environment import Bindings
 from bindings.ports.d1 import D1Database
 from bindings.ports.errors import BindingLimitError
-from http_messages import HttpRequest, HttpResponse, json_response
-from worker.access import AccessIdentity, access_gated
-from worker.api_models import BackfillBody, BackfillView
-from worker.body import parse_body, parse_model, read_json
 from worker.errors import ApiError
 from worker.lifecycle_jobs import make_eraser, make_pruner, make_reconciler
-from worker.path_params import tenant_param
+from worker.router import Call
 
 
 class PruneBody(BaseModel):
@@ -47,6 +52,43 @@ class EmptyBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class BackfillBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    dry_run: bool = False
+    cursor: str | None = Field(default=None, min_length=1, max_length=1024)
+    max_keys: int = Field(default=250, ge=1, le=1000)
+
+
+class LifecycleSettingsView(BaseModel):
+    settings: TenantLifecycle
+
+
+class LifecycleView(LifecycleSettingsView):
+    brief: TenantBrief
+
+
+class PruneView(BaseModel):
+    prune: dict[str, Any]
+    tenants: list[TenantPruneCounts]
+
+
+class EraseView(EraseReport):
+    erased_by: str
+
+
+class BackfillView(BaseModel):
+    tenant: str
+    phase: str
+    scanned: int
+    copied: int
+    already_canonical: int
+    expiring: int
+    invalid: int
+    dry_run: bool
+    next_cursor: str | None
+
+
 def _db(bindings: Bindings) -> D1Database:
     if bindings.db is None:
         raise ApiError(503, "lifecycle_unavailable", "the D1 binding is missing")
@@ -57,87 +99,62 @@ def _now_ms(bindings: Bindings) -> int:
     return int(bindings.clock.now() * 1000)
 
 
-@access_gated
-async def get_tenant_lifecycle(
-    request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
-) -> HttpResponse:
-    tenant = tenant_param(params)
+async def get_tenant_lifecycle(call: Call[None, None]) -> LifecycleView:
+    tenant, bindings = call.params["tenant"], call.bindings
     db = _db(bindings)
     days = bindings.settings.episode_retention_days
     settings = await get_lifecycle(db, tenant, days)
     brief = await build_brief(
         db, now_ms=_now_ms(bindings), default_retention_days=days, tenants=[tenant]
     )
-    return json_response(
-        {"settings": settings.model_dump(), "brief": brief.tenants[0].model_dump()}
-    )
+    return LifecycleView(settings=settings, brief=brief.tenants[0])
 
 
-@access_gated
-async def put_tenant_lifecycle(
-    request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
-) -> HttpResponse:
-    tenant = tenant_param(params)
-    update = parse_body(request, LifecycleUpdate)
+async def put_tenant_lifecycle(call: Call[LifecycleUpdate, None]) -> LifecycleSettingsView:
+    bindings = call.bindings
     settings = await set_lifecycle(
         _db(bindings),
-        tenant,
-        update,
+        call.params["tenant"],
+        call.body,
         default_days=bindings.settings.episode_retention_days,
         now_ms=_now_ms(bindings),
-        updated_by=identity.principal,
+        updated_by=call.operator.principal,
     )
-    return json_response({"settings": settings.model_dump()})
+    return LifecycleSettingsView(settings=settings)
 
 
-@access_gated
-async def prune_tenant(
-    request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
-) -> HttpResponse:
-    tenant = tenant_param(params)
-    body = parse_body(request, PruneBody) if request.body else PruneBody()
+async def prune_tenant(call: Call[PruneBody, None]) -> PruneView:
+    tenant, bindings = call.params["tenant"], call.bindings
     pruner = make_pruner(bindings)
     if pruner is None:
         raise ApiError(503, "lifecycle_unavailable", "the prune needs the DB and COLD bindings")
     now_ms = _now_ms(bindings)
-    if body.dry_run:
+    if call.body.dry_run:
         report = await pruner.dry_run(now_ms, tenants=[tenant])
     else:
         job = f"manual-{new_ulid(now_ms / 1000)}"
         report = await pruner.run(job, now_ms, tenants=[tenant])
-    return json_response(
-        {"prune": report.summary(), "tenants": [t.model_dump() for t in report.tenants]}
-    )
+    return PruneView(prune=report.summary(), tenants=report.tenants)
 
 
-@access_gated
-async def reconcile_tenant(
-    request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
-) -> HttpResponse:
-    tenant = tenant_param(params)
-    if request.body:
-        parse_model(read_json(request), EmptyBody)
-    reconciler = make_reconciler(bindings, tenant)
+async def reconcile_tenant(call: Call[EmptyBody, None]) -> ReconcileReport:
+    reconciler = make_reconciler(call.bindings, call.params["tenant"])
     if reconciler is None:
         raise ApiError(
             503,
             "lifecycle_unavailable",
             "the reconciler needs the DB and VECTORIZE bindings and an embedder",
         )
-    report = await reconciler.run()
-    return json_response(report.model_dump())
+    return await reconciler.run()
 
 
-@access_gated
-async def erase_subject(
-    request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
-) -> HttpResponse:
-    tenant = tenant_param(params)
+async def erase_subject(call: Call[None, None]) -> EraseView:
+    tenant = call.params["tenant"]
     try:
-        subject = validate_subject(params["subject"])
+        subject = validate_subject(call.params["subject"])
     except ValueError as exc:
         raise ApiError(422, "invalid_path", str(exc)) from None
-    eraser = make_eraser(bindings, tenant)
+    eraser = make_eraser(call.bindings, tenant)
     if eraser is None:
         raise ApiError(503, "lifecycle_unavailable", "the D1 binding is missing")
     report = await eraser.erase(subject)
@@ -150,17 +167,13 @@ async def erase_subject(
             "the erase did not finish in every tier; repeat the request",
             report.model_dump(),
         )
-    return json_response({**report.model_dump(), "erased_by": identity.principal})
+    return EraseView(**report.model_dump(), erased_by=call.operator.principal)
 
 
-@access_gated
-async def backfill_tenant_namespace(
-    request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
-) -> HttpResponse:
+async def backfill_tenant_namespace(call: Call[BackfillBody, None]) -> BackfillView:
     """One bounded step of the namespace backfill (`agent_memory.tiered.backfill`); repeat
     with `next_cursor` until it is null. Never deletes a key."""
-    tenant = tenant_param(params)
-    body = parse_body(request, BackfillBody) if request.body else BackfillBody()
+    tenant, body, bindings = call.params["tenant"], call.body, call.bindings
     if bindings.kv is None:
         raise ApiError(503, "kv_unavailable", "the KV binding is missing")
     try:
@@ -174,5 +187,4 @@ async def backfill_tenant_namespace(
         )
     except BindingLimitError:
         raise ApiError(422, "invalid_cursor", "cursor is not one this route returned") from None
-    view = BackfillView(tenant=tenant, phase=namespace_flags(bindings).phase, **asdict(report))
-    return json_response(view.model_dump())
+    return BackfillView(tenant=tenant, phase=namespace_flags(bindings).phase, **asdict(report))

@@ -33,9 +33,6 @@ from agent_memory.tiered import ArchiveColdMemory, open_episode_item
 from agent_memory.tiered.deployment import deployment_client
 from agent_memory.tiers.working import ReadCounts, flush_counts
 from bindings.environment import Bindings
-from http_messages import HttpRequest, HttpResponse, json_response
-from worker.access import AccessIdentity, access_gated
-from worker.body import parse_model
 from worker.errors import ApiError
 from worker.memory_models import (
     ArchivedEpisode,
@@ -47,8 +44,7 @@ from worker.memory_models import (
 )
 from worker.memory_routes import authorize
 from worker.memory_tiers import database
-from worker.memory_tokens import require_memory_token
-from worker.path_params import tenant_param
+from worker.router import Call
 
 
 def _item(tenant: str, agent_id: str, episode_id: str) -> ItemKey:
@@ -58,20 +54,17 @@ def _item(tenant: str, agent_id: str, episode_id: str) -> ItemKey:
         raise ApiError(422, exc.code, str(exc)) from None
 
 
-async def read_episode(
-    request: HttpRequest, params: dict[str, str], bindings: Bindings
-) -> HttpResponse:
-    claims = await require_memory_token(request, bindings)
-    agent_id = params["agent_id"]
+async def read_episode(call: Call[None, None]) -> TieredEpisode:
+    claims, bindings, agent_id = call.token, call.bindings, call.params["agent_id"]
     authorize(claims, agent_id, "episodic", "read")
     db = database(bindings)
-    item = _item(claims.tenant, agent_id, params["episode_id"])
+    item = _item(claims.tenant, agent_id, call.params["episode_id"])
     counts = ReadCounts()
     found = await deployment_client(bindings, claims.tenant, counts=counts).get(item.key)
     await flush_counts(db, claims.tenant, counts, bindings.clock.now())
     if found is None:
         raise ApiError(404, "episode_not_found", "no episode with this id for this agent")
-    body = TieredEpisode(
+    return TieredEpisode(
         tenant=claims.tenant,
         agent_id=agent_id,
         item_key=item.key,
@@ -82,21 +75,16 @@ async def read_episode(
             found.value, PersonalData.from_bindings(bindings, claims.tenant)
         ),
     )
-    return json_response(body.model_dump(mode="json"))
 
 
-async def list_archive(
-    request: HttpRequest, params: dict[str, str], bindings: Bindings
-) -> HttpResponse:
-    claims = await require_memory_token(request, bindings)
-    agent_id = params["agent_id"]
-    query = parse_model(request.query, ArchiveQuery)
+async def list_archive(call: Call[None, ArchiveQuery]) -> ArchivePage:
+    claims, query, agent_id = call.token, call.query, call.params["agent_id"]
     authorize(claims, agent_id, "episodic", "read")
     namespace = NamespaceKey(SERVICE, claims.tenant, agent_id)
     items, next_cursor = await _archived(
-        bindings, claims.tenant, query, namespace=namespace, subject=query.subject
+        call.bindings, claims.tenant, query, namespace=namespace, subject=query.subject
     )
-    body = ArchivePage(
+    return ArchivePage(
         tenant=claims.tenant,
         agent_id=agent_id,
         namespace_key=namespace.key,
@@ -104,7 +92,6 @@ async def list_archive(
         items=items,
         next_cursor=next_cursor,
     )
-    return json_response(body.model_dump(mode="json"))
 
 
 async def _archived(
@@ -141,14 +128,10 @@ async def _archived(
     return items, page.next_cursor
 
 
-@access_gated
-async def subject_archive(
-    request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
-) -> HttpResponse:
+async def subject_archive(call: Call[None, ArchivePageQuery]) -> SubjectArchivePage:
     """An operator's view of one subject's archived history across the tenant's agents."""
-    tenant = tenant_param(params)
-    subject = params["subject"]
-    query = parse_model(request.query, ArchivePageQuery)
-    items, next_cursor = await _archived(bindings, tenant, query, namespace=None, subject=subject)
-    body = SubjectArchivePage(tenant=tenant, subject=subject, items=items, next_cursor=next_cursor)
-    return json_response(body.model_dump(mode="json"))
+    tenant, subject = call.params["tenant"], call.params["subject"]
+    items, next_cursor = await _archived(
+        call.bindings, tenant, call.query, namespace=None, subject=subject
+    )
+    return SubjectArchivePage(tenant=tenant, subject=subject, items=items, next_cursor=next_cursor)

@@ -106,12 +106,6 @@ class MemoryDeleted(BaseModel):
     deleted: bool
 
 
-class TokenRevoked(BaseModel):
-    tenant: str
-    jti: str
-    revoked: bool
-
-
 class ArchivePageQuery(BaseModel):
     """Query of `GET /admin/tenants/{tenant}/subjects/{subject}/archive`."""
 

@@ -6,10 +6,11 @@
     POST   /admin/tenants/{tenant}/memory-tokens          mint (Cloudflare Access)
     DELETE /admin/tenants/{tenant}/memory-tokens/{jti}    revoke (Cloudflare Access)
 
-Every `/api/v1/memory` call first verifies its Bearer token (`worker.memory_tokens`); the
-tenant is the token's, and the path's `agent_id` must be the token's (403
-`agent_forbidden`), the tier one of its `tiers` (403 `tier_forbidden`) and the operation in
-its `scopes` (403 `scope_forbidden`). Nothing is read or written before those checks.
+Every `/api/v1/memory` route is declared `auth=MEMORY_TOKEN`, so the router verifies its
+Bearer token first (`worker.memory_tokens.agent_token`); the tenant is the token's, and the
+path's `agent_id` must be the token's (403 `agent_forbidden`), the tier one of its `tiers`
+(403 `tier_forbidden`) and the operation in its `scopes` (403 `scope_forbidden`). Nothing
+is read or written before those checks.
 
 GET with `tier` lists that tier (working in key order, episodic and semantic newest first,
 procedural by workflow), or ranks it for `query`. GET with `query` and no `tier` ranks every
@@ -21,8 +22,9 @@ Pages are `limit` items (1-100); `next_cursor` continues the same listing (422
 Writes: working TTL 60-3600 s (default 3600) and the 128 KiB budget (413
 `working_memory_budget_exceeded`); episodic TTL 60 s up to the retention (default it);
 semantic values are plain text learned as facts (`ttl` sets the fact's `valid_to`);
-procedural is read-only (405 `procedural_read_only` naming the promotion route). Semantic
-deletes are admin-only (405 `semantic_delete_admin_only` naming the admin route). Keys
+procedural is read-only (405 `procedural_read_only` naming the promotion route, `Allow:
+GET`). Semantic deletes are admin-only (405 `semantic_delete_admin_only` naming the admin
+route, `Allow: GET, POST`). Keys
 follow the working-memory key rule (`agent_memory.tiers.working.validate_key`): 422
 `invalid_key`. A refused write writes nothing.
 """
@@ -45,9 +47,7 @@ from agent_memory.tiers.working import (
     validate_key,
 )
 from bindings.environment import Bindings
-from http_messages import HttpRequest, HttpResponse, json_response
 from worker import memory_tiers as tiers
-from worker.body import parse_body, parse_model
 from worker.errors import ApiError
 from worker.memory_models import (
     MemoryDeleted,
@@ -58,7 +58,8 @@ from worker.memory_models import (
     MemoryWritten,
 )
 from worker.memory_ranking import rank_by_terms, record_retrieval
-from worker.memory_tokens import MemoryTier, MemoryTokenClaims, Scope, require_memory_token
+from worker.memory_tokens import MemoryTier, MemoryTokenClaims, Scope
+from worker.router import Call
 
 PROMOTION_ROUTE = "POST /admin/tenants/{tenant}/agents/{agent_type}/packs"
 MAX_VALUE_CHARS = 32_768
@@ -182,12 +183,9 @@ async def _listed(
     return items[offset : offset + n]
 
 
-async def read_memory(
-    request: HttpRequest, params: dict[str, str], bindings: Bindings
-) -> HttpResponse:
-    claims = await require_memory_token(request, bindings)
-    agent_id = params["agent_id"]
-    query = parse_model(request.query, MemoryQuery)
+async def read_memory(call: Call[None, MemoryQuery]) -> MemoryPage:
+    claims, query, bindings = call.token, call.query, call.bindings
+    agent_id = call.params["agent_id"]
     authorize(claims, agent_id, query.tier, "read")
     if query.tier is None and query.query is None:
         raise ApiError(422, "tier_or_query_required", "give a tier to list, or a query to search")
@@ -211,7 +209,7 @@ async def read_memory(
         merged.sort(key=lambda i: (-(i.score or 0.0), i.tier, i.key))
         page = merged[offset:want]
     more = len(page) > query.limit
-    body = MemoryPage(
+    return MemoryPage(
         tenant=claims.tenant,
         agent_id=agent_id,
         tier=query.tier,
@@ -220,7 +218,6 @@ async def read_memory(
         items=page[: query.limit],
         next_cursor=_cursor(offset + query.limit, listing) if more else None,
     )
-    return json_response(body.model_dump(mode="json"))
 
 
 # --- writes ------------------------------------------------------------------------------
@@ -232,6 +229,7 @@ def _read_only(tier: str) -> ApiError:
         "procedural_read_only",
         f"the procedural tier is read-only here; promote a stable workflow with {PROMOTION_ROUTE}",
         {"allowed": ["GET"], "promotion_route": PROMOTION_ROUTE, "tier": tier},
+        headers={"allow": "GET"},
     )
 
 
@@ -254,12 +252,9 @@ async def _ttl(body: MemoryWrite, bindings: Bindings, tenant: str) -> int | None
     return body.ttl
 
 
-async def write_memory(
-    request: HttpRequest, params: dict[str, str], bindings: Bindings
-) -> HttpResponse:
-    claims = await require_memory_token(request, bindings)
-    agent_id = params["agent_id"]
-    body = parse_body(request, MemoryWrite)
+async def write_memory(call: Call[MemoryWrite, None]) -> MemoryWritten:
+    claims, body, bindings = call.token, call.body, call.bindings
+    agent_id = call.params["agent_id"]
     authorize(claims, agent_id, body.tier, "write")
     if body.tier == "procedural":
         raise _read_only(body.tier)
@@ -301,18 +296,12 @@ async def write_memory(
         raise ApiError(422, "memory_write_denied", str(exc)) from None
     except EpisodeLimitReached as exc:
         raise ApiError(409, "episode_limit_reached", str(exc)) from None
-    return json_response(
-        MemoryWritten(tenant=tenant, agent_id=agent_id, item=item).model_dump(mode="json"),
-        status=201,
-    )
+    return MemoryWritten(tenant=tenant, agent_id=agent_id, item=item)
 
 
-async def delete_memory(
-    request: HttpRequest, params: dict[str, str], bindings: Bindings
-) -> HttpResponse:
-    claims = await require_memory_token(request, bindings)
-    agent_id = params["agent_id"]
-    query = parse_model(request.query, MemoryDeleteQuery)
+async def delete_memory(call: Call[None, MemoryDeleteQuery]) -> MemoryDeleted:
+    claims, query, bindings = call.token, call.query, call.bindings
+    agent_id = call.params["agent_id"]
     authorize(claims, agent_id, query.tier, "write")
     if query.tier == "procedural":
         raise _read_only(query.tier)
@@ -326,15 +315,15 @@ async def delete_memory(
                 "allowed": ["GET", "POST"],
                 "admin_route": "DELETE /admin/tenants/{tenant}/facts/{fact_id}",
             },
+            headers={"allow": "GET, POST"},
         )
-    key = _key(params["key"])
+    key = _key(call.params["key"])
     if query.tier == "working":
         memory = tiers.working(bindings, claims.tenant, agent_id)
         deleted = await memory.get(key) is not None
         await memory.delete(key)
     else:
         deleted = await tiers.episodic_delete(bindings, claims.tenant, agent_id, key) > 0
-    body = MemoryDeleted(
+    return MemoryDeleted(
         tenant=claims.tenant, agent_id=agent_id, tier=query.tier, key=key, deleted=deleted
     )
-    return json_response(body.model_dump(mode="json"))

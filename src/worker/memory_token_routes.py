@@ -10,31 +10,23 @@ input, 503 `memory_tokens_not_configured` without `MEMORY_TOKEN_KEYS`.
 
 from __future__ import annotations
 
-from bindings.environment import Bindings
-from http_messages import HttpRequest, HttpResponse, json_response
-from worker.access import AccessIdentity, access_gated
-from worker.body import parse_body
-from worker.memory_models import TokenRevoked
+from pydantic import BaseModel
+
 from worker.memory_tokens import MintedToken, MintRequest, mint_memory_token, revoke
-from worker.path_params import tenant_param
+from worker.router import Call
 
 
-async def _mint(
-    request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
-) -> HttpResponse:
-    tenant = tenant_param(params)
-    body = parse_body(request, MintRequest)
-    minted: MintedToken = await mint_memory_token(bindings, tenant, body)
-    return json_response(minted.model_dump(mode="json"), status=201)
+class TokenRevoked(BaseModel):
+    tenant: str
+    jti: str
+    revoked: bool
 
 
-async def _revoke(
-    request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
-) -> HttpResponse:
-    tenant = tenant_param(params)
-    await revoke(bindings, tenant, params["jti"])
-    return json_response(TokenRevoked(tenant=tenant, jti=params["jti"], revoked=True).model_dump())
+async def mint(call: Call[MintRequest, None]) -> MintedToken:
+    return await mint_memory_token(call.bindings, call.params["tenant"], call.body)
 
 
-mint_route = access_gated(_mint)
-revoke_route = access_gated(_revoke)
+async def revoke_token(call: Call[None, None]) -> TokenRevoked:
+    tenant, jti = call.params["tenant"], call.params["jti"]
+    await revoke(call.bindings, tenant, jti)
+    return TokenRevoked(tenant=tenant, jti=jti, revoked=True)

@@ -250,6 +250,10 @@ async def revoke(bindings: Bindings, tenant: str, jti: str) -> None:
     )
 
 
-async def require_memory_token(request: HttpRequest, bindings: Bindings) -> MemoryTokenClaims:
-    """The gate of the memory API: the caller's verified claims, or a 401/503."""
+async def agent_token(
+    request: HttpRequest, params: dict[str, str], bindings: Bindings
+) -> MemoryTokenClaims:
+    """The gate of every `MEMORY_TOKEN` route (`worker.router`): the caller's verified
+    claims, or a 401/503. What the claims allow is checked by the handler, which knows the
+    tier and the operation (`worker.memory_routes.authorize`)."""
     return await verify_memory_token(bearer_token(request), bindings)

@@ -7,10 +7,11 @@ Contract:
   Access group in the token's `groups` claim). Tenant `*` is the platform-admin role.
 * `PLATFORM_ADMINS` (a comma list of emails / common names, a Worker var) bootstraps
   platform admins without a row, so the first operator can grant the others.
-* `require_tenant_grant(identity, tenant, bindings)` runs in `access_gated` after the
-  token is verified and before the handler: a route with `{tenant}` needs a grant for that
-  tenant or `*`; a route without one needs `*`. Otherwise 403 `tenant_forbidden` and
-  nothing runs; without D1 the check fails closed (503 `grants_unavailable`).
+* `require_tenant_grant(identity, tenant, bindings)` runs in the Access gate
+  (`worker.access.operator`) after the token is verified and before the handler: a route
+  with `{tenant}` needs a grant for that tenant or `*`; a route without one needs `*`.
+  Otherwise 403 `tenant_forbidden` and nothing runs; without D1 the check fails closed
+  (503 `grants_unavailable`).
 """
 
 from __future__ import annotations

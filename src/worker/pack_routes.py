@@ -6,7 +6,8 @@
 
 Promotion asks the named agent instance's Durable Object for its pack candidates (enough
 pulls, posterior mean above the threshold) and refuses a workflow that is not one: 409
-`not_a_pack_candidate`, nothing written. Access gated, with the tenant grant checked first.
+`not_a_pack_candidate`, nothing written. Access gated (the router checks the token and the
+tenant grant first).
 """
 
 from __future__ import annotations
@@ -22,12 +23,9 @@ from agent_memory.tiers.procedural import (
     WorkflowPacks,
 )
 from bindings.environment import Bindings
-from http_messages import HttpRequest, HttpResponse, json_response
-from worker.access import AccessIdentity, access_gated
 from worker.agents_routes import agent_type_param, call_agent
-from worker.body import parse_body
 from worker.errors import ApiError
-from worker.path_params import tenant_param
+from worker.router import Call
 
 PACK_NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,63}$"
 
@@ -63,21 +61,14 @@ def _packs(bindings: Bindings, tenant: str) -> WorkflowPacks:
     return WorkflowPacks(bindings.db, tenant)
 
 
-@access_gated
-async def list_packs(
-    request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
-) -> HttpResponse:
-    tenant, agent_type = tenant_param(params), agent_type_param(params)
-    packs = await _packs(bindings, tenant).list(agent_type.name)
-    return json_response(PackList(packs=packs).model_dump())
+async def list_packs(call: Call[None, None]) -> PackList:
+    tenant, agent_type = call.params["tenant"], agent_type_param(call.params)
+    return PackList(packs=await _packs(call.bindings, tenant).list(agent_type.name))
 
 
-@access_gated
-async def promote_pack(
-    request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
-) -> HttpResponse:
-    tenant, agent_type = tenant_param(params), agent_type_param(params)
-    body = parse_body(request, PromotePack)
+async def promote_pack(call: Call[PromotePack, None]) -> PackPromoted:
+    tenant, agent_type = call.params["tenant"], agent_type_param(call.params)
+    body, bindings, identity = call.body, call.bindings, call.operator
     packs = _packs(bindings, tenant)
     scope = AgentScope(tenant=tenant, agent_type=agent_type.name, instance_id=body.instance_id)
     found = await call_agent(
@@ -102,17 +93,18 @@ async def promote_pack(
         by=identity.email or identity.common_name or "access",
         now_ms=int(bindings.clock.now() * 1000),
     )
-    return json_response(PackPromoted(pack=pack).model_dump(), status=201)
+    return PackPromoted(pack=pack)
 
 
-@access_gated
-async def deprecate_pack(
-    request: HttpRequest, params: dict[str, str], bindings: Bindings, identity: AccessIdentity
-) -> HttpResponse:
-    tenant, agent_type, name = tenant_param(params), agent_type_param(params), params["name"]
-    changed = await _packs(bindings, tenant).deprecate(
-        agent_type.name, name, int(bindings.clock.now() * 1000)
+async def deprecate_pack(call: Call[None, None]) -> PackDeprecated:
+    tenant, agent_type, name = (
+        call.params["tenant"],
+        agent_type_param(call.params),
+        call.params["name"],
+    )
+    changed = await _packs(call.bindings, tenant).deprecate(
+        agent_type.name, name, int(call.bindings.clock.now() * 1000)
     )
     if changed == 0:
         raise ApiError(404, "pack_not_found", f"no active pack {name!r} for {agent_type.name!r}")
-    return json_response(PackDeprecated(name=name, deprecated=changed).model_dump())
+    return PackDeprecated(name=name, deprecated=changed)

@@ -1,11 +1,29 @@
-"""A small path router: `{name}` segments, 404 for unknown paths, 405 for wrong methods.
+"""The route table's machinery: `Route` values, and the router that serves them.
 
-The router is the one place path parameters are decoded and checked, before any handler
-runs (docs/architecture.md "Input limits"): routes match the raw, percent-encoded path
-(so an encoded `/` stays inside its segment), then each parameter is percent-decoded
-exactly once as UTF-8 and refused with 422 `invalid_path` when it is empty, longer than
-`MAX_PARAM_CHARS`, contains a control character, or does not fully match the rule its
-name has in `PARAM_RULES`. Handlers receive decoded, checked values and never decode again.
+A `Route` states everything about one route, once: method, path, handler, summary and tag,
+who may call it (`auth`), the body and query models it takes, and the model and status it
+answers with. `worker.app.ROUTES` lists them; this router serves that list and
+`worker.openapi` documents it, so the two cannot disagree.
+
+Serving a request (`Router.dispatch`), in this order, before any handler runs:
+
+1. The path. Routes match the raw, percent-encoded path (an encoded `/` stays inside its
+   segment): 404 `not_found` for no route, 405 `method_not_allowed` with an `Allow` header
+   naming the path's methods. Each parameter is percent-decoded exactly once as UTF-8 and
+   refused with 422 `invalid_path` when it is empty, longer than `MAX_PARAM_CHARS`, contains
+   a control character, or does not fully match its rule in `PATH_PARAMS`.
+2. The route's `auth`: its gate (Cloudflare Access with the tenant grant, or a memory
+   token) returns the caller's identity, or refuses with its own 401/403/503.
+3. The body and the query string, with the route's models (`worker.body`: the JSON limits,
+   400/413/422 codes). Bodies are validated strictly — JSON has types, so a `0` is not
+   `false` and a `"5"` is not `5` (issue 26: `{"dry_run": 0}` ran a real prune); query
+   values are text, so the query model converts them.
+4. The handler, with one `Call`. It answers with the route's response model (serialized
+   here with the route's status) or, for a route with no fixed JSON shape, an `HttpResponse`.
+
+Handlers and models are named lazily (`lazy("module:attribute")`, model names looked up in
+the handler's module), so a route's module loads on its first request, not at start-up
+(docs/pyodide.md "Start-up").
 """
 
 from __future__ import annotations
@@ -13,34 +31,57 @@ from __future__ import annotations
 import importlib
 import re
 import unicodedata
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Generic, TypeVar
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 from urllib.parse import unquote
 
+from pydantic import BaseModel
+
 from agent_memory.scope import TENANT_PATTERN
-from http_messages import HttpRequest, HttpResponse
+from bindings.environment import Bindings
+from http_messages import HttpRequest, HttpResponse, json_response
+from worker.body import parse_body, parse_model
 from worker.errors import ApiError, method_not_allowed, not_found
 
-C = TypeVar("C")
-Handler = Callable[[HttpRequest, dict[str, str], C], Awaitable[HttpResponse]]
+if TYPE_CHECKING:
+    from worker.access import AccessIdentity
+    from worker.memory_tokens import MemoryTokenClaims
 
-_PARAM = re.compile(r"\{([a-z_]+)\}")
+B = TypeVar("B")
+Q = TypeVar("Q")
 
 # No parameter of ours is longer: subjects are capped at 256 characters, ids far below.
 MAX_PARAM_CHARS = 256
 
-# Full-match rules by parameter name. `None` means only the generic checks apply (the
-# handler gives a specific answer, e.g. 404 `run_not_found`, for a well-formed unknown id).
-PARAM_RULES: dict[str, re.Pattern[str] | None] = {
-    "tenant": re.compile(TENANT_PATTERN),
-    "agent_type": None,
-    "run_id": None,
-    "fact_id": None,
-    "episode_id": None,
-    "subject": None,
-    "tool_name": None,
+
+@dataclass(frozen=True)
+class Param:
+    """A path parameter: what it is, and the full-match rule it must pass (`None`: only the
+    generic checks; the handler answers 404 for a well-formed unknown id)."""
+
+    description: str
+    pattern: str | None = None
+
+
+PATH_PARAMS: dict[str, Param] = {
+    "tenant": Param(
+        "Tenant id: 1-63 of a-z, 0-9, '_' or '-', starting with a letter or digit",
+        TENANT_PATTERN,
+    ),
+    "agent_type": Param("A registered agent type"),
+    "agent_id": Param("The agent (instance) id the memory token is for"),
+    "run_id": Param("A run's ULID"),
+    "fact_id": Param("A fact's ULID"),
+    "episode_id": Param("An episode's id"),
+    "subject": Param("A subject, percent-encoded (decoded once)"),
+    "key": Param("A working or episodic memory key"),
+    "jti": Param("A memory token's id (a ULID)"),
+    "name": Param("A workflow pack's name"),
+    "tool_name": Param("A tool registered for the API key's tenant"),
 }
+_RULES = {name: re.compile(p.pattern) for name, p in PATH_PARAMS.items() if p.pattern}
+_PARAM = re.compile(r"\{([a-z_]+)\}")
 
 
 def invalid_path(name: str, problem: str) -> ApiError:
@@ -60,14 +101,43 @@ def decode_param(name: str, raw: str) -> str:
     # Category Cc: C0 controls (NUL, tab, CR, LF...), DEL and the C1 controls.
     if any(unicodedata.category(char) == "Cc" for char in value):
         raise invalid_path(name, "contains a control character")
-    rule = PARAM_RULES.get(name)
+    rule = _RULES.get(name)
     if rule is not None and rule.fullmatch(value) is None:
         raise invalid_path(name, f"does not match {rule.pattern}")
     return value
 
 
-class LazyHandler(Generic[C]):
-    """A route handler named `"package.module:attribute"`, imported on its first call.
+@dataclass(frozen=True)
+class Call(Generic[B, Q]):
+    """What a handler is given: the request, its decoded path parameters, the bindings, the
+    identity the route's gate let in (`auth`), and the parsed body and query (`None` where
+    the route declares none)."""
+
+    request: HttpRequest
+    params: dict[str, str]
+    bindings: Bindings
+    auth: Any
+    body: B
+    query: Q
+
+    @property
+    def operator(self) -> AccessIdentity:
+        """The Cloudflare Access identity of an `ACCESS` route's caller."""
+        assert self.auth is not None, "not an Access-gated route"
+        return cast("AccessIdentity", self.auth)
+
+    @property
+    def token(self) -> MemoryTokenClaims:
+        """The verified claims of a `MEMORY_TOKEN` route's memory token."""
+        assert self.auth is not None, "not a memory-token route"
+        return cast("MemoryTokenClaims", self.auth)
+
+
+Handler = Callable[[Call[Any, Any]], Awaitable[BaseModel | HttpResponse]]
+
+
+class LazyHandler:
+    """A handler (or gate) named `"package.module:attribute"`, imported on its first call.
 
     The start-up rule (docs/pyodide.md "Start-up"): what the deploy snapshots is only what
     every request may need; a route only some requests take names its handler here, so its
@@ -80,64 +150,136 @@ class LazyHandler(Generic[C]):
         if not module or not attribute:
             raise ValueError(f"a lazy handler is 'module:attribute', got {target!r}")
         self.target = target
-        self._module = module
+        self.module = module
         self._attribute = attribute
-        self._handler: Handler[C] | None = None
+        self._resolved: Any = None
 
-    def resolve(self) -> Handler[C]:
-        """Import the handler's module (once) and return the handler."""
-        if self._handler is None:
-            handler: Handler[C] = getattr(importlib.import_module(self._module), self._attribute)
-            self._handler = handler
-        return self._handler
-
-    async def __call__(
-        self, request: HttpRequest, params: dict[str, str], context: C
-    ) -> HttpResponse:
-        return await self.resolve()(request, params, context)
+    def resolve(self) -> Any:
+        """Import the module (once) and return the attribute."""
+        if self._resolved is None:
+            self._resolved = getattr(importlib.import_module(self.module), self._attribute)
+        return self._resolved
 
     def __repr__(self) -> str:
         return f"LazyHandler({self.target!r})"
 
 
+def lazy(target: str) -> LazyHandler:
+    """The handler or gate `"module:attribute"`, imported on its route's first request."""
+    return LazyHandler(target)
+
+
 @dataclass(frozen=True)
-class Route(Generic[C]):
+class Auth:
+    """Who may call a route: the OpenAPI security scheme it is documented with, and the
+    gate the router runs before anything else (`None`: nothing to check here, or the
+    handler's own business, as the tool gateway's API keys on the KV-only hot path)."""
+
+    scheme: str
+    spec: dict[str, str] = field(default_factory=dict)
+    gate: LazyHandler | None = None
+
+
+PUBLIC = Auth("")
+API_KEY = Auth("apiKey", {"type": "http", "scheme": "bearer"})
+ACCESS = Auth(
+    "cloudflareAccess",
+    {"type": "apiKey", "in": "header", "name": "Cf-Access-Jwt-Assertion"},
+    lazy("worker.access:operator"),
+)
+MEMORY_TOKEN = Auth(
+    "memoryToken",
+    {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"},
+    lazy("worker.memory_tokens:agent_token"),
+)
+
+ModelRef = type[BaseModel] | str | None
+
+
+@dataclass(frozen=True)
+class Route:
+    """One route, stated once. Model references are classes or names in the handler's
+    module; `response=None` means no fixed JSON shape (the handler answers an
+    `HttpResponse`: the relayed tool call, MCP, this API's document)."""
+
     method: str
-    pattern: str
-    handler: Handler[C]
+    path: str
+    handler: Handler | LazyHandler
+    summary: str
+    tag: str
+    auth: Auth = PUBLIC
+    body: ModelRef = None
+    body_required: bool = True
+    query: ModelRef = None
+    response: ModelRef = None
+    status: int = 200
+
+    def model(self, ref: ModelRef) -> type[BaseModel] | None:
+        """The model `ref` names (imports the handler's module for a name)."""
+        if not isinstance(ref, str):
+            return ref
+        handler = self.handler
+        module = handler.module if isinstance(handler, LazyHandler) else handler.__module__
+        found: type[BaseModel] = getattr(importlib.import_module(module), ref)
+        return found
 
     def regex(self) -> re.Pattern[str]:
         # A parameter matches one non-empty path segment.
         body = _PARAM.sub(
             lambda m: f"(?P<{m.group(1)}>[^/]+)",
-            re.escape(self.pattern).replace(r"\{", "{").replace(r"\}", "}"),
+            re.escape(self.path).replace(r"\{", "{").replace(r"\}", "}"),
         )
         return re.compile(f"^{body}$")
 
 
-class Router(Generic[C]):
-    def __init__(self) -> None:
-        self._routes: list[tuple[re.Pattern[str], Route[C]]] = []
+class Router:
+    def __init__(self, routes: Iterable[Route]) -> None:
+        self.routes = tuple(routes)
+        self._compiled = [(route.regex(), route) for route in self.routes]
 
-    def add(self, method: str, pattern: str, handler: Handler[C]) -> None:
-        route = Route(method.upper(), pattern, handler)
-        self._routes.append((route.regex(), route))
-
-    def resolve(self, method: str, path: str) -> tuple[Handler[C], dict[str, str]]:
-        """Return the handler and its decoded, checked path parameters.
-
-        `path` is the raw (percent-encoded) request path. Raises `ApiError`: 404 for no
-        route, 405 for a wrong method, 422 `invalid_path` for a bad parameter.
-        """
+    def resolve(self, method: str, path: str) -> tuple[Route, dict[str, str]]:
+        """The route and its decoded, checked path parameters for the raw (percent-encoded)
+        `path`. Raises `ApiError`: 404 for no route, 405 (with `Allow`) for a wrong method,
+        422 `invalid_path` for a bad parameter."""
         allowed: list[str] = []
-        for regex, route in self._routes:
+        for regex, route in self._compiled:
             match = regex.match(path)
             if match is None:
                 continue
             if route.method == method.upper():
                 params = {name: decode_param(name, raw) for name, raw in match.groupdict().items()}
-                return route.handler, params
+                return route, params
             allowed.append(route.method)
         if allowed:
             raise method_not_allowed(sorted(set(allowed)))
         raise not_found(f"no route for {path}")
+
+    async def dispatch(self, request: HttpRequest, bindings: Bindings) -> HttpResponse:
+        """Serve `request`: path, auth, body and query, handler, response (module doc)."""
+        route, params = self.resolve(request.method, request.path)
+        gate = route.auth.gate
+        auth = None if gate is None else await gate.resolve()(request, params, bindings)
+        body: BaseModel | None = None
+        body_model = route.model(route.body)
+        if body_model is not None:
+            if request.body or route.body_required:
+                body = parse_body(request, body_model)
+            else:
+                body = body_model()
+        query_model = route.model(route.query)
+        query = None if query_model is None else parse_model(request.query, query_model)
+        handler = route.handler
+        if isinstance(handler, LazyHandler):
+            handler = handler.resolve()
+        answer = await handler(Call(request, params, bindings, auth, body, query))
+        response_model = route.model(route.response)
+        if response_model is None:
+            if not isinstance(answer, HttpResponse):
+                raise TypeError(f"{route.method} {route.path} answered {type(answer).__name__}")
+            return answer
+        if not isinstance(answer, response_model):
+            raise TypeError(
+                f"{route.method} {route.path} answered {type(answer).__name__}, "
+                f"not {response_model.__name__}"
+            )
+        return json_response(answer.model_dump(mode="json"), status=route.status)

@@ -14,7 +14,7 @@ from typing import Any
 from local_runtime.runtime import LocalRuntime
 from tests.agents.conftest import build_request
 from worker.agents_routes import AGENT_ROUTE_PREFIXES
-from worker.app import ROUTER, handle
+from worker.app import ROUTES, handle
 from worker.cron import JOBS, run_scheduled
 
 
@@ -65,9 +65,9 @@ async def test_only_agent_routes_reach_a_durable_object(
     spy = SpyNamespace()
     bindings = dataclasses.replace(agent_runtime.bindings(), agents=spy)
     driven = 0
-    for _, route in ROUTER._routes:
-        is_agent_route = route.pattern.startswith(AGENT_ROUTE_PREFIXES)
-        path = fill(route.pattern)
+    for route in ROUTES:
+        is_agent_route = route.path.startswith(AGENT_ROUTE_PREFIXES)
+        path = fill(route.path)
         for body in BODIES:
             for auth in (None, token):
                 spy.touched.clear()
@@ -75,8 +75,8 @@ async def test_only_agent_routes_reach_a_durable_object(
                 response = await handle(request, bindings)
                 driven += 1
                 if not is_agent_route:
-                    assert spy.touched == [], (route.method, route.pattern, response.status)
-    assert driven >= len(ROUTER._routes) * len(BODIES) * 2
+                    assert spy.touched == [], (route.method, route.path, response.status)
+    assert driven >= len(ROUTES) * len(BODIES) * 2
     # Sanity: the spy does catch the agent-run path.
     spy.touched.clear()
     request = build_request("POST", "/v1/agents/acme/assistant/run", {"input": "hi"}, token=token)

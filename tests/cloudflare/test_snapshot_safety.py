@@ -56,9 +56,11 @@ with FakeJsRuntime():
     from worker.app import ROUTES
     from worker.router import LazyHandler
 
-    for _method, _pattern, handler in ROUTES:
-        if isinstance(handler, LazyHandler):
-            handler.resolve()
+    for route in ROUTES:
+        if isinstance(route.handler, LazyHandler):
+            route.handler.resolve()
+        if route.auth.gate is not None:
+            route.auth.gate.resolve()
     import agent_memory.agent.memory_tools  # noqa: F401
     import agent_runtime_do.runtime  # noqa: F401
     import worker.lifecycle_jobs  # noqa: F401

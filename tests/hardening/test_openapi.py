@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import typing
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,14 +29,15 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from gateway import admin_ops
+from http_messages import HttpResponse
 from local_runtime.access_dev import mint_token
 from local_runtime.runtime import LocalRuntime
 from local_runtime.server import running_server
 from tests.fakes.embedder import HashingEmbedder
 from worker.access import ACCESS_HEADER
-from worker.api_operations import OPERATIONS
-from worker.app import ROUTER
+from worker.app import ROUTES
 from worker.openapi import build_document
+from worker.router import LazyHandler, Route
 
 MAX_EXAMPLES = int(os.environ.get("SCHEMATHESIS_MAX_EXAMPLES", "6"))
 SCHEMA = schemathesis.openapi.from_dict(build_document(local=True))
@@ -73,15 +75,32 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
 
 
 def test_every_route_is_documented() -> None:
-    routed = {(route.method, route.pattern) for _regex, route in ROUTER._routes}
-    documented = {(op.method, op.path) for op in OPERATIONS}
+    routed = {(route.method.lower(), route.path) for route in ROUTES}
+    paths = build_document()["paths"]
+    documented = {(method, path) for path, item in paths.items() for method in item}
     assert routed == documented
+
+
+@pytest.mark.parametrize("route", ROUTES, ids=lambda r: f"{r.method} {r.path}")
+def test_each_routes_models_are_what_its_handler_takes_and_returns(route: Route) -> None:
+    """The document shows the handler's own types: `Call[body, query] -> response` (mypy
+    then checks the handler really returns it, and the router checks again at runtime)."""
+    handler = route.handler.resolve() if isinstance(route.handler, LazyHandler) else route.handler
+    hints = typing.get_type_hints(handler)
+    (call,) = (hint for name, hint in hints.items() if name != "return")
+    declared = (route.model(route.body), route.model(route.query))
+    if route.response is None:
+        assert hints["return"] is HttpResponse
+        assert declared == (None, None)
+        return
+    assert hints["return"] is route.model(route.response)
+    assert typing.get_args(call) == tuple(type(None) if m is None else m for m in declared)
 
 
 def test_the_document_is_served_as_openapi_3_1(live: Live) -> None:
     document = httpx.get(f"{live.base}/openapi.json").json()
     assert document["openapi"] == "3.1.0"
-    assert set(document["paths"]) == {op.path for op in OPERATIONS} | {
+    assert set(document["paths"]) == {route.path for route in ROUTES} | {
         "/cdn-cgi/handler/scheduled",
         "/cdn-cgi/local/scheduled",
     }

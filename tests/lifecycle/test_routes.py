@@ -94,3 +94,15 @@ async def test_bad_paths_are_refused(rt: LocalRuntime) -> None:
     assert status == 422 and body["error"]["code"] == "invalid_path"
     status, body = await call(rt, "POST", "/admin/tenants/acme/prune", {"dry_run": "maybe"})
     assert status == 422
+
+
+@pytest.mark.parametrize("dry_run", [0, "false", "no"])
+async def test_a_dry_run_that_is_not_a_boolean_is_refused_not_run(
+    rt: LocalRuntime, dry_run: Any
+) -> None:
+    """Issue 26: `{"dry_run": 0}` ran a real prune (0 coerced to false)."""
+    await seed_episodes(rt.db, "acme", [NOW_MS - 100 * DAY_MS])
+    status, body = await call(rt, "POST", "/admin/tenants/acme/prune", {"dry_run": dry_run})
+    assert status == 422 and body["error"]["code"] == "validation_error"
+    assert await count(rt.db, "SELECT COUNT(*) AS n FROM memory_episodes") == 1
+    assert await count(rt.db, "SELECT COUNT(*) AS n FROM lifecycle_prunes") == 0

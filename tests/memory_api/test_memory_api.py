@@ -217,6 +217,15 @@ async def test_procedural_is_read_only_and_semantic_deletes_are_for_operators(
     assert all("posterior_mean" in i["value"] for i in workflows)
 
 
+async def test_the_tiers_405s_name_the_methods_they_allow(client: Client) -> None:
+    """Issue 26: every 405 carries `Allow`."""
+    a = await client.mint(TENANT, "agent-a")
+    refused = await client.write(a, "agent-a", tier="procedural", key="w", value="x")
+    assert (refused.status, refused.headers.get("allow")) == (405, "GET")
+    refused = await client.delete(a, "agent-a", "site:x", "semantic")
+    assert (refused.status, refused.headers.get("allow")) == (405, "GET, POST")
+
+
 async def test_refused_semantic_writes_write_nothing(
     client: Client, memory_runtime: LocalRuntime
 ) -> None:

@@ -16,9 +16,9 @@ from local_runtime.cli import main
 from local_runtime.runtime import LocalRuntime
 from tests.memory_api.conftest import Client
 from worker.access import ACCESS_HEADER
-from worker.api_operations import ACCESS, OPERATIONS
-from worker.app import handle
+from worker.app import ROUTES, handle
 from worker.operators import grant, revoke_grant
+from worker.router import ACCESS
 
 EVE = "eve@example.com"
 
@@ -60,7 +60,7 @@ BODIES: dict[str, Any] = {
     },
 }
 
-GATED = [op for op in OPERATIONS if ACCESS in op.security]
+GATED = [route for route in ROUTES if route.auth is ACCESS]
 
 
 async def _tables(runtime: LocalRuntime) -> dict[str, int]:
@@ -80,9 +80,9 @@ async def _tables(runtime: LocalRuntime) -> dict[str, int]:
     return counts
 
 
-@pytest.mark.parametrize("op", GATED, ids=lambda op: f"{op.method} {op.path}")
+@pytest.mark.parametrize("route", GATED, ids=lambda route: f"{route.method} {route.path}")
 async def test_an_identity_without_a_grant_gets_403_and_nothing_runs(
-    client: Client, memory_runtime: LocalRuntime, op: Any
+    client: Client, memory_runtime: LocalRuntime, route: Any
 ) -> None:
     await grant(memory_runtime.bindings(), "acme", "email", EVE, "test")
     before = await _tables(memory_runtime)
@@ -90,11 +90,11 @@ async def test_an_identity_without_a_grant_gets_403_and_nothing_runs(
     spy = SpyNamespace()
     bindings = dataclasses.replace(memory_runtime.bindings(), agents=spy)
     eve = mint_token(memory_runtime.state.access, EVE, now=memory_runtime.clock.now())
-    body = BODIES.get(op.path)
+    body = BODIES.get(route.path)
 
     request = HttpRequest(
-        op.method,
-        "http://127.0.0.1:8787" + _path(op.path, "globex"),
+        route.method,
+        "http://127.0.0.1:8787" + _path(route.path, "globex"),
         Headers({ACCESS_HEADER: eve, "content-type": "application/json"}),
         b"" if body is None else json.dumps(body).encode(),
     )

@@ -15,7 +15,7 @@ from local_runtime.access_dev import mint_token
 from local_runtime.runtime import LocalRuntime
 from tests.agents.conftest import build_request
 from tests.semantic.conftest import fact_rows, vector_count
-from worker.app import build_router, handle
+from worker.app import ROUTER, ROUTES, handle
 from worker.memory_wiring import SemanticDispatcher
 
 
@@ -74,11 +74,11 @@ async def test_admin_delete_cannot_reach_another_tenants_fact(rt: LocalRuntime) 
 
 
 def test_the_route_is_registered_once_by_the_app() -> None:
-    router = build_router()
-    _handler, params = router.resolve("DELETE", "/admin/tenants/acme/facts/" + "0" * 26)
+    route, params = ROUTER.resolve("DELETE", "/admin/tenants/acme/facts/" + "0" * 26)
     assert params == {"tenant": "acme", "fact_id": "0" * 26}
     pattern = "/admin/tenants/{tenant}/facts/{fact_id}"
-    methods = [r.method for _, r in router._routes if r.pattern == pattern]
+    assert route.path == pattern
+    methods = [r.method for r in ROUTES if r.path == pattern]
     assert methods.count("DELETE") == 1
 
 
