@@ -140,9 +140,9 @@ def _modern(headers: Headers, method: str, params: Any) -> Revision:
         )
     if headers.get(METHOD_HEADER) != method:
         raise RevisionError(HEADER_MISMATCH, "Mcp-Method header does not match the method")
-    if method == "tools/call" and isinstance(params, dict) and params.get("name") is not None:
-        if decode_header_value(headers.get(NAME_HEADER)) != params.get("name"):
-            raise RevisionError(HEADER_MISMATCH, "Mcp-Name header does not match the tool name")
+    name = params.get("name") if method == "tools/call" else None
+    if name is not None and decode_header_value(headers.get(NAME_HEADER)) != name:
+        raise RevisionError(HEADER_MISMATCH, "Mcp-Name header does not match the tool name")
     if not isinstance(version, str):
         raise RevisionError(INVALID_PARAMS, "the protocol version in params._meta must be a string")
     if version not in MODERN_VERSIONS:

@@ -143,9 +143,7 @@ def add_resource_metadata(response: HttpResponse, request_url: str) -> HttpRespo
             challenge += ', error="invalid_token"'
     elif code == "insufficient_scope":
         scope = response.headers.get("x-required-scope") or " ".join(OAUTH_SCOPES)
-        challenge = (
-            f'Bearer error="insufficient_scope", scope="{scope}", resource_metadata="{url}"'
-        )
+        challenge = f'Bearer error="insufficient_scope", scope="{scope}", resource_metadata="{url}"'
     else:
         return response
     response.headers.set("www-authenticate", challenge)

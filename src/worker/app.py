@@ -50,6 +50,35 @@ ROUTES: tuple[tuple[str, str, Handler[Bindings]], ...] = (
     ("POST", "/mcp", mcp_post_route),
     ("GET", "/mcp", mcp_not_allowed_route),
     ("DELETE", "/mcp", mcp_not_allowed_route),
+    # OAuth 2.1 for MCP clients (src/worker/oauth; docs/gateway.md "OAuth"): metadata, the
+    # Access-gated authorization endpoint, token / revocation / registration, and an
+    # operator's list / revoke of a tenant's connected clients.
+    (
+        "GET",
+        "/.well-known/oauth-authorization-server",
+        lazy("worker.oauth.metadata:authorization_server_route"),
+    ),
+    (
+        "GET",
+        "/.well-known/oauth-protected-resource",
+        lazy("worker.oauth.metadata:protected_resource_route"),
+    ),
+    (
+        "GET",
+        "/.well-known/oauth-protected-resource/mcp",
+        lazy("worker.oauth.metadata:mcp_protected_resource_route"),
+    ),
+    ("GET", "/authorize", lazy("worker.oauth.authorize:authorize_get")),
+    ("POST", "/authorize", lazy("worker.oauth.authorize:authorize_post")),
+    ("POST", "/token", lazy("worker.oauth.token_endpoint:token_route")),
+    ("POST", "/revoke", lazy("worker.oauth.token_endpoint:revoke_route")),
+    ("POST", "/register", lazy("worker.oauth.token_endpoint:register_route")),
+    ("GET", "/admin/tenants/{tenant}/oauth-clients", lazy("worker.oauth.connected:list_route")),
+    (
+        "DELETE",
+        "/admin/tenants/{tenant}/oauth-clients/{grant_id}",
+        lazy("worker.oauth.connected:revoke_route"),
+    ),
     # The admin agent-run path (Access gated): the only routes that reach a Durable Object.
     ("POST", "/v1/agents/{tenant}/{agent_type}/run", lazy("worker.agents_routes:run_agent")),
     (
