@@ -32,6 +32,9 @@ What this server does, and why:
   Errors"); upstream failures (timeout, unreachable, non-2xx status, missing credential)
   are tool results with `isError: true` ("Tool Execution Errors") so the model can react.
 
+Size: one JSON-RPC dispatcher serving three revisions (their differences are in
+`gateway.mcp_revisions`); the memory tools' part shrinks when they get one pydantic definition.
+
 Proxied tool calls run the same hot path as `POST /api/v1/tools/{name}`
 (`gateway.tool_proxy.call_tool`). Memory tools are handed to the injected
 `MemoryToolDispatcher`; this module never imports the memory code.

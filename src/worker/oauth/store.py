@@ -7,6 +7,9 @@ whose `changes` must be 1, so two concurrent redemptions cannot both succeed.
 Revoking a grant marks its row, deletes its refresh tokens, and deletes its access-token
 records from KV (listed in `oauth_access_tokens`); this isolate's read cache forgets them at
 once, other isolates within the gateway's 30 s bound (docs/gateway.md "Caching").
+
+Size: all of the server's persistence (the six tables of migration 0014 and the KV records)
+in one module, so the single-use and revocation rules are read side by side.
 """
 
 from __future__ import annotations
