@@ -97,6 +97,36 @@ OPERATIONS: tuple[Operation, ...] = (
         body=McpMessage,
         security=(API_KEY,),
     ),
+    # OAuth 2.1 for MCP clients (worker.oauth): RFC 6749 / 7591 / 8414 / 9728 shapes, or HTML.
+    *(
+        Operation(method, path, summary, "oauth", None)
+        for method, path, summary in (
+            ("GET", "/.well-known/oauth-authorization-server", "RFC 8414 metadata"),
+            ("GET", "/.well-known/oauth-protected-resource", "RFC 9728 metadata (origin)"),
+            ("GET", "/.well-known/oauth-protected-resource/mcp", "RFC 9728 metadata (/mcp)"),
+            ("GET", "/authorize", "The consent page (behind Cloudflare Access)"),
+            ("POST", "/authorize", "The person's decision; redirects to the client"),
+            ("POST", "/token", "Authorization code and refresh token grants"),
+            ("POST", "/revoke", "RFC 7009 token revocation"),
+            ("POST", "/register", "RFC 7591 dynamic client registration"),
+        )
+    ),
+    Operation(
+        "GET",
+        "/admin/tenants/{tenant}/oauth-clients",
+        "A tenant's connected OAuth clients",
+        "oauth",
+        None,
+        security=(ACCESS,),
+    ),
+    Operation(
+        "DELETE",
+        "/admin/tenants/{tenant}/oauth-clients/{grant_id}",
+        "Revoke a connected client's grant and its tokens",
+        "oauth",
+        None,
+        security=(ACCESS,),
+    ),
     Operation("GET", "/mcp", "No SSE stream on this stateless server (405)", "gateway", None),
     Operation("DELETE", "/mcp", "No sessions on this stateless server (405)", "gateway", None),
     Operation(

@@ -126,6 +126,11 @@ def _operation(op: Operation, schemas: _Schemas) -> dict[str, Any]:
             "gateway error (marked x-gateway-error) in the JSON error shape",
             "content": {"*/*": {"schema": {}}},
         }
+    elif op.tag == "oauth":
+        responses["default"] = {
+            "description": "The OAuth answer: RFC-defined JSON, a redirect, or an HTML page",
+            "content": {"*/*": {"schema": {}}},
+        }
     elif op.ok is None and op.path == "/openapi.json":
         responses["200"] = {
             "description": "OpenAPI 3.1",

@@ -240,11 +240,13 @@ def redirect_params(response: HttpResponse) -> dict[str, str]:
 
 @pytest.fixture(autouse=True)
 def fresh_isolate() -> Iterator[None]:
+    """An empty read cache and no memory dispatcher; the Worker's own one is put back after."""
+    installed = routes._memory_dispatcher_factory
     ISOLATE_CACHE.clear()
     routes.register_memory_dispatcher(None)
     yield
     ISOLATE_CACHE.clear()
-    routes.register_memory_dispatcher(None)
+    routes.register_memory_dispatcher(installed)
 
 
 @pytest.fixture

@@ -122,7 +122,6 @@ def serving_document(directory: Path) -> Iterator[tuple[str, Path]]:
 def real_memory_tools() -> Iterator[None]:
     routes.register_memory_dispatcher(SemanticDispatcher)
     yield
-    routes.register_memory_dispatcher(None)
 
 
 async def _run(runtime: LocalRuntime, mode: str, metadata_url: str = "") -> dict[str, Any]:

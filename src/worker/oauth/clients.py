@@ -48,7 +48,11 @@ _LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 
 def is_metadata_url(client_id: str) -> bool:
     """A CIMD client_id: `https://host/path` with a path, no fragment, no credentials."""
-    parts = urlsplit(client_id)
+    try:
+        parts = urlsplit(client_id)
+        parts.port  # noqa: B018  (raises ValueError for a malformed port)
+    except ValueError:
+        return False
     return (
         parts.scheme == "https"
         and bool(parts.hostname)
@@ -64,7 +68,11 @@ def is_metadata_url(client_id: str) -> bool:
 def _check_redirect_uri(uri: Any) -> str:
     if not isinstance(uri, str) or not uri or len(uri) > MAX_URI_CHARS:
         raise OAuthError("invalid_redirect_uri", "each redirect URI must be a string")
-    parts = urlsplit(uri)
+    try:
+        parts = urlsplit(uri)
+        parts.port  # noqa: B018  (raises ValueError for a malformed port)
+    except ValueError:
+        raise OAuthError("invalid_redirect_uri", f"redirect URI {uri!r} is malformed") from None
     scheme = parts.scheme.lower()
     if not scheme or parts.fragment or scheme in _FORBIDDEN_SCHEMES:
         raise OAuthError("invalid_redirect_uri", f"redirect URI {uri!r} is not allowed")
