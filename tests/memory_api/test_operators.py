@@ -41,6 +41,7 @@ def _path(pattern: str, tenant: str) -> str:
         "{jti}": "01J00000000000000000000000",
         "{subject}": "contact:ada",
         "{name}": "triage",
+        "{grant_id}": "g_0123456789abcdef",
     }
     for name, value in values.items():
         pattern = pattern.replace(name, value)
