@@ -97,7 +97,7 @@ def request(method: str, path: str, body: Any, headers: dict[str, str]) -> HttpR
     raw = b"" if body is None else json.dumps(body).encode()
     merged = {"content-type": "application/json", **headers}
     return HttpRequest(
-        method=method, url=f"http://127.0.0.1:8787{path}", headers=Headers(merged), body=raw
+        method=method, url=f"http://127.0.0.1:8790{path}", headers=Headers(merged), body=raw
     )
 
 

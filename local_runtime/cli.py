@@ -1,6 +1,6 @@
 """`agent-memory`: the local runtime and the operator CLI.
 
-    agent-memory dev [--port 8787] [--state .state]   serve the Worker locally
+    agent-memory dev [--port 8790] [--state .state]   serve the Worker locally
     agent-memory migrate [--state .state]             apply D1 migrations to the state folder
 
 Each feature adds its commands in its own module under `local_runtime/commands/` with a
@@ -29,6 +29,7 @@ COMMAND_MODULES = [
     "local_runtime.commands.namespace",
     "local_runtime.commands.tokens",
     "local_runtime.commands.operators",
+    "local_runtime.commands.oauth",
     "local_runtime.commands.smoke",
 ]
 

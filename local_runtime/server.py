@@ -227,7 +227,12 @@ def parse_scheduled_time(raw: str) -> float:
     return value / 1000
 
 
-def serve(runtime: LocalRuntime, host: str = "127.0.0.1", port: int = 8787) -> None:
+# Not 8787 (wrangler dev's default): Cursor's desktop app reportedly listens on
+# localhost:8787 for its own OAuth callback, so a dev server there breaks Cursor's login.
+DEFAULT_PORT = 8790
+
+
+def serve(runtime: LocalRuntime, host: str = "127.0.0.1", port: int = DEFAULT_PORT) -> None:
     """Serve until interrupted (the `agent-memory dev` command)."""
     config = uvicorn.Config(
         LocalWorkerApp(runtime),

@@ -8,7 +8,7 @@
     agent-memory agents workflows TENANT AGENT_TYPE [--instance ID] [--candidates]
 
 Every command except `types` talks HTTP to a running Worker (`--url`, default the local
-runtime at http://127.0.0.1:8787), through the same Access-gated routes as any client:
+runtime at http://127.0.0.1:8790), through the same Access-gated routes as any client:
 the CLI mints a token from the state folder's dev key (`--state`, `--email`), or sends
 the token given with `--token` / `$AGENT_MEMORY_TOKEN` (a real Cloudflare Access token for a
 deployed Worker). Output is the JSON the API answered; an API error goes to stderr with a
@@ -27,7 +27,7 @@ from typing import Any
 
 from local_runtime.commands.common import add_state_option
 
-DEFAULT_URL = "http://127.0.0.1:8787"
+DEFAULT_URL = "http://127.0.0.1:8790"
 DEFAULT_EMAIL = "operator@localhost"
 TOKEN_ENV = "AGENT_MEMORY_TOKEN"
 

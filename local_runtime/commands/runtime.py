@@ -30,7 +30,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     dev = sub.add_parser("dev", help="serve the Worker locally (no Cloudflare account needed)")
-    dev.add_argument("--port", type=int, default=8787)
+    dev.add_argument("--port", type=int, default=8790)  # local_runtime.server.DEFAULT_PORT
     dev.add_argument("--host", default="127.0.0.1")
     add_state_option(dev)
     dev.set_defaults(func=cmd_dev)

@@ -21,7 +21,9 @@ from gateway.errors import forbidden, unauthorized
 from gateway.kv_cache import KVReadCache, read_cached
 from http_messages.errors import ApiError
 
-Scope = Literal["tools", "memory"]
+# `memory` (API keys) allows both memory tools; OAuth grants split it into `memory:read`
+# (recall_memory) and `memory:write` (store_memory) (gateway.oauth_tokens).
+Scope = Literal["tools", "memory", "memory:read", "memory:write"]
 ALL_SCOPES: tuple[Scope, ...] = ("tools", "memory")
 
 # RFC 6750 b64token characters; the length bounds reject junk before any hashing or KV read.
@@ -54,6 +56,12 @@ class Principal(BaseModel):
     def require(self, scope: Scope) -> None:
         if scope not in self.scopes:
             raise forbidden("insufficient_scope", f"this API key lacks the {scope!r} scope")
+
+    def may_read_memory(self) -> bool:
+        return "memory" in self.scopes or "memory:read" in self.scopes
+
+    def may_write_memory(self) -> bool:
+        return "memory" in self.scopes or "memory:write" in self.scopes
 
 
 def hash_api_key(api_key: str) -> str:

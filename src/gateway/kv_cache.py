@@ -66,6 +66,10 @@ class KVReadCache:
     def clear(self) -> None:
         self._entries.clear()
 
+    def forget(self, key: str) -> None:
+        """Drop one entry (a revocation in this isolate takes effect here at once)."""
+        self._entries.pop(key, None)
+
     def __len__(self) -> int:
         return len(self._entries)
 

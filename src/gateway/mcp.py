@@ -1,8 +1,9 @@
-"""MCP over Streamable HTTP at `POST /mcp` (protocol revision 2025-06-18).
+"""MCP over Streamable HTTP at `POST /mcp` (revisions 2025-06-18, 2025-11-25, 2026-07-28).
 
 Spec: modelcontextprotocol.io/specification/2025-06-18 — basic/transports.mdx (Streamable
 HTTP), basic/lifecycle.mdx (initialize), server/tools.mdx (tools/list, tools/call, error
-handling), basic/authorization.mdx (401/403).
+handling), basic/authorization.mdx (401/403); what differs per revision, and how a request's
+revision is read, is `gateway.mcp_revisions`.
 
 What this server does, and why:
 
@@ -16,21 +17,23 @@ What this server does, and why:
   Invalid Request (-32600, HTTP 400).
 * **Notifications and client responses** (messages without `id`, or with `result`/`error`)
   are accepted with 202 and no body.
-* **Version negotiation.** `initialize` echoes the client's `protocolVersion` when supported,
-  else answers our latest (`2025-06-18`); later requests carrying an unsupported
-  `MCP-Protocol-Version` header get 400 (§Protocol Version Header). A missing header is
-  accepted (the spec says to assume 2025-03-26, whose tool methods are the same).
-* **Auth.** The same `Authorization: Bearer <api key>` as the HTTP tool route, on every
-  POST. A missing or bad key is HTTP 401 with `WWW-Authenticate: Bearer` (authorization.mdx:
-  "Invalid or expired tokens MUST receive a HTTP 401"); a key without the needed scope is
-  HTTP 403. The body is a JSON-RPC error object either way. No OAuth metadata is served:
-  keys are issued by the operator.
+* **Version negotiation.** Per request (`gateway.mcp_revisions.classify`): `initialize`
+  echoes 2025-06-18 / 2025-11-25, else offers 2025-11-25; a 2026-07-28 request carries its
+  version in `_meta` and needs no handshake (`server/discover` describes the server).
+* **Auth.** The same `Authorization: Bearer` as the HTTP tool route, on every POST: an API
+  key or an OAuth access token (`gateway.oauth_tokens`). A missing or bad one is HTTP 401
+  (authorization.mdx: "Invalid or expired tokens MUST receive a HTTP 401"; the route adds
+  the RFC 9728 `resource_metadata` challenge); a caller without the needed scope is HTTP
+  403 (`insufficient_scope`). The body is a JSON-RPC error object either way.
 * **Origin.** The transport spec requires validating `Origin` (DNS rebinding). Requests
   without `Origin` (CLI and IDE clients) pass; any `Origin` must be in `MCP_ALLOWED_ORIGINS`
   (empty by default), else 403; never compared with `Host` (DNS rebinding matches it).
 * **Errors.** Unknown tool and invalid arguments are JSON-RPC -32602 (tools.mdx "Protocol
   Errors"); upstream failures (timeout, unreachable, non-2xx status, missing credential)
   are tool results with `isError: true` ("Tool Execution Errors") so the model can react.
+
+Size: one JSON-RPC dispatcher serving three revisions (their differences are in
+`gateway.mcp_revisions`); the memory tools' part shrinks when they get one pydantic definition.
 
 Proxied tool calls run the same hot path as `POST /api/v1/tools/{name}`
 (`gateway.tool_proxy.call_tool`). Memory tools are handed to the injected
@@ -44,10 +47,13 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.api_keys import Principal, authenticate
-from gateway.errors import GATEWAY_ERROR_HEADER, gateway_error_response
+from gateway import mcp_revisions as revisions
+from gateway.api_keys import Principal
+from gateway.errors import GATEWAY_ERROR_HEADER, forbidden, gateway_error_response
 from gateway.json_schema import validate
+from gateway.mcp_revisions import Revision, RevisionError
 from gateway.memory_tools import MemoryToolDispatcher
+from gateway.oauth_tokens import authenticate_bearer
 from gateway.tenants import load_tenant
 from gateway.tool_config import load_tools
 from gateway.tool_proxy import TOOL_ARGUMENT_LIMITS, GatewayContext, UpstreamReply, call_tool
@@ -57,8 +63,9 @@ from http_messages.errors import ApiError
 
 log = logging.getLogger(__name__)
 
-LATEST_PROTOCOL_VERSION = "2025-06-18"
-SUPPORTED_PROTOCOL_VERSIONS: tuple[str, ...] = ("2025-06-18",)
+LATEST_PROTOCOL_VERSION = revisions.LATEST_HANDSHAKE_VERSION
+SUPPORTED_PROTOCOL_VERSIONS: tuple[str, ...] = revisions.SUPPORTED_VERSIONS
+CAPABILITIES = {"tools": {"listChanged": False}}
 SERVER_INFO = {
     "name": "agent-memory-gateway",
     "title": "Agent memory tool gateway",
@@ -78,7 +85,8 @@ INTERNAL_ERROR = -32603
 UNAUTHORIZED = -32001
 FORBIDDEN = -32003
 
-PROTOCOL_VERSION_HEADER = "mcp-protocol-version"
+# The scope each memory tool needs (OAuth grants split API keys' `memory`).
+_MEMORY_TOOL_SCOPE = {"recall_memory": "memory:read", "store_memory": "memory:write"}
 
 # Gateway error codes that are the caller's fault in the arguments (-32602), and those that
 # are failures of the tool itself (a result with isError: true).
@@ -120,7 +128,9 @@ def _error_body(
     return {"jsonrpc": "2.0", "id": request_id, "error": error}
 
 
-def _error_response(request_id: RequestId | None, exc: JsonRpcError) -> HttpResponse:
+def _error_response(
+    request_id: RequestId | None, exc: JsonRpcError | RevisionError
+) -> HttpResponse:
     return json_response(
         _error_body(request_id, exc.code, exc.message, exc.data), status=exc.http_status
     )
@@ -167,8 +177,8 @@ async def handle_mcp_post(ctx: McpContext, request: HttpRequest) -> HttpResponse
         )
     gw = ctx.gateway
     try:
-        principal = await authenticate(
-            gw.kv, gw.cache, gw.clock, request.headers.get("authorization")
+        principal = await authenticate_bearer(
+            gw.kv, gw.cache, gw.clock, request.headers.get("authorization"), gw.resources
         )
     except ApiError as exc:
         return _gateway_error_response(None, exc)
@@ -237,29 +247,21 @@ async def handle_mcp_post(ctx: McpContext, request: HttpRequest) -> HttpResponse
     if params is None:
         params = {}
 
-    if method != "initialize":
-        version = request.headers.get(PROTOCOL_VERSION_HEADER)
-        if version is not None and version not in SUPPORTED_PROTOCOL_VERSIONS:
-            return _error_response(
-                request_id,
-                JsonRpcError(
-                    INVALID_REQUEST,
-                    f"Unsupported MCP-Protocol-Version {version!r}; this server speaks "
-                    f"{', '.join(SUPPORTED_PROTOCOL_VERSIONS)}",
-                    {"supported": list(SUPPORTED_PROTOCOL_VERSIONS)},
-                    http_status=400,
-                ),
-            )
-
     if request_id is None:
         # A notification (initialized, cancelled, ...): nothing to do for a stateless server.
         return empty_response(202)
+    try:
+        revision = revisions.classify(request.headers, method, params)
+    except RevisionError as exc:
+        return _error_response(request_id, exc)
 
     try:
         if not isinstance(params, dict):
             raise JsonRpcError(INVALID_PARAMS, 'Invalid params: "params" must be an object')
-        result = await _dispatch(ctx, principal, method, params)
+        result = await _dispatch(ctx, principal, revision, method, params)
     except JsonRpcError as exc:
+        if revision.modern:
+            exc.http_status = revisions.MODERN_ERROR_STATUS.get(exc.code, exc.http_status)
         return _error_response(request_id, exc)
     except ApiError as exc:
         if exc.status in (401, 403):
@@ -271,16 +273,22 @@ async def handle_mcp_post(ctx: McpContext, request: HttpRequest) -> HttpResponse
 
 
 async def _dispatch(
-    ctx: McpContext, principal: Principal, method: str, params: dict[str, Any]
+    ctx: McpContext, principal: Principal, revision: Revision, method: str, params: dict[str, Any]
 ) -> dict[str, Any]:
-    if method == "initialize":
+    # 2026-07-28 removed initialize and ping; server/discover exists only there.
+    if method == "initialize" and not revision.modern:
         return _initialize(params)
-    if method == "ping":
+    if method == "ping" and not revision.modern:
         return {}
+    if method == "server/discover" and revision.modern:
+        result = revisions.discover_result(CAPABILITIES, INSTRUCTIONS)
+        return revisions.shape_result(revision, result, SERVER_INFO, cacheable=True)
     if method == "tools/list":
-        return {"tools": await _list_tools(ctx, principal)}
+        tools = {"tools": await _list_tools(ctx, principal)}
+        return revisions.shape_result(revision, tools, SERVER_INFO, cacheable=True)
     if method == "tools/call":
-        return await _call_tool(ctx, principal, params)
+        called = await _call_tool(ctx, principal, revision, params)
+        return revisions.shape_result(revision, called, SERVER_INFO, cacheable=False)
     raise JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
 
 
@@ -288,19 +296,18 @@ def _initialize(params: dict[str, Any]) -> dict[str, Any]:
     requested = params.get("protocolVersion")
     if not isinstance(requested, str):
         raise JsonRpcError(INVALID_PARAMS, 'Invalid params: "protocolVersion" must be a string')
-    # lifecycle.mdx: echo a supported version, otherwise answer with our latest one.
-    version = requested if requested in SUPPORTED_PROTOCOL_VERSIONS else LATEST_PROTOCOL_VERSION
     return {
-        "protocolVersion": version,
-        "capabilities": {"tools": {"listChanged": False}},
+        "protocolVersion": revisions.negotiate_handshake(requested),
+        "capabilities": CAPABILITIES,
         "serverInfo": SERVER_INFO,
         "instructions": INSTRUCTIONS,
     }
 
 
 async def _memory_available(ctx: McpContext, principal: Principal) -> bool:
-    """Memory tools exist for this caller: semantic tier deployed, tenant enabled, scope held."""
-    if ctx.memory is None or "memory" not in principal.scopes:
+    """Memory tools exist for this caller: semantic tier deployed, tenant enabled, a memory
+    scope held (which of the two tools, `_memory_tool_allowed` says)."""
+    if ctx.memory is None or not (principal.may_read_memory() or principal.may_write_memory()):
         return False
     gw = ctx.gateway
     tenant = await load_tenant(gw.kv, gw.cache, gw.clock, principal.tenant)
@@ -315,8 +322,18 @@ async def _list_tools(ctx: McpContext, principal: Principal) -> list[dict[str, A
             c.mcp_tool() for c in await load_tools(gw.kv, gw.cache, gw.clock, principal.tenant)
         )
     if ctx.memory is not None and await _memory_available(ctx, principal):
-        tools.extend(dict(spec) for spec in ctx.memory.specs())
+        tools.extend(
+            dict(spec)
+            for spec in ctx.memory.specs()
+            if _memory_tool_allowed(principal, spec["name"])
+        )
     return tools
+
+
+def _memory_tool_allowed(principal: Principal, name: str) -> bool:
+    if name == "store_memory":
+        return principal.may_write_memory()
+    return principal.may_read_memory()
 
 
 def _text_result(text: str, is_error: bool) -> dict[str, Any]:
@@ -330,7 +347,7 @@ def _reply_result(reply: UpstreamReply) -> dict[str, Any]:
 
 
 async def _call_tool(
-    ctx: McpContext, principal: Principal, params: dict[str, Any]
+    ctx: McpContext, principal: Principal, revision: Revision, params: dict[str, Any]
 ) -> dict[str, Any]:
     name = params.get("name")
     if not isinstance(name, str) or not name:
@@ -341,9 +358,22 @@ async def _call_tool(
     if not isinstance(arguments, dict):
         raise JsonRpcError(INVALID_PARAMS, 'Invalid params: "arguments" must be an object')
 
-    memory_spec = _memory_spec(ctx, name)
-    if memory_spec is not None:
-        return await _call_memory_tool(ctx, principal, memory_spec, arguments)
+    try:
+        memory_spec = _memory_spec(ctx, name)
+        if memory_spec is not None:
+            return await _call_memory_tool(ctx, principal, memory_spec, arguments)
+        return await _call_proxied_tool(ctx, principal, name, arguments)
+    except JsonRpcError as exc:
+        if exc.code == INVALID_PARAMS and revision.input_errors_are_tool_results:
+            code = exc.data.get("code") if isinstance(exc.data, dict) else None
+            if code in ("invalid_tool_input", "tool_input_too_large", "json_too_deep"):
+                return _text_result(json.dumps({"error": exc.data, "message": exc.message}), True)
+        raise
+
+
+async def _call_proxied_tool(
+    ctx: McpContext, principal: Principal, name: str, arguments: dict[str, Any]
+) -> dict[str, Any]:
 
     input_bytes = len(json.dumps(arguments, separators=(",", ":"), ensure_ascii=False).encode())
     try:
@@ -374,6 +404,11 @@ async def _call_memory_tool(
     if not await _memory_available(ctx, principal) or ctx.memory is None:
         # Not listed for this caller, so unknown to it.
         raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}")
+    if not _memory_tool_allowed(principal, name):
+        scope = _MEMORY_TOOL_SCOPE[name]
+        refusal = forbidden("insufficient_scope", f"{name} needs the {scope!r} scope")
+        refusal.headers["x-required-scope"] = scope
+        raise refusal
     schema = spec["inputSchema"]
     problems = validate(schema, arguments)
     if problems:

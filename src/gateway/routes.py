@@ -20,6 +20,7 @@ from bindings.environment import Bindings
 from gateway.errors import gateway_error_response
 from gateway.mcp import McpContext, handle_mcp_post, method_not_allowed
 from gateway.memory_tools import MemoryToolDispatcher
+from gateway.oauth_tokens import add_resource_metadata, origin_of, resources_for_origin
 from gateway.outbound import OutboundPolicy
 from gateway.tool_proxy import GatewayContext, handle_tool_call
 from http_messages import HttpRequest, HttpResponse
@@ -56,8 +57,9 @@ def has_semantic_tier(bindings: Bindings) -> bool:
     )
 
 
-def gateway_context(bindings: Bindings) -> GatewayContext:
-    """KV, clock and client factory from the request's bindings (503 when KV is absent)."""
+def gateway_context(bindings: Bindings, request: HttpRequest | None = None) -> GatewayContext:
+    """KV, clock and client factory from the request's bindings (503 when KV is absent);
+    with the request, the OAuth resources its origin answers for."""
     if bindings.kv is None:
         raise ApiError(503, "kv_unavailable", "this deployment has no KV namespace bound")
 
@@ -70,15 +72,16 @@ def gateway_context(bindings: Bindings) -> GatewayContext:
         client_factory=client_factory,
         outbound=OutboundPolicy.from_settings(bindings.settings),
         resolver=bindings.resolve_host,
+        resources=resources_for_origin(origin_of(request.url)) if request else frozenset(),
     )
 
 
-def mcp_context(bindings: Bindings) -> McpContext:
+def mcp_context(bindings: Bindings, request: HttpRequest | None = None) -> McpContext:
     memory = None
     if _memory_dispatcher_factory is not None and has_semantic_tier(bindings):
         memory = _memory_dispatcher_factory(bindings)
     return McpContext(
-        gateway=gateway_context(bindings),
+        gateway=gateway_context(bindings, request),
         memory=memory,
         allowed_origins=bindings.settings.mcp_origins,
     )
@@ -87,19 +90,20 @@ def mcp_context(bindings: Bindings) -> McpContext:
 async def tool_call_route(call: RouteCall) -> HttpResponse:
     """`POST /api/v1/tools/{tool_name}`."""
     try:
-        ctx = gateway_context(call.bindings)
+        ctx = gateway_context(call.bindings, call.request)
     except ApiError as exc:
         return gateway_error_response(exc)
-    return await handle_tool_call(ctx, call.request, call.params["tool_name"])
+    response = await handle_tool_call(ctx, call.request, call.params["tool_name"])
+    return add_resource_metadata(response, call.request.url)
 
 
 async def mcp_post_route(call: RouteCall) -> HttpResponse:
     """`POST /mcp`."""
     try:
-        ctx = mcp_context(call.bindings)
+        ctx = mcp_context(call.bindings, call.request)
     except ApiError as exc:
         return gateway_error_response(exc)
-    return await handle_mcp_post(ctx, call.request)
+    return add_resource_metadata(await handle_mcp_post(ctx, call.request), call.request.url)
 
 
 async def mcp_not_allowed_route(call: RouteCall) -> HttpResponse:

@@ -31,11 +31,12 @@ import httpx
 
 from bindings.ports.clock import Clock
 from bindings.ports.kv import KVNamespace
-from gateway.api_keys import Principal, authenticate
+from gateway.api_keys import Principal
 from gateway.credentials import Credential, load_credential
 from gateway.errors import UPSTREAM_STATUS_HEADER, gateway_error_response
 from gateway.json_schema import validate
 from gateway.kv_cache import ISOLATE_CACHE, KVReadCache
+from gateway.oauth_tokens import authenticate_bearer
 from gateway.outbound import OutboundPolicy, Resolver
 from gateway.tool_config import PLACEHOLDER_RE as _PLACEHOLDER_RE
 from gateway.tool_config import ToolConfig, load_tool
@@ -68,6 +69,8 @@ class GatewayContext:
     client_factory: ClientFactory
     cache: KVReadCache = field(default=ISOLATE_CACHE)
     outbound: OutboundPolicy = field(default_factory=OutboundPolicy)
+    # RFC 8707 resources an OAuth access token must name here (empty: no token is accepted).
+    resources: frozenset[str] = frozenset()
     resolver: Resolver | None = None
 
 
@@ -359,8 +362,8 @@ async def handle_tool_call(
 ) -> HttpResponse:
     """`POST /api/v1/tools/{tool_name}`: the whole hot path. Never raises."""
     try:
-        principal = await authenticate(
-            ctx.kv, ctx.cache, ctx.clock, request.headers.get("authorization")
+        principal = await authenticate_bearer(
+            ctx.kv, ctx.cache, ctx.clock, request.headers.get("authorization"), ctx.resources
         )
         config = await resolve_tool(ctx, principal, tool_name)
         # Size first: a too-large body is refused without being parsed.

@@ -78,6 +78,7 @@ PATH_PARAMS: dict[str, Param] = {
     "key": Param("A working or episodic memory key"),
     "jti": Param("A memory token's id (a ULID)"),
     "name": Param("A workflow pack's name"),
+    "grant_id": Param("A connected OAuth client's grant id"),
     "tool_name": Param("A tool registered for the API key's tenant"),
 }
 _RULES = {name: re.compile(p.pattern) for name, p in PATH_PARAMS.items() if p.pattern}

@@ -45,7 +45,7 @@ def build_request(
     if token is not None:
         headers.set(ACCESS_HEADER, token)
     data = raw if raw is not None else (b"" if body is None else json.dumps(body).encode())
-    return HttpRequest(method, f"http://127.0.0.1:8787{path}", headers, data)
+    return HttpRequest(method, f"http://127.0.0.1:8790{path}", headers, data)
 
 
 @pytest.fixture

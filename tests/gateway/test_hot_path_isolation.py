@@ -28,6 +28,8 @@ HOT_PATH_MODULES = (
     "gateway.kv_layout",
     "gateway.errors",
     "gateway.memory_tools",
+    "gateway.oauth_tokens",
+    "gateway.mcp_revisions",
 )
 
 FORBIDDEN = (

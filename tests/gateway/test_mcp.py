@@ -78,10 +78,15 @@ async def test_initialize_echoes_a_supported_version(seeded: Seeded) -> None:
 
 
 async def test_initialize_answers_its_latest_version_for_an_unknown_one(seeded: Seeded) -> None:
-    for offered in ("2099-01-01", "2024-11-05", "2025-11-25"):
+    for offered, answered in (
+        ("2099-01-01", "2025-11-25"),
+        ("2024-11-05", "2025-11-25"),
+        ("2025-11-25", "2025-11-25"),
+        ("2025-06-18", "2025-06-18"),
+    ):
         params = {"protocolVersion": offered, "capabilities": {}, "clientInfo": {"name": "t"}}
         result = _result(await seeded.gateway.rpc("initialize", params, key=seeded.key))
-        assert result["protocolVersion"] == "2025-06-18", offered
+        assert result["protocolVersion"] == answered, offered
 
 
 async def test_initialize_without_a_version_is_invalid_params(seeded: Seeded) -> None:
@@ -160,7 +165,11 @@ async def test_unsupported_protocol_version_header_is_400(seeded: Seeded) -> Non
         "tools/list", {}, key=seeded.key, headers={"MCP-Protocol-Version": "1999-01-01"}
     )
     error = _rpc_error(response, 400)
-    assert error["data"]["supported"] == ["2025-06-18"]
+    assert error["code"] == -32022
+    assert error["data"] == {
+        "supported": ["2025-06-18", "2025-11-25", "2026-07-28"],
+        "requested": "1999-01-01",
+    }
     ok = await seeded.gateway.rpc(
         "tools/list", {}, key=seeded.key, headers={"MCP-Protocol-Version": "2025-06-18"}
     )

@@ -83,14 +83,14 @@ def run_sdk_client(*args: str) -> dict[str, Any]:
     return result
 
 
-@pytest.mark.parametrize("mode", ["auto", "legacy"])
+@pytest.mark.parametrize(("mode", "version"), [("auto", "2026-07-28"), ("legacy", "2025-11-25")])
 async def test_sdk_client_initializes_lists_and_calls_a_proxied_tool(
-    runtime: LocalRuntime, upstream_url: str, mode: str
+    runtime: LocalRuntime, upstream_url: str, mode: str, version: str
 ) -> None:
     api_key = await _seed(runtime, upstream_url)
     with running_server(runtime) as base_url:
         seen = await asyncio.to_thread(run_sdk_client, "list_and_call", base_url, api_key, mode)
-    assert seen["protocol_version"] == "2025-06-18"
+    assert seen["protocol_version"] == version
     assert seen["server_name"] == "agent-memory-gateway"
     assert seen["has_tools_capability"] is True
     assert set(seen["tools"]) == {"echo", "broken"}

@@ -20,7 +20,7 @@ from worker.access import ACCESS_HEADER
 from worker.app import handle
 
 KEYS = {"k2": "second-secret-" + "b" * 32, "k1": "first-secret-" + "a" * 32}
-BASE = "http://127.0.0.1:8787"
+BASE = "http://127.0.0.1:8790"
 
 
 class Client:

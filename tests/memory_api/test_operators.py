@@ -41,6 +41,7 @@ def _path(pattern: str, tenant: str) -> str:
         "{jti}": "01J00000000000000000000000",
         "{subject}": "contact:ada",
         "{name}": "triage",
+        "{grant_id}": "g_0123456789abcdef",
     }
     for name, value in values.items():
         pattern = pattern.replace(name, value)
@@ -94,7 +95,7 @@ async def test_an_identity_without_a_grant_gets_403_and_nothing_runs(
 
     request = HttpRequest(
         route.method,
-        "http://127.0.0.1:8787" + _path(route.path, "globex"),
+        "http://127.0.0.1:8790" + _path(route.path, "globex"),
         Headers({ACCESS_HEADER: eve, "content-type": "application/json"}),
         b"" if body is None else json.dumps(body).encode(),
     )
@@ -169,7 +170,7 @@ async def test_without_d1_the_grant_check_fails_closed(
     bindings = dataclasses.replace(memory_runtime.bindings(), db=None)
     request = HttpRequest(
         "GET",
-        "http://127.0.0.1:8787/admin/tenants/acme/lifecycle",
+        "http://127.0.0.1:8790/admin/tenants/acme/lifecycle",
         Headers({ACCESS_HEADER: eve}),
         b"",
     )

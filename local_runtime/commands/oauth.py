@@ -1,0 +1,54 @@
+"""`agent-memory oauth ...`: a tenant's connected OAuth clients (docs/gateway.md "OAuth").
+
+    agent-memory oauth clients TENANT [--state .state]          list the live grants (JSON)
+    agent-memory oauth revoke TENANT GRANT_ID [--state .state]  revoke one, with its tokens
+
+Acts on the local runtime's D1 and KV. On a deployed Worker, use the Access-gated admin
+routes instead (`GET` / `DELETE /admin/tenants/{tenant}/oauth-clients[/{grant_id}]`): a
+revocation must delete access-token records from KV and refresh tokens from D1 together,
+which a single `wrangler` command cannot do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from typing import Any
+
+from local_runtime.commands.common import add_state_option
+
+
+async def _run(args: argparse.Namespace) -> Any:
+    from local_runtime.runtime import LocalRuntime
+    from worker.oauth.connected import list_connected, revoke_connected
+
+    runtime = LocalRuntime.open(args.state)
+    try:
+        await runtime.migrate()
+        bindings = runtime.bindings()
+        if args.oauth_command == "clients":
+            return {"tenant": args.tenant, "clients": await list_connected(bindings, args.tenant)}
+        revoked = await revoke_connected(bindings, args.tenant, args.grant_id, "cli")
+        return {"tenant": args.tenant, "grant_id": args.grant_id, "revoked": revoked}
+    finally:
+        await runtime.close()
+
+
+def cmd_oauth(args: argparse.Namespace) -> int:
+    result = asyncio.run(_run(args))
+    print(json.dumps(result, indent=2))
+    return 0 if result.get("revoked", True) else 1
+
+
+def register(sub: Any) -> None:
+    oauth = sub.add_parser("oauth", help="a tenant's connected OAuth clients")
+    actions = oauth.add_subparsers(dest="oauth_command", required=True, metavar="ACTION")
+    clients = actions.add_parser("clients", help="list a tenant's connected clients")
+    clients.add_argument("tenant")
+    revoke = actions.add_parser("revoke", help="revoke a connected client's grant")
+    revoke.add_argument("tenant")
+    revoke.add_argument("grant_id")
+    for parser in (clients, revoke):
+        add_state_option(parser)
+        parser.set_defaults(func=cmd_oauth)

@@ -1,0 +1,133 @@
+"""OAuth 2.1 building blocks: errors, form bodies, PKCE, scopes, random secrets, lifetimes.
+
+Rules implemented here, and where they come from:
+
+* errors are RFC 6749 §5.2 JSON `{"error", "error_description"}` with `Cache-Control:
+  no-store`; `invalid_client` is 401;
+* PKCE is RFC 7636 with S256 only (OAuth 2.1 §4.1.1 / MCP authorization: `plain` is
+  refused): the verifier is 43-128 unreserved characters and
+  `BASE64URL(SHA256(verifier))` must equal the stored challenge (compared in constant time);
+* secrets (codes, tokens, client secrets, consent tickets) are 256 random bits from
+  `secrets` (the platform CSPRNG: `crypto.getRandomValues` under Pyodide) and are stored
+  only as their SHA-256 (`gateway.oauth_tokens.hash_token`).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import re
+import secrets
+from urllib.parse import parse_qsl
+
+from gateway.oauth_tokens import ACCESS_TOKEN_PREFIX, OAUTH_SCOPES
+from http_messages import HttpResponse, json_response
+
+ACCESS_TOKEN_TTL = 3600
+REFRESH_TOKEN_TTL = 30 * 24 * 3600
+CODE_TTL = 60
+CONSENT_TTL = 600
+# KV's expirationTtl must be at least 60 s; access-token records outlive their expiry a
+# little so an expired token is answered `token_expired`, not `invalid_token`.
+KV_TTL_MARGIN = 300
+
+REFRESH_TOKEN_PREFIX = "amr_"
+CODE_PREFIX = "amc_"
+CLIENT_SECRET_PREFIX = "ams_"
+SCOPE_DESCRIPTIONS = {
+    "tools": "Call the tenant's tools through the gateway",
+    "memory:read": "Read the tenant's long-term memory (recall_memory)",
+    "memory:write": "Write to the tenant's long-term memory (store_memory)",
+}
+MAX_FORM_BYTES = 16_384
+_VERIFIER_RE = re.compile(r"^[A-Za-z0-9._~-]{43,128}$")
+_CHALLENGE_RE = re.compile(r"^[A-Za-z0-9_-]{43}$")
+
+
+class OAuthError(Exception):
+    """An RFC 6749 error response."""
+
+    def __init__(self, error: str, description: str, status: int = 400) -> None:
+        super().__init__(description)
+        self.error = error
+        self.description = description
+        self.status = status
+
+    def response(self) -> HttpResponse:
+        headers = {"cache-control": "no-store", "pragma": "no-cache"}
+        if self.status == 401:
+            headers["www-authenticate"] = 'Basic realm="agent-memory-oauth"'
+        body = {"error": self.error, "error_description": self.description}
+        return json_response(body, status=self.status, headers=headers)
+
+
+def token_response(body: dict[str, object]) -> HttpResponse:
+    return json_response(body, headers={"cache-control": "no-store", "pragma": "no-cache"})
+
+
+def new_secret(prefix: str) -> str:
+    """`prefix` + 256 random bits, URL-safe. Only inside a request (never at import)."""
+    return prefix + secrets.token_urlsafe(32)
+
+
+def new_access_token() -> str:
+    return new_secret(ACCESS_TOKEN_PREFIX)
+
+
+def new_id(prefix: str) -> str:
+    return prefix + secrets.token_hex(8)
+
+
+def parse_form(body: bytes) -> dict[str, str]:
+    """An `application/x-www-form-urlencoded` body; a repeated parameter is refused
+    (RFC 6749 §3.1: "Request and response parameters MUST NOT be included more than once")."""
+    if len(body) > MAX_FORM_BYTES:
+        raise OAuthError("invalid_request", "the request body is too large")
+    try:
+        pairs = parse_qsl(body.decode("utf-8"), keep_blank_values=True, strict_parsing=False)
+    except (UnicodeDecodeError, ValueError):
+        raise OAuthError("invalid_request", "the body must be form-encoded UTF-8") from None
+    form: dict[str, str] = {}
+    for name, value in pairs:
+        if name in form:
+            raise OAuthError("invalid_request", f"parameter {name!r} appears more than once")
+        form[name] = value
+    return form
+
+
+def check_challenge(challenge: str | None, method: str | None) -> str:
+    """The authorization request's PKCE challenge, or an OAuthError (S256 only)."""
+    if not challenge:
+        raise OAuthError("invalid_request", "code_challenge is required (PKCE)")
+    if method != "S256":
+        raise OAuthError("invalid_request", "code_challenge_method must be S256")
+    if not _CHALLENGE_RE.fullmatch(challenge):
+        raise OAuthError("invalid_request", "code_challenge must be 43 base64url characters")
+    return challenge
+
+
+def verify_pkce(verifier: str | None, challenge: str) -> bool:
+    """True when `verifier` is well formed and hashes to `challenge` (RFC 7636 §4.6)."""
+    if not verifier or not _VERIFIER_RE.fullmatch(verifier):
+        return False
+    digest = hashlib.sha256(verifier.encode("ascii")).digest()
+    computed = base64.urlsafe_b64encode(digest).decode("ascii").rstrip("=")
+    return hmac.compare_digest(computed, challenge)
+
+
+def parse_scopes(raw: str | None, default: tuple[str, ...] = OAUTH_SCOPES) -> tuple[str, ...]:
+    """Requested scopes in our order; `offline_access` (asked for by some clients to get a
+    refresh token, which every grant here has) is accepted and dropped. Unknown scopes are
+    `invalid_scope`; none requested means all."""
+    if raw is None or not raw.strip():
+        return default
+    asked = set(raw.split())
+    asked.discard("offline_access")
+    unknown = sorted(asked - set(OAUTH_SCOPES))
+    if unknown:
+        raise OAuthError("invalid_scope", f"unknown scope(s): {' '.join(unknown)}")
+    chosen = tuple(s for s in OAUTH_SCOPES if s in asked)
+    if not chosen:
+        raise OAuthError("invalid_scope", "no usable scope was requested")
+    return chosen

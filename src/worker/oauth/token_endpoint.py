@@ -1,0 +1,234 @@
+"""`POST /token` (RFC 6749 §4.1.3, §6 + RFC 7636 + RFC 8707), `POST /revoke` (RFC 7009) and
+`POST /register` (RFC 7591).
+
+Authorization code: single use (a second use revokes what the first issued), one minute,
+bound to the client, the redirect URI and the PKCE challenge; `resource`, when sent, must
+equal the one consented to (`invalid_target`). Refresh: every use rotates the refresh
+token; presenting a rotated one again revokes the grant with all its tokens (OAuth 2.1
+§4.3.1). Client authentication: public clients (`none`) name their `client_id`; DCR
+clients registered with a secret send it (`client_secret_basic` or `client_secret_post`),
+compared by hash in constant time.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hmac
+import json
+from dataclasses import replace
+from typing import Any
+from urllib.parse import unquote
+
+from bindings.environment import Bindings
+from bindings.ports.d1 import D1Database
+from bindings.ports.kv import KVNamespace
+from gateway.oauth_tokens import ACCESS_TOKEN_PREFIX, hash_token
+from http_messages import HttpRequest, HttpResponse, empty_response, json_response
+from worker.oauth import store
+from worker.oauth.clients import register, resolve_client
+from worker.oauth.protocol import (
+    REFRESH_TOKEN_PREFIX,
+    OAuthError,
+    parse_form,
+    token_response,
+    verify_pkce,
+)
+from worker.oauth.store import ClientInfo, Grant
+from worker.router import Call
+
+_CORS = {"access-control-allow-origin": "*"}
+
+
+def _stores(bindings: Bindings) -> tuple[D1Database, KVNamespace]:
+    if bindings.db is None or bindings.kv is None:
+        raise OAuthError("temporarily_unavailable", "the authorization server needs D1 and KV", 503)
+    return bindings.db, bindings.kv
+
+
+def _basic_credentials(request: HttpRequest) -> tuple[str, str] | None:
+    header = request.headers.get("authorization") or ""
+    scheme, _, value = header.strip().partition(" ")
+    if scheme.lower() != "basic":
+        return None
+    try:
+        decoded = base64.b64decode(value.strip(), validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        raise OAuthError("invalid_client", "malformed Basic credentials", 401) from None
+    client_id, sep, secret = decoded.partition(":")
+    if not sep:
+        raise OAuthError("invalid_client", "malformed Basic credentials", 401)
+    return unquote(client_id), unquote(secret)
+
+
+async def authenticate_client(
+    bindings: Bindings, request: HttpRequest, form: dict[str, str]
+) -> ClientInfo:
+    """The client making a token or revocation request (RFC 6749 §2.3, OAuth 2.1 §2.4)."""
+    basic = _basic_credentials(request)
+    client_id = basic[0] if basic else form.get("client_id")
+    if basic and form.get("client_id") not in (None, basic[0]):
+        raise OAuthError("invalid_request", "client_id differs from the Basic credentials")
+    secret = basic[1] if basic else form.get("client_secret")
+    try:
+        client = await resolve_client(bindings, client_id)
+    except OAuthError as exc:
+        raise OAuthError("invalid_client", exc.description, 401) from None
+    if client.secret_hash is None:
+        if secret:
+            raise OAuthError("invalid_client", "this client has no secret", 401)
+        return client
+    if not secret or not hmac.compare_digest(hash_token(secret), client.secret_hash):
+        raise OAuthError("invalid_client", "client authentication failed", 401)
+    return client
+
+
+def _tokens_body(tokens: store.Tokens, scopes: tuple[str, ...]) -> HttpResponse:
+    return token_response(
+        {
+            "access_token": tokens.access_token,
+            "token_type": "Bearer",
+            "expires_in": tokens.expires_in,
+            "refresh_token": tokens.refresh_token,
+            "scope": " ".join(scopes),
+        }
+    )
+
+
+async def _authorization_code(
+    bindings: Bindings, client: ClientInfo, form: dict[str, str]
+) -> HttpResponse:
+    db, kv = _stores(bindings)
+    now = int(bindings.clock.now())
+    code = form.get("code")
+    if not code:
+        raise OAuthError("invalid_request", "code is required")
+    row, first_use = await store.redeem_code(db, code, now)
+    if row is None:
+        raise OAuthError("invalid_grant", "unknown authorization code")
+    if not first_use:
+        if row.grant_id:
+            await store.revoke_grant(db, kv, row.grant.tenant, row.grant_id, "code_reuse", now)
+        raise OAuthError("invalid_grant", "this authorization code was already used")
+    if row.grant.client_id != client.client_id:
+        raise OAuthError("invalid_grant", "this code was issued to another client")
+    if now >= row.expires_at:
+        raise OAuthError("invalid_grant", "this authorization code has expired")
+    if form.get("redirect_uri") != row.redirect_uri:
+        raise OAuthError("invalid_grant", "redirect_uri differs from the authorization request")
+    if not verify_pkce(form.get("code_verifier"), row.code_challenge):
+        raise OAuthError("invalid_grant", "code_verifier does not match the code_challenge")
+    resource = form.get("resource")
+    if resource is not None and resource != row.grant.resource:
+        raise OAuthError("invalid_target", "resource differs from the one consented to")
+    grant = await store.create_grant(db, row.grant, now)
+    await store.bind_code_to_grant(db, code, grant.grant_id)
+    tokens = await store.issue_tokens(db, kv, grant, now)
+    return _tokens_body(tokens, grant.scopes)
+
+
+async def _refresh_token(
+    bindings: Bindings, client: ClientInfo, form: dict[str, str]
+) -> HttpResponse:
+    db, kv = _stores(bindings)
+    now = int(bindings.clock.now())
+    token = form.get("refresh_token")
+    if not token:
+        raise OAuthError("invalid_request", "refresh_token is required")
+    grant, status = await store.rotate_refresh_token(db, token, now)
+    if grant is None or status == "expired":
+        raise OAuthError("invalid_grant", "unknown or expired refresh token")
+    if status == "reused" or grant.client_id != client.client_id:
+        # A rotated token presented again (or by another client) means it leaked: end the
+        # grant, so whoever holds the newer token loses it too (OAuth 2.1 §4.3.1).
+        await store.revoke_grant(db, kv, grant.tenant, grant.grant_id, "refresh_token_reuse", now)
+        raise OAuthError("invalid_grant", "this refresh token was already used; grant revoked")
+    if grant.revoked_at is not None:
+        raise OAuthError("invalid_grant", "this grant was revoked")
+    resource = form.get("resource")
+    if resource is not None and resource != grant.resource:
+        raise OAuthError("invalid_target", "resource differs from the one consented to")
+    scopes = grant.scopes
+    if form.get("scope"):
+        asked = tuple(s for s in form["scope"].split() if s != "offline_access")
+        if not set(asked) <= set(grant.scopes):
+            raise OAuthError("invalid_scope", "a refresh cannot widen the granted scopes")
+        scopes = tuple(s for s in grant.scopes if s in asked) or grant.scopes
+    await store.touch_grant(db, grant, now)
+    tokens = await store.issue_tokens(db, kv, replace(grant, scopes=scopes), now)
+    return _tokens_body(tokens, scopes)
+
+
+async def token_route(call: Call[None, None]) -> HttpResponse:
+    """`POST /token`."""
+    request, bindings = call.request, call.bindings
+    try:
+        form = parse_form(request.body)
+        grant_type = form.get("grant_type")
+        if grant_type not in ("authorization_code", "refresh_token"):
+            raise OAuthError(
+                "unsupported_grant_type", "grant_type must be authorization_code or refresh_token"
+            )
+        client = await authenticate_client(bindings, request, form)
+        if grant_type == "authorization_code":
+            response = await _authorization_code(bindings, client, form)
+        else:
+            response = await _refresh_token(bindings, client, form)
+    except OAuthError as exc:
+        response = exc.response()
+    for name, value in _CORS.items():
+        response.headers.set(name, value)
+    return response
+
+
+async def revoke_route(call: Call[None, None]) -> HttpResponse:
+    """`POST /revoke` (RFC 7009): 200 whether or not the token was known (§2.2)."""
+    request, bindings = call.request, call.bindings
+    try:
+        form = parse_form(request.body)
+        client = await authenticate_client(bindings, request, form)
+        db, kv = _stores(bindings)
+        token = form.get("token")
+        if not token:
+            raise OAuthError("invalid_request", "token is required")
+        now = int(bindings.clock.now())
+        await _revoke(db, kv, client, token, now)
+    except OAuthError as exc:
+        return exc.response()
+    return empty_response(200, {"cache-control": "no-store", **_CORS})
+
+
+async def _revoke(
+    db: D1Database, kv: KVNamespace, client: ClientInfo, token: str, now: int
+) -> None:
+    if token.startswith(ACCESS_TOKEN_PREFIX):
+        record = await store.access_token_grant(kv, token)
+        if record is not None and record.client_id == client.client_id:
+            await store.forget_access_token(kv, hash_token(token))
+    elif token.startswith(REFRESH_TOKEN_PREFIX):
+        grant = await store.refresh_token_grant(db, token)
+        if grant is not None and grant.client_id == client.client_id:
+            await store.revoke_grant(db, kv, grant.tenant, grant.grant_id, "revoked_by_client", now)
+
+
+async def register_route(call: Call[None, None]) -> HttpResponse:
+    """`POST /register` (RFC 7591 §3): 201 with the client's information."""
+    request, bindings = call.request, call.bindings
+    headers = {"cache-control": "no-store", **_CORS}
+    try:
+        if len(request.body) > 16_384:
+            raise OAuthError("invalid_client_metadata", "the metadata is too large")
+        try:
+            metadata: Any = json.loads(request.body or b"null")
+        except ValueError:
+            raise OAuthError("invalid_client_metadata", "the body must be JSON") from None
+        _client, body = await register(bindings, metadata)
+    except OAuthError as exc:
+        response = exc.response()
+        for name, value in _CORS.items():
+            response.headers.set(name, value)
+        return response
+    return json_response(body, status=201, headers=headers)
+
+
+__all__ = ["Grant", "register_route", "revoke_route", "token_route"]
