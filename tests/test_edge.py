@@ -106,13 +106,12 @@ def test_validation_errors_name_each_field() -> None:
     assert fields == {"name", "count"}
 
 
-async def test_an_unexpected_exception_becomes_a_json_500(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_an_unexpected_exception_becomes_a_json_500() -> None:
     async def boom(call: Call[None, None]) -> HttpResponse:
         raise RuntimeError("secret internals")
 
-    router = Router([*app.ROUTES, Route("GET", "/boom", boom, "Fails", "test")])
-    monkeypatch.setattr(app, "ROUTER", router)
-    response = await app.handle(HttpRequest("GET", "http://x/boom"), _bindings())
+    with_boom = app.App((*app.ROUTES, Route("GET", "/boom", boom, "Fails", "test")))
+    response = await with_boom.handle(HttpRequest("GET", "http://x/boom"), _bindings())
     assert _error(response) == (500, "internal_error")
     assert b"secret internals" not in response.body
 

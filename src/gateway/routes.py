@@ -4,9 +4,10 @@ This is the only gateway module that sees `Bindings` (and so, through its type, 
 Vectorize and Durable Object ports). It hands the hot path a `KVNamespace`, the clock and
 an httpx client factory, and MCP an optional `MemoryToolDispatcher`.
 
-Memory tools: the memory code registers a factory with `register_memory_dispatcher`
-(outside the hot-path modules). Until one is registered, or when the deployment lacks the
-semantic tier (D1 + Vectorize + embedder), `recall_memory`/`store_memory` are not offered.
+Memory tools: the app hands `McpRoute` a factory of the memory tools' dispatcher when it
+builds its routes (outside the hot-path modules: `worker.app.routes`). Without one, or when
+the deployment lacks the semantic tier (D1 + Vectorize + embedder), `recall_memory` /
+`store_memory` are not offered.
 """
 
 from __future__ import annotations
@@ -42,15 +43,6 @@ class RouteCall(Protocol):
     def bindings(self) -> Bindings: ...
 
 
-_memory_dispatcher_factory: MemoryDispatcherFactory | None = None
-
-
-def register_memory_dispatcher(factory: MemoryDispatcherFactory | None) -> None:
-    """Install (or, with None, remove) the builder of the memory tools' dispatcher."""
-    global _memory_dispatcher_factory
-    _memory_dispatcher_factory = factory
-
-
 def has_semantic_tier(bindings: Bindings) -> bool:
     return (
         bindings.db is not None and bindings.vectors is not None and bindings.embedder is not None
@@ -76,10 +68,14 @@ def gateway_context(bindings: Bindings, request: HttpRequest | None = None) -> G
     )
 
 
-def mcp_context(bindings: Bindings, request: HttpRequest | None = None) -> McpContext:
+def mcp_context(
+    bindings: Bindings,
+    request: HttpRequest | None = None,
+    memory_tools: MemoryDispatcherFactory | None = None,
+) -> McpContext:
     memory = None
-    if _memory_dispatcher_factory is not None and has_semantic_tier(bindings):
-        memory = _memory_dispatcher_factory(bindings)
+    if memory_tools is not None and has_semantic_tier(bindings):
+        memory = memory_tools(bindings)
     return McpContext(
         gateway=gateway_context(bindings, request),
         memory=memory,
@@ -97,13 +93,18 @@ async def tool_call_route(call: RouteCall) -> HttpResponse:
     return add_resource_metadata(response, call.request.url)
 
 
-async def mcp_post_route(call: RouteCall) -> HttpResponse:
-    """`POST /mcp`."""
-    try:
-        ctx = mcp_context(call.bindings, call.request)
-    except ApiError as exc:
-        return gateway_error_response(exc)
-    return add_resource_metadata(await handle_mcp_post(ctx, call.request), call.request.url)
+class McpRoute:
+    """`POST /mcp`, offering the memory tools `memory_tools` builds (None: none)."""
+
+    def __init__(self, memory_tools: MemoryDispatcherFactory | None) -> None:
+        self.memory_tools = memory_tools
+
+    async def __call__(self, call: RouteCall) -> HttpResponse:
+        try:
+            ctx = mcp_context(call.bindings, call.request, self.memory_tools)
+        except ApiError as exc:
+            return gateway_error_response(exc)
+        return add_resource_metadata(await handle_mcp_post(ctx, call.request), call.request.url)
 
 
 async def mcp_not_allowed_route(call: RouteCall) -> HttpResponse:

@@ -23,12 +23,7 @@ import logging
 from agent_memory.cursors import InvalidCursorError
 from bindings.environment import Bindings
 from bindings.ports.errors import BindingLimitError
-from gateway.routes import (
-    mcp_not_allowed_route,
-    mcp_post_route,
-    register_memory_dispatcher,
-    tool_call_route,
-)
+from gateway.routes import McpRoute, MemoryDispatcherFactory, mcp_not_allowed_route, tool_call_route
 from http_messages import HttpRequest, HttpResponse
 from worker.errors import ApiError, internal_error, payload_too_large
 from worker.health import Health, healthz
@@ -37,181 +32,206 @@ from worker.router import ACCESS, API_KEY, MEMORY_TOKEN, Route, Router, lazy
 
 log = logging.getLogger(__name__)
 
-# Every route, in match order. Model names are looked up in the handler's module.
+
+def routes(memory_tools: MemoryDispatcherFactory | None = SemanticDispatcher) -> tuple[Route, ...]:
+    """Every route, in match order (model names are looked up in the handler's module).
+    `memory_tools` builds the dispatcher of MCP's memory tools: by default the memory core's
+    (`worker.memory_wiring`, which imports it on first use)."""
+    return _routes(McpRoute(memory_tools))
+
+
 # fmt: off
-ROUTES: tuple[Route, ...] = (
-    Route("GET", "/healthz", healthz,
-          "Which bindings this deployment has", "meta", response=Health),
-    Route("GET", "/openapi.json", lazy("worker.openapi:openapi_route"),
-          "This document (OpenAPI 3.1)", "meta"),
-    # The tool gateway (src/gateway): the KV-only hot path and MCP (stateless, POST only).
-    # API keys are the gateway's own business, checked on the hot path.
-    Route("POST", "/api/v1/tools/{tool_name}", tool_call_route,
-          "Call a proxied tool (the KV-only hot path) with arguments its input_schema accepts: "
-          "the upstream's status and body (x-upstream-status), or a gateway error "
-          "(x-gateway-error)", "gateway", auth=API_KEY),
-    Route("POST", "/mcp", mcp_post_route,
-          "MCP Streamable HTTP (2025-06-18): one JSON-RPC message per POST, answered in "
-          "JSON-RPC form (202 for a notification)", "gateway", auth=API_KEY),
-    Route("GET", "/mcp", mcp_not_allowed_route,
-          "No SSE stream on this stateless server (405)", "gateway"),
-    Route("DELETE", "/mcp", mcp_not_allowed_route,
-          "No sessions on this stateless server (405)", "gateway"),
-    # OAuth 2.1 for MCP clients (src/worker/oauth; docs/gateway.md "OAuth"): metadata, the
-    # authorization endpoint (it checks Cloudflare Access itself: anyone with an Access login
-    # may consent, for a tenant among their grants), token / revocation / registration, and
-    # an operator's list / revoke of a tenant's connected clients.
-    Route("GET", "/.well-known/oauth-authorization-server",
-          lazy("worker.oauth.metadata:authorization_server_route"),
-          "OAuth 2.0 authorization server metadata (RFC 8414)", "oauth"),
-    Route("GET", "/.well-known/oauth-protected-resource",
-          lazy("worker.oauth.metadata:protected_resource_route"),
-          "Protected resource metadata (RFC 9728)", "oauth"),
-    Route("GET", "/.well-known/oauth-protected-resource/mcp",
-          lazy("worker.oauth.metadata:mcp_protected_resource_route"),
-          "Protected resource metadata of /mcp (RFC 9728)", "oauth"),
-    Route("GET", "/authorize", lazy("worker.oauth.authorize:authorize_get"),
-          "Authorization endpoint (Cloudflare Access): the consent page", "oauth"),
-    Route("POST", "/authorize", lazy("worker.oauth.authorize:authorize_post"),
-          "The consent page's answer", "oauth"),
-    Route("POST", "/token", lazy("worker.oauth.token_endpoint:token_route"),
-          "Token endpoint: authorization_code (PKCE S256) and refresh_token", "oauth"),
-    Route("POST", "/revoke", lazy("worker.oauth.token_endpoint:revoke_route"),
-          "Token revocation (RFC 7009)", "oauth"),
-    Route("POST", "/register", lazy("worker.oauth.token_endpoint:register_route"),
-          "Dynamic client registration (RFC 7591)", "oauth"),
-    Route("GET", "/admin/tenants/{tenant}/oauth-clients", lazy("worker.oauth.connected:list_route"),
-          "The tenant's connected OAuth clients", "oauth", auth=ACCESS),
-    Route("DELETE", "/admin/tenants/{tenant}/oauth-clients/{grant_id}",
-          lazy("worker.oauth.connected:revoke_route"),
-          "Revoke a connected client's grant", "oauth", auth=ACCESS),
-    # The admin agent-run path: the only routes that reach a Durable Object.
-    Route("POST", "/v1/agents/{tenant}/{agent_type}/run", lazy("worker.agents_routes:run_agent"),
-          "Run one agent turn", "agents", auth=ACCESS, body="RunBody", response="RunResult"),
-    Route("POST", "/v1/agents/{tenant}/{agent_type}/runs/{run_id}/outcome",
-          lazy("worker.agents_routes:record_outcome"),
-          "Score a run (procedural memory)", "agents", auth=ACCESS, body="OutcomeBody",
-          response="OutcomeResult"),
-    Route("GET", "/admin/agents/{tenant}/runs", lazy("worker.agents_routes:list_runs"),
-          "List runs", "agents", auth=ACCESS, query="RunsQuery", response="RunPage"),
-    Route("GET", "/admin/agents/{tenant}/runs/{run_id}", lazy("worker.agents_routes:get_run"),
-          "A run with its episodes and log", "agents", auth=ACCESS, response="RunDetail"),
-    Route("GET", "/admin/agents/{tenant}/{agent_type}/workflows",
-          lazy("worker.agents_routes:list_workflows"),
-          "The bandit's workflows", "agents", auth=ACCESS, query="WorkflowsQuery",
-          response="Workflows"),
-    Route("GET", "/admin/agents/{tenant}/{agent_type}/pack-candidates",
-          lazy("worker.agents_routes:pack_candidates"),
-          "Workflows ready to pack", "agents", auth=ACCESS, query="CandidatesQuery",
-          response="PackCandidates"),
-    # Workflow packs: promote a proven workflow for every agent of a type.
-    Route("GET", "/admin/tenants/{tenant}/agents/{agent_type}/packs",
-          lazy("worker.pack_routes:list_packs"),
-          "Every version of every workflow pack of the agent type", "agents", auth=ACCESS,
-          response="PackList"),
-    Route("POST", "/admin/tenants/{tenant}/agents/{agent_type}/packs",
-          lazy("worker.pack_routes:promote_pack"),
-          "Promote an instance's stable workflow into the next version of a named pack",
-          "agents", auth=ACCESS, body="PromotePack", response="PackPromoted", status=201),
-    Route("DELETE", "/admin/tenants/{tenant}/agents/{agent_type}/packs/{name}",
-          lazy("worker.pack_routes:deprecate_pack"),
-          "Deprecate the active version of a pack", "agents", auth=ACCESS,
-          response="PackDeprecated"),
-    # Semantic memory: admin fact deletion.
-    Route("DELETE", "/admin/tenants/{tenant}/facts/{fact_id}",
-          lazy("worker.facts_routes:delete_fact"),
-          "Delete a fact and its vector", "memory", auth=ACCESS, response="FactDeleted"),
-    # The memory lifecycle: retention, prune, reconcile, subject erase, namespace backfill.
-    Route("GET", "/admin/tenants/{tenant}/lifecycle",
-          lazy("worker.lifecycle_routes:get_tenant_lifecycle"),
-          "Lifecycle settings and today's brief", "lifecycle", auth=ACCESS,
-          response="LifecycleView"),
-    Route("PUT", "/admin/tenants/{tenant}/lifecycle",
-          lazy("worker.lifecycle_routes:put_tenant_lifecycle"),
-          "Override retention or the episode limit", "lifecycle", auth=ACCESS,
-          body="LifecycleUpdate", response="LifecycleSettingsView"),
-    Route("POST", "/admin/tenants/{tenant}/prune", lazy("worker.lifecycle_routes:prune_tenant"),
-          "Prune the tenant now", "lifecycle", auth=ACCESS, body="PruneBody",
-          body_required=False, response="PruneView"),
-    Route("POST", "/admin/tenants/{tenant}/reconcile",
-          lazy("worker.lifecycle_routes:reconcile_tenant"),
-          "Run the reconciler for the tenant", "lifecycle", auth=ACCESS, body="EmptyBody",
-          body_required=False, response="ReconcileReport"),
-    Route("DELETE", "/admin/tenants/{tenant}/subjects/{subject}",
-          lazy("worker.lifecycle_routes:erase_subject"),
-          "Erase a subject from every tier", "lifecycle", auth=ACCESS, response="EraseView"),
-    Route("POST", "/admin/tenants/{tenant}/namespace-backfill",
-          lazy("worker.lifecycle_routes:backfill_tenant_namespace"),
-          "Copy the tenant's legacy working-memory KV keys to canonical item keys (one bounded "
-          "step; repeat with next_cursor). Never deletes a key", "lifecycle", auth=ACCESS,
-          body="BackfillBody", body_required=False, response="BackfillView"),
-    # The memory inspector's read routes (docs/inspector.md).
-    Route("GET", "/admin/tenants", lazy("worker.inspector_routes:list_tenants"),
-          "Tenants that have runs, episodes, facts or events (platform admins)", "inspector",
-          auth=ACCESS, response="TenantsResponse"),
-    Route("GET", "/admin/tenants/{tenant}/facts", lazy("worker.inspector_routes:list_facts"),
-          "Facts with their status, filtered by status, subject, agent type or text",
-          "inspector", auth=ACCESS, query="FactsQuery", response="FactPage"),
-    Route("GET", "/admin/tenants/{tenant}/facts/{fact_id}",
-          lazy("worker.inspector_routes:get_fact"),
-          "One fact: supersession chain, links, provenance, written and retrieved history",
-          "inspector", auth=ACCESS, response="FactDetail"),
-    Route("GET", "/admin/tenants/{tenant}/events", lazy("worker.inspector_routes:list_events"),
-          "Memory events by kind, tier, run and time", "inspector", auth=ACCESS,
-          query="EventsQuery", response="EventPage"),
-    Route("GET", "/admin/tenants/{tenant}/episodes",
-          lazy("worker.inspector_routes:get_episodes"),
-          "Episodes by id (what a run recalled)", "inspector", auth=ACCESS,
-          query="EpisodesQuery", response="EpisodesResponse"),
-    Route("POST", "/admin/tenants/{tenant}/recall/explain",
-          lazy("worker.inspector_routes:explain_recall"),
-          "Why this recall: ranked results with channel ranks and weighted score parts",
-          "inspector", auth=ACCESS, body="ExplainBody", response="ExplainResponse"),
-    # The uniform memory API over the four tiers (ADR-29), and its tokens.
-    Route("GET", "/api/v1/memory/{agent_id}", lazy("worker.memory_routes:read_memory"),
-          "List a memory tier, or rank one or every tier for a query", "memory",
-          auth=MEMORY_TOKEN, query="MemoryQuery", response="MemoryPage"),
-    Route("POST", "/api/v1/memory/{agent_id}", lazy("worker.memory_routes:write_memory"),
-          "Write working, episodic or semantic memory", "memory", auth=MEMORY_TOKEN,
-          body="MemoryWrite", response="MemoryWritten", status=201),
-    Route("DELETE", "/api/v1/memory/{agent_id}/{key}", lazy("worker.memory_routes:delete_memory"),
-          "Delete a working or episodic key", "memory", auth=MEMORY_TOKEN,
-          query="MemoryDeleteQuery", response="MemoryDeleted"),
-    Route("POST", "/admin/tenants/{tenant}/memory-tokens",
-          lazy("worker.memory_token_routes:mint"),
-          "Mint an agent-scoped memory token", "memory", auth=ACCESS, body="MintRequest",
-          response="MintedToken", status=201),
-    Route("DELETE", "/admin/tenants/{tenant}/memory-tokens/{jti}",
-          lazy("worker.memory_token_routes:revoke_token"),
-          "Revoke a memory token by its jti", "memory", auth=ACCESS, response="TokenRevoked"),
-    # The hot/warm/cold client (docs/tiered-memory.md).
-    Route("GET", "/api/v1/memory/{agent_id}/episodes/{episode_id}",
-          lazy("worker.memory_archive_routes:read_episode"),
-          "Read one episode through the hot/warm/cold client: hot, else warm, else cold, "
-          "promoting a hit to hot", "memory", auth=MEMORY_TOKEN, response="TieredEpisode"),
-    Route("GET", "/api/v1/memory/{agent_id}/archive",
-          lazy("worker.memory_archive_routes:list_archive"),
-          "The agent's archived (cold) episodes, newest first, optionally for one subject",
-          "memory", auth=MEMORY_TOKEN, query="ArchiveQuery", response="ArchivePage"),
-    Route("GET", "/admin/tenants/{tenant}/subjects/{subject}/archive",
-          lazy("worker.memory_archive_routes:subject_archive"),
-          "A subject's archived (cold) episodes across the tenant's agents, newest first",
-          "memory", auth=ACCESS, query="ArchivePageQuery", response="SubjectArchivePage"),
-)
+def _routes(mcp_post_route: McpRoute) -> tuple[Route, ...]:
+    return (
+        Route("GET", "/healthz", healthz,
+              "Which bindings this deployment has", "meta", response=Health),
+        Route("GET", "/openapi.json", lazy("worker.openapi:openapi_route"),
+              "This document (OpenAPI 3.1)", "meta"),
+        # The tool gateway (src/gateway): the KV-only hot path and MCP (stateless, POST only).
+        # API keys are the gateway's own business, checked on the hot path.
+        Route("POST", "/api/v1/tools/{tool_name}", tool_call_route,
+              "Call a proxied tool (the KV-only hot path) with arguments its input_schema accepts: "
+              "the upstream's status and body (x-upstream-status), or a gateway error "
+              "(x-gateway-error)", "gateway", auth=API_KEY),
+        Route("POST", "/mcp", mcp_post_route,
+              "MCP Streamable HTTP (revisions 2025-06-18, 2025-11-25, 2026-07-28): one JSON-RPC "
+              "message per POST, answered in JSON-RPC form (202 for a notification); API key or "
+              "OAuth access token", "gateway", auth=API_KEY),
+        Route("GET", "/mcp", mcp_not_allowed_route,
+              "No SSE stream on this stateless server (405)", "gateway"),
+        Route("DELETE", "/mcp", mcp_not_allowed_route,
+              "No sessions on this stateless server (405)", "gateway"),
+        # OAuth 2.1 for MCP clients (src/worker/oauth; docs/gateway.md "OAuth"): metadata, the
+        # authorization endpoint (it checks Cloudflare Access itself: anyone with an Access login
+        # may consent, for a tenant among their grants), token / revocation / registration, and
+        # an operator's list / revoke of a tenant's connected clients.
+        Route("GET", "/.well-known/oauth-authorization-server",
+              lazy("worker.oauth.metadata:authorization_server_route"),
+              "OAuth 2.0 authorization server metadata (RFC 8414)", "oauth"),
+        Route("GET", "/.well-known/oauth-protected-resource",
+              lazy("worker.oauth.metadata:protected_resource_route"),
+              "Protected resource metadata (RFC 9728)", "oauth"),
+        Route("GET", "/.well-known/oauth-protected-resource/mcp",
+              lazy("worker.oauth.metadata:mcp_protected_resource_route"),
+              "Protected resource metadata of /mcp (RFC 9728)", "oauth"),
+        Route("GET", "/authorize", lazy("worker.oauth.authorize:authorize_get"),
+              "Authorization endpoint (Cloudflare Access): the consent page", "oauth"),
+        Route("POST", "/authorize", lazy("worker.oauth.authorize:authorize_post"),
+              "The consent page's answer", "oauth"),
+        Route("POST", "/token", lazy("worker.oauth.token_endpoint:token_route"),
+              "Token endpoint: authorization_code (PKCE S256) and refresh_token", "oauth"),
+        Route("POST", "/revoke", lazy("worker.oauth.token_endpoint:revoke_route"),
+              "Token revocation (RFC 7009)", "oauth"),
+        Route("POST", "/register", lazy("worker.oauth.token_endpoint:register_route"),
+              "Dynamic client registration (RFC 7591)", "oauth"),
+        Route("GET", "/admin/tenants/{tenant}/oauth-clients",
+              lazy("worker.oauth.connected:list_route"),
+              "The tenant's connected OAuth clients", "oauth", auth=ACCESS),
+        Route("DELETE", "/admin/tenants/{tenant}/oauth-clients/{grant_id}",
+              lazy("worker.oauth.connected:revoke_route"),
+              "Revoke a connected client's grant", "oauth", auth=ACCESS),
+        # The admin agent-run path: the only routes that reach a Durable Object.
+        Route("POST", "/v1/agents/{tenant}/{agent_type}/run",
+              lazy("worker.agents_routes:run_agent"),
+              "Run one agent turn", "agents", auth=ACCESS, body="RunBody", response="RunResult"),
+        Route("POST", "/v1/agents/{tenant}/{agent_type}/runs/{run_id}/outcome",
+              lazy("worker.agents_routes:record_outcome"),
+              "Score a run (procedural memory)", "agents", auth=ACCESS, body="OutcomeBody",
+              response="OutcomeResult"),
+        Route("GET", "/admin/agents/{tenant}/runs", lazy("worker.agents_routes:list_runs"),
+              "List runs", "agents", auth=ACCESS, query="RunsQuery", response="RunPage"),
+        Route("GET", "/admin/agents/{tenant}/runs/{run_id}", lazy("worker.agents_routes:get_run"),
+              "A run with its episodes and log", "agents", auth=ACCESS, response="RunDetail"),
+        Route("GET", "/admin/agents/{tenant}/{agent_type}/workflows",
+              lazy("worker.agents_routes:list_workflows"),
+              "The bandit's workflows", "agents", auth=ACCESS, query="WorkflowsQuery",
+              response="Workflows"),
+        Route("GET", "/admin/agents/{tenant}/{agent_type}/pack-candidates",
+              lazy("worker.agents_routes:pack_candidates"),
+              "Workflows ready to pack", "agents", auth=ACCESS, query="CandidatesQuery",
+              response="PackCandidates"),
+        # Workflow packs: promote a proven workflow for every agent of a type.
+        Route("GET", "/admin/tenants/{tenant}/agents/{agent_type}/packs",
+              lazy("worker.pack_routes:list_packs"),
+              "Every version of every workflow pack of the agent type", "agents", auth=ACCESS,
+              response="PackList"),
+        Route("POST", "/admin/tenants/{tenant}/agents/{agent_type}/packs",
+              lazy("worker.pack_routes:promote_pack"),
+              "Promote an instance's stable workflow into the next version of a named pack",
+              "agents", auth=ACCESS, body="PromotePack", response="PackPromoted", status=201),
+        Route("DELETE", "/admin/tenants/{tenant}/agents/{agent_type}/packs/{name}",
+              lazy("worker.pack_routes:deprecate_pack"),
+              "Deprecate the active version of a pack", "agents", auth=ACCESS,
+              response="PackDeprecated"),
+        # Semantic memory: admin fact deletion.
+        Route("DELETE", "/admin/tenants/{tenant}/facts/{fact_id}",
+              lazy("worker.facts_routes:delete_fact"),
+              "Delete a fact and its vector", "memory", auth=ACCESS, response="FactDeleted"),
+        # The memory lifecycle: retention, prune, reconcile, subject erase, namespace backfill.
+        Route("GET", "/admin/tenants/{tenant}/lifecycle",
+              lazy("worker.lifecycle_routes:get_tenant_lifecycle"),
+              "Lifecycle settings and today's brief", "lifecycle", auth=ACCESS,
+              response="LifecycleView"),
+        Route("PUT", "/admin/tenants/{tenant}/lifecycle",
+              lazy("worker.lifecycle_routes:put_tenant_lifecycle"),
+              "Override retention or the episode limit", "lifecycle", auth=ACCESS,
+              body="LifecycleUpdate", response="LifecycleSettingsView"),
+        Route("POST", "/admin/tenants/{tenant}/prune", lazy("worker.lifecycle_routes:prune_tenant"),
+              "Prune the tenant now", "lifecycle", auth=ACCESS, body="PruneBody",
+              body_required=False, response="PruneView"),
+        Route("POST", "/admin/tenants/{tenant}/reconcile",
+              lazy("worker.lifecycle_routes:reconcile_tenant"),
+              "Run the reconciler for the tenant", "lifecycle", auth=ACCESS, body="EmptyBody",
+              body_required=False, response="ReconcileReport"),
+        Route("DELETE", "/admin/tenants/{tenant}/subjects/{subject}",
+              lazy("worker.lifecycle_routes:erase_subject"),
+              "Erase a subject from every tier", "lifecycle", auth=ACCESS, response="EraseView"),
+        Route("POST", "/admin/tenants/{tenant}/namespace-backfill",
+              lazy("worker.lifecycle_routes:backfill_tenant_namespace"),
+              "Copy the tenant's legacy working-memory KV keys to canonical item keys (one bounded "
+              "step; repeat with next_cursor). Never deletes a key", "lifecycle", auth=ACCESS,
+              body="BackfillBody", body_required=False, response="BackfillView"),
+        # The memory inspector's read routes (docs/inspector.md).
+        Route("GET", "/admin/tenants", lazy("worker.inspector_routes:list_tenants"),
+              "Tenants that have runs, episodes, facts or events (platform admins)", "inspector",
+              auth=ACCESS, response="TenantsResponse"),
+        Route("GET", "/admin/tenants/{tenant}/facts", lazy("worker.inspector_routes:list_facts"),
+              "Facts with their status, filtered by status, subject, agent type or text",
+              "inspector", auth=ACCESS, query="FactsQuery", response="FactPage"),
+        Route("GET", "/admin/tenants/{tenant}/facts/{fact_id}",
+              lazy("worker.inspector_routes:get_fact"),
+              "One fact: supersession chain, links, provenance, written and retrieved history",
+              "inspector", auth=ACCESS, response="FactDetail"),
+        Route("GET", "/admin/tenants/{tenant}/events", lazy("worker.inspector_routes:list_events"),
+              "Memory events by kind, tier, run and time", "inspector", auth=ACCESS,
+              query="EventsQuery", response="EventPage"),
+        Route("GET", "/admin/tenants/{tenant}/episodes",
+              lazy("worker.inspector_routes:get_episodes"),
+              "Episodes by id (what a run recalled)", "inspector", auth=ACCESS,
+              query="EpisodesQuery", response="EpisodesResponse"),
+        Route("POST", "/admin/tenants/{tenant}/recall/explain",
+              lazy("worker.inspector_routes:explain_recall"),
+              "Why this recall: ranked results with channel ranks and weighted score parts",
+              "inspector", auth=ACCESS, body="ExplainBody", response="ExplainResponse"),
+        # The uniform memory API over the four tiers (ADR-29), and its tokens.
+        Route("GET", "/api/v1/memory/{agent_id}", lazy("worker.memory_routes:read_memory"),
+              "List a memory tier, or rank one or every tier for a query", "memory",
+              auth=MEMORY_TOKEN, query="MemoryQuery", response="MemoryPage"),
+        Route("POST", "/api/v1/memory/{agent_id}", lazy("worker.memory_routes:write_memory"),
+              "Write working, episodic or semantic memory", "memory", auth=MEMORY_TOKEN,
+              body="MemoryWrite", response="MemoryWritten", status=201),
+        Route("DELETE", "/api/v1/memory/{agent_id}/{key}",
+              lazy("worker.memory_routes:delete_memory"),
+              "Delete a working or episodic key", "memory", auth=MEMORY_TOKEN,
+              query="MemoryDeleteQuery", response="MemoryDeleted"),
+        Route("POST", "/admin/tenants/{tenant}/memory-tokens",
+              lazy("worker.memory_token_routes:mint"),
+              "Mint an agent-scoped memory token", "memory", auth=ACCESS, body="MintRequest",
+              response="MintedToken", status=201),
+        Route("DELETE", "/admin/tenants/{tenant}/memory-tokens/{jti}",
+              lazy("worker.memory_token_routes:revoke_token"),
+              "Revoke a memory token by its jti", "memory", auth=ACCESS, response="TokenRevoked"),
+        # The hot/warm/cold client (docs/tiered-memory.md).
+        Route("GET", "/api/v1/memory/{agent_id}/episodes/{episode_id}",
+              lazy("worker.memory_archive_routes:read_episode"),
+              "Read one episode through the hot/warm/cold client: hot, else warm, else cold, "
+              "promoting a hit to hot", "memory", auth=MEMORY_TOKEN, response="TieredEpisode"),
+        Route("GET", "/api/v1/memory/{agent_id}/archive",
+              lazy("worker.memory_archive_routes:list_archive"),
+              "The agent's archived (cold) episodes, newest first, optionally for one subject",
+              "memory", auth=MEMORY_TOKEN, query="ArchiveQuery", response="ArchivePage"),
+        Route("GET", "/admin/tenants/{tenant}/subjects/{subject}/archive",
+              lazy("worker.memory_archive_routes:subject_archive"),
+              "A subject's archived (cold) episodes across the tenant's agents, newest first",
+              "memory", auth=ACCESS, query="ArchivePageQuery", response="SubjectArchivePage"),
+    )
 # fmt: on
 
-ROUTER = Router(ROUTES)
-# MCP's recall_memory / store_memory: a cheap factory that imports the semantic memory on
-# the first MCP request of a deployment with the semantic tier (worker.memory_wiring).
-register_memory_dispatcher(SemanticDispatcher)
+
+class App:
+    """The Worker's request handling over a route table (`routes()`): the one the entry and
+    the local runtime serve is `APP`; a test may build one with other wiring."""
+
+    def __init__(self, table: tuple[Route, ...]) -> None:
+        self.routes = table
+        self.router = Router(table)
+
+    async def handle(self, request: HttpRequest, bindings: Bindings) -> HttpResponse:
+        return await handle(request, bindings, self.router)
 
 
-async def handle(request: HttpRequest, bindings: Bindings) -> HttpResponse:
+ROUTES = routes()
+APP = App(ROUTES)
+
+
+async def handle(
+    request: HttpRequest, bindings: Bindings, router: Router | None = None
+) -> HttpResponse:
     """Answer one request. Never raises: every failure is a JSON error response."""
     try:
         if len(request.body) > bindings.settings.max_body_bytes:
             raise payload_too_large(bindings.settings.max_body_bytes)
-        return await ROUTER.dispatch(request, bindings)
+        return await (router or APP.router).dispatch(request, bindings)
     except ApiError as exc:
         return exc.to_response()
     except BindingLimitError as exc:

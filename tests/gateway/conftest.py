@@ -14,12 +14,13 @@ import pytest
 from bindings.environment import Bindings
 from bindings.ports.clock import FixedClock
 from bindings.settings import Settings
-from gateway import admin_ops, routes
+from gateway import admin_ops
 from gateway.kv_cache import ISOLATE_CACHE
+from gateway.memory_tools import MemoryToolDispatcher
 from http_messages import Headers, HttpRequest, HttpResponse
 from local_runtime.adapters.kv import SqliteKV
 from local_runtime.background import LocalBackgroundTasks
-from worker import app
+from worker.app import App, routes
 
 UPSTREAM = "https://upstream.test"
 TENANT = "acme"
@@ -28,12 +29,10 @@ OTHER_TENANT = "globex"
 
 @pytest.fixture(autouse=True)
 def fresh_isolate() -> Iterator[None]:
-    """Each test is a fresh isolate: empty KV cache, no memory dispatcher registered."""
+    """Each test is a fresh isolate: an empty KV cache."""
     ISOLATE_CACHE.clear()
-    routes.register_memory_dispatcher(None)
     yield
     ISOLATE_CACHE.clear()
-    routes.register_memory_dispatcher(None)
 
 
 Handler = Callable[[httpx.Request], httpx.Response]
@@ -76,6 +75,12 @@ class Gateway:
     upstream: Upstream
     semantic_tier: bool = False
     settings: Settings = field(default_factory=lambda: Settings(environment="test"))
+    # The app under test: no memory tools unless a test hands it some (`use_memory`).
+    app: App = field(default_factory=lambda: App(routes(memory_tools=None)))
+
+    def use_memory(self, memory: MemoryToolDispatcher) -> None:
+        """Build the app with `memory` as MCP's memory tools, as the Worker wires its own."""
+        self.app = App(routes(memory_tools=lambda bindings: memory))
 
     def bindings(self) -> Bindings:
         tier: dict[str, Any] = {}
@@ -110,7 +115,7 @@ class Gateway:
         if key is not None:
             all_headers["Authorization"] = f"Bearer {key}"
         request = HttpRequest(method, f"https://gw.test{path}", Headers(all_headers), raw)
-        return await app.handle(request, self.bindings())
+        return await self.app.handle(request, self.bindings())
 
     async def call_tool(
         self, tool: str, arguments: dict[str, Any] | bytes | str | None = None, *, key: str | None

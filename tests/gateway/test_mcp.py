@@ -9,35 +9,11 @@ import httpx
 import pytest
 
 from bindings.settings import Settings
-from gateway import admin_ops, routes
-from gateway.memory_tools import MemoryToolDispatcher
+from gateway import admin_ops
+from tests.fakes.memory_tools import FakeMemoryTools
 from tests.gateway.conftest import TENANT, Seeded
 
-
-class FakeMemory:
-    """Stands in for the memory code: the real tools' schemas (the memory core defines each
-    tool once), records calls, answers like ADR-0030's tools."""
-
-    def __init__(self, fail: bool = False) -> None:
-        self.calls: list[tuple[str, str, dict[str, Any]]] = []
-        self.fail = fail
-
-    def specs(self) -> list[dict[str, Any]]:
-        from agent_memory.agent.memory_tools import McpMemoryTools
-
-        return McpMemoryTools(None).specs()  # type: ignore[arg-type]
-
-    async def call(self, tenant: str, tool_name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        self.calls.append((tenant, tool_name, arguments))
-        if self.fail:
-            raise RuntimeError("vector index down")
-        if tool_name == "store_memory":
-            return {"stored": True}
-        return {"entries": [{"content": "prefers dark mode", "score": 0.9}]}
-
-
-def _install(memory: MemoryToolDispatcher) -> None:
-    routes.register_memory_dispatcher(lambda bindings: memory)
+FakeMemory = FakeMemoryTools
 
 
 def _result(response: Any) -> Any:
@@ -238,7 +214,7 @@ async def test_memory_tools_listed_when_enabled_and_semantic_tier_present(
 ) -> None:
     gw = seeded.gateway
     gw.semantic_tier = True
-    _install(FakeMemory())
+    gw.use_memory(FakeMemory())
     result = _result(await gw.rpc("tools/list", {}, key=seeded.key))
     assert _tool_names(result) == ["echo", "list_issues", "recall_memory", "store_memory"]
     recall = next(t for t in result["tools"] if t["name"] == "recall_memory")
@@ -249,7 +225,7 @@ async def test_memory_tools_listed_when_enabled_and_semantic_tier_present(
 
 async def test_memory_tools_hidden_without_semantic_tier(seeded: Seeded) -> None:
     gw = seeded.gateway
-    _install(FakeMemory())  # the dispatcher exists, but the deployment has no semantic tier
+    gw.use_memory(FakeMemory())  # the dispatcher exists, but the deployment has no semantic tier
     result = _result(await gw.rpc("tools/list", {}, key=seeded.key))
     assert "recall_memory" not in _tool_names(result)
 
@@ -257,7 +233,7 @@ async def test_memory_tools_hidden_without_semantic_tier(seeded: Seeded) -> None
 async def test_memory_tools_hidden_when_tenant_has_memory_disabled(seeded: Seeded) -> None:
     gw = seeded.gateway
     gw.semantic_tier = True
-    _install(FakeMemory())
+    gw.use_memory(FakeMemory())
     await admin_ops.set_tenant_memory(gw.kv, TENANT, False)
     result = _result(await gw.rpc("tools/list", {}, key=seeded.key))
     assert _tool_names(result) == ["echo", "list_issues"]
@@ -266,7 +242,7 @@ async def test_memory_tools_hidden_when_tenant_has_memory_disabled(seeded: Seede
 async def test_memory_only_key_lists_only_memory_tools(seeded: Seeded) -> None:
     gw = seeded.gateway
     gw.semantic_tier = True
-    _install(FakeMemory())
+    gw.use_memory(FakeMemory())
     result = _result(await gw.rpc("tools/list", {}, key=seeded.memory_only_key))
     assert _tool_names(result) == ["recall_memory", "store_memory"]
 
@@ -344,7 +320,7 @@ async def test_recall_memory_is_dispatched_with_tenant_and_default_top_k(seeded:
     gw = seeded.gateway
     gw.semantic_tier = True
     memory = FakeMemory()
-    _install(memory)
+    gw.use_memory(memory)
     params = {"name": "recall_memory", "arguments": {"query": "ui preferences"}}
     result = _result(await gw.rpc("tools/call", params, key=seeded.key))
     assert result["isError"] is False
@@ -357,7 +333,7 @@ async def test_store_memory_is_dispatched(seeded: Seeded) -> None:
     gw = seeded.gateway
     gw.semantic_tier = True
     memory = FakeMemory()
-    _install(memory)
+    gw.use_memory(memory)
     params = {"name": "store_memory", "arguments": {"content": "x", "metadata": {"k": 1}}}
     result = _result(await gw.rpc("tools/call", params, key=seeded.key))
     assert json.loads(result["content"][0]["text"]) == {"stored": True}
@@ -368,7 +344,7 @@ async def test_memory_tool_arguments_are_validated(seeded: Seeded) -> None:
     gw = seeded.gateway
     gw.semantic_tier = True
     memory = FakeMemory()
-    _install(memory)
+    gw.use_memory(memory)
     params = {"name": "recall_memory", "arguments": {"query": "q", "top_k": 50}}
     error = _rpc_error(await gw.rpc("tools/call", params, key=seeded.key))
     assert error["code"] == -32602
@@ -388,7 +364,7 @@ class RefusingMemory(FakeMemory):
 async def test_refused_memory_input_reaches_the_client_with_its_reason(seeded: Seeded) -> None:
     gw = seeded.gateway
     gw.semantic_tier = True
-    _install(RefusingMemory())
+    gw.use_memory(RefusingMemory())
     params = {"name": "recall_memory", "arguments": {"query": "   "}}
     result = _result(await gw.rpc("tools/call", params, key=seeded.key))
     assert result["isError"] is True
@@ -399,7 +375,7 @@ async def test_refused_memory_input_reaches_the_client_with_its_reason(seeded: S
 async def test_memory_tool_failure_is_a_tool_error(seeded: Seeded) -> None:
     gw = seeded.gateway
     gw.semantic_tier = True
-    _install(FakeMemory(fail=True))
+    gw.use_memory(FakeMemory(fail=True))
     params = {"name": "recall_memory", "arguments": {"query": "q"}}
     result = _result(await gw.rpc("tools/call", params, key=seeded.key))
     assert result["isError"] is True
@@ -409,7 +385,7 @@ async def test_memory_tool_failure_is_a_tool_error(seeded: Seeded) -> None:
 async def test_memory_tool_is_unknown_when_memory_is_not_available(seeded: Seeded) -> None:
     gw = seeded.gateway
     memory = FakeMemory()
-    _install(memory)  # no semantic tier
+    gw.use_memory(memory)  # no semantic tier
     params = {"name": "store_memory", "arguments": {"content": "x"}}
     error = _rpc_error(await gw.rpc("tools/call", params, key=seeded.key))
     assert error["code"] == -32602

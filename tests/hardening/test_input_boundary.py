@@ -13,7 +13,6 @@ import pytest
 
 from gateway import admin_ops
 from gateway.kv_cache import ISOLATE_CACHE
-from gateway.routes import register_memory_dispatcher
 from http_messages import Headers, HttpRequest, HttpResponse
 from http_messages.bounded_json import MAX_DEPTH, JsonLimitError, loads_bounded
 from local_runtime.access_dev import mint_token
@@ -21,7 +20,6 @@ from local_runtime.runtime import LocalRuntime
 from tests.agents.conftest import Send
 from worker.access import ACCESS_HEADER
 from worker.app import handle
-from worker.memory_wiring import SemanticDispatcher
 
 RUN = "/v1/agents/acme/assistant/run"
 DEEP = b"[" * 50_000 + b"]" * 50_000
@@ -91,7 +89,6 @@ async def test_a_nul_in_the_run_input_is_refused(agent_runtime: LocalRuntime, se
 
 async def _gateway_key(rt: LocalRuntime) -> str:
     ISOLATE_CACHE.clear()
-    register_memory_dispatcher(SemanticDispatcher)  # as worker.app installs it
     assert rt.kv is not None
     await admin_ops.create_tenant(rt.kv, rt.clock, "acme", memory_enabled=True)
     # Never called: every request below is refused before any outbound fetch.

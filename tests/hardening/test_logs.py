@@ -15,7 +15,6 @@ from agent_memory.tiers.semantic.memory import SemanticMemory
 from agent_runtime_do.runtime import AgentRuntimeCore
 from gateway import admin_ops
 from gateway.kv_cache import ISOLATE_CACHE
-from gateway.routes import register_memory_dispatcher
 from http_messages import Headers, HttpRequest, HttpResponse
 from local_runtime.access_dev import mint_token
 from local_runtime.runtime import LocalRuntime
@@ -23,7 +22,6 @@ from tests.agents.conftest import build_request
 from tests.agents.test_episodic import FlakyD1, RecordingSleep, use_core
 from worker import lifecycle_routes
 from worker.app import handle
-from worker.memory_wiring import SemanticDispatcher
 
 SUBJECT = "Zelda Quartermaine-Subject"
 CONTENT = "zelda keeps the vault code 4411 under the blue lamp"
@@ -79,7 +77,6 @@ async def test_logs_never_carry_content_subjects_credentials_or_payloads(
 
     # 2. MCP memory tools, including one failing with the content in its exception.
     ISOLATE_CACHE.clear()
-    register_memory_dispatcher(SemanticDispatcher)
     assert rt.kv is not None
     await admin_ops.create_tenant(rt.kv, rt.clock, "acme", memory_enabled=True)
     key = (await admin_ops.issue_api_key(rt.kv, rt.clock, "acme")).api_key

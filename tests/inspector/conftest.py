@@ -8,18 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from gateway.routes import register_memory_dispatcher
 from local_runtime.runtime import LocalRuntime
 from local_runtime.server import running_server
 from tests.fakes.embedder import HashingEmbedder
 from tests.inspector.seed import Seeded, seed
-from worker.memory_wiring import SemanticDispatcher
 
 
 @contextlib.contextmanager
 def serve_seeded(state: Path) -> Iterator[tuple[Seeded, LocalRuntime]]:
-    # As worker.app installs it (the gateway tests' fixture unregisters it after each test).
-    register_memory_dispatcher(SemanticDispatcher)
     runtime = LocalRuntime.open(state, embedder=HashingEmbedder())
     with running_server(runtime) as base:
         yield seed(base, state), runtime

@@ -23,7 +23,6 @@ from local_runtime.commands import lifecycle
 from local_runtime.runtime import LocalRuntime
 from tests.fakes.embedder import HashingEmbedder
 from tests.lifecycle.conftest import NOW
-from worker.memory_wiring import SemanticDispatcher
 
 DARK = "Alice prefers dark mode in every editor"
 LIGHT = "Alice now prefers light mode in every editor"
@@ -447,13 +446,11 @@ async def test_over_mcp_the_default_twentieth_write_resolves_the_update(tmp_path
     reconcile command, only writes; after the 20th new fact the tenant is reconciled."""
     from gateway import admin_ops
     from gateway.kv_cache import ISOLATE_CACHE
-    from gateway.routes import register_memory_dispatcher
 
     clock = FixedClock(NOW)
     runtime = open_runtime(tmp_path / "state", clock)
     await runtime.migrate()
     ISOLATE_CACHE.clear()
-    register_memory_dispatcher(SemanticDispatcher)
     try:
         assert runtime.kv is not None
         await admin_ops.create_tenant(runtime.kv, clock, "acme", memory_enabled=True)

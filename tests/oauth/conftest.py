@@ -26,14 +26,15 @@ import pytest
 
 from bindings.environment import Bindings
 from bindings.ports.clock import FixedClock
-from gateway import admin_ops, routes
+from gateway import admin_ops
 from gateway.kv_cache import ISOLATE_CACHE
 from http_messages import Headers, HttpRequest, HttpResponse
 from local_runtime.access_dev import DevAccessTransport, mint_token
 from local_runtime.runtime import LocalRuntime
 from tests.fakes.embedder import HashingEmbedder
+from tests.fakes.memory_tools import FakeMemoryTools
 from worker.access import ACCESS_HEADER
-from worker.app import handle
+from worker.app import App, routes
 
 BASE = "http://127.0.0.1:8790"
 RESOURCE = f"{BASE}/mcp"
@@ -43,15 +44,7 @@ CIMD_REDIRECT = "https://client.example.test/callback"
 DCR_REDIRECT = "http://127.0.0.1:33418/callback"
 
 
-class FakeMemory:
-    """The memory tools' dispatcher, recording calls (the real one is tested elsewhere)."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, str, dict[str, Any]]] = []
-
-    async def call(self, tenant: str, tool_name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        self.calls.append((tenant, tool_name, arguments))
-        return {"stored": True} if tool_name == "store_memory" else {"entries": []}
+FakeMemory = FakeMemoryTools
 
 
 @dataclass
@@ -97,6 +90,8 @@ class OAuthDriver:
         self.addresses: dict[str, list[str]] = {"client.example.test": ["8.8.8.8"]}
         self.vars: dict[str, str] = {}
         self.base = BASE
+        # No memory tools unless a test hands it some (`use_memory`).
+        self.app = App(routes(memory_tools=None))
         # The dev Access JWKS, and every other request to the recorded documents.
         self.transport = DevAccessTransport(
             runtime.state.access, fallback=httpx.MockTransport(documents)
@@ -134,7 +129,11 @@ class OAuthDriver:
         base: str | None = None,
     ) -> HttpResponse:
         request = HttpRequest(method, (base or self.base) + path, Headers(headers or {}), body)
-        return await handle(request, self.bindings())
+        return await self.app.handle(request, self.bindings())
+
+    def use_memory(self, memory: FakeMemoryTools) -> None:
+        """Build the app with `memory` as MCP's memory tools, as the Worker wires its own."""
+        self.app = App(routes(memory_tools=lambda bindings: memory))
 
     async def form(
         self, path: str, data: dict[str, str], headers: dict[str, str] | None = None
@@ -240,13 +239,10 @@ def redirect_params(response: HttpResponse) -> dict[str, str]:
 
 @pytest.fixture(autouse=True)
 def fresh_isolate() -> Iterator[None]:
-    """An empty read cache and no memory dispatcher; the Worker's own one is put back after."""
-    installed = routes._memory_dispatcher_factory
+    """An empty read cache (a fresh isolate)."""
     ISOLATE_CACHE.clear()
-    routes.register_memory_dispatcher(None)
     yield
     ISOLATE_CACHE.clear()
-    routes.register_memory_dispatcher(installed)
 
 
 @pytest.fixture

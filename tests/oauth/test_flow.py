@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 
-from gateway import routes
 from tests.oauth.conftest import (
     BASE,
     CIMD_REDIRECT,
@@ -67,7 +66,7 @@ async def test_a_401_names_the_resource_metadata_on_mcp_and_the_tool_route(
 async def test_dcr_client_consents_gets_tokens_calls_mcp_refreshes_and_is_revoked(
     oauth: OAuthDriver,
 ) -> None:
-    routes.register_memory_dispatcher(lambda bindings: FakeMemory())
+    oauth.use_memory(FakeMemory())
     client = await oauth.register()
     auth = await oauth.authorize(client["client_id"], DCR_REDIRECT)
     assert auth.params["state"] == "st-1"
@@ -316,7 +315,7 @@ async def test_dcr_refuses_unsafe_redirect_uris(oauth: OAuthDriver) -> None:
 
 async def test_a_token_without_memory_write_cannot_store_memory(oauth: OAuthDriver) -> None:
     memory = FakeMemory()
-    routes.register_memory_dispatcher(lambda bindings: memory)
+    oauth.use_memory(memory)
     client = await oauth.register()
     auth = await oauth.authorize(client["client_id"], DCR_REDIRECT, scopes=["memory:read"])
     tokens = (await oauth.exchange(auth)).json()

@@ -34,12 +34,11 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from gateway import admin_ops, routes
+from gateway import admin_ops
 from local_runtime.access_dev import DevAccessTransport, mint_token
 from local_runtime.runtime import LocalRuntime
 from local_runtime.server import running_server
 from tests.gateway.test_mcp_sdk_client import run_sdk_client
-from worker.memory_wiring import SemanticDispatcher
 
 SDK_REDIRECT = "http://127.0.0.1:33418/callback"
 
@@ -116,12 +115,6 @@ def serving_document(directory: Path) -> Iterator[tuple[str, Path]]:
     finally:
         server.shutdown()
         server.server_close()
-
-
-@pytest.fixture(autouse=True)
-def real_memory_tools() -> Iterator[None]:
-    routes.register_memory_dispatcher(SemanticDispatcher)
-    yield
 
 
 async def _run(runtime: LocalRuntime, mode: str, metadata_url: str = "") -> dict[str, Any]:

@@ -9,14 +9,12 @@ from typing import Any
 from agent_memory.tiers.semantic.memory import SemanticMemory
 from gateway import admin_ops
 from gateway.kv_cache import ISOLATE_CACHE
-from gateway.routes import register_memory_dispatcher
 from http_messages import Headers, HttpRequest, HttpResponse
 from local_runtime.access_dev import mint_token
 from local_runtime.runtime import LocalRuntime
 from tests.agents.conftest import build_request
 from tests.semantic.conftest import fact_rows, vector_count
-from worker.app import ROUTER, ROUTES, handle
-from worker.memory_wiring import SemanticDispatcher
+from worker.app import APP, ROUTES, handle
 
 
 async def delete(rt: LocalRuntime, path: str, token: str | None) -> HttpResponse:
@@ -74,7 +72,7 @@ async def test_admin_delete_cannot_reach_another_tenants_fact(rt: LocalRuntime) 
 
 
 def test_the_route_is_registered_once_by_the_app() -> None:
-    route, params = ROUTER.resolve("DELETE", "/admin/tenants/acme/facts/" + "0" * 26)
+    route, params = APP.router.resolve("DELETE", "/admin/tenants/acme/facts/" + "0" * 26)
     assert params == {"tenant": "acme", "fact_id": "0" * 26}
     pattern = "/admin/tenants/{tenant}/facts/{fact_id}"
     assert route.path == pattern
@@ -100,7 +98,6 @@ async def mcp(rt: LocalRuntime, key: str, method: str, params: dict[str, Any]) -
 
 async def test_mcp_clients_store_and_recall_through_the_gateway(rt: LocalRuntime) -> None:
     ISOLATE_CACHE.clear()
-    register_memory_dispatcher(SemanticDispatcher)  # as worker.app installs it
     assert rt.kv is not None
     await admin_ops.create_tenant(rt.kv, rt.clock, "acme", memory_enabled=True)
     key = (await admin_ops.issue_api_key(rt.kv, rt.clock, "acme")).api_key
