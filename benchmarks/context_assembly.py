@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
 from agent_memory.agent.context import assemble_context  # noqa: E402
-from agent_memory.governance.agent_types import get_agent_type  # noqa: E402
+from agent_memory.governance.agent_types import BUILT_IN  # noqa: E402
 from agent_memory.ids import content_hash, new_ulid  # noqa: E402
 from agent_memory.memory import Memory  # noqa: E402
 from agent_runtime_do.schema import create_schema  # noqa: E402
@@ -123,7 +123,7 @@ async def main(episodes: int, iterations: int, warmup: int) -> int:
         )
         print(f"seeded {count['n'] if count else 0} episodes for {TENANT!r} in {seeded:.1f} s")
 
-        agent_type = get_agent_type("assistant")
+        agent_type = BUILT_IN.get("assistant")
         assert agent_type is not None
         storage = runtime._do_registry.storage(f"{TENANT}:assistant:bench")
         create_schema(storage.sql)

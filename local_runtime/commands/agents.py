@@ -99,7 +99,7 @@ def _run_command(args: argparse.Namespace) -> int:
 
 
 def cmd_types(args: argparse.Namespace) -> Any:
-    from agent_memory.governance.agent_types import AGENT_TYPES
+    from agent_memory.governance.agent_types import BUILT_IN as AGENT_TYPES
 
     return [
         {

@@ -31,9 +31,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from agent_memory.governance.agent_types import catalog
 from agent_memory.governance.events import EventLog, RetrievedItem, memory_retrieved
 from agent_memory.governance.personal_data import PersonalData
-from agent_memory.governance.policy import WriteGate
+from agent_memory.governance.policy import WriteGate, WritePolicy
 from agent_memory.ids import new_ulid
 from agent_memory.lifecycle.erase import SubjectEraser
 from agent_memory.lifecycle.inspect import MemoryInspector
@@ -170,10 +171,12 @@ class Memory:
         self.personal = PersonalData.from_bindings(bindings, tenant)
         # Every write is a proposal the policy checks; a committed one is a `memory_written`
         # event — after the response when asked (an agent turn), else before returning.
+        self.agent_types = catalog(bindings.settings.agent_types)
         self.gate = WriteGate(
             tenant,
             clock=bindings.clock,
             events=self.events,
+            policy=WritePolicy(agent_types=self.agent_types),
             background=bindings.background if events_after_response else None,
         )
         # Working-memory reads by key generation, for the daily brief (the namespace

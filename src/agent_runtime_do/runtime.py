@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
-from agent_memory.governance.agent_types import AgentType, get_agent_type
+from agent_memory.governance.agent_types import AgentType, catalog
 from agent_memory.governance.policy import WriteGate
 from agent_memory.lifecycle.erase import subject_digest
 from agent_memory.memory import Memory
@@ -222,7 +222,7 @@ class AgentRuntimeCore:
             request = RunPayload.model_validate(payload)
         except ValidationError as exc:
             return _invalid(exc)
-        agent_type = get_agent_type(request.agent_type)
+        agent_type = catalog(self.bindings.settings.agent_types).get(request.agent_type)
         if agent_type is None:
             return rpc_error(404, "unknown_agent_type", f"no agent type {request.agent_type!r}")
         bindings = self.bindings
@@ -333,7 +333,7 @@ class AgentRuntimeCore:
             request = WorkflowsPayload.model_validate(payload)
         except ValidationError as exc:
             return _invalid(exc)
-        agent_type = get_agent_type(request.agent_type)
+        agent_type = catalog(self.bindings.settings.agent_types).get(request.agent_type)
         if agent_type is None:
             return rpc_error(404, "unknown_agent_type", f"no agent type {request.agent_type!r}")
         self.ensure_workflows(agent_type, request.tenant)

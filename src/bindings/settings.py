@@ -137,6 +137,9 @@ class Settings(BaseModel):
     # here as a JSON object; the fields by `agent_memory.placement.parse_placement` (the
     # memory core is a layer above this module).
     memory_placement: str = ""
+    # The deployment's own agent types (agent_memory.governance.agent_types.catalog): a JSON
+    # list of agent type definitions added to (or replacing, by name) the built-in ones.
+    agent_types: str = ""
 
     @field_validator("embed_rate_period")
     @classmethod
@@ -174,6 +177,18 @@ class Settings(BaseModel):
     @property
     def mcp_origins(self) -> frozenset[str]:
         return parse_origin_list(self.mcp_allowed_origins)
+
+    @field_validator("agent_types")
+    @classmethod
+    def _json_list(cls, value: str) -> str:
+        if value.strip():
+            try:
+                parsed = json.loads(value)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"AGENT_TYPES is not JSON: {exc}") from None
+            if not isinstance(parsed, list):
+                raise ValueError("AGENT_TYPES must be a JSON list of agent types")
+        return value
 
     @field_validator("memory_retrieval_config", "memory_placement")
     @classmethod

@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from agent_memory.governance.agent_types import AgentType, agent_type_names, get_agent_type
+from agent_memory.governance.agent_types import AgentType, catalog
 from agent_memory.governance.personal_data import PersonalData
 from agent_memory.ids import is_ulid
 from agent_memory.scope import (
@@ -145,14 +145,16 @@ class PackCandidates(BaseModel):
 # --- helpers ----------------------------------------------------------------------------
 
 
-def agent_type_param(params: dict[str, str]) -> AgentType:
-    name = params["agent_type"]
-    found = get_agent_type(name) if is_agent_type(name) else None
+def agent_type_param(call: Call[Any, Any]) -> AgentType:
+    """The route's `{agent_type}` among the deployment's agent types, or 404."""
+    name = call.params["agent_type"]
+    types = catalog(call.bindings.settings.agent_types)
+    found = types.get(name) if is_agent_type(name) else None
     if found is None:
         raise ApiError(
             404,
             "unknown_agent_type",
-            f"no agent type {name!r}; known types: {', '.join(agent_type_names())}",
+            f"no agent type {name!r}; known types: {', '.join(sorted(types))}",
         )
     return found
 
@@ -205,7 +207,7 @@ async def call_agent(
 
 async def run_agent(call: Call[RunBody, None]) -> RunResult:
     tenant, body = call.params["tenant"], call.body
-    agent_type = agent_type_param(call.params)
+    agent_type = agent_type_param(call)
     scope = AgentScope(tenant=tenant, agent_type=agent_type.name, instance_id=body.instance_id)
     result = await call_agent(
         call.bindings,
@@ -224,7 +226,7 @@ async def run_agent(call: Call[RunBody, None]) -> RunResult:
 
 async def record_outcome(call: Call[OutcomeBody, None]) -> OutcomeResult:
     tenant, body = call.params["tenant"], call.body
-    agent_type = agent_type_param(call.params)
+    agent_type = agent_type_param(call)
     run_id = _run_id(call.params)
     scope = AgentScope(tenant=tenant, agent_type=agent_type.name, instance_id=body.instance_id)
     result = await call_agent(
@@ -269,7 +271,7 @@ async def get_run(call: Call[None, None]) -> RunDetail:
 
 async def list_workflows(call: Call[None, WorkflowsQuery]) -> Workflows:
     tenant, query = call.params["tenant"], call.query
-    agent_type = agent_type_param(call.params)
+    agent_type = agent_type_param(call)
     scope = AgentScope(tenant=tenant, agent_type=agent_type.name, instance_id=query.instance_id)
     result = await call_agent(call.bindings, scope, "workflows", {"task_type": query.task_type})
     return Workflows.model_validate({"instance_id": query.instance_id, **result})
@@ -277,7 +279,7 @@ async def list_workflows(call: Call[None, WorkflowsQuery]) -> Workflows:
 
 async def pack_candidates(call: Call[None, CandidatesQuery]) -> PackCandidates:
     tenant, query = call.params["tenant"], call.query
-    agent_type = agent_type_param(call.params)
+    agent_type = agent_type_param(call)
     scope = AgentScope(tenant=tenant, agent_type=agent_type.name, instance_id=query.instance_id)
     result = await call_agent(
         call.bindings,

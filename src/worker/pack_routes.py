@@ -62,12 +62,12 @@ def _packs(bindings: Bindings, tenant: str) -> WorkflowPacks:
 
 
 async def list_packs(call: Call[None, None]) -> PackList:
-    tenant, agent_type = call.params["tenant"], agent_type_param(call.params)
+    tenant, agent_type = call.params["tenant"], agent_type_param(call)
     return PackList(packs=await _packs(call.bindings, tenant).list(agent_type.name))
 
 
 async def promote_pack(call: Call[PromotePack, None]) -> PackPromoted:
-    tenant, agent_type = call.params["tenant"], agent_type_param(call.params)
+    tenant, agent_type = call.params["tenant"], agent_type_param(call)
     body, bindings, identity = call.body, call.bindings, call.operator
     packs = _packs(bindings, tenant)
     scope = AgentScope(tenant=tenant, agent_type=agent_type.name, instance_id=body.instance_id)
@@ -99,7 +99,7 @@ async def promote_pack(call: Call[PromotePack, None]) -> PackPromoted:
 async def deprecate_pack(call: Call[None, None]) -> PackDeprecated:
     tenant, agent_type, name = (
         call.params["tenant"],
-        agent_type_param(call.params),
+        agent_type_param(call),
         call.params["name"],
     )
     changed = await _packs(call.bindings, tenant).deprecate(

@@ -132,7 +132,7 @@ async def test_the_configured_tier_weights_are_the_ones_used(tmp_path: Path) -> 
 
 async def test_a_working_memory_get_is_scored_and_recorded(tmp_path: Path) -> None:
     from agent_memory.agent.tools import ToolContext, platform_tools
-    from agent_memory.governance.agent_types import get_agent_type
+    from agent_memory.governance.agent_types import BUILT_IN
 
     clock = FixedClock(NOW)
     runtime = LocalRuntime.open(tmp_path / "s", embedder=HashingEmbedder(), clock=clock)
@@ -140,7 +140,7 @@ async def test_a_working_memory_get_is_scored_and_recorded(tmp_path: Path) -> No
     working = WorkingMemory(runtime.kv, "acme", "default", clock=clock)
     await working.set("plan", "ship on friday")
     clock.advance(1800)  # half an hour later the model reads it back
-    agent = get_agent_type("assistant")
+    agent = BUILT_IN.get("assistant")
     assert agent is not None
     context = ToolContext(
         agent_type=agent,

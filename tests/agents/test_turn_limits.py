@@ -7,7 +7,8 @@ run log, `agent_runs.status = 'failed'` with the reason, and an episode saying s
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator, Sequence
+import json
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +16,6 @@ import pytest
 
 from agent_memory.governance.agent_types import (
     AgentType,
-    register_agent_type,
-    unregister_agent_type,
 )
 from bindings.ports.llm import LLM, ChatMessage, ChatResult, LLMError, ToolSpec
 from local_runtime.access_dev import mint_token
@@ -29,18 +28,18 @@ from worker.app import handle
 TENANT = "acme"
 
 
+TIGHT = AgentType(
+    name="tight",
+    description="an agent with small limits, for tests",
+    system_prompt="Be brief.",
+    step_limit=3,
+    timeout_seconds=0.2,
+)
+
+
 @pytest.fixture
-def tight_agent() -> Iterator[AgentType]:
-    agent = AgentType(
-        name="tight",
-        description="an agent with small limits, for tests",
-        system_prompt="Be brief.",
-        step_limit=3,
-        timeout_seconds=0.2,
-    )
-    register_agent_type(agent)
-    yield agent
-    unregister_agent_type(agent.name)
+def tight_agent() -> AgentType:
+    return TIGHT
 
 
 class Harness:
@@ -72,7 +71,11 @@ async def harness_for(tmp_path: Path) -> AsyncIterator[Any]:
 
     async def make(llm: LLM) -> Harness:
         runtime = LocalRuntime.open(
-            tmp_path / f"state{len(runtimes)}", embedder=HashingEmbedder(), llm=llm
+            tmp_path / f"state{len(runtimes)}",
+            embedder=HashingEmbedder(),
+            llm=llm,
+            # The deployment defines its own agent type (AGENT_TYPES), with small limits.
+            vars={"AGENT_TYPES": json.dumps([TIGHT.model_dump(mode="json")])},
         )
         await runtime.migrate()
         runtimes.append(runtime)

@@ -11,10 +11,9 @@ from typing import Any
 import pytest
 
 from agent_memory.governance.agent_types import (
+    BUILT_IN,
     AgentType,
     MemoryConfig,
-    register_agent_type,
-    unregister_agent_type,
 )
 from agent_memory.governance.events import EventLog
 from agent_memory.governance.policy import (
@@ -82,11 +81,9 @@ def test_agent_types_write_only_their_tiers() -> None:
         system_prompt="x",
         memory=MemoryConfig(working_memory=False),
     )
-    register_agent_type(quiet)
-    try:
-        assert codes(proposal(tier="working", agent_type="quiet", **run)) == ["tier_not_allowed"]
-    finally:
-        unregister_agent_type("quiet")
+    policy = WritePolicy(agent_types={**BUILT_IN, "quiet": quiet})
+    decision = policy.evaluate(proposal(tier="working", agent_type="quiet", **run))
+    assert [v.code for v in decision.violations] == ["tier_not_allowed"]
     # Not a registered agent type (MCP clients, operators, the reconciler): not limited here.
     assert codes(proposal(tier="semantic", agent_type="mcp", **run)) == []
 

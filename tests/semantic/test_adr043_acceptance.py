@@ -23,8 +23,6 @@ from agent_memory.governance.agent_types import (
     SDR,
     AgentType,
     MemoryConfig,
-    register_agent_type,
-    unregister_agent_type,
 )
 from agent_memory.tiers.semantic.memory import SemanticMemory
 from local_runtime.access_dev import mint_token
@@ -139,7 +137,10 @@ async def test_semantic_prefetch_puts_recalled_facts_into_the_turn_context(
         system_prompt="You are an SDR.",
         memory=MemoryConfig(long_term_enabled=True, semantic_prefetch=True, semantic_top_k=2),
     )
-    register_agent_type(prefetching, replace=True)
+    # The deployment defines it (AGENT_TYPES); the next objects are built with it.
+    agent_rt.settings = agent_rt.settings.model_copy(
+        update={"agent_types": json.dumps([prefetching.model_dump(mode="json")])}
+    )
     seen: list[str] = []
 
     class ContextSpy(ScriptedLLM):
@@ -148,10 +149,7 @@ async def test_semantic_prefetch_puts_recalled_facts_into_the_turn_context(
             return await super().chat(messages, tools)
 
     agent_rt.llm = ContextSpy([Answer("ok")])
-    try:
-        await run_agent(agent_rt, "sdr_prefetch", "what made contact 5503 reply?")
-    finally:
-        unregister_agent_type("sdr_prefetch")
+    await run_agent(agent_rt, "sdr_prefetch", "what made contact 5503 reply?")
     context = "\n".join(seen)
     assert "## Known facts" in context
     assert RELEVANT in context

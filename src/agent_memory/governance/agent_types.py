@@ -1,9 +1,12 @@
-"""The agent-type registry: what each kind of agent is allowed to do and remember.
+"""Agent types: what each kind of agent is allowed to do and remember.
 
 An agent type fixes its system prompt, the platform tools it may call, its memory
 configuration, its step limit and timeout, and the procedural workflows its bandit chooses
-between per task type. `POST /v1/agents/{tenant}/{agent_type}/run` refuses a type that is
-not registered here (404, nothing written).
+between per task type. A deployment runs the built-in types (`assistant`, `sdr`) and any it
+defines in the `AGENT_TYPES` var — a JSON list of agent types, a type of the same name
+replacing a built-in one (`catalog`: configuration, not a registry code can add to).
+`POST /v1/agents/{tenant}/{agent_type}/run` refuses a type the deployment does not have
+(404, nothing written).
 
 Memory configuration (`MemoryConfig`):
 
@@ -21,10 +24,11 @@ Memory configuration (`MemoryConfig`):
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import lru_cache
 from types import MappingProxyType
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from agent_memory.scope import AGENT_TYPE_PATTERN
 
@@ -128,25 +132,22 @@ SDR = AgentType(
     ),
 )
 
-_REGISTRY: dict[str, AgentType] = {agent.name: agent for agent in (ASSISTANT, SDR)}
-AGENT_TYPES: Mapping[str, AgentType] = MappingProxyType(_REGISTRY)
+BUILT_IN: Mapping[str, AgentType] = MappingProxyType({a.name: a for a in (ASSISTANT, SDR)})
 
 
-def get_agent_type(name: str) -> AgentType | None:
-    """The registered agent type called `name`, or None."""
-    return AGENT_TYPES.get(name)
+@lru_cache(maxsize=8)
+def catalog(defined: str = "") -> Mapping[str, AgentType]:
+    """The deployment's agent types: the built-in ones and those `defined` (the `AGENT_TYPES`
+    var, a JSON list of agent types) adds or replaces by name. Raises `ValueError` for a
+    definition that is not a valid agent type."""
+    if not defined.strip():
+        return BUILT_IN
+    try:
+        types = _DEFINITIONS.validate_json(defined)
+    except ValidationError as exc:
+        problem = exc.errors()[0]["msg"]
+        raise ValueError(f"AGENT_TYPES is not a list of agent types: {problem}") from None
+    return MappingProxyType({**BUILT_IN, **{t.name: t for t in types}})
 
 
-def agent_type_names() -> list[str]:
-    return sorted(AGENT_TYPES)
-
-
-def register_agent_type(agent: AgentType, *, replace: bool = False) -> None:
-    """Add an agent type (deployments with their own agents; tests with special limits)."""
-    if agent.name in _REGISTRY and not replace:
-        raise ValueError(f"agent type {agent.name!r} is already registered")
-    _REGISTRY[agent.name] = agent
-
-
-def unregister_agent_type(name: str) -> None:
-    _REGISTRY.pop(name, None)
+_DEFINITIONS = TypeAdapter(list[AgentType])

@@ -48,7 +48,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent_memory.governance.agent_types import get_agent_type
+from agent_memory.governance.agent_types import BUILT_IN, AgentType
 from agent_memory.governance.events import EventLog, EventTier, MemoryEvent, memory_written
 from agent_memory.ids import sha256_hex
 from bindings.ports.background import BackgroundTasks
@@ -222,10 +222,12 @@ class WritePolicy(BaseModel):
     )
     personal_data_tiers: frozenset[Tier] = frozenset({"episodic", "semantic"})
     personal_data_agent_types: frozenset[str] | None = None
+    # The deployment's agent types (`agent_types.catalog`): whose writes rule 2 limits.
+    agent_types: Mapping[str, AgentType] = Field(default_factory=lambda: dict(BUILT_IN))
 
     def allowed_tiers(self, agent_type: str | None) -> frozenset[Tier] | None:
-        """The tiers a registered agent type may write; None = not limited here."""
-        found = get_agent_type(agent_type) if agent_type else None
+        """The tiers an agent type of the deployment may write; None = not limited here."""
+        found = self.agent_types.get(agent_type) if agent_type else None
         if found is None:
             return None
         tiers: set[Tier] = {"episodic", "procedural"}
