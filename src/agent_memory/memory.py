@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from functools import cached_property
 from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from agent_memory.governance.agent_types import catalog
 from agent_memory.governance.events import EventLog, RetrievedItem, memory_retrieved
@@ -45,6 +45,7 @@ from agent_memory.lifecycle.reconciler import (
     RulesAdjudicator,
     note_writes,
 )
+from agent_memory.lifecycle.retention import TenantLifecycle, get_lifecycle
 from agent_memory.placement import parse_placement
 from agent_memory.retrieval.scoring import (
     RankedItem,
@@ -73,8 +74,10 @@ from agent_memory.tiers.working import (
     NamespaceFlags,
     ReadCounts,
     WorkingMemory,
+    flush_counts,
 )
 from bindings.environment import Bindings
+from http_messages.errors import ApiError
 
 log = logging.getLogger(__name__)
 
@@ -85,18 +88,19 @@ API_AGENT_TYPE = "memory-api"
 SEARCH_POOL = 200
 
 
-class MemoryUnavailable(Exception):
-    """A tier needs a binding this deployment lacks; `code` is what the edge answers 503
-    with (`kv_unavailable`, `episodic_unavailable`, `semantic_unavailable`,
-    `agent_runtime_unavailable`)."""
+class MemoryUnavailable(ApiError):
+    """A tier needs a binding this deployment lacks: 503 with `code` (`kv_unavailable`,
+    `episodic_unavailable`, `semantic_unavailable`, `agent_runtime_unavailable`)."""
 
     def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
+        super().__init__(503, code, message)
 
 
-class MemoryWriteFailed(Exception):
-    """A semantic write was not stored (its embedding or row write failed)."""
+class MemoryWriteFailed(ApiError):
+    """A semantic write was not stored (its embedding or row write failed): 502."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(502, "semantic_write_failed", message)
 
 
 class MemoryItem(BaseModel):
@@ -308,7 +312,29 @@ class Memory:
             .build()
         )
 
+    def cold_archive(self) -> ArchiveColdMemory:
+        """The tenant's archived (cold) items: the prune's index in D1, objects in R2."""
+        b = self.bindings
+        if b.db is None:
+            raise MemoryUnavailable("episodic_unavailable", "the D1 binding is missing")
+        if b.cold is None:
+            raise MemoryUnavailable("cold_unavailable", "the R2 binding COLD is missing")
+        return ArchiveColdMemory(b.db, b.cold, self.clock)
+
+    async def flush_read_counts(self) -> None:
+        """Write the working-memory reads counted by key generation (the daily brief's
+        namespace migration figures)."""
+        if self.read_counts is not None and self.bindings.db is not None:
+            await flush_counts(self.bindings.db, self.tenant, self.read_counts, self.clock.now())
+
     # ------------------------------------------------------------------------- lifecycle
+
+    async def lifecycle(self) -> TenantLifecycle:
+        """The tenant's retention and episode limit (its overrides, else the defaults)."""
+        if self.bindings.db is None:
+            raise MemoryUnavailable("episodic_unavailable", "the D1 binding is missing")
+        default = self.bindings.settings.episode_retention_days
+        return await get_lifecycle(self.bindings.db, self.tenant, default)
 
     def reconciler(self) -> Reconciler | None:
         """The tenant's reconciler (ADR-0051), or None without D1, Vectorize and an
@@ -555,8 +581,8 @@ class Memory:
         """Write `value` under `key`: a working key (TTL `ttl`), a keyed episode (expiring
         after `ttl`), or a fact about `key` learned through the write policy (`ttl` sets its
         `valid_to`). Raises what the tier raises (`WriteDenied`, the budget, the episode
-        limit), `MemoryWriteFailed` when a semantic write did not store, or `ValueError` for
-        a value the tier does not take."""
+        limit), `MemoryWriteFailed` when a semantic write did not store, or a 422
+        `validation_error` for a value the tier does not take."""
         now = self.clock.now()
         if tier == "working":
             seconds = ttl or WORKING_MEMORY_TTL_SECONDS
@@ -568,17 +594,20 @@ class Memory:
             assert ttl is not None
             return await self._put_episode(instance_id, key, value, metadata, ttl)
         if tier != "semantic":
-            raise ValueError(f"the {tier} tier is not written through the memory API")
+            raise ApiError(422, "validation_error", f"the {tier} tier is not written here")
         if not isinstance(value, str) or not value.strip():
-            raise ValueError("semantic values are non-blank plain text")
-        fact = FactInput(
-            content=value,
-            subject=key,
-            metadata=dict(metadata),
-            source="memory_api",
-            valid_from=now,
-            valid_to=None if ttl is None else now + ttl,
-        )
+            raise ApiError(422, "validation_error", "semantic values are non-blank plain text")
+        try:
+            fact = FactInput(
+                content=value,
+                subject=key,
+                metadata=dict(metadata),
+                source="memory_api",
+                valid_from=now,
+                valid_to=None if ttl is None else now + ttl,
+            )
+        except ValidationError as exc:
+            raise ApiError(422, "validation_error", str(exc.errors()[0]["msg"])) from None
         learned = await self.semantic().learn(fact)
         if learned.error is not None:
             raise MemoryWriteFailed(learned.error)
@@ -673,13 +702,9 @@ class Memory:
         ]
 
 
-class AgentCallFailed(Exception):
-    """The Durable Object answered an RPC with an error (`agent_runtime_do.protocol`)."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
+class AgentCallFailed(ApiError):
+    """The Durable Object answered an RPC with an error (`agent_runtime_do.protocol`): the
+    status and code it gave."""
 
 
 async def _reconcile(reconciler: Reconciler) -> None:

@@ -27,11 +27,10 @@ grammar), `invalid_cursor`; 503 `episodic_unavailable` (no D1), `cold_unavailabl
 from __future__ import annotations
 
 from agent_memory.cursors import InvalidCursorError
-from agent_memory.governance.personal_data import PersonalData
+from agent_memory.memory import Memory, MemoryUnavailable
 from agent_memory.namespace import SERVICE, InvalidNamespaceKey, ItemKey, NamespaceKey
-from agent_memory.tiered import ArchiveColdMemory, open_episode_item
-from agent_memory.tiered.deployment import deployment_client
-from agent_memory.tiers.working import ReadCounts, flush_counts
+from agent_memory.tiered.episodes import open_episode_item
+from agent_memory.tiers.working import ReadCounts
 from bindings.environment import Bindings
 from worker.errors import ApiError
 from worker.memory_models import (
@@ -43,7 +42,6 @@ from worker.memory_models import (
     TieredEpisode,
 )
 from worker.memory_routes import authorize
-from worker.memory_tiers import database
 from worker.router import Call
 
 
@@ -57,11 +55,12 @@ def _item(tenant: str, agent_id: str, episode_id: str) -> ItemKey:
 async def read_episode(call: Call[None, None]) -> TieredEpisode:
     claims, bindings, agent_id = call.token, call.bindings, call.params["agent_id"]
     authorize(claims, agent_id, "episodic", "read")
-    db = database(bindings)
     item = _item(claims.tenant, agent_id, call.params["episode_id"])
-    counts = ReadCounts()
-    found = await deployment_client(bindings, claims.tenant, counts=counts).get(item.key)
-    await flush_counts(db, claims.tenant, counts, bindings.clock.now())
+    memory = Memory(bindings, claims.tenant, read_counts=ReadCounts())
+    if bindings.db is None:
+        raise MemoryUnavailable("episodic_unavailable", "the D1 binding is missing")
+    found = await memory.placement_client().get(item.key)
+    await memory.flush_read_counts()
     if found is None:
         raise ApiError(404, "episode_not_found", "no episode with this id for this agent")
     return TieredEpisode(
@@ -71,9 +70,7 @@ async def read_episode(call: Call[None, None]) -> TieredEpisode:
         namespace_key=item.namespace_key,
         found_in=found.tier,
         promoted_to=[t for t in found.promoted_to if t != "cold"],
-        episode=await open_episode_item(
-            found.value, PersonalData.from_bindings(bindings, claims.tenant)
-        ),
+        episode=await open_episode_item(found.value, memory.personal),
     )
 
 
@@ -103,10 +100,8 @@ async def _archived(
     subject: str | None,
 ) -> tuple[list[ArchivedEpisode], str | None]:
     """One page of the cold index, each episode read from its archive object."""
-    db = database(bindings)
-    if bindings.cold is None:
-        raise ApiError(503, "cold_unavailable", "the R2 binding COLD is missing")
-    cold = ArchiveColdMemory(db, bindings.cold, bindings.clock)
+    memory = Memory(bindings, tenant)
+    cold = memory.cold_archive()
     try:
         page = await cold.history(
             tenant, namespace=namespace, subject=subject, limit=query.limit, cursor=query.cursor
@@ -114,7 +109,7 @@ async def _archived(
     except InvalidCursorError:
         raise ApiError(422, "invalid_cursor", "cursor is not one this API issued") from None
     items = []
-    personal = PersonalData.from_bindings(bindings, tenant)
+    personal = memory.personal
     for entry in page.items:
         text = await cold.download_text(entry.item_key)
         if text is not None:  # erased between the index read and the object read

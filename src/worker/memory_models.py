@@ -8,9 +8,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from agent_memory.memory import MemoryItem
 from agent_memory.scope import AGENT_TYPE_PATTERN
 from agent_memory.tiers.episodic import Episode
-from worker.memory_tiers import MemoryItem
 from worker.memory_tokens import MemoryTier
 
 MIN_TTL_SECONDS = 60

@@ -36,7 +36,7 @@ import json
 
 from agent_memory.cursors import InvalidCursorError, decode_cursor_value, encode_cursor_value
 from agent_memory.governance.policy import WriteDenied
-from agent_memory.lifecycle.retention import get_lifecycle
+from agent_memory.memory import Memory, json_text
 from agent_memory.scope import is_instance
 from agent_memory.tiers.episodic import EpisodeLimitReached
 from agent_memory.tiers.working import (
@@ -47,7 +47,6 @@ from agent_memory.tiers.working import (
     validate_key,
 )
 from bindings.environment import Bindings
-from worker import memory_tiers as tiers
 from worker.errors import ApiError
 from worker.memory_models import (
     MemoryDeleted,
@@ -57,7 +56,6 @@ from worker.memory_models import (
     MemoryWrite,
     MemoryWritten,
 )
-from worker.memory_ranking import rank_by_terms, record_retrieval
 from worker.memory_tokens import MemoryTier, MemoryTokenClaims, Scope
 from worker.router import Call
 
@@ -142,47 +140,6 @@ async def _embedding_budget(bindings: Bindings, tenant: str) -> None:
         raise RateLimited(tenant, limiter.period_seconds)
 
 
-async def _ranked(
-    bindings: Bindings, claims: MemoryTokenClaims, tier: MemoryTier, query: MemoryQuery, n: int
-) -> list[tiers.MemoryItem]:
-    """Up to `n` items of `tier` ranked for the query; records the tier's retrieval event."""
-    tenant, agent_id, text = claims.tenant, claims.agent_id, query.query or ""
-    if tier == "semantic":
-        window = {
-            "valid_from_after": query.valid_from_after,
-            "valid_from_before": query.valid_from_before,
-        }
-        return await tiers.semantic_search(bindings, tenant, text, n, window)
-    if tier == "working":
-        pool = await tiers.working_items(bindings, tenant, agent_id)
-    elif tier == "episodic":
-        pool = await tiers.episodic_items(
-            bindings, tenant, agent_id, limit=tiers.SEARCH_POOL, offset=0
-        )
-    else:
-        assert query.agent_type is not None
-        pool = await tiers.procedural_items(bindings, tenant, agent_id, query.agent_type)
-    ranked = rank_by_terms(bindings, tenant, tier, text, pool)[:n]
-    await record_retrieval(bindings, tenant, tier, text, n, ranked, len(pool))
-    return ranked
-
-
-async def _listed(
-    bindings: Bindings, claims: MemoryTokenClaims, query: MemoryQuery, offset: int, n: int
-) -> list[tiers.MemoryItem]:
-    tenant, agent_id = claims.tenant, claims.agent_id
-    if query.tier == "episodic":
-        return await tiers.episodic_items(bindings, tenant, agent_id, limit=n, offset=offset)
-    if query.tier == "semantic":
-        return await tiers.semantic_items(bindings, tenant, limit=n, offset=offset)
-    if query.tier == "working":
-        items = await tiers.working_items(bindings, tenant, agent_id)
-    else:
-        assert query.agent_type is not None
-        items = await tiers.procedural_items(bindings, tenant, agent_id, query.agent_type)
-    return items[offset : offset + n]
-
-
 async def read_memory(call: Call[None, MemoryQuery]) -> MemoryPage:
     claims, query, bindings = call.token, call.query, call.bindings
     agent_id = call.params["agent_id"]
@@ -200,14 +157,21 @@ async def read_memory(call: Call[None, MemoryQuery]) -> MemoryPage:
         searched = [t for t in claims.tiers if t != "procedural" or query.agent_type is not None]
     if query.query is not None and "semantic" in searched:
         await _embedding_budget(bindings, claims.tenant)  # the query is embedded once
+    memory = Memory(bindings, claims.tenant)
     if query.query is None:
-        page = await _listed(bindings, claims, query, offset, query.limit + 1)
+        assert query.tier is not None
+        page = await memory.listing(
+            query.tier, agent_id, limit=query.limit + 1, offset=offset, agent_type=query.agent_type
+        )
     else:
-        merged: list[tiers.MemoryItem] = []
-        for tier in searched:
-            merged.extend(await _ranked(bindings, claims, tier, query, want))
-        merged.sort(key=lambda i: (-(i.score or 0.0), i.tier, i.key))
-        page = merged[offset:want]
+        window = {
+            "valid_from_after": query.valid_from_after,
+            "valid_from_before": query.valid_from_before,
+        }
+        found = await memory.search(
+            query.query, searched, agent_id, limit=want, agent_type=query.agent_type, window=window
+        )
+        page = found[offset:want]
     more = len(page) > query.limit
     return MemoryPage(
         tenant=claims.tenant,
@@ -233,7 +197,7 @@ def _read_only(tier: str) -> ApiError:
     )
 
 
-async def _ttl(body: MemoryWrite, bindings: Bindings, tenant: str) -> int | None:
+async def _ttl(body: MemoryWrite, memory: Memory) -> int | None:
     if body.tier == "working":
         ttl = body.ttl or WORKING_MEMORY_TTL_SECONDS
         if ttl > WORKING_MEMORY_TTL_SECONDS:
@@ -241,9 +205,7 @@ async def _ttl(body: MemoryWrite, bindings: Bindings, tenant: str) -> int | None
         return ttl
     if body.tier == "episodic":
         # The tenant's retention (its override, else EPISODE_RETENTION_DAYS) bounds the TTL.
-        lifecycle = await get_lifecycle(
-            tiers.database(bindings), tenant, bindings.settings.episode_retention_days
-        )
+        lifecycle = await memory.lifecycle()
         retention = lifecycle.episode_retention_days * 86_400
         ttl = body.ttl or retention
         if ttl > retention:
@@ -258,31 +220,16 @@ async def write_memory(call: Call[MemoryWrite, None]) -> MemoryWritten:
     authorize(claims, agent_id, body.tier, "write")
     if body.tier == "procedural":
         raise _read_only(body.tier)
-    key, ttl = _key(body.key), await _ttl(body, bindings, claims.tenant)
-    if len(tiers.json_text(body.value)) > MAX_VALUE_CHARS:
+    memory = Memory(bindings, claims.tenant)
+    key, ttl = _key(body.key), await _ttl(body, memory)
+    if len(json_text(body.value)) > MAX_VALUE_CHARS:
         raise ApiError(413, "value_too_large", f"value is over {MAX_VALUE_CHARS} characters")
-    tenant = claims.tenant
     if body.tier == "semantic":
-        await _embedding_budget(bindings, tenant)
+        await _embedding_budget(bindings, claims.tenant)
     try:
-        if body.tier == "working":
-            assert ttl is not None
-            memory = tiers.working(bindings, tenant, agent_id, ttl)
-            await memory.set(key, body.value)
-            now_ms = int(bindings.clock.now() * 1000)
-            item = tiers.MemoryItem(
-                tier="working", key=key, value=body.value, expires_at=now_ms + ttl * 1000
-            )
-        elif body.tier == "episodic":
-            assert ttl is not None
-            expires = int((bindings.clock.now() + ttl) * 1000)
-            item = await tiers.episodic_put(
-                bindings, tenant, agent_id, key, body.value, body.metadata, expires
-            )
-        else:
-            item = await tiers.semantic_put(
-                bindings, tenant, agent_id, key, body.value, body.metadata, ttl
-            )
+        item = await memory.put(
+            body.tier, agent_id, key, body.value, metadata=body.metadata, ttl=ttl
+        )
     except WorkingMemoryBudgetExceeded as exc:
         raise ApiError(
             413,
@@ -296,7 +243,7 @@ async def write_memory(call: Call[MemoryWrite, None]) -> MemoryWritten:
         raise ApiError(422, "memory_write_denied", str(exc)) from None
     except EpisodeLimitReached as exc:
         raise ApiError(409, "episode_limit_reached", str(exc)) from None
-    return MemoryWritten(tenant=tenant, agent_id=agent_id, item=item)
+    return MemoryWritten(tenant=claims.tenant, agent_id=agent_id, item=item)
 
 
 async def delete_memory(call: Call[None, MemoryDeleteQuery]) -> MemoryDeleted:
@@ -318,12 +265,7 @@ async def delete_memory(call: Call[None, MemoryDeleteQuery]) -> MemoryDeleted:
             headers={"allow": "GET, POST"},
         )
     key = _key(call.params["key"])
-    if query.tier == "working":
-        memory = tiers.working(bindings, claims.tenant, agent_id)
-        deleted = await memory.get(key) is not None
-        await memory.delete(key)
-    else:
-        deleted = await tiers.episodic_delete(bindings, claims.tenant, agent_id, key) > 0
+    deleted = await Memory(bindings, claims.tenant).delete(query.tier, agent_id, key)
     return MemoryDeleted(
         tenant=claims.tenant, agent_id=agent_id, tier=query.tier, key=key, deleted=deleted
     )
