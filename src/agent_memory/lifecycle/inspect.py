@@ -39,7 +39,7 @@ from agent_memory.governance.events import EventKind, EventTier
 from agent_memory.governance.personal_data import PersonalData
 from agent_memory.governance.policy import canonical_json
 from agent_memory.ids import sha256_hex
-from agent_memory.tiers.episodic import Episode, decode_cursor, encode_cursor, open_episodes
+from agent_memory.tiers.episodic import Episode, EpisodicStore, decode_cursor, encode_cursor
 from agent_memory.tiers.semantic.models import Fact, open_facts
 from bindings.ports.d1 import D1Database
 from bindings.ports.sql import Row
@@ -403,19 +403,8 @@ class MemoryInspector:
         """The episodes among `episode_ids` (at most `MAX_INSPECT_PAGE`) that still exist,
         in the order given."""
         wanted = list(dict.fromkeys(episode_ids))[:MAX_INSPECT_PAGE]
-        if not wanted:
-            return []
-        marks = ",".join("?" for _ in wanted)
-        rows = await self._rows(
-            "SELECT episode_id, run_id, agent_type, instance_id, kind, subject, content, data, "
-            "importance, created_at FROM memory_episodes "
-            f"WHERE tenant_id = ? AND episode_id IN ({marks})",
-            self.tenant,
-            *wanted,
-        )
-        episodes = await open_episodes(rows, self._personal)
-        found = {episode.episode_id: episode for episode in episodes}
-        return [found[i] for i in wanted if i in found]
+        store = EpisodicStore(self._db, self.tenant, personal=self._personal)
+        return await store.episodes_by_id(wanted)
 
     # ------------------------------------------------------------------ events
 

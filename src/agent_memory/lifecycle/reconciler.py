@@ -129,6 +129,7 @@ from agent_memory.governance.policy import WriteGate, WriteProposal
 from agent_memory.ids import content_hash, normalize_content, sha256_hex
 from agent_memory.retrieval.scoring import recency_decay
 from agent_memory.statements import IDS_PER_STATEMENT, STATEMENTS_PER_BATCH, chunks
+from agent_memory.tiers.episodic import EpisodicStore
 from agent_memory.tiers.semantic.keys import (
     Decision,
     FactKey,
@@ -336,15 +337,8 @@ class ReconcileStore:
 
     async def episodes(self, limit: int) -> list[EpisodeRow]:
         """The newest `limit` episodes."""
-        result = await (
-            self._db.prepare(
-                "SELECT episode_id, subject, kind, content, data, importance, created_at "
-                "FROM memory_episodes WHERE tenant_id = ? ORDER BY created_at DESC LIMIT ?"
-            )
-            .bind(self.tenant_id, limit)
-            .all()
-        )
-        return [EpisodeRow.from_row(row) for row in result.results]
+        rows = await EpisodicStore(self._db, self.tenant_id).recent_rows(limit)
+        return [EpisodeRow.from_row(row) for row in rows]
 
     async def summarised_episode_ids(self) -> set[str]:
         result = await (

@@ -8,7 +8,8 @@
   policy, its `memory_written` event and the episode limit apply — if absent: an episode is
   immutable, so the same key always names the same record. Refused for other kinds.
 * `delete(key)` removes the episode row.
-Every statement starts with `tenant_id = ?` (DESIGN invariant 2).
+It is a view of `EpisodicStore`, which owns the episodes' statements: the warm tier and the
+episodic tier are one store.
 """
 
 from __future__ import annotations
@@ -18,11 +19,6 @@ from agent_memory.namespace import InvalidNamespaceKey, ItemKey
 from agent_memory.tiered.episodes import EPISODE_KIND, episode_from_item, item_text
 from agent_memory.tiers.episodic import EpisodicStore
 from bindings.ports.d1 import D1Database
-
-EPISODE_COLUMNS = (
-    "tenant_id, episode_id, run_id, agent_type, instance_id, kind, subject, content, data, "
-    "importance, content_hash, created_at, namespace_key"
-)
 
 
 class D1WarmMemory:
@@ -38,14 +34,7 @@ class D1WarmMemory:
         item = ItemKey.parse(key)
         if item.kind != EPISODE_KIND:
             return None
-        row = await (
-            self._db.prepare(
-                f"SELECT {EPISODE_COLUMNS} FROM memory_episodes "
-                "WHERE tenant_id = ? AND episode_id = ? AND namespace_key = ?"
-            )
-            .bind(item.tenant, item.entity, item.namespace_key)
-            .first()
-        )
+        row = await self._store(item.tenant).namespaced_row(item.entity, item.namespace_key)
         return None if row is None else item_text(row)
 
     async def upsert(self, key: str, value: str) -> None:
@@ -55,17 +44,13 @@ class D1WarmMemory:
         episode = episode_from_item(value)
         if (episode.episode_id, episode.instance_id) != (item.entity, item.session):
             raise InvalidNamespaceKey("the episode does not belong to this item key")
-        await EpisodicStore(self._db, item.tenant, personal=self._personal).append_episode(episode)
+        await self._store(item.tenant).append_episode(episode)
 
     async def delete(self, key: str) -> None:
         item = ItemKey.parse(key)
         if item.kind != EPISODE_KIND:
             return
-        await (
-            self._db.prepare(
-                "DELETE FROM memory_episodes WHERE tenant_id = ? AND episode_id = ? "
-                "AND namespace_key = ?"
-            )
-            .bind(item.tenant, item.entity, item.namespace_key)
-            .run()
-        )
+        await self._store(item.tenant).delete_namespaced(item.entity, item.namespace_key)
+
+    def _store(self, tenant: str) -> EpisodicStore:
+        return EpisodicStore(self._db, tenant, personal=self._personal)

@@ -41,6 +41,7 @@ from agent_memory.governance.personal_data import PersonalData, Sealable
 from agent_memory.governance.policy import WriteGate, WriteProposal
 from agent_memory.ids import content_hash
 from agent_memory.scope import TENANT_RE
+from agent_memory.statements import IDS_PER_STATEMENT, chunks
 from bindings.ports.background import BackgroundTasks
 from bindings.ports.d1 import D1Database, D1Error, D1Statement
 from bindings.ports.sql import Row
@@ -368,6 +369,74 @@ class EpisodicStore:
             .run()
         )
         return int(result.meta.changes or 0)
+
+    async def namespaced_row(self, episode_id: str, namespace_key: str) -> Row | None:
+        """The row of episode `episode_id` in the namespace `namespace_key` (the hot/warm/cold
+        client's warm read: migration 0010's `namespace_key`), or None."""
+        return await (
+            self._db.prepare(
+                f"SELECT tenant_id, {_EPISODE_COLUMNS}, content_hash, namespace_key "
+                "FROM memory_episodes WHERE tenant_id = ? AND episode_id = ? AND namespace_key = ?"
+            )
+            .bind(self.tenant, episode_id, namespace_key)
+            .first()
+        )
+
+    async def delete_namespaced(self, episode_id: str, namespace_key: str) -> None:
+        await (
+            self._db.prepare(
+                "DELETE FROM memory_episodes WHERE tenant_id = ? AND episode_id = ? "
+                "AND namespace_key = ?"
+            )
+            .bind(self.tenant, episode_id, namespace_key)
+            .run()
+        )
+
+    async def episodes_by_id(self, episode_ids: Sequence[str]) -> list[Episode]:
+        """The tenant's episodes among `episode_ids` that still exist, in the order given."""
+        wanted = list(dict.fromkeys(episode_ids))
+        rows: list[Row] = []
+        for chunk in chunks(wanted, IDS_PER_STATEMENT):
+            marks = ", ".join("?" for _ in chunk)
+            result = await (
+                self._db.prepare(
+                    f"SELECT {_EPISODE_COLUMNS} FROM memory_episodes "
+                    f"WHERE tenant_id = ? AND episode_id IN ({marks})"
+                )
+                .bind(self.tenant, *chunk)
+                .all()
+            )
+            rows.extend(result.results)
+        found = {e.episode_id: e for e in await open_episodes(rows, self.personal)}
+        return [found[i] for i in wanted if i in found]
+
+    async def recent_rows(self, limit: int) -> list[Row]:
+        """The tenant's newest `limit` episode rows, as stored (the reconciler's promotion
+        reads them; sealed fields stay sealed)."""
+        result = await (
+            self._db.prepare(
+                "SELECT episode_id, subject, kind, content, data, importance, created_at "
+                "FROM memory_episodes WHERE tenant_id = ? ORDER BY created_at DESC LIMIT ?"
+            )
+            .bind(self.tenant, limit)
+            .all()
+        )
+        return list(result.results)
+
+    async def existing_runs(self, run_ids: Sequence[str]) -> set[str]:
+        """The ids among `run_ids` whose run row is in D1."""
+        found: set[str] = set()
+        for chunk in chunks(list(run_ids), IDS_PER_STATEMENT):
+            marks = ", ".join("?" for _ in chunk)
+            result = await (
+                self._db.prepare(
+                    f"SELECT run_id FROM agent_runs WHERE tenant_id = ? AND run_id IN ({marks})"
+                )
+                .bind(self.tenant, *chunk)
+                .all()
+            )
+            found.update(str(row["run_id"]) for row in result.results)
+        return found
 
     async def episodes_for_run(self, run_id: str) -> list[Episode]:
         result = await (
