@@ -20,7 +20,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agent_memory.ids import new_ulid, sha256_hex
 from agent_memory.scope import TENANT_RE
+from agent_memory.statements import IDS_PER_STATEMENT, chunks
 from bindings.ports.d1 import D1Database, D1Statement
+from bindings.ports.sql import Row, SqlValue
 
 EventKind = Literal["memory_retrieved", "memory_written"]
 EventTier = Literal["working", "episodic", "semantic", "procedural"]
@@ -147,6 +149,100 @@ class EventLog:
         statements = [self.statement(e, if_absent=if_absent) for e in events]
         for start in range(0, len(statements), 50):
             await self._db.batch(statements[start : start + 50])
+
+    async def rows(self, sql_where: str, *params: SqlValue, limit: int) -> list[Row]:
+        """This tenant's event rows matching `sql_where` (its own clauses, `?` parameters),
+        newest first, at most `limit`."""
+        result = await (
+            self._db.prepare(
+                f"SELECT * FROM memory_events WHERE tenant_id = ? AND {sql_where} "
+                "ORDER BY created_at DESC, event_id DESC LIMIT ?"
+            )
+            .bind(self.tenant_id, *params, limit)
+            .all()
+        )
+        return list(result.results)
+
+    async def written_with_hash(self, content_hash: str, limit: int) -> list[Row]:
+        """The `memory_written` events of semantic writes of this content hash."""
+        return await self.rows(
+            "kind = 'memory_written' AND tier = 'semantic' AND content_hash = ?",
+            content_hash,
+            limit=limit,
+        )
+
+    async def retrieving(self, item_id: str, limit: int) -> list[Row]:
+        """The `memory_retrieved` events that returned `item_id`."""
+        return await self.rows(
+            "kind = 'memory_retrieved' AND EXISTS (SELECT 1 FROM json_each(payload, "
+            "'$.results') AS r WHERE json_extract(r.value, '$.id') = ?)",
+            item_id,
+            limit=limit,
+        )
+
+    async def page_after(self, after: str, limit: int) -> list[Row]:
+        """Events by id after `after` (the subject erase pages through all of them)."""
+        result = await (
+            self._db.prepare(
+                "SELECT event_id, run_id, content_hash, payload FROM memory_events "
+                "WHERE tenant_id = ? AND event_id > ? ORDER BY event_id LIMIT ?"
+            )
+            .bind(self.tenant_id, after, limit)
+            .all()
+        )
+        return list(result.results)
+
+    def scrub_statement(self, event_id: str, payload: dict[str, Any]) -> D1Statement:
+        """Replace an event's payload (an erase scrubbing erased ids out of it)."""
+        return self._db.prepare(
+            "UPDATE memory_events SET payload = ? WHERE tenant_id = ? AND event_id = ?"
+        ).bind(
+            json.dumps(payload, separators=(",", ":"), ensure_ascii=False),
+            self.tenant_id,
+            event_id,
+        )
+
+    async def delete(self, event_ids: Sequence[str]) -> int:
+        """Delete the events among `event_ids`; how many went."""
+        statements = [
+            self._db.prepare(
+                f"DELETE FROM memory_events WHERE tenant_id = ? AND event_id IN "
+                f"({', '.join('?' for _ in chunk)})"
+            ).bind(self.tenant_id, *chunk)
+            for chunk in chunks(list(event_ids), IDS_PER_STATEMENT)
+        ]
+        deleted = 0
+        for start in range(0, len(statements), 50):
+            deleted += sum(
+                r.meta.changes for r in await self._db.batch(statements[start : start + 50])
+            )
+        return deleted
+
+    # --- erasure marks (migration 0013): an erase in progress since `started_at` ------------
+
+    async def mark_erase_start(self, now_ms: int, kept_ms: int) -> None:
+        """Record that a subject erase starts now (and drop marks older than `kept_ms`)."""
+        await self._db.batch(
+            [
+                self._db.prepare(
+                    "INSERT INTO erasure_marks (tenant_id, started_at) VALUES (?, ?) "
+                    "ON CONFLICT (tenant_id, started_at) DO NOTHING"
+                ).bind(self.tenant_id, now_ms),
+                self._db.prepare(
+                    "DELETE FROM erasure_marks WHERE tenant_id = ? AND started_at < ?"
+                ).bind(self.tenant_id, now_ms - kept_ms),
+            ]
+        )
+
+    def redact_if_erasing_statement(self, event_id: str, since_ms: int) -> D1Statement:
+        """Drop the query text of event `event_id` if an erase has started since `since_ms`
+        (a recall record racing a subject erase keeps no text the erase could miss)."""
+        return self._db.prepare(
+            "UPDATE memory_events SET payload = json_set(json_remove(payload, '$.query'), "
+            "'$.query_redacted', json('true')) "
+            "WHERE tenant_id = ? AND event_id = ? AND EXISTS (SELECT 1 FROM erasure_marks "
+            "WHERE tenant_id = ? AND started_at >= ?)"
+        ).bind(self.tenant_id, event_id, self.tenant_id, since_ms)
 
     async def recent(self, kind: EventKind, limit: int = 20) -> list[MemoryEvent]:
         """This tenant's latest events of `kind`, newest first."""

@@ -110,6 +110,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from agent_memory.governance.events import EventLog
 from agent_memory.governance.personal_data import destroy_statement
 from agent_memory.lifecycle.prune import (
     ArchiveKind,
@@ -472,46 +473,26 @@ class RowEraser:
     async def _erase_events(self, matcher: SubjectMatcher, report: EraseReport) -> int:
         """Page through the tenant's events (by id): delete the ones that are traces, scrub
         erased fact ids out of the others' results."""
+        events = EventLog(self.tenant_id, self._db)
         doomed: list[str] = []
         scrubs: list[D1Statement] = []
         after = ""
         while True:
-            result = await (
-                self._db.prepare(
-                    "SELECT event_id, run_id, content_hash, payload FROM memory_events "
-                    "WHERE tenant_id = ? AND event_id > ? ORDER BY event_id LIMIT ?"
-                )
-                .bind(self.tenant_id, after, EVENTS_PAGE)
-                .all()
-            )
-            rows = result.results
+            rows = await events.page_after(after, EVENTS_PAGE)
             for row in rows:
                 if matcher.event(row):
                     doomed.append(str(row["event_id"]))
                     continue
                 payload = matcher.scrubbed(row)
                 if payload is not None:
-                    scrubs.append(
-                        self._db.prepare(
-                            "UPDATE memory_events SET payload = ? "
-                            "WHERE tenant_id = ? AND event_id = ?"
-                        ).bind(
-                            json.dumps(payload, separators=(",", ":"), ensure_ascii=False),
-                            self.tenant_id,
-                            str(row["event_id"]),
-                        )
-                    )
+                    scrubs.append(events.scrub_statement(str(row["event_id"]), payload))
             if len(rows) < EVENTS_PAGE:
                 break
             after = str(rows[-1]["event_id"])
         for start in range(0, len(scrubs), 50):
             await self._db.batch(scrubs[start : start + 50])
         report.events_scrubbed = len(scrubs)
-        if not doomed:
-            return 0
-        return await self._run_deletes(
-            "DELETE FROM memory_events WHERE tenant_id = ? AND event_id IN ({marks})", doomed
-        )
+        return await events.delete(doomed) if doomed else 0
 
 
 class ArchiveEraser:
@@ -808,17 +789,7 @@ class SubjectEraser:
 
     async def _mark_start(self) -> None:
         now = round(self._clock.now() * 1000)
-        await self._db.batch(
-            [
-                self._db.prepare(
-                    "INSERT INTO erasure_marks (tenant_id, started_at) VALUES (?, ?) "
-                    "ON CONFLICT (tenant_id, started_at) DO NOTHING"
-                ).bind(self.tenant_id, now),
-                self._db.prepare(
-                    "DELETE FROM erasure_marks WHERE tenant_id = ? AND started_at < ?"
-                ).bind(self.tenant_id, now - MARK_KEPT_MS),
-            ]
-        )
+        await EventLog(self.tenant_id, self._db).mark_erase_start(now, MARK_KEPT_MS)
 
     def _stopped(self, report: EraseReport, step: str, exc: Exception) -> EraseReport:
         """End the erase before any D1 row is deleted: a repeat finds everything again."""

@@ -35,7 +35,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from agent_memory.governance.events import EventKind, EventTier
+from agent_memory.governance.events import EventKind, EventLog, EventTier
 from agent_memory.governance.personal_data import PersonalData
 from agent_memory.governance.policy import canonical_json
 from agent_memory.ids import sha256_hex
@@ -172,6 +172,7 @@ class MemoryInspector:
         self._db = db
         self.tenant = tenant
         self.now_ms = now_ms
+        self._events = EventLog(tenant, db)
         # Opens sealed personal fields for display (docs/personal-data.md).
         self._personal = personal or PersonalData(tenant, None, None)
 
@@ -197,8 +198,8 @@ class MemoryInspector:
     ) -> FactPage:
         """Facts newest first, `limit` (1-100) per page; `next_cursor` fetches the next."""
         limit = max(1, min(limit, MAX_INSPECT_PAGE))
-        clauses = ["tenant_id = ?"]
-        params: list[Any] = [self.tenant]
+        clauses = ["1"]
+        params: list[Any] = []
         if status == "pending":
             clauses.append("status = 'pending_vector'")
         elif status == "superseded":
@@ -376,25 +377,11 @@ class MemoryInspector:
         return items
 
     async def _written(self, fact: Fact) -> list[InspectedEvent]:
-        rows = await self._rows(
-            "SELECT * FROM memory_events WHERE tenant_id = ? AND kind = 'memory_written' "
-            "AND tier = 'semantic' AND content_hash = ? ORDER BY created_at DESC LIMIT ?",
-            self.tenant,
-            written_hash(fact),
-            MAX_HISTORY,
-        )
+        rows = await self._events.written_with_hash(written_hash(fact), MAX_HISTORY)
         return [event_from_row(row) for row in rows]
 
     async def _retrieved(self, fact_id: str) -> list[InspectedEvent]:
-        rows = await self._rows(
-            "SELECT * FROM memory_events AS m WHERE m.tenant_id = ? "
-            "AND m.kind = 'memory_retrieved' AND EXISTS (SELECT 1 FROM "
-            "json_each(m.payload, '$.results') AS r WHERE json_extract(r.value, '$.id') = ?) "
-            "ORDER BY m.created_at DESC LIMIT ?",
-            self.tenant,
-            fact_id,
-            MAX_HISTORY,
-        )
+        rows = await self._events.retrieving(fact_id, MAX_HISTORY)
         return [event_from_row(row) for row in rows]
 
     # ------------------------------------------------------------------ episodes
@@ -421,8 +408,8 @@ class MemoryInspector:
     ) -> EventPage:
         """Events newest first with `since_ms <= created_at < until_ms`; keyset-paginated."""
         limit = max(1, min(limit, MAX_INSPECT_PAGE))
-        clauses = ["tenant_id = ?"]
-        params: list[Any] = [self.tenant]
+        clauses = ["1"]
+        params: list[Any] = []
         for column, value in (("kind", kind), ("tier", tier), ("run_id", run_id)):
             if value is not None:
                 clauses.append(f"{column} = ?")
@@ -437,12 +424,7 @@ class MemoryInspector:
             created_at, event_id = decode_cursor(cursor)
             clauses.append("(created_at < ? OR (created_at = ? AND event_id < ?))")
             params.extend([created_at, created_at, event_id])
-        rows = await self._rows(
-            f"SELECT * FROM memory_events WHERE {' AND '.join(clauses)} "
-            "ORDER BY created_at DESC, event_id DESC LIMIT ?",
-            *params,
-            limit + 1,
-        )
+        rows = await self._events.rows(" AND ".join(clauses), *params, limit=limit + 1)
         events = [event_from_row(row) for row in rows[:limit]]
         next_cursor = None
         if len(rows) > limit:

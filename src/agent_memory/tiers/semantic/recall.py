@@ -254,16 +254,8 @@ class RecallRecorder:
         # looked for the subject before this event existed: the event then keeps no query
         # text. Same transaction, so the erase either sees the event or this sees the mark.
         statements.append(
-            self._s.db.prepare(
-                "UPDATE memory_events SET payload = json_set(json_remove(payload, '$.query'), "
-                "'$.query_redacted', json('true')) "
-                "WHERE tenant_id = ? AND event_id = ? AND EXISTS (SELECT 1 FROM erasure_marks "
-                "WHERE tenant_id = ? AND started_at >= ?)"
-            ).bind(
-                self._s.tenant_id,
-                record.event.event_id,
-                self._s.tenant_id,
-                ms(record.now) - ERASE_CLOCK_MARGIN_MS,
+            self._s.events.redact_if_erasing_statement(
+                record.event.event_id, ms(record.now) - ERASE_CLOCK_MARGIN_MS
             )
         )
         return statements
