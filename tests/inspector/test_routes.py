@@ -150,6 +150,18 @@ def test_a_superseded_fact_shows_its_successor_links_and_history(seeded_server: 
         assert old["fact"]["fact_id"] in [r["id"] for r in event["payload"]["results"]]
 
 
+def test_another_tenants_listings_show_nothing_of_this_one(seeded_server: Seeded) -> None:
+    """Tenant isolation of every inspector listing: the seeded tenant's facts and events
+    never appear under another tenant's path (the operator here may read both)."""
+    with seeded_server.admin() as client:
+        assert facts(client)  # the seeded tenant has facts
+        for status in (None, "active", "superseded", "pending", "decayed"):
+            params = {} if status is None else {"status": status}
+            other = client.get("/admin/tenants/globex/facts", params=params).json()
+            assert other["facts"] == [], status
+        assert client.get("/admin/tenants/globex/events").json()["events"] == []
+
+
 def test_episodes_by_id_are_what_a_run_recalled(seeded_server: Seeded) -> None:
     with seeded_server.admin() as client:
         runs = client.get(f"/admin/agents/{TENANT}/runs").json()["runs"]

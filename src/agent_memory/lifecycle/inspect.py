@@ -198,8 +198,8 @@ class MemoryInspector:
     ) -> FactPage:
         """Facts newest first, `limit` (1-100) per page; `next_cursor` fetches the next."""
         limit = max(1, min(limit, MAX_INSPECT_PAGE))
-        clauses = ["1"]
-        params: list[Any] = []
+        clauses = ["tenant_id = ?"]
+        params: list[Any] = [self.tenant]
         if status == "pending":
             clauses.append("status = 'pending_vector'")
         elif status == "superseded":
