@@ -40,9 +40,10 @@ from agent_memory.governance.personal_data import PersonalData
 from agent_memory.governance.policy import canonical_json
 from agent_memory.ids import sha256_hex
 from agent_memory.tiers.episodic import Episode, EpisodicStore, decode_cursor, encode_cursor
+from agent_memory.tiers.semantic.memory import FactHistory
 from agent_memory.tiers.semantic.models import Fact, open_facts
 from bindings.ports.d1 import D1Database
-from bindings.ports.sql import Row
+from bindings.ports.sql import Row, SqlValue
 
 InspectStatus = Literal["active", "pending", "superseded", "decayed"]
 
@@ -173,16 +174,13 @@ class MemoryInspector:
         self.tenant = tenant
         self.now_ms = now_ms
         self._events = EventLog(tenant, db)
+        self._facts = FactHistory(db, tenant)
         # Opens sealed personal fields for display (docs/personal-data.md).
         self._personal = personal or PersonalData(tenant, None, None)
 
     async def _views(self, rows: Sequence[Row]) -> list[FactView]:
         facts = await open_facts(rows, self._personal)
         return [FactView(fact=fact, status=inspect_status(fact, self.now_ms)) for fact in facts]
-
-    async def _rows(self, sql: str, *params: Any) -> list[Row]:
-        result = await self._db.prepare(sql).bind(*params).all()
-        return list(result.results)
 
     # ------------------------------------------------------------------ facts
 
@@ -198,37 +196,27 @@ class MemoryInspector:
     ) -> FactPage:
         """Facts newest first, `limit` (1-100) per page; `next_cursor` fetches the next."""
         limit = max(1, min(limit, MAX_INSPECT_PAGE))
-        clauses = ["tenant_id = ?"]
-        params: list[Any] = [self.tenant]
+        where: list[tuple[str, list[SqlValue]]] = []
         if status == "pending":
-            clauses.append("status = 'pending_vector'")
+            where.append(("status = 'pending_vector'", []))
         elif status == "superseded":
-            clauses.append("status = 'superseded'")
+            where.append(("status = 'superseded'", []))
         elif status == "active":
-            clauses.append("status = 'active' AND (valid_to IS NULL OR valid_to > ?)")
-            params.append(self.now_ms)
+            where.append(
+                ("status = 'active' AND (valid_to IS NULL OR valid_to > ?)", [self.now_ms])
+            )
         elif status == "decayed":
-            clauses.append("status = 'active' AND valid_to IS NOT NULL AND valid_to <= ?")
-            params.append(self.now_ms)
+            where.append(
+                ("status = 'active' AND valid_to IS NOT NULL AND valid_to <= ?", [self.now_ms])
+            )
         if subject is not None:
-            clauses.append("subject = ?")
-            params.append(subject)
+            where.append(("subject = ?", [subject]))
         if agent_type is not None:
-            clauses.append("agent_type = ?")
-            params.append(agent_type)
+            where.append(("agent_type = ?", [agent_type]))
         if text:
-            clauses.append("instr(lower(content), lower(?)) > 0")
-            params.append(text)
-        if cursor is not None:
-            created_at, fact_id = decode_cursor(cursor)
-            clauses.append("(created_at < ? OR (created_at = ? AND fact_id < ?))")
-            params.extend([created_at, created_at, fact_id])
-        rows = await self._rows(
-            f"SELECT * FROM semantic_facts WHERE {' AND '.join(clauses)} "
-            "ORDER BY created_at DESC, fact_id DESC LIMIT ?",
-            *params,
-            limit + 1,
-        )
+            where.append(("instr(lower(content), lower(?)) > 0", [text]))
+        after = decode_cursor(cursor) if cursor is not None else None
+        rows = await self._facts.fact_rows(where=where, after=after, limit=limit + 1)
         views = await self._views(rows[:limit])
         next_cursor = None
         if len(rows) > limit:
@@ -237,12 +225,10 @@ class MemoryInspector:
         return FactPage(facts=views, next_cursor=next_cursor)
 
     async def _fact(self, fact_id: str) -> FactView | None:
-        rows = await self._rows(
-            "SELECT * FROM semantic_facts WHERE tenant_id = ? AND fact_id = ?",
-            self.tenant,
-            fact_id,
+        views = await self._views(
+            await self._facts.fact_rows(where=[("fact_id = ?", [fact_id])], limit=1)
         )
-        return (await self._views(rows[:1]))[0] if rows else None
+        return views[0] if views else None
 
     async def fact_detail(self, fact_id: str) -> FactDetail | None:
         """Everything about one fact, or None when the tenant has no such fact."""
@@ -283,14 +269,7 @@ class MemoryInspector:
         seen = {view.fact.fact_id}
         frontier = [view.fact.fact_id]
         while frontier and len(found) < MAX_CHAIN:
-            marks = ",".join("?" for _ in frontier)
-            rows = await self._rows(
-                f"SELECT * FROM semantic_facts WHERE tenant_id = ? AND superseded_by IN ({marks}) "
-                "ORDER BY created_at, fact_id LIMIT ?",
-                self.tenant,
-                *frontier,
-                MAX_CHAIN,
-            )
+            rows = await self._facts.superseded_by_any(frontier, MAX_CHAIN)
             frontier = []
             for older in await self._views(rows):
                 if older.fact.fact_id not in seen:
@@ -301,21 +280,9 @@ class MemoryInspector:
 
     async def _links(self, fact_id: str) -> list[FactLink]:
         links: list[FactLink] = []
-        directions: tuple[tuple[Direction, str, str], ...] = (
-            ("outgoing", "from_fact_id", "to_fact_id"),
-            ("incoming", "to_fact_id", "from_fact_id"),
-        )
-        for direction, mine, other in directions:
-            rows = await self._rows(
-                f"SELECT l.{other} AS other_id, l.score AS score, f.content AS content, "
-                "f.status AS status, f.valid_to AS valid_to FROM memory_links AS l "
-                "LEFT JOIN semantic_facts AS f "
-                f"ON f.tenant_id = l.tenant_id AND f.fact_id = l.{other} "
-                f"WHERE l.tenant_id = ? AND l.{mine} = ? ORDER BY l.score DESC LIMIT ?",
-                self.tenant,
-                fact_id,
-                MAX_HISTORY,
-            )
+        directions: tuple[Direction, ...] = ("outgoing", "incoming")
+        for direction in directions:
+            rows = await self._facts.links_of(fact_id, direction == "outgoing", MAX_HISTORY)
             for row in rows:
                 status: InspectStatus | None = None
                 if row.get("status") == "superseded":
@@ -349,19 +316,7 @@ class MemoryInspector:
                     created_at=fact.created_at,
                 )
             )
-        rows = await self._rows(
-            "SELECT p.source_kind AS source_kind, p.source_id AS source_id, "
-            "p.relation AS relation, p.created_at AS created_at, e.run_id AS run_id, "
-            "COALESCE(e.content, f.content) AS content FROM fact_provenance AS p "
-            "LEFT JOIN memory_episodes AS e ON p.source_kind = 'episode' "
-            "AND e.tenant_id = p.tenant_id AND e.episode_id = p.source_id "
-            "LEFT JOIN semantic_facts AS f ON p.source_kind = 'fact' "
-            "AND f.tenant_id = p.tenant_id AND f.fact_id = p.source_id "
-            "WHERE p.tenant_id = ? AND p.fact_id = ? ORDER BY p.created_at, p.source_id LIMIT ?",
-            self.tenant,
-            fact.fact_id,
-            MAX_HISTORY,
-        )
+        rows = await self._facts.provenance_of(fact.fact_id, MAX_HISTORY)
         for row in rows:
             kind = row["source_kind"]
             items.append(

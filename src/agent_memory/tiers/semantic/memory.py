@@ -77,6 +77,7 @@ from bindings.ports.clock import Clock
 from bindings.ports.d1 import D1Database
 from bindings.ports.embedder import Embedder
 from bindings.ports.kv import KVNamespace
+from bindings.ports.sql import Row, SqlValue
 from bindings.ports.vectorize import VectorIndex
 
 
@@ -317,3 +318,89 @@ class SemanticMemory:
                 [{"field": "limit", "problem": "out of range"}],
             )
         return await self._recaller.run(query.strip(), limit, filters, query_vector, record=record)
+
+
+class FactHistory:
+    """Read-only views of one tenant's facts, their supersession, links and provenance (the
+    memory inspector's): D1 only, so they work where Vectorize is not bound."""
+
+    def __init__(self, db: D1Database, tenant_id: str) -> None:
+        self._db = db
+        self.tenant_id = tenant_id
+
+    async def fact_rows(
+        self,
+        *,
+        where: Sequence[tuple[str, Sequence[SqlValue]]] = (),
+        after: tuple[int, str] | None = None,
+        limit: int,
+    ) -> list[Row]:
+        """Fact rows newest first: `where` are extra clauses on `semantic_facts` (each with its
+        parameters), `after` the (created_at, fact_id) of the previous page's last row."""
+        clauses: list[str] = ["tenant_id = ?"]
+        params: list[SqlValue] = [self.tenant_id]
+        for clause, values in where:
+            clauses.append(clause)
+            params.extend(values)
+        if after is not None:
+            clauses.append("(created_at < ? OR (created_at = ? AND fact_id < ?))")
+            params.extend([after[0], after[0], after[1]])
+        result = await (
+            self._db.prepare(
+                f"SELECT * FROM semantic_facts WHERE {' AND '.join(clauses)} "
+                "ORDER BY created_at DESC, fact_id DESC LIMIT ?"
+            )
+            .bind(*params, limit)
+            .all()
+        )
+        return list(result.results)
+
+    async def superseded_by_any(self, fact_ids: Sequence[str], limit: int) -> list[Row]:
+        """Rows of the facts that `fact_ids` superseded, oldest first."""
+        marks = ",".join("?" for _ in fact_ids)
+        result = await (
+            self._db.prepare(
+                f"SELECT * FROM semantic_facts WHERE tenant_id = ? AND superseded_by IN ({marks}) "
+                "ORDER BY created_at, fact_id LIMIT ?"
+            )
+            .bind(self.tenant_id, *fact_ids, limit)
+            .all()
+        )
+        return list(result.results)
+
+    async def links_of(self, fact_id: str, outgoing: bool, limit: int) -> list[Row]:
+        """The fact's links (`other_id`, `score`) with the linked fact's content, status and
+        validity, strongest first."""
+        mine, other = ("from_fact_id", "to_fact_id") if outgoing else ("to_fact_id", "from_fact_id")
+        result = await (
+            self._db.prepare(
+                f"SELECT l.{other} AS other_id, l.score AS score, f.content AS content, "
+                "f.status AS status, f.valid_to AS valid_to FROM memory_links AS l "
+                "LEFT JOIN semantic_facts AS f "
+                f"ON f.tenant_id = l.tenant_id AND f.fact_id = l.{other} "
+                f"WHERE l.tenant_id = ? AND l.{mine} = ? ORDER BY l.score DESC LIMIT ?"
+            )
+            .bind(self.tenant_id, fact_id, limit)
+            .all()
+        )
+        return list(result.results)
+
+    async def provenance_of(self, fact_id: str, limit: int) -> list[Row]:
+        """Where the fact came from (`fact_provenance`): each source with the run and text of
+        an episode source, or the text of a fact source."""
+        result = await (
+            self._db.prepare(
+                "SELECT p.source_kind AS source_kind, p.source_id AS source_id, "
+                "p.relation AS relation, p.created_at AS created_at, e.run_id AS run_id, "
+                "COALESCE(e.content, f.content) AS content FROM fact_provenance AS p "
+                "LEFT JOIN memory_episodes AS e ON p.source_kind = 'episode' "
+                "AND e.tenant_id = p.tenant_id AND e.episode_id = p.source_id "
+                "LEFT JOIN semantic_facts AS f ON p.source_kind = 'fact' "
+                "AND f.tenant_id = p.tenant_id AND f.fact_id = p.source_id "
+                "WHERE p.tenant_id = ? AND p.fact_id = ? ORDER BY p.created_at, p.source_id "
+                "LIMIT ?"
+            )
+            .bind(self.tenant_id, fact_id, limit)
+            .all()
+        )
+        return list(result.results)
