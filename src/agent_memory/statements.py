@@ -12,6 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import TypeVar
 
+from bindings.ports.d1 import D1Database
+from bindings.ports.sql import SqlValue
+
 T = TypeVar("T")
 
 IDS_PER_STATEMENT = 90  # + the tenant id and a few others stays under D1's 100
@@ -40,3 +43,42 @@ def distinct_tenants_sql(table: str, condition: str = "") -> str:
         f"WHERE {further}tenant_id > t.tenant_id) FROM t WHERE t.tenant_id IS NOT NULL) "
         "SELECT tenant_id FROM t WHERE tenant_id IS NOT NULL"
     )
+
+
+async def delete_ids(
+    db: D1Database, sql: str, tenant: str, ids: Sequence[str], extra: Sequence[SqlValue] = ()
+) -> int:
+    """Run `sql` (with `{marks}` for a slice of ids; parameters: tenant, `extra`, the ids)
+    over `ids` in batches; the rows it deleted (`meta.changes`)."""
+    statements = [
+        db.prepare(sql.format(marks=", ".join("?" for _ in chunk))).bind(tenant, *extra, *chunk)
+        for chunk in chunks(list(ids))
+    ]
+    total = 0
+    for start in range(0, len(statements), STATEMENTS_PER_BATCH):
+        results = await db.batch(statements[start : start + STATEMENTS_PER_BATCH])
+        total += sum(r.meta.changes for r in results)
+    return total
+
+
+async def count_then_delete(
+    db: D1Database, table: str, column: str, tenant: str, ids: Sequence[str]
+) -> int:
+    """Delete the tenant's rows of `table` whose `column` is among `ids`; how many there
+    were (counted first: `meta.changes` may include trigger writes). `table` and `column`
+    are SQL text from the owning store's code, never from input."""
+    total = 0
+    for chunk in chunks(list(ids)):
+        marks = ", ".join("?" for _ in chunk)
+        value = await (
+            db.prepare(
+                f"SELECT COUNT(*) AS n FROM {table} WHERE tenant_id = ? AND {column} IN ({marks})"
+            )
+            .bind(tenant, *chunk)
+            .first_value("n")
+        )
+        total += int(value or 0)
+    await delete_ids(
+        db, f"DELETE FROM {table} WHERE tenant_id = ? AND {column} IN ({{marks}})", tenant, ids
+    )
+    return total

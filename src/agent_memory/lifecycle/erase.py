@@ -124,6 +124,8 @@ from agent_memory.lifecycle.retention import register_instances, tenant_instance
 from agent_memory.namespace import SERVICE
 from agent_memory.scope import AgentScope
 from agent_memory.statements import chunks
+from agent_memory.tiers.episodic import EpisodicStore
+from agent_memory.tiers.semantic.memory import FactHistory
 from agent_memory.tiers.semantic.models import delete_own_vectors
 from agent_memory.tiers.semantic.recall import carry_prefix
 from agent_memory.tiers.working import WORKING_MEMORY_PREFIX
@@ -132,7 +134,6 @@ from bindings.ports.d1 import D1Database, D1Statement
 from bindings.ports.durable_objects import DurableObjectNamespace
 from bindings.ports.kv import KVNamespace
 from bindings.ports.object_store import ObjectStore
-from bindings.ports.sql import SqlValue
 from bindings.ports.vectorize import VectorIndex
 
 MIN_SUBJECT_CHARS = 3
@@ -317,108 +318,28 @@ EVENTS_PAGE = 500
 
 
 class RowEraser:
-    """Finds and deletes one tenant's D1 rows that are traces of a subject."""
+    """Finds and deletes one tenant's D1 rows that are traces of a subject, through the
+    stores that own them."""
 
     def __init__(self, tenant_id: str, db: D1Database) -> None:
         self.tenant_id = tenant_id
         self._db = db
+        self._episodes = EpisodicStore(db, tenant_id)
+        self._facts = FactHistory(db, tenant_id)
 
     async def find(self, subject: str) -> Found:
         """The episodes, facts (with the history they superseded) and runs that are traces."""
         found = Found()
-        episodes = await (
-            self._db.prepare(
-                "SELECT episode_id, run_id, content_hash FROM memory_episodes WHERE tenant_id = ? "
-                "AND (subject = ? OR instr(content, ?) > 0 OR instr(data, ?) > 0)"
-            )
-            .bind(self.tenant_id, subject, subject, subject)
-            .all()
-        )
-        for row in episodes.results:
+        episodes, runs = await self._episodes.subject_traces(subject)
+        for row in episodes:
             found.episodes.add(str(row["episode_id"]))
             found.runs.add(str(row["run_id"]))
             found.hashes.add(str(row["content_hash"]))
-        facts = await (
-            self._db.prepare(
-                "SELECT fact_id, content_hash FROM semantic_facts WHERE tenant_id = ? "
-                "AND (subject = ? OR object = ? OR instr(content, ?) > 0 "
-                "OR instr(metadata, ?) > 0 OR (key_entity <> '' AND key_entity = lower(?)))"
-            )
-            # The derived key (migration 0005) is lower-cased: a free-text fact stored under
-            # the catch-all subject is still about the entity its text names.
-            .bind(self.tenant_id, subject, subject, subject, subject, subject)
-            .all()
-        )
-        for row in facts.results:
-            found.facts.add(str(row["fact_id"]))
-            found.hashes.add(str(row["content_hash"]))
-        # Facts superseded by an erased fact (duplicates merged into it, earlier values it
-        # replaced) are its history: they go too, transitively.
-        frontier = sorted(found.facts)
-        while frontier:
-            newer: list[str] = []
-            for chunk in chunks(frontier):
-                marks = ", ".join("?" for _ in chunk)
-                result = await (
-                    self._db.prepare(
-                        "SELECT fact_id, content_hash FROM semantic_facts WHERE tenant_id = ? "
-                        f"AND superseded_by IN ({marks})"
-                    )
-                    .bind(self.tenant_id, *chunk)
-                    .all()
-                )
-                for row in result.results:
-                    fact_id = str(row["fact_id"])
-                    if fact_id not in found.facts:
-                        found.facts.add(fact_id)
-                        found.hashes.add(str(row["content_hash"]))
-                        newer.append(fact_id)
-            frontier = newer
-        runs = await (
-            self._db.prepare(
-                "SELECT run_id FROM agent_runs WHERE tenant_id = ? AND (instr(input, ?) > 0 "
-                "OR instr(COALESCE(output, ''), ?) > 0 OR instr(COALESCE(error, ''), ?) > 0)"
-            )
-            .bind(self.tenant_id, subject, subject, subject)
-            .all()
-        )
-        found.runs.update(str(row["run_id"]) for row in runs.results)
+        facts = await self._facts.subject_facts(subject)
+        found.facts.update(facts)
+        found.hashes.update(facts.values())
+        found.runs.update(runs)
         return found
-
-    async def _run_deletes(
-        self, sql: str, ids: Sequence[str], extra: Sequence[SqlValue] = ()
-    ) -> int:
-        """`sql` with `{marks}` for a chunk of ids; returns the rows it deleted."""
-        total = 0
-        statements: list[D1Statement] = []
-        for chunk in chunks(list(ids)):
-            marks = ", ".join("?" for _ in chunk)
-            statements.append(
-                self._db.prepare(sql.format(marks=marks)).bind(self.tenant_id, *extra, *chunk)
-            )
-        for start in range(0, len(statements), 50):
-            results = await self._db.batch(statements[start : start + 50])
-            total += sum(r.meta.changes for r in results)
-        return total
-
-    async def _count_then_delete(self, table: str, column: str, ids: Sequence[str]) -> int:
-        # `meta.changes` may include trigger writes (the episode counter): count first.
-        total = 0
-        for chunk in chunks(list(ids)):
-            marks = ", ".join("?" for _ in chunk)
-            value = await (
-                self._db.prepare(
-                    f"SELECT COUNT(*) AS n FROM {table} "
-                    f"WHERE tenant_id = ? AND {column} IN ({marks})"
-                )
-                .bind(self.tenant_id, *chunk)
-                .first_value("n")
-            )
-            total += int(value or 0)
-        await self._run_deletes(
-            f"DELETE FROM {table} WHERE tenant_id = ? AND {column} IN ({{marks}})", ids
-        )
-        return total
 
     async def delete(self, found: Found, matcher: SubjectMatcher, report: EraseReport) -> None:
         """Delete what `find` found: links and provenance, events, then the rows; the
@@ -428,47 +349,16 @@ class RowEraser:
         destroyed = await destroy_statement(self._db, self.tenant_id, matcher.subject).run()
         report.data_keys = destroyed.meta.changes
         facts = sorted(found.facts)
-        episodes = sorted(found.episodes)
-        runs = sorted(found.runs)
         sources = sorted(found.facts | found.episodes | found.runs)
-        report.links = await self._run_deletes(
-            "DELETE FROM memory_links WHERE tenant_id = ? AND from_fact_id IN ({marks})", facts
-        ) + await self._run_deletes(
-            "DELETE FROM memory_links WHERE tenant_id = ? AND to_fact_id IN ({marks})", facts
-        )
-        report.provenance = await self._run_deletes(
-            "DELETE FROM fact_provenance WHERE tenant_id = ? AND fact_id IN ({marks})", facts
-        ) + await self._run_deletes(
-            "DELETE FROM fact_provenance WHERE tenant_id = ? AND source_id IN ({marks})", sources
-        )
+        report.links = await self._facts.delete_links(facts)
+        report.provenance = await self._facts.delete_provenance(facts, sources)
         report.events = await self._erase_events(matcher, report)
-        report.facts = await self._count_then_delete("semantic_facts", "fact_id", facts)
-        report.episodes = await self._count_then_delete("memory_episodes", "episode_id", episodes)
-        report.runs = await self._count_then_delete("agent_runs", "run_id", runs)
-        report.keyword_index_optimized = await self._optimize_keyword_index()
-
-    async def _optimize_keyword_index(self) -> bool:
-        """The keyword index is the tenant's postings (`semantic_terms`, migration 0009),
-        ordinary rows the delete trigger removes with each fact, so no index segment outlives
-        them (the FTS5 `optimize` this replaced). The trigger only decrements a term's
-        document count (`semantic_term_stats.df`): a term no remaining fact has would keep
-        its text, so those rows go here. Always run, so a re-run finishes an interrupted
-        erase. True when the tenant has no postings of a fact that is gone."""
-        await (
-            self._db.prepare("DELETE FROM semantic_term_stats WHERE tenant_id = ? AND df <= 0")
-            .bind(self.tenant_id)
-            .run()
-        )
-        orphans = (
-            await self._db.prepare(
-                "SELECT COUNT(*) AS n FROM semantic_terms t WHERE t.tenant_id = ? AND NOT EXISTS "
-                "(SELECT 1 FROM semantic_facts f WHERE f.tenant_id = t.tenant_id "
-                "AND f.fts_rowid = t.fts_rowid)"
-            )
-            .bind(self.tenant_id)
-            .first_value("n")
-        )
-        return int(orphans or 0) == 0
+        report.facts = await self._facts.delete_facts(facts)
+        report.episodes = await self._episodes.delete_episodes(sorted(found.episodes))
+        report.runs = await self._episodes.delete_runs(sorted(found.runs))
+        # Postings go with their facts (the delete trigger); term statistics no fact has any
+        # more are dropped here. Always run, so a re-run finishes an interrupted erase.
+        report.keyword_index_optimized = await self._facts.tidy_keyword_index()
 
     async def _erase_events(self, matcher: SubjectMatcher, report: EraseReport) -> int:
         """Page through the tenant's events (by id): delete the ones that are traces, scrub

@@ -41,7 +41,7 @@ from agent_memory.governance.personal_data import PersonalData, Sealable
 from agent_memory.governance.policy import WriteGate, WriteProposal
 from agent_memory.ids import content_hash
 from agent_memory.scope import TENANT_RE
-from agent_memory.statements import IDS_PER_STATEMENT, chunks
+from agent_memory.statements import IDS_PER_STATEMENT, chunks, count_then_delete
 from bindings.ports.background import BackgroundTasks
 from bindings.ports.d1 import D1Database, D1Error, D1Statement
 from bindings.ports.sql import Row
@@ -437,6 +437,36 @@ class EpisodicStore:
             )
             found.update(str(row["run_id"]) for row in result.results)
         return found
+
+    async def subject_traces(self, subject: str) -> tuple[list[Row], set[str]]:
+        """Traces of `subject` (a subject erase): the episodes about it or naming it
+        (`episode_id`, `run_id`, `content_hash`), and the runs whose input, output or error
+        names it."""
+        episodes = await (
+            self._db.prepare(
+                "SELECT episode_id, run_id, content_hash FROM memory_episodes WHERE tenant_id = ? "
+                "AND (subject = ? OR instr(content, ?) > 0 OR instr(data, ?) > 0)"
+            )
+            .bind(self.tenant, subject, subject, subject)
+            .all()
+        )
+        runs = await (
+            self._db.prepare(
+                "SELECT run_id FROM agent_runs WHERE tenant_id = ? AND (instr(input, ?) > 0 "
+                "OR instr(COALESCE(output, ''), ?) > 0 OR instr(COALESCE(error, ''), ?) > 0)"
+            )
+            .bind(self.tenant, subject, subject, subject)
+            .all()
+        )
+        return list(episodes.results), {str(row["run_id"]) for row in runs.results}
+
+    async def delete_episodes(self, episode_ids: Sequence[str]) -> int:
+        return await count_then_delete(
+            self._db, "memory_episodes", "episode_id", self.tenant, episode_ids
+        )
+
+    async def delete_runs(self, run_ids: Sequence[str]) -> int:
+        return await count_then_delete(self._db, "agent_runs", "run_id", self.tenant, run_ids)
 
     async def episodes_for_run(self, run_id: str) -> list[Episode]:
         result = await (

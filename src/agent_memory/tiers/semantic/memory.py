@@ -49,6 +49,7 @@ from agent_memory.governance.personal_data import PersonalData
 from agent_memory.governance.policy import WriteGate
 from agent_memory.retrieval.scoring import RetrievalConfig, Tier
 from agent_memory.scope import TENANT_RE
+from agent_memory.statements import chunks, count_then_delete, delete_ids
 from agent_memory.tiers.semantic.models import (
     DEFAULT_AGENT_TYPE,
     DEFAULT_TOP_K,
@@ -404,3 +405,102 @@ class FactHistory:
             .all()
         )
         return list(result.results)
+
+    # -------------------------------------------------------------- a subject's erase
+
+    async def subject_facts(self, subject: str) -> dict[str, str]:
+        """The facts about or naming `subject`, with the history they superseded
+        (transitively): fact id -> content hash."""
+        result = await (
+            self._db.prepare(
+                "SELECT fact_id, content_hash FROM semantic_facts WHERE tenant_id = ? "
+                "AND (subject = ? OR object = ? OR instr(content, ?) > 0 "
+                "OR instr(metadata, ?) > 0 OR (key_entity <> '' AND key_entity = lower(?)))"
+            )
+            # The derived key (migration 0005) is lower-cased: a free-text fact stored under
+            # the catch-all subject is still about the entity its text names.
+            .bind(self.tenant_id, subject, subject, subject, subject, subject)
+            .all()
+        )
+        found = {str(row["fact_id"]): str(row["content_hash"]) for row in result.results}
+        # Facts superseded by an erased fact (duplicates merged into it, earlier values it
+        # replaced) are its history: they go too.
+        frontier = sorted(found)
+        while frontier:
+            newer: list[str] = []
+            for chunk in chunks(frontier):
+                marks = ", ".join("?" for _ in chunk)
+                older = await (
+                    self._db.prepare(
+                        "SELECT fact_id, content_hash FROM semantic_facts WHERE tenant_id = ? "
+                        f"AND superseded_by IN ({marks})"
+                    )
+                    .bind(self.tenant_id, *chunk)
+                    .all()
+                )
+                for row in older.results:
+                    fact_id = str(row["fact_id"])
+                    if fact_id not in found:
+                        found[fact_id] = str(row["content_hash"])
+                        newer.append(fact_id)
+            frontier = newer
+        return found
+
+    async def delete_links(self, fact_ids: Sequence[str]) -> int:
+        """Delete every link from or to one of `fact_ids`; how many."""
+        outgoing = await delete_ids(
+            self._db,
+            "DELETE FROM memory_links WHERE tenant_id = ? AND from_fact_id IN ({marks})",
+            self.tenant_id,
+            fact_ids,
+        )
+        incoming = await delete_ids(
+            self._db,
+            "DELETE FROM memory_links WHERE tenant_id = ? AND to_fact_id IN ({marks})",
+            self.tenant_id,
+            fact_ids,
+        )
+        return outgoing + incoming
+
+    async def delete_provenance(self, fact_ids: Sequence[str], sources: Sequence[str]) -> int:
+        """Delete the provenance of `fact_ids` and every provenance row naming one of
+        `sources` (facts, episodes or runs); how many."""
+        of_facts = await delete_ids(
+            self._db,
+            "DELETE FROM fact_provenance WHERE tenant_id = ? AND fact_id IN ({marks})",
+            self.tenant_id,
+            fact_ids,
+        )
+        naming = await delete_ids(
+            self._db,
+            "DELETE FROM fact_provenance WHERE tenant_id = ? AND source_id IN ({marks})",
+            self.tenant_id,
+            sources,
+        )
+        return of_facts + naming
+
+    async def delete_facts(self, fact_ids: Sequence[str]) -> int:
+        """Delete the rows (the keyword index's triggers remove their postings)."""
+        return await count_then_delete(
+            self._db, "semantic_facts", "fact_id", self.tenant_id, fact_ids
+        )
+
+    async def tidy_keyword_index(self) -> bool:
+        """Drop term statistics no fact has any more (the delete trigger only decrements a
+        term's document count, so its text would stay); True when no posting names a fact
+        that is gone."""
+        await (
+            self._db.prepare("DELETE FROM semantic_term_stats WHERE tenant_id = ? AND df <= 0")
+            .bind(self.tenant_id)
+            .run()
+        )
+        orphans = await (
+            self._db.prepare(
+                "SELECT COUNT(*) AS n FROM semantic_terms t WHERE t.tenant_id = ? AND NOT EXISTS "
+                "(SELECT 1 FROM semantic_facts f WHERE f.tenant_id = t.tenant_id "
+                "AND f.fts_rowid = t.fts_rowid)"
+            )
+            .bind(self.tenant_id)
+            .first_value("n")
+        )
+        return int(orphans or 0) == 0
