@@ -43,7 +43,6 @@ from agent_memory.lifecycle.reconciler import (
     LlmAdjudicator,
     Reconciler,
     RulesAdjudicator,
-    note_writes,
 )
 from agent_memory.lifecycle.retention import TenantLifecycle, get_lifecycle
 from agent_memory.placement import parse_placement
@@ -69,6 +68,7 @@ from agent_memory.tiers.semantic.models import (
     RecallFilters,
     RecallResult,
 )
+from agent_memory.tiers.semantic.reconcile import note_writes
 from agent_memory.tiers.working import (
     WORKING_MEMORY_TTL_SECONDS,
     NamespaceFlags,

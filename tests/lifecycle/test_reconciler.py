@@ -7,8 +7,6 @@ import json
 from typing import Any
 
 from agent_memory.lifecycle.reconciler import (
-    EpisodeRow,
-    FactRow,
     ReconcileConfig,
     Reconciler,
     conflict_score,
@@ -19,6 +17,7 @@ from agent_memory.lifecycle.reconciler import (
     resolve_conflicts,
 )
 from agent_memory.tiers.semantic.memory import SemanticMemory
+from agent_memory.tiers.semantic.reconcile import EpisodeRow, FactRow
 from local_runtime.access_dev import mint_token
 from local_runtime.runtime import LocalRuntime
 from tests.agents.conftest import build_request

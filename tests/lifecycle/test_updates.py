@@ -237,7 +237,8 @@ class _ScriptedJudge:
 async def test_llm_adjudicator_sees_only_implicit_pairs_and_falls_back_to_rules(
     tmp_path: Path,
 ) -> None:
-    from agent_memory.lifecycle.reconciler import FactRow, ReconcileConfig, find_update_candidates
+    from agent_memory.lifecycle.reconciler import ReconcileConfig, find_update_candidates
+    from agent_memory.tiers.semantic.reconcile import FactRow
 
     def row(fact_id: str, content: str, at: int) -> FactRow:
         from agent_memory.ids import content_hash
@@ -349,7 +350,7 @@ async def test_the_nth_write_reconciles_the_tenant_in_the_background(tmp_path: P
 
 
 async def test_write_count_claims_one_run_per_n_writes(tmp_path: Path) -> None:
-    from agent_memory.lifecycle.reconciler import DEFAULT_RECONCILE_EVERY_WRITES, note_writes
+    from agent_memory.tiers.semantic.reconcile import DEFAULT_RECONCILE_EVERY_WRITES, note_writes
     from bindings.settings import Settings
 
     assert Settings().memory_reconcile_every_writes == DEFAULT_RECONCILE_EVERY_WRITES == 20
@@ -366,7 +367,8 @@ async def test_write_count_claims_one_run_per_n_writes(tmp_path: Path) -> None:
 
 def test_update_candidates_compare_only_an_entitys_newest_statements() -> None:
     from agent_memory.ids import content_hash
-    from agent_memory.lifecycle.reconciler import FactRow, ReconcileConfig, find_update_candidates
+    from agent_memory.lifecycle.reconciler import ReconcileConfig, find_update_candidates
+    from agent_memory.tiers.semantic.reconcile import FactRow
 
     def row(n: int) -> FactRow:
         text = f"I live in city number {n}"
