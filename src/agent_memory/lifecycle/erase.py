@@ -114,6 +114,7 @@ from agent_memory.governance.events import EventLog
 from agent_memory.governance.personal_data import destroy_statement
 from agent_memory.lifecycle.prune import (
     ArchiveKind,
+    ArchiveLedger,
     archive_key,
     decode_archive,
     encode_lines,
@@ -123,7 +124,6 @@ from agent_memory.lifecycle.prune import (
 from agent_memory.lifecycle.retention import register_instances, tenant_instances
 from agent_memory.namespace import SERVICE
 from agent_memory.scope import AgentScope
-from agent_memory.statements import chunks
 from agent_memory.tiers.episodic import EpisodicStore
 from agent_memory.tiers.semantic.memory import FactHistory
 from agent_memory.tiers.semantic.models import delete_own_vectors
@@ -393,6 +393,7 @@ class ArchiveEraser:
         self._db = db
         self._cold = cold
         self._clock = clock
+        self._ledger = ArchiveLedger(db, tenant_id)
 
     async def erase(self, matcher: SubjectMatcher, report: EraseReport) -> None:
         """Rewrite or delete every archive holding traces; each one's counts go into
@@ -433,32 +434,14 @@ class ArchiveEraser:
             report.archived_rows[kind] += removed
             # The cold item index (`cold_items`, agent_memory.tiered.cold) follows the
             # archive: erased episodes leave it before their object is rewritten.
-            await self._unindex(erased_ids)
+            await self._ledger.unindex_episodes(erased_ids)
             if not kept:
                 await self._cold.delete(key)
-                await (
-                    self._db.prepare(
-                        "DELETE FROM lifecycle_archives WHERE tenant_id = ? AND archive_key = ?"
-                    )
-                    .bind(self.tenant_id, key)
-                    .run()
-                )
+                await self._ledger.forget(key)
                 report.archives_deleted += 1
                 continue
             await self._rewrite(key, kind, kept, body.custom_metadata, now_ms)
             report.archives_rewritten += 1
-
-    async def _unindex(self, episode_ids: list[str]) -> None:
-        for chunk in chunks(episode_ids):  # D1: at most 100 bound parameters
-            marks = ", ".join("?" * len(chunk))
-            await (
-                self._db.prepare(
-                    "DELETE FROM cold_items WHERE tenant_id = ? AND kind = 'episode' "
-                    f"AND entity_id IN ({marks})"
-                )
-                .bind(self.tenant_id, *chunk)
-                .run()
-            )
 
     async def _rewrite(
         self,
@@ -486,33 +469,16 @@ class ArchiveEraser:
         # New object first, then the ledger, then the old object: a failure in between
         # leaves the old object, which a re-run rewrites again.
         await self._cold.put(new_key, data, custom_metadata=meta)
-        await (
-            self._db.prepare(
-                "UPDATE lifecycle_archives SET archive_key = ?, rows = ?, matched = ?, "
-                "first_key = ?, last_key = ?, bytes = ?, rewritten_at = ? "
-                "WHERE tenant_id = ? AND archive_key = ?"
-            )
-            .bind(
-                new_key,
-                len(kept),
-                len(kept),
-                first_key,
-                last_key,
-                len(data),
-                now_ms,
-                self.tenant_id,
-                key,
-            )
-            .run()
+        await self._ledger.rewritten(
+            key,
+            new_key,
+            rows=len(kept),
+            first_key=first_key,
+            last_key=last_key,
+            size=len(data),
+            now_ms=now_ms,
         )
         if new_key != key:
-            await (
-                self._db.prepare(
-                    "UPDATE cold_items SET archive_key = ? WHERE tenant_id = ? AND archive_key = ?"
-                )
-                .bind(new_key, self.tenant_id, key)
-                .run()
-            )
             await self._cold.delete(key)
 
 

@@ -134,7 +134,7 @@ from pydantic import BaseModel, Field
 
 from agent_memory.lifecycle.retention import TenantTable, get_lifecycle, known_tenants
 from agent_memory.placement import DEFAULT_TABLE, PlacementTable
-from agent_memory.statements import IDS_PER_STATEMENT, chunks
+from agent_memory.statements import IDS_PER_STATEMENT, chunks, delete_ids
 from bindings.ports.clock import Clock
 from bindings.ports.d1 import D1Database, D1Error, D1Statement
 from bindings.ports.object_store import OBJECT_STORE_MAX_DELETE_KEYS, ObjectStore
@@ -1041,3 +1041,64 @@ async def resume_unfinished(
         if not report.complete:
             break
     return reports
+
+
+class ArchiveLedger:
+    """One tenant's archive ledger (`lifecycle_archives`) and cold item index (`cold_items`)
+    as a subject erase rewrites archives: the statements on them live here, with the prune
+    that writes them (and the cold tier that reads them: `agent_memory.tiered.cold`)."""
+
+    def __init__(self, db: D1Database, tenant_id: str) -> None:
+        self._db = db
+        self.tenant_id = tenant_id
+
+    async def forget(self, archive: str) -> None:
+        """The archive object is gone: drop its ledger row."""
+        await (
+            self._db.prepare(
+                "DELETE FROM lifecycle_archives WHERE tenant_id = ? AND archive_key = ?"
+            )
+            .bind(self.tenant_id, archive)
+            .run()
+        )
+
+    async def unindex_episodes(self, episode_ids: Sequence[str]) -> None:
+        """Drop erased episodes from the cold item index."""
+        await delete_ids(
+            self._db,
+            "DELETE FROM cold_items WHERE tenant_id = ? AND kind = 'episode' "
+            "AND entity_id IN ({marks})",
+            self.tenant_id,
+            episode_ids,
+        )
+
+    async def rewritten(
+        self,
+        old: str,
+        new: str,
+        *,
+        rows: int,
+        first_key: str,
+        last_key: str,
+        size: int,
+        now_ms: int,
+    ) -> None:
+        """Archive `old` was rewritten as `new` with `rows` rows: the ledger and the item
+        index follow."""
+        await (
+            self._db.prepare(
+                "UPDATE lifecycle_archives SET archive_key = ?, rows = ?, matched = ?, "
+                "first_key = ?, last_key = ?, bytes = ?, rewritten_at = ? "
+                "WHERE tenant_id = ? AND archive_key = ?"
+            )
+            .bind(new, rows, rows, first_key, last_key, size, now_ms, self.tenant_id, old)
+            .run()
+        )
+        if new != old:
+            await (
+                self._db.prepare(
+                    "UPDATE cold_items SET archive_key = ? WHERE tenant_id = ? AND archive_key = ?"
+                )
+                .bind(new, self.tenant_id, old)
+                .run()
+            )

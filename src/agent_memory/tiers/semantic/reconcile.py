@@ -325,5 +325,3 @@ async def note_writes(db: D1Database, tenant_id: str, created: int, every: int) 
         ]
     )
     return results[1].meta.changes > 0
-
-
