@@ -25,17 +25,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
-from agent_memory.ids import new_ulid  # noqa: E402
-from agent_memory.lifecycle.prune import Pruner  # noqa: E402
-from agent_memory.namespace import ItemKey  # noqa: E402
-from agent_memory.tiered import (  # noqa: E402
+from agent_memory.hot_warm_cold import (  # noqa: E402
     ArchiveColdMemory,
     D1WarmMemory,
     KVHotMemory,
     MemoryBuilder,
     MemoryClient,
+    item_text,
 )
-from agent_memory.tiered.episodes import item_text  # noqa: E402
+from agent_memory.ids import new_ulid  # noqa: E402
+from agent_memory.lifecycle.prune import Pruner  # noqa: E402
+from agent_memory.namespace import ItemKey  # noqa: E402
 from agent_memory.tiers.episodic import Episode  # noqa: E402
 from bindings.ports.clock import FixedClock  # noqa: E402
 from local_runtime.runtime import LocalRuntime  # noqa: E402

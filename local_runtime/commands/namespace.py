@@ -4,7 +4,7 @@
     agent-memory placement [--json]
 
 `namespace-backfill` copies every legacy working-memory KV key to its canonical item key
-(`agent_memory.tiered.backfill`; never overwrites a canonical key, never deletes one) and
+(`agent_memory.tiers.working`; never overwrites a canonical key, never deletes one) and
 prints the counts as JSON; on Cloudflare the same step is
 `POST /admin/tenants/{tenant}/namespace-backfill`. `placement` prints the data-placement
 table as configured (`MEMORY_PLACEMENT` applied) and the migration phase of the flags.
@@ -31,7 +31,7 @@ def _open(args: argparse.Namespace) -> Any:
 
 
 def cmd_backfill(args: argparse.Namespace) -> int:
-    from agent_memory.tiered.backfill import backfill_all
+    from agent_memory.tiers.working import backfill_all
 
     runtime = _open(args)
 
@@ -54,8 +54,8 @@ def cmd_backfill(args: argparse.Namespace) -> int:
 
 
 def cmd_placement(args: argparse.Namespace) -> int:
+    from agent_memory.hot_warm_cold import namespace_flags
     from agent_memory.placement import PlacementError, parse_placement
-    from agent_memory.tiered.deployment import namespace_flags
 
     runtime = _open(args)
     phase = namespace_flags(runtime.bindings()).phase

@@ -35,6 +35,15 @@ from agent_memory.governance.agent_types import catalog
 from agent_memory.governance.events import EventLog, RetrievedItem, memory_retrieved
 from agent_memory.governance.personal_data import PersonalData
 from agent_memory.governance.policy import WriteGate, WritePolicy
+from agent_memory.hot_warm_cold import (
+    ArchiveColdMemory,
+    D1WarmMemory,
+    KVHotMemory,
+    MemoryBuilder,
+    MemoryClient,
+    namespace_flags,
+    placement_table,
+)
 from agent_memory.ids import new_ulid
 from agent_memory.lifecycle.erase import SubjectEraser
 from agent_memory.lifecycle.inspect import MemoryInspector
@@ -45,7 +54,6 @@ from agent_memory.lifecycle.reconciler import (
     RulesAdjudicator,
 )
 from agent_memory.lifecycle.retention import TenantLifecycle, get_lifecycle
-from agent_memory.placement import parse_placement
 from agent_memory.retrieval.scoring import (
     RankedItem,
     RankItem,
@@ -55,10 +63,6 @@ from agent_memory.retrieval.scoring import (
     rank,
 )
 from agent_memory.scope import TENANT_RE, AgentScope
-from agent_memory.tiered.client import MemoryBuilder, MemoryClient
-from agent_memory.tiered.cold import ArchiveColdMemory
-from agent_memory.tiered.hot import KVHotMemory
-from agent_memory.tiered.warm import D1WarmMemory
 from agent_memory.tiers.episodic import Episode, EpisodicStore
 from agent_memory.tiers.procedural import WorkflowPacks
 from agent_memory.tiers.semantic.memory import SemanticMemory
@@ -71,7 +75,6 @@ from agent_memory.tiers.semantic.models import (
 from agent_memory.tiers.semantic.reconcile import note_writes
 from agent_memory.tiers.working import (
     WORKING_MEMORY_TTL_SECONDS,
-    NamespaceFlags,
     ReadCounts,
     WorkingMemory,
     flush_counts,
@@ -143,15 +146,6 @@ def retrieval_config(bindings: Bindings | None) -> RetrievalConfig:
     except ValueError as exc:
         log.warning("MEMORY_RETRIEVAL_CONFIG unusable, using the defaults: %s", exc)
         return RetrievalConfig()
-
-
-def namespace_flags(bindings: Bindings) -> NamespaceFlags:
-    """The namespace migration's phase (`MEMORY_NAMESPACE_*`, docs/tiered-memory.md)."""
-    settings = bindings.settings
-    return NamespaceFlags(
-        compat_read=settings.memory_namespace_compat_read,
-        write_canonical=settings.memory_namespace_write_canonical,
-    )
 
 
 class Memory:
@@ -289,7 +283,7 @@ class Memory:
         its placement table (`MEMORY_PLACEMENT`); a tier whose binding is missing is left
         out. A bad `MEMORY_PLACEMENT` raises `PlacementError`."""
         b = self.bindings
-        table = parse_placement(b.settings.memory_placement)
+        table = placement_table(b)
         hot = None
         if b.kv is not None:
             hot = KVHotMemory(

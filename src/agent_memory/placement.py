@@ -16,7 +16,7 @@ tier; `log`: finished runs and memory events.)
 "until deleted" for the others. `cold_promotes_to_warm` is False for episodes: a cold hit is
 past the warm retention by definition, so copying it back to D1 would only have the next
 prune archive it again (and count it against the tenant's episode limit); it is promoted
-to hot instead (see `agent_memory.tiered.client`).
+to hot instead (see `agent_memory.hot_warm_cold`).
 
 Override with the `MEMORY_PLACEMENT` var: a JSON object by kind of the fields to change,
 e.g. `{"log": {"cold_retention_days": 30}}` (`null`: keep in cold until erased). Only what

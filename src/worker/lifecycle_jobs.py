@@ -22,6 +22,7 @@ import time
 from typing import Any
 
 from agent_memory.governance.personal_data import DataKeys
+from agent_memory.hot_warm_cold import placement_table
 from agent_memory.lifecycle.brief import build_brief
 from agent_memory.lifecycle.erase import SubjectEraser
 from agent_memory.lifecycle.prune import PruneBudget, Pruner, resume_unfinished, weekly_prune_id
@@ -30,7 +31,6 @@ from agent_memory.lifecycle.reconciler import (
 )
 from agent_memory.lifecycle.retention import known_tenants
 from agent_memory.memory import Memory
-from agent_memory.tiered.deployment import placement_table
 from agent_memory.tiers.semantic.keyword_index import ReindexBudget, reindex_pending
 from agent_memory.tiers.semantic.recall import MAX_WRITE_BACK, carried_tenants
 from bindings.environment import Bindings

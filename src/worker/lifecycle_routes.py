@@ -21,6 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agent_memory.hot_warm_cold import namespace_flags
 from agent_memory.ids import new_ulid
 from agent_memory.lifecycle.brief import TenantBrief, build_brief
 from agent_memory.lifecycle.erase import EraseReport, validate_subject
@@ -32,8 +33,7 @@ from agent_memory.lifecycle.retention import (
     get_lifecycle,
     set_lifecycle,
 )
-from agent_memory.tiered.backfill import backfill_namespace
-from agent_memory.tiered.deployment import namespace_flags
+from agent_memory.tiers.working import backfill_namespace
 from bindings.environment import Bindings
 from bindings.ports.d1 import D1Database
 from bindings.ports.errors import BindingLimitError
@@ -171,7 +171,7 @@ async def erase_subject(call: Call[None, None]) -> EraseView:
 
 
 async def backfill_tenant_namespace(call: Call[BackfillBody, None]) -> BackfillView:
-    """One bounded step of the namespace backfill (`agent_memory.tiered.backfill`); repeat
+    """One bounded step of the namespace backfill (`agent_memory.tiers.working`); repeat
     with `next_cursor` until it is null. Never deletes a key."""
     tenant, body, bindings = call.params["tenant"], call.body, call.bindings
     if bindings.kv is None:

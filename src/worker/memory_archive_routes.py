@@ -15,7 +15,7 @@ token's tenant and the path's agent, so a caller can only ever name its own name
 The episode read goes through `MemoryClient.get`: hot (KV) → warm (D1) → cold (the archive
 and its index), promoting a warm or cold hit to hot (never an item marked personal); the
 answer says where it was found (`found_in`) and where it was copied (`promoted_to`). Every
-tier's text becomes the model through one mapping (`agent_memory.tiered.open_episode_item`,
+tier's text becomes the model through one mapping (`agent_memory.hot_warm_cold.open_episode_item`,
 which also opens sealed personal fields).
 The archive listing pages the cold index newest first, optionally for one `subject`, and
 reads each episode from its archive object.
@@ -27,9 +27,9 @@ grammar), `invalid_cursor`; 503 `episodic_unavailable` (no D1), `cold_unavailabl
 from __future__ import annotations
 
 from agent_memory.cursors import InvalidCursorError
+from agent_memory.hot_warm_cold import open_episode_item
 from agent_memory.memory import Memory, MemoryUnavailable
 from agent_memory.namespace import SERVICE, InvalidNamespaceKey, ItemKey, NamespaceKey
-from agent_memory.tiered.episodes import open_episode_item
 from agent_memory.tiers.working import ReadCounts
 from bindings.environment import Bindings
 from worker.errors import ApiError

@@ -41,7 +41,7 @@ CORE_ROOMS: dict[str, int] = {
     "governance": 1,
     "tiers": 2,
     "lifecycle": 3,
-    "tiered": 4,
+    "hot_warm_cold": 4,
     "memory": 5,
     "agent": 6,
 }

@@ -51,7 +51,7 @@ def test_a_malformed_retrieval_config_is_refused_at_startup(bad: str) -> None:
 
 
 def test_namespace_flags_and_placement_come_from_vars() -> None:
-    from agent_memory.tiered.deployment import namespace_flags, placement_table
+    from agent_memory.hot_warm_cold import namespace_flags, placement_table
 
     default = Settings.from_vars({})
     assert not default.memory_namespace_compat_read

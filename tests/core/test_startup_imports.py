@@ -28,7 +28,7 @@ NEVER_AT_START_UP = (
     "agent_memory.governance",
     "agent_memory.lifecycle",
     "agent_memory.retrieval",
-    "agent_memory.tiered",
+    "agent_memory.hot_warm_cold",
     "agent_memory.tiers",
     "worker.lifecycle_jobs",
     "bindings.openai_embedder",

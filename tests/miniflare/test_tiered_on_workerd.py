@@ -7,17 +7,17 @@ from __future__ import annotations
 
 import json
 
-from agent_memory.ids import new_ulid
-from agent_memory.lifecycle.prune import Pruner
-from agent_memory.namespace import ItemKey
-from agent_memory.tiered import (
+from agent_memory.hot_warm_cold import (
     ArchiveColdMemory,
     D1WarmMemory,
     KVHotMemory,
     MemoryBuilder,
     episode_from_item,
+    item_text,
 )
-from agent_memory.tiered.episodes import item_text
+from agent_memory.ids import new_ulid
+from agent_memory.lifecycle.prune import Pruner
+from agent_memory.namespace import ItemKey
 from agent_memory.tiers.episodic import Episode
 from agent_memory.tiers.working import NamespaceFlags, WorkingMemory
 from bindings.environment import Bindings

@@ -9,10 +9,7 @@ import json
 import pytest
 
 from agent_memory.governance.personal_data import PersonalData
-from agent_memory.ids import new_ulid
-from agent_memory.lifecycle.prune import Pruner, weekly_prune_id
-from agent_memory.namespace import InvalidNamespaceKey, ItemKey, NamespaceForbidden
-from agent_memory.tiered import (
+from agent_memory.hot_warm_cold import (
     ArchiveColdMemory,
     D1WarmMemory,
     KVHotMemory,
@@ -20,9 +17,12 @@ from agent_memory.tiered import (
     MemoryClient,
     PersonalDataInHot,
     episode_from_item,
+    item_text,
     open_episode_item,
 )
-from agent_memory.tiered.episodes import item_text
+from agent_memory.ids import new_ulid
+from agent_memory.lifecycle.prune import Pruner, weekly_prune_id
+from agent_memory.namespace import InvalidNamespaceKey, ItemKey, NamespaceForbidden
 from agent_memory.tiers.episodic import Episode
 from bindings.ports.clock import FixedClock
 from local_runtime.runtime import LocalRuntime

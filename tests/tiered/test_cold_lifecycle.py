@@ -4,10 +4,10 @@ kind — are deleted by the prune once past their cold retention (90 days by def
 
 from __future__ import annotations
 
+from agent_memory.hot_warm_cold import ArchiveColdMemory
 from agent_memory.lifecycle.prune import Pruner, encode_archive
 from agent_memory.namespace import ItemKey
 from agent_memory.placement import PlacementTable, parse_placement
-from agent_memory.tiered import ArchiveColdMemory
 from bindings.ports.clock import FixedClock
 from local_runtime.runtime import LocalRuntime
 from tests.lifecycle.conftest import DAY_MS, count, seed_episodes, seed_run

@@ -11,8 +11,13 @@ from typing import Any
 import pytest
 
 from agent_memory.lifecycle.brief import build_brief
-from agent_memory.tiered.backfill import backfill_all
-from agent_memory.tiers.working import NamespaceFlags, ReadCounts, WorkingMemory, flush_counts
+from agent_memory.tiers.working import (
+    NamespaceFlags,
+    ReadCounts,
+    WorkingMemory,
+    backfill_all,
+    flush_counts,
+)
 from local_runtime.access_dev import mint_token
 from local_runtime.cli import main
 from local_runtime.commands import namespace as namespace_command

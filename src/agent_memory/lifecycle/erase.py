@@ -432,7 +432,7 @@ class ArchiveEraser:
             if removed == 0 and scrubbed == 0:
                 continue
             report.archived_rows[kind] += removed
-            # The cold item index (`cold_items`, agent_memory.tiered.cold) follows the
+            # The cold item index (`cold_items`, agent_memory.hot_warm_cold) follows the
             # archive: erased episodes leave it before their object is rewritten.
             await self._ledger.unindex_episodes(erased_ids)
             if not kept:

@@ -1046,7 +1046,7 @@ async def resume_unfinished(
 class ArchiveLedger:
     """One tenant's archive ledger (`lifecycle_archives`) and cold item index (`cold_items`)
     as a subject erase rewrites archives: the statements on them live here, with the prune
-    that writes them (and the cold tier that reads them: `agent_memory.tiered.cold`)."""
+    that writes them (and the cold tier that reads them: `agent_memory.hot_warm_cold`)."""
 
     def __init__(self, db: D1Database, tenant_id: str) -> None:
         self._db = db
@@ -1078,18 +1078,18 @@ class ArchiveLedger:
         new: str,
         *,
         rows: int,
-        first_key: str,
-        last_key: str,
         size: int,
         now_ms: int,
+        first_key: str | None = None,
+        last_key: str | None = None,
     ) -> None:
         """Archive `old` was rewritten as `new` with `rows` rows: the ledger and the item
-        index follow."""
+        index follow (first and last keys kept unless given)."""
         await (
             self._db.prepare(
                 "UPDATE lifecycle_archives SET archive_key = ?, rows = ?, matched = ?, "
-                "first_key = ?, last_key = ?, bytes = ?, rewritten_at = ? "
-                "WHERE tenant_id = ? AND archive_key = ?"
+                "first_key = COALESCE(?, first_key), last_key = COALESCE(?, last_key), "
+                "bytes = ?, rewritten_at = ? WHERE tenant_id = ? AND archive_key = ?"
             )
             .bind(new, rows, rows, first_key, last_key, size, now_ms, self.tenant_id, old)
             .run()
@@ -1102,3 +1102,104 @@ class ArchiveLedger:
                 .bind(new, self.tenant_id, old)
                 .run()
             )
+
+    async def archive_of(self, namespace_key: str, kind: str, entity: str) -> str | None:
+        """The archive object holding one item, from the cold item index (None: not
+        archived)."""
+        value = await (
+            self._db.prepare(
+                "SELECT archive_key FROM cold_items WHERE tenant_id = ? AND namespace_key = ? "
+                "AND kind = ? AND entity_id = ?"
+            )
+            .bind(self.tenant_id, namespace_key, kind, entity)
+            .first_value("archive_key")
+        )
+        return None if value is None else str(value)
+
+    async def record_item(
+        self,
+        archive: str,
+        *,
+        namespace_key: str,
+        kind: str,
+        row: dict[str, Any],
+        entity: str,
+        size: int,
+        prune_id: str,
+        now_ms: int,
+    ) -> None:
+        """A one-row archive written outside a prune: its ledger row and its index entry,
+        in one transaction."""
+        created = int(row["created_at"])
+        first = f"{created}/{entity}"
+        await self._db.batch(
+            [
+                self._db.prepare(
+                    "INSERT INTO lifecycle_archives (tenant_id, archive_key, kind, iso_week, "
+                    "rows, matched, first_key, last_key, bytes, prune_id, created_at) "
+                    "VALUES (?, ?, 'episodes', ?, 1, 1, ?, ?, ?, ?, ?) "
+                    "ON CONFLICT (tenant_id, archive_key) DO UPDATE SET bytes = excluded.bytes"
+                ).bind(
+                    self.tenant_id, archive, iso_week(created), first, first, size, prune_id, now_ms
+                ),
+                self._db.prepare(
+                    "INSERT INTO cold_items (tenant_id, namespace_key, kind, entity_id, "
+                    "archive_key, subject, created_at, archived_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                    "ON CONFLICT (tenant_id, namespace_key, kind, entity_id) DO UPDATE SET "
+                    "archive_key = excluded.archive_key, archived_at = excluded.archived_at"
+                ).bind(
+                    self.tenant_id,
+                    namespace_key,
+                    kind,
+                    entity,
+                    archive,
+                    row.get("subject"),
+                    created,
+                    now_ms,
+                ),
+            ]
+        )
+
+    async def unindex_item(self, namespace_key: str, kind: str, entity: str) -> None:
+        """Drop one item from the cold item index."""
+        await (
+            self._db.prepare(
+                "DELETE FROM cold_items WHERE tenant_id = ? AND namespace_key = ? AND kind = ? "
+                "AND entity_id = ?"
+            )
+            .bind(self.tenant_id, namespace_key, kind, entity)
+            .run()
+        )
+
+    async def indexed(
+        self,
+        kind: str,
+        *,
+        namespace_key: str | None,
+        subject: str | None,
+        before: tuple[int, str] | None,
+        limit: int,
+    ) -> list[Row]:
+        """Index entries of one kind (of a namespace and/or a subject when given), newest
+        first, strictly before `before` (created_at, entity_id) when given."""
+        clauses = ["tenant_id = ?", "kind = ?"]
+        params: list[SqlValue] = [self.tenant_id, kind]
+        if namespace_key is not None:
+            clauses.append("namespace_key = ?")
+            params.append(namespace_key)
+        if subject is not None:
+            clauses.append("subject = ?")
+            params.append(subject)
+        if before is not None:
+            clauses.append("(created_at < ? OR (created_at = ? AND entity_id < ?))")
+            params += [before[0], before[0], before[1]]
+        result = await (
+            self._db.prepare(
+                "SELECT namespace_key, entity_id, created_at, archived_at FROM cold_items "
+                f"WHERE {' AND '.join(clauses)} ORDER BY created_at DESC, entity_id DESC LIMIT ?"
+            )
+            .bind(*params, limit)
+            .all()
+        )
+        return list(result.results)

@@ -1,9 +1,9 @@
-"""The three tier ports of the hot/warm/cold ADR, as `agent_memory.tiered.MemoryClient` sees
+"""The three tier ports of the hot/warm/cold ADR, as `agent_memory.hot_warm_cold.MemoryClient` sees
 them. Values are text (the caller encodes JSON); keys are item keys of the namespace contract
 (`<service>:<tenantId>:<sessionId>:<memoryKind>:<entityId>`, `agent_memory.namespace`).
 
 On Cloudflare hot is KV, warm is D1 and cold is R2; their implementations
-(`agent_memory.tiered.hot` / `warm` / `cold`) are core code over the existing KV, D1 and
+(`agent_memory.hot_warm_cold`) are core code over the existing KV, D1 and
 object-store ports, so they run unchanged in CPython and Pyodide and need no FFI of their own.
 
 * A missing item reads as None in every tier; deleting a missing item is not an error.
