@@ -40,6 +40,7 @@ tier's own row mapping (`open_episode_item`), which also opens sealed personal f
 decoding and decryption point serves every tier. Only the `episode` kind lives in warm and
 cold; other kinds read as a miss there and are refused for writes.
 """
+
 from __future__ import annotations
 
 import json

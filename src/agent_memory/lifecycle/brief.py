@@ -17,8 +17,9 @@ Per tenant also its AgentRuntime objects as they last reported (`agent_instances
 storage (total and largest), the largest run log, pending writes, and failed writes with
 the age of the oldest (a warning when there are any).
 
-Two D1 statements per tenant (subqueries, each `tenant_id = ?` first), sent in batches, so
-100 tenants cost 200 statements in 4 round trips.
+Two D1 statements per tenant (scalar subqueries, each `tenant_id = ?` first, declared by the
+stores that own the tables), sent in batches, so 100 tenants cost 200 statements in 4 round
+trips.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from agent_memory.governance import events
+from agent_memory.lifecycle import prune, retention
 from agent_memory.lifecycle.retention import (
     DEFAULT_EPISODE_LIMIT,
     INSTANCE_FIGURES_SQL,
@@ -37,6 +40,8 @@ from agent_memory.lifecycle.retention import (
     warn_threshold,
 )
 from agent_memory.statements import STATEMENTS_PER_BATCH
+from agent_memory.tiers import episodic, working
+from agent_memory.tiers.semantic import memory as semantic
 from bindings.ports.d1 import D1Database
 
 log = logging.getLogger(__name__)
@@ -109,35 +114,16 @@ class Brief(BaseModel):
         return {"generated_at_ms": self.generated_at_ms, **self.totals(), "warnings": self.warnings}
 
 
-_TENANT_SQL = (
-    "SELECT "
-    "(SELECT episodes FROM memory_tenant_stats WHERE tenant_id = ?1) AS episodes, "
-    "(SELECT episode_retention_days FROM tenant_lifecycle WHERE tenant_id = ?1) AS days, "
-    "(SELECT episode_limit FROM tenant_lifecycle WHERE tenant_id = ?1) AS episode_limit, "
-    "(SELECT COUNT(*) FROM memory_episodes WHERE tenant_id = ?1 AND created_at < "
-    "?2 - COALESCE((SELECT episode_retention_days FROM tenant_lifecycle "
-    "WHERE tenant_id = ?1), ?3) * 86400000) AS past_retention, "
-    "(SELECT COUNT(*) FROM agent_runs WHERE tenant_id = ?1) AS runs, "
-    "(SELECT COUNT(*) FROM semantic_facts WHERE tenant_id = ?1 AND status = 'active') "
-    "AS facts_active, "
-    "(SELECT COUNT(*) FROM semantic_facts WHERE tenant_id = ?1 AND status = 'pending_vector') "
-    "AS facts_pending, "
-    "(SELECT COUNT(*) FROM semantic_facts WHERE tenant_id = ?1 AND status = 'superseded') "
-    "AS facts_superseded, "
-    "(SELECT COUNT(*) FROM semantic_facts WHERE tenant_id = ?1 AND index_terms IS NULL) "
-    "AS facts_unindexed, "
-    "(SELECT COUNT(*) FROM memory_links WHERE tenant_id = ?1) AS links, "
-    "(SELECT COUNT(*) FROM lifecycle_archives WHERE tenant_id = ?1) AS archives, "
-    "(SELECT COALESCE(SUM(rows), 0) FROM lifecycle_archives WHERE tenant_id = ?1) AS archived, "
-    "(SELECT COUNT(*) FROM memory_events WHERE tenant_id = ?1 AND kind = 'memory_written' "
-    "AND created_at > ?2 - 86400000 AND json_extract(payload, '$.decision') = 'unsure') "
-    "AS unsure, "
-    "(SELECT COALESCE(SUM(canonical_hits), 0) FROM namespace_reads WHERE tenant_id = ?1 "
-    "AND day >= date(?2 / 1000, 'unixepoch', '-1 day')) AS ns_canonical, "
-    "(SELECT COALESCE(SUM(legacy_hits), 0) FROM namespace_reads WHERE tenant_id = ?1 "
-    "AND day >= date(?2 / 1000, 'unixepoch', '-1 day')) AS ns_legacy, "
-    "(SELECT COALESCE(SUM(misses), 0) FROM namespace_reads WHERE tenant_id = ?1 "
-    "AND day >= date(?2 / 1000, 'unixepoch', '-1 day')) AS ns_misses"
+# One statement per tenant, each owner's figures on its own tables side by side.
+_TENANT_SQL = "SELECT " + ", ".join(
+    (
+        episodic.brief_figures(retention.RETENTION_DAYS),
+        retention.BRIEF_FIGURES,
+        semantic.BRIEF_FIGURES,
+        prune.BRIEF_FIGURES,
+        events.BRIEF_FIGURES,
+        working.BRIEF_FIGURES,
+    )
 )
 
 

@@ -1043,6 +1043,14 @@ async def resume_unfinished(
     return reports
 
 
+# The daily brief's figures on this store's tables: scalar subqueries the brief joins into
+# one statement per tenant (?1 tenant, ?2 now in ms; `lifecycle.brief`).
+BRIEF_FIGURES = (
+    "(SELECT COUNT(*) FROM lifecycle_archives WHERE tenant_id = ?1) AS archives, "
+    "(SELECT COALESCE(SUM(rows), 0) FROM lifecycle_archives WHERE tenant_id = ?1) AS archived"
+)
+
+
 class ArchiveLedger:
     """One tenant's archive ledger (`lifecycle_archives`) and cold item index (`cold_items`)
     as a subject erase rewrites archives: the statements on them live here, with the prune

@@ -265,6 +265,16 @@ async def tenant_instances(db: D1Database, tenant: str) -> list[tuple[str, str]]
     return [(str(row["agent_type"]), str(row["instance_id"])) for row in result.results]
 
 
+# The brief's figures from `tenant_lifecycle` (?1 tenant, ?3 the deployment's default
+# retention); `RETENTION_DAYS` is the tenant's retention as an SQL expression.
+RETENTION_DAYS = (
+    "COALESCE((SELECT episode_retention_days FROM tenant_lifecycle WHERE tenant_id = ?1), ?3)"
+)
+BRIEF_FIGURES = (
+    f"{RETENTION_DAYS} AS days, "
+    "(SELECT episode_limit FROM tenant_lifecycle WHERE tenant_id = ?1) AS episode_limit"
+)
+
 INSTANCE_FIGURES_SQL = (
     "SELECT COUNT(*) AS instances, COALESCE(SUM(storage_bytes), 0) AS storage_total, "
     "COALESCE(MAX(storage_bytes), 0) AS storage_max, "

@@ -193,6 +193,20 @@ _RUN_COLUMNS = (
 # A keyed episode (the memory API's) lives until its `data.expires_at` (epoch ms).
 _LIVE = "(json_extract(data, '$.expires_at') IS NULL OR json_extract(data, '$.expires_at') > ?)"
 
+# The daily brief's figures on this store's tables: scalar subqueries the brief joins into
+# one statement per tenant (?1 tenant, ?2 now in ms; `lifecycle.brief`).
+
+
+def brief_figures(retention_days: str) -> str:
+    """Episodes (the trigger-kept counter), those older than `retention_days` (an SQL
+    expression), runs."""
+    return (
+        "(SELECT episodes FROM memory_tenant_stats WHERE tenant_id = ?1) AS episodes, "
+        "(SELECT COUNT(*) FROM memory_episodes WHERE tenant_id = ?1 AND created_at < "
+        f"?2 - {retention_days} * 86400000) AS past_retention, "
+        "(SELECT COUNT(*) FROM agent_runs WHERE tenant_id = ?1) AS runs"
+    )
+
 
 class EpisodicStore:
     """Episodic reads and writes for one tenant."""

@@ -303,6 +303,19 @@ class NamespacedKV:
             self.counts.record(outcome)
 
 
+# The daily brief's figures on this store's tables: scalar subqueries the brief joins into
+# one statement per tenant (?1 tenant, ?2 now in ms; `lifecycle.brief`).
+# Hot reads by outcome since the start of the previous UTC day.
+BRIEF_FIGURES = ", ".join(
+    f"(SELECT COALESCE(SUM({column}), 0) FROM namespace_reads WHERE tenant_id = ?1 "
+    f"AND day >= date(?2 / 1000, 'unixepoch', '-1 day')) AS {alias}"
+    for column, alias in (
+        ("canonical_hits", "ns_canonical"),
+        ("legacy_hits", "ns_legacy"),
+        ("misses", "ns_misses"),
+    )
+)
+
 WORKING_MEMORY_PREFIX = "agent_working"
 
 

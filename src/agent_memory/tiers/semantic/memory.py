@@ -321,6 +321,21 @@ class SemanticMemory:
         return await self._recaller.run(query.strip(), limit, filters, query_vector, record=record)
 
 
+# The daily brief's figures on this store's tables: scalar subqueries the brief joins into
+# one statement per tenant (?1 tenant, ?2 now in ms; `lifecycle.brief`).
+BRIEF_FIGURES = (
+    "(SELECT COUNT(*) FROM semantic_facts WHERE tenant_id = ?1 AND status = 'active') "
+    "AS facts_active, "
+    "(SELECT COUNT(*) FROM semantic_facts WHERE tenant_id = ?1 AND status = 'pending_vector') "
+    "AS facts_pending, "
+    "(SELECT COUNT(*) FROM semantic_facts WHERE tenant_id = ?1 AND status = 'superseded') "
+    "AS facts_superseded, "
+    "(SELECT COUNT(*) FROM semantic_facts WHERE tenant_id = ?1 AND index_terms IS NULL) "
+    "AS facts_unindexed, "
+    "(SELECT COUNT(*) FROM memory_links WHERE tenant_id = ?1) AS links"
+)
+
+
 class FactHistory:
     """Read-only views of one tenant's facts, their supersession, links and provenance (the
     memory inspector's): D1 only, so they work where Vectorize is not bound."""
