@@ -159,6 +159,7 @@ def create_schema(sql: SqlStorage) -> None:
 
 
 def _json(value: Any) -> str:
+    # UTF-8, not `\uXXXX` escapes: the erase finds a subject in the text as written.
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
@@ -381,7 +382,7 @@ class DurableOutbox:
             self._tenant,
             run_id,
             op,
-            json.dumps(payload, separators=(",", ":"), default=str),
+            _json(payload),
             self._clock.now(),
         ).one()
         return int(row["seq"])
@@ -413,7 +414,7 @@ def record_failed_write(sql: SqlStorage, failed: FailedWrite, now: float, retry_
         "next_retry_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
         failed.run_id,
         failed.op,
-        json.dumps(failed.payload, separators=(",", ":"), default=str),
+        _json(failed.payload),
         failed.error,
         failed.attempts,
         now,
