@@ -2,22 +2,16 @@
 
 `worker.entry.AgentRuntime` (and the local runtime's namespace) calls `initialize()` inside
 `blockConcurrencyWhile` before any event, then forwards each RPC to `call(method, payload)`
-and its alarm to `alarm()` (the storage lifecycle, `agent_runtime_do.storage.run_alarm`).
-Payloads (`agent_runtime_do.protocol`) are validated first: nothing is written for a bad
-payload, an unknown agent type or a missing binding.
+and its alarm to `alarm()` (`agent_runtime_do.storage.run_alarm`). Payloads
+(`agent_runtime_do.protocol`) are validated first: nothing is written for a bad payload, an
+unknown agent type or a missing binding.
 
-A turn, in order: `turn_state` upsert and a `turn_start` log row → wait (bounded) for this
-instance's earlier episodic writes, so a turn sees the previous turn's episode → context
-assembly (working-memory snapshot + recent episodes, logged as `memory_read`) → workflow
-choice (the tenant's pack, else Thompson sampling) → `start_run` queued with the episode ids
-in `agent_runs.input` → the agent loop (every model/tool call logged) → the episode and
-`complete_run`/`fail_run` queued → `turn_state` finish and a `turn_end` row. An unexpected
-error closes the turn as failed rather than leave a run that never ends. Episodic writes go
-through `ctx.waitUntil` (`EpisodicWriter`, backed by the durable outbox), never on the
-response path.
-
-Everything between awaits is a single SQL statement or a `transaction_sync`, so the object
-is correct even when Cloudflare interleaves a second event while one awaits the model.
+A turn (docs/agent-runtime.md) first waits, bounded, for the instance's earlier episodic
+writes, so it sees the previous turn's episode; its own writes are queued (`EpisodicWriter`
+over the durable outbox) and run through `ctx.waitUntil`, never on the response path. An
+unexpected error closes the turn as failed rather than leave a run that never ends.
+Everything between awaits is one SQL statement or a `transaction_sync`, so the object is
+correct when Cloudflare interleaves a second event while one awaits the model.
 """
 
 from __future__ import annotations
@@ -252,10 +246,8 @@ class AgentRuntimeCore:
             return rpc_error(503, "working_memory_unavailable", "the KV binding is missing")
         sql = self.storage.sql
         state = storage.read_turn_state(sql, request.instance_id)
-        if state is not None and (state["tenant_id"], state["agent_type"]) != (
-            request.tenant,
-            request.agent_type,
-        ):
+        scope = (request.tenant, request.agent_type)
+        if state is not None and (state["tenant_id"], state["agent_type"]) != scope:
             return rpc_error(409, "scope_mismatch", "this agent instance belongs to another scope")
         writer = self.writer(request.tenant, bindings.db)
         storage.touch(sql, request.tenant, request.agent_type, request.instance_id, self.now())
@@ -263,12 +255,7 @@ class AgentRuntimeCore:
         run_id = new_ulid(started)
         task_type = request.task_type or agent_type.default_task_type
         state = storage.begin_turn(
-            sql,
-            tenant=request.tenant,
-            agent_type=agent_type.name,
-            instance_id=request.instance_id,
-            run_id=run_id,
-            now=started,
+            sql, request.tenant, agent_type.name, request.instance_id, run_id, started
         )
         log_step = partial(storage.append_run_log, sql, bindings.clock, run_id)
         log_step(
@@ -565,13 +552,7 @@ class AgentRuntimeCore:
             turn.writer.complete_run(finished_run)
         else:
             turn.writer.fail_run(finished_run)
-        storage.finish_turn(
-            self.storage.sql,
-            instance_id=request.instance_id,
-            run_id=run.run_id,
-            completed=completed,
-            now=finished,
-        )
+        storage.finish_turn(self.storage.sql, request.instance_id, run.run_id, completed, finished)
         turn.log_step(
             "turn_end",
             {

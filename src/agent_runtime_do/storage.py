@@ -1,30 +1,24 @@
-"""The AgentRuntime object's own SQLite: its schema and every statement on its tables.
+"""The AgentRuntime object's own SQLite: its schema, every statement on its tables, the
+alarm that keeps them bounded (`run_alarm`) and subject erase (`erase_subject_traces`).
 
-DO SQL rejects BEGIN/COMMIT: what must be atomic runs in `transaction_sync`, everything else
-is one statement that computes its new values in the database (`turn_count + 1`, a run log
-row's `step`), never a read-modify-write across an `await`: Cloudflare may deliver another
-event of this object while a turn awaits the model, and such an update would be lost.
+DO SQL rejects BEGIN/COMMIT: what must be atomic runs in `transaction_sync`; anything else is
+one statement computing its new values in the database (`turn_count + 1`, a log row's `step`),
+never a read-modify-write across an `await` (Cloudflare may deliver another event while a
+turn awaits the model).
 
-* `turn_state`: one row per instance: its counters and last run.
-* `run_log`: one append-only row per step of a run (`RUN_LOG_KINDS`), numbered by `seq`.
-* `run_workflows`: which procedural workflow a run used, and its outcome once reported.
-* `procedural_workflows`: the Thompson-sampling bandit (its statements are
-  `agent_memory.tiers.procedural`'s; only created here).
-* `failed_writes`: episodic D1 writes that exhausted their retries, with their payload, kept
-  for the admin view and retried by the alarm (`retries` so far; `next_retry_at` NULL once
-  given up: then only the daily brief reports them).
-* `pending_writes`: the episodic outbox (`DurableOutbox`).
-* `instance_lifecycle`: one row: who this object is, when it was last active and cleared.
+Tables: `turn_state` (an instance's counters and last run), `run_log` (one append-only row
+per step of a run), `run_workflows` (a run's procedural workflow and reported outcome),
+`procedural_workflows` (the bandit; its statements are `agent_memory.tiers.procedural`'s),
+`failed_writes` (episodic writes that exhausted their retries, retried by the alarm until
+`next_retry_at` is NULL, then only reported), `pending_writes` (the outbox, `DurableOutbox`),
+`instance_lifecycle` (one row: who this object is, when last active and cleared). A column
+added later needs its ALTER step in `ADDED_COLUMNS` (CREATE IF NOT EXISTS alters nothing).
 
 Deleting content: workerd's SQLite keeps `secure_delete` off and refuses the pragma,
-`auto_vacuum`, `incremental_vacuum` and `VACUUM` (docs/lifecycle.md), so a plain DELETE
-leaves a row's bytes in free space where an erase can no longer find them. Every DELETE of a
-row that may hold content first overwrites its text columns in place with as many `0` bytes
-(the record keeps its size, so SQLite rewrites the cell where it is). Cloudflare's
+`auto_vacuum`, `incremental_vacuum` and `VACUUM` (docs/lifecycle.md), so a DELETE leaves the
+row's bytes in free space. Every delete of a row that may hold content first overwrites its
+text columns in place with as many `0` bytes (`_wipe_and_delete`). Cloudflare's
 point-in-time recovery keeps the object's history for 30 days regardless.
-
-Changing a table later needs an explicit ALTER step (`ADDED_COLUMNS`): CREATE IF NOT EXISTS
-does not alter existing objects' tables.
 """
 
 from __future__ import annotations
@@ -197,7 +191,7 @@ _TURN_STATE_COLUMNS = (
 
 
 def begin_turn(
-    sql: SqlStorage, *, tenant: str, agent_type: str, instance_id: str, run_id: str, now: float
+    sql: SqlStorage, tenant: str, agent_type: str, instance_id: str, run_id: str, now: float
 ) -> dict[str, Any]:
     """Create the row on the first run, else count one more turn; returns the new row."""
     return dict(
@@ -219,7 +213,7 @@ def begin_turn(
 
 
 def finish_turn(
-    sql: SqlStorage, *, instance_id: str, run_id: str, completed: bool, now: float
+    sql: SqlStorage, instance_id: str, run_id: str, completed: bool, now: float
 ) -> None:
     counter = "completed_count" if completed else "failed_count"
     sql.exec(
