@@ -7,12 +7,13 @@ never a read-modify-write across an `await` (Cloudflare may deliver another even
 turn awaits the model).
 
 Tables: `turn_state` (an instance's counters and last run), `run_log` (one append-only row
-per step of a run), `run_workflows` (a run's procedural workflow and reported outcome),
-`procedural_workflows` (the bandit; its statements are `agent_memory.tiers.procedural`'s),
-`failed_writes` (episodic writes that exhausted their retries, retried by the alarm until
-`next_retry_at` is NULL, then only reported), `pending_writes` (the outbox, `DurableOutbox`),
-`instance_lifecycle` (one row: who this object is, when last active and cleared). A column
-added later needs its ALTER step in `ADDED_COLUMNS` (CREATE IF NOT EXISTS alters nothing).
+per step of a run, of the kinds its CHECK lists), `run_workflows` (a run's procedural
+workflow and reported outcome), `procedural_workflows` (the bandit; its statements are
+`agent_memory.tiers.procedural`'s), `failed_writes` (episodic writes that exhausted their
+retries, retried by the alarm until `next_retry_at` is NULL, then only reported),
+`pending_writes` (the outbox, `DurableOutbox`), `instance_lifecycle` (one row: who this
+object is, when last active and cleared). A column added later needs its ALTER step in
+`ADDED_COLUMNS` (CREATE IF NOT EXISTS alters nothing).
 
 Deleting content: workerd's SQLite keeps `secure_delete` off and refuses the pragma,
 `auto_vacuum`, `incremental_vacuum` and `VACUUM` (docs/lifecycle.md), so a DELETE leaves the
@@ -42,16 +43,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-RUN_LOG_KINDS = (
-    "llm_call",
-    "tool_call",
-    "memory_read",
-    "memory_write",
-    "error",
-    "turn_start",
-    "turn_end",
-)
-
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS turn_state (
         instance_id TEXT PRIMARY KEY,
@@ -66,12 +57,13 @@ SCHEMA = (
         created_at REAL NOT NULL,
         updated_at REAL NOT NULL
     )""",
-    f"""CREATE TABLE IF NOT EXISTS run_log (
+    """CREATE TABLE IF NOT EXISTS run_log (
         seq INTEGER PRIMARY KEY AUTOINCREMENT,
         run_id TEXT NOT NULL,
         step INTEGER NOT NULL,
-        kind TEXT NOT NULL CHECK (kind IN ({", ".join(f"'{k}'" for k in RUN_LOG_KINDS)})),
-        detail_json TEXT NOT NULL DEFAULT '{{}}',
+        kind TEXT NOT NULL CHECK (kind IN ('llm_call', 'tool_call', 'memory_read',
+            'memory_write', 'error', 'turn_start', 'turn_end')),
+        detail_json TEXT NOT NULL DEFAULT '{}',
         created_at REAL NOT NULL
     )""",
     "CREATE INDEX IF NOT EXISTS run_log_by_run ON run_log (run_id, step)",
@@ -465,31 +457,15 @@ class AlarmOutcome:
 
 
 async def run_alarm(core: AgentRuntimeCore, now: float) -> AlarmOutcome:
-    """The storage lifecycle (ADR-043: working state is cleared after ~24 h idle). A turn
-    records the object's activity (`touch`) and arms the alarm for the end of the idle period
-    unless an earlier alarm is set. The alarm, in order:
-
-    1. episodic writes still in flight are waited for; writes the outbox held when the alarm
-       began are replayed (a restarted object replays them as it starts) and then nothing is
-       cleared this time (re-armed in a minute);
-    2. due `failed_writes` are retried, one attempt each, `FAILED_WRITE_RETRIES` times at
-       most, 1, 2, 4, 8, 16 minutes apart; one that lands is deleted, one that runs out stays
-       (`next_retry_at` NULL) for the daily brief;
-    3. the run log is kept under its caps (`AGENT_RUN_LOG_MAX_ROWS` / `_BYTES`): whole runs,
-       oldest first, are dropped once safely in D1; `run_workflows` keeps its newest
-       `RUN_WORKFLOWS_KEPT` rows;
-    4. after `AGENT_STATE_IDLE_SECONDS` without a turn, the log rows of runs safely in D1 are
-       deleted, and `turn_state` too once no log row is left;
-    5. the object reports its figures to D1 (`agent_memory.lifecycle.retention`), which the
-       daily brief reads and the subject eraser lists instances from;
-    6. `next_alarm`: the earliest of the end of the idle period (if state is left), the next
-       due retry, a minute (if the outbox was replayed); None when nothing is left to do.
+    """The storage lifecycle (ADR-043; docs/lifecycle.md, "Agent instance state"): wait for
+    writes in flight and replay what the outbox held, retry due failed writes, keep the run
+    log under its caps, clear the state of runs safely in D1 after the idle time, report the
+    object's figures to D1, and say when to look again (`next_alarm`, None: delete it).
 
     "Safely in D1": the run's `agent_runs` row exists and no write of the run is pending or
     failed (writes are ordered per object, so the episode landed before the run's end did).
-    A failing step is logged and the alarm re-armed: the handler does not raise for an
-    outage (Cloudflare would retry within seconds; a minute is kinder to a struggling D1).
-    """
+    A failing step is logged and the alarm re-armed, not raised (Cloudflare would retry
+    within seconds; a minute is kinder to a struggling D1)."""
     outcome = AlarmOutcome()
     sql = core.storage.sql
     me = identity(sql)
