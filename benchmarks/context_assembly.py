@@ -35,8 +35,7 @@ from agent_memory.agent.context import assemble_context  # noqa: E402
 from agent_memory.governance.agent_types import BUILT_IN  # noqa: E402
 from agent_memory.ids import content_hash, new_ulid  # noqa: E402
 from agent_memory.memory import Memory  # noqa: E402
-from agent_runtime_do.schema import create_schema  # noqa: E402
-from agent_runtime_do.turn_state import begin_turn, read_turn_state  # noqa: E402
+from agent_runtime_do.storage import begin_turn, create_schema, read_turn_state  # noqa: E402
 from bindings.ports.d1 import D1Database  # noqa: E402
 from local_runtime.runtime import LocalRuntime  # noqa: E402
 from tests.fakes.embedder import HashingEmbedder  # noqa: E402

@@ -40,8 +40,7 @@ class RunLogPayload(ScopePayload):
     run_id: str = Field(min_length=26, max_length=26)
 
 
-class OutcomePayload(ScopePayload):
-    run_id: str = Field(min_length=26, max_length=26)
+class OutcomePayload(RunLogPayload):
     score: float = Field(ge=0.0, le=1.0)
 
 

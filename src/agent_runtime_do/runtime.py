@@ -1,72 +1,82 @@
-"""`AgentRuntimeCore`: one agent instance's turn loop and its DO-local tiers.
+"""`AgentRuntimeCore`: one agent instance's Durable Object — its RPCs and its turns.
 
-The Cloudflare wrapper (`worker.entry.AgentRuntime`) calls `initialize()` inside
-`blockConcurrencyWhile` from its constructor, then forwards each RPC to
-`call(method, payload)` and its `alarm()` handler to `alarm()` (the storage lifecycle,
-`agent_runtime_do.lifecycle`); the local runtime's namespace does the same.
+`worker.entry.AgentRuntime` (and the local runtime's namespace) calls `initialize()` inside
+`blockConcurrencyWhile` before any event, then forwards each RPC to `call(method, payload)`
+and its alarm to `alarm()` (`agent_runtime_do.storage.run_alarm`). Payloads
+(`agent_runtime_do.protocol`) are validated first: nothing is written for a bad payload, an
+unknown agent type or a missing binding.
 
-RPC methods (payloads in `agent_runtime_do.protocol`):
-
-* `run`            one agent turn (below);
-* `run_log`        a run's log rows, workflow and failed writes (admin);
-* `record_outcome` report a run's outcome score to the procedural bandit;
-* `workflows`      the bandit's workflows, or only the pack candidates (admin);
-* `state`          the instance's `turn_state` row;
-* `erase_subject`  remove a subject's traces from this object (`agent_runtime_do.erase`);
-* `ping`.
-
-A `run` validates first (nothing is written for a bad payload, an unknown agent type or a
-missing binding), then hands the turn to `agent_runtime_do.turn.TurnRunner`.
-
-Everything between awaits is a single SQL statement or a `transaction_sync`, so the object
-is correct even when Cloudflare interleaves a second event while one awaits the model.
+A turn (docs/agent-runtime.md) first waits, bounded, for the instance's earlier episodic
+writes, so it sees the previous turn's episode; its own writes are queued (`EpisodicWriter`
+over the durable outbox) and run through `ctx.waitUntil`, never on the response path. An
+unexpected error closes the turn as failed rather than leave a run that never ends.
+Everything between awaits is one SQL statement or a `transaction_sync`, so the object is
+correct when Cloudflare interleaves a second event while one awaits the model.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
+from agent_memory.agent.context import assemble_context, render_context
+from agent_memory.agent.loop import LoopOutcome, run_agent_loop
+from agent_memory.agent.tools import StepLogger, ToolContext, platform_tools
 from agent_memory.governance.agent_types import AgentType, catalog
 from agent_memory.governance.policy import WriteGate
+from agent_memory.ids import new_ulid
 from agent_memory.lifecycle.erase import subject_digest
 from agent_memory.memory import Memory
-from agent_memory.tiers.episodic import EpisodicWriter, FailedWrite, Sleep
-from agent_memory.tiers.procedural import ProceduralMemory, UnknownWorkflowError
-from agent_runtime_do.erase import erase_subject_traces
-from agent_runtime_do.lifecycle import FAILED_RETRY_BASE_SECONDS, InstanceLifecycle
-from agent_runtime_do.outbox import DurableOutbox, pending_by_tenant
+from agent_memory.tiers.episodic import (
+    MAX_EPISODE_CHARS,
+    Episode,
+    EpisodicWriter,
+    FailedWrite,
+    RunRecord,
+    Sleep,
+)
+from agent_memory.tiers.procedural import ProceduralMemory, Selection, UnknownWorkflowError
+from agent_memory.tiers.working import ReadCounts, flush_counts
+from agent_runtime_do import storage
 from agent_runtime_do.protocol import (
     ErasePayload,
+    Failure,
     OutcomePayload,
     RunLogPayload,
     RunPayload,
+    RunResult,
     ScopePayload,
     WorkflowsPayload,
     rpc_error,
 )
-from agent_runtime_do.run_log import append_run_log, read_run_log
-from agent_runtime_do.schema import create_schema
-from agent_runtime_do.turn import TurnRunner
-from agent_runtime_do.turn_state import read_turn_state
 from bindings.environment import Bindings
 from bindings.ports.alarms import AlarmStorage
 from bindings.ports.d1 import D1Database
 from bindings.ports.do_sql import DurableObjectStorage
+from bindings.ports.llm import LLM, ChatMessage
 
 log = logging.getLogger(__name__)
 
 # How long a turn (or an admin read) waits for this instance's earlier episodic writes.
 FLUSH_TIMEOUT_SECONDS = 2.0
 
-Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+# Each RPC method and the payload it is validated against (`ping` takes any).
+RPC_PAYLOADS: dict[str, type[BaseModel] | None] = {
+    "ping": None,
+    "state": ScopePayload,
+    "run": RunPayload,
+    "run_log": RunLogPayload,
+    "record_outcome": OutcomePayload,
+    "workflows": WorkflowsPayload,
+    "erase_subject": ErasePayload,
+}
 
 
 class UnknownMethodError(LookupError):
@@ -81,6 +91,21 @@ def _invalid(exc: ValidationError) -> dict[str, Any]:
     return rpc_error(422, "validation_error", f"invalid payload: {problems}")
 
 
+@dataclass
+class _Turn:
+    """A turn in progress: what it has established so far (read again when it closes)."""
+
+    request: RunPayload
+    agent_type: AgentType
+    writer: EpisodicWriter
+    state: dict[str, Any]
+    log_step: StepLogger
+    task_type: str
+    run: RunRecord  # queued by `start_run` once the context is known, finished at the close
+    workflow_id: str | None = None
+    episode_ids: list[str] = field(default_factory=list)
+
+
 class AgentRuntimeCore:
     def __init__(
         self,
@@ -92,6 +117,7 @@ class AgentRuntimeCore:
     ) -> None:
         self.storage = storage
         self.bindings = bindings
+        self.alarms = alarms
         # Backoff between episodic write retries (tests pass a sleep that returns at once).
         self.retry_sleep = retry_sleep
         self.procedural = ProceduralMemory(storage.sql)
@@ -103,125 +129,111 @@ class AgentRuntimeCore:
         # Turns of this object may interleave on Cloudflare; the working-memory budget check
         # (list, then put) must not.
         self.working_lock = asyncio.Lock()
-        self._turns = TurnRunner(self)
-        # The storage lifecycle its alarm drives (idle clear, retries, caps, D1 report).
-        self.lifecycle = InstanceLifecycle(self, alarms)
 
     async def initialize(self) -> None:
-        """Create the schema and re-queue the episodic writes an earlier life of this
-        object queued but never settled (`agent_runtime_do.outbox`); runs before any call
-        is delivered. An object older than its storage lifecycle joins it here."""
-        create_schema(self.storage.sql)
-        await self.lifecycle.adopt_existing_state()
+        """Create the schema, join an object older than its storage lifecycle to it, and
+        re-queue the episodic writes an earlier life of this object queued but never
+        settled (`storage.DurableOutbox`); runs before any call is delivered."""
+        sql = self.storage.sql
+        storage.create_schema(sql)
+        last = storage.latest_turn_state(sql)
+        if storage.identity(sql) is None and last is not None:
+            # Its turns predate the lifecycle row: the last update is the last activity.
+            at = float(last["updated_at"])
+            storage.touch(sql, last["tenant_id"], last["agent_type"], last["instance_id"], at)
+            await self.arm_by(at + self.bindings.settings.agent_state_idle_seconds)
         db = self.bindings.db
         if db is None:
             return
-        for tenant, pending in pending_by_tenant(self.storage.sql).items():
+        for tenant, pending in storage.pending_by_tenant(sql).items():
             log.warning("replaying %d unsettled episodic write(s)", len(pending))
-            self._episodic_writer(tenant, db).replay(pending)
+            self.writer(tenant, db).replay(pending)
 
     async def call(self, method: str, payload: dict[str, Any]) -> dict[str, Any]:
-        """Dispatch one RPC. Public methods are listed in `RPC_METHODS`."""
-        if method not in RPC_METHODS:
+        """Dispatch one RPC (`RPC_PAYLOADS`); an invalid payload is a 422 error."""
+        if method not in RPC_PAYLOADS:
             raise UnknownMethodError(method)
-        handler: Handler = getattr(self, f"rpc_{method}")
-        return await handler(payload)
+        model = RPC_PAYLOADS[method]
+        try:
+            request = payload if model is None else model.model_validate(payload)
+        except ValidationError as exc:
+            return _invalid(exc)
+        handler: Callable[[Any], Awaitable[dict[str, Any]]] = getattr(self, f"rpc_{method}")
+        return await handler(request)
+
+    async def alarm(self, retry_count: int = 0) -> dict[str, Any]:
+        """The object's alarm (`storage.run_alarm`); `retry_count` is Cloudflare's
+        `alarmInfo.retryCount` (logged only)."""
+        if retry_count:
+            log.warning("agent instance alarm: retry %d", retry_count)
+        outcome = await storage.run_alarm(self, self.now())
+        if self.alarms is not None:
+            if outcome.next_alarm is None:
+                await self.alarms.delete_alarm()
+            else:
+                await self.alarms.set_alarm(outcome.next_alarm)
+        return asdict(outcome)
 
     # --- helpers ------------------------------------------------------------------------
 
     def now(self) -> float:
         return self.bindings.clock.now()
 
-    def generator(self) -> np.random.Generator:
-        if self.rng is None:
-            self.rng = np.random.default_rng()
-        return self.rng
-
-    def _episodic_writer(self, tenant: str, db: D1Database) -> EpisodicWriter:
+    def writer(self, tenant: str, db: D1Database) -> EpisodicWriter:
+        """The instance's episodic writer (one tenant at a time), backed by the outbox."""
         if self._writer is None or self._writer.store.tenant != tenant:
             self._writer = EpisodicWriter(
                 Memory(self.bindings, tenant).episodic,
                 self.bindings.background,
                 on_failure=self._record_failed_write,
                 sleep=self.retry_sleep,
-                outbox=DurableOutbox(self.storage.sql, tenant, self.bindings.clock),
+                outbox=storage.DurableOutbox(self.storage.sql, tenant, self.bindings.clock),
             )
         return self._writer
 
-    def writer_for(self, tenant: str) -> EpisodicWriter | None:
-        db = self.bindings.db
-        return None if db is None else self._episodic_writer(tenant, db)
-
     def _record_failed_write(self, failed: FailedWrite) -> None:
-        """Keep the write with its payload; the alarm retries it (`lifecycle`)."""
-        retry_at = self.now() + FAILED_RETRY_BASE_SECONDS
-        self.storage.sql.exec(
-            "INSERT INTO failed_writes (run_id, op, payload_json, error, attempts, created_at, "
-            "next_retry_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            failed.run_id,
-            failed.op,
-            json.dumps(failed.payload, separators=(",", ":"), default=str),
-            failed.error,
-            failed.attempts,
-            self.now(),
-            retry_at,
-        )
-        self.bindings.background.wait_until(self.lifecycle.arm_by(retry_at))
+        """Keep the write with its payload; the alarm retries it."""
+        retry_at = self.now() + storage.FAILED_RETRY_BASE_SECONDS
+        storage.record_failed_write(self.storage.sql, failed, self.now(), retry_at)
+        self.bindings.background.wait_until(self.arm_by(retry_at))
 
-    async def settle_writes(self) -> bool:
-        await self.flush_writes()
-        return self._writer is None or not self._writer.pending
-
-    async def alarm(self, retry_count: int = 0) -> dict[str, Any]:
-        """The object's alarm (`agent_runtime_do.lifecycle`); `retry_count` is Cloudflare's
-        `alarmInfo.retryCount` (logged only)."""
-        if retry_count:
-            log.warning("agent instance alarm: retry %d", retry_count)
-        return asdict(await self.lifecycle.on_alarm(self.now()))
-
-    async def flush_writes(self) -> None:
+    async def flush_writes(self) -> bool:
+        """Wait (bounded) for this instance's writes in flight; True when none is left."""
         if self._writer is not None and not await self._writer.flush(FLUSH_TIMEOUT_SECONDS):
             log.warning("episodic writes still pending after %ss", FLUSH_TIMEOUT_SECONDS)
+        return self._writer is None or not self._writer.pending
 
-    def _scope_conflict(self, scope: ScopePayload) -> dict[str, Any] | None:
-        """An error if this object already belongs to another (tenant, agent type)."""
-        state = read_turn_state(self.storage.sql, scope.instance_id)
-        if state is None:
-            return None
-        if state["tenant_id"] != scope.tenant or state["agent_type"] != scope.agent_type:
-            return rpc_error(409, "scope_mismatch", "this agent instance belongs to another scope")
-        return None
+    async def arm_by(self, at: float) -> None:
+        """Make sure the alarm fires no later than `at`."""
+        if self.alarms is not None:
+            current = await self.alarms.get_alarm()
+            if current is None or current > at:
+                await self.alarms.set_alarm(at)
 
-    def gate_for(self, tenant: str) -> WriteGate:
-        """The write-policy gate of this object's writes: `memory_written` events go to D1
-        off the response path (`ctx.waitUntil`)."""
-        return Memory(self.bindings, tenant, events_after_response=True).gate
+    async def _after_activity(self, now: float) -> None:
+        """Arm the alarm for the end of the idle period (or now, if the run log is over its
+        caps), unless an earlier one is set."""
+        settings = self.bindings.settings
+        rows, size = storage.run_log_size(self.storage.sql)
+        over = rows > settings.agent_run_log_max_rows or size > settings.agent_run_log_max_bytes
+        await self.arm_by(now if over else now + settings.agent_state_idle_seconds)
 
-    def ensure_workflows(self, agent_type: AgentType, tenant: str) -> None:
+    def ensure_workflows(self, agent_type: AgentType, gate: WriteGate) -> None:
         if agent_type.name not in self._registered_types:
             self.procedural.register_specs(
-                agent_type.name, agent_type.workflows, self.now(), gate=self.gate_for(tenant)
+                agent_type.name, agent_type.workflows, self.now(), gate=gate
             )
             self._registered_types.add(agent_type.name)
 
     # --- RPC ----------------------------------------------------------------------------
 
     async def rpc_ping(self, payload: dict[str, Any]) -> dict[str, Any]:
-        row = self.storage.sql.exec("SELECT COUNT(*) AS n FROM turn_state").one()
-        return {"ok": True, "instances": int(row["n"])}
+        return {"ok": True, "instances": storage.turn_state_count(self.storage.sql)}
 
-    async def rpc_state(self, payload: dict[str, Any]) -> dict[str, Any]:
-        try:
-            scope = ScopePayload.model_validate(payload)
-        except ValidationError as exc:
-            return _invalid(exc)
-        return {"turn_state": read_turn_state(self.storage.sql, scope.instance_id)}
+    async def rpc_state(self, request: ScopePayload) -> dict[str, Any]:
+        return {"turn_state": storage.read_turn_state(self.storage.sql, request.instance_id)}
 
-    async def rpc_run(self, payload: dict[str, Any]) -> dict[str, Any]:
-        try:
-            request = RunPayload.model_validate(payload)
-        except ValidationError as exc:
-            return _invalid(exc)
+    async def rpc_run(self, request: RunPayload) -> dict[str, Any]:
         agent_type = catalog(self.bindings.settings.agent_types).get(request.agent_type)
         if agent_type is None:
             return rpc_error(404, "unknown_agent_type", f"no agent type {request.agent_type!r}")
@@ -232,79 +244,72 @@ class AgentRuntimeCore:
             return rpc_error(503, "episodic_unavailable", "the D1 binding is missing")
         if agent_type.memory.working_memory and bindings.kv is None:
             return rpc_error(503, "working_memory_unavailable", "the KV binding is missing")
-        conflict = self._scope_conflict(request)
-        if conflict is not None:
-            return conflict
-        writer = self._episodic_writer(request.tenant, bindings.db)
-        self.lifecycle.touch(request.tenant, request.agent_type, request.instance_id, self.now())
-        result = await self._turns.run(request, agent_type, bindings.llm, writer)
-        await self.lifecycle.after_activity(self.now())
+        sql = self.storage.sql
+        state = storage.read_turn_state(sql, request.instance_id)
+        scope = (request.tenant, request.agent_type)
+        if state is not None and (state["tenant_id"], state["agent_type"]) != scope:
+            return rpc_error(409, "scope_mismatch", "this agent instance belongs to another scope")
+        writer = self.writer(request.tenant, bindings.db)
+        storage.touch(sql, request.tenant, request.agent_type, request.instance_id, self.now())
+        started = self.now()
+        run_id = new_ulid(started)
+        task_type = request.task_type or agent_type.default_task_type
+        state = storage.begin_turn(
+            sql, request.tenant, agent_type.name, request.instance_id, run_id, started
+        )
+        log_step = partial(storage.append_run_log, sql, bindings.clock, run_id)
+        log_step(
+            "turn_start",
+            {
+                "input": request.input[:500],
+                "task_type": task_type,
+                "turn_count": state["turn_count"],
+                "requested_by": request.requested_by,
+            },
+        )
+        run = RunRecord(
+            run_id=run_id,
+            agent_type=agent_type.name,
+            instance_id=request.instance_id,
+            status="running",
+            started_at=int(started * 1000),
+        )
+        turn = _Turn(request, agent_type, writer, state, log_step, task_type, run)
+        try:
+            outcome = await self._turn(turn, bindings.llm)
+        except Exception as exc:
+            # The turn already counts (turn_state, run_log): close it as failed rather
+            # than leave a run that never ends.
+            log.exception("agent turn %s failed unexpectedly", run_id)
+            outcome = LoopOutcome(
+                status="failed",
+                failure_code="internal_error",
+                failure_message=f"{type(exc).__name__}: {exc}",
+            )
+        result = self._close_turn(turn, outcome)
+        await self._after_activity(self.now())
         return result
 
-    async def rpc_run_log(self, payload: dict[str, Any]) -> dict[str, Any]:
-        try:
-            request = RunLogPayload.model_validate(payload)
-        except ValidationError as exc:
-            return _invalid(exc)
+    async def rpc_run_log(self, request: RunLogPayload) -> dict[str, Any]:
         await self.flush_writes()
-        sql = self.storage.sql
-        workflow = sql.exec(
-            "SELECT workflow_id, task_type, outcome_score, scored_at FROM run_workflows "
-            "WHERE run_id = ?",
-            request.run_id,
-        ).to_array()
-        failed = sql.exec(
-            "SELECT op, payload_json, error, attempts, created_at FROM failed_writes "
-            "WHERE run_id = ? ORDER BY seq",
-            request.run_id,
-        ).to_array()
-        return {
-            "run_log": read_run_log(sql, request.run_id),
-            "workflow": dict(workflow[0]) if workflow else None,
-            "failed_writes": [
-                {
-                    "op": row["op"],
-                    "payload": json.loads(row["payload_json"]),
-                    "error": row["error"],
-                    "attempts": int(row["attempts"]),
-                    "created_at": float(row["created_at"]),
-                }
-                for row in failed
-            ],
-        }
+        return storage.read_run(self.storage.sql, request.run_id)
 
-    async def rpc_record_outcome(self, payload: dict[str, Any]) -> dict[str, Any]:
-        try:
-            request = OutcomePayload.model_validate(payload)
-        except ValidationError as exc:
-            return _invalid(exc)
+    async def rpc_record_outcome(self, request: OutcomePayload) -> dict[str, Any]:
         sql = self.storage.sql
         now = self.now()
-        rows = sql.exec(
-            "SELECT workflow_id, outcome_score FROM run_workflows WHERE run_id = ?",
-            request.run_id,
-        ).to_array()
-        if not rows:
+        workflow_id = storage.run_workflow_id(sql, request.run_id)
+        if workflow_id is None:
             return rpc_error(
                 404, "run_not_found", "this instance has no run with that id and a workflow"
             )
-        workflow_id = str(rows[0]["workflow_id"])
+        gate = Memory(self.bindings, request.tenant, events_after_response=True).gate
 
         def record() -> dict[str, Any] | None:
-            cursor = sql.exec(
-                "UPDATE run_workflows SET outcome_score = ?, scored_at = ? "
-                "WHERE run_id = ? AND outcome_score IS NULL",
-                request.score,
-                now,
-                request.run_id,
-            )
-            list(cursor)
-            if cursor.rows_written == 0:
+            if not storage.score_run(sql, request.run_id, request.score, now):
                 return None  # already scored: one outcome per run
-            updated = self.procedural.record_outcome(
-                workflow_id, request.score, now, gate=self.gate_for(request.tenant)
-            )
-            return updated.summary()
+            return self.procedural.record_outcome(
+                workflow_id, request.score, now, gate=gate
+            ).summary()
 
         try:
             summary = self.storage.transaction_sync(record)
@@ -312,7 +317,7 @@ class AgentRuntimeCore:
             return rpc_error(404, "workflow_not_found", f"workflow {workflow_id!r} is gone")
         if summary is None:
             return rpc_error(409, "outcome_already_recorded", "this run already has an outcome")
-        append_run_log(
+        storage.append_run_log(
             sql,
             self.bindings.clock,
             request.run_id,
@@ -324,19 +329,16 @@ class AgentRuntimeCore:
                 "score": request.score,
             },
         )
-        self.lifecycle.touch(request.tenant, request.agent_type, request.instance_id, now)
-        await self.lifecycle.after_activity(now)
+        storage.touch(sql, request.tenant, request.agent_type, request.instance_id, now)
+        await self._after_activity(now)
         return {"run_id": request.run_id, "workflow": summary}
 
-    async def rpc_workflows(self, payload: dict[str, Any]) -> dict[str, Any]:
-        try:
-            request = WorkflowsPayload.model_validate(payload)
-        except ValidationError as exc:
-            return _invalid(exc)
+    async def rpc_workflows(self, request: WorkflowsPayload) -> dict[str, Any]:
         agent_type = catalog(self.bindings.settings.agent_types).get(request.agent_type)
         if agent_type is None:
             return rpc_error(404, "unknown_agent_type", f"no agent type {request.agent_type!r}")
-        self.ensure_workflows(agent_type, request.tenant)
+        gate = Memory(self.bindings, request.tenant, events_after_response=True).gate
+        self.ensure_workflows(agent_type, gate)
         if request.candidates_only:
             found = self.procedural.pack_candidates(
                 agent_type.name, min_pulls=request.min_pulls, min_mean=request.min_mean
@@ -347,31 +349,235 @@ class AgentRuntimeCore:
             found = self.procedural.workflows(agent_type.name, request.task_type)
         return {"workflows": [w.summary() for w in found]}
 
-    async def rpc_erase_subject(self, payload: dict[str, Any]) -> dict[str, Any]:
-        """Remove the subject's traces from this object (`agent_runtime_do.erase`).
+    async def rpc_erase_subject(self, request: ErasePayload) -> dict[str, Any]:
+        """Remove the subject's traces from this object (`storage.erase_subject_traces`).
 
         Episodic writes still in flight are waited for first: one landing in D1 after the
         erase would bring a trace back. If they do not settle in time nothing is erased and
         the answer is 503 `writes_in_flight` (the eraser reports the erase incomplete and
         keeps the D1 rows, so repeating it finds everything again)."""
-        try:
-            request = ErasePayload.model_validate(payload)
-        except ValidationError as exc:
-            return _invalid(exc)
-        if not await self.settle_writes():
+        if not await self.flush_writes():
             return rpc_error(503, "writes_in_flight", "episodic writes are still in flight")
-        counts = erase_subject_traces(self.storage, request.subject, request.run_ids)
+        counts = storage.erase_subject_traces(self.storage, request.subject, request.run_ids)
         log.info(
             "erase %s/%s:%s subject=%s: %s",
             request.tenant,
             request.agent_type,
             request.instance_id,
             subject_digest(request.subject),
-            counts.as_dict(),
+            counts,
         )
-        return {"erased": counts.as_dict()}
+        return {"erased": counts}
 
+    # --- one turn -----------------------------------------------------------------------
 
-RPC_METHODS = frozenset(
-    {"ping", "state", "run", "run_log", "record_outcome", "workflows", "erase_subject"}
-)
+    async def _turn(self, turn: _Turn, llm: LLM) -> LoopOutcome:
+        bindings = self.bindings
+        request, agent_type, log_step = turn.request, turn.agent_type, turn.log_step
+        await self.flush_writes()
+        # One `Memory` for the turn: its events go out after the response; working-memory
+        # reads are counted for the daily brief and flushed after the turn.
+        reads = ReadCounts()
+        memory = Memory(bindings, request.tenant, events_after_response=True, read_counts=reads)
+        working = (
+            memory.working(
+                request.instance_id,
+                write_lock=self.working_lock,
+                agent_type=agent_type.name,
+                run_id=turn.run.run_id,
+            )
+            if agent_type.memory.working_memory and bindings.kv is not None
+            else None
+        )
+        context = await assemble_context(
+            memory,
+            agent_type=agent_type,
+            turn_state=turn.state,
+            working=working,
+            input_text=request.input,
+        )
+        turn.episode_ids = context.episode_ids
+        log_step(
+            "memory_read",
+            {"tier": "working", "op": "snapshot", "keys": sorted(context.working_memory)},
+        )
+        log_step(
+            "memory_read",
+            {"tier": "episodic", "op": "recent_episodes", "episode_ids": context.episode_ids},
+        )
+        if context.facts:
+            log_step(
+                "memory_read", {"tier": "semantic", "op": "prefetch", "facts": len(context.facts)}
+            )
+
+        self.ensure_workflows(agent_type, memory.gate)
+        selection = await self._packed_workflow(memory, agent_type, turn.task_type)
+        if selection is None:
+            if self.rng is None:
+                self.rng = np.random.default_rng()
+            selection = self.procedural.select_workflow(agent_type.name, turn.task_type, self.rng)
+        if selection is not None:
+            turn.workflow_id = selection.workflow.workflow_id
+            context.workflow = next(
+                (w for w in agent_type.workflows if w.workflow_id == turn.workflow_id), None
+            )
+            storage.record_run_workflow(
+                self.storage.sql, turn.run.run_id, turn.workflow_id, turn.task_type, self.now()
+            )
+            log_step(
+                "memory_read",
+                {
+                    "tier": "procedural",
+                    "op": "select_workflow",
+                    "workflow_id": turn.workflow_id,
+                    "samples": selection.samples,
+                    "pack": selection.pack,
+                },
+            )
+
+        turn.run = turn.run.model_copy(
+            update={
+                "input": {
+                    "text": request.input,
+                    "task_type": turn.task_type,
+                    "subject": request.subject,
+                    "metadata": request.metadata,
+                    "workflow_id": turn.workflow_id,
+                    "context_episode_ids": context.episode_ids,
+                    "requested_by": request.requested_by,
+                }
+            }
+        )
+        turn.writer.start_run(turn.run)
+
+        tool_context = ToolContext(
+            agent_type=agent_type,
+            instance_id=request.instance_id,
+            run_id=turn.run.run_id,
+            memory=memory,
+            working=working,
+            log_step=log_step,
+        )
+        messages = [
+            ChatMessage(role="system", content=agent_type.system_prompt),
+            ChatMessage(role="system", content=render_context(context)),
+            ChatMessage(role="user", content=request.input),
+        ]
+        try:
+            return await run_agent_loop(
+                llm,
+                messages,
+                platform_tools(agent_type, tool_context),
+                tool_context,
+                step_limit=agent_type.step_limit,
+                timeout_seconds=agent_type.timeout_seconds,
+                log_step=log_step,
+            )
+        finally:
+            if reads.total and bindings.db is not None:
+                bindings.background.wait_until(
+                    flush_counts(bindings.db, request.tenant, reads, bindings.clock.now())
+                )
+
+    async def _packed_workflow(
+        self, memory: Memory, agent_type: AgentType, task_type: str
+    ) -> Selection | None:
+        """The workflow of the tenant's active pack for this agent and task type, offered
+        before the bandit samples (`agent_memory.tiers.procedural.WorkflowPacks`). A failed
+        lookup falls back to sampling: a turn never fails over a pack."""
+        try:
+            pack = await memory.packs.offered(agent_type.name, task_type)
+        except Exception as exc:
+            log.warning("pack lookup failed, sampling instead: %s", type(exc).__name__)
+            return None
+        if pack is None:
+            return None
+        workflow = self.procedural.get(pack.workflow_id)
+        if workflow is None or workflow.status != "active":
+            return None
+        return Selection(
+            workflow=workflow, sample=1.0, samples={}, pack=f"{pack.name}@{pack.version}"
+        )
+
+    def _close_turn(self, turn: _Turn, outcome: LoopOutcome) -> dict[str, Any]:
+        request, run = turn.request, turn.run
+        finished = self.now()
+        finished_at = max(int(finished * 1000), run.started_at)
+        completed = outcome.status == "completed"
+        failure = None
+        if not completed:
+            failure = Failure(
+                code=outcome.failure_code or "failed", message=outcome.failure_message or ""
+            )
+            turn.log_step("error", {"code": failure.code, "message": failure.message})
+        result = f"Failed ({failure.code}): {failure.message}" if failure else outcome.output
+        content = f"Input: {request.input}\nResult: {result or '(no answer)'}"
+        if len(content) > MAX_EPISODE_CHARS:
+            content = content[: MAX_EPISODE_CHARS - 1] + "…"
+        episode = Episode(
+            episode_id=new_ulid(finished),
+            run_id=run.run_id,
+            agent_type=turn.agent_type.name,
+            instance_id=request.instance_id,
+            kind="outcome",
+            subject=request.subject,
+            content=content,
+            data={
+                "status": outcome.status,
+                "task_type": turn.task_type,
+                "workflow_id": turn.workflow_id,
+                "tools_used": outcome.tools_used,
+                "steps": outcome.steps,
+                "failure": failure.model_dump() if failure else None,
+            },
+            created_at=finished_at,
+        )
+        finished_run = run.model_copy(
+            update={
+                "status": "completed" if completed else "failed",
+                "output": (
+                    {"text": outcome.output, "episode_id": episode.episode_id}
+                    if completed
+                    else None
+                ),
+                "error": None if failure is None else f"{failure.code}: {failure.message}",
+                "steps": outcome.steps,
+                "finished_at": finished_at,
+                # A turn that failed before start_run was queued: the upsert creates the row.
+                "input": run.input or {"text": request.input, "task_type": turn.task_type},
+            }
+        )
+        turn.writer.append_episode(episode)
+        if completed:
+            turn.writer.complete_run(finished_run)
+        else:
+            turn.writer.fail_run(finished_run)
+        storage.finish_turn(self.storage.sql, request.instance_id, run.run_id, completed, finished)
+        turn.log_step(
+            "turn_end",
+            {
+                "status": outcome.status,
+                "steps": outcome.steps,
+                "tool_calls": outcome.tool_calls,
+                "episode_id": episode.episode_id,
+            },
+        )
+        return RunResult(
+            run_id=run.run_id,
+            tenant=request.tenant,
+            agent_type=turn.agent_type.name,
+            instance_id=request.instance_id,
+            status=outcome.status,
+            output=outcome.output,
+            steps=outcome.steps,
+            tool_calls=outcome.tool_calls,
+            tools_used=outcome.tools_used,
+            task_type=turn.task_type,
+            workflow_id=turn.workflow_id,
+            context_episode_ids=turn.episode_ids,
+            episode_id=episode.episode_id,
+            turn_count=int(turn.state["turn_count"]),
+            started_at=run.started_at,
+            finished_at=finished_at,
+            failure=failure,
+        ).model_dump()

@@ -1,7 +1,8 @@
 """Acknowledged turns survive the isolate dying before its background writes ran: the
-episodic writes a turn queued are kept in the object's SQLite (`agent_runtime_do.outbox`)
-and replayed when the object starts again, so a run the client saw `completed` never stays
-`running` in D1 (the crash-consistency test found this under SIGKILL)."""
+episodic writes a turn queued are kept in the object's SQLite
+(`agent_runtime_do.storage.DurableOutbox`) and replayed when the object starts again, so a
+run the client saw `completed` never stays `running` in D1 (the crash-consistency test found
+this under SIGKILL)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from agent_memory.tiers.procedural import ProceduralMemory, UnknownWorkflowError
-from agent_runtime_do.schema import create_schema
+from agent_runtime_do.storage import create_schema
 from local_runtime.adapters.do_sql import LocalDurableObjectStorage
 
 NOW = 1_750_000_000.0

@@ -115,7 +115,7 @@ def test_sql_errors_become_binding_errors(storage: Any) -> None:
 async def test_agent_runtime_schema_runs_on_the_adapter(
     storage: Any, fake_storage: FakeDurableObjectStorage
 ) -> None:
-    from agent_runtime_do.schema import create_schema
+    from agent_runtime_do.storage import create_schema
 
     create_schema(storage.sql)
     create_schema(storage.sql)  # idempotent on every object start

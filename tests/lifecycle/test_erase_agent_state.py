@@ -16,6 +16,7 @@ from agent_runtime_do.runtime import AgentRuntimeCore
 from local_runtime.access_dev import mint_token
 from local_runtime.runtime import LocalRuntime
 from tests.agents.conftest import build_request
+from tests.agents.test_episodic import FlakyD1
 from tests.agents.test_outbox import DiesAfterAnswering
 from tests.lifecycle.conftest import count
 from worker.app import handle
@@ -233,3 +234,30 @@ async def test_an_instance_whose_runs_were_pruned_before_it_reported_is_still_re
     assert response.status == 200, response.body
     assert json.loads(response.body)["agent_state"]["instances"] == 1
     assert rows_naming(rt, "acme:assistant:archive", ADA)["run_log"] == 0
+
+
+async def no_sleep(_: float) -> None:
+    return None
+
+
+async def test_a_failed_write_naming_a_subject_with_accents_is_erased(rt: LocalRuntime) -> None:
+    # D1 refused the run's writes, so they wait in failed_writes for the alarm's retry and D1
+    # names no run to erase: the erase must find the subject in the payload itself (an
+    # escaped "\u00eb" would hide it, and the retry would bring the subject back to D1).
+    zoe = "contact:zoë-brontë"
+    scope = {"tenant": "acme", "agent_type": "assistant", "instance_id": "offline"}
+    storage = rt.durable_object_storage("acme:assistant:offline")
+    flaky = FlakyD1(rt.db, target="INSERT INTO agent_runs", failures=-1)
+    core = AgentRuntimeCore(
+        storage, dataclasses.replace(rt.bindings(), db=flaky), retry_sleep=no_sleep
+    )
+    await core.initialize()
+    await core.call("run", {**scope, "input": f"email {zoe}", "subject": zoe})
+    await rt.background.drain()
+    failed = "SELECT COUNT(*) AS n FROM failed_writes"
+    assert storage.sql.exec(failed).one()["n"] == 2  # start_run and complete_run
+
+    erased = await core.call("erase_subject", {**scope, "subject": zoe})
+
+    assert erased["erased"]["failed_writes"] == 2
+    assert storage.sql.exec(failed).one()["n"] == 0

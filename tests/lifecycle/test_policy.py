@@ -226,7 +226,7 @@ async def test_a_denied_episode_writes_nothing(rt: LocalRuntime) -> None:
 
 
 async def test_procedural_writes_are_checked_and_recorded(rt: LocalRuntime) -> None:
-    from agent_runtime_do.schema import create_schema
+    from agent_runtime_do.storage import create_schema
     from local_runtime.adapters.do_sql import LocalDurableObjectStorage
 
     storage = LocalDurableObjectStorage(":memory:")

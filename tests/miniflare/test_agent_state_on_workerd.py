@@ -9,8 +9,8 @@ import dataclasses
 import json
 from typing import cast
 
-from agent_runtime_do.erase import erase_subject_traces
 from agent_runtime_do.runtime import AgentRuntimeCore
+from agent_runtime_do.storage import erase_subject_traces
 from bindings.environment import Bindings
 from bindings.ports.clock import FixedClock
 from local_runtime.adapters.do_alarms import AlarmTable
@@ -42,7 +42,7 @@ async def test_idle_clear_report_and_erase_on_workerd(
 
     # The erase's statements on workerd: Ada's rows go, text overwritten first.
     counts = erase_subject_traces(mf_do_storage, ADA, [first["run_id"]])
-    assert counts.run_log > 0
+    assert counts["run_log"] > 0
     texts = [r["detail_json"] for r in sql.exec("SELECT detail_json FROM run_log").to_array()]
     assert not any(ADA in text for text in texts)
 

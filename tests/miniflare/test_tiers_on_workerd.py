@@ -29,10 +29,15 @@ from agent_memory.ids import new_ulid
 from agent_memory.tiers.episodic import Episode, EpisodicStore, FailedWrite, RunRecord
 from agent_memory.tiers.procedural import ProceduralMemory, UnknownWorkflowError
 from agent_memory.tiers.working import WorkingMemory, WorkingMemoryBudgetExceeded
-from agent_runtime_do.run_log import append_run_log, read_run_log
 from agent_runtime_do.runtime import AgentRuntimeCore
-from agent_runtime_do.schema import create_schema
-from agent_runtime_do.turn_state import begin_turn, finish_turn, read_turn_state
+from agent_runtime_do.storage import (
+    append_run_log,
+    begin_turn,
+    create_schema,
+    finish_turn,
+    read_run_log,
+    read_turn_state,
+)
 from bindings.environment import Bindings
 from bindings.ports.clock import FixedClock
 from local_runtime.background import LocalBackgroundTasks

@@ -99,7 +99,8 @@ SCRIPT: list[tuple[str, list[Any]]] = [
     ("CREATE TEMP TABLE tmp (x)", []),
     ("PRAGMA journal_mode", []),
     ("PRAGMA foreign_keys", []),
-    # No secure delete and no VACUUM of any kind (agent_runtime_do.wipe relies on this).
+    # No secure delete and no VACUUM of any kind (agent_runtime_do.storage overwrites before
+    # it deletes because of this).
     ("PRAGMA secure_delete = ON", []),
     ("PRAGMA secure_delete", []),
     ("PRAGMA auto_vacuum = FULL", []),
