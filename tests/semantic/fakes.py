@@ -6,7 +6,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from bindings.ports.d1 import D1Database, D1Error, D1ExecResult, D1Result
+from bindings.ports.d1 import D1Database, D1Error, D1Result
 from bindings.ports.embedder import EmbeddingConfig, EmbeddingOverloadedError
 from bindings.ports.errors import BindingUnavailableError
 from bindings.ports.vectorize import (
@@ -118,9 +118,6 @@ class SpyD1:
         for statement in statements:
             statement._check()
         return await self.inner.batch([s.inner for s in statements])
-
-    async def exec(self, sql: str) -> D1ExecResult:
-        return await self.inner.exec(sql)
 
 
 class OtherModelEmbedder(HashingEmbedder):

@@ -90,9 +90,11 @@ async def run(kv: Any, db: Any, storage: Any, prefix: str) -> list[Entry]:
     # --- D1
     await _step(
         log,
-        "d1.exec create",
-        lambda: _count(
-            db.exec(f"CREATE TABLE {table} (id INTEGER PRIMARY KEY, a TEXT UNIQUE, b BLOB, c)")
+        "d1.create",
+        lambda: _changes(
+            db.prepare(
+                f"CREATE TABLE {table} (id INTEGER PRIMARY KEY, a TEXT UNIQUE, b BLOB, c)"
+            ).run()
         ),
     )
 
@@ -102,7 +104,7 @@ async def run(kv: Any, db: Any, storage: Any, prefix: str) -> list[Entry]:
             .bind("x", b"\x00\x01", True)
             .run()
         )
-        return [result.success, result.meta.changes, result.meta.last_row_id]
+        return [result.meta.changes, result.results]
 
     await _step(log, "d1.insert", insert)
 
@@ -176,6 +178,6 @@ async def run(kv: Any, db: Any, storage: Any, prefix: str) -> list[Entry]:
     return log
 
 
-async def _count(awaitable: Awaitable[Any]) -> int:
+async def _changes(awaitable: Awaitable[Any]) -> int:
     result = await awaitable
-    return int(result.count)
+    return int(result.meta.changes)
