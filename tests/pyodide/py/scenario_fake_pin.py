@@ -152,7 +152,6 @@ async def run(kv: Any, db: Any, storage: Any, prefix: str) -> list[Entry]:
     _sync_step(
         log, "do.select", lambda: _plain(sql.exec("SELECT k, n, b, NULL AS z FROM t").to_array())
     )
-    _sync_step(log, "do.raw", lambda: _plain(sql.exec("SELECT k, n FROM t").raw()))
     _sync_step(log, "do.one of none", lambda: sql.exec("SELECT k FROM t WHERE 0").one())
     _sync_step(log, "do.begin", lambda: sql.exec("BEGIN TRANSACTION").to_array())
     _sync_step(log, "do.bool", lambda: sql.exec("SELECT ?", True).to_array())
