@@ -138,10 +138,14 @@ async def test_transaction_statements_in_a_file_fail_like_on_d1(
 
 
 async def test_respects_a_table_wrangler_already_created(db: SqliteD1, migrations: Path) -> None:
-    await db.exec(
-        "CREATE TABLE IF NOT EXISTS d1_migrations(id INTEGER PRIMARY KEY AUTOINCREMENT, "
-        "name TEXT UNIQUE, applied_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP NOT NULL);\n"
-        "INSERT INTO d1_migrations (name) VALUES ('0001_init.sql');"
+    await db.batch(
+        [
+            db.prepare(
+                "CREATE TABLE IF NOT EXISTS d1_migrations(id INTEGER PRIMARY KEY AUTOINCREMENT, "
+                "name TEXT UNIQUE, applied_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP NOT NULL)"
+            ),
+            db.prepare("INSERT INTO d1_migrations (name) VALUES ('0001_init.sql')"),
+        ]
     )
     write(migrations, "0001_init.sql", "CREATE TABLE t (a INTEGER);")
     write(migrations, "0002_next.sql", "CREATE TABLE u (a INTEGER);")

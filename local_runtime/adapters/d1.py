@@ -15,16 +15,11 @@ The local D1 is built like miniflare's: a SQLite database behind workerd's SQL l
   travel as JSON `null`, i.e. NULL. (Miniflare's D1 binds every number as a double
   instead, so `typeof(?)` says 'real' there; columns with INTEGER or REAL affinity store
   the same value either way. Do not bind numbers into TEXT columns.)
-* every `all/run/first/first_value`, every `batch` and every `exec` runs in one
-  transaction ("D1 runs every query inside an implicit transaction"), so any failure
-  leaves nothing written; `PRAGMA foreign_keys = off` is therefore a no-op and
-  `PRAGMA defer_foreign_keys = on` defers checks to the end of that query or batch, as
-  cloudflare-docs `d1/sql-api/foreign-keys` describes. Foreign keys are enforced.
-* `exec(sql)` splits its input on newlines and runs each line (one line may hold several
-  statements), all in one transaction, returning `{count, duration}`; a multi-line
-  statement therefore fails under `exec`, exactly as on D1. Empty and comment-only lines
-  are skipped (miniflare tries to skip them too, but its filter misses a comment at the
-  very start of a line, which then fails with "SQL code did not contain a statement.").
+* every `all/run/first/first_value` and every `batch` runs in one transaction ("D1 runs
+  every query inside an implicit transaction"), so any failure leaves nothing written;
+  `PRAGMA foreign_keys = off` is therefore a no-op and `PRAGMA defer_foreign_keys = on`
+  defers checks to the end of that query or batch, as cloudflare-docs
+  `d1/sql-api/foreign-keys` describes. Foreign keys are enforced.
 * SQL `BEGIN`/`COMMIT`/`SAVEPOINT` are refused with workerd's text; at most 100 bound
   parameters ("too many SQL variables"), SQL of at most 100 000 bytes; FTS5 works.
 * results look like D1's JSON: numbers follow the JS-number rule (`jsnumbers`), BLOBs come
@@ -33,9 +28,7 @@ The local D1 is built like miniflare's: a SQLite database behind workerd's SQL l
 * errors are `D1Error("D1_ERROR: <sqlite message>: <SQLITE_CODE>")`; limit errors are
   also `BindingLimitError`s.
 
-Deviations: `meta.rows_read` counts rows returned (D1 counts rows scanned) and
-`meta.rows_written` counts changed rows (D1 also counts index writes); `meta.duration` is
-wall time in this process. `first()` runs the whole statement, as D1 does.
+`first()` runs the whole statement, as D1 does.
 """
 
 from __future__ import annotations
@@ -45,14 +38,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from bindings.ports.d1 import D1Error, D1ExecResult, D1Meta, D1Result, D1Statement
+from bindings.ports.d1 import D1Error, D1Meta, D1Result, D1Statement
 from bindings.ports.errors import BindingLimitError
 from bindings.ports.sql import Row, SqlValue
 from local_runtime.adapters.do_sql import (
     QueryResult,
     SqlEngineError,
     SqliteEngine,
-    split_sql_statements,
 )
 from local_runtime.adapters.jsnumbers import (
     PYODIDE_INT_LIMIT,
@@ -148,17 +140,7 @@ def _to_d1_result(result: QueryResult) -> D1Result:
         )
         for row in result.rows
     ]
-    return D1Result(
-        success=True,
-        meta=D1Meta(
-            changes=result.changes,
-            last_row_id=result.last_row_id,
-            rows_read=len(result.rows),
-            rows_written=result.changes,
-            duration=result.duration_ms,
-        ),
-        results=rows,
-    )
+    return D1Result(meta=D1Meta(changes=result.changes), results=rows)
 
 
 def _d1_error(exc: SqlEngineError, prefix: str = "D1_ERROR: ") -> D1Error:
@@ -252,28 +234,3 @@ class SqliteD1:
                 raise TypeError("batch() takes statements prepared on this database")
             own.append(statement)
         return self._execute(own)
-
-    async def exec(self, sql: str) -> D1ExecResult:
-        """Run newline-separated queries (no bindings) in one transaction."""
-        lines = sql.strip().split("\n")
-        engine = self._engine
-        count = 0
-        duration = 0.0
-        try:
-            with engine.transaction():
-                for number, line in enumerate(lines, start=1):
-                    if not split_sql_statements(line):
-                        continue
-                    try:
-                        result = engine.run(line)
-                    except SqlEngineError as exc:
-                        raise _d1_error(
-                            exc, prefix=f"D1_EXEC_ERROR: Error in line {number}: {line}: "
-                        ) from None
-                    count += 1
-                    duration += result.duration_ms
-        except SqlEngineError as exc:  # a failed COMMIT (deferred foreign keys)
-            raise _d1_error(exc, prefix="D1_EXEC_ERROR: ") from None
-        if count == 0:
-            raise D1Error(f"D1_EXEC_ERROR: Error in line 1: {lines[0]}: {NO_STATEMENTS_DETECTED}")
-        return D1ExecResult(count=count, duration=duration)

@@ -1,27 +1,19 @@
-"""An `Embedder` for any OpenAI-compatible `/embeddings` endpoint, over httpx.
+"""An `Embedder` for any OpenAI-compatible `/embeddings` endpoint, over httpx (on Workers and
+under CPython; a fresh `httpx.AsyncClient` per call, as Workers require).
 
-Runs both on Cloudflare (httpx works in Python Workers) and under CPython. A fresh
-`httpx.AsyncClient` is made per `embed` call because Workers require clients to be created
-inside a handler. Contract:
-
-* `POST {base_url}/embeddings` with `{"model", "input": [...], "encoding_format": "float"}`
-  (plus `"dimensions"` when `send_dimensions=True`, for models that can shorten vectors),
+* `POST {base_url}/embeddings` with `{"model", "input": [...], "encoding_format": "float"}`,
   at most 100 inputs per request, sequentially, rows re-ordered by each item's `index`.
 * The result has shape `(len(texts), dimensions)`, float32, every row L2-normalised; a
-  provider row of another length is an `EmbeddingError` (a vector of the wrong
-  dimensions must never reach the vector index).
-* Errors: 429 -> `OpenAIRateLimitedError` (an `EmbeddingRateLimitedError` carrying
-  `retry_after` seconds from `Retry-After`); 503/529 -> `EmbeddingOverloadedError`; other
-  4xx -> `EmbeddingBadRequestError`; other 5xx -> `EmbeddingUpstreamError`; httpx timeouts ->
-  `EmbeddingTimeoutError`; connection failures -> `EmbeddingConnectionError`; a body that is
-  not the documented JSON -> `EmbeddingError`. Messages never contain the API key.
+  provider row of another length is an `EmbeddingError` (a vector of the wrong dimensions
+  must never reach the vector index).
+* Errors: 429 -> `EmbeddingRateLimitedError`; 503/529 -> `EmbeddingOverloadedError`; other
+  4xx -> `EmbeddingBadRequestError`; httpx timeouts -> `EmbeddingTimeoutError`; other 5xx,
+  connection failures and a body that is not the documented JSON -> `EmbeddingError`.
+  Messages never contain the API key.
 """
 
 from __future__ import annotations
 
-import email.utils
-import math
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -38,46 +30,9 @@ from bindings.ports.embedder import (
     EmbeddingTimeoutError,
 )
 
-OPENAI_PROVIDER = "openai"
-OPENAI_MAX_INPUTS_PER_REQUEST = 100
-DEFAULT_TIMEOUT_SECONDS = 30.0
-_OVERLOADED_STATUSES = frozenset({503, 529})
+MAX_INPUTS_PER_REQUEST = 100
+TIMEOUT_SECONDS = 30.0
 _MAX_DETAIL_CHARS = 300
-
-
-class OpenAIRateLimitedError(EmbeddingRateLimitedError):
-    """HTTP 429. `retry_after` is the provider's `Retry-After` in seconds, if it sent one."""
-
-    def __init__(self, message: str, retry_after: float | None) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
-class EmbeddingConnectionError(EmbeddingError):
-    """The provider could not be reached (DNS, refused or reset connection); retry later."""
-
-
-class EmbeddingUpstreamError(EmbeddingError):
-    """The provider failed with a 5xx other than 503/529; retry later."""
-
-
-def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
-    """Seconds to wait from a `Retry-After` header (delta-seconds or an HTTP date)."""
-    if value is None or not value.strip():
-        return None
-    text = value.strip()
-    try:
-        seconds = float(text)
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(text)
-        except (TypeError, ValueError):
-            return None
-        current = time.time() if now is None else now
-        return max(0.0, when.timestamp() - current)
-    if not math.isfinite(seconds):
-        return None
-    return max(0.0, seconds)
 
 
 def _error_detail(response: httpx.Response) -> str:
@@ -85,17 +40,15 @@ def _error_detail(response: httpx.Response) -> str:
     try:
         body: Any = response.json()
     except ValueError:
-        detail = response.text
+        body = None
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        detail = error["message"]
+    elif isinstance(error, str):
+        detail = error
     else:
-        error = body.get("error") if isinstance(body, dict) else None
-        if isinstance(error, dict) and isinstance(error.get("message"), str):
-            detail = error["message"]
-        elif isinstance(error, str):
-            detail = error
-        else:
-            detail = response.text
-    detail = " ".join(detail.split())
-    return detail[:_MAX_DETAIL_CHARS]
+        detail = response.text
+    return " ".join(detail.split())[:_MAX_DETAIL_CHARS]
 
 
 class OpenAIEmbedder:
@@ -108,22 +61,13 @@ class OpenAIEmbedder:
         model: str,
         dimensions: int,
         transport: httpx.AsyncBaseTransport | None = None,
-        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT_SECONDS,
-        *,
-        send_dimensions: bool = False,
-        batch_size: int = OPENAI_MAX_INPUTS_PER_REQUEST,
     ) -> None:
         if dimensions <= 0:
             raise ValueError("dimensions must be positive")
-        if not 1 <= batch_size <= OPENAI_MAX_INPUTS_PER_REQUEST:
-            raise ValueError(f"batch_size must be between 1 and {OPENAI_MAX_INPUTS_PER_REQUEST}")
         self._url = base_url.rstrip("/") + "/embeddings"
         self._api_key = api_key
         self._transport = transport
-        self._timeout = timeout
-        self._send_dimensions = send_dimensions
-        self._batch_size = batch_size
-        self._config = EmbeddingConfig(provider=OPENAI_PROVIDER, model=model, dimensions=dimensions)
+        self._config = EmbeddingConfig(provider="openai", model=model, dimensions=dimensions)
 
     @property
     def config(self) -> EmbeddingConfig:
@@ -131,46 +75,30 @@ class OpenAIEmbedder:
 
     async def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         """Embed `texts` in order; shape `(len(texts), dimensions)`, rows L2-normalised."""
-        dims = self._config.dimensions
         if not texts:
-            return np.zeros((0, dims), dtype=np.float32)
+            return np.zeros((0, self._config.dimensions), dtype=np.float32)
         headers = {"Content-Type": "application/json"}
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
         rows: list[npt.NDArray[np.float32]] = []
-        async with httpx.AsyncClient(transport=self._transport, timeout=self._timeout) as client:
-            for start in range(0, len(texts), self._batch_size):
-                batch = list(texts[start : start + self._batch_size])
-                rows.append(await self._embed_batch(client, headers, batch))
+        async with httpx.AsyncClient(transport=self._transport, timeout=TIMEOUT_SECONDS) as client:
+            for start in range(0, len(texts), MAX_INPUTS_PER_REQUEST):
+                batch = list(texts[start : start + MAX_INPUTS_PER_REQUEST])
+                payload = {"model": self._config.model, "input": batch, "encoding_format": "float"}
+                try:
+                    response = await client.post(self._url, json=payload, headers=headers)
+                except httpx.TimeoutException as exc:
+                    raise EmbeddingTimeoutError(
+                        f"embedding request to {self._url} timed out ({type(exc).__name__})"
+                    ) from exc
+                except httpx.HTTPError as exc:
+                    raise EmbeddingError(
+                        f"could not reach the embedding provider at {self._url}: "
+                        f"{type(exc).__name__}: {exc}"
+                    ) from exc
+                self._raise_for_status(response)
+                rows.append(self._parse(response, len(batch)))
         return np.concatenate(rows, axis=0)
-
-    async def _embed_batch(
-        self, client: httpx.AsyncClient, headers: dict[str, str], batch: list[str]
-    ) -> npt.NDArray[np.float32]:
-        payload: dict[str, Any] = {
-            "model": self._config.model,
-            "input": batch,
-            "encoding_format": "float",
-        }
-        if self._send_dimensions:
-            payload["dimensions"] = self._config.dimensions
-        try:
-            response = await client.post(self._url, json=payload, headers=headers)
-        except httpx.TimeoutException as exc:
-            raise EmbeddingTimeoutError(
-                f"embedding request to {self._url} timed out ({type(exc).__name__})"
-            ) from exc
-        except (httpx.NetworkError, httpx.ProxyError, httpx.UnsupportedProtocol) as exc:
-            raise EmbeddingConnectionError(
-                f"could not reach the embedding provider at {self._url}: "
-                f"{type(exc).__name__}: {exc}"
-            ) from exc
-        except httpx.HTTPError as exc:
-            raise EmbeddingError(
-                f"embedding request to {self._url} failed: {type(exc).__name__}: {exc}"
-            ) from exc
-        self._raise_for_status(response)
-        return self._parse(response, len(batch))
 
     def _raise_for_status(self, response: httpx.Response) -> None:
         status = response.status_code
@@ -180,13 +108,12 @@ class OpenAIEmbedder:
         detail = _error_detail(response)
         message = f"{what}: {detail}" if detail else what
         if status == 429:
-            retry_after = parse_retry_after(response.headers.get("retry-after"))
-            raise OpenAIRateLimitedError(message, retry_after)
-        if status in _OVERLOADED_STATUSES:
+            raise EmbeddingRateLimitedError(message)
+        if status in (503, 529):
             raise EmbeddingOverloadedError(message)
-        if 400 <= status < 500:
+        if status < 500:
             raise EmbeddingBadRequestError(message)
-        raise EmbeddingUpstreamError(message)
+        raise EmbeddingError(message)
 
     def _parse(self, response: httpx.Response, expected: int) -> npt.NDArray[np.float32]:
         dims = self._config.dimensions

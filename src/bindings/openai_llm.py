@@ -1,56 +1,108 @@
-"""An `LLM` for any OpenAI-compatible `/chat/completions` endpoint, over httpx.
+"""An `LLM` for any OpenAI-compatible `/chat/completions` endpoint, over httpx, and the
+chat-completion message shape it speaks (which the Workers AI adapter, `bindings.cloudflare.ai`,
+shares: its newer models answer in it). No pydantic, so that adapter loads in bare Pyodide.
 
-Runs on Cloudflare (httpx works in Python Workers) and under CPython; a fresh
-`httpx.AsyncClient` is made per call because Workers require clients to be created
-inside a handler. Contract:
-
-* `POST {base_url}/chat/completions` with `{"model", "messages", "tools"?}`; tools are sent
+* Requests: `POST {base_url}/chat/completions` with `{"model", "messages", "tools"?}`; tools
   as `{"type": "function", "function": {name, description, parameters}}`; an assistant
-  message with tool calls is sent with `tool_calls` (arguments JSON-encoded) and each
-  tool result as `{"role": "tool", "tool_call_id", "content"}`.
-* The reply is `choices[0].message`: `content` (null → ""), `tool_calls` (arguments are
-  a JSON string, decoded to a dict; a tool call whose arguments are not a JSON object
-  gets `{}` plus `_invalid_arguments` with the raw text so the tool can refuse it).
+  message with tool calls carries `tool_calls` (arguments JSON-encoded), a tool result is
+  `{"role": "tool", "tool_call_id", "content"}`.
+* Replies: `choices[0].message` gives `content` (null → "") and `tool_calls`, whose
+  arguments may be a JSON string or an object; arguments that are not a JSON object become
+  `{}` plus `_invalid_arguments` with the raw text, so the tool can refuse them.
   `usage.prompt_tokens` / `completion_tokens` are reported when present.
-* Every failure is an `LLMError` (subclasses: `LLMRateLimitedError` for 429,
-  `LLMUnavailableError` for 5xx/timeouts/connection errors); messages never contain the
-  API key.
+* Every failure is an `LLMError`: `LLMRateLimitedError` for 429, `LLMUnavailableError` for
+  5xx, timeouts and connection errors. Messages never contain the API key.
+
+A fresh `httpx.AsyncClient` per call: Workers require clients to be created in a handler.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
 import httpx
 
-from bindings.openai_messages import (
-    MAX_DETAIL_CHARS,
-    decode_arguments,
-    message_to_openai,
-    parse_openai_message,
-    tool_to_openai,
-)
 from bindings.ports.llm import (
     ChatMessage,
     ChatResult,
     LLMError,
     LLMRateLimitedError,
     LLMUnavailableError,
+    ToolCall,
     ToolSpec,
 )
 
-__all__ = [
-    "LLMRateLimitedError",
-    "LLMUnavailableError",
-    "OpenAICompatibleLLM",
-    "decode_arguments",
-    "message_to_openai",
-    "parse_openai_message",
-    "tool_to_openai",
-]
+MAX_DETAIL_CHARS = 300
+TIMEOUT_SECONDS = 60.0
 
-DEFAULT_TIMEOUT_SECONDS = 60.0
+
+def message_to_openai(message: ChatMessage) -> dict[str, Any]:
+    out: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.role == "assistant" and message.tool_calls:
+        out["content"] = message.content or None
+        out["tool_calls"] = [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
+            }
+            for call in message.tool_calls
+        ]
+    if message.role == "tool":
+        out["tool_call_id"] = message.tool_call_id
+    return out
+
+
+def tool_to_openai(tool: ToolSpec) -> dict[str, Any]:
+    function = {"name": tool.name, "description": tool.description, "parameters": tool.parameters}
+    return {"type": "function", "function": function}
+
+
+def decode_arguments(raw: Any) -> dict[str, Any]:
+    """Tool-call arguments as a dict, whether the provider sent a JSON string or an object."""
+    if isinstance(raw, dict):
+        return raw
+    if raw is None or raw == "":
+        return {}
+    if isinstance(raw, str):
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            return {"_invalid_arguments": raw[:MAX_DETAIL_CHARS]}
+        if isinstance(value, dict):
+            return value
+    return {"_invalid_arguments": str(raw)[:MAX_DETAIL_CHARS]}
+
+
+def parse_openai_message(message: Any, fallback_id: str = "call") -> ChatMessage:
+    """`choices[0].message` of an OpenAI-style reply as a `ChatMessage`."""
+    if not isinstance(message, dict):
+        raise LLMError("the model reply has no message object")
+    calls = []
+    for index, call in enumerate(message.get("tool_calls") or []):
+        if not isinstance(call, dict):
+            continue
+        function = call.get("function") if isinstance(call.get("function"), dict) else call
+        name = function.get("name") if isinstance(function, dict) else None
+        if not isinstance(name, str) or not name:
+            raise LLMError("the model asked for a tool call without a name")
+        arguments = decode_arguments(function.get("arguments") if function else None)
+        raw_id = call.get("id")
+        call_id = raw_id if isinstance(raw_id, str) else f"{fallback_id}_{index}"
+        calls.append(ToolCall(id=call_id, name=name, arguments=arguments))
+    content = message.get("content")
+    return ChatMessage(
+        role="assistant", content=content if isinstance(content, str) else "", tool_calls=calls
+    )
+
+
+def usage_of(reply: Any) -> tuple[int, int]:
+    """(prompt_tokens, completion_tokens) of a reply's `usage`, 0 when absent."""
+    usage = reply.get("usage") if isinstance(reply, dict) else None
+    usage = usage if isinstance(usage, dict) else {}
+    return int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
 
 
 class OpenAICompatibleLLM:
@@ -63,15 +115,11 @@ class OpenAICompatibleLLM:
         api_key: str,
         model: str,
         transport: httpx.AsyncBaseTransport | None = None,
-        timeout: float = DEFAULT_TIMEOUT_SECONDS,
-        extra_body: dict[str, Any] | None = None,
     ) -> None:
         self._url = base_url.rstrip("/") + "/chat/completions"
         self._api_key = api_key
         self._model = model
         self._transport = transport
-        self._timeout = timeout
-        self._extra = dict(extra_body or {})
 
     @property
     def model(self) -> str:
@@ -81,7 +129,6 @@ class OpenAICompatibleLLM:
         self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = ()
     ) -> ChatResult:
         body: dict[str, Any] = {
-            **self._extra,
             "model": self._model,
             "messages": [message_to_openai(m) for m in messages],
         }
@@ -89,7 +136,7 @@ class OpenAICompatibleLLM:
             body["tools"] = [tool_to_openai(t) for t in tools]
         headers = {"authorization": f"Bearer {self._api_key}", "content-type": "application/json"}
         try:
-            async with httpx.AsyncClient(transport=self._transport, timeout=self._timeout) as c:
+            async with httpx.AsyncClient(transport=self._transport, timeout=TIMEOUT_SECONDS) as c:
                 response = await c.post(self._url, json=body, headers=headers)
         except httpx.TimeoutException:
             raise LLMUnavailableError(f"{self._model}: the provider timed out") from None
@@ -111,10 +158,10 @@ class OpenAICompatibleLLM:
         except (ValueError, KeyError, IndexError, TypeError):
             raise LLMError(f"{self._model}: the reply is not a chat completion") from None
         reply = parse_openai_message(choice.get("message") if isinstance(choice, dict) else None)
-        usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+        prompt_tokens, completion_tokens = usage_of(data)
         return ChatResult(
             message=reply,
             model=str(data.get("model") or self._model),
-            prompt_tokens=int(usage.get("prompt_tokens") or 0),
-            completion_tokens=int(usage.get("completion_tokens") or 0),
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
         )

@@ -21,7 +21,7 @@ from agent_memory.tiers.episodic import (
     RunRecord,
 )
 from agent_runtime_do.runtime import AgentRuntimeCore
-from bindings.ports.d1 import D1Database, D1Error, D1ExecResult, D1Result, D1Statement
+from bindings.ports.d1 import D1Database, D1Error, D1Result, D1Statement
 from bindings.ports.sql import Row, SqlValue
 from local_runtime.access_dev import mint_token
 from local_runtime.background import LocalBackgroundTasks
@@ -82,9 +82,6 @@ class FlakyD1:
 
     async def batch(self, statements: Sequence[D1Statement]) -> list[D1Result]:
         raise NotImplementedError
-
-    async def exec(self, sql: str) -> D1ExecResult:
-        return await self._inner.exec(sql)
 
 
 @pytest.fixture

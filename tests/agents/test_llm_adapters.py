@@ -11,8 +11,15 @@ from typing import Any
 import httpx
 import pytest
 
-from bindings.openai_llm import LLMRateLimitedError, LLMUnavailableError, OpenAICompatibleLLM
-from bindings.ports.llm import ChatMessage, LLMError, ToolCall, ToolSpec
+from bindings.openai_llm import OpenAICompatibleLLM
+from bindings.ports.llm import (
+    ChatMessage,
+    LLMError,
+    LLMRateLimitedError,
+    LLMUnavailableError,
+    ToolCall,
+    ToolSpec,
+)
 from local_runtime.scripted_llm import Answer, CallTool, ScriptedLLM
 from tests.cloudflare.conftest import bind, js_runtime, mode  # noqa: F401  (fixtures)
 from tests.fakes.js_runtime import JSError, JSHost, JSValue, data_to_js, js_async, js_to_data
@@ -190,7 +197,7 @@ class FakeChatAi(JSHost):
 @pytest.fixture
 def make_ai(bind: Callable[[JSValue], Any]) -> Callable[[list[dict[str, Any]]], Any]:  # noqa: F811
     def make(replies: list[dict[str, Any]]) -> Any:
-        from bindings.cloudflare.llm import WorkersAILLM
+        from bindings.cloudflare.ai import WorkersAILLM
 
         fake = FakeChatAi(replies)
         return fake, WorkersAILLM(bind(fake), "@cf/meta/llama-3.3-70b-instruct-fp8-fast")
@@ -214,7 +221,7 @@ async def test_workers_ai_traditional_tool_calls(make_ai: Any) -> None:
     ]
     assert (result.prompt_tokens, result.completion_tokens) == (12, 3)
     sent = fake.calls[0]
-    # The form both documented input schemas accept (see bindings.cloudflare.llm).
+    # The form both documented input schemas accept (see bindings.cloudflare.ai).
     assert sent["tools"] == [
         {
             "type": "function",
@@ -264,7 +271,8 @@ async def test_workers_ai_errors_become_llm_errors(make_ai: Any) -> None:
 
 @pytest.mark.usefixtures("js_runtime")
 def test_build_llm_follows_the_settings() -> None:
-    from bindings.cloudflare.llm import WorkersAILLM, build_llm
+    from bindings.cloudflare.ai import WorkersAILLM
+    from bindings.cloudflare.environment import build_llm
     from bindings.settings import Settings
 
     assert isinstance(build_llm(Settings(), object()), WorkersAILLM)

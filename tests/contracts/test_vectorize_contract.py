@@ -33,6 +33,8 @@ from local_runtime.adapters.vectorize import LocalVectorIndex, MetadataIndex, Me
 
 
 class ContractIndex(VectorIndex, Protocol):
+    # The suite also drives what the local index models beyond the port (`insert`,
+    # `describe`, `return_values`): Vectorize's whole surface.
     def create_metadata_index(self, property: str, type: MetadataIndexType) -> None: ...
 
 

@@ -972,7 +972,7 @@ def _d1_result(result: Any) -> Any:
         "changed_db": result.meta.changes > 0,
         **dataclasses.asdict(result.meta),
     }
-    return data_to_js({"success": result.success, "meta": meta, "results": result.results})
+    return data_to_js({"success": True, "meta": meta, "results": result.results})
 
 
 class FakeD1Database(JSHost):
@@ -1003,13 +1003,6 @@ class FakeD1Database(JSHost):
             raise JSError("TypeError", "batch() expects an array of D1PreparedStatement")
         results = _d1_call(self.db.batch, [s.statement for s in statements.items])
         return JSArray(_d1_result(r) for r in results)
-
-    @js_async
-    def exec(self, query: Any = UNDEFINED) -> Any:
-        if not isinstance(query, str):
-            raise JSError("TypeError", "D1_EXEC_ERROR: query must be a string")
-        result = _d1_call(self.db.exec, query)
-        return JSPlainObject({"count": result.count, "duration": result.duration})
 
 
 def _d1_param(value: Any) -> Any:

@@ -146,9 +146,6 @@ class FailingD1:
             raise D1Error("D1_ERROR: Network connection lost.")
         return await self._inner.batch(statements)
 
-    async def exec(self, sql: str) -> Any:
-        return await self._inner.exec(sql)
-
 
 async def test_interrupted_between_archive_and_delete_loses_nothing_and_counts_once(
     rt: LocalRuntime,

@@ -47,7 +47,7 @@ from typing import Any, TypeVar
 
 import httpx
 
-from bindings.ports.d1 import D1Error, D1ExecResult, D1Meta, D1Result
+from bindings.ports.d1 import D1Error, D1Meta, D1Result
 from bindings.ports.errors import BindingError, BindingLimitError
 from bindings.ports.kv import (
     KV_MAX_LIST_LIMIT,
@@ -317,17 +317,9 @@ def _d1_error(message: str) -> D1Error:
 
 
 def _d1_result(data: dict[str, Any]) -> D1Result:
-    # Meta fields may be null (absent means the default); extra ones are ignored.
-    meta = data.get("meta") or {}
+    changes = (data.get("meta") or {}).get("changes")
     return D1Result(
-        success=bool(data.get("success", True)),
-        meta=D1Meta(
-            **{
-                name: meta[name]
-                for name in ("changes", "last_row_id", "rows_read", "rows_written", "duration")
-                if meta.get(name) is not None
-            }
-        ),
+        meta=D1Meta(changes=changes or 0),
         results=[_decode_row(row) for row in data.get("results") or []],
     )
 
@@ -391,10 +383,6 @@ class MiniflareD1:
             {"op": "batch", "statements": [{"sql": s.sql, "params": s.params} for s in statements]}
         )
         return [_d1_result(result) for result in results]
-
-    async def exec(self, sql: str) -> D1ExecResult:
-        result = await self.request({"op": "exec", "sql": sql})
-        return D1ExecResult(count=result["count"], duration=result.get("duration") or 0.0)
 
 
 # --- Durable Object SQL ----------------------------------------------------------------------

@@ -263,26 +263,6 @@ async def test_d1_bound_numbers_are_real_on_miniflare_and_integer_locally(
         assert await db.prepare("SELECT typeof(i) AS t FROM n").first_value("t") == "integer"
 
 
-async def test_d1_exec_failures_name_the_line_locally_and_line_1_on_miniflare(
-    local_d1: SqliteD1, mf_d1: MiniflareD1
-) -> None:
-    script = "CREATE TABLE e (a);\nINSERT INTO e VALUES (1);\nBAD"
-    with pytest.raises(D1Error) as on_workerd:
-        await mf_d1.exec(script)
-    with pytest.raises(D1Error) as locally:
-        await local_d1.exec(script)
-    assert str(on_workerd.value).startswith(
-        'D1_EXEC_ERROR: Error in line 1: CREATE TABLE e (a);: near "BAD": syntax error'
-    )
-    assert str(locally.value).startswith(
-        'D1_EXEC_ERROR: Error in line 3: BAD: near "BAD": syntax error'
-    )
-    # Either way nothing was applied.
-    for db in (mf_d1, local_d1):
-        tables = await db.prepare("SELECT name FROM sqlite_master WHERE name = 'e'").all()
-        assert tables.results == []
-
-
 # --- KV ------------------------------------------------------------------------------------
 
 

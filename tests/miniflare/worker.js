@@ -173,8 +173,6 @@ async function d1Op(db, body) {
       return encode(await d1Statement(db, sql, params).raw({ columnNames: true }));
     case "batch":
       return encode(await db.batch(statements.map((s) => d1Statement(db, s.sql, s.params))));
-    case "exec":
-      return encode(await db.exec(sql));
     case "reset": {
       // Test isolation: drop every user object, leaving an empty database.
       const objects = await db

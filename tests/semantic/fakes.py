@@ -6,14 +6,13 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from bindings.ports.d1 import D1Database, D1Error, D1ExecResult, D1Result
+from bindings.ports.d1 import D1Database, D1Error, D1Result
 from bindings.ports.embedder import EmbeddingConfig, EmbeddingOverloadedError
 from bindings.ports.errors import BindingUnavailableError
 from bindings.ports.vectorize import (
     MetadataFilter,
     ReturnMetadata,
     VectorIndex,
-    VectorIndexInfo,
     VectorMutation,
     VectorQueryResult,
     VectorRecord,
@@ -30,9 +29,6 @@ class SpyVectors:
         self.fail_upserts = False
         self.fail_deletes = False
 
-    async def insert(self, vectors: Sequence[VectorRecord]) -> VectorMutation:
-        return await self.inner.insert(vectors)
-
     async def upsert(self, vectors: Sequence[VectorRecord]) -> VectorMutation:
         if self.fail_upserts:
             raise BindingUnavailableError("injected: Vectorize is unavailable")
@@ -45,7 +41,6 @@ class SpyVectors:
         top_k: int = 5,
         namespace: str | None = None,
         filter: MetadataFilter | None = None,
-        return_values: bool = False,
         return_metadata: ReturnMetadata = "none",
     ) -> VectorQueryResult:
         self.queries.append({"top_k": top_k, "namespace": namespace, "filter": filter})
@@ -54,7 +49,6 @@ class SpyVectors:
             top_k=top_k,
             namespace=namespace,
             filter=filter,
-            return_values=return_values,
             return_metadata=return_metadata,
         )
 
@@ -65,9 +59,6 @@ class SpyVectors:
         if self.fail_deletes:
             raise BindingUnavailableError("injected: Vectorize is unavailable")
         return await self.inner.delete_by_ids(ids)
-
-    async def describe(self) -> VectorIndexInfo:
-        return await self.inner.describe()
 
 
 class _Statement:
@@ -118,9 +109,6 @@ class SpyD1:
         for statement in statements:
             statement._check()
         return await self.inner.batch([s.inner for s in statements])
-
-    async def exec(self, sql: str) -> D1ExecResult:
-        return await self.inner.exec(sql)
 
 
 class OtherModelEmbedder(HashingEmbedder):

@@ -54,9 +54,6 @@ class CommitThenFail:
             raise D1Error("D1_ERROR: injected: network error after commit")
         return result
 
-    async def exec(self, sql: str) -> Any:
-        return await self.inner.exec(sql)
-
 
 async def carried(rt: LocalRuntime, tenant: str = "acme") -> list[str]:
     """The tenant's recall records waiting in KV (key names)."""

@@ -148,9 +148,6 @@ class IndexFirst:
     async def batch(self, statements: Sequence[Any]) -> list[D1Result]:
         return await self.inner.batch(statements)
 
-    async def exec(self, sql: str) -> Any:
-        return await self.inner.exec(sql)
-
 
 async def test_a_fact_indexed_concurrently_keeps_the_other_writers_entry(
     rt: LocalRuntime, make_memory: MemoryFactory

@@ -1,24 +1,49 @@
-"""`bindings.ports.embedder.Embedder` over the Workers AI binding (`env.AI`).
+"""The Workers AI binding (`env.AI.run`): the `Embedder` (bge models) and the `LLM`
+(text-generation models). Loads without numpy or pydantic (tests/pyodide runs it in bare
+Pyodide): numpy is imported by `embed`, the LLM's types are dataclasses.
 
-Docs: workers-ai-models/bge-{small,base,large}-en-v1.5.json (input `{text, pooling}`,
-output `{shape, data, pooling}`, at most 100 texts per call), workers-ai/platform/errors.
+Errors: the binding rejects with "<code>: <text>" (workers-ai/platform/errors): 3036 (daily
+allocation used up) is rate limiting; 3040 (out of capacity) overload; 3007/3008 (timeout,
+aborted) a timeout; the embedder also names the bad-request codes.
 
-Pooling is pinned to **cls**. The model schema says cls "will generate more accurate
-embeddings on larger inputs" and that Cloudflare "highly suggest[s] using the new cls
-pooling", and BAAI's own sentence-transformers config for bge uses the CLS token; `mean`
-is only the default for backwards compatibility. cls and mean vectors are not comparable,
-so the pooling is part of `config.model` (`@cf/baai/bge-small-en-v1.5#pooling=cls`):
-vectors written with one pooling are never queried with the other.
+**Embeddings** (workers-ai-models/bge-{small,base,large}-en-v1.5.json: input `{text,
+pooling}`, output `{shape, data, pooling}`, at most 100 texts per call). Pooling is pinned to
+**cls**: the model schema says cls "will generate more accurate embeddings on larger inputs"
+and that Cloudflare "highly suggest[s] using the new cls pooling", and BAAI's own
+sentence-transformers config for bge uses the CLS token; `mean` is only the default for
+backwards compatibility. cls and mean vectors are not comparable, so the pooling is part of
+`config.model` (`@cf/baai/bge-small-en-v1.5#pooling=cls`): vectors written with one pooling
+are never queried with the other.
+
+**Chat** (workers-ai/features/function-calling/traditional.mdx, and the model schemas in
+cloudflare-docs `src/content/workers-ai-models/*.json`): input `{"messages": [{role,
+content}], "tools", "max_tokens"}`. Output is either "traditional" (llama-3.x: `{"response",
+"tool_calls": [{"name", "arguments": object}], "usage"?}`) or the OpenAI chat-completion
+shape (e.g. @cf/zai-org/glm-4.7-flash: `{"choices": [{"message": ...}], "usage"}`); both are
+accepted. Requests are written so both input schemas accept them: the traditional one needs
+a string `content` on every message, the OpenAI-shaped one takes tools only as `{type:
+"function", function}` and wants an assistant's calls in `tool_calls` and a tool result's
+`tool_call_id`. So an assistant turn that called tools carries its calls both as JSON text in
+`content` (all a traditional model reads) and in `tool_calls`; a tool result carries `name`
+and `tool_call_id`. Tool calls get ids here (`call_<step>_<i>`) when the model sends none.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from bindings.cloudflare import ffi
+from bindings.openai_llm import (
+    decode_arguments,
+    message_to_openai,
+    parse_openai_message,
+    tool_to_openai,
+    usage_of,
+)
 from bindings.ports.embedder import (
     EmbeddingBadRequestError,
     EmbeddingConfig,
@@ -26,6 +51,15 @@ from bindings.ports.embedder import (
     EmbeddingOverloadedError,
     EmbeddingRateLimitedError,
     EmbeddingTimeoutError,
+)
+from bindings.ports.llm import (
+    ChatMessage,
+    ChatResult,
+    LLMError,
+    LLMRateLimitedError,
+    LLMUnavailableError,
+    ToolCall,
+    ToolSpec,
 )
 
 if TYPE_CHECKING:
@@ -39,36 +73,38 @@ BGE_DIMENSIONS = {
     "@cf/baai/bge-large-en-v1.5": 1024,
 }
 MAX_TEXTS_PER_CALL = 100
-Pooling = Literal["cls", "mean"]
-DEFAULT_POOLING: Pooling = "cls"
+POOLING = "cls"
+MAX_TOKENS = 1024
 
-# Internal codes from workers-ai/platform/errors (the message reads "3040: ...").
-_RATE_LIMITED = {3036}  # account limited (daily allocation used up)
-_OVERLOADED = {3040}  # out of capacity: no more data centers to forward to
-_TIMEOUT = {3007, 3008}  # request timeout / aborted
+_RATE_LIMITED = {3036}
+_OVERLOADED = {3040}
+_TIMEOUT = {3007, 3008}
 _BAD_REQUEST = {5007, 5004, 3039, 3003, 5018, 5016, 3023, 3041, 5019, 5005, 3042, 3006}
 _CODE = re.compile(r"(?<!\d)([35]\d{3}):")
+
+
+def _code(message: str) -> int | None:
+    found = _CODE.search(message)
+    return int(found.group(1)) if found else None
+
+
+async def _run(ai: Any, raw: bool, model: str, inputs: dict[str, Any]) -> Any:
+    """`env.AI.run(model, inputs)` as plain Python; a JS error propagates as `JsException`."""
+    return ffi.to_py(await ai.run(model, ffi.to_js_arg(inputs, raw)))
 
 
 class WorkersAIEmbedder:
     """Implements `Embedder` with a bge model on Workers AI; rows are L2-normalised."""
 
-    def __init__(
-        self,
-        ai: Any,
-        model: str = BGE_SMALL,
-        dimensions: int = 384,
-        pooling: Pooling = DEFAULT_POOLING,
-    ) -> None:
+    def __init__(self, ai: Any, model: str = BGE_SMALL, dimensions: int = 384) -> None:
         expected = BGE_DIMENSIONS.get(model)
         if expected is not None and expected != dimensions:
             raise ValueError(f"{model} produces {expected}-dimensional vectors, not {dimensions}")
         self._ai = ai
         self._raw = ffi.is_raw(ai)
         self._model = model
-        self._pooling = pooling
         self._config = EmbeddingConfig(
-            provider="workers-ai", model=f"{model}#pooling={pooling}", dimensions=dimensions
+            provider="workers-ai", model=f"{model}#pooling={POOLING}", dimensions=dimensions
         )
 
     @property
@@ -76,9 +112,7 @@ class WorkersAIEmbedder:
         return self._config
 
     async def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        """`embed_rows` as the port's float32 array (numpy is imported here, not at module
-        level, so the adapter loads where numpy does not: tests/pyodide runs it in bare
-        Pyodide)."""
+        """`embed_rows` as the port's float32 array."""
         import numpy as np
 
         rows = await self.embed_rows(texts)
@@ -87,12 +121,9 @@ class WorkersAIEmbedder:
         return np.asarray(rows, dtype=np.float32)
 
     async def embed_rows(self, texts: Sequence[str]) -> list[list[float]]:
-        """One L2-normalised vector (a plain list) per text, in order.
-
-        Refuses, before any call, what bge models reject: an empty text (Workers AI fails
-        the whole batch without naming the text), with `EmbeddingBadRequestError` naming
-        the positions.
-        """
+        """One L2-normalised vector (a plain list) per text, in order. Empty texts, which bge
+        models reject (failing the whole batch without naming the text), are refused before
+        any call with `EmbeddingBadRequestError` naming their positions."""
         if isinstance(texts, str):
             raise TypeError("embed() takes a sequence of texts, not one string")
         items = list(texts)
@@ -110,27 +141,26 @@ class WorkersAIEmbedder:
         return [_normalised(row) for row in rows]
 
     async def _embed_batch(self, batch: list[str]) -> list[list[float]]:
-        inputs = {"text": batch, "pooling": self._pooling}
         try:
-            response = ffi.to_py(await self._ai.run(self._model, ffi.to_js_arg(inputs, self._raw)))
+            response = await _run(
+                self._ai, self._raw, self._model, {"text": batch, "pooling": POOLING}
+            )
         except ffi.JsException as exc:
-            raise _ai_error(exc) from exc
+            raise _embedding_error(exc) from exc
         if not isinstance(response, dict) or not isinstance(response.get("data"), list):
             raise EmbeddingError(f"Workers AI returned no embeddings for {self._model}")
         pooling = response.get("pooling")
-        if pooling is not None and pooling != self._pooling:
-            raise EmbeddingError(f"asked for {self._pooling} pooling, got {pooling}")
+        if pooling is not None and pooling != POOLING:
+            raise EmbeddingError(f"asked for {POOLING} pooling, got {pooling}")
         data = response["data"]
         if len(data) != len(batch):
             raise EmbeddingError(f"sent {len(batch)} texts, got {len(data)} embeddings")
-        rows = []
-        for row in data:
-            values = [float(v) for v in row]
+        rows = [[float(v) for v in row] for row in data]
+        for values in rows:
             if len(values) != self._config.dimensions:
                 raise EmbeddingError(
                     f"expected {self._config.dimensions} dimensions, got {len(values)}"
                 )
-            rows.append(values)
         return rows
 
 
@@ -141,10 +171,9 @@ def _normalised(row: list[float]) -> list[float]:
     return [value / norm for value in row]
 
 
-def _ai_error(exc: BaseException) -> EmbeddingError:
+def _embedding_error(exc: BaseException) -> EmbeddingError:
     message = f"Workers AI: {ffi.error_message(exc)}"
-    found = _CODE.search(ffi.error_message(exc))
-    code = int(found.group(1)) if found else None
+    code = _code(message)
     lowered = message.lower()
     if code in _RATE_LIMITED or "rate limit" in lowered or "too many requests" in lowered:
         return EmbeddingRateLimitedError(message)
@@ -155,3 +184,83 @@ def _ai_error(exc: BaseException) -> EmbeddingError:
     if code in _BAD_REQUEST:
         return EmbeddingBadRequestError(message)
     return EmbeddingError(message)
+
+
+def message_to_workers_ai(message: ChatMessage) -> dict[str, Any]:
+    if message.role == "assistant" and message.tool_calls:
+        calls = [{"name": c.name, "arguments": c.arguments} for c in message.tool_calls]
+        return {
+            "role": "assistant",
+            "content": message.content or json.dumps(calls),
+            "tool_calls": message_to_openai(message)["tool_calls"],
+        }
+    if message.role == "tool":
+        return {
+            "role": "tool",
+            "name": message.name or "",
+            "tool_call_id": message.tool_call_id or "",
+            "content": message.content,
+        }
+    return {"role": message.role, "content": message.content}
+
+
+def parse_workers_ai_reply(reply: Any, step: int) -> ChatMessage:
+    if not isinstance(reply, dict):
+        raise LLMError("Workers AI returned no result object")
+    if isinstance(reply.get("choices"), list) and reply["choices"]:
+        first = reply["choices"][0]
+        return parse_openai_message(
+            first.get("message") if isinstance(first, dict) else None, f"call_{step}"
+        )
+    calls = []
+    for index, call in enumerate(reply.get("tool_calls") or []):
+        if not isinstance(call, dict) or not isinstance(call.get("name"), str):
+            raise LLMError("Workers AI returned a tool call without a name")
+        arguments = decode_arguments(call.get("arguments"))
+        calls.append(ToolCall(id=f"call_{step}_{index}", name=call["name"], arguments=arguments))
+    text = reply.get("response")
+    if not isinstance(text, str):
+        # Some models put structured output in `response`; keep it readable.
+        text = "" if text is None else json.dumps(text)
+    return ChatMessage(role="assistant", content=text, tool_calls=calls)
+
+
+class WorkersAILLM:
+    """Implements the `LLM` port with a text-generation model on Workers AI."""
+
+    def __init__(self, ai: Any, model: str) -> None:
+        self._ai = ai
+        self._raw = ffi.is_raw(ai)
+        self._model = model
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    async def chat(
+        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = ()
+    ) -> ChatResult:
+        inputs: dict[str, Any] = {
+            "messages": [message_to_workers_ai(m) for m in messages],
+            "max_tokens": MAX_TOKENS,
+        }
+        if tools:
+            inputs["tools"] = [tool_to_openai(t) for t in tools]
+        try:
+            reply = await _run(self._ai, self._raw, self._model, inputs)
+        except ffi.JsException as exc:
+            message = f"Workers AI {self._model}: {ffi.error_message(exc)}"
+            code = _code(message)
+            if code in _RATE_LIMITED:
+                raise LLMRateLimitedError(message) from None
+            if code in _OVERLOADED | _TIMEOUT:
+                raise LLMUnavailableError(message) from None
+            raise LLMError(message) from None
+        step = sum(1 for m in messages if m.role == "assistant")
+        prompt_tokens, completion_tokens = usage_of(reply)
+        return ChatResult(
+            message=parse_workers_ai_reply(reply, step),
+            model=self._model,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+        )

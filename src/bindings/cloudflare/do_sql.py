@@ -14,20 +14,20 @@ null). Booleans are refused here: workerd would store them as the text 'true'/'f
 
 Cursors are lazy, as workerd's are (api/sql.c++, util/sqlite.c++): `exec` runs the statement
 up to its first row, so a write is done (and counted) before its cursor is read; each further
-row is computed when the cursor is advanced, so `rows_read` grows as rows are read and an error
-in a later row is raised by the read that reaches it. A cursor left with rows unread keeps its
-statement in progress, and workerd cannot commit the object's writes until it ends (SQLITE_BUSY,
-an internal error): read cursors to the end.
+row is computed when the cursor is advanced, and an error in a later row is raised by the read
+that reaches it. A cursor left with rows unread keeps its statement in progress, and workerd
+cannot commit the object's writes until it ends (SQLITE_BUSY, an internal error): read
+cursors to the end.
 
-Counters: the SDK wrapper caches an attribute after its first read (`_BindingWrapper.
-__getattr__`), which would freeze `rows_read` at whatever it was then; in wrapped mode the
-counters are read by item (`cursor["rowsRead"]`), which the wrapper does not cache, and
-`database_size` is read from the unwrapped JS object.
+The SDK wrapper caches an attribute after its first read (workers-runtime-sdk `rpc.py`,
+`_BindingWrapper.__getattr__` does `setattr(self, name, result)`), so a value that changes
+is never read through it: a cursor's counter is read by item (`cursor["rowsWritten"]`), and
+`database_size` from the unwrapped JS object (through the wrapper it stayed at its first
+value, 8192 before and after 320 KiB of inserts; tests/workerd).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
@@ -37,18 +37,18 @@ from bindings.ports.sql import Row, SqlValue
 
 T = TypeVar("T")
 
-# SQLite's own texts for limit errors, as workerd reports them.
-_LIMIT_ERRORS = re.compile(
-    r"too many SQL variables|SQLITE_TOOBIG|string or blob too big|too many columns"
-    r"|LIKE or GLOB pattern too complex|too many terms in compound SELECT"
-    r"|Expression tree is too large|too many arguments on function"
-)
-
 
 def _sql_error(exc: BaseException, context: str = "") -> BindingError:
     message = ffi.error_message(exc)
-    kind = BindingLimitError if _LIMIT_ERRORS.search(message) else BindingError
+    kind = BindingLimitError if ffi.SQLITE_LIMIT_ERRORS.search(message) else BindingError
     return kind(f"{message}{context}")
+
+
+def _call(fn: Callable[[], Any]) -> Any:
+    try:
+        return ffi.to_py(fn())
+    except ffi.JsException as exc:
+        raise _sql_error(exc) from exc
 
 
 class CloudflareSqlCursor:
@@ -59,20 +59,11 @@ class CloudflareSqlCursor:
         self._raw = raw
 
     def to_array(self) -> list[Row]:
-        rows = self._call(lambda: self._cursor.toArray())
-        return [dict(row) for row in rows or []]
+        return [dict(row) for row in _call(lambda: self._cursor.toArray()) or []]
 
     def one(self) -> Row:
         """Exactly one row; `BindingError` when there are none or several (workerd's check)."""
-        return dict(self._call(lambda: self._cursor.one()))
-
-    def raw(self) -> list[list[Any]]:
-        """Rows as value lists, in `column_names` order."""
-        return [list(row) for row in self._call(lambda: list(self._cursor.raw()))]
-
-    @property
-    def column_names(self) -> list[str]:
-        return [str(name) for name in ffi.to_py(self._cursor.columnNames) or []]
+        return dict(_call(lambda: self._cursor.one()))
 
     def __iter__(self) -> Iterator[Row]:
         try:
@@ -82,27 +73,10 @@ class CloudflareSqlCursor:
             raise _sql_error(exc) from exc
 
     @property
-    def rows_read(self) -> int:
-        """Rows the statement has read so far (final once the cursor has been read)."""
-        return self._counter("rowsRead")
-
-    @property
     def rows_written(self) -> int:
         """Rows the statement has written (final once `exec` returns, for a write)."""
-        return self._counter("rowsWritten")
-
-    def _counter(self, name: str) -> int:
-        # A getter whose value changes as the cursor is read: never through the SDK
-        # wrapper's attribute cache (see the module docstring).
-        value = getattr(self._cursor, name) if self._raw else self._cursor[name]
+        value = self._cursor.rowsWritten if self._raw else self._cursor["rowsWritten"]
         return int(ffi.to_py(value) or 0)
-
-    @staticmethod
-    def _call(fn: Callable[[], Any]) -> Any:
-        try:
-            return ffi.to_py(fn())
-        except ffi.JsException as exc:
-            raise _sql_error(exc) from exc
 
 
 class CloudflareSqlStorage:
@@ -127,22 +101,10 @@ class CloudflareSqlStorage:
 
     @property
     def database_size(self) -> int:
-        """Bytes used by this object's SQLite database, as of now.
-
-        Read from the JS `SqlStorage` itself: the SDK's wrapper caches every attribute at its
-        first read (workers-runtime-sdk `rpc.py`, `_BindingWrapper.__getattr__` does
-        `setattr(self, name, result)`), so through it `databaseSize` stayed at its first
-        value (8192 before and after 320 KiB of inserts; tests/workerd).
-        """
-        return int(ffi.to_py(_js_object(self._sql).databaseSize) or 0)
-
-
-def _js_object(handle: Any) -> Any:
-    """The JS object behind an SDK `_BindingWrapper` (its `_binding`), or `handle` itself
-    when it is already a raw JsProxy. The wrapper has no public accessor for it."""
-    if ffi.is_raw(handle):
-        return handle
-    return getattr(handle, "_binding", handle)
+        """Bytes used by this object's SQLite database, as of now (read from the JS object
+        behind the SDK wrapper, its `_binding`: see the module docstring)."""
+        js = self._sql if self._raw else getattr(self._sql, "_binding", self._sql)
+        return int(ffi.to_py(js.databaseSize) or 0)
 
 
 class CloudflareDurableObjectStorage:
@@ -162,14 +124,12 @@ class CloudflareDurableObjectStorage:
     def transaction_sync(self, fn: Callable[[], T]) -> T:
         """Run `fn` inside `storage.transactionSync`: its writes commit together or not at all.
 
-        The result and any exception are carried back in Python variables rather than
-        through JS, so neither needs converting and the caller sees the original exception
-        (JS only sees that the callback threw, which is what makes it roll back).
-
-        The callback crosses as a proxy this method creates and destroys: given a plain
-        Python callable, the SDK's storage wrapper makes a `create_proxy` that nobody
-        destroys (workers-runtime-sdk `rpc.py`, `_python_to_rpc_default_converter`), one
-        leaked proxy per transaction (tests/pyodide/py/test_do_sql.py).
+        The result and any exception travel in Python variables, not through JS, so the
+        caller sees its own exception (JS only sees that the callback threw, which makes it
+        roll back). The callback crosses as a proxy created and destroyed here: given a plain
+        callable, the SDK's wrapper makes a `create_proxy` nobody destroys (`rpc.py`,
+        `_python_to_rpc_default_converter`), one leaked proxy per transaction
+        (tests/pyodide/py/test_do_sql.py).
         """
         outcome: list[T] = []
         failure: list[BaseException] = []

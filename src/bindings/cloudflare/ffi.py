@@ -19,29 +19,28 @@ Adapters detect the mode once per binding (`is_raw`) and pass their arguments th
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from js import Object
-from pyodide.ffi import JsException, JsProxy, create_proxy
+from pyodide.ffi import JsException as JsException
+from pyodide.ffi import JsProxy
+from pyodide.ffi import create_proxy as create_proxy
 from pyodide.ffi import to_js as _pyodide_to_js
 
 try:
     # (pyodide-py's type stubs predate jsnull, hence the ignore for mypy.)
-    from pyodide.ffi import jsnull  # type: ignore[attr-defined,unused-ignore]
+    from pyodide.ffi import jsnull as jsnull  # type: ignore[attr-defined,unused-ignore]
 except ImportError:  # Pyodide < 0.27 (Python 3.12): JS null already arrives as None.
     jsnull = None
 
-__all__ = [
-    "JsException",
-    "create_proxy",
-    "error_message",
-    "is_raw",
-    "jsnull",
-    "to_js_arg",
-    "to_js_options",
-    "to_py",
-]
+# SQLite's own texts for limit errors, as workerd reports them (D1 and DO SQL alike).
+SQLITE_LIMIT_ERRORS = re.compile(
+    r"too many SQL variables|SQLITE_TOOBIG|string or blob too big|too many columns"
+    r"|LIKE or GLOB pattern too complex|too many terms in compound SELECT"
+    r"|Expression tree is too large|too many arguments on function"
+)
 
 
 def is_raw(binding: Any) -> bool:
@@ -50,32 +49,20 @@ def is_raw(binding: Any) -> bool:
 
 
 def to_py(value: Any) -> Any:
-    """Turn a binding's result into plain Python, whichever mode produced it.
-
-    JsProxy values are converted with `.to_py()`; `jsnull` (anywhere in the structure)
-    becomes None; dicts (including the SDK's `JsDict`) become plain dicts and tuples lists.
-    Objects that have no Python equivalent (a JS class instance) are returned unchanged.
-    """
+    """A binding's result as plain Python, whichever mode produced it: JsProxy values via
+    `.to_py()`, `jsnull` anywhere in the structure as None, dicts (the SDK's `JsDict` too) as
+    plain dicts, tuples as lists. A JS class instance (a statement, a stub) stays a proxy."""
     if value is None or value is jsnull:
         return None
     if isinstance(value, JsProxy):
         converted = value.to_py()
         if isinstance(converted, JsProxy):
-            # Not a plain object/array (for example a statement or a stub): keep the proxy.
             return converted
         value = converted
-    return _strip_nulls(value)
-
-
-def _strip_nulls(value: Any) -> Any:
-    if value is None or value is jsnull:
-        return None
     if isinstance(value, Mapping):
-        return {key: _strip_nulls(item) for key, item in value.items()}
+        return {key: to_py(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
-        return [_strip_nulls(item) for item in value]
-    if isinstance(value, JsProxy):
-        return to_py(value)
+        return [to_py(item) for item in value]
     return value
 
 
@@ -92,36 +79,25 @@ def _nulls_for_none(value: Any) -> Any:
 
 
 def to_js_arg(value: Any, raw: bool) -> Any:
-    """Prepare one argument for a binding call.
-
-    Wrapped mode: the Python value itself (the SDK converts it; None -> null). Raw mode: a
-    JS value: dicts become JS Objects (not Maps), lists Arrays, bytes Uint8Arrays, None null.
-    Strings, numbers and booleans are converted implicitly by Pyodide in both modes.
-    """
+    """One argument for a binding call. Wrapped mode: the Python value (the SDK converts it).
+    Raw mode: dicts become JS Objects (not Maps), lists Arrays, bytes Uint8Arrays, None null;
+    strings, numbers and booleans cross as they are."""
     if not raw:
         return value
     if value is None:
         return jsnull
-    if isinstance(value, str | int | float):  # bool is an int
-        return value
-    if isinstance(value, JsProxy):
+    if isinstance(value, str | int | float | JsProxy):  # bool is an int
         return value
     return _pyodide_to_js(_nulls_for_none(value), dict_converter=Object.fromEntries)
 
 
 def to_js_options(raw: bool, **options: Any) -> Any:
-    """A JS options object from keyword arguments, leaving out those that are None.
-
-    An option that is None means "not set": sending `null` for, say, `expirationTtl` is
-    not the same as omitting it, so it is dropped rather than converted.
-    """
-    present = {key: value for key, value in options.items() if value is not None}
-    return to_js_arg(present, raw)
+    """A JS options object from keyword arguments, leaving out those that are None: `null`
+    for, say, `expirationTtl` is not the same as omitting it."""
+    return to_js_arg({key: value for key, value in options.items() if value is not None}, raw)
 
 
 def error_message(exc: BaseException) -> str:
     """The JS error's message (`JsException.message`), falling back to `str(exc)`."""
     message = getattr(exc, "message", None)
-    if isinstance(message, str) and message:
-        return message
-    return str(exc)
+    return message if isinstance(message, str) and message else str(exc)

@@ -27,7 +27,6 @@ from bindings.ports.vectorize import (
     VECTORIZE_MAX_TOP_K_WITH_DATA,
     MetadataFilter,
     ReturnMetadata,
-    VectorIndexInfo,
     VectorMatch,
     VectorMutation,
     VectorQueryResult,
@@ -45,13 +44,7 @@ class CloudflareVectorIndex:
         self._index = binding
         self._raw = ffi.is_raw(binding)
 
-    async def insert(self, vectors: Sequence[VectorRecord]) -> VectorMutation:
-        return await self._mutate("insert", vectors)
-
     async def upsert(self, vectors: Sequence[VectorRecord]) -> VectorMutation:
-        return await self._mutate("upsert", vectors)
-
-    async def _mutate(self, operation: str, vectors: Sequence[VectorRecord]) -> VectorMutation:
         if not vectors:
             return VectorMutation(mutation_id="", count=0)
         if len(vectors) > VECTORIZE_MAX_BATCH:
@@ -59,11 +52,7 @@ class CloudflareVectorIndex:
                 f"Vectorize accepts {VECTORIZE_MAX_BATCH} vectors per write, got {len(vectors)}"
             )
         payload = [_vector_payload(record) for record in vectors]
-        method = getattr(self._index, operation)
-        try:
-            result = ffi.to_py(await method(ffi.to_js_arg(payload, self._raw))) or {}
-        except ffi.JsException as exc:
-            raise _vectorize_error(operation, exc) from exc
+        result = await self._call("upsert", payload)
         return _mutation(result, len(payload))
 
     async def query(
@@ -73,14 +62,9 @@ class CloudflareVectorIndex:
         top_k: int = 5,
         namespace: str | None = None,
         filter: MetadataFilter | None = None,
-        return_values: bool = False,
         return_metadata: ReturnMetadata = "none",
     ) -> VectorQueryResult:
-        limit = (
-            VECTORIZE_MAX_TOP_K_WITH_DATA
-            if return_values or return_metadata == "all"
-            else VECTORIZE_MAX_TOP_K
-        )
+        limit = VECTORIZE_MAX_TOP_K_WITH_DATA if return_metadata == "all" else VECTORIZE_MAX_TOP_K
         if not 1 <= top_k <= limit:
             raise BindingLimitError(
                 f"Vectorize topK must be 1..{limit} with these return options, got {top_k}"
@@ -99,16 +83,18 @@ class CloudflareVectorIndex:
             topK=top_k,
             namespace=namespace,
             filter=filter or None,
-            returnValues=return_values,
             returnMetadata=return_metadata,
         )
-        values = [float(v) for v in vector]
-        try:
-            result = ffi.to_py(await self._index.query(ffi.to_js_arg(values, self._raw), options))
-        except ffi.JsException as exc:
-            raise _vectorize_error("query", exc) from exc
-        result = result or {}
-        matches = [_match(item) for item in result.get("matches") or []]
+        result = await self._call("query", [float(v) for v in vector], options)
+        matches = [
+            VectorMatch(
+                id=str(item["id"]),
+                score=float(item.get("score", 0.0)),
+                namespace=item.get("namespace"),
+                metadata=item.get("metadata"),
+            )
+            for item in result.get("matches") or []
+        ]
         return VectorQueryResult(count=int(result.get("count", len(matches))), matches=matches)
 
     async def get_by_ids(self, ids: Sequence[str]) -> list[VectorRecord]:
@@ -116,14 +102,12 @@ class CloudflareVectorIndex:
             return []
         for vector_id in ids:
             _check_id(vector_id)
-        try:
-            found = ffi.to_py(await self._index.getByIds(ffi.to_js_arg(list(ids), self._raw)))
-        except ffi.JsException as exc:
-            raise _vectorize_error("getByIds", exc) from exc
+        found = await self._call("getByIds", list(ids))
         return [
             VectorRecord(
                 id=str(item["id"]),
-                values=_floats(item.get("values")) or [],
+                # A list or a typed array (memoryview); both iterate as numbers.
+                values=[float(v) for v in item.get("values") or []],
                 namespace=item.get("namespace"),
                 metadata=item.get("metadata") or {},
             )
@@ -133,22 +117,21 @@ class CloudflareVectorIndex:
     async def delete_by_ids(self, ids: Sequence[str]) -> VectorMutation:
         if not ids:
             return VectorMutation(mutation_id="", count=0)
-        try:
-            result = ffi.to_py(await self._index.deleteByIds(ffi.to_js_arg(list(ids), self._raw)))
-        except ffi.JsException as exc:
-            raise _vectorize_error("deleteByIds", exc) from exc
-        return _mutation(result or {}, len(ids))
+        return _mutation(await self._call("deleteByIds", list(ids)), len(ids))
 
-    async def describe(self) -> VectorIndexInfo:
+    async def _call(self, operation: str, argument: Any, *options: Any) -> Any:
+        method = getattr(self._index, operation)
         try:
-            info = ffi.to_py(await self._index.describe()) or {}
+            return ffi.to_py(await method(ffi.to_js_arg(argument, self._raw), *options)) or {}
         except ffi.JsException as exc:
-            raise _vectorize_error("describe", exc) from exc
-        # v2: {dimensions, vectorCount, ...}; v1 (beta): {config: {dimensions}, vectorsCount}.
-        config = info.get("config") or {}
-        dimensions = info.get("dimensions", config.get("dimensions"))
-        count = info.get("vectorCount", info.get("vectorsCount", 0))
-        return VectorIndexInfo(dimensions=int(dimensions or 0), vector_count=int(count or 0))
+            message = f"Vectorize {operation} failed: {ffi.error_message(exc)}"
+            code = _ERROR_CODE.search(message)
+            kind: type[BindingError] = (
+                BindingLimitError
+                if code is not None and code.group(1).startswith("4")
+                else BindingUnavailableError
+            )
+            raise kind(message) from exc
 
 
 def _check_id(vector_id: str) -> None:
@@ -176,30 +159,7 @@ def _vector_payload(record: VectorRecord) -> dict[str, Any]:
     return payload
 
 
-def _floats(values: Any) -> list[float] | None:
-    # Values may come back as a list or a typed array (memoryview); both iterate as numbers.
-    return None if values is None else [float(v) for v in values]
-
-
-def _match(item: dict[str, Any]) -> VectorMatch:
-    return VectorMatch(
-        id=str(item["id"]),
-        score=float(item.get("score", 0.0)),
-        namespace=item.get("namespace"),
-        values=_floats(item.get("values")),
-        metadata=item.get("metadata"),
-    )
-
-
 def _mutation(result: dict[str, Any], sent: int) -> VectorMutation:
     # v2 answers {mutationId}; the v1 beta answered {count, ids}.
     count = result.get("count", sent)
     return VectorMutation(mutation_id=str(result.get("mutationId") or ""), count=int(count))
-
-
-def _vectorize_error(operation: str, exc: BaseException) -> BindingError:
-    message = f"Vectorize {operation} failed: {ffi.error_message(exc)}"
-    code = _ERROR_CODE.search(ffi.error_message(exc))
-    if code is not None and code.group(1).startswith("4"):
-        return BindingLimitError(message)
-    return BindingUnavailableError(message)

@@ -13,10 +13,6 @@ from typing import Any, Protocol
 
 from bindings.ports.sql import Row, SqlValue
 
-D1_MAX_BOUND_PARAMETERS = 100
-D1_MAX_SQL_BYTES = 100_000
-
-
 # Value types are frozen stdlib dataclasses with slots, not pydantic models: the Cloudflare
 # adapters build one per D1 call on the edge (cheaper per row), and they must load in bare
 # Pyodide, where pydantic-core has no wheel (tests/pyodide runs them there).
@@ -24,28 +20,17 @@ D1_MAX_SQL_BYTES = 100_000
 
 @dataclass(frozen=True, slots=True)
 class D1Meta:
-    """The counters of `meta` that callers read; other fields D1 reports are dropped."""
+    """The counter of `meta` that callers read; the others D1 reports are dropped."""
 
     changes: int = 0
-    last_row_id: int = 0
-    rows_read: int = 0
-    rows_written: int = 0
-    duration: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
 class D1Result:
-    """Shape of `.all()` / `.run()`: `{success, meta, results}`."""
+    """Shape of `.all()` / `.run()`: `{meta, results}`."""
 
-    success: bool = True
     meta: D1Meta = field(default_factory=D1Meta)
     results: list[Row] = field(default_factory=list)
-
-
-@dataclass(frozen=True, slots=True)
-class D1ExecResult:
-    count: int
-    duration: float = 0.0
 
 
 class D1Error(Exception):
@@ -75,8 +60,4 @@ class D1Database(Protocol):
 
     async def batch(self, statements: Sequence[D1Statement]) -> list[D1Result]:
         """Run statements in one transaction; on any failure none of them take effect."""
-        ...
-
-    async def exec(self, sql: str) -> D1ExecResult:
-        """Run one or more unbound statements separated by semicolons."""
         ...

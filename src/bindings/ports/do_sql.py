@@ -26,9 +26,6 @@ class SqlCursor(Protocol):
     def __iter__(self) -> Iterator[Row]: ...
 
     @property
-    def rows_read(self) -> int: ...
-
-    @property
     def rows_written(self) -> int: ...
 
 

@@ -1,9 +1,8 @@
 """LLM port: chat completions with tool calls (OpenAI-compatible shape).
 
 Plain dataclasses, not pydantic models: nothing here validates untrusted input (the adapters
-parse provider replies field by field), and the Workers AI adapter
-(`bindings.cloudflare.llm`) must load where pydantic-core cannot (tests/pyodide runs it in
-bare Pyodide).
+parse provider replies field by field), and the Workers AI adapter (`bindings.cloudflare.ai`)
+must load where pydantic-core cannot (tests/pyodide runs it in bare Pyodide).
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 Limits: ids ≤ 64 bytes, namespace ≤ 64 bytes, metadata ≤ 10 KiB, `top_k` ≤ 100 (≤ 20 with
 values or all metadata), dimensions must equal the index, ≤ 1000 vectors per write, filter
-JSON < 2048 bytes. Scores are cosine similarity. `insert` skips ids that exist; `upsert`
-replaces whole vectors.
+JSON < 2048 bytes. Scores are cosine similarity. `upsert` replaces whole vectors. The
+constants and value types describe the binding (the local index models all of it); the
+Protocol is the part callers use.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ VECTORIZE_MAX_FILTER_BYTES = 2048
 VECTORIZE_MAX_DIMENSIONS = 1536
 
 ReturnMetadata = Literal["none", "indexed", "all"]
-MetadataValue = str | int | float | bool
 # {"field": value} (implicit $eq) or {"field": {"$in": [...], "$gte": 3, ...}}
 MetadataFilter = dict[str, Any]
 
@@ -60,16 +60,7 @@ class VectorMutation:
     count: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class VectorIndexInfo:
-    dimensions: int
-    vector_count: int
-    metric: Literal["cosine"] = "cosine"
-
-
 class VectorIndex(Protocol):
-    async def insert(self, vectors: Sequence[VectorRecord]) -> VectorMutation: ...
-
     async def upsert(self, vectors: Sequence[VectorRecord]) -> VectorMutation: ...
 
     async def query(
@@ -79,12 +70,9 @@ class VectorIndex(Protocol):
         top_k: int = 5,
         namespace: str | None = None,
         filter: MetadataFilter | None = None,
-        return_values: bool = False,
         return_metadata: ReturnMetadata = "none",
     ) -> VectorQueryResult: ...
 
     async def get_by_ids(self, ids: Sequence[str]) -> list[VectorRecord]: ...
 
     async def delete_by_ids(self, ids: Sequence[str]) -> VectorMutation: ...
-
-    async def describe(self) -> VectorIndexInfo: ...

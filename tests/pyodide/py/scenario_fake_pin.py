@@ -90,9 +90,11 @@ async def run(kv: Any, db: Any, storage: Any, prefix: str) -> list[Entry]:
     # --- D1
     await _step(
         log,
-        "d1.exec create",
-        lambda: _count(
-            db.exec(f"CREATE TABLE {table} (id INTEGER PRIMARY KEY, a TEXT UNIQUE, b BLOB, c)")
+        "d1.create",
+        lambda: _changes(
+            db.prepare(
+                f"CREATE TABLE {table} (id INTEGER PRIMARY KEY, a TEXT UNIQUE, b BLOB, c)"
+            ).run()
         ),
     )
 
@@ -102,7 +104,7 @@ async def run(kv: Any, db: Any, storage: Any, prefix: str) -> list[Entry]:
             .bind("x", b"\x00\x01", True)
             .run()
         )
-        return [result.success, result.meta.changes, result.meta.last_row_id]
+        return [result.meta.changes, result.results]
 
     await _step(log, "d1.insert", insert)
 
@@ -150,7 +152,6 @@ async def run(kv: Any, db: Any, storage: Any, prefix: str) -> list[Entry]:
     _sync_step(
         log, "do.select", lambda: _plain(sql.exec("SELECT k, n, b, NULL AS z FROM t").to_array())
     )
-    _sync_step(log, "do.raw", lambda: _plain(sql.exec("SELECT k, n FROM t").raw()))
     _sync_step(log, "do.one of none", lambda: sql.exec("SELECT k FROM t WHERE 0").one())
     _sync_step(log, "do.begin", lambda: sql.exec("BEGIN TRANSACTION").to_array())
     _sync_step(log, "do.bool", lambda: sql.exec("SELECT ?", True).to_array())
@@ -176,6 +177,6 @@ async def run(kv: Any, db: Any, storage: Any, prefix: str) -> list[Entry]:
     return log
 
 
-async def _count(awaitable: Awaitable[Any]) -> int:
+async def _changes(awaitable: Awaitable[Any]) -> int:
     result = await awaitable
-    return int(result.count)
+    return int(result.meta.changes)

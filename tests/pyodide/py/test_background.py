@@ -31,7 +31,7 @@ class ProbeWorker(WorkerEntrypoint):  # type: ignore[misc]
 
 async def _table(db: CloudflareD1Database) -> str:
     table = unique("bg").replace("-", "_")
-    await db.exec(f"CREATE TABLE {table} (kind TEXT)")
+    await db.prepare(f"CREATE TABLE {table} (kind TEXT)").run()
     return table
 
 

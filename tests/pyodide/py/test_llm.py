@@ -1,4 +1,4 @@
-"""The Workers AI LLM adapter (`bindings.cloudflare.llm`) in real Pyodide, raw and through the
+"""The Workers AI LLM adapter (`bindings.cloudflare.ai`) in real Pyodide, raw and through the
 workers SDK's wrapper, against the JS model of Workers AI's text-generation models
 (models.mjs `Ai`): each request is checked against the model's documented input schema and
 each answer is written in the model's documented output shape, "traditional"
@@ -48,7 +48,7 @@ TOOLS = [
 
 
 def _llm(model: str, mode: str) -> tuple[Any, Any]:
-    from bindings.cloudflare.llm import WorkersAILLM
+    from bindings.cloudflare.ai import WorkersAILLM
 
     ai = harness_js.newWorkersAI()
     return ai, WorkersAILLM(env(mode, AI=ai).AI, model)
@@ -68,10 +68,10 @@ def _js(value: Any) -> Any:
 
 def test_the_adapter_loads_without_pydantic() -> None:
     assert importlib.util.find_spec("pydantic") is None  # not in this interpreter
-    import bindings.cloudflare.llm
+    import bindings.cloudflare.ai
 
     assert "pydantic" not in sys.modules
-    assert callable(bindings.cloudflare.llm.WorkersAILLM)
+    assert callable(bindings.cloudflare.ai.WorkersAILLM)
 
 
 async def test_a_plain_answer_in_each_documented_shape() -> None:

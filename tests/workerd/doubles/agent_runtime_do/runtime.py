@@ -67,9 +67,9 @@ class AgentRuntimeCore:
 
             async def work() -> None:
                 db = self.bindings.db
-                await db.exec(
+                await db.prepare(
                     "CREATE TABLE IF NOT EXISTS tier_background (tag TEXT PRIMARY KEY, source TEXT)"
-                )
+                ).run()
                 await (
                     db.prepare("INSERT INTO tier_background (tag, source) VALUES (?, ?)")
                     .bind(tag, "durable-object")

@@ -85,7 +85,7 @@ async def _adapters(request: HttpRequest, bindings: Any) -> HttpResponse:
 
     db = bindings.db
     table = f"t_{tag}"
-    await db.exec(f"CREATE TABLE {table} (id INTEGER PRIMARY KEY, note TEXT, blob BLOB)")
+    await db.prepare(f"CREATE TABLE {table} (id INTEGER PRIMARY KEY, note TEXT, blob BLOB)").run()
     inserted = (
         await db.prepare(f"INSERT INTO {table} (note, blob) VALUES (?, ?)")
         .bind("é", b"\x00\x01\xff")
@@ -145,9 +145,9 @@ async def _background(request: HttpRequest, bindings: Any) -> HttpResponse:
     tag = json.loads(request.body)["tag"]
 
     async def work() -> None:
-        await bindings.db.exec(
+        await bindings.db.prepare(
             "CREATE TABLE IF NOT EXISTS tier_background (tag TEXT PRIMARY KEY, source TEXT)"
-        )
+        ).run()
         await (
             bindings.db.prepare("INSERT INTO tier_background (tag, source) VALUES (?, ?)")
             .bind(tag, "worker")
