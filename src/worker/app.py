@@ -12,10 +12,13 @@ models on its first request (docs/pyodide.md "Start-up"; tests/core/test_startup
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel
 
 from agent_memory.cursors import InvalidCursorError
 from bindings.environment import Bindings
@@ -23,10 +26,28 @@ from bindings.ports.errors import BindingLimitError
 from gateway.routes import McpRoute, MemoryDispatcherFactory, mcp_not_allowed_route, tool_call_route
 from http_messages import HttpRequest, HttpResponse
 from worker.errors import ApiError, internal_error, payload_too_large
-from worker.health import Health, healthz
-from worker.router import ACCESS, API_KEY, MEMORY_TOKEN, Route, Router, lazy
+from worker.router import ACCESS, API_KEY, MEMORY_TOKEN, Call, Route, Router, lazy
 
 log = logging.getLogger(__name__)
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+    environment: str
+    bindings: dict[str, bool]
+    embedding: dict[str, Any] | None
+
+
+async def healthz(call: Call[None, None]) -> Health:
+    """Which bindings this deployment has, and the embedding config."""
+    bindings = call.bindings
+    embedding = dataclasses.asdict(bindings.embedder.config) if bindings.embedder else None
+    return Health(
+        status="ok",
+        environment=bindings.settings.environment,
+        bindings=bindings.present(),
+        embedding=embedding,
+    )
 
 
 class SemanticDispatcher:
