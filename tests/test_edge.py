@@ -14,9 +14,8 @@ from bindings.settings import Settings
 from http_messages import Headers, HttpRequest, HttpResponse, json_response
 from local_runtime.background import LocalBackgroundTasks
 from worker import app
-from worker.body import parse_body
 from worker.errors import ApiError
-from worker.router import Call, Route, Router
+from worker.router import Call, Route, Router, parse_body
 
 
 def _bindings(**settings: object) -> Bindings:

@@ -169,7 +169,7 @@ def cmd_brief(args: argparse.Namespace) -> int:
 
 def cmd_reconcile(args: argparse.Namespace) -> int:
     from agent_memory.lifecycle.retention import known_tenants
-    from worker.lifecycle_jobs import make_reconciler
+    from agent_memory.memory import Memory
 
     runtime = _open(args)
 
@@ -181,7 +181,7 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
             )
             out = []
             for index, tenant in enumerate(tenants, 1):
-                reconciler = make_reconciler(bindings, tenant)
+                reconciler = Memory(bindings, tenant).reconciler()
                 if reconciler is None:
                     raise SystemExit("reconcile needs D1, the vector index and an embedder")
                 report = await reconciler.run()

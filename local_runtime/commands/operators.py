@@ -7,7 +7,7 @@
 PRINCIPAL is an email (users), an Access service token's common name — its client id,
 `<id>.access` — or an Access group (`--kind group`, matched against the token's `groups`
 claim). Grants are rows in the state folder's D1 (`operator_grants`), read by every
-Access-gated route (`worker.operators`). Prints the result as JSON.
+Access-gated route (`authorization.operator_grants`). Prints the result as JSON.
 
 With `--wrangler` nothing local is touched: the command prints the `npx wrangler d1 execute
 DATABASE --remote --command "..."` that makes the same change in a deployed Worker's D1
@@ -21,7 +21,7 @@ import asyncio
 import json
 import shlex
 import time
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from local_runtime.commands.common import add_state_option
 
@@ -30,18 +30,13 @@ DEFAULT_DATABASE = "agent-memory"
 
 def _tenants(args: argparse.Namespace) -> list[str]:
     from agent_memory.scope import is_tenant
-    from worker.operators import PLATFORM
+    from authorization.operator_grants import PLATFORM
 
     tenants = [PLATFORM] if args.platform_admin else list(args.tenant or [])
     bad = [t for t in tenants if t != PLATFORM and not is_tenant(t)]
     if not tenants or bad:
         raise SystemExit("error: give --tenant T (well-formed) or --platform-admin")
     return tenants
-
-
-def _sql_text(value: str) -> str:
-    """A SQL string literal (`wrangler d1 execute --command` binds no parameters)."""
-    return "'" + value.replace("'", "''") + "'"
 
 
 def shell_word(text: str) -> str:
@@ -55,24 +50,15 @@ def shell_word(text: str) -> str:
 def wrangler_statements(
     action: str, tenants: list[str], kind: str, principal: str, now_ms: int
 ) -> list[str]:
-    """The SQL that `grant` / `revoke_grant` (`worker.operators`) run, as literal statements."""
-    from worker.operators import PrincipalKind, normalize
+    """The SQL that `grant` / `revoke_grant` run, as literal statements."""
+    from authorization.operator_grants import PrincipalKind, literal_statements
 
     if not 1 <= len(principal.strip()) <= 256 or any(ord(c) < 32 for c in principal):
         raise SystemExit("error: PRINCIPAL must be 1-256 printable characters")
-    value = normalize(cast("PrincipalKind", kind), principal)
-    if action == "grant":
-        return [
-            "INSERT INTO operator_grants (tenant_id, principal_kind, principal, granted_by, "
-            f"granted_at) VALUES ({_sql_text(t)}, {_sql_text(kind)}, {_sql_text(value)}, "
-            f"'cli', {now_ms}) ON CONFLICT DO NOTHING;"
-            for t in tenants
-        ]
-    return [
-        f"DELETE FROM operator_grants WHERE tenant_id = {_sql_text(t)} AND principal_kind = "
-        f"{_sql_text(kind)} AND principal = {_sql_text(value)};"
-        for t in tenants
-    ]
+    chosen = cast("Literal['grant', 'revoke']", action)
+    return literal_statements(
+        chosen, tenants, cast("PrincipalKind", kind), principal, "cli", now_ms
+    )
 
 
 def cmd_wrangler(args: argparse.Namespace) -> int:
@@ -92,8 +78,8 @@ def cmd_wrangler(args: argparse.Namespace) -> int:
 
 
 async def _run(args: argparse.Namespace) -> dict[str, Any]:
+    from authorization.operator_grants import grant, revoke_grant
     from local_runtime.runtime import LocalRuntime
-    from worker.operators import grant, revoke_grant
 
     tenants = _tenants(args)
     runtime = LocalRuntime.open(args.state)

@@ -35,12 +35,12 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ConfigDict
 
+from authorization.operator_grants import Principal, granted
 from bindings.environment import Bindings
 from bindings.ports.signatures import RsaPublicJwk
 from http_messages import HttpRequest
 from worker.errors import ApiError
 from worker.jwt_verification import JwtRefused, JwtRules, verify_jwt
-from worker.operators import Principal, require_tenant_grant
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +69,10 @@ class AccessIdentity(BaseModel):
     def principal(self) -> str:
         """A printable name for logs and audit fields."""
         return self.email or self.common_name or self.subject
+
+    def names(self) -> Principal:
+        """The names operator grants match this identity by."""
+        return Principal(email=self.email, common_name=self.common_name, groups=self.groups)
 
 
 def access_missing(message: str) -> ApiError:
@@ -257,8 +261,11 @@ async def operator(
     request: HttpRequest, params: dict[str, str], bindings: Bindings
 ) -> AccessIdentity:
     """The gate of every `ACCESS` route (`worker.router`): a verified caller with a grant for
-    the route's `{tenant}` (or the platform-admin role: `worker.operators`), or `ApiError`."""
+    the route's `{tenant}`, or the platform-admin role for a route naming no tenant
+    (`authorization.operator_grants`); else 403 `tenant_forbidden` and nothing runs."""
     identity = await require_access(request, bindings)
-    who = Principal(email=identity.email, common_name=identity.common_name, groups=identity.groups)
-    await require_tenant_grant(who, params.get("tenant"), bindings)
+    tenant = params.get("tenant")
+    if not await granted(identity.names(), tenant, bindings):
+        target = f"tenant {tenant!r}" if tenant is not None else "cross-tenant routes"
+        raise ApiError(403, "tenant_forbidden", f"this identity has no grant for {target}")
     return identity

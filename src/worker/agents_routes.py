@@ -1,19 +1,15 @@
-"""The admin agent-run path: the only routes that reach the AgentRuntime Durable Object.
+"""The admin agent routes (Cloudflare Access gated): runs, outcomes, workflows and workflow
+packs; the only routes that call the AgentRuntime Durable Object themselves.
 
-Every route here is Cloudflare Access gated (`auth=ACCESS` in `worker.app.ROUTES`: the
-router checks the token and the tenant grant first, then the body and query). Then the
-agent type is checked; only a request that passed all of that reaches storage.
+After the gate, the body and the query (the router), the agent type is checked (404
+`unknown_agent_type`); only a request that passed all of that reaches storage. The object's
+errors come back as `{"error": {"status", "code", "message"}}` (`agent_runtime_do.protocol`)
+and are answered as they are.
 
-    POST /v1/agents/{tenant}/{agent_type}/run                      run one turn
-    POST /v1/agents/{tenant}/{agent_type}/runs/{run_id}/outcome    score a run (procedural)
-    GET  /admin/agents/{tenant}/runs                                list runs (D1, cursor)
-    GET  /admin/agents/{tenant}/runs/{run_id}                       a run + episodes + log
-    GET  /admin/agents/{tenant}/{agent_type}/workflows              the bandit's workflows
-    GET  /admin/agents/{tenant}/{agent_type}/pack-candidates        workflows ready to pack
-
-Errors: 401/403 from the gate, 404 `unknown_agent_type` / `run_not_found`, 422
-`validation_error` / `invalid_path` / `invalid_cursor`, 503 when a binding is missing,
-and whatever the Durable Object reports (`agent_runtime_do.protocol.rpc_error`).
+Packs (ADR-29) promote a proven workflow for every agent of a type: promotion asks the named
+instance's object for its pack candidates (enough pulls, posterior mean above the
+threshold) and refuses a workflow that is not one (409 `not_a_pack_candidate`, nothing
+written).
 """
 
 from __future__ import annotations
@@ -25,8 +21,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from agent_memory.governance.agent_types import AgentType, catalog
-from agent_memory.governance.personal_data import PersonalData
 from agent_memory.ids import is_ulid
+from agent_memory.memory import Memory
 from agent_memory.scope import (
     AGENT_TYPE_PATTERN,
     DEFAULT_INSTANCE,
@@ -34,17 +30,20 @@ from agent_memory.scope import (
     AgentScope,
     is_agent_type,
 )
-from agent_memory.tiers.episodic import Episode, EpisodicStore, RunPage, RunRecord
+from agent_memory.tiers.episodic import Episode, RunPage, RunRecord
+from agent_memory.tiers.procedural import DEFAULT_MIN_MEAN, DEFAULT_MIN_PULLS, Pack, Workflow
 from agent_runtime_do.protocol import MAX_INPUT_CHARS, TASK_TYPE_PATTERN, RunResult
 from bindings.environment import Bindings
-from bindings.ports.d1 import D1Database
-from bindings.ports.durable_objects import DurableObjectNamespace
 from worker.errors import ApiError
 from worker.router import Call
 
 MAX_METADATA_BYTES = 4096
+PACK_NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,63}$"
 
 
+# RunBody repeats RunPayload's fields (agent_runtime_do.protocol), which adds the scope and
+# `requested_by`; one definition would live in the protocol (the object cannot import the
+# edge).
 class RunBody(BaseModel):
     """Body of `POST /v1/agents/{tenant}/{agent_type}/run`."""
 
@@ -109,6 +108,18 @@ class CandidatesQuery(WorkflowsQuery):
     min_mean: float = Field(default=0.7, ge=0.0, le=1.0)
 
 
+class PromotePack(BaseModel):
+    """Body of a promotion: which instance's workflow, under what pack name."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=PACK_NAME_PATTERN)
+    workflow_id: str = Field(min_length=1, max_length=128)
+    instance_id: str = Field(pattern=INSTANCE_PATTERN)
+    min_pulls: int = Field(default=DEFAULT_MIN_PULLS, ge=1, le=1_000_000)
+    min_mean: float = Field(default=DEFAULT_MIN_MEAN, ge=0.0, le=1.0)
+
+
 class OutcomeResult(BaseModel):
     run_id: str
     workflow: dict[str, Any] | None
@@ -142,7 +153,17 @@ class PackCandidates(BaseModel):
     candidates: list[dict[str, Any]]
 
 
-# --- helpers ----------------------------------------------------------------------------
+class PackList(BaseModel):
+    packs: list[Pack]
+
+
+class PackPromoted(BaseModel):
+    pack: Pack
+
+
+class PackDeprecated(BaseModel):
+    name: str
+    deprecated: int
 
 
 def agent_type_param(call: Call[Any, Any]) -> AgentType:
@@ -151,11 +172,8 @@ def agent_type_param(call: Call[Any, Any]) -> AgentType:
     types = catalog(call.bindings.settings.agent_types)
     found = types.get(name) if is_agent_type(name) else None
     if found is None:
-        raise ApiError(
-            404,
-            "unknown_agent_type",
-            f"no agent type {name!r}; known types: {', '.join(sorted(types))}",
-        )
+        known = ", ".join(sorted(types))
+        raise ApiError(404, "unknown_agent_type", f"no agent type {name!r}; known types: {known}")
     return found
 
 
@@ -166,32 +184,15 @@ def _run_id(params: dict[str, str]) -> str:
     return run_id
 
 
-def _agents(bindings: Bindings) -> DurableObjectNamespace:
-    if bindings.agents is None:
-        raise ApiError(503, "agent_runtime_unavailable", "the AgentRuntime binding is missing")
-    return bindings.agents
-
-
-def _db(bindings: Bindings) -> D1Database:
-    if bindings.db is None:
-        raise ApiError(503, "episodic_unavailable", "the D1 binding is missing")
-    return bindings.db
-
-
 async def call_agent(
     bindings: Bindings, scope: AgentScope, method: str, payload: dict[str, Any]
 ) -> dict[str, Any]:
     """RPC to the scope's AgentRuntime; an error answer becomes an `ApiError`."""
-    stub = _agents(bindings).get_by_name(scope.object_name)
-    result = await stub.call(
-        method,
-        {
-            "tenant": scope.tenant,
-            "agent_type": scope.agent_type,
-            "instance_id": scope.instance_id,
-            **payload,
-        },
-    )
+    if bindings.agents is None:
+        raise ApiError(503, "agent_runtime_unavailable", "the AgentRuntime binding is missing")
+    stub = bindings.agents.get_by_name(scope.object_name)
+    scoped = {"tenant": scope.tenant, "agent_type": scope.agent_type}
+    result = await stub.call(method, {**scoped, "instance_id": scope.instance_id, **payload})
     error = result.get("error")
     if isinstance(error, dict):
         raise ApiError(
@@ -202,45 +203,46 @@ async def call_agent(
     return result
 
 
-# --- routes -----------------------------------------------------------------------------
+def _scope(call: Call[Any, Any], instance_id: str) -> AgentScope:
+    """The instance `instance_id` of the route's tenant and agent type."""
+    agent_type = agent_type_param(call).name
+    return AgentScope(tenant=call.params["tenant"], agent_type=agent_type, instance_id=instance_id)
+
+
+async def _candidates(
+    bindings: Bindings, scope: AgentScope, task_type: str | None, min_pulls: int, min_mean: float
+) -> list[dict[str, Any]]:
+    """The instance's workflows ready to pack."""
+    options = {"candidates_only": True, "min_pulls": min_pulls, "min_mean": min_mean}
+    found = await call_agent(bindings, scope, "workflows", {"task_type": task_type, **options})
+    return list(found["workflows"])
+
+
+# --- runs ---------------------------------------------------------------------------------
 
 
 async def run_agent(call: Call[RunBody, None]) -> RunResult:
-    tenant, body = call.params["tenant"], call.body
-    agent_type = agent_type_param(call)
-    scope = AgentScope(tenant=tenant, agent_type=agent_type.name, instance_id=body.instance_id)
+    body = call.body
+    fields = body.model_dump(include={"input", "task_type", "subject", "metadata"})
     result = await call_agent(
         call.bindings,
-        scope,
+        _scope(call, body.instance_id),
         "run",
-        {
-            "input": body.input,
-            "task_type": body.task_type,
-            "subject": body.subject,
-            "metadata": body.metadata,
-            "requested_by": call.operator.principal,
-        },
+        {**fields, "requested_by": call.operator.principal},
     )
     return RunResult.model_validate(result)
 
 
 async def record_outcome(call: Call[OutcomeBody, None]) -> OutcomeResult:
-    tenant, body = call.params["tenant"], call.body
-    agent_type = agent_type_param(call)
-    run_id = _run_id(call.params)
-    scope = AgentScope(tenant=tenant, agent_type=agent_type.name, instance_id=body.instance_id)
-    result = await call_agent(
-        call.bindings, scope, "record_outcome", {"run_id": run_id, "score": body.score}
-    )
+    scope = _scope(call, call.body.instance_id)
+    payload = {"run_id": _run_id(call.params), "score": call.body.score}
+    result = await call_agent(call.bindings, scope, "record_outcome", payload)
     return OutcomeResult.model_validate(result)
 
 
 async def list_runs(call: Call[None, RunsQuery]) -> RunPage:
-    tenant, query, bindings = call.params["tenant"], call.query, call.bindings
-    store = EpisodicStore(
-        _db(bindings), tenant, personal=PersonalData.from_bindings(bindings, tenant)
-    )
-    return await store.list_runs(
+    query = call.query
+    return await Memory(call.bindings, call.params["tenant"]).episodic.list_runs(
         agent_type=query.agent_type, status=query.status, cursor=query.cursor, limit=query.limit
     )
 
@@ -248,9 +250,7 @@ async def list_runs(call: Call[None, RunsQuery]) -> RunPage:
 async def get_run(call: Call[None, None]) -> RunDetail:
     tenant, bindings = call.params["tenant"], call.bindings
     run_id = _run_id(call.params)
-    store = EpisodicStore(
-        _db(bindings), tenant, personal=PersonalData.from_bindings(bindings, tenant)
-    )
+    store = Memory(bindings, tenant).episodic
     run = await store.get_run(run_id)
     if run is None:
         raise ApiError(404, "run_not_found", f"tenant {tenant!r} has no run {run_id!r}")
@@ -258,56 +258,66 @@ async def get_run(call: Call[None, None]) -> RunDetail:
     # The run log lives in the instance's Durable Object; asking it also waits (briefly)
     # for the instance's pending episodic writes, so the re-read below is current.
     detail = await call_agent(bindings, scope, "run_log", {"run_id": run_id})
-    run = await store.get_run(run_id) or run
-    episodes = await store.episodes_for_run(run_id)
     return RunDetail(
-        run=run,
-        episodes=episodes,
+        run=await store.get_run(run_id) or run,
+        episodes=await store.episodes_for_run(run_id),
         run_log=detail.get("run_log", []),
         workflow=detail.get("workflow"),
         failed_writes=detail.get("failed_writes", []),
     )
 
 
+# --- workflows and packs ------------------------------------------------------------------
+
+
 async def list_workflows(call: Call[None, WorkflowsQuery]) -> Workflows:
-    tenant, query = call.params["tenant"], call.query
-    agent_type = agent_type_param(call)
-    scope = AgentScope(tenant=tenant, agent_type=agent_type.name, instance_id=query.instance_id)
-    result = await call_agent(call.bindings, scope, "workflows", {"task_type": query.task_type})
-    return Workflows.model_validate({"instance_id": query.instance_id, **result})
+    query, agent_type = call.query, agent_type_param(call).name
+    memory = Memory(call.bindings, call.params["tenant"])
+    found = await memory.workflows(agent_type, query.instance_id, query.task_type)
+    return Workflows(instance_id=query.instance_id, workflows=found)
 
 
 async def pack_candidates(call: Call[None, CandidatesQuery]) -> PackCandidates:
-    tenant, query = call.params["tenant"], call.query
-    agent_type = agent_type_param(call)
-    scope = AgentScope(tenant=tenant, agent_type=agent_type.name, instance_id=query.instance_id)
-    result = await call_agent(
-        call.bindings,
-        scope,
-        "workflows",
-        {
-            "task_type": query.task_type,
-            "candidates_only": True,
-            "min_pulls": query.min_pulls,
-            "min_mean": query.min_mean,
-        },
-    )
+    q = call.query
+    scope = _scope(call, q.instance_id)
+    found = await _candidates(call.bindings, scope, q.task_type, q.min_pulls, q.min_mean)
     return PackCandidates(
-        instance_id=query.instance_id,
-        min_pulls=query.min_pulls,
-        min_mean=query.min_mean,
-        candidates=result["workflows"],
+        instance_id=q.instance_id, min_pulls=q.min_pulls, min_mean=q.min_mean, candidates=found
     )
 
 
-# Route patterns that may reach an agent's Durable Object: the agent-run and admin-agents
-# routes, the memory API (procedural memory lives in the object), pack promotion (which
-# reads the instance's pack candidates) and subject erase (which clears the subject from
-# every instance's run log, turn state and queued writes).
-AGENT_ROUTE_PREFIXES = (
-    "/v1/agents/",
-    "/admin/agents/",
-    "/api/v1/memory/",
-    "/admin/tenants/{tenant}/agents/",
-    "/admin/tenants/{tenant}/subjects/",
-)
+async def list_packs(call: Call[None, None]) -> PackList:
+    agent_type = agent_type_param(call).name
+    return PackList(packs=await Memory(call.bindings, call.params["tenant"]).packs.list(agent_type))
+
+
+async def promote_pack(call: Call[PromotePack, None]) -> PackPromoted:
+    body, identity = call.body, call.operator
+    scope = _scope(call, body.instance_id)
+    packs = Memory(call.bindings, scope.tenant).packs
+    found = await _candidates(call.bindings, scope, None, body.min_pulls, body.min_mean)
+    chosen = next((w for w in found if w["workflow_id"] == body.workflow_id), None)
+    if chosen is None:
+        raise ApiError(
+            409,
+            "not_a_pack_candidate",
+            f"workflow {body.workflow_id!r} of instance {body.instance_id!r} has fewer than "
+            f"{body.min_pulls} pulls or a posterior mean under {body.min_mean}",
+        )
+    pack = await packs.promote(
+        body.name,
+        Workflow.model_validate({k: chosen[k] for k in Workflow.model_fields}),
+        instance_id=body.instance_id,
+        by=identity.email or identity.common_name or "access",
+        now_ms=int(call.bindings.clock.now() * 1000),
+    )
+    return PackPromoted(pack=pack)
+
+
+async def deprecate_pack(call: Call[None, None]) -> PackDeprecated:
+    agent_type, name = agent_type_param(call).name, call.params["name"]
+    packs = Memory(call.bindings, call.params["tenant"]).packs
+    changed = await packs.deprecate(agent_type, name, int(call.bindings.clock.now() * 1000))
+    if changed == 0:
+        raise ApiError(404, "pack_not_found", f"no active pack {name!r} for {agent_type!r}")
+    return PackDeprecated(name=name, deprecated=changed)

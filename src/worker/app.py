@@ -1,24 +1,24 @@
 """The Worker's request handling in plain Python: the route table, limits and error mapping.
 
 `handle` is what the Cloudflare entry (`worker.entry.Default.fetch`) and the local runtime
-both call, so the same code answers on the edge and on a laptop.
-
-`ROUTES` is the API: one `Route` per route with its handler, auth, body, query and response
-models and status. The router serves it (auth first, then input, then the handler:
-`worker.router`) and `worker.openapi` documents it; nothing else declares a route.
+both call. `ROUTES` is the API: one `Route` per route (handler, auth, models, status); the
+router serves it (`worker.router`) and `worker.openapi` documents it.
 
 Importing this module is part of the Worker's start-up (what the deploy snapshots, under
-Cloudflare's start-up CPU limit): a handler imported here loads at start-up, a
-`lazy("module:attribute")` one (and the models named in its module) on its route's first
-request. Only health and the tool gateway (the KV-only hot path, MCP) are imported; a new
-route is lazy unless every request may need it (docs/pyodide.md "Start-up";
-tests/core/test_startup_imports.py holds the rule).
+Cloudflare's start-up CPU limit). Only health and the tool gateway (the KV-only hot path,
+MCP) are imported here; every other route is `lazy("module:attribute")`, loaded with its
+models on its first request (docs/pyodide.md "Start-up"; tests/core/test_startup_imports.py).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel
 
 from agent_memory.cursors import InvalidCursorError
 from bindings.environment import Bindings
@@ -26,22 +26,55 @@ from bindings.ports.errors import BindingLimitError
 from gateway.routes import McpRoute, MemoryDispatcherFactory, mcp_not_allowed_route, tool_call_route
 from http_messages import HttpRequest, HttpResponse
 from worker.errors import ApiError, internal_error, payload_too_large
-from worker.health import Health, healthz
-from worker.memory_wiring import SemanticDispatcher
-from worker.router import ACCESS, API_KEY, MEMORY_TOKEN, Route, Router, lazy
+from worker.router import ACCESS, API_KEY, MEMORY_TOKEN, Call, Route, Router, lazy
 
 log = logging.getLogger(__name__)
 
 
-def routes(memory_tools: MemoryDispatcherFactory | None = SemanticDispatcher) -> tuple[Route, ...]:
-    """Every route, in match order (model names are looked up in the handler's module).
-    `memory_tools` builds the dispatcher of MCP's memory tools: by default the memory core's
-    (`worker.memory_wiring`, which imports it on first use)."""
-    return _routes(McpRoute(memory_tools))
+class Health(BaseModel):
+    status: Literal["ok"]
+    environment: str
+    bindings: dict[str, bool]
+    embedding: dict[str, Any] | None
+
+
+async def healthz(call: Call[None, None]) -> Health:
+    """Which bindings this deployment has, and the embedding config."""
+    bindings = call.bindings
+    embedding = dataclasses.asdict(bindings.embedder.config) if bindings.embedder else None
+    return Health(
+        status="ok",
+        environment=bindings.settings.environment,
+        bindings=bindings.present(),
+        embedding=embedding,
+    )
+
+
+class SemanticDispatcher:
+    """The memory tools MCP is handed (the gateway's `MemoryToolDispatcher`): their one
+    definition, `agent_memory.agent.memory_tools`, imported on first use (listing loads the
+    schemas, a call the semantic memory), so neither is part of the start-up; the gateway
+    never imports the memory core."""
+
+    def __init__(self, bindings: Bindings) -> None:
+        self._bindings = bindings
+
+    def specs(self) -> Sequence[Mapping[str, Any]]:
+        from agent_memory.agent.memory_tools import McpMemoryTools
+
+        return McpMemoryTools(self._bindings).specs()
+
+    async def call(self, tenant: str, tool_name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        from agent_memory.agent.memory_tools import McpMemoryTools
+
+        return await McpMemoryTools(self._bindings).call(tenant, tool_name, arguments)
 
 
 # fmt: off
-def _routes(mcp_post_route: McpRoute) -> tuple[Route, ...]:
+def routes(memory_tools: MemoryDispatcherFactory | None = SemanticDispatcher) -> tuple[Route, ...]:
+    """Every route, in match order (model names are looked up in the handler's module);
+    `memory_tools` builds the dispatcher of MCP's memory tools."""
+    mcp_post_route = McpRoute(memory_tools)
     return (
         Route("GET", "/healthz", healthz,
               "Which bindings this deployment has", "meta", response=Health),
@@ -112,20 +145,20 @@ def _routes(mcp_post_route: McpRoute) -> tuple[Route, ...]:
               response="PackCandidates"),
         # Workflow packs: promote a proven workflow for every agent of a type.
         Route("GET", "/admin/tenants/{tenant}/agents/{agent_type}/packs",
-              lazy("worker.pack_routes:list_packs"),
+              lazy("worker.agents_routes:list_packs"),
               "Every version of every workflow pack of the agent type", "agents", auth=ACCESS,
               response="PackList"),
         Route("POST", "/admin/tenants/{tenant}/agents/{agent_type}/packs",
-              lazy("worker.pack_routes:promote_pack"),
+              lazy("worker.agents_routes:promote_pack"),
               "Promote an instance's stable workflow into the next version of a named pack",
               "agents", auth=ACCESS, body="PromotePack", response="PackPromoted", status=201),
         Route("DELETE", "/admin/tenants/{tenant}/agents/{agent_type}/packs/{name}",
-              lazy("worker.pack_routes:deprecate_pack"),
+              lazy("worker.agents_routes:deprecate_pack"),
               "Deprecate the active version of a pack", "agents", auth=ACCESS,
               response="PackDeprecated"),
         # Semantic memory: admin fact deletion.
         Route("DELETE", "/admin/tenants/{tenant}/facts/{fact_id}",
-              lazy("worker.facts_routes:delete_fact"),
+              lazy("worker.inspector_routes:delete_fact"),
               "Delete a fact and its vector", "memory", auth=ACCESS, response="FactDeleted"),
         # The memory lifecycle: retention, prune, reconcile, subject erase, namespace backfill.
         Route("GET", "/admin/tenants/{tenant}/lifecycle",
@@ -185,23 +218,23 @@ def _routes(mcp_post_route: McpRoute) -> tuple[Route, ...]:
               "Delete a working or episodic key", "memory", auth=MEMORY_TOKEN,
               query="MemoryDeleteQuery", response="MemoryDeleted"),
         Route("POST", "/admin/tenants/{tenant}/memory-tokens",
-              lazy("worker.memory_token_routes:mint"),
+              lazy("worker.memory_tokens:mint"),
               "Mint an agent-scoped memory token", "memory", auth=ACCESS, body="MintRequest",
               response="MintedToken", status=201),
         Route("DELETE", "/admin/tenants/{tenant}/memory-tokens/{jti}",
-              lazy("worker.memory_token_routes:revoke_token"),
+              lazy("worker.memory_tokens:revoke_token"),
               "Revoke a memory token by its jti", "memory", auth=ACCESS, response="TokenRevoked"),
         # The hot/warm/cold client (docs/tiered-memory.md).
         Route("GET", "/api/v1/memory/{agent_id}/episodes/{episode_id}",
-              lazy("worker.memory_archive_routes:read_episode"),
+              lazy("worker.memory_routes:read_episode"),
               "Read one episode through the hot/warm/cold client: hot, else warm, else cold, "
               "promoting a hit to hot", "memory", auth=MEMORY_TOKEN, response="TieredEpisode"),
         Route("GET", "/api/v1/memory/{agent_id}/archive",
-              lazy("worker.memory_archive_routes:list_archive"),
+              lazy("worker.memory_routes:list_archive"),
               "The agent's archived (cold) episodes, newest first, optionally for one subject",
               "memory", auth=MEMORY_TOKEN, query="ArchiveQuery", response="ArchivePage"),
         Route("GET", "/admin/tenants/{tenant}/subjects/{subject}/archive",
-              lazy("worker.memory_archive_routes:subject_archive"),
+              lazy("worker.memory_routes:subject_archive"),
               "A subject's archived (cold) episodes across the tenant's agents, newest first",
               "memory", auth=ACCESS, query="ArchivePageQuery", response="SubjectArchivePage"),
     )

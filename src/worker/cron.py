@@ -1,8 +1,8 @@
 """The scheduled handler: maps a cron expression to the job it runs.
 
-Crons are declared in wrangler.toml `[triggers]`; both lists must agree (a test checks).
-The jobs' module (`worker.lifecycle_jobs`: prune, brief, reconcile) imports on the first
-scheduled event, not at start-up (docs/pyodide.md "Start-up").
+Crons are declared in wrangler.toml `[triggers]` too (a test checks both agree). The jobs
+(`worker.lifecycle_jobs`) import on the first scheduled event, not at start-up
+(docs/pyodide.md "Start-up").
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from bindings.environment import Bindings
+from worker.router import LazyHandler
 
 log = logging.getLogger(__name__)
 
@@ -20,30 +21,10 @@ DAILY_BRIEF = "0 6 * * *"
 
 Job = Callable[[Bindings, float], Awaitable[dict[str, Any]]]
 
-
-async def _not_scheduled(bindings: Bindings, scheduled_time: float) -> dict[str, Any]:
-    return {"ran": False}
-
-
-async def weekly_prune(bindings: Bindings, scheduled_time: float) -> dict[str, Any]:
-    """`worker.lifecycle_jobs.weekly_prune`, imported when first run."""
-    from worker.lifecycle_jobs import weekly_prune as job
-
-    return await job(bindings, scheduled_time)
-
-
-async def daily_brief(bindings: Bindings, scheduled_time: float) -> dict[str, Any]:
-    """`worker.lifecycle_jobs.daily_brief`, imported when first run."""
-    from worker.lifecycle_jobs import daily_brief as job
-
-    return await job(bindings, scheduled_time)
-
-
-JOBS: dict[str, Job] = {WEEKLY_PRUNE: weekly_prune, DAILY_BRIEF: daily_brief}
-
-
-def register(cron: str, job: Job) -> None:
-    JOBS[cron] = job
+JOBS: dict[str, Job | LazyHandler] = {
+    WEEKLY_PRUNE: LazyHandler("worker.lifecycle_jobs:weekly_prune"),
+    DAILY_BRIEF: LazyHandler("worker.lifecycle_jobs:daily_brief"),
+}
 
 
 async def run_scheduled(cron: str, scheduled_time: float, bindings: Bindings) -> dict[str, Any]:
@@ -51,7 +32,8 @@ async def run_scheduled(cron: str, scheduled_time: float, bindings: Bindings) ->
     job = JOBS.get(cron)
     if job is None:
         log.warning("scheduled: no job for cron %r", cron)
-        return {"cron": cron, "job": None, "result": await _not_scheduled(bindings, scheduled_time)}
-    result = await job(bindings, scheduled_time)
+        return {"cron": cron, "job": None, "result": {"ran": False}}
+    run: Job = job.resolve() if isinstance(job, LazyHandler) else job
+    result = await run(bindings, scheduled_time)
     log.info("scheduled: cron %r finished: %s", cron, result)
-    return {"cron": cron, "job": getattr(job, "__name__", "job"), "result": result}
+    return {"cron": cron, "job": getattr(run, "__name__", "job"), "result": result}

@@ -1,36 +1,29 @@
-"""The memory inspector's read routes (Cloudflare Access gated; docs/inspector.md).
+"""The memory inspector's routes (Cloudflare Access gated; docs/inspector.md): the tenant list
+(platform admins only: it names no tenant), facts with their status and history, memory
+events, episodes by id, "why this recall" (ranked results with each channel's rank and raw
+score and the weighted score parts), and the admin fact delete.
 
-    GET  /admin/tenants                                   tenants that have memory
-    GET  /admin/tenants/{tenant}/facts                    facts with status, filters, cursor
-    GET  /admin/tenants/{tenant}/facts/{fact_id}          one fact: chain, links, provenance,
-                                                          written / retrieved history
-    GET  /admin/tenants/{tenant}/events                   memory events by kind, tier, time
-    GET  /admin/tenants/{tenant}/episodes?ids=a,b         episodes by id (what a run recalled)
-    POST /admin/tenants/{tenant}/recall/explain           "why this recall": ranked results
-                                                          with each channel's rank and raw
-                                                          score and the weighted score parts
+Every route but the delete only reads: the explain runs the recall pipeline with
+`record=False`, so it updates no recall stats and writes no `memory_retrieved` event.
 
-Runs (`/admin/agents/{tenant}/runs[/{run_id}]`) and the brief
-(`/admin/tenants/{tenant}/lifecycle`) are the existing routes. Every route here reads only:
-the explain runs the recall pipeline with `record=False`, so it updates no recall stats and
-writes no `memory_retrieved` event.
+The delete removes the fact's D1 row and its Vectorize vector (admin only, ADR-0030: agents
+store corrections, they do not delete). It is idempotent: an absent fact answers 200 with
+`"deleted": false`, and a vector a failed earlier delete left behind is removed too.
+`complete: false` means the row is gone but the vector delete failed: recall already ignores
+that vector (it has no row), and repeating the DELETE removes it.
 
-Errors (`{"error": {"code", "message"}}`): 401/403 from the Access gate first; 422
-`invalid_path` (tenant, fact id), `validation_error` (query string or body) and
-`invalid_cursor`; 404 `fact_not_found`; 503 `inspector_unavailable` (no D1) and
-`semantic_unavailable` (the explain needs Vectorize and an embedder). The gate checks the
-caller's grant for the path's tenant first (403 `tenant_forbidden`); the tenant list,
-which names no tenant, is for platform admins only.
+Errors: 422 `invalid_path` (fact id), `validation_error`, `invalid_cursor`; 404
+`fact_not_found`; 503 `episodic_unavailable` (no D1), `semantic_unavailable` (no Vectorize;
+the explain also needs an embedder).
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent_memory.governance.events import EventKind, EventTier
-from agent_memory.governance.personal_data import PersonalData
 from agent_memory.ids import is_ulid
 from agent_memory.lifecycle.inspect import (
     MAX_INSPECT_PAGE,
@@ -41,18 +34,10 @@ from agent_memory.lifecycle.inspect import (
     MemoryInspector,
 )
 from agent_memory.lifecycle.retention import known_tenants
-from agent_memory.memory import retrieval_config
+from agent_memory.memory import Memory, MemoryUnavailable
 from agent_memory.scope import AGENT_TYPE_PATTERN
 from agent_memory.tiers.episodic import Episode
-from agent_memory.tiers.semantic.memory import SemanticMemory
-from agent_memory.tiers.semantic.models import (
-    MAX_QUERY_CHARS,
-    MemoryInputError,
-    RecallFilters,
-    SemanticTierUnavailable,
-)
-from bindings.environment import Bindings
-from bindings.ports.d1 import D1Database
+from agent_memory.tiers.semantic.models import MAX_QUERY_CHARS, MemoryInputError, RecallFilters
 from worker.errors import ApiError
 from worker.router import Call
 
@@ -165,31 +150,37 @@ class TenantsResponse(BaseModel):
     tenants: list[str]
 
 
-def _db(bindings: Bindings) -> D1Database:
-    if bindings.db is None:
-        raise ApiError(503, "inspector_unavailable", "the D1 binding is missing")
-    return bindings.db
+class FactDeleted(BaseModel):
+    tenant: str
+    fact_id: str
+    deleted: bool
+    vector_deleted: bool
+    complete: bool
 
 
-def _inspector(bindings: Bindings, tenant: str) -> MemoryInspector:
-    return MemoryInspector(
-        _db(bindings),
-        tenant,
-        now_ms=int(bindings.clock.now() * 1000),
-        personal=PersonalData.from_bindings(bindings, tenant),
-    )
+def _inspector(call: Call[Any, Any]) -> MemoryInspector:
+    return Memory(call.bindings, call.params["tenant"]).inspector()
+
+
+def _fact_id(call: Call[Any, Any]) -> str:
+    fact_id = call.params["fact_id"]
+    if not is_ulid(fact_id):
+        raise ApiError(422, "invalid_path", "fact_id must be a 26-character ULID")
+    return fact_id
 
 
 async def list_tenants(call: Call[None, None]) -> TenantsResponse:
+    if call.bindings.db is None:
+        raise MemoryUnavailable("episodic_unavailable", "the D1 binding is missing")
     tenants = await known_tenants(
-        _db(call.bindings), ("agent_runs", "memory_episodes", "semantic_facts", "memory_events")
+        call.bindings.db, ("agent_runs", "memory_episodes", "semantic_facts", "memory_events")
     )
     return TenantsResponse(tenants=tenants)
 
 
 async def list_facts(call: Call[None, FactsQuery]) -> FactPage:
     query = call.query
-    return await _inspector(call.bindings, call.params["tenant"]).list_facts(
+    return await _inspector(call).list_facts(
         status=query.status,
         subject=query.subject,
         agent_type=query.agent_type,
@@ -200,18 +191,29 @@ async def list_facts(call: Call[None, FactsQuery]) -> FactPage:
 
 
 async def get_fact(call: Call[None, None]) -> FactDetail:
-    tenant, fact_id = call.params["tenant"], call.params["fact_id"]
-    if not is_ulid(fact_id):
-        raise ApiError(422, "invalid_path", "fact_id must be a 26-character ULID")
-    detail = await _inspector(call.bindings, tenant).fact_detail(fact_id)
+    fact_id = _fact_id(call)
+    detail = await _inspector(call).fact_detail(fact_id)
     if detail is None:
+        tenant = call.params["tenant"]
         raise ApiError(404, "fact_not_found", f"tenant {tenant!r} has no fact {fact_id!r}")
     return detail
 
 
+async def delete_fact(call: Call[None, None]) -> FactDeleted:
+    fact_id = _fact_id(call)
+    result = await Memory(call.bindings, call.params["tenant"]).semantic().delete(fact_id)
+    return FactDeleted(
+        tenant=call.params["tenant"],
+        fact_id=fact_id,
+        deleted=result.row_deleted,
+        vector_deleted=result.vector_deleted,
+        complete=result.complete,
+    )
+
+
 async def list_events(call: Call[None, EventsQuery]) -> EventPage:
     query = call.query
-    return await _inspector(call.bindings, call.params["tenant"]).list_events(
+    return await _inspector(call).list_events(
         kind=query.kind,
         tier=query.tier,
         run_id=query.run_id,
@@ -224,18 +226,15 @@ async def list_events(call: Call[None, EventsQuery]) -> EventPage:
 
 async def get_episodes(call: Call[None, EpisodesQuery]) -> EpisodesResponse:
     ids = call.query.id_list()
-    episodes = await _inspector(call.bindings, call.params["tenant"]).episodes(ids)
+    episodes = await _inspector(call).episodes(ids)
     return EpisodesResponse(episodes=episodes)
 
 
 async def explain_recall(call: Call[ExplainBody, None]) -> ExplainResponse:
-    tenant, body, bindings = call.params["tenant"], call.body, call.bindings
-    try:
-        memory = SemanticMemory.from_bindings(bindings, tenant, config=retrieval_config(bindings))
-        if bindings.embedder is None:
-            raise SemanticTierUnavailable("the explain needs an embedder")
-    except SemanticTierUnavailable as exc:
-        raise ApiError(503, "semantic_unavailable", str(exc)) from None
+    tenant, body = call.params["tenant"], call.body
+    memory = Memory(call.bindings, tenant).semantic()
+    if call.bindings.embedder is None:
+        raise MemoryUnavailable("semantic_unavailable", "the explain needs an embedder")
     try:
         ranked = await memory.rank(body.query, body.limit, body.filters, record=False)
     except MemoryInputError as exc:

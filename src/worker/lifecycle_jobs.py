@@ -1,18 +1,14 @@
-"""The lifecycle's cron jobs (registered in `worker.cron.JOBS`).
+"""The lifecycle's cron jobs (`worker.cron.JOBS`).
 
-* `weekly_prune` (`0 3 * * SUN`): runs prune job `weekly-{ISO week}` with cutoffs fixed at the
-  cron's scheduled time (`agent_memory.lifecycle.prune`). A retried invocation continues the job.
-* `daily_brief` (`0 6 * * *`): the per-tenant brief (`agent_memory.lifecycle.brief`), then, with
-  the rest of the invocation's budget, resumes a prune job the weekly run could not finish,
-  writes the keyword-index entries of facts written before migration 0009
-  (`agent_memory.tiers.semantic.reindex`, bounded: `REINDEX_BUDGET`), writes back the recall
-  records D1 refused and KV kept (`recall_record`, bounded: `WRITE_BACK_PER_RUN`) and runs the
-  reconciler
-  (`agent_memory.lifecycle.reconciler`) over every tenant.
+* `weekly_prune` (`0 3 * * SUN`): prune job `weekly-{ISO week}`, cutoffs fixed at the cron's
+  scheduled time (`agent_memory.lifecycle.prune`); a retried invocation continues the job.
+* `daily_brief` (`0 6 * * *`): the per-tenant brief, then, within the invocation's budget:
+  resume an unfinished prune, index facts written before migration 0009 (`REINDEX_BUDGET`),
+  write back the recall records D1 refused and KV kept (`WRITE_BACK_PER_RUN`), reconcile
+  every tenant and re-wrap data keys after a KEK rotation.
 
 Both return a JSON-able dict (what `wrangler dev`'s scheduled route and the local runtime
-print) and log per-tenant lines. A missing binding is reported, not raised: a cron has no
-caller to answer.
+print). A missing binding is reported, not raised: a cron has no caller to answer.
 """
 
 from __future__ import annotations
@@ -24,11 +20,7 @@ from typing import Any
 from agent_memory.governance.personal_data import DataKeys
 from agent_memory.hot_warm_cold import placement_table
 from agent_memory.lifecycle.brief import build_brief
-from agent_memory.lifecycle.erase import SubjectEraser
 from agent_memory.lifecycle.prune import PruneBudget, Pruner, resume_unfinished, weekly_prune_id
-from agent_memory.lifecycle.reconciler import (
-    Reconciler,
-)
 from agent_memory.lifecycle.retention import known_tenants
 from agent_memory.memory import Memory
 from agent_memory.tiers.semantic.keyword_index import ReindexBudget, reindex_pending
@@ -46,35 +38,23 @@ REINDEX_BUDGET = ReindexBudget(facts_per_tenant=5_000, facts_total=20_000, max_s
 WRITE_BACK_PER_RUN = 200
 
 
-def lifecycle_budget(bindings: Bindings) -> PruneBudget:
-    settings = bindings.settings
-    return PruneBudget(
-        max_operations=settings.lifecycle_max_operations,
-        max_seconds=settings.lifecycle_max_seconds,
-        batch_rows=settings.prune_batch_rows,
-    )
-
-
 def make_pruner(bindings: Bindings) -> Pruner | None:
+    """The pruner over every tenant (or those a call names), None without D1 and R2."""
     if bindings.db is None or bindings.cold is None:
         return None
+    settings = bindings.settings
     return Pruner(
         bindings.db,
         bindings.cold,
         bindings.clock,
-        default_retention_days=bindings.settings.episode_retention_days,
-        budget=lifecycle_budget(bindings),
+        default_retention_days=settings.episode_retention_days,
+        budget=PruneBudget(
+            max_operations=settings.lifecycle_max_operations,
+            max_seconds=settings.lifecycle_max_seconds,
+            batch_rows=settings.prune_batch_rows,
+        ),
         placement=placement_table(bindings),
     )
-
-
-def make_reconciler(bindings: Bindings, tenant: str) -> Reconciler | None:
-    """The tenant's reconciler (`Memory.reconciler`), or None without the semantic tier."""
-    return Memory(bindings, tenant).reconciler()
-
-
-def make_eraser(bindings: Bindings, tenant: str) -> SubjectEraser | None:
-    return None if bindings.db is None else Memory(bindings, tenant).eraser()
 
 
 async def reconcile_all(bindings: Bindings, *, max_seconds: float) -> list[dict[str, Any]]:
@@ -88,7 +68,7 @@ async def reconcile_all(bindings: Bindings, *, max_seconds: float) -> list[dict[
         if time.monotonic() - started >= max_seconds:
             log.warning("reconcile: out of time; %s and later tenants wait a day", tenant)
             break
-        reconciler = make_reconciler(bindings, tenant)
+        reconciler = Memory(bindings, tenant).reconciler()
         if reconciler is None:
             break
         try:

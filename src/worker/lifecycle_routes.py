@@ -1,17 +1,10 @@
-"""The memory lifecycle's admin routes (Cloudflare Access gated; docs/lifecycle.md).
+"""The memory lifecycle's admin routes (Cloudflare Access gated; docs/lifecycle.md): settings
+and today's brief, retention overrides, prune now, reconcile, subject erase, and the
+namespace backfill.
 
-    GET    /admin/tenants/{tenant}/lifecycle            settings + today's brief numbers
-    PUT    /admin/tenants/{tenant}/lifecycle            override retention / episode limit
-    POST   /admin/tenants/{tenant}/prune                prune the tenant now ({"dry_run"})
-    POST   /admin/tenants/{tenant}/reconcile            run the reconciler for the tenant
-    DELETE /admin/tenants/{tenant}/subjects/{subject}   erase a subject from every tier
-    POST   /admin/tenants/{tenant}/namespace-backfill   copy legacy hot keys to canonical keys
-
-The router checks the path parameters first (422 `invalid_path`; `{subject}` is
-percent-decoded once there, so a subject with `/` or spaces is sent encoded and a `%` as
-`%25`), then the Access token and tenant grant (401/403), then the body (422
-`validation_error`; strictly, so `{"dry_run": 0}` is refused, not a real prune). 503 when a
-binding the route needs is missing.
+`{subject}` is percent-decoded once by the router, so a subject with `/` or spaces is sent
+encoded and a `%` as `%25`. Bodies are strict: `{"dry_run": 0}` is refused, not a real
+prune. 503 when a binding the route needs is missing.
 """
 
 from __future__ import annotations
@@ -33,12 +26,13 @@ from agent_memory.lifecycle.retention import (
     get_lifecycle,
     set_lifecycle,
 )
+from agent_memory.memory import Memory
 from agent_memory.tiers.working import backfill_namespace
 from bindings.environment import Bindings
 from bindings.ports.d1 import D1Database
 from bindings.ports.errors import BindingLimitError
 from worker.errors import ApiError
-from worker.lifecycle_jobs import make_eraser, make_pruner, make_reconciler
+from worker.lifecycle_jobs import make_pruner
 from worker.router import Call
 
 
@@ -138,7 +132,7 @@ async def prune_tenant(call: Call[PruneBody, None]) -> PruneView:
 
 
 async def reconcile_tenant(call: Call[EmptyBody, None]) -> ReconcileReport:
-    reconciler = make_reconciler(call.bindings, call.params["tenant"])
+    reconciler = Memory(call.bindings, call.params["tenant"]).reconciler()
     if reconciler is None:
         raise ApiError(
             503,
@@ -154,10 +148,7 @@ async def erase_subject(call: Call[None, None]) -> EraseView:
         subject = validate_subject(call.params["subject"])
     except ValueError as exc:
         raise ApiError(422, "invalid_path", str(exc)) from None
-    eraser = make_eraser(call.bindings, tenant)
-    if eraser is None:
-        raise ApiError(503, "lifecycle_unavailable", "the D1 binding is missing")
-    report = await eraser.erase(subject)
+    report = await Memory(call.bindings, tenant).eraser().erase(subject)
     if not report.complete:
         # Some tier failed; what was removed is in the details. Repeating the DELETE
         # finishes the job (every step is idempotent).

@@ -1,46 +1,50 @@
-"""The uniform memory API over the four tiers (ADR-29), behind agent-scoped tokens.
+"""The uniform memory API over the four tiers (ADR-29), behind agent-scoped memory tokens, and
+its reads through the hot/warm/cold client (docs/memory-api.md, docs/tiered-memory.md).
 
-    GET    /api/v1/memory/{agent_id}?tier=&query=&limit=&cursor=&agent_type=
-    POST   /api/v1/memory/{agent_id}            {tier, key, value, ttl?, metadata?}
-    DELETE /api/v1/memory/{agent_id}/{key}?tier=
-    POST   /admin/tenants/{tenant}/memory-tokens          mint (Cloudflare Access)
-    DELETE /admin/tenants/{tenant}/memory-tokens/{jti}    revoke (Cloudflare Access)
-
-Every `/api/v1/memory` route is declared `auth=MEMORY_TOKEN`, so the router verifies its
-Bearer token first (`worker.memory_tokens.agent_token`); the tenant is the token's, and the
-path's `agent_id` must be the token's (403 `agent_forbidden`), the tier one of its `tiers`
-(403 `tier_forbidden`) and the operation in its `scopes` (403 `scope_forbidden`). Nothing
-is read or written before those checks.
+Every route here is `auth=MEMORY_TOKEN`: the router verifies the Bearer token first
+(`worker.memory_tokens.agent_token`); the tenant is the token's, the path's `agent_id` must
+be the token's (403 `agent_forbidden`), the tier one of its `tiers` (403 `tier_forbidden`)
+and the operation in its `scopes` (403 `scope_forbidden`). Nothing is read or written
+before those checks.
 
 GET with `tier` lists that tier (working in key order, episodic and semantic newest first,
-procedural by workflow), or ranks it for `query`. GET with `query` and no `tier` ranks every
-tier the token may read (procedural only when `agent_type` names the agent's type) into one
-list, each item with its tier, score and breakdown; one `memory_retrieved` event per tier.
-Pages are `limit` items (1-100); `next_cursor` continues the same listing (422
-`invalid_cursor` for a cursor from another listing).
+procedural by workflow), or ranks it for `query`; with `query` and no `tier` it ranks every
+tier the token may read (procedural only with `agent_type`) into one list. `next_cursor`
+continues the same listing (422 `invalid_cursor` for another listing's cursor).
 
-Writes: working TTL 60-3600 s (default 3600) and the 128 KiB budget (413
-`working_memory_budget_exceeded`); episodic TTL 60 s up to the retention (default it);
-semantic values are plain text learned as facts (`ttl` sets the fact's `valid_to`);
-procedural is read-only (405 `procedural_read_only` naming the promotion route, `Allow:
-GET`). Semantic deletes are admin-only (405 `semantic_delete_admin_only` naming the admin
-route, `Allow: GET, POST`). Keys
-follow the working-memory key rule (`agent_memory.tiers.working.validate_key`): 422
-`invalid_key`. A refused write writes nothing.
+Writes: working TTL 60-3600 s and its 128 KiB budget (413
+`working_memory_budget_exceeded`); episodic TTL up to the tenant's retention; semantic
+values are plain text learned as facts (`ttl` sets `valid_to`); procedural is read-only
+(405 `procedural_read_only`, `Allow: GET`); semantic deletes are admin-only (405
+`semantic_delete_admin_only`, `Allow: GET, POST`). Keys follow the working-memory key rule
+(422 `invalid_key`). A refused write writes nothing.
+
+The episode read goes hot (KV) → warm (D1) → cold (R2 and its index), promoting a warm or
+cold hit to hot (never an item marked personal), and says where it found it. Its key is
+built from the token's tenant and the path's agent, so a caller names only its own
+namespace. The archive listings page the cold index newest first (an agent's, or an
+operator's view of one subject across the tenant's agents, Access gated).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import unicodedata
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agent_memory.cursors import InvalidCursorError, decode_cursor_value, encode_cursor_value
 from agent_memory.governance.policy import WriteDenied
-from agent_memory.memory import Memory, json_text
-from agent_memory.scope import is_instance
-from agent_memory.tiers.episodic import EpisodeLimitReached
+from agent_memory.hot_warm_cold import open_episode_item
+from agent_memory.memory import Memory, MemoryItem, MemoryUnavailable, json_text
+from agent_memory.namespace import SERVICE, InvalidNamespaceKey, ItemKey, NamespaceKey
+from agent_memory.scope import AGENT_TYPE_PATTERN, is_instance
+from agent_memory.tiers.episodic import Episode, EpisodeLimitReached
 from agent_memory.tiers.working import (
     WORKING_MEMORY_TTL_SECONDS,
+    ReadCounts,
     WorkingMemoryBudgetExceeded,
     WorkingMemoryError,
     WorkingMemoryWriteDenied,
@@ -48,19 +52,160 @@ from agent_memory.tiers.working import (
 )
 from bindings.environment import Bindings
 from worker.errors import ApiError
-from worker.memory_models import (
-    MemoryDeleted,
-    MemoryDeleteQuery,
-    MemoryPage,
-    MemoryQuery,
-    MemoryWrite,
-    MemoryWritten,
-)
 from worker.memory_tokens import MemoryTier, MemoryTokenClaims, Scope
 from worker.router import Call
 
 PROMOTION_ROUTE = "POST /admin/tenants/{tenant}/agents/{agent_type}/packs"
 MAX_VALUE_CHARS = 32_768
+MIN_TTL_SECONDS = 60
+MAX_METADATA_BYTES = 4096
+
+
+def _has_control(value: str | None) -> bool:
+    return value is not None and any(unicodedata.category(c) == "Cc" for c in value)
+
+
+class MemoryQuery(BaseModel):
+    """Query of `GET /api/v1/memory/{agent_id}`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tier: MemoryTier | None = None
+    query: str | None = Field(default=None, min_length=1, max_length=1024)
+    limit: int = Field(default=20, ge=1, le=100)
+    cursor: str | None = Field(default=None, min_length=1, max_length=512)
+    agent_type: str | None = Field(default=None, pattern=AGENT_TYPE_PATTERN)
+    # A time filter on the semantic tier's search (epoch seconds on `valid_from`, the date a
+    # memory is about): [valid_from_after, valid_from_before).
+    valid_from_after: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    valid_from_before: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+
+    @field_validator("query")
+    @classmethod
+    def _printable(cls, value: str | None) -> str | None:
+        if value is not None and (not value.strip() or _has_control(value)):
+            raise ValueError("query must be non-blank text without control characters")
+        return value
+
+    @model_validator(mode="after")
+    def _window(self) -> MemoryQuery:
+        after, before = self.valid_from_after, self.valid_from_before
+        if after is not None and before is not None and before <= after:
+            raise ValueError("valid_from_before must be after valid_from_after")
+        return self
+
+
+class MemoryDeleteQuery(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    tier: MemoryTier
+
+
+class MemoryWrite(BaseModel):
+    """Body of `POST /api/v1/memory/{agent_id}`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tier: MemoryTier
+    key: str = Field(min_length=1, max_length=128)
+    value: Any
+    ttl: int | None = Field(default=None, ge=MIN_TTL_SECONDS)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("value")
+    @classmethod
+    def _present(cls, value: Any) -> Any:
+        # null would read back as "missing" (working) or an empty episode: refuse it.
+        if value is None:
+            raise ValueError("value must not be null; DELETE the key instead")
+        return value
+
+    @field_validator("metadata")
+    @classmethod
+    def _small(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if len(json.dumps(value, ensure_ascii=False).encode()) > MAX_METADATA_BYTES:
+            raise ValueError(f"metadata must be at most {MAX_METADATA_BYTES} bytes of JSON")
+        return value
+
+
+class MemoryPage(BaseModel):
+    tenant: str
+    agent_id: str
+    tier: MemoryTier | None
+    query: str | None
+    tiers_searched: list[MemoryTier]
+    items: list[MemoryItem]
+    next_cursor: str | None
+
+
+class MemoryWritten(BaseModel):
+    tenant: str
+    agent_id: str
+    item: MemoryItem
+
+
+class MemoryDeleted(BaseModel):
+    tenant: str
+    agent_id: str
+    tier: MemoryTier
+    key: str
+    deleted: bool
+
+
+class ArchivePageQuery(BaseModel):
+    """Query of `GET /admin/tenants/{tenant}/subjects/{subject}/archive`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    limit: int = Field(default=20, ge=1, le=100)
+    cursor: str | None = Field(default=None, min_length=1, max_length=512)
+
+
+class ArchiveQuery(ArchivePageQuery):
+    """Query of `GET /api/v1/memory/{agent_id}/archive`."""
+
+    subject: str | None = Field(default=None, min_length=1, max_length=256)
+
+    @field_validator("subject")
+    @classmethod
+    def _printable(cls, value: str | None) -> str | None:
+        if _has_control(value):
+            raise ValueError("subject must not contain control characters")
+        return value
+
+
+class TieredEpisode(BaseModel):
+    """An episode read through the hot/warm/cold client, with where it was found."""
+
+    tenant: str
+    agent_id: str
+    item_key: str
+    namespace_key: str
+    found_in: Literal["hot", "warm", "cold"]
+    promoted_to: list[Literal["hot", "warm"]]
+    episode: Episode
+
+
+class ArchivedEpisode(BaseModel):
+    item_key: str
+    archived_at: int
+    episode: Episode
+
+
+class ArchivePage(BaseModel):
+    tenant: str
+    agent_id: str
+    namespace_key: str
+    subject: str | None
+    items: list[ArchivedEpisode]
+    next_cursor: str | None
+
+
+class SubjectArchivePage(BaseModel):
+    tenant: str
+    subject: str
+    items: list[ArchivedEpisode]
+    next_cursor: str | None
 
 
 # --- authorization ----------------------------------------------------------------------
@@ -119,25 +264,19 @@ def _cursor(offset: int, listing: str) -> str:
 # --- reads -------------------------------------------------------------------------------
 
 
-class RateLimited(ApiError):
-    """429 with `Retry-After` (the binding's period: it reports no reset time)."""
-
-    def __init__(self, tenant: str, period: int) -> None:
-        super().__init__(
+async def _embedding_budget(bindings: Bindings, tenant: str) -> None:
+    """Count one embedding call for `tenant`; 429 when over budget (before any work), with
+    `Retry-After` the limiter's period (it reports no reset time)."""
+    limiter = bindings.embed_rate_limiter
+    if limiter is not None and not await limiter.limit(f"embed:{tenant}"):
+        period = limiter.period_seconds
+        raise ApiError(
             429,
             "embedding_rate_limited",
             f"tenant {tenant!r} used its embedding budget; retry in {period} s",
             {"retry_after": period},
             headers={"retry-after": str(period)},
         )
-        self.period = period
-
-
-async def _embedding_budget(bindings: Bindings, tenant: str) -> None:
-    """Count one embedding call for `tenant`; 429 when over budget (before any work)."""
-    limiter = bindings.embed_rate_limiter
-    if limiter is not None and not await limiter.limit(f"embed:{tenant}"):
-        raise RateLimited(tenant, limiter.period_seconds)
 
 
 async def read_memory(call: Call[None, MemoryQuery]) -> MemoryPage:
@@ -269,3 +408,93 @@ async def delete_memory(call: Call[None, MemoryDeleteQuery]) -> MemoryDeleted:
     return MemoryDeleted(
         tenant=claims.tenant, agent_id=agent_id, tier=query.tier, key=key, deleted=deleted
     )
+
+
+# --- the hot/warm/cold client -----------------------------------------------------------
+
+
+def _item(tenant: str, agent_id: str, episode_id: str) -> ItemKey:
+    try:
+        return ItemKey.build(tenant, agent_id, "episode", episode_id)
+    except InvalidNamespaceKey as exc:
+        raise ApiError(422, exc.code, str(exc)) from None
+
+
+async def read_episode(call: Call[None, None]) -> TieredEpisode:
+    claims, bindings, agent_id = call.token, call.bindings, call.params["agent_id"]
+    authorize(claims, agent_id, "episodic", "read")
+    item = _item(claims.tenant, agent_id, call.params["episode_id"])
+    memory = Memory(bindings, claims.tenant, read_counts=ReadCounts())
+    if bindings.db is None:
+        raise MemoryUnavailable("episodic_unavailable", "the D1 binding is missing")
+    found = await memory.placement_client().get(item.key)
+    await memory.flush_read_counts()
+    if found is None:
+        raise ApiError(404, "episode_not_found", "no episode with this id for this agent")
+    return TieredEpisode(
+        tenant=claims.tenant,
+        agent_id=agent_id,
+        item_key=item.key,
+        namespace_key=item.namespace_key,
+        found_in=found.tier,
+        promoted_to=[t for t in found.promoted_to if t != "cold"],
+        episode=await open_episode_item(found.value, memory.personal),
+    )
+
+
+async def list_archive(call: Call[None, ArchiveQuery]) -> ArchivePage:
+    claims, query, agent_id = call.token, call.query, call.params["agent_id"]
+    authorize(claims, agent_id, "episodic", "read")
+    namespace = NamespaceKey(SERVICE, claims.tenant, agent_id)
+    items, next_cursor = await _archived(
+        call.bindings, claims.tenant, query, namespace=namespace, subject=query.subject
+    )
+    return ArchivePage(
+        tenant=claims.tenant,
+        agent_id=agent_id,
+        namespace_key=namespace.key,
+        subject=query.subject,
+        items=items,
+        next_cursor=next_cursor,
+    )
+
+
+async def _archived(
+    bindings: Bindings,
+    tenant: str,
+    query: ArchivePageQuery,
+    *,
+    namespace: NamespaceKey | None,
+    subject: str | None,
+) -> tuple[list[ArchivedEpisode], str | None]:
+    """One page of the cold index, each episode read from its archive object."""
+    memory = Memory(bindings, tenant)
+    cold = memory.cold_archive()
+    try:
+        page = await cold.history(
+            tenant, namespace=namespace, subject=subject, limit=query.limit, cursor=query.cursor
+        )
+    except InvalidCursorError:
+        raise ApiError(422, "invalid_cursor", "cursor is not one this API issued") from None
+    items = []
+    personal = memory.personal
+    for entry in page.items:
+        text = await cold.download_text(entry.item_key)
+        if text is not None:  # erased between the index read and the object read
+            items.append(
+                ArchivedEpisode(
+                    item_key=entry.item_key,
+                    archived_at=entry.archived_at,
+                    episode=await open_episode_item(text, personal),
+                )
+            )
+    return items, page.next_cursor
+
+
+async def subject_archive(call: Call[None, ArchivePageQuery]) -> SubjectArchivePage:
+    """An operator's view of one subject's archived history across the tenant's agents."""
+    tenant, subject = call.params["tenant"], call.params["subject"]
+    items, next_cursor = await _archived(
+        call.bindings, tenant, call.query, namespace=None, subject=subject
+    )
+    return SubjectArchivePage(tenant=tenant, subject=subject, items=items, next_cursor=next_cursor)

@@ -1,26 +1,21 @@
-"""Agent-scoped memory tokens (ADR-29): HS256 JWTs that bind tenant, agent, tiers, scopes.
+"""Agent-scoped memory tokens (ADR-29): HS256 JWTs that bind tenant, agent, tiers, scopes;
+the gate of every memory-API route, and the operator routes that mint and revoke them.
 
-Contract:
-
-* Keys come from the `MEMORY_TOKEN_KEYS` Worker secret, a JSON object of secrets by `kid`
-  (each ≥ 32 characters). New tokens are signed with `MEMORY_TOKEN_KID` (default: the first
-  key) and carry that `kid` in their header, so a key rotates by adding the new one, making
-  it current, and removing the old one once its tokens expired.
-* Claims: `iss` = `agent-memory`, `aud` = `agent-memory-api`, `tenant`, `agent_id`,
-  `tiers` (subset of the four), `scopes` (subset of read / write), `iat`, `exp`, `jti`
-  (a ULID). Lifetime 60 s to 30 days.
-* The MAC is computed by the `Signatures` port (`Bindings.signatures`): WebCrypto on
-  Cloudflare, `cryptography` locally; minting here is only JSON and base64url framing.
-* `verify_memory_token` checks a token through `worker.jwt_verification.verify_jwt`, the
-  one path every token of the Worker takes (PyJWT parses and checks `iss`/`aud`, the port
-  checks the MAC, `exp`/`iat` must be JSON numbers), then the claims' model (strict: a
-  string `exp` or `iat` is refused) and the deny-list. It refuses, with stable codes: 401
-  `memory_token_missing` (no Bearer token), 401 `memory_token_invalid` (malformed, wrong
-  algorithm, unknown kid, bad MAC, expired, wrong issuer/audience, bad claims), 401
-  `memory_token_revoked` (its `jti` is on the KV deny-list), 503
-  `memory_tokens_not_configured` (no keys, or no signature verifier; fail closed).
-* Revocation writes `memory_token_revoked:{tenant}:{jti}` to KV with a TTL of the longest token
-  lifetime, so the deny-list cleans itself up. The check is one KV read per request.
+* Keys: the `MEMORY_TOKEN_KEYS` secret, a JSON object of secrets (32+ characters) by `kid`.
+  New tokens are signed with `MEMORY_TOKEN_KID` (default: the first key) and name it in
+  their header, so a key rotates by adding the new one, making it current, and removing the
+  old one once its tokens expired.
+* Claims: `iss` `agent-memory`, `aud` `agent-memory-api`, `tenant`, `agent_id`, `tiers`,
+  `scopes` (read / write), `iat`, `exp`, `jti` (a ULID). Lifetime 60 s to 30 days.
+* The MAC is the `Signatures` port's (WebCrypto on Cloudflare, `cryptography` locally);
+  minting here is only JSON and base64url framing. Verification is `verify_jwt`
+  (`worker.jwt_verification`), then the claims' model (strict: a string `exp` is refused)
+  and the deny-list.
+* Refusals: 401 `memory_token_missing` (no Bearer token), `memory_token_invalid`,
+  `memory_token_revoked`; 503 `memory_tokens_not_configured` (no keys or no signature
+  verifier: fail closed).
+* Revocation writes `memory_token_revoked:{tenant}:{jti}` to KV with a TTL of the longest
+  token lifetime, so the deny-list cleans itself up; the check is one KV read per request.
 """
 
 from __future__ import annotations
@@ -39,6 +34,7 @@ from bindings.ports.signatures import Signatures
 from http_messages import HttpRequest
 from worker.errors import ApiError
 from worker.jwt_verification import JwtRefused, JwtRules, verify_jwt
+from worker.router import Call
 
 MemoryTier = Literal["working", "episodic", "semantic", "procedural"]
 Scope = Literal["read", "write"]
@@ -76,9 +72,6 @@ class MemoryTokenClaims(BaseModel):
     @classmethod
     def _distinct(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         return tuple(dict.fromkeys(value))
-
-    def may(self, tier: str, scope: Scope) -> bool:
-        return tier in self.tiers and scope in self.scopes
 
 
 class MintRequest(BaseModel):
@@ -257,3 +250,21 @@ async def agent_token(
     claims, or a 401/503. What the claims allow is checked by the handler, which knows the
     tier and the operation (`worker.memory_routes.authorize`)."""
     return await verify_memory_token(bearer_token(request), bindings)
+
+
+class TokenRevoked(BaseModel):
+    tenant: str
+    jti: str
+    revoked: bool
+
+
+async def mint(call: Call[MintRequest, None]) -> MintedToken:
+    """`POST /admin/tenants/{tenant}/memory-tokens` (Access)."""
+    return await mint_memory_token(call.bindings, call.params["tenant"], call.body)
+
+
+async def revoke_token(call: Call[None, None]) -> TokenRevoked:
+    """`DELETE /admin/tenants/{tenant}/memory-tokens/{jti}` (Access; idempotent)."""
+    tenant, jti = call.params["tenant"], call.params["jti"]
+    await revoke(call.bindings, tenant, jti)
+    return TokenRevoked(tenant=tenant, jti=jti, revoked=True)

@@ -1,29 +1,23 @@
 """The route table's machinery: `Route` values, and the router that serves them.
 
-A `Route` states everything about one route, once: method, path, handler, summary and tag,
-who may call it (`auth`), the body and query models it takes, and the model and status it
-answers with. `worker.app.ROUTES` lists them; this router serves that list and
-`worker.openapi` documents it, so the two cannot disagree.
-
-Serving a request (`Router.dispatch`), in this order, before any handler runs:
+A `Route` states everything about one route once (method, path, handler, summary, tag,
+`auth`, body and query models, answer model and status); `worker.app.ROUTES` lists them,
+this router serves them and `worker.openapi` documents them, so the two cannot disagree.
+`Router.dispatch`, in this order, before any handler runs:
 
 1. The path. Routes match the raw, percent-encoded path (an encoded `/` stays inside its
-   segment): 404 `not_found` for no route, 405 `method_not_allowed` with an `Allow` header
-   naming the path's methods. Each parameter is percent-decoded exactly once as UTF-8 and
-   refused with 422 `invalid_path` when it is empty, longer than `MAX_PARAM_CHARS`, contains
-   a control character, or does not fully match its rule in `PATH_PARAMS`.
-2. The route's `auth`: its gate (Cloudflare Access with the tenant grant, or a memory
-   token) returns the caller's identity, or refuses with its own 401/403/503.
-3. The body and the query string, with the route's models (`worker.body`: the JSON limits,
-   400/413/422 codes). Bodies are validated strictly — JSON has types, so a `0` is not
-   `false` and a `"5"` is not `5` (issue 26: `{"dry_run": 0}` ran a real prune); query
-   values are text, so the query model converts them.
-4. The handler, with one `Call`. It answers with the route's response model (serialized
-   here with the route's status) or, for a route with no fixed JSON shape, an `HttpResponse`.
-
-Handlers and models are named lazily (`lazy("module:attribute")`, model names looked up in
-the handler's module), so a route's module loads on its first request, not at start-up
-(docs/pyodide.md "Start-up").
+   segment): 404 `not_found`, or 405 `method_not_allowed` with `Allow`. Each parameter is
+   percent-decoded exactly once as UTF-8 and refused with 422 `invalid_path` when empty,
+   longer than `MAX_PARAM_CHARS`, holding a control character, or not matching its rule in
+   `PATH_PARAMS`.
+2. The route's `auth` gate (Cloudflare Access with the tenant grant, or a memory token):
+   the caller's identity, or its own 401/403/503.
+3. The body and the query string. Every body is validated before anything touches storage
+   (DESIGN invariant 7), strictly: JSON has types, so `0` is not `false`, `"5"` not `5` and
+   `1.0` not an integer (issue 26: `{"dry_run": 0}` ran a real prune). Query values are
+   text, so the query model converts them.
+4. The handler, with one `Call`: it answers the route's response model (serialized here
+   with the route's status) or, for a route with no fixed JSON shape, an `HttpResponse`.
 """
 
 from __future__ import annotations
@@ -36,13 +30,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 from urllib.parse import unquote
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from agent_memory.scope import TENANT_PATTERN
 from bindings.environment import Bindings
 from http_messages import HttpRequest, HttpResponse, json_response
-from worker.body import parse_body, parse_model
-from worker.errors import ApiError, method_not_allowed, not_found
+from http_messages.bounded_json import STORAGE_LIMITS, JsonLimitError, loads_bounded
+from worker.errors import ApiError, invalid_json, method_not_allowed, not_found, validation_error
 
 if TYPE_CHECKING:
     from worker.access import AccessIdentity
@@ -50,6 +44,7 @@ if TYPE_CHECKING:
 
 B = TypeVar("B")
 Q = TypeVar("Q")
+M = TypeVar("M", bound=BaseModel)
 
 # No parameter of ours is longer: subjects are capped at 256 characters, ids far below.
 MAX_PARAM_CHARS = 256
@@ -108,6 +103,35 @@ def decode_param(name: str, raw: str) -> str:
     return value
 
 
+def parse_body(request: HttpRequest, model: type[M]) -> M:
+    """The body as `model`, strictly. JSON is decoded under the storage limits (depth,
+    number and string size, no NUL: these bodies reach storage): 400 `invalid_json` (also
+    for an empty body), 413 `json_too_deep` / `number_too_large` / `string_too_long`, 422
+    `invalid_character`; then 422 `validation_error` listing each failing field."""
+    if not request.body:
+        raise invalid_json("request body is empty; expected JSON")
+    try:
+        data = loads_bounded(request.body, STORAGE_LIMITS)
+    except JsonLimitError as exc:
+        if exc.code == "invalid_json":
+            raise invalid_json(exc.message) from None
+        raise ApiError(exc.status, exc.code, exc.message) from None
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise invalid_json(f"request body is not valid JSON: {exc}") from None
+    return parse_model(data, model, strict=True)
+
+
+def parse_model(data: Any, model: type[M], *, strict: bool = False) -> M:
+    try:
+        return model.model_validate(data, strict=strict)
+    except ValidationError as exc:
+        problems = [
+            {"field": ".".join(str(p) for p in err["loc"]) or "(body)", "problem": err["msg"]}
+            for err in exc.errors(include_url=False, include_input=False)
+        ]
+        raise validation_error("request body failed validation", {"problems": problems}) from None
+
+
 @dataclass(frozen=True)
 class Call(Generic[B, Q]):
     """What a handler is given: the request, its decoded path parameters, the bindings, the
@@ -138,13 +162,9 @@ Handler = Callable[[Call[Any, Any]], Awaitable[BaseModel | HttpResponse]]
 
 
 class LazyHandler:
-    """A handler (or gate) named `"package.module:attribute"`, imported on its first call.
-
-    The start-up rule (docs/pyodide.md "Start-up"): what the deploy snapshots is only what
-    every request may need; a route only some requests take names its handler here, so its
-    module (and everything that module imports) loads on the first request to that route
-    and is cached for the isolate's life. Nothing else is deferred implicitly.
-    """
+    """A handler (or gate) named `"package.module:attribute"`, imported on its first call and
+    cached for the isolate's life, so its module stays out of the start-up snapshot
+    (docs/pyodide.md "Start-up")."""
 
     def __init__(self, target: str) -> None:
         module, _, attribute = target.partition(":")

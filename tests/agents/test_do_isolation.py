@@ -13,9 +13,20 @@ from typing import Any
 
 from local_runtime.runtime import LocalRuntime
 from tests.agents.conftest import build_request
-from worker.agents_routes import AGENT_ROUTE_PREFIXES
 from worker.app import ROUTES, handle
 from worker.cron import JOBS, run_scheduled
+
+# Route patterns that may reach an agent's Durable Object: the agent-run and admin-agents
+# routes, the memory API (procedural memory lives in the object), pack promotion (which
+# reads the instance's pack candidates) and subject erase (which clears the subject from
+# every instance's run log, turn state and queued writes).
+AGENT_ROUTE_PREFIXES = (
+    "/v1/agents/",
+    "/admin/agents/",
+    "/api/v1/memory/",
+    "/admin/tenants/{tenant}/agents/",
+    "/admin/tenants/{tenant}/subjects/",
+)
 
 
 class TouchedDurableObjectError(RuntimeError):

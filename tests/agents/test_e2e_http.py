@@ -35,7 +35,7 @@ def test_readme_walk_through_over_http(tmp_path: Path, capsys: pytest.CaptureFix
         # 1. A token from the CLI (its last line), accepted by the server.
         assert cli_main(["token", "--email", "ada@example.com", "--state", str(state)]) == 0
         token = capsys.readouterr().out.strip().splitlines()[-1]
-        # Ada operates tenant acme (tenant-scoped operators, worker.operators).
+        # Ada operates tenant acme (tenant-scoped operators, authorization.operator_grants).
         grant = ["operators", "grant", "ada@example.com", "--tenant", "acme"]
         assert cli_main([*grant, "--state", str(state)]) == 0
         capsys.readouterr()

@@ -26,6 +26,7 @@ LAYERS: dict[str, int] = {
     "http_messages": 0,
     "bindings": 0,
     "agent_memory": 1,
+    "authorization": 1,
     "agent_runtime_do": 2,
     "gateway": 2,
     "worker": 3,

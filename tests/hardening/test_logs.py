@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from agent_memory.memory import Memory
 from agent_memory.tiers.semantic.memory import SemanticMemory
 from agent_runtime_do.runtime import AgentRuntimeCore
 from gateway import admin_ops
@@ -20,7 +21,6 @@ from local_runtime.access_dev import mint_token
 from local_runtime.runtime import LocalRuntime
 from tests.agents.conftest import build_request
 from tests.agents.test_episodic import FlakyD1, RecordingSleep, use_core
-from worker import lifecycle_routes
 from worker.app import handle
 
 SUBJECT = "Zelda Quartermaine-Subject"
@@ -105,7 +105,7 @@ async def test_logs_never_carry_content_subjects_credentials_or_payloads(
     def broken_eraser(*_: Any) -> Any:
         raise RuntimeError("eraser exploded")
 
-    monkeypatch.setattr(lifecycle_routes, "make_eraser", broken_eraser)
+    monkeypatch.setattr(Memory, "eraser", broken_eraser)
     crashed = await _admin(rt, "DELETE", f"/admin/tenants/acme/subjects/{SUBJECT}")
     assert crashed.status == 500
     assert any("unhandled error" in r.getMessage() for r in caplog.records)

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from agent_memory.ids import content_hash, new_ulid
+from authorization.operator_grants import grant
 from bindings.ports.clock import FixedClock
 from bindings.ports.d1 import D1Database
 from local_runtime.runtime import LocalRuntime
 from tests.fakes.embedder import HashingEmbedder
-from worker.operators import grant
 
 NOW = 1_750_000_000.0  # 2025-06-15T15:06:40Z, a Sunday
 DAY_MS = 86_400_000
@@ -31,7 +31,7 @@ def clock() -> FixedClock:
 async def rt(tmp_path: Path, clock: FixedClock) -> AsyncIterator[LocalRuntime]:
     runtime = LocalRuntime.open(tmp_path / "state", embedder=HashingEmbedder(), clock=clock)
     await runtime.migrate()
-    # The data-protection officer of the erase tests operates tenant acme (worker.operators).
+    # The data-protection officer of the erase tests operates tenant acme (operator grants).
     await grant(runtime.bindings(), "acme", "email", "dpo@example.com", "test")
     yield runtime
     await runtime.close()

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from authorization.operator_grants import grant, revoke_grant
 from http_messages import Headers, HttpRequest
 from local_runtime.access_dev import DevAccessKeys, access_claims, mint_token
 from local_runtime.cli import main
@@ -17,7 +18,6 @@ from local_runtime.runtime import LocalRuntime
 from tests.memory_api.conftest import Client
 from worker.access import ACCESS_HEADER
 from worker.app import ROUTES, handle
-from worker.operators import grant, revoke_grant
 from worker.router import ACCESS
 
 EVE = "eve@example.com"

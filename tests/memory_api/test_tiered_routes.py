@@ -171,8 +171,8 @@ async def test_an_operator_lists_a_subjects_archive_across_agents_of_granted_ten
 ) -> None:
     from urllib.parse import quote
 
+    from authorization.operator_grants import grant
     from local_runtime.access_dev import mint_token
-    from worker.operators import grant
 
     rt = memory_runtime
     first = await seed(rt, "acme", "contact:ada", "to agent-7")

@@ -12,12 +12,12 @@ from agent_memory.lifecycle.brief import build_brief
 from agent_memory.lifecycle.erase import SubjectEraser
 from agent_memory.lifecycle.prune import Pruner
 from agent_memory.lifecycle.retention import LifecycleUpdate, known_tenants, set_lifecycle
+from agent_memory.memory import Memory
 from agent_memory.tiers.episodic import Episode, EpisodeLimitReached, EpisodicStore
 from agent_memory.tiers.semantic.memory import SemanticMemory
 from bindings.environment import Bindings
 from tests.lifecycle.conftest import DAY_MS, NOW_MS, seed_episodes, seed_run, ulid_at
 from tests.miniflare.adapters import MiniflareD1
-from worker.lifecycle_jobs import make_reconciler
 
 
 async def test_prune_brief_and_limit_on_workerd(
@@ -92,7 +92,7 @@ async def test_reconcile_and_erase_on_workerd(
     obs = {"observations": [{"predicate": "likes", "object": "tea", "confidence": 0.9}]}
     now = int(mf_bindings.clock.now() * 1000)
     await seed_episodes(db, "acme", [now - 3, now - 2, now - 1], subject="contact:ada", data=obs)
-    reconciler = make_reconciler(mf_bindings, "acme")
+    reconciler = Memory(mf_bindings, "acme").reconciler()
     assert reconciler is not None
     report = await reconciler.run()
     assert (report.merged_exact, report.promoted) == (1, 1)

@@ -16,13 +16,13 @@ import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 
+from authorization.operator_grants import grant
 from gateway import admin_ops
 from local_runtime.access_dev import mint_token
 from local_runtime.runtime import LocalRuntime
 from local_runtime.server import running_server, serving_in_thread
 from tests.inspector.browser import chromium_driver, wait_for
 from tests.oauth.conftest import pkce_pair
-from worker.operators import grant
 
 pytestmark = pytest.mark.xdist_group("chromium")
 

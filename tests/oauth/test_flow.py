@@ -362,7 +362,7 @@ async def test_authorize_needs_cloudflare_access(oauth: OAuthDriver) -> None:
 
 async def test_the_consent_page_offers_only_the_persons_tenants(oauth: OAuthDriver) -> None:
     bindings = oauth.bindings()
-    from worker.operators import grant
+    from authorization.operator_grants import grant
 
     await grant(bindings, "globex", "email", "dev@example.com", "test")
     client = await oauth.register()

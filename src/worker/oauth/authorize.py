@@ -3,39 +3,53 @@
 Order of checks on GET (RFC 6749 §4.1.2.1: never redirect to an unchecked URI):
 
 1. the Cloudflare Access identity (`worker.access.require_access`; deploy an Access
-   application on `/authorize` so a browser is sent to log in first): no identity, an
-   error page;
+   application on `/authorize` so a browser is sent to log in first): else an error page;
 2. the client (`clients.resolve_client`: a DCR row, or the CIMD document fetched through
-   the outbound guard) and its redirect URI (exact match): failures are an error page;
+   the outbound guard) and its redirect URI (exact match): else an error page;
 3. the request: `response_type=code`, PKCE S256, known scopes, `resource` one this server
-   answers for (`invalid_target`): failures are redirected to the client with `error`;
-4. the tenants the person may choose: their operator grants (`worker.operators`) that
-   are gateway tenants; platform admins choose among every gateway tenant.
+   answers for (`invalid_target`): else redirected to the client with `error`;
+4. the tenants the person may choose: their operator grants that are gateway tenants
+   (platform admins: every gateway tenant).
 
-The page then holds only a consent ticket (256 random bits, stored hashed in D1 with the
+The page holds only a consent ticket (256 random bits, stored hashed in D1 with the
 validated request, for that identity, single use, ten minutes), so the POST cannot be
 forged cross-site and its request cannot be altered. POST re-checks the identity and the
 tenant grant, then redirects with `code`, `state` and `iss` (RFC 9207), or
 `error=access_denied`.
+
+The pages are small static HTML: everything shown is escaped (a client chooses its own
+name); they cannot be framed (`frame-ancestors 'none'`, clickjacking), load nothing, run
+no script and are never cached.
 """
 
 from __future__ import annotations
 
+from html import escape
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from authorization import oauth_store
+from authorization.oauth_store import ClientInfo, Grant
+from authorization.operator_grants import granted_tenants
 from bindings.environment import Bindings
 from gateway import admin_ops
-from gateway.oauth_tokens import MCP_PATH, resources_for_origin
+from gateway.oauth_tokens import MCP_PATH, hash_token, resources_for_origin
 from http_messages import Headers, HttpRequest, HttpResponse
 from http_messages.errors import ApiError
 from worker.access import AccessIdentity, require_access
-from worker.oauth import store
 from worker.oauth.clients import check_redirect, resolve_client
-from worker.oauth.consent_page import consent_page, error_page
 from worker.oauth.metadata import issuer_of
-from worker.oauth.protocol import OAuthError, check_challenge, parse_form, parse_scopes
-from worker.operators import PLATFORM, Principal, granted
+from worker.oauth.protocol import (
+    CODE_PREFIX,
+    CODE_TTL,
+    CONSENT_TTL,
+    SCOPE_DESCRIPTIONS,
+    OAuthError,
+    check_challenge,
+    new_secret,
+    parse_form,
+    parse_scopes,
+)
 from worker.router import Call
 
 
@@ -49,47 +63,21 @@ def redirect_with(redirect_uri: str, params: dict[str, str]) -> HttpResponse:
     )
 
 
-def _who(identity: AccessIdentity) -> Principal:
-    return Principal(email=identity.email, common_name=identity.common_name, groups=identity.groups)
-
-
 async def tenants_for(identity: AccessIdentity, bindings: Bindings) -> list[str]:
     """The gateway tenants this identity holds a grant for (all of them for a platform admin)."""
     if bindings.kv is None or bindings.db is None:
         raise OAuthError("temporarily_unavailable", "the authorization server needs D1 and KV", 503)
     existing = sorted(t.tenant for t in await admin_ops.list_tenants(bindings.kv))
-    who = _who(identity)
-    if await granted(who, None, bindings):
-        return existing
-    pairs = who.pairs()
-    if not pairs:
-        return []
-    matches = " OR ".join("(principal_kind = ? AND principal = ?)" for _ in pairs)
-    result = await (
-        bindings.db.prepare(
-            f"SELECT DISTINCT tenant_id FROM operator_grants WHERE tenant_id != ? AND ({matches})"
-        )
-        .bind(PLATFORM, *[v for pair in pairs for v in pair])
-        .all()
-    )
-    mine = {str(row["tenant_id"]) for row in result.results}
-    return [t for t in existing if t in mine]
+    mine = await granted_tenants(identity.names(), bindings)
+    return existing if mine is None else [t for t in existing if t in mine]
 
 
 async def _identity(request: HttpRequest, bindings: Bindings) -> AccessIdentity:
     try:
         return await require_access(request, bindings)
     except ApiError as exc:
-        raise _PageError(
-            f"Sign in through Cloudflare Access first ({exc.message}).", exc.status
-        ) from None
-
-
-class _PageError(Exception):
-    def __init__(self, message: str, status: int = 400) -> None:
-        super().__init__(message)
-        self.message = message
-        self.status = status
+        message = f"Sign in through Cloudflare Access first ({exc.message})."
+        raise OAuthError("access_denied", message, exc.status) from None
 
 
 async def authorize_get(call: Call[None, None]) -> HttpResponse:
@@ -98,13 +86,10 @@ async def authorize_get(call: Call[None, None]) -> HttpResponse:
     query = request.query
     try:
         identity = await _identity(request, bindings)
-        try:
-            client = await resolve_client(bindings, query.get("client_id"))
-            redirect_uri = check_redirect(client, query.get("redirect_uri"))
-        except OAuthError as exc:
-            raise _PageError(exc.description, exc.status) from None
-    except _PageError as exc:
-        return error_page(exc.message, exc.status)
+        client = await resolve_client(bindings, query.get("client_id"))
+        redirect_uri = check_redirect(client, query.get("redirect_uri"))
+    except OAuthError as exc:
+        return error_page(exc.description, exc.status)
     issuer = issuer_of(request)
     state = query.get("state")
     back: dict[str, str] = {"iss": issuer} | ({"state": state} if state is not None else {})
@@ -137,8 +122,11 @@ async def authorize_get(call: Call[None, None]) -> HttpResponse:
         "issuer": issuer,
     }
     assert bindings.db is not None  # tenants_for checked
-    now = int(bindings.clock.now())
-    ticket = await store.create_consent(bindings.db, identity.principal, pending, now)
+    ticket = new_secret("amt_")
+    expires = int(bindings.clock.now()) + CONSENT_TTL
+    await oauth_store.create_consent(
+        bindings.db, hash_token(ticket), identity.principal, pending, expires
+    )
     return consent_page(client, redirect_uri, ticket, tenants, scopes, identity.principal)
 
 
@@ -147,25 +135,22 @@ async def authorize_post(call: Call[None, None]) -> HttpResponse:
     request, bindings = call.request, call.bindings
     try:
         identity = await _identity(request, bindings)
-        try:
-            form = parse_form(request.body)
-        except OAuthError as exc:
-            raise _PageError(exc.description) from None
+        form = parse_form(request.body)
         if bindings.db is None:
-            raise _PageError("the authorization server needs D1", 503)
+            raise OAuthError("temporarily_unavailable", "the authorization server needs D1", 503)
         now = int(bindings.clock.now())
-        pending = await store.take_consent(
-            bindings.db, form.get("ticket", ""), identity.principal, now
-        )
+        ticket_hash = hash_token(form.get("ticket", ""))
+        pending = await oauth_store.take_consent(bindings.db, ticket_hash, identity.principal, now)
         if pending is None:
-            raise _PageError("This consent expired or was already answered; connect again.")
+            raise OAuthError(
+                "invalid_request", "This consent expired or was already answered; connect again."
+            )
         tenant = form.get("tenant", "")
         if form.get("decision") == "approve" and tenant not in await tenants_for(
             identity, bindings
         ):
-            raise _PageError(f"{identity.principal} holds no grant for tenant {tenant!r}.", 403)
-    except _PageError as exc:
-        return error_page(exc.message, exc.status)
+            message = f"{identity.principal} holds no grant for tenant {tenant!r}."
+            raise OAuthError("access_denied", message, 403)
     except OAuthError as exc:
         return error_page(exc.description, exc.status)
     redirect_uri = str(pending["redirect_uri"])
@@ -178,7 +163,7 @@ async def authorize_post(call: Call[None, None]) -> HttpResponse:
         return redirect_with(
             redirect_uri, {"error": "access_denied", "error_description": reason, **back}
         )
-    grant = store.Grant(
+    grant = Grant(
         tenant=tenant,
         grant_id="",
         client_id=str(pending["client_id"]),
@@ -186,7 +171,86 @@ async def authorize_post(call: Call[None, None]) -> HttpResponse:
         scopes=scopes,
         resource=str(pending["resource"]),
     )
-    code = await store.create_code(
-        bindings.db, grant, redirect_uri, str(pending["code_challenge"]), now
+    code = new_secret(CODE_PREFIX)
+    challenge = str(pending["code_challenge"])
+    await oauth_store.create_code(
+        bindings.db, hash_token(code), grant, redirect_uri, challenge, now + CODE_TTL
     )
     return redirect_with(redirect_uri, {"code": code, **back})
+
+
+# --- the pages ----------------------------------------------------------------------------
+
+_HEADERS = {
+    "content-type": "text/html; charset=utf-8",
+    "cache-control": "no-store",
+    "content-security-policy": "default-src 'none'; style-src 'unsafe-inline'; "
+    "frame-ancestors 'none'; base-uri 'none'",
+    "x-frame-options": "DENY",
+    "referrer-policy": "no-referrer",
+    "x-content-type-options": "nosniff",
+}
+
+_STYLE = """
+body{font-family:system-ui,sans-serif;max-width:34rem;margin:3rem auto;padding:0 1rem;color:#222}
+h1{font-size:1.3rem} .client{font-weight:600} .host{font-family:monospace;color:#555}
+fieldset{border:1px solid #ccc;border-radius:6px;margin:1rem 0;padding:.5rem 1rem}
+label{display:block;margin:.4rem 0} select{font-size:1rem;padding:.2rem}
+button{font-size:1rem;padding:.5rem 1.2rem;margin-right:.6rem}
+.who{color:#555;font-size:.9rem}
+"""
+
+
+def _page(title: str, body: str, status: int = 200) -> HttpResponse:
+    html = (
+        "<!doctype html><html lang=en><head><meta charset=utf-8>"
+        '<meta name=viewport content="width=device-width,initial-scale=1">'
+        f"<title>{escape(title)}</title><style>{_STYLE}</style></head>"
+        f"<body>{body}</body></html>"
+    )
+    return HttpResponse(status=status, body=html.encode(), headers=Headers(_HEADERS))
+
+
+def error_page(message: str, status: int = 400) -> HttpResponse:
+    body = f"<h1>Cannot connect this client</h1><p id=error>{escape(message)}</p>"
+    return _page("Authorization error", body, status)
+
+
+def consent_page(
+    client: ClientInfo,
+    redirect_uri: str,
+    ticket: str,
+    tenants: list[str],
+    scopes: tuple[str, ...],
+    principal: str,
+) -> HttpResponse:
+    """Ask `principal` whether `client` may act on one of `tenants` with `scopes`."""
+    origin = (
+        f"its metadata document at <span class=host id=client-host>{escape(client.host)}</span>"
+        if client.kind == "cimd"
+        else "registration with this server; it will return to "
+        f"<span class=host id=client-host>{escape(client.host)}</span>"
+    )
+    options = "".join(f"<option value='{escape(t)}'>{escape(t)}</option>" for t in tenants)
+    boxes = "".join(
+        f"<label><input type=checkbox name='scope.{escape(s)}' value=on checked> "
+        f"<b>{escape(s)}</b> &mdash; {escape(SCOPE_DESCRIPTIONS.get(s, s))}</label>"
+        for s in scopes
+    )
+    body = (
+        "<h1>Connect <span class=client id=client-name>"
+        f"{escape(client.display_name)}</span>?</h1>"
+        f"<p>This client is known by {origin}.</p>"
+        f"<p class=who>Signed in as <span id=principal>{escape(principal)}</span>. "
+        f"After you decide, you return to <span class=host>{escape(redirect_uri)}</span>.</p>"
+        "<form method=post action='/authorize'>"
+        f"<input type=hidden name=ticket value='{escape(ticket)}'>"
+        "<fieldset><legend>Tenant</legend>"
+        f"<label>Act on tenant <select name=tenant id=tenant>{options}</select></label>"
+        "</fieldset>"
+        f"<fieldset id=scopes><legend>It may</legend>{boxes}</fieldset>"
+        "<button type=submit name=decision value=approve id=approve>Allow</button>"
+        "<button type=submit name=decision value=deny id=deny>Deny</button>"
+        "</form>"
+    )
+    return _page(f"Connect {client.display_name}", body)

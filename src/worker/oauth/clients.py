@@ -28,13 +28,13 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from authorization import oauth_store as store
+from authorization.oauth_store import ClientInfo
 from bindings.environment import Bindings
 from gateway.oauth_tokens import hash_token
 from gateway.outbound import OutboundPolicy
 from http_messages.errors import ApiError
-from worker.oauth import store
 from worker.oauth.protocol import CLIENT_SECRET_PREFIX, OAuthError, new_id, new_secret
-from worker.oauth.store import ClientInfo
 
 CIMD_MAX_BYTES = 5 * 1024
 CIMD_TIMEOUT_SECONDS = 5.0

@@ -1,19 +1,15 @@
-"""A tenant's connected clients: list and revoke (the admin routes and the CLI share these).
-
-    GET    /admin/tenants/{tenant}/oauth-clients              the live grants, newest first
-    DELETE /admin/tenants/{tenant}/oauth-clients/{grant_id}   revoke one, with all its tokens
-
-Both are Access gated with a grant for `{tenant}` (`worker.access.access_gated`).
-"""
+"""A tenant's connected OAuth clients: list them (live grants, newest first) and revoke one
+with all its tokens; the Access-gated admin routes and the CLI share these."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from authorization import oauth_store
 from bindings.environment import Bindings
 from http_messages import HttpResponse, json_response
 from worker.errors import ApiError
-from worker.oauth import store
+from worker.oauth.protocol import revoke_grant
 from worker.router import Call
 
 
@@ -25,8 +21,8 @@ def _db_kv(bindings: Bindings) -> tuple[Any, Any]:
 
 async def list_connected(bindings: Bindings, tenant: str) -> list[dict[str, Any]]:
     db, _kv = _db_kv(bindings)
-    grants = await store.list_grants(db, tenant)
-    names = await store.client_names(db, sorted({g.client_id for g in grants}))
+    grants = await oauth_store.list_grants(db, tenant)
+    names = await oauth_store.client_names(db, sorted({g.client_id for g in grants}))
     return [
         {
             "grant_id": g.grant_id,
@@ -45,7 +41,7 @@ async def list_connected(bindings: Bindings, tenant: str) -> list[dict[str, Any]
 async def revoke_connected(bindings: Bindings, tenant: str, grant_id: str, by: str) -> bool:
     db, kv = _db_kv(bindings)
     now = int(bindings.clock.now())
-    return await store.revoke_grant(db, kv, tenant, grant_id, f"revoked_by:{by}"[:200], now)
+    return await revoke_grant(db, kv, tenant, grant_id, f"revoked_by:{by}"[:200], now)
 
 
 async def list_route(call: Call[None, None]) -> HttpResponse:

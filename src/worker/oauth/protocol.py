@@ -1,15 +1,15 @@
-"""OAuth 2.1 building blocks: errors, form bodies, PKCE, scopes, random secrets, lifetimes.
+"""OAuth 2.1 building blocks: errors, form bodies, PKCE, scopes, secrets, and the tokens.
 
-Rules implemented here, and where they come from:
-
-* errors are RFC 6749 §5.2 JSON `{"error", "error_description"}` with `Cache-Control:
-  no-store`; `invalid_client` is 401;
-* PKCE is RFC 7636 with S256 only (OAuth 2.1 §4.1.1 / MCP authorization: `plain` is
-  refused): the verifier is 43-128 unreserved characters and
-  `BASE64URL(SHA256(verifier))` must equal the stored challenge (compared in constant time);
-* secrets (codes, tokens, client secrets, consent tickets) are 256 random bits from
-  `secrets` (the platform CSPRNG: `crypto.getRandomValues` under Pyodide) and are stored
-  only as their SHA-256 (`gateway.oauth_tokens.hash_token`).
+* Errors are RFC 6749 §5.2 JSON `{"error", "error_description"}` with `Cache-Control:
+  no-store`; `invalid_client` is 401.
+* PKCE is RFC 7636 with S256 only (OAuth 2.1 §4.1.1, MCP authorization: `plain` is refused),
+  the verifier compared in constant time.
+* Secrets (codes, tokens, client secrets, consent tickets) are 256 random bits from
+  `secrets` (the platform CSPRNG: `crypto.getRandomValues` under Pyodide), stored only as
+  their SHA-256 (`hash_token`; D1 rows in `authorization.oauth_store`).
+* An access token's record lives in KV for the gateway's hot path (`gateway.oauth_tokens`);
+  revoking a grant deletes those records, and this isolate's read cache forgets them at once
+  (other isolates within the gateway's 30 s bound, docs/gateway.md "Caching").
 """
 
 from __future__ import annotations
@@ -19,9 +19,21 @@ import hashlib
 import hmac
 import re
 import secrets
+from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
-from gateway.oauth_tokens import ACCESS_TOKEN_PREFIX, OAUTH_SCOPES
+from authorization import oauth_store
+from authorization.oauth_store import Grant
+from bindings.ports.d1 import D1Database
+from bindings.ports.kv import KVNamespace
+from gateway.kv_cache import ISOLATE_CACHE
+from gateway.oauth_tokens import (
+    ACCESS_TOKEN_PREFIX,
+    OAUTH_SCOPES,
+    AccessTokenRecord,
+    access_token_key,
+    hash_token,
+)
 from http_messages import HttpResponse, json_response
 
 ACCESS_TOKEN_TTL = 3600
@@ -69,10 +81,6 @@ def token_response(body: dict[str, object]) -> HttpResponse:
 def new_secret(prefix: str) -> str:
     """`prefix` + 256 random bits, URL-safe. Only inside a request (never at import)."""
     return prefix + secrets.token_urlsafe(32)
-
-
-def new_access_token() -> str:
-    return new_secret(ACCESS_TOKEN_PREFIX)
 
 
 def new_id(prefix: str) -> str:
@@ -131,3 +139,56 @@ def parse_scopes(raw: str | None, default: tuple[str, ...] = OAUTH_SCOPES) -> tu
     if not chosen:
         raise OAuthError("invalid_scope", "no usable scope was requested")
     return chosen
+
+
+@dataclass(frozen=True)
+class Tokens:
+    access_token: str
+    refresh_token: str
+    expires_in: int
+
+
+async def issue_tokens(db: D1Database, kv: KVNamespace, grant: Grant, now: int) -> Tokens:
+    """A fresh access token (KV record + D1 index row) and refresh token (D1) for `grant`."""
+    access, refresh = new_secret(ACCESS_TOKEN_PREFIX), new_secret(REFRESH_TOKEN_PREFIX)
+    access_hash, expires_at = hash_token(access), now + ACCESS_TOKEN_TTL
+    await oauth_store.add_tokens(
+        db,
+        grant,
+        (access_hash, expires_at),
+        (hash_token(refresh), now + REFRESH_TOKEN_TTL),
+        now,
+    )
+    record = AccessTokenRecord(
+        tenant=grant.tenant,
+        principal=grant.principal,
+        client_id=grant.client_id,
+        grant_id=grant.grant_id,
+        scopes=grant.scopes,
+        resource=grant.resource,
+        issued_at=now,
+        expires_at=expires_at,
+    )
+    await kv.put(
+        access_token_key(access_hash),
+        record.model_dump_json(),
+        expiration_ttl=ACCESS_TOKEN_TTL + KV_TTL_MARGIN,
+    )
+    return Tokens(access_token=access, refresh_token=refresh, expires_in=ACCESS_TOKEN_TTL)
+
+
+async def forget_access_token(kv: KVNamespace, token_hash: str) -> None:
+    key = access_token_key(token_hash)
+    await kv.delete(key)
+    ISOLATE_CACHE.forget(key)
+
+
+async def revoke_grant(
+    db: D1Database, kv: KVNamespace, tenant: str, grant_id: str, reason: str, now: int
+) -> bool:
+    """End a grant and every token it holds; False when there was no such live grant."""
+
+    async def forget(token_hash: str) -> None:
+        await forget_access_token(kv, token_hash)
+
+    return await oauth_store.revoke_grant(db, tenant, grant_id, reason, now, forget)

@@ -20,21 +20,31 @@ from dataclasses import replace
 from typing import Any
 from urllib.parse import unquote
 
+from authorization import oauth_store as store
+from authorization.oauth_store import ClientInfo
 from bindings.environment import Bindings
 from bindings.ports.d1 import D1Database
 from bindings.ports.kv import KVNamespace
-from gateway.oauth_tokens import ACCESS_TOKEN_PREFIX, hash_token
+from gateway.oauth_tokens import (
+    ACCESS_TOKEN_PREFIX,
+    AccessTokenRecord,
+    access_token_key,
+    hash_token,
+)
 from http_messages import HttpRequest, HttpResponse, empty_response, json_response
-from worker.oauth import store
 from worker.oauth.clients import register, resolve_client
 from worker.oauth.protocol import (
     REFRESH_TOKEN_PREFIX,
     OAuthError,
+    Tokens,
+    forget_access_token,
+    issue_tokens,
+    new_id,
     parse_form,
+    revoke_grant,
     token_response,
     verify_pkce,
 )
-from worker.oauth.store import ClientInfo, Grant
 from worker.router import Call
 
 _CORS = {"access-control-allow-origin": "*"}
@@ -83,7 +93,7 @@ async def authenticate_client(
     return client
 
 
-def _tokens_body(tokens: store.Tokens, scopes: tuple[str, ...]) -> HttpResponse:
+def _tokens_body(tokens: Tokens, scopes: tuple[str, ...]) -> HttpResponse:
     return token_response(
         {
             "access_token": tokens.access_token,
@@ -103,12 +113,12 @@ async def _authorization_code(
     code = form.get("code")
     if not code:
         raise OAuthError("invalid_request", "code is required")
-    row, first_use = await store.redeem_code(db, code, now)
+    row, first_use = await store.redeem_code(db, hash_token(code), now)
     if row is None:
         raise OAuthError("invalid_grant", "unknown authorization code")
     if not first_use:
         if row.grant_id:
-            await store.revoke_grant(db, kv, row.grant.tenant, row.grant_id, "code_reuse", now)
+            await revoke_grant(db, kv, row.grant.tenant, row.grant_id, "code_reuse", now)
         raise OAuthError("invalid_grant", "this authorization code was already used")
     if row.grant.client_id != client.client_id:
         raise OAuthError("invalid_grant", "this code was issued to another client")
@@ -121,9 +131,10 @@ async def _authorization_code(
     resource = form.get("resource")
     if resource is not None and resource != row.grant.resource:
         raise OAuthError("invalid_target", "resource differs from the one consented to")
-    grant = await store.create_grant(db, row.grant, now)
-    await store.bind_code_to_grant(db, code, grant.grant_id)
-    tokens = await store.issue_tokens(db, kv, grant, now)
+    grant = replace(row.grant, grant_id=new_id("g_"), created_at=now, last_used_at=now)
+    await store.create_grant(db, grant)
+    await store.bind_code_to_grant(db, hash_token(code), grant.grant_id)
+    tokens = await issue_tokens(db, kv, grant, now)
     return _tokens_body(tokens, grant.scopes)
 
 
@@ -135,13 +146,13 @@ async def _refresh_token(
     token = form.get("refresh_token")
     if not token:
         raise OAuthError("invalid_request", "refresh_token is required")
-    grant, status = await store.rotate_refresh_token(db, token, now)
+    grant, status = await store.rotate_refresh_token(db, hash_token(token), now)
     if grant is None or status == "expired":
         raise OAuthError("invalid_grant", "unknown or expired refresh token")
     if status == "reused" or grant.client_id != client.client_id:
         # A rotated token presented again (or by another client) means it leaked: end the
         # grant, so whoever holds the newer token loses it too (OAuth 2.1 §4.3.1).
-        await store.revoke_grant(db, kv, grant.tenant, grant.grant_id, "refresh_token_reuse", now)
+        await revoke_grant(db, kv, grant.tenant, grant.grant_id, "refresh_token_reuse", now)
         raise OAuthError("invalid_grant", "this refresh token was already used; grant revoked")
     if grant.revoked_at is not None:
         raise OAuthError("invalid_grant", "this grant was revoked")
@@ -155,7 +166,7 @@ async def _refresh_token(
             raise OAuthError("invalid_scope", "a refresh cannot widen the granted scopes")
         scopes = tuple(s for s in grant.scopes if s in asked) or grant.scopes
     await store.touch_grant(db, grant, now)
-    tokens = await store.issue_tokens(db, kv, replace(grant, scopes=scopes), now)
+    tokens = await issue_tokens(db, kv, replace(grant, scopes=scopes), now)
     return _tokens_body(tokens, scopes)
 
 
@@ -201,14 +212,15 @@ async def revoke_route(call: Call[None, None]) -> HttpResponse:
 async def _revoke(
     db: D1Database, kv: KVNamespace, client: ClientInfo, token: str, now: int
 ) -> None:
+    token_hash = hash_token(token)
     if token.startswith(ACCESS_TOKEN_PREFIX):
-        record = await store.access_token_grant(kv, token)
-        if record is not None and record.client_id == client.client_id:
-            await store.forget_access_token(kv, hash_token(token))
+        raw = await kv.get(access_token_key(token_hash))
+        if raw and AccessTokenRecord.model_validate_json(raw).client_id == client.client_id:
+            await forget_access_token(kv, token_hash)
     elif token.startswith(REFRESH_TOKEN_PREFIX):
-        grant = await store.refresh_token_grant(db, token)
+        grant = await store.refresh_token_grant(db, token_hash)
         if grant is not None and grant.client_id == client.client_id:
-            await store.revoke_grant(db, kv, grant.tenant, grant.grant_id, "revoked_by_client", now)
+            await revoke_grant(db, kv, grant.tenant, grant.grant_id, "revoked_by_client", now)
 
 
 async def register_route(call: Call[None, None]) -> HttpResponse:
@@ -229,6 +241,3 @@ async def register_route(call: Call[None, None]) -> HttpResponse:
             response.headers.set(name, value)
         return response
     return json_response(body, status=201, headers=headers)
-
-
-__all__ = ["Grant", "register_route", "revoke_route", "token_route"]

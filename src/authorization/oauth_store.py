@@ -1,42 +1,24 @@
-"""The authorization server's state: D1 rows (migration 0014) and KV access-token records.
+"""The OAuth authorization server's D1 rows (migration 0014): every statement on the `oauth_*`
+tables.
 
-Every secret is stored as its SHA-256 (`hash_token`). Single use is enforced by D1 itself:
-a code, consent ticket or refresh token is taken by one `UPDATE ... WHERE used IS NULL`
-whose `changes` must be 1, so two concurrent redemptions cannot both succeed.
-
-Revoking a grant marks its row, deletes its refresh tokens, and deletes its access-token
-records from KV (listed in `oauth_access_tokens`); this isolate's read cache forgets them at
-once, other isolates within the gateway's 30 s bound (docs/gateway.md "Caching").
-
-Size: all of the server's persistence (the six tables of migration 0014 and the KV records)
-in one module, so the single-use and revocation rules are read side by side.
+The store never sees a secret: codes, consent tickets, refresh and access tokens and client
+secrets arrive as their SHA-256 hex (the edge hashes them, `gateway.oauth_tokens.hash_token`).
+Single use is enforced by D1 itself: a code, consent ticket or refresh token is taken by one
+`UPDATE ... WHERE used IS NULL` whose `changes` must be 1, so two concurrent redemptions
+cannot both succeed.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict
 
 from bindings.ports.d1 import D1Database
-from bindings.ports.kv import KVNamespace
-from gateway.kv_cache import ISOLATE_CACHE
-from gateway.oauth_tokens import AccessTokenRecord, access_token_key, hash_token
-from worker.oauth.protocol import (
-    ACCESS_TOKEN_TTL,
-    CODE_PREFIX,
-    CODE_TTL,
-    CONSENT_TTL,
-    KV_TTL_MARGIN,
-    REFRESH_TOKEN_PREFIX,
-    REFRESH_TOKEN_TTL,
-    new_access_token,
-    new_id,
-    new_secret,
-)
 
 
 class ClientInfo(BaseModel):
@@ -85,13 +67,6 @@ class CodeRow:
     code_challenge: str
     expires_at: int
     grant_id: str | None
-
-
-@dataclass(frozen=True)
-class Tokens:
-    access_token: str
-    refresh_token: str
-    expires_in: int
 
 
 # --- clients ------------------------------------------------------------------------------
@@ -153,59 +128,54 @@ async def client_names(db: D1Database, client_ids: list[str]) -> dict[str, str]:
     return {str(r["client_id"]): str(r["client_name"]) for r in result.results}
 
 
-# --- consent tickets ----------------------------------------------------------------------
+# --- consent tickets and codes ------------------------------------------------------------
 
 
-async def create_consent(db: D1Database, principal: str, request: dict[str, Any], now: int) -> str:
-    ticket = new_secret("amt_")
+async def create_consent(
+    db: D1Database, ticket_hash: str, principal: str, request: dict[str, Any], expires_at: int
+) -> None:
     await (
         db.prepare(
             "INSERT INTO oauth_consents (ticket_hash, principal, request, expires_at) "
             "VALUES (?, ?, ?, ?)"
         )
-        .bind(hash_token(ticket), principal, json.dumps(request), now + CONSENT_TTL)
+        .bind(ticket_hash, principal, json.dumps(request), expires_at)
         .run()
     )
-    return ticket
 
 
 async def take_consent(
-    db: D1Database, ticket: str, principal: str, now: int
+    db: D1Database, ticket_hash: str, principal: str, now: int
 ) -> dict[str, Any] | None:
-    """The pending request behind `ticket`, once, for the identity that was shown it."""
-    digest = hash_token(ticket)
+    """The pending request behind a ticket, once, for the identity that was shown it."""
     taken = await (
         db.prepare(
             "UPDATE oauth_consents SET used_at = ? WHERE ticket_hash = ? AND principal = ? "
             "AND used_at IS NULL AND expires_at > ?"
         )
-        .bind(now, digest, principal, now)
+        .bind(now, ticket_hash, principal, now)
         .run()
     )
     if taken.meta.changes != 1:
         return None
-    row = (
-        await db.prepare("SELECT request FROM oauth_consents WHERE ticket_hash = ?")
-        .bind(digest)
+    row = await (
+        db.prepare("SELECT request FROM oauth_consents WHERE ticket_hash = ?")
+        .bind(ticket_hash)
         .first()
     )
     return json.loads(str(row["request"])) if row else None
 
 
-# --- codes --------------------------------------------------------------------------------
-
-
 async def create_code(
-    db: D1Database, grant: Grant, redirect_uri: str, challenge: str, now: int
-) -> str:
-    code = new_secret(CODE_PREFIX)
+    db: D1Database, code_hash: str, grant: Grant, redirect_uri: str, challenge: str, expires: int
+) -> None:
     await (
         db.prepare(
             "INSERT INTO oauth_codes (code_hash, tenant_id, client_id, principal, scopes, "
             "resource, redirect_uri, code_challenge, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
         )
         .bind(
-            hash_token(code),
+            code_hash,
             grant.tenant,
             grant.client_id,
             grant.principal,
@@ -213,50 +183,37 @@ async def create_code(
             grant.resource,
             redirect_uri,
             challenge,
-            now + CODE_TTL,
+            expires,
         )
         .run()
     )
-    return code
 
 
-def _code_row(row: dict[str, Any]) -> CodeRow:
-    grant = Grant(
-        tenant=str(row["tenant_id"]),
-        grant_id="",
-        client_id=str(row["client_id"]),
-        principal=str(row["principal"]),
-        scopes=tuple(str(row["scopes"]).split()),
-        resource=str(row["resource"]),
+async def redeem_code(db: D1Database, code_hash: str, now: int) -> tuple[CodeRow | None, bool]:
+    """`(row, first_use)`: the code's row, and whether this call took it. A code seen for the
+    second time returns `(row, False)` so the caller can revoke what it issued."""
+    taken = await (
+        db.prepare("UPDATE oauth_codes SET used_at = ? WHERE code_hash = ? AND used_at IS NULL")
+        .bind(now, code_hash)
+        .run()
     )
-    return CodeRow(
-        grant=grant,
+    row = await db.prepare("SELECT * FROM oauth_codes WHERE code_hash = ?").bind(code_hash).first()
+    if row is None:
+        return None, False
+    code = CodeRow(
+        grant=_grant({**row, "grant_id": "", "created_at": 0, "last_used_at": 0}),
         redirect_uri=str(row["redirect_uri"]),
         code_challenge=str(row["code_challenge"]),
         expires_at=int(row["expires_at"]),
         grant_id=row["grant_id"] if isinstance(row["grant_id"], str) else None,
     )
+    return code, taken.meta.changes == 1
 
 
-async def redeem_code(db: D1Database, code: str, now: int) -> tuple[CodeRow | None, bool]:
-    """`(row, first_use)`: the code's row, and whether this call took it. A code seen for the
-    second time returns `(row, False)` so the caller can revoke what it issued."""
-    digest = hash_token(code)
-    taken = await (
-        db.prepare("UPDATE oauth_codes SET used_at = ? WHERE code_hash = ? AND used_at IS NULL")
-        .bind(now, digest)
-        .run()
-    )
-    row = await db.prepare("SELECT * FROM oauth_codes WHERE code_hash = ?").bind(digest).first()
-    if row is None:
-        return None, False
-    return _code_row(row), taken.meta.changes == 1
-
-
-async def bind_code_to_grant(db: D1Database, code: str, grant_id: str) -> None:
+async def bind_code_to_grant(db: D1Database, code_hash: str, grant_id: str) -> None:
     await (
         db.prepare("UPDATE oauth_codes SET grant_id = ? WHERE code_hash = ?")
-        .bind(grant_id, hash_token(code))
+        .bind(grant_id, code_hash)
         .run()
     )
 
@@ -264,8 +221,7 @@ async def bind_code_to_grant(db: D1Database, code: str, grant_id: str) -> None:
 # --- grants and tokens --------------------------------------------------------------------
 
 
-async def create_grant(db: D1Database, grant: Grant, now: int) -> Grant:
-    grant_id = new_id("g_")
+async def create_grant(db: D1Database, grant: Grant) -> None:
     await (
         db.prepare(
             "INSERT INTO oauth_grants (tenant_id, grant_id, client_id, principal, scopes, "
@@ -273,17 +229,16 @@ async def create_grant(db: D1Database, grant: Grant, now: int) -> Grant:
         )
         .bind(
             grant.tenant,
-            grant_id,
+            grant.grant_id,
             grant.client_id,
             grant.principal,
             " ".join(grant.scopes),
             grant.resource,
-            now,
-            now,
+            grant.created_at,
+            grant.last_used_at,
         )
         .run()
     )
-    return Grant(**{**grant.__dict__, "grant_id": grant_id, "created_at": now, "last_used_at": now})
 
 
 def _grant(row: dict[str, Any]) -> Grant:
@@ -296,17 +251,8 @@ def _grant(row: dict[str, Any]) -> Grant:
         resource=str(row["resource"]),
         created_at=int(row["created_at"]),
         last_used_at=int(row["last_used_at"]),
-        revoked_at=int(row["revoked_at"]) if row["revoked_at"] is not None else None,
+        revoked_at=int(row["revoked_at"]) if row.get("revoked_at") is not None else None,
     )
-
-
-async def load_grant(db: D1Database, tenant: str, grant_id: str) -> Grant | None:
-    row = await (
-        db.prepare("SELECT * FROM oauth_grants WHERE tenant_id = ? AND grant_id = ?")
-        .bind(tenant, grant_id)
-        .first()
-    )
-    return _grant(row) if row else None
 
 
 async def list_grants(db: D1Database, tenant: str) -> list[Grant]:
@@ -321,68 +267,67 @@ async def list_grants(db: D1Database, tenant: str) -> list[Grant]:
     return [_grant(r) for r in result.results]
 
 
-async def issue_tokens(db: D1Database, kv: KVNamespace, grant: Grant, now: int) -> Tokens:
-    """A fresh access token (KV record + D1 index row) and refresh token (D1) for `grant`."""
-    access, refresh = new_access_token(), new_secret(REFRESH_TOKEN_PREFIX)
-    access_hash = hash_token(access)
-    record = AccessTokenRecord(
-        tenant=grant.tenant,
-        principal=grant.principal,
-        client_id=grant.client_id,
-        grant_id=grant.grant_id,
-        scopes=grant.scopes,
-        resource=grant.resource,
-        issued_at=now,
-        expires_at=now + ACCESS_TOKEN_TTL,
+async def touch_grant(db: D1Database, grant: Grant, now: int) -> None:
+    await (
+        db.prepare("UPDATE oauth_grants SET last_used_at = ? WHERE tenant_id = ? AND grant_id = ?")
+        .bind(now, grant.tenant, grant.grant_id)
+        .run()
     )
+
+
+async def add_tokens(
+    db: D1Database,
+    grant: Grant,
+    access: tuple[str, int],
+    refresh: tuple[str, int],
+    now: int,
+) -> None:
+    """Index an access token (`(hash, expires_at)`, its record is in KV) and store a refresh
+    token for `grant`; the grant's expired access-token rows go."""
     await db.batch(
         [
             db.prepare(
                 "INSERT INTO oauth_access_tokens (tenant_id, grant_id, token_hash, expires_at) "
                 "VALUES (?, ?, ?, ?)"
-            ).bind(grant.tenant, grant.grant_id, access_hash, now + ACCESS_TOKEN_TTL),
+            ).bind(grant.tenant, grant.grant_id, *access),
             db.prepare(
                 "INSERT INTO oauth_refresh_tokens (token_hash, tenant_id, grant_id, expires_at) "
                 "VALUES (?, ?, ?, ?)"
-            ).bind(hash_token(refresh), grant.tenant, grant.grant_id, now + REFRESH_TOKEN_TTL),
+            ).bind(refresh[0], grant.tenant, grant.grant_id, refresh[1]),
             db.prepare(
                 "DELETE FROM oauth_access_tokens WHERE tenant_id = ? AND grant_id = ? "
                 "AND expires_at < ?"
             ).bind(grant.tenant, grant.grant_id, now),
         ]
     )
-    await kv.put(
-        access_token_key(access_hash),
-        record.model_dump_json(),
-        expiration_ttl=ACCESS_TOKEN_TTL + KV_TTL_MARGIN,
-    )
-    return Tokens(access_token=access, refresh_token=refresh, expires_in=ACCESS_TOKEN_TTL)
 
 
-async def refresh_token_grant(db: D1Database, refresh_token: str) -> Grant | None:
+async def refresh_token_grant(db: D1Database, refresh_hash: str) -> Grant | None:
     row = await (
         db.prepare(
             "SELECT g.* FROM oauth_refresh_tokens r JOIN oauth_grants g "
             "ON g.tenant_id = r.tenant_id AND g.grant_id = r.grant_id WHERE r.token_hash = ?"
         )
-        .bind(hash_token(refresh_token))
+        .bind(refresh_hash)
         .first()
     )
     return _grant(row) if row else None
 
 
+RefreshStatus = Literal["ok", "reused", "expired", "unknown"]
+
+
 async def rotate_refresh_token(
-    db: D1Database, refresh_token: str, now: int
-) -> tuple[Grant | None, str]:
+    db: D1Database, refresh_hash: str, now: int
+) -> tuple[Grant | None, RefreshStatus]:
     """`(grant, status)` for a presented refresh token: status `ok` (this call rotated it),
     `reused` (it was rotated before: the caller revokes the grant) or `expired`."""
-    digest = hash_token(refresh_token)
     row = await (
-        db.prepare("SELECT rotated_at, expires_at FROM oauth_refresh_tokens WHERE token_hash = ?")
-        .bind(digest)
+        db.prepare("SELECT expires_at, rotated_at FROM oauth_refresh_tokens WHERE token_hash = ?")
+        .bind(refresh_hash)
         .first()
     )
-    grant = await refresh_token_grant(db, refresh_token)
+    grant = await refresh_token_grant(db, refresh_hash)
     if row is None or grant is None:
         return None, "unknown"
     if row["rotated_at"] is not None:
@@ -394,24 +339,23 @@ async def rotate_refresh_token(
             "UPDATE oauth_refresh_tokens SET rotated_at = ? WHERE token_hash = ? "
             "AND rotated_at IS NULL"
         )
-        .bind(now, digest)
+        .bind(now, refresh_hash)
         .run()
     )
     return grant, "ok" if taken.meta.changes == 1 else "reused"
 
 
-async def touch_grant(db: D1Database, grant: Grant, now: int) -> None:
-    await (
-        db.prepare("UPDATE oauth_grants SET last_used_at = ? WHERE tenant_id = ? AND grant_id = ?")
-        .bind(now, grant.tenant, grant.grant_id)
-        .run()
-    )
-
-
 async def revoke_grant(
-    db: D1Database, kv: KVNamespace, tenant: str, grant_id: str, reason: str, now: int
+    db: D1Database,
+    tenant: str,
+    grant_id: str,
+    reason: str,
+    now: int,
+    forget_access_token: Callable[[str], Awaitable[None]],
 ) -> bool:
-    """End a grant and every token it holds; False when there was no such live grant."""
+    """End a grant and every token it holds; False when there was no such live grant.
+    `forget_access_token(hash)` deletes an access token's KV record: it runs for each one
+    before their index rows go, so a failure leaves them findable for a repeat."""
     marked = await (
         db.prepare(
             "UPDATE oauth_grants SET revoked_at = ?, revoked_reason = ? WHERE tenant_id = ? "
@@ -428,7 +372,7 @@ async def revoke_grant(
         .all()
     )
     for row in hashes.results:
-        await forget_access_token(kv, str(row["token_hash"]))
+        await forget_access_token(str(row["token_hash"]))
     await db.batch(
         [
             db.prepare("DELETE FROM oauth_access_tokens WHERE tenant_id = ? AND grant_id = ?").bind(
@@ -440,14 +384,3 @@ async def revoke_grant(
         ]
     )
     return marked.meta.changes == 1
-
-
-async def forget_access_token(kv: KVNamespace, token_hash: str) -> None:
-    key = access_token_key(token_hash)
-    await kv.delete(key)
-    ISOLATE_CACHE.forget(key)
-
-
-async def access_token_grant(kv: KVNamespace, access_token: str) -> AccessTokenRecord | None:
-    raw = await kv.get(access_token_key(hash_token(access_token)))
-    return AccessTokenRecord.model_validate_json(raw) if raw else None

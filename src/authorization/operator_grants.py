@@ -1,0 +1,166 @@
+"""Operators' tenant grants (`operator_grants`, migration 0007): which Cloudflare Access
+identities may operate which tenants. Every statement on the table is here.
+
+A grant is `(tenant, kind, principal)`, kind `email` (users, compared lower-cased),
+`common_name` (service tokens) or `group` (an Access group in the token's `groups` claim).
+Tenant `*` is the platform-admin role. `PLATFORM_ADMINS` (a comma list of emails / common
+names, a Worker var) makes platform admins without a row, so the first operator can grant
+the others. Without D1 a check fails closed: 503 `grants_unavailable`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel
+
+from bindings.environment import Bindings
+from bindings.ports.d1 import D1Database
+from http_messages.errors import ApiError
+
+PLATFORM = "*"
+PrincipalKind = Literal["email", "common_name", "group"]
+
+
+class Grant(BaseModel):
+    tenant: str
+    kind: PrincipalKind
+    principal: str
+    granted_by: str
+    granted_at: int
+
+
+class Principal(BaseModel):
+    """The names one identity is known by, as grants match them."""
+
+    email: str | None = None
+    common_name: str | None = None
+    groups: tuple[str, ...] = ()
+
+    def pairs(self) -> list[tuple[str, str]]:
+        found: list[tuple[str, str]] = []
+        if self.email:
+            found.append(("email", self.email.lower()))
+        if self.common_name:
+            found.append(("common_name", self.common_name))
+        found.extend(("group", g) for g in self.groups)
+        return found
+
+
+def normalize(kind: PrincipalKind, principal: str) -> str:
+    return principal.strip().lower() if kind == "email" else principal.strip()
+
+
+def _db(bindings: Bindings) -> D1Database:
+    if bindings.db is None:
+        raise ApiError(503, "grants_unavailable", "operator grants need the D1 binding")
+    return bindings.db
+
+
+def _bootstrap_admin(who: Principal, bindings: Bindings) -> bool:
+    admins = {a.strip() for a in bindings.settings.platform_admins.split(",") if a.strip()}
+    lowered = {a.lower() for a in admins}
+    return bool(
+        (who.email and who.email.lower() in lowered)
+        or (who.common_name and who.common_name in admins)
+    )
+
+
+def _matching(pairs: list[tuple[str, str]]) -> tuple[str, list[str]]:
+    """The SQL condition matching any of `pairs`, and its values."""
+    condition = " OR ".join("(principal_kind = ? AND principal = ?)" for _ in pairs)
+    return f"({condition})", [v for pair in pairs for v in pair]
+
+
+async def granted(who: Principal, tenant: str | None, bindings: Bindings) -> bool:
+    """True when `who` may operate `tenant` (None: a route that names no tenant, which
+    needs the platform-admin role)."""
+    if _bootstrap_admin(who, bindings):
+        return True
+    pairs = who.pairs()
+    if not pairs:
+        return False
+    tenants = [PLATFORM] if tenant is None else [tenant, PLATFORM]
+    condition, values = _matching(pairs)
+    slots = ", ".join("?" for _ in tenants)
+    row = (
+        await _db(bindings)
+        .prepare(
+            f"SELECT 1 AS ok FROM operator_grants WHERE tenant_id IN ({slots}) "
+            f"AND {condition} LIMIT 1"
+        )
+        .bind(*tenants, *values)
+        .first()
+    )
+    return row is not None
+
+
+async def granted_tenants(who: Principal, bindings: Bindings) -> set[str] | None:
+    """The tenants `who` holds a grant for; None for a platform admin (every tenant)."""
+    if await granted(who, None, bindings):
+        return None
+    pairs = who.pairs()
+    if not pairs:
+        return set()
+    condition, values = _matching(pairs)
+    result = await (
+        _db(bindings)
+        .prepare(
+            f"SELECT DISTINCT tenant_id FROM operator_grants WHERE tenant_id != ? AND {condition}"
+        )
+        .bind(PLATFORM, *values)
+        .all()
+    )
+    return {str(row["tenant_id"]) for row in result.results}
+
+
+async def grant(
+    bindings: Bindings, tenant: str, kind: PrincipalKind, principal: str, by: str
+) -> Grant:
+    """Grant `principal` the tenant (`*`: platform admin). Idempotent."""
+    db = _db(bindings)
+    value = normalize(kind, principal)
+    now_ms = int(bindings.clock.now() * 1000)
+    await db.prepare(_GRANT).bind(tenant, kind, value, by, now_ms).run()
+    return Grant(tenant=tenant, kind=kind, principal=value, granted_by=by, granted_at=now_ms)
+
+
+async def revoke_grant(
+    bindings: Bindings, tenant: str, kind: PrincipalKind, principal: str
+) -> bool:
+    db = _db(bindings)
+    result = await db.prepare(_REVOKE).bind(tenant, kind, normalize(kind, principal)).run()
+    return bool(result.meta.changes)
+
+
+# Module-level so `literal_statements` renders exactly what runs.
+_GRANT = (
+    "INSERT INTO operator_grants (tenant_id, principal_kind, principal, granted_by, granted_at) "
+    "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
+)
+_REVOKE = "DELETE FROM operator_grants WHERE tenant_id = ? AND principal_kind = ? AND principal = ?"
+
+
+def literal_statements(
+    action: Literal["grant", "revoke"],
+    tenants: list[str],
+    kind: PrincipalKind,
+    principal: str,
+    by: str,
+    now_ms: int,
+) -> list[str]:
+    """What `grant` / `revoke_grant` run, as literal SQL (for `wrangler d1 execute
+    --command`, which binds no parameters)."""
+    value = normalize(kind, principal)
+    rows: list[tuple[str | int, ...]] = [
+        (t, kind, value, by, now_ms) if action == "grant" else (t, kind, value) for t in tenants
+    ]
+    pieces = (_GRANT if action == "grant" else _REVOKE).split("?")
+    return [
+        "".join(p + _literal(v) for p, v in zip(pieces, row, strict=False)) + pieces[-1] + ";"
+        for row in rows
+    ]
+
+
+def _literal(value: str | int) -> str:
+    return str(value) if isinstance(value, int) else "'" + value.replace("'", "''") + "'"
