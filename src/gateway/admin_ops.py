@@ -1,34 +1,40 @@
-"""Operator operations on the gateway's KV state (not on any request path).
+"""Operator operations on the gateway's KV state, for the `agent-memory gateway ...` CLI (not
+on any request path).
 
-Plain async functions over the `KVNamespace` port, for the `agent-memory gateway ...` CLI
-against the local runtime. For a deployed Worker the same writes are rendered as
-`wrangler kv key put --remote` commands (`wrangler_put_commands`), because the Worker
-exposes no admin route: operators write KV directly with their Cloudflare credentials.
-
-Every write op validates its input with the same models the gateway reads with, so a
-config that registers cleanly is one the hot path accepts. Failures a person can fix
-raise `AdminError` with a message saying what to do.
+The Worker has no admin route: against a deployed Worker, operators write KV themselves with
+their Cloudflare credentials, so each write operation also has a `plan_*` form whose writes
+`wrangler_put_commands` renders as `wrangler kv key put --remote` commands. Every write
+validates with the models the gateway reads with, so what registers cleanly is what the hot
+path accepts; an operator's mistake is an `AdminError` saying what to do.
 """
 
 from __future__ import annotations
 
-import json
 import secrets
 import shlex
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bindings.ports.clock import Clock
 from bindings.ports.kv import KVNamespace
-from gateway import kv_layout
-from gateway.api_keys import ALL_SCOPES, ApiKeyRecord, Scope, hash_api_key
-from gateway.credentials import Credential
-from gateway.tenants import TenantRecord
-from gateway.tool_config import ToolConfig
+from gateway.api_keys import ALL_SCOPES, ApiKeyRecord, Scope, TenantRecord, hash_api_key
+from gateway.kv_cache import (
+    PROVIDER_RE,
+    TENANT_RE,
+    api_key_key,
+    credential_key,
+    key_id_key,
+    list_keys,
+    tenant_key,
+    tool_key,
+)
+from gateway.tool_config import Credential, ToolConfig
 
 API_KEY_PREFIX = "amk_"
+
+M = TypeVar("M", bound=BaseModel)
 
 
 class AdminError(ValueError):
@@ -44,19 +50,11 @@ class KVWrite(BaseModel):
     value: str
 
 
-class ApiKeyIndexEntry(BaseModel):
-    """The value at `gw:keyid:{tenant}:{key_id}`: lets operators find a key's hash by id."""
+class ApiKeyIndexEntry(ApiKeyRecord):
+    """The value at `gw:keyid:{tenant}:{key_id}`: a key's record plus its hash, so operators
+    find (and revoke) a key by id. Never read by the hot path."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    key_id: str
-    tenant: str
-    sha256: str = Field(pattern=kv_layout.SHA256_HEX_RE.pattern)
-    scopes: tuple[Scope, ...]
-    label: str = ""
-    status: Literal["active", "revoked"] = "active"
-    created_at: float = 0.0
-    revoked_at: float | None = None
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
 
 
 class IssuedApiKey(BaseModel):
@@ -71,12 +69,12 @@ class IssuedApiKey(BaseModel):
     label: str
 
 
-def _dump(model: BaseModel) -> str:
-    return model.model_dump_json(exclude_none=True)
+def _write(key: str, record: BaseModel) -> KVWrite:
+    return KVWrite(key=key, value=record.model_dump_json(exclude_none=True))
 
 
 def _check_tenant_name(tenant: str) -> None:
-    if not kv_layout.TENANT_RE.fullmatch(tenant):
+    if not TENANT_RE.fullmatch(tenant):
         raise AdminError(
             f"invalid tenant id {tenant!r}: use 1-63 lower-case letters, digits, '-' or '_', "
             "starting with a letter or digit"
@@ -90,10 +88,25 @@ async def _apply(kv: KVNamespace, writes: Iterable[KVWrite]) -> None:
 
 async def _require_tenant(kv: KVNamespace, tenant: str) -> TenantRecord:
     _check_tenant_name(tenant)
-    raw = await kv.get(kv_layout.tenant_key(tenant))
+    raw = await kv.get(tenant_key(tenant))
     if raw is None:
         raise AdminError(f"unknown tenant {tenant!r}; create it first")
     return TenantRecord.model_validate_json(raw)
+
+
+async def _read_all(kv: KVNamespace, prefix: str, model: type[M]) -> list[M]:
+    records: list[M] = []
+    for key in await list_keys(kv, prefix):
+        raw = await kv.get(key)
+        if raw is not None:
+            records.append(model.model_validate_json(raw))
+    return records
+
+
+async def _delete(kv: KVNamespace, key: str) -> bool:
+    existed = await kv.get(key) is not None
+    await kv.delete(key)
+    return existed
 
 
 # --- tenants -------------------------------------------------------------------------------
@@ -106,7 +119,7 @@ def plan_create_tenant(
     record = TenantRecord(
         tenant=tenant, display_name=display_name, memory_enabled=memory_enabled, created_at=now
     )
-    return record, [KVWrite(key=kv_layout.tenant_key(tenant), value=_dump(record))]
+    return record, [_write(tenant_key(tenant), record)]
 
 
 async def create_tenant(
@@ -121,85 +134,46 @@ async def create_tenant(
     record, writes = plan_create_tenant(
         tenant, now=clock.now(), display_name=display_name, memory_enabled=memory_enabled
     )
-    if await kv.get(kv_layout.tenant_key(tenant)) is not None:
+    if await kv.get(tenant_key(tenant)) is not None:
         raise AdminError(f"tenant {tenant!r} already exists")
     await _apply(kv, writes)
     return record
 
 
-async def get_tenant(kv: KVNamespace, tenant: str) -> TenantRecord | None:
-    _check_tenant_name(tenant)
-    raw = await kv.get(kv_layout.tenant_key(tenant))
-    return None if raw is None else TenantRecord.model_validate_json(raw)
-
-
 async def set_tenant_memory(kv: KVNamespace, tenant: str, enabled: bool) -> TenantRecord:
     """Turn the memory tools (`recall_memory`, `store_memory`) on or off for a tenant."""
     record = (await _require_tenant(kv, tenant)).model_copy(update={"memory_enabled": enabled})
-    await kv.put(kv_layout.tenant_key(tenant), _dump(record))
+    await _apply(kv, [_write(tenant_key(tenant), record)])
     return record
 
 
 async def list_tenants(kv: KVNamespace) -> list[TenantRecord]:
-    records: list[TenantRecord] = []
-    for key in await _list_keys(kv, "gw:tenant:"):
-        raw = await kv.get(key)
-        if raw is not None:
-            records.append(TenantRecord.model_validate_json(raw))
-    return records
-
-
-async def _list_keys(kv: KVNamespace, prefix: str) -> list[str]:
-    keys: list[str] = []
-    cursor: str | None = None
-    while True:
-        page = await kv.list(prefix=prefix, cursor=cursor)
-        keys.extend(k.name for k in page.keys)
-        if page.list_complete or not page.cursor:
-            return keys
-        cursor = page.cursor
+    return await _read_all(kv, tenant_key(""), TenantRecord)
 
 
 # --- API keys ------------------------------------------------------------------------------
 
 
-def generate_api_key() -> str:
-    """A new random key: `amk_` + 256 bits, URL-safe. Call only inside a request or CLI run
-    (never at import: Workers forbid randomness in global scope)."""
-    return API_KEY_PREFIX + secrets.token_urlsafe(32)
+def plan_issue_api_key(
+    tenant: str, *, now: float, scopes: Iterable[str] = ALL_SCOPES, label: str = ""
+) -> tuple[IssuedApiKey, list[KVWrite]]:
+    """A new key and the two KV writes that make it work (record by hash, index by key id).
 
-
-def _scopes(scopes: Iterable[str]) -> tuple[Scope, ...]:
+    The key is `amk_` + 256 random bits: call only inside a request or CLI run (Workers
+    forbid randomness in global scope)."""
+    _check_tenant_name(tenant)
     chosen = tuple(dict.fromkeys(scopes))
     unknown = [s for s in chosen if s not in ALL_SCOPES]
     if unknown or not chosen:
         raise AdminError(f"scopes must be a non-empty subset of {list(ALL_SCOPES)}; got {unknown}")
-    return tuple(s for s in ALL_SCOPES if s in chosen)
-
-
-def plan_issue_api_key(
-    tenant: str,
-    *,
-    now: float,
-    scopes: Iterable[str] = ALL_SCOPES,
-    label: str = "",
-    api_key: str | None = None,
-) -> tuple[IssuedApiKey, list[KVWrite]]:
-    """The key and the two KV writes that make it work (record by hash, index by key id)."""
-    _check_tenant_name(tenant)
-    chosen = _scopes(scopes)
-    key = api_key or generate_api_key()
+    granted = tuple(s for s in ALL_SCOPES if s in chosen)
+    key = API_KEY_PREFIX + secrets.token_urlsafe(32)
     key_id = "k_" + secrets.token_hex(8)
     digest = hash_api_key(key)
-    record = ApiKeyRecord(tenant=tenant, key_id=key_id, scopes=chosen, label=label, created_at=now)
-    index = ApiKeyIndexEntry(
-        key_id=key_id, tenant=tenant, sha256=digest, scopes=chosen, label=label, created_at=now
-    )
-    issued = IssuedApiKey(api_key=key, key_id=key_id, tenant=tenant, scopes=chosen, label=label)
-    return issued, [
-        KVWrite(key=kv_layout.api_key_key(digest), value=_dump(record)),
-        KVWrite(key=kv_layout.key_id_key(tenant, key_id), value=_dump(index)),
-    ]
+    record = ApiKeyRecord(tenant=tenant, key_id=key_id, scopes=granted, label=label, created_at=now)
+    index = ApiKeyIndexEntry(**record.model_dump(), sha256=digest)
+    issued = IssuedApiKey(api_key=key, key_id=key_id, tenant=tenant, scopes=granted, label=label)
+    return issued, [_write(api_key_key(digest), record), _write(key_id_key(tenant, key_id), index)]
 
 
 async def issue_api_key(
@@ -223,34 +197,26 @@ async def revoke_api_key(
     """Mark a key revoked (idempotent). Gateways stop accepting it within the cache bound
     (30 s, plus KV propagation on Cloudflare)."""
     _check_tenant_name(tenant)
-    raw_index = await kv.get(kv_layout.key_id_key(tenant, key_id))
+    raw_index = await kv.get(key_id_key(tenant, key_id))
     if raw_index is None:
         raise AdminError(f"tenant {tenant!r} has no API key {key_id!r}")
     index = ApiKeyIndexEntry.model_validate_json(raw_index)
-    now = clock.now()
     if index.status == "revoked":
         return index
-    record_key = kv_layout.api_key_key(index.sha256)
-    raw_record = await kv.get(record_key)
+    revoked = {"status": "revoked", "revoked_at": clock.now()}
+    raw_record = await kv.get(api_key_key(index.sha256))
     if raw_record is not None:
-        record = ApiKeyRecord.model_validate_json(raw_record).model_copy(
-            update={"status": "revoked", "revoked_at": now}
-        )
         # The record first: once it says revoked, the key stops working.
-        await kv.put(record_key, _dump(record))
-    revoked = index.model_copy(update={"status": "revoked", "revoked_at": now})
-    await kv.put(kv_layout.key_id_key(tenant, key_id), _dump(revoked))
-    return revoked
+        record = ApiKeyRecord.model_validate_json(raw_record).model_copy(update=revoked)
+        await _apply(kv, [_write(api_key_key(index.sha256), record)])
+    index = index.model_copy(update=revoked)
+    await _apply(kv, [_write(key_id_key(tenant, key_id), index)])
+    return index
 
 
 async def list_api_keys(kv: KVNamespace, tenant: str) -> list[ApiKeyIndexEntry]:
     _check_tenant_name(tenant)
-    entries: list[ApiKeyIndexEntry] = []
-    for key in await _list_keys(kv, kv_layout.key_id_prefix(tenant)):
-        raw = await kv.get(key)
-        if raw is not None:
-            entries.append(ApiKeyIndexEntry.model_validate_json(raw))
-    return entries
+    return await _read_all(kv, key_id_key(tenant, ""), ApiKeyIndexEntry)
 
 
 # --- credentials ---------------------------------------------------------------------------
@@ -258,7 +224,7 @@ async def list_api_keys(kv: KVNamespace, tenant: str) -> list[ApiKeyIndexEntry]:
 
 def plan_set_credential(tenant: str, provider: str, secret: str, *, now: float) -> list[KVWrite]:
     _check_tenant_name(tenant)
-    if not kv_layout.PROVIDER_RE.fullmatch(provider):
+    if not PROVIDER_RE.fullmatch(provider):
         raise AdminError(
             f"invalid provider {provider!r}: use lower-case letters, digits, '.', '-' or '_'"
         )
@@ -266,7 +232,7 @@ def plan_set_credential(tenant: str, provider: str, secret: str, *, now: float) 
         credential = Credential(secret=secret, updated_at=now)
     except ValidationError as exc:
         raise AdminError(f"invalid secret: {exc.errors()[0]['msg']}") from None
-    return [KVWrite(key=kv_layout.credential_key(tenant, provider), value=_dump(credential))]
+    return [_write(credential_key(tenant, provider), credential)]
 
 
 async def set_credential(
@@ -280,17 +246,15 @@ async def set_credential(
 async def delete_credential(kv: KVNamespace, tenant: str, provider: str) -> bool:
     """Remove a credential; returns whether one existed."""
     _check_tenant_name(tenant)
-    key = kv_layout.credential_key(tenant, provider)
-    existed = await kv.get(key) is not None
-    await kv.delete(key)
-    return existed
+    return await _delete(kv, credential_key(tenant, provider))
 
 
 # --- tool configs --------------------------------------------------------------------------
 
 
 def validate_tool_config(config: Mapping[str, Any] | ToolConfig) -> ToolConfig:
-    """Parse and check a tool config, or raise `AdminError` listing every problem."""
+    """Parse and check a tool config (its input schema included), or raise `AdminError`
+    listing every problem."""
     if isinstance(config, ToolConfig):
         return config
     try:
@@ -306,14 +270,13 @@ def validate_tool_config(config: Mapping[str, Any] | ToolConfig) -> ToolConfig:
 def plan_register_tool(tenant: str, config: Mapping[str, Any] | ToolConfig) -> list[KVWrite]:
     _check_tenant_name(tenant)
     tool = validate_tool_config(config)
-    return [KVWrite(key=kv_layout.tool_key(tenant, tool.name), value=_dump(tool))]
+    return [_write(tool_key(tenant, tool.name), tool)]
 
 
 async def register_tool(
     kv: KVNamespace, tenant: str, config: Mapping[str, Any] | ToolConfig
 ) -> ToolConfig:
-    """Register (or replace) a tool for a tenant after validating it in full, including its
-    input schema against the supported JSON-schema subset."""
+    """Register (or replace) a tool for a tenant after validating it in full."""
     await _require_tenant(kv, tenant)
     tool = validate_tool_config(config)
     await _apply(kv, plan_register_tool(tenant, tool))
@@ -322,20 +285,17 @@ async def register_tool(
 
 async def remove_tool(kv: KVNamespace, tenant: str, name: str) -> bool:
     _check_tenant_name(tenant)
-    key = kv_layout.tool_key(tenant, name)
-    existed = await kv.get(key) is not None
-    await kv.delete(key)
-    return existed
+    return await _delete(kv, tool_key(tenant, name))
 
 
 async def list_tools(kv: KVNamespace, tenant: str) -> list[ToolConfig]:
     _check_tenant_name(tenant)
-    tools: list[ToolConfig] = []
-    for key in await _list_keys(kv, kv_layout.tool_prefix(tenant)):
-        raw = await kv.get(key)
-        if raw is not None:
-            tools.append(ToolConfig.model_validate_json(raw))
-    return tools
+    return await _read_all(kv, tool_key(tenant, ""), ToolConfig)
+
+
+def describe_tool(config: ToolConfig) -> dict[str, Any]:
+    """A config as JSON-ready data for listings (no secrets live in configs)."""
+    return config.model_dump(mode="json", exclude_none=True)
 
 
 # --- deployed Workers ----------------------------------------------------------------------
@@ -344,19 +304,12 @@ async def list_tools(kv: KVNamespace, tenant: str) -> list[ToolConfig]:
 def wrangler_put_commands(writes: Iterable[KVWrite], *, binding: str = "KV") -> list[str]:
     """Shell commands that perform `writes` on the deployed namespace.
 
-    Wrangler v4 defaults `kv` commands to local storage, hence `--remote`
-    (cloudflare/workers-sdk#7392). Values are shell-quoted; for a credential prefer
-    writing the value to a file and passing `--path` (see docs/gateway.md) so the secret
-    stays out of shell history.
+    `--remote` because wrangler v4 defaults `kv` commands to local storage
+    (cloudflare/workers-sdk#7392). Values are shell-quoted; for a credential prefer a file
+    and `--path` (docs/gateway.md) so the secret stays out of shell history.
     """
     return [
         f"npx wrangler kv key put --binding={shlex.quote(binding)} --remote "
         f"{shlex.quote(write.key)} {shlex.quote(write.value)}"
         for write in writes
     ]
-
-
-def describe_tool(config: ToolConfig) -> dict[str, Any]:
-    """A config as JSON-ready data for listings (no secrets live in configs)."""
-    data: dict[str, Any] = json.loads(_dump(config))
-    return data

@@ -1,9 +1,9 @@
-"""API keys: bearer tokens stored only as their SHA-256, mapped to a tenant and scopes.
+"""Tenants and their API keys: who may call the gateway, with which scopes.
 
-`authenticate` is step 1 of the hot path: `Authorization: Bearer <key>` → SHA-256 →
-KV `gw:apikey:{hex}` → `Principal`. Keys are random 256-bit strings minted by
-`gateway.admin_ops.issue_api_key`, so an unsalted SHA-256 is enough to make a KV dump
-useless for calling the gateway (there is nothing to brute-force).
+`authenticate` is step 1 of the hot path: `Authorization: Bearer <key>` → SHA-256 → KV
+`gw:apikey:{hex}` → `Principal`; the tenant comes from the key, never from the request.
+Keys are random 256-bit strings (`gateway.admin_ops.issue_api_key`), so an unsalted SHA-256
+makes a KV dump useless for calling the gateway (there is nothing to brute-force).
 """
 
 from __future__ import annotations
@@ -12,14 +12,12 @@ import hashlib
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from bindings.ports.clock import Clock
 from bindings.ports.kv import KVNamespace
-from gateway import kv_layout
 from gateway.errors import forbidden, unauthorized
-from gateway.kv_cache import KVReadCache, read_cached
-from http_messages.errors import ApiError
+from gateway.kv_cache import KEY_ID_RE, TENANT_RE, KVReadCache, api_key_key, read_record, tenant_key
 
 # `memory` (API keys) allows both memory tools; OAuth grants split it into `memory:read`
 # (recall_memory) and `memory:write` (store_memory) (gateway.oauth_tokens).
@@ -30,13 +28,26 @@ ALL_SCOPES: tuple[Scope, ...] = ("tools", "memory")
 _TOKEN_RE = re.compile(r"^[A-Za-z0-9._~+/=-]{16,256}$")
 
 
+class TenantRecord(BaseModel):
+    """The value at `gw:tenant:{tenant}`. The tool-call hot path never reads it (the key
+    names the tenant); MCP reads `memory_enabled`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tenant: str = Field(pattern=TENANT_RE.pattern)
+    display_name: str = Field(default="", max_length=200)
+    # ADR-0030: memory tools are granted by the platform when enabled, not declared per tool.
+    memory_enabled: bool = False
+    created_at: float = 0.0
+
+
 class ApiKeyRecord(BaseModel):
     """The value at `gw:apikey:{sha256}`."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    tenant: str = Field(pattern=kv_layout.TENANT_RE.pattern)
-    key_id: str = Field(pattern=kv_layout.KEY_ID_RE.pattern)
+    tenant: str = Field(pattern=TENANT_RE.pattern)
+    key_id: str = Field(pattern=KEY_ID_RE.pattern)
     scopes: tuple[Scope, ...] = ALL_SCOPES
     status: Literal["active", "revoked"] = "active"
     label: str = Field(default="", max_length=200)
@@ -45,7 +56,7 @@ class ApiKeyRecord(BaseModel):
 
 
 class Principal(BaseModel):
-    """Who is calling: the tenant is taken from the key, never from the request."""
+    """Who is calling: a tenant, the key (or OAuth grant) and its scopes."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -57,12 +68,6 @@ class Principal(BaseModel):
         if scope not in self.scopes:
             raise forbidden("insufficient_scope", f"this API key lacks the {scope!r} scope")
 
-    def may_read_memory(self) -> bool:
-        return "memory" in self.scopes or "memory:read" in self.scopes
-
-    def may_write_memory(self) -> bool:
-        return "memory" in self.scopes or "memory:write" in self.scopes
-
 
 def hash_api_key(api_key: str) -> str:
     """Lower-case hex SHA-256 of the key's UTF-8 bytes (what KV stores)."""
@@ -70,7 +75,7 @@ def hash_api_key(api_key: str) -> str:
 
 
 def bearer_token(authorization: str | None) -> str:
-    """Extract the key from an `Authorization` header, or raise a 401 `ApiError`."""
+    """The token of an `Authorization: Bearer` header, or a 401 `ApiError`."""
     if not authorization or not authorization.strip():
         raise unauthorized("missing_api_key", "send the API key as 'Authorization: Bearer <key>'")
     scheme, _, token = authorization.strip().partition(" ")
@@ -83,28 +88,22 @@ def bearer_token(authorization: str | None) -> str:
     return token
 
 
-def _parse_record(raw: str) -> ApiKeyRecord:
-    try:
-        return ApiKeyRecord.model_validate_json(raw)
-    except ValidationError as exc:
-        raise ApiError(
-            500,
-            "gateway_misconfigured",
-            f"the stored record for this API key is invalid ({exc.error_count()} problems); "
-            "re-issue the key",
-        ) from None
-
-
 async def authenticate(
     kv: KVNamespace, cache: KVReadCache, clock: Clock, authorization: str | None
 ) -> Principal:
     """Resolve the caller, or raise 401 (missing, malformed, unknown or revoked key)."""
-    token = bearer_token(authorization)
-    record = await read_cached(
-        kv, cache, clock, kv_layout.api_key_key(hash_api_key(token)), _parse_record
+    key = api_key_key(hash_api_key(bearer_token(authorization)))
+    record = await read_record(
+        kv, cache, clock, key, ApiKeyRecord, "record for this API key", "re-issue the key"
     )
     if record is None:
         raise unauthorized("invalid_api_key", "this API key is not known to the gateway")
     if record.status != "active":
         raise unauthorized("revoked_api_key", f"API key {record.key_id} has been revoked")
     return Principal(tenant=record.tenant, key_id=record.key_id, scopes=record.scopes)
+
+
+async def load_tenant(
+    kv: KVNamespace, cache: KVReadCache, clock: Clock, tenant: str
+) -> TenantRecord | None:
+    return await read_record(kv, cache, clock, tenant_key(tenant), TenantRecord, "tenant record")

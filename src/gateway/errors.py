@@ -1,10 +1,9 @@
 """The gateway's errors, distinguishable from anything an upstream says.
 
-The gateway raises the shared `ApiError` (`http_messages.errors`); when it answers, it adds
-the header `x-gateway-error: <code>` (`gateway_error_response`), so every gateway error is
-`{"error": {"code", "message"[, "details"]}}` with that header, while a relayed upstream
-response never has it and always has `x-upstream-status`. Codes are stable; clients may
-branch on them.
+The gateway raises the shared `ApiError` and answers it with `x-gateway-error: <code>`
+(`gateway_error_response`): `{"error": {"code", "message"[, "details"]}}`, stable codes
+clients may branch on. A relayed upstream response never has that header and always has
+`x-upstream-status`.
 """
 
 from __future__ import annotations
@@ -21,13 +20,10 @@ def gateway_error_response(exc: ApiError) -> HttpResponse:
     return exc.to_response({GATEWAY_ERROR_HEADER: exc.code})
 
 
-# RFC 6750 §3: a 401 for a bearer-protected resource names the scheme; no OAuth metadata is
-# offered because the gateway uses operator-issued API keys, not an authorization server.
-_BEARER_CHALLENGE = 'Bearer realm="agent-memory-gateway"'
-
-
 def unauthorized(code: str, message: str) -> ApiError:
-    challenge = _BEARER_CHALLENGE
+    """A 401 with RFC 6750's challenge (the routes add the RFC 9728 `resource_metadata`:
+    `gateway.oauth_tokens.add_resource_metadata`)."""
+    challenge = 'Bearer realm="agent-memory-gateway"'
     if code != "missing_api_key":
         challenge += ', error="invalid_token"'
     return ApiError(401, code, message, headers={"www-authenticate": challenge})

@@ -1,57 +1,82 @@
-"""Per-isolate cache of parsed KV reads: the staleness bound of the gateway.
+"""The gateway's state in KV: where each record lives, which names are allowed, and the
+per-isolate cache every hot-path read goes through.
 
-A Worker isolate serves many requests; caching the API-key record, tool config,
-credential and tenant record for `CACHE_TTL_SECONDS` makes the steady-state hot path
-free of KV reads. The price is staleness, bounded as follows:
+    gw:tenant:{tenant}             api_keys.TenantRecord
+    gw:apikey:{sha256 of the key}  api_keys.ApiKeyRecord
+    gw:keyid:{tenant}:{key_id}     admin_ops.ApiKeyIndexEntry (operators only)
+    gw:cred:{tenant}:{provider}    tool_config.Credential
+    gw:tool:{tenant}:{tool}        tool_config.ToolConfig
+    gw:oauth:at:{sha256 of token}  oauth_tokens.AccessTokenRecord
 
-* an entry is served for at most `CACHE_TTL_SECONDS` (30 s) after it was read, so a
-  revoked key, a rotated credential or a changed tool config takes effect in every
-  isolate within 30 s of KV returning the new value;
-* on Cloudflare, KV itself is eventually consistent (a write can take up to ~60 s to be
-  visible in other locations), so the end-to-end bound there is 30 s + KV propagation;
-* misses (missing keys) are never cached, so a newly issued key or registered tool works
-  on the next request.
+Keys hold no key or token in clear, only its SHA-256; names are restricted so that no key
+nears KV's 512-byte limit and no name holds the `:` separator.
 
-Only the module-level `ISOLATE_CACHE` is shared across requests; it holds parsed,
-immutable (frozen pydantic) values. Tests call `ISOLATE_CACHE.clear()` between cases.
+Staleness bound: a parsed record is served from the isolate's cache for `CACHE_TTL_SECONDS`
+after it was read, so a warm isolate makes no KV reads, and a revoked key, rotated credential
+or changed config takes effect within 30 s (on Cloudflare plus KV's own propagation, up to
+~60 s). Misses are never cached: a new key or tool works on the next request.
 """
 
 from __future__ import annotations
 
+import re
 from collections import OrderedDict
-from collections.abc import Callable
 from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
 
 from bindings.ports.clock import Clock
 from bindings.ports.errors import BindingError
 from bindings.ports.kv import KVNamespace
 from http_messages.errors import ApiError
 
+TENANT_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+PROVIDER_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
+# MCP clients accept tool names of letters, digits, `_`, `-` and `.`; 64 keeps them readable.
+TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+KEY_ID_RE = re.compile(r"^k_[0-9a-f]{16}$")
+
 CACHE_TTL_SECONDS = 30.0
 # Bounds memory in a 128 MB isolate: a few thousand small records at most.
 CACHE_MAX_ENTRIES = 4096
 
-T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
+
+
+def tenant_key(tenant: str) -> str:
+    return f"gw:tenant:{tenant}"
+
+
+def api_key_key(sha256_hex: str) -> str:
+    return f"gw:apikey:{sha256_hex}"
+
+
+def key_id_key(tenant: str, key_id: str) -> str:
+    return f"gw:keyid:{tenant}:{key_id}"
+
+
+def credential_key(tenant: str, provider: str) -> str:
+    return f"gw:cred:{tenant}:{provider}"
+
+
+def tool_key(tenant: str, tool: str) -> str:
+    return f"gw:tool:{tenant}:{tool}"
 
 
 class KVReadCache:
     """A TTL + LRU map from KV key to a parsed value. Not thread-safe (isolates are not)."""
 
-    def __init__(
-        self, ttl_seconds: float = CACHE_TTL_SECONDS, max_entries: int = CACHE_MAX_ENTRIES
-    ) -> None:
-        self.ttl_seconds = ttl_seconds
-        self.max_entries = max_entries
+    def __init__(self) -> None:
         self._entries: OrderedDict[str, tuple[float, Any]] = OrderedDict()
 
     def get(self, key: str, now: float) -> tuple[bool, Any]:
-        """Return `(True, value)` for a fresh entry, else `(False, None)` (and drop it)."""
+        """`(True, value)` for a fresh entry, else `(False, None)` (and the entry is dropped)."""
         entry = self._entries.get(key)
         if entry is None:
             return False, None
         read_at, value = entry
         # A clock that moved backwards also invalidates: never serve an entry of unknown age.
-        if not (read_at <= now < read_at + self.ttl_seconds):
+        if not (read_at <= now < read_at + CACHE_TTL_SECONDS):
             del self._entries[key]
             return False, None
         self._entries.move_to_end(key)
@@ -60,7 +85,7 @@ class KVReadCache:
     def put(self, key: str, value: Any, now: float) -> None:
         self._entries[key] = (now, value)
         self._entries.move_to_end(key)
-        while len(self._entries) > self.max_entries:
+        while len(self._entries) > CACHE_MAX_ENTRIES:
             self._entries.popitem(last=False)
 
     def clear(self) -> None:
@@ -70,39 +95,56 @@ class KVReadCache:
         """Drop one entry (a revocation in this isolate takes effect here at once)."""
         self._entries.pop(key, None)
 
-    def __len__(self) -> int:
-        return len(self._entries)
-
 
 ISOLATE_CACHE = KVReadCache()
 
 
-async def kv_get(kv: KVNamespace, key: str) -> str | None:
-    """`kv.get` with store failures mapped to a 503 gateway error."""
-    try:
-        return await kv.get(key)
-    except BindingError as exc:
-        raise ApiError(503, "kv_unavailable", f"the gateway's KV store failed: {exc}") from None
-
-
-async def read_cached(
+async def read_record(
     kv: KVNamespace,
     cache: KVReadCache,
     clock: Clock,
     key: str,
-    parse: Callable[[str], T],
-) -> T | None:
-    """Read `key` through the cache; `parse` turns the stored text into a value (or raises).
+    model: type[M],
+    what: str,
+    fix: str = "write it again",
+) -> M | None:
+    """The `model` stored at `key`, through the cache; None when missing.
 
-    Returns None for a missing key (not cached, see the module docstring).
+    Raises 503 `kv_unavailable` when KV fails, and 500 `gateway_misconfigured` naming the
+    first problem (and `fix`) when the stored `what` does not parse — say a hand-written
+    record put with `wrangler kv key put`: never half-used.
     """
     now = clock.now()
     hit, value = cache.get(key, now)
     if hit:
         return value  # type: ignore[no-any-return]
-    raw = await kv_get(kv, key)
+    try:
+        raw = await kv.get(key)
+    except BindingError as exc:
+        raise ApiError(503, "kv_unavailable", f"the gateway's KV store failed: {exc}") from None
     if raw is None:
         return None
-    parsed = parse(raw)
+    try:
+        parsed = model.model_validate_json(raw)
+    except ValidationError as exc:
+        problem = exc.errors(include_url=False, include_input=False)[0]["msg"]
+        raise ApiError(
+            500, "gateway_misconfigured", f"the stored {what} is invalid: {problem}; {fix}"
+        ) from None
     cache.put(key, parsed, now)
     return parsed
+
+
+async def list_keys(kv: KVNamespace, prefix: str) -> list[str]:
+    """Every key under `prefix`, in key order (all of KV's list pages)."""
+    keys: list[str] = []
+    cursor: str | None = None
+    while True:
+        try:
+            page = await kv.list(prefix=prefix, cursor=cursor)
+        except BindingError as exc:
+            raise ApiError(503, "kv_unavailable", f"listing {prefix}* failed: {exc}") from None
+        keys.extend(key.name for key in page.keys)
+        if page.list_complete or not page.cursor:
+            return keys
+        cursor = page.cursor

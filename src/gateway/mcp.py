@@ -1,70 +1,71 @@
-"""MCP over Streamable HTTP at `POST /mcp` (revisions 2025-06-18, 2025-11-25, 2026-07-28).
+"""MCP over Streamable HTTP at `POST /mcp`: revisions 2025-06-18, 2025-11-25 and 2026-07-28.
 
-Spec: modelcontextprotocol.io/specification/2025-06-18 — basic/transports.mdx (Streamable
-HTTP), basic/lifecycle.mdx (initialize), server/tools.mdx (tools/list, tools/call, error
-handling), basic/authorization.mdx (401/403); what differs per revision, and how a request's
-revision is read, is `gateway.mcp_revisions`.
+Spec: modelcontextprotocol.io/specification/{revision}/ basic/transports.mdx,
+basic/lifecycle.mdx, server/tools.mdx, basic/authorization.mdx; for 2026-07-28 also
+basic/index.mdx "Per-request protocol fields" and the official Python SDK 2.3.0
+(`mcp.shared.inbound.classify_inbound_request`, `mcp_types._v2026_07_28`).
 
-What this server does, and why:
+* **Stateless** in every revision, so any isolate answers any message: each POST carries its
+  bearer (an API key or an OAuth access token, `gateway.oauth_tokens`) and gets one JSON
+  object; no `Mcp-Session-Id`; `GET`/`DELETE /mcp` are 405 (no SSE stream, no session).
+* **One message per POST**: 2025-06-18 removed batching, so an array is -32600 (HTTP 400);
+  notifications and client responses get 202 and no body.
+* **Auth**: a missing or bad bearer is HTTP 401 (-32001; authorization.mdx requires 401), a
+  missing scope 403 (-32003). **Origin** (DNS rebinding): a request with one must name an
+  origin in `MCP_ALLOWED_ORIGINS`, else 403; never compared with `Host`, which a rebinding
+  page matches. Requests without `Origin` (CLI and IDE clients) pass.
+* **Errors** (tools.mdx): unknown tool and invalid arguments are -32602 — from 2025-11-25 on,
+  invalid arguments are a tool result with `isError: true` (SEP-1303); upstream failures are
+  always such results, so the model can react.
+* **Revision**, read from each request (`classify`): 2026-07-28 when `MCP-Protocol-Version`
+  names it or `params._meta` carries a protocol version. Its ladder, first failure wins:
+  `_meta` holds the version and client capabilities (-32602); the headers agree with the
+  body (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name` for tools/call: -32020); the version
+  is served (-32022, `data: {supported, requested}`). Its results carry `resultType` and the
+  serverInfo stamp, cacheable ones `ttlMs` and `cacheScope: "private"` (a list depends on the
+  caller); `initialize` and `ping` do not exist; HTTP statuses follow the SDK's table.
+  Otherwise the handshake era: `initialize` echoes 2025-06-18 / 2025-11-25, else offers
+  2025-11-25; later requests name their version in the header (none: 2025-06-18's rules).
 
-* **Stateless.** Every POST carries the API key and is answered on its own; no
-  `Mcp-Session-Id` is issued (sessions are optional, §Session Management), so any isolate
-  can answer any message. `GET /mcp` and `DELETE /mcp` answer 405: no server-initiated SSE
-  stream is offered (§Listening for Messages: "or else return HTTP 405") and there is no
-  session to delete. Every request is answered with one `application/json` object.
-* **One message per POST.** 2025-06-18 removed JSON-RPC batching (changelog; the POST body
-  "MUST be a single JSON-RPC request, notification, or response"), so a JSON array is an
-  Invalid Request (-32600, HTTP 400).
-* **Notifications and client responses** (messages without `id`, or with `result`/`error`)
-  are accepted with 202 and no body.
-* **Version negotiation.** Per request (`gateway.mcp_revisions.classify`): `initialize`
-  echoes 2025-06-18 / 2025-11-25, else offers 2025-11-25; a 2026-07-28 request carries its
-  version in `_meta` and needs no handshake (`server/discover` describes the server).
-* **Auth.** The same `Authorization: Bearer` as the HTTP tool route, on every POST: an API
-  key or an OAuth access token (`gateway.oauth_tokens`). A missing or bad one is HTTP 401
-  (authorization.mdx: "Invalid or expired tokens MUST receive a HTTP 401"; the route adds
-  the RFC 9728 `resource_metadata` challenge); a caller without the needed scope is HTTP
-  403 (`insufficient_scope`). The body is a JSON-RPC error object either way.
-* **Origin.** The transport spec requires validating `Origin` (DNS rebinding). Requests
-  without `Origin` (CLI and IDE clients) pass; any `Origin` must be in `MCP_ALLOWED_ORIGINS`
-  (empty by default), else 403; never compared with `Host` (DNS rebinding matches it).
-* **Errors.** Unknown tool and invalid arguments are JSON-RPC -32602 (tools.mdx "Protocol
-  Errors"); upstream failures (timeout, unreachable, non-2xx status, missing credential)
-  are tool results with `isError: true` ("Tool Execution Errors") so the model can react.
-
-Size: one JSON-RPC dispatcher serving three revisions (their differences are in
-`gateway.mcp_revisions`); the memory tools' part shrinks when they get one pydantic definition.
-
-Proxied tool calls run the same hot path as `POST /api/v1/tools/{name}`
-(`gateway.tool_proxy.call_tool`). Memory tools are handed to the injected
-`MemoryToolDispatcher`; this module never imports the memory code.
+Proxied tools run the hot path of `POST /api/v1/tools/{name}` (`gateway.tool_proxy`); memory
+tools go to the `MemoryToolDispatcher` the route hands in (no memory code is imported here).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import logging
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from gateway import mcp_revisions as revisions
-from gateway.api_keys import Principal
-from gateway.errors import GATEWAY_ERROR_HEADER, forbidden, gateway_error_response
+from gateway.api_keys import Principal, load_tenant
+from gateway.errors import GATEWAY_ERROR_HEADER, forbidden
 from gateway.json_schema import validate
-from gateway.mcp_revisions import Revision, RevisionError
-from gateway.memory_tools import MemoryToolDispatcher
 from gateway.oauth_tokens import authenticate_bearer
-from gateway.tenants import load_tenant
 from gateway.tool_config import load_tools
-from gateway.tool_proxy import TOOL_ARGUMENT_LIMITS, GatewayContext, UpstreamReply, call_tool
-from http_messages import HttpRequest, HttpResponse, empty_response, json_response
+from gateway.tool_proxy import TOOL_ARGUMENT_LIMITS, GatewayContext, call_tool
+from http_messages import Headers, HttpRequest, HttpResponse, empty_response, json_response
 from http_messages.bounded_json import STORAGE_LIMITS, JsonLimitError, check_value, loads_bounded
 from http_messages.errors import ApiError
 
 log = logging.getLogger(__name__)
 
-LATEST_PROTOCOL_VERSION = revisions.LATEST_HANDSHAKE_VERSION
-SUPPORTED_PROTOCOL_VERSIONS: tuple[str, ...] = revisions.SUPPORTED_VERSIONS
+HANDSHAKE_VERSIONS = ("2025-06-18", "2025-11-25")
+MODERN_VERSION = "2026-07-28"
+SUPPORTED_VERSIONS = (*HANDSHAKE_VERSIONS, MODERN_VERSION)
+# Handshake-era versions the SDKs know: named in a header, refused with -32600 rather than
+# read as a 2026 request.
+KNOWN_OLD_VERSIONS = ("2024-11-05", "2025-03-26")
+META_VERSION = "io.modelcontextprotocol/protocolVersion"
+META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
+# How long a client may reuse a discover / tools/list answer: short, since an operator may
+# register a tool at any time.
+LIST_TTL_MS = 60_000
+
 CAPABILITIES = {"tools": {"listChanged": False}}
 SERVER_INFO = {
     "name": "agent-memory-gateway",
@@ -81,26 +82,49 @@ INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
-# Server-defined codes (JSON-RPC reserves -32000..-32099 for implementations).
+# Server-defined (JSON-RPC leaves -32000..-32099 to implementations; the last two are MCP's).
 UNAUTHORIZED = -32001
 FORBIDDEN = -32003
+HEADER_MISMATCH = -32020
+UNSUPPORTED_VERSION = -32022
+# 2026-07-28 HTTP statuses by JSON-RPC code (the SDK's ERROR_CODE_HTTP_STATUS).
+MODERN_ERROR_STATUS = {-32700: 400, -32600: 400, -32602: 400, -32020: 400, -32021: 400}
+MODERN_ERROR_STATUS |= {UNSUPPORTED_VERSION: 400, METHOD_NOT_FOUND: 404}
 
-# The scope each memory tool needs (OAuth grants split API keys' `memory`).
+# The scope each memory tool needs beside API keys' `memory` (OAuth grants split it).
 _MEMORY_TOOL_SCOPE = {"recall_memory": "memory:read", "store_memory": "memory:write"}
-
-# Gateway error codes that are the caller's fault in the arguments (-32602), and those that
-# are failures of the tool itself (a result with isError: true).
-_INVALID_PARAMS_CODES = frozenset({"tool_not_found", "invalid_tool_input", "tool_input_too_large"})
+# Gateway error codes that are failures of the tool itself (a result with isError: true).
 _TOOL_FAILURE_CODES = frozenset(
     {"credential_missing", "upstream_forbidden", "upstream_timeout", "upstream_unreachable"}
     | {"upstream_error", "upstream_response_too_large"}
 )
+_INPUT_ERROR_CODES = ("invalid_tool_input", "tool_input_too_large", "json_too_deep")
+_B64_HEADER = re.compile(r"^=\?base64\?(?P<payload>.*)\?=$")
+
+RequestId = str | int
+
+
+class MemoryToolDispatcher(Protocol):
+    """The memory tools (ADR-0030's `recall_memory`, `store_memory`) bound to a request's
+    bindings; built outside the hot path (`worker.memory_wiring`), since they reach D1,
+    Vectorize and the embedder."""
+
+    def specs(self) -> Sequence[Mapping[str, Any]]:
+        """The tools as MCP lists them: `{"name", "description", "inputSchema"}` each."""
+        ...
+
+    async def call(self, tenant: str, tool_name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Run `tool_name` with arguments valid for its schema; a JSON-serialisable result.
+
+        Refused input is a `ValueError` with a stable string `code` (the client sees code
+        and message); any other exception is an internal error reported without details.
+        """
+        ...
 
 
 @dataclass(frozen=True)
 class McpContext:
-    """The hot-path context plus what MCP adds: the memory dispatcher (None when the
-    deployment lacks the semantic tier) and the browser origins allowed to call."""
+    """The hot-path context, the memory tools (None: not offered) and the allowed origins."""
 
     gateway: GatewayContext
     memory: MemoryToolDispatcher | None = None
@@ -108,206 +132,243 @@ class McpContext:
 
 
 class JsonRpcError(Exception):
-    def __init__(self, code: int, message: str, data: Any = None, http_status: int = 200) -> None:
+    """A JSON-RPC error answer, with its HTTP status and headers."""
+
+    def __init__(
+        self,
+        code: int,
+        message: str,
+        data: Any = None,
+        http_status: int = 200,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
-        self.code = code
-        self.message = message
-        self.data = data
-        self.http_status = http_status
+        self.code, self.message, self.data = code, message, data
+        self.http_status, self.headers = http_status, headers or {}
+
+    def response(self, request_id: RequestId | None) -> HttpResponse:
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            error["data"] = self.data
+        body = {"jsonrpc": "2.0", "id": request_id, "error": error}
+        return json_response(body, status=self.http_status, headers=self.headers)
 
 
-RequestId = str | int
-
-
-def _error_body(
-    request_id: RequestId | None, code: int, message: str, data: Any = None
-) -> dict[str, Any]:
-    error: dict[str, Any] = {"code": code, "message": message}
-    if data is not None:
-        error["data"] = data
-    return {"jsonrpc": "2.0", "id": request_id, "error": error}
-
-
-def _error_response(
-    request_id: RequestId | None, exc: JsonRpcError | RevisionError
-) -> HttpResponse:
-    return json_response(
-        _error_body(request_id, exc.code, exc.message, exc.data), status=exc.http_status
-    )
-
-
-def _gateway_error_response(request_id: RequestId | None, exc: ApiError) -> HttpResponse:
-    """An auth or store failure at the HTTP level, with a JSON-RPC error body."""
+def _http_error(exc: ApiError) -> JsonRpcError:
+    """An auth, origin or store failure answered at the HTTP level, with a JSON-RPC body."""
     code = {401: UNAUTHORIZED, 403: FORBIDDEN}.get(exc.status, INTERNAL_ERROR)
     headers = {GATEWAY_ERROR_HEADER: exc.code, **exc.headers}
-    body = _error_body(request_id, code, exc.message, {"code": exc.code})
-    return json_response(body, status=exc.status, headers=headers)
+    return JsonRpcError(code, exc.message, {"code": exc.code}, exc.status, headers)
 
 
-def method_not_allowed() -> HttpResponse:
-    """`GET`/`DELETE /mcp`: no SSE stream and no sessions on this stateless server."""
-    return gateway_error_response(
-        ApiError(
-            405,
-            "method_not_allowed",
-            "this MCP endpoint is stateless and offers no SSE stream: POST one JSON-RPC "
-            "message per request",
-            headers={"allow": "POST"},
-        )
-    )
-
-
-def _origin_allowed(ctx: McpContext, request: HttpRequest) -> bool:
-    """No Origin (a non-browser client) passes; otherwise only a configured origin."""
-    origin = request.headers.get("origin")
-    return origin is None or origin.strip().lower() in ctx.allowed_origins
-
-
-def _valid_id(value: Any) -> bool:
-    # MCP: "the ID MUST NOT be null"; JSON-RPC ids are strings or numbers (not booleans).
-    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+def _invalid_request(message: str) -> JsonRpcError:
+    return JsonRpcError(INVALID_REQUEST, f"Invalid Request: {message}", http_status=400)
 
 
 async def handle_mcp_post(ctx: McpContext, request: HttpRequest) -> HttpResponse:
     """Answer one Streamable HTTP POST. Never raises."""
-    if not _origin_allowed(ctx, request):
-        return _gateway_error_response(
-            None,
-            ApiError(403, "origin_not_allowed", "requests from this Origin are not allowed"),
-        )
-    gw = ctx.gateway
+    request_id: RequestId | None = None
+    version: str | None = None
     try:
+        origin = request.headers.get("origin")
+        if origin is not None and origin.strip().lower() not in ctx.allowed_origins:
+            raise forbidden("origin_not_allowed", "requests from this Origin are not allowed")
+        gw = ctx.gateway
         principal = await authenticate_bearer(
             gw.kv, gw.cache, gw.clock, request.headers.get("authorization"), gw.resources
         )
-    except ApiError as exc:
-        return _gateway_error_response(None, exc)
-
-    try:
-        message = loads_bounded(request.body, TOOL_ARGUMENT_LIMITS)
-    except ValueError as exc:  # a JsonLimitError, or JSONDecodeError / UnicodeDecodeError
-        limit = exc if isinstance(exc, JsonLimitError) else None
-        data = {"code": limit.code} if limit else None
-        error = JsonRpcError(
-            PARSE_ERROR, f"Parse error: {exc}", data, limit.status if limit else 400
-        )
-        return _error_response(None, error)
-    if isinstance(message, list):
-        return _error_response(
-            None,
-            JsonRpcError(
-                INVALID_REQUEST,
-                "Invalid Request: JSON-RPC batches are not supported (MCP 2025-06-18 removed "
-                "batching); send one message per POST",
-                http_status=400,
-            ),
-        )
-    if not isinstance(message, dict):
-        return _error_response(
-            None,
-            JsonRpcError(
-                INVALID_REQUEST, "Invalid Request: expected a JSON object", http_status=400
-            ),
-        )
-
-    raw_id = message.get("id")
-    request_id = raw_id if _valid_id(raw_id) else None
-    if message.get("jsonrpc") != "2.0":
-        return _error_response(
-            request_id,
-            JsonRpcError(
-                INVALID_REQUEST, 'Invalid Request: "jsonrpc" must be "2.0"', http_status=400
-            ),
-        )
-    if "method" not in message:
-        if "id" in message and ("result" in message or "error" in message):
-            return empty_response(202)  # a response to a server request; we send none, so ignore
-        return _error_response(
-            request_id,
-            JsonRpcError(INVALID_REQUEST, 'Invalid Request: no "method"', http_status=400),
-        )
-    method = message["method"]
-    if not isinstance(method, str):
-        return _error_response(
-            request_id,
-            JsonRpcError(
-                INVALID_REQUEST, 'Invalid Request: "method" must be a string', http_status=400
-            ),
-        )
-    if "id" in message and request_id is None:
-        return _error_response(
-            None,
-            JsonRpcError(
-                INVALID_REQUEST,
-                'Invalid Request: "id" must be a string or an integer (not null)',
-                http_status=400,
-            ),
-        )
-    params = message.get("params", {})
-    if params is None:
-        params = {}
-
-    if request_id is None:
-        # A notification (initialized, cancelled, ...): nothing to do for a stateless server.
-        return empty_response(202)
-    try:
-        revision = revisions.classify(request.headers, method, params)
-    except RevisionError as exc:
-        return _error_response(request_id, exc)
-
-    try:
+        try:
+            message = loads_bounded(request.body, TOOL_ARGUMENT_LIMITS)
+        except JsonLimitError as exc:
+            data = {"code": exc.code}
+            raise JsonRpcError(PARSE_ERROR, f"Parse error: {exc}", data, exc.status) from None
+        except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
+            raise JsonRpcError(PARSE_ERROR, f"Parse error: {exc}", http_status=400) from None
+        if isinstance(message, list):
+            raise _invalid_request(
+                "JSON-RPC batches are not supported (MCP 2025-06-18 removed batching); send "
+                "one message per POST"
+            )
+        if not isinstance(message, dict):
+            raise _invalid_request("expected a JSON object")
+        raw_id = message.get("id")
+        # MCP: "the ID MUST NOT be null"; JSON-RPC ids are strings or numbers (not booleans).
+        if isinstance(raw_id, str) or (isinstance(raw_id, int) and not isinstance(raw_id, bool)):
+            request_id = raw_id
+        if message.get("jsonrpc") != "2.0":
+            raise _invalid_request('"jsonrpc" must be "2.0"')
+        if "method" not in message:
+            if "id" in message and ("result" in message or "error" in message):
+                return empty_response(202)  # a response to a server request; we send none
+            raise _invalid_request('no "method"')
+        method = message["method"]
+        if not isinstance(method, str):
+            raise _invalid_request('"method" must be a string')
+        if "id" in message and request_id is None:
+            raise _invalid_request('"id" must be a string or an integer (not null)')
+        if request_id is None:
+            return empty_response(202)  # a notification: nothing to do for a stateless server
+        params = message.get("params")
+        params = {} if params is None else params
+        version = classify(request.headers, method, params)
         if not isinstance(params, dict):
             raise JsonRpcError(INVALID_PARAMS, 'Invalid params: "params" must be an object')
-        result = await _dispatch(ctx, principal, revision, method, params)
+        result = await _dispatch(ctx, principal, version, method, params)
     except JsonRpcError as exc:
-        if revision.modern:
-            exc.http_status = revisions.MODERN_ERROR_STATUS.get(exc.code, exc.http_status)
-        return _error_response(request_id, exc)
+        if version == MODERN_VERSION:
+            exc.http_status = MODERN_ERROR_STATUS.get(exc.code, exc.http_status)
+        return exc.response(request_id)
     except ApiError as exc:
-        if exc.status in (401, 403):
-            return _gateway_error_response(request_id, exc)
-        return _error_response(
-            request_id, JsonRpcError(INTERNAL_ERROR, exc.message, {"code": exc.code})
-        )
+        # Before the message was read (origin, auth), or a refusal of the caller: HTTP level.
+        if request_id is None or exc.status in (401, 403):
+            return _http_error(exc).response(request_id)
+        return JsonRpcError(INTERNAL_ERROR, exc.message, {"code": exc.code}).response(request_id)
     return json_response({"jsonrpc": "2.0", "id": request_id, "result": result})
 
 
+# --- revisions ------------------------------------------------------------------------------
+
+
+def _unsupported(requested: Any) -> JsonRpcError:
+    data = {"supported": list(SUPPORTED_VERSIONS), "requested": requested}
+    return JsonRpcError(UNSUPPORTED_VERSION, "Unsupported protocol version", data, 400)
+
+
+def classify(headers: Headers, method: str, params: Any) -> str:
+    """The protocol version one request is answered in; raises `JsonRpcError`."""
+    header = headers.get("mcp-protocol-version")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    if (isinstance(meta, dict) and META_VERSION in meta) or header == MODERN_VERSION:
+        return _classify_modern(headers, method, params)
+    if header is not None and header not in HANDSHAKE_VERSIONS + KNOWN_OLD_VERSIONS:
+        raise _unsupported(header)  # a version nobody here knows: name the ones served
+    if method == "initialize" or header is None:
+        return "2025-06-18"  # initialize negotiates; no header: 2025-06-18's rules
+    if header not in HANDSHAKE_VERSIONS:
+        raise JsonRpcError(
+            INVALID_REQUEST,
+            f"Unsupported MCP-Protocol-Version {header!r}; this server speaks "
+            f"{', '.join(SUPPORTED_VERSIONS)}",
+            {"supported": list(SUPPORTED_VERSIONS)},
+            400,
+        )
+    return header
+
+
+def _classify_modern(headers: Headers, method: str, params: Any) -> str:
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    if not isinstance(meta, dict):
+        raise JsonRpcError(
+            INVALID_PARAMS,
+            f"params._meta must be an object carrying {META_VERSION!r} and {META_CAPABILITIES!r}",
+            http_status=400,
+        )
+    missing = [key for key in (META_VERSION, META_CAPABILITIES) if key not in meta]
+    if missing:
+        raise JsonRpcError(
+            INVALID_PARAMS,
+            f"params._meta is missing the required key(s): {', '.join(missing)}",
+            http_status=400,
+        )
+    version = meta[META_VERSION]
+    mismatch = None
+    if headers.get("mcp-protocol-version") != version:
+        mismatch = "MCP-Protocol-Version header does not match params._meta's version"
+    elif headers.get("mcp-method") != method:
+        mismatch = "Mcp-Method header does not match the method"
+    elif (
+        method == "tools/call"
+        and params.get("name") is not None
+        and decode_header_value(headers.get("mcp-name")) != params["name"]
+    ):
+        mismatch = "Mcp-Name header does not match the tool name"
+    if mismatch:
+        raise JsonRpcError(HEADER_MISMATCH, mismatch, http_status=400)
+    if not isinstance(version, str):
+        raise JsonRpcError(
+            INVALID_PARAMS, "the protocol version in params._meta must be a string", None, 400
+        )
+    if version != MODERN_VERSION:
+        raise _unsupported(version)
+    return version
+
+
+def decode_header_value(value: str | None) -> str | None:
+    """A header value as sent, or the UTF-8 inside the SDK's `=?base64?…?=` wrapping."""
+    match = _B64_HEADER.fullmatch(value or "")
+    if value is None or match is None:
+        return value
+    payload = match.group("payload")
+    try:
+        decoded = base64.b64decode(payload, validate=True)
+        if base64.b64encode(decoded).decode("ascii") != payload:
+            return None
+        return decoded.decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+
+
+def _shape(version: str, result: dict[str, Any], cacheable: bool) -> dict[str, Any]:
+    """A result as `version` has it: unchanged in the handshake era; in 2026-07-28 with
+    `resultType`, the serverInfo stamp and, when cacheable, TTL hints."""
+    if version != MODERN_VERSION:
+        return result
+    shaped = {**result, "resultType": "complete"}
+    if cacheable:
+        shaped |= {"ttlMs": LIST_TTL_MS, "cacheScope": "private"}
+    meta = shaped.get("_meta")
+    shaped["_meta"] = {
+        **(meta if isinstance(meta, dict) else {}),
+        "io.modelcontextprotocol/serverInfo": SERVER_INFO,
+    }
+    return shaped
+
+
+# --- methods --------------------------------------------------------------------------------
+
+
 async def _dispatch(
-    ctx: McpContext, principal: Principal, revision: Revision, method: str, params: dict[str, Any]
+    ctx: McpContext, principal: Principal, version: str, method: str, params: dict[str, Any]
 ) -> dict[str, Any]:
+    modern = version == MODERN_VERSION
     # 2026-07-28 removed initialize and ping; server/discover exists only there.
-    if method == "initialize" and not revision.modern:
-        return _initialize(params)
-    if method == "ping" and not revision.modern:
+    if method == "initialize" and not modern:
+        requested = params.get("protocolVersion")
+        if not isinstance(requested, str):
+            raise JsonRpcError(INVALID_PARAMS, 'Invalid params: "protocolVersion" must be a string')
+        return {
+            "protocolVersion": requested if requested in HANDSHAKE_VERSIONS else "2025-11-25",
+            "capabilities": CAPABILITIES,
+            "serverInfo": SERVER_INFO,
+            "instructions": INSTRUCTIONS,
+        }
+    if method == "ping" and not modern:
         return {}
-    if method == "server/discover" and revision.modern:
-        result = revisions.discover_result(CAPABILITIES, INSTRUCTIONS)
-        return revisions.shape_result(revision, result, SERVER_INFO, cacheable=True)
+    if method == "server/discover" and modern:
+        discover = {
+            "supportedVersions": list(SUPPORTED_VERSIONS),
+            "capabilities": CAPABILITIES,
+            "instructions": INSTRUCTIONS,
+        }
+        return _shape(version, discover, cacheable=True)
     if method == "tools/list":
-        tools = {"tools": await _list_tools(ctx, principal)}
-        return revisions.shape_result(revision, tools, SERVER_INFO, cacheable=True)
+        return _shape(version, {"tools": await _list_tools(ctx, principal)}, cacheable=True)
     if method == "tools/call":
-        called = await _call_tool(ctx, principal, revision, params)
-        return revisions.shape_result(revision, called, SERVER_INFO, cacheable=False)
+        return _shape(version, await _call_tool(ctx, principal, version, params), cacheable=False)
     raise JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
 
 
-def _initialize(params: dict[str, Any]) -> dict[str, Any]:
-    requested = params.get("protocolVersion")
-    if not isinstance(requested, str):
-        raise JsonRpcError(INVALID_PARAMS, 'Invalid params: "protocolVersion" must be a string')
-    return {
-        "protocolVersion": revisions.negotiate_handshake(requested),
-        "capabilities": CAPABILITIES,
-        "serverInfo": SERVER_INFO,
-        "instructions": INSTRUCTIONS,
-    }
+def _may_use_memory_tool(principal: Principal, name: str) -> bool:
+    scope = _MEMORY_TOOL_SCOPE.get(name, "memory:read")
+    return "memory" in principal.scopes or scope in principal.scopes
 
 
 async def _memory_available(ctx: McpContext, principal: Principal) -> bool:
-    """Memory tools exist for this caller: semantic tier deployed, tenant enabled, a memory
-    scope held (which of the two tools, `_memory_tool_allowed` says)."""
-    if ctx.memory is None or not (principal.may_read_memory() or principal.may_write_memory()):
+    """Memory tools exist for this caller: offered by the deployment, enabled for the tenant,
+    a memory scope held (which of the tools, `_may_use_memory_tool` says)."""
+    if ctx.memory is None or not any(
+        _may_use_memory_tool(principal, n) for n in _MEMORY_TOOL_SCOPE
+    ):
         return False
     gw = ctx.gateway
     tenant = await load_tenant(gw.kv, gw.cache, gw.clock, principal.tenant)
@@ -318,124 +379,95 @@ async def _list_tools(ctx: McpContext, principal: Principal) -> list[dict[str, A
     gw = ctx.gateway
     tools: list[dict[str, Any]] = []
     if "tools" in principal.scopes:
-        tools.extend(
-            c.mcp_tool() for c in await load_tools(gw.kv, gw.cache, gw.clock, principal.tenant)
-        )
+        configs = await load_tools(gw.kv, gw.cache, gw.clock, principal.tenant)
+        tools.extend(config.mcp_tool() for config in configs)
     if ctx.memory is not None and await _memory_available(ctx, principal):
-        tools.extend(
-            dict(spec)
-            for spec in ctx.memory.specs()
-            if _memory_tool_allowed(principal, spec["name"])
-        )
+        specs = ctx.memory.specs()
+        tools.extend(dict(s) for s in specs if _may_use_memory_tool(principal, s["name"]))
     return tools
-
-
-def _memory_tool_allowed(principal: Principal, name: str) -> bool:
-    if name == "store_memory":
-        return principal.may_write_memory()
-    return principal.may_read_memory()
 
 
 def _text_result(text: str, is_error: bool) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": text}], "isError": is_error}
 
 
-def _reply_result(reply: UpstreamReply) -> dict[str, Any]:
-    if reply.status >= 400:
-        return _text_result(f"upstream returned HTTP {reply.status}: {reply.text()}", True)
-    return _text_result(reply.text(), False)
-
-
 async def _call_tool(
-    ctx: McpContext, principal: Principal, revision: Revision, params: dict[str, Any]
+    ctx: McpContext, principal: Principal, version: str, params: dict[str, Any]
 ) -> dict[str, Any]:
     name = params.get("name")
     if not isinstance(name, str) or not name:
         raise JsonRpcError(INVALID_PARAMS, 'Invalid params: "name" must be a tool name')
-    arguments = params.get("arguments", {})
-    if arguments is None:
-        arguments = {}
+    arguments = params.get("arguments")
+    arguments = {} if arguments is None else arguments
     if not isinstance(arguments, dict):
         raise JsonRpcError(INVALID_PARAMS, 'Invalid params: "arguments" must be an object')
-
     try:
-        memory_spec = _memory_spec(ctx, name)
-        if memory_spec is not None:
-            return await _call_memory_tool(ctx, principal, memory_spec, arguments)
+        specs = ctx.memory.specs() if ctx.memory is not None else ()
+        spec = next((s for s in specs if s["name"] == name), None)
+        if spec is not None:
+            return await _call_memory_tool(ctx, principal, spec, arguments)
         return await _call_proxied_tool(ctx, principal, name, arguments)
     except JsonRpcError as exc:
-        if exc.code == INVALID_PARAMS and revision.input_errors_are_tool_results:
-            code = exc.data.get("code") if isinstance(exc.data, dict) else None
-            if code in ("invalid_tool_input", "tool_input_too_large", "json_too_deep"):
-                return _text_result(json.dumps({"error": exc.data, "message": exc.message}), True)
+        code = exc.data.get("code") if isinstance(exc.data, dict) else None
+        # SEP-1303 (2025-11-25 on): bad arguments are a result the model can read and fix.
+        if version != "2025-06-18" and code in _INPUT_ERROR_CODES and exc.code == INVALID_PARAMS:
+            return _text_result(json.dumps({"error": exc.data, "message": exc.message}), True)
         raise
 
 
 async def _call_proxied_tool(
     ctx: McpContext, principal: Principal, name: str, arguments: dict[str, Any]
 ) -> dict[str, Any]:
-
-    input_bytes = len(json.dumps(arguments, separators=(",", ":"), ensure_ascii=False).encode())
     try:
-        reply = await call_tool(ctx.gateway, principal, name, arguments, input_bytes)
+        reply = await call_tool(ctx.gateway, principal, name, arguments)
     except ApiError as exc:
         if exc.code == "tool_not_found":
             raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}") from None
-        if exc.code in _INVALID_PARAMS_CODES:
+        if exc.code in ("invalid_tool_input", "tool_input_too_large"):
             data: dict[str, Any] = {"code": exc.code, **(exc.details or {})}
             raise JsonRpcError(INVALID_PARAMS, f"Invalid arguments: {exc.message}", data) from None
         if exc.code in _TOOL_FAILURE_CODES:
             return _text_result(f"gateway error {exc.code}: {exc.message}", True)
         raise
-    return _reply_result(reply)
-
-
-def _memory_spec(ctx: McpContext, name: str) -> dict[str, Any] | None:
-    """The memory tool `name` as the dispatcher describes it, if it is one."""
-    if ctx.memory is None:
-        return None
-    return next((dict(s) for s in ctx.memory.specs() if s["name"] == name), None)
+    text = reply.body.decode("utf-8", errors="replace")
+    if reply.status >= 400:
+        return _text_result(f"upstream returned HTTP {reply.status}: {text}", True)
+    return _text_result(text, False)
 
 
 async def _call_memory_tool(
-    ctx: McpContext, principal: Principal, spec: dict[str, Any], arguments: dict[str, Any]
+    ctx: McpContext, principal: Principal, spec: Mapping[str, Any], arguments: dict[str, Any]
 ) -> dict[str, Any]:
     name = spec["name"]
-    if not await _memory_available(ctx, principal) or ctx.memory is None:
-        # Not listed for this caller, so unknown to it.
-        raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}")
-    if not _memory_tool_allowed(principal, name):
+    if ctx.memory is None or not await _memory_available(ctx, principal):
+        raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}")  # not listed for this caller
+    if not _may_use_memory_tool(principal, name):
         scope = _MEMORY_TOOL_SCOPE[name]
         refusal = forbidden("insufficient_scope", f"{name} needs the {scope!r} scope")
-        refusal.headers["x-required-scope"] = scope
+        refusal.headers["x-required-scope"] = scope  # for the step-up challenge (oauth_tokens)
         raise refusal
     schema = spec["inputSchema"]
     problems = validate(schema, arguments)
     if problems:
-        raise JsonRpcError(
-            INVALID_PARAMS,
-            f"Invalid arguments for {name}",
-            {"code": "invalid_tool_input", "problems": [p.as_dict() for p in problems]},
-        )
+        data = {"code": "invalid_tool_input", "problems": [p.as_dict() for p in problems]}
+        raise JsonRpcError(INVALID_PARAMS, f"Invalid arguments for {name}", data)
     try:  # memory arguments reach D1, where a NUL would fail its checks after the answer
         check_value(arguments, STORAGE_LIMITS)
     except JsonLimitError as exc:
         raise JsonRpcError(INVALID_PARAMS, exc.message, {"code": exc.code}) from None
-    # The schema's top-level defaults (recall_memory's top_k: 5, ADR-0030), applied so the
-    # dispatcher always gets them.
+    # The schema's top-level defaults (recall_memory's top_k: 5, ADR-0030), so the dispatcher
+    # always gets them.
     defaults = {
         key: prop["default"]
         for key, prop in schema.get("properties", {}).items()
         if isinstance(prop, dict) and prop.get("default") is not None
     }
-    arguments = {**defaults, **arguments}
     try:
-        result = await ctx.memory.call(principal.tenant, name, arguments)
+        result = await ctx.memory.call(principal.tenant, name, {**defaults, **arguments})
     except Exception as exc:
         code = getattr(exc, "code", None)
         if isinstance(exc, ValueError) and isinstance(code, str):
-            # Refused input (the dispatcher's contract: a ValueError with a stable `code`):
-            # the client gets the reason, as for a schema failure; nothing was written.
+            # Refused input (the dispatcher's contract): the reason, as for a schema failure.
             refused = {"error": {"code": code, "message": str(exc)}}
             return _text_result(json.dumps(refused, ensure_ascii=False), True)
         # The type only: the message of a memory failure may quote the stored content.

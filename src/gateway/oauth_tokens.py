@@ -1,21 +1,16 @@
-"""OAuth access tokens on the hot path: an opaque secret whose SHA-256 is the KV key of its grant.
+"""OAuth access tokens on the hot path, and the RFC 9728 challenges that point clients to
+the authorization server (`worker.oauth`).
 
-An access token issued by the Worker's authorization server (`worker.oauth`) is
-`amo_` + 43 random URL-safe characters (256 bits). Nothing about it is signed or parsed:
-the token endpoint writes `gw:oauth:at:{sha256 hex}` → `AccessTokenRecord` (tenant, the
-person who consented, client, scopes, resource, expiry) with a KV expiration, and
-`authenticate_bearer` reads it exactly as `gateway.api_keys.authenticate` reads an API key
-(same isolate cache, same 30 s staleness bound). No D1, Durable Object or signature is on
-this path (tests/gateway/test_hot_path_isolation.py).
+An access token is `amo_` + 256 random bits, opaque: nothing is signed or parsed. The token
+endpoint writes `gw:oauth:at:{sha256 hex}` → `AccessTokenRecord` with a KV expiration, and
+`authenticate_bearer` reads it as `gateway.api_keys.authenticate` reads an API key (same
+isolate cache and 30 s staleness bound; no D1, Durable Object or signature on this path).
+Checks, in order: the record exists (revocation deletes it), it has not expired (against the
+clock, so the KV TTL's coarseness does not matter), and its RFC 8707 `resource` is one this
+origin answers for: a token minted for another deployment sharing the KV namespace, or for
+another host name of this one, is refused.
 
-Checks, in order: the record exists (revocation deletes it; within 30 s in isolates that
-cached it, at once in the isolate that revoked it), it has not expired (against the clock,
-so the KV TTL's coarseness does not matter), and its RFC 8707 `resource` is one this
-server answers for (`resources_for_origin`): a token minted for another deployment sharing
-the KV namespace, or for another host name of this one, is refused.
-
-Scopes: `tools` (proxied tool calls), `memory:read` (recall_memory), `memory:write`
-(store_memory). API keys keep their `tools` / `memory` scopes (`memory` = both).
+Scopes: `tools`, `memory:read` (recall_memory), `memory:write` (store_memory).
 """
 
 from __future__ import annotations
@@ -23,16 +18,14 @@ from __future__ import annotations
 import hashlib
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from bindings.ports.clock import Clock
 from bindings.ports.kv import KVNamespace
-from gateway import kv_layout
 from gateway.api_keys import Principal, Scope, authenticate, bearer_token
 from gateway.errors import unauthorized
-from gateway.kv_cache import KVReadCache, read_cached
+from gateway.kv_cache import TENANT_RE, KVReadCache, read_record
 from http_messages import HttpResponse
-from http_messages.errors import ApiError
 
 ACCESS_TOKEN_PREFIX = "amo_"
 OAUTH_SCOPES: tuple[Scope, ...] = ("tools", "memory:read", "memory:write")
@@ -45,7 +38,7 @@ class AccessTokenRecord(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    tenant: str = Field(pattern=kv_layout.TENANT_RE.pattern)
+    tenant: str = Field(pattern=TENANT_RE.pattern)
     principal: str = Field(max_length=320)
     client_id: str = Field(max_length=2048)
     grant_id: str = Field(max_length=64)
@@ -77,26 +70,6 @@ def resources_for_origin(origin: str) -> frozenset[str]:
     return frozenset({origin, f"{origin}/", f"{origin}{MCP_PATH}"})
 
 
-def metadata_url_for(request_url: str) -> str:
-    """The RFC 9728 metadata URL a 401 challenge names: `/mcp` has its own document (its
-    resource is `{origin}/mcp`); every other protected path uses the origin's."""
-    origin = origin_of(request_url)
-    path = urlsplit(request_url).path
-    suffix = MCP_PATH if path == MCP_PATH else ""
-    return f"{origin}{PROTECTED_RESOURCE_WELL_KNOWN}{suffix}"
-
-
-def _parse_record(raw: str) -> AccessTokenRecord:
-    try:
-        return AccessTokenRecord.model_validate_json(raw)
-    except ValidationError as exc:
-        raise ApiError(
-            500,
-            "gateway_misconfigured",
-            f"the stored record for this access token is invalid ({exc.error_count()} problems)",
-        ) from None
-
-
 async def authenticate_bearer(
     kv: KVNamespace,
     cache: KVReadCache,
@@ -112,7 +85,8 @@ async def authenticate_bearer(
     token = bearer_token(authorization)
     if not token.startswith(ACCESS_TOKEN_PREFIX):
         return await authenticate(kv, cache, clock, authorization)
-    record = await read_cached(kv, cache, clock, access_token_key(hash_token(token)), _parse_record)
+    key = access_token_key(hash_token(token))
+    record = await read_record(kv, cache, clock, key, AccessTokenRecord, "access token record")
     if record is None:
         raise unauthorized("invalid_token", "this access token is unknown or was revoked")
     if clock.now() >= record.expires_at:
@@ -136,7 +110,10 @@ def add_resource_metadata(response: HttpResponse, request_url: str) -> HttpRespo
     if response.status not in (401, 403):
         return response
     code = response.headers.get("x-gateway-error")
-    url = metadata_url_for(request_url)
+    # `/mcp` has its own metadata document (its resource is `{origin}/mcp`); other paths
+    # use the origin's.
+    suffix = MCP_PATH if urlsplit(request_url).path == MCP_PATH else ""
+    url = f"{origin_of(request_url)}{PROTECTED_RESOURCE_WELL_KNOWN}{suffix}"
     if response.status == 401:
         challenge = f'Bearer resource_metadata="{url}"'
         if code not in (None, "missing_api_key"):

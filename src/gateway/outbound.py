@@ -1,27 +1,16 @@
 """The outbound guard: which hosts a tool may call (server-side request forgery).
 
-A tool config names its upstream url, and the gateway attaches the tenant's credential to
-the request. Without a guard, a config pointing at `http://169.254.169.254/...`,
-`http://localhost:8080/admin` or `http://10.0.0.5/` turns the gateway into a proxy into
-the network it runs in. `OutboundPolicy.check` refuses, before any connection is opened:
-
-* hosts that are IP literals in loopback, private, link-local (cloud metadata lives at
-  169.254.169.254 and fd00:ec2::254), CGNAT (100.64.0.0/10), unspecified, multicast or
-  otherwise non-global space, in every spelling a URL parser or `inet_aton` accepts:
-  dotted, decimal (`2130706433`), hex (`0x7f.1`), octal (`0177.0.0.1`), short (`127.1`),
-  and IPv4-mapped IPv6 (`::ffff:127.0.0.1`);
-* names that are local by definition: `localhost` and `*.localhost`, `*.internal`
-  (`metadata.google.internal`), `*.local`, and the bare metadata names;
-* names that resolve to such an address, where a resolver is available (the local runtime
-  resolves with the system resolver; on Cloudflare, `fetch` resolves at the edge and cannot
-  reach private networks, so only the literal and name checks run there).
-
-An operator allow-list (`OUTBOUND_ALLOWED_HOSTS`, comma separated host names, IPs or CIDR
-networks) lifts the refusal for what it names; the local dev runtime sets it to loopback
-explicitly so tools can call upstreams on the laptop.
-
-Limit: the local check resolves the name, then httpx resolves it again to connect; a DNS
-answer that changes in between (rebinding) is not caught locally.
+The gateway attaches the tenant's credential to a url an operator configured; without a
+guard, `http://169.254.169.254/...` or `http://localhost:8080/admin` would make it a proxy
+into its own network. `OutboundPolicy.check` refuses, before any connection: IP literals in
+non-global space (loopback, private, link-local and so cloud metadata, CGNAT, unspecified,
+multicast) in every spelling a URL parser or `inet_aton` accepts (decimal, hex, octal,
+short, IPv4-mapped IPv6); names local by definition (`localhost`, `*.internal`, `*.local`,
+the bare metadata names...); and, where a resolver exists (locally; on Cloudflare `fetch`
+resolves at the edge, which cannot reach private networks), names resolving to such an
+address. `OUTBOUND_ALLOWED_HOSTS` (names, IPs, CIDR networks) lifts the refusal for what it
+names. Limit: locally httpx resolves the name again to connect, so DNS rebinding between
+the two lookups is not caught (docs/gateway.md "Outbound guard").
 """
 
 from __future__ import annotations
@@ -48,8 +37,7 @@ _IPV4_PART_RE = re.compile(r"0[xX][0-9a-fA-F]*|0[0-7]*|[1-9][0-9]*")
 
 
 def parse_ipv4_forms(host: str) -> ipaddress.IPv4Address | None:
-    """The IPv4 address a URL parser would read from `host` (dotted, decimal, hex, octal or
-    short forms, as in the WHATWG URL standard and `inet_aton`), or None if it is a name."""
+    """The IPv4 address a URL parser (WHATWG, `inet_aton`) reads from `host`, or None."""
     parts = host.split(".")
     if parts and parts[-1] == "" and len(parts) > 1:
         parts = parts[:-1]  # "127.0.0.1." is the same host
@@ -91,10 +79,6 @@ def is_forbidden_address(address: IPAddress) -> bool:
     return not address.is_global or address.is_multicast
 
 
-def is_local_name(name: str) -> bool:
-    return name in _LOCAL_NAMES or name.endswith(_LOCAL_SUFFIXES)
-
-
 @dataclass(frozen=True)
 class OutboundPolicy:
     """What the gateway may call beyond the public internet: the operator's allow-list."""
@@ -108,49 +92,39 @@ class OutboundPolicy:
         names, networks = settings.outbound_allow_list
         return cls(names, networks)
 
-    def _address_allowed(self, address: IPAddress) -> bool:
+    def _refused(self, address: IPAddress) -> bool:
+        """In forbidden space and not in an allowed network."""
         candidates: list[IPAddress] = [address]
         if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
             candidates.append(address.ipv4_mapped)
-        return any(
+        return is_forbidden_address(address) and not any(
             a.version == net.version and a in net
             for a in candidates
             for net in self.allowed_networks
         )
 
     async def check(self, url: str, resolver: Resolver | None = None) -> None:
-        """Refuse `url` unless its host is public or allowed; no connection is made.
-
-        Raises `ApiError(403, "upstream_forbidden")`. With a `resolver`, a name is also
-        refused when any address it resolves to is forbidden; a name that does not resolve
-        passes (the connection will fail on its own).
-        """
+        """Refuse `url` (403 `upstream_forbidden`) unless its host is public or allowed; no
+        connection is made. With a `resolver`, a name is refused when an address it resolves
+        to is; a name that does not resolve passes (the connection will fail on its own)."""
         host = (urlsplit(url).hostname or "").rstrip(".")
         if host in self.allowed_names:
             return
         address = parse_ip(host)
         if address is not None:
-            if is_forbidden_address(address) and not self._address_allowed(address):
+            if self._refused(address):
                 raise _forbidden(host, "is a loopback, private, link-local or reserved address")
             return
-        if is_local_name(host):
+        if host in _LOCAL_NAMES or host.endswith(_LOCAL_SUFFIXES):
             raise _forbidden(host, "names a local or metadata host")
-        if resolver is None:
-            return
         try:
-            resolved = await resolver(host)
+            resolved = await resolver(host) if resolver is not None else ()
         except OSError:
             return
-        for text in resolved:
-            found = parse_ip(text)
-            if (
-                found is not None
-                and is_forbidden_address(found)
-                and not self._address_allowed(found)
-            ):
-                raise _forbidden(
-                    host, "resolves to a loopback, private, link-local or reserved address"
-                )
+        if any(a is not None and self._refused(a) for a in map(parse_ip, resolved)):
+            raise _forbidden(
+                host, "resolves to a loopback, private, link-local or reserved address"
+            )
 
 
 def _forbidden(host: str, why: str) -> ApiError:

@@ -1,13 +1,9 @@
-"""The gateway's routes: adapt the request's `Bindings` to what the hot path may touch.
+"""The gateway's routes: the one gateway module that sees `Bindings`.
 
-This is the only gateway module that sees `Bindings` (and so, through its type, the D1,
-Vectorize and Durable Object ports). It hands the hot path a `KVNamespace`, the clock and
-an httpx client factory, and MCP an optional `MemoryToolDispatcher`.
-
-Memory tools: the app hands `McpRoute` a factory of the memory tools' dispatcher when it
-builds its routes (outside the hot-path modules: `worker.app.routes`). Without one, or when
-the deployment lacks the semantic tier (D1 + Vectorize + embedder), `recall_memory` /
-`store_memory` are not offered.
+It hands the hot path only what it may touch (KV, the clock, an httpx client factory, the
+outbound policy) and MCP the memory tools' dispatcher the app passes in (`worker.app.routes`);
+without one, or without the semantic tier (D1 + Vectorize + embedder), the memory tools are
+not offered.
 """
 
 from __future__ import annotations
@@ -19,8 +15,7 @@ import httpx
 
 from bindings.environment import Bindings
 from gateway.errors import gateway_error_response
-from gateway.mcp import McpContext, handle_mcp_post, method_not_allowed
-from gateway.memory_tools import MemoryToolDispatcher
+from gateway.mcp import McpContext, MemoryToolDispatcher, handle_mcp_post
 from gateway.oauth_tokens import add_resource_metadata, origin_of, resources_for_origin
 from gateway.outbound import OutboundPolicy
 from gateway.tool_proxy import GatewayContext, handle_tool_call
@@ -31,9 +26,8 @@ MemoryDispatcherFactory = Callable[[Bindings], MemoryToolDispatcher]
 
 
 class RouteCall(Protocol):
-    """What the edge's router hands a handler (`worker.router.Call`), as far as the gateway
-    reads it: the request, its path parameters and the bindings. API keys are checked here,
-    on the hot path, not by the router."""
+    """What the router hands a handler (`worker.router.Call`), as far as the gateway reads
+    it. API keys are checked on the hot path, not by the router."""
 
     @property
     def request(self) -> HttpRequest: ...
@@ -43,15 +37,9 @@ class RouteCall(Protocol):
     def bindings(self) -> Bindings: ...
 
 
-def has_semantic_tier(bindings: Bindings) -> bool:
-    return (
-        bindings.db is not None and bindings.vectors is not None and bindings.embedder is not None
-    )
-
-
-def gateway_context(bindings: Bindings, request: HttpRequest | None = None) -> GatewayContext:
-    """KV, clock and client factory from the request's bindings (503 when KV is absent);
-    with the request, the OAuth resources its origin answers for."""
+def gateway_context(bindings: Bindings, request: HttpRequest) -> GatewayContext:
+    """The hot path's context for `request` (503 `kv_unavailable` without KV), accepting
+    OAuth access tokens minted for the request's origin."""
     if bindings.kv is None:
         raise ApiError(503, "kv_unavailable", "this deployment has no KV namespace bound")
 
@@ -64,22 +52,7 @@ def gateway_context(bindings: Bindings, request: HttpRequest | None = None) -> G
         client_factory=client_factory,
         outbound=OutboundPolicy.from_settings(bindings.settings),
         resolver=bindings.resolve_host,
-        resources=resources_for_origin(origin_of(request.url)) if request else frozenset(),
-    )
-
-
-def mcp_context(
-    bindings: Bindings,
-    request: HttpRequest | None = None,
-    memory_tools: MemoryDispatcherFactory | None = None,
-) -> McpContext:
-    memory = None
-    if memory_tools is not None and has_semantic_tier(bindings):
-        memory = memory_tools(bindings)
-    return McpContext(
-        gateway=gateway_context(bindings, request),
-        memory=memory,
-        allowed_origins=bindings.settings.mcp_origins,
+        resources=resources_for_origin(origin_of(request.url)),
     )
 
 
@@ -100,13 +73,27 @@ class McpRoute:
         self.memory_tools = memory_tools
 
     async def __call__(self, call: RouteCall) -> HttpResponse:
+        bindings = call.bindings
         try:
-            ctx = mcp_context(call.bindings, call.request, self.memory_tools)
+            ctx = gateway_context(bindings, call.request)
         except ApiError as exc:
             return gateway_error_response(exc)
-        return add_resource_metadata(await handle_mcp_post(ctx, call.request), call.request.url)
+        semantic_tier = all(
+            b is not None for b in (bindings.db, bindings.vectors, bindings.embedder)
+        )
+        memory = self.memory_tools(bindings) if self.memory_tools and semantic_tier else None
+        mcp = McpContext(ctx, memory, bindings.settings.mcp_origins)
+        return add_resource_metadata(await handle_mcp_post(mcp, call.request), call.request.url)
 
 
 async def mcp_not_allowed_route(call: RouteCall) -> HttpResponse:
-    """`GET /mcp` and `DELETE /mcp`: 405, no SSE stream and no sessions."""
-    return method_not_allowed()
+    """`GET /mcp` and `DELETE /mcp`: 405, this stateless server has no SSE stream and no
+    sessions."""
+    refusal = ApiError(
+        405,
+        "method_not_allowed",
+        "this MCP endpoint is stateless and offers no SSE stream: POST one JSON-RPC message "
+        "per request",
+        headers={"allow": "POST"},
+    )
+    return gateway_error_response(refusal)

@@ -1,35 +1,15 @@
-"""Tool configs: how a tenant's tool reaches its upstream (step 3 of the hot path).
+"""Tool configs: how a tenant's tool reaches its upstream, and the tenant credentials sent
+with it.
 
-`gw:tool:{tenant}:{tool}` holds a `ToolConfig` as JSON. A config is validated in full when
-it is registered (`gateway.admin_ops.register_tool`) and again when it is read, so a
-hand-written config put with `wrangler kv key put` that breaks a rule is reported as
-`gateway_misconfigured` instead of misbehaving.
+`gw:tool:{tenant}:{tool}` holds a `ToolConfig` (example in docs/gateway.md "Tool config"),
+validated in full when registered (`gateway.admin_ops.register_tool`) and again when read,
+so a hand-written config that breaks a rule is `gateway_misconfigured`, never misused.
+`{placeholders}` in the url path are filled from the arguments of the same name and removed
+from the payload; the rest go to the query string (`input_as: "query"`, the default for GET
+and DELETE) or as a JSON body (`"json"`, the default for POST, PUT and PATCH).
 
-Example::
-
-    {
-      "name": "github_list_issues",
-      "description": "List issues of a GitHub repository",
-      "provider": "github",
-      "url": "https://api.github.com/repos/{owner}/{repo}/issues",
-      "method": "GET",
-      "auth": {"type": "header", "name": "Authorization", "prefix": "Bearer "},
-      "headers": {"Accept": "application/vnd.github+json"},
-      "timeout_seconds": 10,
-      "input_schema": {
-        "type": "object",
-        "properties": {"owner": {"type": "string"}, "repo": {"type": "string"},
-                       "state": {"enum": ["open", "closed", "all"]}},
-        "required": ["owner", "repo"],
-        "additionalProperties": false
-      },
-      "response_headers": ["link", "x-ratelimit-remaining"]
-    }
-
-`{owner}` and `{repo}` in the URL path are filled from the arguments of the same name
-(URL-quoted) and removed from the payload; the remaining arguments go to the query
-string (`input_as: "query"`, the default for GET and DELETE) or as a JSON body
-(`input_as: "json"`, the default for POST, PUT and PATCH).
+`gw:cred:{tenant}:{provider}` holds a `Credential`: the secret goes upstream as the config's
+`auth` says (header or query parameter) and never appears in a response or log line.
 """
 
 from __future__ import annotations
@@ -38,28 +18,23 @@ import re
 from typing import Any, Literal
 from urllib.parse import unquote, urlsplit
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from bindings.ports.clock import Clock
-from bindings.ports.errors import BindingError
 from bindings.ports.kv import KVNamespace
-from gateway import kv_layout
 from gateway.json_schema import UnsupportedSchemaError, check_schema
-from gateway.kv_cache import KVReadCache, read_cached
-from http_messages.errors import ApiError
+from gateway.kv_cache import (
+    PROVIDER_RE,
+    TOOL_NAME_RE,
+    KVReadCache,
+    credential_key,
+    list_keys,
+    read_record,
+    tool_key,
+)
 
 # Names the gateway itself serves over MCP (ADR-0030); a proxied tool may not shadow them.
 RESERVED_TOOL_NAMES = frozenset({"recall_memory", "store_memory"})
-
-DEFAULT_MAX_REQUEST_BYTES = 256 * 1024
-DEFAULT_MAX_RESPONSE_BYTES = 5 * 1024 * 1024
 
 _HEADER_NAME_RE = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}$")
 PLACEHOLDER_RE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]{0,63})\}")
@@ -118,10 +93,10 @@ class ToolConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    name: str = Field(pattern=kv_layout.TOOL_NAME_RE.pattern)
+    name: str = Field(pattern=TOOL_NAME_RE.pattern)
     title: str = Field(default="", max_length=200)
     description: str = Field(default="", max_length=4000)
-    provider: str = Field(default="", pattern=r"^$|" + kv_layout.PROVIDER_RE.pattern)
+    provider: str = Field(default="", pattern=r"^$|" + PROVIDER_RE.pattern)
     url: str = Field(max_length=2048)
     method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "POST"
     auth: CredentialPlacement = CredentialPlacement(type="none")
@@ -132,8 +107,8 @@ class ToolConfig(BaseModel):
     )
     input_as: Literal["json", "query"] | None = None
     response_headers: tuple[str, ...] = ()
-    max_request_bytes: int = Field(default=DEFAULT_MAX_REQUEST_BYTES, ge=2, le=1024 * 1024)
-    max_response_bytes: int = Field(default=DEFAULT_MAX_RESPONSE_BYTES, ge=1, le=20 * 1024 * 1024)
+    max_request_bytes: int = Field(default=256 * 1024, ge=2, le=1024 * 1024)
+    max_response_bytes: int = Field(default=5 * 1024 * 1024, ge=1, le=20 * 1024 * 1024)
 
     @field_validator("method", mode="before")
     @classmethod
@@ -176,22 +151,15 @@ class ToolConfig(BaseModel):
                 raise ValueError(f"header {name!r} has control characters in its value")
         return value
 
-    @field_validator("response_headers", mode="before")
-    @classmethod
-    def _lower_response_headers(cls, value: Any) -> Any:
-        if isinstance(value, list | tuple):
-            return tuple(v.lower() if isinstance(v, str) else v for v in value)
-        return value
-
     @field_validator("response_headers")
     @classmethod
     def _response_headers_ok(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         for name in value:
             if not _HEADER_NAME_RE.fullmatch(name):
                 raise ValueError(f"invalid header name {name!r}")
-            if name in _FORBIDDEN_RESPONSE_HEADERS:
-                raise ValueError(f"header {name!r} cannot be passed through")
-        return value
+            if name.lower() in _FORBIDDEN_RESPONSE_HEADERS:
+                raise ValueError(f"header {name.lower()!r} cannot be passed through")
+        return tuple(name.lower() for name in value)
 
     @field_validator("input_schema")
     @classmethod
@@ -249,50 +217,47 @@ class ToolConfig(BaseModel):
         return tool
 
 
-def parse_tool_config(raw: str) -> ToolConfig:
-    """Parse a stored config; a broken one is the operator's to fix, reported as a 500."""
-    try:
-        return ToolConfig.model_validate_json(raw)
-    except ValidationError as exc:
-        first = exc.errors(include_url=False, include_input=False)[0]
-        raise ApiError(
-            500,
-            "gateway_misconfigured",
-            f"the stored tool config is invalid: {first['msg']}; register it again",
-        ) from None
+class Credential(BaseModel):
+    """The value at `gw:cred:{tenant}:{provider}`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    secret: str = Field(min_length=1, max_length=8192, repr=False)
+    updated_at: float = 0.0
+
+    @field_validator("secret")
+    @classmethod
+    def _no_control_characters(cls, value: str) -> str:
+        # The secret goes into a header or URL: CR/LF would allow header injection.
+        if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+            raise ValueError("the secret must not contain control characters (CR, LF, ...)")
+        return value
 
 
 async def load_tool(
     kv: KVNamespace, cache: KVReadCache, clock: Clock, tenant: str, tool: str
 ) -> ToolConfig | None:
-    if not kv_layout.TOOL_NAME_RE.fullmatch(tool):
+    if not TOOL_NAME_RE.fullmatch(tool):
         return None
-    return await read_cached(kv, cache, clock, kv_layout.tool_key(tenant, tool), parse_tool_config)
-
-
-async def list_tool_names(kv: KVNamespace, tenant: str) -> list[str]:
-    """Names of the tenant's registered tools, in key order (every KV list page)."""
-    prefix = kv_layout.tool_prefix(tenant)
-    names: list[str] = []
-    cursor: str | None = None
-    while True:
-        try:
-            page = await kv.list(prefix=prefix, cursor=cursor)
-        except BindingError as exc:
-            raise ApiError(503, "kv_unavailable", f"listing tools failed: {exc}") from None
-        names.extend(key.name[len(prefix) :] for key in page.keys)
-        if page.list_complete or not page.cursor:
-            return names
-        cursor = page.cursor
+    key = tool_key(tenant, tool)
+    return await read_record(kv, cache, clock, key, ToolConfig, "tool config", "register it again")
 
 
 async def load_tools(
     kv: KVNamespace, cache: KVReadCache, clock: Clock, tenant: str
 ) -> list[ToolConfig]:
     """Every tool of the tenant (a KV list, then each config through the cache)."""
+    prefix = tool_key(tenant, "")
     configs: list[ToolConfig] = []
-    for name in await list_tool_names(kv, tenant):
-        config = await load_tool(kv, cache, clock, tenant, name)
+    for key in await list_keys(kv, prefix):
+        config = await load_tool(kv, cache, clock, tenant, key[len(prefix) :])
         if config is not None:
             configs.append(config)
     return configs
+
+
+async def load_credential(
+    kv: KVNamespace, cache: KVReadCache, clock: Clock, tenant: str, provider: str
+) -> Credential | None:
+    key = credential_key(tenant, provider)
+    return await read_record(kv, cache, clock, key, Credential, "credential", "set it again")

@@ -16,7 +16,7 @@ from bindings.ports.clock import FixedClock
 from bindings.settings import Settings
 from gateway import admin_ops
 from gateway.kv_cache import ISOLATE_CACHE
-from gateway.memory_tools import MemoryToolDispatcher
+from gateway.mcp import MemoryToolDispatcher
 from http_messages import Headers, HttpRequest, HttpResponse
 from local_runtime.adapters.kv import SqliteKV
 from local_runtime.background import LocalBackgroundTasks

@@ -20,16 +20,12 @@ HOT_PATH_MODULES = (
     "gateway.tool_proxy",
     "gateway.mcp",
     "gateway.api_keys",
+    "gateway.oauth_tokens",
     "gateway.tool_config",
-    "gateway.credentials",
-    "gateway.tenants",
     "gateway.json_schema",
     "gateway.kv_cache",
-    "gateway.kv_layout",
+    "gateway.outbound",
     "gateway.errors",
-    "gateway.memory_tools",
-    "gateway.oauth_tokens",
-    "gateway.mcp_revisions",
 )
 
 FORBIDDEN = (

@@ -10,7 +10,7 @@ from agent_memory.agent.memory_tools import MEMORY_TOOLS, McpMemoryTools
 from agent_memory.memory import retrieval_config
 from agent_memory.tiers.semantic.models import MemoryInputError
 from gateway.json_schema import validate
-from gateway.memory_tools import MemoryToolDispatcher
+from gateway.mcp import MemoryToolDispatcher
 from local_runtime.runtime import LocalRuntime
 from tests.semantic.conftest import fact_rows, vector_count
 
