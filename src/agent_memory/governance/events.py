@@ -1,13 +1,10 @@
 """Memory events (ADR-0051): `memory_retrieved` on every recall, `memory_written` on writes.
 
-Events live in D1 `memory_events` (migration 0003), one row each, scoped to a tenant bound
-at construction like every memory store. A caller that writes other rows in the same step
-takes `statement(event)` and puts it into its own `db.batch([...])`, so the event and the
-change it describes commit together or not at all; `record(event)` writes it alone.
-
-Payloads are JSON objects; for `memory_retrieved` it is
-`{"query", "query_hash", "top_k", "results": [{"id", "score", "relevance", "recency",
-"confidence", "density"}], "candidates": {channel: count}, "dropped": [...]}`.
+One row each in D1 `memory_events` (migration 0003), scoped to the tenant bound at
+construction. A caller writing other rows in the same step puts `statement(event)` into its
+own `db.batch([...])`, so the event and its change commit together. A `memory_retrieved`
+payload: `{"query", "query_hash", "top_k", "results": [{"id", "score", "relevance",
+"recency", "confidence", "density"}], "candidates": {channel: count}, "dropped": [...]}`.
 """
 
 from __future__ import annotations
