@@ -40,6 +40,7 @@ from agent_memory.statements import IDS_PER_STATEMENT, chunks
 from bindings.ports.cipher import ALGORITHM, Cipher, CipherError, KeyEncryptionKeys
 from bindings.ports.clock import Clock
 from bindings.ports.d1 import D1Database, D1Statement
+from bindings.ports.sql import Row
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +102,9 @@ class DataKeys:
         nonce, sealed = await self._cipher.encrypt(kek, key, self._aad(digest, key_id, kek_kid))
         return kek_kid, f"{b64url(nonce)}.{b64url(sealed)}"
 
-    async def _unwrap(self, digest: str, key_id: str, kek_kid: str, wrapped: str) -> bytes | None:
+    async def _unwrap(self, digest: str, row: Row) -> bytes | None:
+        """The data key of a `subject_data_keys` row; None (logged) when it does not unwrap."""
+        key_id, kek_kid, wrapped = str(row["key_id"]), str(row["kek_kid"]), str(row["wrapped"])
         kek = self._keks.get(kek_kid)
         if kek is None:
             log.error("data key %s is wrapped by KEK %r, which is not configured", key_id, kek_kid)
@@ -129,11 +132,10 @@ class DataKeys:
             .bind(self.tenant_id, digest)
             .first()
         )
-        key: bytes | None = None
-        if row is not None:
+        key = None if row is None else await self._unwrap(digest, row)
+        if row is not None and key is not None:
             key_id = str(row["key_id"])
-            key = await self._unwrap(digest, key_id, str(row["kek_kid"]), str(row["wrapped"]))
-        if key is None:  # none yet, or one this deployment cannot unwrap: start a new one
+        else:  # none yet, or one this deployment cannot unwrap: start a new one
             key_id = new_ulid(self._clock.now())
             key = await self._cipher.new_key()
             kek_kid, wrapped = await self._wrap(digest, key_id, key)
@@ -168,10 +170,9 @@ class DataKeys:
                 .all()
             )
             for row in result.results:
-                key_id = str(row["key_id"])
-                key = await self._unwrap(digest, key_id, str(row["kek_kid"]), str(row["wrapped"]))
+                key = await self._unwrap(digest, row)
                 if key is not None:
-                    self._cache[key_id] = found[key_id] = key
+                    self._cache[str(row["key_id"])] = found[str(row["key_id"])] = key
         return found
 
     async def rewrap(self, limit: int = 500) -> int:
@@ -190,7 +191,7 @@ class DataKeys:
         done = 0
         for row in result.results:
             digest, key_id = str(row["subject_hash"]), str(row["key_id"])
-            key = await self._unwrap(digest, key_id, str(row["kek_kid"]), str(row["wrapped"]))
+            key = await self._unwrap(digest, row)
             if key is None:
                 continue
             kek_kid, wrapped = await self._wrap(digest, key_id, key)
