@@ -545,15 +545,11 @@ class AgentRuntimeCore:
             },
         )
         return RunResult(
+            **outcome.model_dump(include={"status", "output", "steps", "tool_calls", "tools_used"}),
             run_id=run.run_id,
             tenant=request.tenant,
             agent_type=turn.agent_type.name,
             instance_id=request.instance_id,
-            status=outcome.status,
-            output=outcome.output,
-            steps=outcome.steps,
-            tool_calls=outcome.tool_calls,
-            tools_used=outcome.tools_used,
             task_type=turn.task_type,
             workflow_id=turn.workflow_id,
             context_episode_ids=turn.episode_ids,

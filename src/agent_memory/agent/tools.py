@@ -18,7 +18,7 @@ from agent_memory.governance.agent_types import AgentType
 from agent_memory.memory import Memory
 from agent_memory.retrieval.scoring import RankItem
 from agent_memory.tiers.semantic.models import MemoryInputError
-from agent_memory.tiers.working import WorkingMemory, WorkingMemoryError, WorkingRead
+from agent_memory.tiers.working import WorkingMemory, WorkingMemoryError
 from bindings.ports.llm import ToolSpec
 
 # kind is one of the run_log kinds: "memory_read" / "memory_write" for tier access.
@@ -87,20 +87,12 @@ async def _wm_get(arguments: dict[str, Any], context: ToolContext) -> dict[str, 
     )
     if found is None:
         return {"key": key, "found": False, "value": None}
-    _record_get(found, context)
-    return {"key": key, "found": True, "value": found.value}
-
-
-def _record_get(found: WorkingRead, context: ToolContext) -> None:
-    """Score the read with working memory's weights and record it as `memory_retrieved`,
-    like the turn-start snapshot (the key is the query: an exact lookup is fully relevant)."""
-    item = RankItem(
-        id=found.key,
-        text=f"{found.key} {json.dumps(found.value, ensure_ascii=False)}",
-        written_at=found.written_at if found.written_at is not None else 0.0,
-        confidence=1.0,
-    )
+    # Scored with working memory's weights and recorded as `memory_retrieved`, like the
+    # turn-start snapshot (the key is the query: an exact lookup is fully relevant).
+    text = f"{found.key} {json.dumps(found.value, ensure_ascii=False)}"
+    item = RankItem(id=found.key, text=text, written_at=found.written_at or 0.0, confidence=1.0)
     context.memory.rank("working", found.key, [item], pool=1, agent_type=context.agent_type.name)
+    return {"key": key, "found": True, "value": found.value}
 
 
 async def _wm_set(arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]:

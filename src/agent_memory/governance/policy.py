@@ -348,34 +348,31 @@ class WriteGate:
             self.check(proposal)
 
     def event(self, proposal: WriteProposal, event_id: str | None = None) -> MemoryEvent:
-        now = self._clock.now()
+        optional = {
+            "subject": proposal.subject,
+            "supersedes": proposal.supersedes,
+            "decision": proposal.decision,
+        }
         payload: dict[str, Any] = {
             "key": proposal.key,
             "source": proposal.source,
             "confidence": proposal.confidence,
             "bytes": len(proposal.content),
+            **{name: value for name, value in optional.items() if value},
         }
-        if proposal.subject:
-            payload["subject"] = proposal.subject
-        if proposal.supersedes:
-            payload["supersedes"] = proposal.supersedes
-        if proposal.decision:
-            payload["decision"] = dict(proposal.decision)
         fields = proposal.personal_fields()
         if fields is not None:
             payload["personal_fields"] = list(fields) or ["*"]
         event = memory_written(
             tenant_id=self.tenant_id,
             tier=proposal.tier,
-            now=now,
+            now=self._clock.now(),
             content_hash=proposal.content_hash,
             payload=payload,
             agent_type=proposal.agent_type,
             run_id=proposal.run_id,
         )
-        if event_id is not None:
-            event = event.model_copy(update={"event_id": event_id})
-        return event
+        return event if event_id is None else event.model_copy(update={"event_id": event_id})
 
     def event_statement(self, proposal: WriteProposal, event_id: str) -> D1Statement | None:
         """The event INSERT (insert-if-absent, id `event_id`) for a tier that commits the
