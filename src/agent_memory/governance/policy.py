@@ -46,7 +46,6 @@ from bindings.ports.d1 import D1Statement
 
 Tier = EventTier
 
-TIERS: tuple[Tier, ...] = ("working", "episodic", "semantic", "procedural")
 
 PERSONAL_MARK = "_personal"
 
@@ -176,12 +175,7 @@ DEFAULT_MAX_BYTES: dict[Tier, int] = {
     "procedural": 16 * 1024,
 }
 
-DEFAULT_CONFIDENCE_FLOOR: dict[Tier, float] = {
-    "working": 0.0,
-    "episodic": 0.0,
-    "semantic": 0.1,
-    "procedural": 0.0,
-}
+DEFAULT_CONFIDENCE_FLOOR: dict[Tier, float] = {"semantic": 0.1}  # other tiers: 0
 
 
 class WritePolicy(BaseModel):
