@@ -103,9 +103,8 @@ async def assemble_context(
         ranked = memory.rank(
             "episodic", input_text, items, pool=len(items), top_k=wanted, agent_type=agent_type.name
         )
-        chosen = [by_id[r.item.id] for r in ranked]
-        chosen.sort(key=lambda e: (e.created_at, e.episode_id), reverse=True)
-        return chosen
+        chosen = (by_id[r.item.id] for r in ranked)
+        return sorted(chosen, key=lambda e: (e.created_at, e.episode_id), reverse=True)
 
     async def facts() -> list[dict[str, Any]]:
         query = input_text.strip()[:MAX_QUERY_CHARS]

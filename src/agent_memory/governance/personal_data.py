@@ -283,12 +283,9 @@ def _set(value: dict[str, Any], path: str, new: Any, *, delete: bool = False) ->
 
 
 class PersonalData:
-    """Seals and opens the marked fields of one tenant's rows (see the module docstring).
-
-    `keys` None means this deployment cannot seal (no cipher, or `MEMORY_PII_KEKS` unset):
-    writing marked data then raises `PersonalDataUnavailable` — it is never stored in
-    plaintext — and rows holding sealed values read as unreadable.
-    """
+    """Seals and opens the marked fields of one tenant's rows. Without `keys` (no cipher or
+    no `MEMORY_PII_KEKS`) writing marked data raises `PersonalDataUnavailable` (never stored
+    in plaintext) and sealed values read as unreadable."""
 
     def __init__(self, tenant_id: str, keys: DataKeys | None, cipher: Cipher | None) -> None:
         self.tenant_id = tenant_id

@@ -299,15 +299,10 @@ DEFAULT_POLICY = WritePolicy()
 
 
 class WriteGate:
-    """A tenant's policy check and `memory_written` recorder, shared by the tiers.
-
-    `check` raises `WriteDenied`; `committed` records one event per committed proposal
-    (in one D1 batch, through `EventLog`), or defers that to `background`
-    (`ctx.waitUntil`) when given. `event_ids` lets a tier use an id of its own (an episode
-    or fact id) as the event id, with insert-if-absent, so a retried write records its
-    event once. A failed event write is logged at ERROR with the event — the committed
-    write is not undone.
-    """
+    """A tenant's policy check (`check` raises `WriteDenied`) and `memory_written` recorder
+    (`committed`: one D1 batch, or `background` when given). A tier's own id (an episode or
+    fact id) as the event id, inserted if absent, records a retried write's event once. A
+    failed event write is logged at ERROR; the committed write is not undone."""
 
     def __init__(
         self,
