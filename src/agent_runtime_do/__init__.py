@@ -1,5 +1,2 @@
-"""The AgentRuntime Durable Object's logic, in plain Python.
-
-`worker.entry.AgentRuntime` (the `workers.DurableObject` subclass Cloudflare instantiates)
-and the local runtime's Durable Object namespace both wrap `AgentRuntimeCore`.
-"""
+"""The AgentRuntime Durable Object's logic in plain Python (`runtime.AgentRuntimeCore`),
+wrapped by `worker.entry.AgentRuntime` and the local runtime's Durable Object namespace."""

@@ -1,17 +1,12 @@
 """`AgentRuntimeCore`: one agent instance's Durable Object — its RPCs and its turns.
 
-`worker.entry.AgentRuntime` (and the local runtime's namespace) calls `initialize()` inside
-`blockConcurrencyWhile` before any event, then forwards each RPC to `call(method, payload)`
-and its alarm to `alarm()` (`agent_runtime_do.storage.run_alarm`). Payloads
-(`agent_runtime_do.protocol`) are validated first: nothing is written for a bad payload, an
-unknown agent type or a missing binding.
-
-A turn (docs/agent-runtime.md) first waits, bounded, for the instance's earlier episodic
-writes, so it sees the previous turn's episode; its own writes are queued (`EpisodicWriter`
-over the durable outbox) and run through `ctx.waitUntil`, never on the response path. An
-unexpected error closes the turn as failed rather than leave a run that never ends.
-Everything between awaits is one SQL statement or a `transaction_sync`, so the object is
-correct when Cloudflare interleaves a second event while one awaits the model.
+The host (`worker.entry.AgentRuntime`, the local runtime) calls `initialize()` inside
+`blockConcurrencyWhile`, then forwards each RPC to `call(method, payload)` and its alarm to
+`alarm()`. Payloads are validated first: nothing is written for a bad payload, an unknown
+agent type or a missing binding. A turn (docs/agent-runtime.md) waits, bounded, for the
+instance's earlier episodic writes; its own go through the durable outbox and
+`ctx.waitUntil`, never the response path. Between awaits everything is one SQL statement or
+a `transaction_sync`: Cloudflare may interleave another event while a turn awaits the model.
 """
 
 from __future__ import annotations
@@ -131,9 +126,8 @@ class AgentRuntimeCore:
         self.working_lock = asyncio.Lock()
 
     async def initialize(self) -> None:
-        """Create the schema, join an object older than its storage lifecycle to it, and
-        re-queue the episodic writes an earlier life of this object queued but never
-        settled (`storage.DurableOutbox`); runs before any call is delivered."""
+        """Create the schema, adopt an object older than its lifecycle row, and re-queue the
+        episodic writes an earlier life of this object never settled."""
         sql = self.storage.sql
         storage.create_schema(sql)
         last = storage.latest_turn_state(sql)
@@ -162,8 +156,7 @@ class AgentRuntimeCore:
         return await handler(request)
 
     async def alarm(self, retry_count: int = 0) -> dict[str, Any]:
-        """The object's alarm (`storage.run_alarm`); `retry_count` is Cloudflare's
-        `alarmInfo.retryCount` (logged only)."""
+        """`storage.run_alarm`; `retry_count` (Cloudflare's `alarmInfo.retryCount`) is logged."""
         if retry_count:
             log.warning("agent instance alarm: retry %d", retry_count)
         outcome = await storage.run_alarm(self, self.now())
@@ -173,8 +166,6 @@ class AgentRuntimeCore:
             else:
                 await self.alarms.set_alarm(outcome.next_alarm)
         return asdict(outcome)
-
-    # --- helpers ------------------------------------------------------------------------
 
     def now(self) -> float:
         return self.bindings.clock.now()
@@ -211,8 +202,7 @@ class AgentRuntimeCore:
                 await self.alarms.set_alarm(at)
 
     async def _after_activity(self, now: float) -> None:
-        """Arm the alarm for the end of the idle period (or now, if the run log is over its
-        caps), unless an earlier one is set."""
+        """Arm the alarm for the end of the idle period (now if the run log is over its caps)."""
         settings = self.bindings.settings
         rows, size = storage.run_log_size(self.storage.sql)
         over = rows > settings.agent_run_log_max_rows or size > settings.agent_run_log_max_bytes
@@ -224,8 +214,6 @@ class AgentRuntimeCore:
                 agent_type.name, agent_type.workflows, self.now(), gate=gate
             )
             self._registered_types.add(agent_type.name)
-
-    # --- RPC ----------------------------------------------------------------------------
 
     async def rpc_ping(self, payload: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True, "instances": storage.turn_state_count(self.storage.sql)}
@@ -350,12 +338,9 @@ class AgentRuntimeCore:
         return {"workflows": [w.summary() for w in found]}
 
     async def rpc_erase_subject(self, request: ErasePayload) -> dict[str, Any]:
-        """Remove the subject's traces from this object (`storage.erase_subject_traces`).
-
-        Episodic writes still in flight are waited for first: one landing in D1 after the
-        erase would bring a trace back. If they do not settle in time nothing is erased and
-        the answer is 503 `writes_in_flight` (the eraser reports the erase incomplete and
-        keeps the D1 rows, so repeating it finds everything again)."""
+        """`storage.erase_subject_traces`, after the writes in flight (one landing in D1 later
+        would bring a trace back). If they do not settle nothing is erased: 503
+        `writes_in_flight`, and the eraser keeps the D1 rows so a repeat finds everything."""
         if not await self.flush_writes():
             return rpc_error(503, "writes_in_flight", "episodic writes are still in flight")
         counts = storage.erase_subject_traces(self.storage, request.subject, request.run_ids)
@@ -368,8 +353,6 @@ class AgentRuntimeCore:
             counts,
         )
         return {"erased": counts}
-
-    # --- one turn -----------------------------------------------------------------------
 
     async def _turn(self, turn: _Turn, llm: LLM) -> LoopOutcome:
         bindings = self.bindings
@@ -482,9 +465,8 @@ class AgentRuntimeCore:
     async def _packed_workflow(
         self, memory: Memory, agent_type: AgentType, task_type: str
     ) -> Selection | None:
-        """The workflow of the tenant's active pack for this agent and task type, offered
-        before the bandit samples (`agent_memory.tiers.procedural.WorkflowPacks`). A failed
-        lookup falls back to sampling: a turn never fails over a pack."""
+        """The workflow of the tenant's active pack, offered before the bandit samples; a
+        failed lookup falls back to sampling (a turn never fails over a pack)."""
         try:
             pack = await memory.packs.offered(agent_type.name, task_type)
         except Exception as exc:
@@ -563,15 +545,11 @@ class AgentRuntimeCore:
             },
         )
         return RunResult(
+            **outcome.model_dump(include={"status", "output", "steps", "tool_calls", "tools_used"}),
             run_id=run.run_id,
             tenant=request.tenant,
             agent_type=turn.agent_type.name,
             instance_id=request.instance_id,
-            status=outcome.status,
-            output=outcome.output,
-            steps=outcome.steps,
-            tool_calls=outcome.tool_calls,
-            tools_used=outcome.tools_used,
             task_type=turn.task_type,
             workflow_id=turn.workflow_id,
             context_episode_ids=turn.episode_ids,

@@ -1,25 +1,15 @@
 """The AgentRuntime object's own SQLite: its schema, every statement on its tables, the
 alarm that keeps them bounded (`run_alarm`) and subject erase (`erase_subject_traces`).
 
-DO SQL rejects BEGIN/COMMIT: what must be atomic runs in `transaction_sync`; anything else is
-one statement computing its new values in the database (`turn_count + 1`, a log row's `step`),
-never a read-modify-write across an `await` (Cloudflare may deliver another event while a
-turn awaits the model).
+DO SQL rejects BEGIN/COMMIT: what must be atomic runs in `transaction_sync`; anything else
+is one statement computing its new values in the database (`turn_count + 1`, a log row's
+`step`), never a read-modify-write across an `await`. A column added later needs its ALTER
+step in `ADDED_COLUMNS` (CREATE IF NOT EXISTS alters nothing).
 
-Tables: `turn_state` (an instance's counters and last run), `run_log` (one append-only row
-per step of a run, of the kinds its CHECK lists), `run_workflows` (a run's procedural
-workflow and reported outcome), `procedural_workflows` (the bandit; its statements are
-`agent_memory.tiers.procedural`'s), `failed_writes` (episodic writes that exhausted their
-retries, retried by the alarm until `next_retry_at` is NULL, then only reported),
-`pending_writes` (the outbox, `DurableOutbox`), `instance_lifecycle` (one row: who this
-object is, when last active and cleared). A column added later needs its ALTER step in
-`ADDED_COLUMNS` (CREATE IF NOT EXISTS alters nothing).
-
-Deleting content: workerd's SQLite keeps `secure_delete` off and refuses the pragma,
-`auto_vacuum`, `incremental_vacuum` and `VACUUM` (docs/lifecycle.md), so a DELETE leaves the
-row's bytes in free space. Every delete of a row that may hold content first overwrites its
-text columns in place with as many `0` bytes (`_wipe_and_delete`). Cloudflare's
-point-in-time recovery keeps the object's history for 30 days regardless.
+Deleting content: workerd's SQLite keeps `secure_delete` off and refuses it, `auto_vacuum`
+and `VACUUM` (docs/lifecycle.md), so a DELETE leaves the row's bytes in free space: every
+delete of a row that may hold content first overwrites its text columns with as many `0`
+bytes (`_wipe_and_delete`). Cloudflare's point-in-time recovery keeps 30 days regardless.
 """
 
 from __future__ import annotations
@@ -347,14 +337,9 @@ def score_run(sql: SqlStorage, run_id: str, score: float, now: float) -> bool:
 
 
 class DurableOutbox:
-    """`agent_memory.tiers.episodic.Outbox` over `pending_writes`.
-
-    A turn answers before its episodic writes reach D1 (they run through `ctx.waitUntil`); if
-    the isolate dies first, a run the client saw `completed` would stay `running` in D1. So
-    each write is also recorded here, synchronously, before the turn answers (DO storage is
-    durable before the response leaves), removed when it lands in D1 or moves to
-    `failed_writes`, and replayed in order when the object starts again. Every episodic write
-    is idempotent, so replaying one that had landed changes nothing."""
+    """`agent_memory.tiers.episodic.Outbox` over `pending_writes`: a turn answers before its
+    episodic writes reach D1, so each is recorded here first (durable before the response
+    leaves), removed when it lands or fails, and replayed (idempotently) on restart."""
 
     def __init__(self, sql: SqlStorage, tenant: str, clock: Clock) -> None:
         self._sql = sql
@@ -457,15 +442,11 @@ class AlarmOutcome:
 
 
 async def run_alarm(core: AgentRuntimeCore, now: float) -> AlarmOutcome:
-    """The storage lifecycle (ADR-043; docs/lifecycle.md, "Agent instance state"): wait for
-    writes in flight and replay what the outbox held, retry due failed writes, keep the run
-    log under its caps, clear the state of runs safely in D1 after the idle time, report the
-    object's figures to D1, and say when to look again (`next_alarm`, None: delete it).
-
-    "Safely in D1": the run's `agent_runs` row exists and no write of the run is pending or
-    failed (writes are ordered per object, so the episode landed before the run's end did).
-    A failing step is logged and the alarm re-armed, not raised (Cloudflare would retry
-    within seconds; a minute is kinder to a struggling D1)."""
+    """The storage lifecycle (ADR-043; docs/lifecycle.md, "Agent instance state"): replay
+    the outbox, retry due failed writes, keep the run log under its caps, clear runs safely
+    in D1 (`agent_runs` row exists, no write pending or failed) after the idle time, report
+    to D1, and say when to look again (`next_alarm`; None: delete it). A failing step is
+    logged and re-armed, not raised (Cloudflare would retry within seconds)."""
     outcome = AlarmOutcome()
     sql = core.storage.sql
     me = identity(sql)
@@ -683,17 +664,11 @@ def _scrub_state(state_json: str, subject: str) -> str | None:
 def erase_subject_traces(
     storage: DurableObjectStorage, subject: str, erased_runs: Iterable[str]
 ) -> dict[str, int]:
-    """Remove a subject's traces from this object's tables, all or nothing (one
-    `transaction_sync`); returns the rows changed per table. The match rules are
-    `agent_memory.lifecycle.erase`'s: the subject as a field value or a substring of text.
-
-    * `pending_writes` / `failed_writes`: a write mentioning the subject, or of an erased run
-      (given by D1's eraser, or doomed here because another of its writes mentions the
-      subject); either would otherwise be replayed into D1 and bring the run back.
-    * `run_log`: every row of those runs and every row mentioning the subject (a later run
-      whose prompt carried an episode about the subject loses those rows, not its log).
-    * `turn_state.state_json`: keys whose name or value mentions the subject.
-    """
+    """Remove a subject's traces (the subject as a substring of text), all or nothing;
+    returns the rows changed per table. Pending and failed writes go when they mention the
+    subject or belong to an erased run (given, or doomed by another of its writes): a replay
+    would bring the run back. `run_log` loses those runs and every row mentioning the
+    subject; `turn_state.state_json` the keys whose name or value mentions it."""
     sql = storage.sql
 
     def erase() -> dict[str, int]:

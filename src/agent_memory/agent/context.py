@@ -1,21 +1,11 @@
-"""Context assembly: what an agent is given at the start of a turn.
+"""Context assembly: what an agent is given at the start of a turn (`TurnContext`), and
+`render_context`, its text as one system message.
 
-`TurnContext` holds the four things a turn starts from: the instance's `turn_state`, a
-snapshot of its working memory, recent episodes of (tenant, agent type) and, for agent
-types with `semantic_prefetch`, facts recalled for the input. `render_context` turns it
-into the text of one system message.
-
-Tier-aware retrieval (ADR-0051): working memory and the episodes are scored like semantic
-recall, with their tier's weights from `MEMORY_RETRIEVAL_CONFIG` (`retrieval.rank`:
-lexical relevance to the turn input, recency, confidence — an episode's importance, 1 for
-working memory — and density). Working memory keys are listed best first; the episodes
-are the `recent_episodes` best of the newest `EPISODE_POOL_FACTOR` times as many, listed
-newest first. Each read emits a `memory_retrieved` event (tier `working` / `episodic`)
-with the scores, in the background, like semantic recall.
-
-Semantic prefetch (agent types with `semantic_prefetch`) recalls the best facts for the
-input; best effort: a failure gives no facts, since the agent can still call
-`recall_memory` itself.
+Working memory and the newest `EPISODE_POOL_FACTOR` times `recent_episodes` episodes are scored
+like semantic recall, with their tier's weights (ADR-0051, `MEMORY_RETRIEVAL_CONFIG`); each
+read emits a `memory_retrieved` event in the background. Semantic prefetch (agent types
+with `semantic_prefetch`) is best effort: a failure gives no facts, since the agent can
+still call `recall_memory` itself.
 """
 
 from __future__ import annotations
@@ -113,9 +103,8 @@ async def assemble_context(
         ranked = memory.rank(
             "episodic", input_text, items, pool=len(items), top_k=wanted, agent_type=agent_type.name
         )
-        chosen = [by_id[r.item.id] for r in ranked]
-        chosen.sort(key=lambda e: (e.created_at, e.episode_id), reverse=True)
-        return chosen
+        chosen = (by_id[r.item.id] for r in ranked)
+        return sorted(chosen, key=lambda e: (e.created_at, e.episode_id), reverse=True)
 
     async def facts() -> list[dict[str, Any]]:
         query = input_text.strip()[:MAX_QUERY_CHARS]

@@ -1,19 +1,14 @@
 """The agent loop: model call → tool calls → model call … until an answer or a limit.
 
-Contract of `run_agent_loop`:
-
-* one *step* is one model call; at most `step_limit` steps. If the model still asks for
-  tools after the last allowed step the turn fails with `step_limit_exceeded`;
-* the whole loop runs under `timeout_seconds` (wall clock, `asyncio.wait_for`); when it
-  passes the turn fails with `timeout`;
-* every model call is reported through `log_step("llm_call", …)` and every tool call
-  through `log_step("tool_call", …)` as it happens, so the run log is complete even for
-  a turn that fails half-way;
-* a `ToolError` (or a call to a tool the agent does not have) is shown to the model as the
-  tool's result `{"error": …}` and the loop goes on; `LLMError` fails the turn with
-  `llm_error`; any other exception from a tool fails it with `tool_failed`.
-
-It never raises for those outcomes: it returns a `LoopOutcome`.
+`run_agent_loop` never raises for these outcomes; it returns a `LoopOutcome`:
+* one step is one model call, at most `step_limit`; still asking for tools after the last
+  fails with `step_limit_exceeded`; the whole loop runs under `timeout_seconds`
+  (`timeout`);
+* each model call and tool call is logged (`log_step`) as it happens, so the run log is
+  complete even for a turn that fails half-way;
+* a `ToolError` (or a tool the agent does not have) goes back to the model as the tool's
+  result `{"error": …}`; `LLMError` fails the turn (`llm_error`), any other tool exception
+  too (`tool_failed`).
 """
 
 from __future__ import annotations
@@ -26,7 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from agent_memory.agent.tools import StepLogger, Tool, ToolContext, ToolError, tool_spec
+from agent_memory.agent.tools import StepLogger, Tool, ToolContext, ToolError
 from bindings.ports.llm import LLM, ChatMessage, LLMError
 
 log = logging.getLogger(__name__)
@@ -45,34 +40,14 @@ class LoopOutcome(BaseModel):
     tools_used: list[str] = Field(default_factory=list)
     failure_code: FailureCode | None = None
     failure_message: str | None = None
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
+
+    def end(self, **fields: Any) -> LoopOutcome:
+        return self.model_copy(update=fields)
 
 
 def _preview(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
     return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
-
-
-class _Progress:
-    """Counters the loop updates as it goes, readable after a timeout cancels it."""
-
-    def __init__(self) -> None:
-        self.steps = 0
-        self.tool_calls = 0
-        self.tools_used: list[str] = []
-        self.prompt_tokens = 0
-        self.completion_tokens = 0
-
-    def outcome(self, **fields: Any) -> LoopOutcome:
-        return LoopOutcome(
-            steps=self.steps,
-            tool_calls=self.tool_calls,
-            tools_used=self.tools_used,
-            prompt_tokens=self.prompt_tokens,
-            completion_tokens=self.completion_tokens,
-            **fields,
-        )
 
 
 async def _loop(
@@ -82,13 +57,14 @@ async def _loop(
     context: ToolContext,
     step_limit: int,
     log_step: StepLogger,
-    progress: _Progress,
+    progress: LoopOutcome,
 ) -> LoopOutcome:
+    """Runs the loop, counting in `progress` (readable after a timeout cancels it)."""
     by_name = {tool.name: tool for tool in tools}
-    specs = [tool_spec(tool) for tool in tools]
+    specs = [tool.spec() for tool in tools]
     while True:
         if progress.steps >= step_limit:
-            return progress.outcome(
+            return progress.end(
                 status="failed",
                 failure_code="step_limit_exceeded",
                 failure_message=(
@@ -101,12 +77,8 @@ async def _loop(
             result = await llm.chat(messages, specs)
         except LLMError as exc:
             log_step("llm_call", {"llm_step": step, "model": llm.model, "error": str(exc)})
-            return progress.outcome(
-                status="failed", failure_code="llm_error", failure_message=str(exc)
-            )
+            return progress.end(status="failed", failure_code="llm_error", failure_message=str(exc))
         reply = result.message
-        progress.prompt_tokens += result.prompt_tokens
-        progress.completion_tokens += result.completion_tokens
         log_step(
             "llm_call",
             {
@@ -120,7 +92,7 @@ async def _loop(
         )
         messages.append(reply)
         if not reply.tool_calls:
-            return progress.outcome(status="completed", output=reply.content)
+            return progress.end(status="completed", output=reply.content)
         for call in reply.tool_calls:
             progress.tool_calls += 1
             if call.name not in progress.tools_used:
@@ -144,7 +116,7 @@ async def _loop(
                 log.exception("tool %s failed", call.name)
                 detail.update(ok=False, error=f"{type(exc).__name__}: {exc}")
                 log_step("tool_call", detail)
-                return progress.outcome(
+                return progress.end(
                     status="failed",
                     failure_code="tool_failed",
                     failure_message=f"tool {call.name} failed: {type(exc).__name__}: {exc}",
@@ -170,8 +142,8 @@ async def run_agent_loop(
     timeout_seconds: float,
     log_step: StepLogger,
 ) -> LoopOutcome:
-    """Run the loop over a copy of `messages`; see the module docstring for the contract."""
-    progress = _Progress()
+    """Run the loop over a copy of `messages` (the contract: the module docstring)."""
+    progress = LoopOutcome(status="failed")
     conversation = list(messages)
     try:
         return await asyncio.wait_for(
@@ -179,7 +151,7 @@ async def run_agent_loop(
             timeout_seconds,
         )
     except TimeoutError:
-        return progress.outcome(
+        return progress.end(
             status="failed",
             failure_code="timeout",
             failure_message=f"the turn did not finish within {timeout_seconds:g} s",

@@ -1,21 +1,12 @@
 """The long-term memory tools (ADR-0030), defined once: `recall_memory` and `store_memory`.
 
-Each tool is one pydantic model of its arguments (`RecallRequest`, `StoreMemory`): its JSON
-schema is the MCP `inputSchema` that `tools/list` advertises, the schema an agent's model
-is offered, and what every call is validated with — so a client is told every argument the
-server accepts (`filters`, `as_of`, ...). `run_memory_tool` runs one against a tenant's
-`Memory` for every caller:
-
-* MCP clients: `McpMemoryTools(bindings)` is what the gateway is handed (its
-  `MemoryToolDispatcher`): `specs()` for `tools/list`, `call(tenant, name, arguments)`;
-* agents of a `long_term_enabled` type: `long_term_tools()` in the turn's tool list.
-
-`recall_memory` → `{"results": [...], "count": n}`, each result a fact with its score and
-breakdown; `store_memory` → `{"stored": true}` (`"pending": true` when the vector write
-failed and the retry path will complete it). The metadata object (≤ 10 KiB of JSON) is kept
-with the fact; its `subject`, `predicate`, `object` and `confidence` keys also set the
-fact's ADR-043 triple and confidence. Bad arguments raise `MemoryInputError` (a
-`ValueError` with a stable `code` and the failing fields); nothing is written then.
+Each tool's arguments are one pydantic model (`RecallRequest`, `StoreMemory`): its JSON
+schema is both the MCP `inputSchema` and what an agent's model is offered, and every call is
+validated with it. `run_memory_tool` runs one against a tenant's `Memory` for agents and
+for MCP clients (`McpMemoryTools`, the gateway's `MemoryToolDispatcher`). `store_memory`'s
+metadata (≤ 10 KiB of JSON) is kept with the fact; its `subject`, `predicate`, `object` and
+`confidence` keys also set the fact's triple. Bad arguments raise `MemoryInputError` (a
+stable `code` and the failing fields); nothing is written then.
 """
 
 from __future__ import annotations

@@ -1,18 +1,9 @@
-"""Tools an agent can call during a turn, and the hook that decides which ones it gets.
-
-A `Tool` has a name, a description, a JSON schema for its arguments and
-`async call(arguments, context) -> dict`. The agent loop offers every tool's spec to the
-model, runs the calls the model makes, and feeds each result back as a `tool` message. A
-tool signals a problem the model should see by raising `ToolError` (its message goes
-back to the model, the turn goes on); any other exception fails the turn.
-
-`platform_tools(agent_type, context)` is the single place that decides a turn's tools:
-
-* working-memory tools, when `agent_type.memory.working_memory` and the agent type lists
-  them in `tools`;
-* the long-term memory tools `recall_memory` / `store_memory` (`memory_tools`), added
-  automatically when `agent_type.memory.long_term_enabled` (ADR-0030) and the deployment
-  has the semantic tier.
+"""Tools an agent can call during a turn, and `platform_tools`, the one place that decides
+a turn's tools: the working-memory tools its type lists (when it has working memory) and
+`recall_memory` / `store_memory` for `long_term_enabled` types (ADR-0030) when the
+deployment has the semantic tier. A tool raises `ToolError` for a problem the model should
+see (its message goes back to the model, the turn goes on); any other exception fails the
+turn.
 """
 
 from __future__ import annotations
@@ -20,14 +11,14 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from agent_memory.agent.memory_tools import MEMORY_TOOLS, run_memory_tool
 from agent_memory.governance.agent_types import AgentType
 from agent_memory.memory import Memory
 from agent_memory.retrieval.scoring import RankItem
 from agent_memory.tiers.semantic.models import MemoryInputError
-from agent_memory.tiers.working import WorkingMemory, WorkingMemoryError, WorkingRead
+from agent_memory.tiers.working import WorkingMemory, WorkingMemoryError
 from bindings.ports.llm import ToolSpec
 
 # kind is one of the run_log kinds: "memory_read" / "memory_write" for tier access.
@@ -50,27 +41,12 @@ class ToolContext:
     log_step: StepLogger = field(default=lambda kind, detail: None)
 
 
-class Tool(Protocol):
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def description(self) -> str: ...
-
-    @property
-    def parameters(self) -> dict[str, Any]:
-        """JSON schema of the arguments object."""
-        ...
-
-    async def call(self, arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]: ...
-
-
 ToolFunction = Callable[[dict[str, Any], ToolContext], Awaitable[dict[str, Any]]]
 
 
 @dataclass(frozen=True)
-class FunctionTool:
-    """A `Tool` made of a schema and an async function."""
+class Tool:
+    """A tool: its name, description and JSON schema of its arguments, and its function."""
 
     name: str
     description: str
@@ -78,11 +54,13 @@ class FunctionTool:
     function: ToolFunction
 
     async def call(self, arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]:
-        return await self.function(arguments, context)
+        try:
+            return await self.function(arguments, context)
+        except WorkingMemoryError as exc:
+            raise ToolError(str(exc)) from None
 
-
-def tool_spec(tool: Tool) -> ToolSpec:
-    return ToolSpec(name=tool.name, description=tool.description, parameters=tool.parameters)
+    def spec(self) -> ToolSpec:
+        return ToolSpec(name=self.name, description=self.description, parameters=self.parameters)
 
 
 # --- working memory ------------------------------------------------------------------
@@ -103,29 +81,18 @@ def _key(arguments: dict[str, Any]) -> str:
 
 async def _wm_get(arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]:
     key = _key(arguments)
-    try:
-        found = await _working(context).read(key)
-    except WorkingMemoryError as exc:
-        raise ToolError(str(exc)) from None
+    found = await _working(context).read(key)
     context.log_step(
         "memory_read", {"tier": "working", "op": "get", "key": key, "found": found is not None}
     )
     if found is None:
         return {"key": key, "found": False, "value": None}
-    _record_get(found, context)
-    return {"key": key, "found": True, "value": found.value}
-
-
-def _record_get(found: WorkingRead, context: ToolContext) -> None:
-    """Score the read with working memory's weights and record it as `memory_retrieved`,
-    like the turn-start snapshot (the key is the query: an exact lookup is fully relevant)."""
-    item = RankItem(
-        id=found.key,
-        text=f"{found.key} {json.dumps(found.value, ensure_ascii=False)}",
-        written_at=found.written_at if found.written_at is not None else 0.0,
-        confidence=1.0,
-    )
+    # Scored with working memory's weights and recorded as `memory_retrieved`, like the
+    # turn-start snapshot (the key is the query: an exact lookup is fully relevant).
+    text = f"{found.key} {json.dumps(found.value, ensure_ascii=False)}"
+    item = RankItem(id=found.key, text=text, written_at=found.written_at or 0.0, confidence=1.0)
     context.memory.rank("working", found.key, [item], pool=1, agent_type=context.agent_type.name)
+    return {"key": key, "found": True, "value": found.value}
 
 
 async def _wm_set(arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]:
@@ -136,17 +103,14 @@ async def _wm_set(arguments: dict[str, Any], context: ToolContext) -> dict[str, 
         write = await _working(context).set(key, arguments["value"])
     except WorkingMemoryError as exc:
         context.log_step("error", {"tier": "working", "op": "set", "key": key, "error": str(exc)})
-        raise ToolError(str(exc)) from None
+        raise
     context.log_step("memory_write", {"tier": "working", "op": "set", **write.model_dump()})
     return {"stored": True, **write.model_dump()}
 
 
 async def _wm_delete(arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]:
     key = _key(arguments)
-    try:
-        await _working(context).delete(key)
-    except WorkingMemoryError as exc:
-        raise ToolError(str(exc)) from None
+    await _working(context).delete(key)
     context.log_step("memory_write", {"tier": "working", "op": "delete", "key": key})
     return {"deleted": True, "key": key}
 
@@ -167,14 +131,14 @@ _KEY_SCHEMA = {
     "description": "Key: segments of letters, digits and . _ @ + - separated by ':'",
 }
 
-WORKING_MEMORY_TOOL_SET: tuple[FunctionTool, ...] = (
-    FunctionTool(
+WORKING_MEMORY_TOOL_SET: tuple[Tool, ...] = (
+    Tool(
         name="working_memory_get",
         description="Read a value from this agent instance's working memory (1 h TTL).",
         parameters={"type": "object", "properties": {"key": _KEY_SCHEMA}, "required": ["key"]},
         function=_wm_get,
     ),
-    FunctionTool(
+    Tool(
         name="working_memory_set",
         description=(
             "Store a small JSON value in this agent instance's working memory for the next "
@@ -187,13 +151,13 @@ WORKING_MEMORY_TOOL_SET: tuple[FunctionTool, ...] = (
         },
         function=_wm_set,
     ),
-    FunctionTool(
+    Tool(
         name="working_memory_delete",
         description="Delete a key from this agent instance's working memory.",
         parameters={"type": "object", "properties": {"key": _KEY_SCHEMA}, "required": ["key"]},
         function=_wm_delete,
     ),
-    FunctionTool(
+    Tool(
         name="working_memory_list",
         description="List the keys in this agent instance's working memory and the bytes used.",
         parameters={"type": "object", "properties": {}},
@@ -205,7 +169,7 @@ WORKING_MEMORY_TOOL_SET: tuple[FunctionTool, ...] = (
 # --- long-term memory -----------------------------------------------------------------
 
 
-def _memory_tool(name: str) -> FunctionTool:
+def _memory_tool(name: str) -> Tool:
     tool = MEMORY_TOOLS[name]
 
     async def call(arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]:
@@ -222,17 +186,14 @@ def _memory_tool(name: str) -> FunctionTool:
         context.log_step("memory_read" if logged["op"] == "recall" else "memory_write", logged)
         return result
 
-    return FunctionTool(tool.name, tool.description, tool.input_schema(), call)
+    return Tool(tool.name, tool.description, tool.input_schema(), call)
 
 
 def platform_tools(agent_type: AgentType, context: ToolContext) -> list[Tool]:
-    """Every tool the agent may call this turn (names unique; first definition wins)."""
+    """Every tool the agent may call this turn."""
     tools: list[Tool] = []
     if agent_type.memory.working_memory and context.working is not None:
         tools.extend(t for t in WORKING_MEMORY_TOOL_SET if t.name in agent_type.tools)
     if agent_type.memory.long_term_enabled and context.memory.has_semantic:
         tools.extend(_memory_tool(name) for name in MEMORY_TOOLS)
-    unique: dict[str, Tool] = {}
-    for tool in tools:
-        unique.setdefault(tool.name, tool)
-    return list(unique.values())
+    return tools

@@ -1,24 +1,15 @@
 """Agent types: what each kind of agent is allowed to do and remember.
 
-An agent type fixes its system prompt, the platform tools it may call, its memory
-configuration, its step limit and timeout, and the procedural workflows its bandit chooses
-between per task type. A deployment runs the built-in types (`assistant`, `sdr`) and any it
-defines in the `AGENT_TYPES` var — a JSON list of agent types, a type of the same name
-replacing a built-in one (`catalog`: configuration, not a registry code can add to).
-`POST /v1/agents/{tenant}/{agent_type}/run` refuses a type the deployment does not have
-(404, nothing written).
+An agent type fixes its system prompt, tools, memory configuration, step limit, timeout
+and the procedural workflows its bandit chooses between per task type. A deployment runs
+the built-in types and those its `AGENT_TYPES` var (a JSON list) defines or replaces by
+name (`catalog`); a run of any other type is refused (404, nothing written).
 
-Memory configuration (`MemoryConfig`):
-
-* `working_memory`: the agent gets the `working_memory_*` tools and a snapshot of its
-  instance's working memory at turn start;
-* `recent_episodes`: how many of the tenant's latest episodes of this agent type it is
-  given at turn start (≤ 10, ADR-043);
-* `long_term_enabled`: the platform adds the long-term memory tools (`recall_memory`,
-  `store_memory`) automatically (ADR-0030: declarative on/off, not listed in `tools`);
-* `semantic_prefetch`: the context-assembly option for tier 3: also recall up to
-  `semantic_top_k` facts for the turn input before the first model call (ADR-0030
-  keeps this off by default: retrieval is the agent's decision).
+`MemoryConfig`: `working_memory` gives the `working_memory_*` tools and a snapshot at turn
+start; `recent_episodes` (≤ 10, ADR-043) episodes of the type come with each turn;
+`long_term_enabled` adds `recall_memory` / `store_memory` (ADR-0030: declarative, not
+listed in `tools`); `semantic_prefetch` also recalls up to `semantic_top_k` facts for the
+input before the first model call (off by default: retrieval is the agent's decision).
 """
 
 from __future__ import annotations
@@ -74,9 +65,6 @@ class AgentType(BaseModel):
     timeout_seconds: float = Field(default=60.0, gt=0, le=600)
     default_task_type: str = "general"
     workflows: tuple[WorkflowSpec, ...] = ()
-
-    def workflows_for(self, task_type: str) -> tuple[WorkflowSpec, ...]:
-        return tuple(w for w in self.workflows if w.task_type == task_type)
 
 
 ASSISTANT = AgentType(

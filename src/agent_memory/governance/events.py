@@ -1,13 +1,10 @@
 """Memory events (ADR-0051): `memory_retrieved` on every recall, `memory_written` on writes.
 
-Events live in D1 `memory_events` (migration 0003), one row each, scoped to a tenant bound
-at construction like every memory store. A caller that writes other rows in the same step
-takes `statement(event)` and puts it into its own `db.batch([...])`, so the event and the
-change it describes commit together or not at all; `record(event)` writes it alone.
-
-Payloads are JSON objects; for `memory_retrieved` it is
-`{"query", "query_hash", "top_k", "results": [{"id", "score", "relevance", "recency",
-"confidence", "density"}], "candidates": {channel: count}, "dropped": [...]}`.
+One row each in D1 `memory_events` (migration 0003), scoped to the tenant bound at
+construction. A caller writing other rows in the same step puts `statement(event)` into its
+own `db.batch([...])`, so the event and its change commit together. A `memory_retrieved`
+payload: `{"query", "query_hash", "top_k", "results": [{"id", "score", "relevance",
+"recency", "confidence", "density"}], "candidates": {channel: count}, "dropped": [...]}`.
 """
 
 from __future__ import annotations
@@ -256,26 +253,13 @@ class EventLog:
 
     async def recent(self, kind: EventKind, limit: int = 20) -> list[MemoryEvent]:
         """This tenant's latest events of `kind`, newest first."""
-        result = (
-            await self._db.prepare(
-                "SELECT event_id, kind, tier, agent_type, run_id, content_hash, payload, "
-                "created_at FROM memory_events WHERE tenant_id = ? AND kind = ? "
-                "ORDER BY created_at DESC, event_id DESC LIMIT ?"
-            )
-            .bind(self.tenant_id, kind, max(1, min(limit, 1000)))
-            .all()
-        )
+        columns = ("event_id", "kind", "tier", "agent_type", "run_id", "content_hash")
         return [
             MemoryEvent(
-                event_id=row["event_id"],
                 tenant_id=self.tenant_id,
-                kind=row["kind"],
-                tier=row["tier"],
-                agent_type=row["agent_type"],
-                run_id=row["run_id"],
-                content_hash=row["content_hash"],
                 payload=json.loads(row["payload"]),
                 created_at_ms=int(row["created_at"]),
+                **{column: row[column] for column in columns},
             )
-            for row in result.results
+            for row in await self.rows("kind = ?", kind, limit=max(1, min(limit, 1000)))
         ]

@@ -1,48 +1,28 @@
-"""Per-subject data keys (DEKs) for personal data, stored wrapped in D1 (migration 0011).
-
-Each (tenant, subject) gets random AES-256 data keys, each with its own id (`key_id`, a
-ULID: what a sealed value's `kid` names). A data key is stored only wrapped: AES-256-GCM
-under a key-encryption key (KEK) from the `MEMORY_PII_KEKS` Worker secret, with the AAD
-`agent-memory/dek/1 NUL tenant NUL subject_hash NUL key_id NUL kek_kid`, so a wrapped key
-copied to another row does not unwrap. The row is keyed (tenant_id, subject_hash, key_id)
-and holds the KEK's `kek_kid`; the subject itself is stored only as its SHA-256.
-
-* `for_write(subject)` — the subject's newest data key, made and stored on first use (two
-  writers racing both store one; each sealed value names the key it used, so both read);
-* `for_read(subject, ids)` — the keys with those ids that still exist (an erased subject's
-  keys do not: what they sealed is unreadable, wherever a copy of it lives);
-* `rewrap(limit)` — KEK rotation: re-wrap keys not under the newest KEK (the first of
-  `MEMORY_PII_KEKS`); once none is left, the old KEK can be removed from the secret;
-* `destroy_statement(db, tenant, subject)` — crypto-shredding, used by the subject erase.
-
-Unwrapped keys are cached for the life of this object (one request). Logs name key ids and
-KEK kids, never subjects or keys.
-
-Personal data sealed at rest: the one place marked fields are encrypted and decrypted.
+"""Personal data sealed at rest: the one place marked fields are encrypted and decrypted,
+and the per-subject data keys (DEKs) they are sealed under (D1, migration 0011).
 
 A JSON object (an episode's `data`, a fact's `metadata`) marks personal fields with the
-`_personal` key (`proposals.personal_marking`). Before the row is written, `seal` replaces:
+`_personal` key (`policy.personal_marking`). `PersonalData.seal` replaces each marked field
+(`"_personal": ["email", "address.city"]`) by a sealed string, and an object marked whole
+(`"_personal": true`, at the top or one level down) by `{"_personal": true, "_sealed": ...}`.
+`open_many` turns them back; a value whose data key is gone (the subject was erased:
+crypto-shredding) or that does not authenticate reads as `null` (a field) or
+`{"_personal": true, "_erased": true}` (a whole object).
 
-* each marked field (`"_personal": ["email", "address.city"]`) by a sealed value, a string;
-* an object marked whole (`"_personal": true`, at the top or one level down), everything in
-  it but the mark by one sealed value under the key `_sealed`
-  (`{"_personal": true, "_sealed": "pii.1...."}`), so it stays a marked object.
+Sealed value (docs/personal-data.md): `pii.1.A256GCM.<kid>.<iv>.<ciphertext>` — the data
+key's id, the 96-bit nonce and the ciphertext with its 128-bit tag, base64url unpadded. The
+plaintext is the canonical JSON of the value; the AAD is `agent-memory/pii/1 NUL tenant NUL
+subject NUL record id NUL field path` (`data.email`; `metadata.contact.*` for an object
+sealed whole), so a value moved to another tenant, subject, row or field does not open.
 
-On read, `open_many` turns them back (one data-key lookup per subject for a page of rows).
-A value whose data key is gone (the subject was erased: crypto-shredding) or that does not
-authenticate is not readable: a field becomes `null`, a whole object
-`{"_personal": true, "_erased": true}`.
-
-Sealed value (docs/personal-data.md): `pii.1.A256GCM.<kid>.<iv>.<ciphertext>` — format
-version `1`, algorithm, the data key's id, then the 96-bit nonce and the ciphertext with its
-128-bit tag, both base64url without padding. The plaintext is the canonical JSON of the
-field's value; the AAD is `agent-memory/pii/1 NUL tenant NUL subject NUL record id NUL
-field path` (`data.email`; `metadata.contact.*` for an object sealed whole), so a sealed
-value moved to another tenant, subject, row or field does not open.
-
-`public_view` is the object without its personal fields: what may feed derived, indexed
-values (fact keys). Personal fields are never put in FTS, embeddings or vector metadata:
-only `content`, which is never sealed, is indexed.
+Data keys (`DataKeys`): random AES-256 keys per (tenant, subject), each with a ULID
+`key_id`, stored only wrapped (AES-256-GCM under a KEK from the `MEMORY_PII_KEKS` secret,
+AAD `agent-memory/dek/1 NUL tenant NUL subject_hash NUL key_id NUL kek_kid`, so a wrapped
+key copied to another row does not unwrap); the subject is stored only as its SHA-256.
+`rewrap` moves keys to the newest KEK (rotation); `destroy_statement` is crypto-shredding.
+Unwrapped keys are cached for one request. Logs name key ids and KEK kids, never subjects
+or keys. `public_view` (the object without its personal fields) is what may feed indexed
+values: personal fields never reach FTS, embeddings or vector metadata.
 """
 
 from __future__ import annotations
@@ -60,9 +40,9 @@ from agent_memory.statements import IDS_PER_STATEMENT, chunks
 from bindings.ports.cipher import ALGORITHM, Cipher, CipherError, KeyEncryptionKeys
 from bindings.ports.clock import Clock
 from bindings.ports.d1 import D1Database, D1Statement
+from bindings.ports.sql import Row
 
 log = logging.getLogger(__name__)
-
 
 WRAP_AAD_LABEL = b"agent-memory/dek/1"
 
@@ -122,7 +102,9 @@ class DataKeys:
         nonce, sealed = await self._cipher.encrypt(kek, key, self._aad(digest, key_id, kek_kid))
         return kek_kid, f"{b64url(nonce)}.{b64url(sealed)}"
 
-    async def _unwrap(self, digest: str, key_id: str, kek_kid: str, wrapped: str) -> bytes | None:
+    async def _unwrap(self, digest: str, row: Row) -> bytes | None:
+        """The data key of a `subject_data_keys` row; None (logged) when it does not unwrap."""
+        key_id, kek_kid, wrapped = str(row["key_id"]), str(row["kek_kid"]), str(row["wrapped"])
         kek = self._keks.get(kek_kid)
         if kek is None:
             log.error("data key %s is wrapped by KEK %r, which is not configured", key_id, kek_kid)
@@ -150,11 +132,10 @@ class DataKeys:
             .bind(self.tenant_id, digest)
             .first()
         )
-        key: bytes | None = None
-        if row is not None:
+        key = None if row is None else await self._unwrap(digest, row)
+        if row is not None and key is not None:
             key_id = str(row["key_id"])
-            key = await self._unwrap(digest, key_id, str(row["kek_kid"]), str(row["wrapped"]))
-        if key is None:  # none yet, or one this deployment cannot unwrap: start a new one
+        else:  # none yet, or one this deployment cannot unwrap: start a new one
             key_id = new_ulid(self._clock.now())
             key = await self._cipher.new_key()
             kek_kid, wrapped = await self._wrap(digest, key_id, key)
@@ -163,7 +144,9 @@ class DataKeys:
                     "INSERT INTO subject_data_keys (tenant_id, subject_hash, key_id, kek_kid, "
                     "wrapped, created_at) VALUES (?, ?, ?, ?, ?, ?)"
                 )
-                .bind(self.tenant_id, digest, key_id, kek_kid, wrapped, self._now_ms())
+                .bind(
+                    self.tenant_id, digest, key_id, kek_kid, wrapped, int(self._clock.now() * 1000)
+                )
                 .run()
             )
         self._cache[key_id] = key
@@ -187,10 +170,9 @@ class DataKeys:
                 .all()
             )
             for row in result.results:
-                key_id = str(row["key_id"])
-                key = await self._unwrap(digest, key_id, str(row["kek_kid"]), str(row["wrapped"]))
+                key = await self._unwrap(digest, row)
                 if key is not None:
-                    self._cache[key_id] = found[key_id] = key
+                    self._cache[str(row["key_id"])] = found[str(row["key_id"])] = key
         return found
 
     async def rewrap(self, limit: int = 500) -> int:
@@ -209,7 +191,7 @@ class DataKeys:
         done = 0
         for row in result.results:
             digest, key_id = str(row["subject_hash"]), str(row["key_id"])
-            key = await self._unwrap(digest, key_id, str(row["kek_kid"]), str(row["wrapped"]))
+            key = await self._unwrap(digest, row)
             if key is None:
                 continue
             kek_kid, wrapped = await self._wrap(digest, key_id, key)
@@ -225,18 +207,8 @@ class DataKeys:
             done += 1
         return done
 
-    def _now_ms(self) -> int:
-        return int(self._clock.now() * 1000)
 
-
-SEALED_PREFIX = "pii"
-
-SEALED_VERSION = "1"
-
-SEALED_KEY = "_sealed"
-
-ERASED_KEY = "_erased"
-
+SEALED_PREFIX, SEALED_VERSION, SEALED_KEY, ERASED_KEY = "pii", "1", "_sealed", "_erased"
 AAD_LABEL = b"agent-memory/pii/1"
 
 
@@ -311,12 +283,9 @@ def _set(value: dict[str, Any], path: str, new: Any, *, delete: bool = False) ->
 
 
 class PersonalData:
-    """Seals and opens the marked fields of one tenant's rows (see the module docstring).
-
-    `keys` None means this deployment cannot seal (no cipher, or `MEMORY_PII_KEKS` unset):
-    writing marked data then raises `PersonalDataUnavailable` — it is never stored in
-    plaintext — and rows holding sealed values read as unreadable.
-    """
+    """Seals and opens the marked fields of one tenant's rows. Without `keys` (no cipher or
+    no `MEMORY_PII_KEKS`) writing marked data raises `PersonalDataUnavailable` (never stored
+    in plaintext) and sealed values read as unreadable."""
 
     def __init__(self, tenant_id: str, keys: DataKeys | None, cipher: Cipher | None) -> None:
         self.tenant_id = tenant_id

@@ -1,39 +1,28 @@
-"""What a memory write proposes, and why a policy may refuse it (ADR-0051).
+"""Memory writes are proposals (ADR-0051), checked by a policy before they commit.
 
 A `WriteProposal` is (tier, key, value, confidence, source, supersedes?) plus who proposes
-it (`agent_type`, None for platform clients) and what it is about (`subject`). Its
-`content_hash` is the SHA-256 of the canonical JSON of the value: the only trace of the
-value an audit event keeps. Personal data is marked in the value itself with the
-`_personal` key (`personal_marking`). `WriteDenied` carries every `Violation` found.
-
-Memory writes are proposals (ADR-0051): checked by a policy before they commit.
-
-A `WriteProposal` is (tier, key, value, confidence, source, supersedes?) plus who proposes
-it (`agent_type`, None for platform clients: MCP, operators, the reconciler) and what it
-is about (`subject`). `WritePolicy.evaluate` is a pure function of the proposal; every tier
+it (`agent_type`, None for platform clients: MCP, operators, the reconciler) and what it is
+about (`subject`). `WritePolicy.evaluate` is a pure function of the proposal; every tier
 calls it (through a `WriteGate`) before writing:
 
-* allowed → the tier commits, then the gate records a `memory_written` event
-  (`agent_memory.governance.events`) carrying the SHA-256 of the content (the canonical JSON of the
-  value), the key and the subject — never the value itself, so the audit trail holds no
-  copy of personal data;
-* denied → `WriteDenied` with every reason (`code`, `message`), and nothing is written.
+* allowed → the tier commits, then the gate records a `memory_written` event carrying the
+  SHA-256 of the canonical JSON of the value, the key and the subject — never the value,
+  so the audit trail holds no copy of personal data;
+* denied → `WriteDenied` with every `Violation` (`code`, `message`); nothing is written.
 
 The rules (docs/lifecycle.md, "Write policy"):
 
 1. size: the canonical JSON of the value is at most `max_bytes[tier]`;
 2. tiers per agent type: an agent of a registered type writing during a run (`run_id`
    set) writes `working` only with `memory.working_memory`, `semantic` only with
-   `memory.long_term_enabled`; `episodic` and `procedural` always (the runtime records
-   every turn and scores workflows). Other writers (MCP clients, operators, the
-   reconciler) were admitted by their route (tool permissions, Cloudflare Access) and are
-   not limited here;
+   `memory.long_term_enabled`; `episodic` and `procedural` always. Other writers were
+   admitted by their route (tool permissions, Cloudflare Access) and are not limited here;
 3. confidence: at least `confidence_floor[tier]` (semantic: 0.1 by default);
 4. personal data — fields marked with the `_personal` key of a JSON object value (`true`:
-   the whole entry; a list: the named fields of that object, which must exist):
-   * only in the tiers of `personal_data_tiers` (episodic and semantic): not in working
-     memory (KV, the hot tier copied to the edge) nor in procedural memory (shared by every
-     instance of an agent type) — the hot/warm/cold ADR's "PII only in the warm tier";
+   the whole entry; a list: the named fields, which must exist):
+   * only in `personal_data_tiers` (episodic and semantic): not in working memory (KV, the
+     hot tier copied to the edge) nor procedural memory (shared by every instance of an
+     agent type) — the hot/warm/cold ADR's "PII only in the warm tier";
    * only with a `subject`, so a subject erase can find every trace of it;
    * only from agent types in `personal_data_agent_types` when that is set;
 5. `source` is 1-64 characters and `supersedes`, when given, is not the key itself.
@@ -43,8 +32,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Literal, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -57,7 +46,6 @@ from bindings.ports.d1 import D1Statement
 
 Tier = EventTier
 
-TIERS: tuple[Tier, ...] = ("working", "episodic", "semantic", "procedural")
 
 PERSONAL_MARK = "_personal"
 
@@ -176,23 +164,7 @@ def _nested_marking(value: Any) -> tuple[str, ...] | None:
     return None
 
 
-def missing_marked_fields(value: Any, fields: Sequence[str]) -> list[str]:
-    missing = []
-    for dotted in fields:
-        node = value
-        for part in dotted.split("."):
-            if not isinstance(node, Mapping) or part not in node:
-                missing.append(dotted)
-                break
-            node = node[part]
-    return missing
-
-
 log = logging.getLogger(__name__)
-
-
-T = TypeVar("T")
-
 
 DEFAULT_MAX_BYTES: dict[Tier, int] = {
     # Working memory's real bound is its 128 KiB per-instance budget (`working.py`), which
@@ -203,12 +175,7 @@ DEFAULT_MAX_BYTES: dict[Tier, int] = {
     "procedural": 16 * 1024,
 }
 
-DEFAULT_CONFIDENCE_FLOOR: dict[Tier, float] = {
-    "working": 0.0,
-    "episodic": 0.0,
-    "semantic": 0.1,
-    "procedural": 0.0,
-}
+DEFAULT_CONFIDENCE_FLOOR: dict[Tier, float] = {"semantic": 0.1}  # other tiers: 0
 
 
 class WritePolicy(BaseModel):
@@ -239,106 +206,103 @@ class WritePolicy(BaseModel):
 
     def evaluate(self, proposal: WriteProposal) -> Decision:
         """Check `proposal` against every rule; all violations are reported."""
-        found: list[Violation] = []
+        found: list[tuple[ViolationCode, str]] = []
         tier = proposal.tier
         try:
             size = len(proposal.content)
         except (TypeError, ValueError) as exc:
-            found.append(Violation(code="invalid_proposal", message=f"value is not JSON: {exc}"))
+            found.append(("invalid_proposal", f"value is not JSON: {exc}"))
             size = 0
         limit = self.max_bytes.get(tier, 0)
         if size > limit:
             found.append(
-                Violation(
-                    code="too_large",
-                    message=f"{size} bytes of JSON; the {tier} tier takes at most {limit}",
-                )
+                ("too_large", f"{size} bytes of JSON; the {tier} tier takes at most {limit}")
             )
         # Only an agent writing during one of its runs is held to its type's tiers; the
         # same type name on a platform write (an operator, a test) is just a label.
         allowed = self.allowed_tiers(proposal.agent_type) if proposal.run_id else None
         if allowed is not None and tier not in allowed:
             found.append(
-                Violation(
-                    code="tier_not_allowed",
-                    message=f"agent type {proposal.agent_type!r} may write "
+                (
+                    "tier_not_allowed",
+                    f"agent type {proposal.agent_type!r} may write "
                     f"{', '.join(sorted(allowed))}, not {tier}",
                 )
             )
         floor = self.confidence_floor.get(tier, 0.0)
         if proposal.confidence < floor:
             found.append(
-                Violation(
-                    code="confidence_too_low",
-                    message=f"confidence {proposal.confidence:g} is below the {tier} "
-                    f"floor {floor:g}",
+                (
+                    "confidence_too_low",
+                    f"confidence {proposal.confidence:g} is below the {tier} floor {floor:g}",
                 )
             )
         if not 1 <= len(proposal.source) <= 64:
-            found.append(Violation(code="invalid_proposal", message="source must be 1-64 chars"))
+            found.append(("invalid_proposal", "source must be 1-64 chars"))
         if proposal.supersedes is not None and proposal.supersedes == proposal.key:
-            found.append(
-                Violation(code="invalid_proposal", message="an entry cannot supersede itself")
-            )
-        found += self._personal_data(proposal)
-        return Decision(allowed=not found, violations=found)
-
-    def _personal_data(self, proposal: WriteProposal) -> list[Violation]:
+            found.append(("invalid_proposal", "an entry cannot supersede itself"))
         fields = proposal.personal_fields()
-        if fields is None:
-            return []
-        found: list[Violation] = []
-        what = "the whole entry" if not fields else ", ".join(fields)
+        if fields is not None:
+            found += self._personal_data(proposal, fields)
+        violations = [Violation(code=code, message=message) for code, message in found]
+        return Decision(allowed=not violations, violations=violations)
+
+    def _personal_data(
+        self, proposal: WriteProposal, fields: tuple[str, ...]
+    ) -> list[tuple[ViolationCode, str]]:
+        found: list[tuple[ViolationCode, str]] = []
+        what = f"personal data ({', '.join(fields) if fields else 'the whole entry'})"
         if proposal.tier not in self.personal_data_tiers:
+            tiers = ", ".join(sorted(self.personal_data_tiers))
             found.append(
-                Violation(
-                    code="personal_data_tier",
-                    message=f"personal data ({what}) may only be written to "
-                    f"{', '.join(sorted(self.personal_data_tiers))}, not {proposal.tier}",
+                (
+                    "personal_data_tier",
+                    f"{what} may only be written to {tiers}, not {proposal.tier}",
                 )
             )
         if not proposal.subject:
             found.append(
-                Violation(
-                    code="personal_data_without_subject",
-                    message=f"personal data ({what}) must name the subject it is about, so "
-                    "that erasing the subject removes it",
+                (
+                    "personal_data_without_subject",
+                    f"{what} must name the subject it is about, so that erasing the subject "
+                    "removes it",
                 )
             )
         writers = self.personal_data_agent_types
         if writers is not None and proposal.agent_type not in writers:
             found.append(
-                Violation(
-                    code="personal_data_writer",
-                    message=f"agent type {proposal.agent_type!r} may not write personal data",
+                (
+                    "personal_data_writer",
+                    f"agent type {proposal.agent_type!r} may not write personal data",
                 )
             )
-        if fields:
-            missing = missing_marked_fields(proposal.value, fields)
-            if missing:
-                found.append(
-                    Violation(
-                        code="personal_field_missing",
-                        message=f"fields marked personal are not in the value: "
-                        f"{', '.join(missing)}",
-                    )
+        missing = [f for f in fields if not _has_path(proposal.value, f)]
+        if missing:
+            found.append(
+                (
+                    "personal_field_missing",
+                    f"fields marked personal are not in the value: {', '.join(missing)}",
                 )
+            )
         return found
+
+
+def _has_path(value: Any, dotted: str) -> bool:
+    for part in dotted.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            return False
+        value = value[part]
+    return True
 
 
 DEFAULT_POLICY = WritePolicy()
 
 
 class WriteGate:
-    """A tenant's policy check and `memory_written` recorder, shared by the tiers.
-
-    `check` raises `WriteDenied`; `committed` records one event per committed proposal
-    (in one D1 batch, through `EventLog`), or defers that to `background`
-    (`ctx.waitUntil`) when given. `event_ids` lets a tier use an id of its own (an episode
-    or fact id) as the event id, with insert-if-absent, so a retried write records its
-    event once. A failed event write is logged at ERROR with the event — the committed
-    write is not undone.
-    """
+    """A tenant's policy check (`check` raises `WriteDenied`) and `memory_written` recorder
+    (`committed`: one D1 batch, or `background` when given). A tier's own id (an episode or
+    fact id) as the event id, inserted if absent, records a retried write's event once. A
+    failed event write is logged at ERROR; the committed write is not undone."""
 
     def __init__(
         self,
@@ -373,38 +337,31 @@ class WriteGate:
             self.check(proposal)
 
     def event(self, proposal: WriteProposal, event_id: str | None = None) -> MemoryEvent:
-        now = self._clock.now()
+        optional = {
+            "subject": proposal.subject,
+            "supersedes": proposal.supersedes,
+            "decision": proposal.decision,
+        }
         payload: dict[str, Any] = {
             "key": proposal.key,
             "source": proposal.source,
             "confidence": proposal.confidence,
             "bytes": len(proposal.content),
+            **{name: value for name, value in optional.items() if value},
         }
-        if proposal.subject:
-            payload["subject"] = proposal.subject
-        if proposal.supersedes:
-            payload["supersedes"] = proposal.supersedes
-        if proposal.decision:
-            payload["decision"] = dict(proposal.decision)
         fields = proposal.personal_fields()
         if fields is not None:
             payload["personal_fields"] = list(fields) or ["*"]
         event = memory_written(
             tenant_id=self.tenant_id,
             tier=proposal.tier,
-            now=now,
+            now=self._clock.now(),
             content_hash=proposal.content_hash,
             payload=payload,
             agent_type=proposal.agent_type,
             run_id=proposal.run_id,
         )
-        if event_id is not None:
-            event = event.model_copy(update={"event_id": event_id})
-        return event
-
-    @property
-    def records_events(self) -> bool:
-        return self._events is not None
+        return event if event_id is None else event.model_copy(update={"event_id": event_id})
 
     def event_statement(self, proposal: WriteProposal, event_id: str) -> D1Statement | None:
         """The event INSERT (insert-if-absent, id `event_id`) for a tier that commits the
@@ -451,10 +408,3 @@ class WriteGate:
                 self.tenant_id,
                 [e.event_id for e in events],
             )
-
-    async def submit(self, proposal: WriteProposal, commit: Callable[[], Awaitable[T]]) -> T:
-        """Check, commit, record: the whole path of one write."""
-        self.check(proposal)
-        result = await commit()
-        await self.committed([proposal])
-        return result
