@@ -5,7 +5,7 @@
 Context assembly is what a turn reads before its first model call: the instance's
 `turn_state` row (DO SQLite), a snapshot of its working memory (KV list + gets) and the
 last 10 episodes of (tenant, agent type) (D1, index `memory_episodes_recent`). It runs the
-same code the AgentRuntime runs (`read_turn_state` + `agent_memory.agent.context.assemble_context`)
+same code the AgentRuntime runs (`read_turn_state` + `agent_memory.agent.turn.assemble_context`)
 against the local adapters (SQLite D1/KV/DO with their Cloudflare limits and conversions).
 
 Setup (not timed): a fresh state folder, migrations, `--episodes` episodes for tenant
@@ -31,7 +31,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
-from agent_memory.agent.context import assemble_context  # noqa: E402
+from agent_memory.agent.turn import assemble_context  # noqa: E402
 from agent_memory.governance.agent_types import BUILT_IN  # noqa: E402
 from agent_memory.ids import content_hash, new_ulid  # noqa: E402
 from agent_memory.memory import Memory  # noqa: E402

@@ -92,6 +92,14 @@ class Tracer:
         mine = {(m, f) for r, m, f in self.calls if r == root}
         return len({m for m, _ in mine}), len(mine)
 
+    def modules(self, root: str) -> dict[str, int]:
+        """Each module crossed, with how many of its functions ran."""
+        per: dict[str, int] = {}
+        for r, m, _ in self.calls:
+            if r == root:
+                per[m] = per.get(m, 0) + 1
+        return dict(sorted(per.items()))
+
 
 def request(method: str, path: str, body: Any, headers: dict[str, str]) -> HttpRequest:
     raw = b"" if body is None else json.dumps(body).encode()
@@ -216,6 +224,7 @@ async def run() -> dict[str, Any]:
                     "functions": src_functions,
                     "local_runtime_modules": local_modules,
                     "local_runtime_functions": local_functions,
+                    "src_modules": tracer.modules("src"),
                 }
         finally:
             await runtime.close()
@@ -224,7 +233,10 @@ async def run() -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.parse_args(argv)
+    parser.add_argument(
+        "--modules", action="store_true", help="also list the src modules each path crosses"
+    )
+    args = parser.parse_args(argv)
     results = asyncio.run(run())
     print(f"{'path':<28} {'src modules':>11} {'functions':>9}   (+ local_runtime)")
     for name, row in results.items():
@@ -232,6 +244,9 @@ def main(argv: list[str] | None = None) -> None:
             f"{name:<28} {row['modules']:>11} {row['functions']:>9}   "
             f"(+{row['local_runtime_modules']} modules, +{row['local_runtime_functions']} fns)"
         )
+        if args.modules:
+            for module, functions in row["src_modules"].items():
+                print(f"    {module} ({functions})")
     size = source_size()
     print(
         f"src/: {size['lines']} lines, {size['modules']} modules, {size['classes']} classes "

@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent_memory.agent.context import EPISODE_LINE_PREFIX, EPISODES_HEADER
+from agent_memory.agent.turn import EPISODE_LINE_PREFIX, EPISODES_HEADER
 from bindings.ports.llm import ChatMessage, ChatResult, ToolCall, ToolSpec
 
 _TURN = re.compile(r"Instance turn (\d+)")

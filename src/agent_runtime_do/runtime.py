@@ -21,9 +21,15 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ValidationError
 
-from agent_memory.agent.context import assemble_context, render_context
-from agent_memory.agent.loop import LoopOutcome, run_agent_loop
-from agent_memory.agent.tools import StepLogger, ToolContext, platform_tools
+from agent_memory.agent.turn import (
+    LoopOutcome,
+    StepLogger,
+    ToolContext,
+    assemble_context,
+    platform_tools,
+    render_context,
+    run_agent_loop,
+)
 from agent_memory.governance.agent_types import AgentType, catalog
 from agent_memory.governance.policy import WriteGate
 from agent_memory.ids import new_ulid

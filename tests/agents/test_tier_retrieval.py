@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from agent_memory.agent.context import assemble_context
+from agent_memory.agent.turn import assemble_context
 from agent_memory.governance.agent_types import AgentType, MemoryConfig
 from agent_memory.ids import new_ulid
 from agent_memory.memory import Memory
@@ -131,7 +131,7 @@ async def test_the_configured_tier_weights_are_the_ones_used(tmp_path: Path) -> 
 
 
 async def test_a_working_memory_get_is_scored_and_recorded(tmp_path: Path) -> None:
-    from agent_memory.agent.tools import ToolContext, platform_tools
+    from agent_memory.agent.turn import ToolContext, platform_tools
     from agent_memory.governance.agent_types import BUILT_IN
 
     clock = FixedClock(NOW)
