@@ -1,25 +1,12 @@
 """The daily brief (cron `0 6 * * *`): how full each tenant's memory is.
 
-Per tenant: episodes (from the trigger-maintained counter, so no 100K-row count), the
-tenant's limit and warning threshold, semantic facts by status (`pending_vector` = facts
-whose vector write has not completed) and those not in the keyword index yet (a warning while
-any are: the reindex job has not reached them), runs, episodes already past retention (what the
-next prune will archive), what the cold tier holds, and the namespace migration's read
-counters (canonical / legacy hits, misses; `namespace_reads`). Levels:
-
-* `ok`;
-* `warning`: at least 80 % of the episode limit (80 000 by default, ADR-043) — logged at
-  WARNING with what to do;
-* `at_limit`: at the limit (100 000): the database refuses new episodes of the tenant
-  (docs/lifecycle.md, "At the limit") — logged at ERROR.
-
-Per tenant also its AgentRuntime objects as they last reported (`agent_instances`): count,
-storage (total and largest), the largest run log, pending writes, and failed writes with
-the age of the oldest (a warning when there are any).
-
-Two D1 statements per tenant (scalar subqueries, each `tenant_id = ?` first, declared by the
-stores that own the tables), sent in batches, so 100 tenants cost 200 statements in 4 round
-trips.
+Per tenant: episodes (the trigger-maintained counter), the limit and its warning threshold,
+facts by status and those not yet in the keyword index, runs, episodes past retention, the
+cold tier's holdings, namespace-migration read counters, and its AgentRuntime objects as they
+last reported. Levels: `ok`; `warning` at 80 % of the episode limit (logged at WARNING);
+`at_limit`, where new episodes are refused (docs/lifecycle.md, "At the limit"; logged at
+ERROR). Two statements per tenant (scalar subqueries declared by the stores that own the
+tables, each `tenant_id = ?` first), batched: 100 tenants cost 4 round trips.
 """
 
 from __future__ import annotations

@@ -1,51 +1,4 @@
-"""The pure half of a subject erase (no I/O): what a valid subject is (`validate_subject`),
-which rows are its traces (`SubjectMatcher`, over the ids of the D1 rows already found to
-be traces, `Found`), and what the erase reports (`EraseReport`, which each store's eraser
-adds its counts to as it goes, so a failure part-way still reports what was removed).
-
-The rules are those of `agent_memory.lifecycle.erase`'s docstring; they apply alike to a
-row as stored and to a row as archived in the cold tier.
-
-Private to `agent_memory.lifecycle`: other packages import these names from
-`agent_memory.lifecycle.erase`.
-
-Subject erase in D1 (`RowEraser`): find the rows that are traces of a subject, then delete
-them, with the links and provenance that point at them, and the memory events about them.
-
-Every statement is `tenant_id = ?` first with at most `IDS_PER_STATEMENT` ids (D1 binds
-≤ 100 parameters), batched 50 statements at a time. Events are paged by id, and those that
-only list an erased fact among their results are scrubbed rather than deleted. Deleting
-what is already gone deletes nothing, so a re-run finishes an interrupted erase.
-
-Private to `agent_memory.lifecycle`.
-
-Subject erase in the cold tier (`ArchiveEraser`): every archive object of the tenant is
-read; one holding traces is rewritten without them, under the key of its new first row
-(so no key names an erased row), or deleted when nothing is left, and the archive ledger
-(`lifecycle_archives`) follows.
-
-Write order, so that a failure never loses the trace of an unfinished rewrite: the new
-object, then the ledger, then the old object is deleted. A re-run rewrites what is left.
-
-Private to `agent_memory.lifecycle`.
-
-The subject erase's Durable Object step: every AgentRuntime instance of the tenant.
-
-Instances are found in D1 (`instances.tenant_instances`: the instances named by the
-tenant's `agent_runs` rows and those that reported an `agent_instances` row) and reached
-through the Durable Object namespace port, each by its object name
-(`AgentScope.object_name`). Each is registered in `agent_instances` (so it stays findable
-once the runs rows naming it are gone), then gets the `erase_subject` RPC
-(`agent_runtime_do.erase`) with the ids of the runs the erase removes from D1, in slices
-of `RUN_IDS_PER_CALL`; its counts per store are added to the report's `agent_state`.
-
-This step runs before the D1 rows are deleted: the instance list comes from those rows,
-and an object's queued writes of an erased run would otherwise bring it back. A failure
-raises, so the caller can stop before deleting anything a repeat would need to find.
-
-Private to `agent_memory.lifecycle`.
-
-Subject erase (`DELETE /admin/tenants/{tenant}/subjects/{subject}`): remove every trace of
+"""Subject erase (`DELETE /admin/tenants/{tenant}/subjects/{subject}`): remove every trace of
 a subject from one tenant's memory, in every tier, and say what was removed where.
 
 What is a trace (docs/lifecycle.md, "Erase semantics") — `subject` is an identifier such
@@ -54,50 +7,32 @@ as `contact:hubspot_id:123`, matched exactly as a field and as a substring of te
 * episodes whose `subject` is it, or whose content or data contain it; the runs of those
   episodes, and runs whose input, output or error contain it;
 * semantic facts (any status) whose subject or object is it, or whose content or metadata
-  contain it, and the facts they superseded (merged duplicates, replaced values: their
-  history); their vectors; links from or to them; provenance of or to erased rows;
-* memory events that name it (payload text), that describe an erased row (the event id
-  is the row id for `memory_written`), that belong to an erased run, or that carry an
+  contain it, and the facts they superseded (their history); their vectors; links from or
+  to them; provenance of or to erased rows;
+* memory events that name it, describe an erased row, belong to an erased run or carry an
   erased content hash; a `memory_retrieved` event that merely listed an erased fact among
-  its results is kept with that entry removed (it describes the other facts too);
-* working memory (KV) keys of the tenant whose instance or key segment is it, or whose
-  value contains it, and recall records waiting in KV to be written to D1
-  (`recall_record`) that name it (written back later, they would bring it back);
-* the AgentRuntime Durable Objects of the tenant (`_erase_instances`): their run logs,
-  turn state, failed and pending episodic writes that match, or belong to an erased run;
-* cold-tier archive rows matching the rules above: each archive object is rewritten
-  without them (renamed after its new first row, so its key names no erased row) or
-  deleted when nothing is left, and the archive ledger is updated.
+  its results is kept with that entry removed;
+* working memory (KV) keys of the tenant whose key or value contains it, and recall records
+  waiting in KV (`recall_record`) that name it (written back later, they would restore it);
+* the tenant's AgentRuntime Durable Objects: each gets the `erase_subject` RPC with the ids
+  of the erased runs (in slices of `RUN_IDS_PER_CALL`), after being registered in
+  `agent_instances` so it stays findable once its runs rows are gone;
+* cold-tier archive rows matching these rules: each object is rewritten without them under
+  the key of its new first row (so no key names an erased row), or deleted when nothing is
+  left; the ledger follows (new object, then ledger, then the old object is deleted).
 
 Personal fields are sealed under per-subject data keys (`governance.personal_data`): the
-erase destroys the subject's keys (crypto-shredding), so every copy of its sealed values in
-cold archives is unreadable without rewriting it; a D1 Time Travel copy holds the wrapped key
-too, and becomes unreadable when the KEK that wrapped it is retired (docs/personal-data.md).
-The keyword index's term statistics that no remaining fact holds are deleted afterwards
-(postings go with their facts, by trigger), so no index row keeps an erased fact's words.
+erase destroys them (crypto-shredding), so sealed copies in archives or D1 Time Travel are
+unreadable (docs/personal-data.md). Keyword-index term statistics no remaining fact holds
+are dropped. A start mark (migration 0013) makes a recall record committed afterwards store
+its event without the query text.
 
-A recall's statistics and event are written after its response; one in flight while the
-erase runs is in neither D1 nor KV. So the erase first writes a start mark (migration 0013,
-tenant and time only), and a recall record committed after it stores its event without the
-query text (`recall_record`), whatever the query named.
-
-Order, so that a failure never leaves a trace a re-run cannot find: the mark, then the
-Durable Objects (found through the D1 runs rows; each settles its queued writes into D1 before it
-erases, so the D1 rows are found again after this step), then vectors (a vector is only
-found through its fact row), then D1 rows in batches (data keys first, the keyword index
-merge last), then KV, then the archives, then (locally) the SQLite WALs. A failed Durable
-Object or vector step stops the erase before any D1 row is deleted. Every step is
-idempotent: running the erase again finishes an interrupted one and reports zeros once
-nothing is left. Statements are `tenant_id = ?` first, ≤ 100 bound parameters.
-
-Where the parts live (this module re-exports their public names):
-
-* `_erase_rules`: the subject's validation, the matching rules, the report (no I/O);
-* `_erase_rows`: finding and deleting the D1 rows (`RowEraser`);
-* `_erase_archives`: rewriting the cold-tier archives (`ArchiveEraser`);
-* `_erase_instances`: the `erase_subject` RPC on every agent instance (`InstanceEraser`);
-* here: `SubjectEraser`, which runs the steps in that order, with the vector and working
-  memory (KV) steps, small enough to stay inline.
+Order, so that a failure never leaves a trace a re-run cannot find: the mark, the Durable
+Objects (found through the D1 runs rows; each settles its queued writes into D1 first, so
+the rows are found again after), vectors (only reachable through their fact rows), D1 rows
+(data keys first, the keyword index last), KV, archives, then (locally) the SQLite WALs. A
+failed Durable Object or vector step stops the erase before any D1 row is deleted. Every
+step is idempotent. Statements are `tenant_id = ?` first, ≤ 100 bound parameters.
 """
 
 from __future__ import annotations

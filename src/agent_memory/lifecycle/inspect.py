@@ -1,30 +1,12 @@
-"""The inspector's vocabulary: statuses, the page and detail models, event rows.
+"""Read-only views of one tenant's memory for the inspector (docs/inspector.md): facts with an
+inspector status, one fact's supersession chain, links, provenance and event history,
+events, and episodes by id.
 
-Private to `agent_memory.lifecycle`: other packages import these names from
-`agent_memory.lifecycle.inspect`.
-
-Read-only views of one tenant's memory for the inspector (issue 17, docs/inspector.md).
-
-Nothing here writes: no recall stats, no events, no repairs. Every statement starts its
-WHERE clause with `tenant_id = ?` (DESIGN invariant 2), and the tenant is bound once, at
-`MemoryInspector(db, tenant)`.
-
-* `list_facts`: facts newest first with an inspector status, filtered by status, subject,
-  agent type and a case-insensitive substring of the content; keyset-paginated.
-* `fact_detail`: one fact, its supersession chain both ways (what it replaced, what
-  replaced it), its links, its provenance (runs and episodes it came from) and its
-  `memory_written` / `memory_retrieved` history.
-* `list_events`: memory events newest first by kind, tier, run and time window.
-* `episodes`: episodes by id (what a run recalled), in the order asked, absent ones left
-  out (pruned or erased).
-
-Inspector statuses, derived from the stored `status` and the validity window at `now_ms`:
-`active` (live: recall may return it), `pending` (`pending_vector`: the vector write has
-not finished), `superseded` (replaced; `superseded_by` names the successor) and `decayed`
-(stored as active but its `valid_to` has passed, so recall no longer returns it).
-
-Cursors are the episodic tier's opaque keyset cursors over (created_at, id); one this
-module did not produce raises `InvalidCursorError`.
+Nothing here writes. Every statement starts with `tenant_id = ?` (DESIGN invariant 2); the
+tenant is bound once, at `MemoryInspector(db, tenant)`. Statuses at `now_ms`: `active`,
+`pending` (`pending_vector`), `superseded` and `decayed` (stored active but `valid_to` has
+passed, so recall no longer returns it). Cursors are the episodic tier's opaque keyset
+cursors over (created_at, id); a foreign one raises `InvalidCursorError`.
 """
 
 from __future__ import annotations

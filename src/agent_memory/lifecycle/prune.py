@@ -1,122 +1,42 @@
-"""The cold tier's archive format: gzip-compressed NDJSON objects per tenant, kind and ISO week.
+"""The weekly prune (cron `0 3 * * SUN`): episodes, finished runs and memory events past their
+tenant's retention are archived to the cold tier (R2, gzip NDJSON), then deleted, in bounded,
+resumable batches; and archives past their kind's cold retention are deleted.
 
-Layout (docs/lifecycle.md, "Archive layout"):
+Archive layout (docs/lifecycle.md, "Archive layout"):
 
     archive/{tenant}/episodes/{YYYY}-W{ww}/{first_ms:013d}-{first_id}.ndjson.gz
     logs/{tenant}/{runs|events}/{YYYY}-W{ww}/{first_ms:013d}-{first_id}.ndjson.gz
 
-* `kind` is `episodes` (rows of `memory_episodes`), `runs` (`agent_runs`) or `events`
-  (`memory_events`). Runs and events are the placement table's `log` kind, deleted from
-  cold after `cold_retention_days` (90): they live under their own root, `logs/`, so one R2
-  lifecycle rule on that prefix can expire them (R2 rules match key prefixes only).
-  Archives written before that change keep their `archive/{tenant}/{runs|events}/` keys;
-  both are parsed, listed, erased and expired alike;
-* the ISO week is the one the archived rows *happened* in (`created_at` of an episode or
-  event, `started_at` of a run), so an archive object never spans two weeks;
-* the name ends with the sort key of the object's first row, so the object a batch writes
-  is determined by the rows it archives: a batch that is retried after an interruption
-  (archived but not yet deleted) writes the same key again and replaces its own object
-  instead of adding a second copy.
+Runs and events (the placement table's `log` kind) live under `logs/` so one R2 lifecycle
+rule on that prefix can expire them (R2 rules match key prefixes only); older archives keep
+`archive/{tenant}/{runs|events}/` keys and are handled alike. An object holds one ISO week
+(of `created_at`, or a run's `started_at`) and is named after its first row, so a retried
+batch writes the same key and replaces its own object. Lines are rows as stored, JSON
+columns decoded; the bytes are deterministic (sorted keys, gzip `mtime=0`).
 
-Each line is one row as a JSON object, columns as stored, except that JSON columns
-(`data`, `input`, `output`, `payload`) are decoded into JSON values so the archive reads naturally.
-The bytes are deterministic for the same rows (sorted keys, gzip `mtime=0`), so a retried
-batch produces an identical object.
+A prune is a job with a fixed id (`weekly-{ISO week}` for the cron) and per-tenant cutoffs
+fixed in `lifecycle_prune_progress` the first time the job meets a tenant, so a retried or
+resumed invocation finishes the same job. One invocation works within a `PruneBudget`:
+`max_operations` D1 statements + R2 calls (1000 D1 queries per invocation on the paid plan,
+50 on the free one; `d1/platform/limits.mdx`) and `max_seconds` (a cron invocation may run
+15 min; `workers/platform/limits.mdx`); the daily cron resumes an unfinished job.
 
-The values one prune invocation works with: its `PruneBudget`, the `Meter` that spends
-it (raising `BudgetExhausted` before an operation that would not fit), and each tenant's
-`TenantPruneCounts`. No I/O.
+One batch, per tenant and table, oldest rows first:
 
-Private to `agent_memory.lifecycle`: other packages import these names from
-`agent_memory.lifecycle.prune`.
+1. SELECT up to `batch_rows` rows past the cutoff by (time, id); keep those in the first
+   row's ISO week;
+2. PUT them to R2 under `archive_key(...)` — before anything is deleted;
+3. one D1 transaction: the `lifecycle_archives` row with the count the key range now holds
+   (a CHECK fails unless it equals the rows archived: `RangeChanged`, the batch is redone),
+   the DELETE of exactly that range, and the count added to the tenant's progress.
 
-One prune batch: archive a tenant's oldest rows of one table to the cold tier, then
-delete exactly those rows (`ArchiveBatchWriter`), and the tables a prune archives.
+Interrupted between 2 and 3, the next run rewrites the same key and deletes; counts are
+exact per job. Cold expiry (the `log` kind, 90 days after archiving, counted from the
+ledger's `created_at` as an R2 rule counts from upload; the same rule can be set on the
+bucket, docs/tiered-memory.md): per tenant and kind, one R2 delete then one D1 statement
+dropping the ledger rows — re-run safely, R2 ignores missing keys.
 
-The contract (the steps are numbered as in `agent_memory.lifecycle.prune`'s docstring):
-nothing is deleted that is not in an archive object first, and the delete, the archive
-ledger row and the tenant's progress count commit in one D1 transaction whose CHECK fails
-(`RangeChanged`, the batch is redone) if rows appeared inside the batch's key range.
-Spends every statement and R2 call on the invocation's `Meter`.
-
-Private to `agent_memory.lifecycle`.
-
-The prune job ledger: `lifecycle_prunes` (one row per job: running or complete, and how
-many invocations it took) and `lifecycle_prune_progress` (one row per tenant and job).
-
-A tenant's progress row is written the first time a job meets the tenant, with the
-cutoff and retention of that moment, and is never rewritten: a retried or resumed
-invocation reads it back and finishes *the same* job. The row's counts are added by the
-archive batch's own transaction (`_prune_archive`); this module only creates the row,
-reads it, and marks it done. Spends its statements on the invocation's `Meter`.
-
-Private to `agent_memory.lifecycle`.
-
-The cold tier's own lifecycle (the placement table's `cold_retention_days`): archive
-objects of a kind whose cold retention has passed are deleted by the prune.
-
-By default that is the `log` kind — archives of finished runs and memory events — 90 days
-after they were archived (the hot/warm/cold ADR: "logs/ → delete after 90 days"); archived
-episodes have no cold retention and stay until erased. Age is counted from the archive's
-ledger row (`lifecycle_archives.created_at`, the moment the prune wrote it), as an R2
-lifecycle rule counts from the object's upload. On Cloudflare the same rule can also be set
-on the bucket (`wrangler r2 bucket lifecycle add agent-memory-cold expire-logs logs/
---expire-days 90`, docs/tiered-memory.md): the prune's pass keeps the ledger in step and is
-what enforces it for the local object store.
-
-Per tenant and kind, oldest first, at most `batch_rows` objects per round: one R2 delete of
-their keys, then one D1 statement dropping their ledger rows. Interrupted in between, the
-next prune deletes the (already missing) objects again — R2 ignores missing keys — and then
-the rows: nothing is left half-expired for long and nothing else is touched.
-
-Private to `agent_memory.lifecycle`.
-
-The weekly prune (cron `0 3 * * SUN`): episodes, finished runs and memory events past their
-tenant's retention are archived to the cold tier, then deleted — in bounded, resumable
-batches.
-
-A prune is a *job* with a fixed id and fixed cutoffs:
-
-* the weekly cron's job id is `weekly-{ISO week of its scheduled time}`; each tenant's
-  cutoff is `scheduled time - retention` and is stored (`lifecycle_prune_progress`) the
-  first time the job meets the tenant, so a retried or resumed invocation finishes *the
-  same* job rather than starting a new one with a later cutoff;
-* one invocation works within a `PruneBudget`: at most `max_operations` D1 statements +
-  R2 calls (a Worker invocation may make 1000 D1 queries on the paid plan, 50 on the free
-  one; `d1/platform/limits.mdx`) and `max_seconds` of wall time (a cron invocation whose
-  interval is ≥ 1 h may run 15 min; `workers/platform/limits.mdx`). What is left is picked
-  up by the next invocation: the daily cron resumes an unfinished job.
-
-One batch (`ArchiveBatchWriter.archive_batch`), per tenant and kind, oldest rows first:
-
-1. SELECT up to `batch_rows` rows past the cutoff, ordered by (time, id); keep those in the
-   ISO week of the first (an archive object never spans two weeks);
-2. PUT them to R2 as gzip NDJSON under a key derived from the first row
-   (`agent_memory.lifecycle.cold.archive_key`) — before anything is deleted;
-3. one D1 batch (a transaction): record the archive in `lifecycle_archives` together with
-   the number of rows the key range [first, last] now holds (a CHECK makes the transaction
-   fail unless that equals the rows archived), DELETE exactly that key range, and add the
-   count to the tenant's progress.
-
-So nothing is deleted that is not in an archive object, and nothing is counted twice:
-
-* interrupted after 2 and before 3: the rows are still in D1; the next run selects the same
-  first row, writes the same key (the object is replaced, not duplicated) and deletes;
-* a row that appears inside the range between 1 and 3 (a late write with an old time)
-  makes the CHECK fail: nothing is deleted and the batch is redone with the new row;
-* counts are added in the same transaction as the delete, so they are exact per job.
-
-Where the parts live (this module re-exports their public names):
-
-* `_prune_models`: the budget, its meter and the per-tenant counts;
-* `_prune_jobs`: the job ledger and each tenant's progress row;
-* `_prune_archive`: the archived tables and the batch above (`ArchiveBatchWriter`);
-* `_cold_expiry`: after a tenant's tables, archive objects past their kind's cold retention
-  (the placement table: run and event archives, the `log` kind, 90 days) are deleted;
-* here: `Pruner`, which runs a job over the tenants, its `PruneReport`, and
-  `resume_unfinished`.
-
-Per-statement bound parameters stay ≤ 8 (D1 allows 100). Logs one line per tenant.
+Bound parameters per statement stay ≤ 8 (D1 allows 100). Logs one line per tenant.
 """
 
 from __future__ import annotations
@@ -134,7 +54,7 @@ from pydantic import BaseModel, Field
 
 from agent_memory.lifecycle.retention import TenantTable, get_lifecycle, known_tenants
 from agent_memory.placement import DEFAULT_TABLE, PlacementTable
-from agent_memory.statements import IDS_PER_STATEMENT, chunks, delete_ids
+from agent_memory.statements import IDS_PER_STATEMENT, delete_ids
 from bindings.ports.clock import Clock
 from bindings.ports.d1 import D1Database, D1Error, D1Statement
 from bindings.ports.object_store import OBJECT_STORE_MAX_DELETE_KEYS, ObjectStore
@@ -142,11 +62,8 @@ from bindings.ports.sql import Row, SqlValue
 
 ArchiveKind = Literal["episodes", "runs", "events"]
 
-
 ARCHIVE_ROOT = "archive"
-
 LOG_ROOT = "logs"
-
 ARCHIVE_SUFFIX = ".ndjson.gz"
 
 # Columns stored as JSON text, per archived table.
@@ -156,9 +73,8 @@ JSON_COLUMNS: dict[str, tuple[str, ...]] = {
     "events": ("payload",),
 }
 
-_MS_PER_DAY = 86_400_000
-
-_MS_PER_WEEK = 7 * _MS_PER_DAY
+DAY_MS = 86_400_000
+_MS_PER_WEEK = 7 * DAY_MS
 
 
 def iso_week(ms: int) -> str:
@@ -171,7 +87,7 @@ def iso_week(ms: int) -> str:
 def week_bounds(ms: int) -> tuple[int, int]:
     """[start, end) of the ISO week (Monday 00:00 UTC to the next Monday) holding `ms`."""
     # The epoch (1970-01-01) was a Thursday: Monday 1969-12-29 starts its ISO week.
-    first_monday = -3 * _MS_PER_DAY
+    first_monday = -3 * DAY_MS
     start = first_monday + ((ms - first_monday) // _MS_PER_WEEK) * _MS_PER_WEEK
     return start, start + _MS_PER_WEEK
 
@@ -199,22 +115,9 @@ def parse_archive_key(key: str) -> tuple[str, ArchiveKind, str] | None:
     ):
         return None
     kind = parts[2]
-    if kind == "episodes" and parts[0] == ARCHIVE_ROOT:
-        return parts[1], "episodes", parts[3]
-    if kind == "runs":
-        return parts[1], "runs", parts[3]
-    if kind == "events":
-        return parts[1], "events", parts[3]
+    if kind in ("runs", "events") or (kind == "episodes" and parts[0] == ARCHIVE_ROOT):
+        return parts[1], kind, parts[3]  # type: ignore[return-value]
     return None
-
-
-def _row_for_archive(row: dict[str, Any], kind: ArchiveKind) -> dict[str, Any]:
-    out = dict(row)
-    for column in JSON_COLUMNS[kind]:
-        value = out.get(column)
-        if isinstance(value, str):
-            out[column] = json.loads(value)
-    return out
 
 
 def row_from_archive(row: dict[str, Any], kind: ArchiveKind) -> dict[str, Any]:
@@ -227,19 +130,15 @@ def row_from_archive(row: dict[str, Any], kind: ArchiveKind) -> dict[str, Any]:
 
 
 def encode_archive(rows: Iterable[dict[str, Any]], kind: ArchiveKind) -> bytes:
-    """Rows → gzip(NDJSON), byte-for-byte the same for the same rows."""
-    lines = [
-        json.dumps(
-            _row_for_archive(row, kind),
-            sort_keys=True,
-            separators=(",", ":"),
-            ensure_ascii=False,
-            allow_nan=False,
-        )
-        for row in rows
-    ]
-    text = "".join(line + "\n" for line in lines)
-    return gzip.compress(text.encode("utf-8"), compresslevel=6, mtime=0)
+    """Rows as stored → gzip(NDJSON) with JSON columns decoded, the same bytes for the same
+    rows."""
+    columns = JSON_COLUMNS[kind]
+    return encode_lines(
+        [
+            {k: json.loads(v) if k in columns and isinstance(v, str) else v for k, v in r.items()}
+            for r in rows
+        ]
+    )
 
 
 def decode_archive(data: bytes) -> list[dict[str, Any]]:
@@ -251,21 +150,18 @@ def decode_archive(data: bytes) -> list[dict[str, Any]]:
 def encode_lines(rows: Sequence[dict[str, Any]]) -> bytes:
     """Re-encode rows already in archive form (after an erase removed some)."""
     text = "".join(
-        json.dumps(row, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n"
+        json.dumps(row, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        + "\n"
         for row in rows
     )
     return gzip.compress(text.encode("utf-8"), compresslevel=6, mtime=0)
 
 
 DEFAULT_BATCH_ROWS = 500
-
 DEFAULT_MAX_OPERATIONS = 900  # under the paid plan's 1000 D1 queries per invocation
-
 DEFAULT_MAX_SECONDS = 600.0  # under a cron invocation's 15 minutes
-
 # select, put, and a D1 batch of 3 statements (4 for episodes: + the cold item index)
 OPERATIONS_PER_BATCH = 6
-
 
 StopReason = Literal["operations", "time"]
 
@@ -336,9 +232,7 @@ class Meter:
             raise BudgetExhausted("time")
 
 
-# The public module's logger: log configuration and filters see the same names as before.
-log = logging.getLogger("agent_memory.lifecycle.prune")
-
+log = logging.getLogger(__name__)
 
 RANGE_RETRIES = 3
 
@@ -358,7 +252,6 @@ class PrunedTable:
     # Extra conditions beyond `tenant_id = ? AND time < cutoff` (with their own `?`s).
     extra_sql: str = ""
     extra_params: int = 0
-    progress_column: str = "episodes_deleted"
 
 
 EPISODES = PrunedTable(
@@ -373,7 +266,6 @@ RUNS = PrunedTable(
     # Only finished runs go, and only once they finished before the cutoff too.
     extra_sql=" AND status IN ('completed', 'failed') AND finished_at < ?",
     extra_params=1,
-    progress_column="runs_deleted",
 )
 
 # The audit trail ages with the memory it describes: events past retention go the same way.
@@ -382,7 +274,6 @@ EVENTS = PrunedTable(
     table="memory_events",
     time_column="created_at",
     id_column="event_id",
-    progress_column="events_deleted",
 )
 
 TABLES = (EPISODES, RUNS, EVENTS)
@@ -570,8 +461,8 @@ class ArchiveBatchWriter:
             *self._index_statements(table, tenant, key, where, params, now_ms),
             self._db.prepare(f"DELETE FROM {table.table} WHERE {where}").bind(*params),
             self._db.prepare(
-                f"UPDATE lifecycle_prune_progress SET {table.progress_column} = "
-                f"{table.progress_column} + ?, batches = batches + 1, updated_at = ? "
+                f"UPDATE lifecycle_prune_progress SET {table.kind}_deleted = "
+                f"{table.kind}_deleted + ?, batches = batches + 1, updated_at = ? "
                 "WHERE tenant_id = ? AND prune_id = ?"
             ).bind(len(rows), now_ms, tenant, prune_id),
         ]
@@ -721,83 +612,14 @@ class PruneJobs:
 
 
 def _counts_from(tenant: str, row: Row) -> TenantPruneCounts:
-    return TenantPruneCounts(
-        tenant_id=tenant,
-        retention_days=int(row["retention_days"]),
-        cutoff_ms=int(row["cutoff_ms"]),
-        episodes_deleted=int(row["episodes_deleted"]),
-        runs_deleted=int(row["runs_deleted"]),
-        events_deleted=int(row["events_deleted"]),
-        batches=int(row["batches"]),
-        done=bool(row["done"]),
-    )
+    return TenantPruneCounts(tenant_id=tenant, **{k: int(v) for k, v in row.items()})
 
-
-DAY_MS = 86_400_000
 
 # Which archive kinds hold which memory kind (agent_memory.placement).
 ARCHIVE_KINDS: dict[str, tuple[ArchiveKind, ...]] = {
     "episode": ("episodes",),
     "log": ("runs", "events"),
 }
-
-
-def cold_cutoffs(table: PlacementTable, now_ms: int) -> dict[ArchiveKind, int]:
-    """Archive kind → the archive time before which its objects are past cold retention."""
-    out: dict[ArchiveKind, int] = {}
-    for kind, archive_kinds in ARCHIVE_KINDS.items():
-        days = table.placement(kind).cold_retention_days
-        if days is not None:
-            for archive_kind in archive_kinds:
-                out[archive_kind] = now_ms - days * DAY_MS
-    return out
-
-
-class ColdExpiry:
-    """Deletes a tenant's archive objects past their kind's cold retention."""
-
-    def __init__(self, db: D1Database, cold: ObjectStore, budget: PruneBudget) -> None:
-        self._db = db
-        self._cold = cold
-        self._budget = budget
-
-    async def expire(self, tenant: str, cutoffs: dict[ArchiveKind, int], meter: Meter) -> int:
-        """Delete every expired archive of `tenant`; how many objects went."""
-        removed = 0
-        for kind, cutoff in cutoffs.items():
-            while True:
-                limit = min(self._budget.batch_rows, OBJECT_STORE_MAX_DELETE_KEYS)
-                meter.check(2 + -(-limit // IDS_PER_STATEMENT))  # select, delete, ledger
-                result = await (
-                    self._db.prepare(
-                        "SELECT archive_key FROM lifecycle_archives WHERE tenant_id = ? "
-                        "AND kind = ? AND created_at < ? ORDER BY created_at LIMIT ?"
-                    )
-                    .bind(tenant, kind, cutoff, limit)
-                    .all()
-                )
-                meter.spend()
-                keys = [str(r["archive_key"]) for r in result.results]
-                if not keys:
-                    break
-                await self._cold.delete(keys)
-                meter.spend()
-                for part in chunks(keys):
-                    marks = ", ".join("?" * len(part))
-                    await (
-                        self._db.prepare(
-                            "DELETE FROM lifecycle_archives WHERE tenant_id = ? "
-                            f"AND archive_key IN ({marks})"
-                        )
-                        .bind(tenant, *part)
-                        .run()
-                    )
-                    meter.spend()
-                removed += len(keys)
-        return removed
-
-
-log = logging.getLogger(__name__)
 
 
 Progress = Callable[[TenantPruneCounts], None]
@@ -812,20 +634,8 @@ class PruneReport(BaseModel):
     tenants: list[TenantPruneCounts] = Field(default_factory=list)
 
     def totals(self) -> dict[str, int]:
-        return {
-            "tenants": len(self.tenants),
-            "episodes_deleted": sum(t.episodes_deleted for t in self.tenants),
-            "runs_deleted": sum(t.runs_deleted for t in self.tenants),
-            "events_deleted": sum(t.events_deleted for t in self.tenants),
-            "batches": sum(t.batches for t in self.tenants),
-            "episodes_now": sum(t.episodes_now for t in self.tenants),
-            "runs_now": sum(t.runs_now for t in self.tenants),
-            "events_now": sum(t.events_now for t in self.tenants),
-            "batches_now": sum(t.batches_now for t in self.tenants),
-            "archives_expired_now": sum(t.archives_expired_now for t in self.tenants),
-            "episodes_due": sum(t.episodes_due or 0 for t in self.tenants),
-            "runs_due": sum(t.runs_due or 0 for t in self.tenants),
-            "events_due": sum(t.events_due or 0 for t in self.tenants),
+        return {"tenants": len(self.tenants)} | {
+            name: sum(getattr(t, name) or 0 for t in self.tenants) for name in _TOTALS
         }
 
     def summary(self) -> dict[str, Any]:
@@ -837,6 +647,14 @@ class PruneReport(BaseModel):
             "operations": self.operations,
             **self.totals(),
         }
+
+
+_TOTALS = (
+    *(f"{k}_deleted" for k in ("episodes", "runs", "events")),
+    "batches",
+    *(f"{k}_now" for k in ("episodes", "runs", "events", "batches", "archives_expired")),
+    *(f"{k}_due" for k in ("episodes", "runs", "events")),
+)
 
 
 def weekly_prune_id(scheduled_ms: int) -> str:
@@ -866,7 +684,6 @@ class Pruner:
         self._jobs = PruneJobs(db, clock, default_retention_days=default_retention_days)
         self._archives = ArchiveBatchWriter(db, cold, clock, self.budget)
         self._placement = placement
-        self._expiry = None if cold is None else ColdExpiry(db, cold, self.budget)
 
     # ------------------------------------------------------------------ entry points
 
@@ -983,19 +800,10 @@ class Pruner:
                     counts.batches += 1
                     counts.batches_now += 1
                     counts.archives_now.append(key)
-                    if table is EPISODES:
-                        counts.episodes_deleted += rows
-                        counts.episodes_now += rows
-                    elif table is RUNS:
-                        counts.runs_deleted += rows
-                        counts.runs_now += rows
-                    else:
-                        counts.events_deleted += rows
-                        counts.events_now += rows
+                    for name in (f"{table.kind}_deleted", f"{table.kind}_now"):
+                        setattr(counts, name, getattr(counts, name) + rows)
             # The cold tier's own retention (placement `cold_retention_days`: logs, 90 d).
-            assert self._expiry is not None
-            cutoffs = cold_cutoffs(self._placement, scheduled_ms)
-            counts.archives_expired_now += await self._expiry.expire(tenant, cutoffs, meter)
+            counts.archives_expired_now += await self._expire(tenant, scheduled_ms, meter)
         except BudgetExhausted as stop:
             stop.counts = counts
             raise
@@ -1008,6 +816,42 @@ class Pruner:
         await self._jobs.mark_done(prune_id, tenant, meter)
         counts.done = True
         return counts
+
+    async def _expire(self, tenant: str, now_ms: int, meter: Meter) -> int:
+        """Delete the tenant's archives past their kind's cold retention; how many went."""
+        assert self._cold is not None
+        removed = 0
+        for kind, archive_kinds in ARCHIVE_KINDS.items():
+            days = self._placement.placement(kind).cold_retention_days
+            for archive_kind in archive_kinds if days is not None else ():
+                while True:
+                    limit = min(self.budget.batch_rows, OBJECT_STORE_MAX_DELETE_KEYS)
+                    chunk_count = -(-limit // IDS_PER_STATEMENT)
+                    meter.check(2 + chunk_count)  # select, R2 delete, ledger deletes
+                    result = await (
+                        self._db.prepare(
+                            "SELECT archive_key FROM lifecycle_archives WHERE tenant_id = ? "
+                            "AND kind = ? AND created_at < ? ORDER BY created_at LIMIT ?"
+                        )
+                        .bind(tenant, archive_kind, now_ms - (days or 0) * DAY_MS, limit)
+                        .all()
+                    )
+                    meter.spend()
+                    keys = [str(r["archive_key"]) for r in result.results]
+                    if not keys:
+                        break
+                    await self._cold.delete(keys)
+                    meter.spend()
+                    await delete_ids(
+                        self._db,
+                        "DELETE FROM lifecycle_archives WHERE tenant_id = ? "
+                        "AND archive_key IN ({marks})",
+                        tenant,
+                        keys,
+                    )
+                    meter.spend(-(-len(keys) // IDS_PER_STATEMENT))
+                    removed += len(keys)
+        return removed
 
     @staticmethod
     def _log(prune_id: str, counts: TenantPruneCounts) -> None:

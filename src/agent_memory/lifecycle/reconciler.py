@@ -1,115 +1,38 @@
-"""The values the reconciler's steps exchange: their parameters (`ReconcileConfig`), the
-rows they read (`FactRow`, `EpisodeRow`, what they need of `semantic_facts` and
-`memory_episodes`) and the decisions they return (`Merge`, `Supersede`, `Promotion`,
-`Summary`, `Link`). Frozen pydantic models, no I/O.
+"""The reconciler (ADR-0051's homeostatic lifecycle): dedup, conflicts, updates, promotion,
+decay and linking over one tenant's semantic and episodic memory.
 
-Private to `agent_memory.lifecycle`: other packages import these names from
-`agent_memory.lifecycle.reconciler`.
+The steps are pure functions over rows, applied by `Reconciler.run` in this order:
 
-What the reconciler reads and writes of one tenant's memory: D1 rows (`semantic_facts`,
-`memory_episodes`, `fact_provenance`, `memory_links`, `reconcile_state`) and the vectors of
-its facts.
-
-`ReconcileStore` is bound to one tenant; every statement is `tenant_id = ?` first, and a
-vector is only used or deleted when its namespace and `tenant_id` metadata are the
-tenant's (ids are unique per index, not per namespace). It decides nothing: the
-`Reconciler` chooses what to write and checks it with the write policy first.
-
-Private to `agent_memory.lifecycle`.
-
-The reconciler's steps (ADR-0051), each a pure function over rows: no I/O, each with
-its own tests. `Reconciler.run` applies them in this order:
-
-* `find_duplicates`: exact duplicates first (same content hash, compatible subjects),
-  then near duplicates (embedding cosine ≥ `similarity_threshold`, same subject). The
-  entry with the higher confidence is kept (ties: the more specific subject, then the
-  older entry); the others merge into it — their provenance is moved to it and they are
-  superseded by it. Two sentences the update rules read as a change ("now prefers light
-  mode" after "prefers dark mode") are never merged: they are the update step's.
+* `find_duplicates`: exact duplicates (same content hash, compatible subjects), then near
+  ones (cosine ≥ `similarity_threshold`, same subject). The higher confidence is kept (ties:
+  the more specific subject, then the older); the others are superseded by it with their
+  provenance moved. Two sentences the update rules read as a change ("now prefers light
+  mode") are never merged: they are the update step's.
 * `resolve_conflicts`: live facts with the same subject and predicate but different
-  objects. The winner has the highest recency * confidence * source weight; every other
-  one is superseded by it (`superseded_by`, `valid_to` = now) and kept, never deleted.
-  Predicates in `multi_valued_predicates` (by default the free-text `states`) hold many
-  objects and are left alone.
-* `find_promotions`: an observation — `(subject, predicate, object)` from an episode's
-  `data.observations` (or an `observation` episode's own text) — recurring in at least
-  `promotion_min_episodes` distinct episodes, always with the same object, and with mean
-  confidence ≥ `promotion_min_confidence`, becomes a semantic fact with provenance to
-  those episodes (`fact_provenance`, `promoted_from`). Observations whose subject and
-  predicate were seen with different objects are not promoted.
-* `find_decay`: episodes older than `decay_ttl_days` that are salient (importance ≥
-  `decay_min_importance`) are summarised per subject into one semantic fact
-  (`summarised_from` provenance); the rest are left for the weekly prune.
-* `find_links`: pairs of facts whose vectors are nearest neighbours with cosine ≥
-  `link_threshold` become links (one row per direction); recall can follow them one hop
-  (`agent_memory.tiers.semantic.links`).
+  objects; the highest recency * confidence * source weight wins, the others are
+  superseded, never deleted. `multi_valued_predicates` (by default `states`) are left alone.
+* updates (`find_update_candidates`, `updates_to_apply`): pairs of live facts about the same
+  key entity, written at different times, not the same words, that state the same key
+  attribute or are close (cosine ≥ `update_similarity` or a word overlap ≥
+  `update_word_overlap`), only those with a fact newer than the last run, at most
+  `max_update_pairs`. An `Adjudicator` decides each: `update` (the newer supersedes the
+  older), `duplicate` (merged), `compatible` (nothing changes) or `unsure` (listed in the
+  daily brief). `RulesAdjudicator` uses `judge_update` (no model); `LlmAdjudicator` asks the
+  `LLM` port about the pairs the rules settle without a marker and falls back to the rules
+  on an error or an unreadable answer.
+* `find_promotions`: an observation (`data.observations`, or an `observation` episode's
+  text) seen in ≥ `promotion_min_episodes` episodes, always with the same object, with mean
+  confidence ≥ `promotion_min_confidence`, becomes a fact (`promoted_from` provenance).
+* `find_decay`: salient episodes (importance ≥ `decay_min_importance`) older than
+  `decay_ttl_days` are summarised per subject into one fact (`summarised_from`); the rest
+  are left for the weekly prune.
+* `find_links`: new facts and their nearest live neighbours with cosine ≥ `link_threshold`
+  become links, both directions (recall follows them one hop).
 
-Private to `agent_memory.lifecycle`: other packages import these names from
-`agent_memory.lifecycle.reconciler`.
-
-The update adjudicator port: does a newer statement replace an older one?
-
-The reconciler's update step (`_updates.find_update_candidates`) finds candidate pairs —
-two live facts about the same key entity whose content is close but not a duplicate — and
-asks an `Adjudicator` about them, in the background (reconcile runs, never a request):
-
-* `update`: the newer supersedes the older (`superseded_by`, validity closed, both kept
-  and linked);
-* `duplicate`: the same statement (the older is merged into the newer);
-* `compatible`: both hold (nothing changes);
-* `unsure`: left alone and listed in the daily brief for a person to look at.
-
-Two adjudicators implement the port:
-
-* `RulesAdjudicator` ("rules"): `tiers.semantic.update_rules.judge_update` — temporal markers
-  ("now", "no longer", "moved to", "changed"), negation, a new value of the same attribute.
-  No model; deterministic; the same rules recall uses before the reconciler has run.
-* `LlmAdjudicator` ("llm:<model>"): asks the `LLM` port (Workers AI on Cloudflare, any
-  OpenAI-compatible endpoint locally) one question per pair and reads a one-word decision.
-  Pairs the rules decide with a marker are not sent (the model only sees what the rules
-  cannot settle); an answer it cannot parse, or a model error, falls back to the rules'
-  decision, with that said in the reason.
-
-The reconciler's update step, pure: which live facts form candidate pairs for the
-adjudicator (`adjudicator.py`), and which decisions to apply.
-
-A candidate pair is two live facts with the same non-empty key entity, written at
-different times (`older` first by `valid_from`, then `created_at`), not the same words,
-that state the same key attribute or whose content is close: embedding cosine ≥
-`update_similarity` or a share of content words ≥ `update_word_overlap`. Only pairs with a
-fact newer than `since_ms` are returned (older pairs were decided by an earlier run), at
-most `max_update_pairs`, newest first; per entity only its newest `max_entity_facts`
-statements are compared.
-
-Private to `agent_memory.lifecycle`.
-
-ADR-0051's write cadence for the reconciler: after N new facts of a tenant (default 20),
-a reconcile run is scheduled in the background (`waitUntil`), besides the daily cron and
-`agent-memory reconcile` / the admin route on demand.
-
-`note_writes(db, tenant, created, every)` counts a tenant's new facts in
-`reconcile_state.writes_since_run` (migration 0005) and returns True exactly once per N:
-the counter is reset by the same guarded UPDATE that claims the run, so two concurrent
-writers cannot both schedule one. The caller (the edge, `worker.lifecycle_jobs`) then runs
-the reconciler with `BackgroundTasks.wait_until`, never on the request itself.
-
-The reconciler (ADR-0051's homeostatic lifecycle): dedup, conflicts, promotion, decay,
-linking — each step a pure function over rows, applied to one tenant by `Reconciler`.
-
-Where the parts live (this module re-exports their public names):
-
-* `_reconcile_models`: the config, the rows the steps read and the decisions they return;
-* `_reconcile_steps`: the pure steps (`find_duplicates`, `resolve_conflicts`,
-  `find_promotions`, `find_decay`, `find_links`) and what each decides;
-* `_reconcile_store`: the tenant's D1 rows and vectors, read and written;
-* here: `Reconciler`, which applies the steps, and its `ReconcileReport`.
-
-`Reconciler.run(tenant)` loads the tenant's live facts (≤ `max_facts`), the episodes it
-needs, and the vectors, applies the steps in that order, and reports what it did. Writes go
-through the semantic tier (`SemanticMemory.learn`, so they are checked by the write policy)
-or, for supersessions, through a `WriteGate` proposal and a guarded UPDATE (`status =
-'active'` still), so a concurrent run cannot supersede a fact twice. Every statement is
-`tenant_id = ?` first. It also finishes facts left `pending_vector` (invariant 5).
+Writes go through `SemanticMemory.learn` (checked by the write policy) or, for a
+supersession, a `WriteGate` proposal and a guarded UPDATE (`status = 'active'` still), so a
+concurrent run cannot supersede a fact twice. Every statement is `tenant_id = ?` first. A run
+also finishes facts left `pending_vector` (invariant 5).
 """
 
 from __future__ import annotations

@@ -1,31 +1,16 @@
-"""Per-tenant lifecycle settings (migration 0004 `tenant_lifecycle`) and the tenant list.
+"""Per-tenant lifecycle settings (migration 0004 `tenant_lifecycle`), the tenant list, and the
+AgentRuntime instances D1 knows of (`agent_instances`, migration 0012).
 
-* Episode retention: the deployment default is `Settings.episode_retention_days` (90,
-  ADR-043); a tenant may override it (1 to 36 500 days). The weekly prune deletes episodes
-  and finished runs older than the tenant's retention.
-* Episode limit: 100 000 episodes per tenant (ADR-043's hard limit), which a tenant may
-  lower, never raise; the database refuses a new episode at the limit (the trigger
-  `memory_episodes_limit`), the daily brief warns at 80 %.
-
-Overrides are set by an operator (`PUT /admin/tenants/{tenant}/lifecycle`, or the CLI); a
-NULL column means "the default".
-
-`known_tenants` is the one query here that is not scoped to a tenant: it lists tenant ids
-(nothing else) with a loose index scan, one index seek per tenant, one statement per table.
-
-AgentRuntime instances as D1 sees them: the `agent_instances` rows (migration 0012).
-
-A Durable Object's storage is only reachable through the object, and the crons never call
-one (DESIGN invariant 3). So each object reports a small row about itself when its alarm
-runs (`agent_runtime_do.lifecycle`): `report_instance` upserts it. From those rows
-
-* the daily brief shows per-object storage and the episodic writes objects still hold
-  (`tenant_instance_figures`);
-* the subject eraser finds every instance of a tenant (`tenant_instances`), together with
-  the instances named by the tenant's `agent_runs` rows (an instance that ran but has not
-  reported yet).
-
-Every statement is `tenant_id = ?` first. Rows hold ids, counts and times only.
+* Episode retention: default `Settings.episode_retention_days` (90, ADR-043), a tenant may
+  override it (1 to 36 500 days). Episode limit: 100 000 (ADR-043's hard limit), a tenant
+  may lower it, never raise it; the trigger `memory_episodes_limit` refuses episodes at the
+  limit, the daily brief warns at 80 %. A NULL column means "the default".
+* `known_tenants` is the one query not scoped to a tenant: tenant ids only, one index seek
+  per tenant, one statement per table.
+* A Durable Object's storage is only reachable through the object and the crons never call
+  one (DESIGN invariant 3), so each object reports a row about itself from its alarm
+  (`report_instance`); the brief sums them and the subject eraser finds instances through
+  them and the tenant's `agent_runs` rows (`tenant_instances`).
 """
 
 from __future__ import annotations
