@@ -281,17 +281,387 @@ TABLES = (EPISODES, RUNS, EVENTS)
 PRUNED_TABLES: tuple[TenantTable, ...] = ("memory_episodes", "agent_runs", "memory_events")
 
 
-class ArchiveBatchWriter:
-    """Archives and deletes a prune's batches over a D1 database and a cold-tier bucket."""
+def _counts_from(tenant: str, row: Row) -> TenantPruneCounts:
+    return TenantPruneCounts(tenant_id=tenant, **{k: int(v) for k, v in row.items()})
+
+
+# Which archive kinds hold which memory kind (agent_memory.placement).
+ARCHIVE_KINDS: dict[str, tuple[ArchiveKind, ...]] = {
+    "episode": ("episodes",),
+    "log": ("runs", "events"),
+}
+
+
+Progress = Callable[[TenantPruneCounts], None]
+
+
+class PruneReport(BaseModel):
+    prune_id: str
+    dry_run: bool
+    complete: bool
+    stopped_by: StopReason | None = None
+    operations: int = 0
+    tenants: list[TenantPruneCounts] = Field(default_factory=list)
+
+    def totals(self) -> dict[str, int]:
+        return {"tenants": len(self.tenants)} | {
+            name: sum(getattr(t, name) or 0 for t in self.tenants) for name in _TOTALS
+        }
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "prune_id": self.prune_id,
+            "dry_run": self.dry_run,
+            "complete": self.complete,
+            "stopped_by": self.stopped_by,
+            "operations": self.operations,
+            **self.totals(),
+        }
+
+
+_TOTALS = (
+    *(f"{k}_deleted" for k in ("episodes", "runs", "events")),
+    "batches",
+    *(f"{k}_now" for k in ("episodes", "runs", "events", "batches", "archives_expired")),
+    *(f"{k}_due" for k in ("episodes", "runs", "events")),
+)
+
+
+def weekly_prune_id(scheduled_ms: int) -> str:
+    return f"weekly-{iso_week(scheduled_ms)}"
+
+
+class Pruner:
+    """Runs prune jobs over a D1 database and a cold-tier bucket."""
 
     def __init__(
-        self, db: D1Database, cold: ObjectStore | None, clock: Clock, budget: PruneBudget
+        self,
+        db: D1Database,
+        cold: ObjectStore | None,
+        clock: Clock,
+        *,
+        default_retention_days: int,
+        budget: PruneBudget | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+        placement: PlacementTable = DEFAULT_TABLE,
     ) -> None:
         self._db = db
         self._cold = cold
         self._clock = clock
-        # The pruner's budget object, read per batch (`batch_rows`), as the pruner does.
-        self._budget = budget
+        self._default_days = default_retention_days
+        self.budget = budget or PruneBudget()
+        self._monotonic = monotonic
+        self._placement = placement
+
+    # ------------------------------------------------------------------ entry points
+
+    async def run(
+        self,
+        prune_id: str,
+        scheduled_ms: int,
+        *,
+        tenants: Sequence[str] | None = None,
+        progress: Progress | None = None,
+        meter: Meter | None = None,
+    ) -> PruneReport:
+        """Run (or resume) job `prune_id` within the budget; see the module docstring.
+
+        `tenants` limits the run to those tenants (the job is complete when they are);
+        `meter` shares one budget between jobs."""
+        if self._cold is None:
+            raise RuntimeError("the prune archives to the cold tier: bind the R2 bucket COLD")
+        meter = meter or self.meter()
+        now_ms = int(self._clock.now() * 1000)
+        status = await self._start(prune_id, scheduled_ms, now_ms, meter)
+        names = list(tenants) if tenants is not None else await self._tenants(prune_id, meter)
+        report = PruneReport(prune_id=prune_id, dry_run=False, complete=False)
+        if status == "complete" and tenants is None:
+            report.tenants = await self._job_counts(prune_id, names, meter)
+            report.complete = True
+            report.operations = meter.operations
+            return report
+        try:
+            for tenant in names:
+                counts = await self._prune_tenant(prune_id, tenant, scheduled_ms, meter)
+                report.tenants.append(counts)
+                self._log(prune_id, counts)
+                if progress is not None:
+                    progress(counts)
+        except BudgetExhausted as stop:
+            report.stopped_by = stop.reason
+            if stop.counts is not None:
+                report.tenants.append(stop.counts)
+                self._log(prune_id, stop.counts)
+                if progress is not None:
+                    progress(stop.counts)
+            log.warning(
+                "prune %s: stopped by the %s budget after %d operations; the next run resumes",
+                prune_id,
+                stop.reason,
+                meter.operations,
+            )
+        report.operations = meter.operations
+        finished = report.stopped_by is None and all(
+            t.done and t.error is None for t in report.tenants
+        )
+        if finished:
+            # A job run for named tenants (an operator's prune) is complete when they are.
+            await self._finish(prune_id, now_ms)
+            report.complete = True
+        return report
+
+    def meter(self) -> Meter:
+        """A fresh budget meter for one invocation."""
+        return Meter(self.budget, self._monotonic)
+
+    async def dry_run(
+        self,
+        scheduled_ms: int,
+        *,
+        tenants: Sequence[str] | None = None,
+        progress: Progress | None = None,
+    ) -> PruneReport:
+        """What a prune at `scheduled_ms` would archive and delete; writes nothing."""
+        names = (
+            list(tenants) if tenants is not None else await known_tenants(self._db, PRUNED_TABLES)
+        )
+        report = PruneReport(prune_id="dry-run", dry_run=True, complete=True)
+        for tenant in names:
+            lifecycle = await get_lifecycle(self._db, tenant, self._default_days)
+            cutoff = lifecycle.cutoff_ms(scheduled_ms)
+            counts = TenantPruneCounts(
+                tenant_id=tenant,
+                retention_days=lifecycle.episode_retention_days,
+                cutoff_ms=cutoff,
+                episodes_due=await self._count_due(EPISODES, tenant, cutoff),
+                runs_due=await self._count_due(RUNS, tenant, cutoff),
+                events_due=await self._count_due(EVENTS, tenant, cutoff),
+            )
+            report.tenants.append(counts)
+            report.operations += 4
+            if progress is not None:
+                progress(counts)
+        return report
+
+    # ------------------------------------------------------------------ one tenant
+
+    async def _prune_tenant(
+        self, prune_id: str, tenant: str, scheduled_ms: int, meter: Meter
+    ) -> TenantPruneCounts:
+        counts = await self._tenant_counts(prune_id, tenant, scheduled_ms, meter)
+        if counts.done:
+            return counts
+        try:
+            for table in TABLES:
+                while True:
+                    meter.check(OPERATIONS_PER_BATCH + 1)
+                    archived = await self._archive_batch(
+                        prune_id, tenant, table, counts.cutoff_ms, meter
+                    )
+                    if archived is None:
+                        break
+                    key, rows = archived
+                    counts.batches += 1
+                    counts.batches_now += 1
+                    counts.archives_now.append(key)
+                    for name in (f"{table.kind}_deleted", f"{table.kind}_now"):
+                        setattr(counts, name, getattr(counts, name) + rows)
+            # The cold tier's own retention (placement `cold_retention_days`: logs, 90 d).
+            counts.archives_expired_now += await self._expire(tenant, scheduled_ms, meter)
+        except BudgetExhausted as stop:
+            stop.counts = counts
+            raise
+        except Exception as exc:
+            # One tenant's failure must not stop the others; the job stays unfinished and
+            # the next run retries this tenant from where it stopped.
+            log.exception("prune %s: tenant %s failed", prune_id, tenant)
+            counts.error = f"{type(exc).__name__}: {exc}"
+            return counts
+        await self._mark_done(prune_id, tenant, meter)
+        counts.done = True
+        return counts
+
+    async def _expire(self, tenant: str, now_ms: int, meter: Meter) -> int:
+        """Delete the tenant's archives past their kind's cold retention; how many went."""
+        assert self._cold is not None
+        removed = 0
+        for kind, archive_kinds in ARCHIVE_KINDS.items():
+            days = self._placement.placement(kind).cold_retention_days
+            for archive_kind in archive_kinds if days is not None else ():
+                while True:
+                    limit = min(self.budget.batch_rows, OBJECT_STORE_MAX_DELETE_KEYS)
+                    chunk_count = -(-limit // IDS_PER_STATEMENT)
+                    meter.check(2 + chunk_count)  # select, R2 delete, ledger deletes
+                    result = await (
+                        self._db.prepare(
+                            "SELECT archive_key FROM lifecycle_archives WHERE tenant_id = ? "
+                            "AND kind = ? AND created_at < ? ORDER BY created_at LIMIT ?"
+                        )
+                        .bind(tenant, archive_kind, now_ms - (days or 0) * DAY_MS, limit)
+                        .all()
+                    )
+                    meter.spend()
+                    keys = [str(r["archive_key"]) for r in result.results]
+                    if not keys:
+                        break
+                    await self._cold.delete(keys)
+                    meter.spend()
+                    await delete_ids(
+                        self._db,
+                        "DELETE FROM lifecycle_archives WHERE tenant_id = ? "
+                        "AND archive_key IN ({marks})",
+                        tenant,
+                        keys,
+                    )
+                    meter.spend(-(-len(keys) // IDS_PER_STATEMENT))
+                    removed += len(keys)
+        return removed
+
+    @staticmethod
+    def _log(prune_id: str, counts: TenantPruneCounts) -> None:
+        log.info(
+            "prune %s: tenant %s retention=%dd episodes=%d (+%d) runs=%d (+%d) events=%d (+%d) "
+            "batches=%d%s%s",
+            prune_id,
+            counts.tenant_id,
+            counts.retention_days,
+            counts.episodes_deleted,
+            counts.episodes_now,
+            counts.runs_deleted,
+            counts.runs_now,
+            counts.events_deleted,
+            counts.events_now,
+            counts.batches,
+            " done" if counts.done else "",
+            f" error={counts.error}" if counts.error else "",
+        )
+
+    # ------------------------------------------------------------------ the job ledger
+
+    async def unfinished_jobs(self) -> list[tuple[str, int]]:
+        """(prune_id, scheduled_ms) of jobs that have not completed, oldest first."""
+        result = await self._db.prepare(
+            "SELECT prune_id, scheduled_at FROM lifecycle_prunes WHERE status = 'running' "
+            "ORDER BY scheduled_at"
+        ).all()
+        return [(str(r["prune_id"]), int(r["scheduled_at"])) for r in result.results]
+
+    async def _start(self, prune_id: str, scheduled_ms: int, now_ms: int, meter: Meter) -> str:
+        """Record the job (once) and this invocation of it; returns the job's status."""
+        meter.check(2)
+        results = await self._db.batch(
+            [
+                self._db.prepare(
+                    "INSERT INTO lifecycle_prunes (prune_id, scheduled_at, status, started_at) "
+                    "VALUES (?, ?, 'running', ?) ON CONFLICT (prune_id) DO NOTHING"
+                ).bind(prune_id, scheduled_ms, now_ms),
+                self._db.prepare(
+                    "UPDATE lifecycle_prunes SET invocations = invocations + 1 "
+                    "WHERE prune_id = ? RETURNING status"
+                ).bind(prune_id),
+            ]
+        )
+        meter.spend(2)
+        rows = results[1].results
+        return str(rows[0]["status"]) if rows else "running"
+
+    async def _finish(self, prune_id: str, now_ms: int) -> None:
+        await (
+            self._db.prepare(
+                "UPDATE lifecycle_prunes SET status = 'complete', finished_at = ? "
+                "WHERE prune_id = ?"
+            )
+            .bind(now_ms, prune_id)
+            .run()
+        )
+
+    async def _tenants(self, prune_id: str, meter: Meter) -> list[str]:
+        """The tenants with rows in a pruned table or archives, and those the job already met."""
+        meter.check(5)
+        # Tenants with archives only still have archives that may expire (`_cold_expiry`).
+        tables = (*PRUNED_TABLES, "lifecycle_archives")
+        names = set(await known_tenants(self._db, tables))
+        meter.spend(len(tables))
+        # Tenants whose rows are all gone still appear in the job's counts.
+        result = await (
+            self._db.prepare(
+                "SELECT tenant_id FROM lifecycle_prune_progress WHERE prune_id = ? "
+                "ORDER BY tenant_id"
+            )
+            .bind(prune_id)
+            .all()
+        )
+        meter.spend()
+        names.update(str(r["tenant_id"]) for r in result.results)
+        return sorted(names)
+
+    async def _job_counts(
+        self, prune_id: str, tenants: Sequence[str], meter: Meter
+    ) -> list[TenantPruneCounts]:
+        """The job's totals for each of `tenants` it has met."""
+        out = []
+        for tenant in tenants:
+            row = await self._progress_row(tenant, prune_id)
+            meter.spend()
+            if row is not None:
+                out.append(_counts_from(tenant, row))
+        return out
+
+    async def _tenant_counts(
+        self, prune_id: str, tenant: str, scheduled_ms: int, meter: Meter
+    ) -> TenantPruneCounts:
+        """The tenant's progress in the job, first fixing its cutoff if the job is new to it."""
+        meter.check(4)
+        row = await self._progress_row(tenant, prune_id)
+        meter.spend()
+        if row is None:
+            lifecycle = await get_lifecycle(self._db, tenant, self._default_days)
+            cutoff = lifecycle.cutoff_ms(scheduled_ms)
+            await (
+                self._db.prepare(
+                    "INSERT INTO lifecycle_prune_progress (tenant_id, prune_id, cutoff_ms, "
+                    "retention_days, updated_at) VALUES (?, ?, ?, ?, ?) "
+                    "ON CONFLICT (tenant_id, prune_id) DO NOTHING"
+                )
+                .bind(
+                    tenant,
+                    prune_id,
+                    cutoff,
+                    lifecycle.episode_retention_days,
+                    int(self._clock.now() * 1000),
+                )
+                .run()
+            )
+            meter.spend(2)
+            row = await self._progress_row(tenant, prune_id)
+            meter.spend()
+            if row is None:
+                raise RuntimeError(f"prune progress row for {tenant!r} was not written")
+        return _counts_from(tenant, row)
+
+    async def _mark_done(self, prune_id: str, tenant: str, meter: Meter) -> None:
+        await (
+            self._db.prepare(
+                "UPDATE lifecycle_prune_progress SET done = 1, updated_at = ? "
+                "WHERE tenant_id = ? AND prune_id = ?"
+            )
+            .bind(int(self._clock.now() * 1000), tenant, prune_id)
+            .run()
+        )
+        meter.spend()
+
+    async def _progress_row(self, tenant: str, prune_id: str) -> Row | None:
+        return await (
+            self._db.prepare(
+                "SELECT cutoff_ms, retention_days, episodes_deleted, runs_deleted, "
+                "events_deleted, batches, done FROM lifecycle_prune_progress "
+                "WHERE tenant_id = ? AND prune_id = ?"
+            )
+            .bind(tenant, prune_id)
+            .first()
+        )
+
+    # ------------------------------------------------------------------ one batch
 
     def _where(self, table: PrunedTable) -> str:
         return f"tenant_id = ? AND {table.time_column} < ?{table.extra_sql}"
@@ -340,7 +710,7 @@ class ArchiveBatchWriter:
             ).bind(key, now_ms, *params)
         ]
 
-    async def count_due(self, table: PrunedTable, tenant: str, cutoff: int) -> int:
+    async def _count_due(self, table: PrunedTable, tenant: str, cutoff: int) -> int:
         """The rows of `table` a prune with this cutoff would archive and delete now."""
         value = (
             await self._db.prepare(
@@ -351,7 +721,7 @@ class ArchiveBatchWriter:
         )
         return int(value or 0)
 
-    async def archive_batch(
+    async def _archive_batch(
         self,
         prune_id: str,
         tenant: str,
@@ -386,7 +756,7 @@ class ArchiveBatchWriter:
             self._db.prepare(
                 f"SELECT * FROM {table.table} WHERE {self._where(table)} ORDER BY {t}, {i} LIMIT ?"
             )
-            .bind(*self._where_params(table, tenant, cutoff), self._budget.batch_rows)
+            .bind(*self._where_params(table, tenant, cutoff), self.budget.batch_rows)
             .all()
         )
         rows = result.results
@@ -477,400 +847,6 @@ class ArchiveBatchWriter:
         # The CHECK guarantees the DELETE removed exactly len(rows) rows. (Its
         # `meta.changes` is not used: it may also count the episode counter's trigger.)
         return key, len(rows)
-
-
-class PruneJobs:
-    """Reads and writes the prune jobs and their per-tenant progress."""
-
-    def __init__(self, db: D1Database, clock: Clock, *, default_retention_days: int) -> None:
-        self._db = db
-        self._clock = clock
-        self._default_days = default_retention_days
-
-    async def unfinished(self) -> list[tuple[str, int]]:
-        """(prune_id, scheduled_ms) of jobs that have not completed, oldest first."""
-        result = await self._db.prepare(
-            "SELECT prune_id, scheduled_at FROM lifecycle_prunes WHERE status = 'running' "
-            "ORDER BY scheduled_at"
-        ).all()
-        return [(str(r["prune_id"]), int(r["scheduled_at"])) for r in result.results]
-
-    async def start(self, prune_id: str, scheduled_ms: int, now_ms: int, meter: Meter) -> str:
-        """Record the job (once) and this invocation of it; returns the job's status."""
-        meter.check(2)
-        results = await self._db.batch(
-            [
-                self._db.prepare(
-                    "INSERT INTO lifecycle_prunes (prune_id, scheduled_at, status, started_at) "
-                    "VALUES (?, ?, 'running', ?) ON CONFLICT (prune_id) DO NOTHING"
-                ).bind(prune_id, scheduled_ms, now_ms),
-                self._db.prepare(
-                    "UPDATE lifecycle_prunes SET invocations = invocations + 1 "
-                    "WHERE prune_id = ? RETURNING status"
-                ).bind(prune_id),
-            ]
-        )
-        meter.spend(2)
-        rows = results[1].results
-        return str(rows[0]["status"]) if rows else "running"
-
-    async def finish(self, prune_id: str, now_ms: int) -> None:
-        await (
-            self._db.prepare(
-                "UPDATE lifecycle_prunes SET status = 'complete', finished_at = ? "
-                "WHERE prune_id = ?"
-            )
-            .bind(now_ms, prune_id)
-            .run()
-        )
-
-    async def tenants(self, prune_id: str, meter: Meter) -> list[str]:
-        """The tenants with rows in a pruned table or archives, and those the job already met."""
-        meter.check(5)
-        # Tenants with archives only still have archives that may expire (`_cold_expiry`).
-        tables = (*PRUNED_TABLES, "lifecycle_archives")
-        names = set(await known_tenants(self._db, tables))
-        meter.spend(len(tables))
-        # Tenants whose rows are all gone still appear in the job's counts.
-        result = await (
-            self._db.prepare(
-                "SELECT tenant_id FROM lifecycle_prune_progress WHERE prune_id = ? "
-                "ORDER BY tenant_id"
-            )
-            .bind(prune_id)
-            .all()
-        )
-        meter.spend()
-        names.update(str(r["tenant_id"]) for r in result.results)
-        return sorted(names)
-
-    async def job_counts(
-        self, prune_id: str, tenants: Sequence[str], meter: Meter
-    ) -> list[TenantPruneCounts]:
-        """The job's totals for each of `tenants` it has met."""
-        out = []
-        for tenant in tenants:
-            row = await self._progress_row(tenant, prune_id)
-            meter.spend()
-            if row is not None:
-                out.append(_counts_from(tenant, row))
-        return out
-
-    async def tenant_counts(
-        self, prune_id: str, tenant: str, scheduled_ms: int, meter: Meter
-    ) -> TenantPruneCounts:
-        """The tenant's progress in the job, first fixing its cutoff if the job is new to it."""
-        meter.check(4)
-        row = await self._progress_row(tenant, prune_id)
-        meter.spend()
-        if row is None:
-            lifecycle = await get_lifecycle(self._db, tenant, self._default_days)
-            cutoff = lifecycle.cutoff_ms(scheduled_ms)
-            await (
-                self._db.prepare(
-                    "INSERT INTO lifecycle_prune_progress (tenant_id, prune_id, cutoff_ms, "
-                    "retention_days, updated_at) VALUES (?, ?, ?, ?, ?) "
-                    "ON CONFLICT (tenant_id, prune_id) DO NOTHING"
-                )
-                .bind(
-                    tenant,
-                    prune_id,
-                    cutoff,
-                    lifecycle.episode_retention_days,
-                    int(self._clock.now() * 1000),
-                )
-                .run()
-            )
-            meter.spend(2)
-            row = await self._progress_row(tenant, prune_id)
-            meter.spend()
-            if row is None:
-                raise RuntimeError(f"prune progress row for {tenant!r} was not written")
-        return _counts_from(tenant, row)
-
-    async def mark_done(self, prune_id: str, tenant: str, meter: Meter) -> None:
-        await (
-            self._db.prepare(
-                "UPDATE lifecycle_prune_progress SET done = 1, updated_at = ? "
-                "WHERE tenant_id = ? AND prune_id = ?"
-            )
-            .bind(int(self._clock.now() * 1000), tenant, prune_id)
-            .run()
-        )
-        meter.spend()
-
-    async def _progress_row(self, tenant: str, prune_id: str) -> Row | None:
-        return await (
-            self._db.prepare(
-                "SELECT cutoff_ms, retention_days, episodes_deleted, runs_deleted, "
-                "events_deleted, batches, done FROM lifecycle_prune_progress "
-                "WHERE tenant_id = ? AND prune_id = ?"
-            )
-            .bind(tenant, prune_id)
-            .first()
-        )
-
-
-def _counts_from(tenant: str, row: Row) -> TenantPruneCounts:
-    return TenantPruneCounts(tenant_id=tenant, **{k: int(v) for k, v in row.items()})
-
-
-# Which archive kinds hold which memory kind (agent_memory.placement).
-ARCHIVE_KINDS: dict[str, tuple[ArchiveKind, ...]] = {
-    "episode": ("episodes",),
-    "log": ("runs", "events"),
-}
-
-
-Progress = Callable[[TenantPruneCounts], None]
-
-
-class PruneReport(BaseModel):
-    prune_id: str
-    dry_run: bool
-    complete: bool
-    stopped_by: StopReason | None = None
-    operations: int = 0
-    tenants: list[TenantPruneCounts] = Field(default_factory=list)
-
-    def totals(self) -> dict[str, int]:
-        return {"tenants": len(self.tenants)} | {
-            name: sum(getattr(t, name) or 0 for t in self.tenants) for name in _TOTALS
-        }
-
-    def summary(self) -> dict[str, Any]:
-        return {
-            "prune_id": self.prune_id,
-            "dry_run": self.dry_run,
-            "complete": self.complete,
-            "stopped_by": self.stopped_by,
-            "operations": self.operations,
-            **self.totals(),
-        }
-
-
-_TOTALS = (
-    *(f"{k}_deleted" for k in ("episodes", "runs", "events")),
-    "batches",
-    *(f"{k}_now" for k in ("episodes", "runs", "events", "batches", "archives_expired")),
-    *(f"{k}_due" for k in ("episodes", "runs", "events")),
-)
-
-
-def weekly_prune_id(scheduled_ms: int) -> str:
-    return f"weekly-{iso_week(scheduled_ms)}"
-
-
-class Pruner:
-    """Runs prune jobs over a D1 database and a cold-tier bucket."""
-
-    def __init__(
-        self,
-        db: D1Database,
-        cold: ObjectStore | None,
-        clock: Clock,
-        *,
-        default_retention_days: int,
-        budget: PruneBudget | None = None,
-        monotonic: Callable[[], float] = time.monotonic,
-        placement: PlacementTable = DEFAULT_TABLE,
-    ) -> None:
-        self._db = db
-        self._cold = cold
-        self._clock = clock
-        self._default_days = default_retention_days
-        self.budget = budget or PruneBudget()
-        self._monotonic = monotonic
-        self._jobs = PruneJobs(db, clock, default_retention_days=default_retention_days)
-        self._archives = ArchiveBatchWriter(db, cold, clock, self.budget)
-        self._placement = placement
-
-    # ------------------------------------------------------------------ entry points
-
-    async def run(
-        self,
-        prune_id: str,
-        scheduled_ms: int,
-        *,
-        tenants: Sequence[str] | None = None,
-        progress: Progress | None = None,
-        meter: Meter | None = None,
-    ) -> PruneReport:
-        """Run (or resume) job `prune_id` within the budget; see the module docstring.
-
-        `tenants` limits the run to those tenants (the job is complete when they are);
-        `meter` shares one budget between jobs."""
-        if self._cold is None:
-            raise RuntimeError("the prune archives to the cold tier: bind the R2 bucket COLD")
-        meter = meter or self.meter()
-        now_ms = int(self._clock.now() * 1000)
-        status = await self._jobs.start(prune_id, scheduled_ms, now_ms, meter)
-        names = list(tenants) if tenants is not None else await self._jobs.tenants(prune_id, meter)
-        report = PruneReport(prune_id=prune_id, dry_run=False, complete=False)
-        if status == "complete" and tenants is None:
-            report.tenants = await self._jobs.job_counts(prune_id, names, meter)
-            report.complete = True
-            report.operations = meter.operations
-            return report
-        try:
-            for tenant in names:
-                counts = await self._prune_tenant(prune_id, tenant, scheduled_ms, meter)
-                report.tenants.append(counts)
-                self._log(prune_id, counts)
-                if progress is not None:
-                    progress(counts)
-        except BudgetExhausted as stop:
-            report.stopped_by = stop.reason
-            if stop.counts is not None:
-                report.tenants.append(stop.counts)
-                self._log(prune_id, stop.counts)
-                if progress is not None:
-                    progress(stop.counts)
-            log.warning(
-                "prune %s: stopped by the %s budget after %d operations; the next run resumes",
-                prune_id,
-                stop.reason,
-                meter.operations,
-            )
-        report.operations = meter.operations
-        finished = report.stopped_by is None and all(
-            t.done and t.error is None for t in report.tenants
-        )
-        if finished:
-            # A job run for named tenants (an operator's prune) is complete when they are.
-            await self._jobs.finish(prune_id, now_ms)
-            report.complete = True
-        return report
-
-    def meter(self) -> Meter:
-        """A fresh budget meter for one invocation."""
-        return Meter(self.budget, self._monotonic)
-
-    async def dry_run(
-        self,
-        scheduled_ms: int,
-        *,
-        tenants: Sequence[str] | None = None,
-        progress: Progress | None = None,
-    ) -> PruneReport:
-        """What a prune at `scheduled_ms` would archive and delete; writes nothing."""
-        names = (
-            list(tenants) if tenants is not None else await known_tenants(self._db, PRUNED_TABLES)
-        )
-        report = PruneReport(prune_id="dry-run", dry_run=True, complete=True)
-        for tenant in names:
-            lifecycle = await get_lifecycle(self._db, tenant, self._default_days)
-            cutoff = lifecycle.cutoff_ms(scheduled_ms)
-            counts = TenantPruneCounts(
-                tenant_id=tenant,
-                retention_days=lifecycle.episode_retention_days,
-                cutoff_ms=cutoff,
-                episodes_due=await self._archives.count_due(EPISODES, tenant, cutoff),
-                runs_due=await self._archives.count_due(RUNS, tenant, cutoff),
-                events_due=await self._archives.count_due(EVENTS, tenant, cutoff),
-            )
-            report.tenants.append(counts)
-            report.operations += 4
-            if progress is not None:
-                progress(counts)
-        return report
-
-    async def unfinished_jobs(self) -> list[tuple[str, int]]:
-        """(prune_id, scheduled_ms) of jobs that have not completed, oldest first."""
-        return await self._jobs.unfinished()
-
-    # ------------------------------------------------------------------ one tenant
-
-    async def _prune_tenant(
-        self, prune_id: str, tenant: str, scheduled_ms: int, meter: Meter
-    ) -> TenantPruneCounts:
-        counts = await self._jobs.tenant_counts(prune_id, tenant, scheduled_ms, meter)
-        if counts.done:
-            return counts
-        try:
-            for table in TABLES:
-                while True:
-                    meter.check(OPERATIONS_PER_BATCH + 1)
-                    archived = await self._archives.archive_batch(
-                        prune_id, tenant, table, counts.cutoff_ms, meter
-                    )
-                    if archived is None:
-                        break
-                    key, rows = archived
-                    counts.batches += 1
-                    counts.batches_now += 1
-                    counts.archives_now.append(key)
-                    for name in (f"{table.kind}_deleted", f"{table.kind}_now"):
-                        setattr(counts, name, getattr(counts, name) + rows)
-            # The cold tier's own retention (placement `cold_retention_days`: logs, 90 d).
-            counts.archives_expired_now += await self._expire(tenant, scheduled_ms, meter)
-        except BudgetExhausted as stop:
-            stop.counts = counts
-            raise
-        except Exception as exc:
-            # One tenant's failure must not stop the others; the job stays unfinished and
-            # the next run retries this tenant from where it stopped.
-            log.exception("prune %s: tenant %s failed", prune_id, tenant)
-            counts.error = f"{type(exc).__name__}: {exc}"
-            return counts
-        await self._jobs.mark_done(prune_id, tenant, meter)
-        counts.done = True
-        return counts
-
-    async def _expire(self, tenant: str, now_ms: int, meter: Meter) -> int:
-        """Delete the tenant's archives past their kind's cold retention; how many went."""
-        assert self._cold is not None
-        removed = 0
-        for kind, archive_kinds in ARCHIVE_KINDS.items():
-            days = self._placement.placement(kind).cold_retention_days
-            for archive_kind in archive_kinds if days is not None else ():
-                while True:
-                    limit = min(self.budget.batch_rows, OBJECT_STORE_MAX_DELETE_KEYS)
-                    chunk_count = -(-limit // IDS_PER_STATEMENT)
-                    meter.check(2 + chunk_count)  # select, R2 delete, ledger deletes
-                    result = await (
-                        self._db.prepare(
-                            "SELECT archive_key FROM lifecycle_archives WHERE tenant_id = ? "
-                            "AND kind = ? AND created_at < ? ORDER BY created_at LIMIT ?"
-                        )
-                        .bind(tenant, archive_kind, now_ms - (days or 0) * DAY_MS, limit)
-                        .all()
-                    )
-                    meter.spend()
-                    keys = [str(r["archive_key"]) for r in result.results]
-                    if not keys:
-                        break
-                    await self._cold.delete(keys)
-                    meter.spend()
-                    await delete_ids(
-                        self._db,
-                        "DELETE FROM lifecycle_archives WHERE tenant_id = ? "
-                        "AND archive_key IN ({marks})",
-                        tenant,
-                        keys,
-                    )
-                    meter.spend(-(-len(keys) // IDS_PER_STATEMENT))
-                    removed += len(keys)
-        return removed
-
-    @staticmethod
-    def _log(prune_id: str, counts: TenantPruneCounts) -> None:
-        log.info(
-            "prune %s: tenant %s retention=%dd episodes=%d (+%d) runs=%d (+%d) events=%d (+%d) "
-            "batches=%d%s%s",
-            prune_id,
-            counts.tenant_id,
-            counts.retention_days,
-            counts.episodes_deleted,
-            counts.episodes_now,
-            counts.runs_deleted,
-            counts.runs_now,
-            counts.events_deleted,
-            counts.events_now,
-            counts.batches,
-            " done" if counts.done else "",
-            f" error={counts.error}" if counts.error else "",
-        )
 
 
 async def resume_unfinished(

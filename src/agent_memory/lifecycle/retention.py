@@ -16,7 +16,7 @@ AgentRuntime instances D1 knows of (`agent_instances`, migration 0012).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -25,13 +25,9 @@ from agent_memory.statements import STATEMENTS_PER_BATCH, chunks, distinct_tenan
 from bindings.ports.d1 import D1Database
 
 DEFAULT_EPISODE_LIMIT = 100_000  # the migration's trigger default; tests keep them equal
-
 EPISODE_WARN_FRACTION = 0.8
-
 MAX_RETENTION_DAYS = 36_500
-
 MS_PER_DAY = 86_400_000
-
 
 TenantTable = Literal[
     "memory_episodes",
@@ -173,19 +169,6 @@ class InstanceReport:
     reported_at: int
 
 
-@dataclass(frozen=True, slots=True)
-class InstanceFigures:
-    """A tenant's instances, summed for the brief."""
-
-    instances: int = 0
-    storage_bytes_total: int = 0
-    storage_bytes_max: int = 0
-    run_log_rows_max: int = 0
-    pending_writes: int = 0
-    failed_writes: int = 0
-    failed_oldest_at: int | None = None
-
-
 async def report_instance(db: D1Database, report: InstanceReport) -> None:
     """Insert or replace the object's row (the newest report wins)."""
     await (
@@ -202,20 +185,7 @@ async def report_instance(db: D1Database, report: InstanceReport) -> None:
             "last_activity_at = excluded.last_activity_at, cleared_at = excluded.cleared_at, "
             "reported_at = excluded.reported_at"
         )
-        .bind(
-            report.tenant_id,
-            report.agent_type,
-            report.instance_id,
-            report.storage_bytes,
-            report.run_log_rows,
-            report.run_log_bytes,
-            report.pending_writes,
-            report.failed_writes,
-            report.failed_oldest_at,
-            report.last_activity_at,
-            report.cleared_at,
-            report.reported_at,
-        )
+        .bind(*astuple(report))  # the fields in the columns' order
         .run()
     )
 
@@ -259,36 +229,3 @@ BRIEF_FIGURES = (
     f"{RETENTION_DAYS} AS days, "
     "(SELECT episode_limit FROM tenant_lifecycle WHERE tenant_id = ?1) AS episode_limit"
 )
-
-INSTANCE_FIGURES_SQL = (
-    "SELECT COUNT(*) AS instances, COALESCE(SUM(storage_bytes), 0) AS storage_total, "
-    "COALESCE(MAX(storage_bytes), 0) AS storage_max, "
-    "COALESCE(MAX(run_log_rows), 0) AS run_log_max, "
-    "COALESCE(SUM(pending_writes), 0) AS pending, COALESCE(SUM(failed_writes), 0) AS failed, "
-    "MIN(failed_oldest_at) AS failed_oldest FROM agent_instances WHERE tenant_id = ?"
-)
-
-
-def instance_figures(row: dict[str, object]) -> InstanceFigures:
-    """`InstanceFigures` from a row of `INSTANCE_FIGURES_SQL`."""
-
-    def number(key: str) -> int:
-        value = row.get(key)
-        return int(value) if isinstance(value, int | float) else 0
-
-    oldest = row.get("failed_oldest")
-    return InstanceFigures(
-        instances=number("instances"),
-        storage_bytes_total=number("storage_total"),
-        storage_bytes_max=number("storage_max"),
-        run_log_rows_max=number("run_log_max"),
-        pending_writes=number("pending"),
-        failed_writes=number("failed"),
-        failed_oldest_at=int(oldest) if isinstance(oldest, int | float) else None,
-    )
-
-
-async def tenant_instance_figures(db: D1Database, tenant: str) -> InstanceFigures:
-    """The tenant's instance figures (one statement)."""
-    result = await db.prepare(INSTANCE_FIGURES_SQL).bind(tenant).all()
-    return instance_figures(result.results[0] if result.results else {})
