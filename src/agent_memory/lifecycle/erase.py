@@ -72,7 +72,6 @@ from bindings.ports.object_store import ObjectStore
 from bindings.ports.vectorize import VectorIndex
 
 MIN_SUBJECT_CHARS = 3
-
 MAX_SUBJECT_CHARS = 256
 
 
@@ -250,19 +249,128 @@ def validate_subject(subject: str) -> str:
 
 
 EVENTS_PAGE = 500
+RUN_IDS_PER_CALL = 1000  # agent_runtime_do.protocol.MAX_ERASE_RUN_IDS
+AGENT_STATE_STORES = ("run_log", "turn_state", "failed_writes", "pending_writes")
+# How long an erase's start mark is kept: far longer than any recall record stays in flight.
+MARK_KEPT_MS = 86_400_000
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[str, int], None]
 
 
-class RowEraser:
-    """Finds and deletes one tenant's D1 rows that are traces of a subject, through the
-    stores that own them."""
+class InstanceEraseError(RuntimeError):
+    """An instance refused or failed the erase (its answer's code is in the message)."""
 
-    def __init__(self, tenant_id: str, db: D1Database) -> None:
+
+def subject_digest(subject: str) -> str:
+    """How logs name a subject: a short SHA-256, never the subject (often a person)."""
+    return "sha256:" + hashlib.sha256(subject.encode()).hexdigest()[:16]
+
+
+class SubjectEraser:
+    """Erases one subject from one tenant's memory (see the module docstring)."""
+
+    def __init__(
+        self,
+        tenant_id: str,
+        *,
+        db: D1Database,
+        clock: Clock,
+        kv: KVNamespace | None = None,
+        vectors: VectorIndex | None = None,
+        cold: ObjectStore | None = None,
+        agents: DurableObjectNamespace | None = None,
+        progress: Progress | None = None,
+        purge_residue: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
         self.tenant_id = tenant_id
         self._db = db
+        self._clock = clock
+        self._purge_residue = purge_residue
+        self._kv = kv
+        self._vectors = vectors
+        self._cold = cold
+        self._agents = agents
+        self._progress = progress or (lambda step, n: None)
         self._episodes = EpisodicStore(db, tenant_id)
         self._facts = FactHistory(db, tenant_id)
+        self._ledger = ArchiveLedger(db, tenant_id)
 
-    async def find(self, subject: str) -> Found:
+    async def erase(self, subject: str) -> EraseReport:
+        subject = validate_subject(subject)
+        report = EraseReport(tenant_id=self.tenant_id, subject=subject)
+        # 0. The mark: a recall record still in flight (written after its response) that
+        # commits from now on stores its event without the query text (migration 0013).
+        now = round(self._clock.now() * 1000)
+        await EventLog(self.tenant_id, self._db).mark_erase_start(now, MARK_KEPT_MS)
+        found = await self._find(subject)
+        # 1. The agent instances: before the D1 rows that list them, and before the rows
+        # are read for good, since an object flushes (or replays) its queued writes into
+        # D1 before it erases: the rows are found again afterwards.
+        if self._agents is not None:
+            try:
+                await self._erase_instances(subject, sorted(found.runs), report)
+                again = await self._find(subject)
+            except Exception as exc:
+                return self._stopped(report, "agent instances", exc)
+            found = Found(**{k: v | getattr(again, k) for k, v in found})
+        self._progress("agent_state", sum(report.agent_state.values()))
+        matcher = SubjectMatcher(subject, found)
+        self._progress("found", len(found.episodes) + len(found.facts) + len(found.runs))
+        # 2. Vectors: they are only reachable through their fact rows.
+        if found.facts and self._vectors is not None:
+            try:
+                deleted = await delete_own_vectors(
+                    self._vectors, self.tenant_id, sorted(found.facts)
+                )
+                report.vectors = len(deleted)
+            except Exception as exc:
+                return self._stopped(report, "vectors", exc)
+        self._progress("vectors", report.vectors)
+        # 3. D1 rows.
+        await self._delete_rows(found, matcher, report)
+        self._progress("d1", report.episodes + report.facts + report.runs + report.events)
+        # 4. Working memory; 5. cold archives; 6. locally, checkpoint the SQLite WALs, so no
+        # page from before the erase is left in a -wal file (the stores zero what they
+        # delete). A failure here is reported; the D1 rows are already gone.
+        if self._kv is not None:
+            await self._step(report, "working memory", self._erase_working(matcher, report))
+        self._progress("working", report.working_keys)
+        if self._cold is not None:
+            await self._step(report, "archives", self._erase_archives(matcher, report))
+        self._progress("archives", report.archives_rewritten + report.archives_deleted)
+        if self._purge_residue is not None:
+            await self._step(report, "residue", self._purge_residue())
+        counts = report.model_dump(exclude={"subject", "errors", "tenant_id"})
+        log.info("erase %s/%s: %s", self.tenant_id, subject_digest(subject), counts)
+        return report
+
+    @staticmethod
+    async def _step(report: EraseReport, step: str, work: Awaitable[None]) -> None:
+        """A step after the D1 rows are gone: a failure is reported and the rest go on."""
+        try:
+            await work
+        except Exception as exc:
+            report.complete = False
+            report.errors.append(f"{step}: {type(exc).__name__}: {exc}")
+
+    def _stopped(self, report: EraseReport, step: str, exc: Exception) -> EraseReport:
+        """End the erase before any D1 row is deleted: a repeat finds everything again."""
+        report.complete = False
+        report.errors.append(f"{step}: {type(exc).__name__}: {exc}")
+        log.error(
+            "erase %s/%s: %s failed, rows kept: %s",
+            self.tenant_id,
+            subject_digest(report.subject),
+            step,
+            type(exc).__name__,
+        )
+        return report
+
+    # ------------------------------------------------------------------ D1 rows
+
+    async def _find(self, subject: str) -> Found:
         """The episodes, facts (with the history they superseded) and runs that are traces."""
         found = Found()
         episodes, runs = await self._episodes.subject_traces(subject)
@@ -276,9 +384,12 @@ class RowEraser:
         found.runs.update(runs)
         return found
 
-    async def delete(self, found: Found, matcher: SubjectMatcher, report: EraseReport) -> None:
-        """Delete what `find` found: links and provenance, events, then the rows; the
-        counts go into `report`."""
+    async def _delete_rows(
+        self, found: Found, matcher: SubjectMatcher, report: EraseReport
+    ) -> None:
+        """Delete what `_find` found: links and provenance, events, then the rows. Every
+        statement is batched by `IDS_PER_STATEMENT` ids; deleting what is gone deletes
+        nothing, so a re-run finishes an interrupted erase."""
         # Crypto-shredding first: from here on, whatever is left of the subject's sealed
         # personal fields (here, in archives, in backups) has no key.
         destroyed = await destroy_statement(self._db, self.tenant_id, matcher.subject).run()
@@ -319,25 +430,18 @@ class RowEraser:
         report.events_scrubbed = len(scrubs)
         return await events.delete(doomed) if doomed else 0
 
+    # ------------------------------------------------------------------ cold archives
 
-class ArchiveEraser:
-    """Removes a subject's traces from one tenant's cold-tier archives."""
-
-    def __init__(self, tenant_id: str, *, db: D1Database, cold: ObjectStore, clock: Clock) -> None:
-        self.tenant_id = tenant_id
-        self._db = db
-        self._cold = cold
-        self._clock = clock
-        self._ledger = ArchiveLedger(db, tenant_id)
-
-    async def erase(self, matcher: SubjectMatcher, report: EraseReport) -> None:
+    async def _erase_archives(self, matcher: SubjectMatcher, report: EraseReport) -> None:
         """Rewrite or delete every archive holding traces; each one's counts go into
         `report` as soon as it is done."""
+        cold = self._cold
+        assert cold is not None
         keys: list[str] = []
         for prefix in tenant_prefixes(self.tenant_id):
             cursor: str | None = None
             while True:
-                page = await self._cold.list(prefix=prefix, cursor=cursor)
+                page = await cold.list(prefix=prefix, cursor=cursor)
                 keys += [o.key for o in page.objects]
                 if not page.truncated or not page.cursor:
                     break
@@ -348,7 +452,7 @@ class ArchiveEraser:
             if parsed is None:
                 continue
             _, kind, _ = parsed
-            body = await self._cold.get(key)
+            body = await cold.get(key)
             if body is None:
                 continue
             rows = decode_archive(body.data)
@@ -371,15 +475,16 @@ class ArchiveEraser:
             # archive: erased episodes leave it before their object is rewritten.
             await self._ledger.unindex_episodes(erased_ids)
             if not kept:
-                await self._cold.delete(key)
+                await cold.delete(key)
                 await self._ledger.forget(key)
                 report.archives_deleted += 1
                 continue
-            await self._rewrite(key, kind, kept, body.custom_metadata, now_ms)
+            await self._rewrite(cold, key, kind, kept, body.custom_metadata, now_ms)
             report.archives_rewritten += 1
 
     async def _rewrite(
         self,
+        cold: ObjectStore,
         key: str,
         kind: ArchiveKind,
         kept: list[dict[str, Any]],
@@ -403,7 +508,7 @@ class ArchiveEraser:
         }
         # New object first, then the ledger, then the old object: a failure in between
         # leaves the old object, which a re-run rewrites again.
-        await self._cold.put(new_key, data, custom_metadata=meta)
+        await cold.put(new_key, data, custom_metadata=meta)
         await self._ledger.rewritten(
             key,
             new_key,
@@ -414,29 +519,14 @@ class ArchiveEraser:
             now_ms=now_ms,
         )
         if new_key != key:
-            await self._cold.delete(key)
+            await cold.delete(key)
 
+    # ------------------------------------------------------------------ agent instances
 
-RUN_IDS_PER_CALL = 1000  # agent_runtime_do.protocol.MAX_ERASE_RUN_IDS
-
-
-AGENT_STATE_STORES = ("run_log", "turn_state", "failed_writes", "pending_writes")
-
-
-class InstanceEraseError(RuntimeError):
-    """An instance refused or failed the erase (its answer's code is in the message)."""
-
-
-class InstanceEraser:
-    def __init__(
-        self, tenant_id: str, *, db: D1Database, agents: DurableObjectNamespace, clock: Clock
+    async def _erase_instances(
+        self, subject: str, run_ids: Sequence[str], report: EraseReport
     ) -> None:
-        self.tenant_id = tenant_id
-        self._db = db
-        self._agents = agents
-        self._clock = clock
-
-    async def erase(self, subject: str, run_ids: Sequence[str], report: EraseReport) -> None:
+        assert self._agents is not None
         runs = sorted(run_ids)
         slices = [runs[i : i + RUN_IDS_PER_CALL] for i in range(0, len(runs), RUN_IDS_PER_CALL)]
         instances = await tenant_instances(self._db, self.tenant_id)
@@ -469,139 +559,9 @@ class InstanceEraser:
                     report.agent_state[store] += int(erased.get(store, 0))
             report.agent_state["instances"] += 1
 
+    # ------------------------------------------------------------------ working memory
 
-log = logging.getLogger(__name__)
-
-
-def subject_digest(subject: str) -> str:
-    """How logs name a subject: a short SHA-256, never the subject (often a person)."""
-    return "sha256:" + hashlib.sha256(subject.encode()).hexdigest()[:16]
-
-
-Progress = Callable[[str, int], None]
-
-# How long an erase's start mark is kept: far longer than any recall record stays in flight.
-MARK_KEPT_MS = 86_400_000
-
-
-class SubjectEraser:
-    """Erases one subject from one tenant's memory (see the module docstring)."""
-
-    def __init__(
-        self,
-        tenant_id: str,
-        *,
-        db: D1Database,
-        clock: Clock,
-        kv: KVNamespace | None = None,
-        vectors: VectorIndex | None = None,
-        cold: ObjectStore | None = None,
-        agents: DurableObjectNamespace | None = None,
-        progress: Progress | None = None,
-        purge_residue: Callable[[], Awaitable[None]] | None = None,
-    ) -> None:
-        self.tenant_id = tenant_id
-        self._db = db
-        self._clock = clock
-        self._purge_residue = purge_residue
-        self._kv = kv
-        self._vectors = vectors
-        self._progress = progress or (lambda step, n: None)
-        self._rows = RowEraser(tenant_id, db)
-        self._instances = (
-            None if agents is None else InstanceEraser(tenant_id, db=db, agents=agents, clock=clock)
-        )
-        self._archives = (
-            None if cold is None else ArchiveEraser(tenant_id, db=db, cold=cold, clock=clock)
-        )
-
-    async def erase(self, subject: str) -> EraseReport:
-        subject = validate_subject(subject)
-        report = EraseReport(tenant_id=self.tenant_id, subject=subject)
-        # 0. The mark: a recall record still in flight (written after its response) that
-        # commits from now on stores its event without the query text (migration 0013).
-        await self._mark_start()
-        found = await self._rows.find(subject)
-        # 1. The agent instances: before the D1 rows that list them, and before the rows
-        # are read for good, since an object flushes (or replays) its queued writes into
-        # D1 before it erases: the rows are found again afterwards.
-        if self._instances is not None:
-            try:
-                await self._instances.erase(subject, sorted(found.runs), report)
-                again = await self._rows.find(subject)
-            except Exception as exc:
-                return self._stopped(report, "agent instances", exc)
-            found = Found(
-                episodes=found.episodes | again.episodes,
-                runs=found.runs | again.runs,
-                facts=found.facts | again.facts,
-                hashes=found.hashes | again.hashes,
-            )
-        self._progress("agent_state", sum(report.agent_state.values()))
-        matcher = SubjectMatcher(subject, found)
-        self._progress("found", len(found.episodes) + len(found.facts) + len(found.runs))
-        # 2. Vectors: they are only reachable through their fact rows.
-        if found.facts and self._vectors is not None:
-            try:
-                report.vectors = await self._delete_vectors(sorted(found.facts))
-            except Exception as exc:
-                return self._stopped(report, "vectors", exc)
-        self._progress("vectors", report.vectors)
-        # 3. D1 rows.
-        await self._rows.delete(found, matcher, report)
-        self._progress("d1", report.episodes + report.facts + report.runs + report.events)
-        # 4. Working memory.
-        if self._kv is not None:
-            try:
-                report.working_keys = await self._erase_working(matcher)
-            except Exception as exc:
-                report.complete = False
-                report.errors.append(f"working memory: {type(exc).__name__}: {exc}")
-        self._progress("working", report.working_keys)
-        # 5. Cold archives.
-        if self._archives is not None:
-            try:
-                await self._archives.erase(matcher, report)
-            except Exception as exc:
-                report.complete = False
-                report.errors.append(f"archives: {type(exc).__name__}: {exc}")
-        self._progress("archives", report.archives_rewritten + report.archives_deleted)
-        # 6. Locally: checkpoint the SQLite WALs, so no page from before the erase is left
-        #    in a -wal file (the stores already zero what they delete).
-        if self._purge_residue is not None:
-            try:
-                await self._purge_residue()
-            except Exception as exc:
-                report.complete = False
-                report.errors.append(f"residue: {type(exc).__name__}: {exc}")
-        counts = report.model_dump(exclude={"subject", "errors", "tenant_id"})
-        log.info("erase %s/%s: %s", self.tenant_id, subject_digest(subject), counts)
-        return report
-
-    async def _mark_start(self) -> None:
-        now = round(self._clock.now() * 1000)
-        await EventLog(self.tenant_id, self._db).mark_erase_start(now, MARK_KEPT_MS)
-
-    def _stopped(self, report: EraseReport, step: str, exc: Exception) -> EraseReport:
-        """End the erase before any D1 row is deleted: a repeat finds everything again."""
-        report.complete = False
-        report.errors.append(f"{step}: {type(exc).__name__}: {exc}")
-        log.error(
-            "erase %s/%s: %s failed, rows kept: %s",
-            self.tenant_id,
-            subject_digest(report.subject),
-            step,
-            type(exc).__name__,
-        )
-        return report
-
-    # ------------------------------------------------------------------ vectors and KV
-
-    async def _delete_vectors(self, fact_ids: Sequence[str]) -> int:
-        assert self._vectors is not None
-        return len(await delete_own_vectors(self._vectors, self.tenant_id, fact_ids))
-
-    async def _erase_working(self, matcher: SubjectMatcher) -> int:
+    async def _erase_working(self, matcher: SubjectMatcher, report: EraseReport) -> None:
         assert self._kv is not None
         # Legacy working-memory keys and every canonical hot item of the tenant (working
         # memory after the namespace migration, and copies promoted by the MemoryClient).
@@ -627,4 +587,4 @@ class SubjectEraser:
                 cursor = page.cursor
         for name in doomed:
             await self._kv.delete(name)
-        return len(doomed)
+        report.working_keys = len(doomed)

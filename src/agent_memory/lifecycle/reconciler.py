@@ -180,14 +180,6 @@ def _states_a_change(a: FactRow, b: FactRow) -> bool:
     return verdict.decision in ("update", "unsure")
 
 
-def cosine(a: Sequence[float], b: Sequence[float]) -> float:
-    va, vb = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    na, nb = float(np.linalg.norm(va)), float(np.linalg.norm(vb))
-    if na == 0.0 or nb == 0.0:
-        return 0.0
-    return float(np.dot(va, vb) / (na * nb))
-
-
 def find_duplicates(
     facts: Sequence[FactRow],
     vectors: Mapping[str, Sequence[float]],
@@ -423,28 +415,14 @@ LLM_SYSTEM_PROMPT = (
 )
 
 
-class Statement(BaseModel):
-    """One side of a candidate pair."""
-
-    model_config = ConfigDict(frozen=True)
-
-    fact_id: str
-    content: str
-    entity: str
-    attribute: str
-    source: str
-    valid_from: int
-    created_at: int
-
-    @property
-    def key(self) -> FactKey:
-        source: KeySource = self.source if self.source in _SOURCES else "none"  # type: ignore[assignment]
-        return FactKey(self.entity, self.attribute, source)
-
-
 _SOURCES = frozenset(
     {"structured", "metadata", "known_subject", "speaker", "named_entity", "sentence_subject"}
 )
+
+
+def _key(fact: FactRow) -> FactKey:
+    source: KeySource = fact.key_source if fact.key_source in _SOURCES else "none"  # type: ignore[assignment]
+    return FactKey(fact.key_entity, fact.key_attribute, source)
 
 
 class UpdatePair(BaseModel):
@@ -452,8 +430,8 @@ class UpdatePair(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    older: Statement
-    newer: Statement
+    older: FactRow
+    newer: FactRow
     similarity: float
 
 
@@ -486,7 +464,7 @@ class RulesAdjudicator:
 
     def decide_one(self, pair: UpdatePair) -> Adjudication:
         verdict = judge_update(
-            pair.older.content, pair.older.key, pair.newer.content, pair.newer.key
+            pair.older.content, _key(pair.older), pair.newer.content, _key(pair.newer)
         )
         return Adjudication(
             older=pair.older.fact_id,
@@ -523,7 +501,7 @@ class LlmAdjudicator:
 
     async def _ask(self, pair: UpdatePair, ruled: Adjudication) -> Adjudication:
         question = (
-            f"Entity: {pair.newer.entity}\nOLDER: {pair.older.content}\n"
+            f"Entity: {pair.newer.key_entity}\nOLDER: {pair.older.content}\n"
             f"NEWER: {pair.newer.content}\nAnswer:"
         )
         try:
@@ -547,18 +525,6 @@ class LlmAdjudicator:
             reason="llm_answer",
             adjudicator=self.name,
         )
-
-
-def statement(fact: FactRow) -> Statement:
-    return Statement(
-        fact_id=fact.fact_id,
-        content=fact.content,
-        entity=fact.key_entity,
-        attribute=fact.key_attribute,
-        source=fact.key_source,
-        valid_from=fact.valid_from,
-        created_at=fact.created_at,
-    )
 
 
 def _order(fact: FactRow) -> tuple[int, int, str]:
@@ -615,8 +581,8 @@ def find_update_candidates(
                     continue
                 pairs.append(
                     UpdatePair(
-                        older=statement(older),
-                        newer=statement(newer),
+                        older=older,
+                        newer=newer,
                         similarity=round(max(-1.0, min(1.0, similarity)), 6),
                     )
                 )
@@ -635,18 +601,10 @@ def updates_to_apply(
         if decision.decision not in ("update", "duplicate"):
             continue
         current = chosen.get(pair.older.fact_id)
-        if current is None or _newer_key(pair) < _newer_key(current[0]):
+        # The first later statement that updates a fact is its direct successor.
+        if current is None or _order(pair.newer) < _order(current[0].newer):
             chosen[pair.older.fact_id] = (pair, decision)
-    return sorted(chosen.values(), key=lambda item: _order_pair(item[0]))
-
-
-def _newer_key(pair: UpdatePair) -> tuple[int, int, str]:
-    # The first later statement that updates a fact is its direct successor in the chain.
-    return (pair.newer.valid_from, pair.newer.created_at, pair.newer.fact_id)
-
-
-def _order_pair(pair: UpdatePair) -> tuple[int, int, str]:
-    return (pair.older.valid_from, pair.older.created_at, pair.older.fact_id)
+    return sorted(chosen.values(), key=lambda item: _order(item[0].older))
 
 
 RECONCILER_SOURCE = "reconciler"
@@ -750,42 +708,32 @@ class Reconciler:
         known = {
             (f.subject, f.predicate, normalize_content(f.object)) for f in remaining if f.object
         }
-        for promotion in find_promotions(episodes, self.config, known):
-            fact_id = await self._learn(
-                FactInput(
-                    content=promotion.content,
-                    subject=promotion.subject,
-                    predicate=promotion.predicate,
-                    object=promotion.object,
-                    confidence=promotion.confidence,
-                    source=RECONCILER_SOURCE,
-                    metadata={"promoted_from_episodes": len(promotion.episode_ids)},
-                ),
-                promotion.episode_ids,
-                "promoted_from",
-                now_ms,
+        for p in find_promotions(episodes, self.config, known):
+            fact = FactInput(
+                content=p.content,
+                subject=p.subject,
+                predicate=p.predicate,
+                object=p.object,
+                confidence=p.confidence,
+                source=RECONCILER_SOURCE,
+                metadata={"promoted_from_episodes": len(p.episode_ids)},
             )
-            if fact_id is not None:
-                report.promoted += 1
-                report.new_fact_ids.append(fact_id)
+            report.promoted += await self._learn(
+                fact, p.episode_ids, "promoted_from", now_ms, report
+            )
         summarised = await self._store.summarised_episode_ids()
-        for summary in find_decay(episodes, now_ms, self.config, summarised):
-            fact_id = await self._learn(
-                FactInput(
-                    content=summary.content,
-                    subject=summary.subject,
-                    predicate="summary_of_episodes",
-                    confidence=max(summary.confidence, self._floor()),
-                    source=RECONCILER_SOURCE,
-                    metadata={"summarised_episodes": len(summary.episode_ids)},
-                ),
-                summary.episode_ids,
-                "summarised_from",
-                now_ms,
+        for s in find_decay(episodes, now_ms, self.config, summarised):
+            fact = FactInput(
+                content=s.content,
+                subject=s.subject,
+                predicate="summary_of_episodes",
+                confidence=max(s.confidence, self._floor()),
+                source=RECONCILER_SOURCE,
+                metadata={"summarised_episodes": len(s.episode_ids)},
             )
-            if fact_id is not None:
-                report.summarised += 1
-                report.new_fact_ids.append(fact_id)
+            report.summarised += await self._learn(
+                fact, s.episode_ids, "summarised_from", now_ms, report
+            )
         # 5. Linking: facts that have not been linked yet.
         report.links_added = await self._link(now_ms)
         log.info(
@@ -912,12 +860,15 @@ class Reconciler:
         episode_ids: Sequence[str],
         relation: Literal["promoted_from", "summarised_from"],
         now_ms: int,
-    ) -> str | None:
+        report: ReconcileReport,
+    ) -> int:
+        """Learn `fact` with provenance to `episode_ids`; 1 if it was created, else 0."""
         result = await self._memory.learn(fact)
         if not result.created:
-            return None
+            return 0
         await self._store.add_episode_provenance(result.fact_id, episode_ids, relation, now_ms)
-        return result.fact_id
+        report.new_fact_ids.append(result.fact_id)
+        return 1
 
     async def _link(self, now_ms: int) -> int:
         """Link the facts created since the last run to their live nearest neighbours."""
