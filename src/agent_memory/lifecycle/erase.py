@@ -209,26 +209,17 @@ class SubjectMatcher:
         if not isinstance(payload, dict):
             return None
         erased = self._erased_ids()
-        results = payload.get("results")
-        dropped = payload.get("dropped")
-        hit = False
         out = dict(payload)
-        if isinstance(results, list):
-            kept = [r for r in results if not (isinstance(r, dict) and r.get("id") in erased)]
-            hit = hit or len(kept) != len(results)
-            out["results"] = kept
-        if isinstance(dropped, list):
-            kept_ids = [d for d in dropped if d not in erased]
-            hit = hit or len(kept_ids) != len(dropped)
-            out["dropped"] = kept_ids
-        return out if hit else None
+        if isinstance(results := payload.get("results"), list):
+            out["results"] = [
+                r for r in results if not (isinstance(r, dict) and r.get("id") in erased)
+            ]
+        if isinstance(dropped := payload.get("dropped"), list):
+            out["dropped"] = [d for d in dropped if d not in erased]
+        return out if out != payload else None
 
     def archived(self, kind: ArchiveKind, row: dict[str, Any]) -> bool:
-        if kind == "episodes":
-            return self.episode(row)
-        if kind == "runs":
-            return self.run(row)
-        return self.event(row)
+        return {"episodes": self.episode, "runs": self.run, "events": self.event}[kind](row)
 
     def archived_scrub(self, kind: ArchiveKind, row: dict[str, Any]) -> dict[str, Any] | None:
         """An archived row with references to erased facts removed, or None."""

@@ -47,7 +47,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -215,7 +215,6 @@ class Meter:
 
     budget: PruneBudget
     clock: Callable[[], float]
-    started: float = field(default=0.0)
     operations: int = 0
 
     def __post_init__(self) -> None:
@@ -309,14 +308,7 @@ class PruneReport(BaseModel):
         }
 
     def summary(self) -> dict[str, Any]:
-        return {
-            "prune_id": self.prune_id,
-            "dry_run": self.dry_run,
-            "complete": self.complete,
-            "stopped_by": self.stopped_by,
-            "operations": self.operations,
-            **self.totals(),
-        }
+        return self.model_dump(exclude={"tenants"}) | self.totals()
 
 
 _TOTALS = (
@@ -519,18 +511,13 @@ class Pruner:
 
     @staticmethod
     def _log(prune_id: str, counts: TenantPruneCounts) -> None:
+        c = counts.model_dump()
         log.info(
-            "prune %s: tenant %s retention=%dd episodes=%d (+%d) runs=%d (+%d) events=%d (+%d) "
-            "batches=%d%s%s",
+            "prune %s: tenant %s retention=%dd %s batches=%d%s%s",
             prune_id,
             counts.tenant_id,
             counts.retention_days,
-            counts.episodes_deleted,
-            counts.episodes_now,
-            counts.runs_deleted,
-            counts.runs_now,
-            counts.events_deleted,
-            counts.events_now,
+            " ".join(f"{k}={c[k + '_deleted']} (+{c[k + '_now']})" for k in JSON_COLUMNS),
             counts.batches,
             " done" if counts.done else "",
             f" error={counts.error}" if counts.error else "",
@@ -635,8 +622,7 @@ class Pruner:
             meter.spend(2)
             row = await self._progress_row(tenant, prune_id)
             meter.spend()
-            if row is None:
-                raise RuntimeError(f"prune progress row for {tenant!r} was not written")
+            assert row is not None  # the INSERT above, or a concurrent one, wrote it
         return _counts_from(tenant, row)
 
     async def _mark_done(self, prune_id: str, tenant: str, meter: Meter) -> None:

@@ -41,7 +41,7 @@ import logging
 import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -190,50 +190,47 @@ def find_duplicates(
     ordered = sorted(facts, key=_rank_key)
     dropped: set[str] = set()
     merges: list[Merge] = []
+
+    def merge_within(group: list[FactRow], reason: Literal["exact", "similar"], sims: Any) -> None:
+        for i, keep in enumerate(group):
+            for j in range(i + 1, len(group)):
+                other = group[j]
+                if keep.fact_id in dropped or other.fact_id in dropped:
+                    continue
+                if reason == "exact":
+                    same, similarity = _compatible_subjects(keep, other), 1.0
+                else:
+                    similarity = round(float(sims[i, j]), 6)
+                    same = sims[i, j] >= config.similarity_threshold
+                    same = same and not _states_a_change(keep, other)
+                if same:
+                    dropped.add(other.fact_id)
+                    merges.append(
+                        Merge(
+                            keep=keep.fact_id,
+                            drop=other.fact_id,
+                            reason=reason,
+                            similarity=similarity,
+                        )
+                    )
+
     # 1. Exact: same normalised content hash.
     by_hash: dict[str, list[FactRow]] = defaultdict(list)
     for fact in ordered:
         by_hash[content_hash(fact.content)].append(fact)
     for group in by_hash.values():
-        for i, keep in enumerate(group):
-            if keep.fact_id in dropped:
-                continue
-            for other in group[i + 1 :]:
-                if other.fact_id not in dropped and _compatible_subjects(keep, other):
-                    dropped.add(other.fact_id)
-                    merges.append(
-                        Merge(keep=keep.fact_id, drop=other.fact_id, reason="exact", similarity=1.0)
-                    )
+        merge_within(group, "exact", None)
     # 2. Similar: cosine over the embeddings, within one subject.
     by_subject: dict[str, list[FactRow]] = defaultdict(list)
     for fact in ordered:
         if fact.fact_id not in dropped and fact.fact_id in vectors:
             by_subject[fact.subject].append(fact)
     for group in by_subject.values():
-        if len(group) < 2:
-            continue
         matrix = np.asarray([vectors[f.fact_id] for f in group], dtype=np.float64)
         norms = np.linalg.norm(matrix, axis=1)
         norms[norms == 0] = 1.0
         unit = matrix / norms[:, None]
-        sims = unit @ unit.T
-        for i, keep in enumerate(group):
-            if keep.fact_id in dropped:
-                continue
-            for j in range(i + 1, len(group)):
-                other = group[j]
-                if other.fact_id in dropped:
-                    continue
-                if sims[i, j] >= config.similarity_threshold and not _states_a_change(keep, other):
-                    dropped.add(other.fact_id)
-                    merges.append(
-                        Merge(
-                            keep=keep.fact_id,
-                            drop=other.fact_id,
-                            reason="similar",
-                            similarity=round(float(sims[i, j]), 6),
-                        )
-                    )
+        merge_within(group, "similar", unit @ unit.T)
     return merges
 
 
