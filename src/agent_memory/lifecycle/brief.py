@@ -53,7 +53,7 @@ class TenantBrief(BaseModel):
     # (`memory_written` events with `decision: unsure`): for a person to look at.
     updates_unsure: int = 0
     # The tenant's AgentRuntime Durable Objects, as each last reported from its alarm
-    # (`agent_instances`, `agent_memory.lifecycle.instances`): per-object storage, and
+    # (`agent_instances`, `lifecycle.retention.report_instance`): per-object storage, and
     # episodic writes still held (failed = retries exhausted; their payloads stay in the
     # object's failed_writes, shown by the admin run view).
     agent_instances: int = 0

@@ -95,7 +95,7 @@ class EraseReport(BaseModel):
     # copy of it lives (cold archives, D1 Time Travel), no longer has a key.
     data_keys: int = 0
     # No postings of an erased fact are left in the keyword index, and no term statistic
-    # that no remaining fact holds (`_erase_rows._optimize_keyword_index`).
+    # that no remaining fact holds (`FactHistory.tidy_keyword_index`).
     keyword_index_optimized: bool = False
     archived_rows: dict[str, int] = Field(
         default_factory=lambda: {"episodes": 0, "runs": 0, "events": 0}
@@ -470,47 +470,38 @@ class SubjectEraser:
                 await self._ledger.forget(key)
                 report.archives_deleted += 1
                 continue
-            await self._rewrite(cold, key, kind, kept, body.custom_metadata, now_ms)
+            # Rewritten under the key of its (new) first row: new object first, then the
+            # ledger, then the old object, so a failure in between leaves the old object,
+            # which a re-run rewrites again.
+            time_column = "started_at" if kind == "runs" else "created_at"
+            id_column = {"episodes": "episode_id", "runs": "run_id", "events": "event_id"}[kind]
+            first, last = kept[0], kept[-1]
+            first_key = f"{first[time_column]}/{first[id_column]}"
+            last_key = f"{last[time_column]}/{last[id_column]}"
+            new_key = archive_key(
+                self.tenant_id, kind, int(first[time_column]), str(first[id_column])
+            )
+            data = encode_lines(kept)
+            meta = {
+                **body.custom_metadata,
+                "rows": str(len(kept)),
+                "first": first_key,
+                "last": last_key,
+                "rewritten_ms": str(now_ms),
+            }
+            await cold.put(new_key, data, custom_metadata=meta)
+            await self._ledger.rewritten(
+                key,
+                new_key,
+                rows=len(kept),
+                first_key=first_key,
+                last_key=last_key,
+                size=len(data),
+                now_ms=now_ms,
+            )
+            if new_key != key:
+                await cold.delete(key)
             report.archives_rewritten += 1
-
-    async def _rewrite(
-        self,
-        cold: ObjectStore,
-        key: str,
-        kind: ArchiveKind,
-        kept: list[dict[str, Any]],
-        metadata: dict[str, str],
-        now_ms: int,
-    ) -> None:
-        """Write the archive without the erased rows, under the key of its (new) first row."""
-        time_column = "started_at" if kind == "runs" else "created_at"
-        id_column = {"episodes": "episode_id", "runs": "run_id", "events": "event_id"}[kind]
-        first, last = kept[0], kept[-1]
-        new_key = archive_key(self.tenant_id, kind, int(first[time_column]), str(first[id_column]))
-        data = encode_lines(kept)
-        first_key = f"{first[time_column]}/{first[id_column]}"
-        last_key = f"{last[time_column]}/{last[id_column]}"
-        meta = {
-            **metadata,
-            "rows": str(len(kept)),
-            "first": first_key,
-            "last": last_key,
-            "rewritten_ms": str(now_ms),
-        }
-        # New object first, then the ledger, then the old object: a failure in between
-        # leaves the old object, which a re-run rewrites again.
-        await cold.put(new_key, data, custom_metadata=meta)
-        await self._ledger.rewritten(
-            key,
-            new_key,
-            rows=len(kept),
-            first_key=first_key,
-            last_key=last_key,
-            size=len(data),
-            now_ms=now_ms,
-        )
-        if new_key != key:
-            await cold.delete(key)
 
     # ------------------------------------------------------------------ agent instances
 

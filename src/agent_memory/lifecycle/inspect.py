@@ -200,11 +200,9 @@ class MemoryInspector:
         after = decode_cursor(cursor) if cursor is not None else None
         rows = await self._facts.fact_rows(where=where, after=after, limit=limit + 1)
         views = await self._views(rows[:limit])
-        next_cursor = None
-        if len(rows) > limit:
-            last = views[-1].fact
-            next_cursor = encode_cursor(last.created_at, last.fact_id)
-        return FactPage(facts=views, next_cursor=next_cursor)
+        last = views[-1].fact if len(rows) > limit else None
+        cursor = None if last is None else encode_cursor(last.created_at, last.fact_id)
+        return FactPage(facts=views, next_cursor=cursor)
 
     async def _fact(self, fact_id: str) -> FactView | None:
         views = await self._views(
@@ -353,7 +351,6 @@ class MemoryInspector:
             params.extend([created_at, created_at, event_id])
         rows = await self._events.rows(" AND ".join(clauses), *params, limit=limit + 1)
         events = [event_from_row(row) for row in rows[:limit]]
-        next_cursor = None
-        if len(rows) > limit:
-            next_cursor = encode_cursor(events[-1].created_at, events[-1].event_id)
-        return EventPage(events=events, next_cursor=next_cursor)
+        last = events[-1] if len(rows) > limit else None
+        cursor = None if last is None else encode_cursor(last.created_at, last.event_id)
+        return EventPage(events=events, next_cursor=cursor)

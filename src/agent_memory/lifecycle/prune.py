@@ -372,20 +372,20 @@ class Pruner:
             report.complete = True
             report.operations = meter.operations
             return report
+
+        def met(counts: TenantPruneCounts) -> None:
+            report.tenants.append(counts)
+            self._log(prune_id, counts)
+            if progress is not None:
+                progress(counts)
+
         try:
             for tenant in names:
-                counts = await self._prune_tenant(prune_id, tenant, scheduled_ms, meter)
-                report.tenants.append(counts)
-                self._log(prune_id, counts)
-                if progress is not None:
-                    progress(counts)
+                met(await self._prune_tenant(prune_id, tenant, scheduled_ms, meter))
         except BudgetExhausted as stop:
             report.stopped_by = stop.reason
             if stop.counts is not None:
-                report.tenants.append(stop.counts)
-                self._log(prune_id, stop.counts)
-                if progress is not None:
-                    progress(stop.counts)
+                met(stop.counts)
             log.warning(
                 "prune %s: stopped by the %s budget after %d operations; the next run resumes",
                 prune_id,
@@ -425,9 +425,7 @@ class Pruner:
                 tenant_id=tenant,
                 retention_days=lifecycle.episode_retention_days,
                 cutoff_ms=cutoff,
-                episodes_due=await self._count_due(EPISODES, tenant, cutoff),
-                runs_due=await self._count_due(RUNS, tenant, cutoff),
-                events_due=await self._count_due(EVENTS, tenant, cutoff),
+                **{f"{t.kind}_due": await self._count_due(t, tenant, cutoff) for t in TABLES},
             )
             report.tenants.append(counts)
             report.operations += 4
@@ -565,7 +563,7 @@ class Pruner:
     async def _tenants(self, prune_id: str, meter: Meter) -> list[str]:
         """The tenants with rows in a pruned table or archives, and those the job already met."""
         meter.check(5)
-        # Tenants with archives only still have archives that may expire (`_cold_expiry`).
+        # Tenants with archives only still have archives that may expire (`_expire`).
         tables = (*PRUNED_TABLES, "lifecycle_archives")
         names = set(await known_tenants(self._db, tables))
         meter.spend(len(tables))
@@ -671,7 +669,7 @@ class Pruner:
     ) -> list[D1Statement]:
         """For episodes: index every archived row by its item key (`cold_items`), in the
         transaction that deletes them, so the cold tier can serve each one by key. For runs:
-        register their agent instances (`agent_instances`, as `lifecycle.instances` does),
+        register their agent instances (`agent_instances`, as `retention.register_instances` does),
         so the subject eraser still reaches an instance whose runs rows are all pruned
         before its Durable Object ever reported from its alarm."""
         if table is RUNS:

@@ -109,9 +109,6 @@ class ReconcileConfig(BaseModel):
         return self.source_weights.get(source, self.default_source_weight)
 
 
-# --------------------------------------------------------------------------- rows
-
-
 class Merge(BaseModel):
     model_config = ConfigDict(frozen=True)
 
