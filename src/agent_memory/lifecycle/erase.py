@@ -115,16 +115,9 @@ class EraseReport(BaseModel):
     errors: list[str] = Field(default_factory=list)
 
     def removed(self) -> int:
+        rows = ("working_keys", "episodes", "runs", "facts", "vectors", "links", "provenance")
         return (
-            self.working_keys
-            + self.episodes
-            + self.runs
-            + self.facts
-            + self.vectors
-            + self.links
-            + self.provenance
-            + self.events
-            + self.data_keys
+            sum(int(getattr(self, name)) for name in (*rows, "events", "data_keys"))
             + sum(self.archived_rows.values())
             + sum(n for store, n in self.agent_state.items() if store != "instances")
         )

@@ -651,8 +651,7 @@ class Pruner:
         return f"tenant_id = ? AND {table.time_column} < ?{table.extra_sql}"
 
     def _where_params(self, table: PrunedTable, tenant: str, cutoff: int) -> list[SqlValue]:
-        params: list[SqlValue] = [tenant, cutoff]
-        return params + [cutoff] * table.extra_params
+        return [tenant, cutoff, *[cutoff] * table.extra_params]
 
     def _range_sql(self, table: PrunedTable) -> str:
         t, i = table.time_column, table.id_column
@@ -997,12 +996,10 @@ class ArchiveLedger:
         first, strictly before `before` (created_at, entity_id) when given."""
         clauses = ["tenant_id = ?", "kind = ?"]
         params: list[SqlValue] = [self.tenant_id, kind]
-        if namespace_key is not None:
-            clauses.append("namespace_key = ?")
-            params.append(namespace_key)
-        if subject is not None:
-            clauses.append("subject = ?")
-            params.append(subject)
+        for clause, value in (("namespace_key = ?", namespace_key), ("subject = ?", subject)):
+            if value is not None:
+                clauses.append(clause)
+                params.append(value)
         if before is not None:
             clauses.append("(created_at < ? OR (created_at = ? AND entity_id < ?))")
             params += [before[0], before[0], before[1]]

@@ -109,27 +109,25 @@ class ReconcileConfig(BaseModel):
         return self.source_weights.get(source, self.default_source_weight)
 
 
-class Merge(BaseModel):
+class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True)
 
+
+class Merge(_Frozen):
     keep: str
     drop: str
     reason: Literal["exact", "similar"]
     similarity: float
 
 
-class Supersede(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class Supersede(_Frozen):
     winner: str
     loser: str
     subject: str
     predicate: str
 
 
-class Promotion(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class Promotion(_Frozen):
     subject: str
     predicate: str
     object: str
@@ -138,9 +136,7 @@ class Promotion(BaseModel):
     episode_ids: tuple[str, ...]
 
 
-class Summary(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class Summary(_Frozen):
     subject: str
     content: str
     confidence: float
@@ -282,8 +278,7 @@ def _observations(episode: EpisodeRow) -> list[tuple[str, str, str, float]]:
     subject = episode.subject
     raw = episode.data.get("observations")
     items = raw if isinstance(raw, list) else []
-    single = episode.data.get("observation")
-    if isinstance(single, dict):
+    if isinstance(single := episode.data.get("observation"), dict):
         items = [*items, single]
     for item in items:
         if not isinstance(item, dict):
@@ -419,19 +414,15 @@ def _key(fact: FactRow) -> FactKey:
     return FactKey(fact.key_entity, fact.key_attribute, source)
 
 
-class UpdatePair(BaseModel):
+class UpdatePair(_Frozen):
     """Two statements about the same entity, `older` written before `newer`."""
-
-    model_config = ConfigDict(frozen=True)
 
     older: FactRow
     newer: FactRow
     similarity: float
 
 
-class Adjudication(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class Adjudication(_Frozen):
     older: str
     newer: str
     decision: Decision
