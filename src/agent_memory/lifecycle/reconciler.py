@@ -640,7 +640,7 @@ class Reconciler:
         self._events = EventLog(tenant_id, db)
         self._memory = memory
         self._clock = clock
-        self._gate = gate or WriteGate(tenant_id, clock=clock, events=EventLog(tenant_id, db))
+        self._gate = gate or WriteGate(tenant_id, clock=clock, events=self._events)
         self.config = config or ReconcileConfig()
         self._store = ReconcileStore(
             tenant_id,
@@ -815,12 +815,7 @@ class Reconciler:
             supersedes=loser,
             decision=None
             if decision is None
-            else {
-                "op": "superseded",
-                "decision": decision.decision,
-                "reason": decision.reason,
-                "adjudicator": decision.adjudicator,
-            },
+            else {"op": "superseded", **decision.model_dump(exclude={"older", "newer"})},
         )
         self._gate.check(proposal)
         if not await self._store.supersede(
