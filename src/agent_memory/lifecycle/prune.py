@@ -764,6 +764,7 @@ class Pruner:
         first_ms, last_ms = int(first[t]), int(last[t])
         key = archive_key(tenant, table.kind, first_ms, str(first[i]))
         body = encode_archive(rows, table.kind)
+        first_key, last_key = f"{first_ms}/{first[i]}", f"{last_ms}/{last[i]}"
         # 1. Archive first: nothing is deleted that is not in the cold tier.
         await self._cold.put(
             key,
@@ -772,8 +773,8 @@ class Pruner:
                 "tenant": tenant,
                 "kind": table.kind,
                 "rows": str(len(rows)),
-                "first": f"{first_ms}/{first[i]}",
-                "last": f"{last_ms}/{last[i]}",
+                "first": first_key,
+                "last": last_key,
                 "prune_id": prune_id,
             },
         )
@@ -805,8 +806,8 @@ class Pruner:
                 iso_week(first_ms),
                 len(rows),
                 *params,
-                f"{first_ms}/{first[i]}",
-                f"{last_ms}/{last[i]}",
+                first_key,
+                last_key,
                 len(body),
                 prune_id,
                 now_ms,
