@@ -1,25 +1,12 @@
 """The daily brief (cron `0 6 * * *`): how full each tenant's memory is.
 
-Per tenant: episodes (from the trigger-maintained counter, so no 100K-row count), the
-tenant's limit and warning threshold, semantic facts by status (`pending_vector` = facts
-whose vector write has not completed) and those not in the keyword index yet (a warning while
-any are: the reindex job has not reached them), runs, episodes already past retention (what the
-next prune will archive), what the cold tier holds, and the namespace migration's read
-counters (canonical / legacy hits, misses; `namespace_reads`). Levels:
-
-* `ok`;
-* `warning`: at least 80 % of the episode limit (80 000 by default, ADR-043) — logged at
-  WARNING with what to do;
-* `at_limit`: at the limit (100 000): the database refuses new episodes of the tenant
-  (docs/lifecycle.md, "At the limit") — logged at ERROR.
-
-Per tenant also its AgentRuntime objects as they last reported (`agent_instances`): count,
-storage (total and largest), the largest run log, pending writes, and failed writes with
-the age of the oldest (a warning when there are any).
-
-Two D1 statements per tenant (scalar subqueries, each `tenant_id = ?` first, declared by the
-stores that own the tables), sent in batches, so 100 tenants cost 200 statements in 4 round
-trips.
+Per tenant: episodes (the trigger-maintained counter), the limit and its warning threshold,
+facts by status and those not yet in the keyword index, runs, episodes past retention, the
+cold tier's holdings, namespace-migration read counters, and its AgentRuntime objects as they
+last reported. Levels: `ok`; `warning` at 80 % of the episode limit (logged at WARNING);
+`at_limit`, where new episodes are refused (docs/lifecycle.md, "At the limit"; logged at
+ERROR). Two statements per tenant (scalar subqueries declared by the stores that own the
+tables, each `tenant_id = ?` first), batched: 100 tenants cost 4 round trips.
 """
 
 from __future__ import annotations
@@ -32,13 +19,7 @@ from pydantic import BaseModel, Field
 
 from agent_memory.governance import events
 from agent_memory.lifecycle import prune, retention
-from agent_memory.lifecycle.retention import (
-    DEFAULT_EPISODE_LIMIT,
-    INSTANCE_FIGURES_SQL,
-    instance_figures,
-    known_tenants,
-    warn_threshold,
-)
+from agent_memory.lifecycle.retention import DEFAULT_EPISODE_LIMIT, known_tenants, warn_threshold
 from agent_memory.statements import STATEMENTS_PER_BATCH
 from agent_memory.tiers import episodic, working
 from agent_memory.tiers.semantic import memory as semantic
@@ -72,7 +53,7 @@ class TenantBrief(BaseModel):
     # (`memory_written` events with `decision: unsure`): for a person to look at.
     updates_unsure: int = 0
     # The tenant's AgentRuntime Durable Objects, as each last reported from its alarm
-    # (`agent_instances`, `agent_memory.lifecycle.instances`): per-object storage, and
+    # (`agent_instances`, `lifecycle.retention.report_instance`): per-object storage, and
     # episodic writes still held (failed = retries exhausted; their payloads stay in the
     # object's failed_writes, shown by the admin run view).
     agent_instances: int = 0
@@ -127,6 +108,35 @@ _TENANT_SQL = "SELECT " + ", ".join(
 )
 
 
+# The tenant's AgentRuntime objects (`agent_instances`), named as `TenantBrief`'s fields.
+_INSTANCES_SQL = (
+    "SELECT COUNT(*) AS agent_instances, "
+    "COALESCE(SUM(storage_bytes), 0) AS agent_storage_bytes_total, "
+    "COALESCE(MAX(storage_bytes), 0) AS agent_storage_bytes_max, "
+    "COALESCE(MAX(run_log_rows), 0) AS agent_run_log_rows_max, "
+    "COALESCE(SUM(pending_writes), 0) AS agent_pending_writes, "
+    "COALESCE(SUM(failed_writes), 0) AS agent_failed_writes, "
+    "MIN(failed_oldest_at) AS failed_oldest FROM agent_instances WHERE tenant_id = ?"
+)
+
+# `TenantBrief` field → its column in `_TENANT_SQL` (named by the stores that own them).
+_COLUMNS = {
+    "episodes_past_retention": "past_retention",
+    "runs": "runs",
+    "facts_active": "facts_active",
+    "facts_pending_vector": "facts_pending",
+    "facts_superseded": "facts_superseded",
+    "facts_unindexed": "facts_unindexed",
+    "links": "links",
+    "archives": "archives",
+    "archived_rows": "archived",
+    "updates_unsure": "unsure",
+    "namespace_canonical_hits": "ns_canonical",
+    "namespace_legacy_hits": "ns_legacy",
+    "namespace_misses": "ns_misses",
+}
+
+
 def _level(episodes: int, limit: int) -> Level:
     if episodes >= limit:
         return "at_limit"
@@ -165,11 +175,12 @@ async def build_brief(
         chunk = names[start : start + per_batch]
         results = await db.batch(
             [db.prepare(_TENANT_SQL).bind(t, now_ms, default_retention_days) for t in chunk]
-            + [db.prepare(INSTANCE_FIGURES_SQL).bind(t) for t in chunk]
+            + [db.prepare(_INSTANCES_SQL).bind(t) for t in chunk]
         )
         for index, tenant in enumerate(chunk):
             row = results[index].results[0]
-            agents = instance_figures(results[len(chunk) + index].results[0])
+            agents = dict(results[len(chunk) + index].results[0])
+            oldest = agents.pop("failed_oldest")
             limit = int(row["episode_limit"] or DEFAULT_EPISODE_LIMIT)
             episodes = int(row["episodes"] or 0)
             item = TenantBrief(
@@ -179,30 +190,9 @@ async def build_brief(
                 episode_limit=limit,
                 episode_warn_at=warn_threshold(limit),
                 retention_days=int(row["days"] or default_retention_days),
-                episodes_past_retention=int(row["past_retention"] or 0),
-                runs=int(row["runs"] or 0),
-                facts_active=int(row["facts_active"] or 0),
-                facts_pending_vector=int(row["facts_pending"] or 0),
-                facts_superseded=int(row["facts_superseded"] or 0),
-                facts_unindexed=int(row["facts_unindexed"] or 0),
-                links=int(row["links"] or 0),
-                archives=int(row["archives"] or 0),
-                archived_rows=int(row["archived"] or 0),
-                updates_unsure=int(row["unsure"] or 0),
-                agent_instances=agents.instances,
-                agent_storage_bytes_total=agents.storage_bytes_total,
-                agent_storage_bytes_max=agents.storage_bytes_max,
-                agent_run_log_rows_max=agents.run_log_rows_max,
-                agent_pending_writes=agents.pending_writes,
-                agent_failed_writes=agents.failed_writes,
-                agent_failed_oldest_age_ms=(
-                    None
-                    if agents.failed_oldest_at is None
-                    else max(0, now_ms - agents.failed_oldest_at)
-                ),
-                namespace_canonical_hits=int(row["ns_canonical"] or 0),
-                namespace_legacy_hits=int(row["ns_legacy"] or 0),
-                namespace_misses=int(row["ns_misses"] or 0),
+                agent_failed_oldest_age_ms=None if oldest is None else max(0, now_ms - int(oldest)),
+                **{field: int(row[column] or 0) for field, column in _COLUMNS.items()},
+                **{field: int(value or 0) for field, value in agents.items()},
             )
             brief.tenants.append(item)
             _report(brief, item)
@@ -212,57 +202,62 @@ async def build_brief(
     return brief
 
 
+def _warn(brief: Brief, level: int, text: str) -> None:
+    log.log(level, "daily brief: %s", text)
+    brief.warnings.append(text)
+
+
 def _report(brief: Brief, item: TenantBrief) -> None:
+    t = item.tenant_id
     if item.agent_failed_writes:
         hours = (item.agent_failed_oldest_age_ms or 0) / 3_600_000
-        failed = (
-            f"tenant {item.tenant_id}: {item.agent_failed_writes} episodic write(s) failed "
+        _warn(
+            brief,
+            logging.WARNING,
+            f"tenant {t}: {item.agent_failed_writes} episodic write(s) failed "
             f"for good in its agent instances (oldest {hours:.1f} h old); each payload is kept "
-            "in its instance's failed_writes (GET /admin/agents/{tenant}/runs/{run_id})."
+            "in its instance's failed_writes (GET /admin/agents/{tenant}/runs/{run_id}).",
         )
-        log.warning("daily brief: %s", failed)
-        brief.warnings.append(failed)
     if item.facts_unindexed:
-        unindexed = (
-            f"tenant {item.tenant_id}: {item.facts_unindexed} fact(s) are not in the keyword "
+        _warn(
+            brief,
+            logging.WARNING,
+            f"tenant {t}: {item.facts_unindexed} fact(s) are not in the keyword "
             "index yet (written before migration 0009), so keyword recall misses them; the "
             "daily cron's reindex job adds a bounded number each run (`agent-memory reindex` "
-            "locally)."
+            "locally).",
         )
-        log.warning("daily brief: %s", unindexed)
-        brief.warnings.append(unindexed)
     if item.namespace_legacy_hits:
-        legacy = (
-            f"tenant {item.tenant_id}: {item.namespace_legacy_hits} hot read(s) found only "
+        _warn(
+            brief,
+            logging.INFO,
+            f"tenant {t}: {item.namespace_legacy_hits} hot read(s) found only "
             f"under a legacy key since yesterday ({item.namespace_canonical_hits} canonical); "
             "each was read-repaired. Keep MEMORY_NAMESPACE_COMPAT_READ on (run the namespace "
-            "backfill) until this stays at 0."
+            "backfill) until this stays at 0.",
         )
-        log.info("daily brief: %s", legacy)
-        brief.warnings.append(legacy)
     if item.updates_unsure:
-        unsure = (
-            f"tenant {item.tenant_id}: {item.updates_unsure} pair(s) of facts the update "
+        _warn(
+            brief,
+            logging.WARNING,
+            f"tenant {t}: {item.updates_unsure} pair(s) of facts the update "
             "adjudicator was unsure about in the last day (memory_written events with "
-            "decision 'unsure'); both facts stay live until someone decides."
+            "decision 'unsure'); both facts stay live until someone decides.",
         )
-        log.warning("daily brief: %s", unsure)
-        brief.warnings.append(unsure)
     if item.level == "at_limit":
-        message = (
-            f"tenant {item.tenant_id} is AT its episode limit ({item.episodes}/"
+        _warn(
+            brief,
+            logging.ERROR,
+            f"tenant {t} is AT its episode limit ({item.episodes}/"
             f"{item.episode_limit}): new episodes are being refused. Lower its retention "
-            f"(PUT /admin/tenants/{item.tenant_id}/lifecycle) and prune, or erase subjects."
+            f"(PUT /admin/tenants/{t}/lifecycle) and prune, or erase subjects.",
         )
-        log.error("daily brief: %s", message)
     elif item.level == "warning":
-        message = (
-            f"tenant {item.tenant_id} has {item.episodes} episodes, over the warning "
+        _warn(
+            brief,
+            logging.WARNING,
+            f"tenant {t} has {item.episodes} episodes, over the warning "
             f"threshold {item.episode_warn_at} of its limit {item.episode_limit}; "
             f"{item.episodes_past_retention} are past its {item.retention_days}-day "
-            "retention and go at the next prune."
+            "retention and go at the next prune.",
         )
-        log.warning("daily brief: %s", message)
-    else:
-        return
-    brief.warnings.append(message)

@@ -1,51 +1,4 @@
-"""The pure half of a subject erase (no I/O): what a valid subject is (`validate_subject`),
-which rows are its traces (`SubjectMatcher`, over the ids of the D1 rows already found to
-be traces, `Found`), and what the erase reports (`EraseReport`, which each store's eraser
-adds its counts to as it goes, so a failure part-way still reports what was removed).
-
-The rules are those of `agent_memory.lifecycle.erase`'s docstring; they apply alike to a
-row as stored and to a row as archived in the cold tier.
-
-Private to `agent_memory.lifecycle`: other packages import these names from
-`agent_memory.lifecycle.erase`.
-
-Subject erase in D1 (`RowEraser`): find the rows that are traces of a subject, then delete
-them, with the links and provenance that point at them, and the memory events about them.
-
-Every statement is `tenant_id = ?` first with at most `IDS_PER_STATEMENT` ids (D1 binds
-≤ 100 parameters), batched 50 statements at a time. Events are paged by id, and those that
-only list an erased fact among their results are scrubbed rather than deleted. Deleting
-what is already gone deletes nothing, so a re-run finishes an interrupted erase.
-
-Private to `agent_memory.lifecycle`.
-
-Subject erase in the cold tier (`ArchiveEraser`): every archive object of the tenant is
-read; one holding traces is rewritten without them, under the key of its new first row
-(so no key names an erased row), or deleted when nothing is left, and the archive ledger
-(`lifecycle_archives`) follows.
-
-Write order, so that a failure never loses the trace of an unfinished rewrite: the new
-object, then the ledger, then the old object is deleted. A re-run rewrites what is left.
-
-Private to `agent_memory.lifecycle`.
-
-The subject erase's Durable Object step: every AgentRuntime instance of the tenant.
-
-Instances are found in D1 (`instances.tenant_instances`: the instances named by the
-tenant's `agent_runs` rows and those that reported an `agent_instances` row) and reached
-through the Durable Object namespace port, each by its object name
-(`AgentScope.object_name`). Each is registered in `agent_instances` (so it stays findable
-once the runs rows naming it are gone), then gets the `erase_subject` RPC
-(`agent_runtime_do.erase`) with the ids of the runs the erase removes from D1, in slices
-of `RUN_IDS_PER_CALL`; its counts per store are added to the report's `agent_state`.
-
-This step runs before the D1 rows are deleted: the instance list comes from those rows,
-and an object's queued writes of an erased run would otherwise bring it back. A failure
-raises, so the caller can stop before deleting anything a repeat would need to find.
-
-Private to `agent_memory.lifecycle`.
-
-Subject erase (`DELETE /admin/tenants/{tenant}/subjects/{subject}`): remove every trace of
+"""Subject erase (`DELETE /admin/tenants/{tenant}/subjects/{subject}`): remove every trace of
 a subject from one tenant's memory, in every tier, and say what was removed where.
 
 What is a trace (docs/lifecycle.md, "Erase semantics") — `subject` is an identifier such
@@ -54,50 +7,32 @@ as `contact:hubspot_id:123`, matched exactly as a field and as a substring of te
 * episodes whose `subject` is it, or whose content or data contain it; the runs of those
   episodes, and runs whose input, output or error contain it;
 * semantic facts (any status) whose subject or object is it, or whose content or metadata
-  contain it, and the facts they superseded (merged duplicates, replaced values: their
-  history); their vectors; links from or to them; provenance of or to erased rows;
-* memory events that name it (payload text), that describe an erased row (the event id
-  is the row id for `memory_written`), that belong to an erased run, or that carry an
+  contain it, and the facts they superseded (their history); their vectors; links from or
+  to them; provenance of or to erased rows;
+* memory events that name it, describe an erased row, belong to an erased run or carry an
   erased content hash; a `memory_retrieved` event that merely listed an erased fact among
-  its results is kept with that entry removed (it describes the other facts too);
-* working memory (KV) keys of the tenant whose instance or key segment is it, or whose
-  value contains it, and recall records waiting in KV to be written to D1
-  (`recall_record`) that name it (written back later, they would bring it back);
-* the AgentRuntime Durable Objects of the tenant (`_erase_instances`): their run logs,
-  turn state, failed and pending episodic writes that match, or belong to an erased run;
-* cold-tier archive rows matching the rules above: each archive object is rewritten
-  without them (renamed after its new first row, so its key names no erased row) or
-  deleted when nothing is left, and the archive ledger is updated.
+  its results is kept with that entry removed;
+* working memory (KV) keys of the tenant whose key or value contains it, and recall records
+  waiting in KV (`recall_record`) that name it (written back later, they would restore it);
+* the tenant's AgentRuntime Durable Objects: each gets the `erase_subject` RPC with the ids
+  of the erased runs (in slices of `RUN_IDS_PER_CALL`), after being registered in
+  `agent_instances` so it stays findable once its runs rows are gone;
+* cold-tier archive rows matching these rules: each object is rewritten without them under
+  the key of its new first row (so no key names an erased row), or deleted when nothing is
+  left; the ledger follows (new object, then ledger, then the old object is deleted).
 
 Personal fields are sealed under per-subject data keys (`governance.personal_data`): the
-erase destroys the subject's keys (crypto-shredding), so every copy of its sealed values in
-cold archives is unreadable without rewriting it; a D1 Time Travel copy holds the wrapped key
-too, and becomes unreadable when the KEK that wrapped it is retired (docs/personal-data.md).
-The keyword index's term statistics that no remaining fact holds are deleted afterwards
-(postings go with their facts, by trigger), so no index row keeps an erased fact's words.
+erase destroys them (crypto-shredding), so sealed copies in archives or D1 Time Travel are
+unreadable (docs/personal-data.md). Keyword-index term statistics no remaining fact holds
+are dropped. A start mark (migration 0013) makes a recall record committed afterwards store
+its event without the query text.
 
-A recall's statistics and event are written after its response; one in flight while the
-erase runs is in neither D1 nor KV. So the erase first writes a start mark (migration 0013,
-tenant and time only), and a recall record committed after it stores its event without the
-query text (`recall_record`), whatever the query named.
-
-Order, so that a failure never leaves a trace a re-run cannot find: the mark, then the
-Durable Objects (found through the D1 runs rows; each settles its queued writes into D1 before it
-erases, so the D1 rows are found again after this step), then vectors (a vector is only
-found through its fact row), then D1 rows in batches (data keys first, the keyword index
-merge last), then KV, then the archives, then (locally) the SQLite WALs. A failed Durable
-Object or vector step stops the erase before any D1 row is deleted. Every step is
-idempotent: running the erase again finishes an interrupted one and reports zeros once
-nothing is left. Statements are `tenant_id = ?` first, ≤ 100 bound parameters.
-
-Where the parts live (this module re-exports their public names):
-
-* `_erase_rules`: the subject's validation, the matching rules, the report (no I/O);
-* `_erase_rows`: finding and deleting the D1 rows (`RowEraser`);
-* `_erase_archives`: rewriting the cold-tier archives (`ArchiveEraser`);
-* `_erase_instances`: the `erase_subject` RPC on every agent instance (`InstanceEraser`);
-* here: `SubjectEraser`, which runs the steps in that order, with the vector and working
-  memory (KV) steps, small enough to stay inline.
+Order, so that a failure never leaves a trace a re-run cannot find: the mark, the Durable
+Objects (found through the D1 runs rows; each settles its queued writes into D1 first, so
+the rows are found again after), vectors (only reachable through their fact rows), D1 rows
+(data keys first, the keyword index last), KV, archives, then (locally) the SQLite WALs. A
+failed Durable Object or vector step stops the erase before any D1 row is deleted. Every
+step is idempotent. Statements are `tenant_id = ?` first, ≤ 100 bound parameters.
 """
 
 from __future__ import annotations
@@ -137,7 +72,6 @@ from bindings.ports.object_store import ObjectStore
 from bindings.ports.vectorize import VectorIndex
 
 MIN_SUBJECT_CHARS = 3
-
 MAX_SUBJECT_CHARS = 256
 
 
@@ -161,7 +95,7 @@ class EraseReport(BaseModel):
     # copy of it lives (cold archives, D1 Time Travel), no longer has a key.
     data_keys: int = 0
     # No postings of an erased fact are left in the keyword index, and no term statistic
-    # that no remaining fact holds (`_erase_rows._optimize_keyword_index`).
+    # that no remaining fact holds (`FactHistory.tidy_keyword_index`).
     keyword_index_optimized: bool = False
     archived_rows: dict[str, int] = Field(
         default_factory=lambda: {"episodes": 0, "runs": 0, "events": 0}
@@ -181,16 +115,9 @@ class EraseReport(BaseModel):
     errors: list[str] = Field(default_factory=list)
 
     def removed(self) -> int:
+        rows = ("working_keys", "episodes", "runs", "facts", "vectors", "links", "provenance")
         return (
-            self.working_keys
-            + self.episodes
-            + self.runs
-            + self.facts
-            + self.vectors
-            + self.links
-            + self.provenance
-            + self.events
-            + self.data_keys
+            sum(int(getattr(self, name)) for name in (*rows, "events", "data_keys"))
             + sum(self.archived_rows.values())
             + sum(n for store, n in self.agent_state.items() if store != "instances")
         )
@@ -275,26 +202,17 @@ class SubjectMatcher:
         if not isinstance(payload, dict):
             return None
         erased = self._erased_ids()
-        results = payload.get("results")
-        dropped = payload.get("dropped")
-        hit = False
         out = dict(payload)
-        if isinstance(results, list):
-            kept = [r for r in results if not (isinstance(r, dict) and r.get("id") in erased)]
-            hit = hit or len(kept) != len(results)
-            out["results"] = kept
-        if isinstance(dropped, list):
-            kept_ids = [d for d in dropped if d not in erased]
-            hit = hit or len(kept_ids) != len(dropped)
-            out["dropped"] = kept_ids
-        return out if hit else None
+        if isinstance(results := payload.get("results"), list):
+            out["results"] = [
+                r for r in results if not (isinstance(r, dict) and r.get("id") in erased)
+            ]
+        if isinstance(dropped := payload.get("dropped"), list):
+            out["dropped"] = [d for d in dropped if d not in erased]
+        return out if out != payload else None
 
     def archived(self, kind: ArchiveKind, row: dict[str, Any]) -> bool:
-        if kind == "episodes":
-            return self.episode(row)
-        if kind == "runs":
-            return self.run(row)
-        return self.event(row)
+        return {"episodes": self.episode, "runs": self.run, "events": self.event}[kind](row)
 
     def archived_scrub(self, kind: ArchiveKind, row: dict[str, Any]) -> dict[str, Any] | None:
         """An archived row with references to erased facts removed, or None."""
@@ -315,19 +233,128 @@ def validate_subject(subject: str) -> str:
 
 
 EVENTS_PAGE = 500
+RUN_IDS_PER_CALL = 1000  # agent_runtime_do.protocol.MAX_ERASE_RUN_IDS
+AGENT_STATE_STORES = ("run_log", "turn_state", "failed_writes", "pending_writes")
+# How long an erase's start mark is kept: far longer than any recall record stays in flight.
+MARK_KEPT_MS = 86_400_000
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[str, int], None]
 
 
-class RowEraser:
-    """Finds and deletes one tenant's D1 rows that are traces of a subject, through the
-    stores that own them."""
+class InstanceEraseError(RuntimeError):
+    """An instance refused or failed the erase (its answer's code is in the message)."""
 
-    def __init__(self, tenant_id: str, db: D1Database) -> None:
+
+def subject_digest(subject: str) -> str:
+    """How logs name a subject: a short SHA-256, never the subject (often a person)."""
+    return "sha256:" + hashlib.sha256(subject.encode()).hexdigest()[:16]
+
+
+class SubjectEraser:
+    """Erases one subject from one tenant's memory (see the module docstring)."""
+
+    def __init__(
+        self,
+        tenant_id: str,
+        *,
+        db: D1Database,
+        clock: Clock,
+        kv: KVNamespace | None = None,
+        vectors: VectorIndex | None = None,
+        cold: ObjectStore | None = None,
+        agents: DurableObjectNamespace | None = None,
+        progress: Progress | None = None,
+        purge_residue: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
         self.tenant_id = tenant_id
         self._db = db
+        self._clock = clock
+        self._purge_residue = purge_residue
+        self._kv = kv
+        self._vectors = vectors
+        self._cold = cold
+        self._agents = agents
+        self._progress = progress or (lambda step, n: None)
         self._episodes = EpisodicStore(db, tenant_id)
         self._facts = FactHistory(db, tenant_id)
+        self._ledger = ArchiveLedger(db, tenant_id)
 
-    async def find(self, subject: str) -> Found:
+    async def erase(self, subject: str) -> EraseReport:
+        subject = validate_subject(subject)
+        report = EraseReport(tenant_id=self.tenant_id, subject=subject)
+        # 0. The mark: a recall record still in flight (written after its response) that
+        # commits from now on stores its event without the query text (migration 0013).
+        now = round(self._clock.now() * 1000)
+        await EventLog(self.tenant_id, self._db).mark_erase_start(now, MARK_KEPT_MS)
+        found = await self._find(subject)
+        # 1. The agent instances: before the D1 rows that list them, and before the rows
+        # are read for good, since an object flushes (or replays) its queued writes into
+        # D1 before it erases: the rows are found again afterwards.
+        if self._agents is not None:
+            try:
+                await self._erase_instances(subject, sorted(found.runs), report)
+                again = await self._find(subject)
+            except Exception as exc:
+                return self._stopped(report, "agent instances", exc)
+            found = Found(**{k: v | getattr(again, k) for k, v in found})
+        self._progress("agent_state", sum(report.agent_state.values()))
+        matcher = SubjectMatcher(subject, found)
+        self._progress("found", len(found.episodes) + len(found.facts) + len(found.runs))
+        # 2. Vectors: they are only reachable through their fact rows.
+        if found.facts and self._vectors is not None:
+            try:
+                deleted = await delete_own_vectors(
+                    self._vectors, self.tenant_id, sorted(found.facts)
+                )
+                report.vectors = len(deleted)
+            except Exception as exc:
+                return self._stopped(report, "vectors", exc)
+        self._progress("vectors", report.vectors)
+        # 3. D1 rows.
+        await self._delete_rows(found, matcher, report)
+        self._progress("d1", report.episodes + report.facts + report.runs + report.events)
+        # 4. Working memory; 5. cold archives; 6. locally, checkpoint the SQLite WALs, so no
+        # page from before the erase is left in a -wal file (the stores zero what they
+        # delete). A failure here is reported; the D1 rows are already gone.
+        if self._kv is not None:
+            await self._step(report, "working memory", self._erase_working(matcher, report))
+        self._progress("working", report.working_keys)
+        if self._cold is not None:
+            await self._step(report, "archives", self._erase_archives(matcher, report))
+        self._progress("archives", report.archives_rewritten + report.archives_deleted)
+        if self._purge_residue is not None:
+            await self._step(report, "residue", self._purge_residue())
+        counts = report.model_dump(exclude={"subject", "errors", "tenant_id"})
+        log.info("erase %s/%s: %s", self.tenant_id, subject_digest(subject), counts)
+        return report
+
+    @staticmethod
+    async def _step(report: EraseReport, step: str, work: Awaitable[None]) -> None:
+        """A step after the D1 rows are gone: a failure is reported and the rest go on."""
+        try:
+            await work
+        except Exception as exc:
+            report.complete = False
+            report.errors.append(f"{step}: {type(exc).__name__}: {exc}")
+
+    def _stopped(self, report: EraseReport, step: str, exc: Exception) -> EraseReport:
+        """End the erase before any D1 row is deleted: a repeat finds everything again."""
+        report.complete = False
+        report.errors.append(f"{step}: {type(exc).__name__}: {exc}")
+        log.error(
+            "erase %s/%s: %s failed, rows kept: %s",
+            self.tenant_id,
+            subject_digest(report.subject),
+            step,
+            type(exc).__name__,
+        )
+        return report
+
+    # ------------------------------------------------------------------ D1 rows
+
+    async def _find(self, subject: str) -> Found:
         """The episodes, facts (with the history they superseded) and runs that are traces."""
         found = Found()
         episodes, runs = await self._episodes.subject_traces(subject)
@@ -341,9 +368,12 @@ class RowEraser:
         found.runs.update(runs)
         return found
 
-    async def delete(self, found: Found, matcher: SubjectMatcher, report: EraseReport) -> None:
-        """Delete what `find` found: links and provenance, events, then the rows; the
-        counts go into `report`."""
+    async def _delete_rows(
+        self, found: Found, matcher: SubjectMatcher, report: EraseReport
+    ) -> None:
+        """Delete what `_find` found: links and provenance, events, then the rows. Every
+        statement is batched by `IDS_PER_STATEMENT` ids; deleting what is gone deletes
+        nothing, so a re-run finishes an interrupted erase."""
         # Crypto-shredding first: from here on, whatever is left of the subject's sealed
         # personal fields (here, in archives, in backups) has no key.
         destroyed = await destroy_statement(self._db, self.tenant_id, matcher.subject).run()
@@ -384,25 +414,18 @@ class RowEraser:
         report.events_scrubbed = len(scrubs)
         return await events.delete(doomed) if doomed else 0
 
+    # ------------------------------------------------------------------ cold archives
 
-class ArchiveEraser:
-    """Removes a subject's traces from one tenant's cold-tier archives."""
-
-    def __init__(self, tenant_id: str, *, db: D1Database, cold: ObjectStore, clock: Clock) -> None:
-        self.tenant_id = tenant_id
-        self._db = db
-        self._cold = cold
-        self._clock = clock
-        self._ledger = ArchiveLedger(db, tenant_id)
-
-    async def erase(self, matcher: SubjectMatcher, report: EraseReport) -> None:
+    async def _erase_archives(self, matcher: SubjectMatcher, report: EraseReport) -> None:
         """Rewrite or delete every archive holding traces; each one's counts go into
         `report` as soon as it is done."""
+        cold = self._cold
+        assert cold is not None
         keys: list[str] = []
         for prefix in tenant_prefixes(self.tenant_id):
             cursor: str | None = None
             while True:
-                page = await self._cold.list(prefix=prefix, cursor=cursor)
+                page = await cold.list(prefix=prefix, cursor=cursor)
                 keys += [o.key for o in page.objects]
                 if not page.truncated or not page.cursor:
                     break
@@ -413,7 +436,7 @@ class ArchiveEraser:
             if parsed is None:
                 continue
             _, kind, _ = parsed
-            body = await self._cold.get(key)
+            body = await cold.get(key)
             if body is None:
                 continue
             rows = decode_archive(body.data)
@@ -436,72 +459,49 @@ class ArchiveEraser:
             # archive: erased episodes leave it before their object is rewritten.
             await self._ledger.unindex_episodes(erased_ids)
             if not kept:
-                await self._cold.delete(key)
+                await cold.delete(key)
                 await self._ledger.forget(key)
                 report.archives_deleted += 1
                 continue
-            await self._rewrite(key, kind, kept, body.custom_metadata, now_ms)
+            # Rewritten under the key of its (new) first row: new object first, then the
+            # ledger, then the old object, so a failure in between leaves the old object,
+            # which a re-run rewrites again.
+            time_column = "started_at" if kind == "runs" else "created_at"
+            id_column = {"episodes": "episode_id", "runs": "run_id", "events": "event_id"}[kind]
+            first, last = kept[0], kept[-1]
+            first_key = f"{first[time_column]}/{first[id_column]}"
+            last_key = f"{last[time_column]}/{last[id_column]}"
+            new_key = archive_key(
+                self.tenant_id, kind, int(first[time_column]), str(first[id_column])
+            )
+            data = encode_lines(kept)
+            meta = {
+                **body.custom_metadata,
+                "rows": str(len(kept)),
+                "first": first_key,
+                "last": last_key,
+                "rewritten_ms": str(now_ms),
+            }
+            await cold.put(new_key, data, custom_metadata=meta)
+            await self._ledger.rewritten(
+                key,
+                new_key,
+                rows=len(kept),
+                first_key=first_key,
+                last_key=last_key,
+                size=len(data),
+                now_ms=now_ms,
+            )
+            if new_key != key:
+                await cold.delete(key)
             report.archives_rewritten += 1
 
-    async def _rewrite(
-        self,
-        key: str,
-        kind: ArchiveKind,
-        kept: list[dict[str, Any]],
-        metadata: dict[str, str],
-        now_ms: int,
+    # ------------------------------------------------------------------ agent instances
+
+    async def _erase_instances(
+        self, subject: str, run_ids: Sequence[str], report: EraseReport
     ) -> None:
-        """Write the archive without the erased rows, under the key of its (new) first row."""
-        time_column = "started_at" if kind == "runs" else "created_at"
-        id_column = {"episodes": "episode_id", "runs": "run_id", "events": "event_id"}[kind]
-        first, last = kept[0], kept[-1]
-        new_key = archive_key(self.tenant_id, kind, int(first[time_column]), str(first[id_column]))
-        data = encode_lines(kept)
-        first_key = f"{first[time_column]}/{first[id_column]}"
-        last_key = f"{last[time_column]}/{last[id_column]}"
-        meta = {
-            **metadata,
-            "rows": str(len(kept)),
-            "first": first_key,
-            "last": last_key,
-            "rewritten_ms": str(now_ms),
-        }
-        # New object first, then the ledger, then the old object: a failure in between
-        # leaves the old object, which a re-run rewrites again.
-        await self._cold.put(new_key, data, custom_metadata=meta)
-        await self._ledger.rewritten(
-            key,
-            new_key,
-            rows=len(kept),
-            first_key=first_key,
-            last_key=last_key,
-            size=len(data),
-            now_ms=now_ms,
-        )
-        if new_key != key:
-            await self._cold.delete(key)
-
-
-RUN_IDS_PER_CALL = 1000  # agent_runtime_do.protocol.MAX_ERASE_RUN_IDS
-
-
-AGENT_STATE_STORES = ("run_log", "turn_state", "failed_writes", "pending_writes")
-
-
-class InstanceEraseError(RuntimeError):
-    """An instance refused or failed the erase (its answer's code is in the message)."""
-
-
-class InstanceEraser:
-    def __init__(
-        self, tenant_id: str, *, db: D1Database, agents: DurableObjectNamespace, clock: Clock
-    ) -> None:
-        self.tenant_id = tenant_id
-        self._db = db
-        self._agents = agents
-        self._clock = clock
-
-    async def erase(self, subject: str, run_ids: Sequence[str], report: EraseReport) -> None:
+        assert self._agents is not None
         runs = sorted(run_ids)
         slices = [runs[i : i + RUN_IDS_PER_CALL] for i in range(0, len(runs), RUN_IDS_PER_CALL)]
         instances = await tenant_instances(self._db, self.tenant_id)
@@ -534,139 +534,9 @@ class InstanceEraser:
                     report.agent_state[store] += int(erased.get(store, 0))
             report.agent_state["instances"] += 1
 
+    # ------------------------------------------------------------------ working memory
 
-log = logging.getLogger(__name__)
-
-
-def subject_digest(subject: str) -> str:
-    """How logs name a subject: a short SHA-256, never the subject (often a person)."""
-    return "sha256:" + hashlib.sha256(subject.encode()).hexdigest()[:16]
-
-
-Progress = Callable[[str, int], None]
-
-# How long an erase's start mark is kept: far longer than any recall record stays in flight.
-MARK_KEPT_MS = 86_400_000
-
-
-class SubjectEraser:
-    """Erases one subject from one tenant's memory (see the module docstring)."""
-
-    def __init__(
-        self,
-        tenant_id: str,
-        *,
-        db: D1Database,
-        clock: Clock,
-        kv: KVNamespace | None = None,
-        vectors: VectorIndex | None = None,
-        cold: ObjectStore | None = None,
-        agents: DurableObjectNamespace | None = None,
-        progress: Progress | None = None,
-        purge_residue: Callable[[], Awaitable[None]] | None = None,
-    ) -> None:
-        self.tenant_id = tenant_id
-        self._db = db
-        self._clock = clock
-        self._purge_residue = purge_residue
-        self._kv = kv
-        self._vectors = vectors
-        self._progress = progress or (lambda step, n: None)
-        self._rows = RowEraser(tenant_id, db)
-        self._instances = (
-            None if agents is None else InstanceEraser(tenant_id, db=db, agents=agents, clock=clock)
-        )
-        self._archives = (
-            None if cold is None else ArchiveEraser(tenant_id, db=db, cold=cold, clock=clock)
-        )
-
-    async def erase(self, subject: str) -> EraseReport:
-        subject = validate_subject(subject)
-        report = EraseReport(tenant_id=self.tenant_id, subject=subject)
-        # 0. The mark: a recall record still in flight (written after its response) that
-        # commits from now on stores its event without the query text (migration 0013).
-        await self._mark_start()
-        found = await self._rows.find(subject)
-        # 1. The agent instances: before the D1 rows that list them, and before the rows
-        # are read for good, since an object flushes (or replays) its queued writes into
-        # D1 before it erases: the rows are found again afterwards.
-        if self._instances is not None:
-            try:
-                await self._instances.erase(subject, sorted(found.runs), report)
-                again = await self._rows.find(subject)
-            except Exception as exc:
-                return self._stopped(report, "agent instances", exc)
-            found = Found(
-                episodes=found.episodes | again.episodes,
-                runs=found.runs | again.runs,
-                facts=found.facts | again.facts,
-                hashes=found.hashes | again.hashes,
-            )
-        self._progress("agent_state", sum(report.agent_state.values()))
-        matcher = SubjectMatcher(subject, found)
-        self._progress("found", len(found.episodes) + len(found.facts) + len(found.runs))
-        # 2. Vectors: they are only reachable through their fact rows.
-        if found.facts and self._vectors is not None:
-            try:
-                report.vectors = await self._delete_vectors(sorted(found.facts))
-            except Exception as exc:
-                return self._stopped(report, "vectors", exc)
-        self._progress("vectors", report.vectors)
-        # 3. D1 rows.
-        await self._rows.delete(found, matcher, report)
-        self._progress("d1", report.episodes + report.facts + report.runs + report.events)
-        # 4. Working memory.
-        if self._kv is not None:
-            try:
-                report.working_keys = await self._erase_working(matcher)
-            except Exception as exc:
-                report.complete = False
-                report.errors.append(f"working memory: {type(exc).__name__}: {exc}")
-        self._progress("working", report.working_keys)
-        # 5. Cold archives.
-        if self._archives is not None:
-            try:
-                await self._archives.erase(matcher, report)
-            except Exception as exc:
-                report.complete = False
-                report.errors.append(f"archives: {type(exc).__name__}: {exc}")
-        self._progress("archives", report.archives_rewritten + report.archives_deleted)
-        # 6. Locally: checkpoint the SQLite WALs, so no page from before the erase is left
-        #    in a -wal file (the stores already zero what they delete).
-        if self._purge_residue is not None:
-            try:
-                await self._purge_residue()
-            except Exception as exc:
-                report.complete = False
-                report.errors.append(f"residue: {type(exc).__name__}: {exc}")
-        counts = report.model_dump(exclude={"subject", "errors", "tenant_id"})
-        log.info("erase %s/%s: %s", self.tenant_id, subject_digest(subject), counts)
-        return report
-
-    async def _mark_start(self) -> None:
-        now = round(self._clock.now() * 1000)
-        await EventLog(self.tenant_id, self._db).mark_erase_start(now, MARK_KEPT_MS)
-
-    def _stopped(self, report: EraseReport, step: str, exc: Exception) -> EraseReport:
-        """End the erase before any D1 row is deleted: a repeat finds everything again."""
-        report.complete = False
-        report.errors.append(f"{step}: {type(exc).__name__}: {exc}")
-        log.error(
-            "erase %s/%s: %s failed, rows kept: %s",
-            self.tenant_id,
-            subject_digest(report.subject),
-            step,
-            type(exc).__name__,
-        )
-        return report
-
-    # ------------------------------------------------------------------ vectors and KV
-
-    async def _delete_vectors(self, fact_ids: Sequence[str]) -> int:
-        assert self._vectors is not None
-        return len(await delete_own_vectors(self._vectors, self.tenant_id, fact_ids))
-
-    async def _erase_working(self, matcher: SubjectMatcher) -> int:
+    async def _erase_working(self, matcher: SubjectMatcher, report: EraseReport) -> None:
         assert self._kv is not None
         # Legacy working-memory keys and every canonical hot item of the tenant (working
         # memory after the namespace migration, and copies promoted by the MemoryClient).
@@ -692,4 +562,4 @@ class SubjectEraser:
                 cursor = page.cursor
         for name in doomed:
             await self._kv.delete(name)
-        return len(doomed)
+        report.working_keys = len(doomed)

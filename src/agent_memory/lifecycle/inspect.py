@@ -1,36 +1,18 @@
-"""The inspector's vocabulary: statuses, the page and detail models, event rows.
+"""Read-only views of one tenant's memory for the inspector (docs/inspector.md): facts with an
+inspector status, one fact's supersession chain, links, provenance and event history,
+events, and episodes by id.
 
-Private to `agent_memory.lifecycle`: other packages import these names from
-`agent_memory.lifecycle.inspect`.
-
-Read-only views of one tenant's memory for the inspector (issue 17, docs/inspector.md).
-
-Nothing here writes: no recall stats, no events, no repairs. Every statement starts its
-WHERE clause with `tenant_id = ?` (DESIGN invariant 2), and the tenant is bound once, at
-`MemoryInspector(db, tenant)`.
-
-* `list_facts`: facts newest first with an inspector status, filtered by status, subject,
-  agent type and a case-insensitive substring of the content; keyset-paginated.
-* `fact_detail`: one fact, its supersession chain both ways (what it replaced, what
-  replaced it), its links, its provenance (runs and episodes it came from) and its
-  `memory_written` / `memory_retrieved` history.
-* `list_events`: memory events newest first by kind, tier, run and time window.
-* `episodes`: episodes by id (what a run recalled), in the order asked, absent ones left
-  out (pruned or erased).
-
-Inspector statuses, derived from the stored `status` and the validity window at `now_ms`:
-`active` (live: recall may return it), `pending` (`pending_vector`: the vector write has
-not finished), `superseded` (replaced; `superseded_by` names the successor) and `decayed`
-(stored as active but its `valid_to` has passed, so recall no longer returns it).
-
-Cursors are the episodic tier's opaque keyset cursors over (created_at, id); one this
-module did not produce raises `InvalidCursorError`.
+Nothing here writes. Every statement starts with `tenant_id = ?` (DESIGN invariant 2); the
+tenant is bound once, at `MemoryInspector(db, tenant)`. Statuses at `now_ms`: `active`,
+`pending` (`pending_vector`), `superseded` and `decayed` (stored active but `valid_to` has
+passed, so recall no longer returns it). Cursors are the episodic tier's opaque keyset
+cursors over (created_at, id); a foreign one raises `InvalidCursorError`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -50,21 +32,19 @@ InspectStatus = Literal["active", "pending", "superseded", "decayed"]
 Direction = Literal["outgoing", "incoming"]
 
 MAX_INSPECT_PAGE = 100
-
 MAX_CHAIN = 50
-
 MAX_HISTORY = 50
 
 
-def inspect_status(fact: Fact, now_ms: int) -> InspectStatus:
-    """The inspector's status of a stored fact at `now_ms` (see the module docstring)."""
-    if fact.status == "superseded":
+def inspect_status(status: Any, valid_to: Any, now_ms: int) -> InspectStatus | None:
+    """The inspector's status of a stored status and `valid_to` at `now_ms`."""
+    if status == "superseded":
         return "superseded"
-    if fact.status == "pending_vector":
+    if status == "pending_vector":
         return "pending"
-    if fact.valid_to is not None and fact.valid_to <= now_ms:
-        return "decayed"
-    return "active"
+    if status != "active":
+        return None
+    return "decayed" if valid_to is not None and int(valid_to) <= now_ms else "active"
 
 
 class FactView(BaseModel):
@@ -138,6 +118,15 @@ class FactDetail(BaseModel):
     retrieved: list[InspectedEvent]
 
 
+# The WHERE clause of each status, at `now_ms`.
+_STATUS_WHERE: dict[str, Callable[[int], tuple[str, list[SqlValue]]]] = {
+    "pending": lambda now: ("status = 'pending_vector'", []),
+    "superseded": lambda now: ("status = 'superseded'", []),
+    "active": lambda now: ("status = 'active' AND (valid_to IS NULL OR valid_to > ?)", [now]),
+    "decayed": lambda now: ("status = 'active' AND valid_to IS NOT NULL AND valid_to <= ?", [now]),
+}
+
+
 def event_from_row(row: Row) -> InspectedEvent:
     return InspectedEvent(
         event_id=str(row["event_id"]),
@@ -180,7 +169,10 @@ class MemoryInspector:
 
     async def _views(self, rows: Sequence[Row]) -> list[FactView]:
         facts = await open_facts(rows, self._personal)
-        return [FactView(fact=fact, status=inspect_status(fact, self.now_ms)) for fact in facts]
+        return [
+            FactView(fact=f, status=inspect_status(f.status, f.valid_to, self.now_ms) or "active")
+            for f in facts
+        ]
 
     # ------------------------------------------------------------------ facts
 
@@ -197,18 +189,8 @@ class MemoryInspector:
         """Facts newest first, `limit` (1-100) per page; `next_cursor` fetches the next."""
         limit = max(1, min(limit, MAX_INSPECT_PAGE))
         where: list[tuple[str, list[SqlValue]]] = []
-        if status == "pending":
-            where.append(("status = 'pending_vector'", []))
-        elif status == "superseded":
-            where.append(("status = 'superseded'", []))
-        elif status == "active":
-            where.append(
-                ("status = 'active' AND (valid_to IS NULL OR valid_to > ?)", [self.now_ms])
-            )
-        elif status == "decayed":
-            where.append(
-                ("status = 'active' AND valid_to IS NOT NULL AND valid_to <= ?", [self.now_ms])
-            )
+        if status is not None:
+            where.append(_STATUS_WHERE[status](self.now_ms))
         if subject is not None:
             where.append(("subject = ?", [subject]))
         if agent_type is not None:
@@ -218,11 +200,9 @@ class MemoryInspector:
         after = decode_cursor(cursor) if cursor is not None else None
         rows = await self._facts.fact_rows(where=where, after=after, limit=limit + 1)
         views = await self._views(rows[:limit])
-        next_cursor = None
-        if len(rows) > limit:
-            last = views[-1].fact
-            next_cursor = encode_cursor(last.created_at, last.fact_id)
-        return FactPage(facts=views, next_cursor=next_cursor)
+        last = views[-1].fact if len(rows) > limit else None
+        cursor = None if last is None else encode_cursor(last.created_at, last.fact_id)
+        return FactPage(facts=views, next_cursor=cursor)
 
     async def _fact(self, fact_id: str) -> FactView | None:
         views = await self._views(
@@ -247,8 +227,15 @@ class MemoryInspector:
             timeline=timeline,
             links=await self._links(fact_id),
             provenance=await self._provenance(view.fact),
-            written=await self._written(view.fact),
-            retrieved=await self._retrieved(fact_id),
+            written=[
+                event_from_row(row)
+                for row in await self._events.written_with_hash(
+                    written_hash(view.fact), MAX_HISTORY
+                )
+            ],
+            retrieved=[
+                event_from_row(row) for row in await self._events.retrieving(fact_id, MAX_HISTORY)
+            ],
         )
 
     async def _successors(self, view: FactView) -> list[FactView]:
@@ -283,25 +270,16 @@ class MemoryInspector:
         directions: tuple[Direction, ...] = ("outgoing", "incoming")
         for direction in directions:
             rows = await self._facts.links_of(fact_id, direction == "outgoing", MAX_HISTORY)
-            for row in rows:
-                status: InspectStatus | None = None
-                if row.get("status") == "superseded":
-                    status = "superseded"
-                elif row.get("status") == "pending_vector":
-                    status = "pending"
-                elif row.get("status") == "active":
-                    valid_to = row.get("valid_to")
-                    expired = valid_to is not None and int(valid_to) <= self.now_ms
-                    status = "decayed" if expired else "active"
-                links.append(
-                    FactLink(
-                        fact_id=str(row["other_id"]),
-                        direction=direction,
-                        score=float(row["score"]),
-                        content=row.get("content"),
-                        status=status,
-                    )
+            links += [
+                FactLink(
+                    fact_id=str(row["other_id"]),
+                    direction=direction,
+                    score=float(row["score"]),
+                    content=row.get("content"),
+                    status=inspect_status(row.get("status"), row.get("valid_to"), self.now_ms),
                 )
+                for row in rows
+            ]
         return links
 
     async def _provenance(self, fact: Fact) -> list[ProvenanceItem]:
@@ -331,14 +309,6 @@ class MemoryInspector:
             )
         return items
 
-    async def _written(self, fact: Fact) -> list[InspectedEvent]:
-        rows = await self._events.written_with_hash(written_hash(fact), MAX_HISTORY)
-        return [event_from_row(row) for row in rows]
-
-    async def _retrieved(self, fact_id: str) -> list[InspectedEvent]:
-        rows = await self._events.retrieving(fact_id, MAX_HISTORY)
-        return [event_from_row(row) for row in rows]
-
     # ------------------------------------------------------------------ episodes
 
     async def episodes(self, episode_ids: Sequence[str]) -> list[Episode]:
@@ -365,23 +335,22 @@ class MemoryInspector:
         limit = max(1, min(limit, MAX_INSPECT_PAGE))
         clauses = ["1"]
         params: list[Any] = []
-        for column, value in (("kind", kind), ("tier", tier), ("run_id", run_id)):
+        for clause, value in (
+            ("kind = ?", kind),
+            ("tier = ?", tier),
+            ("run_id = ?", run_id),
+            ("created_at >= ?", since_ms),
+            ("created_at < ?", until_ms),
+        ):
             if value is not None:
-                clauses.append(f"{column} = ?")
+                clauses.append(clause)
                 params.append(value)
-        if since_ms is not None:
-            clauses.append("created_at >= ?")
-            params.append(since_ms)
-        if until_ms is not None:
-            clauses.append("created_at < ?")
-            params.append(until_ms)
         if cursor is not None:
             created_at, event_id = decode_cursor(cursor)
             clauses.append("(created_at < ? OR (created_at = ? AND event_id < ?))")
             params.extend([created_at, created_at, event_id])
         rows = await self._events.rows(" AND ".join(clauses), *params, limit=limit + 1)
         events = [event_from_row(row) for row in rows[:limit]]
-        next_cursor = None
-        if len(rows) > limit:
-            next_cursor = encode_cursor(events[-1].created_at, events[-1].event_id)
-        return EventPage(events=events, next_cursor=next_cursor)
+        last = events[-1] if len(rows) > limit else None
+        cursor = None if last is None else encode_cursor(last.created_at, last.event_id)
+        return EventPage(events=events, next_cursor=cursor)

@@ -1,122 +1,42 @@
-"""The cold tier's archive format: gzip-compressed NDJSON objects per tenant, kind and ISO week.
+"""The weekly prune (cron `0 3 * * SUN`): episodes, finished runs and memory events past their
+tenant's retention are archived to the cold tier (R2, gzip NDJSON), then deleted, in bounded,
+resumable batches; and archives past their kind's cold retention are deleted.
 
-Layout (docs/lifecycle.md, "Archive layout"):
+Archive layout (docs/lifecycle.md, "Archive layout"):
 
     archive/{tenant}/episodes/{YYYY}-W{ww}/{first_ms:013d}-{first_id}.ndjson.gz
     logs/{tenant}/{runs|events}/{YYYY}-W{ww}/{first_ms:013d}-{first_id}.ndjson.gz
 
-* `kind` is `episodes` (rows of `memory_episodes`), `runs` (`agent_runs`) or `events`
-  (`memory_events`). Runs and events are the placement table's `log` kind, deleted from
-  cold after `cold_retention_days` (90): they live under their own root, `logs/`, so one R2
-  lifecycle rule on that prefix can expire them (R2 rules match key prefixes only).
-  Archives written before that change keep their `archive/{tenant}/{runs|events}/` keys;
-  both are parsed, listed, erased and expired alike;
-* the ISO week is the one the archived rows *happened* in (`created_at` of an episode or
-  event, `started_at` of a run), so an archive object never spans two weeks;
-* the name ends with the sort key of the object's first row, so the object a batch writes
-  is determined by the rows it archives: a batch that is retried after an interruption
-  (archived but not yet deleted) writes the same key again and replaces its own object
-  instead of adding a second copy.
+Runs and events (the placement table's `log` kind) live under `logs/` so one R2 lifecycle
+rule on that prefix can expire them (R2 rules match key prefixes only); older archives keep
+`archive/{tenant}/{runs|events}/` keys and are handled alike. An object holds one ISO week
+(of `created_at`, or a run's `started_at`) and is named after its first row, so a retried
+batch writes the same key and replaces its own object. Lines are rows as stored, JSON
+columns decoded; the bytes are deterministic (sorted keys, gzip `mtime=0`).
 
-Each line is one row as a JSON object, columns as stored, except that JSON columns
-(`data`, `input`, `output`, `payload`) are decoded into JSON values so the archive reads naturally.
-The bytes are deterministic for the same rows (sorted keys, gzip `mtime=0`), so a retried
-batch produces an identical object.
+A prune is a job with a fixed id (`weekly-{ISO week}` for the cron) and per-tenant cutoffs
+fixed in `lifecycle_prune_progress` the first time the job meets a tenant, so a retried or
+resumed invocation finishes the same job. One invocation works within a `PruneBudget`:
+`max_operations` D1 statements + R2 calls (1000 D1 queries per invocation on the paid plan,
+50 on the free one; `d1/platform/limits.mdx`) and `max_seconds` (a cron invocation may run
+15 min; `workers/platform/limits.mdx`); the daily cron resumes an unfinished job.
 
-The values one prune invocation works with: its `PruneBudget`, the `Meter` that spends
-it (raising `BudgetExhausted` before an operation that would not fit), and each tenant's
-`TenantPruneCounts`. No I/O.
+One batch, per tenant and table, oldest rows first:
 
-Private to `agent_memory.lifecycle`: other packages import these names from
-`agent_memory.lifecycle.prune`.
+1. SELECT up to `batch_rows` rows past the cutoff by (time, id); keep those in the first
+   row's ISO week;
+2. PUT them to R2 under `archive_key(...)` — before anything is deleted;
+3. one D1 transaction: the `lifecycle_archives` row with the count the key range now holds
+   (a CHECK fails unless it equals the rows archived: `RangeChanged`, the batch is redone),
+   the DELETE of exactly that range, and the count added to the tenant's progress.
 
-One prune batch: archive a tenant's oldest rows of one table to the cold tier, then
-delete exactly those rows (`ArchiveBatchWriter`), and the tables a prune archives.
+Interrupted between 2 and 3, the next run rewrites the same key and deletes; counts are
+exact per job. Cold expiry (the `log` kind, 90 days after archiving, counted from the
+ledger's `created_at` as an R2 rule counts from upload; the same rule can be set on the
+bucket, docs/tiered-memory.md): per tenant and kind, one R2 delete then one D1 statement
+dropping the ledger rows — re-run safely, R2 ignores missing keys.
 
-The contract (the steps are numbered as in `agent_memory.lifecycle.prune`'s docstring):
-nothing is deleted that is not in an archive object first, and the delete, the archive
-ledger row and the tenant's progress count commit in one D1 transaction whose CHECK fails
-(`RangeChanged`, the batch is redone) if rows appeared inside the batch's key range.
-Spends every statement and R2 call on the invocation's `Meter`.
-
-Private to `agent_memory.lifecycle`.
-
-The prune job ledger: `lifecycle_prunes` (one row per job: running or complete, and how
-many invocations it took) and `lifecycle_prune_progress` (one row per tenant and job).
-
-A tenant's progress row is written the first time a job meets the tenant, with the
-cutoff and retention of that moment, and is never rewritten: a retried or resumed
-invocation reads it back and finishes *the same* job. The row's counts are added by the
-archive batch's own transaction (`_prune_archive`); this module only creates the row,
-reads it, and marks it done. Spends its statements on the invocation's `Meter`.
-
-Private to `agent_memory.lifecycle`.
-
-The cold tier's own lifecycle (the placement table's `cold_retention_days`): archive
-objects of a kind whose cold retention has passed are deleted by the prune.
-
-By default that is the `log` kind — archives of finished runs and memory events — 90 days
-after they were archived (the hot/warm/cold ADR: "logs/ → delete after 90 days"); archived
-episodes have no cold retention and stay until erased. Age is counted from the archive's
-ledger row (`lifecycle_archives.created_at`, the moment the prune wrote it), as an R2
-lifecycle rule counts from the object's upload. On Cloudflare the same rule can also be set
-on the bucket (`wrangler r2 bucket lifecycle add agent-memory-cold expire-logs logs/
---expire-days 90`, docs/tiered-memory.md): the prune's pass keeps the ledger in step and is
-what enforces it for the local object store.
-
-Per tenant and kind, oldest first, at most `batch_rows` objects per round: one R2 delete of
-their keys, then one D1 statement dropping their ledger rows. Interrupted in between, the
-next prune deletes the (already missing) objects again — R2 ignores missing keys — and then
-the rows: nothing is left half-expired for long and nothing else is touched.
-
-Private to `agent_memory.lifecycle`.
-
-The weekly prune (cron `0 3 * * SUN`): episodes, finished runs and memory events past their
-tenant's retention are archived to the cold tier, then deleted — in bounded, resumable
-batches.
-
-A prune is a *job* with a fixed id and fixed cutoffs:
-
-* the weekly cron's job id is `weekly-{ISO week of its scheduled time}`; each tenant's
-  cutoff is `scheduled time - retention` and is stored (`lifecycle_prune_progress`) the
-  first time the job meets the tenant, so a retried or resumed invocation finishes *the
-  same* job rather than starting a new one with a later cutoff;
-* one invocation works within a `PruneBudget`: at most `max_operations` D1 statements +
-  R2 calls (a Worker invocation may make 1000 D1 queries on the paid plan, 50 on the free
-  one; `d1/platform/limits.mdx`) and `max_seconds` of wall time (a cron invocation whose
-  interval is ≥ 1 h may run 15 min; `workers/platform/limits.mdx`). What is left is picked
-  up by the next invocation: the daily cron resumes an unfinished job.
-
-One batch (`ArchiveBatchWriter.archive_batch`), per tenant and kind, oldest rows first:
-
-1. SELECT up to `batch_rows` rows past the cutoff, ordered by (time, id); keep those in the
-   ISO week of the first (an archive object never spans two weeks);
-2. PUT them to R2 as gzip NDJSON under a key derived from the first row
-   (`agent_memory.lifecycle.cold.archive_key`) — before anything is deleted;
-3. one D1 batch (a transaction): record the archive in `lifecycle_archives` together with
-   the number of rows the key range [first, last] now holds (a CHECK makes the transaction
-   fail unless that equals the rows archived), DELETE exactly that key range, and add the
-   count to the tenant's progress.
-
-So nothing is deleted that is not in an archive object, and nothing is counted twice:
-
-* interrupted after 2 and before 3: the rows are still in D1; the next run selects the same
-  first row, writes the same key (the object is replaced, not duplicated) and deletes;
-* a row that appears inside the range between 1 and 3 (a late write with an old time)
-  makes the CHECK fail: nothing is deleted and the batch is redone with the new row;
-* counts are added in the same transaction as the delete, so they are exact per job.
-
-Where the parts live (this module re-exports their public names):
-
-* `_prune_models`: the budget, its meter and the per-tenant counts;
-* `_prune_jobs`: the job ledger and each tenant's progress row;
-* `_prune_archive`: the archived tables and the batch above (`ArchiveBatchWriter`);
-* `_cold_expiry`: after a tenant's tables, archive objects past their kind's cold retention
-  (the placement table: run and event archives, the `log` kind, 90 days) are deleted;
-* here: `Pruner`, which runs a job over the tenants, its `PruneReport`, and
-  `resume_unfinished`.
-
-Per-statement bound parameters stay ≤ 8 (D1 allows 100). Logs one line per tenant.
+Bound parameters per statement stay ≤ 8 (D1 allows 100). Logs one line per tenant.
 """
 
 from __future__ import annotations
@@ -127,14 +47,14 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from agent_memory.lifecycle.retention import TenantTable, get_lifecycle, known_tenants
 from agent_memory.placement import DEFAULT_TABLE, PlacementTable
-from agent_memory.statements import IDS_PER_STATEMENT, chunks, delete_ids
+from agent_memory.statements import IDS_PER_STATEMENT, delete_ids
 from bindings.ports.clock import Clock
 from bindings.ports.d1 import D1Database, D1Error, D1Statement
 from bindings.ports.object_store import OBJECT_STORE_MAX_DELETE_KEYS, ObjectStore
@@ -142,11 +62,8 @@ from bindings.ports.sql import Row, SqlValue
 
 ArchiveKind = Literal["episodes", "runs", "events"]
 
-
 ARCHIVE_ROOT = "archive"
-
 LOG_ROOT = "logs"
-
 ARCHIVE_SUFFIX = ".ndjson.gz"
 
 # Columns stored as JSON text, per archived table.
@@ -156,9 +73,8 @@ JSON_COLUMNS: dict[str, tuple[str, ...]] = {
     "events": ("payload",),
 }
 
-_MS_PER_DAY = 86_400_000
-
-_MS_PER_WEEK = 7 * _MS_PER_DAY
+DAY_MS = 86_400_000
+_MS_PER_WEEK = 7 * DAY_MS
 
 
 def iso_week(ms: int) -> str:
@@ -171,7 +87,7 @@ def iso_week(ms: int) -> str:
 def week_bounds(ms: int) -> tuple[int, int]:
     """[start, end) of the ISO week (Monday 00:00 UTC to the next Monday) holding `ms`."""
     # The epoch (1970-01-01) was a Thursday: Monday 1969-12-29 starts its ISO week.
-    first_monday = -3 * _MS_PER_DAY
+    first_monday = -3 * DAY_MS
     start = first_monday + ((ms - first_monday) // _MS_PER_WEEK) * _MS_PER_WEEK
     return start, start + _MS_PER_WEEK
 
@@ -199,22 +115,9 @@ def parse_archive_key(key: str) -> tuple[str, ArchiveKind, str] | None:
     ):
         return None
     kind = parts[2]
-    if kind == "episodes" and parts[0] == ARCHIVE_ROOT:
-        return parts[1], "episodes", parts[3]
-    if kind == "runs":
-        return parts[1], "runs", parts[3]
-    if kind == "events":
-        return parts[1], "events", parts[3]
+    if kind in ("runs", "events") or (kind == "episodes" and parts[0] == ARCHIVE_ROOT):
+        return parts[1], kind, parts[3]  # type: ignore[return-value]
     return None
-
-
-def _row_for_archive(row: dict[str, Any], kind: ArchiveKind) -> dict[str, Any]:
-    out = dict(row)
-    for column in JSON_COLUMNS[kind]:
-        value = out.get(column)
-        if isinstance(value, str):
-            out[column] = json.loads(value)
-    return out
 
 
 def row_from_archive(row: dict[str, Any], kind: ArchiveKind) -> dict[str, Any]:
@@ -227,19 +130,15 @@ def row_from_archive(row: dict[str, Any], kind: ArchiveKind) -> dict[str, Any]:
 
 
 def encode_archive(rows: Iterable[dict[str, Any]], kind: ArchiveKind) -> bytes:
-    """Rows → gzip(NDJSON), byte-for-byte the same for the same rows."""
-    lines = [
-        json.dumps(
-            _row_for_archive(row, kind),
-            sort_keys=True,
-            separators=(",", ":"),
-            ensure_ascii=False,
-            allow_nan=False,
-        )
-        for row in rows
-    ]
-    text = "".join(line + "\n" for line in lines)
-    return gzip.compress(text.encode("utf-8"), compresslevel=6, mtime=0)
+    """Rows as stored → gzip(NDJSON) with JSON columns decoded, the same bytes for the same
+    rows."""
+    columns = JSON_COLUMNS[kind]
+    return encode_lines(
+        [
+            {k: json.loads(v) if k in columns and isinstance(v, str) else v for k, v in r.items()}
+            for r in rows
+        ]
+    )
 
 
 def decode_archive(data: bytes) -> list[dict[str, Any]]:
@@ -251,21 +150,18 @@ def decode_archive(data: bytes) -> list[dict[str, Any]]:
 def encode_lines(rows: Sequence[dict[str, Any]]) -> bytes:
     """Re-encode rows already in archive form (after an erase removed some)."""
     text = "".join(
-        json.dumps(row, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n"
+        json.dumps(row, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        + "\n"
         for row in rows
     )
     return gzip.compress(text.encode("utf-8"), compresslevel=6, mtime=0)
 
 
 DEFAULT_BATCH_ROWS = 500
-
 DEFAULT_MAX_OPERATIONS = 900  # under the paid plan's 1000 D1 queries per invocation
-
 DEFAULT_MAX_SECONDS = 600.0  # under a cron invocation's 15 minutes
-
 # select, put, and a D1 batch of 3 statements (4 for episodes: + the cold item index)
 OPERATIONS_PER_BATCH = 6
-
 
 StopReason = Literal["operations", "time"]
 
@@ -319,7 +215,6 @@ class Meter:
 
     budget: PruneBudget
     clock: Callable[[], float]
-    started: float = field(default=0.0)
     operations: int = 0
 
     def __post_init__(self) -> None:
@@ -336,9 +231,7 @@ class Meter:
             raise BudgetExhausted("time")
 
 
-# The public module's logger: log configuration and filters see the same names as before.
-log = logging.getLogger("agent_memory.lifecycle.prune")
-
+log = logging.getLogger(__name__)
 
 RANGE_RETRIES = 3
 
@@ -358,7 +251,6 @@ class PrunedTable:
     # Extra conditions beyond `tenant_id = ? AND time < cutoff` (with their own `?`s).
     extra_sql: str = ""
     extra_params: int = 0
-    progress_column: str = "episodes_deleted"
 
 
 EPISODES = PrunedTable(
@@ -373,7 +265,6 @@ RUNS = PrunedTable(
     # Only finished runs go, and only once they finished before the cutoff too.
     extra_sql=" AND status IN ('completed', 'failed') AND finished_at < ?",
     extra_params=1,
-    progress_column="runs_deleted",
 )
 
 # The audit trail ages with the memory it describes: events past retention go the same way.
@@ -382,7 +273,6 @@ EVENTS = PrunedTable(
     table="memory_events",
     time_column="created_at",
     id_column="event_id",
-    progress_column="events_deleted",
 )
 
 TABLES = (EPISODES, RUNS, EVENTS)
@@ -390,24 +280,378 @@ TABLES = (EPISODES, RUNS, EVENTS)
 PRUNED_TABLES: tuple[TenantTable, ...] = ("memory_episodes", "agent_runs", "memory_events")
 
 
-class ArchiveBatchWriter:
-    """Archives and deletes a prune's batches over a D1 database and a cold-tier bucket."""
+def _counts_from(tenant: str, row: Row) -> TenantPruneCounts:
+    return TenantPruneCounts(tenant_id=tenant, **{k: int(v) for k, v in row.items()})
+
+
+# Which archive kinds hold which memory kind (agent_memory.placement).
+ARCHIVE_KINDS: dict[str, tuple[ArchiveKind, ...]] = {
+    "episode": ("episodes",),
+    "log": ("runs", "events"),
+}
+
+
+Progress = Callable[[TenantPruneCounts], None]
+
+
+class PruneReport(BaseModel):
+    prune_id: str
+    dry_run: bool
+    complete: bool
+    stopped_by: StopReason | None = None
+    operations: int = 0
+    tenants: list[TenantPruneCounts] = Field(default_factory=list)
+
+    def totals(self) -> dict[str, int]:
+        return {"tenants": len(self.tenants)} | {
+            name: sum(getattr(t, name) or 0 for t in self.tenants) for name in _TOTALS
+        }
+
+    def summary(self) -> dict[str, Any]:
+        return self.model_dump(exclude={"tenants"}) | self.totals()
+
+
+_TOTALS = (
+    *(f"{k}_deleted" for k in ("episodes", "runs", "events")),
+    "batches",
+    *(f"{k}_now" for k in ("episodes", "runs", "events", "batches", "archives_expired")),
+    *(f"{k}_due" for k in ("episodes", "runs", "events")),
+)
+
+
+def weekly_prune_id(scheduled_ms: int) -> str:
+    return f"weekly-{iso_week(scheduled_ms)}"
+
+
+class Pruner:
+    """Runs prune jobs over a D1 database and a cold-tier bucket."""
 
     def __init__(
-        self, db: D1Database, cold: ObjectStore | None, clock: Clock, budget: PruneBudget
+        self,
+        db: D1Database,
+        cold: ObjectStore | None,
+        clock: Clock,
+        *,
+        default_retention_days: int,
+        budget: PruneBudget | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+        placement: PlacementTable = DEFAULT_TABLE,
     ) -> None:
         self._db = db
         self._cold = cold
         self._clock = clock
-        # The pruner's budget object, read per batch (`batch_rows`), as the pruner does.
-        self._budget = budget
+        self._default_days = default_retention_days
+        self.budget = budget or PruneBudget()
+        self._monotonic = monotonic
+        self._placement = placement
+
+    # ------------------------------------------------------------------ entry points
+
+    async def run(
+        self,
+        prune_id: str,
+        scheduled_ms: int,
+        *,
+        tenants: Sequence[str] | None = None,
+        progress: Progress | None = None,
+        meter: Meter | None = None,
+    ) -> PruneReport:
+        """Run (or resume) job `prune_id` within the budget; see the module docstring.
+
+        `tenants` limits the run to those tenants (the job is complete when they are);
+        `meter` shares one budget between jobs."""
+        if self._cold is None:
+            raise RuntimeError("the prune archives to the cold tier: bind the R2 bucket COLD")
+        meter = meter or self.meter()
+        now_ms = int(self._clock.now() * 1000)
+        status = await self._start(prune_id, scheduled_ms, now_ms, meter)
+        names = list(tenants) if tenants is not None else await self._tenants(prune_id, meter)
+        report = PruneReport(prune_id=prune_id, dry_run=False, complete=False)
+        if status == "complete" and tenants is None:
+            report.tenants = await self._job_counts(prune_id, names, meter)
+            report.complete = True
+            report.operations = meter.operations
+            return report
+
+        def met(counts: TenantPruneCounts) -> None:
+            report.tenants.append(counts)
+            self._log(prune_id, counts)
+            if progress is not None:
+                progress(counts)
+
+        try:
+            for tenant in names:
+                met(await self._prune_tenant(prune_id, tenant, scheduled_ms, meter))
+        except BudgetExhausted as stop:
+            report.stopped_by = stop.reason
+            if stop.counts is not None:
+                met(stop.counts)
+            log.warning(
+                "prune %s: stopped by the %s budget after %d operations; the next run resumes",
+                prune_id,
+                stop.reason,
+                meter.operations,
+            )
+        report.operations = meter.operations
+        finished = report.stopped_by is None and all(
+            t.done and t.error is None for t in report.tenants
+        )
+        if finished:
+            # A job run for named tenants (an operator's prune) is complete when they are.
+            await self._finish(prune_id, now_ms)
+            report.complete = True
+        return report
+
+    def meter(self) -> Meter:
+        """A fresh budget meter for one invocation."""
+        return Meter(self.budget, self._monotonic)
+
+    async def dry_run(
+        self,
+        scheduled_ms: int,
+        *,
+        tenants: Sequence[str] | None = None,
+        progress: Progress | None = None,
+    ) -> PruneReport:
+        """What a prune at `scheduled_ms` would archive and delete; writes nothing."""
+        names = (
+            list(tenants) if tenants is not None else await known_tenants(self._db, PRUNED_TABLES)
+        )
+        report = PruneReport(prune_id="dry-run", dry_run=True, complete=True)
+        for tenant in names:
+            lifecycle = await get_lifecycle(self._db, tenant, self._default_days)
+            cutoff = lifecycle.cutoff_ms(scheduled_ms)
+            counts = TenantPruneCounts(
+                tenant_id=tenant,
+                retention_days=lifecycle.episode_retention_days,
+                cutoff_ms=cutoff,
+                **{f"{t.kind}_due": await self._count_due(t, tenant, cutoff) for t in TABLES},
+            )
+            report.tenants.append(counts)
+            report.operations += 4
+            if progress is not None:
+                progress(counts)
+        return report
+
+    # ------------------------------------------------------------------ one tenant
+
+    async def _prune_tenant(
+        self, prune_id: str, tenant: str, scheduled_ms: int, meter: Meter
+    ) -> TenantPruneCounts:
+        counts = await self._tenant_counts(prune_id, tenant, scheduled_ms, meter)
+        if counts.done:
+            return counts
+        try:
+            for table in TABLES:
+                while True:
+                    meter.check(OPERATIONS_PER_BATCH + 1)
+                    archived = await self._archive_batch(
+                        prune_id, tenant, table, counts.cutoff_ms, meter
+                    )
+                    if archived is None:
+                        break
+                    key, rows = archived
+                    counts.batches += 1
+                    counts.batches_now += 1
+                    counts.archives_now.append(key)
+                    for name in (f"{table.kind}_deleted", f"{table.kind}_now"):
+                        setattr(counts, name, getattr(counts, name) + rows)
+            # The cold tier's own retention (placement `cold_retention_days`: logs, 90 d).
+            counts.archives_expired_now += await self._expire(tenant, scheduled_ms, meter)
+        except BudgetExhausted as stop:
+            stop.counts = counts
+            raise
+        except Exception as exc:
+            # One tenant's failure must not stop the others; the job stays unfinished and
+            # the next run retries this tenant from where it stopped.
+            log.exception("prune %s: tenant %s failed", prune_id, tenant)
+            counts.error = f"{type(exc).__name__}: {exc}"
+            return counts
+        await self._mark_done(prune_id, tenant, meter)
+        counts.done = True
+        return counts
+
+    async def _expire(self, tenant: str, now_ms: int, meter: Meter) -> int:
+        """Delete the tenant's archives past their kind's cold retention; how many went."""
+        assert self._cold is not None
+        removed = 0
+        for kind, archive_kinds in ARCHIVE_KINDS.items():
+            days = self._placement.placement(kind).cold_retention_days
+            for archive_kind in archive_kinds if days is not None else ():
+                while True:
+                    limit = min(self.budget.batch_rows, OBJECT_STORE_MAX_DELETE_KEYS)
+                    chunk_count = -(-limit // IDS_PER_STATEMENT)
+                    meter.check(2 + chunk_count)  # select, R2 delete, ledger deletes
+                    result = await (
+                        self._db.prepare(
+                            "SELECT archive_key FROM lifecycle_archives WHERE tenant_id = ? "
+                            "AND kind = ? AND created_at < ? ORDER BY created_at LIMIT ?"
+                        )
+                        .bind(tenant, archive_kind, now_ms - (days or 0) * DAY_MS, limit)
+                        .all()
+                    )
+                    meter.spend()
+                    keys = [str(r["archive_key"]) for r in result.results]
+                    if not keys:
+                        break
+                    await self._cold.delete(keys)
+                    meter.spend()
+                    await delete_ids(
+                        self._db,
+                        "DELETE FROM lifecycle_archives WHERE tenant_id = ? "
+                        "AND archive_key IN ({marks})",
+                        tenant,
+                        keys,
+                    )
+                    meter.spend(-(-len(keys) // IDS_PER_STATEMENT))
+                    removed += len(keys)
+        return removed
+
+    @staticmethod
+    def _log(prune_id: str, counts: TenantPruneCounts) -> None:
+        c = counts.model_dump()
+        log.info(
+            "prune %s: tenant %s retention=%dd %s batches=%d%s%s",
+            prune_id,
+            counts.tenant_id,
+            counts.retention_days,
+            " ".join(f"{k}={c[k + '_deleted']} (+{c[k + '_now']})" for k in JSON_COLUMNS),
+            counts.batches,
+            " done" if counts.done else "",
+            f" error={counts.error}" if counts.error else "",
+        )
+
+    # ------------------------------------------------------------------ the job ledger
+
+    async def unfinished_jobs(self) -> list[tuple[str, int]]:
+        """(prune_id, scheduled_ms) of jobs that have not completed, oldest first."""
+        result = await self._db.prepare(
+            "SELECT prune_id, scheduled_at FROM lifecycle_prunes WHERE status = 'running' "
+            "ORDER BY scheduled_at"
+        ).all()
+        return [(str(r["prune_id"]), int(r["scheduled_at"])) for r in result.results]
+
+    async def _start(self, prune_id: str, scheduled_ms: int, now_ms: int, meter: Meter) -> str:
+        """Record the job (once) and this invocation of it; returns the job's status."""
+        meter.check(2)
+        results = await self._db.batch(
+            [
+                self._db.prepare(
+                    "INSERT INTO lifecycle_prunes (prune_id, scheduled_at, status, started_at) "
+                    "VALUES (?, ?, 'running', ?) ON CONFLICT (prune_id) DO NOTHING"
+                ).bind(prune_id, scheduled_ms, now_ms),
+                self._db.prepare(
+                    "UPDATE lifecycle_prunes SET invocations = invocations + 1 "
+                    "WHERE prune_id = ? RETURNING status"
+                ).bind(prune_id),
+            ]
+        )
+        meter.spend(2)
+        rows = results[1].results
+        return str(rows[0]["status"]) if rows else "running"
+
+    async def _finish(self, prune_id: str, now_ms: int) -> None:
+        await (
+            self._db.prepare(
+                "UPDATE lifecycle_prunes SET status = 'complete', finished_at = ? "
+                "WHERE prune_id = ?"
+            )
+            .bind(now_ms, prune_id)
+            .run()
+        )
+
+    async def _tenants(self, prune_id: str, meter: Meter) -> list[str]:
+        """The tenants with rows in a pruned table or archives, and those the job already met."""
+        meter.check(5)
+        # Tenants with archives only still have archives that may expire (`_expire`).
+        tables = (*PRUNED_TABLES, "lifecycle_archives")
+        names = set(await known_tenants(self._db, tables))
+        meter.spend(len(tables))
+        # Tenants whose rows are all gone still appear in the job's counts.
+        result = await (
+            self._db.prepare(
+                "SELECT tenant_id FROM lifecycle_prune_progress WHERE prune_id = ? "
+                "ORDER BY tenant_id"
+            )
+            .bind(prune_id)
+            .all()
+        )
+        meter.spend()
+        names.update(str(r["tenant_id"]) for r in result.results)
+        return sorted(names)
+
+    async def _job_counts(
+        self, prune_id: str, tenants: Sequence[str], meter: Meter
+    ) -> list[TenantPruneCounts]:
+        """The job's totals for each of `tenants` it has met."""
+        out = []
+        for tenant in tenants:
+            row = await self._progress_row(tenant, prune_id)
+            meter.spend()
+            if row is not None:
+                out.append(_counts_from(tenant, row))
+        return out
+
+    async def _tenant_counts(
+        self, prune_id: str, tenant: str, scheduled_ms: int, meter: Meter
+    ) -> TenantPruneCounts:
+        """The tenant's progress in the job, first fixing its cutoff if the job is new to it."""
+        meter.check(4)
+        row = await self._progress_row(tenant, prune_id)
+        meter.spend()
+        if row is None:
+            lifecycle = await get_lifecycle(self._db, tenant, self._default_days)
+            cutoff = lifecycle.cutoff_ms(scheduled_ms)
+            await (
+                self._db.prepare(
+                    "INSERT INTO lifecycle_prune_progress (tenant_id, prune_id, cutoff_ms, "
+                    "retention_days, updated_at) VALUES (?, ?, ?, ?, ?) "
+                    "ON CONFLICT (tenant_id, prune_id) DO NOTHING"
+                )
+                .bind(
+                    tenant,
+                    prune_id,
+                    cutoff,
+                    lifecycle.episode_retention_days,
+                    int(self._clock.now() * 1000),
+                )
+                .run()
+            )
+            meter.spend(2)
+            row = await self._progress_row(tenant, prune_id)
+            meter.spend()
+            assert row is not None  # the INSERT above, or a concurrent one, wrote it
+        return _counts_from(tenant, row)
+
+    async def _mark_done(self, prune_id: str, tenant: str, meter: Meter) -> None:
+        await (
+            self._db.prepare(
+                "UPDATE lifecycle_prune_progress SET done = 1, updated_at = ? "
+                "WHERE tenant_id = ? AND prune_id = ?"
+            )
+            .bind(int(self._clock.now() * 1000), tenant, prune_id)
+            .run()
+        )
+        meter.spend()
+
+    async def _progress_row(self, tenant: str, prune_id: str) -> Row | None:
+        return await (
+            self._db.prepare(
+                "SELECT cutoff_ms, retention_days, episodes_deleted, runs_deleted, "
+                "events_deleted, batches, done FROM lifecycle_prune_progress "
+                "WHERE tenant_id = ? AND prune_id = ?"
+            )
+            .bind(tenant, prune_id)
+            .first()
+        )
+
+    # ------------------------------------------------------------------ one batch
 
     def _where(self, table: PrunedTable) -> str:
         return f"tenant_id = ? AND {table.time_column} < ?{table.extra_sql}"
 
     def _where_params(self, table: PrunedTable, tenant: str, cutoff: int) -> list[SqlValue]:
-        params: list[SqlValue] = [tenant, cutoff]
-        return params + [cutoff] * table.extra_params
+        return [tenant, cutoff, *[cutoff] * table.extra_params]
 
     def _range_sql(self, table: PrunedTable) -> str:
         t, i = table.time_column, table.id_column
@@ -424,7 +668,7 @@ class ArchiveBatchWriter:
     ) -> list[D1Statement]:
         """For episodes: index every archived row by its item key (`cold_items`), in the
         transaction that deletes them, so the cold tier can serve each one by key. For runs:
-        register their agent instances (`agent_instances`, as `lifecycle.instances` does),
+        register their agent instances (`agent_instances`, as `retention.register_instances` does),
         so the subject eraser still reaches an instance whose runs rows are all pruned
         before its Durable Object ever reported from its alarm."""
         if table is RUNS:
@@ -449,7 +693,7 @@ class ArchiveBatchWriter:
             ).bind(key, now_ms, *params)
         ]
 
-    async def count_due(self, table: PrunedTable, tenant: str, cutoff: int) -> int:
+    async def _count_due(self, table: PrunedTable, tenant: str, cutoff: int) -> int:
         """The rows of `table` a prune with this cutoff would archive and delete now."""
         value = (
             await self._db.prepare(
@@ -460,7 +704,7 @@ class ArchiveBatchWriter:
         )
         return int(value or 0)
 
-    async def archive_batch(
+    async def _archive_batch(
         self,
         prune_id: str,
         tenant: str,
@@ -495,7 +739,7 @@ class ArchiveBatchWriter:
             self._db.prepare(
                 f"SELECT * FROM {table.table} WHERE {self._where(table)} ORDER BY {t}, {i} LIMIT ?"
             )
-            .bind(*self._where_params(table, tenant, cutoff), self._budget.batch_rows)
+            .bind(*self._where_params(table, tenant, cutoff), self.budget.batch_rows)
             .all()
         )
         rows = result.results
@@ -520,6 +764,7 @@ class ArchiveBatchWriter:
         first_ms, last_ms = int(first[t]), int(last[t])
         key = archive_key(tenant, table.kind, first_ms, str(first[i]))
         body = encode_archive(rows, table.kind)
+        first_key, last_key = f"{first_ms}/{first[i]}", f"{last_ms}/{last[i]}"
         # 1. Archive first: nothing is deleted that is not in the cold tier.
         await self._cold.put(
             key,
@@ -528,8 +773,8 @@ class ArchiveBatchWriter:
                 "tenant": tenant,
                 "kind": table.kind,
                 "rows": str(len(rows)),
-                "first": f"{first_ms}/{first[i]}",
-                "last": f"{last_ms}/{last[i]}",
+                "first": first_key,
+                "last": last_key,
                 "prune_id": prune_id,
             },
         )
@@ -561,8 +806,8 @@ class ArchiveBatchWriter:
                 iso_week(first_ms),
                 len(rows),
                 *params,
-                f"{first_ms}/{first[i]}",
-                f"{last_ms}/{last[i]}",
+                first_key,
+                last_key,
                 len(body),
                 prune_id,
                 now_ms,
@@ -570,8 +815,8 @@ class ArchiveBatchWriter:
             *self._index_statements(table, tenant, key, where, params, now_ms),
             self._db.prepare(f"DELETE FROM {table.table} WHERE {where}").bind(*params),
             self._db.prepare(
-                f"UPDATE lifecycle_prune_progress SET {table.progress_column} = "
-                f"{table.progress_column} + ?, batches = batches + 1, updated_at = ? "
+                f"UPDATE lifecycle_prune_progress SET {table.kind}_deleted = "
+                f"{table.kind}_deleted + ?, batches = batches + 1, updated_at = ? "
                 "WHERE tenant_id = ? AND prune_id = ?"
             ).bind(len(rows), now_ms, tenant, prune_id),
         ]
@@ -586,447 +831,6 @@ class ArchiveBatchWriter:
         # The CHECK guarantees the DELETE removed exactly len(rows) rows. (Its
         # `meta.changes` is not used: it may also count the episode counter's trigger.)
         return key, len(rows)
-
-
-class PruneJobs:
-    """Reads and writes the prune jobs and their per-tenant progress."""
-
-    def __init__(self, db: D1Database, clock: Clock, *, default_retention_days: int) -> None:
-        self._db = db
-        self._clock = clock
-        self._default_days = default_retention_days
-
-    async def unfinished(self) -> list[tuple[str, int]]:
-        """(prune_id, scheduled_ms) of jobs that have not completed, oldest first."""
-        result = await self._db.prepare(
-            "SELECT prune_id, scheduled_at FROM lifecycle_prunes WHERE status = 'running' "
-            "ORDER BY scheduled_at"
-        ).all()
-        return [(str(r["prune_id"]), int(r["scheduled_at"])) for r in result.results]
-
-    async def start(self, prune_id: str, scheduled_ms: int, now_ms: int, meter: Meter) -> str:
-        """Record the job (once) and this invocation of it; returns the job's status."""
-        meter.check(2)
-        results = await self._db.batch(
-            [
-                self._db.prepare(
-                    "INSERT INTO lifecycle_prunes (prune_id, scheduled_at, status, started_at) "
-                    "VALUES (?, ?, 'running', ?) ON CONFLICT (prune_id) DO NOTHING"
-                ).bind(prune_id, scheduled_ms, now_ms),
-                self._db.prepare(
-                    "UPDATE lifecycle_prunes SET invocations = invocations + 1 "
-                    "WHERE prune_id = ? RETURNING status"
-                ).bind(prune_id),
-            ]
-        )
-        meter.spend(2)
-        rows = results[1].results
-        return str(rows[0]["status"]) if rows else "running"
-
-    async def finish(self, prune_id: str, now_ms: int) -> None:
-        await (
-            self._db.prepare(
-                "UPDATE lifecycle_prunes SET status = 'complete', finished_at = ? "
-                "WHERE prune_id = ?"
-            )
-            .bind(now_ms, prune_id)
-            .run()
-        )
-
-    async def tenants(self, prune_id: str, meter: Meter) -> list[str]:
-        """The tenants with rows in a pruned table or archives, and those the job already met."""
-        meter.check(5)
-        # Tenants with archives only still have archives that may expire (`_cold_expiry`).
-        tables = (*PRUNED_TABLES, "lifecycle_archives")
-        names = set(await known_tenants(self._db, tables))
-        meter.spend(len(tables))
-        # Tenants whose rows are all gone still appear in the job's counts.
-        result = await (
-            self._db.prepare(
-                "SELECT tenant_id FROM lifecycle_prune_progress WHERE prune_id = ? "
-                "ORDER BY tenant_id"
-            )
-            .bind(prune_id)
-            .all()
-        )
-        meter.spend()
-        names.update(str(r["tenant_id"]) for r in result.results)
-        return sorted(names)
-
-    async def job_counts(
-        self, prune_id: str, tenants: Sequence[str], meter: Meter
-    ) -> list[TenantPruneCounts]:
-        """The job's totals for each of `tenants` it has met."""
-        out = []
-        for tenant in tenants:
-            row = await self._progress_row(tenant, prune_id)
-            meter.spend()
-            if row is not None:
-                out.append(_counts_from(tenant, row))
-        return out
-
-    async def tenant_counts(
-        self, prune_id: str, tenant: str, scheduled_ms: int, meter: Meter
-    ) -> TenantPruneCounts:
-        """The tenant's progress in the job, first fixing its cutoff if the job is new to it."""
-        meter.check(4)
-        row = await self._progress_row(tenant, prune_id)
-        meter.spend()
-        if row is None:
-            lifecycle = await get_lifecycle(self._db, tenant, self._default_days)
-            cutoff = lifecycle.cutoff_ms(scheduled_ms)
-            await (
-                self._db.prepare(
-                    "INSERT INTO lifecycle_prune_progress (tenant_id, prune_id, cutoff_ms, "
-                    "retention_days, updated_at) VALUES (?, ?, ?, ?, ?) "
-                    "ON CONFLICT (tenant_id, prune_id) DO NOTHING"
-                )
-                .bind(
-                    tenant,
-                    prune_id,
-                    cutoff,
-                    lifecycle.episode_retention_days,
-                    int(self._clock.now() * 1000),
-                )
-                .run()
-            )
-            meter.spend(2)
-            row = await self._progress_row(tenant, prune_id)
-            meter.spend()
-            if row is None:
-                raise RuntimeError(f"prune progress row for {tenant!r} was not written")
-        return _counts_from(tenant, row)
-
-    async def mark_done(self, prune_id: str, tenant: str, meter: Meter) -> None:
-        await (
-            self._db.prepare(
-                "UPDATE lifecycle_prune_progress SET done = 1, updated_at = ? "
-                "WHERE tenant_id = ? AND prune_id = ?"
-            )
-            .bind(int(self._clock.now() * 1000), tenant, prune_id)
-            .run()
-        )
-        meter.spend()
-
-    async def _progress_row(self, tenant: str, prune_id: str) -> Row | None:
-        return await (
-            self._db.prepare(
-                "SELECT cutoff_ms, retention_days, episodes_deleted, runs_deleted, "
-                "events_deleted, batches, done FROM lifecycle_prune_progress "
-                "WHERE tenant_id = ? AND prune_id = ?"
-            )
-            .bind(tenant, prune_id)
-            .first()
-        )
-
-
-def _counts_from(tenant: str, row: Row) -> TenantPruneCounts:
-    return TenantPruneCounts(
-        tenant_id=tenant,
-        retention_days=int(row["retention_days"]),
-        cutoff_ms=int(row["cutoff_ms"]),
-        episodes_deleted=int(row["episodes_deleted"]),
-        runs_deleted=int(row["runs_deleted"]),
-        events_deleted=int(row["events_deleted"]),
-        batches=int(row["batches"]),
-        done=bool(row["done"]),
-    )
-
-
-DAY_MS = 86_400_000
-
-# Which archive kinds hold which memory kind (agent_memory.placement).
-ARCHIVE_KINDS: dict[str, tuple[ArchiveKind, ...]] = {
-    "episode": ("episodes",),
-    "log": ("runs", "events"),
-}
-
-
-def cold_cutoffs(table: PlacementTable, now_ms: int) -> dict[ArchiveKind, int]:
-    """Archive kind → the archive time before which its objects are past cold retention."""
-    out: dict[ArchiveKind, int] = {}
-    for kind, archive_kinds in ARCHIVE_KINDS.items():
-        days = table.placement(kind).cold_retention_days
-        if days is not None:
-            for archive_kind in archive_kinds:
-                out[archive_kind] = now_ms - days * DAY_MS
-    return out
-
-
-class ColdExpiry:
-    """Deletes a tenant's archive objects past their kind's cold retention."""
-
-    def __init__(self, db: D1Database, cold: ObjectStore, budget: PruneBudget) -> None:
-        self._db = db
-        self._cold = cold
-        self._budget = budget
-
-    async def expire(self, tenant: str, cutoffs: dict[ArchiveKind, int], meter: Meter) -> int:
-        """Delete every expired archive of `tenant`; how many objects went."""
-        removed = 0
-        for kind, cutoff in cutoffs.items():
-            while True:
-                limit = min(self._budget.batch_rows, OBJECT_STORE_MAX_DELETE_KEYS)
-                meter.check(2 + -(-limit // IDS_PER_STATEMENT))  # select, delete, ledger
-                result = await (
-                    self._db.prepare(
-                        "SELECT archive_key FROM lifecycle_archives WHERE tenant_id = ? "
-                        "AND kind = ? AND created_at < ? ORDER BY created_at LIMIT ?"
-                    )
-                    .bind(tenant, kind, cutoff, limit)
-                    .all()
-                )
-                meter.spend()
-                keys = [str(r["archive_key"]) for r in result.results]
-                if not keys:
-                    break
-                await self._cold.delete(keys)
-                meter.spend()
-                for part in chunks(keys):
-                    marks = ", ".join("?" * len(part))
-                    await (
-                        self._db.prepare(
-                            "DELETE FROM lifecycle_archives WHERE tenant_id = ? "
-                            f"AND archive_key IN ({marks})"
-                        )
-                        .bind(tenant, *part)
-                        .run()
-                    )
-                    meter.spend()
-                removed += len(keys)
-        return removed
-
-
-log = logging.getLogger(__name__)
-
-
-Progress = Callable[[TenantPruneCounts], None]
-
-
-class PruneReport(BaseModel):
-    prune_id: str
-    dry_run: bool
-    complete: bool
-    stopped_by: StopReason | None = None
-    operations: int = 0
-    tenants: list[TenantPruneCounts] = Field(default_factory=list)
-
-    def totals(self) -> dict[str, int]:
-        return {
-            "tenants": len(self.tenants),
-            "episodes_deleted": sum(t.episodes_deleted for t in self.tenants),
-            "runs_deleted": sum(t.runs_deleted for t in self.tenants),
-            "events_deleted": sum(t.events_deleted for t in self.tenants),
-            "batches": sum(t.batches for t in self.tenants),
-            "episodes_now": sum(t.episodes_now for t in self.tenants),
-            "runs_now": sum(t.runs_now for t in self.tenants),
-            "events_now": sum(t.events_now for t in self.tenants),
-            "batches_now": sum(t.batches_now for t in self.tenants),
-            "archives_expired_now": sum(t.archives_expired_now for t in self.tenants),
-            "episodes_due": sum(t.episodes_due or 0 for t in self.tenants),
-            "runs_due": sum(t.runs_due or 0 for t in self.tenants),
-            "events_due": sum(t.events_due or 0 for t in self.tenants),
-        }
-
-    def summary(self) -> dict[str, Any]:
-        return {
-            "prune_id": self.prune_id,
-            "dry_run": self.dry_run,
-            "complete": self.complete,
-            "stopped_by": self.stopped_by,
-            "operations": self.operations,
-            **self.totals(),
-        }
-
-
-def weekly_prune_id(scheduled_ms: int) -> str:
-    return f"weekly-{iso_week(scheduled_ms)}"
-
-
-class Pruner:
-    """Runs prune jobs over a D1 database and a cold-tier bucket."""
-
-    def __init__(
-        self,
-        db: D1Database,
-        cold: ObjectStore | None,
-        clock: Clock,
-        *,
-        default_retention_days: int,
-        budget: PruneBudget | None = None,
-        monotonic: Callable[[], float] = time.monotonic,
-        placement: PlacementTable = DEFAULT_TABLE,
-    ) -> None:
-        self._db = db
-        self._cold = cold
-        self._clock = clock
-        self._default_days = default_retention_days
-        self.budget = budget or PruneBudget()
-        self._monotonic = monotonic
-        self._jobs = PruneJobs(db, clock, default_retention_days=default_retention_days)
-        self._archives = ArchiveBatchWriter(db, cold, clock, self.budget)
-        self._placement = placement
-        self._expiry = None if cold is None else ColdExpiry(db, cold, self.budget)
-
-    # ------------------------------------------------------------------ entry points
-
-    async def run(
-        self,
-        prune_id: str,
-        scheduled_ms: int,
-        *,
-        tenants: Sequence[str] | None = None,
-        progress: Progress | None = None,
-        meter: Meter | None = None,
-    ) -> PruneReport:
-        """Run (or resume) job `prune_id` within the budget; see the module docstring.
-
-        `tenants` limits the run to those tenants (the job is complete when they are);
-        `meter` shares one budget between jobs."""
-        if self._cold is None:
-            raise RuntimeError("the prune archives to the cold tier: bind the R2 bucket COLD")
-        meter = meter or self.meter()
-        now_ms = int(self._clock.now() * 1000)
-        status = await self._jobs.start(prune_id, scheduled_ms, now_ms, meter)
-        names = list(tenants) if tenants is not None else await self._jobs.tenants(prune_id, meter)
-        report = PruneReport(prune_id=prune_id, dry_run=False, complete=False)
-        if status == "complete" and tenants is None:
-            report.tenants = await self._jobs.job_counts(prune_id, names, meter)
-            report.complete = True
-            report.operations = meter.operations
-            return report
-        try:
-            for tenant in names:
-                counts = await self._prune_tenant(prune_id, tenant, scheduled_ms, meter)
-                report.tenants.append(counts)
-                self._log(prune_id, counts)
-                if progress is not None:
-                    progress(counts)
-        except BudgetExhausted as stop:
-            report.stopped_by = stop.reason
-            if stop.counts is not None:
-                report.tenants.append(stop.counts)
-                self._log(prune_id, stop.counts)
-                if progress is not None:
-                    progress(stop.counts)
-            log.warning(
-                "prune %s: stopped by the %s budget after %d operations; the next run resumes",
-                prune_id,
-                stop.reason,
-                meter.operations,
-            )
-        report.operations = meter.operations
-        finished = report.stopped_by is None and all(
-            t.done and t.error is None for t in report.tenants
-        )
-        if finished:
-            # A job run for named tenants (an operator's prune) is complete when they are.
-            await self._jobs.finish(prune_id, now_ms)
-            report.complete = True
-        return report
-
-    def meter(self) -> Meter:
-        """A fresh budget meter for one invocation."""
-        return Meter(self.budget, self._monotonic)
-
-    async def dry_run(
-        self,
-        scheduled_ms: int,
-        *,
-        tenants: Sequence[str] | None = None,
-        progress: Progress | None = None,
-    ) -> PruneReport:
-        """What a prune at `scheduled_ms` would archive and delete; writes nothing."""
-        names = (
-            list(tenants) if tenants is not None else await known_tenants(self._db, PRUNED_TABLES)
-        )
-        report = PruneReport(prune_id="dry-run", dry_run=True, complete=True)
-        for tenant in names:
-            lifecycle = await get_lifecycle(self._db, tenant, self._default_days)
-            cutoff = lifecycle.cutoff_ms(scheduled_ms)
-            counts = TenantPruneCounts(
-                tenant_id=tenant,
-                retention_days=lifecycle.episode_retention_days,
-                cutoff_ms=cutoff,
-                episodes_due=await self._archives.count_due(EPISODES, tenant, cutoff),
-                runs_due=await self._archives.count_due(RUNS, tenant, cutoff),
-                events_due=await self._archives.count_due(EVENTS, tenant, cutoff),
-            )
-            report.tenants.append(counts)
-            report.operations += 4
-            if progress is not None:
-                progress(counts)
-        return report
-
-    async def unfinished_jobs(self) -> list[tuple[str, int]]:
-        """(prune_id, scheduled_ms) of jobs that have not completed, oldest first."""
-        return await self._jobs.unfinished()
-
-    # ------------------------------------------------------------------ one tenant
-
-    async def _prune_tenant(
-        self, prune_id: str, tenant: str, scheduled_ms: int, meter: Meter
-    ) -> TenantPruneCounts:
-        counts = await self._jobs.tenant_counts(prune_id, tenant, scheduled_ms, meter)
-        if counts.done:
-            return counts
-        try:
-            for table in TABLES:
-                while True:
-                    meter.check(OPERATIONS_PER_BATCH + 1)
-                    archived = await self._archives.archive_batch(
-                        prune_id, tenant, table, counts.cutoff_ms, meter
-                    )
-                    if archived is None:
-                        break
-                    key, rows = archived
-                    counts.batches += 1
-                    counts.batches_now += 1
-                    counts.archives_now.append(key)
-                    if table is EPISODES:
-                        counts.episodes_deleted += rows
-                        counts.episodes_now += rows
-                    elif table is RUNS:
-                        counts.runs_deleted += rows
-                        counts.runs_now += rows
-                    else:
-                        counts.events_deleted += rows
-                        counts.events_now += rows
-            # The cold tier's own retention (placement `cold_retention_days`: logs, 90 d).
-            assert self._expiry is not None
-            cutoffs = cold_cutoffs(self._placement, scheduled_ms)
-            counts.archives_expired_now += await self._expiry.expire(tenant, cutoffs, meter)
-        except BudgetExhausted as stop:
-            stop.counts = counts
-            raise
-        except Exception as exc:
-            # One tenant's failure must not stop the others; the job stays unfinished and
-            # the next run retries this tenant from where it stopped.
-            log.exception("prune %s: tenant %s failed", prune_id, tenant)
-            counts.error = f"{type(exc).__name__}: {exc}"
-            return counts
-        await self._jobs.mark_done(prune_id, tenant, meter)
-        counts.done = True
-        return counts
-
-    @staticmethod
-    def _log(prune_id: str, counts: TenantPruneCounts) -> None:
-        log.info(
-            "prune %s: tenant %s retention=%dd episodes=%d (+%d) runs=%d (+%d) events=%d (+%d) "
-            "batches=%d%s%s",
-            prune_id,
-            counts.tenant_id,
-            counts.retention_days,
-            counts.episodes_deleted,
-            counts.episodes_now,
-            counts.runs_deleted,
-            counts.runs_now,
-            counts.events_deleted,
-            counts.events_now,
-            counts.batches,
-            " done" if counts.done else "",
-            f" error={counts.error}" if counts.error else "",
-        )
 
 
 async def resume_unfinished(
@@ -1193,12 +997,10 @@ class ArchiveLedger:
         first, strictly before `before` (created_at, entity_id) when given."""
         clauses = ["tenant_id = ?", "kind = ?"]
         params: list[SqlValue] = [self.tenant_id, kind]
-        if namespace_key is not None:
-            clauses.append("namespace_key = ?")
-            params.append(namespace_key)
-        if subject is not None:
-            clauses.append("subject = ?")
-            params.append(subject)
+        for clause, value in (("namespace_key = ?", namespace_key), ("subject = ?", subject)):
+            if value is not None:
+                clauses.append(clause)
+                params.append(value)
         if before is not None:
             clauses.append("(created_at < ? OR (created_at = ? AND entity_id < ?))")
             params += [before[0], before[0], before[1]]

@@ -1,115 +1,38 @@
-"""The values the reconciler's steps exchange: their parameters (`ReconcileConfig`), the
-rows they read (`FactRow`, `EpisodeRow`, what they need of `semantic_facts` and
-`memory_episodes`) and the decisions they return (`Merge`, `Supersede`, `Promotion`,
-`Summary`, `Link`). Frozen pydantic models, no I/O.
+"""The reconciler (ADR-0051's homeostatic lifecycle): dedup, conflicts, updates, promotion,
+decay and linking over one tenant's semantic and episodic memory.
 
-Private to `agent_memory.lifecycle`: other packages import these names from
-`agent_memory.lifecycle.reconciler`.
+The steps are pure functions over rows, applied by `Reconciler.run` in this order:
 
-What the reconciler reads and writes of one tenant's memory: D1 rows (`semantic_facts`,
-`memory_episodes`, `fact_provenance`, `memory_links`, `reconcile_state`) and the vectors of
-its facts.
-
-`ReconcileStore` is bound to one tenant; every statement is `tenant_id = ?` first, and a
-vector is only used or deleted when its namespace and `tenant_id` metadata are the
-tenant's (ids are unique per index, not per namespace). It decides nothing: the
-`Reconciler` chooses what to write and checks it with the write policy first.
-
-Private to `agent_memory.lifecycle`.
-
-The reconciler's steps (ADR-0051), each a pure function over rows: no I/O, each with
-its own tests. `Reconciler.run` applies them in this order:
-
-* `find_duplicates`: exact duplicates first (same content hash, compatible subjects),
-  then near duplicates (embedding cosine ≥ `similarity_threshold`, same subject). The
-  entry with the higher confidence is kept (ties: the more specific subject, then the
-  older entry); the others merge into it — their provenance is moved to it and they are
-  superseded by it. Two sentences the update rules read as a change ("now prefers light
-  mode" after "prefers dark mode") are never merged: they are the update step's.
+* `find_duplicates`: exact duplicates (same content hash, compatible subjects), then near
+  ones (cosine ≥ `similarity_threshold`, same subject). The higher confidence is kept (ties:
+  the more specific subject, then the older); the others are superseded by it with their
+  provenance moved. Two sentences the update rules read as a change ("now prefers light
+  mode") are never merged: they are the update step's.
 * `resolve_conflicts`: live facts with the same subject and predicate but different
-  objects. The winner has the highest recency * confidence * source weight; every other
-  one is superseded by it (`superseded_by`, `valid_to` = now) and kept, never deleted.
-  Predicates in `multi_valued_predicates` (by default the free-text `states`) hold many
-  objects and are left alone.
-* `find_promotions`: an observation — `(subject, predicate, object)` from an episode's
-  `data.observations` (or an `observation` episode's own text) — recurring in at least
-  `promotion_min_episodes` distinct episodes, always with the same object, and with mean
-  confidence ≥ `promotion_min_confidence`, becomes a semantic fact with provenance to
-  those episodes (`fact_provenance`, `promoted_from`). Observations whose subject and
-  predicate were seen with different objects are not promoted.
-* `find_decay`: episodes older than `decay_ttl_days` that are salient (importance ≥
-  `decay_min_importance`) are summarised per subject into one semantic fact
-  (`summarised_from` provenance); the rest are left for the weekly prune.
-* `find_links`: pairs of facts whose vectors are nearest neighbours with cosine ≥
-  `link_threshold` become links (one row per direction); recall can follow them one hop
-  (`agent_memory.tiers.semantic.links`).
+  objects; the highest recency * confidence * source weight wins, the others are
+  superseded, never deleted. `multi_valued_predicates` (by default `states`) are left alone.
+* updates (`find_update_candidates`, `updates_to_apply`): pairs of live facts about the same
+  key entity, written at different times, not the same words, that state the same key
+  attribute or are close (cosine ≥ `update_similarity` or a word overlap ≥
+  `update_word_overlap`), only those with a fact newer than the last run, at most
+  `max_update_pairs`. An `Adjudicator` decides each: `update` (the newer supersedes the
+  older), `duplicate` (merged), `compatible` (nothing changes) or `unsure` (listed in the
+  daily brief). `RulesAdjudicator` uses `judge_update` (no model); `LlmAdjudicator` asks the
+  `LLM` port about the pairs the rules settle without a marker and falls back to the rules
+  on an error or an unreadable answer.
+* `find_promotions`: an observation (`data.observations`, or an `observation` episode's
+  text) seen in ≥ `promotion_min_episodes` episodes, always with the same object, with mean
+  confidence ≥ `promotion_min_confidence`, becomes a fact (`promoted_from` provenance).
+* `find_decay`: salient episodes (importance ≥ `decay_min_importance`) older than
+  `decay_ttl_days` are summarised per subject into one fact (`summarised_from`); the rest
+  are left for the weekly prune.
+* `find_links`: new facts and their nearest live neighbours with cosine ≥ `link_threshold`
+  become links, both directions (recall follows them one hop).
 
-Private to `agent_memory.lifecycle`: other packages import these names from
-`agent_memory.lifecycle.reconciler`.
-
-The update adjudicator port: does a newer statement replace an older one?
-
-The reconciler's update step (`_updates.find_update_candidates`) finds candidate pairs —
-two live facts about the same key entity whose content is close but not a duplicate — and
-asks an `Adjudicator` about them, in the background (reconcile runs, never a request):
-
-* `update`: the newer supersedes the older (`superseded_by`, validity closed, both kept
-  and linked);
-* `duplicate`: the same statement (the older is merged into the newer);
-* `compatible`: both hold (nothing changes);
-* `unsure`: left alone and listed in the daily brief for a person to look at.
-
-Two adjudicators implement the port:
-
-* `RulesAdjudicator` ("rules"): `tiers.semantic.update_rules.judge_update` — temporal markers
-  ("now", "no longer", "moved to", "changed"), negation, a new value of the same attribute.
-  No model; deterministic; the same rules recall uses before the reconciler has run.
-* `LlmAdjudicator` ("llm:<model>"): asks the `LLM` port (Workers AI on Cloudflare, any
-  OpenAI-compatible endpoint locally) one question per pair and reads a one-word decision.
-  Pairs the rules decide with a marker are not sent (the model only sees what the rules
-  cannot settle); an answer it cannot parse, or a model error, falls back to the rules'
-  decision, with that said in the reason.
-
-The reconciler's update step, pure: which live facts form candidate pairs for the
-adjudicator (`adjudicator.py`), and which decisions to apply.
-
-A candidate pair is two live facts with the same non-empty key entity, written at
-different times (`older` first by `valid_from`, then `created_at`), not the same words,
-that state the same key attribute or whose content is close: embedding cosine ≥
-`update_similarity` or a share of content words ≥ `update_word_overlap`. Only pairs with a
-fact newer than `since_ms` are returned (older pairs were decided by an earlier run), at
-most `max_update_pairs`, newest first; per entity only its newest `max_entity_facts`
-statements are compared.
-
-Private to `agent_memory.lifecycle`.
-
-ADR-0051's write cadence for the reconciler: after N new facts of a tenant (default 20),
-a reconcile run is scheduled in the background (`waitUntil`), besides the daily cron and
-`agent-memory reconcile` / the admin route on demand.
-
-`note_writes(db, tenant, created, every)` counts a tenant's new facts in
-`reconcile_state.writes_since_run` (migration 0005) and returns True exactly once per N:
-the counter is reset by the same guarded UPDATE that claims the run, so two concurrent
-writers cannot both schedule one. The caller (the edge, `worker.lifecycle_jobs`) then runs
-the reconciler with `BackgroundTasks.wait_until`, never on the request itself.
-
-The reconciler (ADR-0051's homeostatic lifecycle): dedup, conflicts, promotion, decay,
-linking — each step a pure function over rows, applied to one tenant by `Reconciler`.
-
-Where the parts live (this module re-exports their public names):
-
-* `_reconcile_models`: the config, the rows the steps read and the decisions they return;
-* `_reconcile_steps`: the pure steps (`find_duplicates`, `resolve_conflicts`,
-  `find_promotions`, `find_decay`, `find_links`) and what each decides;
-* `_reconcile_store`: the tenant's D1 rows and vectors, read and written;
-* here: `Reconciler`, which applies the steps, and its `ReconcileReport`.
-
-`Reconciler.run(tenant)` loads the tenant's live facts (≤ `max_facts`), the episodes it
-needs, and the vectors, applies the steps in that order, and reports what it did. Writes go
-through the semantic tier (`SemanticMemory.learn`, so they are checked by the write policy)
-or, for supersessions, through a `WriteGate` proposal and a guarded UPDATE (`status =
-'active'` still), so a concurrent run cannot supersede a fact twice. Every statement is
-`tenant_id = ?` first. It also finishes facts left `pending_vector` (invariant 5).
+Writes go through `SemanticMemory.learn` (checked by the write policy) or, for a
+supersession, a `WriteGate` proposal and a guarded UPDATE (`status = 'active'` still), so a
+concurrent run cannot supersede a fact twice. Every statement is `tenant_id = ?` first. A run
+also finishes facts left `pending_vector` (invariant 5).
 """
 
 from __future__ import annotations
@@ -118,7 +41,7 @@ import logging
 import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -186,30 +109,25 @@ class ReconcileConfig(BaseModel):
         return self.source_weights.get(source, self.default_source_weight)
 
 
-# --------------------------------------------------------------------------- rows
-
-
-class Merge(BaseModel):
+class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True)
 
+
+class Merge(_Frozen):
     keep: str
     drop: str
     reason: Literal["exact", "similar"]
     similarity: float
 
 
-class Supersede(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class Supersede(_Frozen):
     winner: str
     loser: str
     subject: str
     predicate: str
 
 
-class Promotion(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class Promotion(_Frozen):
     subject: str
     predicate: str
     object: str
@@ -218,9 +136,7 @@ class Promotion(BaseModel):
     episode_ids: tuple[str, ...]
 
 
-class Summary(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class Summary(_Frozen):
     subject: str
     content: str
     confidence: float
@@ -257,14 +173,6 @@ def _states_a_change(a: FactRow, b: FactRow) -> bool:
     return verdict.decision in ("update", "unsure")
 
 
-def cosine(a: Sequence[float], b: Sequence[float]) -> float:
-    va, vb = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    na, nb = float(np.linalg.norm(va)), float(np.linalg.norm(vb))
-    if na == 0.0 or nb == 0.0:
-        return 0.0
-    return float(np.dot(va, vb) / (na * nb))
-
-
 def find_duplicates(
     facts: Sequence[FactRow],
     vectors: Mapping[str, Sequence[float]],
@@ -275,50 +183,47 @@ def find_duplicates(
     ordered = sorted(facts, key=_rank_key)
     dropped: set[str] = set()
     merges: list[Merge] = []
+
+    def merge_within(group: list[FactRow], reason: Literal["exact", "similar"], sims: Any) -> None:
+        for i, keep in enumerate(group):
+            for j in range(i + 1, len(group)):
+                other = group[j]
+                if keep.fact_id in dropped or other.fact_id in dropped:
+                    continue
+                if reason == "exact":
+                    same, similarity = _compatible_subjects(keep, other), 1.0
+                else:
+                    similarity = round(float(sims[i, j]), 6)
+                    same = sims[i, j] >= config.similarity_threshold
+                    same = same and not _states_a_change(keep, other)
+                if same:
+                    dropped.add(other.fact_id)
+                    merges.append(
+                        Merge(
+                            keep=keep.fact_id,
+                            drop=other.fact_id,
+                            reason=reason,
+                            similarity=similarity,
+                        )
+                    )
+
     # 1. Exact: same normalised content hash.
     by_hash: dict[str, list[FactRow]] = defaultdict(list)
     for fact in ordered:
         by_hash[content_hash(fact.content)].append(fact)
     for group in by_hash.values():
-        for i, keep in enumerate(group):
-            if keep.fact_id in dropped:
-                continue
-            for other in group[i + 1 :]:
-                if other.fact_id not in dropped and _compatible_subjects(keep, other):
-                    dropped.add(other.fact_id)
-                    merges.append(
-                        Merge(keep=keep.fact_id, drop=other.fact_id, reason="exact", similarity=1.0)
-                    )
+        merge_within(group, "exact", None)
     # 2. Similar: cosine over the embeddings, within one subject.
     by_subject: dict[str, list[FactRow]] = defaultdict(list)
     for fact in ordered:
         if fact.fact_id not in dropped and fact.fact_id in vectors:
             by_subject[fact.subject].append(fact)
     for group in by_subject.values():
-        if len(group) < 2:
-            continue
         matrix = np.asarray([vectors[f.fact_id] for f in group], dtype=np.float64)
         norms = np.linalg.norm(matrix, axis=1)
         norms[norms == 0] = 1.0
         unit = matrix / norms[:, None]
-        sims = unit @ unit.T
-        for i, keep in enumerate(group):
-            if keep.fact_id in dropped:
-                continue
-            for j in range(i + 1, len(group)):
-                other = group[j]
-                if other.fact_id in dropped:
-                    continue
-                if sims[i, j] >= config.similarity_threshold and not _states_a_change(keep, other):
-                    dropped.add(other.fact_id)
-                    merges.append(
-                        Merge(
-                            keep=keep.fact_id,
-                            drop=other.fact_id,
-                            reason="similar",
-                            similarity=round(float(sims[i, j]), 6),
-                        )
-                    )
+        merge_within(group, "similar", unit @ unit.T)
     return merges
 
 
@@ -373,8 +278,7 @@ def _observations(episode: EpisodeRow) -> list[tuple[str, str, str, float]]:
     subject = episode.subject
     raw = episode.data.get("observations")
     items = raw if isinstance(raw, list) else []
-    single = episode.data.get("observation")
-    if isinstance(single, dict):
+    if isinstance(single := episode.data.get("observation"), dict):
         items = [*items, single]
     for item in items:
         if not isinstance(item, dict):
@@ -500,43 +404,25 @@ LLM_SYSTEM_PROMPT = (
 )
 
 
-class Statement(BaseModel):
-    """One side of a candidate pair."""
-
-    model_config = ConfigDict(frozen=True)
-
-    fact_id: str
-    content: str
-    entity: str
-    attribute: str
-    source: str
-    valid_from: int
-    created_at: int
-
-    @property
-    def key(self) -> FactKey:
-        source: KeySource = self.source if self.source in _SOURCES else "none"  # type: ignore[assignment]
-        return FactKey(self.entity, self.attribute, source)
-
-
 _SOURCES = frozenset(
     {"structured", "metadata", "known_subject", "speaker", "named_entity", "sentence_subject"}
 )
 
 
-class UpdatePair(BaseModel):
+def _key(fact: FactRow) -> FactKey:
+    source: KeySource = fact.key_source if fact.key_source in _SOURCES else "none"  # type: ignore[assignment]
+    return FactKey(fact.key_entity, fact.key_attribute, source)
+
+
+class UpdatePair(_Frozen):
     """Two statements about the same entity, `older` written before `newer`."""
 
-    model_config = ConfigDict(frozen=True)
-
-    older: Statement
-    newer: Statement
+    older: FactRow
+    newer: FactRow
     similarity: float
 
 
-class Adjudication(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class Adjudication(_Frozen):
     older: str
     newer: str
     decision: Decision
@@ -563,7 +449,7 @@ class RulesAdjudicator:
 
     def decide_one(self, pair: UpdatePair) -> Adjudication:
         verdict = judge_update(
-            pair.older.content, pair.older.key, pair.newer.content, pair.newer.key
+            pair.older.content, _key(pair.older), pair.newer.content, _key(pair.newer)
         )
         return Adjudication(
             older=pair.older.fact_id,
@@ -600,7 +486,7 @@ class LlmAdjudicator:
 
     async def _ask(self, pair: UpdatePair, ruled: Adjudication) -> Adjudication:
         question = (
-            f"Entity: {pair.newer.entity}\nOLDER: {pair.older.content}\n"
+            f"Entity: {pair.newer.key_entity}\nOLDER: {pair.older.content}\n"
             f"NEWER: {pair.newer.content}\nAnswer:"
         )
         try:
@@ -624,18 +510,6 @@ class LlmAdjudicator:
             reason="llm_answer",
             adjudicator=self.name,
         )
-
-
-def statement(fact: FactRow) -> Statement:
-    return Statement(
-        fact_id=fact.fact_id,
-        content=fact.content,
-        entity=fact.key_entity,
-        attribute=fact.key_attribute,
-        source=fact.key_source,
-        valid_from=fact.valid_from,
-        created_at=fact.created_at,
-    )
 
 
 def _order(fact: FactRow) -> tuple[int, int, str]:
@@ -692,8 +566,8 @@ def find_update_candidates(
                     continue
                 pairs.append(
                     UpdatePair(
-                        older=statement(older),
-                        newer=statement(newer),
+                        older=older,
+                        newer=newer,
                         similarity=round(max(-1.0, min(1.0, similarity)), 6),
                     )
                 )
@@ -712,18 +586,10 @@ def updates_to_apply(
         if decision.decision not in ("update", "duplicate"):
             continue
         current = chosen.get(pair.older.fact_id)
-        if current is None or _newer_key(pair) < _newer_key(current[0]):
+        # The first later statement that updates a fact is its direct successor.
+        if current is None or _order(pair.newer) < _order(current[0].newer):
             chosen[pair.older.fact_id] = (pair, decision)
-    return sorted(chosen.values(), key=lambda item: _order_pair(item[0]))
-
-
-def _newer_key(pair: UpdatePair) -> tuple[int, int, str]:
-    # The first later statement that updates a fact is its direct successor in the chain.
-    return (pair.newer.valid_from, pair.newer.created_at, pair.newer.fact_id)
-
-
-def _order_pair(pair: UpdatePair) -> tuple[int, int, str]:
-    return (pair.older.valid_from, pair.older.created_at, pair.older.fact_id)
+    return sorted(chosen.values(), key=lambda item: _order(item[0].older))
 
 
 RECONCILER_SOURCE = "reconciler"
@@ -774,7 +640,7 @@ class Reconciler:
         self._events = EventLog(tenant_id, db)
         self._memory = memory
         self._clock = clock
-        self._gate = gate or WriteGate(tenant_id, clock=clock, events=EventLog(tenant_id, db))
+        self._gate = gate or WriteGate(tenant_id, clock=clock, events=self._events)
         self.config = config or ReconcileConfig()
         self._store = ReconcileStore(
             tenant_id,
@@ -827,42 +693,32 @@ class Reconciler:
         known = {
             (f.subject, f.predicate, normalize_content(f.object)) for f in remaining if f.object
         }
-        for promotion in find_promotions(episodes, self.config, known):
-            fact_id = await self._learn(
-                FactInput(
-                    content=promotion.content,
-                    subject=promotion.subject,
-                    predicate=promotion.predicate,
-                    object=promotion.object,
-                    confidence=promotion.confidence,
-                    source=RECONCILER_SOURCE,
-                    metadata={"promoted_from_episodes": len(promotion.episode_ids)},
-                ),
-                promotion.episode_ids,
-                "promoted_from",
-                now_ms,
+        for p in find_promotions(episodes, self.config, known):
+            fact = FactInput(
+                content=p.content,
+                subject=p.subject,
+                predicate=p.predicate,
+                object=p.object,
+                confidence=p.confidence,
+                source=RECONCILER_SOURCE,
+                metadata={"promoted_from_episodes": len(p.episode_ids)},
             )
-            if fact_id is not None:
-                report.promoted += 1
-                report.new_fact_ids.append(fact_id)
+            report.promoted += await self._learn(
+                fact, p.episode_ids, "promoted_from", now_ms, report
+            )
         summarised = await self._store.summarised_episode_ids()
-        for summary in find_decay(episodes, now_ms, self.config, summarised):
-            fact_id = await self._learn(
-                FactInput(
-                    content=summary.content,
-                    subject=summary.subject,
-                    predicate="summary_of_episodes",
-                    confidence=max(summary.confidence, self._floor()),
-                    source=RECONCILER_SOURCE,
-                    metadata={"summarised_episodes": len(summary.episode_ids)},
-                ),
-                summary.episode_ids,
-                "summarised_from",
-                now_ms,
+        for s in find_decay(episodes, now_ms, self.config, summarised):
+            fact = FactInput(
+                content=s.content,
+                subject=s.subject,
+                predicate="summary_of_episodes",
+                confidence=max(s.confidence, self._floor()),
+                source=RECONCILER_SOURCE,
+                metadata={"summarised_episodes": len(s.episode_ids)},
             )
-            if fact_id is not None:
-                report.summarised += 1
-                report.new_fact_ids.append(fact_id)
+            report.summarised += await self._learn(
+                fact, s.episode_ids, "summarised_from", now_ms, report
+            )
         # 5. Linking: facts that have not been linked yet.
         report.links_added = await self._link(now_ms)
         log.info(
@@ -959,12 +815,7 @@ class Reconciler:
             supersedes=loser,
             decision=None
             if decision is None
-            else {
-                "op": "superseded",
-                "decision": decision.decision,
-                "reason": decision.reason,
-                "adjudicator": decision.adjudicator,
-            },
+            else {"op": "superseded", **decision.model_dump(exclude={"older", "newer"})},
         )
         self._gate.check(proposal)
         if not await self._store.supersede(
@@ -989,12 +840,15 @@ class Reconciler:
         episode_ids: Sequence[str],
         relation: Literal["promoted_from", "summarised_from"],
         now_ms: int,
-    ) -> str | None:
+        report: ReconcileReport,
+    ) -> int:
+        """Learn `fact` with provenance to `episode_ids`; 1 if it was created, else 0."""
         result = await self._memory.learn(fact)
         if not result.created:
-            return None
+            return 0
         await self._store.add_episode_provenance(result.fact_id, episode_ids, relation, now_ms)
-        return result.fact_id
+        report.new_fact_ids.append(result.fact_id)
+        return 1
 
     async def _link(self, now_ms: int) -> int:
         """Link the facts created since the last run to their live nearest neighbours."""

@@ -1,37 +1,22 @@
-"""Per-tenant lifecycle settings (migration 0004 `tenant_lifecycle`) and the tenant list.
+"""Per-tenant lifecycle settings (migration 0004 `tenant_lifecycle`), the tenant list, and the
+AgentRuntime instances D1 knows of (`agent_instances`, migration 0012).
 
-* Episode retention: the deployment default is `Settings.episode_retention_days` (90,
-  ADR-043); a tenant may override it (1 to 36 500 days). The weekly prune deletes episodes
-  and finished runs older than the tenant's retention.
-* Episode limit: 100 000 episodes per tenant (ADR-043's hard limit), which a tenant may
-  lower, never raise; the database refuses a new episode at the limit (the trigger
-  `memory_episodes_limit`), the daily brief warns at 80 %.
-
-Overrides are set by an operator (`PUT /admin/tenants/{tenant}/lifecycle`, or the CLI); a
-NULL column means "the default".
-
-`known_tenants` is the one query here that is not scoped to a tenant: it lists tenant ids
-(nothing else) with a loose index scan, one index seek per tenant, one statement per table.
-
-AgentRuntime instances as D1 sees them: the `agent_instances` rows (migration 0012).
-
-A Durable Object's storage is only reachable through the object, and the crons never call
-one (DESIGN invariant 3). So each object reports a small row about itself when its alarm
-runs (`agent_runtime_do.lifecycle`): `report_instance` upserts it. From those rows
-
-* the daily brief shows per-object storage and the episodic writes objects still hold
-  (`tenant_instance_figures`);
-* the subject eraser finds every instance of a tenant (`tenant_instances`), together with
-  the instances named by the tenant's `agent_runs` rows (an instance that ran but has not
-  reported yet).
-
-Every statement is `tenant_id = ?` first. Rows hold ids, counts and times only.
+* Episode retention: default `Settings.episode_retention_days` (90, ADR-043), a tenant may
+  override it (1 to 36 500 days). Episode limit: 100 000 (ADR-043's hard limit), a tenant
+  may lower it, never raise it; the trigger `memory_episodes_limit` refuses episodes at the
+  limit, the daily brief warns at 80 %. A NULL column means "the default".
+* `known_tenants` is the one query not scoped to a tenant: tenant ids only, one index seek
+  per tenant, one statement per table.
+* A Durable Object's storage is only reachable through the object and the crons never call
+  one (DESIGN invariant 3), so each object reports a row about itself from its alarm
+  (`report_instance`); the brief sums them and the subject eraser finds instances through
+  them and the tenant's `agent_runs` rows (`tenant_instances`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -40,13 +25,9 @@ from agent_memory.statements import STATEMENTS_PER_BATCH, chunks, distinct_tenan
 from bindings.ports.d1 import D1Database
 
 DEFAULT_EPISODE_LIMIT = 100_000  # the migration's trigger default; tests keep them equal
-
 EPISODE_WARN_FRACTION = 0.8
-
 MAX_RETENTION_DAYS = 36_500
-
 MS_PER_DAY = 86_400_000
-
 
 TenantTable = Literal[
     "memory_episodes",
@@ -188,19 +169,6 @@ class InstanceReport:
     reported_at: int
 
 
-@dataclass(frozen=True, slots=True)
-class InstanceFigures:
-    """A tenant's instances, summed for the brief."""
-
-    instances: int = 0
-    storage_bytes_total: int = 0
-    storage_bytes_max: int = 0
-    run_log_rows_max: int = 0
-    pending_writes: int = 0
-    failed_writes: int = 0
-    failed_oldest_at: int | None = None
-
-
 async def report_instance(db: D1Database, report: InstanceReport) -> None:
     """Insert or replace the object's row (the newest report wins)."""
     await (
@@ -217,20 +185,7 @@ async def report_instance(db: D1Database, report: InstanceReport) -> None:
             "last_activity_at = excluded.last_activity_at, cleared_at = excluded.cleared_at, "
             "reported_at = excluded.reported_at"
         )
-        .bind(
-            report.tenant_id,
-            report.agent_type,
-            report.instance_id,
-            report.storage_bytes,
-            report.run_log_rows,
-            report.run_log_bytes,
-            report.pending_writes,
-            report.failed_writes,
-            report.failed_oldest_at,
-            report.last_activity_at,
-            report.cleared_at,
-            report.reported_at,
-        )
+        .bind(*astuple(report))  # the fields in the columns' order
         .run()
     )
 
@@ -274,36 +229,3 @@ BRIEF_FIGURES = (
     f"{RETENTION_DAYS} AS days, "
     "(SELECT episode_limit FROM tenant_lifecycle WHERE tenant_id = ?1) AS episode_limit"
 )
-
-INSTANCE_FIGURES_SQL = (
-    "SELECT COUNT(*) AS instances, COALESCE(SUM(storage_bytes), 0) AS storage_total, "
-    "COALESCE(MAX(storage_bytes), 0) AS storage_max, "
-    "COALESCE(MAX(run_log_rows), 0) AS run_log_max, "
-    "COALESCE(SUM(pending_writes), 0) AS pending, COALESCE(SUM(failed_writes), 0) AS failed, "
-    "MIN(failed_oldest_at) AS failed_oldest FROM agent_instances WHERE tenant_id = ?"
-)
-
-
-def instance_figures(row: dict[str, object]) -> InstanceFigures:
-    """`InstanceFigures` from a row of `INSTANCE_FIGURES_SQL`."""
-
-    def number(key: str) -> int:
-        value = row.get(key)
-        return int(value) if isinstance(value, int | float) else 0
-
-    oldest = row.get("failed_oldest")
-    return InstanceFigures(
-        instances=number("instances"),
-        storage_bytes_total=number("storage_total"),
-        storage_bytes_max=number("storage_max"),
-        run_log_rows_max=number("run_log_max"),
-        pending_writes=number("pending"),
-        failed_writes=number("failed"),
-        failed_oldest_at=int(oldest) if isinstance(oldest, int | float) else None,
-    )
-
-
-async def tenant_instance_figures(db: D1Database, tenant: str) -> InstanceFigures:
-    """The tenant's instance figures (one statement)."""
-    result = await db.prepare(INSTANCE_FIGURES_SQL).bind(tenant).all()
-    return instance_figures(result.results[0] if result.results else {})
