@@ -1,16 +1,11 @@
-"""The outbound guard: which hosts a tool may call (server-side request forgery).
+"""The outbound guard against server-side request forgery: which hosts a tool may call.
 
-The gateway attaches the tenant's credential to a url an operator configured; without a
-guard, `http://169.254.169.254/...` or `http://localhost:8080/admin` would make it a proxy
-into its own network. `OutboundPolicy.check` refuses, before any connection: IP literals in
-non-global space (loopback, private, link-local and so cloud metadata, CGNAT, unspecified,
-multicast) in every spelling a URL parser or `inet_aton` accepts (decimal, hex, octal,
-short, IPv4-mapped IPv6); names local by definition (`localhost`, `*.internal`, `*.local`,
-the bare metadata names...); and, where a resolver exists (locally; on Cloudflare `fetch`
-resolves at the edge, which cannot reach private networks), names resolving to such an
-address. `OUTBOUND_ALLOWED_HOSTS` (names, IPs, CIDR networks) lifts the refusal for what it
-names. Limit: locally httpx resolves the name again to connect, so DNS rebinding between
-the two lookups is not caught (docs/gateway.md "Outbound guard").
+`OutboundPolicy.check` refuses, before any connection, IP literals outside global space
+(loopback, private, link-local and so cloud metadata, CGNAT, multicast...) in every spelling
+URL parsers and `inet_aton` accept, names local by definition (`localhost`, `*.internal`...),
+and, given a resolver (locally; Cloudflare's `fetch` cannot reach private networks), names
+resolving to such addresses. `OUTBOUND_ALLOWED_HOSTS` lifts it for what it names. DNS
+rebinding between our lookup and httpx's is not caught (docs/gateway.md "Outbound guard").
 """
 
 from __future__ import annotations
@@ -88,7 +83,7 @@ class OutboundPolicy:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> OutboundPolicy:
-        """The policy `OUTBOUND_ALLOWED_HOSTS` describes (validated when Settings loaded)."""
+        """The policy `OUTBOUND_ALLOWED_HOSTS` describes."""
         names, networks = settings.outbound_allow_list
         return cls(names, networks)
 
@@ -104,9 +99,9 @@ class OutboundPolicy:
         )
 
     async def check(self, url: str, resolver: Resolver | None = None) -> None:
-        """Refuse `url` (403 `upstream_forbidden`) unless its host is public or allowed; no
-        connection is made. With a `resolver`, a name is refused when an address it resolves
-        to is; a name that does not resolve passes (the connection will fail on its own)."""
+        """403 `upstream_forbidden` unless `url`'s host is public or allowed (no connection);
+        with a `resolver`, also for a name resolving to a refused address (a name that does
+        not resolve passes: connecting fails anyway)."""
         host = (urlsplit(url).hostname or "").rstrip(".")
         if host in self.allowed_names:
             return
