@@ -224,25 +224,25 @@ def _message(error: Any) -> str:
     return message
 
 
-def _meta_problems(schema: Any) -> list[str]:
-    """Keywords and their values, checked by fastjsonschema against `META_SCHEMA`."""
+def _errors(validator: Validator, instance: Any) -> list[Any]:
+    """The library's errors for `instance`: empty when it passes."""
     from fastjsonschema import JsonSchemaValueException, JsonSchemaValuesException
 
     try:
-        _meta_validator(False)(schema)
-        return []
-    except JsonSchemaValueException:
-        pass
-    try:
-        _meta_validator(True)(schema)
+        validator(instance)
     except JsonSchemaValuesException as exc:
-        errors = exc.errors[:MAX_PROBLEMS]
+        return list(exc.errors)
     except JsonSchemaValueException as exc:
-        errors = [exc]
-    else:
-        return ["#: refused by the meta-schema"]  # both validators run the same checks
+        return [exc]
+    return []
+
+
+def _meta_problems(schema: Any) -> list[str]:
+    """Keywords and their values, checked by fastjsonschema against `META_SCHEMA`."""
+    if not _errors(_meta_validator(False), schema):
+        return []
     problems = []
-    for error in errors:
+    for error in _errors(_meta_validator(True), schema)[:MAX_PROBLEMS]:
         # `data.properties.a` as the JSON pointer `#/properties/a`.
         where = "#" + re.sub(
             r"\.|\[(\d+)\]", lambda m: f"/{m[1] or ''}", (error.name or "data")[4:]
@@ -261,7 +261,7 @@ def _meta_problems(schema: Any) -> list[str]:
         else:
             message = _message(error)
         problems.append(f"{where}: {message}")
-    return problems
+    return problems or ["#: refused by the meta-schema"]  # both run the same checks
 
 
 def _subschemas(node: Any, where: str) -> Iterator[tuple[str, str, Any]]:
@@ -328,17 +328,8 @@ def _structure_problems(schema: Any) -> list[str]:
 def validate(schema: Any, instance: Any) -> list[SchemaProblem]:
     """Why `instance` (decoded JSON) fails `schema` (one `check_schema` accepted): empty when
     it passes, at most `MAX_PROBLEMS`."""
-    from fastjsonschema import JsonSchemaValueException, JsonSchemaValuesException
-
-    try:
-        COMPILED.get(schema)(instance)
-        return []
-    except JsonSchemaValuesException as exc:
-        errors = exc.errors
-    except JsonSchemaValueException as exc:
-        errors = [exc]
     problems: list[SchemaProblem] = []
-    for error in errors:
+    for error in _errors(COMPILED.get(schema), instance):
         problems.extend(_problems(error))
         if len(problems) >= MAX_PROBLEMS:
             break

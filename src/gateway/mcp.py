@@ -27,7 +27,7 @@ import json
 import logging
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from gateway.api_keys import Principal, load_tenant
@@ -111,20 +111,15 @@ class McpContext:
     allowed_origins: frozenset[str] = frozenset()
 
 
+@dataclass(eq=False)  # eq would make the exception unhashable
 class JsonRpcError(Exception):
     """A JSON-RPC error answer, with its HTTP status and headers."""
 
-    def __init__(
-        self,
-        code: int,
-        message: str,
-        data: Any = None,
-        http_status: int = 200,
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.code, self.message, self.data = code, message, data
-        self.http_status, self.headers = http_status, headers or {}
+    code: int
+    message: str
+    data: Any = None
+    http_status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
 
     def response(self, request_id: RequestId | None) -> HttpResponse:
         error: dict[str, Any] = {"code": self.code, "message": self.message}
@@ -132,13 +127,6 @@ class JsonRpcError(Exception):
             error["data"] = self.data
         body = {"jsonrpc": "2.0", "id": request_id, "error": error}
         return json_response(body, status=self.http_status, headers=self.headers)
-
-
-def _http_error(exc: ApiError) -> JsonRpcError:
-    """An auth, origin or store failure answered at the HTTP level, with a JSON-RPC body."""
-    code = {401: UNAUTHORIZED, 403: FORBIDDEN}.get(exc.status, INTERNAL_ERROR)
-    headers = {GATEWAY_ERROR_HEADER: exc.code, **exc.headers}
-    return JsonRpcError(code, exc.message, {"code": exc.code}, exc.status, headers)
 
 
 def _invalid_request(message: str) -> JsonRpcError:
@@ -159,11 +147,10 @@ async def handle_mcp_post(ctx: McpContext, request: HttpRequest) -> HttpResponse
         )
         try:
             message = loads_bounded(request.body, TOOL_ARGUMENT_LIMITS)
-        except JsonLimitError as exc:
-            data = {"code": exc.code}
-            raise JsonRpcError(PARSE_ERROR, f"Parse error: {exc}", data, exc.status) from None
-        except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
-            raise JsonRpcError(PARSE_ERROR, f"Parse error: {exc}", http_status=400) from None
+        except ValueError as exc:  # JsonLimitError, JSONDecodeError, UnicodeDecodeError
+            limit = exc if isinstance(exc, JsonLimitError) else None
+            data, status = ({"code": limit.code}, limit.status) if limit else (None, 400)
+            raise JsonRpcError(PARSE_ERROR, f"Parse error: {exc}", data, status) from None
         if isinstance(message, list):
             raise _invalid_request(
                 "JSON-RPC batches are not supported (MCP 2025-06-18 removed batching); send "
@@ -200,13 +187,13 @@ async def handle_mcp_post(ctx: McpContext, request: HttpRequest) -> HttpResponse
         return exc.response(request_id)
     except ApiError as exc:
         # Before the message was read (origin, auth), or a refusal of the caller: HTTP level.
+        data = {"code": exc.code}
         if request_id is None or exc.status in (401, 403):
-            return _http_error(exc).response(request_id)
-        return JsonRpcError(INTERNAL_ERROR, exc.message, {"code": exc.code}).response(request_id)
+            code = {401: UNAUTHORIZED, 403: FORBIDDEN}.get(exc.status, INTERNAL_ERROR)
+            headers = {GATEWAY_ERROR_HEADER: exc.code, **exc.headers}
+            return JsonRpcError(code, exc.message, data, exc.status, headers).response(request_id)
+        return JsonRpcError(INTERNAL_ERROR, exc.message, data).response(request_id)
     return json_response({"jsonrpc": "2.0", "id": request_id, "result": result})
-
-
-# --- revisions ------------------------------------------------------------------------------
 
 
 def _unsupported(requested: Any) -> JsonRpcError:
@@ -267,12 +254,10 @@ def decode_header_value(value: str | None) -> str | None:
     match = _B64_HEADER.fullmatch(value or "")
     if value is None or match is None:
         return value
-    payload = match.group("payload")
     try:
-        decoded = base64.b64decode(payload, validate=True)
-        if base64.b64encode(decoded).decode("ascii") != payload:
-            return None
-        return decoded.decode("utf-8")
+        decoded = base64.b64decode(match["payload"], validate=True)
+        canonical = base64.b64encode(decoded).decode("ascii") == match["payload"]
+        return decoded.decode("utf-8") if canonical else None
     except (binascii.Error, UnicodeDecodeError):
         return None
 
@@ -290,9 +275,6 @@ def _shape(version: str, result: dict[str, Any], cacheable: bool) -> dict[str, A
         "io.modelcontextprotocol/serverInfo": SERVER_INFO,
     }
     return shaped
-
-
-# --- methods --------------------------------------------------------------------------------
 
 
 async def _dispatch(

@@ -49,10 +49,7 @@ def parse_ipv4_forms(host: str) -> ipaddress.IPv4Address | None:
     *leading, last = numbers
     if any(n > 255 for n in leading) or last >= 256 ** (5 - len(numbers)):
         return None
-    value = last
-    for index, number in enumerate(leading):
-        value += number << (8 * (3 - index))
-    return ipaddress.IPv4Address(value)
+    return ipaddress.IPv4Address(last + sum(n << (8 * (3 - i)) for i, n in enumerate(leading)))
 
 
 def parse_ip(host: str) -> IPAddress | None:
@@ -89,9 +86,8 @@ class OutboundPolicy:
 
     def _refused(self, address: IPAddress) -> bool:
         """In forbidden space and not in an allowed network."""
-        candidates: list[IPAddress] = [address]
-        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-            candidates.append(address.ipv4_mapped)
+        mapped = address.ipv4_mapped if isinstance(address, ipaddress.IPv6Address) else None
+        candidates = [address] if mapped is None else [address, mapped]
         return is_forbidden_address(address) and not any(
             a.version == net.version and a in net
             for a in candidates

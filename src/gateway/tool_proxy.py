@@ -169,18 +169,12 @@ def is_unsafe_segment(value: str) -> bool:
     return False
 
 
-def _query_value(value: Any) -> str:
-    # JSON spelling for all but strings: true/false/null, numbers, nested values.
-    return value if isinstance(value, str) else _json_bytes(value).decode()
-
-
 def build_request(
     config: ToolConfig, credential: Credential | None, arguments: dict[str, Any]
 ) -> tuple[list[tuple[str, str]], dict[str, str], bytes | None]:
     """Query params, headers and body for one call (pure, no I/O)."""
-    payload = dict(arguments)
-    for placeholder in config.path_placeholders:
-        payload.pop(placeholder)
+    placeholders = config.path_placeholders
+    payload = {k: v for k, v in arguments.items() if k not in placeholders}
     params: list[tuple[str, str]] = []
     headers = {"user-agent": USER_AGENT, "accept": "application/json, */*;q=0.5"}
     headers.update(config.headers)
@@ -189,8 +183,9 @@ def build_request(
         for name, value in payload.items():
             if value is None:
                 continue
-            items = value if isinstance(value, list) else [value]
-            params.extend((name, _query_value(item)) for item in items)
+            # JSON spelling for all but strings: true/false/null, numbers, nested values.
+            for item in value if isinstance(value, list) else [value]:
+                params.append((name, item if isinstance(item, str) else _json_bytes(item).decode()))
     else:
         body = _json_bytes(payload)
         headers["content-type"] = "application/json"
