@@ -224,8 +224,7 @@ def classify(headers: Headers, method: str, params: Any) -> str:
 
 def _classify_modern(headers: Headers, method: str, params: Any) -> str:
     meta = params.get("_meta") if isinstance(params, dict) else None
-    missing = [k for k in (META_VERSION, META_CAPABILITIES) if k not in (meta or {})]
-    if not isinstance(meta, dict) or missing:
+    if not isinstance(meta, dict) or not {META_VERSION, META_CAPABILITIES} <= meta.keys():
         message = f"params._meta must be an object carrying {META_VERSION!r} and "
         raise JsonRpcError(INVALID_PARAMS, f"{message}{META_CAPABILITIES!r}", http_status=400)
     version = meta[META_VERSION]
