@@ -343,10 +343,8 @@ def _problems(error: Any) -> list[SchemaProblem]:
     definition, value = error.definition, error.value
     if isinstance(definition, dict) and isinstance(value, dict):
         if error.rule == "required":
-            names, message = (
-                [n for n in definition.get("required", ()) if n not in value],
-                "is required",
-            )
+            names = [n for n in definition.get("required", ()) if n not in value]
+            message = "is required"
         elif error.rule == "additionalProperties":
             known = definition.get("properties", {})
             patterns = [re.compile(p) for p in definition.get("patternProperties", {})]
