@@ -1,8 +1,4 @@
-"""The tool gateway: a KV-only hot path for tool calls, and MCP over Streamable HTTP.
-
-Hot-path modules (`tool_proxy`, `mcp`, `api_keys`, `oauth_tokens`, `tool_config`,
-`json_schema`, `kv_cache`, `outbound`, `errors`) are handed KV, a clock and an httpx client
-factory — never `Bindings` — and import nothing that reaches D1, Durable Objects, Vectorize,
-R2 or the memory core (tests/gateway/test_hot_path_isolation.py walks the import graph).
-`routes` adapts `Bindings` to them; `admin_ops` holds the operators' operations.
+"""The tool gateway: a KV-only hot path for tool calls, and MCP over Streamable HTTP. Only
+`routes` sees `Bindings`; nothing here imports D1, Durable Object, Vectorize, R2 or memory
+core code (tests/gateway/test_hot_path_isolation.py). `admin_ops`: operators' operations.
 """

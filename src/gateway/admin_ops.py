@@ -1,11 +1,7 @@
-"""Operator operations on the gateway's KV state, for the `agent-memory gateway ...` CLI (not
-on any request path).
-
-The Worker has no admin route: against a deployed Worker, operators write KV themselves with
-their Cloudflare credentials, so each write operation also has a `plan_*` form whose writes
-`wrangler_put_commands` renders as `wrangler kv key put --remote` commands. Every write
-validates with the models the gateway reads with, so what registers cleanly is what the hot
-path accepts; an operator's mistake is an `AdminError` saying what to do.
+"""Operators' operations on the gateway's KV state, for the `agent-memory gateway` CLI (on no
+request path). A deployed Worker has no admin route, so each write also has a `plan_*` form
+whose writes `wrangler_put_commands` renders for wrangler. Writes validate with the models the
+hot path reads with; an operator's mistake is an `AdminError` saying what to do.
 """
 
 from __future__ import annotations
@@ -42,7 +38,7 @@ class AdminError(ValueError):
 
 
 class KVWrite(BaseModel):
-    """One KV put an operation performs (also rendered as a wrangler command)."""
+    """One KV put an operation performs."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -51,14 +47,14 @@ class KVWrite(BaseModel):
 
 
 class ApiKeyIndexEntry(ApiKeyRecord):
-    """The value at `gw:keyid:{tenant}:{key_id}`: a key's record plus its hash, so operators
-    find (and revoke) a key by id. Never read by the hot path."""
+    """The value at `gw:keyid:{tenant}:{key_id}`: a key's record and hash, so operators find
+    (and revoke) a key by id."""
 
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
 
 
 class IssuedApiKey(BaseModel):
-    """A newly issued key. `api_key` is shown once and stored nowhere (only its hash)."""
+    """A newly issued key; `api_key` is shown once and stored nowhere."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -95,21 +91,14 @@ async def _require_tenant(kv: KVNamespace, tenant: str) -> TenantRecord:
 
 
 async def _read_all(kv: KVNamespace, prefix: str, model: type[M]) -> list[M]:
-    records: list[M] = []
-    for key in await list_keys(kv, prefix):
-        raw = await kv.get(key)
-        if raw is not None:
-            records.append(model.model_validate_json(raw))
-    return records
+    raws = [await kv.get(key) for key in await list_keys(kv, prefix)]
+    return [model.model_validate_json(raw) for raw in raws if raw is not None]
 
 
 async def _delete(kv: KVNamespace, key: str) -> bool:
     existed = await kv.get(key) is not None
     await kv.delete(key)
     return existed
-
-
-# --- tenants -------------------------------------------------------------------------------
 
 
 def plan_create_tenant(
@@ -151,16 +140,10 @@ async def list_tenants(kv: KVNamespace) -> list[TenantRecord]:
     return await _read_all(kv, tenant_key(""), TenantRecord)
 
 
-# --- API keys ------------------------------------------------------------------------------
-
-
 def plan_issue_api_key(
     tenant: str, *, now: float, scopes: Iterable[str] = ALL_SCOPES, label: str = ""
 ) -> tuple[IssuedApiKey, list[KVWrite]]:
-    """A new key and the two KV writes that make it work (record by hash, index by key id).
-
-    The key is `amk_` + 256 random bits: call only inside a request or CLI run (Workers
-    forbid randomness in global scope)."""
+    """A new key (`amk_` + 256 random bits) and its two writes: record by hash, index by id."""
     _check_tenant_name(tenant)
     chosen = tuple(dict.fromkeys(scopes))
     unknown = [s for s in chosen if s not in ALL_SCOPES]
@@ -204,22 +187,19 @@ async def revoke_api_key(
     if index.status == "revoked":
         return index
     revoked = {"status": "revoked", "revoked_at": clock.now()}
-    raw_record = await kv.get(api_key_key(index.sha256))
-    if raw_record is not None:
+    writes = []
+    if raw_record := await kv.get(api_key_key(index.sha256)):
         # The record first: once it says revoked, the key stops working.
         record = ApiKeyRecord.model_validate_json(raw_record).model_copy(update=revoked)
-        await _apply(kv, [_write(api_key_key(index.sha256), record)])
+        writes.append(_write(api_key_key(index.sha256), record))
     index = index.model_copy(update=revoked)
-    await _apply(kv, [_write(key_id_key(tenant, key_id), index)])
+    await _apply(kv, [*writes, _write(key_id_key(tenant, key_id), index)])
     return index
 
 
 async def list_api_keys(kv: KVNamespace, tenant: str) -> list[ApiKeyIndexEntry]:
     _check_tenant_name(tenant)
     return await _read_all(kv, key_id_key(tenant, ""), ApiKeyIndexEntry)
-
-
-# --- credentials ---------------------------------------------------------------------------
 
 
 def plan_set_credential(tenant: str, provider: str, secret: str, *, now: float) -> list[KVWrite]:
@@ -249,12 +229,8 @@ async def delete_credential(kv: KVNamespace, tenant: str, provider: str) -> bool
     return await _delete(kv, credential_key(tenant, provider))
 
 
-# --- tool configs --------------------------------------------------------------------------
-
-
 def validate_tool_config(config: Mapping[str, Any] | ToolConfig) -> ToolConfig:
-    """Parse and check a tool config (its input schema included), or raise `AdminError`
-    listing every problem."""
+    """The parsed, fully checked config, or an `AdminError` listing every problem."""
     if isinstance(config, ToolConfig):
         return config
     try:
@@ -298,16 +274,10 @@ def describe_tool(config: ToolConfig) -> dict[str, Any]:
     return config.model_dump(mode="json", exclude_none=True)
 
 
-# --- deployed Workers ----------------------------------------------------------------------
-
-
 def wrangler_put_commands(writes: Iterable[KVWrite], *, binding: str = "KV") -> list[str]:
-    """Shell commands that perform `writes` on the deployed namespace.
-
-    `--remote` because wrangler v4 defaults `kv` commands to local storage
-    (cloudflare/workers-sdk#7392). Values are shell-quoted; for a credential prefer a file
-    and `--path` (docs/gateway.md) so the secret stays out of shell history.
-    """
+    """Shell commands performing `writes` on the deployed namespace (`--remote`: wrangler v4
+    defaults to local storage, workers-sdk#7392). For a secret prefer `--path`
+    (docs/gateway.md), which keeps it out of shell history."""
     return [
         f"npx wrangler kv key put --binding={shlex.quote(binding)} --remote "
         f"{shlex.quote(write.key)} {shlex.quote(write.value)}"

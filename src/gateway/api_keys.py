@@ -1,9 +1,6 @@
-"""Tenants and their API keys: who may call the gateway, with which scopes.
-
-`authenticate` is step 1 of the hot path: `Authorization: Bearer <key>` → SHA-256 → KV
-`gw:apikey:{hex}` → `Principal`; the tenant comes from the key, never from the request.
-Keys are random 256-bit strings (`gateway.admin_ops.issue_api_key`), so an unsalted SHA-256
-makes a KV dump useless for calling the gateway (there is nothing to brute-force).
+"""Tenants and their API keys. `authenticate`: `Authorization: Bearer <key>` → SHA-256 → KV
+`gw:apikey:{hex}` → `Principal` (the tenant comes from the key, never the request). Keys are
+256 random bits, so an unsalted SHA-256 leaves nothing to brute-force in a KV dump.
 """
 
 from __future__ import annotations
@@ -29,8 +26,7 @@ _TOKEN_RE = re.compile(r"^[A-Za-z0-9._~+/=-]{16,256}$")
 
 
 class TenantRecord(BaseModel):
-    """The value at `gw:tenant:{tenant}`. The tool-call hot path never reads it (the key
-    names the tenant); MCP reads `memory_enabled`."""
+    """The value at `gw:tenant:{tenant}` (MCP reads `memory_enabled`)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

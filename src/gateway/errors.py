@@ -1,9 +1,6 @@
-"""The gateway's errors, distinguishable from anything an upstream says.
-
-The gateway raises the shared `ApiError` and answers it with `x-gateway-error: <code>`
-(`gateway_error_response`): `{"error": {"code", "message"[, "details"]}}`, stable codes
-clients may branch on. A relayed upstream response never has that header and always has
-`x-upstream-status`.
+"""The gateway's errors: the shared `ApiError` answered with `x-gateway-error: <code>` and
+`{"error": {"code", "message"[, "details"]}}`; a relayed upstream answer never has that header
+and always has `x-upstream-status`.
 """
 
 from __future__ import annotations
@@ -21,8 +18,7 @@ def gateway_error_response(exc: ApiError) -> HttpResponse:
 
 
 def unauthorized(code: str, message: str) -> ApiError:
-    """A 401 with RFC 6750's challenge (the routes add the RFC 9728 `resource_metadata`:
-    `gateway.oauth_tokens.add_resource_metadata`)."""
+    """A 401 with RFC 6750's challenge (`oauth_tokens` adds RFC 9728's metadata)."""
     challenge = 'Bearer realm="agent-memory-gateway"'
     if code != "missing_api_key":
         challenge += ', error="invalid_token"'

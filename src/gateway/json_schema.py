@@ -1,23 +1,14 @@
-"""Tool input schemas: what the gateway accepts at registration (`check_schema`) and how it
-validates every call's arguments (`validate`), with `fastjsonschema` — a maintained,
-pure-Python validator that compiles a schema into a function and loads in Pyodide.
+"""Tool input schemas: what registration accepts (`check_schema`) and how each call's
+arguments are validated (`validate`), with `fastjsonschema` (maintained, pure Python, loads in
+Pyodide). Semantics are JSON Schema 2020-12 for `META_SCHEMA`'s keywords (docs/gateway.md):
+fastjsonschema implements draft-07, which agrees once a `$ref` with siblings moves into an
+`allOf`, `format` is an annotation and `items` arrays are refused. Patterns are Python regexes
+searched anywhere. tests/gateway/test_json_schema.py compares verdicts with `jsonschema`.
 
-Semantics are JSON Schema 2020-12 for the keywords of `META_SCHEMA` (listed in
-docs/gateway.md). fastjsonschema implements draft-07, which agrees on them once: a `$ref`
-with siblings is handed over inside an `allOf` (draft-07 would ignore the siblings),
-`format` is an annotation (`use_formats=False`), and the array form of `items` is refused.
-Patterns are Python regexes searched anywhere, `$` matching only at the very end (as in
-ECMA-262). tests/gateway/test_json_schema.py compares verdicts with `jsonschema`'s 2020-12.
-
-Registration refuses, naming every problem with its location, whatever the validator could
-not honour exactly — never a silently ignored constraint: an unknown keyword (`prefixItems`,
-`dependencies`, `$id`, a typo...), a malformed value, a `$ref` that is not a JSON pointer
-into this document (a remote one would make the library fetch a URL), a pattern Python
-cannot compile, a cycle of `$ref`s or combinators that never descends into the instance (it
-would recurse forever), more than `MAX_SCHEMA_DEPTH` levels of JSON or `MAX_SCHEMA_BYTES`.
-
-Compiled validators are kept per isolate (`COMPILED`), found by the schema object (no
-serialising per call), else by its canonical JSON (a config re-read from KV).
+Registration refuses, naming each problem's location, what the validator could not honour
+exactly: unknown keywords, malformed values, a `$ref` that is not a pointer into this document
+(a remote one would make the library fetch a URL), bad patterns, `$ref`/combinator cycles that
+never descend (infinite recursion), more than `MAX_SCHEMA_DEPTH` levels or `MAX_SCHEMA_BYTES`.
 """
 
 from __future__ import annotations
@@ -39,8 +30,8 @@ MAX_COMPILED = 256
 MAX_PROBLEMS = 20
 
 TYPE_NAMES = ["array", "boolean", "integer", "null", "number", "object", "string"]
-# Keywords holding one subschema, a list or a map of them: the structure `$ref` targets and
-# cycles are checked over. The combinators apply to the same instance (no descent).
+# Keywords holding a subschema, a list or a map of them; `_SAME_INSTANCE` and the lists
+# apply to the same instance (no descent), so a cycle through them never ends.
 _ONE_SCHEMA = ("items", "additionalProperties", "propertyNames", "contains")
 _SAME_INSTANCE = ("not", "if", "then", "else")
 _SCHEMA_LISTS = ("allOf", "anyOf", "oneOf")
@@ -53,8 +44,7 @@ def _each(keywords: tuple[str, ...], shape: Any) -> dict[str, Any]:
     return {keyword: shape for keyword in keywords}
 
 
-# The keywords a tool schema may use and the shape of each value: a (draft-07) meta-schema
-# that fastjsonschema itself checks tool schemas against.
+# The keywords a tool schema may use and their values' shapes (checked by fastjsonschema).
 META_SCHEMA: dict[str, Any] = {
     "type": ["object", "boolean"],
     "additionalProperties": False,
@@ -114,7 +104,7 @@ class UnsupportedSchemaError(ValueError):
 
 @dataclass(frozen=True)
 class SchemaProblem:
-    """One reason an instance fails its schema. `path` is JSONPath-like: `$.items[2].name`."""
+    """Why an instance fails, at a JSONPath-like `path` (`$.items[2].name`)."""
 
     path: str
     message: str
@@ -123,13 +113,9 @@ class SchemaProblem:
         return {"path": self.path, "problem": self.message}
 
 
-# --- compiling ------------------------------------------------------------------------------
-
-
 def _compile(schema: Any, *, detailed: bool = True) -> Validator:
-    """fastjsonschema's validator for a checked `schema`: every error collected (with path,
-    rule and value when `detailed`), defaults never written into the arguments, formats not
-    asserted, no remote `$ref`."""
+    """fastjsonschema's validator for a checked `schema`: all errors when `detailed`, no
+    defaults written into the arguments, formats not asserted."""
     import fastjsonschema  # when first needed: most requests never compile a schema
 
     # In every subschema, a `$ref` with siblings moves into `allOf` (appended, so JSON
@@ -160,7 +146,8 @@ def _meta_validator(detailed: bool) -> Validator:
 
 
 class _Compiled:
-    """Validators by schema identity (the hot path's lookup) and by canonical JSON (LRU)."""
+    """Validators per isolate by schema identity (the hot path: no serialising per call),
+    else by canonical JSON (a config re-read from KV); both LRU."""
 
     def __init__(self) -> None:
         self._by_text: OrderedDict[str, Validator] = OrderedDict()
@@ -190,12 +177,9 @@ class _Compiled:
 COMPILED = _Compiled()
 
 
-# --- registration ---------------------------------------------------------------------------
-
-
 def check_schema(schema: Any) -> None:
-    """Raise `UnsupportedSchemaError` listing every reason `schema` cannot be honoured
-    exactly; otherwise compile it, ready for `validate`."""
+    """Raise `UnsupportedSchemaError` listing why `schema` cannot be honoured exactly; else
+    compile it for `validate`."""
     if not isinstance(schema, dict | bool):
         raise UnsupportedSchemaError(["#: a schema must be an object or a boolean"])
     size = len(json.dumps(schema, separators=(",", ":")))
@@ -240,25 +224,25 @@ def _message(error: Any) -> str:
     return message
 
 
-def _meta_problems(schema: Any) -> list[str]:
-    """Keywords and their values, checked by fastjsonschema against `META_SCHEMA`."""
+def _errors(validator: Validator, instance: Any) -> list[Any]:
+    """The library's errors for `instance`: empty when it passes."""
     from fastjsonschema import JsonSchemaValueException, JsonSchemaValuesException
 
     try:
-        _meta_validator(False)(schema)
-        return []
-    except JsonSchemaValueException:
-        pass
-    try:
-        _meta_validator(True)(schema)
+        validator(instance)
     except JsonSchemaValuesException as exc:
-        errors = exc.errors[:MAX_PROBLEMS]
+        return list(exc.errors)
     except JsonSchemaValueException as exc:
-        errors = [exc]
-    else:
-        return ["#: refused by the meta-schema"]  # both validators run the same checks
+        return [exc]
+    return []
+
+
+def _meta_problems(schema: Any) -> list[str]:
+    """Keywords and their values, checked by fastjsonschema against `META_SCHEMA`."""
+    if not _errors(_meta_validator(False), schema):
+        return []
     problems = []
-    for error in errors:
+    for error in _errors(_meta_validator(True), schema)[:MAX_PROBLEMS]:
         # `data.properties.a` as the JSON pointer `#/properties/a`.
         where = "#" + re.sub(
             r"\.|\[(\d+)\]", lambda m: f"/{m[1] or ''}", (error.name or "data")[4:]
@@ -277,7 +261,7 @@ def _meta_problems(schema: Any) -> list[str]:
         else:
             message = _message(error)
         problems.append(f"{where}: {message}")
-    return problems
+    return problems or ["#: refused by the meta-schema"]  # both run the same checks
 
 
 def _subschemas(node: Any, where: str) -> Iterator[tuple[str, str, Any]]:
@@ -341,23 +325,11 @@ def _structure_problems(schema: Any) -> list[str]:
     return problems
 
 
-# --- call-time validation -------------------------------------------------------------------
-
-
 def validate(schema: Any, instance: Any) -> list[SchemaProblem]:
     """Why `instance` (decoded JSON) fails `schema` (one `check_schema` accepted): empty when
     it passes, at most `MAX_PROBLEMS`."""
-    from fastjsonschema import JsonSchemaValueException, JsonSchemaValuesException
-
-    try:
-        COMPILED.get(schema)(instance)
-        return []
-    except JsonSchemaValuesException as exc:
-        errors = exc.errors
-    except JsonSchemaValueException as exc:
-        errors = [exc]
     problems: list[SchemaProblem] = []
-    for error in errors:
+    for error in _errors(COMPILED.get(schema), instance):
         problems.extend(_problems(error))
         if len(problems) >= MAX_PROBLEMS:
             break
@@ -371,10 +343,8 @@ def _problems(error: Any) -> list[SchemaProblem]:
     definition, value = error.definition, error.value
     if isinstance(definition, dict) and isinstance(value, dict):
         if error.rule == "required":
-            names, message = (
-                [n for n in definition.get("required", ()) if n not in value],
-                "is required",
-            )
+            names = [n for n in definition.get("required", ()) if n not in value]
+            message = "is required"
         elif error.rule == "additionalProperties":
             known = definition.get("properties", {})
             patterns = [re.compile(p) for p in definition.get("patternProperties", {})]

@@ -1,5 +1,4 @@
-"""The gateway's state in KV: where each record lives, which names are allowed, and the
-per-isolate cache every hot-path read goes through.
+"""The gateway's KV state: key layout, allowed names, and the isolate cache of hot-path reads.
 
     gw:tenant:{tenant}             api_keys.TenantRecord
     gw:apikey:{sha256 of the key}  api_keys.ApiKeyRecord
@@ -8,13 +7,10 @@ per-isolate cache every hot-path read goes through.
     gw:tool:{tenant}:{tool}        tool_config.ToolConfig
     gw:oauth:at:{sha256 of token}  oauth_tokens.AccessTokenRecord
 
-Keys hold no key or token in clear, only its SHA-256; names are restricted so that no key
-nears KV's 512-byte limit and no name holds the `:` separator.
-
-Staleness bound: a parsed record is served from the isolate's cache for `CACHE_TTL_SECONDS`
-after it was read, so a warm isolate makes no KV reads, and a revoked key, rotated credential
-or changed config takes effect within 30 s (on Cloudflare plus KV's own propagation, up to
-~60 s). Misses are never cached: a new key or tool works on the next request.
+Keys hold only SHA-256s of secrets; names stay far from KV's 512-byte key limit and never
+hold `:`. A parsed record is served from the cache for `CACHE_TTL_SECONDS`, so a revocation,
+rotation or config change takes effect within 30 s (plus KV propagation, ~60 s, on
+Cloudflare); misses are never cached, so a new key or tool works at once.
 """
 
 from __future__ import annotations
@@ -64,7 +60,7 @@ def tool_key(tenant: str, tool: str) -> str:
 
 
 class KVReadCache:
-    """A TTL + LRU map from KV key to a parsed value. Not thread-safe (isolates are not)."""
+    """A TTL + LRU map from KV key to a parsed value (isolates are single-threaded)."""
 
     def __init__(self) -> None:
         self._entries: OrderedDict[str, tuple[float, Any]] = OrderedDict()
@@ -108,12 +104,9 @@ async def read_record(
     what: str,
     fix: str = "write it again",
 ) -> M | None:
-    """The `model` stored at `key`, through the cache; None when missing.
-
-    Raises 503 `kv_unavailable` when KV fails, and 500 `gateway_misconfigured` naming the
-    first problem (and `fix`) when the stored `what` does not parse — say a hand-written
-    record put with `wrangler kv key put`: never half-used.
-    """
+    """The `model` at `key` through the cache, None when missing. 503 `kv_unavailable` when
+    KV fails; 500 `gateway_misconfigured` naming the problem and `fix` when the stored `what`
+    (say, hand-written with wrangler) does not parse: never half-used."""
     now = clock.now()
     hit, value = cache.get(key, now)
     if hit:

@@ -1,34 +1,22 @@
-"""MCP over Streamable HTTP at `POST /mcp`: revisions 2025-06-18, 2025-11-25 and 2026-07-28.
+"""MCP over Streamable HTTP at `POST /mcp`: revisions 2025-06-18, 2025-11-25 and 2026-07-28
+(modelcontextprotocol.io/specification/{revision}/ basic/transports.mdx, lifecycle.mdx,
+server/tools.mdx, authorization.mdx; 2026-07-28's "Per-request protocol fields" and the
+Python SDK 2.3.0's `classify_inbound_request`).
 
-Spec: modelcontextprotocol.io/specification/{revision}/ basic/transports.mdx,
-basic/lifecycle.mdx, server/tools.mdx, basic/authorization.mdx; for 2026-07-28 also
-basic/index.mdx "Per-request protocol fields" and the official Python SDK 2.3.0
-(`mcp.shared.inbound.classify_inbound_request`, `mcp_types._v2026_07_28`).
+Stateless in every revision (any isolate answers): each POST carries its bearer
+(`gateway.oauth_tokens`) and one message (batches were removed in 2025-06-18: -32600);
+notifications and client responses get 202. A bad bearer is HTTP 401 (-32001), a missing
+scope 403 (-32003); a request with an `Origin` must name one in `MCP_ALLOWED_ORIGINS` (DNS
+rebinding; never compared with `Host`, which a rebinding page matches). Unknown tools and
+invalid arguments are -32602 — from 2025-11-25 on, invalid arguments are an `isError`
+result (SEP-1303), as upstream failures always are.
 
-* **Stateless** in every revision, so any isolate answers any message: each POST carries its
-  bearer (an API key or an OAuth access token, `gateway.oauth_tokens`) and gets one JSON
-  object; no `Mcp-Session-Id`; `GET`/`DELETE /mcp` are 405 (no SSE stream, no session).
-* **One message per POST**: 2025-06-18 removed batching, so an array is -32600 (HTTP 400);
-  notifications and client responses get 202 and no body.
-* **Auth**: a missing or bad bearer is HTTP 401 (-32001; authorization.mdx requires 401), a
-  missing scope 403 (-32003). **Origin** (DNS rebinding): a request with one must name an
-  origin in `MCP_ALLOWED_ORIGINS`, else 403; never compared with `Host`, which a rebinding
-  page matches. Requests without `Origin` (CLI and IDE clients) pass.
-* **Errors** (tools.mdx): unknown tool and invalid arguments are -32602 — from 2025-11-25 on,
-  invalid arguments are a tool result with `isError: true` (SEP-1303); upstream failures are
-  always such results, so the model can react.
-* **Revision**, read from each request (`classify`): 2026-07-28 when `MCP-Protocol-Version`
-  names it or `params._meta` carries a protocol version. Its ladder, first failure wins:
-  `_meta` holds the version and client capabilities (-32602); the headers agree with the
-  body (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name` for tools/call: -32020); the version
-  is served (-32022, `data: {supported, requested}`). Its results carry `resultType` and the
-  serverInfo stamp, cacheable ones `ttlMs` and `cacheScope: "private"` (a list depends on the
-  caller); `initialize` and `ping` do not exist; HTTP statuses follow the SDK's table.
-  Otherwise the handshake era: `initialize` echoes 2025-06-18 / 2025-11-25, else offers
-  2025-11-25; later requests name their version in the header (none: 2025-06-18's rules).
-
-Proxied tools run the hot path of `POST /api/v1/tools/{name}` (`gateway.tool_proxy`); memory
-tools go to the `MemoryToolDispatcher` the route hands in (no memory code is imported here).
+2026-07-28 applies when `MCP-Protocol-Version` names it or `params._meta` carries a version;
+first failure wins: `_meta` holds version and capabilities (-32602), the headers agree with
+the body (-32020), the version is served (-32022). Its results carry `resultType`, the
+serverInfo stamp and, when cacheable, `ttlMs`/`cacheScope: "private"`; no `initialize` or
+`ping`; HTTP statuses follow the SDK's table. Otherwise `initialize` negotiates and later
+requests name their version in the header (none: 2025-06-18's rules).
 """
 
 from __future__ import annotations
@@ -39,7 +27,7 @@ import json
 import logging
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from gateway.api_keys import Principal, load_tenant
@@ -57,13 +45,11 @@ log = logging.getLogger(__name__)
 HANDSHAKE_VERSIONS = ("2025-06-18", "2025-11-25")
 MODERN_VERSION = "2026-07-28"
 SUPPORTED_VERSIONS = (*HANDSHAKE_VERSIONS, MODERN_VERSION)
-# Handshake-era versions the SDKs know: named in a header, refused with -32600 rather than
-# read as a 2026 request.
+# Known to the SDKs: named in a header, refused with -32600 rather than read as 2026's.
 KNOWN_OLD_VERSIONS = ("2024-11-05", "2025-03-26")
 META_VERSION = "io.modelcontextprotocol/protocolVersion"
 META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
-# How long a client may reuse a discover / tools/list answer: short, since an operator may
-# register a tool at any time.
+# Short: an operator may register a tool at any time.
 LIST_TTL_MS = 60_000
 
 CAPABILITIES = {"tools": {"listChanged": False}}
@@ -105,21 +91,15 @@ RequestId = str | int
 
 
 class MemoryToolDispatcher(Protocol):
-    """The memory tools (ADR-0030's `recall_memory`, `store_memory`) bound to a request's
-    bindings; built outside the hot path (`worker.memory_wiring`), since they reach D1,
-    Vectorize and the embedder."""
+    """ADR-0030's memory tools bound to a request's bindings, built outside the hot path.
+    `specs`: the MCP tool objects. `call` returns a JSON-serialisable result; refused input is
+    a `ValueError` with a string `code` (shown), anything else an internal error (not shown)."""
 
-    def specs(self) -> Sequence[Mapping[str, Any]]:
-        """The tools as MCP lists them: `{"name", "description", "inputSchema"}` each."""
-        ...
+    def specs(self) -> Sequence[Mapping[str, Any]]: ...
 
-    async def call(self, tenant: str, tool_name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        """Run `tool_name` with arguments valid for its schema; a JSON-serialisable result.
-
-        Refused input is a `ValueError` with a stable string `code` (the client sees code
-        and message); any other exception is an internal error reported without details.
-        """
-        ...
+    async def call(
+        self, tenant: str, tool_name: str, arguments: dict[str, Any]
+    ) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -131,20 +111,15 @@ class McpContext:
     allowed_origins: frozenset[str] = frozenset()
 
 
+@dataclass(eq=False)  # eq would make the exception unhashable
 class JsonRpcError(Exception):
     """A JSON-RPC error answer, with its HTTP status and headers."""
 
-    def __init__(
-        self,
-        code: int,
-        message: str,
-        data: Any = None,
-        http_status: int = 200,
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.code, self.message, self.data = code, message, data
-        self.http_status, self.headers = http_status, headers or {}
+    code: int
+    message: str
+    data: Any = None
+    http_status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
 
     def response(self, request_id: RequestId | None) -> HttpResponse:
         error: dict[str, Any] = {"code": self.code, "message": self.message}
@@ -152,13 +127,6 @@ class JsonRpcError(Exception):
             error["data"] = self.data
         body = {"jsonrpc": "2.0", "id": request_id, "error": error}
         return json_response(body, status=self.http_status, headers=self.headers)
-
-
-def _http_error(exc: ApiError) -> JsonRpcError:
-    """An auth, origin or store failure answered at the HTTP level, with a JSON-RPC body."""
-    code = {401: UNAUTHORIZED, 403: FORBIDDEN}.get(exc.status, INTERNAL_ERROR)
-    headers = {GATEWAY_ERROR_HEADER: exc.code, **exc.headers}
-    return JsonRpcError(code, exc.message, {"code": exc.code}, exc.status, headers)
 
 
 def _invalid_request(message: str) -> JsonRpcError:
@@ -179,11 +147,10 @@ async def handle_mcp_post(ctx: McpContext, request: HttpRequest) -> HttpResponse
         )
         try:
             message = loads_bounded(request.body, TOOL_ARGUMENT_LIMITS)
-        except JsonLimitError as exc:
-            data = {"code": exc.code}
-            raise JsonRpcError(PARSE_ERROR, f"Parse error: {exc}", data, exc.status) from None
-        except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
-            raise JsonRpcError(PARSE_ERROR, f"Parse error: {exc}", http_status=400) from None
+        except ValueError as exc:  # JsonLimitError, JSONDecodeError, UnicodeDecodeError
+            limit = exc if isinstance(exc, JsonLimitError) else None
+            data, status = ({"code": limit.code}, limit.status) if limit else (None, 400)
+            raise JsonRpcError(PARSE_ERROR, f"Parse error: {exc}", data, status) from None
         if isinstance(message, list):
             raise _invalid_request(
                 "JSON-RPC batches are not supported (MCP 2025-06-18 removed batching); send "
@@ -220,13 +187,13 @@ async def handle_mcp_post(ctx: McpContext, request: HttpRequest) -> HttpResponse
         return exc.response(request_id)
     except ApiError as exc:
         # Before the message was read (origin, auth), or a refusal of the caller: HTTP level.
+        data = {"code": exc.code}
         if request_id is None or exc.status in (401, 403):
-            return _http_error(exc).response(request_id)
-        return JsonRpcError(INTERNAL_ERROR, exc.message, {"code": exc.code}).response(request_id)
+            code = {401: UNAUTHORIZED, 403: FORBIDDEN}.get(exc.status, INTERNAL_ERROR)
+            headers = {GATEWAY_ERROR_HEADER: exc.code, **exc.headers}
+            return JsonRpcError(code, exc.message, data, exc.status, headers).response(request_id)
+        return JsonRpcError(INTERNAL_ERROR, exc.message, data).response(request_id)
     return json_response({"jsonrpc": "2.0", "id": request_id, "result": result})
-
-
-# --- revisions ------------------------------------------------------------------------------
 
 
 def _unsupported(requested: Any) -> JsonRpcError:
@@ -257,19 +224,9 @@ def classify(headers: Headers, method: str, params: Any) -> str:
 
 def _classify_modern(headers: Headers, method: str, params: Any) -> str:
     meta = params.get("_meta") if isinstance(params, dict) else None
-    if not isinstance(meta, dict):
-        raise JsonRpcError(
-            INVALID_PARAMS,
-            f"params._meta must be an object carrying {META_VERSION!r} and {META_CAPABILITIES!r}",
-            http_status=400,
-        )
-    missing = [key for key in (META_VERSION, META_CAPABILITIES) if key not in meta]
-    if missing:
-        raise JsonRpcError(
-            INVALID_PARAMS,
-            f"params._meta is missing the required key(s): {', '.join(missing)}",
-            http_status=400,
-        )
+    if not isinstance(meta, dict) or not {META_VERSION, META_CAPABILITIES} <= meta.keys():
+        message = f"params._meta must be an object carrying {META_VERSION!r} and "
+        raise JsonRpcError(INVALID_PARAMS, f"{message}{META_CAPABILITIES!r}", http_status=400)
     version = meta[META_VERSION]
     mismatch = None
     if headers.get("mcp-protocol-version") != version:
@@ -285,9 +242,7 @@ def _classify_modern(headers: Headers, method: str, params: Any) -> str:
     if mismatch:
         raise JsonRpcError(HEADER_MISMATCH, mismatch, http_status=400)
     if not isinstance(version, str):
-        raise JsonRpcError(
-            INVALID_PARAMS, "the protocol version in params._meta must be a string", None, 400
-        )
+        raise JsonRpcError(INVALID_PARAMS, "params._meta's version must be a string", None, 400)
     if version != MODERN_VERSION:
         raise _unsupported(version)
     return version
@@ -298,19 +253,16 @@ def decode_header_value(value: str | None) -> str | None:
     match = _B64_HEADER.fullmatch(value or "")
     if value is None or match is None:
         return value
-    payload = match.group("payload")
     try:
-        decoded = base64.b64decode(payload, validate=True)
-        if base64.b64encode(decoded).decode("ascii") != payload:
-            return None
-        return decoded.decode("utf-8")
+        decoded = base64.b64decode(match["payload"], validate=True)
+        canonical = base64.b64encode(decoded).decode("ascii") == match["payload"]
+        return decoded.decode("utf-8") if canonical else None
     except (binascii.Error, UnicodeDecodeError):
         return None
 
 
 def _shape(version: str, result: dict[str, Any], cacheable: bool) -> dict[str, Any]:
-    """A result as `version` has it: unchanged in the handshake era; in 2026-07-28 with
-    `resultType`, the serverInfo stamp and, when cacheable, TTL hints."""
+    """A result as `version` has it (2026-07-28 adds `resultType`, serverInfo, TTL hints)."""
     if version != MODERN_VERSION:
         return result
     shaped = {**result, "resultType": "complete"}
@@ -322,9 +274,6 @@ def _shape(version: str, result: dict[str, Any], cacheable: bool) -> dict[str, A
         "io.modelcontextprotocol/serverInfo": SERVER_INFO,
     }
     return shaped
-
-
-# --- methods --------------------------------------------------------------------------------
 
 
 async def _dispatch(
@@ -345,12 +294,8 @@ async def _dispatch(
     if method == "ping" and not modern:
         return {}
     if method == "server/discover" and modern:
-        discover = {
-            "supportedVersions": list(SUPPORTED_VERSIONS),
-            "capabilities": CAPABILITIES,
-            "instructions": INSTRUCTIONS,
-        }
-        return _shape(version, discover, cacheable=True)
+        discover = {"supportedVersions": list(SUPPORTED_VERSIONS), "capabilities": CAPABILITIES}
+        return _shape(version, discover | {"instructions": INSTRUCTIONS}, cacheable=True)
     if method == "tools/list":
         return _shape(version, {"tools": await _list_tools(ctx, principal)}, cacheable=True)
     if method == "tools/call":
@@ -364,8 +309,7 @@ def _may_use_memory_tool(principal: Principal, name: str) -> bool:
 
 
 async def _memory_available(ctx: McpContext, principal: Principal) -> bool:
-    """Memory tools exist for this caller: offered by the deployment, enabled for the tenant,
-    a memory scope held (which of the tools, `_may_use_memory_tool` says)."""
+    """Offered by the deployment, enabled for the tenant, one memory scope held."""
     if ctx.memory is None or not any(
         _may_use_memory_tool(principal, n) for n in _MEMORY_TOOL_SCOPE
     ):
@@ -383,7 +327,7 @@ async def _list_tools(ctx: McpContext, principal: Principal) -> list[dict[str, A
         tools.extend(config.mcp_tool() for config in configs)
     if ctx.memory is not None and await _memory_available(ctx, principal):
         specs = ctx.memory.specs()
-        tools.extend(dict(s) for s in specs if _may_use_memory_tool(principal, s["name"]))
+        tools += [dict(s) for s in specs if _may_use_memory_tool(principal, s["name"])]
     return tools
 
 
@@ -455,8 +399,7 @@ async def _call_memory_tool(
         check_value(arguments, STORAGE_LIMITS)
     except JsonLimitError as exc:
         raise JsonRpcError(INVALID_PARAMS, exc.message, {"code": exc.code}) from None
-    # The schema's top-level defaults (recall_memory's top_k: 5, ADR-0030), so the dispatcher
-    # always gets them.
+    # The schema's top-level defaults (ADR-0030: recall_memory's top_k 5) for the dispatcher.
     defaults = {
         key: prop["default"]
         for key, prop in schema.get("properties", {}).items()

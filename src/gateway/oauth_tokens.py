@@ -1,16 +1,11 @@
-"""OAuth access tokens on the hot path, and the RFC 9728 challenges that point clients to
-the authorization server (`worker.oauth`).
+"""OAuth access tokens on the hot path, and RFC 9728 challenges pointing to `worker.oauth`.
 
-An access token is `amo_` + 256 random bits, opaque: nothing is signed or parsed. The token
-endpoint writes `gw:oauth:at:{sha256 hex}` → `AccessTokenRecord` with a KV expiration, and
-`authenticate_bearer` reads it as `gateway.api_keys.authenticate` reads an API key (same
-isolate cache and 30 s staleness bound; no D1, Durable Object or signature on this path).
-Checks, in order: the record exists (revocation deletes it), it has not expired (against the
-clock, so the KV TTL's coarseness does not matter), and its RFC 8707 `resource` is one this
-origin answers for: a token minted for another deployment sharing the KV namespace, or for
-another host name of this one, is refused.
-
-Scopes: `tools`, `memory:read` (recall_memory), `memory:write` (store_memory).
+A token is `amo_` + 256 random bits, opaque; the token endpoint writes
+`gw:oauth:at:{sha256}` → `AccessTokenRecord` (with a KV expiration), read like an API key
+(same cache, no D1 or signature). Refused unless the record exists (revocation deletes it),
+has not expired by the clock, and names an RFC 8707 `resource` this origin answers for (not
+another deployment sharing the namespace, nor another host name of this one). Scopes:
+`tools`, `memory:read` (recall_memory), `memory:write` (store_memory).
 """
 
 from __future__ import annotations
@@ -64,9 +59,8 @@ def origin_of(url: str) -> str:
 
 
 def resources_for_origin(origin: str) -> frozenset[str]:
-    """The RFC 8707 resource identifiers this server accepts at `origin`: the MCP endpoint
-    (what clients connecting to `/mcp` send) and the origin itself (what the plain tool
-    route's metadata names)."""
+    """The RFC 8707 resources accepted at `origin`: `/mcp` (MCP clients) and the origin (the
+    tool route's metadata)."""
     return frozenset({origin, f"{origin}/", f"{origin}{MCP_PATH}"})
 
 
@@ -77,11 +71,8 @@ async def authenticate_bearer(
     authorization: str | None,
     resources: frozenset[str],
 ) -> Principal:
-    """The caller of a gateway route: an OAuth access token (`amo_…`) or an API key.
-
-    Raises a 401 `ApiError`: `invalid_token` (unknown or revoked), `token_expired`,
-    `token_resource_mismatch` (issued for another resource), or the API-key codes.
-    """
+    """The caller: an OAuth access token (`amo_…`) or an API key. Raises 401 `invalid_token`
+    (unknown or revoked), `token_expired`, `token_resource_mismatch`, or the API-key codes."""
     token = bearer_token(authorization)
     if not token.startswith(ACCESS_TOKEN_PREFIX):
         return await authenticate(kv, cache, clock, authorization)
@@ -100,18 +91,13 @@ async def authenticate_bearer(
 
 
 def add_resource_metadata(response: HttpResponse, request_url: str) -> HttpResponse:
-    """Name the protected-resource metadata in a 401/403 bearer challenge (RFC 9728 §5.1),
-    so an MCP client can discover the authorization server from a refusal.
-
-    A 403 `insufficient_scope` becomes RFC 6750's `error="insufficient_scope"` with the
-    scope the call needs (`x-required-scope`, set by the refusal), which MCP clients answer
-    with a step-up authorization.
-    """
+    """Name the protected-resource metadata in a 401/403 challenge (RFC 9728 §5.1) so MCP
+    clients find the authorization server; a 403 `insufficient_scope` names the scope needed
+    (`x-required-scope`), which clients answer with a step-up authorization."""
     if response.status not in (401, 403):
         return response
     code = response.headers.get("x-gateway-error")
-    # `/mcp` has its own metadata document (its resource is `{origin}/mcp`); other paths
-    # use the origin's.
+    # `/mcp` has its own metadata document (resource `{origin}/mcp`).
     suffix = MCP_PATH if urlsplit(request_url).path == MCP_PATH else ""
     url = f"{origin_of(request_url)}{PROTECTED_RESOURCE_WELL_KNOWN}{suffix}"
     if response.status == 401:

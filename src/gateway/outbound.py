@@ -1,16 +1,11 @@
-"""The outbound guard: which hosts a tool may call (server-side request forgery).
+"""The outbound guard against server-side request forgery: which hosts a tool may call.
 
-The gateway attaches the tenant's credential to a url an operator configured; without a
-guard, `http://169.254.169.254/...` or `http://localhost:8080/admin` would make it a proxy
-into its own network. `OutboundPolicy.check` refuses, before any connection: IP literals in
-non-global space (loopback, private, link-local and so cloud metadata, CGNAT, unspecified,
-multicast) in every spelling a URL parser or `inet_aton` accepts (decimal, hex, octal,
-short, IPv4-mapped IPv6); names local by definition (`localhost`, `*.internal`, `*.local`,
-the bare metadata names...); and, where a resolver exists (locally; on Cloudflare `fetch`
-resolves at the edge, which cannot reach private networks), names resolving to such an
-address. `OUTBOUND_ALLOWED_HOSTS` (names, IPs, CIDR networks) lifts the refusal for what it
-names. Limit: locally httpx resolves the name again to connect, so DNS rebinding between
-the two lookups is not caught (docs/gateway.md "Outbound guard").
+`OutboundPolicy.check` refuses, before any connection, IP literals outside global space
+(loopback, private, link-local and so cloud metadata, CGNAT, multicast...) in every spelling
+URL parsers and `inet_aton` accept, names local by definition (`localhost`, `*.internal`...),
+and, given a resolver (locally; Cloudflare's `fetch` cannot reach private networks), names
+resolving to such addresses. `OUTBOUND_ALLOWED_HOSTS` lifts it for what it names. DNS
+rebinding between our lookup and httpx's is not caught (docs/gateway.md "Outbound guard").
 """
 
 from __future__ import annotations
@@ -54,10 +49,7 @@ def parse_ipv4_forms(host: str) -> ipaddress.IPv4Address | None:
     *leading, last = numbers
     if any(n > 255 for n in leading) or last >= 256 ** (5 - len(numbers)):
         return None
-    value = last
-    for index, number in enumerate(leading):
-        value += number << (8 * (3 - index))
-    return ipaddress.IPv4Address(value)
+    return ipaddress.IPv4Address(last + sum(n << (8 * (3 - i)) for i, n in enumerate(leading)))
 
 
 def parse_ip(host: str) -> IPAddress | None:
@@ -88,15 +80,14 @@ class OutboundPolicy:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> OutboundPolicy:
-        """The policy `OUTBOUND_ALLOWED_HOSTS` describes (validated when Settings loaded)."""
+        """The policy `OUTBOUND_ALLOWED_HOSTS` describes."""
         names, networks = settings.outbound_allow_list
         return cls(names, networks)
 
     def _refused(self, address: IPAddress) -> bool:
         """In forbidden space and not in an allowed network."""
-        candidates: list[IPAddress] = [address]
-        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-            candidates.append(address.ipv4_mapped)
+        mapped = address.ipv4_mapped if isinstance(address, ipaddress.IPv6Address) else None
+        candidates = [address] if mapped is None else [address, mapped]
         return is_forbidden_address(address) and not any(
             a.version == net.version and a in net
             for a in candidates
@@ -104,9 +95,9 @@ class OutboundPolicy:
         )
 
     async def check(self, url: str, resolver: Resolver | None = None) -> None:
-        """Refuse `url` (403 `upstream_forbidden`) unless its host is public or allowed; no
-        connection is made. With a `resolver`, a name is refused when an address it resolves
-        to is; a name that does not resolve passes (the connection will fail on its own)."""
+        """403 `upstream_forbidden` unless `url`'s host is public or allowed (no connection);
+        with a `resolver`, also for a name resolving to a refused address (a name that does
+        not resolve passes: connecting fails anyway)."""
         host = (urlsplit(url).hostname or "").rstrip(".")
         if host in self.allowed_names:
             return

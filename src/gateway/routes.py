@@ -1,9 +1,6 @@
-"""The gateway's routes: the one gateway module that sees `Bindings`.
-
-It hands the hot path only what it may touch (KV, the clock, an httpx client factory, the
-outbound policy) and MCP the memory tools' dispatcher the app passes in (`worker.app.routes`);
-without one, or without the semantic tier (D1 + Vectorize + embedder), the memory tools are
-not offered.
+"""The gateway's routes, its one module that sees `Bindings`: the hot path gets KV, the clock,
+a client factory and the outbound policy; MCP also gets the memory tools' dispatcher the app
+passes in (none, or no semantic tier: the memory tools are not offered).
 """
 
 from __future__ import annotations
@@ -26,8 +23,7 @@ MemoryDispatcherFactory = Callable[[Bindings], MemoryToolDispatcher]
 
 
 class RouteCall(Protocol):
-    """What the router hands a handler (`worker.router.Call`), as far as the gateway reads
-    it. API keys are checked on the hot path, not by the router."""
+    """What the gateway reads of `worker.router.Call` (keys are checked by the hot path)."""
 
     @property
     def request(self) -> HttpRequest: ...
@@ -38,8 +34,7 @@ class RouteCall(Protocol):
 
 
 def gateway_context(bindings: Bindings, request: HttpRequest) -> GatewayContext:
-    """The hot path's context for `request` (503 `kv_unavailable` without KV), accepting
-    OAuth access tokens minted for the request's origin."""
+    """The hot path's context (503 `kv_unavailable` without KV) for `request`'s origin."""
     if bindings.kv is None:
         raise ApiError(503, "kv_unavailable", "this deployment has no KV namespace bound")
 
@@ -87,8 +82,7 @@ class McpRoute:
 
 
 async def mcp_not_allowed_route(call: RouteCall) -> HttpResponse:
-    """`GET /mcp` and `DELETE /mcp`: 405, this stateless server has no SSE stream and no
-    sessions."""
+    """`GET`/`DELETE /mcp`: 405 (no SSE stream, no sessions)."""
     refusal = ApiError(
         405,
         "method_not_allowed",

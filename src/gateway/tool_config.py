@@ -1,15 +1,9 @@
-"""Tool configs: how a tenant's tool reaches its upstream, and the tenant credentials sent
-with it.
-
-`gw:tool:{tenant}:{tool}` holds a `ToolConfig` (example in docs/gateway.md "Tool config"),
-validated in full when registered (`gateway.admin_ops.register_tool`) and again when read,
-so a hand-written config that breaks a rule is `gateway_misconfigured`, never misused.
-`{placeholders}` in the url path are filled from the arguments of the same name and removed
-from the payload; the rest go to the query string (`input_as: "query"`, the default for GET
-and DELETE) or as a JSON body (`"json"`, the default for POST, PUT and PATCH).
-
-`gw:cred:{tenant}:{provider}` holds a `Credential`: the secret goes upstream as the config's
-`auth` says (header or query parameter) and never appears in a response or log line.
+"""Tool configs (`gw:tool:{tenant}:{tool}`, example in docs/gateway.md "Tool config") and
+tenant credentials (`gw:cred:{tenant}:{provider}`, sent as the config's `auth` says, never in
+a response or log). Configs are validated when registered and again when read, so a
+hand-written one that breaks a rule is `gateway_misconfigured`, never misused. Url
+`{placeholders}` take the arguments of that name; the rest go to the query (`input_as:
+"query"`, default for GET and DELETE) or a JSON body (`"json"`, default otherwise).
 """
 
 from __future__ import annotations
@@ -42,19 +36,10 @@ PLACEHOLDER_RE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]{0,63})\}")
 _FORBIDDEN_REQUEST_HEADERS = frozenset(
     {"host", "content-length", "transfer-encoding", "connection", "content-type"}
 )
-# Relaying these would describe the upstream connection, not our response (httpx has
-# already decoded the body, so content-encoding/length would be wrong).
+# They describe the upstream connection (httpx decoded the body) or are the gateway's own.
 _FORBIDDEN_RESPONSE_HEADERS = frozenset(
-    {
-        "content-length",
-        "content-encoding",
-        "transfer-encoding",
-        "connection",
-        "keep-alive",
-        "x-gateway-error",
-        "x-upstream-status",
-    }
-)
+    ["content-length", "content-encoding", "transfer-encoding", "connection", "keep-alive"]
+) | {"x-gateway-error", "x-upstream-status"}
 
 
 def _header_value_ok(value: str) -> bool:
@@ -62,8 +47,7 @@ def _header_value_ok(value: str) -> bool:
 
 
 class CredentialPlacement(BaseModel):
-    """How the tenant's credential is sent: a header (with optional prefix), a query
-    parameter, or not at all."""
+    """How the credential is sent: a header (with a prefix), a query parameter, or not."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -248,12 +232,9 @@ async def load_tools(
 ) -> list[ToolConfig]:
     """Every tool of the tenant (a KV list, then each config through the cache)."""
     prefix = tool_key(tenant, "")
-    configs: list[ToolConfig] = []
-    for key in await list_keys(kv, prefix):
-        config = await load_tool(kv, cache, clock, tenant, key[len(prefix) :])
-        if config is not None:
-            configs.append(config)
-    return configs
+    names = [key[len(prefix) :] for key in await list_keys(kv, prefix)]
+    configs = [await load_tool(kv, cache, clock, tenant, name) for name in names]
+    return [config for config in configs if config is not None]
 
 
 async def load_credential(

@@ -1,15 +1,11 @@
 """The hot path: `POST /api/v1/tools/{tool_name}` and MCP `tools/call` for proxied tools.
 
-One call is exactly: (1) KV auth lookup (`gateway.oauth_tokens.authenticate_bearer`);
-(2) KV config lookup `gw:tool:{tenant}:{tool}`; (3) input check: size, the tool's JSON
-Schema, its url placeholders (no I/O); (4) KV credential read `gw:cred:{tenant}:{provider}`
-(none for `auth.type == "none"`); (5) one outbound httpx request within the tool's timeout;
-(6) the upstream's status and body relayed, marked `x-upstream-status`. The credential comes
-after the config because the config names its provider, and bad input never reaches it.
-Every KV read goes through the isolate cache (`gateway.kv_cache`, 30 s staleness bound).
-
-This module is handed KV, a clock and an httpx client factory, never `Bindings`: nothing it
-imports reaches D1, Durable Objects, Vectorize or R2 (tests/gateway/test_hot_path_isolation.py).
+One call: (1) KV auth (`oauth_tokens.authenticate_bearer`); (2) KV config
+`gw:tool:{tenant}:{tool}`; (3) input checks without I/O (size, JSON Schema, url
+placeholders); (4) KV credential `gw:cred:{tenant}:{provider}` (which the config names, so bad
+input never reaches it); (5) one outbound request; (6) the upstream's answer relayed, marked
+`x-upstream-status`. KV reads go through the isolate cache. Handed KV, a clock and a client
+factory, never `Bindings` (tests/gateway/test_hot_path_isolation.py).
 """
 
 from __future__ import annotations
@@ -42,23 +38,17 @@ USER_AGENT = "agent-memory-gateway/0.1"
 # string (`auth.type == "query"`) would put the tenant's token into the logs.
 logging.getLogger("httpx").setLevel(logging.WARNING)
 
-# Tool arguments go to an upstream, not to our storage: NUL is the upstream's business, and
-# one string may use the tool's whole request budget (at most 1 MiB, `max_request_bytes`).
+# Arguments go upstream, not to our storage: NUL is allowed, one string may fill the budget.
 TOOL_ARGUMENT_LIMITS = JsonLimits(max_string_chars=1024 * 1024)
 
-# Builds an httpx client for one call, given the timeout in seconds (on Workers, clients
-# must be created inside the handler).
+# An httpx client for one call with this timeout (Workers: created inside the handler).
 ClientFactory = Callable[[float], httpx.AsyncClient]
 
 
 @dataclass(frozen=True)
 class GatewayContext:
-    """What the hot path may touch: KV, time, outbound HTTP, and the isolate cache.
-
-    Every upstream url passes `outbound` (the operator's allow-list for non-public hosts;
-    with a `resolver`, the addresses a name resolves to are checked too) before a client
-    exists. `resources`: the RFC 8707 resources an OAuth access token must name here.
-    """
+    """What the hot path may touch. Upstream urls pass `outbound` (with `resolver`'s
+    addresses) before a client exists; `resources`: what an OAuth token must name (RFC 8707)."""
 
     kv: KVNamespace
     clock: Clock
@@ -85,15 +75,11 @@ async def handle_tool_call(
 async def call_tool(
     ctx: GatewayContext, principal: Principal, tool_name: str, body: bytes | dict[str, Any]
 ) -> HttpResponse:
-    """Steps 2-6 for an authenticated caller: the upstream's answer, relayed. `body` is the
-    HTTP body (its size is checked before it is parsed; empty means `{}`) or MCP's decoded
-    arguments.
-
-    Raises `ApiError`: 403 `insufficient_scope`, 404 `tool_not_found` (also for another
-    tenant's tool: no existence leak), 413 `tool_input_too_large`, 400 `invalid_json` and
-    the JSON limits' codes, 422 `invalid_tool_input`, 424 `credential_missing`, and the
-    upstream failures of `fetch_upstream`.
-    """
+    """Steps 2-6 for an authenticated caller. `body`: the HTTP body (size checked before
+    parsing; empty is `{}`) or MCP's arguments. Raises `ApiError`: 403 `insufficient_scope`,
+    404 `tool_not_found` (another tenant's too), 413 `tool_input_too_large`, 400
+    `invalid_json` and the JSON limits' codes, 422 `invalid_tool_input`, 424
+    `credential_missing`, and `fetch_upstream`'s."""
     principal.require("tools")
     config = await load_tool(ctx.kv, ctx.cache, ctx.clock, principal.tenant, tool_name)
     if config is None:
@@ -151,13 +137,9 @@ def _parse_arguments(body: bytes) -> dict[str, Any]:
 
 
 def fill_path(config: ToolConfig, arguments: dict[str, Any]) -> str:
-    """The upstream url with its `{placeholders}` filled from `arguments` (URL-quoted, so a
-    value never adds a segment).
-
-    Raises 422 `invalid_tool_input` when a segment holding a placeholder comes out empty or
-    a dot segment (`.`, `..`, or percent-encoded ones): httpx and upstreams normalise dot
-    segments, so the request would leave the tool's path with the credential attached.
-    """
+    """The upstream url, `{placeholders}` filled from `arguments` (quoted: no new segment).
+    422 `invalid_tool_input` for a filled segment that is empty or a dot segment (encoded
+    too): normalised away, it would take the credential outside the tool's path."""
     parts = urlsplit(config.url)
     segments = parts.path.split("/")
     for index, segment in enumerate(segments):
@@ -179,8 +161,7 @@ def fill_path(config: ToolConfig, arguments: dict[str, Any]) -> str:
 
 
 def is_unsafe_segment(value: str) -> bool:
-    """True for "", ".", ".." and their percent-encoded spellings (decoded repeatedly, since
-    an upstream or a proxy in front of it may decode once more than we do)."""
+    """ "", ".", ".." in any percent-encoding depth (a proxy may decode once more than we)."""
     for _ in range(4):
         if value.strip() in ("", ".", ".."):
             return True
@@ -188,18 +169,12 @@ def is_unsafe_segment(value: str) -> bool:
     return False
 
 
-def _query_value(value: Any) -> str:
-    # JSON spelling for all but strings: true/false/null, numbers, nested values.
-    return value if isinstance(value, str) else _json_bytes(value).decode()
-
-
 def build_request(
     config: ToolConfig, credential: Credential | None, arguments: dict[str, Any]
 ) -> tuple[list[tuple[str, str]], dict[str, str], bytes | None]:
     """Query params, headers and body for one call (pure, no I/O)."""
-    payload = dict(arguments)
-    for placeholder in config.path_placeholders:
-        payload.pop(placeholder)
+    placeholders = config.path_placeholders
+    payload = {k: v for k, v in arguments.items() if k not in placeholders}
     params: list[tuple[str, str]] = []
     headers = {"user-agent": USER_AGENT, "accept": "application/json, */*;q=0.5"}
     headers.update(config.headers)
@@ -208,8 +183,9 @@ def build_request(
         for name, value in payload.items():
             if value is None:
                 continue
-            items = value if isinstance(value, list) else [value]
-            params.extend((name, _query_value(item)) for item in items)
+            # JSON spelling for all but strings: true/false/null, numbers, nested values.
+            for item in value if isinstance(value, list) else [value]:
+                params.append((name, item if isinstance(item, str) else _json_bytes(item).decode()))
     else:
         body = _json_bytes(payload)
         headers["content-type"] = "application/json"
@@ -228,9 +204,8 @@ async def fetch_upstream(
     credential: Credential | None,
     arguments: dict[str, Any],
 ) -> HttpResponse:
-    """Steps 5-6: one outbound request to `url`, its host passed by the outbound guard first
-    (403 `upstream_forbidden`, no connection); its status, body and the headers the config
-    lets through, marked `x-upstream-status`. Transport failures are 502/504 errors."""
+    """Steps 5-6: the outbound guard (403 `upstream_forbidden`), one request, and its status,
+    body and allowed headers relayed; transport failures are 502/504."""
     params, headers, body = build_request(config, credential, arguments)
     await ctx.outbound.check(url, ctx.resolver)
     timeout = config.timeout_seconds
@@ -250,6 +225,7 @@ async def fetch_upstream(
                 chunks: list[bytes] = []
                 size = 0
                 async for chunk in response.aiter_bytes():
+                    chunks.append(chunk)
                     size += len(chunk)
                     if size > config.max_response_bytes:
                         raise ApiError(
@@ -257,32 +233,28 @@ async def fetch_upstream(
                             "upstream_response_too_large",
                             f"the upstream response exceeds {config.max_response_bytes} bytes",
                         )
-                    chunks.append(chunk)
             finally:
                 await response.aclose()
     except httpx.TimeoutException:
         raise ApiError(
             504, "upstream_timeout", f"the upstream did not answer within {timeout:g} s"
         ) from None
-    except httpx.ConnectError as exc:
-        raise ApiError(
-            502, "upstream_unreachable", f"could not connect to the upstream: {_reason(exc)}"
-        ) from None
-    except httpx.HTTPError as exc:
-        raise ApiError(
-            502, "upstream_error", f"the upstream exchange failed: {_reason(exc)}"
-        ) from None
     except ApiError:
         raise
     except Exception as exc:
-        # On Workers, httpx runs over a fetch-backed transport; a failed fetch may surface
-        # as a Pyodide JsException instead of an httpx error (not verified on the edge).
-        # It is still the upstream's failure, never an unhandled 500 of ours.
-        if type(exc).__module__.split(".")[0] in ("pyodide", "_pyodide", "js"):
-            raise ApiError(
-                502, "upstream_unreachable", f"the upstream fetch failed: {_reason(exc)}"
-            ) from None
-        raise
+        # httpx messages can echo the url, whose query may hold the credential: the type only.
+        # On Workers a failed fetch may surface as a Pyodide JsException, not an httpx error.
+        reason = type(exc).__name__
+        if isinstance(exc, httpx.ConnectError):
+            message = f"could not connect to the upstream: {reason}"
+        elif type(exc).__module__.split(".")[0] in ("pyodide", "_pyodide", "js"):
+            message = f"the upstream fetch failed: {reason}"
+        elif isinstance(exc, httpx.HTTPError):
+            message = f"the upstream exchange failed: {reason}"
+            raise ApiError(502, "upstream_error", message) from None
+        else:
+            raise
+        raise ApiError(502, "upstream_unreachable", message) from None
     relayed = Headers(
         [(n, response.headers[n]) for n in config.response_headers if n in response.headers]
     )
@@ -290,8 +262,3 @@ async def fetch_upstream(
         relayed.set("content-type", content_type)
     relayed.set(UPSTREAM_STATUS_HEADER, str(response.status_code))
     return HttpResponse(status=response.status_code, body=b"".join(chunks), headers=relayed)
-
-
-def _reason(exc: Exception) -> str:
-    # httpx messages can echo the url, whose query string may hold the credential.
-    return type(exc).__name__

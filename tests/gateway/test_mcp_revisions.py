@@ -68,6 +68,11 @@ async def test_modern_requests_must_agree_with_their_headers(seeded: Seeded) -> 
         "tools/list", {}, key=seeded.key, headers=_headers("tools/list")
     )
     assert (no_meta.status, no_meta.json()["error"]["code"]) == (400, -32602)
+    for meta in (5, "io.modelcontextprotocol/protocolVersion", [META]):
+        bad_meta = await seeded.gateway.rpc(
+            "tools/list", {"_meta": meta}, key=seeded.key, headers=_headers("tools/list")
+        )
+        assert (bad_meta.status, bad_meta.json()["error"]["code"]) == (400, -32602)
 
 
 async def test_an_unsupported_modern_version_names_the_served_ones(seeded: Seeded) -> None:
