@@ -145,7 +145,7 @@ async def bench(calls: int, warmup: int, upstream: str) -> None:
     from bindings.ports.clock import SystemClock
     from bindings.settings import Settings
     from gateway import admin_ops
-    from gateway.kv_cache import ISOLATE_CACHE
+    from gateway.credentials import ISOLATE_CACHE
     from http_messages import Headers, HttpRequest
     from local_runtime.adapters.kv import SqliteKV
     from local_runtime.background import LocalBackgroundTasks

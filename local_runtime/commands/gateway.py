@@ -18,7 +18,7 @@ from typing import Any
 from bindings.ports.clock import SystemClock
 from bindings.ports.kv import KVNamespace
 from gateway import admin_ops
-from gateway.api_keys import ALL_SCOPES
+from gateway.credentials import ALL_SCOPES
 from local_runtime.commands.common import add_state_option
 
 Action = Callable[[KVNamespace, argparse.Namespace], Coroutine[Any, Any, Any]]

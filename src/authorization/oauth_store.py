@@ -2,7 +2,7 @@
 tables.
 
 The store never sees a secret: codes, consent tickets, refresh and access tokens and client
-secrets arrive as their SHA-256 hex (the edge hashes them, `gateway.oauth_tokens.hash_token`).
+secrets arrive as their SHA-256 hex (the edge hashes them, `gateway.credentials.hash_token`).
 Single use is enforced by D1 itself: a code, consent ticket or refresh token is taken by one
 `UPDATE ... WHERE used IS NULL` whose `changes` must be 1, so two concurrent redemptions
 cannot both succeed.

@@ -15,12 +15,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bindings.ports.clock import Clock
 from bindings.ports.kv import KVNamespace
-from gateway.api_keys import ALL_SCOPES, ApiKeyRecord, Scope, TenantRecord, hash_api_key
-from gateway.kv_cache import (
+from gateway.credentials import (
+    ALL_SCOPES,
     PROVIDER_RE,
     TENANT_RE,
+    ApiKeyRecord,
+    Scope,
+    TenantRecord,
     api_key_key,
     credential_key,
+    hash_api_key,
     key_id_key,
     list_keys,
     tenant_key,

@@ -4,7 +4,7 @@ server/tools.mdx, authorization.mdx; 2026-07-28's "Per-request protocol fields" 
 Python SDK 2.3.0's `classify_inbound_request`).
 
 Stateless in every revision (any isolate answers): each POST carries its bearer
-(`gateway.oauth_tokens`) and one message (batches were removed in 2025-06-18: -32600);
+(`gateway.credentials`) and one message (batches were removed in 2025-06-18: -32600);
 notifications and client responses get 202. A bad bearer is HTTP 401 (-32001), a missing
 scope 403 (-32003); a request with an `Origin` must name one in `MCP_ALLOWED_ORIGINS` (DNS
 rebinding; never compared with `Host`, which a rebinding page matches). Unknown tools and
@@ -30,10 +30,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from gateway.api_keys import Principal, load_tenant
+from gateway.credentials import Principal, authenticate_bearer, load_tenant
 from gateway.errors import GATEWAY_ERROR_HEADER, forbidden
 from gateway.json_schema import validate
-from gateway.oauth_tokens import authenticate_bearer
 from gateway.tool_config import load_tools
 from gateway.tool_proxy import TOOL_ARGUMENT_LIMITS, GatewayContext, call_tool
 from http_messages import Headers, HttpRequest, HttpResponse, empty_response, json_response

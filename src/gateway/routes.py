@@ -11,9 +11,9 @@ from typing import Protocol
 import httpx
 
 from bindings.environment import Bindings
+from gateway.credentials import add_resource_metadata, origin_of, resources_for_origin
 from gateway.errors import gateway_error_response
 from gateway.mcp import McpContext, MemoryToolDispatcher, handle_mcp_post
-from gateway.oauth_tokens import add_resource_metadata, origin_of, resources_for_origin
 from gateway.outbound import OutboundPolicy
 from gateway.tool_proxy import GatewayContext, handle_tool_call
 from http_messages import HttpRequest, HttpResponse

@@ -16,8 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from bindings.ports.clock import Clock
 from bindings.ports.kv import KVNamespace
-from gateway.json_schema import UnsupportedSchemaError, check_schema
-from gateway.kv_cache import (
+from gateway.credentials import (
     PROVIDER_RE,
     TOOL_NAME_RE,
     KVReadCache,
@@ -26,6 +25,7 @@ from gateway.kv_cache import (
     read_record,
     tool_key,
 )
+from gateway.json_schema import UnsupportedSchemaError, check_schema
 
 # Names the gateway itself serves over MCP (ADR-0030); a proxied tool may not shadow them.
 RESERVED_TOOL_NAMES = frozenset({"recall_memory", "store_memory"})

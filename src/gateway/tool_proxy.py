@@ -21,11 +21,9 @@ import httpx
 
 from bindings.ports.clock import Clock
 from bindings.ports.kv import KVNamespace
-from gateway.api_keys import Principal
+from gateway.credentials import ISOLATE_CACHE, KVReadCache, Principal, authenticate_bearer
 from gateway.errors import UPSTREAM_STATUS_HEADER, gateway_error_response
 from gateway.json_schema import validate
-from gateway.kv_cache import ISOLATE_CACHE, KVReadCache
-from gateway.oauth_tokens import authenticate_bearer
 from gateway.outbound import OutboundPolicy, Resolver
 from gateway.tool_config import PLACEHOLDER_RE, Credential, ToolConfig, load_credential, load_tool
 from http_messages import Headers, HttpRequest, HttpResponse

@@ -15,7 +15,7 @@ from bindings.environment import Bindings
 from bindings.ports.clock import FixedClock
 from bindings.settings import Settings
 from gateway import admin_ops
-from gateway.kv_cache import ISOLATE_CACHE
+from gateway.credentials import ISOLATE_CACHE
 from gateway.mcp import MemoryToolDispatcher
 from http_messages import Headers, HttpRequest, HttpResponse
 from local_runtime.adapters.kv import SqliteKV

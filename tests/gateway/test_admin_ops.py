@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from gateway import admin_ops, kv_cache
-from gateway.api_keys import hash_api_key
+from gateway.credentials import hash_api_key
 from tests.gateway.conftest import ECHO_TOOL, TENANT, Gateway, Seeded
 
 
@@ -158,7 +158,7 @@ def test_the_documented_tool_config_and_hand_written_records_are_valid() -> None
     import re
     from pathlib import Path
 
-    from gateway.api_keys import ApiKeyRecord, TenantRecord
+    from gateway.credentials import ApiKeyRecord, TenantRecord
 
     doc = (Path(__file__).resolve().parents[2] / "docs" / "gateway.md").read_text()
     section = doc[doc.index("### Tool config") :]

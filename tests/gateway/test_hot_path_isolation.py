@@ -19,11 +19,9 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 HOT_PATH_MODULES = (
     "gateway.tool_proxy",
     "gateway.mcp",
-    "gateway.api_keys",
-    "gateway.oauth_tokens",
+    "gateway.credentials",
     "gateway.tool_config",
     "gateway.json_schema",
-    "gateway.kv_cache",
     "gateway.outbound",
     "gateway.errors",
 )
@@ -59,7 +57,7 @@ def test_the_walk_actually_covers_the_hot_path() -> None:
     # Guards against a vacuous pass: the walk must see the modules we know are imported.
     files = module_files(SRC)
     reached = set(imports_of("gateway.tool_proxy", files["gateway.tool_proxy"], set(files)))
-    assert {"gateway.api_keys", "gateway.tool_config", "bindings.ports.kv"} <= reached
+    assert {"gateway.credentials", "gateway.tool_config", "bindings.ports.kv"} <= reached
 
 
 def test_checker_catches_a_planted_transitive_violation(tmp_path: Path) -> None:

@@ -88,7 +88,7 @@ def test_operator_sets_up_a_tenant_and_its_key_calls_a_tool(tmp_path: Path, upst
     assert cli(state, "key", "revoke", "acme", key_id).returncode == 0
     # A warm isolate may serve the key for up to CACHE_TTL_SECONDS (documented bound); a new
     # isolate (an empty cache) refuses it at once.
-    from gateway.kv_cache import ISOLATE_CACHE
+    from gateway.credentials import ISOLATE_CACHE
 
     ISOLATE_CACHE.clear()
     runtime = LocalRuntime.open(state, embedder=HashingEmbedder())

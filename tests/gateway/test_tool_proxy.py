@@ -8,8 +8,8 @@ from typing import Any
 import httpx
 
 from bindings.ports.kv import KVNamespace
-from gateway import admin_ops, kv_cache
-from gateway.kv_cache import CACHE_TTL_SECONDS
+from gateway import admin_ops, credentials
+from gateway.credentials import CACHE_TTL_SECONDS
 from tests.gateway.conftest import TENANT, Gateway, Seeded, gateway_error
 
 
@@ -251,7 +251,7 @@ async def test_tool_without_auth_sends_no_credential(seeded: Seeded) -> None:
 
 async def test_corrupt_stored_config_is_a_clear_500(seeded: Seeded) -> None:
     gw = seeded.gateway
-    await gw.kv.put(kv_cache.tool_key(TENANT, "broken"), json.dumps({"name": "broken"}))
+    await gw.kv.put(credentials.tool_key(TENANT, "broken"), json.dumps({"name": "broken"}))
     response = await gw.call_tool("broken", {}, key=seeded.key)
     assert gateway_error(response) == (500, "gateway_misconfigured")
 

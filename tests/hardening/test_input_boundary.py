@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from gateway import admin_ops
-from gateway.kv_cache import ISOLATE_CACHE
+from gateway.credentials import ISOLATE_CACHE
 from http_messages import Headers, HttpRequest, HttpResponse
 from http_messages.bounded_json import MAX_DEPTH, JsonLimitError, loads_bounded
 from local_runtime.access_dev import mint_token

@@ -15,7 +15,7 @@ from agent_memory.memory import Memory
 from agent_memory.tiers.semantic.memory import SemanticMemory
 from agent_runtime_do.runtime import AgentRuntimeCore
 from gateway import admin_ops
-from gateway.kv_cache import ISOLATE_CACHE
+from gateway.credentials import ISOLATE_CACHE
 from http_messages import Headers, HttpRequest, HttpResponse
 from local_runtime.access_dev import mint_token
 from local_runtime.runtime import LocalRuntime

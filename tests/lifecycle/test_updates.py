@@ -447,7 +447,7 @@ async def test_over_mcp_the_default_twentieth_write_resolves_the_update(tmp_path
     """The issue's example through the Worker's /mcp endpoint with the default cadence: no
     reconcile command, only writes; after the 20th new fact the tenant is reconciled."""
     from gateway import admin_ops
-    from gateway.kv_cache import ISOLATE_CACHE
+    from gateway.credentials import ISOLATE_CACHE
 
     clock = FixedClock(NOW)
     runtime = open_runtime(tmp_path / "state", clock)

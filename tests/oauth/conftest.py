@@ -27,7 +27,7 @@ import pytest
 from bindings.environment import Bindings
 from bindings.ports.clock import FixedClock
 from gateway import admin_ops
-from gateway.kv_cache import ISOLATE_CACHE
+from gateway.credentials import ISOLATE_CACHE
 from http_messages import Headers, HttpRequest, HttpResponse
 from local_runtime.access_dev import DevAccessTransport, mint_token
 from local_runtime.runtime import LocalRuntime

@@ -8,7 +8,7 @@ from typing import Any
 
 from agent_memory.tiers.semantic.memory import SemanticMemory
 from gateway import admin_ops
-from gateway.kv_cache import ISOLATE_CACHE
+from gateway.credentials import ISOLATE_CACHE
 from http_messages import Headers, HttpRequest, HttpResponse
 from local_runtime.access_dev import mint_token
 from local_runtime.runtime import LocalRuntime

@@ -107,18 +107,6 @@ _TENANT_SQL = "SELECT " + ", ".join(
     )
 )
 
-
-# The tenant's AgentRuntime objects (`agent_instances`), named as `TenantBrief`'s fields.
-_INSTANCES_SQL = (
-    "SELECT COUNT(*) AS agent_instances, "
-    "COALESCE(SUM(storage_bytes), 0) AS agent_storage_bytes_total, "
-    "COALESCE(MAX(storage_bytes), 0) AS agent_storage_bytes_max, "
-    "COALESCE(MAX(run_log_rows), 0) AS agent_run_log_rows_max, "
-    "COALESCE(SUM(pending_writes), 0) AS agent_pending_writes, "
-    "COALESCE(SUM(failed_writes), 0) AS agent_failed_writes, "
-    "MIN(failed_oldest_at) AS failed_oldest FROM agent_instances WHERE tenant_id = ?"
-)
-
 # `TenantBrief` field → its column in `_TENANT_SQL` (named by the stores that own them).
 _COLUMNS = {
     "episodes_past_retention": "past_retention",
@@ -175,7 +163,7 @@ async def build_brief(
         chunk = names[start : start + per_batch]
         results = await db.batch(
             [db.prepare(_TENANT_SQL).bind(t, now_ms, default_retention_days) for t in chunk]
-            + [db.prepare(_INSTANCES_SQL).bind(t) for t in chunk]
+            + [db.prepare(retention.INSTANCES_SQL).bind(t) for t in chunk]
         )
         for index, tenant in enumerate(chunk):
             row = results[index].results[0]

@@ -229,3 +229,15 @@ BRIEF_FIGURES = (
     f"{RETENTION_DAYS} AS days, "
     "(SELECT episode_limit FROM tenant_lifecycle WHERE tenant_id = ?1) AS episode_limit"
 )
+
+
+# The tenant's AgentRuntime objects for the brief, named as its `TenantBrief` fields.
+INSTANCES_SQL = (
+    "SELECT COUNT(*) AS agent_instances, "
+    "COALESCE(SUM(storage_bytes), 0) AS agent_storage_bytes_total, "
+    "COALESCE(MAX(storage_bytes), 0) AS agent_storage_bytes_max, "
+    "COALESCE(MAX(run_log_rows), 0) AS agent_run_log_rows_max, "
+    "COALESCE(SUM(pending_writes), 0) AS agent_pending_writes, "
+    "COALESCE(SUM(failed_writes), 0) AS agent_failed_writes, "
+    "MIN(failed_oldest_at) AS failed_oldest FROM agent_instances WHERE tenant_id = ?"
+)

@@ -5,5 +5,5 @@ Codex, Claude Code) that connect with only a URL (docs/gateway.md "OAuth").
 Access, with the consent page), `token_endpoint` (`/token`, `/revoke`, `/register`),
 `clients` (DCR and CIMD), `protocol` (errors, PKCE, scopes, secrets, issuing and revoking
 tokens), `connected` (an operator's list / revoke of a tenant's connected clients). The D1
-rows are `authorization.oauth_store`'s; using a token is `gateway.oauth_tokens`, KV only.
+rows are `authorization.oauth_store`'s; using a token is `gateway.credentials`, KV only.
 """

@@ -33,7 +33,7 @@ from authorization.oauth_store import ClientInfo, Grant
 from authorization.operator_grants import granted_tenants
 from bindings.environment import Bindings
 from gateway import admin_ops
-from gateway.oauth_tokens import MCP_PATH, hash_token, resources_for_origin
+from gateway.credentials import MCP_PATH, hash_token, resources_for_origin
 from http_messages import Headers, HttpRequest, HttpResponse
 from http_messages.errors import ApiError
 from worker.access import AccessIdentity, require_access

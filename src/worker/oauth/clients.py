@@ -31,7 +31,7 @@ import httpx
 from authorization import oauth_store as store
 from authorization.oauth_store import ClientInfo
 from bindings.environment import Bindings
-from gateway.oauth_tokens import hash_token
+from gateway.credentials import hash_token
 from gateway.outbound import OutboundPolicy
 from http_messages.errors import ApiError
 from worker.oauth.protocol import CLIENT_SECRET_PREFIX, OAuthError, new_id, new_secret

@@ -2,7 +2,7 @@
 
 The issuer is the origin the request came to (`https://memory.example.com`): the Worker is
 its own authorization server, and each host name it answers on is its own issuer, so a
-token minted on one host name is refused on another (`gateway.oauth_tokens`).
+token minted on one host name is refused on another (`gateway.credentials`).
 
 Advertised so that every MCP client finds what it needs: `code_challenge_methods_supported`
 (S256; clients refuse to proceed without it), `client_id_metadata_document_supported` and
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.oauth_tokens import MCP_PATH, OAUTH_SCOPES, origin_of
+from gateway.credentials import MCP_PATH, OAUTH_SCOPES, origin_of
 from http_messages import HttpRequest, HttpResponse, json_response
 from worker.router import Call
 

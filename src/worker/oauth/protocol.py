@@ -7,7 +7,7 @@
 * Secrets (codes, tokens, client secrets, consent tickets) are 256 random bits from
   `secrets` (the platform CSPRNG: `crypto.getRandomValues` under Pyodide), stored only as
   their SHA-256 (`hash_token`; D1 rows in `authorization.oauth_store`).
-* An access token's record lives in KV for the gateway's hot path (`gateway.oauth_tokens`);
+* An access token's record lives in KV for the gateway's hot path (`gateway.credentials`);
   revoking a grant deletes those records, and this isolate's read cache forgets them at once
   (other isolates within the gateway's 30 s bound, docs/gateway.md "Caching").
 """
@@ -26,9 +26,9 @@ from authorization import oauth_store
 from authorization.oauth_store import Grant
 from bindings.ports.d1 import D1Database
 from bindings.ports.kv import KVNamespace
-from gateway.kv_cache import ISOLATE_CACHE
-from gateway.oauth_tokens import (
+from gateway.credentials import (
     ACCESS_TOKEN_PREFIX,
+    ISOLATE_CACHE,
     OAUTH_SCOPES,
     AccessTokenRecord,
     access_token_key,

@@ -25,7 +25,7 @@ from authorization.oauth_store import ClientInfo
 from bindings.environment import Bindings
 from bindings.ports.d1 import D1Database
 from bindings.ports.kv import KVNamespace
-from gateway.oauth_tokens import (
+from gateway.credentials import (
     ACCESS_TOKEN_PREFIX,
     AccessTokenRecord,
     access_token_key,
