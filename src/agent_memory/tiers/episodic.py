@@ -1,27 +1,16 @@
-"""The episodic tier's records: runs, episodes, the run-list cursor and the limit error.
+"""Tier 2, episodic memory in D1: `agent_runs` and `memory_episodes` (migration 0001).
 
-`RunRecord` is one `agent_runs` row and `Episode` one `memory_episodes` row (times in epoch
-milliseconds, as stored); `encode_cursor` / `decode_cursor` make the opaque keyset cursor
-of the run list (a cursor this module did not produce raises `InvalidCursorError`).
+`EpisodicStore` is bound to one tenant and every statement starts its WHERE clause with
+`tenant_id = ?` (DESIGN invariant 2). Its writes are idempotent, so a retry after a write
+that landed changes nothing: `start_run` and `append_episode` insert or do nothing (episode
+ids are minted by the caller); `finish_run` upserts the whole row, so it succeeds even if
+`start_run` was lost. The run list pages with an opaque keyset cursor (a foreign one raises
+`InvalidCursorError`).
 
-Tier 2, episodic memory in D1: `agent_runs` and `memory_episodes` (migration 0001).
-
-`EpisodicStore` is bound to one tenant at construction and every statement starts its
-WHERE clause with `tenant_id = ?` (DESIGN invariant 2). Its writes are idempotent, so a
-retry after a write that actually landed changes nothing:
-
-* `start_run`      INSERT … ON CONFLICT DO NOTHING (never reverts a finished run);
-* `append_episode` INSERT … ON CONFLICT DO NOTHING (episode ids are minted by the caller);
-* `complete_run` / `fail_run` upsert the whole row, so they succeed even if `start_run`
-  was lost, and set `finished_at`, `status`, `output`/`error` and `steps`.
-
-Episodic writes off the response path: ordered, retried, never silently lost.
-
-`EpisodicWriter` runs `EpisodicStore` writes through `BackgroundTasks.wait_until` (i.e.
-`ctx.waitUntil`), one after another in submission order (a run's completion never overtakes
-its start), each retried with exponential backoff. A write that still fails is logged at
-ERROR with its full payload and handed to `on_failure` (the Durable Object keeps it in its
-`failed_writes` table and shows it in the admin run view).
+`EpisodicWriter` runs the writes off the response path through `BackgroundTasks.wait_until`,
+one after another in submission order (a run's completion never overtakes its start), each
+retried with exponential backoff; a write that still fails is logged at ERROR and handed to
+`on_failure` (the Durable Object keeps it in `failed_writes` for the admin run view).
 """
 
 from __future__ import annotations
@@ -47,19 +36,11 @@ from bindings.ports.d1 import D1Database, D1Error, D1Statement
 from bindings.ports.sql import Row
 
 RECENT_EPISODES = 10
-
 MAX_EPISODE_CHARS = 32_768
-
 MAX_PAGE_SIZE = 100
-
-
 RunStatus = Literal["running", "completed", "failed"]
-
 EpisodeKind = Literal["observation", "action", "outcome", "message", "summary"]
-
 WriteOp = Literal["start_run", "append_episode", "complete_run", "fail_run"]
-
-
 EPISODE_LIMIT_CODE = "episode_limit_reached"
 
 
@@ -121,34 +102,16 @@ def to_json(value: Any) -> str:
 
 
 def run_from_row(row: Row) -> RunRecord:
-    return RunRecord(
-        run_id=row["run_id"],
-        agent_type=row["agent_type"],
-        instance_id=row["instance_id"],
-        status=row["status"],
-        input=json.loads(row["input"] or "{}"),
-        output=json.loads(row["output"]) if row.get("output") else None,
-        error=row.get("error"),
-        steps=int(row["steps"]),
-        started_at=int(row["started_at"]),
-        finished_at=int(row["finished_at"]) if row.get("finished_at") is not None else None,
+    output = json.loads(row["output"]) if row.get("output") else None
+    return RunRecord.model_validate(
+        {**row, "input": json.loads(row["input"] or "{}"), "output": output}
     )
 
 
 def episode_from_row(row: Row, data: Mapping[str, Any] | None = None) -> Episode:
     """The episode of `row` as stored; `open_episodes` passes the opened `data`."""
-    return Episode(
-        episode_id=row["episode_id"],
-        run_id=row["run_id"],
-        agent_type=row["agent_type"],
-        instance_id=row["instance_id"],
-        kind=row["kind"],
-        subject=row.get("subject"),
-        content=row["content"],
-        data=dict(data) if data is not None else json.loads(row["data"] or "{}"),
-        importance=float(row["importance"]),
-        created_at=int(row["created_at"]),
-    )
+    opened = dict(data) if data is not None else json.loads(row["data"] or "{}")
+    return Episode.model_validate({**row, "data": opened})
 
 
 async def open_episodes(rows: Sequence[Row], personal: PersonalData) -> list[Episode]:
@@ -437,21 +400,6 @@ class EpisodicStore:
         )
         return list(result.results)
 
-    async def existing_runs(self, run_ids: Sequence[str]) -> set[str]:
-        """The ids among `run_ids` whose run row is in D1."""
-        found: set[str] = set()
-        for chunk in chunks(list(run_ids), IDS_PER_STATEMENT):
-            marks = ", ".join("?" for _ in chunk)
-            result = await (
-                self._db.prepare(
-                    f"SELECT run_id FROM agent_runs WHERE tenant_id = ? AND run_id IN ({marks})"
-                )
-                .bind(self.tenant, *chunk)
-                .all()
-            )
-            found.update(str(row["run_id"]) for row in result.results)
-        return found
-
     async def subject_traces(self, subject: str) -> tuple[list[Row], set[str]]:
         """Traces of `subject` (a subject erase): the episodes about it or naming it
         (`episode_id`, `run_id`, `content_hash`), and the runs whose input, output or error
@@ -553,7 +501,6 @@ class FailedWrite(BaseModel):
 
 
 Sleep = Callable[[float], Awaitable[None]]
-
 FailureSink = Callable[[FailedWrite], None]
 
 
@@ -581,7 +528,6 @@ class PendingWrite(BaseModel):
 
 
 DEFAULT_ATTEMPTS = 4
-
 DEFAULT_BASE_DELAY = 0.25  # 0.25 s, 0.5 s, 1 s between attempts: well inside waitUntil's 30 s
 
 
@@ -609,14 +555,8 @@ class EpisodicWriter:
         self._tail: asyncio.Future[None] | None = None
 
     def start_run(self, run: RunRecord) -> None:
-        payload: dict[str, Any] = {
-            "run_id": run.run_id,
-            "agent_type": run.agent_type,
-            "instance_id": run.instance_id,
-            "input": run.input,
-            "started_at": run.started_at,
-        }
-        self._submit("start_run", run.run_id, payload)
+        fields = {"run_id", "agent_type", "instance_id", "input", "started_at"}
+        self._submit("start_run", run.run_id, run.model_dump(include=fields))
 
     def append_episode(self, episode: Episode) -> None:
         """Queue the episode; a proposal the write policy refuses raises `WriteDenied`
@@ -646,13 +586,7 @@ class EpisodicWriter:
         """The D1 write of one queued op, rebuilt from its payload (so a replay is the same
         write as the original)."""
         if op == "start_run":
-            return self.store.start_run(
-                run_id=payload["run_id"],
-                agent_type=payload["agent_type"],
-                instance_id=payload["instance_id"],
-                input=payload["input"],
-                started_at=payload["started_at"],
-            )
+            return self.store.start_run(**payload)
         if op == "append_episode":
             return self.store.append_episode(Episode.model_validate(payload))
         return self.store.finish_run(RunRecord.model_validate(payload))
