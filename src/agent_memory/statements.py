@@ -1,11 +1,6 @@
-"""D1's statement limits, and slicing work to fit them.
-
-D1 binds at most 100 parameters per statement and a batch runs as one transaction, so the
-core slices id lists into statements of `IDS_PER_STATEMENT` ids (leaving room for the
-tenant id and a few other parameters) and statements into batches of
-`STATEMENTS_PER_BATCH`. One place for both, so every tier and job slices the same way.
-`distinct_tenants_sql` lists a table's tenants without reading its rows.
-"""
+"""D1's statement limits, and slicing work to fit them: at most 100 bound parameters per
+statement (`IDS_PER_STATEMENT` ids leave room for the tenant and a few others) and batches of
+`STATEMENTS_PER_BATCH` (a batch is one transaction), the same for every tier and job."""
 
 from __future__ import annotations
 

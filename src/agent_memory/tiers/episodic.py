@@ -33,7 +33,7 @@ from agent_memory.scope import TENANT_RE
 from agent_memory.statements import IDS_PER_STATEMENT, chunks, count_then_delete
 from bindings.ports.background import BackgroundTasks
 from bindings.ports.d1 import D1Database, D1Error, D1Statement
-from bindings.ports.sql import Row
+from bindings.ports.sql import Row, SqlValue
 
 RECENT_EPISODES = 10
 MAX_EPISODE_CHARS = 32_768
@@ -194,6 +194,10 @@ class EpisodicStore:
         # marked personal data is refused (never stored in plaintext).
         self.personal = personal or PersonalData(tenant, None, None)
 
+    def _sql(self, sql: str, params: tuple[SqlValue, ...]) -> D1Statement:
+        """`sql` bound to the tenant (always its first parameter), then `params`."""
+        return self._db.prepare(sql).bind(self.tenant, *params)
+
     def proposal(self, episode: Episode) -> WriteProposal:
         """The write proposal of `episode` (what the policy checks and the event hashes)."""
         return WriteProposal(
@@ -223,15 +227,12 @@ class EpisodicStore:
         input: dict[str, Any],
         started_at: int,
     ) -> None:
-        await (
-            self._db.prepare(
-                "INSERT INTO agent_runs (tenant_id, run_id, agent_type, instance_id, status, "
-                "input, steps, started_at) VALUES (?, ?, ?, ?, 'running', ?, 0, ?) "
-                "ON CONFLICT (tenant_id, run_id) DO NOTHING"
-            )
-            .bind(self.tenant, run_id, agent_type, instance_id, to_json(input), started_at)
-            .run()
-        )
+        await self._sql(
+            "INSERT INTO agent_runs (tenant_id, run_id, agent_type, instance_id, status, "
+            "input, steps, started_at) VALUES (?, ?, ?, ?, 'running', ?, 0, ?) "
+            "ON CONFLICT (tenant_id, run_id) DO NOTHING",
+            (run_id, agent_type, instance_id, to_json(input), started_at),
+        ).run()
 
     async def append_episode(self, episode: Episode) -> None:
         """Insert the episode, then its `memory_written` event. Raises `WriteDenied`
@@ -308,15 +309,12 @@ class EpisodicStore:
 
     async def recent_episodes(self, agent_type: str, limit: int = RECENT_EPISODES) -> list[Episode]:
         """The newest `limit` episodes of (tenant, agent_type), newest first."""
-        result = await (
-            self._db.prepare(
-                f"SELECT {_EPISODE_COLUMNS} FROM memory_episodes "
-                "WHERE tenant_id = ? AND agent_type = ? "
-                "ORDER BY created_at DESC, episode_id DESC LIMIT ?"
-            )
-            .bind(self.tenant, agent_type, limit)
-            .all()
-        )
+        result = await self._sql(
+            f"SELECT {_EPISODE_COLUMNS} FROM memory_episodes "
+            "WHERE tenant_id = ? AND agent_type = ? "
+            "ORDER BY created_at DESC, episode_id DESC LIMIT ?",
+            (agent_type, limit),
+        ).all()
         return await open_episodes(result.results, self.personal)
 
     async def instance_rows(
@@ -324,50 +322,38 @@ class EpisodicStore:
     ) -> list[Row]:
         """The instance's live episode rows, newest first (the memory API's listing): keyed
         ones (`data.memory_key`) until their `data.expires_at`, and every run episode."""
-        result = await (
-            self._db.prepare(
-                f"SELECT {_EPISODE_COLUMNS} FROM memory_episodes WHERE tenant_id = ? "
-                f"AND instance_id = ? AND {_LIVE} ORDER BY created_at DESC, episode_id DESC "
-                "LIMIT ? OFFSET ?"
-            )
-            .bind(self.tenant, instance_id, now_ms, limit, offset)
-            .all()
-        )
+        result = await self._sql(
+            f"SELECT {_EPISODE_COLUMNS} FROM memory_episodes WHERE tenant_id = ? "
+            f"AND instance_id = ? AND {_LIVE} ORDER BY created_at DESC, episode_id DESC "
+            "LIMIT ? OFFSET ?",
+            (instance_id, now_ms, limit, offset),
+        ).all()
         return list(result.results)
 
     async def delete_keyed(self, instance_id: str, key: str, *, keep: str = "") -> int:
         """Delete the instance's keyed episodes named `key` (but `keep`); how many went."""
-        result = await (
-            self._db.prepare(
-                "DELETE FROM memory_episodes WHERE tenant_id = ? AND instance_id = ? "
-                "AND json_extract(data, '$.memory_key') = ? AND episode_id != ?"
-            )
-            .bind(self.tenant, instance_id, key, keep)
-            .run()
-        )
+        result = await self._sql(
+            "DELETE FROM memory_episodes WHERE tenant_id = ? AND instance_id = ? "
+            "AND json_extract(data, '$.memory_key') = ? AND episode_id != ?",
+            (instance_id, key, keep),
+        ).run()
         return int(result.meta.changes or 0)
 
     async def namespaced_row(self, episode_id: str, namespace_key: str) -> Row | None:
         """The row of episode `episode_id` in the namespace `namespace_key` (the hot/warm/cold
         client's warm read: migration 0010's `namespace_key`), or None."""
-        return await (
-            self._db.prepare(
-                f"SELECT tenant_id, {_EPISODE_COLUMNS}, content_hash, namespace_key "
-                "FROM memory_episodes WHERE tenant_id = ? AND episode_id = ? AND namespace_key = ?"
-            )
-            .bind(self.tenant, episode_id, namespace_key)
-            .first()
-        )
+        return await self._sql(
+            f"SELECT tenant_id, {_EPISODE_COLUMNS}, content_hash, namespace_key "
+            "FROM memory_episodes WHERE tenant_id = ? AND episode_id = ? AND namespace_key = ?",
+            (episode_id, namespace_key),
+        ).first()
 
     async def delete_namespaced(self, episode_id: str, namespace_key: str) -> None:
-        await (
-            self._db.prepare(
-                "DELETE FROM memory_episodes WHERE tenant_id = ? AND episode_id = ? "
-                "AND namespace_key = ?"
-            )
-            .bind(self.tenant, episode_id, namespace_key)
-            .run()
-        )
+        await self._sql(
+            "DELETE FROM memory_episodes WHERE tenant_id = ? AND episode_id = ? "
+            "AND namespace_key = ?",
+            (episode_id, namespace_key),
+        ).run()
 
     async def episodes_by_id(self, episode_ids: Sequence[str]) -> list[Episode]:
         """The tenant's episodes among `episode_ids` that still exist, in the order given."""
@@ -375,14 +361,11 @@ class EpisodicStore:
         rows: list[Row] = []
         for chunk in chunks(wanted, IDS_PER_STATEMENT):
             marks = ", ".join("?" for _ in chunk)
-            result = await (
-                self._db.prepare(
-                    f"SELECT {_EPISODE_COLUMNS} FROM memory_episodes "
-                    f"WHERE tenant_id = ? AND episode_id IN ({marks})"
-                )
-                .bind(self.tenant, *chunk)
-                .all()
-            )
+            result = await self._sql(
+                f"SELECT {_EPISODE_COLUMNS} FROM memory_episodes "
+                f"WHERE tenant_id = ? AND episode_id IN ({marks})",
+                (*chunk,),
+            ).all()
             rows.extend(result.results)
         found = {e.episode_id: e for e in await open_episodes(rows, self.personal)}
         return [found[i] for i in wanted if i in found]
@@ -390,36 +373,27 @@ class EpisodicStore:
     async def recent_rows(self, limit: int) -> list[Row]:
         """The tenant's newest `limit` episode rows, as stored (the reconciler's promotion
         reads them; sealed fields stay sealed)."""
-        result = await (
-            self._db.prepare(
-                "SELECT episode_id, subject, kind, content, data, importance, created_at "
-                "FROM memory_episodes WHERE tenant_id = ? ORDER BY created_at DESC LIMIT ?"
-            )
-            .bind(self.tenant, limit)
-            .all()
-        )
+        result = await self._sql(
+            "SELECT episode_id, subject, kind, content, data, importance, created_at "
+            "FROM memory_episodes WHERE tenant_id = ? ORDER BY created_at DESC LIMIT ?",
+            (limit,),
+        ).all()
         return list(result.results)
 
     async def subject_traces(self, subject: str) -> tuple[list[Row], set[str]]:
         """Traces of `subject` (a subject erase): the episodes about it or naming it
         (`episode_id`, `run_id`, `content_hash`), and the runs whose input, output or error
         names it."""
-        episodes = await (
-            self._db.prepare(
-                "SELECT episode_id, run_id, content_hash FROM memory_episodes WHERE tenant_id = ? "
-                "AND (subject = ? OR instr(content, ?) > 0 OR instr(data, ?) > 0)"
-            )
-            .bind(self.tenant, subject, subject, subject)
-            .all()
-        )
-        runs = await (
-            self._db.prepare(
-                "SELECT run_id FROM agent_runs WHERE tenant_id = ? AND (instr(input, ?) > 0 "
-                "OR instr(COALESCE(output, ''), ?) > 0 OR instr(COALESCE(error, ''), ?) > 0)"
-            )
-            .bind(self.tenant, subject, subject, subject)
-            .all()
-        )
+        episodes = await self._sql(
+            "SELECT episode_id, run_id, content_hash FROM memory_episodes WHERE tenant_id = ? "
+            "AND (subject = ? OR instr(content, ?) > 0 OR instr(data, ?) > 0)",
+            (subject, subject, subject),
+        ).all()
+        runs = await self._sql(
+            "SELECT run_id FROM agent_runs WHERE tenant_id = ? AND (instr(input, ?) > 0 "
+            "OR instr(COALESCE(output, ''), ?) > 0 OR instr(COALESCE(error, ''), ?) > 0)",
+            (subject, subject, subject),
+        ).all()
         return list(episodes.results), {str(row["run_id"]) for row in runs.results}
 
     async def delete_episodes(self, episode_ids: Sequence[str]) -> int:
@@ -431,24 +405,17 @@ class EpisodicStore:
         return await count_then_delete(self._db, "agent_runs", "run_id", self.tenant, run_ids)
 
     async def episodes_for_run(self, run_id: str) -> list[Episode]:
-        result = await (
-            self._db.prepare(
-                f"SELECT {_EPISODE_COLUMNS} FROM memory_episodes "
-                "WHERE tenant_id = ? AND run_id = ? ORDER BY created_at, episode_id"
-            )
-            .bind(self.tenant, run_id)
-            .all()
-        )
+        result = await self._sql(
+            f"SELECT {_EPISODE_COLUMNS} FROM memory_episodes "
+            "WHERE tenant_id = ? AND run_id = ? ORDER BY created_at, episode_id",
+            (run_id,),
+        ).all()
         return await open_episodes(result.results, self.personal)
 
     async def get_run(self, run_id: str) -> RunRecord | None:
-        row = await (
-            self._db.prepare(
-                f"SELECT {_RUN_COLUMNS} FROM agent_runs WHERE tenant_id = ? AND run_id = ?"
-            )
-            .bind(self.tenant, run_id)
-            .first()
-        )
+        row = await self._sql(
+            f"SELECT {_RUN_COLUMNS} FROM agent_runs WHERE tenant_id = ? AND run_id = ?", (run_id,)
+        ).first()
         return None if row is None else run_from_row(row)
 
     async def list_runs(
@@ -592,11 +559,8 @@ class EpisodicWriter:
         return self.store.finish_run(RunRecord.model_validate(payload))
 
     async def flush(self, wait_seconds: float | None = None) -> bool:
-        """Wait until every write submitted so far has finished (or failed for good).
-
-        Returns False if `wait_seconds` passed first. The turn calls this before reading episodes
-        so an instance always sees its own previous turn.
-        """
+        """Wait until every write submitted so far has finished (or failed for good); False
+        if `wait_seconds` passed first (a turn waits so it sees its own previous turn)."""
         tail = self._tail
         if tail is None or tail.done():
             return True
@@ -623,9 +587,7 @@ class EpisodicWriter:
             try:
                 if previous is not None:
                     await asyncio.shield(previous)
-                settled = await self._with_retries(
-                    op, run_id, payload, lambda: self._write(op, payload)
-                )
+                settled = await self._with_retries(op, run_id, payload)
                 if settled and seq is not None and self._outbox is not None:
                     # Landed in D1, or kept by the failure sink: otherwise the outbox
                     # keeps it for the next replay.
@@ -636,17 +598,11 @@ class EpisodicWriter:
 
         self._background.wait_until(work())
 
-    async def _with_retries(
-        self,
-        op: WriteOp,
-        run_id: str,
-        payload: dict[str, Any],
-        write: Callable[[], Coroutine[Any, Any, None]],
-    ) -> bool:
+    async def _with_retries(self, op: WriteOp, run_id: str, payload: dict[str, Any]) -> bool:
         error = ""
         for attempt in range(1, self._attempts + 1):
             try:
-                await write()
+                await self._write(op, payload)
                 return True
             except Exception as exc:
                 error = f"{type(exc).__name__}: {exc}"
@@ -664,9 +620,6 @@ class EpisodicWriter:
                         type(exc).__name__,  # the message may quote values; it is kept below
                     )
                     await self._sleep(delay)
-        failed = FailedWrite(
-            op=op, run_id=run_id, payload=payload, error=error, attempts=self._attempts
-        )
         # Logs carry ids, sizes and hashes only (never content or subjects); the payload
         # itself is recoverable from the failed_writes record `on_failure` keeps.
         raw = to_json(payload).encode()
@@ -685,7 +638,11 @@ class EpisodicWriter:
         if self._on_failure is None:
             return False
         try:
-            self._on_failure(failed)
+            self._on_failure(
+                FailedWrite(
+                    op=op, run_id=run_id, payload=payload, error=error, attempts=self._attempts
+                )
+            )
         except Exception:
             log.exception("episodic: recording the failed %s for run %s failed", op, run_id)
             return False
