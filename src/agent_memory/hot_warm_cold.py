@@ -162,24 +162,18 @@ class MemoryClient:
 
     async def get(self, key: str) -> TieredRead | None:
         item = self._item(key)
-        if self._hot is not None:
-            value = await self._hot.get(item.key)
-            if value is not None:
-                return TieredRead(value=value, tier="hot")
+        if self._hot is not None and (value := await self._hot.get(item.key)) is not None:
+            return TieredRead(value=value, tier="hot")
         if not self.rules.read_fallback:
             return None
-        if self._warm is not None:
-            value = await self._warm.read(item.key)
-            if value is not None:
-                promoted = await self._promote(item, value, to_warm=False)
-                return TieredRead(value=value, tier="warm", promoted_to=promoted)
-        if self._cold is not None:
-            value = await self._cold.download_text(item.key)
-            if value is not None:
-                to_warm = self.rules.placement.placement(item.kind).cold_promotes_to_warm
-                promoted = await self._promote(item, value, to_warm=to_warm)
-                return TieredRead(value=value, tier="cold", promoted_to=promoted)
-        return None
+        if self._warm is not None and (value := await self._warm.read(item.key)) is not None:
+            promoted = await self._promote(item, value, to_warm=False)
+            return TieredRead(value=value, tier="warm", promoted_to=promoted)
+        if self._cold is None or (value := await self._cold.download_text(item.key)) is None:
+            return None
+        to_warm = self.rules.placement.placement(item.kind).cold_promotes_to_warm
+        promoted = await self._promote(item, value, to_warm=to_warm)
+        return TieredRead(value=value, tier="cold", promoted_to=promoted)
 
     async def _promote(self, item: ItemKey, value: str, *, to_warm: bool) -> tuple[Tier, ...]:
         if not self.rules.promote_on_read:
@@ -219,11 +213,9 @@ class MemoryClient:
     async def delete(self, key: str) -> None:
         """Remove the item from every tier (hot first, so no stale copy outlives the rest)."""
         item = self._item(key)
-        for tier in (self._hot, self._warm):
+        for tier in (self._hot, self._warm, self._cold):
             if tier is not None:
                 await tier.delete(item.key)
-        if self._cold is not None:
-            await self._cold.delete(item.key)
 
     @staticmethod
     def _require(tier: HotMemory | WarmMemory | ColdMemory | None, name: str) -> Any:

@@ -49,6 +49,7 @@ from agent_memory.retrieval.scoring import (
     RankItem,
     RetrievalConfig,
     ScoreBreakdown,
+    Tier,
     breakdown,
     rank,
 )
@@ -58,6 +59,7 @@ from agent_memory.tiers.procedural import WorkflowPacks
 from agent_memory.tiers.semantic.memory import SemanticMemory
 from agent_memory.tiers.semantic.models import (
     DEFAULT_AGENT_TYPE,
+    Fact,
     FactInput,
     RecallFilters,
     RecallResult,
@@ -75,7 +77,6 @@ from http_messages.errors import ApiError
 
 log = logging.getLogger(__name__)
 
-Tier = Literal["working", "episodic", "semantic", "procedural"]
 # Keyed episodes written through the memory API are recorded under this agent type.
 API_AGENT_TYPE = "memory-api"
 # How many items of a tier without search channels a query ranks (newest first).
@@ -524,20 +525,7 @@ class Memory:
             return await self._episodic_items(instance_id, limit=limit, offset=offset)
         if tier == "semantic":
             facts = await self.semantic().list_active(limit, offset)
-            return [
-                MemoryItem(
-                    tier="semantic",
-                    key=fact.subject,
-                    value=fact.content,
-                    metadata={
-                        **fact.metadata,
-                        "fact_id": fact.fact_id,
-                        "confidence": fact.confidence,
-                    },
-                    created_at=fact.created_at,
-                )
-                for fact in facts
-            ]
+            return [_fact_item(fact, confidence=fact.confidence) for fact in facts]
         if tier == "working":
             items = await self._working_items(instance_id)
         else:
@@ -693,22 +681,29 @@ async def _reconcile(reconciler: Reconciler) -> None:
 def semantic_items(ranked: RecallResult) -> list[MemoryItem]:
     """Recall results as memory items, each with its score breakdown and channels."""
     return [
-        MemoryItem(
-            tier="semantic",
-            key=r.fact.subject,
-            value=r.fact.content,
-            metadata={**r.fact.metadata, "fact_id": r.fact.fact_id},
-            created_at=r.fact.created_at,
-            score=round(r.score, 6),
-            score_breakdown={
-                **breakdown_view(r.breakdown),
-                "channels": {
-                    n: {"rank": d.rank, "raw": round(d.raw, 6)} for n, d in r.channels.items()
+        _fact_item(r.fact).model_copy(
+            update={
+                "score": round(r.score, 6),
+                "score_breakdown": {
+                    **breakdown_view(r.breakdown),
+                    "channels": {
+                        n: {"rank": d.rank, "raw": round(d.raw, 6)} for n, d in r.channels.items()
+                    },
                 },
-            },
+            }
         )
         for r in ranked.results
     ]
+
+
+def _fact_item(fact: Fact, **metadata: Any) -> MemoryItem:
+    return MemoryItem(
+        tier="semantic",
+        key=fact.subject,
+        value=fact.content,
+        metadata={**fact.metadata, "fact_id": fact.fact_id, **metadata},
+        created_at=fact.created_at,
+    )
 
 
 def _confidence(item: MemoryItem) -> float:
