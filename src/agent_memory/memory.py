@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import sys
 from collections.abc import Mapping, Sequence
 from functools import cached_property
 from typing import Any, Literal
@@ -481,13 +482,9 @@ class Memory:
             filters = RecallFilters.model_validate({k: v for k, v in (window or {}).items() if v})
             recalled = await self.semantic().rank(query, min(limit, 1000), filters, record=True)
             return semantic_items(recalled)
-        if tier == "working":
-            pool = await self._working_items(instance_id)
-        elif tier == "episodic":
-            pool = await self._episodic_items(instance_id, limit=SEARCH_POOL, offset=0)
-        else:
-            assert agent_type is not None
-            pool = await self._procedural_items(instance_id, agent_type)
+        # Working memory and workflows are ranked whole; episodes, the newest `SEARCH_POOL`.
+        cap = SEARCH_POOL if tier == "episodic" else sys.maxsize
+        pool = await self.listing(tier, instance_id, limit=cap, agent_type=agent_type)
         now_ms = self.clock.now() * 1000
         by_key = {item.key: item for item in pool}
         items = [
@@ -522,7 +519,11 @@ class Memory:
         """A tier's items in its listing order: working in key order, episodic and semantic
         newest first, procedural by workflow."""
         if tier == "episodic":
-            return await self._episodic_items(instance_id, limit=limit, offset=offset)
+            now_ms = int(self.clock.now() * 1000)
+            rows = await self.episodic.instance_rows(
+                instance_id, now_ms=now_ms, limit=limit, offset=offset
+            )
+            return [_episode_item(row) for row in rows]
         if tier == "semantic":
             facts = await self.semantic().list_active(limit, offset)
             return [_fact_item(fact, confidence=fact.confidence) for fact in facts]
@@ -611,15 +612,6 @@ class Memory:
             expires = None if entry.expiration is None else entry.expiration * 1000
             items.append(MemoryItem(tier="working", key=entry.key, value=value, expires_at=expires))
         return items
-
-    async def _episodic_items(
-        self, instance_id: str, *, limit: int, offset: int
-    ) -> list[MemoryItem]:
-        now_ms = int(self.clock.now() * 1000)
-        rows = await self.episodic.instance_rows(
-            instance_id, now_ms=now_ms, limit=limit, offset=offset
-        )
-        return [_episode_item(row) for row in rows]
 
     async def _put_episode(
         self, instance_id: str, key: str, value: Any, metadata: Mapping[str, Any], ttl: int

@@ -23,12 +23,9 @@ def chunks(items: Sequence[T], size: int = IDS_PER_STATEMENT) -> Iterator[Sequen
 
 
 def distinct_tenants_sql(table: str, condition: str = "") -> str:
-    """A query for every tenant id of `table` (of its rows where `condition` holds), sorted.
-
-    A recursive CTE walks the table's tenant-first index one distinct tenant at a time
-    (`MIN(tenant_id) WHERE tenant_id > previous`: one seek each), so the cost grows with the
-    number of tenants, not rows. `table` and `condition` are SQL text from the caller's
-    code, never from input."""
+    """Every tenant id of `table` (where `condition` holds), sorted: a recursive CTE seeks the
+    tenant-first index once per distinct tenant, so the cost grows with tenants, not rows.
+    `table` and `condition` are SQL text from the caller's code, never from input."""
     where = f" WHERE {condition}" if condition else ""
     further = f"{condition} AND " if condition else ""
     return (

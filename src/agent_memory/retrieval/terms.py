@@ -78,15 +78,10 @@ def fts5_match_expression(text: str) -> str | None:
 
 
 def exact_match_candidates(text: str) -> list[str]:
-    """Strings to compare with `subject` / `predicate` for equality, best first.
-
-    In order: the whole query; each whitespace token with surrounding punctuation trimmed
-    (as written, lower-cased and capitalised, since SQL equality is case-sensitive and
-    subjects keep their spelling); then snake_case joins of 2-4 consecutive words
-    (predicates are usually written `responded_positively_to`). At most
-    `MAX_EXACT_CANDIDATES`, so the subject and predicate lookups (each with the tenant and
-    up to five filter values) fit in one statement under D1's 100 bound parameters.
-    """
+    """Strings to compare with `subject` / `predicate` for equality, best first: the whole
+    query; each trimmed token as written, lower-cased and capitalised (SQL equality is
+    case-sensitive); snake_case joins of 2-4 words (`responded_positively_to`). At most
+    `MAX_EXACT_CANDIDATES`, so both lookups fit one statement under D1's 100 parameters."""
     out: dict[str, None] = {}
 
     def add(value: str) -> None:

@@ -235,12 +235,9 @@ class EpisodicStore:
         ).run()
 
     async def append_episode(self, episode: Episode) -> None:
-        """Insert the episode, then its `memory_written` event. Raises `WriteDenied`
-        (policy) or `EpisodeLimitReached` (tenant full), and then nothing is written.
-
-        Both statements are idempotent (the event id is the episode id, inserted only if
-        absent), so the writer's retry after a failure between them records the event once.
-        """
+        """Insert the episode, then its `memory_written` event (both idempotent: the event id
+        is the episode id, so a retry records it once). Raises `WriteDenied` (policy) or
+        `EpisodeLimitReached` (tenant full), and then nothing is written."""
         proposal = self.proposal(episode)
         self.gate.check(proposal)
         # Sealed here, once: the row holds only ciphertext of the personal fields.
@@ -472,13 +469,10 @@ FailureSink = Callable[[FailedWrite], None]
 
 
 class Outbox(Protocol):
-    """Durable record of writes queued but not yet settled (the Durable Object's SQLite).
-
-    `add` runs synchronously before the caller answers, so a write acknowledged to a client
-    survives the process dying before the background work ran; `done` forgets it once it
-    landed in D1 or was handed to the failure sink. `EpisodicWriter.replay` re-queues what
-    is left after a restart (every write is idempotent, so one that had landed is harmless).
-    """
+    """Writes queued but not yet settled (the Durable Object's SQLite): `add` runs before the
+    caller answers, so an acknowledged write survives the process dying; `done` forgets it once
+    it landed or went to the failure sink; `EpisodicWriter.replay` re-queues the rest after a
+    restart (every write is idempotent, so one that had landed is harmless)."""
 
     def add(self, op: WriteOp, run_id: str, payload: dict[str, Any]) -> int: ...
 
