@@ -1,9 +1,5 @@
-"""Opaque pagination cursors: a small JSON value in unpadded base64url.
-
-Every listing that pages (runs, inspector events and facts, the memory API) hands out one
-of these and takes it back; a cursor this code did not produce raises `InvalidCursorError`
-(callers answer 422 `invalid_cursor`). What goes inside is the listing's own business.
-"""
+"""Opaque pagination cursors: a small JSON value in unpadded base64url; a cursor this code
+did not produce raises `InvalidCursorError` (callers answer 422 `invalid_cursor`)."""
 
 from __future__ import annotations
 

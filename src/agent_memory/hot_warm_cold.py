@@ -12,33 +12,25 @@ assembled by `MemoryBuilder` (`Memory.placement_client()` builds it for a deploy
     )
     found = await memory.get("agent-memory:acme:agent-7:episode:01J...")
 
-Contract:
-
-* Keys are item keys (`agent_memory.namespace`); a malformed one raises
-  `InvalidNamespaceKey` before any tier is touched; a client bound to a tenant raises
-  `NamespaceForbidden` for another tenant's key.
+* Keys are item keys (`agent_memory.namespace`): a malformed one raises
+  `InvalidNamespaceKey` before any tier is touched, another tenant's `NamespaceForbidden`.
 * `get` reads hot → warm → cold (warm and cold only with `read_fallback`). With
-  `promote_on_read`, a warm hit is copied to hot (TTL `hot_ttl`), a cold hit to hot, and to
-  warm only when the kind's placement says `cold_promotes_to_warm`.
-* `set` writes the kind's tier (the placement table); with `write_through` a warm or cold
-  write also writes the hot copy, without it a stale hot copy is deleted, so a read never
-  returns an older value than the last write. `delete` removes the item from every tier.
-* A value carrying a `_personal` mark never goes to hot (the ADR keeps personal data warm).
-* A tier the deployment lacks (None) is skipped.
+  `promote_on_read` a warm or cold hit is copied to hot (TTL `hot_ttl`), a cold hit to warm
+  only when the kind's placement says `cold_promotes_to_warm`.
+* `set` writes the kind's tier; with `write_through` a warm or cold write also writes hot,
+  without it a stale hot copy is deleted. `delete` removes the item from every tier. A value
+  with a `_personal` mark never goes to hot. A tier the deployment lacks (None) is skipped.
 
 The tiers are views of the stores, not stores beside them: hot is the working tier's
 namespaced KV (legacy keys, read-repair); warm is `EpisodicStore` (its write policy, event
 and limits apply; an episode is immutable, so `upsert` inserts if absent); cold is the
-prune's weekly archives (gzip NDJSON in R2) addressed through the cold item index that the
-prune writes in the transaction deleting the row (`lifecycle.prune.ArchiveLedger`), so an
-item read is one indexed D1 lookup plus one R2 GET. Per-item objects would cost an R2 PUT
-per episode; the archive object stays the unit of storage.
-
-An episode's text is the same in all three tiers: its `memory_episodes` row in archive form
-(JSON columns decoded, sorted keys). Every read becomes an `Episode` through the episodic
-tier's own row mapping (`open_episode_item`), which also opens sealed personal fields, so one
-decoding and decryption point serves every tier. Only the `episode` kind lives in warm and
-cold; other kinds read as a miss there and are refused for writes.
+prune's weekly archives (gzip NDJSON in R2) found through the cold item index the prune
+writes (`lifecycle.prune.ArchiveLedger`): one indexed D1 lookup plus one R2 GET, while the
+archive object stays the unit of storage (per-item objects would cost a PUT per episode).
+An episode's text is its `memory_episodes` row in archive form (JSON columns decoded,
+sorted keys) in every tier, read back through the episodic tier's own row mapping
+(`open_episode_item`, which also opens sealed personal fields). Only the `episode` kind
+lives in warm and cold; other kinds read as a miss there and are refused for writes.
 """
 
 from __future__ import annotations
@@ -76,16 +68,16 @@ from bindings.ports.memory_tiers import ColdMemory, HotMemory, WarmMemory
 from bindings.ports.object_store import ObjectStore
 
 EPISODE_KIND = "episode"
-
-_JSON_COLUMNS = ("data",)
+DEFAULT_HOT_TTL = 900  # the ADR's default TTL (15 min) for copies promoted to hot
+CLIENT_PRUNE_ID = "memory-client"
+MAX_HISTORY_PAGE = 100
 
 
 def item_text(row: dict[str, Any]) -> str:
     """A `memory_episodes` row (as D1 returns it, or as archived) → the item text."""
     out = dict(row)
-    for column in _JSON_COLUMNS:
-        if isinstance(out.get(column), str):
-            out[column] = json.loads(out[column])
+    if isinstance(out.get("data"), str):
+        out["data"] = json.loads(out["data"])
     return json.dumps(out, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
@@ -116,9 +108,6 @@ def is_personal(text: str) -> bool:
     except ValueError:
         return False
     return personal_marking(value) is not None
-
-
-DEFAULT_HOT_TTL = 900  # the ADR's default TTL (15 min) for copies promoted to hot
 
 
 class PersonalDataInHot(ValueError):
@@ -173,24 +162,18 @@ class MemoryClient:
 
     async def get(self, key: str) -> TieredRead | None:
         item = self._item(key)
-        if self._hot is not None:
-            value = await self._hot.get(item.key)
-            if value is not None:
-                return TieredRead(value=value, tier="hot")
+        if self._hot is not None and (value := await self._hot.get(item.key)) is not None:
+            return TieredRead(value=value, tier="hot")
         if not self.rules.read_fallback:
             return None
-        if self._warm is not None:
-            value = await self._warm.read(item.key)
-            if value is not None:
-                promoted = await self._promote(item, value, to_warm=False)
-                return TieredRead(value=value, tier="warm", promoted_to=promoted)
-        if self._cold is not None:
-            value = await self._cold.download_text(item.key)
-            if value is not None:
-                to_warm = self.rules.placement.placement(item.kind).cold_promotes_to_warm
-                promoted = await self._promote(item, value, to_warm=to_warm)
-                return TieredRead(value=value, tier="cold", promoted_to=promoted)
-        return None
+        if self._warm is not None and (value := await self._warm.read(item.key)) is not None:
+            promoted = await self._promote(item, value, to_warm=False)
+            return TieredRead(value=value, tier="warm", promoted_to=promoted)
+        if self._cold is None or (value := await self._cold.download_text(item.key)) is None:
+            return None
+        to_warm = self.rules.placement.placement(item.kind).cold_promotes_to_warm
+        promoted = await self._promote(item, value, to_warm=to_warm)
+        return TieredRead(value=value, tier="cold", promoted_to=promoted)
 
     async def _promote(self, item: ItemKey, value: str, *, to_warm: bool) -> tuple[Tier, ...]:
         if not self.rules.promote_on_read:
@@ -230,11 +213,9 @@ class MemoryClient:
     async def delete(self, key: str) -> None:
         """Remove the item from every tier (hot first, so no stale copy outlives the rest)."""
         item = self._item(key)
-        for tier in (self._hot, self._warm):
+        for tier in (self._hot, self._warm, self._cold):
             if tier is not None:
                 await tier.delete(item.key)
-        if self._cold is not None:
-            await self._cold.delete(item.key)
 
     @staticmethod
     def _require(tier: HotMemory | WarmMemory | ColdMemory | None, name: str) -> Any:
@@ -269,22 +250,10 @@ class MemoryBuilder:
         self._cold = cold
         return self
 
-    def with_rules(
-        self,
-        *,
-        read_fallback: bool = True,
-        promote_on_read: bool = True,
-        write_through: bool = False,
-        hot_ttl: int | None = DEFAULT_HOT_TTL,
-        placement: PlacementTable = DEFAULT_TABLE,
-    ) -> MemoryBuilder:
-        self._rules = MemoryRules(
-            read_fallback=read_fallback,
-            promote_on_read=promote_on_read,
-            write_through=write_through,
-            hot_ttl=hot_ttl,
-            placement=placement,
-        )
+    def with_rules(self, **rules: Any) -> MemoryBuilder:
+        """`MemoryRules` fields: `read_fallback`, `promote_on_read`, `write_through`,
+        `hot_ttl`, `placement`."""
+        self._rules = MemoryRules(**rules)
         return self
 
     def for_tenant(self, tenant: str) -> MemoryBuilder:
@@ -338,6 +307,17 @@ class KVHotMemory:
         await self._keys(item).delete(item.entity)
 
 
+def _episode(key: str, write: str | None = None) -> ItemKey | None:
+    """The item key if it names an episode; else None, or refused when `write` names the tier
+    written to (only episodes live in warm and cold)."""
+    item = ItemKey.parse(key)
+    if item.kind == EPISODE_KIND:
+        return item
+    if write is not None:
+        raise InvalidNamespaceKey(f"the {write} tier holds episodes, not {item.kind!r} items")
+    return None
+
+
 class D1WarmMemory:
     """`WarmMemory` over a D1 database."""
 
@@ -348,34 +328,26 @@ class D1WarmMemory:
         self._personal = personal
 
     async def read(self, key: str) -> str | None:
-        item = ItemKey.parse(key)
-        if item.kind != EPISODE_KIND:
+        item = _episode(key)
+        if item is None:
             return None
         row = await self._store(item.tenant).namespaced_row(item.entity, item.namespace_key)
         return None if row is None else item_text(row)
 
     async def upsert(self, key: str, value: str) -> None:
-        item = ItemKey.parse(key)
-        if item.kind != EPISODE_KIND:
-            raise InvalidNamespaceKey(f"the warm tier holds episodes, not {item.kind!r} items")
+        item = _episode(key, "warm")
+        assert item is not None
         episode = episode_from_item(value)
         if (episode.episode_id, episode.instance_id) != (item.entity, item.session):
             raise InvalidNamespaceKey("the episode does not belong to this item key")
         await self._store(item.tenant).append_episode(episode)
 
     async def delete(self, key: str) -> None:
-        item = ItemKey.parse(key)
-        if item.kind != EPISODE_KIND:
-            return
-        await self._store(item.tenant).delete_namespaced(item.entity, item.namespace_key)
+        if (item := _episode(key)) is not None:
+            await self._store(item.tenant).delete_namespaced(item.entity, item.namespace_key)
 
     def _store(self, tenant: str) -> EpisodicStore:
         return EpisodicStore(self._db, tenant, personal=self._personal)
-
-
-CLIENT_PRUNE_ID = "memory-client"
-
-MAX_HISTORY_PAGE = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -419,11 +391,9 @@ class ArchiveColdMemory:
         return self._objects[object_key]
 
     async def download_text(self, key: str) -> str | None:
-        item = ItemKey.parse(key)
-        if item.kind != EPISODE_KIND:
-            return None
-        object_key = await self._index(item)
-        if object_key is None:
+        item = _episode(key)
+        object_key = None if item is None else await self._index(item)
+        if item is None or object_key is None:
             return None
         for row in await self._rows(object_key) or []:
             if row.get("episode_id") == item.entity and row.get("tenant_id") == item.tenant:
@@ -431,15 +401,11 @@ class ArchiveColdMemory:
         return None
 
     async def upload_text(self, key: str, value: str) -> None:
-        item = ItemKey.parse(key)
-        if item.kind != EPISODE_KIND:
-            raise InvalidNamespaceKey(f"the cold tier holds episodes, not {item.kind!r} items")
+        item = _episode(key, "cold")
+        assert item is not None
         row = item_row(value)
-        if (row.get("tenant_id"), row.get("instance_id"), row.get("episode_id")) != (
-            item.tenant,
-            item.session,
-            item.entity,
-        ):
+        owner = (row.get("tenant_id"), row.get("instance_id"), row.get("episode_id"))
+        if owner != (item.tenant, item.session, item.entity):
             raise InvalidNamespaceKey("the episode does not belong to this item key")
         created = int(row["created_at"])
         object_key = archive_key(item.tenant, "episodes", created, item.entity)
@@ -471,11 +437,9 @@ class ArchiveColdMemory:
         )
 
     async def delete(self, key: str) -> None:
-        item = ItemKey.parse(key)
-        if item.kind != EPISODE_KIND:
-            return
-        object_key = await self._index(item)
-        if object_key is None:
+        item = _episode(key)
+        object_key = None if item is None else await self._index(item)
+        if item is None or object_key is None:
             return
         rows = await self._rows(object_key)
         if rows is not None:
@@ -539,21 +503,17 @@ class ArchiveColdMemory:
             )
             for r in rows
         ]
-        more = len(items) > limit
-        items = items[:limit]
-        next_cursor = None
-        if more:
-            last = items[-1]
-            next_cursor = encode_cursor_value({"c": last.created_at, "e": last.entity_id})
-        return ArchivedPage(items=items, next_cursor=next_cursor)
+        if len(items) <= limit:
+            return ArchivedPage(items=items)
+        last = items[limit - 1]
+        next_cursor = encode_cursor_value({"c": last.created_at, "e": last.entity_id})
+        return ArchivedPage(items=items[:limit], next_cursor=next_cursor)
 
 
 def _decode(cursor: str) -> tuple[int, str]:
     value = decode_cursor_value(cursor)
     created, entity = (value.get("c"), value.get("e")) if isinstance(value, dict) else (0, 0)
-    if isinstance(created, bool):
-        created = None
-    if not isinstance(created, int) or not isinstance(entity, str):
+    if type(created) is not int or not isinstance(entity, str):  # (a bool is not an int here)
         raise InvalidCursorError("cursor is not one this API returned")
     return created, entity
 

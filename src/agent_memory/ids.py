@@ -22,11 +22,7 @@ def new_ulid(now_seconds: float) -> str:
     if not 0 <= millis < 2**48:
         raise ValueError(f"timestamp out of ULID range: {now_seconds}")
     value = (millis << 80) | int.from_bytes(os.urandom(10), "big")
-    chars = []
-    for _ in range(26):
-        chars.append(_CROCKFORD[value & 31])
-        value >>= 5
-    return "".join(reversed(chars))
+    return "".join(_CROCKFORD[(value >> shift) & 31] for shift in range(125, -1, -5))
 
 
 def ulid_time_ms(ulid: str) -> int:

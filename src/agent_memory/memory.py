@@ -1,23 +1,13 @@
 """`Memory`: one tenant's memory, and the one way in to it.
 
-`Memory(bindings, tenant)` is built once per request (or per agent turn) for one tenant: the
-retrieval config, the write gate, the event log and the personal-data sealing are made here,
-once, and every tier it hands out shares them. The MCP memory tools, an agent turn, the
-memory API, the inspector and the cron jobs all go through it; none builds a tier itself.
-
-* tiers: `working(instance_id)` (KV), `episodic` (D1), `semantic` (D1 + Vectorize),
-  `packs` and `workflows(...)` (procedural: the bandit lives in each instance's Durable
-  Object, so outside it workflows are read over RPC), `placement_client` (the hot/warm/cold
-  `MemoryClient` of the ADR of that name);
-* one search over the tiers (`search`): each tier asked concurrently, working, episodic and
-  procedural memory ranked by lexical relevance with their tier's weights, semantic memory
-  by its hybrid recall, merged by score; `rank` is the same scoring for the few items of an
-  agent turn's context; every ranked read is one `memory_retrieved` event (`record`);
-* the uniform memory API's verbs over any tier (`listing`, `put`, `delete`).
-
-A tier whose binding the deployment lacks raises `MemoryUnavailable` with the stable code
-the edge answers 503 with. The tenant is fixed at construction: nothing here can name
-another tenant.
+Built once per request (or agent turn) for one tenant, which is fixed at construction: the
+retrieval config, write gate, event log and personal-data sealing are made once and shared
+by every tier it hands out (`working`, `episodic`, `semantic`, `packs`, `workflows` — the
+bandit lives in each instance's Durable Object, so this is an RPC — and the hot/warm/cold
+`placement_client`). `search` asks the tiers concurrently and merges them by score (lexical
+relevance with the tier's weights; semantic memory by its hybrid recall); every ranked read
+is one `memory_retrieved` event. `listing`, `put` and `delete` are the uniform memory API's
+verbs. A tier whose binding is missing raises `MemoryUnavailable` (503, a stable code).
 """
 
 from __future__ import annotations
@@ -25,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import sys
 from collections.abc import Mapping, Sequence
 from functools import cached_property
 from typing import Any, Literal
@@ -59,6 +50,7 @@ from agent_memory.retrieval.scoring import (
     RankItem,
     RetrievalConfig,
     ScoreBreakdown,
+    Tier,
     breakdown,
     rank,
 )
@@ -68,6 +60,7 @@ from agent_memory.tiers.procedural import WorkflowPacks
 from agent_memory.tiers.semantic.memory import SemanticMemory
 from agent_memory.tiers.semantic.models import (
     DEFAULT_AGENT_TYPE,
+    Fact,
     FactInput,
     RecallFilters,
     RecallResult,
@@ -80,15 +73,17 @@ from agent_memory.tiers.working import (
     flush_counts,
 )
 from bindings.environment import Bindings
+from bindings.ports.d1 import D1Database
 from http_messages.errors import ApiError
 
 log = logging.getLogger(__name__)
 
-Tier = Literal["working", "episodic", "semantic", "procedural"]
 # Keyed episodes written through the memory API are recorded under this agent type.
 API_AGENT_TYPE = "memory-api"
 # How many items of a tier without search channels a query ranks (newest first).
 SEARCH_POOL = 200
+# The names of `score_parts`' components, in order.
+_PARTS = ("score", "relevance", "recency", "confidence", "density")
 
 
 class MemoryUnavailable(ApiError):
@@ -181,6 +176,11 @@ class Memory:
         # migration's progress); flushed by whoever made them.
         self.read_counts = read_counts
 
+    def _require_db(self) -> D1Database:
+        if self.bindings.db is None:
+            raise MemoryUnavailable("episodic_unavailable", "the D1 binding is missing")
+        return self.bindings.db
+
     # ------------------------------------------------------------------------- tiers
 
     def working(
@@ -212,9 +212,9 @@ class Memory:
     @cached_property
     def episodic(self) -> EpisodicStore:
         """The tenant's runs and episodes (D1)."""
-        if self.bindings.db is None:
-            raise MemoryUnavailable("episodic_unavailable", "the D1 binding is missing")
-        return EpisodicStore(self.bindings.db, self.tenant, gate=self.gate, personal=self.personal)
+        return EpisodicStore(
+            self._require_db(), self.tenant, gate=self.gate, personal=self.personal
+        )
 
     def semantic(
         self, *, agent_type: str = DEFAULT_AGENT_TYPE, run_id: str | None = None
@@ -249,9 +249,7 @@ class Memory:
     @cached_property
     def packs(self) -> WorkflowPacks:
         """Workflow packs promoted for every instance of an agent type (D1)."""
-        if self.bindings.db is None:
-            raise MemoryUnavailable("episodic_unavailable", "the D1 binding is missing")
-        return WorkflowPacks(self.bindings.db, self.tenant)
+        return WorkflowPacks(self._require_db(), self.tenant)
 
     async def workflows(
         self, agent_type: str, instance_id: str, task_type: str | None = None
@@ -264,12 +262,7 @@ class Memory:
                 "agent_runtime_unavailable", "the AgentRuntime binding is missing"
             )
         scope = AgentScope(tenant=self.tenant, agent_type=agent_type, instance_id=instance_id)
-        payload = {
-            "tenant": self.tenant,
-            "agent_type": agent_type,
-            "instance_id": instance_id,
-            "task_type": task_type,
-        }
+        payload = {**scope.model_dump(), "task_type": task_type}
         result = await agents.get_by_name(scope.object_name).call("workflows", payload)
         error = result.get("error")
         if isinstance(error, dict):
@@ -308,12 +301,10 @@ class Memory:
 
     def cold_archive(self) -> ArchiveColdMemory:
         """The tenant's archived (cold) items: the prune's index in D1, objects in R2."""
-        b = self.bindings
-        if b.db is None:
-            raise MemoryUnavailable("episodic_unavailable", "the D1 binding is missing")
-        if b.cold is None:
+        db = self._require_db()
+        if self.bindings.cold is None:
             raise MemoryUnavailable("cold_unavailable", "the R2 binding COLD is missing")
-        return ArchiveColdMemory(b.db, b.cold, self.clock)
+        return ArchiveColdMemory(db, self.bindings.cold, self.clock)
 
     async def flush_read_counts(self) -> None:
         """Write the working-memory reads counted by key generation (the daily brief's
@@ -325,10 +316,8 @@ class Memory:
 
     async def lifecycle(self) -> TenantLifecycle:
         """The tenant's retention and episode limit (its overrides, else the defaults)."""
-        if self.bindings.db is None:
-            raise MemoryUnavailable("episodic_unavailable", "the D1 binding is missing")
         default = self.bindings.settings.episode_retention_days
-        return await get_lifecycle(self.bindings.db, self.tenant, default)
+        return await get_lifecycle(self._require_db(), self.tenant, default)
 
     def reconciler(self) -> Reconciler | None:
         """The tenant's reconciler (ADR-0051), or None without D1, Vectorize and an
@@ -373,11 +362,9 @@ class Memory:
     def eraser(self) -> SubjectEraser:
         """Erases one subject from every tier and the archives (docs/lifecycle.md)."""
         b = self.bindings
-        if b.db is None:
-            raise MemoryUnavailable("episodic_unavailable", "the D1 binding is missing")
         return SubjectEraser(
             self.tenant,
-            db=b.db,
+            db=self._require_db(),
             clock=self.clock,
             kv=b.kv,
             vectors=b.vectors,
@@ -388,10 +375,10 @@ class Memory:
 
     def inspector(self) -> MemoryInspector:
         """Read-only views of the tenant's memory for the inspector (docs/inspector.md)."""
-        if self.bindings.db is None:
-            raise MemoryUnavailable("episodic_unavailable", "the D1 binding is missing")
         now_ms = int(self.clock.now() * 1000)
-        return MemoryInspector(self.bindings.db, self.tenant, now_ms=now_ms, personal=self.personal)
+        return MemoryInspector(
+            self._require_db(), self.tenant, now_ms=now_ms, personal=self.personal
+        )
 
     # ------------------------------------------------------------------ ranking & events
 
@@ -437,13 +424,11 @@ class Memory:
             query=query,
             top_k=len(ranked),
             results=[
-                RetrievedItem(
-                    id=r.item.id,
-                    score=round(r.parts[0], 6),
-                    relevance=round(r.parts[1], 6),
-                    recency=round(r.parts[2], 6),
-                    confidence=round(r.parts[3], 6),
-                    density=round(r.parts[4], 6),
+                RetrievedItem.model_validate(
+                    {
+                        "id": r.item.id,
+                        **dict(zip(_PARTS, (round(p, 6) for p in r.parts), strict=True)),
+                    }
                 )
                 for r in ranked
             ],
@@ -497,13 +482,9 @@ class Memory:
             filters = RecallFilters.model_validate({k: v for k, v in (window or {}).items() if v})
             recalled = await self.semantic().rank(query, min(limit, 1000), filters, record=True)
             return semantic_items(recalled)
-        if tier == "working":
-            pool = await self._working_items(instance_id)
-        elif tier == "episodic":
-            pool = await self._episodic_items(instance_id, limit=SEARCH_POOL, offset=0)
-        else:
-            assert agent_type is not None
-            pool = await self._procedural_items(instance_id, agent_type)
+        # Working memory and workflows are ranked whole; episodes, the newest `SEARCH_POOL`.
+        cap = SEARCH_POOL if tier == "episodic" else sys.maxsize
+        pool = await self.listing(tier, instance_id, limit=cap, agent_type=agent_type)
         now_ms = self.clock.now() * 1000
         by_key = {item.key: item for item in pool}
         items = [
@@ -538,23 +519,14 @@ class Memory:
         """A tier's items in its listing order: working in key order, episodic and semantic
         newest first, procedural by workflow."""
         if tier == "episodic":
-            return await self._episodic_items(instance_id, limit=limit, offset=offset)
+            now_ms = int(self.clock.now() * 1000)
+            rows = await self.episodic.instance_rows(
+                instance_id, now_ms=now_ms, limit=limit, offset=offset
+            )
+            return [_episode_item(row) for row in rows]
         if tier == "semantic":
             facts = await self.semantic().list_active(limit, offset)
-            return [
-                MemoryItem(
-                    tier="semantic",
-                    key=fact.subject,
-                    value=fact.content,
-                    metadata={
-                        **fact.metadata,
-                        "fact_id": fact.fact_id,
-                        "confidence": fact.confidence,
-                    },
-                    created_at=fact.created_at,
-                )
-                for fact in facts
-            ]
+            return [_fact_item(fact, confidence=fact.confidence) for fact in facts]
         if tier == "working":
             items = await self._working_items(instance_id)
         else:
@@ -641,15 +613,6 @@ class Memory:
             items.append(MemoryItem(tier="working", key=entry.key, value=value, expires_at=expires))
         return items
 
-    async def _episodic_items(
-        self, instance_id: str, *, limit: int, offset: int
-    ) -> list[MemoryItem]:
-        now_ms = int(self.clock.now() * 1000)
-        rows = await self.episodic.instance_rows(
-            instance_id, now_ms=now_ms, limit=limit, offset=offset
-        )
-        return [_episode_item(row) for row in rows]
-
     async def _put_episode(
         self, instance_id: str, key: str, value: Any, metadata: Mapping[str, Any], ttl: int
     ) -> MemoryItem:
@@ -673,15 +636,7 @@ class Memory:
         )
         await self.episodic.append_episode(episode)
         await self.episodic.delete_keyed(instance_id, key, keep=episode.episode_id)
-        return _episode_item(
-            {
-                "episode_id": episode.episode_id,
-                "content": episode.content,
-                "data": json.dumps(episode.data),
-                "created_at": episode.created_at,
-                "kind": episode.kind,
-            }
-        )
+        return _episode_item({**episode.model_dump(), "data": json.dumps(episode.data)})
 
     async def _procedural_items(self, instance_id: str, agent_type: str) -> list[MemoryItem]:
         return [
@@ -718,22 +673,29 @@ async def _reconcile(reconciler: Reconciler) -> None:
 def semantic_items(ranked: RecallResult) -> list[MemoryItem]:
     """Recall results as memory items, each with its score breakdown and channels."""
     return [
-        MemoryItem(
-            tier="semantic",
-            key=r.fact.subject,
-            value=r.fact.content,
-            metadata={**r.fact.metadata, "fact_id": r.fact.fact_id},
-            created_at=r.fact.created_at,
-            score=round(r.score, 6),
-            score_breakdown={
-                **breakdown_view(r.breakdown),
-                "channels": {
-                    n: {"rank": d.rank, "raw": round(d.raw, 6)} for n, d in r.channels.items()
+        _fact_item(r.fact).model_copy(
+            update={
+                "score": round(r.score, 6),
+                "score_breakdown": {
+                    **breakdown_view(r.breakdown),
+                    "channels": {
+                        n: {"rank": d.rank, "raw": round(d.raw, 6)} for n, d in r.channels.items()
+                    },
                 },
-            },
+            }
         )
         for r in ranked.results
     ]
+
+
+def _fact_item(fact: Fact, **metadata: Any) -> MemoryItem:
+    return MemoryItem(
+        tier="semantic",
+        key=fact.subject,
+        value=fact.content,
+        metadata={**fact.metadata, "fact_id": fact.fact_id, **metadata},
+        created_at=fact.created_at,
+    )
 
 
 def _confidence(item: MemoryItem) -> float:

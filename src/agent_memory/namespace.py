@@ -5,24 +5,16 @@
 
 e.g. `agent-memory:acme:agent-7:episode:01J9Z...` or `agent-memory:acme:agent-7:working:plan`.
 
-* The delimiter is `:` only. Every segment is one or more of `[A-Za-z0-9._@+-]`, so no
-  segment can be empty or a wildcard (`*`, `?`, `%`, `[`, `]` are not in the alphabet); the
-  entity id may itself be several such segments (`plan:step-2`), as working-memory keys are.
-* `service` is the deployment's logical service (`SERVICE`, `agent-memory`); `tenantId`
-  follows the tenant rule of `agent_memory.scope` (lower-case, ≤ 63); `sessionId` is the
-  agent instance (`INSTANCE_PATTERN`): the unit a working memory and a Durable Object
-  belong to; `memoryKind` is a kind of the placement table (`agent_memory.placement`).
-* A key that breaks a rule raises `InvalidNamespaceKey` (stable code `invalid_namespace_key`)
-  before any storage call. `ItemKey.parse` is the one parser, so a key that round-trips is
-  exactly the key that was built.
-* Tenant isolation: code that serves one tenant builds keys with `ItemKey.build(tenant, ...)`
-  from the caller's own tenant, and a client bound to a tenant refuses any key of another one
-  (`NamespaceForbidden`, code `namespace_forbidden`): a tenant cannot even name another
-  tenant's namespace through it.
-
-The ADR-043 working-memory KV key `agent_working:{tenant}:{instance}:{key}` is the *legacy*
-pattern (`legacy_working_key`); `agent_memory.tiers.namespaced_kv` reads it on a canonical
-miss while the migration flags say so.
+* The delimiter is `:` only; every segment is one or more of `[A-Za-z0-9._@+-]`, so none is
+  empty or a wildcard; the entity id may be several segments (`plan:step-2`). `tenantId`
+  follows `agent_memory.scope`'s tenant rule, `sessionId` is the agent instance, `memoryKind`
+  a kind of the placement table.
+* A key that breaks a rule raises `InvalidNamespaceKey` (`invalid_namespace_key`) before any
+  storage call; `ItemKey.parse` is the one parser. A client bound to a tenant refuses any
+  other tenant's key (`NamespaceForbidden`, `namespace_forbidden`), so a tenant cannot even
+  name another tenant's namespace through it.
+* The ADR-043 working-memory key `agent_working:{tenant}:{instance}:{key}` is the *legacy*
+  pattern (`legacy_working_key`), read on a canonical miss while the migration flags say so.
 """
 
 from __future__ import annotations
@@ -85,9 +77,6 @@ class NamespaceKey:
     def key(self) -> str:
         return SEPARATOR.join((self.service, self.tenant, self.session))
 
-    def __str__(self) -> str:
-        return self.key
-
 
 @dataclass(frozen=True, slots=True)
 class ItemKey:
@@ -141,9 +130,6 @@ class ItemKey:
     @property
     def key(self) -> str:
         return SEPARATOR.join((self.namespace.key, self.kind, self.entity))
-
-    def __str__(self) -> str:
-        return self.key
 
 
 def legacy_working_key(item: ItemKey) -> str:

@@ -9,37 +9,29 @@ Hot is KV, warm is D1, cold is R2 (`COLD`). The default mapping for this system'
     fact      warm  none  until deleted or superseded          -                   -
     log       warm  none  the tenant's retention (90 days)     weekly prune->cold  90 days
 
-(`episode`: conversation turns and episodes; `fact`: facts and preferences, the semantic
-tier; `log`: finished runs and memory events.)
+(`episode`: conversation turns and episodes; `fact`: the semantic tier; `log`: finished runs
+and memory events.) `retention_days` None means the tenant's retention for kinds the prune
+demotes, else "until deleted". `cold_promotes_to_warm` is False for episodes: a cold hit is
+past the warm retention, so copying it back to D1 would only have the next prune archive it
+again (and count against the episode limit); it is promoted to hot instead.
 
-`None` for `retention_days` means "the tenant's retention" for kinds the prune demotes and
-"until deleted" for the others. `cold_promotes_to_warm` is False for episodes: a cold hit is
-past the warm retention by definition, so copying it back to D1 would only have the next
-prune archive it again (and count it against the tenant's episode limit); it is promoted
-to hot instead (see `agent_memory.hot_warm_cold`).
-
-Override with the `MEMORY_PLACEMENT` var: a JSON object by kind of the fields to change,
-e.g. `{"log": {"cold_retention_days": 30}}` (`null`: keep in cold until erased). Only what
-the code honours from this table can be changed: `cold_retention_days` (the prune deletes
-archives past it) and `cold_promotes_to_warm` (the client). The rest is fixed by the code
-paths built on it and configured where it always was — the working-memory TTL (1 h) and
-budget by ADR-043, the warm retention per tenant (`EPISODE_RETENTION_DAYS`, `PUT
-/admin/tenants/{t}/lifecycle`) — so an override of those, an unknown kind or a move to
-another tier is refused rather than silently ignored.
-
-Frozen stdlib dataclasses, no pydantic: the table is read in every runtime.
+`MEMORY_PLACEMENT` overrides it: a JSON object by kind of the fields to change, e.g.
+`{"log": {"cold_retention_days": 30}}` (`null`: keep in cold until erased). Only what the
+code honours can change (`cold_retention_days`, `cold_promotes_to_warm`); the working TTL
+and budget (ADR-043) and the warm retention (`EPISODE_RETENTION_DAYS`, per-tenant lifecycle)
+are configured where they always were, so overriding them, an unknown kind or another tier
+is refused rather than silently ignored. Stdlib dataclasses: read in every runtime.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
 Tier = Literal["hot", "warm", "cold"]
 TIERS: tuple[Tier, ...] = ("hot", "warm", "cold")
 KINDS = ("working", "episode", "fact", "log")
-KV_MIN_TTL = 60
 _CHANGEABLE = ("cold_retention_days", "cold_promotes_to_warm")
 
 
@@ -85,18 +77,7 @@ class PlacementTable:
 
     def rows(self) -> list[dict[str, Any]]:
         """The table as JSON-able rows (for docs, the brief and the CLI)."""
-        return [
-            {
-                "kind": p.kind,
-                "tier": p.tier,
-                "ttl_seconds": p.ttl_seconds,
-                "retention_days": p.retention_days,
-                "demote_to_cold": p.demote_to_cold,
-                "cold_retention_days": p.cold_retention_days,
-                "cold_promotes_to_warm": p.cold_promotes_to_warm,
-            }
-            for p in self.placements
-        ]
+        return [asdict(p) for p in self.placements]
 
 
 DEFAULT_TABLE = PlacementTable()
@@ -118,15 +99,11 @@ def _changed(base: Placement, fields: dict[str, Any]) -> Placement:
             f"MEMORY_PLACEMENT {kind}: {', '.join(unknown)} cannot be changed "
             f"(changeable: {', '.join(_CHANGEABLE)})"
         )
-    changes: dict[str, Any] = {}
     if "cold_retention_days" in fields:
-        days = fields["cold_retention_days"]
-        changes["cold_retention_days"] = _positive(kind, "cold_retention_days", days)
-    if "cold_promotes_to_warm" in fields:
-        if not isinstance(fields["cold_promotes_to_warm"], bool):
-            raise PlacementError(f"MEMORY_PLACEMENT {kind}.cold_promotes_to_warm must be a bool")
-        changes["cold_promotes_to_warm"] = fields["cold_promotes_to_warm"]
-    return replace(base, **changes)
+        _positive(kind, "cold_retention_days", fields["cold_retention_days"])
+    if not isinstance(fields.get("cold_promotes_to_warm", False), bool):
+        raise PlacementError(f"MEMORY_PLACEMENT {kind}.cold_promotes_to_warm must be a bool")
+    return replace(base, **fields)
 
 
 def parse_placement(raw: str) -> PlacementTable:
@@ -146,13 +123,12 @@ def parse_placement(raw: str) -> PlacementTable:
             f"MEMORY_PLACEMENT names unknown kind(s) {', '.join(unknown)} "
             f"(kinds: {', '.join(KINDS)})"
         )
-    placements = []
-    for base in DEFAULT_PLACEMENTS:
-        fields = override.get(base.kind)
-        if fields is None:
-            placements.append(base)
-            continue
-        if not isinstance(fields, dict):
-            raise PlacementError(f"MEMORY_PLACEMENT {base.kind} must be a JSON object")
-        placements.append(_changed(base, fields))
-    return PlacementTable(tuple(placements))
+    for kind, fields in override.items():
+        if fields is not None and not isinstance(fields, dict):
+            raise PlacementError(f"MEMORY_PLACEMENT {kind} must be a JSON object")
+    return PlacementTable(
+        tuple(
+            base if override.get(base.kind) is None else _changed(base, override[base.kind])
+            for base in DEFAULT_PLACEMENTS
+        )
+    )

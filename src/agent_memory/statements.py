@@ -1,11 +1,6 @@
-"""D1's statement limits, and slicing work to fit them.
-
-D1 binds at most 100 parameters per statement and a batch runs as one transaction, so the
-core slices id lists into statements of `IDS_PER_STATEMENT` ids (leaving room for the
-tenant id and a few other parameters) and statements into batches of
-`STATEMENTS_PER_BATCH`. One place for both, so every tier and job slices the same way.
-`distinct_tenants_sql` lists a table's tenants without reading its rows.
-"""
+"""D1's statement limits, and slicing work to fit them: at most 100 bound parameters per
+statement (`IDS_PER_STATEMENT` ids leave room for the tenant and a few others) and batches of
+`STATEMENTS_PER_BATCH` (a batch is one transaction), the same for every tier and job."""
 
 from __future__ import annotations
 
@@ -28,12 +23,9 @@ def chunks(items: Sequence[T], size: int = IDS_PER_STATEMENT) -> Iterator[Sequen
 
 
 def distinct_tenants_sql(table: str, condition: str = "") -> str:
-    """A query for every tenant id of `table` (of its rows where `condition` holds), sorted.
-
-    A recursive CTE walks the table's tenant-first index one distinct tenant at a time
-    (`MIN(tenant_id) WHERE tenant_id > previous`: one seek each), so the cost grows with the
-    number of tenants, not rows. `table` and `condition` are SQL text from the caller's
-    code, never from input."""
+    """Every tenant id of `table` (where `condition` holds), sorted: a recursive CTE seeks the
+    tenant-first index once per distinct tenant, so the cost grows with tenants, not rows.
+    `table` and `condition` are SQL text from the caller's code, never from input."""
     where = f" WHERE {condition}" if condition else ""
     further = f"{condition} AND " if condition else ""
     return (

@@ -1,9 +1,3 @@
-"""How memories are ranked: pure functions, no storage (ADR-0051 retrieval scoring).
-
-* `terms`: words and content terms of a text, the keyword index's stemmed terms and BM25F,
-  exact-match candidates;
-* `scoring`: channel fusion, relevance + recency + confidence + density with tier-aware
-  weights (`RetrievalConfig`, overridable by `MEMORY_RETRIEVAL_CONFIG`), the breakdown every
-  result carries, and ranking.
-The bottom of the core: imports nothing else from `agent_memory`.
-"""
+"""How memories are ranked, as pure functions (ADR-0051): `terms` (words, stemmed index terms,
+BM25F) and `scoring` (channel fusion, the tier-weighted score and its breakdown). The bottom
+of the core: imports nothing else from `agent_memory`."""

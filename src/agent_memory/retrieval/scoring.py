@@ -2,30 +2,17 @@
 
     score = w_rel · relevance + w_rec · recency_decay + w_conf · confidence + w_den · density
 
-* relevance: for semantic recall, the fused relevance of its retrieval channels (`fuse`);
-  for tiers without channels (working memory, episodes, workflows), the share of the
-  query's content words the item contains (`lexical_relevance`); in [0, 1];
-* recency_decay: `0.5 ** (age / half_life)` on when the memory was last written or
-  confirmed, in (0, 1];
-* confidence: the memory's own confidence, in [0, 1];
-* density: distinct informative words over a saturation count (`information_density`):
-  among equally relevant memories the one with content wins.
+relevance is semantic recall's fused channel relevance (`fuse`), or for tiers without
+channels the share of the query's content words the item contains; recency_decay is
+`0.5 ** (age / half_life)`; density is distinct informative words over a saturation count
+(among equally relevant memories the one with content wins). Weights are per tier,
+normalised to sum to 1 (every score lies in [0, 1]); a deployment overrides the defaults
+with `MEMORY_RETRIEVAL_CONFIG` (the JSON of `RetrievalConfig`).
 
-Weights are per tier (`RetrievalConfig.tiers`), normalised to sum to 1, so every score lies
-in [0, 1]; the defaults are priors chosen from what each tier is for, and a deployment
-overrides them with the JSON of `RetrievalConfig` (`MEMORY_RETRIEVAL_CONFIG`).
-
-Fusion (`fuse`): each channel (vector similarity, keyword BM25, exact subject/predicate
-match) returns hits best first with a raw score on its own scale. `relative` (default,
-Weaviate's "relative score fusion") min-max normalises each channel over its hits unless it
-declares its scores calibrated, and takes the weighted mean over the channels that returned
-anything — it keeps how much better a hit is than the next; `rrf` (Cormack et al. 2009) is
-`Σ w_c / (k + rank_c)` over its maximum. Each item keeps its per-channel detail (rank, raw,
-normalised) for the breakdown recall reports.
-
-`rank` scores a handful of items of a tier without channels; `rank_candidates` orders fused
-semantic candidates, computing the density (a text scan, most of scoring's cost) best-first
-only while it can still lift a candidate into the best `need`.
+Fusion: `relative` (default, Weaviate's relative score fusion) min-max normalises each
+channel over its hits unless they are calibrated and takes the weighted mean over the
+channels that returned anything, keeping how much better a hit is than the next; `rrf`
+(Cormack et al. 2009) is `Σ w_c / (k + rank_c)` over its maximum.
 """
 
 from __future__ import annotations
@@ -182,9 +169,7 @@ def fuse(
 
 
 Tier = Literal["working", "episodic", "semantic", "procedural"]
-
 DAY_SECONDS = 86_400.0
-
 # Informative words at which a memory counts as fully dense; a one-line fact has ~5-15.
 DENSITY_SATURATION_TERMS = 8
 
@@ -207,12 +192,8 @@ class ScoringWeights(BaseModel):
     def normalized(self) -> tuple[float, float, float, float]:
         """(w_rel, w_rec, w_conf, w_den) scaled to sum to 1."""
         total = self.relevance + self.recency + self.confidence + self.density
-        return (
-            self.relevance / total,
-            self.recency / total,
-            self.confidence / total,
-            self.density / total,
-        )
+        w_rel, w_rec, w_conf, w_den = (self.relevance, self.recency, self.confidence, self.density)
+        return w_rel / total, w_rec / total, w_conf / total, w_den / total
 
 
 def _default_tiers() -> dict[str, ScoringWeights]:
@@ -355,27 +336,6 @@ def breakdown(
     )
 
 
-def score(
-    *,
-    relevance: float,
-    written_at: float,
-    confidence: float,
-    content: str,
-    now: float,
-    weights: ScoringWeights,
-) -> ScoreBreakdown:
-    """The ADR-0051 score of one memory. Times are epoch seconds."""
-    parts = score_parts(
-        relevance=relevance,
-        written_at=written_at,
-        confidence=confidence,
-        density=information_density(content),
-        now=now,
-        weights=weights,
-    )
-    return breakdown(parts, weights)
-
-
 @dataclass(frozen=True)
 class RankItem:
     """One item to score: `written_at` in epoch seconds, `confidence` in [0, 1]."""
@@ -397,12 +357,6 @@ class RankedItem:
         return self.parts[0]
 
 
-def lexical_relevance(query_terms: set[str], text: str) -> float:
-    if not query_terms:
-        return 0.0
-    return len(query_terms & set(content_terms(text))) / len(query_terms)
-
-
 def rank(
     query: str, items: Sequence[RankItem], weights: ScoringWeights, now: float
 ) -> list[RankedItem]:
@@ -412,7 +366,8 @@ def rank(
         RankedItem(
             item=item,
             parts=score_parts(
-                relevance=lexical_relevance(terms, item.text),
+                # lexical relevance: the share of the query's content words the item has
+                relevance=len(terms & set(content_terms(item.text))) / max(1, len(terms)),
                 written_at=item.written_at,
                 confidence=item.confidence,
                 density=information_density(item.text),

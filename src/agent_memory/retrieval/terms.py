@@ -1,24 +1,22 @@
 """Words, terms and keyword relevance: what a text says, in the form the keyword index holds.
 
-* `words` / `content_terms`: case-folded words split the way FTS5's `unicode61` splits them
-  (runs of letters and digits), and the distinct informative ones (no stopwords, no single
-  letters); the scorer's density signal and every lexical relevance use them.
-* `exact_match_candidates(text)`: strings a query might name a subject or predicate by
-  exactly (`contact:hubspot_id:123456`, `Caroline`, `responded_positively_to`).
-* `fts5_match_expression(text)`: user text as an FTS5 MATCH expression that can never be a
-  syntax error (every term a quoted string, joined with OR).
-* `term_counts(text)` / `query_terms(text)` / `date_terms(epoch_s)`: the keyword index's
-  terms — content words reduced by the Snowball English stemmer ("painting" → "paint"), and
-  how people write a memory's date ("May", "2023").
-* `Bm25Params` / `bm25f`: BM25F (Robertson & Zaragoza 2009) over two fields (own text 1,
-  context `context_weight`); `idf = ln(1 + (N - df + 0.5) / (df + 0.5))` (Lucene's, never
-  negative) over the *tenant's* statistics, so a tenant's ranking depends on its data only.
+* `words` / `content_terms`: case-folded words split as FTS5's `unicode61` splits them, and
+  the distinct informative ones (no stopwords, no single letters); density and lexical
+  relevance use them. `exact_match_candidates`: strings a query might name a subject or
+  predicate by exactly. `fts5_match_expression`: user text as a MATCH expression that can
+  never be a syntax error.
+* `term_counts` / `query_terms` / `date_terms`: the keyword index's terms, stemmed by the
+  Snowball English stemmer, and a memory's date as people write it ("May", "2023").
+* `bm25f`: BM25F (Robertson & Zaragoza 2009) over two fields (own text 1, context
+  `context_weight`) with Lucene's never-negative idf over the *tenant's* statistics, so a
+  tenant's ranking depends on its data only.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -34,9 +32,7 @@ _TRIM = "\"'`.,;!?()[]{}<>"
 
 
 MAX_QUERY_TERMS = 64
-
 MAX_EXACT_CANDIDATES = 40
-
 MAX_NGRAM = 4
 
 
@@ -65,12 +61,7 @@ def words(text: str) -> list[str]:
 def content_terms(text: str) -> list[str]:
     """Distinct informative words, in first-seen order: no stopwords, no single letters
     (single digits are kept: "3 kids" says something)."""
-    seen: dict[str, None] = {}
-    for word in words(text):
-        if word in STOPWORDS or (len(word) == 1 and not word.isdigit()):
-            continue
-        seen.setdefault(word, None)
-    return list(seen)
+    return list(dict.fromkeys(word for word in words(text) if _keep(word)))
 
 
 def fts5_quote(term: str) -> str:
@@ -87,15 +78,10 @@ def fts5_match_expression(text: str) -> str | None:
 
 
 def exact_match_candidates(text: str) -> list[str]:
-    """Strings to compare with `subject` / `predicate` for equality, best first.
-
-    In order: the whole query; each whitespace token with surrounding punctuation trimmed
-    (as written, lower-cased and capitalised, since SQL equality is case-sensitive and
-    subjects keep their spelling); then snake_case joins of 2-4 consecutive words
-    (predicates are usually written `responded_positively_to`). At most
-    `MAX_EXACT_CANDIDATES`, so the subject and predicate lookups (each with the tenant and
-    up to five filter values) fit in one statement under D1's 100 bound parameters.
-    """
+    """Strings to compare with `subject` / `predicate` for equality, best first: the whole
+    query; each trimmed token as written, lower-cased and capitalised (SQL equality is
+    case-sensitive); snake_case joins of 2-4 words (`responded_positively_to`). At most
+    `MAX_EXACT_CANDIDATES`, so both lookups fit one statement under D1's 100 parameters."""
     out: dict[str, None] = {}
 
     def add(value: str) -> None:
@@ -123,20 +109,8 @@ def exact_match_candidates(text: str) -> list[str]:
 
 _STEMMER = snowballstemmer.stemmer("english")
 
-MONTHS = [
-    "january",
-    "february",
-    "march",
-    "april",
-    "may",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
-]
+_MONTHS = "january february march april may june july august september october november december"
+MONTHS = _MONTHS.split()
 
 
 @lru_cache(maxsize=65_536)
@@ -151,12 +125,7 @@ def _keep(word: str) -> bool:
 
 def term_counts(text: str) -> dict[str, int]:
     """Index terms of `text` → occurrences, in first-seen order."""
-    counts: dict[str, int] = {}
-    for word in words(text):
-        if _keep(word):
-            term = stem(word)
-            counts[term] = counts.get(term, 0) + 1
-    return counts
+    return dict(Counter(stem(word) for word in words(text) if _keep(word)))
 
 
 def query_terms(text: str, limit: int = 64) -> list[str]:
@@ -173,11 +142,7 @@ def date_terms(epoch_s: float) -> list[str]:
 
 def merge_counts(*parts: Mapping[str, int]) -> dict[str, int]:
     """Term counts added up."""
-    out: dict[str, int] = {}
-    for part in parts:
-        for term, n in part.items():
-            out[term] = out.get(term, 0) + n
-    return out
+    return dict(sum((Counter(part) for part in parts), Counter()))
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,27 +1,16 @@
-"""The episodic tier's records: runs, episodes, the run-list cursor and the limit error.
+"""Tier 2, episodic memory in D1: `agent_runs` and `memory_episodes` (migration 0001).
 
-`RunRecord` is one `agent_runs` row and `Episode` one `memory_episodes` row (times in epoch
-milliseconds, as stored); `encode_cursor` / `decode_cursor` make the opaque keyset cursor
-of the run list (a cursor this module did not produce raises `InvalidCursorError`).
+`EpisodicStore` is bound to one tenant and every statement starts its WHERE clause with
+`tenant_id = ?` (DESIGN invariant 2). Its writes are idempotent, so a retry after a write
+that landed changes nothing: `start_run` and `append_episode` insert or do nothing (episode
+ids are minted by the caller); `finish_run` upserts the whole row, so it succeeds even if
+`start_run` was lost. The run list pages with an opaque keyset cursor (a foreign one raises
+`InvalidCursorError`).
 
-Tier 2, episodic memory in D1: `agent_runs` and `memory_episodes` (migration 0001).
-
-`EpisodicStore` is bound to one tenant at construction and every statement starts its
-WHERE clause with `tenant_id = ?` (DESIGN invariant 2). Its writes are idempotent, so a
-retry after a write that actually landed changes nothing:
-
-* `start_run`      INSERT … ON CONFLICT DO NOTHING (never reverts a finished run);
-* `append_episode` INSERT … ON CONFLICT DO NOTHING (episode ids are minted by the caller);
-* `complete_run` / `fail_run` upsert the whole row, so they succeed even if `start_run`
-  was lost, and set `finished_at`, `status`, `output`/`error` and `steps`.
-
-Episodic writes off the response path: ordered, retried, never silently lost.
-
-`EpisodicWriter` runs `EpisodicStore` writes through `BackgroundTasks.wait_until` (i.e.
-`ctx.waitUntil`), one after another in submission order (a run's completion never overtakes
-its start), each retried with exponential backoff. A write that still fails is logged at
-ERROR with its full payload and handed to `on_failure` (the Durable Object keeps it in its
-`failed_writes` table and shows it in the admin run view).
+`EpisodicWriter` runs the writes off the response path through `BackgroundTasks.wait_until`,
+one after another in submission order (a run's completion never overtakes its start), each
+retried with exponential backoff; a write that still fails is logged at ERROR and handed to
+`on_failure` (the Durable Object keeps it in `failed_writes` for the admin run view).
 """
 
 from __future__ import annotations
@@ -44,22 +33,14 @@ from agent_memory.scope import TENANT_RE
 from agent_memory.statements import IDS_PER_STATEMENT, chunks, count_then_delete
 from bindings.ports.background import BackgroundTasks
 from bindings.ports.d1 import D1Database, D1Error, D1Statement
-from bindings.ports.sql import Row
+from bindings.ports.sql import Row, SqlValue
 
 RECENT_EPISODES = 10
-
 MAX_EPISODE_CHARS = 32_768
-
 MAX_PAGE_SIZE = 100
-
-
 RunStatus = Literal["running", "completed", "failed"]
-
 EpisodeKind = Literal["observation", "action", "outcome", "message", "summary"]
-
 WriteOp = Literal["start_run", "append_episode", "complete_run", "fail_run"]
-
-
 EPISODE_LIMIT_CODE = "episode_limit_reached"
 
 
@@ -121,34 +102,16 @@ def to_json(value: Any) -> str:
 
 
 def run_from_row(row: Row) -> RunRecord:
-    return RunRecord(
-        run_id=row["run_id"],
-        agent_type=row["agent_type"],
-        instance_id=row["instance_id"],
-        status=row["status"],
-        input=json.loads(row["input"] or "{}"),
-        output=json.loads(row["output"]) if row.get("output") else None,
-        error=row.get("error"),
-        steps=int(row["steps"]),
-        started_at=int(row["started_at"]),
-        finished_at=int(row["finished_at"]) if row.get("finished_at") is not None else None,
+    output = json.loads(row["output"]) if row.get("output") else None
+    return RunRecord.model_validate(
+        {**row, "input": json.loads(row["input"] or "{}"), "output": output}
     )
 
 
 def episode_from_row(row: Row, data: Mapping[str, Any] | None = None) -> Episode:
     """The episode of `row` as stored; `open_episodes` passes the opened `data`."""
-    return Episode(
-        episode_id=row["episode_id"],
-        run_id=row["run_id"],
-        agent_type=row["agent_type"],
-        instance_id=row["instance_id"],
-        kind=row["kind"],
-        subject=row.get("subject"),
-        content=row["content"],
-        data=dict(data) if data is not None else json.loads(row["data"] or "{}"),
-        importance=float(row["importance"]),
-        created_at=int(row["created_at"]),
-    )
+    opened = dict(data) if data is not None else json.loads(row["data"] or "{}")
+    return Episode.model_validate({**row, "data": opened})
 
 
 async def open_episodes(rows: Sequence[Row], personal: PersonalData) -> list[Episode]:
@@ -231,6 +194,10 @@ class EpisodicStore:
         # marked personal data is refused (never stored in plaintext).
         self.personal = personal or PersonalData(tenant, None, None)
 
+    def _sql(self, sql: str, params: tuple[SqlValue, ...]) -> D1Statement:
+        """`sql` bound to the tenant (always its first parameter), then `params`."""
+        return self._db.prepare(sql).bind(self.tenant, *params)
+
     def proposal(self, episode: Episode) -> WriteProposal:
         """The write proposal of `episode` (what the policy checks and the event hashes)."""
         return WriteProposal(
@@ -260,23 +227,17 @@ class EpisodicStore:
         input: dict[str, Any],
         started_at: int,
     ) -> None:
-        await (
-            self._db.prepare(
-                "INSERT INTO agent_runs (tenant_id, run_id, agent_type, instance_id, status, "
-                "input, steps, started_at) VALUES (?, ?, ?, ?, 'running', ?, 0, ?) "
-                "ON CONFLICT (tenant_id, run_id) DO NOTHING"
-            )
-            .bind(self.tenant, run_id, agent_type, instance_id, to_json(input), started_at)
-            .run()
-        )
+        await self._sql(
+            "INSERT INTO agent_runs (tenant_id, run_id, agent_type, instance_id, status, "
+            "input, steps, started_at) VALUES (?, ?, ?, ?, 'running', ?, 0, ?) "
+            "ON CONFLICT (tenant_id, run_id) DO NOTHING",
+            (run_id, agent_type, instance_id, to_json(input), started_at),
+        ).run()
 
     async def append_episode(self, episode: Episode) -> None:
-        """Insert the episode, then its `memory_written` event. Raises `WriteDenied`
-        (policy) or `EpisodeLimitReached` (tenant full), and then nothing is written.
-
-        Both statements are idempotent (the event id is the episode id, inserted only if
-        absent), so the writer's retry after a failure between them records the event once.
-        """
+        """Insert the episode, then its `memory_written` event (both idempotent: the event id
+        is the episode id, so a retry records it once). Raises `WriteDenied` (policy) or
+        `EpisodeLimitReached` (tenant full), and then nothing is written."""
         proposal = self.proposal(episode)
         self.gate.check(proposal)
         # Sealed here, once: the row holds only ciphertext of the personal fields.
@@ -345,15 +306,12 @@ class EpisodicStore:
 
     async def recent_episodes(self, agent_type: str, limit: int = RECENT_EPISODES) -> list[Episode]:
         """The newest `limit` episodes of (tenant, agent_type), newest first."""
-        result = await (
-            self._db.prepare(
-                f"SELECT {_EPISODE_COLUMNS} FROM memory_episodes "
-                "WHERE tenant_id = ? AND agent_type = ? "
-                "ORDER BY created_at DESC, episode_id DESC LIMIT ?"
-            )
-            .bind(self.tenant, agent_type, limit)
-            .all()
-        )
+        result = await self._sql(
+            f"SELECT {_EPISODE_COLUMNS} FROM memory_episodes "
+            "WHERE tenant_id = ? AND agent_type = ? "
+            "ORDER BY created_at DESC, episode_id DESC LIMIT ?",
+            (agent_type, limit),
+        ).all()
         return await open_episodes(result.results, self.personal)
 
     async def instance_rows(
@@ -361,50 +319,38 @@ class EpisodicStore:
     ) -> list[Row]:
         """The instance's live episode rows, newest first (the memory API's listing): keyed
         ones (`data.memory_key`) until their `data.expires_at`, and every run episode."""
-        result = await (
-            self._db.prepare(
-                f"SELECT {_EPISODE_COLUMNS} FROM memory_episodes WHERE tenant_id = ? "
-                f"AND instance_id = ? AND {_LIVE} ORDER BY created_at DESC, episode_id DESC "
-                "LIMIT ? OFFSET ?"
-            )
-            .bind(self.tenant, instance_id, now_ms, limit, offset)
-            .all()
-        )
+        result = await self._sql(
+            f"SELECT {_EPISODE_COLUMNS} FROM memory_episodes WHERE tenant_id = ? "
+            f"AND instance_id = ? AND {_LIVE} ORDER BY created_at DESC, episode_id DESC "
+            "LIMIT ? OFFSET ?",
+            (instance_id, now_ms, limit, offset),
+        ).all()
         return list(result.results)
 
     async def delete_keyed(self, instance_id: str, key: str, *, keep: str = "") -> int:
         """Delete the instance's keyed episodes named `key` (but `keep`); how many went."""
-        result = await (
-            self._db.prepare(
-                "DELETE FROM memory_episodes WHERE tenant_id = ? AND instance_id = ? "
-                "AND json_extract(data, '$.memory_key') = ? AND episode_id != ?"
-            )
-            .bind(self.tenant, instance_id, key, keep)
-            .run()
-        )
+        result = await self._sql(
+            "DELETE FROM memory_episodes WHERE tenant_id = ? AND instance_id = ? "
+            "AND json_extract(data, '$.memory_key') = ? AND episode_id != ?",
+            (instance_id, key, keep),
+        ).run()
         return int(result.meta.changes or 0)
 
     async def namespaced_row(self, episode_id: str, namespace_key: str) -> Row | None:
         """The row of episode `episode_id` in the namespace `namespace_key` (the hot/warm/cold
         client's warm read: migration 0010's `namespace_key`), or None."""
-        return await (
-            self._db.prepare(
-                f"SELECT tenant_id, {_EPISODE_COLUMNS}, content_hash, namespace_key "
-                "FROM memory_episodes WHERE tenant_id = ? AND episode_id = ? AND namespace_key = ?"
-            )
-            .bind(self.tenant, episode_id, namespace_key)
-            .first()
-        )
+        return await self._sql(
+            f"SELECT tenant_id, {_EPISODE_COLUMNS}, content_hash, namespace_key "
+            "FROM memory_episodes WHERE tenant_id = ? AND episode_id = ? AND namespace_key = ?",
+            (episode_id, namespace_key),
+        ).first()
 
     async def delete_namespaced(self, episode_id: str, namespace_key: str) -> None:
-        await (
-            self._db.prepare(
-                "DELETE FROM memory_episodes WHERE tenant_id = ? AND episode_id = ? "
-                "AND namespace_key = ?"
-            )
-            .bind(self.tenant, episode_id, namespace_key)
-            .run()
-        )
+        await self._sql(
+            "DELETE FROM memory_episodes WHERE tenant_id = ? AND episode_id = ? "
+            "AND namespace_key = ?",
+            (episode_id, namespace_key),
+        ).run()
 
     async def episodes_by_id(self, episode_ids: Sequence[str]) -> list[Episode]:
         """The tenant's episodes among `episode_ids` that still exist, in the order given."""
@@ -412,14 +358,11 @@ class EpisodicStore:
         rows: list[Row] = []
         for chunk in chunks(wanted, IDS_PER_STATEMENT):
             marks = ", ".join("?" for _ in chunk)
-            result = await (
-                self._db.prepare(
-                    f"SELECT {_EPISODE_COLUMNS} FROM memory_episodes "
-                    f"WHERE tenant_id = ? AND episode_id IN ({marks})"
-                )
-                .bind(self.tenant, *chunk)
-                .all()
-            )
+            result = await self._sql(
+                f"SELECT {_EPISODE_COLUMNS} FROM memory_episodes "
+                f"WHERE tenant_id = ? AND episode_id IN ({marks})",
+                (*chunk,),
+            ).all()
             rows.extend(result.results)
         found = {e.episode_id: e for e in await open_episodes(rows, self.personal)}
         return [found[i] for i in wanted if i in found]
@@ -427,51 +370,27 @@ class EpisodicStore:
     async def recent_rows(self, limit: int) -> list[Row]:
         """The tenant's newest `limit` episode rows, as stored (the reconciler's promotion
         reads them; sealed fields stay sealed)."""
-        result = await (
-            self._db.prepare(
-                "SELECT episode_id, subject, kind, content, data, importance, created_at "
-                "FROM memory_episodes WHERE tenant_id = ? ORDER BY created_at DESC LIMIT ?"
-            )
-            .bind(self.tenant, limit)
-            .all()
-        )
+        result = await self._sql(
+            "SELECT episode_id, subject, kind, content, data, importance, created_at "
+            "FROM memory_episodes WHERE tenant_id = ? ORDER BY created_at DESC LIMIT ?",
+            (limit,),
+        ).all()
         return list(result.results)
-
-    async def existing_runs(self, run_ids: Sequence[str]) -> set[str]:
-        """The ids among `run_ids` whose run row is in D1."""
-        found: set[str] = set()
-        for chunk in chunks(list(run_ids), IDS_PER_STATEMENT):
-            marks = ", ".join("?" for _ in chunk)
-            result = await (
-                self._db.prepare(
-                    f"SELECT run_id FROM agent_runs WHERE tenant_id = ? AND run_id IN ({marks})"
-                )
-                .bind(self.tenant, *chunk)
-                .all()
-            )
-            found.update(str(row["run_id"]) for row in result.results)
-        return found
 
     async def subject_traces(self, subject: str) -> tuple[list[Row], set[str]]:
         """Traces of `subject` (a subject erase): the episodes about it or naming it
         (`episode_id`, `run_id`, `content_hash`), and the runs whose input, output or error
         names it."""
-        episodes = await (
-            self._db.prepare(
-                "SELECT episode_id, run_id, content_hash FROM memory_episodes WHERE tenant_id = ? "
-                "AND (subject = ? OR instr(content, ?) > 0 OR instr(data, ?) > 0)"
-            )
-            .bind(self.tenant, subject, subject, subject)
-            .all()
-        )
-        runs = await (
-            self._db.prepare(
-                "SELECT run_id FROM agent_runs WHERE tenant_id = ? AND (instr(input, ?) > 0 "
-                "OR instr(COALESCE(output, ''), ?) > 0 OR instr(COALESCE(error, ''), ?) > 0)"
-            )
-            .bind(self.tenant, subject, subject, subject)
-            .all()
-        )
+        episodes = await self._sql(
+            "SELECT episode_id, run_id, content_hash FROM memory_episodes WHERE tenant_id = ? "
+            "AND (subject = ? OR instr(content, ?) > 0 OR instr(data, ?) > 0)",
+            (subject, subject, subject),
+        ).all()
+        runs = await self._sql(
+            "SELECT run_id FROM agent_runs WHERE tenant_id = ? AND (instr(input, ?) > 0 "
+            "OR instr(COALESCE(output, ''), ?) > 0 OR instr(COALESCE(error, ''), ?) > 0)",
+            (subject, subject, subject),
+        ).all()
         return list(episodes.results), {str(row["run_id"]) for row in runs.results}
 
     async def delete_episodes(self, episode_ids: Sequence[str]) -> int:
@@ -483,24 +402,17 @@ class EpisodicStore:
         return await count_then_delete(self._db, "agent_runs", "run_id", self.tenant, run_ids)
 
     async def episodes_for_run(self, run_id: str) -> list[Episode]:
-        result = await (
-            self._db.prepare(
-                f"SELECT {_EPISODE_COLUMNS} FROM memory_episodes "
-                "WHERE tenant_id = ? AND run_id = ? ORDER BY created_at, episode_id"
-            )
-            .bind(self.tenant, run_id)
-            .all()
-        )
+        result = await self._sql(
+            f"SELECT {_EPISODE_COLUMNS} FROM memory_episodes "
+            "WHERE tenant_id = ? AND run_id = ? ORDER BY created_at, episode_id",
+            (run_id,),
+        ).all()
         return await open_episodes(result.results, self.personal)
 
     async def get_run(self, run_id: str) -> RunRecord | None:
-        row = await (
-            self._db.prepare(
-                f"SELECT {_RUN_COLUMNS} FROM agent_runs WHERE tenant_id = ? AND run_id = ?"
-            )
-            .bind(self.tenant, run_id)
-            .first()
-        )
+        row = await self._sql(
+            f"SELECT {_RUN_COLUMNS} FROM agent_runs WHERE tenant_id = ? AND run_id = ?", (run_id,)
+        ).first()
         return None if row is None else run_from_row(row)
 
     async def list_runs(
@@ -553,18 +465,14 @@ class FailedWrite(BaseModel):
 
 
 Sleep = Callable[[float], Awaitable[None]]
-
 FailureSink = Callable[[FailedWrite], None]
 
 
 class Outbox(Protocol):
-    """Durable record of writes queued but not yet settled (the Durable Object's SQLite).
-
-    `add` runs synchronously before the caller answers, so a write acknowledged to a client
-    survives the process dying before the background work ran; `done` forgets it once it
-    landed in D1 or was handed to the failure sink. `EpisodicWriter.replay` re-queues what
-    is left after a restart (every write is idempotent, so one that had landed is harmless).
-    """
+    """Writes queued but not yet settled (the Durable Object's SQLite): `add` runs before the
+    caller answers, so an acknowledged write survives the process dying; `done` forgets it once
+    it landed or went to the failure sink; `EpisodicWriter.replay` re-queues the rest after a
+    restart (every write is idempotent, so one that had landed is harmless)."""
 
     def add(self, op: WriteOp, run_id: str, payload: dict[str, Any]) -> int: ...
 
@@ -581,7 +489,6 @@ class PendingWrite(BaseModel):
 
 
 DEFAULT_ATTEMPTS = 4
-
 DEFAULT_BASE_DELAY = 0.25  # 0.25 s, 0.5 s, 1 s between attempts: well inside waitUntil's 30 s
 
 
@@ -609,14 +516,8 @@ class EpisodicWriter:
         self._tail: asyncio.Future[None] | None = None
 
     def start_run(self, run: RunRecord) -> None:
-        payload: dict[str, Any] = {
-            "run_id": run.run_id,
-            "agent_type": run.agent_type,
-            "instance_id": run.instance_id,
-            "input": run.input,
-            "started_at": run.started_at,
-        }
-        self._submit("start_run", run.run_id, payload)
+        fields = {"run_id", "agent_type", "instance_id", "input", "started_at"}
+        self._submit("start_run", run.run_id, run.model_dump(include=fields))
 
     def append_episode(self, episode: Episode) -> None:
         """Queue the episode; a proposal the write policy refuses raises `WriteDenied`
@@ -646,23 +547,14 @@ class EpisodicWriter:
         """The D1 write of one queued op, rebuilt from its payload (so a replay is the same
         write as the original)."""
         if op == "start_run":
-            return self.store.start_run(
-                run_id=payload["run_id"],
-                agent_type=payload["agent_type"],
-                instance_id=payload["instance_id"],
-                input=payload["input"],
-                started_at=payload["started_at"],
-            )
+            return self.store.start_run(**payload)
         if op == "append_episode":
             return self.store.append_episode(Episode.model_validate(payload))
         return self.store.finish_run(RunRecord.model_validate(payload))
 
     async def flush(self, wait_seconds: float | None = None) -> bool:
-        """Wait until every write submitted so far has finished (or failed for good).
-
-        Returns False if `wait_seconds` passed first. The turn calls this before reading episodes
-        so an instance always sees its own previous turn.
-        """
+        """Wait until every write submitted so far has finished (or failed for good); False
+        if `wait_seconds` passed first (a turn waits so it sees its own previous turn)."""
         tail = self._tail
         if tail is None or tail.done():
             return True
@@ -689,9 +581,7 @@ class EpisodicWriter:
             try:
                 if previous is not None:
                     await asyncio.shield(previous)
-                settled = await self._with_retries(
-                    op, run_id, payload, lambda: self._write(op, payload)
-                )
+                settled = await self._with_retries(op, run_id, payload)
                 if settled and seq is not None and self._outbox is not None:
                     # Landed in D1, or kept by the failure sink: otherwise the outbox
                     # keeps it for the next replay.
@@ -702,17 +592,11 @@ class EpisodicWriter:
 
         self._background.wait_until(work())
 
-    async def _with_retries(
-        self,
-        op: WriteOp,
-        run_id: str,
-        payload: dict[str, Any],
-        write: Callable[[], Coroutine[Any, Any, None]],
-    ) -> bool:
+    async def _with_retries(self, op: WriteOp, run_id: str, payload: dict[str, Any]) -> bool:
         error = ""
         for attempt in range(1, self._attempts + 1):
             try:
-                await write()
+                await self._write(op, payload)
                 return True
             except Exception as exc:
                 error = f"{type(exc).__name__}: {exc}"
@@ -730,9 +614,6 @@ class EpisodicWriter:
                         type(exc).__name__,  # the message may quote values; it is kept below
                     )
                     await self._sleep(delay)
-        failed = FailedWrite(
-            op=op, run_id=run_id, payload=payload, error=error, attempts=self._attempts
-        )
         # Logs carry ids, sizes and hashes only (never content or subjects); the payload
         # itself is recoverable from the failed_writes record `on_failure` keeps.
         raw = to_json(payload).encode()
@@ -751,7 +632,11 @@ class EpisodicWriter:
         if self._on_failure is None:
             return False
         try:
-            self._on_failure(failed)
+            self._on_failure(
+                FailedWrite(
+                    op=op, run_id=run_id, payload=payload, error=error, attempts=self._attempts
+                )
+            )
         except Exception:
             log.exception("episodic: recording the failed %s for run %s failed", op, run_id)
             return False

@@ -1,28 +1,16 @@
-"""Tier 4, procedural memory: a Thompson-sampling bandit over workflows, in DO SQLite.
+"""Tier 4, procedural memory: a Thompson-sampling bandit over workflows, and workflow packs.
 
-Table `procedural_workflows(workflow_id, agent_type, task_type, spec, alpha, beta, pulls,
-status, ...)` lives in the AgentRuntime Durable Object (agent-local, ADR-043). Each
-workflow's success rate has a Beta(alpha, beta) posterior, starting at Beta(1, 1).
+The bandit lives in the AgentRuntime Durable Object's SQLite (`procedural_workflows`,
+agent-local, ADR-043): each workflow's success rate has a Beta(alpha, beta) posterior from
+Beta(1, 1). `select_workflow` draws one sample per active workflow (numpy, with the caller's
+seeded `Generator`) and returns the largest; `record_outcome(score ∈ [0, 1])` adds `score`
+to alpha and `1 - score` to beta in ONE UPDATE (atomic even if the object interleaves
+events); `pack_candidates` are the workflows stable enough to promote (ADR-29).
 
-* `select_workflow(agent_type, task_type, rng)` draws one sample from each active
-  workflow's Beta(alpha, beta) (numpy, with the caller's `Generator`, so tests seed it)
-  and returns the workflow with the largest draw; None when there is none.
-* `record_outcome(workflow_id, score)` with score ∈ [0, 1] adds `score` to alpha and
-  `1 - score` to beta and counts one pull, in ONE UPDATE statement (atomic even if the
-  Durable Object interleaves events). A score outside [0, 1] raises `ValueError`.
-* `pack_candidates(agent_type, min_pulls, min_mean)`: active workflows with at least
-  `min_pulls` outcomes and a posterior mean alpha / (alpha + beta) ≥ `min_mean`, best
-  first: the ones stable enough to promote into a capability pack (ADR-29).
-
-Workflow packs: procedural workflows promoted for every agent of a type in a tenant.
-
-The bandit (`procedural.py`) learns per agent instance. When one of its workflows is stable
-(enough pulls, posterior mean above a threshold: `ProceduralMemory.pack_candidates`), an
-operator promotes it into a named, versioned pack in D1. `offered` is what a turn asks
-first: the newest active pack of the agent type for the task type, whose workflow the turn
-uses instead of sampling. Promoting a name again adds the next version and deprecates the
-one before; `deprecate` retires a name explicitly (the bandit decides again). Every
-statement starts with `tenant_id = ?`.
+Packs (`WorkflowPacks`, D1, every statement starts with `tenant_id = ?`): an operator
+promotes a stable workflow into a named, versioned pack for every instance of an agent type;
+`offered` is what a turn asks first (the newest active pack for the task type, used instead
+of sampling). Promoting a name again adds the next version and deprecates the one before.
 """
 
 from __future__ import annotations
@@ -37,12 +25,11 @@ from pydantic import BaseModel, ConfigDict
 from agent_memory.governance.agent_types import WorkflowSpec
 from agent_memory.governance.policy import WriteGate, WriteProposal
 from agent_memory.scope import TENANT_RE
-from bindings.ports.d1 import D1Database
+from bindings.ports.d1 import D1Database, D1Statement
 from bindings.ports.do_sql import SqlStorage
-from bindings.ports.sql import Row
+from bindings.ports.sql import Row, SqlValue
 
 DEFAULT_MIN_PULLS = 20
-
 DEFAULT_MIN_MEAN = 0.7
 
 
@@ -87,18 +74,7 @@ _COLUMNS = (
 
 
 def _workflow(row: Row) -> Workflow:
-    return Workflow(
-        workflow_id=row["workflow_id"],
-        agent_type=row["agent_type"],
-        task_type=row["task_type"],
-        spec=json.loads(row["spec"]),
-        alpha=float(row["alpha"]),
-        beta=float(row["beta"]),
-        pulls=int(row["pulls"]),
-        status=row["status"],
-        created_at=float(row["created_at"]),
-        updated_at=float(row["updated_at"]),
-    )
+    return Workflow.model_validate({**row, "spec": json.loads(row["spec"])})
 
 
 class ProceduralMemory:
@@ -290,6 +266,10 @@ class WorkflowPacks:
         self._db = db
         self.tenant = tenant
 
+    def _sql(self, sql: str, params: tuple[SqlValue, ...]) -> D1Statement:
+        """`sql` bound to the tenant (always its first parameter), then `params`."""
+        return self._db.prepare(sql).bind(self.tenant, *params)
+
     async def promote(
         self, name: str, workflow: Workflow, *, instance_id: str, by: str, now_ms: int
     ) -> Pack:
@@ -333,26 +313,20 @@ class WorkflowPacks:
         return found
 
     async def get(self, agent_type: str, name: str, version: int) -> Pack | None:
-        row = await (
-            self._db.prepare(
-                f"SELECT {_PACK_COLS} FROM workflow_packs WHERE tenant_id = ? AND agent_type = ? "
-                "AND name = ? AND version = ?"
-            )
-            .bind(self.tenant, agent_type, name, version)
-            .first()
-        )
+        row = await self._sql(
+            f"SELECT {_PACK_COLS} FROM workflow_packs WHERE tenant_id = ? AND agent_type = ? "
+            "AND name = ? AND version = ?",
+            (agent_type, name, version),
+        ).first()
         return _pack(row) if row is not None else None
 
     async def list(self, agent_type: str) -> list[Pack]:
         """Every version of every pack of the agent type, newest first."""
-        result = await (
-            self._db.prepare(
-                f"SELECT {_PACK_COLS} FROM workflow_packs WHERE tenant_id = ? AND agent_type = ? "
-                "ORDER BY created_at DESC, name, version DESC"
-            )
-            .bind(self.tenant, agent_type)
-            .all()
-        )
+        result = await self._sql(
+            f"SELECT {_PACK_COLS} FROM workflow_packs WHERE tenant_id = ? AND agent_type = ? "
+            "ORDER BY created_at DESC, name, version DESC",
+            (agent_type,),
+        ).all()
         return [_pack(row) for row in result.results]
 
     async def deprecate(self, agent_type: str, name: str, now_ms: int) -> int:
@@ -369,12 +343,9 @@ class WorkflowPacks:
 
     async def offered(self, agent_type: str, task_type: str) -> Pack | None:
         """The newest active pack of the agent type for the task type, if any."""
-        row = await (
-            self._db.prepare(
-                f"SELECT {_PACK_COLS} FROM workflow_packs WHERE tenant_id = ? AND agent_type = ? "
-                "AND task_type = ? AND status = 'active' ORDER BY created_at DESC, name LIMIT 1"
-            )
-            .bind(self.tenant, agent_type, task_type)
-            .first()
-        )
+        row = await self._sql(
+            f"SELECT {_PACK_COLS} FROM workflow_packs WHERE tenant_id = ? AND agent_type = ? "
+            "AND task_type = ? AND status = 'active' ORDER BY created_at DESC, name LIMIT 1",
+            (agent_type, task_type),
+        ).first()
         return _pack(row) if row is not None else None

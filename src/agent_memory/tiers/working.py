@@ -1,5 +1,5 @@
-"""Hot-tier (KV) items under their canonical item keys, with the namespace migration of the
-hot/warm/cold ADR: compat read, read-repair and the two flags.
+"""Tier 1, working memory: one agent instance's JSON items in KV, and the hot/warm/cold ADR's
+namespace migration of their keys (compat read, read-repair, the two flags).
 
     canonical  <service>:<tenantId>:<sessionId>:<kind>:<entityId>   (agent_memory.namespace)
     legacy     agent_working:<tenantId>:<sessionId>:<entityId>       (ADR-043, kind `working`)
@@ -11,59 +11,22 @@ hot/warm/cold ADR: compat read, read-repair and the two flags.
 | 2 canonical write | true | true | canonical, then legacy (+ read-repair) | canonical key |
 | 3 canonical only | false | true | canonical key | canonical key |
 
-* Read-repair: a legacy hit under compat read writes the value to the canonical key (same
-  metadata, the kind's TTL) before it is returned; the legacy key is left as it was.
-* A write that goes to the legacy key (phases 0 and 1) also refreshes a canonical copy when
-  one exists (made by read-repair, the backfill, or phase 2 before a rollback), so a
-  canonical copy never goes stale and no phase change can surface an old value. Nothing but
-  an explicit delete of the item ever removes a canonical key: rolling back from phase 2 or
-  3 to phase 1 loses nothing.
-* A delete removes both keys.
-* Listing (`entries`) merges both prefixes where both can be read (the canonical entry wins).
-* Every read under compat read is counted (`ReadCounts`: canonical hit, legacy hit, miss);
-  `flush_counts` adds them to D1 `namespace_reads` for the daily brief.
-Kinds without a legacy pattern are canonical in every phase.
-
-Tier 1, working memory in KV: item `agent-memory:{tenant}:{instance}:working:{key}` → JSON,
-1 h TTL (the ADR-043 key `agent_working:{tenant}:{instance}:{key}` until the namespace
-migration moves it: `agent_memory.tiers.namespaced_kv`, flags `namespace`).
-
-Contract:
-
-* Keys are validated before any KV call: tenant and instance are single segments (see
-  `agent_memory.scope`); the key is one or more `:`-separated segments of
-  `[A-Za-z0-9._@+-]`, none empty and none a wildcard (`*`, `?`, `%` and friends are not in
-  the alphabet), ≤ 128 bytes. A bad key raises `InvalidWorkingMemoryKey`.
-* Every write refreshes the entry's 1 h TTL (`expiration_ttl=3600`).
-* An instance may hold at most `WORKING_MEMORY_BUDGET_BYTES` (128 KiB) across all its
-  keys, counting key and JSON value bytes. The budget is checked *before* the write: a
-  write that would exceed it raises `WorkingMemoryBudgetExceeded` and writes nothing.
-  Replacing a key counts the new value instead of the old one.
-* Values are JSON (no NaN/Infinity); anything else raises `WorkingMemoryError`.
-
-Usage is computed from the instance's key listing, where each entry carries its size in
-KV metadata (`{"bytes": n, "written_at": epoch_s}`), so no second copy of the accounting
-can drift; the write time lets a single `read` be scored for recency. KV listings
-are eventually consistent on Cloudflare (up to ~60 s across locations); an instance's
-writes all come from its one Durable Object, in one location, which is what keeps the
-check meaningful. The check spans awaits (list, then put), so concurrent turns of one
-object share a `write_lock` (an `asyncio.Lock` the Durable Object owns): otherwise two
-interleaved writes could each pass the check and together exceed the budget.
-
-The namespace backfill (migration phase 2, docs/tiered-memory.md): copy every legacy
-working-memory KV key (`agent_working:{tenant}:{instance}:{key}`) to its canonical item key
-(`agent-memory:{tenant}:{instance}:working:{key}`).
-
-* A canonical key that already exists is never overwritten: it was written by canonical
-  writes or read-repair and is at least as new as the legacy copy.
-* The copy keeps the legacy entry's value, metadata (plus `ns`, the namespace key) and
-  absolute expiration; an entry with under 60 s left (KV's minimum) is left to expire.
-* Nothing is deleted, legacy or canonical: the legacy keys expire by their TTL (1 h), and a
-  rollback to compat read finds both.
-* Bounded: at most `max_keys` legacy keys per call; `next_cursor` resumes (None when done).
-  Each key costs at most 3 KV calls (canonical get, legacy get, put).
-A legacy key that does not parse as a working-memory key of a valid namespace is counted in
-`invalid` and left alone.
+* Read-repair: a legacy hit under compat read is written to the canonical key (same
+  metadata, the kind's TTL); the legacy key is left as it was. A legacy write also refreshes
+  an existing canonical copy, so no phase change or rollback surfaces an old value; only a
+  delete (of both keys) removes a canonical key. Listing merges both prefixes (canonical
+  wins). Reads under compat read are counted (`ReadCounts`, flushed to `namespace_reads`).
+* Working keys: `:`-separated segments of `[A-Za-z0-9._@+-]` (no wildcards), ≤ 128 bytes,
+  else `InvalidWorkingMemoryKey`; values are JSON, else `WorkingMemoryError`; every write
+  refreshes the 1 h TTL.
+* Budget: at most 128 KiB (key + JSON value bytes) per instance, checked *before* the write
+  (`WorkingMemoryBudgetExceeded`, nothing written). Usage comes from the key listing's
+  metadata (`{"bytes", "written_at"}`), so no second copy of the accounting can drift. KV
+  listings are eventually consistent, but an instance's writes all come from its one
+  Durable Object; the check spans awaits, so concurrent turns share its `write_lock`.
+* Backfill (phase 2, docs/tiered-memory.md): copies legacy keys to canonical ones, never
+  overwriting a canonical key, keeping value, metadata and absolute expiration (under 60 s
+  left: left to expire); deletes nothing; at most `max_keys` per call (`next_cursor`).
 """
 
 from __future__ import annotations
@@ -72,7 +35,6 @@ import asyncio
 import datetime
 import json
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -91,12 +53,9 @@ from agent_memory.namespace import (
 from agent_memory.scope import INSTANCE_RE, TENANT_RE
 from bindings.ports.clock import Clock, SystemClock
 from bindings.ports.d1 import D1Database
-from bindings.ports.kv import KV_MIN_EXPIRATION_TTL, KVNamespace, KVValueWithMetadata
+from bindings.ports.kv import KV_MIN_EXPIRATION_TTL, KVKey, KVNamespace, KVValueWithMetadata
 
 Outcome = Literal["canonical", "legacy", "miss"]
-
-
-LegacyKey = Callable[[ItemKey], str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,14 +71,6 @@ class NamespaceFlags:
             return "canonical-write" if self.write_canonical else "dual-read"
         return "canonical-only" if self.write_canonical else "legacy"
 
-    @property
-    def reads_canonical(self) -> bool:
-        return self.compat_read or self.write_canonical
-
-    @property
-    def reads_legacy(self) -> bool:
-        return self.compat_read or not self.write_canonical
-
 
 @dataclass
 class ReadCounts:
@@ -128,9 +79,6 @@ class ReadCounts:
     canonical: int = 0
     legacy: int = 0
     miss: int = 0
-
-    def record(self, outcome: Outcome) -> None:
-        setattr(self, outcome, getattr(self, outcome) + 1)
 
     @property
     def total(self) -> int:
@@ -155,23 +103,9 @@ async def flush_counts(db: D1Database, tenant: str, counts: ReadCounts, now_s: f
     counts.canonical = counts.legacy = counts.miss = 0
 
 
-def legacy_pattern(kind: str) -> LegacyKey | None:
-    """The legacy key of `kind`'s items, or None when the kind never had one."""
-    return legacy_working_key if kind == "working" else None
-
-
-@dataclass(frozen=True, slots=True)
-class KVEntry:
-    """One listed item: its entity id, KV name, metadata and expiration (epoch s)."""
-
-    entity: str
-    name: str
-    metadata: dict[str, Any] | None
-    expiration: int | None
-
-
 class NamespacedKV:
-    """One namespace's items of one kind in KV, keyed per the migration flags."""
+    """One namespace's items of one kind in KV, keyed per the migration flags (only the
+    `working` kind has a legacy key; other kinds are canonical in every phase)."""
 
     def __init__(
         self,
@@ -188,45 +122,32 @@ class NamespacedKV:
         self.kind = kind
         self.flags = flags or NamespaceFlags()
         self.counts = counts
-        self._legacy = legacy_pattern(kind)
         self._repair_ttl = repair_ttl
-
-    def item(self, entity: str) -> ItemKey:
-        return ItemKey(self.namespace, self.kind, entity)
+        legacy = kind == "working"
+        self._reads_legacy = legacy and (self.flags.compat_read or not self.flags.write_canonical)
+        self._reads_canonical = not legacy or self.flags.compat_read or self.flags.write_canonical
+        self._writes_canonical = not legacy or self.flags.write_canonical
 
     def canonical_key(self, entity: str) -> str:
-        return self.item(entity).key
+        return ItemKey(self.namespace, self.kind, entity).key
 
-    def legacy_key(self, entity: str) -> str | None:
-        return None if self._legacy is None else self._legacy(self.item(entity))
-
-    def _reads_legacy(self) -> bool:
-        return self._legacy is not None and self.flags.reads_legacy
-
-    def _reads_canonical(self) -> bool:
-        return self._legacy is None or self.flags.reads_canonical
-
-    def _writes_canonical(self) -> bool:
-        return self._legacy is None or self.flags.write_canonical
+    def legacy_key(self, entity: str) -> str:
+        return legacy_working_key(ItemKey(self.namespace, self.kind, entity))
 
     async def get_with_metadata(self, entity: str) -> KVValueWithMetadata:
         """The item's value and metadata (both None when missing), per the read order."""
         canonical = self.canonical_key(entity)
-        if self._reads_canonical():
+        if self._reads_canonical:
             found = await self._kv.get_with_metadata(canonical)
             if found.value is not None:
                 self._count("canonical")
                 return found
-        legacy = self.legacy_key(entity)
-        if legacy is None or not self._reads_legacy():
+        if not self._reads_legacy:
             self._count("miss")
             return KVValueWithMetadata(value=None)
-        found = await self._kv.get_with_metadata(legacy)
-        if found.value is None:
-            self._count("miss")
-            return found
-        self._count("legacy")
-        if self.flags.compat_read:  # read-repair: the canonical key gets the value
+        found = await self._kv.get_with_metadata(self.legacy_key(entity))
+        self._count("miss" if found.value is None else "legacy")
+        if found.value is not None and self.flags.compat_read:  # read-repair
             await self._kv.put(
                 canonical,
                 found.value,
@@ -246,61 +167,45 @@ class NamespacedKV:
         expiration_ttl: int | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> None:
-        """Write per the flags (see the module docstring); `namespaceKey` rides in metadata."""
+        """Write per the flags (see the module docstring); `ns` (the namespace key) rides in
+        the metadata."""
         canonical = self.canonical_key(entity)
         meta = self._metadata(metadata)
-        if self._writes_canonical():
-            await self._kv.put(canonical, value, expiration_ttl=expiration_ttl, metadata=meta)
-            return
-        legacy = self.legacy_key(entity)
-        assert legacy is not None
-        await self._kv.put(legacy, value, expiration_ttl=expiration_ttl, metadata=meta)
-        if await self._kv.get(canonical) is not None:  # keep a canonical copy fresh
-            await self._kv.put(canonical, value, expiration_ttl=expiration_ttl, metadata=meta)
+        if not self._writes_canonical:
+            legacy = self.legacy_key(entity)
+            await self._kv.put(legacy, value, expiration_ttl=expiration_ttl, metadata=meta)
+            if await self._kv.get(canonical) is None:  # else keep the canonical copy fresh
+                return
+        await self._kv.put(canonical, value, expiration_ttl=expiration_ttl, metadata=meta)
 
     async def delete(self, entity: str) -> None:
         await self._kv.delete(self.canonical_key(entity))
-        legacy = self.legacy_key(entity)
-        if legacy is not None:
-            await self._kv.delete(legacy)
+        if self.kind == "working":
+            await self._kv.delete(self.legacy_key(entity))
 
-    async def entries(self) -> list[KVEntry]:
-        """Every live item of the namespace and kind, by entity id (canonical wins)."""
-        found: dict[str, KVEntry] = {}
-        if self._reads_legacy():
-            legacy_prefix = self.legacy_key("x")
-            assert legacy_prefix is not None
-            for entry in await self._list(legacy_prefix[:-1]):
-                found[entry.entity] = entry
-        if self._reads_canonical():
-            for entry in await self._list(self.canonical_key("x")[:-1]):
-                found[entry.entity] = entry
-        return [found[name] for name in sorted(found)]
-
-    async def _list(self, prefix: str) -> list[KVEntry]:
-        out: list[KVEntry] = []
-        cursor: str | None = None
-        while True:
-            page = await self._kv.list(prefix=prefix, cursor=cursor)
-            for key in page.keys:
-                out.append(
-                    KVEntry(
-                        entity=key.name[len(prefix) :],
-                        name=key.name,
-                        metadata=key.metadata,
-                        expiration=key.expiration,
-                    )
-                )
-            if page.list_complete or not page.cursor:
-                return out
-            cursor = page.cursor
+    async def entries(self) -> list[tuple[str, KVKey]]:
+        """Every live item of the namespace and kind as (entity id, listed key), by entity id
+        (the canonical entry wins)."""
+        found: dict[str, KVKey] = {}
+        prefixes = [self.legacy_key("x")[:-1]] if self._reads_legacy else []
+        if self._reads_canonical:
+            prefixes.append(self.canonical_key("x")[:-1])
+        for prefix in prefixes:
+            cursor: str | None = None
+            while True:
+                page = await self._kv.list(prefix=prefix, cursor=cursor)
+                found.update((key.name[len(prefix) :], key) for key in page.keys)
+                if page.list_complete or not page.cursor:
+                    break
+                cursor = page.cursor
+        return sorted(found.items())
 
     def _metadata(self, metadata: dict[str, Any] | None) -> dict[str, Any]:
         return {**(metadata or {}), "ns": self.namespace.key}
 
     def _count(self, outcome: Outcome) -> None:
         if self.counts is not None and self.flags.compat_read:
-            self.counts.record(outcome)
+            setattr(self.counts, outcome, getattr(self.counts, outcome) + 1)
 
 
 # The daily brief's figures on this store's tables: scalar subqueries the brief joins into
@@ -317,17 +222,9 @@ BRIEF_FIGURES = ", ".join(
 )
 
 WORKING_MEMORY_PREFIX = "agent_working"
-
-
 WORKING_MEMORY_TTL_SECONDS = 3600
-
-
 WORKING_MEMORY_BUDGET_BYTES = 128 * 1024
-
-
 MAX_KEY_BYTES = 128
-
-
 _KEY_SEGMENT = re.compile(r"^[A-Za-z0-9._@+-]+$")
 
 
@@ -477,17 +374,12 @@ class WorkingMemory:
 
     async def entries(self) -> list[WorkingEntry]:
         """Every live key of the instance with its accounted size, in key order."""
-        found: list[WorkingEntry] = []
-        for item in await self._keys.entries():
+        found = []
+        for name, item in await self._keys.entries():
             size = (item.metadata or {}).get("bytes")
-            if not isinstance(size, int):
-                size = 0  # written by something else: counted by key bytes only
+            size = size if isinstance(size, int) else 0  # not ours: counted by key bytes only
             found.append(
-                WorkingEntry(
-                    key=item.entity,
-                    bytes=len(item.entity.encode("utf-8")) + size,
-                    expiration=item.expiration,
-                )
+                WorkingEntry(key=name, bytes=len(name.encode()) + size, expiration=item.expiration)
             )
         return found
 
@@ -554,11 +446,8 @@ class BackfillReport:
     next_cursor: str | None = None
 
     def merge(self, other: BackfillReport) -> None:
-        self.scanned += other.scanned
-        self.copied += other.copied
-        self.already_canonical += other.already_canonical
-        self.expiring += other.expiring
-        self.invalid += other.invalid
+        for name in ("scanned", "copied", "already_canonical", "expiring", "invalid"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
         self.next_cursor = other.next_cursor
 
 
