@@ -99,13 +99,13 @@ def routes(memory_tools: MemoryDispatcherFactory | None = SemanticDispatcher) ->
         # may consent, for a tenant among their grants), token / revocation / registration, and
         # an operator's list / revoke of a tenant's connected clients.
         Route("GET", "/.well-known/oauth-authorization-server",
-              lazy("worker.oauth.metadata:authorization_server_route"),
+              lazy("worker.oauth.protocol:authorization_server_route"),
               "OAuth 2.0 authorization server metadata (RFC 8414)", "oauth"),
         Route("GET", "/.well-known/oauth-protected-resource",
-              lazy("worker.oauth.metadata:protected_resource_route"),
+              lazy("worker.oauth.protocol:protected_resource_route"),
               "Protected resource metadata (RFC 9728)", "oauth"),
         Route("GET", "/.well-known/oauth-protected-resource/mcp",
-              lazy("worker.oauth.metadata:mcp_protected_resource_route"),
+              lazy("worker.oauth.protocol:protected_resource_route"),
               "Protected resource metadata of /mcp (RFC 9728)", "oauth"),
         Route("GET", "/authorize", lazy("worker.oauth.authorize:authorize_get"),
               "Authorization endpoint (Cloudflare Access): the consent page", "oauth"),
