@@ -1,9 +1,5 @@
-"""Runtime-neutral HTTP messages, below both the edge (`worker`) and the `gateway`.
-
-`HttpRequest` / `HttpResponse` / `Headers` are what every handler takes and returns; the
-Worker entry converts `workers.Request` into them and the local runtime converts its ASGI
-scope, so everything between is plain Python. `ApiError` is the one error type both raise
-(`http_messages.errors`). Imports nothing of this project.
+"""Runtime-neutral HTTP messages, below both the edge (`worker`) and the `gateway`: what
+every handler takes and returns, and `ApiError`. Imports nothing of this project.
 """
 
 from http_messages.errors import ApiError

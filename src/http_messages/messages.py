@@ -1,8 +1,5 @@
-"""Runtime-neutral HTTP request/response values.
-
-The Worker entry converts `workers.Request` into `HttpRequest`, the local runtime converts
-its ASGI scope into one, and both turn `HttpResponse` back into their own response type.
-Everything between is plain Python.
+"""Runtime-neutral HTTP request/response values: the Worker entry and the local runtime
+convert their own types into these, so everything between is plain Python.
 """
 
 from __future__ import annotations

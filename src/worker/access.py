@@ -1,29 +1,14 @@
 """Cloudflare Access: verify `Cf-Access-Jwt-Assertion` before an admin or agent route runs.
 
-Contract (docs: cloudflare-one/access-controls/applications/http-apps/authorization-cookie/
-validating-json/):
-
-* the token is an RS256 JWT signed by one of the keys in the team's JWKS
-  `https://<team>/cdn-cgi/access/certs` (current + previous key; rotation every 6 weeks);
-* the key is chosen by the header's `kid`; the JWKS is fetched with httpx, cached for
-  `JWKS_TTL_SECONDS` and refetched at once when a token names a `kid` the cache lacks
-  (rate-limited by `UNKNOWN_KID_REFETCH_SECONDS`, so forged kids cannot make us hammer the
-  endpoint);
-* `exp` (required) and `nbf` are checked with `LEEWAY_SECONDS` of clock skew, `iss` must be
-  `https://<team>` and `aud` (a string or a list) must contain the configured AUD tag.
-
-`await require_access(request, bindings)` returns the caller's `AccessIdentity` or raises an
-`ApiError`: 401 `access_token_missing` when there is no token, 403 `access_token_invalid`
-when there is one that fails any check, 503 `access_not_configured` /
-`access_keys_unavailable` when the Worker cannot check at all (fail closed). `operator`,
-which adds the tenant grant, is the gate the router runs first on every route declared
-`auth=ACCESS` (`worker.app.ROUTES`), so nothing runs for a caller that is not let in.
-
-Verification is `worker.jwt_verification.verify_jwt`, the one path every token of the
-Worker takes: PyJWT parses the token and checks `iss`/`aud`, the `Signatures` port checks
-the RS256 signature with the JWK (WebCrypto on Cloudflare, `cryptography` locally). There
-is no dev bypass: the local runtime serves a dev JWKS through `Bindings.http_transport`
-and mints tokens with the matching key, so this same code checks them.
+Contract (docs: cloudflare-one/.../authorization-cookie/validating-json/): an RS256 JWT
+signed by a key of the team's JWKS `https://<team>/cdn-cgi/access/certs`, chosen by `kid`;
+the JWKS is cached `JWKS_TTL_SECONDS` and refetched for an unknown `kid` at most every
+`UNKNOWN_KID_REFETCH_SECONDS` (forged kids cannot make us hammer it); `exp`/`nbf` with
+`LEEWAY_SECONDS`, `iss` `https://<team>`, `aud` containing the AUD tag. Refusals: 401
+`access_token_missing`, 403 `access_token_invalid`, 503 `access_not_configured` /
+`access_keys_unavailable` (fail closed). `operator` adds the tenant grant: the gate of every
+`auth=ACCESS` route. Verification is `worker.jwt_verification.verify_jwt`; there is no dev
+bypass (the local runtime serves a dev JWKS through `Bindings.http_transport`).
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
-"""The admin agent routes (Cloudflare Access gated): runs, outcomes, workflows and workflow
-packs; the only routes that call the AgentRuntime Durable Object themselves.
+"""The admin agent routes (Access gated): runs, outcomes, workflows and workflow packs; the
+only routes that call the AgentRuntime Durable Object themselves.
 
-After the gate, the body and the query (the router), the agent type is checked (404
-`unknown_agent_type`); only a request that passed all of that reaches storage. The object's
-errors come back as `{"error": {"status", "code", "message"}}` (`agent_runtime_do.protocol`)
-and are answered as they are.
-
-Packs (ADR-29) promote a proven workflow for every agent of a type: promotion asks the named
-instance's object for its pack candidates (enough pulls, posterior mean above the
-threshold) and refuses a workflow that is not one (409 `not_a_pack_candidate`, nothing
-written).
+The agent type is checked (404 `unknown_agent_type`) before storage; the object's errors
+(`agent_runtime_do.protocol`) are answered as they are. Promotion (ADR-29) asks the
+instance's object for its pack candidates and refuses any other workflow (409
+`not_a_pack_candidate`, nothing written).
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """The Worker's main module: the only file that imports `workers` (the Pyodide SDK).
 
-It converts at the edge and nothing more: `workers.Request` -> `HttpRequest`, then
-`worker.app.handle`, then `HttpResponse` -> `workers.Response`; cron events go to
-`worker.cron.run_scheduled`; the `AgentRuntime` Durable Object forwards RPC and its alarm
-to `AgentRuntimeCore` (imported on the first object: `worker.runtime_core`). Durable
-Object classes must live in (or be imported into) the main module: workerd finds them by
-scanning it (WD `introspection.py`).
-
-Snapshot rules: nothing at module level reads time, randomness, env or I/O; bindings are
-built inside each handler.
+It converts and nothing more: `workers.Request` -> `HttpRequest` -> `worker.app.handle` ->
+`workers.Response`; cron events go to `worker.cron`; the `AgentRuntime` Durable Object
+forwards to `AgentRuntimeCore` (`worker.runtime_core`). Durable Object classes must live in
+the main module (workerd scans it). Snapshot rules: nothing at module level reads time,
+randomness, env or I/O.
 """
 
 from __future__ import annotations

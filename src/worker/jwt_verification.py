@@ -1,31 +1,15 @@
 """The one path that verifies a JWT the Worker accepts: Cloudflare Access assertions
 (RS256, `worker.access`) and agent memory tokens (HS256, `worker.memory_tokens`).
 
-`await verify_jwt(token, rules, key_for, signatures, now)` returns the token's claims, or
-raises `JwtRefused` with a stable `reason` (each caller turns it into its own error code).
-In this order:
-
-1. **shape** — at most `rules.max_chars`, ASCII, three non-empty base64url segments; anything
-   else is refused before it is parsed, so a malformed token is the caller's 401/403 and
-   never a 500 (a non-ASCII payload segment once reached `.encode("ascii")` and gave 500);
-2. **parsing and claims** by PyJWT (`jwt.decode_complete`, with PyJWT's own signature check
-   off: the signature is the port's, below): base64url, header and payload JSON objects,
-   `iss` equal to `rules.issuer`, `aud` (a string or a list) containing `rules.audience`,
-   the `rules.required` claims present, `sub` and `jti` strings when present;
-3. **header** — `alg` exactly `rules.algorithm` (no `none`, no RS/HS confusion), `kid` a
-   string, no `crit` extension (we understand none, RFC 7515 §4.1.11);
-4. **key** — `await key_for(kid)`; None (an unknown kid) is refused;
-5. **signature** over the first two segments through the `Signatures` port (WebCrypto on
-   Cloudflare, `cryptography` locally): HMAC-SHA256 for HS256, RSASSA-PKCS1-v1_5 SHA-256
-   for RS256;
-6. **times** against `now` (the Clock port's, which tests and the dev runtime set; PyJWT
-   reads the wall clock): `exp` required and a JSON number — not a string such as
-   `"1760000000"`, which PyJWT's `int()` would take, not a boolean — with
-   `now <= exp + rules.leeway_seconds`; `nbf` and `iat`, when present, numbers no later
-   than `now + rules.leeway_seconds`.
-
-Claims are returned only after every step passed: no path hands out claims whose
-signature was not checked. No cryptography is written here.
+`verify_jwt` returns the claims or raises `JwtRefused` with a stable `reason`, in this
+order: shape (length, ASCII, three base64url segments: a malformed token is a 401/403,
+never a 500); PyJWT parsing with `iss`, `aud` and required claims (its signature and time
+checks off); header (`alg` exactly the rule's: no `none`, no RS/HS confusion; a `kid`; no
+`crit`); the key (`key_for(kid)`, None refused); the signature through the `Signatures`
+port (WebCrypto on Cloudflare, `cryptography` locally); times against the Clock port's
+`now` (PyJWT reads the wall clock): `exp` required and a JSON number (not `"1760000000"`,
+not a boolean), `nbf`/`iat` numbers not in the future, all with leeway. No claims leave
+before every step passed; no cryptography is written here.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""The memory lifecycle's admin routes (Cloudflare Access gated; docs/lifecycle.md): settings
-and today's brief, retention overrides, prune now, reconcile, subject erase, and the
-namespace backfill.
-
-`{subject}` is percent-decoded once by the router, so a subject with `/` or spaces is sent
-encoded and a `%` as `%25`. Bodies are strict: `{"dry_run": 0}` is refused, not a real
-prune. 503 when a binding the route needs is missing.
+"""The memory lifecycle's admin routes (Access gated; docs/lifecycle.md): settings and today's
+brief, retention overrides, prune now, reconcile, subject erase, the namespace backfill.
+503 when a binding the route needs is missing.
 """
 
 from __future__ import annotations

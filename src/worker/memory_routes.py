@@ -1,29 +1,14 @@
-"""The uniform memory API over the four tiers (ADR-29), behind agent-scoped memory tokens, and
-its reads through the hot/warm/cold client (docs/memory-api.md, docs/tiered-memory.md).
+"""The uniform memory API over the four tiers (ADR-29; docs/memory-api.md,
+docs/tiered-memory.md), behind agent-scoped memory tokens.
 
-Every route here is `auth=MEMORY_TOKEN`: the router verifies the Bearer token first
-(`worker.memory_tokens.agent_token`); the tenant is the token's, the path's `agent_id` must
-be the token's (403 `agent_forbidden`), the tier one of its `tiers` (403 `tier_forbidden`)
-and the operation in its `scopes` (403 `scope_forbidden`). Nothing is read or written
-before those checks.
-
-GET with `tier` lists that tier (working in key order, episodic and semantic newest first,
-procedural by workflow), or ranks it for `query`; with `query` and no `tier` it ranks every
-tier the token may read (procedural only with `agent_type`) into one list. `next_cursor`
-continues the same listing (422 `invalid_cursor` for another listing's cursor).
-
-Writes: working TTL 60-3600 s and its 128 KiB budget (413
-`working_memory_budget_exceeded`); episodic TTL up to the tenant's retention; semantic
-values are plain text learned as facts (`ttl` sets `valid_to`); procedural is read-only
-(405 `procedural_read_only`, `Allow: GET`); semantic deletes are admin-only (405
-`semantic_delete_admin_only`, `Allow: GET, POST`). Keys follow the working-memory key rule
-(422 `invalid_key`). A refused write writes nothing.
-
-The episode read goes hot (KV) → warm (D1) → cold (R2 and its index), promoting a warm or
-cold hit to hot (never an item marked personal), and says where it found it. Its key is
-built from the token's tenant and the path's agent, so a caller names only its own
-namespace. The archive listings page the cold index newest first (an agent's, or an
-operator's view of one subject across the tenant's agents, Access gated).
+Before anything is read or written: the path's `agent_id` must be the token's (403
+`agent_forbidden`), the tier one of its `tiers` (`tier_forbidden`), the operation in its
+`scopes` (`scope_forbidden`). GET lists a tier or ranks it (or every readable tier) for a
+`query`; `next_cursor` is bound to its listing (422 `invalid_cursor`). Procedural is
+read-only (405 `procedural_read_only`); semantic deletes are admin-only (405
+`semantic_delete_admin_only`). A refused write writes nothing. The episode read goes hot →
+warm → cold, promoting a hit to hot (never a personal item); the archive listings page the
+cold index newest first.
 """
 
 from __future__ import annotations

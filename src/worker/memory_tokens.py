@@ -1,21 +1,13 @@
 """Agent-scoped memory tokens (ADR-29): HS256 JWTs that bind tenant, agent, tiers, scopes;
 the gate of every memory-API route, and the operator routes that mint and revoke them.
 
-* Keys: the `MEMORY_TOKEN_KEYS` secret, a JSON object of secrets (32+ characters) by `kid`.
-  New tokens are signed with `MEMORY_TOKEN_KID` (default: the first key) and name it in
-  their header, so a key rotates by adding the new one, making it current, and removing the
-  old one once its tokens expired.
-* Claims: `iss` `agent-memory`, `aud` `agent-memory-api`, `tenant`, `agent_id`, `tiers`,
-  `scopes` (read / write), `iat`, `exp`, `jti` (a ULID). Lifetime 60 s to 30 days.
-* The MAC is the `Signatures` port's (WebCrypto on Cloudflare, `cryptography` locally);
-  minting here is only JSON and base64url framing. Verification is `verify_jwt`
-  (`worker.jwt_verification`), then the claims' model (strict: a string `exp` is refused)
-  and the deny-list.
-* Refusals: 401 `memory_token_missing` (no Bearer token), `memory_token_invalid`,
-  `memory_token_revoked`; 503 `memory_tokens_not_configured` (no keys or no signature
-  verifier: fail closed).
-* Revocation writes `memory_token_revoked:{tenant}:{jti}` to KV with a TTL of the longest
-  token lifetime, so the deny-list cleans itself up; the check is one KV read per request.
+Keys: `MEMORY_TOKEN_KEYS`, a JSON object of secrets (32+ characters) by `kid`; new tokens
+use `MEMORY_TOKEN_KID` (default: the first) and name it, so a key rotates by adding the new
+one, making it current, then removing the old. The MAC is the `Signatures` port's;
+verification is `verify_jwt`, then the claims' strict model, then the deny-list. Refusals:
+401 `memory_token_missing` / `memory_token_invalid` / `memory_token_revoked`, 503
+`memory_tokens_not_configured` (fail closed). Revocation writes
+`memory_token_revoked:{tenant}:{jti}` to KV with the longest token lifetime as TTL.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
-"""The OpenAPI 3.1 document of every route, generated from the route table.
+"""The OpenAPI 3.1 document of every route, generated from the route table (`GET /openapi.json`).
 
-`GET /openapi.json` serves it. Each operation is one `Route` of `worker.app.ROUTES`: its
-request body and query parameters are the models the router validates with, its success
-answer the model the handler returns (with the route's status), its security the route's
-`auth`; every error is the one shape of `worker.errors` (`{"error": {"code", "message",
-"details"?}}`). A route with no fixed JSON shape (the relayed tool call, MCP, this document)
-answers anything. `tests/hardening/test_openapi.py` fuzzes the local server against it with
-schemathesis.
-
-The local dev server adds its scheduled-handler endpoints (`build_document(local=True)`).
+Each operation is one `Route`: its body and query are the models the router validates with,
+its success the handler's model, its security the route's `auth`; every error is
+`{"error": {"code", "message", "details"?}}`. tests/hardening/test_openapi.py fuzzes the
+local server against it. `build_document(local=True)` adds the dev server's scheduled
+endpoints.
 """
 
 from __future__ import annotations

@@ -1,23 +1,12 @@
 """The route table's machinery: `Route` values, and the router that serves them.
 
-A `Route` states everything about one route once (method, path, handler, summary, tag,
-`auth`, body and query models, answer model and status); `worker.app.ROUTES` lists them,
-this router serves them and `worker.openapi` documents them, so the two cannot disagree.
-`Router.dispatch`, in this order, before any handler runs:
-
-1. The path. Routes match the raw, percent-encoded path (an encoded `/` stays inside its
-   segment): 404 `not_found`, or 405 `method_not_allowed` with `Allow`. Each parameter is
-   percent-decoded exactly once as UTF-8 and refused with 422 `invalid_path` when empty,
-   longer than `MAX_PARAM_CHARS`, holding a control character, or not matching its rule in
-   `PATH_PARAMS`.
-2. The route's `auth` gate (Cloudflare Access with the tenant grant, or a memory token):
-   the caller's identity, or its own 401/403/503.
-3. The body and the query string. Every body is validated before anything touches storage
-   (DESIGN invariant 7), strictly: JSON has types, so `0` is not `false`, `"5"` not `5` and
-   `1.0` not an integer (issue 26: `{"dry_run": 0}` ran a real prune). Query values are
-   text, so the query model converts them.
-4. The handler, with one `Call`: it answers the route's response model (serialized here
-   with the route's status) or, for a route with no fixed JSON shape, an `HttpResponse`.
+A `Route` states everything about one route once; `worker.app.ROUTES` lists them, this
+router serves them and `worker.openapi` documents them, so the two cannot disagree.
+`Router.dispatch`, before any handler runs: (1) the raw, percent-encoded path (404, or 405
+with `Allow`), each parameter decoded once and checked (422 `invalid_path`); (2) the route's
+`auth` gate (its own 401/403/503); (3) body and query: bodies strictly (DESIGN invariant 7;
+issue 26: `{"dry_run": 0}` ran a real prune), query values converted; (4) the handler, whose
+model answer is serialized here with the route's status.
 """
 
 from __future__ import annotations
