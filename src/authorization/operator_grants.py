@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from bindings.environment import Bindings
 from bindings.ports.d1 import D1Database
-from http_messages.errors import ApiError
+from http_messages import ApiError
 
 PLATFORM = "*"
 PrincipalKind = Literal["email", "common_name", "group"]

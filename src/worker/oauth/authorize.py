@@ -25,8 +25,7 @@ from authorization.operator_grants import granted_tenants
 from bindings.environment import Bindings
 from gateway import admin_ops
 from gateway.oauth_tokens import MCP_PATH, hash_token, resources_for_origin
-from http_messages import Headers, HttpRequest, HttpResponse
-from http_messages.errors import ApiError
+from http_messages import ApiError, Headers, HttpRequest, HttpResponse
 from worker.access import AccessIdentity, require_access
 from worker.oauth.clients import check_redirect, resolve_client
 from worker.oauth.protocol import (

@@ -26,7 +26,7 @@ from authorization.oauth_store import ClientInfo
 from bindings.environment import Bindings
 from gateway.oauth_tokens import hash_token
 from gateway.outbound import OutboundPolicy
-from http_messages.errors import ApiError
+from http_messages import ApiError
 from worker.oauth.protocol import CLIENT_SECRET_PREFIX, OAuthError, new_id, new_secret
 
 CIMD_MAX_BYTES = 5 * 1024
