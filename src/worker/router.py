@@ -156,16 +156,11 @@ class LazyHandler:
     (docs/pyodide.md "Start-up")."""
 
     def __init__(self, target: str) -> None:
-        module, _, attribute = target.partition(":")
-        if not module or not attribute:
-            raise ValueError(f"a lazy handler is 'module:attribute', got {target!r}")
         self.target = target
-        self.module = module
-        self._attribute = attribute
+        self.module, _, self._attribute = target.partition(":")
         self._resolved: Any = None
 
     def resolve(self) -> Any:
-        """Import the module (once) and return the attribute."""
         if self._resolved is None:
             self._resolved = getattr(importlib.import_module(self.module), self._attribute)
         return self._resolved
@@ -174,9 +169,7 @@ class LazyHandler:
         return f"LazyHandler({self.target!r})"
 
 
-def lazy(target: str) -> LazyHandler:
-    """The handler or gate `"module:attribute"`, imported on its route's first request."""
-    return LazyHandler(target)
+lazy = LazyHandler
 
 
 @dataclass(frozen=True)
@@ -230,8 +223,7 @@ class Route:
             return ref
         handler = self.handler
         module = handler.module if isinstance(handler, LazyHandler) else handler.__module__
-        found: type[BaseModel] = getattr(importlib.import_module(module), ref)
-        return found
+        return cast("type[BaseModel]", getattr(importlib.import_module(module), ref))
 
     def regex(self) -> re.Pattern[str]:
         # A parameter matches one non-empty path segment.
@@ -270,26 +262,18 @@ class Router:
         gate = route.auth.gate
         auth = None if gate is None else await gate.resolve()(request, params, bindings)
         body: BaseModel | None = None
-        body_model = route.model(route.body)
-        if body_model is not None:
-            if request.body or route.body_required:
-                body = parse_body(request, body_model)
-            else:
-                body = body_model()
+        if (body_model := route.model(route.body)) is not None:
+            empty = not request.body and not route.body_required
+            body = body_model() if empty else parse_body(request, body_model)
         query_model = route.model(route.query)
         query = None if query_model is None else parse_model(request.query, query_model)
         handler = route.handler
         if isinstance(handler, LazyHandler):
             handler = handler.resolve()
         answer = await handler(Call(request, params, bindings, auth, body, query))
-        response_model = route.model(route.response)
-        if response_model is None:
-            if not isinstance(answer, HttpResponse):
-                raise TypeError(f"{route.method} {route.path} answered {type(answer).__name__}")
+        expected = route.model(route.response) or HttpResponse
+        if not isinstance(answer, expected):
+            raise TypeError(f"{route.method} {route.path} answered {type(answer).__name__}")
+        if isinstance(answer, HttpResponse):
             return answer
-        if not isinstance(answer, response_model):
-            raise TypeError(
-                f"{route.method} {route.path} answered {type(answer).__name__}, "
-                f"not {response_model.__name__}"
-            )
         return json_response(answer.model_dump(mode="json"), status=route.status)
