@@ -12,14 +12,15 @@ model answer is serialized here with the route's status.
 from __future__ import annotations
 
 import importlib
+import json
 import re
 import unicodedata
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Annotated, Any, Generic, TypeVar, cast
 from urllib.parse import unquote
 
-from pydantic import BaseModel, ValidationError
+from pydantic import AfterValidator, BaseModel, Field, ValidationError
 
 from agent_memory.scope import TENANT_PATTERN
 from bindings.environment import Bindings
@@ -37,6 +38,30 @@ M = TypeVar("M", bound=BaseModel)
 
 # No parameter of ours is longer: subjects are capped at 256 characters, ids far below.
 MAX_PARAM_CHARS = 256
+MAX_METADATA_BYTES = 4096
+
+
+def has_control(value: str | None) -> bool:
+    """Category Cc: C0 controls (NUL, tab, CR, LF...), DEL and the C1 controls."""
+    return value is not None and any(unicodedata.category(c) == "Cc" for c in value)
+
+
+def _subject(value: str) -> str:
+    # Subjects are matched, erased and shown as identifiers: no control characters.
+    if has_control(value):
+        raise ValueError("subject must not contain control characters")
+    return value
+
+
+def _metadata(value: dict[str, Any]) -> dict[str, Any]:
+    if len(json.dumps(value, ensure_ascii=False).encode()) > MAX_METADATA_BYTES:
+        raise ValueError(f"metadata must be at most {MAX_METADATA_BYTES} bytes of JSON")
+    return value
+
+
+# Field types the edge's body and query models share.
+Subject = Annotated[str, Field(min_length=1, max_length=256), AfterValidator(_subject)]
+Metadata = Annotated[dict[str, Any], AfterValidator(_metadata)]
 
 
 @dataclass(frozen=True)
@@ -83,8 +108,7 @@ def decode_param(name: str, raw: str) -> str:
         raise invalid_path(name, "is empty")
     if len(value) > MAX_PARAM_CHARS:
         raise invalid_path(name, f"is longer than {MAX_PARAM_CHARS} characters")
-    # Category Cc: C0 controls (NUL, tab, CR, LF...), DEL and the C1 controls.
-    if any(unicodedata.category(char) == "Cc" for char in value):
+    if has_control(value):
         raise invalid_path(name, "contains a control character")
     rule = _RULES.get(name)
     if rule is not None and rule.fullmatch(value) is None:
