@@ -13,6 +13,7 @@ bypass (the local runtime serves a dev JWKS through `Bindings.http_transport`).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,11 +61,7 @@ class AccessIdentity(BaseModel):
         return Principal(email=self.email, common_name=self.common_name, groups=self.groups)
 
 
-def access_missing(message: str) -> ApiError:
-    return ApiError(401, "access_token_missing", message)
-
-
-def access_invalid(message: str) -> ApiError:
+def _invalid(message: str) -> ApiError:
     return ApiError(403, "access_token_invalid", message)
 
 
@@ -87,15 +84,7 @@ _MAX_CACHES = 32
 
 def team_domain(raw: str) -> str:
     """`acme.cloudflareaccess.com` from any of `acme.cloudflareaccess.com`, `https://…/`."""
-    value = raw.strip()
-    for prefix in ("https://", "http://"):
-        if value.startswith(prefix):
-            value = value[len(prefix) :]
-    return value.rstrip("/")
-
-
-def certs_url(domain: str) -> str:
-    return f"https://{team_domain(domain)}/cdn-cgi/access/certs"
+    return raw.strip().removeprefix("https://").removeprefix("http://").rstrip("/")
 
 
 def parse_jwks(document: Any) -> dict[str, RsaPublicJwk]:
@@ -109,14 +98,10 @@ def parse_jwks(document: Any) -> dict[str, RsaPublicJwk]:
         if not isinstance(entry, dict) or entry.get("kty") != "RSA":
             continue
         kid, n, e = entry.get("kid"), entry.get("n"), entry.get("e")
-        if not (isinstance(kid, str) and isinstance(n, str) and isinstance(e, str)):
-            continue
-        if entry.get("use", "sig") != "sig" or entry.get("alg", "RS256") != "RS256":
-            continue
-        try:
-            keys[kid] = RsaPublicJwk(n=n, e=e)
-        except ValueError:
-            continue
+        usable = entry.get("use", "sig") == "sig" and entry.get("alg", "RS256") == "RS256"
+        if usable and isinstance(kid, str) and isinstance(n, str) and isinstance(e, str):
+            with contextlib.suppress(ValueError):
+                keys[kid] = RsaPublicJwk(n=n, e=e)
     return keys
 
 
@@ -134,17 +119,6 @@ def _token_from(request: HttpRequest) -> str | None:
     return None
 
 
-def _cache_for(url: str, bindings: Bindings) -> JwksCache:
-    key = (url, id(bindings.http_transport))
-    cache = _CACHES.get(key)
-    if cache is None:
-        if len(_CACHES) >= _MAX_CACHES:
-            _CACHES.pop(next(iter(_CACHES)))
-        cache = JwksCache(transport=bindings.http_transport)
-        _CACHES[key] = cache
-    return cache
-
-
 async def _fetch_jwks(url: str, bindings: Bindings) -> dict[str, RsaPublicJwk]:
     try:
         async with bindings.http_client(timeout=5.0) as client:
@@ -160,8 +134,12 @@ async def _fetch_jwks(url: str, bindings: Bindings) -> dict[str, RsaPublicJwk]:
 
 async def signing_key(kid: str, bindings: Bindings) -> RsaPublicJwk | None:
     """The key for `kid`: from the cache while fresh; refetched when stale or unknown."""
-    url = certs_url(bindings.settings.access_team_domain)
-    cache = _cache_for(url, bindings)
+    url = f"https://{team_domain(bindings.settings.access_team_domain)}/cdn-cgi/access/certs"
+    cache = _CACHES.get(key := (url, id(bindings.http_transport)))
+    if cache is None:
+        if len(_CACHES) >= _MAX_CACHES:
+            _CACHES.pop(next(iter(_CACHES)))
+        cache = _CACHES[key] = JwksCache(transport=bindings.http_transport)
     now = bindings.clock.now()
     age = None if cache.fetched_at is None else now - cache.fetched_at
     stale = age is None or age >= JWKS_TTL_SECONDS
@@ -213,24 +191,20 @@ async def verify_access_token(token: str, bindings: Bindings) -> AccessIdentity:
     if bindings.signatures is None:
         raise ApiError(503, "access_not_configured", "this deployment has no signature verifier")
     issuer = f"https://{team_domain(settings.access_team_domain)}"
-    rules = JwtRules(
-        algorithm="RS256",
-        issuer=issuer,
-        audience=settings.access_aud,
-        leeway_seconds=LEEWAY_SECONDS,
-        max_chars=MAX_TOKEN_BYTES,
-    )
-
-    async def key_for(kid: str) -> RsaPublicJwk | None:
-        return await signing_key(kid, bindings)
-
+    rules = JwtRules("RS256", issuer, settings.access_aud, LEEWAY_SECONDS, MAX_TOKEN_BYTES)
     try:
-        claims = await verify_jwt(token, rules, key_for, bindings.signatures, bindings.clock.now())
+        claims = await verify_jwt(
+            token,
+            rules,
+            lambda kid: signing_key(kid, bindings),
+            bindings.signatures,
+            bindings.clock.now(),
+        )
     except JwtRefused as refused:
-        raise access_invalid(_ACCESS_MESSAGES.get(refused.reason, refused.message)) from None
+        raise _invalid(_ACCESS_MESSAGES.get(refused.reason, refused.message)) from None
     identity = _identity(claims, issuer)
     if identity.email is None and identity.common_name is None:
-        raise access_invalid("token names neither a user (email) nor a service token")
+        raise _invalid("token names neither a user (email) nor a service token")
     return identity
 
 
@@ -238,7 +212,8 @@ async def require_access(request: HttpRequest, bindings: Bindings) -> AccessIden
     """The gate: the caller's identity, or `ApiError` 401 (no token) / 403 (bad token)."""
     token = _token_from(request)
     if not token:
-        raise access_missing(f"this route needs a Cloudflare Access token ({ACCESS_HEADER})")
+        message = f"this route needs a Cloudflare Access token ({ACCESS_HEADER})"
+        raise ApiError(401, "access_token_missing", message)
     return await verify_access_token(token, bindings)
 
 

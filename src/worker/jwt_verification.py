@@ -30,16 +30,9 @@ KeyLookup = Callable[[str], Awaitable[VerificationKey | None]]
 _SHAPE = re.compile(r"[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+")
 
 Reason = Literal[
-    "malformed",
-    "algorithm",
-    "unknown_key",
-    "signature",
-    "issuer",
-    "audience",
-    "claims",
-    "expired",
-    "not_yet_valid",
-]
+    "malformed", "algorithm", "unknown_key", "signature", "issuer", "audience", "claims",
+    "expired", "not_yet_valid",
+]  # fmt: skip
 
 
 class JwtRefused(Exception):
@@ -72,7 +65,6 @@ def _check_shape(token: str, max_chars: int) -> None:
 
 
 def _parse(token: str, rules: JwtRules) -> dict[str, Any]:
-    """Step 2: PyJWT decodes the token and checks its issuer, audience and claim types."""
     # Imported when first used: PyJWT (with urllib) is not needed to start the Worker.
     import jwt
 
@@ -80,9 +72,10 @@ def _parse(token: str, rules: JwtRules) -> dict[str, Any]:
         decoded: dict[str, Any] = jwt.decode_complete(
             token,
             algorithms=[rules.algorithm],
+            # The signature is the Signatures port's; PyJWT's times use the wall clock, so
+            # `_check_times` checks them against the Clock port. With the signature off,
+            # PyJWT skips aud/iss/sub/jti unless told: each is named.
             options={
-                # The signature is checked by the Signatures port (step 5); PyJWT's times
-                # use the wall clock, so step 6 checks them against the Clock port.
                 "verify_signature": False,
                 "verify_aud": True,
                 "verify_iss": True,
@@ -123,16 +116,13 @@ def _number(value: Any) -> TypeGuard[int | float]:
 
 
 def _check_times(claims: dict[str, Any], now: float, leeway: float) -> None:
-    """Step 6: `exp` (required), `nbf` and `iat` as JSON numbers, against the Clock's now."""
     exp = claims.get("exp")
     if not _number(exp):
         raise JwtRefused("claims", "token has no numeric 'exp' claim")
     if now > exp + leeway:
         raise JwtRefused("expired", "token has expired")
     for name in ("nbf", "iat"):
-        if name not in claims:
-            continue
-        value = claims[name]
+        value = claims.get(name, 0)
         if not _number(value):
             raise JwtRefused("claims", f"token {name!r} claim is not a number")
         if now + leeway < value:
@@ -153,8 +143,8 @@ async def _signature_verifies(
 async def verify_jwt(
     token: str, rules: JwtRules, key_for: KeyLookup, signatures: Signatures, now: float
 ) -> dict[str, Any]:
-    """The claims of `token` when it passes every step of the module docstring; otherwise
-    `JwtRefused`. Errors of `key_for` (a JWKS outage, say) propagate unchanged."""
+    """The claims of `token` when it passes every step (module docstring); else `JwtRefused`.
+    Errors of `key_for` (a JWKS outage, say) propagate unchanged."""
     _check_shape(token, rules.max_chars)
     decoded = _parse(token, rules)
     header: dict[str, Any] = decoded["header"]
