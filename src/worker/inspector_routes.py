@@ -9,7 +9,7 @@ is gone but the vector delete failed (recall ignores it; repeating the DELETE re
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -230,39 +230,21 @@ async def explain_recall(call: Call[ExplainBody, None]) -> ExplainResponse:
     except MemoryInputError as exc:
         raise ApiError(422, exc.code, exc.message, {"problems": exc.problems}) from None
     items: list[ExplainItem] = []
+    fields = {"fact_id", "content", "subject", "predicate", "object", "agent_type"}
     for position, hit in enumerate(ranked.results, start=1):
         b = hit.breakdown
-        values: dict[ScorePart, float] = {
-            "relevance": b.relevance,
-            "recency": b.recency,
-            "confidence": b.confidence,
-            "density": b.density,
+        parts = {
+            name: ExplainPart(value=v, weight=w, weighted=v * w)
+            for name in get_args(ScorePart)
+            for v, w in [(getattr(b, name), b.weights.get(name, 0.0))]
         }
-        parts: dict[ScorePart, ExplainPart] = {
-            name: ExplainPart(
-                value=value,
-                weight=b.weights.get(name, 0.0),
-                weighted=value * b.weights.get(name, 0.0),
-            )
-            for name, value in values.items()
+        channels = {
+            name: ExplainChannel(rank=d.rank, raw=d.raw, normalized=d.normalized)
+            for name, d in hit.channels.items()
         }
-        fact = hit.fact
+        fact = {name: getattr(hit.fact, name) for name in fields}
         items.append(
-            ExplainItem(
-                rank=position,
-                fact_id=fact.fact_id,
-                content=fact.content,
-                subject=fact.subject,
-                predicate=fact.predicate,
-                object=fact.object,
-                agent_type=fact.agent_type,
-                score=hit.score,
-                parts=parts,
-                channels={
-                    name: ExplainChannel(rank=d.rank, raw=d.raw, normalized=d.normalized)
-                    for name, d in hit.channels.items()
-                },
-            )
+            ExplainItem(rank=position, score=hit.score, parts=parts, channels=channels, **fact)
         )
     return ExplainResponse(
         tenant=tenant, query=body.query, results=items, candidates=ranked.candidates

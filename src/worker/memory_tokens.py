@@ -127,7 +127,7 @@ def _signatures(bindings: Bindings) -> Signatures:
 
 
 def _segment(data: bytes) -> str:
-    """One JWT segment: unpadded base64url (RFC 7515 §2), PyJWT's encoding."""
+    """One JWT segment: unpadded base64url (RFC 7515 §2)."""
     import jwt.utils  # when first used, like PyJWT in worker.jwt_verification
 
     return jwt.utils.base64url_encode(data).decode("ascii")
@@ -154,17 +154,11 @@ async def mint_memory_token(bindings: Bindings, tenant: str, request: MintReques
         jti=jti,
     )
     header = {"alg": "HS256", "typ": "JWT", "kid": kid}
-    signing_input = f"{_json_segment(header)}.{_json_segment(claims.model_dump(mode='json'))}"
+    payload = claims.model_dump(mode="json")
+    signing_input = f"{_json_segment(header)}.{_json_segment(payload)}"
     mac = await _signatures(bindings).hmac_sign(keys[kid], signing_input.encode("ascii"))
     return MintedToken(
-        token=f"{signing_input}.{_segment(mac)}",
-        kid=kid,
-        jti=jti,
-        tenant=tenant,
-        agent_id=claims.agent_id,
-        tiers=list(claims.tiers),
-        scopes=list(claims.scopes),
-        expires_at=claims.exp,
+        token=f"{signing_input}.{_segment(mac)}", kid=kid, expires_at=claims.exp, **payload
     )
 
 
@@ -178,14 +172,7 @@ def bearer_token(request: HttpRequest) -> str:
     return token.strip()
 
 
-RULES = JwtRules(
-    algorithm="HS256",
-    issuer=ISSUER,
-    audience=AUDIENCE,
-    leeway_seconds=LEEWAY_SECONDS,
-    max_chars=MAX_TOKEN_CHARS,
-    required=("exp", "iat", "jti"),
-)
+RULES = JwtRules("HS256", ISSUER, AUDIENCE, LEEWAY_SECONDS, MAX_TOKEN_CHARS, ("exp", "iat", "jti"))
 
 
 async def verify_memory_token(token: str, bindings: Bindings) -> MemoryTokenClaims:
@@ -203,7 +190,7 @@ async def verify_memory_token(token: str, bindings: Bindings) -> MemoryTokenClai
         claims = MemoryTokenClaims.model_validate(raw)
     except ValidationError:
         raise _invalid("token claims are not those of an agent memory token") from None
-    if await is_revoked(_kv(bindings), claims.tenant, claims.jti):
+    if await _kv(bindings).get(_revoked_key(claims.tenant, claims.jti)) is not None:
         raise ApiError(401, "memory_token_revoked", "this token has been revoked")
     return claims
 
@@ -217,10 +204,6 @@ def _kv(bindings: Bindings) -> KVNamespace:
 def _revoked_key(tenant: str, jti: str) -> str:
     # Keyed by tenant too: an operator of one tenant cannot revoke another tenant's tokens.
     return f"{REVOKED_PREFIX}{tenant}:{jti}"
-
-
-async def is_revoked(kv: KVNamespace, tenant: str, jti: str) -> bool:
-    return await kv.get(_revoked_key(tenant, jti)) is not None
 
 
 async def revoke(bindings: Bindings, tenant: str, jti: str) -> None:
