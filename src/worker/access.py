@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
 from authorization.operator_grants import Principal, granted
 from bindings.environment import Bindings
@@ -38,27 +38,20 @@ LEEWAY_SECONDS = 30
 MAX_TOKEN_BYTES = 16_384
 
 
-class AccessIdentity(BaseModel):
-    """Who passed the gate. `email` for users; service tokens carry `common_name` instead."""
+class AccessIdentity(Principal):
+    """Who passed the gate. `email` for users; service tokens carry `common_name` instead;
+    `groups` when the Access application passes them (grants by group)."""
 
     model_config = ConfigDict(frozen=True)
 
     subject: str
-    email: str | None = None
-    common_name: str | None = None
     issuer: str
     expires_at: int
-    # Access groups, when the application passes them as a `groups` claim (grants by group).
-    groups: tuple[str, ...] = ()
 
     @property
     def principal(self) -> str:
         """A printable name for logs and audit fields."""
         return self.email or self.common_name or self.subject
-
-    def names(self) -> Principal:
-        """The names operator grants match this identity by."""
-        return Principal(email=self.email, common_name=self.common_name, groups=self.groups)
 
 
 def _invalid(message: str) -> ApiError:
@@ -225,7 +218,7 @@ async def operator(
     (`authorization.operator_grants`); else 403 `tenant_forbidden` and nothing runs."""
     identity = await require_access(request, bindings)
     tenant = params.get("tenant")
-    if not await granted(identity.names(), tenant, bindings):
+    if not await granted(identity, tenant, bindings):
         target = f"tenant {tenant!r}" if tenant is not None else "cross-tenant routes"
         raise ApiError(403, "tenant_forbidden", f"this identity has no grant for {target}")
     return identity

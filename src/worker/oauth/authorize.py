@@ -57,7 +57,7 @@ def redirect_with(redirect_uri: str, params: dict[str, str]) -> HttpResponse:
 async def tenants_for(identity: AccessIdentity, bindings: Bindings) -> list[str]:
     """The gateway tenants this identity holds a grant for (all of them for a platform admin)."""
     existing = sorted(t.tenant for t in await admin_ops.list_tenants(stores(bindings)[1]))
-    mine = await granted_tenants(identity.names(), bindings)
+    mine = await granted_tenants(identity, bindings)
     return existing if mine is None else [t for t in existing if t in mine]
 
 
