@@ -1,11 +1,10 @@
 """The OAuth authorization server's D1 rows (migration 0014): every statement on the `oauth_*`
 tables.
 
-The store never sees a secret: codes, consent tickets, refresh and access tokens and client
-secrets arrive as their SHA-256 hex (the edge hashes them, `gateway.credentials.hash_token`).
-Single use is enforced by D1 itself: a code, consent ticket or refresh token is taken by one
-`UPDATE ... WHERE used IS NULL` whose `changes` must be 1, so two concurrent redemptions
-cannot both succeed.
+The store never sees a secret: codes, consent tickets, tokens and client secrets arrive as
+their SHA-256 hex (`gateway.credentials.hash_token`). Single use is enforced by D1 itself:
+a code, consent ticket or refresh token is taken by one `UPDATE ... WHERE <used> IS NULL`
+whose `changes` must be 1, so two concurrent redemptions cannot both succeed.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict
 
-from bindings.ports.d1 import D1Database
+from bindings.ports.d1 import D1Database, D1Statement
 
 
 class ClientInfo(BaseModel):
@@ -36,8 +35,7 @@ class ClientInfo(BaseModel):
     @property
     def host(self) -> str:
         """The host a person can check: the document's for CIMD, the redirect's for DCR."""
-        source = self.client_id if self.kind == "cimd" else self.redirect_uris[0]
-        parts = urlsplit(source)
+        parts = urlsplit(self.client_id if self.kind == "cimd" else self.redirect_uris[0])
         return parts.hostname or parts.scheme
 
     @property
@@ -69,39 +67,31 @@ class CodeRow:
     grant_id: str | None
 
 
-# --- clients ------------------------------------------------------------------------------
+def _sql(db: D1Database, sql: str, *values: Any) -> D1Statement:
+    return db.prepare(sql).bind(*values)
 
 
 async def save_client(
     db: D1Database, client: ClientInfo, metadata: dict[str, Any], now: int, fetched_at: int
 ) -> None:
-    await (
-        db.prepare(
-            "INSERT INTO oauth_clients (client_id, kind, client_name, redirect_uris, metadata, "
-            "secret_hash, created_at, fetched_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
-            "ON CONFLICT (client_id) DO UPDATE SET client_name = excluded.client_name, "
-            "redirect_uris = excluded.redirect_uris, metadata = excluded.metadata, "
-            "fetched_at = excluded.fetched_at"
-        )
-        .bind(
-            client.client_id,
-            client.kind,
-            client.client_name,
-            json.dumps(list(client.redirect_uris)),
-            json.dumps({**metadata, "token_endpoint_auth_method": client.auth_method}),
-            client.secret_hash,
-            max(now, 1),
-            fetched_at,
-        )
-        .run()
+    sql = (
+        "INSERT INTO oauth_clients (client_id, kind, client_name, redirect_uris, metadata, "
+        "secret_hash, created_at, fetched_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT (client_id) DO UPDATE SET client_name = excluded.client_name, "
+        "redirect_uris = excluded.redirect_uris, metadata = excluded.metadata, "
+        "fetched_at = excluded.fetched_at"
     )
+    document = json.dumps({**metadata, "token_endpoint_auth_method": client.auth_method})
+    uris = json.dumps(list(client.redirect_uris))
+    await _sql(
+        db, sql, client.client_id, client.kind, client.client_name, uris, document,
+        client.secret_hash, max(now, 1), fetched_at,
+    ).run()  # fmt: skip
 
 
 async def load_client(db: D1Database, client_id: str) -> tuple[ClientInfo, int] | None:
     """The stored client and when its document was fetched (0 for DCR)."""
-    row = (
-        await db.prepare("SELECT * FROM oauth_clients WHERE client_id = ?").bind(client_id).first()
-    )
+    row = await _sql(db, "SELECT * FROM oauth_clients WHERE client_id = ?", client_id).first()
     if row is None:
         return None
     metadata = json.loads(str(row["metadata"]))
@@ -120,84 +110,54 @@ async def client_names(db: D1Database, client_ids: list[str]) -> dict[str, str]:
     if not client_ids:
         return {}
     slots = ", ".join("?" for _ in client_ids)
-    result = await (
-        db.prepare(f"SELECT client_id, client_name FROM oauth_clients WHERE client_id IN ({slots})")
-        .bind(*client_ids)
-        .all()
-    )
+    sql = f"SELECT client_id, client_name FROM oauth_clients WHERE client_id IN ({slots})"
+    result = await _sql(db, sql, *client_ids).all()
     return {str(r["client_id"]): str(r["client_name"]) for r in result.results}
-
-
-# --- consent tickets and codes ------------------------------------------------------------
 
 
 async def create_consent(
     db: D1Database, ticket_hash: str, principal: str, request: dict[str, Any], expires_at: int
 ) -> None:
-    await (
-        db.prepare(
-            "INSERT INTO oauth_consents (ticket_hash, principal, request, expires_at) "
-            "VALUES (?, ?, ?, ?)"
-        )
-        .bind(ticket_hash, principal, json.dumps(request), expires_at)
-        .run()
+    sql = (
+        "INSERT INTO oauth_consents (ticket_hash, principal, request, expires_at) VALUES (?,?,?,?)"
     )
+    await _sql(db, sql, ticket_hash, principal, json.dumps(request), expires_at).run()
 
 
 async def take_consent(
     db: D1Database, ticket_hash: str, principal: str, now: int
 ) -> dict[str, Any] | None:
     """The pending request behind a ticket, once, for the identity that was shown it."""
-    taken = await (
-        db.prepare(
-            "UPDATE oauth_consents SET used_at = ? WHERE ticket_hash = ? AND principal = ? "
-            "AND used_at IS NULL AND expires_at > ?"
-        )
-        .bind(now, ticket_hash, principal, now)
-        .run()
+    sql = (
+        "UPDATE oauth_consents SET used_at = ? WHERE ticket_hash = ? AND principal = ? "
+        "AND used_at IS NULL AND expires_at > ?"
     )
-    if taken.meta.changes != 1:
+    if (await _sql(db, sql, now, ticket_hash, principal, now).run()).meta.changes != 1:
         return None
-    row = await (
-        db.prepare("SELECT request FROM oauth_consents WHERE ticket_hash = ?")
-        .bind(ticket_hash)
-        .first()
-    )
+    sql = "SELECT request FROM oauth_consents WHERE ticket_hash = ?"
+    row = await _sql(db, sql, ticket_hash).first()
     return json.loads(str(row["request"])) if row else None
 
 
 async def create_code(
     db: D1Database, code_hash: str, grant: Grant, redirect_uri: str, challenge: str, expires: int
 ) -> None:
-    await (
-        db.prepare(
-            "INSERT INTO oauth_codes (code_hash, tenant_id, client_id, principal, scopes, "
-            "resource, redirect_uri, code_challenge, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-        )
-        .bind(
-            code_hash,
-            grant.tenant,
-            grant.client_id,
-            grant.principal,
-            " ".join(grant.scopes),
-            grant.resource,
-            redirect_uri,
-            challenge,
-            expires,
-        )
-        .run()
+    sql = (
+        "INSERT INTO oauth_codes (code_hash, tenant_id, client_id, principal, scopes, "
+        "resource, redirect_uri, code_challenge, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
     )
+    await _sql(
+        db, sql, code_hash, grant.tenant, grant.client_id, grant.principal,
+        " ".join(grant.scopes), grant.resource, redirect_uri, challenge, expires,
+    ).run()  # fmt: skip
 
 
 async def redeem_code(db: D1Database, code_hash: str, now: int) -> tuple[CodeRow | None, bool]:
     """`(row, first_use)`: the code's row, and whether this call took it. A code seen for the
     second time returns `(row, False)` so the caller can revoke what it issued."""
-    taken = await (
-        db.prepare("UPDATE oauth_codes SET used_at = ? WHERE code_hash = ? AND used_at IS NULL")
-        .bind(now, code_hash)
-        .run()
-    )
-    row = await db.prepare("SELECT * FROM oauth_codes WHERE code_hash = ?").bind(code_hash).first()
+    sql = "UPDATE oauth_codes SET used_at = ? WHERE code_hash = ? AND used_at IS NULL"
+    taken = await _sql(db, sql, now, code_hash).run()
+    row = await _sql(db, "SELECT * FROM oauth_codes WHERE code_hash = ?", code_hash).first()
     if row is None:
         return None, False
     code = CodeRow(
@@ -211,34 +171,19 @@ async def redeem_code(db: D1Database, code_hash: str, now: int) -> tuple[CodeRow
 
 
 async def bind_code_to_grant(db: D1Database, code_hash: str, grant_id: str) -> None:
-    await (
-        db.prepare("UPDATE oauth_codes SET grant_id = ? WHERE code_hash = ?")
-        .bind(grant_id, code_hash)
-        .run()
-    )
-
-
-# --- grants and tokens --------------------------------------------------------------------
+    sql = "UPDATE oauth_codes SET grant_id = ? WHERE code_hash = ?"
+    await _sql(db, sql, grant_id, code_hash).run()
 
 
 async def create_grant(db: D1Database, grant: Grant) -> None:
-    await (
-        db.prepare(
-            "INSERT INTO oauth_grants (tenant_id, grant_id, client_id, principal, scopes, "
-            "resource, created_at, last_used_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-        )
-        .bind(
-            grant.tenant,
-            grant.grant_id,
-            grant.client_id,
-            grant.principal,
-            " ".join(grant.scopes),
-            grant.resource,
-            grant.created_at,
-            grant.last_used_at,
-        )
-        .run()
+    sql = (
+        "INSERT INTO oauth_grants (tenant_id, grant_id, client_id, principal, scopes, "
+        "resource, created_at, last_used_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
     )
+    await _sql(
+        db, sql, grant.tenant, grant.grant_id, grant.client_id, grant.principal,
+        " ".join(grant.scopes), grant.resource, grant.created_at, grant.last_used_at,
+    ).run()  # fmt: skip
 
 
 def _grant(row: dict[str, Any]) -> Grant:
@@ -256,61 +201,43 @@ def _grant(row: dict[str, Any]) -> Grant:
 
 
 async def list_grants(db: D1Database, tenant: str) -> list[Grant]:
-    result = await (
-        db.prepare(
-            "SELECT * FROM oauth_grants WHERE tenant_id = ? AND revoked_at IS NULL "
-            "ORDER BY created_at DESC, grant_id LIMIT 500"
-        )
-        .bind(tenant)
-        .all()
+    sql = (
+        "SELECT * FROM oauth_grants WHERE tenant_id = ? AND revoked_at IS NULL "
+        "ORDER BY created_at DESC, grant_id LIMIT 500"
     )
-    return [_grant(r) for r in result.results]
+    return [_grant(r) for r in (await _sql(db, sql, tenant).all()).results]
 
 
 async def touch_grant(db: D1Database, grant: Grant, now: int) -> None:
-    await (
-        db.prepare("UPDATE oauth_grants SET last_used_at = ? WHERE tenant_id = ? AND grant_id = ?")
-        .bind(now, grant.tenant, grant.grant_id)
-        .run()
-    )
+    sql = "UPDATE oauth_grants SET last_used_at = ? WHERE tenant_id = ? AND grant_id = ?"
+    await _sql(db, sql, now, grant.tenant, grant.grant_id).run()
 
 
 async def add_tokens(
-    db: D1Database,
-    grant: Grant,
-    access: tuple[str, int],
-    refresh: tuple[str, int],
-    now: int,
+    db: D1Database, grant: Grant, access: tuple[str, int], refresh: tuple[str, int], now: int
 ) -> None:
     """Index an access token (`(hash, expires_at)`, its record is in KV) and store a refresh
     token for `grant`; the grant's expired access-token rows go."""
+    ids = (grant.tenant, grant.grant_id)
+    insert = (
+        "INSERT INTO oauth_{}_tokens (tenant_id, grant_id, token_hash, expires_at) VALUES (?,?,?,?)"
+    )
+    where = "WHERE tenant_id = ? AND grant_id = ? AND expires_at < ?"
     await db.batch(
         [
-            db.prepare(
-                "INSERT INTO oauth_access_tokens (tenant_id, grant_id, token_hash, expires_at) "
-                "VALUES (?, ?, ?, ?)"
-            ).bind(grant.tenant, grant.grant_id, *access),
-            db.prepare(
-                "INSERT INTO oauth_refresh_tokens (token_hash, tenant_id, grant_id, expires_at) "
-                "VALUES (?, ?, ?, ?)"
-            ).bind(refresh[0], grant.tenant, grant.grant_id, refresh[1]),
-            db.prepare(
-                "DELETE FROM oauth_access_tokens WHERE tenant_id = ? AND grant_id = ? "
-                "AND expires_at < ?"
-            ).bind(grant.tenant, grant.grant_id, now),
+            _sql(db, insert.format("access"), *ids, *access),
+            _sql(db, insert.format("refresh"), *ids, *refresh),
+            _sql(db, f"DELETE FROM oauth_access_tokens {where}", *ids, now),
         ]
     )
 
 
 async def refresh_token_grant(db: D1Database, refresh_hash: str) -> Grant | None:
-    row = await (
-        db.prepare(
-            "SELECT g.* FROM oauth_refresh_tokens r JOIN oauth_grants g "
-            "ON g.tenant_id = r.tenant_id AND g.grant_id = r.grant_id WHERE r.token_hash = ?"
-        )
-        .bind(refresh_hash)
-        .first()
+    sql = (
+        "SELECT g.* FROM oauth_refresh_tokens r JOIN oauth_grants g "
+        "ON g.tenant_id = r.tenant_id AND g.grant_id = r.grant_id WHERE r.token_hash = ?"
     )
+    row = await _sql(db, sql, refresh_hash).first()
     return _grant(row) if row else None
 
 
@@ -322,11 +249,8 @@ async def rotate_refresh_token(
 ) -> tuple[Grant | None, RefreshStatus]:
     """`(grant, status)` for a presented refresh token: status `ok` (this call rotated it),
     `reused` (it was rotated before: the caller revokes the grant) or `expired`."""
-    row = await (
-        db.prepare("SELECT expires_at, rotated_at FROM oauth_refresh_tokens WHERE token_hash = ?")
-        .bind(refresh_hash)
-        .first()
-    )
+    sql = "SELECT expires_at, rotated_at FROM oauth_refresh_tokens WHERE token_hash = ?"
+    row = await _sql(db, sql, refresh_hash).first()
     grant = await refresh_token_grant(db, refresh_hash)
     if row is None or grant is None:
         return None, "unknown"
@@ -334,14 +258,10 @@ async def rotate_refresh_token(
         return grant, "reused"
     if int(row["expires_at"]) <= now:
         return grant, "expired"
-    taken = await (
-        db.prepare(
-            "UPDATE oauth_refresh_tokens SET rotated_at = ? WHERE token_hash = ? "
-            "AND rotated_at IS NULL"
-        )
-        .bind(now, refresh_hash)
-        .run()
+    sql = (
+        "UPDATE oauth_refresh_tokens SET rotated_at = ? WHERE token_hash = ? AND rotated_at IS NULL"
     )
+    taken = await _sql(db, sql, now, refresh_hash).run()
     return grant, "ok" if taken.meta.changes == 1 else "reused"
 
 
@@ -356,31 +276,21 @@ async def revoke_grant(
     """End a grant and every token it holds; False when there was no such live grant.
     `forget_access_token(hash)` deletes an access token's KV record: it runs for each one
     before their index rows go, so a failure leaves them findable for a repeat."""
-    marked = await (
-        db.prepare(
-            "UPDATE oauth_grants SET revoked_at = ?, revoked_reason = ? WHERE tenant_id = ? "
-            "AND grant_id = ? AND revoked_at IS NULL"
-        )
-        .bind(now, reason, tenant, grant_id)
-        .run()
+    sql = (
+        "UPDATE oauth_grants SET revoked_at = ?, revoked_reason = ? WHERE tenant_id = ? "
+        "AND grant_id = ? AND revoked_at IS NULL"
     )
-    hashes = await (
-        db.prepare(
-            "SELECT token_hash FROM oauth_access_tokens WHERE tenant_id = ? AND grant_id = ?"
-        )
-        .bind(tenant, grant_id)
-        .all()
-    )
+    marked = await _sql(db, sql, now, reason, tenant, grant_id).run()
+    where = "WHERE tenant_id = ? AND grant_id = ?"
+    hashes = await _sql(
+        db, f"SELECT token_hash FROM oauth_access_tokens {where}", tenant, grant_id
+    ).all()
     for row in hashes.results:
         await forget_access_token(str(row["token_hash"]))
     await db.batch(
         [
-            db.prepare("DELETE FROM oauth_access_tokens WHERE tenant_id = ? AND grant_id = ?").bind(
-                tenant, grant_id
-            ),
-            db.prepare(
-                "DELETE FROM oauth_refresh_tokens WHERE tenant_id = ? AND grant_id = ?"
-            ).bind(tenant, grant_id),
+            _sql(db, f"DELETE FROM oauth_access_tokens {where}", tenant, grant_id),
+            _sql(db, f"DELETE FROM oauth_refresh_tokens {where}", tenant, grant_id),
         ]
     )
     return marked.meta.changes == 1

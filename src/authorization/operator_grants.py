@@ -1,11 +1,10 @@
 """Operators' tenant grants (`operator_grants`, migration 0007): which Cloudflare Access
 identities may operate which tenants. Every statement on the table is here.
 
-A grant is `(tenant, kind, principal)`, kind `email` (users, compared lower-cased),
-`common_name` (service tokens) or `group` (an Access group in the token's `groups` claim).
-Tenant `*` is the platform-admin role. `PLATFORM_ADMINS` (a comma list of emails / common
-names, a Worker var) makes platform admins without a row, so the first operator can grant
-the others. Without D1 a check fails closed: 503 `grants_unavailable`.
+A grant is `(tenant, kind, principal)`, kind `email` (lower-cased), `common_name` (service
+tokens) or `group` (the token's `groups` claim); tenant `*` is the platform-admin role.
+`PLATFORM_ADMINS` makes platform admins without a row (so the first operator can grant the
+others). Without D1 a check fails closed: 503 `grants_unavailable`.
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ from pydantic import BaseModel
 
 from bindings.environment import Bindings
 from bindings.ports.d1 import D1Database
-from http_messages.errors import ApiError
+from http_messages import ApiError
 
 PLATFORM = "*"
 PrincipalKind = Literal["email", "common_name", "group"]

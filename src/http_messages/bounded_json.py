@@ -1,17 +1,11 @@
 """JSON decoding with limits: the one place a request body becomes Python values.
 
-`json.loads` alone lets a client crash a request: tens of thousands of nested arrays raise
-`RecursionError`, an integer of thousands of digits raises `ValueError` (Python's
-int-conversion limit) after costing quadratic time, and one string may be as large as the
-whole body. `loads_bounded` refuses all three with a `JsonLimitError` carrying a stable
-`code`, before any value reaches a handler.
-
-Lone UTF-16 surrogates (`"\\ud800"`, valid JSON escapes but not Unicode text) are always
-refused: they cannot be encoded as UTF-8 for storage or an upstream. It also refuses
-U+0000 when asked (`allow_nul=False`): SQLite's `length()` stops at the
-first NUL, so a string holding one breaks the `CHECK (length(...) ...)` constraints of the
-memory tables after the request was acknowledged. Refusing it here keeps "nothing a client
-sends can make a background write fail".
+`json.loads` alone lets a client crash a request (deep nesting raises `RecursionError`, a
+huge integer costs quadratic time, one string may be the whole body). `loads_bounded`
+refuses these with a `JsonLimitError` carrying a stable `code`. Lone UTF-16 surrogates are
+always refused (no UTF-8 store takes them); U+0000 with `allow_nul=False`, because SQLite's
+`length()` stops at a NUL and would break the memory tables' `CHECK` constraints after the
+request was acknowledged.
 """
 
 from __future__ import annotations

@@ -1,22 +1,11 @@
-"""`ApiError`: the one error type every layer that answers HTTP raises.
-
-Every failure the Worker returns — at the edge (`worker`), in the tool gateway (`gateway`)
-— is `{"error": {"code", "message"[, "details"]}}` with an HTTP status. Codes are stable
-identifiers clients may branch on; messages are for people. It lives here, below both the
-edge and the gateway, so the KV-only hot path can raise it without importing the edge.
-
-The gateway adds its `x-gateway-error: <code>` header when it answers
-(`gateway.errors.gateway_error_response`), so its errors stay distinguishable from a
-relayed upstream response; `headers` carries what one error needs besides (an RFC 6750
-challenge, `Allow`).
-"""
+"""`ApiError`, the one error type every layer that answers HTTP raises (`http_messages`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from http_messages.messages import HttpResponse, json_response
+from http_messages import HttpResponse, json_response
 
 
 class ApiError(Exception):

@@ -1,39 +1,25 @@
 """Cloudflare Access: verify `Cf-Access-Jwt-Assertion` before an admin or agent route runs.
 
-Contract (docs: cloudflare-one/access-controls/applications/http-apps/authorization-cookie/
-validating-json/):
-
-* the token is an RS256 JWT signed by one of the keys in the team's JWKS
-  `https://<team>/cdn-cgi/access/certs` (current + previous key; rotation every 6 weeks);
-* the key is chosen by the header's `kid`; the JWKS is fetched with httpx, cached for
-  `JWKS_TTL_SECONDS` and refetched at once when a token names a `kid` the cache lacks
-  (rate-limited by `UNKNOWN_KID_REFETCH_SECONDS`, so forged kids cannot make us hammer the
-  endpoint);
-* `exp` (required) and `nbf` are checked with `LEEWAY_SECONDS` of clock skew, `iss` must be
-  `https://<team>` and `aud` (a string or a list) must contain the configured AUD tag.
-
-`await require_access(request, bindings)` returns the caller's `AccessIdentity` or raises an
-`ApiError`: 401 `access_token_missing` when there is no token, 403 `access_token_invalid`
-when there is one that fails any check, 503 `access_not_configured` /
-`access_keys_unavailable` when the Worker cannot check at all (fail closed). `operator`,
-which adds the tenant grant, is the gate the router runs first on every route declared
-`auth=ACCESS` (`worker.app.ROUTES`), so nothing runs for a caller that is not let in.
-
-Verification is `worker.jwt_verification.verify_jwt`, the one path every token of the
-Worker takes: PyJWT parses the token and checks `iss`/`aud`, the `Signatures` port checks
-the RS256 signature with the JWK (WebCrypto on Cloudflare, `cryptography` locally). There
-is no dev bypass: the local runtime serves a dev JWKS through `Bindings.http_transport`
-and mints tokens with the matching key, so this same code checks them.
+Contract (docs: cloudflare-one/.../authorization-cookie/validating-json/): an RS256 JWT
+signed by a key of the team's JWKS `https://<team>/cdn-cgi/access/certs`, chosen by `kid`;
+the JWKS is cached `JWKS_TTL_SECONDS` and refetched for an unknown `kid` at most every
+`UNKNOWN_KID_REFETCH_SECONDS` (forged kids cannot make us hammer it); `exp`/`nbf` with
+`LEEWAY_SECONDS`, `iss` `https://<team>`, `aud` containing the AUD tag. Refusals: 401
+`access_token_missing`, 403 `access_token_invalid`, 503 `access_not_configured` /
+`access_keys_unavailable` (fail closed). `operator` adds the tenant grant: the gate of every
+`auth=ACCESS` route. Verification is `worker.jwt_verification.verify_jwt`; there is no dev
+bypass (the local runtime serves a dev JWKS through `Bindings.http_transport`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
 from authorization.operator_grants import Principal, granted
 from bindings.environment import Bindings
@@ -52,34 +38,23 @@ LEEWAY_SECONDS = 30
 MAX_TOKEN_BYTES = 16_384
 
 
-class AccessIdentity(BaseModel):
-    """Who passed the gate. `email` for users; service tokens carry `common_name` instead."""
+class AccessIdentity(Principal):
+    """Who passed the gate. `email` for users; service tokens carry `common_name` instead;
+    `groups` when the Access application passes them (grants by group)."""
 
     model_config = ConfigDict(frozen=True)
 
     subject: str
-    email: str | None = None
-    common_name: str | None = None
     issuer: str
     expires_at: int
-    # Access groups, when the application passes them as a `groups` claim (grants by group).
-    groups: tuple[str, ...] = ()
 
     @property
     def principal(self) -> str:
         """A printable name for logs and audit fields."""
         return self.email or self.common_name or self.subject
 
-    def names(self) -> Principal:
-        """The names operator grants match this identity by."""
-        return Principal(email=self.email, common_name=self.common_name, groups=self.groups)
 
-
-def access_missing(message: str) -> ApiError:
-    return ApiError(401, "access_token_missing", message)
-
-
-def access_invalid(message: str) -> ApiError:
+def _invalid(message: str) -> ApiError:
     return ApiError(403, "access_token_invalid", message)
 
 
@@ -102,15 +77,7 @@ _MAX_CACHES = 32
 
 def team_domain(raw: str) -> str:
     """`acme.cloudflareaccess.com` from any of `acme.cloudflareaccess.com`, `https://…/`."""
-    value = raw.strip()
-    for prefix in ("https://", "http://"):
-        if value.startswith(prefix):
-            value = value[len(prefix) :]
-    return value.rstrip("/")
-
-
-def certs_url(domain: str) -> str:
-    return f"https://{team_domain(domain)}/cdn-cgi/access/certs"
+    return raw.strip().removeprefix("https://").removeprefix("http://").rstrip("/")
 
 
 def parse_jwks(document: Any) -> dict[str, RsaPublicJwk]:
@@ -124,14 +91,10 @@ def parse_jwks(document: Any) -> dict[str, RsaPublicJwk]:
         if not isinstance(entry, dict) or entry.get("kty") != "RSA":
             continue
         kid, n, e = entry.get("kid"), entry.get("n"), entry.get("e")
-        if not (isinstance(kid, str) and isinstance(n, str) and isinstance(e, str)):
-            continue
-        if entry.get("use", "sig") != "sig" or entry.get("alg", "RS256") != "RS256":
-            continue
-        try:
-            keys[kid] = RsaPublicJwk(n=n, e=e)
-        except ValueError:
-            continue
+        usable = entry.get("use", "sig") == "sig" and entry.get("alg", "RS256") == "RS256"
+        if usable and isinstance(kid, str) and isinstance(n, str) and isinstance(e, str):
+            with contextlib.suppress(ValueError):
+                keys[kid] = RsaPublicJwk(n=n, e=e)
     return keys
 
 
@@ -149,17 +112,6 @@ def _token_from(request: HttpRequest) -> str | None:
     return None
 
 
-def _cache_for(url: str, bindings: Bindings) -> JwksCache:
-    key = (url, id(bindings.http_transport))
-    cache = _CACHES.get(key)
-    if cache is None:
-        if len(_CACHES) >= _MAX_CACHES:
-            _CACHES.pop(next(iter(_CACHES)))
-        cache = JwksCache(transport=bindings.http_transport)
-        _CACHES[key] = cache
-    return cache
-
-
 async def _fetch_jwks(url: str, bindings: Bindings) -> dict[str, RsaPublicJwk]:
     try:
         async with bindings.http_client(timeout=5.0) as client:
@@ -175,8 +127,12 @@ async def _fetch_jwks(url: str, bindings: Bindings) -> dict[str, RsaPublicJwk]:
 
 async def signing_key(kid: str, bindings: Bindings) -> RsaPublicJwk | None:
     """The key for `kid`: from the cache while fresh; refetched when stale or unknown."""
-    url = certs_url(bindings.settings.access_team_domain)
-    cache = _cache_for(url, bindings)
+    url = f"https://{team_domain(bindings.settings.access_team_domain)}/cdn-cgi/access/certs"
+    cache = _CACHES.get(key := (url, id(bindings.http_transport)))
+    if cache is None:
+        if len(_CACHES) >= _MAX_CACHES:
+            _CACHES.pop(next(iter(_CACHES)))
+        cache = _CACHES[key] = JwksCache(transport=bindings.http_transport)
     now = bindings.clock.now()
     age = None if cache.fetched_at is None else now - cache.fetched_at
     stale = age is None or age >= JWKS_TTL_SECONDS
@@ -228,24 +184,20 @@ async def verify_access_token(token: str, bindings: Bindings) -> AccessIdentity:
     if bindings.signatures is None:
         raise ApiError(503, "access_not_configured", "this deployment has no signature verifier")
     issuer = f"https://{team_domain(settings.access_team_domain)}"
-    rules = JwtRules(
-        algorithm="RS256",
-        issuer=issuer,
-        audience=settings.access_aud,
-        leeway_seconds=LEEWAY_SECONDS,
-        max_chars=MAX_TOKEN_BYTES,
-    )
-
-    async def key_for(kid: str) -> RsaPublicJwk | None:
-        return await signing_key(kid, bindings)
-
+    rules = JwtRules("RS256", issuer, settings.access_aud, LEEWAY_SECONDS, MAX_TOKEN_BYTES)
     try:
-        claims = await verify_jwt(token, rules, key_for, bindings.signatures, bindings.clock.now())
+        claims = await verify_jwt(
+            token,
+            rules,
+            lambda kid: signing_key(kid, bindings),
+            bindings.signatures,
+            bindings.clock.now(),
+        )
     except JwtRefused as refused:
-        raise access_invalid(_ACCESS_MESSAGES.get(refused.reason, refused.message)) from None
+        raise _invalid(_ACCESS_MESSAGES.get(refused.reason, refused.message)) from None
     identity = _identity(claims, issuer)
     if identity.email is None and identity.common_name is None:
-        raise access_invalid("token names neither a user (email) nor a service token")
+        raise _invalid("token names neither a user (email) nor a service token")
     return identity
 
 
@@ -253,7 +205,8 @@ async def require_access(request: HttpRequest, bindings: Bindings) -> AccessIden
     """The gate: the caller's identity, or `ApiError` 401 (no token) / 403 (bad token)."""
     token = _token_from(request)
     if not token:
-        raise access_missing(f"this route needs a Cloudflare Access token ({ACCESS_HEADER})")
+        message = f"this route needs a Cloudflare Access token ({ACCESS_HEADER})"
+        raise ApiError(401, "access_token_missing", message)
     return await verify_access_token(token, bindings)
 
 
@@ -265,7 +218,7 @@ async def operator(
     (`authorization.operator_grants`); else 403 `tenant_forbidden` and nothing runs."""
     identity = await require_access(request, bindings)
     tenant = params.get("tenant")
-    if not await granted(identity.names(), tenant, bindings):
+    if not await granted(identity, tenant, bindings):
         target = f"tenant {tenant!r}" if tenant is not None else "cross-tenant routes"
         raise ApiError(403, "tenant_forbidden", f"this identity has no grant for {target}")
     return identity

@@ -1,21 +1,14 @@
-"""The admin agent routes (Cloudflare Access gated): runs, outcomes, workflows and workflow
-packs; the only routes that call the AgentRuntime Durable Object themselves.
+"""The admin agent routes (Access gated): runs, outcomes, workflows and workflow packs; the
+only routes that call the AgentRuntime Durable Object themselves.
 
-After the gate, the body and the query (the router), the agent type is checked (404
-`unknown_agent_type`); only a request that passed all of that reaches storage. The object's
-errors come back as `{"error": {"status", "code", "message"}}` (`agent_runtime_do.protocol`)
-and are answered as they are.
-
-Packs (ADR-29) promote a proven workflow for every agent of a type: promotion asks the named
-instance's object for its pack candidates (enough pulls, posterior mean above the
-threshold) and refuses a workflow that is not one (409 `not_a_pack_candidate`, nothing
-written).
+The agent type is checked (404 `unknown_agent_type`) before storage; the object's errors
+(`agent_runtime_do.protocol`) are answered as they are. Promotion (ADR-29) asks the
+instance's object for its pack candidates and refuses any other workflow (409
+`not_a_pack_candidate`, nothing written).
 """
 
 from __future__ import annotations
 
-import json
-import unicodedata
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -35,9 +28,8 @@ from agent_memory.tiers.procedural import DEFAULT_MIN_MEAN, DEFAULT_MIN_PULLS, P
 from agent_runtime_do.protocol import MAX_INPUT_CHARS, TASK_TYPE_PATTERN, RunResult
 from bindings.environment import Bindings
 from worker.errors import ApiError
-from worker.router import Call
+from worker.router import Call, Metadata, Subject
 
-MAX_METADATA_BYTES = 4096
 PACK_NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,63}$"
 
 
@@ -52,29 +44,14 @@ class RunBody(BaseModel):
     input: str = Field(min_length=1, max_length=MAX_INPUT_CHARS)
     instance_id: str = Field(default=DEFAULT_INSTANCE, pattern=INSTANCE_PATTERN)
     task_type: str | None = Field(default=None, pattern=TASK_TYPE_PATTERN)
-    subject: str | None = Field(default=None, min_length=1, max_length=256)
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    subject: Subject | None = None
+    metadata: Metadata = Field(default_factory=dict)
 
     @field_validator("input")
     @classmethod
     def _not_blank(cls, value: str) -> str:
         if not value.strip():
             raise ValueError("input must not be blank")
-        return value
-
-    @field_validator("subject")
-    @classmethod
-    def _printable_subject(cls, value: str | None) -> str | None:
-        # Subjects are matched, erased and shown as identifiers: no control characters.
-        if value is not None and any(unicodedata.category(c) == "Cc" for c in value):
-            raise ValueError("subject must not contain control characters")
-        return value
-
-    @field_validator("metadata")
-    @classmethod
-    def _small_metadata(cls, value: dict[str, Any]) -> dict[str, Any]:
-        if len(json.dumps(value, ensure_ascii=False).encode()) > MAX_METADATA_BYTES:
-            raise ValueError(f"metadata must be at most {MAX_METADATA_BYTES} bytes of JSON")
         return value
 
 

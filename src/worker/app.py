@@ -1,13 +1,9 @@
 """The Worker's request handling in plain Python: the route table, limits and error mapping.
 
-`handle` is what the Cloudflare entry (`worker.entry.Default.fetch`) and the local runtime
-both call. `ROUTES` is the API: one `Route` per route (handler, auth, models, status); the
-router serves it (`worker.router`) and `worker.openapi` documents it.
-
-Importing this module is part of the Worker's start-up (what the deploy snapshots, under
-Cloudflare's start-up CPU limit). Only health and the tool gateway (the KV-only hot path,
-MCP) are imported here; every other route is `lazy("module:attribute")`, loaded with its
-models on its first request (docs/pyodide.md "Start-up"; tests/core/test_startup_imports.py).
+`handle` is what the Cloudflare entry and the local runtime call; `ROUTES` is the API
+(served by `worker.router`, documented by `worker.openapi`). Importing this module is part
+of the start-up snapshot: only health and the gateway's hot path and MCP are imported here;
+every other route is `lazy("module:attribute")` (docs/pyodide.md "Start-up").
 """
 
 from __future__ import annotations
@@ -99,13 +95,13 @@ def routes(memory_tools: MemoryDispatcherFactory | None = SemanticDispatcher) ->
         # may consent, for a tenant among their grants), token / revocation / registration, and
         # an operator's list / revoke of a tenant's connected clients.
         Route("GET", "/.well-known/oauth-authorization-server",
-              lazy("worker.oauth.metadata:authorization_server_route"),
+              lazy("worker.oauth.protocol:authorization_server_route"),
               "OAuth 2.0 authorization server metadata (RFC 8414)", "oauth"),
         Route("GET", "/.well-known/oauth-protected-resource",
-              lazy("worker.oauth.metadata:protected_resource_route"),
+              lazy("worker.oauth.protocol:protected_resource_route"),
               "Protected resource metadata (RFC 9728)", "oauth"),
         Route("GET", "/.well-known/oauth-protected-resource/mcp",
-              lazy("worker.oauth.metadata:mcp_protected_resource_route"),
+              lazy("worker.oauth.protocol:protected_resource_route"),
               "Protected resource metadata of /mcp (RFC 9728)", "oauth"),
         Route("GET", "/authorize", lazy("worker.oauth.authorize:authorize_get"),
               "Authorization endpoint (Cloudflare Access): the consent page", "oauth"),

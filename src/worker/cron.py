@@ -1,8 +1,6 @@
-"""The scheduled handler: maps a cron expression to the job it runs.
-
-Crons are declared in wrangler.toml `[triggers]` too (a test checks both agree). The jobs
-(`worker.lifecycle_jobs`) import on the first scheduled event, not at start-up
-(docs/pyodide.md "Start-up").
+"""The scheduled handler: maps a cron expression to the job it runs. Crons are declared in
+wrangler.toml `[triggers]` too (a test checks both agree); the jobs import on the first
+scheduled event, not at start-up (docs/pyodide.md "Start-up").
 """
 
 from __future__ import annotations
@@ -18,9 +16,7 @@ log = logging.getLogger(__name__)
 
 WEEKLY_PRUNE = "0 3 * * SUN"
 DAILY_BRIEF = "0 6 * * *"
-
 Job = Callable[[Bindings, float], Awaitable[dict[str, Any]]]
-
 JOBS: dict[str, Job | LazyHandler] = {
     WEEKLY_PRUNE: LazyHandler("worker.lifecycle_jobs:weekly_prune"),
     DAILY_BRIEF: LazyHandler("worker.lifecycle_jobs:daily_brief"),

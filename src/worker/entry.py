@@ -1,14 +1,10 @@
 """The Worker's main module: the only file that imports `workers` (the Pyodide SDK).
 
-It converts at the edge and nothing more: `workers.Request` -> `HttpRequest`, then
-`worker.app.handle`, then `HttpResponse` -> `workers.Response`; cron events go to
-`worker.cron.run_scheduled`; the `AgentRuntime` Durable Object forwards RPC and its alarm
-to `AgentRuntimeCore` (imported on the first object: `worker.runtime_core`). Durable
-Object classes must live in (or be imported into) the main module: workerd finds them by
-scanning it (WD `introspection.py`).
-
-Snapshot rules: nothing at module level reads time, randomness, env or I/O; bindings are
-built inside each handler.
+It converts and nothing more: `workers.Request` -> `HttpRequest` -> `worker.app.handle` ->
+`workers.Response`; cron events go to `worker.cron`; the `AgentRuntime` Durable Object
+forwards to `AgentRuntimeCore` (`worker.runtime_core`). Durable Object classes must live in
+the main module (workerd scans it). Snapshot rules: nothing at module level reads time,
+randomness, env or I/O.
 """
 
 from __future__ import annotations
@@ -73,27 +69,16 @@ class Default(WorkerEntrypoint):
 
 
 def request_method(request: Request) -> str:
-    """The request's method string as the client sent it (the router answers 404/405).
-
-    Not `request.method`: the SDK's property is `HTTPMethod[...]`, which raises for any
-    method outside Python's enum (`PROPFIND`, `REPORT`; tests/workerd). A lower-case
-    method never gets here in workerd: its HTTP server answers 501 to one on the wire, and
-    a Request built inside workerd is upper-cased (compat flag upper_case_all_http_methods);
-    a runtime that keeps the Fetch standard's case (tests/pyodide/py/test_entry.py, a Node
-    Request) gets it verbatim too.
-    """
+    """The method as the client sent it (the router answers 404/405). Not `request.method`:
+    the SDK's `HTTPMethod[...]` raises for a method outside Python's enum (`PROPFIND`;
+    tests/workerd). workerd upper-cases methods (upper_case_all_http_methods)."""
     return str(request.js_object.method)
 
 
 async def read_body(request: Request, limit: int) -> bytes | None:
-    """The request body, or None as soon as more than `limit` bytes have arrived.
-
-    Read from the body's stream chunk by chunk (`ReadableStream.getReader()`), so a body
-    sent without Content-Length (chunked) holds at most `limit` bytes plus the one chunk
-    that passed the limit; the rest is never read (the stream is cancelled).
-    `request.bytes()` would buffer all of it first, however large (tests/workerd: a chunked
-    2 MiB body was read whole, and a body that never ends was waited for forever).
-    """
+    """The request body, or None as soon as more than `limit` bytes have arrived: read chunk
+    by chunk from its stream, which is cancelled then. `request.bytes()` would buffer all of
+    a chunked body first, however large, or wait forever for one that never ends."""
     stream = request.js_object.body
     if stream is None or stream is jsnull:  # no body (GET, HEAD, an empty POST)
         return b""
@@ -145,20 +130,15 @@ class AgentRuntime(DurableObject):  # type: ignore[no-untyped-call,unused-ignore
         return await self._core.call("ping", _payload(payload))
 
     async def alarm(self, alarm_info: Any = None) -> None:
-        """The alarm handler (docs: durable-objects/api/alarms.mdx): `alarmInfo` has
-        `retryCount` / `isRetry`. The core clears, retries and reports, then sets the next
-        alarm itself; an exception here makes Cloudflare retry (2 s backoff, 6 times)."""
+        """The core clears, retries and reports, then sets the next alarm itself; an exception
+        here makes Cloudflare retry (2 s backoff, 6 times; durable-objects/api/alarms.mdx)."""
         await self._core.alarm(alarm_retry_count(alarm_info))
 
 
 def alarm_retry_count(alarm_info: Any) -> int:
-    """`alarmInfo.retryCount`, however the runtime hands it over.
-
-    workerd passes an `AlarmInvocationInfo` (a JS class instance with `scheduledTime`,
-    `retryCount` and `isRetry`, not a plain object): `to_py` leaves such an object a JsProxy,
-    so it is read as an attribute. A plain object (or dict) works too; absent or undefined
-    means a first try.
-    """
+    """`alarmInfo.retryCount`: workerd passes an `AlarmInvocationInfo` (a JS class instance,
+    which `to_py` leaves a JsProxy: read as an attribute); a plain object works too; absent
+    means a first try."""
     if alarm_info is None:
         return 0
     info = to_py(alarm_info)

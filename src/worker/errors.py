@@ -1,23 +1,10 @@
-"""The edge's error constructors. Every failure the edge returns is an `ApiError`
-(`http_messages.errors`, the one error type the edge and the gateway share):
-`{"error": {"code", "message"[, "details"]}}` with a stable code.
-"""
+"""The edge's error constructors; every failure the edge returns is an `ApiError`."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from http_messages.errors import ApiError
-
-__all__ = [
-    "ApiError",
-    "internal_error",
-    "invalid_json",
-    "method_not_allowed",
-    "not_found",
-    "payload_too_large",
-    "validation_error",
-]
+from http_messages import ApiError as ApiError
 
 
 def not_found(message: str = "no such route") -> ApiError:

@@ -1,25 +1,15 @@
-"""The memory inspector's routes (Cloudflare Access gated; docs/inspector.md): the tenant list
-(platform admins only: it names no tenant), facts with their status and history, memory
-events, episodes by id, "why this recall" (ranked results with each channel's rank and raw
-score and the weighted score parts), and the admin fact delete.
+"""The memory inspector's routes (Access gated; docs/inspector.md): tenants (platform admins),
+facts with status and history, events, episodes by id, "why this recall", and the admin
+fact delete.
 
-Every route but the delete only reads: the explain runs the recall pipeline with
-`record=False`, so it updates no recall stats and writes no `memory_retrieved` event.
-
-The delete removes the fact's D1 row and its Vectorize vector (admin only, ADR-0030: agents
-store corrections, they do not delete). It is idempotent: an absent fact answers 200 with
-`"deleted": false`, and a vector a failed earlier delete left behind is removed too.
-`complete: false` means the row is gone but the vector delete failed: recall already ignores
-that vector (it has no row), and repeating the DELETE removes it.
-
-Errors: 422 `invalid_path` (fact id), `validation_error`, `invalid_cursor`; 404
-`fact_not_found`; 503 `episodic_unavailable` (no D1), `semantic_unavailable` (no Vectorize;
-the explain also needs an embedder).
+All but the delete only read: the explain ranks with `record=False`. The delete (ADR-0030:
+agents store corrections, they do not delete) is idempotent; `complete: false` means the row
+is gone but the vector delete failed (recall ignores it; repeating the DELETE removes it).
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -240,39 +230,21 @@ async def explain_recall(call: Call[ExplainBody, None]) -> ExplainResponse:
     except MemoryInputError as exc:
         raise ApiError(422, exc.code, exc.message, {"problems": exc.problems}) from None
     items: list[ExplainItem] = []
+    fields = {"fact_id", "content", "subject", "predicate", "object", "agent_type"}
     for position, hit in enumerate(ranked.results, start=1):
         b = hit.breakdown
-        values: dict[ScorePart, float] = {
-            "relevance": b.relevance,
-            "recency": b.recency,
-            "confidence": b.confidence,
-            "density": b.density,
+        parts = {
+            name: ExplainPart(value=v, weight=w, weighted=v * w)
+            for name in get_args(ScorePart)
+            for v, w in [(getattr(b, name), b.weights.get(name, 0.0))]
         }
-        parts: dict[ScorePart, ExplainPart] = {
-            name: ExplainPart(
-                value=value,
-                weight=b.weights.get(name, 0.0),
-                weighted=value * b.weights.get(name, 0.0),
-            )
-            for name, value in values.items()
+        channels = {
+            name: ExplainChannel(rank=d.rank, raw=d.raw, normalized=d.normalized)
+            for name, d in hit.channels.items()
         }
-        fact = hit.fact
+        fact = {name: getattr(hit.fact, name) for name in fields}
         items.append(
-            ExplainItem(
-                rank=position,
-                fact_id=fact.fact_id,
-                content=fact.content,
-                subject=fact.subject,
-                predicate=fact.predicate,
-                object=fact.object,
-                agent_type=fact.agent_type,
-                score=hit.score,
-                parts=parts,
-                channels={
-                    name: ExplainChannel(rank=d.rank, raw=d.raw, normalized=d.normalized)
-                    for name, d in hit.channels.items()
-                },
-            )
+            ExplainItem(rank=position, score=hit.score, parts=parts, channels=channels, **fact)
         )
     return ExplainResponse(
         tenant=tenant, query=body.query, results=items, candidates=ranked.candidates

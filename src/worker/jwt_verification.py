@@ -1,31 +1,15 @@
 """The one path that verifies a JWT the Worker accepts: Cloudflare Access assertions
 (RS256, `worker.access`) and agent memory tokens (HS256, `worker.memory_tokens`).
 
-`await verify_jwt(token, rules, key_for, signatures, now)` returns the token's claims, or
-raises `JwtRefused` with a stable `reason` (each caller turns it into its own error code).
-In this order:
-
-1. **shape** — at most `rules.max_chars`, ASCII, three non-empty base64url segments; anything
-   else is refused before it is parsed, so a malformed token is the caller's 401/403 and
-   never a 500 (a non-ASCII payload segment once reached `.encode("ascii")` and gave 500);
-2. **parsing and claims** by PyJWT (`jwt.decode_complete`, with PyJWT's own signature check
-   off: the signature is the port's, below): base64url, header and payload JSON objects,
-   `iss` equal to `rules.issuer`, `aud` (a string or a list) containing `rules.audience`,
-   the `rules.required` claims present, `sub` and `jti` strings when present;
-3. **header** — `alg` exactly `rules.algorithm` (no `none`, no RS/HS confusion), `kid` a
-   string, no `crit` extension (we understand none, RFC 7515 §4.1.11);
-4. **key** — `await key_for(kid)`; None (an unknown kid) is refused;
-5. **signature** over the first two segments through the `Signatures` port (WebCrypto on
-   Cloudflare, `cryptography` locally): HMAC-SHA256 for HS256, RSASSA-PKCS1-v1_5 SHA-256
-   for RS256;
-6. **times** against `now` (the Clock port's, which tests and the dev runtime set; PyJWT
-   reads the wall clock): `exp` required and a JSON number — not a string such as
-   `"1760000000"`, which PyJWT's `int()` would take, not a boolean — with
-   `now <= exp + rules.leeway_seconds`; `nbf` and `iat`, when present, numbers no later
-   than `now + rules.leeway_seconds`.
-
-Claims are returned only after every step passed: no path hands out claims whose
-signature was not checked. No cryptography is written here.
+`verify_jwt` returns the claims or raises `JwtRefused` with a stable `reason`, in this
+order: shape (length, ASCII, three base64url segments: a malformed token is a 401/403,
+never a 500); PyJWT parsing with `iss`, `aud` and required claims (its signature and time
+checks off); header (`alg` exactly the rule's: no `none`, no RS/HS confusion; a `kid`; no
+`crit`); the key (`key_for(kid)`, None refused); the signature through the `Signatures`
+port (WebCrypto on Cloudflare, `cryptography` locally); times against the Clock port's
+`now` (PyJWT reads the wall clock): `exp` required and a JSON number (not `"1760000000"`,
+not a boolean), `nbf`/`iat` numbers not in the future, all with leeway. No claims leave
+before every step passed; no cryptography is written here.
 """
 
 from __future__ import annotations
@@ -46,16 +30,9 @@ KeyLookup = Callable[[str], Awaitable[VerificationKey | None]]
 _SHAPE = re.compile(r"[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+")
 
 Reason = Literal[
-    "malformed",
-    "algorithm",
-    "unknown_key",
-    "signature",
-    "issuer",
-    "audience",
-    "claims",
-    "expired",
-    "not_yet_valid",
-]
+    "malformed", "algorithm", "unknown_key", "signature", "issuer", "audience", "claims",
+    "expired", "not_yet_valid",
+]  # fmt: skip
 
 
 class JwtRefused(Exception):
@@ -88,7 +65,6 @@ def _check_shape(token: str, max_chars: int) -> None:
 
 
 def _parse(token: str, rules: JwtRules) -> dict[str, Any]:
-    """Step 2: PyJWT decodes the token and checks its issuer, audience and claim types."""
     # Imported when first used: PyJWT (with urllib) is not needed to start the Worker.
     import jwt
 
@@ -96,9 +72,10 @@ def _parse(token: str, rules: JwtRules) -> dict[str, Any]:
         decoded: dict[str, Any] = jwt.decode_complete(
             token,
             algorithms=[rules.algorithm],
+            # The signature is the Signatures port's; PyJWT's times use the wall clock, so
+            # `_check_times` checks them against the Clock port. With the signature off,
+            # PyJWT skips aud/iss/sub/jti unless told: each is named.
             options={
-                # The signature is checked by the Signatures port (step 5); PyJWT's times
-                # use the wall clock, so step 6 checks them against the Clock port.
                 "verify_signature": False,
                 "verify_aud": True,
                 "verify_iss": True,
@@ -139,16 +116,13 @@ def _number(value: Any) -> TypeGuard[int | float]:
 
 
 def _check_times(claims: dict[str, Any], now: float, leeway: float) -> None:
-    """Step 6: `exp` (required), `nbf` and `iat` as JSON numbers, against the Clock's now."""
     exp = claims.get("exp")
     if not _number(exp):
         raise JwtRefused("claims", "token has no numeric 'exp' claim")
     if now > exp + leeway:
         raise JwtRefused("expired", "token has expired")
     for name in ("nbf", "iat"):
-        if name not in claims:
-            continue
-        value = claims[name]
+        value = claims.get(name, 0)
         if not _number(value):
             raise JwtRefused("claims", f"token {name!r} claim is not a number")
         if now + leeway < value:
@@ -169,8 +143,8 @@ async def _signature_verifies(
 async def verify_jwt(
     token: str, rules: JwtRules, key_for: KeyLookup, signatures: Signatures, now: float
 ) -> dict[str, Any]:
-    """The claims of `token` when it passes every step of the module docstring; otherwise
-    `JwtRefused`. Errors of `key_for` (a JWKS outage, say) propagate unchanged."""
+    """The claims of `token` when it passes every step (module docstring); else `JwtRefused`.
+    Errors of `key_for` (a JWKS outage, say) propagate unchanged."""
     _check_shape(token, rules.max_chars)
     decoded = _parse(token, rules)
     header: dict[str, Any] = decoded["header"]

@@ -1,14 +1,10 @@
 """The lifecycle's cron jobs (`worker.cron.JOBS`).
 
-* `weekly_prune` (`0 3 * * SUN`): prune job `weekly-{ISO week}`, cutoffs fixed at the cron's
-  scheduled time (`agent_memory.lifecycle.prune`); a retried invocation continues the job.
-* `daily_brief` (`0 6 * * *`): the per-tenant brief, then, within the invocation's budget:
-  resume an unfinished prune, index facts written before migration 0009 (`REINDEX_BUDGET`),
-  write back the recall records D1 refused and KV kept (`WRITE_BACK_PER_RUN`), reconcile
-  every tenant and re-wrap data keys after a KEK rotation.
-
-Both return a JSON-able dict (what `wrangler dev`'s scheduled route and the local runtime
-print). A missing binding is reported, not raised: a cron has no caller to answer.
+`weekly_prune`: job `weekly-{ISO week}`, cutoffs fixed at the scheduled time (a retry
+continues the job). `daily_brief`: the brief, then within the invocation's budget: resume
+an unfinished prune, index pre-0009 facts, write back recall records KV kept, reconcile
+every tenant, re-wrap data keys after a KEK rotation. A missing binding is reported, not
+raised: a cron has no caller to answer.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""The memory lifecycle's admin routes (Cloudflare Access gated; docs/lifecycle.md): settings
-and today's brief, retention overrides, prune now, reconcile, subject erase, and the
-namespace backfill.
-
-`{subject}` is percent-decoded once by the router, so a subject with `/` or spaces is sent
-encoded and a `%` as `%25`. Bodies are strict: `{"dry_run": 0}` is refused, not a real
-prune. 503 when a binding the route needs is missing.
+"""The memory lifecycle's admin routes (Access gated; docs/lifecycle.md): settings and today's
+brief, retention overrides, prune now, reconcile, subject erase, the namespace backfill.
+503 when a binding the route needs is missing.
 """
 
 from __future__ import annotations
@@ -89,18 +85,13 @@ def _db(bindings: Bindings) -> D1Database:
     return bindings.db
 
 
-def _now_ms(bindings: Bindings) -> int:
-    return int(bindings.clock.now() * 1000)
-
-
 async def get_tenant_lifecycle(call: Call[None, None]) -> LifecycleView:
     tenant, bindings = call.params["tenant"], call.bindings
     db = _db(bindings)
     days = bindings.settings.episode_retention_days
     settings = await get_lifecycle(db, tenant, days)
-    brief = await build_brief(
-        db, now_ms=_now_ms(bindings), default_retention_days=days, tenants=[tenant]
-    )
+    now_ms = int(bindings.clock.now() * 1000)
+    brief = await build_brief(db, now_ms=now_ms, default_retention_days=days, tenants=[tenant])
     return LifecycleView(settings=settings, brief=brief.tenants[0])
 
 
@@ -111,7 +102,7 @@ async def put_tenant_lifecycle(call: Call[LifecycleUpdate, None]) -> LifecycleSe
         call.params["tenant"],
         call.body,
         default_days=bindings.settings.episode_retention_days,
-        now_ms=_now_ms(bindings),
+        now_ms=int(bindings.clock.now() * 1000),
         updated_by=call.operator.principal,
     )
     return LifecycleSettingsView(settings=settings)
@@ -122,7 +113,7 @@ async def prune_tenant(call: Call[PruneBody, None]) -> PruneView:
     pruner = make_pruner(bindings)
     if pruner is None:
         raise ApiError(503, "lifecycle_unavailable", "the prune needs the DB and COLD bindings")
-    now_ms = _now_ms(bindings)
+    now_ms = int(bindings.clock.now() * 1000)
     if call.body.dry_run:
         report = await pruner.dry_run(now_ms, tenants=[tenant])
     else:
@@ -134,11 +125,8 @@ async def prune_tenant(call: Call[PruneBody, None]) -> PruneView:
 async def reconcile_tenant(call: Call[EmptyBody, None]) -> ReconcileReport:
     reconciler = Memory(call.bindings, call.params["tenant"]).reconciler()
     if reconciler is None:
-        raise ApiError(
-            503,
-            "lifecycle_unavailable",
-            "the reconciler needs the DB and VECTORIZE bindings and an embedder",
-        )
+        needs = "the reconciler needs the DB and VECTORIZE bindings and an embedder"
+        raise ApiError(503, "lifecycle_unavailable", needs)
     return await reconciler.run()
 
 
@@ -162,19 +150,13 @@ async def erase_subject(call: Call[None, None]) -> EraseView:
 
 
 async def backfill_tenant_namespace(call: Call[BackfillBody, None]) -> BackfillView:
-    """One bounded step of the namespace backfill (`agent_memory.tiers.working`); repeat
-    with `next_cursor` until it is null. Never deletes a key."""
+    """One bounded step of the namespace backfill; repeat with `next_cursor` until null."""
     tenant, body, bindings = call.params["tenant"], call.body, call.bindings
     if bindings.kv is None:
         raise ApiError(503, "kv_unavailable", "the KV binding is missing")
     try:
         report = await backfill_namespace(
-            bindings.kv,
-            bindings.clock,
-            tenant=tenant,
-            dry_run=body.dry_run,
-            cursor=body.cursor,
-            max_keys=body.max_keys,
+            bindings.kv, bindings.clock, tenant=tenant, **body.model_dump()
         )
     except BindingLimitError:
         raise ApiError(422, "invalid_cursor", "cursor is not one this route returned") from None

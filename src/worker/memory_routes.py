@@ -1,36 +1,20 @@
-"""The uniform memory API over the four tiers (ADR-29), behind agent-scoped memory tokens, and
-its reads through the hot/warm/cold client (docs/memory-api.md, docs/tiered-memory.md).
+"""The uniform memory API over the four tiers (ADR-29; docs/memory-api.md,
+docs/tiered-memory.md), behind agent-scoped memory tokens.
 
-Every route here is `auth=MEMORY_TOKEN`: the router verifies the Bearer token first
-(`worker.memory_tokens.agent_token`); the tenant is the token's, the path's `agent_id` must
-be the token's (403 `agent_forbidden`), the tier one of its `tiers` (403 `tier_forbidden`)
-and the operation in its `scopes` (403 `scope_forbidden`). Nothing is read or written
-before those checks.
-
-GET with `tier` lists that tier (working in key order, episodic and semantic newest first,
-procedural by workflow), or ranks it for `query`; with `query` and no `tier` it ranks every
-tier the token may read (procedural only with `agent_type`) into one list. `next_cursor`
-continues the same listing (422 `invalid_cursor` for another listing's cursor).
-
-Writes: working TTL 60-3600 s and its 128 KiB budget (413
-`working_memory_budget_exceeded`); episodic TTL up to the tenant's retention; semantic
-values are plain text learned as facts (`ttl` sets `valid_to`); procedural is read-only
-(405 `procedural_read_only`, `Allow: GET`); semantic deletes are admin-only (405
-`semantic_delete_admin_only`, `Allow: GET, POST`). Keys follow the working-memory key rule
-(422 `invalid_key`). A refused write writes nothing.
-
-The episode read goes hot (KV) → warm (D1) → cold (R2 and its index), promoting a warm or
-cold hit to hot (never an item marked personal), and says where it found it. Its key is
-built from the token's tenant and the path's agent, so a caller names only its own
-namespace. The archive listings page the cold index newest first (an agent's, or an
-operator's view of one subject across the tenant's agents, Access gated).
+Before anything is read or written: the path's `agent_id` must be the token's (403
+`agent_forbidden`), the tier one of its `tiers` (`tier_forbidden`), the operation in its
+`scopes` (`scope_forbidden`). GET lists a tier or ranks it (or every readable tier) for a
+`query`; `next_cursor` is bound to its listing (422 `invalid_cursor`). Procedural is
+read-only (405 `procedural_read_only`); semantic deletes are admin-only (405
+`semantic_delete_admin_only`). A refused write writes nothing. The episode read goes hot →
+warm → cold, promoting a hit to hot (never a personal item); the archive listings page the
+cold index newest first.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import unicodedata
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -53,16 +37,11 @@ from agent_memory.tiers.working import (
 from bindings.environment import Bindings
 from worker.errors import ApiError
 from worker.memory_tokens import MemoryTier, MemoryTokenClaims, Scope
-from worker.router import Call
+from worker.router import Call, Metadata, Subject, has_control
 
 PROMOTION_ROUTE = "POST /admin/tenants/{tenant}/agents/{agent_type}/packs"
 MAX_VALUE_CHARS = 32_768
 MIN_TTL_SECONDS = 60
-MAX_METADATA_BYTES = 4096
-
-
-def _has_control(value: str | None) -> bool:
-    return value is not None and any(unicodedata.category(c) == "Cc" for c in value)
 
 
 class MemoryQuery(BaseModel):
@@ -83,7 +62,7 @@ class MemoryQuery(BaseModel):
     @field_validator("query")
     @classmethod
     def _printable(cls, value: str | None) -> str | None:
-        if value is not None and (not value.strip() or _has_control(value)):
+        if value is not None and (not value.strip() or has_control(value)):
             raise ValueError("query must be non-blank text without control characters")
         return value
 
@@ -110,7 +89,7 @@ class MemoryWrite(BaseModel):
     key: str = Field(min_length=1, max_length=128)
     value: Any
     ttl: int | None = Field(default=None, ge=MIN_TTL_SECONDS)
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: Metadata = Field(default_factory=dict)
 
     @field_validator("value")
     @classmethod
@@ -118,13 +97,6 @@ class MemoryWrite(BaseModel):
         # null would read back as "missing" (working) or an empty episode: refuse it.
         if value is None:
             raise ValueError("value must not be null; DELETE the key instead")
-        return value
-
-    @field_validator("metadata")
-    @classmethod
-    def _small(cls, value: dict[str, Any]) -> dict[str, Any]:
-        if len(json.dumps(value, ensure_ascii=False).encode()) > MAX_METADATA_BYTES:
-            raise ValueError(f"metadata must be at most {MAX_METADATA_BYTES} bytes of JSON")
         return value
 
 
@@ -164,14 +136,7 @@ class ArchivePageQuery(BaseModel):
 class ArchiveQuery(ArchivePageQuery):
     """Query of `GET /api/v1/memory/{agent_id}/archive`."""
 
-    subject: str | None = Field(default=None, min_length=1, max_length=256)
-
-    @field_validator("subject")
-    @classmethod
-    def _printable(cls, value: str | None) -> str | None:
-        if _has_control(value):
-            raise ValueError("subject must not contain control characters")
-        return value
+    subject: Subject | None = None
 
 
 class TieredEpisode(BaseModel):
@@ -208,9 +173,6 @@ class SubjectArchivePage(BaseModel):
     next_cursor: str | None
 
 
-# --- authorization ----------------------------------------------------------------------
-
-
 def authorize(claims: MemoryTokenClaims, agent_id: str, tier: str | None, scope: Scope) -> None:
     if not is_instance(agent_id) or agent_id != claims.agent_id:
         raise ApiError(403, "agent_forbidden", "this token is for another agent")
@@ -227,21 +189,10 @@ def _key(raw: str) -> str:
         raise ApiError(422, "invalid_key", str(exc)) from None
 
 
-# --- cursors: an offset bound to the listing it came from -------------------------------
-
-
-def _listing_id(agent_id: str, query: MemoryQuery) -> str:
-    text = json.dumps(
-        [
-            agent_id,
-            query.tier,
-            query.query,
-            query.agent_type,
-            query.valid_from_after,
-            query.valid_from_before,
-        ]
-    )
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+def _listing_id(agent_id: str, q: MemoryQuery) -> str:
+    """What a cursor is bound to: an offset is only good for the listing it came from."""
+    fields = [agent_id, q.tier, q.query, q.agent_type, q.valid_from_after, q.valid_from_before]
+    return hashlib.sha256(json.dumps(fields).encode()).hexdigest()[:16]
 
 
 def _offset(query: MemoryQuery, listing: str) -> int:
@@ -255,13 +206,6 @@ def _offset(query: MemoryQuery, listing: str) -> int:
     if owner != listing or not isinstance(offset, int) or not 0 <= offset <= 100_000:
         raise ApiError(422, "invalid_cursor", "cursor belongs to another listing")
     return offset
-
-
-def _cursor(offset: int, listing: str) -> str:
-    return encode_cursor_value({"o": offset, "l": listing})
-
-
-# --- reads -------------------------------------------------------------------------------
 
 
 async def _embedding_budget(bindings: Bindings, tenant: str) -> None:
@@ -303,10 +247,7 @@ async def read_memory(call: Call[None, MemoryQuery]) -> MemoryPage:
             query.tier, agent_id, limit=query.limit + 1, offset=offset, agent_type=query.agent_type
         )
     else:
-        window = {
-            "valid_from_after": query.valid_from_after,
-            "valid_from_before": query.valid_from_before,
-        }
+        window = query.model_dump(include={"valid_from_after", "valid_from_before"})
         found = await memory.search(
             query.query, searched, agent_id, limit=want, agent_type=query.agent_type, window=window
         )
@@ -319,11 +260,10 @@ async def read_memory(call: Call[None, MemoryQuery]) -> MemoryPage:
         query=query.query,
         tiers_searched=searched,
         items=page[: query.limit],
-        next_cursor=_cursor(offset + query.limit, listing) if more else None,
+        next_cursor=encode_cursor_value({"o": offset + query.limit, "l": listing})
+        if more
+        else None,
     )
-
-
-# --- writes ------------------------------------------------------------------------------
 
 
 def _read_only(tier: str) -> ApiError:
@@ -410,9 +350,6 @@ async def delete_memory(call: Call[None, MemoryDeleteQuery]) -> MemoryDeleted:
     )
 
 
-# --- the hot/warm/cold client -----------------------------------------------------------
-
-
 def _item(tenant: str, agent_id: str, episode_id: str) -> ItemKey:
     try:
         return ItemKey.build(tenant, agent_id, "episode", episode_id)
@@ -445,56 +382,48 @@ async def read_episode(call: Call[None, None]) -> TieredEpisode:
 async def list_archive(call: Call[None, ArchiveQuery]) -> ArchivePage:
     claims, query, agent_id = call.token, call.query, call.params["agent_id"]
     authorize(claims, agent_id, "episodic", "read")
-    namespace = NamespaceKey(SERVICE, claims.tenant, agent_id)
-    items, next_cursor = await _archived(
-        call.bindings, claims.tenant, query, namespace=namespace, subject=query.subject
-    )
+    ns = NamespaceKey(SERVICE, claims.tenant, agent_id)
+    page = await _archived(call.bindings, claims.tenant, query, ns, query.subject)
     return ArchivePage(
         tenant=claims.tenant,
         agent_id=agent_id,
-        namespace_key=namespace.key,
+        namespace_key=ns.key,
         subject=query.subject,
-        items=items,
-        next_cursor=next_cursor,
+        **page,
     )
 
 
 async def _archived(
     bindings: Bindings,
     tenant: str,
-    query: ArchivePageQuery,
-    *,
-    namespace: NamespaceKey | None,
+    q: ArchivePageQuery,
+    ns: NamespaceKey | None,
     subject: str | None,
-) -> tuple[list[ArchivedEpisode], str | None]:
-    """One page of the cold index, each episode read from its archive object."""
+) -> dict[str, Any]:
+    """One page of the cold index (`items`, `next_cursor`), each episode read from its object."""
     memory = Memory(bindings, tenant)
     cold = memory.cold_archive()
     try:
         page = await cold.history(
-            tenant, namespace=namespace, subject=subject, limit=query.limit, cursor=query.cursor
+            tenant, namespace=ns, subject=subject, limit=q.limit, cursor=q.cursor
         )
     except InvalidCursorError:
         raise ApiError(422, "invalid_cursor", "cursor is not one this API issued") from None
     items = []
-    personal = memory.personal
     for entry in page.items:
         text = await cold.download_text(entry.item_key)
         if text is not None:  # erased between the index read and the object read
+            episode = await open_episode_item(text, memory.personal)
             items.append(
                 ArchivedEpisode(
-                    item_key=entry.item_key,
-                    archived_at=entry.archived_at,
-                    episode=await open_episode_item(text, personal),
+                    item_key=entry.item_key, archived_at=entry.archived_at, episode=episode
                 )
             )
-    return items, page.next_cursor
+    return {"items": items, "next_cursor": page.next_cursor}
 
 
 async def subject_archive(call: Call[None, ArchivePageQuery]) -> SubjectArchivePage:
     """An operator's view of one subject's archived history across the tenant's agents."""
     tenant, subject = call.params["tenant"], call.params["subject"]
-    items, next_cursor = await _archived(
-        call.bindings, tenant, call.query, namespace=None, subject=subject
-    )
-    return SubjectArchivePage(tenant=tenant, subject=subject, items=items, next_cursor=next_cursor)
+    page = await _archived(call.bindings, tenant, call.query, None, subject)
+    return SubjectArchivePage(tenant=tenant, subject=subject, **page)

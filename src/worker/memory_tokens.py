@@ -1,21 +1,13 @@
 """Agent-scoped memory tokens (ADR-29): HS256 JWTs that bind tenant, agent, tiers, scopes;
 the gate of every memory-API route, and the operator routes that mint and revoke them.
 
-* Keys: the `MEMORY_TOKEN_KEYS` secret, a JSON object of secrets (32+ characters) by `kid`.
-  New tokens are signed with `MEMORY_TOKEN_KID` (default: the first key) and name it in
-  their header, so a key rotates by adding the new one, making it current, and removing the
-  old one once its tokens expired.
-* Claims: `iss` `agent-memory`, `aud` `agent-memory-api`, `tenant`, `agent_id`, `tiers`,
-  `scopes` (read / write), `iat`, `exp`, `jti` (a ULID). Lifetime 60 s to 30 days.
-* The MAC is the `Signatures` port's (WebCrypto on Cloudflare, `cryptography` locally);
-  minting here is only JSON and base64url framing. Verification is `verify_jwt`
-  (`worker.jwt_verification`), then the claims' model (strict: a string `exp` is refused)
-  and the deny-list.
-* Refusals: 401 `memory_token_missing` (no Bearer token), `memory_token_invalid`,
-  `memory_token_revoked`; 503 `memory_tokens_not_configured` (no keys or no signature
-  verifier: fail closed).
-* Revocation writes `memory_token_revoked:{tenant}:{jti}` to KV with a TTL of the longest
-  token lifetime, so the deny-list cleans itself up; the check is one KV read per request.
+Keys: `MEMORY_TOKEN_KEYS`, a JSON object of secrets (32+ characters) by `kid`; new tokens
+use `MEMORY_TOKEN_KID` (default: the first) and name it, so a key rotates by adding the new
+one, making it current, then removing the old. The MAC is the `Signatures` port's;
+verification is `verify_jwt`, then the claims' strict model, then the deny-list. Refusals:
+401 `memory_token_missing` / `memory_token_invalid` / `memory_token_revoked`, 503
+`memory_tokens_not_configured` (fail closed). Revocation writes
+`memory_token_revoked:{tenant}:{jti}` to KV with the longest token lifetime as TTL.
 """
 
 from __future__ import annotations
@@ -135,7 +127,7 @@ def _signatures(bindings: Bindings) -> Signatures:
 
 
 def _segment(data: bytes) -> str:
-    """One JWT segment: unpadded base64url (RFC 7515 §2), PyJWT's encoding."""
+    """One JWT segment: unpadded base64url (RFC 7515 §2)."""
     import jwt.utils  # when first used, like PyJWT in worker.jwt_verification
 
     return jwt.utils.base64url_encode(data).decode("ascii")
@@ -162,17 +154,11 @@ async def mint_memory_token(bindings: Bindings, tenant: str, request: MintReques
         jti=jti,
     )
     header = {"alg": "HS256", "typ": "JWT", "kid": kid}
-    signing_input = f"{_json_segment(header)}.{_json_segment(claims.model_dump(mode='json'))}"
+    payload = claims.model_dump(mode="json")
+    signing_input = f"{_json_segment(header)}.{_json_segment(payload)}"
     mac = await _signatures(bindings).hmac_sign(keys[kid], signing_input.encode("ascii"))
     return MintedToken(
-        token=f"{signing_input}.{_segment(mac)}",
-        kid=kid,
-        jti=jti,
-        tenant=tenant,
-        agent_id=claims.agent_id,
-        tiers=list(claims.tiers),
-        scopes=list(claims.scopes),
-        expires_at=claims.exp,
+        token=f"{signing_input}.{_segment(mac)}", kid=kid, expires_at=claims.exp, **payload
     )
 
 
@@ -186,14 +172,7 @@ def bearer_token(request: HttpRequest) -> str:
     return token.strip()
 
 
-RULES = JwtRules(
-    algorithm="HS256",
-    issuer=ISSUER,
-    audience=AUDIENCE,
-    leeway_seconds=LEEWAY_SECONDS,
-    max_chars=MAX_TOKEN_CHARS,
-    required=("exp", "iat", "jti"),
-)
+RULES = JwtRules("HS256", ISSUER, AUDIENCE, LEEWAY_SECONDS, MAX_TOKEN_CHARS, ("exp", "iat", "jti"))
 
 
 async def verify_memory_token(token: str, bindings: Bindings) -> MemoryTokenClaims:
@@ -211,7 +190,7 @@ async def verify_memory_token(token: str, bindings: Bindings) -> MemoryTokenClai
         claims = MemoryTokenClaims.model_validate(raw)
     except ValidationError:
         raise _invalid("token claims are not those of an agent memory token") from None
-    if await is_revoked(_kv(bindings), claims.tenant, claims.jti):
+    if await _kv(bindings).get(_revoked_key(claims.tenant, claims.jti)) is not None:
         raise ApiError(401, "memory_token_revoked", "this token has been revoked")
     return claims
 
@@ -225,10 +204,6 @@ def _kv(bindings: Bindings) -> KVNamespace:
 def _revoked_key(tenant: str, jti: str) -> str:
     # Keyed by tenant too: an operator of one tenant cannot revoke another tenant's tokens.
     return f"{REVOKED_PREFIX}{tenant}:{jti}"
-
-
-async def is_revoked(kv: KVNamespace, tenant: str, jti: str) -> bool:
-    return await kv.get(_revoked_key(tenant, jti)) is not None
 
 
 async def revoke(bindings: Bindings, tenant: str, jti: str) -> None:

@@ -1,18 +1,15 @@
-"""The OpenAPI 3.1 document of every route, generated from the route table.
+"""The OpenAPI 3.1 document of every route, generated from the route table (`GET /openapi.json`).
 
-`GET /openapi.json` serves it. Each operation is one `Route` of `worker.app.ROUTES`: its
-request body and query parameters are the models the router validates with, its success
-answer the model the handler returns (with the route's status), its security the route's
-`auth`; every error is the one shape of `worker.errors` (`{"error": {"code", "message",
-"details"?}}`). A route with no fixed JSON shape (the relayed tool call, MCP, this document)
-answers anything. `tests/hardening/test_openapi.py` fuzzes the local server against it with
-schemathesis.
-
-The local dev server adds its scheduled-handler endpoints (`build_document(local=True)`).
+Each operation is one `Route`: its body and query are the models the router validates with,
+its success the handler's model, its security the route's `auth`; every error is
+`{"error": {"code", "message", "details"?}}`. tests/hardening/test_openapi.py fuzzes the
+local server against it. `build_document(local=True)` adds the dev server's scheduled
+endpoints.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any, Literal
 
@@ -22,6 +19,7 @@ from http_messages import HttpResponse, json_response
 from worker.app import ROUTES
 from worker.router import MAX_PARAM_CHARS, PATH_PARAMS, Call, Route
 
+Mode = Literal["validation", "serialization"]
 API_VERSION = "0.1.0"
 SCHEDULED_PATHS = ("/cdn-cgi/handler/scheduled", "/cdn-cgi/local/scheduled")
 ERROR = {"$ref": "#/components/schemas/Error"}
@@ -48,13 +46,13 @@ class _Schemas:
     def __init__(self) -> None:
         self.components: dict[str, Any] = {"Error": ERROR_SCHEMA}
 
-    def schema(self, model: type[BaseModel], mode: Literal["validation", "serialization"]) -> Any:
+    def schema(self, model: type[BaseModel], mode: Mode) -> Any:
         schema = model.model_json_schema(ref_template="#/components/schemas/{model}", mode=mode)
         for name, definition in schema.pop("$defs", {}).items():
             self.components.setdefault(name, definition)
         return schema
 
-    def ref(self, model: type[BaseModel], mode: Literal["validation", "serialization"]) -> Any:
+    def ref(self, model: type[BaseModel], mode: Mode) -> Any:
         self.components.setdefault(model.__name__, self.schema(model, mode))
         return {"$ref": f"#/components/schemas/{model.__name__}"}
 
@@ -63,23 +61,18 @@ def _json(schema: Any, description: str) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": schema}}}
 
 
-def _path_parameters(path: str) -> list[dict[str, Any]]:
-    parameters = []
-    for name in re.findall(r"\{([a-z_]+)\}", path):
-        param = PATH_PARAMS[name]
-        schema: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": MAX_PARAM_CHARS}
-        if param.pattern:
-            schema["pattern"] = param.pattern
-        parameters.append(
-            {
-                "name": name,
-                "in": "path",
-                "required": True,
-                "description": param.description,
-                "schema": schema,
-            }
-        )
-    return parameters
+def _path_parameter(name: str) -> dict[str, Any]:
+    param = PATH_PARAMS[name]
+    schema: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": MAX_PARAM_CHARS}
+    if param.pattern:
+        schema["pattern"] = param.pattern
+    return {
+        "name": name,
+        "in": "path",
+        "required": True,
+        "description": param.description,
+        "schema": schema,
+    }
 
 
 def _operation(route: Route, schemas: _Schemas) -> dict[str, Any]:
@@ -89,7 +82,7 @@ def _operation(route: Route, schemas: _Schemas) -> dict[str, Any]:
         "summary": route.summary,
         "tags": [route.tag],
     }
-    parameters = _path_parameters(route.path)
+    parameters = [_path_parameter(name) for name in re.findall(r"\{([a-z_]+)\}", route.path)]
     query = route.model(route.query)
     if query is not None:
         schema = schemas.schema(query, "validation")
@@ -174,14 +167,10 @@ def build_document(*, local: bool = False) -> dict[str, Any]:
     }
 
 
-_DOCUMENTS: dict[bool, dict[str, Any]] = {}
-
-
+@functools.cache
 def document(*, local: bool = False) -> dict[str, Any]:
     """`build_document`, built once per isolate (the models do not change at runtime)."""
-    if local not in _DOCUMENTS:
-        _DOCUMENTS[local] = build_document(local=local)
-    return _DOCUMENTS[local]
+    return build_document(local=local)
 
 
 async def openapi_route(call: Call[None, None]) -> HttpResponse:

@@ -1,36 +1,26 @@
 """The route table's machinery: `Route` values, and the router that serves them.
 
-A `Route` states everything about one route once (method, path, handler, summary, tag,
-`auth`, body and query models, answer model and status); `worker.app.ROUTES` lists them,
-this router serves them and `worker.openapi` documents them, so the two cannot disagree.
-`Router.dispatch`, in this order, before any handler runs:
-
-1. The path. Routes match the raw, percent-encoded path (an encoded `/` stays inside its
-   segment): 404 `not_found`, or 405 `method_not_allowed` with `Allow`. Each parameter is
-   percent-decoded exactly once as UTF-8 and refused with 422 `invalid_path` when empty,
-   longer than `MAX_PARAM_CHARS`, holding a control character, or not matching its rule in
-   `PATH_PARAMS`.
-2. The route's `auth` gate (Cloudflare Access with the tenant grant, or a memory token):
-   the caller's identity, or its own 401/403/503.
-3. The body and the query string. Every body is validated before anything touches storage
-   (DESIGN invariant 7), strictly: JSON has types, so `0` is not `false`, `"5"` not `5` and
-   `1.0` not an integer (issue 26: `{"dry_run": 0}` ran a real prune). Query values are
-   text, so the query model converts them.
-4. The handler, with one `Call`: it answers the route's response model (serialized here
-   with the route's status) or, for a route with no fixed JSON shape, an `HttpResponse`.
+A `Route` states everything about one route once; `worker.app.ROUTES` lists them, this
+router serves them and `worker.openapi` documents them, so the two cannot disagree.
+`Router.dispatch`, before any handler runs: (1) the raw, percent-encoded path (404, or 405
+with `Allow`), each parameter decoded once and checked (422 `invalid_path`); (2) the route's
+`auth` gate (its own 401/403/503); (3) body and query: bodies strictly (DESIGN invariant 7;
+issue 26: `{"dry_run": 0}` ran a real prune), query values converted; (4) the handler, whose
+model answer is serialized here with the route's status.
 """
 
 from __future__ import annotations
 
 import importlib
+import json
 import re
 import unicodedata
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Annotated, Any, Generic, TypeVar, cast
 from urllib.parse import unquote
 
-from pydantic import BaseModel, ValidationError
+from pydantic import AfterValidator, BaseModel, Field, ValidationError
 
 from agent_memory.scope import TENANT_PATTERN
 from bindings.environment import Bindings
@@ -48,6 +38,30 @@ M = TypeVar("M", bound=BaseModel)
 
 # No parameter of ours is longer: subjects are capped at 256 characters, ids far below.
 MAX_PARAM_CHARS = 256
+MAX_METADATA_BYTES = 4096
+
+
+def has_control(value: str | None) -> bool:
+    """Category Cc: C0 controls (NUL, tab, CR, LF...), DEL and the C1 controls."""
+    return value is not None and any(unicodedata.category(c) == "Cc" for c in value)
+
+
+def _subject(value: str) -> str:
+    # Subjects are matched, erased and shown as identifiers: no control characters.
+    if has_control(value):
+        raise ValueError("subject must not contain control characters")
+    return value
+
+
+def _metadata(value: dict[str, Any]) -> dict[str, Any]:
+    if len(json.dumps(value, ensure_ascii=False).encode()) > MAX_METADATA_BYTES:
+        raise ValueError(f"metadata must be at most {MAX_METADATA_BYTES} bytes of JSON")
+    return value
+
+
+# Field types the edge's body and query models share.
+Subject = Annotated[str, Field(min_length=1, max_length=256), AfterValidator(_subject)]
+Metadata = Annotated[dict[str, Any], AfterValidator(_metadata)]
 
 
 @dataclass(frozen=True)
@@ -94,8 +108,7 @@ def decode_param(name: str, raw: str) -> str:
         raise invalid_path(name, "is empty")
     if len(value) > MAX_PARAM_CHARS:
         raise invalid_path(name, f"is longer than {MAX_PARAM_CHARS} characters")
-    # Category Cc: C0 controls (NUL, tab, CR, LF...), DEL and the C1 controls.
-    if any(unicodedata.category(char) == "Cc" for char in value):
+    if has_control(value):
         raise invalid_path(name, "contains a control character")
     rule = _RULES.get(name)
     if rule is not None and rule.fullmatch(value) is None:
@@ -167,16 +180,11 @@ class LazyHandler:
     (docs/pyodide.md "Start-up")."""
 
     def __init__(self, target: str) -> None:
-        module, _, attribute = target.partition(":")
-        if not module or not attribute:
-            raise ValueError(f"a lazy handler is 'module:attribute', got {target!r}")
         self.target = target
-        self.module = module
-        self._attribute = attribute
+        self.module, _, self._attribute = target.partition(":")
         self._resolved: Any = None
 
     def resolve(self) -> Any:
-        """Import the module (once) and return the attribute."""
         if self._resolved is None:
             self._resolved = getattr(importlib.import_module(self.module), self._attribute)
         return self._resolved
@@ -185,9 +193,7 @@ class LazyHandler:
         return f"LazyHandler({self.target!r})"
 
 
-def lazy(target: str) -> LazyHandler:
-    """The handler or gate `"module:attribute"`, imported on its route's first request."""
-    return LazyHandler(target)
+lazy = LazyHandler
 
 
 @dataclass(frozen=True)
@@ -241,8 +247,7 @@ class Route:
             return ref
         handler = self.handler
         module = handler.module if isinstance(handler, LazyHandler) else handler.__module__
-        found: type[BaseModel] = getattr(importlib.import_module(module), ref)
-        return found
+        return cast("type[BaseModel]", getattr(importlib.import_module(module), ref))
 
     def regex(self) -> re.Pattern[str]:
         # A parameter matches one non-empty path segment.
@@ -281,26 +286,18 @@ class Router:
         gate = route.auth.gate
         auth = None if gate is None else await gate.resolve()(request, params, bindings)
         body: BaseModel | None = None
-        body_model = route.model(route.body)
-        if body_model is not None:
-            if request.body or route.body_required:
-                body = parse_body(request, body_model)
-            else:
-                body = body_model()
+        if (body_model := route.model(route.body)) is not None:
+            empty = not request.body and not route.body_required
+            body = body_model() if empty else parse_body(request, body_model)
         query_model = route.model(route.query)
         query = None if query_model is None else parse_model(request.query, query_model)
         handler = route.handler
         if isinstance(handler, LazyHandler):
             handler = handler.resolve()
         answer = await handler(Call(request, params, bindings, auth, body, query))
-        response_model = route.model(route.response)
-        if response_model is None:
-            if not isinstance(answer, HttpResponse):
-                raise TypeError(f"{route.method} {route.path} answered {type(answer).__name__}")
+        expected = route.model(route.response) or HttpResponse
+        if not isinstance(answer, expected):
+            raise TypeError(f"{route.method} {route.path} answered {type(answer).__name__}")
+        if isinstance(answer, HttpResponse):
             return answer
-        if not isinstance(answer, response_model):
-            raise TypeError(
-                f"{route.method} {route.path} answered {type(answer).__name__}, "
-                f"not {response_model.__name__}"
-            )
         return json_response(answer.model_dump(mode="json"), status=route.status)

@@ -1,11 +1,6 @@
-"""The `AgentRuntime` Durable Object's core, imported when the first object is made.
-
-`worker.entry` defines the Durable Object class (workerd finds it by scanning the main
-module) but its core — the agent loop, the four tiers, the lifecycle, the outbox — is
-most of the project's code. Importing it at start-up would put it in the deploy's
-snapshot, whose CPU Cloudflare limits (docs/pyodide.md "Start-up"); here it loads on the
-first object construction of an isolate instead. The local runtime builds its cores here
-too, so both hosts build them the same way.
+"""The `AgentRuntime` Durable Object's core, imported on the first object, not at start-up:
+it is most of the project's code and the deploy's snapshot CPU is limited (docs/pyodide.md
+"Start-up"). The local runtime builds its cores here too.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from gateway import admin_ops, kv_cache
+from gateway import admin_ops, credentials
 from gateway.credentials import hash_api_key
 from tests.gateway.conftest import ECHO_TOOL, TENANT, Gateway, Seeded
 
@@ -23,7 +23,7 @@ async def test_issued_key_is_shown_once_and_stored_only_as_its_hash(seeded: Seed
     assert seeded.key.startswith("amk_") and len(seeded.key) > 40
     everything = await _all_values(gw)
     assert seeded.key not in everything
-    assert kv_cache.api_key_key(hash_api_key(seeded.key)) in everything
+    assert credentials.api_key_key(hash_api_key(seeded.key)) in everything
     assert "api_key" not in repr(await admin_ops.list_api_keys(gw.kv, TENANT))
 
 

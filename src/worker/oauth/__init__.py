@@ -1,9 +1,6 @@
-"""The Worker's OAuth 2.1 authorization server, for MCP clients (claude.ai, ChatGPT, Cursor,
-Codex, Claude Code) that connect with only a URL (docs/gateway.md "OAuth").
-
-`metadata` (RFC 8414 and RFC 9728 documents), `authorize` (`/authorize` behind Cloudflare
-Access, with the consent page), `token_endpoint` (`/token`, `/revoke`, `/register`),
-`clients` (DCR and CIMD), `protocol` (errors, PKCE, scopes, secrets, issuing and revoking
-tokens), `connected` (an operator's list / revoke of a tenant's connected clients). The D1
-rows are `authorization.oauth_store`'s; using a token is `gateway.credentials`, KV only.
+"""The Worker's OAuth 2.1 authorization server, for MCP clients that connect with only a URL
+(docs/gateway.md "OAuth"): `protocol` (errors, PKCE, scopes, secrets, tokens, metadata),
+`authorize` (the consent page behind Cloudflare Access), `token_endpoint` (`/token`,
+`/revoke`, `/register`), `clients` (DCR and CIMD), `connected` (an operator's list / revoke).
+D1 rows are `authorization.oauth_store`'s; using a token is `gateway.credentials`, KV only.
 """

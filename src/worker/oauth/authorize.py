@@ -1,25 +1,16 @@
 """`GET /authorize` and `POST /authorize`: the authorization endpoint, behind Cloudflare Access.
 
-Order of checks on GET (RFC 6749 §4.1.2.1: never redirect to an unchecked URI):
+GET checks, in this order (RFC 6749 §4.1.2.1: never redirect to an unchecked URI): the
+Access identity, then the client and its exact redirect URI (else an error page); then
+`response_type=code`, PKCE S256, known scopes and a `resource` this server answers for
+(else redirected with `error`); the tenants offered are the person's grants among the
+gateway tenants. The page holds only a consent ticket (256 random bits, stored hashed with
+the validated request, for that identity, single use, ten minutes), so the POST cannot be
+forged cross-site nor its request altered. POST re-checks identity and tenant grant, then
+redirects with `code`, `state` and `iss` (RFC 9207), or `error=access_denied`.
 
-1. the Cloudflare Access identity (`worker.access.require_access`; deploy an Access
-   application on `/authorize` so a browser is sent to log in first): else an error page;
-2. the client (`clients.resolve_client`: a DCR row, or the CIMD document fetched through
-   the outbound guard) and its redirect URI (exact match): else an error page;
-3. the request: `response_type=code`, PKCE S256, known scopes, `resource` one this server
-   answers for (`invalid_target`): else redirected to the client with `error`;
-4. the tenants the person may choose: their operator grants that are gateway tenants
-   (platform admins: every gateway tenant).
-
-The page holds only a consent ticket (256 random bits, stored hashed in D1 with the
-validated request, for that identity, single use, ten minutes), so the POST cannot be
-forged cross-site and its request cannot be altered. POST re-checks the identity and the
-tenant grant, then redirects with `code`, `state` and `iss` (RFC 9207), or
-`error=access_denied`.
-
-The pages are small static HTML: everything shown is escaped (a client chooses its own
-name); they cannot be framed (`frame-ancestors 'none'`, clickjacking), load nothing, run
-no script and are never cached.
+The pages escape everything shown (a client chooses its own name), cannot be framed, load
+nothing, run no script and are never cached.
 """
 
 from __future__ import annotations
@@ -34,11 +25,9 @@ from authorization.operator_grants import granted_tenants
 from bindings.environment import Bindings
 from gateway import admin_ops
 from gateway.credentials import MCP_PATH, hash_token, resources_for_origin
-from http_messages import Headers, HttpRequest, HttpResponse
-from http_messages.errors import ApiError
+from http_messages import ApiError, Headers, HttpRequest, HttpResponse
 from worker.access import AccessIdentity, require_access
 from worker.oauth.clients import check_redirect, resolve_client
-from worker.oauth.metadata import issuer_of
 from worker.oauth.protocol import (
     CODE_PREFIX,
     CODE_TTL,
@@ -46,9 +35,11 @@ from worker.oauth.protocol import (
     SCOPE_DESCRIPTIONS,
     OAuthError,
     check_challenge,
+    issuer_of,
     new_secret,
     parse_form,
     parse_scopes,
+    stores,
 )
 from worker.router import Call
 
@@ -65,10 +56,8 @@ def redirect_with(redirect_uri: str, params: dict[str, str]) -> HttpResponse:
 
 async def tenants_for(identity: AccessIdentity, bindings: Bindings) -> list[str]:
     """The gateway tenants this identity holds a grant for (all of them for a platform admin)."""
-    if bindings.kv is None or bindings.db is None:
-        raise OAuthError("temporarily_unavailable", "the authorization server needs D1 and KV", 503)
-    existing = sorted(t.tenant for t in await admin_ops.list_tenants(bindings.kv))
-    mine = await granted_tenants(identity.names(), bindings)
+    existing = sorted(t.tenant for t in await admin_ops.list_tenants(stores(bindings)[1]))
+    mine = await granted_tenants(identity, bindings)
     return existing if mine is None else [t for t in existing if t in mine]
 
 

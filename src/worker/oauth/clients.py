@@ -1,23 +1,16 @@
-"""Who a client is: registered dynamically (RFC 7591) or named by its metadata document (CIMD).
+"""Who a client is: registered dynamically (DCR, RFC 7591) or named by its metadata document.
 
-**CIMD** (OAuth Client ID Metadata Document, the MCP 2025-11-25 default): a `client_id`
-that is an `https` URL with a path is the address of a JSON document describing the client
-(`https://chatgpt.com/oauth/client.json`). `resolve_client` fetches it
+**CIMD** (the MCP 2025-11-25 default): a `client_id` that is an `https` URL with a path is
+the address of a JSON document describing the client. `resolve_client` fetches it through
+the gateway's outbound guard (no loopback, private, link-local or metadata address), with a
+5 s timeout, no redirects, at most `CIMD_MAX_BYTES`; the document's `client_id` must be its
+URL, `redirect_uris` non-empty, and its auth method `none` (a document cannot hold a
+secret). It is cached in D1 (`oauth_clients`, kind `cimd`) for `CIMD_CACHE_SECONDS`.
 
-* through the gateway's outbound guard first (`gateway.outbound.OutboundPolicy`): a document
-  on a loopback, private, link-local or metadata address is refused before any connection;
-* with a 5 s timeout, no redirects followed, at most `CIMD_MAX_BYTES` read;
-* and requires `client_id` in the document to equal the URL, `redirect_uris` to be a
-  non-empty list, and token endpoint auth `none` (a document cannot hold a secret).
-
-The document is cached in D1 (`oauth_clients`, kind `cimd`) for `CIMD_CACHE_SECONDS`.
-
-**DCR**: `register` validates the metadata (redirect URIs `https`, loopback `http`, or a
-native app's private-use scheme; `code` / `authorization_code` + `refresh_token` only) and
-mints a `client_id`, plus a client secret (stored hashed) when the client asks for
-`client_secret_post` / `client_secret_basic` (RFC 7591's default when it names none).
-
-Redirect URIs are matched exactly (OAuth 2.1 §2.3.1).
+**DCR**: redirect URIs `https`, loopback `http`, or a native app's private-use scheme;
+`code` / `authorization_code` + `refresh_token` only; a client secret (stored hashed) for
+`client_secret_post` / `client_secret_basic` (RFC 7591's default). Redirect URIs are
+matched exactly (OAuth 2.1 §2.3.1).
 """
 
 from __future__ import annotations
@@ -33,7 +26,7 @@ from authorization.oauth_store import ClientInfo
 from bindings.environment import Bindings
 from gateway.credentials import hash_token
 from gateway.outbound import OutboundPolicy
-from http_messages.errors import ApiError
+from http_messages import ApiError
 from worker.oauth.protocol import CLIENT_SECRET_PREFIX, OAuthError, new_id, new_secret
 
 CIMD_MAX_BYTES = 5 * 1024
@@ -112,8 +105,8 @@ def _check_grant_types(metadata: dict[str, Any]) -> None:
         raise OAuthError("invalid_client_metadata", 'response_types must be ["code"]')
 
 
-async def register(bindings: Bindings, metadata: Any) -> tuple[ClientInfo, dict[str, Any]]:
-    """RFC 7591 §3: validate, store, and return the client and the response body."""
+async def register(bindings: Bindings, metadata: Any) -> dict[str, Any]:
+    """RFC 7591 §3: validate and store the client; the response body."""
     if not isinstance(metadata, dict):
         raise OAuthError("invalid_client_metadata", "the body must be a JSON object")
     redirect_uris = _redirect_uris(metadata.get("redirect_uris"))
@@ -149,7 +142,7 @@ async def register(bindings: Bindings, metadata: Any) -> tuple[ClientInfo, dict[
     if secret is not None:
         body["client_secret"] = secret
         body["client_secret_expires_at"] = 0
-    return client, body
+    return body
 
 
 def _db(bindings: Bindings) -> Any:

@@ -1,15 +1,18 @@
-"""OAuth 2.1 building blocks: errors, form bodies, PKCE, scopes, secrets, and the tokens.
+"""OAuth 2.1 building blocks: errors, form bodies, PKCE, scopes, secrets, tokens, and the
+RFC 8414 / RFC 9728 metadata documents.
 
-* Errors are RFC 6749 §5.2 JSON `{"error", "error_description"}` with `Cache-Control:
-  no-store`; `invalid_client` is 401.
-* PKCE is RFC 7636 with S256 only (OAuth 2.1 §4.1.1, MCP authorization: `plain` is refused),
-  the verifier compared in constant time.
-* Secrets (codes, tokens, client secrets, consent tickets) are 256 random bits from
-  `secrets` (the platform CSPRNG: `crypto.getRandomValues` under Pyodide), stored only as
-  their SHA-256 (`hash_token`; D1 rows in `authorization.oauth_store`).
+* Errors are RFC 6749 §5.2 JSON with `Cache-Control: no-store`; `invalid_client` is 401.
+* PKCE is RFC 7636 with S256 only (OAuth 2.1 §4.1.1: `plain` is refused), compared in
+  constant time.
+* Secrets are 256 random bits from `secrets` (`crypto.getRandomValues` under Pyodide),
+  stored only as their SHA-256 (`hash_token`).
 * An access token's record lives in KV for the gateway's hot path (`gateway.credentials`);
-  revoking a grant deletes those records, and this isolate's read cache forgets them at once
-  (other isolates within the gateway's 30 s bound, docs/gateway.md "Caching").
+  revoking a grant deletes them and this isolate's read cache forgets them at once (other
+  isolates within the gateway's 30 s bound, docs/gateway.md "Caching").
+* The issuer is the origin the request came to: each host name is its own issuer, so a
+  token minted on one is refused on another. The metadata advertises what MCP clients
+  check: S256, CIMD with the `none` auth method (claude.ai needs both), DCR, and
+  `authorization_response_iss_parameter_supported` (RFC 9207; ChatGPT checks `iss`).
 """
 
 from __future__ import annotations
@@ -19,22 +22,26 @@ import hashlib
 import hmac
 import re
 import secrets
-from dataclasses import dataclass
+from typing import Any
 from urllib.parse import parse_qsl
 
 from authorization import oauth_store
 from authorization.oauth_store import Grant
+from bindings.environment import Bindings
 from bindings.ports.d1 import D1Database
 from bindings.ports.kv import KVNamespace
 from gateway.credentials import (
     ACCESS_TOKEN_PREFIX,
     ISOLATE_CACHE,
+    MCP_PATH,
     OAUTH_SCOPES,
     AccessTokenRecord,
     access_token_key,
     hash_token,
+    origin_of,
 )
-from http_messages import HttpResponse, json_response
+from http_messages import HttpRequest, HttpResponse, json_response
+from worker.router import Call
 
 ACCESS_TOKEN_TTL = 3600
 REFRESH_TOKEN_TTL = 30 * 24 * 3600
@@ -66,16 +73,18 @@ class OAuthError(Exception):
         self.description = description
         self.status = status
 
-    def response(self) -> HttpResponse:
-        headers = {"cache-control": "no-store", "pragma": "no-cache"}
+    def response(self, extra: dict[str, str] | None = None) -> HttpResponse:
+        headers = {"cache-control": "no-store", "pragma": "no-cache", **(extra or {})}
         if self.status == 401:
             headers["www-authenticate"] = 'Basic realm="agent-memory-oauth"'
         body = {"error": self.error, "error_description": self.description}
         return json_response(body, status=self.status, headers=headers)
 
 
-def token_response(body: dict[str, object]) -> HttpResponse:
-    return json_response(body, headers={"cache-control": "no-store", "pragma": "no-cache"})
+def stores(bindings: Bindings) -> tuple[D1Database, KVNamespace]:
+    if bindings.db is None or bindings.kv is None:
+        raise OAuthError("temporarily_unavailable", "the authorization server needs D1 and KV", 503)
+    return bindings.db, bindings.kv
 
 
 def new_secret(prefix: str) -> str:
@@ -141,24 +150,13 @@ def parse_scopes(raw: str | None, default: tuple[str, ...] = OAUTH_SCOPES) -> tu
     return chosen
 
 
-@dataclass(frozen=True)
-class Tokens:
-    access_token: str
-    refresh_token: str
-    expires_in: int
-
-
-async def issue_tokens(db: D1Database, kv: KVNamespace, grant: Grant, now: int) -> Tokens:
-    """A fresh access token (KV record + D1 index row) and refresh token (D1) for `grant`."""
+async def issue_tokens(db: D1Database, kv: KVNamespace, grant: Grant, now: int) -> dict[str, Any]:
+    """A fresh access token (KV record + D1 index row) and refresh token (D1) for `grant`, as
+    the token response's fields."""
     access, refresh = new_secret(ACCESS_TOKEN_PREFIX), new_secret(REFRESH_TOKEN_PREFIX)
     access_hash, expires_at = hash_token(access), now + ACCESS_TOKEN_TTL
-    await oauth_store.add_tokens(
-        db,
-        grant,
-        (access_hash, expires_at),
-        (hash_token(refresh), now + REFRESH_TOKEN_TTL),
-        now,
-    )
+    refresh_row = (hash_token(refresh), now + REFRESH_TOKEN_TTL)
+    await oauth_store.add_tokens(db, grant, (access_hash, expires_at), refresh_row, now)
     record = AccessTokenRecord(
         tenant=grant.tenant,
         principal=grant.principal,
@@ -169,12 +167,14 @@ async def issue_tokens(db: D1Database, kv: KVNamespace, grant: Grant, now: int) 
         issued_at=now,
         expires_at=expires_at,
     )
-    await kv.put(
-        access_token_key(access_hash),
-        record.model_dump_json(),
-        expiration_ttl=ACCESS_TOKEN_TTL + KV_TTL_MARGIN,
-    )
-    return Tokens(access_token=access, refresh_token=refresh, expires_in=ACCESS_TOKEN_TTL)
+    ttl = ACCESS_TOKEN_TTL + KV_TTL_MARGIN
+    await kv.put(access_token_key(access_hash), record.model_dump_json(), expiration_ttl=ttl)
+    return {
+        "access_token": access,
+        "token_type": "Bearer",
+        "expires_in": ACCESS_TOKEN_TTL,
+        "refresh_token": refresh,
+    }
 
 
 async def forget_access_token(kv: KVNamespace, token_hash: str) -> None:
@@ -192,3 +192,51 @@ async def revoke_grant(
         await forget_access_token(kv, token_hash)
 
     return await oauth_store.revoke_grant(db, tenant, grant_id, reason, now, forget)
+
+
+# --- metadata (RFC 8414, RFC 9728) --------------------------------------------------------
+
+AUTH_METHODS = ["none", "client_secret_post", "client_secret_basic"]
+# Metadata is public and the same for everyone: browsers (the MCP Inspector) may read it.
+_PUBLIC = {"access-control-allow-origin": "*", "cache-control": "public, max-age=300"}
+
+
+def issuer_of(request: HttpRequest) -> str:
+    return origin_of(request.url)
+
+
+async def authorization_server_route(call: Call[None, None]) -> HttpResponse:
+    """`GET /.well-known/oauth-authorization-server` (RFC 8414 §3)."""
+    issuer = issuer_of(call.request)
+    document = {
+        "issuer": issuer,
+        "authorization_endpoint": f"{issuer}/authorize",
+        "token_endpoint": f"{issuer}/token",
+        "registration_endpoint": f"{issuer}/register",
+        "revocation_endpoint": f"{issuer}/revoke",
+        "scopes_supported": list(OAUTH_SCOPES),
+        "response_types_supported": ["code"],
+        "response_modes_supported": ["query"],
+        "grant_types_supported": ["authorization_code", "refresh_token"],
+        "code_challenge_methods_supported": ["S256"],
+        "token_endpoint_auth_methods_supported": AUTH_METHODS,
+        "revocation_endpoint_auth_methods_supported": AUTH_METHODS,
+        "client_id_metadata_document_supported": True,
+        "authorization_response_iss_parameter_supported": True,
+    }
+    return json_response(document, headers=_PUBLIC)
+
+
+async def protected_resource_route(call: Call[None, None]) -> HttpResponse:
+    """`GET /.well-known/oauth-protected-resource` (the origin, for the plain tool route) and
+    `.../mcp` (RFC 9728 §3.1: the well-known segment inserted before the resource's path)."""
+    issuer = issuer_of(call.request)
+    resource = f"{issuer}{MCP_PATH}" if call.request.path.endswith(MCP_PATH) else issuer
+    document: dict[str, Any] = {
+        "resource": resource,
+        "authorization_servers": [issuer],
+        "scopes_supported": list(OAUTH_SCOPES),
+        "bearer_methods_supported": ["header"],
+        "resource_name": "agent-memory tool gateway",
+    }
+    return json_response(document, headers=_PUBLIC)

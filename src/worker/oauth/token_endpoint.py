@@ -23,48 +23,35 @@ from urllib.parse import unquote
 from authorization import oauth_store as store
 from authorization.oauth_store import ClientInfo
 from bindings.environment import Bindings
-from bindings.ports.d1 import D1Database
-from bindings.ports.kv import KVNamespace
-from gateway.credentials import (
-    ACCESS_TOKEN_PREFIX,
-    AccessTokenRecord,
-    access_token_key,
-    hash_token,
-)
+from gateway.credentials import ACCESS_TOKEN_PREFIX, AccessTokenRecord, access_token_key
+from gateway.credentials import hash_token as _hash
 from http_messages import HttpRequest, HttpResponse, empty_response, json_response
 from worker.oauth.clients import register, resolve_client
 from worker.oauth.protocol import (
     REFRESH_TOKEN_PREFIX,
     OAuthError,
-    Tokens,
     forget_access_token,
     issue_tokens,
     new_id,
     parse_form,
     revoke_grant,
-    token_response,
+    stores,
     verify_pkce,
 )
 from worker.router import Call
 
 _CORS = {"access-control-allow-origin": "*"}
-
-
-def _stores(bindings: Bindings) -> tuple[D1Database, KVNamespace]:
-    if bindings.db is None or bindings.kv is None:
-        raise OAuthError("temporarily_unavailable", "the authorization server needs D1 and KV", 503)
-    return bindings.db, bindings.kv
+_NO_STORE = {"cache-control": "no-store", **_CORS}
 
 
 def _basic_credentials(request: HttpRequest) -> tuple[str, str] | None:
-    header = request.headers.get("authorization") or ""
-    scheme, _, value = header.strip().partition(" ")
+    scheme, _, value = (request.headers.get("authorization") or "").strip().partition(" ")
     if scheme.lower() != "basic":
         return None
     try:
         decoded = base64.b64decode(value.strip(), validate=True).decode("utf-8")
     except (binascii.Error, UnicodeDecodeError):
-        raise OAuthError("invalid_client", "malformed Basic credentials", 401) from None
+        decoded = ""
     client_id, sep, secret = decoded.partition(":")
     if not sep:
         raise OAuthError("invalid_client", "malformed Basic credentials", 401)
@@ -76,10 +63,9 @@ async def authenticate_client(
 ) -> ClientInfo:
     """The client making a token or revocation request (RFC 6749 §2.3, OAuth 2.1 §2.4)."""
     basic = _basic_credentials(request)
-    client_id = basic[0] if basic else form.get("client_id")
     if basic and form.get("client_id") not in (None, basic[0]):
         raise OAuthError("invalid_request", "client_id differs from the Basic credentials")
-    secret = basic[1] if basic else form.get("client_secret")
+    client_id, secret = basic or (form.get("client_id"), form.get("client_secret"))
     try:
         client = await resolve_client(bindings, client_id)
     except OAuthError as exc:
@@ -87,33 +73,24 @@ async def authenticate_client(
     if client.secret_hash is None:
         if secret:
             raise OAuthError("invalid_client", "this client has no secret", 401)
-        return client
-    if not secret or not hmac.compare_digest(hash_token(secret), client.secret_hash):
+    elif not secret or not hmac.compare_digest(_hash(secret), client.secret_hash):
         raise OAuthError("invalid_client", "client authentication failed", 401)
     return client
 
 
-def _tokens_body(tokens: Tokens, scopes: tuple[str, ...]) -> HttpResponse:
-    return token_response(
-        {
-            "access_token": tokens.access_token,
-            "token_type": "Bearer",
-            "expires_in": tokens.expires_in,
-            "refresh_token": tokens.refresh_token,
-            "scope": " ".join(scopes),
-        }
-    )
+def _check_resource(form: dict[str, str], consented: str) -> None:
+    if form.get("resource") not in (None, consented):
+        raise OAuthError("invalid_target", "resource differs from the one consented to")
 
 
 async def _authorization_code(
-    bindings: Bindings, client: ClientInfo, form: dict[str, str]
-) -> HttpResponse:
-    db, kv = _stores(bindings)
-    now = int(bindings.clock.now())
+    bindings: Bindings, client: ClientInfo, form: dict[str, str], now: int
+) -> store.Grant:
+    db, kv = stores(bindings)
     code = form.get("code")
     if not code:
         raise OAuthError("invalid_request", "code is required")
-    row, first_use = await store.redeem_code(db, hash_token(code), now)
+    row, first_use = await store.redeem_code(db, _hash(code), now)
     if row is None:
         raise OAuthError("invalid_grant", "unknown authorization code")
     if not first_use:
@@ -128,25 +105,21 @@ async def _authorization_code(
         raise OAuthError("invalid_grant", "redirect_uri differs from the authorization request")
     if not verify_pkce(form.get("code_verifier"), row.code_challenge):
         raise OAuthError("invalid_grant", "code_verifier does not match the code_challenge")
-    resource = form.get("resource")
-    if resource is not None and resource != row.grant.resource:
-        raise OAuthError("invalid_target", "resource differs from the one consented to")
+    _check_resource(form, row.grant.resource)
     grant = replace(row.grant, grant_id=new_id("g_"), created_at=now, last_used_at=now)
     await store.create_grant(db, grant)
-    await store.bind_code_to_grant(db, hash_token(code), grant.grant_id)
-    tokens = await issue_tokens(db, kv, grant, now)
-    return _tokens_body(tokens, grant.scopes)
+    await store.bind_code_to_grant(db, _hash(code), grant.grant_id)
+    return grant
 
 
 async def _refresh_token(
-    bindings: Bindings, client: ClientInfo, form: dict[str, str]
-) -> HttpResponse:
-    db, kv = _stores(bindings)
-    now = int(bindings.clock.now())
+    bindings: Bindings, client: ClientInfo, form: dict[str, str], now: int
+) -> store.Grant:
+    db, kv = stores(bindings)
     token = form.get("refresh_token")
     if not token:
         raise OAuthError("invalid_request", "refresh_token is required")
-    grant, status = await store.rotate_refresh_token(db, hash_token(token), now)
+    grant, status = await store.rotate_refresh_token(db, _hash(token), now)
     if grant is None or status == "expired":
         raise OAuthError("invalid_grant", "unknown or expired refresh token")
     if status == "reused" or grant.client_id != client.client_id:
@@ -156,9 +129,7 @@ async def _refresh_token(
         raise OAuthError("invalid_grant", "this refresh token was already used; grant revoked")
     if grant.revoked_at is not None:
         raise OAuthError("invalid_grant", "this grant was revoked")
-    resource = form.get("resource")
-    if resource is not None and resource != grant.resource:
-        raise OAuthError("invalid_target", "resource differs from the one consented to")
+    _check_resource(form, grant.resource)
     scopes = grant.scopes
     if form.get("scope"):
         asked = tuple(s for s in form["scope"].split() if s != "offline_access")
@@ -166,8 +137,7 @@ async def _refresh_token(
             raise OAuthError("invalid_scope", "a refresh cannot widen the granted scopes")
         scopes = tuple(s for s in grant.scopes if s in asked) or grant.scopes
     await store.touch_grant(db, grant, now)
-    tokens = await issue_tokens(db, kv, replace(grant, scopes=scopes), now)
-    return _tokens_body(tokens, scopes)
+    return replace(grant, scopes=scopes)
 
 
 async def token_route(call: Call[None, None]) -> HttpResponse:
@@ -181,15 +151,14 @@ async def token_route(call: Call[None, None]) -> HttpResponse:
                 "unsupported_grant_type", "grant_type must be authorization_code or refresh_token"
             )
         client = await authenticate_client(bindings, request, form)
-        if grant_type == "authorization_code":
-            response = await _authorization_code(bindings, client, form)
-        else:
-            response = await _refresh_token(bindings, client, form)
+        exchange = _authorization_code if grant_type == "authorization_code" else _refresh_token
+        now = int(bindings.clock.now())
+        grant = await exchange(bindings, client, form, now)
+        tokens = await issue_tokens(*stores(bindings), grant, now)
     except OAuthError as exc:
-        response = exc.response()
-    for name, value in _CORS.items():
-        response.headers.set(name, value)
-    return response
+        return exc.response(_CORS)
+    body = {**tokens, "scope": " ".join(grant.scopes)}
+    return json_response(body, headers={"pragma": "no-cache", **_NO_STORE})
 
 
 async def revoke_route(call: Call[None, None]) -> HttpResponse:
@@ -198,21 +167,13 @@ async def revoke_route(call: Call[None, None]) -> HttpResponse:
     try:
         form = parse_form(request.body)
         client = await authenticate_client(bindings, request, form)
-        db, kv = _stores(bindings)
+        db, kv = stores(bindings)
         token = form.get("token")
         if not token:
             raise OAuthError("invalid_request", "token is required")
-        now = int(bindings.clock.now())
-        await _revoke(db, kv, client, token, now)
     except OAuthError as exc:
         return exc.response()
-    return empty_response(200, {"cache-control": "no-store", **_CORS})
-
-
-async def _revoke(
-    db: D1Database, kv: KVNamespace, client: ClientInfo, token: str, now: int
-) -> None:
-    token_hash = hash_token(token)
+    token_hash, now = _hash(token), int(bindings.clock.now())
     if token.startswith(ACCESS_TOKEN_PREFIX):
         raw = await kv.get(access_token_key(token_hash))
         if raw and AccessTokenRecord.model_validate_json(raw).client_id == client.client_id:
@@ -221,23 +182,19 @@ async def _revoke(
         grant = await store.refresh_token_grant(db, token_hash)
         if grant is not None and grant.client_id == client.client_id:
             await revoke_grant(db, kv, grant.tenant, grant.grant_id, "revoked_by_client", now)
+    return empty_response(200, _NO_STORE)
 
 
 async def register_route(call: Call[None, None]) -> HttpResponse:
     """`POST /register` (RFC 7591 §3): 201 with the client's information."""
-    request, bindings = call.request, call.bindings
-    headers = {"cache-control": "no-store", **_CORS}
     try:
-        if len(request.body) > 16_384:
+        if len(call.request.body) > 16_384:
             raise OAuthError("invalid_client_metadata", "the metadata is too large")
         try:
-            metadata: Any = json.loads(request.body or b"null")
+            metadata: Any = json.loads(call.request.body or b"null")
         except ValueError:
             raise OAuthError("invalid_client_metadata", "the body must be JSON") from None
-        _client, body = await register(bindings, metadata)
+        body = await register(call.bindings, metadata)
     except OAuthError as exc:
-        response = exc.response()
-        for name, value in _CORS.items():
-            response.headers.set(name, value)
-        return response
-    return json_response(body, status=201, headers=headers)
+        return exc.response(_CORS)
+    return json_response(body, status=201, headers=_NO_STORE)
