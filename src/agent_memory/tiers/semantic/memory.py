@@ -1,40 +1,17 @@
 """Tier 3, semantic memory: facts in D1 (source of truth) + one vector each in Vectorize.
 
-`SemanticMemory(tenant_id, ...)` is bound to one tenant at construction and has no way to
-name another: every D1 statement starts its WHERE clause with `tenant_id = ?`, and every
-vector query passes the tenant's namespace, a `tenant_id` filter and an `embedding` filter
-(the embedder's `EmbeddingConfig.key`), so vectors of different embedding configs are
-never compared.
+`SemanticMemory` is bound to one tenant at construction and cannot name another: every D1
+statement starts with `tenant_id = ?`, every vector query passes the tenant's namespace and
+`tenant_id` and `embedding` filters, so vectors of different embedding configs are never
+compared.
 
-Writes (`learn`, `learn_many`) — idempotent per (tenant, subject, content hash):
-  1. validate every input (nothing is written if one is bad);
-  2. look the hashes up; a fact that is already `active` is returned as it is (no
-     embedding call), one left `pending_vector` is completed;
-  3. embed the new contents, batched (an embedding failure raises; nothing of that batch
-     is written — ADR-0030 "a failed embed throws; nothing is written");
-  4. insert the rows with status `pending_vector`;
-  5. upsert the vectors;
-  6. mark the rows `active`.
-  If step 5 or 6 fails the rows stay `pending_vector`: recall does not return them, and
-  the retry path finishes them: `complete_pending()` (for a scheduled job), learning the
-  same content again, or — automatically — the tenant's next successful write, which
-  also completes up to 10 pending facts.
+Writes are idempotent per (tenant, subject, content hash): validate all (nothing is written
+if one is bad) → embed the new contents in batches (a failed embed writes nothing of its
+batch, ADR-0030) → insert rows `pending_vector` → upsert vectors → mark rows `active`. A row
+left pending is never recalled; `complete_pending`, learning the same content again, or the
+tenant's next successful write (up to 10) finishes it.
 
-Reads (`recall`): three channels run concurrently —
-  * vector: cosine similarity in the tenant's namespace (top `candidate_pool`, ≤ 100);
-  * keyword: BM25F over the tenant's own keyword index (migration 0009: the fact's words
-    and, at a lower weight, its session context and date), the user's text reduced to
-    terms that only reach D1 as bound parameters;
-  * exact: facts whose subject or predicate equals a string the query names;
-  then fused (`fusion.py`), scored (`scoring.py`) and cut to `top_k`. Only rows that are
-  live (`active`, inside their validity window) are returned: a vector whose row is gone
-  is dropped and deleted from the index (reconciliation), so recall never returns a fact
-  whose row was deleted. Each recall updates `last_recalled_at` / `recall_count` of what
-  it returned and writes a `memory_retrieved` event, in one D1 batch after the response;
-  a record D1 refuses waits in KV until it is written back (`recall_record`).
-
-Maintenance: `complete_pending`, `backfill_keys`, `write_back_recall_records`, and (for
-facts written before migration 0009) the `reindex` module's job.
+`FactHistory` holds the D1-only views the inspector and the subject eraser read.
 """
 
 from __future__ import annotations
@@ -53,7 +30,6 @@ from agent_memory.statements import chunks, count_then_delete, delete_ids
 from agent_memory.tiers.semantic.models import (
     DEFAULT_AGENT_TYPE,
     DEFAULT_TOP_K,
-    EMBED_BATCH,
     MAX_RANK_LIMIT,
     DeleteResult,
     Fact,
@@ -182,16 +158,14 @@ class SemanticMemory:
         """Learn one fact (idempotent per subject and content). See the module docstring."""
         return (await self.learn_many([fact]))[0]
 
-    async def learn_many(
-        self, facts: Sequence[FactInput | Mapping[str, Any]], *, embed_batch: int = EMBED_BATCH
-    ) -> list[LearnResult]:
+    async def learn_many(self, facts: Sequence[FactInput | Mapping[str, Any]]) -> list[LearnResult]:
         """Learn facts in bulk with batched embedding; results are in input order.
 
         Batches are committed one after the other: if a later batch fails (embedding
         error, D1 error), earlier ones stay learned, and calling again with the same facts
         is safe (they are found by hash and not embedded twice).
         """
-        return await self._writer.learn_many(facts, embed_batch=embed_batch)
+        return await self._writer.learn_many(facts)
 
     async def complete_pending(self, limit: int = 100) -> int:
         """Write the vectors of up to `limit` facts left `pending_vector` (oldest first) and

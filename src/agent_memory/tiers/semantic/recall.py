@@ -1,56 +1,27 @@
-"""Links between semantic facts (migration 0004 `memory_links`), written by the reconciler's
-linking step and followed one hop by recall (`SemanticMemory.recall(..., follow_links=True)`).
+"""The recall pipeline of one tenant: channels → live rows → fusion → scoring → top results,
+the recall records written after the response, and links followed one hop.
 
-`linked_rows` returns, for a set of fact ids, their live neighbours (status `active`, inside
-their validity window), strongest link first, at most `per_fact` each, never one of the
-given ids. Every statement is `tenant_id = ?` first; ids are sent in chunks under D1's 100
-bound parameters.
+Channels, run concurrently: `vector` (cosine in the tenant's namespace, filtered by tenant
+and embedding config, top `candidate_pool` ≤ 100), `keyword` (BM25F over the tenant's
+keyword index; the user's text only becomes bound parameters) and `exact` (facts whose
+subject or predicate equals a string the query names). Only live rows are returned (active,
+inside their validity window, matching the filters); a vector whose row is gone is dropped
+and deleted. Candidates do not depend on the limit, so a longer ranking starts with what a
+shorter one returns.
 
-Recall statistics and the `memory_retrieved` event, written after the response.
-
-A recall answers first; the returned facts' `last_recalled_at` / `recall_count` and its
-`memory_retrieved` event are written afterwards (`ctx.waitUntil` when the caller has one,
-else before `recall` returns). They are never lost silently:
-
-* the write is one D1 batch (one transaction) and idempotent: the statistics update only
-  applies while the event id is absent, and the event insert does nothing when it is
-  present, so writing a record again — a retry whose outcome was unknown, or two isolates
-  writing back the same carried-over record — never counts a recall twice;
-* a failed write is retried `RECORD_ATTEMPTS` times with exponential back-off (well inside
-  `waitUntil`'s 30 s);
-* if D1 still refuses it, the record is carried over in KV (D1 is what failed), under
-  `recall-pending:<tenant>:<event id>` with no expiry, so it outlives the isolate. It is
-  written back after the tenant's next recall (a KV list at most every
-  `WRITE_BACK_CHECK_SECONDS` per isolate and tenant, at once when this isolate carried one
-  over) and by the daily cron, `MAX_WRITE_BACK` at a time, and deleted from KV only once D1
-  accepted it;
-* a record committed after a subject erase began (its mark in `erasure_marks`) stores its
-  event without the query text: the erase may not have seen it;
-* at most `MAX_CARRIED` records per tenant wait in KV (KV's list is eventually consistent,
-  so the bound is approximate by the records of the last minute); beyond it, with no KV
-  bound, or when KV fails too, the record is logged at ERROR with its whole payload — the
-  last way left to surface it.
-
-Recall's three candidate channels over one tenant's facts.
-
-* `vector`: cosine similarity in the tenant's namespace, filtered by tenant and embedding
-  config (top `candidate_pool`, ≤ 100);
-* `keyword`: BM25F over the tenant's own keyword index (`keyword_channel`, migration 0009): the
-  memory's text and, at a lower weight, its session context and date; the user's text only
-  ever becomes bound parameters (a JSON list of terms);
-* `exact`: facts whose subject or predicate equals a string the query names.
-Each returns `ChannelHit`s, higher score better; `is_live` is the row test every result
-must pass (active, inside its validity window, matching the filters).
-
-The recall pipeline: channels → live rows → fusion → scoring → top results.
-
-`Recaller.run` asks the three channels concurrently, keeps only live rows (a vector whose
-row is gone is dropped and deleted), fuses the channels (`retrieval.fusion`), scores each
-candidate with its tier's weights (`retrieval.scoring`) and reads full rows for the returned
-ones only. Candidates do not depend on the limit, so a longer ranking starts with what a
-shorter one returns. When asked to record, the returned facts' recall statistics and one
-`memory_retrieved` event commit together in one D1 batch, after the response
-(`recall_record`).
+Recall records (the returned facts' `last_recalled_at` / `recall_count` and the
+`memory_retrieved` event) are never lost silently:
+* one D1 batch, idempotent: the statistics update only applies while the event id is
+  absent and the event insert does nothing when present, so a retried or twice
+  written-back record never counts a recall twice;
+* retried `RECORD_ATTEMPTS` times with exponential back-off (well inside `waitUntil`'s 30 s);
+* then carried over in KV under `recall-pending:<tenant>:<event id>` (no expiry), written
+  back after the tenant's next recall (a KV list at most every `WRITE_BACK_CHECK_SECONDS`
+  per isolate and tenant) and by the daily cron, deleted from KV only once D1 accepted it;
+* committed after a subject erase began (its mark in `erasure_marks`): stored without the
+  query text, since the erase may not have seen it;
+* at most `MAX_CARRIED` records per tenant wait in KV (approximate: KV lists are eventually
+  consistent); beyond it, without KV, or when KV fails too, logged at ERROR with the payload.
 """
 
 from __future__ import annotations
