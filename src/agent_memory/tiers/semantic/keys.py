@@ -24,23 +24,18 @@ from functools import lru_cache
 from typing import Any, Literal
 
 CATCH_ALL_SUBJECT = "general"
-
 FREE_TEXT_PREDICATE = "states"
-
 SPEAKER_ENTITY = "user"
-
 MAX_ENTITY_CHARS = 256
-
 MAX_ATTRIBUTE_CHARS = 128
 
 
 WORD = re.compile("[A-Za-z0-9][A-Za-z0-9'\u2019\\-]*")
-
 SENTENCE_END = re.compile(r"(?<=[.!?;])\s+")
 
 
-def split(text: str) -> list[str]:
-    return text.split()
+def split(text: str, sep: str | None = None) -> list[str]:
+    return text.split(sep)
 
 
 # Attribute classes: a verb (any inflection listed) says which attribute a sentence states.
@@ -70,22 +65,15 @@ CLASSES: dict[str, list[str]] = {
 }
 
 CHANGE = "change"
-
 # After a copula, a participle or adjective can name the attribute ("is based in",
 # "was promoted to"); these are looked for in the next two words.
 COPULA = frozenset(split("is are was were am be been being got gets get"))
-
 VERB_CLASS = {verb: name for name, verbs in CLASSES.items() for verb in verbs}
-
 # One value at a time for an entity: a new value replaces the old one.
 SINGLE_VALUED = frozenset({"location", "role"})
-
 AUX = frozenset(split("does do did can could should would may might must shall"))
-
 DETERMINERS = frozenset(split("the a an this that these those his her their its our your"))
-
 FIRST_PERSON = frozenset({"i", "me", "my", "we", "our", "us", "i'm", "i've", "we're"})
-
 NOT_NAMES = frozenset(
     split(
         "the a an this that these those i my we our you your he she it they his her its their "
@@ -101,39 +89,18 @@ ADVERBS = frozenset(
     )
 )
 
-UPDATE_MARKERS = (
-    "now",
-    "no longer",
-    "not anymore",
-    "anymore",
-    "any more",
-    "moved to",
-    "relocated",
-    "changed",
-    "switched",
-    "instead",
-    "nowadays",
-    "these days",
-    "from now on",
-    "became",
-    "has become",
-    "was promoted",
-    "got promoted",
-    "updated",
-    "turned",
-    "new",
-    "rescheduled",
-    "postponed",
-    "moved the",
-    "pushed",
-    "was changed",
-    "has been changed",
+UPDATE_MARKERS = tuple(
+    split(
+        "now, no longer, not anymore, anymore, any more, moved to, relocated, changed, "
+        "switched, instead, nowadays, these days, from now on, became, has become, "
+        "was promoted, got promoted, updated, turned, new, rescheduled, postponed, "
+        "moved the, pushed, was changed, has been changed",
+        ", ",
+    )
 )
 
 ADDITIVE_MARKERS = ("also", "too", "as well", "another", "additionally", "in addition", "besides")
-
 NEGATIONS = frozenset({"not", "no", "never", "n't", "doesn't", "don't", "isn't", "won't"})
-
 STOP = frozenset(
     split(
         "the a an of in on at to for from by with and or but is are was were am be been being "
@@ -157,7 +124,6 @@ SLOT_NOUNS = {
 # Where a preference or plan holds ("for every editor", "in May"): same context + new value
 # is an update, a different context is another preference.
 CONTEXT_PREPOSITIONS = frozenset(split("for in on at during"))
-
 CONTEXTUAL = frozenset({"preference", "plan"})
 
 

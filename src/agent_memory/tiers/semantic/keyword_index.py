@@ -394,17 +394,6 @@ class ReindexReport(BaseModel):
     tenants: list[TenantReindex] = Field(default_factory=list)
 
 
-async def unindexed_tenants(db: D1Database) -> list[str]:
-    """Every tenant with at least one fact not in the keyword index, sorted."""
-    result = await db.prepare(_UNINDEXED_TENANTS_SQL).all()
-    return [str(row["tenant_id"]) for row in result.results]
-
-
-async def unindexed_count(db: D1Database, tenant_id: str) -> int:
-    """How many of the tenant's facts have no keyword-index entry."""
-    return int(await db.prepare(_COUNT_SQL).bind(tenant_id).first_value("n") or 0)
-
-
 def _statement_groups(rows: Sequence[dict[str, object]]) -> list[str]:
     """The page's entries as JSON parameters `[[fts_rowid, index_terms, length,
     context_length], ...]`, each at most `MAX_STATEMENT_JSON` characters (or one fact)."""
@@ -464,8 +453,10 @@ async def reindex_pending(
     started = time.monotonic()
     deadline = started + budget.max_seconds
     report = ReindexReport()
-    names = list(tenants) if tenants is not None else await unindexed_tenants(db)
-    for tenant in names:
+    if tenants is None:  # every tenant with an unindexed fact
+        result = await db.prepare(_UNINDEXED_TENANTS_SQL).all()
+        tenants = [str(row["tenant_id"]) for row in result.results]
+    for tenant in tenants:
         left = budget.facts_total - report.reindexed
         if left <= 0:
             report.stopped_by = "total_budget"
@@ -477,7 +468,7 @@ async def reindex_pending(
         cap = min(left, budget.facts_per_tenant)
         try:
             item.reindexed = await reindex_tenant(db, tenant, cap, deadline=deadline)
-            item.remaining = await unindexed_count(db, tenant)
+            item.remaining = int(await db.prepare(_COUNT_SQL).bind(tenant).first_value("n") or 0)
         except Exception as exc:
             log.exception("reindex: tenant %s failed", tenant)
             item.error = f"{type(exc).__name__}: {exc}"

@@ -60,11 +60,7 @@ from bindings.ports.vectorize import VectorIndex
 
 class SemanticMemory:
     """Semantic memory of one tenant. Construct per request; the tenant cannot change.
-
-    A facade: the write path (`_writes.FactWriter`), the vector half of writes and its
-    repair (`_vectors.VectorSync`) and the recall pipeline (`_recall.Recaller`) share one
-    `FactScope`, built here, so the tenant is named exactly once.
-    """
+    The write path, vector repair and recall pipeline share one `FactScope` built here."""
 
     def __init__(
         self,
@@ -435,38 +431,20 @@ class FactHistory:
             frontier = newer
         return found
 
+    async def _delete_where(self, table: str, column: str, ids: Sequence[str]) -> int:
+        sql = f"DELETE FROM {table} WHERE tenant_id = ? AND {column} IN ({{marks}})"
+        return await delete_ids(self._db, sql, self.tenant_id, ids)
+
     async def delete_links(self, fact_ids: Sequence[str]) -> int:
         """Delete every link from or to one of `fact_ids`; how many."""
-        outgoing = await delete_ids(
-            self._db,
-            "DELETE FROM memory_links WHERE tenant_id = ? AND from_fact_id IN ({marks})",
-            self.tenant_id,
-            fact_ids,
-        )
-        incoming = await delete_ids(
-            self._db,
-            "DELETE FROM memory_links WHERE tenant_id = ? AND to_fact_id IN ({marks})",
-            self.tenant_id,
-            fact_ids,
-        )
-        return outgoing + incoming
+        outgoing = await self._delete_where("memory_links", "from_fact_id", fact_ids)
+        return outgoing + await self._delete_where("memory_links", "to_fact_id", fact_ids)
 
     async def delete_provenance(self, fact_ids: Sequence[str], sources: Sequence[str]) -> int:
         """Delete the provenance of `fact_ids` and every provenance row naming one of
         `sources` (facts, episodes or runs); how many."""
-        of_facts = await delete_ids(
-            self._db,
-            "DELETE FROM fact_provenance WHERE tenant_id = ? AND fact_id IN ({marks})",
-            self.tenant_id,
-            fact_ids,
-        )
-        naming = await delete_ids(
-            self._db,
-            "DELETE FROM fact_provenance WHERE tenant_id = ? AND source_id IN ({marks})",
-            self.tenant_id,
-            sources,
-        )
-        return of_facts + naming
+        of_facts = await self._delete_where("fact_provenance", "fact_id", fact_ids)
+        return of_facts + await self._delete_where("fact_provenance", "source_id", sources)
 
     async def delete_facts(self, fact_ids: Sequence[str]) -> int:
         """Delete the rows (the keyword index's triggers remove their postings)."""

@@ -32,10 +32,9 @@ import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
 
 from agent_memory.governance.events import MemoryEvent, RetrievedItem, memory_retrieved
 from agent_memory.retrieval.scoring import (
@@ -68,10 +67,8 @@ from bindings.ports.vectorize import VECTORIZE_MAX_TOP_K
 DEFAULT_PER_FACT = 3
 
 
-class LinkedRow(BaseModel):
+class LinkedRow(NamedTuple):
     """A neighbour reached over a link: the fact row, who it was reached from, the link."""
-
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
     via: str
     score: float
@@ -395,24 +392,18 @@ class RecallChannels:
         else:
             sql = " AND +f.status = 'active' AND (f.valid_to IS NULL OR f.valid_to > ?)"
             params = [ms(now)]
-        if filters.agent_type is not None:
-            sql += " AND f.agent_type = ?"
-            params.append(filters.agent_type)
-        if filters.subject is not None:
-            sql += " AND f.subject = ?"
-            params.append(filters.subject)
-        if filters.predicate is not None:
-            sql += " AND f.predicate = ?"
-            params.append(filters.predicate)
-        if filters.min_confidence is not None:
-            sql += " AND f.confidence >= ?"
-            params.append(float(filters.min_confidence))
-        if filters.valid_from_after is not None:
-            sql += " AND f.valid_from >= ?"
-            params.append(ms(filters.valid_from_after))
-        if filters.valid_from_before is not None:
-            sql += " AND f.valid_from < ?"
-            params.append(ms(filters.valid_from_before))
+        after, before = filters.valid_from_after, filters.valid_from_before
+        for clause, value in (
+            ("f.agent_type = ?", filters.agent_type),
+            ("f.subject = ?", filters.subject),
+            ("f.predicate = ?", filters.predicate),
+            ("f.confidence >= ?", filters.min_confidence),
+            ("f.valid_from >= ?", None if after is None else ms(after)),
+            ("f.valid_from < ?", None if before is None else ms(before)),
+        ):
+            if value is not None:
+                sql += f" AND {clause}"
+                params.append(value)
         return sql, params
 
     async def keyword(
@@ -433,19 +424,28 @@ class RecallChannels:
         hits = [ChannelHit(id=str(r["fact_id"]), score=float(r["channel_score"])) for r in found]
         return hits, {str(r["fact_id"]): r for r in found}, prepared
 
-    async def rows(self, fact_ids: Sequence[str], prepared: KeywordQuery | None) -> dict[str, Row]:
+    async def rows(
+        self,
+        fact_ids: Sequence[str],
+        prepared: KeywordQuery | None,
+        filters: RecallFilters,
+        now: float,
+    ) -> dict[str, Row]:
         """This tenant's rows among `fact_ids` (any status; the columns ranking needs), each
-        with `keyword_score`, its exact BM25F for the query (0.0 without keyword terms), by
-        fact id: one statement however many ids (they are one JSON parameter)."""
+        with `keyword_score`, its exact BM25F for the query (0.0 without keyword terms), and
+        `live` (0 when the row may not be returned: not live or filtered out), by fact id:
+        one statement however many ids (they are one JSON parameter)."""
         if not fact_ids:
             return {}
         score, score_params = self._keyword.score_column(prepared)
+        live, live_params = self._row_filter_sql(filters, now)
         result = (
             await self._s.db.prepare(
-                f"SELECT {SCORING_COLUMNS}, {score} AS keyword_score FROM semantic_facts AS f "
+                f"SELECT {SCORING_COLUMNS}, {score} AS keyword_score, "
+                f"COALESCE(1{live}, 0) AS live FROM semantic_facts AS f "
                 "WHERE f.tenant_id = ? AND f.fact_id IN (SELECT value FROM json_each(?))"
             )
-            .bind(*score_params, self._s.tenant_id, json.dumps(list(fact_ids)))
+            .bind(*score_params, *live_params, self._s.tenant_id, json.dumps(list(fact_ids)))
             .all()
         )
         return {str(row["fact_id"]): row for row in result.results}
@@ -481,41 +481,6 @@ class RecallChannels:
             return [], False
         return hits, True
 
-    @staticmethod
-    def is_live(row: Row, filters: RecallFilters, now: float) -> bool:
-        """Whether a row may be returned: active and valid now, or — with `as_of` — written
-        by then and valid then (superseded or not)."""
-        if filters.as_of is not None:
-            at = ms(filters.as_of)
-            if row["status"] not in ("active", "superseded"):
-                return False
-            if int(row["created_at"]) > at or int(row["valid_from"]) > at:
-                return False
-            if row["valid_to"] is not None and int(row["valid_to"]) <= at:
-                return False
-        else:
-            if row["status"] != "active":
-                return False
-            if row["valid_to"] is not None and int(row["valid_to"]) <= ms(now):
-                return False
-        if filters.agent_type is not None and row["agent_type"] != filters.agent_type:
-            return False
-        if filters.subject is not None and row["subject"] != filters.subject:
-            return False
-        if filters.predicate is not None and row["predicate"] != filters.predicate:
-            return False
-        if filters.valid_from_after is not None and int(row["valid_from"]) < ms(
-            filters.valid_from_after
-        ):
-            return False
-        if filters.valid_from_before is not None and int(row["valid_from"]) >= ms(
-            filters.valid_from_before
-        ):
-            return False
-        return not (
-            filters.min_confidence is not None and float(row["confidence"]) < filters.min_confidence
-        )
-
 
 # How far below the newer statement a stale one is placed (scores are rounded to 6 places).
 _STALE_GAP = 1e-6
@@ -550,18 +515,6 @@ def stale_statements(rows: Sequence[Row]) -> dict[str, str]:
     return stale
 
 
-@dataclass(frozen=True, slots=True)
-class Candidates:
-    """What the channels found: their hits, whether the exact channel listed all its
-    matches, and every candidate's row (with its `keyword_score`) by fact id."""
-
-    vector: list[ChannelHit]
-    keyword: list[ChannelHit]
-    exact: list[ChannelHit]
-    exact_complete: bool
-    rows: dict[str, Row]
-
-
 def _key(row: Row) -> FactKey:
     return FactKey(
         entity=str(row.get("key_entity") or ""),
@@ -594,14 +547,15 @@ class Recaller:
         scored_at = min(now, filters.as_of) if filters.as_of is not None else now
         # Candidates do not depend on `limit`: `rank(q, 500)` starts with what
         # `recall(q, 5)` returns, in the same order.
-        found = await self._candidates(query, query_vector, filters, now)
-        vector_hits, rows = found.vector, found.rows
-        keyword_hits, exact_hits, exact_complete = found.keyword, found.exact, found.exact_complete
+        vector_hits, keyword_hits, exact_hits, exact_complete, rows = await self._candidates(
+            query, query_vector, filters, now
+        )
         stray = [h.id for h in vector_hits if h.id not in rows]
         dropped = list(stray)
         if stray:
             await self._vectors.drop_stray(stray)
-        live = {fid: row for fid, row in rows.items() if self._channels.is_live(row, filters, now)}
+        # The keyword channel's rows passed the filters in SQL; the others carry `live`.
+        live = {fid: row for fid, row in rows.items() if row.get("live", 1)}
         dropped += [fid for fid in rows if fid not in live]
         # The keyword channel is normalised over every channel's candidates, not its own
         # top `pool` only: each live candidate has its exact BM25F score (0 if no term).
@@ -691,8 +645,9 @@ class Recaller:
         query_vector: Sequence[float] | None,
         filters: RecallFilters,
         now: float,
-    ) -> Candidates:
-        """Every channel's candidates and their rows (`RecallChannels.rows`). The vector
+    ) -> tuple[list[ChannelHit], list[ChannelHit], list[ChannelHit], bool, dict[str, Row]]:
+        """The vector, keyword and exact hits, whether the exact channel listed all its
+        matches, and every candidate's row (`RecallChannels.rows`) by fact id. The vector
         query is in flight while the keyword and exact channels run and their candidates'
         rows are read (on Cloudflare Vectorize answers remotely, overlapping the D1 calls),
         so only the vector-only candidates' rows wait for it."""
@@ -706,15 +661,15 @@ class Recaller:
                 self._channels.exact(query, filters, pool, now),
             )
             exact_only = [h.id for h in exact_hits if complete and h.id not in rows]
-            rows.update(await self._channels.rows(exact_only, prepared))
+            rows.update(await self._channels.rows(exact_only, prepared, filters, now))
         except BaseException:
             vector.cancel()
             await asyncio.gather(vector, return_exceptions=True)
             raise
         vector_hits = await vector
         rest = list(dict.fromkeys(h.id for h in vector_hits if h.id not in rows))
-        rows.update(await self._channels.rows(rest, prepared))
-        return Candidates(vector_hits, keyword_hits, exact_hits, complete, rows)
+        rows.update(await self._channels.rows(rest, prepared, filters, now))
+        return vector_hits, keyword_hits, exact_hits, complete, rows
 
     async def _record_recall(
         self,

@@ -139,8 +139,7 @@ class VectorSync:
             await self._s.db.batch(list(group))
 
     async def complete_pending(self, limit: int = 100) -> int:
-        """Write the vectors of up to `limit` facts left `pending_vector` (oldest first) and
-        activate them. Returns how many became active. Safe to run any time."""
+        """`SemanticMemory.complete_pending`."""
         embedder = self._s.require_embedder()
         result = (
             await self._s.db.prepare(
@@ -175,7 +174,7 @@ class VectorSync:
             )
 
     async def reconcile_vectors(self, fact_ids: Sequence[str]) -> list[str]:
-        """Delete this tenant's vectors among `fact_ids` that have no row. Returns them."""
+        """`SemanticMemory.reconcile_vectors`."""
         ids = list(dict.fromkeys(fact_ids))
         if not ids:
             return []
@@ -375,12 +374,7 @@ class FactWriter:
         return out
 
     async def learn_many(self, facts: Sequence[FactInput | Mapping[str, Any]]) -> list[LearnResult]:
-        """Learn facts in bulk with batched embedding; results are in input order.
-
-        Batches are committed one after the other: if a later batch fails (embedding
-        error, D1 error), earlier ones stay learned, and calling again with the same facts
-        is safe (they are found by hash and not embedded twice).
-        """
+        """`SemanticMemory.learn_many`."""
         inputs = self.validate_facts(facts)
         if not inputs:
             return []
@@ -578,8 +572,7 @@ class FactWriter:
         return conflicts
 
     async def delete(self, fact_id: str) -> DeleteResult:
-        """Delete a fact's row and its vector (admin only; ADR-0030). Idempotent: deleting
-        an absent fact is a no-op that still removes a vector left behind earlier."""
+        """`SemanticMemory.delete`."""
         if not isinstance(fact_id, str) or not is_ulid(fact_id):
             raise MemoryInputError(
                 "fact_id must be a 26-character ULID",
