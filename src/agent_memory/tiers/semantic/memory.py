@@ -26,7 +26,7 @@ from agent_memory.governance.personal_data import PersonalData
 from agent_memory.governance.policy import WriteGate
 from agent_memory.retrieval.scoring import RetrievalConfig, Tier
 from agent_memory.scope import TENANT_RE
-from agent_memory.statements import chunks, count_then_delete, delete_ids
+from agent_memory.statements import count_then_delete, delete_ids
 from agent_memory.tiers.semantic.models import (
     DEFAULT_AGENT_TYPE,
     DEFAULT_TOP_K,
@@ -396,40 +396,24 @@ class FactHistory:
     async def subject_facts(self, subject: str) -> dict[str, str]:
         """The facts about or naming `subject`, with the history they superseded
         (transitively): fact id -> content hash."""
+        # Facts superseded by an erased fact (duplicates merged into it, earlier values it
+        # replaced) are its history: they go too (the recursive part). The derived key
+        # (migration 0005) is lower-cased: a free-text fact stored under the catch-all
+        # subject is still about the entity its text names.
         result = await (
             self._db.prepare(
-                "SELECT fact_id, content_hash FROM semantic_facts WHERE tenant_id = ? "
-                "AND (subject = ? OR object = ? OR instr(content, ?) > 0 "
-                "OR instr(metadata, ?) > 0 OR (key_entity <> '' AND key_entity = lower(?)))"
+                "WITH RECURSIVE found(fact_id, content_hash) AS ("
+                "SELECT fact_id, content_hash FROM semantic_facts WHERE tenant_id = ?1 "
+                "AND (subject = ?2 OR object = ?2 OR instr(content, ?2) > 0 "
+                "OR instr(metadata, ?2) > 0 OR (key_entity <> '' AND key_entity = lower(?2))) "
+                "UNION SELECT f.fact_id, f.content_hash FROM semantic_facts AS f "
+                "JOIN found ON f.tenant_id = ?1 AND f.superseded_by = found.fact_id) "
+                "SELECT fact_id, content_hash FROM found"
             )
-            # The derived key (migration 0005) is lower-cased: a free-text fact stored under
-            # the catch-all subject is still about the entity its text names.
-            .bind(self.tenant_id, subject, subject, subject, subject, subject)
+            .bind(self.tenant_id, subject)
             .all()
         )
-        found = {str(row["fact_id"]): str(row["content_hash"]) for row in result.results}
-        # Facts superseded by an erased fact (duplicates merged into it, earlier values it
-        # replaced) are its history: they go too.
-        frontier = sorted(found)
-        while frontier:
-            newer: list[str] = []
-            for chunk in chunks(frontier):
-                marks = ", ".join("?" for _ in chunk)
-                older = await (
-                    self._db.prepare(
-                        "SELECT fact_id, content_hash FROM semantic_facts WHERE tenant_id = ? "
-                        f"AND superseded_by IN ({marks})"
-                    )
-                    .bind(self.tenant_id, *chunk)
-                    .all()
-                )
-                for row in older.results:
-                    fact_id = str(row["fact_id"])
-                    if fact_id not in found:
-                        found[fact_id] = str(row["content_hash"])
-                        newer.append(fact_id)
-            frontier = newer
-        return found
+        return {str(row["fact_id"]): str(row["content_hash"]) for row in result.results}
 
     async def _delete_where(self, table: str, column: str, ids: Sequence[str]) -> int:
         sql = f"DELETE FROM {table} WHERE tenant_id = ? AND {column} IN ({{marks}})"

@@ -290,6 +290,9 @@ class LearnResult(BaseModel):
     error: str | None = None
 
 
+BREAKDOWN_PARTS = ("relevance", "recency", "confidence", "density")
+
+
 class RecalledFact(BaseModel):
     fact: Fact
     score: float
@@ -323,10 +326,7 @@ class RecalledFact(BaseModel):
             "possibly_outdated": self.possibly_outdated,
             "score": round(self.score, 6),
             "score_breakdown": {
-                "relevance": round(self.breakdown.relevance, 6),
-                "recency": round(self.breakdown.recency, 6),
-                "confidence": round(self.breakdown.confidence, 6),
-                "density": round(self.breakdown.density, 6),
+                **{k: round(getattr(self.breakdown, k), 6) for k in BREAKDOWN_PARTS},
                 "weights": {k: round(v, 6) for k, v in self.breakdown.weights.items()},
                 "channels": {
                     name: {"rank": d.rank, "raw": round(d.raw, 6)}
@@ -450,15 +450,6 @@ class FactScope:
         if self.embedder is None:
             raise SemanticTierUnavailable("no embedder is bound; learn and recall need one")
         return self.embedder
-
-    def vector_filter(self, config: EmbeddingConfig, agent_type: str | None) -> dict[str, Any]:
-        """The metadata filter of every vector query of this tenant."""
-        # tenant_id on top of the namespace (ADR-0030 defence in depth) and the embedding
-        # config, so a query never compares vectors of different models (DESIGN inv. 6).
-        flt: dict[str, Any] = {"tenant_id": self.tenant_id, "embedding": embedding_tag(config)}
-        if agent_type is not None:
-            flt["agent_type"] = agent_type
-        return flt
 
     async def load_rows(self, fact_ids: Sequence[str], columns: str = "*") -> dict[str, Row]:
         """This tenant's rows among `fact_ids` (any status), by fact id."""

@@ -31,10 +31,10 @@ import json
 import logging
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, NamedTuple, cast
+from typing import NamedTuple, cast
 
 import numpy as np
+from pydantic import BaseModel
 
 from agent_memory.governance.events import MemoryEvent, RetrievedItem, memory_retrieved
 from agent_memory.retrieval.scoring import (
@@ -55,6 +55,7 @@ from agent_memory.tiers.semantic.models import (
     RecallFilters,
     RecallResult,
     check_matrix,
+    embedding_tag,
     ms,
     open_facts,
 )
@@ -141,33 +142,13 @@ WRITE_BACK_CHECK_SECONDS = 300.0
 ERASE_CLOCK_MARGIN_MS = 60_000
 
 
-@dataclass(frozen=True, slots=True)
-class RecallRecord:
-    """What one recall leaves behind: its event and the facts whose statistics it bumps."""
+class RecallRecord(BaseModel):
+    """What one recall leaves behind: its event and the facts whose statistics it bumps.
+    Kept in KV as its JSON (`model_dump_json`)."""
 
     event: MemoryEvent
     fact_ids: list[str]
     now: float
-
-    def to_json(self) -> str:
-        return json.dumps(
-            {"event": self.event.model_dump(), "fact_ids": self.fact_ids, "now": self.now},
-            separators=(",", ":"),
-            ensure_ascii=False,
-        )
-
-    @classmethod
-    def from_json(cls, text: str) -> RecallRecord:
-        """Raises `ValueError` when `text` is not a record."""
-        try:
-            data: dict[str, Any] = json.loads(text)
-            return cls(
-                event=MemoryEvent.model_validate(data["event"]),
-                fact_ids=[str(fact_id) for fact_id in data["fact_ids"]],
-                now=float(data["now"]),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"not a recall record: {exc}") from None
 
 
 def carry_prefix(tenant_id: str) -> str:
@@ -260,7 +241,7 @@ class RecallRecorder:
             record.event.event_id,
             self._s.tenant_id,
             why,
-            record.to_json(),
+            record.model_dump_json(),
         )
 
     async def _carry_over(self, record: RecallRecord) -> None:
@@ -274,7 +255,7 @@ class RecallRecorder:
             if len(waiting.keys) >= MAX_CARRIED:
                 self._lost(record, f"{MAX_CARRIED} records already wait in KV")
                 return
-            await kv.put(prefix + record.event.event_id, record.to_json())
+            await kv.put(prefix + record.event.event_id, record.model_dump_json())
         except Exception as exc:
             self._lost(record, f"D1 failed {RECORD_ATTEMPTS} times, then KV: {exc}")
             return
@@ -315,7 +296,7 @@ class RecallRecorder:
             if text is None:  # written back by another isolate meanwhile
                 continue
             try:
-                record = RecallRecord.from_json(text)
+                record = RecallRecord.model_validate_json(text)
                 if record.event.tenant_id != self._s.tenant_id:
                     raise ValueError("the record names another tenant")
             except ValueError as exc:
@@ -369,7 +350,13 @@ class RecallChannels:
             values,
             top_k=top_k,
             namespace=self._s.namespace,
-            filter=self._s.vector_filter(embedder.config, filters.agent_type),
+            # tenant_id on top of the namespace (ADR-0030 defence in depth) and the embedding
+            # config, so a query never compares vectors of different models (DESIGN inv. 6).
+            filter={
+                "tenant_id": self._s.tenant_id,
+                "embedding": embedding_tag(embedder.config),
+                **({} if filters.agent_type is None else {"agent_type": filters.agent_type}),
+            },
             return_metadata="none",
         )
         return [ChannelHit(id=m.id, score=m.score) for m in result.matches]

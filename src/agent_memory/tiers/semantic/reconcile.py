@@ -84,6 +84,12 @@ class Link(BaseModel):
     score: float
 
 
+INSERT_LINK = (
+    "INSERT INTO memory_links (tenant_id, from_fact_id, to_fact_id, score, created_at) "
+    "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
+)
+
+
 class ReconcileStore:
     """One tenant's rows and vectors, as the reconciler's steps need them."""
 
@@ -226,13 +232,10 @@ class ReconcileStore:
                 ).bind(self.tenant_id, winner, loser, relation, now_ms)
             )
         if link_score is not None:
-            for a, b in ((loser, winner), (winner, loser)):
-                statements.append(
-                    self._db.prepare(
-                        "INSERT INTO memory_links (tenant_id, from_fact_id, to_fact_id, score, "
-                        "created_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
-                    ).bind(self.tenant_id, a, b, link_score, now_ms)
-                )
+            statements += [
+                self._db.prepare(INSERT_LINK).bind(self.tenant_id, a, b, link_score, now_ms)
+                for a, b in ((loser, winner), (winner, loser))
+            ]
         results = await self._db.batch(statements)
         return results[0].meta.changes != 0
 
@@ -256,10 +259,9 @@ class ReconcileStore:
     async def insert_links(self, links: Sequence[Link], now_ms: int) -> int:
         """Insert the links that are not there yet; returns how many were new."""
         statements = [
-            self._db.prepare(
-                "INSERT INTO memory_links (tenant_id, from_fact_id, to_fact_id, score, "
-                "created_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
-            ).bind(self.tenant_id, link.from_fact_id, link.to_fact_id, link.score, now_ms)
+            self._db.prepare(INSERT_LINK).bind(
+                self.tenant_id, link.from_fact_id, link.to_fact_id, link.score, now_ms
+            )
             for link in links
         ]
         added = 0

@@ -40,7 +40,7 @@ from agent_memory.tiers.semantic.models import (
 )
 from bindings.ports.d1 import D1Statement
 from bindings.ports.embedder import EmbeddingConfig
-from bindings.ports.sql import Row
+from bindings.ports.sql import Row, SqlValue
 from bindings.ports.vectorize import VECTORIZE_MAX_BATCH, VectorRecord
 
 log = logging.getLogger(__name__)
@@ -291,7 +291,7 @@ async def find_by_hash(
     return found
 
 
-def insert_statement(
+def new_row(
     scope: FactScope,
     fact: FactInput,
     fact_id: str,
@@ -301,50 +301,48 @@ def insert_statement(
     key: FactKey,
     plan: ContextPlan,
     metadata: dict[str, Any],
-) -> D1Statement:
-    """The INSERT of one new fact (status `pending_vector`), with its derived key and its
-    keyword-index plan; a (subject, content hash) already present is left as it is."""
+) -> dict[str, SqlValue]:
+    """The `semantic_facts` row of one new fact (status `pending_vector`), with its derived
+    key and its keyword-index plan."""
     valid_from = ms(fact.valid_from) if fact.valid_from is not None else ms(now)
     valid_to = ms(fact.valid_to) if fact.valid_to is not None else None
-    if valid_to is not None and valid_to < valid_from:
-        valid_to = valid_from
+    return {
+        "tenant_id": scope.tenant_id,
+        "fact_id": fact_id,
+        "agent_type": fact.agent_type or scope.agent_type,
+        "subject": fact.subject,
+        "predicate": fact.predicate,
+        "object": fact.object,
+        "content": fact.content,
+        "metadata": json.dumps(metadata, separators=(",", ":"), ensure_ascii=False),
+        "confidence": float(fact.confidence),
+        "source": fact.source,
+        "learned_from_run_id": fact.learned_from_run_id or scope.run_id,
+        "embedding_provider": config.provider,
+        "embedding_model": config.model,
+        "embedding_dimensions": config.dimensions,
+        "content_hash": digest,
+        "status": "pending_vector",
+        "valid_from": valid_from,
+        "valid_to": None if valid_to is None else max(valid_to, valid_from),
+        "created_at": ms(now),
+        "updated_at": ms(now),
+        "key_entity": key.entity,
+        "key_attribute": key.attribute,
+        "key_source": key.source,
+        "session_key": plan.session,
+        "index_terms": plan.entry.index_terms,
+        "index_length": plan.entry.length,
+        "context_length": plan.entry.context_length,
+    }
+
+
+def insert_statement(scope: FactScope, row: dict[str, SqlValue]) -> D1Statement:
+    """The INSERT of `row`; a (subject, content hash) already present is left as it is."""
     return scope.db.prepare(
-        "INSERT INTO semantic_facts (tenant_id, fact_id, agent_type, subject, predicate, "
-        "object, content, metadata, confidence, source, learned_from_run_id, "
-        "embedding_provider, embedding_model, embedding_dimensions, content_hash, status, "
-        "valid_from, valid_to, created_at, updated_at, key_entity, key_attribute, key_source, "
-        "session_key, index_terms, index_length, context_length) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending_vector', ?, ?, ?, ?, "
-        "?, ?, ?, ?, ?, ?, ?) "
+        f"INSERT INTO semantic_facts ({', '.join(row)}) VALUES ({', '.join('?' for _ in row)}) "
         "ON CONFLICT (tenant_id, subject, content_hash) DO NOTHING"
-    ).bind(
-        scope.tenant_id,
-        fact_id,
-        fact.agent_type or scope.agent_type,
-        fact.subject,
-        fact.predicate,
-        fact.object,
-        fact.content,
-        json.dumps(metadata, separators=(",", ":"), ensure_ascii=False),
-        float(fact.confidence),
-        fact.source,
-        fact.learned_from_run_id or scope.run_id,
-        config.provider,
-        config.model,
-        config.dimensions,
-        digest,
-        valid_from,
-        valid_to,
-        ms(now),
-        ms(now),
-        key.entity,
-        key.attribute,
-        key.source,
-        plan.session,
-        plan.entry.index_terms,
-        plan.entry.length,
-        plan.entry.context_length,
-    )
+    ).bind(*row.values())
 
 
 class FactWriter:
@@ -444,32 +442,18 @@ class FactWriter:
                 metadata = await self._s.personal.seal(
                     fact.subject, fact_id, "metadata", fact.metadata
                 )
-                inserts.append(
-                    (
-                        index,
-                        insert_statement(
-                            self._s,
-                            fact,
-                            fact_id,
-                            hashes[index],
-                            embedder.config,
-                            now,
-                            keys[index],
-                            plans[index],
-                            metadata,
-                        ),
-                    )
+                jobs[index] = new_row(
+                    self._s,
+                    fact,
+                    fact_id,
+                    hashes[index],
+                    embedder.config,
+                    now,
+                    keys[index],
+                    plans[index],
+                    metadata,
                 )
-                jobs[index] = {
-                    "fact_id": fact_id,
-                    "agent_type": fact.agent_type or self._s.agent_type,
-                    "subject": fact.subject,
-                    "predicate": fact.predicate,
-                    "object": fact.object,
-                    "confidence": fact.confidence,
-                    "learned_from_run_id": fact.learned_from_run_id or self._s.run_id,
-                    "created_at": ms(now),
-                }
+                inserts.append((index, insert_statement(self._s, jobs[index])))
                 created[index] = True
             conflicts = await self._insert_rows(inserts)
             if conflicts:
