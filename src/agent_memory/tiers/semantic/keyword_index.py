@@ -46,7 +46,6 @@ from bindings.ports.d1 import D1Database
 from bindings.ports.sql import Row, SqlValue
 
 POSTINGS_BUDGET = 1_000
-
 # Terms that drive candidate generation: each is one index range of postings.
 MAX_DRIVING_TERMS = 16
 
@@ -344,7 +343,6 @@ class SessionContext:
 # Facts read per page and sent per UPDATE. The UPDATE looks each fact's entry up in the
 # JSON parameter (a scan of it per fact), so both its size and the page are kept small.
 FACTS_PER_STATEMENT = 100
-
 MAX_STATEMENT_JSON = 64_000  # characters of the JSON parameter before a new statement
 
 
@@ -353,7 +351,6 @@ StoppedBy = Literal["tenant_budget", "total_budget", "time_budget"]
 
 # One seek per tenant on the partial index `semantic_facts_unindexed`.
 _UNINDEXED_TENANTS_SQL = distinct_tenants_sql("semantic_facts", "index_terms IS NULL")
-
 _PAGE_SQL = (
     "SELECT fts_rowid, content, valid_from FROM semantic_facts "
     "WHERE tenant_id = ? AND index_terms IS NULL ORDER BY fts_rowid LIMIT ?"

@@ -45,7 +45,7 @@ from agent_memory.retrieval.scoring import (
     rank_candidates,
 )
 from agent_memory.retrieval.terms import exact_match_candidates, query_terms
-from agent_memory.statements import IDS_PER_STATEMENT, chunks
+from agent_memory.statements import chunks
 from agent_memory.tiers.semantic.keys import FactKey, KeySource, judge_update
 from agent_memory.tiers.semantic.keyword_index import KeywordIndex, KeywordQuery
 from agent_memory.tiers.semantic.models import (
@@ -122,21 +122,14 @@ log = logging.getLogger(__name__)
 
 
 RECORD_ATTEMPTS = 4
-
 RECORD_BASE_DELAY = 0.2  # seconds: 0.2, 0.4, 0.8 between attempts
-
 CARRY_PREFIX = "recall-pending"
-
 MAX_CARRIED = 1_000  # per tenant, in KV
-
 # Written back after one recall: two D1 statements each, inside the free plan's 50 queries
 # per invocation together with the recall's own ~7.
 WRITE_BACK_AFTER_RECALL = 10
-
 MAX_WRITE_BACK = 100  # per call of `write_back` (the daily cron's share per tenant)
-
 WRITE_BACK_CHECK_SECONDS = 300.0
-
 # An erase whose mark is up to this much older than the recall counts as concurrent with it:
 # the two may run in isolates whose clocks differ slightly.
 ERASE_CLOCK_MARGIN_MS = 60_000
@@ -181,24 +174,17 @@ class RecallRecorder:
         self._s = scope
 
     def _statements(self, record: RecallRecord) -> list[D1Statement]:
-        statements: list[D1Statement] = []
-        for chunk in chunks(record.fact_ids, IDS_PER_STATEMENT):
-            marks = ", ".join("?" for _ in chunk)
-            statements.append(
-                self._s.db.prepare(
-                    "UPDATE semantic_facts SET last_recalled_at = ?, "
-                    "recall_count = recall_count + 1 "
-                    f"WHERE tenant_id = ? AND fact_id IN ({marks}) AND NOT EXISTS "
-                    "(SELECT 1 FROM memory_events AS e WHERE e.tenant_id = ? AND e.event_id = ?)"
-                ).bind(
-                    ms(record.now),
-                    self._s.tenant_id,
-                    *chunk,
-                    self._s.tenant_id,
-                    record.event.event_id,
-                )
-            )
-        statements.append(self._s.events.statement(record.event, if_absent=True))
+        tenant = self._s.tenant_id
+        statements = [
+            self._s.db.prepare(
+                "UPDATE semantic_facts SET last_recalled_at = ?, recall_count = recall_count + 1 "
+                "WHERE tenant_id = ? AND fact_id IN (SELECT value FROM json_each(?)) AND NOT "
+                "EXISTS (SELECT 1 FROM memory_events AS e WHERE e.tenant_id = ? AND e.event_id = ?)"
+            ).bind(
+                ms(record.now), tenant, json.dumps(record.fact_ids), tenant, record.event.event_id
+            ),
+            self._s.events.statement(record.event, if_absent=True),
+        ]
         # A subject erase that began since the recall (its mark, migration 0013) may have
         # looked for the subject before this event existed: the event then keeps no query
         # text. Same transaction, so the erase either sees the event or this sees the mark.
@@ -471,7 +457,6 @@ class RecallChannels:
 
 # How far below the newer statement a stale one is placed (scores are rounded to 6 places).
 _STALE_GAP = 1e-6
-
 STALE_GUARD_WINDOW = 30
 
 

@@ -259,7 +259,6 @@ async def backfill_keys(scope: FactScope, limit: int) -> int:
 
 
 PENDING_RETRY_ON_WRITE = 10
-
 PAIRS_PER_STATEMENT = 45  # (subject, hash) pairs: 2 parameters each + tenant
 
 
@@ -345,6 +344,16 @@ def insert_statement(scope: FactScope, row: dict[str, SqlValue]) -> D1Statement:
     ).bind(*row.values())
 
 
+def _found(row: Row) -> LearnResult:
+    """The result of learning a fact that is already stored (`row`)."""
+    return LearnResult(
+        fact_id=row["fact_id"],
+        status=row["status"],
+        created=False,
+        content_hash=row["content_hash"],
+    )
+
+
 class FactWriter:
     """Learns and deletes one tenant's facts."""
 
@@ -415,12 +424,7 @@ class FactWriter:
         for key, index in first_of.items():
             row = existing.get(key)
             if row is not None and row["status"] != "pending_vector":
-                results[index] = LearnResult(
-                    fact_id=row["fact_id"],
-                    status=row["status"],
-                    created=False,
-                    content_hash=key[1],
-                )
+                results[index] = _found(row)
             else:
                 todo.append(index)
         for batch in chunks(todo, EMBED_BATCH):
@@ -471,12 +475,7 @@ class FactWriter:
                         jobs[index] = row
                     else:
                         del jobs[index]
-                        results[index] = LearnResult(
-                            fact_id=row["fact_id"],
-                            status=row["status"],
-                            created=False,
-                            content_hash=hashes[index],
-                        )
+                        results[index] = _found(row)
             vectors = {
                 jobs[index]["fact_id"]: matrix[pos]
                 for pos, index in enumerate(batch)
