@@ -586,9 +586,7 @@ class Recaller:
         top = ranked[:limit]
         # Full rows only for what is returned (content and metadata can be large).
         full = await self._s.load_rows([item.id for _, item in top])
-        kept = [item.id for _, item in top if item.id in full]
-        facts = await open_facts([full[i] for i in kept], self._s.personal)
-        opened = dict(zip(kept, facts, strict=True))
+        opened = {f.fact_id: f for f in await open_facts(list(full.values()), self._s.personal)}
         results = [
             RecalledFact(
                 fact=opened[item.id],
@@ -599,7 +597,7 @@ class Recaller:
                 newer_fact_id=stale.get(item.id),
             )
             for parts, item in top
-            if item.id in full  # deleted between the two reads: never return it
+            if item.id in opened  # deleted between the two reads: never return it
         ]
         counts = {
             "vector": len(vector_hits),
