@@ -1,39 +1,18 @@
-"""The word lists and small text helpers the key derivation (`keys`) and the update rules
-(`update_rules`) share: general English (verbs of residence, preference, work, plans,
-possession; temporal and additive markers; stop words). Nothing here knows any data set.
-Private to `agent_memory.tiers.semantic`.
+"""Keys for free text, and the rules that tell an update from a look-alike.
 
-Keys for free text, and the rules that tell an update from a look-alike.
+`derive_key` gives each fact the *entity* it is about and the *attribute* it states, and
+says how (`FactKey.source`, in order of precedence): `structured` (the caller named a
+subject other than `general`), `metadata` (`metadata["entity"]` or `"about"`),
+`known_subject` (names an entity the tenant already has facts about), `speaker` (first
+person: entity `user`), `named_entity` (a capitalised subject, possessives included:
+"Alice's manager"), `sentence_subject` (the head noun phrase before the verb), `none`
+(entity '': update detection skips the fact).
 
-Most facts arrive as free text with no subject or predicate (`store_memory` from MCP
-clients and agents). On write, `derive_key` gives each one a key — the *entity* it is about
-and the *attribute* it states — and says how it was derived (`FactKey.source`):
-
-* `structured`: the caller named a subject (not the catch-all `general`); its predicate is
-  the attribute unless it is the free-text `states`, then the attribute comes from the text;
-* `metadata`: `metadata["entity"]` (or `"about"`) names it;
-* `known_subject`: the sentence names an entity the tenant already has facts about;
-* `speaker`: the sentence is in the first person ("I", "my") — the entity is `user`;
-* `named_entity`: the sentence's subject is a capitalised name ("Alice", "Project Apollo"),
-  possessives included ("Alice's manager" → entity `alice`, attribute `manager`);
-* `sentence_subject`: the head word of the subject before the verb ("the budget is …");
-* `none`: nothing usable (entity `''`: the update step and recall's guard skip the fact).
-
-Deterministic, no model, no I/O: a few regular expressions and a small lexicon of general
-English (verbs of residence, preference, work, plans, possession; temporal and additive
-markers). Nothing here knows any data set.
-
-`update_rules.judge_update` reads two keyed statements and decides whether the newer
-replaces the older; the word lists both use are in `_lexicon`.
-
-The rules adjudicator's decision: does a newer statement replace an older one?
-
-`judge_update(older_text, older_key, newer_text, newer_key)` → `Judgement(decision,
-reason)`, decision one of `update`, `duplicate`, `compatible`, `unsure`. No model, no I/O:
-temporal markers ("now", "no longer", "moved to", "changed"), negation, a new value of the
-same attribute. It lives in the semantic tier, below the lifecycle, because recall uses it
-too: until the reconciler has run, a stale statement must not outrank a newer one about
-the same key. `agent_memory.lifecycle.adjudicator.RulesAdjudicator` wraps it.
+`judge_update` decides whether a newer keyed statement replaces an older one: `update`,
+`duplicate`, `compatible` or `unsure`. It lives here, below the lifecycle, because recall
+uses it too (a stale statement must not outrank a newer one before the reconciler runs).
+Deterministic, no model, no I/O: regular expressions and a small lexicon of general
+English; nothing here knows any data set.
 """
 
 from __future__ import annotations
@@ -45,23 +24,18 @@ from functools import lru_cache
 from typing import Any, Literal
 
 CATCH_ALL_SUBJECT = "general"
-
 FREE_TEXT_PREDICATE = "states"
-
 SPEAKER_ENTITY = "user"
-
 MAX_ENTITY_CHARS = 256
-
 MAX_ATTRIBUTE_CHARS = 128
 
 
 WORD = re.compile("[A-Za-z0-9][A-Za-z0-9'\u2019\\-]*")
-
 SENTENCE_END = re.compile(r"(?<=[.!?;])\s+")
 
 
-def split(text: str) -> list[str]:
-    return text.split()
+def split(text: str, sep: str | None = None) -> list[str]:
+    return text.split(sep)
 
 
 # Attribute classes: a verb (any inflection listed) says which attribute a sentence states.
@@ -91,22 +65,15 @@ CLASSES: dict[str, list[str]] = {
 }
 
 CHANGE = "change"
-
 # After a copula, a participle or adjective can name the attribute ("is based in",
 # "was promoted to"); these are looked for in the next two words.
 COPULA = frozenset(split("is are was were am be been being got gets get"))
-
 VERB_CLASS = {verb: name for name, verbs in CLASSES.items() for verb in verbs}
-
 # One value at a time for an entity: a new value replaces the old one.
 SINGLE_VALUED = frozenset({"location", "role"})
-
 AUX = frozenset(split("does do did can could should would may might must shall"))
-
 DETERMINERS = frozenset(split("the a an this that these those his her their its our your"))
-
 FIRST_PERSON = frozenset({"i", "me", "my", "we", "our", "us", "i'm", "i've", "we're"})
-
 NOT_NAMES = frozenset(
     split(
         "the a an this that these those i my we our you your he she it they his her its their "
@@ -122,39 +89,18 @@ ADVERBS = frozenset(
     )
 )
 
-UPDATE_MARKERS = (
-    "now",
-    "no longer",
-    "not anymore",
-    "anymore",
-    "any more",
-    "moved to",
-    "relocated",
-    "changed",
-    "switched",
-    "instead",
-    "nowadays",
-    "these days",
-    "from now on",
-    "became",
-    "has become",
-    "was promoted",
-    "got promoted",
-    "updated",
-    "turned",
-    "new",
-    "rescheduled",
-    "postponed",
-    "moved the",
-    "pushed",
-    "was changed",
-    "has been changed",
+UPDATE_MARKERS = tuple(
+    split(
+        "now, no longer, not anymore, anymore, any more, moved to, relocated, changed, "
+        "switched, instead, nowadays, these days, from now on, became, has become, "
+        "was promoted, got promoted, updated, turned, new, rescheduled, postponed, "
+        "moved the, pushed, was changed, has been changed",
+        ", ",
+    )
 )
 
 ADDITIVE_MARKERS = ("also", "too", "as well", "another", "additionally", "in addition", "besides")
-
 NEGATIONS = frozenset({"not", "no", "never", "n't", "doesn't", "don't", "isn't", "won't"})
-
 STOP = frozenset(
     split(
         "the a an of in on at to for from by with and or but is are was were am be been being "
@@ -178,7 +124,6 @@ SLOT_NOUNS = {
 # Where a preference or plan holds ("for every editor", "in May"): same context + new value
 # is an update, a different context is another preference.
 CONTEXT_PREPOSITIONS = frozenset(split("for in on at during"))
-
 CONTEXTUAL = frozenset({"preference", "plan"})
 
 

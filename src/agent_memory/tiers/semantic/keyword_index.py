@@ -1,63 +1,24 @@
-"""Recall's keyword channel over the per-tenant index of migration 0009.
+"""The per-tenant keyword index (migration 0009): recall's keyword channel, contextual
+indexing, and the reindex job for facts written before the index existed.
 
-Two steps, both tenant-first:
+Channel, tenant-first: `candidates` reads the tenant's statistics and the query terms' df in
+one batch, then aggregates the postings of the rarer terms with BM25F in SQL. Terms are taken
+rarest first while their postings add up to at most `POSTINGS_BUDGET` (a commoner term drives
+no candidates but still scores them; when even the rarest exceeds it, only its newest
+postings are read). `score_column` is the exact BM25F over every query term as a SQL column,
+so all channels' candidates are scored (and normalised) in the statement that loads them.
 
-1. `candidates`: the tenant's statistics (facts, lengths, each query term's df) in one
-   batch, then one aggregate over the postings of the query's rarer terms, scored with the
-   BM25F formula in SQL from the postings alone (they carry their fact's lengths), and
-   only the best rows read, best `limit` first. Cost is bounded for very common words: terms
-   are taken rarest first while their postings add up to at most `POSTINGS_BUDGET`; a
-   term held by more facts than that drives no candidates (its postings are never scanned)
-   but still scores them in step 2. When even the rarest term exceeds the budget, only its
-   newest `POSTINGS_BUDGET` postings are read.
-2. `score_column`: the exact BM25F (`retrieval.bm25.bm25f` states the formula; every
-   query term) of a fact as a SQL column, read with the fact's row, so the union of every
-   channel's candidates is scored in the statement that loads them and the keyword channel
-   is normalised over the same candidates as the others: |terms| primary-key probes of the
-   postings per fact, however common the words.
-
-Contextual indexing: what a memory is indexed and embedded with.
-
-A memory written as part of a session (a conversation, a run, a thread: `FactInput.session`,
-default the run it was learned from) is often a reply whose topic sits in the turns before it
-("Yes, next month", "that one was hers"). Following the technique known as contextual
-retrieval, such a memory is indexed with its neighbours in the session:
-
-* the keyword index (`semantic_facts.index_terms`, migration 0009) gets a second, lower-
-  weighted field, the context: the words of the `before` memories written just
-  before it in the session, of the `after` written just after it, and its date's
-  month name and year (`bm25.date_terms`);
-* the embedding input is the `embed_before` previous memories followed by the memory itself.
-
-What comes before is known when a memory is written. What comes after is known at write
-time when it is in the same `learn_many` call; otherwise it arrives with a later write, and
-`extend_following` adds it to the earlier memories' context (in the background when the
-caller has a `waitUntil`). Memories without a session are indexed with their date only and
-embedded as they are.
-
-The counts are `RetrievalConfig.context`; the defaults were chosen on the LoCoMo dev split
+Contextual indexing (contextual retrieval): a memory with a session is indexed with a second,
+lower-weighted field, the words of the `before` memories before it and the `after` ones after
+it in the session plus its date's month and year (`date_terms`), and embedded after its
+`embed_before` predecessors. Later memories arriving in another call are added by
+`extend_following`. Counts are `RetrievalConfig.context`, chosen on the LoCoMo dev split
 (docs/semantic-memory.md, "How the constants were chosen").
 
-Keyword-index entries for facts written before the index existed (migration 0009).
-
-Migration 0009 adds `semantic_facts.index_terms` NULL to every existing fact, and a fact
-whose `index_terms` is NULL has no postings: the keyword channel cannot find it.
-`reindex_pending` fills those entries in, a bounded amount per run, so the daily cron (and
-`agent-memory reindex` locally) catches a tenant up over as many runs as it takes:
-
-* facts are read oldest first through the partial index `semantic_facts_unindexed` (a seek
-  per tenant, empty once everything is indexed), tenants found the same way;
-* a pre-0009 fact has no session, so its entry is what the write path gives a fact without
-  one: its own words and its date (`_context.index_entry(content, [], valid_from)`);
-* the entries go back in one UPDATE per up to `FACTS_PER_STATEMENT` facts, carried as one
-  JSON parameter (two bound parameters, whatever the count: D1 counts statements against
-  its 1000 queries per invocation), and only where `index_terms IS NULL` still holds, so a
-  fact indexed meanwhile by another writer is never overwritten; the `UPDATE OF
-  index_terms` trigger then writes the postings and the tenant's statistics;
-* every statement names one tenant (`tenant_id = ?` first), so a run for tenant A changes
-  no statistic of tenant B.
-
-Idempotent and safe to interrupt: what a stopped run did not reach is still NULL.
+Reindex: `reindex_pending` fills in `index_terms` (NULL for pre-0009 facts, which then have
+no postings) within a budget, oldest first, one UPDATE per page carried as one JSON parameter
+and only where `index_terms IS NULL` still holds (the trigger writes the postings). Every
+statement names one tenant; idempotent and safe to interrupt.
 """
 
 from __future__ import annotations
@@ -85,7 +46,6 @@ from bindings.ports.d1 import D1Database
 from bindings.ports.sql import Row, SqlValue
 
 POSTINGS_BUDGET = 1_000
-
 # Terms that drive candidate generation: each is one index range of postings.
 MAX_DRIVING_TERMS = 16
 
@@ -383,7 +343,6 @@ class SessionContext:
 # Facts read per page and sent per UPDATE. The UPDATE looks each fact's entry up in the
 # JSON parameter (a scan of it per fact), so both its size and the page are kept small.
 FACTS_PER_STATEMENT = 100
-
 MAX_STATEMENT_JSON = 64_000  # characters of the JSON parameter before a new statement
 
 
@@ -392,7 +351,6 @@ StoppedBy = Literal["tenant_budget", "total_budget", "time_budget"]
 
 # One seek per tenant on the partial index `semantic_facts_unindexed`.
 _UNINDEXED_TENANTS_SQL = distinct_tenants_sql("semantic_facts", "index_terms IS NULL")
-
 _PAGE_SQL = (
     "SELECT fts_rowid, content, valid_from FROM semantic_facts "
     "WHERE tenant_id = ? AND index_terms IS NULL ORDER BY fts_rowid LIMIT ?"
@@ -431,17 +389,6 @@ class ReindexReport(BaseModel):
     # The budget that left facts unindexed (None: every tenant reached is caught up).
     stopped_by: StoppedBy | None = None
     tenants: list[TenantReindex] = Field(default_factory=list)
-
-
-async def unindexed_tenants(db: D1Database) -> list[str]:
-    """Every tenant with at least one fact not in the keyword index, sorted."""
-    result = await db.prepare(_UNINDEXED_TENANTS_SQL).all()
-    return [str(row["tenant_id"]) for row in result.results]
-
-
-async def unindexed_count(db: D1Database, tenant_id: str) -> int:
-    """How many of the tenant's facts have no keyword-index entry."""
-    return int(await db.prepare(_COUNT_SQL).bind(tenant_id).first_value("n") or 0)
 
 
 def _statement_groups(rows: Sequence[dict[str, object]]) -> list[str]:
@@ -503,8 +450,10 @@ async def reindex_pending(
     started = time.monotonic()
     deadline = started + budget.max_seconds
     report = ReindexReport()
-    names = list(tenants) if tenants is not None else await unindexed_tenants(db)
-    for tenant in names:
+    if tenants is None:  # every tenant with an unindexed fact
+        result = await db.prepare(_UNINDEXED_TENANTS_SQL).all()
+        tenants = [str(row["tenant_id"]) for row in result.results]
+    for tenant in tenants:
         left = budget.facts_total - report.reindexed
         if left <= 0:
             report.stopped_by = "total_budget"
@@ -516,7 +465,7 @@ async def reindex_pending(
         cap = min(left, budget.facts_per_tenant)
         try:
             item.reindexed = await reindex_tenant(db, tenant, cap, deadline=deadline)
-            item.remaining = await unindexed_count(db, tenant)
+            item.remaining = int(await db.prepare(_COUNT_SQL).bind(tenant).first_value("n") or 0)
         except Exception as exc:
             log.exception("reindex: tenant %s failed", tenant)
             item.error = f"{type(exc).__name__}: {exc}"

@@ -1,40 +1,17 @@
 """Tier 3, semantic memory: facts in D1 (source of truth) + one vector each in Vectorize.
 
-`SemanticMemory(tenant_id, ...)` is bound to one tenant at construction and has no way to
-name another: every D1 statement starts its WHERE clause with `tenant_id = ?`, and every
-vector query passes the tenant's namespace, a `tenant_id` filter and an `embedding` filter
-(the embedder's `EmbeddingConfig.key`), so vectors of different embedding configs are
-never compared.
+`SemanticMemory` is bound to one tenant at construction and cannot name another: every D1
+statement starts with `tenant_id = ?`, every vector query passes the tenant's namespace and
+`tenant_id` and `embedding` filters, so vectors of different embedding configs are never
+compared.
 
-Writes (`learn`, `learn_many`) — idempotent per (tenant, subject, content hash):
-  1. validate every input (nothing is written if one is bad);
-  2. look the hashes up; a fact that is already `active` is returned as it is (no
-     embedding call), one left `pending_vector` is completed;
-  3. embed the new contents, batched (an embedding failure raises; nothing of that batch
-     is written — ADR-0030 "a failed embed throws; nothing is written");
-  4. insert the rows with status `pending_vector`;
-  5. upsert the vectors;
-  6. mark the rows `active`.
-  If step 5 or 6 fails the rows stay `pending_vector`: recall does not return them, and
-  the retry path finishes them: `complete_pending()` (for a scheduled job), learning the
-  same content again, or — automatically — the tenant's next successful write, which
-  also completes up to 10 pending facts.
+Writes are idempotent per (tenant, subject, content hash): validate all (nothing is written
+if one is bad) → embed the new contents in batches (a failed embed writes nothing of its
+batch, ADR-0030) → insert rows `pending_vector` → upsert vectors → mark rows `active`. A row
+left pending is never recalled; `complete_pending`, learning the same content again, or the
+tenant's next successful write (up to 10) finishes it.
 
-Reads (`recall`): three channels run concurrently —
-  * vector: cosine similarity in the tenant's namespace (top `candidate_pool`, ≤ 100);
-  * keyword: BM25F over the tenant's own keyword index (migration 0009: the fact's words
-    and, at a lower weight, its session context and date), the user's text reduced to
-    terms that only reach D1 as bound parameters;
-  * exact: facts whose subject or predicate equals a string the query names;
-  then fused (`fusion.py`), scored (`scoring.py`) and cut to `top_k`. Only rows that are
-  live (`active`, inside their validity window) are returned: a vector whose row is gone
-  is dropped and deleted from the index (reconciliation), so recall never returns a fact
-  whose row was deleted. Each recall updates `last_recalled_at` / `recall_count` of what
-  it returned and writes a `memory_retrieved` event, in one D1 batch after the response;
-  a record D1 refuses waits in KV until it is written back (`recall_record`).
-
-Maintenance: `complete_pending`, `backfill_keys`, `write_back_recall_records`, and (for
-facts written before migration 0009) the `reindex` module's job.
+`FactHistory` holds the D1-only views the inspector and the subject eraser read.
 """
 
 from __future__ import annotations
@@ -49,11 +26,10 @@ from agent_memory.governance.personal_data import PersonalData
 from agent_memory.governance.policy import WriteGate
 from agent_memory.retrieval.scoring import RetrievalConfig, Tier
 from agent_memory.scope import TENANT_RE
-from agent_memory.statements import chunks, count_then_delete, delete_ids
+from agent_memory.statements import count_then_delete, delete_ids
 from agent_memory.tiers.semantic.models import (
     DEFAULT_AGENT_TYPE,
     DEFAULT_TOP_K,
-    EMBED_BATCH,
     MAX_RANK_LIMIT,
     DeleteResult,
     Fact,
@@ -84,11 +60,7 @@ from bindings.ports.vectorize import VectorIndex
 
 class SemanticMemory:
     """Semantic memory of one tenant. Construct per request; the tenant cannot change.
-
-    A facade: the write path (`_writes.FactWriter`), the vector half of writes and its
-    repair (`_vectors.VectorSync`) and the recall pipeline (`_recall.Recaller`) share one
-    `FactScope`, built here, so the tenant is named exactly once.
-    """
+    The write path, vector repair and recall pipeline share one `FactScope` built here."""
 
     def __init__(
         self,
@@ -182,16 +154,14 @@ class SemanticMemory:
         """Learn one fact (idempotent per subject and content). See the module docstring."""
         return (await self.learn_many([fact]))[0]
 
-    async def learn_many(
-        self, facts: Sequence[FactInput | Mapping[str, Any]], *, embed_batch: int = EMBED_BATCH
-    ) -> list[LearnResult]:
+    async def learn_many(self, facts: Sequence[FactInput | Mapping[str, Any]]) -> list[LearnResult]:
         """Learn facts in bulk with batched embedding; results are in input order.
 
         Batches are committed one after the other: if a later batch fails (embedding
         error, D1 error), earlier ones stay learned, and calling again with the same facts
         is safe (they are found by hash and not embedded twice).
         """
-        return await self._writer.learn_many(facts, embed_batch=embed_batch)
+        return await self._writer.learn_many(facts)
 
     async def complete_pending(self, limit: int = 100) -> int:
         """Write the vectors of up to `limit` facts left `pending_vector` (oldest first) and
@@ -426,73 +396,39 @@ class FactHistory:
     async def subject_facts(self, subject: str) -> dict[str, str]:
         """The facts about or naming `subject`, with the history they superseded
         (transitively): fact id -> content hash."""
+        # Facts superseded by an erased fact (duplicates merged into it, earlier values it
+        # replaced) are its history: they go too (the recursive part). The derived key
+        # (migration 0005) is lower-cased: a free-text fact stored under the catch-all
+        # subject is still about the entity its text names.
         result = await (
             self._db.prepare(
-                "SELECT fact_id, content_hash FROM semantic_facts WHERE tenant_id = ? "
-                "AND (subject = ? OR object = ? OR instr(content, ?) > 0 "
-                "OR instr(metadata, ?) > 0 OR (key_entity <> '' AND key_entity = lower(?)))"
+                "WITH RECURSIVE found(fact_id, content_hash) AS ("
+                "SELECT fact_id, content_hash FROM semantic_facts WHERE tenant_id = ?1 "
+                "AND (subject = ?2 OR object = ?2 OR instr(content, ?2) > 0 "
+                "OR instr(metadata, ?2) > 0 OR (key_entity <> '' AND key_entity = lower(?2))) "
+                "UNION SELECT f.fact_id, f.content_hash FROM semantic_facts AS f "
+                "JOIN found ON f.tenant_id = ?1 AND f.superseded_by = found.fact_id) "
+                "SELECT fact_id, content_hash FROM found"
             )
-            # The derived key (migration 0005) is lower-cased: a free-text fact stored under
-            # the catch-all subject is still about the entity its text names.
-            .bind(self.tenant_id, subject, subject, subject, subject, subject)
+            .bind(self.tenant_id, subject)
             .all()
         )
-        found = {str(row["fact_id"]): str(row["content_hash"]) for row in result.results}
-        # Facts superseded by an erased fact (duplicates merged into it, earlier values it
-        # replaced) are its history: they go too.
-        frontier = sorted(found)
-        while frontier:
-            newer: list[str] = []
-            for chunk in chunks(frontier):
-                marks = ", ".join("?" for _ in chunk)
-                older = await (
-                    self._db.prepare(
-                        "SELECT fact_id, content_hash FROM semantic_facts WHERE tenant_id = ? "
-                        f"AND superseded_by IN ({marks})"
-                    )
-                    .bind(self.tenant_id, *chunk)
-                    .all()
-                )
-                for row in older.results:
-                    fact_id = str(row["fact_id"])
-                    if fact_id not in found:
-                        found[fact_id] = str(row["content_hash"])
-                        newer.append(fact_id)
-            frontier = newer
-        return found
+        return {str(row["fact_id"]): str(row["content_hash"]) for row in result.results}
+
+    async def _delete_where(self, table: str, column: str, ids: Sequence[str]) -> int:
+        sql = f"DELETE FROM {table} WHERE tenant_id = ? AND {column} IN ({{marks}})"
+        return await delete_ids(self._db, sql, self.tenant_id, ids)
 
     async def delete_links(self, fact_ids: Sequence[str]) -> int:
         """Delete every link from or to one of `fact_ids`; how many."""
-        outgoing = await delete_ids(
-            self._db,
-            "DELETE FROM memory_links WHERE tenant_id = ? AND from_fact_id IN ({marks})",
-            self.tenant_id,
-            fact_ids,
-        )
-        incoming = await delete_ids(
-            self._db,
-            "DELETE FROM memory_links WHERE tenant_id = ? AND to_fact_id IN ({marks})",
-            self.tenant_id,
-            fact_ids,
-        )
-        return outgoing + incoming
+        outgoing = await self._delete_where("memory_links", "from_fact_id", fact_ids)
+        return outgoing + await self._delete_where("memory_links", "to_fact_id", fact_ids)
 
     async def delete_provenance(self, fact_ids: Sequence[str], sources: Sequence[str]) -> int:
         """Delete the provenance of `fact_ids` and every provenance row naming one of
         `sources` (facts, episodes or runs); how many."""
-        of_facts = await delete_ids(
-            self._db,
-            "DELETE FROM fact_provenance WHERE tenant_id = ? AND fact_id IN ({marks})",
-            self.tenant_id,
-            fact_ids,
-        )
-        naming = await delete_ids(
-            self._db,
-            "DELETE FROM fact_provenance WHERE tenant_id = ? AND source_id IN ({marks})",
-            self.tenant_id,
-            sources,
-        )
-        return of_facts + naming
+        of_facts = await self._delete_where("fact_provenance", "fact_id", fact_ids)
+        return of_facts + await self._delete_where("fact_provenance", "source_id", sources)
 
     async def delete_facts(self, fact_ids: Sequence[str]) -> int:
         """Delete the rows (the keyword index's triggers remove their postings)."""

@@ -1,24 +1,10 @@
-"""The semantic tier's vocabulary: limits, errors, and the models facts travel in.
+"""The semantic tier's vocabulary: limits, errors, the models facts travel in, and `FactScope`.
 
-`FactInput` is what a caller may write (validated before anything is stored),
-`RecallFilters` / `RecallRequest` what a recall may ask, `Fact` a stored row, and
-`RecallResult` / `RecalledFact` what recall returns with each result's score breakdown.
-`namespace_for_tenant` and `embedding_tag` fix how a tenant's vectors are named and tagged
-in Vectorize; both are stable across deploys (changing them would orphan stored vectors).
-
-A tenant's own vectors among a list of ids: the one ownership check before any delete.
-
-Vector ids are unique per index, not per namespace, so an id alone is never trusted: a
-vector is the tenant's only when it sits in the tenant's namespace *and* carries its
-`tenant_id`. The semantic tier, the reconciler and the subject eraser all delete through
-here.
-
-What every part of the semantic tier shares: one tenant's stores, named once.
-
-`FactScope` is built by `SemanticMemory` at construction and handed to the write path,
-the recall pipeline and the vector repair, so the tenant (and its namespace) is fixed in one
-place and no part can name another tenant. Every D1 statement here starts its WHERE clause
-with `tenant_id = ?`.
+`namespace_for_tenant` and `embedding_tag` name and tag a tenant's vectors; both are stable
+across deploys (changing them would orphan stored vectors). Vector ids are unique per index,
+not per namespace, so an id alone is never trusted: `own_vectors` (a vector in the
+tenant's namespace *and* carrying its `tenant_id`) is the one ownership check before any
+delete. `FactScope` names one tenant's stores once for every part of the tier.
 """
 
 from __future__ import annotations
@@ -56,38 +42,27 @@ from bindings.ports.vectorize import (
     VECTORIZE_MAX_METADATA_BYTES,
     VECTORIZE_MAX_NAMESPACE_BYTES,
     VectorIndex,
+    VectorRecord,
 )
 
 # Vectorize indexes the first 64 bytes of a string metadata value (metadata-filtering.mdx).
 VECTORIZE_MAX_INDEXED_STRING_BYTES = 64
-
-
 NAMESPACE_PREFIX = "agent_memory_semantic:"
-
 # Tenant ids never contain "~" (scope.TENANT_PATTERN), so a hashed name cannot equal a
 # plain one.
 HASHED_NAMESPACE_PREFIX = NAMESPACE_PREFIX + "~"
-
 MAX_CONTENT_CHARS = 8_192  # semantic_facts.content CHECK
-
 MAX_QUERY_CHARS = 2_048
-
 MAX_METADATA_BYTES = VECTORIZE_MAX_METADATA_BYTES  # 10 KiB, Vectorize's metadata limit
-
 MAX_TOP_K = 20  # ADR-0030 recall_memory schema
-
 MAX_RANK_LIMIT = 1_000
-
 DEFAULT_TOP_K = 5
-
 DEFAULT_SUBJECT = "general"
-
 DEFAULT_PREDICATE = "states"
-
 DEFAULT_CONFIDENCE = 0.7
-
 DEFAULT_AGENT_TYPE = "default"
-
+IDS_PER_CALL = 100  # vector ids per Vectorize get/delete
+EMBED_BATCH = 100  # Workers AI takes ≤ 100 texts per call
 
 FactStatus = Literal["pending_vector", "active", "superseded"]
 
@@ -315,6 +290,9 @@ class LearnResult(BaseModel):
     error: str | None = None
 
 
+BREAKDOWN_PARTS = ("relevance", "recency", "confidence", "density")
+
+
 class RecalledFact(BaseModel):
     fact: Fact
     score: float
@@ -348,10 +326,7 @@ class RecalledFact(BaseModel):
             "possibly_outdated": self.possibly_outdated,
             "score": round(self.score, 6),
             "score_breakdown": {
-                "relevance": round(self.breakdown.relevance, 6),
-                "recency": round(self.breakdown.recency, 6),
-                "confidence": round(self.breakdown.confidence, 6),
-                "density": round(self.breakdown.density, 6),
+                **{k: round(getattr(self.breakdown, k), 6) for k in BREAKDOWN_PARTS},
                 "weights": {k: round(v, 6) for k, v in self.breakdown.weights.items()},
                 "channels": {
                     name: {"rank": d.rank, "raw": round(d.raw, 6)}
@@ -391,17 +366,16 @@ class DeleteResult(BaseModel):
     complete: bool = True
 
 
-IDS_PER_CALL = 100
-
-
-async def own_vector_ids(vectors: VectorIndex, tenant_id: str, ids: Sequence[str]) -> list[str]:
-    """The ids among `ids` whose vector belongs to `tenant_id`."""
+async def own_vectors(
+    vectors: VectorIndex, tenant_id: str, ids: Sequence[str]
+) -> list[VectorRecord]:
+    """The vectors among `ids` that belong to `tenant_id` (its namespace and `tenant_id`)."""
     namespace = namespace_for_tenant(tenant_id)
-    mine: list[str] = []
+    mine: list[VectorRecord] = []
     for chunk in chunks(list(ids), IDS_PER_CALL):
         records = await vectors.get_by_ids(list(chunk))
         mine += [
-            r.id
+            r
             for r in records
             if r.namespace == namespace and r.metadata.get("tenant_id") == tenant_id
         ]
@@ -410,16 +384,13 @@ async def own_vector_ids(vectors: VectorIndex, tenant_id: str, ids: Sequence[str
 
 async def delete_own_vectors(vectors: VectorIndex, tenant_id: str, ids: Sequence[str]) -> list[str]:
     """Delete the tenant's vectors among `ids`; returns the ids deleted."""
-    mine = await own_vector_ids(vectors, tenant_id, ids)
+    mine = [r.id for r in await own_vectors(vectors, tenant_id, ids)]
     for chunk in chunks(mine, IDS_PER_CALL):
         await vectors.delete_by_ids(list(chunk))
     return mine
 
 
 log = logging.getLogger(__name__)
-
-
-EMBED_BATCH = 100  # Workers AI takes ≤ 100 texts per call
 
 
 def ms(seconds: float) -> int:
@@ -480,15 +451,6 @@ class FactScope:
             raise SemanticTierUnavailable("no embedder is bound; learn and recall need one")
         return self.embedder
 
-    def vector_filter(self, config: EmbeddingConfig, agent_type: str | None) -> dict[str, Any]:
-        """The metadata filter of every vector query of this tenant."""
-        # tenant_id on top of the namespace (ADR-0030 defence in depth) and the embedding
-        # config, so a query never compares vectors of different models (DESIGN inv. 6).
-        flt: dict[str, Any] = {"tenant_id": self.tenant_id, "embedding": embedding_tag(config)}
-        if agent_type is not None:
-            flt["agent_type"] = agent_type
-        return flt
-
     async def load_rows(self, fact_ids: Sequence[str], columns: str = "*") -> dict[str, Row]:
         """This tenant's rows among `fact_ids` (any status), by fact id."""
         rows: dict[str, Row] = {}
@@ -505,7 +467,3 @@ class FactScope:
             for row in result.results:
                 rows[row["fact_id"]] = row
         return rows
-
-    async def own_vector_ids(self, ids: Sequence[str]) -> list[str]:
-        """The ids among `ids` whose vector belongs to this tenant (`tenant_vectors`)."""
-        return await own_vector_ids(self.vectors, self.tenant_id, ids)

@@ -1,56 +1,27 @@
-"""Links between semantic facts (migration 0004 `memory_links`), written by the reconciler's
-linking step and followed one hop by recall (`SemanticMemory.recall(..., follow_links=True)`).
+"""The recall pipeline of one tenant: channels → live rows → fusion → scoring → top results,
+the recall records written after the response, and links followed one hop.
 
-`linked_rows` returns, for a set of fact ids, their live neighbours (status `active`, inside
-their validity window), strongest link first, at most `per_fact` each, never one of the
-given ids. Every statement is `tenant_id = ?` first; ids are sent in chunks under D1's 100
-bound parameters.
+Channels, run concurrently: `vector` (cosine in the tenant's namespace, filtered by tenant
+and embedding config, top `candidate_pool` ≤ 100), `keyword` (BM25F over the tenant's
+keyword index; the user's text only becomes bound parameters) and `exact` (facts whose
+subject or predicate equals a string the query names). Only live rows are returned (active,
+inside their validity window, matching the filters); a vector whose row is gone is dropped
+and deleted. Candidates do not depend on the limit, so a longer ranking starts with what a
+shorter one returns.
 
-Recall statistics and the `memory_retrieved` event, written after the response.
-
-A recall answers first; the returned facts' `last_recalled_at` / `recall_count` and its
-`memory_retrieved` event are written afterwards (`ctx.waitUntil` when the caller has one,
-else before `recall` returns). They are never lost silently:
-
-* the write is one D1 batch (one transaction) and idempotent: the statistics update only
-  applies while the event id is absent, and the event insert does nothing when it is
-  present, so writing a record again — a retry whose outcome was unknown, or two isolates
-  writing back the same carried-over record — never counts a recall twice;
-* a failed write is retried `RECORD_ATTEMPTS` times with exponential back-off (well inside
-  `waitUntil`'s 30 s);
-* if D1 still refuses it, the record is carried over in KV (D1 is what failed), under
-  `recall-pending:<tenant>:<event id>` with no expiry, so it outlives the isolate. It is
-  written back after the tenant's next recall (a KV list at most every
-  `WRITE_BACK_CHECK_SECONDS` per isolate and tenant, at once when this isolate carried one
-  over) and by the daily cron, `MAX_WRITE_BACK` at a time, and deleted from KV only once D1
-  accepted it;
-* a record committed after a subject erase began (its mark in `erasure_marks`) stores its
-  event without the query text: the erase may not have seen it;
-* at most `MAX_CARRIED` records per tenant wait in KV (KV's list is eventually consistent,
-  so the bound is approximate by the records of the last minute); beyond it, with no KV
-  bound, or when KV fails too, the record is logged at ERROR with its whole payload — the
-  last way left to surface it.
-
-Recall's three candidate channels over one tenant's facts.
-
-* `vector`: cosine similarity in the tenant's namespace, filtered by tenant and embedding
-  config (top `candidate_pool`, ≤ 100);
-* `keyword`: BM25F over the tenant's own keyword index (`keyword_channel`, migration 0009): the
-  memory's text and, at a lower weight, its session context and date; the user's text only
-  ever becomes bound parameters (a JSON list of terms);
-* `exact`: facts whose subject or predicate equals a string the query names.
-Each returns `ChannelHit`s, higher score better; `is_live` is the row test every result
-must pass (active, inside its validity window, matching the filters).
-
-The recall pipeline: channels → live rows → fusion → scoring → top results.
-
-`Recaller.run` asks the three channels concurrently, keeps only live rows (a vector whose
-row is gone is dropped and deleted), fuses the channels (`retrieval.fusion`), scores each
-candidate with its tier's weights (`retrieval.scoring`) and reads full rows for the returned
-ones only. Candidates do not depend on the limit, so a longer ranking starts with what a
-shorter one returns. When asked to record, the returned facts' recall statistics and one
-`memory_retrieved` event commit together in one D1 batch, after the response
-(`recall_record`).
+Recall records (the returned facts' `last_recalled_at` / `recall_count` and the
+`memory_retrieved` event) are never lost silently:
+* one D1 batch, idempotent: the statistics update only applies while the event id is
+  absent and the event insert does nothing when present, so a retried or twice
+  written-back record never counts a recall twice;
+* retried `RECORD_ATTEMPTS` times with exponential back-off (well inside `waitUntil`'s 30 s);
+* then carried over in KV under `recall-pending:<tenant>:<event id>` (no expiry), written
+  back after the tenant's next recall (a KV list at most every `WRITE_BACK_CHECK_SECONDS`
+  per isolate and tenant) and by the daily cron, deleted from KV only once D1 accepted it;
+* committed after a subject erase began (its mark in `erasure_marks`): stored without the
+  query text, since the erase may not have seen it;
+* at most `MAX_CARRIED` records per tenant wait in KV (approximate: KV lists are eventually
+  consistent); beyond it, without KV, or when KV fails too, logged at ERROR with the payload.
 """
 
 from __future__ import annotations
@@ -60,11 +31,10 @@ import json
 import logging
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, cast
+from typing import NamedTuple, cast
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
 from agent_memory.governance.events import MemoryEvent, RetrievedItem, memory_retrieved
 from agent_memory.retrieval.scoring import (
@@ -75,7 +45,7 @@ from agent_memory.retrieval.scoring import (
     rank_candidates,
 )
 from agent_memory.retrieval.terms import exact_match_candidates, query_terms
-from agent_memory.statements import IDS_PER_STATEMENT, chunks
+from agent_memory.statements import chunks
 from agent_memory.tiers.semantic.keys import FactKey, KeySource, judge_update
 from agent_memory.tiers.semantic.keyword_index import KeywordIndex, KeywordQuery
 from agent_memory.tiers.semantic.models import (
@@ -85,6 +55,7 @@ from agent_memory.tiers.semantic.models import (
     RecallFilters,
     RecallResult,
     check_matrix,
+    embedding_tag,
     ms,
     open_facts,
 )
@@ -97,10 +68,8 @@ from bindings.ports.vectorize import VECTORIZE_MAX_TOP_K
 DEFAULT_PER_FACT = 3
 
 
-class LinkedRow(BaseModel):
+class LinkedRow(NamedTuple):
     """A neighbour reached over a link: the fact row, who it was reached from, the link."""
-
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
     via: str
     score: float
@@ -153,53 +122,26 @@ log = logging.getLogger(__name__)
 
 
 RECORD_ATTEMPTS = 4
-
 RECORD_BASE_DELAY = 0.2  # seconds: 0.2, 0.4, 0.8 between attempts
-
 CARRY_PREFIX = "recall-pending"
-
 MAX_CARRIED = 1_000  # per tenant, in KV
-
 # Written back after one recall: two D1 statements each, inside the free plan's 50 queries
 # per invocation together with the recall's own ~7.
 WRITE_BACK_AFTER_RECALL = 10
-
 MAX_WRITE_BACK = 100  # per call of `write_back` (the daily cron's share per tenant)
-
 WRITE_BACK_CHECK_SECONDS = 300.0
-
 # An erase whose mark is up to this much older than the recall counts as concurrent with it:
 # the two may run in isolates whose clocks differ slightly.
 ERASE_CLOCK_MARGIN_MS = 60_000
 
 
-@dataclass(frozen=True, slots=True)
-class RecallRecord:
-    """What one recall leaves behind: its event and the facts whose statistics it bumps."""
+class RecallRecord(BaseModel):
+    """What one recall leaves behind: its event and the facts whose statistics it bumps.
+    Kept in KV as its JSON (`model_dump_json`)."""
 
     event: MemoryEvent
     fact_ids: list[str]
     now: float
-
-    def to_json(self) -> str:
-        return json.dumps(
-            {"event": self.event.model_dump(), "fact_ids": self.fact_ids, "now": self.now},
-            separators=(",", ":"),
-            ensure_ascii=False,
-        )
-
-    @classmethod
-    def from_json(cls, text: str) -> RecallRecord:
-        """Raises `ValueError` when `text` is not a record."""
-        try:
-            data: dict[str, Any] = json.loads(text)
-            return cls(
-                event=MemoryEvent.model_validate(data["event"]),
-                fact_ids=[str(fact_id) for fact_id in data["fact_ids"]],
-                now=float(data["now"]),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"not a recall record: {exc}") from None
 
 
 def carry_prefix(tenant_id: str) -> str:
@@ -232,24 +174,17 @@ class RecallRecorder:
         self._s = scope
 
     def _statements(self, record: RecallRecord) -> list[D1Statement]:
-        statements: list[D1Statement] = []
-        for chunk in chunks(record.fact_ids, IDS_PER_STATEMENT):
-            marks = ", ".join("?" for _ in chunk)
-            statements.append(
-                self._s.db.prepare(
-                    "UPDATE semantic_facts SET last_recalled_at = ?, "
-                    "recall_count = recall_count + 1 "
-                    f"WHERE tenant_id = ? AND fact_id IN ({marks}) AND NOT EXISTS "
-                    "(SELECT 1 FROM memory_events AS e WHERE e.tenant_id = ? AND e.event_id = ?)"
-                ).bind(
-                    ms(record.now),
-                    self._s.tenant_id,
-                    *chunk,
-                    self._s.tenant_id,
-                    record.event.event_id,
-                )
-            )
-        statements.append(self._s.events.statement(record.event, if_absent=True))
+        tenant = self._s.tenant_id
+        statements = [
+            self._s.db.prepare(
+                "UPDATE semantic_facts SET last_recalled_at = ?, recall_count = recall_count + 1 "
+                "WHERE tenant_id = ? AND fact_id IN (SELECT value FROM json_each(?)) AND NOT "
+                "EXISTS (SELECT 1 FROM memory_events AS e WHERE e.tenant_id = ? AND e.event_id = ?)"
+            ).bind(
+                ms(record.now), tenant, json.dumps(record.fact_ids), tenant, record.event.event_id
+            ),
+            self._s.events.statement(record.event, if_absent=True),
+        ]
         # A subject erase that began since the recall (its mark, migration 0013) may have
         # looked for the subject before this event existed: the event then keeps no query
         # text. Same transaction, so the erase either sees the event or this sees the mark.
@@ -292,7 +227,7 @@ class RecallRecorder:
             record.event.event_id,
             self._s.tenant_id,
             why,
-            record.to_json(),
+            record.model_dump_json(),
         )
 
     async def _carry_over(self, record: RecallRecord) -> None:
@@ -306,7 +241,7 @@ class RecallRecorder:
             if len(waiting.keys) >= MAX_CARRIED:
                 self._lost(record, f"{MAX_CARRIED} records already wait in KV")
                 return
-            await kv.put(prefix + record.event.event_id, record.to_json())
+            await kv.put(prefix + record.event.event_id, record.model_dump_json())
         except Exception as exc:
             self._lost(record, f"D1 failed {RECORD_ATTEMPTS} times, then KV: {exc}")
             return
@@ -347,7 +282,7 @@ class RecallRecorder:
             if text is None:  # written back by another isolate meanwhile
                 continue
             try:
-                record = RecallRecord.from_json(text)
+                record = RecallRecord.model_validate_json(text)
                 if record.event.tenant_id != self._s.tenant_id:
                     raise ValueError("the record names another tenant")
             except ValueError as exc:
@@ -401,7 +336,13 @@ class RecallChannels:
             values,
             top_k=top_k,
             namespace=self._s.namespace,
-            filter=self._s.vector_filter(embedder.config, filters.agent_type),
+            # tenant_id on top of the namespace (ADR-0030 defence in depth) and the embedding
+            # config, so a query never compares vectors of different models (DESIGN inv. 6).
+            filter={
+                "tenant_id": self._s.tenant_id,
+                "embedding": embedding_tag(embedder.config),
+                **({} if filters.agent_type is None else {"agent_type": filters.agent_type}),
+            },
             return_metadata="none",
         )
         return [ChannelHit(id=m.id, score=m.score) for m in result.matches]
@@ -424,24 +365,18 @@ class RecallChannels:
         else:
             sql = " AND +f.status = 'active' AND (f.valid_to IS NULL OR f.valid_to > ?)"
             params = [ms(now)]
-        if filters.agent_type is not None:
-            sql += " AND f.agent_type = ?"
-            params.append(filters.agent_type)
-        if filters.subject is not None:
-            sql += " AND f.subject = ?"
-            params.append(filters.subject)
-        if filters.predicate is not None:
-            sql += " AND f.predicate = ?"
-            params.append(filters.predicate)
-        if filters.min_confidence is not None:
-            sql += " AND f.confidence >= ?"
-            params.append(float(filters.min_confidence))
-        if filters.valid_from_after is not None:
-            sql += " AND f.valid_from >= ?"
-            params.append(ms(filters.valid_from_after))
-        if filters.valid_from_before is not None:
-            sql += " AND f.valid_from < ?"
-            params.append(ms(filters.valid_from_before))
+        after, before = filters.valid_from_after, filters.valid_from_before
+        for clause, value in (
+            ("f.agent_type = ?", filters.agent_type),
+            ("f.subject = ?", filters.subject),
+            ("f.predicate = ?", filters.predicate),
+            ("f.confidence >= ?", filters.min_confidence),
+            ("f.valid_from >= ?", None if after is None else ms(after)),
+            ("f.valid_from < ?", None if before is None else ms(before)),
+        ):
+            if value is not None:
+                sql += f" AND {clause}"
+                params.append(value)
         return sql, params
 
     async def keyword(
@@ -462,19 +397,28 @@ class RecallChannels:
         hits = [ChannelHit(id=str(r["fact_id"]), score=float(r["channel_score"])) for r in found]
         return hits, {str(r["fact_id"]): r for r in found}, prepared
 
-    async def rows(self, fact_ids: Sequence[str], prepared: KeywordQuery | None) -> dict[str, Row]:
+    async def rows(
+        self,
+        fact_ids: Sequence[str],
+        prepared: KeywordQuery | None,
+        filters: RecallFilters,
+        now: float,
+    ) -> dict[str, Row]:
         """This tenant's rows among `fact_ids` (any status; the columns ranking needs), each
-        with `keyword_score`, its exact BM25F for the query (0.0 without keyword terms), by
-        fact id: one statement however many ids (they are one JSON parameter)."""
+        with `keyword_score`, its exact BM25F for the query (0.0 without keyword terms), and
+        `live` (0 when the row may not be returned: not live or filtered out), by fact id:
+        one statement however many ids (they are one JSON parameter)."""
         if not fact_ids:
             return {}
         score, score_params = self._keyword.score_column(prepared)
+        live, live_params = self._row_filter_sql(filters, now)
         result = (
             await self._s.db.prepare(
-                f"SELECT {SCORING_COLUMNS}, {score} AS keyword_score FROM semantic_facts AS f "
+                f"SELECT {SCORING_COLUMNS}, {score} AS keyword_score, "
+                f"COALESCE(1{live}, 0) AS live FROM semantic_facts AS f "
                 "WHERE f.tenant_id = ? AND f.fact_id IN (SELECT value FROM json_each(?))"
             )
-            .bind(*score_params, self._s.tenant_id, json.dumps(list(fact_ids)))
+            .bind(*score_params, *live_params, self._s.tenant_id, json.dumps(list(fact_ids)))
             .all()
         )
         return {str(row["fact_id"]): row for row in result.results}
@@ -510,45 +454,9 @@ class RecallChannels:
             return [], False
         return hits, True
 
-    @staticmethod
-    def is_live(row: Row, filters: RecallFilters, now: float) -> bool:
-        """Whether a row may be returned: active and valid now, or — with `as_of` — written
-        by then and valid then (superseded or not)."""
-        if filters.as_of is not None:
-            at = ms(filters.as_of)
-            if row["status"] not in ("active", "superseded"):
-                return False
-            if int(row["created_at"]) > at or int(row["valid_from"]) > at:
-                return False
-            if row["valid_to"] is not None and int(row["valid_to"]) <= at:
-                return False
-        else:
-            if row["status"] != "active":
-                return False
-            if row["valid_to"] is not None and int(row["valid_to"]) <= ms(now):
-                return False
-        if filters.agent_type is not None and row["agent_type"] != filters.agent_type:
-            return False
-        if filters.subject is not None and row["subject"] != filters.subject:
-            return False
-        if filters.predicate is not None and row["predicate"] != filters.predicate:
-            return False
-        if filters.valid_from_after is not None and int(row["valid_from"]) < ms(
-            filters.valid_from_after
-        ):
-            return False
-        if filters.valid_from_before is not None and int(row["valid_from"]) >= ms(
-            filters.valid_from_before
-        ):
-            return False
-        return not (
-            filters.min_confidence is not None and float(row["confidence"]) < filters.min_confidence
-        )
-
 
 # How far below the newer statement a stale one is placed (scores are rounded to 6 places).
 _STALE_GAP = 1e-6
-
 STALE_GUARD_WINDOW = 30
 
 
@@ -577,18 +485,6 @@ def stale_statements(rows: Sequence[Row]) -> dict[str, str]:
                     stale[str(group[i]["fact_id"])] = str(group[j]["fact_id"])
                     break
     return stale
-
-
-@dataclass(frozen=True, slots=True)
-class Candidates:
-    """What the channels found: their hits, whether the exact channel listed all its
-    matches, and every candidate's row (with its `keyword_score`) by fact id."""
-
-    vector: list[ChannelHit]
-    keyword: list[ChannelHit]
-    exact: list[ChannelHit]
-    exact_complete: bool
-    rows: dict[str, Row]
 
 
 def _key(row: Row) -> FactKey:
@@ -623,14 +519,15 @@ class Recaller:
         scored_at = min(now, filters.as_of) if filters.as_of is not None else now
         # Candidates do not depend on `limit`: `rank(q, 500)` starts with what
         # `recall(q, 5)` returns, in the same order.
-        found = await self._candidates(query, query_vector, filters, now)
-        vector_hits, rows = found.vector, found.rows
-        keyword_hits, exact_hits, exact_complete = found.keyword, found.exact, found.exact_complete
+        vector_hits, keyword_hits, exact_hits, exact_complete, rows = await self._candidates(
+            query, query_vector, filters, now
+        )
         stray = [h.id for h in vector_hits if h.id not in rows]
         dropped = list(stray)
         if stray:
             await self._vectors.drop_stray(stray)
-        live = {fid: row for fid, row in rows.items() if self._channels.is_live(row, filters, now)}
+        # The keyword channel's rows passed the filters in SQL; the others carry `live`.
+        live = {fid: row for fid, row in rows.items() if row.get("live", 1)}
         dropped += [fid for fid in rows if fid not in live]
         # The keyword channel is normalised over every channel's candidates, not its own
         # top `pool` only: each live candidate has its exact BM25F score (0 if no term).
@@ -689,9 +586,7 @@ class Recaller:
         top = ranked[:limit]
         # Full rows only for what is returned (content and metadata can be large).
         full = await self._s.load_rows([item.id for _, item in top])
-        kept = [item.id for _, item in top if item.id in full]
-        facts = await open_facts([full[i] for i in kept], self._s.personal)
-        opened = dict(zip(kept, facts, strict=True))
+        opened = {f.fact_id: f for f in await open_facts(list(full.values()), self._s.personal)}
         results = [
             RecalledFact(
                 fact=opened[item.id],
@@ -702,7 +597,7 @@ class Recaller:
                 newer_fact_id=stale.get(item.id),
             )
             for parts, item in top
-            if item.id in full  # deleted between the two reads: never return it
+            if item.id in opened  # deleted between the two reads: never return it
         ]
         counts = {
             "vector": len(vector_hits),
@@ -720,8 +615,9 @@ class Recaller:
         query_vector: Sequence[float] | None,
         filters: RecallFilters,
         now: float,
-    ) -> Candidates:
-        """Every channel's candidates and their rows (`RecallChannels.rows`). The vector
+    ) -> tuple[list[ChannelHit], list[ChannelHit], list[ChannelHit], bool, dict[str, Row]]:
+        """The vector, keyword and exact hits, whether the exact channel listed all its
+        matches, and every candidate's row (`RecallChannels.rows`) by fact id. The vector
         query is in flight while the keyword and exact channels run and their candidates'
         rows are read (on Cloudflare Vectorize answers remotely, overlapping the D1 calls),
         so only the vector-only candidates' rows wait for it."""
@@ -735,15 +631,15 @@ class Recaller:
                 self._channels.exact(query, filters, pool, now),
             )
             exact_only = [h.id for h in exact_hits if complete and h.id not in rows]
-            rows.update(await self._channels.rows(exact_only, prepared))
+            rows.update(await self._channels.rows(exact_only, prepared, filters, now))
         except BaseException:
             vector.cancel()
             await asyncio.gather(vector, return_exceptions=True)
             raise
         vector_hits = await vector
         rest = list(dict.fromkeys(h.id for h in vector_hits if h.id not in rows))
-        rows.update(await self._channels.rows(rest, prepared))
-        return Candidates(vector_hits, keyword_hits, exact_hits, complete, rows)
+        rows.update(await self._channels.rows(rest, prepared, filters, now))
+        return vector_hits, keyword_hits, exact_hits, complete, rows
 
     async def _record_recall(
         self,

@@ -17,9 +17,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent_memory.statements import IDS_PER_STATEMENT, STATEMENTS_PER_BATCH, chunks
+from agent_memory.statements import STATEMENTS_PER_BATCH, chunks
 from agent_memory.tiers.episodic import EpisodicStore
-from agent_memory.tiers.semantic.models import delete_own_vectors
+from agent_memory.tiers.semantic.models import delete_own_vectors, own_vectors
 from bindings.ports.clock import Clock
 from bindings.ports.d1 import D1Database, D1Statement
 from bindings.ports.sql import Row
@@ -84,7 +84,10 @@ class Link(BaseModel):
     score: float
 
 
-VECTOR_IDS_PER_CALL = 100
+INSERT_LINK = (
+    "INSERT INTO memory_links (tenant_id, from_fact_id, to_fact_id, score, created_at) "
+    "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
+)
 
 
 class ReconcileStore:
@@ -125,16 +128,8 @@ class ReconcileStore:
         return [FactRow.from_row(row) for row in result.results]
 
     async def fact_vectors(self, fact_ids: Sequence[str]) -> dict[str, list[float]]:
-        found: dict[str, list[float]] = {}
-        for chunk in chunks(list(fact_ids), VECTOR_IDS_PER_CALL):
-            for record in await self._vectors.get_by_ids(list(chunk)):
-                if (
-                    record.namespace == self._namespace
-                    and record.metadata.get("tenant_id") == self.tenant_id
-                    and record.values
-                ):
-                    found[record.id] = list(record.values)
-        return found
+        records = await own_vectors(self._vectors, self.tenant_id, fact_ids)
+        return {r.id: list(r.values) for r in records if r.values}
 
     async def episodes(self, limit: int) -> list[EpisodeRow]:
         """The newest `limit` episodes."""
@@ -153,19 +148,15 @@ class ReconcileStore:
         return {str(row["source_id"]) for row in result.results}
 
     async def active_ids(self, fact_ids: Sequence[str]) -> set[str]:
-        live: set[str] = set()
-        for chunk in chunks(list(fact_ids), IDS_PER_STATEMENT):
-            marks = ", ".join("?" for _ in chunk)
-            result = await (
-                self._db.prepare(
-                    f"SELECT fact_id FROM semantic_facts WHERE tenant_id = ? "
-                    f"AND fact_id IN ({marks}) AND status = 'active'"
-                )
-                .bind(self.tenant_id, *chunk)
-                .all()
+        result = await (
+            self._db.prepare(
+                "SELECT fact_id FROM semantic_facts WHERE tenant_id = ? AND status = 'active' "
+                "AND fact_id IN (SELECT value FROM json_each(?))"
             )
-            live.update(str(row["fact_id"]) for row in result.results)
-        return live
+            .bind(self.tenant_id, json.dumps(list(fact_ids)))
+            .all()
+        )
+        return {str(row["fact_id"]) for row in result.results}
 
     async def neighbours(self, values: Sequence[float], top_k: int) -> list[tuple[str, float]]:
         """The tenant's nearest vectors to `values` (same namespace and embedding config)."""
@@ -173,13 +164,10 @@ class ReconcileStore:
             list(values),
             top_k=top_k,
             namespace=self._namespace,
-            filter=self._vector_filter(),
+            filter={"tenant_id": self.tenant_id, "embedding": self._embedding_key},
             return_metadata="none",
         )
         return [(m.id, float(m.score)) for m in result.matches]
-
-    def _vector_filter(self) -> dict[str, Any]:
-        return {"tenant_id": self.tenant_id, "embedding": self._embedding_key}
 
     async def linked_through(self) -> int:
         """The creation time (ms) up to which facts have been linked."""
@@ -244,13 +232,10 @@ class ReconcileStore:
                 ).bind(self.tenant_id, winner, loser, relation, now_ms)
             )
         if link_score is not None:
-            for a, b in ((loser, winner), (winner, loser)):
-                statements.append(
-                    self._db.prepare(
-                        "INSERT INTO memory_links (tenant_id, from_fact_id, to_fact_id, score, "
-                        "created_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
-                    ).bind(self.tenant_id, a, b, link_score, now_ms)
-                )
+            statements += [
+                self._db.prepare(INSERT_LINK).bind(self.tenant_id, a, b, link_score, now_ms)
+                for a, b in ((loser, winner), (winner, loser))
+            ]
         results = await self._db.batch(statements)
         return results[0].meta.changes != 0
 
@@ -268,21 +253,20 @@ class ReconcileStore:
             ).bind(self.tenant_id, fact_id, episode_id, relation, now_ms)
             for episode_id in episode_ids
         ]
-        for start in range(0, len(statements), STATEMENTS_PER_BATCH):
-            await self._db.batch(statements[start : start + STATEMENTS_PER_BATCH])
+        for batch in chunks(statements, STATEMENTS_PER_BATCH):
+            await self._db.batch(list(batch))
 
     async def insert_links(self, links: Sequence[Link], now_ms: int) -> int:
         """Insert the links that are not there yet; returns how many were new."""
         statements = [
-            self._db.prepare(
-                "INSERT INTO memory_links (tenant_id, from_fact_id, to_fact_id, score, "
-                "created_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
-            ).bind(self.tenant_id, link.from_fact_id, link.to_fact_id, link.score, now_ms)
+            self._db.prepare(INSERT_LINK).bind(
+                self.tenant_id, link.from_fact_id, link.to_fact_id, link.score, now_ms
+            )
             for link in links
         ]
         added = 0
-        for start in range(0, len(statements), STATEMENTS_PER_BATCH):
-            results = await self._db.batch(statements[start : start + STATEMENTS_PER_BATCH])
+        for batch in chunks(statements, STATEMENTS_PER_BATCH):
+            results = await self._db.batch(list(batch))
             added += sum(r.meta.changes > 0 for r in results)
         return added
 

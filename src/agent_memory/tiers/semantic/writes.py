@@ -1,29 +1,12 @@
-"""The vector half of a semantic write, and its repair.
+"""The write path of semantic facts: rows, vectors, their repair, and key backfill.
 
-A fact's row is written `pending_vector` first; `VectorSync.write_vectors` then upserts the
-vectors and marks the rows `active`. When either step fails the rows stay pending (recall
-never returns them) and `complete_pending` finishes them later. The other direction:
-`reconcile_vectors` / `drop_stray` delete vectors whose row is gone, so the index never
-keeps what D1 no longer has (DESIGN invariant 5).
-
-The key lookup every semantic write (and the key backfill) goes through.
-
-Keys for facts written before keys existed (migration 0005), a batch at a time.
-
-Facts stored before 0005 have `key_source = ''`: the update step and recall's
-stale-statement guard skip them, so a newer statement about the same entity could never
-supersede them. `backfill_keys` derives their keys exactly as the write path does
-(`_scope.derive_keys`) and stores them, oldest first; a fact whose text names nothing gets
-`key_source = 'none'`, so it is not looked at again. Idempotent and safe to interrupt.
-
-The row half of a semantic write, and deletes.
-
-`FactWriter.learn_many` validates every input (nothing is written if one is bad), checks the
-write policy, looks the content hashes up (a fact already `active` is returned as it is,
-one left `pending_vector` is completed), embeds what is new in batches, inserts the rows
-`pending_vector` and hands them to `VectorSync` for their vectors. A committed fact gets
-one `memory_written` event. `delete` removes the row first (the source of truth), then the
-vector.
+`FactWriter.learn_many` validates every input, checks the write policy, looks the content
+hashes up (an `active` fact is returned as it is, a `pending_vector` one is completed),
+embeds what is new in batches, inserts rows `pending_vector` and hands them to `VectorSync`,
+which upserts the vectors and marks the rows `active` (on failure they stay pending for
+`complete_pending`). `delete` removes the row (the source of truth) before the vector;
+`reconcile_vectors` deletes vectors whose row is gone (DESIGN invariant 5). `backfill_keys`
+keys facts written before migration 0005 exactly as the write path does.
 """
 
 from __future__ import annotations
@@ -31,8 +14,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 from pydantic import ValidationError
@@ -52,30 +34,22 @@ from agent_memory.tiers.semantic.models import (
     LearnResult,
     MemoryInputError,
     check_matrix,
+    delete_own_vectors,
     embedding_tag,
     ms,
 )
 from bindings.ports.d1 import D1Statement
 from bindings.ports.embedder import EmbeddingConfig
-from bindings.ports.sql import Row
+from bindings.ports.sql import Row, SqlValue
 from bindings.ports.vectorize import VECTORIZE_MAX_BATCH, VectorRecord
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class VectorJob:
-    """A row that needs its vector written (new, or left pending)."""
-
-    fact_id: str
-    content: str
-    agent_type: str
-    subject: str
-    predicate: str
-    object: str
-    confidence: float
-    learned_from_run_id: str | None
-    created_at_ms: int
+# The columns a vector's metadata is built from (a row read back, or a new fact's values).
+VECTOR_COLUMNS = (
+    "fact_id, agent_type, subject, predicate, object, confidence, learned_from_run_id, created_at"
+)
 
 
 class VectorSync:
@@ -84,38 +58,25 @@ class VectorSync:
     def __init__(self, scope: FactScope) -> None:
         self._s = scope
 
-    def job_from_row(self, row: Row, content: str) -> VectorJob:
-        return VectorJob(
-            fact_id=row["fact_id"],
-            content=content,
-            agent_type=row["agent_type"],
-            subject=row["subject"],
-            predicate=row["predicate"],
-            object=row["object"],
-            confidence=float(row["confidence"]),
-            learned_from_run_id=row.get("learned_from_run_id"),
-            created_at_ms=int(row["created_at"]),
-        )
-
-    def _vector_record(self, job: VectorJob, values: Any, config: EmbeddingConfig) -> VectorRecord:
+    def _vector_record(self, job: Row, values: Any, config: EmbeddingConfig) -> VectorRecord:
         metadata: dict[str, Any] = {
             "tenant_id": self._s.tenant_id,
-            "agent_type": job.agent_type,
-            "fact_id": job.fact_id,
-            "subject": job.subject,
-            "predicate": job.predicate,
-            "object": job.object,
-            "confidence": job.confidence,
-            "created_at": job.created_at_ms,
+            "agent_type": job["agent_type"],
+            "fact_id": job["fact_id"],
+            "subject": job["subject"],
+            "predicate": job["predicate"],
+            "object": job["object"],
+            "confidence": float(job["confidence"]),
+            "created_at": int(job["created_at"]),
             "embedding": embedding_tag(config),
             "embedding_provider": config.provider,
             "embedding_model": config.model,
             "embedding_dimensions": config.dimensions,
         }
-        if job.learned_from_run_id:
-            metadata["learned_from_run_id"] = job.learned_from_run_id
+        if job.get("learned_from_run_id"):
+            metadata["learned_from_run_id"] = job["learned_from_run_id"]
         return VectorRecord(
-            id=job.fact_id,
+            id=job["fact_id"],
             values=np.asarray(values, dtype=np.float64).tolist(),
             namespace=self._s.namespace,
             metadata=metadata,
@@ -123,7 +84,7 @@ class VectorSync:
 
     async def write_vectors(
         self,
-        jobs: Sequence[VectorJob],
+        jobs: Sequence[Row],
         vectors: Mapping[str, Any],
         config: EmbeddingConfig,
         now: float,
@@ -132,7 +93,7 @@ class VectorSync:
         else the error text (the rows stay `pending_vector` for `complete_pending`)."""
         if not jobs:
             return None
-        records = [self._vector_record(job, vectors[job.fact_id], config) for job in jobs]
+        records = [self._vector_record(job, vectors[job["fact_id"]], config) for job in jobs]
         try:
             for chunk in chunks(records, VECTORIZE_MAX_BATCH):
                 await self._s.vectors.upsert(chunk)
@@ -145,7 +106,7 @@ class VectorSync:
             )
             return f"vector write failed: {exc}"
         try:
-            await self._activate([job.fact_id for job in jobs], config, now)
+            await self._activate([job["fact_id"] for job in jobs], config, now)
         except Exception as exc:
             log.warning(
                 "activating %d fact(s) of tenant %s failed; rows stay pending: %s",
@@ -178,14 +139,12 @@ class VectorSync:
             await self._s.db.batch(list(group))
 
     async def complete_pending(self, limit: int = 100) -> int:
-        """Write the vectors of up to `limit` facts left `pending_vector` (oldest first) and
-        activate them. Returns how many became active. Safe to run any time."""
+        """`SemanticMemory.complete_pending`."""
         embedder = self._s.require_embedder()
         result = (
             await self._s.db.prepare(
-                "SELECT fact_id, content, agent_type, subject, predicate, object, confidence, "
-                "learned_from_run_id, created_at FROM semantic_facts "
-                "WHERE tenant_id = ? AND status = 'pending_vector' ORDER BY created_at LIMIT ?"
+                f"SELECT content, {VECTOR_COLUMNS} FROM semantic_facts WHERE"
+                " tenant_id = ? AND status = 'pending_vector' ORDER BY created_at LIMIT ?"
             )
             .bind(self._s.tenant_id, max(1, min(limit, 1000)))
             .all()
@@ -195,11 +154,10 @@ class VectorSync:
         for batch in chunks(rows, EMBED_BATCH):
             matrix = await embedder.embed([row["content"] for row in batch])
             check_matrix(matrix, len(batch), embedder.config)
-            jobs = [self.job_from_row(row, row["content"]) for row in batch]
-            vectors = {job.fact_id: matrix[pos] for pos, job in enumerate(jobs)}
-            error = await self.write_vectors(jobs, vectors, embedder.config, self._s.clock.now())
+            vectors = {row["fact_id"]: matrix[pos] for pos, row in enumerate(batch)}
+            error = await self.write_vectors(batch, vectors, embedder.config, self._s.clock.now())
             if error is None:
-                done += len(jobs)
+                done += len(batch)
         return done
 
     async def drop_stray(self, fact_ids: Sequence[str]) -> None:
@@ -216,40 +174,23 @@ class VectorSync:
             )
 
     async def reconcile_vectors(self, fact_ids: Sequence[str]) -> list[str]:
-        """Delete this tenant's vectors among `fact_ids` that have no row. Returns them."""
+        """`SemanticMemory.reconcile_vectors`."""
         ids = list(dict.fromkeys(fact_ids))
         if not ids:
             return []
         rows = await self._s.load_rows(ids)
         orphans = [fid for fid in ids if fid not in rows]
-        if not orphans:
-            return []
-        mine = await self._s.own_vector_ids(orphans)
-        if mine:
-            await self._s.vectors.delete_by_ids(mine)
-        return mine
+        return await delete_own_vectors(self._s.vectors, self._s.tenant_id, orphans)
 
 
-class KeyedText(Protocol):
-    """What a key is derived from: a new `FactInput`, or a stored row being backfilled."""
-
-    @property
-    def content(self) -> str: ...
-
-    @property
-    def subject(self) -> str: ...
-
-    @property
-    def predicate(self) -> str: ...
-
-    @property
-    def metadata(self) -> dict[str, Any]: ...
+# What a key is derived from: (content, subject, predicate, metadata).
+KeyedText = tuple[str, str, str, dict[str, Any]]
 
 
 async def derive_keys(scope: FactScope, inputs: Sequence[KeyedText]) -> list[FactKey]:
     """Each input's key (`keys.derive_key`), with the names the tenant already has facts
     about found in one indexed lookup (`known_subject`)."""
-    names = [name for fact in inputs for name in entity_candidates(fact.content)]
+    names = [name for content, *_ in inputs for name in entity_candidates(content)]
     wanted = list(dict.fromkeys(names))[:IDS_PER_STATEMENT]
     known: set[str] = set()
     if wanted:
@@ -265,27 +206,18 @@ async def derive_keys(scope: FactScope, inputs: Sequence[KeyedText]) -> list[Fac
         known = {str(row["key_entity"]) for row in result.results}
     return [
         derive_key(
-            fact.content,
-            subject=fact.subject,
-            predicate=fact.predicate,
+            content,
+            subject=subject,
+            predicate=predicate,
             # Personal fields never feed a derived, indexed value (docs/personal-data.md).
-            metadata=public_view(fact.metadata),
+            metadata=public_view(metadata),
             known_entities=known,
         )
-        for fact in inputs
+        for content, subject, predicate, metadata in inputs
     ]
 
 
 MAX_BACKFILL = 1_000
-
-
-@dataclass(frozen=True, slots=True)
-class _StoredText:
-    fact_id: str
-    content: str
-    subject: str
-    predicate: str
-    metadata: dict[str, Any]
 
 
 async def backfill_keys(scope: FactScope, limit: int) -> int:
@@ -299,24 +231,26 @@ async def backfill_keys(scope: FactScope, limit: int) -> int:
         .bind(scope.tenant_id, max(1, min(limit, MAX_BACKFILL)))
         .all()
     )
-    rows = [
-        _StoredText(
-            fact_id=str(row["fact_id"]),
-            content=str(row["content"]),
-            subject=str(row["subject"]),
-            predicate=str(row["predicate"]),
-            metadata=json.loads(row["metadata"] or "{}"),
-        )
-        for row in result.results
-    ]
+    rows = result.results
     if not rows:
         return 0
-    keys = await derive_keys(scope, rows)
+    keys = await derive_keys(
+        scope,
+        [
+            (
+                str(r["content"]),
+                str(r["subject"]),
+                str(r["predicate"]),
+                json.loads(r["metadata"] or "{}"),
+            )
+            for r in rows
+        ],
+    )
     statements = [
         scope.db.prepare(
             "UPDATE semantic_facts SET key_entity = ?, key_attribute = ?, key_source = ? "
             "WHERE tenant_id = ? AND fact_id = ? AND key_source = ''"
-        ).bind(key.entity, key.attribute, key.source, scope.tenant_id, row.fact_id)
+        ).bind(key.entity, key.attribute, key.source, scope.tenant_id, row["fact_id"])
         for row, key in zip(rows, keys, strict=True)
     ]
     for batch in chunks(statements, STATEMENTS_PER_BATCH):
@@ -325,7 +259,6 @@ async def backfill_keys(scope: FactScope, limit: int) -> int:
 
 
 PENDING_RETRY_ON_WRITE = 10
-
 PAIRS_PER_STATEMENT = 45  # (subject, hash) pairs: 2 parameters each + tenant
 
 
@@ -343,9 +276,8 @@ async def find_by_hash(
         digests = list(dict.fromkeys(digest for _, digest in chunk))
         result = (
             await scope.db.prepare(
-                "SELECT fact_id, status, subject, predicate, object, agent_type, confidence, "
-                "learned_from_run_id, content_hash, created_at FROM semantic_facts "
-                f"WHERE tenant_id = ? AND subject IN ({', '.join('?' for _ in subjects)}) "
+                f"SELECT status, content_hash, {VECTOR_COLUMNS} FROM semantic_facts WHERE"
+                f" tenant_id = ? AND subject IN ({', '.join('?' for _ in subjects)}) "
                 f"AND content_hash IN ({', '.join('?' for _ in digests)})"
             )
             .bind(scope.tenant_id, *subjects, *digests)
@@ -358,7 +290,7 @@ async def find_by_hash(
     return found
 
 
-def insert_statement(
+def new_row(
     scope: FactScope,
     fact: FactInput,
     fact_id: str,
@@ -368,49 +300,57 @@ def insert_statement(
     key: FactKey,
     plan: ContextPlan,
     metadata: dict[str, Any],
-) -> D1Statement:
-    """The INSERT of one new fact (status `pending_vector`), with its derived key and its
-    keyword-index plan; a (subject, content hash) already present is left as it is."""
+) -> dict[str, SqlValue]:
+    """The `semantic_facts` row of one new fact (status `pending_vector`), with its derived
+    key and its keyword-index plan."""
     valid_from = ms(fact.valid_from) if fact.valid_from is not None else ms(now)
     valid_to = ms(fact.valid_to) if fact.valid_to is not None else None
-    if valid_to is not None and valid_to < valid_from:
-        valid_to = valid_from
+    return {
+        "tenant_id": scope.tenant_id,
+        "fact_id": fact_id,
+        "agent_type": fact.agent_type or scope.agent_type,
+        "subject": fact.subject,
+        "predicate": fact.predicate,
+        "object": fact.object,
+        "content": fact.content,
+        "metadata": json.dumps(metadata, separators=(",", ":"), ensure_ascii=False),
+        "confidence": float(fact.confidence),
+        "source": fact.source,
+        "learned_from_run_id": fact.learned_from_run_id or scope.run_id,
+        "embedding_provider": config.provider,
+        "embedding_model": config.model,
+        "embedding_dimensions": config.dimensions,
+        "content_hash": digest,
+        "status": "pending_vector",
+        "valid_from": valid_from,
+        "valid_to": None if valid_to is None else max(valid_to, valid_from),
+        "created_at": ms(now),
+        "updated_at": ms(now),
+        "key_entity": key.entity,
+        "key_attribute": key.attribute,
+        "key_source": key.source,
+        "session_key": plan.session,
+        "index_terms": plan.entry.index_terms,
+        "index_length": plan.entry.length,
+        "context_length": plan.entry.context_length,
+    }
+
+
+def insert_statement(scope: FactScope, row: dict[str, SqlValue]) -> D1Statement:
+    """The INSERT of `row`; a (subject, content hash) already present is left as it is."""
     return scope.db.prepare(
-        "INSERT INTO semantic_facts (tenant_id, fact_id, agent_type, subject, predicate, "
-        "object, content, metadata, confidence, source, learned_from_run_id, "
-        "embedding_provider, embedding_model, embedding_dimensions, content_hash, status, "
-        "valid_from, valid_to, created_at, updated_at, key_entity, key_attribute, key_source, "
-        "session_key, index_terms, index_length, context_length) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending_vector', ?, ?, ?, ?, "
-        "?, ?, ?, ?, ?, ?, ?) "
+        f"INSERT INTO semantic_facts ({', '.join(row)}) VALUES ({', '.join('?' for _ in row)}) "
         "ON CONFLICT (tenant_id, subject, content_hash) DO NOTHING"
-    ).bind(
-        scope.tenant_id,
-        fact_id,
-        fact.agent_type or scope.agent_type,
-        fact.subject,
-        fact.predicate,
-        fact.object,
-        fact.content,
-        json.dumps(metadata, separators=(",", ":"), ensure_ascii=False),
-        float(fact.confidence),
-        fact.source,
-        fact.learned_from_run_id or scope.run_id,
-        config.provider,
-        config.model,
-        config.dimensions,
-        digest,
-        valid_from,
-        valid_to,
-        ms(now),
-        ms(now),
-        key.entity,
-        key.attribute,
-        key.source,
-        plan.session,
-        plan.entry.index_terms,
-        plan.entry.length,
-        plan.entry.context_length,
+    ).bind(*row.values())
+
+
+def _found(row: Row) -> LearnResult:
+    """The result of learning a fact that is already stored (`row`)."""
+    return LearnResult(
+        fact_id=row["fact_id"],
+        status=row["status"],
+        created=False,
+        content_hash=row["content_hash"],
     )
 
 
@@ -440,15 +380,8 @@ class FactWriter:
                 raise MemoryInputError.from_validation(exc, "fact", prefix) from None
         return out
 
-    async def learn_many(
-        self, facts: Sequence[FactInput | Mapping[str, Any]], *, embed_batch: int = EMBED_BATCH
-    ) -> list[LearnResult]:
-        """Learn facts in bulk with batched embedding; results are in input order.
-
-        Batches are committed one after the other: if a later batch fails (embedding
-        error, D1 error), earlier ones stay learned, and calling again with the same facts
-        is safe (they are found by hash and not embedded twice).
-        """
+    async def learn_many(self, facts: Sequence[FactInput | Mapping[str, Any]]) -> list[LearnResult]:
+        """`SemanticMemory.learn_many`."""
         inputs = self.validate_facts(facts)
         if not inputs:
             return []
@@ -473,7 +406,9 @@ class FactWriter:
         for index, fact in enumerate(inputs):
             first_of.setdefault((fact.subject, hashes[index]), index)
         existing = await find_by_hash(self._s, list(first_of))
-        keys = await derive_keys(self._s, inputs)
+        keys = await derive_keys(
+            self._s, [(f.content, f.subject, f.predicate, f.metadata) for f in inputs]
+        )
         items = [
             (
                 fact.session or fact.learned_from_run_id or self._s.run_id,
@@ -489,26 +424,21 @@ class FactWriter:
         for key, index in first_of.items():
             row = existing.get(key)
             if row is not None and row["status"] != "pending_vector":
-                results[index] = LearnResult(
-                    fact_id=row["fact_id"],
-                    status=row["status"],
-                    created=False,
-                    content_hash=key[1],
-                )
+                results[index] = _found(row)
             else:
                 todo.append(index)
-        for batch in chunks(todo, max(1, min(embed_batch, EMBED_BATCH))):
+        for batch in chunks(todo, EMBED_BATCH):
             texts = [plans[i].embed_text for i in batch]
             matrix = await embedder.embed(texts)
             check_matrix(matrix, len(texts), embedder.config)
-            jobs: dict[int, VectorJob] = {}
+            jobs: dict[int, Row] = {}
             created: dict[int, bool] = {}
             inserts: list[tuple[int, D1Statement]] = []
             for index in batch:
                 fact = inputs[index]
                 row = existing.get((fact.subject, hashes[index]))
                 if row is not None:  # left pending earlier: complete it now
-                    jobs[index] = self._vectors.job_from_row(row, fact.content)
+                    jobs[index] = row
                     created[index] = False
                     continue
                 fact_id = new_ulid(now)
@@ -516,33 +446,18 @@ class FactWriter:
                 metadata = await self._s.personal.seal(
                     fact.subject, fact_id, "metadata", fact.metadata
                 )
-                inserts.append(
-                    (
-                        index,
-                        insert_statement(
-                            self._s,
-                            fact,
-                            fact_id,
-                            hashes[index],
-                            embedder.config,
-                            now,
-                            keys[index],
-                            plans[index],
-                            metadata,
-                        ),
-                    )
+                jobs[index] = new_row(
+                    self._s,
+                    fact,
+                    fact_id,
+                    hashes[index],
+                    embedder.config,
+                    now,
+                    keys[index],
+                    plans[index],
+                    metadata,
                 )
-                jobs[index] = VectorJob(
-                    fact_id=fact_id,
-                    content=fact.content,
-                    agent_type=fact.agent_type or self._s.agent_type,
-                    subject=fact.subject,
-                    predicate=fact.predicate,
-                    object=fact.object,
-                    confidence=fact.confidence,
-                    learned_from_run_id=fact.learned_from_run_id or self._s.run_id,
-                    created_at_ms=ms(now),
-                )
+                inserts.append((index, insert_statement(self._s, jobs[index])))
                 created[index] = True
             conflicts = await self._insert_rows(inserts)
             if conflicts:
@@ -557,17 +472,14 @@ class FactWriter:
                     if row is None:
                         raise RuntimeError("insert conflicted but no existing row was found")
                     if row["status"] == "pending_vector":
-                        jobs[index] = self._vectors.job_from_row(row, inputs[index].content)
+                        jobs[index] = row
                     else:
                         del jobs[index]
-                        results[index] = LearnResult(
-                            fact_id=row["fact_id"],
-                            status=row["status"],
-                            created=False,
-                            content_hash=hashes[index],
-                        )
+                        results[index] = _found(row)
             vectors = {
-                jobs[index].fact_id: matrix[pos] for pos, index in enumerate(batch) if index in jobs
+                jobs[index]["fact_id"]: matrix[pos]
+                for pos, index in enumerate(batch)
+                if index in jobs
             }
             error = await self._vectors.write_vectors(
                 list(jobs.values()), vectors, embedder.config, now
@@ -577,7 +489,7 @@ class FactWriter:
                 if index in results:
                     continue
                 results[index] = LearnResult(
-                    fact_id=jobs[index].fact_id,
+                    fact_id=jobs[index]["fact_id"],
                     status="pending_vector" if error else "active",
                     created=created[index],
                     content_hash=hashes[index],
@@ -643,8 +555,7 @@ class FactWriter:
         return conflicts
 
     async def delete(self, fact_id: str) -> DeleteResult:
-        """Delete a fact's row and its vector (admin only; ADR-0030). Idempotent: deleting
-        an absent fact is a no-op that still removes a vector left behind earlier."""
+        """`SemanticMemory.delete`."""
         if not isinstance(fact_id, str) or not is_ulid(fact_id):
             raise MemoryInputError(
                 "fact_id must be a 26-character ULID",
@@ -661,9 +572,7 @@ class FactWriter:
         )
         row_deleted = result.meta.changes > 0
         try:
-            mine = await self._s.own_vector_ids([fact_id])
-            if mine:
-                await self._s.vectors.delete_by_ids(mine)
+            mine = await delete_own_vectors(self._s.vectors, self._s.tenant_id, [fact_id])
         except Exception as exc:
             log.warning(
                 "deleting the vector of fact %s (tenant %s) failed: %s",
