@@ -1,19 +1,11 @@
-"""An `LLM` for any OpenAI-compatible `/chat/completions` endpoint, over httpx, and the
-chat-completion message shape it speaks (which the Workers AI adapter, `bindings.cloudflare.ai`,
-shares: its newer models answer in it). No pydantic, so that adapter loads in bare Pyodide.
+"""An `LLM` for any OpenAI-compatible `/chat/completions` endpoint, over httpx (a fresh client
+per call, as Workers require), and the message shape it speaks, which the Workers AI adapter
+shares (no pydantic, so that adapter loads in bare Pyodide).
 
-* Requests: `POST {base_url}/chat/completions` with `{"model", "messages", "tools"?}`; tools
-  as `{"type": "function", "function": {name, description, parameters}}`; an assistant
-  message with tool calls carries `tool_calls` (arguments JSON-encoded), a tool result is
-  `{"role": "tool", "tool_call_id", "content"}`.
-* Replies: `choices[0].message` gives `content` (null → "") and `tool_calls`, whose
-  arguments may be a JSON string or an object; arguments that are not a JSON object become
-  `{}` plus `_invalid_arguments` with the raw text, so the tool can refuse them.
-  `usage.prompt_tokens` / `completion_tokens` are reported when present.
-* Every failure is an `LLMError`: `LLMRateLimitedError` for 429, `LLMUnavailableError` for
-  5xx, timeouts and connection errors. Messages never contain the API key.
-
-A fresh `httpx.AsyncClient` per call: Workers require clients to be created in a handler.
+Tool-call arguments may arrive as a JSON string or an object; arguments that are not a JSON
+object become `{}` plus `_invalid_arguments` (the raw text), so the tool can refuse them.
+Every failure is an `LLMError`: `LLMRateLimitedError` for 429, `LLMUnavailableError` for 5xx,
+timeouts and connection errors; messages never contain the API key.
 """
 
 from __future__ import annotations
@@ -66,14 +58,11 @@ def decode_arguments(raw: Any) -> dict[str, Any]:
         return raw
     if raw is None or raw == "":
         return {}
-    if isinstance(raw, str):
-        try:
-            value = json.loads(raw)
-        except json.JSONDecodeError:
-            return {"_invalid_arguments": raw[:MAX_DETAIL_CHARS]}
-        if isinstance(value, dict):
-            return value
-    return {"_invalid_arguments": str(raw)[:MAX_DETAIL_CHARS]}
+    try:
+        value = json.loads(raw) if isinstance(raw, str) else None
+    except json.JSONDecodeError:
+        value = None
+    return value if isinstance(value, dict) else {"_invalid_arguments": str(raw)[:MAX_DETAIL_CHARS]}
 
 
 def parse_openai_message(message: Any, fallback_id: str = "call") -> ChatMessage:
