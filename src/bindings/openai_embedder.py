@@ -46,8 +46,6 @@ def _error_detail(response: httpx.Response) -> str:
 
 
 class OpenAIEmbedder:
-    """Embeds texts with an OpenAI-compatible API. See the module docstring for the contract."""
-
     def __init__(
         self,
         base_url: str,

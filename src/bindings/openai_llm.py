@@ -95,8 +95,6 @@ def usage_of(reply: Any) -> tuple[int, int]:
 
 
 class OpenAICompatibleLLM:
-    """Implements the `LLM` port over `POST {base_url}/chat/completions`."""
-
     def __init__(
         self,
         *,

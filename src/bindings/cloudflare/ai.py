@@ -1,31 +1,20 @@
-"""The Workers AI binding (`env.AI.run`): the `Embedder` (bge models) and the `LLM`
-(text-generation models). Loads without numpy or pydantic (tests/pyodide runs it in bare
-Pyodide): numpy is imported by `embed`, the LLM's types are dataclasses.
+"""The Workers AI binding (`env.AI.run`): the `Embedder` (bge models) and the `LLM`. Loads
+without numpy or pydantic (tests/pyodide runs it in bare Pyodide). The binding rejects with
+"<code>: <text>" (workers-ai/platform/errors): 3036 (daily allocation used) is rate limiting,
+3040 (out of capacity) overload, 3007/3008 a timeout.
 
-Errors: the binding rejects with "<code>: <text>" (workers-ai/platform/errors): 3036 (daily
-allocation used up) is rate limiting; 3040 (out of capacity) overload; 3007/3008 (timeout,
-aborted) a timeout; the embedder also names the bad-request codes.
+Embeddings (workers-ai-models/bge-*-en-v1.5.json; ≤ 100 texts per call): pooling is pinned
+to **cls**, which the model schema recommends ("more accurate embeddings on larger inputs")
+and BAAI's own config uses; `mean` is only the backwards-compatible default. cls and mean
+vectors are not comparable, so the pooling is part of `config.model`
+(`...#pooling=cls`): vectors written with one are never queried with the other.
 
-**Embeddings** (workers-ai-models/bge-{small,base,large}-en-v1.5.json: input `{text,
-pooling}`, output `{shape, data, pooling}`, at most 100 texts per call). Pooling is pinned to
-**cls**: the model schema says cls "will generate more accurate embeddings on larger inputs"
-and that Cloudflare "highly suggest[s] using the new cls pooling", and BAAI's own
-sentence-transformers config for bge uses the CLS token; `mean` is only the default for
-backwards compatibility. cls and mean vectors are not comparable, so the pooling is part of
-`config.model` (`@cf/baai/bge-small-en-v1.5#pooling=cls`): vectors written with one pooling
-are never queried with the other.
-
-**Chat** (workers-ai/features/function-calling/traditional.mdx, and the model schemas in
-cloudflare-docs `src/content/workers-ai-models/*.json`): input `{"messages": [{role,
-content}], "tools", "max_tokens"}`. Output is either "traditional" (llama-3.x: `{"response",
-"tool_calls": [{"name", "arguments": object}], "usage"?}`) or the OpenAI chat-completion
-shape (e.g. @cf/zai-org/glm-4.7-flash: `{"choices": [{"message": ...}], "usage"}`); both are
-accepted. Requests are written so both input schemas accept them: the traditional one needs
-a string `content` on every message, the OpenAI-shaped one takes tools only as `{type:
-"function", function}` and wants an assistant's calls in `tool_calls` and a tool result's
-`tool_call_id`. So an assistant turn that called tools carries its calls both as JSON text in
-`content` (all a traditional model reads) and in `tool_calls`; a tool result carries `name`
-and `tool_call_id`. Tool calls get ids here (`call_<step>_<i>`) when the model sends none.
+Chat (workers-ai/features/function-calling): replies come "traditional" (llama-3.x:
+`{response, tool_calls: [{name, arguments}]}`) or OpenAI-shaped (`{choices: [{message}]}`);
+both are read. Requests satisfy both input schemas: the traditional one needs a string
+`content` on every message, the OpenAI one wants `tool_calls` and `tool_call_id`; so an
+assistant turn that called tools carries its calls both as JSON in `content` and in
+`tool_calls`. Tool calls without ids get `call_<step>_<i>`.
 """
 
 from __future__ import annotations
@@ -94,8 +83,6 @@ async def _run(ai: Any, raw: bool, model: str, inputs: dict[str, Any]) -> Any:
 
 
 class WorkersAIEmbedder:
-    """Implements `Embedder` with a bge model on Workers AI; rows are L2-normalised."""
-
     def __init__(self, ai: Any, model: str = BGE_SMALL, dimensions: int = 384) -> None:
         expected = BGE_DIMENSIONS.get(model)
         if expected is not None and expected != dimensions:
@@ -112,18 +99,14 @@ class WorkersAIEmbedder:
         return self._config
 
     async def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        """`embed_rows` as the port's float32 array."""
         import numpy as np
 
         rows = await self.embed_rows(texts)
-        if not rows:
-            return np.zeros((0, self._config.dimensions), dtype=np.float32)
-        return np.asarray(rows, dtype=np.float32)
+        return np.asarray(rows, dtype=np.float32).reshape(-1, self._config.dimensions)
 
     async def embed_rows(self, texts: Sequence[str]) -> list[list[float]]:
         """One L2-normalised vector (a plain list) per text, in order. Empty texts, which bge
-        models reject (failing the whole batch without naming the text), are refused before
-        any call with `EmbeddingBadRequestError` naming their positions."""
+        rejects without naming them, are refused first, naming their positions."""
         if isinstance(texts, str):
             raise TypeError("embed() takes a sequence of texts, not one string")
         items = list(texts)
@@ -152,15 +135,11 @@ class WorkersAIEmbedder:
         pooling = response.get("pooling")
         if pooling is not None and pooling != POOLING:
             raise EmbeddingError(f"asked for {POOLING} pooling, got {pooling}")
-        data = response["data"]
-        if len(data) != len(batch):
-            raise EmbeddingError(f"sent {len(batch)} texts, got {len(data)} embeddings")
-        rows = [[float(v) for v in row] for row in data]
-        for values in rows:
-            if len(values) != self._config.dimensions:
-                raise EmbeddingError(
-                    f"expected {self._config.dimensions} dimensions, got {len(values)}"
-                )
+        rows = [[float(v) for v in row] for row in response["data"]]
+        if len(rows) != len(batch):
+            raise EmbeddingError(f"sent {len(batch)} texts, got {len(rows)} embeddings")
+        if any(len(row) != self._config.dimensions for row in rows):
+            raise EmbeddingError(f"expected {self._config.dimensions} dimensions per embedding")
         return rows
 
 
@@ -226,8 +205,6 @@ def parse_workers_ai_reply(reply: Any, step: int) -> ChatMessage:
 
 
 class WorkersAILLM:
-    """Implements the `LLM` port with a text-generation model on Workers AI."""
-
     def __init__(self, ai: Any, model: str) -> None:
         self._ai = ai
         self._raw = ffi.is_raw(ai)

@@ -1,18 +1,11 @@
-"""`bindings.ports.background.BackgroundTasks` over `ctx.waitUntil`.
+"""`BackgroundTasks` over `ctx.waitUntil` (an ExecutionContext or a Durable Object's state).
 
-`ctx` is either a Worker invocation's `ExecutionContext` or a Durable Object's state, and
-only the first accepts a Python coroutine: workerd's `patchWaitUntil`
-(src/pyodide/python-entrypoint-helper.ts) returns early unless
-`Object.prototype.toString.call(ctx)` is `[object ExecutionContext]`, so a
-`DurableObjectState.waitUntil` gets the coroutine as a borrowed proxy that Pyodide destroys
-when the call returns, and workerd's `then` on it (a later microtask) fails: the work never
-runs. tests/pyodide/py/test_background.py reproduces this in real Pyodide.
-
-So the work is always scheduled here, as an asyncio task on Pyodide's event loop, and
-`waitUntil` receives a real JS Promise that settles with the task: both kinds of context
-accept a Promise, and nothing borrowed crosses the boundary. The task is kept in a set until
-it finishes (asyncio holds tasks only weakly), and its failure, logged here, also rejects
-the promise so the runtime reports it.
+workerd's `patchWaitUntil` (python-entrypoint-helper.ts) accepts a Python coroutine only from
+an `[object ExecutionContext]`: a `DurableObjectState.waitUntil` gets it as a borrowed proxy
+that Pyodide destroys on return, and the work never runs (tests/pyodide/py/test_background.py).
+So the work always runs here as an asyncio task, and `waitUntil` gets a real JS Promise that
+settles with it. The task is held in a set until done (asyncio keeps only weak references);
+its failure is logged here and rejects the promise.
 """
 
 from __future__ import annotations
@@ -32,8 +25,6 @@ _running: set[asyncio.Future[Any]] = set()
 
 
 class CloudflareBackgroundTasks:
-    """Implements `BackgroundTasks`: the invocation stays alive until the work finishes."""
-
     def __init__(self, ctx: Any) -> None:
         self._ctx = ctx
 

@@ -1,11 +1,7 @@
-"""`Cipher` on Cloudflare: AES-256-GCM by the platform's WebCrypto (`crypto.subtle`).
-
-Keys are imported per call as non-extractable raw AES-GCM keys with only the usage the call
-needs; nonces and new keys come from `crypto.getRandomValues` (WebCrypto's CSPRNG). The tag
-is 128 bits and WebCrypto appends it to the ciphertext, the layout `cryptography`'s AESGCM
-uses too, so each reads the other's output (tests/pyodide/py/test_cipher.py). A failed
-`decrypt` rejects with an `OperationError`, raised here as the port's `CipherError`. `js` is
-imported when called, so this module loads where the runtime has no `crypto` global.
+"""`Cipher` by WebCrypto (`crypto.subtle`): AES-256-GCM with keys imported per call,
+non-extractable, with only the usage needed; nonces and keys from `crypto.getRandomValues`.
+The 128-bit tag is appended, as `cryptography`'s AESGCM does (tests/pyodide/py/test_cipher.py).
+A failed decrypt (`OperationError`) is a `CipherError`. `js` is imported when called.
 """
 
 from __future__ import annotations
@@ -44,8 +40,6 @@ def _random(size: int) -> bytes:
 
 
 class WebCryptoCipher:
-    """AES-256-GCM through `crypto.subtle` (see the module docstring)."""
-
     async def new_key(self) -> bytes:
         return _random(KEY_BYTES)
 

@@ -1,9 +1,6 @@
-"""Build the per-request `Bindings` from a Worker's `env` and `ctx`.
-
-`env` is the SDK's `_EnvWrapper` (or a raw JsProxy); bindings are read by name as wrangler
-declares them (`KV`, `DB`, `VECTORIZE`, `AI`, `AGENT_RUNTIME`, `COLD`, `EMBED_RATE_LIMITER`),
-and the vars (`[vars]` and secrets alike, e.g. `OPENAI_API_KEY`) by the upper-case names of
-`Settings` fields. A binding the deployment lacks becomes None; `/healthz` reports it.
+"""The per-request `Bindings` from a Worker's `env` and `ctx`: bindings by their wrangler
+names, vars and secrets by the upper-case names of `Settings` fields; a binding the
+deployment lacks is None.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
-"""`bindings.ports.kv.KVNamespace` over a Workers KV binding (`env.KV`).
+"""`KVNamespace` over a Workers KV binding (`env.KV`; kv/api/*, the SDK's `test_kv.py`).
 
-Docs: kv/api/{read,write,delete,list}-key-value-pairs.mdx, kv/platform/limits.mdx; the
-Python calling convention is the SDK bindings test `test_kv.py`. KV enforces its own rules
-(key names and their 512-byte limit, `expirationTtl` >= 60, metadata <= 1024 bytes, values
-<= 25 MiB, 1 write/s per key, list limit <= 1000), so its answers are kept verbatim: a
-`TypeError` about a key name and any `KV <OP> failed: 4xx ...` become `BindingLimitError`
-(the same texts the local adapter raises), anything else `BindingUnavailableError`.
-Options travel as one JS object (`to_js_options`): in raw mode a Python dict would reach KV
-as an opaque proxy and the TTL and metadata would be silently lost.
+KV enforces its own rules, so its answers are kept verbatim: a `TypeError` about a key name
+and any `KV <OP> failed: 4xx ...` become `BindingLimitError` (the texts the local adapter
+raises), anything else `BindingUnavailableError`. Options travel as one JS object: in raw mode
+a Python dict would reach KV as an opaque proxy, silently losing the TTL and metadata.
 """
 
 from __future__ import annotations
@@ -25,8 +21,6 @@ _KV_STATUS = re.compile(r"KV \w+ failed: (\d{3})")
 
 
 class CloudflareKVNamespace:
-    """Implements `KVNamespace` over `env.KV` (wrapped or raw)."""
-
     def __init__(self, binding: Any) -> None:
         self._kv = binding
         self._raw = ffi.is_raw(binding)

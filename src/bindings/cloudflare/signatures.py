@@ -1,13 +1,7 @@
-"""`Signatures` on Cloudflare: HMAC-SHA256 and RS256 by the platform's WebCrypto
-(`crypto.subtle`).
-
-workerd implements the Web Crypto API. Keys are imported per call as non-extractable keys
-with only the usage the call needs: HMAC keys as `raw` (SHA-256), RSA public keys as `jwk`
-(RSASSA-PKCS1-v1_5, SHA-256: what JWS calls RS256). `verify` is WebCrypto's own (a
-constant-time comparison for HMAC). Bytes cross as `Uint8Array` (`to_js`), signatures come
-back as an `ArrayBuffer` (`to_bytes`). A key WebCrypto refuses to import (`DataError`)
-verifies nothing: the call answers False, as the port says. `js` is imported when called,
-so this module loads where the runtime has no `crypto` global (the CPython fakes).
+"""`Signatures` by WebCrypto (`crypto.subtle`): keys imported per call, non-extractable, with
+only the usage needed (HMAC as `raw` SHA-256, RSA public keys as `jwk` RSASSA-PKCS1-v1_5
+SHA-256); `verify` is WebCrypto's (constant time for HMAC). A key WebCrypto refuses verifies
+nothing (False). `js` is imported when called, so this loads under the CPython fakes.
 """
 
 from __future__ import annotations
@@ -37,8 +31,6 @@ async def _hmac_key(key: bytes, usage: str) -> Any:
 
 
 class WebCryptoSignatures:
-    """HMAC-SHA256 and RS256 through `crypto.subtle` (see the module docstring)."""
-
     async def hmac_sign(self, key: bytes, data: bytes) -> bytes:
         import js
 

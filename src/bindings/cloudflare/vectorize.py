@@ -1,12 +1,9 @@
-"""`bindings.ports.vectorize.VectorIndex` over a Vectorize (v2) binding (`env.VECTORIZE`).
+"""`VectorIndex` over a Vectorize (v2) binding (`env.VECTORIZE`; vectorize/reference/*).
 
-Docs: vectorize/reference/{client-api,metadata-filtering}.mdx, vectorize/platform/
-limits.mdx. Mutations return `{mutationId}` and become visible asynchronously (seconds);
-queries return `{count, matches}`. Vectors are sent as plain lists of floats (numpy arrays
-would reach JS as opaque Python objects). The documented limits are checked here so a bad
-call fails as `BindingLimitError`, like the local index; other JS errors become
-`BindingLimitError` when Vectorize blames the input (a 4xxxx error code) and
-`BindingUnavailableError` otherwise.
+Mutations return `{mutationId}` and become visible seconds later. Vectors are sent as plain
+float lists (numpy arrays would reach JS as opaque objects). The documented limits are checked
+here (`BindingLimitError`, like the local index); a JS error is a `BindingLimitError` when
+Vectorize blames the input (a 4xxxx code), else `BindingUnavailableError`.
 """
 
 from __future__ import annotations
@@ -38,8 +35,6 @@ _ERROR_CODE = re.compile(r"\(code = (\d+)\)")
 
 
 class CloudflareVectorIndex:
-    """Implements `VectorIndex` over `env.VECTORIZE` (wrapped or raw)."""
-
     def __init__(self, binding: Any) -> None:
         self._index = binding
         self._raw = ffi.is_raw(binding)
