@@ -77,19 +77,23 @@ def _code(message: str) -> int | None:
     return int(found.group(1)) if found else None
 
 
-async def _run(ai: Any, raw: bool, model: str, inputs: dict[str, Any]) -> Any:
-    """`env.AI.run(model, inputs)` as plain Python; a JS error propagates as `JsException`."""
-    return ffi.to_py(await ai.run(model, ffi.to_js_arg(inputs, raw)))
+class _WorkersAIModel:
+    def __init__(self, ai: Any, model: str) -> None:
+        self._ai = ai
+        self._raw = ffi.is_raw(ai)
+        self._model = model
+
+    async def _run(self, inputs: dict[str, Any]) -> Any:
+        """`env.AI.run(model, inputs)` as plain Python; a JS error propagates as `JsException`."""
+        return ffi.to_py(await self._ai.run(self._model, ffi.to_js_arg(inputs, self._raw)))
 
 
-class WorkersAIEmbedder:
+class WorkersAIEmbedder(_WorkersAIModel):
     def __init__(self, ai: Any, model: str = BGE_SMALL, dimensions: int = 384) -> None:
         expected = BGE_DIMENSIONS.get(model)
         if expected is not None and expected != dimensions:
             raise ValueError(f"{model} produces {expected}-dimensional vectors, not {dimensions}")
-        self._ai = ai
-        self._raw = ffi.is_raw(ai)
-        self._model = model
+        super().__init__(ai, model)
         self._config = EmbeddingConfig(
             provider="workers-ai", model=f"{model}#pooling={POOLING}", dimensions=dimensions
         )
@@ -125,9 +129,7 @@ class WorkersAIEmbedder:
 
     async def _embed_batch(self, batch: list[str]) -> list[list[float]]:
         try:
-            response = await _run(
-                self._ai, self._raw, self._model, {"text": batch, "pooling": POOLING}
-            )
+            response = await self._run({"text": batch, "pooling": POOLING})
         except ffi.JsException as exc:
             raise _embedding_error(exc) from exc
         if not isinstance(response, dict) or not isinstance(response.get("data"), list):
@@ -198,18 +200,12 @@ def parse_workers_ai_reply(reply: Any, step: int) -> ChatMessage:
         arguments = decode_arguments(call.get("arguments"))
         calls.append(ToolCall(id=f"call_{step}_{index}", name=call["name"], arguments=arguments))
     text = reply.get("response")
-    if not isinstance(text, str):
-        # Some models put structured output in `response`; keep it readable.
+    if not isinstance(text, str):  # some models put structured output there: keep it readable
         text = "" if text is None else json.dumps(text)
     return ChatMessage(role="assistant", content=text, tool_calls=calls)
 
 
-class WorkersAILLM:
-    def __init__(self, ai: Any, model: str) -> None:
-        self._ai = ai
-        self._raw = ffi.is_raw(ai)
-        self._model = model
-
+class WorkersAILLM(_WorkersAIModel):
     @property
     def model(self) -> str:
         return self._model
@@ -224,7 +220,7 @@ class WorkersAILLM:
         if tools:
             inputs["tools"] = [tool_to_openai(t) for t in tools]
         try:
-            reply = await _run(self._ai, self._raw, self._model, inputs)
+            reply = await self._run(inputs)
         except ffi.JsException as exc:
             message = f"Workers AI {self._model}: {ffi.error_message(exc)}"
             code = _code(message)
