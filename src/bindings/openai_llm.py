@@ -87,11 +87,11 @@ def parse_openai_message(message: Any, fallback_id: str = "call") -> ChatMessage
     )
 
 
-def usage_of(reply: Any) -> tuple[int, int]:
-    """(prompt_tokens, completion_tokens) of a reply's `usage`, 0 when absent."""
+def usage_of(reply: Any) -> dict[str, int]:
+    """`ChatResult`'s token counts from a reply's `usage`, 0 when absent."""
     usage = reply.get("usage") if isinstance(reply, dict) else None
     usage = usage if isinstance(usage, dict) else {}
-    return int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+    return {name: int(usage.get(name) or 0) for name in ("prompt_tokens", "completion_tokens")}
 
 
 class OpenAICompatibleLLM:
@@ -145,10 +145,6 @@ class OpenAICompatibleLLM:
         except (ValueError, KeyError, IndexError, TypeError):
             raise LLMError(f"{self._model}: the reply is not a chat completion") from None
         reply = parse_openai_message(choice.get("message") if isinstance(choice, dict) else None)
-        prompt_tokens, completion_tokens = usage_of(data)
         return ChatResult(
-            message=reply,
-            model=str(data.get("model") or self._model),
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
+            message=reply, model=str(data.get("model") or self._model), **usage_of(data)
         )

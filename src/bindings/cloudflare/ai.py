@@ -230,10 +230,6 @@ class WorkersAILLM(_WorkersAIModel):
                 raise LLMUnavailableError(message) from None
             raise LLMError(message) from None
         step = sum(1 for m in messages if m.role == "assistant")
-        prompt_tokens, completion_tokens = usage_of(reply)
         return ChatResult(
-            message=parse_workers_ai_reply(reply, step),
-            model=self._model,
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
+            message=parse_workers_ai_reply(reply, step), model=self._model, **usage_of(reply)
         )

@@ -43,22 +43,14 @@ def env_value(env: Any, name: str) -> Any:
 
 def read_settings(env: Any) -> Settings:
     """Settings from the Worker's vars and secrets; raises ValidationError on a bad value."""
-    values: dict[str, Any] = {}
-    for name in Settings.var_names():
-        value = env_value(env, name)
-        if value is not None:
-            values[name] = ffi.to_py(value)
-    return Settings.from_vars(values)
+    return Settings.from_vars(
+        {name: ffi.to_py(env_value(env, name)) for name in Settings.var_names()}
+    )
 
 
 def build_bindings(env: Any, ctx: Any) -> Bindings:
-    """Every port this deployment has, wrapped around `env`'s bindings.
-
-    `ctx` is the invocation's ExecutionContext (or a Durable Object's state): its
-    `waitUntil` backs `Bindings.background`. Every outbound HTTP call (gateway upstreams,
-    Access JWKS, OpenAI-compatible providers) goes through `CloudflareFetchTransport`,
-    which never follows a redirect.
-    """
+    """Every port this deployment has. `ctx` (an ExecutionContext or a Durable Object's state)
+    backs `background`; all outbound HTTP goes through `CloudflareFetchTransport`."""
     settings = read_settings(env)
     transport = CloudflareFetchTransport()
     ai = env_value(env, "AI")
@@ -90,8 +82,7 @@ def build_bindings(env: Any, ctx: Any) -> Bindings:
 def build_embedder(
     settings: Settings, ai: Any, transport: httpx.AsyncBaseTransport | None = None
 ) -> Embedder | None:
-    """The embedder `settings.embedding_provider` names, or None if it cannot be built here
-    (`local-minilm` runs an ONNX model from the local runtime; it does not exist on Workers)."""
+    """The embedder `settings.embedding_provider` names, or None if it cannot be built here."""
     provider = settings.embedding_provider
     if provider == "workers-ai" and ai is not None:
         return WorkersAIEmbedder(
@@ -119,9 +110,7 @@ def build_embedder(
 def build_llm(
     settings: Settings, ai: Any, transport: httpx.AsyncBaseTransport | None = None
 ) -> LLM | None:
-    """The LLM `settings.llm_provider` names, or None if it cannot be built: `workers-ai`
-    needs the AI binding, `openai` needs `OPENAI_API_KEY` (calling out through `transport`),
-    `scripted` exists only locally."""
+    """The LLM `settings.llm_provider` names, or None if it cannot be built here."""
     if settings.llm_provider == "workers-ai" and ai is not None:
         return WorkersAILLM(ai, settings.llm_model)
     if settings.llm_provider == "openai" and settings.openai_api_key:

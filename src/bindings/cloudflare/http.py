@@ -30,16 +30,13 @@ class CloudflareFetchTransport(httpx.AsyncBaseTransport):
         for name, value in request.headers.multi_items():
             if name.lower() not in _SKIPPED_REQUEST_HEADERS:
                 headers.append(name, value)
-        init: dict[str, Any] = {
-            "method": request.method,
-            "headers": headers,
-            "redirect": "manual",
-        }
+        init: dict[str, Any] = {"method": request.method, "headers": headers, "redirect": "manual"}
         if body:
             init["body"] = to_js(body)  # a Uint8Array
-        timeout = _timeout_seconds(request)
-        if timeout is not None:
-            init["signal"] = js.AbortSignal.timeout(max(1, int(timeout * 1000)))
+        # The longest of httpx's connect/read/write/pool timeouts (None: no limit).
+        timeouts = [t for t in (request.extensions.get("timeout") or {}).values() if t is not None]
+        if timeouts:
+            init["signal"] = js.AbortSignal.timeout(max(1, int(max(timeouts) * 1000)))
         try:
             response = await js.fetch(
                 str(request.url), to_js(init, dict_converter=js.Object.fromEntries)
@@ -56,13 +53,6 @@ class CloudflareFetchTransport(httpx.AsyncBaseTransport):
             content=content,
             request=request,
         )
-
-
-def _timeout_seconds(request: httpx.Request) -> float | None:
-    """The longest of httpx's connect/read/write/pool timeouts (None: no limit)."""
-    timeouts = request.extensions.get("timeout") or {}
-    values = [value for value in timeouts.values() if value is not None]
-    return max(values) if values else None
 
 
 def _response_headers(headers: Any) -> list[tuple[str, str]]:

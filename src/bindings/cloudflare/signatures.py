@@ -12,47 +12,46 @@ from pyodide.ffi import JsException, to_js
 
 from bindings.ports.signatures import RsaPublicJwk
 
+
+def _js() -> Any:
+    import js  # when called: the module loads where the runtime has no `crypto` global
+
+    return js
+
+
+def _subtle() -> Any:
+    return _js().crypto.subtle
+
+
 _HMAC = {"name": "HMAC", "hash": "SHA-256"}
 _RSASSA = {"name": "RSASSA-PKCS1-v1_5", "hash": "SHA-256"}
 
 
 def _object(value: dict[str, Any]) -> Any:
-    import js
-
-    return to_js(value, dict_converter=js.Object.fromEntries)
+    return to_js(value, dict_converter=_js().Object.fromEntries)
 
 
 async def _hmac_key(key: bytes, usage: str) -> Any:
-    import js
-
-    return await js.crypto.subtle.importKey(
-        "raw", to_js(key), _object(_HMAC), False, to_js([usage])
-    )
+    return await _subtle().importKey("raw", to_js(key), _object(_HMAC), False, to_js([usage]))
 
 
 class WebCryptoSignatures:
     async def hmac_sign(self, key: bytes, data: bytes) -> bytes:
-        import js
-
         handle = await _hmac_key(key, "sign")
-        signature = await js.crypto.subtle.sign("HMAC", handle, to_js(data))
+        signature = await _subtle().sign("HMAC", handle, to_js(data))
         return bytes(signature.to_bytes())
 
     async def hmac_verify(self, key: bytes, data: bytes, mac: bytes) -> bool:
-        import js
-
         handle = await _hmac_key(key, "verify")
-        return bool(await js.crypto.subtle.verify("HMAC", handle, to_js(mac), to_js(data)))
+        return bool(await _subtle().verify("HMAC", handle, to_js(mac), to_js(data)))
 
     async def rs256_verify(self, key: RsaPublicJwk, data: bytes, signature: bytes) -> bool:
-        import js
-
         jwk = _object({"kty": "RSA", "n": key.n, "e": key.e, "alg": "RS256", "ext": True})
         try:
-            handle = await js.crypto.subtle.importKey(
+            handle = await _subtle().importKey(
                 "jwk", jwk, _object(_RSASSA), False, to_js(["verify"])
             )
-            verified = await js.crypto.subtle.verify(
+            verified = await _subtle().verify(
                 _RSASSA["name"], handle, to_js(signature), to_js(data)
             )
         except JsException:

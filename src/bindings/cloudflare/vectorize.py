@@ -64,8 +64,7 @@ class CloudflareVectorIndex:
             raise BindingLimitError(
                 f"Vectorize topK must be 1..{limit} with these return options, got {top_k}"
             )
-        if namespace is not None:
-            _check_namespace(namespace)
+        _check_namespace(namespace)
         if filter:
             size = len(json.dumps(filter, separators=(",", ":")).encode())
             if size >= VECTORIZE_MAX_FILTER_BYTES:
@@ -136,8 +135,8 @@ def _check_id(vector_id: str) -> None:
         )
 
 
-def _check_namespace(namespace: str) -> None:
-    if len(namespace.encode()) > VECTORIZE_MAX_NAMESPACE_BYTES:
+def _check_namespace(namespace: str | None) -> None:
+    if namespace is not None and len(namespace.encode()) > VECTORIZE_MAX_NAMESPACE_BYTES:
         raise BindingLimitError(
             f"Vectorize namespaces are at most {VECTORIZE_MAX_NAMESPACE_BYTES} bytes"
         )
@@ -145,9 +144,9 @@ def _check_namespace(namespace: str) -> None:
 
 def _vector_payload(record: VectorRecord) -> dict[str, Any]:
     _check_id(record.id)
+    _check_namespace(record.namespace)
     payload: dict[str, Any] = {"id": record.id, "values": [float(v) for v in record.values]}
     if record.namespace is not None:
-        _check_namespace(record.namespace)
         payload["namespace"] = record.namespace
     if record.metadata:
         payload["metadata"] = record.metadata
