@@ -9,7 +9,6 @@ other 4xx → `EmbeddingBadRequestError`, timeouts → `EmbeddingTimeoutError`, 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import httpx
 import numpy as np
@@ -32,17 +31,12 @@ _MAX_DETAIL_CHARS = 300
 def _error_detail(response: httpx.Response) -> str:
     """The provider's error message (OpenAI: `{"error": {"message": ...}}`), shortened."""
     try:
-        body: Any = response.json()
-    except ValueError:
-        body = None
-    error = body.get("error") if isinstance(body, dict) else None
-    if isinstance(error, dict) and isinstance(error.get("message"), str):
-        detail = error["message"]
-    elif isinstance(error, str):
-        detail = error
-    else:
-        detail = response.text
-    return " ".join(detail.split())[:_MAX_DETAIL_CHARS]
+        error = response.json().get("error")
+    except (ValueError, AttributeError):
+        error = None
+    detail = error.get("message") if isinstance(error, dict) else error
+    text = detail if isinstance(detail, str) else response.text
+    return " ".join(text.split())[:_MAX_DETAIL_CHARS]
 
 
 class OpenAIEmbedder:

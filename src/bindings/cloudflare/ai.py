@@ -1,20 +1,17 @@
-"""The Workers AI binding (`env.AI.run`): the `Embedder` (bge models) and the `LLM`. Loads
-without numpy or pydantic (tests/pyodide runs it in bare Pyodide). The binding rejects with
-"<code>: <text>" (workers-ai/platform/errors): 3036 (daily allocation used) is rate limiting,
-3040 (out of capacity) overload, 3007/3008 a timeout.
+"""The Workers AI binding (`env.AI.run`): the `Embedder` (bge) and the `LLM`. Loads without
+numpy or pydantic (tests/pyodide runs it in bare Pyodide). Errors are "<code>: <text>"
+(workers-ai/platform/errors): 3036 (daily allocation used) rate limiting, 3040 (no capacity)
+overload, 3007/3008 timeout.
 
-Embeddings (workers-ai-models/bge-*-en-v1.5.json; ≤ 100 texts per call): pooling is pinned
-to **cls**, which the model schema recommends ("more accurate embeddings on larger inputs")
-and BAAI's own config uses; `mean` is only the backwards-compatible default. cls and mean
-vectors are not comparable, so the pooling is part of `config.model`
-(`...#pooling=cls`): vectors written with one are never queried with the other.
+Embeddings (≤ 100 texts per call) pin **cls** pooling, which the bge model schema recommends
+and BAAI's config uses (`mean` is only the backwards-compatible default). cls and mean
+vectors are not comparable, so the pooling is part of `config.model` (`...#pooling=cls`).
 
-Chat (workers-ai/features/function-calling): replies come "traditional" (llama-3.x:
-`{response, tool_calls: [{name, arguments}]}`) or OpenAI-shaped (`{choices: [{message}]}`);
-both are read. Requests satisfy both input schemas: the traditional one needs a string
-`content` on every message, the OpenAI one wants `tool_calls` and `tool_call_id`; so an
-assistant turn that called tools carries its calls both as JSON in `content` and in
-`tool_calls`. Tool calls without ids get `call_<step>_<i>`.
+Chat replies come "traditional" (llama-3.x: `{response, tool_calls}`) or OpenAI-shaped
+(`{choices}`); both are read. Requests fit both input schemas: an assistant turn that called
+tools carries its calls as JSON in `content` (all a traditional model reads) and in
+`tool_calls`; a tool result carries `name` and `tool_call_id`. Calls without ids get
+`call_<step>_<i>`.
 """
 
 from __future__ import annotations

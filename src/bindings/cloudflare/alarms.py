@@ -16,9 +16,7 @@ class CloudflareAlarms:
 
     async def get_alarm(self) -> float | None:
         value = ffi.to_py(await self._storage.getAlarm())
-        if value is None:
-            return None
-        return float(value) / 1000.0
+        return None if value is None else float(value) / 1000.0
 
     async def set_alarm(self, at: float) -> None:
         if not math.isfinite(at):

@@ -20,7 +20,6 @@ from pyodide.ffi import create_once_callable
 
 log = logging.getLogger(__name__)
 
-# Strong references to scheduled work until it finishes (asyncio keeps only weak ones).
 _running: set[asyncio.Future[Any]] = set()
 
 
@@ -29,7 +28,6 @@ class CloudflareBackgroundTasks:
         self._ctx = ctx
 
     def wait_until(self, work: Coroutine[Any, Any, Any]) -> None:
-        """Start `work` now and hold the invocation (or object) open until it settles."""
         task = asyncio.ensure_future(_logged(work))
         _running.add(task)
         task.add_done_callback(_running.discard)
@@ -37,19 +35,14 @@ class CloudflareBackgroundTasks:
 
 
 def _promise_settled_by(task: asyncio.Future[Any]) -> Any:
-    """A JS Promise resolved (with undefined) or rejected (with an Error) when `task` ends.
-
-    The executor runs synchronously inside `new Promise`, so a once-callable proxy is enough;
-    `resolve`/`reject` stay alive as JsProxy objects referenced by the done-callback.
-    """
+    """A JS Promise settled when `task` ends (the executor runs synchronously inside
+    `new Promise`, so a once-callable proxy is enough)."""
 
     def executor(resolve: Any, reject: Any) -> None:
         def settle(done: asyncio.Future[Any]) -> None:
             if done.cancelled():
                 reject(Error.new("background work was cancelled"))
-                return
-            failure = done.exception()
-            if failure is not None:
+            elif (failure := done.exception()) is not None:
                 reject(Error.new(f"{type(failure).__name__}: {failure}"))
             else:
                 resolve()
@@ -60,8 +53,7 @@ def _promise_settled_by(task: asyncio.Future[Any]) -> Any:
 
 
 async def _logged(work: Coroutine[Any, Any, Any]) -> Any:
-    # After the response nobody awaits this work: an escaping error would only reach the
-    # runtime's console. Log it here with its traceback so a lost write is never silent.
+    # Nobody awaits this after the response: log the traceback so a lost write is not silent.
     try:
         return await work
     except Exception:

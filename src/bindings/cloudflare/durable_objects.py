@@ -17,11 +17,7 @@ class CloudflareDurableObjectStub:
         self.name = name
 
     async def call(self, method: str, payload: dict[str, Any]) -> dict[str, Any]:
-        """RPC `call(method, payload)` on the object; the result must be a dict.
-
-        Errors thrown by the object propagate as they arrive (a `JsException` carrying the
-        remote message); the caller decides whether a retry makes sense.
-        """
+        """RPC `call(method, payload)`; the object's errors propagate as `JsException`."""
         result = ffi.to_py(await self._stub.call(method, ffi.to_js_arg(payload, self._raw)))
         if not isinstance(result, dict):
             raise TypeError(

@@ -83,22 +83,15 @@ def build_embedder(
     settings: Settings, ai: Any, transport: httpx.AsyncBaseTransport | None = None
 ) -> Embedder | None:
     """The embedder `settings.embedding_provider` names, or None if it cannot be built here."""
-    provider = settings.embedding_provider
+    provider, model = settings.embedding_provider, settings.embedding_model
     if provider == "workers-ai" and ai is not None:
-        return WorkersAIEmbedder(
-            ai, model=settings.embedding_model, dimensions=settings.embedding_dimensions
-        )
+        return WorkersAIEmbedder(ai, model, settings.embedding_dimensions)
     if provider == "openai" and settings.openai_api_key:
         # Imported here so the Workers AI path never loads numpy with the OpenAI client.
         from bindings.openai_embedder import OpenAIEmbedder
 
-        return OpenAIEmbedder(
-            base_url=settings.openai_base_url,
-            api_key=settings.openai_api_key,
-            model=settings.embedding_model,
-            dimensions=settings.embedding_dimensions,
-            transport=transport,
-        )
+        base, key = settings.openai_base_url, settings.openai_api_key
+        return OpenAIEmbedder(base, key, model, settings.embedding_dimensions, transport)
     log.warning(
         "EMBEDDING_PROVIDER=%s: no embedder (workers-ai needs the AI binding, openai the "
         "OPENAI_API_KEY secret; local-minilm exists only locally)",
