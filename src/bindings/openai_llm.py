@@ -105,18 +105,14 @@ class OpenAICompatibleLLM:
     ) -> None:
         self._url = base_url.rstrip("/") + "/chat/completions"
         self._api_key = api_key
-        self._model = model
+        self.model = model
         self._transport = transport
-
-    @property
-    def model(self) -> str:
-        return self._model
 
     async def chat(
         self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = ()
     ) -> ChatResult:
         body: dict[str, Any] = {
-            "model": self._model,
+            "model": self.model,
             "messages": [message_to_openai(m) for m in messages],
         }
         if tools:
@@ -126,14 +122,14 @@ class OpenAICompatibleLLM:
             async with httpx.AsyncClient(transport=self._transport, timeout=TIMEOUT_SECONDS) as c:
                 response = await c.post(self._url, json=body, headers=headers)
         except httpx.TimeoutException:
-            raise LLMUnavailableError(f"{self._model}: the provider timed out") from None
+            raise LLMUnavailableError(f"{self.model}: the provider timed out") from None
         except httpx.HTTPError as exc:
             raise LLMUnavailableError(
-                f"{self._model}: could not reach the provider ({type(exc).__name__})"
+                f"{self.model}: could not reach the provider ({type(exc).__name__})"
             ) from None
         if response.status_code >= 400:
             detail = response.text[:MAX_DETAIL_CHARS].replace(self._api_key or "\0", "***")
-            message = f"{self._model}: HTTP {response.status_code}: {detail}"
+            message = f"{self.model}: HTTP {response.status_code}: {detail}"
             if response.status_code == 429:
                 raise LLMRateLimitedError(message)
             if response.status_code >= 500:
@@ -143,8 +139,8 @@ class OpenAICompatibleLLM:
             data = response.json()
             choice = data["choices"][0]
         except (ValueError, KeyError, IndexError, TypeError):
-            raise LLMError(f"{self._model}: the reply is not a chat completion") from None
+            raise LLMError(f"{self.model}: the reply is not a chat completion") from None
         reply = parse_openai_message(choice.get("message") if isinstance(choice, dict) else None)
         return ChatResult(
-            message=reply, model=str(data.get("model") or self._model), **usage_of(data)
+            message=reply, model=str(data.get("model") or self.model), **usage_of(data)
         )

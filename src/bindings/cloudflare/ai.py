@@ -108,11 +108,9 @@ class WorkersAIEmbedder(_WorkersAIModel):
     async def embed_rows(self, texts: Sequence[str]) -> list[list[float]]:
         """One L2-normalised vector (a plain list) per text, in order. Empty texts, which bge
         rejects without naming them, are refused first, naming their positions."""
-        if isinstance(texts, str):
-            raise TypeError("embed() takes a sequence of texts, not one string")
         items = list(texts)
-        if any(not isinstance(text, str) for text in items):
-            raise TypeError("embed() takes strings only")
+        if isinstance(texts, str) or not all(isinstance(text, str) for text in items):
+            raise TypeError("embed() takes a sequence of strings (not one string)")
         empty = [index for index, text in enumerate(items) if not text]
         if empty:
             raise EmbeddingBadRequestError(

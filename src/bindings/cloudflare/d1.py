@@ -84,8 +84,5 @@ class CloudflareD1Database:
 def _result(raw: Any) -> D1Result:
     """A `D1Result` from `.all()`/`.run()`/`batch` output (a null counter means 0)."""
     data = raw or {}
-    changes = (data.get("meta") or {}).get("changes")
-    return D1Result(
-        meta=D1Meta(changes=0 if changes is None else int(changes)),
-        results=[dict(row) for row in data.get("results") or []],
-    )
+    changes = int((data.get("meta") or {}).get("changes") or 0)
+    return D1Result(D1Meta(changes), [dict(row) for row in data.get("results") or []])
