@@ -1,15 +1,11 @@
-"""Conversions at the Pyodide boundary, for both modes a binding can arrive in
-(workers-runtime-sdk `workers/rpc.py`; /work/shared cheat sheet section 0):
-
-* **wrapped** (SDK >= 1.3: `self.env`, a Durable Object's `ctx.storage`): an SDK wrapper that
-  converts arguments (`dict` → JS Object, `None` → `null`) and results (`JsDict`; `null` →
-  None). Not a `JsProxy`.
-* **raw** (a bare `JsProxy`, from `js.*` or an older SDK): we convert arguments (a Python dict
-  would arrive as a Map/PyProxy JS cannot read; None as `undefined`), and results need
-  `.to_py()`, with JS `null` arriving as `jsnull` (not None) on Python 3.13.
-
-Adapters detect the mode once (`is_raw`), pass arguments through `to_js_arg`/`to_js_options`
-and every result through `to_py`.
+"""Conversions at the Pyodide boundary, for both modes a binding arrives in (workers-runtime-sdk
+`workers/rpc.py`; /work/shared cheat sheet section 0). **Wrapped** (SDK >= 1.3: `self.env`, a
+DO's `ctx.storage`): an SDK wrapper, not a `JsProxy`, converting arguments (`dict` → Object,
+None → `null`) and results (`JsDict`; `null` → None). **Raw** (a bare `JsProxy`): we convert
+arguments (a dict would reach JS as an unreadable Map/PyProxy, None as `undefined`), and
+results need `.to_py()`, with `null` as `jsnull` (not None) on Python 3.13. Adapters detect
+the mode once (`is_raw`), send arguments through `to_js_arg`/`to_js_options` and read every
+result through `to_py`.
 """
 
 from __future__ import annotations
