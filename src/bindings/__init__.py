@@ -1,6 +1,2 @@
-"""The bindings layer: ports (Protocols) the core talks through, and their adapters.
-
-`bindings.ports.*` are pure Python and safe to import anywhere. `bindings.cloudflare.*`
-is the only code that speaks to JavaScript objects (FFI); the local adapters live in the
-`local_runtime` package, which is never shipped to Cloudflare.
-"""
+"""Ports (Protocols, pure Python) the core talks through, and their Cloudflare adapters
+(`bindings.cloudflare`, the only FFI code); local adapters live in `local_runtime`."""

@@ -1,9 +1,6 @@
-"""`Bindings`: every port a request may use, built once per request and handed down.
-
-The Cloudflare entry builds it from `env` (`bindings.cloudflare.environment`), the local
-runtime from its state folder. Optional members are None when the deployment lacks them
-(for example Vectorize in a deployment that has not created the index yet); `/healthz`
-reports which are present.
+"""`Bindings`: every port a request may use, built once per request (from `env` by
+`bindings.cloudflare.environment`, locally from the state folder). Optional members are None
+when the deployment lacks them; `/healthz` reports which are present.
 """
 
 from __future__ import annotations
@@ -39,25 +36,18 @@ class Bindings:
     embedder: Embedder | None = None
     llm: LLM | None = None
     agents: DurableObjectNamespace | None = None
-    # The cold tier (R2 `COLD`): archives written by the weekly prune.
-    cold: ObjectStore | None = None
-    # Outbound HTTP goes through httpx; tests and the local runtime may swap the transport.
-    http_transport: httpx.AsyncBaseTransport | None = None
-    # Resolves a host name to its addresses so the gateway's outbound guard can check them
-    # (gateway.outbound). None on Cloudflare, where fetch resolves at the edge; the local
-    # runtime uses the system resolver.
+    cold: ObjectStore | None = None  # R2 `COLD`: archives written by the weekly prune
+    http_transport: httpx.AsyncBaseTransport | None = None  # tests and local runtime swap it
+    # Resolves a host for the gateway's outbound guard (gateway.outbound); None on Cloudflare,
+    # where fetch resolves at the edge.
     resolve_host: Callable[[str], Awaitable[Sequence[str]]] | None = None
-    # HMAC-SHA256 and RS256 for the memory tokens and Cloudflare Access tokens
-    # (worker.jwt_verification); None: no token can be checked, so every gate fails closed.
+    # Memory and Access tokens (worker.jwt_verification); None: every token gate fails closed.
     signatures: Signatures | None = None
-    # AES-256-GCM for personal data at rest (docs/personal-data.md); None: marked personal
-    # data is refused.
+    # Personal data at rest (docs/personal-data.md); None: marked personal data is refused.
     cipher: Cipher | None = None
-    # Local only: overwrite what an erase deleted in the local SQLite files (checkpoint the
-    # WAL). None on Cloudflare, whose storage the Worker cannot reach below SQL.
+    # Local only: overwrite what an erase deleted in the SQLite files (checkpoint the WAL).
     purge_residue: Callable[[], Awaitable[None]] | None = None
-    # Per-tenant embedding budget (Rate Limiting binding EMBED_RATE_LIMITER, ADR-29).
-    embed_rate_limiter: RateLimiter | None = None
+    embed_rate_limiter: RateLimiter | None = None  # EMBED_RATE_LIMITER, ADR-29
 
     def present(self) -> dict[str, bool]:
         """Which bindings this deployment has (reported by /healthz)."""

@@ -1,21 +1,14 @@
-"""An `Embedder` for any OpenAI-compatible `/embeddings` endpoint, over httpx (on Workers and
-under CPython; a fresh `httpx.AsyncClient` per call, as Workers require).
-
-* `POST {base_url}/embeddings` with `{"model", "input": [...], "encoding_format": "float"}`,
-  at most 100 inputs per request, sequentially, rows re-ordered by each item's `index`.
-* The result has shape `(len(texts), dimensions)`, float32, every row L2-normalised; a
-  provider row of another length is an `EmbeddingError` (a vector of the wrong dimensions
-  must never reach the vector index).
-* Errors: 429 -> `EmbeddingRateLimitedError`; 503/529 -> `EmbeddingOverloadedError`; other
-  4xx -> `EmbeddingBadRequestError`; httpx timeouts -> `EmbeddingTimeoutError`; other 5xx,
-  connection failures and a body that is not the documented JSON -> `EmbeddingError`.
-  Messages never contain the API key.
+"""An `Embedder` for any OpenAI-compatible `/embeddings` endpoint, over httpx (a fresh client
+per call, as Workers require): at most 100 inputs per request, rows ordered by `index`,
+float32, L2-normalised; a row of other dimensions is an `EmbeddingError` (it must never reach
+the vector index). 429 → `EmbeddingRateLimitedError`, 503/529 → `EmbeddingOverloadedError`,
+other 4xx → `EmbeddingBadRequestError`, timeouts → `EmbeddingTimeoutError`, anything else
+(5xx, unreachable, a body not as documented) → `EmbeddingError`; never with the API key.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import httpx
 import numpy as np
@@ -38,22 +31,15 @@ _MAX_DETAIL_CHARS = 300
 def _error_detail(response: httpx.Response) -> str:
     """The provider's error message (OpenAI: `{"error": {"message": ...}}`), shortened."""
     try:
-        body: Any = response.json()
-    except ValueError:
-        body = None
-    error = body.get("error") if isinstance(body, dict) else None
-    if isinstance(error, dict) and isinstance(error.get("message"), str):
-        detail = error["message"]
-    elif isinstance(error, str):
-        detail = error
-    else:
-        detail = response.text
-    return " ".join(detail.split())[:_MAX_DETAIL_CHARS]
+        error = response.json().get("error")
+    except (ValueError, AttributeError):
+        error = None
+    detail = error.get("message") if isinstance(error, dict) else error
+    text = detail if isinstance(detail, str) else response.text
+    return " ".join(text.split())[:_MAX_DETAIL_CHARS]
 
 
 class OpenAIEmbedder:
-    """Embeds texts with an OpenAI-compatible API. See the module docstring for the contract."""
-
     def __init__(
         self,
         base_url: str,
@@ -118,50 +104,34 @@ class OpenAIEmbedder:
     def _parse(self, response: httpx.Response, expected: int) -> npt.NDArray[np.float32]:
         dims = self._config.dimensions
         try:
-            body: Any = response.json()
-        except ValueError as exc:
+            data = response.json()["data"]
+            rows = {item.get("index", at): item["embedding"] for at, item in enumerate(data)}
+        except (ValueError, KeyError, TypeError, AttributeError):
             raise EmbeddingError(
-                f"embedding provider returned a body that is not JSON (HTTP "
-                f"{response.status_code}): {response.text[:_MAX_DETAIL_CHARS]!r}"
-            ) from exc
-        data = body.get("data") if isinstance(body, dict) else None
-        if not isinstance(data, list):
-            raise EmbeddingError("embedding response has no `data` list")
-        if len(data) != expected:
-            raise EmbeddingError(f"embedding response has {len(data)} rows for {expected} inputs")
-        out = np.empty((expected, dims), dtype=np.float32)
-        seen: set[int] = set()
-        for position, item in enumerate(data):
-            if not isinstance(item, dict):
-                raise EmbeddingError(f"embedding response row {position} is not an object")
-            index = item.get("index", position)
-            if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < expected:
-                raise EmbeddingError(f"embedding response row has an invalid index {index!r}")
-            if index in seen:
-                raise EmbeddingError(f"embedding response repeats index {index}")
-            seen.add(index)
-            vector = item.get("embedding")
-            if not isinstance(vector, list):
-                raise EmbeddingError(
-                    f"embedding response row {index} has no float `embedding` list "
-                    "(base64 encoding is not supported)"
-                )
+                f"embedding response (HTTP {response.status_code}) is not a `data` list of "
+                f"embeddings: {response.text[:_MAX_DETAIL_CHARS]!r}"
+            ) from None
+        if (
+            len(data) != expected
+            or any(type(index) is not int for index in rows)
+            or sorted(rows) != list(range(expected))
+        ):
+            raise EmbeddingError(f"embedding response rows do not match the {expected} inputs")
+        if not all(isinstance(vector, list) for vector in rows.values()):
+            raise EmbeddingError("embedding rows must be float lists (base64 is not supported)")
+        for vector in rows.values():
             if len(vector) != dims:
                 raise EmbeddingError(
                     f"model {self._config.model!r} returned {len(vector)} dimensions, expected "
                     f"{dims}; fix the configured dimensions (vectors of another size cannot "
                     "share the index)"
                 )
-            try:
-                out[index] = np.asarray(vector, dtype=np.float32)
-            except (TypeError, ValueError) as exc:
-                raise EmbeddingError(
-                    f"embedding response row {index} holds non-numeric values"
-                ) from exc
-        if not np.all(np.isfinite(out)):
-            raise EmbeddingError("embedding response holds non-finite values")
+        try:
+            out = np.asarray([rows[index] for index in range(expected)], dtype=np.float32)
+        except (TypeError, ValueError) as exc:
+            raise EmbeddingError("embedding response holds non-numeric values") from exc
         norms = np.linalg.norm(out, axis=1, keepdims=True)
-        if np.any(norms == 0):
-            raise EmbeddingError("embedding response holds an all-zero vector")
+        if not np.all(np.isfinite(out)) or np.any(norms == 0):
+            raise EmbeddingError("embedding response holds a non-finite or all-zero vector")
         normalised: npt.NDArray[np.float32] = (out / norms).astype(np.float32)
         return normalised

@@ -1,19 +1,11 @@
-"""An `LLM` for any OpenAI-compatible `/chat/completions` endpoint, over httpx, and the
-chat-completion message shape it speaks (which the Workers AI adapter, `bindings.cloudflare.ai`,
-shares: its newer models answer in it). No pydantic, so that adapter loads in bare Pyodide.
+"""An `LLM` for any OpenAI-compatible `/chat/completions` endpoint, over httpx (a fresh client
+per call, as Workers require), and the message shape it speaks, which the Workers AI adapter
+shares (no pydantic, so that adapter loads in bare Pyodide).
 
-* Requests: `POST {base_url}/chat/completions` with `{"model", "messages", "tools"?}`; tools
-  as `{"type": "function", "function": {name, description, parameters}}`; an assistant
-  message with tool calls carries `tool_calls` (arguments JSON-encoded), a tool result is
-  `{"role": "tool", "tool_call_id", "content"}`.
-* Replies: `choices[0].message` gives `content` (null → "") and `tool_calls`, whose
-  arguments may be a JSON string or an object; arguments that are not a JSON object become
-  `{}` plus `_invalid_arguments` with the raw text, so the tool can refuse them.
-  `usage.prompt_tokens` / `completion_tokens` are reported when present.
-* Every failure is an `LLMError`: `LLMRateLimitedError` for 429, `LLMUnavailableError` for
-  5xx, timeouts and connection errors. Messages never contain the API key.
-
-A fresh `httpx.AsyncClient` per call: Workers require clients to be created in a handler.
+Tool-call arguments may arrive as a JSON string or an object; arguments that are not a JSON
+object become `{}` plus `_invalid_arguments` (the raw text), so the tool can refuse them.
+Every failure is an `LLMError`: `LLMRateLimitedError` for 429, `LLMUnavailableError` for 5xx,
+timeouts and connection errors; messages never contain the API key.
 """
 
 from __future__ import annotations
@@ -66,14 +58,11 @@ def decode_arguments(raw: Any) -> dict[str, Any]:
         return raw
     if raw is None or raw == "":
         return {}
-    if isinstance(raw, str):
-        try:
-            value = json.loads(raw)
-        except json.JSONDecodeError:
-            return {"_invalid_arguments": raw[:MAX_DETAIL_CHARS]}
-        if isinstance(value, dict):
-            return value
-    return {"_invalid_arguments": str(raw)[:MAX_DETAIL_CHARS]}
+    try:
+        value = json.loads(raw) if isinstance(raw, str) else None
+    except json.JSONDecodeError:
+        value = None
+    return value if isinstance(value, dict) else {"_invalid_arguments": str(raw)[:MAX_DETAIL_CHARS]}
 
 
 def parse_openai_message(message: Any, fallback_id: str = "call") -> ChatMessage:
@@ -98,16 +87,14 @@ def parse_openai_message(message: Any, fallback_id: str = "call") -> ChatMessage
     )
 
 
-def usage_of(reply: Any) -> tuple[int, int]:
-    """(prompt_tokens, completion_tokens) of a reply's `usage`, 0 when absent."""
+def usage_of(reply: Any) -> dict[str, int]:
+    """`ChatResult`'s token counts from a reply's `usage`, 0 when absent."""
     usage = reply.get("usage") if isinstance(reply, dict) else None
     usage = usage if isinstance(usage, dict) else {}
-    return int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+    return {name: int(usage.get(name) or 0) for name in ("prompt_tokens", "completion_tokens")}
 
 
 class OpenAICompatibleLLM:
-    """Implements the `LLM` port over `POST {base_url}/chat/completions`."""
-
     def __init__(
         self,
         *,
@@ -118,18 +105,14 @@ class OpenAICompatibleLLM:
     ) -> None:
         self._url = base_url.rstrip("/") + "/chat/completions"
         self._api_key = api_key
-        self._model = model
+        self.model = model
         self._transport = transport
-
-    @property
-    def model(self) -> str:
-        return self._model
 
     async def chat(
         self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = ()
     ) -> ChatResult:
         body: dict[str, Any] = {
-            "model": self._model,
+            "model": self.model,
             "messages": [message_to_openai(m) for m in messages],
         }
         if tools:
@@ -139,14 +122,14 @@ class OpenAICompatibleLLM:
             async with httpx.AsyncClient(transport=self._transport, timeout=TIMEOUT_SECONDS) as c:
                 response = await c.post(self._url, json=body, headers=headers)
         except httpx.TimeoutException:
-            raise LLMUnavailableError(f"{self._model}: the provider timed out") from None
+            raise LLMUnavailableError(f"{self.model}: the provider timed out") from None
         except httpx.HTTPError as exc:
             raise LLMUnavailableError(
-                f"{self._model}: could not reach the provider ({type(exc).__name__})"
+                f"{self.model}: could not reach the provider ({type(exc).__name__})"
             ) from None
         if response.status_code >= 400:
             detail = response.text[:MAX_DETAIL_CHARS].replace(self._api_key or "\0", "***")
-            message = f"{self._model}: HTTP {response.status_code}: {detail}"
+            message = f"{self.model}: HTTP {response.status_code}: {detail}"
             if response.status_code == 429:
                 raise LLMRateLimitedError(message)
             if response.status_code >= 500:
@@ -156,12 +139,8 @@ class OpenAICompatibleLLM:
             data = response.json()
             choice = data["choices"][0]
         except (ValueError, KeyError, IndexError, TypeError):
-            raise LLMError(f"{self._model}: the reply is not a chat completion") from None
+            raise LLMError(f"{self.model}: the reply is not a chat completion") from None
         reply = parse_openai_message(choice.get("message") if isinstance(choice, dict) else None)
-        prompt_tokens, completion_tokens = usage_of(data)
         return ChatResult(
-            message=reply,
-            model=str(data.get("model") or self._model),
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
+            message=reply, model=str(data.get("model") or self.model), **usage_of(data)
         )

@@ -1,8 +1,6 @@
-"""Configuration read from the Worker's `[vars]` (or the local runtime's equivalent).
-
-Every value arrives as a string (wrangler vars, environment variables) and is validated
-here once, so the rest of the code gets typed values or the Worker refuses to start a
-request with a clear message.
+"""Configuration from the Worker's `[vars]` and secrets (or the local runtime's equivalent):
+every value arrives as a string and is validated here once, so the rest of the code gets
+typed values or the request is refused with a clear message.
 """
 
 from __future__ import annotations
@@ -10,7 +8,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -63,6 +61,13 @@ def parse_origin_list(raw: str) -> frozenset[str]:
     return frozenset(origins)
 
 
+_PARSERS: dict[str, Callable[[str], object]] = {
+    "memory_pii_keks": parse_key_encryption_keys,
+    "outbound_allowed_hosts": parse_host_list,
+    "mcp_allowed_origins": parse_origin_list,
+}
+
+
 class Settings(BaseModel):
     # Secrets live here too (MEMORY_PII_KEKS, MEMORY_TOKEN_KEYS, OPENAI_API_KEY): a refused
     # value is never echoed into the error (and so into a log or a response).
@@ -81,64 +86,50 @@ class Settings(BaseModel):
     llm_model: str = "@cf/meta/llama-3.1-8b-instruct"
     max_body_bytes: int = Field(default=1_048_576, ge=1024)
     episode_retention_days: int = Field(default=90, ge=1)
-    # Recall scoring and fusion overrides as a JSON object (docs/semantic-memory.md), e.g.
-    # {"tiers": {"semantic": {"relevance": 0.6, "recency": 0.1, ...}}}; empty = defaults.
+    # Recall scoring/fusion overrides, a JSON object (docs/semantic-memory.md); empty: defaults.
     memory_retrieval_config: str = ""
-    # The lifecycle crons' budget per invocation (docs/lifecycle.md): D1 statements + R2
-    # calls (paid plan: 1000 D1 queries per invocation; set ~45 on the free plan's 50) and
-    # wall time (a cron whose interval is >= 1 h may run 15 min), and the prune batch size.
+    # The lifecycle crons' budget per invocation (docs/lifecycle.md): D1 statements + R2 calls
+    # (paid plan: 1000 D1 queries; ~45 on the free plan's 50), wall time (a cron of >= 1 h
+    # interval may run 15 min), and the prune batch size.
     lifecycle_max_operations: int = Field(default=900, ge=10)
     lifecycle_max_seconds: float = Field(default=600.0, gt=0, le=900)
     prune_batch_rows: int = Field(default=500, ge=1, le=5000)
-    # AgentRuntime Durable Object storage (docs/lifecycle.md, "Agent instance state"): after
-    # this long without a turn the object's alarm clears run_log and turn_state once their
-    # content is in D1 (ADR-043: ~24 h idle); the run log is capped per object, oldest
-    # runs (already in D1) dropped first.
+    # AgentRuntime DO storage (docs/lifecycle.md, ADR-043): idle time after which the alarm
+    # clears run_log and turn_state (once in D1), and the run log's cap (oldest dropped first).
     agent_state_idle_seconds: int = Field(default=86_400, ge=60)
     agent_run_log_max_rows: int = Field(default=5_000, ge=100)
     agent_run_log_max_bytes: int = Field(default=4_194_304, ge=65_536)
-    # Knowledge updates (docs/semantic-memory.md): who decides candidate pairs in the
-    # reconciler ("rules": no model; "llm": the LLM binding decides what the rules cannot
-    # settle with a marker), and after how many new facts of a tenant a reconcile is
-    # scheduled in the background (0: only the daily cron and on demand).
+    # Knowledge updates (docs/semantic-memory.md): who decides what the reconciler's rules
+    # cannot settle, and after how many new facts of a tenant a reconcile is scheduled (0: only
+    # the daily cron and on demand).
     memory_update_adjudicator: Literal["rules", "llm"] = "rules"
     memory_reconcile_every_writes: int = Field(default=20, ge=0, le=100_000)
-
-    # Hosts tools may call although they are loopback, private, link-local or metadata space
-    # (docs/gateway.md "Outbound guard"): comma-separated names, IPs or CIDR networks.
+    # Hosts tools may call although private/loopback/metadata (docs/gateway.md "Outbound
+    # guard"): comma-separated names, IPs or CIDR networks.
     outbound_allowed_hosts: str = ""
-    # Browser origins allowed to call /mcp (docs/gateway.md "Origin"); requests without an
-    # Origin header (CLI and IDE clients with API keys) never need to be listed.
+    # Browser origins allowed to call /mcp (docs/gateway.md "Origin"); clients sending no
+    # Origin header never need to be listed.
     mcp_allowed_origins: str = ""
-    # Agent-scoped memory tokens (worker.memory_tokens, docs/memory-api.md): a Worker secret
-    # holding a JSON object of signing keys by kid ({"k2": "<secret>", "k1": "<old>"}), and
-    # the kid new tokens are signed with (empty: the first key). Old kids keep verifying.
+    # Memory tokens (docs/memory-api.md): a secret JSON object of signing keys by kid, and the
+    # kid new tokens are signed with (empty: the first); old kids keep verifying.
     memory_token_keys: str = ""
     memory_token_kid: str = ""
-    # Personal data at rest (docs/personal-data.md): the key-encryption keys, a Worker secret
-    # `kid:base64(32 bytes),...`, newest first (it wraps new data keys; every kid unwraps).
-    # Empty: marked personal data is refused, never stored in plaintext.
+    # Personal data at rest (docs/personal-data.md): secret `kid:base64(32 bytes),...`, newest
+    # first. Empty: marked personal data is refused, never stored in plaintext.
     memory_pii_keks: str = ""
-    # Tenant-scoped operators (worker.operators): emails / Access service-token common
-    # names with the platform-admin role without a grant row (bootstrap), comma-separated.
+    # Emails / Access service-token names with the platform-admin role without a grant row.
     platform_admins: str = ""
-    # Embedding calls per tenant per EMBED_RATE_PERIOD seconds through the memory API: the
-    # numbers of wrangler.toml's EMBED_RATE_LIMITER binding (the local runtime's limiter
-    # uses them; on Cloudflare the binding enforces its own, the period gives Retry-After).
+    # The EMBED_RATE_LIMITER binding's numbers (the local limiter uses both; on Cloudflare the
+    # binding enforces its own and the period gives Retry-After).
     embed_rate_limit: int = Field(default=120, ge=1)
     embed_rate_period: int = 60
-    # The namespace migration of the hot/warm/cold ADR (docs/tiered-memory.md): read the
-    # canonical key first and legacy keys on a miss (with read-repair), and write canonical
-    # keys. Phase 1: compat read only; 2: both; 3: canonical write only.
+    # Namespace migration (docs/tiered-memory.md): phase 1 compat read, 2 both, 3 canonical.
     memory_namespace_compat_read: bool = False
     memory_namespace_write_canonical: bool = False
-    # Overrides of the data-placement table (agent_memory.placement) as a JSON object by
-    # memory kind, e.g. {"log": {"cold_retention_days": 30}}; empty = the defaults. Checked
-    # here as a JSON object; the fields by `agent_memory.placement.parse_placement` (the
-    # memory core is a layer above this module).
+    # Data-placement overrides by memory kind, a JSON object (agent_memory.placement checks
+    # the fields), e.g. {"log": {"cold_retention_days": 30}}.
     memory_placement: str = ""
-    # The deployment's own agent types (agent_memory.governance.agent_types.catalog): a JSON
-    # list of agent type definitions added to (or replacing, by name) the built-in ones.
+    # A JSON list of agent type definitions added to (or replacing by name) the built-in ones.
     agent_types: str = ""
 
     @field_validator("embed_rate_period")
@@ -148,27 +139,15 @@ class Settings(BaseModel):
             raise ValueError("EMBED_RATE_PERIOD must be 10 or 60 (the binding's periods)")
         return value
 
-    @field_validator("memory_pii_keks")
+    @field_validator("memory_pii_keks", "outbound_allowed_hosts", "mcp_allowed_origins")
     @classmethod
-    def _kek_ring(cls, value: str) -> str:
-        parse_key_encryption_keys(value)
+    def _parses(cls, value: str, info: ValidationInfo) -> str:
+        _PARSERS[str(info.field_name)](value)
         return value
 
     @property
     def pii_keks(self) -> KeyEncryptionKeys | None:
         return parse_key_encryption_keys(self.memory_pii_keks)
-
-    @field_validator("outbound_allowed_hosts")
-    @classmethod
-    def _host_list(cls, value: str) -> str:
-        parse_host_list(value)
-        return value
-
-    @field_validator("mcp_allowed_origins")
-    @classmethod
-    def _origin_list(cls, value: str) -> str:
-        parse_origin_list(value)
-        return value
 
     @property
     def outbound_allow_list(self) -> tuple[frozenset[str], tuple[IPNetwork, ...]]:
@@ -178,28 +157,19 @@ class Settings(BaseModel):
     def mcp_origins(self) -> frozenset[str]:
         return parse_origin_list(self.mcp_allowed_origins)
 
-    @field_validator("agent_types")
+    @field_validator("memory_retrieval_config", "memory_placement", "agent_types")
     @classmethod
-    def _json_list(cls, value: str) -> str:
+    def _json(cls, value: str, info: ValidationInfo) -> str:
+        name = str(info.field_name).upper()
         if value.strip():
             try:
                 parsed = json.loads(value)
             except json.JSONDecodeError as exc:
-                raise ValueError(f"AGENT_TYPES is not JSON: {exc}") from None
-            if not isinstance(parsed, list):
+                raise ValueError(f"{name} is not JSON: {exc}") from None
+            if name == "AGENT_TYPES" and not isinstance(parsed, list):
                 raise ValueError("AGENT_TYPES must be a JSON list of agent types")
-        return value
-
-    @field_validator("memory_retrieval_config", "memory_placement")
-    @classmethod
-    def _json_object(cls, value: str, info: ValidationInfo) -> str:
-        if value.strip():
-            try:
-                parsed = json.loads(value)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{str(info.field_name).upper()} is not JSON: {exc}") from None
-            if not isinstance(parsed, dict):
-                raise ValueError(f"{str(info.field_name).upper()} must be a JSON object")
+            if name != "AGENT_TYPES" and not isinstance(parsed, dict):
+                raise ValueError(f"{name} must be a JSON object")
         return value
 
     @classmethod

@@ -1,6 +1,2 @@
-"""Cloudflare adapters: the only code (with `worker.entry`) that speaks to `js`/`pyodide`.
-
-Each module wraps one runtime object and implements the matching port in
-`bindings.ports`; `environment.build_bindings(env, ctx)` assembles them per request.
-Importing any of them outside Pyodide needs the test fakes (`tests/fakes/js_runtime.py`).
-"""
+"""Cloudflare adapters: the only code (with `worker.entry`) that speaks to `js`/`pyodide`; one
+module per runtime object, assembled per request by `environment.build_bindings(env, ctx)`."""

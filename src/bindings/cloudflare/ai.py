@@ -1,31 +1,17 @@
-"""The Workers AI binding (`env.AI.run`): the `Embedder` (bge models) and the `LLM`
-(text-generation models). Loads without numpy or pydantic (tests/pyodide runs it in bare
-Pyodide): numpy is imported by `embed`, the LLM's types are dataclasses.
+"""The Workers AI binding (`env.AI.run`): the `Embedder` (bge) and the `LLM`. Loads without
+numpy or pydantic (tests/pyodide runs it in bare Pyodide). Errors are "<code>: <text>"
+(workers-ai/platform/errors): 3036 (daily allocation used) rate limiting, 3040 (no capacity)
+overload, 3007/3008 timeout.
 
-Errors: the binding rejects with "<code>: <text>" (workers-ai/platform/errors): 3036 (daily
-allocation used up) is rate limiting; 3040 (out of capacity) overload; 3007/3008 (timeout,
-aborted) a timeout; the embedder also names the bad-request codes.
+Embeddings (≤ 100 texts per call) pin **cls** pooling, which the bge model schema recommends
+and BAAI's config uses (`mean` is only the backwards-compatible default). cls and mean
+vectors are not comparable, so the pooling is part of `config.model` (`...#pooling=cls`).
 
-**Embeddings** (workers-ai-models/bge-{small,base,large}-en-v1.5.json: input `{text,
-pooling}`, output `{shape, data, pooling}`, at most 100 texts per call). Pooling is pinned to
-**cls**: the model schema says cls "will generate more accurate embeddings on larger inputs"
-and that Cloudflare "highly suggest[s] using the new cls pooling", and BAAI's own
-sentence-transformers config for bge uses the CLS token; `mean` is only the default for
-backwards compatibility. cls and mean vectors are not comparable, so the pooling is part of
-`config.model` (`@cf/baai/bge-small-en-v1.5#pooling=cls`): vectors written with one pooling
-are never queried with the other.
-
-**Chat** (workers-ai/features/function-calling/traditional.mdx, and the model schemas in
-cloudflare-docs `src/content/workers-ai-models/*.json`): input `{"messages": [{role,
-content}], "tools", "max_tokens"}`. Output is either "traditional" (llama-3.x: `{"response",
-"tool_calls": [{"name", "arguments": object}], "usage"?}`) or the OpenAI chat-completion
-shape (e.g. @cf/zai-org/glm-4.7-flash: `{"choices": [{"message": ...}], "usage"}`); both are
-accepted. Requests are written so both input schemas accept them: the traditional one needs
-a string `content` on every message, the OpenAI-shaped one takes tools only as `{type:
-"function", function}` and wants an assistant's calls in `tool_calls` and a tool result's
-`tool_call_id`. So an assistant turn that called tools carries its calls both as JSON text in
-`content` (all a traditional model reads) and in `tool_calls`; a tool result carries `name`
-and `tool_call_id`. Tool calls get ids here (`call_<step>_<i>`) when the model sends none.
+Chat replies come "traditional" (llama-3.x: `{response, tool_calls}`) or OpenAI-shaped
+(`{choices}`); both are read. Requests fit both input schemas: an assistant turn that called
+tools carries its calls as JSON in `content` (all a traditional model reads) and in
+`tool_calls`; a tool result carries `name` and `tool_call_id`. Calls without ids get
+`call_<step>_<i>`.
 """
 
 from __future__ import annotations
@@ -88,21 +74,23 @@ def _code(message: str) -> int | None:
     return int(found.group(1)) if found else None
 
 
-async def _run(ai: Any, raw: bool, model: str, inputs: dict[str, Any]) -> Any:
-    """`env.AI.run(model, inputs)` as plain Python; a JS error propagates as `JsException`."""
-    return ffi.to_py(await ai.run(model, ffi.to_js_arg(inputs, raw)))
+class _WorkersAIModel:
+    def __init__(self, ai: Any, model: str) -> None:
+        self._ai = ai
+        self._raw = ffi.is_raw(ai)
+        self._model = model
+
+    async def _run(self, inputs: dict[str, Any]) -> Any:
+        """`env.AI.run(model, inputs)` as plain Python; a JS error propagates as `JsException`."""
+        return ffi.to_py(await self._ai.run(self._model, ffi.to_js_arg(inputs, self._raw)))
 
 
-class WorkersAIEmbedder:
-    """Implements `Embedder` with a bge model on Workers AI; rows are L2-normalised."""
-
+class WorkersAIEmbedder(_WorkersAIModel):
     def __init__(self, ai: Any, model: str = BGE_SMALL, dimensions: int = 384) -> None:
         expected = BGE_DIMENSIONS.get(model)
         if expected is not None and expected != dimensions:
             raise ValueError(f"{model} produces {expected}-dimensional vectors, not {dimensions}")
-        self._ai = ai
-        self._raw = ffi.is_raw(ai)
-        self._model = model
+        super().__init__(ai, model)
         self._config = EmbeddingConfig(
             provider="workers-ai", model=f"{model}#pooling={POOLING}", dimensions=dimensions
         )
@@ -112,23 +100,17 @@ class WorkersAIEmbedder:
         return self._config
 
     async def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        """`embed_rows` as the port's float32 array."""
         import numpy as np
 
         rows = await self.embed_rows(texts)
-        if not rows:
-            return np.zeros((0, self._config.dimensions), dtype=np.float32)
-        return np.asarray(rows, dtype=np.float32)
+        return np.asarray(rows, dtype=np.float32).reshape(-1, self._config.dimensions)
 
     async def embed_rows(self, texts: Sequence[str]) -> list[list[float]]:
         """One L2-normalised vector (a plain list) per text, in order. Empty texts, which bge
-        models reject (failing the whole batch without naming the text), are refused before
-        any call with `EmbeddingBadRequestError` naming their positions."""
-        if isinstance(texts, str):
-            raise TypeError("embed() takes a sequence of texts, not one string")
+        rejects without naming them, are refused first, naming their positions."""
         items = list(texts)
-        if any(not isinstance(text, str) for text in items):
-            raise TypeError("embed() takes strings only")
+        if isinstance(texts, str) or not all(isinstance(text, str) for text in items):
+            raise TypeError("embed() takes a sequence of strings (not one string)")
         empty = [index for index, text in enumerate(items) if not text]
         if empty:
             raise EmbeddingBadRequestError(
@@ -142,9 +124,7 @@ class WorkersAIEmbedder:
 
     async def _embed_batch(self, batch: list[str]) -> list[list[float]]:
         try:
-            response = await _run(
-                self._ai, self._raw, self._model, {"text": batch, "pooling": POOLING}
-            )
+            response = await self._run({"text": batch, "pooling": POOLING})
         except ffi.JsException as exc:
             raise _embedding_error(exc) from exc
         if not isinstance(response, dict) or not isinstance(response.get("data"), list):
@@ -152,15 +132,11 @@ class WorkersAIEmbedder:
         pooling = response.get("pooling")
         if pooling is not None and pooling != POOLING:
             raise EmbeddingError(f"asked for {POOLING} pooling, got {pooling}")
-        data = response["data"]
-        if len(data) != len(batch):
-            raise EmbeddingError(f"sent {len(batch)} texts, got {len(data)} embeddings")
-        rows = [[float(v) for v in row] for row in data]
-        for values in rows:
-            if len(values) != self._config.dimensions:
-                raise EmbeddingError(
-                    f"expected {self._config.dimensions} dimensions, got {len(values)}"
-                )
+        rows = [[float(v) for v in row] for row in response["data"]]
+        if len(rows) != len(batch):
+            raise EmbeddingError(f"sent {len(batch)} texts, got {len(rows)} embeddings")
+        if any(len(row) != self._config.dimensions for row in rows):
+            raise EmbeddingError(f"expected {self._config.dimensions} dimensions per embedding")
         return rows
 
 
@@ -219,20 +195,12 @@ def parse_workers_ai_reply(reply: Any, step: int) -> ChatMessage:
         arguments = decode_arguments(call.get("arguments"))
         calls.append(ToolCall(id=f"call_{step}_{index}", name=call["name"], arguments=arguments))
     text = reply.get("response")
-    if not isinstance(text, str):
-        # Some models put structured output in `response`; keep it readable.
+    if not isinstance(text, str):  # some models put structured output there: keep it readable
         text = "" if text is None else json.dumps(text)
     return ChatMessage(role="assistant", content=text, tool_calls=calls)
 
 
-class WorkersAILLM:
-    """Implements the `LLM` port with a text-generation model on Workers AI."""
-
-    def __init__(self, ai: Any, model: str) -> None:
-        self._ai = ai
-        self._raw = ffi.is_raw(ai)
-        self._model = model
-
+class WorkersAILLM(_WorkersAIModel):
     @property
     def model(self) -> str:
         return self._model
@@ -247,7 +215,7 @@ class WorkersAILLM:
         if tools:
             inputs["tools"] = [tool_to_openai(t) for t in tools]
         try:
-            reply = await _run(self._ai, self._raw, self._model, inputs)
+            reply = await self._run(inputs)
         except ffi.JsException as exc:
             message = f"Workers AI {self._model}: {ffi.error_message(exc)}"
             code = _code(message)
@@ -257,10 +225,6 @@ class WorkersAILLM:
                 raise LLMUnavailableError(message) from None
             raise LLMError(message) from None
         step = sum(1 for m in messages if m.role == "assistant")
-        prompt_tokens, completion_tokens = usage_of(reply)
         return ChatResult(
-            message=parse_workers_ai_reply(reply, step),
-            model=self._model,
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
+            message=parse_workers_ai_reply(reply, step), model=self._model, **usage_of(reply)
         )

@@ -1,11 +1,5 @@
-"""`bindings.ports.alarms.AlarmStorage` over a Durable Object's `ctx.storage`.
-
-Docs: cloudflare-docs `durable-objects/api/alarms.mdx`, partial
-`durable-objects/api-storage-alarms.mdx`: `getAlarm()` -> `Promise<number | null>`
-(milliseconds since the epoch), `setAlarm(scheduledTime: Date | number)`,
-`deleteAlarm()`. The port speaks epoch seconds; milliseconds are sent as an integer (the
-documented "integer milliseconds since epoch"). Works on the raw `ctx.storage` (JS null
-arrives as `jsnull`) and on the SDK's wrapper (null arrives as None).
+"""`AlarmStorage` over `ctx.storage` (wrapped, or raw where `null` is `jsnull`): JS speaks
+integer epoch milliseconds (durable-objects/api/alarms.mdx), the port epoch seconds.
 """
 
 from __future__ import annotations
@@ -17,16 +11,12 @@ from bindings.cloudflare import ffi
 
 
 class CloudflareAlarms:
-    """Implements `AlarmStorage` over `ctx.storage` (wrapped or raw)."""
-
     def __init__(self, storage: Any) -> None:
         self._storage = storage
 
     async def get_alarm(self) -> float | None:
         value = ffi.to_py(await self._storage.getAlarm())
-        if value is None:
-            return None
-        return float(value) / 1000.0
+        return None if value is None else float(value) / 1000.0
 
     async def set_alarm(self, at: float) -> None:
         if not math.isfinite(at):

@@ -1,18 +1,11 @@
-"""`bindings.ports.background.BackgroundTasks` over `ctx.waitUntil`.
+"""`BackgroundTasks` over `ctx.waitUntil` (an ExecutionContext or a Durable Object's state).
 
-`ctx` is either a Worker invocation's `ExecutionContext` or a Durable Object's state, and
-only the first accepts a Python coroutine: workerd's `patchWaitUntil`
-(src/pyodide/python-entrypoint-helper.ts) returns early unless
-`Object.prototype.toString.call(ctx)` is `[object ExecutionContext]`, so a
-`DurableObjectState.waitUntil` gets the coroutine as a borrowed proxy that Pyodide destroys
-when the call returns, and workerd's `then` on it (a later microtask) fails: the work never
-runs. tests/pyodide/py/test_background.py reproduces this in real Pyodide.
-
-So the work is always scheduled here, as an asyncio task on Pyodide's event loop, and
-`waitUntil` receives a real JS Promise that settles with the task: both kinds of context
-accept a Promise, and nothing borrowed crosses the boundary. The task is kept in a set until
-it finishes (asyncio holds tasks only weakly), and its failure, logged here, also rejects
-the promise so the runtime reports it.
+workerd's `patchWaitUntil` (python-entrypoint-helper.ts) accepts a Python coroutine only from
+an `[object ExecutionContext]`: a `DurableObjectState.waitUntil` gets it as a borrowed proxy
+that Pyodide destroys on return, and the work never runs (tests/pyodide/py/test_background.py).
+So the work always runs here as an asyncio task, and `waitUntil` gets a real JS Promise that
+settles with it. The task is held in a set until done (asyncio keeps only weak references);
+its failure is logged here and rejects the promise.
 """
 
 from __future__ import annotations
@@ -27,18 +20,14 @@ from pyodide.ffi import create_once_callable
 
 log = logging.getLogger(__name__)
 
-# Strong references to scheduled work until it finishes (asyncio keeps only weak ones).
 _running: set[asyncio.Future[Any]] = set()
 
 
 class CloudflareBackgroundTasks:
-    """Implements `BackgroundTasks`: the invocation stays alive until the work finishes."""
-
     def __init__(self, ctx: Any) -> None:
         self._ctx = ctx
 
     def wait_until(self, work: Coroutine[Any, Any, Any]) -> None:
-        """Start `work` now and hold the invocation (or object) open until it settles."""
         task = asyncio.ensure_future(_logged(work))
         _running.add(task)
         task.add_done_callback(_running.discard)
@@ -46,19 +35,14 @@ class CloudflareBackgroundTasks:
 
 
 def _promise_settled_by(task: asyncio.Future[Any]) -> Any:
-    """A JS Promise resolved (with undefined) or rejected (with an Error) when `task` ends.
-
-    The executor runs synchronously inside `new Promise`, so a once-callable proxy is enough;
-    `resolve`/`reject` stay alive as JsProxy objects referenced by the done-callback.
-    """
+    """A JS Promise settled when `task` ends (the executor runs synchronously inside
+    `new Promise`, so a once-callable proxy is enough)."""
 
     def executor(resolve: Any, reject: Any) -> None:
         def settle(done: asyncio.Future[Any]) -> None:
             if done.cancelled():
                 reject(Error.new("background work was cancelled"))
-                return
-            failure = done.exception()
-            if failure is not None:
+            elif (failure := done.exception()) is not None:
                 reject(Error.new(f"{type(failure).__name__}: {failure}"))
             else:
                 resolve()
@@ -69,8 +53,7 @@ def _promise_settled_by(task: asyncio.Future[Any]) -> Any:
 
 
 async def _logged(work: Coroutine[Any, Any, Any]) -> Any:
-    # After the response nobody awaits this work: an escaping error would only reach the
-    # runtime's console. Log it here with its traceback so a lost write is never silent.
+    # Nobody awaits this after the response: log the traceback so a lost write is not silent.
     try:
         return await work
     except Exception:

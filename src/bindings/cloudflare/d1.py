@@ -1,16 +1,10 @@
-"""`bindings.ports.d1.D1Database` over a D1 binding (`env.DB`).
+"""`D1Database` over a D1 binding (`env.DB`; d1/worker-api/*, the SDK's `test_d1.py`).
 
-Docs: d1/worker-api/{d1-database,prepared-statements,return-object}.mdx, d1/platform/
-limits.mdx; Python behaviour from the SDK bindings test `test_d1.py`. D1 itself enforces its
-rules (types at bind time, 100 bound parameters, 100 KB of SQL, a non-empty `batch`), so this
-adapter adds none: it converts values and turns every JS error (`D1_ERROR: ...`,
-`D1_TYPE_ERROR: ...`) into `D1Error`, a `D1LimitError` (also a `BindingLimitError`) when
-SQLite reports a limit.
-
-Binding values: in raw mode None must reach D1 as JS `null` (`undefined` is rejected with
-D1_TYPE_ERROR) and bytes as a Uint8Array, which `ffi.to_js_arg` does; the SDK wrapper does
-the same in wrapped mode. Booleans go as JS booleans (D1 stores 1/0); a Python int beyond
-+-2^53 becomes a BigInt, which D1 refuses with D1_TYPE_ERROR (store big ids as TEXT).
+D1 enforces its own rules (bind types, 100 parameters, 100 KB of SQL, non-empty `batch`), so
+this adapter converts values and turns every JS error into `D1Error` (`D1LimitError`, also a
+`BindingLimitError`, when SQLite reports a limit). Raw mode must send None as JS `null` (D1
+rejects `undefined`) and bytes as a Uint8Array (`ffi.to_js_arg`). An int beyond ±2^53 becomes
+a BigInt, which D1 refuses (store big ids as TEXT).
 """
 
 from __future__ import annotations
@@ -29,14 +23,10 @@ class D1LimitError(D1Error, BindingLimitError):
 
 
 def _d1_error(exc: BaseException, context: str = "") -> D1Error:
-    message = ffi.error_message(exc)
-    kind = D1LimitError if ffi.SQLITE_LIMIT_ERRORS.search(message) else D1Error
-    return kind(f"{message}{context}")
+    return ffi.sql_error(exc, D1Error, D1LimitError, context)
 
 
 class CloudflareD1Statement:
-    """Implements `D1Statement`; `handle` is the JS `D1PreparedStatement` (for `batch`)."""
-
     def __init__(self, handle: Any, raw: bool) -> None:
         self.handle = handle
         self._raw = raw
@@ -70,8 +60,6 @@ class CloudflareD1Statement:
 
 
 class CloudflareD1Database:
-    """Implements `D1Database` over `env.DB` (wrapped or raw)."""
-
     def __init__(self, binding: Any) -> None:
         self._db = binding
         self._raw = ffi.is_raw(binding)
@@ -96,8 +84,5 @@ class CloudflareD1Database:
 def _result(raw: Any) -> D1Result:
     """A `D1Result` from `.all()`/`.run()`/`batch` output (a null counter means 0)."""
     data = raw or {}
-    changes = (data.get("meta") or {}).get("changes")
-    return D1Result(
-        meta=D1Meta(changes=0 if changes is None else int(changes)),
-        results=[dict(row) for row in data.get("results") or []],
-    )
+    changes = int((data.get("meta") or {}).get("changes") or 0)
+    return D1Result(D1Meta(changes), [dict(row) for row in data.get("results") or []])

@@ -1,29 +1,16 @@
-"""`bindings.ports.do_sql.DurableObjectStorage` over a Durable Object's `ctx.storage`.
+"""`DurableObjectStorage` over a Durable Object's `ctx.storage` (workerd `api/sql.c++`; the
+SDK wraps `ctx.storage` in a `_BindingWrapper`). JS errors become `BindingError`
+(`BindingLimitError` when SQLite reports a limit), with workerd's text.
 
-Source: workerd `src/workerd/api/sql.c++` (SqlStorage, cursor), the SDK's
-`DurableObjectContext` (which wraps `ctx.storage` in a `_BindingWrapper`), and the SDK
-bindings test `worker_durable_object.py`. `sql.exec` is synchronous and returns a cursor;
-BEGIN/SAVEPOINT are refused by workerd, so atomic groups go through
-`storage.transactionSync(fn)`. JS errors become `BindingError` (`BindingLimitError` when
-SQLite reports a limit), with workerd's text.
+Booleans are refused: workerd would store them as the text 'true'/'false'. Cursors are lazy,
+as workerd's are: `exec` runs to the first row (so a write is done and counted), later rows
+(and their errors) come as the cursor is read, and a cursor left unread keeps its statement
+open, so workerd cannot commit the object's writes (SQLITE_BUSY): read cursors to the end.
 
-Values: workerd binds every JS number as a double and returns int64 as a double (Pyodide
-then hands integral values back as int); None binds NULL in both modes (raw mode sends JS
-null). Booleans are refused here: workerd would store them as the text 'true'/'false'
-(checked against Miniflare by the local adapter's contract tests), which no caller wants.
-
-Cursors are lazy, as workerd's are (api/sql.c++, util/sqlite.c++): `exec` runs the statement
-up to its first row, so a write is done (and counted) before its cursor is read; each further
-row is computed when the cursor is advanced, and an error in a later row is raised by the read
-that reaches it. A cursor left with rows unread keeps its statement in progress, and workerd
-cannot commit the object's writes until it ends (SQLITE_BUSY, an internal error): read
-cursors to the end.
-
-The SDK wrapper caches an attribute after its first read (workers-runtime-sdk `rpc.py`,
-`_BindingWrapper.__getattr__` does `setattr(self, name, result)`), so a value that changes
-is never read through it: a cursor's counter is read by item (`cursor["rowsWritten"]`), and
-`database_size` from the unwrapped JS object (through the wrapper it stayed at its first
-value, 8192 before and after 320 KiB of inserts; tests/workerd).
+The SDK wrapper caches an attribute after its first read (`rpc.py`,
+`_BindingWrapper.__getattr__`), so values that change are read past it: a cursor's counter
+by item (`cursor["rowsWritten"]`), `database_size` from the unwrapped JS object (through the
+wrapper it stayed at its first value; tests/workerd).
 """
 
 from __future__ import annotations
@@ -39,9 +26,7 @@ T = TypeVar("T")
 
 
 def _sql_error(exc: BaseException, context: str = "") -> BindingError:
-    message = ffi.error_message(exc)
-    kind = BindingLimitError if ffi.SQLITE_LIMIT_ERRORS.search(message) else BindingError
-    return kind(f"{message}{context}")
+    return ffi.sql_error(exc, BindingError, BindingLimitError, context)
 
 
 def _call(fn: Callable[[], Any]) -> Any:
@@ -52,8 +37,6 @@ def _call(fn: Callable[[], Any]) -> Any:
 
 
 class CloudflareSqlCursor:
-    """Implements `SqlCursor` over a JS `SqlStorageCursor`."""
-
     def __init__(self, handle: Any, raw: bool) -> None:
         self._cursor = handle
         self._raw = raw
@@ -62,7 +45,6 @@ class CloudflareSqlCursor:
         return [dict(row) for row in _call(lambda: self._cursor.toArray()) or []]
 
     def one(self) -> Row:
-        """Exactly one row; `BindingError` when there are none or several (workerd's check)."""
         return dict(_call(lambda: self._cursor.one()))
 
     def __iter__(self) -> Iterator[Row]:
@@ -74,14 +56,11 @@ class CloudflareSqlCursor:
 
     @property
     def rows_written(self) -> int:
-        """Rows the statement has written (final once `exec` returns, for a write)."""
         value = self._cursor.rowsWritten if self._raw else self._cursor["rowsWritten"]
         return int(ffi.to_py(value) or 0)
 
 
 class CloudflareSqlStorage:
-    """Implements `SqlStorage` over `ctx.storage.sql`."""
-
     def __init__(self, handle: Any, raw: bool) -> None:
         self._sql = handle
         self._raw = raw
@@ -101,15 +80,12 @@ class CloudflareSqlStorage:
 
     @property
     def database_size(self) -> int:
-        """Bytes used by this object's SQLite database, as of now (read from the JS object
-        behind the SDK wrapper, its `_binding`: see the module docstring)."""
+        """Bytes used by this object's SQLite database, read past the SDK wrapper's cache."""
         js = self._sql if self._raw else getattr(self._sql, "_binding", self._sql)
         return int(ffi.to_py(js.databaseSize) or 0)
 
 
 class CloudflareDurableObjectStorage:
-    """Implements `DurableObjectStorage` over `ctx.storage` (wrapped or raw)."""
-
     def __init__(self, storage: Any) -> None:
         self._storage = storage
         self._raw = ffi.is_raw(storage)
@@ -122,15 +98,10 @@ class CloudflareDurableObjectStorage:
         return self._sql
 
     def transaction_sync(self, fn: Callable[[], T]) -> T:
-        """Run `fn` inside `storage.transactionSync`: its writes commit together or not at all.
-
-        The result and any exception travel in Python variables, not through JS, so the
-        caller sees its own exception (JS only sees that the callback threw, which makes it
-        roll back). The callback crosses as a proxy created and destroyed here: given a plain
-        callable, the SDK's wrapper makes a `create_proxy` nobody destroys (`rpc.py`,
-        `_python_to_rpc_default_converter`), one leaked proxy per transaction
-        (tests/pyodide/py/test_do_sql.py).
-        """
+        """Run `fn` inside `storage.transactionSync`. The result and any exception travel in
+        Python variables, so the caller sees its own exception (JS only sees that the callback
+        threw, and rolls back). The callback is a proxy destroyed here: given a plain callable,
+        the SDK leaks one proxy per call (tests/pyodide/py/test_do_sql.py)."""
         outcome: list[T] = []
         failure: list[BaseException] = []
 

@@ -1,10 +1,6 @@
-"""`bindings.ports.durable_objects.DurableObjectNamespace` over a DO namespace binding.
-
-Docs: durable-objects/api/namespace.mdx (`getByName`), workers/runtime-apis/rpc; the SDK
-wraps the namespace in `_DurableObjectNamespaceWrapper` and each stub in `_FetcherWrapper`,
-converting RPC arguments and results both ways. Every call goes to the object's one generic
-RPC method, `call(method, payload)` (`worker.entry.AgentRuntime.call`), so adding an RPC to
-`AgentRuntimeCore` needs no new JS-visible method.
+"""`DurableObjectNamespace` over a DO namespace binding (`getByName`). Every call goes to the
+object's one generic RPC method, `call(method, payload)` (`worker.entry.AgentRuntime.call`),
+so a new `AgentRuntimeCore` RPC needs no new JS-visible method.
 """
 
 from __future__ import annotations
@@ -15,19 +11,13 @@ from bindings.cloudflare import ffi
 
 
 class CloudflareDurableObjectStub:
-    """Implements `DurableObjectStub` over a JS stub."""
-
     def __init__(self, stub: Any, raw: bool, name: str) -> None:
         self._stub = stub
         self._raw = raw
         self.name = name
 
     async def call(self, method: str, payload: dict[str, Any]) -> dict[str, Any]:
-        """RPC `call(method, payload)` on the object; the result must be a dict.
-
-        Errors thrown by the object propagate as they arrive (a `JsException` carrying the
-        remote message); the caller decides whether a retry makes sense.
-        """
+        """RPC `call(method, payload)`; the object's errors propagate as `JsException`."""
         result = ffi.to_py(await self._stub.call(method, ffi.to_js_arg(payload, self._raw)))
         if not isinstance(result, dict):
             raise TypeError(
@@ -38,8 +28,6 @@ class CloudflareDurableObjectStub:
 
 
 class CloudflareDurableObjectNamespace:
-    """Implements `DurableObjectNamespace` over `env.AGENT_RUNTIME` (wrapped or raw)."""
-
     def __init__(self, binding: Any) -> None:
         self._namespace = binding
         self._raw = ffi.is_raw(binding)

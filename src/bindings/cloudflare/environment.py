@@ -1,9 +1,6 @@
-"""Build the per-request `Bindings` from a Worker's `env` and `ctx`.
-
-`env` is the SDK's `_EnvWrapper` (or a raw JsProxy); bindings are read by name as wrangler
-declares them (`KV`, `DB`, `VECTORIZE`, `AI`, `AGENT_RUNTIME`, `COLD`, `EMBED_RATE_LIMITER`),
-and the vars (`[vars]` and secrets alike, e.g. `OPENAI_API_KEY`) by the upper-case names of
-`Settings` fields. A binding the deployment lacks becomes None; `/healthz` reports it.
+"""The per-request `Bindings` from a Worker's `env` and `ctx`: bindings by their wrangler
+names, vars and secrets by the upper-case names of `Settings` fields; a binding the
+deployment lacks is None.
 """
 
 from __future__ import annotations
@@ -46,22 +43,14 @@ def env_value(env: Any, name: str) -> Any:
 
 def read_settings(env: Any) -> Settings:
     """Settings from the Worker's vars and secrets; raises ValidationError on a bad value."""
-    values: dict[str, Any] = {}
-    for name in Settings.var_names():
-        value = env_value(env, name)
-        if value is not None:
-            values[name] = ffi.to_py(value)
-    return Settings.from_vars(values)
+    return Settings.from_vars(
+        {name: ffi.to_py(env_value(env, name)) for name in Settings.var_names()}
+    )
 
 
 def build_bindings(env: Any, ctx: Any) -> Bindings:
-    """Every port this deployment has, wrapped around `env`'s bindings.
-
-    `ctx` is the invocation's ExecutionContext (or a Durable Object's state): its
-    `waitUntil` backs `Bindings.background`. Every outbound HTTP call (gateway upstreams,
-    Access JWKS, OpenAI-compatible providers) goes through `CloudflareFetchTransport`,
-    which never follows a redirect.
-    """
+    """Every port this deployment has. `ctx` (an ExecutionContext or a Durable Object's state)
+    backs `background`; all outbound HTTP goes through `CloudflareFetchTransport`."""
     settings = read_settings(env)
     transport = CloudflareFetchTransport()
     ai = env_value(env, "AI")
@@ -93,24 +82,16 @@ def build_bindings(env: Any, ctx: Any) -> Bindings:
 def build_embedder(
     settings: Settings, ai: Any, transport: httpx.AsyncBaseTransport | None = None
 ) -> Embedder | None:
-    """The embedder `settings.embedding_provider` names, or None if it cannot be built here
-    (`local-minilm` runs an ONNX model from the local runtime; it does not exist on Workers)."""
-    provider = settings.embedding_provider
+    """The embedder `settings.embedding_provider` names, or None if it cannot be built here."""
+    provider, model = settings.embedding_provider, settings.embedding_model
     if provider == "workers-ai" and ai is not None:
-        return WorkersAIEmbedder(
-            ai, model=settings.embedding_model, dimensions=settings.embedding_dimensions
-        )
+        return WorkersAIEmbedder(ai, model, settings.embedding_dimensions)
     if provider == "openai" and settings.openai_api_key:
         # Imported here so the Workers AI path never loads numpy with the OpenAI client.
         from bindings.openai_embedder import OpenAIEmbedder
 
-        return OpenAIEmbedder(
-            base_url=settings.openai_base_url,
-            api_key=settings.openai_api_key,
-            model=settings.embedding_model,
-            dimensions=settings.embedding_dimensions,
-            transport=transport,
-        )
+        base, key = settings.openai_base_url, settings.openai_api_key
+        return OpenAIEmbedder(base, key, model, settings.embedding_dimensions, transport)
     log.warning(
         "EMBEDDING_PROVIDER=%s: no embedder (workers-ai needs the AI binding, openai the "
         "OPENAI_API_KEY secret; local-minilm exists only locally)",
@@ -122,9 +103,7 @@ def build_embedder(
 def build_llm(
     settings: Settings, ai: Any, transport: httpx.AsyncBaseTransport | None = None
 ) -> LLM | None:
-    """The LLM `settings.llm_provider` names, or None if it cannot be built: `workers-ai`
-    needs the AI binding, `openai` needs `OPENAI_API_KEY` (calling out through `transport`),
-    `scripted` exists only locally."""
+    """The LLM `settings.llm_provider` names, or None if it cannot be built here."""
     if settings.llm_provider == "workers-ai" and ai is not None:
         return WorkersAILLM(ai, settings.llm_model)
     if settings.llm_provider == "openai" and settings.openai_api_key:

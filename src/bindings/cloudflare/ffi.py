@@ -1,27 +1,18 @@
-"""Conversions at the Pyodide boundary, for both ways a binding can reach us.
-
-A Cloudflare binding arrives in one of two modes (docs: /work/shared cheat sheet section 0;
-source: workers-runtime-sdk `workers/rpc.py`):
-
-* **wrapped** (workers-runtime-sdk >= 1.3, what `self.env` and a Durable Object's
-  `ctx.storage` give us): an SDK `_BindingWrapper` that converts arguments itself
-  (`dict` -> JS Object, `None` -> JS `null`) and results (`JsDict`, a `dict` subclass; JS
-  `null` -> `None`). It is not a `JsProxy`.
-* **raw** (a bare `JsProxy`, as from `js.*` or an older SDK): arguments must be converted by
-  us (`to_js(..., dict_converter=Object.fromEntries)`, or a Python dict arrives in JS as a
-  `Map`/PyProxy whose keys JS cannot read), Python `None` becomes `undefined`, and results
-  are `JsProxy` objects that need `.to_py()`, with JS `null` arriving as
-  `pyodide.ffi.jsnull` on Python 3.13 (which is *not* `None`).
-
-Adapters detect the mode once per binding (`is_raw`) and pass their arguments through
-`to_js_arg`/`to_js_options`; every result goes through `to_py`, which accepts both modes.
+"""Conversions at the Pyodide boundary, for both modes a binding arrives in (workers-runtime-sdk
+`workers/rpc.py`; /work/shared cheat sheet section 0). **Wrapped** (SDK >= 1.3: `self.env`, a
+DO's `ctx.storage`): an SDK wrapper, not a `JsProxy`, converting arguments (`dict` → Object,
+None → `null`) and results (`JsDict`; `null` → None). **Raw** (a bare `JsProxy`): we convert
+arguments (a dict would reach JS as an unreadable Map/PyProxy, None as `undefined`), and
+results need `.to_py()`, with `null` as `jsnull` (not None) on Python 3.13. Adapters detect
+the mode once (`is_raw`), send arguments through `to_js_arg`/`to_js_options` and read every
+result through `to_py`.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from js import Object
 from pyodide.ffi import JsException as JsException
@@ -34,6 +25,8 @@ try:
     from pyodide.ffi import jsnull as jsnull  # type: ignore[attr-defined,unused-ignore]
 except ImportError:  # Pyodide < 0.27 (Python 3.12): JS null already arrives as None.
     jsnull = None
+
+E = TypeVar("E", bound=Exception)
 
 # SQLite's own texts for limit errors, as workerd reports them (D1 and DO SQL alike).
 SQLITE_LIMIT_ERRORS = re.compile(
@@ -95,6 +88,12 @@ def to_js_options(raw: bool, **options: Any) -> Any:
     """A JS options object from keyword arguments, leaving out those that are None: `null`
     for, say, `expirationTtl` is not the same as omitting it."""
     return to_js_arg({key: value for key, value in options.items() if value is not None}, raw)
+
+
+def sql_error(exc: BaseException, plain: type[E], limit: type[E], context: str = "") -> E:
+    """`plain`, or `limit` when SQLite's text names a limit, with the JS error's message."""
+    message = error_message(exc)
+    return (limit if SQLITE_LIMIT_ERRORS.search(message) else plain)(f"{message}{context}")
 
 
 def error_message(exc: BaseException) -> str:

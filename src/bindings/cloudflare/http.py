@@ -1,21 +1,12 @@
 """An httpx transport over the runtime's `fetch`, for every outbound call on Workers.
 
-httpx on Pyodide has no sockets; Pyodide's own httpx transport calls `fetch` without
-`redirect: "manual"`, so fetch follows a 3xx itself, whatever the client's
-`follow_redirects` says, and re-sends the request (a tenant's credential header or query
-included) to wherever the upstream points. This transport always passes
-`redirect: "manual"`, one of the two modes Workers' fetch supports (`follow`, `manual`:
-developers.cloudflare.com workers/runtime-apis/request, `redirect`); with it the Fetch
-standard returns the 3xx response itself, which is relayed as-is. tests/pyodide/py/test_http.py
-checks the transport in Pyodide (over Node's fetch) and workerd's own fetch (in Miniflare)
-with the same upstream: both return the 302 and never request its target.
-
-Contract (what `httpx.AsyncBaseTransport` requires): one request in, one fully read
-response out. Bodies are buffered (the gateway caps them anyway). fetch has already
-decoded any `Content-Encoding`, so that header and `Content-Length` are dropped from the
-response (httpx would otherwise decode the body a second time). Errors map to httpx's:
-a timeout (`AbortSignal.timeout`, from the request's httpx timeout) to `ReadTimeout`,
-any other fetch failure to `ConnectError`.
+Pyodide's own httpx transport lets fetch follow a 3xx itself, whatever `follow_redirects`
+says, re-sending the request (a tenant's credential included) wherever the upstream points.
+This one always passes `redirect: "manual"` (workers/runtime-apis/request), so the 3xx is
+relayed as-is (tests/pyodide/py/test_http.py, in Pyodide and in workerd). Bodies are buffered.
+fetch has already undone `Content-Encoding`, so that header and `Content-Length` are dropped
+(httpx would decode again). A timeout (`AbortSignal.timeout`, the request's longest httpx
+timeout) becomes `ReadTimeout`, any other fetch failure `ConnectError`.
 """
 
 from __future__ import annotations
@@ -33,24 +24,19 @@ _SKIPPED_RESPONSE_HEADERS = frozenset({"content-encoding", "content-length", "tr
 
 
 class CloudflareFetchTransport(httpx.AsyncBaseTransport):
-    """`httpx.AsyncBaseTransport` over `js.fetch`, never following redirects."""
-
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         body = await request.aread()
         headers = js.Headers.new()
         for name, value in request.headers.multi_items():
             if name.lower() not in _SKIPPED_REQUEST_HEADERS:
                 headers.append(name, value)
-        init: dict[str, Any] = {
-            "method": request.method,
-            "headers": headers,
-            "redirect": "manual",
-        }
+        init: dict[str, Any] = {"method": request.method, "headers": headers, "redirect": "manual"}
         if body:
             init["body"] = to_js(body)  # a Uint8Array
-        timeout = _timeout_seconds(request)
-        if timeout is not None:
-            init["signal"] = js.AbortSignal.timeout(max(1, int(timeout * 1000)))
+        # The longest of httpx's connect/read/write/pool timeouts (None: no limit).
+        timeouts = [t for t in (request.extensions.get("timeout") or {}).values() if t is not None]
+        if timeouts:
+            init["signal"] = js.AbortSignal.timeout(max(1, int(max(timeouts) * 1000)))
         try:
             response = await js.fetch(
                 str(request.url), to_js(init, dict_converter=js.Object.fromEntries)
@@ -67,13 +53,6 @@ class CloudflareFetchTransport(httpx.AsyncBaseTransport):
             content=content,
             request=request,
         )
-
-
-def _timeout_seconds(request: httpx.Request) -> float | None:
-    """The longest of httpx's connect/read/write/pool timeouts (None: no limit)."""
-    timeouts = request.extensions.get("timeout") or {}
-    values = [value for value in timeouts.values() if value is not None]
-    return max(values) if values else None
 
 
 def _response_headers(headers: Any) -> list[tuple[str, str]]:

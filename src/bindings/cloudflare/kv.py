@@ -1,13 +1,9 @@
-"""`bindings.ports.kv.KVNamespace` over a Workers KV binding (`env.KV`).
+"""`KVNamespace` over a Workers KV binding (`env.KV`; kv/api/*, the SDK's `test_kv.py`).
 
-Docs: kv/api/{read,write,delete,list}-key-value-pairs.mdx, kv/platform/limits.mdx; the
-Python calling convention is the SDK bindings test `test_kv.py`. KV enforces its own rules
-(key names and their 512-byte limit, `expirationTtl` >= 60, metadata <= 1024 bytes, values
-<= 25 MiB, 1 write/s per key, list limit <= 1000), so its answers are kept verbatim: a
-`TypeError` about a key name and any `KV <OP> failed: 4xx ...` become `BindingLimitError`
-(the same texts the local adapter raises), anything else `BindingUnavailableError`.
-Options travel as one JS object (`to_js_options`): in raw mode a Python dict would reach KV
-as an opaque proxy and the TTL and metadata would be silently lost.
+KV enforces its own rules, so its answers are kept verbatim: a `TypeError` about a key name
+and any `KV <OP> failed: 4xx ...` become `BindingLimitError` (the texts the local adapter
+raises), anything else `BindingUnavailableError`. Options travel as one JS object: in raw mode
+a Python dict would reach KV as an opaque proxy, silently losing the TTL and metadata.
 """
 
 from __future__ import annotations
@@ -25,29 +21,24 @@ _KV_STATUS = re.compile(r"KV \w+ failed: (\d{3})")
 
 
 class CloudflareKVNamespace:
-    """Implements `KVNamespace` over `env.KV` (wrapped or raw)."""
-
     def __init__(self, binding: Any) -> None:
         self._kv = binding
         self._raw = ffi.is_raw(binding)
 
-    async def get(self, key: str) -> str | None:
+    async def _call(self, operation: str, label: str, *args: Any) -> Any:
         try:
-            value = ffi.to_py(await self._kv.get(key))
+            return ffi.to_py(await getattr(self._kv, operation)(*args))
         except ffi.JsException as exc:
-            raise _kv_error("get", key, exc) from exc
+            raise _kv_error(operation, label, exc) from exc
+
+    async def get(self, key: str) -> str | None:
+        value = await self._call("get", key, key)
         return None if value is None else str(value)
 
     async def get_with_metadata(self, key: str) -> KVValueWithMetadata:
-        try:
-            result = ffi.to_py(await self._kv.getWithMetadata(key))
-        except ffi.JsException as exc:
-            raise _kv_error("getWithMetadata", key, exc) from exc
-        result = result or {}
+        result = await self._call("getWithMetadata", key, key) or {}
         value = result.get("value")
-        return KVValueWithMetadata(
-            value=None if value is None else str(value), metadata=result.get("metadata")
-        )
+        return KVValueWithMetadata(None if value is None else str(value), result.get("metadata"))
 
     async def put(
         self,
@@ -66,50 +57,29 @@ class CloudflareKVNamespace:
             except (TypeError, ValueError) as exc:
                 # KV stores metadata as JSON; JS would drop what it cannot serialise.
                 raise TypeError(f"KV metadata must be JSON-serialisable: {exc}") from None
-        options = {
-            "expirationTtl": expiration_ttl,
-            "expiration": expiration,
-            "metadata": metadata,
-        }
-        try:
-            if any(option is not None for option in options.values()):
-                await self._kv.put(key, value, ffi.to_js_options(self._raw, **options))
-            else:
-                await self._kv.put(key, value)
-        except ffi.JsException as exc:
-            raise _kv_error("put", key, exc) from exc
+        options = {"expirationTtl": expiration_ttl, "expiration": expiration, "metadata": metadata}
+        given = any(option is not None for option in options.values())
+        extra = [ffi.to_js_options(self._raw, **options)] if given else []
+        await self._call("put", key, key, value, *extra)
 
     async def delete(self, key: str) -> None:
-        try:
-            await self._kv.delete(key)
-        except ffi.JsException as exc:
-            raise _kv_error("delete", key, exc) from exc
+        await self._call("delete", key, key)
 
     async def list(
         self, *, prefix: str = "", limit: int = KV_MAX_LIST_LIMIT, cursor: str | None = None
     ) -> KVListResult:
         options = ffi.to_js_options(self._raw, prefix=prefix or None, limit=limit, cursor=cursor)
-        try:
-            page = ffi.to_py(await self._kv.list(options)) or {}
-        except ffi.JsException as exc:
-            raise _kv_error("list", prefix, exc) from exc
+        page = await self._call("list", prefix, options) or {}
         complete = bool(page.get("list_complete", True))
         keys = [
             KVKey(
                 name=str(item["name"]),
-                expiration=_int_or_none(item.get("expiration")),
+                expiration=None if item.get("expiration") is None else int(item["expiration"]),
                 metadata=item.get("metadata"),
             )
             for item in page.get("keys") or []
         ]
-        next_cursor = page.get("cursor") or None
-        return KVListResult(
-            keys=keys, list_complete=complete, cursor=None if complete else next_cursor
-        )
-
-
-def _int_or_none(value: Any) -> int | None:
-    return None if value is None else int(value)
+        return KVListResult(keys, complete, None if complete else page.get("cursor") or None)
 
 
 def _kv_error(operation: str, key: str, exc: BaseException) -> BindingError:

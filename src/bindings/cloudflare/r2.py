@@ -1,28 +1,17 @@
-"""`bindings.ports.object_store.ObjectStore` over an R2 bucket binding (`env.COLD`).
+"""`ObjectStore` over an R2 bucket binding (`env.COLD`; r2/api/workers/workers-api-reference.mdx).
 
-Docs: r2/api/workers/workers-api-reference.mdx (methods, `R2Object`, `R2ObjectBody`,
-`R2ListOptions`, `R2Objects`), r2/platform/limits.mdx (keys ≤ 1024 bytes, metadata ≤ 8192
-bytes). The calls:
-
-* `put(key, value, {customMetadata})` with the bytes as a `Uint8Array` (raw mode converts
-  them with `to_js`; a bare `bytes` argument would reach JS as an opaque PyProxy) → an
-  `R2Object`;
-* `get(key)` → an `R2ObjectBody` or null; the bytes come from `arrayBuffer()` (a memoryview
-  in wrapped mode, a JsProxy ArrayBuffer in raw mode);
-* `list({prefix, cursor, limit, include: ["customMetadata"]})` → `{objects, truncated,
-  cursor}` (the include is needed from compat date 2022-08-04 for `customMetadata` to be
-  filled in);
-* `delete(key | keys)`, in chunks of `OBJECT_STORE_MAX_DELETE_KEYS`.
-
-`R2Object` is a class instance, not a plain object: conversions leave it a JsProxy (raw) or
-an SDK wrapper (wrapped), so its fields are read as attributes, and `uploaded` (a JS Date)
-arrives as a Date proxy (raw) or a `datetime` (wrapped). JS errors become
-`BindingUnavailableError` (the call may be retried); limit violations are caught before the
-call as `BindingLimitError`, like the local adapter.
+Bytes go as a `Uint8Array` (raw mode: a bare `bytes` would reach JS as an opaque PyProxy) and
+come back from `arrayBuffer()` (a memoryview wrapped, an ArrayBuffer proxy raw). `list` sends
+`include: ["customMetadata"]`, without which R2 leaves it empty (compat date >= 2022-08-04).
+`R2Object` is a class instance, so conversions leave it a proxy or SDK wrapper: its fields are
+read as attributes, and `uploaded` (a JS Date) arrives as a Date proxy (raw) or a `datetime`
+(wrapped). Limits are checked before the call (`BindingLimitError`, like the local adapter);
+JS errors become `BindingUnavailableError` (the call may be retried).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -41,8 +30,6 @@ from bindings.ports.object_store import (
 
 
 class CloudflareObjectStore:
-    """Implements `ObjectStore` over an R2 bucket binding (wrapped or raw)."""
-
     def __init__(self, binding: Any) -> None:
         self._bucket = binding
         self._raw = ffi.is_raw(binding)
@@ -55,37 +42,23 @@ class CloudflareObjectStore:
             raise TypeError("object data must be bytes")
         metadata = check_custom_metadata(custom_metadata)
         value = ffi.to_js_arg(bytes(data), self._raw)
+        options = [ffi.to_js_options(self._raw, customMetadata=metadata)] if metadata else []
         try:
-            if metadata:
-                options = ffi.to_js_options(self._raw, customMetadata=metadata)
-                result = await self._bucket.put(key, value, options)
-            else:
-                result = await self._bucket.put(key, value)
+            result = await self._bucket.put(key, value, *options)
         except ffi.JsException as exc:
             raise _r2_error("put", key, exc) from exc
-        if _is_null(result):
-            # Only a failed `onlyIf` precondition answers null, and we never send one.
-            raise BindingUnavailableError(f"R2 put {key[:100]!r} stored nothing")
         return _info(result, key)
 
     async def get(self, key: str) -> ObjectBody | None:
         check_key(key)
         try:
             result = await self._bucket.get(key)
-            if _is_null(result):
+            if result is None or result is ffi.jsnull:
                 return None
             data = _to_bytes(await result.arrayBuffer())
         except ffi.JsException as exc:
             raise _r2_error("get", key, exc) from exc
-        info = _info(result, key)
-        return ObjectBody(
-            key=info.key,
-            size=info.size,
-            etag=info.etag,
-            uploaded_ms=info.uploaded_ms,
-            custom_metadata=info.custom_metadata,
-            data=data,
-        )
+        return ObjectBody(**dataclasses.asdict(_info(result, key)), data=data)
 
     async def list(
         self,
@@ -112,11 +85,7 @@ class CloudflareObjectStore:
         objects = [_info(item, None) for item in _field(result, "objects") or []]
         truncated = bool(_field(result, "truncated"))
         next_cursor = _field(result, "cursor") if truncated else None
-        return ObjectList(
-            objects=objects,
-            truncated=truncated,
-            cursor=str(next_cursor) if next_cursor else None,
-        )
+        return ObjectList(objects, truncated, str(next_cursor) if next_cursor else None)
 
     async def delete(self, keys: str | Sequence[str]) -> None:
         names = [keys] if isinstance(keys, str) else list(keys)
@@ -131,47 +100,27 @@ class CloudflareObjectStore:
                 raise _r2_error("delete", chunk[0], exc) from exc
 
 
-def _is_null(value: Any) -> bool:
-    return value is None or value is ffi.jsnull
-
-
 def _field(obj: Any, name: str) -> Any:
     """`obj.name` for a JS object in either mode (a converted dict or an attribute holder)."""
     if obj is None or obj is ffi.jsnull:
         return None
-    if isinstance(obj, Mapping):
-        value = obj.get(name)
-    else:
-        try:
-            value = getattr(obj, name)
-        except AttributeError:
-            return None
+    value = obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
     return None if value is ffi.jsnull else value
 
 
 def _to_bytes(value: Any) -> bytes:
     if isinstance(value, bytes | bytearray | memoryview):
         return bytes(value)
-    to_bytes = getattr(value, "to_bytes", None)  # a raw ArrayBuffer proxy
-    if callable(to_bytes):
-        return bytes(to_bytes())
-    converted = ffi.to_py(value)
-    if isinstance(converted, bytes | bytearray | memoryview):
-        return bytes(converted)
-    raise BindingUnavailableError(f"R2 returned a body of unexpected type {type(value)!r}")
+    return bytes(value.to_bytes())  # a raw ArrayBuffer proxy
 
 
 def _millis(value: Any) -> int | None:
-    if value is None or value is ffi.jsnull:
-        return None
     if isinstance(value, datetime.datetime):
         return int(value.timestamp() * 1000)
     if isinstance(value, int | float) and not isinstance(value, bool):
         return int(value)
     get_time = getattr(value, "getTime", None)  # a raw JS Date
-    if callable(get_time):
-        return int(get_time())
-    return None
+    return int(get_time()) if callable(get_time) else None
 
 
 def _info(obj: Any, key: str | None) -> ObjectInfo:

@@ -1,6 +1,5 @@
 """`RateLimiter` over Cloudflare's Rate Limiting binding: `await env.X.limit({key})` →
-`{success}`. The options object is built with `to_js_options` (a Python dict must become a
-JS object, in raw and SDK-wrapped mode alike); the outcome is read through `ffi.to_py`."""
+`{success}`."""
 
 from __future__ import annotations
 

@@ -1,13 +1,7 @@
-"""`Signatures` on Cloudflare: HMAC-SHA256 and RS256 by the platform's WebCrypto
-(`crypto.subtle`).
-
-workerd implements the Web Crypto API. Keys are imported per call as non-extractable keys
-with only the usage the call needs: HMAC keys as `raw` (SHA-256), RSA public keys as `jwk`
-(RSASSA-PKCS1-v1_5, SHA-256: what JWS calls RS256). `verify` is WebCrypto's own (a
-constant-time comparison for HMAC). Bytes cross as `Uint8Array` (`to_js`), signatures come
-back as an `ArrayBuffer` (`to_bytes`). A key WebCrypto refuses to import (`DataError`)
-verifies nothing: the call answers False, as the port says. `js` is imported when called,
-so this module loads where the runtime has no `crypto` global (the CPython fakes).
+"""`Signatures` by WebCrypto (`crypto.subtle`): keys imported per call, non-extractable, with
+only the usage needed (HMAC as `raw` SHA-256, RSA public keys as `jwk` RSASSA-PKCS1-v1_5
+SHA-256); `verify` is WebCrypto's (constant time for HMAC). A key WebCrypto refuses verifies
+nothing (False). `js` is imported when called, so this loads under the CPython fakes.
 """
 
 from __future__ import annotations
@@ -18,49 +12,46 @@ from pyodide.ffi import JsException, to_js
 
 from bindings.ports.signatures import RsaPublicJwk
 
+
+def _js() -> Any:
+    import js  # when called: the module loads where the runtime has no `crypto` global
+
+    return js
+
+
+def _subtle() -> Any:
+    return _js().crypto.subtle
+
+
 _HMAC = {"name": "HMAC", "hash": "SHA-256"}
 _RSASSA = {"name": "RSASSA-PKCS1-v1_5", "hash": "SHA-256"}
 
 
 def _object(value: dict[str, Any]) -> Any:
-    import js
-
-    return to_js(value, dict_converter=js.Object.fromEntries)
+    return to_js(value, dict_converter=_js().Object.fromEntries)
 
 
 async def _hmac_key(key: bytes, usage: str) -> Any:
-    import js
-
-    return await js.crypto.subtle.importKey(
-        "raw", to_js(key), _object(_HMAC), False, to_js([usage])
-    )
+    return await _subtle().importKey("raw", to_js(key), _object(_HMAC), False, to_js([usage]))
 
 
 class WebCryptoSignatures:
-    """HMAC-SHA256 and RS256 through `crypto.subtle` (see the module docstring)."""
-
     async def hmac_sign(self, key: bytes, data: bytes) -> bytes:
-        import js
-
         handle = await _hmac_key(key, "sign")
-        signature = await js.crypto.subtle.sign("HMAC", handle, to_js(data))
+        signature = await _subtle().sign("HMAC", handle, to_js(data))
         return bytes(signature.to_bytes())
 
     async def hmac_verify(self, key: bytes, data: bytes, mac: bytes) -> bool:
-        import js
-
         handle = await _hmac_key(key, "verify")
-        return bool(await js.crypto.subtle.verify("HMAC", handle, to_js(mac), to_js(data)))
+        return bool(await _subtle().verify("HMAC", handle, to_js(mac), to_js(data)))
 
     async def rs256_verify(self, key: RsaPublicJwk, data: bytes, signature: bytes) -> bool:
-        import js
-
         jwk = _object({"kty": "RSA", "n": key.n, "e": key.e, "alg": "RS256", "ext": True})
         try:
-            handle = await js.crypto.subtle.importKey(
+            handle = await _subtle().importKey(
                 "jwk", jwk, _object(_RSASSA), False, to_js(["verify"])
             )
-            verified = await js.crypto.subtle.verify(
+            verified = await _subtle().verify(
                 _RSASSA["name"], handle, to_js(signature), to_js(data)
             )
         except JsException:

@@ -1,12 +1,9 @@
-"""`bindings.ports.vectorize.VectorIndex` over a Vectorize (v2) binding (`env.VECTORIZE`).
+"""`VectorIndex` over a Vectorize (v2) binding (`env.VECTORIZE`; vectorize/reference/*).
 
-Docs: vectorize/reference/{client-api,metadata-filtering}.mdx, vectorize/platform/
-limits.mdx. Mutations return `{mutationId}` and become visible asynchronously (seconds);
-queries return `{count, matches}`. Vectors are sent as plain lists of floats (numpy arrays
-would reach JS as opaque Python objects). The documented limits are checked here so a bad
-call fails as `BindingLimitError`, like the local index; other JS errors become
-`BindingLimitError` when Vectorize blames the input (a 4xxxx error code) and
-`BindingUnavailableError` otherwise.
+Mutations return `{mutationId}` and become visible seconds later. Vectors are sent as plain
+float lists (numpy arrays would reach JS as opaque objects). The documented limits are checked
+here (`BindingLimitError`, like the local index); a JS error is a `BindingLimitError` when
+Vectorize blames the input (a 4xxxx code), else `BindingUnavailableError`.
 """
 
 from __future__ import annotations
@@ -38,8 +35,6 @@ _ERROR_CODE = re.compile(r"\(code = (\d+)\)")
 
 
 class CloudflareVectorIndex:
-    """Implements `VectorIndex` over `env.VECTORIZE` (wrapped or raw)."""
-
     def __init__(self, binding: Any) -> None:
         self._index = binding
         self._raw = ffi.is_raw(binding)
@@ -69,8 +64,7 @@ class CloudflareVectorIndex:
             raise BindingLimitError(
                 f"Vectorize topK must be 1..{limit} with these return options, got {top_k}"
             )
-        if namespace is not None:
-            _check_namespace(namespace)
+        _check_namespace(namespace)
         if filter:
             size = len(json.dumps(filter, separators=(",", ":")).encode())
             if size >= VECTORIZE_MAX_FILTER_BYTES:
@@ -141,8 +135,8 @@ def _check_id(vector_id: str) -> None:
         )
 
 
-def _check_namespace(namespace: str) -> None:
-    if len(namespace.encode()) > VECTORIZE_MAX_NAMESPACE_BYTES:
+def _check_namespace(namespace: str | None) -> None:
+    if namespace is not None and len(namespace.encode()) > VECTORIZE_MAX_NAMESPACE_BYTES:
         raise BindingLimitError(
             f"Vectorize namespaces are at most {VECTORIZE_MAX_NAMESPACE_BYTES} bytes"
         )
@@ -150,9 +144,9 @@ def _check_namespace(namespace: str) -> None:
 
 def _vector_payload(record: VectorRecord) -> dict[str, Any]:
     _check_id(record.id)
+    _check_namespace(record.namespace)
     payload: dict[str, Any] = {"id": record.id, "values": [float(v) for v in record.values]}
     if record.namespace is not None:
-        _check_namespace(record.namespace)
         payload["namespace"] = record.namespace
     if record.metadata:
         payload["metadata"] = record.metadata

@@ -9,4 +9,3 @@ from typing import Any, Protocol
 class BackgroundTasks(Protocol):
     def wait_until(self, work: Coroutine[Any, Any, Any]) -> None:
         """Keep the invocation alive until `work` completes; never blocks the caller."""
-        ...

@@ -1,22 +1,9 @@
-"""Cipher port: AES-256-GCM for personal data at rest (docs/personal-data.md).
-
-One small surface so the memory core never holds crypto code of its own: on Cloudflare the
-platform's WebCrypto does the work (`bindings.cloudflare.cipher`, `crypto.subtle`), locally
-the `cryptography` package (`local_runtime.adapters.cipher`). Both are async because
-WebCrypto is, and each reads the other's output (tests/pyodide/py/test_cipher.py).
-
-* `new_key()` — 32 random bytes (an AES-256 key: a subject's data key);
-* `encrypt(key, plaintext, aad)` — a fresh random 96-bit nonce (chosen by the adapter, never
-  by the caller) and the ciphertext with its 128-bit tag appended, as WebCrypto returns it;
-* `decrypt(key, nonce, ciphertext, aad)` — the plaintext, or `CipherError` when the key,
-  nonce, AAD or any byte of the ciphertext is wrong.
-
-Wrapping a data key under a key-encryption key is the same AES-GCM operation with its own
-AAD (`agent_memory.governance.data_keys`), so the port needs nothing else.
-
-`KeyEncryptionKeys` is the parsed `MEMORY_PII_KEKS` secret: `kid:base64key` entries,
-comma-separated; the first entry wraps new data keys, every entry unwraps. Stdlib only, so
-it loads in bare Pyodide.
+"""Cipher port: AES-256-GCM for personal data at rest (docs/personal-data.md). WebCrypto on
+Cloudflare (`bindings.cloudflare.cipher`), `cryptography` locally; async because WebCrypto is;
+each reads the other's output (tests/pyodide/py/test_cipher.py). The adapter, never the
+caller, picks a fresh random 96-bit nonce; the 128-bit tag is appended to the ciphertext, as
+WebCrypto returns it. Wrapping a data key under a key-encryption key is the same operation
+with its own AAD (`agent_memory.governance.data_keys`).
 """
 
 from __future__ import annotations
@@ -41,20 +28,18 @@ class CipherError(Exception):
 class Cipher(Protocol):
     async def new_key(self) -> bytes:
         """A new random AES-256 key (32 bytes)."""
-        ...
 
     async def encrypt(self, key: bytes, plaintext: bytes, aad: bytes) -> tuple[bytes, bytes]:
         """(nonce, ciphertext || tag) of `plaintext` under `key`, authenticating `aad`."""
-        ...
 
     async def decrypt(self, key: bytes, nonce: bytes, ciphertext: bytes, aad: bytes) -> bytes:
         """The plaintext; raises `CipherError` if anything does not authenticate."""
-        ...
 
 
 @dataclass(frozen=True, slots=True)
 class KeyEncryptionKeys:
-    """The configured key-encryption keys, newest first: `(kid, 32-byte key)` pairs."""
+    """The parsed `MEMORY_PII_KEKS` secret, newest first: `(kid, 32-byte key)` pairs; the newest
+    wraps new data keys, every one unwraps."""
 
     keys: tuple[tuple[str, bytes], ...]
 
@@ -63,10 +48,7 @@ class KeyEncryptionKeys:
         return self.keys[0]
 
     def get(self, kid: str) -> bytes | None:
-        for name, key in self.keys:
-            if name == kid:
-                return key
-        return None
+        return dict(self.keys).get(kid)
 
 
 def parse_key_encryption_keys(raw: str) -> KeyEncryptionKeys | None:

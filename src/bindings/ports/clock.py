@@ -9,7 +9,6 @@ from typing import Protocol
 class Clock(Protocol):
     def now(self) -> float:
         """Seconds since the epoch (UTC)."""
-        ...
 
 
 class SystemClock:

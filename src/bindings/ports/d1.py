@@ -1,8 +1,9 @@
-"""D1 port (async SQL database; docs: d1/worker-api/*, d1/platform/limits.mdx).
+"""D1 port (docs: d1/worker-api/*, d1/platform/limits.mdx). `prepare(sql).bind(*params)` is
+synchronous, execution async; `batch` is one transaction (all or nothing); at most 100 bound
+parameters per statement; booleans are stored as 1/0, None binds NULL.
 
-`prepare(sql).bind(*params)` is synchronous; execution is async. `batch` runs its
-statements in one transaction: all of them or none. At most 100 bound parameters per
-statement. Booleans are stored as 1/0; None binds NULL.
+Value types are slotted stdlib dataclasses (cheap per call, and pydantic-core has no wheel in
+bare Pyodide, where tests/pyodide runs the adapters).
 """
 
 from __future__ import annotations
@@ -12,10 +13,6 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from bindings.ports.sql import Row, SqlValue
-
-# Value types are frozen stdlib dataclasses with slots, not pydantic models: the Cloudflare
-# adapters build one per D1 call on the edge (cheaper per row), and they must load in bare
-# Pyodide, where pydantic-core has no wheel (tests/pyodide runs them there).
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,21 +35,16 @@ class D1Error(Exception):
 
 
 class D1Statement(Protocol):
-    def bind(self, *params: SqlValue | bool) -> D1Statement:
-        """Return a statement with these positional parameters bound."""
-        ...
+    def bind(self, *params: SqlValue | bool) -> D1Statement: ...
 
     async def all(self) -> D1Result: ...
 
     async def run(self) -> D1Result: ...
 
-    async def first(self) -> Row | None:
-        """The first row, or None."""
-        ...
+    async def first(self) -> Row | None: ...
 
     async def first_value(self, column: str) -> Any:
         """`first(column)`: the value of one column of the first row, or None."""
-        ...
 
 
 class D1Database(Protocol):
@@ -60,4 +52,3 @@ class D1Database(Protocol):
 
     async def batch(self, statements: Sequence[D1Statement]) -> list[D1Result]:
         """Run statements in one transaction; on any failure none of them take effect."""
-        ...

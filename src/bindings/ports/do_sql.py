@@ -1,9 +1,7 @@
-"""Durable Object SQL storage port (`ctx.storage.sql`, synchronous).
-
-Semantics follow workerd's SqlStorage: `exec` is synchronous and returns a cursor;
-`BEGIN`/`COMMIT`/`SAVEPOINT` statements are rejected (use `transaction_sync`); tables
-prefixed `_cf_` are reserved. Integers come back as floats in workerd (int64 → double):
-callers must not depend on the Python type of an integer column.
+"""Durable Object SQL storage port (`ctx.storage.sql`, synchronous), with workerd's
+semantics: `exec` returns a cursor; `BEGIN`/`COMMIT`/`SAVEPOINT` are refused (use
+`transaction_sync`); `_cf_` tables are reserved; integers may come back as floats (int64 →
+double), so callers must not depend on the Python type of an integer column.
 """
 
 from __future__ import annotations
@@ -21,7 +19,6 @@ class SqlCursor(Protocol):
 
     def one(self) -> Row:
         """Exactly one row; raises if there are zero or several."""
-        ...
 
     def __iter__(self) -> Iterator[Row]: ...
 
@@ -41,4 +38,3 @@ class DurableObjectStorage(Protocol):
 
     def transaction_sync(self, fn: Callable[[], T]) -> T:
         """Run `fn` atomically: if it raises, every write it made is rolled back."""
-        ...

@@ -1,5 +1,4 @@
-"""Embedder port. Every embedder carries its config; a vector is only comparable with
-vectors of the same config (provider, model, dimensions)."""
+"""Embedder port. A vector is only comparable with vectors of the same `EmbeddingConfig`."""
 
 from __future__ import annotations
 
@@ -7,17 +6,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-if TYPE_CHECKING:
-    # Only for annotations: the port must import without numpy, which bare Pyodide lacks
-    # (the Workers AI adapter is tested there, tests/pyodide).
+if TYPE_CHECKING:  # numpy only for annotations: bare Pyodide (tests/pyodide) lacks it
     import numpy as np
     import numpy.typing as npt
 
 
 @dataclass(frozen=True, slots=True)
 class EmbeddingConfig:
-    """Which vectors an embedder produces; equal configs give comparable vectors."""
-
     provider: str
     model: str
     dimensions: int
@@ -54,4 +49,3 @@ class Embedder(Protocol):
 
     async def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         """Return an array of shape (len(texts), dimensions), rows L2-normalised."""
-        ...

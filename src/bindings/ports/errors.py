@@ -1,8 +1,5 @@
-"""Errors raised by adapters when a documented Cloudflare limit or rule is broken.
-
-Adapters raise these rather than silently differing from Cloudflare; the edge maps them to
-JSON errors with stable codes.
-"""
+"""Errors adapters raise when a documented Cloudflare limit or rule is broken (rather than
+silently differing from Cloudflare); the edge maps them to JSON errors with stable codes."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
-"""Workers KV port.
-
-Semantics follow Cloudflare KV (docs: kv/api/*, kv/platform/limits.mdx): keys ≤ 512 bytes,
+"""Workers KV port, with Cloudflare's limits (kv/platform/limits.mdx): keys ≤ 512 bytes,
 `expiration_ttl` ≥ 60 s, metadata ≤ 1024 bytes of JSON, `list` ≤ 1000 keys per page with an
-opaque cursor, results in lexicographic key order.
+opaque cursor, in key order. Values are text (callers encode JSON). Value types are stdlib
+dataclasses: they must load in bare Pyodide (tests/pyodide).
 """
 
 from __future__ import annotations
@@ -17,14 +16,8 @@ KV_MAX_LIST_LIMIT = 1000
 KV_MAX_VALUE_BYTES = 25 * 1024 * 1024
 
 
-# Frozen stdlib dataclasses, not pydantic: they must load in bare Pyodide (no pydantic-core
-# wheel there; tests/pyodide runs the Cloudflare adapters in it).
-
-
 @dataclass(frozen=True, slots=True)
 class KVKey:
-    """One entry of a `list` page."""
-
     name: str
     expiration: int | None = None
     metadata: dict[str, Any] | None = None
@@ -48,15 +41,10 @@ class KVValueWithMetadata:
 
 
 class KVNamespace(Protocol):
-    """A KV namespace. Values are text (JSON is encoded by the caller)."""
-
     async def get(self, key: str) -> str | None:
-        """Return the value, or None when the key is missing or expired."""
-        ...
+        """The value, or None when the key is missing or expired."""
 
-    async def get_with_metadata(self, key: str) -> KVValueWithMetadata:
-        """Return value and metadata; both None when the key is missing."""
-        ...
+    async def get_with_metadata(self, key: str) -> KVValueWithMetadata: ...
 
     async def put(
         self,
@@ -68,14 +56,9 @@ class KVNamespace(Protocol):
         metadata: dict[str, Any] | None = None,
     ) -> None:
         """Write a value. Raises `BindingLimitError` on a limit Cloudflare enforces."""
-        ...
 
-    async def delete(self, key: str) -> None:
-        """Delete a key; deleting a missing key is not an error."""
-        ...
+    async def delete(self, key: str) -> None: ...
 
     async def list(
         self, *, prefix: str = "", limit: int = KV_MAX_LIST_LIMIT, cursor: str | None = None
-    ) -> KVListResult:
-        """List keys in key order, starting after `cursor`."""
-        ...
+    ) -> KVListResult: ...

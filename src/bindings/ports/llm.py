@@ -1,8 +1,6 @@
-"""LLM port: chat completions with tool calls (OpenAI-compatible shape).
-
-Plain dataclasses, not pydantic models: nothing here validates untrusted input (the adapters
-parse provider replies field by field), and the Workers AI adapter (`bindings.cloudflare.ai`)
-must load where pydantic-core cannot (tests/pyodide runs it in bare Pyodide).
+"""LLM port: chat completions with tool calls (OpenAI-compatible shape). Dataclasses, not
+pydantic: the adapters parse replies field by field, and the Workers AI adapter must load in
+bare Pyodide, which has no pydantic-core (tests/pyodide).
 """
 
 from __future__ import annotations

@@ -1,21 +1,9 @@
-"""Signatures port: the MACs and signatures the Worker's tokens are checked with.
-
-One small surface so no module of ours holds crypto code: on Cloudflare the platform's
-WebCrypto does the work (`bindings.cloudflare.signatures`, `crypto.subtle`), locally the
-`cryptography` package (`local_runtime.adapters.signatures`). Both are async because
-WebCrypto is, and each checks the other's output (tests/pyodide/py/test_signatures.py).
-
-* `hmac_sign(key, data)` / `hmac_verify(key, data, mac)` — HMAC-SHA256 (RFC 2104), for the
-  agent memory tokens (HS256), with a constant-time comparison;
-* `rs256_verify(key, data, signature)` — RSASSA-PKCS1-v1_5 with SHA-256 (RFC 8017 §8.2.2)
-  under an RSA public key given as a JWK (RFC 7517), for Cloudflare Access tokens (RS256).
-
-A verifier answers False for anything that does not verify — wrong key, altered data, a
-signature of the wrong length, a key the backend cannot use — and never raises for it.
-
-`RsaPublicJwk` is the value type: the key's `n` and `e` exactly as a JWKS publishes them
-(base64url, no padding), checked for that alphabet on construction. Stdlib only, so it
-loads in bare Pyodide.
+"""Signatures port: HMAC-SHA256 (RFC 2104, the memory tokens' HS256, compared in constant
+time) and RS256 verification (RSASSA-PKCS1-v1_5 SHA-256, RFC 8017 §8.2.2, under an RSA JWK:
+Cloudflare Access tokens). WebCrypto on Cloudflare (`bindings.cloudflare.signatures`),
+`cryptography` locally; async because WebCrypto is; each checks the other's output
+(tests/pyodide/py/test_signatures.py). A verifier answers False for anything that does not
+verify (wrong key, altered data, bad length, unusable key) and never raises for it.
 """
 
 from __future__ import annotations
@@ -42,7 +30,8 @@ def base64url_bytes(value: str) -> bytes:
 
 @dataclass(frozen=True, slots=True)
 class RsaPublicJwk:
-    """An RSA public key as a JWK: modulus `n` and exponent `e`, base64url big-endian."""
+    """An RSA public key as a JWK: `n` and `e` as a JWKS publishes them (base64url, no padding,
+    big-endian), checked for that alphabet on construction."""
 
     n: str
     e: str
@@ -64,13 +53,9 @@ class RsaPublicJwk:
 class Signatures(Protocol):
     async def hmac_sign(self, key: bytes, data: bytes) -> bytes:
         """HMAC-SHA256 of `data` under `key` (32 bytes)."""
-        ...
 
     async def hmac_verify(self, key: bytes, data: bytes, mac: bytes) -> bool:
         """True when `mac` is the HMAC-SHA256 of `data` under `key` (constant time)."""
-        ...
 
     async def rs256_verify(self, key: RsaPublicJwk, data: bytes, signature: bytes) -> bool:
-        """True when `signature` is an RSASSA-PKCS1-v1_5 SHA-256 signature of `data` by the
-        private half of `key`."""
-        ...
+        """True when `signature` is an RS256 signature of `data` by the private half of `key`."""

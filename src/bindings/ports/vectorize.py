@@ -1,10 +1,7 @@
 """Vectorize port (docs: vectorize/reference/client-api.mdx, metadata-filtering.mdx, limits).
-
-Limits: ids ≤ 64 bytes, namespace ≤ 64 bytes, metadata ≤ 10 KiB, `top_k` ≤ 100 (≤ 20 with
-values or all metadata), dimensions must equal the index, ≤ 1000 vectors per write, filter
-JSON < 2048 bytes. Scores are cosine similarity. `upsert` replaces whole vectors. The
-constants and value types describe the binding (the local index models all of it); the
-Protocol is the part callers use.
+Scores are cosine similarity; `upsert` replaces whole vectors. The limits below describe the
+binding (the local index models all of them); value types are stdlib dataclasses, so they
+load in bare Pyodide (tests/pyodide).
 """
 
 from __future__ import annotations
@@ -25,10 +22,6 @@ VECTORIZE_MAX_DIMENSIONS = 1536
 ReturnMetadata = Literal["none", "indexed", "all"]
 # {"field": value} (implicit $eq) or {"field": {"$in": [...], "$gte": 3, ...}}
 MetadataFilter = dict[str, Any]
-
-
-# Value types are frozen stdlib dataclasses with slots (not pydantic): they must load in bare
-# Pyodide, where the Cloudflare adapters are tested (tests/pyodide).
 
 
 @dataclass(frozen=True, slots=True)
