@@ -244,7 +244,7 @@ def fts5_floor(contents: Sequence[str], queries: Sequence[str]) -> list[float]:
     texts in an in-memory SQLite table — no tenant, no join, no fusion: the keyword floor."""
     import sqlite3
 
-    from agent_memory.retrieval.terms import fts5_match_expression
+    from agent_memory.retrieval import fts5_match_expression
 
     con = sqlite3.connect(":memory:")
     con.execute("CREATE VIRTUAL TABLE t USING fts5(content, tokenize = 'porter unicode61')")

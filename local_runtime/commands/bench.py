@@ -200,7 +200,7 @@ async def run_recall_bench(
     progress: Callable[[str], None] = lambda line: None,
 ) -> dict[str, Any]:
     """Run the system and both baselines; returns per-query rows and timings."""
-    from agent_memory.retrieval.scoring import RetrievalConfig
+    from agent_memory.retrieval import RetrievalConfig
     from agent_memory.tiers.semantic.memory import SemanticMemory
     from agent_memory.tiers.semantic.models import FactInput
     from local_runtime.runtime import LocalRuntime

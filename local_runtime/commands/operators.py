@@ -29,7 +29,7 @@ DEFAULT_DATABASE = "agent-memory"
 
 
 def _tenants(args: argparse.Namespace) -> list[str]:
-    from agent_memory.scope import is_tenant
+    from agent_memory.namespace import is_tenant
     from authorization.operator_grants import PLATFORM
 
     tenants = [PLATFORM] if args.platform_admin else list(args.tenant or [])

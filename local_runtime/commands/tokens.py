@@ -28,7 +28,7 @@ def _names(raw: str, allowed: tuple[str, ...], what: str) -> list[str]:
 
 
 def cmd_issue(args: argparse.Namespace) -> int:
-    from agent_memory.scope import is_instance, is_tenant
+    from agent_memory.namespace import is_instance, is_tenant
     from local_runtime.memory_tokens_dev import dev_token_keys, issue_token
     from local_runtime.state import StateDir
 

@@ -1,8 +1,12 @@
-"""Identifiers and content hashes.
+"""Identifiers, content hashes, and how many ids fit in one D1 statement.
 
 ULIDs: 26 Crockford base32 characters, 48-bit millisecond timestamp then 80 random bits, so
 ids sort by creation time (useful for cursors) and are unique without coordination. They
 are generated per call, never at import time (Workers snapshots forbid entropy in globals).
+
+D1 allows at most 100 bound parameters per statement (`IDS_PER_STATEMENT` ids leave room for
+the tenant and a few others) and a batch is one transaction (`STATEMENTS_PER_BATCH`): work on
+many ids is sliced to fit, the same for every tier and job.
 """
 
 from __future__ import annotations
@@ -11,8 +15,14 @@ import hashlib
 import os
 import re
 import unicodedata
+from collections.abc import Iterator, Sequence
+from typing import TypeVar
+
+from bindings.ports.d1 import D1Database
+from bindings.ports.sql import SqlValue
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
 ULID_PATTERN = re.compile(r"^[0-9A-HJKMNP-TV-Z]{26}$")
 
 
@@ -51,3 +61,71 @@ def sha256_hex(data: str | bytes) -> str:
     """SHA-256 (hex) of exact bytes (no normalisation), e.g. for `memory_written` events."""
     raw = data.encode("utf-8") if isinstance(data, str) else data
     return hashlib.sha256(raw).hexdigest()
+
+
+T = TypeVar("T")
+
+
+IDS_PER_STATEMENT = 90  # + the tenant id and a few others stays under D1's 100
+
+STATEMENTS_PER_BATCH = 50
+
+
+def chunks(items: Sequence[T], size: int = IDS_PER_STATEMENT) -> Iterator[Sequence[T]]:
+    """`items` in consecutive slices of at most `size` (≥ 1)."""
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def distinct_tenants_sql(table: str, condition: str = "") -> str:
+    """Every tenant id of `table` (where `condition` holds), sorted: a recursive CTE seeks the
+    tenant-first index once per distinct tenant, so the cost grows with tenants, not rows.
+    `table` and `condition` are SQL text from the caller's code, never from input."""
+    where = f" WHERE {condition}" if condition else ""
+    further = f"{condition} AND " if condition else ""
+    return (
+        "WITH RECURSIVE t(tenant_id) AS ("
+        f"SELECT (SELECT MIN(tenant_id) FROM {table}{where}) "
+        f"UNION ALL SELECT (SELECT MIN(tenant_id) FROM {table} "
+        f"WHERE {further}tenant_id > t.tenant_id) FROM t WHERE t.tenant_id IS NOT NULL) "
+        "SELECT tenant_id FROM t WHERE tenant_id IS NOT NULL"
+    )
+
+
+async def delete_ids(
+    db: D1Database, sql: str, tenant: str, ids: Sequence[str], extra: Sequence[SqlValue] = ()
+) -> int:
+    """Run `sql` (with `{marks}` for a slice of ids; parameters: tenant, `extra`, the ids)
+    over `ids` in batches; the rows it deleted (`meta.changes`)."""
+    statements = [
+        db.prepare(sql.format(marks=", ".join("?" for _ in chunk))).bind(tenant, *extra, *chunk)
+        for chunk in chunks(list(ids))
+    ]
+    total = 0
+    for start in range(0, len(statements), STATEMENTS_PER_BATCH):
+        results = await db.batch(statements[start : start + STATEMENTS_PER_BATCH])
+        total += sum(r.meta.changes for r in results)
+    return total
+
+
+async def count_then_delete(
+    db: D1Database, table: str, column: str, tenant: str, ids: Sequence[str]
+) -> int:
+    """Delete the tenant's rows of `table` whose `column` is among `ids`; how many there
+    were (counted first: `meta.changes` may include trigger writes). `table` and `column`
+    are SQL text from the owning store's code, never from input."""
+    total = 0
+    for chunk in chunks(list(ids)):
+        marks = ", ".join("?" for _ in chunk)
+        value = await (
+            db.prepare(
+                f"SELECT COUNT(*) AS n FROM {table} WHERE tenant_id = ? AND {column} IN ({marks})"
+            )
+            .bind(tenant, *chunk)
+            .first_value("n")
+        )
+        total += int(value or 0)
+    await delete_ids(
+        db, f"DELETE FROM {table} WHERE tenant_id = ? AND {column} IN ({{marks}})", tenant, ids
+    )
+    return total

@@ -45,7 +45,8 @@ from agent_memory.lifecycle.reconciler import (
     RulesAdjudicator,
 )
 from agent_memory.lifecycle.retention import TenantLifecycle, get_lifecycle
-from agent_memory.retrieval.scoring import (
+from agent_memory.namespace import TENANT_RE, AgentScope
+from agent_memory.retrieval import (
     RankedItem,
     RankItem,
     RetrievalConfig,
@@ -54,7 +55,6 @@ from agent_memory.retrieval.scoring import (
     breakdown,
     rank,
 )
-from agent_memory.scope import TENANT_RE, AgentScope
 from agent_memory.tiers.episodic import Episode, EpisodicStore
 from agent_memory.tiers.procedural import WorkflowPacks
 from agent_memory.tiers.semantic.memory import SemanticMemory

@@ -1,4 +1,10 @@
-"""The namespace contract of the hot/warm/cold ADR: how a memory item is named in every tier.
+"""How agent memory is named: who it belongs to (tenant, agent type, agent instance) and, by the
+hot/warm/cold ADR's namespace contract, how a memory item is named in every tier.
+
+Tenant, agent type and instance names are validated once, here, before they reach a storage
+key, a Durable Object name or a SQL parameter. They are single segments (no `:`), because `:`
+separates the segments of KV keys and of Durable Object names (`{tenant}:{agent_type}:{instance}`);
+a name with a `:` could alias another's memory.
 
     namespace key   <service>:<tenantId>:<sessionId>
     item key        <namespaceKey>:<memoryKind>:<entityId>
@@ -7,7 +13,7 @@ e.g. `agent-memory:acme:agent-7:episode:01J9Z...` or `agent-memory:acme:agent-7:
 
 * The delimiter is `:` only; every segment is one or more of `[A-Za-z0-9._@+-]`, so none is
   empty or a wildcard; the entity id may be several segments (`plan:step-2`). `tenantId`
-  follows `agent_memory.scope`'s tenant rule, `sessionId` is the agent instance, `memoryKind`
+  follows the tenant rule above, `sessionId` is the agent instance, `memoryKind`
   a kind of the placement table.
 * A key that breaks a rule raises `InvalidNamespaceKey` (`invalid_namespace_key`) before any
   storage call; `ItemKey.parse` is the one parser. A client bound to a tenant refuses any
@@ -22,16 +28,68 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from agent_memory.scope import INSTANCE_RE, TENANT_RE
+from pydantic import BaseModel, ConfigDict, Field
+
+# Tenants follow the gateway's rule (lower-case, ≤ 63), so one tenant id works everywhere.
+TENANT_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
+
+AGENT_TYPE_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
+
+# Instances are caller-chosen handles (a contact id, a ticket number...): a little wider.
+INSTANCE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$"
+
+DEFAULT_INSTANCE = "default"
+
+
+TENANT_RE = re.compile(TENANT_PATTERN)
+
+AGENT_TYPE_RE = re.compile(AGENT_TYPE_PATTERN)
+
+INSTANCE_RE = re.compile(INSTANCE_PATTERN)
+
+
+class AgentScope(BaseModel):
+    """One agent instance: the unit a Durable Object and a working memory belong to."""
+
+    model_config = ConfigDict(frozen=True)
+
+    tenant: str = Field(pattern=TENANT_PATTERN)
+    agent_type: str = Field(pattern=AGENT_TYPE_PATTERN)
+    instance_id: str = Field(default=DEFAULT_INSTANCE, pattern=INSTANCE_PATTERN)
+
+    @property
+    def object_name(self) -> str:
+        """The AgentRuntime Durable Object name: one object per (tenant, type, instance)."""
+        return f"{self.tenant}:{self.agent_type}:{self.instance_id}"
+
+
+def is_tenant(value: str) -> bool:
+    return bool(TENANT_RE.fullmatch(value))
+
+
+def is_agent_type(value: str) -> bool:
+    return bool(AGENT_TYPE_RE.fullmatch(value))
+
+
+def is_instance(value: str) -> bool:
+    return bool(INSTANCE_RE.fullmatch(value))
+
 
 SERVICE = "agent-memory"
+
 SEPARATOR = ":"
+
 MAX_ITEM_KEY_BYTES = 480  # under KV's 512-byte key limit, leaving room for nothing else
+
 LEGACY_WORKING_PREFIX = "agent_working"
+
 INVALID_KEY_CODE = "invalid_namespace_key"
+
 FORBIDDEN_CODE = "namespace_forbidden"
 
+
 _SEGMENT = re.compile(r"[A-Za-z0-9._@+-]+")
+
 _KIND = re.compile(r"[a-z][a-z0-9_-]{0,31}")
 
 

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent_memory.scope import AGENT_TYPE_PATTERN, INSTANCE_PATTERN, TENANT_PATTERN
+from agent_memory.namespace import AGENT_TYPE_PATTERN, INSTANCE_PATTERN, TENANT_PATTERN
 
 MAX_INPUT_CHARS = 16_000
 TASK_TYPE_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"

@@ -20,8 +20,8 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from agent_memory.ids import chunks
 from agent_memory.lifecycle.retention import InstanceReport, report_instance
-from agent_memory.statements import chunks
 from agent_memory.tiers.episodic import EpisodicWriter, FailedWrite, PendingWrite, WriteOp
 from bindings.ports.clock import Clock
 from bindings.ports.d1 import D1Database

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from agent_memory.governance.agent_types import AgentType, catalog
 from agent_memory.ids import is_ulid
 from agent_memory.memory import Memory
-from agent_memory.scope import (
+from agent_memory.namespace import (
     AGENT_TYPE_PATTERN,
     DEFAULT_INSTANCE,
     INSTANCE_PATTERN,

@@ -25,7 +25,7 @@ from agent_memory.lifecycle.inspect import (
 )
 from agent_memory.lifecycle.retention import known_tenants
 from agent_memory.memory import Memory, MemoryUnavailable
-from agent_memory.scope import AGENT_TYPE_PATTERN
+from agent_memory.namespace import AGENT_TYPE_PATTERN
 from agent_memory.tiers.episodic import Episode
 from agent_memory.tiers.semantic.models import MAX_QUERY_CHARS, MemoryInputError, RecallFilters
 from worker.errors import ApiError

@@ -23,8 +23,14 @@ from agent_memory.cursors import InvalidCursorError, decode_cursor_value, encode
 from agent_memory.governance.policy import WriteDenied
 from agent_memory.hot_warm_cold import open_episode_item
 from agent_memory.memory import Memory, MemoryItem, MemoryUnavailable, json_text
-from agent_memory.namespace import SERVICE, InvalidNamespaceKey, ItemKey, NamespaceKey
-from agent_memory.scope import AGENT_TYPE_PATTERN, is_instance
+from agent_memory.namespace import (
+    AGENT_TYPE_PATTERN,
+    SERVICE,
+    InvalidNamespaceKey,
+    ItemKey,
+    NamespaceKey,
+    is_instance,
+)
 from agent_memory.tiers.episodic import Episode, EpisodeLimitReached
 from agent_memory.tiers.working import (
     WORKING_MEMORY_TTL_SECONDS,

@@ -19,7 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agent_memory.ids import new_ulid
-from agent_memory.scope import INSTANCE_PATTERN, TENANT_PATTERN
+from agent_memory.namespace import INSTANCE_PATTERN, TENANT_PATTERN
 from bindings.environment import Bindings
 from bindings.ports.kv import KVNamespace
 from bindings.ports.signatures import Signatures

@@ -22,7 +22,7 @@ from urllib.parse import unquote
 
 from pydantic import AfterValidator, BaseModel, Field, ValidationError
 
-from agent_memory.scope import TENANT_PATTERN
+from agent_memory.namespace import TENANT_PATTERN
 from bindings.environment import Bindings
 from http_messages import HttpRequest, HttpResponse, json_response
 from http_messages.bounded_json import STORAGE_LIMITS, JsonLimitError, loads_bounded

@@ -34,17 +34,15 @@ LAYERS: dict[str, int] = {
 CORE_ROOMS: dict[str, int] = {
     "ids": 0,
     "cursors": 0,
-    "scope": 0,
-    "statements": 0,
-    "namespace": 1,
     "placement": 0,
+    "namespace": 1,
     "retrieval": 1,
-    "governance": 1,
-    "tiers": 2,
-    "lifecycle": 3,
-    "hot_warm_cold": 4,
-    "memory": 5,
-    "agent": 6,
+    "governance": 2,
+    "tiers": 3,
+    "lifecycle": 4,
+    "hot_warm_cold": 5,
+    "memory": 6,
+    "agent": 7,
 }
 
 

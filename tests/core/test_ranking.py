@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent_memory.retrieval.scoring import (
+from agent_memory.retrieval import (
     FusedItem,
     RetrievalConfig,
     information_density,

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from agent_memory.governance.events import EventLog
-from agent_memory.scope import is_tenant
+from agent_memory.namespace import is_tenant
 from agent_memory.tiers.semantic.memory import SemanticMemory
 from agent_memory.tiers.working import InvalidWorkingMemoryKey, WorkingMemory
 from bindings.ports.clock import FixedClock

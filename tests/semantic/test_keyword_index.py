@@ -164,7 +164,7 @@ async def test_the_sql_keyword_score_is_the_bm25f_formula(
 ) -> None:
     # The channel scores in SQL (candidates and the rows of every channel's candidates);
     # `retrieval.bm25.bm25f` states the formula. They must agree on every scored fact.
-    from agent_memory.retrieval.terms import Bm25Params, TenantStats, bm25f, idf, query_terms
+    from agent_memory.retrieval import Bm25Params, TenantStats, bm25f, idf, query_terms
 
     memory = make_memory()
     turns = [

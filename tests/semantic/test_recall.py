@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent_memory.governance.events import EventLog
-from agent_memory.retrieval.scoring import RetrievalConfig, ScoringWeights
+from agent_memory.retrieval import RetrievalConfig, ScoringWeights
 from agent_memory.tiers.semantic.models import MemoryInputError, RecallFilters
 from bindings.ports.clock import FixedClock
 from local_runtime.runtime import LocalRuntime

@@ -31,7 +31,7 @@ from pydantic import BaseModel, Field
 from agent_memory.agent.memory_tools import MEMORY_TOOLS, run_memory_tool
 from agent_memory.governance.agent_types import AgentType, WorkflowSpec
 from agent_memory.memory import Memory
-from agent_memory.retrieval.scoring import RankItem
+from agent_memory.retrieval import RankItem
 from agent_memory.tiers.episodic import Episode
 from agent_memory.tiers.semantic.models import MAX_QUERY_CHARS, MAX_TOP_K, MemoryInputError
 from agent_memory.tiers.working import WorkingMemory, WorkingMemoryError

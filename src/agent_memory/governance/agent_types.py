@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from agent_memory.scope import AGENT_TYPE_PATTERN
+from agent_memory.namespace import AGENT_TYPE_PATTERN
 
 MAX_RECENT_EPISODES = 10
 WORKING_MEMORY_TOOLS = (

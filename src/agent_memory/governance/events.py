@@ -15,9 +15,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent_memory.ids import new_ulid, sha256_hex
-from agent_memory.scope import TENANT_RE
-from agent_memory.statements import IDS_PER_STATEMENT, chunks
+from agent_memory.ids import IDS_PER_STATEMENT, chunks, new_ulid, sha256_hex
+from agent_memory.namespace import TENANT_RE
 from bindings.ports.d1 import D1Database, D1Statement
 from bindings.ports.sql import Row, SqlValue
 

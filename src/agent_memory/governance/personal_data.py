@@ -35,8 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent_memory.governance.policy import PERSONAL_MARK, canonical_json, personal_marking
-from agent_memory.ids import new_ulid, sha256_hex
-from agent_memory.statements import IDS_PER_STATEMENT, chunks
+from agent_memory.ids import IDS_PER_STATEMENT, chunks, new_ulid, sha256_hex
 from bindings.ports.cipher import ALGORITHM, Cipher, CipherError, KeyEncryptionKeys
 from bindings.ports.clock import Clock
 from bindings.ports.d1 import D1Database, D1Statement

@@ -18,9 +18,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from agent_memory.governance import events
+from agent_memory.ids import STATEMENTS_PER_BATCH
 from agent_memory.lifecycle import prune, retention
 from agent_memory.lifecycle.retention import DEFAULT_EPISODE_LIMIT, known_tenants, warn_threshold
-from agent_memory.statements import STATEMENTS_PER_BATCH
 from agent_memory.tiers import episodic, working
 from agent_memory.tiers.semantic import memory as semantic
 from bindings.ports.d1 import D1Database

@@ -57,8 +57,7 @@ from agent_memory.lifecycle.prune import (
     tenant_prefixes,
 )
 from agent_memory.lifecycle.retention import register_instances, tenant_instances
-from agent_memory.namespace import SERVICE
-from agent_memory.scope import AgentScope
+from agent_memory.namespace import SERVICE, AgentScope
 from agent_memory.tiers.episodic import EpisodicStore
 from agent_memory.tiers.semantic.memory import FactHistory
 from agent_memory.tiers.semantic.models import delete_own_vectors

@@ -52,9 +52,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from agent_memory.ids import IDS_PER_STATEMENT, delete_ids
 from agent_memory.lifecycle.retention import TenantTable, get_lifecycle, known_tenants
 from agent_memory.placement import DEFAULT_TABLE, PlacementTable
-from agent_memory.statements import IDS_PER_STATEMENT, delete_ids
 from bindings.ports.clock import Clock
 from bindings.ports.d1 import D1Database, D1Error, D1Statement
 from bindings.ports.object_store import OBJECT_STORE_MAX_DELETE_KEYS, ObjectStore

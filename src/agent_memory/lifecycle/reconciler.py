@@ -49,7 +49,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agent_memory.governance.events import EventLog, memory_written
 from agent_memory.governance.policy import WriteGate, WriteProposal
 from agent_memory.ids import content_hash, normalize_content, sha256_hex
-from agent_memory.retrieval.scoring import recency_decay
+from agent_memory.retrieval import recency_decay
 from agent_memory.tiers.semantic.keys import (
     Decision,
     FactKey,

@@ -21,7 +21,7 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent_memory.statements import STATEMENTS_PER_BATCH, chunks, distinct_tenants_sql
+from agent_memory.ids import STATEMENTS_PER_BATCH, chunks, distinct_tenants_sql
 from bindings.ports.d1 import D1Database
 
 DEFAULT_EPISODE_LIMIT = 100_000  # the migration's trigger default; tests keep them equal

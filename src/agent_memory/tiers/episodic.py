@@ -28,9 +28,8 @@ from agent_memory.cursors import InvalidCursorError, decode_cursor_value, encode
 from agent_memory.governance.events import EventLog
 from agent_memory.governance.personal_data import PersonalData, Sealable
 from agent_memory.governance.policy import WriteGate, WriteProposal
-from agent_memory.ids import content_hash
-from agent_memory.scope import TENANT_RE
-from agent_memory.statements import IDS_PER_STATEMENT, chunks, count_then_delete
+from agent_memory.ids import IDS_PER_STATEMENT, chunks, content_hash, count_then_delete
+from agent_memory.namespace import TENANT_RE
 from bindings.ports.background import BackgroundTasks
 from bindings.ports.d1 import D1Database, D1Error, D1Statement
 from bindings.ports.sql import Row, SqlValue

@@ -42,15 +42,16 @@ from pydantic import BaseModel, ConfigDict
 
 from agent_memory.governance.policy import WriteDenied, WriteGate, WriteProposal
 from agent_memory.namespace import (
+    INSTANCE_RE,
     LEGACY_WORKING_PREFIX,
     SEPARATOR,
     SERVICE,
+    TENANT_RE,
     InvalidNamespaceKey,
     ItemKey,
     NamespaceKey,
     legacy_working_key,
 )
-from agent_memory.scope import INSTANCE_RE, TENANT_RE
 from bindings.ports.clock import Clock, SystemClock
 from bindings.ports.d1 import D1Database
 from bindings.ports.kv import KV_MIN_EXPIRATION_TTL, KVKey, KVNamespace, KVValueWithMetadata

@@ -6,7 +6,7 @@ entry.py imports modules that need pydantic (the app, the cron jobs, the Durable
 core, `build_bindings` through `Settings`), and pydantic-core has no Pyodide wheel offline.
 Those application modules are replaced here, while entry.py is imported, by recording
 doubles (`_install_doubles`; the app double answers 404/405 like the router, which needs
-pydantic through `agent_memory.scope`); everything the glue itself touches is real: the
+pydantic through `agent_memory.namespace`); everything the glue itself touches is real: the
 SDK's `Request`/`Response`/`WorkerEntrypoint`/`DurableObject`, Pyodide's conversions, JS
 Request/Response/Headers objects and the error bodies (`worker.errors`). That the real app
 answers any method string with a JSON 405/404 is tests/test_edge.py's part.

@@ -32,7 +32,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from agent_memory.retrieval.terms import (
+from agent_memory.ids import distinct_tenants_sql
+from agent_memory.retrieval import (
     Bm25Params,
     TenantStats,
     date_terms,
@@ -40,7 +41,6 @@ from agent_memory.retrieval.terms import (
     merge_counts,
     term_counts,
 )
-from agent_memory.statements import distinct_tenants_sql
 from agent_memory.tiers.semantic.models import FactScope
 from bindings.ports.d1 import D1Database
 from bindings.ports.sql import Row, SqlValue

@@ -24,9 +24,9 @@ from pydantic import ValidationError
 from agent_memory.governance.events import EventLog
 from agent_memory.governance.personal_data import PersonalData
 from agent_memory.governance.policy import WriteGate
-from agent_memory.retrieval.scoring import RetrievalConfig, Tier
-from agent_memory.scope import TENANT_RE
-from agent_memory.statements import count_then_delete, delete_ids
+from agent_memory.ids import count_then_delete, delete_ids
+from agent_memory.namespace import TENANT_RE
+from agent_memory.retrieval import RetrievalConfig, Tier
 from agent_memory.tiers.semantic.models import (
     DEFAULT_AGENT_TYPE,
     DEFAULT_TOP_K,

@@ -28,10 +28,9 @@ from pydantic import (
 from agent_memory.governance.events import EventLog
 from agent_memory.governance.personal_data import PersonalData, Sealable
 from agent_memory.governance.policy import WriteGate
-from agent_memory.ids import sha256_hex
-from agent_memory.retrieval.scoring import ChannelDetail, RetrievalConfig, ScoreBreakdown, Tier
-from agent_memory.scope import AGENT_TYPE_PATTERN
-from agent_memory.statements import IDS_PER_STATEMENT, chunks
+from agent_memory.ids import IDS_PER_STATEMENT, chunks, sha256_hex
+from agent_memory.namespace import AGENT_TYPE_PATTERN
+from agent_memory.retrieval import ChannelDetail, RetrievalConfig, ScoreBreakdown, Tier
 from bindings.ports.background import BackgroundTasks
 from bindings.ports.clock import Clock
 from bindings.ports.d1 import D1Database

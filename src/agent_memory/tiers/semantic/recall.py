@@ -37,15 +37,16 @@ import numpy as np
 from pydantic import BaseModel
 
 from agent_memory.governance.events import MemoryEvent, RetrievedItem, memory_retrieved
-from agent_memory.retrieval.scoring import (
+from agent_memory.ids import chunks
+from agent_memory.retrieval import (
     ChannelHit,
     ChannelResult,
     breakdown,
+    exact_match_candidates,
     fuse,
+    query_terms,
     rank_candidates,
 )
-from agent_memory.retrieval.terms import exact_match_candidates, query_terms
-from agent_memory.statements import chunks
 from agent_memory.tiers.semantic.keys import FactKey, KeySource, judge_update
 from agent_memory.tiers.semantic.keyword_index import KeywordIndex, KeywordQuery
 from agent_memory.tiers.semantic.models import (

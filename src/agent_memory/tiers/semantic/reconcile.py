@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent_memory.statements import STATEMENTS_PER_BATCH, chunks
+from agent_memory.ids import STATEMENTS_PER_BATCH, chunks
 from agent_memory.tiers.episodic import EpisodicStore
 from agent_memory.tiers.semantic.models import delete_own_vectors, own_vectors
 from bindings.ports.clock import Clock

@@ -21,8 +21,14 @@ from pydantic import ValidationError
 
 from agent_memory.governance.personal_data import public_view
 from agent_memory.governance.policy import WriteDenied, WriteProposal
-from agent_memory.ids import content_hash, is_ulid, new_ulid
-from agent_memory.statements import IDS_PER_STATEMENT, STATEMENTS_PER_BATCH, chunks
+from agent_memory.ids import (
+    IDS_PER_STATEMENT,
+    STATEMENTS_PER_BATCH,
+    chunks,
+    content_hash,
+    is_ulid,
+    new_ulid,
+)
 from agent_memory.tiers.semantic.keys import FactKey, derive_key, entity_candidates
 from agent_memory.tiers.semantic.keyword_index import ContextPlan, SessionContext
 from agent_memory.tiers.semantic.models import (
