@@ -3,7 +3,7 @@
 The local runtime sets `ACCESS_TEAM_DOMAIN=DEV_TEAM_DOMAIN` and `ACCESS_AUD=DEV_AUD` and
 routes `https://DEV_TEAM_DOMAIN/cdn-cgi/access/certs` to `DevAccessTransport`, which answers
 with the public half of the state folder's dev key. `mint_token` signs with the private
-half, so `worker.access` verifies local tokens with exactly the code that verifies
+half, so `worker.identity` verifies local tokens with exactly the code that verifies
 Cloudflare's. The `.invalid` domain can never resolve, so nothing leaves the machine.
 
 Files (under `<state>/access/`, created on first use by whichever of the CLI or the runtime

@@ -40,7 +40,7 @@ def imports_of(module: str, path: Path, known: set[str]) -> set[str]:
     return _resolve(module, path, tree, known, lazy_handlers=True)
 
 
-# A route handler named by string (`worker.router.LazyHandler("module:attribute")`, or the
+# A route handler named by string (`worker.app.LazyHandler("module:attribute")`, or the
 # app's `lazy(...)`) imports its module on the route's first request: an edge like any
 # lazy import, invisible to `import` statements.
 LAZY_HANDLER_CALLS = frozenset({"LazyHandler", "lazy"})

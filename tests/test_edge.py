@@ -14,8 +14,8 @@ from bindings.settings import Settings
 from http_messages import Headers, HttpRequest, HttpResponse, json_response
 from local_runtime.background import LocalBackgroundTasks
 from worker import app
+from worker.app import Call, Route, Router, parse_body
 from worker.errors import ApiError
-from worker.router import Call, Route, Router, parse_body
 
 
 def _bindings(**settings: object) -> Bindings:
@@ -153,7 +153,7 @@ def test_one_error_type_answers_at_the_edge_and_in_the_gateway() -> None:
             isinstance(item, ast.FunctionDef) and item.name == "to_response" for item in node.body
         )
     )
-    assert renderers == ["http_messages/errors.py::ApiError"]
+    assert renderers == ["http_messages.py::ApiError"]
     assert ApiError is http_messages.ApiError
     refused = gateway.errors.unauthorized("invalid_api_key", "no such key")
     assert isinstance(refused, ApiError)

@@ -85,7 +85,7 @@ def test_the_dev_server_fires_durable_object_alarms_as_they_fall_due(tmp_path: P
 
     from bindings.ports.clock import FixedClock
     from local_runtime.access_dev import mint_token
-    from worker.access import ACCESS_HEADER
+    from worker.identity import ACCESS_HEADER
 
     clock = FixedClock(1_750_000_000.0)
     runtime = LocalRuntime.open(tmp_path / "state", embedder=HashingEmbedder(), clock=clock)

@@ -59,7 +59,7 @@ def _request(
 ) -> Any:
     import httpx
 
-    from worker.access import ACCESS_HEADER
+    from worker.identity import ACCESS_HEADER
 
     logging.getLogger("httpx").setLevel(logging.WARNING)  # keep stdout/stderr for results
     query = {k: v for k, v in (params or {}).items() if v is not None}

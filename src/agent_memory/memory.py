@@ -74,7 +74,7 @@ from agent_memory.tiers.working import (
 )
 from bindings.environment import Bindings
 from bindings.ports.d1 import D1Database
-from http_messages.errors import ApiError
+from http_messages import ApiError
 
 log = logging.getLogger(__name__)
 

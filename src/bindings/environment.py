@@ -41,7 +41,7 @@ class Bindings:
     # Resolves a host for the gateway's outbound guard (gateway.outbound); None on Cloudflare,
     # where fetch resolves at the edge.
     resolve_host: Callable[[str], Awaitable[Sequence[str]]] | None = None
-    # Memory and Access tokens (worker.jwt_verification); None: every token gate fails closed.
+    # Memory and Access tokens (worker.identity); None: every token gate fails closed.
     signatures: Signatures | None = None
     # Personal data at rest (docs/personal-data.md); None: marked personal data is refused.
     cipher: Cipher | None = None

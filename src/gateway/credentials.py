@@ -38,8 +38,7 @@ from bindings.ports.clock import Clock
 from bindings.ports.errors import BindingError
 from bindings.ports.kv import KVNamespace
 from gateway.errors import forbidden, unauthorized
-from http_messages import HttpResponse
-from http_messages.errors import ApiError
+from http_messages import ApiError, HttpResponse
 
 TENANT_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 

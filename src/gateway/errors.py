@@ -5,8 +5,7 @@ and always has `x-upstream-status`.
 
 from __future__ import annotations
 
-from http_messages import HttpResponse
-from http_messages.errors import ApiError
+from http_messages import ApiError, HttpResponse
 
 GATEWAY_ERROR_HEADER = "x-gateway-error"
 UPSTREAM_STATUS_HEADER = "x-upstream-status"

@@ -35,9 +35,18 @@ from gateway.errors import GATEWAY_ERROR_HEADER, forbidden
 from gateway.json_schema import validate
 from gateway.tool_config import load_tools
 from gateway.tool_proxy import TOOL_ARGUMENT_LIMITS, GatewayContext, call_tool
-from http_messages import Headers, HttpRequest, HttpResponse, empty_response, json_response
-from http_messages.bounded_json import STORAGE_LIMITS, JsonLimitError, check_value, loads_bounded
-from http_messages.errors import ApiError
+from http_messages import (
+    STORAGE_LIMITS,
+    ApiError,
+    Headers,
+    HttpRequest,
+    HttpResponse,
+    JsonLimitError,
+    check_value,
+    empty_response,
+    json_response,
+    loads_bounded,
+)
 
 log = logging.getLogger(__name__)
 

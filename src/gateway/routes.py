@@ -16,14 +16,13 @@ from gateway.errors import gateway_error_response
 from gateway.mcp import McpContext, MemoryToolDispatcher, handle_mcp_post
 from gateway.outbound import OutboundPolicy
 from gateway.tool_proxy import GatewayContext, handle_tool_call
-from http_messages import HttpRequest, HttpResponse
-from http_messages.errors import ApiError
+from http_messages import ApiError, HttpRequest, HttpResponse
 
 MemoryDispatcherFactory = Callable[[Bindings], MemoryToolDispatcher]
 
 
 class RouteCall(Protocol):
-    """What the gateway reads of `worker.router.Call` (keys are checked by the hot path)."""
+    """What the gateway reads of `worker.app.Call` (keys are checked by the hot path)."""
 
     @property
     def request(self) -> HttpRequest: ...

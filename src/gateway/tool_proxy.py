@@ -26,9 +26,15 @@ from gateway.errors import UPSTREAM_STATUS_HEADER, gateway_error_response
 from gateway.json_schema import validate
 from gateway.outbound import OutboundPolicy, Resolver
 from gateway.tool_config import PLACEHOLDER_RE, Credential, ToolConfig, load_credential, load_tool
-from http_messages import Headers, HttpRequest, HttpResponse
-from http_messages.bounded_json import JsonLimitError, JsonLimits, loads_bounded
-from http_messages.errors import ApiError
+from http_messages import (
+    ApiError,
+    Headers,
+    HttpRequest,
+    HttpResponse,
+    JsonLimitError,
+    JsonLimits,
+    loads_bounded,
+)
 
 USER_AGENT = "agent-memory-gateway/0.1"
 

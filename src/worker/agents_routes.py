@@ -27,8 +27,8 @@ from agent_memory.tiers.episodic import Episode, RunPage, RunRecord
 from agent_memory.tiers.procedural import DEFAULT_MIN_MEAN, DEFAULT_MIN_PULLS, Pack, Workflow
 from agent_runtime_do.protocol import MAX_INPUT_CHARS, TASK_TYPE_PATTERN, RunResult
 from bindings.environment import Bindings
+from worker.app import Call, Metadata, Subject
 from worker.errors import ApiError
-from worker.router import Call, Metadata, Subject
 
 PACK_NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,63}$"
 

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from bindings.environment import Bindings
-from worker.router import LazyHandler
+from worker.app import LazyHandler
 
 log = logging.getLogger(__name__)
 

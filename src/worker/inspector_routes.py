@@ -28,8 +28,8 @@ from agent_memory.memory import Memory, MemoryUnavailable
 from agent_memory.namespace import AGENT_TYPE_PATTERN
 from agent_memory.tiers.episodic import Episode
 from agent_memory.tiers.semantic.models import MAX_QUERY_CHARS, MemoryInputError, RecallFilters
+from worker.app import Call
 from worker.errors import ApiError
-from worker.router import Call
 
 MAX_EXPLAIN = 50
 

@@ -27,9 +27,9 @@ from agent_memory.tiers.working import backfill_namespace
 from bindings.environment import Bindings
 from bindings.ports.d1 import D1Database
 from bindings.ports.errors import BindingLimitError
+from worker.app import Call
 from worker.errors import ApiError
 from worker.lifecycle_jobs import make_pruner
-from worker.router import Call
 
 
 class PruneBody(BaseModel):

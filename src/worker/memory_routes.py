@@ -41,9 +41,9 @@ from agent_memory.tiers.working import (
     validate_key,
 )
 from bindings.environment import Bindings
+from worker.app import Call, Metadata, Subject, has_control
 from worker.errors import ApiError
-from worker.memory_tokens import MemoryTier, MemoryTokenClaims, Scope
-from worker.router import Call, Metadata, Subject, has_control
+from worker.identity import MemoryTier, MemoryTokenClaims, Scope
 
 PROMOTION_ROUTE = "POST /admin/tenants/{tenant}/agents/{agent_type}/packs"
 MAX_VALUE_CHARS = 32_768

@@ -16,8 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from http_messages import HttpResponse, json_response
-from worker.app import ROUTES
-from worker.router import MAX_PARAM_CHARS, PATH_PARAMS, Call, Route
+from worker.app import MAX_PARAM_CHARS, PATH_PARAMS, ROUTES, Call, Route
 
 Mode = Literal["validation", "serialization"]
 API_VERSION = "0.1.0"

@@ -13,8 +13,8 @@ from http_messages import Headers, HttpRequest, HttpResponse
 from local_runtime.access_dev import mint_token
 from local_runtime.runtime import LocalRuntime
 from tests.fakes.embedder import HashingEmbedder
-from worker.access import ACCESS_HEADER
 from worker.app import handle
+from worker.identity import ACCESS_HEADER
 
 Send = Callable[..., Awaitable[HttpResponse]]
 

@@ -27,13 +27,13 @@ from local_runtime.access_dev import (
 from local_runtime.adapters.signatures import CryptographySignatures
 from local_runtime.background import LocalBackgroundTasks
 from local_runtime.cli import main as cli_main
-from worker.access import (
+from worker.errors import ApiError
+from worker.identity import (
     ACCESS_HEADER,
     JWKS_TTL_SECONDS,
     AccessIdentity,
     require_access,
 )
-from worker.errors import ApiError
 
 NOW = 1_760_000_000.0
 
@@ -335,7 +335,7 @@ async def test_without_a_signature_verifier_access_fails_closed(
 
 
 async def test_jwks_entries_that_are_not_rsa_integers_are_skipped(clock: FixedClock) -> None:
-    from worker.access import parse_jwks
+    from worker.identity import parse_jwks
 
     keys = parse_jwks(
         {

@@ -18,7 +18,7 @@ from local_runtime.cli import main as cli_main
 from local_runtime.runtime import LocalRuntime
 from local_runtime.server import running_server
 from tests.fakes.embedder import HashingEmbedder
-from worker.access import ACCESS_HEADER
+from worker.identity import ACCESS_HEADER
 
 
 def cli_json(capsys: pytest.CaptureFixture[str], *argv: str) -> Any:

@@ -38,7 +38,7 @@ from local_runtime.access_dev import mint_token
 from local_runtime.runtime import PROJECT_ROOT, LocalRuntime
 from local_runtime.server import free_port
 from tests.fakes.embedder import HashingEmbedder
-from worker.access import ACCESS_HEADER
+from worker.identity import ACCESS_HEADER
 
 TRIALS = int(os.environ.get("CRASH_TRIALS", "3"))
 START_DEADLINE_SECONDS = 60.0

@@ -13,13 +13,19 @@ import pytest
 
 from gateway import admin_ops
 from gateway.credentials import ISOLATE_CACHE
-from http_messages import Headers, HttpRequest, HttpResponse
-from http_messages.bounded_json import MAX_DEPTH, JsonLimitError, loads_bounded
+from http_messages import (
+    MAX_DEPTH,
+    Headers,
+    HttpRequest,
+    HttpResponse,
+    JsonLimitError,
+    loads_bounded,
+)
 from local_runtime.access_dev import mint_token
 from local_runtime.runtime import LocalRuntime
 from tests.agents.conftest import Send
-from worker.access import ACCESS_HEADER
 from worker.app import handle
+from worker.identity import ACCESS_HEADER
 
 RUN = "/v1/agents/acme/assistant/run"
 DEEP = b"[" * 50_000 + b"]" * 50_000

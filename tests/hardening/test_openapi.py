@@ -35,10 +35,9 @@ from local_runtime.access_dev import mint_token
 from local_runtime.runtime import LocalRuntime
 from local_runtime.server import running_server
 from tests.fakes.embedder import HashingEmbedder
-from worker.access import ACCESS_HEADER
-from worker.app import ROUTES
+from worker.app import ROUTES, LazyHandler, Route
+from worker.identity import ACCESS_HEADER
 from worker.openapi import build_document
-from worker.router import LazyHandler, Route
 
 MAX_EXAMPLES = int(os.environ.get("SCHEMATHESIS_MAX_EXAMPLES", "6"))
 SCHEMA = schemathesis.openapi.from_dict(build_document(local=True))

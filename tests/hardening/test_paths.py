@@ -12,7 +12,7 @@ from gateway import admin_ops
 from local_runtime.access_dev import mint_token
 from local_runtime.adapters.kv import SqliteKV
 from local_runtime.runtime import LocalRuntime
-from worker.access import ACCESS_HEADER
+from worker.identity import ACCESS_HEADER
 
 
 def auth(rt: LocalRuntime) -> dict[str, str]:

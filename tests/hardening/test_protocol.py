@@ -19,9 +19,8 @@ from bindings.ports.clock import FixedClock
 from bindings.settings import Settings
 from http_messages import HttpRequest
 from local_runtime.background import LocalBackgroundTasks
-from worker.app import ROUTES, handle
+from worker.app import ROUTES, handle, parse_body
 from worker.errors import ApiError
-from worker.router import parse_body
 
 METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 PATHS = sorted({route.path for route in ROUTES})

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 
 from local_runtime.cli import main as cli_main
-from worker.access import ACCESS_HEADER
+from worker.identity import ACCESS_HEADER
 
 TENANT = "acme"
 SUBJECT = "customer:ada"

@@ -11,7 +11,7 @@ import pytest
 from agent_memory.tiers.semantic.memory import SemanticMemory
 from local_runtime.runtime import LocalRuntime
 from tests.inspector.seed import NEW_FACT, OLD_FACT, OTHER_FACT, SUBJECT, TENANT, Seeded
-from worker.access import ACCESS_HEADER
+from worker.identity import ACCESS_HEADER
 
 FACTS = f"/admin/tenants/{TENANT}/facts"
 EVENTS = f"/admin/tenants/{TENANT}/events"

@@ -29,7 +29,7 @@ from local_runtime.access_dev import mint_token
 from local_runtime.runtime import LocalRuntime
 from local_runtime.server import running_server
 from tests.fakes.embedder import HashingEmbedder
-from worker.access import ACCESS_HEADER
+from worker.identity import ACCESS_HEADER
 
 TENANT = "acme"
 # Unreserved characters only: a percent-encoded path or query would not hide them.

@@ -16,8 +16,8 @@ from http_messages import Headers, HttpRequest, HttpResponse
 from local_runtime.access_dev import mint_token
 from local_runtime.runtime import LocalRuntime
 from tests.fakes.embedder import HashingEmbedder
-from worker.access import ACCESS_HEADER
 from worker.app import handle
+from worker.identity import ACCESS_HEADER
 
 KEYS = {"k2": "second-secret-" + "b" * 32, "k1": "first-secret-" + "a" * 32}
 BASE = "http://127.0.0.1:8790"

@@ -16,9 +16,8 @@ from local_runtime.access_dev import DevAccessKeys, access_claims, mint_token
 from local_runtime.cli import main
 from local_runtime.runtime import LocalRuntime
 from tests.memory_api.conftest import Client
-from worker.access import ACCESS_HEADER
-from worker.app import ROUTES, handle
-from worker.router import ACCESS
+from worker.app import ACCESS, ROUTES, handle
+from worker.identity import ACCESS_HEADER
 
 EVE = "eve@example.com"
 

@@ -18,7 +18,7 @@ from local_runtime.memory_tokens_dev import issue_token
 from local_runtime.runtime import LocalRuntime
 from tests.fakes.embedder import HashingEmbedder
 from tests.memory_api.conftest import KEYS, Client
-from worker.memory_tokens import verify_memory_token
+from worker.identity import verify_memory_token
 
 TENANT = "acme"
 

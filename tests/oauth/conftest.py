@@ -33,8 +33,8 @@ from local_runtime.access_dev import DevAccessTransport, mint_token
 from local_runtime.runtime import LocalRuntime
 from tests.fakes.embedder import HashingEmbedder
 from tests.fakes.memory_tools import FakeMemoryTools
-from worker.access import ACCESS_HEADER
 from worker.app import App, routes
+from worker.identity import ACCESS_HEADER
 
 BASE = "http://127.0.0.1:8790"
 RESOURCE = f"{BASE}/mcp"

@@ -20,7 +20,7 @@ from tests.oauth.conftest import (
     pkce_pair,
     redirect_params,
 )
-from worker.access import ACCESS_HEADER
+from worker.identity import ACCESS_HEADER
 from worker.oauth.protocol import ACCESS_TOKEN_TTL
 
 # --- discovery ------------------------------------------------------------------------------

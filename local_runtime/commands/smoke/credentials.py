@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-# Header names, as Cloudflare Access and the Worker (`worker.access`) spell them.
+# Header names, as Cloudflare Access and the Worker (`worker.identity`) spell them.
 ACCESS_JWT_HEADER = "Cf-Access-Jwt-Assertion"
 ACCESS_EDGE_TOKEN_HEADER = "cf-access-token"
 ACCESS_CLIENT_ID_HEADER = "CF-Access-Client-Id"

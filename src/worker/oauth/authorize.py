@@ -26,7 +26,8 @@ from bindings.environment import Bindings
 from gateway import admin_ops
 from gateway.credentials import MCP_PATH, hash_token, resources_for_origin
 from http_messages import ApiError, Headers, HttpRequest, HttpResponse
-from worker.access import AccessIdentity, require_access
+from worker.app import Call
+from worker.identity import AccessIdentity, require_access
 from worker.oauth.clients import check_redirect, resolve_client
 from worker.oauth.protocol import (
     CODE_PREFIX,
@@ -41,7 +42,6 @@ from worker.oauth.protocol import (
     parse_scopes,
     stores,
 )
-from worker.router import Call
 
 
 def redirect_with(redirect_uri: str, params: dict[str, str]) -> HttpResponse:

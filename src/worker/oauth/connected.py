@@ -8,9 +8,9 @@ from typing import Any
 from authorization import oauth_store
 from bindings.environment import Bindings
 from http_messages import HttpResponse, json_response
+from worker.app import Call
 from worker.errors import ApiError
 from worker.oauth.protocol import revoke_grant
-from worker.router import Call
 
 
 def _db_kv(bindings: Bindings) -> tuple[Any, Any]:

@@ -41,7 +41,7 @@ from gateway.credentials import (
     origin_of,
 )
 from http_messages import HttpRequest, HttpResponse, json_response
-from worker.router import Call
+from worker.app import Call
 
 ACCESS_TOKEN_TTL = 3600
 REFRESH_TOKEN_TTL = 30 * 24 * 3600

@@ -26,6 +26,7 @@ from bindings.environment import Bindings
 from gateway.credentials import ACCESS_TOKEN_PREFIX, AccessTokenRecord, access_token_key
 from gateway.credentials import hash_token as _hash
 from http_messages import HttpRequest, HttpResponse, empty_response, json_response
+from worker.app import Call
 from worker.oauth.clients import register, resolve_client
 from worker.oauth.protocol import (
     REFRESH_TOKEN_PREFIX,
@@ -38,7 +39,6 @@ from worker.oauth.protocol import (
     stores,
     verify_pkce,
 )
-from worker.router import Call
 
 _CORS = {"access-control-allow-origin": "*"}
 _NO_STORE = {"cache-control": "no-store", **_CORS}

@@ -1,7 +1,7 @@
 """Every module we deploy compiles on the interpreter Cloudflare runs (Pyodide 0.28.2,
 Python 3.13.2). Python 3.13 refuses source that 3.11 accepts: a lone surrogate escape such as
 `"\\ud800"` written unescaped in a docstring failed every request of a deployed Worker at
-import (src/http_messages/bounded_json.py, found in real workerd)."""
+import (then src/http_messages/bounded_json.py, found in real workerd)."""
 
 from __future__ import annotations
 

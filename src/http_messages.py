@@ -1,6 +1,11 @@
-"""JSON decoding with limits: the one place a request body becomes Python values.
+"""Runtime-neutral HTTP messages, below both the edge (`worker`) and the `gateway`: what every
+handler takes and returns (the Worker entry and the local runtime convert their own types
+into these), and `ApiError`, the one error type every layer that answers HTTP raises:
+`{"error": {"code", "message"[, "details"]}}` with a status; codes are stable identifiers
+clients may branch on. Imports nothing of this project.
 
-`json.loads` alone lets a client crash a request (deep nesting raises `RecursionError`, a
+JSON decoding with limits (`loads_bounded`) is the one place a request body becomes Python
+values. `json.loads` alone lets a client crash a request (deep nesting raises `RecursionError`, a
 huge integer costs quadratic time, one string may be the whole body). `loads_bounded`
 refuses these with a `JsonLimitError` carrying a stable `code`. Lone UTF-16 surrogates are
 always refused (no UTF-8 store takes them); U+0000 with `allow_nul=False`, because SQLite's
@@ -11,15 +16,115 @@ request was acknowledged.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+
+class Headers:
+    """Case-insensitive, single-valued header map (enough for our routes)."""
+
+    def __init__(self, items: Iterable[tuple[str, str]] | Mapping[str, str] = ()) -> None:
+        pairs = items.items() if isinstance(items, Mapping) else items
+        self._items: dict[str, tuple[str, str]] = {}
+        for name, value in pairs:
+            self._items[name.lower()] = (name, value)
+
+    def get(self, name: str, default: str | None = None) -> str | None:
+        item = self._items.get(name.lower())
+        return item[1] if item else default
+
+    def set(self, name: str, value: str) -> None:
+        self._items[name.lower()] = (name, value)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name.lower() in self._items
+
+    def items(self) -> list[tuple[str, str]]:
+        return list(self._items.values())
+
+    def __repr__(self) -> str:
+        return f"Headers({self.items()!r})"
+
+
+@dataclass(frozen=True)
+class HttpRequest:
+    method: str
+    url: str
+    headers: Headers = field(default_factory=Headers)
+    body: bytes = b""
+
+    @property
+    def path(self) -> str:
+        return urlsplit(self.url).path or "/"
+
+    @property
+    def query(self) -> dict[str, str]:
+        """Query parameters; a repeated name keeps its last value."""
+        return dict(parse_qsl(urlsplit(self.url).query, keep_blank_values=True))
+
+
+@dataclass
+class HttpResponse:
+    status: int = 200
+    body: bytes = b""
+    headers: Headers = field(default_factory=Headers)
+
+    def json(self) -> Any:
+        """Decode the body as JSON (used by tests and clients)."""
+        return json.loads(self.body)
+
+
+def json_response(
+    data: Any, status: int = 200, headers: Mapping[str, str] | None = None
+) -> HttpResponse:
+    out = Headers(headers or {})
+    out.set("content-type", "application/json")
+    body = json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+    return HttpResponse(status=status, body=body, headers=out)
+
+
+def empty_response(status: int = 204, headers: Mapping[str, str] | None = None) -> HttpResponse:
+    return HttpResponse(status=status, body=b"", headers=Headers(headers or {}))
+
+
+class ApiError(Exception):
+    """An error the client caused or should see, with an HTTP status and a stable code."""
+
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        details: dict[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.details = details
+        self.headers: dict[str, str] = dict(headers or {})
+
+    def to_response(self, headers: Mapping[str, str] | None = None) -> HttpResponse:
+        """The JSON error response, with this error's headers and `headers` added."""
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.details:
+            error["details"] = self.details
+        return json_response(
+            {"error": error}, status=self.status, headers={**(headers or {}), **self.headers}
+        )
+
 
 # Deep enough for any body our routes accept (their models nest a few levels; tool input
 # schemas rarely more than ten), far below Python's recursion limit.
 MAX_DEPTH = 64
+
 # A 64-bit integer has at most 20 digits; 64 leaves room for big identifiers sent as numbers
 # while staying far below Python's 4300-digit conversion limit.
 MAX_INT_DIGITS = 64
+
 # Admin and memory bodies: no single string needs more (the largest field, an agent-run
 # input, is capped lower by its model).
 MAX_STRING_CHARS = 65_536
@@ -50,6 +155,7 @@ class JsonLimits:
 
 
 DEFAULT_LIMITS = JsonLimits()
+
 # Bodies whose strings end up in D1 text columns: no NUL (see the module docstring).
 STORAGE_LIMITS = JsonLimits(allow_nul=False)
 

@@ -1,0 +1,634 @@
+"""Who is calling an admin, agent or memory route: Cloudflare Access assertions (RS256) and
+agent memory tokens (HS256, ADR-29), through one JWT verification; and the operator routes
+that mint and revoke memory tokens.
+
+`verify_jwt` returns the claims or raises `JwtRefused` with a stable `reason`, in this order:
+shape (length, ASCII, three base64url segments: a malformed token is a 401/403, never a 500);
+PyJWT parsing with `iss`, `aud` and required claims (its signature and time checks off);
+header (`alg` exactly the rule's: no `none`, no RS/HS confusion; a `kid`; no `crit`); the key
+(`key_for(kid)`, None refused); the signature through the `Signatures` port (WebCrypto on
+Cloudflare, `cryptography` locally); times against the Clock port's `now` (PyJWT reads the
+wall clock): `exp` required and a JSON number (not `"1760000000"`, not a boolean), `nbf`/`iat`
+numbers not in the future, all with leeway. No claims leave before every step passed; no
+cryptography is written here.
+
+Access (docs: cloudflare-one/.../authorization-cookie/validating-json/): `Cf-Access-Jwt-Assertion`
+is an RS256 JWT signed by a key of the team's JWKS `https://<team>/cdn-cgi/access/certs`,
+chosen by `kid`; the JWKS is cached `JWKS_TTL_SECONDS` and refetched for an unknown `kid` at
+most every `UNKNOWN_KID_REFETCH_SECONDS` (forged kids cannot make us hammer it); `exp`/`nbf`
+with `LEEWAY_SECONDS`, `iss` `https://<team>`, `aud` containing the AUD tag. Refusals: 401
+`access_token_missing`, 403 `access_token_invalid`, 503 `access_not_configured` /
+`access_keys_unavailable` (fail closed). `operator` adds the tenant grant: the gate of every
+`auth=ACCESS` route. There is no dev bypass (the local runtime serves a dev JWKS through
+`Bindings.http_transport`).
+
+Memory tokens bind tenant, agent, tiers and scopes; they gate every memory-API route. Keys:
+`MEMORY_TOKEN_KEYS`, a JSON object of secrets (32+ characters) by `kid`; new tokens use
+`MEMORY_TOKEN_KID` (default: the first) and name it, so a key rotates by adding the new one,
+making it current, then removing the old. Verification is `verify_jwt`, then the claims'
+strict model, then the deny-list. Refusals: 401 `memory_token_missing` /
+`memory_token_invalid` / `memory_token_revoked`, 503 `memory_tokens_not_configured` (fail
+closed). Revocation writes `memory_token_revoked:{tenant}:{jti}` to KV with the longest token
+lifetime as TTL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeGuard
+
+import httpx
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from agent_memory.ids import new_ulid
+from agent_memory.namespace import INSTANCE_PATTERN, TENANT_PATTERN
+from authorization.operator_grants import Principal, granted
+from bindings.environment import Bindings
+from bindings.ports.kv import KVNamespace
+from bindings.ports.signatures import RsaPublicJwk, Signatures
+from http_messages import HttpRequest
+from worker.app import Call
+from worker.errors import ApiError
+
+Algorithm = Literal["HS256", "RS256"]
+
+# An HS256 secret, or an RS256 public key.
+VerificationKey = bytes | RsaPublicJwk
+
+KeyLookup = Callable[[str], Awaitable[VerificationKey | None]]
+
+
+_SHAPE = re.compile(r"[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+")
+
+
+Reason = Literal[
+    "malformed", "algorithm", "unknown_key", "signature", "issuer", "audience", "claims",
+    "expired", "not_yet_valid",
+]  # fmt: skip
+
+
+class JwtRefused(Exception):
+    """The token is not accepted; `reason` says which step refused it."""
+
+    def __init__(self, reason: Reason, message: str) -> None:
+        super().__init__(message)
+        self.reason: Reason = reason
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class JwtRules:
+    """What one kind of token must satisfy."""
+
+    algorithm: Algorithm
+    issuer: str
+    audience: str
+    leeway_seconds: float
+    max_chars: int
+    # Claims that must be present (`exp` always is, step 6).
+    required: tuple[str, ...] = ("exp",)
+
+
+def _check_shape(token: str, max_chars: int) -> None:
+    if len(token) > max_chars:
+        raise JwtRefused("malformed", "token is too long")
+    if not _SHAPE.fullmatch(token) or any(len(part) % 4 == 1 for part in token.split(".")):
+        raise JwtRefused("malformed", "token is not a JWT (expected header.payload.signature)")
+
+
+def _parse(token: str, rules: JwtRules) -> dict[str, Any]:
+    # Imported when first used: PyJWT (with urllib) is not needed to start the Worker.
+    import jwt
+
+    try:
+        decoded: dict[str, Any] = jwt.decode_complete(
+            token,
+            algorithms=[rules.algorithm],
+            # The signature is the Signatures port's; PyJWT's times use the wall clock, so
+            # `_check_times` checks them against the Clock port. With the signature off,
+            # PyJWT skips aud/iss/sub/jti unless told: each is named.
+            options={
+                "verify_signature": False,
+                "verify_aud": True,
+                "verify_iss": True,
+                "verify_sub": True,
+                "verify_jti": True,
+                "verify_exp": False,
+                "verify_nbf": False,
+                "verify_iat": False,
+                "require": sorted({"exp", "iss", "aud", *rules.required}),
+            },
+            audience=rules.audience,
+            issuer=rules.issuer,
+        )
+    except jwt.MissingRequiredClaimError as exc:
+        if exc.claim in ("aud", "iss"):
+            reason: Reason = "audience" if exc.claim == "aud" else "issuer"
+            raise JwtRefused(reason, _MESSAGES[reason]) from None
+        raise JwtRefused("claims", f"token has no {exc.claim!r} claim") from None
+    except jwt.InvalidAudienceError:
+        raise JwtRefused("audience", _MESSAGES["audience"]) from None
+    except jwt.InvalidIssuerError:
+        raise JwtRefused("issuer", _MESSAGES["issuer"]) from None
+    except jwt.PyJWTError:
+        raise JwtRefused("malformed", "token is not a well-formed JWT") from None
+    return decoded
+
+
+_MESSAGES: dict[Reason, str] = {
+    "issuer": "token was issued by another issuer",
+    "audience": "token is for another audience (aud mismatch)",
+    "unknown_key": "token is signed with an unknown key",
+    "signature": "token signature does not verify",
+}
+
+
+def _number(value: Any) -> TypeGuard[int | float]:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _check_times(claims: dict[str, Any], now: float, leeway: float) -> None:
+    exp = claims.get("exp")
+    if not _number(exp):
+        raise JwtRefused("claims", "token has no numeric 'exp' claim")
+    if now > exp + leeway:
+        raise JwtRefused("expired", "token has expired")
+    for name in ("nbf", "iat"):
+        value = claims.get(name, 0)
+        if not _number(value):
+            raise JwtRefused("claims", f"token {name!r} claim is not a number")
+        if now + leeway < value:
+            raise JwtRefused("not_yet_valid", "token is not valid yet")
+
+
+async def _signature_verifies(
+    signatures: Signatures, algorithm: Algorithm, key: VerificationKey, token: str, sig: bytes
+) -> bool:
+    signing_input = token.rsplit(".", 1)[0].encode("ascii")  # ASCII: step 1
+    if algorithm == "HS256" and isinstance(key, bytes):
+        return await signatures.hmac_verify(key, signing_input, sig)
+    if algorithm == "RS256" and isinstance(key, RsaPublicJwk):
+        return await signatures.rs256_verify(key, signing_input, sig)
+    raise TypeError(f"a {type(key).__name__} key cannot verify {algorithm}")
+
+
+async def verify_jwt(
+    token: str, rules: JwtRules, key_for: KeyLookup, signatures: Signatures, now: float
+) -> dict[str, Any]:
+    """The claims of `token` when it passes every step (module docstring); else `JwtRefused`.
+    Errors of `key_for` (a JWKS outage, say) propagate unchanged."""
+    _check_shape(token, rules.max_chars)
+    decoded = _parse(token, rules)
+    header: dict[str, Any] = decoded["header"]
+    if header.get("alg") != rules.algorithm:
+        raise JwtRefused("algorithm", f"token algorithm must be {rules.algorithm}")
+    if "crit" in header:
+        raise JwtRefused("malformed", "token header names critical extensions")
+    kid = header.get("kid")
+    if not isinstance(kid, str) or not kid:
+        raise JwtRefused("unknown_key", "token header has no 'kid'")
+    key = await key_for(kid)
+    if key is None:
+        raise JwtRefused("unknown_key", _MESSAGES["unknown_key"])
+    if not await _signature_verifies(signatures, rules.algorithm, key, token, decoded["signature"]):
+        raise JwtRefused("signature", _MESSAGES["signature"])
+    claims: dict[str, Any] = decoded["payload"]
+    _check_times(claims, now, rules.leeway_seconds)
+    return claims
+
+
+log = logging.getLogger(__name__)
+
+
+ACCESS_HEADER = "Cf-Access-Jwt-Assertion"
+
+ACCESS_COOKIE = "CF_Authorization"
+
+JWKS_TTL_SECONDS = 600.0
+
+UNKNOWN_KID_REFETCH_SECONDS = 10.0
+
+LEEWAY_SECONDS = 30
+
+MAX_TOKEN_BYTES = 16_384
+
+
+class AccessIdentity(Principal):
+    """Who passed the gate. `email` for users; service tokens carry `common_name` instead;
+    `groups` when the Access application passes them (grants by group)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    subject: str
+    issuer: str
+    expires_at: int
+
+    @property
+    def principal(self) -> str:
+        """A printable name for logs and audit fields."""
+        return self.email or self.common_name or self.subject
+
+
+def _invalid(message: str) -> ApiError:
+    return ApiError(403, "access_token_invalid", message)
+
+
+@dataclass
+class JwksCache:
+    """Keys of one JWKS endpoint reached through one transport, with their fetch time."""
+
+    keys: dict[str, RsaPublicJwk] = field(default_factory=dict)
+    fetched_at: float | None = None
+    # Held so the id() in the cache key cannot be reused by another transport.
+    transport: httpx.AsyncBaseTransport | None = None
+
+
+# Isolate-level cache (filled during requests, never at import: snapshot rules). Keyed by
+# certs URL and transport identity, so two local runtimes with their own dev keys in one
+# process do not share keys.
+_CACHES: dict[tuple[str, int], JwksCache] = {}
+
+_MAX_CACHES = 32
+
+
+def team_domain(raw: str) -> str:
+    """`acme.cloudflareaccess.com` from any of `acme.cloudflareaccess.com`, `https://…/`."""
+    return raw.strip().removeprefix("https://").removeprefix("http://").rstrip("/")
+
+
+def parse_jwks(document: Any) -> dict[str, RsaPublicJwk]:
+    """RSA signing keys by kid from a JWKS document; other key types, and keys whose `n`
+    or `e` is not a base64url integer, are skipped."""
+    keys: dict[str, RsaPublicJwk] = {}
+    entries = document.get("keys") if isinstance(document, dict) else None
+    if not isinstance(entries, list):
+        raise ValueError("JWKS document has no 'keys' list")
+    for entry in entries:
+        if not isinstance(entry, dict) or entry.get("kty") != "RSA":
+            continue
+        kid, n, e = entry.get("kid"), entry.get("n"), entry.get("e")
+        usable = entry.get("use", "sig") == "sig" and entry.get("alg", "RS256") == "RS256"
+        if usable and isinstance(kid, str) and isinstance(n, str) and isinstance(e, str):
+            with contextlib.suppress(ValueError):
+                keys[kid] = RsaPublicJwk(n=n, e=e)
+    return keys
+
+
+def _token_from(request: HttpRequest) -> str | None:
+    token = request.headers.get(ACCESS_HEADER)
+    if token:
+        return token.strip()
+    # Browsers reaching the Worker through Access carry the cookie; the header is what Access
+    # guarantees (cheat sheet §9), so the cookie is only a fallback.
+    cookies = request.headers.get("cookie") or ""
+    for part in cookies.split(";"):
+        name, _, value = part.strip().partition("=")
+        if name == ACCESS_COOKIE and value:
+            return value
+    return None
+
+
+async def _fetch_jwks(url: str, bindings: Bindings) -> dict[str, RsaPublicJwk]:
+    try:
+        async with bindings.http_client(timeout=5.0) as client:
+            response = await client.get(url, headers={"accept": "application/json"})
+        response.raise_for_status()
+        return parse_jwks(response.json())
+    except (httpx.HTTPError, ValueError) as exc:
+        log.warning("access: fetching JWKS from %s failed: %s", url, exc)
+        raise ApiError(
+            503, "access_keys_unavailable", "could not fetch the Cloudflare Access signing keys"
+        ) from None
+
+
+async def signing_key(kid: str, bindings: Bindings) -> RsaPublicJwk | None:
+    """The key for `kid`: from the cache while fresh; refetched when stale or unknown."""
+    url = f"https://{team_domain(bindings.settings.access_team_domain)}/cdn-cgi/access/certs"
+    cache = _CACHES.get(key := (url, id(bindings.http_transport)))
+    if cache is None:
+        if len(_CACHES) >= _MAX_CACHES:
+            _CACHES.pop(next(iter(_CACHES)))
+        cache = _CACHES[key] = JwksCache(transport=bindings.http_transport)
+    now = bindings.clock.now()
+    age = None if cache.fetched_at is None else now - cache.fetched_at
+    stale = age is None or age >= JWKS_TTL_SECONDS
+    unknown = kid not in cache.keys
+    if stale or (unknown and age is not None and age >= UNKNOWN_KID_REFETCH_SECONDS):
+        try:
+            cache.keys = await _fetch_jwks(url, bindings)
+            cache.fetched_at = now
+        except ApiError:
+            # Keys we still hold keep working through a JWKS outage (old key valid 7 days).
+            if not cache.keys:
+                raise
+    return cache.keys.get(kid)
+
+
+# Access's own words for the refusals whose generic text would not say which check failed.
+_ACCESS_MESSAGES = {
+    "issuer": "token was issued by another Access team",
+    "audience": "token is for another Access application (aud mismatch)",
+    "unknown_key": "token is signed with a key this Access team does not publish",
+}
+
+
+def _identity(claims: dict[str, Any], issuer: str) -> AccessIdentity:
+    subject = claims.get("sub")
+    email, common_name = claims.get("email"), claims.get("common_name")
+    groups = claims.get("groups")
+    return AccessIdentity(
+        subject=subject if isinstance(subject, str) else "",
+        email=email if isinstance(email, str) and email else None,
+        common_name=common_name if isinstance(common_name, str) and common_name else None,
+        issuer=issuer,
+        expires_at=int(claims["exp"]),
+        groups=tuple(g for g in groups if isinstance(g, str) and g)[:64]
+        if isinstance(groups, list)
+        else (),
+    )
+
+
+async def verify_access_token(token: str, bindings: Bindings) -> AccessIdentity:
+    """Check a token completely; raise `ApiError` 403 (or 503) unless it is good."""
+    settings = bindings.settings
+    if not settings.access_team_domain or not settings.access_aud:
+        raise ApiError(
+            503,
+            "access_not_configured",
+            "Cloudflare Access is not configured (set ACCESS_TEAM_DOMAIN and ACCESS_AUD)",
+        )
+    if bindings.signatures is None:
+        raise ApiError(503, "access_not_configured", "this deployment has no signature verifier")
+    issuer = f"https://{team_domain(settings.access_team_domain)}"
+    rules = JwtRules("RS256", issuer, settings.access_aud, LEEWAY_SECONDS, MAX_TOKEN_BYTES)
+    try:
+        claims = await verify_jwt(
+            token,
+            rules,
+            lambda kid: signing_key(kid, bindings),
+            bindings.signatures,
+            bindings.clock.now(),
+        )
+    except JwtRefused as refused:
+        raise _invalid(_ACCESS_MESSAGES.get(refused.reason, refused.message)) from None
+    identity = _identity(claims, issuer)
+    if identity.email is None and identity.common_name is None:
+        raise _invalid("token names neither a user (email) nor a service token")
+    return identity
+
+
+async def require_access(request: HttpRequest, bindings: Bindings) -> AccessIdentity:
+    """The gate: the caller's identity, or `ApiError` 401 (no token) / 403 (bad token)."""
+    token = _token_from(request)
+    if not token:
+        message = f"this route needs a Cloudflare Access token ({ACCESS_HEADER})"
+        raise ApiError(401, "access_token_missing", message)
+    return await verify_access_token(token, bindings)
+
+
+async def operator(
+    request: HttpRequest, params: dict[str, str], bindings: Bindings
+) -> AccessIdentity:
+    """The gate of every `ACCESS` route (`worker.app`): a verified caller with a grant for
+    the route's `{tenant}`, or the platform-admin role for a route naming no tenant
+    (`authorization.operator_grants`); else 403 `tenant_forbidden` and nothing runs."""
+    identity = await require_access(request, bindings)
+    tenant = params.get("tenant")
+    if not await granted(identity, tenant, bindings):
+        target = f"tenant {tenant!r}" if tenant is not None else "cross-tenant routes"
+        raise ApiError(403, "tenant_forbidden", f"this identity has no grant for {target}")
+    return identity
+
+
+MemoryTier = Literal["working", "episodic", "semantic", "procedural"]
+
+Scope = Literal["read", "write"]
+
+ALL_TIERS: tuple[MemoryTier, ...] = ("working", "episodic", "semantic", "procedural")
+
+ALL_SCOPES: tuple[Scope, ...] = ("read", "write")
+
+ISSUER = "agent-memory"
+
+AUDIENCE = "agent-memory-api"
+
+MIN_TTL_SECONDS = 60
+
+MAX_TTL_SECONDS = 30 * 86_400
+
+MIN_SECRET_CHARS = 32
+
+MAX_TOKEN_CHARS = 4096
+
+REVOKED_PREFIX = "memory_token_revoked:"
+
+KID_PATTERN = r"^[A-Za-z0-9._-]{1,64}$"
+
+JTI_PATTERN = r"^[0-9A-HJKMNP-TV-Z]{26}$"
+
+
+class MemoryTokenClaims(BaseModel):
+    """What a memory token lets its bearer do. `semantic` is shared within the tenant."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    iss: Literal["agent-memory"]
+    aud: Literal["agent-memory-api"]
+    tenant: str = Field(pattern=TENANT_PATTERN)
+    agent_id: str = Field(pattern=INSTANCE_PATTERN)
+    tiers: tuple[MemoryTier, ...] = Field(min_length=1)
+    scopes: tuple[Scope, ...] = Field(min_length=1)
+    # Strict: a string such as "1760000000" is not a time (issue 26).
+    iat: int = Field(strict=True)
+    exp: int = Field(strict=True)
+    jti: str = Field(pattern=JTI_PATTERN)
+
+    @field_validator("tiers", "scopes")
+    @classmethod
+    def _distinct(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(value))
+
+
+class MintRequest(BaseModel):
+    """Body of the mint route (and the CLI's arguments)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    agent_id: str = Field(pattern=INSTANCE_PATTERN)
+    tiers: list[MemoryTier] = Field(default_factory=lambda: list(ALL_TIERS), min_length=1)
+    scopes: list[Scope] = Field(default_factory=lambda: list(ALL_SCOPES), min_length=1)
+    ttl_seconds: int = Field(default=3600, ge=MIN_TTL_SECONDS, le=MAX_TTL_SECONDS)
+
+
+class MintedToken(BaseModel):
+    token: str
+    kid: str
+    jti: str
+    tenant: str
+    agent_id: str
+    tiers: list[MemoryTier]
+    scopes: list[Scope]
+    expires_at: int
+
+
+def _token_invalid(message: str) -> ApiError:
+    return ApiError(401, "memory_token_invalid", message)
+
+
+def _not_configured(message: str) -> ApiError:
+    return ApiError(503, "memory_tokens_not_configured", message)
+
+
+def signing_keys(bindings: Bindings) -> tuple[str, dict[str, bytes]]:
+    """(current kid, secrets by kid) from the settings, or 503 when absent or malformed."""
+    raw = bindings.settings.memory_token_keys
+    if not raw.strip():
+        raise _not_configured("memory tokens need the MEMORY_TOKEN_KEYS secret")
+    try:
+        parsed = json.loads(raw)
+    except json.JSONDecodeError:
+        raise _not_configured("MEMORY_TOKEN_KEYS is not JSON") from None
+    if not isinstance(parsed, dict) or not parsed:
+        raise _not_configured("MEMORY_TOKEN_KEYS must be a non-empty JSON object")
+    keys: dict[str, bytes] = {}
+    for kid, secret in parsed.items():
+        if not re.fullmatch(KID_PATTERN, kid) or not isinstance(secret, str):
+            raise _not_configured("MEMORY_TOKEN_KEYS has a malformed kid or secret")
+        if len(secret) < MIN_SECRET_CHARS:
+            raise _not_configured(f"every memory token secret needs {MIN_SECRET_CHARS}+ chars")
+        keys[kid] = secret.encode("utf-8")
+    current = bindings.settings.memory_token_kid or next(iter(keys))
+    if current not in keys:
+        raise _not_configured("MEMORY_TOKEN_KID names no key in MEMORY_TOKEN_KEYS")
+    return current, keys
+
+
+def _signatures(bindings: Bindings) -> Signatures:
+    if bindings.signatures is None:
+        raise _not_configured("this deployment has no signature verifier")
+    return bindings.signatures
+
+
+def _segment(data: bytes) -> str:
+    """One JWT segment: unpadded base64url (RFC 7515 §2)."""
+    import jwt.utils  # when first used, like PyJWT in verify_jwt
+
+    return jwt.utils.base64url_encode(data).decode("ascii")
+
+
+def _json_segment(value: dict[str, Any]) -> str:
+    return _segment(json.dumps(value, separators=(",", ":")).encode())
+
+
+async def mint_memory_token(bindings: Bindings, tenant: str, request: MintRequest) -> MintedToken:
+    """Sign a token for `tenant` with the current key. The caller checked who may mint."""
+    kid, keys = signing_keys(bindings)
+    now = int(bindings.clock.now())
+    jti = new_ulid(bindings.clock.now())
+    claims = MemoryTokenClaims(
+        iss=ISSUER,
+        aud=AUDIENCE,
+        tenant=tenant,
+        agent_id=request.agent_id,
+        tiers=tuple(request.tiers),
+        scopes=tuple(request.scopes),
+        iat=now,
+        exp=now + request.ttl_seconds,
+        jti=jti,
+    )
+    header = {"alg": "HS256", "typ": "JWT", "kid": kid}
+    payload = claims.model_dump(mode="json")
+    signing_input = f"{_json_segment(header)}.{_json_segment(payload)}"
+    mac = await _signatures(bindings).hmac_sign(keys[kid], signing_input.encode("ascii"))
+    return MintedToken(
+        token=f"{signing_input}.{_segment(mac)}", kid=kid, expires_at=claims.exp, **payload
+    )
+
+
+def bearer_token(request: HttpRequest) -> str:
+    value = (request.headers.get("authorization") or "").strip()
+    scheme, _, token = value.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise ApiError(
+            401, "memory_token_missing", "this route needs an agent memory token (Bearer)"
+        )
+    return token.strip()
+
+
+RULES = JwtRules("HS256", ISSUER, AUDIENCE, LEEWAY_SECONDS, MAX_TOKEN_CHARS, ("exp", "iat", "jti"))
+
+
+async def verify_memory_token(token: str, bindings: Bindings) -> MemoryTokenClaims:
+    """The token's claims when it is genuine, current and not revoked; else `ApiError`."""
+    _, keys = signing_keys(bindings)
+
+    async def key_for(kid: str) -> bytes | None:
+        return keys.get(kid)
+
+    try:
+        raw = await verify_jwt(token, RULES, key_for, _signatures(bindings), bindings.clock.now())
+    except JwtRefused as refused:
+        raise _token_invalid(refused.message) from None
+    try:
+        claims = MemoryTokenClaims.model_validate(raw)
+    except ValidationError:
+        raise _token_invalid("token claims are not those of an agent memory token") from None
+    if await _kv(bindings).get(_revoked_key(claims.tenant, claims.jti)) is not None:
+        raise ApiError(401, "memory_token_revoked", "this token has been revoked")
+    return claims
+
+
+def _kv(bindings: Bindings) -> KVNamespace:
+    if bindings.kv is None:
+        raise ApiError(503, "kv_unavailable", "the KV binding is missing")
+    return bindings.kv
+
+
+def _revoked_key(tenant: str, jti: str) -> str:
+    # Keyed by tenant too: an operator of one tenant cannot revoke another tenant's tokens.
+    return f"{REVOKED_PREFIX}{tenant}:{jti}"
+
+
+async def revoke(bindings: Bindings, tenant: str, jti: str) -> None:
+    """Deny-list `tenant`'s token `jti` for the longest lifetime a token can have
+    (idempotent; a jti of another tenant's token is not affected)."""
+    if not re.fullmatch(JTI_PATTERN, jti):
+        raise ApiError(422, "invalid_path", "jti must be a 26-character ULID")
+    await _kv(bindings).put(
+        _revoked_key(tenant, jti),
+        json.dumps({"tenant": tenant, "revoked_at": int(bindings.clock.now())}),
+        expiration_ttl=MAX_TTL_SECONDS + LEEWAY_SECONDS,
+    )
+
+
+async def agent_token(
+    request: HttpRequest, params: dict[str, str], bindings: Bindings
+) -> MemoryTokenClaims:
+    """The gate of every `MEMORY_TOKEN` route (`worker.app`): the caller's verified
+    claims, or a 401/503. What the claims allow is checked by the handler, which knows the
+    tier and the operation (`worker.memory_routes.authorize`)."""
+    return await verify_memory_token(bearer_token(request), bindings)
+
+
+class TokenRevoked(BaseModel):
+    tenant: str
+    jti: str
+    revoked: bool
+
+
+async def mint(call: Call[MintRequest, None]) -> MintedToken:
+    """`POST /admin/tenants/{tenant}/memory-tokens` (Access)."""
+    return await mint_memory_token(call.bindings, call.params["tenant"], call.body)
+
+
+async def revoke_token(call: Call[None, None]) -> TokenRevoked:
+    """`DELETE /admin/tenants/{tenant}/memory-tokens/{jti}` (Access; idempotent)."""
+    tenant, jti = call.params["tenant"], call.params["jti"]
+    await revoke(call.bindings, tenant, jti)
+    return TokenRevoked(tenant=tenant, jti=jti, revoked=True)
