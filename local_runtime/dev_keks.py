@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import secrets
 
-from bindings.ports.cipher import KEY_BYTES
+from bindings.ports.crypto import KEY_BYTES
 from local_runtime.state import StateDir
 
 KEKS_FILE = "pii-keks"

@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bindings.ports.signatures import RsaPublicJwk, base64url_bytes
+from bindings.ports.crypto import RsaPublicJwk, base64url_bytes
 from local_runtime.adapters.signatures import CryptographySignatures
 from worker.identity import JwtRefused, JwtRules, verify_jwt
 

@@ -11,7 +11,7 @@ import os
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from bindings.ports.cipher import KEY_BYTES, NONCE_BYTES, CipherError
+from bindings.ports.crypto import KEY_BYTES, NONCE_BYTES, CipherError
 
 
 class CryptographyCipher:

@@ -12,7 +12,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, hmac
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
-from bindings.ports.signatures import RsaPublicJwk
+from bindings.ports.crypto import RsaPublicJwk
 
 
 class CryptographySignatures:

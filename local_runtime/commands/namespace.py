@@ -54,11 +54,11 @@ def cmd_backfill(args: argparse.Namespace) -> int:
 
 
 def cmd_placement(args: argparse.Namespace) -> int:
-    from agent_memory.hot_warm_cold import namespace_flags
     from agent_memory.placement import PlacementError, parse_placement
+    from agent_memory.tiers.working import NamespaceFlags
 
     runtime = _open(args)
-    phase = namespace_flags(runtime.bindings()).phase
+    phase = NamespaceFlags.of(runtime.bindings().settings).phase
     asyncio.run(runtime.close())
     try:
         table = parse_placement(runtime.settings.memory_placement)

@@ -41,7 +41,7 @@ from typing import Any
 
 from agent_memory.cursors import InvalidCursorError, decode_cursor_value, encode_cursor_value
 from agent_memory.governance.personal_data import PersonalData
-from agent_memory.governance.policy import personal_marking
+from agent_memory.governance.writes import personal_marking
 from agent_memory.lifecycle.prune import (
     ArchiveLedger,
     archive_key,
@@ -516,14 +516,6 @@ def _decode(cursor: str) -> tuple[int, str]:
     if type(created) is not int or not isinstance(entity, str):  # (a bool is not an int here)
         raise InvalidCursorError("cursor is not one this API returned")
     return created, entity
-
-
-def namespace_flags(bindings: Bindings) -> NamespaceFlags:
-    settings = bindings.settings
-    return NamespaceFlags(
-        compat_read=settings.memory_namespace_compat_read,
-        write_canonical=settings.memory_namespace_write_canonical,
-    )
 
 
 def placement_table(bindings: Bindings) -> PlacementTable:

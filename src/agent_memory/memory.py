@@ -23,16 +23,20 @@ from typing import Any, Literal
 from pydantic import BaseModel, ValidationError
 
 from agent_memory.governance.agent_types import catalog
-from agent_memory.governance.events import EventLog, RetrievedItem, memory_retrieved
 from agent_memory.governance.personal_data import PersonalData
-from agent_memory.governance.policy import WriteGate, WritePolicy
+from agent_memory.governance.writes import (
+    EventLog,
+    RetrievedItem,
+    WriteGate,
+    WritePolicy,
+    memory_retrieved,
+)
 from agent_memory.hot_warm_cold import (
     ArchiveColdMemory,
     D1WarmMemory,
     KVHotMemory,
     MemoryBuilder,
     MemoryClient,
-    namespace_flags,
     placement_table,
 )
 from agent_memory.ids import new_ulid
@@ -68,6 +72,7 @@ from agent_memory.tiers.semantic.models import (
 from agent_memory.tiers.semantic.reconcile import note_writes
 from agent_memory.tiers.working import (
     WORKING_MEMORY_TTL_SECONDS,
+    NamespaceFlags,
     ReadCounts,
     WorkingMemory,
     flush_counts,
@@ -205,7 +210,7 @@ class Memory:
             agent_type=agent_type,
             run_id=run_id,
             clock=self.clock,
-            namespace=namespace_flags(self.bindings),
+            namespace=NamespaceFlags.of(self.bindings.settings),
             read_counts=self.read_counts,
         )
 
@@ -281,7 +286,7 @@ class Memory:
         if b.kv is not None:
             hot = KVHotMemory(
                 b.kv,
-                flags=namespace_flags(b),
+                flags=NamespaceFlags.of(b.settings),
                 counts=self.read_counts,
                 repair_ttl=table.placement("working").ttl_seconds,
             )

@@ -31,7 +31,7 @@ from agent_memory.agent.turn import (
     run_agent_loop,
 )
 from agent_memory.governance.agent_types import AgentType, catalog
-from agent_memory.governance.policy import WriteGate
+from agent_memory.governance.writes import WriteGate
 from agent_memory.ids import new_ulid
 from agent_memory.lifecycle.erase import subject_digest
 from agent_memory.memory import Memory

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import httpx
 
 from bindings.ports.background import BackgroundTasks
-from bindings.ports.cipher import Cipher
 from bindings.ports.clock import Clock
+from bindings.ports.crypto import Cipher, Signatures
 from bindings.ports.d1 import D1Database
 from bindings.ports.durable_objects import DurableObjectNamespace
 from bindings.ports.embedder import Embedder
@@ -20,7 +20,6 @@ from bindings.ports.kv import KVNamespace
 from bindings.ports.llm import LLM
 from bindings.ports.object_store import ObjectStore
 from bindings.ports.rate_limit import RateLimiter
-from bindings.ports.signatures import Signatures
 from bindings.ports.vectorize import VectorIndex
 from bindings.settings import Settings
 

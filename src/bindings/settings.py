@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from bindings.ports.cipher import KeyEncryptionKeys, parse_key_encryption_keys
+from bindings.ports.crypto import KeyEncryptionKeys, parse_key_encryption_keys
 
 _HOST_NAME_RE = re.compile(r"[a-z0-9_]([a-z0-9_-]{0,62})(\.[a-z0-9_]([a-z0-9_-]{0,62}))*")
 

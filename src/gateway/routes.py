@@ -44,7 +44,7 @@ def gateway_context(bindings: Bindings, request: HttpRequest) -> GatewayContext:
         kv=bindings.kv,
         clock=bindings.clock,
         client_factory=client_factory,
-        outbound=OutboundPolicy.from_settings(bindings.settings),
+        outbound=lambda: OutboundPolicy.from_settings(bindings.settings),
         resolver=bindings.resolve_host,
         resources=resources_for_origin(origin_of(request.url)),
     )

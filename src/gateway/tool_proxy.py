@@ -51,14 +51,15 @@ ClientFactory = Callable[[float], httpx.AsyncClient]
 
 @dataclass(frozen=True)
 class GatewayContext:
-    """What the hot path may touch. Upstream urls pass `outbound` (with `resolver`'s
-    addresses) before a client exists; `resources`: what an OAuth token must name (RFC 8707)."""
+    """What the hot path may touch. Upstream urls pass the `outbound` policy (built on first
+    use: MCP's memory tools never need it; checked with `resolver`'s addresses) before a
+    client exists; `resources`: what an OAuth token must name (RFC 8707)."""
 
     kv: KVNamespace
     clock: Clock
     client_factory: ClientFactory
     cache: KVReadCache = field(default=ISOLATE_CACHE)
-    outbound: OutboundPolicy = field(default_factory=OutboundPolicy)
+    outbound: Callable[[], OutboundPolicy] = OutboundPolicy
     resources: frozenset[str] = frozenset()
     resolver: Resolver | None = None
 
@@ -211,7 +212,7 @@ async def fetch_upstream(
     """Steps 5-6: the outbound guard (403 `upstream_forbidden`), one request, and its status,
     body and allowed headers relayed; transport failures are 502/504."""
     params, headers, body = build_request(config, credential, arguments)
-    await ctx.outbound.check(url, ctx.resolver)
+    await ctx.outbound().check(url, ctx.resolver)
     timeout = config.timeout_seconds
     try:
         async with ctx.client_factory(timeout) as client:

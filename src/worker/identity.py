@@ -50,8 +50,8 @@ from agent_memory.ids import new_ulid
 from agent_memory.namespace import INSTANCE_PATTERN, TENANT_PATTERN
 from authorization.operator_grants import Principal, granted
 from bindings.environment import Bindings
+from bindings.ports.crypto import RsaPublicJwk, Signatures
 from bindings.ports.kv import KVNamespace
-from bindings.ports.signatures import RsaPublicJwk, Signatures
 from http_messages import HttpRequest
 from worker.app import Call
 from worker.errors import ApiError

@@ -13,7 +13,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent_memory.governance.events import EventKind, EventTier
+from agent_memory.governance.writes import EventKind, EventTier
 from agent_memory.ids import is_ulid
 from agent_memory.lifecycle.inspect import (
     MAX_INSPECT_PAGE,

@@ -10,7 +10,6 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent_memory.hot_warm_cold import namespace_flags
 from agent_memory.ids import new_ulid
 from agent_memory.lifecycle.brief import TenantBrief, build_brief
 from agent_memory.lifecycle.erase import EraseReport, validate_subject
@@ -23,7 +22,7 @@ from agent_memory.lifecycle.retention import (
     set_lifecycle,
 )
 from agent_memory.memory import Memory
-from agent_memory.tiers.working import backfill_namespace
+from agent_memory.tiers.working import NamespaceFlags, backfill_namespace
 from bindings.environment import Bindings
 from bindings.ports.d1 import D1Database
 from bindings.ports.errors import BindingLimitError
@@ -160,4 +159,6 @@ async def backfill_tenant_namespace(call: Call[BackfillBody, None]) -> BackfillV
         )
     except BindingLimitError:
         raise ApiError(422, "invalid_cursor", "cursor is not one this route returned") from None
-    return BackfillView(tenant=tenant, phase=namespace_flags(bindings).phase, **asdict(report))
+    return BackfillView(
+        tenant=tenant, phase=NamespaceFlags.of(bindings.settings).phase, **asdict(report)
+    )

@@ -20,7 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agent_memory.cursors import InvalidCursorError, decode_cursor_value, encode_cursor_value
-from agent_memory.governance.policy import WriteDenied
+from agent_memory.governance.writes import WriteDenied
 from agent_memory.hot_warm_cold import open_episode_item
 from agent_memory.memory import Memory, MemoryItem, MemoryUnavailable, json_text
 from agent_memory.namespace import (

@@ -41,8 +41,8 @@ OWNERS: dict[str, str] = {
     "namespace_reads": "agent_memory.tiers.working",
     "workflow_packs": "agent_memory.tiers.procedural",
     # D1: governance
-    "memory_events": "agent_memory.governance.events",
-    "erasure_marks": "agent_memory.governance.events",
+    "memory_events": "agent_memory.governance.writes",
+    "erasure_marks": "agent_memory.governance.writes",
     "subject_data_keys": "agent_memory.governance.personal_data",
     # D1: lifecycle
     "lifecycle_archives": "agent_memory.lifecycle.prune",

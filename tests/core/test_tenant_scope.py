@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from agent_memory.governance.events import EventLog
+from agent_memory.governance.writes import EventLog
 from agent_memory.namespace import is_tenant
 from agent_memory.tiers.semantic.memory import SemanticMemory
 from agent_memory.tiers.working import InvalidWorkingMemoryKey, WorkingMemory

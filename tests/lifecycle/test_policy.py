@@ -15,8 +15,8 @@ from agent_memory.governance.agent_types import (
     AgentType,
     MemoryConfig,
 )
-from agent_memory.governance.events import EventLog
-from agent_memory.governance.policy import (
+from agent_memory.governance.writes import (
+    EventLog,
     WriteDenied,
     WriteGate,
     WritePolicy,

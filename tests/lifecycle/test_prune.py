@@ -287,7 +287,7 @@ async def test_batches_never_exceed_the_batch_size(rt: LocalRuntime, batch_rows:
 
 
 async def test_memory_events_past_retention_are_archived_then_deleted(rt: LocalRuntime) -> None:
-    from agent_memory.governance.events import EventLog, memory_written
+    from agent_memory.governance.writes import EventLog, memory_written
 
     log = EventLog("t1", rt.db)
     old = memory_written(

@@ -18,7 +18,7 @@ import json
 
 import pytest
 
-from agent_memory.governance.events import EventLog
+from agent_memory.governance.writes import EventLog
 from agent_memory.tiers.semantic import memory as semantic
 from agent_memory.tiers.semantic import recall as recall_record
 from agent_memory.tiers.semantic.keyword_index import reindex_pending

@@ -13,7 +13,7 @@ import json
 import pytest
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from bindings.ports.cipher import CipherError
+from bindings.ports.crypto import CipherError
 from local_runtime.adapters.cipher import CryptographyCipher
 from tests.pyodide.conftest import PY_TESTS, PyodideRun
 

@@ -21,7 +21,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from bindings.ports.signatures import RsaPublicJwk
+from bindings.ports.crypto import RsaPublicJwk
 from local_runtime.adapters.signatures import CryptographySignatures
 from tests.pyodide.conftest import PY_TESTS, PyodideRun
 from worker.identity import JwtRefused, JwtRules, verify_jwt

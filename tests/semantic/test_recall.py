@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent_memory.governance.events import EventLog
+from agent_memory.governance.writes import EventLog
 from agent_memory.retrieval import RetrievalConfig, ScoringWeights
 from agent_memory.tiers.semantic.models import MemoryInputError, RecallFilters
 from bindings.ports.clock import FixedClock

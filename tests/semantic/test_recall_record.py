@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from agent_memory.governance.events import EventLog
+from agent_memory.governance.writes import EventLog
 from agent_memory.lifecycle.erase import SubjectEraser
 from agent_memory.tiers.semantic import recall as record_module
 from bindings.ports.clock import FixedClock

@@ -30,14 +30,15 @@ from __future__ import annotations
 import base64
 import json
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
-from agent_memory.governance.policy import PERSONAL_MARK, canonical_json, personal_marking
+from agent_memory.governance.writes import PERSONAL_MARK, canonical_json, personal_marking
 from agent_memory.ids import IDS_PER_STATEMENT, chunks, new_ulid, sha256_hex
-from bindings.ports.cipher import ALGORITHM, Cipher, CipherError, KeyEncryptionKeys
 from bindings.ports.clock import Clock
+from bindings.ports.crypto import ALGORITHM, Cipher, CipherError, KeyEncryptionKeys
 from bindings.ports.d1 import D1Database, D1Statement
 from bindings.ports.sql import Row
 
@@ -286,22 +287,37 @@ class PersonalData:
     no `MEMORY_PII_KEKS`) writing marked data raises `PersonalDataUnavailable` (never stored
     in plaintext) and sealed values read as unreadable."""
 
-    def __init__(self, tenant_id: str, keys: DataKeys | None, cipher: Cipher | None) -> None:
+    def __init__(
+        self,
+        tenant_id: str,
+        keys: DataKeys | Callable[[], DataKeys | None] | None,
+        cipher: Cipher | None,
+    ) -> None:
         self.tenant_id = tenant_id
-        self._keys = keys
+        self._given_keys = keys
         self._cipher = cipher
+
+    @cached_property
+    def _keys(self) -> DataKeys | None:
+        # Given as a factory by `from_bindings`: the KEKs are parsed when a record is first
+        # sealed or opened, not on every request that builds a tenant's `Memory`.
+        given = self._given_keys
+        return given() if callable(given) else given
 
     @classmethod
     def from_bindings(cls, bindings: Any, tenant_id: str) -> PersonalData:
         """Built from a request's `Bindings` (duck-typed: `db`, `cipher`, `clock`,
         `settings.pii_keks`)."""
         cipher = getattr(bindings, "cipher", None)
-        keks = bindings.settings.pii_keks if bindings.settings is not None else None
-        keys = None
-        if cipher is not None and keks is not None and bindings.db is not None:
-            keys = DataKeys(
+
+        def keys() -> DataKeys | None:
+            keks = bindings.settings.pii_keks if bindings.settings is not None else None
+            if cipher is None or keks is None or bindings.db is None:
+                return None
+            return DataKeys(
                 tenant_id, db=bindings.db, cipher=cipher, keks=keks, clock=bindings.clock
             )
+
         return cls(tenant_id, keys, cipher)
 
     @property
@@ -347,7 +363,7 @@ class PersonalData:
             if plan and item.subject:
                 wanted.setdefault(item.subject, set()).update(s.kid for _, s, _ in plan)
         keys: dict[tuple[str, str], bytes] = {}
-        if self._keys is not None:
+        if wanted and self._keys is not None:
             for subject, ids in wanted.items():
                 for key_id, key in (await self._keys.for_read(subject, ids)).items():
                     keys[(subject, key_id)] = key

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from agent_memory.governance import events
+from agent_memory.governance import writes as events
 from agent_memory.ids import STATEMENTS_PER_BATCH
 from agent_memory.lifecycle import prune, retention
 from agent_memory.lifecycle.retention import DEFAULT_EPISODE_LIMIT, known_tenants, warn_threshold

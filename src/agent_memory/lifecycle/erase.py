@@ -45,8 +45,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from agent_memory.governance.events import EventLog
 from agent_memory.governance.personal_data import destroy_statement
+from agent_memory.governance.writes import EventLog
 from agent_memory.lifecycle.prune import (
     ArchiveKind,
     ArchiveLedger,

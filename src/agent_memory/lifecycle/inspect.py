@@ -17,9 +17,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from agent_memory.governance.events import EventKind, EventLog, EventTier
 from agent_memory.governance.personal_data import PersonalData
-from agent_memory.governance.policy import canonical_json
+from agent_memory.governance.writes import EventKind, EventLog, EventTier, canonical_json
 from agent_memory.ids import sha256_hex
 from agent_memory.tiers.episodic import Episode, EpisodicStore, decode_cursor, encode_cursor
 from agent_memory.tiers.semantic.memory import FactHistory

@@ -46,8 +46,7 @@ from typing import Any, Literal, Protocol
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent_memory.governance.events import EventLog, memory_written
-from agent_memory.governance.policy import WriteGate, WriteProposal
+from agent_memory.governance.writes import EventLog, WriteGate, WriteProposal, memory_written
 from agent_memory.ids import content_hash, normalize_content, sha256_hex
 from agent_memory.retrieval import recency_decay
 from agent_memory.tiers.semantic.keys import (

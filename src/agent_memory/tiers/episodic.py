@@ -25,9 +25,8 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent_memory.cursors import InvalidCursorError, decode_cursor_value, encode_cursor_value
-from agent_memory.governance.events import EventLog
 from agent_memory.governance.personal_data import PersonalData, Sealable
-from agent_memory.governance.policy import WriteGate, WriteProposal
+from agent_memory.governance.writes import EventLog, WriteGate, WriteProposal
 from agent_memory.ids import IDS_PER_STATEMENT, chunks, content_hash, count_then_delete
 from agent_memory.namespace import TENANT_RE
 from bindings.ports.background import BackgroundTasks

@@ -23,7 +23,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from agent_memory.governance.agent_types import WorkflowSpec
-from agent_memory.governance.policy import WriteGate, WriteProposal
+from agent_memory.governance.writes import WriteGate, WriteProposal
 from agent_memory.namespace import TENANT_RE
 from bindings.ports.d1 import D1Database, D1Statement
 from bindings.ports.do_sql import SqlStorage

@@ -40,7 +40,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from agent_memory.governance.policy import WriteDenied, WriteGate, WriteProposal
+from agent_memory.governance.writes import WriteDenied, WriteGate, WriteProposal
 from agent_memory.namespace import (
     INSTANCE_RE,
     LEGACY_WORKING_PREFIX,
@@ -55,6 +55,7 @@ from agent_memory.namespace import (
 from bindings.ports.clock import Clock, SystemClock
 from bindings.ports.d1 import D1Database
 from bindings.ports.kv import KV_MIN_EXPIRATION_TTL, KVKey, KVNamespace, KVValueWithMetadata
+from bindings.settings import Settings
 
 Outcome = Literal["canonical", "legacy", "miss"]
 
@@ -65,6 +66,11 @@ class NamespaceFlags:
 
     compat_read: bool = False
     write_canonical: bool = False
+
+    @classmethod
+    def of(cls, settings: Settings) -> NamespaceFlags:
+        """The flags as this deployment sets them."""
+        return cls(settings.memory_namespace_compat_read, settings.memory_namespace_write_canonical)
 
     @property
     def phase(self) -> str:
@@ -238,7 +244,7 @@ class InvalidWorkingMemoryKey(WorkingMemoryError):
 
 
 class WorkingMemoryWriteDenied(WorkingMemoryError):
-    """The write policy refused the write (`agent_memory.governance.policy`); `denied` says why."""
+    """The write policy refused the write (`agent_memory.governance.writes`); `denied` says why."""
 
     def __init__(self, denied: WriteDenied) -> None:
         super().__init__(str(denied))

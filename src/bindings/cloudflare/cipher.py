@@ -10,7 +10,7 @@ from typing import Any
 
 from pyodide.ffi import JsException, to_js
 
-from bindings.ports.cipher import KEY_BYTES, NONCE_BYTES, TAG_BYTES, CipherError
+from bindings.ports.crypto import KEY_BYTES, NONCE_BYTES, TAG_BYTES, CipherError
 
 
 def _js() -> Any:

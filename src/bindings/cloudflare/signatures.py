@@ -10,7 +10,7 @@ from typing import Any
 
 from pyodide.ffi import JsException, to_js
 
-from bindings.ports.signatures import RsaPublicJwk
+from bindings.ports.crypto import RsaPublicJwk
 
 
 def _js() -> Any:

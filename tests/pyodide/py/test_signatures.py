@@ -51,7 +51,7 @@ _import_pyjwt()
 import jwt.utils  # noqa: E402
 
 from bindings.cloudflare.signatures import WebCryptoSignatures  # noqa: E402
-from bindings.ports.signatures import RsaPublicJwk  # noqa: E402
+from bindings.ports.crypto import RsaPublicJwk  # noqa: E402
 from worker.identity import JwtRefused, JwtRules, verify_jwt  # noqa: E402
 
 VECTORS = json.loads((Path(__file__).parent / "jwt_vectors.json").read_text())

@@ -17,13 +17,13 @@ tenant's next successful write (up to 10) finishes it.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import cached_property
 from typing import Any
 
 from pydantic import ValidationError
 
-from agent_memory.governance.events import EventLog
 from agent_memory.governance.personal_data import PersonalData
-from agent_memory.governance.policy import WriteGate
+from agent_memory.governance.writes import EventLog, WriteGate
 from agent_memory.ids import count_then_delete, delete_ids
 from agent_memory.namespace import TENANT_RE
 from agent_memory.retrieval import RetrievalConfig, Tier
@@ -95,16 +95,26 @@ class SemanticMemory:
             tier=tier,
             events=events,
             # Writes are proposals checked by the write policy; committed facts get a
-            # `memory_written` event (ADR-0051, `agent_memory.governance.policy`).
+            # `memory_written` event (ADR-0051, `agent_memory.governance.writes`).
             gate=gate or WriteGate(tenant_id, clock=clock, events=events),
             background=background,
             # Without one, marked personal data is refused (never stored in plaintext).
             personal=personal or PersonalData(tenant_id, None, None),
             kv=kv,
         )
-        self._vectors = VectorSync(self._s)
-        self._writer = FactWriter(self._s, self._vectors)
-        self._recaller = Recaller(self._s, self._vectors)
+
+    # Built on first use: a recall needs no writer, a write no recaller.
+    @cached_property
+    def _vectors(self) -> VectorSync:
+        return VectorSync(self._s)
+
+    @cached_property
+    def _writer(self) -> FactWriter:
+        return FactWriter(self._s, self._vectors)
+
+    @cached_property
+    def _recaller(self) -> Recaller:
+        return Recaller(self._s, lambda: self._vectors)
 
     @classmethod
     def from_bindings(

@@ -25,9 +25,8 @@ from pydantic import (
     model_validator,
 )
 
-from agent_memory.governance.events import EventLog
 from agent_memory.governance.personal_data import PersonalData, Sealable
-from agent_memory.governance.policy import WriteGate
+from agent_memory.governance.writes import EventLog, WriteGate
 from agent_memory.ids import IDS_PER_STATEMENT, chunks, sha256_hex
 from agent_memory.namespace import AGENT_TYPE_PATTERN
 from agent_memory.retrieval import ChannelDetail, RetrievalConfig, ScoreBreakdown, Tier

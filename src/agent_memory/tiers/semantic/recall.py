@@ -30,13 +30,13 @@ import asyncio
 import json
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple, cast
 
 import numpy as np
 from pydantic import BaseModel
 
-from agent_memory.governance.events import MemoryEvent, RetrievedItem, memory_retrieved
+from agent_memory.governance.writes import MemoryEvent, RetrievedItem, memory_retrieved
 from agent_memory.ids import chunks
 from agent_memory.retrieval import (
     ChannelHit,
@@ -499,9 +499,9 @@ def _key(row: Row) -> FactKey:
 class Recaller:
     """Ranks one tenant's live facts for a query."""
 
-    def __init__(self, scope: FactScope, vectors: VectorSync) -> None:
+    def __init__(self, scope: FactScope, vectors: Callable[[], VectorSync]) -> None:
         self._s = scope
-        self._vectors = vectors
+        self._vectors = vectors  # the writer's vector sync, only for stray matches
         self._channels = RecallChannels(scope)
         self._recorder = RecallRecorder(scope)
 
@@ -526,7 +526,7 @@ class Recaller:
         stray = [h.id for h in vector_hits if h.id not in rows]
         dropped = list(stray)
         if stray:
-            await self._vectors.drop_stray(stray)
+            await self._vectors().drop_stray(stray)
         # The keyword channel's rows passed the filters in SQL; the others carry `live`.
         live = {fid: row for fid, row in rows.items() if row.get("live", 1)}
         dropped += [fid for fid in rows if fid not in live]

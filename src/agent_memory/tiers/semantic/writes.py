@@ -20,7 +20,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from agent_memory.governance.personal_data import public_view
-from agent_memory.governance.policy import WriteDenied, WriteProposal
+from agent_memory.governance.writes import WriteDenied, WriteProposal
 from agent_memory.ids import (
     IDS_PER_STATEMENT,
     STATEMENTS_PER_BATCH,
