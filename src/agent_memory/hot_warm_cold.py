@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from agent_memory.cursors import InvalidCursorError, decode_cursor_value, encode_cursor_value
 from agent_memory.governance.personal_data import PersonalData
@@ -64,13 +64,40 @@ from bindings.environment import Bindings
 from bindings.ports.clock import Clock
 from bindings.ports.d1 import D1Database
 from bindings.ports.kv import KV_MIN_EXPIRATION_TTL, KVNamespace
-from bindings.ports.memory_tiers import ColdMemory, HotMemory, WarmMemory
 from bindings.ports.object_store import ObjectStore
 
 EPISODE_KIND = "episode"
 DEFAULT_HOT_TTL = 900  # the ADR's default TTL (15 min) for copies promoted to hot
 CLIENT_PRUNE_ID = "memory-client"
 MAX_HISTORY_PAGE = 100
+
+
+# The three tier ports of the hot/warm/cold ADR. Values are text; keys follow
+# `agent_memory.namespace`. A missing item reads as None, deleting one is not an error; `ttl`
+# is seconds (KV's minimum 60 applies, None: no expiry); `upsert`/`upload_text` replace what
+# the key held. This module implements each over the KV, D1 and object-store ports.
+class HotMemory(Protocol):
+    async def get(self, key: str) -> str | None: ...
+
+    async def set(self, key: str, value: str, ttl: int | None = None) -> None: ...
+
+    async def delete(self, key: str) -> None: ...
+
+
+class WarmMemory(Protocol):
+    async def read(self, key: str) -> str | None: ...
+
+    async def upsert(self, key: str, value: str) -> None: ...
+
+    async def delete(self, key: str) -> None: ...
+
+
+class ColdMemory(Protocol):
+    async def download_text(self, key: str) -> str | None: ...
+
+    async def upload_text(self, key: str, value: str) -> None: ...
+
+    async def delete(self, key: str) -> None: ...
 
 
 def item_text(row: dict[str, Any]) -> str:

@@ -383,7 +383,7 @@ class RecallChannels:
     async def keyword(
         self, query: str, filters: RecallFilters, limit: int, now: float
     ) -> tuple[list[ChannelHit], dict[str, Row], KeywordQuery | None]:
-        """The keyword channel's candidates (`keyword_channel.KeywordIndex.candidates`),
+        """The keyword channel's candidates (`keyword_index.KeywordIndex.candidates`),
         their rows (as `rows` gives them), and the prepared query that scores any other
         candidate (`rows`)."""
         terms = query_terms(query)
