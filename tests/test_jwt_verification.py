@@ -1,4 +1,4 @@
-"""The one JWT verification path (`worker.identity`) and the `cryptography` adapter
+"""The one JWT verification path (`worker.jwt_verification`) and the `cryptography` adapter
 of the `Signatures` port: no input gets past it unsigned, no input makes it crash.
 
 The same path runs in real Pyodide over WebCrypto (tests/pyodide/py/test_signatures.py).
@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from bindings.ports.crypto import RsaPublicJwk, base64url_bytes
 from local_runtime.adapters.signatures import CryptographySignatures
-from worker.identity import JwtRefused, JwtRules, verify_jwt
+from worker.jwt_verification import JwtRefused, JwtRules, verify_jwt
 
 NOW = 1_760_000_000
 SECRET = "a-memory-token-secret-of-32-chars!!"

@@ -24,7 +24,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from bindings.ports.crypto import RsaPublicJwk
 from local_runtime.adapters.signatures import CryptographySignatures
 from tests.pyodide.conftest import PY_TESTS, PyodideRun
-from worker.identity import JwtRefused, JwtRules, verify_jwt
+from worker.jwt_verification import JwtRefused, JwtRules, verify_jwt
 
 VECTORS_FILE = PY_TESTS / "jwt_vectors.json"
 OUTPUT_ID = "test_signatures.py::test_webcrypto_signs_hs256_tokens_for_pyjwt"

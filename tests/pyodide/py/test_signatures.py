@@ -6,7 +6,7 @@ workerd's: both implement the W3C Web Crypto API).
 * RS256 (Access tokens) verifies what `cryptography` signed (jwt_vectors.json, checked to
   be PyJWT + `cryptography` output by tests/pyodide/test_signature_interop.py) and refuses
   any change;
-* `worker.identity.verify_jwt` — PyJWT (pure Python, mounted from the venv) and
+* `worker.jwt_verification.verify_jwt` — PyJWT (pure Python, mounted from the venv) and
   the WebCrypto adapter — accepts the good tokens and refuses the bad ones with the reasons
   the CPython tests see;
 * HS256 tokens WebCrypto signs here are returned for PyJWT and `cryptography` to verify on
@@ -52,7 +52,7 @@ import jwt.utils  # noqa: E402
 
 from bindings.cloudflare.signatures import WebCryptoSignatures  # noqa: E402
 from bindings.ports.crypto import RsaPublicJwk  # noqa: E402
-from worker.identity import JwtRefused, JwtRules, verify_jwt  # noqa: E402
+from worker.jwt_verification import JwtRefused, JwtRules, verify_jwt  # noqa: E402
 
 VECTORS = json.loads((Path(__file__).parent / "jwt_vectors.json").read_text())
 JWK = VECTORS["rsa"]["jwk"]
