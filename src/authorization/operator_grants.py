@@ -4,7 +4,8 @@ identities may operate which tenants. Every statement on the table is here.
 A grant is `(tenant, kind, principal)`, kind `email` (lower-cased), `common_name` (service
 tokens) or `group` (the token's `groups` claim); tenant `*` is the platform-admin role.
 `PLATFORM_ADMINS` makes platform admins without a row (so the first operator can grant the
-others). Without D1 a check fails closed: 503 `grants_unavailable`.
+others), each entry matching only identities of its own kind. Without D1 a check fails
+closed: 503 `grants_unavailable`.
 """
 
 from __future__ import annotations
@@ -58,11 +59,13 @@ def _db(bindings: Bindings) -> D1Database:
 
 
 def _bootstrap_admin(who: Principal, bindings: Bindings) -> bool:
-    admins = {a.strip() for a in bindings.settings.platform_admins.split(",") if a.strip()}
-    lowered = {a.lower() for a in admins}
+    """`PLATFORM_ADMINS` names `who` by the kind it was configured as: an email entry
+    matches only the token's email, a common-name entry only a service token's common name
+    (`bindings.settings.parse_platform_admins`)."""
+    admins = bindings.settings.platform_admin_identities
     return bool(
-        (who.email and who.email.lower() in lowered)
-        or (who.common_name and who.common_name in admins)
+        (who.email and ("email", who.email.lower()) in admins)
+        or (who.common_name and ("common_name", who.common_name) in admins)
     )
 
 

@@ -163,6 +163,58 @@ async def test_an_operator_in_many_access_groups_is_granted_by_any_of_them(
     assert await granted_tenants(who, memory_runtime.bindings()) == {"acme"}
 
 
+async def test_a_service_token_named_like_an_admins_email_is_not_an_admin(
+    client: Client, memory_runtime: LocalRuntime
+) -> None:
+    # PLATFORM_ADMINS (local runtime) lists ops@example.com as an email: a service token
+    # whose common name is that string used to be a platform admin (issue 26).
+    keys = DevAccessKeys.load_or_create(memory_runtime.state.access)
+    now = memory_runtime.clock.now()
+    impostor = keys.sign(
+        {**access_claims("x", now=now), "email": None, "common_name": "ops@example.com"}
+    )
+    admin = mint_token(memory_runtime.state.access, "OPS@example.com", now=now)
+    for path in ("/admin/tenants", "/admin/tenants/acme/lifecycle"):
+        refused = await client.send("GET", path, access=impostor)
+        assert (refused.status, refused.json()["error"]["code"]) == (403, "tenant_forbidden")
+        assert (await client.send("GET", path, access=admin)).status == 200
+
+
+async def test_platform_admins_match_only_the_kind_they_are_configured_as(
+    tmp_path: Path,
+) -> None:
+    runtime = LocalRuntime.open(
+        tmp_path / "state",
+        vars={"PLATFORM_ADMINS": "common_name:ada@example.com,email:ci-bot.access@example.com"},
+    )
+    await runtime.migrate()
+    keys = DevAccessKeys.load_or_create(runtime.state.access)
+    now = runtime.clock.now()
+
+    def service(name: str) -> str:
+        return keys.sign({**access_claims("x", now=now), "email": None, "common_name": name})
+
+    client = Client(runtime)
+    statuses = {
+        who: (await client.send("GET", "/admin/tenants", access=token)).status
+        for who, token in {
+            "service ada@example.com": service("ada@example.com"),
+            "user ada@example.com": mint_token(runtime.state.access, "ada@example.com", now=now),
+            "user ci-bot.access@example.com": mint_token(
+                runtime.state.access, "ci-bot.access@example.com", now=now
+            ),
+            "service ci-bot.access@example.com": service("ci-bot.access@example.com"),
+        }.items()
+    }
+    await runtime.close()
+    assert statuses == {
+        "service ada@example.com": 200,
+        "user ada@example.com": 403,
+        "user ci-bot.access@example.com": 200,
+        "service ci-bot.access@example.com": 403,
+    }
+
+
 async def _lifecycle_status(state: Path, tenant: str) -> tuple[int, str | None]:
     runtime = LocalRuntime.open(state)
     eve = mint_token(runtime.state.access, EVE, now=runtime.clock.now())
