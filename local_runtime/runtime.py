@@ -63,7 +63,7 @@ LOCAL_VARS: dict[str, str] = {
     # The dev operators (docs/memory-api.md): platform admins on the local runtime only —
     # the identity the `agents` CLI mints by default and the tests' ops@example.com. Any
     # other identity needs `agent-memory operators grant`.
-    "PLATFORM_ADMINS": "operator@localhost,ops@example.com",
+    "PLATFORM_ADMINS": "email:operator@localhost,email:ops@example.com",
 }
 
 

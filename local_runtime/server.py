@@ -2,7 +2,12 @@
 
 Besides the Worker's own routes it answers `/cdn-cgi/handler/scheduled?cron=...` (and the
 newer `/cdn-cgi/local/scheduled`) by running the scheduled handler, as `wrangler dev` does,
-and, while it runs, fires Durable Object alarms as they fall due (once a second).
+and, while it runs, fires Durable Object alarms as they fall due (once a second). The
+scheduled endpoints run every tenant's jobs (the weekly prune deletes), so they need a
+platform admin's Access token in the `Cf-Access-Jwt-Assertion` header (the dev operator's:
+`agent-memory token --email operator@localhost`), whatever address the server is bound to.
+Only the header counts, never the cookie: a page on another site can make a browser send a
+GET with cookies, but not with a header.
 
 The request's path is taken from the raw request target (`raw_path`), still
 percent-encoded, as the Worker sees it on Cloudflare: the router decodes parameters once.
@@ -29,12 +34,14 @@ from urllib.parse import quote
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from authorization.operator_grants import granted
 from http_messages import Headers, HttpRequest, HttpResponse, json_response
 from local_runtime.runtime import LocalRuntime
 from local_runtime.static_assets import serve_asset
 from worker.app import ROUTES, handle
 from worker.cron import run_scheduled
 from worker.errors import ApiError, method_not_allowed, validation_error
+from worker.identity import ACCESS_HEADER, verify_access_token
 from worker.openapi import document
 
 log = logging.getLogger(__name__)
@@ -127,6 +134,10 @@ class LocalWorkerApp:
         return await handle(request, self.runtime.bindings())
 
     async def _scheduled(self, request: HttpRequest) -> HttpResponse:
+        try:
+            await self._require_platform_admin(request)
+        except ApiError as exc:
+            return exc.to_response()
         cron = request.query.get("cron", "")
         if not cron:
             return validation_error("query parameter 'cron' is required").to_response()
@@ -141,6 +152,20 @@ class LocalWorkerApp:
         result = await run_scheduled(cron, scheduled_time, self.runtime.bindings())
         await self.runtime.background.drain()
         return json_response(result)
+
+    async def _require_platform_admin(self, request: HttpRequest) -> None:
+        """The scheduled endpoints' gate: a verified Access token in the header (the cookie
+        is not enough) whose identity has the platform-admin role; else 401 / 403."""
+        token = (request.headers.get(ACCESS_HEADER) or "").strip()
+        if not token:
+            message = (
+                f"the scheduled endpoint needs a platform admin's Access token ({ACCESS_HEADER})"
+            )
+            raise ApiError(401, "access_token_missing", message)
+        bindings = self.runtime.bindings()
+        identity = await verify_access_token(token, bindings)
+        if not await granted(identity, None, bindings):
+            raise ApiError(403, "tenant_forbidden", "the scheduled endpoint needs a platform admin")
 
     async def _read_request(self, scope: Scope, receive: Receive) -> HttpRequest:
         # Read at most one byte past the limit: the Worker then answers 413 without us

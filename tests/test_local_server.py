@@ -40,14 +40,27 @@ def test_state_folder_is_created_and_migrations_recorded_once(tmp_path: Path) ->
 
 
 def test_scheduled_handler_runs_like_wrangler_dev(tmp_path: Path) -> None:
+    from local_runtime.access_dev import mint_token
+    from worker.identity import ACCESS_HEADER
+
     runtime = LocalRuntime.open(tmp_path / "state", embedder=HashingEmbedder())
+    # The dev operator's token: the endpoints run every tenant's jobs (platform admins only).
+    token = mint_token(runtime.state.access, "operator@localhost", now=runtime.clock.now())
+    dev = {ACCESS_HEADER: token}
     with running_server(runtime) as base:
-        ok = httpx.get(f"{base}/cdn-cgi/handler/scheduled", params={"cron": "0 3 * * SUN"})
-        newer = httpx.get(f"{base}/cdn-cgi/local/scheduled", params={"cron": "0 6 * * *"})
-        bad = httpx.get(f"{base}/cdn-cgi/handler/scheduled")
+        ok = httpx.get(
+            f"{base}/cdn-cgi/handler/scheduled", params={"cron": "0 3 * * SUN"}, headers=dev
+        )
+        newer = httpx.get(
+            f"{base}/cdn-cgi/local/scheduled", params={"cron": "0 6 * * *"}, headers=dev
+        )
+        bad = httpx.get(f"{base}/cdn-cgi/handler/scheduled", headers=dev)
+        anonymous = httpx.get(f"{base}/cdn-cgi/local/scheduled", params={"cron": "0 6 * * *"})
     assert ok.status_code == 200 and ok.json()["cron"] == "0 3 * * SUN"
     assert newer.status_code == 200 and newer.json()["cron"] == "0 6 * * *"
     assert bad.status_code == 422 and bad.json()["error"]["code"] == "validation_error"
+    assert anonymous.status_code == 401
+    assert anonymous.json()["error"]["code"] == "access_token_missing"
 
 
 def test_oversized_body_is_refused_with_413(tmp_path: Path) -> None:

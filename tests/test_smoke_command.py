@@ -306,7 +306,7 @@ def test_without_credentials_the_protected_checks_skip_and_the_run_succeeds(
         "agent.run": "SKIP",
         "tool.call": "SKIP",
         "mcp": "SKIP",
-        "scheduled": "PASS",
+        "scheduled": "SKIP",  # it needs a platform admin's Access token
         "cleanup": "SKIP",
     }
     # Each SKIP says how to enable the check.
@@ -314,7 +314,9 @@ def test_without_credentials_the_protected_checks_skip_and_the_run_succeeds(
     assert "$CF_ACCESS_CLIENT_ID" in result.detail("agent.run")
     assert "--tool NAME" in result.detail("tool.call")
     assert "$AGENT_MEMORY_API_KEY" in result.detail("mcp")
-    assert result.lines[-2] == "summary: 2 passed, 0 failed, 7 skipped"
+    assert "platform admin" in result.detail("scheduled")
+    assert "$AGENT_MEMORY_TOKEN" in result.detail("scheduled")
+    assert result.lines[-2] == "summary: 1 passed, 0 failed, 8 skipped"
     assert result.summary["ok"] is True
     assert half_a_service_token.code == 0
     assert half_a_service_token.status("agent.run") == "SKIP"
@@ -355,6 +357,15 @@ def test_a_wrong_memory_token_fails_the_memory_checks_with_the_reason(
     assert rows_containing(worker.state, with_access.summary["run"]) == []
 
 
+def test_the_scheduled_check_skips_for_an_identity_that_is_no_platform_admin(
+    worker: Worker, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tenant_operator = mint_token(worker.state / "access", "eve@example.com", now=time.time())
+    result = smoke(capsys, worker.base, "--access-token", tenant_operator)
+    assert result.status("scheduled") == "SKIP", result.out
+    assert "--platform-admin" in result.detail("scheduled")
+
+
 def test_a_service_token_goes_through_the_access_edge_once_granted_by_the_printed_sql(
     worker: Worker, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -391,6 +402,8 @@ def test_a_service_token_goes_through_the_access_edge_once_granted_by_the_printe
     assert granted.code == 0, granted.out
     for name in ("memory.working", "memory.episodic", "memory.semantic", "agent.run", "cleanup"):
         assert granted.status(name) == "PASS", granted.out
+    # The local scheduled route takes an Access token only (no edge exchanges service tokens).
+    assert granted.status("scheduled") == "SKIP"
     assert granted.summary["credentials"] == ["client_id", "client_secret", "memory_token"]
     assert edge.exchanged > 0 and edge.secret_outside_application == []
     assert rows_containing(worker.state, granted.summary["run"]) == []

@@ -4,11 +4,13 @@ identities may operate which tenants. Every statement on the table is here.
 A grant is `(tenant, kind, principal)`, kind `email` (lower-cased), `common_name` (service
 tokens) or `group` (the token's `groups` claim); tenant `*` is the platform-admin role.
 `PLATFORM_ADMINS` makes platform admins without a row (so the first operator can grant the
-others). Without D1 a check fails closed: 503 `grants_unavailable`.
+others), each entry matching only identities of its own kind. Without D1 a check fails
+closed: 503 `grants_unavailable`.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Literal
 
 from pydantic import BaseModel
@@ -57,18 +59,27 @@ def _db(bindings: Bindings) -> D1Database:
 
 
 def _bootstrap_admin(who: Principal, bindings: Bindings) -> bool:
-    admins = {a.strip() for a in bindings.settings.platform_admins.split(",") if a.strip()}
-    lowered = {a.lower() for a in admins}
+    """`PLATFORM_ADMINS` names `who` by the kind it was configured as: an email entry
+    matches only the token's email, a common-name entry only a service token's common name
+    (`bindings.settings.parse_platform_admins`)."""
+    admins = bindings.settings.platform_admin_identities
     return bool(
-        (who.email and who.email.lower() in lowered)
-        or (who.common_name and who.common_name in admins)
+        (who.email and ("email", who.email.lower()) in admins)
+        or (who.common_name and ("common_name", who.common_name) in admins)
     )
 
 
-def _matching(pairs: list[tuple[str, str]]) -> tuple[str, list[str]]:
-    """The SQL condition matching any of `pairs`, and its values."""
-    condition = " OR ".join("(principal_kind = ? AND principal = ?)" for _ in pairs)
-    return f"({condition})", [v for pair in pairs for v in pair]
+def _matching(pairs: list[tuple[str, str]]) -> tuple[str, str]:
+    """The SQL condition matching any of `pairs`, and its one bound value.
+
+    The pairs travel as one JSON array read back with `json_each`, so an identity in any
+    number of Access groups binds one parameter (D1 allows 100 per statement; binding two
+    per group locked out operators in 49 or more groups, issue 26)."""
+    condition = (
+        "(principal_kind, principal) IN (SELECT json_extract(value, '$[0]'), "
+        "json_extract(value, '$[1]') FROM json_each(?))"
+    )
+    return condition, json.dumps([list(pair) for pair in pairs])
 
 
 async def granted(who: Principal, tenant: str | None, bindings: Bindings) -> bool:
@@ -80,7 +91,7 @@ async def granted(who: Principal, tenant: str | None, bindings: Bindings) -> boo
     if not pairs:
         return False
     tenants = [PLATFORM] if tenant is None else [tenant, PLATFORM]
-    condition, values = _matching(pairs)
+    condition, value = _matching(pairs)
     slots = ", ".join("?" for _ in tenants)
     row = (
         await _db(bindings)
@@ -88,7 +99,7 @@ async def granted(who: Principal, tenant: str | None, bindings: Bindings) -> boo
             f"SELECT 1 AS ok FROM operator_grants WHERE tenant_id IN ({slots}) "
             f"AND {condition} LIMIT 1"
         )
-        .bind(*tenants, *values)
+        .bind(*tenants, value)
         .first()
     )
     return row is not None
@@ -101,13 +112,13 @@ async def granted_tenants(who: Principal, bindings: Bindings) -> set[str] | None
     pairs = who.pairs()
     if not pairs:
         return set()
-    condition, values = _matching(pairs)
+    condition, value = _matching(pairs)
     result = await (
         _db(bindings)
         .prepare(
             f"SELECT DISTINCT tenant_id FROM operator_grants WHERE tenant_id != ? AND {condition}"
         )
-        .bind(PLATFORM, *values)
+        .bind(PLATFORM, value)
         .all()
     )
     return {str(row["tenant_id"]) for row in result.results}

@@ -61,10 +61,44 @@ def parse_origin_list(raw: str) -> frozenset[str]:
     return frozenset(origins)
 
 
+PlatformAdminKind = Literal["email", "common_name"]
+
+
+def parse_platform_admins(raw: str) -> frozenset[tuple[PlatformAdminKind, str]]:
+    """`PLATFORM_ADMINS`: comma-separated identities, each of exactly one kind, as
+    `(kind, name)` pairs: `email:ada@example.com` (a user; lower-cased) or
+    `common_name:<client id>.access` (an Access service token). A bare entry is an email
+    when it contains `@` and a service token's common name otherwise (Access emails always
+    have an `@`; service-token common names are client ids, which never do). An entry
+    matches only identities of its own kind: a service token named like an admin's email is
+    not an admin (issue 26). Raises ValueError naming a bad entry."""
+    admins: set[tuple[PlatformAdminKind, str]] = set()
+    for entry in (item.strip() for item in raw.split(",")):
+        if not entry:
+            continue
+        prefix, colon, rest = entry.partition(":")
+        if colon and _ADMIN_PREFIX_RE.fullmatch(prefix):
+            if prefix not in ("email", "common_name"):
+                raise ValueError(
+                    f"PLATFORM_ADMINS entry {entry!r}: the kind is email: or common_name:"
+                )
+            kind: PlatformAdminKind = "email" if prefix == "email" else "common_name"
+            name = rest.strip()
+        else:
+            kind, name = ("email" if "@" in entry else "common_name"), entry
+        if not name or (kind == "email" and "@" not in name):
+            raise ValueError(f"PLATFORM_ADMINS entry {entry!r} names no {kind}")
+        admins.add((kind, name.lower() if kind == "email" else name))
+    return frozenset(admins)
+
+
+_ADMIN_PREFIX_RE = re.compile(r"[a-z_]+")
+
 _PARSERS: dict[str, Callable[[str], object]] = {
     "memory_pii_keks": parse_key_encryption_keys,
     "outbound_allowed_hosts": parse_host_list,
     "mcp_allowed_origins": parse_origin_list,
+    "platform_admins": parse_platform_admins,
 }
 
 
@@ -117,7 +151,8 @@ class Settings(BaseModel):
     # Personal data at rest (docs/personal-data.md): secret `kid:base64(32 bytes),...`, newest
     # first. Empty: marked personal data is refused, never stored in plaintext.
     memory_pii_keks: str = ""
-    # Emails / Access service-token names with the platform-admin role without a grant row.
+    # Platform admins without a grant row, each an email or a service token's common name
+    # (`parse_platform_admins`: `email:` / `common_name:` prefixes; never matched across kinds).
     platform_admins: str = ""
     # The EMBED_RATE_LIMITER binding's numbers (the local limiter uses both; on Cloudflare the
     # binding enforces its own and the period gives Retry-After).
@@ -139,7 +174,9 @@ class Settings(BaseModel):
             raise ValueError("EMBED_RATE_PERIOD must be 10 or 60 (the binding's periods)")
         return value
 
-    @field_validator("memory_pii_keks", "outbound_allowed_hosts", "mcp_allowed_origins")
+    @field_validator(
+        "memory_pii_keks", "outbound_allowed_hosts", "mcp_allowed_origins", "platform_admins"
+    )
     @classmethod
     def _parses(cls, value: str, info: ValidationInfo) -> str:
         _PARSERS[str(info.field_name)](value)
@@ -156,6 +193,10 @@ class Settings(BaseModel):
     @property
     def mcp_origins(self) -> frozenset[str]:
         return parse_origin_list(self.mcp_allowed_origins)
+
+    @property
+    def platform_admin_identities(self) -> frozenset[tuple[PlatformAdminKind, str]]:
+        return parse_platform_admins(self.platform_admins)
 
     @field_validator("memory_retrieval_config", "memory_placement", "agent_types")
     @classmethod

@@ -217,7 +217,7 @@ def _identity(claims: dict[str, Any], issuer: str) -> AccessIdentity:
         common_name=common_name if isinstance(common_name, str) and common_name else None,
         issuer=issuer,
         expires_at=int(claims["exp"]),
-        groups=tuple(g for g in groups if isinstance(g, str) and g)[:64]
+        groups=tuple(g for g in groups if isinstance(g, str) and g)
         if isinstance(groups, list)
         else (),
     )

@@ -123,6 +123,8 @@ def _scheduled(path: str) -> dict[str, Any]:
         "operationId": "scheduled" + path.replace("/", "_").replace("-", "_"),
         "summary": "Run the scheduled handler now (local dev server only)",
         "tags": ["local"],
+        # A platform admin's Access token, in the header only (local_runtime.server).
+        "security": [{"cloudflareAccess": []}],
         "parameters": [
             {"name": "cron", "in": "query", "required": True, "schema": {"type": "string"}},
             {

@@ -69,3 +69,25 @@ def test_namespace_flags_and_placement_come_from_vars() -> None:
     assert placement_table(bindings).placement("log").cold_retention_days == 30
     with pytest.raises(ValidationError, match="MEMORY_PLACEMENT"):
         Settings.from_vars({"MEMORY_PLACEMENT": "[1]"})
+
+
+def test_platform_admins_are_parsed_into_one_kind_each() -> None:
+    settings = Settings.from_vars(
+        {
+            "PLATFORM_ADMINS": " Ada@Example.com , email:root@example.com,"
+            "common_name:ci-bot.access, 88bf3b6d.access ,common_name:ops@example.com"
+        }
+    )
+    assert settings.platform_admin_identities == {
+        ("email", "ada@example.com"),
+        ("email", "root@example.com"),
+        ("common_name", "ci-bot.access"),
+        ("common_name", "88bf3b6d.access"),
+        ("common_name", "ops@example.com"),
+    }
+
+
+@pytest.mark.parametrize("bad", ["group:sre", "email:ci-bot.access", "common_name:", "email:"])
+def test_a_platform_admin_entry_of_no_known_kind_is_refused_at_startup(bad: str) -> None:
+    with pytest.raises(ValidationError, match="PLATFORM_ADMINS"):
+        Settings.from_vars({"PLATFORM_ADMINS": f"ops@example.com,{bad}"})

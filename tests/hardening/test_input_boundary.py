@@ -172,9 +172,11 @@ def test_bounded_decoder_never_raises_recursion_error() -> None:
 # --- the local server's own endpoints, over real loopback HTTP -------------------------
 
 
-def test_scheduled_endpoint_refuses_a_non_numeric_time_with_json(served: str) -> None:
+def test_scheduled_endpoint_refuses_a_non_numeric_time_with_json(served: str, token: str) -> None:
     response = httpx.get(
-        f"{served}/cdn-cgi/handler/scheduled", params={"cron": "0 3 * * 1", "time": "soon"}
+        f"{served}/cdn-cgi/handler/scheduled",
+        params={"cron": "0 3 * * 1", "time": "soon"},
+        headers={ACCESS_HEADER: token},
     )
     assert response.status_code == 422
     assert response.headers["content-type"] == "application/json"

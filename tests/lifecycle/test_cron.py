@@ -12,26 +12,70 @@ import httpx
 from agent_memory.lifecycle.brief import build_brief
 from agent_memory.lifecycle.prune import decode_archive
 from bindings.ports.clock import FixedClock
+from local_runtime.access_dev import mint_token
 from local_runtime.runtime import LocalRuntime
 from local_runtime.server import running_server
 from tests.fakes.embedder import HashingEmbedder
 from tests.lifecycle.conftest import DAY_MS, NOW, NOW_MS, count, seed_episodes
 from tests.semantic.conftest import insert_unindexed
 from worker.cron import DAILY_BRIEF, WEEKLY_PRUNE, run_scheduled
+from worker.identity import ACCESS_HEADER
 
 
-async def scheduled_over_http(runtime: LocalRuntime, cron: str) -> httpx.Response:
-    """Trigger `cron` at `NOW_MS` through the local server's scheduled route."""
+async def scheduled_over_http(
+    runtime: LocalRuntime, cron: str, headers: dict[str, str] | None = None
+) -> httpx.Response:
+    """Trigger `cron` at `NOW_MS` through the local server's scheduled route, as the dev
+    operator unless `headers` say otherwise."""
+    if headers is None:
+        token = mint_token(runtime.state.access, "operator@localhost", now=runtime.clock.now())
+        headers = {ACCESS_HEADER: token}
 
     def call() -> httpx.Response:
         with running_server(runtime) as base:
             return httpx.get(
                 f"{base}/cdn-cgi/handler/scheduled",
                 params={"cron": cron, "time": str(NOW_MS)},
+                headers=headers,
                 timeout=60,
             )
 
     return await asyncio.to_thread(call)
+
+
+async def test_the_scheduled_route_runs_nothing_without_a_platform_admins_header(
+    tmp_path: Path,
+) -> None:
+    runtime = LocalRuntime.open(
+        tmp_path / "state", embedder=HashingEmbedder(), clock=FixedClock(NOW)
+    )
+    await runtime.migrate()
+    await seed_episodes(runtime.db, "acme", [NOW_MS - 100 * DAY_MS])
+    now = runtime.clock.now()
+    eve = mint_token(runtime.state.access, "eve@example.com", now=now)
+    ops = mint_token(runtime.state.access, "ops@example.com", now=now)
+    refusals = {
+        "nothing": (await scheduled_over_http(runtime, WEEKLY_PRUNE, {})),
+        # A cross-site page can make a browser send its cookies with a GET, not a header.
+        "cookie": (
+            await scheduled_over_http(runtime, WEEKLY_PRUNE, {"cookie": f"CF_Authorization={ops}"})
+        ),
+        "forged": (
+            await scheduled_over_http(runtime, WEEKLY_PRUNE, {ACCESS_HEADER: ops[:-4] + "AAAA"})
+        ),
+        "no admin": (await scheduled_over_http(runtime, WEEKLY_PRUNE, {ACCESS_HEADER: eve})),
+    }
+    assert {name: (r.status_code, r.json()["error"]["code"]) for name, r in refusals.items()} == {
+        "nothing": (401, "access_token_missing"),
+        "cookie": (401, "access_token_missing"),
+        "forged": (403, "access_token_invalid"),
+        "no admin": (403, "tenant_forbidden"),
+    }
+    episodes = "SELECT COUNT(*) AS n FROM memory_episodes WHERE tenant_id = 'acme'"
+    assert await count(runtime.db, episodes) == 1  # the prune never ran
+    allowed = await scheduled_over_http(runtime, WEEKLY_PRUNE, {ACCESS_HEADER: ops})
+    assert allowed.status_code == 200 and await count(runtime.db, episodes) == 0
+    await runtime.close()
 
 
 async def test_weekly_cron_over_http_prunes_and_reports_per_tenant(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from authorization.operator_grants import grant, revoke_grant
+from authorization.operator_grants import Principal, grant, granted_tenants, revoke_grant
 from http_messages import Headers, HttpRequest
 from local_runtime.access_dev import DevAccessKeys, access_claims, mint_token
 from local_runtime.cli import main
@@ -139,6 +139,80 @@ async def test_service_tokens_and_groups_are_granted_by_their_own_names(
     await grant(memory_runtime.bindings(), "acme", "group", "sre", "test")
     for token in (service, member):
         assert (await client.send("GET", path, access=token)).status == 200
+
+
+@pytest.mark.parametrize("count", [49, 100, 500])
+async def test_an_operator_in_many_access_groups_is_granted_by_any_of_them(
+    client: Client, memory_runtime: LocalRuntime, count: int
+) -> None:
+    # D1 binds at most 100 parameters: two per group locked out 49+ groups, and groups
+    # past the 64th were dropped before the query (issue 26).
+    keys = DevAccessKeys.load_or_create(memory_runtime.state.access)
+    groups = [f"g{i:03d}" for i in range(count)]
+    token = keys.sign(
+        {**access_claims("gail@example.com", now=memory_runtime.clock.now()), "groups": groups}
+    )
+    path = "/admin/tenants/acme/lifecycle"
+    refused = await client.send("GET", path, access=token)
+    assert (refused.status, refused.json()["error"]["code"]) == (403, "tenant_forbidden")
+    await grant(memory_runtime.bindings(), "acme", "group", groups[-1], "test")
+    assert (await client.send("GET", path, access=token)).status == 200
+    other = await client.send("GET", "/admin/tenants/globex/lifecycle", access=token)
+    assert other.status == 403
+    who = Principal(email="gail@example.com", groups=tuple(groups))
+    assert await granted_tenants(who, memory_runtime.bindings()) == {"acme"}
+
+
+async def test_a_service_token_named_like_an_admins_email_is_not_an_admin(
+    client: Client, memory_runtime: LocalRuntime
+) -> None:
+    # PLATFORM_ADMINS (local runtime) lists ops@example.com as an email: a service token
+    # whose common name is that string used to be a platform admin (issue 26).
+    keys = DevAccessKeys.load_or_create(memory_runtime.state.access)
+    now = memory_runtime.clock.now()
+    impostor = keys.sign(
+        {**access_claims("x", now=now), "email": None, "common_name": "ops@example.com"}
+    )
+    admin = mint_token(memory_runtime.state.access, "OPS@example.com", now=now)
+    for path in ("/admin/tenants", "/admin/tenants/acme/lifecycle"):
+        refused = await client.send("GET", path, access=impostor)
+        assert (refused.status, refused.json()["error"]["code"]) == (403, "tenant_forbidden")
+        assert (await client.send("GET", path, access=admin)).status == 200
+
+
+async def test_platform_admins_match_only_the_kind_they_are_configured_as(
+    tmp_path: Path,
+) -> None:
+    runtime = LocalRuntime.open(
+        tmp_path / "state",
+        vars={"PLATFORM_ADMINS": "common_name:ada@example.com,email:ci-bot.access@example.com"},
+    )
+    await runtime.migrate()
+    keys = DevAccessKeys.load_or_create(runtime.state.access)
+    now = runtime.clock.now()
+
+    def service(name: str) -> str:
+        return keys.sign({**access_claims("x", now=now), "email": None, "common_name": name})
+
+    client = Client(runtime)
+    statuses = {
+        who: (await client.send("GET", "/admin/tenants", access=token)).status
+        for who, token in {
+            "service ada@example.com": service("ada@example.com"),
+            "user ada@example.com": mint_token(runtime.state.access, "ada@example.com", now=now),
+            "user ci-bot.access@example.com": mint_token(
+                runtime.state.access, "ci-bot.access@example.com", now=now
+            ),
+            "service ci-bot.access@example.com": service("ci-bot.access@example.com"),
+        }.items()
+    }
+    await runtime.close()
+    assert statuses == {
+        "service ada@example.com": 200,
+        "user ada@example.com": 403,
+        "user ci-bot.access@example.com": 200,
+        "service ci-bot.access@example.com": 403,
+    }
 
 
 async def _lifecycle_status(state: Path, tenant: str) -> tuple[int, str | None]:

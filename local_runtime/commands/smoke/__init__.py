@@ -21,8 +21,9 @@ Checks, one line each (PASS / FAIL / SKIP and why), then a summary and, last, on
 * `agent.run` — `POST /v1/agents/{tenant}/{agent_type}/run` through Cloudflare Access;
 * `tool.call` — `POST /api/v1/tools/{tool}` with the API key (only for `--tool`);
 * `mcp` — MCP `initialize` + `tools/list` with the API key;
-* `scheduled` — the local runtime's `/cdn-cgi/handler/scheduled?cron=` (Cloudflare offers no
-  such route: there only Cron Triggers run the handler, so the check is skipped);
+* `scheduled` — the local runtime's `/cdn-cgi/handler/scheduled?cron=`, with the Access
+  credential (it needs a platform admin; Cloudflare offers no such route: there only Cron
+  Triggers run the handler, so the check is skipped);
 * `cleanup` — what the run wrote is deleted again.
 
 Access credentials go only to the Access-gated paths (`/v1/agents/*`, `/admin/*`): a service

@@ -95,9 +95,30 @@ def check_scheduled(s: Session) -> str:
             "not reachable from outside on Cloudflare: only Cron Triggers run the "
             "scheduled handler there (watch one with `npx wrangler tail`)"
         )
-    response = s.request("GET", "/cdn-cgi/handler/scheduled", params={"cron": s.o.cron})
+    if not s.creds.access_token:
+        # The route runs every tenant's jobs: a platform admin's Access token, as a header.
+        # A service token would need Access's edge to exchange it, and no edge fronts it.
+        raise Skip(
+            "the scheduled route needs a platform admin's Access token: give --access-token "
+            "($AGENT_MEMORY_TOKEN)"
+        )
+    response = s.request(
+        "GET",
+        "/cdn-cgi/handler/scheduled",
+        params={"cron": s.o.cron},
+        headers=s.creds.access_headers(),
+    )
     if response.status_code == 404:
         raise Skip("this server has no /cdn-cgi/handler/scheduled route (HTTP 404)")
+    error = (json_of(response) or {}).get("error") if response.status_code == 403 else None
+    if isinstance(error, dict) and error.get("code") == "tenant_forbidden":
+        # A tenant-scoped credential: right for the other checks, not for this one.
+        raise Skip(
+            "the scheduled route needs a platform admin; this Access identity is not one "
+            "(agent-memory operators grant ... --platform-admin)"
+        )
+    if response.status_code in ACCESS_REFUSALS:
+        raise Problem(describe_access_refusal(response))
     data = json_of(response)
     if response.status_code != 200 or not isinstance(data, dict):
         raise Problem(describe_response(response))
