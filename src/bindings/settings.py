@@ -9,6 +9,7 @@ import ipaddress
 import json
 import re
 from collections.abc import Callable, Mapping
+from functools import cached_property
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -182,19 +183,21 @@ class Settings(BaseModel):
         _PARSERS[str(info.field_name)](value)
         return value
 
-    @property
+    # The parsed forms of the list vars, parsed once per Settings (each was checked when the
+    # vars were validated; these only give them their shape).
+    @cached_property
     def pii_keks(self) -> KeyEncryptionKeys | None:
         return parse_key_encryption_keys(self.memory_pii_keks)
 
-    @property
+    @cached_property
     def outbound_allow_list(self) -> tuple[frozenset[str], tuple[IPNetwork, ...]]:
         return parse_host_list(self.outbound_allowed_hosts)
 
-    @property
+    @cached_property
     def mcp_origins(self) -> frozenset[str]:
         return parse_origin_list(self.mcp_allowed_origins)
 
-    @property
+    @cached_property
     def platform_admin_identities(self) -> frozenset[tuple[PlatformAdminKind, str]]:
         return parse_platform_admins(self.platform_admins)
 
