@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from agent_runtime_do.runtime import AgentRuntimeCore
+from agent_runtime_do.core import AgentRuntimeCore
 from bindings.environment import Bindings
 from bindings.ports.alarms import AlarmStorage
 from bindings.ports.clock import Clock, SystemClock

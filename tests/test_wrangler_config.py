@@ -95,5 +95,5 @@ def test_dry_run_deploy_lists_every_binding(tmp_path: Path) -> None:
         assert expected in output, f"{expected!r} missing from:\n{output}"
     # The sibling packages under src/ ship with the entry, named relative to src/.
     shipped = {p.relative_to(tmp_path / "out").as_posix() for p in (tmp_path / "out").rglob("*.py")}
-    assert {"bindings/ports/kv.py", "worker/app.py", "agent_runtime_do/runtime.py"} <= shipped
+    assert {"bindings/ports/kv.py", "worker/app.py", "agent_runtime_do/core.py"} <= shipped
     assert not any(p.startswith(("local_runtime/", "tests/")) for p in shipped)

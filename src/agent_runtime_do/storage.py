@@ -29,7 +29,7 @@ from bindings.ports.do_sql import DurableObjectStorage, SqlStorage
 from bindings.ports.sql import SqlValue
 
 if TYPE_CHECKING:
-    from agent_runtime_do.runtime import AgentRuntimeCore
+    from agent_runtime_do.core import AgentRuntimeCore
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # annotations only: the entry imports this module at start-up
-    from agent_runtime_do.runtime import AgentRuntimeCore
+    from agent_runtime_do.core import AgentRuntimeCore
     from bindings.environment import Bindings
     from bindings.ports.alarms import AlarmStorage
     from bindings.ports.do_sql import DurableObjectStorage
@@ -18,6 +18,6 @@ def new_runtime_core(
     storage: DurableObjectStorage, bindings: Bindings, *, alarms: AlarmStorage | None = None
 ) -> AgentRuntimeCore:
     """An `AgentRuntimeCore` over the object's storage, with the memory tools installed."""
-    from agent_runtime_do.runtime import AgentRuntimeCore
+    from agent_runtime_do.core import AgentRuntimeCore
 
     return AgentRuntimeCore(storage, bindings, alarms=alarms)

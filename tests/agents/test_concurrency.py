@@ -12,7 +12,7 @@ import asyncio
 from collections import defaultdict
 from typing import Any
 
-from agent_runtime_do.runtime import AgentRuntimeCore
+from agent_runtime_do.core import AgentRuntimeCore
 from local_runtime.runtime import LocalRuntime
 from tests.agents.conftest import Send
 

@@ -20,7 +20,7 @@ from agent_memory.tiers.episodic import (
     FailedWrite,
     RunRecord,
 )
-from agent_runtime_do.runtime import AgentRuntimeCore
+from agent_runtime_do.core import AgentRuntimeCore
 from bindings.ports.d1 import D1Database, D1Error, D1Result, D1Statement
 from bindings.ports.sql import Row, SqlValue
 from local_runtime.access_dev import mint_token

@@ -16,7 +16,7 @@ import pytest
 
 from agent_memory.lifecycle.brief import build_brief
 from agent_memory.tiers.episodic import EpisodicStore
-from agent_runtime_do.runtime import AgentRuntimeCore
+from agent_runtime_do.core import AgentRuntimeCore
 from agent_runtime_do.storage import FAILED_WRITE_RETRIES
 from bindings.ports.clock import FixedClock
 from local_runtime.access_dev import mint_token

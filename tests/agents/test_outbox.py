@@ -11,7 +11,7 @@ from collections.abc import Coroutine
 from typing import Any
 
 from agent_memory.tiers.episodic import EpisodicStore
-from agent_runtime_do.runtime import AgentRuntimeCore
+from agent_runtime_do.core import AgentRuntimeCore
 from local_runtime.runtime import LocalRuntime
 
 SCOPE = {"tenant": "acme", "agent_type": "assistant", "instance_id": "outbox"}

@@ -62,7 +62,7 @@ with FakeJsRuntime():
         if route.auth.gate is not None:
             route.auth.gate.resolve()
     import agent_memory.agent.memory_tools  # noqa: F401
-    import agent_runtime_do.runtime  # noqa: F401
+    import agent_runtime_do.core  # noqa: F401
     import worker.lifecycle_jobs  # noqa: F401
 
 print(json.dumps(violations))

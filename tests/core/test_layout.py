@@ -159,11 +159,11 @@ def test_an_upward_import_is_reported(tmp_path: Path) -> None:
 
 
 def test_a_peer_import_is_reported(tmp_path: Path) -> None:
-    _write(tmp_path, "gateway.mcp", "import agent_runtime_do.runtime\n")
-    _write(tmp_path, "agent_runtime_do.runtime", "")
+    _write(tmp_path, "gateway.mcp", "import agent_runtime_do.core\n")
+    _write(tmp_path, "agent_runtime_do.core", "")
     assert layer_violations(tmp_path, LAYERS) == [
         "gateway.mcp -> agent_runtime_do",
-        "gateway.mcp -> agent_runtime_do.runtime",
+        "gateway.mcp -> agent_runtime_do.core",
     ]
 
 

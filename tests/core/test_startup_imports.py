@@ -85,13 +85,13 @@ def test_an_eager_import_of_a_lazy_module_is_reported(tmp_path: Path) -> None:
     write(
         "worker.app",
         "from typing import TYPE_CHECKING\n"
-        "if TYPE_CHECKING:\n    import agent_runtime_do.runtime\n"
+        "if TYPE_CHECKING:\n    import agent_runtime_do.core\n"
         "def later():\n    import worker.openapi\n"
         "class Routes:\n    import worker.inspector_routes\n",
     )
     write("worker.openapi", "")
     write("worker.inspector_routes", "")
-    write("agent_runtime_do.runtime", "")
+    write("agent_runtime_do.core", "")
     lazy = {"worker.openapi", "worker.inspector_routes"}
     # A class body runs at import: reported. A function body and TYPE_CHECKING do not.
     assert start_up_violations(tmp_path, lazy) == ["worker.inspector_routes"]

@@ -13,7 +13,7 @@ import pytest
 
 from agent_memory.memory import Memory
 from agent_memory.tiers.semantic.memory import SemanticMemory
-from agent_runtime_do.runtime import AgentRuntimeCore
+from agent_runtime_do.core import AgentRuntimeCore
 from gateway import admin_ops
 from gateway.credentials import ISOLATE_CACHE
 from http_messages import Headers, HttpRequest, HttpResponse

@@ -12,7 +12,7 @@ from urllib.parse import quote
 from agent_memory.lifecycle.erase import SubjectEraser
 from agent_memory.lifecycle.prune import Pruner
 from agent_memory.tiers.episodic import EpisodicStore
-from agent_runtime_do.runtime import AgentRuntimeCore
+from agent_runtime_do.core import AgentRuntimeCore
 from local_runtime.access_dev import mint_token
 from local_runtime.runtime import LocalRuntime
 from tests.agents.conftest import build_request

@@ -9,7 +9,7 @@ import dataclasses
 import json
 from typing import cast
 
-from agent_runtime_do.runtime import AgentRuntimeCore
+from agent_runtime_do.core import AgentRuntimeCore
 from agent_runtime_do.storage import erase_subject_traces
 from bindings.environment import Bindings
 from bindings.ports.clock import FixedClock

@@ -29,7 +29,7 @@ from agent_memory.ids import new_ulid
 from agent_memory.tiers.episodic import Episode, EpisodicStore, FailedWrite, RunRecord
 from agent_memory.tiers.procedural import ProceduralMemory, UnknownWorkflowError
 from agent_memory.tiers.working import WorkingMemory, WorkingMemoryBudgetExceeded
-from agent_runtime_do.runtime import AgentRuntimeCore
+from agent_runtime_do.core import AgentRuntimeCore
 from agent_runtime_do.storage import (
     append_run_log,
     begin_turn,

@@ -121,6 +121,6 @@ def test_mcp_lists_the_tenants_tools_and_the_memory_tools(served: dict[str, Any]
 def test_the_start_up_leaves_the_lazy_routes_and_numpy_out(served: dict[str, Any]) -> None:
     start_up = set(served["start_up_modules"])
     assert {"worker.entry", "worker.app", "gateway.tool_proxy", "gateway.mcp"} <= start_up
-    lazy = {"worker.openapi", "worker.inspector_routes", "agent_runtime_do.runtime"}
+    lazy = {"worker.openapi", "worker.inspector_routes", "agent_runtime_do.core"}
     assert not lazy & start_up
     assert served["numpy_at_start_up"] is False

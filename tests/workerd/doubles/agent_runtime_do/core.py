@@ -1,4 +1,4 @@
-"""Double of `agent_runtime_do.runtime` (the real core imports numpy and pydantic).
+"""Double of `agent_runtime_do.core` (the real core imports numpy and pydantic).
 
 `worker/entry.py`'s `AgentRuntime` builds it exactly as it builds the real core — with the
 real `CloudflareDurableObjectStorage` over the SDK-wrapped `ctx.storage`, the object's
