@@ -73,6 +73,16 @@ async def test_event_time_filters_beyond_year_9999_are_422(client: Client, name:
     assert response.json()["error"]["details"]["problems"][0]["field"] == name
 
 
+async def test_a_candidate_threshold_beyond_a_promotion_s_is_422(client: Client) -> None:
+    response = await client.send(
+        "GET",
+        "/admin/agents/acme/assistant/pack-candidates",
+        access=client.operator,
+        query={"min_pulls": BEYOND_JS},
+    )
+    assert (response.status, code(response)) == (422, "validation_error")
+
+
 @pytest.mark.parametrize("name", ["valid_from_after", "valid_from_before"])
 @pytest.mark.parametrize("tier", [None, "semantic"])
 async def test_a_valid_from_window_beyond_year_9999_is_422(
