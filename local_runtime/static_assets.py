@@ -5,7 +5,9 @@ path names a file there is answered from the assets before the Worker runs, and
 `/admin/ui/` finds `admin/ui/index.html` (`html_handling = "auto-trailing-slash"`).
 `serve_asset` does the same locally for GET and HEAD: it returns the file's response, a
 redirect from `/admin/ui` to `/admin/ui/`, or None when no asset matches (the Worker
-answers). Paths never leave the assets folder.
+answers). Paths never leave the assets folder, and a path no file could have (a segment
+over the file system's 255-byte name limit, a NUL) is simply no asset: the Worker answers
+it, never an `OSError`.
 """
 
 from __future__ import annotations
@@ -25,20 +27,41 @@ _TYPES = {
 }
 
 
-def _asset_file(path: str, root: Path) -> Path | None:
+# NAME_MAX on Linux and macOS: a longer path segment names no file (stat raises
+# ENAMETOOLONG), so it is no asset.
+_NAME_MAX_BYTES = 255
+
+
+def _asset_path(path: str, root: Path) -> Path | None:
+    """`path` under `root`, or None when no file in the assets folder could have it."""
     if "\x00" in path or "\\" in path:
         return None
     parts = [p for p in path.split("/") if p]
-    if any(p in (".", "..") for p in parts):
+    if any(
+        p in (".", "..") or len(p.encode("utf-8", "surrogatepass")) > _NAME_MAX_BYTES for p in parts
+    ):
         return None
-    candidate = root.joinpath(*parts) if parts else root
-    if candidate.is_dir():
+    return root.joinpath(*parts) if parts else root
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:  # any other name the file system refuses: not an asset either
+        return False
+
+
+def _asset_file(path: str, root: Path) -> Path | None:
+    candidate = _asset_path(path, root)
+    if candidate is None:
+        return None
+    if _is_dir(candidate):
         candidate = candidate / "index.html"
     try:
         candidate.resolve().relative_to(root.resolve())
-    except ValueError:
+        return candidate if candidate.is_file() else None
+    except (ValueError, OSError):
         return None
-    return candidate if candidate.is_file() else None
 
 
 def serve_asset(request: HttpRequest, root: Path = ASSETS_DIR) -> HttpResponse | None:
@@ -46,7 +69,10 @@ def serve_asset(request: HttpRequest, root: Path = ASSETS_DIR) -> HttpResponse |
     if request.method not in ("GET", "HEAD"):
         return None
     path = request.path
-    if not path.endswith("/") and (root / path.lstrip("/")).is_dir():
+    folder = _asset_path(path, root)
+    if folder is None:
+        return None
+    if not path.endswith("/") and _is_dir(folder):
         if _asset_file(path + "/", root) is not None:
             return HttpResponse(307, b"", Headers({"location": path + "/"}))
         return None

@@ -125,6 +125,17 @@ MAX_DEPTH = 64
 # while staying far below Python's 4300-digit conversion limit.
 MAX_INT_DIGITS = 64
 
+# The largest integer storage takes. On Workers a Python int crosses into JavaScript as a
+# Number only within +-2^53; beyond that it becomes a BigInt, which D1 refuses ("Type
+# 'bigint' not supported") and DO SQL cannot bind (local_runtime/adapters/jsnumbers.py).
+# Any number that can reach a SQL bind is checked against this (or a tighter bound) first.
+MAX_STORED_INT = 2**53 - 1
+
+# The latest instant a time filter, cursor or expiry may name: the last second of year
+# 9999 UTC. In milliseconds it is still well inside MAX_STORED_INT.
+MAX_EPOCH_SECONDS = 253_402_300_799
+MAX_EPOCH_MS = MAX_EPOCH_SECONDS * 1000 + 999
+
 # Admin and memory bodies: no single string needs more (the largest field, an agent-run
 # input, is capped lower by its model).
 MAX_STRING_CHARS = 65_536

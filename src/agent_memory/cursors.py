@@ -1,5 +1,8 @@
 """Opaque pagination cursors: a small JSON value in unpadded base64url; a cursor this code
-did not produce raises `InvalidCursorError` (callers answer 422 `invalid_cursor`)."""
+did not produce raises `InvalidCursorError` (callers answer 422 `invalid_cursor`).
+
+A cursor's numbers are bound into SQL, so an integer beyond `MAX_STORED_INT` (which D1
+would refuse as a BigInt) makes the cursor one this code did not produce."""
 
 from __future__ import annotations
 
@@ -7,6 +10,8 @@ import base64
 import binascii
 import json
 from typing import Any
+
+from http_messages import MAX_STORED_INT
 
 
 class InvalidCursorError(ValueError):
@@ -19,9 +24,18 @@ def encode_cursor_value(value: Any) -> str:
     return base64.urlsafe_b64encode(raw.encode()).rstrip(b"=").decode("ascii")
 
 
+def _stored_int(text: str) -> int:
+    value = int(text)
+    if not -MAX_STORED_INT <= value <= MAX_STORED_INT:
+        raise InvalidCursorError("cursor is not one this API returned")
+    return value
+
+
 def decode_cursor_value(cursor: str) -> Any:
-    """The value `encode_cursor_value` wrapped; `InvalidCursorError` for anything else."""
+    """The value `encode_cursor_value` wrapped; `InvalidCursorError` for anything else
+    (also for an integer storage could not bind: module docstring)."""
     try:
-        return json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        return json.loads(raw, parse_int=_stored_int)
     except (binascii.Error, ValueError, TypeError):
         raise InvalidCursorError("cursor is not one this API returned") from None

@@ -81,7 +81,8 @@ class WorkflowsQuery(BaseModel):
 
 
 class CandidatesQuery(WorkflowsQuery):
-    min_pulls: int = Field(default=20, ge=1)
+    # Bounded like a promotion's: the value crosses the Durable Object RPC boundary.
+    min_pulls: int = Field(default=20, ge=1, le=1_000_000)
     min_mean: float = Field(default=0.7, ge=0.0, le=1.0)
 
 

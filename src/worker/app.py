@@ -292,7 +292,7 @@ class Route:
             lambda m: f"(?P<{m.group(1)}>[^/]+)",
             re.escape(self.path).replace(r"\{", "{").replace(r"\}", "}"),
         )
-        return re.compile(f"^{body}$")
+        return re.compile(body)  # used with fullmatch: `^...$` would pass a trailing newline
 
 
 class Router:
@@ -306,7 +306,7 @@ class Router:
         422 `invalid_path` for a bad parameter."""
         allowed: list[str] = []
         for regex, route in self._compiled:
-            match = regex.match(path)
+            match = regex.fullmatch(path)
             if match is None:
                 continue
             if route.method == method.upper():

@@ -28,6 +28,7 @@ from agent_memory.memory import Memory, MemoryUnavailable
 from agent_memory.namespace import AGENT_TYPE_PATTERN
 from agent_memory.tiers.episodic import Episode
 from agent_memory.tiers.semantic.models import MAX_QUERY_CHARS, MemoryInputError, RecallFilters
+from http_messages import MAX_EPOCH_MS
 from worker.app import Call
 from worker.errors import ApiError
 
@@ -55,8 +56,8 @@ class EventsQuery(BaseModel):
     kind: EventKind | None = None
     tier: EventTier | None = None
     run_id: str | None = Field(default=None, min_length=1, max_length=64)
-    since: int | None = Field(default=None, ge=0)
-    until: int | None = Field(default=None, ge=0)
+    since: int | None = Field(default=None, ge=0, le=MAX_EPOCH_MS)
+    until: int | None = Field(default=None, ge=0, le=MAX_EPOCH_MS)
     cursor: str | None = Field(default=None, min_length=1, max_length=512)
     limit: int = Field(default=50, ge=1, le=MAX_INSPECT_PAGE)
 

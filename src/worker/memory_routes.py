@@ -41,6 +41,7 @@ from agent_memory.tiers.working import (
     validate_key,
 )
 from bindings.environment import Bindings
+from http_messages import MAX_EPOCH_SECONDS
 from worker.app import Call, Metadata, Subject, has_control
 from worker.errors import ApiError
 from worker.identity import MemoryTier, MemoryTokenClaims, Scope
@@ -48,6 +49,9 @@ from worker.identity import MemoryTier, MemoryTokenClaims, Scope
 PROMOTION_ROUTE = "POST /admin/tenants/{tenant}/agents/{agent_type}/packs"
 MAX_VALUE_CHARS = 32_768
 MIN_TTL_SECONDS = 60
+# A semantic fact's validity may run up to a century (working and episodic TTLs are
+# bounded tighter below); an expiry stays far inside what storage binds.
+MAX_TTL_SECONDS = 100 * 365 * 86_400
 
 
 class MemoryQuery(BaseModel):
@@ -62,8 +66,12 @@ class MemoryQuery(BaseModel):
     agent_type: str | None = Field(default=None, pattern=AGENT_TYPE_PATTERN)
     # A time filter on the semantic tier's search (epoch seconds on `valid_from`, the date a
     # memory is about): [valid_from_after, valid_from_before).
-    valid_from_after: float | None = Field(default=None, ge=0, allow_inf_nan=False)
-    valid_from_before: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    valid_from_after: float | None = Field(
+        default=None, ge=0, le=MAX_EPOCH_SECONDS, allow_inf_nan=False
+    )
+    valid_from_before: float | None = Field(
+        default=None, gt=0, le=MAX_EPOCH_SECONDS, allow_inf_nan=False
+    )
 
     @field_validator("query")
     @classmethod
@@ -94,7 +102,7 @@ class MemoryWrite(BaseModel):
     tier: MemoryTier
     key: str = Field(min_length=1, max_length=128)
     value: Any
-    ttl: int | None = Field(default=None, ge=MIN_TTL_SECONDS)
+    ttl: int | None = Field(default=None, ge=MIN_TTL_SECONDS, le=MAX_TTL_SECONDS)
     metadata: Metadata = Field(default_factory=dict)
 
     @field_validator("value")

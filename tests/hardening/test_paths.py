@@ -4,6 +4,9 @@ cannot rewrite the path. Driven over real loopback HTTP, where the bugs lived.""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
+
 import httpx
 import pytest
 
@@ -12,6 +15,8 @@ from gateway import admin_ops
 from local_runtime.access_dev import mint_token
 from local_runtime.adapters.kv import SqliteKV
 from local_runtime.runtime import LocalRuntime
+from worker.app import ROUTES, Router
+from worker.errors import ApiError
 from worker.identity import ACCESS_HEADER
 
 
@@ -75,3 +80,53 @@ def test_a_host_header_cannot_rewrite_the_path(agent_runtime: LocalRuntime, serv
     headers = {**auth(agent_runtime), "Host": "x/admin/agents/BAD!/runs?"}
     response = httpx.get(f"{served}/admin/agents/acme/runs", headers=headers)
     assert response.status_code == 200, response.text
+
+
+@pytest.fixture
+def all_logs(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
+    """`caplog`, also fed by uvicorn's loggers (they do not propagate to the root)."""
+    uvicorn_log = logging.getLogger("uvicorn")
+    uvicorn_log.addHandler(caplog.handler)
+    caplog.set_level(logging.DEBUG)
+    try:
+        yield caplog
+    finally:
+        uvicorn_log.removeHandler(caplog.handler)
+
+
+LONG = "a" * 256
+LONG_ENCODED = "%C3%A9" * 50  # 300 bytes as sent, 50 characters decoded
+
+
+@pytest.mark.parametrize(
+    ("path", "statuses"),
+    [
+        (f"/{LONG}", (404,)),
+        (f"/admin/{LONG}", (404,)),
+        (f"/admin/ui/{LONG_ENCODED}", (404,)),
+        (f"/admin/tenants/acme/subjects/{LONG}/archive", (200,)),
+        (f"/admin/tenants/acme/subjects/{'b' * 4000}/archive", (422,)),
+    ],
+)
+def test_a_segment_longer_than_a_file_name_is_json_and_not_logged(
+    agent_runtime: LocalRuntime,
+    served: str,
+    all_logs: pytest.LogCaptureFixture,
+    path: str,
+    statuses: tuple[int, ...],
+) -> None:
+    """Issue 26 item 3: locally, the static-asset lookup stat()ed a segment over 255 bytes
+    (ENAMETOOLONG), answered a text/plain 500 and logged the raw path in the traceback."""
+    response = httpx.get(f"{served}{path}", headers=auth(agent_runtime))
+    assert response.headers["content-type"] == "application/json", response.text
+    assert response.status_code in statuses, response.text
+    segment = max(path.split("/"), key=len)
+    assert segment not in all_logs.text
+
+
+@pytest.mark.parametrize("path", ["/healthz\n", "/admin/agents/acme/runs\n"])
+def test_a_trailing_newline_does_not_match_a_route(path: str) -> None:
+    """Route patterns are full-matched: `re.match("^...$")` lets a trailing newline pass."""
+    with pytest.raises(ApiError) as refused:
+        Router(ROUTES).resolve("GET", path)
+    assert refused.value.code == "not_found"

@@ -36,7 +36,7 @@ def _concrete(path: str) -> str:
 async def test_every_405_names_the_paths_methods_in_allow(path: str) -> None:
     target = _concrete(path)
     # Every route the URL matches (`/api/v1/memory/acme/archive` is also the key "archive").
-    declared = sorted({route.method for route in ROUTES if route.regex().match(target)})
+    declared = sorted({route.method for route in ROUTES if route.regex().fullmatch(target)})
     bindings = Bindings(
         settings=Settings(environment="test"), clock=FixedClock(), background=LocalBackgroundTasks()
     )

@@ -133,7 +133,7 @@ def decode_cursor(cursor: str) -> tuple[int, str]:
         started_at, run_id = value["s"], value["r"]
     except (KeyError, TypeError):
         raise InvalidCursorError("cursor is not one this API returned") from None
-    if not isinstance(started_at, int) or not isinstance(run_id, str):
+    if type(started_at) is not int or not isinstance(run_id, str):  # (a bool is no int)
         raise InvalidCursorError("cursor is not one this API returned")
     return started_at, run_id
 

@@ -232,7 +232,11 @@ WORKING_MEMORY_PREFIX = "agent_working"
 WORKING_MEMORY_TTL_SECONDS = 3600
 WORKING_MEMORY_BUDGET_BYTES = 128 * 1024
 MAX_KEY_BYTES = 128
-_KEY_SEGMENT = re.compile(r"^[A-Za-z0-9._@+-]+$")
+# Matched with fullmatch: `match` with `^...$` would let a trailing newline through.
+_KEY_SEGMENT = re.compile(r"[A-Za-z0-9._@+-]+")
+# Keys a URL cannot carry as one path segment (clients and Cloudflare's URL normalisation
+# resolve them as dot segments), so `DELETE .../{key}` could never reach them.
+_DOT_SEGMENTS = frozenset({".", ".."})
 
 
 class WorkingMemoryError(ValueError):
@@ -303,11 +307,13 @@ def validate_key(key: str) -> str:
     for segment in key.split(":"):
         if not segment:
             raise InvalidWorkingMemoryKey(f"working memory key {key!r} has an empty segment")
-        if not _KEY_SEGMENT.match(segment):
+        if not _KEY_SEGMENT.fullmatch(segment):
             raise InvalidWorkingMemoryKey(
                 f"working memory key {key!r} has a segment with characters outside "
                 "letters, digits and . _ @ + - (wildcards are not allowed)"
             )
+    if key in _DOT_SEGMENTS:
+        raise InvalidWorkingMemoryKey(f"memory key {key!r} cannot be addressed in a URL path")
     return key
 
 

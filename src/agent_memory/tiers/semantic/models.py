@@ -42,6 +42,7 @@ from bindings.ports.vectorize import (
     VectorIndex,
     VectorRecord,
 )
+from http_messages import MAX_EPOCH_SECONDS
 
 # Vectorize indexes the first 64 bytes of a string metadata value (metadata-filtering.mdx).
 VECTORIZE_MAX_INDEXED_STRING_BYTES = 64
@@ -155,8 +156,9 @@ class FactInput(BaseModel):
     agent_type: str | None = Field(default=None, pattern=AGENT_TYPE_PATTERN)
     learned_from_run_id: str | None = Field(default=None, min_length=1, max_length=64)
     metadata: dict[str, Any] = Field(default_factory=dict)
-    valid_from: float | None = Field(default=None, gt=0, allow_inf_nan=False)
-    valid_to: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    # Epoch seconds, at most the end of year 9999: stored as milliseconds, which D1 binds.
+    valid_from: float | None = Field(default=None, gt=0, le=MAX_EPOCH_SECONDS, allow_inf_nan=False)
+    valid_to: float | None = Field(default=None, gt=0, le=MAX_EPOCH_SECONDS, allow_inf_nan=False)
     # The session / run / thread this memory was written in (default: the run it was learned
     # from). A memory with a session is indexed with the memories around it in that session
     # (contextual indexing, docs/semantic-memory.md).
@@ -189,11 +191,15 @@ class RecallFilters(BaseModel):
     min_confidence: float | None = Field(default=None, ge=0.0, le=1.0, allow_inf_nan=False)
     # Epoch seconds: answer with what was believed then — facts written by then and not yet
     # superseded then (their validity interval contains it), superseded ones included.
-    as_of: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    as_of: float | None = Field(default=None, gt=0, le=MAX_EPOCH_SECONDS, allow_inf_nan=False)
     # Epoch seconds: only memories whose `valid_from` (when they became true) lies in
     # [valid_from_after, valid_from_before). "What did we discuss in May?"
-    valid_from_after: float | None = Field(default=None, ge=0, allow_inf_nan=False)
-    valid_from_before: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    valid_from_after: float | None = Field(
+        default=None, ge=0, le=MAX_EPOCH_SECONDS, allow_inf_nan=False
+    )
+    valid_from_before: float | None = Field(
+        default=None, gt=0, le=MAX_EPOCH_SECONDS, allow_inf_nan=False
+    )
 
     @model_validator(mode="after")
     def _time_window(self) -> RecallFilters:
