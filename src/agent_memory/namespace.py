@@ -200,3 +200,35 @@ def check_tenant(item: ItemKey, tenant: str | None) -> ItemKey:
     if tenant is not None and item.tenant != tenant:
         raise NamespaceForbidden("this key names another tenant's namespace")
     return item
+
+
+MAX_KEY_BYTES = 128
+# Matched with fullmatch: `match` with `^...$` would let a trailing newline through.
+_KEY_SEGMENT = re.compile(r"[A-Za-z0-9._@+-]+")
+# Keys a URL cannot carry as one path segment (clients and Cloudflare's URL normalisation
+# resolve them as dot segments), so `DELETE .../{key}` could never reach them.
+_DOT_SEGMENTS = frozenset({".", ".."})
+
+
+class InvalidMemoryKey(ValueError):
+    """A memory key that is empty, too long, a wildcard or not addressable in a URL."""
+
+
+def validate_key(key: str, error: type[ValueError] = InvalidMemoryKey) -> str:
+    """Return `key` if it is a valid memory key (working memory, or an item key of the memory
+    API), else raise `error`: keys that could not be addressed later are refused at write."""
+    if not isinstance(key, str) or not key:
+        raise error("working memory key must be a non-empty string")
+    if len(key.encode("utf-8")) > MAX_KEY_BYTES:
+        raise error(f"working memory key is longer than {MAX_KEY_BYTES} bytes")
+    for segment in key.split(":"):
+        if not segment:
+            raise error(f"working memory key {key!r} has an empty segment")
+        if not _KEY_SEGMENT.fullmatch(segment):
+            raise error(
+                f"working memory key {key!r} has a segment with characters outside "
+                "letters, digits and . _ @ + - (wildcards are not allowed)"
+            )
+    if key in _DOT_SEGMENTS:
+        raise error(f"memory key {key!r} cannot be addressed in a URL path")
+    return key

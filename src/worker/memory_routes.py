@@ -26,19 +26,19 @@ from agent_memory.memory import Memory, MemoryItem, MemoryUnavailable, json_text
 from agent_memory.namespace import (
     AGENT_TYPE_PATTERN,
     SERVICE,
+    InvalidMemoryKey,
     InvalidNamespaceKey,
     ItemKey,
     NamespaceKey,
     is_instance,
+    validate_key,
 )
 from agent_memory.tiers.episodic import Episode, EpisodeLimitReached
 from agent_memory.tiers.working import (
     WORKING_MEMORY_TTL_SECONDS,
     ReadCounts,
     WorkingMemoryBudgetExceeded,
-    WorkingMemoryError,
     WorkingMemoryWriteDenied,
-    validate_key,
 )
 from bindings.environment import Bindings
 from http_messages import MAX_EPOCH_SECONDS
@@ -199,7 +199,7 @@ def authorize(claims: MemoryTokenClaims, agent_id: str, tier: str | None, scope:
 def _key(raw: str) -> str:
     try:
         return validate_key(raw)
-    except WorkingMemoryError as exc:
+    except InvalidMemoryKey as exc:
         raise ApiError(422, "invalid_key", str(exc)) from None
 
 

@@ -34,7 +34,6 @@ from __future__ import annotations
 import asyncio
 import datetime
 import json
-import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -47,10 +46,12 @@ from agent_memory.namespace import (
     SEPARATOR,
     SERVICE,
     TENANT_RE,
+    InvalidMemoryKey,
     InvalidNamespaceKey,
     ItemKey,
     NamespaceKey,
     legacy_working_key,
+    validate_key,
 )
 from bindings.ports.clock import Clock, SystemClock
 from bindings.ports.d1 import D1Database
@@ -231,19 +232,13 @@ BRIEF_FIGURES = ", ".join(
 WORKING_MEMORY_PREFIX = "agent_working"
 WORKING_MEMORY_TTL_SECONDS = 3600
 WORKING_MEMORY_BUDGET_BYTES = 128 * 1024
-MAX_KEY_BYTES = 128
-# Matched with fullmatch: `match` with `^...$` would let a trailing newline through.
-_KEY_SEGMENT = re.compile(r"[A-Za-z0-9._@+-]+")
-# Keys a URL cannot carry as one path segment (clients and Cloudflare's URL normalisation
-# resolve them as dot segments), so `DELETE .../{key}` could never reach them.
-_DOT_SEGMENTS = frozenset({".", ".."})
 
 
 class WorkingMemoryError(ValueError):
     """A working-memory operation was refused; nothing was written."""
 
 
-class InvalidWorkingMemoryKey(WorkingMemoryError):
+class InvalidWorkingMemoryKey(WorkingMemoryError, InvalidMemoryKey):
     """The key (or its tenant / instance segment) is empty, a wildcard or malformed."""
 
 
@@ -298,25 +293,6 @@ class WorkingWrite(BaseModel):
     budget: int
 
 
-def validate_key(key: str) -> str:
-    """Return `key` if it is a valid working-memory key, else raise `InvalidWorkingMemoryKey`."""
-    if not isinstance(key, str) or not key:
-        raise InvalidWorkingMemoryKey("working memory key must be a non-empty string")
-    if len(key.encode("utf-8")) > MAX_KEY_BYTES:
-        raise InvalidWorkingMemoryKey(f"working memory key is longer than {MAX_KEY_BYTES} bytes")
-    for segment in key.split(":"):
-        if not segment:
-            raise InvalidWorkingMemoryKey(f"working memory key {key!r} has an empty segment")
-        if not _KEY_SEGMENT.fullmatch(segment):
-            raise InvalidWorkingMemoryKey(
-                f"working memory key {key!r} has a segment with characters outside "
-                "letters, digits and . _ @ + - (wildcards are not allowed)"
-            )
-    if key in _DOT_SEGMENTS:
-        raise InvalidWorkingMemoryKey(f"memory key {key!r} cannot be addressed in a URL path")
-    return key
-
-
 def encode_value(value: Any) -> str:
     try:
         return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
@@ -369,13 +345,13 @@ class WorkingMemory:
 
     async def get(self, key: str) -> Any | None:
         """The stored JSON value, or None when missing or expired."""
-        raw = await self._keys.get(validate_key(key))
+        raw = await self._keys.get(validate_key(key, InvalidWorkingMemoryKey))
         return None if raw is None else json.loads(raw)
 
     async def read(self, key: str) -> WorkingRead | None:
         """The value under `key` with its write time (epoch seconds; None for an entry
         written before write times were recorded), or None when missing or expired."""
-        found = await self._keys.get_with_metadata(validate_key(key))
+        found = await self._keys.get_with_metadata(validate_key(key, InvalidWorkingMemoryKey))
         if found.value is None:
             return None
         written = (found.metadata or {}).get("written_at")
@@ -401,7 +377,7 @@ class WorkingMemory:
 
     async def set(self, key: str, value: Any) -> WorkingWrite:
         """Write `value` under `key` with a fresh TTL, or raise without writing anything."""
-        validate_key(key)
+        validate_key(key, InvalidWorkingMemoryKey)
         encoded = encode_value(value)
         proposal = WriteProposal(
             tier="working",
@@ -433,7 +409,7 @@ class WorkingMemory:
         )
 
     async def delete(self, key: str) -> None:
-        await self._keys.delete(validate_key(key))
+        await self._keys.delete(validate_key(key, InvalidWorkingMemoryKey))
 
     async def snapshot(self) -> dict[str, Any]:
         """Every live key with its value (what a turn sees at its start)."""
