@@ -5,12 +5,15 @@ path names a file there is answered from the assets before the Worker runs, and
 `/admin/ui/` finds `admin/ui/index.html` (`html_handling = "auto-trailing-slash"`).
 `serve_asset` does the same locally for GET and HEAD: it returns the file's response, a
 redirect from `/admin/ui` to `/admin/ui/`, or None when no asset matches (the Worker
-answers). Paths never leave the assets folder.
+answers). Paths never leave the assets folder. Like Cloudflare, it adds the headers
+`public/_headers` gives the path (`header_rules`: `*` splats and `:name` placeholders), and
+never serves `_headers` or `_redirects` themselves.
 """
 
 from __future__ import annotations
 
 import mimetypes
+import re
 from pathlib import Path
 
 from http_messages import Headers, HttpRequest, HttpResponse
@@ -25,11 +28,43 @@ _TYPES = {
 }
 
 
+# Cloudflare reads these as configuration and does not serve them.
+_CONFIG_FILES = frozenset({"_headers", "_redirects"})
+
+
+def header_rules(root: Path = ASSETS_DIR) -> list[tuple[re.Pattern[str], list[tuple[str, str]]]]:
+    """The rules of `root/_headers` in file order: a path pattern, then its indented
+    `Name: value` lines (docs: workers/static-assets/headers/)."""
+    file = root / "_headers"
+    rules: list[tuple[re.Pattern[str], list[tuple[str, str]]]] = []
+    if not file.is_file():
+        return rules
+    for line in file.read_text(encoding="utf-8").splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        if not line[0].isspace():
+            pattern = re.escape(line.strip()).replace(r"\*", ".*")
+            pattern = re.sub(r":[A-Za-z]\w*", "[^/]+", pattern)
+            rules.append((re.compile(f"^{pattern}$"), []))
+        elif rules:
+            name, _, value = line.strip().partition(":")
+            rules[-1][1].append((name.strip(), value.strip()))
+    return rules
+
+
+def _with_rules(path: str, response: HttpResponse, root: Path) -> HttpResponse:
+    for pattern, headers in header_rules(root):
+        if pattern.match(path):
+            for name, value in headers:
+                response.headers.set(name, value)
+    return response
+
+
 def _asset_file(path: str, root: Path) -> Path | None:
     if "\x00" in path or "\\" in path:
         return None
     parts = [p for p in path.split("/") if p]
-    if any(p in (".", "..") for p in parts):
+    if any(p in (".", "..") for p in parts) or (parts and parts[-1] in _CONFIG_FILES):
         return None
     candidate = root.joinpath(*parts) if parts else root
     if candidate.is_dir():
@@ -48,7 +83,8 @@ def serve_asset(request: HttpRequest, root: Path = ASSETS_DIR) -> HttpResponse |
     path = request.path
     if not path.endswith("/") and (root / path.lstrip("/")).is_dir():
         if _asset_file(path + "/", root) is not None:
-            return HttpResponse(307, b"", Headers({"location": path + "/"}))
+            redirect = HttpResponse(307, b"", Headers({"location": path + "/"}))
+            return _with_rules(path, redirect, root)
         return None
     found = _asset_file(path, root)
     if found is None:
@@ -58,4 +94,6 @@ def serve_asset(request: HttpRequest, root: Path = ASSETS_DIR) -> HttpResponse |
     )
     body = found.read_bytes()
     headers = Headers({"content-type": content_type, "cache-control": "no-cache"})
-    return HttpResponse(200, b"" if request.method == "HEAD" else body, headers)
+    return _with_rules(
+        path, HttpResponse(200, b"" if request.method == "HEAD" else body, headers), root
+    )

@@ -12,7 +12,7 @@ function h(tag, attrs, ...children) {
     if (v === null || v === undefined || v === false) continue;
     if (k === "class") el.className = v;
     else if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
-    else if (k === "style") el.setAttribute("style", v);
+    else if (k === "style") el.style.cssText = v; // CSSOM: allowed by the CSP (no inline style)
     else el.setAttribute(k, v === true ? "" : String(v));
   }
   for (const c of children.flat()) {
