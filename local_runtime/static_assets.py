@@ -7,12 +7,15 @@ path names a file there is answered from the assets before the Worker runs, and
 redirect from `/admin/ui` to `/admin/ui/`, or None when no asset matches (the Worker
 answers). Paths never leave the assets folder, and a path no file could have (a segment
 over the file system's 255-byte name limit, a NUL) is simply no asset: the Worker answers
-it, never an `OSError`.
+it, never an `OSError`. Like Cloudflare, it adds the headers `public/_headers` gives the
+path (`header_rules`: `*` splats and `:name` placeholders), and never serves `_headers` or
+`_redirects` themselves.
 """
 
 from __future__ import annotations
 
 import mimetypes
+import re
 from pathlib import Path
 
 from http_messages import Headers, HttpRequest, HttpResponse
@@ -27,6 +30,38 @@ _TYPES = {
 }
 
 
+# Cloudflare reads these as configuration and does not serve them.
+_CONFIG_FILES = frozenset({"_headers", "_redirects"})
+
+
+def header_rules(root: Path = ASSETS_DIR) -> list[tuple[re.Pattern[str], list[tuple[str, str]]]]:
+    """The rules of `root/_headers` in file order: a path pattern, then its indented
+    `Name: value` lines (docs: workers/static-assets/headers/)."""
+    file = root / "_headers"
+    rules: list[tuple[re.Pattern[str], list[tuple[str, str]]]] = []
+    if not file.is_file():
+        return rules
+    for line in file.read_text(encoding="utf-8").splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        if not line[0].isspace():
+            pattern = re.escape(line.strip()).replace(r"\*", ".*")
+            pattern = re.sub(r":[A-Za-z]\w*", "[^/]+", pattern)
+            rules.append((re.compile(f"^{pattern}$"), []))
+        elif rules:
+            name, _, value = line.strip().partition(":")
+            rules[-1][1].append((name.strip(), value.strip()))
+    return rules
+
+
+def _with_rules(path: str, response: HttpResponse, root: Path) -> HttpResponse:
+    for pattern, headers in header_rules(root):
+        if pattern.match(path):
+            for name, value in headers:
+                response.headers.set(name, value)
+    return response
+
+
 # NAME_MAX on Linux and macOS: a longer path segment names no file (stat raises
 # ENAMETOOLONG), so it is no asset.
 _NAME_MAX_BYTES = 255
@@ -39,7 +74,7 @@ def _asset_path(path: str, root: Path) -> Path | None:
     parts = [p for p in path.split("/") if p]
     if any(
         p in (".", "..") or len(p.encode("utf-8", "surrogatepass")) > _NAME_MAX_BYTES for p in parts
-    ):
+    ) or (parts and parts[-1] in _CONFIG_FILES):
         return None
     return root.joinpath(*parts) if parts else root
 
@@ -74,7 +109,8 @@ def serve_asset(request: HttpRequest, root: Path = ASSETS_DIR) -> HttpResponse |
         return None
     if not path.endswith("/") and _is_dir(folder):
         if _asset_file(path + "/", root) is not None:
-            return HttpResponse(307, b"", Headers({"location": path + "/"}))
+            redirect = HttpResponse(307, b"", Headers({"location": path + "/"}))
+            return _with_rules(path, redirect, root)
         return None
     found = _asset_file(path, root)
     if found is None:
@@ -84,4 +120,6 @@ def serve_asset(request: HttpRequest, root: Path = ASSETS_DIR) -> HttpResponse |
     )
     body = found.read_bytes()
     headers = Headers({"content-type": content_type, "cache-control": "no-cache"})
-    return HttpResponse(200, b"" if request.method == "HEAD" else body, headers)
+    return _with_rules(
+        path, HttpResponse(200, b"" if request.method == "HEAD" else body, headers), root
+    )

@@ -89,6 +89,32 @@ def empty_response(status: int = 204, headers: Mapping[str, str] | None = None) 
     return HttpResponse(status=status, body=b"", headers=Headers(headers or {}))
 
 
+# Issue 26, finding 2: what every response of this API carries, so a page of another site
+# cannot frame it, a browser cannot sniff a JSON body into HTML, and no URL (which can carry a
+# subject) leaks as a referrer. The inspector's own files get theirs from `public/_headers`.
+SECURITY_HEADERS: dict[str, str] = {
+    "content-security-policy": "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; "
+    "form-action 'none'",
+    "x-frame-options": "DENY",
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+}
+
+# Paths whose answers hold tenants' memory or operators' data: never stored by a cache.
+PRIVATE_PREFIXES = ("/admin/", "/v1/agents/", "/api/v1/memory/")
+
+
+def secure_response(request: HttpRequest, response: HttpResponse) -> HttpResponse:
+    """`response` with `SECURITY_HEADERS` (a handler's own value wins: the OAuth pages set a
+    CSP of their own) and, on a `PRIVATE_PREFIXES` path, `Cache-Control: no-store`."""
+    for name, value in SECURITY_HEADERS.items():
+        if name not in response.headers:
+            response.headers.set(name, value)
+    if request.path.startswith(PRIVATE_PREFIXES):
+        response.headers.set("cache-control", "no-store")
+    return response
+
+
 class ApiError(Exception):
     """An error the client caused or should see, with an HTTP status and a stable code."""
 

@@ -39,8 +39,9 @@ def test_static_assets_hold_the_inspector_the_local_runtime_serves() -> None:
     assets = PROJECT_ROOT / CONFIG["assets"]["directory"]
     assert assets.resolve() == ASSETS_DIR
     assert (assets / "admin" / "ui" / "index.html").is_file()
-    # No asset may shadow a Worker route: only the inspector's folder is published.
-    assert sorted(p.name for p in assets.iterdir()) == ["admin"]
+    # No asset may shadow a Worker route: only the inspector's folder is published, beside
+    # `_headers` (configuration Cloudflare reads, never serves).
+    assert sorted(p.name for p in assets.iterdir()) == ["_headers", "admin"]
     assert sorted(p.name for p in (assets / "admin").iterdir()) == ["ui"]
 
 

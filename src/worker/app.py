@@ -43,6 +43,7 @@ from http_messages import (
     JsonLimitError,
     json_response,
     loads_bounded,
+    secure_response,
 )
 from worker.errors import (
     ApiError,
@@ -574,7 +575,13 @@ APP = App(ROUTES)
 async def handle(
     request: HttpRequest, bindings: Bindings, router: Router | None = None
 ) -> HttpResponse:
-    """Answer one request. Never raises: every failure is a JSON error response."""
+    """Answer one request. Never raises: every failure is a JSON error response. Every
+    answer carries the security headers, and admin and memory answers `no-store`
+    (`http_messages.secure_response`)."""
+    return secure_response(request, await _answer(request, bindings, router))
+
+
+async def _answer(request: HttpRequest, bindings: Bindings, router: Router | None) -> HttpResponse:
     try:
         if len(request.body) > bindings.settings.max_body_bytes:
             raise payload_too_large(bindings.settings.max_body_bytes)

@@ -11,7 +11,9 @@ is an RS256 JWT signed by a key of the team's JWKS `https://<team>/cdn-cgi/acces
 chosen by `kid`; the JWKS is cached `JWKS_TTL_SECONDS` and refetched for an unknown `kid` at
 most every `UNKNOWN_KID_REFETCH_SECONDS` (forged kids cannot make us hammer it); `exp`/`nbf`
 with `LEEWAY_SECONDS`, `iss` `https://<team>`, `aud` containing the AUD tag. Refusals: 401
-`access_token_missing`, 403 `access_token_invalid`, 503 `access_not_configured` /
+`access_token_missing`, 403 `access_token_invalid`, 403 `cross_site_request` (a
+state-changing request with only the cookie, not same-origin JSON: CSRF, issue 26), 503
+`access_not_configured` /
 `access_keys_unavailable` (fail closed). `operator` adds the tenant grant: the gate of every
 `auth=ACCESS` route. There is no dev bypass (the local runtime serves a dev JWKS through
 `Bindings.http_transport`).
@@ -35,6 +37,7 @@ import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -149,18 +152,71 @@ def parse_jwks(document: Any) -> dict[str, RsaPublicJwk]:
     return keys
 
 
-def _token_from(request: HttpRequest) -> str | None:
-    token = request.headers.get(ACCESS_HEADER)
-    if token:
-        return token.strip()
-    # Browsers reaching the Worker through Access carry the cookie; the header is what Access
-    # guarantees (cheat sheet §9), so the cookie is only a fallback.
+def _cookie_token(request: HttpRequest) -> str | None:
     cookies = request.headers.get("cookie") or ""
     for part in cookies.split(";"):
         name, _, value = part.strip().partition("=")
         if name == ACCESS_COOKIE and value:
             return value
     return None
+
+
+def _token_from(request: HttpRequest) -> str | None:
+    token = request.headers.get(ACCESS_HEADER)
+    if token:
+        return token.strip()
+    # Browsers reaching the Worker through Access carry the cookie; the header is what Access
+    # guarantees (cheat sheet §9), so the cookie is only a fallback.
+    return _cookie_token(request)
+
+
+# Methods that never change anything (RFC 9110 §9.2.1): the cookie alone may read.
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def _origin_of(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}".lower()
+
+
+def _same_origin(request: HttpRequest) -> bool:
+    """The browser says the request comes from this origin: `Sec-Fetch-Site: same-origin`
+    and/or an `Origin` equal to the request's own; at least one present, none saying
+    otherwise (a request with neither is not known to be same-origin)."""
+    site = request.headers.get("sec-fetch-site")
+    origin = request.headers.get("origin")
+    if site is None and origin is None:
+        return False
+    if site is not None and site.strip().lower() != "same-origin":
+        return False
+    return origin is None or origin.strip().lower() == _origin_of(request.url)
+
+
+def _json_content_type(request: HttpRequest) -> bool:
+    # A form (urlencoded, multipart, text/plain) is what a page of another site can send
+    # without a CORS preflight; application/json it cannot.
+    media_type = (request.headers.get("content-type") or "").split(";", 1)[0]
+    return media_type.strip().lower() == "application/json"
+
+
+def check_not_cross_site(request: HttpRequest) -> None:
+    """CSRF (issue 26, finding 1): a state-changing request authenticated by the
+    `CF_Authorization` cookie alone is one a page of another site can make the browser
+    send (the cookie may be `SameSite=None`). It is accepted only with a same-origin
+    `Origin`/`Sec-Fetch-Site` and a JSON content type; else 403 `cross_site_request`. The
+    `Cf-Access-Jwt-Assertion` header needs neither: no other site can set it."""
+    if request.method.upper() in SAFE_METHODS or request.headers.get(ACCESS_HEADER):
+        return
+    if _cookie_token(request) is None:
+        return  # no credentials at all: the 401 of `require_access`
+    if not (_same_origin(request) and _json_content_type(request)):
+        raise ApiError(
+            403,
+            "cross_site_request",
+            "a state-changing request authenticated by the CF_Authorization cookie must be "
+            f"same-origin (Origin / Sec-Fetch-Site) with Content-Type application/json; "
+            f"send the token as {ACCESS_HEADER} otherwise",
+        )
 
 
 async def _fetch_jwks(url: str, bindings: Bindings) -> dict[str, RsaPublicJwk]:
@@ -266,7 +322,10 @@ async def operator(
 ) -> AccessIdentity:
     """The gate of every `ACCESS` route (`worker.app`): a verified caller with a grant for
     the route's `{tenant}`, or the platform-admin role for a route naming no tenant
-    (`authorization.operator_grants`); else 403 `tenant_forbidden` and nothing runs."""
+    (`authorization.operator_grants`); else 403 `tenant_forbidden` and nothing runs. A
+    state-changing request carrying only the cookie must first pass `check_not_cross_site`
+    (403 `cross_site_request`)."""
+    check_not_cross_site(request)
     identity = await require_access(request, bindings)
     tenant = params.get("tenant")
     if not await granted(identity, tenant, bindings):

@@ -12,7 +12,7 @@ function h(tag, attrs, ...children) {
     if (v === null || v === undefined || v === false) continue;
     if (k === "class") el.className = v;
     else if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
-    else if (k === "style") el.setAttribute("style", v);
+    else if (k === "style") el.style.cssText = v; // CSSOM: allowed by the CSP (no inline style)
     else el.setAttribute(k, v === true ? "" : String(v));
   }
   for (const c of children.flat()) {
@@ -39,7 +39,8 @@ function setStatus(text, isError) {
 async function api(method, path, body) {
   const headers = { Accept: "application/json" };
   if (state.token) headers["Cf-Access-Jwt-Assertion"] = state.token;
-  if (body !== undefined) headers["Content-Type"] = "application/json";
+  // Every change is JSON: with only the Access cookie, the Worker refuses other types (CSRF).
+  if (body !== undefined || method !== "GET") headers["Content-Type"] = "application/json";
   const res = await fetch(path, { method, headers, credentials: "same-origin",
     body: body === undefined ? undefined : JSON.stringify(body) });
   const data = await res.json().catch(() => ({}));
