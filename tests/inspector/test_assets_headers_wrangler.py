@@ -44,15 +44,28 @@ def wrangler_assets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         f'[assets]\ndirectory = "{ASSETS_DIR}"\nhtml_handling = "{assets["html_handling"]}"\n'
     )
     port = free_port()
+    log = (folder / "wrangler.log").open("wb")
     env = {**os.environ, "WRANGLER_SEND_METRICS": "false", "CI": "1"}
     process = subprocess.Popen(
         wrangler_command(
-            "dev", "-c", str(folder / "wrangler.toml"), "--ip", "127.0.0.1", "--port", str(port)
+            "dev",
+            "-c",
+            str(folder / "wrangler.toml"),
+            "--ip",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            # Its own devtools port: the default (9229) is taken by any other wrangler dev or
+            # workerd the suite runs at the same time, and then this one exits at start.
+            "--inspector-port",
+            str(free_port()),
+            "--persist-to",  # not the project's .wrangler/, which other wrangler tests use
+            str(folder / "state"),
         ),
         cwd=PROJECT_ROOT,
         env=env,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=log,
         start_new_session=True,
     )
     base = f"http://127.0.0.1:{port}"
@@ -64,12 +77,15 @@ def wrangler_assets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 break
             except httpx.TransportError:
                 if process.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail("wrangler dev did not start")
+                    log.flush()
+                    tail = (folder / "wrangler.log").read_text(errors="replace")[-2000:]
+                    pytest.fail(f"wrangler dev did not start:\n{tail}")
                 time.sleep(0.2)
         yield base
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=30)
+        log.close()
 
 
 @pytest.mark.parametrize("path", ["/admin/ui/", "/admin/ui/app.js", "/admin/ui/style.css"])
