@@ -89,8 +89,9 @@ class Tracer:
         threading.setprofile(None)  # type: ignore[arg-type]
 
     def counts(self, root: str) -> tuple[int, int]:
-        mine = {(m, f) for r, m, f in self.calls if r == root}
-        return len({m for m, _ in mine}), len(mine)
+        """Modules crossed and functions run under `root`."""
+        per = self.modules(root)
+        return len(per), sum(per.values())
 
     def modules(self, root: str) -> dict[str, int]:
         """Each module crossed, with how many of its functions ran."""

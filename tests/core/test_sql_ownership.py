@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 
+from tests.import_graph import module_files
+
 ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src"
 
@@ -151,10 +153,7 @@ def violations(module: str, source: str) -> set[tuple[str, str]]:
 
 @cache
 def _sources() -> tuple[tuple[str, str], ...]:
-    return tuple(
-        (".".join(path.relative_to(SRC).with_suffix("").parts), path.read_text())
-        for path in sorted(SRC.rglob("*.py"))
-    )
+    return tuple((module, path.read_text()) for module, path in sorted(module_files(SRC).items()))
 
 
 def _modules() -> Iterator[tuple[str, str]]:

@@ -170,14 +170,13 @@ async def authorize_post(call: Call[None, None]) -> HttpResponse:
 
 # --- the pages ----------------------------------------------------------------------------
 
+# The page's own CSP (its inline style) wins over the default one; `worker.app.handle` adds
+# the other security headers to every response (`http_messages.secure_response`).
 _HEADERS = {
     "content-type": "text/html; charset=utf-8",
     "cache-control": "no-store",
     "content-security-policy": "default-src 'none'; style-src 'unsafe-inline'; "
     "frame-ancestors 'none'; base-uri 'none'",
-    "x-frame-options": "DENY",
-    "referrer-policy": "no-referrer",
-    "x-content-type-options": "nosniff",
 }
 
 _STYLE = """
