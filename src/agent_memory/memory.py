@@ -422,29 +422,33 @@ class Memory:
         effort: a read never waits for, or fails over, its audit trail)."""
         if self.events is None or not ranked:
             return
-        event = memory_retrieved(
-            tenant_id=self.tenant,
-            tier=tier,
-            now=self.clock.now(),
-            query=query,
-            top_k=len(ranked),
-            results=[
-                RetrievedItem.model_validate(
-                    {
-                        "id": r.item.id,
-                        **dict(zip(_PARTS, (round(p, 6) for p in r.parts), strict=True)),
-                    }
-                )
-                for r in ranked
-            ],
-            candidates={"pool": pool},
-            agent_type=agent_type,
-        )
-        events = self.events
+        events, now, ranked = self.events, self.clock.now(), list(ranked)
 
         async def write() -> None:
+            # Built here, not before: validating the event is CPU the reader need not wait for.
             try:
-                await events.record(event)
+                await events.record(
+                    memory_retrieved(
+                        tenant_id=self.tenant,
+                        tier=tier,
+                        now=now,
+                        query=query,
+                        top_k=len(ranked),
+                        results=[
+                            RetrievedItem.model_validate(
+                                {
+                                    "id": r.item.id,
+                                    **dict(
+                                        zip(_PARTS, (round(p, 6) for p in r.parts), strict=True)
+                                    ),
+                                }
+                            )
+                            for r in ranked
+                        ],
+                        candidates={"pool": pool},
+                        agent_type=agent_type,
+                    )
+                )
             except Exception as exc:
                 log.warning("memory_retrieved (%s) not recorded for %s: %s", tier, self.tenant, exc)
 

@@ -562,21 +562,22 @@ def rank(
 ) -> list[RankedItem]:
     """Every item scored with `weights`, best first (ties: newer, then id)."""
     terms = set(content_terms(query))
-    ranked = [
-        RankedItem(
-            item=item,
-            parts=score_parts(
-                # lexical relevance: the share of the query's content words the item has
-                relevance=len(terms & set(content_terms(item.text))) / max(1, len(terms)),
-                written_at=item.written_at,
-                confidence=item.confidence,
-                density=information_density(item.text),
-                now=now,
-                weights=weights,
-            ),
+    ranked: list[RankedItem] = []
+    for item in items:
+        # one scan of the text serves both lexical relevance (the share of the query's
+        # content words the item has) and information density
+        item_terms = content_terms(item.text)
+        relevance = len(terms.intersection(item_terms)) / len(terms) if terms else 0.0
+        density = min(1.0, len(item_terms) / DENSITY_SATURATION_TERMS)
+        parts = score_parts(
+            relevance=relevance,
+            written_at=item.written_at,
+            confidence=item.confidence,
+            density=density,
+            now=now,
+            weights=weights,
         )
-        for item in items
-    ]
+        ranked.append(RankedItem(item=item, parts=parts))
     ranked.sort(key=lambda r: (-r.parts[0], -r.item.written_at, r.item.id))
     return ranked
 
