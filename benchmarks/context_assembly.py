@@ -135,7 +135,7 @@ async def main(episodes: int, iterations: int, warmup: int) -> int:
             now=runtime.clock.now(),
         )
         memory = Memory(runtime.bindings(), TENANT)
-        working = memory.working("bench")
+        working = memory.working("bench", agent_type="assistant")
         for key, value in {
             "current_contact_id": "contact:42",
             "email_draft_v2": {"subject": "Quick question", "body": "Hi Ada, " + "x" * 800},

@@ -39,6 +39,7 @@ def issue_token(
     tiers: Sequence[str],
     scopes: Sequence[str],
     ttl: int,
+    agent_type: str | None = None,
     now: float | None = None,
     kid: str | None = None,
 ) -> str:
@@ -57,4 +58,6 @@ def issue_token(
         "exp": int(issued) + ttl,
         "jti": new_ulid(issued),
     }
+    if agent_type is not None:  # else the token is for a memory-API agent (`API_AGENT_TYPE`)
+        claims["agent_type"] = agent_type
     return jwt.encode(claims, keys[kid], algorithm="HS256", headers={"kid": kid})

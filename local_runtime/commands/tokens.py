@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from agent_memory.namespace import API_AGENT_TYPE
 from local_runtime.commands.common import add_state_option
 
 TIERS = ("working", "episodic", "semantic", "procedural")
@@ -28,12 +29,15 @@ def _names(raw: str, allowed: tuple[str, ...], what: str) -> list[str]:
 
 
 def cmd_issue(args: argparse.Namespace) -> int:
-    from agent_memory.namespace import is_instance, is_tenant
+    from agent_memory.namespace import AGENT_TYPE_RE, is_instance, is_tenant
     from local_runtime.memory_tokens_dev import dev_token_keys, issue_token
     from local_runtime.state import StateDir
 
     if not is_tenant(args.tenant) or not is_instance(args.agent_id):
         print("error: TENANT or AGENT_ID is malformed")
+        return 2
+    if not AGENT_TYPE_RE.fullmatch(args.agent_type):
+        print("error: --agent-type is malformed")
         return 2
     if not 60 <= args.ttl <= 30 * 86_400:
         print("error: --ttl must be between 60 seconds and 30 days")
@@ -46,8 +50,9 @@ def cmd_issue(args: argparse.Namespace) -> int:
         tiers=args.tiers,
         scopes=args.scopes,
         ttl=args.ttl,
+        agent_type=args.agent_type,
     )
-    print(f"# memory token for agent {args.agent_id} of tenant {args.tenant}:")
+    print(f"# memory token for agent {args.agent_type}/{args.agent_id} of tenant {args.tenant}:")
     print(f"# tiers {','.join(args.tiers)}, scopes {','.join(args.scopes)}, {args.ttl} s.")
     print("# Send it as `Authorization: Bearer <token>` to /api/v1/memory/{agent_id}.")
     print(token)
@@ -60,6 +65,12 @@ def register(sub: Any) -> None:
     issue = actions.add_parser("issue", help="mint a memory token for one agent")
     issue.add_argument("tenant")
     issue.add_argument("agent_id")
+    issue.add_argument(
+        "--agent-type",
+        default=API_AGENT_TYPE,
+        help=f"the agent's type: a runtime agent's memory is its type's (default {API_AGENT_TYPE},"
+        " an agent that exists only through the memory API)",
+    )
     issue.add_argument(
         "--tiers",
         type=lambda raw: _names(raw, TIERS, "--tiers"),

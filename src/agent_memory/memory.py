@@ -49,7 +49,7 @@ from agent_memory.lifecycle.reconciler import (
     RulesAdjudicator,
 )
 from agent_memory.lifecycle.retention import TenantLifecycle, get_lifecycle
-from agent_memory.namespace import TENANT_RE, AgentScope
+from agent_memory.namespace import TENANT_RE, AgentScope, agent_session
 from agent_memory.retrieval import (
     RankedItem,
     RankItem,
@@ -83,8 +83,6 @@ from http_messages import ApiError
 
 log = logging.getLogger(__name__)
 
-# Keyed episodes written through the memory API are recorded under this agent type.
-API_AGENT_TYPE = "memory-api"
 # How many items of a tier without search channels a query ranks (newest first).
 SEARCH_POOL = 200
 # The names of `score_parts`' components, in order.
@@ -192,18 +190,19 @@ class Memory:
         self,
         instance_id: str,
         *,
+        agent_type: str,
         ttl_seconds: int = WORKING_MEMORY_TTL_SECONDS,
         write_lock: asyncio.Lock | None = None,
-        agent_type: str | None = None,
         run_id: str | None = None,
     ) -> WorkingMemory:
-        """The working memory of one agent instance (KV)."""
+        """The working memory (KV) of the agent `agent_type` / `instance_id`: its own, not
+        shared with another type's instance of the same id."""
         if self.bindings.kv is None:
             raise MemoryUnavailable("kv_unavailable", "the KV binding is missing")
         return WorkingMemory(
             self.bindings.kv,
             self.tenant,
-            instance_id,
+            agent_session(agent_type, instance_id),
             ttl_seconds=ttl_seconds,
             write_lock=write_lock,
             gate=self.gate,
@@ -462,17 +461,15 @@ class Memory:
         tiers: Sequence[Tier],
         instance_id: str,
         *,
+        agent_type: str,
         limit: int,
-        agent_type: str | None = None,
         window: Mapping[str, float | None] | None = None,
     ) -> list[MemoryItem]:
-        """Up to `limit` items of every tier in `tiers`, ranked for `query` and merged best
-        first. The tiers are searched concurrently; procedural memory only with an
-        `agent_type`; `window` is semantic recall's `valid_from_after/_before`."""
+        """Up to `limit` items of every tier in `tiers` of the agent `agent_type` /
+        `instance_id` (semantic: the tenant's), ranked for `query` and merged best first. The
+        tiers are searched concurrently; `window` is semantic recall's `valid_from_*`."""
         searches = [
-            self._search_tier(tier, query, instance_id, limit, agent_type, window)
-            for tier in tiers
-            if tier != "procedural" or agent_type is not None
+            self._search_tier(tier, query, instance_id, limit, agent_type, window) for tier in tiers
         ]
         merged = [item for found in await asyncio.gather(*searches) for item in found]
         merged.sort(key=lambda i: (-(i.score or 0.0), i.tier, i.key))
@@ -484,7 +481,7 @@ class Memory:
         query: str,
         instance_id: str,
         limit: int,
-        agent_type: str | None,
+        agent_type: str,
         window: Mapping[str, float | None] | None,
     ) -> list[MemoryItem]:
         if tier == "semantic":
@@ -521,25 +518,25 @@ class Memory:
         tier: Tier,
         instance_id: str,
         *,
+        agent_type: str,
         limit: int,
         offset: int = 0,
-        agent_type: str | None = None,
     ) -> list[MemoryItem]:
-        """A tier's items in its listing order: working in key order, episodic and semantic
-        newest first, procedural by workflow."""
+        """A tier's items of the agent `agent_type` / `instance_id` (semantic: the tenant's)
+        in listing order: working by key, episodic and semantic newest first, procedural by
+        workflow."""
         if tier == "episodic":
             now_ms = int(self.clock.now() * 1000)
             rows = await self.episodic.instance_rows(
-                instance_id, now_ms=now_ms, limit=limit, offset=offset
+                agent_type, instance_id, now_ms=now_ms, limit=limit, offset=offset
             )
             return [_episode_item(row) for row in rows]
         if tier == "semantic":
             facts = await self.semantic().list_active(limit, offset)
             return [_fact_item(fact, confidence=fact.confidence) for fact in facts]
         if tier == "working":
-            items = await self._working_items(instance_id)
+            items = await self._working_items(instance_id, agent_type)
         else:
-            assert agent_type is not None
             items = await self._procedural_items(instance_id, agent_type)
         return items[offset : offset + limit]
 
@@ -550,6 +547,7 @@ class Memory:
         key: str,
         value: Any,
         *,
+        agent_type: str,
         metadata: Mapping[str, Any],
         ttl: int | None,
     ) -> MemoryItem:
@@ -561,13 +559,14 @@ class Memory:
         now = self.clock.now()
         if tier == "working":
             seconds = ttl or WORKING_MEMORY_TTL_SECONDS
-            await self.working(instance_id, ttl_seconds=seconds).set(key, value)
+            working = self.working(instance_id, agent_type=agent_type, ttl_seconds=seconds)
+            await working.set(key, value)
             return MemoryItem(
                 tier="working", key=key, value=value, expires_at=int(now * 1000) + seconds * 1000
             )
         if tier == "episodic":
             assert ttl is not None
-            return await self._put_episode(instance_id, key, value, metadata, ttl)
+            return await self._put_episode(agent_type, instance_id, key, value, metadata, ttl)
         if tier != "semantic":
             raise ApiError(422, "validation_error", f"the {tier} tier is not written here")
         if not isinstance(value, str) or not value.strip():
@@ -599,20 +598,20 @@ class Memory:
         )
 
     async def delete(
-        self, tier: Literal["working", "episodic"], instance_id: str, key: str
+        self, tier: Literal["working", "episodic"], instance_id: str, key: str, *, agent_type: str
     ) -> bool:
-        """Delete a working key or a keyed episode; whether there was one."""
+        """Delete a working key or a keyed episode of the agent; whether there was one."""
         if tier == "working":
-            memory = self.working(instance_id)
+            memory = self.working(instance_id, agent_type=agent_type)
             existed = await memory.get(key) is not None
             await memory.delete(key)
             return existed
-        return await self.episodic.delete_keyed(instance_id, key) > 0
+        return await self.episodic.delete_keyed(agent_type, instance_id, key) > 0
 
     # ------------------------------------------------------------------------ helpers
 
-    async def _working_items(self, instance_id: str) -> list[MemoryItem]:
-        memory = self.working(instance_id)
+    async def _working_items(self, instance_id: str, agent_type: str) -> list[MemoryItem]:
+        memory = self.working(instance_id, agent_type=agent_type)
         items: list[MemoryItem] = []
         for entry in await memory.entries():
             value = await memory.get(entry.key)
@@ -623,7 +622,13 @@ class Memory:
         return items
 
     async def _put_episode(
-        self, instance_id: str, key: str, value: Any, metadata: Mapping[str, Any], ttl: int
+        self,
+        agent_type: str,
+        instance_id: str,
+        key: str,
+        value: Any,
+        metadata: Mapping[str, Any],
+        ttl: int,
     ) -> MemoryItem:
         """A keyed write is one `observation` episode; its older versions are deleted after
         it is written, so a failed write leaves the old value."""
@@ -631,7 +636,7 @@ class Memory:
         episode = Episode(
             episode_id=new_ulid(now),
             run_id=new_ulid(now),
-            agent_type=API_AGENT_TYPE,
+            agent_type=agent_type,
             instance_id=instance_id,
             kind="observation",
             content=json_text(value),
@@ -644,7 +649,7 @@ class Memory:
             created_at=int(now * 1000),
         )
         await self.episodic.append_episode(episode)
-        await self.episodic.delete_keyed(instance_id, key, keep=episode.episode_id)
+        await self.episodic.delete_keyed(agent_type, instance_id, key, keep=episode.episode_id)
         return _episode_item({**episode.model_dump(), "data": json.dumps(episode.data)})
 
     async def _procedural_items(self, instance_id: str, agent_type: str) -> list[MemoryItem]:

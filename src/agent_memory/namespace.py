@@ -21,6 +21,8 @@ e.g. `agent-memory:acme:agent-7:episode:01J9Z...` or `agent-memory:acme:agent-7:
   name another tenant's namespace through it.
 * The ADR-043 working-memory key `agent_working:{tenant}:{instance}:{key}` is the *legacy*
   pattern (`legacy_working_key`), read on a canonical miss while the migration flags say so.
+* Working memory's session is the agent's (`agent_session`: `{agent_type}.{instance}`), so
+  its keys, legacy or canonical, name one agent of one type.
 """
 
 from __future__ import annotations
@@ -40,12 +42,28 @@ INSTANCE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$"
 
 DEFAULT_INSTANCE = "default"
 
+# The agent type of agents that exist only through the memory API (a memory token minted
+# without an agent type, and every token minted before tokens named one).
+API_AGENT_TYPE = "memory-api"
+
 
 TENANT_RE = re.compile(TENANT_PATTERN)
 
 AGENT_TYPE_RE = re.compile(AGENT_TYPE_PATTERN)
 
 INSTANCE_RE = re.compile(INSTANCE_PATTERN)
+
+# A namespace's session: an instance id, or an agent's memory session (`agent_session`).
+SESSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,193}$")
+
+
+def agent_session(agent_type: str, instance_id: str) -> str:
+    """The session that names one agent's own memory: `{agent_type}.{instance_id}`, so an
+    `assistant` and an `sdr` on instance `default` have two working memories (issue 25).
+    Agent types have no `.`, so the first `.` splits it back into its two names."""
+    if not AGENT_TYPE_RE.fullmatch(agent_type) or not INSTANCE_RE.fullmatch(instance_id):
+        raise ValueError(f"not an agent: {agent_type!r}, {instance_id!r}")
+    return f"{agent_type}.{instance_id}"
 
 
 class AgentScope(BaseModel):
@@ -128,7 +146,7 @@ class NamespaceKey:
         _segment("service", self.service)
         if not isinstance(self.tenant, str) or not TENANT_RE.fullmatch(self.tenant):
             raise InvalidNamespaceKey(f"tenant segment {self.tenant!r} is not a tenant id")
-        if not isinstance(self.session, str) or not INSTANCE_RE.fullmatch(self.session):
+        if not isinstance(self.session, str) or not SESSION_RE.fullmatch(self.session):
             raise InvalidNamespaceKey(f"session segment {self.session!r} is not a session id")
 
     @property

@@ -43,7 +43,12 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agent_memory.ids import new_ulid
-from agent_memory.namespace import INSTANCE_PATTERN, TENANT_PATTERN
+from agent_memory.namespace import (
+    AGENT_TYPE_PATTERN,
+    API_AGENT_TYPE,
+    INSTANCE_PATTERN,
+    TENANT_PATTERN,
+)
 from authorization.operator_grants import Principal, granted
 from bindings.environment import Bindings
 from bindings.ports.crypto import RsaPublicJwk, Signatures
@@ -369,6 +374,9 @@ class MemoryTokenClaims(BaseModel):
     iss: Literal["agent-memory"]
     aud: Literal["agent-memory-api"]
     tenant: str = Field(pattern=TENANT_PATTERN)
+    # The agent is (agent_type, agent_id): a token reaches that one agent's working and
+    # episodic memory, not another type's instance of the same id (issue 25).
+    agent_type: str = Field(default=API_AGENT_TYPE, pattern=AGENT_TYPE_PATTERN)
     agent_id: str = Field(pattern=INSTANCE_PATTERN)
     tiers: tuple[MemoryTier, ...] = Field(min_length=1)
     scopes: tuple[Scope, ...] = Field(min_length=1)
@@ -388,6 +396,7 @@ class MintRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    agent_type: str = Field(default=API_AGENT_TYPE, pattern=AGENT_TYPE_PATTERN)
     agent_id: str = Field(pattern=INSTANCE_PATTERN)
     tiers: list[MemoryTier] = Field(default_factory=lambda: list(ALL_TIERS), min_length=1)
     scopes: list[Scope] = Field(default_factory=lambda: list(ALL_SCOPES), min_length=1)
@@ -399,6 +408,7 @@ class MintedToken(BaseModel):
     kid: str
     jti: str
     tenant: str
+    agent_type: str
     agent_id: str
     tiers: list[MemoryTier]
     scopes: list[Scope]
@@ -463,6 +473,7 @@ async def mint_memory_token(bindings: Bindings, tenant: str, request: MintReques
         iss=ISSUER,
         aud=AUDIENCE,
         tenant=tenant,
+        agent_type=request.agent_type,
         agent_id=request.agent_id,
         tiers=tuple(request.tiers),
         scopes=tuple(request.scopes),

@@ -63,6 +63,7 @@ class MemoryQuery(BaseModel):
     query: str | None = Field(default=None, min_length=1, max_length=1024)
     limit: int = Field(default=20, ge=1, le=100)
     cursor: str | None = Field(default=None, min_length=1, max_length=512)
+    # The procedural tier is read only when named: the token's own agent type (403 otherwise).
     agent_type: str | None = Field(default=None, pattern=AGENT_TYPE_PATTERN)
     # A time filter on the semantic tier's search (epoch seconds on `valid_from`, the date a
     # memory is about): [valid_from_after, valid_from_before).
@@ -187,9 +188,19 @@ class SubjectArchivePage(BaseModel):
     next_cursor: str | None
 
 
-def authorize(claims: MemoryTokenClaims, agent_id: str, tier: str | None, scope: Scope) -> None:
+def authorize(
+    claims: MemoryTokenClaims,
+    agent_id: str,
+    tier: str | None,
+    scope: Scope,
+    agent_type: str | None = None,
+) -> None:
+    """Refuse (403) unless the token is for this agent (its id and, when the call names
+    one, its type), may use `tier` and may `scope`."""
     if not is_instance(agent_id) or agent_id != claims.agent_id:
         raise ApiError(403, "agent_forbidden", "this token is for another agent")
+    if agent_type is not None and agent_type != claims.agent_type:
+        raise ApiError(403, "agent_forbidden", "this token is for another agent type")
     if scope not in claims.scopes:
         raise ApiError(403, "scope_forbidden", f"this token may not {scope}")
     if tier is not None and tier not in claims.tiers:
@@ -240,7 +251,7 @@ async def _embedding_budget(bindings: Bindings, tenant: str) -> None:
 async def read_memory(call: Call[None, MemoryQuery]) -> MemoryPage:
     claims, query, bindings = call.token, call.query, call.bindings
     agent_id = call.params["agent_id"]
-    authorize(claims, agent_id, query.tier, "read")
+    authorize(claims, agent_id, query.tier, "read", query.agent_type)
     if query.tier is None and query.query is None:
         raise ApiError(422, "tier_or_query_required", "give a tier to list, or a query to search")
     if query.tier == "procedural" and query.agent_type is None:
@@ -258,12 +269,12 @@ async def read_memory(call: Call[None, MemoryQuery]) -> MemoryPage:
     if query.query is None:
         assert query.tier is not None
         page = await memory.listing(
-            query.tier, agent_id, limit=query.limit + 1, offset=offset, agent_type=query.agent_type
+            query.tier, agent_id, agent_type=claims.agent_type, limit=query.limit + 1, offset=offset
         )
     else:
         window = query.model_dump(include={"valid_from_after", "valid_from_before"})
         found = await memory.search(
-            query.query, searched, agent_id, limit=want, agent_type=query.agent_type, window=window
+            query.query, searched, agent_id, agent_type=claims.agent_type, limit=want, window=window
         )
         page = found[offset:want]
     more = len(page) > query.limit
@@ -321,7 +332,13 @@ async def write_memory(call: Call[MemoryWrite, None]) -> MemoryWritten:
         await _embedding_budget(bindings, claims.tenant)
     try:
         item = await memory.put(
-            body.tier, agent_id, key, body.value, metadata=body.metadata, ttl=ttl
+            body.tier,
+            agent_id,
+            key,
+            body.value,
+            agent_type=claims.agent_type,
+            metadata=body.metadata,
+            ttl=ttl,
         )
     except WorkingMemoryBudgetExceeded as exc:
         raise ApiError(
@@ -358,7 +375,8 @@ async def delete_memory(call: Call[None, MemoryDeleteQuery]) -> MemoryDeleted:
             headers={"allow": "GET, POST"},
         )
     key = _key(call.params["key"])
-    deleted = await Memory(bindings, claims.tenant).delete(query.tier, agent_id, key)
+    memory = Memory(bindings, claims.tenant)
+    deleted = await memory.delete(query.tier, agent_id, key, agent_type=claims.agent_type)
     return MemoryDeleted(
         tenant=claims.tenant, agent_id=agent_id, tier=query.tier, key=key, deleted=deleted
     )
@@ -380,7 +398,9 @@ async def read_episode(call: Call[None, None]) -> TieredEpisode:
         raise MemoryUnavailable("episodic_unavailable", "the D1 binding is missing")
     found = await memory.placement_client().get(item.key)
     await memory.flush_read_counts()
-    if found is None:
+    episode = None if found is None else await open_episode_item(found.value, memory.personal)
+    # Episodes are named by instance; another type's instance of the same id is not this agent.
+    if found is None or episode is None or episode.agent_type != claims.agent_type:
         raise ApiError(404, "episode_not_found", "no episode with this id for this agent")
     return TieredEpisode(
         tenant=claims.tenant,
@@ -389,7 +409,7 @@ async def read_episode(call: Call[None, None]) -> TieredEpisode:
         namespace_key=item.namespace_key,
         found_in=found.tier,
         promoted_to=[t for t in found.promoted_to if t != "cold"],
-        episode=await open_episode_item(found.value, memory.personal),
+        episode=episode,
     )
 
 
@@ -397,7 +417,9 @@ async def list_archive(call: Call[None, ArchiveQuery]) -> ArchivePage:
     claims, query, agent_id = call.token, call.query, call.params["agent_id"]
     authorize(claims, agent_id, "episodic", "read")
     ns = NamespaceKey(SERVICE, claims.tenant, agent_id)
-    page = await _archived(call.bindings, claims.tenant, query, ns, query.subject)
+    page = await _archived(
+        call.bindings, claims.tenant, query, ns, query.subject, agent_type=claims.agent_type
+    )
     return ArchivePage(
         tenant=claims.tenant,
         agent_id=agent_id,
@@ -413,8 +435,12 @@ async def _archived(
     q: ArchivePageQuery,
     ns: NamespaceKey | None,
     subject: str | None,
+    *,
+    agent_type: str | None = None,
 ) -> dict[str, Any]:
-    """One page of the cold index (`items`, `next_cursor`), each episode read from its object."""
+    """One page of the cold index (`items`, `next_cursor`), each episode read from its object
+    (only `agent_type`'s when given: the index names instances, not types, so such a page
+    may hold fewer than `limit` items while `next_cursor` goes on)."""
     memory = Memory(bindings, tenant)
     cold = memory.cold_archive()
     try:
@@ -428,6 +454,8 @@ async def _archived(
         text = await cold.download_text(entry.item_key)
         if text is not None:  # erased between the index read and the object read
             episode = await open_episode_item(text, memory.personal)
+            if agent_type is not None and episode.agent_type != agent_type:
+                continue
             items.append(
                 ArchivedEpisode(
                     item_key=entry.item_key, archived_at=entry.archived_at, episode=episode

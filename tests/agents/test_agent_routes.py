@@ -3,6 +3,7 @@ and clear errors that leave nothing behind."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -88,9 +89,26 @@ async def test_instances_have_their_own_turn_state_but_share_episodes(
     assert b["context_episode_ids"] == [a["episode_id"]]  # episodes are per tenant+type
     keys = [k.name for k in (await agent_runtime.kv.list(prefix="agent_working:")).keys]
     assert keys == [
-        "agent_working:acme:contact-a:last_input",
-        "agent_working:acme:contact-b:last_input",
+        "agent_working:acme:assistant.contact-a:last_input",
+        "agent_working:acme:assistant.contact-b:last_input",
     ]
+
+
+async def test_two_agent_types_on_one_instance_id_have_two_working_memories(
+    agent_runtime: LocalRuntime, send: Send
+) -> None:
+    """Issue 25: an `assistant` and an `sdr` run on instance `default` no longer overwrite
+    each other's working keys; each turn sees only its own type's."""
+    await run(send, agent_runtime, "assistant's note")
+    await run(send, agent_runtime, "sdr's note", path=f"/v1/agents/{TENANT}/sdr/run")
+    kv = agent_runtime.kv
+    assert json.loads(await kv.get("agent_working:acme:assistant.default:last_input") or "0") == (
+        "assistant's note"
+    )
+    assert json.loads(await kv.get("agent_working:acme:sdr.default:last_input") or "0") == (
+        "sdr's note"
+    )
+    assert await kv.get("agent_working:acme:default:last_input") is None
 
 
 async def test_admin_run_view_has_episodes_and_a_row_for_every_step(

@@ -44,7 +44,7 @@ async def setup(tmp_path: Path, vars: dict[str, str] | None = None) -> LocalRunt
     clock = FixedClock(NOW - 1200)
     runtime = LocalRuntime.open(tmp_path / "s", embedder=HashingEmbedder(), clock=clock, vars=vars)
     await runtime.migrate()
-    working = WorkingMemory(runtime.kv, "acme", "default")
+    working = WorkingMemory(runtime.kv, "acme", "assistant.default")
     await working.set("zz_todo", "call the plumber back about the leak")  # older, relevant
     clock.advance(600)
     await working.set("shopping", "buy oat milk")  # newer, unrelated
@@ -69,7 +69,7 @@ async def context_and_events(runtime: LocalRuntime) -> tuple[Any, list[dict[str,
         memory,
         agent_type=AGENT,
         turn_state={},
-        working=memory.working("default"),
+        working=memory.working("default", agent_type="assistant"),
         input_text=QUESTION,
     )
     await runtime.background.drain()
@@ -137,7 +137,7 @@ async def test_a_working_memory_get_is_scored_and_recorded(tmp_path: Path) -> No
     clock = FixedClock(NOW)
     runtime = LocalRuntime.open(tmp_path / "s", embedder=HashingEmbedder(), clock=clock)
     await runtime.migrate()
-    working = WorkingMemory(runtime.kv, "acme", "default", clock=clock)
+    working = WorkingMemory(runtime.kv, "acme", "assistant.default", clock=clock)
     await working.set("plan", "ship on friday")
     clock.advance(1800)  # half an hour later the model reads it back
     agent = BUILT_IN.get("assistant")

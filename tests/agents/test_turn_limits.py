@@ -199,7 +199,7 @@ async def test_working_memory_over_budget_is_an_error_the_model_sees(
     assert result["status"] == "completed"
     assert "working memory budget exceeded" in result["output"]
     keys = [k.name for k in (await harness.runtime.kv.list(prefix="agent_working:")).keys]
-    assert keys == ["agent_working:acme:default:a"]
+    assert keys == ["agent_working:acme:tight.default:a"]
     view = await harness.view(result["run_id"])
     assert "error" in kinds(view)
     writes = [r for r in view["run_log"] if r["kind"] == "memory_write"]

@@ -212,7 +212,13 @@ async def test_procedural_is_read_only_and_semantic_deletes_are_for_operators(
     assert (refused.status, code(refused)) == (405, "semantic_delete_admin_only")
     missing = await client.read(a, "agent-a", tier="procedural")
     assert (missing.status, code(missing)) == (422, "agent_type_required")
-    workflows = items(await client.read(a, "agent-a", tier="procedural", agent_type="assistant"))
+    # Workflows are an agent type's: a memory-API agent's token does not reach the assistant's.
+    other = await client.read(a, "agent-a", tier="procedural", agent_type="assistant")
+    assert (other.status, code(other)) == (403, "agent_forbidden")
+    assistant = await client.mint(TENANT, "agent-a", agent_type="assistant")
+    workflows = items(
+        await client.read(assistant, "agent-a", tier="procedural", agent_type="assistant")
+    )
     assert workflows and all(i["tier"] == "procedural" for i in workflows)
     assert all("posterior_mean" in i["value"] for i in workflows)
 

@@ -57,7 +57,9 @@ async def test_an_episode_is_read_from_warm_then_hot_then_cold(
     client: Client, memory_runtime: LocalRuntime
 ) -> None:
     rt = memory_runtime
-    token = await client.mint("acme", "agent-7", tiers=["episodic"], scopes=["read"])
+    token = await client.mint(
+        "acme", "agent-7", tiers=["episodic"], scopes=["read"], agent_type="assistant"
+    )
     first = await seed(rt, "acme", "contact:ada", "Ada asked about pricing")
     second = await seed(rt, "acme", "contact:ada", "Ada accepted the offer", offset=1)
     other = await seed(rt, "acme", "contact:bob", "Bob said hello", offset=2)
@@ -107,8 +109,12 @@ async def test_a_tenant_never_reaches_another_tenants_namespace(
     client: Client, memory_runtime: LocalRuntime
 ) -> None:
     rt = memory_runtime
-    acme = await client.mint("acme", "agent-7", tiers=["episodic"], scopes=["read"])
-    globex = await client.mint("globex", "agent-7", tiers=["episodic"], scopes=["read"])
+    acme = await client.mint(
+        "acme", "agent-7", tiers=["episodic"], scopes=["read"], agent_type="assistant"
+    )
+    globex = await client.mint(
+        "globex", "agent-7", tiers=["episodic"], scopes=["read"], agent_type="assistant"
+    )
     mine = await seed(rt, "acme", "contact:ada", "acme's secret")
     archived = await seed(rt, "acme", "contact:ada", "acme's archived secret", offset=1)
     # The same episode id in globex: each tenant reads its own.
@@ -137,7 +143,9 @@ async def test_a_tenant_never_reaches_another_tenants_namespace(
 
 async def test_bad_ids_and_personal_episodes(client: Client, memory_runtime: LocalRuntime) -> None:
     rt = memory_runtime
-    token = await client.mint("acme", "agent-7", tiers=["episodic"], scopes=["read"])
+    token = await client.mint(
+        "acme", "agent-7", tiers=["episodic"], scopes=["read"], agent_type="assistant"
+    )
     for bad in ("a%2Ab", "a%3A%3Ab", "%3A"):
         answer = await get_episode(client, token, bad)
         assert answer.status == 422, bad

@@ -4,11 +4,12 @@ memory API and every tier.
 
 Each example opens a fresh runtime, seeds every (tenant, agent) with working, episodic and
 semantic memory whose values name their owner, mints random tokens (tenant, agent, tiers,
-scopes), then runs random operations with random tokens against random agents. Checked:
-a call outside the claims is refused with its stable code; every item an accepted read
-returns belongs to the token (working / episodic: its tenant and agent; semantic: its
-tenant); and at the end every owner's keys are exactly what the accepted deletes left.
-`MEMORY_PROPERTY_EXAMPLES` sets the example count (default 40).
+scopes), then runs random operations with random tokens against random agents. An agent is
+a (type, id) pair: two types share ids (issue 25). Checked: a call outside the claims is
+refused with its stable code; every item an accepted read returns belongs to the token
+(working / episodic: its tenant and agent, type included; semantic: its tenant); and at the
+end every owner's keys are exactly what the accepted deletes left.
+`MEMORY_PROPERTY_EXAMPLES` sets the example count (default 30).
 """
 
 from __future__ import annotations
@@ -31,9 +32,10 @@ from local_runtime.runtime import LocalRuntime
 from tests.fakes.embedder import HashingEmbedder
 from tests.memory_api.conftest import KEYS, Client
 
-EXAMPLES = int(os.environ.get("MEMORY_PROPERTY_EXAMPLES", "40"))
+EXAMPLES = int(os.environ.get("MEMORY_PROPERTY_EXAMPLES", "30"))
 TENANTS = ("t1", "t2")
 AGENTS = ("a1", "a2", "a3")
+TYPES = ("assistant", "sdr")
 TIERS = ("working", "episodic", "semantic", "procedural")
 WRITABLE = ("working", "episodic", "semantic")
 DELETABLE = ("working", "episodic")
@@ -43,6 +45,7 @@ KEYS_PER_TIER = ("k0", "k1")
 @dataclass(frozen=True)
 class TokenSpec:
     tenant: str
+    agent_type: str
     agent: str
     tiers: tuple[str, ...]
     scopes: tuple[str, ...]
@@ -55,6 +58,7 @@ def _subset(items: tuple[str, ...]) -> st.SearchStrategy[tuple[str, ...]]:
 token_specs = st.builds(
     TokenSpec,
     tenant=st.sampled_from(TENANTS),
+    agent_type=st.sampled_from(TYPES),
     agent=st.sampled_from(AGENTS),
     tiers=_subset(TIERS),
     scopes=_subset(("read", "write")),
@@ -64,20 +68,21 @@ operations = st.tuples(
     st.sampled_from(("list", "search", "search_all", "write", "delete")),
     st.integers(min_value=0, max_value=3),  # token index (modulo the token count)
     st.sampled_from(AGENTS),  # the agent in the path
+    st.sampled_from(TYPES),  # the agent type a procedural read names
     st.sampled_from(TIERS),
     st.sampled_from(KEYS_PER_TIER),
 )
 
 
-def owner_value(tenant: str, agent: str, key: str) -> str:
-    return f"owner {tenant} {agent} {key} secret note"
+def owner_value(tenant: str, agent_type: str, agent: str, key: str) -> str:
+    return f"owner {tenant} {agent_type} {agent} {key} secret note"
 
 
-def _owner(value: Any) -> tuple[str, str]:
+def _owner(value: Any) -> tuple[str, str, str]:
     text = value if isinstance(value, str) else json.dumps(value)
     words = text.split()
     assert words[0] == "owner", text
-    return words[1], words[2]
+    return words[1], words[2], words[3]
 
 
 async def _workload(root: Path, specs: list[TokenSpec], ops: list[tuple[Any, ...]]) -> None:
@@ -96,49 +101,51 @@ async def _workload(root: Path, specs: list[TokenSpec], ops: list[tuple[Any, ...
             tiers=spec.tiers,
             scopes=spec.scopes,
             ttl=3600,
+            agent_type=spec.agent_type,
             now=clock.now(),
         )
 
-    owners: dict[tuple[str, str], str] = {}
-    expected: dict[tuple[str, str, str], set[str]] = {}
+    owners: dict[tuple[str, str, str], str] = {}
+    expected: dict[tuple[str, str, str, str], set[str]] = {}
     for tenant in TENANTS:
-        for agent in AGENTS:
-            full = mint(TokenSpec(tenant, agent, TIERS, ("read", "write")))
-            owners[(tenant, agent)] = full
-            for tier in WRITABLE:
-                for key in KEYS_PER_TIER:
-                    value = owner_value(tenant, agent, key)
-                    response = await client.write(full, agent, tier=tier, key=key, value=value)
-                    assert response.status == 201, response.json()
-                expected[(tenant, agent, tier)] = set(KEYS_PER_TIER)
+        for agent_type in TYPES:
+            for agent in AGENTS:
+                full = mint(TokenSpec(tenant, agent_type, agent, TIERS, ("read", "write")))
+                owners[(tenant, agent_type, agent)] = full
+                for tier in WRITABLE:
+                    for key in KEYS_PER_TIER:
+                        value = owner_value(tenant, agent_type, agent, key)
+                        written = await client.write(full, agent, tier=tier, key=key, value=value)
+                        assert written.status == 201, written.json()
+                    expected[(tenant, agent_type, agent, tier)] = set(KEYS_PER_TIER)
     tokens = [mint(spec) for spec in specs]
 
-    for kind, index, agent, tier, key in ops:
+    for kind, index, agent, named_type, tier, key in ops:
         spec, token = specs[index % len(specs)], tokens[index % len(tokens)]
         scope = "write" if kind in ("write", "delete") else "read"
         named_tier = None if kind == "search_all" else tier
+        named: str | None = None  # the agent type the call names (procedural reads)
         if kind == "list":
-            response = await client.read(
-                token,
-                agent,
-                tier=tier,
-                **({"agent_type": "assistant"} if tier == "procedural" else {}),
-            )
+            named = named_type if tier == "procedural" else None
+            query: dict[str, Any] = {"tier": tier}
+            if named is not None:
+                query["agent_type"] = named
+            response = await client.read(token, agent, **query)
         elif kind in ("search", "search_all"):
-            query: dict[str, Any] = {"query": "owner secret note"}
+            query = {"query": "owner secret note"}
             if named_tier is not None:
                 query["tier"] = named_tier
             if "procedural" in spec.tiers or tier == "procedural":
-                query["agent_type"] = "assistant"
+                named = query["agent_type"] = named_type
             response = await client.read(token, agent, **query)
         elif kind == "write":
-            value = owner_value(spec.tenant, agent, key)
+            value = owner_value(spec.tenant, spec.agent_type, agent, key)
             response = await client.write(token, agent, tier=tier, key=key, value=value)
         else:
             response = await client.delete(token, agent, key, tier)
 
         body = response.json()
-        if agent != spec.agent:
+        if agent != spec.agent or named not in (None, spec.agent_type):
             assert (response.status, body["error"]["code"]) == (403, "agent_forbidden"), body
             continue
         if scope not in spec.scopes:
@@ -152,12 +159,12 @@ async def _workload(root: Path, specs: list[TokenSpec], ops: list[tuple[Any, ...
                 assert response.status == 405, body
             else:
                 assert response.status == 201, body
-                expected[(spec.tenant, agent, tier)].add(key)
+                expected[(spec.tenant, spec.agent_type, agent, tier)].add(key)
             continue
         if kind == "delete":
             if tier in DELETABLE:
                 assert response.status == 200, body
-                expected[(spec.tenant, agent, tier)].discard(key)
+                expected[(spec.tenant, spec.agent_type, agent, tier)].discard(key)
             else:
                 assert response.status == 405, body
             continue
@@ -167,16 +174,17 @@ async def _workload(root: Path, specs: list[TokenSpec], ops: list[tuple[Any, ...
             assert item["tier"] in spec.tiers, item
             if item["tier"] == "procedural":
                 continue
-            tenant, owner = _owner(item["value"])
+            tenant, owner_type, owner = _owner(item["value"])
             assert tenant == spec.tenant, (spec, item)
             if item["tier"] != "semantic":
-                assert owner == spec.agent, (spec, item)
+                assert (owner_type, owner) == (spec.agent_type, spec.agent), (spec, item)
 
     # What every owner holds is exactly what the accepted writes and deletes left.
-    for (tenant, agent, tier), keys in expected.items():
+    for (tenant, agent_type, agent, tier), keys in expected.items():
         if tier not in DELETABLE:
             continue
-        listed = await client.read(owners[(tenant, agent)], agent, tier=tier, limit=100)
+        owner_token = owners[(tenant, agent_type, agent)]
+        listed = await client.read(owner_token, agent, tier=tier, limit=100)
         assert {i["key"] for i in listed.json()["items"]} == keys, (tenant, agent, tier)
     await runtime.close()
 

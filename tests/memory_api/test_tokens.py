@@ -6,6 +6,7 @@ import base64
 import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 import jwt
 import pytest
@@ -290,3 +291,35 @@ async def test_without_a_signature_verifier_memory_tokens_fail_closed(
     with pytest.raises(Exception) as refused:
         await verify_memory_token(token, bindings)
     assert getattr(refused.value, "code", None) == "memory_tokens_not_configured"
+
+
+async def test_a_token_reaches_its_own_agent_type_only(
+    client: Client, memory_runtime: LocalRuntime
+) -> None:
+    """Issue 25 / ADR-29: agents are (type, id). Tokens for `assistant` and `sdr` on instance
+    `default` keep two memories; a memory-API token for `default` (minted without a type, or
+    before tokens named one) reaches neither; nobody deletes another type's keys."""
+    assistant = await client.mint(TENANT, "default", agent_type="assistant")
+    sdr = await client.mint(TENANT, "default", agent_type="sdr")
+    untyped = issue_token(
+        json.dumps(KEYS), TENANT, "default", tiers=["working", "episodic"],
+        scopes=["read", "write"], ttl=600, now=memory_runtime.clock.now(), kid="k1",
+    )  # fmt: skip
+    for token, value in ((assistant, "assistant's"), (sdr, "sdr's")):
+        for tier in ("working", "episodic"):
+            written = await client.write(token, "default", tier=tier, key="plan", value=value)
+            assert written.status == 201, written.json()
+
+    def values(response: Any) -> list[Any]:
+        assert response.status == 200, response.json()
+        return [item["value"] for item in response.json()["items"]]
+
+    for tier in ("working", "episodic"):
+        assert values(await client.read(assistant, "default", tier=tier)) == ["assistant's"]
+        assert values(await client.read(sdr, "default", tier=tier)) == ["sdr's"]
+        assert values(await client.read(untyped, "default", tier=tier)) == []
+        gone = await client.delete(untyped, "default", "plan", tier)
+        assert gone.status == 200 and gone.json()["deleted"] is False
+        assert values(await client.read(assistant, "default", tier=tier)) == ["assistant's"]
+    searched = await client.read(untyped, "default", query="assistant's sdr's plan")
+    assert values(searched) == []

@@ -313,24 +313,26 @@ class EpisodicStore:
         return await open_episodes(result.results, self.personal)
 
     async def instance_rows(
-        self, instance_id: str, *, now_ms: int, limit: int, offset: int = 0
+        self, agent_type: str, instance_id: str, *, now_ms: int, limit: int, offset: int = 0
     ) -> list[Row]:
-        """The instance's live episode rows, newest first (the memory API's listing): keyed
+        """The agent's live episode rows, newest first (the memory API's listing): keyed
         ones (`data.memory_key`) until their `data.expires_at`, and every run episode."""
         result = await self._sql(
             f"SELECT {_EPISODE_COLUMNS} FROM memory_episodes WHERE tenant_id = ? "
-            f"AND instance_id = ? AND {_LIVE} ORDER BY created_at DESC, episode_id DESC "
-            "LIMIT ? OFFSET ?",
-            (instance_id, now_ms, limit, offset),
+            f"AND agent_type = ? AND instance_id = ? AND {_LIVE} "
+            "ORDER BY created_at DESC, episode_id DESC LIMIT ? OFFSET ?",
+            (agent_type, instance_id, now_ms, limit, offset),
         ).all()
         return list(result.results)
 
-    async def delete_keyed(self, instance_id: str, key: str, *, keep: str = "") -> int:
-        """Delete the instance's keyed episodes named `key` (but `keep`); how many went."""
+    async def delete_keyed(
+        self, agent_type: str, instance_id: str, key: str, *, keep: str = ""
+    ) -> int:
+        """Delete the agent's keyed episodes named `key` (but `keep`); how many went."""
         result = await self._sql(
-            "DELETE FROM memory_episodes WHERE tenant_id = ? AND instance_id = ? "
-            "AND json_extract(data, '$.memory_key') = ? AND episode_id != ?",
-            (instance_id, key, keep),
+            "DELETE FROM memory_episodes WHERE tenant_id = ? AND agent_type = ? "
+            "AND instance_id = ? AND json_extract(data, '$.memory_key') = ? AND episode_id != ?",
+            (agent_type, instance_id, key, keep),
         ).run()
         return int(result.meta.changes or 0)
 

@@ -41,10 +41,10 @@ from pydantic import BaseModel, ConfigDict
 
 from agent_memory.governance.writes import WriteDenied, WriteGate, WriteProposal
 from agent_memory.namespace import (
-    INSTANCE_RE,
     LEGACY_WORKING_PREFIX,
     SEPARATOR,
     SERVICE,
+    SESSION_RE,
     TENANT_RE,
     InvalidMemoryKey,
     InvalidNamespaceKey,
@@ -301,13 +301,14 @@ def encode_value(value: Any) -> str:
 
 
 class WorkingMemory:
-    """The working memory of one agent instance."""
+    """The working memory of one session: an agent's (`namespace.agent_session`, what the
+    `Memory` front door gives) or any session id a caller names."""
 
     def __init__(
         self,
         kv: KVNamespace,
         tenant: str,
-        instance_id: str,
+        session: str,
         *,
         budget_bytes: int = WORKING_MEMORY_BUDGET_BYTES,
         ttl_seconds: int = WORKING_MEMORY_TTL_SECONDS,
@@ -321,12 +322,12 @@ class WorkingMemory:
     ) -> None:
         if not TENANT_RE.fullmatch(tenant or ""):
             raise InvalidWorkingMemoryKey(f"invalid tenant segment {tenant!r}")
-        if not INSTANCE_RE.fullmatch(instance_id or ""):
-            raise InvalidWorkingMemoryKey(f"invalid instance segment {instance_id!r}")
+        if not SESSION_RE.fullmatch(session or ""):
+            raise InvalidWorkingMemoryKey(f"invalid instance segment {session!r}")
         # Which key (legacy or canonical) is read and written follows the namespace flags.
         self._keys = NamespacedKV(
             kv,
-            NamespaceKey(SERVICE, tenant, instance_id),
+            NamespaceKey(SERVICE, tenant, session),
             "working",
             flags=namespace,
             counts=read_counts,
@@ -338,7 +339,7 @@ class WorkingMemory:
         # Every write is a proposal checked by the write policy (ADR-0051); the gate also
         # records `memory_written` events when it has an event log.
         self._gate = gate or WriteGate(tenant)
-        self._instance_id = instance_id
+        self._instance_id = session
         self._agent_type = agent_type
         self._run_id = run_id
         self._clock: Clock = clock or SystemClock()
