@@ -22,7 +22,11 @@ from agent_memory.lifecycle.retention import (
     set_lifecycle,
 )
 from agent_memory.memory import Memory
-from agent_memory.tiers.working import NamespaceFlags, backfill_namespace
+from agent_memory.tiers.working import (
+    InvalidBackfillCursor,
+    NamespaceFlags,
+    backfill_namespace,
+)
 from bindings.environment import Bindings
 from bindings.ports.d1 import D1Database
 from bindings.ports.errors import BindingLimitError
@@ -47,6 +51,9 @@ class BackfillBody(BaseModel):
     dry_run: bool = False
     cursor: str | None = Field(default=None, min_length=1, max_length=1024)
     max_keys: int = Field(default=250, ge=1, le=1000)
+    # The migration to one working memory per agent type (issue 25) instead of the copy of
+    # legacy keys to canonical ones; run it to completion once after upgrading.
+    agent_types: bool = False
 
 
 class LifecycleSettingsView(BaseModel):
@@ -153,11 +160,13 @@ async def backfill_tenant_namespace(call: Call[BackfillBody, None]) -> BackfillV
     tenant, body, bindings = call.params["tenant"], call.body, call.bindings
     if bindings.kv is None:
         raise ApiError(503, "kv_unavailable", "the KV binding is missing")
+    step = body.model_dump(exclude={"agent_types"})
     try:
-        report = await backfill_namespace(
-            bindings.kv, bindings.clock, tenant=tenant, **body.model_dump()
-        )
-    except BindingLimitError:
+        if body.agent_types:
+            report = await Memory(bindings, tenant).adopt_untyped_working(**step)
+        else:
+            report = await backfill_namespace(bindings.kv, bindings.clock, tenant=tenant, **step)
+    except (BindingLimitError, InvalidBackfillCursor):
         raise ApiError(422, "invalid_cursor", "cursor is not one this route returned") from None
     return BackfillView(
         tenant=tenant, phase=NamespaceFlags.of(bindings.settings).phase, **asdict(report)
