@@ -143,3 +143,18 @@ def test_a_bad_var_is_refused_with_its_name(js_runtime: FakeJsRuntime) -> None:
     env = full_env(js_runtime, MAX_BODY_BYTES="lots")
     with pytest.raises(ValidationError, match="max_body_bytes"):
         build_bindings(js_runtime.proxy(env), js_runtime.proxy(js_runtime.execution_context()))
+
+
+async def test_settings_are_validated_once_per_set_of_values(
+    js_runtime: FakeJsRuntime, mode: str
+) -> None:
+    """Requests of one isolate share the validated settings; a different value (another
+    deployment's vars) is validated afresh, a bad one still refused."""
+    from bindings.cloudflare.environment import read_settings
+
+    first = read_settings(as_env(js_runtime, full_env(js_runtime), mode))
+    assert read_settings(as_env(js_runtime, full_env(js_runtime), mode)) is first
+    other = read_settings(as_env(js_runtime, full_env(js_runtime, MAX_BODY_BYTES="4096"), mode))
+    assert other is not first and other.max_body_bytes == 4096
+    with pytest.raises(ValidationError):
+        read_settings(as_env(js_runtime, full_env(js_runtime, MAX_BODY_BYTES="lots"), mode))

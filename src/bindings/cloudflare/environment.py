@@ -5,6 +5,7 @@ deployment lacks is None.
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -42,10 +43,18 @@ def env_value(env: Any, name: str) -> Any:
 
 
 def read_settings(env: Any) -> Settings:
-    """Settings from the Worker's vars and secrets; raises ValidationError on a bad value."""
-    return Settings.from_vars(
-        {name: ffi.to_py(env_value(env, name)) for name in Settings.var_names()}
-    )
+    """Settings from the Worker's vars and secrets; raises ValidationError on a bad value.
+    Validated once per isolate and set of values (vars only change with a new deployment,
+    which starts new isolates), not on every request."""
+    global _settings
+    raw = {name: ffi.to_py(env_value(env, name)) for name in Settings.var_names()}
+    key = json.dumps(raw, sort_keys=True, default=str)
+    if _settings is None or _settings[0] != key:
+        _settings = (key, Settings.from_vars(raw))
+    return _settings[1]
+
+
+_settings: tuple[str, Settings] | None = None
 
 
 def build_bindings(env: Any, ctx: Any) -> Bindings:
