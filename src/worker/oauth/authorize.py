@@ -24,7 +24,7 @@ from authorization.oauth_store import ClientInfo, Grant
 from authorization.operator_grants import granted_tenants
 from bindings.environment import Bindings
 from gateway import admin_ops
-from gateway.credentials import MCP_PATH, hash_token, resources_for_origin
+from gateway.credentials import MCP_PATH, hash_token, origin_of, resources_for_origin
 from http_messages import ApiError, Headers, HttpRequest, HttpResponse
 from worker.app import Call
 from worker.identity import AccessIdentity, require_access
@@ -36,7 +36,6 @@ from worker.oauth.protocol import (
     SCOPE_DESCRIPTIONS,
     OAuthError,
     check_challenge,
-    issuer_of,
     new_secret,
     parse_form,
     parse_scopes,
@@ -79,7 +78,7 @@ async def authorize_get(call: Call[None, None]) -> HttpResponse:
         redirect_uri = check_redirect(client, query.get("redirect_uri"))
     except OAuthError as exc:
         return error_page(exc.description, exc.status)
-    issuer = issuer_of(request)
+    issuer = origin_of(request.url)
     state = query.get("state")
     back: dict[str, str] = {"iss": issuer} | ({"state": state} if state is not None else {})
     try:
