@@ -302,7 +302,15 @@ async def _dispatch(
         discover = {"supportedVersions": list(SUPPORTED_VERSIONS), "capabilities": CAPABILITIES}
         return _shape(version, discover | {"instructions": INSTRUCTIONS}, cacheable=True)
     if method == "tools/list":
-        return _shape(version, {"tools": await _list_tools(ctx, principal)}, cacheable=True)
+        gw = ctx.gateway
+        tools: list[dict[str, Any]] = []
+        if "tools" in principal.scopes:
+            configs = await load_tools(gw.kv, gw.cache, gw.clock, principal.tenant)
+            tools += [config.mcp_tool() for config in configs]
+        if ctx.memory is not None and await _memory_available(ctx, principal):
+            specs = ctx.memory.specs()
+            tools += [dict(s) for s in specs if _may_use_memory_tool(principal, s["name"])]
+        return _shape(version, {"tools": tools}, cacheable=True)
     if method == "tools/call":
         return _shape(version, await _call_tool(ctx, principal, version, params), cacheable=False)
     raise JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
@@ -322,18 +330,6 @@ async def _memory_available(ctx: McpContext, principal: Principal) -> bool:
     gw = ctx.gateway
     tenant = await load_tenant(gw.kv, gw.cache, gw.clock, principal.tenant)
     return tenant is not None and tenant.memory_enabled
-
-
-async def _list_tools(ctx: McpContext, principal: Principal) -> list[dict[str, Any]]:
-    gw = ctx.gateway
-    tools: list[dict[str, Any]] = []
-    if "tools" in principal.scopes:
-        configs = await load_tools(gw.kv, gw.cache, gw.clock, principal.tenant)
-        tools.extend(config.mcp_tool() for config in configs)
-    if ctx.memory is not None and await _memory_available(ctx, principal):
-        specs = ctx.memory.specs()
-        tools += [dict(s) for s in specs if _may_use_memory_tool(principal, s["name"])]
-    return tools
 
 
 def _text_result(text: str, is_error: bool) -> dict[str, Any]:
