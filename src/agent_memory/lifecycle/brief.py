@@ -20,7 +20,12 @@ from pydantic import BaseModel, Field
 from agent_memory.governance import writes as events
 from agent_memory.ids import STATEMENTS_PER_BATCH
 from agent_memory.lifecycle import prune, retention
-from agent_memory.lifecycle.retention import DEFAULT_EPISODE_LIMIT, known_tenants, warn_threshold
+from agent_memory.lifecycle.retention import (
+    DEFAULT_EPISODE_LIMIT,
+    TenantTable,
+    known_tenants,
+    warn_threshold,
+)
 from agent_memory.tiers import episodic, working
 from agent_memory.tiers.semantic import memory as semantic
 from bindings.ports.d1 import D1Database
@@ -126,6 +131,15 @@ _COLUMNS = {
 }
 
 
+_BRIEF_TABLES: tuple[TenantTable, ...] = (
+    "memory_episodes",
+    "agent_runs",
+    "semantic_facts",
+    "agent_instances",
+    "namespace_reads",
+)
+
+
 def _level(episodes: int, limit: int) -> Level:
     if episodes >= limit:
         return "at_limit"
@@ -144,20 +158,7 @@ async def build_brief(
 ) -> Brief:
     """The brief for `tenants` (default: every tenant with episodes, runs, facts or
     namespace reads)."""
-    names = (
-        list(tenants)
-        if tenants is not None
-        else await known_tenants(
-            db,
-            (
-                "memory_episodes",
-                "agent_runs",
-                "semantic_facts",
-                "agent_instances",
-                "namespace_reads",
-            ),
-        )
-    )
+    names = list(tenants) if tenants is not None else await known_tenants(db, _BRIEF_TABLES)
     brief = Brief(generated_at_ms=now_ms)
     per_batch = STATEMENTS_PER_BATCH // 2  # two statements per tenant
     for start in range(0, len(names), per_batch):

@@ -263,25 +263,18 @@ class PrunedTable:
     id_column: str
     # Extra conditions beyond `tenant_id = ? AND time < cutoff`, each `?` bound to the cutoff.
     extra_sql: str = ""
-    extra_params: int = 0
 
     def where(self, tenant: str, cutoff: int) -> tuple[str, list[SqlValue]]:
         """The rows past `cutoff`: the condition and its parameters."""
         sql = f"tenant_id = ? AND {self.time_column} < ?{self.extra_sql}"
-        return sql, [tenant, cutoff, *[cutoff] * self.extra_params]
+        return sql, [tenant, cutoff, *[cutoff] * self.extra_sql.count("?")]
 
 
+_FINISHED_BEFORE_CUTOFF = " AND status IN ('completed', 'failed') AND finished_at < ?"
 TABLES = (
     PrunedTable("episodes", "memory_episodes", "created_at", "episode_id"),
     # Only finished runs go, and only once they finished before the cutoff too.
-    PrunedTable(
-        "runs",
-        "agent_runs",
-        "started_at",
-        "run_id",
-        " AND status IN ('completed', 'failed') AND finished_at < ?",
-        1,
-    ),
+    PrunedTable("runs", "agent_runs", "started_at", "run_id", _FINISHED_BEFORE_CUTOFF),
     # The audit trail ages with the memory it describes: events past retention go the same way.
     PrunedTable("events", "memory_events", "created_at", "event_id"),
 )
@@ -673,22 +666,11 @@ class Pruner:
             f"{table.kind}_deleted + ?, batches = batches + 1, updated_at = ? "
             "WHERE tenant_id = ? AND prune_id = ?"
         )
+        # The ledger row's values: its `matched` subquery binds the range's parameters.
+        archived = [tenant, key, table.kind, iso_week(first_ms), len(rows), *params]
+        archived += [first_key, last_key, len(body), prune_id, now_ms]
         statements = [
-            _stmt(
-                self._db,
-                ledger,
-                tenant,
-                key,
-                table.kind,
-                iso_week(first_ms),
-                len(rows),
-                *params,
-                first_key,
-                last_key,
-                len(body),
-                prune_id,
-                now_ms,
-            ),
+            _stmt(self._db, ledger, *archived),
             *self._index_statements(table, key, where, params, now_ms),
             _stmt(self._db, f"DELETE FROM {table.table} WHERE {where}", *params),
             _stmt(self._db, progress, len(rows), now_ms, tenant, prune_id),
@@ -849,34 +831,11 @@ class ArchiveLedger:
             "ON CONFLICT (tenant_id, namespace_key, kind, entity_id) DO UPDATE SET "
             "archive_key = excluded.archive_key, archived_at = excluded.archived_at"
         )
-        t = self.tenant_id
+        t, subject = self.tenant_id, row.get("subject")
+        ledger_values = (t, archive, iso_week(created), first, first, size, prune_id, now_ms)
+        index_values = (t, namespace_key, kind, entity, archive, subject, created, now_ms)
         await self._db.batch(
-            [
-                _stmt(
-                    self._db,
-                    ledger,
-                    t,
-                    archive,
-                    iso_week(created),
-                    first,
-                    first,
-                    size,
-                    prune_id,
-                    now_ms,
-                ),
-                _stmt(
-                    self._db,
-                    index,
-                    t,
-                    namespace_key,
-                    kind,
-                    entity,
-                    archive,
-                    row.get("subject"),
-                    created,
-                    now_ms,
-                ),
-            ]
+            [_stmt(self._db, ledger, *ledger_values), _stmt(self._db, index, *index_values)]
         )
 
     async def unindex_item(self, namespace_key: str, kind: str, entity: str) -> None:
