@@ -1,16 +1,14 @@
-"""Runtime-neutral HTTP messages, below both the edge (`worker`) and the `gateway`: what every
-handler takes and returns (the Worker entry and the local runtime convert their own types
-into these), and `ApiError`, the one error type every layer that answers HTTP raises:
-`{"error": {"code", "message"[, "details"]}}` with a status; codes are stable identifiers
-clients may branch on. Imports nothing of this project.
+"""Runtime-neutral HTTP messages below both `worker` and `gateway` (the Worker entry and the local
+runtime convert their own types into these), and `ApiError`, the one error type every layer
+answering HTTP raises: `{"error": {"code", "message"[, "details"]}}` with a status and a stable
+code clients may branch on. Imports nothing of this project.
 
-JSON decoding with limits (`loads_bounded`) is the one place a request body becomes Python
-values. `json.loads` alone lets a client crash a request (deep nesting raises `RecursionError`, a
-huge integer costs quadratic time, one string may be the whole body). `loads_bounded`
-refuses these with a `JsonLimitError` carrying a stable `code`. Lone UTF-16 surrogates are
-always refused (no UTF-8 store takes them); U+0000 with `allow_nul=False`, because SQLite's
-`length()` stops at a NUL and would break the memory tables' `CHECK` constraints after the
-request was acknowledged.
+`loads_bounded` is the one place a request body becomes Python values: `json.loads` alone lets
+a client crash a request (deep nesting: `RecursionError`; a huge integer: quadratic time; one
+string the whole body), refused here with a `JsonLimitError` and a stable `code`. Lone UTF-16
+surrogates are always refused (no UTF-8 store takes them); U+0000 with `allow_nul=False`,
+because SQLite's `length()` stops at a NUL and would break the memory tables' `CHECK`
+constraints after the request was acknowledged.
 """
 
 from __future__ import annotations
@@ -43,9 +41,6 @@ class Headers:
 
     def items(self) -> list[tuple[str, str]]:
         return list(self._items.values())
-
-    def __repr__(self) -> str:
-        return f"Headers({self.items()!r})"
 
 
 @dataclass(frozen=True)
@@ -89,9 +84,9 @@ def empty_response(status: int = 204, headers: Mapping[str, str] | None = None) 
     return HttpResponse(status=status, body=b"", headers=Headers(headers or {}))
 
 
-# Issue 26, finding 2: what every response of this API carries, so a page of another site
-# cannot frame it, a browser cannot sniff a JSON body into HTML, and no URL (which can carry a
-# subject) leaks as a referrer. The inspector's own files get theirs from `public/_headers`.
+# On every response, so no other site frames it, no browser sniffs JSON into HTML and no URL
+# (which can carry a subject) leaks as a referrer (issue 26); the inspector's files get
+# theirs from `public/_headers`.
 SECURITY_HEADERS: dict[str, str] = {
     "content-security-policy": "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; "
     "form-action 'none'",
@@ -143,27 +138,20 @@ class ApiError(Exception):
         )
 
 
-# Deep enough for any body our routes accept (their models nest a few levels; tool input
-# schemas rarely more than ten), far below Python's recursion limit.
+# Deep enough for any body our routes accept, far below Python's recursion limit.
 MAX_DEPTH = 64
-
-# A 64-bit integer has at most 20 digits; 64 leaves room for big identifiers sent as numbers
-# while staying far below Python's 4300-digit conversion limit.
+# A 64-bit integer has 20 digits; 64 leaves room for big identifiers sent as numbers, far
+# below Python's 4300-digit conversion limit.
 MAX_INT_DIGITS = 64
 
-# The largest integer storage takes. On Workers a Python int crosses into JavaScript as a
-# Number only within +-2^53; beyond that it becomes a BigInt, which D1 refuses ("Type
-# 'bigint' not supported") and DO SQL cannot bind (local_runtime/adapters/jsnumbers.py).
-# Any number that can reach a SQL bind is checked against this (or a tighter bound) first.
+# The largest integer storage takes (checked before any SQL bind): on Workers a Python int
+# beyond +-2^53 crosses into JavaScript as a BigInt, which D1 refuses ("Type 'bigint' not
+# supported") and DO SQL cannot bind (local_runtime/adapters/jsnumbers.py).
 MAX_STORED_INT = 2**53 - 1
-
-# The latest instant a time filter, cursor or expiry may name: the last second of year
-# 9999 UTC. In milliseconds it is still well inside MAX_STORED_INT.
+# The latest instant a time filter, cursor or expiry may name: the end of year 9999 UTC.
 MAX_EPOCH_SECONDS = 253_402_300_799
 MAX_EPOCH_MS = MAX_EPOCH_SECONDS * 1000 + 999
-
-# Admin and memory bodies: no single string needs more (the largest field, an agent-run
-# input, is capped lower by its model).
+# Admin and memory bodies: no single string needs more.
 MAX_STRING_CHARS = 65_536
 
 
@@ -190,8 +178,6 @@ class JsonLimits:
     max_string_chars: int = MAX_STRING_CHARS
     allow_nul: bool = True
 
-
-DEFAULT_LIMITS = JsonLimits()
 
 # Bodies whose strings end up in D1 text columns: no NUL (see the module docstring).
 STORAGE_LIMITS = JsonLimits(allow_nul=False)
@@ -226,10 +212,8 @@ def _refuse_constant(name: str) -> Any:
 
 
 def check_value(value: Any, limits: JsonLimits) -> None:
-    """Walk a decoded value iteratively: nesting depth and every key and string.
-
-    Raises `JsonLimitError`; used by `loads_bounded` and for values decoded elsewhere.
-    """
+    """Check a decoded value's nesting depth and every key and string (iteratively); raises
+    `JsonLimitError`."""
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
@@ -268,13 +252,10 @@ def _check_string(text: str, limits: JsonLimits) -> None:
             ) from None
 
 
-def loads_bounded(data: bytes | str, limits: JsonLimits = DEFAULT_LIMITS) -> Any:
-    """Decode JSON under `limits`.
-
-    Raises `JsonLimitError` (code `json_too_deep`, `number_too_large`, `string_too_long`,
-    `invalid_character` or `invalid_json`) for a limit, and `ValueError` subclasses from
-    `json` / UTF-8 decoding for text that is not JSON. Never raises `RecursionError`.
-    """
+def loads_bounded(data: bytes | str, limits: JsonLimits = JsonLimits()) -> Any:
+    """Decode JSON under `limits`: `JsonLimitError` (`json_too_deep`, `number_too_large`,
+    `string_too_long`, `invalid_character`, `invalid_json`) for a limit, another `ValueError`
+    for text that is not JSON or UTF-8; never `RecursionError`."""
     text = data.decode("utf-8") if isinstance(data, bytes | bytearray) else data
     try:
         value = json.loads(

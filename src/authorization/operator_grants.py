@@ -39,13 +39,8 @@ class Principal(BaseModel):
     groups: tuple[str, ...] = ()
 
     def pairs(self) -> list[tuple[str, str]]:
-        found: list[tuple[str, str]] = []
-        if self.email:
-            found.append(("email", self.email.lower()))
-        if self.common_name:
-            found.append(("common_name", self.common_name))
-        found.extend(("group", g) for g in self.groups)
-        return found
+        named = [("email", (self.email or "").lower()), ("common_name", self.common_name or "")]
+        return [(kind, name) for kind, name in named if name] + [("group", g) for g in self.groups]
 
 
 def normalize(kind: PrincipalKind, principal: str) -> str:
@@ -90,19 +85,10 @@ async def granted(who: Principal, tenant: str | None, bindings: Bindings) -> boo
     pairs = who.pairs()
     if not pairs:
         return False
-    tenants = [PLATFORM] if tenant is None else [tenant, PLATFORM]
     condition, value = _matching(pairs)
-    slots = ", ".join("?" for _ in tenants)
-    row = (
-        await _db(bindings)
-        .prepare(
-            f"SELECT 1 AS ok FROM operator_grants WHERE tenant_id IN ({slots}) "
-            f"AND {condition} LIMIT 1"
-        )
-        .bind(*tenants, value)
-        .first()
-    )
-    return row is not None
+    sql = f"SELECT 1 AS ok FROM operator_grants WHERE tenant_id IN (?, ?) AND {condition} LIMIT 1"
+    own = PLATFORM if tenant is None else tenant
+    return await _db(bindings).prepare(sql).bind(own, PLATFORM, value).first() is not None
 
 
 async def granted_tenants(who: Principal, bindings: Bindings) -> set[str] | None:
@@ -113,14 +99,8 @@ async def granted_tenants(who: Principal, bindings: Bindings) -> set[str] | None
     if not pairs:
         return set()
     condition, value = _matching(pairs)
-    result = await (
-        _db(bindings)
-        .prepare(
-            f"SELECT DISTINCT tenant_id FROM operator_grants WHERE tenant_id != ? AND {condition}"
-        )
-        .bind(PLATFORM, value)
-        .all()
-    )
+    sql = f"SELECT DISTINCT tenant_id FROM operator_grants WHERE tenant_id != ? AND {condition}"
+    result = await _db(bindings).prepare(sql).bind(PLATFORM, value).all()
     return {str(row["tenant_id"]) for row in result.results}
 
 

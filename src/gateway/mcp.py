@@ -1,22 +1,19 @@
-"""MCP over Streamable HTTP at `POST /mcp`: revisions 2025-06-18, 2025-11-25 and 2026-07-28
-(modelcontextprotocol.io/specification/{revision}/ basic/transports.mdx, lifecycle.mdx,
-server/tools.mdx, authorization.mdx; 2026-07-28's "Per-request protocol fields" and the
-Python SDK 2.3.0's `classify_inbound_request`).
-
-Stateless in every revision (any isolate answers): each POST carries its bearer
-(`gateway.credentials`) and one message (batches were removed in 2025-06-18: -32600);
-notifications and client responses get 202. A bad bearer is HTTP 401 (-32001), a missing
-scope 403 (-32003); a request with an `Origin` must name one in `MCP_ALLOWED_ORIGINS` (DNS
-rebinding; never compared with `Host`, which a rebinding page matches). Unknown tools and
-invalid arguments are -32602 — from 2025-11-25 on, invalid arguments are an `isError`
-result (SEP-1303), as upstream failures always are.
+"""MCP over Streamable HTTP at `POST /mcp`, revisions 2025-06-18, 2025-11-25 and 2026-07-28
+(modelcontextprotocol.io/specification/{revision}/: basic/transports, lifecycle, server/tools,
+authorization; 2026-07-28's "Per-request protocol fields"; the Python SDK 2.3.0's
+`classify_inbound_request`). Stateless (any isolate answers): each POST carries its bearer and
+one message (no batches since 2025-06-18: -32600); notifications and client responses get 202.
+Bad bearer: HTTP 401 (-32001); missing scope: 403 (-32003); an `Origin` must be in
+`MCP_ALLOWED_ORIGINS` (DNS rebinding; never compared with `Host`, which a rebinding page
+matches). Unknown tools and invalid arguments are -32602; from 2025-11-25 invalid arguments are
+an `isError` result (SEP-1303), as upstream failures always are.
 
 2026-07-28 applies when `MCP-Protocol-Version` names it or `params._meta` carries a version;
-first failure wins: `_meta` holds version and capabilities (-32602), the headers agree with
-the body (-32020), the version is served (-32022). Its results carry `resultType`, the
-serverInfo stamp and, when cacheable, `ttlMs`/`cacheScope: "private"`; no `initialize` or
-`ping`; HTTP statuses follow the SDK's table. Otherwise `initialize` negotiates and later
-requests name their version in the header (none: 2025-06-18's rules).
+first failure wins: `_meta` holds version and capabilities (-32602), headers agree with the
+body (-32020), the version is served (-32022). Its results carry `resultType`, the serverInfo
+stamp and, when cacheable, `ttlMs`/`cacheScope: "private"`; no `initialize` or `ping`; HTTP
+statuses follow the SDK's table. Otherwise `initialize` negotiates and later requests name
+their version in the header (none: 2025-06-18's rules).
 """
 
 from __future__ import annotations
@@ -305,7 +302,15 @@ async def _dispatch(
         discover = {"supportedVersions": list(SUPPORTED_VERSIONS), "capabilities": CAPABILITIES}
         return _shape(version, discover | {"instructions": INSTRUCTIONS}, cacheable=True)
     if method == "tools/list":
-        return _shape(version, {"tools": await _list_tools(ctx, principal)}, cacheable=True)
+        gw = ctx.gateway
+        tools: list[dict[str, Any]] = []
+        if "tools" in principal.scopes:
+            configs = await load_tools(gw.kv, gw.cache, gw.clock, principal.tenant)
+            tools += [config.mcp_tool() for config in configs]
+        if ctx.memory is not None and await _memory_available(ctx, principal):
+            specs = ctx.memory.specs()
+            tools += [dict(s) for s in specs if _may_use_memory_tool(principal, s["name"])]
+        return _shape(version, {"tools": tools}, cacheable=True)
     if method == "tools/call":
         return _shape(version, await _call_tool(ctx, principal, version, params), cacheable=False)
     raise JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
@@ -325,18 +330,6 @@ async def _memory_available(ctx: McpContext, principal: Principal) -> bool:
     gw = ctx.gateway
     tenant = await load_tenant(gw.kv, gw.cache, gw.clock, principal.tenant)
     return tenant is not None and tenant.memory_enabled
-
-
-async def _list_tools(ctx: McpContext, principal: Principal) -> list[dict[str, Any]]:
-    gw = ctx.gateway
-    tools: list[dict[str, Any]] = []
-    if "tools" in principal.scopes:
-        configs = await load_tools(gw.kv, gw.cache, gw.clock, principal.tenant)
-        tools.extend(config.mcp_tool() for config in configs)
-    if ctx.memory is not None and await _memory_available(ctx, principal):
-        specs = ctx.memory.specs()
-        tools += [dict(s) for s in specs if _may_use_memory_tool(principal, s["name"])]
-    return tools
 
 
 def _text_result(text: str, is_error: bool) -> dict[str, Any]:

@@ -8,8 +8,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-import httpx
-
 from bindings.environment import Bindings
 from gateway.credentials import add_resource_metadata, origin_of, resources_for_origin
 from gateway.errors import gateway_error_response
@@ -36,14 +34,10 @@ def gateway_context(bindings: Bindings, request: HttpRequest) -> GatewayContext:
     """The hot path's context (503 `kv_unavailable` without KV) for `request`'s origin."""
     if bindings.kv is None:
         raise ApiError(503, "kv_unavailable", "this deployment has no KV namespace bound")
-
-    def client_factory(timeout: float) -> httpx.AsyncClient:
-        return bindings.http_client(timeout=timeout)
-
     return GatewayContext(
         kv=bindings.kv,
         clock=bindings.clock,
-        client_factory=client_factory,
+        client_factory=lambda timeout: bindings.http_client(timeout=timeout),
         outbound=lambda: OutboundPolicy.from_settings(bindings.settings),
         resolver=bindings.resolve_host,
         resources=resources_for_origin(origin_of(request.url)),

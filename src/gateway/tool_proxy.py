@@ -1,11 +1,10 @@
-"""The hot path: `POST /api/v1/tools/{tool_name}` and MCP `tools/call` for proxied tools.
-
-One call: (1) KV auth (`oauth_tokens.authenticate_bearer`); (2) KV config
-`gw:tool:{tenant}:{tool}`; (3) input checks without I/O (size, JSON Schema, url
-placeholders); (4) KV credential `gw:cred:{tenant}:{provider}` (which the config names, so bad
-input never reaches it); (5) one outbound request; (6) the upstream's answer relayed, marked
-`x-upstream-status`. KV reads go through the isolate cache. Handed KV, a clock and a client
-factory, never `Bindings` (tests/gateway/test_hot_path_isolation.py).
+"""The hot path: `POST /api/v1/tools/{tool_name}` and MCP `tools/call` for proxied tools: (1) KV
+auth (`credentials.authenticate_bearer`); (2) KV config `gw:tool:{tenant}:{tool}`; (3) input
+checks without I/O (size, JSON Schema, url placeholders); (4) KV credential
+`gw:cred:{tenant}:{provider}` (named by the config, so bad input never reaches it); (5) one
+outbound request; (6) the upstream's answer relayed, marked `x-upstream-status`. KV reads go
+through the isolate cache. Handed KV, a clock and a client factory, never `Bindings`
+(tests/gateway/test_hot_path_isolation.py).
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
@@ -58,10 +57,10 @@ class GatewayContext:
     kv: KVNamespace
     clock: Clock
     client_factory: ClientFactory
-    cache: KVReadCache = field(default=ISOLATE_CACHE)
-    outbound: Callable[[], OutboundPolicy] = OutboundPolicy
-    resources: frozenset[str] = frozenset()
-    resolver: Resolver | None = None
+    outbound: Callable[[], OutboundPolicy]
+    resolver: Resolver | None
+    resources: frozenset[str]
+    cache: KVReadCache = ISOLATE_CACHE
 
 
 async def handle_tool_call(

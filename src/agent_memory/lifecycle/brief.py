@@ -20,7 +20,12 @@ from pydantic import BaseModel, Field
 from agent_memory.governance import writes as events
 from agent_memory.ids import STATEMENTS_PER_BATCH
 from agent_memory.lifecycle import prune, retention
-from agent_memory.lifecycle.retention import DEFAULT_EPISODE_LIMIT, known_tenants, warn_threshold
+from agent_memory.lifecycle.retention import (
+    DEFAULT_EPISODE_LIMIT,
+    TenantTable,
+    known_tenants,
+    warn_threshold,
+)
 from agent_memory.tiers import episodic, working
 from agent_memory.tiers.semantic import memory as semantic
 from bindings.ports.d1 import D1Database
@@ -71,24 +76,25 @@ class TenantBrief(BaseModel):
     namespace_misses: int = 0
 
 
+_NAMESPACE_READS = ("namespace_canonical_hits", "namespace_legacy_hits", "namespace_misses")
+
+
 class Brief(BaseModel):
     generated_at_ms: int
     tenants: list[TenantBrief] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
 
     def totals(self) -> dict[str, int]:
+        def total(name: str) -> int:
+            return sum(getattr(t, name) for t in self.tenants)
+
         return {
             "tenants": len(self.tenants),
-            "episodes": sum(t.episodes for t in self.tenants),
-            "facts_active": sum(t.facts_active for t in self.tenants),
-            "facts_pending_vector": sum(t.facts_pending_vector for t in self.tenants),
-            "facts_unindexed": sum(t.facts_unindexed for t in self.tenants),
+            **{n: total(n) for n in ("episodes", "facts_active", "facts_pending_vector")},
+            "facts_unindexed": total("facts_unindexed"),
             "tenants_warning": sum(t.level == "warning" for t in self.tenants),
             "tenants_at_limit": sum(t.level == "at_limit" for t in self.tenants),
-            "agent_failed_writes": sum(t.agent_failed_writes for t in self.tenants),
-            "namespace_canonical_hits": sum(t.namespace_canonical_hits for t in self.tenants),
-            "namespace_legacy_hits": sum(t.namespace_legacy_hits for t in self.tenants),
-            "namespace_misses": sum(t.namespace_misses for t in self.tenants),
+            **{n: total(n) for n in ("agent_failed_writes", *_NAMESPACE_READS)},
         }
 
     def summary(self) -> dict[str, Any]:
@@ -125,6 +131,15 @@ _COLUMNS = {
 }
 
 
+_BRIEF_TABLES: tuple[TenantTable, ...] = (
+    "memory_episodes",
+    "agent_runs",
+    "semantic_facts",
+    "agent_instances",
+    "namespace_reads",
+)
+
+
 def _level(episodes: int, limit: int) -> Level:
     if episodes >= limit:
         return "at_limit"
@@ -143,20 +158,7 @@ async def build_brief(
 ) -> Brief:
     """The brief for `tenants` (default: every tenant with episodes, runs, facts or
     namespace reads)."""
-    names = (
-        list(tenants)
-        if tenants is not None
-        else await known_tenants(
-            db,
-            (
-                "memory_episodes",
-                "agent_runs",
-                "semantic_facts",
-                "agent_instances",
-                "namespace_reads",
-            ),
-        )
-    )
+    names = list(tenants) if tenants is not None else await known_tenants(db, _BRIEF_TABLES)
     brief = Brief(generated_at_ms=now_ms)
     per_batch = STATEMENTS_PER_BATCH // 2  # two statements per tenant
     for start in range(0, len(names), per_batch):
@@ -190,62 +192,57 @@ async def build_brief(
     return brief
 
 
-def _warn(brief: Brief, level: int, text: str) -> None:
-    log.log(level, "daily brief: %s", text)
-    brief.warnings.append(text)
-
-
 def _report(brief: Brief, item: TenantBrief) -> None:
     t = item.tenant_id
-    if item.agent_failed_writes:
-        hours = (item.agent_failed_oldest_age_ms or 0) / 3_600_000
-        _warn(
-            brief,
+    hours = (item.agent_failed_oldest_age_ms or 0) / 3_600_000
+    warnings = (
+        (
+            item.agent_failed_writes,
             logging.WARNING,
             f"tenant {t}: {item.agent_failed_writes} episodic write(s) failed "
             f"for good in its agent instances (oldest {hours:.1f} h old); each payload is kept "
             "in its instance's failed_writes (GET /admin/agents/{tenant}/runs/{run_id}).",
-        )
-    if item.facts_unindexed:
-        _warn(
-            brief,
+        ),
+        (
+            item.facts_unindexed,
             logging.WARNING,
             f"tenant {t}: {item.facts_unindexed} fact(s) are not in the keyword "
             "index yet (written before migration 0009), so keyword recall misses them; the "
             "daily cron's reindex job adds a bounded number each run (`agent-memory reindex` "
             "locally).",
-        )
-    if item.namespace_legacy_hits:
-        _warn(
-            brief,
+        ),
+        (
+            item.namespace_legacy_hits,
             logging.INFO,
             f"tenant {t}: {item.namespace_legacy_hits} hot read(s) found only "
             f"under a legacy key since yesterday ({item.namespace_canonical_hits} canonical); "
             "each was read-repaired. Keep MEMORY_NAMESPACE_COMPAT_READ on (run the namespace "
             "backfill) until this stays at 0.",
-        )
-    if item.updates_unsure:
-        _warn(
-            brief,
+        ),
+        (
+            item.updates_unsure,
             logging.WARNING,
             f"tenant {t}: {item.updates_unsure} pair(s) of facts the update "
             "adjudicator was unsure about in the last day (memory_written events with "
             "decision 'unsure'); both facts stay live until someone decides.",
-        )
-    if item.level == "at_limit":
-        _warn(
-            brief,
+        ),
+        (
+            item.level == "at_limit",
             logging.ERROR,
             f"tenant {t} is AT its episode limit ({item.episodes}/"
             f"{item.episode_limit}): new episodes are being refused. Lower its retention "
             f"(PUT /admin/tenants/{t}/lifecycle) and prune, or erase subjects.",
-        )
-    elif item.level == "warning":
-        _warn(
-            brief,
+        ),
+        (
+            item.level == "warning",
             logging.WARNING,
             f"tenant {t} has {item.episodes} episodes, over the warning "
             f"threshold {item.episode_warn_at} of its limit {item.episode_limit}; "
             f"{item.episodes_past_retention} are past its {item.retention_days}-day "
             "retention and go at the next prune.",
-        )
+        ),
+    )
+    for due, level, text in warnings:
+        if due:
+            log.log(level, "daily brief: %s", text)
+            brief.warnings.append(text)

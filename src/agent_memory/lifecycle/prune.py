@@ -1,42 +1,29 @@
 """The weekly prune (cron `0 3 * * SUN`): episodes, finished runs and memory events past their
 tenant's retention are archived to the cold tier (R2, gzip NDJSON), then deleted, in bounded,
-resumable batches; and archives past their kind's cold retention are deleted.
+resumable batches; archives past their kind's cold retention are deleted.
 
-Archive layout (docs/lifecycle.md, "Archive layout"):
+Keys (docs/lifecycle.md, "Archive layout"), one ISO week (of `created_at`, a run's
+`started_at`) per object, named after its first row so a retried batch replaces its own object:
 
     archive/{tenant}/episodes/{YYYY}-W{ww}/{first_ms:013d}-{first_id}.ndjson.gz
     logs/{tenant}/{runs|events}/{YYYY}-W{ww}/{first_ms:013d}-{first_id}.ndjson.gz
 
-Runs and events (the placement table's `log` kind) live under `logs/` so one R2 lifecycle
-rule on that prefix can expire them (R2 rules match key prefixes only); older archives keep
-`archive/{tenant}/{runs|events}/` keys and are handled alike. An object holds one ISO week
-(of `created_at`, or a run's `started_at`) and is named after its first row, so a retried
-batch writes the same key and replaces its own object. Lines are rows as stored, JSON
-columns decoded; the bytes are deterministic (sorted keys, gzip `mtime=0`).
+Runs and events (placement kind `log`) live under `logs/` so one R2 lifecycle rule on that
+prefix can expire them (rules match prefixes only); older `archive/{tenant}/{runs|events}/`
+keys are handled alike. Lines are rows as stored, JSON columns decoded, deterministic bytes.
 
-A prune is a job with a fixed id (`weekly-{ISO week}` for the cron) and per-tenant cutoffs
-fixed in `lifecycle_prune_progress` the first time the job meets a tenant, so a retried or
-resumed invocation finishes the same job. One invocation works within a `PruneBudget`:
-`max_operations` D1 statements + R2 calls (1000 D1 queries per invocation on the paid plan,
-50 on the free one; `d1/platform/limits.mdx`) and `max_seconds` (a cron invocation may run
-15 min; `workers/platform/limits.mdx`); the daily cron resumes an unfinished job.
-
-One batch, per tenant and table, oldest rows first:
-
-1. SELECT up to `batch_rows` rows past the cutoff by (time, id); keep those in the first
-   row's ISO week;
-2. PUT them to R2 under `archive_key(...)` — before anything is deleted;
-3. one D1 transaction: the `lifecycle_archives` row with the count the key range now holds
-   (a CHECK fails unless it equals the rows archived: `RangeChanged`, the batch is redone),
-   the DELETE of exactly that range, and the count added to the tenant's progress.
-
-Interrupted between 2 and 3, the next run rewrites the same key and deletes; counts are
-exact per job. Cold expiry (the `log` kind, 90 days after archiving, counted from the
-ledger's `created_at` as an R2 rule counts from upload; the same rule can be set on the
-bucket, docs/tiered-memory.md): per tenant and kind, one R2 delete then one D1 statement
-dropping the ledger rows — re-run safely, R2 ignores missing keys.
-
-Bound parameters per statement stay ≤ 8 (D1 allows 100). Logs one line per tenant.
+A job has a fixed id (`weekly-{ISO week}`) and per-tenant cutoffs fixed in
+`lifecycle_prune_progress` when it first meets a tenant, so a retried invocation finishes the
+same job. An invocation works within a `PruneBudget` (D1 statements + R2 calls: 1000 D1
+queries per invocation on the paid plan, `d1/platform/limits.mdx`; a cron may run 15 min,
+`workers/platform/limits.mdx`); the daily cron resumes an unfinished job. One batch, per
+tenant and table, oldest first: SELECT up to `batch_rows` rows past the cutoff, kept to the
+first row's ISO week; PUT them to R2 (before anything is deleted); one D1 transaction with the
+`lifecycle_archives` row whose CHECK fails unless the key range holds exactly the rows archived
+(`RangeChanged`: the batch is redone), the DELETE of that range, and the progress counts.
+Interrupted in between, the next run rewrites the same key. Cold expiry (kind `log`: 90 days
+from the ledger's `created_at`, as an R2 rule counts from upload, docs/tiered-memory.md): per
+tenant and kind, one R2 delete then the ledger rows. At most 8 bound parameters a statement.
 """
 
 from __future__ import annotations
@@ -158,12 +145,18 @@ def encode_lines(rows: Sequence[dict[str, Any]]) -> bytes:
 
 
 DEFAULT_BATCH_ROWS = 500
+
+DEFAULT_BATCH_ROWS = 500
 DEFAULT_MAX_OPERATIONS = 900  # under the paid plan's 1000 D1 queries per invocation
 DEFAULT_MAX_SECONDS = 600.0  # under a cron invocation's 15 minutes
 # select, put, and a D1 batch of 3 statements (4 for episodes: + the cold item index)
 OPERATIONS_PER_BATCH = 6
+RANGE_RETRIES = 3
 
 StopReason = Literal["operations", "time"]
+Progress = Callable[["TenantPruneCounts"], None]
+
+log = logging.getLogger(__name__)
 
 
 class PruneBudget(BaseModel):
@@ -200,12 +193,41 @@ class TenantPruneCounts(BaseModel):
     error: str | None = None
 
 
+_TOTALS = (
+    *(f"{k}_deleted" for k in JSON_COLUMNS),
+    "batches",
+    *(f"{k}_now" for k in ("episodes", "runs", "events", "batches", "archives_expired")),
+    *(f"{k}_due" for k in JSON_COLUMNS),
+)
+
+
+class PruneReport(BaseModel):
+    prune_id: str
+    dry_run: bool
+    complete: bool
+    stopped_by: StopReason | None = None
+    operations: int = 0
+    tenants: list[TenantPruneCounts] = Field(default_factory=list)
+
+    def totals(self) -> dict[str, int]:
+        return {"tenants": len(self.tenants)} | {
+            name: sum(getattr(t, name) or 0 for t in self.tenants) for name in _TOTALS
+        }
+
+    def summary(self) -> dict[str, Any]:
+        return self.model_dump(exclude={"tenants"}) | self.totals()
+
+
 class BudgetExhausted(Exception):
     def __init__(self, reason: StopReason) -> None:
         super().__init__(reason)
         self.reason = reason
         # The counts of the tenant being pruned when the budget ran out.
         self.counts: TenantPruneCounts | None = None
+
+
+class RangeChanged(Exception):
+    """Rows appeared inside a batch's key range between archive and delete."""
 
 
 @dataclass
@@ -231,15 +253,6 @@ class Meter:
             raise BudgetExhausted("time")
 
 
-log = logging.getLogger(__name__)
-
-RANGE_RETRIES = 3
-
-
-class RangeChanged(Exception):
-    """Rows appeared inside a batch's key range between archive and delete."""
-
-
 @dataclass(frozen=True)
 class PrunedTable:
     """How one archived table is selected, keyed and deleted."""
@@ -248,41 +261,24 @@ class PrunedTable:
     table: str
     time_column: str
     id_column: str
-    # Extra conditions beyond `tenant_id = ? AND time < cutoff` (with their own `?`s).
+    # Extra conditions beyond `tenant_id = ? AND time < cutoff`, each `?` bound to the cutoff.
     extra_sql: str = ""
-    extra_params: int = 0
+
+    def where(self, tenant: str, cutoff: int) -> tuple[str, list[SqlValue]]:
+        """The rows past `cutoff`: the condition and its parameters."""
+        sql = f"tenant_id = ? AND {self.time_column} < ?{self.extra_sql}"
+        return sql, [tenant, cutoff, *[cutoff] * self.extra_sql.count("?")]
 
 
-EPISODES = PrunedTable(
-    kind="episodes", table="memory_episodes", time_column="created_at", id_column="episode_id"
-)
-
-RUNS = PrunedTable(
-    kind="runs",
-    table="agent_runs",
-    time_column="started_at",
-    id_column="run_id",
+_FINISHED_BEFORE_CUTOFF = " AND status IN ('completed', 'failed') AND finished_at < ?"
+TABLES = (
+    PrunedTable("episodes", "memory_episodes", "created_at", "episode_id"),
     # Only finished runs go, and only once they finished before the cutoff too.
-    extra_sql=" AND status IN ('completed', 'failed') AND finished_at < ?",
-    extra_params=1,
+    PrunedTable("runs", "agent_runs", "started_at", "run_id", _FINISHED_BEFORE_CUTOFF),
+    # The audit trail ages with the memory it describes: events past retention go the same way.
+    PrunedTable("events", "memory_events", "created_at", "event_id"),
 )
-
-# The audit trail ages with the memory it describes: events past retention go the same way.
-EVENTS = PrunedTable(
-    kind="events",
-    table="memory_events",
-    time_column="created_at",
-    id_column="event_id",
-)
-
-TABLES = (EPISODES, RUNS, EVENTS)
-
 PRUNED_TABLES: tuple[TenantTable, ...] = ("memory_episodes", "agent_runs", "memory_events")
-
-
-def _counts_from(tenant: str, row: Row) -> TenantPruneCounts:
-    return TenantPruneCounts(tenant_id=tenant, **{k: int(v) for k, v in row.items()})
-
 
 # Which archive kinds hold which memory kind (agent_memory.placement).
 ARCHIVE_KINDS: dict[str, tuple[ArchiveKind, ...]] = {
@@ -291,32 +287,8 @@ ARCHIVE_KINDS: dict[str, tuple[ArchiveKind, ...]] = {
 }
 
 
-Progress = Callable[[TenantPruneCounts], None]
-
-
-class PruneReport(BaseModel):
-    prune_id: str
-    dry_run: bool
-    complete: bool
-    stopped_by: StopReason | None = None
-    operations: int = 0
-    tenants: list[TenantPruneCounts] = Field(default_factory=list)
-
-    def totals(self) -> dict[str, int]:
-        return {"tenants": len(self.tenants)} | {
-            name: sum(getattr(t, name) or 0 for t in self.tenants) for name in _TOTALS
-        }
-
-    def summary(self) -> dict[str, Any]:
-        return self.model_dump(exclude={"tenants"}) | self.totals()
-
-
-_TOTALS = (
-    *(f"{k}_deleted" for k in ("episodes", "runs", "events")),
-    "batches",
-    *(f"{k}_now" for k in ("episodes", "runs", "events", "batches", "archives_expired")),
-    *(f"{k}_due" for k in ("episodes", "runs", "events")),
-)
+def _stmt(db: D1Database, sql: str, *values: SqlValue) -> D1Statement:
+    return db.prepare(sql).bind(*values)
 
 
 def weekly_prune_id(scheduled_ms: int) -> str:
@@ -345,7 +317,8 @@ class Pruner:
         self._monotonic = monotonic
         self._placement = placement
 
-    # ------------------------------------------------------------------ entry points
+    def _now_ms(self) -> int:
+        return int(self._clock.now() * 1000)
 
     async def run(
         self,
@@ -363,12 +336,16 @@ class Pruner:
         if self._cold is None:
             raise RuntimeError("the prune archives to the cold tier: bind the R2 bucket COLD")
         meter = meter or self.meter()
-        now_ms = int(self._clock.now() * 1000)
+        now_ms = self._now_ms()
         status = await self._start(prune_id, scheduled_ms, now_ms, meter)
         names = list(tenants) if tenants is not None else await self._tenants(prune_id, meter)
         report = PruneReport(prune_id=prune_id, dry_run=False, complete=False)
         if status == "complete" and tenants is None:
-            report.tenants = await self._job_counts(prune_id, names, meter)
+            for tenant in names:  # the job's totals for each tenant it has met
+                row = await self._progress_row(tenant, prune_id)
+                meter.spend()
+                if row is not None:
+                    report.tenants.append(_counts_from(tenant, row))
             report.complete = True
             report.operations = meter.operations
             return report
@@ -393,12 +370,13 @@ class Pruner:
                 meter.operations,
             )
         report.operations = meter.operations
-        finished = report.stopped_by is None and all(
-            t.done and t.error is None for t in report.tenants
-        )
-        if finished:
+        if report.stopped_by is None and all(t.done and t.error is None for t in report.tenants):
             # A job run for named tenants (an operator's prune) is complete when they are.
-            await self._finish(prune_id, now_ms)
+            sql = (
+                "UPDATE lifecycle_prunes SET status = 'complete', finished_at = ? "
+                "WHERE prune_id = ?"
+            )
+            await _stmt(self._db, sql, now_ms, prune_id).run()
             report.complete = True
         return report
 
@@ -421,19 +399,24 @@ class Pruner:
         for tenant in names:
             lifecycle = await get_lifecycle(self._db, tenant, self._default_days)
             cutoff = lifecycle.cutoff_ms(scheduled_ms)
+            due = {}
+            for table in TABLES:
+                where, params = table.where(tenant, cutoff)
+                sql = f"SELECT COUNT(*) AS n FROM {table.table} WHERE {where}"
+                due[f"{table.kind}_due"] = int(
+                    await _stmt(self._db, sql, *params).first_value("n") or 0
+                )
             counts = TenantPruneCounts(
                 tenant_id=tenant,
                 retention_days=lifecycle.episode_retention_days,
                 cutoff_ms=cutoff,
-                **{f"{t.kind}_due": await self._count_due(t, tenant, cutoff) for t in TABLES},
+                **due,
             )
             report.tenants.append(counts)
             report.operations += 4
             if progress is not None:
                 progress(counts)
         return report
-
-    # ------------------------------------------------------------------ one tenant
 
     async def _prune_tenant(
         self, prune_id: str, tenant: str, scheduled_ms: int, meter: Meter
@@ -467,7 +450,12 @@ class Pruner:
             log.exception("prune %s: tenant %s failed", prune_id, tenant)
             counts.error = f"{type(exc).__name__}: {exc}"
             return counts
-        await self._mark_done(prune_id, tenant, meter)
+        sql = (
+            "UPDATE lifecycle_prune_progress SET done = 1, updated_at = ? "
+            "WHERE tenant_id = ? AND prune_id = ?"
+        )
+        await _stmt(self._db, sql, self._now_ms(), tenant, prune_id).run()
+        meter.spend()
         counts.done = True
         return counts
 
@@ -475,21 +463,21 @@ class Pruner:
         """Delete the tenant's archives past their kind's cold retention; how many went."""
         assert self._cold is not None
         removed = 0
+        limit = min(self.budget.batch_rows, OBJECT_STORE_MAX_DELETE_KEYS)
+        select = (
+            "SELECT archive_key FROM lifecycle_archives WHERE tenant_id = ? "
+            "AND kind = ? AND created_at < ? ORDER BY created_at LIMIT ?"
+        )
         for kind, archive_kinds in ARCHIVE_KINDS.items():
             days = self._placement.placement(kind).cold_retention_days
             for archive_kind in archive_kinds if days is not None else ():
                 while True:
-                    limit = min(self.budget.batch_rows, OBJECT_STORE_MAX_DELETE_KEYS)
-                    chunk_count = -(-limit // IDS_PER_STATEMENT)
-                    meter.check(2 + chunk_count)  # select, R2 delete, ledger deletes
-                    result = await (
-                        self._db.prepare(
-                            "SELECT archive_key FROM lifecycle_archives WHERE tenant_id = ? "
-                            "AND kind = ? AND created_at < ? ORDER BY created_at LIMIT ?"
-                        )
-                        .bind(tenant, archive_kind, now_ms - (days or 0) * DAY_MS, limit)
-                        .all()
-                    )
+                    # select, R2 delete, ledger deletes
+                    meter.check(2 + -(-limit // IDS_PER_STATEMENT))
+                    before = now_ms - (days or 0) * DAY_MS
+                    result = await _stmt(
+                        self._db, select, tenant, archive_kind, before, limit
+                    ).all()
                     meter.spend()
                     keys = [str(r["archive_key"]) for r in result.results]
                     if not keys:
@@ -534,31 +522,23 @@ class Pruner:
     async def _start(self, prune_id: str, scheduled_ms: int, now_ms: int, meter: Meter) -> str:
         """Record the job (once) and this invocation of it; returns the job's status."""
         meter.check(2)
+        insert = (
+            "INSERT INTO lifecycle_prunes (prune_id, scheduled_at, status, started_at) "
+            "VALUES (?, ?, 'running', ?) ON CONFLICT (prune_id) DO NOTHING"
+        )
+        count = (
+            "UPDATE lifecycle_prunes SET invocations = invocations + 1 "
+            "WHERE prune_id = ? RETURNING status"
+        )
         results = await self._db.batch(
             [
-                self._db.prepare(
-                    "INSERT INTO lifecycle_prunes (prune_id, scheduled_at, status, started_at) "
-                    "VALUES (?, ?, 'running', ?) ON CONFLICT (prune_id) DO NOTHING"
-                ).bind(prune_id, scheduled_ms, now_ms),
-                self._db.prepare(
-                    "UPDATE lifecycle_prunes SET invocations = invocations + 1 "
-                    "WHERE prune_id = ? RETURNING status"
-                ).bind(prune_id),
+                _stmt(self._db, insert, prune_id, scheduled_ms, now_ms),
+                _stmt(self._db, count, prune_id),
             ]
         )
         meter.spend(2)
         rows = results[1].results
         return str(rows[0]["status"]) if rows else "running"
-
-    async def _finish(self, prune_id: str, now_ms: int) -> None:
-        await (
-            self._db.prepare(
-                "UPDATE lifecycle_prunes SET status = 'complete', finished_at = ? "
-                "WHERE prune_id = ?"
-            )
-            .bind(now_ms, prune_id)
-            .run()
-        )
 
     async def _tenants(self, prune_id: str, meter: Meter) -> list[str]:
         """The tenants with rows in a pruned table or archives, and those the job already met."""
@@ -568,29 +548,11 @@ class Pruner:
         names = set(await known_tenants(self._db, tables))
         meter.spend(len(tables))
         # Tenants whose rows are all gone still appear in the job's counts.
-        result = await (
-            self._db.prepare(
-                "SELECT tenant_id FROM lifecycle_prune_progress WHERE prune_id = ? "
-                "ORDER BY tenant_id"
-            )
-            .bind(prune_id)
-            .all()
-        )
+        sql = "SELECT tenant_id FROM lifecycle_prune_progress WHERE prune_id = ?"
+        result = await _stmt(self._db, sql, prune_id).all()
         meter.spend()
         names.update(str(r["tenant_id"]) for r in result.results)
         return sorted(names)
-
-    async def _job_counts(
-        self, prune_id: str, tenants: Sequence[str], meter: Meter
-    ) -> list[TenantPruneCounts]:
-        """The job's totals for each of `tenants` it has met."""
-        out = []
-        for tenant in tenants:
-            row = await self._progress_row(tenant, prune_id)
-            meter.spend()
-            if row is not None:
-                out.append(_counts_from(tenant, row))
-        return out
 
     async def _tenant_counts(
         self, prune_id: str, tenant: str, scheduled_ms: int, meter: Meter
@@ -601,123 +563,44 @@ class Pruner:
         meter.spend()
         if row is None:
             lifecycle = await get_lifecycle(self._db, tenant, self._default_days)
-            cutoff = lifecycle.cutoff_ms(scheduled_ms)
-            await (
-                self._db.prepare(
-                    "INSERT INTO lifecycle_prune_progress (tenant_id, prune_id, cutoff_ms, "
-                    "retention_days, updated_at) VALUES (?, ?, ?, ?, ?) "
-                    "ON CONFLICT (tenant_id, prune_id) DO NOTHING"
-                )
-                .bind(
-                    tenant,
-                    prune_id,
-                    cutoff,
-                    lifecycle.episode_retention_days,
-                    int(self._clock.now() * 1000),
-                )
-                .run()
+            sql = (
+                "INSERT INTO lifecycle_prune_progress (tenant_id, prune_id, cutoff_ms, "
+                "retention_days, updated_at) VALUES (?, ?, ?, ?, ?) "
+                "ON CONFLICT (tenant_id, prune_id) DO NOTHING"
             )
+            cutoff, days = lifecycle.cutoff_ms(scheduled_ms), lifecycle.episode_retention_days
+            await _stmt(self._db, sql, tenant, prune_id, cutoff, days, self._now_ms()).run()
             meter.spend(2)
             row = await self._progress_row(tenant, prune_id)
             meter.spend()
             assert row is not None  # the INSERT above, or a concurrent one, wrote it
         return _counts_from(tenant, row)
 
-    async def _mark_done(self, prune_id: str, tenant: str, meter: Meter) -> None:
-        await (
-            self._db.prepare(
-                "UPDATE lifecycle_prune_progress SET done = 1, updated_at = ? "
-                "WHERE tenant_id = ? AND prune_id = ?"
-            )
-            .bind(int(self._clock.now() * 1000), tenant, prune_id)
-            .run()
-        )
-        meter.spend()
-
     async def _progress_row(self, tenant: str, prune_id: str) -> Row | None:
-        return await (
-            self._db.prepare(
-                "SELECT cutoff_ms, retention_days, episodes_deleted, runs_deleted, "
-                "events_deleted, batches, done FROM lifecycle_prune_progress "
-                "WHERE tenant_id = ? AND prune_id = ?"
-            )
-            .bind(tenant, prune_id)
-            .first()
+        sql = (
+            "SELECT cutoff_ms, retention_days, episodes_deleted, runs_deleted, "
+            "events_deleted, batches, done FROM lifecycle_prune_progress "
+            "WHERE tenant_id = ? AND prune_id = ?"
         )
+        return await _stmt(self._db, sql, tenant, prune_id).first()
 
     # ------------------------------------------------------------------ one batch
 
-    def _where(self, table: PrunedTable) -> str:
-        return f"tenant_id = ? AND {table.time_column} < ?{table.extra_sql}"
-
-    def _where_params(self, table: PrunedTable, tenant: str, cutoff: int) -> list[SqlValue]:
-        return [tenant, cutoff, *[cutoff] * table.extra_params]
-
-    def _range_sql(self, table: PrunedTable) -> str:
-        t, i = table.time_column, table.id_column
-        return f" AND ({t}, {i}) >= (?, ?) AND ({t}, {i}) <= (?, ?)"
-
-    def _index_statements(
-        self,
-        table: PrunedTable,
-        tenant: str,
-        key: str,
-        where: str,
-        params: list[SqlValue],
-        now_ms: int,
-    ) -> list[D1Statement]:
-        """For episodes: index every archived row by its item key (`cold_items`), in the
-        transaction that deletes them, so the cold tier can serve each one by key. For runs:
-        register their agent instances (`agent_instances`, as `retention.register_instances` does),
-        so the subject eraser still reaches an instance whose runs rows are all pruned
-        before its Durable Object ever reported from its alarm."""
-        if table is RUNS:
-            return [
-                self._db.prepare(
-                    "INSERT INTO agent_instances (tenant_id, agent_type, instance_id, "
-                    "reported_at) SELECT DISTINCT tenant_id, agent_type, instance_id, ? "
-                    f"FROM agent_runs WHERE {where} "
-                    "ON CONFLICT (tenant_id, agent_type, instance_id) DO NOTHING"
-                ).bind(now_ms, *params)
-            ]
-        if table is not EPISODES:
-            return []
-        return [
-            self._db.prepare(
-                "INSERT INTO cold_items (tenant_id, namespace_key, kind, entity_id, "
-                "archive_key, subject, created_at, archived_at) "
-                "SELECT tenant_id, namespace_key, 'episode', episode_id, ?, subject, "
-                f"created_at, ? FROM memory_episodes WHERE {where} "
-                "ON CONFLICT (tenant_id, namespace_key, kind, entity_id) DO UPDATE SET "
-                "archive_key = excluded.archive_key, archived_at = excluded.archived_at"
-            ).bind(key, now_ms, *params)
-        ]
-
-    async def _count_due(self, table: PrunedTable, tenant: str, cutoff: int) -> int:
-        """The rows of `table` a prune with this cutoff would archive and delete now."""
-        value = (
-            await self._db.prepare(
-                f"SELECT COUNT(*) AS n FROM {table.table} WHERE {self._where(table)}"
-            )
-            .bind(*self._where_params(table, tenant, cutoff))
-            .first_value("n")
-        )
-        return int(value or 0)
-
     async def _archive_batch(
-        self,
-        prune_id: str,
-        tenant: str,
-        table: PrunedTable,
-        cutoff_ms: int,
-        meter: Meter,
+        self, prune_id: str, tenant: str, table: PrunedTable, cutoff_ms: int, meter: Meter
     ) -> tuple[str, int] | None:
         """Archive then delete the next batch; (archive key, rows) or None when none is left."""
+        t, i = table.time_column, table.id_column
+        where, params = table.where(tenant, cutoff_ms)
+        select = f"SELECT * FROM {table.table} WHERE {where} ORDER BY {t}, {i} LIMIT ?"
         for _attempt in range(RANGE_RETRIES):
-            rows = await self._select_batch(table, tenant, cutoff_ms)
+            rows = (await _stmt(self._db, select, *params, self.budget.batch_rows).all()).results
             meter.spend()
             if not rows:
                 return None
+            # An archive object holds one ISO week: cut the batch at the first row's week end.
+            _, week_end = week_bounds(int(rows[0][t]))
+            rows = [row for row in rows if int(row[t]) < week_end]
             try:
                 return await self._archive_and_delete(
                     prune_id, tenant, table, rows, cutoff_ms, meter
@@ -732,22 +615,6 @@ class Pruner:
         raise RuntimeError(
             f"{table.kind} of tenant {tenant} kept changing under the prune; try again later"
         )
-
-    async def _select_batch(self, table: PrunedTable, tenant: str, cutoff: int) -> list[Row]:
-        t, i = table.time_column, table.id_column
-        result = await (
-            self._db.prepare(
-                f"SELECT * FROM {table.table} WHERE {self._where(table)} ORDER BY {t}, {i} LIMIT ?"
-            )
-            .bind(*self._where_params(table, tenant, cutoff), self.budget.batch_rows)
-            .all()
-        )
-        rows = result.results
-        if not rows:
-            return []
-        # An archive object holds one ISO week: cut the batch at the first row's week end.
-        _, week_end = week_bounds(int(rows[0][t]))
-        return [row for row in rows if int(row[t]) < week_end]
 
     async def _archive_and_delete(
         self,
@@ -781,44 +648,32 @@ class Pruner:
         meter.spend()
         # 2. Then, in one transaction: the ledger row (its CHECK fails unless the range
         #    holds exactly the archived rows), the delete of that range, the counts.
-        where = self._where(table) + self._range_sql(table)
-        params = [
-            *self._where_params(table, tenant, cutoff_ms),
-            first_ms,
-            str(first[i]),
-            last_ms,
-            str(last[i]),
-        ]
-        now_ms = int(self._clock.now() * 1000)
-        statements: list[D1Statement] = [
-            self._db.prepare(
-                "INSERT INTO lifecycle_archives (tenant_id, archive_key, kind, iso_week, rows, "
-                "matched, first_key, last_key, bytes, prune_id, created_at) "
-                f"VALUES (?, ?, ?, ?, ?, (SELECT COUNT(*) FROM {table.table} WHERE {where}), "
-                "?, ?, ?, ?, ?) ON CONFLICT (tenant_id, archive_key) DO UPDATE SET "
-                "rows = excluded.rows, matched = excluded.matched, "
-                "last_key = excluded.last_key, bytes = excluded.bytes, "
-                "prune_id = excluded.prune_id, created_at = excluded.created_at"
-            ).bind(
-                tenant,
-                key,
-                table.kind,
-                iso_week(first_ms),
-                len(rows),
-                *params,
-                first_key,
-                last_key,
-                len(body),
-                prune_id,
-                now_ms,
-            ),
-            *self._index_statements(table, tenant, key, where, params, now_ms),
-            self._db.prepare(f"DELETE FROM {table.table} WHERE {where}").bind(*params),
-            self._db.prepare(
-                f"UPDATE lifecycle_prune_progress SET {table.kind}_deleted = "
-                f"{table.kind}_deleted + ?, batches = batches + 1, updated_at = ? "
-                "WHERE tenant_id = ? AND prune_id = ?"
-            ).bind(len(rows), now_ms, tenant, prune_id),
+        where, params = table.where(tenant, cutoff_ms)
+        where += f" AND ({t}, {i}) >= (?, ?) AND ({t}, {i}) <= (?, ?)"
+        params += [first_ms, str(first[i]), last_ms, str(last[i])]
+        now_ms = self._now_ms()
+        ledger = (
+            "INSERT INTO lifecycle_archives (tenant_id, archive_key, kind, iso_week, rows, "
+            "matched, first_key, last_key, bytes, prune_id, created_at) "
+            f"VALUES (?, ?, ?, ?, ?, (SELECT COUNT(*) FROM {table.table} WHERE {where}), "
+            "?, ?, ?, ?, ?) ON CONFLICT (tenant_id, archive_key) DO UPDATE SET "
+            "rows = excluded.rows, matched = excluded.matched, "
+            "last_key = excluded.last_key, bytes = excluded.bytes, "
+            "prune_id = excluded.prune_id, created_at = excluded.created_at"
+        )
+        progress = (
+            f"UPDATE lifecycle_prune_progress SET {table.kind}_deleted = "
+            f"{table.kind}_deleted + ?, batches = batches + 1, updated_at = ? "
+            "WHERE tenant_id = ? AND prune_id = ?"
+        )
+        # The ledger row's values: its `matched` subquery binds the range's parameters.
+        archived = [tenant, key, table.kind, iso_week(first_ms), len(rows), *params]
+        archived += [first_key, last_key, len(body), prune_id, now_ms]
+        statements = [
+            _stmt(self._db, ledger, *archived),
+            *self._index_statements(table, key, where, params, now_ms),
+            _stmt(self._db, f"DELETE FROM {table.table} WHERE {where}", *params),
+            _stmt(self._db, progress, len(rows), now_ms, tenant, prune_id),
         ]
         try:
             await self._db.batch(statements)
@@ -831,6 +686,38 @@ class Pruner:
         # The CHECK guarantees the DELETE removed exactly len(rows) rows. (Its
         # `meta.changes` is not used: it may also count the episode counter's trigger.)
         return key, len(rows)
+
+    def _index_statements(
+        self, table: PrunedTable, key: str, where: str, params: list[SqlValue], now_ms: int
+    ) -> list[D1Statement]:
+        """For episodes: index every archived row by its item key (`cold_items`), in the
+        transaction that deletes them, so the cold tier can serve each one by key. For runs:
+        register their agent instances (`agent_instances`, as `retention.register_instances`
+        does), so the subject eraser still reaches an instance whose runs rows are all pruned
+        before its Durable Object ever reported from its alarm."""
+        if table.kind == "runs":
+            sql = (
+                "INSERT INTO agent_instances (tenant_id, agent_type, instance_id, "
+                "reported_at) SELECT DISTINCT tenant_id, agent_type, instance_id, ? "
+                f"FROM agent_runs WHERE {where} "
+                "ON CONFLICT (tenant_id, agent_type, instance_id) DO NOTHING"
+            )
+            return [_stmt(self._db, sql, now_ms, *params)]
+        if table.kind != "episodes":
+            return []
+        sql = (
+            "INSERT INTO cold_items (tenant_id, namespace_key, kind, entity_id, "
+            "archive_key, subject, created_at, archived_at) "
+            "SELECT tenant_id, namespace_key, 'episode', episode_id, ?, subject, "
+            f"created_at, ? FROM memory_episodes WHERE {where} "
+            "ON CONFLICT (tenant_id, namespace_key, kind, entity_id) DO UPDATE SET "
+            "archive_key = excluded.archive_key, archived_at = excluded.archived_at"
+        )
+        return [_stmt(self._db, sql, key, now_ms, *params)]
+
+
+def _counts_from(tenant: str, row: Row) -> TenantPruneCounts:
+    return TenantPruneCounts(tenant_id=tenant, **{k: int(v) for k, v in row.items()})
 
 
 async def resume_unfinished(
@@ -866,13 +753,8 @@ class ArchiveLedger:
 
     async def forget(self, archive: str) -> None:
         """The archive object is gone: drop its ledger row."""
-        await (
-            self._db.prepare(
-                "DELETE FROM lifecycle_archives WHERE tenant_id = ? AND archive_key = ?"
-            )
-            .bind(self.tenant_id, archive)
-            .run()
-        )
+        sql = "DELETE FROM lifecycle_archives WHERE tenant_id = ? AND archive_key = ?"
+        await _stmt(self._db, sql, self.tenant_id, archive).run()
 
     async def unindex_episodes(self, episode_ids: Sequence[str]) -> None:
         """Drop erased episodes from the cold item index."""
@@ -897,34 +779,26 @@ class ArchiveLedger:
     ) -> None:
         """Archive `old` was rewritten as `new` with `rows` rows: the ledger and the item
         index follow (first and last keys kept unless given)."""
-        await (
-            self._db.prepare(
-                "UPDATE lifecycle_archives SET archive_key = ?, rows = ?, matched = ?, "
-                "first_key = COALESCE(?, first_key), last_key = COALESCE(?, last_key), "
-                "bytes = ?, rewritten_at = ? WHERE tenant_id = ? AND archive_key = ?"
-            )
-            .bind(new, rows, rows, first_key, last_key, size, now_ms, self.tenant_id, old)
-            .run()
+        sql = (
+            "UPDATE lifecycle_archives SET archive_key = ?, rows = ?, matched = ?, "
+            "first_key = COALESCE(?, first_key), last_key = COALESCE(?, last_key), "
+            "bytes = ?, rewritten_at = ? WHERE tenant_id = ? AND archive_key = ?"
         )
+        values = (new, rows, rows, first_key, last_key, size, now_ms, self.tenant_id, old)
+        await _stmt(self._db, sql, *values).run()
         if new != old:
-            await (
-                self._db.prepare(
-                    "UPDATE cold_items SET archive_key = ? WHERE tenant_id = ? AND archive_key = ?"
-                )
-                .bind(new, self.tenant_id, old)
-                .run()
-            )
+            sql = "UPDATE cold_items SET archive_key = ? WHERE tenant_id = ? AND archive_key = ?"
+            await _stmt(self._db, sql, new, self.tenant_id, old).run()
 
     async def archive_of(self, namespace_key: str, kind: str, entity: str) -> str | None:
         """The archive object holding one item, from the cold item index (None: not
         archived)."""
-        value = await (
-            self._db.prepare(
-                "SELECT archive_key FROM cold_items WHERE tenant_id = ? AND namespace_key = ? "
-                "AND kind = ? AND entity_id = ?"
-            )
-            .bind(self.tenant_id, namespace_key, kind, entity)
-            .first_value("archive_key")
+        sql = (
+            "SELECT archive_key FROM cold_items WHERE tenant_id = ? AND namespace_key = ? "
+            "AND kind = ? AND entity_id = ?"
+        )
+        value = await _stmt(self._db, sql, self.tenant_id, namespace_key, kind, entity).first_value(
+            "archive_key"
         )
         return None if value is None else str(value)
 
@@ -944,45 +818,33 @@ class ArchiveLedger:
         in one transaction."""
         created = int(row["created_at"])
         first = f"{created}/{entity}"
+        ledger = (
+            "INSERT INTO lifecycle_archives (tenant_id, archive_key, kind, iso_week, "
+            "rows, matched, first_key, last_key, bytes, prune_id, created_at) "
+            "VALUES (?, ?, 'episodes', ?, 1, 1, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (tenant_id, archive_key) DO UPDATE SET bytes = excluded.bytes"
+        )
+        index = (
+            "INSERT INTO cold_items (tenant_id, namespace_key, kind, entity_id, "
+            "archive_key, subject, created_at, archived_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (tenant_id, namespace_key, kind, entity_id) DO UPDATE SET "
+            "archive_key = excluded.archive_key, archived_at = excluded.archived_at"
+        )
+        t, subject = self.tenant_id, row.get("subject")
+        ledger_values = (t, archive, iso_week(created), first, first, size, prune_id, now_ms)
+        index_values = (t, namespace_key, kind, entity, archive, subject, created, now_ms)
         await self._db.batch(
-            [
-                self._db.prepare(
-                    "INSERT INTO lifecycle_archives (tenant_id, archive_key, kind, iso_week, "
-                    "rows, matched, first_key, last_key, bytes, prune_id, created_at) "
-                    "VALUES (?, ?, 'episodes', ?, 1, 1, ?, ?, ?, ?, ?) "
-                    "ON CONFLICT (tenant_id, archive_key) DO UPDATE SET bytes = excluded.bytes"
-                ).bind(
-                    self.tenant_id, archive, iso_week(created), first, first, size, prune_id, now_ms
-                ),
-                self._db.prepare(
-                    "INSERT INTO cold_items (tenant_id, namespace_key, kind, entity_id, "
-                    "archive_key, subject, created_at, archived_at) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
-                    "ON CONFLICT (tenant_id, namespace_key, kind, entity_id) DO UPDATE SET "
-                    "archive_key = excluded.archive_key, archived_at = excluded.archived_at"
-                ).bind(
-                    self.tenant_id,
-                    namespace_key,
-                    kind,
-                    entity,
-                    archive,
-                    row.get("subject"),
-                    created,
-                    now_ms,
-                ),
-            ]
+            [_stmt(self._db, ledger, *ledger_values), _stmt(self._db, index, *index_values)]
         )
 
     async def unindex_item(self, namespace_key: str, kind: str, entity: str) -> None:
         """Drop one item from the cold item index."""
-        await (
-            self._db.prepare(
-                "DELETE FROM cold_items WHERE tenant_id = ? AND namespace_key = ? AND kind = ? "
-                "AND entity_id = ?"
-            )
-            .bind(self.tenant_id, namespace_key, kind, entity)
-            .run()
+        sql = (
+            "DELETE FROM cold_items WHERE tenant_id = ? AND namespace_key = ? AND kind = ? "
+            "AND entity_id = ?"
         )
+        await _stmt(self._db, sql, self.tenant_id, namespace_key, kind, entity).run()
 
     async def indexed(
         self,
@@ -1004,12 +866,8 @@ class ArchiveLedger:
         if before is not None:
             clauses.append("(created_at < ? OR (created_at = ? AND entity_id < ?))")
             params += [before[0], before[0], before[1]]
-        result = await (
-            self._db.prepare(
-                "SELECT namespace_key, entity_id, created_at, archived_at FROM cold_items "
-                f"WHERE {' AND '.join(clauses)} ORDER BY created_at DESC, entity_id DESC LIMIT ?"
-            )
-            .bind(*params, limit)
-            .all()
+        sql = (
+            "SELECT namespace_key, entity_id, created_at, archived_at FROM cold_items "
+            f"WHERE {' AND '.join(clauses)} ORDER BY created_at DESC, entity_id DESC LIMIT ?"
         )
-        return list(result.results)
+        return list((await _stmt(self._db, sql, *params, limit).all()).results)

@@ -1,22 +1,20 @@
-"""Per-tenant lifecycle settings (migration 0004 `tenant_lifecycle`), the tenant list, and the
+"""Per-tenant lifecycle settings (`tenant_lifecycle`, migration 0004), the tenant list, and the
 AgentRuntime instances D1 knows of (`agent_instances`, migration 0012).
 
-* Episode retention: default `Settings.episode_retention_days` (90, ADR-043), a tenant may
-  override it (1 to 36 500 days). Episode limit: 100 000 (ADR-043's hard limit), a tenant
-  may lower it, never raise it; the trigger `memory_episodes_limit` refuses episodes at the
-  limit, the daily brief warns at 80 %. A NULL column means "the default".
-* `known_tenants` is the one query not scoped to a tenant: tenant ids only, one index seek
-  per tenant, one statement per table.
-* A Durable Object's storage is only reachable through the object and the crons never call
-  one (DESIGN invariant 3), so each object reports a row about itself from its alarm
-  (`report_instance`); the brief sums them and the subject eraser finds instances through
-  them and the tenant's `agent_runs` rows (`tenant_instances`).
+Episode retention defaults to `Settings.episode_retention_days` (90, ADR-043), a tenant may set
+1 to 36 500 days. The episode limit is 100 000 (ADR-043's hard limit); a tenant may lower it,
+never raise it; the trigger `memory_episodes_limit` refuses episodes at the limit, the daily
+brief warns at 80 %. A NULL column means "the default". `known_tenants` is the one query not
+scoped to a tenant (one index seek per tenant and table). A Durable Object's storage is only
+reachable through the object and the crons never call one (DESIGN invariant 3), so each object
+reports a row about itself from its alarm (`report_instance`); the brief sums them and the
+subject eraser finds instances through them and the tenant's `agent_runs` (`tenant_instances`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import astuple, dataclass
+from dataclasses import astuple, dataclass, fields
 from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -77,14 +75,11 @@ def warn_threshold(limit: int) -> int:
 
 
 async def get_lifecycle(db: D1Database, tenant_id: str, default_days: int) -> TenantLifecycle:
-    row = (
-        await db.prepare(
-            "SELECT episode_retention_days, episode_limit, updated_at, updated_by "
-            "FROM tenant_lifecycle WHERE tenant_id = ?"
-        )
-        .bind(tenant_id)
-        .first()
+    sql = (
+        "SELECT episode_retention_days, episode_limit, updated_at, updated_by "
+        "FROM tenant_lifecycle WHERE tenant_id = ?"
     )
+    row = await db.prepare(sql).bind(tenant_id).first()
     days = row.get("episode_retention_days") if row else None
     limit = row.get("episode_limit") if row else None
     effective_limit = int(limit) if limit is not None else DEFAULT_EPISODE_LIMIT
@@ -111,28 +106,25 @@ async def set_lifecycle(
 ) -> TenantLifecycle:
     """Apply the fields `update` sets (None = back to the default); returns the result."""
     current = await get_lifecycle(db, tenant_id, default_days)
-    fields = update.model_fields_set
+    fields_set = update.model_fields_set
     days = (
         update.episode_retention_days
-        if "episode_retention_days" in fields
+        if "episode_retention_days" in fields_set
         else (current.episode_retention_days if current.retention_overridden else None)
     )
     limit = (
         update.episode_limit
-        if "episode_limit" in fields
+        if "episode_limit" in fields_set
         else (current.episode_limit if current.limit_overridden else None)
     )
-    await (
-        db.prepare(
-            "INSERT INTO tenant_lifecycle (tenant_id, episode_retention_days, episode_limit, "
-            "updated_at, updated_by) VALUES (?, ?, ?, ?, ?) ON CONFLICT (tenant_id) DO UPDATE "
-            "SET episode_retention_days = excluded.episode_retention_days, "
-            "episode_limit = excluded.episode_limit, updated_at = excluded.updated_at, "
-            "updated_by = excluded.updated_by"
-        )
-        .bind(tenant_id, days, limit, now_ms, updated_by[:256])
-        .run()
+    sql = (
+        "INSERT INTO tenant_lifecycle (tenant_id, episode_retention_days, episode_limit, "
+        "updated_at, updated_by) VALUES (?, ?, ?, ?, ?) ON CONFLICT (tenant_id) DO UPDATE "
+        "SET episode_retention_days = excluded.episode_retention_days, "
+        "episode_limit = excluded.episode_limit, updated_at = excluded.updated_at, "
+        "updated_by = excluded.updated_by"
     )
+    await db.prepare(sql).bind(tenant_id, days, limit, now_ms, updated_by[:256]).run()
     return await get_lifecycle(db, tenant_id, default_days)
 
 
@@ -171,23 +163,14 @@ class InstanceReport:
 
 async def report_instance(db: D1Database, report: InstanceReport) -> None:
     """Insert or replace the object's row (the newest report wins)."""
-    await (
-        db.prepare(
-            "INSERT INTO agent_instances (tenant_id, agent_type, instance_id, storage_bytes, "
-            "run_log_rows, run_log_bytes, pending_writes, failed_writes, failed_oldest_at, "
-            "last_activity_at, cleared_at, reported_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-            "ON CONFLICT (tenant_id, agent_type, instance_id) DO UPDATE SET "
-            "storage_bytes = excluded.storage_bytes, run_log_rows = excluded.run_log_rows, "
-            "run_log_bytes = excluded.run_log_bytes, pending_writes = excluded.pending_writes, "
-            "failed_writes = excluded.failed_writes, "
-            "failed_oldest_at = excluded.failed_oldest_at, "
-            "last_activity_at = excluded.last_activity_at, cleared_at = excluded.cleared_at, "
-            "reported_at = excluded.reported_at"
-        )
-        .bind(*astuple(report))  # the fields in the columns' order
-        .run()
+    columns = [f.name for f in fields(report)]  # the fields are named as the columns
+    updates = ", ".join(f"{c} = excluded.{c}" for c in columns[3:])
+    sql = (
+        f"INSERT INTO agent_instances ({', '.join(columns)}) "
+        f"VALUES ({', '.join('?' for _ in columns)}) "
+        f"ON CONFLICT (tenant_id, agent_type, instance_id) DO UPDATE SET {updates}"
     )
+    await db.prepare(sql).bind(*astuple(report)).run()
 
 
 async def register_instances(
@@ -208,15 +191,12 @@ async def register_instances(
 
 async def tenant_instances(db: D1Database, tenant: str) -> list[tuple[str, str]]:
     """Every (agent type, instance id) of the tenant that D1 knows of, sorted."""
-    result = await (
-        db.prepare(
-            "SELECT agent_type, instance_id FROM agent_runs WHERE tenant_id = ?1 "
-            "UNION SELECT agent_type, instance_id FROM agent_instances WHERE tenant_id = ?1 "
-            "ORDER BY agent_type, instance_id"
-        )
-        .bind(tenant)
-        .all()
+    sql = (
+        "SELECT agent_type, instance_id FROM agent_runs WHERE tenant_id = ?1 "
+        "UNION SELECT agent_type, instance_id FROM agent_instances WHERE tenant_id = ?1 "
+        "ORDER BY agent_type, instance_id"
     )
+    result = await db.prepare(sql).bind(tenant).all()
     return [(str(row["agent_type"]), str(row["instance_id"])) for row in result.results]
 
 

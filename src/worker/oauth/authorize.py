@@ -1,16 +1,14 @@
 """`GET /authorize` and `POST /authorize`: the authorization endpoint, behind Cloudflare Access.
 
-GET checks, in this order (RFC 6749 §4.1.2.1: never redirect to an unchecked URI): the
-Access identity, then the client and its exact redirect URI (else an error page); then
-`response_type=code`, PKCE S256, known scopes and a `resource` this server answers for
-(else redirected with `error`); the tenants offered are the person's grants among the
-gateway tenants. The page holds only a consent ticket (256 random bits, stored hashed with
-the validated request, for that identity, single use, ten minutes), so the POST cannot be
-forged cross-site nor its request altered. POST re-checks identity and tenant grant, then
-redirects with `code`, `state` and `iss` (RFC 9207), or `error=access_denied`.
-
-The pages escape everything shown (a client chooses its own name), cannot be framed, load
-nothing, run no script and are never cached.
+GET checks in this order (RFC 6749 §4.1.2.1: never redirect to an unchecked URI) the Access
+identity, the client and its exact redirect URI (else an error page); then `response_type=code`,
+PKCE S256, known scopes and a `resource` this server serves (else a redirect with `error`); the
+tenants offered are the person's grants among the gateway tenants. The page holds only a consent
+ticket (256 random bits, stored hashed with the validated request, for that identity, single
+use, ten minutes), so the POST can be neither forged cross-site nor altered. POST re-checks
+identity and tenant grant, then redirects with `code`, `state` and `iss` (RFC 9207), or
+`error=access_denied`. The pages escape everything shown (a client names itself), cannot be
+framed, load nothing, run no script and are never cached.
 """
 
 from __future__ import annotations
@@ -24,7 +22,7 @@ from authorization.oauth_store import ClientInfo, Grant
 from authorization.operator_grants import granted_tenants
 from bindings.environment import Bindings
 from gateway import admin_ops
-from gateway.credentials import MCP_PATH, hash_token, resources_for_origin
+from gateway.credentials import MCP_PATH, hash_token, origin_of, resources_for_origin
 from http_messages import ApiError, Headers, HttpRequest, HttpResponse
 from worker.app import Call
 from worker.identity import AccessIdentity, require_access
@@ -36,7 +34,6 @@ from worker.oauth.protocol import (
     SCOPE_DESCRIPTIONS,
     OAuthError,
     check_challenge,
-    issuer_of,
     new_secret,
     parse_form,
     parse_scopes,
@@ -52,6 +49,11 @@ def redirect_with(redirect_uri: str, params: dict[str, str]) -> HttpResponse:
     return HttpResponse(
         status=302, headers=Headers({"location": location, "cache-control": "no-store"})
     )
+
+
+def _back(issuer: str, state: Any) -> dict[str, str]:
+    """What every redirect back to the client carries: `iss` and the client's `state`."""
+    return {"iss": issuer} | ({"state": str(state)} if state is not None else {})
 
 
 async def tenants_for(identity: AccessIdentity, bindings: Bindings) -> list[str]:
@@ -79,9 +81,9 @@ async def authorize_get(call: Call[None, None]) -> HttpResponse:
         redirect_uri = check_redirect(client, query.get("redirect_uri"))
     except OAuthError as exc:
         return error_page(exc.description, exc.status)
-    issuer = issuer_of(request)
+    issuer = origin_of(request.url)
     state = query.get("state")
-    back: dict[str, str] = {"iss": issuer} | ({"state": state} if state is not None else {})
+    back = _back(issuer, state)
     try:
         if query.get("response_type") != "code":
             raise OAuthError("unsupported_response_type", "response_type must be code")
@@ -143,9 +145,7 @@ async def authorize_post(call: Call[None, None]) -> HttpResponse:
     except OAuthError as exc:
         return error_page(exc.description, exc.status)
     redirect_uri = str(pending["redirect_uri"])
-    back: dict[str, str] = {"iss": str(pending["issuer"])}
-    if pending.get("state") is not None:
-        back["state"] = str(pending["state"])
+    back = _back(str(pending["issuer"]), pending.get("state"))
     scopes = tuple(s for s in pending["scopes"] if form.get(f"scope.{s}") == "on")
     if form.get("decision") != "approve" or not scopes:
         reason = "the person declined" if form.get("decision") != "approve" else "no scope allowed"

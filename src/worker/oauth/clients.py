@@ -1,16 +1,14 @@
 """Who a client is: registered dynamically (DCR, RFC 7591) or named by its metadata document.
 
-**CIMD** (the MCP 2025-11-25 default): a `client_id` that is an `https` URL with a path is
-the address of a JSON document describing the client. `resolve_client` fetches it through
-the gateway's outbound guard (no loopback, private, link-local or metadata address), with a
-5 s timeout, no redirects, at most `CIMD_MAX_BYTES`; the document's `client_id` must be its
-URL, `redirect_uris` non-empty, and its auth method `none` (a document cannot hold a
-secret). It is cached in D1 (`oauth_clients`, kind `cimd`) for `CIMD_CACHE_SECONDS`.
-
-**DCR**: redirect URIs `https`, loopback `http`, or a native app's private-use scheme;
-`code` / `authorization_code` + `refresh_token` only; a client secret (stored hashed) for
-`client_secret_post` / `client_secret_basic` (RFC 7591's default). Redirect URIs are
-matched exactly (OAuth 2.1 §2.3.1).
+CIMD (MCP 2025-11-25's default): a `client_id` that is an `https` URL with a path addresses a
+JSON document describing the client, fetched through the gateway's outbound guard (no loopback,
+private, link-local or metadata address), 5 s timeout, no redirects, at most `CIMD_MAX_BYTES`;
+its `client_id` must be its URL, `redirect_uris` non-empty, its auth method `none` (a document
+cannot hold a secret); cached in D1 (`oauth_clients`, kind `cimd`) for `CIMD_CACHE_SECONDS`.
+DCR: redirect URIs `https`, loopback `http` or a native app's private-use scheme; `code` /
+`authorization_code` + `refresh_token` only; a client secret (stored hashed) for
+`client_secret_post` / `client_secret_basic` (RFC 7591's default). Redirect URIs match exactly
+(OAuth 2.1 §2.3.1).
 """
 
 from __future__ import annotations
@@ -58,6 +56,14 @@ def is_metadata_url(client_id: str) -> bool:
     )
 
 
+def _redirect_uris(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not value or len(value) > MAX_REDIRECT_URIS:
+        raise OAuthError(
+            "invalid_redirect_uri", f"redirect_uris must list 1-{MAX_REDIRECT_URIS} URIs"
+        )
+    return tuple(_check_redirect_uri(uri) for uri in value)
+
+
 def _check_redirect_uri(uri: Any) -> str:
     if not isinstance(uri, str) or not uri or len(uri) > MAX_URI_CHARS:
         raise OAuthError("invalid_redirect_uri", "each redirect URI must be a string")
@@ -76,14 +82,6 @@ def _check_redirect_uri(uri: Any) -> str:
     if scheme in ("http", "https") and not parts.hostname:
         raise OAuthError("invalid_redirect_uri", f"redirect URI {uri!r} has no host")
     return uri
-
-
-def _redirect_uris(value: Any) -> tuple[str, ...]:
-    if not isinstance(value, list) or not value or len(value) > MAX_REDIRECT_URIS:
-        raise OAuthError(
-            "invalid_redirect_uri", f"redirect_uris must list 1-{MAX_REDIRECT_URIS} URIs"
-        )
-    return tuple(_check_redirect_uri(uri) for uri in value)
 
 
 def _name(value: Any) -> str:

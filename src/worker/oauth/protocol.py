@@ -1,23 +1,18 @@
-"""OAuth 2.1 building blocks: errors, form bodies, PKCE, scopes, secrets, tokens, and the
-RFC 8414 / RFC 9728 metadata documents.
-
-* Errors are RFC 6749 §5.2 JSON with `Cache-Control: no-store`; `invalid_client` is 401.
-* PKCE is RFC 7636 with S256 only (OAuth 2.1 §4.1.1: `plain` is refused), compared in
-  constant time.
-* Secrets are 256 random bits from `secrets` (`crypto.getRandomValues` under Pyodide),
-  stored only as their SHA-256 (`hash_token`).
-* An access token's record lives in KV for the gateway's hot path (`gateway.credentials`);
-  revoking a grant deletes them and this isolate's read cache forgets them at once (other
-  isolates within the gateway's 30 s bound, docs/gateway.md "Caching").
-* The issuer is the origin the request came to: each host name is its own issuer, so a
-  token minted on one is refused on another. The metadata advertises what MCP clients
-  check: S256, CIMD with the `none` auth method (claude.ai needs both), DCR, and
-  `authorization_response_iss_parameter_supported` (RFC 9207; ChatGPT checks `iss`).
+"""OAuth 2.1 building blocks: errors (RFC 6749 §5.2 JSON, `no-store`; `invalid_client` is 401),
+form bodies, PKCE (RFC 7636, S256 only as OAuth 2.1 §4.1.1 requires, compared in constant
+time), scopes, secrets (256 random bits from `secrets`, stored only as their SHA-256), tokens,
+and the RFC 8414 / RFC 9728 metadata. An access token's record lives in KV for the gateway's
+hot path (`gateway.credentials`); revoking a grant deletes them and this isolate's read cache
+forgets them at once (others within the 30 s bound, docs/gateway.md "Caching"). The issuer is
+the origin the request came to, so a token minted on one host is refused on another. The
+metadata advertises what MCP clients check: S256, CIMD with auth method `none` (claude.ai
+needs both), DCR, and `authorization_response_iss_parameter_supported` (RFC 9207; ChatGPT).
 """
 
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import hmac
 import re
@@ -40,7 +35,7 @@ from gateway.credentials import (
     hash_token,
     origin_of,
 )
-from http_messages import HttpRequest, HttpResponse, json_response
+from http_messages import HttpResponse, json_response
 from worker.app import Call
 
 ACCESS_TOKEN_TTL = 3600
@@ -187,10 +182,7 @@ async def revoke_grant(
     db: D1Database, kv: KVNamespace, tenant: str, grant_id: str, reason: str, now: int
 ) -> bool:
     """End a grant and every token it holds; False when there was no such live grant."""
-
-    async def forget(token_hash: str) -> None:
-        await forget_access_token(kv, token_hash)
-
+    forget = functools.partial(forget_access_token, kv)
     return await oauth_store.revoke_grant(db, tenant, grant_id, reason, now, forget)
 
 
@@ -201,13 +193,9 @@ AUTH_METHODS = ["none", "client_secret_post", "client_secret_basic"]
 _PUBLIC = {"access-control-allow-origin": "*", "cache-control": "public, max-age=300"}
 
 
-def issuer_of(request: HttpRequest) -> str:
-    return origin_of(request.url)
-
-
 async def authorization_server_route(call: Call[None, None]) -> HttpResponse:
     """`GET /.well-known/oauth-authorization-server` (RFC 8414 §3)."""
-    issuer = issuer_of(call.request)
+    issuer = origin_of(call.request.url)
     document = {
         "issuer": issuer,
         "authorization_endpoint": f"{issuer}/authorize",
@@ -230,7 +218,7 @@ async def authorization_server_route(call: Call[None, None]) -> HttpResponse:
 async def protected_resource_route(call: Call[None, None]) -> HttpResponse:
     """`GET /.well-known/oauth-protected-resource` (the origin, for the plain tool route) and
     `.../mcp` (RFC 9728 §3.1: the well-known segment inserted before the resource's path)."""
-    issuer = issuer_of(call.request)
+    issuer = origin_of(call.request.url)
     resource = f"{issuer}{MCP_PATH}" if call.request.path.endswith(MCP_PATH) else issuer
     document: dict[str, Any] = {
         "resource": resource,
