@@ -35,7 +35,7 @@ import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from authorization.operator_grants import granted
-from http_messages import Headers, HttpRequest, HttpResponse, json_response
+from http_messages import Headers, HttpRequest, HttpResponse, json_response, secure_response
 from local_runtime.runtime import LocalRuntime
 from local_runtime.static_assets import serve_asset
 from worker.app import ROUTES, handle
@@ -122,11 +122,12 @@ class LocalWorkerApp:
     async def dispatch(self, request: HttpRequest) -> HttpResponse:
         if request.path in SCHEDULED_PATHS:
             if request.method != "GET":
-                return method_not_allowed(["GET"]).to_response()
-            return await self._scheduled(request)
+                return secure_response(request, method_not_allowed(["GET"]).to_response())
+            return secure_response(request, await self._scheduled(request))
         if request.path == "/openapi.json" and request.method == "GET":
-            # The Worker's document plus this server's own scheduled endpoints.
-            return json_response(document(local=True))
+            # The Worker's document plus this server's own scheduled endpoints; answered
+            # here, so with the headers `handle` gives the Worker's answers (issue 26).
+            return secure_response(request, json_response(document(local=True)))
         # Workers Static Assets answer before the Worker (the inspector at /admin/ui/).
         asset = serve_asset(request)
         if asset is not None:

@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from bindings.ports.clock import SystemClock
+from bindings.ports.crypto import parse_key_encryption_keys
 from bindings.ports.kv import KVNamespace
 from gateway import admin_ops
-from gateway.credentials import ALL_SCOPES
+from gateway.credentials import ALL_SCOPES, CredentialSealer, credential_sealer
 from local_runtime.commands.common import add_state_option
 
 Action = Callable[[KVNamespace, argparse.Namespace], Coroutine[Any, Any, Any]]
@@ -105,8 +106,19 @@ async def _key_list(kv: KVNamespace, a: argparse.Namespace) -> Any:
     return await admin_ops.list_api_keys(kv, a.tenant)
 
 
+def _sealer(args: argparse.Namespace) -> CredentialSealer | None:
+    """Seals with the state folder's dev key-encryption key, as the local Worker opens."""
+    from local_runtime.adapters.cipher import CryptographyCipher
+    from local_runtime.dev_keks import dev_pii_keks
+    from local_runtime.state import StateDir
+
+    keks = parse_key_encryption_keys(dev_pii_keks(StateDir.create(args.state)))
+    return credential_sealer(CryptographyCipher(), keks)
+
+
 async def _cred_set(kv: KVNamespace, a: argparse.Namespace) -> Any:
-    await admin_ops.set_credential(kv, SystemClock(), a.tenant, a.provider, _read_secret(a))
+    secret = _read_secret(a)
+    await admin_ops.set_credential(kv, SystemClock(), a.tenant, a.provider, secret, _sealer(a))
     return {"tenant": a.tenant, "provider": a.provider, "stored": True}
 
 

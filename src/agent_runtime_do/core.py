@@ -349,16 +349,34 @@ class AgentRuntimeCore:
         `writes_in_flight`, and the eraser keeps the D1 rows so a repeat finds everything."""
         if not await self.flush_writes():
             return rpc_error(503, "writes_in_flight", "episodic writes are still in flight")
-        counts = storage.erase_subject_traces(self.storage, request.subject, request.run_ids)
+        if request.wipe:
+            counts = await self._wipe()
+        else:
+            counts = storage.erase_subject_traces(self.storage, request.subject, request.run_ids)
+        # The instance id may be the subject (issue 26): logs name both by a hash only.
         log.info(
-            "erase %s/%s:%s subject=%s: %s",
+            "erase %s/%s:%s subject=%s wipe=%s: %s",
             request.tenant,
             request.agent_type,
-            request.instance_id,
+            subject_digest(request.instance_id),
             subject_digest(request.subject),
+            request.wipe,
             counts,
         )
         return {"erased": counts}
+
+    async def _wipe(self) -> dict[str, int]:
+        """Everything of this object goes: its database (`delete_all`: no free page keeps a
+        byte of it) and its alarm; the rows removed are counted first. The object starts
+        again empty (schema, workflows registered anew on the next turn)."""
+        counts = storage.row_counts(self.storage.sql)
+        await self.storage.delete_all()
+        if self.alarms is not None:
+            await self.alarms.delete_alarm()
+        self._writer, self._registered_types = None, set()
+        self.procedural = ProceduralMemory(self.storage.sql)
+        storage.create_schema(self.storage.sql)
+        return counts
 
     async def _turn(self, turn: _Turn, llm: LLM) -> LoopOutcome:
         bindings = self.bindings

@@ -53,10 +53,13 @@ class WorkflowsPayload(ScopePayload):
 
 class ErasePayload(ScopePayload):
     """`erase_subject`: the subject (3-256 characters, as `validate_subject` checks at the
-    edge) and the ids of the runs the eraser is removing from D1 (sent in slices)."""
+    edge), the ids of the runs the eraser is removing from D1 (sent in slices), and `wipe`
+    for an instance whose id names the subject."""
 
     subject: str = Field(min_length=3, max_length=256)
     run_ids: list[str] = Field(default_factory=list, max_length=MAX_ERASE_RUN_IDS)
+    # The instance is named after the subject: its whole storage goes (`storage.delete_all`).
+    wipe: bool = False
 
 
 class Failure(BaseModel):

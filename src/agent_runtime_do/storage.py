@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agent_memory.ids import chunks
+from agent_memory.lifecycle.erase import subject_digest
 from agent_memory.lifecycle.retention import InstanceReport, report_instance
 from agent_memory.tiers.episodic import EpisodicWriter, FailedWrite, PendingWrite, WriteOp
 from bindings.ports.clock import Clock
@@ -490,7 +491,7 @@ async def run_alarm(core: AgentRuntimeCore, now: float) -> AlarmOutcome:
         "agent instance %s/%s/%s alarm: %s",
         tenant,
         me["agent_type"],
-        me["instance_id"],
+        subject_digest(str(me["instance_id"])),  # an instance id may name a person
         {k: v for k, v in asdict(outcome).items() if k != "errors"},
     )
     return outcome
@@ -659,6 +660,14 @@ def _scrub_state(state_json: str, subject: str) -> str | None:
         if subject not in key and subject not in json.dumps(value, ensure_ascii=False)
     }
     return _json(kept)
+
+
+def row_counts(sql: SqlStorage) -> dict[str, int]:
+    """Rows per table an erase reports (`erase_subject_traces`' keys)."""
+    return {
+        table: int(sql.exec(f"SELECT COUNT(*) AS n FROM {table}").one()["n"])
+        for table in ("pending_writes", "failed_writes", "run_log", "turn_state")
+    }
 
 
 def erase_subject_traces(

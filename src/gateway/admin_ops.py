@@ -20,6 +20,7 @@ from gateway.credentials import (
     PROVIDER_RE,
     TENANT_RE,
     ApiKeyRecord,
+    CredentialSealer,
     Scope,
     TenantRecord,
     api_key_key,
@@ -220,11 +221,22 @@ def plan_set_credential(tenant: str, provider: str, secret: str, *, now: float) 
 
 
 async def set_credential(
-    kv: KVNamespace, clock: Clock, tenant: str, provider: str, secret: str
+    kv: KVNamespace,
+    clock: Clock,
+    tenant: str,
+    provider: str,
+    secret: str,
+    sealer: CredentialSealer | None = None,
 ) -> None:
-    """Store (or rotate) the tenant's secret for `provider`. The secret is never echoed."""
+    """Store (or rotate) the tenant's secret for `provider`, sealed when a `sealer` is given
+    (else in clear, sealed by the Worker on first use). The secret is never echoed."""
     await _require_tenant(kv, tenant)
-    await _apply(kv, plan_set_credential(tenant, provider, secret, now=clock.now()))
+    plan = plan_set_credential(tenant, provider, secret, now=clock.now())
+    if sealer is not None:
+        key = credential_key(tenant, provider)
+        sealed = Credential(sealed=await sealer.seal(key, secret), updated_at=clock.now())
+        plan = [_write(key, sealed)]
+    await _apply(kv, plan)
 
 
 async def delete_credential(kv: KVNamespace, tenant: str, provider: str) -> bool:

@@ -4,7 +4,7 @@ tenants and API keys, and OAuth access tokens with their RFC 9728 challenges.
     gw:tenant:{tenant}             TenantRecord
     gw:apikey:{sha256 of the key}  ApiKeyRecord
     gw:keyid:{tenant}:{key_id}     admin_ops.ApiKeyIndexEntry (operators only)
-    gw:cred:{tenant}:{provider}    tool_config.Credential
+    gw:cred:{tenant}:{provider}    tool_config.Credential (its secret sealed: `CredentialSealer`)
     gw:tool:{tenant}:{tool}        tool_config.ToolConfig
     gw:oauth:at:{sha256 of token}  AccessTokenRecord
 
@@ -22,19 +22,28 @@ RFC 8707 `resource` this origin answers for (not another deployment sharing the 
 another host name of this one). Scopes: API keys' `memory` allows both memory tools; OAuth
 grants split it into `memory:read` (recall_memory) and `memory:write` (store_memory), beside
 `tools`.
+
+Upstream credentials are sealed at rest (issue 26): AES-256-GCM through the `Cipher` port
+(WebCrypto on Cloudflare, `cryptography` locally) under the newest key-encryption key of the
+`MEMORY_PII_KEKS` secret, with the KV key as AAD (a sealed value moved to another tenant or
+provider does not open). A value stored in clear (before sealing, or written by wrangler) is
+sealed on its first use.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import re
 from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bindings.ports.clock import Clock
+from bindings.ports.crypto import Cipher, CipherError, KeyEncryptionKeys, base64url_bytes
 from bindings.ports.errors import BindingError
 from bindings.ports.kv import KVNamespace
 from gateway.errors import forbidden, unauthorized
@@ -346,3 +355,53 @@ def add_resource_metadata(response: HttpResponse, request_url: str) -> HttpRespo
         return response
     response.headers.set("www-authenticate", challenge)
     return response
+
+
+class SealedSecret(BaseModel):
+    """A secret sealed by `CredentialSealer`: the KEK's id, the nonce and the ciphertext with
+    its tag (both unpadded base64url)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kid: str = Field(min_length=1, max_length=64)
+    nonce: str = Field(min_length=1, max_length=64)
+    ciphertext: str = Field(min_length=1, max_length=12_000)
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _unavailable(message: str) -> ApiError:
+    return ApiError(503, "credential_key_unavailable", message)
+
+
+@dataclass(frozen=True)
+class CredentialSealer:
+    """Seals and opens upstream credentials (module docstring); `aad` is the KV key."""
+
+    cipher: Cipher
+    keks: KeyEncryptionKeys
+
+    async def seal(self, aad: str, secret: str) -> SealedSecret:
+        kid, kek = self.keks.newest
+        nonce, sealed = await self.cipher.encrypt(kek, secret.encode("utf-8"), aad.encode())
+        return SealedSecret(kid=kid, nonce=_b64(nonce), ciphertext=_b64(sealed))
+
+    async def open(self, aad: str, sealed: SealedSecret) -> str:
+        """The secret; 503 `credential_key_unavailable` when no configured key opens it."""
+        kek = self.keks.get(sealed.kid)
+        if kek is None:
+            raise _unavailable(f"the credential is sealed under key {sealed.kid!r}, not configured")
+        try:
+            nonce, data = base64url_bytes(sealed.nonce), base64url_bytes(sealed.ciphertext)
+            return (await self.cipher.decrypt(kek, nonce, data, aad.encode())).decode("utf-8")
+        except (CipherError, ValueError):
+            raise _unavailable("the stored credential does not open; set it again") from None
+
+
+def credential_sealer(
+    cipher: Cipher | None, keks: KeyEncryptionKeys | None
+) -> CredentialSealer | None:
+    """The sealer, when the deployment has a cipher and key-encryption keys."""
+    return None if cipher is None or keks is None else CredentialSealer(cipher, keks)

@@ -9,7 +9,12 @@ from collections.abc import Callable
 from typing import Protocol
 
 from bindings.environment import Bindings
-from gateway.credentials import add_resource_metadata, origin_of, resources_for_origin
+from gateway.credentials import (
+    add_resource_metadata,
+    credential_sealer,
+    origin_of,
+    resources_for_origin,
+)
 from gateway.errors import gateway_error_response
 from gateway.mcp import McpContext, MemoryToolDispatcher, handle_mcp_post
 from gateway.outbound import OutboundPolicy
@@ -41,6 +46,7 @@ def gateway_context(bindings: Bindings, request: HttpRequest) -> GatewayContext:
         outbound=lambda: OutboundPolicy.from_settings(bindings.settings),
         resolver=bindings.resolve_host,
         resources=resources_for_origin(origin_of(request.url)),
+        sealer=credential_sealer(bindings.cipher, bindings.settings.pii_keks),
     )
 
 

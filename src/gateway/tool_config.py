@@ -8,6 +8,7 @@ hand-written one that breaks a rule is `gateway_misconfigured`, never misused. U
 
 from __future__ import annotations
 
+import contextlib
 import re
 from typing import Any, Literal
 from urllib.parse import unquote, urlsplit
@@ -15,17 +16,21 @@ from urllib.parse import unquote, urlsplit
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from bindings.ports.clock import Clock
+from bindings.ports.errors import BindingError
 from bindings.ports.kv import KVNamespace
 from gateway.credentials import (
     PROVIDER_RE,
     TOOL_NAME_RE,
+    CredentialSealer,
     KVReadCache,
+    SealedSecret,
     credential_key,
     list_keys,
     read_record,
     tool_key,
 )
 from gateway.json_schema import UnsupportedSchemaError, check_schema
+from http_messages import ApiError
 
 # Names the gateway itself serves over MCP (ADR-0030); a proxied tool may not shadow them.
 RESERVED_TOOL_NAMES = frozenset({"recall_memory", "store_memory"})
@@ -202,12 +207,21 @@ class ToolConfig(BaseModel):
 
 
 class Credential(BaseModel):
-    """The value at `gw:cred:{tenant}:{provider}`."""
+    """The value at `gw:cred:{tenant}:{provider}`: the secret `sealed`
+    (`gateway.credentials.CredentialSealer`), or in clear where it was written so (by
+    wrangler, before sealing, or with no key-encryption key); `load_credential` opens it."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    secret: str = Field(min_length=1, max_length=8192, repr=False)
+    secret: str | None = Field(default=None, min_length=1, max_length=8192, repr=False)
+    sealed: SealedSecret | None = Field(default=None, repr=False)
     updated_at: float = 0.0
+
+    @model_validator(mode="after")
+    def _one_form(self) -> Credential:
+        if (self.secret is None) == (self.sealed is None):
+            raise ValueError("a credential holds either its secret or its sealed secret")
+        return self
 
     @field_validator("secret")
     @classmethod
@@ -238,7 +252,33 @@ async def load_tools(
 
 
 async def load_credential(
-    kv: KVNamespace, cache: KVReadCache, clock: Clock, tenant: str, provider: str
-) -> Credential | None:
+    kv: KVNamespace,
+    cache: KVReadCache,
+    clock: Clock,
+    tenant: str,
+    provider: str,
+    sealer: CredentialSealer | None = None,
+) -> str | None:
+    """The tenant's secret for `provider`, opened. One stored in clear is
+    sealed in KV on this first use when the deployment has a sealer (a failed write leaves
+    it in clear, to be sealed next time)."""
     key = credential_key(tenant, provider)
-    return await read_record(kv, cache, clock, key, Credential, "credential", "set it again")
+    stored = await read_record(kv, cache, clock, key, Credential, "credential", "set it again")
+    if stored is None:
+        return None
+    if stored.sealed is not None:
+        if sealer is None:
+            raise ApiError(
+                503,
+                "credential_key_unavailable",
+                "the credential is sealed and this deployment has no MEMORY_PII_KEKS to open it",
+            )
+        # Validated again once opened: the secret goes into a header or a URL.
+        return Credential(secret=await sealer.open(key, stored.sealed)).secret
+    if sealer is not None and stored.secret is not None:
+        sealed = await sealer.seal(key, stored.secret)
+        record = Credential(sealed=sealed, updated_at=stored.updated_at)
+        with contextlib.suppress(BindingError):
+            await kv.put(key, record.model_dump_json(exclude_none=True))
+            cache.put(key, record, clock.now())
+    return stored.secret

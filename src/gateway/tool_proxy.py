@@ -20,11 +20,17 @@ import httpx
 
 from bindings.ports.clock import Clock
 from bindings.ports.kv import KVNamespace
-from gateway.credentials import ISOLATE_CACHE, KVReadCache, Principal, authenticate_bearer
+from gateway.credentials import (
+    ISOLATE_CACHE,
+    CredentialSealer,
+    KVReadCache,
+    Principal,
+    authenticate_bearer,
+)
 from gateway.errors import UPSTREAM_STATUS_HEADER, gateway_error_response
 from gateway.json_schema import validate
 from gateway.outbound import OutboundPolicy, Resolver
-from gateway.tool_config import PLACEHOLDER_RE, Credential, ToolConfig, load_credential, load_tool
+from gateway.tool_config import PLACEHOLDER_RE, ToolConfig, load_credential, load_tool
 from http_messages import (
     ApiError,
     Headers,
@@ -61,6 +67,7 @@ class GatewayContext:
     resolver: Resolver | None
     resources: frozenset[str]
     cache: KVReadCache = ISOLATE_CACHE
+    sealer: CredentialSealer | None = None  # opens sealed credentials (None: none configured)
 
 
 async def handle_tool_call(
@@ -106,18 +113,18 @@ async def call_tool(
             {"problems": [p.as_dict() for p in problems]},
         )
     url = fill_path(config, arguments)
-    credential = None
+    secret = None
     if config.auth.type != "none":
-        credential = await load_credential(
-            ctx.kv, ctx.cache, ctx.clock, principal.tenant, config.provider
+        secret = await load_credential(
+            ctx.kv, ctx.cache, ctx.clock, principal.tenant, config.provider, ctx.sealer
         )
-        if credential is None:
+        if secret is None:
             raise ApiError(
                 424,
                 "credential_missing",
                 f"no credential for provider {config.provider!r} is set for this tenant",
             )
-    return await fetch_upstream(ctx, config, url, credential, arguments)
+    return await fetch_upstream(ctx, config, url, secret, arguments)
 
 
 def _json_bytes(value: Any) -> bytes:
@@ -174,9 +181,10 @@ def is_unsafe_segment(value: str) -> bool:
 
 
 def build_request(
-    config: ToolConfig, credential: Credential | None, arguments: dict[str, Any]
+    config: ToolConfig, secret: str | None, arguments: dict[str, Any]
 ) -> tuple[list[tuple[str, str]], dict[str, str], bytes | None]:
-    """Query params, headers and body for one call (pure, no I/O)."""
+    """Query params, headers and body for one call (pure, no I/O); `secret` is the opened
+    credential."""
     placeholders = config.path_placeholders
     payload = {k: v for k, v in arguments.items() if k not in placeholders}
     params: list[tuple[str, str]] = []
@@ -193,11 +201,11 @@ def build_request(
     else:
         body = _json_bytes(payload)
         headers["content-type"] = "application/json"
-    if credential is not None:
+    if secret is not None:
         if config.auth.type == "header":
-            headers[config.auth.name] = config.auth.prefix + credential.secret
+            headers[config.auth.name] = config.auth.prefix + secret
         elif config.auth.type == "query":
-            params.append((config.auth.name, credential.secret))
+            params.append((config.auth.name, secret))
     return params, headers, body
 
 
@@ -205,12 +213,12 @@ async def fetch_upstream(
     ctx: GatewayContext,
     config: ToolConfig,
     url: str,
-    credential: Credential | None,
+    secret: str | None,
     arguments: dict[str, Any],
 ) -> HttpResponse:
     """Steps 5-6: the outbound guard (403 `upstream_forbidden`), one request, and its status,
     body and allowed headers relayed; transport failures are 502/504."""
-    params, headers, body = build_request(config, credential, arguments)
+    params, headers, body = build_request(config, secret, arguments)
     await ctx.outbound().check(url, ctx.resolver)
     timeout = config.timeout_seconds
     try:

@@ -251,6 +251,9 @@ ACCESS = Auth(
     lazy("worker.identity:operator"),
 )
 
+# Any verified Access caller; the handler answers with what the caller's grants allow.
+ACCESS_SIGNED_IN = dataclasses.replace(ACCESS, gate=lazy("worker.identity:signed_in"))
+
 MEMORY_TOKEN = Auth(
     "memoryToken",
     {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"},
@@ -499,8 +502,9 @@ def routes(memory_tools: MemoryDispatcherFactory | None = SemanticDispatcher) ->
               body="BackfillBody", body_required=False, response="BackfillView"),
         # The memory inspector's read routes (docs/inspector.md).
         Route("GET", "/admin/tenants", lazy("worker.inspector_routes:list_tenants"),
-              "Tenants that have runs, episodes, facts or events (platform admins)", "inspector",
-              auth=ACCESS, response="TenantsResponse"),
+              "The tenants the caller may operate: for a platform admin every tenant that has "
+              "runs, episodes, facts or events; for anyone else the tenants of its grants",
+              "inspector", auth=ACCESS_SIGNED_IN, response="TenantsResponse"),
         Route("GET", "/admin/tenants/{tenant}/facts", lazy("worker.inspector_routes:list_facts"),
               "Facts with their status, filtered by status, subject, agent type or text",
               "inspector", auth=ACCESS, query="FactsQuery", response="FactPage"),

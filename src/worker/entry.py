@@ -19,7 +19,7 @@ from bindings.cloudflare.alarms import CloudflareAlarms
 from bindings.cloudflare.do_sql import CloudflareDurableObjectStorage
 from bindings.cloudflare.environment import build_bindings
 from bindings.cloudflare.ffi import jsnull, to_py
-from http_messages import Headers, HttpRequest, HttpResponse
+from http_messages import Headers, HttpRequest, HttpResponse, secure_response
 from worker.app import handle
 from worker.cron import run_scheduled
 from worker.errors import internal_error, payload_too_large
@@ -35,23 +35,23 @@ NULL_BODY_STATUSES = frozenset({101, 204, 205, 304})
 
 class Default(WorkerEntrypoint):
     async def fetch(self, request: Any) -> Response:
+        if not isinstance(request, Request):  # a bare js.Request (older runtimes)
+            request = Request(request)
         try:
             bindings = build_bindings(self.env, self.ctx)
         except ValidationError:
             # A bad var: say so in the log, answer with the API's JSON error, not HTML.
             log.exception("Worker vars failed validation")
-            return to_workers_response(internal_error().to_response())
-        if not isinstance(request, Request):  # a bare js.Request (older runtimes)
-            request = Request(request)
+            return early_response(request, internal_error().to_response())
         limit = bindings.settings.max_body_bytes
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
             # Refuse before reading: the body is never buffered.
-            return to_workers_response(payload_too_large(limit).to_response())
+            return early_response(request, payload_too_large(limit).to_response())
         # Without Content-Length (a chunked body) the size is known only while reading.
         body = await read_body(request, limit)
         if body is None:
-            return to_workers_response(payload_too_large(limit).to_response())
+            return early_response(request, payload_too_large(limit).to_response())
         http_request = HttpRequest(
             method=request_method(request),
             url=str(request.url),
@@ -99,6 +99,13 @@ async def read_body(request: Request, limit: int) -> bytes | None:
     finally:
         reader.releaseLock()
     return b"".join(chunks)
+
+
+def early_response(request: Request, response: HttpResponse) -> Response:
+    """An answer given before `handle` runs (413, a bad var's 500), with the security headers
+    `handle` gives every other answer (issue 26)."""
+    bare = HttpRequest(method="GET", url=str(request.url), headers=Headers(), body=b"")
+    return to_workers_response(secure_response(bare, response))
 
 
 def to_workers_response(response: HttpResponse) -> Response:

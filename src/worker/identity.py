@@ -322,6 +322,15 @@ async def require_access(request: HttpRequest, bindings: Bindings) -> AccessIden
     return await verify_access_token(token, bindings)
 
 
+async def signed_in(
+    request: HttpRequest, params: dict[str, str], bindings: Bindings
+) -> AccessIdentity:
+    """The gate of an `ACCESS_SIGNED_IN` route (one that answers each operator with what
+    its own grants allow, as the tenant listing): a verified caller, no grant needed."""
+    check_not_cross_site(request)
+    return await require_access(request, bindings)
+
+
 async def operator(
     request: HttpRequest, params: dict[str, str], bindings: Bindings
 ) -> AccessIdentity:

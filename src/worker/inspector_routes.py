@@ -1,4 +1,4 @@
-"""The memory inspector's routes (Access gated; docs/inspector.md): tenants (platform admins),
+"""The memory inspector's routes (Access gated; docs/inspector.md): the caller's tenants,
 facts with status and history, events, episodes by id, "why this recall", and the admin
 fact delete.
 
@@ -28,6 +28,7 @@ from agent_memory.memory import Memory, MemoryUnavailable
 from agent_memory.namespace import AGENT_TYPE_PATTERN
 from agent_memory.tiers.episodic import Episode
 from agent_memory.tiers.semantic.models import MAX_QUERY_CHARS, MemoryInputError, RecallFilters
+from authorization.operator_grants import granted_tenants
 from http_messages import MAX_EPOCH_MS
 from worker.app import Call
 from worker.errors import ApiError
@@ -138,7 +139,10 @@ class ExplainResponse(BaseModel):
 
 
 class TenantsResponse(BaseModel):
+    """`platform`: every tenant with data (a platform admin); `granted`: the caller's grants."""
+
     tenants: list[str]
+    scope: Literal["platform", "granted"]
 
 
 class FactDeleted(BaseModel):
@@ -161,12 +165,17 @@ def _fact_id(call: Call[Any, Any]) -> str:
 
 
 async def list_tenants(call: Call[None, None]) -> TenantsResponse:
+    """The tenants the caller may operate (issue 26: a tenant-scoped operator's inspector
+    had none to pick): its grants, or for a platform admin every tenant with data."""
     if call.bindings.db is None:
         raise MemoryUnavailable("episodic_unavailable", "the D1 binding is missing")
+    mine = await granted_tenants(call.operator, call.bindings)
+    if mine is not None:
+        return TenantsResponse(tenants=sorted(mine), scope="granted")
     tenants = await known_tenants(
         call.bindings.db, ("agent_runs", "memory_episodes", "semantic_facts", "memory_events")
     )
-    return TenantsResponse(tenants=tenants)
+    return TenantsResponse(tenants=tenants, scope="platform")
 
 
 async def list_facts(call: Call[None, FactsQuery]) -> FactPage:

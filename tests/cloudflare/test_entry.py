@@ -12,6 +12,13 @@ import pytest
 from tests.fakes.js_runtime import FakeJsRuntime, FakeRequest, JSPlainObject
 
 
+def assert_secure(headers: dict[str, str]) -> None:
+    """The security headers `handle` adds, on an answer given before it runs (issue 26)."""
+    from http_messages import SECURITY_HEADERS
+
+    assert {name: headers.get(name) for name in SECURITY_HEADERS} == SECURITY_HEADERS
+
+
 def worker_env(runtime: FakeJsRuntime, **overrides: Any) -> JSPlainObject:
     members: dict[str, Any] = {
         "KV": runtime.kv(),
@@ -75,9 +82,10 @@ async def test_a_declared_oversized_body_is_refused_unread(js_runtime: FakeJsRun
     request = js_runtime.request(
         "https://w.example/healthz", "POST", {"Content-Length": "4096"}, b"x" * 4096
     )
-    status, _, body = await fetch(js_runtime, entry, request)
+    status, headers, body = await fetch(js_runtime, entry, request)
     assert status == 413
     assert json.loads(body)["error"]["code"] == "payload_too_large"
+    assert_secure(headers)
     assert not request.used
 
 
@@ -91,9 +99,10 @@ async def test_an_undeclared_oversized_body_is_refused_at_the_chunk_that_passes_
     entry, _ = new_default(js_runtime, worker_env(js_runtime))
     chunk = FakeReadableStream.CHUNK_BYTES
     request = js_runtime.request("https://w.example/healthz", "POST", {}, b"x" * (10 * chunk))
-    status, _, body = await fetch(js_runtime, entry, request)
+    status, headers, body = await fetch(js_runtime, entry, request)
     assert status == 413
     assert json.loads(body)["error"]["code"] == "payload_too_large"
+    assert_secure(headers)
     assert request.stream is not None
     assert (request.stream.bytes_read, request.stream.cancelled) == (chunk, True)
 
@@ -110,11 +119,13 @@ async def test_an_undeclared_body_within_the_limit_is_read_whole(
 
 async def test_a_misconfigured_var_answers_a_json_500(js_runtime: FakeJsRuntime) -> None:
     entry, _ = new_default(js_runtime, worker_env(js_runtime, MAX_BODY_BYTES="lots"))
-    status, _, body = await fetch(
-        js_runtime, entry, js_runtime.request("https://w.example/healthz")
+    status, headers, body = await fetch(
+        js_runtime, entry, js_runtime.request("https://w.example/admin/tenants")
     )
     assert status == 500
     assert json.loads(body)["error"]["code"] == "internal_error"
+    assert_secure(headers)
+    assert headers["cache-control"] == "no-store"
 
 
 async def test_fetch_accepts_a_bare_js_request(js_runtime: FakeJsRuntime) -> None:

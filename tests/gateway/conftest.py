@@ -13,6 +13,7 @@ import pytest
 
 from bindings.environment import Bindings
 from bindings.ports.clock import FixedClock
+from bindings.ports.crypto import Cipher
 from bindings.settings import Settings
 from gateway import admin_ops
 from gateway.credentials import ISOLATE_CACHE
@@ -77,6 +78,7 @@ class Gateway:
     settings: Settings = field(default_factory=lambda: Settings(environment="test"))
     # The app under test: no memory tools unless a test hands it some (`use_memory`).
     app: App = field(default_factory=lambda: App(routes(memory_tools=None)))
+    cipher: Cipher | None = None  # with `settings.memory_pii_keks`: credentials are sealed
 
     def use_memory(self, memory: MemoryToolDispatcher) -> None:
         """Build the app with `memory` as MCP's memory tools, as the Worker wires its own."""
@@ -92,6 +94,7 @@ class Gateway:
             clock=self.clock,
             background=LocalBackgroundTasks(),
             kv=self.kv,
+            cipher=self.cipher,
             http_transport=httpx.MockTransport(self.upstream),
             **tier,
         )

@@ -44,6 +44,9 @@ def test_operator_sets_up_a_tenant_and_its_key_calls_a_tool(tmp_path: Path, upst
     api_key = issued.stdout.strip().splitlines()[-1]
     stored = cli(state, "credential", "set", "acme", "echo", stdin="s3cret\n")
     assert stored.returncode == 0 and "s3cret" not in stored.stdout
+    # Sealed at rest with the folder's key-encryption key (issue 26): not in the KV file.
+    kv_files = list(state.glob("kv.sqlite*"))
+    assert kv_files and all(b"s3cret" not in f.read_bytes() for f in kv_files)
     tool = tmp_path / "tool.json"
     tool.write_text(
         json.dumps(

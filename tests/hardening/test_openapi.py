@@ -2,8 +2,12 @@
 `/openapi.json`, and a schemathesis run against the local dev server over loopback:
 no 5xx, and every response conforms to the document (status, content type, schema).
 
-Bounded for CI: `SCHEMATHESIS_MAX_EXAMPLES` examples per operation (default 6). A longer
-run (docs/architecture.md):
+Each operation is called with the credentials of its security scheme (an Access token of a
+platform admin, the tenant's API key, or a memory token of the seeded agent; issue 26: every
+route was sent the API key, so no memory-API handler was reached, and the Access token was
+"not valid yet", so no Access-gated one was either). Bounded for CI:
+`SCHEMATHESIS_MAX_EXAMPLES` examples per operation (default 6). A longer run
+(docs/architecture.md):
 
     SCHEMATHESIS_MAX_EXAMPLES=500 uv run pytest tests/hardening/test_openapi.py -q
 """
@@ -36,7 +40,7 @@ from local_runtime.runtime import LocalRuntime
 from local_runtime.server import running_server
 from tests.fakes.embedder import HashingEmbedder
 from worker.app import ROUTES, LazyHandler, Route
-from worker.identity import ACCESS_HEADER
+from worker.identity import ACCESS_HEADER, MintRequest, mint_memory_token
 from worker.openapi import build_document
 
 MAX_EXAMPLES = int(os.environ.get("SCHEMATHESIS_MAX_EXAMPLES", "6"))
@@ -49,29 +53,50 @@ CHECKS = [
 ]
 
 
+TENANT, AGENT = "acme", "agent-a"
+
+
 @dataclass(frozen=True)
 class Live:
     base: str
-    headers: dict[str, str]
+    # The headers of each security scheme (the document's `security` of an operation).
+    schemes: dict[str, dict[str, str]]
+
+    def headers(self, case: schemathesis.Case) -> dict[str, str]:
+        security = case.operation.definition.raw.get("security") or [{}]
+        return {k: v for scheme in security[0] for k, v in self.schemes[scheme].items()}
 
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
-    """The dev server on a free loopback port: tenant `acme` with an API key and memory on,
-    and a valid dev Access token, so the fuzz reaches past authentication."""
+    """The dev server on a free loopback port (memory-token keys configured, as the local
+    runtime does): tenant `acme` with an API key and memory on, a dev Access token of a
+    platform admin and a memory token of `agent-a` with every tier and scope, so the fuzz
+    reaches past each route's authentication."""
     state: Path = tmp_path_factory.mktemp("openapi") / "state"
     runtime = LocalRuntime.open(state, embedder=HashingEmbedder())
 
-    async def seed() -> str:
+    async def seed() -> tuple[str, str]:
         await runtime.migrate()
         assert runtime.kv is not None
-        await admin_ops.create_tenant(runtime.kv, runtime.clock, "acme", memory_enabled=True)
-        return (await admin_ops.issue_api_key(runtime.kv, runtime.clock, "acme")).api_key
+        await admin_ops.create_tenant(runtime.kv, runtime.clock, TENANT, memory_enabled=True)
+        key = (await admin_ops.issue_api_key(runtime.kv, runtime.clock, TENANT)).api_key
+        minted = await mint_memory_token(
+            runtime.bindings(), TENANT, MintRequest(agent_id=AGENT, ttl_seconds=86_400)
+        )
+        return key, minted.token
 
-    key = asyncio.run(seed())
-    token = mint_token(runtime.state.access, "ops@example.com", now=runtime.clock.now() + 3600)
+    key, memory_token = asyncio.run(seed())
+    # Valid from now (8 h): a token minted an hour ahead was "not valid yet", so no
+    # Access-gated route was fuzzed past its gate.
+    access = mint_token(runtime.state.access, "ops@example.com", now=runtime.clock.now())
+    schemes = {
+        "cloudflareAccess": {ACCESS_HEADER: access},
+        "apiKey": {"Authorization": f"Bearer {key}"},
+        "memoryToken": {"Authorization": f"Bearer {memory_token}"},
+    }
     with running_server(runtime) as base:
-        yield Live(base, {ACCESS_HEADER: token, "Authorization": f"Bearer {key}"})
+        yield Live(base, schemes)
 
 
 def test_every_route_is_documented() -> None:
@@ -111,6 +136,18 @@ def test_the_document_is_served_as_openapi_3_1(live: Live) -> None:
     assert document["components"]["schemas"][body.rsplit("/", 1)[1]]["properties"]["subject"]
 
 
+def test_each_schemes_credentials_get_past_its_gate(live: Live) -> None:
+    """The fuzz below reaches handlers: each scheme's headers open its routes."""
+    calls = {
+        "cloudflareAccess": ("GET", f"/admin/tenants/{TENANT}/lifecycle", 200),
+        "memoryToken": ("GET", f"/api/v1/memory/{AGENT}?tier=working", 200),
+        "apiKey": ("POST", "/api/v1/tools/no_such_tool", 404),  # past the key check
+    }
+    for scheme, (method, path, status) in calls.items():
+        answer = httpx.request(method, live.base + path, headers=live.schemes[scheme], json={})
+        assert answer.status_code == status, (scheme, answer.text)
+
+
 @SCHEMA.parametrize()
 @settings(
     max_examples=MAX_EXAMPLES,
@@ -120,4 +157,11 @@ def test_the_document_is_served_as_openapi_3_1(live: Live) -> None:
     suppress_health_check=list(HealthCheck),
 )
 def test_the_api_conforms_to_its_document(case: schemathesis.Case, live: Live) -> None:
-    case.call_and_validate(base_url=live.base, headers=dict(live.headers), checks=CHECKS)
+    """Every generated input, with the credentials its route needs and the seeded tenant and
+    agent in the path (so inputs reach the handlers, not just the gates): no 5xx, and the
+    answer is what the document says."""
+    params = case.path_parameters or {}
+    for name, value in (("tenant", TENANT), ("agent_id", AGENT)):
+        if name in params:
+            params[name] = value
+    case.call_and_validate(base_url=live.base, headers=live.headers(case), checks=CHECKS)

@@ -34,6 +34,13 @@ class Seeded:
     base: str
     token: str
     api_key: str
+    state: Path
+
+    def operator(self, email: str, *tenants: str) -> str:
+        """An Access token for `email`, granted `tenants` only (a tenant-scoped operator)."""
+        for tenant in tenants:
+            cli("operators", "grant", email, "--tenant", tenant, "--state", str(self.state))
+        return cli("token", "--email", email, "--state", str(self.state)).splitlines()[-1]
 
     def admin(self) -> httpx.Client:
         return httpx.Client(base_url=self.base, headers={ACCESS_HEADER: self.token}, timeout=30)
@@ -70,7 +77,7 @@ def seed(base: str, state: Path) -> Seeded:
     token = cli("token", "--email", "ops@example.com", "--state", str(state)).splitlines()[-1]
     cli("gateway", "tenant", "create", TENANT, "--memory", "--state", str(state))
     issued = cli("gateway", "key", "issue", TENANT, "--scope", "memory", "--state", str(state))
-    seeded = Seeded(base=base, token=token, api_key=issued.strip().splitlines()[-1])
+    seeded = Seeded(base, token, issued.strip().splitlines()[-1], state)
     triple = {"subject": SUBJECT, "predicate": "prefers_channel"}
     seeded.mcp(
         "store_memory",

@@ -52,6 +52,20 @@ def test_without_a_token_the_page_says_how_to_get_one(page: Inspector) -> None:
     assert "uv run agent-memory token --email operator@localhost" in page.css("#token-help").text
 
 
+def test_a_tenant_scoped_operator_picks_among_its_granted_tenants(page: Inspector) -> None:
+    # Issue 26: the page's first call was platform-only; a scoped operator saw a 403 and
+    # no tenant to pick. Now the picker offers its grants and the chosen tenant loads.
+    token = page.seeded.operator("theo@example.com", TENANT, "globex")
+    page.open(token=False)
+    page.css("#token").send_keys(token, Keys.ENTER)
+    wait_for(page.d, lambda d: len(page.all("#tenant option")) == 3)
+    assert [o.text for o in page.all("#tenant option")] == ["(choose a tenant)", TENANT, "globex"]
+    assert page.css("#status").text == "2 tenant(s) granted to you"
+    Select(page.css("#tenant")).select_by_value(TENANT)
+    runs = page.wait_texts("#runs-list > li", lambda t: len(t) == 2)
+    assert SECOND_RUN in runs[0] and FIRST_RUN in runs[1]
+
+
 def test_the_run_timeline_shows_the_runs_their_steps_and_recalled_episodes(
     page: Inspector,
 ) -> None:
@@ -205,8 +219,9 @@ def test_erase_needs_the_typed_subject_and_removes_it_from_every_view(
     (left,) = page.wait_texts("#facts-list > li", lambda t: len(t) == 1)
     assert OTHER_FACT in left
     page.tab("runs")
-    runs = page.wait_texts("#runs-list > li", lambda t: len(t) >= 1)
-    assert not any(FIRST_RUN in r for r in runs)
+    # The tab still shows the list from before the erase until its refresh lands: wait for
+    # the refreshed list (it never comes if the run was not erased).
+    page.wait_texts("#runs-list > li", lambda t: t and not any(FIRST_RUN in r for r in t))
     page.tab("events")
     events = page.wait_texts("#events-list > li", lambda t: len(t) >= 1)
     assert not any(SUBJECT in e for e in events)

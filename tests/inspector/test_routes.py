@@ -33,7 +33,28 @@ def by_content(client: httpx.Client, content: str) -> dict[str, Any]:
 
 def test_tenants_lists_the_seeded_tenant(seeded_server: Seeded) -> None:
     with seeded_server.admin() as client:
-        assert client.get("/admin/tenants").json() == {"tenants": [TENANT]}
+        listed = client.get("/admin/tenants").json()
+    assert listed == {"tenants": [TENANT], "scope": "platform"}
+
+
+def test_a_tenant_scoped_operator_lists_the_tenants_of_its_grants(seeded_server: Seeded) -> None:
+    # Issue 26: the listing was platform-only, so a scoped operator's inspector had no
+    # tenant to pick. It lists its grants (one with no data yet too), and nothing else.
+    scoped = seeded_server.operator("tess@example.com", "globex", TENANT)
+    nobody = seeded_server.operator("nora@example.com")
+    answers = {
+        who: httpx.get(f"{seeded_server.base}/admin/tenants", headers={ACCESS_HEADER: token})
+        for who, token in (("tess", scoped), ("nora", nobody))
+    }
+    assert answers["tess"].status_code == 200, answers["tess"].text
+    assert answers["tess"].json() == {"tenants": [TENANT, "globex"], "scope": "granted"}
+    assert answers["nora"].json() == {"tenants": [], "scope": "granted"}
+    assert answers["nora"].headers["cache-control"] == "no-store"
+    # The grants still gate every tenant route: another tenant stays closed.
+    other = httpx.get(
+        f"{seeded_server.base}/admin/tenants/initech/facts", headers={ACCESS_HEADER: scoped}
+    )
+    assert (other.status_code, other.json()["error"]["code"]) == (403, "tenant_forbidden")
 
 
 def test_facts_carry_status_and_filter_by_status_subject_agent_and_text(

@@ -21,7 +21,7 @@ from local_runtime.runtime import LocalRuntime
 from local_runtime.server import running_server
 from local_runtime.static_assets import ASSETS_DIR, header_rules
 from tests.fakes.embedder import HashingEmbedder
-from worker.app import ACCESS, MEMORY_TOKEN, ROUTES, handle
+from worker.app import ACCESS, ACCESS_SIGNED_IN, MEMORY_TOKEN, ROUTES, handle
 from worker.identity import ACCESS_HEADER
 
 ULID = "01JAAAAAAAAAAAAAAAAAAAAAAA"
@@ -90,8 +90,26 @@ def test_admin_json_is_never_stored_and_cannot_be_framed(served: tuple[str, str]
     assert_not_frameable(refused.headers, "401")
 
 
+def test_the_dev_servers_own_answers_carry_the_headers(served: tuple[str, str]) -> None:
+    # /openapi.json and the scheduled route are answered by the dev server before the
+    # Worker's `handle`, which adds the headers to everything else (issue 26).
+    base, token = served
+    scheduled = "/cdn-cgi/handler/scheduled?cron=nothing"
+    answers = {
+        "openapi": httpx.get(f"{base}/openapi.json"),
+        "scheduled": httpx.get(base + scheduled, headers={ACCESS_HEADER: token}),
+        "scheduled 401": httpx.get(base + scheduled),
+        "scheduled 405": httpx.post(base + scheduled),
+    }
+    assert [a.status_code for a in answers.values()] == [200, 200, 401, 405]
+    for where, answer in answers.items():
+        assert_not_frameable(answer.headers, where)
+
+
 GATED = sorted(
-    (route.method, route.path) for route in ROUTES if route.auth in (ACCESS, MEMORY_TOKEN)
+    (route.method, route.path)
+    for route in ROUTES
+    if route.auth in (ACCESS, ACCESS_SIGNED_IN, MEMORY_TOKEN)
 )
 
 

@@ -112,6 +112,7 @@ async def test_erase_clears_the_subject_from_every_instance_and_keeps_others(
     again = json.loads((await erase_over_route(rt, ADA)).body)
     assert again["agent_state"] == {
         "instances": 2,
+        "wiped": 0,
         "run_log": 0,
         "turn_state": 0,
         "failed_writes": 0,

@@ -137,13 +137,15 @@ def seed(client: httpx.Client, access: str, subject: str, agent_id: str) -> None
         f"/api/v1/memory/{agent_id}", params={"query": f"how to reach {subject}"}, headers=bearer
     )
     assert searched.status_code == 200, searched.text
-    for turn in range(2):
+    # The third turn runs on an agent instance named after the subject (issue 26: its
+    # agent_instances row, alarm, turn_state and lifecycle rows outlived the erase).
+    for turn, instance in enumerate((f"inst-{agent_id}", f"inst-{agent_id}", subject)):
         run = client.post(
             f"/v1/agents/{TENANT}/assistant/run",
             json={
                 "input": f"Follow up with {subject} about the renewal ({turn})",
                 "subject": subject,
-                "instance_id": f"inst-{agent_id}",
+                "instance_id": instance,
             },
             headers={ACCESS_HEADER: access},
         )
@@ -227,6 +229,8 @@ def test_the_erase_reaches_everything_and_reports_it(seeded: Seeded) -> None:
     assert body["complete"] and body["data_keys"] >= 1 and body["keyword_index_optimized"]
     assert body["facts"] >= 1 and body["episodes"] >= 1 and body["working_keys"] >= 1
     assert body["archives_rewritten"] + body["archives_deleted"] >= 1
+    # The instance named after the subject was wiped whole (its database and alarm).
+    assert body["agent_state"]["wiped"] == 1 and body["agent_state"]["turn_state"] >= 1
 
 
 def test_after_the_erase_no_store_and_no_log_holds_a_byte_of_the_subject(seeded: Seeded) -> None:

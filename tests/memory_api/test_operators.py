@@ -174,10 +174,15 @@ async def test_a_service_token_named_like_an_admins_email_is_not_an_admin(
         {**access_claims("x", now=now), "email": None, "common_name": "ops@example.com"}
     )
     admin = mint_token(memory_runtime.state.access, "OPS@example.com", now=now)
-    for path in ("/admin/tenants", "/admin/tenants/acme/lifecycle"):
-        refused = await client.send("GET", path, access=impostor)
-        assert (refused.status, refused.json()["error"]["code"]) == (403, "tenant_forbidden")
-        assert (await client.send("GET", path, access=admin)).status == 200
+    path = "/admin/tenants/acme/lifecycle"
+    refused = await client.send("GET", path, access=impostor)
+    assert (refused.status, refused.json()["error"]["code"]) == (403, "tenant_forbidden")
+    assert (await client.send("GET", path, access=admin)).status == 200
+    scopes = [
+        (await client.send("GET", "/admin/tenants", access=token)).json()["scope"]
+        for token in (impostor, admin)
+    ]
+    assert scopes == ["granted", "platform"]
 
 
 async def test_platform_admins_match_only_the_kind_they_are_configured_as(
@@ -195,8 +200,8 @@ async def test_platform_admins_match_only_the_kind_they_are_configured_as(
         return keys.sign({**access_claims("x", now=now), "email": None, "common_name": name})
 
     client = Client(runtime)
-    statuses = {
-        who: (await client.send("GET", "/admin/tenants", access=token)).status
+    scopes = {
+        who: (await client.send("GET", "/admin/tenants", access=token)).json()["scope"]
         for who, token in {
             "service ada@example.com": service("ada@example.com"),
             "user ada@example.com": mint_token(runtime.state.access, "ada@example.com", now=now),
@@ -207,11 +212,11 @@ async def test_platform_admins_match_only_the_kind_they_are_configured_as(
         }.items()
     }
     await runtime.close()
-    assert statuses == {
-        "service ada@example.com": 200,
-        "user ada@example.com": 403,
-        "user ci-bot.access@example.com": 200,
-        "service ci-bot.access@example.com": 403,
+    assert scopes == {
+        "service ada@example.com": "platform",
+        "user ada@example.com": "granted",
+        "user ci-bot.access@example.com": "platform",
+        "service ci-bot.access@example.com": "granted",
     }
 
 

@@ -6,6 +6,7 @@
 //   POST /kv  {op, key?, value?, options?}        -> env.KV (Workers KV)
 //   POST /d1  {op, sql?, params?, column?, statements?}  -> env.DB (D1)
 //   POST /do  {name, op, sql?, params?, statements?, commit?, reads?}  -> SqlObject `name`
+//             (op: exec, transaction, deleteAll)
 //             (reads: report what each read of the cursor observes, see readCursor)
 //   POST /fetch {url, redirect}                    -> workerd's fetch: {status, location}
 //
@@ -251,6 +252,9 @@ export class SqlObject extends DurableObject {
           return json({ ok: sqlRun(sql, body.sql, body.params, body.reads) });
         case "transaction":
           return json({ ok: this.transaction(body.statements, body.commit, body.reads) });
+        case "deleteAll":
+          await this.ctx.storage.deleteAll();
+          return json({ ok: null });
         default:
           throw new Error(`harness: unknown DO op ${body.op}`);
       }

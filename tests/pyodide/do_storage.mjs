@@ -288,6 +288,12 @@ export class DurableObjectStorage {
     return new Cursor(outcome.ok);
   }
 
+  // The object's real deleteAll (workerd drops its SQLite database and alarm).
+  async deleteAll() {
+    const answer = this._bridge.call({ name: this._name, op: "deleteAll" });
+    if (answer.error) throwJs(answer.error);
+  }
+
   transactionSync(callback) {
     // Kept so a test can check whether Python released the callback's proxy afterwards.
     this.transactionSyncCallbacks.push(callback);

@@ -89,8 +89,21 @@ class LocalDurableObjectStorage:
         # applies, and the pragma is not allow-listed, so code cannot turn it on. Deleted
         # rows therefore leave their bytes in free space here as there (Python's SQLite is
         # often built with it on, which would hide that).
+        self._path = str(path)
         self._engine = SqliteEngine(path, secure_delete=False)
         self._sql = LocalSqlStorage(self._engine)
+
+    async def delete_all(self) -> None:
+        """Like workerd's deleteAll on a SQLite-backed object: the database file (with its
+        -wal and -shm) is removed and the object continues on a new, empty one."""
+        self._reset()
+
+    def _reset(self) -> None:
+        self._engine.close()
+        if self._path != ":memory:":
+            for suffix in ("", "-wal", "-shm"):
+                Path(self._path + suffix).unlink(missing_ok=True)
+        self._engine = self._sql._engine = SqliteEngine(self._path, secure_delete=False)
 
     @property
     def sql(self) -> LocalSqlStorage:

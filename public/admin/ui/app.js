@@ -73,13 +73,17 @@ const qs = (obj) => {
 
 // ---------------------------------------------------------------- tenants and tabs
 
+// The tenants this operator may operate: a platform admin's are every tenant with data, a
+// tenant-scoped operator's are its grants (scope "granted").
 const loadTenants = guard(async () => {
   const data = await api("GET", "/admin/tenants");
   const sel = $("#tenant");
   const keep = state.tenant;
-  sel.replaceChildren(h("option", { value: "" }, data.tenants.length ? "(choose a tenant)" : "(no tenants yet)"),
+  const granted = data.scope === "granted";
+  const none = granted ? "(no tenant granted to you)" : "(no tenants yet)";
+  sel.replaceChildren(h("option", { value: "" }, data.tenants.length ? "(choose a tenant)" : none),
     ...data.tenants.map((t) => h("option", { value: t, selected: t === keep }, t)));
-  setStatus(`${data.tenants.length} tenant(s)`);
+  setStatus(`${data.tenants.length} tenant(s)${granted ? " granted to you" : ""}`);
   if (keep && data.tenants.includes(keep)) sel.value = keep;
   else if (data.tenants.length === 1) { sel.value = data.tenants[0]; selectTenant(data.tenants[0]); }
 });

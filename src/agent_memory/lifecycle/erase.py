@@ -16,7 +16,9 @@ as `contact:hubspot_id:123`, matched exactly as a field and as a substring of te
   waiting in KV (`recall_record`) that name it (written back later, they would restore it);
 * the tenant's AgentRuntime Durable Objects: each gets the `erase_subject` RPC with the ids
   of the erased runs (in slices of `RUN_IDS_PER_CALL`), after being registered in
-  `agent_instances` so it stays findable once its runs rows are gone;
+  `agent_instances` so it stays findable once its runs rows are gone; an instance whose id
+  contains the subject is wiped whole (`wipe`: its database and alarm), its runs and
+  episodes are traces, and its `agent_instances` row goes;
 * cold-tier archive rows matching these rules: each object is rewritten without them under
   the key of its new first row (so no key names an erased row), or deleted when nothing is
   left; the ledger follows (new object, then ledger, then the old object is deleted).
@@ -56,7 +58,11 @@ from agent_memory.lifecycle.prune import (
     parse_archive_key,
     tenant_prefixes,
 )
-from agent_memory.lifecycle.retention import register_instances, tenant_instances
+from agent_memory.lifecycle.retention import (
+    forget_instances,
+    register_instances,
+    tenant_instances,
+)
 from agent_memory.namespace import SERVICE, AgentScope
 from agent_memory.tiers.episodic import EpisodicStore
 from agent_memory.tiers.semantic.memory import FactHistory
@@ -104,6 +110,7 @@ class EraseReport(BaseModel):
     agent_state: dict[str, int] = Field(
         default_factory=lambda: {
             "instances": 0,
+            "wiped": 0,
             "run_log": 0,
             "turn_state": 0,
             "failed_writes": 0,
@@ -118,7 +125,7 @@ class EraseReport(BaseModel):
         return (
             sum(int(getattr(self, name)) for name in (*rows, "events", "data_keys"))
             + sum(self.archived_rows.values())
-            + sum(n for store, n in self.agent_state.items() if store != "instances")
+            + sum(n for store, n in self.agent_state.items() if store in AGENT_STATE_STORES)
         )
 
 
@@ -153,12 +160,12 @@ class SubjectMatcher:
         return (
             row.get("subject") == self.subject
             or str(row.get("episode_id")) in self.found.episodes
-            or self.mentions(row.get("content"), row.get("data"))
+            or self.mentions(row.get("content"), row.get("data"), row.get("instance_id"))
         )
 
     def run(self, row: dict[str, Any]) -> bool:
         return str(row.get("run_id")) in self.found.runs or self.mentions(
-            row.get("input"), row.get("output"), row.get("error")
+            row.get("input"), row.get("output"), row.get("error"), row.get("instance_id")
         )
 
     @staticmethod
@@ -507,7 +514,11 @@ class SubjectEraser:
         # Registered first: once the runs rows that name an instance are erased, this row
         # is how a repeat (or the next erase) still finds it.
         await register_instances(self._db, self.tenant_id, instances, int(self._clock.now() * 1000))
+        wiped: list[tuple[str, str]] = []
         for agent_type, instance_id in instances:
+            # An instance named after the subject (issue 26) loses everything: its storage
+            # and alarm (`wipe`), then its D1 row.
+            wipe = subject in instance_id
             scope = AgentScope(
                 tenant=self.tenant_id, agent_type=agent_type, instance_id=instance_id
             )
@@ -521,17 +532,24 @@ class SubjectEraser:
                         "instance_id": scope.instance_id,
                         "subject": subject,
                         "run_ids": run_slice,
+                        "wipe": wipe,
                     },
                 )
                 error = answer.get("error")
                 if isinstance(error, dict):
                     raise InstanceEraseError(
-                        f"instance {agent_type}/{instance_id}: {error.get('code', 'error')}"
+                        f"instance {agent_type}/{subject_digest(instance_id)}: "
+                        f"{error.get('code', 'error')}"
                     )
                 erased = answer.get("erased", {})
                 for store in AGENT_STATE_STORES:
                     report.agent_state[store] += int(erased.get(store, 0))
+                if wipe:
+                    wiped.append((agent_type, instance_id))
+                    break  # one wipe takes every run
             report.agent_state["instances"] += 1
+        await forget_instances(self._db, self.tenant_id, wiped)
+        report.agent_state["wiped"] = len(wiped)
 
     # ------------------------------------------------------------------ working memory
 

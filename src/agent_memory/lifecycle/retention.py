@@ -189,6 +189,18 @@ async def register_instances(
         await db.batch(list(batch))
 
 
+async def forget_instances(db: D1Database, tenant: str, instances: list[tuple[str, str]]) -> None:
+    """Delete the rows of instances that are gone (wiped by a subject erase)."""
+    statements = [
+        db.prepare(
+            "DELETE FROM agent_instances WHERE tenant_id = ? AND agent_type = ? AND instance_id = ?"
+        ).bind(tenant, agent_type, instance_id)
+        for agent_type, instance_id in instances
+    ]
+    for batch in chunks(statements, STATEMENTS_PER_BATCH):
+        await db.batch(list(batch))
+
+
 async def tenant_instances(db: D1Database, tenant: str) -> list[tuple[str, str]]:
     """Every (agent type, instance id) of the tenant that D1 knows of, sorted."""
     sql = (

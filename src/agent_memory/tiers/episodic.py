@@ -380,16 +380,18 @@ class EpisodicStore:
     async def subject_traces(self, subject: str) -> tuple[list[Row], set[str]]:
         """Traces of `subject` (a subject erase): the episodes about it or naming it
         (`episode_id`, `run_id`, `content_hash`), and the runs whose input, output or error
-        names it."""
+        names it; both also when their agent instance's id names it."""
         episodes = await self._sql(
             "SELECT episode_id, run_id, content_hash FROM memory_episodes WHERE tenant_id = ? "
-            "AND (subject = ? OR instr(content, ?) > 0 OR instr(data, ?) > 0)",
-            (subject, subject, subject),
+            "AND (subject = ? OR instr(content, ?) > 0 OR instr(data, ?) > 0 "
+            "OR instr(instance_id, ?) > 0)",
+            (subject, subject, subject, subject),
         ).all()
         runs = await self._sql(
             "SELECT run_id FROM agent_runs WHERE tenant_id = ? AND (instr(input, ?) > 0 "
-            "OR instr(COALESCE(output, ''), ?) > 0 OR instr(COALESCE(error, ''), ?) > 0)",
-            (subject, subject, subject),
+            "OR instr(COALESCE(output, ''), ?) > 0 OR instr(COALESCE(error, ''), ?) > 0 "
+            "OR instr(instance_id, ?) > 0)",
+            (subject, subject, subject, subject),
         ).all()
         return list(episodes.results), {str(row["run_id"]) for row in runs.results}
 

@@ -97,6 +97,10 @@ class CloudflareDurableObjectStorage:
             self._sql = CloudflareSqlStorage(self._storage.sql, self._raw)
         return self._sql
 
+    async def delete_all(self) -> None:
+        await self._storage.deleteAll()
+        self._sql = None  # the SQL handle of the database that was deleted
+
     def transaction_sync(self, fn: Callable[[], T]) -> T:
         """Run `fn` inside `storage.transactionSync`. The result and any exception travel in
         Python variables, so the caller sees its own exception (JS only sees that the callback

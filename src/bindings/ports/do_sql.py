@@ -38,3 +38,7 @@ class DurableObjectStorage(Protocol):
 
     def transaction_sync(self, fn: Callable[[], T]) -> T:
         """Run `fn` atomically: if it raises, every write it made is rolled back."""
+
+    async def delete_all(self) -> None:
+        """`storage.deleteAll()`: every table and row goes with the object's SQLite database
+        (nothing of it is left in free pages); the object starts empty again."""

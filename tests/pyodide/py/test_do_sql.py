@@ -141,3 +141,15 @@ def test_one_refuses_zero_or_several_rows_with_workerds_text() -> None:
                 assert text in str(exc), (mode, str(exc))
             else:
                 raise AssertionError(f"{mode}: one() accepted {where}")
+
+
+async def test_delete_all_drops_every_table_and_the_object_works_on() -> None:
+    # The subject erase's wipe of an instance named after the subject (issue 26).
+    for mode, _js, storage in storages():
+        storage.sql.exec("CREATE TABLE t (k TEXT PRIMARY KEY)")
+        storage.sql.exec("INSERT INTO t VALUES ('subject-ada')")
+        await storage.delete_all()
+        tables = "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '_cf%'"
+        assert storage.sql.exec(tables).to_array() == [], mode
+        storage.sql.exec("CREATE TABLE t (k TEXT PRIMARY KEY)")
+        assert storage.sql.exec("SELECT count(*) AS c FROM t").one() == {"c": 0}, mode
