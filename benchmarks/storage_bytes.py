@@ -111,8 +111,10 @@ def measure(path: Path) -> dict[str, int]:
 
 
 def _sizes_by_copies(con: sqlite3.Connection) -> dict[str, int]:
-    """Each object's pages: a vacuumed copy without it has that many fewer (a table's
-    figure excludes its indexes, which are measured on their own)."""
+    """Each object's pages: a vacuumed copy without it has that many fewer. A table's
+    figure excludes its named indexes (measured on their own) but includes its PRIMARY KEY
+    and UNIQUE indexes, which cannot be dropped alone; a vacuumed copy packs its pages
+    fuller than a live file (dbstat's figures are the live ones)."""
     objects = con.execute(
         "SELECT type, name, tbl_name FROM sqlite_master WHERE type IN ('table', 'index') "
         "AND rootpage > 0"
@@ -133,12 +135,12 @@ def _sizes_by_copies(con: sqlite3.Connection) -> dict[str, int]:
                 other.execute("VACUUM")
                 sizes[name] = (base - other.execute("PRAGMA page_count").fetchone()[0]) * page_size
             except sqlite3.Error:
-                sizes[name] = 0  # a shadow table or an automatic index: counted with its owner
+                pass  # an automatic index: counted with its table
             finally:
                 other.close()
                 copy.unlink()
         for kind, name, table in objects:
-            if kind == "index" and table in sizes:
+            if kind == "index" and table in sizes and name in sizes:
                 sizes[table] -= sizes[name]
     return sizes
 
