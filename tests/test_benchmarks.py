@@ -28,6 +28,7 @@ SMOKE: dict[str, list[str]] = {
     "request_paths.py": [],
     "semantic_latency.py": ["--facts", "300", "--queries", "10", "--embedder", "hashing"],
     "startup.py": ["--runs", "1"],
+    "storage_bytes.py": ["--facts", "200", "--episodes", "40", "--recalls", "5"],
     "tiered_reads.py": ["--episodes", "20"],
 }
 

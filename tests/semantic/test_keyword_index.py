@@ -204,7 +204,7 @@ async def test_the_sql_keyword_score_is_the_bm25f_formula(
     for fact in facts:
         postings = [
             (term, tf, ctx)
-            for term, (tf, ctx) in json.loads(fact["index_terms"]).items()
+            for term, (tf, ctx) in keyword_module.stored_terms(fact["index_terms"]).items()
             if term in idfs
         ]
         score = bm25f(
@@ -220,3 +220,31 @@ async def test_the_sql_keyword_score_is_the_bm25f_formula(
     assert view.keys() == expected.keys()
     for fact_id, score in expected.items():
         assert view[fact_id] == pytest.approx(score, abs=1e-9)  # the view rounds to 9 places
+
+
+async def test_own_text_terms_are_stored_short_and_both_entry_forms_index_alike(
+    rt: LocalRuntime, make_memory: MemoryFactory
+) -> None:
+    memory = make_memory()
+    await memory.learn_many([{"content": "Dana paints doors", "valid_from": _epoch(2024, 5)}])
+    entry = await rt.db.prepare(
+        "SELECT index_terms FROM semantic_facts WHERE tenant_id = 'acme'"
+    ).first_value("index_terms")
+    # Own-text terms as a bare tf (migration 0015); the date's terms are context: [0, 1].
+    assert json.loads(entry) == {"dana": 1, "paint": 1, "door": 1, "may": [0, 1], "2024": [0, 1]}
+
+    async def postings() -> dict[str, tuple[int, int]]:
+        rows = await rt.db.prepare(
+            "SELECT term, tf, context_tf FROM semantic_terms WHERE tenant_id = 'acme'"
+        ).all()
+        return {str(r["term"]): (int(r["tf"]), int(r["context_tf"])) for r in rows.results}
+
+    expected = {"dana": (1, 0), "paint": (1, 0), "door": (1, 0), "may": (0, 1), "2024": (0, 1)}
+    assert await postings() == expected
+    # An entry in the array form (written before 0015) indexes the same postings.
+    await (
+        rt.db.prepare("UPDATE semantic_facts SET index_terms = ? WHERE tenant_id = 'acme'")
+        .bind('{"dana":[1,0],"paint":[2,0],"door":[1,3]}')
+        .run()
+    )
+    assert await postings() == {"dana": (1, 0), "paint": (2, 0), "door": (1, 3)}

@@ -205,7 +205,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class IndexEntry:
-    """How one memory is indexed: `{"term": [tf, context_tf]}` as JSON and the two lengths."""
+    """How one memory is indexed: `index_terms` (`_entry_json`) and the two lengths."""
 
     index_terms: str
     length: int
@@ -229,24 +229,33 @@ def index_entry(content: str, context: Sequence[str], valid_from_s: float | None
         extra.append(dict.fromkeys(date_terms(valid_from_s), 1))
     ctx = merge_counts(*extra)
     terms = {t: [own.get(t, 0), ctx.get(t, 0)] for t in dict.fromkeys([*own, *ctx])}
-    return IndexEntry(
-        index_terms=json.dumps(terms, separators=(",", ":"), ensure_ascii=False),
-        length=sum(own.values()),
-        context_length=sum(ctx.values()),
-    )
+    return IndexEntry(_entry_json(terms), sum(own.values()), sum(ctx.values()))
+
+
+def _entry_json(terms: dict[str, list[int]]) -> str:
+    """`index_terms` as stored: `{"term": tf}` for a term only in the memory's own text (most
+    of them: 4 bytes fewer each, migration 0015), `{"term": [tf, context_tf]}` otherwise."""
+    compact = {t: tf if not ctx else [tf, ctx] for t, (tf, ctx) in terms.items()}
+    return json.dumps(compact, separators=(",", ":"), ensure_ascii=False)
+
+
+def stored_terms(index_terms: str) -> dict[str, list[int]]:
+    """`{"term": [tf, context_tf]}` of a stored `index_terms` (either form)."""
+    stored: dict[str, int | list[int]] = json.loads(index_terms)
+    return {t: list(v) if isinstance(v, list) else [v, 0] for t, v in stored.items()}
 
 
 def extended_entry(row: Row, following: Sequence[str]) -> IndexEntry:
     """A stored entry (`index_terms`, `index_length`, `context_length` of `row`) with the
     words of `following` added to its context."""
-    terms: dict[str, list[int]] = json.loads(str(row["index_terms"]))
+    terms = stored_terms(str(row["index_terms"]))
     added = merge_counts(*(term_counts(text) for text in following))
     for term, n in added.items():
         terms.setdefault(term, [0, 0])[1] += n
     return IndexEntry(
-        index_terms=json.dumps(terms, separators=(",", ":"), ensure_ascii=False),
-        length=int(row["index_length"]),
-        context_length=int(row["context_length"]) + sum(added.values()),
+        _entry_json(terms),
+        int(row["index_length"]),
+        int(row["context_length"]) + sum(added.values()),
     )
 
 
