@@ -514,10 +514,22 @@ class FactWriter:
             # missing is never recalled (recall drops vectors without a live row), and the
             # row turns active only after both (ADR-0030's order, in two round trips).
             upserted = list(jobs.values())
-            conflicts, error = await asyncio.gather(
+            inserted, error = await asyncio.gather(
                 self._insert_rows(inserts),
                 self._vectors.upsert(upserted, vectors, embedder.config),
+                return_exceptions=True,
             )
+            if isinstance(inserted, BaseException):
+                # No row: the new rows' vectors must not outlive the failed write (an erase
+                # finds vectors through their rows only).
+                if error is None:
+                    try:
+                        await self._delete_vectors([jobs[i]["fact_id"] for i, _ in inserts])
+                    except Exception as exc:
+                        log.warning("vectors of failed rows (%s) kept: %s", self._s.tenant_id, exc)
+                raise inserted
+            conflicts = inserted
+            assert not isinstance(error, BaseException)  # upsert reports, never raises
             if conflicts:
                 # Another writer learned the same fact between our lookup and our insert:
                 # its row wins (and still gets its vector here if it is pending); the
