@@ -2,7 +2,8 @@
 answers (issue 24), counted by `benchmarks/round_trips.py`'s instrumentation: every binding
 call of the local runtime is delayed, and calls that overlap ran concurrently. The delay is
 long enough that concurrent calls always overlap (they start in the same loop iteration);
-the count, not the time, is asserted."""
+the count, not the time, is asserted. The memory API's token deny-list lookup overlaps the
+operation's reads, so it adds none."""
 
 from __future__ import annotations
 
@@ -14,10 +15,6 @@ from types import ModuleType
 import pytest
 
 from tests.conftest import PROJECT_ROOT
-
-# The memory API's gate reads the token deny-list in KV before its handler runs: one round
-# trip more than the operation's floor (docs/architecture.md, "Round trips").
-TOKEN_CHECK = 1
 
 
 def _benchmark() -> ModuleType:
@@ -34,7 +31,7 @@ def _benchmark() -> ModuleType:
 @pytest.fixture(scope="module")
 def measured() -> dict[str, dict[str, object]]:
     bench = _benchmark()
-    return asyncio.run(bench.run(0.05, 1, 3, False))  # type: ignore[no-any-return]
+    return asyncio.run(bench.run(0.08, 1, 3, False))  # type: ignore[no-any-return]
 
 
 @pytest.mark.parametrize(
@@ -43,10 +40,10 @@ def measured() -> dict[str, dict[str, object]]:
         ("MCP recall_memory", 3),
         ("MCP store_memory", 3),
         ("agent run, one turn", 2),
-        ("memory API ?tier=semantic&query=", 3 + TOKEN_CHECK),
-        ("memory API ?query= (all tiers)", 3 + TOKEN_CHECK),
-        ("memory API semantic write", 3 + TOKEN_CHECK),
-        ("memory API working write", 2 + TOKEN_CHECK),
+        ("memory API ?tier=semantic&query=", 3),
+        ("memory API ?query= (all tiers)", 3),
+        ("memory API semantic write", 3),
+        ("memory API working write", 2),
     ],
 )
 def test_operation_at_its_floor(

@@ -16,7 +16,7 @@ import asyncio
 import json
 import logging
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import cached_property
 from typing import Any, Literal
 
@@ -158,6 +158,7 @@ class Memory:
         *,
         events_after_response: bool = False,
         read_counts: ReadCounts | None = None,
+        admitted: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         if not isinstance(tenant, str) or not TENANT_RE.fullmatch(tenant):
             raise ValueError(f"invalid tenant id {tenant!r}")
@@ -176,6 +177,7 @@ class Memory:
             events=self.events,
             policy=WritePolicy(agent_types=self.agent_types),
             background=bindings.background if events_after_response else None,
+            admitted=admitted,
         )
         # Working-memory writes always record their event after the response: it cannot share
         # a transaction with KV anyway, and the budget's read and the write are the floor.
@@ -185,6 +187,7 @@ class Memory:
             events=self.events,
             policy=self.gate.policy,
             background=bindings.background,
+            admitted=admitted,
         )
         # Working-memory reads by key generation, for the daily brief (the namespace
         # migration's progress); flushed by whoever made them.

@@ -399,7 +399,9 @@ class WorkingMemory:
         value_bytes = len(encoded.encode("utf-8"))
         needed = len(key.encode("utf-8")) + value_bytes
         async with self._lock:
-            used = sum(entry.bytes for entry in await self.entries() if entry.key != key)
+            # The caller's admission (a token check) in the same round trip as the budget read.
+            listed, _ = await asyncio.gather(self.entries(), self._gate.admitted())
+            used = sum(entry.bytes for entry in listed if entry.key != key)
             if used + needed > self.budget_bytes:
                 raise WorkingMemoryBudgetExceeded(
                     key=key, needed=needed, used=used, budget=self.budget_bytes

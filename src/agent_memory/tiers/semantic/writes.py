@@ -452,11 +452,12 @@ class FactWriter:
         # the cost of embedding a text the hash lookup then finds stored.
         firsts = list(first_of.values())
         early = len(firsts) <= EMBED_BATCH and all(items[i][0] is None for i in firsts)
-        existing, keys, (plans, before_call), early_matrix = await asyncio.gather(
+        existing, keys, (plans, before_call), early_matrix, _ = await asyncio.gather(
             find_by_hash(self._s, list(first_of)),
             derive_keys(self._s, [(f.content, f.subject, f.predicate, f.metadata) for f in inputs]),
             self._context.plan(items),
             embedder.embed([inputs[i].content for i in firsts]) if early else _none(),
+            self._s.gate.admitted(),  # nothing is written before the caller is admitted
         )
         if early_matrix is not None:
             check_matrix(early_matrix, len(firsts), embedder.config)
