@@ -379,7 +379,7 @@ class MemoryTokenClaims(BaseModel):
     iat: int = Field(strict=True)
     exp: int = Field(strict=True)
     jti: str = Field(pattern=JTI_PATTERN)
-    # The deny-list lookup, when the gate left it in flight (`agent_token_overlapped`).
+    # The deny-list lookup, when the gate left it in flight (`agent_token`).
     _revocation: asyncio.Future[bool] | None = PrivateAttr(default=None)
 
     async def confirm(self) -> None:
