@@ -26,6 +26,7 @@ SMOKE: dict[str, list[str]] = {
     "gateway_overhead.py": ["--calls", "20", "--warmup", "5"],
     "prune.py": ["--sizes", "3000", "--tenants", "3"],
     "request_paths.py": [],
+    "round_trips.py": ["--facts", "3", "--iterations", "1", "--delay-ms", "2"],
     "semantic_latency.py": ["--facts", "300", "--queries", "10", "--embedder", "hashing"],
     "startup.py": ["--runs", "1"],
     "storage_bytes.py": ["--facts", "200", "--episodes", "40", "--recalls", "5"],

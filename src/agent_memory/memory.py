@@ -16,7 +16,7 @@ import asyncio
 import json
 import logging
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import cached_property
 from typing import Any, Literal
 
@@ -158,6 +158,7 @@ class Memory:
         *,
         events_after_response: bool = False,
         read_counts: ReadCounts | None = None,
+        admitted: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         if not isinstance(tenant, str) or not TENANT_RE.fullmatch(tenant):
             raise ValueError(f"invalid tenant id {tenant!r}")
@@ -176,6 +177,17 @@ class Memory:
             events=self.events,
             policy=WritePolicy(agent_types=self.agent_types),
             background=bindings.background if events_after_response else None,
+            admitted=admitted,
+        )
+        # Working-memory writes always record their event after the response: it cannot share
+        # a transaction with KV anyway, and the budget's read and the write are the floor.
+        self.working_gate = WriteGate(
+            tenant,
+            clock=bindings.clock,
+            events=self.events,
+            policy=self.gate.policy,
+            background=bindings.background,
+            admitted=admitted,
         )
         # Working-memory reads by key generation, for the daily brief (the namespace
         # migration's progress); flushed by whoever made them.
@@ -207,7 +219,7 @@ class Memory:
             agent_session(agent_type, instance_id),
             ttl_seconds=ttl_seconds,
             write_lock=write_lock,
-            gate=self.gate,
+            gate=self.working_gate,
             agent_type=agent_type,
             run_id=run_id,
             clock=self.clock,
@@ -376,18 +388,24 @@ class Memory:
     async def note_new_facts(self, count: int = 1) -> None:
         """Count new facts towards the tenant's next reconcile; every
         `MEMORY_RECONCILE_EVERY_WRITES` of them, reconcile it after the response, so updates
-        are resolved without waiting for the daily cron. Never fails the write it follows."""
+        are resolved without waiting for the daily cron. Never fails the write it follows,
+        and counts after the response: the caller's answer does not depend on it."""
         every = self.bindings.settings.memory_reconcile_every_writes
-        if self.bindings.db is None or every <= 0:
+        db = self.bindings.db
+        if db is None or every <= 0:
             return
-        try:
-            due = await note_writes(self.bindings.db, self.tenant, count, every)
-        except Exception as exc:  # the fact is stored; the daily cron reconciles anyway
-            log.warning("reconcile cadence not counted for %s: %s", self.tenant, exc)
-            return
-        reconciler = self.reconciler() if due else None
-        if reconciler is not None:
-            self.bindings.background.wait_until(_reconcile(reconciler))
+
+        async def count_then_reconcile() -> None:
+            try:
+                due = await note_writes(db, self.tenant, count, every)
+            except Exception as exc:  # the fact is stored; the daily cron reconciles anyway
+                log.warning("reconcile cadence not counted for %s: %s", self.tenant, exc)
+                return
+            reconciler = self.reconciler() if due else None
+            if reconciler is not None:
+                await _reconcile(reconciler)
+
+        self.bindings.background.wait_until(count_then_reconcile())
 
     def eraser(self) -> SubjectEraser:
         """Erases one subject from every tier and the archives (docs/lifecycle.md)."""
@@ -639,8 +657,9 @@ class Memory:
     async def _working_items(self, instance_id: str, agent_type: str) -> list[MemoryItem]:
         memory = self.working(instance_id, agent_type=agent_type)
         items: list[MemoryItem] = []
-        for entry in await memory.entries():
-            value = await memory.get(entry.key)
+        entries = await memory.entries()
+        values = await asyncio.gather(*(memory.get(entry.key) for entry in entries))
+        for entry, value in zip(entries, values, strict=True):
             if value is None:
                 continue  # expired between list and get
             expires = None if entry.expiration is None else entry.expiration * 1000

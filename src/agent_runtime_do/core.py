@@ -396,12 +396,17 @@ class AgentRuntimeCore:
             if agent_type.memory.working_memory and bindings.kv is not None
             else None
         )
-        context = await assemble_context(
-            memory,
-            agent_type=agent_type,
-            turn_state=turn.state,
-            working=working,
-            input_text=request.input,
+        self.ensure_workflows(agent_type, memory.gate)
+        # The pack lookup (D1) needs nothing from the context: both in one round trip.
+        context, selection = await asyncio.gather(
+            assemble_context(
+                memory,
+                agent_type=agent_type,
+                turn_state=turn.state,
+                working=working,
+                input_text=request.input,
+            ),
+            self._packed_workflow(memory, agent_type, turn.task_type),
         )
         turn.episode_ids = context.episode_ids
         log_step(
@@ -417,8 +422,6 @@ class AgentRuntimeCore:
                 "memory_read", {"tier": "semantic", "op": "prefetch", "facts": len(context.facts)}
             )
 
-        self.ensure_workflows(agent_type, memory.gate)
-        selection = await self._packed_workflow(memory, agent_type, turn.task_type)
         if selection is None:
             if self.rng is None:
                 self.rng = np.random.default_rng()

@@ -281,6 +281,9 @@ class Route:
     query: ModelRef = None
     response: ModelRef = None
     status: int = 200
+    # The handler runs while the memory token's deny-list lookup is in flight, and writes
+    # only once it is confirmed (`worker.identity.confirmed`): one round trip fewer.
+    overlap_auth: bool = False
 
     def model(self, ref: ModelRef) -> type[BaseModel] | None:
         """The model `ref` names (imports the handler's module for a name)."""
@@ -326,6 +329,35 @@ class Router:
         route, params = self.resolve(request.method, request.path)
         gate = route.auth.gate
         auth = None if gate is None else await gate.resolve()(request, params, bindings)
+        # A memory token's deny-list lookup is still in flight: confirmed before the handler,
+        # or, for a route that overlaps it with its reads (issue 24), after it — whatever it
+        # answered or raised, a revoked token gets 401.
+        confirm = getattr(auth, "confirm", None)
+        if confirm is not None and not route.overlap_auth:
+            await confirm()
+        try:
+            answer = await self._handle(route, request, params, bindings, auth)
+        except Exception:
+            if confirm is not None:
+                await confirm()
+            raise
+        if confirm is not None:
+            await confirm()
+        expected = route.model(route.response) or HttpResponse
+        if not isinstance(answer, expected):
+            raise TypeError(f"{route.method} {route.path} answered {type(answer).__name__}")
+        if isinstance(answer, HttpResponse):
+            return answer
+        return json_response(answer.model_dump(mode="json"), status=route.status)
+
+    async def _handle(
+        self,
+        route: Route,
+        request: HttpRequest,
+        params: dict[str, str],
+        bindings: Bindings,
+        auth: Any,
+    ) -> BaseModel | HttpResponse:
         body: BaseModel | None = None
         if (body_model := route.model(route.body)) is not None:
             empty = not request.body and not route.body_required
@@ -335,13 +367,7 @@ class Router:
         handler = route.handler
         if isinstance(handler, LazyHandler):
             handler = handler.resolve()
-        answer = await handler(Call(request, params, bindings, auth, body, query))
-        expected = route.model(route.response) or HttpResponse
-        if not isinstance(answer, expected):
-            raise TypeError(f"{route.method} {route.path} answered {type(answer).__name__}")
-        if isinstance(answer, HttpResponse):
-            return answer
-        return json_response(answer.model_dump(mode="json"), status=route.status)
+        return await handler(Call(request, params, bindings, auth, body, query))
 
 
 log = logging.getLogger(__name__)
@@ -526,10 +552,10 @@ def routes(memory_tools: MemoryDispatcherFactory | None = SemanticDispatcher) ->
         # The uniform memory API over the four tiers (ADR-29), and its tokens.
         Route("GET", "/api/v1/memory/{agent_id}", lazy("worker.memory_routes:read_memory"),
               "List a memory tier, or rank one or every tier for a query", "memory",
-              auth=MEMORY_TOKEN, query="MemoryQuery", response="MemoryPage"),
+              auth=MEMORY_TOKEN, query="MemoryQuery", response="MemoryPage", overlap_auth=True),
         Route("POST", "/api/v1/memory/{agent_id}", lazy("worker.memory_routes:write_memory"),
               "Write working, episodic or semantic memory", "memory", auth=MEMORY_TOKEN,
-              body="MemoryWrite", response="MemoryWritten", status=201),
+              body="MemoryWrite", response="MemoryWritten", status=201, overlap_auth=True),
         Route("DELETE", "/api/v1/memory/{agent_id}/{key}",
               lazy("worker.memory_routes:delete_memory"),
               "Delete a working or episodic key", "memory", auth=MEMORY_TOKEN,

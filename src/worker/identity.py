@@ -30,17 +30,19 @@ lifetime as TTL.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from agent_memory.ids import new_ulid
 from agent_memory.namespace import (
@@ -51,6 +53,7 @@ from agent_memory.namespace import (
 )
 from authorization.operator_grants import Principal, granted
 from bindings.environment import Bindings
+from bindings.ports.background import BackgroundTasks
 from bindings.ports.crypto import RsaPublicJwk, Signatures
 from bindings.ports.kv import KVNamespace
 from http_messages import HttpRequest
@@ -393,6 +396,14 @@ class MemoryTokenClaims(BaseModel):
     iat: int = Field(strict=True)
     exp: int = Field(strict=True)
     jti: str = Field(pattern=JTI_PATTERN)
+    # The deny-list lookup, when the gate left it in flight (`agent_token`).
+    _revocation: asyncio.Future[bool] | None = PrivateAttr(default=None)
+
+    async def confirm(self) -> None:
+        """Raise 401 `memory_token_revoked` when the token is on the deny-list; nothing when
+        the gate checked it already (idempotent)."""
+        if self._revocation is not None and await self._revocation:
+            raise _token_revoked()
 
     @field_validator("tiers", "scopes")
     @classmethod
@@ -512,8 +523,12 @@ def bearer_token(request: HttpRequest) -> str:
 RULES = JwtRules("HS256", ISSUER, AUDIENCE, LEEWAY_SECONDS, MAX_TOKEN_CHARS, ("exp", "iat", "jti"))
 
 
-async def verify_memory_token(token: str, bindings: Bindings) -> MemoryTokenClaims:
-    """The token's claims when it is genuine, current and not revoked; else `ApiError`."""
+async def verify_memory_token(
+    token: str, bindings: Bindings, *, overlap: bool = False
+) -> MemoryTokenClaims:
+    """The token's claims when it is genuine, current and not revoked; else `ApiError`. With
+    `overlap`, the deny-list lookup is left in flight: the caller must `confirm()` the
+    claims before writing or answering."""
     _, keys = signing_keys(bindings)
 
     async def key_for(kid: str) -> bytes | None:
@@ -527,9 +542,45 @@ async def verify_memory_token(token: str, bindings: Bindings) -> MemoryTokenClai
         claims = MemoryTokenClaims.model_validate(raw)
     except ValidationError:
         raise _token_invalid("token claims are not those of an agent memory token") from None
-    if await _kv(bindings).get(_revoked_key(claims.tenant, claims.jti)) is not None:
-        raise ApiError(401, "memory_token_revoked", "this token has been revoked")
+    revoked = _is_revoked(_kv(bindings), _revoked_key(claims.tenant, claims.jti))
+    if overlap:
+        claims._revocation = asyncio.ensure_future(revoked)
+    elif await revoked:
+        raise _token_revoked()
     return claims
+
+
+async def _is_revoked(kv: KVNamespace, key: str) -> bool:
+    return await kv.get(key) is not None
+
+
+def _token_revoked() -> ApiError:
+    return ApiError(401, "memory_token_revoked", "this token has been revoked")
+
+
+@dataclass(frozen=True)
+class _AfterConfirmation:
+    """A background that starts each piece of after-response work only once the token is
+    confirmed: a revoked token's request records nothing (no event, no recall statistics)."""
+
+    inner: BackgroundTasks
+    claims: MemoryTokenClaims
+
+    def wait_until(self, work: Coroutine[Any, Any, Any]) -> None:
+        async def when_confirmed() -> Any:
+            try:
+                await self.claims.confirm()
+            except Exception:
+                work.close()
+                return None
+            return await work
+
+        self.inner.wait_until(when_confirmed())
+
+
+def confirmed_bindings(bindings: Bindings, claims: MemoryTokenClaims) -> Bindings:
+    """`bindings` whose after-response work waits for the token's confirmation."""
+    return dataclasses.replace(bindings, background=_AfterConfirmation(bindings.background, claims))
 
 
 def _kv(bindings: Bindings) -> KVNamespace:
@@ -559,9 +610,12 @@ async def agent_token(
     request: HttpRequest, params: dict[str, str], bindings: Bindings
 ) -> MemoryTokenClaims:
     """The gate of every `MEMORY_TOKEN` route (`worker.app`): the caller's verified
-    claims, or a 401/503. What the claims allow is checked by the handler, which knows the
-    tier and the operation (`worker.memory_routes.authorize`)."""
-    return await verify_memory_token(bearer_token(request), bindings)
+    claims, or a 401/503, with the deny-list lookup in flight — the router confirms the
+    claims before the handler runs, or, for a route declared `overlap_auth`, after it (the
+    handler's writes wait for it: `WriteGate.admitted`). What the claims
+    allow is checked by the handler, which knows the tier and the operation
+    (`worker.memory_routes.authorize`)."""
+    return await verify_memory_token(bearer_token(request), bindings, overlap=True)
 
 
 class TokenRevoked(BaseModel):

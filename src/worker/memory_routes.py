@@ -44,7 +44,7 @@ from bindings.environment import Bindings
 from http_messages import MAX_EPOCH_SECONDS
 from worker.app import Call, Metadata, Subject, has_control
 from worker.errors import ApiError
-from worker.identity import MemoryTier, MemoryTokenClaims, Scope
+from worker.identity import MemoryTier, MemoryTokenClaims, Scope, confirmed_bindings
 
 PROMOTION_ROUTE = "POST /admin/tenants/{tenant}/agents/{agent_type}/packs"
 MAX_VALUE_CHARS = 32_768
@@ -249,7 +249,10 @@ async def _embedding_budget(bindings: Bindings, tenant: str) -> None:
 
 
 async def read_memory(call: Call[None, MemoryQuery]) -> MemoryPage:
-    claims, query, bindings = call.token, call.query, call.bindings
+    # Runs beside the token's deny-list lookup (`overlap_auth`): what it leaves for after
+    # the response (events, recall statistics) waits for the token's confirmation.
+    claims, query = call.token, call.query
+    bindings = confirmed_bindings(call.bindings, claims)
     agent_id = call.params["agent_id"]
     authorize(claims, agent_id, query.tier, "read", query.agent_type)
     if query.tier is None and query.query is None:
@@ -319,12 +322,18 @@ async def _ttl(body: MemoryWrite, memory: Memory) -> int | None:
 
 
 async def write_memory(call: Call[MemoryWrite, None]) -> MemoryWritten:
-    claims, body, bindings = call.token, call.body, call.bindings
+    # Runs beside the token's deny-list lookup (`overlap_auth`): working and semantic
+    # writes make their reads meanwhile and write once it is confirmed (`WriteGate.admitted`);
+    # an episode is written only after it.
+    claims, body = call.token, call.body
+    bindings = confirmed_bindings(call.bindings, claims)
     agent_id = call.params["agent_id"]
     authorize(claims, agent_id, body.tier, "write")
     if body.tier == "procedural":
         raise _read_only(body.tier)
-    memory = Memory(bindings, claims.tenant)
+    if body.tier not in ("working", "semantic"):
+        await claims.confirm()
+    memory = Memory(bindings, claims.tenant, admitted=claims.confirm)
     key, ttl = _key(body.key), await _ttl(body, memory)
     if len(json_text(body.value)) > MAX_VALUE_CHARS:
         raise ApiError(413, "value_too_large", f"value is over {MAX_VALUE_CHARS} characters")

@@ -323,3 +323,43 @@ async def test_a_token_reaches_its_own_agent_type_only(
         assert values(await client.read(assistant, "default", tier=tier)) == ["assistant's"]
     searched = await client.read(untyped, "default", query="assistant's sdr's plan")
     assert values(searched) == []
+
+
+async def test_a_revoked_token_reads_writes_and_records_nothing_though_its_check_overlaps(
+    client: Client,
+) -> None:
+    # The hot routes run beside the deny-list lookup (issue 24): a revoked token still gets
+    # 401, before any write, with no event or recall statistic recorded after the response.
+    token = await client.mint(TENANT, "agent-a")
+    assert (await client.write(token, "agent-a", tier="semantic", key="k", value="Lyon")).status
+    jti = jwt.decode(token, options={"verify_signature": False})["jti"]
+    revoked = await client.send(
+        "DELETE", f"/admin/tenants/{TENANT}/memory-tokens/{jti}", access=client.operator
+    )
+    assert revoked.status == 200
+    db = client.runtime.db
+
+    async def counts() -> tuple[object, ...]:
+        facts = await db.prepare(
+            "SELECT count(*) AS n, sum(recall_count) AS r FROM semantic_facts"
+        ).first()
+        events = await db.prepare("SELECT count(*) AS n FROM memory_events").first()
+        keys = await client.runtime.kv.list(prefix="")
+        assert facts is not None and events is not None
+        return facts["n"], facts["r"], events["n"], len(keys.keys)
+
+    before = await counts()
+    attempts = [
+        client.read(token, "agent-a", query="Lyon"),
+        client.read(token, "agent-a", tier="semantic", query="Lyon"),
+        client.read(token, "agent-a", tier="working"),
+        client.write(token, "agent-a", tier="working", key="w", value="v"),
+        client.write(token, "agent-a", tier="semantic", key="k2", value="Paris office"),
+        client.write(token, "agent-a", tier="episodic", key="e", value="seen"),
+        client.write(token, "agent-a", tier="semantic", key="k", value=""),  # also invalid
+    ]
+    for attempt in attempts:
+        refused = await attempt
+        assert (refused.status, code(refused)) == (401, "memory_token_revoked")
+    await client.runtime.background.drain()
+    assert await counts() == before

@@ -1,5 +1,6 @@
-"""learn / learn_many: D1 row first, then the vector; idempotent; failures leave a
-retryable pending row and never a half-visible fact; bad input writes nothing."""
+"""learn / learn_many: the pending D1 row and the vector together, then active; idempotent;
+failures leave a retryable pending row and never a half-visible fact; bad input writes
+nothing."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from agent_memory.tiers.semantic.models import (
     embedding_tag,
     namespace_for_tenant,
 )
+from bindings.ports.d1 import D1Error
 from bindings.ports.embedder import EmbeddingConfig, EmbeddingOverloadedError
 from local_runtime.runtime import LocalRuntime
 from tests.fakes.embedder import HashingEmbedder
@@ -157,6 +159,18 @@ async def test_activation_failure_keeps_the_fact_invisible_until_completed(
     assert await memory.complete_pending() == 1
     found = await memory.recall("responded positively to direct ROI framing")
     assert found.fact_ids == [result.fact_id]
+
+
+async def test_a_failed_row_insert_leaves_no_vector_behind(
+    rt: LocalRuntime, make_memory: MemoryFactory, spy_db: SpyD1
+) -> None:
+    # Rows and vectors are written together (one round trip): when the rows fail, the
+    # vectors just written go too — an erase finds vectors only through their rows.
+    memory = make_memory()
+    spy_db.fail_pattern = r"INSERT INTO semantic_facts"
+    with pytest.raises(D1Error):
+        await memory.learn(ROI_FACT)
+    assert await fact_rows(rt) == [] and await vector_count(rt) == 0
 
 
 async def test_embedding_failure_writes_nothing(

@@ -263,7 +263,7 @@ async def assemble_context(
         if working is None or not config.working_memory:
             return {}
         entries = await working.entries()
-        values = await working.snapshot()
+        values = await working.snapshot(entries)
         items = [
             RankItem(
                 id=entry.key,

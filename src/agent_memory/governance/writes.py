@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -569,12 +569,22 @@ class WriteGate:
         events: EventLog | None = None,
         policy: WritePolicy | None = None,
         background: BackgroundTasks | None = None,
+        admitted: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.tenant_id = tenant_id
         self.policy = policy or DEFAULT_POLICY
         self._clock: Clock = clock or SystemClock()
         self._events = events
         self._background = background
+        self._admitted = admitted
+
+    async def admitted(self) -> None:
+        """Return once the caller may write (its memory token confirmed not revoked, a
+        lookup the tier overlaps with its reads: issue 24); raises when it may not. The
+        working and semantic tiers await it before their first write; a caller that
+        passes `admitted` confirms before writing any other tier."""
+        if self._admitted is not None:
+            await self._admitted()
 
     def check(self, proposal: WriteProposal) -> None:
         decision = self.policy.evaluate(proposal)

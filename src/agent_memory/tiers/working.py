@@ -184,8 +184,12 @@ class NamespacedKV:
         meta = self._metadata(metadata)
         if not self._writes_canonical:
             legacy = self.legacy_key(entity)
-            await self._kv.put(legacy, value, expiration_ttl=expiration_ttl, metadata=meta)
-            if await self._kv.get(canonical) is None:  # else keep the canonical copy fresh
+            # One round trip: whether a canonical copy exists does not depend on this put.
+            _, copy = await asyncio.gather(
+                self._kv.put(legacy, value, expiration_ttl=expiration_ttl, metadata=meta),
+                self._kv.get(canonical),
+            )
+            if copy is None:  # else keep the canonical copy fresh
                 return
         await self._kv.put(canonical, value, expiration_ttl=expiration_ttl, metadata=meta)
 
@@ -398,7 +402,9 @@ class WorkingMemory:
         value_bytes = len(encoded.encode("utf-8"))
         needed = len(key.encode("utf-8")) + value_bytes
         async with self._lock:
-            used = sum(entry.bytes for entry in await self.entries() if entry.key != key)
+            # The caller's admission (a token check) in the same round trip as the budget read.
+            listed, _ = await asyncio.gather(self.entries(), self._gate.admitted())
+            used = sum(entry.bytes for entry in listed if entry.key != key)
             if used + needed > self.budget_bytes:
                 raise WorkingMemoryBudgetExceeded(
                     key=key, needed=needed, used=used, budget=self.budget_bytes
@@ -415,14 +421,15 @@ class WorkingMemory:
     async def delete(self, key: str) -> None:
         await self._keys.delete(validate_key(key, InvalidWorkingMemoryKey))
 
-    async def snapshot(self) -> dict[str, Any]:
-        """Every live key with its value (what a turn sees at its start)."""
-        values: dict[str, Any] = {}
-        for entry in await self.entries():
-            raw = await self._keys.get(entry.key)
-            if raw is not None:  # expired between list and get
-                values[entry.key] = json.loads(raw)
-        return values
+    async def snapshot(self, listed: Sequence[WorkingEntry] | None = None) -> dict[str, Any]:
+        """Every live key (of `listed`, when the caller has listed them) with its value (what
+        a turn sees at its start); the values are read concurrently."""
+        listed = await self.entries() if listed is None else listed
+        raws = await asyncio.gather(*(self._keys.get(entry.key) for entry in listed))
+        # None: expired between list and get
+        return {
+            e.key: json.loads(raw) for e, raw in zip(listed, raws, strict=True) if raw is not None
+        }
 
 
 DEFAULT_MAX_KEYS = 250

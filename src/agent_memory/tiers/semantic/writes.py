@@ -11,6 +11,7 @@ keys facts written before migration 0005 exactly as the write path does.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Mapping, Sequence
@@ -50,6 +51,10 @@ from bindings.ports.sql import Row, SqlValue
 from bindings.ports.vectorize import VECTORIZE_MAX_BATCH, VectorRecord
 
 log = logging.getLogger(__name__)
+
+
+async def _none() -> None:
+    return None
 
 
 # The columns a vector's metadata is built from (a row read back, or a new fact's values).
@@ -97,8 +102,12 @@ class VectorSync:
     ) -> str | None:
         """Upsert the jobs' vectors, then mark their rows active. Returns None on success,
         else the error text (the rows stay `pending_vector` for `complete_pending`)."""
-        if not jobs:
-            return None
+        return await self.upsert(jobs, vectors, config) or await self.activate(jobs, config, now)
+
+    async def upsert(
+        self, jobs: Sequence[Row], vectors: Mapping[str, Any], config: EmbeddingConfig
+    ) -> str | None:
+        """Upsert the jobs' vectors: None on success, else the error text."""
         records = [self._vector_record(job, vectors[job["fact_id"]], config) for job in jobs]
         try:
             for chunk in chunks(records, VECTORIZE_MAX_BATCH):
@@ -111,8 +120,21 @@ class VectorSync:
                 exc,
             )
             return f"vector write failed: {exc}"
+        return None
+
+    async def activate(
+        self,
+        jobs: Sequence[Row],
+        config: EmbeddingConfig,
+        now: float,
+        also: Sequence[D1Statement] = (),
+    ) -> str | None:
+        """Mark the jobs' rows active (with `also` in the same batch): None on success, else
+        the error text (the rows stay `pending_vector`)."""
+        if not jobs and not also:
+            return None
         try:
-            await self._activate([job["fact_id"] for job in jobs], config, now)
+            await self._activate([job["fact_id"] for job in jobs], config, now, also)
         except Exception as exc:
             log.warning(
                 "activating %d fact(s) of tenant %s failed; rows stay pending: %s",
@@ -123,8 +145,14 @@ class VectorSync:
             return f"activation failed: {exc}"
         return None
 
-    async def _activate(self, fact_ids: Sequence[str], config: EmbeddingConfig, now: float) -> None:
-        statements = []
+    async def _activate(
+        self,
+        fact_ids: Sequence[str],
+        config: EmbeddingConfig,
+        now: float,
+        also: Sequence[D1Statement] = (),
+    ) -> None:
+        statements = list(also)
         for chunk in chunks(fact_ids, IDS_PER_STATEMENT - 5):
             marks = ", ".join("?" for _ in chunk)
             statements.append(
@@ -411,10 +439,6 @@ class FactWriter:
         first_of: dict[tuple[str, str], int] = {}
         for index, fact in enumerate(inputs):
             first_of.setdefault((fact.subject, hashes[index]), index)
-        existing = await find_by_hash(self._s, list(first_of))
-        keys = await derive_keys(
-            self._s, [(f.content, f.subject, f.predicate, f.metadata) for f in inputs]
-        )
         items = [
             (
                 fact.session or fact.learned_from_run_id or self._s.run_id,
@@ -423,7 +447,21 @@ class FactWriter:
             )
             for fact in inputs
         ]
-        plans, before_call = await self._context.plan(items)
+        # One round trip for every lookup; the embedding joins it when no text needs its
+        # session's earlier memories (a fact without a session is embedded as written), at
+        # the cost of embedding a text the hash lookup then finds stored.
+        firsts = list(first_of.values())
+        early = len(firsts) <= EMBED_BATCH and all(items[i][0] is None for i in firsts)
+        existing, keys, (plans, before_call), early_matrix, _ = await asyncio.gather(
+            find_by_hash(self._s, list(first_of)),
+            derive_keys(self._s, [(f.content, f.subject, f.predicate, f.metadata) for f in inputs]),
+            self._context.plan(items),
+            embedder.embed([inputs[i].content for i in firsts]) if early else _none(),
+            self._s.gate.admitted(),  # nothing is written before the caller is admitted
+        )
+        if early_matrix is not None:
+            check_matrix(early_matrix, len(firsts), embedder.config)
+            early_rows = {index: early_matrix[pos] for pos, index in enumerate(firsts)}
         results: dict[int, LearnResult] = {}
         todo: list[int] = []  # indexes (first occurrences) that need a vector
         failed = False
@@ -434,9 +472,12 @@ class FactWriter:
             else:
                 todo.append(index)
         for batch in chunks(todo, EMBED_BATCH):
-            texts = [plans[i].embed_text for i in batch]
-            matrix = await embedder.embed(texts)
-            check_matrix(matrix, len(texts), embedder.config)
+            if early_matrix is not None:
+                matrix = np.stack([early_rows[i] for i in batch])
+            else:
+                texts = [plans[i].embed_text for i in batch]
+                matrix = await embedder.embed(texts)
+                check_matrix(matrix, len(texts), embedder.config)
             jobs: dict[int, Row] = {}
             created: dict[int, bool] = {}
             inserts: list[tuple[int, D1Statement]] = []
@@ -465,10 +506,39 @@ class FactWriter:
                 )
                 inserts.append((index, insert_statement(self._s, jobs[index])))
                 created[index] = True
-            conflicts = await self._insert_rows(inserts)
+            vectors = {
+                jobs[index]["fact_id"]: matrix[pos]
+                for pos, index in enumerate(batch)
+                if index in jobs
+            }
+            # The pending rows and the vectors are written together: a vector whose row is
+            # missing is never recalled (recall drops vectors without a live row), and the
+            # row turns active only after both (ADR-0030's order, in two round trips).
+            upserted = list(jobs.values())
+            inserted, error = await asyncio.gather(
+                self._insert_rows(inserts),
+                self._vectors.upsert(upserted, vectors, embedder.config),
+                return_exceptions=True,
+            )
+            if isinstance(inserted, BaseException):
+                # No row: the new rows' vectors must not outlive the failed write (an erase
+                # finds vectors through their rows only).
+                if error is None:
+                    try:
+                        await self._delete_vectors([jobs[i]["fact_id"] for i, _ in inserts])
+                    except Exception as exc:
+                        log.warning("vectors of failed rows (%s) kept: %s", self._s.tenant_id, exc)
+                raise inserted
+            conflicts = inserted
+            assert not isinstance(error, BaseException)  # upsert reports, never raises
             if conflicts:
                 # Another writer learned the same fact between our lookup and our insert:
-                # its row wins (and still gets its vector here if it is pending).
+                # its row wins (and still gets its vector here if it is pending); the
+                # vector just written for our row that lost is deleted after the response.
+                lost = [jobs[i]["fact_id"] for i in conflicts]
+                await self._s.after_response(
+                    self._delete_vectors(lost), "deleting the vectors of rows that lost"
+                )
                 won = await find_by_hash(
                     self._s, [(inputs[i].subject, hashes[i]) for i in conflicts]
                 )
@@ -479,17 +549,20 @@ class FactWriter:
                         raise RuntimeError("insert conflicted but no existing row was found")
                     if row["status"] == "pending_vector":
                         jobs[index] = row
+                        vectors[row["fact_id"]] = matrix[batch.index(index)]
                     else:
                         del jobs[index]
                         results[index] = _found(row)
-            vectors = {
-                jobs[index]["fact_id"]: matrix[pos]
-                for pos, index in enumerate(batch)
-                if index in jobs
-            }
-            error = await self._vectors.write_vectors(
-                list(jobs.values()), vectors, embedder.config, now
-            )
+                won_jobs = [jobs[i] for i in conflicts if i in jobs]
+                error = error or await self._vectors.upsert(won_jobs, vectors, embedder.config)
+            if error is None:  # activated with the created facts' events, in one batch
+                made = [i for i in batch if created.get(i) and i in jobs]
+                events = self._event_statements(
+                    [proposals[i] for i in made], [jobs[i]["fact_id"] for i in made]
+                )
+                error = await self._vectors.activate(
+                    list(jobs.values()), embedder.config, now, events
+                )
             failed = failed or error is not None
             for index in batch:
                 if index in results:
@@ -509,8 +582,10 @@ class FactWriter:
                 result = result.model_copy(update={"created": False})
             ordered.append(result)
         created_at = [i for i, r in enumerate(ordered) if r.created]
+        # An active fact's event went with its activation; a pending one's is recorded here.
+        unrecorded = [i for i in created_at if ordered[i].status != "active"]
         await self._s.gate.committed(
-            [proposals[i] for i in created_at], [ordered[i].fact_id for i in created_at]
+            [proposals[i] for i in unrecorded], [ordered[i].fact_id for i in unrecorded]
         )
         if created_at:
             created_items = [items[i] for i in created_at]
@@ -519,8 +594,23 @@ class FactWriter:
                 "adding later context to earlier memories",
             )
         if todo and not failed:
-            await self._retry_pending_after_write()
+            await self._s.after_response(
+                self._retry_pending_after_write(), "retrying pending facts"
+            )
         return ordered
+
+    def _event_statements(
+        self, proposals: Sequence[WriteProposal], fact_ids: Sequence[str]
+    ) -> list[D1Statement]:
+        """The `memory_written` events of created facts, to commit in their activation batch
+        (insert-if-absent, id = the fact's id)."""
+        found = (
+            self._s.gate.event_statement(p, i) for p, i in zip(proposals, fact_ids, strict=True)
+        )
+        return [statement for statement in found if statement is not None]
+
+    async def _delete_vectors(self, fact_ids: Sequence[str]) -> None:
+        await self._s.vectors.delete_by_ids(list(fact_ids))
 
     def _proposal(self, fact: FactInput) -> WriteProposal:
         return WriteProposal(
