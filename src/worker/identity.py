@@ -36,6 +36,7 @@ import dataclasses
 import json
 import logging
 import re
+import warnings
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -571,7 +572,11 @@ class _AfterConfirmation:
             try:
                 await self.claims.confirm()
             except Exception:
-                work.close()
+                # Dropped unstarted; a coroutine it was handed (`after_response(work)`) is
+                # dropped with it, which CPython reports as "never awaited": intended here.
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", RuntimeWarning)
+                    work.close()
                 return None
             return await work
 
