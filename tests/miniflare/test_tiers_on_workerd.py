@@ -267,7 +267,7 @@ async def test_agent_turns_on_workerd_bindings(
     assert kinds[0] == "turn_start" and kinds[-1] == "turn_end"
     assert "memory_write" in kinds and "tool_call" in kinds
     assert [row["step"] for row in log] == list(range(len(log)))
-    working = WorkingMemory(mf_kv.kv, "acme", "inst-1")
+    working = WorkingMemory(mf_kv.kv, "acme", "assistant.inst-1")
     assert await working.get("last_input") == "what did I say?"
 
     # Tier 2 rows as workerd's D1 holds them.

@@ -74,9 +74,9 @@ class VectorSync:
             "tenant_id": self._s.tenant_id,
             "agent_type": job["agent_type"],
             "fact_id": job["fact_id"],
-            "subject": job["subject"],
-            "predicate": job["predicate"],
-            "object": job["object"],
+            # No subject, predicate or object: nothing reads them from Vectorize (recall asks
+            # for no metadata), and a vector left by a crash before its row was written must
+            # hold no text an erase could not reach (vectors are found through their rows).
             "confidence": float(job["confidence"]),
             "created_at": int(job["created_at"]),
             "embedding": embedding_tag(config),
