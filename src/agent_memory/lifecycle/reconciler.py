@@ -4,13 +4,14 @@ decay and linking over one tenant's semantic and episodic memory.
 The steps are pure functions over rows, applied by `Reconciler.run` in this order:
 
 * `find_duplicates`: exact duplicates (same content hash, compatible subjects), then near
-  ones (cosine ≥ `similarity_threshold`, same subject). The higher confidence is kept (ties:
-  the more specific subject, then the older); the others are superseded by it with their
-  provenance moved. Two sentences the update rules read as a change ("now prefers light
-  mode") are never merged: they are the update step's.
+  ones (cosine ≥ `similarity_threshold`, same subject, and `evidence.near_duplicate`: the
+  same key entity, names, numbers and codes). They merge into the more specific subject,
+  then the older row, with their provenance moved. Two sentences the update rules read
+  as a change ("now prefers light mode") are never merged: they are the update step's.
 * `resolve_conflicts`: live facts with the same subject and predicate but different
-  objects; the highest recency * confidence * source weight wins, the others are
-  superseded, never deleted. `multi_valued_predicates` (by default `states`) are left alone.
+  objects; the newest wins, the others are superseded (never deleted), unless from a
+  more trusted source (`source_weights`). `multi_valued_predicates` (by default
+  `states`) are left alone.
 * updates (`find_update_candidates`, `updates_to_apply`): pairs of live facts about the same
   key entity, written at different times, not the same words, that state the same key
   attribute or are close (cosine ≥ `update_similarity` or a word overlap ≥
@@ -48,7 +49,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agent_memory.governance.writes import EventLog, WriteGate, WriteProposal, memory_written
 from agent_memory.ids import content_hash, normalize_content, sha256_hex
-from agent_memory.retrieval import recency_decay
+from agent_memory.tiers.semantic import evidence
 from agent_memory.tiers.semantic.keys import (
     Decision,
     FactKey,
@@ -82,7 +83,6 @@ class ReconcileConfig(BaseModel):
     promotion_min_confidence: float = Field(default=0.8, ge=0.0, le=1.0)
     decay_ttl_days: int = Field(default=30, ge=1)
     decay_min_importance: float = Field(default=0.7, ge=0.0, le=1.0)
-    recency_half_life_days: float = Field(default=30.0, gt=0.0)
     source_weights: dict[str, float] = Field(
         default_factory=lambda: {
             "admin": 1.0,
@@ -147,9 +147,10 @@ SUMMARY_MAX_CHARS = 2_000
 DAY_MS = 86_400_000
 
 
-def _rank_key(fact: FactRow) -> tuple[float, int, int, str]:
-    # Higher confidence first, then a specific subject over the catch-all, then older.
-    return (-fact.confidence, fact.subject == DEFAULT_SUBJECT, fact.created_at, fact.fact_id)
+def _rank_key(fact: FactRow) -> tuple[bool, int, float, str]:
+    # A duplicate merges into the specific subject over the catch-all, then the older row
+    # (a merge never passes for new information), then the higher confidence.
+    return (fact.subject == DEFAULT_SUBJECT, fact.created_at, -fact.confidence, fact.fact_id)
 
 
 def _compatible_subjects(a: FactRow, b: FactRow) -> bool:
@@ -170,6 +171,17 @@ def _states_a_change(a: FactRow, b: FactRow) -> bool:
         FactKey(newer.key_entity, newer.key_attribute, "none"),
     )
     return verdict.decision in ("update", "unsure")
+
+
+def _near_duplicate(a: FactRow, b: FactRow, similarity: float, config: ReconcileConfig) -> bool:
+    """Close embeddings are a duplicate only with the same key entity, names, numbers
+    and codes, and no change stated (`evidence.near_duplicate`)."""
+    if similarity < config.similarity_threshold:
+        return False
+    why_not = evidence.near_duplicate(
+        a.content, a.key_entity, b.content, b.key_entity, states_a_change=_states_a_change(a, b)
+    )
+    return why_not is None
 
 
 def find_duplicates(
@@ -193,8 +205,7 @@ def find_duplicates(
                     same, similarity = _compatible_subjects(keep, other), 1.0
                 else:
                     similarity = round(float(sims[i, j]), 6)
-                    same = sims[i, j] >= config.similarity_threshold
-                    same = same and not _states_a_change(keep, other)
+                    same = _near_duplicate(keep, other, float(sims[i, j]), config)
                 if same:
                     dropped.add(other.fact_id)
                     merges.append(
@@ -226,21 +237,12 @@ def find_duplicates(
     return merges
 
 
-def conflict_score(fact: FactRow, now_ms: int, config: ReconcileConfig) -> float:
-    """recency * confidence * source weight (recency halves every `recency_half_life_days`)."""
-    written = max(fact.updated_at, fact.valid_from, fact.created_at)
-    age = max(0.0, (now_ms - written) / 1000.0)
-    return (
-        recency_decay(age, config.recency_half_life_days)
-        * fact.confidence
-        * config.source_weight(fact.source)
-    )
-
-
 def resolve_conflicts(
     facts: Sequence[FactRow], now_ms: int, config: ReconcileConfig
 ) -> list[Supersede]:
-    """For each (subject, predicate) with more than one object: the losers."""
+    """For each (subject, predicate) with more than one object: the losers. The newest
+    statement wins (never backwards in time); an older one from a more trusted source
+    (`source_weights`) is not superseded by a less trusted newer one: both stay active."""
     groups: dict[tuple[str, str], list[FactRow]] = defaultdict(list)
     for fact in facts:
         if fact.predicate in config.multi_valued_predicates:
@@ -248,18 +250,13 @@ def resolve_conflicts(
         groups[(fact.subject, fact.predicate)].append(fact)
     out: list[Supersede] = []
     for (subject, predicate), group in sorted(groups.items()):
-        objects = {normalize_content(f.object) for f in group}
-        if len(objects) < 2:
-            continue
-        ranked = sorted(
-            group,
-            key=lambda f: (-conflict_score(f, now_ms, config), -f.updated_at, f.fact_id),
-        )
-        winner = ranked[0]
-        winner_object = normalize_content(winner.object)
-        for loser in ranked[1:]:
+        winner = max(group, key=_order)
+        trust = config.source_weight(winner.source)
+        for loser in sorted(group, key=_order):
             # The same object stated twice is a duplicate, not a conflict (dedup's job).
-            if normalize_content(loser.object) != winner_object:
+            if normalize_content(loser.object) == normalize_content(winner.object):
+                continue
+            if config.source_weight(loser.source) <= trust:
                 out.append(
                     Supersede(
                         winner=winner.fact_id,
@@ -439,7 +436,8 @@ class Adjudicator(Protocol):
 
 
 class RulesAdjudicator:
-    """`judge_update` over each pair: no model, no I/O."""
+    """`evidence.judge` over each pair (the wording rules, checked for the evidence a
+    supersession needs): no model, no I/O."""
 
     name = "rules"
 
@@ -447,7 +445,7 @@ class RulesAdjudicator:
         return [self.decide_one(pair) for pair in pairs]
 
     def decide_one(self, pair: UpdatePair) -> Adjudication:
-        verdict = judge_update(
+        verdict = evidence.judge(
             pair.older.content, _key(pair.older), pair.newer.content, _key(pair.newer)
         )
         return Adjudication(
