@@ -29,6 +29,7 @@ SMOKE: dict[str, list[str]] = {
     "semantic_latency.py": ["--facts", "300", "--queries", "10", "--embedder", "hashing"],
     "startup.py": ["--runs", "1"],
     "tiered_reads.py": ["--episodes", "20"],
+    "updates.py": ["--cases", "12", "--embedder", "hashing"],
 }
 
 

@@ -18,9 +18,9 @@ The steps are pure functions over rows, applied by `Reconciler.run` in this orde
   `update_word_overlap`), only those with a fact newer than the last run, at most
   `max_update_pairs`. An `Adjudicator` decides each: `update` (the newer supersedes the
   older), `duplicate` (merged), `compatible` (nothing changes) or `unsure` (listed in the
-  daily brief). `RulesAdjudicator` uses `judge_update` (no model); `LlmAdjudicator` asks the
-  `LLM` port about the pairs the rules settle without a marker and falls back to the rules
-  on an error or an unreadable answer.
+  daily brief). `RulesAdjudicator` uses `evidence.judge` (no model); `LlmAdjudicator` asks
+  the `LLM` port about the pairs the rules leave `unsure` and falls back to the rules on an
+  error or an unreadable answer.
 * `find_promotions`: an observation (`data.observations`, or an `observation` episode's
   text) seen in ≥ `promotion_min_episodes` episodes, always with the same object, with mean
   confidence ≥ `promotion_min_confidence`, becomes a fact (`promoted_from` provenance).
@@ -458,7 +458,7 @@ class RulesAdjudicator:
 
 
 class LlmAdjudicator:
-    """Asks a chat model about the pairs the rules settle without a marker (see the module
+    """Asks a chat model about the pairs the rules leave `unsure` (see the module
     docstring); falls back to the rules on an error or an unreadable answer."""
 
     def __init__(self, llm: LLM) -> None:
@@ -473,9 +473,9 @@ class LlmAdjudicator:
         out: list[Adjudication] = []
         for pair in pairs:
             ruled = self._rules.decide_one(pair)
-            # A temporal marker, a negation or identical words are settled by the rules;
-            # the model is for the implicit cases.
-            if ruled.reason.startswith(("temporal_marker", "negation", "same_words")):
+            # The model is asked only where the rules cannot tell: whatever the evidence
+            # settles (a marker, an identifier, an additive word, …) stays settled.
+            if ruled.decision != "unsure":
                 out.append(ruled)
                 continue
             out.append(await self._ask(pair, ruled))
