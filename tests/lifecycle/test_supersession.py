@@ -182,3 +182,67 @@ def test_a_near_duplicate_merges_into_the_older_row_whatever_its_confidence() ->
         [newer, older], {"OLD": [1.0, 0.0], "NEW": [1.0, 0.01]}, ReconcileConfig()
     )
     assert (merge.keep, merge.drop) == ("OLD", "NEW")
+
+
+async def test_an_operator_undoes_a_supersession_and_can_replay_it(runtime: LocalRuntime) -> None:
+    """Over the Access-gated admin routes: the loser is live and recallable again, the event
+    names both facts and who undid it, the next reconcile leaves the pair apart, and the
+    supersession can be applied again from its event."""
+    from local_runtime.access_dev import mint_token
+    from tests.agents.conftest import build_request
+    from worker.app import handle
+
+    clock = runtime.clock
+    assert isinstance(clock, FixedClock)
+    await store(runtime, "Dana lives in Leeds.")
+    clock.advance(86_400)
+    await store(runtime, "Dana moved to York.")
+    await reconcile(runtime)
+    rows = await runtime.db.prepare(
+        "SELECT fact_id, content FROM semantic_facts WHERE tenant_id = 'acme'"
+    ).all()
+    ids = {str(r["content"]): str(r["fact_id"]) for r in rows.results}
+    leeds, york = ids["Dana lives in Leeds."], ids["Dana moved to York."]
+    path = f"/admin/tenants/acme/facts/{leeds}/restore"
+    assert (await handle(build_request("POST", path), runtime.bindings())).status == 401
+    token = mint_token(runtime.state.access, "ops@example.com", now=clock.now())
+    response = await handle(build_request("POST", path, token=token), runtime.bindings())
+    assert response.status == 200, response.body
+    undone = response.json()
+    assert (undone["fact_id"], undone["superseded_by"], undone["by"]) == (
+        leeds,
+        york,
+        "ops@example.com",
+    )
+    assert (await statuses(runtime))["Dana lives in Leeds."] == "active"
+    assert "Dana lives in Leeds." in await recalled(runtime, "Where does Dana live?")
+    event = (
+        await runtime.db.prepare(
+            "SELECT payload FROM memory_events WHERE tenant_id = 'acme' AND event_id = ?"
+        )
+        .bind(undone["event_id"])
+        .first()
+    )
+    assert event is not None
+    assert json.loads(event["payload"])["op"] == "supersession_undone"
+    # Undoing it again: it is not superseded any more.
+    again = await handle(build_request("POST", path, token=token), runtime.bindings())
+    assert (again.status, again.json()["error"]["code"]) == (409, "not_superseded")
+    # The reconciler does not supersede it again on its own.
+    await reconcile(runtime)
+    assert (await statuses(runtime))["Dana lives in Leeds."] == "active"
+    # The original supersession's event replays it.
+    found = (
+        await runtime.db.prepare(
+            "SELECT event_id FROM memory_events WHERE tenant_id = 'acme' "
+            "AND json_extract(payload, '$.supersedes') = ?"
+        )
+        .bind(leeds)
+        .first()
+    )
+    assert found is not None
+    replay = f"/admin/tenants/acme/events/{found['event_id']}/replay"
+    replayed = await handle(build_request("POST", replay, token=token), runtime.bindings())
+    assert replayed.status == 200, replayed.body
+    assert (await statuses(runtime))["Dana lives in Leeds."] == "superseded"
+    assert "Dana lives in Leeds." not in await recalled(runtime, "Where does Dana live?")

@@ -49,6 +49,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agent_memory.governance.writes import EventLog, WriteGate, WriteProposal, memory_written
 from agent_memory.ids import content_hash, normalize_content, sha256_hex
+from agent_memory.lifecycle import supersession
 from agent_memory.tiers.semantic import evidence
 from agent_memory.tiers.semantic.keys import (
     Decision,
@@ -648,6 +649,16 @@ class Reconciler:
             clock=clock,
         )
 
+    async def undo(self, fact_id: str, by: str) -> supersession.Change:
+        """Make a superseded fact live again (`supersession.undo`)."""
+        return await supersession.undo(
+            self._memory, self._store, self._events, self._clock, fact_id, by
+        )
+
+    async def replay(self, event_id: str, by: str) -> supersession.Change:
+        """Apply again the supersession an event records (`supersession.replay`)."""
+        return await supersession.replay(self._store, self._events, self._clock, event_id, by)
+
     async def run(self) -> ReconcileReport:
         report = ReconcileReport(tenant_id=self.tenant_id)
         now_ms = int(self._clock.now() * 1000)
@@ -659,9 +670,16 @@ class Reconciler:
         facts = await self._store.live_facts(self.config.max_facts)
         report.facts_examined = len(facts)
         vectors = await self._store.fact_vectors([f.fact_id for f in facts])
+        # Pairs an operator undid stay apart (`supersession.undo`).
+        apart = await supersession.undone_pairs(self._events)
         merges = find_duplicates(facts, vectors, self.config)
         for merge in merges:
-            if await self._supersede(merge.drop, merge.keep, now_ms, relation="merged_from"):
+            if (merge.drop, merge.keep) in apart:
+                continue
+            why = {"op": "merged", "decision": "duplicate", "reason": merge.reason}
+            if await self._supersede(
+                merge.drop, merge.keep, now_ms, relation="merged_from", why=why
+            ):
                 report.merges.append(merge)
                 if merge.reason == "exact":
                     report.merged_exact += 1
@@ -670,7 +688,12 @@ class Reconciler:
         dropped = {m.drop for m in report.merges}
         remaining = [f for f in facts if f.fact_id not in dropped]
         for conflict in resolve_conflicts(remaining, now_ms, self.config):
-            if await self._supersede(conflict.loser, conflict.winner, now_ms, relation=None):
+            if (conflict.loser, conflict.winner) in apart:
+                continue
+            why = {"op": "superseded", "decision": "update", "reason": "same_predicate_newer"}
+            if await self._supersede(
+                conflict.loser, conflict.winner, now_ms, relation=None, why=why
+            ):
                 report.conflicts.append(conflict)
                 report.superseded_conflicts += 1
         # 2b. Updates in free text: candidate pairs about the same key entity, decided by
@@ -683,6 +706,7 @@ class Reconciler:
             await self._store.linked_through(),
             now_ms,
             report,
+            apart,
         )
         # 3-4. Promotion and decay, over the episodes.
         episodes = await self._store.episodes(self.config.max_episodes)
@@ -732,9 +756,14 @@ class Reconciler:
         since_ms: int,
         now_ms: int,
         report: ReconcileReport,
+        apart: set[tuple[str, str]],
     ) -> None:
         report.adjudicator = self.adjudicator.name
-        pairs = find_update_candidates(facts, vectors, self.config, since_ms)
+        pairs = [
+            p
+            for p in find_update_candidates(facts, vectors, self.config, since_ms)
+            if (p.older.fact_id, p.newer.fact_id) not in apart
+        ]
         report.update_pairs = len(pairs)
         if not pairs:
             return
@@ -749,7 +778,7 @@ class Reconciler:
                 relation="merged_from" if decision.decision == "duplicate" else None,
                 valid_to_ms=pair.newer.valid_from,
                 link_score=min(1.0, max(0.0, pair.similarity)),
-                decision=decision,
+                why={"op": "superseded", **decision.model_dump(exclude={"older", "newer"})},
             )
             if done:
                 applied.add((decision.older, decision.newer))
@@ -794,12 +823,12 @@ class Reconciler:
         relation: str | None,
         valid_to_ms: int | None = None,
         link_score: float | None = None,
-        decision: Adjudication | None = None,
+        why: dict[str, str],
     ) -> bool:
         """Mark `loser` superseded by `winner` (kept, never deleted), move its provenance
-        (and, for a merge, record it as merged into the winner), drop its vector. An
-        update (`decision`) also links the two and puts its decision, reason and
-        adjudicator into the `memory_written` event."""
+        (and, for a merge, record it as merged into the winner), drop its vector. `why`
+        (op, decision, reason, adjudicator) goes into the `memory_written` event, which
+        names both facts (`key` the winner, `supersedes` the loser)."""
         proposal = WriteProposal(
             tier="semantic",
             key=winner,
@@ -810,9 +839,7 @@ class Reconciler:
             },
             source=RECONCILER_SOURCE,
             supersedes=loser,
-            decision=None
-            if decision is None
-            else {"op": "superseded", **decision.model_dump(exclude={"older", "newer"})},
+            decision={"adjudicator": "rules", **why},
         )
         self._gate.check(proposal)
         if not await self._store.supersede(
