@@ -206,6 +206,7 @@ async def test_an_operator_undoes_a_supersession_and_can_replay_it(runtime: Loca
     path = f"/admin/tenants/acme/facts/{leeds}/restore"
     assert (await handle(build_request("POST", path), runtime.bindings())).status == 401
     token = mint_token(runtime.state.access, "ops@example.com", now=clock.now())
+    clock.advance(60)
     response = await handle(build_request("POST", path, token=token), runtime.bindings())
     assert response.status == 200, response.body
     undone = response.json()
@@ -225,6 +226,19 @@ async def test_an_operator_undoes_a_supersession_and_can_replay_it(runtime: Loca
     )
     assert event is not None
     assert json.loads(event["payload"])["op"] == "supersession_undone"
+    # The inspector shows both events: the supersession with its rule, the undo with who.
+    shown = await handle(
+        build_request("GET", f"/admin/tenants/acme/facts/{leeds}", token=token),
+        runtime.bindings(),
+    )
+    history = [e["payload"] for e in shown.json()["supersessions"]]
+    assert [p.get("op", p.get("decision", {}).get("op")) for p in history] == [
+        "supersession_undone",
+        "superseded",
+    ]
+    assert history[0]["by"] == "ops@example.com"
+    assert (history[1]["key"], history[1]["supersedes"]) == (york, leeds)
+    assert history[1]["decision"]["adjudicator"] == "rules"
     # Undoing it again: it is not superseded any more.
     again = await handle(build_request("POST", path, token=token), runtime.bindings())
     assert (again.status, again.json()["error"]["code"]) == (409, "not_superseded")
