@@ -31,6 +31,7 @@ SMOKE: dict[str, list[str]] = {
     "startup.py": ["--runs", "1"],
     "storage_bytes.py": ["--facts", "200", "--episodes", "40", "--recalls", "5"],
     "tiered_reads.py": ["--episodes", "20"],
+    "updates.py": ["--cases", "12", "--embedder", "hashing"],
 }
 
 

@@ -1,5 +1,6 @@
 """The memory lifecycle's admin routes (Access gated; docs/lifecycle.md): settings and today's
-brief, retention overrides, prune now, reconcile, subject erase, the namespace backfill.
+brief, retention overrides, prune now, reconcile, undo and replay of a supersession, subject
+erase, the namespace backfill.
 503 when a binding the route needs is missing.
 """
 
@@ -10,17 +11,18 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent_memory.ids import new_ulid
+from agent_memory.ids import is_ulid, new_ulid
 from agent_memory.lifecycle.brief import TenantBrief, build_brief
 from agent_memory.lifecycle.erase import EraseReport, validate_subject
 from agent_memory.lifecycle.prune import TenantPruneCounts
-from agent_memory.lifecycle.reconciler import ReconcileReport
+from agent_memory.lifecycle.reconciler import Reconciler, ReconcileReport
 from agent_memory.lifecycle.retention import (
     LifecycleUpdate,
     TenantLifecycle,
     get_lifecycle,
     set_lifecycle,
 )
+from agent_memory.lifecycle.supersession import Change, SupersessionError
 from agent_memory.memory import Memory
 from agent_memory.tiers.working import (
     InvalidBackfillCursor,
@@ -129,11 +131,54 @@ async def prune_tenant(call: Call[PruneBody, None]) -> PruneView:
 
 
 async def reconcile_tenant(call: Call[EmptyBody, None]) -> ReconcileReport:
+    return await _reconciler(call).run()
+
+
+class SupersessionView(BaseModel):
+    """An undone or replayed supersession: `fact_id` lost to `superseded_by`; `event_id`
+    is the event recording the change, `by` the operator."""
+
+    fact_id: str
+    superseded_by: str
+    event_id: str
+    by: str
+
+
+def _reconciler(call: Call[Any, Any]) -> Reconciler:
     reconciler = Memory(call.bindings, call.params["tenant"]).reconciler()
     if reconciler is None:
         needs = "the reconciler needs the DB and VECTORIZE bindings and an embedder"
         raise ApiError(503, "lifecycle_unavailable", needs)
-    return await reconciler.run()
+    return reconciler
+
+
+def _view(change: Change) -> SupersessionView:
+    return SupersessionView(
+        fact_id=change.fact_id,
+        superseded_by=change.superseded_by,
+        event_id=change.event_id,
+        by=change.by,
+    )
+
+
+async def restore_fact(call: Call[EmptyBody, None]) -> SupersessionView:
+    fact_id = call.params["fact_id"]
+    if not is_ulid(fact_id):
+        raise ApiError(422, "invalid_path", "fact_id must be a 26-character ULID")
+    try:
+        return _view(await _reconciler(call).undo(fact_id, call.operator.principal))
+    except SupersessionError as exc:
+        raise ApiError(exc.status, exc.code, str(exc)) from None
+
+
+async def replay_supersession(call: Call[EmptyBody, None]) -> SupersessionView:
+    event_id = call.params["event_id"]
+    if not is_ulid(event_id):
+        raise ApiError(422, "invalid_path", "event_id must be a 26-character ULID")
+    try:
+        return _view(await _reconciler(call).replay(event_id, call.operator.principal))
+    except SupersessionError as exc:
+        raise ApiError(exc.status, exc.code, str(exc)) from None
 
 
 async def erase_subject(call: Call[None, None]) -> EraseView:

@@ -41,6 +41,8 @@ BODIES: dict[tuple[str, str], Any] = {
     ("PUT", "/admin/tenants/{tenant}/lifecycle"): {"episode_retention_days": 1},
     ("POST", "/admin/tenants/{tenant}/prune"): {"dry_run": False},
     ("POST", "/admin/tenants/{tenant}/reconcile"): {},
+    ("POST", "/admin/tenants/{tenant}/facts/{fact_id}/restore"): {},
+    ("POST", "/admin/tenants/{tenant}/events/{event_id}/replay"): {},
     ("POST", "/admin/tenants/{tenant}/namespace-backfill"): {"dry_run": False},
     ("POST", "/admin/tenants/{tenant}/recall/explain"): {"query": "planted="},
     ("POST", "/admin/tenants/{tenant}/memory-tokens"): {"agent_id": "evil"},
@@ -56,7 +58,7 @@ STATE_CHANGING = sorted(
 def _concrete(path: str) -> str:
     for name, value in (("tenant", TENANT), ("agent_type", "assistant"), ("name", "evil")):
         path = path.replace("{" + name + "}", value)
-    for name in ("run_id", "fact_id", "jti", "grant_id"):
+    for name in ("run_id", "fact_id", "jti", "grant_id", "event_id"):
         path = path.replace("{" + name + "}", ULID)
     return path.replace("{subject}", "someone")
 

@@ -9,7 +9,6 @@ from typing import Any
 from agent_memory.lifecycle.reconciler import (
     ReconcileConfig,
     Reconciler,
-    conflict_score,
     find_decay,
     find_duplicates,
     find_links,
@@ -108,7 +107,10 @@ def test_near_duplicates_by_embedding_similarity_within_a_subject() -> None:
 
 
 def test_a_chain_of_duplicates_collapses_into_one_survivor() -> None:
-    facts = [fact(x, confidence=c) for x, c in (("A", 0.9), ("B", 0.8), ("C", 0.7))]
+    texts = {"A": "pays quarterly", "B": "pays every quarter", "C": "pays each quarter"}
+    facts = [
+        fact(x, content=texts[x], confidence=c) for x, c in (("A", 0.9), ("B", 0.8), ("C", 0.7))
+    ]
     vectors = {"A": [1.0, 0.0], "B": [1.0, 0.01], "C": [1.0, 0.02]}
     merges = find_duplicates(facts, vectors, CONFIG)
     assert {(m.keep, m.drop) for m in merges} == {("A", "B"), ("A", "C")}
@@ -117,7 +119,7 @@ def test_a_chain_of_duplicates_collapses_into_one_survivor() -> None:
 # --- conflicts ---------------------------------------------------------------------------
 
 
-def test_conflicts_pick_recency_times_confidence_times_source_weight() -> None:
+def test_conflicts_never_go_backwards_in_time_nor_past_a_more_trusted_source() -> None:
     old_sure = fact(
         "OLD",
         predicate="hq_city",
@@ -128,11 +130,11 @@ def test_conflicts_pick_recency_times_confidence_times_source_weight() -> None:
         valid_from=NOW_MS - 60 * DAY_MS,
     )
     new_unsure = fact("NEW", predicate="hq_city", object="Paris", confidence=0.6)
-    # 60 days at a 30-day half-life: 0.25 * 0.9 < 1.0 * 0.6.
-    assert conflict_score(new_unsure, NOW_MS, CONFIG) > conflict_score(old_sure, NOW_MS, CONFIG)
-    [loss] = resolve_conflicts([old_sure, new_unsure], NOW_MS, CONFIG)
+    # The newer statement wins even when the older one was stated more confidently.
+    [loss] = resolve_conflicts([new_unsure, old_sure], NOW_MS, CONFIG)
     assert (loss.winner, loss.loser) == ("NEW", "OLD")
-    # A trusted source can outweigh recency.
+    # A less trusted newer statement does not supersede a trusted one, nor is it
+    # superseded by it (backwards in time): both stay active.
     admin = fact(
         "ADM",
         predicate="hq_city",
@@ -144,8 +146,7 @@ def test_conflicts_pick_recency_times_confidence_times_source_weight() -> None:
         valid_from=NOW_MS - DAY_MS,
     )
     mcp = fact("MCP", predicate="hq_city", object="Paris", confidence=0.9, source="anonymous")
-    [loss] = resolve_conflicts([admin, mcp], NOW_MS, CONFIG)
-    assert (loss.winner, loss.loser) == ("ADM", "MCP")
+    assert resolve_conflicts([admin, mcp], NOW_MS, CONFIG) == []
 
 
 def test_no_conflict_for_one_object_or_a_multi_valued_predicate() -> None:

@@ -37,6 +37,7 @@ def _path(pattern: str, tenant: str) -> str:
         "{agent_type}": "assistant",
         "{run_id}": "01J00000000000000000000000",
         "{fact_id}": "01J00000000000000000000000",
+        "{event_id}": "01J00000000000000000000000",
         "{jti}": "01J00000000000000000000000",
         "{subject}": "contact:ada",
         "{name}": "triage",

@@ -226,11 +226,32 @@ const openFact = guard(async (factId) => {
     h("h3", {}, `Provenance (${d.provenance.length})`),
     h("ul", {}, d.provenance.map((p) => h("li", {}, `${p.relation} ${p.source_kind} `,
       h("span", { class: "mono" }, p.source_id), p.run_id ? ` (run ${p.run_id})` : "", p.content ? `: ${p.content}` : ""))),
+    h("h3", {}, `Supersessions and merges (${d.supersessions.length})`),
+    f.status === "superseded" ? h("button", { type: "button", class: "undo",
+      onclick: () => undoSupersession(f.fact_id) }, "Undo: make this fact live again") : null,
+    h("ul", { class: "supersessions" }, d.supersessions.map((e) => h("li", {}, `${when(e.created_at)} `,
+      supersessionLine(e.payload)))),
     h("h3", {}, `Written (${d.written.length}) and retrieved (${d.retrieved.length})`),
     h("ul", { class: "history" }, [...d.written, ...d.retrieved].sort((a, b) => b.created_at - a.created_at)
       .map((e) => h("li", {}, `${when(e.created_at)} ${e.kind}`,
         e.payload.query ? ` for “${e.payload.query}”` : "", e.run_id ? ` in run ${e.run_id}` : ""))));
   $("#fact-detail").focus();
+});
+
+// A supersession event names both facts and what decided; an undo or replay, who.
+function supersessionLine(p) {
+  if (p.op === "supersession_undone" || p.op === "supersession_replayed") {
+    return `${p.op === "supersession_undone" ? "undone" : "replayed"} by ${p.by}: ${p.fact_id} / ${p.superseded_by}`;
+  }
+  const why = p.decision || {};
+  return `${why.op || "superseded"} ${p.supersedes} → ${p.key}: ${why.decision || ""} ` +
+    `(${why.reason || "?"}, ${why.adjudicator || "?"})`;
+}
+
+const undoSupersession = guard(async (factId) => {
+  await api("POST", tenantPath(`/facts/${factId}/restore`), {});
+  setStatus(`${state.tenant}: supersession of ${factId} undone`);
+  await openFact(factId);
 });
 
 // ---------------------------------------------------------------- why this recall

@@ -212,6 +212,20 @@ class EventLog:
             limit=limit,
         )
 
+    async def supersessions(self, fact_id: str, limit: int) -> list[Row]:
+        """The `memory_written` events of supersessions and merges naming `fact_id`, as
+        winner (`key`) or loser (`supersedes`), and their undos and replays (`fact_id`)."""
+        return await self.rows(
+            "kind = 'memory_written' AND (json_extract(payload, '$.supersedes') = ? "
+            "OR json_extract(payload, '$.fact_id') = ? "
+            "OR (json_extract(payload, '$.key') = ? "
+            "AND json_extract(payload, '$.supersedes') IS NOT NULL))",
+            fact_id,
+            fact_id,
+            fact_id,
+            limit=limit,
+        )
+
     async def retrieving(self, item_id: str, limit: int) -> list[Row]:
         """The `memory_retrieved` events that returned `item_id`."""
         return await self.rows(

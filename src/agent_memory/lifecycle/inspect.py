@@ -105,6 +105,8 @@ class FactDetail(BaseModel):
     `replaced` are the facts this one superseded (transitively, oldest first); `replaced_by`
     the successors after it, in order (the first is `fact.superseded_by`). `timeline` is
     all of them with this fact, ordered by `valid_from`: what was believed when.
+    `supersessions` are the events of the supersessions and merges naming it (both ids,
+    the rule or judge that decided) and of their undos and replays (who), newest first.
     """
 
     fact: FactView
@@ -115,6 +117,7 @@ class FactDetail(BaseModel):
     provenance: list[ProvenanceItem]
     written: list[InspectedEvent]
     retrieved: list[InspectedEvent]
+    supersessions: list[InspectedEvent]
 
 
 # The WHERE clause of each status, at `now_ms`.
@@ -234,6 +237,10 @@ class MemoryInspector:
             ],
             retrieved=[
                 event_from_row(row) for row in await self._events.retrieving(fact_id, MAX_HISTORY)
+            ],
+            supersessions=[
+                event_from_row(row)
+                for row in await self._events.supersessions(fact_id, MAX_HISTORY)
             ],
         )
 

@@ -4,22 +4,23 @@ decay and linking over one tenant's semantic and episodic memory.
 The steps are pure functions over rows, applied by `Reconciler.run` in this order:
 
 * `find_duplicates`: exact duplicates (same content hash, compatible subjects), then near
-  ones (cosine ≥ `similarity_threshold`, same subject). The higher confidence is kept (ties:
-  the more specific subject, then the older); the others are superseded by it with their
-  provenance moved. Two sentences the update rules read as a change ("now prefers light
-  mode") are never merged: they are the update step's.
+  ones (cosine ≥ `similarity_threshold`, same subject, and `evidence.near_duplicate`: the
+  same key entity, names, numbers and codes). They merge into the more specific subject,
+  then the older row, with their provenance moved. Two sentences the update rules read
+  as a change ("now prefers light mode") are never merged: they are the update step's.
 * `resolve_conflicts`: live facts with the same subject and predicate but different
-  objects; the highest recency * confidence * source weight wins, the others are
-  superseded, never deleted. `multi_valued_predicates` (by default `states`) are left alone.
+  objects; the newest wins, the others are superseded (never deleted), unless from a
+  more trusted source (`source_weights`). `multi_valued_predicates` (by default
+  `states`) are left alone.
 * updates (`find_update_candidates`, `updates_to_apply`): pairs of live facts about the same
   key entity, written at different times, not the same words, that state the same key
   attribute or are close (cosine ≥ `update_similarity` or a word overlap ≥
   `update_word_overlap`), only those with a fact newer than the last run, at most
   `max_update_pairs`. An `Adjudicator` decides each: `update` (the newer supersedes the
   older), `duplicate` (merged), `compatible` (nothing changes) or `unsure` (listed in the
-  daily brief). `RulesAdjudicator` uses `judge_update` (no model); `LlmAdjudicator` asks the
-  `LLM` port about the pairs the rules settle without a marker and falls back to the rules
-  on an error or an unreadable answer.
+  daily brief). `RulesAdjudicator` uses `evidence.judge` (no model); `LlmAdjudicator` asks
+  the `LLM` port about the pairs the rules leave `unsure` and falls back to the rules on an
+  error or an unreadable answer.
 * `find_promotions`: an observation (`data.observations`, or an `observation` episode's
   text) seen in ≥ `promotion_min_episodes` episodes, always with the same object, with mean
   confidence ≥ `promotion_min_confidence`, becomes a fact (`promoted_from` provenance).
@@ -48,7 +49,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agent_memory.governance.writes import EventLog, WriteGate, WriteProposal, memory_written
 from agent_memory.ids import content_hash, normalize_content, sha256_hex
-from agent_memory.retrieval import recency_decay
+from agent_memory.lifecycle import supersession
+from agent_memory.tiers.semantic import evidence
 from agent_memory.tiers.semantic.keys import (
     Decision,
     FactKey,
@@ -82,7 +84,6 @@ class ReconcileConfig(BaseModel):
     promotion_min_confidence: float = Field(default=0.8, ge=0.0, le=1.0)
     decay_ttl_days: int = Field(default=30, ge=1)
     decay_min_importance: float = Field(default=0.7, ge=0.0, le=1.0)
-    recency_half_life_days: float = Field(default=30.0, gt=0.0)
     source_weights: dict[str, float] = Field(
         default_factory=lambda: {
             "admin": 1.0,
@@ -147,9 +148,10 @@ SUMMARY_MAX_CHARS = 2_000
 DAY_MS = 86_400_000
 
 
-def _rank_key(fact: FactRow) -> tuple[float, int, int, str]:
-    # Higher confidence first, then a specific subject over the catch-all, then older.
-    return (-fact.confidence, fact.subject == DEFAULT_SUBJECT, fact.created_at, fact.fact_id)
+def _rank_key(fact: FactRow) -> tuple[bool, int, float, str]:
+    # A duplicate merges into the specific subject over the catch-all, then the older row
+    # (a merge never passes for new information), then the higher confidence.
+    return (fact.subject == DEFAULT_SUBJECT, fact.created_at, -fact.confidence, fact.fact_id)
 
 
 def _compatible_subjects(a: FactRow, b: FactRow) -> bool:
@@ -170,6 +172,17 @@ def _states_a_change(a: FactRow, b: FactRow) -> bool:
         FactKey(newer.key_entity, newer.key_attribute, "none"),
     )
     return verdict.decision in ("update", "unsure")
+
+
+def _near_duplicate(a: FactRow, b: FactRow, similarity: float, config: ReconcileConfig) -> bool:
+    """Close embeddings are a duplicate only with the same key entity, names, numbers
+    and codes, and no change stated (`evidence.near_duplicate`)."""
+    if similarity < config.similarity_threshold:
+        return False
+    why_not = evidence.near_duplicate(
+        a.content, a.key_entity, b.content, b.key_entity, states_a_change=_states_a_change(a, b)
+    )
+    return why_not is None
 
 
 def find_duplicates(
@@ -193,8 +206,7 @@ def find_duplicates(
                     same, similarity = _compatible_subjects(keep, other), 1.0
                 else:
                     similarity = round(float(sims[i, j]), 6)
-                    same = sims[i, j] >= config.similarity_threshold
-                    same = same and not _states_a_change(keep, other)
+                    same = _near_duplicate(keep, other, float(sims[i, j]), config)
                 if same:
                     dropped.add(other.fact_id)
                     merges.append(
@@ -226,21 +238,12 @@ def find_duplicates(
     return merges
 
 
-def conflict_score(fact: FactRow, now_ms: int, config: ReconcileConfig) -> float:
-    """recency * confidence * source weight (recency halves every `recency_half_life_days`)."""
-    written = max(fact.updated_at, fact.valid_from, fact.created_at)
-    age = max(0.0, (now_ms - written) / 1000.0)
-    return (
-        recency_decay(age, config.recency_half_life_days)
-        * fact.confidence
-        * config.source_weight(fact.source)
-    )
-
-
 def resolve_conflicts(
     facts: Sequence[FactRow], now_ms: int, config: ReconcileConfig
 ) -> list[Supersede]:
-    """For each (subject, predicate) with more than one object: the losers."""
+    """For each (subject, predicate) with more than one object: the losers. The newest
+    statement wins (never backwards in time); an older one from a more trusted source
+    (`source_weights`) is not superseded by a less trusted newer one: both stay active."""
     groups: dict[tuple[str, str], list[FactRow]] = defaultdict(list)
     for fact in facts:
         if fact.predicate in config.multi_valued_predicates:
@@ -248,18 +251,13 @@ def resolve_conflicts(
         groups[(fact.subject, fact.predicate)].append(fact)
     out: list[Supersede] = []
     for (subject, predicate), group in sorted(groups.items()):
-        objects = {normalize_content(f.object) for f in group}
-        if len(objects) < 2:
-            continue
-        ranked = sorted(
-            group,
-            key=lambda f: (-conflict_score(f, now_ms, config), -f.updated_at, f.fact_id),
-        )
-        winner = ranked[0]
-        winner_object = normalize_content(winner.object)
-        for loser in ranked[1:]:
+        winner = max(group, key=_order)
+        trust = config.source_weight(winner.source)
+        for loser in sorted(group, key=_order):
             # The same object stated twice is a duplicate, not a conflict (dedup's job).
-            if normalize_content(loser.object) != winner_object:
+            if normalize_content(loser.object) == normalize_content(winner.object):
+                continue
+            if config.source_weight(loser.source) <= trust:
                 out.append(
                     Supersede(
                         winner=winner.fact_id,
@@ -439,7 +437,8 @@ class Adjudicator(Protocol):
 
 
 class RulesAdjudicator:
-    """`judge_update` over each pair: no model, no I/O."""
+    """`evidence.judge` over each pair (the wording rules, checked for the evidence a
+    supersession needs): no model, no I/O."""
 
     name = "rules"
 
@@ -447,7 +446,7 @@ class RulesAdjudicator:
         return [self.decide_one(pair) for pair in pairs]
 
     def decide_one(self, pair: UpdatePair) -> Adjudication:
-        verdict = judge_update(
+        verdict = evidence.judge(
             pair.older.content, _key(pair.older), pair.newer.content, _key(pair.newer)
         )
         return Adjudication(
@@ -460,7 +459,7 @@ class RulesAdjudicator:
 
 
 class LlmAdjudicator:
-    """Asks a chat model about the pairs the rules settle without a marker (see the module
+    """Asks a chat model about the pairs the rules leave `unsure` (see the module
     docstring); falls back to the rules on an error or an unreadable answer."""
 
     def __init__(self, llm: LLM) -> None:
@@ -475,9 +474,9 @@ class LlmAdjudicator:
         out: list[Adjudication] = []
         for pair in pairs:
             ruled = self._rules.decide_one(pair)
-            # A temporal marker, a negation or identical words are settled by the rules;
-            # the model is for the implicit cases.
-            if ruled.reason.startswith(("temporal_marker", "negation", "same_words")):
+            # The model is asked only where the rules cannot tell: whatever the evidence
+            # settles (a marker, an identifier, an additive word, …) stays settled.
+            if ruled.decision != "unsure":
                 out.append(ruled)
                 continue
             out.append(await self._ask(pair, ruled))
@@ -650,6 +649,16 @@ class Reconciler:
             clock=clock,
         )
 
+    async def undo(self, fact_id: str, by: str) -> supersession.Change:
+        """Make a superseded fact live again (`supersession.undo`)."""
+        return await supersession.undo(
+            self._memory, self._store, self._events, self._clock, fact_id, by
+        )
+
+    async def replay(self, event_id: str, by: str) -> supersession.Change:
+        """Apply again the supersession an event records (`supersession.replay`)."""
+        return await supersession.replay(self._store, self._events, self._clock, event_id, by)
+
     async def run(self) -> ReconcileReport:
         report = ReconcileReport(tenant_id=self.tenant_id)
         now_ms = int(self._clock.now() * 1000)
@@ -661,9 +670,16 @@ class Reconciler:
         facts = await self._store.live_facts(self.config.max_facts)
         report.facts_examined = len(facts)
         vectors = await self._store.fact_vectors([f.fact_id for f in facts])
+        # Pairs an operator undid stay apart (`supersession.undo`).
+        apart = await supersession.undone_pairs(self._events)
         merges = find_duplicates(facts, vectors, self.config)
         for merge in merges:
-            if await self._supersede(merge.drop, merge.keep, now_ms, relation="merged_from"):
+            if (merge.drop, merge.keep) in apart:
+                continue
+            why = {"op": "merged", "decision": "duplicate", "reason": merge.reason}
+            if await self._supersede(
+                merge.drop, merge.keep, now_ms, relation="merged_from", why=why
+            ):
                 report.merges.append(merge)
                 if merge.reason == "exact":
                     report.merged_exact += 1
@@ -672,7 +688,12 @@ class Reconciler:
         dropped = {m.drop for m in report.merges}
         remaining = [f for f in facts if f.fact_id not in dropped]
         for conflict in resolve_conflicts(remaining, now_ms, self.config):
-            if await self._supersede(conflict.loser, conflict.winner, now_ms, relation=None):
+            if (conflict.loser, conflict.winner) in apart:
+                continue
+            why = {"op": "superseded", "decision": "update", "reason": "same_predicate_newer"}
+            if await self._supersede(
+                conflict.loser, conflict.winner, now_ms, relation=None, why=why
+            ):
                 report.conflicts.append(conflict)
                 report.superseded_conflicts += 1
         # 2b. Updates in free text: candidate pairs about the same key entity, decided by
@@ -685,6 +706,7 @@ class Reconciler:
             await self._store.linked_through(),
             now_ms,
             report,
+            apart,
         )
         # 3-4. Promotion and decay, over the episodes.
         episodes = await self._store.episodes(self.config.max_episodes)
@@ -734,9 +756,14 @@ class Reconciler:
         since_ms: int,
         now_ms: int,
         report: ReconcileReport,
+        apart: set[tuple[str, str]],
     ) -> None:
         report.adjudicator = self.adjudicator.name
-        pairs = find_update_candidates(facts, vectors, self.config, since_ms)
+        pairs = [
+            p
+            for p in find_update_candidates(facts, vectors, self.config, since_ms)
+            if (p.older.fact_id, p.newer.fact_id) not in apart
+        ]
         report.update_pairs = len(pairs)
         if not pairs:
             return
@@ -751,7 +778,7 @@ class Reconciler:
                 relation="merged_from" if decision.decision == "duplicate" else None,
                 valid_to_ms=pair.newer.valid_from,
                 link_score=min(1.0, max(0.0, pair.similarity)),
-                decision=decision,
+                why={"op": "superseded", **decision.model_dump(exclude={"older", "newer"})},
             )
             if done:
                 applied.add((decision.older, decision.newer))
@@ -796,12 +823,12 @@ class Reconciler:
         relation: str | None,
         valid_to_ms: int | None = None,
         link_score: float | None = None,
-        decision: Adjudication | None = None,
+        why: dict[str, str],
     ) -> bool:
         """Mark `loser` superseded by `winner` (kept, never deleted), move its provenance
-        (and, for a merge, record it as merged into the winner), drop its vector. An
-        update (`decision`) also links the two and puts its decision, reason and
-        adjudicator into the `memory_written` event."""
+        (and, for a merge, record it as merged into the winner), drop its vector. `why`
+        (op, decision, reason, adjudicator) goes into the `memory_written` event, which
+        names both facts (`key` the winner, `supersedes` the loser)."""
         proposal = WriteProposal(
             tier="semantic",
             key=winner,
@@ -812,9 +839,7 @@ class Reconciler:
             },
             source=RECONCILER_SOURCE,
             supersedes=loser,
-            decision=None
-            if decision is None
-            else {"op": "superseded", **decision.model_dump(exclude={"older", "newer"})},
+            decision={"adjudicator": "rules", **why},
         )
         self._gate.check(proposal)
         if not await self._store.supersede(

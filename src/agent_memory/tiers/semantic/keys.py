@@ -61,7 +61,11 @@ CLASSES: dict[str, list[str]] = {
     "consumption": split("drinks drink drank eats eat ate"),
     # A change of something ("switched to", "changed plans"): which attribute changed is
     # read from the other statement, so this class matches any attribute.
-    "change": split("switched switch switches changed change changes swapped"),
+    "change": split(
+        "switched switch switches changed change changes swapped renamed rename upgraded "
+        "upgrade downgraded updated postponed rescheduled pushed scaled raised lowered quit "
+        "stopped"
+    ),
 }
 
 CHANGE = "change"
@@ -94,7 +98,8 @@ UPDATE_MARKERS = tuple(
         "now, no longer, not anymore, anymore, any more, moved to, relocated, changed, "
         "switched, instead, nowadays, these days, from now on, became, has become, "
         "was promoted, got promoted, updated, turned, new, rescheduled, postponed, "
-        "moved the, pushed, was changed, has been changed",
+        "moved the, pushed, was changed, has been changed, renamed, upgraded, downgraded, "
+        "quit, stopped, went up, went down, was raised, was lowered, was scaled, was moved",
         ", ",
     )
 )
@@ -402,8 +407,12 @@ def judge_update(older_text: str, older: FactKey, newer_text: str, newer: FactKe
     if _negated(older_text) != _negated(newer_text) and overlap >= 0.5:
         return Judgement("update", "negation")
     marker = _has_marker(newer_text, UPDATE_MARKERS)
-    if marker is not None and (same_attribute or overlap >= 0.34):
+    # A copula ("is in Boston", "is called Bluebird") names no attribute of its own.
+    loose = same_attribute or "state" in (older.attribute, newer.attribute)
+    if marker is not None and (loose or overlap >= 0.34):
         return Judgement("update", f"temporal_marker:{marker}")
+    if marker is not None:  # a change of something about the entity, but of what?
+        return Judgement("unsure", f"marker_other_attribute:{marker}")
     if not same_attribute:
         return Judgement("compatible", "different_attribute")
     if a == b:

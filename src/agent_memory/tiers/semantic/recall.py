@@ -47,7 +47,8 @@ from agent_memory.retrieval import (
     query_terms,
     rank_candidates,
 )
-from agent_memory.tiers.semantic.keys import FactKey, KeySource, judge_update
+from agent_memory.tiers.semantic.evidence import judge
+from agent_memory.tiers.semantic.keys import FactKey, KeySource
 from agent_memory.tiers.semantic.keyword_index import KeywordIndex, KeywordQuery
 from agent_memory.tiers.semantic.models import (
     FactScope,
@@ -463,7 +464,8 @@ STALE_GUARD_WINDOW = 30
 
 def stale_statements(rows: Sequence[Row]) -> dict[str, str]:
     """Among candidate rows, the older statements a newer one about the same key updates
-    (`update_rules.judge_update` says `update`): {older fact id: newest such fact id}. Rows without
+    or may update (`evidence.judge` says `update`, or `unsure` while the adjudicator has not
+    answered): {older fact id: newest such fact id}. Rows without
     a key (written before keys existed) are never marked, nor are memories of a session
     (dialogue turns, a run's log): the rules misjudge consecutive utterances of one speaker
     as updates (on the LoCoMo dev split ~15 false "updates" per query among the candidates),
@@ -481,8 +483,8 @@ def stale_statements(rows: Sequence[Row]) -> dict[str, str]:
         keys = [_key(r) for r in group]
         for i in range(len(group) - 1):
             for j in range(len(group) - 1, i, -1):  # the newest updating statement wins
-                verdict = judge_update(group[i]["content"], keys[i], group[j]["content"], keys[j])
-                if verdict.decision == "update":
+                verdict = judge(group[i]["content"], keys[i], group[j]["content"], keys[j])
+                if verdict.decision in ("update", "unsure"):
                     stale[str(group[i]["fact_id"])] = str(group[j]["fact_id"])
                     break
     return stale

@@ -239,6 +239,25 @@ class ReconcileStore:
         results = await self._db.batch(statements)
         return results[0].meta.changes != 0
 
+    async def restore(self, loser: str, winner: str, now_ms: int) -> bool:
+        """Undo `loser`'s supersession by `winner` (issue 25): it is live again once its
+        vector is written (`pending_vector`; `SemanticMemory.complete_pending`), and the
+        record of it merged into the winner goes. False when it is not superseded by it."""
+        results = await self._db.batch(
+            [
+                self._db.prepare(
+                    "UPDATE semantic_facts SET status = 'pending_vector', superseded_by = NULL, "
+                    "valid_to = NULL, updated_at = ? WHERE tenant_id = ? AND fact_id = ? "
+                    "AND status = 'superseded' AND superseded_by = ?"
+                ).bind(now_ms, self.tenant_id, loser, winner),
+                self._db.prepare(
+                    "DELETE FROM fact_provenance WHERE tenant_id = ? AND fact_id = ? "
+                    "AND source_kind = 'fact' AND source_id = ? AND relation = 'merged_from'"
+                ).bind(self.tenant_id, winner, loser),
+            ]
+        )
+        return results[0].meta.changes != 0
+
     async def add_episode_provenance(
         self,
         fact_id: str,
