@@ -39,6 +39,7 @@ OWNERS: dict[str, str] = {
     "semantic_term_stats": SEMANTIC,
     "semantic_index_stats": SEMANTIC,
     "reconcile_state": SEMANTIC,
+    "facts_kept_apart": SEMANTIC,
     # D1: working tier's namespace reads, procedural packs
     "namespace_reads": "agent_memory.tiers.working",
     "workflow_packs": "agent_memory.tiers.procedural",

@@ -260,3 +260,26 @@ async def test_an_operator_undoes_a_supersession_and_can_replay_it(runtime: Loca
     assert replayed.status == 200, replayed.body
     assert (await statuses(runtime))["Dana lives in Leeds."] == "superseded"
     assert "Dana lives in Leeds." not in await recalled(runtime, "Where does Dana live?")
+
+
+async def test_an_undone_merge_stays_undone_after_its_events_age_out(
+    runtime: LocalRuntime,
+) -> None:
+    """The pair an operator restored is kept apart by a row written with the restore, not by
+    the undo's event: once retention prunes the event log, reconcile still leaves it apart."""
+    from agent_memory.lifecycle.reconciler import Reconciler as TenantReconciler
+    from agent_memory.memory import Memory
+
+    clock = runtime.clock
+    assert isinstance(clock, FixedClock)
+    await store(runtime, "Bob lives in Berlin.")
+    clock.advance(3600)
+    await store(runtime, "Bob is living in Berlin.")
+    [merge] = (await reconcile(runtime)).merges
+    reconciler = Memory(runtime.bindings(), "acme").reconciler()
+    assert isinstance(reconciler, TenantReconciler)
+    await reconciler.undo(merge.drop, "ops@example.com")
+    await runtime.db.prepare("DELETE FROM memory_events WHERE tenant_id = 'acme'").run()
+    report = await reconcile(runtime)
+    assert report.merged_similar == 0
+    assert set((await statuses(runtime)).values()) == {"active"}

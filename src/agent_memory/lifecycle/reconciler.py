@@ -671,7 +671,7 @@ class Reconciler:
         report.facts_examined = len(facts)
         vectors = await self._store.fact_vectors([f.fact_id for f in facts])
         # Pairs an operator undid stay apart (`supersession.undo`).
-        apart = await supersession.undone_pairs(self._events)
+        apart = await self._store.kept_apart()
         merges = find_duplicates(facts, vectors, self.config)
         for merge in merges:
             if (merge.drop, merge.keep) in apart:

@@ -6,7 +6,7 @@ payload names both facts (`key`: the winner, `supersedes`: the loser) and what d
 (`decision`: op, decision, reason, adjudicator). `undo` makes the loser live again (its
 vector is rewritten) and records a `memory_written` event with `op: supersession_undone`,
 both ids and who undid it; the reconciler leaves an undone pair apart from then on
-(`undone_pairs`, read from those events while the event log keeps them). `replay` applies
+(`facts_kept_apart`, written with the restore: it outlives the event). `replay` applies
 the supersession one recorded event describes again (after an undo, or on a copy of the
 data), as a guarded update like the reconciler's own, with an `op: supersession_replayed`
 event.
@@ -25,7 +25,6 @@ from bindings.ports.clock import Clock
 
 UNDONE = "supersession_undone"
 REPLAYED = "supersession_replayed"
-MAX_UNDONE = 1_000
 
 
 class SupersessionError(Exception):
@@ -97,15 +96,3 @@ async def replay(
     event = _written(store.tenant_id, now, REPLAYED, loser, winner, by)
     await events.record(event)
     return Change(loser, winner, event.event_id, by)
-
-
-async def undone_pairs(events: EventLog) -> set[tuple[str, str]]:
-    """(loser, winner) pairs an operator undid: the reconciler keeps them apart."""
-    rows = await events.rows(
-        "kind = 'memory_written' AND json_extract(payload, '$.op') = ?", UNDONE, limit=MAX_UNDONE
-    )
-    out: set[tuple[str, str]] = set()
-    for row in rows:
-        payload = json.loads(str(row["payload"]))
-        out.add((str(payload.get("fact_id")), str(payload.get("superseded_by"))))
-    return out

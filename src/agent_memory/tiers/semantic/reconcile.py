@@ -241,8 +241,13 @@ class ReconcileStore:
 
     async def restore(self, loser: str, winner: str, now_ms: int) -> bool:
         """Undo `loser`'s supersession by `winner` (issue 25): it is live again once its
-        vector is written (`pending_vector`; `SemanticMemory.complete_pending`), and the
-        record of it merged into the winner goes. False when it is not superseded by it."""
+        vector is written (`pending_vector`; `SemanticMemory.complete_pending`), the record
+        of it merged into the winner goes, and the pair is kept apart from then on
+        (`kept_apart`), all in one batch. False when it is not superseded by it."""
+        restored = (
+            "SELECT 1 FROM semantic_facts WHERE tenant_id = ?1 AND fact_id = ?2 "
+            "AND status = 'pending_vector' AND superseded_by IS NULL AND updated_at = ?4"
+        )
         results = await self._db.batch(
             [
                 self._db.prepare(
@@ -254,9 +259,24 @@ class ReconcileStore:
                     "DELETE FROM fact_provenance WHERE tenant_id = ? AND fact_id = ? "
                     "AND source_kind = 'fact' AND source_id = ? AND relation = 'merged_from'"
                 ).bind(self.tenant_id, winner, loser),
+                self._db.prepare(
+                    "INSERT INTO facts_kept_apart (tenant_id, fact_id, other_id, undone_at) "
+                    f"SELECT ?1, ?2, ?3, ?4 WHERE EXISTS ({restored}) ON CONFLICT DO NOTHING"
+                ).bind(self.tenant_id, loser, winner, now_ms),
             ]
         )
         return results[0].meta.changes != 0
+
+    async def kept_apart(self) -> set[tuple[str, str]]:
+        """(fact, other) pairs an operator un-superseded: never merged or superseded again."""
+        result = (
+            await self._db.prepare(
+                "SELECT fact_id, other_id FROM facts_kept_apart WHERE tenant_id = ?"
+            )
+            .bind(self.tenant_id)
+            .all()
+        )
+        return {(str(row["fact_id"]), str(row["other_id"])) for row in result.results}
 
     async def add_episode_provenance(
         self,
