@@ -314,3 +314,25 @@ async def test_recall_records_waiting_in_kv_that_name_the_subject_are_erased(
     waiting = [key.name for key in (await rt.kv.list(prefix="recall-pending:acme:")).keys]
     assert waiting == [f"recall-pending:acme:{other.event_id}"]
     assert named.event_id not in " ".join(waiting)
+
+
+async def test_a_pack_promoted_from_an_instance_named_after_the_subject_forgets_that_id(
+    rt: LocalRuntime,
+) -> None:
+    """Issue 26 item 7: the pack keeps its workflow (the tenant's now), not the instance id
+    that names the erased subject; another instance's pack is untouched."""
+    from agent_memory.tiers.procedural import ERASED_SOURCE, Workflow, WorkflowPacks
+
+    packs = WorkflowPacks(rt.db, "acme")
+    for name, instance in (("ada-flow", "ada@example.com"), ("bob-flow", "bob@example.com")):
+        workflow = Workflow(
+            workflow_id=f"wf-{name}", agent_type="assistant", task_type="follow_up", spec={},
+            alpha=9.0, beta=2.0, pulls=10, status="active", created_at=1.0, updated_at=1.0,
+        )  # fmt: skip
+        await packs.promote(name, workflow, instance_id=instance, by="ops", now_ms=NOW_MS)
+    report = await SubjectEraser("acme", db=rt.db, clock=rt.clock, vectors=rt.vectors).erase(
+        "ada@example.com"
+    )
+    assert report.complete
+    sources = {p.name: p.source_instance_id for p in await packs.list("assistant")}
+    assert sources == {"ada-flow": ERASED_SOURCE, "bob-flow": "bob@example.com"}

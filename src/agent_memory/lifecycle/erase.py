@@ -65,6 +65,7 @@ from agent_memory.lifecycle.retention import (
 )
 from agent_memory.namespace import SERVICE, AgentScope
 from agent_memory.tiers.episodic import EpisodicStore
+from agent_memory.tiers.procedural import forget_pack_sources
 from agent_memory.tiers.semantic.memory import FactHistory
 from agent_memory.tiers.semantic.models import delete_own_vectors
 from agent_memory.tiers.semantic.recall import carry_prefix
@@ -384,6 +385,9 @@ class SubjectEraser:
         # personal fields (here, in archives, in backups) has no key.
         destroyed = await destroy_statement(self._db, self.tenant_id, matcher.subject).run()
         report.data_keys = destroyed.meta.changes
+        # A workflow pack promoted from an instance named after the subject keeps its
+        # workflow (it is the tenant's now) but not that instance id.
+        await forget_pack_sources(self._db, self.tenant_id, matcher.subject)
         facts = sorted(found.facts)
         sources = sorted(found.facts | found.episodes | found.runs)
         report.links = await self._facts.delete_links(facts)

@@ -349,3 +349,20 @@ class WorkflowPacks:
             (agent_type, task_type),
         ).first()
         return _pack(row) if row is not None else None
+
+
+ERASED_SOURCE = "erased"
+
+
+async def forget_pack_sources(db: D1Database, tenant: str, subject: str) -> int:
+    """A subject erase: packs promoted from an instance whose id names `subject` keep their
+    workflow but not that id (`ERASED_SOURCE` instead); how many changed."""
+    result = await (
+        db.prepare(
+            "UPDATE workflow_packs SET source_instance_id = ? "
+            "WHERE tenant_id = ? AND instr(source_instance_id, ?) > 0"
+        )
+        .bind(ERASED_SOURCE, tenant, subject)
+        .run()
+    )
+    return int(result.meta.changes)
