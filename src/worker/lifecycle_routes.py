@@ -6,6 +6,7 @@ erase, the namespace backfill.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict
 from typing import Any
 
@@ -152,33 +153,28 @@ def _reconciler(call: Call[Any, Any]) -> Reconciler:
     return reconciler
 
 
-def _view(change: Change) -> SupersessionView:
-    return SupersessionView(
-        fact_id=change.fact_id,
-        superseded_by=change.superseded_by,
-        event_id=change.event_id,
-        by=change.by,
-    )
+async def _supersession(
+    call: Call[EmptyBody, None],
+    param: str,
+    act: Callable[[Reconciler, str, str], Awaitable[Change]],
+) -> SupersessionView:
+    """Undo or replay through the tenant's reconciler; its refusals as their API errors."""
+    value = call.params[param]
+    if not is_ulid(value):
+        raise ApiError(422, "invalid_path", f"{param} must be a 26-character ULID")
+    try:
+        change = await act(_reconciler(call), value, call.operator.principal)
+    except SupersessionError as exc:
+        raise ApiError(exc.status, exc.code, str(exc)) from None
+    return SupersessionView(**asdict(change))
 
 
 async def restore_fact(call: Call[EmptyBody, None]) -> SupersessionView:
-    fact_id = call.params["fact_id"]
-    if not is_ulid(fact_id):
-        raise ApiError(422, "invalid_path", "fact_id must be a 26-character ULID")
-    try:
-        return _view(await _reconciler(call).undo(fact_id, call.operator.principal))
-    except SupersessionError as exc:
-        raise ApiError(exc.status, exc.code, str(exc)) from None
+    return await _supersession(call, "fact_id", lambda r, fact, by: r.undo(fact, by))
 
 
 async def replay_supersession(call: Call[EmptyBody, None]) -> SupersessionView:
-    event_id = call.params["event_id"]
-    if not is_ulid(event_id):
-        raise ApiError(422, "invalid_path", "event_id must be a 26-character ULID")
-    try:
-        return _view(await _reconciler(call).replay(event_id, call.operator.principal))
-    except SupersessionError as exc:
-        raise ApiError(exc.status, exc.code, str(exc)) from None
+    return await _supersession(call, "event_id", lambda r, event, by: r.replay(event, by))
 
 
 async def erase_subject(call: Call[None, None]) -> EraseView:
