@@ -38,3 +38,7 @@ class LocalBackgroundTasks:
         """Wait until every task (including tasks those tasks start) has finished."""
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
+            # A finished task leaves the set in its done callback, which runs on a later turn
+            # of the loop; since Python 3.12, gather over finished tasks completes without
+            # yielding, so without this the loop would never get that turn.
+            await asyncio.sleep(0)
