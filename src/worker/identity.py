@@ -568,17 +568,19 @@ class _AfterConfirmation:
     claims: MemoryTokenClaims
 
     def wait_until(self, work: Coroutine[Any, Any, Any]) -> None:
+        held = [work]  # the only reference, so dropping it frees it (and what it holds) at once
+
         async def when_confirmed() -> Any:
             try:
                 await self.claims.confirm()
             except Exception:
                 # Dropped unstarted; a coroutine it was handed (`after_response(work)`) is
-                # dropped with it, which CPython reports as "never awaited": intended here.
+                # freed with it, which CPython reports as "never awaited": intended here.
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", RuntimeWarning)
-                    work.close()
+                    held.pop().close()
                 return None
-            return await work
+            return await held.pop()
 
         self.inner.wait_until(when_confirmed())
 
