@@ -658,8 +658,9 @@ class Memory:
         memory = self.working(instance_id, agent_type=agent_type)
         items: list[MemoryItem] = []
         entries = await memory.entries()
-        values = await asyncio.gather(*(memory.get(entry.key) for entry in entries))
-        for entry, value in zip(entries, values, strict=True):
+        values = await memory.snapshot(entries)
+        for entry in entries:
+            value = values.get(entry.key)
             if value is None:
                 continue  # expired between list and get
             expires = None if entry.expiration is None else entry.expiration * 1000

@@ -496,9 +496,11 @@ def recency_decay(age_seconds: float, half_life_days: float) -> float:
     return math.pow(0.5, age_seconds / (half_life_days * DAY_SECONDS))
 
 
-def information_density(text: str) -> float:
-    """Distinct informative words / `DENSITY_SATURATION_TERMS`, capped at 1."""
-    return min(1.0, len(content_terms(text)) / DENSITY_SATURATION_TERMS)
+def information_density(text: str, terms: Sequence[str] | None = None) -> float:
+    """Distinct informative words / `DENSITY_SATURATION_TERMS`, capped at 1 (`terms`: the
+    text's `content_terms`, when the caller has them)."""
+    terms = content_terms(text) if terms is None else terms
+    return min(1.0, len(terms) / DENSITY_SATURATION_TERMS)
 
 
 def score_parts(
@@ -568,12 +570,11 @@ def rank(
         # content words the item has) and information density
         item_terms = content_terms(item.text)
         relevance = len(terms.intersection(item_terms)) / len(terms) if terms else 0.0
-        density = min(1.0, len(item_terms) / DENSITY_SATURATION_TERMS)
         parts = score_parts(
             relevance=relevance,
             written_at=item.written_at,
             confidence=item.confidence,
-            density=density,
+            density=information_density(item.text, item_terms),
             now=now,
             weights=weights,
         )

@@ -338,12 +338,9 @@ class Router:
             await confirm()
         try:
             answer = await self._handle(route, request, params, bindings, auth)
-        except Exception:
-            if confirm is not None:
+        finally:
+            if confirm is not None:  # raising here (revoked) replaces the handler's answer
                 await confirm()
-            raise
-        if confirm is not None:
-            await confirm()
         expected = route.model(route.response) or HttpResponse
         if not isinstance(answer, expected):
             raise TypeError(f"{route.method} {route.path} answered {type(answer).__name__}")

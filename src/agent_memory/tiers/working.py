@@ -330,7 +330,7 @@ class WorkingMemory:
         if not TENANT_RE.fullmatch(tenant or ""):
             raise InvalidWorkingMemoryKey(f"invalid tenant segment {tenant!r}")
         if not SESSION_RE.fullmatch(session or ""):
-            raise InvalidWorkingMemoryKey(f"invalid instance segment {session!r}")
+            raise InvalidWorkingMemoryKey(f"invalid session segment {session!r}")
         # Which key (legacy or canonical) is read and written follows the namespace flags.
         self._keys = NamespacedKV(
             kv,
@@ -346,7 +346,7 @@ class WorkingMemory:
         # Every write is a proposal checked by the write policy (ADR-0051); the gate also
         # records `memory_written` events when it has an event log.
         self._gate = gate or WriteGate(tenant)
-        self._instance_id = session
+        self._session = session
         self._agent_type = agent_type
         self._run_id = run_id
         self._clock: Clock = clock or SystemClock()
@@ -389,7 +389,7 @@ class WorkingMemory:
         encoded = encode_value(value)
         proposal = WriteProposal(
             tier="working",
-            key=f"{self._instance_id}:{key}",
+            key=f"{self._session}:{key}",
             value=value,
             source="working_memory",
             agent_type=self._agent_type,

@@ -610,7 +610,7 @@ class FactWriter:
         return [statement for statement in found if statement is not None]
 
     async def _delete_vectors(self, fact_ids: Sequence[str]) -> None:
-        await self._s.vectors.delete_by_ids(list(fact_ids))
+        await delete_own_vectors(self._s.vectors, self._s.tenant_id, fact_ids)
 
     def _proposal(self, fact: FactInput) -> WriteProposal:
         return WriteProposal(
