@@ -157,7 +157,7 @@ async def main(episodes: int, iterations: int, warmup: int) -> int:
         # local SQLite would otherwise spend the timed window on those inserts, which on
         # Cloudflare are network calls the turn does not wait for.
         runtime.background = AfterResponse()  # type: ignore[assignment]
-        memory = Memory(runtime.bindings(), TENANT)
+        memory = await Memory.open(runtime.bindings(), TENANT)
         working = memory.working("bench", agent_type="assistant")
         for key, value in {
             "current_contact_id": "contact:42",

@@ -12,10 +12,10 @@ import logging
 import socket
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from agent_runtime_do.core import AgentRuntimeCore
-from bindings.environment import Bindings
+from bindings.environment import Bindings, Shard
 from bindings.ports.alarms import AlarmStorage
 from bindings.ports.clock import Clock, SystemClock
 from bindings.ports.do_sql import DurableObjectStorage
@@ -64,6 +64,9 @@ LOCAL_VARS: dict[str, str] = {
     # the identity the `agents` CLI mints by default and the tests' ops@example.com. Any
     # other identity needs `agent-memory operators grant`.
     "PLATFORM_ADMINS": "email:operator@localhost,email:ops@example.com",
+    # Two shards, as wrangler.toml declares (docs/placement.md): every request finds its
+    # tenant's shard through the directory, here as on Cloudflare.
+    "MEMORY_SHARDS": "s2=DB_2:VECTORIZE_2",
 }
 
 
@@ -122,12 +125,22 @@ class LocalRuntime:
         self.clock: Clock = clock or SystemClock()
         self.background = LocalBackgroundTasks()
         self.kv = SqliteKV(state.kv, clock=self.clock)
-        self.db = SqliteD1(state.d1)
-        self.vectors = LocalVectorIndex(
-            state.vectors,
-            dimensions=self.settings.embedding_dimensions,
-            metadata_indexes=VECTOR_METADATA_INDEXES,
+        # One SQLite file per shard's D1 database and Vectorize index; the primary's are
+        # `db` and `vectors` (the control plane and the tenants placed there).
+        self.shards = tuple(
+            Shard(
+                name,
+                SqliteD1(state.d1_of(name)),
+                LocalVectorIndex(
+                    state.vectors_of(name),
+                    dimensions=self.settings.embedding_dimensions,
+                    metadata_indexes=VECTOR_METADATA_INDEXES,
+                ),
+            )
+            for name, _, _ in self.settings.shards
         )
+        self.db: SqliteD1 = cast(SqliteD1, self.shards[0].db)
+        self.vectors: LocalVectorIndex = cast(LocalVectorIndex, self.shards[0].vectors)
         self.cold = LocalObjectStore(state.cold, clock=self.clock)
         self.cipher = CryptographyCipher()
         self.signatures = CryptographySignatures()
@@ -151,11 +164,28 @@ class LocalRuntime:
         return cls(StateDir.create(root), **kwargs)
 
     async def migrate(self) -> list[str]:
-        """Apply pending D1 migrations in order, like `wrangler d1 migrations apply`."""
-        applied = await apply_migrations(self.db, MIGRATIONS_DIR)
-        for name in applied:
-            log.info("applied migration %s", name)
+        """Apply pending D1 migrations in order to every shard's database, like
+        `wrangler d1 migrations apply` once per database; the primary's are returned."""
+        applied: list[str] = []
+        for shard in self.shards:
+            done = await apply_migrations(self.shard_db(shard.name), MIGRATIONS_DIR)
+            for name in done:
+                log.info("applied migration %s to shard %s", name, shard.name)
+            applied = applied or done
         return applied
+
+    def shard_db(self, name: str) -> SqliteD1:
+        """Shard `name`'s database (tests read a tenant's rows where the directory put them)."""
+        for shard in self.shards:
+            if shard.name == name:
+                return cast(SqliteD1, shard.db)
+        raise KeyError(name)
+
+    def shard_vectors(self, name: str) -> LocalVectorIndex:
+        for shard in self.shards:
+            if shard.name == name:
+                return cast(LocalVectorIndex, shard.vectors)
+        raise KeyError(name)
 
     @property
     def embedder(self) -> Embedder:
@@ -174,6 +204,8 @@ class LocalRuntime:
             kv=self.kv,
             db=self.db,
             vectors=self.vectors,
+            # The primary from `db` and `vectors`, which a test may have wrapped.
+            shards=(Shard(self.shards[0].name, self.db, self.vectors), *self.shards[1:]),
             embedder=self.embedder,
             llm=self.llm,
             agents=self.agents,
@@ -189,9 +221,10 @@ class LocalRuntime:
     async def purge_residue(self) -> None:
         """After an erase: checkpoint and truncate every local SQLite file's WAL, so the
         pages an erase overwrote (secure_delete) leave no older copy in a -wal file."""
-        self.db.checkpoint()
+        for shard in self.shards:
+            self.shard_db(shard.name).checkpoint()
+            self.shard_vectors(shard.name).checkpoint()
         self.kv.checkpoint()
-        self.vectors.checkpoint()
         self._do_registry.checkpoint()
 
     def durable_object_storage(self, name: str) -> LocalDurableObjectStorage:

@@ -2,10 +2,11 @@
 
 Layout (created on first use):
     kv.sqlite            Workers KV
-    d1.sqlite            the D1 database (migrations recorded in d1_migrations)
+    d1.sqlite            the primary D1 database (migrations recorded in d1_migrations)
+    d1-{shard}.sqlite    every other shard's D1 database (MEMORY_SHARDS)
     durable_objects/     one SQLite file per Durable Object id
     alarms.sqlite        every Durable Object's alarm (set, retry count)
-    vectors.sqlite       the Vectorize index
+    vectors.sqlite       the primary Vectorize index; vectors-{shard}.sqlite the others'
     cold/                the R2 cold tier (archives)
     access/              the dev Cloudflare Access key pair and JWKS
 """
@@ -36,6 +37,13 @@ class StateDir:
     @property
     def d1(self) -> Path:
         return self.root / "d1.sqlite"
+
+    def d1_of(self, shard: str) -> Path:
+        """Shard `shard`'s D1 database: `d1.sqlite` for the primary, `d1-{shard}.sqlite`."""
+        return self.d1 if shard == "primary" else self.root / f"d1-{shard}.sqlite"
+
+    def vectors_of(self, shard: str) -> Path:
+        return self.vectors if shard == "primary" else self.root / f"vectors-{shard}.sqlite"
 
     @property
     def durable_objects(self) -> Path:

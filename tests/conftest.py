@@ -33,6 +33,14 @@ def wrangler_command(*args: str) -> list[str]:
     return [str(node) if node.exists() else "node", str(wrangler), *args]
 
 
+@pytest.fixture(autouse=True)
+def _fresh_isolate_directory() -> None:
+    """Each test is a new deployment: no tenant home cached from another test's runtime."""
+    from agent_memory.directory import forget_cached_homes
+
+    forget_cached_homes()
+
+
 def require_node_tools() -> None:
     """Skip (outside CI) or fail (in CI) when Node or the npm dev tools are missing."""
     missing = []

@@ -38,7 +38,7 @@ Schema = dict[str, Any]
 
 def _database_name() -> str:
     config = tomllib.loads((PROJECT_ROOT / "wrangler.toml").read_text(encoding="utf-8"))
-    [database] = config["d1_databases"]
+    database = config["d1_databases"][0]  # the primary; every shard runs the same folder
     return str(database["database_name"])
 
 

@@ -27,10 +27,18 @@ def test_agent_runtime_is_a_sqlite_durable_object() -> None:
     assert any("AgentRuntime" in m.get("new_sqlite_classes", []) for m in CONFIG["migrations"])
 
 
-def test_d1_points_at_the_migrations_folder() -> None:
-    [db] = CONFIG["d1_databases"]
-    assert db["binding"] == "DB"
-    assert (PROJECT_ROOT / db["migrations_dir"] / "0001_initial.sql").exists()
+def test_every_shard_is_a_declared_database_and_index_with_the_migrations() -> None:
+    from bindings.settings import Settings
+
+    shards = Settings.from_vars(CONFIG["vars"]).shards
+    databases = {db["binding"]: db for db in CONFIG["d1_databases"]}
+    indexes = {index["binding"] for index in CONFIG["vectorize"]}
+    assert [name for name, _, _ in shards] == ["primary", "s2"]
+    assert {d1 for _, d1, _ in shards} == set(databases)
+    assert {index for _, _, index in shards} == indexes
+    for db in databases.values():
+        assert (PROJECT_ROOT / db["migrations_dir"] / "0001_initial.sql").exists()
+    assert len({db["database_name"] for db in databases.values()}) == len(databases)
 
 
 def test_static_assets_hold_the_inspector_the_local_runtime_serves() -> None:
@@ -86,6 +94,8 @@ def test_dry_run_deploy_lists_every_binding(tmp_path: Path) -> None:
         "env.DB (agent-memory)",
         "D1 Database",
         "env.VECTORIZE (agent-memory-semantic)",
+        "env.DB_2 (agent-memory-2)",
+        "env.VECTORIZE_2 (agent-memory-semantic-2)",
         "Vectorize Index",
         "env.COLD (agent-memory-cold)",
         "R2 Bucket",

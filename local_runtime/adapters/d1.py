@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -167,7 +168,7 @@ class SqliteD1Statement:
 
     async def run(self) -> D1Result:
         """Like `all()` (D1 documents `run` as its alias); used for writes."""
-        [result] = self._db._execute([self])
+        [result] = self._db._execute([self], sized=True)
         return result
 
     async def first(self) -> Row | None:
@@ -213,16 +214,25 @@ class SqliteD1:
     def prepare(self, sql: str) -> SqliteD1Statement:
         return SqliteD1Statement(self, sql)
 
-    def _execute(self, statements: Sequence[SqliteD1Statement]) -> list[D1Result]:
+    def _execute(
+        self, statements: Sequence[SqliteD1Statement], *, sized: bool = False
+    ) -> list[D1Result]:
         engine = self._engine
         try:
             with engine.transaction():
-                return [
+                results = [
                     _to_d1_result(engine.run(statement.sql, statement.params))
                     for statement in statements
                 ]
         except SqlEngineError as exc:
             raise _d1_error(exc) from None
+        if not sized:
+            return results
+        # D1 reports the database's size after each statement (`meta.size_after`); here it
+        # is the file's pages in use, read for `run` and `batch` (writes and the directory's
+        # size probe), not for every read.
+        size = engine.database_size()
+        return [replace(r, meta=replace(r.meta, size_after=size)) for r in results]
 
     async def batch(self, statements: Sequence[D1Statement]) -> list[D1Result]:
         """Run statements in one transaction; on any failure none of them take effect."""
@@ -233,4 +243,4 @@ class SqliteD1:
             if not isinstance(statement, SqliteD1Statement) or statement._db is not self:
                 raise TypeError("batch() takes statements prepared on this database")
             own.append(statement)
-        return self._execute(own)
+        return self._execute(own, sized=True)

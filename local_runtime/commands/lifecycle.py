@@ -67,14 +67,17 @@ def cmd_prune(args: argparse.Namespace) -> int:
         max_seconds=args.max_seconds or UNLIMITED_SECONDS,
         batch_rows=args.batch_rows,
     )
-    pruner = Pruner(
-        runtime.db,
-        runtime.cold,
-        runtime.clock,
-        default_retention_days=runtime.settings.episode_retention_days,
-        budget=budget,
-        placement=parse_placement(runtime.settings.memory_placement),
-    )
+    pruners = [
+        Pruner(
+            runtime.shard_db(shard.name),
+            runtime.cold,
+            runtime.clock,
+            default_retention_days=runtime.settings.episode_retention_days,
+            budget=budget,
+            placement=parse_placement(runtime.settings.memory_placement),
+        )
+        for shard in runtime.shards  # every shard's database holds its own tenants
+    ]
     at = _now_ms(args, runtime)
     tenants = args.tenant or None
     started = time.perf_counter()
@@ -99,30 +102,39 @@ def cmd_prune(args: argparse.Namespace) -> int:
             f"{elapsed:.1f}s"
         )
 
-    async def go() -> Any:
+    async def go() -> list[Any]:
+        reports = []
         try:
-            if args.dry_run:
-                _say(f"prune --dry-run at {at} (nothing is written)")
-                return await pruner.dry_run(at, tenants=tenants, progress=progress)
             job = args.job or f"cli-{new_ulid(at / 1000)}"
-            _say(f"prune job {job}: archiving to {runtime.cold.root}, then deleting")
-            return await pruner.run(job, at, tenants=tenants, progress=progress)
+            for shard, pruner in zip(runtime.shards, pruners, strict=True):
+                if args.dry_run:
+                    _say(f"prune --dry-run at {at} on shard {shard.name} (nothing is written)")
+                    reports.append(await pruner.dry_run(at, tenants=tenants, progress=progress))
+                    continue
+                _say(f"prune job {job} on shard {shard.name}: archiving, then deleting")
+                reports.append(await pruner.run(job, at, tenants=tenants, progress=progress))
+            return reports
         finally:
             await runtime.close()
 
-    report = asyncio.run(go())
+    reports = asyncio.run(go())
+    tenants_done = [t for report in reports for t in report.tenants]
     _emit(
         {
-            **report.summary(),
+            **reports[0].summary(),
+            "shards": {s.name: r.summary() for s, r in zip(runtime.shards, reports, strict=True)},
             "wall_seconds": round(time.perf_counter() - started, 3),
             "tenants": [
-                t.model_dump(exclude={"archives_now"}, exclude_none=True) for t in report.tenants
+                t.model_dump(exclude={"archives_now"}, exclude_none=True) for t in tenants_done
             ],
         }
     )
-    if report.stopped_by is not None:
-        _say(f"stopped by the {report.stopped_by} budget: run again with --job {report.prune_id}")
-    return 0 if all(t.error is None for t in report.tenants) else 1
+    for report in reports:
+        if report.stopped_by is not None:
+            _say(
+                f"stopped by the {report.stopped_by} budget: run again with --job {report.prune_id}"
+            )
+    return 0 if all(t.error is None for t in tenants_done) else 1
 
 
 # --------------------------------------------------------------------------- brief
@@ -133,16 +145,33 @@ def cmd_brief(args: argparse.Namespace) -> int:
 
     runtime = _open(args)
 
+    from agent_memory.directory import home_of
+
     async def go() -> Any:
         try:
-            return await build_brief(
-                runtime.db,
-                now_ms=_now_ms(args, runtime),
-                default_retention_days=runtime.settings.episode_retention_days,
-                tenants=args.tenant or None,
-            )
+            # Every shard's tenants, or the named ones on their own shards.
+            named: dict[str, list[str] | None] = {s.name: None for s in runtime.shards}
+            if args.tenant:
+                named = {}
+                for tenant in args.tenant:
+                    home = await home_of(runtime.bindings(), tenant)
+                    named[home] = [*(named.get(home) or []), tenant]
+            briefs = [
+                await build_brief(
+                    runtime.shard_db(shard),
+                    now_ms=_now_ms(args, runtime),
+                    default_retention_days=runtime.settings.episode_retention_days,
+                    tenants=tenants,
+                )
+                for shard, tenants in named.items()
+            ]
         finally:
             await runtime.close()
+        merged = briefs[0]
+        for other in briefs[1:]:
+            merged.tenants += other.tenants
+            merged.warnings += other.warnings
+        return merged
 
     brief = asyncio.run(go())
     for warning in brief.warnings:
@@ -176,12 +205,18 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
     async def go() -> list[dict[str, Any]]:
         try:
             bindings = runtime.bindings()
-            tenants = args.tenant or await known_tenants(
-                runtime.db, ("semantic_facts", "memory_episodes")
+            tenants = args.tenant or sorted(
+                {
+                    t
+                    for shard in runtime.shards
+                    for t in await known_tenants(
+                        runtime.shard_db(shard.name), ("semantic_facts", "memory_episodes")
+                    )
+                }
             )
             out = []
             for index, tenant in enumerate(tenants, 1):
-                reconciler = Memory(bindings, tenant).reconciler()
+                reconciler = (await Memory.open(bindings, tenant)).reconciler()
                 if reconciler is None:
                     raise SystemExit("reconcile needs D1, the vector index and an embedder")
                 report = await reconciler.run()
@@ -224,11 +259,22 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 
     async def go() -> Any:
         try:
-            return await reindex_pending(
-                runtime.db, budget, tenants=args.tenant or None, progress=progress
-            )
+            reports = [
+                await reindex_pending(
+                    runtime.shard_db(shard.name),
+                    budget,
+                    tenants=args.tenant or None,
+                    progress=progress,
+                )
+                for shard in runtime.shards
+            ]
         finally:
             await runtime.close()
+        for other in reports[1:]:
+            reports[0].reindexed += other.reindexed
+            reports[0].tenants += [t for t in other.tenants if t.reindexed or t.remaining]
+            reports[0].stopped_by = reports[0].stopped_by or other.stopped_by
+        return reports[0]
 
     report = asyncio.run(go())
     _emit(report.model_dump())
@@ -246,21 +292,25 @@ def cmd_erase_subject(args: argparse.Namespace) -> int:
     except ValueError as exc:
         _say(f"error: {exc}")
         return 2
+    from agent_memory.directory import tenant_bindings
+
     runtime = _open(args)
-    eraser = SubjectEraser(
-        args.tenant,
-        db=runtime.db,
-        clock=runtime.clock,
-        kv=runtime.kv,
-        vectors=runtime.vectors,
-        cold=runtime.cold,
-        agents=runtime.agents,
-        progress=lambda step, n: _say(f"  {step}: {n}"),
-        purge_residue=runtime.purge_residue,
-    )
 
     async def go() -> Any:
         try:
+            home = await tenant_bindings(runtime.bindings(), args.tenant)
+            assert home.db is not None
+            eraser = SubjectEraser(
+                args.tenant,
+                db=home.db,
+                clock=runtime.clock,
+                kv=runtime.kv,
+                vectors=home.vectors,
+                cold=runtime.cold,
+                agents=runtime.agents,
+                progress=lambda step, n: _say(f"  {step}: {n}"),
+                purge_residue=runtime.purge_residue,
+            )
             return await eraser.erase(subject)
         finally:
             await runtime.close()
@@ -284,13 +334,17 @@ def cmd_retention(args: argparse.Namespace) -> int:
     if args.limit is not None or args.default_limit:
         fields["episode_limit"] = None if args.default_limit else args.limit
 
+    from agent_memory.directory import tenant_bindings
+
     async def go() -> Any:
         try:
             days = runtime.settings.episode_retention_days
+            db = (await tenant_bindings(runtime.bindings(), args.tenant)).db
+            assert db is not None
             if not fields:
-                return await get_lifecycle(runtime.db, args.tenant, days)
+                return await get_lifecycle(db, args.tenant, days)
             return await set_lifecycle(
-                runtime.db,
+                db,
                 args.tenant,
                 LifecycleUpdate.model_validate(fields),
                 default_days=days,

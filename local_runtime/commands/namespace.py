@@ -45,7 +45,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
                 return await backfill_all(
                     runtime.kv, runtime.clock, tenant=args.tenant, dry_run=args.dry_run
                 )
-            memory, total = Memory(runtime.bindings(), args.tenant), BackfillReport()
+            memory, total = await Memory.open(runtime.bindings(), args.tenant), BackfillReport()
             cursor: str | None = None
             while True:
                 step = await memory.adopt_untyped_working(dry_run=args.dry_run, cursor=cursor)

@@ -2,8 +2,9 @@
 to storage only through `bindings.ports`.
 
 Rooms, bottom to top (a room imports only from rooms below it; `tests/core/test_layout.py`):
-* `ids`, `scope`, `statements`, `cursors`, `placement`: ULIDs and hashes; tenant / agent /
-  instance naming; D1's statement limits; pagination cursors; the data-placement table;
+* `ids`, `scope`, `statements`, `cursors`, `placement`, `directory`: ULIDs and hashes; tenant
+  / agent / instance naming; D1's statement limits; pagination cursors; the data-placement
+  table (hot/warm/cold per memory kind); the tenant directory (which shard holds a tenant);
 * `namespace`: the namespace key contract (`<service>:<tenant>:<session>:<kind>:<entity>`);
 * `retrieval/`: terms and scoring — how memories are ranked and explained;
 * `governance/`: agent types, write proposals and policy, the event log, personal data;

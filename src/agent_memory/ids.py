@@ -80,7 +80,9 @@ def chunks(items: Sequence[T], size: int = IDS_PER_STATEMENT) -> Iterator[Sequen
 def distinct_tenants_sql(table: str, condition: str = "") -> str:
     """Every tenant id of `table` (where `condition` holds), sorted: a recursive CTE seeks the
     tenant-first index once per distinct tenant, so the cost grows with tenants, not rows.
-    `table` and `condition` are SQL text from the caller's code, never from input."""
+    A tenant fenced in this database (moving in or out: `agent_memory.directory`) is left
+    out, so no job touches rows a move is copying or deleting. `table` and `condition` are
+    SQL text from the caller's code, never from input."""
     where = f" WHERE {condition}" if condition else ""
     further = f"{condition} AND " if condition else ""
     return (
@@ -88,7 +90,8 @@ def distinct_tenants_sql(table: str, condition: str = "") -> str:
         f"SELECT (SELECT MIN(tenant_id) FROM {table}{where}) "
         f"UNION ALL SELECT (SELECT MIN(tenant_id) FROM {table} "
         f"WHERE {further}tenant_id > t.tenant_id) FROM t WHERE t.tenant_id IS NOT NULL) "
-        "SELECT tenant_id FROM t WHERE tenant_id IS NOT NULL"
+        "SELECT tenant_id FROM t WHERE tenant_id IS NOT NULL "
+        "AND tenant_id NOT IN (SELECT tenant_id FROM tenant_fences)"
     )
 
 

@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
+from agent_memory.directory import tenant_bindings
 from agent_memory.governance.agent_types import catalog
 from agent_memory.governance.personal_data import PersonalData
 from agent_memory.governance.writes import (
@@ -162,6 +163,10 @@ class Memory:
     ) -> None:
         if not isinstance(tenant, str) or not TENANT_RE.fullmatch(tenant):
             raise ValueError(f"invalid tenant id {tenant!r}")
+        if bindings.shard is None and len(bindings.all_shards()) > 1:
+            # Tenant data is on the tenant's shard: `Memory.open` finds it. Built on the
+            # primary's bindings, every tier would read and write the wrong database.
+            raise RuntimeError("Memory needs the tenant's shard: use `await Memory.open(...)`")
         self.bindings = bindings
         self.tenant = tenant
         self.clock = bindings.clock
@@ -192,6 +197,29 @@ class Memory:
         # Working-memory reads by key generation, for the daily brief (the namespace
         # migration's progress); flushed by whoever made them.
         self.read_counts = read_counts
+
+    @classmethod
+    async def open(
+        cls,
+        bindings: Bindings,
+        tenant: str,
+        *,
+        events_after_response: bool = False,
+        read_counts: ReadCounts | None = None,
+        admitted: Callable[[], Awaitable[None]] | None = None,
+    ) -> Memory:
+        """`tenant`'s memory on its shard: the tenant directory is read once (this isolate's
+        cache, else KV, else the primary database, placing a new tenant) and every tier this
+        object hands out reaches D1 and Vectorize through that shard only."""
+        if not isinstance(tenant, str) or not TENANT_RE.fullmatch(tenant):
+            raise ValueError(f"invalid tenant id {tenant!r}")
+        return cls(
+            await tenant_bindings(bindings, tenant),
+            tenant,
+            events_after_response=events_after_response,
+            read_counts=read_counts,
+            admitted=admitted,
+        )
 
     def _require_db(self) -> D1Database:
         if self.bindings.db is None:

@@ -59,7 +59,6 @@ from agent_runtime_do.protocol import (
 )
 from bindings.environment import Bindings
 from bindings.ports.alarms import AlarmStorage
-from bindings.ports.d1 import D1Database
 from bindings.ports.do_sql import DurableObjectStorage
 from bindings.ports.llm import LLM, ChatMessage
 
@@ -126,6 +125,7 @@ class AgentRuntimeCore:
         # globals); tests replace it with a seeded Generator.
         self.rng: np.random.Generator | None = None
         self._writer: EpisodicWriter | None = None
+        self._writer_shard: str | None = None
         self._registered_types: set[str] = set()
         # Turns of this object may interleave on Cloudflare; the working-memory budget check
         # (list, then put) must not.
@@ -147,7 +147,7 @@ class AgentRuntimeCore:
             return
         for tenant, pending in storage.pending_by_tenant(sql).items():
             log.warning("replaying %d unsettled episodic write(s)", len(pending))
-            self.writer(tenant, db).replay(pending)
+            (await self.writer(tenant)).replay(pending)
 
     async def call(self, method: str, payload: dict[str, Any]) -> dict[str, Any]:
         """Dispatch one RPC (`RPC_PAYLOADS`); an invalid payload is a 422 error."""
@@ -176,11 +176,18 @@ class AgentRuntimeCore:
     def now(self) -> float:
         return self.bindings.clock.now()
 
-    def writer(self, tenant: str, db: D1Database) -> EpisodicWriter:
-        """The instance's episodic writer (one tenant at a time), backed by the outbox."""
-        if self._writer is None or self._writer.store.tenant != tenant:
+    async def writer(self, tenant: str) -> EpisodicWriter:
+        """The instance's episodic writer (one tenant at a time, on the tenant's shard: a
+        writer of the shard it moved away from is replaced), backed by the outbox."""
+        memory = await Memory.open(self.bindings, tenant)
+        if (
+            self._writer is None
+            or self._writer.store.tenant != tenant
+            or self._writer_shard != memory.bindings.shard
+        ):
+            self._writer_shard = memory.bindings.shard
             self._writer = EpisodicWriter(
-                Memory(self.bindings, tenant).episodic,
+                memory.episodic,
                 self.bindings.background,
                 on_failure=self._record_failed_write,
                 sleep=self.retry_sleep,
@@ -243,7 +250,7 @@ class AgentRuntimeCore:
         scope = (request.tenant, request.agent_type)
         if state is not None and (state["tenant_id"], state["agent_type"]) != scope:
             return rpc_error(409, "scope_mismatch", "this agent instance belongs to another scope")
-        writer = self.writer(request.tenant, bindings.db)
+        writer = await self.writer(request.tenant)
         storage.touch(sql, request.tenant, request.agent_type, request.instance_id, self.now())
         started = self.now()
         run_id = new_ulid(started)
@@ -296,7 +303,7 @@ class AgentRuntimeCore:
             return rpc_error(
                 404, "run_not_found", "this instance has no run with that id and a workflow"
             )
-        gate = Memory(self.bindings, request.tenant, events_after_response=True).gate
+        gate = (await Memory.open(self.bindings, request.tenant, events_after_response=True)).gate
 
         def record() -> dict[str, Any] | None:
             if not storage.score_run(sql, request.run_id, request.score, now):
@@ -331,7 +338,7 @@ class AgentRuntimeCore:
         agent_type = catalog(self.bindings.settings.agent_types).get(request.agent_type)
         if agent_type is None:
             return rpc_error(404, "unknown_agent_type", f"no agent type {request.agent_type!r}")
-        gate = Memory(self.bindings, request.tenant, events_after_response=True).gate
+        gate = (await Memory.open(self.bindings, request.tenant, events_after_response=True)).gate
         self.ensure_workflows(agent_type, gate)
         if request.candidates_only:
             found = self.procedural.pack_candidates(
@@ -385,7 +392,9 @@ class AgentRuntimeCore:
         # One `Memory` for the turn: its events go out after the response; working-memory
         # reads are counted for the daily brief and flushed after the turn.
         reads = ReadCounts()
-        memory = Memory(bindings, request.tenant, events_after_response=True, read_counts=reads)
+        memory = await Memory.open(
+            bindings, request.tenant, events_after_response=True, read_counts=reads
+        )
         working = (
             memory.working(
                 request.instance_id,

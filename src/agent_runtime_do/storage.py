@@ -459,7 +459,7 @@ async def run_alarm(core: AgentRuntimeCore, now: float) -> AlarmOutcome:
     pending = pending_by_tenant(sql)
     outcome.replayed = sum(len(writes) for writes in pending.values())
     settled = await core.flush_writes()
-    writer = None if db is None else core.writer(tenant, db)
+    writer = None if db is None else await core.writer(tenant)
     left = pending_by_tenant(sql)
     if left and settled and writer is not None:
         for writes in left.values():

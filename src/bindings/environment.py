@@ -1,12 +1,17 @@
 """`Bindings`: every port a request may use, built once per request (from `env` by
 `bindings.cloudflare.environment`, locally from the state folder). Optional members are None
 when the deployment lacks them; `/healthz` reports which are present.
+
+Tenant data lives on shards (`Shard`: a D1 database and its Vectorize index; the tenant
+directory, `agent_memory.directory`, says which). `db` and `vectors` are the primary shard's
+until `on_shard` narrows a copy to one tenant's shard, which is what `Memory` hands its tiers;
+`control_db` stays the primary database (OAuth, grants, the directory itself) in every copy.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import httpx
 
@@ -21,7 +26,30 @@ from bindings.ports.llm import LLM
 from bindings.ports.object_store import ObjectStore
 from bindings.ports.rate_limit import RateLimiter
 from bindings.ports.vectorize import VectorIndex
-from bindings.settings import Settings
+from bindings.settings import PRIMARY_SHARD, Settings
+
+# The control plane: tables that live in the primary database (`control_db`) only and never
+# move with a tenant (authorization's grants and OAuth rows).
+CONTROL_PLANE_TABLES = frozenset(
+    {
+        "operator_grants",
+        "oauth_clients",
+        "oauth_codes",
+        "oauth_consents",
+        "oauth_grants",
+        "oauth_access_tokens",
+        "oauth_refresh_tokens",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Shard:
+    """One D1 database and its Vectorize index, holding the tenants placed on it."""
+
+    name: str
+    db: D1Database | None
+    vectors: VectorIndex | None
 
 
 @dataclass(frozen=True)
@@ -47,6 +75,33 @@ class Bindings:
     # Local only: overwrite what an erase deleted in the SQLite files (checkpoint the WAL).
     purge_residue: Callable[[], Awaitable[None]] | None = None
     embed_rate_limiter: RateLimiter | None = None  # EMBED_RATE_LIMITER, ADR-29
+    # Every shard, the primary first (MEMORY_SHARDS); empty: the primary alone (db, vectors).
+    shards: tuple[Shard, ...] = ()
+    # The shard `db` and `vectors` belong to once narrowed by `on_shard`; None: not narrowed.
+    shard: str | None = None
+
+    def all_shards(self) -> tuple[Shard, ...]:
+        """Every shard, the primary first. Until narrowed, `db` and `vectors` are the
+        primary's (so a copy with another `db` has that as its primary)."""
+        if not self.shards:
+            return (Shard(PRIMARY_SHARD, self.db, self.vectors),)
+        if self.shard is None:
+            primary = Shard(self.shards[0].name, self.db, self.vectors)
+            return (primary, *self.shards[1:])
+        return self.shards
+
+    @property
+    def control_db(self) -> D1Database | None:
+        """The primary database: control-plane tables (OAuth, grants, the tenant directory)."""
+        return self.all_shards()[0].db
+
+    def on_shard(self, name: str) -> Bindings:
+        """A copy whose `db` and `vectors` are shard `name`'s; KeyError for an unknown name."""
+        shards = self.all_shards()
+        for shard in shards:
+            if shard.name == name:
+                return replace(self, db=shard.db, vectors=shard.vectors, shard=name, shards=shards)
+        raise KeyError(f"no shard named {name!r}")
 
     def present(self) -> dict[str, bool]:
         """Which bindings this deployment has (reported by /healthz)."""

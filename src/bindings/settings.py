@@ -95,11 +95,44 @@ def parse_platform_admins(raw: str) -> frozenset[tuple[PlatformAdminKind, str]]:
 
 _ADMIN_PREFIX_RE = re.compile(r"[a-z_]+")
 
+PRIMARY_SHARD = "primary"
+_SHARD_NAME_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,31}")
+_BINDING_NAME_RE = re.compile(r"[A-Z][A-Z0-9_]{0,63}")
+
+
+def parse_shards(raw: str) -> tuple[tuple[str, str, str], ...]:
+    """`MEMORY_SHARDS`: the databases tenants are placed on besides the primary one (`DB` and
+    `VECTORIZE`, shard `primary`), comma-separated `name=D1_BINDING:VECTORIZE_BINDING`, e.g.
+    `s2=DB_2:VECTORIZE_2`, as (name, D1 binding, Vectorize binding) with the primary first.
+    A name is never reused for another database (the directory stores names). Raises
+    ValueError naming a bad entry."""
+    shards = [(PRIMARY_SHARD, "DB", "VECTORIZE")]
+    for entry in (item.strip() for item in raw.split(",")):
+        if not entry:
+            continue
+        name, _, pair = entry.partition("=")
+        d1, _, index = pair.partition(":")
+        name, d1, index = name.strip(), d1.strip(), index.strip()
+        if not (
+            _SHARD_NAME_RE.fullmatch(name)
+            and _BINDING_NAME_RE.fullmatch(d1)
+            and _BINDING_NAME_RE.fullmatch(index)
+        ):
+            raise ValueError(
+                f"MEMORY_SHARDS entry {entry!r} is not name=D1_BINDING:VECTORIZE_BINDING"
+            )
+        if any(name == s[0] or d1 == s[1] or index == s[2] for s in shards):
+            raise ValueError(f"MEMORY_SHARDS entry {entry!r} repeats a name or a binding")
+        shards.append((name, d1, index))
+    return tuple(shards)
+
+
 _PARSERS: dict[str, Callable[[str], object]] = {
     "memory_pii_keks": parse_key_encryption_keys,
     "outbound_allowed_hosts": parse_host_list,
     "mcp_allowed_origins": parse_origin_list,
     "platform_admins": parse_platform_admins,
+    "memory_shards": parse_shards,
 }
 
 
@@ -167,6 +200,11 @@ class Settings(BaseModel):
     memory_placement: str = ""
     # A JSON list of agent type definitions added to (or replacing by name) the built-in ones.
     agent_types: str = ""
+    # Tenant placement (docs/placement.md): the shards besides the primary database
+    # (`parse_shards`), and the size one D1 database may reach (10 GB, a limit Cloudflare does
+    # not raise): new tenants go where most of it is free; the brief warns at 80 %.
+    memory_shards: str = ""
+    d1_database_max_bytes: int = Field(default=10 * 1024**3, ge=1)
 
     @field_validator("embed_rate_period")
     @classmethod
@@ -176,7 +214,11 @@ class Settings(BaseModel):
         return value
 
     @field_validator(
-        "memory_pii_keks", "outbound_allowed_hosts", "mcp_allowed_origins", "platform_admins"
+        "memory_pii_keks",
+        "outbound_allowed_hosts",
+        "mcp_allowed_origins",
+        "platform_admins",
+        "memory_shards",
     )
     @classmethod
     def _parses(cls, value: str, info: ValidationInfo) -> str:
@@ -196,6 +238,10 @@ class Settings(BaseModel):
     @cached_property
     def mcp_origins(self) -> frozenset[str]:
         return parse_origin_list(self.mcp_allowed_origins)
+
+    @cached_property
+    def shards(self) -> tuple[tuple[str, str, str], ...]:
+        return parse_shards(self.memory_shards)
 
     @cached_property
     def platform_admin_identities(self) -> frozenset[tuple[PlatformAdminKind, str]]:

@@ -220,7 +220,8 @@ async def record_outcome(call: Call[OutcomeBody, None]) -> OutcomeResult:
 
 async def list_runs(call: Call[None, RunsQuery]) -> RunPage:
     query = call.query
-    return await Memory(call.bindings, call.params["tenant"]).episodic.list_runs(
+    memory = await Memory.open(call.bindings, call.params["tenant"])
+    return await memory.episodic.list_runs(
         agent_type=query.agent_type, status=query.status, cursor=query.cursor, limit=query.limit
     )
 
@@ -228,7 +229,7 @@ async def list_runs(call: Call[None, RunsQuery]) -> RunPage:
 async def get_run(call: Call[None, None]) -> RunDetail:
     tenant, bindings = call.params["tenant"], call.bindings
     run_id = _run_id(call.params)
-    store = Memory(bindings, tenant).episodic
+    store = (await Memory.open(bindings, tenant)).episodic
     run = await store.get_run(run_id)
     if run is None:
         raise ApiError(404, "run_not_found", f"tenant {tenant!r} has no run {run_id!r}")
@@ -250,7 +251,7 @@ async def get_run(call: Call[None, None]) -> RunDetail:
 
 async def list_workflows(call: Call[None, WorkflowsQuery]) -> Workflows:
     query, agent_type = call.query, agent_type_param(call).name
-    memory = Memory(call.bindings, call.params["tenant"])
+    memory = await Memory.open(call.bindings, call.params["tenant"])
     found = await memory.workflows(agent_type, query.instance_id, query.task_type)
     return Workflows(instance_id=query.instance_id, workflows=found)
 
@@ -266,13 +267,14 @@ async def pack_candidates(call: Call[None, CandidatesQuery]) -> PackCandidates:
 
 async def list_packs(call: Call[None, None]) -> PackList:
     agent_type = agent_type_param(call).name
-    return PackList(packs=await Memory(call.bindings, call.params["tenant"]).packs.list(agent_type))
+    memory = await Memory.open(call.bindings, call.params["tenant"])
+    return PackList(packs=await memory.packs.list(agent_type))
 
 
 async def promote_pack(call: Call[PromotePack, None]) -> PackPromoted:
     body, identity = call.body, call.operator
     scope = _scope(call, body.instance_id)
-    packs = Memory(call.bindings, scope.tenant).packs
+    packs = (await Memory.open(call.bindings, scope.tenant)).packs
     found = await _candidates(call.bindings, scope, None, body.min_pulls, body.min_mean)
     chosen = next((w for w in found if w["workflow_id"] == body.workflow_id), None)
     if chosen is None:
@@ -294,7 +296,7 @@ async def promote_pack(call: Call[PromotePack, None]) -> PackPromoted:
 
 async def deprecate_pack(call: Call[None, None]) -> PackDeprecated:
     agent_type, name = agent_type_param(call).name, call.params["name"]
-    packs = Memory(call.bindings, call.params["tenant"]).packs
+    packs = (await Memory.open(call.bindings, call.params["tenant"])).packs
     changed = await packs.deprecate(agent_type, name, int(call.bindings.clock.now() * 1000))
     if changed == 0:
         raise ApiError(404, "pack_not_found", f"no active pack {name!r} for {agent_type!r}")

@@ -34,6 +34,7 @@ from pydantic import AfterValidator, BaseModel, Field, ValidationError
 from agent_memory.cursors import InvalidCursorError
 from agent_memory.namespace import TENANT_PATTERN
 from bindings.environment import Bindings
+from bindings.ports.d1 import met_fence
 from bindings.ports.errors import BindingLimitError
 from gateway.routes import McpRoute, MemoryDispatcherFactory, mcp_not_allowed_route, tool_call_route
 from http_messages import (
@@ -533,6 +534,19 @@ def routes(memory_tools: MemoryDispatcherFactory | None = SemanticDispatcher) ->
               "Copy the tenant's legacy working-memory KV keys to canonical item keys (one bounded "
               "step; repeat with next_cursor). Never deletes a key", "lifecycle", auth=ACCESS,
               body="BackfillBody", body_required=False, response="BackfillView"),
+        # Tenant placement across databases (docs/placement.md): platform admins.
+        Route("GET", "/admin/shards", lazy("worker.lifecycle_routes:list_shards"),
+              "Each shard's database size and vector count against their limits, and its "
+              "tenants", "placement", auth=ACCESS, response="ShardsView"),
+        Route("GET", "/admin/moves", lazy("worker.lifecycle_routes:list_tenant_moves"),
+              "Every tenant move and where it stands", "placement", auth=ACCESS,
+              response="MoveList"),
+        Route("POST", "/admin/moves", lazy("worker.lifecycle_routes:start_tenant_move"),
+              "Move a tenant to another shard online (its first bounded step runs now)",
+              "placement", auth=ACCESS, body="MoveBody", response="MoveStatus", status=202),
+        Route("POST", "/admin/moves/advance", lazy("worker.lifecycle_routes:advance_tenant_move"),
+              "Carry a tenant's move forward one bounded step (resumes after a crash)",
+              "placement", auth=ACCESS, body="MoveTenant", response="MoveStatus"),
         # The memory inspector's read routes (docs/inspector.md).
         Route("GET", "/admin/tenants", lazy("worker.inspector_routes:list_tenants"),
               "The tenants the caller may operate: for a platform admin every tenant that has "
@@ -630,7 +644,11 @@ async def _answer(request: HttpRequest, bindings: Bindings, router: Router | Non
     except InvalidCursorError as exc:
         # Every paginated listing: a cursor the API did not hand out.
         return ApiError(422, "invalid_cursor", str(exc)).to_response()
-    except Exception:
+    except Exception as exc:
+        if met_fence(exc):  # the tenant is moving: 503, and re-read its home (directory)
+            from agent_memory.directory import note_fenced
+
+            return note_fenced(bindings.clock.now()).to_response()
         # The path can carry a subject (the erase route): log its hash and size, not it.
         digest = hashlib.sha256(request.path.encode()).hexdigest()[:16]
         log.exception(

@@ -23,7 +23,7 @@ from agent_memory.lifecycle.inspect import (
     InspectStatus,
     MemoryInspector,
 )
-from agent_memory.lifecycle.retention import known_tenants
+from agent_memory.lifecycle.retention import TenantTable, known_tenants
 from agent_memory.memory import Memory, MemoryUnavailable
 from agent_memory.namespace import AGENT_TYPE_PATTERN
 from agent_memory.tiers.episodic import Episode
@@ -153,8 +153,8 @@ class FactDeleted(BaseModel):
     complete: bool
 
 
-def _inspector(call: Call[Any, Any]) -> MemoryInspector:
-    return Memory(call.bindings, call.params["tenant"]).inspector()
+async def _inspector(call: Call[Any, Any]) -> MemoryInspector:
+    return (await Memory.open(call.bindings, call.params["tenant"])).inspector()
 
 
 def _fact_id(call: Call[Any, Any]) -> str:
@@ -172,15 +172,22 @@ async def list_tenants(call: Call[None, None]) -> TenantsResponse:
     mine = await granted_tenants(call.operator, call.bindings)
     if mine is not None:
         return TenantsResponse(tenants=sorted(mine), scope="granted")
-    tenants = await known_tenants(
-        call.bindings.db, ("agent_runs", "memory_episodes", "semantic_facts", "memory_events")
+    found: set[str] = set()
+    tables: tuple[TenantTable, ...] = (
+        "agent_runs",
+        "memory_episodes",
+        "semantic_facts",
+        "memory_events",
     )
-    return TenantsResponse(tenants=tenants, scope="platform")
+    for shard in call.bindings.all_shards():  # every database holds some of the tenants
+        if shard.db is not None:
+            found.update(await known_tenants(shard.db, tables))
+    return TenantsResponse(tenants=sorted(found), scope="platform")
 
 
 async def list_facts(call: Call[None, FactsQuery]) -> FactPage:
     query = call.query
-    return await _inspector(call).list_facts(
+    return await (await _inspector(call)).list_facts(
         status=query.status,
         subject=query.subject,
         agent_type=query.agent_type,
@@ -192,7 +199,7 @@ async def list_facts(call: Call[None, FactsQuery]) -> FactPage:
 
 async def get_fact(call: Call[None, None]) -> FactDetail:
     fact_id = _fact_id(call)
-    detail = await _inspector(call).fact_detail(fact_id)
+    detail = await (await _inspector(call)).fact_detail(fact_id)
     if detail is None:
         tenant = call.params["tenant"]
         raise ApiError(404, "fact_not_found", f"tenant {tenant!r} has no fact {fact_id!r}")
@@ -201,7 +208,8 @@ async def get_fact(call: Call[None, None]) -> FactDetail:
 
 async def delete_fact(call: Call[None, None]) -> FactDeleted:
     fact_id = _fact_id(call)
-    result = await Memory(call.bindings, call.params["tenant"]).semantic().delete(fact_id)
+    memory = await Memory.open(call.bindings, call.params["tenant"])
+    result = await memory.semantic().delete(fact_id)
     return FactDeleted(
         tenant=call.params["tenant"],
         fact_id=fact_id,
@@ -213,7 +221,7 @@ async def delete_fact(call: Call[None, None]) -> FactDeleted:
 
 async def list_events(call: Call[None, EventsQuery]) -> EventPage:
     query = call.query
-    return await _inspector(call).list_events(
+    return await (await _inspector(call)).list_events(
         kind=query.kind,
         tier=query.tier,
         run_id=query.run_id,
@@ -226,13 +234,13 @@ async def list_events(call: Call[None, EventsQuery]) -> EventPage:
 
 async def get_episodes(call: Call[None, EpisodesQuery]) -> EpisodesResponse:
     ids = call.query.id_list()
-    episodes = await _inspector(call).episodes(ids)
+    episodes = await (await _inspector(call)).episodes(ids)
     return EpisodesResponse(episodes=episodes)
 
 
 async def explain_recall(call: Call[ExplainBody, None]) -> ExplainResponse:
     tenant, body = call.params["tenant"], call.body
-    memory = Memory(call.bindings, tenant).semantic()
+    memory = (await Memory.open(call.bindings, tenant)).semantic()
     if call.bindings.embedder is None:
         raise MemoryUnavailable("semantic_unavailable", "the explain needs an embedder")
     try:

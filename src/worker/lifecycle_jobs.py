@@ -1,10 +1,12 @@
 """The lifecycle's cron jobs (`worker.cron.JOBS`).
 
 `weekly_prune`: job `weekly-{ISO week}`, cutoffs fixed at the scheduled time (a retry
-continues the job). `daily_brief`: the brief, then within the invocation's budget: resume
-an unfinished prune, index pre-0009 facts, write back recall records KV kept, reconcile
-every tenant, re-wrap data keys after a KEK rotation. A missing binding is reported, not
-raised: a cron has no caller to answer.
+continues the job). `daily_brief`: the brief with each database's size and each index's
+vector count, then within the invocation's budget: resume an unfinished prune, index pre-0009
+facts, write back recall records KV kept, reconcile every tenant, re-wrap data keys after a
+KEK rotation, carry unfinished tenant moves forward. Both run over every shard's database in
+turn (issue 29), each shard within its share of the budget (`_Shares`). A missing binding is
+reported, not raised: a cron has no caller to answer.
 """
 
 from __future__ import annotations
@@ -13,20 +15,30 @@ import logging
 import time
 from typing import Any
 
+from agent_memory.directory import shard_sizes
 from agent_memory.governance.personal_data import DataKeys
 from agent_memory.hot_warm_cold import placement_table
 from agent_memory.lifecycle.brief import build_brief
-from agent_memory.lifecycle.prune import PruneBudget, Pruner, resume_unfinished, weekly_prune_id
+from agent_memory.lifecycle.move import advance, moves
+from agent_memory.lifecycle.prune import (
+    OPERATIONS_PER_BATCH,
+    PruneBudget,
+    Pruner,
+    resume_unfinished,
+    weekly_prune_id,
+)
 from agent_memory.lifecycle.retention import known_tenants
 from agent_memory.memory import Memory
 from agent_memory.tiers.semantic.keyword_index import ReindexBudget, reindex_pending
 from agent_memory.tiers.semantic.recall import MAX_WRITE_BACK, carried_tenants
 from bindings.environment import Bindings
+from bindings.ports.vectorize import VECTORIZE_MAX_VECTORS
 
 log = logging.getLogger(__name__)
 
 
 REWRAP_BATCH = 500
+DATABASE_WARN_AT = 0.8  # the brief warns when a database or index is this full
 # Per daily run: ~2 D1 statements per 100 facts (≈ 400 for the total), a fair share per
 # tenant, and at most this much of the invocation's time.
 REINDEX_BUDGET = ReindexBudget(facts_per_tenant=5_000, facts_total=20_000, max_seconds=300.0)
@@ -34,28 +46,57 @@ REINDEX_BUDGET = ReindexBudget(facts_per_tenant=5_000, facts_total=20_000, max_s
 WRITE_BACK_PER_RUN = 200
 
 
-def make_pruner(bindings: Bindings) -> Pruner | None:
-    """The pruner over every tenant (or those a call names), None without D1 and R2."""
+def make_pruner(bindings: Bindings, share: tuple[int, float] | None = None) -> Pruner | None:
+    """The pruner over every tenant of `bindings`' database (or those a call names), None
+    without D1 and R2; `share` caps its budget at (operations, seconds)."""
     if bindings.db is None or bindings.cold is None:
         return None
     settings = bindings.settings
+    operations, seconds = share or (
+        settings.lifecycle_max_operations,
+        settings.lifecycle_max_seconds,
+    )
     return Pruner(
         bindings.db,
         bindings.cold,
         bindings.clock,
         default_retention_days=settings.episode_retention_days,
         budget=PruneBudget(
-            max_operations=settings.lifecycle_max_operations,
-            max_seconds=settings.lifecycle_max_seconds,
+            max_operations=max(OPERATIONS_PER_BATCH + 2, operations),
+            max_seconds=seconds,
             batch_rows=settings.prune_batch_rows,
         ),
         placement=placement_table(bindings),
     )
 
 
+def shard_views(bindings: Bindings) -> list[Bindings]:
+    """`bindings` narrowed to each shard with a database, the primary first: every job runs
+    over each of them, since each holds its own tenants' rows."""
+    return [bindings.on_shard(s.name) for s in bindings.all_shards() if s.db is not None]
+
+
+def merged(reports: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per-shard summaries as one: counts summed, flags all-true, lists joined, the rest the
+    first shard's."""
+    out: dict[str, Any] = {}
+    for report in reports:
+        for key, value in report.items():
+            if key not in out:
+                out[key] = value
+            elif isinstance(value, bool):
+                out[key] = out[key] and value
+            elif isinstance(value, int | float):
+                out[key] = out[key] + value
+            elif isinstance(value, list):
+                out[key] = [*out[key], *value]
+    return out
+
+
 async def reconcile_all(bindings: Bindings, *, max_seconds: float) -> list[dict[str, Any]]:
-    """Reconcile every tenant with facts or episodes until `max_seconds` have passed (the
-    rest wait for the next day); one tenant's failure is logged and does not stop others."""
+    """Reconcile every tenant of `bindings`' database with facts or episodes until
+    `max_seconds` have passed (the rest wait for the next day); one tenant's failure is
+    logged and does not stop others."""
     if bindings.db is None:
         return []
     started = time.monotonic()
@@ -83,53 +124,158 @@ def _missing(bindings: Bindings) -> dict[str, Any]:
     return {"ran": False, "missing_bindings": missing}
 
 
+class _Shares:
+    """The invocation's lifecycle budget dealt out over the shards in turn: each gets an equal
+    part of what is left, so what one leaves unspent goes to the next."""
+
+    def __init__(self, bindings: Bindings, count: int) -> None:
+        self.operations = bindings.settings.lifecycle_max_operations
+        self.deadline = time.monotonic() + bindings.settings.lifecycle_max_seconds
+        self.left = count
+
+    def next(self) -> tuple[int, float]:
+        share = (
+            self.operations // max(1, self.left),
+            max(0.0, self.deadline - time.monotonic()) / max(1, self.left),
+        )
+        self.left -= 1
+        return share
+
+    def spent(self, operations: int) -> None:
+        self.operations = max(0, self.operations - operations)
+
+
 async def weekly_prune(bindings: Bindings, scheduled_time: float) -> dict[str, Any]:
-    pruner = make_pruner(bindings)
-    if pruner is None:
+    views = shard_views(bindings)
+    if not views or bindings.cold is None:
         return _missing(bindings)
     scheduled_ms = int(scheduled_time * 1000)
-    report = await pruner.run(weekly_prune_id(scheduled_ms), scheduled_ms)
-    return {
-        "ran": True,
-        "prune": report.summary(),
-        "tenants": [
+    shares = _Shares(bindings, len(views))
+    summaries: dict[str, dict[str, Any]] = {}
+    tenants: list[dict[str, Any]] = []
+    for view in views:
+        pruner = make_pruner(view, shares.next())
+        assert pruner is not None
+        report = await pruner.run(weekly_prune_id(scheduled_ms), scheduled_ms)
+        shares.spent(report.operations)
+        summaries[str(view.shard)] = report.summary()
+        tenants += [
             t.model_dump(exclude={"archives_now", "episodes_due", "runs_due", "events_due"})
             for t in report.tenants
-        ],
-    }
+        ]
+    prune = merged(list(summaries.values()))
+    return {"ran": True, "prune": {**prune, "shards": summaries}, "tenants": tenants}
 
 
 async def daily_brief(bindings: Bindings, scheduled_time: float) -> dict[str, Any]:
-    if bindings.db is None:
+    views = shard_views(bindings)
+    if not views:
         return _missing(bindings)
-    brief = await build_brief(
-        bindings.db,
-        now_ms=int(scheduled_time * 1000),
-        default_retention_days=bindings.settings.episode_retention_days,
-    )
+    now_ms = int(scheduled_time * 1000)
+    briefs = [
+        await build_brief(
+            view.db,
+            now_ms=now_ms,
+            default_retention_days=bindings.settings.episode_retention_days,
+        )
+        for view in views
+        if view.db is not None
+    ]
+    databases = await database_report(bindings)
+    warnings = [w for d in databases for w in d.pop("warnings")]
+    summary = merged([b.summary() for b in briefs])
     result: dict[str, Any] = {
         "ran": True,
-        "brief": brief.summary(),
-        "tenants": [t.model_dump() for t in brief.tenants],
+        "brief": {**summary, "warnings": [*summary.get("warnings", []), *warnings]},
+        "databases": databases,
+        "tenants": [t.model_dump() for b in briefs for t in b.tenants],
     }
-    started = time.monotonic()
+    shares = _Shares(bindings, len(views))
+    resumed: list[dict[str, Any]] = []
+    reindexed: list[dict[str, Any]] = []
+    reconciled: list[dict[str, Any]] = []
+    rewrapped: dict[str, int] = {}
+    for view in views:
+        assert view.db is not None
+        operations, seconds = shares.next()
+        started = time.monotonic()
 
-    def left() -> float:
-        """Seconds of the invocation's lifecycle budget still unspent."""
-        return max(0.0, bindings.settings.lifecycle_max_seconds - (time.monotonic() - started))
+        def left(seconds: float = seconds, started: float = started) -> float:
+            """Seconds of this shard's share of the lifecycle budget still unspent."""
+            return max(0.0, seconds - (time.monotonic() - started))
 
-    pruner = make_pruner(bindings)
-    if pruner is not None:
-        resumed = await resume_unfinished(pruner)
-        result["prune_resumed"] = [r.summary() for r in resumed]
-    budget = REINDEX_BUDGET.model_copy(
-        update={"max_seconds": min(REINDEX_BUDGET.max_seconds, left())}
-    )
-    result["reindexed"] = (await reindex_pending(bindings.db, budget)).model_dump()
+        pruner = make_pruner(view, (operations, seconds))
+        if pruner is not None:
+            resumed += [r.summary() for r in await resume_unfinished(pruner)]
+        budget = REINDEX_BUDGET.model_copy(
+            update={"max_seconds": min(REINDEX_BUDGET.max_seconds, left())}
+        )
+        reindexed.append((await reindex_pending(view.db, budget)).model_dump())
+        reconciled += await reconcile_all(view, max_seconds=left())
+        rewrapped |= await rewrap_data_keys(view, max_seconds=left())
+    result["prune_resumed"] = resumed
+    result["reindexed"] = merged(reindexed)
     result["recall_records_written_back"] = await write_back_recall_records(bindings)
-    result["reconciled"] = await reconcile_all(bindings, max_seconds=left())
-    result["data_keys_rewrapped"] = await rewrap_data_keys(bindings, max_seconds=left())
+    result["reconciled"] = reconciled
+    result["data_keys_rewrapped"] = rewrapped
+    result["moves"] = await advance_moves(bindings)
     return result
+
+
+async def database_report(bindings: Bindings) -> list[dict[str, Any]]:
+    """Each shard's D1 size against `D1_DATABASE_MAX_BYTES` (warning at 80 %) and its
+    index's vector count against Vectorize's 10M; a shard that does not answer is reported
+    as unknown, not raised."""
+    sizes = await shard_sizes(bindings)
+    limit = bindings.settings.d1_database_max_bytes
+    out: list[dict[str, Any]] = []
+    for shard in bindings.all_shards():
+        size = sizes.get(shard.name)
+        vectors: int | None = None
+        if shard.vectors is not None:
+            try:
+                vectors = (await shard.vectors.describe()).vector_count
+            except Exception as exc:
+                log.warning("brief: shard %s's index did not describe itself: %s", shard.name, exc)
+        used = None if size is None else size / limit
+        warnings = []
+        if used is not None and used >= DATABASE_WARN_AT:
+            warnings.append(
+                f"shard {shard.name}: D1 database at {used:.0%} of {limit} bytes; add a shard "
+                "(MEMORY_SHARDS) and move tenants to it"
+            )
+        if vectors is not None and vectors >= DATABASE_WARN_AT * VECTORIZE_MAX_VECTORS:
+            warnings.append(f"shard {shard.name}: {vectors} vectors of {VECTORIZE_MAX_VECTORS}")
+        out.append(
+            {
+                "shard": shard.name,
+                "bytes": size,
+                "max_bytes": limit,
+                "used": None if used is None else round(used, 4),
+                "vectors": vectors,
+                "max_vectors": VECTORIZE_MAX_VECTORS,
+                "warnings": warnings,
+            }
+        )
+    return out
+
+
+async def advance_moves(bindings: Bindings) -> list[dict[str, Any]]:
+    """Carry every unfinished tenant move forward a bounded step (an operator's move goes on
+    even if nobody watches it); one move's failure is logged and reported."""
+    if bindings.control_db is None or len(bindings.all_shards()) < 2:
+        return []
+    out: list[dict[str, Any]] = []
+    for move in await moves(bindings):
+        if move.phase == "done":
+            continue
+        try:
+            status = await advance(bindings, move.tenant_id)
+            out.append({"tenant_id": move.tenant_id, "phase": status.phase})
+        except Exception as exc:
+            log.exception("move: tenant %s failed to advance", move.tenant_id)
+            out.append({"tenant_id": move.tenant_id, "error": f"{type(exc).__name__}: {exc}"})
+    return out
 
 
 async def write_back_recall_records(bindings: Bindings) -> dict[str, int]:
@@ -144,7 +290,7 @@ async def write_back_recall_records(bindings: Bindings) -> dict[str, int]:
         if left <= 0:
             break
         try:
-            memory = Memory(bindings, tenant).semantic()
+            memory = (await Memory.open(bindings, tenant)).semantic()
             count = await memory.write_back_recall_records(min(left, MAX_WRITE_BACK))
         except Exception:
             log.exception("recall records: writing back tenant %s failed", tenant)

@@ -12,9 +12,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agent_memory.directory import homes, tenant_bindings
 from agent_memory.ids import is_ulid, new_ulid
 from agent_memory.lifecycle.brief import TenantBrief, build_brief
 from agent_memory.lifecycle.erase import EraseReport, validate_subject
+from agent_memory.lifecycle.move import MoveStatus, advance, moves, start_move
 from agent_memory.lifecycle.prune import TenantPruneCounts
 from agent_memory.lifecycle.reconciler import Reconciler, ReconcileReport
 from agent_memory.lifecycle.retention import (
@@ -25,6 +27,7 @@ from agent_memory.lifecycle.retention import (
 )
 from agent_memory.lifecycle.supersession import Change, SupersessionError
 from agent_memory.memory import Memory
+from agent_memory.namespace import TENANT_PATTERN
 from agent_memory.tiers.working import (
     InvalidBackfillCursor,
     NamespaceFlags,
@@ -35,7 +38,7 @@ from bindings.ports.d1 import D1Database
 from bindings.ports.errors import BindingLimitError
 from worker.app import Call
 from worker.errors import ApiError
-from worker.lifecycle_jobs import make_pruner
+from worker.lifecycle_jobs import database_report, make_pruner
 
 
 class PruneBody(BaseModel):
@@ -88,6 +91,12 @@ class BackfillView(BaseModel):
     next_cursor: str | None
 
 
+async def _tenant(call: Call[Any, Any]) -> tuple[str, Bindings]:
+    """The path's tenant and the bindings of its shard (the directory, as `Memory.open`)."""
+    tenant = call.params["tenant"]
+    return tenant, await tenant_bindings(call.bindings, tenant)
+
+
 def _db(bindings: Bindings) -> D1Database:
     if bindings.db is None:
         raise ApiError(503, "lifecycle_unavailable", "the D1 binding is missing")
@@ -95,7 +104,7 @@ def _db(bindings: Bindings) -> D1Database:
 
 
 async def get_tenant_lifecycle(call: Call[None, None]) -> LifecycleView:
-    tenant, bindings = call.params["tenant"], call.bindings
+    tenant, bindings = await _tenant(call)
     db = _db(bindings)
     days = bindings.settings.episode_retention_days
     settings = await get_lifecycle(db, tenant, days)
@@ -105,10 +114,10 @@ async def get_tenant_lifecycle(call: Call[None, None]) -> LifecycleView:
 
 
 async def put_tenant_lifecycle(call: Call[LifecycleUpdate, None]) -> LifecycleSettingsView:
-    bindings = call.bindings
+    tenant, bindings = await _tenant(call)
     settings = await set_lifecycle(
         _db(bindings),
-        call.params["tenant"],
+        tenant,
         call.body,
         default_days=bindings.settings.episode_retention_days,
         now_ms=int(bindings.clock.now() * 1000),
@@ -118,7 +127,7 @@ async def put_tenant_lifecycle(call: Call[LifecycleUpdate, None]) -> LifecycleSe
 
 
 async def prune_tenant(call: Call[PruneBody, None]) -> PruneView:
-    tenant, bindings = call.params["tenant"], call.bindings
+    tenant, bindings = await _tenant(call)
     pruner = make_pruner(bindings)
     if pruner is None:
         raise ApiError(503, "lifecycle_unavailable", "the prune needs the DB and COLD bindings")
@@ -132,7 +141,7 @@ async def prune_tenant(call: Call[PruneBody, None]) -> PruneView:
 
 
 async def reconcile_tenant(call: Call[EmptyBody, None]) -> ReconcileReport:
-    return await _reconciler(call).run()
+    return await (await _reconciler(call)).run()
 
 
 class SupersessionView(BaseModel):
@@ -145,8 +154,8 @@ class SupersessionView(BaseModel):
     by: str
 
 
-def _reconciler(call: Call[Any, Any]) -> Reconciler:
-    reconciler = Memory(call.bindings, call.params["tenant"]).reconciler()
+async def _reconciler(call: Call[Any, Any]) -> Reconciler:
+    reconciler = (await Memory.open(call.bindings, call.params["tenant"])).reconciler()
     if reconciler is None:
         needs = "the reconciler needs the DB and VECTORIZE bindings and an embedder"
         raise ApiError(503, "lifecycle_unavailable", needs)
@@ -163,7 +172,7 @@ async def _supersession(
     if not is_ulid(value):
         raise ApiError(422, "invalid_path", f"{param} must be a 26-character ULID")
     try:
-        change = await act(_reconciler(call), value, call.operator.principal)
+        change = await act((await _reconciler(call)), value, call.operator.principal)
     except SupersessionError as exc:
         raise ApiError(exc.status, exc.code, str(exc)) from None
     return SupersessionView(**asdict(change))
@@ -183,7 +192,7 @@ async def erase_subject(call: Call[None, None]) -> EraseView:
         subject = validate_subject(call.params["subject"])
     except ValueError as exc:
         raise ApiError(422, "invalid_path", str(exc)) from None
-    report = await Memory(call.bindings, tenant).eraser().erase(subject)
+    report = await (await Memory.open(call.bindings, tenant)).eraser().erase(subject)
     if not report.complete:
         # Some tier failed; what was removed is in the details. Repeating the DELETE
         # finishes the job (every step is idempotent).
@@ -204,7 +213,7 @@ async def backfill_tenant_namespace(call: Call[BackfillBody, None]) -> BackfillV
     step = body.model_dump(exclude={"agent_types"})
     try:
         if body.agent_types:
-            report = await Memory(bindings, tenant).adopt_untyped_working(**step)
+            report = await (await Memory.open(bindings, tenant)).adopt_untyped_working(**step)
         else:
             report = await backfill_namespace(bindings.kv, bindings.clock, tenant=tenant, **step)
     except (BindingLimitError, InvalidBackfillCursor):
@@ -212,3 +221,60 @@ async def backfill_tenant_namespace(call: Call[BackfillBody, None]) -> BackfillV
     return BackfillView(
         tenant=tenant, phase=NamespaceFlags.of(bindings.settings).phase, **asdict(report)
     )
+
+
+# -- tenant placement (issue 29, docs/placement.md): platform admins only (no {tenant}) -----
+
+
+class MoveBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    tenant: str = Field(pattern=TENANT_PATTERN)
+    to: str = Field(min_length=1, max_length=32)
+
+
+class MoveTenant(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    tenant: str = Field(pattern=TENANT_PATTERN)
+
+
+class MoveList(BaseModel):
+    moves: list[MoveStatus]
+
+
+class ShardView(BaseModel):
+    shard: str
+    bytes: int | None
+    max_bytes: int
+    used: float | None
+    vectors: int | None
+    max_vectors: int
+    tenants: int
+    warnings: list[str]
+
+
+class ShardsView(BaseModel):
+    shards: list[ShardView]
+
+
+async def list_shards(call: Call[None, None]) -> ShardsView:
+    """Each shard's database size and vector count against their limits, and how many
+    tenants the directory places there."""
+    placed = await homes(call.bindings)
+    report = await database_report(call.bindings)
+    counts = {d["shard"]: sum(1 for s in placed.values() if s == d["shard"]) for d in report}
+    return ShardsView(shards=[ShardView(**d, tenants=counts[d["shard"]]) for d in report])
+
+
+async def start_tenant_move(call: Call[MoveBody, None]) -> MoveStatus:
+    """Start moving a tenant to another shard and take its first bounded step."""
+    await start_move(call.bindings, call.body.tenant, call.body.to)
+    return await advance(call.bindings, call.body.tenant)
+
+
+async def list_tenant_moves(call: Call[None, None]) -> MoveList:
+    return MoveList(moves=await moves(call.bindings))
+
+
+async def advance_tenant_move(call: Call[MoveTenant, None]) -> MoveStatus:
+    """One more bounded step of a tenant's move (after a crash, too)."""
+    return await advance(call.bindings, call.body.tenant)

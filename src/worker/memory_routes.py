@@ -268,7 +268,7 @@ async def read_memory(call: Call[None, MemoryQuery]) -> MemoryPage:
         searched = [t for t in claims.tiers if t != "procedural" or query.agent_type is not None]
     if query.query is not None and "semantic" in searched:
         await _embedding_budget(bindings, claims.tenant)  # the query is embedded once
-    memory = Memory(bindings, claims.tenant)
+    memory = await Memory.open(bindings, claims.tenant)
     if query.query is None:
         assert query.tier is not None
         page = await memory.listing(
@@ -333,7 +333,7 @@ async def write_memory(call: Call[MemoryWrite, None]) -> MemoryWritten:
         raise _read_only(body.tier)
     if body.tier not in ("working", "semantic"):
         await claims.confirm()
-    memory = Memory(bindings, claims.tenant, admitted=claims.confirm)
+    memory = await Memory.open(bindings, claims.tenant, admitted=claims.confirm)
     key, ttl = _key(body.key), await _ttl(body, memory)
     if len(json_text(body.value)) > MAX_VALUE_CHARS:
         raise ApiError(413, "value_too_large", f"value is over {MAX_VALUE_CHARS} characters")
@@ -384,7 +384,7 @@ async def delete_memory(call: Call[None, MemoryDeleteQuery]) -> MemoryDeleted:
             headers={"allow": "GET, POST"},
         )
     key = _key(call.params["key"])
-    memory = Memory(bindings, claims.tenant)
+    memory = await Memory.open(bindings, claims.tenant)
     deleted = await memory.delete(query.tier, agent_id, key, agent_type=claims.agent_type)
     return MemoryDeleted(
         tenant=claims.tenant, agent_id=agent_id, tier=query.tier, key=key, deleted=deleted
@@ -402,7 +402,7 @@ async def read_episode(call: Call[None, None]) -> TieredEpisode:
     claims, bindings, agent_id = call.token, call.bindings, call.params["agent_id"]
     authorize(claims, agent_id, "episodic", "read")
     item = _item(claims.tenant, agent_id, call.params["episode_id"])
-    memory = Memory(bindings, claims.tenant, read_counts=ReadCounts())
+    memory = await Memory.open(bindings, claims.tenant, read_counts=ReadCounts())
     if bindings.db is None:
         raise MemoryUnavailable("episodic_unavailable", "the D1 binding is missing")
     found = await memory.placement_client().get(item.key)
@@ -450,7 +450,7 @@ async def _archived(
     """One page of the cold index (`items`, `next_cursor`), each episode read from its object
     (only `agent_type`'s when given: the index names instances, not types, so such a page
     may hold fewer than `limit` items while `next_cursor` goes on)."""
-    memory = Memory(bindings, tenant)
+    memory = await Memory.open(bindings, tenant)
     cold = memory.cold_archive()
     try:
         page = await cold.history(

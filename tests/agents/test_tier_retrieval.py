@@ -64,7 +64,7 @@ async def setup(tmp_path: Path, vars: dict[str, str] | None = None) -> LocalRunt
 
 
 async def context_and_events(runtime: LocalRuntime) -> tuple[Any, list[dict[str, Any]]]:
-    memory = Memory(runtime.bindings(), "acme")
+    memory = await Memory.open(runtime.bindings(), "acme")
     context = await assemble_context(
         memory,
         agent_type=AGENT,
@@ -146,7 +146,7 @@ async def test_a_working_memory_get_is_scored_and_recorded(tmp_path: Path) -> No
         agent_type=agent,
         instance_id="default",
         run_id=new_ulid(NOW),
-        memory=Memory(runtime.bindings(), "acme"),
+        memory=(await Memory.open(runtime.bindings(), "acme")),
         working=working,
     )
     (get,) = [t for t in platform_tools(agent, context) if t.name == "working_memory_get"]

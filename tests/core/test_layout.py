@@ -35,6 +35,7 @@ CORE_ROOMS: dict[str, int] = {
     "ids": 0,
     "cursors": 0,
     "placement": 0,
+    "directory": 0,
     "namespace": 1,
     "retrieval": 1,
     "governance": 2,

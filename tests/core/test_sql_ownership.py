@@ -70,10 +70,17 @@ OWNERS: dict[str, str] = {
     "failed_writes": DO_STORAGE,
     "instance_lifecycle": DO_STORAGE,
     "procedural_workflows": "agent_memory.tiers.procedural",
+    # D1: the tenant directory (primary database) and the fences (every database)
+    "tenant_directory": "agent_memory.directory",
+    "tenant_fences": "agent_memory.directory",
+    "tenant_moves": "agent_memory.lifecycle.move",
 }
 
 # (module, table) -> why a statement of `module` names another owner's table.
 CROSSINGS: dict[tuple[str, str], str] = {
+    ("agent_memory.ids", "tenant_fences"): (
+        "every job's tenant listing leaves out tenants fenced by a move, in the same statement"
+    ),
     ("agent_memory.lifecycle.prune", "memory_episodes"): (
         "archiving copies expired episodes into cold_items in one INSERT ... SELECT"
     ),

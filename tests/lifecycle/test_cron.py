@@ -110,7 +110,8 @@ async def test_daily_cron_briefs_and_finishes_an_interrupted_weekly_prune(
     await seed_episodes(rt.db, "t1", [NOW_MS - (100 + i) * DAY_MS for i in range(12)])
     small = rt.bindings()
     # A weekly invocation whose budget runs out part-way.
-    tight = rt.settings.model_copy(update={"lifecycle_max_operations": 18, "prune_batch_rows": 2})
+    # 18 operations for each of the two shards' prunes (the invocation's budget is shared).
+    tight = rt.settings.model_copy(update={"lifecycle_max_operations": 36, "prune_batch_rows": 2})
     weekly = await run_scheduled(WEEKLY_PRUNE, NOW, dataclasses.replace(small, settings=tight))
     assert weekly["result"]["prune"]["complete"] is False
     left = await count(rt.db, "SELECT COUNT(*) AS n FROM memory_episodes WHERE tenant_id = 't1'")

@@ -276,7 +276,7 @@ async def test_an_undone_merge_stays_undone_after_its_events_age_out(
     clock.advance(3600)
     await store(runtime, "Bob is living in Berlin.")
     [merge] = (await reconcile(runtime)).merges
-    reconciler = Memory(runtime.bindings(), "acme").reconciler()
+    reconciler = (await Memory.open(runtime.bindings(), "acme")).reconciler()
     assert isinstance(reconciler, TenantReconciler)
     await reconciler.undo(merge.drop, "ops@example.com")
     await runtime.db.prepare("DELETE FROM memory_events WHERE tenant_id = 'acme'").run()

@@ -509,8 +509,10 @@ async def test_the_adjudicator_setting_picks_the_llm_binding(tmp_path: Path) -> 
         vars={"MEMORY_UPDATE_ADJUDICATOR": "llm"},
     )
     try:
-        assert Memory(rules.bindings(), "acme").adjudicator().name == "rules"
-        assert Memory(llm.bindings(), "acme").adjudicator().name == "llm:scripted"
+        assert Memory(rules.bindings().on_shard("primary"), "acme").adjudicator().name == "rules"
+        assert (
+            Memory(llm.bindings().on_shard("primary"), "acme").adjudicator().name == "llm:scripted"
+        )
     finally:
         await rules.close()
         await llm.close()

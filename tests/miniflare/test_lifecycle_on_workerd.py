@@ -92,7 +92,7 @@ async def test_reconcile_and_erase_on_workerd(
     obs = {"observations": [{"predicate": "likes", "object": "tea", "confidence": 0.9}]}
     now = int(mf_bindings.clock.now() * 1000)
     await seed_episodes(db, "acme", [now - 3, now - 2, now - 1], subject="contact:ada", data=obs)
-    reconciler = Memory(mf_bindings, "acme").reconciler()
+    reconciler = (await Memory.open(mf_bindings, "acme")).reconciler()
     assert reconciler is not None
     report = await reconciler.run()
     assert (report.merged_exact, report.promoted) == (1, 1)

@@ -200,7 +200,7 @@ async def test_the_agent_type_migration_gives_each_type_its_own_copy(rt: LocalRu
     await old_legacy.set("plan", "shared draft")
     old_canonical = WorkingMemory(rt.kv, "acme", "ext-1", clock=rt.clock, namespace=PHASE3)
     await old_canonical.set("page", "/login")
-    mem = Memory(rt.bindings(), "acme")
+    mem = await Memory.open(rt.bindings(), "acme")
     newer = WorkingMemory(rt.kv, "acme", "sdr.default", clock=rt.clock, namespace=PHASE0)
     await newer.set("plan", "sdr's own newer draft")
     expiry = (await rt.kv.list(prefix="agent_working:acme:default:")).keys[0].expiration

@@ -12,7 +12,6 @@ import json
 import threading
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -22,6 +21,7 @@ from bindings.ports.errors import BindingLimitError
 from bindings.ports.vectorize import (
     MetadataFilter,
     ReturnMetadata,
+    VectorIndexInfo,
     VectorMatch,
     VectorMutation,
     VectorQueryResult,
@@ -33,15 +33,6 @@ from local_runtime.adapters.vectorize._metadata import MetadataIndex, MetadataIn
 from local_runtime.adapters.vectorize._partition import Partition
 from local_runtime.adapters.vectorize._store import StoredVector, VectorStore
 from local_runtime.adapters.vectorize._validation import PreparedVector, VectorValidator
-
-
-@dataclass(frozen=True, slots=True)
-class VectorIndexInfo:
-    """`describe()`: Vectorize's index description (local only: no caller needs it)."""
-
-    dimensions: int
-    vector_count: int
-    metric: Literal["cosine"] = "cosine"
 
 
 class LocalVectorIndex:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from agent_memory.directory import note_fenced
 from agent_memory.tiers.semantic.models import (
     MAX_CONTENT_CHARS,
     FactInput,
@@ -25,6 +26,7 @@ from agent_memory.tiers.semantic.models import (
     RecallRequest,
     check_metadata,
 )
+from bindings.ports.d1 import D1Error, met_fence
 
 if TYPE_CHECKING:
     from agent_memory.memory import Memory
@@ -152,13 +154,19 @@ class McpMemoryTools:
     async def call(self, tenant: str, tool_name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         from agent_memory.memory import Memory
 
-        result, _ = await run_memory_tool(
-            Memory(self._bindings, tenant),
-            tool_name,
-            arguments,
-            agent_type=MCP_AGENT_TYPE,
-            source="mcp",
-        )
+        try:
+            result, _ = await run_memory_tool(
+                await Memory.open(self._bindings, tenant),
+                tool_name,
+                arguments,
+                agent_type=MCP_AGENT_TYPE,
+                source="mcp",
+            )
+        except D1Error as exc:
+            if not met_fence(exc):
+                raise
+            moving = note_fenced(self._bindings.clock.now())  # nothing was written
+            raise MemoryInputError(moving.message, code=moving.code) from None
         return result
 
 

@@ -84,5 +84,6 @@ class CloudflareD1Database:
 def _result(raw: Any) -> D1Result:
     """A `D1Result` from `.all()`/`.run()`/`batch` output (a null counter means 0)."""
     data = raw or {}
-    changes = int((data.get("meta") or {}).get("changes") or 0)
-    return D1Result(D1Meta(changes), [dict(row) for row in data.get("results") or []])
+    meta = data.get("meta") or {}
+    counters = D1Meta(int(meta.get("changes") or 0), int(meta.get("size_after") or 0))
+    return D1Result(counters, [dict(row) for row in data.get("results") or []])

@@ -23,7 +23,7 @@ from bindings.cloudflare.r2 import CloudflareObjectStore
 from bindings.cloudflare.rate_limit import CloudflareRateLimiter
 from bindings.cloudflare.signatures import WebCryptoSignatures
 from bindings.cloudflare.vectorize import CloudflareVectorIndex
-from bindings.environment import Bindings
+from bindings.environment import Bindings, Shard
 from bindings.ports.clock import SystemClock
 from bindings.ports.embedder import Embedder
 from bindings.ports.llm import LLM
@@ -68,13 +68,20 @@ def build_bindings(env: Any, ctx: Any) -> Bindings:
         binding = env_value(env, name)
         return None if binding is None else wrap(binding)
 
+    # Every shard MEMORY_SHARDS names (the primary is DB + VECTORIZE); a binding the
+    # deployment lacks leaves that shard without it (its tenants' tiers answer 503).
+    shards = tuple(
+        Shard(name, adapter(d1, CloudflareD1Database), adapter(index, CloudflareVectorIndex))
+        for name, d1, index in settings.shards
+    )
     return Bindings(
         settings=settings,
         clock=SystemClock(),
         background=CloudflareBackgroundTasks(ctx),
         kv=adapter("KV", CloudflareKVNamespace),
-        db=adapter("DB", CloudflareD1Database),
-        vectors=adapter("VECTORIZE", CloudflareVectorIndex),
+        db=shards[0].db,
+        vectors=shards[0].vectors,
+        shards=shards,
         embedder=build_embedder(settings, ai, transport),
         llm=build_llm(settings, ai, transport),
         agents=adapter("AGENT_RUNTIME", CloudflareDurableObjectNamespace),

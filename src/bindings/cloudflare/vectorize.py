@@ -24,6 +24,7 @@ from bindings.ports.vectorize import (
     VECTORIZE_MAX_TOP_K_WITH_DATA,
     MetadataFilter,
     ReturnMetadata,
+    VectorIndexInfo,
     VectorMatch,
     VectorMutation,
     VectorQueryResult,
@@ -107,6 +108,22 @@ class CloudflareVectorIndex:
             )
             for item in found or []
         ]
+
+    async def describe(self) -> VectorIndexInfo:
+        # VectorizeIndexInfo: {vectorCount, dimensions, processedUpTo...} (workers-types).
+        info = ffi.to_py(await self._describe()) or {}
+        return VectorIndexInfo(
+            dimensions=int(info.get("dimensions") or 0),
+            vector_count=int(info.get("vectorCount") or 0),
+        )
+
+    async def _describe(self) -> Any:
+        try:
+            return await self._index.describe()
+        except ffi.JsException as exc:
+            raise BindingUnavailableError(
+                f"Vectorize describe failed: {ffi.error_message(exc)}"
+            ) from exc
 
     async def delete_by_ids(self, ids: Sequence[str]) -> VectorMutation:
         if not ids:

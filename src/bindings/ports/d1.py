@@ -17,9 +17,12 @@ from bindings.ports.sql import Row, SqlValue
 
 @dataclass(frozen=True, slots=True)
 class D1Meta:
-    """The counter of `meta` that callers read; the others D1 reports are dropped."""
+    """The counters of `meta` that callers read (`changes`; `size_after`, the database's size
+    in bytes after the statement, read by the tenant directory and the brief); the others D1
+    reports are dropped."""
 
     changes: int = 0
+    size_after: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +35,16 @@ class D1Result:
 
 class D1Error(Exception):
     """A statement failed in the database (constraint, syntax, limit...)."""
+
+
+# What a fence trigger raises (agent_memory.directory): the tenant's rows in this database
+# are read-only because the tenant is moving to another one.
+FENCE_MARK = "tenant_moved"
+
+
+def met_fence(exc: BaseException) -> bool:
+    """Whether `exc` is a write refused by a tenant's fence."""
+    return isinstance(exc, D1Error) and FENCE_MARK in str(exc)
 
 
 class D1Statement(Protocol):

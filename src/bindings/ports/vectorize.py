@@ -18,6 +18,7 @@ VECTORIZE_MAX_TOP_K_WITH_DATA = 20
 VECTORIZE_MAX_BATCH = 1000
 VECTORIZE_MAX_FILTER_BYTES = 2048
 VECTORIZE_MAX_DIMENSIONS = 1536
+VECTORIZE_MAX_VECTORS = 10_000_000  # per index (limits page); an account may have 50,000
 
 ReturnMetadata = Literal["none", "indexed", "all"]
 # {"field": value} (implicit $eq) or {"field": {"$in": [...], "$gte": 3, ...}}
@@ -53,6 +54,16 @@ class VectorMutation:
     count: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class VectorIndexInfo:
+    """`describe()`: the index's `vectorCount` and `dimensions` (VectorizeIndexInfo; the brief
+    reports the count against `VECTORIZE_MAX_VECTORS`)."""
+
+    dimensions: int
+    vector_count: int
+    metric: Literal["cosine"] = "cosine"
+
+
 class VectorIndex(Protocol):
     async def upsert(self, vectors: Sequence[VectorRecord]) -> VectorMutation: ...
 
@@ -69,3 +80,5 @@ class VectorIndex(Protocol):
     async def get_by_ids(self, ids: Sequence[str]) -> list[VectorRecord]: ...
 
     async def delete_by_ids(self, ids: Sequence[str]) -> VectorMutation: ...
+
+    async def describe(self) -> VectorIndexInfo: ...

@@ -1,0 +1,362 @@
+"""The tenant directory: which shard holds each tenant's memory (issue 29, docs/placement.md).
+
+A shard is one D1 database and its Vectorize index (`bindings.environment.Shard`, listed by
+`MEMORY_SHARDS`); one D1 database stops at 10 GB, so the system scales by many. The primary
+shard's database also holds the control plane (OAuth, grants) and this directory.
+
+`tenant_bindings` resolves a tenant's shard once per request — `Memory.open` calls it, and
+every tier reaches D1 and Vectorize through the narrowed `Bindings` it returns:
+
+1. one shard configured: that one, with no read at all;
+2. this isolate's cache (`HOME_TTL_SECONDS`, like the gateway's config);
+3. KV `tenant-home:{tenant}` (the shard's name);
+4. the primary database's `tenant_directory` row, placing the tenant when it has none: on the
+   primary if the primary already holds rows of it (written before there were shards), else
+   on the shard with the most free space (`choose_shard`). INSERT OR IGNORE and the read-back
+   run in one batch, so two racing first requests agree. KV is written after the response.
+
+Only the directory's writers change a home (`set_home`: the move's switch); a request only
+copies what the database says into KV, so a stale copy can come only from a request that read
+the database just before a switch — the move rewrites KV after its grace period, before it
+deletes anything (lifecycle.move).
+
+Fences (`tenant_fences`, in every shard's database) guard a tenant's rows in one database:
+triggers on every tenant table (`ensure_fence_triggers`) abort a write of a fenced tenant with
+`tenant_moved`. `frozen`: no insert, update or delete (the move's last copy and its switch);
+`moved`: no insert or update, deletes allowed (the move empties the source); `incoming`: no
+restriction (the destination while it is filled). Jobs skip every fenced tenant
+(`ids.distinct_tenants_sql`). A request that meets a fence (`bindings.ports.d1.met_fence`) is
+answered 503 `tenant_moving` and this isolate reads the directory from the database, not KV,
+for `FRESH_AFTER_FENCE_SECONDS`, so its retry reaches the new home as soon as it exists.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import zlib
+from dataclasses import dataclass
+
+from bindings.environment import CONTROL_PLANE_TABLES, Bindings, Shard
+from bindings.ports.d1 import FENCE_MARK, D1Database
+from bindings.ports.kv import KVNamespace, KVReadCache
+from bindings.settings import PRIMARY_SHARD
+from http_messages import ApiError
+
+log = logging.getLogger(__name__)
+
+HOME_TTL_SECONDS = 30.0
+FRESH_AFTER_FENCE_SECONDS = 120.0
+# Two shards whose free space differs by less than this share of a database are equally free:
+# the tenant goes to the first of them (by the order of MEMORY_SHARDS), so small databases
+# are not filled one tenant each in turn.
+FREE_SPACE_TIE = 0.01
+FENCE_STATES = ("incoming", "frozen", "moved")
+# Tables of the directory and moves themselves: never copied with a tenant.
+DIRECTORY_TABLES = frozenset({"tenant_directory", "tenant_fences", "tenant_moves"})
+# Tables the database's own triggers keep from other tables' rows (keyword postings and their
+# counters from `semantic_facts`, migrations 0009/0015; the episode count from
+# `memory_episodes`, 0004): a move does not copy them (the target's triggers rebuild them) and
+# they carry no fence triggers (those would refuse the base tables' own trigger writes).
+DERIVED_TABLES = frozenset(
+    {"semantic_terms", "semantic_term_stats", "semantic_index_stats", "memory_tenant_stats"}
+)
+
+_HOMES = KVReadCache(HOME_TTL_SECONDS, 4096)
+_fresh_until = 0.0
+
+
+def home_key(tenant: str) -> str:
+    return f"tenant-home:{tenant}"
+
+
+async def tenant_bindings(bindings: Bindings, tenant: str) -> Bindings:
+    """`bindings` narrowed to `tenant`'s shard (see the module docstring)."""
+    if bindings.shard is not None:
+        return bindings
+    shards = bindings.all_shards()
+    if len(shards) == 1:
+        return bindings.on_shard(shards[0].name)
+    return bindings.on_shard(await home_of(bindings, tenant))
+
+
+async def home_of(bindings: Bindings, tenant: str) -> str:
+    """The name of `tenant`'s shard: cache, KV, then the directory (placing a new tenant)."""
+    now = bindings.clock.now()
+    hit, name = _HOMES.get(tenant, now)
+    names = {s.name for s in bindings.all_shards()}
+    if hit and name in names:
+        return str(name)
+    kv = bindings.kv
+    name = None
+    if kv is not None and now >= _fresh_until:
+        try:
+            name = await kv.get(home_key(tenant))
+        except Exception as exc:  # KV is a cache of the directory: D1 answers without it
+            log.warning("directory: KV read failed, asking the directory: %s", exc)
+    if name not in names:
+        name = await directory_home(bindings, tenant)
+        if kv is not None:
+            bindings.background.wait_until(_remember(kv, tenant, name))
+    _HOMES.put(tenant, name, now)
+    return str(name)
+
+
+async def _remember(kv: KVNamespace, tenant: str, shard: str) -> None:
+    try:
+        await kv.put(home_key(tenant), shard)
+    except Exception as exc:  # the next request reads the directory again
+        log.warning("directory: KV write failed: %s", exc)
+
+
+def _control(bindings: Bindings) -> D1Database:
+    db = bindings.control_db
+    if db is None:
+        raise ApiError(503, "episodic_unavailable", "the D1 binding is missing")
+    return db
+
+
+def _db_of(shard: Shard) -> D1Database:
+    if shard.db is None:
+        raise ApiError(503, "episodic_unavailable", f"shard {shard.name} has no D1 binding")
+    return shard.db
+
+
+async def recorded_home(bindings: Bindings, tenant: str) -> str | None:
+    """The directory's row for `tenant` (None: never placed)."""
+    sql = "SELECT shard FROM tenant_directory WHERE tenant_id = ?"
+    value = await _control(bindings).prepare(sql).bind(tenant).first_value("shard")
+    return None if value is None else str(value)
+
+
+async def directory_home(bindings: Bindings, tenant: str) -> str:
+    """The directory's shard for `tenant`, placing it first if it has none."""
+    found = await recorded_home(bindings, tenant)
+    if found is not None:
+        return found
+    choice = await choose_shard(bindings, tenant)
+    db = _control(bindings)
+    insert = "INSERT OR IGNORE INTO tenant_directory (tenant_id, shard, placed_at) VALUES (?, ?, ?)"
+    read = "SELECT shard FROM tenant_directory WHERE tenant_id = ?"
+    now_ms = int(bindings.clock.now() * 1000)
+    results = await db.batch(
+        [db.prepare(insert).bind(tenant, choice, now_ms), db.prepare(read).bind(tenant)]
+    )
+    placed = str(results[1].results[0]["shard"])
+    if placed == choice and results[0].meta.changes:
+        log.info("directory: tenant %s placed on shard %s", tenant, placed)
+    return placed
+
+
+async def choose_shard(bindings: Bindings, tenant: str) -> str:
+    """Where a tenant without a directory row goes: the primary when it already holds rows of
+    the tenant, else the shard with the most free space (`FREE_SPACE_TIE`)."""
+    shards = bindings.all_shards()
+    primary = shards[0]
+    if primary.db is not None and await holds_tenant(primary.db, tenant, PRIMARY_SHARD):
+        return PRIMARY_SHARD
+    sizes = await shard_sizes(bindings)
+    capacity = bindings.settings.d1_database_max_bytes
+    usable = [s.name for s in shards if s.db is not None and s.name in sizes]
+    if not usable:
+        return PRIMARY_SHARD
+    best = max(capacity - sizes[name] for name in usable)
+    return next(n for n in usable if best - (capacity - sizes[n]) <= FREE_SPACE_TIE * capacity)
+
+
+async def shard_sizes(bindings: Bindings) -> dict[str, int]:
+    """Each shard's database size in bytes (D1's `meta.size_after` of a no-op statement, all
+    shards at once); a shard that does not answer is left out."""
+    shards = [s for s in bindings.all_shards() if s.db is not None]
+
+    async def size(db: D1Database) -> int:
+        return (await db.prepare("SELECT 1").run()).meta.size_after
+
+    found = await asyncio.gather(
+        *(size(s.db) for s in shards if s.db is not None), return_exceptions=True
+    )
+    out: dict[str, int] = {}
+    for shard, value in zip(shards, found, strict=True):
+        if isinstance(value, BaseException):
+            log.warning("directory: shard %s did not report its size: %s", shard.name, value)
+        else:
+            out[shard.name] = value
+    return out
+
+
+async def set_home(bindings: Bindings, tenant: str, shard: str) -> None:
+    """Record `shard` as `tenant`'s home in the directory and KV (the move's switch)."""
+    sql = (
+        "INSERT INTO tenant_directory (tenant_id, shard, placed_at) VALUES (?, ?, ?) "
+        "ON CONFLICT (tenant_id) DO UPDATE SET shard = excluded.shard, "
+        "placed_at = excluded.placed_at"
+    )
+    now_ms = int(bindings.clock.now() * 1000)
+    await _control(bindings).prepare(sql).bind(tenant, shard, now_ms).run()
+    if bindings.kv is not None:
+        await bindings.kv.put(home_key(tenant), shard)
+    _HOMES.forget(tenant)
+
+
+async def place_tenant(bindings: Bindings, tenant: str, shard: str) -> str:
+    """Place a tenant the directory does not know yet on `shard` (an operator pinning a large
+    tenant to a database of its own); 409 `already_placed` for a placed tenant (that is a
+    move), 422 `unknown_shard`. Returns the shard."""
+    if shard not in {s.name for s in bindings.all_shards()}:
+        raise ApiError(422, "unknown_shard", f"no shard named {shard!r} (MEMORY_SHARDS)")
+    found = await recorded_home(bindings, tenant)
+    if found is None:
+        primary = bindings.all_shards()[0]
+        elsewhere = shard != PRIMARY_SHARD and primary.db is not None
+        if elsewhere and await holds_tenant(_db_of(primary), tenant, PRIMARY_SHARD):
+            found = PRIMARY_SHARD  # its rows are on the primary: only a move takes them
+    if found is not None and found != shard:
+        raise ApiError(
+            409, "already_placed", f"tenant {tenant!r} is on shard {found!r}; move it instead"
+        )
+    db = _control(bindings)
+    sql = "INSERT OR IGNORE INTO tenant_directory (tenant_id, shard, placed_at) VALUES (?, ?, ?)"
+    await db.prepare(sql).bind(tenant, shard, int(bindings.clock.now() * 1000)).run()
+    _HOMES.forget(tenant)
+    if bindings.kv is not None:
+        await bindings.kv.put(home_key(tenant), shard)
+    return shard
+
+
+async def homes(bindings: Bindings) -> dict[str, str]:
+    """Every placed tenant's shard (the operator's listing)."""
+    sql = "SELECT tenant_id, shard FROM tenant_directory ORDER BY tenant_id"
+    rows = (await _control(bindings).prepare(sql).all()).results
+    return {str(r["tenant_id"]): str(r["shard"]) for r in rows}
+
+
+def note_fenced(now: float) -> ApiError:
+    """A write met a fence: forget every cached home, read the directory itself (not KV) for
+    `FRESH_AFTER_FENCE_SECONDS`, and answer 503 `tenant_moving` (nothing was written)."""
+    global _fresh_until
+    _HOMES.clear()
+    _fresh_until = now + FRESH_AFTER_FENCE_SECONDS
+    return ApiError(
+        503,
+        "tenant_moving",
+        "the tenant is moving to another database; nothing was written, retry shortly",
+        headers={"retry-after": "5"},
+    )
+
+
+def forget_cached_homes() -> None:
+    """Tests: start from an empty isolate cache."""
+    global _fresh_until
+    _HOMES.clear()
+    _TABLES.clear()
+    _fresh_until = 0.0
+
+
+# -- the tables a tenant's data lives in ---------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TenantTable:
+    """A table with a `tenant_id` column: its columns and primary key, in order, and the
+    declared type of each column."""
+
+    name: str
+    columns: tuple[str, ...]
+    key: tuple[str, ...]
+    types: dict[str, str]
+
+
+_TABLES: dict[str, tuple[TenantTable, ...]] = {}
+
+
+async def tenant_tables(db: D1Database, shard: str) -> tuple[TenantTable, ...]:
+    """Every table of shard `shard`'s database `db` holding tenant rows (a `tenant_id`
+    column), control-plane and directory tables excepted, read from the schema once per shard
+    and isolate (the schema changes only with a migration, applied before the deploy that
+    uses it)."""
+    cached = _TABLES.get(shard)
+    if cached is not None:
+        return cached
+    listed = (await db.prepare("PRAGMA table_list").all()).results
+    names = sorted(
+        str(r["name"])
+        for r in listed
+        if r.get("type") == "table"
+        and r.get("schema", "main") == "main"
+        and not str(r["name"]).startswith(("sqlite_", "_cf_", "d1_"))
+        and str(r["name"]) not in CONTROL_PLANE_TABLES | DIRECTORY_TABLES
+    )
+    infos = await db.batch([db.prepare(f'PRAGMA table_info("{name}")') for name in names])
+    tables = []
+    for name, info in zip(names, infos, strict=True):
+        columns = tuple(str(c["name"]) for c in info.results)
+        if "tenant_id" not in columns:
+            continue
+        keyed = sorted((int(c["pk"]), str(c["name"])) for c in info.results if int(c["pk"]))
+        types = {str(c["name"]): str(c["type"]).upper() for c in info.results}
+        tables.append(TenantTable(name, columns, tuple(c for _, c in keyed), types))
+    _TABLES[shard] = found = tuple(tables)
+    return found
+
+
+async def holds_tenant(db: D1Database, tenant: str, shard: str) -> bool:
+    """Whether any tenant table of `db` has a row of `tenant` (one statement)."""
+    tables = await tenant_tables(db, shard)
+    if not tables:
+        return False
+    probes = " OR ".join(f'EXISTS (SELECT 1 FROM "{t.name}" WHERE tenant_id = ?1)' for t in tables)
+    found = await db.prepare(f"SELECT ({probes}) AS held").bind(tenant).first_value("held")
+    if found:
+        log.info("directory: shard %s already holds rows of tenant %s", shard, tenant)
+    return bool(found)
+
+
+# -- fences ---------------------------------------------------------------------------------
+
+
+def _trigger_sql(table: str, event: str) -> str:
+    row = "OLD" if event == "DELETE" else "NEW"
+    states = "('frozen')" if event == "DELETE" else "('frozen', 'moved')"
+    suffix = zlib.crc32(table.encode()) & 0xFFFF
+    return (
+        f'CREATE TRIGGER IF NOT EXISTS "fence_{table[:40]}_{suffix:04x}_{event.lower()}" '
+        f'BEFORE {event} ON "{table}" WHEN EXISTS (SELECT 1 FROM tenant_fences '
+        f"WHERE tenant_id = {row}.tenant_id AND state IN {states}) "
+        f"BEGIN SELECT RAISE(ABORT, '{FENCE_MARK}'); END"
+    )
+
+
+async def ensure_fence_triggers(db: D1Database, shard: str) -> int:
+    """Create the fence triggers on every tenant table of `db` that lacks them (idempotent:
+    a table added by a later migration gets them at the next move). Returns the count of
+    statements run."""
+    statements = [
+        db.prepare(_trigger_sql(t.name, event))
+        for t in await tenant_tables(db, shard)
+        if t.name not in DERIVED_TABLES
+        for event in ("INSERT", "UPDATE", "DELETE")
+    ]
+    if statements:
+        await db.batch(statements)
+    return len(statements)
+
+
+async def set_fence(db: D1Database, tenant: str, state: str, now_ms: int) -> None:
+    """Fence `tenant`'s rows in `db` (`FENCE_STATES`)."""
+    if state not in FENCE_STATES:
+        raise ValueError(f"unknown fence state {state!r}")
+    sql = (
+        "INSERT INTO tenant_fences (tenant_id, state, set_at) VALUES (?, ?, ?) "
+        "ON CONFLICT (tenant_id) DO UPDATE SET state = excluded.state, set_at = excluded.set_at"
+    )
+    await db.prepare(sql).bind(tenant, state, now_ms).run()
+
+
+async def clear_fence(db: D1Database, tenant: str) -> None:
+    await db.prepare("DELETE FROM tenant_fences WHERE tenant_id = ?").bind(tenant).run()
+
+
+async def fence_of(db: D1Database, tenant: str) -> str | None:
+    sql = "SELECT state FROM tenant_fences WHERE tenant_id = ?"
+    value = await db.prepare(sql).bind(tenant).first_value("state")
+    return None if value is None else str(value)

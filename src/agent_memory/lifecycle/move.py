@@ -1,0 +1,476 @@
+"""Moving a tenant to another shard, online (issue 29, docs/placement.md).
+
+A move is a row of `tenant_moves` (primary database) that `advance` carries forward a bounded
+slice at a time (`MoveBudget`), so an operator command, an admin request or the daily cron can
+each push it on, and a crash anywhere resumes from the last saved step. Every step is
+idempotent: a chunk is compared before it is written.
+
+copying   The target is fenced `incoming` (jobs leave it alone there). Every tenant table is
+          read from the source in key order, `CHUNK_ROWS` at a time; a chunk whose rows differ
+          in the target replaces the target's rows of that key range (rows the source no
+          longer has go too), and the vectors of the facts it wrote are copied to the target
+          index. The tenant keeps writing to the source meanwhile.
+fenced    The source is fenced `frozen`: every write of the tenant there fails with 503
+          `tenant_moving` and writes nothing. The pass repeats until one changes nothing —
+          that pass is the verification: each table's row count and chained SHA-256 over its
+          rows in key order are equal on both sides, and every vector the source holds for
+          the tenant's facts is in the target index.
+switched  The directory and KV name the target, whose fence is lifted; writes land there. The
+          source stays frozen for `GRACE_SECONDS`, longer than an isolate keeps a home
+          (30 s) plus KV's propagation (60 s), so nothing still reads the source when it
+          empties. A request that still believed the old home meets the fence and retries.
+deleting  KV is written again (a request that read the directory just before the switch may
+          have written the old home back; it cannot outlive this), the source is fenced
+          `moved` (deletes only) and emptied chunk by chunk, vectors first.
+done      The source keeps its `moved` fence: whatever still believes the old home can only
+          fail there, never write.
+
+Derived tables (`directory.DERIVED_TABLES`: keyword postings and counters kept by triggers)
+are not copied: the target's triggers rebuild them from the rows copied. Tables are found
+from the schema (`directory.tenant_tables`), so a table added by a later migration moves too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from agent_memory.directory import (
+    DERIVED_TABLES,
+    TenantTable,
+    clear_fence,
+    ensure_fence_triggers,
+    fence_of,
+    home_of,
+    recorded_home,
+    set_fence,
+    set_home,
+    tenant_tables,
+)
+from agent_memory.ids import chunks
+from agent_memory.tiers.semantic.models import delete_own_vectors, own_vectors
+from bindings.environment import Bindings, Shard
+from bindings.ports.d1 import D1Database
+from bindings.ports.sql import Row
+from http_messages import ApiError
+
+Phase = Literal["copying", "fenced", "switched", "deleting", "done"]
+CHUNK_ROWS = 100
+GRACE_SECONDS = 300.0
+# Fenced passes before a move gives up (a pass that keeps finding changes means something
+# writes past the fence, or vectors that are not yet visible: resume later).
+MAX_FENCED_PASSES = 5
+# A rowid-keyed table moves by its natural key (its rowid differs between databases).
+NATURAL_KEYS = {"semantic_facts": ("fact_id",)}
+# The table whose rows carry the tenant's vectors (id = fact_id).
+VECTOR_TABLE = "semantic_facts"
+
+
+@dataclass(frozen=True, slots=True)
+class MoveBudget:
+    """One `advance`: at most `max_calls` D1 and Vectorize calls and `max_seconds`."""
+
+    max_calls: int = 400
+    max_seconds: float = 20.0
+
+
+class MoveStatus(BaseModel):
+    """A move as the operator sees it."""
+
+    tenant_id: str
+    source: str
+    target: str
+    phase: Phase
+    progress: dict[str, Any] = {}
+    started_at: int
+    updated_at: int
+    switched_at: int | None = None
+    finished_at: int | None = None
+    error: str | None = None
+
+
+class MoveError(ApiError):
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(status, code, message)
+
+
+@dataclass
+class _Meter:
+    budget: MoveBudget
+    started: float = field(default_factory=time.monotonic)
+    calls: int = 0
+
+    def spend(self, calls: int = 1) -> None:
+        self.calls += calls
+
+    def left(self) -> bool:
+        return (
+            self.calls < self.budget.max_calls
+            and time.monotonic() - self.started < self.budget.max_seconds
+        )
+
+
+def _shard(bindings: Bindings, name: str) -> Shard:
+    for shard in bindings.all_shards():
+        if shard.name == name:
+            return shard
+    raise MoveError(422, "unknown_shard", f"no shard named {name!r} (MEMORY_SHARDS)")
+
+
+def _db(shard: Shard) -> D1Database:
+    if shard.db is None:
+        raise MoveError(503, "episodic_unavailable", f"shard {shard.name} has no D1 binding")
+    return shard.db
+
+
+def _control(bindings: Bindings) -> D1Database:
+    db = bindings.control_db
+    if db is None:
+        raise MoveError(503, "episodic_unavailable", "the D1 binding is missing")
+    return db
+
+
+def _status(row: Row) -> MoveStatus:
+    return MoveStatus.model_validate({**row, "progress": json.loads(str(row["progress"]))})
+
+
+async def move_status(bindings: Bindings, tenant: str) -> MoveStatus | None:
+    row = (
+        await _control(bindings)
+        .prepare("SELECT * FROM tenant_moves WHERE tenant_id = ?")
+        .bind(tenant)
+        .first()
+    )
+    return None if row is None else _status(row)
+
+
+async def moves(bindings: Bindings) -> list[MoveStatus]:
+    rows = await _control(bindings).prepare("SELECT * FROM tenant_moves ORDER BY tenant_id").all()
+    return [_status(r) for r in rows.results]
+
+
+async def start_move(bindings: Bindings, tenant: str, target: str) -> MoveStatus:
+    """Begin moving `tenant` to shard `target` (409 while another move of it is unfinished,
+    422 for an unknown shard or the shard it is on)."""
+    _shard(bindings, target)
+    current = await move_status(bindings, tenant)
+    if current is not None and current.phase != "done":
+        raise MoveError(409, "move_in_progress", f"tenant {tenant!r} is already moving")
+    source = await recorded_home(bindings, tenant) or await home_of(bindings, tenant)
+    if source == target:
+        raise MoveError(422, "already_there", f"tenant {tenant!r} is on shard {target!r}")
+    now_ms = int(bindings.clock.now() * 1000)
+    sql = (
+        "INSERT INTO tenant_moves (tenant_id, source, target, phase, progress, started_at, "
+        "updated_at) VALUES (?, ?, ?, 'copying', '{}', ?, ?) ON CONFLICT (tenant_id) DO UPDATE "
+        "SET source = excluded.source, target = excluded.target, phase = 'copying', "
+        "progress = '{}', started_at = excluded.started_at, updated_at = excluded.updated_at, "
+        "switched_at = NULL, finished_at = NULL, error = NULL"
+    )
+    await _control(bindings).prepare(sql).bind(tenant, source, target, now_ms, now_ms).run()
+    found = await move_status(bindings, tenant)
+    assert found is not None
+    return found
+
+
+async def _save(bindings: Bindings, move: MoveStatus, **changes: Any) -> MoveStatus:
+    updated = move.model_copy(update={**changes, "updated_at": int(bindings.clock.now() * 1000)})
+    sql = (
+        "UPDATE tenant_moves SET phase = ?, progress = ?, updated_at = ?, switched_at = ?, "
+        "finished_at = ?, error = ? WHERE tenant_id = ?"
+    )
+    await (
+        _control(bindings)
+        .prepare(sql)
+        .bind(
+            updated.phase,
+            json.dumps(updated.progress, separators=(",", ":")),
+            updated.updated_at,
+            updated.switched_at,
+            updated.finished_at,
+            updated.error,
+            updated.tenant_id,
+        )
+        .run()
+    )
+    return updated
+
+
+async def advance(bindings: Bindings, tenant: str, budget: MoveBudget | None = None) -> MoveStatus:
+    """Carry `tenant`'s move forward within `budget` and return where it stands (404 when it
+    has none). Safe to call again at any point, after a crash too."""
+    move = await move_status(bindings, tenant)
+    if move is None:
+        raise MoveError(404, "no_move", f"tenant {tenant!r} has no move")
+    meter = _Meter(budget or MoveBudget())
+    source, target = _shard(bindings, move.source), _shard(bindings, move.target)
+
+    def now_ms() -> int:
+        return int(bindings.clock.now() * 1000)
+
+    while meter.left() and move.phase != "done":
+        if move.phase in ("copying", "fenced"):
+            if not move.progress:
+                # Fences first, on both sides: triggers, the target `incoming`.
+                await ensure_fence_triggers(_db(source), source.name)
+                await ensure_fence_triggers(_db(target), target.name)
+                await set_fence(_db(target), tenant, "incoming", now_ms())
+                if move.phase == "fenced":
+                    await set_fence(_db(source), tenant, "frozen", now_ms())
+                meter.spend(4)
+                move = await _save(bindings, move, progress=_new_pass(1))
+                continue
+            progress = await _sync_step(source, target, tenant, move.progress, meter)
+            if not progress["done"]:
+                move = await _save(bindings, move, progress=progress)
+                continue
+            if move.phase == "copying":
+                move = await _save(bindings, move, phase="fenced", progress={})
+            elif progress["changed"]:
+                if progress["pass"] >= MAX_FENCED_PASSES:
+                    # Something keeps changing (vectors not yet visible in the index?): stop
+                    # here; the next `advance` starts the fenced passes again.
+                    error = "the copy kept changing under the fence; resume the move later"
+                    return await _save(bindings, move, error=error, progress=_new_pass(1))
+                move = await _save(
+                    bindings, move, progress=_new_pass(progress["pass"] + 1), error=None
+                )
+            else:
+                await set_home(bindings, tenant, target.name)
+                await clear_fence(_db(target), tenant)
+                meter.spend(3)
+                verified = {"verified": progress["tables"], "vectors": progress["vectors"]}
+                move = await _save(
+                    bindings, move, phase="switched", progress=verified, switched_at=now_ms()
+                )
+        elif move.phase == "switched":
+            assert move.switched_at is not None
+            if now_ms() < move.switched_at + GRACE_SECONDS * 1000:
+                break  # the source is read by nobody only after the grace period
+            await set_home(bindings, tenant, target.name)  # overwrite any stale KV copy
+            await set_fence(_db(source), tenant, "moved", now_ms())
+            meter.spend(2)
+            move = await _save(
+                bindings, move, phase="deleting", progress={**move.progress, "table": 0}
+            )
+        elif move.phase == "deleting":
+            done = await _delete_step(source, tenant, move.progress, meter)
+            if done is None:
+                move = await _save(bindings, move, phase="done", finished_at=now_ms())
+            else:
+                move = await _save(bindings, move, progress={**move.progress, "table": done})
+    return move
+
+
+def _new_pass(number: int) -> dict[str, Any]:
+    return {
+        "pass": number,
+        "table": 0,
+        "after": None,
+        "changed": False,
+        "done": False,
+        "tables": {},
+        "vectors": 0,
+        "rows_written": 0,
+    }
+
+
+def _copied(table: TenantTable) -> tuple[str, ...]:
+    """The columns a row is compared and written by (a rowid alias differs between databases)."""
+    if table.name in NATURAL_KEYS:
+        return tuple(c for c in table.columns if c not in table.key)
+    return table.columns
+
+
+def _key(table: TenantTable) -> tuple[str, ...]:
+    if table.name in NATURAL_KEYS:
+        return NATURAL_KEYS[table.name]
+    if "tenant_id" not in table.key:
+        raise MoveError(
+            500, "table_not_movable", f"{table.name} has no tenant-first key to move it by"
+        )
+    return tuple(c for c in table.key if c != "tenant_id")
+
+
+def _range(
+    key: Sequence[str], after: list[Any] | None, upto: list[Any] | None
+) -> tuple[str, list[Any]]:
+    """SQL conditions (after the tenant's) for `after < key <= upto`, with their parameters."""
+    cols = ", ".join(f'"{c}"' for c in key)
+    marks = ", ".join("?" for _ in key)
+    sql, params = "", []
+    if key and after is not None:
+        sql += f" AND ({cols}) > ({marks})"
+        params += after
+    if key and upto is not None:
+        sql += f" AND ({cols}) <= ({marks})"
+        params += upto
+    return sql, params
+
+
+async def _rows(
+    db: D1Database,
+    table: TenantTable,
+    tenant: str,
+    after: list[Any] | None,
+    upto: list[Any] | None,
+    limit: int | None,
+) -> list[Row]:
+    key = _key(table)
+    cols = ", ".join(f'"{c}"' for c in _copied(table))
+    where, params = _range(key, after, upto)
+    order = f" ORDER BY {', '.join(chr(34) + c + chr(34) for c in key)}" if key else ""
+    tail = f" LIMIT {int(limit)}" if limit is not None else ""
+    sql = f'SELECT {cols} FROM "{table.name}" WHERE tenant_id = ?{where}{order}{tail}'
+    return (await db.prepare(sql).bind(tenant, *params).all()).results
+
+
+def _digest(previous: str, rows: list[Row]) -> str:
+    text = json.dumps(rows, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256((previous + text).encode()).hexdigest()
+
+
+def _blob_params(table: TenantTable, row: Row, columns: Sequence[str]) -> list[Any]:
+    # D1 returns a BLOB as a list of byte values; it is bound back as bytes.
+    return [
+        bytes(row[c]) if table.types.get(c) == "BLOB" and isinstance(row[c], list) else row[c]
+        for c in columns
+    ]
+
+
+async def _sync_step(
+    source: Shard, target: Shard, tenant: str, progress: dict[str, Any], meter: _Meter
+) -> dict[str, Any]:
+    """One chunk of the current pass: compare, and replace the target's rows when they differ."""
+    progress = dict(progress)
+    src_db, dst_db = _db(source), _db(target)
+    tables = [t for t in await tenant_tables(src_db, source.name) if t.name not in DERIVED_TABLES]
+    tables.sort(key=lambda t: (t.name != "tenant_lifecycle", t.name))  # its limits first
+    if progress["table"] >= len(tables):
+        progress["done"] = True
+        return progress
+    table = tables[progress["table"]]
+    key, after = _key(table), progress["after"]
+    rows = await _rows(src_db, table, tenant, after, None, CHUNK_ROWS if key else None)
+    last = [rows[-1][c] for c in key] if rows and key and len(rows) == CHUNK_ROWS else None
+    theirs = await _rows(dst_db, table, tenant, after, last, None)
+    meter.spend(2)
+    empty = {"source_rows": 0, "target_rows": 0, "source_sha256": "", "target_sha256": ""}
+    tally = progress["tables"].setdefault(table.name, empty)
+    tally["source_rows"] += len(rows)
+    tally["target_rows"] += len(theirs)
+    tally["source_sha256"] = _digest(tally["source_sha256"], rows)
+    tally["target_sha256"] = _digest(tally["target_sha256"], theirs)
+    if rows != theirs:
+        progress["changed"] = True
+        await _replace(source, target, table, tenant, after, last, rows, theirs, meter)
+        progress["rows_written"] += len(rows)
+    if table.name == VECTOR_TABLE and rows and source.vectors is not None:
+        copied = await _sync_vectors(source, target, tenant, [str(r["fact_id"]) for r in rows])
+        meter.spend(2)
+        if copied:
+            progress["changed"] = True
+            progress["vectors"] += copied
+    if last is None:
+        progress["table"] += 1
+        progress["after"] = None
+    else:
+        progress["after"] = last
+    return progress
+
+
+async def _replace(
+    source: Shard,
+    target: Shard,
+    table: TenantTable,
+    tenant: str,
+    after: list[Any] | None,
+    upto: list[Any] | None,
+    rows: list[Row],
+    theirs: list[Row],
+    meter: _Meter,
+) -> None:
+    """The target's rows of the key range become the source's, in one transaction."""
+    dst_db = _db(target)
+    key, columns = _key(table), _copied(table)
+    if table.name == VECTOR_TABLE and target.vectors is not None:
+        gone = {str(r["fact_id"]) for r in theirs} - {str(r["fact_id"]) for r in rows}
+        if gone:
+            await delete_own_vectors(target.vectors, tenant, sorted(gone))
+            meter.spend()
+    where, params = _range(key, after, upto)
+    statements = [
+        dst_db.prepare(f'DELETE FROM "{table.name}" WHERE tenant_id = ?{where}').bind(
+            tenant, *params
+        )
+    ]
+    names = ", ".join(f'"{c}"' for c in columns)
+    marks = ", ".join("?" for _ in columns)
+    insert = f'INSERT INTO "{table.name}" ({names}) VALUES ({marks})'
+    statements += [dst_db.prepare(insert).bind(*_blob_params(table, r, columns)) for r in rows]
+    await dst_db.batch(statements)
+    meter.spend()
+
+
+async def _sync_vectors(source: Shard, target: Shard, tenant: str, fact_ids: list[str]) -> int:
+    """Copy to the target index the tenant's vectors among `fact_ids` that it lacks; the
+    count copied."""
+    assert source.vectors is not None
+    if target.vectors is None:
+        raise MoveError(503, "semantic_unavailable", f"shard {target.name} has no Vectorize index")
+    theirs = {r.id for r in await own_vectors(target.vectors, tenant, fact_ids)}
+    missing = [i for i in fact_ids if i not in theirs]
+    if not missing:
+        return 0
+    found = await own_vectors(source.vectors, tenant, missing)
+    for chunk in chunks(found, 100):
+        await target.vectors.upsert(list(chunk))
+    return len(found)
+
+
+async def _delete_step(
+    source: Shard, tenant: str, progress: dict[str, Any], meter: _Meter
+) -> int | None:
+    """Delete one chunk of the tenant's rows in the source (base tables, then derived ones);
+    the table index to continue with, or None when the source holds nothing of the tenant."""
+    db = _db(source)
+    tables = sorted(
+        await tenant_tables(db, source.name), key=lambda t: (t.name in DERIVED_TABLES, t.name)
+    )
+    index = int(progress.get("table", 0))
+    if index >= len(tables):
+        return None
+    table = tables[index]
+    if table.name in DERIVED_TABLES:
+        # What the base tables' delete triggers left (counters at zero): one statement.
+        await db.prepare(f'DELETE FROM "{table.name}" WHERE tenant_id = ?').bind(tenant).run()
+        meter.spend()
+        return index + 1
+    key = _key(table)
+    rows = await _rows(db, table, tenant, None, None, CHUNK_ROWS if key else None)
+    meter.spend()
+    if not rows:
+        return index + 1
+    if table.name == VECTOR_TABLE and source.vectors is not None:
+        await delete_own_vectors(source.vectors, tenant, [str(r["fact_id"]) for r in rows])
+        meter.spend()
+    upto = [rows[-1][c] for c in key] if key else None
+    where, params = _range(key, None, upto)
+    await (
+        db.prepare(f'DELETE FROM "{table.name}" WHERE tenant_id = ?{where}')
+        .bind(tenant, *params)
+        .run()
+    )
+    meter.spend()
+    return index
+
+
+async def source_fence(bindings: Bindings, tenant: str, shard: str) -> str | None:
+    """The fence `tenant` has on shard `shard` (for the operator and tests)."""
+    return await fence_of(_db(_shard(bindings, shard)), tenant)
