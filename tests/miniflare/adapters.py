@@ -317,9 +317,9 @@ def _d1_error(message: str) -> D1Error:
 
 
 def _d1_result(data: dict[str, Any]) -> D1Result:
-    changes = (data.get("meta") or {}).get("changes")
+    meta = data.get("meta") or {}
     return D1Result(
-        meta=D1Meta(changes=changes or 0),
+        meta=D1Meta(changes=meta.get("changes") or 0, size_after=meta.get("size_after") or 0),
         results=[_decode_row(row) for row in data.get("results") or []],
     )
 

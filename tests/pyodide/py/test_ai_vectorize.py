@@ -152,6 +152,14 @@ async def test_vectorize_upsert_replaces_and_delete_removes() -> None:
         assert await index.get_by_ids(["f1"]) == []
 
 
+async def test_vectorize_describe_gives_the_vector_count_the_brief_reports() -> None:
+    for mode in MODES:
+        js_index, index = await _seeded(mode)
+        info = await index.describe()
+        assert (info.vector_count, info.dimensions) == (js_index.vectors.size, 4), mode
+        assert info.vector_count > 0
+
+
 async def test_vectorize_limits_and_input_errors_are_binding_limit_errors() -> None:
     js_index, index = await _seeded("raw")
     bad_queries: list[dict[str, Any]] = [

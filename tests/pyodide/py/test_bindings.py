@@ -70,6 +70,7 @@ async def test_d1_binds_none_bytes_and_bool_and_reads_rows_and_meta() -> None:
             .run()
         )
         assert run.meta.changes == 1, (mode, run.meta)
+        assert run.meta.size_after > 0, (mode, run.meta)  # the tenant directory's free space
         rows = (await db.prepare(f"SELECT a, b, c, 3.0 AS f FROM {table}").all()).results
         # NULL -> None (not jsnull), BLOB -> list of byte values, TRUE -> 1, 3.0 -> int 3.
         assert rows == [{"a": None, "b": [0, 1], "c": 1, "f": 3}], (mode, rows)
