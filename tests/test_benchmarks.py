@@ -30,6 +30,7 @@ SMOKE: dict[str, list[str]] = {
     "semantic_latency.py": ["--facts", "300", "--queries", "10", "--embedder", "hashing"],
     "startup.py": ["--runs", "1"],
     "storage_bytes.py": ["--facts", "200", "--episodes", "40", "--recalls", "5"],
+    "tenant_move.py": ["--facts", "30", "--episodes", "30"],
     "tiered_reads.py": ["--episodes", "20"],
     "updates.py": ["--cases", "12", "--embedder", "hashing"],
 }

@@ -7,6 +7,8 @@
     agent-memory reindex [--tenant T]... [--per-tenant N] [--max-facts N] [--max-seconds S]
     agent-memory erase-subject TENANT SUBJECT
     agent-memory retention TENANT [--days N | --default-days] [--limit N | --default-limit]
+    agent-memory shards
+    agent-memory move TENANT [--to SHARD] [--status]
 
 They run the same code as the Worker's crons and admin routes, directly against the state
 folder (`--state`), and print progress to stderr as they go (one line per tenant, with
@@ -358,6 +360,59 @@ def cmd_retention(args: argparse.Namespace) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------- placement
+
+
+def cmd_shards(args: argparse.Namespace) -> int:
+    from agent_memory.directory import homes
+    from worker.lifecycle_jobs import database_report
+
+    runtime = _open(args)
+
+    async def go() -> Any:
+        try:
+            placed = await homes(runtime.bindings())
+            report = await database_report(runtime.bindings())
+        finally:
+            await runtime.close()
+        for shard in report:
+            shard["tenants"] = sorted(t for t, s in placed.items() if s == shard["shard"])
+        return report
+
+    _emit(asyncio.run(go()))
+    return 0
+
+
+def cmd_move(args: argparse.Namespace) -> int:
+    """Start (`--to`), resume and watch a tenant's move: steps until it is done, or until it
+    waits for the grace period (run the command again after it), printing each step."""
+    from agent_memory.lifecycle.move import advance, move_status, start_move
+
+    runtime = _open(args)
+
+    async def go() -> Any:
+        try:
+            bindings = runtime.bindings()
+            if args.to:
+                await start_move(bindings, args.tenant, args.to)
+            status = await move_status(bindings, args.tenant)
+            if status is None:
+                raise SystemExit(f"tenant {args.tenant} has no move; start one with --to")
+            while not args.status and status.phase != "done":
+                before = (status.phase, status.progress)
+                status = await advance(bindings, args.tenant)
+                _say(f"  {status.phase}: {json.dumps(status.progress, default=str)[:160]}")
+                if (status.phase, status.progress) == before:
+                    _say("  waiting: the source is deleted after the grace period; run again")
+                    break
+            return status.model_dump()
+        finally:
+            await runtime.close()
+
+    _emit(asyncio.run(go()))
+    return 0
+
+
 def register(sub: Any) -> None:
     prune = sub.add_parser(
         "prune", help="archive episodes, runs and events past retention to the cold tier, delete"
@@ -410,3 +465,16 @@ def register(sub: Any) -> None:
     limit.add_argument("--default-limit", action="store_true")
     add_state_option(retention)
     retention.set_defaults(func=cmd_retention)
+
+    shards = sub.add_parser("shards", help="each shard's size, vectors and tenants")
+    add_state_option(shards)
+    shards.set_defaults(func=cmd_shards)
+
+    move = sub.add_parser(
+        "move", help="move a tenant to another shard online: start, resume, watch"
+    )
+    move.add_argument("tenant")
+    move.add_argument("--to", help="start moving to this shard (MEMORY_SHARDS name)")
+    move.add_argument("--status", action="store_true", help="only show where the move stands")
+    add_state_option(move)
+    move.set_defaults(func=cmd_move)

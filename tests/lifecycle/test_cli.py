@@ -139,3 +139,25 @@ def test_reindex_fills_the_keyword_index_of_old_facts_within_its_budget(
     assert code == 0 and data["reindexed"] == 1 and "acme: indexed 1, 0 still unindexed" in err
     _, table, _ = run(capsys, "brief", "--state", str(state))
     assert "unindexed" in table.splitlines()[0]
+
+
+def test_an_operator_moves_a_tenant_from_the_command_line(
+    state: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agent_memory.lifecycle import move
+
+    code, shards, _ = run(capsys, "shards", "--state", str(state))
+    assert code == 0 and [s["shard"] for s in shards] == ["primary", "s2"]
+    # Started and carried as far as it goes now: switched, the source kept for the grace period.
+    code, status, err = run(capsys, "move", "acme", "--to", "s2", "--state", str(state))
+    assert code == 0 and status["phase"] == "switched", err
+    assert "waiting" in err
+    code, status, _ = run(capsys, "move", "acme", "--status", "--state", str(state))
+    assert status["phase"] == "switched" and status["target"] == "s2"
+    monkeypatch.setattr(move, "GRACE_SECONDS", 0.0)  # the grace period has passed
+    code, status, _ = run(capsys, "move", "acme", "--state", str(state))
+    assert code == 0 and status["phase"] == "done"
+    code, shards, _ = run(capsys, "shards", "--state", str(state))
+    assert {s["shard"]: s["tenants"] for s in shards}["s2"] == ["acme"]
+    code, brief, _ = run(capsys, "brief", "--tenant", "acme", "--json", "--state", str(state))
+    assert brief["tenants"][0]["facts_active"] >= 1  # read where the tenant now lives
