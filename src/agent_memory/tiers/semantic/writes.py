@@ -585,7 +585,9 @@ class FactWriter:
         # An active fact's event went with its activation; a pending one's is recorded here.
         unrecorded = [i for i in created_at if ordered[i].status != "active"]
         await self._s.gate.committed(
-            [proposals[i] for i in unrecorded], [ordered[i].fact_id for i in unrecorded]
+            [proposals[i] for i in unrecorded],
+            [ordered[i].fact_id for i in unrecorded],
+            in_row=True,
         )
         if created_at:
             created_items = [items[i] for i in created_at]
@@ -603,9 +605,10 @@ class FactWriter:
         self, proposals: Sequence[WriteProposal], fact_ids: Sequence[str]
     ) -> list[D1Statement]:
         """The `memory_written` events of created facts, to commit in their activation batch
-        (insert-if-absent, id = the fact's id)."""
+        (insert-if-absent, id = the fact's id; compact: the row holds what they would say)."""
         found = (
-            self._s.gate.event_statement(p, i) for p, i in zip(proposals, fact_ids, strict=True)
+            self._s.gate.event_statement(p, i, in_row=True)
+            for p, i in zip(proposals, fact_ids, strict=True)
         )
         return [statement for statement in found if statement is not None]
 
