@@ -1,16 +1,24 @@
 """Fewer bytes per fact (issue 29, item 4): what was cut must still be there when asked for.
 
 A created fact's `memory_written` event is compact (its row says the rest), yet the
-inspector shows it whole."""
+inspector shows it whole; migration 0018 (an index no statement needs) upgrades a tenant's
+data in place."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import shutil
+from pathlib import Path
 
-from agent_memory.governance.writes import canonical_json
+from agent_memory.governance.writes import EventLog, WriteGate, WriteProposal, canonical_json
+from agent_memory.lifecycle.erase import SubjectEraser
 from agent_memory.lifecycle.inspect import MemoryInspector
-from local_runtime.runtime import LocalRuntime
+from agent_memory.tiers.semantic.memory import SemanticMemory
+from bindings.ports.clock import FixedClock
+from local_runtime.migrations import apply_migrations, migration_files
+from local_runtime.runtime import MIGRATIONS_DIR, LocalRuntime
+from tests.fakes.embedder import HashingEmbedder
 from tests.semantic.conftest import NOW_MS, MemoryFactory
 
 FACT = {
@@ -51,3 +59,54 @@ async def test_a_created_facts_event_is_compact_and_the_inspector_shows_it_whole
         "subject": "contact:ada",
     }
     assert "Tuesday" not in json.dumps(row)  # still no content in the audit trail
+
+
+async def test_a_database_at_0016_upgrades_and_still_recalls_inspects_and_erases(
+    tmp_path: Path,
+) -> None:
+    """Migration 0018 (an index dropped) over a tenant written before it: its events, the
+    full ones of before and the compact ones of now, still read, and an erase finds them."""
+    old = tmp_path / "migrations"
+    old.mkdir()
+    for path in migration_files(MIGRATIONS_DIR):
+        if path.name < "0017":
+            shutil.copy(path, old / path.name)
+    rt = LocalRuntime.open(tmp_path / "state", embedder=HashingEmbedder(), clock=FixedClock(1e9))
+    try:
+        await apply_migrations(rt.db, old)
+        memory = SemanticMemory.from_bindings(rt.bindings(), "acme")
+        [ada, bo] = await memory.learn_many([FACT, {**FACT, "subject": "contact:bo"}])
+        # An event in the shape written before compact ones: full hash and payload.
+        full = WriteGate("acme", clock=rt.clock, events=EventLog("acme", rt.db))
+        await full.committed(
+            [
+                WriteProposal(
+                    tier="semantic",
+                    key="contact:ada|prefers",
+                    value={"a": 1},
+                    source="mcp",
+                    subject="contact:ada",
+                )
+            ]
+        )
+        await memory.recall("when does Ada like a call", 5)
+        await rt.background.drain()
+        assert "0018_fewer_bytes_events.sql" in await apply_migrations(rt.db, MIGRATIONS_DIR)
+
+        assert ada.fact_id in (await memory.recall("Ada Tuesday call", 5)).fact_ids
+        await rt.background.drain()
+        detail = await MemoryInspector(rt.db, "acme", now_ms=10**12).fact_detail(ada.fact_id)
+        assert detail is not None and detail.written[0].payload["source"] == "mcp"
+        assert [e.kind for e in await EventLog("acme", rt.db).recent("memory_retrieved")] == [
+            "memory_retrieved",
+            "memory_retrieved",
+        ]
+        report = await SubjectEraser("acme", db=rt.db, clock=rt.clock, vectors=rt.vectors).erase(
+            "contact:ada"
+        )
+        assert report.facts == 1
+        left = (await rt.db.prepare("SELECT event_id, payload FROM memory_events").all()).results
+        assert {r["event_id"] for r in left} & {ada.fact_id, bo.fact_id} == {bo.fact_id}
+        assert "contact:ada" not in json.dumps(left)
+    finally:
+        await rt.close()
