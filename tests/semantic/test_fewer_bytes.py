@@ -11,9 +11,12 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 from agent_memory.governance.writes import EventLog, WriteGate, WriteProposal, canonical_json
 from agent_memory.lifecycle.erase import SubjectEraser
 from agent_memory.lifecycle.inspect import MemoryInspector
+from agent_memory.tiers.semantic import keyword_index
 from agent_memory.tiers.semantic.memory import SemanticMemory
 from bindings.ports.clock import FixedClock
 from local_runtime.migrations import apply_migrations, migration_files
@@ -61,11 +64,17 @@ async def test_a_created_facts_event_is_compact_and_the_inspector_shows_it_whole
     assert "Tuesday" not in json.dumps(row)  # still no content in the audit trail
 
 
+def _entry_json_0015(terms: dict[str, list[int]]) -> str:
+    """How the code before 0018 stored a keyword entry (an object)."""
+    return json.dumps({t: tf if not ctx else [tf, ctx] for t, (tf, ctx) in terms.items()})
+
+
 async def test_a_database_at_0016_upgrades_and_still_recalls_inspects_and_erases(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Migration 0018 (an index dropped) over a tenant written before it: its events, the
-    full ones of before and the compact ones of now, still read, and an erase finds them."""
+    """Migration 0018 over a tenant written before it: its events (full ones and compact
+    ones) still read, its keyword entries (the object form) still unindex, an erase finds
+    them all."""
     old = tmp_path / "migrations"
     old.mkdir()
     for path in migration_files(MIGRATIONS_DIR):
@@ -74,6 +83,7 @@ async def test_a_database_at_0016_upgrades_and_still_recalls_inspects_and_erases
     rt = LocalRuntime.open(tmp_path / "state", embedder=HashingEmbedder(), clock=FixedClock(1e9))
     try:
         await apply_migrations(rt.db, old)
+        monkeypatch.setattr(keyword_index, "_entry_json", _entry_json_0015)  # the old code
         memory = SemanticMemory.from_bindings(rt.bindings(), "acme")
         [ada, bo] = await memory.learn_many([FACT, {**FACT, "subject": "contact:bo"}])
         # An event in the shape written before compact ones: full hash and payload.
@@ -91,7 +101,10 @@ async def test_a_database_at_0016_upgrades_and_still_recalls_inspects_and_erases
         )
         await memory.recall("when does Ada like a call", 5)
         await rt.background.drain()
-        assert "0018_fewer_bytes_events.sql" in await apply_migrations(rt.db, MIGRATIONS_DIR)
+        assert "0018_fewer_bytes.sql" in await apply_migrations(rt.db, MIGRATIONS_DIR)
+        monkeypatch.undo()
+        entries = "SELECT DISTINCT substr(index_terms, 1, 1) AS c FROM semantic_facts"
+        assert (await rt.db.prepare(entries).all()).results == [{"c": "{"}]
 
         assert ada.fact_id in (await memory.recall("Ada Tuesday call", 5)).fact_ids
         await rt.background.drain()
@@ -101,10 +114,22 @@ async def test_a_database_at_0016_upgrades_and_still_recalls_inspects_and_erases
             "memory_retrieved",
             "memory_retrieved",
         ]
+        later = {**FACT, "content": "Ada also wants email follow-ups after a call"}
+        assert (await memory.learn(later)).created  # an entry in the array form
         report = await SubjectEraser("acme", db=rt.db, clock=rt.clock, vectors=rt.vectors).erase(
             "contact:ada"
         )
-        assert report.facts == 1
+        assert report.facts == 2
+        # Their keyword entries, of either form, took their postings and df with them.
+        orphans = await rt.db.prepare(
+            "SELECT COUNT(*) AS n FROM semantic_terms WHERE fts_rowid NOT IN "
+            "(SELECT fts_rowid FROM semantic_facts)"
+        ).first_value("n")
+        df = await rt.db.prepare(
+            "SELECT (SELECT SUM(df) FROM semantic_term_stats) - "
+            "(SELECT COUNT(*) FROM semantic_terms) AS n"
+        ).first_value("n")
+        assert (orphans, df) == (0, 0)
         left = (await rt.db.prepare("SELECT event_id, payload FROM memory_events").all()).results
         assert {r["event_id"] for r in left} & {ada.fact_id, bo.fact_id} == {bo.fact_id}
         assert "contact:ada" not in json.dumps(left)
