@@ -350,6 +350,10 @@ class WriteProposal(BaseModel):
     # Why the write was made, copied into its `memory_written` event as `decision` (the
     # reconciler's update step: decision, reason, adjudicator). Never personal data.
     decision: dict[str, str] | None = None
+    # The tier's own row, the event's id, holds what the hash and payload would say (a fact:
+    # subject, predicate, content, source, confidence): the event is compact, no hash and
+    # only the marked fields (~240 bytes fewer a fact); the inspector fills it in.
+    in_row: bool = False
 
     @property
     def content(self) -> bytes:
@@ -619,13 +623,7 @@ class WriteGate:
         for proposal in proposals:
             self.check(proposal)
 
-    def event(
-        self, proposal: WriteProposal, event_id: str | None = None, *, in_row: bool = False
-    ) -> MemoryEvent:
-        """`in_row`: the tier's own row, id `event_id`, holds everything the hash and the
-        payload would say (a fact: its subject, predicate, content, source, confidence), so
-        the event records that the write happened and only what the row lacks (its personal
-        fields); the inspector shows it filled in from the row. ~240 bytes fewer a fact."""
+    def event(self, proposal: WriteProposal, event_id: str | None = None) -> MemoryEvent:
         optional = {
             "subject": proposal.subject,
             "supersedes": proposal.supersedes,
@@ -638,7 +636,7 @@ class WriteGate:
             "bytes": len(proposal.content),
             **{name: value for name, value in optional.items() if value},
         }
-        if in_row:
+        if proposal.in_row:
             payload = {}
         fields = proposal.personal_fields()
         if fields is not None:
@@ -647,22 +645,19 @@ class WriteGate:
             tenant_id=self.tenant_id,
             tier=proposal.tier,
             now=self._clock.now(),
-            content_hash=None if in_row else proposal.content_hash,
+            content_hash=None if proposal.in_row else proposal.content_hash,
             payload=payload,
             agent_type=proposal.agent_type,
             run_id=proposal.run_id,
         )
         return event if event_id is None else event.model_copy(update={"event_id": event_id})
 
-    def event_statement(
-        self, proposal: WriteProposal, event_id: str, *, in_row: bool = False
-    ) -> D1Statement | None:
+    def event_statement(self, proposal: WriteProposal, event_id: str) -> D1Statement | None:
         """The event INSERT (insert-if-absent, id `event_id`) for a tier that commits the
         event in the same D1 batch as its write; None when this gate records no events."""
         if self._events is None:
             return None
-        event = self.event(proposal, event_id, in_row=in_row)
-        return self._events.statement(event, if_absent=True)
+        return self._events.statement(self.event(proposal, event_id), if_absent=True)
 
     def defer(self, proposals: Sequence[WriteProposal]) -> None:
         """Record events from synchronous code (Durable Object SQL tiers): through
@@ -679,14 +674,12 @@ class WriteGate:
         self,
         proposals: Sequence[WriteProposal],
         event_ids: Sequence[str | None] | None = None,
-        *,
-        in_row: bool = False,
     ) -> list[MemoryEvent]:
-        """Record the `memory_written` events of committed proposals (`in_row`: `event`)."""
+        """Record the `memory_written` events of committed proposals."""
         if self._events is None or not proposals:
             return []
         ids = list(event_ids) if event_ids is not None else [None] * len(proposals)
-        events = [self.event(p, i, in_row=in_row) for p, i in zip(proposals, ids, strict=True)]
+        events = [self.event(p, i) for p, i in zip(proposals, ids, strict=True)]
         if self._background is not None:
             self._background.wait_until(self._record(events))
         else:

@@ -585,9 +585,7 @@ class FactWriter:
         # An active fact's event went with its activation; a pending one's is recorded here.
         unrecorded = [i for i in created_at if ordered[i].status != "active"]
         await self._s.gate.committed(
-            [proposals[i] for i in unrecorded],
-            [ordered[i].fact_id for i in unrecorded],
-            in_row=True,
+            [proposals[i] for i in unrecorded], [ordered[i].fact_id for i in unrecorded]
         )
         if created_at:
             created_items = [items[i] for i in created_at]
@@ -605,10 +603,9 @@ class FactWriter:
         self, proposals: Sequence[WriteProposal], fact_ids: Sequence[str]
     ) -> list[D1Statement]:
         """The `memory_written` events of created facts, to commit in their activation batch
-        (insert-if-absent, id = the fact's id; compact: the row holds what they would say)."""
+        (insert-if-absent, id = the fact's id)."""
         found = (
-            self._s.gate.event_statement(p, i, in_row=True)
-            for p, i in zip(proposals, fact_ids, strict=True)
+            self._s.gate.event_statement(p, i) for p, i in zip(proposals, fact_ids, strict=True)
         )
         return [statement for statement in found if statement is not None]
 
@@ -632,6 +629,7 @@ class FactWriter:
             # The catch-all subject names nobody: personal data needs a real one.
             subject=None if fact.subject == DEFAULT_SUBJECT else fact.subject,
             run_id=fact.learned_from_run_id or self._s.run_id,
+            in_row=True,
         )
 
     async def _retry_pending_after_write(self) -> None:
