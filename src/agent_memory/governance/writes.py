@@ -31,9 +31,10 @@ The rules (docs/lifecycle.md, "Write policy"):
 The event log: `memory_retrieved` on every recall, `memory_written` on writes. One row each in
 D1 `memory_events` (migration 0003), scoped to the tenant bound at construction. A caller
 writing other rows in the same step puts `statement(event)` into its own `db.batch([...])`, so
-the event and its change commit together. A `memory_retrieved` payload: `{"query", "query_hash",
-"top_k", "results": [{"id", "score", "relevance", "recency", "confidence", "density"}],
-"candidates": {channel: count}, "dropped": [...]}`.
+the event and its change commit together. A `memory_retrieved` payload: `{"query", "top_k",
+"results": [{"id", "score", "relevance", "recency", "confidence", "density"}],
+"candidates": {channel: count}, "dropped": [...]}` (no hash of the query: nothing read it, and
+it outlived the query text an erase redacts; events written before carry `query_hash`).
 """
 
 from __future__ import annotations
@@ -108,7 +109,6 @@ def memory_retrieved(
         run_id=run_id,
         payload={
             "query": query[:QUERY_PREVIEW_CHARS],
-            "query_hash": sha256_hex(query),
             "top_k": top_k,
             "results": [item.model_dump() for item in results],
             "candidates": candidates,
