@@ -1,7 +1,7 @@
 """D1 bytes per memory: per fact, per episode, per event, and the tenants one database holds.
 
     uv run python benchmarks/storage_bytes.py [--facts 100000] [--episodes 20000]
-        [--recalls 2000] [--session-size 0] [--compare /work/main] [--root DIR]
+        [--recalls 2000] [--session-size 0] [--tenant acme] [--compare /work/main] [--root DIR]
 
 In a fresh local runtime (the same SQLite schema and migrations D1 runs), three phases
 through the real write paths, with the tests' hashing embedder (vectors live in Vectorize,
@@ -64,7 +64,7 @@ from agent_memory.tiers.semantic.models import FactInput  # noqa: E402
 from local_runtime.runtime import LocalRuntime  # noqa: E402
 from tests.fakes.embedder import HashingEmbedder  # noqa: E402
 
-TENANT = "acme"
+TENANT = "acme"  # `--tenant`: every row, posting and index entry holds the tenant id
 D1_LIMIT_BYTES = 10 * 1000**3  # 10 GB per D1 database (Cloudflare's limit)
 EPISODE_CAP = 100_000  # ADR-043: hard limit of episodes per tenant
 VECTORIZE_LIMIT = 10_000_000  # vectors per Vectorize index
@@ -163,7 +163,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         written: dict[str, dict[str, float]] = {}
         before = measure(db_path)
 
-        memory = SemanticMemory.from_bindings(runtime.bindings(), TENANT, agent_type="bench")
+        memory = SemanticMemory.from_bindings(runtime.bindings(), args.tenant, agent_type="bench")
         texts = [sentence(i) for i in range(args.facts)]
         started = time.perf_counter()
         for start in range(0, args.facts, 500):
@@ -189,8 +189,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "text_bytes": sum(len(t.encode()) for t in texts) / max(args.facts, 1),
         }
 
-        events = EventLog(TENANT, runtime.db)
-        store = EpisodicStore(runtime.db, TENANT, gate=WriteGate(TENANT, events=events))
+        events = EventLog(args.tenant, runtime.db)
+        store = EpisodicStore(runtime.db, args.tenant, gate=WriteGate(args.tenant, events=events))
         now_ms = int(time.time() * 1000)
         run_id = ""
         episode_texts = [sentence(i + 7) for i in range(args.episodes)]
@@ -297,6 +297,7 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=20_000)
     parser.add_argument("--recalls", type=int, default=2_000)
     parser.add_argument("--session-size", type=int, default=0, help="facts per session")
+    parser.add_argument("--tenant", default=TENANT, help="the tenant id (its length counts)")
     parser.add_argument(
         "--tenant-facts",
         default="10000,100000",

@@ -1,5 +1,6 @@
-"""Migration 0015: the indexes no statement used are gone, and the lookups they could have
-served still seek an index (a full scan of a tenant's facts would grow with the tenant)."""
+"""Migrations 0015 and 0018: the indexes no statement needed are gone, and the lookups they
+could have served still seek an index (a full scan of a tenant's facts would grow with the
+tenant)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,20 @@ from collections.abc import Iterator
 
 import pytest
 
+from agent_memory.governance.writes import BRIEF_FIGURES
 from tests.conftest import PROJECT_ROOT
 
-DROPPED = {"semantic_facts_by_subject", "semantic_facts_by_agent", "memory_events_by_run"}
+DROPPED = {
+    "semantic_facts_by_subject",
+    "semantic_facts_by_agent",
+    "memory_events_by_run",
+    "memory_events_by_kind",
+}
 
 # The statements that could have used a dropped index, as the code builds them
 # (recall's exact-match channel with an agent filter, the inspector's subject list, the
-# subject erase's event pages).
+# subject erase's event pages; the event log's newest events of a kind, the inspector's
+# events of a kind in a window, the brief's unsure decisions of the last day).
 LOOKUPS = [
     "SELECT fact_id FROM (SELECT f.fact_id AS fact_id FROM semantic_facts AS f "
     "WHERE f.tenant_id = ? AND f.subject IN (SELECT value FROM json_each(?)) "
@@ -24,6 +32,11 @@ LOOKUPS = [
     "ORDER BY created_at DESC, fact_id DESC LIMIT ?",
     "SELECT event_id, run_id, content_hash, payload FROM memory_events "
     "WHERE tenant_id = ? AND event_id > ? ORDER BY event_id LIMIT ?",
+    "SELECT * FROM memory_events WHERE tenant_id = ? AND kind = ? "
+    "ORDER BY created_at DESC, event_id DESC LIMIT ?",
+    "SELECT * FROM memory_events WHERE tenant_id = ? AND 1 AND kind = ? AND created_at >= ? "
+    "AND created_at < ? ORDER BY created_at DESC, event_id DESC LIMIT ?",
+    f"SELECT {BRIEF_FIGURES}",
 ]
 
 

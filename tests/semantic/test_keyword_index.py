@@ -230,8 +230,8 @@ async def test_own_text_terms_are_stored_short_and_both_entry_forms_index_alike(
     entry = await rt.db.prepare(
         "SELECT index_terms FROM semantic_facts WHERE tenant_id = 'acme'"
     ).first_value("index_terms")
-    # Own-text terms as a bare tf (migration 0015); the date's terms are context: [0, 1].
-    assert json.loads(entry) == {"dana": 1, "paint": 1, "door": 1, "may": [0, 1], "2024": [0, 1]}
+    # Own-text terms (tf 1) bare (migration 0018); the date's terms are context: [t, 0, 1].
+    assert json.loads(entry) == ["dana", "paint", "door", ["may", 0, 1], ["2024", 0, 1]]
 
     async def postings() -> dict[str, tuple[int, int]]:
         rows = await rt.db.prepare(
@@ -241,10 +241,16 @@ async def test_own_text_terms_are_stored_short_and_both_entry_forms_index_alike(
 
     expected = {"dana": (1, 0), "paint": (1, 0), "door": (1, 0), "may": (0, 1), "2024": (0, 1)}
     assert await postings() == expected
-    # An entry in the array form (written before 0015) indexes the same postings.
-    await (
-        rt.db.prepare("UPDATE semantic_facts SET index_terms = ? WHERE tenant_id = 'acme'")
-        .bind('{"dana":[1,0],"paint":[2,0],"door":[1,3]}')
-        .run()
-    )
+    # The entry forms written before (0009's, 0015's) index and unindex alike.
+    update = rt.db.prepare("UPDATE semantic_facts SET index_terms = ? WHERE tenant_id = 'acme'")
+    await update.bind('{"dana":[1,0],"paint":[2,0],"door":[1,3]}').run()
     assert await postings() == {"dana": (1, 0), "paint": (2, 0), "door": (1, 3)}
+    await update.bind('{"dana":1,"paint":2,"may":[0,1]}').run()
+    assert await postings() == {"dana": (1, 0), "paint": (2, 0), "may": (0, 1)}
+    await update.bind('["dana",["door",2,1]]').run()
+    assert await postings() == {"dana": (1, 0), "door": (2, 1)}
+    await update.bind('{"dana":1,"paint":[2,0]}').run()
+    await rt.db.prepare("DELETE FROM semantic_facts WHERE tenant_id = 'acme'").run()
+    assert await postings() == {}
+    df = await rt.db.prepare("SELECT SUM(df) AS n FROM semantic_term_stats").first_value("n")
+    assert df == 0

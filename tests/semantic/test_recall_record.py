@@ -4,6 +4,7 @@ until the tenant's next recall or the daily cron writes it back."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections.abc import Iterator, Sequence
@@ -285,6 +286,8 @@ async def test_a_recall_record_in_flight_during_an_erase_keeps_no_query_text(
     (payload,) = await _retrieved_payloads(rt)
     assert "query" not in payload and payload["query_redacted"] is True
     assert "dana" not in json.dumps(payload).lower()
+    # Nor its hash, which anyone holding a guess of the query could confirm it with.
+    assert hashlib.sha256(b"what does dana prefer").hexdigest() not in json.dumps(payload)
     # A recall after the erase's mark has aged out is recorded whole (control).
     clock.advance(2 * 86_400)
     await SubjectEraser("acme", db=rt.db, clock=rt.clock).erase("nobody-at-all")

@@ -31,9 +31,10 @@ The rules (docs/lifecycle.md, "Write policy"):
 The event log: `memory_retrieved` on every recall, `memory_written` on writes. One row each in
 D1 `memory_events` (migration 0003), scoped to the tenant bound at construction. A caller
 writing other rows in the same step puts `statement(event)` into its own `db.batch([...])`, so
-the event and its change commit together. A `memory_retrieved` payload: `{"query", "query_hash",
-"top_k", "results": [{"id", "score", "relevance", "recency", "confidence", "density"}],
-"candidates": {channel: count}, "dropped": [...]}`.
+the event and its change commit together. A `memory_retrieved` payload: `{"query", "top_k",
+"results": [{"id", "score", "relevance", "recency", "confidence", "density"}],
+"candidates": {channel: count}, "dropped": [...]}` (no hash of the query: nothing read it, and
+it outlived the query text an erase redacts; events written before carry `query_hash`).
 """
 
 from __future__ import annotations
@@ -108,7 +109,6 @@ def memory_retrieved(
         run_id=run_id,
         payload={
             "query": query[:QUERY_PREVIEW_CHARS],
-            "query_hash": sha256_hex(query),
             "top_k": top_k,
             "results": [item.model_dump() for item in results],
             "candidates": candidates,
@@ -123,7 +123,7 @@ def memory_written(
     tenant_id: str,
     tier: EventTier,
     now: float,
-    content_hash: str,
+    content_hash: str | None,
     payload: dict[str, Any],
     agent_type: str | None = None,
     run_id: str | None = None,
@@ -204,11 +204,13 @@ class EventLog:
         )
         return list(result.results)
 
-    async def written_with_hash(self, content_hash: str, limit: int) -> list[Row]:
-        """The `memory_written` events of semantic writes of this content hash."""
+    async def written(self, fact_id: str, content_hash: str, limit: int) -> list[Row]:
+        """The `memory_written` events of semantic writes of this content hash, and the
+        compact one of the write that created `fact_id` (its id, no hash: `WriteGate.event`)."""
         return await self.rows(
-            "kind = 'memory_written' AND tier = 'semantic' AND content_hash = ?",
+            "kind = 'memory_written' AND tier = 'semantic' AND (content_hash = ? OR event_id = ?)",
             content_hash,
+            fact_id,
             limit=limit,
         )
 
@@ -348,6 +350,10 @@ class WriteProposal(BaseModel):
     # Why the write was made, copied into its `memory_written` event as `decision` (the
     # reconciler's update step: decision, reason, adjudicator). Never personal data.
     decision: dict[str, str] | None = None
+    # The tier's own row, the event's id, holds what the hash and payload would say (a fact:
+    # subject, predicate, content, source, confidence): the event is compact, no hash and
+    # only the marked fields (~240 bytes fewer a fact); the inspector fills it in.
+    in_row: bool = False
 
     @property
     def content(self) -> bytes:
@@ -630,6 +636,8 @@ class WriteGate:
             "bytes": len(proposal.content),
             **{name: value for name, value in optional.items() if value},
         }
+        if proposal.in_row:
+            payload = {}
         fields = proposal.personal_fields()
         if fields is not None:
             payload["personal_fields"] = list(fields) or ["*"]
@@ -637,7 +645,7 @@ class WriteGate:
             tenant_id=self.tenant_id,
             tier=proposal.tier,
             now=self._clock.now(),
-            content_hash=proposal.content_hash,
+            content_hash=None if proposal.in_row else proposal.content_hash,
             payload=payload,
             agent_type=proposal.agent_type,
             run_id=proposal.run_id,

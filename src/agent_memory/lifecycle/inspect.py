@@ -22,7 +22,7 @@ from agent_memory.governance.writes import EventKind, EventLog, EventTier, canon
 from agent_memory.ids import sha256_hex
 from agent_memory.tiers.episodic import Episode, EpisodicStore, decode_cursor, encode_cursor
 from agent_memory.tiers.semantic.memory import FactHistory
-from agent_memory.tiers.semantic.models import Fact, open_facts
+from agent_memory.tiers.semantic.models import DEFAULT_SUBJECT, Fact, open_facts
 from bindings.ports.d1 import D1Database
 from bindings.ports.sql import Row, SqlValue
 
@@ -142,9 +142,9 @@ def event_from_row(row: Row) -> InspectedEvent:
     )
 
 
-def written_hash(fact: Fact) -> str:
-    """The content hash of the `memory_written` event the semantic write path records for
-    `fact` (the write proposal's canonical value; `tiers.semantic` write path)."""
+def written_value(fact: Fact) -> bytes:
+    """The canonical JSON of the write proposal that created `fact` (`tiers.semantic`): what
+    the `memory_written` events of its content hash (full ones, not compact) hashed."""
     value = {
         "subject": fact.subject,
         "predicate": fact.predicate,
@@ -152,7 +152,26 @@ def written_hash(fact: Fact) -> str:
         "content": fact.content,
         "metadata": fact.metadata,
     }
-    return sha256_hex(canonical_json(value))
+    return canonical_json(value)
+
+
+def filled_in(event: InspectedEvent, fact: Fact) -> InspectedEvent:
+    """A compact event of the write that created `fact` (no hash), with the hash and the
+    payload a full one carries, from the row (`WriteGate.event`, `in_row`)."""
+    if event.content_hash is not None or event.event_id != fact.fact_id:
+        return event
+    value = written_value(fact)
+    payload: dict[str, Any] = {
+        "key": f"{fact.subject}|{fact.predicate}",
+        "source": fact.source,
+        "confidence": fact.confidence,
+        "bytes": len(value),
+    }
+    if fact.subject != DEFAULT_SUBJECT:
+        payload["subject"] = fact.subject
+    return event.model_copy(
+        update={"content_hash": sha256_hex(value), "payload": {**payload, **event.payload}}
+    )
 
 
 class MemoryInspector:
@@ -230,9 +249,9 @@ class MemoryInspector:
             links=await self._links(fact_id),
             provenance=await self._provenance(view.fact),
             written=[
-                event_from_row(row)
-                for row in await self._events.written_with_hash(
-                    written_hash(view.fact), MAX_HISTORY
+                filled_in(event_from_row(row), view.fact)
+                for row in await self._events.written(
+                    fact_id, sha256_hex(written_value(view.fact)), MAX_HISTORY
                 )
             ],
             retrieved=[

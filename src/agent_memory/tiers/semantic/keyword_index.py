@@ -28,7 +28,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -233,16 +233,22 @@ def index_entry(content: str, context: Sequence[str], valid_from_s: float | None
 
 
 def _entry_json(terms: dict[str, list[int]]) -> str:
-    """`index_terms` as stored: `{"term": tf}` for a term only in the memory's own text (most
-    of them: 4 bytes fewer each, migration 0015), `{"term": [tf, context_tf]}` otherwise."""
-    compact = {t: tf if not ctx else [tf, ctx] for t, (tf, ctx) in terms.items()}
+    """`index_terms` as stored (migration 0018): a JSON array, a term once in the memory's own
+    text and not in its context (most of them) a bare string, any other `[term, tf,
+    context_tf]`."""
+    compact = [t if (tf, ctx) == (1, 0) else [t, tf, ctx] for t, (tf, ctx) in terms.items()]
     return json.dumps(compact, separators=(",", ":"), ensure_ascii=False)
 
 
 def stored_terms(index_terms: str) -> dict[str, list[int]]:
-    """`{"term": [tf, context_tf]}` of a stored `index_terms` (either form)."""
-    stored: dict[str, int | list[int]] = json.loads(index_terms)
-    return {t: list(v) if isinstance(v, list) else [v, 0] for t, v in stored.items()}
+    """`{"term": [tf, context_tf]}` of a stored `index_terms`: the array form, or the object
+    form of before 0018 (`{"term": tf}` or `{"term": [tf, context_tf]}`)."""
+    stored: list[str | list[Any]] | dict[str, int | list[int]] = json.loads(index_terms)
+    if isinstance(stored, dict):
+        return {t: list(v) if isinstance(v, list) else [v, 0] for t, v in stored.items()}
+    return {e: [1, 0] for e in stored if isinstance(e, str)} | {
+        str(e[0]): [int(e[1]), int(e[2])] for e in stored if isinstance(e, list)
+    }
 
 
 def extended_entry(row: Row, following: Sequence[str]) -> IndexEntry:

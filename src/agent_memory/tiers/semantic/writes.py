@@ -629,6 +629,7 @@ class FactWriter:
             # The catch-all subject names nobody: personal data needs a real one.
             subject=None if fact.subject == DEFAULT_SUBJECT else fact.subject,
             run_id=fact.learned_from_run_id or self._s.run_id,
+            in_row=True,
         )
 
     async def _retry_pending_after_write(self) -> None:
