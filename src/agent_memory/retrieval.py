@@ -242,12 +242,16 @@ class ChannelResult:
     """One channel's hits, best first. `normalize=False`: the scores are already calibrated
     to [0, 1] and are used as they are. `floor`: the score every candidate the channel does
     not list has (BM25: 0), used as the low end of the min-max normalisation instead of the
-    lowest listed hit — the channel is then normalised over all candidates, listed or not."""
+    lowest listed hit — the channel is then normalised over all candidates, listed or not.
+    `sigmas`: normalise over mean ± `sigmas` standard deviations of the hits instead, clipped
+    to [0, 1] (distribution-based score fusion): a hit that stands out from the channel's
+    other hits keeps a high score, while a flat list is not stretched to the full range."""
 
     name: str
     hits: list[ChannelHit] = field(default_factory=list)
     normalize: bool = True
     floor: float | None = None
+    sigmas: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,6 +282,13 @@ class FusionConfig(BaseModel):
         default_factory=lambda: {"vector": 1.0, "keyword": 1.0, "exact": 0.4}
     )
     rrf_k: int = Field(default=60, ge=1)
+    # The vector channel is normalised over its hits' mean +- `vector_sigmas` standard
+    # deviations, not min-max, which pinned its ends to the best and the 50th hit, so one
+    # far-off hit squeezed all the others. 3 is the usual constant of distribution-based
+    # fusion; on the LoCoMo dev split 2.5 / 3 / 3.5 / 4 give recall@10 0.807 / 0.810 / 0.810 /
+    # 0.809 against 0.803 with min-max, and of the evidence that plain dense retrieval ranks
+    # in its top 10, fusion pushes 28 turns out of the top 10 instead of 36. None: min-max.
+    vector_sigmas: float | None = Field(default=3.0, gt=0.0)
     # Channel weights per embedding model, overriding `channel_weights` for the channels they
     # name: a weaker embedder earns the vector channel less trust. Keys are prefixes of
     # `EmbeddingConfig.model`; the longest matching prefix wins. MiniLM's were chosen on the
@@ -302,11 +313,19 @@ class FusionConfig(BaseModel):
         return self.model_copy(update={"channel_weights": {**self.channel_weights, **override}})
 
 
-def _normalized(hits: Sequence[ChannelHit], normalize: bool, floor: float | None) -> list[float]:
-    if not normalize:
-        return [min(1.0, max(0.0, hit.score)) for hit in hits]
-    scores = [hit.score for hit in hits]
-    low, high = (min(scores) if floor is None else floor), max(scores)
+def _normalized(channel: ChannelResult) -> list[float]:
+    scores = [hit.score for hit in channel.hits]
+    if not channel.normalize:
+        return [min(1.0, max(0.0, score)) for score in scores]
+    low, high = (min(scores) if channel.floor is None else channel.floor), max(scores)
+    if channel.sigmas is not None and len(scores) > 1:
+        mean = math.fsum(scores) / len(scores)
+        spread = channel.sigmas * math.sqrt(
+            math.fsum((x - mean) ** 2 for x in scores) / len(scores)
+        )
+        low, high = mean - spread, mean + spread
+        if high > low:
+            return [min(1.0, max(0.0, (x - low) / (high - low))) for x in scores]
     if high <= low:
         return [1.0] * len(scores)
     return [(score - low) / (high - low) for score in scores]
@@ -334,7 +353,7 @@ def fuse(
     details: dict[str, dict[str, ChannelDetail]] = {}
     order: dict[str, int] = {}
     for channel in active:
-        normalized = _normalized(channel.hits, channel.normalize, channel.floor)
+        normalized = _normalized(channel)
         for position, (hit, norm) in enumerate(zip(channel.hits, normalized, strict=True)):
             if channel.name in details.get(hit.id, {}):
                 continue  # a channel lists an id once; keep its best rank

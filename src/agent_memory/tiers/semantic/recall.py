@@ -550,7 +550,11 @@ class Recaller:
             for fid, row in live.items()
         }
         channels = [
-            ChannelResult(name="vector", hits=[h for h in vector_hits if h.id in live]),
+            ChannelResult(
+                name="vector",
+                hits=[h for h in vector_hits if h.id in live],
+                sigmas=self._s.config.fusion.vector_sigmas,
+            ),
             ChannelResult(name="keyword", hits=keyword_live, floor=0.0),
         ]
         feature: dict[str, dict[str, float]] = {}
