@@ -461,6 +461,21 @@ class ContextConfig(BaseModel):
     embed_before: int = Field(default=1, ge=0, le=5)
 
 
+class RerankConfig(BaseModel):
+    """The reranking stage (`tiers.semantic.rerank`): off unless `depth` > 1 and the tenant
+    is among `tenants` (None: every tenant) — it costs a model call per recall."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    depth: int = Field(default=0, ge=0, le=50)  # best fused candidates reranked; 0: off
+    weight: float = Field(default=0.25, ge=0.0, le=10.0)  # the reranker's share of the blend
+    neighbours: int = Field(default=1, ge=0, le=3)  # session neighbours each side, per passage
+    tenants: list[str] | None = None
+
+    def applies(self, tenant_id: str) -> bool:
+        return self.depth > 1 and (self.tenants is None or tenant_id in self.tenants)
+
+
 class RetrievalConfig(BaseModel):
     """Scoring weights per tier and the channel fusion. Immutable; build once per request."""
 
@@ -470,6 +485,7 @@ class RetrievalConfig(BaseModel):
     fusion: FusionConfig = Field(default_factory=FusionConfig)
     keyword: KeywordConfig = Field(default_factory=KeywordConfig)
     context: ContextConfig = Field(default_factory=ContextConfig)
+    rerank: RerankConfig = Field(default_factory=RerankConfig)
     # Candidates taken from each channel before fusion (Vectorize allows topK ≤ 100). 50:
     # on the LoCoMo dev split recall@10 is 0.811 / 0.806 / 0.803 with 100 / 70 / 50, while
     # every candidate is read, scored and fused, so 50 takes about a third off a 100K-fact

@@ -35,6 +35,7 @@ from bindings.ports.clock import Clock
 from bindings.ports.d1 import D1Database
 from bindings.ports.embedder import Embedder, EmbeddingConfig
 from bindings.ports.kv import KVNamespace
+from bindings.ports.reranker import Reranker
 from bindings.ports.sql import Row
 from bindings.ports.vectorize import (
     VECTORIZE_MAX_METADATA_BYTES,
@@ -434,6 +435,8 @@ class FactScope:
     # Where recall records that D1 refused every time wait to be written back
     # (`recall_record`). None: such a record is logged at ERROR with its payload.
     kv: KVNamespace | None = None
+    # The reranking stage's model (`rerank`); None: the embedder rescores, when configured.
+    reranker: Reranker | None = None
 
     async def after_response(self, work: Coroutine[Any, Any, None], what: str) -> None:
         """Run `work` after the response when a background is bound, else now. A failure is

@@ -61,6 +61,7 @@ from agent_memory.tiers.semantic.models import (
     ms,
     open_facts,
 )
+from agent_memory.tiers.semantic.rerank import EmbedderReranker, rerank_head
 from agent_memory.tiers.semantic.writes import VectorSync
 from bindings.ports.d1 import D1Database, D1Statement
 from bindings.ports.kv import KV_MAX_LIST_LIMIT, KVNamespace
@@ -305,7 +306,8 @@ class RecallRecorder:
 # What ranking needs of a candidate row; full rows are read for the returned ones only.
 SCORING_COLUMNS = (
     "fact_id, status, valid_from, valid_to, created_at, agent_type, subject, predicate, "
-    "confidence, content, updated_at, key_entity, key_attribute, key_source, session_key"
+    "confidence, content, updated_at, key_entity, key_attribute, key_source, session_key, "
+    "f.fts_rowid AS fts_rowid"
 )
 
 
@@ -578,13 +580,23 @@ class Recaller:
         weights = self._s.config.weights_for(self._s.tier)
         need = max(STALE_GUARD_WINDOW, 2 * limit)
         ranked = rank_candidates(fused, live, weights, scored_at, need)
+        total = {item.id: parts[0] for parts, item in ranked}
+        rerank = self._s.config.rerank
+        reranker = self._s.reranker or (
+            EmbedderReranker(embedder) if embedder is not None else None
+        )
+        if rerank.applies(self._s.tenant_id) and reranker is not None:
+            head = [(item.id, total[item.id], live[item.id]) for _, item in ranked[: rerank.depth]]
+            total.update(await rerank_head(self._s, reranker, rerank, query, head) or {})
+            ranked[: rerank.depth] = sorted(
+                ranked[: rerank.depth], key=lambda pair: (-total[pair[1].id], pair[1].id)
+            )
         # Until the reconciler supersedes it, a stale statement must not outrank the newer
         # one about the same key: it is placed just below it and marked possibly outdated.
         # Checked among the best `STALE_GUARD_WINDOW` (or 2 x limit) candidates only: the
         # rules cost ~50 µs a pair, and a pair further down cannot change the head.
         window = ranked[:need]
         stale = stale_statements([live[item.id] for _, item in window])
-        total = {item.id: parts[0] for parts, item in ranked}
         for older in sorted(
             stale, key=lambda fid: (-int(live[fid]["valid_from"]), -int(live[fid]["created_at"]))
         ):
