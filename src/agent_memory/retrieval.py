@@ -172,6 +172,106 @@ def date_terms(epoch_s: float) -> list[str]:
     return [stem(MONTHS[when.month - 1]), str(when.year)]
 
 
+_MONTH = "(" + "|".join(MONTHS) + ")"
+_ORD = r"(\d{1,2})(?:st|nd|rd|th)?"
+_COUNTS = [
+    "a",
+    "an",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+]
+_COUNT = r"(\d{1,2}|" + "|".join(_COUNTS) + ")"
+# Order matters: the first pattern that matches names the period.
+_PERIODS = [
+    ("day", re.compile(r"\b(\d{4})-(\d{1,2})-(\d{1,2})\b")),
+    ("day", re.compile(rf"\b{_ORD}\s+(?:of\s+)?{_MONTH},?\s+(\d{{4}})\b")),
+    ("day", re.compile(rf"\b{_MONTH}\s+{_ORD},?\s+(\d{{4}})\b")),
+    ("month", re.compile(rf"\b{_MONTH},?\s+(?:of\s+)?(\d{{4}})\b")),
+    (
+        "recent-month",
+        re.compile(
+            rf"\b(in|of|since|during|last|this|early|mid|late|by|until|"
+            rf"before|after)\s+{_MONTH}\b"
+        ),
+    ),
+    ("year", re.compile(r"\b((?:19|20)\d{2})\b")),
+    ("ago", re.compile(rf"\b{_COUNT}\s+(day|week|month|year)s?\s+ago\b")),
+    ("calendar", re.compile(r"\b(yesterday|today|(?:last|this)\s+(?:week|weekend|month|year))\b")),
+]
+_UNIT_DAYS = {"day": 1.0, "week": 7.0, "month": 30.44, "year": 365.25}
+
+
+def _utc(year: int, month: int, day: int = 1) -> float:
+    return datetime(year, month, day, tzinfo=UTC).timestamp()
+
+
+def _month_span(year: int, month: int) -> tuple[float, float]:
+    return _utc(year, month), _utc(year + month // 12, month % 12 + 1)
+
+
+def question_window(text: str, reference: float) -> tuple[float, float] | None:
+    """The period a question names, as `[start, end)` epoch seconds (UTC), or None: a date
+    ("on May 23, 2023", "2023-05-23"), a month ("in May 2023"; "in May" / "last May": the
+    latest May before `reference`, this month included unless "last"), a year ("in 2022"),
+    "N days/weeks/months/years ago" (± one unit around it), "yesterday", "today", "last /
+    this week, weekend, month, year". `reference` is when the question is asked."""
+    lowered = text.casefold()
+    ref = datetime.fromtimestamp(reference, tz=UTC)
+    for kind, pattern in _PERIODS:
+        found = pattern.search(lowered)
+        if found is None:
+            continue
+        g = found.groups()
+        try:
+            if kind == "day":
+                if g[0].isdigit() and len(g[0]) == 4:
+                    y, m, d = int(g[0]), int(g[1]), int(g[2])
+                elif g[0].isdigit():
+                    y, m, d = int(g[2]), MONTHS.index(g[1]) + 1, int(g[0])
+                else:
+                    y, m, d = int(g[2]), MONTHS.index(g[0]) + 1, int(g[1])
+                start = _utc(y, m, d)
+                return start, start + DAY_SECONDS
+            if kind == "month":
+                return _month_span(int(g[1]), MONTHS.index(g[0]) + 1)
+            if kind == "recent-month":
+                m = MONTHS.index(g[1]) + 1
+                back = m > ref.month or (m == ref.month and g[0] == "last")
+                return _month_span(ref.year - back, m)
+            if kind == "year":
+                return _utc(int(g[0]), 1), _utc(int(g[0]) + 1, 1)
+        except ValueError:  # "February 30": no such date
+            return None
+        if kind == "ago":
+            count = int(g[0]) if g[0].isdigit() else max(1, _COUNTS.index(g[0]) - 1)
+            unit = _UNIT_DAYS[g[1]] * DAY_SECONDS
+            return reference - (count + 1) * unit, reference - (count - 1) * unit
+        word = g[0].split()
+        today = _utc(ref.year, ref.month, ref.day)
+        if word[0] in ("yesterday", "today"):
+            start = today - DAY_SECONDS * (word[0] == "yesterday")
+            return start, start + DAY_SECONDS
+        last = word[0] == "last"
+        if word[1] in ("week", "weekend"):
+            return today - DAY_SECONDS * (7 + 7 * last), today + DAY_SECONDS * (not last)
+        if word[1] == "month":
+            return _month_span(
+                ref.year - (last and ref.month == 1), (ref.month - 2 * last) % 12 + 1
+            )
+        return _utc(ref.year - last, 1), _utc(ref.year - last + 1, 1)
+    return None
+
+
 def merge_counts(*parts: Mapping[str, int]) -> dict[str, int]:
     """Term counts added up."""
     return dict(sum((Counter(part) for part in parts), Counter()))
@@ -486,6 +586,13 @@ class RetrievalConfig(BaseModel):
     keyword: KeywordConfig = Field(default_factory=KeywordConfig)
     context: ContextConfig = Field(default_factory=ContextConfig)
     rerank: RerankConfig = Field(default_factory=RerankConfig)
+    # The share of a candidate's score given to lying in the period the question names
+    # (`question_window`): score = (1 - w) * score + w * [valid_from in the period]. A soft
+    # boost, not a filter: a memory dated outside the period may still tell about it. On the
+    # LoCoMo dev split (126 of 997 questions name a period) 0 / 0.05 / 0.1 / 0.2 / 0.3 give
+    # recall@10 0.810 / 0.812 / 0.814 / 0.815 / 0.814 and MRR 0.554 / 0.558 / 0.561 / 0.567 /
+    # 0.565.
+    question_dates: float = Field(default=0.2, ge=0.0, le=1.0)
     # Candidates taken from each channel before fusion (Vectorize allows topK ≤ 100). 50:
     # on the LoCoMo dev split recall@10 is 0.811 / 0.806 / 0.803 with 100 / 70 / 50, while
     # every candidate is read, scored and fused, so 50 takes about a third off a 100K-fact

@@ -13,6 +13,7 @@ import json
 import logging
 from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import (
@@ -201,6 +202,12 @@ class RecallFilters(BaseModel):
     valid_from_before: float | None = Field(
         default=None, gt=0, le=MAX_EPOCH_SECONDS, allow_inf_nan=False
     )
+    # Epoch seconds: when the question is asked, for the dates it names relative to then
+    # ("last May", "two weeks ago"); default now. Without an explicit window, memories dated
+    # in the period the question names rank higher (`RetrievalConfig.question_dates`).
+    reference_date: float | None = Field(
+        default=None, gt=0, le=MAX_EPOCH_SECONDS, allow_inf_nan=False
+    )
 
     @model_validator(mode="after")
     def _time_window(self) -> RecallFilters:
@@ -321,6 +328,9 @@ class RecalledFact(BaseModel):
             "metadata": fact.metadata,
             "agent_type": fact.agent_type,
             "created_at": fact.created_at,
+            # When it became true (epoch ms) and that day in UTC, for date arithmetic.
+            "valid_from": fact.valid_from,
+            "date": datetime.fromtimestamp(fact.valid_from / 1000, tz=UTC).date().isoformat(),
             "key": {
                 "entity": fact.key_entity,
                 "attribute": fact.key_attribute,

@@ -45,6 +45,7 @@ from agent_memory.retrieval import (
     exact_match_candidates,
     fuse,
     query_terms,
+    question_window,
     rank_candidates,
 )
 from agent_memory.tiers.semantic.evidence import judge
@@ -579,8 +580,19 @@ class Recaller:
         fused = fuse(channels, fusion, feature_scores=feature)
         weights = self._s.config.weights_for(self._s.tier)
         need = max(STALE_GUARD_WINDOW, 2 * limit)
-        ranked = rank_candidates(fused, live, weights, scored_at, need)
+        period = None
+        share = self._s.config.question_dates
+        if filters.valid_from_after is None and filters.valid_from_before is None and share > 0:
+            period = question_window(query, filters.reference_date or now)
+        # A period reorders the whole list: every candidate is then scored exactly.
+        ranked = rank_candidates(fused, live, weights, scored_at, len(fused) if period else need)
         total = {item.id: parts[0] for parts, item in ranked}
+        if period is not None:
+            start, end = ms(period[0]), ms(period[1])
+            for fid in total:
+                inside = start <= int(live[fid]["valid_from"]) < end
+                total[fid] = (1 - share) * total[fid] + share * inside
+            ranked.sort(key=lambda pair: (-total[pair[1].id], -pair[0][1], pair[1].id))
         rerank = self._s.config.rerank
         reranker = self._s.reranker or (
             EmbedderReranker(embedder) if embedder is not None else None
