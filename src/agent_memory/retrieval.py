@@ -28,6 +28,7 @@ else from `agent_memory`.
 from __future__ import annotations
 
 import heapq
+import itertools
 import json
 import math
 import re
@@ -145,10 +146,44 @@ _MONTHS = "january february march april may june july august september october n
 MONTHS = _MONTHS.split()
 
 
+# Spellings and irregular forms the stemmer keeps apart, as `variant:canonical` words: a
+# variant's stem is indexed and searched as the canonical word's ("favourite" / "favorite",
+# "broke" / "broken" / "break"). A general list (British and American spelling, common
+# irregular verbs), not fitted to any data; changing it needs `keyword_index.renormalise`.
+_VARIANT_TEXT = """
+    favourite:favorite colour:color flavour:flavor honour:honor humour:humor labour:labor
+    neighbour:neighbor behaviour:behavior harbour:harbor rumour:rumor centre:center
+    theatre:theater metre:meter litre:liter fibre:fiber organise:organize realise:realize
+    recognise:recognize apologise:apologize memorise:memorize grey:gray mum:mom
+    programme:program tyre:tire jewellery:jewelry licence:license defence:defense
+    offence:offense catalogue:catalog analyse:analyze aeroplane:airplane pyjamas:pajamas
+    moustache:mustache sceptical:skeptical cosy:cozy doughnut:donut judgement:judgment
+    ageing:aging modelling:modeling counsellor:counselor travelled:traveled
+    went:go gone:go ate:eat eaten:eat saw:see seen:see took:take taken:take gave:give
+    given:give broke:break broken:break bought:buy brought:bring caught:catch felt:feel
+    found:find got:get gotten:get made:make met:meet paid:pay ran:run said:say sent:send
+    sold:sell spent:spend taught:teach thought:think told:tell wrote:write written:write
+    won:win began:begin begun:begin chose:choose chosen:choose drove:drive driven:drive
+    drew:draw drawn:draw drank:drink drunk:drink fell:fall fallen:fall flew:fly flown:fly
+    forgot:forget forgotten:forget grew:grow grown:grow knew:know known:know left:leave
+    lost:lose rode:ride ridden:ride sang:sing sung:sing spoke:speak spoken:speak swam:swim
+    swum:swim threw:throw thrown:throw wore:wear worn:wear built:build kept:keep
+    slept:sleep understood:understand heard:hear held:hold meant:mean stood:stand sat:sit
+    became:become came:come hid:hide hidden:hide shook:shake shaken:shake woke:wake
+    woken:wake
+"""
+CANONICAL_STEMS: dict[str, str] = {
+    str(_STEMMER.stemWord(variant)): str(_STEMMER.stemWord(canonical))
+    for variant, canonical in (pair.split(":") for pair in _VARIANT_TEXT.split())
+}
+
+
 @lru_cache(maxsize=65_536)
 def stem(word: str) -> str:
-    """The Snowball English stem of a case-folded word (memoised: ~60 µs uncached)."""
-    return str(_STEMMER.stemWord(word))
+    """The index term of a case-folded word: its Snowball English stem, a variant's mapped
+    to its canonical word's (`CANONICAL_STEMS`) (memoised: ~60 µs uncached)."""
+    raw = str(_STEMMER.stemWord(word))
+    return CANONICAL_STEMS.get(raw, raw)
 
 
 def _keep(word: str) -> bool:
@@ -164,6 +199,23 @@ def query_terms(text: str, limit: int = 64) -> list[str]:
     """Distinct index terms of a query, in order (every word when none is a content word)."""
     kept = [w for w in words(text) if _keep(w)] or words(text)
     return list(dict.fromkeys(stem(w) for w in kept))[:limit]
+
+
+def compound_forms(text: str) -> list[tuple[str, tuple[str, str]]]:
+    """`(whole, parts)` term pairs a compound in `text` may also be written as: adjacent
+    words joined ("road trip" → `("roadtrip", ("road", "trip"))`) and each word of 7+
+    letters split in two parts of 3+ letters ("roadtrips" → the same pair, among others).
+    The keyword channel adds the side the query lacks when the tenant's index holds it
+    (`KeywordIndex.prepare`)."""
+    kept = [w for w in words(text) if _keep(w) and w.isalpha()]
+    forms = [(stem(a + b), (stem(a), stem(b))) for a, b in itertools.pairwise(kept)]
+    for word in dict.fromkeys(w for w in kept if len(w) >= 7):
+        forms += [
+            (stem(word), (stem(word[:i]), stem(word[i:])))
+            for i in range(3, len(word) - 2)
+            if _keep(word[:i]) and _keep(word[i:])
+        ]
+    return forms[:MAX_QUERY_TERMS]
 
 
 def date_terms(epoch_s: float) -> list[str]:

@@ -42,6 +42,7 @@ from agent_memory.retrieval import (
     ChannelHit,
     ChannelResult,
     breakdown,
+    compound_forms,
     exact_match_candidates,
     fuse,
     query_terms,
@@ -393,7 +394,9 @@ class RecallChannels:
         terms = query_terms(query)
         if not terms:
             return [], {}, None
-        prepared = await self._keyword.prepare(terms, self._s.config.keyword.params())
+        prepared = await self._keyword.prepare(
+            terms, self._s.config.keyword.params(), compound_forms(query)
+        )
         extra, params = self._row_filter_sql(filters, now)
         narrowed = filters.model_dump(exclude_none=True) != {}
         found = await self._keyword.candidates(
