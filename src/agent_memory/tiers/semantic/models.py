@@ -208,6 +208,13 @@ class RecallFilters(BaseModel):
     reference_date: float | None = Field(
         default=None, gt=0, le=MAX_EPOCH_SECONDS, allow_inf_nan=False
     )
+    # Not filters but how results come back: `neighbours` memories either side of each
+    # result in its session, as its `context` (at most `context_budget` in all, best results
+    # first); `diversify` spreads the top over sessions (None: the configuration decides,
+    # `RetrievalConfig.auto_diversify`).
+    neighbours: int | None = Field(default=None, ge=0, le=3)
+    context_budget: int | None = Field(default=None, ge=1, le=60)
+    diversify: bool | None = None
 
     @model_validator(mode="after")
     def _time_window(self) -> RecallFilters:
@@ -305,9 +312,19 @@ class LearnResult(BaseModel):
 BREAKDOWN_PARTS = ("relevance", "recency", "confidence", "density")
 
 
+class ContextMemory(BaseModel):
+    """A memory next to a result in its session (`RecallFilters.neighbours`)."""
+
+    fact_id: str
+    content: str
+    valid_from: int
+    offset: int  # its place relative to the result: -1 just before, 1 just after
+
+
 class RecalledFact(BaseModel):
     fact: Fact
     score: float
+    context: list[ContextMemory] = Field(default_factory=list)
     breakdown: ScoreBreakdown
     channels: dict[str, ChannelDetail]
     # A newer candidate states a new value for the same key (rules: `update_rules.judge_update`)
@@ -339,6 +356,7 @@ class RecalledFact(BaseModel):
             "status": fact.status,
             "superseded_by": fact.superseded_by,
             "possibly_outdated": self.possibly_outdated,
+            **({"context": [c.model_dump() for c in self.context]} if self.context else {}),
             "score": round(self.score, 6),
             "score_breakdown": {
                 **{k: round(getattr(self.breakdown, k), 6) for k in BREAKDOWN_PARTS},

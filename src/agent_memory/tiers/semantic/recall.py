@@ -41,6 +41,7 @@ from agent_memory.ids import chunks
 from agent_memory.retrieval import (
     ChannelHit,
     ChannelResult,
+    asks_for_several,
     breakdown,
     compound_forms,
     exact_match_candidates,
@@ -48,6 +49,7 @@ from agent_memory.retrieval import (
     query_terms,
     question_window,
     rank_candidates,
+    spread,
 )
 from agent_memory.tiers.semantic.evidence import judge
 from agent_memory.tiers.semantic.keys import FactKey, KeySource
@@ -63,7 +65,7 @@ from agent_memory.tiers.semantic.models import (
     ms,
     open_facts,
 )
-from agent_memory.tiers.semantic.rerank import EmbedderReranker, rerank_head
+from agent_memory.tiers.semantic.rerank import EmbedderReranker, attach_context, rerank_head
 from agent_memory.tiers.semantic.writes import VectorSync
 from bindings.ports.d1 import D1Database, D1Statement
 from bindings.ports.kv import KV_MAX_LIST_LIMIT, KVNamespace
@@ -305,6 +307,9 @@ class RecallRecorder:
         await self._s.after_response(self.write(record), "recording a recall")
 
 
+# Fields of `RecallFilters` that say how results come back, not which facts qualify.
+NOT_FILTERS = {"reference_date", "neighbours", "context_budget", "diversify"}
+
 # What ranking needs of a candidate row; full rows are read for the returned ones only.
 SCORING_COLUMNS = (
     "fact_id, status, valid_from, valid_to, created_at, agent_type, subject, predicate, "
@@ -398,7 +403,7 @@ class RecallChannels:
             terms, self._s.config.keyword.params(), compound_forms(query)
         )
         extra, params = self._row_filter_sql(filters, now)
-        narrowed = filters.model_dump(exclude_none=True) != {}
+        narrowed = filters.model_dump(exclude_none=True, exclude=NOT_FILTERS) != {}
         found = await self._keyword.candidates(
             prepared, extra, params, limit, narrowed=narrowed, columns=SCORING_COLUMNS
         )
@@ -617,6 +622,15 @@ class Recaller:
         ):
             total[older] = min(total[older], total[stale[older]] - _STALE_GAP)
         ranked.sort(key=lambda pair: (-total[pair[1].id], -pair[0][1], pair[1].id))
+        several = filters.diversify
+        if several is None:
+            several = self._s.config.auto_diversify and asks_for_several(query)
+        if several and self._s.config.session_spread > 0:
+            by_id = {item.id: (parts, item) for parts, item in ranked[:need]}
+            sessions = {fid: live[fid].get("session_key") for fid in by_id}
+            spread_head = spread(list(by_id), sessions, total, self._s.config.session_spread)
+            total.update({fid: max(0.0, score) for fid, score in spread_head})
+            ranked[:need] = [by_id[fid] for fid, _ in spread_head]
         top = ranked[:limit]
         # Full rows only for what is returned (content and metadata can be large).
         full = await self._s.load_rows([item.id for _, item in top])
@@ -633,6 +647,10 @@ class Recaller:
             for parts, item in top
             if item.id in opened  # deleted between the two reads: never return it
         ]
+        if filters.neighbours:
+            await attach_context(
+                self._s, results, live, filters.neighbours, filters.context_budget or 10
+            )
         counts = {
             "vector": len(vector_hits),
             "keyword": len(keyword_hits),

@@ -16,12 +16,17 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from agent_memory.retrieval import RerankConfig
-from agent_memory.tiers.semantic.models import FactScope, check_matrix
+from agent_memory.tiers.semantic.models import (
+    ContextMemory,
+    FactScope,
+    RecalledFact,
+    check_matrix,
+)
 from bindings.ports.embedder import Embedder
 from bindings.ports.reranker import Reranker
 from bindings.ports.sql import Row
@@ -118,3 +123,37 @@ async def rerank_head(
     blend = [f + config.weight * r for f, r in zip(_unit(fused), _unit(scores), strict=True)]
     low, high = min(fused), max(fused)
     return {fid: low + (high - low) * b for (fid, _, _), b in zip(head, _unit(blend), strict=True)}
+
+
+async def attach_context(
+    scope: FactScope,
+    results: Sequence[RecalledFact],
+    rows: Mapping[str, Row],
+    per_side: int,
+    budget: int,
+) -> None:
+    """Give each result the memories next to it in its session (`per_side` either side, at
+    most `budget` in all, best results first; none already among the results)."""
+    returned = {r.fact.fact_id for r in results}
+    near = await session_neighbours(
+        scope, [rows[fid] for fid in returned if fid in rows], per_side, per_side
+    )
+    for result in results:
+        own = int(rows[result.fact.fact_id].get("fts_rowid") or 0)
+        around = [n for n in near.get(result.fact.fact_id, []) if n["fact_id"] not in returned]
+        # nearest first, so a tight budget keeps the closest turns
+        around.sort(key=lambda n: abs(int(n["fts_rowid"]) - own))
+        for n in around[: max(0, budget)]:
+            before = [m for m in near[result.fact.fact_id] if int(m["fts_rowid"]) < own]
+            after = [m for m in near[result.fact.fact_id] if int(m["fts_rowid"]) > own]
+            offset = -1 - before[::-1].index(n) if n in before else 1 + after.index(n)
+            result.context.append(
+                ContextMemory(
+                    fact_id=str(n["fact_id"]),
+                    content=str(n["content"]),
+                    valid_from=int(n["valid_from"]),
+                    offset=offset,
+                )
+            )
+        result.context.sort(key=lambda c: c.offset)
+        budget -= len(result.context)
