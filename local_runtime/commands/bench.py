@@ -202,7 +202,7 @@ async def run_recall_bench(
     """Run the system and both baselines; returns per-query rows and timings."""
     from agent_memory.retrieval import RetrievalConfig
     from agent_memory.tiers.semantic.memory import SemanticMemory
-    from agent_memory.tiers.semantic.models import FactInput
+    from agent_memory.tiers.semantic.models import FactInput, RecallFilters
     from local_runtime.runtime import LocalRuntime
 
     memo = MemoEmbedder(embedder, embedding_cache)
@@ -255,10 +255,14 @@ async def run_recall_bench(
             bm25 = BM25Okapi([tokenize(m["text"]) for m in memories])
             matrix = await memo.embed([m["text"] for m in memories])
             limit = min(1000, max(1, len(memories)))
+            # The questions are asked after the conversation: its last date is their "now"
+            # for the dates they name ("last year", "in June").
+            dates = [t for t in (_epoch(m.get("timestamp")) for m in memories) if t is not None]
+            asked = RecallFilters(reference_date=max(dates)) if dates else None
             for query in queries:
                 question = query["question"]
                 started = time.perf_counter()
-                ranked = await memory.rank(question, limit)
+                ranked = await memory.rank(question, limit, asked)
                 timing["query_s"] += time.perf_counter() - started
                 timing["queries"] += 1
                 system = [mid for r in ranked.results for mid in by_fact[r.fact.fact_id]]

@@ -5,6 +5,7 @@
     agent-memory brief [--tenant T]... [--json]
     agent-memory reconcile [--tenant T]...
     agent-memory reindex [--tenant T]... [--per-tenant N] [--max-facts N] [--max-seconds S]
+    agent-memory reindex --vocabulary [--tenant T]...
     agent-memory erase-subject TENANT SUBJECT
     agent-memory retention TENANT [--days N | --default-days] [--limit N | --default-limit]
     agent-memory shards
@@ -250,6 +251,17 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     )
 
     runtime = _open(args)
+    if args.vocabulary:
+        from agent_memory.tiers.semantic.keyword_index import renormalise_all
+
+        async def vocabulary() -> dict[str, int]:
+            try:
+                return await renormalise_all(runtime.db, args.tenant or None)
+            finally:
+                await runtime.close()
+
+        _emit({"renormalised": asyncio.run(vocabulary())})
+        return 0
     budget = ReindexBudget(
         facts_per_tenant=args.per_tenant or UNLIMITED_OPERATIONS,
         facts_total=args.max_facts or UNLIMITED_OPERATIONS,
@@ -443,6 +455,11 @@ def register(sub: Any) -> None:
         "reindex", help="add facts written before migration 0009 to the keyword index"
     )
     reindex.add_argument("--tenant", action="append", help="only this tenant (repeatable)")
+    reindex.add_argument(
+        "--vocabulary",
+        action="store_true",
+        help="map indexed terms through the current spelling/irregular-form list instead",
+    )
     reindex.add_argument("--per-tenant", type=int, default=None, help="facts per tenant")
     reindex.add_argument("--max-facts", type=int, default=None, help="facts in all")
     reindex.add_argument("--max-seconds", type=float, default=None, help="wall-time budget")

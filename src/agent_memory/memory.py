@@ -781,7 +781,12 @@ def _fact_item(fact: Fact, **metadata: Any) -> MemoryItem:
         tier="semantic",
         key=fact.subject,
         value=fact.content,
-        metadata={**fact.metadata, "fact_id": fact.fact_id, **metadata},
+        metadata={
+            **fact.metadata,
+            "fact_id": fact.fact_id,
+            "valid_from": fact.valid_from,
+            **metadata,
+        },
         created_at=fact.created_at,
     )
 

@@ -73,6 +73,11 @@ class MemoryQuery(BaseModel):
     valid_from_before: float | None = Field(
         default=None, gt=0, le=MAX_EPOCH_SECONDS, allow_inf_nan=False
     )
+    # When the question is asked (epoch seconds; default now): the "now" of the dates the
+    # query names ("last May", "two weeks ago"), which rank memories of that period first.
+    reference_date: float | None = Field(
+        default=None, gt=0, le=MAX_EPOCH_SECONDS, allow_inf_nan=False
+    )
 
     @field_validator("query")
     @classmethod
@@ -217,6 +222,7 @@ def _key(raw: str) -> str:
 def _listing_id(agent_id: str, q: MemoryQuery) -> str:
     """What a cursor is bound to: an offset is only good for the listing it came from."""
     fields = [agent_id, q.tier, q.query, q.agent_type, q.valid_from_after, q.valid_from_before]
+    fields.append(q.reference_date)
     return hashlib.sha256(json.dumps(fields).encode()).hexdigest()[:16]
 
 
@@ -275,7 +281,9 @@ async def read_memory(call: Call[None, MemoryQuery]) -> MemoryPage:
             query.tier, agent_id, agent_type=claims.agent_type, limit=query.limit + 1, offset=offset
         )
     else:
-        window = query.model_dump(include={"valid_from_after", "valid_from_before"})
+        window = query.model_dump(
+            include={"valid_from_after", "valid_from_before", "reference_date"}
+        )
         found = await memory.search(
             query.query, searched, agent_id, agent_type=claims.agent_type, limit=want, window=window
         )

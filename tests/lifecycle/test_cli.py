@@ -139,6 +139,9 @@ def test_reindex_fills_the_keyword_index_of_old_facts_within_its_budget(
     assert code == 0 and data["reindexed"] == 1 and "acme: indexed 1, 0 still unindexed" in err
     _, table, _ = run(capsys, "brief", "--state", str(state))
     assert "unindexed" in table.splitlines()[0]
+    # The vocabulary path maps every tenant's indexed terms; nothing to map here.
+    code, data, _ = run(capsys, "reindex", "--vocabulary", "--state", str(state))
+    assert code == 0 and data == {"renormalised": {"acme": 0}}
 
 
 def test_an_operator_moves_a_tenant_from_the_command_line(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from bindings.ports.clock import FixedClock
+from local_runtime.access_dev import mint_token
 from local_runtime.runtime import LocalRuntime
 from tests.memory_api.conftest import Client
 
@@ -255,6 +256,25 @@ async def test_episodic_ttl_is_bounded_by_the_tenants_own_retention(client: Clie
     written = await client.write(a, "agent-a", tier="episodic", key="k", value=1)
     item = written.json()["item"]
     assert item["expires_at"] - item["created_at"] == 86_400_000
+
+
+async def test_a_search_ranks_the_period_its_query_names_first_from_the_reference_date(
+    client: Client, clock: FixedClock
+) -> None:
+    a = await client.mint(TENANT, "agent-a")
+    await client.write(a, "agent-a", tier="semantic", key="old", value="renewal call went well")
+    clock.advance(40 * 86_400)
+    client.operator = mint_token(client.runtime.state.access, "ops@example.com", now=clock.now())
+    a = await client.mint(TENANT, "agent-a")  # the first tokens have expired by now
+    await client.write(a, "agent-a", tier="semantic", key="new", value="renewal call went well")
+    query = {"tier": "semantic", "query": "renewal call two months ago"}
+    # asked now, "two months ago" (one month either side) holds "old", written 40 days ago
+    now = items(await client.read(a, "agent-a", **query))
+    assert now[0]["key"] == "old"
+    asked = clock.now() + 60 * 86_400  # asked two months from now, it holds "new"
+    then = items(await client.read(a, "agent-a", **query, reference_date=asked))
+    assert then[0]["key"] == "new"
+    assert {i["key"]: i["metadata"]["valid_from"] for i in then}["new"] == clock.now() * 1000
 
 
 async def test_a_semantic_search_can_be_limited_to_a_time_window(

@@ -234,6 +234,32 @@ const CHAT_MODELS = {
   "@cf/zai-org/glm-4.7-flash": { shape: "openai", usage: true },
 };
 
+// The reranker (cloudflare-docs workers-ai/models/bge-reranker-base): input `{query,
+// top_k?, contexts: [{text}]}` (query and each text: strings, min length 1; top_k an
+// integer >= 1), output `{response: [{id, score}]}`, `id` the context's index, best first,
+// at most top_k entries. The score here counts the query's words in the text.
+const RERANKER = "@cf/baai/bge-reranker-base";
+
+function rerank(inputs) {
+  if (!isObject(inputs)) throw invalid("must be object", "");
+  requireString(inputs, "query", "");
+  if (inputs.query.length === 0) throw invalid("must NOT have fewer than 1 characters", "/query");
+  if (!Array.isArray(inputs.contexts)) throw invalid("required properties are 'contexts'", "");
+  if (inputs.top_k !== undefined && !(Number.isInteger(inputs.top_k) && inputs.top_k >= 1)) {
+    throw invalid("must be integer >= 1", "/top_k");
+  }
+  const asked = new Set(inputs.query.toLowerCase().split(/\W+/).filter(Boolean));
+  const response = inputs.contexts.map((context, id) => {
+    if (!isObject(context) || typeof context.text !== "string" || context.text.length === 0) {
+      throw invalid("must NOT have fewer than 1 characters", `/contexts/${id}/text`);
+    }
+    const found = context.text.toLowerCase().split(/\W+/).filter((w) => asked.has(w));
+    return { id, score: 1 / (1 + Math.exp(2 - new Set(found).size)) };
+  });
+  response.sort((a, b) => b.score - a.score || a.id - b.id);
+  return { response: response.slice(0, inputs.top_k ?? response.length) };
+}
+
 const isObject = (value) => value !== null && typeof value === "object" && !Array.isArray(value);
 const invalid = (what, at) => new Error(`5006: Error: ${what} at '${at}'`);
 
@@ -347,6 +373,7 @@ export class Ai {
     this.calls.push({ model, inputs: JSON.parse(JSON.stringify(inputs)) });
     const chat = CHAT_MODELS[model];
     if (chat !== undefined) return this.#chat(model, chat, inputs);
+    if (model === RERANKER) return rerank(inputs);
     const dims = BGE_DIMENSIONS[model];
     if (dims === undefined) throw new Error(`5007: No such model ${model} or task`);
     const texts = typeof inputs?.text === "string" ? [inputs.text] : inputs?.text;

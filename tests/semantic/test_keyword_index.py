@@ -254,3 +254,40 @@ async def test_own_text_terms_are_stored_short_and_both_entry_forms_index_alike(
     assert await postings() == {}
     df = await rt.db.prepare("SELECT SUM(df) AS n FROM semantic_term_stats").first_value("n")
     assert df == 0
+
+
+@pytest.mark.parametrize(
+    ("stored", "query"),
+    [
+        ("My favourite colour is teal", "what is her favorite color"),
+        ("The car broke down on the highway", "what was broken"),
+        ("We planned two roadtrips this summer", "did they go on a road trip"),
+        ("Our road trip ended in Denver", "which roadtrips"),
+    ],
+)
+async def test_spelling_irregular_forms_and_compounds_meet_in_the_keyword_index(
+    make_memory: MemoryFactory, stored: str, query: str
+) -> None:
+    memory = make_memory()
+    [fact] = await memory.learn_many([{"content": stored}])
+    await memory.learn_many([{"content": "Something else entirely about lunch"}])
+    assert [fid for fid, _ in await _keyword_view(memory, query)] == [fact.fact_id]
+
+
+async def test_facts_indexed_before_a_variant_was_listed_are_renormalised(
+    rt: LocalRuntime, make_memory: MemoryFactory
+) -> None:
+    memory = make_memory()
+    facts = await memory.learn_many([{"content": f"my favourite tea number {i}"} for i in range(5)])
+    # As the index held them before the vocabulary mapped "favourit" to "favorit".
+    await rt.db.prepare(
+        "UPDATE semantic_facts SET index_terms = replace(index_terms, '\"favorit\"', "
+        "'\"favourit\"') WHERE tenant_id = 'acme'"
+    ).run()
+    assert await _keyword_view(memory, "favorite") == []
+    done, cursor = await keyword_module.renormalise(rt.db, "acme", 3)
+    assert (done, cursor is not None) == (3, True)
+    assert (await keyword_module.renormalise(rt.db, "acme", 10, cursor or 0)) == (2, None)
+    found = {fid for fid, _ in await _keyword_view(memory, "favorite")}
+    assert found == {f.fact_id for f in facts}
+    assert await keyword_module.renormalise(rt.db, "acme", 10) == (0, None)  # idempotent

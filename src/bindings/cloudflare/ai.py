@@ -1,11 +1,16 @@
-"""The Workers AI binding (`env.AI.run`): the `Embedder` (bge) and the `LLM`. Loads without
-numpy or pydantic (tests/pyodide runs it in bare Pyodide). Errors are "<code>: <text>"
+"""The Workers AI binding (`env.AI.run`): the `Embedder` (bge), the `Reranker` and the `LLM`.
+Loads without numpy or pydantic (tests/pyodide runs it in bare Pyodide). Errors are "<code>: <text>"
 (workers-ai/platform/errors): 3036 (daily allocation used) rate limiting, 3040 (no capacity)
 overload, 3007/3008 timeout.
 
 Embeddings (≤ 100 texts per call) pin **cls** pooling, which the bge model schema recommends
 and BAAI's config uses (`mean` is only the backwards-compatible default). cls and mean
 vectors are not comparable, so the pooling is part of `config.model` (`...#pooling=cls`).
+
+Reranking (`@cf/baai/bge-reranker-base`, workers-ai/models/bge-reranker-base): input
+`{query, contexts: [{text}], top_k}`, output `{response: [{id, score}]}` where `id` is the
+context's index in the request, best first; every context is asked for (`top_k`) and the
+scores are put back in request order.
 
 Chat replies come "traditional" (llama-3.x: `{response, tool_calls}`) or OpenAI-shaped
 (`{choices}`); both are read. Requests fit both input schemas: an assistant turn that called
@@ -47,6 +52,7 @@ from bindings.ports.llm import (
     ToolCall,
     ToolSpec,
 )
+from bindings.ports.reranker import RerankError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -61,6 +67,10 @@ BGE_DIMENSIONS = {
 MAX_TEXTS_PER_CALL = 100
 POOLING = "cls"
 MAX_TOKENS = 1024
+BGE_RERANKER = "@cf/baai/bge-reranker-base"
+# bge-reranker-base reads 512 tokens of question and passage together; longer text is cut
+# here rather than sent (about 4 characters a token).
+MAX_RERANK_CHARS = 2_000
 
 _RATE_LIMITED = {3036}
 _OVERLOADED = {3040}
@@ -138,6 +148,41 @@ class WorkersAIEmbedder(_WorkersAIModel):
         if any(len(row) != self._config.dimensions for row in rows):
             raise EmbeddingError(f"expected {self._config.dimensions} dimensions per embedding")
         return rows
+
+
+class WorkersAIReranker(_WorkersAIModel):
+    def __init__(self, ai: Any, model: str = BGE_RERANKER) -> None:
+        super().__init__(ai, model)
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    async def rerank(self, query: str, texts: Sequence[str]) -> list[float]:
+        items = [text[:MAX_RERANK_CHARS] for text in texts]
+        if not items:
+            return []
+        if not query.strip() or not all(text.strip() for text in items):
+            raise RerankError(f"Workers AI {self._model} rejects an empty query or passage")
+        inputs = {
+            "query": query[:MAX_RERANK_CHARS],
+            "contexts": [{"text": text} for text in items],
+            "top_k": len(items),
+        }
+        try:
+            reply = await self._run(inputs)
+        except ffi.JsException as exc:
+            raise RerankError(f"Workers AI {self._model}: {ffi.error_message(exc)}") from None
+        entries = reply.get("response") if isinstance(reply, dict) else None
+        scores: list[float | None] = [None] * len(items)
+        for entry in entries if isinstance(entries, list) else []:
+            index = entry.get("id") if isinstance(entry, dict) else None
+            if isinstance(index, int) and 0 <= index < len(items):
+                score = entry.get("score")
+                scores[index] = float(score) if isinstance(score, (int, float)) else None
+        if any(score is None or not math.isfinite(score) for score in scores):
+            raise RerankError(f"Workers AI {self._model} did not score every passage")
+        return [float(score or 0.0) for score in scores]
 
 
 def _normalised(row: list[float]) -> list[float]:

@@ -13,7 +13,7 @@ from typing import Any
 import harness_js
 from support import MODES
 
-from bindings.cloudflare.ai import WorkersAIEmbedder
+from bindings.cloudflare.ai import WorkersAIEmbedder, WorkersAIReranker
 from bindings.cloudflare.vectorize import CloudflareVectorIndex
 from bindings.ports.embedder import (
     EmbeddingBadRequestError,
@@ -23,6 +23,7 @@ from bindings.ports.embedder import (
     EmbeddingTimeoutError,
 )
 from bindings.ports.errors import BindingLimitError
+from bindings.ports.reranker import RerankError
 from bindings.ports.vectorize import VectorRecord
 
 
@@ -100,6 +101,38 @@ async def test_workers_ai_errors_map_to_embedding_errors() -> None:
         ai.replyPooling = "mean"
         exc = await _raises(EmbeddingError, embedder.embed_rows(["x"]))
         assert "pooling" in str(exc), exc
+
+
+async def test_the_reranker_scores_every_passage_in_request_order() -> None:
+    for mode in MODES:
+        ai = harness_js.newWorkersAI()
+        reranker = WorkersAIReranker(_as(ai, mode))
+        passages = ["we ate pasta", "my favourite tea is green tea", "tea at noon"]
+        scores = await reranker.rerank("which tea is my favourite", passages)
+        assert len(scores) == 3 and all(type(score) is float for score in scores)
+        # The model answers best first, by index: the adapter puts them back in order.
+        assert scores[1] > scores[2] > scores[0], scores
+        [call] = ai.calls.to_py()
+        assert call == {
+            "model": "@cf/baai/bge-reranker-base",
+            "inputs": {
+                "query": "which tea is my favourite",
+                "contexts": [{"text": text} for text in passages],
+                "top_k": 3,
+            },
+        }, call
+        assert await reranker.rerank("tea", []) == [] and ai.calls.length == 1
+    assert "numpy" not in sys.modules
+
+
+async def test_reranker_failures_are_rerank_errors() -> None:
+    ai = harness_js.newWorkersAI()
+    reranker = WorkersAIReranker(ai)
+    ai.failNext("3040: Capacity temporarily exceeded, please try again.")
+    exc = await _raises(RerankError, reranker.rerank("tea", ["green tea"]))
+    assert "3040" in str(exc), exc
+    await _raises(RerankError, reranker.rerank("tea", ["green tea", " "]))
+    assert ai.calls.length == 0  # an empty passage is refused before the call
 
 
 def _record(vid: str, values: list[float], tenant: str, **metadata: Any) -> VectorRecord:

@@ -34,6 +34,7 @@ from pydantic import BaseModel, Field
 
 from agent_memory.ids import distinct_tenants_sql
 from agent_memory.retrieval import (
+    CANONICAL_STEMS,
     Bm25Params,
     TenantStats,
     date_terms,
@@ -70,8 +71,17 @@ class KeywordIndex:
     def __init__(self, scope: FactScope) -> None:
         self._s = scope
 
-    async def prepare(self, terms: Sequence[str], params: Bm25Params) -> KeywordQuery:
-        """The tenant's statistics and each term's df (one D1 batch)."""
+    async def prepare(
+        self,
+        terms: Sequence[str],
+        params: Bm25Params,
+        compounds: Sequence[tuple[str, tuple[str, str]]] = (),
+    ) -> KeywordQuery:
+        """The tenant's statistics and each term's df (one D1 batch). Of `compounds`
+        (`retrieval.compound_forms`), a whole the query lacks is added when the index holds
+        it; parts it lacks, when the index holds both and not the whole."""
+        asked = list(terms)
+        terms = list(dict.fromkeys([*terms, *(t for w, p in compounds for t in (w, *p))]))
         stats_stmt = self._s.db.prepare(
             "SELECT docs, total_length, total_context_length FROM semantic_index_stats "
             "WHERE tenant_id = ?"
@@ -88,7 +98,12 @@ class KeywordIndex:
             total_context_length=int(row["total_context_length"]) if row else 0,
         )
         df = {str(r["term"]): int(r["df"]) for r in df_result.results}
-        return KeywordQuery(terms=list(terms), df=df, stats=stats, params=params)
+        for whole, parts in compounds:
+            if all(p in asked for p in parts) and df.get(whole):
+                asked.append(whole)
+            elif whole in asked and not df.get(whole) and all(df.get(p) for p in parts):
+                asked += [p for p in parts if p not in asked]
+        return KeywordQuery(terms=list(dict.fromkeys(asked)), df=df, stats=stats, params=params)
 
     async def candidates(
         self,
@@ -450,6 +465,73 @@ async def reindex_tenant(
         if len(rows) < page:
             break
     return done
+
+
+_TERMS_PAGE_SQL = (
+    "SELECT fts_rowid, index_terms FROM semantic_facts WHERE tenant_id = ? AND fts_rowid > ? "
+    "AND index_terms IS NOT NULL ORDER BY fts_rowid LIMIT ?"
+)
+_RETERM_SQL = (
+    "UPDATE semantic_facts SET index_terms = (SELECT json_extract(j.value, '$[2]') "
+    "FROM json_each(?1) AS j WHERE json_extract(j.value, '$[0]') = semantic_facts.fts_rowid) "
+    "WHERE tenant_id = ?2 AND fts_rowid IN (SELECT json_extract(value, '$[0]') "
+    "FROM json_each(?1) AS k WHERE json_extract(k.value, '$[1]') = semantic_facts.index_terms)"
+)
+
+
+async def renormalise(
+    db: D1Database, tenant_id: str, limit: int, after: int = 0
+) -> tuple[int, int | None]:
+    """Map the stored terms of up to `limit` of the tenant's indexed facts (from fts_rowid
+    `after`) through `retrieval.CANONICAL_STEMS`, for facts indexed before the vocabulary
+    named their variants: counts of merged terms add up, lengths are unchanged, the triggers
+    move the postings, and a fact rewritten meanwhile keeps its new entry. Returns how many
+    changed and where to continue (None: the tenant is done). Idempotent."""
+    changed = 0
+    seen = 0
+    while seen < limit:
+        page = min(FACTS_PER_STATEMENT, limit - seen)
+        rows = (await db.prepare(_TERMS_PAGE_SQL).bind(tenant_id, after, page).all()).results
+        updates = []
+        for row in rows:
+            terms: dict[str, list[int]] = {}
+            for term, (tf, ctx) in stored_terms(str(row["index_terms"])).items():
+                counts = terms.setdefault(CANONICAL_STEMS.get(term, term), [0, 0])
+                counts[0] += tf
+                counts[1] += ctx
+            entry = _entry_json(terms)
+            if entry != row["index_terms"]:
+                updates.append([int(row["fts_rowid"]), row["index_terms"], entry])
+        while updates:  # statements of at most MAX_STATEMENT_JSON characters (or one fact)
+            size, take = 0, 0
+            while take < len(updates) and (take == 0 or size < MAX_STATEMENT_JSON):
+                size += len(updates[take][1]) + len(updates[take][2]) + 16
+                take += 1
+            group, updates = updates[:take], updates[take:]
+            await db.prepare(_RETERM_SQL).bind(json.dumps(group), tenant_id).run()
+            changed += len(group)
+        seen += len(rows)
+        if len(rows) < page:
+            return changed, None
+        after = int(rows[-1]["fts_rowid"])
+    return changed, after
+
+
+async def renormalise_all(
+    db: D1Database, tenants: Sequence[str] | None = None, page: int = 1_000
+) -> dict[str, int]:
+    """`renormalise` every indexed fact of `tenants` (default: every tenant with facts);
+    returns the facts changed per tenant. For after `CANONICAL_STEMS` grew."""
+    if tenants is None:
+        sql = distinct_tenants_sql("semantic_facts", "index_terms IS NOT NULL")
+        tenants = [str(row["tenant_id"]) for row in (await db.prepare(sql).all()).results]
+    changed: dict[str, int] = {}
+    for tenant in tenants:
+        cursor: int | None = 0
+        while cursor is not None:
+            done, cursor = await renormalise(db, tenant, page, cursor)
+            changed[tenant] = changed.get(tenant, 0) + done
+    return changed
 
 
 async def reindex_pending(

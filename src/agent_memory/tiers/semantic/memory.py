@@ -54,6 +54,7 @@ from bindings.ports.clock import Clock
 from bindings.ports.d1 import D1Database
 from bindings.ports.embedder import Embedder
 from bindings.ports.kv import KVNamespace
+from bindings.ports.reranker import Reranker
 from bindings.ports.sql import Row, SqlValue
 from bindings.ports.vectorize import VectorIndex
 
@@ -78,6 +79,7 @@ class SemanticMemory:
         background: BackgroundTasks | None = None,
         personal: PersonalData | None = None,
         kv: KVNamespace | None = None,
+        reranker: Reranker | None = None,
     ) -> None:
         if not isinstance(tenant_id, str) or not TENANT_RE.fullmatch(tenant_id):
             raise ValueError(f"invalid tenant id {tenant_id!r}")
@@ -101,6 +103,7 @@ class SemanticMemory:
             # Without one, marked personal data is refused (never stored in plaintext).
             personal=personal or PersonalData(tenant_id, None, None),
             kv=kv,
+            reranker=reranker,
         )
 
     # Built on first use: a recall needs no writer, a write no recaller.
@@ -144,6 +147,7 @@ class SemanticMemory:
             background=getattr(bindings, "background", None),
             personal=PersonalData.from_bindings(bindings, tenant_id),
             kv=getattr(bindings, "kv", None),
+            reranker=getattr(bindings, "reranker", None),
         )
 
     @property

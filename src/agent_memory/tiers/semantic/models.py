@@ -13,6 +13,7 @@ import json
 import logging
 from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import (
@@ -35,6 +36,7 @@ from bindings.ports.clock import Clock
 from bindings.ports.d1 import D1Database
 from bindings.ports.embedder import Embedder, EmbeddingConfig
 from bindings.ports.kv import KVNamespace
+from bindings.ports.reranker import Reranker
 from bindings.ports.sql import Row
 from bindings.ports.vectorize import (
     VECTORIZE_MAX_METADATA_BYTES,
@@ -200,6 +202,19 @@ class RecallFilters(BaseModel):
     valid_from_before: float | None = Field(
         default=None, gt=0, le=MAX_EPOCH_SECONDS, allow_inf_nan=False
     )
+    # Epoch seconds: when the question is asked, for the dates it names relative to then
+    # ("last May", "two weeks ago"); default now. Without an explicit window, memories dated
+    # in the period the question names rank higher (`RetrievalConfig.question_dates`).
+    reference_date: float | None = Field(
+        default=None, gt=0, le=MAX_EPOCH_SECONDS, allow_inf_nan=False
+    )
+    # Not filters but how results come back: `neighbours` memories either side of each
+    # result in its session, as its `context` (at most `context_budget` in all, best results
+    # first); `diversify` spreads the top over sessions (None: the configuration decides,
+    # `RetrievalConfig.auto_diversify`).
+    neighbours: int | None = Field(default=None, ge=0, le=3)
+    context_budget: int | None = Field(default=None, ge=1, le=60)
+    diversify: bool | None = None
 
     @model_validator(mode="after")
     def _time_window(self) -> RecallFilters:
@@ -297,9 +312,19 @@ class LearnResult(BaseModel):
 BREAKDOWN_PARTS = ("relevance", "recency", "confidence", "density")
 
 
+class ContextMemory(BaseModel):
+    """A memory next to a result in its session (`RecallFilters.neighbours`)."""
+
+    fact_id: str
+    content: str
+    valid_from: int
+    offset: int  # its place relative to the result: -1 just before, 1 just after
+
+
 class RecalledFact(BaseModel):
     fact: Fact
     score: float
+    context: list[ContextMemory] = Field(default_factory=list)
     breakdown: ScoreBreakdown
     channels: dict[str, ChannelDetail]
     # A newer candidate states a new value for the same key (rules: `update_rules.judge_update`)
@@ -320,6 +345,9 @@ class RecalledFact(BaseModel):
             "metadata": fact.metadata,
             "agent_type": fact.agent_type,
             "created_at": fact.created_at,
+            # When it became true (epoch ms) and that day in UTC, for date arithmetic.
+            "valid_from": fact.valid_from,
+            "date": datetime.fromtimestamp(fact.valid_from / 1000, tz=UTC).date().isoformat(),
             "key": {
                 "entity": fact.key_entity,
                 "attribute": fact.key_attribute,
@@ -328,6 +356,7 @@ class RecalledFact(BaseModel):
             "status": fact.status,
             "superseded_by": fact.superseded_by,
             "possibly_outdated": self.possibly_outdated,
+            **({"context": [c.model_dump() for c in self.context]} if self.context else {}),
             "score": round(self.score, 6),
             "score_breakdown": {
                 **{k: round(getattr(self.breakdown, k), 6) for k in BREAKDOWN_PARTS},
@@ -434,6 +463,8 @@ class FactScope:
     # Where recall records that D1 refused every time wait to be written back
     # (`recall_record`). None: such a record is logged at ERROR with its payload.
     kv: KVNamespace | None = None
+    # The reranking stage's model (`rerank`); None: the embedder rescores, when configured.
+    reranker: Reranker | None = None
 
     async def after_response(self, work: Coroutine[Any, Any, None], what: str) -> None:
         """Run `work` after the response when a background is bound, else now. A failure is

@@ -41,11 +41,15 @@ from agent_memory.ids import chunks
 from agent_memory.retrieval import (
     ChannelHit,
     ChannelResult,
+    asks_for_several,
     breakdown,
+    compound_forms,
     exact_match_candidates,
     fuse,
     query_terms,
+    question_window,
     rank_candidates,
+    spread,
 )
 from agent_memory.tiers.semantic.evidence import judge
 from agent_memory.tiers.semantic.keys import FactKey, KeySource
@@ -61,6 +65,7 @@ from agent_memory.tiers.semantic.models import (
     ms,
     open_facts,
 )
+from agent_memory.tiers.semantic.rerank import EmbedderReranker, attach_context, rerank_head
 from agent_memory.tiers.semantic.writes import VectorSync
 from bindings.ports.d1 import D1Database, D1Statement
 from bindings.ports.kv import KV_MAX_LIST_LIMIT, KVNamespace
@@ -302,10 +307,14 @@ class RecallRecorder:
         await self._s.after_response(self.write(record), "recording a recall")
 
 
+# Fields of `RecallFilters` that say how results come back, not which facts qualify.
+NOT_FILTERS = {"reference_date", "neighbours", "context_budget", "diversify"}
+
 # What ranking needs of a candidate row; full rows are read for the returned ones only.
 SCORING_COLUMNS = (
     "fact_id, status, valid_from, valid_to, created_at, agent_type, subject, predicate, "
-    "confidence, content, updated_at, key_entity, key_attribute, key_source, session_key"
+    "confidence, content, updated_at, key_entity, key_attribute, key_source, session_key, "
+    "f.fts_rowid AS fts_rowid"
 )
 
 
@@ -390,9 +399,11 @@ class RecallChannels:
         terms = query_terms(query)
         if not terms:
             return [], {}, None
-        prepared = await self._keyword.prepare(terms, self._s.config.keyword.params())
+        prepared = await self._keyword.prepare(
+            terms, self._s.config.keyword.params(), compound_forms(query)
+        )
         extra, params = self._row_filter_sql(filters, now)
-        narrowed = filters.model_dump(exclude_none=True) != {}
+        narrowed = filters.model_dump(exclude_none=True, exclude=NOT_FILTERS) != {}
         found = await self._keyword.candidates(
             prepared, extra, params, limit, narrowed=narrowed, columns=SCORING_COLUMNS
         )
@@ -550,7 +561,11 @@ class Recaller:
             for fid, row in live.items()
         }
         channels = [
-            ChannelResult(name="vector", hits=[h for h in vector_hits if h.id in live]),
+            ChannelResult(
+                name="vector",
+                hits=[h for h in vector_hits if h.id in live],
+                sigmas=self._s.config.fusion.vector_sigmas,
+            ),
             ChannelResult(name="keyword", hits=keyword_live, floor=0.0),
         ]
         feature: dict[str, dict[str, float]] = {}
@@ -573,19 +588,49 @@ class Recaller:
         fused = fuse(channels, fusion, feature_scores=feature)
         weights = self._s.config.weights_for(self._s.tier)
         need = max(STALE_GUARD_WINDOW, 2 * limit)
-        ranked = rank_candidates(fused, live, weights, scored_at, need)
+        period = None
+        share = self._s.config.question_dates
+        if filters.valid_from_after is None and filters.valid_from_before is None and share > 0:
+            period = question_window(query, filters.reference_date or now)
+        # A period reorders the whole list: every candidate is then scored exactly.
+        ranked = rank_candidates(fused, live, weights, scored_at, len(fused) if period else need)
+        total = {item.id: parts[0] for parts, item in ranked}
+        if period is not None:
+            start, end = ms(period[0]), ms(period[1])
+            for fid in total:
+                inside = start <= int(live[fid]["valid_from"]) < end
+                total[fid] = (1 - share) * total[fid] + share * inside
+            ranked.sort(key=lambda pair: (-total[pair[1].id], -pair[0][1], pair[1].id))
+        rerank = self._s.config.rerank
+        reranker = self._s.reranker or (
+            EmbedderReranker(embedder) if embedder is not None else None
+        )
+        if rerank.applies(self._s.tenant_id) and reranker is not None:
+            head = [(item.id, total[item.id], live[item.id]) for _, item in ranked[: rerank.depth]]
+            total.update(await rerank_head(self._s, reranker, rerank, query, head) or {})
+            ranked[: rerank.depth] = sorted(
+                ranked[: rerank.depth], key=lambda pair: (-total[pair[1].id], pair[1].id)
+            )
         # Until the reconciler supersedes it, a stale statement must not outrank the newer
         # one about the same key: it is placed just below it and marked possibly outdated.
         # Checked among the best `STALE_GUARD_WINDOW` (or 2 x limit) candidates only: the
         # rules cost ~50 µs a pair, and a pair further down cannot change the head.
         window = ranked[:need]
         stale = stale_statements([live[item.id] for _, item in window])
-        total = {item.id: parts[0] for parts, item in ranked}
         for older in sorted(
             stale, key=lambda fid: (-int(live[fid]["valid_from"]), -int(live[fid]["created_at"]))
         ):
             total[older] = min(total[older], total[stale[older]] - _STALE_GAP)
         ranked.sort(key=lambda pair: (-total[pair[1].id], -pair[0][1], pair[1].id))
+        several = filters.diversify
+        if several is None:
+            several = self._s.config.auto_diversify and asks_for_several(query)
+        if several and self._s.config.session_spread > 0:
+            by_id = {item.id: (parts, item) for parts, item in ranked[:need]}
+            sessions = {fid: live[fid].get("session_key") for fid in by_id}
+            spread_head = spread(list(by_id), sessions, total, self._s.config.session_spread)
+            total.update({fid: max(0.0, score) for fid, score in spread_head})
+            ranked[:need] = [by_id[fid] for fid, _ in spread_head]
         top = ranked[:limit]
         # Full rows only for what is returned (content and metadata can be large).
         full = await self._s.load_rows([item.id for _, item in top])
@@ -602,6 +647,10 @@ class Recaller:
             for parts, item in top
             if item.id in opened  # deleted between the two reads: never return it
         ]
+        if filters.neighbours:
+            await attach_context(
+                self._s, results, live, filters.neighbours, filters.context_budget or 10
+            )
         counts = {
             "vector": len(vector_hits),
             "keyword": len(keyword_hits),

@@ -1,0 +1,107 @@
+"""The reranking stage over the fused head (`tiers/semantic/rerank.py`): it reorders only
+when configured for the tenant, reads each memory with its session neighbours, and a
+failing reranker leaves the fused order."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from agent_memory.retrieval import RerankConfig, RetrievalConfig
+from agent_memory.tiers.semantic.rerank import EmbedderReranker
+from bindings.ports.reranker import RerankError
+from tests.fakes.embedder import HashingEmbedder
+from tests.semantic.conftest import MemoryFactory
+
+SESSION = [
+    "Ana: I finally went on the coastal road trip last weekend",
+    "Ben: How was it?",
+    "Ana: Amazing, we stopped at every lighthouse on the way",
+    "Ben: Did you camp?",
+    "Ana: Yes, two nights in the dunes",
+]
+
+
+class ScriptedReranker:
+    """Scores 1.0 a passage whose middle line (the memory itself) names `favourite`."""
+
+    def __init__(self, favourite: str, fail: bool = False) -> None:
+        self.favourite, self.fail = favourite, fail
+        self.calls: list[tuple[str, list[str]]] = []
+
+    @property
+    def model(self) -> str:
+        return "scripted"
+
+    async def rerank(self, query: str, texts: Sequence[str]) -> list[float]:
+        self.calls.append((query, list(texts)))
+        if self.fail:
+            raise RerankError("3040: Capacity temporarily exceeded")
+        return [
+            1.0 if self.favourite in text.split("\n")[len(text.split("\n")) // 2] else 0.0
+            for text in texts
+        ]
+
+
+def _config(**rerank: object) -> RetrievalConfig:
+    return RetrievalConfig(rerank=RerankConfig.model_validate({"depth": 10, **rerank}))
+
+
+async def _learn(memory: object) -> None:
+    await memory.learn_many(  # type: ignore[attr-defined]
+        [{"content": text, "session": "trip-1"} for text in SESSION]
+    )
+
+
+async def test_the_reranker_decides_the_head_order(make_memory: MemoryFactory) -> None:
+    plain = make_memory()
+    await _learn(plain)
+    query = "what did Ana do on the road trip"
+    fused = [r.fact.content for r in (await plain.rank(query, 5)).results]
+    reranker = ScriptedReranker("dunes")
+    memory = make_memory(config=_config(weight=10.0, neighbours=0), reranker=reranker)
+    reranked = (await memory.rank(query, 5)).results
+    assert reranked[0].fact.content == SESSION[4] != fused[0]
+    assert [r.score for r in reranked] == sorted((r.score for r in reranked), reverse=True)
+    assert sorted(r.fact.content for r in reranked) == sorted(fused)
+    [(asked, passages)] = reranker.calls
+    assert asked == query and sorted(passages) == sorted(SESSION)
+
+
+async def test_passages_carry_the_session_neighbours_in_order(make_memory: MemoryFactory) -> None:
+    reranker = ScriptedReranker("lighthouse")
+    memory = make_memory(config=_config(neighbours=1), reranker=reranker)
+    await _learn(memory)
+    await memory.rank("lighthouse road trip", 5)
+    [(_, passages)] = reranker.calls
+    assert "\n".join(SESSION[1:4]) in passages
+    assert "\n".join(SESSION[0:2]) in passages  # the first turn has no turn before it
+
+
+async def test_reranking_is_off_by_default_and_for_tenants_not_named(
+    make_memory: MemoryFactory,
+) -> None:
+    for memory in (
+        make_memory(reranker=(default := ScriptedReranker("dunes"))),
+        make_memory(
+            "other", config=_config(tenants=["acme"]), reranker=(named := ScriptedReranker("dunes"))
+        ),
+    ):
+        await _learn(memory)
+        await memory.rank("road trip", 5)
+    assert default.calls == [] and named.calls == []
+
+
+async def test_a_failing_reranker_leaves_the_fused_order(make_memory: MemoryFactory) -> None:
+    plain = make_memory()
+    await _learn(plain)
+    expected = [r.fact.fact_id for r in (await plain.rank("road trip dunes", 5)).results]
+    failing = ScriptedReranker("dunes", fail=True)
+    memory = make_memory(config=_config(weight=10.0), reranker=failing)
+    assert [r.fact.fact_id for r in (await memory.rank("road trip dunes", 5)).results] == expected
+    assert len(failing.calls) == 1
+
+
+async def test_without_a_bound_reranker_the_embedder_rescores() -> None:
+    reranker = EmbedderReranker(HashingEmbedder())
+    scores = await reranker.rerank("camping in the dunes", ["camping in the dunes", "a lighthouse"])
+    assert scores[0] > scores[1] and abs(scores[0] - 1.0) < 1e-6
