@@ -25,6 +25,7 @@ from bindings.ports.kv import KVNamespace
 from bindings.ports.llm import LLM
 from bindings.ports.object_store import ObjectStore
 from bindings.ports.rate_limit import RateLimiter
+from bindings.ports.reranker import Reranker
 from bindings.ports.vectorize import VectorIndex
 from bindings.settings import PRIMARY_SHARD, Settings
 
@@ -75,6 +76,9 @@ class Bindings:
     # Local only: overwrite what an erase deleted in the SQLite files (checkpoint the WAL).
     purge_residue: Callable[[], Awaitable[None]] | None = None
     embed_rate_limiter: RateLimiter | None = None  # EMBED_RATE_LIMITER, ADR-29
+    # Recall's optional reranking stage (`rerank` in MEMORY_RETRIEVAL_CONFIG): Workers AI's
+    # bge-reranker-base on Cloudflare; locally the embedder's rescoring stands in.
+    reranker: Reranker | None = None
     # Every shard, the primary first (MEMORY_SHARDS); empty: the primary alone (db, vectors).
     shards: tuple[Shard, ...] = ()
     # The shard `db` and `vectors` belong to once narrowed by `on_shard`; None: not narrowed.

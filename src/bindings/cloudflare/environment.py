@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 
 from bindings.cloudflare import ffi
-from bindings.cloudflare.ai import WorkersAIEmbedder, WorkersAILLM
+from bindings.cloudflare.ai import WorkersAIEmbedder, WorkersAILLM, WorkersAIReranker
 from bindings.cloudflare.background import CloudflareBackgroundTasks
 from bindings.cloudflare.cipher import WebCryptoCipher
 from bindings.cloudflare.d1 import CloudflareD1Database
@@ -89,6 +89,7 @@ def build_bindings(env: Any, ctx: Any) -> Bindings:
         http_transport=transport,
         signatures=WebCryptoSignatures(),
         cipher=WebCryptoCipher(),
+        reranker=None if ai is None else WorkersAIReranker(ai),
         embed_rate_limiter=adapter(
             "EMBED_RATE_LIMITER", lambda b: CloudflareRateLimiter(b, settings.embed_rate_period)
         ),

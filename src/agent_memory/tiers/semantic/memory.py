@@ -147,7 +147,7 @@ class SemanticMemory:
             background=getattr(bindings, "background", None),
             personal=PersonalData.from_bindings(bindings, tenant_id),
             kv=getattr(bindings, "kv", None),
-            reranker=getattr(bindings, "reranker", None),
+            reranker=bindings.reranker,
         )
 
     @property
