@@ -109,14 +109,16 @@ async def _remember(kv: KVNamespace, tenant: str, shard: str) -> None:
         log.warning("directory: KV write failed: %s", exc)
 
 
-def _control(bindings: Bindings) -> D1Database:
+def control_db(bindings: Bindings) -> D1Database:
+    """The primary database (the directory, the move log), or 503 without it."""
     db = bindings.control_db
     if db is None:
         raise ApiError(503, "episodic_unavailable", "the D1 binding is missing")
     return db
 
 
-def _db_of(shard: Shard) -> D1Database:
+def shard_db(shard: Shard) -> D1Database:
+    """A shard's database, or 503 when the deployment lacks its binding."""
     if shard.db is None:
         raise ApiError(503, "episodic_unavailable", f"shard {shard.name} has no D1 binding")
     return shard.db
@@ -125,7 +127,7 @@ def _db_of(shard: Shard) -> D1Database:
 async def recorded_home(bindings: Bindings, tenant: str) -> str | None:
     """The directory's row for `tenant` (None: never placed)."""
     sql = "SELECT shard FROM tenant_directory WHERE tenant_id = ?"
-    value = await _control(bindings).prepare(sql).bind(tenant).first_value("shard")
+    value = await control_db(bindings).prepare(sql).bind(tenant).first_value("shard")
     return None if value is None else str(value)
 
 
@@ -135,7 +137,7 @@ async def directory_home(bindings: Bindings, tenant: str) -> str:
     if found is not None:
         return found
     choice = await choose_shard(bindings, tenant)
-    db = _control(bindings)
+    db = control_db(bindings)
     insert = "INSERT OR IGNORE INTO tenant_directory (tenant_id, shard, placed_at) VALUES (?, ?, ?)"
     read = "SELECT shard FROM tenant_directory WHERE tenant_id = ?"
     now_ms = int(bindings.clock.now() * 1000)
@@ -192,7 +194,7 @@ async def set_home(bindings: Bindings, tenant: str, shard: str) -> None:
         "placed_at = excluded.placed_at"
     )
     now_ms = int(bindings.clock.now() * 1000)
-    await _control(bindings).prepare(sql).bind(tenant, shard, now_ms).run()
+    await control_db(bindings).prepare(sql).bind(tenant, shard, now_ms).run()
     if bindings.kv is not None:
         await bindings.kv.put(home_key(tenant), shard)
     _HOMES.forget(tenant)
@@ -208,13 +210,13 @@ async def place_tenant(bindings: Bindings, tenant: str, shard: str) -> str:
     if found is None:
         primary = bindings.all_shards()[0]
         elsewhere = shard != PRIMARY_SHARD and primary.db is not None
-        if elsewhere and await holds_tenant(_db_of(primary), tenant, PRIMARY_SHARD):
+        if elsewhere and await holds_tenant(shard_db(primary), tenant, PRIMARY_SHARD):
             found = PRIMARY_SHARD  # its rows are on the primary: only a move takes them
     if found is not None and found != shard:
         raise ApiError(
             409, "already_placed", f"tenant {tenant!r} is on shard {found!r}; move it instead"
         )
-    db = _control(bindings)
+    db = control_db(bindings)
     sql = "INSERT OR IGNORE INTO tenant_directory (tenant_id, shard, placed_at) VALUES (?, ?, ?)"
     await db.prepare(sql).bind(tenant, shard, int(bindings.clock.now() * 1000)).run()
     _HOMES.forget(tenant)
@@ -226,7 +228,7 @@ async def place_tenant(bindings: Bindings, tenant: str, shard: str) -> str:
 async def homes(bindings: Bindings) -> dict[str, str]:
     """Every placed tenant's shard (the operator's listing)."""
     sql = "SELECT tenant_id, shard FROM tenant_directory ORDER BY tenant_id"
-    rows = (await _control(bindings).prepare(sql).all()).results
+    rows = (await control_db(bindings).prepare(sql).all()).results
     return {str(r["tenant_id"]): str(r["shard"]) for r in rows}
 
 

@@ -1,22 +1,16 @@
-"""Fixtures for tenant placement: a runtime with its two shards, a client, and a recorder of
-every statement each shard's database runs."""
+"""Fixtures for tenant placement: the memory API's runtime (two shards) and client, and a
+recorder of every statement each shard's database runs."""
 
 from __future__ import annotations
 
-import json
-import time
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bindings.ports.clock import FixedClock
 from local_runtime.adapters.d1 import SqliteD1
 from local_runtime.runtime import LocalRuntime
-from tests.fakes.embedder import HashingEmbedder
-from tests.memory_api.conftest import KEYS, Client
+from tests.memory_api.conftest import client, clock, memory_runtime
 
 
 @dataclass
@@ -41,26 +35,9 @@ class Statements:
 
 
 @pytest.fixture
-def clock() -> FixedClock:
-    return FixedClock(float(int(time.time())))
-
-
-@pytest.fixture
-async def runtime(tmp_path: Path, clock: FixedClock) -> AsyncIterator[LocalRuntime]:
-    rt = LocalRuntime.open(
-        tmp_path / "state",
-        embedder=HashingEmbedder(),
-        clock=clock,
-        vars={"MEMORY_TOKEN_KEYS": json.dumps(KEYS)},
-    )
-    await rt.migrate()
-    yield rt
-    await rt.close()
-
-
-@pytest.fixture
-def client(runtime: LocalRuntime) -> Client:
-    return Client(runtime)
+def runtime(memory_runtime: LocalRuntime) -> LocalRuntime:
+    """The memory API's runtime (pinned clock, token keys): two shards, as every runtime."""
+    return memory_runtime
 
 
 @pytest.fixture
@@ -69,3 +46,6 @@ def statements(runtime: LocalRuntime) -> Statements:
     for shard in runtime.shards:
         recorder.record(shard.name, runtime.shard_db(shard.name))
     return recorder
+
+
+__all__ = ["Statements", "client", "clock", "memory_runtime"]

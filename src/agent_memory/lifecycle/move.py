@@ -45,12 +45,14 @@ from agent_memory.directory import (
     DERIVED_TABLES,
     TenantTable,
     clear_fence,
+    control_db,
     ensure_fence_triggers,
     fence_of,
     home_of,
     recorded_home,
     set_fence,
     set_home,
+    shard_db,
     tenant_tables,
 )
 from agent_memory.ids import chunks
@@ -123,26 +125,13 @@ def _shard(bindings: Bindings, name: str) -> Shard:
     raise MoveError(422, "unknown_shard", f"no shard named {name!r} (MEMORY_SHARDS)")
 
 
-def _db(shard: Shard) -> D1Database:
-    if shard.db is None:
-        raise MoveError(503, "episodic_unavailable", f"shard {shard.name} has no D1 binding")
-    return shard.db
-
-
-def _control(bindings: Bindings) -> D1Database:
-    db = bindings.control_db
-    if db is None:
-        raise MoveError(503, "episodic_unavailable", "the D1 binding is missing")
-    return db
-
-
 def _status(row: Row) -> MoveStatus:
     return MoveStatus.model_validate({**row, "progress": json.loads(str(row["progress"]))})
 
 
 async def move_status(bindings: Bindings, tenant: str) -> MoveStatus | None:
     row = (
-        await _control(bindings)
+        await control_db(bindings)
         .prepare("SELECT * FROM tenant_moves WHERE tenant_id = ?")
         .bind(tenant)
         .first()
@@ -151,7 +140,7 @@ async def move_status(bindings: Bindings, tenant: str) -> MoveStatus | None:
 
 
 async def moves(bindings: Bindings) -> list[MoveStatus]:
-    rows = await _control(bindings).prepare("SELECT * FROM tenant_moves ORDER BY tenant_id").all()
+    rows = await control_db(bindings).prepare("SELECT * FROM tenant_moves ORDER BY tenant_id").all()
     return [_status(r) for r in rows.results]
 
 
@@ -173,7 +162,7 @@ async def start_move(bindings: Bindings, tenant: str, target: str) -> MoveStatus
         "progress = '{}', started_at = excluded.started_at, updated_at = excluded.updated_at, "
         "switched_at = NULL, finished_at = NULL, error = NULL"
     )
-    await _control(bindings).prepare(sql).bind(tenant, source, target, now_ms, now_ms).run()
+    await control_db(bindings).prepare(sql).bind(tenant, source, target, now_ms, now_ms).run()
     found = await move_status(bindings, tenant)
     assert found is not None
     return found
@@ -186,7 +175,7 @@ async def _save(bindings: Bindings, move: MoveStatus, **changes: Any) -> MoveSta
         "finished_at = ?, error = ? WHERE tenant_id = ?"
     )
     await (
-        _control(bindings)
+        control_db(bindings)
         .prepare(sql)
         .bind(
             updated.phase,
@@ -218,11 +207,11 @@ async def advance(bindings: Bindings, tenant: str, budget: MoveBudget | None = N
         if move.phase in ("copying", "fenced"):
             if not move.progress:
                 # Fences first, on both sides: triggers, the target `incoming`.
-                await ensure_fence_triggers(_db(source), source.name)
-                await ensure_fence_triggers(_db(target), target.name)
-                await set_fence(_db(target), tenant, "incoming", now_ms())
+                await ensure_fence_triggers(shard_db(source), source.name)
+                await ensure_fence_triggers(shard_db(target), target.name)
+                await set_fence(shard_db(target), tenant, "incoming", now_ms())
                 if move.phase == "fenced":
-                    await set_fence(_db(source), tenant, "frozen", now_ms())
+                    await set_fence(shard_db(source), tenant, "frozen", now_ms())
                 meter.spend(4)
                 move = await _save(bindings, move, progress=_new_pass(1))
                 continue
@@ -243,7 +232,7 @@ async def advance(bindings: Bindings, tenant: str, budget: MoveBudget | None = N
                 )
             else:
                 await set_home(bindings, tenant, target.name)
-                await clear_fence(_db(target), tenant)
+                await clear_fence(shard_db(target), tenant)
                 meter.spend(3)
                 verified = {"verified": progress["tables"], "vectors": progress["vectors"]}
                 move = await _save(
@@ -254,7 +243,7 @@ async def advance(bindings: Bindings, tenant: str, budget: MoveBudget | None = N
             if now_ms() < move.switched_at + GRACE_SECONDS * 1000:
                 break  # the source is read by nobody only after the grace period
             await set_home(bindings, tenant, target.name)  # overwrite any stale KV copy
-            await set_fence(_db(source), tenant, "moved", now_ms())
+            await set_fence(shard_db(source), tenant, "moved", now_ms())
             meter.spend(2)
             move = await _save(
                 bindings, move, phase="deleting", progress={**move.progress, "table": 0}
@@ -349,7 +338,7 @@ async def _sync_step(
 ) -> dict[str, Any]:
     """One chunk of the current pass: compare, and replace the target's rows when they differ."""
     progress = dict(progress)
-    src_db, dst_db = _db(source), _db(target)
+    src_db, dst_db = shard_db(source), shard_db(target)
     tables = [t for t in await tenant_tables(src_db, source.name) if t.name not in DERIVED_TABLES]
     tables.sort(key=lambda t: (t.name != "tenant_lifecycle", t.name))  # its limits first
     if progress["table"] >= len(tables):
@@ -397,7 +386,7 @@ async def _replace(
     meter: _Meter,
 ) -> None:
     """The target's rows of the key range become the source's, in one transaction."""
-    dst_db = _db(target)
+    dst_db = shard_db(target)
     key, columns = _key(table), _copied(table)
     if table.name == VECTOR_TABLE and target.vectors is not None:
         gone = {str(r["fact_id"]) for r in theirs} - {str(r["fact_id"]) for r in rows}
@@ -439,7 +428,7 @@ async def _delete_step(
 ) -> int | None:
     """Delete one chunk of the tenant's rows in the source (base tables, then derived ones);
     the table index to continue with, or None when the source holds nothing of the tenant."""
-    db = _db(source)
+    db = shard_db(source)
     tables = sorted(
         await tenant_tables(db, source.name), key=lambda t: (t.name in DERIVED_TABLES, t.name)
     )
@@ -473,4 +462,4 @@ async def _delete_step(
 
 async def source_fence(bindings: Bindings, tenant: str, shard: str) -> str | None:
     """The fence `tenant` has on shard `shard` (for the operator and tests)."""
-    return await fence_of(_db(_shard(bindings, shard)), tenant)
+    return await fence_of(shard_db(_shard(bindings, shard)), tenant)
