@@ -35,11 +35,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from bindings.environment import CONTROL_PLANE_TABLES, Bindings, Shard
 from bindings.ports.d1 import FENCE_MARK, D1Database
-from bindings.ports.kv import KVNamespace, KVReadCache
+from bindings.ports.kv import KVNamespace
 from bindings.settings import PRIMARY_SHARD
 from http_messages import ApiError
 
@@ -62,8 +62,49 @@ DERIVED_TABLES = frozenset(
     {"semantic_terms", "semantic_term_stats", "semantic_index_stats", "memory_tenant_stats"}
 )
 
-_HOMES = KVReadCache(HOME_TTL_SECONDS, 4096)
+HOMES_CACHED = 4096  # bounds this isolate's memory; past it the cache starts over
+# tenant -> (read at, shard): this isolate's copy of the directory, for `HOME_TTL_SECONDS`.
+_HOMES: dict[str, tuple[float, str]] = {}
 _fresh_until = 0.0
+
+
+def _cached(tenant: str, now: float) -> str | None:
+    entry = _HOMES.get(tenant)
+    # A clock that moved backwards also invalidates: never serve an entry of unknown age.
+    if entry is None or not entry[0] <= now < entry[0] + HOME_TTL_SECONDS:
+        return None
+    return entry[1]
+
+
+def _cache(tenant: str, shard: str, now: float) -> None:
+    if len(_HOMES) >= HOMES_CACHED:
+        _HOMES.clear()
+    _HOMES[tenant] = (now, shard)
+
+
+def all_shards(bindings: Bindings) -> tuple[Shard, ...]:
+    """Every shard, the primary first. Until narrowed, `db` and `vectors` are the primary's
+    (so a copy with another `db` has that as its primary)."""
+    if not bindings.shards:
+        return (Shard(PRIMARY_SHARD, bindings.db, bindings.vectors),)
+    if bindings.shard is None:
+        primary = Shard(bindings.shards[0].name, bindings.db, bindings.vectors)
+        return (primary, *bindings.shards[1:])
+    return bindings.shards
+
+
+def primary_db(bindings: Bindings) -> D1Database | None:
+    """The primary database: control-plane tables (OAuth, grants, the tenant directory)."""
+    return all_shards(bindings)[0].db
+
+
+def on_shard(bindings: Bindings, name: str) -> Bindings:
+    """A copy whose `db` and `vectors` are shard `name`'s; KeyError for an unknown name."""
+    shards = all_shards(bindings)
+    for shard in shards:
+        if shard.name == name:
+            return replace(bindings, db=shard.db, vectors=shard.vectors, shard=name, shards=shards)
+    raise KeyError(f"no shard named {name!r}")
 
 
 def home_key(tenant: str) -> str:
@@ -74,18 +115,18 @@ async def tenant_bindings(bindings: Bindings, tenant: str) -> Bindings:
     """`bindings` narrowed to `tenant`'s shard (see the module docstring)."""
     if bindings.shard is not None:
         return bindings
-    shards = bindings.all_shards()
+    shards = all_shards(bindings)
     if len(shards) == 1:
-        return bindings.on_shard(shards[0].name)
-    return bindings.on_shard(await home_of(bindings, tenant))
+        return on_shard(bindings, shards[0].name)
+    return on_shard(bindings, await home_of(bindings, tenant))
 
 
 async def home_of(bindings: Bindings, tenant: str) -> str:
     """The name of `tenant`'s shard: cache, KV, then the directory (placing a new tenant)."""
     now = bindings.clock.now()
-    hit, name = _HOMES.get(tenant, now)
-    names = {s.name for s in bindings.all_shards()}
-    if hit and name in names:
+    names = {s.name for s in all_shards(bindings)}
+    name = _cached(tenant, now)
+    if name in names:
         return str(name)
     kv = bindings.kv
     name = None
@@ -98,7 +139,7 @@ async def home_of(bindings: Bindings, tenant: str) -> str:
         name = await directory_home(bindings, tenant)
         if kv is not None:
             bindings.background.wait_until(_remember(kv, tenant, name))
-    _HOMES.put(tenant, name, now)
+    _cache(tenant, str(name), now)
     return str(name)
 
 
@@ -111,7 +152,7 @@ async def _remember(kv: KVNamespace, tenant: str, shard: str) -> None:
 
 def control_db(bindings: Bindings) -> D1Database:
     """The primary database (the directory, the move log), or 503 without it."""
-    db = bindings.control_db
+    db = primary_db(bindings)
     if db is None:
         raise ApiError(503, "episodic_unavailable", "the D1 binding is missing")
     return db
@@ -153,7 +194,7 @@ async def directory_home(bindings: Bindings, tenant: str) -> str:
 async def choose_shard(bindings: Bindings, tenant: str) -> str:
     """Where a tenant without a directory row goes: the primary when it already holds rows of
     the tenant, else the shard with the most free space (`FREE_SPACE_TIE`)."""
-    shards = bindings.all_shards()
+    shards = all_shards(bindings)
     primary = shards[0]
     if primary.db is not None and await holds_tenant(primary.db, tenant, PRIMARY_SHARD):
         return PRIMARY_SHARD
@@ -169,7 +210,7 @@ async def choose_shard(bindings: Bindings, tenant: str) -> str:
 async def shard_sizes(bindings: Bindings) -> dict[str, int]:
     """Each shard's database size in bytes (D1's `meta.size_after` of a no-op statement, all
     shards at once); a shard that does not answer is left out."""
-    shards = [s for s in bindings.all_shards() if s.db is not None]
+    shards = [s for s in all_shards(bindings) if s.db is not None]
 
     async def size(db: D1Database) -> int:
         return (await db.prepare("SELECT 1").run()).meta.size_after
@@ -197,18 +238,18 @@ async def set_home(bindings: Bindings, tenant: str, shard: str) -> None:
     await control_db(bindings).prepare(sql).bind(tenant, shard, now_ms).run()
     if bindings.kv is not None:
         await bindings.kv.put(home_key(tenant), shard)
-    _HOMES.forget(tenant)
+    _HOMES.pop(tenant, None)
 
 
 async def place_tenant(bindings: Bindings, tenant: str, shard: str) -> str:
     """Place a tenant the directory does not know yet on `shard` (an operator pinning a large
     tenant to a database of its own); 409 `already_placed` for a placed tenant (that is a
     move), 422 `unknown_shard`. Returns the shard."""
-    if shard not in {s.name for s in bindings.all_shards()}:
+    if shard not in {s.name for s in all_shards(bindings)}:
         raise ApiError(422, "unknown_shard", f"no shard named {shard!r} (MEMORY_SHARDS)")
     found = await recorded_home(bindings, tenant)
     if found is None:
-        primary = bindings.all_shards()[0]
+        primary = all_shards(bindings)[0]
         elsewhere = shard != PRIMARY_SHARD and primary.db is not None
         if elsewhere and await holds_tenant(shard_db(primary), tenant, PRIMARY_SHARD):
             found = PRIMARY_SHARD  # its rows are on the primary: only a move takes them
@@ -219,7 +260,7 @@ async def place_tenant(bindings: Bindings, tenant: str, shard: str) -> str:
     db = control_db(bindings)
     sql = "INSERT OR IGNORE INTO tenant_directory (tenant_id, shard, placed_at) VALUES (?, ?, ?)"
     await db.prepare(sql).bind(tenant, shard, int(bindings.clock.now() * 1000)).run()
-    _HOMES.forget(tenant)
+    _HOMES.pop(tenant, None)
     if bindings.kv is not None:
         await bindings.kv.put(home_key(tenant), shard)
     return shard

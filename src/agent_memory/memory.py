@@ -163,7 +163,7 @@ class Memory:
     ) -> None:
         if not isinstance(tenant, str) or not TENANT_RE.fullmatch(tenant):
             raise ValueError(f"invalid tenant id {tenant!r}")
-        if bindings.shard is None and len(bindings.all_shards()) > 1:
+        if bindings.shard is None and len(bindings.shards) > 1:
             # Tenant data is on the tenant's shard: `Memory.open` finds it. Built on the
             # primary's bindings, every tier would read and write the wrong database.
             raise RuntimeError("Memory needs the tenant's shard: use `await Memory.open(...)`")

@@ -3,15 +3,16 @@
 when the deployment lacks them; `/healthz` reports which are present.
 
 Tenant data lives on shards (`Shard`: a D1 database and its Vectorize index; the tenant
-directory, `agent_memory.directory`, says which). `db` and `vectors` are the primary shard's
-until `on_shard` narrows a copy to one tenant's shard, which is what `Memory` hands its tiers;
-`control_db` stays the primary database (OAuth, grants, the directory itself) in every copy.
+directory, `agent_memory.directory`, says which and narrows copies). `db` and `vectors` are the
+primary shard's until `directory.on_shard` narrows a copy to one tenant's shard (`shard` set),
+which is what `Memory` hands its tiers; the primary database (OAuth, grants, the directory
+itself: `directory.primary_db`) stays `shards[0]` in every copy.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import httpx
 
@@ -27,7 +28,7 @@ from bindings.ports.object_store import ObjectStore
 from bindings.ports.rate_limit import RateLimiter
 from bindings.ports.reranker import Reranker
 from bindings.ports.vectorize import VectorIndex
-from bindings.settings import PRIMARY_SHARD, Settings
+from bindings.settings import Settings
 
 # The control plane: tables that live in the primary database (`control_db`) only and never
 # move with a tenant (authorization's grants and OAuth rows).
@@ -83,29 +84,6 @@ class Bindings:
     shards: tuple[Shard, ...] = ()
     # The shard `db` and `vectors` belong to once narrowed by `on_shard`; None: not narrowed.
     shard: str | None = None
-
-    def all_shards(self) -> tuple[Shard, ...]:
-        """Every shard, the primary first. Until narrowed, `db` and `vectors` are the
-        primary's (so a copy with another `db` has that as its primary)."""
-        if not self.shards:
-            return (Shard(PRIMARY_SHARD, self.db, self.vectors),)
-        if self.shard is None:
-            primary = Shard(self.shards[0].name, self.db, self.vectors)
-            return (primary, *self.shards[1:])
-        return self.shards
-
-    @property
-    def control_db(self) -> D1Database | None:
-        """The primary database: control-plane tables (OAuth, grants, the tenant directory)."""
-        return self.all_shards()[0].db
-
-    def on_shard(self, name: str) -> Bindings:
-        """A copy whose `db` and `vectors` are shard `name`'s; KeyError for an unknown name."""
-        shards = self.all_shards()
-        for shard in shards:
-            if shard.name == name:
-                return replace(self, db=shard.db, vectors=shard.vectors, shard=name, shards=shards)
-        raise KeyError(f"no shard named {name!r}")
 
     def present(self) -> dict[str, bool]:
         """Which bindings this deployment has (reported by /healthz)."""

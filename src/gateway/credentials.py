@@ -35,8 +35,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
+from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -44,7 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from bindings.ports.clock import Clock
 from bindings.ports.crypto import Cipher, CipherError, KeyEncryptionKeys, base64url_bytes
 from bindings.ports.errors import BindingError
-from bindings.ports.kv import KVNamespace, KVReadCache
+from bindings.ports.kv import KVNamespace
 from gateway.errors import forbidden, unauthorized
 from http_messages import ApiError, HttpResponse
 
@@ -87,7 +88,40 @@ def tool_key(tenant: str, tool: str) -> str:
     return f"gw:tool:{tenant}:{tool}"
 
 
-ISOLATE_CACHE = KVReadCache(CACHE_TTL_SECONDS, CACHE_MAX_ENTRIES)
+class KVReadCache:
+    """A TTL + LRU map from KV key to a parsed value (isolates are single-threaded)."""
+
+    def __init__(self) -> None:
+        self._entries: OrderedDict[str, tuple[float, Any]] = OrderedDict()
+
+    def get(self, key: str, now: float) -> tuple[bool, Any]:
+        """`(True, value)` for a fresh entry, else `(False, None)` (and the entry is dropped)."""
+        entry = self._entries.get(key)
+        if entry is None:
+            return False, None
+        read_at, value = entry
+        # A clock that moved backwards also invalidates: never serve an entry of unknown age.
+        if not (read_at <= now < read_at + CACHE_TTL_SECONDS):
+            del self._entries[key]
+            return False, None
+        self._entries.move_to_end(key)
+        return True, value
+
+    def put(self, key: str, value: Any, now: float) -> None:
+        self._entries[key] = (now, value)
+        self._entries.move_to_end(key)
+        while len(self._entries) > CACHE_MAX_ENTRIES:
+            self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+    def forget(self, key: str) -> None:
+        """Drop one entry (a revocation in this isolate takes effect here at once)."""
+        self._entries.pop(key, None)
+
+
+ISOLATE_CACHE = KVReadCache()
 
 
 async def read_record(

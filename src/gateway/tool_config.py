@@ -17,11 +17,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from bindings.ports.clock import Clock
 from bindings.ports.errors import BindingError
-from bindings.ports.kv import KVNamespace, KVReadCache
+from bindings.ports.kv import KVNamespace
 from gateway.credentials import (
     PROVIDER_RE,
     TOOL_NAME_RE,
     CredentialSealer,
+    KVReadCache,
     SealedSecret,
     credential_key,
     list_keys,

@@ -19,10 +19,11 @@ from urllib.parse import quote, unquote, urlsplit, urlunsplit
 import httpx
 
 from bindings.ports.clock import Clock
-from bindings.ports.kv import KVNamespace, KVReadCache
+from bindings.ports.kv import KVNamespace
 from gateway.credentials import (
     ISOLATE_CACHE,
     CredentialSealer,
+    KVReadCache,
     Principal,
     authenticate_bearer,
 )

@@ -13,6 +13,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agent_memory.directory import all_shards
 from agent_memory.governance.writes import EventKind, EventTier
 from agent_memory.ids import is_ulid
 from agent_memory.lifecycle.inspect import (
@@ -179,7 +180,7 @@ async def list_tenants(call: Call[None, None]) -> TenantsResponse:
         "semantic_facts",
         "memory_events",
     )
-    for shard in call.bindings.all_shards():  # every database holds some of the tenants
+    for shard in all_shards(call.bindings):  # every database holds some of the tenants
         if shard.db is not None:
             found.update(await known_tenants(shard.db, tables))
     return TenantsResponse(tenants=sorted(found), scope="platform")

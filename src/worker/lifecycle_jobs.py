@@ -15,7 +15,7 @@ import logging
 import time
 from typing import Any
 
-from agent_memory.directory import shard_sizes
+from agent_memory.directory import all_shards, on_shard, primary_db, shard_sizes
 from agent_memory.governance.personal_data import DataKeys
 from agent_memory.hot_warm_cold import placement_table
 from agent_memory.lifecycle.brief import build_brief
@@ -73,7 +73,7 @@ def make_pruner(bindings: Bindings, share: tuple[int, float] | None = None) -> P
 def shard_views(bindings: Bindings) -> list[Bindings]:
     """`bindings` narrowed to each shard with a database, the primary first: every job runs
     over each of them, since each holds its own tenants' rows."""
-    return [bindings.on_shard(s.name) for s in bindings.all_shards() if s.db is not None]
+    return [on_shard(bindings, s.name) for s in all_shards(bindings) if s.db is not None]
 
 
 def merged(reports: list[dict[str, Any]]) -> dict[str, Any]:
@@ -229,7 +229,7 @@ async def database_report(bindings: Bindings) -> list[dict[str, Any]]:
     sizes = await shard_sizes(bindings)
     limit = bindings.settings.d1_database_max_bytes
     out: list[dict[str, Any]] = []
-    for shard in bindings.all_shards():
+    for shard in all_shards(bindings):
         size = sizes.get(shard.name)
         vectors: int | None = None
         if shard.vectors is not None:
@@ -263,7 +263,7 @@ async def database_report(bindings: Bindings) -> list[dict[str, Any]]:
 async def advance_moves(bindings: Bindings) -> list[dict[str, Any]]:
     """Carry every unfinished tenant move forward a bounded step (an operator's move goes on
     even if nobody watches it); one move's failure is logged and reported."""
-    if bindings.control_db is None or len(bindings.all_shards()) < 2:
+    if primary_db(bindings) is None or len(all_shards(bindings)) < 2:
         return []
     out: list[dict[str, Any]] = []
     for move in await moves(bindings):

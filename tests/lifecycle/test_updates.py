@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from agent_memory.agent.memory_tools import McpMemoryTools
+from agent_memory.directory import on_shard
 from agent_memory.lifecycle.reconciler import LlmAdjudicator, Reconciler, RulesAdjudicator
 from agent_memory.tiers.semantic.memory import SemanticMemory
 from bindings.ports.clock import FixedClock
@@ -509,9 +510,9 @@ async def test_the_adjudicator_setting_picks_the_llm_binding(tmp_path: Path) -> 
         vars={"MEMORY_UPDATE_ADJUDICATOR": "llm"},
     )
     try:
-        assert Memory(rules.bindings().on_shard("primary"), "acme").adjudicator().name == "rules"
+        assert Memory(on_shard(rules.bindings(), "primary"), "acme").adjudicator().name == "rules"
         assert (
-            Memory(llm.bindings().on_shard("primary"), "acme").adjudicator().name == "llm:scripted"
+            Memory(on_shard(llm.bindings(), "primary"), "acme").adjudicator().name == "llm:scripted"
         )
     finally:
         await rules.close()

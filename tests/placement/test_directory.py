@@ -15,6 +15,7 @@ from agent_memory.directory import (
     home_key,
     home_of,
     homes,
+    on_shard,
     place_tenant,
     tenant_tables,
 )
@@ -129,7 +130,7 @@ async def test_a_tenant_with_rows_on_the_primary_stays_there(tmp_path: Path) -> 
     filler = await Memory.open(bindings, "filler")
     await filler.semantic().learn_many([{"content": f"filler {n} " * 20} for n in range(300)])
     # An old deployment's write: straight into the primary, no directory row.
-    single = Memory(bindings.on_shard("primary"), "legacy")
+    single = Memory(on_shard(bindings, "primary"), "legacy")
     await single.semantic().learn({"content": "written before there were shards"})
     forget_cached_homes()
     assert await home_of(runtime.bindings(), "legacy") == "primary"

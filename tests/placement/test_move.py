@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from agent_memory.directory import homes, tenant_tables
+from agent_memory.directory import homes, on_shard, tenant_tables
 from agent_memory.lifecycle import move as move_module
 from agent_memory.lifecycle.move import (
     GRACE_SECONDS,
@@ -157,7 +157,7 @@ async def test_a_write_that_still_believes_the_old_home_is_refused_not_lost(
     client: Client, runtime: LocalRuntime, clock: FixedClock
 ) -> None:
     await _seed(client, T, 2)
-    stale = Memory(runtime.bindings().on_shard("primary"), T)  # an isolate's old answer
+    stale = Memory(on_shard(runtime.bindings(), "primary"), T)  # an isolate's old answer
     await start_move(runtime.bindings(), T, "s2")
 
     async def stale_write(status: MoveStatus) -> None:

@@ -44,6 +44,7 @@ from pydantic import BaseModel
 from agent_memory.directory import (
     DERIVED_TABLES,
     TenantTable,
+    all_shards,
     clear_fence,
     control_db,
     ensure_fence_triggers,
@@ -119,7 +120,7 @@ class _Meter:
 
 
 def _shard(bindings: Bindings, name: str) -> Shard:
-    for shard in bindings.all_shards():
+    for shard in all_shards(bindings):
         if shard.name == name:
             return shard
     raise MoveError(422, "unknown_shard", f"no shard named {name!r} (MEMORY_SHARDS)")

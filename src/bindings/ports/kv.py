@@ -6,7 +6,6 @@ dataclasses: they must load in bare Pyodide (tests/pyodide).
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -63,39 +62,3 @@ class KVNamespace(Protocol):
     async def list(
         self, *, prefix: str = "", limit: int = KV_MAX_LIST_LIMIT, cursor: str | None = None
     ) -> KVListResult: ...
-
-
-class KVReadCache:
-    """A TTL + LRU map from KV key to a parsed value, kept for the isolate's life (isolates are
-    single-threaded): what a hot path reads from KV on every request, read once per TTL."""
-
-    def __init__(self, ttl_seconds: float, max_entries: int) -> None:
-        self._ttl = ttl_seconds
-        self._max = max_entries
-        self._entries: OrderedDict[str, tuple[float, Any]] = OrderedDict()
-
-    def get(self, key: str, now: float) -> tuple[bool, Any]:
-        """`(True, value)` for a fresh entry, else `(False, None)` (and the entry is dropped)."""
-        entry = self._entries.get(key)
-        if entry is None:
-            return False, None
-        read_at, value = entry
-        # A clock that moved backwards also invalidates: never serve an entry of unknown age.
-        if not (read_at <= now < read_at + self._ttl):
-            del self._entries[key]
-            return False, None
-        self._entries.move_to_end(key)
-        return True, value
-
-    def put(self, key: str, value: Any, now: float) -> None:
-        self._entries[key] = (now, value)
-        self._entries.move_to_end(key)
-        while len(self._entries) > self._max:
-            self._entries.popitem(last=False)
-
-    def clear(self) -> None:
-        self._entries.clear()
-
-    def forget(self, key: str) -> None:
-        """Drop one entry (a revocation in this isolate takes effect here at once)."""
-        self._entries.pop(key, None)

@@ -602,10 +602,11 @@ class Recaller:
                 total[fid] = (1 - share) * total[fid] + share * inside
             ranked.sort(key=lambda pair: (-total[pair[1].id], -pair[0][1], pair[1].id))
         rerank = self._s.config.rerank
-        reranker = self._s.reranker or (
-            EmbedderReranker(embedder) if embedder is not None else None
-        )
-        if rerank.applies(self._s.tenant_id) and reranker is not None:
+        applies = rerank.applies(self._s.tenant_id)  # off by default: nothing else is built
+        reranker = self._s.reranker if applies else None
+        if applies and reranker is None and embedder is not None:
+            reranker = EmbedderReranker(embedder)
+        if applies and reranker is not None:
             head = [(item.id, total[item.id], live[item.id]) for _, item in ranked[: rerank.depth]]
             total.update(await rerank_head(self._s, reranker, rerank, query, head) or {})
             ranked[: rerank.depth] = sorted(
