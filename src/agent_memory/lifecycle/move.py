@@ -9,7 +9,8 @@ copying   The target is fenced `incoming` (jobs leave it alone there). Every ten
           read from the source in key order, `CHUNK_ROWS` at a time; a chunk whose rows differ
           in the target replaces the target's rows of that key range (rows the source no
           longer has go too), and the vectors of the facts it wrote are copied to the target
-          index. The tenant keeps writing to the source meanwhile.
+          index. The tenant keeps writing to the source meanwhile; while a pass rewrote more
+          than `CATCH_UP_ROWS` rows, another pass follows (at most `MAX_COPY_PASSES`).
 fenced    The source is fenced `frozen`: every write of the tenant there fails with 503
           `tenant_moving` and writes nothing. The pass repeats until one changes nothing —
           that pass is the verification: each table's row count and chained SHA-256 over its
@@ -66,6 +67,9 @@ from http_messages import ApiError
 Phase = Literal["copying", "fenced", "switched", "deleting", "done"]
 CHUNK_ROWS = 100
 GRACE_SECONDS = 300.0
+# Copy passes before the fence: more while a pass rewrote over `CATCH_UP_ROWS` rows.
+MAX_COPY_PASSES = 3
+CATCH_UP_ROWS = 10 * CHUNK_ROWS
 # Fenced passes before a move gives up (a pass that keeps finding changes means something
 # writes past the fence, or vectors that are not yet visible: resume later).
 MAX_FENCED_PASSES = 5
@@ -221,7 +225,14 @@ async def advance(bindings: Bindings, tenant: str, budget: MoveBudget | None = N
                 move = await _save(bindings, move, progress=progress)
                 continue
             if move.phase == "copying":
-                move = await _save(bindings, move, phase="fenced", progress={})
+                # Unfenced passes repeat while the last one rewrote much (writes went on
+                # during it): the fenced pass then mostly only verifies, one read, and the
+                # tenant's writes are refused for that long only.
+                more = progress["rows_written"] > CATCH_UP_ROWS
+                if more and progress["pass"] < MAX_COPY_PASSES:
+                    move = await _save(bindings, move, progress=_new_pass(progress["pass"] + 1))
+                else:
+                    move = await _save(bindings, move, phase="fenced", progress={})
             elif progress["changed"]:
                 if progress["pass"] >= MAX_FENCED_PASSES:
                     # Something keeps changing (vectors not yet visible in the index?): stop
