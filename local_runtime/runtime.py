@@ -204,8 +204,9 @@ class LocalRuntime:
             kv=self.kv,
             db=self.db,
             vectors=self.vectors,
-            # The primary from `db` and `vectors`, which a test may have wrapped.
-            shards=(Shard(self.shards[0].name, self.db, self.vectors), *self.shards[1:]),
+            # Un-narrowed, the primary shard is `db` and `vectors` (which a test may have
+            # wrapped): `directory.all_shards` reads them from there.
+            shards=self.shards,
             embedder=self.embedder,
             llm=self.llm,
             agents=self.agents,

@@ -107,6 +107,14 @@ def on_shard(bindings: Bindings, name: str) -> Bindings:
     raise KeyError(f"no shard named {name!r}")
 
 
+def shard_named(bindings: Bindings, name: str) -> Shard:
+    """Shard `name`, or 422 `unknown_shard` (an operator named one MEMORY_SHARDS lacks)."""
+    for shard in all_shards(bindings):
+        if shard.name == name:
+            return shard
+    raise ApiError(422, "unknown_shard", f"no shard named {name!r} (MEMORY_SHARDS)")
+
+
 def home_key(tenant: str) -> str:
     return f"tenant-home:{tenant}"
 
@@ -177,16 +185,22 @@ async def directory_home(bindings: Bindings, tenant: str) -> str:
     found = await recorded_home(bindings, tenant)
     if found is not None:
         return found
-    choice = await choose_shard(bindings, tenant)
+    return await _place(bindings, tenant, await choose_shard(bindings, tenant))
+
+
+async def _place(bindings: Bindings, tenant: str, shard: str) -> str:
+    """Record `shard` as the home of a tenant without one and return the recorded home: the
+    insert and its read-back run in one batch, so of two racing placements one wins and both
+    callers learn which."""
     db = control_db(bindings)
     insert = "INSERT OR IGNORE INTO tenant_directory (tenant_id, shard, placed_at) VALUES (?, ?, ?)"
     read = "SELECT shard FROM tenant_directory WHERE tenant_id = ?"
     now_ms = int(bindings.clock.now() * 1000)
     results = await db.batch(
-        [db.prepare(insert).bind(tenant, choice, now_ms), db.prepare(read).bind(tenant)]
+        [db.prepare(insert).bind(tenant, shard, now_ms), db.prepare(read).bind(tenant)]
     )
     placed = str(results[1].results[0]["shard"])
-    if placed == choice and results[0].meta.changes:
+    if placed == shard and results[0].meta.changes:
         log.info("directory: tenant %s placed on shard %s", tenant, placed)
     return placed
 
@@ -236,6 +250,11 @@ async def set_home(bindings: Bindings, tenant: str, shard: str) -> None:
     )
     now_ms = int(bindings.clock.now() * 1000)
     await control_db(bindings).prepare(sql).bind(tenant, shard, now_ms).run()
+    await _publish(bindings, tenant, shard)
+
+
+async def _publish(bindings: Bindings, tenant: str, shard: str) -> None:
+    """A home the directory now records, into KV and out of this isolate's cache."""
     if bindings.kv is not None:
         await bindings.kv.put(home_key(tenant), shard)
     _HOMES.pop(tenant, None)
@@ -245,8 +264,7 @@ async def place_tenant(bindings: Bindings, tenant: str, shard: str) -> str:
     """Place a tenant the directory does not know yet on `shard` (an operator pinning a large
     tenant to a database of its own); 409 `already_placed` for a placed tenant (that is a
     move), 422 `unknown_shard`. Returns the shard."""
-    if shard not in {s.name for s in all_shards(bindings)}:
-        raise ApiError(422, "unknown_shard", f"no shard named {shard!r} (MEMORY_SHARDS)")
+    shard_named(bindings, shard)
     found = await recorded_home(bindings, tenant)
     if found is None:
         primary = all_shards(bindings)[0]
@@ -257,12 +275,12 @@ async def place_tenant(bindings: Bindings, tenant: str, shard: str) -> str:
         raise ApiError(
             409, "already_placed", f"tenant {tenant!r} is on shard {found!r}; move it instead"
         )
-    db = control_db(bindings)
-    sql = "INSERT OR IGNORE INTO tenant_directory (tenant_id, shard, placed_at) VALUES (?, ?, ?)"
-    await db.prepare(sql).bind(tenant, shard, int(bindings.clock.now() * 1000)).run()
-    _HOMES.pop(tenant, None)
-    if bindings.kv is not None:
-        await bindings.kv.put(home_key(tenant), shard)
+    placed = await _place(bindings, tenant, shard)
+    if placed != shard:  # a request placed it meanwhile
+        raise ApiError(
+            409, "already_placed", f"tenant {tenant!r} is on shard {placed!r}; move it instead"
+        )
+    await _publish(bindings, tenant, shard)
     return shard
 
 

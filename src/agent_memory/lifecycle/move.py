@@ -45,22 +45,21 @@ from pydantic import BaseModel
 from agent_memory.directory import (
     DERIVED_TABLES,
     TenantTable,
-    all_shards,
     clear_fence,
     control_db,
+    directory_home,
     ensure_fence_triggers,
     fence_of,
-    home_of,
-    recorded_home,
     set_fence,
     set_home,
     shard_db,
+    shard_named,
     tenant_tables,
 )
 from agent_memory.ids import chunks
 from agent_memory.tiers.semantic.models import delete_own_vectors, own_vectors
 from bindings.environment import Bindings, Shard
-from bindings.ports.d1 import D1Database
+from bindings.ports.d1 import D1Database, D1Statement
 from bindings.ports.sql import Row
 from http_messages import ApiError
 
@@ -102,11 +101,6 @@ class MoveStatus(BaseModel):
     error: str | None = None
 
 
-class MoveError(ApiError):
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(status, code, message)
-
-
 @dataclass
 class _Meter:
     budget: MoveBudget
@@ -121,13 +115,6 @@ class _Meter:
             self.calls < self.budget.max_calls
             and time.monotonic() - self.started < self.budget.max_seconds
         )
-
-
-def _shard(bindings: Bindings, name: str) -> Shard:
-    for shard in all_shards(bindings):
-        if shard.name == name:
-            return shard
-    raise MoveError(422, "unknown_shard", f"no shard named {name!r} (MEMORY_SHARDS)")
 
 
 def _status(row: Row) -> MoveStatus:
@@ -152,13 +139,13 @@ async def moves(bindings: Bindings) -> list[MoveStatus]:
 async def start_move(bindings: Bindings, tenant: str, target: str) -> MoveStatus:
     """Begin moving `tenant` to shard `target` (409 while another move of it is unfinished,
     422 for an unknown shard or the shard it is on)."""
-    _shard(bindings, target)
+    shard_named(bindings, target)
     current = await move_status(bindings, tenant)
     if current is not None and current.phase != "done":
-        raise MoveError(409, "move_in_progress", f"tenant {tenant!r} is already moving")
-    source = await recorded_home(bindings, tenant) or await home_of(bindings, tenant)
+        raise ApiError(409, "move_in_progress", f"tenant {tenant!r} is already moving")
+    source = await directory_home(bindings, tenant)  # the database's word, not a cache's
     if source == target:
-        raise MoveError(422, "already_there", f"tenant {tenant!r} is on shard {target!r}")
+        raise ApiError(422, "already_there", f"tenant {tenant!r} is on shard {target!r}")
     now_ms = int(bindings.clock.now() * 1000)
     sql = (
         "INSERT INTO tenant_moves (tenant_id, source, target, phase, progress, started_at, "
@@ -201,9 +188,9 @@ async def advance(bindings: Bindings, tenant: str, budget: MoveBudget | None = N
     has none). Safe to call again at any point, after a crash too."""
     move = await move_status(bindings, tenant)
     if move is None:
-        raise MoveError(404, "no_move", f"tenant {tenant!r} has no move")
+        raise ApiError(404, "no_move", f"tenant {tenant!r} has no move")
     meter = _Meter(budget or MoveBudget())
-    source, target = _shard(bindings, move.source), _shard(bindings, move.target)
+    source, target = shard_named(bindings, move.source), shard_named(bindings, move.target)
 
     def now_ms() -> int:
         return int(bindings.clock.now() * 1000)
@@ -293,7 +280,7 @@ def _key(table: TenantTable) -> tuple[str, ...]:
     if table.name in NATURAL_KEYS:
         return NATURAL_KEYS[table.name]
     if "tenant_id" not in table.key:
-        raise MoveError(
+        raise ApiError(
             500, "table_not_movable", f"{table.name} has no tenant-first key to move it by"
         )
     return tuple(c for c in table.key if c != "tenant_id")
@@ -322,14 +309,30 @@ async def _rows(
     after: list[Any] | None,
     upto: list[Any] | None,
     limit: int | None,
+    columns: Sequence[str] | None = None,
 ) -> list[Row]:
+    """The tenant's rows of `table` with `after < key <= upto` in key order (`columns`, by
+    default every copied one)."""
     key = _key(table)
-    cols = ", ".join(f'"{c}"' for c in _copied(table))
+    cols = ", ".join(f'"{c}"' for c in columns or _copied(table))
     where, params = _range(key, after, upto)
     order = f" ORDER BY {', '.join(chr(34) + c + chr(34) for c in key)}" if key else ""
     tail = f" LIMIT {int(limit)}" if limit is not None else ""
     sql = f'SELECT {cols} FROM "{table.name}" WHERE tenant_id = ?{where}{order}{tail}'
     return (await db.prepare(sql).bind(tenant, *params).all()).results
+
+
+def _delete_range(
+    db: D1Database,
+    table: TenantTable,
+    tenant: str,
+    after: list[Any] | None,
+    upto: list[Any] | None,
+) -> D1Statement:
+    """The statement deleting the tenant's rows of `table` with `after < key <= upto`."""
+    where, params = _range(_key(table), after, upto)
+    sql = f'DELETE FROM "{table.name}" WHERE tenant_id = ?{where}'
+    return db.prepare(sql).bind(tenant, *params)
 
 
 def _digest(previous: str, rows: list[Row]) -> str:
@@ -370,7 +373,7 @@ async def _sync_step(
     tally["target_sha256"] = _digest(tally["target_sha256"], theirs)
     if rows != theirs:
         progress["changed"] = True
-        await _replace(source, target, table, tenant, after, last, rows, theirs, meter)
+        await _replace(target, table, tenant, after, last, rows, theirs, meter)
         progress["rows_written"] += len(rows)
     if table.name == VECTOR_TABLE and rows and source.vectors is not None:
         copied = await _sync_vectors(source, target, tenant, [str(r["fact_id"]) for r in rows])
@@ -387,7 +390,6 @@ async def _sync_step(
 
 
 async def _replace(
-    source: Shard,
     target: Shard,
     table: TenantTable,
     tenant: str,
@@ -399,18 +401,13 @@ async def _replace(
 ) -> None:
     """The target's rows of the key range become the source's, in one transaction."""
     dst_db = shard_db(target)
-    key, columns = _key(table), _copied(table)
+    columns = _copied(table)
     if table.name == VECTOR_TABLE and target.vectors is not None:
         gone = {str(r["fact_id"]) for r in theirs} - {str(r["fact_id"]) for r in rows}
         if gone:
             await delete_own_vectors(target.vectors, tenant, sorted(gone))
             meter.spend()
-    where, params = _range(key, after, upto)
-    statements = [
-        dst_db.prepare(f'DELETE FROM "{table.name}" WHERE tenant_id = ?{where}').bind(
-            tenant, *params
-        )
-    ]
+    statements = [_delete_range(dst_db, table, tenant, after, upto)]
     names = ", ".join(f'"{c}"' for c in columns)
     marks = ", ".join("?" for _ in columns)
     insert = f'INSERT INTO "{table.name}" ({names}) VALUES ({marks})'
@@ -424,7 +421,7 @@ async def _sync_vectors(source: Shard, target: Shard, tenant: str, fact_ids: lis
     count copied."""
     assert source.vectors is not None
     if target.vectors is None:
-        raise MoveError(503, "semantic_unavailable", f"shard {target.name} has no Vectorize index")
+        raise ApiError(503, "semantic_unavailable", f"shard {target.name} has no Vectorize index")
     theirs = {r.id for r in await own_vectors(target.vectors, tenant, fact_ids)}
     missing = [i for i in fact_ids if i not in theirs]
     if not missing:
@@ -454,7 +451,8 @@ async def _delete_step(
         meter.spend()
         return index + 1
     key = _key(table)
-    rows = await _rows(db, table, tenant, None, None, CHUNK_ROWS if key else None)
+    # The keys are enough to delete by (a keyless table holds one row per tenant).
+    rows = await _rows(db, table, tenant, None, None, CHUNK_ROWS if key else None, key or None)
     meter.spend()
     if not rows:
         return index + 1
@@ -462,16 +460,11 @@ async def _delete_step(
         await delete_own_vectors(source.vectors, tenant, [str(r["fact_id"]) for r in rows])
         meter.spend()
     upto = [rows[-1][c] for c in key] if key else None
-    where, params = _range(key, None, upto)
-    await (
-        db.prepare(f'DELETE FROM "{table.name}" WHERE tenant_id = ?{where}')
-        .bind(tenant, *params)
-        .run()
-    )
+    await _delete_range(db, table, tenant, None, upto).run()
     meter.spend()
     return index
 
 
 async def source_fence(bindings: Bindings, tenant: str, shard: str) -> str | None:
     """The fence `tenant` has on shard `shard` (for the operator and tests)."""
-    return await fence_of(shard_db(_shard(bindings, shard)), tenant)
+    return await fence_of(shard_db(shard_named(bindings, shard)), tenant)
