@@ -126,7 +126,8 @@ def _missing(bindings: Bindings) -> dict[str, Any]:
 
 class _Shares:
     """The invocation's lifecycle budget dealt out over the shards in turn: each gets an equal
-    part of what is left, so what one leaves unspent goes to the next."""
+    part of what is left, and what it gives back unspent (`refund`) goes to the next. A share
+    counts as spent until refunded, so the shards together never exceed the budget."""
 
     def __init__(self, bindings: Bindings, count: int) -> None:
         self.operations = bindings.settings.lifecycle_max_operations
@@ -134,15 +135,14 @@ class _Shares:
         self.left = count
 
     def next(self) -> tuple[int, float]:
-        share = (
-            self.operations // max(1, self.left),
-            max(0.0, self.deadline - time.monotonic()) / max(1, self.left),
-        )
+        operations = self.operations // max(1, self.left)
+        seconds = max(0.0, self.deadline - time.monotonic()) / max(1, self.left)
+        self.operations -= operations
         self.left -= 1
-        return share
+        return operations, seconds
 
-    def spent(self, operations: int) -> None:
-        self.operations = max(0, self.operations - operations)
+    def refund(self, share: int, spent: int) -> None:
+        self.operations += max(0, share - spent)
 
 
 async def weekly_prune(bindings: Bindings, scheduled_time: float) -> dict[str, Any]:
@@ -154,10 +154,11 @@ async def weekly_prune(bindings: Bindings, scheduled_time: float) -> dict[str, A
     summaries: dict[str, dict[str, Any]] = {}
     tenants: list[dict[str, Any]] = []
     for view in views:
-        pruner = make_pruner(view, shares.next())
+        share = shares.next()
+        pruner = make_pruner(view, share)
         assert pruner is not None
         report = await pruner.run(weekly_prune_id(scheduled_ms), scheduled_ms)
-        shares.spent(report.operations)
+        shares.refund(share[0], report.operations)
         summaries[str(view.shard)] = report.summary()
         tenants += [
             t.model_dump(exclude={"archives_now", "episodes_due", "runs_due", "events_due"})
@@ -205,8 +206,12 @@ async def daily_brief(bindings: Bindings, scheduled_time: float) -> dict[str, An
             return max(0.0, seconds - (time.monotonic() - started))
 
         pruner = make_pruner(view, (operations, seconds))
+        spent = 0
         if pruner is not None:
-            resumed += [r.summary() for r in await resume_unfinished(pruner)]
+            reports = await resume_unfinished(pruner)  # they share one meter: the last counts all
+            spent = max((r.operations for r in reports), default=0)
+            resumed += [r.summary() for r in reports]
+        shares.refund(operations, spent)
         budget = REINDEX_BUDGET.model_copy(
             update={"max_seconds": min(REINDEX_BUDGET.max_seconds, left())}
         )

@@ -3,6 +3,7 @@ over each shard, and the brief reports each database's size and each index's vec
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from agent_memory.directory import place_tenant
@@ -65,4 +66,30 @@ async def test_the_daily_brief_reports_every_database_against_its_limit(tmp_path
         assert any(
             w.startswith(f"shard {shard}: D1 database at") for w in result["brief"]["warnings"]
         )
+    await runtime.close()
+
+
+async def test_the_daily_resume_of_unfinished_prunes_stays_within_the_invocations_budget(
+    tmp_path: Path,
+) -> None:
+    runtime = await _runtime(tmp_path)
+    old = [NOW_MS - (100 + i) * DAY_MS for i in range(40)]
+    await seed_episodes(runtime.db, "near", old)
+    await seed_episodes(runtime.shard_db("s2"), "far", old)
+    tight = runtime.settings.model_copy(
+        update={"lifecycle_max_operations": 36, "prune_batch_rows": 2}
+    )
+    weekly = await run_scheduled(WEEKLY_PRUNE, NOW, replace(runtime.bindings(), settings=tight))
+    assert weekly["result"]["prune"]["complete"] is False  # both shards left work
+
+    budget = runtime.settings.model_copy(
+        update={"lifecycle_max_operations": 40, "prune_batch_rows": 2}
+    )
+    daily = await run_scheduled(
+        DAILY_BRIEF, NOW + 3600, replace(runtime.bindings(), settings=budget)
+    )
+
+    resumed = daily["result"]["prune_resumed"]
+    assert len(resumed) == 2 and not any(r["complete"] for r in resumed)  # each shard had a go
+    assert sum(r["operations"] for r in resumed) <= 40
     await runtime.close()
