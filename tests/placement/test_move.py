@@ -258,3 +258,24 @@ async def test_an_operator_starts_watches_and_resumes_a_move_over_http(
     assert phases[-1] == "done" and "switched" in phases
     missing = await client.send("POST", "/admin/moves/advance", {"tenant": "ghost"}, access=admin)
     assert (missing.status, missing.json()["error"]["code"]) == (404, "no_move")
+
+
+async def test_a_fenced_pass_that_keeps_changing_stops_then_resumes_and_clears_its_error(
+    client: Client, runtime: LocalRuntime, clock: FixedClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(move_module, "MAX_FENCED_PASSES", 1)
+    await _seed(client, T, 3)
+    await start_move(runtime.bindings(), T, "s2")
+    errors: list[str | None] = []
+
+    async def vector_not_yet_visible(status: MoveStatus) -> None:
+        errors.append(status.error)
+        if status.phase == "fenced" and len(errors) < 40 and not any(errors):
+            # As if the target index had not yet processed an upsert: the pass must copy it.
+            target = runtime.shard_vectors("s2")
+            await target.delete_by_ids(list(target._records)[:1])
+
+    done = await _drive(runtime, clock, T, MoveBudget(max_calls=3), between=vector_not_yet_visible)
+    assert any(errors)  # it stopped once with the reason...
+    assert done.error is None  # ...and the finished move no longer reports it
+    assert len(_vector_ids(runtime, "s2")) == 3  # the deleted vector was copied again

@@ -235,7 +235,12 @@ async def advance(bindings: Bindings, tenant: str, budget: MoveBudget | None = N
                 meter.spend(3)
                 verified = {"verified": progress["tables"], "vectors": progress["vectors"]}
                 move = await _save(
-                    bindings, move, phase="switched", progress=verified, switched_at=now_ms()
+                    bindings,
+                    move,
+                    phase="switched",
+                    progress=verified,
+                    switched_at=now_ms(),
+                    error=None,  # an earlier attempt's trouble is over
                 )
         elif move.phase == "switched":
             assert move.switched_at is not None
