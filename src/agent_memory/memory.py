@@ -149,6 +149,11 @@ def retrieval_config(bindings: Bindings | None) -> RetrievalConfig:
         return RetrievalConfig()
 
 
+def _check_tenant(tenant: str) -> None:
+    if not isinstance(tenant, str) or not TENANT_RE.fullmatch(tenant):
+        raise ValueError(f"invalid tenant id {tenant!r}")
+
+
 class Memory:
     """One tenant's memory for one request. See the module docstring."""
 
@@ -161,8 +166,7 @@ class Memory:
         read_counts: ReadCounts | None = None,
         admitted: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
-        if not isinstance(tenant, str) or not TENANT_RE.fullmatch(tenant):
-            raise ValueError(f"invalid tenant id {tenant!r}")
+        _check_tenant(tenant)
         if bindings.shard is None and len(bindings.shards) > 1:
             # Tenant data is on the tenant's shard: `Memory.open` finds it. Built on the
             # primary's bindings, every tier would read and write the wrong database.
@@ -211,8 +215,7 @@ class Memory:
         """`tenant`'s memory on its shard: the tenant directory is read once (this isolate's
         cache, else KV, else the primary database, placing a new tenant) and every tier this
         object hands out reaches D1 and Vectorize through that shard only."""
-        if not isinstance(tenant, str) or not TENANT_RE.fullmatch(tenant):
-            raise ValueError(f"invalid tenant id {tenant!r}")
+        _check_tenant(tenant)  # before the directory is asked (it could place a bad id)
         return cls(
             await tenant_bindings(bindings, tenant),
             tenant,
