@@ -100,6 +100,10 @@ CROSSINGS: dict[tuple[str, str], str] = {
         "the recall counter moves only if the recall's event is not yet written (NOT EXISTS "
         "in the same statement keeps a retried batch from counting twice)"
     ),
+    ("agent_memory.governance.writes", "semantic_facts"): (
+        "a fact marked event_in_row is its own memory_written event: the event log reads it "
+        "as one (migration 0019), in the same page as the event rows"
+    ),
     (DO_STORAGE, "agent_runs"): (
         "the alarm asks D1 which of its runs landed before deleting their local copies"
     ),

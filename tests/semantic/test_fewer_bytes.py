@@ -1,8 +1,8 @@
 """Fewer bytes per fact (issue 29, item 4): what was cut must still be there when asked for.
 
-A created fact's `memory_written` event is compact (its row says the rest), yet the
-inspector shows it whole; migration 0018 (an index no statement needs) upgrades a tenant's
-data in place."""
+A created fact is its own `memory_written` event (its row says all of it; migration 0019),
+yet the event log lists it and the inspector shows it whole; migrations 0018 and 0019
+upgrade a tenant's data in place."""
 
 from __future__ import annotations
 
@@ -33,17 +33,19 @@ FACT = {
 }
 
 
-async def test_a_created_facts_event_is_compact_and_the_inspector_shows_it_whole(
+async def test_a_created_fact_is_its_own_event_and_the_inspector_shows_it_whole(
     rt: LocalRuntime, make_memory: MemoryFactory
 ) -> None:
     result = await make_memory(agent_type="sdr").learn(FACT)
-    rows = (await rt.db.prepare("SELECT * FROM memory_events").all()).results
-    [row] = [r for r in rows if r["kind"] == "memory_written"]
+    written = "SELECT * FROM memory_events WHERE kind = 'memory_written'"
+    assert (await rt.db.prepare(written).all()).results == []  # no event row: the fact is it
+    [row] = await EventLog("acme", rt.db).rows("kind = 'memory_written'", limit=10)
     assert row["event_id"] == result.fact_id and row["tier"] == "semantic"
     assert row["agent_type"] == "sdr"
     assert row["content_hash"] is None and row["payload"] == "{}"  # the row holds the rest
 
-    detail = await MemoryInspector(rt.db, "acme", now_ms=NOW_MS).fact_detail(result.fact_id)
+    inspector = MemoryInspector(rt.db, "acme", now_ms=NOW_MS)
+    detail = await inspector.fact_detail(result.fact_id)
     assert detail is not None
     [event] = detail.written
     value = {
@@ -62,6 +64,35 @@ async def test_a_created_facts_event_is_compact_and_the_inspector_shows_it_whole
         "subject": "contact:ada",
     }
     assert "Tuesday" not in json.dumps(row)  # still no content in the audit trail
+    [listed] = (await inspector.list_events(kind="memory_written")).events
+    assert listed.event_id == result.fact_id
+
+
+async def test_the_event_log_pages_through_event_rows_and_in_row_events_once_each(
+    rt: LocalRuntime, make_memory: MemoryFactory
+) -> None:
+    """Facts (their own events) and recalls (event rows) interleaved in time: every page
+    is newest first and each event comes once, whichever table holds it."""
+    memory = make_memory()
+    clock = rt.clock
+    assert isinstance(clock, FixedClock)
+    for i in range(7):
+        await memory.learn({**FACT, "subject": f"contact:{i}", "content": f"Fact number {i}"})
+        clock.advance(0.001 * (i % 2))  # some in the same millisecond as a recall
+        await memory.recall(f"fact {i}", 3)
+        await rt.background.drain()
+        clock.advance(0.002)
+    inspector = MemoryInspector(rt.db, "acme", now_ms=NOW_MS)
+    seen: list[tuple[int, str]] = []
+    cursor = None
+    while True:
+        page = await inspector.list_events(cursor=cursor, limit=3)
+        seen += [(e.created_at, e.event_id) for e in page.events]
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    assert len(seen) == len(set(seen)) == 14
+    assert seen == sorted(seen, reverse=True)
 
 
 def _entry_json_0015(terms: dict[str, list[int]]) -> str:
@@ -84,6 +115,7 @@ async def test_a_database_at_0016_upgrades_and_still_recalls_inspects_and_erases
     try:
         await apply_migrations(rt.db, old)
         monkeypatch.setattr(keyword_index, "_entry_json", _entry_json_0015)  # the old code
+        monkeypatch.setattr(WriteGate, "event_in_row", lambda self, proposal: False)
         memory = SemanticMemory.from_bindings(rt.bindings(), "acme")
         [ada, bo] = await memory.learn_many([FACT, {**FACT, "subject": "contact:bo"}])
         # An event in the shape written before compact ones: full hash and payload.

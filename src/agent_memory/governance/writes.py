@@ -152,8 +152,19 @@ BRIEF_FIGURES = (
 )
 
 
+# The facts that are their own `memory_written` event (migration 0019,
+# `WriteGate.event_in_row`), as rows of `memory_events` (the inspector fills in the hash
+# and payload from the fact: `lifecycle.inspect.filled_in`). ?1: the tenant.
+IN_ROW_EVENTS = (
+    "SELECT tenant_id, fact_id AS event_id, 'memory_written' AS kind, 'semantic' AS tier, "
+    "agent_type, learned_from_run_id AS run_id, NULL AS content_hash, '{}' AS payload, "
+    "created_at FROM semantic_facts WHERE tenant_id = ? AND event_in_row = 1"
+)
+
+
 class EventLog:
-    """Reads and writes `memory_events` for one tenant."""
+    """Reads and writes `memory_events` for one tenant (and reads the facts that are their
+    own event)."""
 
     def __init__(self, tenant_id: str, db: D1Database) -> None:
         if not TENANT_RE.fullmatch(tenant_id):
@@ -192,17 +203,26 @@ class EventLog:
             await self._db.batch(statements[start : start + 50])
 
     async def rows(self, sql_where: str, *params: SqlValue, limit: int) -> list[Row]:
-        """This tenant's event rows matching `sql_where` (its own clauses, `?` parameters),
-        newest first, at most `limit`."""
-        result = await (
-            self._db.prepare(
-                f"SELECT * FROM memory_events WHERE tenant_id = ? AND {sql_where} "
-                "ORDER BY created_at DESC, event_id DESC LIMIT ?"
-            )
-            .bind(self.tenant_id, *params, limit)
-            .all()
+        """This tenant's event rows matching `sql_where` (its own clauses on the columns of
+        `memory_events`, `?` parameters), newest first, at most `limit`: the event rows and
+        the facts that are their own event (`IN_ROW_EVENTS`), in one round trip."""
+        order = "ORDER BY created_at DESC, event_id DESC LIMIT ?"
+        results = await self._db.batch(
+            [
+                self._db.prepare(
+                    f"SELECT * FROM memory_events WHERE tenant_id = ? AND {sql_where} {order}"
+                ).bind(self.tenant_id, *params, limit),
+                # Newest first by id: a fact's created_at is its id's time to the
+                # millisecond, so the index on (tenant_id, fact_id) gives the order.
+                self._db.prepare(
+                    f"SELECT * FROM ({IN_ROW_EVENTS}) WHERE {sql_where} "
+                    "ORDER BY event_id DESC LIMIT ?"
+                ).bind(self.tenant_id, *params, limit),
+            ]
         )
-        return list(result.results)
+        rows = [row for result in results for row in result.results]
+        rows.sort(key=lambda row: (row["created_at"], row["event_id"]), reverse=True)
+        return rows[:limit]
 
     async def written(self, fact_id: str, content_hash: str, limit: int) -> list[Row]:
         """The `memory_written` events of semantic writes of this content hash, and the
@@ -352,7 +372,8 @@ class WriteProposal(BaseModel):
     decision: dict[str, str] | None = None
     # The tier's own row, the event's id, holds what the hash and payload would say (a fact:
     # subject, predicate, content, source, confidence): the event is compact, no hash and
-    # only the marked fields (~240 bytes fewer a fact); the inspector fills it in.
+    # only the marked fields (~240 bytes fewer a fact), or with none marked no event row at
+    # all: the row is the event (`WriteGate.event_in_row`); the inspector fills it in.
     in_row: bool = False
 
     @property
@@ -652,10 +673,17 @@ class WriteGate:
         )
         return event if event_id is None else event.model_copy(update={"event_id": event_id})
 
+    def event_in_row(self, proposal: WriteProposal) -> bool:
+        """Whether the tier's row is `proposal`'s `memory_written` event (migration 0019):
+        its compact event would hold nothing the row does not, so none is written and
+        `EventLog` reads the row (marked `event_in_row`) as the event."""
+        return self._events is not None and proposal.in_row and proposal.personal_fields() is None
+
     def event_statement(self, proposal: WriteProposal, event_id: str) -> D1Statement | None:
         """The event INSERT (insert-if-absent, id `event_id`) for a tier that commits the
-        event in the same D1 batch as its write; None when this gate records no events."""
-        if self._events is None:
+        event in the same D1 batch as its write; None when this gate records no events or
+        the row is the event (`event_in_row`)."""
+        if self._events is None or self.event_in_row(proposal):
             return None
         return self._events.statement(self.event(proposal, event_id), if_absent=True)
 
@@ -675,11 +703,16 @@ class WriteGate:
         proposals: Sequence[WriteProposal],
         event_ids: Sequence[str | None] | None = None,
     ) -> list[MemoryEvent]:
-        """Record the `memory_written` events of committed proposals."""
-        if self._events is None or not proposals:
-            return []
+        """Record the `memory_written` events of committed proposals (not of those whose
+        row is their event: `event_in_row`)."""
         ids = list(event_ids) if event_ids is not None else [None] * len(proposals)
-        events = [self.event(p, i) for p, i in zip(proposals, ids, strict=True)]
+        events = [
+            self.event(p, i)
+            for p, i in zip(proposals, ids, strict=True)
+            if not self.event_in_row(p)
+        ]
+        if self._events is None or not events:
+            return []
         if self._background is not None:
             self._background.wait_until(self._record(events))
         else:

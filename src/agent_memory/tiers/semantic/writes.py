@@ -29,6 +29,7 @@ from agent_memory.ids import (
     content_hash,
     is_ulid,
     new_ulid,
+    ulid_time_ms,
 )
 from agent_memory.tiers.semantic.keys import FactKey, derive_key, entity_candidates
 from agent_memory.tiers.semantic.keyword_index import ContextPlan, SessionContext
@@ -334,9 +335,11 @@ def new_row(
     key: FactKey,
     plan: ContextPlan,
     metadata: dict[str, Any],
+    event_in_row: bool,
 ) -> dict[str, SqlValue]:
     """The `semantic_facts` row of one new fact (status `pending_vector`), with its derived
-    key and its keyword-index plan."""
+    key and its keyword-index plan; `event_in_row`: the row is its write's event
+    (`WriteGate.event_in_row`)."""
     valid_from = ms(fact.valid_from) if fact.valid_from is not None else ms(now)
     valid_to = ms(fact.valid_to) if fact.valid_to is not None else None
     return {
@@ -358,7 +361,8 @@ def new_row(
         "status": "pending_vector",
         "valid_from": valid_from,
         "valid_to": None if valid_to is None else max(valid_to, valid_from),
-        "created_at": ms(now),
+        # The id's own time: the event log orders in-row events by id (`EventLog.rows`).
+        "created_at": ulid_time_ms(fact_id),
         "updated_at": ms(now),
         "key_entity": key.entity,
         "key_attribute": key.attribute,
@@ -367,6 +371,7 @@ def new_row(
         "index_terms": plan.entry.index_terms,
         "index_length": plan.entry.length,
         "context_length": plan.entry.context_length,
+        **({"event_in_row": 1} if event_in_row else {}),  # the column's default is 0
     }
 
 
@@ -503,6 +508,7 @@ class FactWriter:
                     keys[index],
                     plans[index],
                     metadata,
+                    self._s.gate.event_in_row(proposals[index]),
                 )
                 inserts.append((index, insert_statement(self._s, jobs[index])))
                 created[index] = True
