@@ -230,8 +230,9 @@ async def test_own_text_terms_are_stored_short_and_both_entry_forms_index_alike(
     entry = await rt.db.prepare(
         "SELECT index_terms FROM semantic_facts WHERE tenant_id = 'acme'"
     ).first_value("index_terms")
-    # Own-text terms (tf 1) bare (migration 0018); the date's terms are context: [t, 0, 1].
-    assert json.loads(entry) == ["dana", "paint", "door", ["may", 0, 1], ["2024", 0, 1]]
+    # Own-text terms (tf 1) joined in one string (migration 0020); the date's terms are
+    # context: [t, 0, 1].
+    assert json.loads(entry) == ["dana paint door", ["may", 0, 1], ["2024", 0, 1]]
 
     async def postings() -> dict[str, tuple[int, int]]:
         rows = await rt.db.prepare(
@@ -241,7 +242,7 @@ async def test_own_text_terms_are_stored_short_and_both_entry_forms_index_alike(
 
     expected = {"dana": (1, 0), "paint": (1, 0), "door": (1, 0), "may": (0, 1), "2024": (0, 1)}
     assert await postings() == expected
-    # The entry forms written before (0009's, 0015's) index and unindex alike.
+    # The entry forms written before (0009's, 0015's, 0018's) index and unindex alike.
     update = rt.db.prepare("UPDATE semantic_facts SET index_terms = ? WHERE tenant_id = 'acme'")
     await update.bind('{"dana":[1,0],"paint":[2,0],"door":[1,3]}').run()
     assert await postings() == {"dana": (1, 0), "paint": (2, 0), "door": (1, 3)}
@@ -249,6 +250,10 @@ async def test_own_text_terms_are_stored_short_and_both_entry_forms_index_alike(
     assert await postings() == {"dana": (1, 0), "paint": (2, 0), "may": (0, 1)}
     await update.bind('["dana",["door",2,1]]').run()
     assert await postings() == {"dana": (1, 0), "door": (2, 1)}
+    await update.bind('["dana","paint",["door",2,1],"may"]').run()  # 0018's: a term a string
+    assert await postings() == {"dana": (1, 0), "paint": (1, 0), "door": (2, 1), "may": (1, 0)}
+    await update.bind('["paint door"]').run()
+    assert await postings() == {"paint": (1, 0), "door": (1, 0)}
     await update.bind('{"dana":1,"paint":[2,0]}').run()
     await rt.db.prepare("DELETE FROM semantic_facts WHERE tenant_id = 'acme'").run()
     assert await postings() == {}
@@ -281,8 +286,8 @@ async def test_facts_indexed_before_a_variant_was_listed_are_renormalised(
     facts = await memory.learn_many([{"content": f"my favourite tea number {i}"} for i in range(5)])
     # As the index held them before the vocabulary mapped "favourit" to "favorit".
     await rt.db.prepare(
-        "UPDATE semantic_facts SET index_terms = replace(index_terms, '\"favorit\"', "
-        "'\"favourit\"') WHERE tenant_id = 'acme'"
+        "UPDATE semantic_facts SET index_terms = replace(index_terms, 'favorit', 'favourit') "
+        "WHERE tenant_id = 'acme'"
     ).run()
     assert await _keyword_view(memory, "favorite") == []
     done, cursor = await keyword_module.renormalise(rt.db, "acme", 3)

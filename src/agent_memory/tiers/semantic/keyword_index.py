@@ -248,20 +248,25 @@ def index_entry(content: str, context: Sequence[str], valid_from_s: float | None
 
 
 def _entry_json(terms: dict[str, list[int]]) -> str:
-    """`index_terms` as stored (migration 0018): a JSON array, a term once in the memory's own
-    text and not in its context (most of them) a bare string, any other `[term, tf,
-    context_tf]`."""
-    compact = [t if (tf, ctx) == (1, 0) else [t, tf, ctx] for t, (tf, ctx) in terms.items()]
-    return json.dumps(compact, separators=(",", ":"), ensure_ascii=False)
+    """`index_terms` as stored (migration 0020): a JSON array whose first element joins with
+    spaces the terms once in the memory's own text and not in its context (most of them),
+    any other term `[term, tf, context_tf]`. Terms are letters and digits only
+    (`term_counts`): no space inside one, nothing to escape."""
+    plain = " ".join(t for t, (tf, ctx) in terms.items() if (tf, ctx) == (1, 0))
+    other = [[t, tf, ctx] for t, (tf, ctx) in terms.items() if (tf, ctx) != (1, 0)]
+    return json.dumps(
+        [plain, *other] if plain else other, separators=(",", ":"), ensure_ascii=False
+    )
 
 
 def stored_terms(index_terms: str) -> dict[str, list[int]]:
-    """`{"term": [tf, context_tf]}` of a stored `index_terms`: the array form, or the object
-    form of before 0018 (`{"term": tf}` or `{"term": [tf, context_tf]}`)."""
+    """`{"term": [tf, context_tf]}` of a stored `index_terms`: the array form (0020's, or
+    0018's with one term a string), or the object form of before 0018 (`{"term": tf}` or
+    `{"term": [tf, context_tf]}`)."""
     stored: list[str | list[Any]] | dict[str, int | list[int]] = json.loads(index_terms)
     if isinstance(stored, dict):
         return {t: list(v) if isinstance(v, list) else [v, 0] for t, v in stored.items()}
-    return {e: [1, 0] for e in stored if isinstance(e, str)} | {
+    return {t: [1, 0] for e in stored if isinstance(e, str) for t in e.split()} | {
         str(e[0]): [int(e[1]), int(e[2])] for e in stored if isinstance(e, list)
     }
 
