@@ -234,8 +234,8 @@ async def test_writes_run_in_submission_order(runtime: LocalRuntime) -> None:
     writer.append_episode(episode(run_id, NOW_MS + 1))
     writer.complete_run(run_record(run_id, status="completed", finished_at=NOW_MS + 2))
     await background.drain()
-    # The episode's `memory_written` event (write policy, ADR-0051) follows its insert.
-    assert order == ["agent_runs", "memory_episodes", "memory_events", "agent_runs"]
+    # The episode is its own `memory_written` event (write policy, ADR-0051; 0019).
+    assert order == ["agent_runs", "memory_episodes", "agent_runs"]
 
 
 # --- through the Durable Object and the route -----------------------------------------

@@ -104,6 +104,9 @@ CROSSINGS: dict[tuple[str, str], str] = {
         "a fact marked event_in_row is its own memory_written event: the event log reads it "
         "as one (migration 0019), in the same page as the event rows"
     ),
+    ("agent_memory.governance.writes", "memory_episodes"): (
+        "an episode marked event_in_row is its own memory_written event, read as a fact is"
+    ),
     (DO_STORAGE, "agent_runs"): (
         "the alarm asks D1 which of its runs landed before deleting their local copies"
     ),

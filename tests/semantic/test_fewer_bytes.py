@@ -14,8 +14,10 @@ from pathlib import Path
 import pytest
 
 from agent_memory.governance.writes import EventLog, WriteGate, WriteProposal, canonical_json
+from agent_memory.ids import new_ulid
 from agent_memory.lifecycle.erase import SubjectEraser
 from agent_memory.lifecycle.inspect import MemoryInspector
+from agent_memory.tiers.episodic import Episode, EpisodicStore
 from agent_memory.tiers.semantic import keyword_index
 from agent_memory.tiers.semantic.memory import SemanticMemory
 from bindings.ports.clock import FixedClock
@@ -71,17 +73,35 @@ async def test_a_created_fact_is_its_own_event_and_the_inspector_shows_it_whole(
 async def test_the_event_log_pages_through_event_rows_and_in_row_events_once_each(
     rt: LocalRuntime, make_memory: MemoryFactory
 ) -> None:
-    """Facts (their own events) and recalls (event rows) interleaved in time: every page
-    is newest first and each event comes once, whichever table holds it."""
+    """Facts and episodes (their own events) and recalls (event rows) interleaved in time:
+    every page is newest first and each event comes once, whichever table holds it."""
     memory = make_memory()
     clock = rt.clock
     assert isinstance(clock, FixedClock)
+    episodes = EpisodicStore(rt.db, "acme", gate=WriteGate("acme", events=EventLog("acme", rt.db)))
+    run_id = new_ulid(clock.now())
+    await episodes.start_run(
+        run_id=run_id, agent_type="sdr", instance_id="i1", input={}, started_at=NOW_MS
+    )
     for i in range(7):
         await memory.learn({**FACT, "subject": f"contact:{i}", "content": f"Fact number {i}"})
         clock.advance(0.001 * (i % 2))  # some in the same millisecond as a recall
         await memory.recall(f"fact {i}", 3)
         await rt.background.drain()
+        now_ms = int(clock.now() * 1000)
+        await episodes.append_episode(
+            Episode(
+                episode_id=new_ulid(clock.now()),
+                run_id=run_id,
+                agent_type="sdr",
+                instance_id="i1",
+                kind="observation",
+                content=f"Saw thing {i}",
+                created_at=now_ms - 1 if i % 3 == 0 else now_ms,  # not always its id's time
+            )
+        )
         clock.advance(0.002)
+    assert await count_rows(rt, "memory_events", "kind = 'memory_written'") == 0
     inspector = MemoryInspector(rt.db, "acme", now_ms=NOW_MS)
     seen: list[tuple[int, str]] = []
     cursor = None
@@ -91,8 +111,14 @@ async def test_the_event_log_pages_through_event_rows_and_in_row_events_once_eac
         cursor = page.next_cursor
         if cursor is None:
             break
-    assert len(seen) == len(set(seen)) == 14
+    assert len(seen) == len(set(seen)) == 21
     assert seen == sorted(seen, reverse=True)
+
+
+async def count_rows(rt: LocalRuntime, table: str, where: str) -> int:
+    return int(
+        await rt.db.prepare(f"SELECT COUNT(*) AS n FROM {table} WHERE {where}").first_value("n")
+    )
 
 
 def _entry_json_0015(terms: dict[str, list[int]]) -> str:

@@ -152,13 +152,21 @@ BRIEF_FIGURES = (
 )
 
 
-# The facts that are their own `memory_written` event (migration 0019,
-# `WriteGate.event_in_row`), as rows of `memory_events` (the inspector fills in the hash
-# and payload from the fact: `lifecycle.inspect.filled_in`). ?1: the tenant.
+# The facts and episodes that are their own `memory_written` event (migration 0019,
+# `WriteGate.event_in_row`), as rows of `memory_events` (the inspector fills in a fact's
+# hash and payload from the row: `lifecycle.inspect.filled_in`), each newest first. A
+# fact's created_at is its id's time to the millisecond, so its index on (tenant_id,
+# fact_id) gives the order; an episode's is the caller's, so memory_episodes_by_age does.
+# The payload is a constant: a filter on it costs no read of the rows. ?: the tenant.
 IN_ROW_EVENTS = (
-    "SELECT tenant_id, fact_id AS event_id, 'memory_written' AS kind, 'semantic' AS tier, "
-    "agent_type, learned_from_run_id AS run_id, NULL AS content_hash, '{}' AS payload, "
-    "created_at FROM semantic_facts WHERE tenant_id = ? AND event_in_row = 1"
+    "SELECT * FROM (SELECT tenant_id, fact_id AS event_id, 'memory_written' AS kind, "
+    "'semantic' AS tier, agent_type, learned_from_run_id AS run_id, NULL AS content_hash, "
+    "'{}' AS payload, created_at FROM semantic_facts WHERE tenant_id = ? AND event_in_row = 1) "
+    "WHERE {where} ORDER BY event_id DESC LIMIT ?",
+    "SELECT * FROM (SELECT tenant_id, episode_id AS event_id, 'memory_written' AS kind, "
+    "'episodic' AS tier, agent_type, run_id, NULL AS content_hash, '{}' AS payload, "
+    "created_at FROM memory_episodes WHERE tenant_id = ? AND event_in_row = 1) "
+    "WHERE {where} ORDER BY created_at DESC, event_id DESC LIMIT ?",
 )
 
 
@@ -205,19 +213,16 @@ class EventLog:
     async def rows(self, sql_where: str, *params: SqlValue, limit: int) -> list[Row]:
         """This tenant's event rows matching `sql_where` (its own clauses on the columns of
         `memory_events`, `?` parameters), newest first, at most `limit`: the event rows and
-        the facts that are their own event (`IN_ROW_EVENTS`), in one round trip."""
-        order = "ORDER BY created_at DESC, event_id DESC LIMIT ?"
+        the facts and episodes that are their own event (`IN_ROW_EVENTS`), in one round
+        trip."""
+        own = (
+            f"SELECT * FROM memory_events WHERE tenant_id = ? AND {sql_where} "
+            "ORDER BY created_at DESC, event_id DESC LIMIT ?"
+        )
         results = await self._db.batch(
             [
-                self._db.prepare(
-                    f"SELECT * FROM memory_events WHERE tenant_id = ? AND {sql_where} {order}"
-                ).bind(self.tenant_id, *params, limit),
-                # Newest first by id: a fact's created_at is its id's time to the
-                # millisecond, so the index on (tenant_id, fact_id) gives the order.
-                self._db.prepare(
-                    f"SELECT * FROM ({IN_ROW_EVENTS}) WHERE {sql_where} "
-                    "ORDER BY event_id DESC LIMIT ?"
-                ).bind(self.tenant_id, *params, limit),
+                self._db.prepare(sql).bind(self.tenant_id, *params, limit)
+                for sql in (own, *(arm.replace("{where}", sql_where) for arm in IN_ROW_EVENTS))
             ]
         )
         rows = [row for result in results for row in result.results]

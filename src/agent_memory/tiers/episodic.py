@@ -197,8 +197,10 @@ class EpisodicStore:
         return self._db.prepare(sql).bind(self.tenant, *params)
 
     def proposal(self, episode: Episode) -> WriteProposal:
-        """The write proposal of `episode` (what the policy checks and the event hashes)."""
-        return WriteProposal(
+        """The write proposal of `episode` (what the policy checks and the event hashes). An
+        episode without personal data is its own event (`WriteGate.event_in_row`): its row
+        says all the compact event would; a sealed one keeps a full event."""
+        proposal = WriteProposal(
             tier="episodic",
             key=episode.episode_id,
             value={
@@ -213,6 +215,7 @@ class EpisodicStore:
             subject=episode.subject,
             run_id=episode.run_id,
         )
+        return proposal.model_copy(update={"in_row": proposal.personal_fields() is None})
 
     # --- writes ---------------------------------------------------------------------
 
@@ -233,15 +236,16 @@ class EpisodicStore:
         ).run()
 
     async def append_episode(self, episode: Episode) -> None:
-        """Insert the episode, then its `memory_written` event (both idempotent: the event id
-        is the episode id, so a retry records it once). Raises `WriteDenied` (policy) or
-        `EpisodeLimitReached` (tenant full), and then nothing is written."""
+        """Insert the episode, which is its own `memory_written` event (migration 0019), or
+        then its event (both idempotent: the event id is the episode id, so a retry records
+        it once). Raises `WriteDenied` (policy) or `EpisodeLimitReached` (tenant full), and
+        then nothing is written."""
         proposal = self.proposal(episode)
         self.gate.check(proposal)
         # Sealed here, once: the row holds only ciphertext of the personal fields.
         data = await self.personal.seal(episode.subject, episode.episode_id, "data", episode.data)
         try:
-            await self._insert_statement(episode, data).run()
+            await self._insert_statement(episode, data, self.gate.event_in_row(proposal)).run()
         except D1Error as exc:
             if EPISODE_LIMIT_CODE in str(exc):
                 raise EpisodeLimitReached(self.tenant, str(exc)) from exc
@@ -250,11 +254,13 @@ class EpisodicStore:
         if event is not None:
             await event.run()
 
-    def _insert_statement(self, episode: Episode, data: dict[str, Any]) -> D1Statement:
+    def _insert_statement(
+        self, episode: Episode, data: dict[str, Any], event_in_row: bool
+    ) -> D1Statement:
         return self._db.prepare(
             "INSERT INTO memory_episodes (tenant_id, episode_id, run_id, agent_type, "
             "instance_id, kind, subject, content, data, importance, content_hash, "
-            "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "created_at, event_in_row) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT (tenant_id, episode_id) DO NOTHING"
         ).bind(
             self.tenant,
@@ -269,6 +275,7 @@ class EpisodicStore:
             episode.importance,
             episode.content_hash,
             episode.created_at,
+            int(event_in_row),
         )
 
     async def finish_run(self, run: RunRecord) -> None:
