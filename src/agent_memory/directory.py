@@ -55,12 +55,30 @@ FENCE_STATES = ("incoming", "frozen", "moved")
 # Tables of the directory and moves themselves: never copied with a tenant.
 DIRECTORY_TABLES = frozenset({"tenant_directory", "tenant_fences", "tenant_moves"})
 # Tables the database's own triggers keep from other tables' rows (keyword postings and their
-# counters from `semantic_facts`, migrations 0009/0015; the episode count from
-# `memory_episodes`, 0004): a move does not copy them (the target's triggers rebuild them) and
-# they carry no fence triggers (those would refuse the base tables' own trigger writes).
+# counters from `semantic_facts`, migrations 0009/0015, the tenant's code in them, 0020; the
+# episode count from `memory_episodes`, 0004): a move does not copy them (the target's
+# triggers rebuild them) and they carry no fence triggers (those would refuse the base
+# tables' own trigger writes).
 DERIVED_TABLES = frozenset(
-    {"semantic_terms", "semantic_term_stats", "semantic_index_stats", "memory_tenant_stats"}
+    {
+        "semantic_terms",
+        "semantic_term_stats",
+        "semantic_index_stats",
+        "memory_tenant_stats",
+        "keyword_tenants",
+    }
 )
+# Derived tables whose `tenant_id` column holds the tenant's code in this database (0020).
+BY_TENANT_CODE = frozenset({"semantic_terms", "semantic_term_stats"})
+
+
+def tenant_clause(table: str) -> str:
+    """`tenant_id = ?` for `table`'s rows of the tenant bound to the `?` (by its code in the
+    tables that name it so)."""
+    if table in BY_TENANT_CODE:
+        return "tenant_id = (SELECT code FROM keyword_tenants WHERE tenant_id = ?)"
+    return "tenant_id = ?"
+
 
 HOMES_CACHED = 4096  # bounds this isolate's memory; past it the cache starts over
 # tenant -> (read at, shard): this isolate's copy of the directory, for `HOME_TTL_SECONDS`.

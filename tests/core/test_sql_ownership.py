@@ -38,6 +38,7 @@ OWNERS: dict[str, str] = {
     "semantic_terms": SEMANTIC,
     "semantic_term_stats": SEMANTIC,
     "semantic_index_stats": SEMANTIC,
+    "keyword_tenants": SEMANTIC,
     "reconcile_state": SEMANTIC,
     "facts_kept_apart": SEMANTIC,
     # D1: working tier's namespace reads, procedural packs
@@ -99,6 +100,9 @@ CROSSINGS: dict[tuple[str, str], str] = {
     (f"{SEMANTIC}.recall", "memory_events"): (
         "the recall counter moves only if the recall's event is not yet written (NOT EXISTS "
         "in the same statement keeps a retried batch from counting twice)"
+    ),
+    ("agent_memory.directory", "keyword_tenants"): (
+        "a move deletes a tenant's derived rows, in the keyword index by the tenant's code"
     ),
     ("agent_memory.governance.writes", "semantic_facts"): (
         "a fact marked event_in_row is its own memory_written event: the event log reads it "

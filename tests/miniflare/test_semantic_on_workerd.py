@@ -116,7 +116,8 @@ async def test_learn_recall_and_delete_facts_with_d1_on_workerd(
     # and its document count are gone from the tenant's keyword index.
     indexed = await (
         mf_migrated_d1.prepare(
-            "SELECT COUNT(DISTINCT fts_rowid) AS n FROM semantic_terms WHERE tenant_id = ?"
+            "SELECT COUNT(DISTINCT fts_rowid) AS n FROM semantic_terms WHERE tenant_id = "
+            "(SELECT code FROM keyword_tenants WHERE tenant_id = ?)"
         )
         .bind("acme")
         .first_value("n")

@@ -109,7 +109,10 @@ async def test_a_moved_tenant_keeps_every_memory_and_leaves_nothing_behind(
     assert "number 7" in found["items"][0]["value"]
     terms = (
         await runtime.shard_db("s2")
-        .prepare("SELECT COUNT(*) AS n FROM semantic_terms WHERE tenant_id = ?")
+        .prepare(
+            "SELECT COUNT(*) AS n FROM semantic_terms WHERE tenant_id = "
+            "(SELECT code FROM keyword_tenants WHERE tenant_id = ?)"
+        )
         .bind(T)
         .first_value("n")
     )

@@ -118,14 +118,16 @@ async def index_state(db: D1Database, tenant: str) -> dict[str, Any]:
         await db.prepare(
             "SELECT f.content, t.term, t.tf, t.context_tf, t.length, t.context_length "
             "FROM semantic_terms AS t JOIN semantic_facts AS f ON f.fts_rowid = t.fts_rowid "
-            "WHERE t.tenant_id = ? ORDER BY f.content, t.term"
+            "WHERE t.tenant_id = (SELECT code FROM keyword_tenants WHERE tenant_id = ?) "
+            "ORDER BY f.content, t.term"
         )
         .bind(tenant)
         .all()
     ).results
     df = (
         await db.prepare(
-            "SELECT term, df FROM semantic_term_stats WHERE tenant_id = ? AND df > 0 ORDER BY term"
+            "SELECT term, df FROM semantic_term_stats WHERE tenant_id = "
+            "(SELECT code FROM keyword_tenants WHERE tenant_id = ?) AND df > 0 ORDER BY term"
         )
         .bind(tenant)
         .all()

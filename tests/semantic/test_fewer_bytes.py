@@ -13,7 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory.governance.writes import EventLog, WriteGate, WriteProposal, canonical_json
+from agent_memory.governance.writes import (
+    EventLog,
+    WriteGate,
+    WriteProposal,
+    canonical_json,
+    memory_retrieved,
+)
 from agent_memory.ids import new_ulid
 from agent_memory.lifecycle.erase import SubjectEraser
 from agent_memory.lifecycle.inspect import MemoryInspector
@@ -157,8 +163,18 @@ async def test_a_database_at_0016_upgrades_and_still_recalls_inspects_and_erases
                 )
             ]
         )
-        await memory.recall("when does Ada like a call", 5)
-        await rt.background.drain()
+        # A recall's event, as the code before wrote it (that code's reads are gone).
+        await EventLog("acme", rt.db).record(
+            memory_retrieved(
+                tenant_id="acme",
+                tier="semantic",
+                now=rt.clock.now(),
+                query="when does Ada like a call",
+                top_k=5,
+                results=[],
+                candidates={},
+            )
+        )
         assert "0018_fewer_bytes.sql" in await apply_migrations(rt.db, MIGRATIONS_DIR)
         monkeypatch.undo()
         entries = "SELECT DISTINCT substr(index_terms, 1, 1) AS c FROM semantic_facts"

@@ -71,11 +71,13 @@ async def test_deleting_a_fact_takes_it_out_of_the_statistics(
     ).results
     assert stats == {"docs": 3, "total_length": sum(r["index_length"] for r in rows)}
     df = await rt.db.prepare(
-        "SELECT df FROM semantic_term_stats WHERE tenant_id = 'acme' AND term = 'potteri'"
+        "SELECT df FROM semantic_term_stats WHERE tenant_id = "
+        "(SELECT code FROM keyword_tenants WHERE tenant_id = 'acme') AND term = 'potteri'"
     ).first_value("df")
     assert df == 1  # "pottery" (stemmed) is left in Dana's fact only
     postings = await rt.db.prepare(
-        "SELECT COUNT(*) AS n FROM semantic_terms WHERE tenant_id = 'acme' AND fts_rowid = "
+        "SELECT COUNT(*) AS n FROM semantic_terms WHERE tenant_id = "
+        "(SELECT code FROM keyword_tenants WHERE tenant_id = 'acme') AND fts_rowid = "
         "(SELECT MAX(fts_rowid) FROM semantic_terms) + 1000"
     ).first_value("n")
     assert postings == 0
@@ -189,7 +191,8 @@ async def test_the_sql_keyword_score_is_the_bm25f_formula(
         str(r["term"]): int(r["df"])
         for r in (
             await rt.db.prepare(
-                "SELECT term, df FROM semantic_term_stats WHERE tenant_id = 'acme'"
+                "SELECT term, df FROM semantic_term_stats WHERE tenant_id = "
+                "(SELECT code FROM keyword_tenants WHERE tenant_id = 'acme')"
             ).all()
         ).results
     }
@@ -236,7 +239,8 @@ async def test_own_text_terms_are_stored_short_and_both_entry_forms_index_alike(
 
     async def postings() -> dict[str, tuple[int, int]]:
         rows = await rt.db.prepare(
-            "SELECT term, tf, context_tf FROM semantic_terms WHERE tenant_id = 'acme'"
+            "SELECT term, tf, context_tf FROM semantic_terms WHERE tenant_id = "
+            "(SELECT code FROM keyword_tenants WHERE tenant_id = 'acme')"
         ).all()
         return {str(r["term"]): (int(r["tf"]), int(r["context_tf"])) for r in rows.results}
 
@@ -296,3 +300,28 @@ async def test_facts_indexed_before_a_variant_was_listed_are_renormalised(
     found = {fid for fid, _ in await _keyword_view(memory, "favorite")}
     assert found == {f.fact_id for f in facts}
     assert await keyword_module.renormalise(rt.db, "acme", 10) == (0, None)  # idempotent
+
+
+async def test_postings_name_each_tenant_by_a_short_code_of_its_database(
+    rt: LocalRuntime, make_memory: MemoryFactory
+) -> None:
+    """Migration 0020: a tenant's postings carry a code of one or two capitals, not its id;
+    two tenants' codes differ, a tenant indexed before the migration keeps its id as its
+    code, and each recalls only its own facts."""
+    await rt.db.prepare(  # as 0020 leaves a tenant indexed before it
+        "INSERT INTO keyword_tenants (tenant_id, code) VALUES ('legacy-co', 'legacy-co')"
+    ).run()
+    long_id = "org-4f9c2a7e-6b1d-4e8a-9c3f-2d5e7a1b0c6d"
+    ids = {}
+    for tenant in ("acme", long_id, "legacy-co"):
+        [fact] = await make_memory(tenant).learn_many([{"content": f"{tenant} rents kayaks"}])
+        ids[tenant] = fact.fact_id
+    codes = {
+        r["tenant_id"]: r["code"]
+        for r in (await rt.db.prepare("SELECT tenant_id, code FROM keyword_tenants").all()).results
+    }
+    assert codes == {"legacy-co": "legacy-co", "acme": "B", long_id: "C"}
+    stored = await rt.db.prepare("SELECT DISTINCT tenant_id FROM semantic_terms").all()
+    assert {r["tenant_id"] for r in stored.results} == {"B", "C", "legacy-co"}
+    for tenant, fact_id in ids.items():
+        assert [fid for fid, _ in await _keyword_view(make_memory(tenant), "kayaks")] == [fact_id]

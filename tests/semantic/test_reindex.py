@@ -169,7 +169,8 @@ async def test_a_fact_indexed_concurrently_keeps_the_other_writers_entry(
     # Its postings are the other writer's, once (the job's UPDATE did not apply to it).
     terms = (
         await rt.db.prepare(
-            "SELECT term, df FROM semantic_term_stats WHERE tenant_id = 'acme' "
+            "SELECT term, df FROM semantic_term_stats WHERE tenant_id = "
+            "(SELECT code FROM keyword_tenants WHERE tenant_id = 'acme') "
             "AND term IN ('concurrent', 'lee')"
         ).all()
     ).results

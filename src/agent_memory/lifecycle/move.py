@@ -54,6 +54,7 @@ from agent_memory.directory import (
     set_home,
     shard_db,
     shard_named,
+    tenant_clause,
     tenant_tables,
 )
 from agent_memory.ids import chunks
@@ -443,8 +444,10 @@ async def _delete_step(
     """Delete one chunk of the tenant's rows in the source (base tables, then derived ones);
     the table index to continue with, or None when the source holds nothing of the tenant."""
     db = shard_db(source)
+    # The tenant's keyword code goes last: the coded tables are found by it.
     tables = sorted(
-        await tenant_tables(db, source.name), key=lambda t: (t.name in DERIVED_TABLES, t.name)
+        await tenant_tables(db, source.name),
+        key=lambda t: (t.name in DERIVED_TABLES, t.name == "keyword_tenants", t.name),
     )
     index = int(progress.get("table", 0))
     if index >= len(tables):
@@ -452,7 +455,8 @@ async def _delete_step(
     table = tables[index]
     if table.name in DERIVED_TABLES:
         # What the base tables' delete triggers left (counters at zero): one statement.
-        await db.prepare(f'DELETE FROM "{table.name}" WHERE tenant_id = ?').bind(tenant).run()
+        where = tenant_clause(table.name)
+        await db.prepare(f'DELETE FROM "{table.name}" WHERE {where}').bind(tenant).run()
         meter.spend()
         return index + 1
     key = _key(table)

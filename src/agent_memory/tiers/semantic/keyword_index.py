@@ -47,6 +47,8 @@ from bindings.ports.d1 import D1Database
 from bindings.ports.sql import Row, SqlValue
 
 POSTINGS_BUDGET = 1_000
+# The postings and term counts name a tenant by its code in this database (migration 0020).
+TENANT_CODE = "(SELECT code FROM keyword_tenants WHERE tenant_id = ?)"
 # Terms that drive candidate generation: each is one index range of postings.
 MAX_DRIVING_TERMS = 16
 
@@ -58,6 +60,8 @@ class KeywordQuery:
     terms: list[str]
     df: dict[str, int]
     stats: TenantStats
+    # The tenant's code in the postings (`TENANT_CODE`); None: nothing indexed yet.
+    code: str | None
     params: Bm25Params
 
     @property
@@ -87,10 +91,16 @@ class KeywordIndex:
             "WHERE tenant_id = ?"
         ).bind(self._s.tenant_id)
         df_stmt = self._s.db.prepare(
-            "SELECT term, df FROM semantic_term_stats WHERE tenant_id = ? "
+            f"SELECT term, df FROM semantic_term_stats WHERE tenant_id = {TENANT_CODE} "
             "AND term IN (SELECT value FROM json_each(?))"
         ).bind(self._s.tenant_id, json.dumps(list(terms)))
-        stats_result, df_result = await self._s.db.batch([stats_stmt, df_stmt])
+        code_stmt = self._s.db.prepare("SELECT code FROM keyword_tenants WHERE tenant_id = ?").bind(
+            self._s.tenant_id
+        )
+        stats_result, df_result, code_result = await self._s.db.batch(
+            [stats_stmt, df_stmt, code_stmt]
+        )
+        code = str(code_result.results[0]["code"]) if code_result.results else None
         row = stats_result.results[0] if stats_result.results else None
         stats = TenantStats(
             docs=int(row["docs"]) if row else 0,
@@ -103,7 +113,9 @@ class KeywordIndex:
                 asked.append(whole)
             elif whole in asked and not df.get(whole) and all(df.get(p) for p in parts):
                 asked += [p for p in parts if p not in asked]
-        return KeywordQuery(terms=list(dict.fromkeys(asked)), df=df, stats=stats, params=params)
+        return KeywordQuery(
+            terms=list(dict.fromkeys(asked)), df=df, stats=stats, params=params, code=code
+        )
 
     async def candidates(
         self,
@@ -141,13 +153,13 @@ class KeywordIndex:
                 "(SELECT * FROM semantic_terms WHERE tenant_id = ? AND term = ? "
                 "ORDER BY fts_rowid DESC LIMIT ?) AS p"
             )
-            postings_params: list[SqlValue] = [self._s.tenant_id, driving[0], POSTINGS_BUDGET]
+            postings_params: list[SqlValue] = [query.code, driving[0], POSTINGS_BUDGET]
         else:
             score, score_params = _posting_score(query, "w.value")
             # CROSS JOIN: the query's terms drive one index range of postings each.
             postings = "json_each(?) AS w CROSS JOIN semantic_terms AS p"
             postings += " WHERE p.tenant_id = ? AND p.term = w.key"
-            postings_params = [json.dumps({t: idfs[t] for t in driving}), self._s.tenant_id]
+            postings_params = [json.dumps({t: idfs[t] for t in driving}), query.code]
         # Rank the postings alone (no row reads), then check the best rows: dead or filtered
         # rows are skipped, so rank more than `limit` (all of them when filters narrow).
         ranked = POSTINGS_BUDGET if narrowed else 2 * limit
@@ -183,7 +195,7 @@ class KeywordIndex:
         """A SQL expression on a `semantic_facts AS f` row: its exact BM25F for `query` over
         every query term, however common (0.0 when it holds none, or without a query), and
         its parameters. One primary-key probe of the postings per query term and row."""
-        if query is None or not query.df:
+        if query is None or not query.df or query.code is None:
             return "0.0", []
         idfs = query.idfs
         weights = json.dumps({t: idfs[t] for t in query.terms if query.df.get(t, 0) > 0})
@@ -191,9 +203,9 @@ class KeywordIndex:
         return (
             f"COALESCE((SELECT SUM({score}) "
             "FROM json_each(?) AS w CROSS JOIN semantic_terms AS p "
-            "WHERE p.tenant_id = f.tenant_id AND p.term = w.key AND p.fts_rowid = f.fts_rowid"
+            "WHERE p.tenant_id = ? AND p.term = w.key AND p.fts_rowid = f.fts_rowid"
             "), 0.0)",
-            [*params, weights],
+            [*params, weights, query.code],
         )
 
 

@@ -27,6 +27,7 @@ from agent_memory.governance.writes import EventLog, WriteGate
 from agent_memory.ids import count_then_delete, delete_ids
 from agent_memory.namespace import TENANT_RE
 from agent_memory.retrieval import RetrievalConfig, Tier
+from agent_memory.tiers.semantic.keyword_index import TENANT_CODE
 from agent_memory.tiers.semantic.models import (
     DEFAULT_AGENT_TYPE,
     DEFAULT_TOP_K,
@@ -455,17 +456,19 @@ class FactHistory:
         term's document count, so its text would stay); True when no posting names a fact
         that is gone."""
         await (
-            self._db.prepare("DELETE FROM semantic_term_stats WHERE tenant_id = ? AND df <= 0")
+            self._db.prepare(
+                f"DELETE FROM semantic_term_stats WHERE tenant_id = {TENANT_CODE} AND df <= 0"
+            )
             .bind(self.tenant_id)
             .run()
         )
         orphans = await (
             self._db.prepare(
-                "SELECT COUNT(*) AS n FROM semantic_terms t WHERE t.tenant_id = ? AND NOT EXISTS "
-                "(SELECT 1 FROM semantic_facts f WHERE f.tenant_id = t.tenant_id "
+                f"SELECT COUNT(*) AS n FROM semantic_terms t WHERE t.tenant_id = {TENANT_CODE} "
+                "AND NOT EXISTS (SELECT 1 FROM semantic_facts f WHERE f.tenant_id = ? "
                 "AND f.fts_rowid = t.fts_rowid)"
             )
-            .bind(self.tenant_id)
+            .bind(self.tenant_id, self.tenant_id)
             .first_value("n")
         )
         return int(orphans or 0) == 0
