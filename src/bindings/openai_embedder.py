@@ -1,9 +1,7 @@
-"""An `Embedder` for any OpenAI-compatible `/embeddings` endpoint, over httpx (a fresh client
-per call, as Workers require): at most 100 inputs per request, rows ordered by `index`,
-float32, L2-normalised; a row of other dimensions is an `EmbeddingError` (it must never reach
-the vector index). 429 → `EmbeddingRateLimitedError`, 503/529 → `EmbeddingOverloadedError`,
-other 4xx → `EmbeddingBadRequestError`, timeouts → `EmbeddingTimeoutError`, anything else
-(5xx, unreachable, a body not as documented) → `EmbeddingError`; never with the API key.
+"""An `Embedder` for an OpenAI-compatible `/embeddings` endpoint (a fresh httpx client per
+call, as Workers require): ≤ 100 inputs a request, rows by `index`, L2-normalised float32, other
+dimensions refused. 429 → rate limited, 503/529 → overloaded, other 4xx → bad request,
+timeouts → timeout, anything else `EmbeddingError`; never with the API key.
 """
 
 from __future__ import annotations

@@ -1,22 +1,13 @@
-"""The Workers AI binding (`env.AI.run`): the `Embedder` (bge), the `Reranker` and the `LLM`.
-Loads without numpy or pydantic (tests/pyodide runs it in bare Pyodide). Errors are "<code>: <text>"
-(workers-ai/platform/errors): 3036 (daily allocation used) rate limiting, 3040 (no capacity)
-overload, 3007/3008 timeout.
+"""The Workers AI binding (`env.AI.run`): the `Embedder` (bge), the `Reranker` and the `LLM`;
+loads without numpy or pydantic (tests/pyodide). Errors are "<code>: <text>"
+(workers-ai/platform/errors): 3036 rate limit, 3040 no capacity, 3007/3008 timeout.
 
-Embeddings (≤ 100 texts per call) pin **cls** pooling, which the bge model schema recommends
-and BAAI's config uses (`mean` is only the backwards-compatible default). cls and mean
-vectors are not comparable, so the pooling is part of `config.model` (`...#pooling=cls`).
-
-Reranking (`@cf/baai/bge-reranker-base`, workers-ai/models/bge-reranker-base): input
-`{query, contexts: [{text}], top_k}`, output `{response: [{id, score}]}` where `id` is the
-context's index in the request, best first; every context is asked for (`top_k`) and the
-scores are put back in request order.
-
-Chat replies come "traditional" (llama-3.x: `{response, tool_calls}`) or OpenAI-shaped
-(`{choices}`); both are read. Requests fit both input schemas: an assistant turn that called
-tools carries its calls as JSON in `content` (all a traditional model reads) and in
-`tool_calls`; a tool result carries `name` and `tool_call_id`. Calls without ids get
-`call_<step>_<i>`.
+Embeddings pin **cls** pooling (the bge schema's recommendation; `mean` is only the legacy
+default); the two are not comparable, so the pooling is part of `config.model`. The reranker
+answers `{response: [{id, score}]}` best first (`id`: the context's index); scores are put back
+in request order. Chat replies come "traditional" (`{response, tool_calls}`) or OpenAI-shaped
+(`{choices}`); an assistant turn's tool calls go both as JSON `content` (all a traditional
+model reads) and as `tool_calls`; calls without ids get `call_<step>_<i>`.
 """
 
 from __future__ import annotations

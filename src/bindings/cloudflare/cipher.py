@@ -1,7 +1,6 @@
-"""`Cipher` by WebCrypto (`crypto.subtle`): AES-256-GCM with keys imported per call,
-non-extractable, with only the usage needed; nonces and keys from `crypto.getRandomValues`.
-The 128-bit tag is appended, as `cryptography`'s AESGCM does (tests/pyodide/py/test_cipher.py).
-A failed decrypt (`OperationError`) is a `CipherError`. `js` is imported when called.
+"""`Cipher` by WebCrypto: AES-256-GCM, keys imported per call (non-extractable, one usage),
+nonces and keys from `crypto.getRandomValues`, the tag appended as `cryptography` does. A failed
+decrypt is a `CipherError`. `js` is imported when called: this loads under the CPython fakes.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""`Signatures` by WebCrypto (`crypto.subtle`): keys imported per call, non-extractable, with
-only the usage needed (HMAC as `raw` SHA-256, RSA public keys as `jwk` RSASSA-PKCS1-v1_5
-SHA-256); `verify` is WebCrypto's (constant time for HMAC). A key WebCrypto refuses verifies
-nothing (False). `js` is imported when called, so this loads under the CPython fakes.
-"""
+"""`Signatures` by WebCrypto (`crypto.subtle`): keys imported per call, non-extractable, for
+one usage; `verify` is WebCrypto's (constant time for HMAC). A key WebCrypto refuses verifies
+nothing (False)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
 """`VectorIndex` over a Vectorize (v2) binding (`env.VECTORIZE`; vectorize/reference/*).
-
-Mutations return `{mutationId}` and become visible seconds later. Vectors are sent as plain
-float lists (numpy arrays would reach JS as opaque objects). The documented limits are checked
-here (`BindingLimitError`, like the local index); a JS error is a `BindingLimitError` when
-Vectorize blames the input (a 4xxxx code), else `BindingUnavailableError`.
+Mutations return `{mutationId}` and become visible seconds later; vectors go as float lists.
+The documented limits are checked here; a JS error is a `BindingLimitError` when Vectorize
+blames the input (a 4xxxx code), else `BindingUnavailableError`.
 """
 
 from __future__ import annotations
