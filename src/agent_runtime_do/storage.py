@@ -484,13 +484,10 @@ async def run_alarm(core: AgentRuntimeCore, now: float) -> AlarmOutcome:
         # Past it already: something not yet in D1 held the clear; look again later.
         candidates.append(end_of_idle if end_of_idle > now else now + idle)
     outcome.next_alarm = min(candidates, default=None)
-    log.info(
-        "agent instance %s/%s/%s alarm: %s",
-        tenant,
-        me["agent_type"],
-        subject_digest(str(me["instance_id"])),  # an instance id may name a person
-        {k: v for k, v in asdict(outcome).items() if k != "errors"},
-    )
+    # An instance id may name a person: logged as a digest.
+    instance = f"{tenant}/{me['agent_type']}/{subject_digest(str(me['instance_id']))}"
+    summary = {k: v for k, v in asdict(outcome).items() if k != "errors"}
+    log.info("agent instance %s alarm: %s", instance, summary)
     return outcome
 
 
@@ -534,11 +531,7 @@ async def _retry_failed(
             )
             log.warning(
                 "failed episodic %s for run %s: alarm retry %d/%d failed (%s)%s",
-                row["op"],
-                row["run_id"],
-                retries,
-                FAILED_WRITE_RETRIES,
-                type(exc).__name__,
+                *(row["op"], row["run_id"], retries, FAILED_WRITE_RETRIES, type(exc).__name__),
                 "" if next_at is not None else "; kept for the daily brief",
             )
             continue

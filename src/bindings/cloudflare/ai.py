@@ -81,6 +81,10 @@ class _WorkersAIModel:
         self._raw = ffi.is_raw(ai)
         self._model = model
 
+    @property
+    def model(self) -> str:
+        return self._model
+
     async def _run(self, inputs: dict[str, Any]) -> Any:
         """`env.AI.run(model, inputs)` as plain Python; a JS error propagates as `JsException`."""
         return ffi.to_py(await self._ai.run(self._model, ffi.to_js_arg(inputs, self._raw)))
@@ -118,10 +122,11 @@ class WorkersAIEmbedder(_WorkersAIModel):
                 f"Workers AI {self._model} rejects empty texts; the texts at positions "
                 f"{empty} are empty"
             )
-        rows: list[list[float]] = []
-        for start in range(0, len(items), MAX_TEXTS_PER_CALL):
-            rows.extend(await self._embed_batch(items[start : start + MAX_TEXTS_PER_CALL]))
-        return [_normalised(row) for row in rows]
+        return [
+            _normalised(row)
+            for start in range(0, len(items), MAX_TEXTS_PER_CALL)
+            for row in await self._embed_batch(items[start : start + MAX_TEXTS_PER_CALL])
+        ]
 
     async def _embed_batch(self, batch: list[str]) -> list[list[float]]:
         try:
@@ -144,10 +149,6 @@ class WorkersAIEmbedder(_WorkersAIModel):
 class WorkersAIReranker(_WorkersAIModel):
     def __init__(self, ai: Any, model: str = BGE_RERANKER) -> None:
         super().__init__(ai, model)
-
-    @property
-    def model(self) -> str:
-        return self._model
 
     async def rerank(self, query: str, texts: Sequence[str]) -> list[float]:
         items = [text[:MAX_RERANK_CHARS] for text in texts]
@@ -237,10 +238,6 @@ def parse_workers_ai_reply(reply: Any, step: int) -> ChatMessage:
 
 
 class WorkersAILLM(_WorkersAIModel):
-    @property
-    def model(self) -> str:
-        return self._model
-
     async def chat(
         self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = ()
     ) -> ChatResult:

@@ -18,22 +18,25 @@ def _js() -> Any:
     return js
 
 
-def _subtle() -> Any:
+def subtle() -> Any:
+    """`crypto.subtle` (also for `signatures`)."""
     return _js().crypto.subtle
 
 
+def js_object(value: dict[str, Any]) -> Any:
+    """A JS Object (not a Map) from a dict."""
+    return to_js(value, dict_converter=_js().Object.fromEntries)
+
+
 async def _import_key(key: bytes, usage: str) -> Any:
-    return await _subtle().importKey("raw", to_js(key), "AES-GCM", False, to_js([usage]))
+    return await subtle().importKey("raw", to_js(key), "AES-GCM", False, to_js([usage]))
 
 
 def _params(nonce: bytes, aad: bytes) -> Any:
-    params = {
-        "name": "AES-GCM",
-        "iv": to_js(nonce),
-        "additionalData": to_js(aad),
-        "tagLength": TAG_BYTES * 8,
-    }
-    return to_js(params, dict_converter=_js().Object.fromEntries)
+    tag_bits = TAG_BYTES * 8
+    return js_object(
+        {"name": "AES-GCM", "iv": to_js(nonce), "additionalData": to_js(aad), "tagLength": tag_bits}
+    )
 
 
 def _random(size: int) -> bytes:
@@ -49,13 +52,13 @@ class WebCryptoCipher:
     async def encrypt(self, key: bytes, plaintext: bytes, aad: bytes) -> tuple[bytes, bytes]:
         nonce = _random(NONCE_BYTES)
         handle = await _import_key(key, "encrypt")
-        sealed = await _subtle().encrypt(_params(nonce, aad), handle, to_js(plaintext))
+        sealed = await subtle().encrypt(_params(nonce, aad), handle, to_js(plaintext))
         return nonce, bytes(sealed.to_bytes())
 
     async def decrypt(self, key: bytes, nonce: bytes, ciphertext: bytes, aad: bytes) -> bytes:
         try:
             handle = await _import_key(key, "decrypt")
-            plain = await _subtle().decrypt(_params(nonce, aad), handle, to_js(ciphertext))
+            plain = await subtle().decrypt(_params(nonce, aad), handle, to_js(ciphertext))
         except JsException as exc:
             raise CipherError("AES-GCM decryption failed") from exc
         return bytes(plain.to_bytes())
