@@ -315,10 +315,8 @@ def _may_use_memory_tool(principal: Principal, name: str) -> bool:
 
 
 async def _memory_available(ctx: McpContext, principal: Principal) -> bool:
-    """Offered by the deployment, enabled for the tenant, one memory scope held."""
-    if ctx.memory is None or not any(
-        _may_use_memory_tool(principal, n) for n in _MEMORY_TOOL_SCOPE
-    ):
+    """Enabled for the tenant and one memory scope held (callers check the deployment's)."""
+    if not any(_may_use_memory_tool(principal, n) for n in _MEMORY_TOOL_SCOPE):
         return False
     gw = ctx.gateway
     tenant = await load_tenant(gw.kv, gw.cache, gw.clock, principal.tenant)

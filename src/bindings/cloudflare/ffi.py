@@ -56,8 +56,7 @@ def to_py(value: Any) -> Any:
 
 
 def _nulls_for_none(value: Any) -> Any:
-    # Raw mode: `to_js` turns None into `undefined`, which JSON drops and D1 rejects; the
-    # JS value we mean is `null`. (On Pyodide < 0.27 there is no jsnull to send: None stays.)
+    # `to_js` turns None into `undefined`, which JSON drops and D1 rejects: we mean `null`.
     if value is None:
         return jsnull
     if isinstance(value, Mapping):
