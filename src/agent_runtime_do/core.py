@@ -129,8 +129,7 @@ class AgentRuntimeCore:
             at = float(last["updated_at"])
             storage.touch(sql, last["tenant_id"], last["agent_type"], last["instance_id"], at)
             await self.arm_by(at + self.bindings.settings.agent_state_idle_seconds)
-        db = self.bindings.db
-        if db is None:
+        if self.bindings.db is None:
             return
         for tenant, pending in storage.pending_by_tenant(sql).items():
             log.warning("replaying %d unsettled episodic write(s)", len(pending))

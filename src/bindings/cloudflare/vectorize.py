@@ -108,20 +108,15 @@ class CloudflareVectorIndex:
         ]
 
     async def describe(self) -> VectorIndexInfo:
-        # VectorizeIndexInfo: {vectorCount, dimensions, processedUpTo...} (workers-types).
-        info = ffi.to_py(await self._describe()) or {}
+        try:  # VectorizeIndexInfo: {vectorCount, dimensions, processedUpTo...} (workers-types)
+            info = ffi.to_py(await self._index.describe()) or {}
+        except ffi.JsException as exc:
+            message = f"Vectorize describe failed: {ffi.error_message(exc)}"
+            raise BindingUnavailableError(message) from exc
         return VectorIndexInfo(
             dimensions=int(info.get("dimensions") or 0),
             vector_count=int(info.get("vectorCount") or 0),
         )
-
-    async def _describe(self) -> Any:
-        try:
-            return await self._index.describe()
-        except ffi.JsException as exc:
-            raise BindingUnavailableError(
-                f"Vectorize describe failed: {ffi.error_message(exc)}"
-            ) from exc
 
     async def delete_by_ids(self, ids: Sequence[str]) -> VectorMutation:
         if not ids:
