@@ -20,14 +20,17 @@ _HOST_NAME_RE = re.compile(r"[a-z0-9_]([a-z0-9_-]{0,62})(\.[a-z0-9_]([a-z0-9_-]{
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
+def _entries(raw: str) -> list[str]:
+    """The non-empty items of a comma-separated var, stripped."""
+    return [entry for entry in (item.strip() for item in raw.split(",")) if entry]
+
+
 def parse_host_list(raw: str) -> tuple[frozenset[str], tuple[IPNetwork, ...]]:
     """`OUTBOUND_ALLOWED_HOSTS`: comma-separated host names, IP addresses or CIDR networks,
     as (lower-cased names, networks). Raises ValueError naming a bad entry."""
     names: set[str] = set()
     networks: list[IPNetwork] = []
-    for entry in (item.strip().lower() for item in raw.split(",")):
-        if not entry:
-            continue
+    for entry in _entries(raw.lower()):
         try:
             networks.append(ipaddress.ip_network(entry.strip("[]"), strict=False))
             continue
@@ -43,9 +46,7 @@ def parse_origin_list(raw: str) -> frozenset[str]:
     """`MCP_ALLOWED_ORIGINS`: comma-separated origins (`https://app.example.com[:port]`),
     lower-cased. Raises ValueError for an entry with a path, query or other scheme."""
     origins: set[str] = set()
-    for entry in (item.strip() for item in raw.split(",")):
-        if not entry:
-            continue
+    for entry in _entries(raw):
         parts = urlsplit(entry)
         if (
             parts.scheme not in ("http", "https")
@@ -68,9 +69,7 @@ def parse_platform_admins(raw: str) -> frozenset[tuple[PlatformAdminKind, str]]:
     or `common_name:<client id>.access` (a service token); a bare entry is an email when it has
     an `@`. An entry matches only its own kind. Raises ValueError naming a bad entry."""
     admins: set[tuple[PlatformAdminKind, str]] = set()
-    for entry in (item.strip() for item in raw.split(",")):
-        if not entry:
-            continue
+    for entry in _entries(raw):
         prefix, colon, rest = entry.partition(":")
         if colon and _ADMIN_PREFIX_RE.fullmatch(prefix):
             if prefix not in ("email", "common_name"):
@@ -99,9 +98,7 @@ def parse_shards(raw: str) -> tuple[tuple[str, str, str], ...]:
     besides the primary (`DB`, `VECTORIZE`), as (name, D1, Vectorize), the primary first. Raises
     ValueError naming a bad entry."""
     shards = [(PRIMARY_SHARD, "DB", "VECTORIZE")]
-    for entry in (item.strip() for item in raw.split(",")):
-        if not entry:
-            continue
+    for entry in _entries(raw):
         name, _, pair = entry.partition("=")
         d1, _, index = pair.partition(":")
         name, d1, index = name.strip(), d1.strip(), index.strip()
