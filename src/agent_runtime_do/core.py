@@ -1,12 +1,10 @@
 """`AgentRuntimeCore`: one agent instance's Durable Object — its RPCs and its turns.
 
 The host (`worker.entry.AgentRuntime`, the local runtime) calls `initialize()` inside
-`blockConcurrencyWhile`, then forwards each RPC to `call(method, payload)` and its alarm to
-`alarm()`. Payloads are validated first: nothing is written for a bad payload, an unknown
-agent type or a missing binding. A turn (docs/agent-runtime.md) waits, bounded, for the
-instance's earlier episodic writes; its own go through the durable outbox and
-`ctx.waitUntil`, never the response path. Between awaits everything is one SQL statement or
-a `transaction_sync`: Cloudflare may interleave another event while a turn awaits the model.
+`blockConcurrencyWhile`, then `call(method, payload)` per RPC and `alarm()`. Nothing is written
+for a bad payload, unknown agent type or missing binding. A turn (docs/agent-runtime.md) sends
+its episodic writes through the durable outbox and `ctx.waitUntil`; between awaits everything
+is one SQL statement or a `transaction_sync` (Cloudflare may interleave events at an await).
 """
 
 from __future__ import annotations
@@ -83,14 +81,6 @@ class UnknownMethodError(LookupError):
     """RPC named a method the runtime does not expose."""
 
 
-def _invalid(exc: ValidationError) -> dict[str, Any]:
-    problems = "; ".join(
-        f"{'.'.join(str(p) for p in err['loc']) or '(payload)'}: {err['msg']}"
-        for err in exc.errors(include_url=False, include_input=False)
-    )
-    return rpc_error(422, "validation_error", f"invalid payload: {problems}")
-
-
 @dataclass
 class _Turn:
     """A turn in progress: what it has established so far (read again when it closes)."""
@@ -118,17 +108,14 @@ class AgentRuntimeCore:
         self.storage = storage
         self.bindings = bindings
         self.alarms = alarms
-        # Backoff between episodic write retries (tests pass a sleep that returns at once).
-        self.retry_sleep = retry_sleep
+        self.retry_sleep = retry_sleep  # between episodic write retries
         self.procedural = ProceduralMemory(storage.sql)
-        # Created on first use, never at import (Workers snapshot rules forbid entropy in
-        # globals); tests replace it with a seeded Generator.
+        # Created on first use: Workers snapshot rules forbid entropy at import.
         self.rng: np.random.Generator | None = None
         self._writer: EpisodicWriter | None = None
         self._writer_shard: str | None = None
         self._registered_types: set[str] = set()
-        # Turns of this object may interleave on Cloudflare; the working-memory budget check
-        # (list, then put) must not.
+        # Interleaved turns must not interleave the working-memory budget check (list, put).
         self.working_lock = asyncio.Lock()
 
     async def initialize(self) -> None:
@@ -142,8 +129,7 @@ class AgentRuntimeCore:
             at = float(last["updated_at"])
             storage.touch(sql, last["tenant_id"], last["agent_type"], last["instance_id"], at)
             await self.arm_by(at + self.bindings.settings.agent_state_idle_seconds)
-        db = self.bindings.db
-        if db is None:
+        if self.bindings.db is None:
             return
         for tenant, pending in storage.pending_by_tenant(sql).items():
             log.warning("replaying %d unsettled episodic write(s)", len(pending))
@@ -157,12 +143,16 @@ class AgentRuntimeCore:
         try:
             request = payload if model is None else model.model_validate(payload)
         except ValidationError as exc:
-            return _invalid(exc)
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc']) or '(payload)'}: {err['msg']}"
+                for err in exc.errors(include_url=False, include_input=False)
+            )
+            return rpc_error(422, "validation_error", f"invalid payload: {problems}")
         handler: Callable[[Any], Awaitable[dict[str, Any]]] = getattr(self, f"rpc_{method}")
         return await handler(request)
 
     async def alarm(self, retry_count: int = 0) -> dict[str, Any]:
-        """`storage.run_alarm`; `retry_count` (Cloudflare's `alarmInfo.retryCount`) is logged."""
+        """`storage.run_alarm`, then set or delete the alarm as it says."""
         if retry_count:
             log.warning("agent instance alarm: retry %d", retry_count)
         outcome = await storage.run_alarm(self, self.now())
@@ -196,7 +186,6 @@ class AgentRuntimeCore:
         return self._writer
 
     def _record_failed_write(self, failed: FailedWrite) -> None:
-        """Keep the write with its payload; the alarm retries it."""
         retry_at = self.now() + storage.FAILED_RETRY_BASE_SECONDS
         storage.record_failed_write(self.storage.sql, failed, self.now(), retry_at)
         self.bindings.background.wait_until(self.arm_by(retry_at))
@@ -229,7 +218,7 @@ class AgentRuntimeCore:
             self._registered_types.add(agent_type.name)
 
     async def rpc_ping(self, payload: dict[str, Any]) -> dict[str, Any]:
-        return {"ok": True, "instances": storage.turn_state_count(self.storage.sql)}
+        return {"ok": True, "instances": storage.count_rows(self.storage.sql, "turn_state")}
 
     async def rpc_state(self, request: ScopePayload) -> dict[str, Any]:
         return {"turn_state": storage.read_turn_state(self.storage.sql, request.instance_id)}
@@ -278,9 +267,7 @@ class AgentRuntimeCore:
         turn = _Turn(request, agent_type, writer, state, log_step, task_type, run)
         try:
             outcome = await self._turn(turn, bindings.llm)
-        except Exception as exc:
-            # The turn already counts (turn_state, run_log): close it as failed rather
-            # than leave a run that never ends.
+        except Exception as exc:  # the turn already counts: close it as failed, never leave it open
             log.exception("agent turn %s failed unexpectedly", run_id)
             outcome = LoopOutcome(
                 status="failed",
@@ -351,16 +338,15 @@ class AgentRuntimeCore:
         return {"workflows": [w.summary() for w in found]}
 
     async def rpc_erase_subject(self, request: ErasePayload) -> dict[str, Any]:
-        """`storage.erase_subject_traces`, after the writes in flight (one landing in D1 later
-        would bring a trace back). If they do not settle nothing is erased: 503
-        `writes_in_flight`, and the eraser keeps the D1 rows so a repeat finds everything."""
+        """`storage.erase_subject_traces` once the writes in flight settled (a later one would
+        bring a trace back); else nothing is erased: 503 `writes_in_flight`."""
         if not await self.flush_writes():
             return rpc_error(503, "writes_in_flight", "episodic writes are still in flight")
         if request.wipe:
             counts = await self._wipe()
         else:
             counts = storage.erase_subject_traces(self.storage, request.subject, request.run_ids)
-        # The instance id may be the subject (issue 26): logs name both by a hash only.
+        # The instance id may be the subject: logs name both by a hash only.
         log.info(
             "erase %s/%s:%s subject=%s wipe=%s: %s",
             request.tenant,
@@ -373,9 +359,8 @@ class AgentRuntimeCore:
         return {"erased": counts}
 
     async def _wipe(self) -> dict[str, int]:
-        """Everything of this object goes: its database (`delete_all`: no free page keeps a
-        byte of it) and its alarm; the rows removed are counted first. The object starts
-        again empty (schema, workflows registered anew on the next turn)."""
+        """The whole database (`delete_all`: no free page keeps a byte) and the alarm go; the
+        rows removed are counted first. The object starts again empty."""
         counts = storage.row_counts(self.storage.sql)
         await self.storage.delete_all()
         if self.alarms is not None:
@@ -389,8 +374,7 @@ class AgentRuntimeCore:
         bindings = self.bindings
         request, agent_type, log_step = turn.request, turn.agent_type, turn.log_step
         await self.flush_writes()
-        # One `Memory` for the turn: its events go out after the response; working-memory
-        # reads are counted for the daily brief and flushed after the turn.
+        # Working-memory reads are counted for the daily brief, flushed after the turn.
         reads = ReadCounts()
         memory = await Memory.open(
             bindings, request.tenant, events_after_response=True, read_counts=reads
@@ -418,18 +402,14 @@ class AgentRuntimeCore:
             self._packed_workflow(memory, agent_type, turn.task_type),
         )
         turn.episode_ids = context.episode_ids
-        log_step(
-            "memory_read",
+        reads_logged: list[dict[str, Any]] = [
             {"tier": "working", "op": "snapshot", "keys": sorted(context.working_memory)},
-        )
-        log_step(
-            "memory_read",
             {"tier": "episodic", "op": "recent_episodes", "episode_ids": context.episode_ids},
-        )
+        ]
         if context.facts:
-            log_step(
-                "memory_read", {"tier": "semantic", "op": "prefetch", "facts": len(context.facts)}
-            )
+            reads_logged.append({"tier": "semantic", "op": "prefetch", "facts": len(context.facts)})
+        for detail in reads_logged:
+            log_step("memory_read", detail)
 
         if selection is None:
             if self.rng is None:
@@ -501,8 +481,8 @@ class AgentRuntimeCore:
     async def _packed_workflow(
         self, memory: Memory, agent_type: AgentType, task_type: str
     ) -> Selection | None:
-        """The workflow of the tenant's active pack, offered before the bandit samples; a
-        failed lookup falls back to sampling (a turn never fails over a pack)."""
+        """The tenant's active pack's workflow, offered before the bandit samples (a failed
+        lookup falls back to sampling)."""
         try:
             pack = await memory.packs.offered(agent_type.name, task_type)
         except Exception as exc:

@@ -1,10 +1,6 @@
-"""The RPC payloads between the edge and the AgentRuntime Durable Object.
-
-Every payload is validated on arrival (the object is a trust boundary of its own: RPC
-arguments are structured-cloned JSON). Expected failures come back as
-`{"error": {"status", "code", "message"}}` rather than as exceptions, because an exception
-crossing Cloudflare RPC arrives as a bare JS error whose type is lost; the edge turns the
-dict back into an `ApiError` (`rpc_error`).
+"""The RPC payloads between the edge and the AgentRuntime Durable Object, validated on arrival.
+Expected failures come back as `{"error": {"status", "code", "message"}}` (`rpc_error`), not
+exceptions: one crossing Cloudflare RPC arrives as a bare JS error whose type is lost.
 """
 
 from __future__ import annotations
@@ -52,10 +48,6 @@ class WorkflowsPayload(ScopePayload):
 
 
 class ErasePayload(ScopePayload):
-    """`erase_subject`: the subject (3-256 characters, as `validate_subject` checks at the
-    edge), the ids of the runs the eraser is removing from D1 (sent in slices), and `wipe`
-    for an instance whose id names the subject."""
-
     subject: str = Field(min_length=3, max_length=256)
     run_ids: list[str] = Field(default_factory=list, max_length=MAX_ERASE_RUN_IDS)
     # The instance is named after the subject: its whole storage goes (`storage.delete_all`).

@@ -1,15 +1,10 @@
-"""The AgentRuntime object's own SQLite: its schema, every statement on its tables, the
-alarm that keeps them bounded (`run_alarm`) and subject erase (`erase_subject_traces`).
+"""The AgentRuntime object's own SQLite: schema, statements, the alarm that keeps it bounded
+(`run_alarm`) and subject erase (`erase_subject_traces`).
 
-DO SQL rejects BEGIN/COMMIT: what must be atomic runs in `transaction_sync`; anything else
-is one statement computing its new values in the database (`turn_count + 1`, a log row's
-`step`), never a read-modify-write across an `await`. A column added later needs its ALTER
-step in `ADDED_COLUMNS` (CREATE IF NOT EXISTS alters nothing).
-
-Deleting content: workerd's SQLite keeps `secure_delete` off and refuses it, `auto_vacuum`
-and `VACUUM` (docs/lifecycle.md), so a DELETE leaves the row's bytes in free space: every
-delete of a row that may hold content first overwrites its text columns with as many `0`
-bytes (`_wipe_and_delete`). Cloudflare's point-in-time recovery keeps 30 days regardless.
+DO SQL rejects BEGIN/COMMIT: what must be atomic runs in `transaction_sync`, anything else is
+one statement computing its new values in SQL, never a read-modify-write across an `await`.
+workerd's SQLite refuses `secure_delete` and VACUUM (docs/lifecycle.md), so every delete of a
+row that may hold content first overwrites its text columns with `0`s (`_wipe_and_delete`).
 """
 
 from __future__ import annotations
@@ -147,14 +142,22 @@ def _zeros(column: str) -> str:
 
 
 def _wipe_and_delete(sql: SqlStorage, table: str, where: str, *params: SqlValue) -> int:
-    """Overwrite the text columns of the rows matching `where`, then delete them; returns the
-    rows deleted. Two statements: inside `transaction_sync` when the pair must be atomic (a
-    crash between them leaves zeroed rows, never half-deleted content)."""
+    """Zero the text columns of the rows matching `where`, then delete them; the rows deleted.
+    (A crash between the two leaves zeroed rows, never half-deleted content.)"""
     wipe = ", ".join(_zeros(column) for column in _TEXT_COLUMNS[table])
     sql.exec(f"UPDATE {table} SET {wipe} WHERE {where}", *params)
     cursor = sql.exec(f"DELETE FROM {table} WHERE {where}", *params)
     list(cursor)
     return cursor.rows_written
+
+
+def _first(sql: SqlStorage, query: str, *params: SqlValue) -> dict[str, Any] | None:
+    rows = sql.exec(query, *params).to_array()
+    return dict(rows[0]) if rows else None
+
+
+def count_rows(sql: SqlStorage, table: str) -> int:
+    return int(sql.exec(f"SELECT COUNT(*) AS n FROM {table}").one()["n"])
 
 
 def _wipe_and_delete_ids(sql: SqlStorage, table: str, key: str, ids: Iterable[SqlValue]) -> int:
@@ -210,22 +213,15 @@ def finish_turn(
 
 
 def read_turn_state(sql: SqlStorage, instance_id: str) -> dict[str, Any] | None:
-    rows = sql.exec(
-        f"SELECT {_TURN_STATE_COLUMNS} FROM turn_state WHERE instance_id = ?", instance_id
-    ).to_array()
-    return dict(rows[0]) if rows else None
-
-
-def turn_state_count(sql: SqlStorage) -> int:
-    return int(sql.exec("SELECT COUNT(*) AS n FROM turn_state").one()["n"])
+    query = f"SELECT {_TURN_STATE_COLUMNS} FROM turn_state WHERE instance_id = ?"
+    return _first(sql, query, instance_id)
 
 
 def latest_turn_state(sql: SqlStorage) -> dict[str, Any] | None:
     """The most recently updated instance row (an object older than its lifecycle row)."""
-    rows = sql.exec(
-        f"SELECT {_TURN_STATE_COLUMNS} FROM turn_state ORDER BY updated_at DESC LIMIT 1"
-    ).to_array()
-    return dict(rows[0]) if rows else None
+    return _first(
+        sql, f"SELECT {_TURN_STATE_COLUMNS} FROM turn_state ORDER BY updated_at DESC LIMIT 1"
+    )
 
 
 # --- run_log and run_workflows -----------------------------------------------------------------
@@ -268,11 +264,12 @@ def read_run_log(sql: SqlStorage, run_id: str) -> list[dict[str, Any]]:
 
 def read_run(sql: SqlStorage, run_id: str) -> dict[str, Any]:
     """A run as the admin sees it: its log rows, its workflow and its failed writes."""
-    workflow = sql.exec(
+    workflow = _first(
+        sql,
         "SELECT workflow_id, task_type, outcome_score, scored_at FROM run_workflows "
         "WHERE run_id = ?",
         run_id,
-    ).to_array()
+    )
     failed = sql.exec(
         "SELECT op, payload_json, error, attempts, created_at FROM failed_writes "
         "WHERE run_id = ? ORDER BY seq",
@@ -280,7 +277,7 @@ def read_run(sql: SqlStorage, run_id: str) -> dict[str, Any]:
     ).to_array()
     return {
         "run_log": read_run_log(sql, run_id),
-        "workflow": dict(workflow[0]) if workflow else None,
+        "workflow": workflow,
         "failed_writes": [
             {
                 "op": row["op"],
@@ -317,8 +314,8 @@ def record_run_workflow(
 
 
 def run_workflow_id(sql: SqlStorage, run_id: str) -> str | None:
-    rows = sql.exec("SELECT workflow_id FROM run_workflows WHERE run_id = ?", run_id).to_array()
-    return str(rows[0]["workflow_id"]) if rows else None
+    row = _first(sql, "SELECT workflow_id FROM run_workflows WHERE run_id = ?", run_id)
+    return None if row is None else str(row["workflow_id"])
 
 
 def score_run(sql: SqlStorage, run_id: str, score: float, now: float) -> bool:
@@ -412,11 +409,11 @@ def touch(sql: SqlStorage, tenant: str, agent_type: str, instance_id: str, now: 
 
 def identity(sql: SqlStorage) -> dict[str, Any] | None:
     """Who this object is and when it was last active and cleared; None before a turn."""
-    rows = sql.exec(
+    return _first(
+        sql,
         "SELECT tenant_id, agent_type, instance_id, last_activity_at, cleared_at "
-        "FROM instance_lifecycle WHERE id = 1"
-    ).to_array()
-    return dict(rows[0]) if rows else None
+        "FROM instance_lifecycle WHERE id = 1",
+    )
 
 
 # --- the alarm: the object's storage lifecycle ---------------------------------------------------
@@ -482,18 +479,15 @@ async def run_alarm(core: AgentRuntimeCore, now: float) -> AlarmOutcome:
         candidates.append(max(float(retry), now + 1.0))
     if pending or not settled:
         candidates.append(now + RECHECK_SECONDS)
-    elif run_log_size(sql)[0] > 0 or turn_state_count(sql) > 0:
+    elif count_rows(sql, "run_log") or count_rows(sql, "turn_state"):
         end_of_idle = float(me["last_activity_at"]) + idle
         # Past it already: something not yet in D1 held the clear; look again later.
         candidates.append(end_of_idle if end_of_idle > now else now + idle)
     outcome.next_alarm = min(candidates, default=None)
-    log.info(
-        "agent instance %s/%s/%s alarm: %s",
-        tenant,
-        me["agent_type"],
-        subject_digest(str(me["instance_id"])),  # an instance id may name a person
-        {k: v for k, v in asdict(outcome).items() if k != "errors"},
-    )
+    # An instance id may name a person: logged as a digest.
+    instance = f"{tenant}/{me['agent_type']}/{subject_digest(str(me['instance_id']))}"
+    summary = {k: v for k, v in asdict(outcome).items() if k != "errors"}
+    log.info("agent instance %s alarm: %s", instance, summary)
     return outcome
 
 
@@ -537,11 +531,7 @@ async def _retry_failed(
             )
             log.warning(
                 "failed episodic %s for run %s: alarm retry %d/%d failed (%s)%s",
-                row["op"],
-                row["run_id"],
-                retries,
-                FAILED_WRITE_RETRIES,
-                type(exc).__name__,
+                *(row["op"], row["run_id"], retries, FAILED_WRITE_RETRIES, type(exc).__name__),
                 "" if next_at is not None else "; kept for the daily brief",
             )
             continue
@@ -621,8 +611,6 @@ def _ms(seconds: Any) -> int | None:
 def _report(sql: SqlStorage, me: dict[str, Any], now: float) -> InstanceReport:
     rows, size = run_log_size(sql)
     failed = sql.exec("SELECT COUNT(*) AS n, MIN(created_at) AS oldest FROM failed_writes").one()
-    pending = sql.exec("SELECT COUNT(*) AS n FROM pending_writes").one()
-    cleared = sql.exec("SELECT cleared_at FROM instance_lifecycle WHERE id = 1").one()
     # workerd's `sql.databaseSize` (both adapters have it; a test double may not).
     storage_bytes = getattr(sql, "database_size", 0)
     return InstanceReport(
@@ -632,11 +620,11 @@ def _report(sql: SqlStorage, me: dict[str, Any], now: float) -> InstanceReport:
         storage_bytes=int(storage_bytes or 0),
         run_log_rows=rows,
         run_log_bytes=size,
-        pending_writes=int(pending["n"]),
+        pending_writes=count_rows(sql, "pending_writes"),
         failed_writes=int(failed["n"]),
         failed_oldest_at=_ms(failed["oldest"]),
         last_activity_at=_ms(me["last_activity_at"]),
-        cleared_at=_ms(cleared["cleared_at"]),
+        cleared_at=_ms(sql.exec("SELECT cleared_at FROM instance_lifecycle").one()["cleared_at"]),
         reported_at=max(1, int(now * 1000)),
     )
 
@@ -665,8 +653,7 @@ def _scrub_state(state_json: str, subject: str) -> str | None:
 def row_counts(sql: SqlStorage) -> dict[str, int]:
     """Rows per table an erase reports (`erase_subject_traces`' keys)."""
     return {
-        table: int(sql.exec(f"SELECT COUNT(*) AS n FROM {table}").one()["n"])
-        for table in ("pending_writes", "failed_writes", "run_log", "turn_state")
+        t: count_rows(sql, t) for t in ("pending_writes", "failed_writes", "run_log", "turn_state")
     }
 
 

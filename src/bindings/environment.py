@@ -1,12 +1,6 @@
-"""`Bindings`: every port a request may use, built once per request (from `env` by
-`bindings.cloudflare.environment`, locally from the state folder). Optional members are None
-when the deployment lacks them; `/healthz` reports which are present.
-
-Tenant data lives on shards (`Shard`: a D1 database and its Vectorize index; the tenant
-directory, `agent_memory.directory`, says which and narrows copies). `db` and `vectors` are the
-primary shard's until `directory.on_shard` narrows a copy to one tenant's shard (`shard` set),
-which is what `Memory` hands its tiers; the primary database (OAuth, grants, the directory
-itself: `directory.primary_db`) stays `shards[0]` in every copy.
+"""`Bindings`: every port a request may use, built once per request; a binding the deployment
+lacks is None. `db` and `vectors` are the primary shard's until `directory.on_shard` narrows a
+copy to one tenant's shard (`shard` set); the primary database stays `shards[0]` in every copy.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
-"""An `Embedder` for any OpenAI-compatible `/embeddings` endpoint, over httpx (a fresh client
-per call, as Workers require): at most 100 inputs per request, rows ordered by `index`,
-float32, L2-normalised; a row of other dimensions is an `EmbeddingError` (it must never reach
-the vector index). 429 → `EmbeddingRateLimitedError`, 503/529 → `EmbeddingOverloadedError`,
-other 4xx → `EmbeddingBadRequestError`, timeouts → `EmbeddingTimeoutError`, anything else
-(5xx, unreachable, a body not as documented) → `EmbeddingError`; never with the API key.
+"""An `Embedder` for an OpenAI-compatible `/embeddings` endpoint (a fresh httpx client per
+call, as Workers require): ≤ 100 inputs a request, rows by `index`, L2-normalised float32, other
+dimensions refused. 429 → rate limited, 503/529 → overloaded, other 4xx → bad request,
+timeouts → timeout, anything else `EmbeddingError`; never with the API key.
 """
 
 from __future__ import annotations
@@ -48,8 +46,6 @@ class OpenAIEmbedder:
         dimensions: int,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        if dimensions <= 0:
-            raise ValueError("dimensions must be positive")
         self._url = base_url.rstrip("/") + "/embeddings"
         self._api_key = api_key
         self._transport = transport
@@ -60,7 +56,6 @@ class OpenAIEmbedder:
         return self._config
 
     async def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        """Embed `texts` in order; shape `(len(texts), dimensions)`, rows L2-normalised."""
         if not texts:
             return np.zeros((0, self._config.dimensions), dtype=np.float32)
         headers = {"Content-Type": "application/json"}
@@ -90,16 +85,17 @@ class OpenAIEmbedder:
         status = response.status_code
         if status < 400:
             return
-        what = f"embedding provider answered HTTP {status} for model {self._config.model!r}"
-        detail = _error_detail(response)
-        message = f"{what}: {detail}" if detail else what
+        message = f"embedding provider answered HTTP {status} for model {self._config.model!r}"
+        if detail := _error_detail(response):
+            message += f": {detail}"
+        kind: type[EmbeddingError] = EmbeddingError
         if status == 429:
-            raise EmbeddingRateLimitedError(message)
-        if status in (503, 529):
-            raise EmbeddingOverloadedError(message)
-        if status < 500:
-            raise EmbeddingBadRequestError(message)
-        raise EmbeddingError(message)
+            kind = EmbeddingRateLimitedError
+        elif status in (503, 529):
+            kind = EmbeddingOverloadedError
+        elif status < 500:
+            kind = EmbeddingBadRequestError
+        raise kind(message)
 
     def _parse(self, response: httpx.Response, expected: int) -> npt.NDArray[np.float32]:
         dims = self._config.dimensions
@@ -119,13 +115,11 @@ class OpenAIEmbedder:
             raise EmbeddingError(f"embedding response rows do not match the {expected} inputs")
         if not all(isinstance(vector, list) for vector in rows.values()):
             raise EmbeddingError("embedding rows must be float lists (base64 is not supported)")
-        for vector in rows.values():
-            if len(vector) != dims:
-                raise EmbeddingError(
-                    f"model {self._config.model!r} returned {len(vector)} dimensions, expected "
-                    f"{dims}; fix the configured dimensions (vectors of another size cannot "
-                    "share the index)"
-                )
+        if (wrong := next((len(v) for v in rows.values() if len(v) != dims), None)) is not None:
+            raise EmbeddingError(
+                f"model {self._config.model!r} returned {wrong} dimensions, expected {dims}; "
+                "fix the configured dimensions (vectors of another size cannot share the index)"
+            )
         try:
             out = np.asarray([rows[index] for index in range(expected)], dtype=np.float32)
         except (TypeError, ValueError) as exc:
@@ -133,5 +127,4 @@ class OpenAIEmbedder:
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         if not np.all(np.isfinite(out)) or np.any(norms == 0):
             raise EmbeddingError("embedding response holds a non-finite or all-zero vector")
-        normalised: npt.NDArray[np.float32] = (out / norms).astype(np.float32)
-        return normalised
+        return (out / norms).astype(np.float32)  # type: ignore[no-any-return]

@@ -1,11 +1,7 @@
-"""An `LLM` for any OpenAI-compatible `/chat/completions` endpoint, over httpx (a fresh client
-per call, as Workers require), and the message shape it speaks, which the Workers AI adapter
-shares (no pydantic, so that adapter loads in bare Pyodide).
-
-Tool-call arguments may arrive as a JSON string or an object; arguments that are not a JSON
-object become `{}` plus `_invalid_arguments` (the raw text), so the tool can refuse them.
-Every failure is an `LLMError`: `LLMRateLimitedError` for 429, `LLMUnavailableError` for 5xx,
-timeouts and connection errors; messages never contain the API key.
+"""An `LLM` for an OpenAI-compatible `/chat/completions` endpoint (a fresh httpx client per
+call), and the message shape the Workers AI adapter shares. Arguments that are not a JSON object
+become `{}` plus `_invalid_arguments`, so the tool can refuse them. 429 → rate limited; 5xx,
+timeouts and connection errors → unavailable; messages never contain the API key.
 """
 
 from __future__ import annotations

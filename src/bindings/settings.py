@@ -1,7 +1,5 @@
-"""Configuration from the Worker's `[vars]` and secrets (or the local runtime's equivalent):
-every value arrives as a string and is validated here once, so the rest of the code gets
-typed values or the request is refused with a clear message.
-"""
+"""Configuration from the Worker's vars and secrets: every value arrives as a string and is
+validated here once; a bad one is refused with a clear message."""
 
 from __future__ import annotations
 
@@ -22,14 +20,17 @@ _HOST_NAME_RE = re.compile(r"[a-z0-9_]([a-z0-9_-]{0,62})(\.[a-z0-9_]([a-z0-9_-]{
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
+def _entries(raw: str) -> list[str]:
+    """The non-empty items of a comma-separated var, stripped."""
+    return [entry for entry in (item.strip() for item in raw.split(",")) if entry]
+
+
 def parse_host_list(raw: str) -> tuple[frozenset[str], tuple[IPNetwork, ...]]:
     """`OUTBOUND_ALLOWED_HOSTS`: comma-separated host names, IP addresses or CIDR networks,
     as (lower-cased names, networks). Raises ValueError naming a bad entry."""
     names: set[str] = set()
     networks: list[IPNetwork] = []
-    for entry in (item.strip().lower() for item in raw.split(",")):
-        if not entry:
-            continue
+    for entry in _entries(raw.lower()):
         try:
             networks.append(ipaddress.ip_network(entry.strip("[]"), strict=False))
             continue
@@ -45,9 +46,7 @@ def parse_origin_list(raw: str) -> frozenset[str]:
     """`MCP_ALLOWED_ORIGINS`: comma-separated origins (`https://app.example.com[:port]`),
     lower-cased. Raises ValueError for an entry with a path, query or other scheme."""
     origins: set[str] = set()
-    for entry in (item.strip() for item in raw.split(",")):
-        if not entry:
-            continue
+    for entry in _entries(raw):
         parts = urlsplit(entry)
         if (
             parts.scheme not in ("http", "https")
@@ -66,17 +65,11 @@ PlatformAdminKind = Literal["email", "common_name"]
 
 
 def parse_platform_admins(raw: str) -> frozenset[tuple[PlatformAdminKind, str]]:
-    """`PLATFORM_ADMINS`: comma-separated identities, each of exactly one kind, as
-    `(kind, name)` pairs: `email:ada@example.com` (a user; lower-cased) or
-    `common_name:<client id>.access` (an Access service token). A bare entry is an email
-    when it contains `@` and a service token's common name otherwise (Access emails always
-    have an `@`; service-token common names are client ids, which never do). An entry
-    matches only identities of its own kind: a service token named like an admin's email is
-    not an admin (issue 26). Raises ValueError naming a bad entry."""
+    """`PLATFORM_ADMINS`: comma-separated `(kind, name)`s, `email:ada@example.com` (lower-cased)
+    or `common_name:<client id>.access` (a service token); a bare entry is an email when it has
+    an `@`. An entry matches only its own kind. Raises ValueError naming a bad entry."""
     admins: set[tuple[PlatformAdminKind, str]] = set()
-    for entry in (item.strip() for item in raw.split(",")):
-        if not entry:
-            continue
+    for entry in _entries(raw):
         prefix, colon, rest = entry.partition(":")
         if colon and _ADMIN_PREFIX_RE.fullmatch(prefix):
             if prefix not in ("email", "common_name"):
@@ -101,15 +94,11 @@ _BINDING_NAME_RE = re.compile(r"[A-Z][A-Z0-9_]{0,63}")
 
 
 def parse_shards(raw: str) -> tuple[tuple[str, str, str], ...]:
-    """`MEMORY_SHARDS`: the databases tenants are placed on besides the primary one (`DB` and
-    `VECTORIZE`, shard `primary`), comma-separated `name=D1_BINDING:VECTORIZE_BINDING`, e.g.
-    `s2=DB_2:VECTORIZE_2`, as (name, D1 binding, Vectorize binding) with the primary first.
-    A name is never reused for another database (the directory stores names). Raises
+    """`MEMORY_SHARDS`: comma-separated `name=D1_BINDING:VECTORIZE_BINDING` (`s2=DB_2:VECTORIZE_2`)
+    besides the primary (`DB`, `VECTORIZE`), as (name, D1, Vectorize), the primary first. Raises
     ValueError naming a bad entry."""
     shards = [(PRIMARY_SHARD, "DB", "VECTORIZE")]
-    for entry in (item.strip() for item in raw.split(",")):
-        if not entry:
-            continue
+    for entry in _entries(raw):
         name, _, pair = entry.partition("=")
         d1, _, index = pair.partition(":")
         name, d1, index = name.strip(), d1.strip(), index.strip()
@@ -137,12 +126,11 @@ _PARSERS: dict[str, Callable[[str], object]] = {
 
 
 class Settings(BaseModel):
-    # Secrets live here too (MEMORY_PII_KEKS, MEMORY_TOKEN_KEYS, OPENAI_API_KEY): a refused
-    # value is never echoed into the error (and so into a log or a response).
+    # Secrets live here too: a refused value is never echoed into the error.
     model_config = ConfigDict(frozen=True, extra="ignore", hide_input_in_errors=True)
 
     environment: Literal["production", "development", "test"] = "production"
-    # Cloudflare Access: team domain like "acme.cloudflareaccess.com" and the app's AUD tag.
+    # Cloudflare Access: team domain ("acme.cloudflareaccess.com") and the app's AUD tag.
     access_team_domain: str = ""
     access_aud: str = ""
     embedding_provider: Literal["workers-ai", "openai", "local-minilm"] = "workers-ai"
@@ -156,53 +144,43 @@ class Settings(BaseModel):
     episode_retention_days: int = Field(default=90, ge=1)
     # Recall scoring/fusion overrides, a JSON object (docs/semantic-memory.md); empty: defaults.
     memory_retrieval_config: str = ""
-    # The lifecycle crons' budget per invocation (docs/lifecycle.md): D1 statements + R2 calls
-    # (paid plan: 1000 D1 queries; ~45 on the free plan's 50), wall time (a cron of >= 1 h
-    # interval may run 15 min), and the prune batch size.
+    # The lifecycle crons' budget per invocation (docs/lifecycle.md): D1 + R2 calls (paid plan:
+    # 1000 D1 queries), wall time (an hourly or rarer cron may run 15 min), prune batch size.
     lifecycle_max_operations: int = Field(default=900, ge=10)
     lifecycle_max_seconds: float = Field(default=600.0, gt=0, le=900)
     prune_batch_rows: int = Field(default=500, ge=1, le=5000)
-    # AgentRuntime DO storage (docs/lifecycle.md, ADR-043): idle time after which the alarm
-    # clears run_log and turn_state (once in D1), and the run log's cap (oldest dropped first).
+    # AgentRuntime DO storage (ADR-043): idle time before the alarm clears it; run log caps.
     agent_state_idle_seconds: int = Field(default=86_400, ge=60)
     agent_run_log_max_rows: int = Field(default=5_000, ge=100)
     agent_run_log_max_bytes: int = Field(default=4_194_304, ge=65_536)
-    # Knowledge updates (docs/semantic-memory.md): who decides what the reconciler's rules
-    # cannot settle, and after how many new facts of a tenant a reconcile is scheduled (0: only
-    # the daily cron and on demand).
+    # Knowledge updates (docs/semantic-memory.md): who settles what the rules cannot, and after
+    # how many new facts a reconcile is scheduled (0: only the daily cron and on demand).
     memory_update_adjudicator: Literal["rules", "llm"] = "rules"
     memory_reconcile_every_writes: int = Field(default=20, ge=0, le=100_000)
-    # Hosts tools may call although private/loopback/metadata (docs/gateway.md "Outbound
-    # guard"): comma-separated names, IPs or CIDR networks.
+    # Private hosts tools may call anyway (docs/gateway.md "Outbound guard"): names, IPs, CIDRs.
     outbound_allowed_hosts: str = ""
-    # Browser origins allowed to call /mcp (docs/gateway.md "Origin"); clients sending no
-    # Origin header never need to be listed.
+    # Browser origins allowed to call /mcp (docs/gateway.md "Origin").
     mcp_allowed_origins: str = ""
-    # Memory tokens (docs/memory-api.md): a secret JSON object of signing keys by kid, and the
-    # kid new tokens are signed with (empty: the first); old kids keep verifying.
+    # Memory tokens (docs/memory-api.md): signing keys by kid (JSON), the kid to sign with.
     memory_token_keys: str = ""
     memory_token_kid: str = ""
-    # Personal data at rest (docs/personal-data.md): secret `kid:base64(32 bytes),...`, newest
-    # first. Empty: marked personal data is refused, never stored in plaintext.
+    # Personal data at rest (docs/personal-data.md): `kid:base64key,...`, newest first.
     memory_pii_keks: str = ""
-    # Platform admins without a grant row, each an email or a service token's common name
-    # (`parse_platform_admins`: `email:` / `common_name:` prefixes; never matched across kinds).
+    # Platform admins without a grant row (`parse_platform_admins`).
     platform_admins: str = ""
-    # The EMBED_RATE_LIMITER binding's numbers (the local limiter uses both; on Cloudflare the
-    # binding enforces its own and the period gives Retry-After).
+    # EMBED_RATE_LIMITER's numbers (on Cloudflare the binding has its own; the period gives
+    # Retry-After).
     embed_rate_limit: int = Field(default=120, ge=1)
     embed_rate_period: int = 60
     # Namespace migration (docs/tiered-memory.md): phase 1 compat read, 2 both, 3 canonical.
     memory_namespace_compat_read: bool = False
     memory_namespace_write_canonical: bool = False
-    # Data-placement overrides by memory kind, a JSON object (agent_memory.placement checks
-    # the fields), e.g. {"log": {"cold_retention_days": 30}}.
+    # Data-placement overrides by memory kind (JSON; agent_memory.placement checks them).
     memory_placement: str = ""
-    # A JSON list of agent type definitions added to (or replacing by name) the built-in ones.
+    # A JSON list of agent types added to (or replacing by name) the built-in ones.
     agent_types: str = ""
-    # Tenant placement (docs/placement.md): the shards besides the primary database
-    # (`parse_shards`), and the size one D1 database may reach (10 GB, a limit Cloudflare does
-    # not raise): new tenants go where most of it is free; the brief warns at 80 %.
+    # Tenant placement (docs/placement.md): the other shards (`parse_shards`), and one D1
+    # database's size limit (10 GB): new tenants go where most is free.
     memory_shards: str = ""
     d1_database_max_bytes: int = Field(default=10 * 1024**3, ge=1)
 
@@ -225,8 +203,7 @@ class Settings(BaseModel):
         _PARSERS[str(info.field_name)](value)
         return value
 
-    # The parsed forms of the list vars, parsed once per Settings (each was checked when the
-    # vars were validated; these only give them their shape).
+    # The parsed forms of the list vars, once per Settings (validated above).
     @cached_property
     def pii_keks(self) -> KeyEncryptionKeys | None:
         return parse_key_encryption_keys(self.memory_pii_keks)

@@ -1,7 +1,6 @@
-"""Operators' operations on the gateway's KV state, for the `agent-memory gateway` CLI (on no
-request path). A deployed Worker has no admin route, so each write also has a `plan_*` form
-whose writes `wrangler_put_commands` renders for wrangler. Writes validate with the models the
-hot path reads with; an operator's mistake is an `AdminError` saying what to do.
+"""Operators' operations on the gateway's KV state (the `agent-memory gateway` CLI). Each write
+has a `plan_*` form that `wrangler_put_commands` renders for a deployed namespace. An
+operator's mistake is an `AdminError` saying what to do.
 """
 
 from __future__ import annotations
@@ -43,8 +42,6 @@ class AdminError(ValueError):
 
 
 class KVWrite(BaseModel):
-    """One KV put an operation performs."""
-
     model_config = ConfigDict(frozen=True)
 
     key: str
@@ -52,8 +49,7 @@ class KVWrite(BaseModel):
 
 
 class ApiKeyIndexEntry(ApiKeyRecord):
-    """The value at `gw:keyid:{tenant}:{key_id}`: a key's record and hash, so operators find
-    (and revoke) a key by id."""
+    """The value at `gw:keyid:{tenant}:{key_id}`: a key's record and hash."""
 
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
 
@@ -182,8 +178,7 @@ async def issue_api_key(
 async def revoke_api_key(
     kv: KVNamespace, clock: Clock, tenant: str, key_id: str
 ) -> ApiKeyIndexEntry:
-    """Mark a key revoked (idempotent). Gateways stop accepting it within the cache bound
-    (30 s, plus KV propagation on Cloudflare)."""
+    """Mark a key revoked (idempotent); gateways stop accepting it within the cache TTL."""
     _check_tenant_name(tenant)
     raw_index = await kv.get(key_id_key(tenant, key_id))
     if raw_index is None:
@@ -229,7 +224,7 @@ async def set_credential(
     sealer: CredentialSealer | None = None,
 ) -> None:
     """Store (or rotate) the tenant's secret for `provider`, sealed when a `sealer` is given
-    (else in clear, sealed by the Worker on first use). The secret is never echoed."""
+    (else the Worker seals it on first use)."""
     await _require_tenant(kv, tenant)
     plan = plan_set_credential(tenant, provider, secret, now=clock.now())
     if sealer is not None:
@@ -286,14 +281,12 @@ async def list_tools(kv: KVNamespace, tenant: str) -> list[ToolConfig]:
 
 
 def describe_tool(config: ToolConfig) -> dict[str, Any]:
-    """A config as JSON-ready data for listings (no secrets live in configs)."""
     return config.model_dump(mode="json", exclude_none=True)
 
 
 def wrangler_put_commands(writes: Iterable[KVWrite], *, binding: str = "KV") -> list[str]:
     """Shell commands performing `writes` on the deployed namespace (`--remote`: wrangler v4
-    defaults to local storage, workers-sdk#7392). For a secret prefer `--path`
-    (docs/gateway.md), which keeps it out of shell history."""
+    defaults to local storage, workers-sdk#7392)."""
     return [
         f"npx wrangler kv key put --binding={shlex.quote(binding)} --remote "
         f"{shlex.quote(write.key)} {shlex.quote(write.value)}"

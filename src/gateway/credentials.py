@@ -1,5 +1,5 @@
-"""Who is calling the gateway, from KV alone: the key layout, the isolate cache of hot-path reads,
-tenants and API keys, and OAuth access tokens with their RFC 9728 challenges.
+"""Who is calling the gateway, from KV alone: the key layout, the isolate cache of hot-path
+reads, tenants, API keys, OAuth access tokens (RFC 9728 challenges) and sealed credentials.
 
     gw:tenant:{tenant}             TenantRecord
     gw:apikey:{sha256 of the key}  ApiKeyRecord
@@ -8,26 +8,16 @@ tenants and API keys, and OAuth access tokens with their RFC 9728 challenges.
     gw:tool:{tenant}:{tool}        tool_config.ToolConfig
     gw:oauth:at:{sha256 of token}  AccessTokenRecord
 
-Keys hold only SHA-256s of secrets (API keys and tokens are 256 random bits, so an unsalted
-SHA-256 leaves nothing to brute-force in a KV dump); names stay far from KV's 512-byte key
-limit and never hold `:`. A parsed record is served from the cache for `CACHE_TTL_SECONDS`, so
-a revocation, rotation or config change takes effect within 30 s (plus KV propagation, ~60 s,
-on Cloudflare); misses are never cached, so a new key or tool works at once.
+Keys hold only SHA-256s of secrets (256 random bits each: nothing to brute-force in a KV dump).
+Parsed records are cached `CACHE_TTL_SECONDS`, so a revocation or config change takes effect
+within 30 s (plus KV propagation); misses are never cached. The tenant always comes from the
+key or token, never the request. An access token (`amo_…`) must exist (revocation deletes it),
+be unexpired by the clock, and name an RFC 8707 `resource` of this origin. API keys' `memory`
+scope allows both memory tools; OAuth splits it into `memory:read` and `memory:write`.
 
-`authenticate`: `Authorization: Bearer <key>` → SHA-256 → `Principal` (the tenant comes from
-the key, never the request). An OAuth access token (`amo_` + 256 bits, opaque, written by the
-token endpoint with a KV expiration) is read the same way — no D1, no signature — and refused
-unless its record exists (revocation deletes it), has not expired by the clock, and names an
-RFC 8707 `resource` this origin answers for (not another deployment sharing the namespace, nor
-another host name of this one). Scopes: API keys' `memory` allows both memory tools; OAuth
-grants split it into `memory:read` (recall_memory) and `memory:write` (store_memory), beside
-`tools`.
-
-Upstream credentials are sealed at rest (issue 26): AES-256-GCM through the `Cipher` port
-(WebCrypto on Cloudflare, `cryptography` locally) under the newest key-encryption key of the
-`MEMORY_PII_KEKS` secret, with the KV key as AAD (a sealed value moved to another tenant or
-provider does not open). A value stored in clear (before sealing, or written by wrangler) is
-sealed on its first use.
+Upstream credentials are sealed at rest with AES-256-GCM (`Cipher`) under the newest
+`MEMORY_PII_KEKS` key, the KV key as AAD (a value moved to another tenant or provider does not
+open); one stored in clear (wrangler, or before sealing) is sealed on first use.
 """
 
 from __future__ import annotations
@@ -133,9 +123,8 @@ async def read_record(
     what: str,
     fix: str = "write it again",
 ) -> M | None:
-    """The `model` at `key` through the cache, None when missing. 503 `kv_unavailable` when
-    KV fails; 500 `gateway_misconfigured` naming the problem and `fix` when the stored `what`
-    (say, hand-written with wrangler) does not parse: never half-used."""
+    """The `model` at `key` through the cache, None when missing; 503 `kv_unavailable`, or 500
+    `gateway_misconfigured` naming the problem and `fix` when the stored `what` does not parse."""
     now = clock.now()
     hit, value = cache.get(key, now)
     if hit:
@@ -172,8 +161,6 @@ async def list_keys(kv: KVNamespace, prefix: str) -> list[str]:
         cursor = page.cursor
 
 
-# `memory` (API keys) allows both memory tools; OAuth grants split it into `memory:read`
-# (recall_memory) and `memory:write` (store_memory) (gateway.credentials).
 Scope = Literal["tools", "memory", "memory:read", "memory:write"]
 
 ALL_SCOPES: tuple[Scope, ...] = ("tools", "memory")
@@ -303,8 +290,7 @@ def origin_of(url: str) -> str:
 
 
 def resources_for_origin(origin: str) -> frozenset[str]:
-    """The RFC 8707 resources accepted at `origin`: `/mcp` (MCP clients) and the origin (the
-    tool route's metadata)."""
+    """The RFC 8707 resources accepted at `origin`: the origin and its `/mcp`."""
     return frozenset({origin, f"{origin}/", f"{origin}{MCP_PATH}"})
 
 
@@ -315,8 +301,7 @@ async def authenticate_bearer(
     authorization: str | None,
     resources: frozenset[str],
 ) -> Principal:
-    """The caller: an OAuth access token (`amo_…`) or an API key. Raises 401 `invalid_token`
-    (unknown or revoked), `token_expired`, `token_resource_mismatch`, or the API-key codes."""
+    """The caller, by OAuth access token (`amo_…`) or API key; else a 401 `ApiError`."""
     token = bearer_token(authorization)
     if not token.startswith(ACCESS_TOKEN_PREFIX):
         return await authenticate(kv, cache, clock, authorization)
@@ -335,9 +320,8 @@ async def authenticate_bearer(
 
 
 def add_resource_metadata(response: HttpResponse, request_url: str) -> HttpResponse:
-    """Name the protected-resource metadata in a 401/403 challenge (RFC 9728 §5.1) so MCP
-    clients find the authorization server; a 403 `insufficient_scope` names the scope needed
-    (`x-required-scope`), which clients answer with a step-up authorization."""
+    """Name the protected-resource metadata in a 401/403 challenge (RFC 9728 §5.1); a 403
+    `insufficient_scope` names the scope needed (`x-required-scope`) for a step-up."""
     if response.status not in (401, 403):
         return response
     code = response.headers.get("x-gateway-error")
@@ -358,8 +342,7 @@ def add_resource_metadata(response: HttpResponse, request_url: str) -> HttpRespo
 
 
 class SealedSecret(BaseModel):
-    """A secret sealed by `CredentialSealer`: the KEK's id, the nonce and the ciphertext with
-    its tag (both unpadded base64url)."""
+    """The KEK's id, the nonce and the ciphertext with its tag (unpadded base64url)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -378,7 +361,7 @@ def _unavailable(message: str) -> ApiError:
 
 @dataclass(frozen=True)
 class CredentialSealer:
-    """Seals and opens upstream credentials (module docstring); `aad` is the KV key."""
+    """Seals and opens upstream credentials; `aad` is the KV key."""
 
     cipher: Cipher
     keks: KeyEncryptionKeys
@@ -403,5 +386,4 @@ class CredentialSealer:
 def credential_sealer(
     cipher: Cipher | None, keks: KeyEncryptionKeys | None
 ) -> CredentialSealer | None:
-    """The sealer, when the deployment has a cipher and key-encryption keys."""
     return None if cipher is None or keks is None else CredentialSealer(cipher, keks)

@@ -1,14 +1,10 @@
-"""Tool input schemas: what registration accepts (`check_schema`) and how each call's
-arguments are validated (`validate`), with `fastjsonschema` (maintained, pure Python, loads in
-Pyodide). Semantics are JSON Schema 2020-12 for `META_SCHEMA`'s keywords (docs/gateway.md):
-fastjsonschema implements draft-07, which agrees once a `$ref` with siblings moves into an
-`allOf`, `format` is an annotation and `items` arrays are refused. Patterns are Python regexes
-searched anywhere. tests/gateway/test_json_schema.py compares verdicts with `jsonschema`.
-
-Registration refuses, naming each problem's location, what the validator could not honour
-exactly: unknown keywords, malformed values, a `$ref` that is not a pointer into this document
-(a remote one would make the library fetch a URL), bad patterns, `$ref`/combinator cycles that
-never descend (infinite recursion), more than `MAX_SCHEMA_DEPTH` levels or `MAX_SCHEMA_BYTES`.
+"""Tool input schemas: what registration accepts (`check_schema`) and how arguments are
+validated (`validate`), with `fastjsonschema` (pure Python, loads in Pyodide). Semantics are
+JSON Schema 2020-12 for `META_SCHEMA`'s keywords (docs/gateway.md): fastjsonschema's draft-07
+agrees once a `$ref` with siblings moves into an `allOf`, `format` is an annotation and `items`
+arrays are refused. Registration refuses, by location, what could not be honoured exactly:
+unknown keywords, bad values or patterns, a `$ref` outside this document (the library would
+fetch it), cycles that never descend, too deep or too large schemas.
 """
 
 from __future__ import annotations
@@ -94,8 +90,7 @@ Validator = Callable[[Any], Any]
 
 
 class UnsupportedSchemaError(ValueError):
-    """A schema the gateway cannot validate with exactly its meaning; `problems` names each
-    reason with its location (`#/properties/a/minLength: ...`)."""
+    """A schema the gateway cannot honour exactly; `problems`: each reason with its location."""
 
     def __init__(self, problems: list[str]) -> None:
         super().__init__("; ".join(problems))
@@ -114,8 +109,8 @@ class SchemaProblem:
 
 
 def _compile(schema: Any, *, detailed: bool = True) -> Validator:
-    """fastjsonschema's validator for a checked `schema`: all errors when `detailed`, no
-    defaults written into the arguments, formats not asserted."""
+    """fastjsonschema's validator for a checked `schema` (no defaults written, formats not
+    asserted)."""
     import fastjsonschema  # when first needed: most requests never compile a schema
 
     # In every subschema, a `$ref` with siblings moves into `allOf` (appended, so JSON
@@ -178,8 +173,7 @@ COMPILED = _Compiled()
 
 
 def check_schema(schema: Any) -> None:
-    """Raise `UnsupportedSchemaError` listing why `schema` cannot be honoured exactly; else
-    compile it for `validate`."""
+    """Raise `UnsupportedSchemaError` listing why `schema` cannot be honoured; else compile it."""
     if not isinstance(schema, dict | bool):
         raise UnsupportedSchemaError(["#: a schema must be an object or a boolean"])
     size = len(json.dumps(schema, separators=(",", ":")))
@@ -326,8 +320,7 @@ def _structure_problems(schema: Any) -> list[str]:
 
 
 def validate(schema: Any, instance: Any) -> list[SchemaProblem]:
-    """Why `instance` (decoded JSON) fails `schema` (one `check_schema` accepted): empty when
-    it passes, at most `MAX_PROBLEMS`."""
+    """Why `instance` fails `schema` (checked): empty when it passes, at most `MAX_PROBLEMS`."""
     problems: list[SchemaProblem] = []
     for error in _errors(COMPILED.get(schema), instance):
         problems.extend(_problems(error))
@@ -337,8 +330,7 @@ def validate(schema: Any, instance: Any) -> list[SchemaProblem]:
 
 
 def _problems(error: Any) -> list[SchemaProblem]:
-    """One library error as the gateway's problems: a missing or extra property is reported
-    at its own path, as clients of the gateway have always seen it."""
+    """One library error as problems; a missing or extra property at its own path."""
     path = "$" + (error.name or "data")[len("data") :]
     definition, value = error.definition, error.value
     if isinstance(definition, dict) and isinstance(value, dict):

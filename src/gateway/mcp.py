@@ -1,12 +1,10 @@
 """MCP over Streamable HTTP at `POST /mcp`, revisions 2025-06-18, 2025-11-25 and 2026-07-28
-(modelcontextprotocol.io/specification/{revision}/: basic/transports, lifecycle, server/tools,
-authorization; 2026-07-28's "Per-request protocol fields"; the Python SDK 2.3.0's
-`classify_inbound_request`). Stateless (any isolate answers): each POST carries its bearer and
-one message (no batches since 2025-06-18: -32600); notifications and client responses get 202.
-Bad bearer: HTTP 401 (-32001); missing scope: 403 (-32003); an `Origin` must be in
-`MCP_ALLOWED_ORIGINS` (DNS rebinding; never compared with `Host`, which a rebinding page
-matches). Unknown tools and invalid arguments are -32602; from 2025-11-25 invalid arguments are
-an `isError` result (SEP-1303), as upstream failures always are.
+(modelcontextprotocol.io/specification/{revision}/; the Python SDK 2.3.0's
+`classify_inbound_request`). Stateless: each POST carries its bearer and one message (batches:
+-32600); notifications and client responses get 202. Bad bearer: HTTP 401 (-32001); missing
+scope: 403 (-32003); an `Origin` must be in `MCP_ALLOWED_ORIGINS` (DNS rebinding; never
+compared with `Host`). Unknown tools and invalid arguments are -32602; from 2025-11-25 invalid
+arguments are an `isError` result (SEP-1303), as upstream failures always are.
 
 2026-07-28 applies when `MCP-Protocol-Version` names it or `params._meta` carries a version;
 first failure wins: `_meta` holds version and capabilities (-32602), headers agree with the
@@ -96,9 +94,8 @@ RequestId = str | int
 
 
 class MemoryToolDispatcher(Protocol):
-    """ADR-0030's memory tools bound to a request's bindings, built outside the hot path.
-    `specs`: the MCP tool objects. `call` returns a JSON-serialisable result; refused input is
-    a `ValueError` with a string `code` (shown), anything else an internal error (not shown)."""
+    """ADR-0030's memory tools for a request, built outside the hot path. `call` returns JSON;
+    refused input is a `ValueError` with a string `code` (shown), anything else is not shown."""
 
     def specs(self) -> Sequence[Mapping[str, Any]]: ...
 
@@ -109,8 +106,6 @@ class MemoryToolDispatcher(Protocol):
 
 @dataclass(frozen=True)
 class McpContext:
-    """The hot-path context, the memory tools (None: not offered) and the allowed origins."""
-
     gateway: GatewayContext
     memory: MemoryToolDispatcher | None = None
     allowed_origins: frozenset[str] = frozenset()
@@ -118,8 +113,6 @@ class McpContext:
 
 @dataclass(eq=False)  # eq would make the exception unhashable
 class JsonRpcError(Exception):
-    """A JSON-RPC error answer, with its HTTP status and headers."""
-
     code: int
     message: str
     data: Any = None
@@ -322,10 +315,8 @@ def _may_use_memory_tool(principal: Principal, name: str) -> bool:
 
 
 async def _memory_available(ctx: McpContext, principal: Principal) -> bool:
-    """Offered by the deployment, enabled for the tenant, one memory scope held."""
-    if ctx.memory is None or not any(
-        _may_use_memory_tool(principal, n) for n in _MEMORY_TOOL_SCOPE
-    ):
+    """Enabled for the tenant and one memory scope held (callers check the deployment's)."""
+    if not any(_may_use_memory_tool(principal, n) for n in _MEMORY_TOOL_SCOPE):
         return False
     gw = ctx.gateway
     tenant = await load_tenant(gw.kv, gw.cache, gw.clock, principal.tenant)

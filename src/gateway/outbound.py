@@ -1,11 +1,8 @@
-"""The outbound guard against server-side request forgery: which hosts a tool may call.
-
-`OutboundPolicy.check` refuses, before any connection, IP literals outside global space
-(loopback, private, link-local and so cloud metadata, CGNAT, multicast...) in every spelling
-URL parsers and `inet_aton` accept, names local by definition (`localhost`, `*.internal`...),
-and, given a resolver (locally; Cloudflare's `fetch` cannot reach private networks), names
-resolving to such addresses. `OUTBOUND_ALLOWED_HOSTS` lifts it for what it names. DNS
-rebinding between our lookup and httpx's is not caught (docs/gateway.md "Outbound guard").
+"""The outbound guard against SSRF (docs/gateway.md "Outbound guard"): before any connection,
+refuse IP literals outside global space in every spelling URL parsers and `inet_aton` accept,
+local names (`localhost`, `*.internal`...) and, given a resolver (locally; Cloudflare's fetch
+cannot reach private networks), names resolving to such addresses, unless
+`OUTBOUND_ALLOWED_HOSTS` lists them. DNS rebinding after our lookup is not caught.
 """
 
 from __future__ import annotations
@@ -73,14 +70,11 @@ def is_forbidden_address(address: IPAddress) -> bool:
 
 @dataclass(frozen=True)
 class OutboundPolicy:
-    """What the gateway may call beyond the public internet: the operator's allow-list."""
-
     allowed_names: frozenset[str] = frozenset()
     allowed_networks: tuple[IPNetwork, ...] = field(default_factory=tuple)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> OutboundPolicy:
-        """The policy `OUTBOUND_ALLOWED_HOSTS` describes."""
         names, networks = settings.outbound_allow_list
         return cls(names, networks)
 
@@ -95,9 +89,8 @@ class OutboundPolicy:
         )
 
     async def check(self, url: str, resolver: Resolver | None = None) -> None:
-        """403 `upstream_forbidden` unless `url`'s host is public or allowed (no connection);
-        with a `resolver`, also for a name resolving to a refused address (a name that does
-        not resolve passes: connecting fails anyway)."""
+        """403 `upstream_forbidden` unless `url`'s host is public or allowed; a name that does
+        not resolve passes (connecting fails anyway)."""
         host = (urlsplit(url).hostname or "").rstrip(".")
         if host in self.allowed_names:
             return

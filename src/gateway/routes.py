@@ -1,7 +1,5 @@
 """The gateway's routes, its one module that sees `Bindings`: the hot path gets KV, the clock,
-a client factory and the outbound policy; MCP also gets the memory tools' dispatcher the app
-passes in (none, or no semantic tier: the memory tools are not offered).
-"""
+a client factory and the outbound policy; MCP also the app's memory tools, if any."""
 
 from __future__ import annotations
 

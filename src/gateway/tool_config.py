@@ -1,9 +1,7 @@
-"""Tool configs (`gw:tool:{tenant}:{tool}`, example in docs/gateway.md "Tool config") and
-tenant credentials (`gw:cred:{tenant}:{provider}`, sent as the config's `auth` says, never in
-a response or log). Configs are validated when registered and again when read, so a
-hand-written one that breaks a rule is `gateway_misconfigured`, never misused. Url
-`{placeholders}` take the arguments of that name; the rest go to the query (`input_as:
-"query"`, default for GET and DELETE) or a JSON body (`"json"`, default otherwise).
+"""Tool configs (docs/gateway.md "Tool config") and tenant credentials (sent as `auth` says,
+never in a response or log), validated when registered and again when read. Url
+`{placeholders}` take the arguments of that name; the rest go to the query (`input_as`, default
+for GET and DELETE) or a JSON body.
 """
 
 from __future__ import annotations
@@ -52,8 +50,6 @@ def _header_value_ok(value: str) -> bool:
 
 
 class CredentialPlacement(BaseModel):
-    """How the credential is sent: a header (with a prefix), a query parameter, or not."""
-
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     type: Literal["header", "query", "none"]
@@ -78,8 +74,6 @@ class CredentialPlacement(BaseModel):
 
 
 class ToolConfig(BaseModel):
-    """Everything the gateway needs to proxy one tool of one tenant."""
-
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str = Field(pattern=TOOL_NAME_RE.pattern)
@@ -207,9 +201,8 @@ class ToolConfig(BaseModel):
 
 
 class Credential(BaseModel):
-    """The value at `gw:cred:{tenant}:{provider}`: the secret `sealed`
-    (`gateway.credentials.CredentialSealer`), or in clear where it was written so (by
-    wrangler, before sealing, or with no key-encryption key); `load_credential` opens it."""
+    """The secret, `sealed` or in clear (written by wrangler, before sealing, or without a
+    key-encryption key)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -259,9 +252,8 @@ async def load_credential(
     provider: str,
     sealer: CredentialSealer | None = None,
 ) -> str | None:
-    """The tenant's secret for `provider`, opened. One stored in clear is
-    sealed in KV on this first use when the deployment has a sealer (a failed write leaves
-    it in clear, to be sealed next time)."""
+    """The tenant's secret for `provider`, opened; one in clear is sealed in KV now if the
+    deployment has a sealer (a failed write leaves it for next time)."""
     key = credential_key(tenant, provider)
     stored = await read_record(kv, cache, clock, key, Credential, "credential", "set it again")
     if stored is None:

@@ -1,10 +1,7 @@
-"""The hot path: `POST /api/v1/tools/{tool_name}` and MCP `tools/call` for proxied tools: (1) KV
-auth (`credentials.authenticate_bearer`); (2) KV config `gw:tool:{tenant}:{tool}`; (3) input
-checks without I/O (size, JSON Schema, url placeholders); (4) KV credential
-`gw:cred:{tenant}:{provider}` (named by the config, so bad input never reaches it); (5) one
-outbound request; (6) the upstream's answer relayed, marked `x-upstream-status`. KV reads go
-through the isolate cache. Handed KV, a clock and a client factory, never `Bindings`
-(tests/gateway/test_hot_path_isolation.py).
+"""The hot path: `POST /api/v1/tools/{tool_name}` and MCP `tools/call` of proxied tools: (1) KV
+auth; (2) KV config; (3) input checks without I/O (size, JSON Schema, url placeholders); (4) KV
+credential (so bad input never reaches it); (5) one outbound request; (6) the answer relayed
+with `x-upstream-status`. Handed KV, a clock and a client factory, never `Bindings`.
 """
 
 from __future__ import annotations
@@ -56,9 +53,8 @@ ClientFactory = Callable[[float], httpx.AsyncClient]
 
 @dataclass(frozen=True)
 class GatewayContext:
-    """What the hot path may touch. Upstream urls pass the `outbound` policy (built on first
-    use: MCP's memory tools never need it; checked with `resolver`'s addresses) before a
-    client exists; `resources`: what an OAuth token must name (RFC 8707)."""
+    """What the hot path may touch. `outbound` is built on first use (memory tools never need
+    it); `resources`: what an OAuth token must name (RFC 8707)."""
 
     kv: KVNamespace
     clock: Clock
@@ -87,10 +83,8 @@ async def call_tool(
     ctx: GatewayContext, principal: Principal, tool_name: str, body: bytes | dict[str, Any]
 ) -> HttpResponse:
     """Steps 2-6 for an authenticated caller. `body`: the HTTP body (size checked before
-    parsing; empty is `{}`) or MCP's arguments. Raises `ApiError`: 403 `insufficient_scope`,
-    404 `tool_not_found` (another tenant's too), 413 `tool_input_too_large`, 400
-    `invalid_json` and the JSON limits' codes, 422 `invalid_tool_input`, 424
-    `credential_missing`, and `fetch_upstream`'s."""
+    parsing; empty is `{}`) or MCP's arguments. Raises `ApiError` (403, 404 `tool_not_found`
+    for another tenant's too, 413, 400, 422, 424 `credential_missing`, `fetch_upstream`'s)."""
     principal.require("tools")
     config = await load_tool(ctx.kv, ctx.cache, ctx.clock, principal.tenant, tool_name)
     if config is None:
@@ -148,9 +142,8 @@ def _parse_arguments(body: bytes) -> dict[str, Any]:
 
 
 def fill_path(config: ToolConfig, arguments: dict[str, Any]) -> str:
-    """The upstream url, `{placeholders}` filled from `arguments` (quoted: no new segment).
-    422 `invalid_tool_input` for a filled segment that is empty or a dot segment (encoded
-    too): normalised away, it would take the credential outside the tool's path."""
+    """The upstream url, `{placeholders}` filled from `arguments` (quoted). 422 for a filled
+    segment that is empty or a dot segment, encoded too: it would leave the tool's path."""
     parts = urlsplit(config.url)
     segments = parts.path.split("/")
     for index, segment in enumerate(segments):
@@ -183,8 +176,7 @@ def is_unsafe_segment(value: str) -> bool:
 def build_request(
     config: ToolConfig, secret: str | None, arguments: dict[str, Any]
 ) -> tuple[list[tuple[str, str]], dict[str, str], bytes | None]:
-    """Query params, headers and body for one call (pure, no I/O); `secret` is the opened
-    credential."""
+    """Query params, headers and body for one call (no I/O)."""
     placeholders = config.path_placeholders
     payload = {k: v for k, v in arguments.items() if k not in placeholders}
     params: list[tuple[str, str]] = []
@@ -216,8 +208,8 @@ async def fetch_upstream(
     secret: str | None,
     arguments: dict[str, Any],
 ) -> HttpResponse:
-    """Steps 5-6: the outbound guard (403 `upstream_forbidden`), one request, and its status,
-    body and allowed headers relayed; transport failures are 502/504."""
+    """Steps 5-6: the outbound guard (403), one request, its answer relayed; 502/504 for
+    transport failures."""
     params, headers, body = build_request(config, secret, arguments)
     await ctx.outbound().check(url, ctx.resolver)
     timeout = config.timeout_seconds

@@ -1,22 +1,13 @@
-"""The Workers AI binding (`env.AI.run`): the `Embedder` (bge), the `Reranker` and the `LLM`.
-Loads without numpy or pydantic (tests/pyodide runs it in bare Pyodide). Errors are "<code>: <text>"
-(workers-ai/platform/errors): 3036 (daily allocation used) rate limiting, 3040 (no capacity)
-overload, 3007/3008 timeout.
+"""The Workers AI binding (`env.AI.run`): the `Embedder` (bge), the `Reranker` and the `LLM`;
+loads without numpy or pydantic (tests/pyodide). Errors are "<code>: <text>"
+(workers-ai/platform/errors): 3036 rate limit, 3040 no capacity, 3007/3008 timeout.
 
-Embeddings (≤ 100 texts per call) pin **cls** pooling, which the bge model schema recommends
-and BAAI's config uses (`mean` is only the backwards-compatible default). cls and mean
-vectors are not comparable, so the pooling is part of `config.model` (`...#pooling=cls`).
-
-Reranking (`@cf/baai/bge-reranker-base`, workers-ai/models/bge-reranker-base): input
-`{query, contexts: [{text}], top_k}`, output `{response: [{id, score}]}` where `id` is the
-context's index in the request, best first; every context is asked for (`top_k`) and the
-scores are put back in request order.
-
-Chat replies come "traditional" (llama-3.x: `{response, tool_calls}`) or OpenAI-shaped
-(`{choices}`); both are read. Requests fit both input schemas: an assistant turn that called
-tools carries its calls as JSON in `content` (all a traditional model reads) and in
-`tool_calls`; a tool result carries `name` and `tool_call_id`. Calls without ids get
-`call_<step>_<i>`.
+Embeddings pin **cls** pooling (the bge schema's recommendation; `mean` is only the legacy
+default); the two are not comparable, so the pooling is part of `config.model`. The reranker
+answers `{response: [{id, score}]}` best first (`id`: the context's index); scores are put back
+in request order. Chat replies come "traditional" (`{response, tool_calls}`) or OpenAI-shaped
+(`{choices}`); an assistant turn's tool calls go both as JSON `content` (all a traditional
+model reads) and as `tool_calls`; calls without ids get `call_<step>_<i>`.
 """
 
 from __future__ import annotations
@@ -90,6 +81,10 @@ class _WorkersAIModel:
         self._raw = ffi.is_raw(ai)
         self._model = model
 
+    @property
+    def model(self) -> str:
+        return self._model
+
     async def _run(self, inputs: dict[str, Any]) -> Any:
         """`env.AI.run(model, inputs)` as plain Python; a JS error propagates as `JsException`."""
         return ffi.to_py(await self._ai.run(self._model, ffi.to_js_arg(inputs, self._raw)))
@@ -127,10 +122,11 @@ class WorkersAIEmbedder(_WorkersAIModel):
                 f"Workers AI {self._model} rejects empty texts; the texts at positions "
                 f"{empty} are empty"
             )
-        rows: list[list[float]] = []
-        for start in range(0, len(items), MAX_TEXTS_PER_CALL):
-            rows.extend(await self._embed_batch(items[start : start + MAX_TEXTS_PER_CALL]))
-        return [_normalised(row) for row in rows]
+        return [
+            _normalised(row)
+            for start in range(0, len(items), MAX_TEXTS_PER_CALL)
+            for row in await self._embed_batch(items[start : start + MAX_TEXTS_PER_CALL])
+        ]
 
     async def _embed_batch(self, batch: list[str]) -> list[list[float]]:
         try:
@@ -153,10 +149,6 @@ class WorkersAIEmbedder(_WorkersAIModel):
 class WorkersAIReranker(_WorkersAIModel):
     def __init__(self, ai: Any, model: str = BGE_RERANKER) -> None:
         super().__init__(ai, model)
-
-    @property
-    def model(self) -> str:
-        return self._model
 
     async def rerank(self, query: str, texts: Sequence[str]) -> list[float]:
         items = [text[:MAX_RERANK_CHARS] for text in texts]
@@ -246,10 +238,6 @@ def parse_workers_ai_reply(reply: Any, step: int) -> ChatMessage:
 
 
 class WorkersAILLM(_WorkersAIModel):
-    @property
-    def model(self) -> str:
-        return self._model
-
     async def chat(
         self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = ()
     ) -> ChatResult:

@@ -1,11 +1,8 @@
 """`BackgroundTasks` over `ctx.waitUntil` (an ExecutionContext or a Durable Object's state).
 
-workerd's `patchWaitUntil` (python-entrypoint-helper.ts) accepts a Python coroutine only from
-an `[object ExecutionContext]`: a `DurableObjectState.waitUntil` gets it as a borrowed proxy
-that Pyodide destroys on return, and the work never runs (tests/pyodide/py/test_background.py).
-So the work always runs here as an asyncio task, and `waitUntil` gets a real JS Promise that
-settles with it. The task is held in a set until done (asyncio keeps only weak references);
-its failure is logged here and rejects the promise.
+workerd accepts a Python coroutine in `waitUntil` only from an ExecutionContext (a DO state gets
+a borrowed proxy that is destroyed on return: tests/pyodide/py/test_background.py), so the work
+runs here as an asyncio task, held until done, and `waitUntil` gets a JS Promise settled by it.
 """
 
 from __future__ import annotations

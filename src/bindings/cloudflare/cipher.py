@@ -1,7 +1,6 @@
-"""`Cipher` by WebCrypto (`crypto.subtle`): AES-256-GCM with keys imported per call,
-non-extractable, with only the usage needed; nonces and keys from `crypto.getRandomValues`.
-The 128-bit tag is appended, as `cryptography`'s AESGCM does (tests/pyodide/py/test_cipher.py).
-A failed decrypt (`OperationError`) is a `CipherError`. `js` is imported when called.
+"""`Cipher` by WebCrypto: AES-256-GCM, keys imported per call (non-extractable, one usage),
+nonces and keys from `crypto.getRandomValues`, the tag appended as `cryptography` does. A failed
+decrypt is a `CipherError`. `js` is imported when called: this loads under the CPython fakes.
 """
 
 from __future__ import annotations
@@ -19,22 +18,25 @@ def _js() -> Any:
     return js
 
 
-def _subtle() -> Any:
+def subtle() -> Any:
+    """`crypto.subtle` (also for `signatures`)."""
     return _js().crypto.subtle
 
 
+def js_object(value: dict[str, Any]) -> Any:
+    """A JS Object (not a Map) from a dict."""
+    return to_js(value, dict_converter=_js().Object.fromEntries)
+
+
 async def _import_key(key: bytes, usage: str) -> Any:
-    return await _subtle().importKey("raw", to_js(key), "AES-GCM", False, to_js([usage]))
+    return await subtle().importKey("raw", to_js(key), "AES-GCM", False, to_js([usage]))
 
 
 def _params(nonce: bytes, aad: bytes) -> Any:
-    params = {
-        "name": "AES-GCM",
-        "iv": to_js(nonce),
-        "additionalData": to_js(aad),
-        "tagLength": TAG_BYTES * 8,
-    }
-    return to_js(params, dict_converter=_js().Object.fromEntries)
+    tag_bits = TAG_BYTES * 8
+    return js_object(
+        {"name": "AES-GCM", "iv": to_js(nonce), "additionalData": to_js(aad), "tagLength": tag_bits}
+    )
 
 
 def _random(size: int) -> bytes:
@@ -50,13 +52,13 @@ class WebCryptoCipher:
     async def encrypt(self, key: bytes, plaintext: bytes, aad: bytes) -> tuple[bytes, bytes]:
         nonce = _random(NONCE_BYTES)
         handle = await _import_key(key, "encrypt")
-        sealed = await _subtle().encrypt(_params(nonce, aad), handle, to_js(plaintext))
+        sealed = await subtle().encrypt(_params(nonce, aad), handle, to_js(plaintext))
         return nonce, bytes(sealed.to_bytes())
 
     async def decrypt(self, key: bytes, nonce: bytes, ciphertext: bytes, aad: bytes) -> bytes:
         try:
             handle = await _import_key(key, "decrypt")
-            plain = await _subtle().decrypt(_params(nonce, aad), handle, to_js(ciphertext))
+            plain = await subtle().decrypt(_params(nonce, aad), handle, to_js(ciphertext))
         except JsException as exc:
             raise CipherError("AES-GCM decryption failed") from exc
         return bytes(plain.to_bytes())

@@ -1,10 +1,7 @@
-"""`D1Database` over a D1 binding (`env.DB`; d1/worker-api/*, the SDK's `test_d1.py`).
-
-D1 enforces its own rules (bind types, 100 parameters, 100 KB of SQL, non-empty `batch`), so
-this adapter converts values and turns every JS error into `D1Error` (`D1LimitError`, also a
-`BindingLimitError`, when SQLite reports a limit). Raw mode must send None as JS `null` (D1
-rejects `undefined`) and bytes as a Uint8Array (`ffi.to_js_arg`). An int beyond ±2^53 becomes
-a BigInt, which D1 refuses (store big ids as TEXT).
+"""`D1Database` over a D1 binding (`env.DB`; d1/worker-api/*). D1 enforces its own rules, so
+every JS error becomes `D1Error` (`D1LimitError` when SQLite reports a limit). Raw mode sends
+None as JS `null` (D1 rejects `undefined`) and bytes as a Uint8Array; an int beyond ±2^53 is a
+BigInt, which D1 refuses.
 """
 
 from __future__ import annotations

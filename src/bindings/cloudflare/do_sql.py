@@ -1,16 +1,9 @@
-"""`DurableObjectStorage` over a Durable Object's `ctx.storage` (workerd `api/sql.c++`; the
-SDK wraps `ctx.storage` in a `_BindingWrapper`). JS errors become `BindingError`
-(`BindingLimitError` when SQLite reports a limit), with workerd's text.
-
-Booleans are refused: workerd would store them as the text 'true'/'false'. Cursors are lazy,
-as workerd's are: `exec` runs to the first row (so a write is done and counted), later rows
-(and their errors) come as the cursor is read, and a cursor left unread keeps its statement
-open, so workerd cannot commit the object's writes (SQLITE_BUSY): read cursors to the end.
-
-The SDK wrapper caches an attribute after its first read (`rpc.py`,
-`_BindingWrapper.__getattr__`), so values that change are read past it: a cursor's counter
-by item (`cursor["rowsWritten"]`), `database_size` from the unwrapped JS object (through the
-wrapper it stayed at its first value; tests/workerd).
+"""`DurableObjectStorage` over a Durable Object's `ctx.storage` (workerd `api/sql.c++`). JS
+errors become `BindingError` (`BindingLimitError` for SQLite limits); booleans are refused
+(workerd stores the text 'true'/'false'). Cursors are lazy, as workerd's: an unread cursor keeps
+its statement open and blocks the commit (SQLITE_BUSY), so read cursors to the end. The SDK
+wrapper caches attributes after the first read, so changing values are read past it
+(`cursor["rowsWritten"]`, `database_size` from the JS object; tests/workerd).
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
 """`DurableObjectNamespace` over a DO namespace binding (`getByName`). Every call goes to the
-object's one generic RPC method, `call(method, payload)` (`worker.entry.AgentRuntime.call`),
-so a new `AgentRuntimeCore` RPC needs no new JS-visible method.
-"""
+object's one generic RPC method, `call(method, payload)` (`worker.entry.AgentRuntime.call`)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
 """The per-request `Bindings` from a Worker's `env` and `ctx`: bindings by their wrangler
-names, vars and secrets by the upper-case names of `Settings` fields; a binding the
-deployment lacks is None.
-"""
+names, settings by the upper-case names of `Settings` fields; a missing binding is None."""
 
 from __future__ import annotations
 

@@ -1,11 +1,7 @@
 """Conversions at the Pyodide boundary, for both modes a binding arrives in (workers-runtime-sdk
-`workers/rpc.py`; /work/shared cheat sheet section 0). **Wrapped** (SDK >= 1.3: `self.env`, a
-DO's `ctx.storage`): an SDK wrapper, not a `JsProxy`, converting arguments (`dict` → Object,
-None → `null`) and results (`JsDict`; `null` → None). **Raw** (a bare `JsProxy`): we convert
-arguments (a dict would reach JS as an unreadable Map/PyProxy, None as `undefined`), and
-results need `.to_py()`, with `null` as `jsnull` (not None) on Python 3.13. Adapters detect
-the mode once (`is_raw`), send arguments through `to_js_arg`/`to_js_options` and read every
-result through `to_py`.
+`workers/rpc.py`). **Wrapped** (SDK >= 1.3): the SDK converts arguments and results. **Raw** (a
+bare `JsProxy`): we convert arguments (a dict would reach JS as a Map, None as `undefined`) and
+results (`.to_py()`; `null` is `jsnull` on 3.13). Adapters detect the mode once (`is_raw`).
 """
 
 from __future__ import annotations
@@ -60,8 +56,7 @@ def to_py(value: Any) -> Any:
 
 
 def _nulls_for_none(value: Any) -> Any:
-    # Raw mode: `to_js` turns None into `undefined`, which JSON drops and D1 rejects; the
-    # JS value we mean is `null`. (On Pyodide < 0.27 there is no jsnull to send: None stays.)
+    # `to_js` turns None into `undefined`, which JSON drops and D1 rejects: we mean `null`.
     if value is None:
         return jsnull
     if isinstance(value, Mapping):

@@ -1,12 +1,8 @@
-"""An httpx transport over the runtime's `fetch`, for every outbound call on Workers.
-
-Pyodide's own httpx transport lets fetch follow a 3xx itself, whatever `follow_redirects`
-says, re-sending the request (a tenant's credential included) wherever the upstream points.
-This one always passes `redirect: "manual"` (workers/runtime-apis/request), so the 3xx is
-relayed as-is (tests/pyodide/py/test_http.py, in Pyodide and in workerd). Bodies are buffered.
-fetch has already undone `Content-Encoding`, so that header and `Content-Length` are dropped
-(httpx would decode again). A timeout (`AbortSignal.timeout`, the request's longest httpx
-timeout) becomes `ReadTimeout`, any other fetch failure `ConnectError`.
+"""An httpx transport over `fetch`, for every outbound call on Workers. Pyodide's own transport
+lets fetch follow redirects, re-sending a tenant's credential wherever a 3xx points; this one
+passes `redirect: "manual"` (tests/pyodide/py/test_http.py). fetch has undone
+`Content-Encoding`, so that header and `Content-Length` are dropped. A timeout
+(`AbortSignal.timeout`) becomes `ReadTimeout`, any other failure `ConnectError`.
 """
 
 from __future__ import annotations

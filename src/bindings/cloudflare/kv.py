@@ -1,9 +1,7 @@
-"""`KVNamespace` over a Workers KV binding (`env.KV`; kv/api/*, the SDK's `test_kv.py`).
-
-KV enforces its own rules, so its answers are kept verbatim: a `TypeError` about a key name
-and any `KV <OP> failed: 4xx ...` become `BindingLimitError` (the texts the local adapter
-raises), anything else `BindingUnavailableError`. Options travel as one JS object: in raw mode
-a Python dict would reach KV as an opaque proxy, silently losing the TTL and metadata.
+"""`KVNamespace` over a Workers KV binding (`env.KV`; kv/api/*). KV's own answers are kept
+verbatim: a `TypeError` about a key name and `KV <OP> failed: 4xx` become `BindingLimitError`,
+anything else `BindingUnavailableError`. Options travel as one JS object (a raw dict would
+reach KV as an opaque proxy, losing the TTL and metadata).
 """
 
 from __future__ import annotations

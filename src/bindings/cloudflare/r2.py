@@ -1,12 +1,8 @@
-"""`ObjectStore` over an R2 bucket binding (`env.COLD`; r2/api/workers/workers-api-reference.mdx).
-
-Bytes go as a `Uint8Array` (raw mode: a bare `bytes` would reach JS as an opaque PyProxy) and
-come back from `arrayBuffer()` (a memoryview wrapped, an ArrayBuffer proxy raw). `list` sends
-`include: ["customMetadata"]`, without which R2 leaves it empty (compat date >= 2022-08-04).
-`R2Object` is a class instance, so conversions leave it a proxy or SDK wrapper: its fields are
-read as attributes, and `uploaded` (a JS Date) arrives as a Date proxy (raw) or a `datetime`
-(wrapped). Limits are checked before the call (`BindingLimitError`, like the local adapter);
-JS errors become `BindingUnavailableError` (the call may be retried).
+"""`ObjectStore` over an R2 bucket binding (`env.COLD`; r2/api/workers/workers-api-reference).
+Bytes go as a Uint8Array and come back from `arrayBuffer()`; `list` asks for
+`include: ["customMetadata"]` (R2 leaves it empty otherwise). `R2Object` stays a proxy or SDK
+wrapper: fields are read as attributes, `uploaded` is a Date proxy (raw) or a `datetime`.
+Limits are checked before the call; JS errors become `BindingUnavailableError`.
 """
 
 from __future__ import annotations

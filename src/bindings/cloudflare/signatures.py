@@ -1,8 +1,6 @@
-"""`Signatures` by WebCrypto (`crypto.subtle`): keys imported per call, non-extractable, with
-only the usage needed (HMAC as `raw` SHA-256, RSA public keys as `jwk` RSASSA-PKCS1-v1_5
-SHA-256); `verify` is WebCrypto's (constant time for HMAC). A key WebCrypto refuses verifies
-nothing (False). `js` is imported when called, so this loads under the CPython fakes.
-"""
+"""`Signatures` by WebCrypto (`crypto.subtle`): keys imported per call, non-extractable, for
+one usage; `verify` is WebCrypto's (constant time for HMAC). A key WebCrypto refuses verifies
+nothing (False)."""
 
 from __future__ import annotations
 
@@ -10,25 +8,12 @@ from typing import Any
 
 from pyodide.ffi import JsException, to_js
 
+from bindings.cloudflare.cipher import js_object as _object
+from bindings.cloudflare.cipher import subtle as _subtle
 from bindings.ports.crypto import RsaPublicJwk
-
-
-def _js() -> Any:
-    import js  # when called: the module loads where the runtime has no `crypto` global
-
-    return js
-
-
-def _subtle() -> Any:
-    return _js().crypto.subtle
-
 
 _HMAC = {"name": "HMAC", "hash": "SHA-256"}
 _RSASSA = {"name": "RSASSA-PKCS1-v1_5", "hash": "SHA-256"}
-
-
-def _object(value: dict[str, Any]) -> Any:
-    return to_js(value, dict_converter=_js().Object.fromEntries)
 
 
 async def _hmac_key(key: bytes, usage: str) -> Any:

@@ -1,9 +1,7 @@
 """`VectorIndex` over a Vectorize (v2) binding (`env.VECTORIZE`; vectorize/reference/*).
-
-Mutations return `{mutationId}` and become visible seconds later. Vectors are sent as plain
-float lists (numpy arrays would reach JS as opaque objects). The documented limits are checked
-here (`BindingLimitError`, like the local index); a JS error is a `BindingLimitError` when
-Vectorize blames the input (a 4xxxx code), else `BindingUnavailableError`.
+Mutations return `{mutationId}` and become visible seconds later; vectors go as float lists.
+The documented limits are checked here; a JS error is a `BindingLimitError` when Vectorize
+blames the input (a 4xxxx code), else `BindingUnavailableError`.
 """
 
 from __future__ import annotations
@@ -110,20 +108,15 @@ class CloudflareVectorIndex:
         ]
 
     async def describe(self) -> VectorIndexInfo:
-        # VectorizeIndexInfo: {vectorCount, dimensions, processedUpTo...} (workers-types).
-        info = ffi.to_py(await self._describe()) or {}
+        try:  # VectorizeIndexInfo: {vectorCount, dimensions, processedUpTo...} (workers-types)
+            info = ffi.to_py(await self._index.describe()) or {}
+        except ffi.JsException as exc:
+            message = f"Vectorize describe failed: {ffi.error_message(exc)}"
+            raise BindingUnavailableError(message) from exc
         return VectorIndexInfo(
             dimensions=int(info.get("dimensions") or 0),
             vector_count=int(info.get("vectorCount") or 0),
         )
-
-    async def _describe(self) -> Any:
-        try:
-            return await self._index.describe()
-        except ffi.JsException as exc:
-            raise BindingUnavailableError(
-                f"Vectorize describe failed: {ffi.error_message(exc)}"
-            ) from exc
 
     async def delete_by_ids(self, ids: Sequence[str]) -> VectorMutation:
         if not ids:

@@ -1,15 +1,10 @@
-"""The cryptography ports. WebCrypto on Cloudflare (`bindings.cloudflare.cipher`,
-`bindings.cloudflare.signatures`), `cryptography` locally; async because WebCrypto is; each
-reads and checks the other's output (tests/pyodide/py/test_cipher.py, test_signatures.py).
+"""The cryptography ports: WebCrypto on Cloudflare, `cryptography` locally; each reads the
+other's output (tests/pyodide/py/test_cipher.py, test_signatures.py).
 
-* `Cipher`: AES-256-GCM for personal data at rest (docs/personal-data.md). The adapter, never
-  the caller, picks a fresh random 96-bit nonce; the 128-bit tag is appended to the
-  ciphertext, as WebCrypto returns it. Wrapping a data key under a key-encryption key is the
-  same operation with its own AAD (`agent_memory.governance.personal_data`).
-* `Signatures`: HMAC-SHA256 (RFC 2104, the memory tokens' HS256, compared in constant time)
-  and RS256 verification (RSASSA-PKCS1-v1_5 SHA-256, RFC 8017 §8.2.2, under an RSA JWK:
-  Cloudflare Access tokens). A verifier answers False for anything that does not verify
-  (wrong key, altered data, bad length, unusable key) and never raises for it.
+* `Cipher`: AES-256-GCM for personal data at rest (docs/personal-data.md); the adapter picks a
+  fresh 96-bit nonce and appends the 128-bit tag, as WebCrypto does.
+* `Signatures`: HMAC-SHA256 (compared in constant time) and RS256 verification under an RSA
+  JWK (Cloudflare Access tokens). A verifier answers False for anything that does not verify.
 """
 
 from __future__ import annotations
@@ -48,8 +43,7 @@ class Cipher(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class KeyEncryptionKeys:
-    """The parsed `MEMORY_PII_KEKS` secret, newest first: `(kid, 32-byte key)` pairs; the newest
-    wraps new data keys, every one unwraps."""
+    """`MEMORY_PII_KEKS`, newest first: `(kid, key)`; the newest wraps, every one unwraps."""
 
     keys: tuple[tuple[str, bytes], ...]
 
@@ -89,8 +83,8 @@ _BASE64URL = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def base64url_bytes(value: str) -> bytes:
-    """The bytes of an unpadded base64url string (RFC 7515 §2); ValueError if it is not one
-    (the standard decoder would silently skip characters outside the alphabet)."""
+    """The bytes of unpadded base64url (RFC 7515 §2); ValueError otherwise (the standard
+    decoder silently skips characters outside the alphabet)."""
     if not _BASE64URL.fullmatch(value) or len(value) % 4 == 1:
         raise ValueError("not base64url")
     try:
@@ -101,8 +95,7 @@ def base64url_bytes(value: str) -> bytes:
 
 @dataclass(frozen=True, slots=True)
 class RsaPublicJwk:
-    """An RSA public key as a JWK: `n` and `e` as a JWKS publishes them (base64url, no padding,
-    big-endian), checked for that alphabet on construction."""
+    """An RSA public JWK's `n` and `e` (unpadded base64url, big-endian), checked on creation."""
 
     n: str
     e: str

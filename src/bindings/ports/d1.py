@@ -1,9 +1,6 @@
-"""D1 port (docs: d1/worker-api/*, d1/platform/limits.mdx). `prepare(sql).bind(*params)` is
-synchronous, execution async; `batch` is one transaction (all or nothing); at most 100 bound
-parameters per statement; booleans are stored as 1/0, None binds NULL.
-
-Value types are slotted stdlib dataclasses (cheap per call, and pydantic-core has no wheel in
-bare Pyodide, where tests/pyodide runs the adapters).
+"""D1 port (d1/worker-api/*): `prepare(sql).bind(*params)` is synchronous, execution async;
+`batch` is one transaction; at most 100 bound parameters. Value types are slotted dataclasses
+(bare Pyodide, where tests/pyodide runs the adapters, has no pydantic-core).
 """
 
 from __future__ import annotations
@@ -17,9 +14,7 @@ from bindings.ports.sql import Row, SqlValue
 
 @dataclass(frozen=True, slots=True)
 class D1Meta:
-    """The counters of `meta` that callers read (`changes`; `size_after`, the database's size
-    in bytes after the statement, read by the tenant directory and the brief); the others D1
-    reports are dropped."""
+    """The counters of `meta` callers read (`size_after`: the database's bytes after it)."""
 
     changes: int = 0
     size_after: int = 0
@@ -27,8 +22,6 @@ class D1Meta:
 
 @dataclass(frozen=True, slots=True)
 class D1Result:
-    """Shape of `.all()` / `.run()`: `{meta, results}`."""
-
     meta: D1Meta = field(default_factory=D1Meta)
     results: list[Row] = field(default_factory=list)
 
@@ -37,8 +30,7 @@ class D1Error(Exception):
     """A statement failed in the database (constraint, syntax, limit...)."""
 
 
-# What a fence trigger raises (agent_memory.directory): the tenant's rows in this database
-# are read-only because the tenant is moving to another one.
+# What a fence trigger raises (agent_memory.directory): the tenant is moving away.
 FENCE_MARK = "tenant_moved"
 
 

@@ -1,7 +1,5 @@
-"""Durable Object SQL storage port (`ctx.storage.sql`, synchronous), with workerd's
-semantics: `exec` returns a cursor; `BEGIN`/`COMMIT`/`SAVEPOINT` are refused (use
-`transaction_sync`); `_cf_` tables are reserved; integers may come back as floats (int64 →
-double), so callers must not depend on the Python type of an integer column.
+"""Durable Object SQL storage port (`ctx.storage.sql`, synchronous), with workerd's semantics:
+`BEGIN`/`COMMIT` are refused (use `transaction_sync`) and integers may come back as floats.
 """
 
 from __future__ import annotations
@@ -31,8 +29,6 @@ class SqlStorage(Protocol):
 
 
 class DurableObjectStorage(Protocol):
-    """The parts of `ctx.storage` the AgentRuntime uses."""
-
     @property
     def sql(self) -> SqlStorage: ...
 
@@ -40,5 +36,4 @@ class DurableObjectStorage(Protocol):
         """Run `fn` atomically: if it raises, every write it made is rolled back."""
 
     async def delete_all(self) -> None:
-        """`storage.deleteAll()`: every table and row goes with the object's SQLite database
-        (nothing of it is left in free pages); the object starts empty again."""
+        """`storage.deleteAll()`: the whole SQLite database goes, free pages too."""

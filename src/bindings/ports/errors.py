@@ -1,5 +1,4 @@
-"""Errors adapters raise when a documented Cloudflare limit or rule is broken (rather than
-silently differing from Cloudflare); the edge maps them to JSON errors with stable codes."""
+"""Errors adapters raise for a broken Cloudflare limit or rule; the edge maps them to JSON."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""Workers KV port, with Cloudflare's limits (kv/platform/limits.mdx): keys ≤ 512 bytes,
-`expiration_ttl` ≥ 60 s, metadata ≤ 1024 bytes of JSON, `list` ≤ 1000 keys per page with an
-opaque cursor, in key order. Values are text (callers encode JSON). Value types are stdlib
-dataclasses: they must load in bare Pyodide (tests/pyodide).
+"""Workers KV port, with Cloudflare's limits (kv/platform/limits.mdx). Values are text; value
+types are stdlib dataclasses (they load in bare Pyodide).
 """
 
 from __future__ import annotations
@@ -25,8 +23,6 @@ class KVKey:
 
 @dataclass(frozen=True, slots=True)
 class KVListResult:
-    """A page of keys. When `list_complete` is false, pass `cursor` to get the next page."""
-
     keys: list[KVKey]
     list_complete: bool
     cursor: str | None = None
@@ -34,8 +30,6 @@ class KVListResult:
 
 @dataclass(frozen=True, slots=True)
 class KVValueWithMetadata:
-    """`getWithMetadata`: both None when the key is missing."""
-
     value: str | None
     metadata: dict[str, Any] | None = None
 

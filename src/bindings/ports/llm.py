@@ -1,6 +1,5 @@
-"""LLM port: chat completions with tool calls (OpenAI-compatible shape). Dataclasses, not
-pydantic: the adapters parse replies field by field, and the Workers AI adapter must load in
-bare Pyodide, which has no pydantic-core (tests/pyodide).
+"""LLM port: chat completions with tool calls (OpenAI-compatible shape). Dataclasses: the
+Workers AI adapter must load in bare Pyodide, which has no pydantic-core.
 """
 
 from __future__ import annotations

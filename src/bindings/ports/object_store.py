@@ -1,10 +1,7 @@
-"""Object storage port: the cold tier, an R2 bucket (r2/api/workers/workers-api-reference.mdx,
-r2/platform/limits.mdx). Writes are strongly consistent; `put` replaces the object; `list`
-pages in key order (`truncated` says whether another page follows: R2 may return fewer than
-`limit`); deleting a missing key is not an error. Every adapter checks the limits with
-`check_key` / `check_custom_metadata`, so a bad call fails the same way everywhere; longer
-deletes are split into `OBJECT_STORE_MAX_DELETE_KEYS` chunks (the S3 DeleteObjects cap).
-Value types are stdlib dataclasses: they must load in bare Pyodide (tests/pyodide).
+"""Object storage port: the cold tier, an R2 bucket (r2/api/workers/workers-api-reference,
+r2/platform/limits). `put` replaces; `list` pages in key order (`truncated`: another page
+follows); deleting a missing key is no error. Every adapter checks limits with `check_key` /
+`check_custom_metadata`; deletes go in chunks of `OBJECT_STORE_MAX_DELETE_KEYS`.
 """
 
 from __future__ import annotations
@@ -23,7 +20,7 @@ OBJECT_STORE_MAX_DELETE_KEYS = 1000
 
 @dataclass(frozen=True, slots=True)
 class ObjectInfo:
-    """An object's metadata (R2's `R2Object`). `uploaded_ms` is epoch milliseconds."""
+    """R2's `R2Object`; `uploaded_ms` is epoch milliseconds."""
 
     key: str
     size: int
@@ -34,8 +31,6 @@ class ObjectInfo:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ObjectBody(ObjectInfo):
-    """An object with its bytes (R2's `R2ObjectBody`, read whole)."""
-
     data: bytes
 
 
@@ -59,8 +54,7 @@ def check_key(key: str) -> str:
 
 
 def check_custom_metadata(metadata: Mapping[str, str] | None) -> dict[str, str]:
-    """The metadata as a plain dict if R2 accepts it (strings, ≤ 8192 bytes in all), else
-    raise `BindingLimitError`."""
+    """The metadata as a dict if R2 accepts it (strings, ≤ 8192 bytes), else `BindingLimitError`."""
     out = dict(metadata or {})
     if not all(isinstance(name, str) and isinstance(value, str) for name, value in out.items()):
         raise BindingLimitError("custom metadata keys and values must be strings")

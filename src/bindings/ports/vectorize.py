@@ -1,7 +1,5 @@
-"""Vectorize port (docs: vectorize/reference/client-api.mdx, metadata-filtering.mdx, limits).
-Scores are cosine similarity; `upsert` replaces whole vectors. The limits below describe the
-binding (the local index models all of them); value types are stdlib dataclasses, so they
-load in bare Pyodide (tests/pyodide).
+"""Vectorize port (vectorize/reference/client-api, metadata-filtering, limits). Scores are
+cosine similarity; `upsert` replaces whole vectors; value types load in bare Pyodide.
 """
 
 from __future__ import annotations
@@ -56,9 +54,6 @@ class VectorMutation:
 
 @dataclass(frozen=True, slots=True)
 class VectorIndexInfo:
-    """`describe()`: the index's `vectorCount` and `dimensions` (VectorizeIndexInfo; the brief
-    reports the count against `VECTORIZE_MAX_VECTORS`)."""
-
     dimensions: int
     vector_count: int
     metric: Literal["cosine"] = "cosine"
