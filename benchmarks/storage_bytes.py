@@ -8,10 +8,10 @@ through the real write paths, with the tests' hashing embedder (vectors live in 
 not D1, so the model does not matter here):
 
 1. facts: `SemanticMemory.learn_many` of `--facts` short facts (about 95 bytes of text each,
-   `--session-size` facts per session, 0 = none), in one tenant: the row, its keyword
-   postings, its term statistics and its `memory_written` event;
+   `--session-size` facts per session, 0 = none), in one tenant: the row (since migration
+   0019 also its `memory_written` event), its keyword postings and its term statistics;
 2. episodes: `EpisodicStore.start_run` + `append_episode` (same kind of text, one run per 20
-   episodes): the row, the run and its `memory_written` event;
+   episodes): the row (its own event since 0019) and the run;
 3. recalls: `SemanticMemory.recall(query, top_k=5)` `--recalls` times: the
    `memory_retrieved` events (and the recall statistics of the facts).
 
