@@ -1,40 +1,20 @@
 """Subject erase (`DELETE /admin/tenants/{tenant}/subjects/{subject}`): remove every trace of
 a subject from one tenant's memory, in every tier, and say what was removed where.
 
-What is a trace (docs/lifecycle.md, "Erase semantics") — `subject` is an identifier such
-as `contact:hubspot_id:123`, matched exactly as a field and as a substring of text:
+A trace (docs/lifecycle.md, "Erase semantics") names the subject exactly as a field or holds
+it as a substring of its text: episodes, runs, facts (and the history they superseded), their
+vectors, links and provenance, events (a recall that merely listed an erased fact is scrubbed),
+working-memory and recall-record KV keys, the tenant's AgentRuntime objects (the
+`erase_subject` RPC; an instance whose id contains the subject is wiped whole) and cold-tier
+archive rows (each object rewritten under the key of its new first row, or deleted). The
+subject's data keys are destroyed (crypto-shredding, docs/personal-data.md); a start mark
+(migration 0013) makes a recall record committed afterwards store no query text.
 
-* episodes whose `subject` is it, or whose content or data contain it; the runs of those
-  episodes, and runs whose input, output or error contain it;
-* semantic facts (any status) whose subject or object is it, or whose content or metadata
-  contain it, and the facts they superseded (their history); their vectors; links from or
-  to them; provenance of or to erased rows;
-* memory events that name it, describe an erased row, belong to an erased run or carry an
-  erased content hash; a `memory_retrieved` event that merely listed an erased fact among
-  its results is kept with that entry removed;
-* working memory (KV) keys of the tenant whose key or value contains it, and recall records
-  waiting in KV (`recall_record`) that name it (written back later, they would restore it);
-* the tenant's AgentRuntime Durable Objects: each gets the `erase_subject` RPC with the ids
-  of the erased runs (in slices of `RUN_IDS_PER_CALL`), after being registered in
-  `agent_instances` so it stays findable once its runs rows are gone; an instance whose id
-  contains the subject is wiped whole (`wipe`: its database and alarm), its runs and
-  episodes are traces, and its `agent_instances` row goes;
-* cold-tier archive rows matching these rules: each object is rewritten without them under
-  the key of its new first row (so no key names an erased row), or deleted when nothing is
-  left; the ledger follows (new object, then ledger, then the old object is deleted).
-
-Personal fields are sealed under per-subject data keys (`governance.personal_data`): the
-erase destroys them (crypto-shredding), so sealed copies in archives or D1 Time Travel are
-unreadable (docs/personal-data.md). Keyword-index term statistics no remaining fact holds
-are dropped. A start mark (migration 0013) makes a recall record committed afterwards store
-its event without the query text.
-
-Order, so that a failure never leaves a trace a re-run cannot find: the mark, the Durable
-Objects (found through the D1 runs rows; each settles its queued writes into D1 first, so
-the rows are found again after), vectors (only reachable through their fact rows), D1 rows
-(data keys first, the keyword index last), KV, archives, then (locally) the SQLite WALs. A
-failed Durable Object or vector step stops the erase before any D1 row is deleted. Every
-step is idempotent. Statements are `tenant_id = ?` first, ≤ 100 bound parameters.
+Order, so a failure never leaves a trace a re-run cannot find: the mark, the Durable Objects
+(each settles its queued writes into D1 first, so the rows are found again after), vectors
+(only reachable through their fact rows), D1 rows (data keys first, keyword index last), KV,
+archives, then (locally) the SQLite WALs. A failed Durable Object or vector step stops the
+erase before any D1 row is deleted. Every step is idempotent.
 """
 
 from __future__ import annotations
@@ -97,17 +77,12 @@ class EraseReport(BaseModel):
     events_scrubbed: int = 0
     archives_rewritten: int = 0
     archives_deleted: int = 0
-    # Data keys destroyed (crypto-shredding): every sealed value of the subject, wherever a
-    # copy of it lives (cold archives, D1 Time Travel), no longer has a key.
-    data_keys: int = 0
-    # No postings of an erased fact are left in the keyword index, and no term statistic
-    # that no remaining fact holds (`FactHistory.tidy_keyword_index`).
+    data_keys: int = 0  # destroyed: the subject's sealed values have no key any more
     keyword_index_optimized: bool = False
     archived_rows: dict[str, int] = Field(
         default_factory=lambda: {"episodes": 0, "runs": 0, "events": 0}
     )
-    # The AgentRuntime Durable Objects (`_erase_instances`): instances reached, and rows
-    # removed (turn_state: rows whose state was scrubbed) per store.
+    # Instances reached and wiped, rows removed per store (turn_state: rows scrubbed).
     agent_state: dict[str, int] = Field(
         default_factory=lambda: {
             "instances": 0,
@@ -186,12 +161,11 @@ class SubjectMatcher:
         """An event to delete: it is about an erased row, run or content, or names the
         subject. (One that only lists an erased fact among its results is scrubbed.)"""
         payload = self._payload(row)
-        named: set[str] = set()
-        if isinstance(payload, dict):
-            for key in ("key", "supersedes"):
-                value = payload.get(key)
-                if isinstance(value, str):
-                    named.add(value)
+        named = (
+            {v for k in ("key", "supersedes") if isinstance(v := payload.get(k), str)}
+            if isinstance(payload, dict)
+            else set()
+        )
         run_id = row.get("run_id")
         digest = row.get("content_hash")
         return (
@@ -338,18 +312,20 @@ class SubjectEraser:
         return report
 
     @staticmethod
-    async def _step(report: EraseReport, step: str, work: Awaitable[None]) -> None:
+    def _failed(report: EraseReport, step: str, exc: Exception) -> None:
+        report.complete = False
+        report.errors.append(f"{step}: {type(exc).__name__}: {exc}")
+
+    async def _step(self, report: EraseReport, step: str, work: Awaitable[None]) -> None:
         """A step after the D1 rows are gone: a failure is reported and the rest go on."""
         try:
             await work
         except Exception as exc:
-            report.complete = False
-            report.errors.append(f"{step}: {type(exc).__name__}: {exc}")
+            self._failed(report, step, exc)
 
     def _stopped(self, report: EraseReport, step: str, exc: Exception) -> EraseReport:
         """End the erase before any D1 row is deleted: a repeat finds everything again."""
-        report.complete = False
-        report.errors.append(f"{step}: {type(exc).__name__}: {exc}")
+        self._failed(report, step, exc)
         log.error(
             "erase %s/%s: %s failed, rows kept: %s",
             self.tenant_id,

@@ -1,29 +1,14 @@
-"""The weekly prune (cron `0 3 * * SUN`): episodes, finished runs and memory events past their
-tenant's retention are archived to the cold tier (R2, gzip NDJSON), then deleted, in bounded,
-resumable batches; archives past their kind's cold retention are deleted.
+"""The weekly prune (cron `0 3 * * SUN`; docs/lifecycle.md, "Weekly prune" and "Archive
+layout"): episodes, finished runs and memory events past their tenant's retention are archived
+to the cold tier (R2, gzip NDJSON, one ISO week per object, keyed by its first row so a retried
+batch replaces its own object), then deleted, in bounded, resumable batches; archives past
+their kind's cold retention are deleted.
 
-Keys (docs/lifecycle.md, "Archive layout"), one ISO week (of `created_at`, a run's
-`started_at`) per object, named after its first row so a retried batch replaces its own object:
-
-    archive/{tenant}/episodes/{YYYY}-W{ww}/{first_ms:013d}-{first_id}.ndjson.gz
-    logs/{tenant}/{runs|events}/{YYYY}-W{ww}/{first_ms:013d}-{first_id}.ndjson.gz
-
-Runs and events (placement kind `log`) live under `logs/` so one R2 lifecycle rule on that
-prefix can expire them (rules match prefixes only); older `archive/{tenant}/{runs|events}/`
-keys are handled alike. Lines are rows as stored, JSON columns decoded, deterministic bytes.
-
-A job has a fixed id (`weekly-{ISO week}`) and per-tenant cutoffs fixed in
-`lifecycle_prune_progress` when it first meets a tenant, so a retried invocation finishes the
-same job. An invocation works within a `PruneBudget` (D1 statements + R2 calls: 1000 D1
-queries per invocation on the paid plan, `d1/platform/limits.mdx`; a cron may run 15 min,
-`workers/platform/limits.mdx`); the daily cron resumes an unfinished job. One batch, per
-tenant and table, oldest first: SELECT up to `batch_rows` rows past the cutoff, kept to the
-first row's ISO week; PUT them to R2 (before anything is deleted); one D1 transaction with the
-`lifecycle_archives` row whose CHECK fails unless the key range holds exactly the rows archived
-(`RangeChanged`: the batch is redone), the DELETE of that range, and the progress counts.
-Interrupted in between, the next run rewrites the same key. Cold expiry (kind `log`: 90 days
-from the ledger's `created_at`, as an R2 rule counts from upload, docs/tiered-memory.md): per
-tenant and kind, one R2 delete then the ledger rows. At most 8 bound parameters a statement.
+A job (`weekly-{ISO week}`) fixes each tenant's cutoff when it first meets it, so a retried
+invocation finishes the same job; an invocation stays within a `PruneBudget` and the daily
+cron resumes an unfinished job. Nothing is deleted that is not archived: the PUT comes first,
+then one D1 transaction whose ledger row's CHECK fails unless the key range holds exactly the
+rows archived (`RangeChanged`: the batch is redone), the DELETE of that range, the counts.
 """
 
 from __future__ import annotations
@@ -144,11 +129,6 @@ def encode_lines(rows: Sequence[dict[str, Any]]) -> bytes:
     return gzip.compress(text.encode("utf-8"), compresslevel=6, mtime=0)
 
 
-DEFAULT_BATCH_ROWS = 500
-
-DEFAULT_BATCH_ROWS = 500
-DEFAULT_MAX_OPERATIONS = 900  # under the paid plan's 1000 D1 queries per invocation
-DEFAULT_MAX_SECONDS = 600.0  # under a cron invocation's 15 minutes
 # select, put, and a D1 batch of 3 statements (4 for episodes: + the cold item index)
 OPERATIONS_PER_BATCH = 6
 RANGE_RETRIES = 3
@@ -162,9 +142,10 @@ log = logging.getLogger(__name__)
 class PruneBudget(BaseModel):
     """How much one invocation may do."""
 
-    max_operations: int = Field(default=DEFAULT_MAX_OPERATIONS, ge=OPERATIONS_PER_BATCH + 2)
-    max_seconds: float = Field(default=DEFAULT_MAX_SECONDS, gt=0)
-    batch_rows: int = Field(default=DEFAULT_BATCH_ROWS, ge=1, le=5_000)
+    # Under the paid plan's 1000 D1 queries per invocation, and a cron's 15 minutes.
+    max_operations: int = Field(default=900, ge=OPERATIONS_PER_BATCH + 2)
+    max_seconds: float = Field(default=600.0, gt=0)
+    batch_rows: int = Field(default=500, ge=1, le=5_000)
 
 
 class TenantPruneCounts(BaseModel):

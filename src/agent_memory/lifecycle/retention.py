@@ -1,14 +1,8 @@
-"""Per-tenant lifecycle settings (`tenant_lifecycle`, migration 0004), the tenant list, and the
-AgentRuntime instances D1 knows of (`agent_instances`, migration 0012).
-
-Episode retention defaults to `Settings.episode_retention_days` (90, ADR-043), a tenant may set
-1 to 36 500 days. The episode limit is 100 000 (ADR-043's hard limit); a tenant may lower it,
-never raise it; the trigger `memory_episodes_limit` refuses episodes at the limit, the daily
-brief warns at 80 %. A NULL column means "the default". `known_tenants` is the one query not
-scoped to a tenant (one index seek per tenant and table). A Durable Object's storage is only
-reachable through the object and the crons never call one (DESIGN invariant 3), so each object
-reports a row about itself from its alarm (`report_instance`); the brief sums them and the
-subject eraser finds instances through them and the tenant's `agent_runs` (`tenant_instances`).
+"""Per-tenant lifecycle settings (`tenant_lifecycle`; docs/lifecycle.md, "Retention and
+per-tenant overrides"), the tenant list, and the AgentRuntime instances D1 knows of
+(`agent_instances`). A NULL column means "the default"; the episode limit may be lowered,
+never raised. A Durable Object is only reachable through itself and the crons never call one
+(DESIGN invariant 3), so each reports a row about itself from its alarm (`report_instance`).
 """
 
 from __future__ import annotations
@@ -132,8 +126,8 @@ async def known_tenants(
     db: D1Database,
     tables: Sequence[TenantTable] = ("memory_episodes", "agent_runs"),
 ) -> list[str]:
-    """Every tenant id that has rows in any of `tables`, sorted: one D1 query per table,
-    one index seek per tenant (`statements.distinct_tenants_sql`)."""
+    """Every tenant id that has rows in any of `tables`, sorted: the one query not scoped to
+    a tenant; one per table, one index seek per tenant (`ids.distinct_tenants_sql`)."""
     found: set[str] = set()
     for table in tables:
         if table not in _TENANT_TABLES:
