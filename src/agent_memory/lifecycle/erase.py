@@ -30,6 +30,7 @@ from pydantic import BaseModel, Field
 from agent_memory.governance.personal_data import destroy_statement
 from agent_memory.governance.writes import EventLog
 from agent_memory.lifecycle.prune import (
+    TABLE_OF,
     ArchiveKind,
     ArchiveLedger,
     archive_key,
@@ -427,20 +428,15 @@ class SubjectEraser:
                 continue
             rows = decode_archive(body.data)
             kept: list[dict[str, Any]] = []
-            scrubbed = 0
             erased_ids: list[str] = []
             for row in rows:
-                if matcher.archived(kind, row):
-                    if kind == "episodes":
-                        erased_ids.append(str(row.get("episode_id")))
-                    continue
-                clean = matcher.archived_scrub(kind, row)
-                scrubbed += clean is not None
-                kept.append(clean if clean is not None else row)
-            removed = len(rows) - len(kept)
-            if removed == 0 and scrubbed == 0:
+                if not matcher.archived(kind, row):
+                    kept.append(matcher.archived_scrub(kind, row) or row)
+                elif kind == "episodes":
+                    erased_ids.append(str(row.get("episode_id")))
+            if kept == rows:  # nothing erased or scrubbed
                 continue
-            report.archived_rows[kind] += removed
+            report.archived_rows[kind] += len(rows) - len(kept)
             # The cold item index (`cold_items`, agent_memory.hot_warm_cold) follows the
             # archive: erased episodes leave it before their object is rewritten.
             await self._ledger.unindex_episodes(erased_ids)
@@ -452,31 +448,17 @@ class SubjectEraser:
             # Rewritten under the key of its (new) first row: new object first, then the
             # ledger, then the old object, so a failure in between leaves the old object,
             # which a re-run rewrites again.
-            time_column = "started_at" if kind == "runs" else "created_at"
-            id_column = {"episodes": "episode_id", "runs": "run_id", "events": "event_id"}[kind]
-            first, last = kept[0], kept[-1]
-            first_key = f"{first[time_column]}/{first[id_column]}"
-            last_key = f"{last[time_column]}/{last[id_column]}"
+            table, first = TABLE_OF[kind], kept[0]
+            ends = {"first_key": table.row_key(first), "last_key": table.row_key(kept[-1])}
             new_key = archive_key(
-                self.tenant_id, kind, int(first[time_column]), str(first[id_column])
+                self.tenant_id, kind, int(first[table.time_column]), str(first[table.id_column])
             )
             data = encode_lines(kept)
-            meta = {
-                **body.custom_metadata,
-                "rows": str(len(kept)),
-                "first": first_key,
-                "last": last_key,
-                "rewritten_ms": str(now_ms),
-            }
-            await cold.put(new_key, data, custom_metadata=meta)
+            meta = {"rows": str(len(kept)), "first": ends["first_key"], "last": ends["last_key"]}
+            meta |= {"rewritten_ms": str(now_ms)}
+            await cold.put(new_key, data, custom_metadata={**body.custom_metadata, **meta})
             await self._ledger.rewritten(
-                key,
-                new_key,
-                rows=len(kept),
-                first_key=first_key,
-                last_key=last_key,
-                size=len(data),
-                now_ms=now_ms,
+                key, new_key, rows=len(kept), size=len(data), now_ms=now_ms, **ends
             )
             if new_key != key:
                 await cold.delete(key)

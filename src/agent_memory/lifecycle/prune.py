@@ -239,11 +239,16 @@ class PrunedTable:
     """How one archived table is selected, keyed and deleted."""
 
     kind: ArchiveKind
-    table: str
+    table: TenantTable
     time_column: str
     id_column: str
+    placement: str  # the memory kind its archives hold (agent_memory.placement)
     # Extra conditions beyond `tenant_id = ? AND time < cutoff`, each `?` bound to the cutoff.
     extra_sql: str = ""
+
+    def row_key(self, row: Row) -> str:
+        """A row's sort key as the ledger and archive metadata name it: `{time}/{id}`."""
+        return f"{row[self.time_column]}/{row[self.id_column]}"
 
     def where(self, tenant: str, cutoff: int) -> tuple[str, list[SqlValue]]:
         """The rows past `cutoff`: the condition and its parameters."""
@@ -253,19 +258,28 @@ class PrunedTable:
 
 _FINISHED_BEFORE_CUTOFF = " AND status IN ('completed', 'failed') AND finished_at < ?"
 TABLES = (
-    PrunedTable("episodes", "memory_episodes", "created_at", "episode_id"),
+    PrunedTable("episodes", "memory_episodes", "created_at", "episode_id", "episode"),
     # Only finished runs go, and only once they finished before the cutoff too.
-    PrunedTable("runs", "agent_runs", "started_at", "run_id", _FINISHED_BEFORE_CUTOFF),
+    PrunedTable("runs", "agent_runs", "started_at", "run_id", "log", _FINISHED_BEFORE_CUTOFF),
     # The audit trail ages with the memory it describes: events past retention go the same way.
-    PrunedTable("events", "memory_events", "created_at", "event_id"),
+    PrunedTable("events", "memory_events", "created_at", "event_id", "log"),
 )
-PRUNED_TABLES: tuple[TenantTable, ...] = ("memory_episodes", "agent_runs", "memory_events")
+TABLE_OF = {table.kind: table for table in TABLES}
+PRUNED_TABLES = tuple(table.table for table in TABLES)
 
-# Which archive kinds hold which memory kind (agent_memory.placement).
-ARCHIVE_KINDS: dict[str, tuple[ArchiveKind, ...]] = {
-    "episode": ("episodes",),
-    "log": ("runs", "events"),
-}
+
+_LEDGER_INSERT = (
+    "INSERT INTO lifecycle_archives (tenant_id, archive_key, kind, iso_week, rows, matched, "
+    "first_key, last_key, bytes, prune_id, created_at)"
+)
+_INDEX_INSERT = (
+    "INSERT INTO cold_items (tenant_id, namespace_key, kind, entity_id, archive_key, subject, "
+    "created_at, archived_at)"
+)
+_INDEX_UPSERT = (
+    "ON CONFLICT (tenant_id, namespace_key, kind, entity_id) DO UPDATE SET "
+    "archive_key = excluded.archive_key, archived_at = excluded.archived_at"
+)
 
 
 def _stmt(db: D1Database, sql: str, *values: SqlValue) -> D1Statement:
@@ -449,31 +463,22 @@ class Pruner:
             "SELECT archive_key FROM lifecycle_archives WHERE tenant_id = ? "
             "AND kind = ? AND created_at < ? ORDER BY created_at LIMIT ?"
         )
-        for kind, archive_kinds in ARCHIVE_KINDS.items():
-            days = self._placement.placement(kind).cold_retention_days
-            for archive_kind in archive_kinds if days is not None else ():
-                while True:
-                    # select, R2 delete, ledger deletes
-                    meter.check(2 + -(-limit // IDS_PER_STATEMENT))
-                    before = now_ms - (days or 0) * DAY_MS
-                    result = await _stmt(
-                        self._db, select, tenant, archive_kind, before, limit
-                    ).all()
-                    meter.spend()
-                    keys = [str(r["archive_key"]) for r in result.results]
-                    if not keys:
-                        break
-                    await self._cold.delete(keys)
-                    meter.spend()
-                    await delete_ids(
-                        self._db,
-                        "DELETE FROM lifecycle_archives WHERE tenant_id = ? "
-                        "AND archive_key IN ({marks})",
-                        tenant,
-                        keys,
-                    )
-                    meter.spend(-(-len(keys) // IDS_PER_STATEMENT))
-                    removed += len(keys)
+        delete = "DELETE FROM lifecycle_archives WHERE tenant_id = ? AND archive_key IN ({marks})"
+        for table in TABLES:
+            days = self._placement.placement(table.placement).cold_retention_days
+            while days is not None:
+                meter.check(2 + -(-limit // IDS_PER_STATEMENT))  # select, R2 delete, ledger
+                before = now_ms - days * DAY_MS
+                result = await _stmt(self._db, select, tenant, table.kind, before, limit).all()
+                meter.spend()
+                keys = [str(r["archive_key"]) for r in result.results]
+                if not keys:
+                    break
+                await self._cold.delete(keys)
+                meter.spend()
+                await delete_ids(self._db, delete, tenant, keys)
+                meter.spend(-(-len(keys) // IDS_PER_STATEMENT))
+                removed += len(keys)
         return removed
 
     @staticmethod
@@ -634,10 +639,9 @@ class Pruner:
         params += [first_ms, str(first[i]), last_ms, str(last[i])]
         now_ms = self._now_ms()
         ledger = (
-            "INSERT INTO lifecycle_archives (tenant_id, archive_key, kind, iso_week, rows, "
-            "matched, first_key, last_key, bytes, prune_id, created_at) "
-            f"VALUES (?, ?, ?, ?, ?, (SELECT COUNT(*) FROM {table.table} WHERE {where}), "
-            "?, ?, ?, ?, ?) ON CONFLICT (tenant_id, archive_key) DO UPDATE SET "
+            f"{_LEDGER_INSERT} VALUES (?, ?, ?, ?, ?, "
+            f"(SELECT COUNT(*) FROM {table.table} WHERE {where}), ?, ?, ?, ?, ?) "
+            "ON CONFLICT (tenant_id, archive_key) DO UPDATE SET "
             "rows = excluded.rows, matched = excluded.matched, "
             "last_key = excluded.last_key, bytes = excluded.bytes, "
             "prune_id = excluded.prune_id, created_at = excluded.created_at"
@@ -687,12 +691,8 @@ class Pruner:
         if table.kind != "episodes":
             return []
         sql = (
-            "INSERT INTO cold_items (tenant_id, namespace_key, kind, entity_id, "
-            "archive_key, subject, created_at, archived_at) "
-            "SELECT tenant_id, namespace_key, 'episode', episode_id, ?, subject, "
-            f"created_at, ? FROM memory_episodes WHERE {where} "
-            "ON CONFLICT (tenant_id, namespace_key, kind, entity_id) DO UPDATE SET "
-            "archive_key = excluded.archive_key, archived_at = excluded.archived_at"
+            f"{_INDEX_INSERT} SELECT tenant_id, namespace_key, 'episode', episode_id, ?, "
+            f"subject, created_at, ? FROM memory_episodes WHERE {where} {_INDEX_UPSERT}"
         )
         return [_stmt(self._db, sql, key, now_ms, *params)]
 
@@ -800,18 +800,10 @@ class ArchiveLedger:
         created = int(row["created_at"])
         first = f"{created}/{entity}"
         ledger = (
-            "INSERT INTO lifecycle_archives (tenant_id, archive_key, kind, iso_week, "
-            "rows, matched, first_key, last_key, bytes, prune_id, created_at) "
-            "VALUES (?, ?, 'episodes', ?, 1, 1, ?, ?, ?, ?, ?) "
+            f"{_LEDGER_INSERT} VALUES (?, ?, 'episodes', ?, 1, 1, ?, ?, ?, ?, ?) "
             "ON CONFLICT (tenant_id, archive_key) DO UPDATE SET bytes = excluded.bytes"
         )
-        index = (
-            "INSERT INTO cold_items (tenant_id, namespace_key, kind, entity_id, "
-            "archive_key, subject, created_at, archived_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
-            "ON CONFLICT (tenant_id, namespace_key, kind, entity_id) DO UPDATE SET "
-            "archive_key = excluded.archive_key, archived_at = excluded.archived_at"
-        )
+        index = f"{_INDEX_INSERT} VALUES (?, ?, ?, ?, ?, ?, ?, ?) {_INDEX_UPSERT}"
         t, subject = self.tenant_id, row.get("subject")
         ledger_values = (t, archive, iso_week(created), first, first, size, prune_id, now_ms)
         index_values = (t, namespace_key, kind, entity, archive, subject, created, now_ms)

@@ -172,25 +172,23 @@ async def register_instances(
 ) -> None:
     """Make sure each (agent type, instance id) has a row (zeros until it reports), so it
     stays findable after the runs rows that named it are erased or pruned."""
-    statements = [
-        db.prepare(
-            "INSERT INTO agent_instances (tenant_id, agent_type, instance_id, reported_at) "
-            "VALUES (?, ?, ?, ?) ON CONFLICT (tenant_id, agent_type, instance_id) DO NOTHING"
-        ).bind(tenant, agent_type, instance_id, now_ms)
-        for agent_type, instance_id in instances
-    ]
-    for batch in chunks(statements, STATEMENTS_PER_BATCH):
-        await db.batch(list(batch))
+    sql = (
+        "INSERT INTO agent_instances (tenant_id, agent_type, instance_id, reported_at) "
+        "VALUES (?, ?, ?, ?) ON CONFLICT (tenant_id, agent_type, instance_id) DO NOTHING"
+    )
+    await _each_instance(db, sql, tenant, instances, now_ms)
 
 
 async def forget_instances(db: D1Database, tenant: str, instances: list[tuple[str, str]]) -> None:
     """Delete the rows of instances that are gone (wiped by a subject erase)."""
-    statements = [
-        db.prepare(
-            "DELETE FROM agent_instances WHERE tenant_id = ? AND agent_type = ? AND instance_id = ?"
-        ).bind(tenant, agent_type, instance_id)
-        for agent_type, instance_id in instances
-    ]
+    sql = "DELETE FROM agent_instances WHERE tenant_id = ? AND agent_type = ? AND instance_id = ?"
+    await _each_instance(db, sql, tenant, instances)
+
+
+async def _each_instance(
+    db: D1Database, sql: str, tenant: str, instances: list[tuple[str, str]], *more: int
+) -> None:
+    statements = [db.prepare(sql).bind(tenant, *instance, *more) for instance in instances]
     for batch in chunks(statements, STATEMENTS_PER_BATCH):
         await db.batch(list(batch))
 
