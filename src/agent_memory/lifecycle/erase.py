@@ -19,7 +19,6 @@ erase before any D1 row is deleted. Every step is idempotent.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
@@ -29,6 +28,7 @@ from pydantic import BaseModel, Field
 
 from agent_memory.governance.personal_data import destroy_statement
 from agent_memory.governance.writes import EventLog
+from agent_memory.ids import chunks, sha256_hex
 from agent_memory.lifecycle.prune import (
     TABLE_OF,
     ArchiveKind,
@@ -39,11 +39,7 @@ from agent_memory.lifecycle.prune import (
     parse_archive_key,
     tenant_prefixes,
 )
-from agent_memory.lifecycle.retention import (
-    forget_instances,
-    register_instances,
-    tenant_instances,
-)
+from agent_memory.lifecycle.retention import forget_instances, register_instances, tenant_instances
 from agent_memory.namespace import SERVICE, AgentScope
 from agent_memory.tiers.episodic import EpisodicStore
 from agent_memory.tiers.procedural import forget_pack_sources
@@ -231,7 +227,7 @@ class InstanceEraseError(RuntimeError):
 
 def subject_digest(subject: str) -> str:
     """How logs name a subject: a short SHA-256, never the subject (often a person)."""
-    return "sha256:" + hashlib.sha256(subject.encode()).hexdigest()[:16]
+    return "sha256:" + sha256_hex(subject)[:16]
 
 
 class SubjectEraser:
@@ -470,8 +466,7 @@ class SubjectEraser:
         self, subject: str, run_ids: Sequence[str], report: EraseReport
     ) -> None:
         assert self._agents is not None
-        runs = sorted(run_ids)
-        slices = [runs[i : i + RUN_IDS_PER_CALL] for i in range(0, len(runs), RUN_IDS_PER_CALL)]
+        slices = list(chunks(sorted(run_ids), RUN_IDS_PER_CALL))
         instances = await tenant_instances(self._db, self.tenant_id)
         # Registered first: once the runs rows that name an instance are erased, this row
         # is how a repeat (or the next erase) still finds it.
@@ -485,7 +480,7 @@ class SubjectEraser:
                 tenant=self.tenant_id, agent_type=agent_type, instance_id=instance_id
             )
             stub = self._agents.get_by_name(scope.object_name)
-            for run_slice in slices or [[]]:
+            for run_slice in slices or [()]:
                 answer = await stub.call(
                     "erase_subject",
                     {
@@ -493,7 +488,7 @@ class SubjectEraser:
                         "agent_type": scope.agent_type,
                         "instance_id": scope.instance_id,
                         "subject": subject,
-                        "run_ids": run_slice,
+                        "run_ids": list(run_slice),
                         "wipe": wipe,
                     },
                 )

@@ -133,7 +133,7 @@ def _states_a_change(a: FactRow, b: FactRow) -> bool:
     duplicates (a merge keeps the older one)."""
     if not (a.key_entity and b.key_entity):
         return False
-    older, newer = sorted((a, b), key=lambda f: (f.valid_from, f.created_at, f.fact_id))
+    older, newer = sorted((a, b), key=_order)
     verdict = judge_update(
         older.content,
         FactKey(older.key_entity, older.key_attribute, "none"),

@@ -100,17 +100,12 @@ async def set_lifecycle(
 ) -> TenantLifecycle:
     """Apply the fields `update` sets (None = back to the default); returns the result."""
     current = await get_lifecycle(db, tenant_id, default_days)
-    fields_set = update.model_fields_set
-    days = (
-        update.episode_retention_days
-        if "episode_retention_days" in fields_set
-        else (current.episode_retention_days if current.retention_overridden else None)
-    )
-    limit = (
-        update.episode_limit
-        if "episode_limit" in fields_set
-        else (current.episode_limit if current.limit_overridden else None)
-    )
+    days = current.episode_retention_days if current.retention_overridden else None
+    limit = current.episode_limit if current.limit_overridden else None
+    days, limit = (
+        {"episode_retention_days": days, "episode_limit": limit}
+        | update.model_dump(exclude_unset=True)
+    ).values()
     sql = (
         "INSERT INTO tenant_lifecycle (tenant_id, episode_retention_days, episode_limit, "
         "updated_at, updated_by) VALUES (?, ?, ?, ?, ?) ON CONFLICT (tenant_id) DO UPDATE "
