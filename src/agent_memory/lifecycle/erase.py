@@ -524,12 +524,10 @@ class SubjectEraser:
             while True:
                 page = await self._kv.list(prefix=prefix, cursor=cursor)
                 for item in page.keys:
-                    rest = item.name[len(prefix) :]
-                    if matcher.subject in rest.split(":") or matcher.subject in rest:
-                        doomed.append(item.name)
-                        continue
-                    value = await self._kv.get(item.name)
-                    if value is not None and matcher.subject in value:
+                    # The key (after the tenant) names it, or else the value holds it.
+                    if matcher.subject in item.name[len(prefix) :] or matcher.subject in (
+                        await self._kv.get(item.name) or ""
+                    ):
                         doomed.append(item.name)
                 if page.list_complete or not page.cursor:
                     break
