@@ -17,7 +17,7 @@ import logging
 import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, Protocol, get_args
+from typing import Any, Literal, get_args
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -383,15 +383,6 @@ class Adjudication(_Frozen):
     adjudicator: str
 
 
-class Adjudicator(Protocol):
-    """Decides candidate pairs; one `Adjudication` per pair, in order."""
-
-    @property
-    def name(self) -> str: ...
-
-    async def decide(self, pairs: Sequence[UpdatePair]) -> list[Adjudication]: ...
-
-
 class RulesAdjudicator:
     """`evidence.judge` over each pair (the wording rules, checked for the evidence a
     supersession needs): no model, no I/O."""
@@ -455,6 +446,10 @@ class LlmAdjudicator:
             return ruled.model_copy(update={"reason": f"llm_unreadable;rules:{ruled.reason}"})
         answer = {"decision": match.group(1).lower(), "reason": "llm_answer"}
         return ruled.model_copy(update={**answer, "adjudicator": self.name})
+
+
+# Decides candidate pairs: one `Adjudication` per pair, in order.
+Adjudicator = RulesAdjudicator | LlmAdjudicator
 
 
 def _order(fact: FactRow) -> tuple[int, int, str]:
