@@ -98,16 +98,11 @@ class Supersede(_Frozen):
 
 
 class Promotion(_Frozen):
+    """A fact to learn from episodes: a recurring observation, or a summary (`find_decay`)."""
+
     subject: str
     predicate: str
     object: str
-    content: str
-    confidence: float
-    episode_ids: tuple[str, ...]
-
-
-class Summary(_Frozen):
-    subject: str
     content: str
     confidence: float
     episode_ids: tuple[str, ...]
@@ -308,7 +303,7 @@ def find_decay(
     now_ms: int,
     config: ReconcileConfig,
     summarised: set[str] | None = None,
-) -> list[Summary]:
+) -> list[Promotion]:
     """Salient episodes past their TTL, summarised per subject (skipping `summarised`)."""
     cutoff = now_ms - config.decay_ttl_days * DAY_MS
     groups: dict[str, list[EpisodeRow]] = defaultdict(list)
@@ -318,14 +313,16 @@ def find_decay(
         if summarised is not None and episode.episode_id in summarised:
             continue
         groups[episode.subject or DEFAULT_SUBJECT].append(episode)
-    out: list[Summary] = []
+    out: list[Promotion] = []
     for subject, group in sorted(groups.items()):
         group.sort(key=lambda e: (e.created_at, e.episode_id))
         lines = [" ".join(e.content.split())[:300] for e in group]
         text = f"Summary of {len(group)} past episode(s) about {subject}: " + " | ".join(lines)
         out.append(
-            Summary(
+            Promotion(
                 subject=subject,
+                predicate="summary_of_episodes",
+                object="",
                 content=text[:SUMMARY_MAX_CHARS],
                 confidence=round(sum(e.importance for e in group) / len(group), 6),
                 episode_ids=tuple(e.episode_id for e in group),
@@ -685,31 +682,10 @@ class Reconciler:
             (f.subject, f.predicate, normalize_content(f.object)) for f in remaining if f.object
         }
         for p in find_promotions(episodes, self.config, known):
-            fact = FactInput(
-                content=p.content,
-                subject=p.subject,
-                predicate=p.predicate,
-                object=p.object,
-                confidence=p.confidence,
-                source=RECONCILER_SOURCE,
-                metadata={"promoted_from_episodes": len(p.episode_ids)},
-            )
-            report.promoted += await self._learn(
-                fact, p.episode_ids, "promoted_from", now_ms, report
-            )
+            report.promoted += await self._learn(p, "promoted_from", now_ms, report)
         summarised = await self._store.summarised_episode_ids()
         for s in find_decay(episodes, now_ms, self.config, summarised):
-            fact = FactInput(
-                content=s.content,
-                subject=s.subject,
-                predicate="summary_of_episodes",
-                confidence=max(s.confidence, self._floor()),
-                source=RECONCILER_SOURCE,
-                metadata={"summarised_episodes": len(s.episode_ids)},
-            )
-            report.summarised += await self._learn(
-                fact, s.episode_ids, "summarised_from", now_ms, report
-            )
+            report.summarised += await self._learn(s, "summarised_from", now_ms, report)
         # 5. Linking: facts that have not been linked yet.
         report.links_added = await self._link(now_ms)
         log.info(
@@ -821,17 +797,29 @@ class Reconciler:
 
     async def _learn(
         self,
-        fact: FactInput,
-        episode_ids: Sequence[str],
+        p: Promotion,
         relation: Literal["promoted_from", "summarised_from"],
         now_ms: int,
         report: ReconcileReport,
     ) -> int:
-        """Learn `fact` with provenance to `episode_ids`; 1 if it was created, else 0."""
+        """Learn `p` with provenance to its episodes; 1 if it was created, else 0."""
+        confidence, count = p.confidence, len(p.episode_ids)
+        metadata = {"promoted_from_episodes": count}
+        if relation == "summarised_from":  # a summary is kept at least at the policy's floor
+            confidence, metadata = max(confidence, self._floor()), {"summarised_episodes": count}
+        fact = FactInput(
+            content=p.content,
+            subject=p.subject,
+            predicate=p.predicate,
+            object=p.object,
+            confidence=confidence,
+            source=RECONCILER_SOURCE,
+            metadata=metadata,
+        )
         result = await self._memory.learn(fact)
         if not result.created:
             return 0
-        await self._store.add_episode_provenance(result.fact_id, episode_ids, relation, now_ms)
+        await self._store.add_episode_provenance(result.fact_id, p.episode_ids, relation, now_ms)
         report.new_fact_ids.append(result.fact_id)
         return 1
 
