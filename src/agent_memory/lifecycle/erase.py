@@ -266,17 +266,16 @@ class SubjectEraser:
         # commits from now on stores its event without the query text (migration 0013).
         now = round(self._clock.now() * 1000)
         await EventLog(self.tenant_id, self._db).mark_erase_start(now, MARK_KEPT_MS)
-        found = await self._find(subject)
+        found = await self._find(subject, Found())
         # 1. The agent instances: before the D1 rows that list them, and before the rows
         # are read for good, since an object flushes (or replays) its queued writes into
         # D1 before it erases: the rows are found again afterwards.
         if self._agents is not None:
             try:
                 await self._erase_instances(subject, sorted(found.runs), report)
-                again = await self._find(subject)
+                await self._find(subject, found)
             except Exception as exc:
                 return self._stopped(report, "agent instances", exc)
-            found = Found(**{k: v | getattr(again, k) for k, v in found})
         self._progress("agent_state", sum(report.agent_state.values()))
         matcher = SubjectMatcher(subject, found)
         self._progress("found", len(found.episodes) + len(found.facts) + len(found.runs))
@@ -334,9 +333,9 @@ class SubjectEraser:
 
     # ------------------------------------------------------------------ D1 rows
 
-    async def _find(self, subject: str) -> Found:
-        """The episodes, facts (with the history they superseded) and runs that are traces."""
-        found = Found()
+    async def _find(self, subject: str, found: Found) -> Found:
+        """Add to `found` the episodes, facts (with the history they superseded) and runs
+        that are traces."""
         episodes, runs = await self._episodes.subject_traces(subject)
         for row in episodes:
             found.episodes.add(str(row["episode_id"]))
