@@ -1,12 +1,7 @@
-"""The daily brief (cron `0 6 * * *`): how full each tenant's memory is.
-
-Per tenant: episodes (the trigger-maintained counter), the limit and its warning threshold,
-facts by status and those not yet in the keyword index, runs, episodes past retention, the
-cold tier's holdings, namespace-migration read counters, and its AgentRuntime objects as they
-last reported. Levels: `ok`; `warning` at 80 % of the episode limit (logged at WARNING);
-`at_limit`, where new episodes are refused (docs/lifecycle.md, "At the limit"; logged at
-ERROR). Two statements per tenant (scalar subqueries declared by the stores that own the
-tables, each `tenant_id = ?` first), batched: 100 tenants cost 4 round trips.
+"""The daily brief (cron `0 6 * * *`; docs/lifecycle.md, "Daily brief"): how full each
+tenant's memory is, with a level (`ok`; `warning` at 80 % of the episode limit; `at_limit`,
+where new episodes are refused) and warnings. Two statements per tenant (scalar subqueries
+declared by the stores that own the tables), batched.
 """
 
 from __future__ import annotations
@@ -47,20 +42,12 @@ class TenantBrief(BaseModel):
     facts_active: int
     facts_pending_vector: int
     facts_superseded: int
-    # Facts (any status) with no keyword-index entry yet: written before migration 0009 and
-    # not reached by the reindex job (`tiers.semantic.reindex`); the keyword channel cannot
-    # find them until it does. A warning while above 0.
-    facts_unindexed: int = 0
+    facts_unindexed: int = 0  # not in the keyword index yet (before migration 0009)
     links: int
     archives: int
     archived_rows: int
-    # Update pairs the reconciler's adjudicator was `unsure` about in the last 24 hours
-    # (`memory_written` events with `decision: unsure`): for a person to look at.
-    updates_unsure: int = 0
-    # The tenant's AgentRuntime Durable Objects, as each last reported from its alarm
-    # (`agent_instances`, `lifecycle.retention.report_instance`): per-object storage, and
-    # episodic writes still held (failed = retries exhausted; their payloads stay in the
-    # object's failed_writes, shown by the admin run view).
+    updates_unsure: int = 0  # pairs the adjudicator was `unsure` about in the last 24 h
+    # The tenant's AgentRuntime objects as each last reported (`retention.report_instance`).
     agent_instances: int = 0
     agent_storage_bytes_total: int = 0
     agent_storage_bytes_max: int = 0
@@ -68,14 +55,13 @@ class TenantBrief(BaseModel):
     agent_pending_writes: int = 0
     agent_failed_writes: int = 0
     agent_failed_oldest_age_ms: int | None = None
-    # Namespace migration (docs/tiered-memory.md): reads of hot keys under compat read since
-    # the start of the previous UTC day: found under the canonical key, found only under a
-    # legacy key (each one read-repaired), or in neither.
+    # Hot reads under compat read since the previous UTC day (docs/tiered-memory.md).
     namespace_canonical_hits: int = 0
     namespace_legacy_hits: int = 0
     namespace_misses: int = 0
 
 
+_FACTS = ("episodes", "facts_active", "facts_pending_vector")
 _NAMESPACE_READS = ("namespace_canonical_hits", "namespace_legacy_hits", "namespace_misses")
 
 
@@ -90,8 +76,7 @@ class Brief(BaseModel):
 
         return {
             "tenants": len(self.tenants),
-            **{n: total(n) for n in ("episodes", "facts_active", "facts_pending_vector")},
-            "facts_unindexed": total("facts_unindexed"),
+            **{n: total(n) for n in (*_FACTS, "facts_unindexed")},
             "tenants_warning": sum(t.level == "warning" for t in self.tenants),
             "tenants_at_limit": sum(t.level == "at_limit" for t in self.tenants),
             **{n: total(n) for n in ("agent_failed_writes", *_NAMESPACE_READS)},

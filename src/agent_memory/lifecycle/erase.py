@@ -1,45 +1,24 @@
 """Subject erase (`DELETE /admin/tenants/{tenant}/subjects/{subject}`): remove every trace of
 a subject from one tenant's memory, in every tier, and say what was removed where.
 
-What is a trace (docs/lifecycle.md, "Erase semantics") — `subject` is an identifier such
-as `contact:hubspot_id:123`, matched exactly as a field and as a substring of text:
+A trace (docs/lifecycle.md, "Erase semantics") names the subject exactly as a field or holds
+it as a substring of its text: episodes, runs, facts (and the history they superseded), their
+vectors, links and provenance, events (a recall that merely listed an erased fact is scrubbed),
+working-memory and recall-record KV keys, the tenant's AgentRuntime objects (the
+`erase_subject` RPC; an instance whose id contains the subject is wiped whole) and cold-tier
+archive rows (each object rewritten under the key of its new first row, or deleted). The
+subject's data keys are destroyed (crypto-shredding, docs/personal-data.md); a start mark
+(migration 0013) makes a recall record committed afterwards store no query text.
 
-* episodes whose `subject` is it, or whose content or data contain it; the runs of those
-  episodes, and runs whose input, output or error contain it;
-* semantic facts (any status) whose subject or object is it, or whose content or metadata
-  contain it, and the facts they superseded (their history); their vectors; links from or
-  to them; provenance of or to erased rows;
-* memory events that name it, describe an erased row, belong to an erased run or carry an
-  erased content hash; a `memory_retrieved` event that merely listed an erased fact among
-  its results is kept with that entry removed;
-* working memory (KV) keys of the tenant whose key or value contains it, and recall records
-  waiting in KV (`recall_record`) that name it (written back later, they would restore it);
-* the tenant's AgentRuntime Durable Objects: each gets the `erase_subject` RPC with the ids
-  of the erased runs (in slices of `RUN_IDS_PER_CALL`), after being registered in
-  `agent_instances` so it stays findable once its runs rows are gone; an instance whose id
-  contains the subject is wiped whole (`wipe`: its database and alarm), its runs and
-  episodes are traces, and its `agent_instances` row goes;
-* cold-tier archive rows matching these rules: each object is rewritten without them under
-  the key of its new first row (so no key names an erased row), or deleted when nothing is
-  left; the ledger follows (new object, then ledger, then the old object is deleted).
-
-Personal fields are sealed under per-subject data keys (`governance.personal_data`): the
-erase destroys them (crypto-shredding), so sealed copies in archives or D1 Time Travel are
-unreadable (docs/personal-data.md). Keyword-index term statistics no remaining fact holds
-are dropped. A start mark (migration 0013) makes a recall record committed afterwards store
-its event without the query text.
-
-Order, so that a failure never leaves a trace a re-run cannot find: the mark, the Durable
-Objects (found through the D1 runs rows; each settles its queued writes into D1 first, so
-the rows are found again after), vectors (only reachable through their fact rows), D1 rows
-(data keys first, the keyword index last), KV, archives, then (locally) the SQLite WALs. A
-failed Durable Object or vector step stops the erase before any D1 row is deleted. Every
-step is idempotent. Statements are `tenant_id = ?` first, ≤ 100 bound parameters.
+Order, so a failure never leaves a trace a re-run cannot find: the mark, the Durable Objects
+(each settles its queued writes into D1 first, so the rows are found again after), vectors
+(only reachable through their fact rows), D1 rows (data keys first, keyword index last), KV,
+archives, then (locally) the SQLite WALs. A failed Durable Object or vector step stops the
+erase before any D1 row is deleted. Every step is idempotent.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
@@ -49,7 +28,9 @@ from pydantic import BaseModel, Field
 
 from agent_memory.governance.personal_data import destroy_statement
 from agent_memory.governance.writes import EventLog
+from agent_memory.ids import chunks, sha256_hex
 from agent_memory.lifecycle.prune import (
+    TABLE_OF,
     ArchiveKind,
     ArchiveLedger,
     archive_key,
@@ -58,11 +39,7 @@ from agent_memory.lifecycle.prune import (
     parse_archive_key,
     tenant_prefixes,
 )
-from agent_memory.lifecycle.retention import (
-    forget_instances,
-    register_instances,
-    tenant_instances,
-)
+from agent_memory.lifecycle.retention import forget_instances, register_instances, tenant_instances
 from agent_memory.namespace import SERVICE, AgentScope
 from agent_memory.tiers.episodic import EpisodicStore
 from agent_memory.tiers.procedural import forget_pack_sources
@@ -97,17 +74,12 @@ class EraseReport(BaseModel):
     events_scrubbed: int = 0
     archives_rewritten: int = 0
     archives_deleted: int = 0
-    # Data keys destroyed (crypto-shredding): every sealed value of the subject, wherever a
-    # copy of it lives (cold archives, D1 Time Travel), no longer has a key.
-    data_keys: int = 0
-    # No postings of an erased fact are left in the keyword index, and no term statistic
-    # that no remaining fact holds (`FactHistory.tidy_keyword_index`).
+    data_keys: int = 0  # destroyed: the subject's sealed values have no key any more
     keyword_index_optimized: bool = False
     archived_rows: dict[str, int] = Field(
         default_factory=lambda: {"episodes": 0, "runs": 0, "events": 0}
     )
-    # The AgentRuntime Durable Objects (`_erase_instances`): instances reached, and rows
-    # removed (turn_state: rows whose state was scrubbed) per store.
+    # Instances reached and wiped, rows removed per store (turn_state: rows scrubbed).
     agent_state: dict[str, int] = Field(
         default_factory=lambda: {
             "instances": 0,
@@ -186,12 +158,11 @@ class SubjectMatcher:
         """An event to delete: it is about an erased row, run or content, or names the
         subject. (One that only lists an erased fact among its results is scrubbed.)"""
         payload = self._payload(row)
-        named: set[str] = set()
-        if isinstance(payload, dict):
-            for key in ("key", "supersedes"):
-                value = payload.get(key)
-                if isinstance(value, str):
-                    named.add(value)
+        named = (
+            {v for k in ("key", "supersedes") if isinstance(v := payload.get(k), str)}
+            if isinstance(payload, dict)
+            else set()
+        )
         run_id = row.get("run_id")
         digest = row.get("content_hash")
         return (
@@ -256,7 +227,7 @@ class InstanceEraseError(RuntimeError):
 
 def subject_digest(subject: str) -> str:
     """How logs name a subject: a short SHA-256, never the subject (often a person)."""
-    return "sha256:" + hashlib.sha256(subject.encode()).hexdigest()[:16]
+    return "sha256:" + sha256_hex(subject)[:16]
 
 
 class SubjectEraser:
@@ -295,17 +266,16 @@ class SubjectEraser:
         # commits from now on stores its event without the query text (migration 0013).
         now = round(self._clock.now() * 1000)
         await EventLog(self.tenant_id, self._db).mark_erase_start(now, MARK_KEPT_MS)
-        found = await self._find(subject)
+        found = await self._find(subject, Found())
         # 1. The agent instances: before the D1 rows that list them, and before the rows
         # are read for good, since an object flushes (or replays) its queued writes into
         # D1 before it erases: the rows are found again afterwards.
         if self._agents is not None:
             try:
                 await self._erase_instances(subject, sorted(found.runs), report)
-                again = await self._find(subject)
+                await self._find(subject, found)
             except Exception as exc:
                 return self._stopped(report, "agent instances", exc)
-            found = Found(**{k: v | getattr(again, k) for k, v in found})
         self._progress("agent_state", sum(report.agent_state.values()))
         matcher = SubjectMatcher(subject, found)
         self._progress("found", len(found.episodes) + len(found.facts) + len(found.runs))
@@ -338,18 +308,20 @@ class SubjectEraser:
         return report
 
     @staticmethod
-    async def _step(report: EraseReport, step: str, work: Awaitable[None]) -> None:
+    def _failed(report: EraseReport, step: str, exc: Exception) -> None:
+        report.complete = False
+        report.errors.append(f"{step}: {type(exc).__name__}: {exc}")
+
+    async def _step(self, report: EraseReport, step: str, work: Awaitable[None]) -> None:
         """A step after the D1 rows are gone: a failure is reported and the rest go on."""
         try:
             await work
         except Exception as exc:
-            report.complete = False
-            report.errors.append(f"{step}: {type(exc).__name__}: {exc}")
+            self._failed(report, step, exc)
 
     def _stopped(self, report: EraseReport, step: str, exc: Exception) -> EraseReport:
         """End the erase before any D1 row is deleted: a repeat finds everything again."""
-        report.complete = False
-        report.errors.append(f"{step}: {type(exc).__name__}: {exc}")
+        self._failed(report, step, exc)
         log.error(
             "erase %s/%s: %s failed, rows kept: %s",
             self.tenant_id,
@@ -361,9 +333,9 @@ class SubjectEraser:
 
     # ------------------------------------------------------------------ D1 rows
 
-    async def _find(self, subject: str) -> Found:
-        """The episodes, facts (with the history they superseded) and runs that are traces."""
-        found = Found()
+    async def _find(self, subject: str, found: Found) -> Found:
+        """Add to `found` the episodes, facts (with the history they superseded) and runs
+        that are traces."""
         episodes, runs = await self._episodes.subject_traces(subject)
         for row in episodes:
             found.episodes.add(str(row["episode_id"]))
@@ -451,20 +423,15 @@ class SubjectEraser:
                 continue
             rows = decode_archive(body.data)
             kept: list[dict[str, Any]] = []
-            scrubbed = 0
             erased_ids: list[str] = []
             for row in rows:
-                if matcher.archived(kind, row):
-                    if kind == "episodes":
-                        erased_ids.append(str(row.get("episode_id")))
-                    continue
-                clean = matcher.archived_scrub(kind, row)
-                scrubbed += clean is not None
-                kept.append(clean if clean is not None else row)
-            removed = len(rows) - len(kept)
-            if removed == 0 and scrubbed == 0:
+                if not matcher.archived(kind, row):
+                    kept.append(matcher.archived_scrub(kind, row) or row)
+                elif kind == "episodes":
+                    erased_ids.append(str(row.get("episode_id")))
+            if kept == rows:  # nothing erased or scrubbed
                 continue
-            report.archived_rows[kind] += removed
+            report.archived_rows[kind] += len(rows) - len(kept)
             # The cold item index (`cold_items`, agent_memory.hot_warm_cold) follows the
             # archive: erased episodes leave it before their object is rewritten.
             await self._ledger.unindex_episodes(erased_ids)
@@ -476,31 +443,17 @@ class SubjectEraser:
             # Rewritten under the key of its (new) first row: new object first, then the
             # ledger, then the old object, so a failure in between leaves the old object,
             # which a re-run rewrites again.
-            time_column = "started_at" if kind == "runs" else "created_at"
-            id_column = {"episodes": "episode_id", "runs": "run_id", "events": "event_id"}[kind]
-            first, last = kept[0], kept[-1]
-            first_key = f"{first[time_column]}/{first[id_column]}"
-            last_key = f"{last[time_column]}/{last[id_column]}"
+            table, first = TABLE_OF[kind], kept[0]
+            ends = {"first_key": table.row_key(first), "last_key": table.row_key(kept[-1])}
             new_key = archive_key(
-                self.tenant_id, kind, int(first[time_column]), str(first[id_column])
+                self.tenant_id, kind, int(first[table.time_column]), str(first[table.id_column])
             )
             data = encode_lines(kept)
-            meta = {
-                **body.custom_metadata,
-                "rows": str(len(kept)),
-                "first": first_key,
-                "last": last_key,
-                "rewritten_ms": str(now_ms),
-            }
-            await cold.put(new_key, data, custom_metadata=meta)
+            meta = {"rows": str(len(kept)), "first": ends["first_key"], "last": ends["last_key"]}
+            meta |= {"rewritten_ms": str(now_ms)}
+            await cold.put(new_key, data, custom_metadata={**body.custom_metadata, **meta})
             await self._ledger.rewritten(
-                key,
-                new_key,
-                rows=len(kept),
-                first_key=first_key,
-                last_key=last_key,
-                size=len(data),
-                now_ms=now_ms,
+                key, new_key, rows=len(kept), size=len(data), now_ms=now_ms, **ends
             )
             if new_key != key:
                 await cold.delete(key)
@@ -512,8 +465,7 @@ class SubjectEraser:
         self, subject: str, run_ids: Sequence[str], report: EraseReport
     ) -> None:
         assert self._agents is not None
-        runs = sorted(run_ids)
-        slices = [runs[i : i + RUN_IDS_PER_CALL] for i in range(0, len(runs), RUN_IDS_PER_CALL)]
+        slices = list(chunks(sorted(run_ids), RUN_IDS_PER_CALL))
         instances = await tenant_instances(self._db, self.tenant_id)
         # Registered first: once the runs rows that name an instance are erased, this row
         # is how a repeat (or the next erase) still finds it.
@@ -527,7 +479,7 @@ class SubjectEraser:
                 tenant=self.tenant_id, agent_type=agent_type, instance_id=instance_id
             )
             stub = self._agents.get_by_name(scope.object_name)
-            for run_slice in slices or [[]]:
+            for run_slice in slices or [()]:
                 answer = await stub.call(
                     "erase_subject",
                     {
@@ -535,7 +487,7 @@ class SubjectEraser:
                         "agent_type": scope.agent_type,
                         "instance_id": scope.instance_id,
                         "subject": subject,
-                        "run_ids": run_slice,
+                        "run_ids": list(run_slice),
                         "wipe": wipe,
                     },
                 )
@@ -571,12 +523,10 @@ class SubjectEraser:
             while True:
                 page = await self._kv.list(prefix=prefix, cursor=cursor)
                 for item in page.keys:
-                    rest = item.name[len(prefix) :]
-                    if matcher.subject in rest.split(":") or matcher.subject in rest:
-                        doomed.append(item.name)
-                        continue
-                    value = await self._kv.get(item.name)
-                    if value is not None and matcher.subject in value:
+                    # The key (after the tenant) names it, or else the value holds it.
+                    if matcher.subject in item.name[len(prefix) :] or matcher.subject in (
+                        await self._kv.get(item.name) or ""
+                    ):
                         doomed.append(item.name)
                 if page.list_complete or not page.cursor:
                     break

@@ -1,29 +1,14 @@
-"""The weekly prune (cron `0 3 * * SUN`): episodes, finished runs and memory events past their
-tenant's retention are archived to the cold tier (R2, gzip NDJSON), then deleted, in bounded,
-resumable batches; archives past their kind's cold retention are deleted.
+"""The weekly prune (cron `0 3 * * SUN`; docs/lifecycle.md, "Weekly prune" and "Archive
+layout"): episodes, finished runs and memory events past their tenant's retention are archived
+to the cold tier (R2, gzip NDJSON, one ISO week per object, keyed by its first row so a retried
+batch replaces its own object), then deleted, in bounded, resumable batches; archives past
+their kind's cold retention are deleted.
 
-Keys (docs/lifecycle.md, "Archive layout"), one ISO week (of `created_at`, a run's
-`started_at`) per object, named after its first row so a retried batch replaces its own object:
-
-    archive/{tenant}/episodes/{YYYY}-W{ww}/{first_ms:013d}-{first_id}.ndjson.gz
-    logs/{tenant}/{runs|events}/{YYYY}-W{ww}/{first_ms:013d}-{first_id}.ndjson.gz
-
-Runs and events (placement kind `log`) live under `logs/` so one R2 lifecycle rule on that
-prefix can expire them (rules match prefixes only); older `archive/{tenant}/{runs|events}/`
-keys are handled alike. Lines are rows as stored, JSON columns decoded, deterministic bytes.
-
-A job has a fixed id (`weekly-{ISO week}`) and per-tenant cutoffs fixed in
-`lifecycle_prune_progress` when it first meets a tenant, so a retried invocation finishes the
-same job. An invocation works within a `PruneBudget` (D1 statements + R2 calls: 1000 D1
-queries per invocation on the paid plan, `d1/platform/limits.mdx`; a cron may run 15 min,
-`workers/platform/limits.mdx`); the daily cron resumes an unfinished job. One batch, per
-tenant and table, oldest first: SELECT up to `batch_rows` rows past the cutoff, kept to the
-first row's ISO week; PUT them to R2 (before anything is deleted); one D1 transaction with the
-`lifecycle_archives` row whose CHECK fails unless the key range holds exactly the rows archived
-(`RangeChanged`: the batch is redone), the DELETE of that range, and the progress counts.
-Interrupted in between, the next run rewrites the same key. Cold expiry (kind `log`: 90 days
-from the ledger's `created_at`, as an R2 rule counts from upload, docs/tiered-memory.md): per
-tenant and kind, one R2 delete then the ledger rows. At most 8 bound parameters a statement.
+A job (`weekly-{ISO week}`) fixes each tenant's cutoff when it first meets it, so a retried
+invocation finishes the same job; an invocation stays within a `PruneBudget` and the daily
+cron resumes an unfinished job. Nothing is deleted that is not archived: the PUT comes first,
+then one D1 transaction whose ledger row's CHECK fails unless the key range holds exactly the
+rows archived (`RangeChanged`: the batch is redone), the DELETE of that range, the counts.
 """
 
 from __future__ import annotations
@@ -144,11 +129,6 @@ def encode_lines(rows: Sequence[dict[str, Any]]) -> bytes:
     return gzip.compress(text.encode("utf-8"), compresslevel=6, mtime=0)
 
 
-DEFAULT_BATCH_ROWS = 500
-
-DEFAULT_BATCH_ROWS = 500
-DEFAULT_MAX_OPERATIONS = 900  # under the paid plan's 1000 D1 queries per invocation
-DEFAULT_MAX_SECONDS = 600.0  # under a cron invocation's 15 minutes
 # select, put, and a D1 batch of 3 statements (4 for episodes: + the cold item index)
 OPERATIONS_PER_BATCH = 6
 RANGE_RETRIES = 3
@@ -162,9 +142,10 @@ log = logging.getLogger(__name__)
 class PruneBudget(BaseModel):
     """How much one invocation may do."""
 
-    max_operations: int = Field(default=DEFAULT_MAX_OPERATIONS, ge=OPERATIONS_PER_BATCH + 2)
-    max_seconds: float = Field(default=DEFAULT_MAX_SECONDS, gt=0)
-    batch_rows: int = Field(default=DEFAULT_BATCH_ROWS, ge=1, le=5_000)
+    # Under the paid plan's 1000 D1 queries per invocation, and a cron's 15 minutes.
+    max_operations: int = Field(default=900, ge=OPERATIONS_PER_BATCH + 2)
+    max_seconds: float = Field(default=600.0, gt=0)
+    batch_rows: int = Field(default=500, ge=1, le=5_000)
 
 
 class TenantPruneCounts(BaseModel):
@@ -258,11 +239,16 @@ class PrunedTable:
     """How one archived table is selected, keyed and deleted."""
 
     kind: ArchiveKind
-    table: str
+    table: TenantTable
     time_column: str
     id_column: str
+    placement: str  # the memory kind its archives hold (agent_memory.placement)
     # Extra conditions beyond `tenant_id = ? AND time < cutoff`, each `?` bound to the cutoff.
     extra_sql: str = ""
+
+    def row_key(self, row: Row) -> str:
+        """A row's sort key as the ledger and archive metadata name it: `{time}/{id}`."""
+        return f"{row[self.time_column]}/{row[self.id_column]}"
 
     def where(self, tenant: str, cutoff: int) -> tuple[str, list[SqlValue]]:
         """The rows past `cutoff`: the condition and its parameters."""
@@ -272,19 +258,28 @@ class PrunedTable:
 
 _FINISHED_BEFORE_CUTOFF = " AND status IN ('completed', 'failed') AND finished_at < ?"
 TABLES = (
-    PrunedTable("episodes", "memory_episodes", "created_at", "episode_id"),
+    PrunedTable("episodes", "memory_episodes", "created_at", "episode_id", "episode"),
     # Only finished runs go, and only once they finished before the cutoff too.
-    PrunedTable("runs", "agent_runs", "started_at", "run_id", _FINISHED_BEFORE_CUTOFF),
+    PrunedTable("runs", "agent_runs", "started_at", "run_id", "log", _FINISHED_BEFORE_CUTOFF),
     # The audit trail ages with the memory it describes: events past retention go the same way.
-    PrunedTable("events", "memory_events", "created_at", "event_id"),
+    PrunedTable("events", "memory_events", "created_at", "event_id", "log"),
 )
-PRUNED_TABLES: tuple[TenantTable, ...] = ("memory_episodes", "agent_runs", "memory_events")
+TABLE_OF = {table.kind: table for table in TABLES}
+PRUNED_TABLES = tuple(table.table for table in TABLES)
 
-# Which archive kinds hold which memory kind (agent_memory.placement).
-ARCHIVE_KINDS: dict[str, tuple[ArchiveKind, ...]] = {
-    "episode": ("episodes",),
-    "log": ("runs", "events"),
-}
+
+_LEDGER_INSERT = (
+    "INSERT INTO lifecycle_archives (tenant_id, archive_key, kind, iso_week, rows, matched, "
+    "first_key, last_key, bytes, prune_id, created_at)"
+)
+_INDEX_INSERT = (
+    "INSERT INTO cold_items (tenant_id, namespace_key, kind, entity_id, archive_key, subject, "
+    "created_at, archived_at)"
+)
+_INDEX_UPSERT = (
+    "ON CONFLICT (tenant_id, namespace_key, kind, entity_id) DO UPDATE SET "
+    "archive_key = excluded.archive_key, archived_at = excluded.archived_at"
+)
 
 
 def _stmt(db: D1Database, sql: str, *values: SqlValue) -> D1Statement:
@@ -468,31 +463,22 @@ class Pruner:
             "SELECT archive_key FROM lifecycle_archives WHERE tenant_id = ? "
             "AND kind = ? AND created_at < ? ORDER BY created_at LIMIT ?"
         )
-        for kind, archive_kinds in ARCHIVE_KINDS.items():
-            days = self._placement.placement(kind).cold_retention_days
-            for archive_kind in archive_kinds if days is not None else ():
-                while True:
-                    # select, R2 delete, ledger deletes
-                    meter.check(2 + -(-limit // IDS_PER_STATEMENT))
-                    before = now_ms - (days or 0) * DAY_MS
-                    result = await _stmt(
-                        self._db, select, tenant, archive_kind, before, limit
-                    ).all()
-                    meter.spend()
-                    keys = [str(r["archive_key"]) for r in result.results]
-                    if not keys:
-                        break
-                    await self._cold.delete(keys)
-                    meter.spend()
-                    await delete_ids(
-                        self._db,
-                        "DELETE FROM lifecycle_archives WHERE tenant_id = ? "
-                        "AND archive_key IN ({marks})",
-                        tenant,
-                        keys,
-                    )
-                    meter.spend(-(-len(keys) // IDS_PER_STATEMENT))
-                    removed += len(keys)
+        delete = "DELETE FROM lifecycle_archives WHERE tenant_id = ? AND archive_key IN ({marks})"
+        for table in TABLES:
+            days = self._placement.placement(table.placement).cold_retention_days
+            while days is not None:
+                meter.check(2 + -(-limit // IDS_PER_STATEMENT))  # select, R2 delete, ledger
+                before = now_ms - days * DAY_MS
+                result = await _stmt(self._db, select, tenant, table.kind, before, limit).all()
+                meter.spend()
+                keys = [str(r["archive_key"]) for r in result.results]
+                if not keys:
+                    break
+                await self._cold.delete(keys)
+                meter.spend()
+                await delete_ids(self._db, delete, tenant, keys)
+                meter.spend(-(-len(keys) // IDS_PER_STATEMENT))
+                removed += len(keys)
         return removed
 
     @staticmethod
@@ -653,10 +639,9 @@ class Pruner:
         params += [first_ms, str(first[i]), last_ms, str(last[i])]
         now_ms = self._now_ms()
         ledger = (
-            "INSERT INTO lifecycle_archives (tenant_id, archive_key, kind, iso_week, rows, "
-            "matched, first_key, last_key, bytes, prune_id, created_at) "
-            f"VALUES (?, ?, ?, ?, ?, (SELECT COUNT(*) FROM {table.table} WHERE {where}), "
-            "?, ?, ?, ?, ?) ON CONFLICT (tenant_id, archive_key) DO UPDATE SET "
+            f"{_LEDGER_INSERT} VALUES (?, ?, ?, ?, ?, "
+            f"(SELECT COUNT(*) FROM {table.table} WHERE {where}), ?, ?, ?, ?, ?) "
+            "ON CONFLICT (tenant_id, archive_key) DO UPDATE SET "
             "rows = excluded.rows, matched = excluded.matched, "
             "last_key = excluded.last_key, bytes = excluded.bytes, "
             "prune_id = excluded.prune_id, created_at = excluded.created_at"
@@ -706,12 +691,8 @@ class Pruner:
         if table.kind != "episodes":
             return []
         sql = (
-            "INSERT INTO cold_items (tenant_id, namespace_key, kind, entity_id, "
-            "archive_key, subject, created_at, archived_at) "
-            "SELECT tenant_id, namespace_key, 'episode', episode_id, ?, subject, "
-            f"created_at, ? FROM memory_episodes WHERE {where} "
-            "ON CONFLICT (tenant_id, namespace_key, kind, entity_id) DO UPDATE SET "
-            "archive_key = excluded.archive_key, archived_at = excluded.archived_at"
+            f"{_INDEX_INSERT} SELECT tenant_id, namespace_key, 'episode', episode_id, ?, "
+            f"subject, created_at, ? FROM memory_episodes WHERE {where} {_INDEX_UPSERT}"
         )
         return [_stmt(self._db, sql, key, now_ms, *params)]
 
@@ -819,18 +800,10 @@ class ArchiveLedger:
         created = int(row["created_at"])
         first = f"{created}/{entity}"
         ledger = (
-            "INSERT INTO lifecycle_archives (tenant_id, archive_key, kind, iso_week, "
-            "rows, matched, first_key, last_key, bytes, prune_id, created_at) "
-            "VALUES (?, ?, 'episodes', ?, 1, 1, ?, ?, ?, ?, ?) "
+            f"{_LEDGER_INSERT} VALUES (?, ?, 'episodes', ?, 1, 1, ?, ?, ?, ?, ?) "
             "ON CONFLICT (tenant_id, archive_key) DO UPDATE SET bytes = excluded.bytes"
         )
-        index = (
-            "INSERT INTO cold_items (tenant_id, namespace_key, kind, entity_id, "
-            "archive_key, subject, created_at, archived_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
-            "ON CONFLICT (tenant_id, namespace_key, kind, entity_id) DO UPDATE SET "
-            "archive_key = excluded.archive_key, archived_at = excluded.archived_at"
-        )
+        index = f"{_INDEX_INSERT} VALUES (?, ?, ?, ?, ?, ?, ?, ?) {_INDEX_UPSERT}"
         t, subject = self.tenant_id, row.get("subject")
         ledger_values = (t, archive, iso_week(created), first, first, size, prune_id, now_ms)
         index_values = (t, namespace_key, kind, entity, archive, subject, created, now_ms)

@@ -1,36 +1,10 @@
-"""The reconciler (ADR-0051's homeostatic lifecycle): dedup, conflicts, updates, promotion,
-decay and linking over one tenant's semantic and episodic memory.
+"""The reconciler (ADR-0051): dedup, conflicts, updates, promotion, decay and linking over
+one tenant's semantic and episodic memory.
 
-The steps are pure functions over rows, applied by `Reconciler.run` in this order:
-
-* `find_duplicates`: exact duplicates (same content hash, compatible subjects), then near
-  ones (cosine ≥ `similarity_threshold`, same subject, and `evidence.near_duplicate`: the
-  same key entity, names, numbers and codes). They merge into the more specific subject,
-  then the older row, with their provenance moved. Two sentences the update rules read
-  as a change ("now prefers light mode") are never merged: they are the update step's.
-* `resolve_conflicts`: live facts with the same subject and predicate but different
-  objects; the newest wins, the others are superseded (never deleted), unless from a
-  more trusted source (`source_weights`). `multi_valued_predicates` (by default
-  `states`) are left alone.
-* updates (`find_update_candidates`, `updates_to_apply`): pairs of live facts about the same
-  key entity, written at different times, not the same words, that state the same key
-  attribute or are close (cosine ≥ `update_similarity` or a word overlap ≥
-  `update_word_overlap`), only those with a fact newer than the last run, at most
-  `max_update_pairs`. An `Adjudicator` decides each: `update` (the newer supersedes the
-  older), `duplicate` (merged), `compatible` (nothing changes) or `unsure` (listed in the
-  daily brief). `RulesAdjudicator` uses `evidence.judge` (no model); `LlmAdjudicator` asks
-  the `LLM` port about the pairs the rules leave `unsure` and falls back to the rules on an
-  error or an unreadable answer.
-* `find_promotions`: an observation (`data.observations`, or an `observation` episode's
-  text) seen in ≥ `promotion_min_episodes` episodes, always with the same object, with mean
-  confidence ≥ `promotion_min_confidence`, becomes a fact (`promoted_from` provenance).
-* `find_decay`: salient episodes (importance ≥ `decay_min_importance`) older than
-  `decay_ttl_days` are summarised per subject into one fact (`summarised_from`); the rest
-  are left for the weekly prune.
-* `find_links`: new facts and their nearest live neighbours with cosine ≥ `link_threshold`
-  become links, both directions (recall follows them one hop).
-
-Writes go through `SemanticMemory.learn` (checked by the write policy) or, for a
+The steps are pure functions over rows (`find_duplicates`, `resolve_conflicts`,
+`find_update_candidates` + an `Adjudicator`, `find_promotions`, `find_decay`, `find_links`),
+applied in that order by `Reconciler.run`; each says what it decides. A loser is superseded,
+never deleted. Writes go through `SemanticMemory.learn` (checked by the write policy) or, for a
 supersession, a `WriteGate` proposal and a guarded UPDATE (`status = 'active'` still), so a
 concurrent run cannot supersede a fact twice. Every statement is `tenant_id = ?` first. A run
 also finishes facts left `pending_vector` (invariant 5).
@@ -38,18 +12,19 @@ also finishes facts left `pending_vector` (invariant 5).
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, get_args
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent_memory.governance.writes import EventLog, WriteGate, WriteProposal, memory_written
 from agent_memory.ids import content_hash, normalize_content, sha256_hex
-from agent_memory.lifecycle import supersession
+from agent_memory.lifecycle.supersession import REPLAYED, UNDONE, Change, SupersessionError
 from agent_memory.tiers.semantic import evidence
 from agent_memory.tiers.semantic.keys import (
     Decision,
@@ -60,16 +35,13 @@ from agent_memory.tiers.semantic.keys import (
 )
 from agent_memory.tiers.semantic.memory import SemanticMemory
 from agent_memory.tiers.semantic.models import DEFAULT_SUBJECT, FactInput
-from agent_memory.tiers.semantic.reconcile import (
-    EpisodeRow,
-    FactRow,
-    Link,
-    ReconcileStore,
-)
+from agent_memory.tiers.semantic.reconcile import EpisodeRow, FactRow, Link, ReconcileStore
 from bindings.ports.clock import Clock
 from bindings.ports.d1 import D1Database
 from bindings.ports.llm import LLM, ChatMessage
 from bindings.ports.vectorize import VectorIndex
+
+log = logging.getLogger(__name__)
 
 
 class ReconcileConfig(BaseModel):
@@ -95,9 +67,7 @@ class ReconcileConfig(BaseModel):
     )
     default_source_weight: float = Field(default=0.6, ge=0.0)
     multi_valued_predicates: frozenset[str] = frozenset({"states"})
-    # Update detection: two facts about the same key entity are a candidate pair when
-    # they state the same attribute or their content is this close (cosine, or the share
-    # of content words they have in common).
+    # Update candidates: same key attribute, or content this close (cosine; word overlap).
     update_similarity: float = Field(default=0.6, gt=0.0, le=1.0)
     update_word_overlap: float = Field(default=0.3, gt=0.0, le=1.0)
     max_update_pairs: int = Field(default=2_000, ge=1)
@@ -128,6 +98,8 @@ class Supersede(_Frozen):
 
 
 class Promotion(_Frozen):
+    """A fact to learn from episodes: a recurring observation, or a summary (`find_decay`)."""
+
     subject: str
     predicate: str
     object: str
@@ -136,15 +108,7 @@ class Promotion(_Frozen):
     episode_ids: tuple[str, ...]
 
 
-class Summary(_Frozen):
-    subject: str
-    content: str
-    confidence: float
-    episode_ids: tuple[str, ...]
-
-
 SUMMARY_MAX_CHARS = 2_000
-
 DAY_MS = 86_400_000
 
 
@@ -164,7 +128,7 @@ def _states_a_change(a: FactRow, b: FactRow) -> bool:
     duplicates (a merge keeps the older one)."""
     if not (a.key_entity and b.key_entity):
         return False
-    older, newer = sorted((a, b), key=lambda f: (f.valid_from, f.created_at, f.fact_id))
+    older, newer = sorted((a, b), key=_order)
     verdict = judge_update(
         older.content,
         FactKey(older.key_entity, older.key_attribute, "none"),
@@ -190,8 +154,10 @@ def find_duplicates(
     vectors: Mapping[str, Sequence[float]],
     config: ReconcileConfig,
 ) -> list[Merge]:
-    """Which facts merge into which (see the module docstring). Each fact is dropped at
-    most once and never into a fact that is itself dropped."""
+    """Which facts merge into which: exact duplicates (same content hash, compatible
+    subjects), then near ones (cosine ≥ `similarity_threshold`, same subject, and
+    `evidence.near_duplicate`). A duplicate merges into the more specific subject, then the
+    older row. Each fact is dropped at most once, never into a fact itself dropped."""
     ordered = sorted(facts, key=_rank_key)
     dropped: set[str] = set()
     merges: list[Merge] = []
@@ -218,13 +184,12 @@ def find_duplicates(
                         )
                     )
 
-    # 1. Exact: same normalised content hash.
     by_hash: dict[str, list[FactRow]] = defaultdict(list)
     for fact in ordered:
         by_hash[content_hash(fact.content)].append(fact)
     for group in by_hash.values():
         merge_within(group, "exact", None)
-    # 2. Similar: cosine over the embeddings, within one subject.
+    # Then near duplicates: cosine over the embeddings, within one subject.
     by_subject: dict[str, list[FactRow]] = defaultdict(list)
     for fact in ordered:
         if fact.fact_id not in dropped and fact.fact_id in vectors:
@@ -241,14 +206,14 @@ def find_duplicates(
 def resolve_conflicts(
     facts: Sequence[FactRow], now_ms: int, config: ReconcileConfig
 ) -> list[Supersede]:
-    """For each (subject, predicate) with more than one object: the losers. The newest
-    statement wins (never backwards in time); an older one from a more trusted source
-    (`source_weights`) is not superseded by a less trusted newer one: both stay active."""
+    """For each (subject, predicate) with more than one object (`multi_valued_predicates`
+    excepted): the losers. The newest statement wins (never backwards in time); an older one
+    from a more trusted source (`source_weights`) is not superseded by a less trusted newer
+    one: both stay active."""
     groups: dict[tuple[str, str], list[FactRow]] = defaultdict(list)
     for fact in facts:
-        if fact.predicate in config.multi_valued_predicates:
-            continue
-        groups[(fact.subject, fact.predicate)].append(fact)
+        if fact.predicate not in config.multi_valued_predicates:
+            groups[(fact.subject, fact.predicate)].append(fact)
     out: list[Supersede] = []
     for (subject, predicate), group in sorted(groups.items()):
         winner = max(group, key=_order)
@@ -258,14 +223,8 @@ def resolve_conflicts(
             if normalize_content(loser.object) == normalize_content(winner.object):
                 continue
             if config.source_weight(loser.source) <= trust:
-                out.append(
-                    Supersede(
-                        winner=winner.fact_id,
-                        loser=loser.fact_id,
-                        subject=subject,
-                        predicate=predicate,
-                    )
-                )
+                ids = {"winner": winner.fact_id, "loser": loser.fact_id}
+                out.append(Supersede(**ids, subject=subject, predicate=predicate))
     return out
 
 
@@ -344,7 +303,7 @@ def find_decay(
     now_ms: int,
     config: ReconcileConfig,
     summarised: set[str] | None = None,
-) -> list[Summary]:
+) -> list[Promotion]:
     """Salient episodes past their TTL, summarised per subject (skipping `summarised`)."""
     cutoff = now_ms - config.decay_ttl_days * DAY_MS
     groups: dict[str, list[EpisodeRow]] = defaultdict(list)
@@ -354,14 +313,16 @@ def find_decay(
         if summarised is not None and episode.episode_id in summarised:
             continue
         groups[episode.subject or DEFAULT_SUBJECT].append(episode)
-    out: list[Summary] = []
+    out: list[Promotion] = []
     for subject, group in sorted(groups.items()):
         group.sort(key=lambda e: (e.created_at, e.episode_id))
         lines = [" ".join(e.content.split())[:300] for e in group]
         text = f"Summary of {len(group)} past episode(s) about {subject}: " + " | ".join(lines)
         out.append(
-            Summary(
+            Promotion(
                 subject=subject,
+                predicate="summary_of_episodes",
+                object="",
                 content=text[:SUMMARY_MAX_CHARS],
                 confidence=round(sum(e.importance for e in group) / len(group), 6),
                 episode_ids=tuple(e.episode_id for e in group),
@@ -388,9 +349,6 @@ def find_links(
     return [Link(from_fact_id=a, to_fact_id=b, score=s) for (a, b), s in sorted(pairs.items())]
 
 
-log = logging.getLogger(__name__)
-
-
 _DECISION_WORD = re.compile(r"\b(update|duplicate|compatible|unsure)\b", re.IGNORECASE)
 
 LLM_SYSTEM_PROMPT = (
@@ -401,13 +359,8 @@ LLM_SYSTEM_PROMPT = (
 )
 
 
-_SOURCES = frozenset(
-    {"structured", "metadata", "known_subject", "speaker", "named_entity", "sentence_subject"}
-)
-
-
 def _key(fact: FactRow) -> FactKey:
-    source: KeySource = fact.key_source if fact.key_source in _SOURCES else "none"  # type: ignore[assignment]
+    source: KeySource = fact.key_source if fact.key_source in get_args(KeySource) else "none"  # type: ignore[assignment]
     return FactKey(fact.key_entity, fact.key_attribute, source)
 
 
@@ -425,15 +378,6 @@ class Adjudication(_Frozen):
     decision: Decision
     reason: str
     adjudicator: str
-
-
-class Adjudicator(Protocol):
-    """Decides candidate pairs; one `Adjudication` per pair, in order."""
-
-    @property
-    def name(self) -> str: ...
-
-    async def decide(self, pairs: Sequence[UpdatePair]) -> list[Adjudication]: ...
 
 
 class RulesAdjudicator:
@@ -459,8 +403,8 @@ class RulesAdjudicator:
 
 
 class LlmAdjudicator:
-    """Asks a chat model about the pairs the rules leave `unsure` (see the module
-    docstring); falls back to the rules on an error or an unreadable answer."""
+    """Asks the `LLM` port about the pairs the rules leave `unsure`; falls back to the rules
+    on an error or an unreadable answer."""
 
     def __init__(self, llm: LLM) -> None:
         self._llm = llm
@@ -476,10 +420,7 @@ class LlmAdjudicator:
             ruled = self._rules.decide_one(pair)
             # The model is asked only where the rules cannot tell: whatever the evidence
             # settles (a marker, an identifier, an additive word, …) stays settled.
-            if ruled.decision != "unsure":
-                out.append(ruled)
-                continue
-            out.append(await self._ask(pair, ruled))
+            out.append(ruled if ruled.decision != "unsure" else await self._ask(pair, ruled))
         return out
 
     async def _ask(self, pair: UpdatePair, ruled: Adjudication) -> Adjudication:
@@ -500,14 +441,12 @@ class LlmAdjudicator:
         match = _DECISION_WORD.search(result.message.content or "")
         if match is None:
             return ruled.model_copy(update={"reason": f"llm_unreadable;rules:{ruled.reason}"})
-        decision: Decision = match.group(1).lower()  # type: ignore[assignment]
-        return Adjudication(
-            older=pair.older.fact_id,
-            newer=pair.newer.fact_id,
-            decision=decision,
-            reason="llm_answer",
-            adjudicator=self.name,
-        )
+        answer = {"decision": match.group(1).lower(), "reason": "llm_answer"}
+        return ruled.model_copy(update={**answer, "adjudicator": self.name})
+
+
+# Decides candidate pairs: one `Adjudication` per pair, in order.
+Adjudicator = RulesAdjudicator | LlmAdjudicator
 
 
 def _order(fact: FactRow) -> tuple[int, int, str]:
@@ -528,7 +467,10 @@ def find_update_candidates(
     config: ReconcileConfig,
     since_ms: int = 0,
 ) -> list[UpdatePair]:
-    """The candidate pairs among `facts` (see the module docstring)."""
+    """Pairs of live facts about the same key entity, written at different times, not the
+    same words, that state the same key attribute or are close (cosine ≥
+    `update_similarity` or word overlap ≥ `update_word_overlap`); only those with a fact
+    newer than `since_ms`, newest first, at most `max_update_pairs`."""
     by_entity: dict[str, list[FactRow]] = defaultdict(list)
     for fact in facts:
         if fact.key_entity:
@@ -553,22 +495,13 @@ def find_update_candidates(
                 union = words[i] | words[j]
                 overlap = len(words[i] & words[j]) / len(union) if union else 1.0
                 similarity = _cosine(vectors.get(older.fact_id), vectors.get(newer.fact_id))
-                same_attribute = bool(older.key_attribute) and (
-                    older.key_attribute == newer.key_attribute
-                )
-                if not (
-                    same_attribute
+                if (
+                    (older.key_attribute and older.key_attribute == newer.key_attribute)
                     or similarity >= config.update_similarity
                     or overlap >= config.update_word_overlap
                 ):
-                    continue
-                pairs.append(
-                    UpdatePair(
-                        older=older,
-                        newer=newer,
-                        similarity=round(max(-1.0, min(1.0, similarity)), 6),
-                    )
-                )
+                    similarity = round(max(-1.0, min(1.0, similarity)), 6)
+                    pairs.append(UpdatePair(older=older, newer=newer, similarity=similarity))
     pairs.sort(key=lambda p: (-p.newer.created_at, -p.older.created_at, p.older.fact_id))
     return pairs[: config.max_update_pairs]
 
@@ -649,15 +582,52 @@ class Reconciler:
             clock=clock,
         )
 
-    async def undo(self, fact_id: str, by: str) -> supersession.Change:
-        """Make a superseded fact live again (`supersession.undo`)."""
-        return await supersession.undo(
-            self._memory, self._store, self._events, self._clock, fact_id, by
-        )
+    async def undo(self, fact_id: str, by: str) -> Change:
+        """Make superseded `fact_id` live again (its vector rewritten); from then on the
+        pair stays apart (`facts_kept_apart`). 404 `fact_not_found`, 409 `not_superseded`."""
+        fact = await self._memory.get(fact_id)
+        if fact is None:
+            raise SupersessionError(404, "fact_not_found", "no such fact in this tenant")
+        if fact.status != "superseded" or fact.superseded_by is None:
+            raise SupersessionError(409, "not_superseded", f"the fact is {fact.status}")
+        now = self._clock.now()
+        if not await self._store.restore(fact_id, fact.superseded_by, int(now * 1000)):
+            raise SupersessionError(409, "not_superseded", "the fact changed meanwhile")
+        change = await self._changed(now, UNDONE, fact_id, fact.superseded_by, by)
+        await self._memory.complete_pending()
+        return change
 
-    async def replay(self, event_id: str, by: str) -> supersession.Change:
-        """Apply again the supersession an event records (`supersession.replay`)."""
-        return await supersession.replay(self._store, self._events, self._clock, event_id, by)
+    async def replay(self, event_id: str, by: str) -> Change:
+        """Apply again the supersession event `event_id` records, as a guarded update like
+        the reconciler's own; 404 `event_not_found`, 422 `not_a_supersession`, 409
+        `not_active` (the loser is not live: nothing to replay)."""
+        rows = await self._events.rows(
+            "event_id = ? AND kind = 'memory_written'", event_id, limit=1
+        )
+        if not rows:
+            raise SupersessionError(404, "event_not_found", "no such event in this tenant")
+        payload = json.loads(str(rows[0]["payload"]))
+        loser, winner = payload.get("supersedes"), payload.get("key")
+        if not (isinstance(loser, str) and isinstance(winner, str)):
+            raise SupersessionError(422, "not_a_supersession", "the event records no supersession")
+        now = self._clock.now()
+        if not await self._store.supersede(loser, winner, int(now * 1000), relation=None):
+            raise SupersessionError(409, "not_active", "the superseded fact is not live now")
+        await self._store.drop_vectors([loser])
+        return await self._changed(now, REPLAYED, loser, winner, by)
+
+    async def _changed(self, now: float, op: str, loser: str, winner: str, by: str) -> Change:
+        """Record an operator's undo or replay as a `memory_written` event naming both facts."""
+        event = memory_written(
+            tenant_id=self.tenant_id,
+            tier="semantic",
+            now=now,
+            content_hash=sha256_hex(f"{op}|{loser}|{winner}|{now}"),
+            payload={"op": op, "key": winner, "fact_id": loser, "superseded_by": winner, "by": by},
+            agent_type="operator",
+        )
+        await self._events.record(event)
+        return Change(loser, winner, event.event_id, by)
 
     async def run(self) -> ReconcileReport:
         report = ReconcileReport(tenant_id=self.tenant_id)
@@ -670,7 +640,7 @@ class Reconciler:
         facts = await self._store.live_facts(self.config.max_facts)
         report.facts_examined = len(facts)
         vectors = await self._store.fact_vectors([f.fact_id for f in facts])
-        # Pairs an operator undid stay apart (`supersession.undo`).
+        # Pairs an operator undid stay apart (`undo`).
         apart = await self._store.kept_apart()
         merges = find_duplicates(facts, vectors, self.config)
         for merge in merges:
@@ -681,10 +651,8 @@ class Reconciler:
                 merge.drop, merge.keep, now_ms, relation="merged_from", why=why
             ):
                 report.merges.append(merge)
-                if merge.reason == "exact":
-                    report.merged_exact += 1
-                else:
-                    report.merged_similar += 1
+        report.merged_exact = sum(m.reason == "exact" for m in report.merges)
+        report.merged_similar = len(report.merges) - report.merged_exact
         dropped = {m.drop for m in report.merges}
         remaining = [f for f in facts if f.fact_id not in dropped]
         for conflict in resolve_conflicts(remaining, now_ms, self.config):
@@ -695,10 +663,9 @@ class Reconciler:
                 conflict.loser, conflict.winner, now_ms, relation=None, why=why
             ):
                 report.conflicts.append(conflict)
-                report.superseded_conflicts += 1
-        # 2b. Updates in free text: candidate pairs about the same key entity, decided by
-        # the adjudicator; pairs whose facts were all examined by an earlier run are not
-        # asked again (the link watermark below moves at the end of every run).
+        report.superseded_conflicts = len(report.conflicts)
+        # 2b. Updates in free text, decided by the adjudicator; pairs whose facts were all
+        # examined by an earlier run are not asked again (the link watermark moves each run).
         lost = {c.loser for c in report.conflicts}
         await self._updates(
             [f for f in remaining if f.fact_id not in lost],
@@ -715,31 +682,10 @@ class Reconciler:
             (f.subject, f.predicate, normalize_content(f.object)) for f in remaining if f.object
         }
         for p in find_promotions(episodes, self.config, known):
-            fact = FactInput(
-                content=p.content,
-                subject=p.subject,
-                predicate=p.predicate,
-                object=p.object,
-                confidence=p.confidence,
-                source=RECONCILER_SOURCE,
-                metadata={"promoted_from_episodes": len(p.episode_ids)},
-            )
-            report.promoted += await self._learn(
-                fact, p.episode_ids, "promoted_from", now_ms, report
-            )
+            report.promoted += await self._learn(p, "promoted_from", now_ms, report)
         summarised = await self._store.summarised_episode_ids()
         for s in find_decay(episodes, now_ms, self.config, summarised):
-            fact = FactInput(
-                content=s.content,
-                subject=s.subject,
-                predicate="summary_of_episodes",
-                confidence=max(s.confidence, self._floor()),
-                source=RECONCILER_SOURCE,
-                metadata={"summarised_episodes": len(s.episode_ids)},
-            )
-            report.summarised += await self._learn(
-                fact, s.episode_ids, "summarised_from", now_ms, report
-            )
+            report.summarised += await self._learn(s, "summarised_from", now_ms, report)
         # 5. Linking: facts that have not been linked yet.
         report.links_added = await self._link(now_ms)
         log.info(
@@ -783,28 +729,19 @@ class Reconciler:
             if done:
                 applied.add((decision.older, decision.newer))
                 report.superseded_updates += 1
-        # The applied ones are recorded by the write gate (`memory_written` with the
-        # supersession); every other decision gets its own event, so the brief can list
-        # the `unsure` ones and an audit can see why a pair was left alone.
-        others = [d for d in decisions if (d.older, d.newer) not in applied]
+        # The write gate records the applied ones; every other decision gets its own event,
+        # so the brief can list the `unsure` ones and an audit see why a pair was left alone.
         events = [
             memory_written(
                 tenant_id=self.tenant_id,
                 tier="semantic",
                 now=now_ms / 1000.0,
                 content_hash=sha256_hex(f"{d.older}|{d.newer}|{d.decision}|{d.adjudicator}"),
-                payload={
-                    "op": "adjudicated",
-                    "decision": d.decision,
-                    "older": d.older,
-                    "newer": d.newer,
-                    "reason": d.reason,
-                    "adjudicator": d.adjudicator,
-                    "applied": False,
-                },
+                payload={"op": "adjudicated", **d.model_dump(), "applied": False},
                 agent_type=RECONCILER_SOURCE,
             )
-            for d in others
+            for d in decisions
+            if (d.older, d.newer) not in applied
         ]
         if events:
             await self._events.record_many(events)
@@ -860,17 +797,29 @@ class Reconciler:
 
     async def _learn(
         self,
-        fact: FactInput,
-        episode_ids: Sequence[str],
+        p: Promotion,
         relation: Literal["promoted_from", "summarised_from"],
         now_ms: int,
         report: ReconcileReport,
     ) -> int:
-        """Learn `fact` with provenance to `episode_ids`; 1 if it was created, else 0."""
+        """Learn `p` with provenance to its episodes; 1 if it was created, else 0."""
+        confidence, count = p.confidence, len(p.episode_ids)
+        metadata = {"promoted_from_episodes": count}
+        if relation == "summarised_from":  # a summary is kept at least at the policy's floor
+            confidence, metadata = max(confidence, self._floor()), {"summarised_episodes": count}
+        fact = FactInput(
+            content=p.content,
+            subject=p.subject,
+            predicate=p.predicate,
+            object=p.object,
+            confidence=confidence,
+            source=RECONCILER_SOURCE,
+            metadata=metadata,
+        )
         result = await self._memory.learn(fact)
         if not result.created:
             return 0
-        await self._store.add_episode_provenance(result.fact_id, episode_ids, relation, now_ms)
+        await self._store.add_episode_provenance(result.fact_id, p.episode_ids, relation, now_ms)
         report.new_fact_ids.append(result.fact_id)
         return 1
 
@@ -882,13 +831,11 @@ class Reconciler:
         through = max([since, *(created_at for _, created_at in new)])
         added = 0
         if new_ids:
-            vectors = await self._store.fact_vectors(new_ids)
-            neighbours: dict[str, list[tuple[str, float]]] = {}
-            candidates: set[str] = set()
-            for fact_id, values in vectors.items():
-                matches = await self._store.neighbours(values, self.config.link_top_k + 1)
-                neighbours[fact_id] = matches
-                candidates.update(other for other, _ in matches)
+            neighbours = {
+                fact_id: await self._store.neighbours(values, self.config.link_top_k + 1)
+                for fact_id, values in (await self._store.fact_vectors(new_ids)).items()
+            }
+            candidates = {other for matches in neighbours.values() for other, _ in matches}
             live = await self._store.active_ids(sorted(candidates | set(new_ids)))
             links = find_links(new_ids, neighbours, live, self.config)
             added = await self._store.insert_links(links, now_ms)

@@ -1,14 +1,8 @@
-"""Per-tenant lifecycle settings (`tenant_lifecycle`, migration 0004), the tenant list, and the
-AgentRuntime instances D1 knows of (`agent_instances`, migration 0012).
-
-Episode retention defaults to `Settings.episode_retention_days` (90, ADR-043), a tenant may set
-1 to 36 500 days. The episode limit is 100 000 (ADR-043's hard limit); a tenant may lower it,
-never raise it; the trigger `memory_episodes_limit` refuses episodes at the limit, the daily
-brief warns at 80 %. A NULL column means "the default". `known_tenants` is the one query not
-scoped to a tenant (one index seek per tenant and table). A Durable Object's storage is only
-reachable through the object and the crons never call one (DESIGN invariant 3), so each object
-reports a row about itself from its alarm (`report_instance`); the brief sums them and the
-subject eraser finds instances through them and the tenant's `agent_runs` (`tenant_instances`).
+"""Per-tenant lifecycle settings (`tenant_lifecycle`; docs/lifecycle.md, "Retention and
+per-tenant overrides"), the tenant list, and the AgentRuntime instances D1 knows of
+(`agent_instances`). A NULL column means "the default"; the episode limit may be lowered,
+never raised. A Durable Object is only reachable through itself and the crons never call one
+(DESIGN invariant 3), so each reports a row about itself from its alarm (`report_instance`).
 """
 
 from __future__ import annotations
@@ -106,17 +100,12 @@ async def set_lifecycle(
 ) -> TenantLifecycle:
     """Apply the fields `update` sets (None = back to the default); returns the result."""
     current = await get_lifecycle(db, tenant_id, default_days)
-    fields_set = update.model_fields_set
-    days = (
-        update.episode_retention_days
-        if "episode_retention_days" in fields_set
-        else (current.episode_retention_days if current.retention_overridden else None)
-    )
-    limit = (
-        update.episode_limit
-        if "episode_limit" in fields_set
-        else (current.episode_limit if current.limit_overridden else None)
-    )
+    days = current.episode_retention_days if current.retention_overridden else None
+    limit = current.episode_limit if current.limit_overridden else None
+    days, limit = (
+        {"episode_retention_days": days, "episode_limit": limit}
+        | update.model_dump(exclude_unset=True)
+    ).values()
     sql = (
         "INSERT INTO tenant_lifecycle (tenant_id, episode_retention_days, episode_limit, "
         "updated_at, updated_by) VALUES (?, ?, ?, ?, ?) ON CONFLICT (tenant_id) DO UPDATE "
@@ -132,8 +121,8 @@ async def known_tenants(
     db: D1Database,
     tables: Sequence[TenantTable] = ("memory_episodes", "agent_runs"),
 ) -> list[str]:
-    """Every tenant id that has rows in any of `tables`, sorted: one D1 query per table,
-    one index seek per tenant (`statements.distinct_tenants_sql`)."""
+    """Every tenant id that has rows in any of `tables`, sorted: the one query not scoped to
+    a tenant; one per table, one index seek per tenant (`ids.distinct_tenants_sql`)."""
     found: set[str] = set()
     for table in tables:
         if table not in _TENANT_TABLES:
@@ -178,25 +167,23 @@ async def register_instances(
 ) -> None:
     """Make sure each (agent type, instance id) has a row (zeros until it reports), so it
     stays findable after the runs rows that named it are erased or pruned."""
-    statements = [
-        db.prepare(
-            "INSERT INTO agent_instances (tenant_id, agent_type, instance_id, reported_at) "
-            "VALUES (?, ?, ?, ?) ON CONFLICT (tenant_id, agent_type, instance_id) DO NOTHING"
-        ).bind(tenant, agent_type, instance_id, now_ms)
-        for agent_type, instance_id in instances
-    ]
-    for batch in chunks(statements, STATEMENTS_PER_BATCH):
-        await db.batch(list(batch))
+    sql = (
+        "INSERT INTO agent_instances (tenant_id, agent_type, instance_id, reported_at) "
+        "VALUES (?, ?, ?, ?) ON CONFLICT (tenant_id, agent_type, instance_id) DO NOTHING"
+    )
+    await _each_instance(db, sql, tenant, instances, now_ms)
 
 
 async def forget_instances(db: D1Database, tenant: str, instances: list[tuple[str, str]]) -> None:
     """Delete the rows of instances that are gone (wiped by a subject erase)."""
-    statements = [
-        db.prepare(
-            "DELETE FROM agent_instances WHERE tenant_id = ? AND agent_type = ? AND instance_id = ?"
-        ).bind(tenant, agent_type, instance_id)
-        for agent_type, instance_id in instances
-    ]
+    sql = "DELETE FROM agent_instances WHERE tenant_id = ? AND agent_type = ? AND instance_id = ?"
+    await _each_instance(db, sql, tenant, instances)
+
+
+async def _each_instance(
+    db: D1Database, sql: str, tenant: str, instances: list[tuple[str, str]], *more: int
+) -> None:
+    statements = [db.prepare(sql).bind(tenant, *instance, *more) for instance in instances]
     for batch in chunks(statements, STATEMENTS_PER_BATCH):
         await db.batch(list(batch))
 
