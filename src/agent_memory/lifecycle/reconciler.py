@@ -4,7 +4,7 @@ decay and linking over one tenant's semantic and episodic memory.
 The steps are pure functions over rows, applied by `Reconciler.run` in this order:
 
 * `find_duplicates`: exact duplicates (same content hash, compatible subjects), then near
-  ones (cosine ≥ `similarity_threshold`, same subject, and `evidence.near_duplicate`: the
+  ones (cosine ≥ `similarity_threshold`, same subject, and `keys.near_duplicate`: the
   same key entity, names, numbers and codes). They merge into the more specific subject,
   then the older row, with their provenance moved. Two sentences the update rules read
   as a change ("now prefers light mode") are never merged: they are the update step's.
@@ -18,7 +18,7 @@ The steps are pure functions over rows, applied by `Reconciler.run` in this orde
   `update_word_overlap`), only those with a fact newer than the last run, at most
   `max_update_pairs`. An `Adjudicator` decides each: `update` (the newer supersedes the
   older), `duplicate` (merged), `compatible` (nothing changes) or `unsure` (listed in the
-  daily brief). `RulesAdjudicator` uses `evidence.judge` (no model); `LlmAdjudicator` asks
+  daily brief). `RulesAdjudicator` uses `keys.judge` (no model); `LlmAdjudicator` asks
   the `LLM` port about the pairs the rules leave `unsure` and falls back to the rules on an
   error or an unreadable answer.
 * `find_promotions`: an observation (`data.observations`, or an `observation` episode's
@@ -50,13 +50,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from agent_memory.governance.writes import EventLog, WriteGate, WriteProposal, memory_written
 from agent_memory.ids import content_hash, normalize_content, sha256_hex
 from agent_memory.lifecycle import supersession
-from agent_memory.tiers.semantic import evidence
 from agent_memory.tiers.semantic.keys import (
     Decision,
     FactKey,
     KeySource,
     content_words,
+    judge,
     judge_update,
+    near_duplicate,
 )
 from agent_memory.tiers.semantic.memory import SemanticMemory
 from agent_memory.tiers.semantic.models import DEFAULT_SUBJECT, FactInput
@@ -176,10 +177,10 @@ def _states_a_change(a: FactRow, b: FactRow) -> bool:
 
 def _near_duplicate(a: FactRow, b: FactRow, similarity: float, config: ReconcileConfig) -> bool:
     """Close embeddings are a duplicate only with the same key entity, names, numbers
-    and codes, and no change stated (`evidence.near_duplicate`)."""
+    and codes, and no change stated (`keys.near_duplicate`)."""
     if similarity < config.similarity_threshold:
         return False
-    why_not = evidence.near_duplicate(
+    why_not = near_duplicate(
         a.content, a.key_entity, b.content, b.key_entity, states_a_change=_states_a_change(a, b)
     )
     return why_not is None
@@ -437,7 +438,7 @@ class Adjudicator(Protocol):
 
 
 class RulesAdjudicator:
-    """`evidence.judge` over each pair (the wording rules, checked for the evidence a
+    """`keys.judge` over each pair (the wording rules, checked for the evidence a
     supersession needs): no model, no I/O."""
 
     name = "rules"
@@ -446,9 +447,7 @@ class RulesAdjudicator:
         return [self.decide_one(pair) for pair in pairs]
 
     def decide_one(self, pair: UpdatePair) -> Adjudication:
-        verdict = evidence.judge(
-            pair.older.content, _key(pair.older), pair.newer.content, _key(pair.newer)
-        )
+        verdict = judge(pair.older.content, _key(pair.older), pair.newer.content, _key(pair.newer))
         return Adjudication(
             older=pair.older.fact_id,
             newer=pair.newer.fact_id,

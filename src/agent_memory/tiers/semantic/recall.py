@@ -51,8 +51,7 @@ from agent_memory.retrieval import (
     rank_candidates,
     spread,
 )
-from agent_memory.tiers.semantic.evidence import judge
-from agent_memory.tiers.semantic.keys import FactKey, KeySource
+from agent_memory.tiers.semantic.keys import FactKey, KeySource, judge
 from agent_memory.tiers.semantic.keyword_index import KeywordIndex, KeywordQuery
 from agent_memory.tiers.semantic.models import (
     FactScope,
@@ -475,7 +474,7 @@ STALE_GUARD_WINDOW = 30
 
 def stale_statements(rows: Sequence[Row]) -> dict[str, str]:
     """Among candidate rows, the older statements a newer one about the same key updates
-    or may update (`evidence.judge` says `update`, or `unsure` while the adjudicator has not
+    or may update (`keys.judge` says `update`, or `unsure` while the adjudicator has not
     answered): {older fact id: newest such fact id}. Rows without
     a key (written before keys existed) are never marked, nor are memories of a session
     (dialogue turns, a run's log): the rules misjudge consecutive utterances of one speaker
