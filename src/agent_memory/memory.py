@@ -60,8 +60,7 @@ from agent_memory.retrieval import (
     breakdown,
     rank,
 )
-from agent_memory.tiers.episodic import Episode, EpisodicStore
-from agent_memory.tiers.procedural import WorkflowPacks
+from agent_memory.tiers.episodic import Episode, EpisodicStore, WorkflowPacks
 from agent_memory.tiers.semantic.memory import SemanticMemory
 from agent_memory.tiers.semantic.models import (
     DEFAULT_AGENT_TYPE,

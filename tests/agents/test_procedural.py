@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from agent_memory.tiers.procedural import ProceduralMemory, UnknownWorkflowError
+from agent_memory.tiers.episodic import ProceduralMemory, UnknownWorkflowError
 from agent_runtime_do.storage import create_schema
 from local_runtime.adapters.do_sql import LocalDurableObjectStorage
 

@@ -26,8 +26,14 @@ import numpy as np
 import pytest
 
 from agent_memory.ids import new_ulid
-from agent_memory.tiers.episodic import Episode, EpisodicStore, FailedWrite, RunRecord
-from agent_memory.tiers.procedural import ProceduralMemory, UnknownWorkflowError
+from agent_memory.tiers.episodic import (
+    Episode,
+    EpisodicStore,
+    FailedWrite,
+    ProceduralMemory,
+    RunRecord,
+    UnknownWorkflowError,
+)
 from agent_memory.tiers.working import WorkingMemory, WorkingMemoryBudgetExceeded
 from agent_runtime_do.core import AgentRuntimeCore
 from agent_runtime_do.storage import (
