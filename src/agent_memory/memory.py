@@ -178,25 +178,24 @@ class Memory:
         self.personal = PersonalData.from_bindings(bindings, tenant)
         # Every write is a proposal the policy checks; a committed one is a `memory_written`
         # event — after the response when asked (an agent turn), else before returning.
+        # Working-memory writes always record theirs after the response: it cannot share a
+        # transaction with KV anyway, and the budget's read and the write are the floor.
         self.agent_types = catalog(bindings.settings.agent_types)
-        self.gate = WriteGate(
-            tenant,
-            clock=bindings.clock,
-            events=self.events,
-            policy=WritePolicy(agent_types=self.agent_types),
-            background=bindings.background if events_after_response else None,
-            admitted=admitted,
-        )
-        # Working-memory writes always record their event after the response: it cannot share
-        # a transaction with KV anyway, and the budget's read and the write are the floor.
-        self.working_gate = WriteGate(
-            tenant,
-            clock=bindings.clock,
-            events=self.events,
-            policy=self.gate.policy,
-            background=bindings.background,
-            admitted=admitted,
-        )
+        policy = WritePolicy(agent_types=self.agent_types)
+
+        def gate(after_response: bool) -> WriteGate:
+            background = bindings.background if after_response else None
+            return WriteGate(
+                tenant,
+                clock=self.clock,
+                events=self.events,
+                policy=policy,
+                background=background,
+                admitted=admitted,
+            )
+
+        self.gate = gate(events_after_response)
+        self.working_gate = gate(True)
         # Working-memory reads by key generation, for the daily brief (the namespace
         # migration's progress); flushed by whoever made them.
         self.read_counts = read_counts

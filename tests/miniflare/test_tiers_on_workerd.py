@@ -228,13 +228,7 @@ def test_procedural_bandit_on_workerd_do_sql(
     selection = bandit.select_workflow("assistant", "general", np.random.default_rng(7))
     assert selection is not None and selection.workflow.workflow_id == "wf-a"
     assert [w.workflow_id for w in bandit.pack_candidates("assistant")] == ["wf-a"]
-
-    bandit.retire("wf-a", now=4.0)
-    assert [w.workflow_id for w in bandit.workflows("assistant")] == ["wf-b"]
-    assert [w.workflow_id for w in bandit.workflows("assistant", include_retired=True)] == [
-        "wf-a",
-        "wf-b",
-    ]
+    assert [w.workflow_id for w in bandit.workflows("assistant")] == ["wf-a", "wf-b"]
 
 
 # --- a whole turn -------------------------------------------------------------------------------

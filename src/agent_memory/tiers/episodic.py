@@ -36,7 +36,7 @@ from typing import Any, Literal, Protocol
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent_memory.cursors import InvalidCursorError, decode_cursor_value, encode_cursor_value
+from agent_memory.cursors import decode_pair, encode_cursor_value
 from agent_memory.governance.agent_types import WorkflowSpec
 from agent_memory.governance.personal_data import PersonalData, Sealable
 from agent_memory.governance.writes import EventLog, WriteGate, WriteProposal
@@ -142,14 +142,7 @@ def encode_cursor(started_at: int, run_id: str) -> str:
 
 
 def decode_cursor(cursor: str) -> tuple[int, str]:
-    value = decode_cursor_value(cursor)
-    try:
-        started_at, run_id = value["s"], value["r"]
-    except (KeyError, TypeError):
-        raise InvalidCursorError("cursor is not one this API returned") from None
-    if type(started_at) is not int or not isinstance(run_id, str):  # (a bool is no int)
-        raise InvalidCursorError("cursor is not one this API returned")
-    return started_at, run_id
+    return decode_pair(cursor, "s", "r")
 
 
 log = logging.getLogger(__name__)
@@ -774,17 +767,15 @@ class ProceduralMemory:
         ).to_array()
         return _workflow(rows[0]) if rows else None
 
-    def workflows(
-        self, agent_type: str, task_type: str | None = None, *, include_retired: bool = False
-    ) -> list[Workflow]:
+    def workflows(self, agent_type: str, task_type: str | None = None) -> list[Workflow]:
+        """The agent type's active workflows (of `task_type`, when given), by id."""
         sql = f"SELECT {_COLUMNS} FROM procedural_workflows WHERE agent_type = ?"
         params: list[str] = [agent_type]
         if task_type is not None:
             sql += " AND task_type = ?"
             params.append(task_type)
-        if not include_retired:
-            sql += " AND status = 'active'"
-        rows = self._sql.exec(sql + " ORDER BY workflow_id", *params).to_array()
+        sql += " AND status = 'active' ORDER BY workflow_id"
+        rows = self._sql.exec(sql, *params).to_array()
         return [_workflow(row) for row in rows]
 
     def select_workflow(
@@ -834,14 +825,6 @@ class ProceduralMemory:
             raise UnknownWorkflowError(f"no workflow {workflow_id!r}")
         gate.defer([proposal])
         return updated
-
-    def retire(self, workflow_id: str, now: float) -> None:
-        self._sql.exec(
-            "UPDATE procedural_workflows SET status = 'retired', updated_at = ? "
-            "WHERE workflow_id = ?",
-            now,
-            workflow_id,
-        )
 
     def pack_candidates(
         self,

@@ -451,22 +451,12 @@ def judge_update(older_text: str, older: FactKey, newer_text: str, newer: FactKe
 _VALUE_SHAPE = re.compile(
     r"^(v?\d+|\d+(st|nd|rd|th|am|pm|s|k|m|h|x|km|kg|mb|gb|tb|yo|mph|kph|min|hrs?)|q[1-4]|h[12])$"
 )
-TIME_BOUNDS = (
-    "until",
-    "till",
-    "through",
-    "temporarily",
-    "for now",
-    "this week",
-    "this weekend",
-    "next week",
-    "for the week",
-    "for the weekend",
-    "for a week",
-    "for two weeks",
-    "for a few days",
-    "while",
-    "during",
+TIME_BOUNDS = tuple(
+    split(
+        "until, till, through, temporarily, for now, this week, this weekend, next week, "
+        "for the week, for the weekend, for a week, for two weeks, for a few days, while, during",
+        ", ",
+    )
 )
 _MARKER_WORDS = frozenset(w for m in UPDATE_MARKERS for w in m.split()) | {"these", "days"}
 
