@@ -511,7 +511,6 @@ class EpisodicWriter:
         *,
         on_failure: FailureSink | None = None,
         attempts: int = DEFAULT_ATTEMPTS,
-        base_delay: float = DEFAULT_BASE_DELAY,
         sleep: Sleep = asyncio.sleep,
         outbox: Outbox | None = None,
     ) -> None:
@@ -520,7 +519,6 @@ class EpisodicWriter:
         self._background = background
         self._on_failure = on_failure
         self._attempts = max(1, attempts)
-        self._base_delay = base_delay
         self._sleep = sleep
         self._tail: asyncio.Future[None] | None = None
 
@@ -612,7 +610,7 @@ class EpisodicWriter:
                 if isinstance(exc, EpisodeLimitReached):
                     break  # permanent: recorded below with its payload, not retried
                 if attempt < self._attempts:
-                    delay = self._base_delay * 2 ** (attempt - 1)
+                    delay = DEFAULT_BASE_DELAY * 2 ** (attempt - 1)
                     log.warning(
                         "episodic %s for run %s failed (attempt %d/%d, retrying in %.2fs): %s",
                         op,
