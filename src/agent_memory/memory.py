@@ -55,7 +55,6 @@ from agent_memory.retrieval import (
     RankedItem,
     RankItem,
     RetrievalConfig,
-    ScoreBreakdown,
     Tier,
     breakdown,
     rank,
@@ -68,6 +67,7 @@ from agent_memory.tiers.semantic.models import (
     FactInput,
     RecallFilters,
     RecallResult,
+    breakdown_view,
 )
 from agent_memory.tiers.semantic.reconcile import note_writes
 from agent_memory.tiers.working import (
@@ -123,16 +123,6 @@ class MemoryItem(BaseModel):
 def json_text(value: Any) -> str:
     """A value as the text it is ranked and size-checked by (JSON unless it is a string)."""
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-
-
-def breakdown_view(b: ScoreBreakdown) -> dict[str, Any]:
-    return {
-        "relevance": round(b.relevance, 6),
-        "recency": round(b.recency, 6),
-        "confidence": round(b.confidence, 6),
-        "density": round(b.density, 6),
-        "weights": {k: round(v, 6) for k, v in b.weights.items()},
-    }
 
 
 def retrieval_config(bindings: Bindings | None) -> RetrievalConfig:
@@ -765,12 +755,7 @@ def semantic_items(ranked: RecallResult) -> list[MemoryItem]:
         _fact_item(r.fact).model_copy(
             update={
                 "score": round(r.score, 6),
-                "score_breakdown": {
-                    **breakdown_view(r.breakdown),
-                    "channels": {
-                        n: {"rank": d.rank, "raw": round(d.raw, 6)} for n, d in r.channels.items()
-                    },
-                },
+                "score_breakdown": breakdown_view(r.breakdown, r.channels),
             }
         )
         for r in ranked.results
