@@ -2,15 +2,10 @@
 to storage only through `bindings.ports`.
 
 Rooms, bottom to top (a room imports only from rooms below it; `tests/core/test_layout.py`):
-* `ids`, `scope`, `statements`, `cursors`, `placement`, `directory`: ULIDs and hashes; tenant
-  / agent / instance naming; D1's statement limits; pagination cursors; the data-placement
-  table (hot/warm/cold per memory kind); the tenant directory (which shard holds a tenant);
-* `namespace`: the namespace key contract (`<service>:<tenant>:<session>:<kind>:<entity>`);
-* `retrieval/`: terms and scoring — how memories are ranked and explained;
-* `governance/`: agent types, write proposals and policy, the event log, personal data;
-* `tiers/`: working, episodic, semantic and procedural memory, each store owning its tables;
-* `lifecycle/`: reconciler, weekly prune to cold, daily brief, retention, subject erase;
-* `hot_warm_cold`: the hot/warm/cold `MemoryClient` over KV, D1 and R2;
-* `memory`: `Memory`, the one way in, per request and tenant;
-* `agent/`: one agent turn — context assembly, the tool loop, the memory tools.
+`ids`, `cursors`, `placement`, `directory` (ULIDs, hashes and D1's statement limits;
+pagination cursors; the hot/warm/cold placement table; which shard holds a tenant) →
+`namespace`, `retrieval` (naming; ranking) → `governance/` (agent types, write policy, event
+log, personal data) → `tiers/` (working, episodic and procedural, semantic; each store owns
+its tables) → `lifecycle/` (reconciler, prune, brief, retention, erase, moves) →
+`hot_warm_cold` → `memory` (`Memory`, the one way in) → `agent/` (one agent turn).
 """

@@ -39,3 +39,12 @@ def decode_cursor_value(cursor: str) -> Any:
         return json.loads(raw, parse_int=_stored_int)
     except (binascii.Error, ValueError, TypeError):
         raise InvalidCursorError("cursor is not one this API returned") from None
+
+
+def decode_pair(cursor: str, number: str, text: str) -> tuple[int, str]:
+    """The (int, str) under keys `number` and `text` of a cursor wrapping such an object."""
+    value = decode_cursor_value(cursor)
+    found = (value.get(number), value.get(text)) if isinstance(value, dict) else (None, None)
+    if type(found[0]) is not int or not isinstance(found[1], str):  # (a bool is no int)
+        raise InvalidCursorError("cursor is not one this API returned")
+    return found[0], found[1]

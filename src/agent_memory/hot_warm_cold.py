@@ -1,16 +1,5 @@
-"""The hot/warm/cold ADR: one `MemoryClient` over KV (hot), D1 (warm) and R2 (cold),
-assembled by `MemoryBuilder` (`Memory.placement_client()` builds it for a deployment).
-
-    memory = (
-        MemoryBuilder()
-        .with_hot(KVHotMemory(kv))
-        .with_warm(D1WarmMemory(db))
-        .with_cold(ArchiveColdMemory(db, bucket, clock))
-        .with_rules(read_fallback=True, promote_on_read=True, write_through=False)
-        .for_tenant("acme")
-        .build()
-    )
-    found = await memory.get("agent-memory:acme:agent-7:episode:01J...")
+"""The hot/warm/cold ADR: one `MemoryClient` over KV (hot), D1 (warm) and R2 (cold), built
+by `MemoryBuilder` (`Memory.placement_client()` for a deployment; docs/tiered-memory.md).
 
 * Keys are item keys (`agent_memory.namespace`): a malformed one raises
   `InvalidNamespaceKey` before any tier is touched, another tenant's `NamespaceForbidden`.
@@ -21,16 +10,14 @@ assembled by `MemoryBuilder` (`Memory.placement_client()` builds it for a deploy
   without it a stale hot copy is deleted. `delete` removes the item from every tier. A value
   with a `_personal` mark never goes to hot. A tier the deployment lacks (None) is skipped.
 
-The tiers are views of the stores, not stores beside them: hot is the working tier's
-namespaced KV (legacy keys, read-repair); warm is `EpisodicStore` (its write policy, event
-and limits apply; an episode is immutable, so `upsert` inserts if absent); cold is the
-prune's weekly archives (gzip NDJSON in R2) found through the cold item index the prune
-writes (`lifecycle.prune.ArchiveLedger`): one indexed D1 lookup plus one R2 GET, while the
-archive object stays the unit of storage (per-item objects would cost a PUT per episode).
-An episode's text is its `memory_episodes` row in archive form (JSON columns decoded,
-sorted keys) in every tier, read back through the episodic tier's own row mapping
-(`open_episode_item`, which also opens sealed personal fields). Only the `episode` kind
-lives in warm and cold; other kinds read as a miss there and are refused for writes.
+The tiers are views of the stores: hot is the working tier's namespaced KV; warm is
+`EpisodicStore` (its policy, events and limits apply; an episode is immutable, so `upsert`
+inserts if absent); cold is the prune's weekly archives (gzip NDJSON in R2) found through the
+prune's cold item index (`ArchiveLedger`): one D1 lookup plus one R2 GET, the archive object
+staying the unit of storage (per-item objects would cost a PUT per episode). An episode's
+text is its `memory_episodes` row in archive form (JSON decoded, sorted keys) in every tier,
+read back through the episodic tier's row mapping (which opens sealed personal fields). Only
+the `episode` kind lives in warm and cold; other kinds miss there and are refused for writes.
 """
 
 from __future__ import annotations
@@ -39,7 +26,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from agent_memory.cursors import InvalidCursorError, decode_cursor_value, encode_cursor_value
+from agent_memory.cursors import decode_pair, encode_cursor_value
 from agent_memory.governance.personal_data import PersonalData
 from agent_memory.governance.writes import personal_marking
 from agent_memory.lifecycle.prune import (
@@ -517,7 +504,7 @@ class ArchiveColdMemory:
             EPISODE_KIND,
             namespace_key=None if namespace is None else namespace.key,
             subject=subject,
-            before=None if cursor is None else _decode(cursor),
+            before=None if cursor is None else decode_pair(cursor, "c", "e"),
             limit=limit + 1,
         )
         items = [
@@ -535,14 +522,6 @@ class ArchiveColdMemory:
         last = items[limit - 1]
         next_cursor = encode_cursor_value({"c": last.created_at, "e": last.entity_id})
         return ArchivedPage(items=items[:limit], next_cursor=next_cursor)
-
-
-def _decode(cursor: str) -> tuple[int, str]:
-    value = decode_cursor_value(cursor)
-    created, entity = (value.get("c"), value.get("e")) if isinstance(value, dict) else (0, 0)
-    if type(created) is not int or not isinstance(entity, str):  # (a bool is not an int here)
-        raise InvalidCursorError("cursor is not one this API returned")
-    return created, entity
 
 
 def placement_table(bindings: Bindings) -> PlacementTable:

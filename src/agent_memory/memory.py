@@ -55,13 +55,11 @@ from agent_memory.retrieval import (
     RankedItem,
     RankItem,
     RetrievalConfig,
-    ScoreBreakdown,
     Tier,
     breakdown,
     rank,
 )
-from agent_memory.tiers.episodic import Episode, EpisodicStore
-from agent_memory.tiers.procedural import WorkflowPacks
+from agent_memory.tiers.episodic import Episode, EpisodicStore, WorkflowPacks
 from agent_memory.tiers.semantic.memory import SemanticMemory
 from agent_memory.tiers.semantic.models import (
     DEFAULT_AGENT_TYPE,
@@ -69,6 +67,7 @@ from agent_memory.tiers.semantic.models import (
     FactInput,
     RecallFilters,
     RecallResult,
+    breakdown_view,
 )
 from agent_memory.tiers.semantic.reconcile import note_writes
 from agent_memory.tiers.working import (
@@ -126,16 +125,6 @@ def json_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def breakdown_view(b: ScoreBreakdown) -> dict[str, Any]:
-    return {
-        "relevance": round(b.relevance, 6),
-        "recency": round(b.recency, 6),
-        "confidence": round(b.confidence, 6),
-        "density": round(b.density, 6),
-        "weights": {k: round(v, 6) for k, v in b.weights.items()},
-    }
-
-
 def retrieval_config(bindings: Bindings | None) -> RetrievalConfig:
     """The deployment's retrieval config: the defaults overridden by `MEMORY_RETRIEVAL_CONFIG`
     (validated at startup by `Settings`). A value that fails here anyway gives the defaults:
@@ -179,25 +168,24 @@ class Memory:
         self.personal = PersonalData.from_bindings(bindings, tenant)
         # Every write is a proposal the policy checks; a committed one is a `memory_written`
         # event — after the response when asked (an agent turn), else before returning.
+        # Working-memory writes always record theirs after the response: it cannot share a
+        # transaction with KV anyway, and the budget's read and the write are the floor.
         self.agent_types = catalog(bindings.settings.agent_types)
-        self.gate = WriteGate(
-            tenant,
-            clock=bindings.clock,
-            events=self.events,
-            policy=WritePolicy(agent_types=self.agent_types),
-            background=bindings.background if events_after_response else None,
-            admitted=admitted,
-        )
-        # Working-memory writes always record their event after the response: it cannot share
-        # a transaction with KV anyway, and the budget's read and the write are the floor.
-        self.working_gate = WriteGate(
-            tenant,
-            clock=bindings.clock,
-            events=self.events,
-            policy=self.gate.policy,
-            background=bindings.background,
-            admitted=admitted,
-        )
+        policy = WritePolicy(agent_types=self.agent_types)
+
+        def gate(after_response: bool) -> WriteGate:
+            background = bindings.background if after_response else None
+            return WriteGate(
+                tenant,
+                clock=self.clock,
+                events=self.events,
+                policy=policy,
+                background=background,
+                admitted=admitted,
+            )
+
+        self.gate = gate(events_after_response)
+        self.working_gate = gate(True)
         # Working-memory reads by key generation, for the daily brief (the namespace
         # migration's progress); flushed by whoever made them.
         self.read_counts = read_counts
@@ -767,12 +755,7 @@ def semantic_items(ranked: RecallResult) -> list[MemoryItem]:
         _fact_item(r.fact).model_copy(
             update={
                 "score": round(r.score, 6),
-                "score_breakdown": {
-                    **breakdown_view(r.breakdown),
-                    "channels": {
-                        n: {"rank": d.rank, "raw": round(d.raw, 6)} for n, d in r.channels.items()
-                    },
-                },
+                "score_breakdown": breakdown_view(r.breakdown, r.channels),
             }
         )
         for r in ranked.results

@@ -1,28 +1,21 @@
-"""How agent memory is named: who it belongs to (tenant, agent type, agent instance) and, by the
-hot/warm/cold ADR's namespace contract, how a memory item is named in every tier.
+"""How agent memory is named: tenant, agent type and instance, and (the hot/warm/cold ADR's
+namespace contract) how a memory item is named in every tier.
 
-Tenant, agent type and instance names are validated once, here, before they reach a storage
-key, a Durable Object name or a SQL parameter. They are single segments (no `:`), because `:`
-separates the segments of KV keys and of Durable Object names (`{tenant}:{agent_type}:{instance}`);
-a name with a `:` could alias another's memory.
+Names are validated here, before they reach a storage key, a Durable Object name or a SQL
+parameter. They are single segments (no `:`, which separates the segments of KV keys and of
+Durable Object names `{tenant}:{agent_type}:{instance}`), so no name aliases another's memory.
 
     namespace key   <service>:<tenantId>:<sessionId>
-    item key        <namespaceKey>:<memoryKind>:<entityId>
+    item key        <namespaceKey>:<memoryKind>:<entityId>   (agent-memory:acme:a-7:working:plan)
 
-e.g. `agent-memory:acme:agent-7:episode:01J9Z...` or `agent-memory:acme:agent-7:working:plan`.
-
-* The delimiter is `:` only; every segment is one or more of `[A-Za-z0-9._@+-]`, so none is
-  empty or a wildcard; the entity id may be several segments (`plan:step-2`). `tenantId`
-  follows the tenant rule above, `sessionId` is the agent instance, `memoryKind`
-  a kind of the placement table.
-* A key that breaks a rule raises `InvalidNamespaceKey` (`invalid_namespace_key`) before any
-  storage call; `ItemKey.parse` is the one parser. A client bound to a tenant refuses any
-  other tenant's key (`NamespaceForbidden`, `namespace_forbidden`), so a tenant cannot even
-  name another tenant's namespace through it.
-* The ADR-043 working-memory key `agent_working:{tenant}:{instance}:{key}` is the *legacy*
-  pattern (`legacy_working_key`), read on a canonical miss while the migration flags say so.
-* Working memory's session is the agent's (`agent_session`: `{agent_type}.{instance}`), so
-  its keys, legacy or canonical, name one agent of one type.
+* Every segment is one or more of `[A-Za-z0-9._@+-]` (none empty, no wildcard); the entity id
+  may be several segments. A key that breaks a rule raises `InvalidNamespaceKey`
+  (`invalid_namespace_key`) before any storage call (`ItemKey.parse` is the one parser); a
+  client bound to a tenant refuses another tenant's key (`NamespaceForbidden`,
+  `namespace_forbidden`).
+* `legacy_working_key` is ADR-043's `agent_working:{tenant}:{session}:{key}`, read on a
+  canonical miss while the migration flags say so. Working memory's session is the agent's
+  (`agent_session`: `{agent_type}.{instance}`), so its keys name one agent of one type.
 """
 
 from __future__ import annotations

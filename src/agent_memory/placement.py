@@ -30,7 +30,6 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
 Tier = Literal["hot", "warm", "cold"]
-TIERS: tuple[Tier, ...] = ("hot", "warm", "cold")
 KINDS = ("working", "episode", "fact", "log")
 _CHANGEABLE = ("cold_retention_days", "cold_promotes_to_warm")
 
@@ -83,14 +82,6 @@ class PlacementTable:
 DEFAULT_TABLE = PlacementTable()
 
 
-def _positive(kind: str, name: str, value: Any) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise PlacementError(f"MEMORY_PLACEMENT {kind}.{name} must be a positive integer")
-    return value
-
-
 def _changed(base: Placement, fields: dict[str, Any]) -> Placement:
     kind = base.kind
     unknown = sorted(set(fields) - set(_CHANGEABLE))
@@ -99,8 +90,11 @@ def _changed(base: Placement, fields: dict[str, Any]) -> Placement:
             f"MEMORY_PLACEMENT {kind}: {', '.join(unknown)} cannot be changed "
             f"(changeable: {', '.join(_CHANGEABLE)})"
         )
-    if "cold_retention_days" in fields:
-        _positive(kind, "cold_retention_days", fields["cold_retention_days"])
+    days = fields.get("cold_retention_days")
+    if days is not None and (isinstance(days, bool) or not isinstance(days, int) or days < 1):
+        raise PlacementError(
+            f"MEMORY_PLACEMENT {kind}.cold_retention_days must be a positive integer"
+        )
     if not isinstance(fields.get("cold_promotes_to_warm", False), bool):
         raise PlacementError(f"MEMORY_PLACEMENT {kind}.cold_promotes_to_warm must be a bool")
     return replace(base, **fields)

@@ -600,9 +600,9 @@ class ScoringWeights(BaseModel):
 
     def normalized(self) -> tuple[float, float, float, float]:
         """(w_rel, w_rec, w_conf, w_den) scaled to sum to 1."""
-        total = self.relevance + self.recency + self.confidence + self.density
-        w_rel, w_rec, w_conf, w_den = (self.relevance, self.recency, self.confidence, self.density)
-        return w_rel / total, w_rec / total, w_conf / total, w_den / total
+        parts = (self.relevance, self.recency, self.confidence, self.density)
+        total = sum(parts)
+        return parts[0] / total, parts[1] / total, parts[2] / total, parts[3] / total
 
 
 def _default_tiers() -> dict[str, ScoringWeights]:

@@ -38,10 +38,12 @@ from agent_memory.tiers.episodic import (
     Episode,
     EpisodicWriter,
     FailedWrite,
+    ProceduralMemory,
     RunRecord,
+    Selection,
     Sleep,
+    UnknownWorkflowError,
 )
-from agent_memory.tiers.procedural import ProceduralMemory, Selection, UnknownWorkflowError
 from agent_memory.tiers.working import ReadCounts, flush_counts
 from agent_runtime_do import storage
 from agent_runtime_do.protocol import (

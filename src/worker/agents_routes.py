@@ -23,8 +23,15 @@ from agent_memory.namespace import (
     AgentScope,
     is_agent_type,
 )
-from agent_memory.tiers.episodic import Episode, RunPage, RunRecord
-from agent_memory.tiers.procedural import DEFAULT_MIN_MEAN, DEFAULT_MIN_PULLS, Pack, Workflow
+from agent_memory.tiers.episodic import (
+    DEFAULT_MIN_MEAN,
+    DEFAULT_MIN_PULLS,
+    Episode,
+    Pack,
+    RunPage,
+    RunRecord,
+    Workflow,
+)
 from agent_runtime_do.protocol import MAX_INPUT_CHARS, TASK_TYPE_PATTERN, RunResult
 from bindings.environment import Bindings
 from worker.app import Call, Metadata, Subject

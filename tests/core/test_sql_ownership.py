@@ -43,7 +43,7 @@ OWNERS: dict[str, str] = {
     "facts_kept_apart": SEMANTIC,
     # D1: working tier's namespace reads, procedural packs
     "namespace_reads": "agent_memory.tiers.working",
-    "workflow_packs": "agent_memory.tiers.procedural",
+    "workflow_packs": "agent_memory.tiers.episodic",
     # D1: governance
     "memory_events": "agent_memory.governance.writes",
     "erasure_marks": "agent_memory.governance.writes",
@@ -70,7 +70,7 @@ OWNERS: dict[str, str] = {
     "pending_writes": DO_STORAGE,
     "failed_writes": DO_STORAGE,
     "instance_lifecycle": DO_STORAGE,
-    "procedural_workflows": "agent_memory.tiers.procedural",
+    "procedural_workflows": "agent_memory.tiers.episodic",
     # D1: the tenant directory (primary database) and the fences (every database)
     "tenant_directory": "agent_memory.directory",
     "tenant_fences": "agent_memory.directory",

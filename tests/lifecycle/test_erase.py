@@ -321,7 +321,7 @@ async def test_a_pack_promoted_from_an_instance_named_after_the_subject_forgets_
 ) -> None:
     """Issue 26 item 7: the pack keeps its workflow (the tenant's now), not the instance id
     that names the erased subject; another instance's pack is untouched."""
-    from agent_memory.tiers.procedural import ERASED_SOURCE, Workflow, WorkflowPacks
+    from agent_memory.tiers.episodic import ERASED_SOURCE, Workflow, WorkflowPacks
 
     packs = WorkflowPacks(rt.db, "acme")
     for name, instance in (("ada-flow", "ada@example.com"), ("bob-flow", "bob@example.com")):

@@ -23,8 +23,7 @@ from agent_memory.governance.writes import (
     WriteProposal,
     canonical_json,
 )
-from agent_memory.tiers.episodic import Episode, EpisodicStore, EpisodicWriter
-from agent_memory.tiers.procedural import ProceduralMemory
+from agent_memory.tiers.episodic import Episode, EpisodicStore, EpisodicWriter, ProceduralMemory
 from agent_memory.tiers.working import WorkingMemory, WorkingMemoryWriteDenied
 from local_runtime.access_dev import mint_token
 from local_runtime.runtime import LocalRuntime

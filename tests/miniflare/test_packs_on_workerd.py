@@ -4,7 +4,7 @@ one to support."""
 
 from __future__ import annotations
 
-from agent_memory.tiers.procedural import Workflow, WorkflowPacks
+from agent_memory.tiers.episodic import Workflow, WorkflowPacks
 from tests.miniflare.adapters import MiniflareD1
 
 

@@ -26,8 +26,14 @@ import numpy as np
 import pytest
 
 from agent_memory.ids import new_ulid
-from agent_memory.tiers.episodic import Episode, EpisodicStore, FailedWrite, RunRecord
-from agent_memory.tiers.procedural import ProceduralMemory, UnknownWorkflowError
+from agent_memory.tiers.episodic import (
+    Episode,
+    EpisodicStore,
+    FailedWrite,
+    ProceduralMemory,
+    RunRecord,
+    UnknownWorkflowError,
+)
 from agent_memory.tiers.working import WorkingMemory, WorkingMemoryBudgetExceeded
 from agent_runtime_do.core import AgentRuntimeCore
 from agent_runtime_do.storage import (
@@ -222,13 +228,7 @@ def test_procedural_bandit_on_workerd_do_sql(
     selection = bandit.select_workflow("assistant", "general", np.random.default_rng(7))
     assert selection is not None and selection.workflow.workflow_id == "wf-a"
     assert [w.workflow_id for w in bandit.pack_candidates("assistant")] == ["wf-a"]
-
-    bandit.retire("wf-a", now=4.0)
-    assert [w.workflow_id for w in bandit.workflows("assistant")] == ["wf-b"]
-    assert [w.workflow_id for w in bandit.workflows("assistant", include_retired=True)] == [
-        "wf-a",
-        "wf-b",
-    ]
+    assert [w.workflow_id for w in bandit.workflows("assistant")] == ["wf-a", "wf-b"]
 
 
 # --- a whole turn -------------------------------------------------------------------------------

@@ -41,8 +41,7 @@ from agent_memory.lifecycle.prune import (
 )
 from agent_memory.lifecycle.retention import forget_instances, register_instances, tenant_instances
 from agent_memory.namespace import SERVICE, AgentScope
-from agent_memory.tiers.episodic import EpisodicStore
-from agent_memory.tiers.procedural import forget_pack_sources
+from agent_memory.tiers.episodic import EpisodicStore, forget_pack_sources
 from agent_memory.tiers.semantic.memory import FactHistory
 from agent_memory.tiers.semantic.models import delete_own_vectors
 from agent_memory.tiers.semantic.recall import carry_prefix

@@ -25,13 +25,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from agent_memory.governance.writes import EventLog, WriteGate, WriteProposal, memory_written
 from agent_memory.ids import content_hash, normalize_content, sha256_hex
 from agent_memory.lifecycle.supersession import REPLAYED, UNDONE, Change, SupersessionError
-from agent_memory.tiers.semantic import evidence
 from agent_memory.tiers.semantic.keys import (
     Decision,
     FactKey,
     KeySource,
     content_words,
+    judge,
     judge_update,
+    near_duplicate,
 )
 from agent_memory.tiers.semantic.memory import SemanticMemory
 from agent_memory.tiers.semantic.models import DEFAULT_SUBJECT, FactInput
@@ -140,10 +141,10 @@ def _states_a_change(a: FactRow, b: FactRow) -> bool:
 
 def _near_duplicate(a: FactRow, b: FactRow, similarity: float, config: ReconcileConfig) -> bool:
     """Close embeddings are a duplicate only with the same key entity, names, numbers
-    and codes, and no change stated (`evidence.near_duplicate`)."""
+    and codes, and no change stated (`keys.near_duplicate`)."""
     if similarity < config.similarity_threshold:
         return False
-    why_not = evidence.near_duplicate(
+    why_not = near_duplicate(
         a.content, a.key_entity, b.content, b.key_entity, states_a_change=_states_a_change(a, b)
     )
     return why_not is None
@@ -156,7 +157,7 @@ def find_duplicates(
 ) -> list[Merge]:
     """Which facts merge into which: exact duplicates (same content hash, compatible
     subjects), then near ones (cosine ≥ `similarity_threshold`, same subject, and
-    `evidence.near_duplicate`). A duplicate merges into the more specific subject, then the
+    `keys.near_duplicate`). A duplicate merges into the more specific subject, then the
     older row. Each fact is dropped at most once, never into a fact itself dropped."""
     ordered = sorted(facts, key=_rank_key)
     dropped: set[str] = set()
@@ -381,7 +382,7 @@ class Adjudication(_Frozen):
 
 
 class RulesAdjudicator:
-    """`evidence.judge` over each pair (the wording rules, checked for the evidence a
+    """`keys.judge` over each pair (the wording rules, checked for the evidence a
     supersession needs): no model, no I/O."""
 
     name = "rules"
@@ -390,9 +391,7 @@ class RulesAdjudicator:
         return [self.decide_one(pair) for pair in pairs]
 
     def decide_one(self, pair: UpdatePair) -> Adjudication:
-        verdict = evidence.judge(
-            pair.older.content, _key(pair.older), pair.newer.content, _key(pair.newer)
-        )
+        verdict = judge(pair.older.content, _key(pair.older), pair.newer.content, _key(pair.newer))
         return Adjudication(
             older=pair.older.fact_id,
             newer=pair.newer.fact_id,

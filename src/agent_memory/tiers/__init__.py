@@ -1,4 +1,3 @@
-"""The four memory tiers (working in KV, episodic in D1, semantic in D1 + Vectorize,
-procedural in DO SQLite and D1), each bound to one tenant (and instance) at construction.
-Every write goes through `governance`'s write gate; the tiers never import `lifecycle` or
-`agent`, which work on top of them."""
+"""The four memory tiers: working (KV, `working`), episodic (D1) and procedural (DO SQLite and
+D1), both in `episodic`, semantic (D1 + Vectorize, `semantic/`). Every write goes through
+`governance`'s write gate; the tiers never import `lifecycle` or `agent`."""

@@ -3,15 +3,10 @@
 `SemanticMemory` is bound to one tenant at construction and cannot name another: every D1
 statement starts with `tenant_id = ?`, every vector query passes the tenant's namespace and
 `tenant_id` and `embedding` filters, so vectors of different embedding configs are never
-compared.
-
-Writes are idempotent per (tenant, subject, content hash): validate all (nothing is written
-if one is bad) → embed the new contents in batches (a failed embed writes nothing of its
-batch, ADR-0030) → insert rows `pending_vector` → upsert vectors → mark rows `active`. A row
-left pending is never recalled; `complete_pending`, learning the same content again, or the
-tenant's next successful write (up to 10) finishes it.
-
-`FactHistory` holds the D1-only views the inspector and the subject eraser read.
+compared. Writes (`writes.py`) are idempotent per (tenant, subject, content hash); a batch
+whose embedding fails writes nothing (ADR-0030); a row left `pending_vector` is never
+recalled until `complete_pending`, learning it again or the tenant's next successful write
+(up to 10) finishes it. `FactHistory` holds the D1-only views the inspector and eraser read.
 """
 
 from __future__ import annotations
@@ -170,12 +165,10 @@ class SemanticMemory:
         return (await self.learn_many([fact]))[0]
 
     async def learn_many(self, facts: Sequence[FactInput | Mapping[str, Any]]) -> list[LearnResult]:
-        """Learn facts in bulk with batched embedding; results are in input order.
-
-        Batches are committed one after the other: if a later batch fails (embedding
-        error, D1 error), earlier ones stay learned, and calling again with the same facts
-        is safe (they are found by hash and not embedded twice).
-        """
+        """Learn facts in bulk with batched embedding; results are in input order. All are
+        validated first (one bad input: nothing is written); batches commit one after the
+        other, so a failing batch leaves earlier ones learned, and a retry with the same facts
+        is safe (found by hash, not embedded twice)."""
         return await self._writer.learn_many(facts)
 
     async def complete_pending(self, limit: int = 100) -> int:

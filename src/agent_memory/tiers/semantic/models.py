@@ -312,6 +312,19 @@ class LearnResult(BaseModel):
 BREAKDOWN_PARTS = ("relevance", "recency", "confidence", "density")
 
 
+def breakdown_view(
+    b: ScoreBreakdown, channels: Mapping[str, ChannelDetail] | None = None
+) -> dict[str, Any]:
+    """A score breakdown as tools and the memory API show it (rounded; channels: rank, raw)."""
+    view: dict[str, Any] = {k: round(getattr(b, k), 6) for k in BREAKDOWN_PARTS}
+    view["weights"] = {k: round(v, 6) for k, v in b.weights.items()}
+    if channels is not None:
+        view["channels"] = {
+            n: {"rank": d.rank, "raw": round(d.raw, 6)} for n, d in channels.items()
+        }
+    return view
+
+
 class ContextMemory(BaseModel):
     """A memory next to a result in its session (`RecallFilters.neighbours`)."""
 
@@ -358,14 +371,7 @@ class RecalledFact(BaseModel):
             "possibly_outdated": self.possibly_outdated,
             **({"context": [c.model_dump() for c in self.context]} if self.context else {}),
             "score": round(self.score, 6),
-            "score_breakdown": {
-                **{k: round(getattr(self.breakdown, k), 6) for k in BREAKDOWN_PARTS},
-                "weights": {k: round(v, 6) for k, v in self.breakdown.weights.items()},
-                "channels": {
-                    name: {"rank": d.rank, "raw": round(d.raw, 6)}
-                    for name, d in self.channels.items()
-                },
-            },
+            "score_breakdown": breakdown_view(self.breakdown, self.channels),
         }
 
 

@@ -51,8 +51,7 @@ from agent_memory.retrieval import (
     rank_candidates,
     spread,
 )
-from agent_memory.tiers.semantic.evidence import judge
-from agent_memory.tiers.semantic.keys import FactKey, KeySource
+from agent_memory.tiers.semantic.keys import FactKey, KeySource, judge
 from agent_memory.tiers.semantic.keyword_index import KeywordIndex, KeywordQuery
 from agent_memory.tiers.semantic.models import (
     FactScope,
@@ -72,7 +71,7 @@ from bindings.ports.kv import KV_MAX_LIST_LIMIT, KVNamespace
 from bindings.ports.sql import Row, SqlValue
 from bindings.ports.vectorize import VECTORIZE_MAX_TOP_K
 
-DEFAULT_PER_FACT = 3
+PER_FACT = 3
 
 
 class LinkedRow(NamedTuple):
@@ -89,11 +88,11 @@ async def linked_rows(
     fact_ids: Sequence[str],
     *,
     now_ms: int,
-    per_fact: int = DEFAULT_PER_FACT,
 ) -> list[LinkedRow]:
-    """Live facts one hop from `fact_ids`; each neighbour once (via its strongest link)."""
+    """Live facts one hop from `fact_ids` (at most `PER_FACT` each); each neighbour once (via
+    its strongest link)."""
     ids = list(dict.fromkeys(fact_ids))
-    if not ids or per_fact < 1:
+    if not ids:
         return []
     found: dict[str, LinkedRow] = {}
     for chunk in chunks(ids):
@@ -114,7 +113,7 @@ async def linked_rows(
         for row in result.results:
             via = str(row["via"])
             target = str(row["fact_id"])
-            if target in ids or taken.get(via, 0) >= per_fact:
+            if target in ids or taken.get(via, 0) >= PER_FACT:
                 continue
             taken[via] = taken.get(via, 0) + 1
             score = float(row["link_score"])
@@ -156,11 +155,11 @@ def carry_prefix(tenant_id: str) -> str:
     return f"{CARRY_PREFIX}:{tenant_id}:"
 
 
-async def carried_tenants(kv: KVNamespace, *, max_pages: int = 10) -> list[str]:
-    """Tenants with records waiting in KV (from at most `max_pages` list pages), sorted."""
+async def carried_tenants(kv: KVNamespace) -> list[str]:
+    """Tenants with records waiting in KV (from at most 10 list pages), sorted."""
     tenants: set[str] = set()
     cursor: str | None = None
-    for _ in range(max_pages):
+    for _ in range(10):
         page = await kv.list(prefix=f"{CARRY_PREFIX}:", cursor=cursor)
         tenants.update(key.name.split(":")[1] for key in page.keys)
         if page.list_complete or not page.cursor:
@@ -475,7 +474,7 @@ STALE_GUARD_WINDOW = 30
 
 def stale_statements(rows: Sequence[Row]) -> dict[str, str]:
     """Among candidate rows, the older statements a newer one about the same key updates
-    or may update (`evidence.judge` says `update`, or `unsure` while the adjudicator has not
+    or may update (`keys.judge` says `update`, or `unsure` while the adjudicator has not
     answered): {older fact id: newest such fact id}. Rows without
     a key (written before keys existed) are never marked, nor are memories of a session
     (dialogue turns, a run's log): the rules misjudge consecutive utterances of one speaker
