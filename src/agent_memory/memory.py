@@ -300,6 +300,7 @@ class Memory:
             background=b.background,
             personal=self.personal,
             kv=b.kv,
+            reranker=b.reranker,
         )
 
     @property

@@ -4,11 +4,17 @@ failing reranker leaves the fused order."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections.abc import Sequence
+from pathlib import Path
 
+from agent_memory.memory import Memory
 from agent_memory.retrieval import RerankConfig, RetrievalConfig
 from agent_memory.tiers.semantic.rerank import EmbedderReranker
 from bindings.ports.reranker import RerankError
+from bindings.settings import Settings
+from local_runtime.runtime import LocalRuntime
 from tests.fakes.embedder import HashingEmbedder
 from tests.semantic.conftest import MemoryFactory
 
@@ -105,3 +111,21 @@ async def test_without_a_bound_reranker_the_embedder_rescores() -> None:
     reranker = EmbedderReranker(HashingEmbedder())
     scores = await reranker.rerank("camping in the dunes", ["camping in the dunes", "a lighthouse"])
     assert scores[0] > scores[1] and abs(scores[0] - 1.0) < 1e-6
+
+
+async def test_recall_through_the_front_door_uses_the_bound_reranker(tmp_path: Path) -> None:
+    """`Memory.semantic` (what MCP, the agent and the memory API recall through) hands the
+    tier the deployment's reranker (Workers AI on Cloudflare), not the embedder fallback."""
+    runtime = LocalRuntime.open(tmp_path / "state", embedder=HashingEmbedder())
+    try:
+        await runtime.migrate()
+        reranker = ScriptedReranker("dunes")
+        rerank = {"rerank": {"depth": 10, "weight": 10.0, "neighbours": 0}}
+        settings = Settings.from_vars({"MEMORY_RETRIEVAL_CONFIG": json.dumps(rerank)})
+        bindings = dataclasses.replace(runtime.bindings(), settings=settings, reranker=reranker)
+        memory = (await Memory.open(bindings, "acme")).semantic()
+        await _learn(memory)
+        ranked = await memory.rank("what did Ana do on the road trip", 3)
+        assert reranker.calls and "dunes" in ranked.results[0].fact.content
+    finally:
+        await runtime.close()
