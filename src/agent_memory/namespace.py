@@ -42,6 +42,9 @@ API_AGENT_TYPE = "memory-api"
 
 TENANT_RE = re.compile(TENANT_PATTERN)
 
+# The subject of a fact written about nobody in particular (the semantic tier's default).
+DEFAULT_SUBJECT = "general"
+
 AGENT_TYPE_RE = re.compile(AGENT_TYPE_PATTERN)
 
 INSTANCE_RE = re.compile(INSTANCE_PATTERN)

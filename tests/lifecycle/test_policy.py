@@ -154,15 +154,12 @@ def test_denied_tells_why() -> None:
 
 
 async def written_events(rt: LocalRuntime, tenant: str) -> list[dict[str, Any]]:
-    result = (
-        await rt.db.prepare(
-            "SELECT event_id, tier, content_hash, payload FROM memory_events "
-            "WHERE tenant_id = ? AND kind = 'memory_written' ORDER BY event_id"
-        )
-        .bind(tenant)
-        .all()
+    """The tenant's `memory_written` events, as the event log reads them (event rows and the
+    rows that are their own event), by id."""
+    rows = await EventLog(tenant, rt.db).rows("kind = 'memory_written'", limit=1000)
+    return sorted(
+        ({**r, "payload": json.loads(r["payload"])} for r in rows), key=lambda r: r["event_id"]
     )
-    return [{**r, "payload": json.loads(r["payload"])} for r in result.results]
 
 
 def gate(rt: LocalRuntime, tenant: str = "t1") -> WriteGate:

@@ -41,21 +41,12 @@ FACT = {
 }
 
 
-async def test_a_created_fact_is_its_own_event_and_the_inspector_shows_it_whole(
+async def test_a_created_fact_is_its_own_event_and_the_event_log_shows_it_whole(
     rt: LocalRuntime, make_memory: MemoryFactory
 ) -> None:
     result = await make_memory(agent_type="sdr").learn(FACT)
     written = "SELECT * FROM memory_events WHERE kind = 'memory_written'"
     assert (await rt.db.prepare(written).all()).results == []  # no event row: the fact is it
-    [row] = await EventLog("acme", rt.db).rows("kind = 'memory_written'", limit=10)
-    assert row["event_id"] == result.fact_id and row["tier"] == "semantic"
-    assert row["agent_type"] == "sdr"
-    assert row["content_hash"] is None and row["payload"] == "{}"  # the row holds the rest
-
-    inspector = MemoryInspector(rt.db, "acme", now_ms=NOW_MS)
-    detail = await inspector.fact_detail(result.fact_id)
-    assert detail is not None
-    [event] = detail.written
     value = {
         "subject": "contact:ada",
         "predicate": "prefers",
@@ -63,17 +54,26 @@ async def test_a_created_fact_is_its_own_event_and_the_inspector_shows_it_whole(
         "content": FACT["content"],
         "metadata": {},
     }
-    assert event.content_hash == hashlib.sha256(canonical_json(value)).hexdigest()
-    assert event.payload == {
+    payload = {
         "key": "contact:ada|prefers",
         "source": "mcp",
         "confidence": 0.9,
         "bytes": len(canonical_json(value)),
         "subject": "contact:ada",
     }
+    digest = hashlib.sha256(canonical_json(value)).hexdigest()
+    [row] = await EventLog("acme", rt.db).rows("kind = 'memory_written'", limit=10)
+    assert (row["event_id"], row["tier"], row["agent_type"]) == (result.fact_id, "semantic", "sdr")
+    assert (row["content_hash"], json.loads(row["payload"])) == (digest, payload)
     assert "Tuesday" not in json.dumps(row)  # still no content in the audit trail
+
+    inspector = MemoryInspector(rt.db, "acme", now_ms=NOW_MS)
+    detail = await inspector.fact_detail(result.fact_id)
+    assert detail is not None
+    [event] = detail.written
+    assert (event.content_hash, event.payload) == (digest, payload)
     [listed] = (await inspector.list_events(kind="memory_written")).events
-    assert listed.event_id == result.fact_id
+    assert (listed.event_id, listed.content_hash) == (result.fact_id, digest)
 
 
 async def test_the_event_log_pages_through_event_rows_and_in_row_events_once_each(

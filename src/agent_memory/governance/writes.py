@@ -48,7 +48,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agent_memory.governance.agent_types import BUILT_IN, AgentType
 from agent_memory.ids import IDS_PER_STATEMENT, chunks, new_ulid, sha256_hex
-from agent_memory.namespace import TENANT_RE
+from agent_memory.namespace import DEFAULT_SUBJECT, TENANT_RE
 from bindings.ports.background import BackgroundTasks
 from bindings.ports.clock import Clock, SystemClock
 from bindings.ports.d1 import D1Database, D1Statement
@@ -153,21 +153,55 @@ BRIEF_FIGURES = (
 
 
 # The facts and episodes that are their own `memory_written` event (migration 0019,
-# `WriteGate.event_in_row`), as rows of `memory_events` (the inspector fills in a fact's
-# hash and payload from the row: `lifecycle.inspect.filled_in`), each newest first. A
-# fact's created_at is its id's time to the millisecond, so its index on (tenant_id,
-# fact_id) gives the order; an episode's is the caller's, so memory_episodes_by_age does.
-# The payload is a constant: a filter on it costs no read of the rows. ?: the tenant.
+# `WriteGate.event_in_row`), as rows of `memory_events`, each newest first, with the columns
+# their event's hash and payload are made of (`w_*`, `_filled_in`). A fact's created_at is its
+# id's time to the millisecond, so its index on (tenant_id, fact_id) gives the order; an
+# episode's is the caller's, so memory_episodes_by_age does. The hash and payload are filled
+# in after the read: a filter on them (SQL NULL and `{}`) costs no read of the rows. ?: the
+# tenant.
 IN_ROW_EVENTS = (
     "SELECT * FROM (SELECT tenant_id, fact_id AS event_id, 'memory_written' AS kind, "
     "'semantic' AS tier, agent_type, learned_from_run_id AS run_id, NULL AS content_hash, "
-    "'{}' AS payload, created_at FROM semantic_facts WHERE tenant_id = ? AND event_in_row = 1) "
+    "'{}' AS payload, created_at, subject AS w_subject, predicate AS w_predicate, "
+    "object AS w_object, content AS w_content, metadata AS w_metadata, source AS w_source, "
+    "confidence AS w_confidence FROM semantic_facts WHERE tenant_id = ? AND event_in_row = 1) "
     "WHERE {where} ORDER BY event_id DESC LIMIT ?",
     "SELECT * FROM (SELECT tenant_id, episode_id AS event_id, 'memory_written' AS kind, "
     "'episodic' AS tier, agent_type, run_id, NULL AS content_hash, '{}' AS payload, "
-    "created_at FROM memory_episodes WHERE tenant_id = ? AND event_in_row = 1) "
+    "created_at, kind AS w_kind, subject AS w_subject, content AS w_content, data AS w_data, "
+    "importance AS w_importance FROM memory_episodes WHERE tenant_id = ? AND event_in_row = 1) "
     "WHERE {where} ORDER BY created_at DESC, event_id DESC LIMIT ?",
 )
+
+
+def _filled_in(row: Row) -> Row:
+    """An in-row event with the hash and payload the full event of its write would carry
+    (`WriteGate.event` of the tier's proposal), from its row's `w_*` columns."""
+    w = {key[2:]: value for key, value in row.items() if key.startswith("w_")}
+    event = {key: value for key, value in row.items() if not key.startswith("w_")}
+    if event["tier"] == "semantic":
+        value: dict[str, Any] = {
+            **{k: w[k] for k in ("subject", "predicate", "object", "content")},
+            "metadata": json.loads(str(w["metadata"])),
+        }
+        payload: dict[str, Any] = {
+            "key": f"{w['subject']}|{w['predicate']}",
+            "source": w["source"],
+            "confidence": w["confidence"],
+        }
+        subject = None if w["subject"] == DEFAULT_SUBJECT else w["subject"]
+    else:
+        value = {
+            **{k: w[k] for k in ("kind", "subject", "content", "importance")},
+            "data": json.loads(str(w["data"])),
+        }
+        payload = {"key": event["event_id"], "source": f"episode:{w['kind']}", "confidence": 1.0}
+        subject = w["subject"]
+    content = canonical_json(value)
+    payload["bytes"] = len(content)
+    if subject:
+        payload["subject"] = subject
+    return {**event, "content_hash": sha256_hex(content), "payload": json.dumps(payload)}
 
 
 class EventLog:
@@ -227,7 +261,7 @@ class EventLog:
         )
         rows = [row for result in results for row in result.results]
         rows.sort(key=lambda row: (row["created_at"], row["event_id"]), reverse=True)
-        return rows[:limit]
+        return [_filled_in(row) if "w_content" in row else row for row in rows[:limit]]
 
     async def written(self, fact_id: str, content_hash: str, limit: int) -> list[Row]:
         """The `memory_written` events of semantic writes of this content hash, and the

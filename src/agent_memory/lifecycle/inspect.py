@@ -20,9 +20,10 @@ from pydantic import BaseModel
 from agent_memory.governance.personal_data import PersonalData
 from agent_memory.governance.writes import EventKind, EventLog, EventTier, canonical_json
 from agent_memory.ids import sha256_hex
+from agent_memory.namespace import DEFAULT_SUBJECT
 from agent_memory.tiers.episodic import Episode, EpisodicStore, decode_cursor, encode_cursor
 from agent_memory.tiers.semantic.memory import FactHistory
-from agent_memory.tiers.semantic.models import DEFAULT_SUBJECT, Fact, open_facts
+from agent_memory.tiers.semantic.models import Fact, open_facts
 from bindings.ports.d1 import D1Database
 from bindings.ports.sql import Row, SqlValue
 

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agent_memory.governance.writes import EventLog, WriteGate, WriteProposal, memory_written
 from agent_memory.ids import content_hash, normalize_content, sha256_hex
 from agent_memory.lifecycle.supersession import REPLAYED, UNDONE, Change, SupersessionError
+from agent_memory.namespace import DEFAULT_SUBJECT
 from agent_memory.tiers.semantic.keys import (
     Decision,
     FactKey,
@@ -35,7 +36,7 @@ from agent_memory.tiers.semantic.keys import (
     near_duplicate,
 )
 from agent_memory.tiers.semantic.memory import SemanticMemory
-from agent_memory.tiers.semantic.models import DEFAULT_SUBJECT, FactInput
+from agent_memory.tiers.semantic.models import FactInput
 from agent_memory.tiers.semantic.reconcile import EpisodeRow, FactRow, Link, ReconcileStore
 from bindings.ports.clock import Clock
 from bindings.ports.d1 import D1Database

@@ -29,7 +29,7 @@ from pydantic import (
 from agent_memory.governance.personal_data import PersonalData, Sealable
 from agent_memory.governance.writes import EventLog, WriteGate
 from agent_memory.ids import IDS_PER_STATEMENT, chunks, sha256_hex
-from agent_memory.namespace import AGENT_TYPE_PATTERN
+from agent_memory.namespace import AGENT_TYPE_PATTERN, DEFAULT_SUBJECT
 from agent_memory.retrieval import ChannelDetail, RetrievalConfig, ScoreBreakdown, Tier
 from bindings.ports.background import BackgroundTasks
 from bindings.ports.clock import Clock
@@ -58,7 +58,6 @@ MAX_METADATA_BYTES = VECTORIZE_MAX_METADATA_BYTES  # 10 KiB, Vectorize's metadat
 MAX_TOP_K = 20  # ADR-0030 recall_memory schema
 MAX_RANK_LIMIT = 1_000
 DEFAULT_TOP_K = 5
-DEFAULT_SUBJECT = "general"
 DEFAULT_PREDICATE = "states"
 DEFAULT_CONFIDENCE = 0.7
 DEFAULT_AGENT_TYPE = "default"

@@ -31,10 +31,10 @@ from agent_memory.ids import (
     new_ulid,
     ulid_time_ms,
 )
+from agent_memory.namespace import DEFAULT_SUBJECT
 from agent_memory.tiers.semantic.keys import FactKey, derive_key, entity_candidates
 from agent_memory.tiers.semantic.keyword_index import ContextPlan, SessionContext
 from agent_memory.tiers.semantic.models import (
-    DEFAULT_SUBJECT,
     EMBED_BATCH,
     DeleteResult,
     FactInput,
