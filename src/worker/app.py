@@ -61,15 +61,12 @@ if TYPE_CHECKING:
 
 
 B = TypeVar("B")
-
 Q = TypeVar("Q")
-
 M = TypeVar("M", bound=BaseModel)
 
 
 # No parameter of ours is longer: subjects are capped at 256 characters, ids far below.
 MAX_PARAM_CHARS = 256
-
 MAX_METADATA_BYTES = 4096
 
 
@@ -93,7 +90,6 @@ def _metadata(value: dict[str, Any]) -> dict[str, Any]:
 
 # Field types the edge's body and query models share.
 Subject = Annotated[str, Field(min_length=1, max_length=256), AfterValidator(_subject)]
-
 Metadata = Annotated[dict[str, Any], AfterValidator(_metadata)]
 
 
@@ -126,7 +122,6 @@ PATH_PARAMS: dict[str, Param] = {
 }
 
 _RULES = {name: re.compile(p.pattern) for name, p in PATH_PARAMS.items() if p.pattern}
-
 _PARAM = re.compile(r"\{([a-z_]+)\}")
 
 
@@ -244,7 +239,6 @@ class Auth:
 
 
 PUBLIC = Auth("")
-
 API_KEY = Auth("apiKey", {"type": "http", "scheme": "bearer"})
 
 ACCESS = Auth(
@@ -619,7 +613,6 @@ class App:
 
 
 ROUTES = routes()
-
 APP = App(ROUTES)
 
 

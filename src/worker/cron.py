@@ -13,7 +13,6 @@ from bindings.environment import Bindings
 from worker.app import LazyHandler
 
 log = logging.getLogger(__name__)
-
 WEEKLY_PRUNE = "0 3 * * SUN"
 DAILY_BRIEF = "0 6 * * *"
 Job = Callable[[Bindings, float], Awaitable[dict[str, Any]]]

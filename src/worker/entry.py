@@ -26,7 +26,6 @@ from worker.errors import internal_error, payload_too_large
 from worker.runtime_core import new_runtime_core
 
 __all__ = ["AgentRuntime", "Default"]
-
 log = logging.getLogger(__name__)
 
 # Fetch spec: a Response with one of these statuses must have a null body (JS throws).

@@ -1,31 +1,18 @@
-"""Who is calling an admin, agent or memory route: Cloudflare Access assertions (RS256) and
-agent memory tokens (HS256, ADR-29); and the operator routes that mint and revoke memory
-tokens.
+"""Who is calling: Cloudflare Access assertions (RS256) and agent memory tokens (HS256,
+ADR-29), both verified by `worker.jwt_verification.verify_jwt`; the routes that mint and revoke
+memory tokens.
 
-Both verify through `worker.jwt_verification.verify_jwt` (shape, PyJWT's claim checks, the
-signature through the `Signatures` port, times against the Clock port), kept in a module of
-its own without pydantic so it runs in bare Pyodide (tests/pyodide/py/test_signatures.py).
+Access: `Cf-Access-Jwt-Assertion` (the `CF_Authorization` cookie as a fallback), signed by a key
+of `https://<team>/cdn-cgi/access/certs` chosen by `kid`; the JWKS is cached `JWKS_TTL_SECONDS`
+and refetched for an unknown `kid` at most every `UNKNOWN_KID_REFETCH_SECONDS`. Refusals: 401
+`access_token_missing`, 403 `access_token_invalid` / `cross_site_request` (CSRF, issue 26), 503
+`access_not_configured` / `access_keys_unavailable` (fail closed). No dev bypass.
 
-Access (docs: cloudflare-one/.../authorization-cookie/validating-json/): `Cf-Access-Jwt-Assertion`
-is an RS256 JWT signed by a key of the team's JWKS `https://<team>/cdn-cgi/access/certs`,
-chosen by `kid`; the JWKS is cached `JWKS_TTL_SECONDS` and refetched for an unknown `kid` at
-most every `UNKNOWN_KID_REFETCH_SECONDS` (forged kids cannot make us hammer it); `exp`/`nbf`
-with `LEEWAY_SECONDS`, `iss` `https://<team>`, `aud` containing the AUD tag. Refusals: 401
-`access_token_missing`, 403 `access_token_invalid`, 403 `cross_site_request` (a
-state-changing request with only the cookie, not same-origin JSON: CSRF, issue 26), 503
-`access_not_configured` /
-`access_keys_unavailable` (fail closed). `operator` adds the tenant grant: the gate of every
-`auth=ACCESS` route. There is no dev bypass (the local runtime serves a dev JWKS through
-`Bindings.http_transport`).
-
-Memory tokens bind tenant, agent, tiers and scopes; they gate every memory-API route. Keys:
-`MEMORY_TOKEN_KEYS`, a JSON object of secrets (32+ characters) by `kid`; new tokens use
-`MEMORY_TOKEN_KID` (default: the first) and name it, so a key rotates by adding the new one,
-making it current, then removing the old. Verification is `verify_jwt`, then the claims'
-strict model, then the deny-list. Refusals: 401 `memory_token_missing` /
-`memory_token_invalid` / `memory_token_revoked`, 503 `memory_tokens_not_configured` (fail
-closed). Revocation writes `memory_token_revoked:{tenant}:{jti}` to KV with the longest token
-lifetime as TTL.
+Memory tokens: `MEMORY_TOKEN_KEYS` is a JSON object of 32+ character secrets by `kid`; new tokens
+use `MEMORY_TOKEN_KID` (default the first), so a key rotates by adding, switching, removing.
+Refusals: 401 `memory_token_missing` / `memory_token_invalid` / `memory_token_revoked`, 503
+`memory_tokens_not_configured`. Revocation is a KV deny-list entry living as long as the longest
+token.
 """
 
 from __future__ import annotations
@@ -37,7 +24,7 @@ import json
 import logging
 import re
 import warnings
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -62,41 +49,14 @@ from worker.app import Call
 from worker.errors import ApiError
 from worker.jwt_verification import JwtRefused, JwtRules, verify_jwt
 
-Algorithm = Literal["HS256", "RS256"]
-
-# An HS256 secret, or an RS256 public key.
-VerificationKey = bytes | RsaPublicJwk
-
-KeyLookup = Callable[[str], Awaitable[VerificationKey | None]]
-
-
-Reason = Literal[
-    "malformed", "algorithm", "unknown_key", "signature", "issuer", "audience", "claims",
-    "expired", "not_yet_valid",
-]  # fmt: skip
-
-
-_MESSAGES: dict[Reason, str] = {
-    "issuer": "token was issued by another issuer",
-    "audience": "token is for another audience (aud mismatch)",
-    "unknown_key": "token is signed with an unknown key",
-    "signature": "token signature does not verify",
-}
-
-
 log = logging.getLogger(__name__)
 
 
 ACCESS_HEADER = "Cf-Access-Jwt-Assertion"
-
 ACCESS_COOKIE = "CF_Authorization"
-
 JWKS_TTL_SECONDS = 600.0
-
 UNKNOWN_KID_REFETCH_SECONDS = 10.0
-
 LEEWAY_SECONDS = 30
-
 MAX_TOKEN_BYTES = 16_384
 
 
@@ -134,7 +94,6 @@ class JwksCache:
 # certs URL and transport identity, so two local runtimes with their own dev keys in one
 # process do not share keys.
 _CACHES: dict[tuple[str, int], JwksCache] = {}
-
 _MAX_CACHES = 32
 
 
@@ -353,29 +312,17 @@ async def operator(
 
 
 MemoryTier = Literal["working", "episodic", "semantic", "procedural"]
-
 Scope = Literal["read", "write"]
-
 ALL_TIERS: tuple[MemoryTier, ...] = ("working", "episodic", "semantic", "procedural")
-
 ALL_SCOPES: tuple[Scope, ...] = ("read", "write")
-
 ISSUER = "agent-memory"
-
 AUDIENCE = "agent-memory-api"
-
 MIN_TTL_SECONDS = 60
-
 MAX_TTL_SECONDS = 30 * 86_400
-
 MIN_SECRET_CHARS = 32
-
 MAX_TOKEN_CHARS = 4096
-
 REVOKED_PREFIX = "memory_token_revoked:"
-
 KID_PATTERN = r"^[A-Za-z0-9._-]{1,64}$"
-
 JTI_PATTERN = r"^[0-9A-HJKMNP-TV-Z]{26}$"
 
 

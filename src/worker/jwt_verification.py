@@ -26,7 +26,6 @@ Algorithm = Literal["HS256", "RS256"]
 # An HS256 secret, or an RS256 public key.
 VerificationKey = bytes | RsaPublicJwk
 KeyLookup = Callable[[str], Awaitable[VerificationKey | None]]
-
 _SHAPE = re.compile(r"[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+")
 
 Reason = Literal[

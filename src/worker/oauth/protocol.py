@@ -45,7 +45,6 @@ CONSENT_TTL = 600
 # KV's expirationTtl must be at least 60 s; access-token records outlive their expiry a
 # little so an expired token is answered `token_expired`, not `invalid_token`.
 KV_TTL_MARGIN = 300
-
 REFRESH_TOKEN_PREFIX = "amr_"
 CODE_PREFIX = "amc_"
 CLIENT_SECRET_PREFIX = "ams_"
