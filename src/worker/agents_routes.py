@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, Field, field_validator
 
 from agent_memory.governance.agent_types import AgentType, catalog
 from agent_memory.ids import is_ulid
@@ -27,7 +27,7 @@ from agent_memory.tiers.episodic import Episode, RunPage, RunRecord
 from agent_memory.tiers.procedural import DEFAULT_MIN_MEAN, DEFAULT_MIN_PULLS, Pack, Workflow
 from agent_runtime_do.protocol import MAX_INPUT_CHARS, TASK_TYPE_PATTERN, RunResult
 from bindings.environment import Bindings
-from worker.app import Call, Metadata, Subject
+from worker.app import Call, Metadata, StrictModel, Subject
 from worker.errors import ApiError
 
 PACK_NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,63}$"
@@ -36,10 +36,8 @@ PACK_NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,63}$"
 # RunBody repeats RunPayload's fields (agent_runtime_do.protocol), which adds the scope and
 # `requested_by`; one definition would live in the protocol (the object cannot import the
 # edge).
-class RunBody(BaseModel):
+class RunBody(StrictModel):
     """Body of `POST /v1/agents/{tenant}/{agent_type}/run`."""
-
-    model_config = ConfigDict(extra="forbid")
 
     input: str = Field(min_length=1, max_length=MAX_INPUT_CHARS)
     instance_id: str = Field(default=DEFAULT_INSTANCE, pattern=INSTANCE_PATTERN)
@@ -55,27 +53,21 @@ class RunBody(BaseModel):
         return value
 
 
-class OutcomeBody(BaseModel):
+class OutcomeBody(StrictModel):
     """Body of `POST …/runs/{run_id}/outcome`: how well the run went, in [0, 1]."""
-
-    model_config = ConfigDict(extra="forbid")
 
     score: float = Field(ge=0.0, le=1.0, allow_inf_nan=False)
     instance_id: str = Field(default=DEFAULT_INSTANCE, pattern=INSTANCE_PATTERN)
 
 
-class RunsQuery(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class RunsQuery(StrictModel):
     agent_type: str | None = Field(default=None, pattern=AGENT_TYPE_PATTERN)
     status: Literal["running", "completed", "failed"] | None = None
     cursor: str | None = Field(default=None, min_length=1, max_length=512)
     limit: int = Field(default=20, ge=1, le=100)
 
 
-class WorkflowsQuery(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class WorkflowsQuery(StrictModel):
     instance_id: str = Field(default=DEFAULT_INSTANCE, pattern=INSTANCE_PATTERN)
     task_type: str | None = Field(default=None, pattern=TASK_TYPE_PATTERN)
 
@@ -86,10 +78,8 @@ class CandidatesQuery(WorkflowsQuery):
     min_mean: float = Field(default=0.7, ge=0.0, le=1.0)
 
 
-class PromotePack(BaseModel):
+class PromotePack(StrictModel):
     """Body of a promotion: which instance's workflow, under what pack name."""
-
-    model_config = ConfigDict(extra="forbid")
 
     name: str = Field(pattern=PACK_NAME_PATTERN)
     workflow_id: str = Field(min_length=1, max_length=128)

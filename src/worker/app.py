@@ -1,18 +1,10 @@
 """The Worker's request handling in plain Python: the route table (`ROUTES`), the router that
-serves it, limits and error mapping. `handle` is what the Cloudflare entry and the local
-runtime call.
-
-A `Route` states everything about one route once (method, path, handler, body/query/response
-models, auth); `ROUTES` lists them, `Router` serves them and `worker.openapi` documents them,
-so the two cannot disagree. `Router.dispatch`, before any handler runs: (1) the raw,
-percent-encoded path (404, or 405 with `Allow`), each parameter decoded once and checked (422
-`invalid_path`); (2) the route's `auth` gate (its own 401/403/503); (3) body and query: bodies
-strictly (DESIGN invariant 7; issue 26: `{"dry_run": 0}` ran a real prune), query values
-converted; (4) the handler, whose model answer is serialized here with the route's status.
-
-Importing this module is part of the start-up snapshot: only health and the gateway's hot
-path and MCP are imported here; every other route is `lazy("module:attribute")`
-(docs/pyodide.md "Start-up").
+serves it, limits and error mapping; `handle` is what the Cloudflare entry and the local runtime
+call. A `Route` states everything about one route once, so `Router` and `worker.openapi` cannot
+disagree. `Router.dispatch`, before any handler runs: the raw path (404, 405 with `Allow`, 422
+`invalid_path`), the route's `auth` gate, the body strictly (DESIGN invariant 7; issue 26) and
+the query. Only health, the gateway's hot path and MCP are imported at start-up; every other
+route is `lazy("module:attribute")` (docs/pyodide.md "Start-up").
 """
 
 from __future__ import annotations
@@ -29,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, Generic, Literal, TypeVar, cast
 from urllib.parse import unquote
 
-from pydantic import AfterValidator, BaseModel, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from agent_memory.cursors import InvalidCursorError
 from agent_memory.namespace import TENANT_PATTERN
@@ -86,6 +78,12 @@ def _metadata(value: dict[str, Any]) -> dict[str, Any]:
     if len(json.dumps(value, ensure_ascii=False).encode()) > MAX_METADATA_BYTES:
         raise ValueError(f"metadata must be at most {MAX_METADATA_BYTES} bytes of JSON")
     return value
+
+
+class StrictModel(BaseModel):
+    """A body or query model: an unknown field is a 422, never ignored."""
+
+    model_config = ConfigDict(extra="forbid")
 
 
 # Field types the edge's body and query models share.

@@ -45,7 +45,7 @@ from bindings.ports.background import BackgroundTasks
 from bindings.ports.crypto import RsaPublicJwk, Signatures
 from bindings.ports.kv import KVNamespace
 from http_messages import HttpRequest
-from worker.app import Call
+from worker.app import Call, StrictModel
 from worker.errors import ApiError
 from worker.jwt_verification import JwtRefused, JwtRules, verify_jwt
 
@@ -359,10 +359,8 @@ class MemoryTokenClaims(BaseModel):
         return tuple(dict.fromkeys(value))
 
 
-class MintRequest(BaseModel):
+class MintRequest(StrictModel):
     """Body of the mint route (and the CLI's arguments)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     agent_type: str = Field(default=API_AGENT_TYPE, pattern=AGENT_TYPE_PATTERN)
     agent_id: str = Field(pattern=INSTANCE_PATTERN)

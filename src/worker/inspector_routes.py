@@ -31,7 +31,7 @@ from agent_memory.tiers.episodic import Episode
 from agent_memory.tiers.semantic.models import MAX_QUERY_CHARS, MemoryInputError, RecallFilters
 from authorization.operator_grants import granted_tenants
 from http_messages import MAX_EPOCH_MS
-from worker.app import Call
+from worker.app import Call, StrictModel
 from worker.errors import ApiError
 
 MAX_EXPLAIN = 50
@@ -50,10 +50,8 @@ class FactsQuery(BaseModel):
     limit: int = Field(default=20, ge=1, le=MAX_INSPECT_PAGE)
 
 
-class EventsQuery(BaseModel):
+class EventsQuery(StrictModel):
     """Query string of `GET …/events`; `since` / `until` are epoch milliseconds."""
-
-    model_config = ConfigDict(extra="forbid")
 
     kind: EventKind | None = None
     tier: EventTier | None = None
@@ -64,10 +62,8 @@ class EventsQuery(BaseModel):
     limit: int = Field(default=50, ge=1, le=MAX_INSPECT_PAGE)
 
 
-class EpisodesQuery(BaseModel):
+class EpisodesQuery(StrictModel):
     """Query string of `GET …/episodes`: `ids` is a comma-separated list of episode ids."""
-
-    model_config = ConfigDict(extra="forbid")
 
     ids: str = Field(min_length=26, max_length=27 * MAX_INSPECT_PAGE)
 

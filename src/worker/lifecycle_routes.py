@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import asdict
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from agent_memory.directory import homes, tenant_bindings
 from agent_memory.ids import is_ulid, new_ulid
@@ -36,24 +36,20 @@ from agent_memory.tiers.working import (
 from bindings.environment import Bindings
 from bindings.ports.d1 import D1Database
 from bindings.ports.errors import BindingLimitError
-from worker.app import Call
+from worker.app import Call, StrictModel
 from worker.errors import ApiError
 from worker.lifecycle_jobs import database_report, make_pruner
 
 
-class PruneBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class PruneBody(StrictModel):
     dry_run: bool = False
 
 
-class EmptyBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class EmptyBody(StrictModel):
+    pass
 
 
-class BackfillBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class BackfillBody(StrictModel):
     dry_run: bool = False
     cursor: str | None = Field(default=None, min_length=1, max_length=1024)
     max_keys: int = Field(default=250, ge=1, le=1000)
@@ -226,14 +222,12 @@ async def backfill_tenant_namespace(call: Call[BackfillBody, None]) -> BackfillV
 # -- tenant placement (issue 29, docs/placement.md): platform admins only (no {tenant}) -----
 
 
-class MoveBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class MoveBody(StrictModel):
     tenant: str = Field(pattern=TENANT_PATTERN)
     to: str = Field(min_length=1, max_length=32)
 
 
-class MoveTenant(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class MoveTenant(StrictModel):
     tenant: str = Field(pattern=TENANT_PATTERN)
 
 
