@@ -1,10 +1,7 @@
-"""The admin agent routes (Access gated): runs, outcomes, workflows and workflow packs; the
-only routes that call the AgentRuntime Durable Object themselves.
-
-The agent type is checked (404 `unknown_agent_type`) before storage; the object's errors
-(`agent_runtime_do.protocol`) are answered as they are. Promotion (ADR-29) asks the
-instance's object for its pack candidates and refuses any other workflow (409
-`not_a_pack_candidate`, nothing written).
+"""The admin agent routes (Access gated): runs, outcomes, workflows and packs; the only routes that
+call the AgentRuntime Durable Object. The agent type is checked first (404 `unknown_agent_type`);
+the object's errors are answered as they are. Promotion (ADR-29) takes only a workflow the
+instance reports as a pack candidate (409 `not_a_pack_candidate`, nothing written).
 """
 
 from __future__ import annotations

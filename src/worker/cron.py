@@ -1,6 +1,5 @@
-"""The scheduled handler: maps a cron expression to the job it runs. Crons are declared in
-wrangler.toml `[triggers]` too (a test checks both agree); the jobs import on the first
-scheduled event, not at start-up (docs/pyodide.md "Start-up").
+"""The scheduled handler: cron expression -> job (also in wrangler.toml `[triggers]`; a test checks
+both agree). Jobs import on the first scheduled event, not at start-up.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""The memory inspector's routes (Access gated; docs/inspector.md): the caller's tenants,
-facts with status and history, events, episodes by id, "why this recall", and the admin
-fact delete.
-
-All but the delete only read: the explain ranks with `record=False`. The delete (ADR-0030:
-agents store corrections, they do not delete) is idempotent; `complete: false` means the row
-is gone but the vector delete failed (recall ignores it; repeating the DELETE removes it).
+"""The memory inspector's routes (Access gated; docs/inspector.md). All but the fact delete only
+read (the explain ranks with `record=False`). The delete (ADR-0030) is idempotent; `complete:
+false` means the vector delete failed (recall ignores it; repeating the DELETE removes it).
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
-"""The lifecycle's cron jobs (`worker.cron.JOBS`).
-
-`weekly_prune`: job `weekly-{ISO week}`, cutoffs fixed at the scheduled time (a retry
-continues the job). `daily_brief`: the brief with each database's size and each index's
-vector count, then within the invocation's budget: resume an unfinished prune, index pre-0009
-facts, write back recall records KV kept, reconcile every tenant, re-wrap data keys after a
-KEK rotation, carry unfinished tenant moves forward. Both run over every shard's database in
-turn (issue 29), each shard within its share of the budget (`_Shares`). A missing binding is
-reported, not raised: a cron has no caller to answer.
+"""The lifecycle's cron jobs (`worker.cron.JOBS`), run over every shard's database in turn, each
+within its share of the invocation's budget (`_Shares`). `weekly_prune`: job `weekly-{ISO week}`
+with cutoffs fixed at the scheduled time (a retry continues it). `daily_brief`: the brief and
+database sizes, then resumes unfinished prunes, indexes pre-0009 facts, writes back recall records
+KV kept, reconciles, re-wraps data keys after a KEK rotation, advances tenant moves. A missing
+binding is reported, not raised: a cron has no caller to answer.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""The memory lifecycle's admin routes (Access gated; docs/lifecycle.md): settings and today's
-brief, retention overrides, prune now, reconcile, undo and replay of a supersession, subject
-erase, the namespace backfill.
-503 when a binding the route needs is missing.
+"""The memory lifecycle's admin routes (Access gated; docs/lifecycle.md, docs/placement.md); 503
+when a binding the route needs is missing.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
-"""The uniform memory API over the four tiers (ADR-29; docs/memory-api.md,
-docs/tiered-memory.md), behind agent-scoped memory tokens.
+"""The uniform memory API over the four tiers (ADR-29; docs/memory-api.md), behind memory tokens.
 
-Before anything is read or written: the path's `agent_id` must be the token's (403
-`agent_forbidden`), the tier one of its `tiers` (`tier_forbidden`), the operation in its
-`scopes` (`scope_forbidden`). GET lists a tier or ranks it (or every readable tier) for a
-`query`; `next_cursor` is bound to its listing (422 `invalid_cursor`). Procedural is
-read-only (405 `procedural_read_only`); semantic deletes are admin-only (405
-`semantic_delete_admin_only`). A refused write writes nothing. The episode read goes hot →
-warm → cold, promoting a hit to hot (never a personal item); the archive listings page the
-cold index newest first.
+`authorize` runs first: the token's agent (403 `agent_forbidden`), tiers (`tier_forbidden`) and
+scopes (`scope_forbidden`). A `next_cursor` is bound to its listing (422 `invalid_cursor`).
+Procedural is read-only (405), semantic deletes admin-only (405); a refused write writes nothing.
+The episode read goes hot -> warm -> cold, promoting a hit to hot (never a personal item).
 """
 
 from __future__ import annotations

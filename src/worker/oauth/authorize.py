@@ -1,14 +1,11 @@
 """`GET /authorize` and `POST /authorize`: the authorization endpoint, behind Cloudflare Access.
 
-GET checks in this order (RFC 6749 §4.1.2.1: never redirect to an unchecked URI) the Access
-identity, the client and its exact redirect URI (else an error page); then `response_type=code`,
-PKCE S256, known scopes and a `resource` this server serves (else a redirect with `error`); the
-tenants offered are the person's grants among the gateway tenants. The page holds only a consent
-ticket (256 random bits, stored hashed with the validated request, for that identity, single
-use, ten minutes), so the POST can be neither forged cross-site nor altered. POST re-checks
-identity and tenant grant, then redirects with `code`, `state` and `iss` (RFC 9207), or
-`error=access_denied`. The pages escape everything shown (a client names itself), cannot be
-framed, load nothing, run no script and are never cached.
+GET checks the Access identity, the client and its exact redirect URI first (else an error page:
+never redirect to an unchecked URI, RFC 6749 §4.1.2.1), then response type, PKCE, scopes and
+resource (else a redirect with `error`). The page holds only a single-use consent ticket bound to
+the identity (ten minutes, stored hashed), so the POST can be neither forged nor altered. POST
+re-checks identity and tenant grant and redirects with `code`, `state` and `iss` (RFC 9207). The
+pages escape everything shown, cannot be framed, run no script and are never cached.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """Who a client is: registered dynamically (DCR, RFC 7591) or named by its metadata document.
 
-CIMD (MCP 2025-11-25's default): a `client_id` that is an `https` URL with a path addresses a
-JSON document describing the client, fetched through the gateway's outbound guard (no loopback,
-private, link-local or metadata address), 5 s timeout, no redirects, at most `CIMD_MAX_BYTES`;
-its `client_id` must be its URL, `redirect_uris` non-empty, its auth method `none` (a document
-cannot hold a secret); cached in D1 (`oauth_clients`, kind `cimd`) for `CIMD_CACHE_SECONDS`.
-DCR: redirect URIs `https`, loopback `http` or a native app's private-use scheme; `code` /
-`authorization_code` + `refresh_token` only; a client secret (stored hashed) for
-`client_secret_post` / `client_secret_basic` (RFC 7591's default). Redirect URIs match exactly
-(OAuth 2.1 §2.3.1).
+CIMD: an `https` client_id with a path is fetched through the gateway's outbound guard (no private
+addresses), 5 s, no redirects, at most `CIMD_MAX_BYTES`; its `client_id` must be its URL and its
+auth method `none`; cached in D1 for `CIMD_CACHE_SECONDS`. DCR: redirect URIs `https`, loopback
+`http` or a private-use scheme, and a hashed secret unless `none`. Redirect URIs match exactly.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
-"""`POST /token` (RFC 6749 §4.1.3, §6 + RFC 7636 + RFC 8707), `POST /revoke` (RFC 7009) and
-`POST /register` (RFC 7591).
+"""`POST /token` (RFC 6749 + PKCE + RFC 8707), `POST /revoke` (RFC 7009), `POST /register`.
 
-Authorization code: single use (a second use revokes what the first issued), one minute,
-bound to the client, the redirect URI and the PKCE challenge; `resource`, when sent, must
-equal the one consented to (`invalid_target`). Refresh: every use rotates the refresh
-token; presenting a rotated one again revokes the grant with all its tokens (OAuth 2.1
-§4.3.1). Client authentication: public clients (`none`) name their `client_id`; DCR
-clients registered with a secret send it (`client_secret_basic` or `client_secret_post`),
-compared by hash in constant time.
+A code is single use (a second use revokes what the first issued), one minute, bound to client,
+redirect URI and PKCE challenge; `resource` must be the consented one (`invalid_target`). Every
+refresh rotates the token; a rotated one presented again revokes the grant (OAuth 2.1 §4.3.1).
+Clients authenticate by `client_id` (`none`) or a secret, compared by hash in constant time.
 """
 
 from __future__ import annotations
