@@ -21,9 +21,7 @@ class Headers:
 
     def __init__(self, items: Iterable[tuple[str, str]] | Mapping[str, str] = ()) -> None:
         pairs = items.items() if isinstance(items, Mapping) else items
-        self._items: dict[str, tuple[str, str]] = {}
-        for name, value in pairs:
-            self._items[name.lower()] = (name, value)
+        self._items = {name.lower(): (name, value) for name, value in pairs}
 
     def get(self, name: str, default: str | None = None) -> str | None:
         item = self._items.get(name.lower())

@@ -31,6 +31,7 @@ from worker.oauth.protocol import (
     SCOPE_DESCRIPTIONS,
     OAuthError,
     check_challenge,
+    d1,
     new_secret,
     parse_form,
     parse_scopes,
@@ -109,11 +110,9 @@ async def authorize_get(call: Call[None, None]) -> HttpResponse:
         "resource": resource,
         "issuer": issuer,
     }
-    assert bindings.db is not None  # tenants_for checked
-    ticket = new_secret("amt_")
-    expires = int(bindings.clock.now()) + CONSENT_TTL
+    ticket, expires = new_secret("amt_"), int(bindings.clock.now()) + CONSENT_TTL
     await oauth_store.create_consent(
-        bindings.db, hash_token(ticket), identity.principal, pending, expires
+        d1(bindings), hash_token(ticket), identity.principal, pending, expires
     )
     return consent_page(client, redirect_uri, ticket, tenants, scopes, identity.principal)
 
@@ -124,19 +123,15 @@ async def authorize_post(call: Call[None, None]) -> HttpResponse:
     try:
         identity = await _identity(request, bindings)
         form = parse_form(request.body)
-        if bindings.db is None:
-            raise OAuthError("temporarily_unavailable", "the authorization server needs D1", 503)
-        now = int(bindings.clock.now())
+        db, now = d1(bindings), int(bindings.clock.now())
         ticket_hash = hash_token(form.get("ticket", ""))
-        pending = await oauth_store.take_consent(bindings.db, ticket_hash, identity.principal, now)
+        pending = await oauth_store.take_consent(db, ticket_hash, identity.principal, now)
         if pending is None:
             raise OAuthError(
                 "invalid_request", "This consent expired or was already answered; connect again."
             )
-        tenant = form.get("tenant", "")
-        if form.get("decision") == "approve" and tenant not in await tenants_for(
-            identity, bindings
-        ):
+        tenant, approve = form.get("tenant", ""), form.get("decision") == "approve"
+        if approve and tenant not in await tenants_for(identity, bindings):
             message = f"{identity.principal} holds no grant for tenant {tenant!r}."
             raise OAuthError("access_denied", message, 403)
     except OAuthError as exc:
@@ -144,8 +139,8 @@ async def authorize_post(call: Call[None, None]) -> HttpResponse:
     redirect_uri = str(pending["redirect_uri"])
     back = _back(str(pending["issuer"]), pending.get("state"))
     scopes = tuple(s for s in pending["scopes"] if form.get(f"scope.{s}") == "on")
-    if form.get("decision") != "approve" or not scopes:
-        reason = "the person declined" if form.get("decision") != "approve" else "no scope allowed"
+    if not approve or not scopes:
+        reason = "no scope allowed" if approve else "the person declined"
         return redirect_with(
             redirect_uri, {"error": "access_denied", "error_description": reason, **back}
         )
@@ -160,7 +155,7 @@ async def authorize_post(call: Call[None, None]) -> HttpResponse:
     code = new_secret(CODE_PREFIX)
     challenge = str(pending["code_challenge"])
     await oauth_store.create_code(
-        bindings.db, hash_token(code), grant, redirect_uri, challenge, now + CODE_TTL
+        db, hash_token(code), grant, redirect_uri, challenge, now + CODE_TTL
     )
     return redirect_with(redirect_uri, {"code": code, **back})
 

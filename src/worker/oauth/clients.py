@@ -20,7 +20,7 @@ from bindings.environment import Bindings
 from gateway.credentials import hash_token
 from gateway.outbound import OutboundPolicy
 from http_messages import ApiError
-from worker.oauth.protocol import CLIENT_SECRET_PREFIX, OAuthError, new_id, new_secret
+from worker.oauth.protocol import CLIENT_SECRET_PREFIX, OAuthError, d1, new_id, new_secret
 
 CIMD_MAX_BYTES = 5 * 1024
 CIMD_TIMEOUT_SECONDS = 5.0
@@ -121,7 +121,7 @@ async def register(bindings: Bindings, metadata: Any) -> dict[str, Any]:
     )
     now = int(bindings.clock.now())
     kept = {k: metadata[k] for k in ("client_uri", "logo_uri", "scope") if k in metadata}
-    await store.save_client(_db(bindings), client, kept, now, fetched_at=0)
+    await store.save_client(d1(bindings), client, kept, now, fetched_at=0)
     body: dict[str, Any] = {
         "client_id": client.client_id,
         "client_id_issued_at": now,
@@ -138,17 +138,11 @@ async def register(bindings: Bindings, metadata: Any) -> dict[str, Any]:
     return body
 
 
-def _db(bindings: Bindings) -> Any:
-    if bindings.db is None:
-        raise OAuthError("temporarily_unavailable", "the authorization server needs D1", 503)
-    return bindings.db
-
-
 async def resolve_client(bindings: Bindings, client_id: str | None) -> ClientInfo:
     """The client named by `client_id` (DCR row, or CIMD document), or `invalid_client`."""
     if not client_id:
         raise OAuthError("invalid_request", "client_id is required")
-    db = _db(bindings)
+    db = d1(bindings)
     now = int(bindings.clock.now())
     if is_metadata_url(client_id):
         cached = await store.load_client(db, client_id)

@@ -78,6 +78,12 @@ def stores(bindings: Bindings) -> tuple[D1Database, KVNamespace]:
     return bindings.db, bindings.kv
 
 
+def d1(bindings: Bindings) -> D1Database:
+    if bindings.db is None:
+        raise OAuthError("temporarily_unavailable", "the authorization server needs D1", 503)
+    return bindings.db
+
+
 def new_secret(prefix: str) -> str:
     """`prefix` + 256 random bits, URL-safe. Only inside a request (never at import)."""
     return prefix + secrets.token_urlsafe(32)

@@ -25,6 +25,7 @@ from http_messages import HttpRequest, HttpResponse, empty_response, json_respon
 from worker.app import Call
 from worker.oauth.clients import register, resolve_client
 from worker.oauth.protocol import (
+    MAX_FORM_BYTES,
     REFRESH_TOKEN_PREFIX,
     OAuthError,
     forget_access_token,
@@ -184,7 +185,7 @@ async def revoke_route(call: Call[None, None]) -> HttpResponse:
 async def register_route(call: Call[None, None]) -> HttpResponse:
     """`POST /register` (RFC 7591 §3): 201 with the client's information."""
     try:
-        if len(call.request.body) > 16_384:
+        if len(call.request.body) > MAX_FORM_BYTES:
             raise OAuthError("invalid_client_metadata", "the metadata is too large")
         try:
             metadata: Any = json.loads(call.request.body or b"null")
