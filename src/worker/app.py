@@ -330,7 +330,16 @@ class Router:
         if confirm is not None and not route.overlap_auth:
             await confirm()
         try:
-            answer = await self._handle(route, request, params, bindings, auth)
+            body: BaseModel | None = None
+            if (body_model := route.model(route.body)) is not None:
+                empty = not request.body and not route.body_required
+                body = body_model() if empty else parse_body(request, body_model)
+            query_model = route.model(route.query)
+            query = None if query_model is None else parse_model(request.query, query_model)
+            handler = route.handler
+            if isinstance(handler, LazyHandler):
+                handler = handler.resolve()
+            answer = await handler(Call(request, params, bindings, auth, body, query))
         finally:
             if confirm is not None:  # raising here (revoked) replaces the handler's answer
                 await confirm()
@@ -340,25 +349,6 @@ class Router:
         if isinstance(answer, HttpResponse):
             return answer
         return json_response(answer.model_dump(mode="json"), status=route.status)
-
-    async def _handle(
-        self,
-        route: Route,
-        request: HttpRequest,
-        params: dict[str, str],
-        bindings: Bindings,
-        auth: Any,
-    ) -> BaseModel | HttpResponse:
-        body: BaseModel | None = None
-        if (body_model := route.model(route.body)) is not None:
-            empty = not request.body and not route.body_required
-            body = body_model() if empty else parse_body(request, body_model)
-        query_model = route.model(route.query)
-        query = None if query_model is None else parse_model(request.query, query_model)
-        handler = route.handler
-        if isinstance(handler, LazyHandler):
-            handler = handler.resolve()
-        return await handler(Call(request, params, bindings, auth, body, query))
 
 
 log = logging.getLogger(__name__)
@@ -384,10 +374,8 @@ async def healthz(call: Call[None, None]) -> Health:
 
 
 class SemanticDispatcher:
-    """The memory tools MCP is handed (the gateway's `MemoryToolDispatcher`): their one
-    definition, `agent_memory.agent.memory_tools`, imported on first use (listing loads the
-    schemas, a call the semantic memory), so neither is part of the start-up; the gateway
-    never imports the memory core."""
+    """MCP's memory tools (the gateway's `MemoryToolDispatcher`): `agent_memory.agent.memory_tools`,
+    imported on first use so it stays out of the start-up; the gateway never imports the core."""
 
     def __init__(self, bindings: Bindings) -> None:
         self._bindings = bindings
