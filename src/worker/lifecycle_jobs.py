@@ -169,25 +169,15 @@ async def daily_brief(bindings: Bindings, scheduled_time: float) -> dict[str, An
     views = shard_views(bindings)
     if not views:
         return _missing(bindings)
-    now_ms = int(scheduled_time * 1000)
+    now_ms, days = int(scheduled_time * 1000), bindings.settings.episode_retention_days
     briefs = [
-        await build_brief(
-            view.db,
-            now_ms=now_ms,
-            default_retention_days=bindings.settings.episode_retention_days,
-        )
+        await build_brief(view.db, now_ms=now_ms, default_retention_days=days)
         for view in views
         if view.db is not None
     ]
     databases = await database_report(bindings)
     warnings = [w for d in databases for w in d.pop("warnings")]
     summary = merged([b.summary() for b in briefs])
-    result: dict[str, Any] = {
-        "ran": True,
-        "brief": {**summary, "warnings": [*summary.get("warnings", []), *warnings]},
-        "databases": databases,
-        "tenants": [t.model_dump() for b in briefs for t in b.tenants],
-    }
     shares = _Shares(bindings, len(views))
     resumed: list[dict[str, Any]] = []
     reindexed: list[dict[str, Any]] = []
@@ -215,13 +205,18 @@ async def daily_brief(bindings: Bindings, scheduled_time: float) -> dict[str, An
         reindexed.append((await reindex_pending(view.db, budget)).model_dump())
         reconciled += await reconcile_all(view, max_seconds=left())
         rewrapped |= await rewrap_data_keys(view, max_seconds=left())
-    result["prune_resumed"] = resumed
-    result["reindexed"] = merged(reindexed)
-    result["recall_records_written_back"] = await write_back_recall_records(bindings)
-    result["reconciled"] = reconciled
-    result["data_keys_rewrapped"] = rewrapped
-    result["moves"] = await advance_moves(bindings)
-    return result
+    return {
+        "ran": True,
+        "brief": {**summary, "warnings": [*summary.get("warnings", []), *warnings]},
+        "databases": databases,
+        "tenants": [t.model_dump() for b in briefs for t in b.tenants],
+        "prune_resumed": resumed,
+        "reindexed": merged(reindexed),
+        "recall_records_written_back": await write_back_recall_records(bindings),
+        "reconciled": reconciled,
+        "data_keys_rewrapped": rewrapped,
+        "moves": await advance_moves(bindings),
+    }
 
 
 async def database_report(bindings: Bindings) -> list[dict[str, Any]]:
