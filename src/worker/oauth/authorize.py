@@ -23,7 +23,6 @@ from gateway.credentials import MCP_PATH, hash_token, origin_of, resources_for_o
 from http_messages import ApiError, Headers, HttpRequest, HttpResponse
 from worker.app import Call
 from worker.identity import AccessIdentity, require_access
-from worker.oauth.clients import check_redirect, resolve_client
 from worker.oauth.protocol import (
     CODE_PREFIX,
     CODE_TTL,
@@ -37,6 +36,7 @@ from worker.oauth.protocol import (
     parse_scopes,
     stores,
 )
+from worker.oauth.token_endpoint import check_redirect, resolve_client
 
 
 def redirect_with(redirect_uri: str, params: dict[str, str]) -> HttpResponse:
