@@ -29,7 +29,7 @@ import json
 from dataclasses import replace
 from html import escape
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
+from urllib.parse import SplitResult, parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 import httpx
 
@@ -90,15 +90,22 @@ _FORBIDDEN_SCHEMES = frozenset({"javascript", "data", "file", "vbscript", "about
 _LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 
 
+def _split(url: str) -> SplitResult | None:
+    """`url`'s parts, None when malformed (a bad port raises only when read)."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018
+    except ValueError:
+        return None
+    return parts
+
+
 def is_metadata_url(client_id: str) -> bool:
     """A CIMD client_id: `https://host/path` with a path, no fragment, no credentials."""
-    try:
-        parts = urlsplit(client_id)
-        parts.port  # noqa: B018  (raises ValueError for a malformed port)
-    except ValueError:
-        return False
+    parts = _split(client_id)
     return (
-        parts.scheme == "https"
+        parts is not None
+        and parts.scheme == "https"
         and bool(parts.hostname)
         and parts.path not in ("", "/")
         and not parts.fragment
@@ -120,11 +127,8 @@ def _redirect_uris(value: Any) -> tuple[str, ...]:
 def _check_redirect_uri(uri: Any) -> str:
     if not isinstance(uri, str) or not uri or len(uri) > MAX_URI_CHARS:
         raise OAuthError("invalid_redirect_uri", "each redirect URI must be a string")
-    try:
-        parts = urlsplit(uri)
-        parts.port  # noqa: B018  (raises ValueError for a malformed port)
-    except ValueError:
-        raise OAuthError("invalid_redirect_uri", f"redirect URI {uri!r} is malformed") from None
+    if (parts := _split(uri)) is None:
+        raise OAuthError("invalid_redirect_uri", f"redirect URI {uri!r} is malformed")
     scheme = parts.scheme.lower()
     if not scheme or parts.fragment or scheme in _FORBIDDEN_SCHEMES:
         raise OAuthError("invalid_redirect_uri", f"redirect URI {uri!r} is not allowed")
@@ -216,50 +220,41 @@ async def resolve_client(bindings: Bindings, client_id: str | None) -> ClientInf
     return found[0]
 
 
+def _bad_document(problem: str) -> OAuthError:
+    return OAuthError("invalid_client", f"the client metadata document {problem}")
+
+
 async def fetch_metadata_document(bindings: Bindings, url: str) -> Any:
     """GET the client's document, guarded and bounded; refusals are `invalid_client`."""
     try:
         await OutboundPolicy.from_settings(bindings.settings).check(url, bindings.resolve_host)
     except ApiError:
-        raise OAuthError(
-            "invalid_client",
-            "the client metadata document is on a loopback, private or link-local address",
-        ) from None
+        raise _bad_document("is on a loopback, private or link-local address") from None
+    headers = {"accept": "application/json"}
     try:
-        async with bindings.http_client(timeout=CIMD_TIMEOUT_SECONDS) as client:
-            request = client.build_request("GET", url, headers={"accept": "application/json"})
-            response = await client.send(request, stream=True, follow_redirects=False)
-            try:
-                if response.status_code != 200:
-                    raise OAuthError(
-                        "invalid_client",
-                        f"the client metadata document answered HTTP {response.status_code}",
-                    )
-                body = bytearray()
-                async for chunk in response.aiter_bytes():
-                    body.extend(chunk)
-                    if len(body) > CIMD_MAX_BYTES:
-                        raise OAuthError(
-                            "invalid_client",
-                            f"the client metadata document exceeds {CIMD_MAX_BYTES} bytes",
-                        )
-            finally:
-                await response.aclose()
+        async with (
+            bindings.http_client(timeout=CIMD_TIMEOUT_SECONDS) as client,
+            client.stream("GET", url, headers=headers, follow_redirects=False) as response,
+        ):
+            if response.status_code != 200:
+                raise _bad_document(f"answered HTTP {response.status_code}")
+            body = bytearray()
+            async for chunk in response.aiter_bytes():
+                body.extend(chunk)
+                if len(body) > CIMD_MAX_BYTES:
+                    raise _bad_document(f"exceeds {CIMD_MAX_BYTES} bytes")
     except httpx.HTTPError as exc:
-        raise OAuthError(
-            "invalid_client",
-            f"the client metadata document could not be fetched ({type(exc).__name__})",
-        ) from None
+        raise _bad_document(f"could not be fetched ({type(exc).__name__})") from None
     try:
         return json.loads(bytes(body))
     except ValueError:
-        raise OAuthError("invalid_client", "the client metadata document is not JSON") from None
+        raise _bad_document("is not JSON") from None
 
 
 def client_from_document(url: str, document: Any) -> ClientInfo:
     """Check a fetched document (draft-ietf-oauth-client-id-metadata-document §4)."""
     if not isinstance(document, dict):
-        raise OAuthError("invalid_client", "the client metadata document is not a JSON object")
+        raise _bad_document("is not a JSON object")
     if document.get("client_id") != url:
         raise OAuthError("invalid_client", "the document's client_id is not its own URL")
     method = document.get("token_endpoint_auth_method", "none")
