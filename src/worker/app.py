@@ -154,9 +154,7 @@ def parse_body(request: HttpRequest, model: type[M]) -> M:
         raise invalid_json("request body is empty; expected JSON")
     try:
         data = loads_bounded(request.body, STORAGE_LIMITS)
-    except JsonLimitError as exc:
-        if exc.code == "invalid_json":
-            raise invalid_json(exc.message) from None
+    except JsonLimitError as exc:  # its status: 400 invalid_json, 422 a character, else 413
         raise ApiError(exc.status, exc.code, exc.message) from None
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise invalid_json(f"request body is not valid JSON: {exc}") from None
@@ -176,9 +174,8 @@ def parse_model(data: Any, model: type[M], *, strict: bool = False) -> M:
 
 @dataclass(frozen=True)
 class Call(Generic[B, Q]):
-    """What a handler is given: the request, its decoded path parameters, the bindings, the
-    identity the route's gate let in (`auth`), and the parsed body and query (`None` where
-    the route declares none)."""
+    """What a handler is given: the request, its decoded path parameters, the bindings, what
+    the route's gate let in (`auth`), and the parsed body and query (`None` if undeclared)."""
 
     request: HttpRequest
     params: dict[str, str]
@@ -217,9 +214,6 @@ class LazyHandler:
         if self._resolved is None:
             self._resolved = getattr(importlib.import_module(self.module), self._attribute)
         return self._resolved
-
-    def __repr__(self) -> str:
-        return f"LazyHandler({self.target!r})"
 
 
 lazy = LazyHandler
@@ -275,8 +269,8 @@ class Route:
     query: ModelRef = None
     response: ModelRef = None
     status: int = 200
-    # The handler runs while the memory token's deny-list lookup is in flight, and writes
-    # only once it is confirmed (`worker.identity.confirmed`): one round trip fewer.
+    # The handler runs while the token's deny-list lookup is in flight (one round trip fewer)
+    # and writes only once it is confirmed.
     overlap_auth: bool = False
 
     def model(self, ref: ModelRef) -> type[BaseModel] | None:
@@ -323,9 +317,8 @@ class Router:
         route, params = self.resolve(request.method, request.path)
         gate = route.auth.gate
         auth = None if gate is None else await gate.resolve()(request, params, bindings)
-        # A memory token's deny-list lookup is still in flight: confirmed before the handler,
-        # or, for a route that overlaps it with its reads (issue 24), after it — whatever it
-        # answered or raised, a revoked token gets 401.
+        # A memory token's deny-list lookup is in flight: confirmed before the handler, or
+        # after it for an `overlap_auth` route; whatever it answered, a revoked token gets 401.
         confirm = getattr(auth, "confirm", None)
         if confirm is not None and not route.overlap_auth:
             await confirm()
@@ -415,10 +408,8 @@ def routes(memory_tools: MemoryDispatcherFactory | None = SemanticDispatcher) ->
               "No SSE stream on this stateless server (405)", "gateway"),
         Route("DELETE", "/mcp", mcp_not_allowed_route,
               "No sessions on this stateless server (405)", "gateway"),
-        # OAuth 2.1 for MCP clients (src/worker/oauth; docs/gateway.md "OAuth"): metadata, the
-        # authorization endpoint (it checks Cloudflare Access itself: anyone with an Access login
-        # may consent, for a tenant among their grants), token / revocation / registration, and
-        # an operator's list / revoke of a tenant's connected clients.
+        # OAuth 2.1 for MCP clients (docs/gateway.md "OAuth"): /authorize checks Cloudflare
+        # Access itself (anyone with an Access login may consent, for a tenant of their grants).
         Route("GET", "/.well-known/oauth-authorization-server",
               lazy("worker.oauth.protocol:authorization_server_route"),
               "OAuth 2.0 authorization server metadata (RFC 8414)", "oauth"),
