@@ -30,9 +30,8 @@ from worker.errors import ApiError
 PACK_NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,63}$"
 
 
-# RunBody repeats RunPayload's fields (agent_runtime_do.protocol), which adds the scope and
-# `requested_by`; one definition would live in the protocol (the object cannot import the
-# edge).
+# RunBody repeats RunPayload's fields (agent_runtime_do.protocol, which adds the scope and
+# `requested_by`): the object cannot import the edge.
 class RunBody(StrictModel):
     """Body of `POST /v1/agents/{tenant}/{agent_type}/run`."""
 
@@ -187,14 +186,9 @@ async def _candidates(
 
 
 async def run_agent(call: Call[RunBody, None]) -> RunResult:
-    body = call.body
-    fields = body.model_dump(include={"input", "task_type", "subject", "metadata"})
-    result = await call_agent(
-        call.bindings,
-        _scope(call, body.instance_id),
-        "run",
-        {**fields, "requested_by": call.operator.principal},
-    )
+    fields = call.body.model_dump(include={"input", "task_type", "subject", "metadata"})
+    payload = {**fields, "requested_by": call.operator.principal}
+    result = await call_agent(call.bindings, _scope(call, call.body.instance_id), "run", payload)
     return RunResult.model_validate(result)
 
 
@@ -206,11 +200,8 @@ async def record_outcome(call: Call[OutcomeBody, None]) -> OutcomeResult:
 
 
 async def list_runs(call: Call[None, RunsQuery]) -> RunPage:
-    query = call.query
     memory = await Memory.open(call.bindings, call.params["tenant"])
-    return await memory.episodic.list_runs(
-        agent_type=query.agent_type, status=query.status, cursor=query.cursor, limit=query.limit
-    )
+    return await memory.episodic.list_runs(**call.query.model_dump())  # its fields are the filters
 
 
 async def get_run(call: Call[None, None]) -> RunDetail:
