@@ -1,23 +1,20 @@
-"""The OAuth server's endpoints: `/authorize` (behind Cloudflare Access), `POST /token` (RFC 6749
-+ PKCE + RFC 8707), `POST /revoke` (RFC 7009), `POST /register` (DCR, RFC 7591), and who a
-client is.
+"""The OAuth server's endpoints: `/authorize` (behind Cloudflare Access), `/token` (RFC 6749, PKCE,
+RFC 8707), `/revoke` (RFC 7009), `/register` (DCR, RFC 7591), and who a client is.
 
-GET /authorize checks the Access identity, the client and its exact redirect URI first (else an
-error page: never redirect to an unchecked URI, RFC 6749 §4.1.2.1), then response type, PKCE,
-scopes and resource (else a redirect with `error`). The page holds only a single-use consent
-ticket bound to the identity (ten minutes, stored hashed), so the POST can be neither forged nor
-altered. POST re-checks identity and tenant grant and redirects with `code`, `state` and `iss`
-(RFC 9207). The pages escape everything shown, cannot be framed, run no script, are not cached.
+/authorize checks identity, client and exact redirect URI first (else an error page: never
+redirect to an unchecked URI), then response type, PKCE, scopes and resource (else a redirect
+with `error`). The consent page holds only a single-use ticket bound to the identity (ten
+minutes, stored hashed), so its POST can be neither forged nor altered; the POST re-checks the
+tenant grant and redirects with `code`, `state` and `iss` (RFC 9207). Pages escape everything
+shown, cannot be framed, run no script and are never cached.
 
 A code is single use (a second use revokes what the first issued), one minute, bound to client,
-redirect URI and PKCE challenge; `resource` must be the consented one (`invalid_target`). Every
-refresh rotates the token; a rotated one presented again revokes the grant (OAuth 2.1 §4.3.1).
-Clients authenticate by `client_id` (`none`) or a secret, compared by hash in constant time.
-
-CIMD: an `https` client_id with a path is fetched through the gateway's outbound guard (no private
-addresses), 5 s, no redirects, at most `CIMD_MAX_BYTES`; its `client_id` must be its URL and its
-auth method `none`; cached in D1 for `CIMD_CACHE_SECONDS`. DCR: redirect URIs `https`, loopback
-`http` or a private-use scheme, and a hashed secret unless `none`. Redirect URIs match exactly.
+redirect URI and PKCE challenge; `resource` must be the consented one. Every refresh rotates the
+token; a rotated one presented again revokes the grant (OAuth 2.1 §4.3.1). Secrets compare by
+hash in constant time. CIMD: an `https` client_id with a path, fetched through the gateway's
+outbound guard, 5 s, no redirects, at most `CIMD_MAX_BYTES`, naming its own URL and auth method
+`none`; cached in D1 `CIMD_CACHE_SECONDS`. DCR redirect URIs: `https`, loopback `http` or a
+private-use scheme; they match exactly.
 """
 
 from __future__ import annotations
