@@ -1,14 +1,10 @@
-"""Runtime-neutral HTTP messages below both `worker` and `gateway` (the Worker entry and the local
-runtime convert their own types into these), and `ApiError`, the one error type every layer
-answering HTTP raises: `{"error": {"code", "message"[, "details"]}}` with a status and a stable
-code clients may branch on. Imports nothing of this project.
+"""Runtime-neutral HTTP messages below `worker` and `gateway`, and `ApiError` (`{"error": {"code",
+"message"[, "details"]}}` with a stable code). Imports nothing of this project.
 
-`loads_bounded` is the one place a request body becomes Python values: `json.loads` alone lets
-a client crash a request (deep nesting: `RecursionError`; a huge integer: quadratic time; one
-string the whole body), refused here with a `JsonLimitError` and a stable `code`. Lone UTF-16
-surrogates are always refused (no UTF-8 store takes them); U+0000 with `allow_nul=False`,
-because SQLite's `length()` stops at a NUL and would break the memory tables' `CHECK`
-constraints after the request was acknowledged.
+`loads_bounded` is where a request body becomes Python values: deep nesting, huge integers and
+huge strings are refused with a `JsonLimitError` code instead of crashing or stalling; so are lone
+surrogates (no UTF-8 store takes them) and, with `allow_nul=False`, U+0000 (SQLite's `length()`
+stops at a NUL, which would break the memory tables' `CHECK`s after the ack).
 """
 
 from __future__ import annotations
@@ -25,9 +21,7 @@ class Headers:
 
     def __init__(self, items: Iterable[tuple[str, str]] | Mapping[str, str] = ()) -> None:
         pairs = items.items() if isinstance(items, Mapping) else items
-        self._items: dict[str, tuple[str, str]] = {}
-        for name, value in pairs:
-            self._items[name.lower()] = (name, value)
+        self._items = {name.lower(): (name, value) for name, value in pairs}
 
     def get(self, name: str, default: str | None = None) -> str | None:
         item = self._items.get(name.lower())

@@ -1,10 +1,6 @@
-"""The OAuth authorization server's D1 rows (migration 0014): every statement on the `oauth_*`
-tables.
-
-The store never sees a secret: codes, consent tickets, tokens and client secrets arrive as
-their SHA-256 hex (`gateway.credentials.hash_token`). Single use is enforced by D1 itself:
-a code, consent ticket or refresh token is taken by one `UPDATE ... WHERE <used> IS NULL`
-whose `changes` must be 1, so two concurrent redemptions cannot both succeed.
+"""The OAuth server's D1 rows (migration 0014): every statement on the `oauth_*` tables. Secrets
+arrive only as their SHA-256 hex; single use is one `UPDATE ... WHERE <used> IS NULL` whose
+`changes` must be 1, so two concurrent redemptions cannot both succeed.
 """
 
 from __future__ import annotations

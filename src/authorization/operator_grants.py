@@ -1,11 +1,8 @@
-"""Operators' tenant grants (`operator_grants`, migration 0007): which Cloudflare Access
-identities may operate which tenants. Every statement on the table is here.
+"""Operators' tenant grants (`operator_grants`, migration 0007); every statement on the table.
 
 A grant is `(tenant, kind, principal)`, kind `email` (lower-cased), `common_name` (service
-tokens) or `group` (the token's `groups` claim); tenant `*` is the platform-admin role.
-`PLATFORM_ADMINS` makes platform admins without a row (so the first operator can grant the
-others), each entry matching only identities of its own kind. Without D1 a check fails
-closed: 503 `grants_unavailable`.
+tokens) or `group`; tenant `*` is the platform-admin role. `PLATFORM_ADMINS` makes platform
+admins without a row, each entry matching only its own kind. Without D1: 503 `grants_unavailable`.
 """
 
 from __future__ import annotations

@@ -1,17 +1,14 @@
-"""The admin agent routes (Access gated): runs, outcomes, workflows and workflow packs; the
-only routes that call the AgentRuntime Durable Object themselves.
-
-The agent type is checked (404 `unknown_agent_type`) before storage; the object's errors
-(`agent_runtime_do.protocol`) are answered as they are. Promotion (ADR-29) asks the
-instance's object for its pack candidates and refuses any other workflow (409
-`not_a_pack_candidate`, nothing written).
+"""The admin agent routes (Access gated): runs, outcomes, workflows and packs; the only routes that
+call the AgentRuntime Durable Object. The agent type is checked first (404 `unknown_agent_type`);
+the object's errors are answered as they are. Promotion (ADR-29) takes only a workflow the
+instance reports as a pack candidate (409 `not_a_pack_candidate`, nothing written).
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, Field, field_validator
 
 from agent_memory.governance.agent_types import AgentType, catalog
 from agent_memory.ids import is_ulid
@@ -34,19 +31,16 @@ from agent_memory.tiers.episodic import (
 )
 from agent_runtime_do.protocol import MAX_INPUT_CHARS, TASK_TYPE_PATTERN, RunResult
 from bindings.environment import Bindings
-from worker.app import Call, Metadata, Subject
+from worker.app import Call, Metadata, StrictModel, Subject
 from worker.errors import ApiError
 
 PACK_NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,63}$"
 
 
-# RunBody repeats RunPayload's fields (agent_runtime_do.protocol), which adds the scope and
-# `requested_by`; one definition would live in the protocol (the object cannot import the
-# edge).
-class RunBody(BaseModel):
+# RunBody repeats RunPayload's fields (agent_runtime_do.protocol, which adds the scope and
+# `requested_by`): the object cannot import the edge.
+class RunBody(StrictModel):
     """Body of `POST /v1/agents/{tenant}/{agent_type}/run`."""
-
-    model_config = ConfigDict(extra="forbid")
 
     input: str = Field(min_length=1, max_length=MAX_INPUT_CHARS)
     instance_id: str = Field(default=DEFAULT_INSTANCE, pattern=INSTANCE_PATTERN)
@@ -62,27 +56,21 @@ class RunBody(BaseModel):
         return value
 
 
-class OutcomeBody(BaseModel):
+class OutcomeBody(StrictModel):
     """Body of `POST …/runs/{run_id}/outcome`: how well the run went, in [0, 1]."""
-
-    model_config = ConfigDict(extra="forbid")
 
     score: float = Field(ge=0.0, le=1.0, allow_inf_nan=False)
     instance_id: str = Field(default=DEFAULT_INSTANCE, pattern=INSTANCE_PATTERN)
 
 
-class RunsQuery(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class RunsQuery(StrictModel):
     agent_type: str | None = Field(default=None, pattern=AGENT_TYPE_PATTERN)
     status: Literal["running", "completed", "failed"] | None = None
     cursor: str | None = Field(default=None, min_length=1, max_length=512)
     limit: int = Field(default=20, ge=1, le=100)
 
 
-class WorkflowsQuery(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class WorkflowsQuery(StrictModel):
     instance_id: str = Field(default=DEFAULT_INSTANCE, pattern=INSTANCE_PATTERN)
     task_type: str | None = Field(default=None, pattern=TASK_TYPE_PATTERN)
 
@@ -93,10 +81,8 @@ class CandidatesQuery(WorkflowsQuery):
     min_mean: float = Field(default=0.7, ge=0.0, le=1.0)
 
 
-class PromotePack(BaseModel):
+class PromotePack(StrictModel):
     """Body of a promotion: which instance's workflow, under what pack name."""
-
-    model_config = ConfigDict(extra="forbid")
 
     name: str = Field(pattern=PACK_NAME_PATTERN)
     workflow_id: str = Field(min_length=1, max_length=128)
@@ -207,14 +193,9 @@ async def _candidates(
 
 
 async def run_agent(call: Call[RunBody, None]) -> RunResult:
-    body = call.body
-    fields = body.model_dump(include={"input", "task_type", "subject", "metadata"})
-    result = await call_agent(
-        call.bindings,
-        _scope(call, body.instance_id),
-        "run",
-        {**fields, "requested_by": call.operator.principal},
-    )
+    fields = call.body.model_dump(include={"input", "task_type", "subject", "metadata"})
+    payload = {**fields, "requested_by": call.operator.principal}
+    result = await call_agent(call.bindings, _scope(call, call.body.instance_id), "run", payload)
     return RunResult.model_validate(result)
 
 
@@ -226,11 +207,8 @@ async def record_outcome(call: Call[OutcomeBody, None]) -> OutcomeResult:
 
 
 async def list_runs(call: Call[None, RunsQuery]) -> RunPage:
-    query = call.query
     memory = await Memory.open(call.bindings, call.params["tenant"])
-    return await memory.episodic.list_runs(
-        agent_type=query.agent_type, status=query.status, cursor=query.cursor, limit=query.limit
-    )
+    return await memory.episodic.list_runs(**call.query.model_dump())  # its fields are the filters
 
 
 async def get_run(call: Call[None, None]) -> RunDetail:

@@ -1,18 +1,10 @@
 """The Worker's request handling in plain Python: the route table (`ROUTES`), the router that
-serves it, limits and error mapping. `handle` is what the Cloudflare entry and the local
-runtime call.
-
-A `Route` states everything about one route once (method, path, handler, body/query/response
-models, auth); `ROUTES` lists them, `Router` serves them and `worker.openapi` documents them,
-so the two cannot disagree. `Router.dispatch`, before any handler runs: (1) the raw,
-percent-encoded path (404, or 405 with `Allow`), each parameter decoded once and checked (422
-`invalid_path`); (2) the route's `auth` gate (its own 401/403/503); (3) body and query: bodies
-strictly (DESIGN invariant 7; issue 26: `{"dry_run": 0}` ran a real prune), query values
-converted; (4) the handler, whose model answer is serialized here with the route's status.
-
-Importing this module is part of the start-up snapshot: only health and the gateway's hot
-path and MCP are imported here; every other route is `lazy("module:attribute")`
-(docs/pyodide.md "Start-up").
+serves it, limits and error mapping; `handle` is what the Cloudflare entry and the local runtime
+call. A `Route` states everything about one route once, so `Router` and `worker.openapi` cannot
+disagree. `Router.dispatch`, before any handler runs: the raw path (404, 405 with `Allow`, 422
+`invalid_path`), the route's `auth` gate, the body strictly (DESIGN invariant 7; issue 26) and
+the query. Only health, the gateway's hot path and MCP are imported at start-up; every other
+route is `lazy("module:attribute")` (docs/pyodide.md "Start-up").
 """
 
 from __future__ import annotations
@@ -29,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, Generic, Literal, TypeVar, cast
 from urllib.parse import unquote
 
-from pydantic import AfterValidator, BaseModel, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from agent_memory.cursors import InvalidCursorError
 from agent_memory.namespace import TENANT_PATTERN
@@ -61,15 +53,12 @@ if TYPE_CHECKING:
 
 
 B = TypeVar("B")
-
 Q = TypeVar("Q")
-
 M = TypeVar("M", bound=BaseModel)
 
 
 # No parameter of ours is longer: subjects are capped at 256 characters, ids far below.
 MAX_PARAM_CHARS = 256
-
 MAX_METADATA_BYTES = 4096
 
 
@@ -91,9 +80,14 @@ def _metadata(value: dict[str, Any]) -> dict[str, Any]:
     return value
 
 
+class StrictModel(BaseModel):
+    """A body or query model: an unknown field is a 422, never ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
 # Field types the edge's body and query models share.
 Subject = Annotated[str, Field(min_length=1, max_length=256), AfterValidator(_subject)]
-
 Metadata = Annotated[dict[str, Any], AfterValidator(_metadata)]
 
 
@@ -126,7 +120,6 @@ PATH_PARAMS: dict[str, Param] = {
 }
 
 _RULES = {name: re.compile(p.pattern) for name, p in PATH_PARAMS.items() if p.pattern}
-
 _PARAM = re.compile(r"\{([a-z_]+)\}")
 
 
@@ -161,9 +154,7 @@ def parse_body(request: HttpRequest, model: type[M]) -> M:
         raise invalid_json("request body is empty; expected JSON")
     try:
         data = loads_bounded(request.body, STORAGE_LIMITS)
-    except JsonLimitError as exc:
-        if exc.code == "invalid_json":
-            raise invalid_json(exc.message) from None
+    except JsonLimitError as exc:  # its status: 400 invalid_json, 422 a character, else 413
         raise ApiError(exc.status, exc.code, exc.message) from None
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise invalid_json(f"request body is not valid JSON: {exc}") from None
@@ -183,9 +174,8 @@ def parse_model(data: Any, model: type[M], *, strict: bool = False) -> M:
 
 @dataclass(frozen=True)
 class Call(Generic[B, Q]):
-    """What a handler is given: the request, its decoded path parameters, the bindings, the
-    identity the route's gate let in (`auth`), and the parsed body and query (`None` where
-    the route declares none)."""
+    """What a handler is given: the request, its decoded path parameters, the bindings, what
+    the route's gate let in (`auth`), and the parsed body and query (`None` if undeclared)."""
 
     request: HttpRequest
     params: dict[str, str]
@@ -225,9 +215,6 @@ class LazyHandler:
             self._resolved = getattr(importlib.import_module(self.module), self._attribute)
         return self._resolved
 
-    def __repr__(self) -> str:
-        return f"LazyHandler({self.target!r})"
-
 
 lazy = LazyHandler
 
@@ -244,7 +231,6 @@ class Auth:
 
 
 PUBLIC = Auth("")
-
 API_KEY = Auth("apiKey", {"type": "http", "scheme": "bearer"})
 
 ACCESS = Auth(
@@ -283,8 +269,8 @@ class Route:
     query: ModelRef = None
     response: ModelRef = None
     status: int = 200
-    # The handler runs while the memory token's deny-list lookup is in flight, and writes
-    # only once it is confirmed (`worker.identity.confirmed`): one round trip fewer.
+    # The handler runs while the token's deny-list lookup is in flight (one round trip fewer)
+    # and writes only once it is confirmed.
     overlap_auth: bool = False
 
     def model(self, ref: ModelRef) -> type[BaseModel] | None:
@@ -331,14 +317,22 @@ class Router:
         route, params = self.resolve(request.method, request.path)
         gate = route.auth.gate
         auth = None if gate is None else await gate.resolve()(request, params, bindings)
-        # A memory token's deny-list lookup is still in flight: confirmed before the handler,
-        # or, for a route that overlaps it with its reads (issue 24), after it — whatever it
-        # answered or raised, a revoked token gets 401.
+        # A memory token's deny-list lookup is in flight: confirmed before the handler, or
+        # after it for an `overlap_auth` route; whatever it answered, a revoked token gets 401.
         confirm = getattr(auth, "confirm", None)
         if confirm is not None and not route.overlap_auth:
             await confirm()
         try:
-            answer = await self._handle(route, request, params, bindings, auth)
+            body: BaseModel | None = None
+            if (body_model := route.model(route.body)) is not None:
+                empty = not request.body and not route.body_required
+                body = body_model() if empty else parse_body(request, body_model)
+            query_model = route.model(route.query)
+            query = None if query_model is None else parse_model(request.query, query_model)
+            handler = route.handler
+            if isinstance(handler, LazyHandler):
+                handler = handler.resolve()
+            answer = await handler(Call(request, params, bindings, auth, body, query))
         finally:
             if confirm is not None:  # raising here (revoked) replaces the handler's answer
                 await confirm()
@@ -348,25 +342,6 @@ class Router:
         if isinstance(answer, HttpResponse):
             return answer
         return json_response(answer.model_dump(mode="json"), status=route.status)
-
-    async def _handle(
-        self,
-        route: Route,
-        request: HttpRequest,
-        params: dict[str, str],
-        bindings: Bindings,
-        auth: Any,
-    ) -> BaseModel | HttpResponse:
-        body: BaseModel | None = None
-        if (body_model := route.model(route.body)) is not None:
-            empty = not request.body and not route.body_required
-            body = body_model() if empty else parse_body(request, body_model)
-        query_model = route.model(route.query)
-        query = None if query_model is None else parse_model(request.query, query_model)
-        handler = route.handler
-        if isinstance(handler, LazyHandler):
-            handler = handler.resolve()
-        return await handler(Call(request, params, bindings, auth, body, query))
 
 
 log = logging.getLogger(__name__)
@@ -392,10 +367,8 @@ async def healthz(call: Call[None, None]) -> Health:
 
 
 class SemanticDispatcher:
-    """The memory tools MCP is handed (the gateway's `MemoryToolDispatcher`): their one
-    definition, `agent_memory.agent.memory_tools`, imported on first use (listing loads the
-    schemas, a call the semantic memory), so neither is part of the start-up; the gateway
-    never imports the memory core."""
+    """MCP's memory tools (the gateway's `MemoryToolDispatcher`): `agent_memory.agent.memory_tools`,
+    imported on first use so it stays out of the start-up; the gateway never imports the core."""
 
     def __init__(self, bindings: Bindings) -> None:
         self._bindings = bindings
@@ -435,10 +408,8 @@ def routes(memory_tools: MemoryDispatcherFactory | None = SemanticDispatcher) ->
               "No SSE stream on this stateless server (405)", "gateway"),
         Route("DELETE", "/mcp", mcp_not_allowed_route,
               "No sessions on this stateless server (405)", "gateway"),
-        # OAuth 2.1 for MCP clients (src/worker/oauth; docs/gateway.md "OAuth"): metadata, the
-        # authorization endpoint (it checks Cloudflare Access itself: anyone with an Access login
-        # may consent, for a tenant among their grants), token / revocation / registration, and
-        # an operator's list / revoke of a tenant's connected clients.
+        # OAuth 2.1 for MCP clients (docs/gateway.md "OAuth"): /authorize checks Cloudflare
+        # Access itself (anyone with an Access login may consent, for a tenant of their grants).
         Route("GET", "/.well-known/oauth-authorization-server",
               lazy("worker.oauth.protocol:authorization_server_route"),
               "OAuth 2.0 authorization server metadata (RFC 8414)", "oauth"),
@@ -448,15 +419,15 @@ def routes(memory_tools: MemoryDispatcherFactory | None = SemanticDispatcher) ->
         Route("GET", "/.well-known/oauth-protected-resource/mcp",
               lazy("worker.oauth.protocol:protected_resource_route"),
               "Protected resource metadata of /mcp (RFC 9728)", "oauth"),
-        Route("GET", "/authorize", lazy("worker.oauth.authorize:authorize_get"),
+        Route("GET", "/authorize", lazy("worker.oauth.endpoints:authorize_get"),
               "Authorization endpoint (Cloudflare Access): the consent page", "oauth"),
-        Route("POST", "/authorize", lazy("worker.oauth.authorize:authorize_post"),
+        Route("POST", "/authorize", lazy("worker.oauth.endpoints:authorize_post"),
               "The consent page's answer", "oauth"),
-        Route("POST", "/token", lazy("worker.oauth.token_endpoint:token_route"),
+        Route("POST", "/token", lazy("worker.oauth.endpoints:token_route"),
               "Token endpoint: authorization_code (PKCE S256) and refresh_token", "oauth"),
-        Route("POST", "/revoke", lazy("worker.oauth.token_endpoint:revoke_route"),
+        Route("POST", "/revoke", lazy("worker.oauth.endpoints:revoke_route"),
               "Token revocation (RFC 7009)", "oauth"),
-        Route("POST", "/register", lazy("worker.oauth.token_endpoint:register_route"),
+        Route("POST", "/register", lazy("worker.oauth.endpoints:register_route"),
               "Dynamic client registration (RFC 7591)", "oauth"),
         Route("GET", "/admin/tenants/{tenant}/oauth-clients",
               lazy("worker.oauth.connected:list_route"),
@@ -503,48 +474,48 @@ def routes(memory_tools: MemoryDispatcherFactory | None = SemanticDispatcher) ->
               "Delete a fact and its vector", "memory", auth=ACCESS, response="FactDeleted"),
         # The memory lifecycle: retention, prune, reconcile, subject erase, namespace backfill.
         Route("GET", "/admin/tenants/{tenant}/lifecycle",
-              lazy("worker.lifecycle_routes:get_tenant_lifecycle"),
+              lazy("worker.lifecycle_jobs:get_tenant_lifecycle"),
               "Lifecycle settings and today's brief", "lifecycle", auth=ACCESS,
               response="LifecycleView"),
         Route("PUT", "/admin/tenants/{tenant}/lifecycle",
-              lazy("worker.lifecycle_routes:put_tenant_lifecycle"),
+              lazy("worker.lifecycle_jobs:put_tenant_lifecycle"),
               "Override retention or the episode limit", "lifecycle", auth=ACCESS,
               body="LifecycleUpdate", response="LifecycleSettingsView"),
-        Route("POST", "/admin/tenants/{tenant}/prune", lazy("worker.lifecycle_routes:prune_tenant"),
+        Route("POST", "/admin/tenants/{tenant}/prune", lazy("worker.lifecycle_jobs:prune_tenant"),
               "Prune the tenant now", "lifecycle", auth=ACCESS, body="PruneBody",
               body_required=False, response="PruneView"),
         Route("POST", "/admin/tenants/{tenant}/reconcile",
-              lazy("worker.lifecycle_routes:reconcile_tenant"),
+              lazy("worker.lifecycle_jobs:reconcile_tenant"),
               "Run the reconciler for the tenant", "lifecycle", auth=ACCESS, body="EmptyBody",
               body_required=False, response="ReconcileReport"),
         Route("POST", "/admin/tenants/{tenant}/facts/{fact_id}/restore",
-              lazy("worker.lifecycle_routes:restore_fact"),
+              lazy("worker.lifecycle_jobs:restore_fact"),
               "Undo a fact's supersession or merge: it is live again (the event names who)",
               "lifecycle", auth=ACCESS, body="EmptyBody", body_required=False,
               response="SupersessionView"),
         Route("POST", "/admin/tenants/{tenant}/events/{event_id}/replay",
-              lazy("worker.lifecycle_routes:replay_supersession"),
+              lazy("worker.lifecycle_jobs:replay_supersession"),
               "Apply again the supersession a memory_written event records", "lifecycle",
               auth=ACCESS, body="EmptyBody", body_required=False, response="SupersessionView"),
         Route("DELETE", "/admin/tenants/{tenant}/subjects/{subject}",
-              lazy("worker.lifecycle_routes:erase_subject"),
+              lazy("worker.lifecycle_jobs:erase_subject"),
               "Erase a subject from every tier", "lifecycle", auth=ACCESS, response="EraseView"),
         Route("POST", "/admin/tenants/{tenant}/namespace-backfill",
-              lazy("worker.lifecycle_routes:backfill_tenant_namespace"),
+              lazy("worker.lifecycle_jobs:backfill_tenant_namespace"),
               "Copy the tenant's legacy working-memory KV keys to canonical item keys (one bounded "
               "step; repeat with next_cursor). Never deletes a key", "lifecycle", auth=ACCESS,
               body="BackfillBody", body_required=False, response="BackfillView"),
         # Tenant placement across databases (docs/placement.md): platform admins.
-        Route("GET", "/admin/shards", lazy("worker.lifecycle_routes:list_shards"),
+        Route("GET", "/admin/shards", lazy("worker.lifecycle_jobs:list_shards"),
               "Each shard's database size and vector count against their limits, and its "
               "tenants", "placement", auth=ACCESS, response="ShardsView"),
-        Route("GET", "/admin/moves", lazy("worker.lifecycle_routes:list_tenant_moves"),
+        Route("GET", "/admin/moves", lazy("worker.lifecycle_jobs:list_tenant_moves"),
               "Every tenant move and where it stands", "placement", auth=ACCESS,
               response="MoveList"),
-        Route("POST", "/admin/moves", lazy("worker.lifecycle_routes:start_tenant_move"),
+        Route("POST", "/admin/moves", lazy("worker.lifecycle_jobs:start_tenant_move"),
               "Move a tenant to another shard online (its first bounded step runs now)",
               "placement", auth=ACCESS, body="MoveBody", response="MoveStatus", status=202),
-        Route("POST", "/admin/moves/advance", lazy("worker.lifecycle_routes:advance_tenant_move"),
+        Route("POST", "/admin/moves/advance", lazy("worker.lifecycle_jobs:advance_tenant_move"),
               "Carry a tenant's move forward one bounded step (resumes after a crash)",
               "placement", auth=ACCESS, body="MoveTenant", response="MoveStatus"),
         # The memory inspector's read routes (docs/inspector.md).
@@ -619,7 +590,6 @@ class App:
 
 
 ROUTES = routes()
-
 APP = App(ROUTES)
 
 

@@ -1,6 +1,5 @@
-"""The scheduled handler: maps a cron expression to the job it runs. Crons are declared in
-wrangler.toml `[triggers]` too (a test checks both agree); the jobs import on the first
-scheduled event, not at start-up (docs/pyodide.md "Start-up").
+"""The scheduled handler: cron expression -> job (also in wrangler.toml `[triggers]`; a test checks
+both agree). Jobs import on the first scheduled event, not at start-up.
 """
 
 from __future__ import annotations
@@ -13,7 +12,6 @@ from bindings.environment import Bindings
 from worker.app import LazyHandler
 
 log = logging.getLogger(__name__)
-
 WEEKLY_PRUNE = "0 3 * * SUN"
 DAILY_BRIEF = "0 6 * * *"
 Job = Callable[[Bindings, float], Awaitable[dict[str, Any]]]

@@ -1,10 +1,7 @@
-"""The Worker's main module: the only file that imports `workers` (the Pyodide SDK).
-
-It converts and nothing more: `workers.Request` -> `HttpRequest` -> `worker.app.handle` ->
-`workers.Response`; cron events go to `worker.cron`; the `AgentRuntime` Durable Object
-forwards to `AgentRuntimeCore` (`worker.runtime_core`). Durable Object classes must live in
-the main module (workerd scans it). Snapshot rules: nothing at module level reads time,
-randomness, env or I/O.
+"""The Worker's main module, the only one importing `workers` (the Pyodide SDK). It converts and
+nothing more: `workers.Request` -> `worker.app.handle` -> `workers.Response`, crons to
+`worker.cron`, the `AgentRuntime` Durable Object (which must live in the main module) to its core.
+Snapshot rules: nothing at module level reads time, randomness, env or I/O.
 """
 
 from __future__ import annotations
@@ -26,7 +23,6 @@ from worker.errors import internal_error, payload_too_large
 from worker.runtime_core import new_runtime_core
 
 __all__ = ["AgentRuntime", "Default"]
-
 log = logging.getLogger(__name__)
 
 # Fetch spec: a Response with one of these statuses must have a null body (JS throws).

@@ -1,31 +1,18 @@
-"""Who is calling an admin, agent or memory route: Cloudflare Access assertions (RS256) and
-agent memory tokens (HS256, ADR-29); and the operator routes that mint and revoke memory
-tokens.
+"""Who is calling: Cloudflare Access assertions (RS256) and agent memory tokens (HS256,
+ADR-29), both verified by `worker.jwt_verification.verify_jwt`; the routes that mint and revoke
+memory tokens.
 
-Both verify through `worker.jwt_verification.verify_jwt` (shape, PyJWT's claim checks, the
-signature through the `Signatures` port, times against the Clock port), kept in a module of
-its own without pydantic so it runs in bare Pyodide (tests/pyodide/py/test_signatures.py).
+Access: `Cf-Access-Jwt-Assertion` (the `CF_Authorization` cookie as a fallback), signed by a key
+of `https://<team>/cdn-cgi/access/certs` chosen by `kid`; the JWKS is cached `JWKS_TTL_SECONDS`
+and refetched for an unknown `kid` at most every `UNKNOWN_KID_REFETCH_SECONDS`. Refusals: 401
+`access_token_missing`, 403 `access_token_invalid` / `cross_site_request` (CSRF, issue 26), 503
+`access_not_configured` / `access_keys_unavailable` (fail closed). No dev bypass.
 
-Access (docs: cloudflare-one/.../authorization-cookie/validating-json/): `Cf-Access-Jwt-Assertion`
-is an RS256 JWT signed by a key of the team's JWKS `https://<team>/cdn-cgi/access/certs`,
-chosen by `kid`; the JWKS is cached `JWKS_TTL_SECONDS` and refetched for an unknown `kid` at
-most every `UNKNOWN_KID_REFETCH_SECONDS` (forged kids cannot make us hammer it); `exp`/`nbf`
-with `LEEWAY_SECONDS`, `iss` `https://<team>`, `aud` containing the AUD tag. Refusals: 401
-`access_token_missing`, 403 `access_token_invalid`, 403 `cross_site_request` (a
-state-changing request with only the cookie, not same-origin JSON: CSRF, issue 26), 503
-`access_not_configured` /
-`access_keys_unavailable` (fail closed). `operator` adds the tenant grant: the gate of every
-`auth=ACCESS` route. There is no dev bypass (the local runtime serves a dev JWKS through
-`Bindings.http_transport`).
-
-Memory tokens bind tenant, agent, tiers and scopes; they gate every memory-API route. Keys:
-`MEMORY_TOKEN_KEYS`, a JSON object of secrets (32+ characters) by `kid`; new tokens use
-`MEMORY_TOKEN_KID` (default: the first) and name it, so a key rotates by adding the new one,
-making it current, then removing the old. Verification is `verify_jwt`, then the claims'
-strict model, then the deny-list. Refusals: 401 `memory_token_missing` /
-`memory_token_invalid` / `memory_token_revoked`, 503 `memory_tokens_not_configured` (fail
-closed). Revocation writes `memory_token_revoked:{tenant}:{jti}` to KV with the longest token
-lifetime as TTL.
+Memory tokens: `MEMORY_TOKEN_KEYS` is a JSON object of 32+ character secrets by `kid`; new tokens
+use `MEMORY_TOKEN_KID` (default the first), so a key rotates by adding, switching, removing.
+Refusals: 401 `memory_token_missing` / `memory_token_invalid` / `memory_token_revoked`, 503
+`memory_tokens_not_configured`. Revocation is a KV deny-list entry living as long as the longest
+token.
 """
 
 from __future__ import annotations
@@ -37,7 +24,7 @@ import json
 import logging
 import re
 import warnings
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -58,45 +45,18 @@ from bindings.ports.background import BackgroundTasks
 from bindings.ports.crypto import RsaPublicJwk, Signatures
 from bindings.ports.kv import KVNamespace
 from http_messages import HttpRequest
-from worker.app import Call
+from worker.app import Call, StrictModel
 from worker.errors import ApiError
 from worker.jwt_verification import JwtRefused, JwtRules, verify_jwt
-
-Algorithm = Literal["HS256", "RS256"]
-
-# An HS256 secret, or an RS256 public key.
-VerificationKey = bytes | RsaPublicJwk
-
-KeyLookup = Callable[[str], Awaitable[VerificationKey | None]]
-
-
-Reason = Literal[
-    "malformed", "algorithm", "unknown_key", "signature", "issuer", "audience", "claims",
-    "expired", "not_yet_valid",
-]  # fmt: skip
-
-
-_MESSAGES: dict[Reason, str] = {
-    "issuer": "token was issued by another issuer",
-    "audience": "token is for another audience (aud mismatch)",
-    "unknown_key": "token is signed with an unknown key",
-    "signature": "token signature does not verify",
-}
-
 
 log = logging.getLogger(__name__)
 
 
 ACCESS_HEADER = "Cf-Access-Jwt-Assertion"
-
 ACCESS_COOKIE = "CF_Authorization"
-
 JWKS_TTL_SECONDS = 600.0
-
 UNKNOWN_KID_REFETCH_SECONDS = 10.0
-
 LEEWAY_SECONDS = 30
-
 MAX_TOKEN_BYTES = 16_384
 
 
@@ -134,7 +94,6 @@ class JwksCache:
 # certs URL and transport identity, so two local runtimes with their own dev keys in one
 # process do not share keys.
 _CACHES: dict[tuple[str, int], JwksCache] = {}
-
 _MAX_CACHES = 32
 
 
@@ -171,12 +130,9 @@ def _cookie_token(request: HttpRequest) -> str | None:
 
 
 def _token_from(request: HttpRequest) -> str | None:
+    # The header is what Access guarantees (cheat sheet §9); the cookie is only a fallback.
     token = request.headers.get(ACCESS_HEADER)
-    if token:
-        return token.strip()
-    # Browsers reaching the Worker through Access carry the cookie; the header is what Access
-    # guarantees (cheat sheet §9), so the cookie is only a fallback.
-    return _cookie_token(request)
+    return token.strip() if token else _cookie_token(request)
 
 
 # Methods that never change anything (RFC 9110 §9.2.1): the cookie alone may read.
@@ -189,9 +145,8 @@ def _origin_of(url: str) -> str:
 
 
 def _same_origin(request: HttpRequest) -> bool:
-    """The browser says the request comes from this origin: `Sec-Fetch-Site: same-origin`
-    and/or an `Origin` equal to the request's own; at least one present, none saying
-    otherwise (a request with neither is not known to be same-origin)."""
+    """`Sec-Fetch-Site: same-origin` and/or an `Origin` equal to the request's own: at least
+    one present, none saying otherwise."""
     site = request.headers.get("sec-fetch-site")
     origin = request.headers.get("origin")
     if site is None and origin is None:
@@ -209,11 +164,10 @@ def _json_content_type(request: HttpRequest) -> bool:
 
 
 def check_not_cross_site(request: HttpRequest) -> None:
-    """CSRF (issue 26, finding 1): a state-changing request authenticated by the
-    `CF_Authorization` cookie alone is one a page of another site can make the browser
-    send (the cookie may be `SameSite=None`). It is accepted only with a same-origin
-    `Origin`/`Sec-Fetch-Site` and a JSON content type; else 403 `cross_site_request`. The
-    `Cf-Access-Jwt-Assertion` header needs neither: no other site can set it."""
+    """CSRF (issue 26): another site's page can make a browser send the `CF_Authorization`
+    cookie (it may be `SameSite=None`), so a state-changing request with only the cookie needs
+    a same-origin `Origin`/`Sec-Fetch-Site` and a JSON content type; else 403
+    `cross_site_request`. No other site can set the `Cf-Access-Jwt-Assertion` header."""
     if request.method.upper() in SAFE_METHODS or request.headers.get(ACCESS_HEADER):
         return
     if _cookie_token(request) is None:
@@ -273,13 +227,15 @@ _ACCESS_MESSAGES = {
 
 
 def _identity(claims: dict[str, Any], issuer: str) -> AccessIdentity:
-    subject = claims.get("sub")
-    email, common_name = claims.get("email"), claims.get("common_name")
+    def text(name: str) -> str | None:
+        value = claims.get(name)
+        return value if isinstance(value, str) and value else None
+
     groups = claims.get("groups")
     return AccessIdentity(
-        subject=subject if isinstance(subject, str) else "",
-        email=email if isinstance(email, str) and email else None,
-        common_name=common_name if isinstance(common_name, str) and common_name else None,
+        subject=text("sub") or "",
+        email=text("email"),
+        common_name=text("common_name"),
         issuer=issuer,
         expires_at=int(claims["exp"]),
         groups=tuple(g for g in groups if isinstance(g, str) and g)
@@ -292,11 +248,8 @@ async def verify_access_token(token: str, bindings: Bindings) -> AccessIdentity:
     """Check a token completely; raise `ApiError` 403 (or 503) unless it is good."""
     settings = bindings.settings
     if not settings.access_team_domain or not settings.access_aud:
-        raise ApiError(
-            503,
-            "access_not_configured",
-            "Cloudflare Access is not configured (set ACCESS_TEAM_DOMAIN and ACCESS_AUD)",
-        )
+        message = "Cloudflare Access is not configured (set ACCESS_TEAM_DOMAIN and ACCESS_AUD)"
+        raise ApiError(503, "access_not_configured", message)
     if bindings.signatures is None:
         raise ApiError(503, "access_not_configured", "this deployment has no signature verifier")
     issuer = f"https://{team_domain(settings.access_team_domain)}"
@@ -329,8 +282,9 @@ async def require_access(request: HttpRequest, bindings: Bindings) -> AccessIden
 async def signed_in(
     request: HttpRequest, params: dict[str, str], bindings: Bindings
 ) -> AccessIdentity:
-    """The gate of an `ACCESS_SIGNED_IN` route (one that answers each operator with what
-    its own grants allow, as the tenant listing): a verified caller, no grant needed."""
+    """The gate of an `ACCESS_SIGNED_IN` route: a verified caller, no grant needed (the
+    handler answers with what the caller's grants allow). A state-changing request carrying
+    only the cookie must pass `check_not_cross_site` first (403 `cross_site_request`)."""
     check_not_cross_site(request)
     return await require_access(request, bindings)
 
@@ -338,13 +292,9 @@ async def signed_in(
 async def operator(
     request: HttpRequest, params: dict[str, str], bindings: Bindings
 ) -> AccessIdentity:
-    """The gate of every `ACCESS` route (`worker.app`): a verified caller with a grant for
-    the route's `{tenant}`, or the platform-admin role for a route naming no tenant
-    (`authorization.operator_grants`); else 403 `tenant_forbidden` and nothing runs. A
-    state-changing request carrying only the cookie must first pass `check_not_cross_site`
-    (403 `cross_site_request`)."""
-    check_not_cross_site(request)
-    identity = await require_access(request, bindings)
+    """The gate of every `ACCESS` route: `signed_in`, with a grant for the route's `{tenant}`
+    or the platform-admin role for a route naming none; else 403 `tenant_forbidden`."""
+    identity = await signed_in(request, params, bindings)
     tenant = params.get("tenant")
     if not await granted(identity, tenant, bindings):
         target = f"tenant {tenant!r}" if tenant is not None else "cross-tenant routes"
@@ -353,29 +303,17 @@ async def operator(
 
 
 MemoryTier = Literal["working", "episodic", "semantic", "procedural"]
-
 Scope = Literal["read", "write"]
-
 ALL_TIERS: tuple[MemoryTier, ...] = ("working", "episodic", "semantic", "procedural")
-
 ALL_SCOPES: tuple[Scope, ...] = ("read", "write")
-
 ISSUER = "agent-memory"
-
 AUDIENCE = "agent-memory-api"
-
 MIN_TTL_SECONDS = 60
-
 MAX_TTL_SECONDS = 30 * 86_400
-
 MIN_SECRET_CHARS = 32
-
 MAX_TOKEN_CHARS = 4096
-
 REVOKED_PREFIX = "memory_token_revoked:"
-
 KID_PATTERN = r"^[A-Za-z0-9._-]{1,64}$"
-
 JTI_PATTERN = r"^[0-9A-HJKMNP-TV-Z]{26}$"
 
 
@@ -412,10 +350,8 @@ class MemoryTokenClaims(BaseModel):
         return tuple(dict.fromkeys(value))
 
 
-class MintRequest(BaseModel):
+class MintRequest(StrictModel):
     """Body of the mint route (and the CLI's arguments)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     agent_type: str = Field(default=API_AGENT_TYPE, pattern=AGENT_TYPE_PATTERN)
     agent_id: str = Field(pattern=INSTANCE_PATTERN)
@@ -489,18 +425,14 @@ async def mint_memory_token(bindings: Bindings, tenant: str, request: MintReques
     """Sign a token for `tenant` with the current key. The caller checked who may mint."""
     kid, keys = signing_keys(bindings)
     now = int(bindings.clock.now())
-    jti = new_ulid(bindings.clock.now())
     claims = MemoryTokenClaims(
         iss=ISSUER,
         aud=AUDIENCE,
         tenant=tenant,
-        agent_type=request.agent_type,
-        agent_id=request.agent_id,
-        tiers=tuple(request.tiers),
-        scopes=tuple(request.scopes),
+        **request.model_dump(exclude={"ttl_seconds"}),
         iat=now,
         exp=now + request.ttl_seconds,
-        jti=jti,
+        jti=new_ulid(bindings.clock.now()),
     )
     header = {"alg": "HS256", "typ": "JWT", "kid": kid}
     payload = claims.model_dump(mode="json")
@@ -515,9 +447,8 @@ def bearer_token(request: HttpRequest) -> str:
     value = (request.headers.get("authorization") or "").strip()
     scheme, _, token = value.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
-        raise ApiError(
-            401, "memory_token_missing", "this route needs an agent memory token (Bearer)"
-        )
+        message = "this route needs an agent memory token (Bearer)"
+        raise ApiError(401, "memory_token_missing", message)
     return token.strip()
 
 
@@ -616,12 +547,9 @@ async def revoke(bindings: Bindings, tenant: str, jti: str) -> None:
 async def agent_token(
     request: HttpRequest, params: dict[str, str], bindings: Bindings
 ) -> MemoryTokenClaims:
-    """The gate of every `MEMORY_TOKEN` route (`worker.app`): the caller's verified
-    claims, or a 401/503, with the deny-list lookup in flight — the router confirms the
-    claims before the handler runs, or, for a route declared `overlap_auth`, after it (the
-    handler's writes wait for it: `WriteGate.admitted`). What the claims
-    allow is checked by the handler, which knows the tier and the operation
-    (`worker.memory_routes.authorize`)."""
+    """The gate of every `MEMORY_TOKEN` route: the verified claims (else 401/503) with the
+    deny-list lookup in flight; the router confirms them before the handler, or after it for an
+    `overlap_auth` route. What they allow is the handler's check (`memory_routes.authorize`)."""
     return await verify_memory_token(bearer_token(request), bindings, overlap=True)
 
 

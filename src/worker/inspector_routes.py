@@ -1,10 +1,6 @@
-"""The memory inspector's routes (Access gated; docs/inspector.md): the caller's tenants,
-facts with status and history, events, episodes by id, "why this recall", and the admin
-fact delete.
-
-All but the delete only read: the explain ranks with `record=False`. The delete (ADR-0030:
-agents store corrections, they do not delete) is idempotent; `complete: false` means the row
-is gone but the vector delete failed (recall ignores it; repeating the DELETE removes it).
+"""The memory inspector's routes (Access gated; docs/inspector.md). All but the fact delete only
+read (the explain ranks with `record=False`). The delete (ADR-0030) is idempotent; `complete:
+false` means the vector delete failed (recall ignores it; repeating the DELETE removes it).
 """
 
 from __future__ import annotations
@@ -31,7 +27,7 @@ from agent_memory.tiers.episodic import Episode
 from agent_memory.tiers.semantic.models import MAX_QUERY_CHARS, MemoryInputError, RecallFilters
 from authorization.operator_grants import granted_tenants
 from http_messages import MAX_EPOCH_MS
-from worker.app import Call
+from worker.app import Call, StrictModel
 from worker.errors import ApiError
 
 MAX_EXPLAIN = 50
@@ -45,29 +41,27 @@ class FactsQuery(BaseModel):
     status: InspectStatus | None = None
     subject: str | None = Field(default=None, min_length=1, max_length=256)
     agent_type: str | None = Field(default=None, pattern=AGENT_TYPE_PATTERN)
-    q: str | None = Field(default=None, min_length=1, max_length=MAX_QUERY_CHARS)
+    q: str | None = Field(
+        default=None, min_length=1, max_length=MAX_QUERY_CHARS, serialization_alias="text"
+    )
     cursor: str | None = Field(default=None, min_length=1, max_length=512)
     limit: int = Field(default=20, ge=1, le=MAX_INSPECT_PAGE)
 
 
-class EventsQuery(BaseModel):
+class EventsQuery(StrictModel):
     """Query string of `GET …/events`; `since` / `until` are epoch milliseconds."""
-
-    model_config = ConfigDict(extra="forbid")
 
     kind: EventKind | None = None
     tier: EventTier | None = None
     run_id: str | None = Field(default=None, min_length=1, max_length=64)
-    since: int | None = Field(default=None, ge=0, le=MAX_EPOCH_MS)
-    until: int | None = Field(default=None, ge=0, le=MAX_EPOCH_MS)
+    since: int | None = Field(default=None, ge=0, le=MAX_EPOCH_MS, serialization_alias="since_ms")
+    until: int | None = Field(default=None, ge=0, le=MAX_EPOCH_MS, serialization_alias="until_ms")
     cursor: str | None = Field(default=None, min_length=1, max_length=512)
     limit: int = Field(default=50, ge=1, le=MAX_INSPECT_PAGE)
 
 
-class EpisodesQuery(BaseModel):
+class EpisodesQuery(StrictModel):
     """Query string of `GET …/episodes`: `ids` is a comma-separated list of episode ids."""
-
-    model_config = ConfigDict(extra="forbid")
 
     ids: str = Field(min_length=26, max_length=27 * MAX_INSPECT_PAGE)
 
@@ -187,15 +181,8 @@ async def list_tenants(call: Call[None, None]) -> TenantsResponse:
 
 
 async def list_facts(call: Call[None, FactsQuery]) -> FactPage:
-    query = call.query
-    return await (await _inspector(call)).list_facts(
-        status=query.status,
-        subject=query.subject,
-        agent_type=query.agent_type,
-        text=query.q,
-        cursor=query.cursor,
-        limit=query.limit,
-    )
+    # The query's fields are the inspector's arguments (their serialization aliases).
+    return await (await _inspector(call)).list_facts(**call.query.model_dump(by_alias=True))
 
 
 async def get_fact(call: Call[None, None]) -> FactDetail:
@@ -221,16 +208,7 @@ async def delete_fact(call: Call[None, None]) -> FactDeleted:
 
 
 async def list_events(call: Call[None, EventsQuery]) -> EventPage:
-    query = call.query
-    return await (await _inspector(call)).list_events(
-        kind=query.kind,
-        tier=query.tier,
-        run_id=query.run_id,
-        since_ms=query.since,
-        until_ms=query.until,
-        cursor=query.cursor,
-        limit=query.limit,
-    )
+    return await (await _inspector(call)).list_events(**call.query.model_dump(by_alias=True))
 
 
 async def get_episodes(call: Call[None, EpisodesQuery]) -> EpisodesResponse:

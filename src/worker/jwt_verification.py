@@ -1,15 +1,9 @@
-"""The one path that verifies a JWT the Worker accepts: Cloudflare Access assertions
-(RS256) and agent memory tokens (HS256), both in `worker.identity`.
-
-`verify_jwt` returns the claims or raises `JwtRefused` with a stable `reason`, in this
-order: shape (length, ASCII, three base64url segments: a malformed token is a 401/403,
-never a 500); PyJWT parsing with `iss`, `aud` and required claims (its signature and time
-checks off); header (`alg` exactly the rule's: no `none`, no RS/HS confusion; a `kid`; no
-`crit`); the key (`key_for(kid)`, None refused); the signature through the `Signatures`
-port (WebCrypto on Cloudflare, `cryptography` locally); times against the Clock port's
-`now` (PyJWT reads the wall clock): `exp` required and a JSON number (not `"1760000000"`,
-not a boolean), `nbf`/`iat` numbers not in the future, all with leeway. No claims leave
-before every step passed; no cryptography is written here.
+"""The one path that verifies a JWT the Worker accepts (`worker.identity`: Access RS256, memory
+tokens HS256); no pydantic, so it runs in bare Pyodide. `verify_jwt` returns the claims or raises
+`JwtRefused` with a stable `reason`: shape (a malformed token is a 401/403, never a 500); PyJWT's
+parse with `iss`, `aud` and required claims (its signature and time checks off); header (`alg`
+exactly the rule's, a `kid`, no `crit`); key; signature through the `Signatures` port; times
+against the Clock port, `exp` required and a JSON number, all with leeway.
 """
 
 from __future__ import annotations
@@ -26,7 +20,6 @@ Algorithm = Literal["HS256", "RS256"]
 # An HS256 secret, or an RS256 public key.
 VerificationKey = bytes | RsaPublicJwk
 KeyLookup = Callable[[str], Awaitable[VerificationKey | None]]
-
 _SHAPE = re.compile(r"[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+")
 
 Reason = Literal[

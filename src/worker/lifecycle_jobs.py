@@ -1,38 +1,66 @@
-"""The lifecycle's cron jobs (`worker.cron.JOBS`).
-
-`weekly_prune`: job `weekly-{ISO week}`, cutoffs fixed at the scheduled time (a retry
-continues the job). `daily_brief`: the brief with each database's size and each index's
-vector count, then within the invocation's budget: resume an unfinished prune, index pre-0009
-facts, write back recall records KV kept, reconcile every tenant, re-wrap data keys after a
-KEK rotation, carry unfinished tenant moves forward. Both run over every shard's database in
-turn (issue 29), each shard within its share of the budget (`_Shares`). A missing binding is
-reported, not raised: a cron has no caller to answer.
+"""The memory lifecycle at the edge: its admin routes (Access gated; docs/lifecycle.md,
+docs/placement.md; 503 for a missing binding) and its cron jobs (`worker.cron.JOBS`), which run
+over every shard in turn, each within its share of the budget (`_Shares`), and report a missing
+binding (a cron has no caller to answer). `weekly_prune` fixes its cutoffs at the scheduled time
+(a retry continues the job); `daily_brief` adds the bounded daily upkeep after the brief.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict
 from typing import Any
 
-from agent_memory.directory import all_shards, on_shard, primary_db, shard_sizes
+from pydantic import BaseModel, Field
+
+from agent_memory.directory import (
+    all_shards,
+    homes,
+    on_shard,
+    primary_db,
+    shard_sizes,
+    tenant_bindings,
+)
 from agent_memory.governance.personal_data import DataKeys
 from agent_memory.hot_warm_cold import placement_table
-from agent_memory.lifecycle.brief import build_brief
-from agent_memory.lifecycle.move import advance, moves
+from agent_memory.ids import is_ulid, new_ulid
+from agent_memory.lifecycle.brief import TenantBrief, build_brief
+from agent_memory.lifecycle.erase import EraseReport, validate_subject
+from agent_memory.lifecycle.move import MoveStatus, advance, moves, start_move
 from agent_memory.lifecycle.prune import (
     OPERATIONS_PER_BATCH,
     PruneBudget,
     Pruner,
+    TenantPruneCounts,
     resume_unfinished,
     weekly_prune_id,
 )
-from agent_memory.lifecycle.retention import known_tenants
+from agent_memory.lifecycle.reconciler import Reconciler, ReconcileReport
+from agent_memory.lifecycle.retention import (
+    LifecycleUpdate,
+    TenantLifecycle,
+    get_lifecycle,
+    known_tenants,
+    set_lifecycle,
+)
+from agent_memory.lifecycle.supersession import Change, SupersessionError
 from agent_memory.memory import Memory
+from agent_memory.namespace import TENANT_PATTERN
 from agent_memory.tiers.semantic.keyword_index import ReindexBudget, reindex_pending
 from agent_memory.tiers.semantic.recall import MAX_WRITE_BACK, carried_tenants
+from agent_memory.tiers.working import (
+    InvalidBackfillCursor,
+    NamespaceFlags,
+    backfill_namespace,
+)
 from bindings.environment import Bindings
+from bindings.ports.d1 import D1Database
+from bindings.ports.errors import BindingLimitError
 from bindings.ports.vectorize import VECTORIZE_MAX_VECTORS
+from worker.app import Call, StrictModel
+from worker.errors import ApiError
 
 log = logging.getLogger(__name__)
 
@@ -172,25 +200,15 @@ async def daily_brief(bindings: Bindings, scheduled_time: float) -> dict[str, An
     views = shard_views(bindings)
     if not views:
         return _missing(bindings)
-    now_ms = int(scheduled_time * 1000)
+    now_ms, days = int(scheduled_time * 1000), bindings.settings.episode_retention_days
     briefs = [
-        await build_brief(
-            view.db,
-            now_ms=now_ms,
-            default_retention_days=bindings.settings.episode_retention_days,
-        )
+        await build_brief(view.db, now_ms=now_ms, default_retention_days=days)
         for view in views
         if view.db is not None
     ]
     databases = await database_report(bindings)
     warnings = [w for d in databases for w in d.pop("warnings")]
     summary = merged([b.summary() for b in briefs])
-    result: dict[str, Any] = {
-        "ran": True,
-        "brief": {**summary, "warnings": [*summary.get("warnings", []), *warnings]},
-        "databases": databases,
-        "tenants": [t.model_dump() for b in briefs for t in b.tenants],
-    }
     shares = _Shares(bindings, len(views))
     resumed: list[dict[str, Any]] = []
     reindexed: list[dict[str, Any]] = []
@@ -218,13 +236,18 @@ async def daily_brief(bindings: Bindings, scheduled_time: float) -> dict[str, An
         reindexed.append((await reindex_pending(view.db, budget)).model_dump())
         reconciled += await reconcile_all(view, max_seconds=left())
         rewrapped |= await rewrap_data_keys(view, max_seconds=left())
-    result["prune_resumed"] = resumed
-    result["reindexed"] = merged(reindexed)
-    result["recall_records_written_back"] = await write_back_recall_records(bindings)
-    result["reconciled"] = reconciled
-    result["data_keys_rewrapped"] = rewrapped
-    result["moves"] = await advance_moves(bindings)
-    return result
+    return {
+        "ran": True,
+        "brief": {**summary, "warnings": [*summary.get("warnings", []), *warnings]},
+        "databases": databases,
+        "tenants": [t.model_dump() for b in briefs for t in b.tenants],
+        "prune_resumed": resumed,
+        "reindexed": merged(reindexed),
+        "recall_records_written_back": await write_back_recall_records(bindings),
+        "reconciled": reconciled,
+        "data_keys_rewrapped": rewrapped,
+        "moves": await advance_moves(bindings),
+    }
 
 
 async def database_report(bindings: Bindings) -> list[dict[str, Any]]:
@@ -325,3 +348,239 @@ async def rewrap_data_keys(bindings: Bindings, *, max_seconds: float) -> dict[st
             if count < REWRAP_BATCH:
                 break
     return done
+
+
+# -- the admin routes ----------------------------------------------------------------------
+
+
+class PruneBody(StrictModel):
+    dry_run: bool = False
+
+
+class EmptyBody(StrictModel):
+    pass
+
+
+class BackfillBody(StrictModel):
+    dry_run: bool = False
+    cursor: str | None = Field(default=None, min_length=1, max_length=1024)
+    max_keys: int = Field(default=250, ge=1, le=1000)
+    # The migration to one working memory per agent type (issue 25) instead of the copy of
+    # legacy keys to canonical ones; run it to completion once after upgrading.
+    agent_types: bool = False
+
+
+class LifecycleSettingsView(BaseModel):
+    settings: TenantLifecycle
+
+
+class LifecycleView(LifecycleSettingsView):
+    brief: TenantBrief
+
+
+class PruneView(BaseModel):
+    prune: dict[str, Any]
+    tenants: list[TenantPruneCounts]
+
+
+class EraseView(EraseReport):
+    erased_by: str
+
+
+class BackfillView(BaseModel):
+    tenant: str
+    phase: str
+    scanned: int
+    copied: int
+    already_canonical: int
+    expiring: int
+    invalid: int
+    dry_run: bool
+    next_cursor: str | None
+
+
+async def _tenant(call: Call[Any, Any]) -> tuple[str, Bindings]:
+    """The path's tenant and the bindings of its shard (the directory, as `Memory.open`)."""
+    tenant = call.params["tenant"]
+    return tenant, await tenant_bindings(call.bindings, tenant)
+
+
+def _db(bindings: Bindings) -> D1Database:
+    if bindings.db is None:
+        raise ApiError(503, "lifecycle_unavailable", "the D1 binding is missing")
+    return bindings.db
+
+
+async def get_tenant_lifecycle(call: Call[None, None]) -> LifecycleView:
+    tenant, bindings = await _tenant(call)
+    db = _db(bindings)
+    days = bindings.settings.episode_retention_days
+    settings = await get_lifecycle(db, tenant, days)
+    now_ms = int(bindings.clock.now() * 1000)
+    brief = await build_brief(db, now_ms=now_ms, default_retention_days=days, tenants=[tenant])
+    return LifecycleView(settings=settings, brief=brief.tenants[0])
+
+
+async def put_tenant_lifecycle(call: Call[LifecycleUpdate, None]) -> LifecycleSettingsView:
+    tenant, bindings = await _tenant(call)
+    settings = await set_lifecycle(
+        _db(bindings),
+        tenant,
+        call.body,
+        default_days=bindings.settings.episode_retention_days,
+        now_ms=int(bindings.clock.now() * 1000),
+        updated_by=call.operator.principal,
+    )
+    return LifecycleSettingsView(settings=settings)
+
+
+async def prune_tenant(call: Call[PruneBody, None]) -> PruneView:
+    tenant, bindings = await _tenant(call)
+    pruner = make_pruner(bindings)
+    if pruner is None:
+        raise ApiError(503, "lifecycle_unavailable", "the prune needs the DB and COLD bindings")
+    now_ms = int(bindings.clock.now() * 1000)
+    if call.body.dry_run:
+        report = await pruner.dry_run(now_ms, tenants=[tenant])
+    else:
+        job = f"manual-{new_ulid(now_ms / 1000)}"
+        report = await pruner.run(job, now_ms, tenants=[tenant])
+    return PruneView(prune=report.summary(), tenants=report.tenants)
+
+
+async def reconcile_tenant(call: Call[EmptyBody, None]) -> ReconcileReport:
+    return await (await _reconciler(call)).run()
+
+
+class SupersessionView(BaseModel):
+    """An undone or replayed supersession: `fact_id` lost to `superseded_by`; `event_id`
+    is the event recording the change, `by` the operator."""
+
+    fact_id: str
+    superseded_by: str
+    event_id: str
+    by: str
+
+
+async def _reconciler(call: Call[Any, Any]) -> Reconciler:
+    reconciler = (await Memory.open(call.bindings, call.params["tenant"])).reconciler()
+    if reconciler is None:
+        needs = "the reconciler needs the DB and VECTORIZE bindings and an embedder"
+        raise ApiError(503, "lifecycle_unavailable", needs)
+    return reconciler
+
+
+async def _supersession(
+    call: Call[EmptyBody, None],
+    param: str,
+    act: Callable[[Reconciler, str, str], Awaitable[Change]],
+) -> SupersessionView:
+    """Undo or replay through the tenant's reconciler; its refusals as their API errors."""
+    value = call.params[param]
+    if not is_ulid(value):
+        raise ApiError(422, "invalid_path", f"{param} must be a 26-character ULID")
+    try:
+        change = await act((await _reconciler(call)), value, call.operator.principal)
+    except SupersessionError as exc:
+        raise ApiError(exc.status, exc.code, str(exc)) from None
+    return SupersessionView(**asdict(change))
+
+
+async def restore_fact(call: Call[EmptyBody, None]) -> SupersessionView:
+    return await _supersession(call, "fact_id", lambda r, fact, by: r.undo(fact, by))
+
+
+async def replay_supersession(call: Call[EmptyBody, None]) -> SupersessionView:
+    return await _supersession(call, "event_id", lambda r, event, by: r.replay(event, by))
+
+
+async def erase_subject(call: Call[None, None]) -> EraseView:
+    tenant = call.params["tenant"]
+    try:
+        subject = validate_subject(call.params["subject"])
+    except ValueError as exc:
+        raise ApiError(422, "invalid_path", str(exc)) from None
+    report = await (await Memory.open(call.bindings, tenant)).eraser().erase(subject)
+    if not report.complete:
+        # Some tier failed; what was removed is in the details. Repeating the DELETE
+        # finishes the job (every step is idempotent).
+        raise ApiError(
+            502,
+            "erase_incomplete",
+            "the erase did not finish in every tier; repeat the request",
+            report.model_dump(),
+        )
+    return EraseView(**report.model_dump(), erased_by=call.operator.principal)
+
+
+async def backfill_tenant_namespace(call: Call[BackfillBody, None]) -> BackfillView:
+    """One bounded step of the namespace backfill; repeat with `next_cursor` until null."""
+    tenant, body, bindings = call.params["tenant"], call.body, call.bindings
+    if bindings.kv is None:
+        raise ApiError(503, "kv_unavailable", "the KV binding is missing")
+    step = body.model_dump(exclude={"agent_types"})
+    try:
+        if body.agent_types:
+            report = await (await Memory.open(bindings, tenant)).adopt_untyped_working(**step)
+        else:
+            report = await backfill_namespace(bindings.kv, bindings.clock, tenant=tenant, **step)
+    except (BindingLimitError, InvalidBackfillCursor):
+        raise ApiError(422, "invalid_cursor", "cursor is not one this route returned") from None
+    return BackfillView(
+        tenant=tenant, phase=NamespaceFlags.of(bindings.settings).phase, **asdict(report)
+    )
+
+
+# -- tenant placement (issue 29, docs/placement.md): platform admins only (no {tenant}) -----
+
+
+class MoveBody(StrictModel):
+    tenant: str = Field(pattern=TENANT_PATTERN)
+    to: str = Field(min_length=1, max_length=32)
+
+
+class MoveTenant(StrictModel):
+    tenant: str = Field(pattern=TENANT_PATTERN)
+
+
+class MoveList(BaseModel):
+    moves: list[MoveStatus]
+
+
+class ShardView(BaseModel):
+    shard: str
+    bytes: int | None
+    max_bytes: int
+    used: float | None
+    vectors: int | None
+    max_vectors: int
+    tenants: int
+    warnings: list[str]
+
+
+class ShardsView(BaseModel):
+    shards: list[ShardView]
+
+
+async def list_shards(call: Call[None, None]) -> ShardsView:
+    """Each shard's database size and vector count against their limits, and how many
+    tenants the directory places there."""
+    placed = await homes(call.bindings)
+    report = await database_report(call.bindings)
+    counts = {d["shard"]: sum(1 for s in placed.values() if s == d["shard"]) for d in report}
+    return ShardsView(shards=[ShardView(**d, tenants=counts[d["shard"]]) for d in report])
+
+
+async def start_tenant_move(call: Call[MoveBody, None]) -> MoveStatus:
+    """Start moving a tenant to another shard and take its first bounded step."""
+    await start_move(call.bindings, call.body.tenant, call.body.to)
+    return await advance(call.bindings, call.body.tenant)
+
+
+async def list_tenant_moves(call: Call[None, None]) -> MoveList:
+    return MoveList(moves=await moves(call.bindings))
+
+
+async def advance_tenant_move(call: Call[MoveTenant, None]) -> MoveStatus:
+    """One more bounded step of a tenant's move (after a crash, too)."""
+    return await advance(call.bindings, call.body.tenant)

@@ -1,14 +1,9 @@
-"""The uniform memory API over the four tiers (ADR-29; docs/memory-api.md,
-docs/tiered-memory.md), behind agent-scoped memory tokens.
+"""The uniform memory API over the four tiers (ADR-29; docs/memory-api.md), behind memory tokens.
 
-Before anything is read or written: the path's `agent_id` must be the token's (403
-`agent_forbidden`), the tier one of its `tiers` (`tier_forbidden`), the operation in its
-`scopes` (`scope_forbidden`). GET lists a tier or ranks it (or every readable tier) for a
-`query`; `next_cursor` is bound to its listing (422 `invalid_cursor`). Procedural is
-read-only (405 `procedural_read_only`); semantic deletes are admin-only (405
-`semantic_delete_admin_only`). A refused write writes nothing. The episode read goes hot →
-warm → cold, promoting a hit to hot (never a personal item); the archive listings page the
-cold index newest first.
+`authorize` runs first: the token's agent (403 `agent_forbidden`), tiers (`tier_forbidden`) and
+scopes (`scope_forbidden`). A `next_cursor` is bound to its listing (422 `invalid_cursor`).
+Procedural is read-only (405), semantic deletes admin-only (405); a refused write writes nothing.
+The episode read goes hot -> warm -> cold, promoting a hit to hot (never a personal item).
 """
 
 from __future__ import annotations
@@ -17,7 +12,7 @@ import hashlib
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from agent_memory.cursors import InvalidCursorError, decode_cursor_value, encode_cursor_value
 from agent_memory.governance.writes import WriteDenied
@@ -42,7 +37,7 @@ from agent_memory.tiers.working import (
 )
 from bindings.environment import Bindings
 from http_messages import MAX_EPOCH_SECONDS
-from worker.app import Call, Metadata, Subject, has_control
+from worker.app import Call, Metadata, StrictModel, Subject, has_control
 from worker.errors import ApiError
 from worker.identity import MemoryTier, MemoryTokenClaims, Scope, confirmed_bindings
 
@@ -54,10 +49,8 @@ MIN_TTL_SECONDS = 60
 MAX_TTL_SECONDS = 100 * 365 * 86_400
 
 
-class MemoryQuery(BaseModel):
+class MemoryQuery(StrictModel):
     """Query of `GET /api/v1/memory/{agent_id}`."""
-
-    model_config = ConfigDict(extra="forbid")
 
     tier: MemoryTier | None = None
     query: str | None = Field(default=None, min_length=1, max_length=1024)
@@ -94,16 +87,12 @@ class MemoryQuery(BaseModel):
         return self
 
 
-class MemoryDeleteQuery(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class MemoryDeleteQuery(StrictModel):
     tier: MemoryTier
 
 
-class MemoryWrite(BaseModel):
+class MemoryWrite(StrictModel):
     """Body of `POST /api/v1/memory/{agent_id}`."""
-
-    model_config = ConfigDict(extra="forbid")
 
     tier: MemoryTier
     key: str = Field(min_length=1, max_length=128)
@@ -144,10 +133,8 @@ class MemoryDeleted(BaseModel):
     deleted: bool
 
 
-class ArchivePageQuery(BaseModel):
+class ArchivePageQuery(StrictModel):
     """Query of `GET /admin/tenants/{tenant}/subjects/{subject}/archive`."""
-
-    model_config = ConfigDict(extra="forbid")
 
     limit: int = Field(default=20, ge=1, le=100)
     cursor: str | None = Field(default=None, min_length=1, max_length=512)

@@ -1,10 +1,6 @@
-"""The OpenAPI 3.1 document of every route, generated from the route table (`GET /openapi.json`).
-
-Each operation is one `Route`: its body and query are the models the router validates with,
-its success the handler's model, its security the route's `auth`; every error is
-`{"error": {"code", "message", "details"?}}`. tests/hardening/test_openapi.py fuzzes the
-local server against it. `build_document(local=True)` adds the dev server's scheduled
-endpoints.
+"""The OpenAPI 3.1 document (`GET /openapi.json`), generated from the route table: each operation
+is one `Route` (the models the router validates with, its auth); every error is the `Error`
+schema. tests/hardening/test_openapi.py fuzzes the local server against it.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
-"""The `AgentRuntime` Durable Object's core, imported on the first object, not at start-up:
-it is most of the project's code and the deploy's snapshot CPU is limited (docs/pyodide.md
-"Start-up"). The local runtime builds its cores here too.
+"""The `AgentRuntime` core, imported on the first object, not at start-up (docs/pyodide.md
+"Start-up"); the local runtime builds its cores here too.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
-"""OAuth 2.1 building blocks: errors (RFC 6749 §5.2 JSON, `no-store`; `invalid_client` is 401),
-form bodies, PKCE (RFC 7636, S256 only as OAuth 2.1 §4.1.1 requires, compared in constant
-time), scopes, secrets (256 random bits from `secrets`, stored only as their SHA-256), tokens,
-and the RFC 8414 / RFC 9728 metadata. An access token's record lives in KV for the gateway's
-hot path (`gateway.credentials`); revoking a grant deletes them and this isolate's read cache
-forgets them at once (others within the 30 s bound, docs/gateway.md "Caching"). The issuer is
-the origin the request came to, so a token minted on one host is refused on another. The
-metadata advertises what MCP clients check: S256, CIMD with auth method `none` (claude.ai
-needs both), DCR, and `authorization_response_iss_parameter_supported` (RFC 9207; ChatGPT).
+"""OAuth 2.1 building blocks: RFC 6749 errors (`no-store`; `invalid_client` is 401), form bodies,
+PKCE (S256 only, constant-time compare), scopes, secrets (256 random bits, stored as SHA-256),
+tokens and the RFC 8414 / RFC 9728 metadata. Access-token records live in KV for the gateway's
+hot path (`gateway.credentials`); revoking a grant deletes them and forgets them in this isolate's
+cache. The issuer is the request's origin, so a token minted on one host is refused on another.
+The metadata advertises what MCP clients check: S256, CIMD with `none` (claude.ai), DCR, RFC 9207.
 """
 
 from __future__ import annotations
@@ -45,7 +42,6 @@ CONSENT_TTL = 600
 # KV's expirationTtl must be at least 60 s; access-token records outlive their expiry a
 # little so an expired token is answered `token_expired`, not `invalid_token`.
 KV_TTL_MARGIN = 300
-
 REFRESH_TOKEN_PREFIX = "amr_"
 CODE_PREFIX = "amc_"
 CLIENT_SECRET_PREFIX = "ams_"
@@ -80,6 +76,12 @@ def stores(bindings: Bindings) -> tuple[D1Database, KVNamespace]:
     if bindings.db is None or bindings.kv is None:
         raise OAuthError("temporarily_unavailable", "the authorization server needs D1 and KV", 503)
     return bindings.db, bindings.kv
+
+
+def d1(bindings: Bindings) -> D1Database:
+    if bindings.db is None:
+        raise OAuthError("temporarily_unavailable", "the authorization server needs D1", 503)
+    return bindings.db
 
 
 def new_secret(prefix: str) -> str:
