@@ -12,7 +12,8 @@ every tier reaches D1 and Vectorize through the narrowed `Bindings` it returns:
 3. KV `tenant-home:{tenant}` (the shard's name);
 4. the primary database's `tenant_directory` row, placing the tenant when it has none: on the
    primary if the primary already holds rows of it (written before there were shards), else
-   on the shard with the most free space (`choose_shard`). INSERT OR IGNORE and the read-back
+   on the shard with the most free space, its database's or its index's, whichever is fuller
+   (`choose_shard`). INSERT OR IGNORE and the read-back
    run in one batch, so two racing first requests agree. KV is written after the response.
 
 Only the directory's writers change a home (`set_home`: the move's switch); a request only
@@ -40,6 +41,7 @@ from dataclasses import dataclass, replace
 from bindings.environment import CONTROL_PLANE_TABLES, Bindings, Shard
 from bindings.ports.d1 import FENCE_MARK, D1Database
 from bindings.ports.kv import KVNamespace
+from bindings.ports.vectorize import VECTORIZE_MAX_VECTORS
 from bindings.settings import PRIMARY_SHARD
 from http_messages import ApiError
 
@@ -47,7 +49,7 @@ log = logging.getLogger(__name__)
 
 HOME_TTL_SECONDS = 30.0
 FRESH_AFTER_FENCE_SECONDS = 120.0
-# Two shards whose free space differs by less than this share of a database are equally free:
+# Two shards whose free shares (`ShardUsage.free`) differ by less than this are equally free:
 # the tenant goes to the first of them (by the order of MEMORY_SHARDS), so small databases
 # are not filled one tenant each in turn.
 FREE_SPACE_TIE = 0.01
@@ -225,38 +227,71 @@ async def _place(bindings: Bindings, tenant: str, shard: str) -> str:
 
 async def choose_shard(bindings: Bindings, tenant: str) -> str:
     """Where a tenant without a directory row goes: the primary when it already holds rows of
-    the tenant, else the shard with the most free space (`FREE_SPACE_TIE`)."""
+    the tenant, else the shard with the most free space (`ShardUsage.free`, `FREE_SPACE_TIE`)."""
     shards = all_shards(bindings)
     primary = shards[0]
     if primary.db is not None and await holds_tenant(primary.db, tenant, PRIMARY_SHARD):
         return PRIMARY_SHARD
-    sizes = await shard_sizes(bindings)
+    usage = await shard_usage(bindings)
     capacity = bindings.settings.d1_database_max_bytes
-    usable = [s.name for s in shards if s.db is not None and s.name in sizes]
-    if not usable:
+    free = {
+        s.name: share
+        for s in shards
+        if s.db is not None and (share := usage[s.name].free(capacity)) is not None
+    }
+    if not free:
         return PRIMARY_SHARD
-    best = max(capacity - sizes[name] for name in usable)
-    return next(n for n in usable if best - (capacity - sizes[n]) <= FREE_SPACE_TIE * capacity)
+    best = max(free.values())
+    return next(name for name, share in free.items() if best - share <= FREE_SPACE_TIE)
 
 
-async def shard_sizes(bindings: Bindings) -> dict[str, int]:
-    """Each shard's database size in bytes (D1's `meta.size_after` of a no-op statement, all
-    shards at once); a shard that does not answer is left out."""
-    shards = [s for s in all_shards(bindings) if s.db is not None]
+@dataclass(frozen=True, slots=True)
+class ShardUsage:
+    """A shard's D1 database size in bytes and its index's vector count (None: not known)."""
 
-    async def size(db: D1Database) -> int:
-        return (await db.prepare("SELECT 1").run()).meta.size_after
+    bytes: int | None
+    vectors: int | None
+
+    def free(self, max_bytes: int) -> float | None:
+        """The share of the shard still free: the smaller of its database's (of `max_bytes`)
+        and its index's (of Vectorize's 10M); None when the database's size is not known."""
+        if self.bytes is None:
+            return None
+        shares = [1 - self.bytes / max_bytes]
+        if self.vectors is not None:
+            shares.append(1 - self.vectors / VECTORIZE_MAX_VECTORS)
+        return min(shares)
+
+
+async def shard_usage(bindings: Bindings) -> dict[str, ShardUsage]:
+    """Every shard's usage, all read at once: D1's `meta.size_after` of a no-op statement and
+    the index's `describe()`. What does not answer is logged and left unknown."""
+    shards = all_shards(bindings)
+
+    async def size(shard: Shard) -> int | None:
+        if shard.db is None:
+            return None
+        return (await shard.db.prepare("SELECT 1").run()).meta.size_after
+
+    async def count(shard: Shard) -> int | None:
+        if shard.vectors is None:
+            return None
+        return (await shard.vectors.describe()).vector_count
 
     found = await asyncio.gather(
-        *(size(s.db) for s in shards if s.db is not None), return_exceptions=True
+        *(read(s) for s in shards for read in (size, count)), return_exceptions=True
     )
-    out: dict[str, int] = {}
-    for shard, value in zip(shards, found, strict=True):
+    answers: list[int | None] = []
+    for index, value in enumerate(found):
         if isinstance(value, BaseException):
-            log.warning("directory: shard %s did not report its size: %s", shard.name, value)
+            what = "database size" if index % 2 == 0 else "vector count"
+            log.warning("directory: shard %s: no %s: %s", shards[index // 2].name, what, value)
+            answers.append(None)
         else:
-            out[shard.name] = value
-    return out
+            answers.append(value)
+    return {
+        shard.name: ShardUsage(answers[2 * i], answers[2 * i + 1]) for i, shard in enumerate(shards)
+    }
 
 
 async def set_home(bindings: Bindings, tenant: str, shard: str) -> None:

@@ -20,7 +20,7 @@ from agent_memory.directory import (
     homes,
     on_shard,
     primary_db,
-    shard_sizes,
+    shard_usage,
     tenant_bindings,
 )
 from agent_memory.governance.personal_data import DataKeys
@@ -254,17 +254,11 @@ async def database_report(bindings: Bindings) -> list[dict[str, Any]]:
     """Each shard's D1 size against `D1_DATABASE_MAX_BYTES` (warning at 80 %) and its
     index's vector count against Vectorize's 10M; a shard that does not answer is reported
     as unknown, not raised."""
-    sizes = await shard_sizes(bindings)
+    usage = await shard_usage(bindings)
     limit = bindings.settings.d1_database_max_bytes
     out: list[dict[str, Any]] = []
     for shard in all_shards(bindings):
-        size = sizes.get(shard.name)
-        vectors: int | None = None
-        if shard.vectors is not None:
-            try:
-                vectors = (await shard.vectors.describe()).vector_count
-            except Exception as exc:
-                log.warning("brief: shard %s's index did not describe itself: %s", shard.name, exc)
+        size, vectors = usage[shard.name].bytes, usage[shard.name].vectors
         used = None if size is None else size / limit
         warnings = []
         if used is not None and used >= DATABASE_WARN_AT:

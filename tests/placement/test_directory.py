@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from agent_memory import directory
 from agent_memory.agent.memory_tools import McpMemoryTools
 from agent_memory.directory import (
     forget_cached_homes,
@@ -116,6 +117,22 @@ async def test_new_tenants_go_where_most_space_is_free(tmp_path: Path) -> None:
     await memory.semantic().learn_many([{"content": f"fact number {n} " * 20} for n in range(300)])
     assert await home_of(runtime.bindings(), "second") == "s2"
     assert await homes(bindings) == {"first": "primary", "second": "s2"}
+    await runtime.close()
+
+
+async def test_a_fuller_vector_index_counts_as_less_free_space(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two databases equally free (both far from 10 GB), but the primary's index is 60 %
+    full (of a limit made 100 vectors here): the next tenant goes to the other shard."""
+    monkeypatch.setattr(directory, "VECTORIZE_MAX_VECTORS", 100)
+    runtime = LocalRuntime.open(tmp_path / "state", embedder=HashingEmbedder())
+    await runtime.migrate()
+    bindings = runtime.bindings()
+    assert await home_of(bindings, "first") == "primary"
+    memory = await Memory.open(bindings, "first")
+    await memory.semantic().learn_many([{"content": f"fact number {n}"} for n in range(60)])
+    assert await home_of(runtime.bindings(), "second") == "s2"
     await runtime.close()
 
 
