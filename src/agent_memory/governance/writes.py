@@ -175,33 +175,17 @@ IN_ROW_EVENTS = (
 
 
 def _filled_in(row: Row) -> Row:
-    """An in-row event with the hash and payload the full event of its write would carry
-    (`WriteGate.event` of the tier's proposal), from its row's `w_*` columns."""
+    """An in-row event with the hash and payload the full event of its write would carry,
+    from its row's `w_*` columns (the tier's proposal, rebuilt as the tier builds it)."""
     w = {key[2:]: value for key, value in row.items() if key.startswith("w_")}
     event = {key: value for key, value in row.items() if not key.startswith("w_")}
     if event["tier"] == "semantic":
-        value: dict[str, Any] = {
-            **{k: w[k] for k in ("subject", "predicate", "object", "content")},
-            "metadata": json.loads(str(w["metadata"])),
-        }
-        payload: dict[str, Any] = {
-            "key": f"{w['subject']}|{w['predicate']}",
-            "source": w["source"],
-            "confidence": w["confidence"],
-        }
-        subject = None if w["subject"] == DEFAULT_SUBJECT else w["subject"]
+        proposal = fact_proposal({**w, "metadata": json.loads(str(w["metadata"]))})
     else:
-        value = {
-            **{k: w[k] for k in ("kind", "subject", "content", "importance")},
-            "data": json.loads(str(w["data"])),
-        }
-        payload = {"key": event["event_id"], "source": f"episode:{w['kind']}", "confidence": 1.0}
-        subject = w["subject"]
-    content = canonical_json(value)
-    payload["bytes"] = len(content)
-    if subject:
-        payload["subject"] = subject
-    return {**event, "content_hash": sha256_hex(content), "payload": json.dumps(payload)}
+        data = json.loads(str(w["data"]))
+        proposal = episode_proposal({**w, "episode_id": event["event_id"], "data": data})
+    payload = json.dumps(written_payload(proposal))
+    return {**event, "content_hash": proposal.content_hash, "payload": payload}
 
 
 class EventLog:
@@ -427,6 +411,58 @@ class WriteProposal(BaseModel):
     def personal_fields(self) -> tuple[str, ...] | None:
         """The marked personal fields: None when nothing is marked, () for the whole entry."""
         return personal_marking(self.value)
+
+
+def written_payload(proposal: WriteProposal) -> dict[str, Any]:
+    """The payload of `proposal`'s full `memory_written` event: never the value, only its
+    key, source, confidence and size, and the subject, supersession and decision it names."""
+    optional = {
+        "subject": proposal.subject,
+        "supersedes": proposal.supersedes,
+        "decision": proposal.decision,
+    }
+    return {
+        "key": proposal.key,
+        "source": proposal.source,
+        "confidence": proposal.confidence,
+        "bytes": len(proposal.content),
+        **{name: value for name, value in optional.items() if value},
+    }
+
+
+def fact_proposal(fact: Mapping[str, Any], **writer: Any) -> WriteProposal:
+    """The write proposal of a fact (its `subject`, `predicate`, `object`, `content`,
+    `metadata`, `source`, `confidence`), built alike where the semantic tier writes it and
+    where its event is read back from its row; `writer`: `agent_type`, `run_id`, `in_row`."""
+    subject = str(fact["subject"])
+    return WriteProposal(
+        tier="semantic",
+        key=f"{subject}|{fact['predicate']}",
+        value={
+            name: fact[name] for name in ("subject", "predicate", "object", "content", "metadata")
+        },
+        confidence=fact["confidence"],
+        source=fact["source"],
+        # The catch-all subject names nobody: personal data needs a real one.
+        subject=None if subject == DEFAULT_SUBJECT else subject,
+        **writer,
+    )
+
+
+def episode_proposal(episode: Mapping[str, Any], **writer: Any) -> WriteProposal:
+    """The write proposal of an episode (its `episode_id`, `kind`, `subject`, `content`,
+    `data`, `importance`), built alike where the episodic tier writes it and where its event
+    is read back from its row; `writer`: `agent_type`, `run_id`."""
+    return WriteProposal(
+        tier="episodic",
+        key=episode["episode_id"],
+        value={
+            name: episode[name] for name in ("kind", "subject", "content", "data", "importance")
+        },
+        source=f"episode:{episode['kind']}",
+        subject=episode["subject"],
+        **writer,
+    )
 
 
 class Violation(BaseModel):
@@ -684,20 +720,7 @@ class WriteGate:
             self.check(proposal)
 
     def event(self, proposal: WriteProposal, event_id: str | None = None) -> MemoryEvent:
-        optional = {
-            "subject": proposal.subject,
-            "supersedes": proposal.supersedes,
-            "decision": proposal.decision,
-        }
-        payload: dict[str, Any] = {
-            "key": proposal.key,
-            "source": proposal.source,
-            "confidence": proposal.confidence,
-            "bytes": len(proposal.content),
-            **{name: value for name, value in optional.items() if value},
-        }
-        if proposal.in_row:
-            payload = {}
+        payload = {} if proposal.in_row else written_payload(proposal)
         fields = proposal.personal_fields()
         if fields is not None:
             payload["personal_fields"] = list(fields) or ["*"]

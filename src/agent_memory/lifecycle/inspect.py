@@ -18,9 +18,13 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from agent_memory.governance.personal_data import PersonalData
-from agent_memory.governance.writes import EventKind, EventLog, EventTier, canonical_json
-from agent_memory.ids import sha256_hex
-from agent_memory.namespace import DEFAULT_SUBJECT
+from agent_memory.governance.writes import (
+    EventKind,
+    EventLog,
+    EventTier,
+    fact_proposal,
+    written_payload,
+)
 from agent_memory.tiers.episodic import Episode, EpisodicStore, decode_cursor, encode_cursor
 from agent_memory.tiers.semantic.memory import FactHistory
 from agent_memory.tiers.semantic.models import Fact, open_facts
@@ -143,36 +147,15 @@ def event_from_row(row: Row) -> InspectedEvent:
     )
 
 
-def written_value(fact: Fact) -> bytes:
-    """The canonical JSON of the write proposal that created `fact` (`tiers.semantic`): what
-    the `memory_written` events of its content hash (full ones, not compact) hashed."""
-    value = {
-        "subject": fact.subject,
-        "predicate": fact.predicate,
-        "object": fact.object,
-        "content": fact.content,
-        "metadata": fact.metadata,
-    }
-    return canonical_json(value)
-
-
 def filled_in(event: InspectedEvent, fact: Fact) -> InspectedEvent:
-    """A compact event of the write that created `fact` (no hash), with the hash and the
-    payload a full one carries, from the row (`WriteGate.event`, `in_row`)."""
+    """A compact event of the write that created `fact` (no hash; written before 0019 or
+    with personal fields), with the hash and payload a full one carries, from the opened
+    fact (`WriteGate.event`, `in_row`)."""
     if event.content_hash is not None or event.event_id != fact.fact_id:
         return event
-    value = written_value(fact)
-    payload: dict[str, Any] = {
-        "key": f"{fact.subject}|{fact.predicate}",
-        "source": fact.source,
-        "confidence": fact.confidence,
-        "bytes": len(value),
-    }
-    if fact.subject != DEFAULT_SUBJECT:
-        payload["subject"] = fact.subject
-    return event.model_copy(
-        update={"content_hash": sha256_hex(value), "payload": {**payload, **event.payload}}
-    )
+    proposal = fact_proposal(dict(fact))
+    payload = {**written_payload(proposal), **event.payload}
+    return event.model_copy(update={"content_hash": proposal.content_hash, "payload": payload})
 
 
 class MemoryInspector:
@@ -252,7 +235,7 @@ class MemoryInspector:
             written=[
                 filled_in(event_from_row(row), view.fact)
                 for row in await self._events.written(
-                    fact_id, sha256_hex(written_value(view.fact)), MAX_HISTORY
+                    fact_id, fact_proposal(dict(view.fact)).content_hash, MAX_HISTORY
                 )
             ],
             retrieved=[

@@ -39,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agent_memory.cursors import decode_pair, encode_cursor_value
 from agent_memory.governance.agent_types import WorkflowSpec
 from agent_memory.governance.personal_data import PersonalData, Sealable
-from agent_memory.governance.writes import EventLog, WriteGate, WriteProposal
+from agent_memory.governance.writes import EventLog, WriteGate, WriteProposal, episode_proposal
 from agent_memory.ids import IDS_PER_STATEMENT, chunks, content_hash, count_then_delete
 from agent_memory.namespace import TENANT_RE
 from bindings.ports.background import BackgroundTasks
@@ -207,20 +207,8 @@ class EpisodicStore:
         """The write proposal of `episode` (what the policy checks and the event hashes). An
         episode without personal data is its own event (`WriteGate.event_in_row`): its row
         says all the compact event would; a sealed one keeps a full event."""
-        proposal = WriteProposal(
-            tier="episodic",
-            key=episode.episode_id,
-            value={
-                "kind": episode.kind,
-                "subject": episode.subject,
-                "content": episode.content,
-                "data": episode.data,
-                "importance": episode.importance,
-            },
-            source=f"episode:{episode.kind}",
-            agent_type=episode.agent_type,
-            subject=episode.subject,
-            run_id=episode.run_id,
+        proposal = episode_proposal(
+            dict(episode), agent_type=episode.agent_type, run_id=episode.run_id
         )
         return proposal.model_copy(update={"in_row": proposal.personal_fields() is None})
 

@@ -21,7 +21,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from agent_memory.governance.personal_data import public_view
-from agent_memory.governance.writes import WriteDenied, WriteProposal
+from agent_memory.governance.writes import WriteDenied, WriteProposal, fact_proposal
 from agent_memory.ids import (
     IDS_PER_STATEMENT,
     STATEMENTS_PER_BATCH,
@@ -31,7 +31,6 @@ from agent_memory.ids import (
     new_ulid,
     ulid_time_ms,
 )
-from agent_memory.namespace import DEFAULT_SUBJECT
 from agent_memory.tiers.semantic.keys import FactKey, derive_key, entity_candidates
 from agent_memory.tiers.semantic.keyword_index import ContextPlan, SessionContext
 from agent_memory.tiers.semantic.models import (
@@ -619,21 +618,9 @@ class FactWriter:
         await delete_own_vectors(self._s.vectors, self._s.tenant_id, fact_ids)
 
     def _proposal(self, fact: FactInput) -> WriteProposal:
-        return WriteProposal(
-            tier="semantic",
-            key=f"{fact.subject}|{fact.predicate}",
-            value={
-                "subject": fact.subject,
-                "predicate": fact.predicate,
-                "object": fact.object,
-                "content": fact.content,
-                "metadata": fact.metadata,
-            },
-            confidence=fact.confidence,
-            source=fact.source,
+        return fact_proposal(
+            dict(fact),
             agent_type=fact.agent_type or self._s.agent_type,
-            # The catch-all subject names nobody: personal data needs a real one.
-            subject=None if fact.subject == DEFAULT_SUBJECT else fact.subject,
             run_id=fact.learned_from_run_id or self._s.run_id,
             in_row=True,
         )
