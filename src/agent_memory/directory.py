@@ -13,8 +13,8 @@ every tier reaches D1 and Vectorize through the narrowed `Bindings` it returns:
 4. the primary database's `tenant_directory` row, placing the tenant when it has none: on the
    primary if the primary already holds rows of it (written before there were shards), else
    on the shard with the most free space, its database's or its index's, whichever is fuller
-   (`choose_shard`). INSERT OR IGNORE and the read-back
-   run in one batch, so two racing first requests agree. KV is written after the response.
+   (`choose_shard`). INSERT OR IGNORE and the read-back run in one batch, so two racing first
+   requests agree. KV is written after the response.
 
 Only the directory's writers change a home (`set_home`: the move's switch); a request only
 copies what the database says into KV, so a stale copy can come only from a request that read
@@ -70,16 +70,16 @@ DERIVED_TABLES = frozenset(
         "keyword_tenants",
     }
 )
-# Derived tables whose `tenant_id` column holds the tenant's code in this database (0020).
+# Derived tables whose `tenant_id` column holds the tenant's code in this database (0020),
+# and the code of the tenant bound to the `?`.
 BY_TENANT_CODE = frozenset({"semantic_terms", "semantic_term_stats"})
+TENANT_CODE = "(SELECT code FROM keyword_tenants WHERE tenant_id = ?)"
 
 
 def tenant_clause(table: str) -> str:
     """`tenant_id = ?` for `table`'s rows of the tenant bound to the `?` (by its code in the
     tables that name it so)."""
-    if table in BY_TENANT_CODE:
-        return "tenant_id = (SELECT code FROM keyword_tenants WHERE tenant_id = ?)"
-    return "tenant_id = ?"
+    return f"tenant_id = {TENANT_CODE}" if table in BY_TENANT_CODE else "tenant_id = ?"
 
 
 HOMES_CACHED = 4096  # bounds this isolate's memory; past it the cache starts over
@@ -266,7 +266,6 @@ class ShardUsage:
 async def shard_usage(bindings: Bindings) -> dict[str, ShardUsage]:
     """Every shard's usage, all read at once: D1's `meta.size_after` of a no-op statement and
     the index's `describe()`. What does not answer is logged and left unknown."""
-    shards = all_shards(bindings)
 
     async def size(shard: Shard) -> int | None:
         if shard.db is None:
@@ -278,20 +277,21 @@ async def shard_usage(bindings: Bindings) -> dict[str, ShardUsage]:
             return None
         return (await shard.vectors.describe()).vector_count
 
-    found = await asyncio.gather(
-        *(read(s) for s in shards for read in (size, count)), return_exceptions=True
-    )
-    answers: list[int | None] = []
-    for index, value in enumerate(found):
+    def known(shard: Shard, what: str, value: int | BaseException | None) -> int | None:
         if isinstance(value, BaseException):
-            what = "database size" if index % 2 == 0 else "vector count"
-            log.warning("directory: shard %s: no %s: %s", shards[index // 2].name, what, value)
-            answers.append(None)
-        else:
-            answers.append(value)
-    return {
-        shard.name: ShardUsage(answers[2 * i], answers[2 * i + 1]) for i, shard in enumerate(shards)
-    }
+            log.warning("directory: shard %s: no %s: %s", shard.name, what, value)
+            return None
+        return value
+
+    async def usage(shard: Shard) -> ShardUsage:
+        found = await asyncio.gather(size(shard), count(shard), return_exceptions=True)
+        return ShardUsage(
+            known(shard, "database size", found[0]), known(shard, "vector count", found[1])
+        )
+
+    shards = all_shards(bindings)
+    found = await asyncio.gather(*(usage(s) for s in shards))
+    return {shard.name: each for shard, each in zip(shards, found, strict=True)}
 
 
 async def set_home(bindings: Bindings, tenant: str, shard: str) -> None:

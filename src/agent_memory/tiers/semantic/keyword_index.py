@@ -32,6 +32,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from agent_memory.directory import TENANT_CODE
 from agent_memory.ids import distinct_tenants_sql
 from agent_memory.retrieval import (
     CANONICAL_STEMS,
@@ -47,8 +48,6 @@ from bindings.ports.d1 import D1Database
 from bindings.ports.sql import Row, SqlValue
 
 POSTINGS_BUDGET = 1_000
-# The postings and term counts name a tenant by its code in this database (migration 0020).
-TENANT_CODE = "(SELECT code FROM keyword_tenants WHERE tenant_id = ?)"
 # Terms that drive candidate generation: each is one index range of postings.
 MAX_DRIVING_TERMS = 16
 
@@ -94,13 +93,13 @@ class KeywordIndex:
             f"SELECT term, df FROM semantic_term_stats WHERE tenant_id = {TENANT_CODE} "
             "AND term IN (SELECT value FROM json_each(?))"
         ).bind(self._s.tenant_id, json.dumps(list(terms)))
-        code_stmt = self._s.db.prepare("SELECT code FROM keyword_tenants WHERE tenant_id = ?").bind(
-            self._s.tenant_id
-        )
+        # The postings and term counts name the tenant by its code (migration 0020).
+        code_stmt = self._s.db.prepare(f"SELECT {TENANT_CODE} AS code").bind(self._s.tenant_id)
         stats_result, df_result, code_result = await self._s.db.batch(
             [stats_stmt, df_stmt, code_stmt]
         )
-        code = str(code_result.results[0]["code"]) if code_result.results else None
+        found = code_result.results[0]["code"]
+        code = None if found is None else str(found)
         row = stats_result.results[0] if stats_result.results else None
         stats = TenantStats(
             docs=int(row["docs"]) if row else 0,

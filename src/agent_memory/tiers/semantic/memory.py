@@ -17,12 +17,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from agent_memory.directory import TENANT_CODE
 from agent_memory.governance.personal_data import PersonalData
 from agent_memory.governance.writes import EventLog, WriteGate
 from agent_memory.ids import count_then_delete, delete_ids
 from agent_memory.namespace import TENANT_RE
 from agent_memory.retrieval import RetrievalConfig, Tier
-from agent_memory.tiers.semantic.keyword_index import TENANT_CODE
 from agent_memory.tiers.semantic.models import (
     DEFAULT_AGENT_TYPE,
     DEFAULT_TOP_K,
