@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
+from threadpoolctl import ThreadpoolController
 
 from bindings.ports.errors import BindingLimitError
 from bindings.ports.vectorize import (
@@ -33,6 +34,14 @@ from local_runtime.adapters.vectorize._metadata import MetadataIndex, MetadataIn
 from local_runtime.adapters.vectorize._partition import Partition
 from local_runtime.adapters.vectorize._store import StoredVector, VectorStore
 from local_runtime.adapters.vectorize._validation import PreparedVector, VectorValidator
+
+# A query's products are one matrix-vector product each (at most a few MB): OpenBLAS
+# splits each across every core, and in a process serving requests (with other work on the
+# other cores) its threads' hand-offs cost more than the product. Measured with
+# benchmarks/semantic_latency.py over 100K facts with a test suite busy on both cores:
+# recall p50 32 -> 13 ms, p99 65 -> 25 ms with queries on one BLAS thread. Limited per
+# query (~25 µs), so the projection's fit, a large product, keeps every thread.
+_BLAS = ThreadpoolController()
 
 
 class LocalVectorIndex:
@@ -267,9 +276,10 @@ class LocalVectorIndex:
             else:
                 parts = list(self._partitions.values())
             candidates: list[tuple[float, str, Partition, int]] = []
-            for part in parts:
-                mask = evaluate(clauses, part) if clauses else None
-                candidates.extend(part.top(q, top_k, mask))
+            with _BLAS.limit(limits=1, user_api="blas"):
+                for part in parts:
+                    mask = evaluate(clauses, part) if clauses else None
+                    candidates.extend(part.top(q, top_k, mask))
             candidates.sort(key=lambda c: (-c[0], c[1]))
             matches = [
                 self._match(score, vid, part, row, return_values, return_metadata)
