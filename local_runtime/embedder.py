@@ -140,6 +140,11 @@ def load_model(
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
+        # Idle intra-op threads sleep instead of spinning: spinning keeps every core busy
+        # between calls, which a server with other work (requests, SQLite, the vector scan)
+        # pays for. With another process busy on both cores, 2 threads: a query's embedding
+        # p50 18.6 -> 8.7 ms, 400 texts in batches of 100 4.9 -> 3.2 s.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
         try:
             session = onnxruntime.InferenceSession(
