@@ -399,6 +399,7 @@ def cmd_move(args: argparse.Namespace) -> int:
     """Start (`--to`), resume and watch a tenant's move: steps until it is done, or until it
     waits for the grace period (run the command again after it), printing each step."""
     from agent_memory.lifecycle.move import advance, move_status, start_move
+    from http_messages import ApiError
 
     runtime = _open(args)
 
@@ -418,6 +419,8 @@ def cmd_move(args: argparse.Namespace) -> int:
                     _say("  waiting: the source is deleted after the grace period; run again")
                     break
             return status.model_dump()
+        except ApiError as refused:  # 409 move_busy / move_in_progress, 422 unknown_shard...
+            raise SystemExit(f"{refused.code}: {refused.message}") from None
         finally:
             await runtime.close()
 

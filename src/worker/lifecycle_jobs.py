@@ -295,6 +295,10 @@ async def advance_moves(bindings: Bindings) -> list[dict[str, Any]]:
             status = await advance(bindings, move.tenant_id)
             out.append({"tenant_id": move.tenant_id, "phase": status.phase})
         except Exception as exc:
+            if isinstance(exc, ApiError) and exc.code == "move_busy":
+                # An operator's advance is carrying it right now: nothing to do here.
+                out.append({"tenant_id": move.tenant_id, "phase": move.phase, "busy": True})
+                continue
             log.exception("move: tenant %s failed to advance", move.tenant_id)
             out.append({"tenant_id": move.tenant_id, "error": f"{type(exc).__name__}: {exc}"})
     return out

@@ -4,6 +4,7 @@ duplicated."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -13,6 +14,7 @@ from agent_memory.directory import homes, on_shard, tenant_tables
 from agent_memory.lifecycle import move as move_module
 from agent_memory.lifecycle.move import (
     GRACE_SECONDS,
+    LEASE_MARGIN_SECONDS,
     MoveBudget,
     MoveStatus,
     advance,
@@ -23,8 +25,10 @@ from agent_memory.lifecycle.move import (
 from agent_memory.memory import Memory
 from bindings.ports.clock import FixedClock
 from bindings.ports.d1 import D1Error, met_fence
+from http_messages import ApiError
 from local_runtime.runtime import LocalRuntime
 from tests.memory_api.conftest import Client
+from worker.lifecycle_jobs import advance_moves
 
 T = "mover"
 BASE_SKIPPED = {"semantic_terms", "semantic_term_stats", "semantic_index_stats"}
@@ -215,6 +219,9 @@ async def test_a_crash_at_any_step_resumes_to_the_same_result(
             crashes += 1
             finished_without_crash = False
             calls["crash_at"] = -1
+            # A crash can leave the advance's lease behind (the release was the crashed
+            # call): the resume waits it out, as the next cron or operator would.
+            clock.advance(MoveBudget().max_seconds + LEASE_MARGIN_SECONDS)
             found = await move_status(runtime.bindings(), T)
             if found is None or found.target != there:  # it crashed before the move began
                 await start_move(runtime.bindings(), T, there)
@@ -282,3 +289,64 @@ async def test_a_fenced_pass_that_keeps_changing_stops_then_resumes_and_clears_i
     assert any(errors)  # it stopped once with the reason...
     assert done.error is None  # ...and the finished move no longer reports it
     assert len(_vector_ids(runtime, "s2")) == 3  # the deleted vector was copied again
+
+
+async def test_two_advances_at_once_never_undo_a_switch_or_lose_a_write(
+    client: Client, runtime: LocalRuntime, clock: FixedClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cron and an operator's watch advancing the same move at once: one of them holds
+    the move's lease and carries it; the other is refused (409 `move_busy`) while it lasts,
+    so a pass that began before the switch never copies the frozen source over writes that
+    landed on the target after it."""
+    token = await _seed(client, T, 4)
+    await start_move(runtime.bindings(), T, "s2")
+    while (await advance(runtime.bindings(), T, MoveBudget(max_calls=2))).phase != "fenced":
+        pass
+    # The first advance stops in its first step until the second has had its go.
+    original = move_module._sync_step
+    gate, paused, armed = asyncio.Event(), asyncio.Event(), [True]
+
+    async def held(*args: Any, **kwargs: Any) -> Any:
+        if armed.pop() if armed else False:
+            paused.set()
+            await gate.wait()
+        return await original(*args, **kwargs)
+
+    monkeypatch.setattr(move_module, "_sync_step", held)
+    first = asyncio.ensure_future(advance(runtime.bindings(), T, MoveBudget(max_calls=400)))
+    await paused.wait()
+    with pytest.raises(ApiError) as busy:  # the cron, meanwhile
+        await advance(runtime.bindings(), T, MoveBudget(max_calls=400))
+    assert (busy.value.status, busy.value.code) == (409, "move_busy")
+    answer = await client.send(
+        "POST", "/admin/moves/advance", {"tenant": T}, access=client.operator
+    )
+    assert (answer.status, answer.json()["error"]["code"]) == (409, "move_busy")
+    listed = (await client.send("GET", "/admin/moves", access=client.operator)).json()["moves"]
+    assert listed[0]["lease_until"] is not None  # the operator sees the move is being carried
+    cron = await advance_moves(runtime.bindings())
+    assert cron == [{"tenant_id": T, "phase": "fenced", "busy": True}]
+    gate.set()
+    assert (await first).phase == "switched"
+    written = await client.write(token, "agent", tier="semantic", key="b", value="after")
+    assert written.status == 201, written.json()
+    assert (await _drive(runtime, clock, T, MoveBudget(max_calls=50))).phase == "done"
+    sql = "SELECT COUNT(*) AS n FROM semantic_facts WHERE tenant_id = ? AND content = 'after'"
+    assert await runtime.shard_db("s2").prepare(sql).bind(T).first_value("n") == 1
+
+
+async def test_the_lease_of_an_advance_that_died_ends_on_its_own(
+    client: Client, runtime: LocalRuntime, clock: FixedClock
+) -> None:
+    await _seed(client, T, 2)
+    await start_move(runtime.bindings(), T, "s2")
+    budget = MoveBudget(max_calls=3)
+    until = int((clock.now() + budget.max_seconds + LEASE_MARGIN_SECONDS) * 1000)
+    # An isolate took the lease and was evicted before it gave it back.
+    sql = "UPDATE tenant_moves SET lease_owner = 'gone', lease_until = ? WHERE tenant_id = ?"
+    await runtime.shard_db("primary").prepare(sql).bind(until, T).run()
+    with pytest.raises(ApiError) as busy:
+        await advance(runtime.bindings(), T, budget)
+    assert busy.value.code == "move_busy" and str(until) in busy.value.message
+    clock.advance(budget.max_seconds + LEASE_MARGIN_SECONDS)
+    assert (await _drive(runtime, clock, T, budget)).phase == "done"

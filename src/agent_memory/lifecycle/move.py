@@ -26,6 +26,14 @@ deleting  KV is written again (a request that read the directory just before the
 done      The source keeps its `moved` fence: whatever still believes the old home can only
           fail there, never write.
 
+One advance at a time: an advance takes the move's lease (`lease_owner`, `lease_until`;
+migration 0021) in one compare-and-set before it reads the move, saves only while it holds
+it, and gives it back when its budget is spent; another advance meanwhile gets 409
+`move_busy`. Without it, the cron and an operator's watch could both advance a move, and a
+pass that began before the switch copied the frozen source over writes the target took after
+it. The lease outlasts an advance's budget by `LEASE_MARGIN_SECONDS`, so a crashed advance's
+lease ends on its own.
+
 Derived tables (`directory.DERIVED_TABLES`: keyword postings and counters kept by triggers)
 are not copied: the target's triggers rebuild them from the rows copied. Tables are found
 from the schema (`directory.tenant_tables`), so a table added by a later migration moves too.
@@ -36,6 +44,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -77,6 +86,9 @@ MAX_FENCED_PASSES = 5
 NATURAL_KEYS = {"semantic_facts": ("fact_id",)}
 # The table whose rows carry the tenant's vectors (id = fact_id).
 VECTOR_TABLE = "semantic_facts"
+# How long a lease outlives its advance's `max_seconds`: longer than one step can take (a
+# chunk's D1 and Vectorize calls), so an advance never saves after its lease has ended.
+LEASE_MARGIN_SECONDS = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +112,7 @@ class MoveStatus(BaseModel):
     switched_at: int | None = None
     finished_at: int | None = None
     error: str | None = None
+    lease_until: int | None = None  # while an advance is carrying it
 
 
 @dataclass
@@ -153,7 +166,8 @@ async def start_move(bindings: Bindings, tenant: str, target: str) -> MoveStatus
         "updated_at) VALUES (?, ?, ?, 'copying', '{}', ?, ?) ON CONFLICT (tenant_id) DO UPDATE "
         "SET source = excluded.source, target = excluded.target, phase = 'copying', "
         "progress = '{}', started_at = excluded.started_at, updated_at = excluded.updated_at, "
-        "switched_at = NULL, finished_at = NULL, error = NULL"
+        "switched_at = NULL, finished_at = NULL, error = NULL, lease_owner = NULL, "
+        "lease_until = NULL"
     )
     await control_db(bindings).prepare(sql).bind(tenant, source, target, now_ms, now_ms).run()
     found = await move_status(bindings, tenant)
@@ -161,13 +175,43 @@ async def start_move(bindings: Bindings, tenant: str, target: str) -> MoveStatus
     return found
 
 
-async def _save(bindings: Bindings, move: MoveStatus, **changes: Any) -> MoveStatus:
+def _busy(tenant: str, until: int | None) -> ApiError:
+    return ApiError(
+        409,
+        "move_busy",
+        f"another advance is carrying tenant {tenant!r}'s move forward (its lease ends at "
+        f"{until} ms); try again after it",
+    )
+
+
+async def _take_lease(bindings: Bindings, tenant: str, budget: MoveBudget) -> str:
+    """Hold `tenant`'s move for one advance: the lease's owner id (404 without a move, 409
+    `move_busy` while another advance holds it)."""
+    owner = uuid.uuid4().hex
+    now = int(bindings.clock.now() * 1000)
+    until = now + int((budget.max_seconds + LEASE_MARGIN_SECONDS) * 1000)
+    sql = (
+        "UPDATE tenant_moves SET lease_owner = ?, lease_until = ? WHERE tenant_id = ? "
+        "AND (lease_until IS NULL OR lease_until <= ?)"
+    )
+    taken = await control_db(bindings).prepare(sql).bind(owner, until, tenant, now).run()
+    if not taken.meta.changes:
+        move = await move_status(bindings, tenant)
+        if move is None:
+            raise ApiError(404, "no_move", f"tenant {tenant!r} has no move")
+        raise _busy(tenant, move.lease_until)
+    return owner
+
+
+async def _save(bindings: Bindings, move: MoveStatus, owner: str, **changes: Any) -> MoveStatus:
+    """Record `move` with `changes`, only while `owner` holds its lease (409 `move_busy`
+    otherwise: an advance that outlived its lease stops before it acts on a stale view)."""
     updated = move.model_copy(update={**changes, "updated_at": int(bindings.clock.now() * 1000)})
     sql = (
         "UPDATE tenant_moves SET phase = ?, progress = ?, updated_at = ?, switched_at = ?, "
-        "finished_at = ?, error = ? WHERE tenant_id = ?"
+        "finished_at = ?, error = ? WHERE tenant_id = ? AND lease_owner = ?"
     )
-    await (
+    saved = await (
         control_db(bindings)
         .prepare(sql)
         .bind(
@@ -178,19 +222,35 @@ async def _save(bindings: Bindings, move: MoveStatus, **changes: Any) -> MoveSta
             updated.finished_at,
             updated.error,
             updated.tenant_id,
+            owner,
         )
         .run()
     )
+    if not saved.meta.changes:
+        raise _busy(move.tenant_id, None)
     return updated
 
 
 async def advance(bindings: Bindings, tenant: str, budget: MoveBudget | None = None) -> MoveStatus:
     """Carry `tenant`'s move forward within `budget` and return where it stands (404 when it
-    has none). Safe to call again at any point, after a crash too."""
-    move = await move_status(bindings, tenant)
-    if move is None:
-        raise ApiError(404, "no_move", f"tenant {tenant!r} has no move")
-    meter = _Meter(budget or MoveBudget())
+    has none, 409 `move_busy` while another advance carries it). Safe to call again at any
+    point, after a crash too (once a crashed advance's lease has ended)."""
+    budget = budget or MoveBudget()
+    owner = await _take_lease(bindings, tenant, budget)
+    try:
+        move = await _advance(bindings, tenant, owner, _Meter(budget))
+    finally:
+        release = (
+            "UPDATE tenant_moves SET lease_owner = NULL, lease_until = NULL "
+            "WHERE tenant_id = ? AND lease_owner = ?"
+        )
+        await control_db(bindings).prepare(release).bind(tenant, owner).run()
+    return move.model_copy(update={"lease_until": None})
+
+
+async def _advance(bindings: Bindings, tenant: str, owner: str, meter: _Meter) -> MoveStatus:
+    move = await move_status(bindings, tenant)  # read under the lease: nobody else moves it
+    assert move is not None  # the lease was taken on its row
     source, target = shard_named(bindings, move.source), shard_named(bindings, move.target)
 
     def now_ms() -> int:
@@ -206,11 +266,11 @@ async def advance(bindings: Bindings, tenant: str, budget: MoveBudget | None = N
                 if move.phase == "fenced":
                     await set_fence(shard_db(source), tenant, "frozen", now_ms())
                 meter.spend(4)
-                move = await _save(bindings, move, progress=_new_pass(1))
+                move = await _save(bindings, move, owner, progress=_new_pass(1))
                 continue
             progress = await _sync_step(source, target, tenant, move.progress, meter)
             if not progress["done"]:
-                move = await _save(bindings, move, progress=progress)
+                move = await _save(bindings, move, owner, progress=progress)
                 continue
             if move.phase == "copying":
                 # Unfenced passes repeat while the last one rewrote much (writes went on
@@ -218,17 +278,19 @@ async def advance(bindings: Bindings, tenant: str, budget: MoveBudget | None = N
                 # tenant's writes are refused for that long only.
                 more = progress["rows_written"] > CATCH_UP_ROWS
                 if more and progress["pass"] < MAX_COPY_PASSES:
-                    move = await _save(bindings, move, progress=_new_pass(progress["pass"] + 1))
+                    move = await _save(
+                        bindings, move, owner, progress=_new_pass(progress["pass"] + 1)
+                    )
                 else:
-                    move = await _save(bindings, move, phase="fenced", progress={})
+                    move = await _save(bindings, move, owner, phase="fenced", progress={})
             elif progress["changed"]:
                 if progress["pass"] >= MAX_FENCED_PASSES:
                     # Something keeps changing (vectors not yet visible in the index?): stop
                     # here; the next `advance` starts the fenced passes again.
                     error = "the copy kept changing under the fence; resume the move later"
-                    return await _save(bindings, move, error=error, progress=_new_pass(1))
+                    return await _save(bindings, move, owner, error=error, progress=_new_pass(1))
                 move = await _save(
-                    bindings, move, progress=_new_pass(progress["pass"] + 1), error=None
+                    bindings, move, owner, progress=_new_pass(progress["pass"] + 1), error=None
                 )
             else:
                 await set_home(bindings, tenant, target.name)
@@ -238,6 +300,7 @@ async def advance(bindings: Bindings, tenant: str, budget: MoveBudget | None = N
                 move = await _save(
                     bindings,
                     move,
+                    owner,
                     phase="switched",
                     progress=verified,
                     switched_at=now_ms(),
@@ -251,14 +314,14 @@ async def advance(bindings: Bindings, tenant: str, budget: MoveBudget | None = N
             await set_fence(shard_db(source), tenant, "moved", now_ms())
             meter.spend(2)
             move = await _save(
-                bindings, move, phase="deleting", progress={**move.progress, "table": 0}
+                bindings, move, owner, phase="deleting", progress={**move.progress, "table": 0}
             )
         elif move.phase == "deleting":
             done = await _delete_step(source, tenant, move.progress, meter)
             if done is None:
-                move = await _save(bindings, move, phase="done", finished_at=now_ms())
+                move = await _save(bindings, move, owner, phase="done", finished_at=now_ms())
             else:
-                move = await _save(bindings, move, progress={**move.progress, "table": done})
+                move = await _save(bindings, move, owner, progress={**move.progress, "table": done})
     return move
 
 
