@@ -396,9 +396,10 @@ def cmd_shards(args: argparse.Namespace) -> int:
 
 
 def cmd_move(args: argparse.Namespace) -> int:
-    """Start (`--to`), resume and watch a tenant's move: steps until it is done, or until it
-    waits for the grace period (run the command again after it), printing each step."""
-    from agent_memory.lifecycle.move import advance, move_status, start_move
+    """Start (`--to`), cancel (`--cancel`), resume and watch a tenant's move: steps until it
+    is done (or cancelled), or until it waits for the grace period (run the command again
+    after it), printing each step."""
+    from agent_memory.lifecycle.move import FINISHED, advance, cancel_move, move_status, start_move
     from http_messages import ApiError
 
     runtime = _open(args)
@@ -408,10 +409,12 @@ def cmd_move(args: argparse.Namespace) -> int:
             bindings = runtime.bindings()
             if args.to:
                 await start_move(bindings, args.tenant, args.to)
+            if args.cancel:
+                await cancel_move(bindings, args.tenant)
             status = await move_status(bindings, args.tenant)
             if status is None:
                 raise SystemExit(f"tenant {args.tenant} has no move; start one with --to")
-            while not args.status and status.phase != "done":
+            while not args.status and status.phase not in FINISHED:
                 before = (status.phase, status.progress)
                 status = await advance(bindings, args.tenant)
                 _say(f"  {status.phase}: {json.dumps(status.progress, default=str)[:160]}")
@@ -496,5 +499,8 @@ def register(sub: Any) -> None:
     move.add_argument("tenant")
     move.add_argument("--to", help="start moving to this shard (MEMORY_SHARDS name)")
     move.add_argument("--status", action="store_true", help="only show where the move stands")
+    move.add_argument(
+        "--cancel", action="store_true", help="cancel it before its switch, and undo the copy"
+    )
     add_state_option(move)
     move.set_defaults(func=cmd_move)

@@ -518,6 +518,10 @@ def routes(memory_tools: MemoryDispatcherFactory | None = SemanticDispatcher) ->
         Route("POST", "/admin/moves/advance", lazy("worker.lifecycle_jobs:advance_tenant_move"),
               "Carry a tenant's move forward one bounded step (resumes after a crash)",
               "placement", auth=ACCESS, body="MoveTenant", response="MoveStatus"),
+        Route("POST", "/admin/moves/cancel", lazy("worker.lifecycle_jobs:cancel_tenant_move"),
+              "Cancel a tenant's move before its switch: the source takes writes again at once, "
+              "the target's copy is deleted in bounded steps (advance finishes it)",
+              "placement", auth=ACCESS, body="MoveTenant", response="MoveStatus"),
         # The memory inspector's read routes (docs/inspector.md).
         Route("GET", "/admin/tenants", lazy("worker.inspector_routes:list_tenants"),
               "The tenants the caller may operate: for a platform admin every tenant that has "

@@ -28,7 +28,14 @@ from agent_memory.hot_warm_cold import placement_table
 from agent_memory.ids import is_ulid, new_ulid
 from agent_memory.lifecycle.brief import TenantBrief, build_brief
 from agent_memory.lifecycle.erase import EraseReport, validate_subject
-from agent_memory.lifecycle.move import MoveStatus, advance, moves, start_move
+from agent_memory.lifecycle.move import (
+    FINISHED,
+    MoveStatus,
+    advance,
+    cancel_move,
+    moves,
+    start_move,
+)
 from agent_memory.lifecycle.prune import (
     OPERATIONS_PER_BATCH,
     PruneBudget,
@@ -289,7 +296,7 @@ async def advance_moves(bindings: Bindings) -> list[dict[str, Any]]:
         return []
     out: list[dict[str, Any]] = []
     for move in await moves(bindings):
-        if move.phase == "done":
+        if move.phase in FINISHED:
             continue
         try:
             status = await advance(bindings, move.tenant_id)
@@ -582,3 +589,8 @@ async def list_tenant_moves(call: Call[None, None]) -> MoveList:
 async def advance_tenant_move(call: Call[MoveTenant, None]) -> MoveStatus:
     """One more bounded step of a tenant's move (after a crash, too)."""
     return await advance(call.bindings, call.body.tenant)
+
+
+async def cancel_tenant_move(call: Call[MoveTenant, None]) -> MoveStatus:
+    """Cancel a tenant's move before its switch, and take the first step of undoing it."""
+    return await cancel_move(call.bindings, call.body.tenant)

@@ -164,3 +164,6 @@ def test_an_operator_moves_a_tenant_from_the_command_line(
     assert {s["shard"]: s["tenants"] for s in shards}["s2"] == ["acme"]
     code, brief, _ = run(capsys, "brief", "--tenant", "acme", "--json", "--state", str(state))
     assert brief["tenants"][0]["facts_active"] >= 1  # read where the tenant now lives
+    with pytest.raises(SystemExit) as refused:  # too late to cancel: it lives on s2 now
+        run(capsys, "move", "acme", "--cancel", "--state", str(state))
+    assert str(refused.value).startswith("move_switched: ")

@@ -18,6 +18,7 @@ from agent_memory.lifecycle.move import (
     MoveBudget,
     MoveStatus,
     advance,
+    cancel_move,
     move_status,
     source_fence,
     start_move,
@@ -350,3 +351,73 @@ async def test_the_lease_of_an_advance_that_died_ends_on_its_own(
     assert busy.value.code == "move_busy" and str(until) in busy.value.message
     clock.advance(budget.max_seconds + LEASE_MARGIN_SECONDS)
     assert (await _drive(runtime, clock, T, budget)).phase == "done"
+
+
+async def test_a_cancelled_move_leaves_the_tenant_whole_where_it_was(
+    client: Client, runtime: LocalRuntime, clock: FixedClock
+) -> None:
+    """Cancelled while fenced: the source takes writes again from the first step,
+    the target's copy goes (rows, postings, vectors) in bounded steps with writes racing
+    them, and a new move can start afterwards and finish."""
+    token = await _seed(client, T, 6)
+    original = await _rows(runtime, "primary", T)
+    vectors = _vector_ids(runtime, "primary")
+    admin = client.operator
+    await start_move(runtime.bindings(), T, "s2")
+    while (await advance(runtime.bindings(), T, MoveBudget(max_calls=8))).phase != "fenced":
+        pass
+    await advance(runtime.bindings(), T, MoveBudget(max_calls=8))  # the target holds a copy
+    assert (await _rows(runtime, "s2", T))["semantic_facts"]
+    refused = await client.write(token, "agent", tier="semantic", key="x", value="fenced")
+    assert refused.status == 503  # the fenced pass refuses writes...
+
+    cancelled = await cancel_move(runtime.bindings(), T, MoveBudget(max_calls=3))
+    assert cancelled.phase == "cancelling"
+    written: list[str] = []
+    n = 0
+    while (status := await advance(runtime.bindings(), T, MoveBudget(max_calls=3))).phase != (
+        "cancelled"
+    ):
+        n += 1  # ...and from the cancel on, every write lands on the source
+        answer = await client.write(token, "agent", tier="semantic", key=f"c{n}", value=f"c{n}")
+        assert answer.status == 201, answer.json()
+        written.append(f"c{n}")
+    assert written and status.finished_at is not None
+    assert await homes(runtime.bindings()) == {T: "primary"}
+    kept = await _rows(runtime, "primary", T)
+    contents = {r["content"] for r in kept["semantic_facts"]}
+    assert set(written) <= contents
+    assert {k: v for k, v in kept.items() if k != "semantic_facts" and k != "memory_events"} == {
+        k: v for k, v in original.items() if k != "semantic_facts" and k != "memory_events"
+    }
+    assert all(rows == [] for rows in (await _rows(runtime, "s2", T)).values())
+    for table in BASE_SKIPPED:  # the target's keyword postings and counters went too
+        sql = f'SELECT COUNT(*) AS n FROM "{table}" WHERE tenant_id = ? OR tenant_id = ?'
+        assert await runtime.shard_db("s2").prepare(sql).bind(T, "A").first_value("n") == 0
+    assert not _vector_ids(runtime, "s2") and vectors <= _vector_ids(runtime, "primary")
+    assert await source_fence(runtime.bindings(), T, "s2") == "moved"
+    assert await source_fence(runtime.bindings(), T, "primary") is None
+    again = await client.send("POST", "/admin/moves/cancel", {"tenant": T}, access=admin)
+    assert (again.status, again.json()["phase"]) == (200, "cancelled")  # idempotent
+
+    await start_move(runtime.bindings(), T, "s2")  # a cancelled move can be started again
+    assert (await _drive(runtime, clock, T, MoveBudget(max_calls=50))).phase == "done"
+    moved = {r["content"] for r in (await _rows(runtime, "s2", T))["semantic_facts"]}
+    assert moved == contents
+
+
+async def test_a_move_cannot_be_cancelled_once_the_tenant_lives_on_its_target(
+    client: Client, runtime: LocalRuntime, clock: FixedClock
+) -> None:
+    await _seed(client, T, 2)
+    await start_move(runtime.bindings(), T, "s2")
+    while (await advance(runtime.bindings(), T, MoveBudget(max_calls=50))).phase != "switched":
+        pass
+    with pytest.raises(ApiError) as refused:
+        await cancel_move(runtime.bindings(), T)
+    assert (refused.value.status, refused.value.code) == (409, "move_switched")
+    assert (await move_status(runtime.bindings(), T)).phase == "switched"  # type: ignore[union-attr]
+    missing = await client.send(
+        "POST", "/admin/moves/cancel", {"tenant": "ghost"}, access=client.operator
+    )
+    assert (missing.status, missing.json()["error"]["code"]) == (404, "no_move")

@@ -26,6 +26,11 @@ deleting  KV is written again (a request that read the directory just before the
 done      The source keeps its `moved` fence: whatever still believes the old home can only
           fail there, never write.
 
+Before the switch a move can be cancelled (`cancel_move`): `cancelling` lifts the source's
+fence first (the tenant writes there again at once; the directory never left it), then empties
+the target chunk by chunk, vectors first, and fences it `moved`; `cancelled` is final, and a
+new move may start. After the switch the tenant lives on the target: a move back undoes it.
+
 One advance at a time: an advance takes the move's lease (`lease_owner`, `lease_until`;
 migration 0021) in one compare-and-set before it reads the move, saves only while it holds
 it, and gives it back when its budget is spent; another advance meanwhile gets 409
@@ -73,7 +78,8 @@ from bindings.ports.d1 import D1Database, D1Statement
 from bindings.ports.sql import Row
 from http_messages import ApiError
 
-Phase = Literal["copying", "fenced", "switched", "deleting", "done"]
+Phase = Literal["copying", "fenced", "switched", "deleting", "done", "cancelling", "cancelled"]
+FINISHED = ("done", "cancelled")
 CHUNK_ROWS = 100
 GRACE_SECONDS = 300.0
 # Copy passes before the fence: more while a pass rewrote over `CATCH_UP_ROWS` rows.
@@ -155,7 +161,7 @@ async def start_move(bindings: Bindings, tenant: str, target: str) -> MoveStatus
     422 for an unknown shard or the shard it is on)."""
     shard_named(bindings, target)
     current = await move_status(bindings, tenant)
-    if current is not None and current.phase != "done":
+    if current is not None and current.phase not in FINISHED:
         raise ApiError(409, "move_in_progress", f"tenant {tenant!r} is already moving")
     source = await directory_home(bindings, tenant)  # the database's word, not a cache's
     if source == target:
@@ -235,10 +241,22 @@ async def advance(bindings: Bindings, tenant: str, budget: MoveBudget | None = N
     """Carry `tenant`'s move forward within `budget` and return where it stands (404 when it
     has none, 409 `move_busy` while another advance carries it). Safe to call again at any
     point, after a crash too (once a crashed advance's lease has ended)."""
-    budget = budget or MoveBudget()
+    return await _leased(bindings, tenant, budget or MoveBudget(), cancel=False)
+
+
+async def cancel_move(
+    bindings: Bindings, tenant: str, budget: MoveBudget | None = None
+) -> MoveStatus:
+    """Cancel `tenant`'s move before its switch and take the first bounded step of undoing
+    it (`advance` finishes it); 404 without a move, 409 `move_switched` once the tenant
+    lives on the target (move it back instead), 409 `move_busy` while an advance runs."""
+    return await _leased(bindings, tenant, budget or MoveBudget(), cancel=True)
+
+
+async def _leased(bindings: Bindings, tenant: str, budget: MoveBudget, cancel: bool) -> MoveStatus:
     owner = await _take_lease(bindings, tenant, budget)
     try:
-        move = await _advance(bindings, tenant, owner, _Meter(budget))
+        move = await _advance(bindings, tenant, owner, _Meter(budget), cancel)
     finally:
         release = (
             "UPDATE tenant_moves SET lease_owner = NULL, lease_until = NULL "
@@ -248,7 +266,9 @@ async def advance(bindings: Bindings, tenant: str, budget: MoveBudget | None = N
     return move.model_copy(update={"lease_until": None})
 
 
-async def _advance(bindings: Bindings, tenant: str, owner: str, meter: _Meter) -> MoveStatus:
+async def _advance(
+    bindings: Bindings, tenant: str, owner: str, meter: _Meter, cancel: bool = False
+) -> MoveStatus:
     move = await move_status(bindings, tenant)  # read under the lease: nobody else moves it
     assert move is not None  # the lease was taken on its row
     source, target = shard_named(bindings, move.source), shard_named(bindings, move.target)
@@ -256,7 +276,16 @@ async def _advance(bindings: Bindings, tenant: str, owner: str, meter: _Meter) -
     def now_ms() -> int:
         return int(bindings.clock.now() * 1000)
 
-    while meter.left() and move.phase != "done":
+    if cancel and move.phase in ("copying", "fenced"):
+        move = await _save(bindings, move, owner, phase="cancelling", progress={}, error=None)
+    elif cancel and move.phase not in ("cancelling", "cancelled"):
+        raise ApiError(
+            409,
+            "move_switched",
+            f"tenant {tenant!r} already lives on shard {move.target!r} ({move.phase}); "
+            f"move it back to {move.source!r} instead",
+        )
+    while meter.left() and move.phase not in FINISHED:
         if move.phase in ("copying", "fenced"):
             if not move.progress:
                 # Fences first, on both sides: triggers, the target `incoming`.
@@ -322,6 +351,20 @@ async def _advance(bindings: Bindings, tenant: str, owner: str, meter: _Meter) -
                 move = await _save(bindings, move, owner, phase="done", finished_at=now_ms())
             else:
                 move = await _save(bindings, move, owner, progress={**move.progress, "table": done})
+        elif move.phase == "cancelling":
+            if not move.progress:
+                # The source first: the tenant's writes resume there before anything else.
+                await clear_fence(shard_db(source), tenant)
+                meter.spend()
+                move = await _save(bindings, move, owner, progress={"table": 0})
+                continue
+            done = await _delete_step(target, tenant, move.progress, meter)
+            if done is not None:
+                move = await _save(bindings, move, owner, progress={"table": done})
+                continue
+            await set_fence(shard_db(target), tenant, "moved", now_ms())
+            meter.spend()
+            move = await _save(bindings, move, owner, phase="cancelled", finished_at=now_ms())
     return move
 
 
@@ -502,14 +545,15 @@ async def _sync_vectors(source: Shard, target: Shard, tenant: str, fact_ids: lis
 
 
 async def _delete_step(
-    source: Shard, tenant: str, progress: dict[str, Any], meter: _Meter
+    shard: Shard, tenant: str, progress: dict[str, Any], meter: _Meter
 ) -> int | None:
-    """Delete one chunk of the tenant's rows in the source (base tables, then derived ones);
-    the table index to continue with, or None when the source holds nothing of the tenant."""
-    db = shard_db(source)
+    """Delete one chunk of the tenant's rows on `shard` (base tables, then derived ones): the
+    source once the tenant has moved, the target when its move is cancelled. The table index
+    to continue with, or None when the shard holds nothing of the tenant."""
+    db = shard_db(shard)
     # The tenant's keyword code goes last: the coded tables are found by it.
     tables = sorted(
-        await tenant_tables(db, source.name),
+        await tenant_tables(db, shard.name),
         key=lambda t: (t.name in DERIVED_TABLES, t.name == "keyword_tenants", t.name),
     )
     index = int(progress.get("table", 0))
@@ -528,8 +572,8 @@ async def _delete_step(
     meter.spend()
     if not rows:
         return index + 1
-    if table.name == VECTOR_TABLE and source.vectors is not None:
-        await delete_own_vectors(source.vectors, tenant, [str(r["fact_id"]) for r in rows])
+    if table.name == VECTOR_TABLE and shard.vectors is not None:
+        await delete_own_vectors(shard.vectors, tenant, [str(r["fact_id"]) for r in rows])
         meter.spend()
     upto = [rows[-1][c] for c in key] if key else None
     await _delete_range(db, table, tenant, None, upto).run()
