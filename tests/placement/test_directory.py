@@ -100,8 +100,9 @@ async def test_tenants_on_different_databases_never_reach_each_others_database(
                 n = int(await db.prepare(sql).bind(tenant).first_value("n") or 0)
                 held[tenant] = held.get(tenant, 0) + n
         assert held[other] == 0 and held[own] > 0, (shard, held)
-        stored = runtime.shard_vectors(shard)._records.values()
-        tenants = {json.loads(v.metadata_json).get("tenant_id") for v in stored}
+        index = runtime.shard_vectors(shard)
+        stored = await index.get_by_ids(list(index._records))
+        tenants = {(v.metadata or {}).get("tenant_id") for v in stored}
         assert tenants == {own}, (shard, tenants)
 
 
