@@ -407,16 +407,36 @@ async def test_a_cancelled_move_leaves_the_tenant_whole_where_it_was(
 
 
 async def test_a_move_cannot_be_cancelled_once_the_tenant_lives_on_its_target(
-    client: Client, runtime: LocalRuntime, clock: FixedClock
+    client: Client, runtime: LocalRuntime, clock: FixedClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    await _seed(client, T, 2)
+    """Neither after the switch nor after a crash inside it: the directory already named the
+    target, whose writes a cancel would delete."""
+    token = await _seed(client, T, 2)
     await start_move(runtime.bindings(), T, "s2")
-    while (await advance(runtime.bindings(), T, MoveBudget(max_calls=50))).phase != "switched":
-        pass
+    original = move_module.clear_fence
+
+    async def crash_in_the_switch(db: Any, tenant: str) -> None:
+        raise Crash("after the directory's write, before the move's save")
+
+    monkeypatch.setattr(move_module, "clear_fence", crash_in_the_switch)
+    with pytest.raises(Crash):
+        while True:
+            await advance(runtime.bindings(), T, MoveBudget(max_calls=50))
+    monkeypatch.setattr(move_module, "clear_fence", original)
+    clock.advance(MoveBudget().max_seconds + LEASE_MARGIN_SECONDS)  # the crashed lease ends
+    assert (await move_status(runtime.bindings(), T)).phase == "fenced"  # type: ignore[union-attr]
+    assert await homes(runtime.bindings()) == {T: "s2"}
     with pytest.raises(ApiError) as refused:
         await cancel_move(runtime.bindings(), T)
     assert (refused.value.status, refused.value.code) == (409, "move_switched")
-    assert (await move_status(runtime.bindings(), T)).phase == "switched"  # type: ignore[union-attr]
+    assert (await advance(runtime.bindings(), T)).phase == "switched"  # the switch completes
+    written = await client.write(token, "agent", tier="semantic", key="n", value="on the target")
+    assert written.status == 201, written.json()
+    with pytest.raises(ApiError) as refused:
+        await cancel_move(runtime.bindings(), T)
+    assert (refused.value.status, refused.value.code) == (409, "move_switched")
+    sql = "SELECT COUNT(*) AS n FROM semantic_facts WHERE content = 'on the target'"
+    assert await runtime.shard_db("s2").prepare(sql).first_value("n") == 1
     missing = await client.send(
         "POST", "/admin/moves/cancel", {"tenant": "ghost"}, access=client.operator
     )

@@ -276,7 +276,15 @@ async def _advance(
     def now_ms() -> int:
         return int(bindings.clock.now() * 1000)
 
-    if cancel and move.phase in ("copying", "fenced"):
+    # A crash between the switch's directory write and its save leaves `fenced` with the
+    # directory already naming the target (the next advance finishes the switch): the
+    # directory's word decides, never the phase alone.
+    switched = (
+        cancel
+        and move.phase in ("copying", "fenced")
+        and await directory_home(bindings, tenant) == move.target
+    )
+    if cancel and move.phase in ("copying", "fenced") and not switched:
         move = await _save(bindings, move, owner, phase="cancelling", progress={}, error=None)
     elif cancel and move.phase not in ("cancelling", "cancelled"):
         raise ApiError(
