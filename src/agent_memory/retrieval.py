@@ -672,6 +672,73 @@ class RerankConfig(BaseModel):
         return self.depth > 1 and (self.tenants is None or tenant_id in self.tenants)
 
 
+class ReplyConfig(BaseModel):
+    """A question's answer is the memory after it (`lift_replies`): among the best `depth`
+    candidates, a memory that asks (`asks`: a question, with at most `said` words outside
+    its questions) passes its score on to the next memory of its session, when that one is
+    a candidate too, and keeps `keep` of its own. A conversation stores a question and its
+    answer as two turns, and the question, worded like the one recalled with, outranked the
+    answer (in a sample of LoCoMo dev misses, the most common case).
+
+    Chosen on the LoCoMo dev split, recall@5 / recall@10 / MRR (0.723 / 0.816 / 0.570 off):
+    - `said` with keep 0.9: 5 → 0.730 / 0.818 / 0.589; 8 → 0.737 / 0.819 / 0.607; 12 → 0.735
+      / 0.821 / 0.612; 16 → 0.743 / 0.823 / 0.628; 20 → 0.748 / 0.827 / 0.634; 24 → 0.750 /
+      0.826 / 0.633; 28 → 0.748 / 0.826 / 0.633; 32 → 0.745 / 0.826 / 0.629; 40 → 0.741 /
+      0.826 / 0.615; any memory with a question mark → 0.737 / 0.823 / 0.602, and temporal
+      questions fell (recall@10 0.879 → 0.866, MRR 0.709 → 0.630): a turn that tells
+      something and then asks back holds the answer itself;
+    - `keep` with `said` 20: 0.6 → 0.744 / 0.816 / 0.633; 0.7 → 0.749 / 0.827 / 0.634; **0.8
+      → 0.752 / 0.831 / 0.636**; 0.9 → 0.748 / 0.827 / 0.634; 0.95 → 0.748 / 0.825 / 0.632
+      (with 0.8, `said` 16 / 28 → 0.827 / 0.630, 0.828 / 0.635);
+    - `lift` 0.9 / 1.1 (keep 1.0, any question): recall@10 0.819 / 0.819, MRR 0.574 / 0.581
+      against 0.818 / 0.577 at 1.0; `depth` 10 / 50: the same as 20 within 0.001."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    depth: int = Field(default=20, ge=0, le=100)  # 0: off
+    lift: float = Field(default=1.0, ge=0.0, le=2.0)
+    keep: float = Field(default=0.8, ge=0.0, le=1.0)
+    said: int = Field(default=20, ge=0, le=1000)
+
+
+_SENTENCE = re.compile(r"[^.!?\uff1f\u061f]*[.!?\uff1f\u061f]+|[^.!?\uff1f\u061f]+$")
+_QUESTION_MARKS = ("?", "\uff1f", "\u061f")  # ASCII, fullwidth (CJK), Arabic
+
+
+def asks(text: str, said: int) -> bool:
+    """Whether a memory mostly asks: a sentence of it is a question, and its other
+    sentences hold at most `said` words."""
+    asked, words = False, 0
+    for sentence in _SENTENCE.findall(text):
+        if sentence.rstrip().endswith(_QUESTION_MARKS):
+            asked = True
+        else:
+            words += len(sentence.split())
+    return asked and words <= said
+
+
+def lift_replies(
+    head: Sequence[str],
+    reply_of: Mapping[str, str | None],
+    asking: Mapping[str, bool],
+    score: Mapping[str, float],
+    config: ReplyConfig,
+) -> dict[str, float]:
+    """New scores after `ReplyConfig`'s rule over `head` (candidate ids, best first): each
+    asking candidate whose reply (`reply_of`: the next memory of its session) is scored
+    lifts it to at least `lift` times its own score and keeps `keep` of that, in `head`
+    order (a lifted reply that asks in turn passes its new score on). Only changed scores."""
+    new: dict[str, float] = {}
+    for fid in head[: config.depth]:
+        reply = reply_of.get(fid)
+        if reply is None or reply not in score or not asking.get(fid):
+            continue
+        own = new.get(fid, score[fid])
+        new[reply] = max(new.get(reply, score[reply]), config.lift * own)
+        new[fid] = config.keep * own
+    return new
+
+
 class RetrievalConfig(BaseModel):
     """Scoring weights per tier and the channel fusion. Immutable; build once per request."""
 
@@ -682,6 +749,7 @@ class RetrievalConfig(BaseModel):
     keyword: KeywordConfig = Field(default_factory=KeywordConfig)
     context: ContextConfig = Field(default_factory=ContextConfig)
     rerank: RerankConfig = Field(default_factory=RerankConfig)
+    replies: ReplyConfig = Field(default_factory=ReplyConfig)
     # The share of a candidate's score given to lying in the period the question names
     # (`question_window`): score = (1 - w) * score + w * [valid_from in the period]. A soft
     # boost, not a filter: a memory dated outside the period may still tell about it. On the

@@ -41,11 +41,13 @@ from agent_memory.ids import chunks
 from agent_memory.retrieval import (
     ChannelHit,
     ChannelResult,
+    asks,
     asks_for_several,
     breakdown,
     compound_forms,
     exact_match_candidates,
     fuse,
+    lift_replies,
     query_terms,
     question_window,
     rank_candidates,
@@ -313,7 +315,11 @@ NOT_FILTERS = {"reference_date", "neighbours", "context_budget", "diversify"}
 SCORING_COLUMNS = (
     "fact_id, status, valid_from, valid_to, created_at, agent_type, subject, predicate, "
     "confidence, content, updated_at, key_entity, key_attribute, key_source, session_key, "
-    "f.fts_rowid AS fts_rowid"
+    "f.fts_rowid AS fts_rowid, "
+    # The next memory of its session (`lift_replies`): one seek of semantic_facts_by_session.
+    "(SELECT n.fact_id FROM semantic_facts AS n WHERE n.tenant_id = f.tenant_id "
+    "AND n.session_key = f.session_key AND n.fts_rowid > f.fts_rowid "
+    "ORDER BY n.fts_rowid LIMIT 1) AS reply_id"
 )
 
 
@@ -600,6 +606,19 @@ class Recaller:
                 inside = start <= int(live[fid]["valid_from"]) < end
                 total[fid] = (1 - share) * total[fid] + share * inside
             ranked.sort(key=lambda pair: (-total[pair[1].id], -pair[0][1], pair[1].id))
+        replies = self._s.config.replies
+        if replies.depth:
+            best = [item.id for _, item in ranked[: replies.depth]]
+            lifted = lift_replies(
+                best,
+                {fid: live[fid].get("reply_id") for fid in best},
+                {fid: asks(str(live[fid]["content"]), replies.said) for fid in best},
+                total,
+                replies,
+            )
+            if lifted:
+                total.update(lifted)
+                ranked.sort(key=lambda pair: (-total[pair[1].id], -pair[0][1], pair[1].id))
         rerank = self._s.config.rerank
         applies = rerank.applies(self._s.tenant_id)  # off by default: nothing else is built
         reranker = self._s.reranker if applies else None
