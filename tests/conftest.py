@@ -33,6 +33,53 @@ def wrangler_command(*args: str) -> list[str]:
     return [str(node) if node.exists() else "node", str(wrangler), *args]
 
 
+def _set_node_id(item: pytest.Item, nodeid: str) -> None:
+    """Give `item` the id `nodeid`, on the pytest 9.2 structured id (`Node._id`, a
+    `NodeId` whose `parse` keeps the string as given) or the older `_nodeid` string."""
+    current = getattr(item, "_id", None)
+    if current is None or isinstance(current, str):
+        item._nodeid = nodeid  # type: ignore[attr-defined]
+    else:
+        item._id = type(current).parse(nodeid)  # type: ignore[attr-defined]
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Keep test ids what pytest-xdist schedules by, on pytest 9.2 (whose `Node.nodeid`
+    comes from a structured `_id`, no longer from the `_nodeid` string that plugins write).
+
+    * schemathesis names each generated item `test[<METHOD> <path>]` but pytest 9.2 builds
+      the id from the function's name alone, so the 54 operations of
+      tests/hardening/test_openapi.py shared one id and xdist ran only the first of them:
+      such an item gets back the id of its own name.
+    * `--dist loadgroup` groups by an `@<group>` suffix that xdist 3.8 writes to
+      `_nodeid` (pytest-dev/pytest-xdist#1386), so every `xdist_group` was ignored and
+      each worker started its own Node harness (Pyodide, workerd): the suffix is written
+      here when xdist's did not take. Runs last, after xdist's own hook and the markers
+      the conftests add; a no-op once pytest or xdist does it again.
+    """
+    counts: dict[str, int] = {}
+    for item in items:
+        counts[item.nodeid] = counts.get(item.nodeid, 0) + 1
+    for item in items:
+        if counts[item.nodeid] > 1 and item.parent is not None:
+            own = f"{item.parent.nodeid}::{item.name}"
+            if own != item.nodeid:
+                _set_node_id(item, own)
+    if not getattr(config.option, "loadgroup", False):
+        return
+    for item in items:
+        names = sorted(
+            {
+                str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+                for mark in item.iter_markers("xdist_group")
+            }
+        )
+        suffix = f"@{'_'.join(names)}"
+        if names and not item.nodeid.endswith(suffix):
+            _set_node_id(item, item.nodeid + suffix)
+
+
 @pytest.fixture(autouse=True)
 def _fresh_isolate_directory() -> None:
     """Each test is a new deployment: no tenant home cached from another test's runtime."""
