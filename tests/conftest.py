@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -86,6 +86,89 @@ def _fresh_isolate_directory() -> None:
     from agent_memory.directory import forget_cached_homes
 
     forget_cached_homes()
+
+
+class MigratedTemplate:
+    """One D1 database with every migration of `migrations/` applied, built once per test
+    process by the local runtime's own runner, and copied into each new state folder.
+
+    A fresh local runtime applied the 19 migrations to each of its two shards' databases in
+    every test that opened one (~0.1 s of DDL and FTS set-up each time, ~1,400 times a
+    suite); a copy of the file that the same runner produced is the same schema, in
+    milliseconds. Only the D1 files are copied: keys (Access, memory tokens, personal-data
+    KEKs) stay generated per folder, as each folder is its own deployment. The runtime's
+    own `migrate()` still runs in the tests and finds everything applied; the runner itself
+    is tested on fresh databases in tests/test_migrations.py, against wrangler in
+    tests/test_d1_migrations_wrangler.py, and by every `agent-memory` subprocess
+    (dev server, CLI), which migrates its fresh folder for real.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.enabled = True
+        self._file: Path | None = None
+
+    def database(self) -> Path:
+        if self._file is None:
+            import asyncio
+
+            from local_runtime.adapters.d1 import SqliteD1
+            from local_runtime.migrations import apply_migrations
+            from local_runtime.runtime import MIGRATIONS_DIR
+
+            path = self.folder / "d1.sqlite"
+            db = SqliteD1(path)
+            try:
+                asyncio.run(apply_migrations(db, MIGRATIONS_DIR))
+                db.checkpoint()  # everything in the main file: no -wal to copy
+            finally:
+                db.close()
+            self._file = path
+        return self._file
+
+    def seed(self, root: Path) -> None:
+        """Copy the migrated database to each default shard's D1 file under `root`."""
+        from bindings.settings import Settings
+        from local_runtime.runtime import LOCAL_VARS
+        from local_runtime.state import StateDir
+
+        state = StateDir(root)
+        for name, _, _ in Settings.from_vars(LOCAL_VARS).shards:
+            shutil.copyfile(self.database(), state.d1_of(name))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def migrated_template(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MigratedTemplate]:
+    """Every state folder a test creates (`StateDir.create` on a missing or empty folder)
+    starts with migrated D1 files (`MigratedTemplate`). A test that needs a folder as a
+    first start finds it uses the `real_migrations` fixture."""
+    from local_runtime.state import StateDir
+
+    template = MigratedTemplate(tmp_path_factory.mktemp("migrated-d1"))
+    template.database()  # now, outside any test's event loop
+    create = StateDir.create.__func__  # type: ignore[attr-defined]
+
+    def create_seeded(cls: type[StateDir], root: Path | str) -> StateDir:
+        path = Path(root).resolve()
+        fresh = not path.exists() or not any(path.iterdir())
+        state: StateDir = create(cls, root)
+        if fresh and template.enabled:
+            template.seed(state.root)
+        return state
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(StateDir, "create", classmethod(create_seeded))
+        yield template
+
+
+@pytest.fixture
+def real_migrations(migrated_template: MigratedTemplate) -> Iterator[None]:
+    """State folders created in this test start empty: the runtime migrates them itself."""
+    migrated_template.enabled = False
+    try:
+        yield
+    finally:
+        migrated_template.enabled = True
 
 
 def require_node_tools() -> None:
