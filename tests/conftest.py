@@ -171,6 +171,32 @@ def real_migrations(migrated_template: MigratedTemplate) -> Iterator[None]:
         migrated_template.enabled = True
 
 
+@pytest.fixture(scope="session", autouse=True)
+def dev_access_keys_parsed_once() -> Iterator[None]:
+    """The dev Access key of a state folder is parsed once per test process, not at every
+    token minted or JWKS served.
+
+    `local_runtime.access_dev` reads its PEM file at each `mint_token` and each JWKS request
+    (so a key created by another process is picked up) and `cryptography` validates an
+    RSA-2048 private key on every load: ~50 ms each, over half the time of the tests that
+    call the API as an operator. The same bytes give the same key, so the load is memoised
+    by the file's bytes: a new folder's key (or a changed file) is a new entry, loaded and
+    validated as before. Key generation stays per folder.
+    """
+    import functools
+    import types
+
+    from local_runtime import access_dev
+
+    real = access_dev.serialization
+    parsing = types.ModuleType(real.__name__)
+    parsing.__dict__.update(vars(real))
+    parsing.load_pem_private_key = functools.lru_cache(maxsize=256)(real.load_pem_private_key)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(access_dev, "serialization", parsing)
+        yield
+
+
 def require_node_tools() -> None:
     """Skip (outside CI) or fail (in CI) when Node or the npm dev tools are missing."""
     missing = []
