@@ -13,6 +13,12 @@ import pytest
 if TYPE_CHECKING:
     from local_runtime.runtime import LocalRuntime
 
+# Before numpy loads: the suite runs one test process per core (xdist), and OpenBLAS's
+# default of a thread per core in each of them oversubscribes the machine; its spinning
+# threads made an SVD of the vector-index projection 3-5x slower (27 s -> 8 s for
+# tests/contracts/test_vectorize_projection.py under load). Set it yourself to override.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
