@@ -179,15 +179,17 @@ def real_migrations(migrated_template: MigratedTemplate) -> Iterator[None]:
 
 @pytest.fixture(scope="session", autouse=True)
 def dev_access_keys_parsed_once() -> Iterator[None]:
-    """The dev Access key of a state folder is parsed once per test process, not at every
-    token minted or JWKS served.
+    """The dev Access key of a state folder is parsed once per test process, and without
+    re-checking its RSA arithmetic, not at every token minted or JWKS served.
 
     `local_runtime.access_dev` reads its PEM file at each `mint_token` and each JWKS request
     (so a key created by another process is picked up) and `cryptography` validates an
     RSA-2048 private key on every load: ~50 ms each, over half the time of the tests that
     call the API as an operator. The same bytes give the same key, so the load is memoised
-    by the file's bytes: a new folder's key (or a changed file) is a new entry, loaded and
-    validated as before. Key generation stays per folder.
+    by the file's bytes: a new folder's key (or a changed file) is a new entry. And that
+    check (`unsafe_skip_rsa_key_validation`) is skipped: the file is one `cryptography`
+    generated for the folder, never input under test; a malformed PEM or another key type
+    is still refused as before. Key generation stays per folder.
     """
     import functools
     import types
@@ -195,9 +197,14 @@ def dev_access_keys_parsed_once() -> Iterator[None]:
     from local_runtime import access_dev
 
     real = access_dev.serialization
+
+    @functools.lru_cache(maxsize=256)
+    def load_pem_private_key(data: bytes, password: bytes | None = None) -> object:
+        return real.load_pem_private_key(data, password, unsafe_skip_rsa_key_validation=True)
+
     parsing = types.ModuleType(real.__name__)
     parsing.__dict__.update(vars(real))
-    parsing.load_pem_private_key = functools.lru_cache(maxsize=256)(real.load_pem_private_key)
+    parsing.load_pem_private_key = load_pem_private_key
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(access_dev, "serialization", parsing)
         yield
