@@ -18,10 +18,16 @@ from pathlib import Path
 
 
 def module_files(root: Path) -> dict[str, Path]:
-    """Module name → file for every .py under `root` (packages by their __init__)."""
+    """Module name → file for every .py under `root` (packages by their __init__).
+
+    Hidden folders are not the project's: tests/mcp_sdk/.venv (the MCP SDK client's own
+    environment, created by its tests) holds ~700 third-party files, which tripled the
+    layout test's walk and are no module of ours."""
     modules: dict[str, Path] = {}
     for path in root.rglob("*.py"):
         parts = list(path.relative_to(root).with_suffix("").parts)
+        if any(part.startswith(".") for part in parts):
+            continue
         if parts[-1] == "__init__":
             parts.pop()
         if parts:

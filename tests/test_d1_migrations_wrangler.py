@@ -30,6 +30,10 @@ import pytest
 from tests.conftest import PROJECT_ROOT, require_node_tools, wrangler_command
 
 MIGRATIONS = PROJECT_ROOT / "migrations"
+# One worker runs the whole module (--dist loadgroup), so its module-scoped
+# wrangler run happens once, not once per worker.
+pytestmark = pytest.mark.xdist_group("d1-migrations-wrangler")
+
 # A guard against a hung wrangler, not a timing assertion.
 WRANGLER_GUARD_SECONDS = 300
 

@@ -24,6 +24,10 @@ from local_runtime.embedder import (
 )
 from tests.fakes.embedder import HashingEmbedder
 
+# One worker runs the whole module (--dist loadgroup), so its module-scoped
+# MiniLM model loads once, not once per worker.
+pytestmark = pytest.mark.xdist_group("local-minilm")
+
 
 @pytest.fixture(scope="module")
 def minilm() -> LocalMiniLMEmbedder:

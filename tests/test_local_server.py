@@ -26,7 +26,9 @@ def test_healthz_answers_over_http_with_every_local_binding(tmp_path: Path) -> N
     assert missing.json()["error"]["code"] == "not_found"
 
 
-def test_state_folder_is_created_and_migrations_recorded_once(tmp_path: Path) -> None:
+def test_state_folder_is_created_and_migrations_recorded_once(
+    tmp_path: Path, real_migrations: None
+) -> None:
     state = tmp_path / "fresh"
     runtime = LocalRuntime.open(state, embedder=HashingEmbedder())
     with running_server(runtime) as base:

@@ -16,6 +16,10 @@ import pytest
 
 from tests.conftest import PROJECT_ROOT
 
+# One worker runs the whole module (--dist loadgroup), so its module-scoped
+# benchmark run (`measured`) happens once, not once per worker.
+pytestmark = pytest.mark.xdist_group("round-trips")
+
 
 def _benchmark() -> ModuleType:
     spec = importlib.util.spec_from_file_location(

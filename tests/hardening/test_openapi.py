@@ -43,6 +43,10 @@ from worker.app import ROUTES, LazyHandler, Route
 from worker.identity import ACCESS_HEADER, MintRequest, mint_memory_token
 from worker.openapi import build_document
 
+# One worker runs the whole module (--dist loadgroup), so its module-scoped
+# live server starts once, not once per worker.
+pytestmark = pytest.mark.xdist_group("openapi-live")
+
 MAX_EXAMPLES = int(os.environ.get("SCHEMATHESIS_MAX_EXAMPLES", "6"))
 SCHEMA = schemathesis.openapi.from_dict(build_document(local=True))
 CHECKS = [

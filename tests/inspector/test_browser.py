@@ -28,6 +28,10 @@ from tests.inspector.seed import (
     Seeded,
 )
 
+# One worker runs the whole module (--dist loadgroup), so its module-scoped
+# Chromium and seeded server start once, not once per worker.
+pytestmark = pytest.mark.xdist_group("inspector-browser")
+
 
 @pytest.fixture(scope="module")
 def driver() -> Iterator[webdriver.Chrome]:

@@ -13,6 +13,10 @@ from local_runtime.runtime import LocalRuntime
 from tests.inspector.seed import NEW_FACT, OLD_FACT, OTHER_FACT, SUBJECT, TENANT, Seeded
 from worker.identity import ACCESS_HEADER
 
+# One worker runs the whole module (--dist loadgroup), so its module-scoped
+# seeded server starts once, not once per worker.
+pytestmark = pytest.mark.xdist_group("inspector-routes")
+
 FACTS = f"/admin/tenants/{TENANT}/facts"
 EVENTS = f"/admin/tenants/{TENANT}/events"
 EXPLAIN = f"/admin/tenants/{TENANT}/recall/explain"

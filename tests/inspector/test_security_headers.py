@@ -24,6 +24,10 @@ from tests.fakes.embedder import HashingEmbedder
 from worker.app import ACCESS, ACCESS_SIGNED_IN, MEMORY_TOKEN, ROUTES, handle
 from worker.identity import ACCESS_HEADER
 
+# One worker runs the whole module (--dist loadgroup), so its module-scoped
+# server starts once, not once per worker.
+pytestmark = pytest.mark.xdist_group("security-headers")
+
 ULID = "01JAAAAAAAAAAAAAAAAAAAAAAA"
 
 

@@ -31,6 +31,10 @@ from local_runtime.server import running_server
 from tests.fakes.embedder import HashingEmbedder
 from worker.identity import ACCESS_HEADER
 
+# One worker runs the whole module (--dist loadgroup), so its module-scoped
+# seeded state is built once, not once per worker.
+pytestmark = pytest.mark.xdist_group("erase-raw-bytes")
+
 TENANT = "acme"
 # Unreserved characters only: a percent-encoded path or query would not hide them.
 TOKEN = "zq7xkw"

@@ -2,9 +2,10 @@
 ever reads, lists, searches or deletes memory outside its claims — on every route of the
 memory API and every tier.
 
-Each example opens a fresh runtime, seeds every (tenant, agent) with working, episodic and
-semantic memory whose values name their owner, mints random tokens (tenant, agent, tiers,
-scopes), then runs random operations with random tokens against random agents. An agent is
+Every (tenant, agent) is seeded once, through the memory API, with working, episodic and
+semantic memory whose values name their owner; each example opens a fresh runtime on a copy
+of that state, mints random tokens (tenant, agent, tiers, scopes), then runs random
+operations with random tokens against random agents. An agent is
 a (type, id) pair: two types share ids (issue 25). Checked: a call outside the claims is
 refused with its stable code; every item an accepted read returns belongs to the token
 (working / episodic: its tenant and agent, type included; semantic: its tenant); and at the
@@ -17,12 +18,14 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -85,39 +88,87 @@ def _owner(value: Any) -> tuple[str, str, str]:
     return words[1], words[2], words[3]
 
 
-async def _workload(root: Path, specs: list[TokenSpec], ops: list[tuple[Any, ...]]) -> None:
-    clock = FixedClock(float(int(time.time())))
-    runtime = LocalRuntime.open(
-        root, embedder=HashingEmbedder(), clock=clock, vars={"MEMORY_TOKEN_KEYS": json.dumps(KEYS)}
+def _mint(spec: TokenSpec, now: float) -> str:
+    return issue_token(
+        json.dumps(KEYS),
+        spec.tenant,
+        spec.agent,
+        tiers=spec.tiers,
+        scopes=spec.scopes,
+        ttl=3600,
+        agent_type=spec.agent_type,
+        now=now,
     )
+
+
+def _open(root: Path, now: float) -> LocalRuntime:
+    return LocalRuntime.open(
+        root,
+        embedder=HashingEmbedder(),
+        clock=FixedClock(now),
+        vars={"MEMORY_TOKEN_KEYS": json.dumps(KEYS)},
+    )
+
+
+@dataclass(frozen=True)
+class Seeded:
+    """A state folder where every (tenant, agent) holds its memory; its clock and owners."""
+
+    folder: Path
+    now: float
+    owners: dict[tuple[str, str, str], str]  # an all-tiers, read-write token of each owner
+    keys: dict[tuple[str, str, str, str], frozenset[str]]  # what each owner holds, by tier
+
+
+async def _seed(root: Path) -> Seeded:
+    """Write working, episodic and semantic memory naming its owner for every agent of
+    every tenant, through the memory API; then close the stores so the folder can be
+    copied."""
+    now = float(int(time.time()))
+    runtime = _open(root, now)
     await runtime.migrate()
     client = Client(runtime)
-
-    def mint(spec: TokenSpec) -> str:
-        return issue_token(
-            json.dumps(KEYS),
-            spec.tenant,
-            spec.agent,
-            tiers=spec.tiers,
-            scopes=spec.scopes,
-            ttl=3600,
-            agent_type=spec.agent_type,
-            now=clock.now(),
-        )
-
     owners: dict[tuple[str, str, str], str] = {}
-    expected: dict[tuple[str, str, str, str], set[str]] = {}
+    keys: dict[tuple[str, str, str, str], frozenset[str]] = {}
     for tenant in TENANTS:
         for agent_type in TYPES:
             for agent in AGENTS:
-                full = mint(TokenSpec(tenant, agent_type, agent, TIERS, ("read", "write")))
+                full = _mint(TokenSpec(tenant, agent_type, agent, TIERS, ("read", "write")), now)
                 owners[(tenant, agent_type, agent)] = full
                 for tier in WRITABLE:
                     for key in KEYS_PER_TIER:
                         value = owner_value(tenant, agent_type, agent, key)
                         written = await client.write(full, agent, tier=tier, key=key, value=value)
                         assert written.status == 201, written.json()
-                    expected[(tenant, agent_type, agent, tier)] = set(KEYS_PER_TIER)
+                    keys[(tenant, agent_type, agent, tier)] = frozenset(KEYS_PER_TIER)
+    await runtime.close()
+    runtime.kv.close()
+    for shard in runtime.shards:
+        shard.db.close()  # type: ignore[attr-defined]
+        shard.vectors.close()  # type: ignore[attr-defined]
+    return Seeded(root, now, owners, keys)
+
+
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory: pytest.TempPathFactory) -> Seeded:
+    """Seeded once: every example starts from a copy (the seeding is the same for all, and
+    was most of each example's time)."""
+    return asyncio.run(_seed(tmp_path_factory.mktemp("isolation") / "state"))
+
+
+async def _workload(
+    root: Path, seeded: Seeded, specs: list[TokenSpec], ops: list[tuple[Any, ...]]
+) -> None:
+    shutil.copytree(seeded.folder, root)
+    runtime = _open(root, seeded.now)
+    await runtime.migrate()
+    client = Client(runtime)
+
+    def mint(spec: TokenSpec) -> str:
+        return _mint(spec, seeded.now)
+
+    owners = seeded.owners
+    expected = {owner: set(keys) for owner, keys in seeded.keys.items()}
     tokens = [mint(spec) for spec in specs]
 
     for kind, index, agent, named_type, tier, key in ops:
@@ -199,7 +250,7 @@ async def _workload(root: Path, specs: list[TokenSpec], ops: list[tuple[Any, ...
     ops=st.lists(operations, min_size=1, max_size=12),
 )
 def test_no_token_reaches_memory_outside_its_claims(
-    specs: list[TokenSpec], ops: list[tuple[Any, ...]]
+    seeded: Seeded, specs: list[TokenSpec], ops: list[tuple[Any, ...]]
 ) -> None:
     with tempfile.TemporaryDirectory() as root:
-        asyncio.run(_workload(Path(root) / "state", specs, ops))
+        asyncio.run(_workload(Path(root) / "state", seeded, specs, ops))

@@ -32,6 +32,10 @@ from local_runtime.scripted_llm import Answer, CallTool, ScriptedLLM
 from tests.agents.conftest import build_request
 from worker.app import handle
 
+# One worker runs the whole module (--dist loadgroup), so its module-scoped
+# MiniLM model loads once, not once per worker.
+pytestmark = pytest.mark.xdist_group("adr043-minilm")
+
 TENANT = "acme"
 
 STORE_WHAT_YOU_LEARN = ScriptedLLM(

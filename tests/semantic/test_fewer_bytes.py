@@ -133,7 +133,7 @@ def _entry_json_0015(terms: dict[str, list[int]]) -> str:
 
 
 async def test_a_database_at_0016_upgrades_and_still_recalls_inspects_and_erases(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, real_migrations: None
 ) -> None:
     """Migration 0018 over a tenant written before it: its events (full ones and compact
     ones) still read, its keyword entries (the object form) still unindex, an erase finds

@@ -33,7 +33,7 @@ async def keyword_hits(memory: SemanticMemory, query: str) -> set[str]:
 
 
 async def test_facts_written_before_0009_are_found_by_keyword_once_reindexed(
-    tmp_path: Path,
+    tmp_path: Path, real_migrations: None
 ) -> None:
     # A database as it was before 0009, with facts in it; then 0009 and later applied.
     before = tmp_path / "before-0009"
