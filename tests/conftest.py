@@ -98,7 +98,7 @@ class MigratedTemplate:
     """One D1 database with every migration of `migrations/` applied, built once per test
     process by the local runtime's own runner, and copied into each new state folder.
 
-    A fresh local runtime applied the 19 migrations to each of its two shards' databases in
+    A fresh local runtime applied every migration to each of its two shards' databases in
     every test that opened one (~0.1 s of DDL and FTS set-up each time, ~1,400 times a
     suite); a copy of the file that the same runner produced is the same schema, in
     milliseconds. Only the D1 files are copied: keys (Access, memory tokens, personal-data
