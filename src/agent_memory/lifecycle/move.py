@@ -190,23 +190,26 @@ def _busy(tenant: str, until: int | None) -> ApiError:
     )
 
 
-async def _take_lease(bindings: Bindings, tenant: str, budget: MoveBudget) -> str:
-    """Hold `tenant`'s move for one advance: the lease's owner id (404 without a move, 409
-    `move_busy` while another advance holds it)."""
+async def _take_lease(
+    bindings: Bindings, tenant: str, budget: MoveBudget
+) -> tuple[str, MoveStatus]:
+    """Hold `tenant`'s move for one advance: the lease's owner id and the move as it stands
+    under the lease, in one statement (404 without a move, 409 `move_busy` while another
+    advance holds it)."""
     owner = uuid.uuid4().hex
     now = int(bindings.clock.now() * 1000)
     until = now + int((budget.max_seconds + LEASE_MARGIN_SECONDS) * 1000)
     sql = (
         "UPDATE tenant_moves SET lease_owner = ?, lease_until = ? WHERE tenant_id = ? "
-        "AND (lease_until IS NULL OR lease_until <= ?)"
+        "AND (lease_until IS NULL OR lease_until <= ?) RETURNING *"
     )
-    taken = await control_db(bindings).prepare(sql).bind(owner, until, tenant, now).run()
-    if not taken.meta.changes:
+    taken = await control_db(bindings).prepare(sql).bind(owner, until, tenant, now).first()
+    if taken is None:
         move = await move_status(bindings, tenant)
         if move is None:
             raise ApiError(404, "no_move", f"tenant {tenant!r} has no move")
         raise _busy(tenant, move.lease_until)
-    return owner
+    return owner, _status(taken)
 
 
 async def _save(bindings: Bindings, move: MoveStatus, owner: str, **changes: Any) -> MoveStatus:
@@ -254,9 +257,9 @@ async def cancel_move(
 
 
 async def _leased(bindings: Bindings, tenant: str, budget: MoveBudget, cancel: bool) -> MoveStatus:
-    owner = await _take_lease(bindings, tenant, budget)
+    owner, move = await _take_lease(bindings, tenant, budget)
     try:
-        move = await _advance(bindings, tenant, owner, _Meter(budget), cancel)
+        move = await _advance(bindings, move, owner, _Meter(budget), cancel)
     finally:
         release = (
             "UPDATE tenant_moves SET lease_owner = NULL, lease_until = NULL "
@@ -267,10 +270,10 @@ async def _leased(bindings: Bindings, tenant: str, budget: MoveBudget, cancel: b
 
 
 async def _advance(
-    bindings: Bindings, tenant: str, owner: str, meter: _Meter, cancel: bool = False
+    bindings: Bindings, move: MoveStatus, owner: str, meter: _Meter, cancel: bool = False
 ) -> MoveStatus:
-    move = await move_status(bindings, tenant)  # read under the lease: nobody else moves it
-    assert move is not None  # the lease was taken on its row
+    """Carry `move` (as read under `owner`'s lease: nobody else moves it) forward."""
+    tenant = move.tenant_id
     source, target = shard_named(bindings, move.source), shard_named(bindings, move.target)
 
     def now_ms() -> int:
