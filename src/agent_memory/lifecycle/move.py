@@ -32,8 +32,8 @@ the target chunk by chunk, vectors first, and fences it `moved`; `cancelled` is 
 new move may start. After the switch the tenant lives on the target: a move back undoes it.
 
 One advance at a time: an advance takes the move's lease (`lease_owner`, `lease_until`;
-migration 0021) in one compare-and-set before it reads the move, saves only while it holds
-it, and gives it back when its budget is spent; another advance meanwhile gets 409
+migration 0021) and reads the move in one compare-and-set statement, saves only while it
+holds it, and gives it back when its budget is spent; another advance meanwhile gets 409
 `move_busy`. Without it, the cron and an operator's watch could both advance a move, and a
 pass that began before the switch copied the frozen source over writes the target took after
 it. The lease outlasts an advance's budget by `LEASE_MARGIN_SECONDS`, so a crashed advance's
@@ -282,20 +282,17 @@ async def _advance(
     # A crash between the switch's directory write and its save leaves `fenced` with the
     # directory already naming the target (the next advance finishes the switch): the
     # directory's word decides, never the phase alone.
-    switched = (
-        cancel
-        and move.phase in ("copying", "fenced")
-        and await directory_home(bindings, tenant) == move.target
-    )
-    if cancel and move.phase in ("copying", "fenced") and not switched:
+    if cancel and move.phase not in ("cancelling", "cancelled"):
+        if move.phase not in ("copying", "fenced") or (
+            await directory_home(bindings, tenant) == move.target
+        ):
+            raise ApiError(
+                409,
+                "move_switched",
+                f"tenant {tenant!r} already lives on shard {move.target!r} ({move.phase}); "
+                f"move it back to {move.source!r} instead",
+            )
         move = await _save(bindings, move, owner, phase="cancelling", progress={}, error=None)
-    elif cancel and move.phase not in ("cancelling", "cancelled"):
-        raise ApiError(
-            409,
-            "move_switched",
-            f"tenant {tenant!r} already lives on shard {move.target!r} ({move.phase}); "
-            f"move it back to {move.source!r} instead",
-        )
     while meter.left() and move.phase not in FINISHED:
         if move.phase in ("copying", "fenced"):
             if not move.progress:
