@@ -41,6 +41,8 @@ from agent_memory.ids import chunks
 from agent_memory.retrieval import (
     ChannelHit,
     ChannelResult,
+    FusedItem,
+    Parts,
     asks,
     asks_for_several,
     breakdown,
@@ -600,12 +602,17 @@ class Recaller:
         # A period reorders the whole list: every candidate is then scored exactly.
         ranked = rank_candidates(fused, live, weights, scored_at, len(fused) if period else need)
         total = {item.id: parts[0] for parts, item in ranked}
+
+        def by_total(pair: tuple[Parts, FusedItem]) -> tuple[float, float, str]:
+            """Best current total first, then the better relevance, then the id."""
+            return (-total[pair[1].id], -pair[0][1], pair[1].id)
+
         if period is not None:
             start, end = ms(period[0]), ms(period[1])
             for fid in total:
                 inside = start <= int(live[fid]["valid_from"]) < end
                 total[fid] = (1 - share) * total[fid] + share * inside
-            ranked.sort(key=lambda pair: (-total[pair[1].id], -pair[0][1], pair[1].id))
+            ranked.sort(key=by_total)
         replies = self._s.config.replies
         if replies.depth:
             best = [item.id for _, item in ranked[: replies.depth]]
@@ -618,7 +625,7 @@ class Recaller:
             )
             if lifted:
                 total.update(lifted)
-                ranked.sort(key=lambda pair: (-total[pair[1].id], -pair[0][1], pair[1].id))
+                ranked.sort(key=by_total)
         rerank = self._s.config.rerank
         applies = rerank.applies(self._s.tenant_id)  # off by default: nothing else is built
         reranker = self._s.reranker if applies else None
@@ -640,7 +647,7 @@ class Recaller:
             stale, key=lambda fid: (-int(live[fid]["valid_from"]), -int(live[fid]["created_at"]))
         ):
             total[older] = min(total[older], total[stale[older]] - _STALE_GAP)
-        ranked.sort(key=lambda pair: (-total[pair[1].id], -pair[0][1], pair[1].id))
+        ranked.sort(key=by_total)
         several = filters.diversify
         if several is None:
             several = self._s.config.auto_diversify and asks_for_several(query)
