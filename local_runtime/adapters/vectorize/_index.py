@@ -204,11 +204,10 @@ class LocalVectorIndex:
                 previous = self._records.get(vid)
                 if previous is not None and previous[0] != item.namespace:
                     self._drop_from_partition(vid, previous[0])
-                self._records[vid] = records[vid][:2]
-                self._indexed[vid] = records[vid][2]
-                self._partition(item.namespace).put(
-                    vid, item.values, item.inv_norm, records[vid][2]
-                )
+                namespace, metadata_json, indexed = records[vid]
+                self._records[vid] = (namespace, metadata_json)
+                self._indexed[vid] = indexed
+                self._partition(namespace).put(vid, item.values, item.inv_norm, indexed)
         return VectorMutation(mutation_id=str(uuid.uuid4()), count=len(chosen))
 
     async def insert(self, vectors: Sequence[VectorRecord]) -> VectorMutation:

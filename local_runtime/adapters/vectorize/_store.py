@@ -41,10 +41,9 @@ CREATE TABLE IF NOT EXISTS vectorize_vectors (
 
 # One vector's row apart from its values (those live in its namespace's partition):
 # (namespace, metadata as JSON, indexed metadata values). The metadata is kept as JSON:
-# cheap to reopen, and every read decodes a fresh copy for the caller. A plain tuple, not a
-# class: the garbage collector stops tracking a tuple of strings and a dict of scalars, while
-# 100K instances were walked by every full collection (50-100 ms each at 100K vectors on
-# this machine, landing in a recall's p99; `benchmarks/semantic_latency.py`).
+# cheap to reopen, and every read decodes a fresh copy for the caller. A plain tuple the
+# index splits on load and write: it keeps the two strings apart from the indexed values
+# (`LocalVectorIndex._records`), so the garbage collector stops tracking them.
 StoredVector = tuple[str | None, str, dict[str, Scalar]]
 
 
