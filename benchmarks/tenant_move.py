@@ -1,14 +1,17 @@
 """How long moving a tenant between shards takes, and how long its writes are refused.
 
-    uv run python benchmarks/tenant_move.py [--facts 10000] [--episodes 10000]
+    uv run python benchmarks/tenant_move.py [--facts 10000] [--episodes 10000] [--step-calls 1]
 
 In a fresh local runtime (two shards, the tests' hashing embedder: vectors are copied, not
 recomputed), one tenant gets `--facts` facts and `--episodes` episodes on the primary, then
-moves to `s2` with the default step budget (`MoveBudget`: 400 calls or 20 s a step) and no
-grace wait (the clock is moved past it). Printed per phase: steps, wall seconds and rows
-written; `refused_s` is the fenced phase — the only time the tenant's writes get 503
-`tenant_moving`. Local SQLite has no network: on D1 each call is a round trip, so the figures
-that carry over are the calls per phase (`calls`), printed beside the seconds.
+moves to `s2` with a step budget of `--step-calls` metered calls (default 1: one chunk a
+step, so each phase is timed alone; production steps take 400, `MoveBudget`) and no grace
+wait (the clock is moved past it). `largest step` is the most D1 calls one step made
+(progress saves and the lease included): a Worker invocation allows 1,000. Printed per
+phase: steps, wall seconds and rows written; `refused_s` is the fenced phase — the only
+time the tenant's writes get 503 `tenant_moving`. Local SQLite has no network: on D1 each
+call is a round trip, so the figures that carry over are the calls per phase (`calls`),
+printed beside the seconds.
 The last line is the report as JSON. A measurement script, not a test.
 """
 
@@ -68,7 +71,7 @@ async def seed(runtime: LocalRuntime, facts: int, episodes: int) -> None:
         )
 
 
-async def main(facts: int, episodes: int) -> dict[str, Any]:
+async def main(facts: int, episodes: int, step_calls: int = 1) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as folder:
         clock = FixedClock(time.time())
         runtime = LocalRuntime.open(Path(folder) / "state", embedder=HashingEmbedder(), clock=clock)
@@ -92,10 +95,11 @@ async def main(facts: int, episodes: int) -> dict[str, Any]:
         phases: dict[str, dict[str, Any]] = {}
         phase = "copying"
         mark, mark_calls = time.perf_counter(), calls["n"]
+        largest = 0
         while True:
-            # One chunk per call, so each phase's time is its own (production steps take up
-            # to 400 calls each; the work is the same).
-            status = await advance(runtime.bindings(), TENANT, MoveBudget(max_calls=1))
+            before = calls["n"]
+            status = await advance(runtime.bindings(), TENANT, MoveBudget(max_calls=step_calls))
+            largest = max(largest, calls["n"] - before)
             entry = phases.setdefault(phase, {"steps": 0})
             entry["steps"] += 1
             if status.phase != phase:
@@ -112,6 +116,8 @@ async def main(facts: int, episodes: int) -> dict[str, Any]:
         "episodes": episodes,
         "phases": phases,
         "refused_s": phases.get("fenced", {}).get("wall_s"),
+        "step_calls": step_calls,
+        "largest_step_d1_calls": largest,
     }
     for name, entry in phases.items():
         at_rtt = entry.get("calls", 0) * RTT_MS / 1000 + entry.get("wall_s", 0)
@@ -127,6 +133,7 @@ async def main(facts: int, episodes: int) -> dict[str, Any]:
         f"writes refused (fenced phase): {report['refused_s']} s here, "
         f"~{report['refused_at_rtt_s']} s at {RTT_MS} ms per D1 call"
     )
+    print(f"largest step: {largest} D1 calls (step budget {step_calls} metered calls)")
     print(json.dumps(report))
     return report
 
@@ -135,5 +142,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--facts", type=int, default=10_000)
     parser.add_argument("--episodes", type=int, default=10_000)
+    parser.add_argument("--step-calls", type=int, default=1)
     args = parser.parse_args()
-    asyncio.run(main(args.facts, args.episodes))
+    asyncio.run(main(args.facts, args.episodes, args.step_calls))

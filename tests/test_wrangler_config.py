@@ -8,7 +8,7 @@ import tomllib
 from pathlib import Path
 
 from tests.conftest import PROJECT_ROOT, require_node_tools, wrangler_command
-from worker.cron import DAILY_BRIEF, WEEKLY_PRUNE
+from worker.cron import DAILY_BRIEF, MOVE_STEPS, WEEKLY_PRUNE
 
 CONFIG = tomllib.loads((PROJECT_ROOT / "wrangler.toml").read_text())
 
@@ -54,7 +54,7 @@ def test_static_assets_hold_the_inspector_the_local_runtime_serves() -> None:
 
 
 def test_crons_match_the_scheduled_handler() -> None:
-    assert set(CONFIG["triggers"]["crons"]) == {WEEKLY_PRUNE, DAILY_BRIEF}
+    assert set(CONFIG["triggers"]["crons"]) == {WEEKLY_PRUNE, DAILY_BRIEF, MOVE_STEPS}
 
 
 def test_weekdays_are_written_by_name() -> None:

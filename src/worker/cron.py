@@ -14,10 +14,13 @@ from worker.app import LazyHandler
 log = logging.getLogger(__name__)
 WEEKLY_PRUNE = "0 3 * * SUN"
 DAILY_BRIEF = "0 6 * * *"
+# Tenant moves step every minute, so a fenced tenant waits minutes, not days (lifecycle.move).
+MOVE_STEPS = "* * * * *"
 Job = Callable[[Bindings, float], Awaitable[dict[str, Any]]]
 JOBS: dict[str, Job | LazyHandler] = {
     WEEKLY_PRUNE: LazyHandler("worker.lifecycle_jobs:weekly_prune"),
     DAILY_BRIEF: LazyHandler("worker.lifecycle_jobs:daily_brief"),
+    MOVE_STEPS: LazyHandler("worker.lifecycle_jobs:move_steps"),
 }
 
 

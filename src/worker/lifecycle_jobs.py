@@ -30,6 +30,7 @@ from agent_memory.lifecycle.brief import TenantBrief, build_brief
 from agent_memory.lifecycle.erase import EraseReport, validate_subject
 from agent_memory.lifecycle.move import (
     FINISHED,
+    MoveBudget,
     MoveStatus,
     advance,
     cancel_move,
@@ -253,7 +254,12 @@ async def daily_brief(bindings: Bindings, scheduled_time: float) -> dict[str, An
         "recall_records_written_back": await write_back_recall_records(bindings),
         "reconciled": reconciled,
         "data_keys_rewrapped": rewrapped,
-        "moves": await advance_moves(bindings),
+        # Moves are advanced by the minute cron (`move_steps`); the brief lists the unfinished.
+        "moves": [
+            {"tenant_id": m.tenant_id, "phase": m.phase, "error": m.error}
+            for m in (await moves(bindings) if len(all_shards(bindings)) > 1 else [])
+            if m.phase not in FINISHED
+        ],
     }
 
 
@@ -289,26 +295,34 @@ async def database_report(bindings: Bindings) -> list[dict[str, Any]]:
     return out
 
 
-async def advance_moves(bindings: Bindings) -> list[dict[str, Any]]:
-    """Carry every unfinished tenant move forward a bounded step (an operator's move goes on
-    even if nobody watches it); one move's failure is logged and reported."""
+async def advance_moves(
+    bindings: Bindings, budget: MoveBudget | None = None
+) -> list[dict[str, Any]]:
+    """Carry one unfinished tenant move a bounded step (`budget`, default `MoveBudget`), so an
+    operator's move goes on even if nobody watches it: a fenced move first (its tenant's
+    writes wait on it), else the one advanced longest ago. One move a call because a Worker
+    invocation allows 1,000 D1 queries, about what one step spends; the minute cron
+    (`worker.cron.MOVE_STEPS`) takes turns among several. A failure is logged and reported."""
     if primary_db(bindings) is None or len(all_shards(bindings)) < 2:
         return []
-    out: list[dict[str, Any]] = []
-    for move in await moves(bindings):
-        if move.phase in FINISHED:
-            continue
-        try:
-            status = await advance(bindings, move.tenant_id)
-            out.append({"tenant_id": move.tenant_id, "phase": status.phase})
-        except Exception as exc:
-            if isinstance(exc, ApiError) and exc.code == "move_busy":
-                # An operator's advance is carrying it right now: nothing to do here.
-                out.append({"tenant_id": move.tenant_id, "phase": move.phase, "busy": True})
-                continue
-            log.exception("move: tenant %s failed to advance", move.tenant_id)
-            out.append({"tenant_id": move.tenant_id, "error": f"{type(exc).__name__}: {exc}"})
-    return out
+    waiting = [m for m in await moves(bindings) if m.phase not in FINISHED]
+    if not waiting:
+        return []
+    move = min(waiting, key=lambda m: (m.phase != "fenced", m.updated_at, m.tenant_id))
+    try:
+        status = await advance(bindings, move.tenant_id, budget)
+        return [{"tenant_id": move.tenant_id, "phase": status.phase}]
+    except Exception as exc:
+        if isinstance(exc, ApiError) and exc.code == "move_busy":
+            # An operator's advance is carrying it right now: nothing to do here.
+            return [{"tenant_id": move.tenant_id, "phase": move.phase, "busy": True}]
+        log.exception("move: tenant %s failed to advance", move.tenant_id)
+        return [{"tenant_id": move.tenant_id, "error": f"{type(exc).__name__}: {exc}"}]
+
+
+async def move_steps(bindings: Bindings, scheduled_time: float) -> dict[str, Any]:
+    """The minute cron: one step of a tenant move (`advance_moves`); one query when none."""
+    return {"ran": True, "moves": await advance_moves(bindings)}
 
 
 async def write_back_recall_records(bindings: Bindings) -> dict[str, int]:

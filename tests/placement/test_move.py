@@ -29,6 +29,7 @@ from bindings.ports.d1 import D1Error, met_fence
 from http_messages import ApiError
 from local_runtime.runtime import LocalRuntime
 from tests.memory_api.conftest import Client
+from worker.cron import MOVE_STEPS, run_scheduled
 from worker.lifecycle_jobs import advance_moves
 
 T = "mover"
@@ -334,6 +335,60 @@ async def test_two_advances_at_once_never_undo_a_switch_or_lose_a_write(
     assert (await _drive(runtime, clock, T, MoveBudget(max_calls=50))).phase == "done"
     sql = "SELECT COUNT(*) AS n FROM semantic_facts WHERE tenant_id = ? AND content = 'after'"
     assert await runtime.shard_db("s2").prepare(sql).bind(T).first_value("n") == 1
+
+
+@pytest.mark.parametrize("calls", [20, 40, 60, 120])
+async def test_an_unwatched_move_never_leaves_its_tenant_frozen_between_steps_it_did_not_need(
+    client: Client, runtime: LocalRuntime, calls: int
+) -> None:
+    """The cron steps a move once a minute. The step that finishes the copy must not also
+    fence the tenant: with what is left of its budget the verifying pass may not finish, and
+    the tenant's writes would be refused until the next step. The next step fences first,
+    with its whole budget, so a pass that fits in a step freezes the tenant for that step."""
+    await _seed(client, T, 4)
+    await start_move(runtime.bindings(), T, "s2")
+    ends: list[tuple[str, str | None]] = []
+    while not ends or ends[-1][0] != "switched":
+        [stepped] = await advance_moves(runtime.bindings(), MoveBudget(max_calls=calls))
+        ends.append((stepped["phase"], await source_fence(runtime.bindings(), T, "primary")))
+        assert len(ends) < 50, ends
+    for before, after in zip([("copying", None), *ends], ends, strict=False):
+        if before[0] == "copying" and after[0] == "fenced":
+            assert after[1] is None, ends  # entered at a step's end, fenced by the next one
+    if calls >= 120:  # the verifying pass fits in one step: frozen during that step only
+        assert ends == [("fenced", None), ("switched", "frozen")]
+
+
+async def test_the_minute_cron_carries_a_move_to_its_end_fenced_moves_first(
+    client: Client, runtime: LocalRuntime, clock: FixedClock
+) -> None:
+    bindings = runtime.bindings()
+    assert (await run_scheduled(MOVE_STEPS, clock.now(), bindings))["result"] == {
+        "ran": True,
+        "moves": [],
+    }
+    await _seed(client, T, 2)
+    await _seed(client, "waiter", 2)
+    await start_move(bindings, "waiter", "s2")
+    await start_move(bindings, T, "s2")
+    # T is fenced (its writes wait on it): it goes first although "waiter" waited longer.
+    while (await advance(bindings, T, MoveBudget(max_calls=6))).phase != "fenced":
+        pass
+    await advance(bindings, T, MoveBudget(max_calls=6))
+    assert await source_fence(bindings, T, "primary") == "frozen"
+    first = (await run_scheduled(MOVE_STEPS, clock.now(), bindings))["result"]["moves"]
+    assert [m["tenant_id"] for m in first] == [T]
+    for _ in range(20):
+        stepped = (await run_scheduled(MOVE_STEPS, clock.now(), bindings))["result"]["moves"]
+        clock.advance(GRACE_SECONDS + 1)
+        if not stepped:
+            break
+    statuses = {t: await move_status(bindings, t) for t in (T, "waiter")}
+    assert {t: s.phase if s else None for t, s in statuses.items()} == {
+        T: "done",
+        "waiter": "done",
+    }
+    assert await source_fence(bindings, "waiter", "primary") == "moved"
 
 
 async def test_the_lease_of_an_advance_that_died_ends_on_its_own(

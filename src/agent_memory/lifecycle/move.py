@@ -11,11 +11,12 @@ copying   The target is fenced `incoming` (jobs leave it alone there). Every ten
           longer has go too), and the vectors of the facts it wrote are copied to the target
           index. The tenant keeps writing to the source meanwhile; while a pass rewrote more
           than `CATCH_UP_ROWS` rows, another pass follows (at most `MAX_COPY_PASSES`).
-fenced    The source is fenced `frozen`: every write of the tenant there fails with 503
-          `tenant_moving` and writes nothing. The pass repeats until one changes nothing —
-          that pass is the verification: each table's row count and chained SHA-256 over its
-          rows in key order are equal on both sides, and every vector the source holds for
-          the tenant's facts is in the target index.
+fenced    Entered at the end of a step; the next step fences the source `frozen` as its first
+          action: every write of the tenant there fails with 503 `tenant_moving` and writes
+          nothing. The pass repeats until one changes nothing — that pass is the
+          verification: each table's row count and chained SHA-256 over its rows in key order
+          are equal on both sides, and every vector the source holds for the tenant's facts
+          is in the target index.
 switched  The directory and KV name the target, whose fence is lifted; writes land there. The
           source stays frozen for `GRACE_SECONDS`, longer than an isolate keeps a home
           (30 s) plus KV's propagation (60 s), so nothing still reads the source when it
@@ -319,7 +320,12 @@ async def _advance(
                         bindings, move, owner, progress=_new_pass(progress["pass"] + 1)
                     )
                 else:
+                    # The step ends here: the next one fences as its first action, with its
+                    # whole budget for the verifying pass, so a tenant whose pass fits in
+                    # one step is refused writes for that step only, never across the wait
+                    # until the next advance.
                     move = await _save(bindings, move, owner, phase="fenced", progress={})
+                    break
             elif progress["changed"]:
                 if progress["pass"] >= MAX_FENCED_PASSES:
                     # Something keeps changing (vectors not yet visible in the index?): stop
