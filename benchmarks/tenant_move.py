@@ -1,13 +1,16 @@
 """How long moving a tenant between shards takes, and how long its writes are refused.
 
     uv run python benchmarks/tenant_move.py [--facts 10000] [--episodes 10000] [--step-calls 1]
+        [--racing-writes 0]
 
 In a fresh local runtime (two shards, the tests' hashing embedder: vectors are copied, not
 recomputed), one tenant gets `--facts` facts and `--episodes` episodes on the primary, then
 moves to `s2` with a step budget of `--step-calls` metered calls (default 1: one chunk a
 step, so each phase is timed alone; production steps take 400, `MoveBudget`) and no grace
 wait (the clock is moved past it). `largest step` is the most D1 calls one step made
-(progress saves and the lease included): a Worker invocation allows 1,000. Printed per
+(progress saves and the lease included): a Worker invocation allows 1,000. `--racing-writes`
+facts are learned after every copying step (their calls not counted): what the fenced step
+replays from the change log for a tenant over `FULL_VERIFY_ROWS` rows. Printed per
 phase: steps, wall seconds and rows written; `refused_s` is the fenced phase — the only
 time the tenant's writes get 503 `tenant_moving`. Local SQLite has no network: on D1 each
 call is a round trip, so the figures that carry over are the calls per phase (`calls`),
@@ -71,7 +74,9 @@ async def seed(runtime: LocalRuntime, facts: int, episodes: int) -> None:
         )
 
 
-async def main(facts: int, episodes: int, step_calls: int = 1) -> dict[str, Any]:
+async def main(
+    facts: int, episodes: int, step_calls: int = 1, racing_writes: int = 0
+) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as folder:
         clock = FixedClock(time.time())
         runtime = LocalRuntime.open(Path(folder) / "state", embedder=HashingEmbedder(), clock=clock)
@@ -81,13 +86,13 @@ async def main(facts: int, episodes: int, step_calls: int = 1) -> dict[str, Any]
         print(
             f"seeded {facts} facts and {episodes} episodes in {time.perf_counter() - started:.1f} s"
         )
-        calls = {"n": 0}
+        calls = {"n": 0, "paused": 0}
         for shard in runtime.shards:
             db = runtime.shard_db(shard.name)
             run = db._execute
 
             def counted(statements: Any, run: Any = run, **kwargs: Any) -> Any:
-                calls["n"] += 1
+                calls["n"] += 0 if calls["paused"] else 1
                 return run(statements, **kwargs)
 
             db._execute = counted  # type: ignore[method-assign]
@@ -106,6 +111,16 @@ async def main(facts: int, episodes: int, step_calls: int = 1) -> dict[str, Any]
                 entry["wall_s"] = round(time.perf_counter() - mark, 3)
                 entry["calls"] = calls["n"] - mark_calls
                 mark, mark_calls, phase = time.perf_counter(), calls["n"], status.phase
+            if status.phase == "copying" and racing_writes:
+                calls["paused"] = 1
+                memory = await Memory.open(runtime.bindings(), TENANT)
+                await memory.semantic().learn_many(
+                    [
+                        {"content": f"racing write {entry['steps']}.{n}"}
+                        for n in range(racing_writes)
+                    ]
+                )
+                calls["paused"] = 0
             if status.phase == "switched":
                 clock.advance(GRACE_SECONDS + 1)
             if status.phase == "done":
@@ -118,6 +133,7 @@ async def main(facts: int, episodes: int, step_calls: int = 1) -> dict[str, Any]
         "refused_s": phases.get("fenced", {}).get("wall_s"),
         "step_calls": step_calls,
         "largest_step_d1_calls": largest,
+        "racing_writes": racing_writes,
     }
     for name, entry in phases.items():
         at_rtt = entry.get("calls", 0) * RTT_MS / 1000 + entry.get("wall_s", 0)
@@ -143,5 +159,6 @@ if __name__ == "__main__":
     parser.add_argument("--facts", type=int, default=10_000)
     parser.add_argument("--episodes", type=int, default=10_000)
     parser.add_argument("--step-calls", type=int, default=1)
+    parser.add_argument("--racing-writes", type=int, default=0)
     args = parser.parse_args()
-    asyncio.run(main(args.facts, args.episodes, args.step_calls))
+    asyncio.run(main(args.facts, args.episodes, args.step_calls, args.racing_writes))

@@ -99,14 +99,8 @@ def read_schema(path: Path) -> Schema:
         conn.close()
 
 
-@pytest.fixture(scope="module")
-def wrangler_database(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """Apply every migration with wrangler; return the D1 SQLite file and wrangler's output."""
-    require_node_tools()
-    work = tmp_path_factory.mktemp("wrangler-d1")
-    shutil.copy(PROJECT_ROOT / "wrangler.toml", work / "wrangler.toml")
-    shutil.copytree(MIGRATIONS, work / "migrations")
-    state = work / "state"
+def _wrangler_d1(work: Path, *args: str) -> str:
+    """Run `wrangler d1 <args> --local` on the D1 state under `work`; its output."""
     env = {
         **os.environ,
         "CI": "true",  # no interactive confirmation
@@ -116,9 +110,7 @@ def wrangler_database(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, s
         "NO_COLOR": "1",
     }
     result = subprocess.run(
-        wrangler_command(
-            "d1", "migrations", "apply", _database_name(), "--local", "--persist-to", str(state)
-        ),
+        wrangler_command("d1", *args, "--local", "--persist-to", str(work / "state")),
         cwd=work,
         env=env,
         capture_output=True,
@@ -127,7 +119,26 @@ def wrangler_database(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, s
         check=False,
     )
     output = result.stdout + result.stderr
-    assert result.returncode == 0, f"wrangler d1 migrations apply failed:\n{output}"
+    assert result.returncode == 0, f"wrangler d1 {args[0]} failed:\n{output}"
+    return output
+
+
+@pytest.fixture(scope="module")
+def wrangler_work(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder with wrangler.toml and migrations/, every migration applied by wrangler."""
+    require_node_tools()
+    work = tmp_path_factory.mktemp("wrangler-d1")
+    shutil.copy(PROJECT_ROOT / "wrangler.toml", work / "wrangler.toml")
+    shutil.copytree(MIGRATIONS, work / "migrations")
+    (work / "apply.log").write_text(_wrangler_d1(work, "migrations", "apply", _database_name()))
+    return work
+
+
+@pytest.fixture(scope="module")
+def wrangler_database(wrangler_work: Path) -> tuple[Path, str]:
+    """The D1 SQLite file wrangler migrated, and wrangler's output."""
+    state = wrangler_work / "state"
+    output = (wrangler_work / "apply.log").read_text()
     # Miniflare keeps one SQLite file per D1 database (plus metadata.sqlite).
     [database] = [
         p
@@ -177,3 +188,64 @@ def test_wrangler_and_the_local_runner_build_the_same_schema(
         assert local["objects"][key] == definition, key
     assert on_workerd["tables"] == local["tables"]
     assert on_workerd["indexes"] == local["indexes"]
+
+
+def test_a_moves_change_log_runs_on_d1(wrangler_work: Path, tmp_path: Path) -> None:
+    """The change log's triggers (`lifecycle.move`) and its replay's row-value lookup run on
+    workerd's D1: each write of a tracked tenant logs its row's key (an update the old and
+    the new), another tenant's nothing. On a copy of the migrated database (the schema tests
+    read the original)."""
+    from agent_memory.directory import TenantTable
+
+    work = tmp_path / "work"
+    shutil.copytree(wrangler_work, work, ignore=shutil.ignore_patterns("logs"))
+    from agent_memory.lifecycle.move import _keys_clause, _tracking_trigger_sql
+
+    table = TenantTable("scratch", ("tenant_id", "k", "j", "v"), ("tenant_id", "k", "j"), {})
+    where, params = _keys_clause(table, [["a", 1], ["b", 2]])
+    for value in params:  # `wrangler d1 execute --command` binds nothing: inline the values
+        where = where.replace("?", repr(value), 1)
+    script = [
+        "CREATE TABLE scratch (tenant_id TEXT NOT NULL, k TEXT NOT NULL, j INTEGER NOT NULL, "
+        "v TEXT, PRIMARY KEY (tenant_id, k, j))",
+        *(_tracking_trigger_sql(table, event) for event in ("INSERT", "UPDATE", "DELETE")),
+        "INSERT INTO tenant_move_tracking (tenant_id, since) VALUES ('acme', 1)",
+        "INSERT INTO scratch VALUES ('acme', 'a', 1, 'x'), ('acme', 'b', 2, 'y'), "
+        "('other', 'a', 1, 'z')",
+        "UPDATE scratch SET v = 'w' WHERE k = 'a'",
+        "DELETE FROM scratch WHERE k = 'b'",
+    ]
+    (work / "log.sql").write_text(";\n".join(script) + ";\n")
+    _wrangler_d1(work, "execute", _database_name(), "--file", "log.sql")
+    query = (
+        "SELECT tenant_id || ' ' || tbl || ' ' || key AS logged FROM tenant_move_changes ORDER BY n"
+    )
+    logged = _json_rows(
+        _wrangler_d1(work, "execute", _database_name(), "--json", "--command", query)
+    )
+    assert [r["logged"] for r in logged] == [
+        'acme scratch ["a",1]',
+        'acme scratch ["b",2]',
+        'acme scratch ["a",1]',  # the update: its old key, then its new one
+        'acme scratch ["a",1]',
+        'acme scratch ["b",2]',
+    ]
+    found = _json_rows(
+        _wrangler_d1(
+            work,
+            "execute",
+            _database_name(),
+            "--json",
+            "--command",
+            f"SELECT k, v FROM scratch WHERE tenant_id = 'acme'{where}",
+        )
+    )
+    assert found == [{"k": "a", "v": "w"}]
+
+
+def _json_rows(output: str) -> list[dict[str, Any]]:
+    """The rows of `wrangler d1 execute --json` (its JSON is the output's last array)."""
+    import json
+
+    start = output.index("[")
+    return list(json.loads(output[start:])[0]["results"])

@@ -55,7 +55,15 @@ FRESH_AFTER_FENCE_SECONDS = 120.0
 FREE_SPACE_TIE = 0.01
 FENCE_STATES = ("incoming", "frozen", "moved")
 # Tables of the directory and moves themselves: never copied with a tenant.
-DIRECTORY_TABLES = frozenset({"tenant_directory", "tenant_fences", "tenant_moves"})
+DIRECTORY_TABLES = frozenset(
+    {
+        "tenant_directory",
+        "tenant_fences",
+        "tenant_moves",
+        "tenant_move_tracking",
+        "tenant_move_changes",
+    }
+)
 # Tables the database's own triggers keep from other tables' rows (keyword postings and their
 # counters from `semantic_facts`, migrations 0009/0015, the tenant's code in them, 0020; the
 # episode count from `memory_episodes`, 0004): a move does not copy them (the target's

@@ -75,6 +75,8 @@ OWNERS: dict[str, str] = {
     "tenant_directory": "agent_memory.directory",
     "tenant_fences": "agent_memory.directory",
     "tenant_moves": "agent_memory.lifecycle.move",
+    "tenant_move_tracking": "agent_memory.lifecycle.move",
+    "tenant_move_changes": "agent_memory.lifecycle.move",
 }
 
 # (module, table) -> why a statement of `module` names another owner's table.

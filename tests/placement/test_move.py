@@ -125,8 +125,17 @@ async def test_a_moved_tenant_keeps_every_memory_and_leaves_nothing_behind(
     assert terms and terms > 12
 
 
+@pytest.fixture(params=["full", "replay"])
+def fenced_check(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """How the fenced step checks the copy: a full read of the tenant (the small tenants of
+    these tests), or the replay of the change log and row counts (as for a large tenant)."""
+    if request.param == "replay":
+        monkeypatch.setattr(move_module, "FULL_VERIFY_ROWS", -1)
+    return str(request.param)
+
+
 async def test_writes_racing_the_move_are_neither_lost_nor_duplicated(
-    client: Client, runtime: LocalRuntime, clock: FixedClock
+    client: Client, runtime: LocalRuntime, clock: FixedClock, fenced_check: str
 ) -> None:
     token = await _seed(client, T, 5)
     acknowledged: list[str] = []
@@ -149,7 +158,8 @@ async def test_writes_racing_the_move_are_neither_lost_nor_duplicated(
             acknowledged.append(value)
 
     await start_move(runtime.bindings(), T, "s2")
-    await _drive(runtime, clock, T, MoveBudget(max_calls=4), between=write_during)
+    done = await _drive(runtime, clock, T, MoveBudget(max_calls=4), between=write_during)
+    assert ("replayed" in done.progress) == (fenced_check == "replay")
 
     assert refused_while_fenced > 0  # the fenced pass did refuse writes...
     assert len(acknowledged) > 20  # ...and writes went on before and after it
@@ -189,13 +199,9 @@ class Crash(Exception):
     pass
 
 
-async def test_a_crash_at_any_step_resumes_to_the_same_result(
-    client: Client, runtime: LocalRuntime, clock: FixedClock, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(move_module, "CHUNK_ROWS", 3)
-    await _seed(client, T, 7)
-    original = await _rows(runtime, "primary", T)
-    vectors = _vector_ids(runtime, "primary")
+def _crashing(runtime: LocalRuntime) -> dict[str, int]:
+    """Counts every D1 call of the runtime's databases (`n`) and raises `Crash` at the call
+    numbered `crash_at` (-1: never)."""
     calls = {"n": 0, "crash_at": -1}
     for shard in runtime.shards:
         db = runtime.shard_db(shard.name)
@@ -208,6 +214,21 @@ async def test_a_crash_at_any_step_resumes_to_the_same_result(
             return run(statements, **kwargs)
 
         db._execute = crashing  # type: ignore[method-assign]
+    return calls
+
+
+async def test_a_crash_at_any_step_resumes_to_the_same_result(
+    client: Client,
+    runtime: LocalRuntime,
+    clock: FixedClock,
+    monkeypatch: pytest.MonkeyPatch,
+    fenced_check: str,
+) -> None:
+    monkeypatch.setattr(move_module, "CHUNK_ROWS", 3)
+    await _seed(client, T, 7)
+    original = await _rows(runtime, "primary", T)
+    vectors = _vector_ids(runtime, "primary")
+    calls = _crashing(runtime)
 
     here, there = "primary", "s2"
     crashes = 0
@@ -237,6 +258,114 @@ async def test_a_crash_at_any_step_resumes_to_the_same_result(
         if finished_without_crash:
             break  # past the last D1 call of a move: every step has been crashed at
     assert crashes >= 10
+
+
+async def test_the_fenced_step_replays_what_changed_and_a_crash_in_it_loses_nothing(
+    client: Client, runtime: LocalRuntime, clock: FixedClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A large tenant's fenced step copies only the rows written during the copy (logged by
+    triggers on the source) and compares row counts, instead of reading the whole tenant on
+    both sides while its writes are refused; a crash anywhere in it replays again."""
+    monkeypatch.setattr(move_module, "FULL_VERIFY_ROWS", -1)
+    monkeypatch.setattr(move_module, "CHUNK_ROWS", 3)
+    monkeypatch.setattr(move_module, "CATCH_UP_ROWS", 0)  # three passes, each forgetting
+    token = await _seed(client, T, 6)
+    await start_move(runtime.bindings(), T, "s2")
+    written = 0
+    while (await advance(runtime.bindings(), T, MoveBudget(max_calls=4))).phase == "copying":
+        for tier in ("semantic", "episodic"):  # racing writes: logged, some after their chunk
+            answer = await client.write(token, "agent", tier=tier, key=f"w{written}", value="x")
+            assert answer.status == 201, answer.json()
+        written += 1
+    # The writes of the last pass wait in the log; those before it were copied by it.
+    ever = "SELECT MAX(n) AS n FROM tenant_move_changes"
+    last = await runtime.shard_db("primary").prepare(ever).first_value("n")
+    assert 0 < await _logged(runtime) < int(last)
+    calls = _crashing(runtime)
+    crashes = 0
+    for attempt in range(200):
+        # Every other step crashes, at a later call each time (the lease, the log, the copy).
+        calls["crash_at"] = calls["n"] + 1 + attempt // 2 % 12 if attempt % 2 == 0 else -1
+        try:
+            status = await advance(runtime.bindings(), T, MoveBudget(max_calls=4))
+        except Crash:
+            crashes += 1
+            clock.advance(MoveBudget().max_seconds + LEASE_MARGIN_SECONDS)
+            continue
+        if status.phase != "fenced":
+            break
+    calls["crash_at"] = -1
+    assert crashes >= 3
+    assert status.phase == "switched", status
+    assert status.progress["replayed"] >= 1, status
+    if "resumed" not in status.progress:  # (a crash inside the switch skips its record)
+        counts = status.progress["verified"].values()
+        assert all(c["source_rows"] == c["target_rows"] for c in counts)
+    assert await _rows(runtime, "s2", T) == await _rows(runtime, "primary", T)
+    assert await _logged(runtime) == 0  # the source stopped logging at the switch
+
+
+async def test_a_crash_inside_the_switch_never_copies_the_source_over_new_writes(
+    client: Client, runtime: LocalRuntime, monkeypatch: pytest.MonkeyPatch, fenced_check: str
+) -> None:
+    """The switch names the target in the directory, then lifts the target's fence and saves
+    the phase. A crash between leaves the phase `fenced` while the tenant already writes to
+    the target; the next step must finish the switch, not run a pass that copies the frozen
+    source over those writes (before this check a full pass did: the write was lost)."""
+    token = await _seed(client, T, 3)
+    await start_move(runtime.bindings(), T, "s2")
+    while (await advance(runtime.bindings(), T, MoveBudget(max_calls=400))).phase == "copying":
+        pass
+    original = move_module.clear_fence
+
+    async def crash(*args: Any) -> None:
+        raise Crash("crash after the directory named the target")
+
+    monkeypatch.setattr(move_module, "clear_fence", crash)
+    with pytest.raises(Crash):
+        await advance(runtime.bindings(), T, MoveBudget(max_calls=400))
+    monkeypatch.setattr(move_module, "clear_fence", original)
+    crashed = await move_status(runtime.bindings(), T)
+    assert crashed is not None and crashed.phase == "fenced"
+    answer = await client.write(token, "agent", tier="semantic", key="new", value="after the crash")
+    assert answer.status == 201, answer.json()  # on the target: the directory names it
+    runtime.clock.advance(MoveBudget().max_seconds + LEASE_MARGIN_SECONDS)  # type: ignore[attr-defined]
+    status = await advance(runtime.bindings(), T, MoveBudget(max_calls=400))
+    assert status.phase in ("switched", "deleting", "done"), status
+    sql = "SELECT COUNT(*) AS n FROM semantic_facts WHERE tenant_id = ? AND content = ?"
+    kept = runtime.shard_db("s2").prepare(sql).bind(T, "after the crash")
+    assert await kept.first_value("n") == 1
+
+
+async def _logged(runtime: LocalRuntime) -> int:
+    sql = "SELECT COUNT(*) AS n FROM tenant_move_changes WHERE tenant_id = ?"
+    return int(await runtime.shard_db("primary").prepare(sql).bind(T).first_value("n"))
+
+
+async def test_a_change_the_log_missed_is_caught_by_the_counts_and_verified_in_full(
+    client: Client, runtime: LocalRuntime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(move_module, "FULL_VERIFY_ROWS", -1)
+    await _seed(client, T, 3)
+    await start_move(runtime.bindings(), T, "s2")
+    while (await advance(runtime.bindings(), T, MoveBudget(max_calls=4))).phase == "copying":
+        pass
+    # A row the triggers never saw (as if written by something the log does not cover).
+    db = runtime.shard_db("primary")
+    await db.prepare("DELETE FROM tenant_move_tracking WHERE tenant_id = ?").bind(T).run()
+    await (
+        Memory(on_shard(runtime.bindings(), "primary"), T)
+        .semantic()
+        .learn({"content": "written past the log"})
+    )
+    status = await advance(runtime.bindings(), T, MoveBudget(max_calls=400))
+    assert status.phase == "switched", status
+    assert "replayed" not in status.progress  # the counts differed: every row was compared
+    verified = status.progress["verified"].values()
+    assert all(t["source_sha256"] == t["target_sha256"] for t in verified)
+    sql = "SELECT COUNT(*) AS n FROM semantic_facts WHERE tenant_id = ? AND content = ?"
+    found = runtime.shard_db("s2").prepare(sql).bind(T, "written past the log")
+    assert await found.first_value("n") == 1
 
 
 async def test_an_operator_starts_watches_and_resumes_a_move_over_http(

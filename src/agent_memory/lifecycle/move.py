@@ -1,22 +1,29 @@
 """Moving a tenant to another shard, online (issue 29, docs/placement.md).
 
 A move is a row of `tenant_moves` (primary database) that `advance` carries forward a bounded
-slice at a time (`MoveBudget`), so an operator command, an admin request or the daily cron can
+slice at a time (`MoveBudget`), so an operator command, an admin request or the minute cron can
 each push it on, and a crash anywhere resumes from the last saved step. Every step is
 idempotent: a chunk is compared before it is written.
 
-copying   The target is fenced `incoming` (jobs leave it alone there). Every tenant table is
-          read from the source in key order, `CHUNK_ROWS` at a time; a chunk whose rows differ
-          in the target replaces the target's rows of that key range (rows the source no
-          longer has go too), and the vectors of the facts it wrote are copied to the target
-          index. The tenant keeps writing to the source meanwhile; while a pass rewrote more
-          than `CATCH_UP_ROWS` rows, another pass follows (at most `MAX_COPY_PASSES`).
+copying   The target is fenced `incoming` (jobs leave it alone there) and the source logs the
+          tenant's writes (migration 0022: triggers add each touched row's key to
+          `tenant_move_changes`). Every tenant table is read from the source in key order,
+          `CHUNK_ROWS` at a time; a chunk whose rows differ in the target replaces the
+          target's rows of that key range (rows the source no longer has go too), and the
+          vectors of the facts it wrote are copied to the target index. The tenant keeps
+          writing to the source meanwhile; while a pass rewrote more than `CATCH_UP_ROWS` rows,
+          another pass follows (at most `MAX_COPY_PASSES`). A pass ends by forgetting what
+          was logged before it began: it read every row after those writes.
 fenced    Entered at the end of a step; the next step fences the source `frozen` as its first
           action: every write of the tenant there fails with 503 `tenant_moving` and writes
-          nothing. The pass repeats until one changes nothing — that pass is the
-          verification: each table's row count and chained SHA-256 over its rows in key order
-          are equal on both sides, and every vector the source holds for the tenant's facts
-          is in the target index.
+          nothing. A tenant of at most `FULL_VERIFY_ROWS` rows is then read whole on both
+          sides, pass after pass until one changes nothing — that pass is the verification:
+          each table's row count and chained SHA-256 over its rows in key order are equal on
+          both sides, and every vector the source holds for the tenant's facts is in the
+          target index. A larger tenant's logged keys are replayed instead (their rows, and
+          their facts' vectors, copied or deleted), and every table's row count compared on
+          both sides; a count that differs (a write the log missed) falls back to the full
+          read. Either way the tenant's writes wait one step when it fits in one.
 switched  The directory and KV name the target, whose fence is lifted; writes land there. The
           source stays frozen for `GRACE_SECONDS`, longer than an isolate keeps a home
           (30 s) plus KV's propagation (60 s), so nothing still reads the source when it
@@ -51,6 +58,7 @@ import hashlib
 import json
 import time
 import uuid
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -89,6 +97,13 @@ CATCH_UP_ROWS = 10 * CHUNK_ROWS
 # Fenced passes before a move gives up (a pass that keeps finding changes means something
 # writes past the fence, or vectors that are not yet visible: resume later).
 MAX_FENCED_PASSES = 5
+# The fenced step of a tenant whose last copy pass counted at most this many rows reads the
+# whole tenant on both sides (counts and chained SHA-256 of every table), which fits in one
+# step's 400 calls even when every row is a fact (2 calls a 100-row chunk, 2 more for its
+# vectors); a larger tenant's replays the changes logged during the copy and compares row
+# counts, so its writes are refused for seconds, not the minutes a full read of it takes (one
+# step a minute). A count that differs falls back to the full read.
+FULL_VERIFY_ROWS = 5_000
 # A rowid-keyed table moves by its natural key (its rowid differs between databases).
 NATURAL_KEYS = {"semantic_facts": ("fact_id",)}
 # The table whose rows carry the tenant's vectors (id = fact_id).
@@ -96,6 +111,8 @@ VECTOR_TABLE = "semantic_facts"
 # How long a lease outlives its advance's `max_seconds`: longer than one step can take (a
 # chunk's D1 and Vectorize calls), so an advance never saves after its lease has ended.
 LEASE_MARGIN_SECONDS = 60.0
+# Key values bound in one replay statement (D1 allows 100 parameters a statement).
+MAX_KEYS_PARAMS = 90
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,37 +311,83 @@ async def _advance(
                 f"move it back to {move.source!r} instead",
             )
         move = await _save(bindings, move, owner, phase="cancelling", progress={}, error=None)
+    home_checked = False
     while meter.left() and move.phase not in FINISHED:
         if move.phase in ("copying", "fenced"):
-            if not move.progress:
-                # Fences first, on both sides: triggers, the target `incoming`.
-                await ensure_fence_triggers(shard_db(source), source.name)
+            if "pass" not in move.progress and "replayed" not in move.progress:
+                # The phase's first step. Fences first, on both sides: triggers (the change
+                # log's too), the target `incoming`; the source logs the tenant's writes from
+                # before the first read (copying) or is frozen (fenced).
+                src_db = shard_db(source)
+                await ensure_fence_triggers(src_db, source.name)
                 await ensure_fence_triggers(shard_db(target), target.name)
+                await _ensure_tracking_triggers(src_db, source.name)
                 await set_fence(shard_db(target), tenant, "incoming", now_ms())
-                if move.phase == "fenced":
-                    await set_fence(shard_db(source), tenant, "frozen", now_ms())
-                meter.spend(4)
-                move = await _save(bindings, move, owner, progress=_new_pass(1))
+                meter.spend(5)
+                if move.phase == "copying":
+                    await _track(src_db, tenant, now_ms())
+                    first = await _begin_pass(src_db, tenant, 1)
+                    move = await _save(bindings, move, owner, progress=first)
+                    continue
+                await set_fence(src_db, tenant, "frozen", now_ms())
+                # Replay what the log holds when the last copy pass was logged throughout
+                # (a move begun before the log existed verifies the whole tenant instead).
+                replay = bool(move.progress.get("logged")) and (
+                    int(move.progress.get("rows", 0)) > FULL_VERIFY_ROWS
+                )
+                after = {"replayed": 0} if replay else _new_pass(1)
+                move = await _save(bindings, move, owner, progress=after)
+                continue
+            if (
+                move.phase == "fenced"
+                and not home_checked
+                and await directory_home(bindings, tenant) == target.name
+            ):
+                # A crash inside the switch, after the directory named the target: the tenant
+                # writes there now, so no pass may run again (it would copy the frozen source
+                # over those writes); finish the switch.
+                resumed = {**move.progress, "resumed": True}
+                move = await _switch(bindings, move, owner, resumed, meter)
+                continue
+            home_checked = True  # once an advance: it holds the lease, nobody else switches
+            if "replayed" in move.progress:
+                replayed = await _replay_step(source, target, tenant, meter)
+                if replayed:
+                    total = move.progress["replayed"] + replayed
+                    move = await _save(bindings, move, owner, progress={"replayed": total})
+                    continue
+                counts = await _counts(source, target, tenant, meter)
+                if any(c["source_rows"] != c["target_rows"] for c in counts.values()):
+                    # Something changed the source past the log: verify the whole tenant.
+                    error = "row counts differed after the replay; verifying every row"
+                    move = await _save(bindings, move, owner, progress=_new_pass(1), error=error)
+                    continue
+                verified = {"verified": counts, "replayed": move.progress["replayed"]}
+                move = await _switch(bindings, move, owner, verified, meter)
                 continue
             progress = await _sync_step(source, target, tenant, move.progress, meter)
             if not progress["done"]:
                 move = await _save(bindings, move, owner, progress=progress)
                 continue
             if move.phase == "copying":
+                # Whatever was logged before this pass began, the pass has copied since.
+                await _forget_changes(shard_db(source), tenant, progress.get("log_mark"))
+                meter.spend()
                 # Unfenced passes repeat while the last one rewrote much (writes went on
-                # during it): the fenced pass then mostly only verifies, one read, and the
-                # tenant's writes are refused for that long only.
+                # during it): the log then holds little, and the tenant's writes are refused
+                # for its replay only.
                 more = progress["rows_written"] > CATCH_UP_ROWS
                 if more and progress["pass"] < MAX_COPY_PASSES:
-                    move = await _save(
-                        bindings, move, owner, progress=_new_pass(progress["pass"] + 1)
-                    )
+                    after = await _begin_pass(shard_db(source), tenant, progress["pass"] + 1)
+                    move = await _save(bindings, move, owner, progress=after)
                 else:
                     # The step ends here: the next one fences as its first action, with its
-                    # whole budget for the verifying pass, so a tenant whose pass fits in
-                    # one step is refused writes for that step only, never across the wait
-                    # until the next advance.
-                    move = await _save(bindings, move, owner, phase="fenced", progress={})
+                    # whole budget for the replay, so a tenant whose replay fits in one step
+                    # is refused writes for that step only, never across the wait until the
+                    # next advance.
+                    rows = sum(t["source_rows"] for t in progress["tables"].values())
+                    logged = {"logged": "log_mark" in progress, "rows": rows}
+                    move = await _save(bindings, move, owner, phase="fenced", progress=logged)
                     break
             elif progress["changed"]:
                 if progress["pass"] >= MAX_FENCED_PASSES:
@@ -336,19 +399,8 @@ async def _advance(
                     bindings, move, owner, progress=_new_pass(progress["pass"] + 1), error=None
                 )
             else:
-                await set_home(bindings, tenant, target.name)
-                await clear_fence(shard_db(target), tenant)
-                meter.spend(3)
                 verified = {"verified": progress["tables"], "vectors": progress["vectors"]}
-                move = await _save(
-                    bindings,
-                    move,
-                    owner,
-                    phase="switched",
-                    progress=verified,
-                    switched_at=now_ms(),
-                    error=None,  # an earlier attempt's trouble is over
-                )
+                move = await _switch(bindings, move, owner, verified, meter)
         elif move.phase == "switched":
             assert move.switched_at is not None
             if now_ms() < move.switched_at + GRACE_SECONDS * 1000:
@@ -369,7 +421,8 @@ async def _advance(
             if not move.progress:
                 # The source first: the tenant's writes resume there before anything else.
                 await clear_fence(shard_db(source), tenant)
-                meter.spend()
+                await _untrack(shard_db(source), tenant)
+                meter.spend(2)
                 move = await _save(bindings, move, owner, progress={"table": 0})
                 continue
             done = await _delete_step(target, tenant, move.progress, meter)
@@ -392,6 +445,186 @@ def _new_pass(number: int) -> dict[str, Any]:
         "tables": {},
         "vectors": 0,
         "rows_written": 0,
+    }
+
+
+async def _switch(
+    bindings: Bindings, move: MoveStatus, owner: str, verified: dict[str, Any], meter: _Meter
+) -> MoveStatus:
+    """The directory and KV name the target, whose fence is lifted; the source stops logging."""
+    source, target = shard_db(shard_named(bindings, move.source)), move.target
+    await set_home(bindings, move.tenant_id, target)
+    await clear_fence(shard_db(shard_named(bindings, target)), move.tenant_id)
+    await _untrack(source, move.tenant_id)
+    meter.spend(4)
+    return await _save(
+        bindings,
+        move,
+        owner,
+        phase="switched",
+        progress=verified,
+        switched_at=int(bindings.clock.now() * 1000),
+        error=None,  # an earlier attempt's trouble is over
+    )
+
+
+# The change log (migration 0022): AFTER triggers on every tenant table of the source log the
+# key of each row a tracked tenant's write touches, so what changed since a copy pass began is
+# known without reading the tenant.
+
+
+def _tracking_trigger_sql(table: TenantTable, event: str) -> str:
+    key = _key(table)
+    rows = {"INSERT": ("NEW",), "UPDATE": ("OLD", "NEW"), "DELETE": ("OLD",)}[event]
+    inserts = " ".join(
+        "INSERT INTO tenant_move_changes (tenant_id, tbl, key) VALUES "
+        f"({row}.tenant_id, '{table.name}', json_array({', '.join(f'{row}.{c}' for c in key)}));"
+        for row in rows
+    )
+    suffix = zlib.crc32(table.name.encode()) & 0xFFFF
+    return (
+        f'CREATE TRIGGER IF NOT EXISTS "track_{table.name[:40]}_{suffix:04x}_{event.lower()}" '
+        f'AFTER {event} ON "{table.name}" WHEN EXISTS (SELECT 1 FROM tenant_move_tracking '
+        f"WHERE tenant_id = {rows[0]}.tenant_id) BEGIN {inserts} END"
+    )
+
+
+async def _ensure_tracking_triggers(db: D1Database, shard: str) -> None:
+    """The change log's triggers on every tenant table of `db` that lacks them (idempotent)."""
+    tables = [t for t in await tenant_tables(db, shard) if t.name not in DERIVED_TABLES]
+    statements = [
+        db.prepare(_tracking_trigger_sql(t, event))
+        for t in tables
+        for event in ("INSERT", "UPDATE", "DELETE")
+    ]
+    if statements:
+        await db.batch(statements)
+
+
+async def _track(db: D1Database, tenant: str, now_ms: int) -> None:
+    sql = "INSERT INTO tenant_move_tracking (tenant_id, since) VALUES (?, ?) ON CONFLICT DO NOTHING"
+    await db.prepare(sql).bind(tenant, now_ms).run()
+
+
+async def _untrack(db: D1Database, tenant: str) -> None:
+    await db.batch(
+        [
+            db.prepare("DELETE FROM tenant_move_tracking WHERE tenant_id = ?").bind(tenant),
+            db.prepare("DELETE FROM tenant_move_changes WHERE tenant_id = ?").bind(tenant),
+        ]
+    )
+
+
+async def _begin_pass(db: D1Database, tenant: str, number: int) -> dict[str, Any]:
+    """A copy pass, with the change log's last entry before it (`log_mark`): the pass reads
+    every row after those changes, so they are forgotten when it ends."""
+    sql = "SELECT COALESCE(MAX(n), 0) AS n FROM tenant_move_changes WHERE tenant_id = ?"
+    mark = await db.prepare(sql).bind(tenant).first_value("n")
+    return {**_new_pass(number), "log_mark": int(mark or 0)}
+
+
+async def _forget_changes(db: D1Database, tenant: str, mark: int | None) -> None:
+    if mark is not None:
+        sql = "DELETE FROM tenant_move_changes WHERE tenant_id = ? AND n <= ?"
+        await db.prepare(sql).bind(tenant, mark).run()
+
+
+async def _replay_step(source: Shard, target: Shard, tenant: str, meter: _Meter) -> int:
+    """Copy to the target the rows of up to `CHUNK_ROWS` logged changes (oldest first), then
+    forget those entries; the count of entries replayed (0: the log is empty). Idempotent: a
+    crash before the entries are forgotten replays them again."""
+    src_db, dst_db = shard_db(source), shard_db(target)
+    sql = "SELECT n, tbl, key FROM tenant_move_changes WHERE tenant_id = ? ORDER BY n LIMIT ?"
+    logged = (await src_db.prepare(sql).bind(tenant, CHUNK_ROWS).all()).results
+    meter.spend()
+    if not logged:
+        return 0
+    tables = {t.name: t for t in await tenant_tables(src_db, source.name)}
+    keys: dict[str, dict[str, list[Any]]] = {}
+    for entry in logged:
+        keys.setdefault(str(entry["tbl"]), {})[str(entry["key"])] = json.loads(str(entry["key"]))
+    for name, by_text in keys.items():
+        table = tables[name]
+        width = max(1, len(_key(table)))
+        values = list(by_text.values())
+        for start in range(0, len(values), MAX_KEYS_PARAMS // width):
+            chunk = values[start : start + MAX_KEYS_PARAMS // width]
+            rows = await _rows_by_keys(src_db, table, tenant, chunk)
+            theirs = await _rows_by_keys(dst_db, table, tenant, chunk)
+            meter.spend(2)
+            if rows == theirs:
+                continue
+            if table.name == VECTOR_TABLE and target.vectors is not None:
+                gone = {str(r["fact_id"]) for r in theirs} - {str(r["fact_id"]) for r in rows}
+                if gone:
+                    await delete_own_vectors(target.vectors, tenant, sorted(gone))
+                    meter.spend()
+            columns = _copied(table)
+            names = ", ".join(f'"{c}"' for c in columns)
+            marks = ", ".join("?" for _ in columns)
+            insert = f'INSERT INTO "{table.name}" ({names}) VALUES ({marks})'
+            await dst_db.batch(
+                [
+                    _delete_keys(dst_db, table, tenant, chunk),
+                    *(dst_db.prepare(insert).bind(*_blob_params(table, r, columns)) for r in rows),
+                ]
+            )
+            meter.spend()
+            if table.name == VECTOR_TABLE and rows and source.vectors is not None:
+                await _sync_vectors(source, target, tenant, [str(r["fact_id"]) for r in rows])
+                meter.spend(2)
+    last = max(int(entry["n"]) for entry in logged)
+    forget = "DELETE FROM tenant_move_changes WHERE tenant_id = ? AND n <= ?"
+    await src_db.prepare(forget).bind(tenant, last).run()
+    meter.spend()
+    return len(logged)
+
+
+def _keys_clause(table: TenantTable, keys: Sequence[Sequence[Any]]) -> tuple[str, list[Any]]:
+    """SQL conditions (after the tenant's) for a key among `keys`, with their parameters."""
+    key = _key(table)
+    if not key:
+        return "", []  # a keyless table holds one row per tenant
+    cols = ", ".join(f'"{c}"' for c in key)
+    one = "(" + ", ".join("?" for _ in key) + ")"
+    return f" AND ({cols}) IN (VALUES {', '.join(one for _ in keys)})", [v for k in keys for v in k]
+
+
+async def _rows_by_keys(
+    db: D1Database, table: TenantTable, tenant: str, keys: Sequence[Sequence[Any]]
+) -> list[Row]:
+    where, params = _keys_clause(table, keys)
+    cols = ", ".join(f'"{c}"' for c in _copied(table))
+    order = ", ".join(f'"{c}"' for c in _key(table))
+    tail = f" ORDER BY {order}" if order else ""
+    sql = f'SELECT {cols} FROM "{table.name}" WHERE tenant_id = ?{where}{tail}'
+    return (await db.prepare(sql).bind(tenant, *params).all()).results
+
+
+def _delete_keys(
+    db: D1Database, table: TenantTable, tenant: str, keys: Sequence[Sequence[Any]]
+) -> D1Statement:
+    where, params = _keys_clause(table, keys)
+    return db.prepare(f'DELETE FROM "{table.name}" WHERE tenant_id = ?{where}').bind(
+        tenant, *params
+    )
+
+
+async def _counts(
+    source: Shard, target: Shard, tenant: str, meter: _Meter
+) -> dict[str, dict[str, int]]:
+    """Each tenant table's row count of the tenant on both sides (one batch a side)."""
+    src_db, dst_db = shard_db(source), shard_db(target)
+    tables = [t for t in await tenant_tables(src_db, source.name) if t.name not in DERIVED_TABLES]
+    counted = []
+    for db in (src_db, dst_db):
+        sql = 'SELECT COUNT(*) AS n FROM "{}" WHERE tenant_id = ?'
+        results = await db.batch([db.prepare(sql.format(t.name)).bind(tenant) for t in tables])
+        counted.append([int(r.results[0]["n"]) for r in results])
+    meter.spend(2)
+    return {
+        t.name: {"source_rows": mine, "target_rows": theirs}
+        for t, mine, theirs in zip(tables, *counted, strict=True)
     }
 
 
