@@ -149,6 +149,10 @@ class Settings(BaseModel):
     lifecycle_max_operations: int = Field(default=900, ge=10)
     lifecycle_max_seconds: float = Field(default=600.0, gt=0, le=900)
     prune_batch_rows: int = Field(default=500, ge=1, le=5000)
+    # A tenant move's step (docs/placement.md): metered D1/Vectorize calls; the step's D1
+    # queries run to about 1.5 times this (a progress save a chunk), so 400 keeps a paid
+    # plan's invocation under its 1,000 queries (free plan, 50: about 30).
+    move_step_calls: int = Field(default=400, ge=10, le=2000)
     # AgentRuntime DO storage (ADR-043): idle time before the alarm clears it; run log caps.
     agent_state_idle_seconds: int = Field(default=86_400, ge=60)
     agent_run_log_max_rows: int = Field(default=5_000, ge=100)

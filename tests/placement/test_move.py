@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -518,6 +519,28 @@ async def test_the_minute_cron_carries_a_move_to_its_end_fenced_moves_first(
         "waiter": "done",
     }
     assert await source_fence(bindings, "waiter", "primary") == "moved"
+
+
+async def test_a_step_spends_what_move_step_calls_allows(
+    client: Client, runtime: LocalRuntime
+) -> None:
+    """An invocation's D1 queries are capped (1,000 paid, 50 free): the operator sets a step's
+    metered calls (`MOVE_STEP_CALLS`); the D1 queries a step makes stay within about 1.5 times
+    that, with the lease, fences and log set-up on top."""
+    await _seed(client, T, 8)
+    await start_move(runtime.bindings(), T, "s2")
+    settings = runtime.settings.model_copy(update={"move_step_calls": 12})
+    bindings = replace(runtime.bindings(), settings=settings)
+    calls = _crashing(runtime)
+    most, steps = 0, 0
+    while True:
+        before = calls["n"]
+        [stepped] = await advance_moves(bindings)
+        most, steps = max(most, calls["n"] - before), steps + 1
+        if stepped["phase"] == "switched":
+            break
+    assert most <= 12 * 1.5 + 12
+    assert steps > 3  # the default budget (400) does this tenant in two
 
 
 async def test_the_lease_of_an_advance_that_died_ends_on_its_own(

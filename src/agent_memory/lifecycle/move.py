@@ -262,7 +262,7 @@ async def advance(bindings: Bindings, tenant: str, budget: MoveBudget | None = N
     """Carry `tenant`'s move forward within `budget` and return where it stands (404 when it
     has none, 409 `move_busy` while another advance carries it). Safe to call again at any
     point, after a crash too (once a crashed advance's lease has ended)."""
-    return await _leased(bindings, tenant, budget or MoveBudget(), cancel=False)
+    return await _leased(bindings, tenant, budget or _step_budget(bindings), cancel=False)
 
 
 async def cancel_move(
@@ -271,7 +271,12 @@ async def cancel_move(
     """Cancel `tenant`'s move before its switch and take the first bounded step of undoing
     it (`advance` finishes it); 404 without a move, 409 `move_switched` once the tenant
     lives on the target (move it back instead), 409 `move_busy` while an advance runs."""
-    return await _leased(bindings, tenant, budget or MoveBudget(), cancel=True)
+    return await _leased(bindings, tenant, budget or _step_budget(bindings), cancel=True)
+
+
+def _step_budget(bindings: Bindings) -> MoveBudget:
+    """A step's budget when the caller names none: `MOVE_STEP_CALLS` metered calls."""
+    return MoveBudget(max_calls=bindings.settings.move_step_calls)
 
 
 async def _leased(bindings: Bindings, tenant: str, budget: MoveBudget, cancel: bool) -> MoveStatus:
