@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from agent_memory.directory import homes, on_shard, tenant_tables
+from agent_memory.directory import TenantTable, homes, on_shard, tenant_tables
 from agent_memory.lifecycle import move as move_module
 from agent_memory.lifecycle.move import (
     GRACE_SECONDS,
@@ -648,3 +648,12 @@ async def test_a_move_cannot_be_cancelled_once_the_tenant_lives_on_its_target(
         "POST", "/admin/moves/cancel", {"tenant": "ghost"}, access=client.operator
     )
     assert (missing.status, missing.json()["error"]["code"]) == (404, "no_move")
+
+
+def test_a_table_keyed_by_a_blob_is_refused_before_its_writes_could_fail() -> None:
+    """The change log's triggers store keys as JSON, which cannot hold a BLOB: a trigger on
+    such a table would fail every write of the moving tenant, so the move refuses it first."""
+    table = TenantTable("blobs", ("tenant_id", "k", "v"), ("tenant_id", "k"), {"k": "BLOB"})
+    with pytest.raises(ApiError) as refused:
+        move_module._tracking_trigger_sql(table, "INSERT")
+    assert refused.value.code == "table_not_movable"

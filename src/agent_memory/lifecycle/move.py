@@ -480,6 +480,9 @@ async def _switch(
 
 def _tracking_trigger_sql(table: TenantTable, event: str) -> str:
     key = _key(table)
+    if any(table.types.get(c) == "BLOB" for c in key):
+        # json_array() refuses a BLOB: the trigger would fail the tenant's writes.
+        raise ApiError(500, "table_not_movable", f"{table.name} has a BLOB in its key")
     rows = {"INSERT": ("NEW",), "UPDATE": ("OLD", "NEW"), "DELETE": ("OLD",)}[event]
     inserts = " ".join(
         "INSERT INTO tenant_move_changes (tenant_id, tbl, key) VALUES "
