@@ -305,7 +305,11 @@ async def advance_moves(
     (`worker.cron.MOVE_STEPS`) takes turns among several. A failure is logged and reported."""
     if primary_db(bindings) is None or len(all_shards(bindings)) < 2:
         return []
-    waiting = [m for m in await moves(bindings) if m.phase not in FINISHED]
+    waiting = [
+        m
+        for m in await moves(bindings)
+        if m.phase not in FINISHED and not m.progress.get("check", {}).get("differs")
+    ]  # (a move whose check found differences waits for an operator)
     if not waiting:
         return []
     move = min(waiting, key=lambda m: (m.phase != "fenced", m.updated_at, m.tenant_id))

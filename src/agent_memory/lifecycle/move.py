@@ -28,6 +28,10 @@ switched  The directory and KV name the target, whose fence is lifted; writes la
           source stays frozen for `GRACE_SECONDS`, longer than an isolate keeps a home
           (30 s) plus KV's propagation (60 s), so nothing still reads the source when it
           empties. A request that still believed the old home meets the fence and retries.
+          After a replayed fenced step the target logs the tenant's writes from before the
+          switch, and a check pass compares every row the tenant has not written there since
+          with the frozen source (counts and chained SHA-256, vectors copied where missing):
+          a difference stops the move here with an error, the source kept for an operator.
 deleting  KV is written again (a request that read the directory just before the switch may
           have written the old home back; it cannot outlive this), the source is fenced
           `moved` (deletes only) and emptied chunk by chunk, vectors first.
@@ -407,12 +411,35 @@ async def _advance(
                 verified = {"verified": progress["tables"], "vectors": progress["vectors"]}
                 move = await _switch(bindings, move, owner, verified, meter)
         elif move.phase == "switched":
-            assert move.switched_at is not None
-            if now_ms() < move.switched_at + GRACE_SECONDS * 1000:
+            switched_at = move.switched_at
+            assert switched_at is not None
+            check = move.progress.get("check")
+            if check and check.get("differs"):
+                break  # kept for an operator (below): nothing more happens to this move
+            if "replayed" in move.progress and not (check and check["done"]):
+                # A replayed move is verified row by row before its source goes: every row
+                # the tenant has not written on the target since the switch must equal the
+                # frozen source's (counts and SHA-256). A difference keeps the source.
+                check = await _sync_step(
+                    source, target, tenant, check or _new_pass(1), meter, check=True
+                )
+                if check.get("differs"):
+                    error = (
+                        f"rows differ after the switch in {', '.join(check['differs'])}; the "
+                        "source is kept (frozen) for an operator: do not delete it"
+                    )
+                    progress = {**move.progress, "check": check}
+                    return await _save(bindings, move, owner, error=error, progress=progress)
+                move = await _save(
+                    bindings, move, owner, progress={**move.progress, "check": check}
+                )
+                continue
+            if now_ms() < switched_at + GRACE_SECONDS * 1000:
                 break  # the source is read by nobody only after the grace period
             await set_home(bindings, tenant, target.name)  # overwrite any stale KV copy
             await set_fence(shard_db(source), tenant, "moved", now_ms())
-            meter.spend(2)
+            await _untrack(shard_db(target), tenant)
+            meter.spend(3)
             move = await _save(
                 bindings, move, owner, phase="deleting", progress={**move.progress, "table": 0}
             )
@@ -456,11 +483,17 @@ def _new_pass(number: int) -> dict[str, Any]:
 async def _switch(
     bindings: Bindings, move: MoveStatus, owner: str, verified: dict[str, Any], meter: _Meter
 ) -> MoveStatus:
-    """The directory and KV name the target, whose fence is lifted; the source stops logging."""
-    source, target = shard_db(shard_named(bindings, move.source)), move.target
-    await set_home(bindings, move.tenant_id, target)
-    await clear_fence(shard_db(shard_named(bindings, target)), move.tenant_id)
-    await _untrack(source, move.tenant_id)
+    """The directory and KV name the target, whose fence is lifted; the source stops logging
+    and, after a replay, the target starts (before the directory names it): what the tenant
+    writes there is left out of the check that precedes the source's deletion."""
+    source, target = shard_named(bindings, move.source), shard_named(bindings, move.target)
+    if "replayed" in verified:
+        await _ensure_tracking_triggers(shard_db(target), target.name)
+        await _track(shard_db(target), move.tenant_id, int(bindings.clock.now() * 1000))
+        meter.spend(2)
+    await set_home(bindings, move.tenant_id, target.name)
+    await clear_fence(shard_db(target), move.tenant_id)
+    await _untrack(shard_db(source), move.tenant_id)
     meter.spend(4)
     return await _save(
         bindings,
@@ -716,9 +749,18 @@ def _blob_params(table: TenantTable, row: Row, columns: Sequence[str]) -> list[A
 
 
 async def _sync_step(
-    source: Shard, target: Shard, tenant: str, progress: dict[str, Any], meter: _Meter
+    source: Shard,
+    target: Shard,
+    tenant: str,
+    progress: dict[str, Any],
+    meter: _Meter,
+    *,
+    check: bool = False,
 ) -> dict[str, Any]:
-    """One chunk of the current pass: compare, and replace the target's rows when they differ."""
+    """One chunk of the current pass: compare, and replace the target's rows when they differ.
+    `check`, after a replayed switch: leave out the keys the tenant wrote on the target since
+    (its change log) and name the tables where a row differs (`differs`) instead of replacing
+    it. Either way the facts' vectors the target lacks are copied."""
     progress = dict(progress)
     src_db, dst_db = shard_db(source), shard_db(target)
     tables = [t for t in await tenant_tables(src_db, source.name) if t.name not in DERIVED_TABLES]
@@ -732,13 +774,24 @@ async def _sync_step(
     last = [rows[-1][c] for c in key] if rows and key and len(rows) == CHUNK_ROWS else None
     theirs = await _rows(dst_db, table, tenant, after, last, None)
     meter.spend(2)
+    if check:
+        sql = "SELECT key FROM tenant_move_changes WHERE tenant_id = ? AND tbl = ?"
+        logged = (await dst_db.prepare(sql).bind(tenant, table.name).all()).results
+        meter.spend()
+        # Compared as values, not JSON text (SQLite and Python escape some characters apart).
+        written = {tuple(json.loads(str(r["key"]))) for r in logged}
+        rows = [r for r in rows if tuple(r[c] for c in key) not in written]
+        theirs = [r for r in theirs if tuple(r[c] for c in key) not in written]
     empty = {"source_rows": 0, "target_rows": 0, "source_sha256": "", "target_sha256": ""}
     tally = progress["tables"].setdefault(table.name, empty)
     tally["source_rows"] += len(rows)
     tally["target_rows"] += len(theirs)
     tally["source_sha256"] = _digest(tally["source_sha256"], rows)
     tally["target_sha256"] = _digest(tally["target_sha256"], theirs)
-    if rows != theirs:
+    if rows != theirs and check:
+        if table.name not in progress.setdefault("differs", []):
+            progress["differs"].append(table.name)
+    elif rows != theirs:
         progress["changed"] = True
         await _replace(target, table, tenant, after, last, rows, theirs, meter)
         progress["rows_written"] += len(rows)
