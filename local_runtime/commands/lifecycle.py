@@ -399,7 +399,14 @@ def cmd_move(args: argparse.Namespace) -> int:
     """Start (`--to`), cancel (`--cancel`), resume and watch a tenant's move: steps until it
     is done (or cancelled), or until it waits for the grace period (run the command again
     after it), printing each step."""
-    from agent_memory.lifecycle.move import FINISHED, advance, cancel_move, move_status, start_move
+    from agent_memory.lifecycle.move import (
+        FINISHED,
+        advance,
+        cancel_move,
+        move_status,
+        recheck_move,
+        start_move,
+    )
     from http_messages import ApiError
 
     runtime = _open(args)
@@ -411,6 +418,8 @@ def cmd_move(args: argparse.Namespace) -> int:
                 await start_move(bindings, args.tenant, args.to)
             if args.cancel:
                 await cancel_move(bindings, args.tenant)
+            if args.recheck:
+                await recheck_move(bindings, args.tenant)
             status = await move_status(bindings, args.tenant)
             if status is None:
                 raise SystemExit(f"tenant {args.tenant} has no move; start one with --to")
@@ -419,7 +428,10 @@ def cmd_move(args: argparse.Namespace) -> int:
                 status = await advance(bindings, args.tenant)
                 _say(f"  {status.phase}: {json.dumps(status.progress, default=str)[:160]}")
                 if (status.phase, status.progress) == before:
-                    _say("  waiting: the source is deleted after the grace period; run again")
+                    if status.error:  # e.g. a check that found rows differing: an operator's
+                        _say(f"  stopped: {status.error}")
+                    else:
+                        _say("  waiting: the source is deleted after the grace period; run again")
                     break
             return status.model_dump()
         except ApiError as refused:  # 409 move_busy / move_in_progress, 422 unknown_shard...
@@ -501,6 +513,11 @@ def register(sub: Any) -> None:
     move.add_argument("--status", action="store_true", help="only show where the move stands")
     move.add_argument(
         "--cancel", action="store_true", help="cancel it before its switch, and undo the copy"
+    )
+    move.add_argument(
+        "--recheck",
+        action="store_true",
+        help="run again a switched move's check that found rows differing (after repairing them)",
     )
     add_state_option(move)
     move.set_defaults(func=cmd_move)

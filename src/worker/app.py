@@ -522,6 +522,10 @@ def routes(memory_tools: MemoryDispatcherFactory | None = SemanticDispatcher) ->
               "Cancel a tenant's move before its switch: the source takes writes again at once, "
               "the target's copy is deleted in bounded steps (advance finishes it)",
               "placement", auth=ACCESS, body="MoveTenant", response="MoveStatus"),
+        Route("POST", "/admin/moves/recheck", lazy("worker.lifecycle_jobs:recheck_tenant_move"),
+              "Run again the check of a switched move that found rows differing between the "
+              "frozen source and the target (after repairing them); its first step runs now",
+              "placement", auth=ACCESS, body="MoveTenant", response="MoveStatus"),
         # The memory inspector's read routes (docs/inspector.md).
         Route("GET", "/admin/tenants", lazy("worker.inspector_routes:list_tenants"),
               "The tenants the caller may operate: for a platform admin every tenant that has "

@@ -35,6 +35,7 @@ from agent_memory.lifecycle.move import (
     advance,
     cancel_move,
     moves,
+    recheck_move,
     start_move,
 )
 from agent_memory.lifecycle.prune import (
@@ -612,3 +613,8 @@ async def advance_tenant_move(call: Call[MoveTenant, None]) -> MoveStatus:
 async def cancel_tenant_move(call: Call[MoveTenant, None]) -> MoveStatus:
     """Cancel a tenant's move before its switch, and take the first step of undoing it."""
     return await cancel_move(call.bindings, call.body.tenant)
+
+
+async def recheck_tenant_move(call: Call[MoveTenant, None]) -> MoveStatus:
+    """Run again the check of a switched move that found rows differing."""
+    return await recheck_move(call.bindings, call.body.tenant)

@@ -370,6 +370,27 @@ async def test_a_replayed_move_keeps_its_source_when_a_row_differs_after_the_swi
     source = await _rows(runtime, "primary", T)
     assert len(source["memory_episodes"]) == 3  # nothing of the source was deleted
 
+    # Checked again as it is, the row still differs; repaired from the frozen source (a write
+    # on the target, so the check leaves it out like any of the tenant's), the move goes on.
+    still = await client.send("POST", "/admin/moves/recheck", {"tenant": T}, access=client.operator)
+    assert still.status == 200 and "source is kept" in still.json()["error"], still.json()
+    repair = "UPDATE memory_episodes SET content = ? WHERE tenant_id = ? AND content = 'garbled'"
+    [episode] = [
+        r
+        for r in source["memory_episodes"]
+        if r["content"]
+        not in ({r2["content"] for r2 in (await _rows(runtime, "s2", T))["memory_episodes"]})
+    ]
+    await runtime.shard_db("s2").prepare(repair).bind(episode["content"], T).run()
+    answer = await client.send(
+        "POST", "/admin/moves/recheck", {"tenant": T}, access=client.operator
+    )
+    assert answer.status == 200, answer.json()
+    assert (await _drive(runtime, clock, T, MoveBudget(max_calls=400))).phase == "done"
+    assert all(rows == [] for rows in (await _rows(runtime, "primary", T)).values())
+    again = await client.send("POST", "/admin/moves/recheck", {"tenant": T}, access=client.operator)
+    assert (again.status, again.json()["error"]["code"]) == (409, "nothing_to_recheck")
+
 
 async def _logged(runtime: LocalRuntime) -> int:
     sql = "SELECT COUNT(*) AS n FROM tenant_move_changes WHERE tenant_id = ?"

@@ -266,7 +266,7 @@ async def advance(bindings: Bindings, tenant: str, budget: MoveBudget | None = N
     """Carry `tenant`'s move forward within `budget` and return where it stands (404 when it
     has none, 409 `move_busy` while another advance carries it). Safe to call again at any
     point, after a crash too (once a crashed advance's lease has ended)."""
-    return await _leased(bindings, tenant, budget or _step_budget(bindings), cancel=False)
+    return await _leased(bindings, tenant, budget or _step_budget(bindings), "advance")
 
 
 async def cancel_move(
@@ -275,7 +275,16 @@ async def cancel_move(
     """Cancel `tenant`'s move before its switch and take the first bounded step of undoing
     it (`advance` finishes it); 404 without a move, 409 `move_switched` once the tenant
     lives on the target (move it back instead), 409 `move_busy` while an advance runs."""
-    return await _leased(bindings, tenant, budget or _step_budget(bindings), cancel=True)
+    return await _leased(bindings, tenant, budget or _step_budget(bindings), "cancel")
+
+
+async def recheck_move(
+    bindings: Bindings, tenant: str, budget: MoveBudget | None = None
+) -> MoveStatus:
+    """Run again the check of a switched move that found rows differing (after an operator
+    repaired them, or to see whether they still differ) and take its first step; 404 without
+    a move, 409 `nothing_to_recheck` unless its check found a difference."""
+    return await _leased(bindings, tenant, budget or _step_budget(bindings), "recheck")
 
 
 def _step_budget(bindings: Bindings) -> MoveBudget:
@@ -283,10 +292,24 @@ def _step_budget(bindings: Bindings) -> MoveBudget:
     return MoveBudget(max_calls=bindings.settings.move_step_calls)
 
 
-async def _leased(bindings: Bindings, tenant: str, budget: MoveBudget, cancel: bool) -> MoveStatus:
+async def _leased(
+    bindings: Bindings,
+    tenant: str,
+    budget: MoveBudget,
+    action: Literal["advance", "cancel", "recheck"],
+) -> MoveStatus:
     owner, move = await _take_lease(bindings, tenant, budget)
     try:
-        move = await _advance(bindings, move, owner, _Meter(budget), cancel)
+        if action == "recheck":
+            if move.phase != "switched" or not move.progress.get("check", {}).get("differs"):
+                raise ApiError(
+                    409,
+                    "nothing_to_recheck",
+                    f"tenant {tenant!r}'s move ({move.phase}) has no check that found a difference",
+                )
+            progress = {k: v for k, v in move.progress.items() if k != "check"}
+            move = await _save(bindings, move, owner, progress=progress, error=None)
+        move = await _advance(bindings, move, owner, _Meter(budget), action == "cancel")
     finally:
         release = (
             "UPDATE tenant_moves SET lease_owner = NULL, lease_until = NULL "
