@@ -618,22 +618,8 @@ async def _replay_step(source: Shard, target: Shard, tenant: str, meter: _Meter)
             meter.spend(2)
             if rows == theirs:
                 continue
-            if table.name == VECTOR_TABLE and target.vectors is not None:
-                gone = {str(r["fact_id"]) for r in theirs} - {str(r["fact_id"]) for r in rows}
-                if gone:
-                    await delete_own_vectors(target.vectors, tenant, sorted(gone))
-                    meter.spend()
-            columns = _copied(table)
-            names = ", ".join(f'"{c}"' for c in columns)
-            marks = ", ".join("?" for _ in columns)
-            insert = f'INSERT INTO "{table.name}" ({names}) VALUES ({marks})'
-            await dst_db.batch(
-                [
-                    _delete_keys(dst_db, table, tenant, chunk),
-                    *(dst_db.prepare(insert).bind(*_blob_params(table, r, columns)) for r in rows),
-                ]
-            )
-            meter.spend()
+            delete = _delete_keys(dst_db, table, tenant, chunk)
+            await _replace(target, table, tenant, delete, rows, theirs, meter)
             if table.name == VECTOR_TABLE and rows and source.vectors is not None:
                 await _sync_vectors(source, target, tenant, [str(r["fact_id"]) for r in rows])
                 meter.spend(2)
@@ -816,7 +802,8 @@ async def _sync_step(
             progress["differs"].append(table.name)
     elif rows != theirs:
         progress["changed"] = True
-        await _replace(target, table, tenant, after, last, rows, theirs, meter)
+        delete = _delete_range(dst_db, table, tenant, after, last)
+        await _replace(target, table, tenant, delete, rows, theirs, meter)
         progress["rows_written"] += len(rows)
     if table.name == VECTOR_TABLE and rows and source.vectors is not None:
         copied = await _sync_vectors(source, target, tenant, [str(r["fact_id"]) for r in rows])
@@ -836,13 +823,13 @@ async def _replace(
     target: Shard,
     table: TenantTable,
     tenant: str,
-    after: list[Any] | None,
-    upto: list[Any] | None,
+    delete: D1Statement,
     rows: list[Row],
     theirs: list[Row],
     meter: _Meter,
 ) -> None:
-    """The target's rows of the key range become the source's, in one transaction."""
+    """The target's rows `delete` removes (`theirs`, a key range or keys) become the source's
+    `rows`, in one transaction; the vectors of facts that went are deleted first."""
     dst_db = shard_db(target)
     columns = _copied(table)
     if table.name == VECTOR_TABLE and target.vectors is not None:
@@ -850,12 +837,11 @@ async def _replace(
         if gone:
             await delete_own_vectors(target.vectors, tenant, sorted(gone))
             meter.spend()
-    statements = [_delete_range(dst_db, table, tenant, after, upto)]
     names = ", ".join(f'"{c}"' for c in columns)
     marks = ", ".join("?" for _ in columns)
     insert = f'INSERT INTO "{table.name}" ({names}) VALUES ({marks})'
-    statements += [dst_db.prepare(insert).bind(*_blob_params(table, r, columns)) for r in rows]
-    await dst_db.batch(statements)
+    statements = [dst_db.prepare(insert).bind(*_blob_params(table, r, columns)) for r in rows]
+    await dst_db.batch([delete, *statements])
     meter.spend()
 
 
