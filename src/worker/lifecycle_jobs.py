@@ -217,6 +217,16 @@ async def daily_brief(bindings: Bindings, scheduled_time: float) -> dict[str, An
     ]
     databases = await database_report(bindings)
     warnings = [w for d in databases for w in d.pop("warnings")]
+    # Moves are advanced by the minute cron (`move_steps`); the brief lists the unfinished and
+    # warns of the stopped (a check that found rows differing waits for an operator).
+    unfinished = [
+        m
+        for m in (await moves(bindings) if len(all_shards(bindings)) > 1 else [])
+        if m.phase not in FINISHED
+    ]
+    warnings += [
+        f"move of tenant {m.tenant_id} ({m.phase}): {m.error}" for m in unfinished if m.error
+    ]
     summary = merged([b.summary() for b in briefs])
     shares = _Shares(bindings, len(views))
     resumed: list[dict[str, Any]] = []
@@ -255,11 +265,8 @@ async def daily_brief(bindings: Bindings, scheduled_time: float) -> dict[str, An
         "recall_records_written_back": await write_back_recall_records(bindings),
         "reconciled": reconciled,
         "data_keys_rewrapped": rewrapped,
-        # Moves are advanced by the minute cron (`move_steps`); the brief lists the unfinished.
         "moves": [
-            {"tenant_id": m.tenant_id, "phase": m.phase, "error": m.error}
-            for m in (await moves(bindings) if len(all_shards(bindings)) > 1 else [])
-            if m.phase not in FINISHED
+            {"tenant_id": m.tenant_id, "phase": m.phase, "error": m.error} for m in unfinished
         ],
     }
 

@@ -30,7 +30,7 @@ from bindings.ports.d1 import D1Error, met_fence
 from http_messages import ApiError
 from local_runtime.runtime import LocalRuntime
 from tests.memory_api.conftest import Client
-from worker.cron import MOVE_STEPS, run_scheduled
+from worker.cron import DAILY_BRIEF, MOVE_STEPS, run_scheduled
 from worker.lifecycle_jobs import advance_moves
 
 T = "mover"
@@ -367,6 +367,8 @@ async def test_a_replayed_move_keeps_its_source_when_a_row_differs_after_the_swi
     assert status.progress["check"]["differs"] == ["memory_episodes"]
     assert status.error is not None and "source is kept" in status.error
     assert await advance_moves(runtime.bindings()) == []  # the cron leaves it to an operator
+    brief = (await run_scheduled(DAILY_BRIEF, clock.now(), runtime.bindings()))["result"]
+    assert any("source is kept" in w for w in brief["brief"]["warnings"])  # and says so daily
     source = await _rows(runtime, "primary", T)
     assert len(source["memory_episodes"]) == 3  # nothing of the source was deleted
 
