@@ -448,14 +448,19 @@ def _trigger_sql(table: str, event: str) -> str:
     )
 
 
+async def base_tables(db: D1Database, shard: str) -> list[TenantTable]:
+    """The tenant tables of shard `shard` a move copies, fences and logs: all but the
+    `DERIVED_TABLES` the database's triggers keep from them."""
+    return [t for t in await tenant_tables(db, shard) if t.name not in DERIVED_TABLES]
+
+
 async def ensure_fence_triggers(db: D1Database, shard: str) -> int:
     """Create the fence triggers on every tenant table of `db` that lacks them (idempotent:
     a table added by a later migration gets them at the next move). Returns the count of
     statements run."""
     statements = [
         db.prepare(_trigger_sql(t.name, event))
-        for t in await tenant_tables(db, shard)
-        if t.name not in DERIVED_TABLES
+        for t in await base_tables(db, shard)
         for event in ("INSERT", "UPDATE", "DELETE")
     ]
     if statements:

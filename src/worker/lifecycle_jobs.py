@@ -306,18 +306,17 @@ async def database_report(bindings: Bindings) -> list[dict[str, Any]]:
 async def advance_moves(
     bindings: Bindings, budget: MoveBudget | None = None
 ) -> list[dict[str, Any]]:
-    """Carry one unfinished tenant move a bounded step (`budget`, default `MoveBudget`), so an
+    """Carry one unfinished tenant move a bounded step (`budget`, default `MOVE_STEP_CALLS`), so an
     operator's move goes on even if nobody watches it: a fenced move first (its tenant's
     writes wait on it), else the one advanced longest ago. One move a call because a Worker
     invocation allows 1,000 D1 queries, about what one step spends; the minute cron
     (`worker.cron.MOVE_STEPS`) takes turns among several. A failure is logged and reported."""
     if primary_db(bindings) is None or len(all_shards(bindings)) < 2:
         return []
+    # (a move whose check found differences waits for an operator)
     waiting = [
-        m
-        for m in await moves(bindings)
-        if m.phase not in FINISHED and not m.progress.get("check", {}).get("differs")
-    ]  # (a move whose check found differences waits for an operator)
+        m for m in await moves(bindings) if m.phase not in FINISHED and not m.stopped_by_check
+    ]
     if not waiting:
         return []
     move = min(waiting, key=lambda m: (m.phase != "fenced", m.updated_at, m.tenant_id))

@@ -72,6 +72,7 @@ from pydantic import BaseModel
 from agent_memory.directory import (
     DERIVED_TABLES,
     TenantTable,
+    base_tables,
     clear_fence,
     control_db,
     directory_home,
@@ -141,6 +142,11 @@ class MoveStatus(BaseModel):
     finished_at: int | None = None
     error: str | None = None
     lease_until: int | None = None  # while an advance is carrying it
+
+    @property
+    def stopped_by_check(self) -> bool:
+        """Its check after the switch found rows differing: it waits for an operator."""
+        return bool(self.progress.get("check", {}).get("differs"))
 
 
 @dataclass
@@ -301,7 +307,7 @@ async def _leased(
     owner, move = await _take_lease(bindings, tenant, budget)
     try:
         if action == "recheck":
-            if move.phase != "switched" or not move.progress.get("check", {}).get("differs"):
+            if not move.stopped_by_check:
                 raise ApiError(
                     409,
                     "nothing_to_recheck",
@@ -353,11 +359,12 @@ async def _advance(
                 src_db = shard_db(source)
                 await ensure_fence_triggers(src_db, source.name)
                 await ensure_fence_triggers(shard_db(target), target.name)
-                await _ensure_tracking_triggers(src_db, source.name)
                 await set_fence(shard_db(target), tenant, "incoming", now_ms())
-                meter.spend(5)
+                meter.spend(4)
                 if move.phase == "copying":
+                    await _ensure_tracking_triggers(src_db, source.name)
                     await _track(src_db, tenant, now_ms())
+                    meter.spend()
                     first = await _begin_pass(src_db, tenant, 1)
                     move = await _save(bindings, move, owner, progress=first)
                     continue
@@ -436,9 +443,9 @@ async def _advance(
         elif move.phase == "switched":
             switched_at = move.switched_at
             assert switched_at is not None
-            check = move.progress.get("check")
-            if check and check.get("differs"):
+            if move.stopped_by_check:
                 break  # kept for an operator (below): nothing more happens to this move
+            check = move.progress.get("check")
             if "replayed" in move.progress and not (check and check["done"]):
                 # A replayed move is verified row by row before its source goes: every row
                 # the tenant has not written on the target since the switch must equal the
@@ -555,7 +562,7 @@ def _tracking_trigger_sql(table: TenantTable, event: str) -> str:
 
 async def _ensure_tracking_triggers(db: D1Database, shard: str) -> None:
     """The change log's triggers on every tenant table of `db` that lacks them (idempotent)."""
-    tables = [t for t in await tenant_tables(db, shard) if t.name not in DERIVED_TABLES]
+    tables = await base_tables(db, shard)
     statements = [
         db.prepare(_tracking_trigger_sql(t, event))
         for t in tables
@@ -623,9 +630,7 @@ async def _replay_step(source: Shard, target: Shard, tenant: str, meter: _Meter)
             if table.name == VECTOR_TABLE and rows and source.vectors is not None:
                 await _sync_vectors(source, target, tenant, [str(r["fact_id"]) for r in rows])
                 meter.spend(2)
-    last = max(int(entry["n"]) for entry in logged)
-    forget = "DELETE FROM tenant_move_changes WHERE tenant_id = ? AND n <= ?"
-    await src_db.prepare(forget).bind(tenant, last).run()
+    await _forget_changes(src_db, tenant, max(int(entry["n"]) for entry in logged))
     meter.spend()
     return len(logged)
 
@@ -665,7 +670,7 @@ async def _counts(
 ) -> dict[str, dict[str, int]]:
     """Each tenant table's row count of the tenant on both sides (one batch a side)."""
     src_db, dst_db = shard_db(source), shard_db(target)
-    tables = [t for t in await tenant_tables(src_db, source.name) if t.name not in DERIVED_TABLES]
+    tables = await base_tables(src_db, source.name)
     counted = []
     for db in (src_db, dst_db):
         sql = 'SELECT COUNT(*) AS n FROM "{}" WHERE tenant_id = ?'
@@ -772,7 +777,7 @@ async def _sync_step(
     it. Either way the facts' vectors the target lacks are copied."""
     progress = dict(progress)
     src_db, dst_db = shard_db(source), shard_db(target)
-    tables = [t for t in await tenant_tables(src_db, source.name) if t.name not in DERIVED_TABLES]
+    tables = await base_tables(src_db, source.name)
     tables.sort(key=lambda t: (t.name != "tenant_lifecycle", t.name))  # its limits first
     if progress["table"] >= len(tables):
         progress["done"] = True
