@@ -10,6 +10,7 @@ from typing import Any
 
 from agent_memory.agent.turn import assemble_context
 from agent_memory.governance.agent_types import AgentType, MemoryConfig
+from agent_memory.governance.writes import loaded_payload
 from agent_memory.ids import new_ulid
 from agent_memory.memory import Memory
 from agent_memory.tiers.episodic import Episode, EpisodicStore
@@ -77,7 +78,7 @@ async def context_and_events(runtime: LocalRuntime) -> tuple[Any, list[dict[str,
         "SELECT tier, payload FROM memory_events WHERE tenant_id = 'acme' "
         "AND kind = 'memory_retrieved' ORDER BY tier"
     ).all()
-    return context, [{"tier": r["tier"], **json.loads(r["payload"])} for r in rows.results]
+    return context, [{"tier": r["tier"], **loaded_payload(r["payload"])} for r in rows.results]
 
 
 async def test_turn_start_ranks_working_memory_and_episodes_for_the_input(
@@ -162,7 +163,7 @@ async def test_a_working_memory_get_is_scored_and_recorded(tmp_path: Path) -> No
         "AND kind = 'memory_retrieved'"
     ).all()
     (row,) = rows.results  # one event: the hit; a miss retrieves nothing
-    payload = json.loads(row["payload"])
+    payload = loaded_payload(row["payload"])
     assert row["tier"] == "working" and payload["query"] == "plan"
     (item,) = payload["results"]
     assert item["id"] == "plan" and item["relevance"] == 1.0

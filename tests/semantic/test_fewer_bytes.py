@@ -14,10 +14,12 @@ from pathlib import Path
 import pytest
 
 from agent_memory.governance.writes import (
+    RETRIEVED_FIELDS,
     EventLog,
     WriteGate,
     WriteProposal,
     canonical_json,
+    loaded_payload,
     memory_retrieved,
 )
 from agent_memory.ids import new_ulid
@@ -209,3 +211,70 @@ async def test_a_database_at_0016_upgrades_and_still_recalls_inspects_and_erases
         assert "contact:ada" not in json.dumps(left)
     finally:
         await rt.close()
+
+
+async def test_a_recall_event_stores_its_results_as_arrays_and_every_reader_takes_both_forms(
+    rt: LocalRuntime, make_memory: MemoryFactory
+) -> None:
+    """A recall's event holds each result as an array (about 60 bytes fewer a result); the
+    fact's history, the inspector and the subject erase read it and the object form that
+    events written before hold alike."""
+    memory = make_memory()
+    ada, bo = await memory.learn_many(
+        [FACT, {**FACT, "subject": "contact:bo", "content": "Bo prefers a call on Fridays"}]
+    )
+    parts = {"score": 0.5, "relevance": 0.5, "recency": 1.0, "confidence": 0.9, "density": 1.0}
+    older = {
+        "query": "who likes a call",
+        "top_k": 2,
+        "results": [{"id": ada.fact_id, **parts}, {"id": bo.fact_id, **parts}],
+        "candidates": {"vector": 2},
+        "dropped": [],
+    }
+    await (
+        rt.db.prepare(
+            "INSERT INTO memory_events (tenant_id, event_id, kind, tier, payload, created_at) "
+            "VALUES ('acme', ?, 'memory_retrieved', 'semantic', ?, ?)"
+        )
+        .bind(new_ulid(NOW_MS / 1000 - 60), json.dumps(older), NOW_MS - 60_000)
+        .run()
+    )
+
+    found = await memory.recall("a call on Tuesday or Friday", 5)
+    await rt.background.drain()
+    assert set(found.fact_ids) == {ada.fact_id, bo.fact_id}
+    text = (
+        await rt.db.prepare("SELECT payload FROM memory_events WHERE event_id = ?")
+        .bind(found.event_id)
+        .first_value("payload")
+    )
+    stored = json.loads(str(text))
+    assert [r[0] for r in stored["results"]] == found.fact_ids
+    assert all(isinstance(r, list) and len(r) == len(RETRIEVED_FIELDS) for r in stored["results"])
+    as_objects = json.dumps(loaded_payload(str(text)), separators=(",", ":"))
+    assert len(as_objects) - len(str(text)) >= 55 * len(found.fact_ids)
+
+    inspector = MemoryInspector(rt.db, "acme", now_ms=NOW_MS + 1000)
+    detail = await inspector.fact_detail(bo.fact_id)
+    assert detail is not None
+    assert [e.payload["query"] for e in detail.retrieved] == [
+        "a call on Tuesday or Friday",
+        "who likes a call",
+    ]
+    for event in detail.retrieved:  # the inspector shows both forms as objects
+        assert all(set(r) == set(RETRIEVED_FIELDS) for r in event.payload["results"])
+        assert bo.fact_id in [r["id"] for r in event.payload["results"]]
+
+    await SubjectEraser("acme", db=rt.db, clock=rt.clock, vectors=rt.vectors).erase("contact:ada")
+    left = [
+        loaded_payload(str(row["payload"]))
+        for row in (
+            await rt.db.prepare(
+                "SELECT payload FROM memory_events WHERE kind = 'memory_retrieved' "
+                "ORDER BY event_id"
+            ).all()
+        ).results
+    ]
+    # Both events kept, Ada's fact scrubbed out of each, Bo's still listed.
+    assert [[r["id"] for r in p["results"]] for p in left] == [[bo.fact_id], [bo.fact_id]]
+    assert (await inspector.fact_detail(bo.fact_id)) is not None

@@ -34,7 +34,11 @@ writing other rows in the same step puts `statement(event)` into its own `db.bat
 the event and its change commit together. A `memory_retrieved` payload: `{"query", "top_k",
 "results": [{"id", "score", "relevance", "recency", "confidence", "density"}],
 "candidates": {channel: count}, "dropped": [...]}` (no hash of the query: nothing read it, and
-it outlived the query text an erase redacts; events written before carry `query_hash`).
+it outlived the query text an erase redacts; events written before carry `query_hash`). D1
+stores each result as an array in `RETRIEVED_FIELDS` order (`stored_payload`), about 60 bytes
+fewer a result than the object (issue 29: the key names were ~290 of a 5-result event's ~720
+bytes); events written before hold the objects. Every reader takes both: `loaded_payload`
+gives the objects back, `result_id` a result's id, and `EventLog.retrieving` matches either.
 """
 
 from __future__ import annotations
@@ -76,7 +80,8 @@ class MemoryEvent(BaseModel):
 
 
 class RetrievedItem(BaseModel):
-    """One result as the `memory_retrieved` event lists it."""
+    """One result as the `memory_retrieved` event lists it (stored as an array of
+    `RETRIEVED_FIELDS`)."""
 
     id: str
     score: float
@@ -84,6 +89,43 @@ class RetrievedItem(BaseModel):
     recency: float
     confidence: float
     density: float
+
+
+RETRIEVED_FIELDS = ("id", "score", "relevance", "recency", "confidence", "density")
+
+
+def stored_payload(kind: str, payload: Mapping[str, Any]) -> str:
+    """`payload` as `memory_events.payload` holds it: JSON without spaces, a
+    `memory_retrieved` event's results as arrays of `RETRIEVED_FIELDS`."""
+    results = payload.get("results")
+    if kind == "memory_retrieved" and isinstance(results, list):
+        payload = {
+            **payload,
+            "results": [
+                [r.get(f) for f in RETRIEVED_FIELDS] if isinstance(r, dict) else r for r in results
+            ],
+        }
+    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+
+
+def loaded_payload(text: str | None) -> dict[str, Any]:
+    """A stored payload (`stored_payload`, or an older event's) as the event carries it: a
+    result stored as an array becomes its object again."""
+    payload: dict[str, Any] = json.loads(text or "{}")
+    results = payload.get("results")
+    if isinstance(results, list):
+        payload["results"] = [
+            dict(zip(RETRIEVED_FIELDS, r, strict=False)) if isinstance(r, list) else r
+            for r in results
+        ]
+    return payload
+
+
+def result_id(result: Any) -> Any:
+    """The id of a stored `memory_retrieved` result, in either form (None for neither)."""
+    if isinstance(result, dict):
+        return result.get("id")
+    return result[0] if isinstance(result, list) and result else None
 
 
 def memory_retrieved(
@@ -215,7 +257,7 @@ class EventLog:
             event.agent_type,
             event.run_id,
             event.content_hash,
-            json.dumps(event.payload, separators=(",", ":"), ensure_ascii=False),
+            stored_payload(event.kind, event.payload),
             event.created_at_ms,
         )
 
@@ -272,10 +314,13 @@ class EventLog:
         )
 
     async def retrieving(self, item_id: str, limit: int) -> list[Row]:
-        """The `memory_retrieved` events that returned `item_id`."""
+        """The `memory_retrieved` events that returned `item_id` (a result stored as an
+        array or, before, as an object)."""
         return await self.rows(
             "kind = 'memory_retrieved' AND EXISTS (SELECT 1 FROM json_each(payload, "
-            "'$.results') AS r WHERE json_extract(r.value, '$.id') = ?)",
+            "'$.results') AS r WHERE json_extract(r.value, '$[0]') = ? "
+            "OR json_extract(r.value, '$.id') = ?)",
+            item_id,
             item_id,
             limit=limit,
         )
@@ -350,7 +395,7 @@ class EventLog:
         return [
             MemoryEvent(
                 tenant_id=self.tenant_id,
-                payload=json.loads(row["payload"]),
+                payload=loaded_payload(row["payload"]),
                 created_at_ms=int(row["created_at"]),
                 **{column: row[column] for column in columns},
             )

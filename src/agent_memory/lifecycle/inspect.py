@@ -11,7 +11,6 @@ cursors over (created_at, id); a foreign one raises `InvalidCursorError`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
@@ -23,6 +22,7 @@ from agent_memory.governance.writes import (
     EventLog,
     EventTier,
     fact_proposal,
+    loaded_payload,
     written_payload,
 )
 from agent_memory.tiers.episodic import Episode, EpisodicStore, decode_cursor, encode_cursor
@@ -142,7 +142,7 @@ def event_from_row(row: Row) -> InspectedEvent:
         agent_type=row.get("agent_type"),
         run_id=row.get("run_id"),
         content_hash=row.get("content_hash"),
-        payload=json.loads(row.get("payload") or "{}"),
+        payload=loaded_payload(row.get("payload")),
         created_at=int(row["created_at"]),
     )
 
