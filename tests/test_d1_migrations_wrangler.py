@@ -199,7 +199,7 @@ def test_a_moves_change_log_runs_on_d1(wrangler_work: Path, tmp_path: Path) -> N
 
     work = tmp_path / "work"
     shutil.copytree(wrangler_work, work, ignore=shutil.ignore_patterns("logs"))
-    from agent_memory.lifecycle.move import _keys_clause, _tracking_trigger_sql
+    from agent_memory.lifecycle.move import _keys_clause, _logged_in_range, _tracking_trigger_sql
 
     table = TenantTable("scratch", ("tenant_id", "k", "j", "v"), ("tenant_id", "k", "j"), {})
     where, params = _keys_clause(table, [["a", 1], ["b", 2]])
@@ -241,6 +241,14 @@ def test_a_moves_change_log_runs_on_d1(wrangler_work: Path, tmp_path: Path) -> N
         )
     )
     assert found == [{"k": "a", "v": "w"}]
+    # A check's chunk reads the log entries of its key range only: after ("a", 1).
+    in_range, params = _logged_in_range(table, ["a", 1], None)
+    for value in ["acme", *params]:
+        in_range = in_range.replace("?", repr(value), 1)
+    chunk = _json_rows(
+        _wrangler_d1(work, "execute", _database_name(), "--json", "--command", in_range)
+    )
+    assert [r["key"] for r in chunk] == ['["b",2]', '["b",2]']
 
 
 def _json_rows(output: str) -> list[dict[str, Any]]:

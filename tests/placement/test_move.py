@@ -28,6 +28,7 @@ from agent_memory.memory import Memory
 from bindings.ports.clock import FixedClock
 from bindings.ports.d1 import D1Error, met_fence
 from http_messages import ApiError
+from local_runtime.adapters.d1 import SqliteD1
 from local_runtime.runtime import LocalRuntime
 from tests.memory_api.conftest import Client
 from worker.cron import DAILY_BRIEF, MOVE_STEPS, run_scheduled
@@ -392,6 +393,52 @@ async def test_a_replayed_move_keeps_its_source_when_a_row_differs_after_the_swi
     assert all(rows == [] for rows in (await _rows(runtime, "primary", T)).values())
     again = await client.send("POST", "/admin/moves/recheck", {"tenant": T}, access=client.operator)
     assert (again.status, again.json()["error"]["code"]) == (409, "nothing_to_recheck")
+
+
+async def test_a_check_reads_the_change_log_of_its_own_chunk_not_the_whole_table(
+    client: Client, runtime: LocalRuntime, clock: FixedClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a replayed switch the tenant keeps writing on the target while the check runs
+    (or waits for an operator); each chunk of the check reads only the log entries in its
+    own key range, so every entry is read once, and the check still leaves them all out."""
+    monkeypatch.setattr(move_module, "FULL_VERIFY_ROWS", -1)
+    monkeypatch.setattr(move_module, "CHUNK_ROWS", 2)
+    token = await _seed(client, T, 6)
+    await start_move(runtime.bindings(), T, "s2")
+    while (status := await advance(runtime.bindings(), T, MoveBudget(max_calls=6))).phase != (
+        "switched"
+    ):
+        pass
+    assert not status.progress.get("check", {}).get("done")
+    for n in range(8):  # the tenant's writes on its new home, logged there
+        answer = await client.write(token, "agent", tier="episodic", key=f"new{n}", value=f"v{n}")
+        assert answer.status == 201, answer.json()
+    logged = (
+        await runtime.shard_db("s2")
+        .prepare("SELECT COUNT(*) AS n FROM tenant_move_changes WHERE tenant_id = ? AND tbl = ?")
+        .bind(T, "memory_episodes")
+        .first_value("n")
+    )
+    assert logged is not None and logged >= 8
+
+    read: list[int] = []  # entries each of the check's log reads returned
+    run = SqliteD1._execute
+
+    def counting(db: SqliteD1, statements: Any, **kwargs: Any) -> Any:
+        results = run(db, statements, **kwargs)
+        for statement, result in zip(statements, results, strict=True):
+            log_read = statement.sql.startswith("SELECT key FROM tenant_move_changes")
+            if log_read and statement.params[1] == "memory_episodes":
+                read.append(len(result.results))
+        return results
+
+    monkeypatch.setattr(SqliteD1, "_execute", counting)
+    clock.advance(GRACE_SECONDS + 1)
+    done = await _drive(runtime, clock, T, MoveBudget(max_calls=6))
+    assert done.progress["check"]["done"] and not done.progress["check"].get("differs")
+    assert len(read) > 3  # the episodes were checked in several chunks...
+    assert sum(read) <= logged  # ...each reading its own entries (each entry at most once)
+    assert all(rows == [] for rows in (await _rows(runtime, "primary", T)).values())
 
 
 async def _logged(runtime: LocalRuntime) -> int:

@@ -700,11 +700,16 @@ def _key(table: TenantTable) -> tuple[str, ...]:
     return tuple(c for c in table.key if c != "tenant_id")
 
 
+def _quoted(key: Sequence[str]) -> list[str]:
+    return [f'"{c}"' for c in key]
+
+
 def _range(
     key: Sequence[str], after: list[Any] | None, upto: list[Any] | None
 ) -> tuple[str, list[Any]]:
-    """SQL conditions (after the tenant's) for `after < key <= upto`, with their parameters."""
-    cols = ", ".join(f'"{c}"' for c in key)
+    """SQL conditions (after the tenant's) for `after < key <= upto`, with their parameters;
+    `key`: the key's SQL expressions (`_quoted` columns)."""
+    cols = ", ".join(key)
     marks = ", ".join("?" for _ in key)
     sql, params = "", []
     if key and after is not None:
@@ -729,7 +734,7 @@ async def _rows(
     default every copied one)."""
     key = _key(table)
     cols = ", ".join(f'"{c}"' for c in columns or _copied(table))
-    where, params = _range(key, after, upto)
+    where, params = _range(_quoted(key), after, upto)
     order = f" ORDER BY {', '.join(chr(34) + c + chr(34) for c in key)}" if key else ""
     tail = f" LIMIT {int(limit)}" if limit is not None else ""
     sql = f'SELECT {cols} FROM "{table.name}" WHERE tenant_id = ?{where}{order}{tail}'
@@ -744,7 +749,7 @@ def _delete_range(
     upto: list[Any] | None,
 ) -> D1Statement:
     """The statement deleting the tenant's rows of `table` with `after < key <= upto`."""
-    where, params = _range(_key(table), after, upto)
+    where, params = _range(_quoted(_key(table)), after, upto)
     sql = f'DELETE FROM "{table.name}" WHERE tenant_id = ?{where}'
     return db.prepare(sql).bind(tenant, *params)
 
@@ -789,11 +794,8 @@ async def _sync_step(
     theirs = await _rows(dst_db, table, tenant, after, last, None)
     meter.spend(2)
     if check:
-        sql = "SELECT key FROM tenant_move_changes WHERE tenant_id = ? AND tbl = ?"
-        logged = (await dst_db.prepare(sql).bind(tenant, table.name).all()).results
+        written = await _written_since_switch(dst_db, table, tenant, after, last)
         meter.spend()
-        # Compared as values, not JSON text (SQLite and Python escape some characters apart).
-        written = {tuple(json.loads(str(r["key"]))) for r in logged}
         rows = [r for r in rows if tuple(r[c] for c in key) not in written]
         theirs = [r for r in theirs if tuple(r[c] for c in key) not in written]
     empty = {"source_rows": 0, "target_rows": 0, "source_sha256": "", "target_sha256": ""}
@@ -822,6 +824,35 @@ async def _sync_step(
     else:
         progress["after"] = last
     return progress
+
+
+def _logged_in_range(
+    table: TenantTable, after: list[Any] | None, upto: list[Any] | None
+) -> tuple[str, list[Any]]:
+    """The change log's entries of `table` with `after < key <= upto` (?: the tenant, then
+    the returned parameters)."""
+    elements = [f"json_extract(key, '$[{i}]')" for i in range(len(_key(table)))]
+    where, params = _range(elements, after, upto)
+    sql = f"SELECT key FROM tenant_move_changes WHERE tenant_id = ? AND tbl = ?{where}"
+    return sql, [table.name, *params]
+
+
+async def _written_since_switch(
+    db: D1Database,
+    table: TenantTable,
+    tenant: str,
+    after: list[Any] | None,
+    upto: list[Any] | None,
+) -> set[tuple[Any, ...]]:
+    """The keys with `after < key <= upto` the tenant wrote on `db` (the target) since the
+    switch: its change log, read for this chunk's range only. However much the tenant writes
+    while a check runs or waits for an operator, a chunk reads the entries of its own keys,
+    not the table's whole log again (the range is compared on the logged key's elements,
+    in the order and with the types `json_array` stored them)."""
+    sql, params = _logged_in_range(table, after, upto)
+    logged = (await db.prepare(sql).bind(tenant, *params).all()).results
+    # Compared as values, not JSON text (SQLite and Python escape some characters apart).
+    return {tuple(json.loads(str(r["key"]))) for r in logged}
 
 
 async def _replace(
