@@ -460,16 +460,19 @@ class Memory:
         top_k: int | None = None,
         matching_only: bool = False,
         agent_type: str | None = None,
+        record: bool = True,
     ) -> list[RankedItem]:
         """`items` of a tier without search channels scored for `query` with the tier's
         weights, best first (cut to `top_k`; only those sharing a word with the query when
-        `matching_only`), recorded as one `memory_retrieved` event after the response."""
+        `matching_only`), recorded as one `memory_retrieved` event after the response
+        (unless not `record`: the caller records what it shows, `record`)."""
         ranked = rank(query, items, self.config.weights_for(tier), self.clock.now())
         if matching_only:
             ranked = [r for r in ranked if r.parts[1] > 0]
         if top_k is not None:
             ranked = ranked[:top_k]
-        self.record(tier, query, ranked, pool=pool, agent_type=agent_type)
+        if record:
+            self.record(tier, query, ranked, pool=pool, agent_type=agent_type)
         return ranked
 
     def record(
@@ -480,9 +483,11 @@ class Memory:
         *,
         pool: int,
         agent_type: str | None = None,
+        top_k: int | None = None,
     ) -> None:
-        """One `memory_retrieved` event for a ranked read, written after the response (best
-        effort: a read never waits for, or fails over, its audit trail)."""
+        """One `memory_retrieved` event for a ranked read (`top_k`: what was asked for,
+        by default as many as `ranked` holds), written after the response (best effort: a
+        read never waits for, or fails over, its audit trail)."""
         if self.events is None or not ranked:
             return
         events, now, ranked = self.events, self.clock.now(), list(ranked)
@@ -496,7 +501,7 @@ class Memory:
                         tier=tier,
                         now=now,
                         query=query,
-                        top_k=len(ranked),
+                        top_k=len(ranked) if top_k is None else top_k,
                         results=[
                             RetrievedItem.model_validate(
                                 {
@@ -527,17 +532,30 @@ class Memory:
         *,
         agent_type: str,
         limit: int,
+        offset: int = 0,
         window: Mapping[str, float | None] | None = None,
-    ) -> list[MemoryItem]:
-        """Up to `limit` items of every tier in `tiers` of the agent `agent_type` /
-        `instance_id` (semantic: the tenant's), ranked for `query` and merged best first. The
-        tiers are searched concurrently; `window` is semantic recall's `valid_from_*`."""
-        searches = [
-            self._search_tier(tier, query, instance_id, limit, agent_type, window) for tier in tiers
-        ]
-        merged = [item for found in await asyncio.gather(*searches) for item in found]
-        merged.sort(key=lambda i: (-(i.score or 0.0), i.tier, i.key))
-        return merged
+    ) -> tuple[list[MemoryItem], bool]:
+        """The items ranked `offset` + 1 to `offset` + `limit` of every tier in `tiers` of
+        the agent `agent_type` / `instance_id` (semantic: the tenant's) for `query`, merged
+        best first, and whether more follow. The tiers are searched concurrently; `window`
+        is semantic recall's `valid_from_*`. Each tier's read is recorded (its
+        `memory_retrieved` event; the facts' recall statistics) with its items on this page
+        only: the audit lists what the caller was given, not the ranks skipped before the
+        page nor the one read past it to know whether more follow."""
+        want = offset + limit + 1
+        searched = await asyncio.gather(
+            *(
+                self._search_tier(tier, query, instance_id, want, agent_type, window)
+                for tier in tiers
+            )
+        )
+        merged = [(item, n) for n, (items, _) in enumerate(searched) for item in items]
+        merged.sort(key=lambda pair: (-(pair[0].score or 0.0), pair[0].tier, pair[0].key))
+        page = merged[offset : offset + limit]
+        for n, (items, record) in enumerate(searched):
+            shown = {id(item) for item, owner in page if owner == n}
+            await record([i for i, item in enumerate(items) if id(item) in shown], limit)
+        return [item for item, _ in page], len(merged) > offset + limit
 
     async def _search_tier(
         self,
@@ -547,11 +565,21 @@ class Memory:
         limit: int,
         agent_type: str,
         window: Mapping[str, float | None] | None,
-    ) -> list[MemoryItem]:
+    ) -> tuple[list[MemoryItem], Callable[[list[int], int], Awaitable[None]]]:
+        """A tier's best `limit` items for `query`, unrecorded, and how to record those of
+        them (by position) a caller shows."""
         if tier == "semantic":
             filters = RecallFilters.model_validate({k: v for k, v in (window or {}).items() if v})
-            recalled = await self.semantic().rank(query, min(limit, 1000), filters, record=True)
-            return semantic_items(recalled)
+            semantic = self.semantic()
+            recalled = await semantic.rank(query, min(limit, 1000), filters, record=False)
+
+            async def record_facts(shown: list[int], top_k: int) -> None:
+                results = [recalled.results[i] for i in shown]
+                await semantic.record(
+                    query, top_k, recalled.model_copy(update={"results": results})
+                )
+
+            return semantic_items(recalled), record_facts
         # Working memory and workflows are ranked whole; episodes, the newest `SEARCH_POOL`.
         cap = SEARCH_POOL if tier == "episodic" else sys.maxsize
         pool = await self.listing(tier, instance_id, limit=cap, agent_type=agent_type)
@@ -567,15 +595,23 @@ class Memory:
             for item in pool
         ]
         weights = self.config.weights_for(tier)
-        return [
+        ranked = self.rank(
+            tier, query, items, pool=len(items), top_k=limit, matching_only=True, record=False
+        )
+
+        async def record_items(shown: list[int], top_k: int) -> None:
+            self.record(tier, query, [ranked[i] for i in shown], pool=len(items), top_k=top_k)
+
+        found = [
             by_key[r.item.id].model_copy(
                 update={
                     "score": round(r.score, 6),
                     "score_breakdown": breakdown_view(breakdown(r.parts, weights)),
                 }
             )
-            for r in self.rank(tier, query, items, pool=len(items), top_k=limit, matching_only=True)
+            for r in ranked
         ]
+        return found, record_items
 
     async def listing(
         self,

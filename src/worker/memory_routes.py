@@ -254,7 +254,6 @@ async def read_memory(call: Call[None, MemoryQuery]) -> MemoryPage:
         raise ApiError(422, "agent_type_required", "the procedural tier needs ?agent_type=")
     listing = _listing_id(agent_id, query)
     offset = _offset(query, listing)
-    want = offset + query.limit + 1  # one more: is there a next page?
     if query.tier is not None:
         searched: list[MemoryTier] = [query.tier]
     else:
@@ -267,15 +266,20 @@ async def read_memory(call: Call[None, MemoryQuery]) -> MemoryPage:
         page = await memory.listing(
             query.tier, agent_id, agent_type=claims.agent_type, limit=query.limit + 1, offset=offset
         )
+        more = len(page) > query.limit  # one more read: is there a next page?
     else:
         window = query.model_dump(
             include={"valid_from_after", "valid_from_before", "reference_date"}
         )
-        found = await memory.search(
-            query.query, searched, agent_id, agent_type=claims.agent_type, limit=want, window=window
+        page, more = await memory.search(
+            query.query,
+            searched,
+            agent_id,
+            agent_type=claims.agent_type,
+            limit=query.limit,
+            offset=offset,
+            window=window,
         )
-        page = found[offset:want]
-    more = len(page) > query.limit
     return MemoryPage(
         tenant=claims.tenant,
         agent_id=agent_id,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agent_memory.governance.writes import loaded_payload
 from bindings.ports.clock import FixedClock
 from local_runtime.access_dev import mint_token
 from local_runtime.runtime import LocalRuntime
@@ -294,3 +295,47 @@ async def test_a_semantic_search_can_be_limited_to_a_time_window(
         a, "agent-a", tier="semantic", query="renewal", valid_from_after=since, valid_from_before=1
     )
     assert bad.status == 422
+
+
+async def test_a_search_records_what_each_page_gave_not_what_it_read_past(
+    client: Client, memory_runtime: LocalRuntime
+) -> None:
+    """A page of a search reads one item past it (is there a next page?) and, from page
+    two, the ranks before it; its `memory_retrieved` events and the facts' recall
+    statistics list only the items the page returned, so the audit says what the caller
+    was given."""
+    a = await client.mint(TENANT, "agent-a")
+    for n in range(3):
+        fact = f"the lantern festival number {n} opens at dusk"
+        written = await client.write(a, "agent-a", tier="semantic", key=f"f{n}", value=fact)
+        assert written.status == 201, written.json()
+        seen = f"saw lantern {n} being lit"
+        written = await client.write(a, "agent-a", tier="episodic", key=f"e{n}", value=seen)
+        assert written.status == 201, written.json()
+    await memory_runtime.background.drain()
+
+    given: list[list[str]] = []
+    cursor = None
+    while True:
+        query: dict[str, Any] = {"query": "lantern", "limit": 2}
+        if cursor:
+            query["cursor"] = cursor
+        body = (await client.read(a, "agent-a", **query)).json()
+        given.append([i["metadata"].get("fact_id", i["key"]) for i in body["items"]])
+        cursor = body["next_cursor"]
+        if cursor is None:
+            break
+    await memory_runtime.background.drain()
+    assert [len(page) for page in given] == [2, 2, 2]
+
+    rows = await memory_runtime.db.prepare(
+        "SELECT payload FROM memory_events WHERE kind = 'memory_retrieved' ORDER BY event_id"
+    ).all()
+    recorded = [
+        [r["id"] for r in loaded_payload(str(row["payload"]))["results"]] for row in rows.results
+    ]
+    # Each page's events (one a tier searched) list exactly the page's items, once each.
+    assert sorted(i for ids in recorded for i in ids) == sorted(i for page in given for i in page)
+    assert all(ids == [] or any(set(ids) <= set(page) for page in given) for ids in recorded)
+    recalls = await count(memory_runtime, "SELECT SUM(recall_count) FROM semantic_facts")
+    assert recalls == 3  # each fact once: on the page that returned it

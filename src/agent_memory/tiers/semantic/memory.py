@@ -298,6 +298,12 @@ class SemanticMemory:
             )
         return await self._recaller.run(query.strip(), limit, filters, query_vector, record=record)
 
+    async def record(self, query: str, top_k: int, shown: RecallResult) -> str:
+        """Record what a caller showed of a `rank(..., record=False)` result (`shown`: its
+        results cut to those), as `recall` records its own: a `memory_retrieved` event and
+        the facts' recall statistics, after the response. Returns the event id."""
+        return await self._recaller.record(query.strip(), top_k, shown)
+
 
 # The daily brief's figures on this store's tables: scalar subqueries the brief joins into
 # one statement per tenant (?1 tenant, ?2 now in ms; `lifecycle.brief`).

@@ -719,6 +719,14 @@ class Recaller:
         rows.update(await self._channels.rows(rest, prepared, filters, now))
         return vector_hits, keyword_hits, exact_hits, complete, rows
 
+    async def record(self, query: str, top_k: int, result: RecallResult) -> str:
+        """Record `result` (a run with `record=False`, or the part of it a caller showed)
+        as `run(record=True)` records: one `memory_retrieved` event and the returned facts'
+        recall statistics, after the response. Returns the event id."""
+        return await self._record_recall(
+            query, top_k, result.results, result.candidates, result.dropped, self._s.clock.now()
+        )
+
     async def _record_recall(
         self,
         query: str,
