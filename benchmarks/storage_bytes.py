@@ -1,7 +1,8 @@
 """D1 bytes per memory: per fact, per episode, per event, and the tenants one database holds.
 
     uv run python benchmarks/storage_bytes.py [--facts 100000] [--episodes 20000]
-        [--recalls 2000] [--session-size 0] [--tenant acme] [--compare /work/main] [--root DIR]
+        [--recalls 2000] [--session-size 0] [--tenant acme] [--embedding-names hashing]
+        [--compare /work/main] [--root DIR]
 
 In a fresh local runtime (the same SQLite schema and migrations D1 runs), three phases
 through the real write paths, with the tests' hashing embedder (vectors live in Vectorize,
@@ -23,6 +24,11 @@ wrote gives the bytes per fact, episode and event; the tenants one D1 database (
 limit that cannot be raised) holds follow for a tenant at ADR-043's episodic cap (100K
 episodes) with the facts of `--tenant-facts` (semantic memory has no cap: ADR-043 keeps it
 "until explicitly deleted", ADR-0030 "v1 has no enforced quota").
+
+Every fact row names the model that embedded it (`embedding_provider`, `embedding_model`): the
+hashing embedder's names are short (`test`, `hashing-bow`); `--embedding-names workers-ai`
+measures the same rows under the names a deployment on Workers AI stores (`workers-ai`,
+`@cf/baai/bge-small-en-v1.5#pooling=cls`, 34 characters more a fact).
 
 `--compare DIR` runs the same measurement on another checkout (its `src`, `local_runtime`
 and `migrations`, e.g. `/work/main` before a change) and prints both side by side.
@@ -61,6 +67,7 @@ from agent_memory.ids import new_ulid  # noqa: E402
 from agent_memory.tiers.episodic import Episode, EpisodicStore  # noqa: E402
 from agent_memory.tiers.semantic.memory import SemanticMemory  # noqa: E402
 from agent_memory.tiers.semantic.models import FactInput  # noqa: E402
+from bindings.ports.embedder import EmbeddingConfig  # noqa: E402
 from local_runtime.runtime import LocalRuntime  # noqa: E402
 from tests.fakes.embedder import HashingEmbedder  # noqa: E402
 
@@ -82,6 +89,19 @@ THINGS = [
     "short messages on Tuesday mornings",
 ]
 WHEN = ["on Monday", "by email", "in the demo", "at the workshop"]
+
+
+# The names a Workers AI deployment's fact rows hold (`bindings.cloudflare.ai`: the model and
+# its pooling), for `--embedding-names workers-ai`.
+WORKERS_AI_NAMES = EmbeddingConfig("workers-ai", "@cf/baai/bge-small-en-v1.5#pooling=cls", 384)
+
+
+class NamedHashingEmbedder(HashingEmbedder):
+    """The hashing embedder under another model's names: only the names reach D1's rows."""
+
+    def __init__(self, config: EmbeddingConfig) -> None:
+        super().__init__(config.dimensions)
+        self._config = config
 
 
 def sentence(i: int) -> str:
@@ -155,7 +175,12 @@ def delta(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     folder = Path(tempfile.mkdtemp(prefix="storage-bytes-"))
-    runtime = LocalRuntime.open(folder, embedder=HashingEmbedder())
+    embedder = (
+        NamedHashingEmbedder(WORKERS_AI_NAMES)
+        if args.embedding_names == "workers-ai"
+        else HashingEmbedder()
+    )
+    runtime = LocalRuntime.open(folder, embedder=embedder)
     try:
         await runtime.migrate()
         db_path = runtime.state.d1
@@ -302,6 +327,12 @@ def main() -> None:
         "--tenant-facts",
         default="10000,100000",
         help="facts per tenant in the capacity table (comma-separated)",
+    )
+    parser.add_argument(
+        "--embedding-names",
+        choices=["hashing", "workers-ai"],
+        default="hashing",
+        help="the model names fact rows hold (workers-ai: as a Cloudflare deployment's)",
     )
     parser.add_argument("--root", help="checkout to measure (default: this one)")
     parser.add_argument("--compare", help="another checkout to measure side by side")
