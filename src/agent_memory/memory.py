@@ -465,7 +465,7 @@ class Memory:
         """`items` of a tier without search channels scored for `query` with the tier's
         weights, best first (cut to `top_k`; only those sharing a word with the query when
         `matching_only`), recorded as one `memory_retrieved` event after the response
-        (unless not `record`: the caller records what it shows, `record`)."""
+        (unless `record` is False: the caller then records what it shows with `record()`)."""
         ranked = rank(query, items, self.config.weights_for(tier), self.clock.now())
         if matching_only:
             ranked = [r for r in ranked if r.parts[1] > 0]
