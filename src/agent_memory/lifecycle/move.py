@@ -640,7 +640,7 @@ def _keys_clause(table: TenantTable, keys: Sequence[Sequence[Any]]) -> tuple[str
     key = _key(table)
     if not key:
         return "", []  # a keyless table holds one row per tenant
-    cols = ", ".join(f'"{c}"' for c in key)
+    cols = ", ".join(_quoted(key))
     one = "(" + ", ".join("?" for _ in key) + ")"
     return f" AND ({cols}) IN (VALUES {', '.join(one for _ in keys)})", [v for k in keys for v in k]
 
@@ -649,8 +649,8 @@ async def _rows_by_keys(
     db: D1Database, table: TenantTable, tenant: str, keys: Sequence[Sequence[Any]]
 ) -> list[Row]:
     where, params = _keys_clause(table, keys)
-    cols = ", ".join(f'"{c}"' for c in _copied(table))
-    order = ", ".join(f'"{c}"' for c in _key(table))
+    cols = ", ".join(_quoted(_copied(table)))
+    order = ", ".join(_quoted(_key(table)))
     tail = f" ORDER BY {order}" if order else ""
     sql = f'SELECT {cols} FROM "{table.name}" WHERE tenant_id = ?{where}{tail}'
     return (await db.prepare(sql).bind(tenant, *params).all()).results
@@ -700,8 +700,9 @@ def _key(table: TenantTable) -> tuple[str, ...]:
     return tuple(c for c in table.key if c != "tenant_id")
 
 
-def _quoted(key: Sequence[str]) -> list[str]:
-    return [f'"{c}"' for c in key]
+def _quoted(columns: Sequence[str]) -> list[str]:
+    """Column names as SQL identifiers (schema-read names: a keyword or odd name still works)."""
+    return [f'"{c}"' for c in columns]
 
 
 def _range(
@@ -733,9 +734,9 @@ async def _rows(
     """The tenant's rows of `table` with `after < key <= upto` in key order (`columns`, by
     default every copied one)."""
     key = _key(table)
-    cols = ", ".join(f'"{c}"' for c in columns or _copied(table))
+    cols = ", ".join(_quoted(columns or _copied(table)))
     where, params = _range(_quoted(key), after, upto)
-    order = f" ORDER BY {', '.join(chr(34) + c + chr(34) for c in key)}" if key else ""
+    order = f" ORDER BY {', '.join(_quoted(key))}" if key else ""
     tail = f" LIMIT {int(limit)}" if limit is not None else ""
     sql = f'SELECT {cols} FROM "{table.name}" WHERE tenant_id = ?{where}{order}{tail}'
     return (await db.prepare(sql).bind(tenant, *params).all()).results
@@ -807,7 +808,7 @@ async def _sync_step(
     if rows != theirs and check:
         if table.name not in progress.setdefault("differs", []):
             progress["differs"].append(table.name)
-    elif rows != theirs:
+    elif rows != theirs:  # not a check: the target's rows of the range become the source's
         progress["changed"] = True
         delete = _delete_range(dst_db, table, tenant, after, last)
         await _replace(target, table, tenant, delete, rows, theirs, meter)
@@ -873,7 +874,7 @@ async def _replace(
         if gone:
             await delete_own_vectors(target.vectors, tenant, sorted(gone))
             meter.spend()
-    names = ", ".join(f'"{c}"' for c in columns)
+    names = ", ".join(_quoted(columns))
     marks = ", ".join("?" for _ in columns)
     insert = f'INSERT INTO "{table.name}" ({names}) VALUES ({marks})'
     statements = [dst_db.prepare(insert).bind(*_blob_params(table, r, columns)) for r in rows]
