@@ -2,6 +2,7 @@
 
     uv run python benchmarks/semantic_latency.py [--facts 100000] [--queries 300]
         [--batch 1000] [--embedder minilm|hashing] [--state DIR [--reuse]]
+        [--schema migrations|migrations-compact]
 
 What it measures (the same code the Worker runs, `agent_memory.tiers.semantic.SemanticMemory`,
 against the local adapters: SQLite D1 with the per-tenant keyword postings, the numpy
@@ -47,6 +48,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +64,7 @@ from agent_memory.tiers.semantic.models import FactInput  # noqa: E402
 from agent_memory.tiers.semantic.rerank import EmbedderReranker  # noqa: E402
 from bindings.ports.embedder import Embedder, EmbeddingConfig  # noqa: E402
 from bindings.ports.reranker import Reranker  # noqa: E402
+from bindings.ports.vectorize import VectorIndex  # noqa: E402
 from local_runtime.runtime import LocalRuntime  # noqa: E402
 
 TENANT = "acme"
@@ -306,7 +309,7 @@ def numpy_floor(unit: npt.NDArray[np.float32], vectors: npt.NDArray[np.float32])
 
 
 async def exact_top_share(
-    runtime: LocalRuntime,
+    index: VectorIndex,
     namespace: str,
     unit: npt.NDArray[np.float32],
     queries: npt.NDArray[np.float32],
@@ -319,8 +322,6 @@ async def exact_top_share(
         q = vector / max(float(np.linalg.norm(vector)), 1e-12)
         exact = unit @ q
         kth = float(np.partition(exact, len(exact) - 100)[len(exact) - 100])
-        index = runtime.bindings().vectors
-        assert index is not None
         found = await index.query(
             q.tolist(), top_k=100, namespace=namespace, return_metadata="none"
         )
@@ -363,7 +364,12 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     root = Path(args.state) if args.state else Path(tempfile.mkdtemp(prefix="semantic-lat-"))
     runtime = LocalRuntime.open(root, embedder=embedder)
     await runtime.migrate()
-    memory = SemanticMemory.from_bindings(runtime.bindings(), TENANT, agent_type="bench")
+    # The tenant on the local shard whose database `--schema` made (wrangler.toml: the
+    # primary from migrations/, s2 from migrations-compact/).
+    shard = "s2" if args.schema == "migrations-compact" else "primary"
+    db, index = runtime.shard_db(shard), runtime.shard_vectors(shard)
+    bindings = replace(runtime.bindings(), db=db, vectors=index)
+    memory = SemanticMemory.from_bindings(bindings, TENANT, agent_type="bench")
 
     facts = synthetic_facts(args.facts)
     reuse = args.reuse and await memory.count() == len(facts)
@@ -425,8 +431,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     reranker = TimedReranker(EmbedderReranker(inner))
     reranking = SemanticMemory(
         TENANT,
-        db=runtime.db,
-        vectors=runtime.vectors,
+        db=db,
+        vectors=index,
         embedder=embedder,
         clock=runtime.clock,
         config=RetrievalConfig(rerank=RerankConfig(depth=args.rerank_depth)),
@@ -481,7 +487,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     fts = fts5_floor(contents, queries)
     scan = numpy_floor(unit, query_matrix)
     floor = [a + b for a, b in zip(fts, scan, strict=True)]
-    vector_recall = await exact_top_share(runtime, memory.namespace, unit, query_matrix)
+    vector_recall = await exact_top_share(index, memory.namespace, unit, query_matrix)
     print(
         f"vector channel: share of its top 100 within the exact top 100 (by exact score): "
         f"{vector_recall:.4f}"
@@ -522,6 +528,12 @@ if __name__ == "__main__":
     parser.add_argument("--rerank-depth", type=int, default=20, help="reranked candidates")
     parser.add_argument("--batch", type=int, default=1000, help="facts per learn_many call")
     parser.add_argument("--embedder", choices=("minilm", "hashing"), default="minilm")
+    parser.add_argument(
+        "--schema",
+        choices=("migrations", "migrations-compact"),
+        default="migrations",
+        help="the migrations folder the tenant's database is made from",
+    )
     parser.add_argument("--state", help="state folder (default: a new temporary folder)")
     parser.add_argument(
         "--reuse",

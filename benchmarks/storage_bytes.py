@@ -30,6 +30,11 @@ hashing embedder's names are short (`test`, `hashing-bow`); `--embedding-names w
 measures the same rows under the names a deployment on Workers AI stores (`workers-ai`,
 `@cf/baai/bge-small-en-v1.5#pooling=cls`, 34 characters more a fact).
 
+`--schema` picks the database measured: one made from migrations/ (every existing
+deployment's primary), one made from migrations-compact/ (a shard database made now: a
+shorter content hash, postings by term number, docs/placement.md "Bytes per memory"), or
+`both` (the default), printed one after the other with the capacity of each.
+
 `--compare DIR` runs the same measurement on another checkout (its `src`, `local_runtime`
 and `migrations`, e.g. `/work/main` before a change) and prints both side by side.
 The last line is the report as JSON. A measurement script, not a test.
@@ -46,6 +51,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +80,10 @@ from tests.fakes.embedder import HashingEmbedder  # noqa: E402
 TENANT = "acme"  # `--tenant`: every row, posting and index entry holds the tenant id
 D1_LIMIT_BYTES = 10 * 1000**3  # 10 GB per D1 database (Cloudflare's limit)
 EPISODE_CAP = 100_000  # ADR-043: hard limit of episodes per tenant
+# The local shard whose database each migrations folder made (wrangler.toml: the primary from
+# migrations/, as every existing deployment's; s2 from migrations-compact/, as every database
+# made now).
+SHARDS = {"migrations": "primary", "migrations-compact": "s2"}
 VECTORIZE_LIMIT = 10_000_000  # vectors per Vectorize index
 NAMES = ["Dana", "Lee", "Sam", "Priya", "Jonas", "Mei", "Omar", "Lucia", "Ken", "Ava"]
 ROLES = ["VP Sales", "CFO", "Head of Operations", "CTO", "Procurement Lead", "IT Director"]
@@ -173,7 +183,8 @@ def delta(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
     }
 
 
-async def run(args: argparse.Namespace) -> dict[str, Any]:
+async def run(args: argparse.Namespace, schema: str) -> dict[str, Any]:
+    """The three phases on the local shard whose database `schema` made (`SHARDS`)."""
     folder = Path(tempfile.mkdtemp(prefix="storage-bytes-"))
     embedder = (
         NamedHashingEmbedder(WORKERS_AI_NAMES)
@@ -183,12 +194,14 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     runtime = LocalRuntime.open(folder, embedder=embedder)
     try:
         await runtime.migrate()
-        db_path = runtime.state.d1
+        shard = SHARDS[schema]
+        db, db_path = runtime.shard_db(shard), runtime.state.d1_of(shard)
         phases: dict[str, dict[str, int]] = {}
         written: dict[str, dict[str, float]] = {}
         before = measure(db_path)
 
-        memory = SemanticMemory.from_bindings(runtime.bindings(), args.tenant, agent_type="bench")
+        bindings = replace(runtime.bindings(), db=db, vectors=runtime.shard_vectors(shard))
+        memory = SemanticMemory.from_bindings(bindings, args.tenant, agent_type="bench")
         texts = [sentence(i) for i in range(args.facts)]
         started = time.perf_counter()
         for start in range(0, args.facts, 500):
@@ -214,8 +227,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "text_bytes": sum(len(t.encode()) for t in texts) / max(args.facts, 1),
         }
 
-        events = EventLog(args.tenant, runtime.db)
-        store = EpisodicStore(runtime.db, args.tenant, gate=WriteGate(args.tenant, events=events))
+        events = EventLog(args.tenant, db)
+        store = EpisodicStore(db, args.tenant, gate=WriteGate(args.tenant, events=events))
         now_ms = int(time.time() * 1000)
         run_id = ""
         episode_texts = [sentence(i + 7) for i in range(args.episodes)]
@@ -334,19 +347,33 @@ def main() -> None:
         default="hashing",
         help="the model names fact rows hold (workers-ai: as a Cloudflare deployment's)",
     )
+    parser.add_argument(
+        "--schema",
+        choices=[*SHARDS, "both"],
+        default="both",
+        help="the migrations folder the measured database is made from (both: side by side)",
+    )
     parser.add_argument("--root", help="checkout to measure (default: this one)")
     parser.add_argument("--compare", help="another checkout to measure side by side")
     args = parser.parse_args()
     tenant_facts = [int(n) for n in args.tenant_facts.split(",") if n]
 
-    items = per_item(asyncio.run(run(args)))
+    schemas = list(SHARDS) if args.schema == "both" else [args.schema]
+    measured = {schema: per_item(asyncio.run(run(args, schema))) for schema in schemas}
+    items = measured[schemas[-1]]
     report: dict[str, Any] = {
         "root": str(ROOT),
         "per_item": items,
         "capacity": capacity(items, tenant_facts),
+        "schemas": {
+            schema: {"per_item": found, "capacity": capacity(found, tenant_facts)}
+            for schema, found in measured.items()
+        },
     }
     if args.compare:
-        argv = [a for a in sys.argv[1:] if a != "--compare" and a != args.compare]
+        # The other checkout measures its primary's schema (it may predate --schema).
+        skip = {"--compare", args.compare, "--schema", args.schema}
+        argv = [a for a in sys.argv[1:] if a not in skip]
         done = subprocess.run(
             [sys.executable, __file__, *argv, "--root", args.compare],
             capture_output=True,
@@ -356,10 +383,21 @@ def main() -> None:
         other = json.loads(done.stdout.strip().splitlines()[-1])
         report["compare"] = other
         show(f"{args.compare}:", other["per_item"])
-    show(f"{ROOT}:", items)
+    for schema in schemas[:-1]:
+        show(f"{ROOT}, a database made from {schema}/:", measured[schema])
+        print("\ntenants per 10 GB D1 database (and per 10M-vector index):")
+        print_capacity(report["schemas"][schema]["capacity"], [])
+    if len(schemas) > 1 or args.schema != "migrations":
+        show(f"{ROOT}, a database made from {schemas[-1]}/:", items)
+    else:
+        show(f"{ROOT}:", items)
     print("\ntenants per 10 GB D1 database (and per 10M-vector index):")
-    rows = report["capacity"]
-    others = report.get("compare", {}).get("capacity", [])
+    before = report["schemas"][schemas[0]]["capacity"] if len(schemas) > 1 else []
+    print_capacity(report["capacity"], report.get("compare", {}).get("capacity", before))
+    print(json.dumps(report))
+
+
+def print_capacity(rows: list[dict[str, Any]], others: list[dict[str, Any]]) -> None:
     for pos, row in enumerate(rows):
         was = f" (was {others[pos]['tenants_per_db']:>7,})" if pos < len(others) else ""
         vectors = row["tenants_per_vector_index"]
@@ -368,7 +406,6 @@ def main() -> None:
             f"{row['tenant_mb']:>8.1f} MB/tenant, {row['tenants_per_db']:>7,} per database{was}"
             + (f", {vectors:,} per index" if vectors else "")
         )
-    print(json.dumps(report))
 
 
 if __name__ == "__main__":

@@ -95,8 +95,9 @@ def _fresh_isolate_directory() -> None:
 
 
 class MigratedTemplate:
-    """One D1 database with every migration of `migrations/` applied, built once per test
-    process by the local runtime's own runner, and copied into each new state folder.
+    """One D1 database per migrations folder (migrations/, migrations-compact/) with every
+    migration applied, built once per test process by the local runtime's own runner, and
+    copied into each new state folder.
 
     A fresh local runtime applied every migration to each of its two shards' databases in
     every test that opened one (~0.1 s of DDL and FTS set-up each time, ~1,400 times a
@@ -112,35 +113,42 @@ class MigratedTemplate:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.enabled = True
-        self._file: Path | None = None
+        self._files: dict[Path, Path] = {}
 
-    def database(self) -> Path:
-        if self._file is None:
+    def database(self, migrations: Path) -> Path:
+        if migrations not in self._files:
             import asyncio
 
             from local_runtime.adapters.d1 import SqliteD1
             from local_runtime.migrations import apply_migrations
-            from local_runtime.runtime import MIGRATIONS_DIR
 
-            path = self.folder / "d1.sqlite"
+            path = self.folder / f"{migrations.name}.sqlite"
             db = SqliteD1(path)
             try:
-                asyncio.run(apply_migrations(db, MIGRATIONS_DIR))
+                asyncio.run(apply_migrations(db, migrations))
                 db.checkpoint()  # everything in the main file: no -wal to copy
             finally:
                 db.close()
-            self._file = path
-        return self._file
+            self._files[migrations] = path
+        return self._files[migrations]
+
+    def databases(self) -> None:
+        """Build every default shard's template now (outside any test's event loop)."""
+        from bindings.settings import Settings
+        from local_runtime.runtime import LOCAL_VARS, migrations_dir_of
+
+        for _, binding, _ in Settings.from_vars(LOCAL_VARS).shards:
+            self.database(migrations_dir_of(binding))
 
     def seed(self, root: Path) -> None:
-        """Copy the migrated database to each default shard's D1 file under `root`."""
+        """Copy to each default shard's D1 file under `root` the database its folder makes."""
         from bindings.settings import Settings
-        from local_runtime.runtime import LOCAL_VARS
+        from local_runtime.runtime import LOCAL_VARS, migrations_dir_of
         from local_runtime.state import StateDir
 
         state = StateDir(root)
-        for name, _, _ in Settings.from_vars(LOCAL_VARS).shards:
-            shutil.copyfile(self.database(), state.d1_of(name))
+        for name, binding, _ in Settings.from_vars(LOCAL_VARS).shards:
+            shutil.copyfile(self.database(migrations_dir_of(binding)), state.d1_of(name))
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -151,7 +159,7 @@ def migrated_template(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Migr
     from local_runtime.state import StateDir
 
     template = MigratedTemplate(tmp_path_factory.mktemp("migrated-d1"))
-    template.database()  # now, outside any test's event loop
+    template.databases()  # now, outside any test's event loop
     create = StateDir.create.__func__  # type: ignore[attr-defined]
 
     def create_seeded(cls: type[StateDir], root: Path | str) -> StateDir:

@@ -29,7 +29,6 @@ import pytest
 
 from tests.conftest import PROJECT_ROOT, require_node_tools, wrangler_command
 
-MIGRATIONS = PROJECT_ROOT / "migrations"
 # One worker runs the whole module (--dist loadgroup), so its module-scoped
 # wrangler run happens once, not once per worker.
 pytestmark = pytest.mark.xdist_group("d1-migrations-wrangler")
@@ -40,10 +39,24 @@ WRANGLER_GUARD_SECONDS = 300
 Schema = dict[str, Any]
 
 
-def _database_name() -> str:
+def _database(binding: str = "DB") -> dict[str, Any]:
+    """wrangler.toml's D1 database of `binding`: the primary (`DB`, made from migrations/)
+    or the shard `DB_2` (made from migrations-compact/, the schema a database made now
+    gets)."""
     config = tomllib.loads((PROJECT_ROOT / "wrangler.toml").read_text(encoding="utf-8"))
-    database = config["d1_databases"][0]  # the primary; every shard runs the same folder
-    return str(database["database_name"])
+    [database] = [d for d in config["d1_databases"] if d["binding"] == binding]
+    return dict(database)
+
+
+def _database_name(binding: str = "DB") -> str:
+    return str(_database(binding)["database_name"])
+
+
+def _folder(binding: str) -> Path:
+    return PROJECT_ROOT / str(_database(binding)["migrations_dir"])
+
+
+BINDINGS = ["DB", "DB_2"]
 
 
 _COMMENT_OR_STRING = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|/\*.*?\*/", re.DOTALL)
@@ -123,22 +136,40 @@ def _wrangler_d1(work: Path, *args: str) -> str:
     return output
 
 
+_WORKS: dict[str, Path] = {}
+
+
+def _migrated_by_wrangler(tmp_path_factory: pytest.TempPathFactory, binding: str) -> Path:
+    """A folder with wrangler.toml and the binding's migrations folder, every migration of it
+    applied by wrangler (once per binding and test process)."""
+    if binding not in _WORKS:
+        require_node_tools()
+        work = tmp_path_factory.mktemp(f"wrangler-d1-{binding}")
+        shutil.copy(PROJECT_ROOT / "wrangler.toml", work / "wrangler.toml")
+        shutil.copytree(_folder(binding), work / _folder(binding).name)
+        applied = _wrangler_d1(work, "migrations", "apply", _database_name(binding))
+        (work / "apply.log").write_text(applied)
+        _WORKS[binding] = work
+    return _WORKS[binding]
+
+
 @pytest.fixture(scope="module")
 def wrangler_work(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A folder with wrangler.toml and migrations/, every migration applied by wrangler."""
-    require_node_tools()
-    work = tmp_path_factory.mktemp("wrangler-d1")
-    shutil.copy(PROJECT_ROOT / "wrangler.toml", work / "wrangler.toml")
-    shutil.copytree(MIGRATIONS, work / "migrations")
-    (work / "apply.log").write_text(_wrangler_d1(work, "migrations", "apply", _database_name()))
-    return work
+    """The primary's folder (migrations/), migrated by wrangler."""
+    return _migrated_by_wrangler(tmp_path_factory, "DB")
+
+
+@pytest.fixture(scope="module", params=BINDINGS)
+def binding(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
 
 
 @pytest.fixture(scope="module")
-def wrangler_database(wrangler_work: Path) -> tuple[Path, str]:
-    """The D1 SQLite file wrangler migrated, and wrangler's output."""
-    state = wrangler_work / "state"
-    output = (wrangler_work / "apply.log").read_text()
+def wrangler_database(tmp_path_factory: pytest.TempPathFactory, binding: str) -> tuple[Path, str]:
+    """The D1 SQLite file wrangler migrated from `binding`'s folder, and wrangler's output."""
+    work = _migrated_by_wrangler(tmp_path_factory, binding)
+    state = work / "state"
+    output = (work / "apply.log").read_text()
     # Miniflare keeps one SQLite file per D1 database (plus metadata.sqlite).
     [database] = [
         p
@@ -149,7 +180,7 @@ def wrangler_database(wrangler_work: Path) -> tuple[Path, str]:
 
 
 @pytest.fixture(scope="module")
-def local_database(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def local_database(tmp_path_factory: pytest.TempPathFactory, binding: str) -> Path:
     """The same migrations applied by the local runtime's runner to a SQLite file."""
     from local_runtime.adapters.d1 import SqliteD1
     from local_runtime.migrations import apply_migrations
@@ -158,7 +189,7 @@ def local_database(tmp_path_factory: pytest.TempPathFactory) -> Path:
     db = SqliteD1(path)
 
     async def migrate() -> None:
-        await apply_migrations(db, MIGRATIONS)
+        await apply_migrations(db, _folder(binding))
 
     try:
         # A module-scoped fixture has no test event loop; this one is short-lived.
@@ -168,9 +199,11 @@ def local_database(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def test_every_migration_applies_with_wrangler(wrangler_database: tuple[Path, str]) -> None:
+def test_every_migration_applies_with_wrangler(
+    wrangler_database: tuple[Path, str], binding: str
+) -> None:
     path, output = wrangler_database
-    names = sorted(p.name for p in MIGRATIONS.glob("*.sql"))
+    names = sorted(p.name for p in _folder(binding).glob("*.sql"))
     assert names, "no migrations found"
     assert read_schema(path)["migrations"] == names
     for name in names:
@@ -257,3 +290,82 @@ def _json_rows(output: str) -> list[dict[str, Any]]:
 
     start = output.index("[")
     return list(json.loads(output[start:])[0]["results"])
+
+
+def test_the_compact_keyword_index_and_hash_width_run_on_d1(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
+    """migrations-compact/'s triggers (postings by term number, lengths once a fact, the
+    term statistics upserted inside a trigger) and the hash width the writes read run on
+    workerd's D1: what `semantic_terms` shows follows inserts, updates and deletes."""
+    from agent_memory.tiers.semantic.writes import STORED_HASH
+
+    work = tmp_path / "work"
+    base = _migrated_by_wrangler(tmp_path_factory, "DB_2")
+    shutil.copytree(base, work, ignore=shutil.ignore_patterns("logs"))
+    name = _database_name("DB_2")
+    columns = (
+        "tenant_id, fact_id, agent_type, subject, predicate, object, content, confidence, "
+        "source, embedding_provider, embedding_model, embedding_dimensions, content_hash, "
+        "status, valid_from, created_at, updated_at, index_terms, index_length, context_length"
+    )
+
+    def fact(n: int, content: str, terms: str, length: int) -> str:
+        digest = STORED_HASH.replace("?", f"'{n:x}" + "0" * 63 + "'")
+        return (
+            f"('acme', '01J00000000000000000000{n:03d}', 'a', 's{n}', 'p', '', '{content}', "
+            f"0.8, 'mcp', 'x', 'y', 3, {digest}, 'active', 1, 1, 1, '{terms}', {length}, 1)"
+        )
+
+    script = [
+        f"INSERT INTO semantic_facts ({columns}) VALUES "
+        + fact(1, "Ada asks about the lease", '["ada ask",["leas",2,0],["novemb",0,1]]', 4)
+        + ", "
+        + fact(2, "Bo signs the lease", '["bo sign",["leas",1,0],["novemb",0,1]]', 3),
+        "DELETE FROM semantic_facts WHERE fact_id = '01J00000000000000000000001'",
+        "UPDATE semantic_facts SET index_terms = '[\"bo sign contract\"]', index_length = 3, "
+        "context_length = 0 WHERE fact_id = '01J00000000000000000000002'",
+    ]
+    read = (
+        "SELECT t.term, t.tf, t.context_tf, t.length, t.context_length, s.df, "
+        "length(f.content_hash) AS chars FROM semantic_terms AS t "
+        "JOIN semantic_facts AS f ON f.fts_rowid = t.fts_rowid "
+        "JOIN semantic_term_stats AS s ON s.tenant_id = t.tenant_id AND s.term = t.term "
+        "ORDER BY f.fact_id, t.term"
+    )
+    seen = []
+    for statement in script:
+        (work / "step.sql").write_text(statement + ";\n")
+        _wrangler_d1(work, "execute", name, "--file", "step.sql")
+        seen.append(_json_rows(_wrangler_d1(work, "execute", name, "--json", "--command", read)))
+    both = [
+        ("ada", 1, 0, 4, 1, 1),
+        ("ask", 1, 0, 4, 1, 1),
+        ("leas", 2, 0, 4, 1, 2),
+        ("novemb", 0, 1, 4, 1, 2),
+        ("bo", 1, 0, 3, 1, 1),
+        ("leas", 1, 0, 3, 1, 2),
+        ("novemb", 0, 1, 3, 1, 2),
+        ("sign", 1, 0, 3, 1, 1),
+    ]
+    keys = ("term", "tf", "context_tf", "length", "context_length", "df")
+    assert [tuple(r[k] for k in keys) for r in seen[0]] == both
+    assert {r["chars"] for r in seen[0]} == {24}
+    assert [tuple(r[k] for k in keys) for r in seen[1]] == [
+        ("bo", 1, 0, 3, 1, 1),
+        ("leas", 1, 0, 3, 1, 1),
+        ("novemb", 0, 1, 3, 1, 1),
+        ("sign", 1, 0, 3, 1, 1),
+    ]
+    assert [tuple(r[k] for k in keys) for r in seen[2]] == [
+        ("bo", 1, 0, 3, 0, 1),
+        ("contract", 1, 0, 3, 0, 1),
+        ("sign", 1, 0, 3, 0, 1),
+    ]
+    left = (
+        "SELECT (SELECT COUNT(*) FROM keyword_lengths) AS lengths, "
+        "(SELECT SUM(df) FROM semantic_term_stats) AS df"
+    )
+    assert _json_rows(_wrangler_d1(work, "execute", name, "--json", "--command", left)) == [
+        {"lengths": 1, "df": 3}
+    ]

@@ -371,6 +371,7 @@ def forget_cached_homes() -> None:
     global _fresh_until
     _HOMES.clear()
     _TABLES.clear()
+    _HASH_CHARS.clear()
     _fresh_until = 0.0
 
 
@@ -419,6 +420,20 @@ async def tenant_tables(db: D1Database, shard: str) -> tuple[TenantTable, ...]:
         tables.append(TenantTable(name, columns, tuple(c for _, c in keyed), types))
     _TABLES[shard] = found = tuple(tables)
     return found
+
+
+_HASH_CHARS: dict[str, int] = {}
+
+
+async def content_hash_chars(db: D1Database, shard: str) -> int:
+    """How many hex characters of a fact's content hash shard `shard`'s database `db` keeps
+    (`storage_format`: 64 made from migrations/, 24 from migrations-compact/), read once per
+    shard and isolate."""
+    cached = _HASH_CHARS.get(shard)
+    if cached is None:
+        sql = "SELECT content_hash_chars AS n FROM storage_format"
+        cached = _HASH_CHARS[shard] = int(await db.prepare(sql).first_value("n"))
+    return cached
 
 
 async def holds_tenant(db: D1Database, tenant: str, shard: str) -> bool:

@@ -143,7 +143,9 @@ async def test_a_database_at_0016_upgrades_and_still_recalls_inspects_and_erases
     old = tmp_path / "migrations"
     old.mkdir()
     for path in migration_files(MIGRATIONS_DIR):
-        if path.name < "0017":
+        # ...and the one table today's writes read (`storage_format`, 0023): the learn below
+        # stands for the code of then, which did not read it.
+        if path.name < "0017" or path.name.startswith("0023_"):
             shutil.copy(path, old / path.name)
     rt = LocalRuntime.open(tmp_path / "state", embedder=HashingEmbedder(), clock=FixedClock(1e9))
     try:

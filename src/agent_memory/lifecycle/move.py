@@ -74,6 +74,7 @@ from agent_memory.directory import (
     TenantTable,
     base_tables,
     clear_fence,
+    content_hash_chars,
     control_db,
     directory_home,
     ensure_fence_triggers,
@@ -85,7 +86,7 @@ from agent_memory.directory import (
     tenant_clause,
     tenant_tables,
 )
-from agent_memory.ids import chunks
+from agent_memory.ids import chunks, content_hash
 from agent_memory.tiers.semantic.models import delete_own_vectors, own_vectors
 from bindings.environment import Bindings, Shard
 from bindings.ports.d1 import D1Database, D1Statement
@@ -620,7 +621,9 @@ async def _replay_step(source: Shard, target: Shard, tenant: str, meter: _Meter)
         values = list(by_text.values())
         for start in range(0, len(values), MAX_KEYS_PARAMS // width):
             chunk = values[start : start + MAX_KEYS_PARAMS // width]
-            rows = await _rows_by_keys(src_db, table, tenant, chunk)
+            rows = await _as_target(
+                source, target, table, await _rows_by_keys(src_db, table, tenant, chunk)
+            )
             theirs = await _rows_by_keys(dst_db, table, tenant, chunk)
             meter.spend(2)
             if rows == theirs:
@@ -755,6 +758,22 @@ def _delete_range(
     return db.prepare(sql).bind(tenant, *params)
 
 
+async def _as_target(
+    source: Shard, target: Shard, table: TenantTable, rows: list[Row]
+) -> list[Row]:
+    """The source's `rows` of `table` as the target stores them, so they compare equal to a
+    faithful copy: a fact's content hash cut to the target database's width, or computed
+    whole again from its content when the target keeps more of it than the source
+    (`storage_format`; the two schemas, docs/placement.md "Bytes per memory")."""
+    if table.name != VECTOR_TABLE or not rows:
+        return rows
+    mine = await content_hash_chars(shard_db(source), source.name)
+    theirs = await content_hash_chars(shard_db(target), target.name)
+    if mine == theirs:
+        return rows
+    return [{**row, "content_hash": content_hash(str(row["content"]))[:theirs]} for row in rows]
+
+
 def _digest(previous: str, rows: list[Row]) -> str:
     text = json.dumps(rows, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256((previous + text).encode()).hexdigest()
@@ -792,6 +811,7 @@ async def _sync_step(
     key, after = _key(table), progress["after"]
     rows = await _rows(src_db, table, tenant, after, None, CHUNK_ROWS if key else None)
     last = [rows[-1][c] for c in key] if rows and key and len(rows) == CHUNK_ROWS else None
+    rows = await _as_target(source, target, table, rows)
     theirs = await _rows(dst_db, table, tenant, after, last, None)
     meter.spend(2)
     if check:

@@ -292,6 +292,10 @@ async def backfill_keys(scope: FactScope, limit: int) -> int:
     return len(rows)
 
 
+# A fact's content hash as its database stores it: cut to `storage_format.content_hash_chars`
+# (64, all of it, in a database made from migrations/; 24 in one made from
+# migrations-compact/). The schema says the width, so no setting can disagree with it.
+STORED_HASH = "substr(?, 1, (SELECT content_hash_chars FROM storage_format))"
 PENDING_RETRY_ON_WRITE = 10
 PAIRS_PER_STATEMENT = 45  # (subject, hash) pairs: 2 parameters each + tenant
 
@@ -299,11 +303,11 @@ PAIRS_PER_STATEMENT = 45  # (subject, hash) pairs: 2 parameters each + tenant
 async def find_by_hash(
     scope: FactScope, keys: Sequence[tuple[str, str]]
 ) -> dict[tuple[str, str], Row]:
-    """Existing rows for (subject, content hash) pairs. `subject IN (..) AND
-    content_hash IN (..)` is a range lookup on the UNIQUE (tenant_id, subject,
+    """Existing rows for (subject, content hash) pairs, by the pairs asked for. `subject IN
+    (..) AND content_hash IN (..)` is a range lookup on the UNIQUE (tenant_id, subject,
     content_hash) index (an OR of pairs may be planned as a scan); the few extra rows
-    of the cross product are dropped here."""
-    wanted = set(keys)
+    of the cross product are dropped here. The database stores each hash cut to its
+    `storage_format` width (`STORED_HASH`), so a row matches the pair whose hash it begins."""
     found: dict[tuple[str, str], Row] = {}
     for chunk in chunks(list(dict.fromkeys(keys)), PAIRS_PER_STATEMENT):
         subjects = list(dict.fromkeys(subject for subject, _ in chunk))
@@ -312,14 +316,19 @@ async def find_by_hash(
             await scope.db.prepare(
                 f"SELECT status, content_hash, {VECTOR_COLUMNS} FROM semantic_facts WHERE"
                 f" tenant_id = ? AND subject IN ({', '.join('?' for _ in subjects)}) "
-                f"AND content_hash IN ({', '.join('?' for _ in digests)})"
+                f"AND content_hash IN (SELECT {STORED_HASH.replace('?', 'value')} "
+                "FROM json_each(?))"
             )
-            .bind(scope.tenant_id, *subjects, *digests)
+            .bind(scope.tenant_id, *subjects, json.dumps(digests))
             .all()
         )
+        by_stored: dict[tuple[str, str], tuple[str, str]] = {}
         for row in result.results:
-            key = (row["subject"], row["content_hash"])
-            if key in wanted:
+            stored = str(row["content_hash"])
+            if not by_stored:
+                by_stored = {(s, d[: len(stored)]): (s, d) for s, d in chunk}
+            key = by_stored.get((row["subject"], stored))
+            if key is not None:
                 found[key] = row
     return found
 
@@ -375,20 +384,20 @@ def new_row(
 
 
 def insert_statement(scope: FactScope, row: dict[str, SqlValue]) -> D1Statement:
-    """The INSERT of `row`; a (subject, content hash) already present is left as it is."""
+    """The INSERT of `row`; a (subject, content hash) already present is left as it is. The
+    hash is stored cut to the database's width (`STORED_HASH`)."""
+    values = ", ".join(STORED_HASH if column == "content_hash" else "?" for column in row)
     return scope.db.prepare(
-        f"INSERT INTO semantic_facts ({', '.join(row)}) VALUES ({', '.join('?' for _ in row)}) "
+        f"INSERT INTO semantic_facts ({', '.join(row)}) VALUES ({values}) "
         "ON CONFLICT (tenant_id, subject, content_hash) DO NOTHING"
     ).bind(*row.values())
 
 
-def _found(row: Row) -> LearnResult:
-    """The result of learning a fact that is already stored (`row`)."""
+def _found(row: Row, digest: str) -> LearnResult:
+    """The result of learning a fact that is already stored (`row`); `digest`: its full
+    content hash (the row may hold only its first characters)."""
     return LearnResult(
-        fact_id=row["fact_id"],
-        status=row["status"],
-        created=False,
-        content_hash=row["content_hash"],
+        fact_id=row["fact_id"], status=row["status"], created=False, content_hash=digest
     )
 
 
@@ -472,7 +481,7 @@ class FactWriter:
         for key, index in first_of.items():
             row = existing.get(key)
             if row is not None and row["status"] != "pending_vector":
-                results[index] = _found(row)
+                results[index] = _found(row, hashes[index])
             else:
                 todo.append(index)
         for batch in chunks(todo, EMBED_BATCH):
@@ -557,7 +566,7 @@ class FactWriter:
                         vectors[row["fact_id"]] = matrix[batch.index(index)]
                     else:
                         del jobs[index]
-                        results[index] = _found(row)
+                        results[index] = _found(row, hashes[index])
                 won_jobs = [jobs[i] for i in conflicts if i in jobs]
                 error = error or await self._vectors.upsert(won_jobs, vectors, embedder.config)
             if error is None:  # activated with the created facts' events, in one batch
