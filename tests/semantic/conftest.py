@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from agent_memory.tiers.semantic.memory import SemanticMemory
+from agent_memory.tiers.semantic.writes import STORED_HASH
 from bindings.ports.clock import FixedClock
 from bindings.ports.d1 import D1Database
 from local_runtime.runtime import LocalRuntime
@@ -94,8 +95,8 @@ async def insert_unindexed(db: D1Database, tenant: str, contents: Sequence[str])
                 "INSERT INTO semantic_facts (tenant_id, fact_id, agent_type, subject, predicate, "
                 "object, content, confidence, source, embedding_provider, embedding_model, "
                 "embedding_dimensions, content_hash, status, valid_from, created_at, updated_at) "
-                "VALUES (?, ?, 'default', ?, 'states', '', ?, 0.8, 'test', 'test', 'm', 384, ?, "
-                "'active', ?, ?, ?)"
+                "VALUES (?, ?, 'default', ?, 'states', '', ?, 0.8, 'test', 'test', 'm', 384, "
+                f"{STORED_HASH}, 'active', ?, ?, ?)"
             )
             .bind(
                 tenant,
