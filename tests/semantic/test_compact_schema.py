@@ -184,3 +184,33 @@ async def test_a_compact_database_stores_less_and_answers_the_same(rt: LocalRunt
     for table in ("postings", "lengths"):
         assert await new.prepare(left.format(table)).first_value("n") == 0
     assert await new.prepare("SELECT COUNT(*) AS n FROM keyword_lengths").first_value("n") == 4
+
+
+async def test_a_state_folder_made_before_keeps_its_databases_schema(
+    tmp_path: Path, real_migrations: None
+) -> None:
+    """A local state folder whose s2 database was made from migrations/ (before
+    migrations-compact/ existed) is migrated on, not made again from the other folder; a
+    fresh one gets the folder wrangler.toml names."""
+    from local_runtime.state import StateDir
+
+    old = StateDir.create(tmp_path / "old")
+    before = [p for p in migration_files(MIGRATIONS_DIR) if p.name < "0023"]
+    conn = sqlite3.connect(old.d1_of("s2"))
+    conn.execute(
+        "CREATE TABLE d1_migrations (id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT UNIQUE, "
+        "applied_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP NOT NULL)"
+    )
+    for path in before:
+        conn.executescript(path.read_text())
+        conn.execute("INSERT INTO d1_migrations (name) VALUES (?)", (path.name,))
+    conn.commit()
+    conn.close()
+    width = "SELECT content_hash_chars AS n FROM storage_format"
+    for folder, expected in ((tmp_path / "old", 64), (tmp_path / "new", 24)):
+        rt = LocalRuntime.open(folder)
+        try:
+            await rt.migrate()
+            assert await rt.shard_db("s2").prepare(width).first_value("n") == expected
+        finally:
+            await rt.close()
