@@ -88,7 +88,10 @@ async def event_count(rt: LocalRuntime) -> int:
 
 async def insert_unindexed(db: D1Database, tenant: str, contents: Sequence[str]) -> None:
     """Rows as a deployment before 0009 left them: no session, no index entry, no vector
-    (so only the keyword channel can find them by their words)."""
+    (so only the keyword channel can find them by their words); the hash as wide as the
+    database keeps it (all of it before 0023)."""
+    formats = "SELECT COUNT(*) AS n FROM sqlite_master WHERE name = 'storage_format'"
+    digest = STORED_HASH if await db.prepare(formats).first_value("n") else "?"
     for n, content in enumerate(contents):
         await (
             db.prepare(
@@ -96,7 +99,7 @@ async def insert_unindexed(db: D1Database, tenant: str, contents: Sequence[str])
                 "object, content, confidence, source, embedding_provider, embedding_model, "
                 "embedding_dimensions, content_hash, status, valid_from, created_at, updated_at) "
                 "VALUES (?, ?, 'default', ?, 'states', '', ?, 0.8, 'test', 'test', 'm', 384, "
-                f"{STORED_HASH}, 'active', ?, ?, ?)"
+                f"{digest}, 'active', ?, ?, ?)"
             )
             .bind(
                 tenant,
