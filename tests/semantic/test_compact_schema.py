@@ -214,3 +214,36 @@ async def test_a_state_folder_made_before_keeps_its_databases_schema(
             assert await rt.shard_db("s2").prepare(width).first_value("n") == expected
         finally:
             await rt.close()
+
+
+async def test_two_tenants_on_a_compact_database_share_no_postings(rt: LocalRuntime) -> None:
+    """The compact postings carry no tenant id (a term's number belongs to one tenant's
+    term row): the same words learned by two tenants give each its own terms, counts and
+    hits, and one tenant's delete leaves the other's index whole."""
+    db = rt.shard_db("s2")
+    memories = {
+        tenant: SemanticMemory(
+            tenant, db=db, vectors=rt.shard_vectors("s2"), embedder=rt.embedder, clock=rt.clock
+        )
+        for tenant in ("acme", "globex")
+    }
+    for memory in memories.values():
+        await memory.learn_many(FACTS[:3])
+    await rt.background.drain()
+    per_tenant = (
+        "SELECT k.tenant_id AS tenant, COUNT(*) AS terms, SUM(s.df) AS df "
+        "FROM semantic_term_stats AS s JOIN keyword_tenants AS k ON k.code = s.tenant_id "
+        "GROUP BY k.tenant_id ORDER BY k.tenant_id"
+    )
+    [acme, globex] = (await db.prepare(per_tenant).all()).results
+    assert (acme["terms"], acme["df"]) == (globex["terms"], globex["df"])
+    for tenant, memory in memories.items():
+        found = await memory.recall("annual contract renewal", len(FACTS))
+        assert found.results and all(r.fact.tenant_id == tenant for r in found.results)
+    ada = "SELECT fact_id FROM semantic_facts WHERE tenant_id = 'acme' AND subject = 'contact:ada'"
+    await memories["acme"].delete(str(await db.prepare(ada).first_value("fact_id")))
+    await rt.background.drain()
+    [after_acme, after_globex] = (await db.prepare(per_tenant).all()).results
+    assert after_globex == globex and after_acme["df"] < acme["df"]
+    hits = await memories["globex"].recall("Ada annual contract Monday", len(FACTS))
+    assert "Ada asked" in hits.results[0].fact.content
