@@ -37,6 +37,7 @@ import asyncio
 import logging
 import zlib
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 from bindings.environment import CONTROL_PLANE_TABLES, Bindings, Shard
 from bindings.ports.d1 import FENCE_MARK, D1Database
@@ -46,6 +47,7 @@ from bindings.settings import PRIMARY_SHARD
 from http_messages import ApiError
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 HOME_TTL_SECONDS = 30.0
 FRESH_AFTER_FENCE_SECONDS = 120.0
@@ -255,10 +257,13 @@ async def choose_shard(bindings: Bindings, tenant: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class ShardUsage:
-    """A shard's D1 database size in bytes and its index's vector count (None: not known)."""
+    """A shard's D1 database size in bytes and its index's vector count (None: not known),
+    and whether its database was made from migrations-compact/ (docs/placement.md "Bytes per
+    memory": where a moved tenant takes a fifth less room)."""
 
     bytes: int | None
     vectors: int | None
+    compact: bool | None = None
 
     def free(self, max_bytes: int) -> float | None:
         """The share of the shard still free: the smaller of its database's (of `max_bytes`)
@@ -271,21 +276,32 @@ class ShardUsage:
         return min(shares)
 
 
-async def shard_usage(bindings: Bindings) -> dict[str, ShardUsage]:
-    """Every shard's usage, all read at once: D1's `meta.size_after` of a no-op statement and
-    the index's `describe()`. What does not answer is logged and left unknown."""
+# Run for its `meta.size_after`; its one row says whether the database has migrations-compact/'s
+# postings table.
+SIZE_PROBE = (
+    "SELECT COUNT(*) AS compact FROM sqlite_master "
+    "WHERE type = 'table' AND name = 'keyword_postings'"
+)
 
-    async def size(shard: Shard) -> int | None:
+
+async def shard_usage(bindings: Bindings) -> dict[str, ShardUsage]:
+    """Every shard's usage, all read at once: D1's `meta.size_after` of one statement (which
+    also says whether the schema has migrations-compact/'s postings table; sqlite_master is
+    there in any database, migrated or not) and the index's `describe()`. What does not
+    answer is logged and left unknown."""
+
+    async def size(shard: Shard) -> tuple[int, bool] | None:
         if shard.db is None:
             return None
-        return (await shard.db.prepare("SELECT 1").run()).meta.size_after
+        probe = await shard.db.prepare(SIZE_PROBE).run()
+        return probe.meta.size_after, bool(probe.results[0]["compact"])
 
     async def count(shard: Shard) -> int | None:
         if shard.vectors is None:
             return None
         return (await shard.vectors.describe()).vector_count
 
-    def known(shard: Shard, what: str, value: int | BaseException | None) -> int | None:
+    def known(shard: Shard, what: str, value: T | BaseException | None) -> T | None:
         if isinstance(value, BaseException):
             log.warning("directory: shard %s: no %s: %s", shard.name, what, value)
             return None
@@ -293,8 +309,11 @@ async def shard_usage(bindings: Bindings) -> dict[str, ShardUsage]:
 
     async def usage(shard: Shard) -> ShardUsage:
         found = await asyncio.gather(size(shard), count(shard), return_exceptions=True)
+        database = known(shard, "database size", found[0])
         return ShardUsage(
-            known(shard, "database size", found[0]), known(shard, "vector count", found[1])
+            None if database is None else database[0],
+            known(shard, "vector count", found[1]),
+            None if database is None else database[1],
         )
 
     shards = all_shards(bindings)

@@ -7,6 +7,7 @@ import pytest
 
 from agent_memory.directory import (
     DERIVED_TABLES,
+    SIZE_PROBE,
     ensure_fence_triggers,
     holds_tenant,
     set_fence,
@@ -29,7 +30,9 @@ async def test_a_fenced_tenant_cannot_write_and_others_can(mf_migrated_d1: Minif
     assert {"semantic_facts", "memory_episodes", "memory_events"} <= set(tables)
     assert tables["semantic_facts"].key == ("fts_rowid",)
     assert "oauth_grants" not in tables and "tenant_directory" not in tables
-    assert (await db.prepare("SELECT 1").run()).meta.size_after > 0  # D1 reports its size
+    # D1 reports its size after `run`, and the probe's row says which schema it has.
+    probe = await db.prepare(SIZE_PROBE).run()
+    assert probe.meta.size_after > 0 and probe.results == [{"compact": 0}]
 
     created = await ensure_fence_triggers(db, "workerd")
     assert created == 3 * len(set(tables) - DERIVED_TABLES)
