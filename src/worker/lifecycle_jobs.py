@@ -298,7 +298,7 @@ async def database_report(bindings: Bindings) -> list[dict[str, Any]]:
                 "shard": shard.name,
                 # The folder its database was made from (docs/placement.md "Bytes per
                 # memory"): a tenant moved to a compact one takes a fifth less room.
-                "schema": None if compact is None else MIGRATION_FOLDERS[compact],
+                "migrations_dir": None if compact is None else MIGRATION_FOLDERS[compact],
                 "bytes": size,
                 "max_bytes": limit,
                 "used": None if used is None else round(used, 4),
@@ -586,6 +586,7 @@ class MoveList(BaseModel):
 
 class ShardView(BaseModel):
     shard: str
+    migrations_dir: str | None  # migrations or migrations-compact (None: did not answer)
     bytes: int | None
     max_bytes: int
     used: float | None

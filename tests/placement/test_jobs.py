@@ -57,7 +57,7 @@ async def test_the_daily_brief_reports_every_database_against_its_limit(tmp_path
     databases = {d["shard"]: d for d in result["databases"]}
     assert set(databases) == {"primary", "s2"}
     # Where a moved tenant would shrink: the folder each database was made from.
-    assert {s: d["schema"] for s, d in databases.items()} == {
+    assert {s: d["migrations_dir"] for s, d in databases.items()} == {
         "primary": "migrations",
         "s2": "migrations-compact",
     }
