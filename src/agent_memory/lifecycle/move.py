@@ -762,9 +762,11 @@ async def _as_target(
     source: Shard, target: Shard, table: TenantTable, rows: list[Row]
 ) -> list[Row]:
     """The source's `rows` of `table` as the target stores them, so they compare equal to a
-    faithful copy: a fact's content hash cut to the target database's width, or computed
-    whole again from its content when the target keeps more of it than the source
-    (`storage_format`; the two schemas, docs/placement.md "Bytes per memory")."""
+    faithful copy: where the two databases keep different widths of a fact's content hash
+    (`storage_format`; the two schemas, docs/placement.md "Bytes per memory"), the hash is
+    computed from the fact's content as learn computes it (`ids.content_hash`) and cut to
+    the target's width. One path for either direction: a wider target cannot be filled in
+    from the source's shorter hash."""
     if table.name != VECTOR_TABLE or not rows:
         return rows
     mine = await content_hash_chars(shard_db(source), source.name)
