@@ -387,10 +387,7 @@ def main() -> None:
         show(f"{ROOT}, a database made from {schema}/:", measured[schema])
         print("\ntenants per 10 GB D1 database (and per 10M-vector index):")
         print_capacity(report["schemas"][schema]["capacity"], [])
-    if len(schemas) > 1 or args.schema != "migrations":
-        show(f"{ROOT}, a database made from {schemas[-1]}/:", items)
-    else:
-        show(f"{ROOT}:", items)
+    show(f"{ROOT}, a database made from {schemas[-1]}/:", items)
     print("\ntenants per 10 GB D1 database (and per 10M-vector index):")
     before = report["schemas"][schemas[0]]["capacity"] if len(schemas) > 1 else []
     print_capacity(report["capacity"], report.get("compare", {}).get("capacity", before))
