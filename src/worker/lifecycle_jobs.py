@@ -46,7 +46,7 @@ from agent_memory.lifecycle.prune import (
     resume_unfinished,
     weekly_prune_id,
 )
-from agent_memory.lifecycle.reconciler import Reconciler, ReconcileReport
+from agent_memory.lifecycle.reconciler import Change, Reconciler, ReconcileReport
 from agent_memory.lifecycle.retention import (
     LifecycleUpdate,
     TenantLifecycle,
@@ -54,7 +54,6 @@ from agent_memory.lifecycle.retention import (
     known_tenants,
     set_lifecycle,
 )
-from agent_memory.lifecycle.supersession import Change, SupersessionError
 from agent_memory.memory import Memory
 from agent_memory.namespace import TENANT_PATTERN
 from agent_memory.tiers.semantic.keyword_index import ReindexBudget, reindex_pending
@@ -512,14 +511,11 @@ async def _supersession(
     param: str,
     act: Callable[[Reconciler, str, str], Awaitable[Change]],
 ) -> SupersessionView:
-    """Undo or replay through the tenant's reconciler; its refusals as their API errors."""
+    """Undo or replay through the tenant's reconciler (its refusals are `ApiError`s)."""
     value = call.params[param]
     if not is_ulid(value):
         raise ApiError(422, "invalid_path", f"{param} must be a 26-character ULID")
-    try:
-        change = await act((await _reconciler(call)), value, call.operator.principal)
-    except SupersessionError as exc:
-        raise ApiError(exc.status, exc.code, str(exc)) from None
+    change = await act((await _reconciler(call)), value, call.operator.principal)
     return SupersessionView(**asdict(change))
 
 

@@ -11,7 +11,15 @@ from typing import Any
 
 import pytest
 
-from agent_memory.directory import TenantTable, homes, on_shard, tenant_tables
+from agent_memory.directory import (
+    TenantTable,
+    fence_of,
+    homes,
+    on_shard,
+    shard_db,
+    shard_named,
+    tenant_tables,
+)
 from agent_memory.lifecycle import move as move_module
 from agent_memory.lifecycle.move import (
     GRACE_SECONDS,
@@ -21,10 +29,10 @@ from agent_memory.lifecycle.move import (
     advance,
     cancel_move,
     move_status,
-    source_fence,
     start_move,
 )
 from agent_memory.memory import Memory
+from bindings.environment import Bindings
 from bindings.ports.clock import FixedClock
 from bindings.ports.d1 import D1Error, met_fence
 from http_messages import ApiError
@@ -36,6 +44,11 @@ from worker.lifecycle_jobs import advance_moves
 
 T = "mover"
 BASE_SKIPPED = {"semantic_terms", "semantic_term_stats", "semantic_index_stats"}
+
+
+async def source_fence(bindings: Bindings, tenant: str, shard: str) -> str | None:
+    """The fence `tenant` has on shard `shard`."""
+    return await fence_of(shard_db(shard_named(bindings, shard)), tenant)
 
 
 async def _seed(client: Client, tenant: str, count: int) -> str:

@@ -78,7 +78,6 @@ from agent_memory.directory import (
     control_db,
     directory_home,
     ensure_fence_triggers,
-    fence_of,
     set_fence,
     set_home,
     shard_db,
@@ -273,7 +272,7 @@ async def advance(bindings: Bindings, tenant: str, budget: MoveBudget | None = N
     """Carry `tenant`'s move forward within `budget` and return where it stands (404 when it
     has none, 409 `move_busy` while another advance carries it). Safe to call again at any
     point, after a crash too (once a crashed advance's lease has ended)."""
-    return await _leased(bindings, tenant, budget or _step_budget(bindings), "advance")
+    return await _leased(bindings, tenant, budget, "advance")
 
 
 async def cancel_move(
@@ -282,7 +281,7 @@ async def cancel_move(
     """Cancel `tenant`'s move before its switch and take the first bounded step of undoing
     it (`advance` finishes it); 404 without a move, 409 `move_switched` once the tenant
     lives on the target (move it back instead), 409 `move_busy` while an advance runs."""
-    return await _leased(bindings, tenant, budget or _step_budget(bindings), "cancel")
+    return await _leased(bindings, tenant, budget, "cancel")
 
 
 async def recheck_move(
@@ -291,20 +290,17 @@ async def recheck_move(
     """Run again the check of a switched move that found rows differing (after an operator
     repaired them, or to see whether they still differ) and take its first step; 404 without
     a move, 409 `nothing_to_recheck` unless its check found a difference."""
-    return await _leased(bindings, tenant, budget or _step_budget(bindings), "recheck")
-
-
-def _step_budget(bindings: Bindings) -> MoveBudget:
-    """A step's budget when the caller names none: `MOVE_STEP_CALLS` metered calls."""
-    return MoveBudget(max_calls=bindings.settings.move_step_calls)
+    return await _leased(bindings, tenant, budget, "recheck")
 
 
 async def _leased(
     bindings: Bindings,
     tenant: str,
-    budget: MoveBudget,
+    budget: MoveBudget | None,
     action: Literal["advance", "cancel", "recheck"],
 ) -> MoveStatus:
+    # A step's budget when the caller names none: `MOVE_STEP_CALLS` metered calls.
+    budget = budget or MoveBudget(max_calls=bindings.settings.move_step_calls)
     owner, move = await _take_lease(bindings, tenant, budget)
     try:
         if action == "recheck":
@@ -621,14 +617,15 @@ async def _replay_step(source: Shard, target: Shard, tenant: str, meter: _Meter)
         values = list(by_text.values())
         for start in range(0, len(values), MAX_KEYS_PARAMS // width):
             chunk = values[start : start + MAX_KEYS_PARAMS // width]
+            where = _keys_clause(table, chunk)
             rows = await _as_target(
-                source, target, table, await _rows_by_keys(src_db, table, tenant, chunk)
+                source, target, table, await _rows(src_db, table, tenant, where)
             )
-            theirs = await _rows_by_keys(dst_db, table, tenant, chunk)
+            theirs = await _rows(dst_db, table, tenant, where)
             meter.spend(2)
             if rows == theirs:
                 continue
-            delete = _delete_keys(dst_db, table, tenant, chunk)
+            delete = _delete(dst_db, table, tenant, where)
             await _replace(target, table, tenant, delete, rows, theirs, meter)
             if table.name == VECTOR_TABLE and rows and source.vectors is not None:
                 await _sync_vectors(source, target, tenant, [str(r["fact_id"]) for r in rows])
@@ -646,26 +643,6 @@ def _keys_clause(table: TenantTable, keys: Sequence[Sequence[Any]]) -> tuple[str
     cols = ", ".join(_quoted(key))
     one = "(" + ", ".join("?" for _ in key) + ")"
     return f" AND ({cols}) IN (VALUES {', '.join(one for _ in keys)})", [v for k in keys for v in k]
-
-
-async def _rows_by_keys(
-    db: D1Database, table: TenantTable, tenant: str, keys: Sequence[Sequence[Any]]
-) -> list[Row]:
-    where, params = _keys_clause(table, keys)
-    cols = ", ".join(_quoted(_copied(table)))
-    order = ", ".join(_quoted(_key(table)))
-    tail = f" ORDER BY {order}" if order else ""
-    sql = f'SELECT {cols} FROM "{table.name}" WHERE tenant_id = ?{where}{tail}'
-    return (await db.prepare(sql).bind(tenant, *params).all()).results
-
-
-def _delete_keys(
-    db: D1Database, table: TenantTable, tenant: str, keys: Sequence[Sequence[Any]]
-) -> D1Statement:
-    where, params = _keys_clause(table, keys)
-    return db.prepare(f'DELETE FROM "{table.name}" WHERE tenant_id = ?{where}').bind(
-        tenant, *params
-    )
 
 
 async def _counts(
@@ -725,37 +702,39 @@ def _range(
     return sql, params
 
 
+def _key_range(
+    table: TenantTable, after: list[Any] | None, upto: list[Any] | None
+) -> tuple[str, list[Any]]:
+    return _range(_quoted(_key(table)), after, upto)
+
+
+# `where`, below: SQL conditions after the tenant's, with their parameters (`_key_range`,
+# `_keys_clause`).
+
+
 async def _rows(
     db: D1Database,
     table: TenantTable,
     tenant: str,
-    after: list[Any] | None,
-    upto: list[Any] | None,
-    limit: int | None,
+    where: tuple[str, list[Any]],
+    limit: int | None = None,
     columns: Sequence[str] | None = None,
 ) -> list[Row]:
-    """The tenant's rows of `table` with `after < key <= upto` in key order (`columns`, by
-    default every copied one)."""
-    key = _key(table)
+    """The tenant's rows of `table` meeting `where` in key order (`columns`, by default every
+    copied one)."""
     cols = ", ".join(_quoted(columns or _copied(table)))
-    where, params = _range(_quoted(key), after, upto)
-    order = f" ORDER BY {', '.join(_quoted(key))}" if key else ""
+    key = _quoted(_key(table))
+    order = f" ORDER BY {', '.join(key)}" if key else ""
     tail = f" LIMIT {int(limit)}" if limit is not None else ""
-    sql = f'SELECT {cols} FROM "{table.name}" WHERE tenant_id = ?{where}{order}{tail}'
-    return (await db.prepare(sql).bind(tenant, *params).all()).results
+    sql = f'SELECT {cols} FROM "{table.name}" WHERE tenant_id = ?{where[0]}{order}{tail}'
+    return (await db.prepare(sql).bind(tenant, *where[1]).all()).results
 
 
-def _delete_range(
-    db: D1Database,
-    table: TenantTable,
-    tenant: str,
-    after: list[Any] | None,
-    upto: list[Any] | None,
+def _delete(
+    db: D1Database, table: TenantTable, tenant: str, where: tuple[str, list[Any]]
 ) -> D1Statement:
-    """The statement deleting the tenant's rows of `table` with `after < key <= upto`."""
-    where, params = _range(_quoted(_key(table)), after, upto)
-    sql = f'DELETE FROM "{table.name}" WHERE tenant_id = ?{where}'
-    return db.prepare(sql).bind(tenant, *params)
+    sql = f'DELETE FROM "{table.name}" WHERE tenant_id = ?{where[0]}'
+    return db.prepare(sql).bind(tenant, *where[1])
 
 
 async def _as_target(
@@ -811,10 +790,11 @@ async def _sync_step(
         return progress
     table = tables[progress["table"]]
     key, after = _key(table), progress["after"]
-    rows = await _rows(src_db, table, tenant, after, None, CHUNK_ROWS if key else None)
+    limit = CHUNK_ROWS if key else None  # a keyless table holds one row per tenant
+    rows = await _rows(src_db, table, tenant, _key_range(table, after, None), limit)
     last = [rows[-1][c] for c in key] if rows and key and len(rows) == CHUNK_ROWS else None
     rows = await _as_target(source, target, table, rows)
-    theirs = await _rows(dst_db, table, tenant, after, last, None)
+    theirs = await _rows(dst_db, table, tenant, _key_range(table, after, last))
     meter.spend(2)
     if check:
         written = await _written_since_switch(dst_db, table, tenant, after, last)
@@ -832,7 +812,7 @@ async def _sync_step(
             progress["differs"].append(table.name)
     elif rows != theirs:  # not a check: the target's rows of the range become the source's
         progress["changed"] = True
-        delete = _delete_range(dst_db, table, tenant, after, last)
+        delete = _delete(dst_db, table, tenant, _key_range(table, after, last))
         await _replace(target, table, tenant, delete, rows, theirs, meter)
         progress["rows_written"] += len(rows)
     if table.name == VECTOR_TABLE and rows and source.vectors is not None:
@@ -944,7 +924,7 @@ async def _delete_step(
         return index + 1
     key = _key(table)
     # The keys are enough to delete by (a keyless table holds one row per tenant).
-    rows = await _rows(db, table, tenant, None, None, CHUNK_ROWS if key else None, key or None)
+    rows = await _rows(db, table, tenant, ("", []), CHUNK_ROWS if key else None, key or None)
     meter.spend()
     if not rows:
         return index + 1
@@ -952,11 +932,6 @@ async def _delete_step(
         await delete_own_vectors(shard.vectors, tenant, [str(r["fact_id"]) for r in rows])
         meter.spend()
     upto = [rows[-1][c] for c in key] if key else None
-    await _delete_range(db, table, tenant, None, upto).run()
+    await _delete(db, table, tenant, _key_range(table, None, upto)).run()
     meter.spend()
     return index
-
-
-async def source_fence(bindings: Bindings, tenant: str, shard: str) -> str | None:
-    """The fence `tenant` has on shard `shard` (for the operator and tests)."""
-    return await fence_of(shard_db(shard_named(bindings, shard)), tenant)

@@ -17,6 +17,7 @@ import logging
 import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 import numpy as np
@@ -24,7 +25,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agent_memory.governance.writes import EventLog, WriteGate, WriteProposal, memory_written
 from agent_memory.ids import content_hash, normalize_content, sha256_hex
-from agent_memory.lifecycle.supersession import REPLAYED, UNDONE, Change, SupersessionError
 from agent_memory.namespace import DEFAULT_SUBJECT
 from agent_memory.tiers.semantic.keys import (
     Decision,
@@ -42,6 +42,7 @@ from bindings.ports.clock import Clock
 from bindings.ports.d1 import D1Database
 from bindings.ports.llm import LLM, ChatMessage
 from bindings.ports.vectorize import VectorIndex
+from http_messages import ApiError
 
 log = logging.getLogger(__name__)
 
@@ -524,6 +525,20 @@ def updates_to_apply(
 
 
 RECONCILER_SOURCE = "reconciler"
+# The `op` of an operator's undo and replay events (issue 25: nothing acknowledged disappears
+# silently; each supersession can be seen, undone and replayed).
+UNDONE = "supersession_undone"
+REPLAYED = "supersession_replayed"
+
+
+@dataclass(frozen=True)
+class Change:
+    """An operator's undo or replay: the fact, its winner, the event recording it, who."""
+
+    fact_id: str
+    superseded_by: str
+    event_id: str
+    by: str
 
 
 class ReconcileReport(BaseModel):
@@ -587,12 +602,12 @@ class Reconciler:
         pair stays apart (`facts_kept_apart`). 404 `fact_not_found`, 409 `not_superseded`."""
         fact = await self._memory.get(fact_id)
         if fact is None:
-            raise SupersessionError(404, "fact_not_found", "no such fact in this tenant")
+            raise ApiError(404, "fact_not_found", "no such fact in this tenant")
         if fact.status != "superseded" or fact.superseded_by is None:
-            raise SupersessionError(409, "not_superseded", f"the fact is {fact.status}")
+            raise ApiError(409, "not_superseded", f"the fact is {fact.status}")
         now = self._clock.now()
         if not await self._store.restore(fact_id, fact.superseded_by, int(now * 1000)):
-            raise SupersessionError(409, "not_superseded", "the fact changed meanwhile")
+            raise ApiError(409, "not_superseded", "the fact changed meanwhile")
         change = await self._changed(now, UNDONE, fact_id, fact.superseded_by, by)
         await self._memory.complete_pending()
         return change
@@ -605,14 +620,14 @@ class Reconciler:
             "event_id = ? AND kind = 'memory_written'", event_id, limit=1
         )
         if not rows:
-            raise SupersessionError(404, "event_not_found", "no such event in this tenant")
+            raise ApiError(404, "event_not_found", "no such event in this tenant")
         payload = json.loads(str(rows[0]["payload"]))
         loser, winner = payload.get("supersedes"), payload.get("key")
         if not (isinstance(loser, str) and isinstance(winner, str)):
-            raise SupersessionError(422, "not_a_supersession", "the event records no supersession")
+            raise ApiError(422, "not_a_supersession", "the event records no supersession")
         now = self._clock.now()
         if not await self._store.supersede(loser, winner, int(now * 1000), relation=None):
-            raise SupersessionError(409, "not_active", "the superseded fact is not live now")
+            raise ApiError(409, "not_active", "the superseded fact is not live now")
         await self._store.drop_vectors([loser])
         return await self._changed(now, REPLAYED, loser, winner, by)
 
