@@ -132,7 +132,7 @@ def test_conflicts_never_go_backwards_in_time_nor_past_a_more_trusted_source() -
     )
     new_unsure = fact("NEW", predicate="hq_city", object="Paris", confidence=0.6)
     # The newer statement wins even when the older one was stated more confidently.
-    [loss] = resolve_conflicts([new_unsure, old_sure], NOW_MS, CONFIG)
+    [loss] = resolve_conflicts([new_unsure, old_sure], CONFIG)
     assert (loss.winner, loss.loser) == ("NEW", "OLD")
     # A less trusted newer statement does not supersede a trusted one, nor is it
     # superseded by it (backwards in time): both stay active.
@@ -147,7 +147,7 @@ def test_conflicts_never_go_backwards_in_time_nor_past_a_more_trusted_source() -
         valid_from=NOW_MS - DAY_MS,
     )
     mcp = fact("MCP", predicate="hq_city", object="Paris", confidence=0.9, source="anonymous")
-    assert resolve_conflicts([admin, mcp], NOW_MS, CONFIG) == []
+    assert resolve_conflicts([admin, mcp], CONFIG) == []
 
 
 def test_no_conflict_for_one_object_or_a_multi_valued_predicate() -> None:
@@ -155,15 +155,15 @@ def test_no_conflict_for_one_object_or_a_multi_valued_predicate() -> None:
         fact("A", predicate="hq_city", object="Berlin"),
         fact("B", predicate="hq_city", object="berlin"),
     ]
-    assert resolve_conflicts(same, NOW_MS, CONFIG) == []
+    assert resolve_conflicts(same, CONFIG) == []
     many = [fact("A", predicate="states", object="x"), fact("B", predicate="states", object="y")]
-    assert resolve_conflicts(many, NOW_MS, CONFIG) == []
+    assert resolve_conflicts(many, CONFIG) == []
     custom = ReconcileConfig(multi_valued_predicates=frozenset({"likes"}))
     likes = [
         fact("A", predicate="likes", object="tea"),
         fact("B", predicate="likes", object="jazz"),
     ]
-    assert resolve_conflicts(likes, NOW_MS, custom) == []
+    assert resolve_conflicts(likes, custom) == []
 
 
 # --- promotion -----------------------------------------------------------------------------

@@ -189,13 +189,6 @@ class SubjectMatcher:
     def archived(self, kind: ArchiveKind, row: dict[str, Any]) -> bool:
         return {"episodes": self.episode, "runs": self.run, "events": self.event}[kind](row)
 
-    def archived_scrub(self, kind: ArchiveKind, row: dict[str, Any]) -> dict[str, Any] | None:
-        """An archived row with references to erased facts removed, or None."""
-        if kind != "events":
-            return None
-        payload = self.scrubbed(row)
-        return None if payload is None else {**row, "payload": payload}
-
 
 def validate_subject(subject: str) -> str:
     """The subject, or ValueError: 3-256 characters, not blank (a very short string would
@@ -423,7 +416,9 @@ class SubjectEraser:
             erased_ids: list[str] = []
             for row in rows:
                 if not matcher.archived(kind, row):
-                    kept.append(matcher.archived_scrub(kind, row) or row)
+                    # An archived event keeps no reference to an erased fact either.
+                    payload = matcher.scrubbed(row) if kind == "events" else None
+                    kept.append(row if payload is None else {**row, "payload": payload})
                 elif kind == "episodes":
                     erased_ids.append(str(row.get("episode_id")))
             if kept == rows:  # nothing erased or scrubbed

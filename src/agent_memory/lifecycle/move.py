@@ -1,59 +1,24 @@
-"""Moving a tenant to another shard, online (issue 29, docs/placement.md).
+"""Moving a tenant to another shard, online (issue 29; docs/placement.md, "Moving a tenant",
+describes each phase, its cost and what the tenant's writes meet).
 
 A move is a row of `tenant_moves` (primary database) that `advance` carries forward a bounded
 slice at a time (`MoveBudget`), so an operator command, an admin request or the minute cron can
 each push it on, and a crash anywhere resumes from the last saved step. Every step is
-idempotent: a chunk is compared before it is written.
-
-copying   The target is fenced `incoming` (jobs leave it alone there) and the source logs the
-          tenant's writes (migration 0022: triggers add each touched row's key to
-          `tenant_move_changes`). Every tenant table is read from the source in key order,
-          `CHUNK_ROWS` at a time; a chunk whose rows differ in the target replaces the
-          target's rows of that key range (rows the source no longer has go too), and the
-          vectors of the facts it wrote are copied to the target index. The tenant keeps
-          writing to the source meanwhile; while a pass rewrote more than `CATCH_UP_ROWS` rows,
-          another pass follows (at most `MAX_COPY_PASSES`). A pass ends by forgetting what
-          was logged before it began: it read every row after those writes.
-fenced    Entered at the end of a step; the next step fences the source `frozen` as its first
-          action: every write of the tenant there fails with 503 `tenant_moving` and writes
-          nothing. A tenant of at most `FULL_VERIFY_ROWS` rows is then read whole on both
-          sides, pass after pass until one changes nothing — that pass is the verification:
-          each table's row count and chained SHA-256 over its rows in key order are equal on
-          both sides, and every vector the source holds for the tenant's facts is in the
-          target index. A larger tenant's logged keys are replayed instead (their rows, and
-          their facts' vectors, copied or deleted), and every table's row count compared on
-          both sides; a count that differs (a write the log missed) falls back to the full
-          read. Either way the tenant's writes wait one step when it fits in one.
-switched  The directory and KV name the target, whose fence is lifted; writes land there. The
-          source stays frozen for `GRACE_SECONDS`, longer than an isolate keeps a home
-          (30 s) plus KV's propagation (60 s), so nothing still reads the source when it
-          empties. A request that still believed the old home meets the fence and retries.
-          After a replayed fenced step the target logs the tenant's writes from before the
-          switch, and a check pass compares every row the tenant has not written there since
-          with the frozen source (counts and chained SHA-256, vectors copied where missing):
-          a difference stops the move here with an error, the source kept for an operator.
-deleting  KV is written again (a request that read the directory just before the switch may
-          have written the old home back; it cannot outlive this), the source is fenced
-          `moved` (deletes only) and emptied chunk by chunk, vectors first.
-done      The source keeps its `moved` fence: whatever still believes the old home can only
-          fail there, never write.
-
-Before the switch a move can be cancelled (`cancel_move`): `cancelling` lifts the source's
-fence first (the tenant writes there again at once; the directory never left it), then empties
-the target chunk by chunk, vectors first, and fences it `moved`; `cancelled` is final, and a
-new move may start. After the switch the tenant lives on the target: a move back undoes it.
+idempotent: a chunk is compared before it is written. Phases: `copying` (the source logs the
+tenant's writes, migration 0022, while passes copy it) → `fenced` (the source is frozen as the
+next step's first action; the tenant is verified in full, or its logged keys replayed) →
+`switched` (directory and KV name the target; after a replay, a check pass against the frozen
+source) → `deleting` → `done`; before the switch, `cancelling` → `cancelled`.
 
 One advance at a time: an advance takes the move's lease (`lease_owner`, `lease_until`;
 migration 0021) and reads the move in one compare-and-set statement, saves only while it
 holds it, and gives it back when its budget is spent; another advance meanwhile gets 409
-`move_busy`. Without it, the cron and an operator's watch could both advance a move, and a
-pass that began before the switch copied the frozen source over writes the target took after
-it. The lease outlasts an advance's budget by `LEASE_MARGIN_SECONDS`, so a crashed advance's
-lease ends on its own.
+`move_busy`. Without it, a pass that began before the switch could copy the frozen source
+over writes the target took after it.
 
-Derived tables (`directory.DERIVED_TABLES`: keyword postings and counters kept by triggers)
-are not copied: the target's triggers rebuild them from the rows copied. Tables are found
-from the schema (`directory.tenant_tables`), so a table added by a later migration moves too.
+Derived tables (`directory.DERIVED_TABLES`) are not copied: the target's triggers rebuild them
+from the rows copied. Tables are found from the schema (`directory.tenant_tables`), so a table
+added by a later migration moves too.
 """
 
 from __future__ import annotations
@@ -102,12 +67,9 @@ CATCH_UP_ROWS = 10 * CHUNK_ROWS
 # Fenced passes before a move gives up (a pass that keeps finding changes means something
 # writes past the fence, or vectors that are not yet visible: resume later).
 MAX_FENCED_PASSES = 5
-# The fenced step of a tenant whose last copy pass counted at most this many rows reads the
-# whole tenant on both sides (counts and chained SHA-256 of every table), which fits in one
-# step's 400 calls even when every row is a fact (2 calls a 100-row chunk, 2 more for its
-# vectors); a larger tenant's replays the changes logged during the copy and compares row
-# counts, so its writes are refused for seconds, not the minutes a full read of it takes (one
-# step a minute). A count that differs falls back to the full read.
+# The fenced step reads a tenant of at most this many rows whole on both sides (it fits in
+# one step's 400 calls even when every row is a fact); a larger one's logged changes are
+# replayed and row counts compared, so its writes are refused for seconds, not minutes.
 FULL_VERIFY_ROWS = 5_000
 # A rowid-keyed table moves by its natural key (its rowid differs between databases).
 NATURAL_KEYS = {"semantic_facts": ("fact_id",)}

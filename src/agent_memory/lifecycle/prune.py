@@ -701,14 +701,12 @@ def _counts_from(tenant: str, row: Row) -> TenantPruneCounts:
     return TenantPruneCounts(tenant_id=tenant, **{k: int(v) for k, v in row.items()})
 
 
-async def resume_unfinished(
-    pruner: Pruner, *, progress: Progress | None = None
-) -> list[PruneReport]:
+async def resume_unfinished(pruner: Pruner) -> list[PruneReport]:
     """Continue every unfinished job (oldest first) while the budget lasts."""
     reports = []
     meter = pruner.meter()
     for prune_id, scheduled_ms in await pruner.unfinished_jobs():
-        report = await pruner.run(prune_id, scheduled_ms, progress=progress, meter=meter)
+        report = await pruner.run(prune_id, scheduled_ms, meter=meter)
         reports.append(report)
         if not report.complete:
             break

@@ -121,10 +121,6 @@ def _rank_key(fact: FactRow) -> tuple[bool, int, float, str]:
     return (fact.subject == DEFAULT_SUBJECT, fact.created_at, -fact.confidence, fact.fact_id)
 
 
-def _compatible_subjects(a: FactRow, b: FactRow) -> bool:
-    return a.subject == b.subject or DEFAULT_SUBJECT in (a.subject, b.subject)
-
-
 def _states_a_change(a: FactRow, b: FactRow) -> bool:
     """Whether two near-identical sentences are an update ("Alice now prefers light mode"
     after "Alice prefers dark mode"): those are the update step's, never merged as
@@ -139,17 +135,6 @@ def _states_a_change(a: FactRow, b: FactRow) -> bool:
         FactKey(newer.key_entity, newer.key_attribute, "none"),
     )
     return verdict.decision in ("update", "unsure")
-
-
-def _near_duplicate(a: FactRow, b: FactRow, similarity: float, config: ReconcileConfig) -> bool:
-    """Close embeddings are a duplicate only with the same key entity, names, numbers
-    and codes, and no change stated (`keys.near_duplicate`)."""
-    if similarity < config.similarity_threshold:
-        return False
-    why_not = near_duplicate(
-        a.content, a.key_entity, b.content, b.key_entity, states_a_change=_states_a_change(a, b)
-    )
-    return why_not is None
 
 
 def find_duplicates(
@@ -172,10 +157,23 @@ def find_duplicates(
                 if keep.fact_id in dropped or other.fact_id in dropped:
                     continue
                 if reason == "exact":
-                    same, similarity = _compatible_subjects(keep, other), 1.0
+                    subjects = {keep.subject, other.subject}
+                    same, similarity = len(subjects) == 1 or DEFAULT_SUBJECT in subjects, 1.0
                 else:
+                    # Close embeddings are a duplicate only with the same key entity, names,
+                    # numbers and codes, and no change stated (`keys.near_duplicate`).
                     similarity = round(float(sims[i, j]), 6)
-                    same = _near_duplicate(keep, other, float(sims[i, j]), config)
+                    same = (
+                        float(sims[i, j]) >= config.similarity_threshold
+                        and near_duplicate(
+                            keep.content,
+                            keep.key_entity,
+                            other.content,
+                            other.key_entity,
+                            states_a_change=_states_a_change(keep, other),
+                        )
+                        is None
+                    )
                 if same:
                     dropped.add(other.fact_id)
                     merges.append(
@@ -206,9 +204,7 @@ def find_duplicates(
     return merges
 
 
-def resolve_conflicts(
-    facts: Sequence[FactRow], now_ms: int, config: ReconcileConfig
-) -> list[Supersede]:
+def resolve_conflicts(facts: Sequence[FactRow], config: ReconcileConfig) -> list[Supersede]:
     """For each (subject, predicate) with more than one object (`multi_valued_predicates`
     excepted): the losers. The newest statement wins (never backwards in time); an older one
     from a more trusted source (`source_weights`) is not superseded by a less trusted newer
@@ -670,7 +666,7 @@ class Reconciler:
         report.merged_similar = len(report.merges) - report.merged_exact
         dropped = {m.drop for m in report.merges}
         remaining = [f for f in facts if f.fact_id not in dropped]
-        for conflict in resolve_conflicts(remaining, now_ms, self.config):
+        for conflict in resolve_conflicts(remaining, self.config):
             if (conflict.loser, conflict.winner) in apart:
                 continue
             why = {"op": "superseded", "decision": "update", "reason": "same_predicate_newer"}
@@ -761,9 +757,6 @@ class Reconciler:
         if events:
             await self._events.record_many(events)
 
-    def _floor(self) -> float:
-        return self._gate.policy.confidence_floor.get("semantic", 0.0)
-
     # ------------------------------------------------------------------ writing
 
     async def _supersede(
@@ -821,7 +814,8 @@ class Reconciler:
         confidence, count = p.confidence, len(p.episode_ids)
         metadata = {"promoted_from_episodes": count}
         if relation == "summarised_from":  # a summary is kept at least at the policy's floor
-            confidence, metadata = max(confidence, self._floor()), {"summarised_episodes": count}
+            floor = self._gate.policy.confidence_floor.get("semantic", 0.0)
+            confidence, metadata = max(confidence, floor), {"summarised_episodes": count}
         fact = FactInput(
             content=p.content,
             subject=p.subject,
