@@ -432,27 +432,24 @@ async def _advance(
             move = await _save(
                 bindings, move, owner, phase="deleting", progress={**move.progress, "table": 0}
             )
-        elif move.phase == "deleting":
-            done = await _delete_step(source, tenant, move.progress, meter)
-            if done is None:
-                move = await _save(bindings, move, owner, phase="done", finished_at=now_ms())
-            else:
-                move = await _save(bindings, move, owner, progress={**move.progress, "table": done})
-        elif move.phase == "cancelling":
-            if not move.progress:
-                # The source first: the tenant's writes resume there before anything else.
-                await clear_fence(shard_db(source), tenant)
-                await _untrack(shard_db(source), tenant)
-                meter.spend(2)
-                move = await _save(bindings, move, owner, progress={"table": 0})
-                continue
-            done = await _delete_step(target, tenant, move.progress, meter)
+        elif move.phase == "cancelling" and not move.progress:
+            # The source first: the tenant's writes resume there before anything else.
+            await clear_fence(shard_db(source), tenant)
+            await _untrack(shard_db(source), tenant)
+            meter.spend(2)
+            move = await _save(bindings, move, owner, progress={"table": 0})
+        elif move.phase in ("deleting", "cancelling"):
+            cancelling = move.phase == "cancelling"
+            shard = target if cancelling else source
+            done = await _delete_step(shard, tenant, move.progress, meter)
             if done is not None:
-                move = await _save(bindings, move, owner, progress={"table": done})
+                move = await _save(bindings, move, owner, progress={**move.progress, "table": done})
                 continue
-            await set_fence(shard_db(target), tenant, "moved", now_ms())
-            meter.spend()
-            move = await _save(bindings, move, owner, phase="cancelled", finished_at=now_ms())
+            if cancelling:
+                await set_fence(shard_db(target), tenant, "moved", now_ms())
+                meter.spend()
+            phase = "cancelled" if cancelling else "done"
+            move = await _save(bindings, move, owner, phase=phase, finished_at=now_ms())
     return move
 
 
@@ -587,11 +584,8 @@ async def _replay_step(source: Shard, target: Shard, tenant: str, meter: _Meter)
             meter.spend(2)
             if rows == theirs:
                 continue
-            delete = _delete(dst_db, table, tenant, where)
-            await _replace(target, table, tenant, delete, rows, theirs, meter)
-            if table.name == VECTOR_TABLE and rows and source.vectors is not None:
-                await _sync_vectors(source, target, tenant, [str(r["fact_id"]) for r in rows])
-                meter.spend(2)
+            await _replace(target, table, tenant, where, rows, theirs, meter)
+            await _sync_vectors(source, target, tenant, table, rows, meter)
     await _forget_changes(src_db, tenant, max(int(entry["n"]) for entry in logged))
     meter.spend()
     return len(logged)
@@ -774,20 +768,14 @@ async def _sync_step(
             progress["differs"].append(table.name)
     elif rows != theirs:  # not a check: the target's rows of the range become the source's
         progress["changed"] = True
-        delete = _delete(dst_db, table, tenant, _key_range(table, after, last))
-        await _replace(target, table, tenant, delete, rows, theirs, meter)
+        await _replace(target, table, tenant, _key_range(table, after, last), rows, theirs, meter)
         progress["rows_written"] += len(rows)
-    if table.name == VECTOR_TABLE and rows and source.vectors is not None:
-        copied = await _sync_vectors(source, target, tenant, [str(r["fact_id"]) for r in rows])
-        meter.spend(2)
-        if copied:
-            progress["changed"] = True
-            progress["vectors"] += copied
+    if copied := await _sync_vectors(source, target, tenant, table, rows, meter):
+        progress["changed"] = True
+        progress["vectors"] += copied
     if last is None:
         progress["table"] += 1
-        progress["after"] = None
-    else:
-        progress["after"] = last
+    progress["after"] = last
     return progress
 
 
@@ -824,12 +812,12 @@ async def _replace(
     target: Shard,
     table: TenantTable,
     tenant: str,
-    delete: D1Statement,
+    where: tuple[str, list[Any]],
     rows: list[Row],
     theirs: list[Row],
     meter: _Meter,
 ) -> None:
-    """The target's rows `delete` removes (`theirs`, a key range or keys) become the source's
+    """The target's rows meeting `where` (`theirs`, a key range or keys) become the source's
     `rows`, in one transaction; the vectors of facts that went are deleted first."""
     dst_db = shard_db(target)
     columns = _copied(table)
@@ -842,14 +830,19 @@ async def _replace(
     marks = ", ".join("?" for _ in columns)
     insert = f'INSERT INTO "{table.name}" ({names}) VALUES ({marks})'
     statements = [dst_db.prepare(insert).bind(*_blob_params(table, r, columns)) for r in rows]
-    await dst_db.batch([delete, *statements])
+    await dst_db.batch([_delete(dst_db, table, tenant, where), *statements])
     meter.spend()
 
 
-async def _sync_vectors(source: Shard, target: Shard, tenant: str, fact_ids: list[str]) -> int:
-    """Copy to the target index the tenant's vectors among `fact_ids` that it lacks; the
-    count copied."""
-    assert source.vectors is not None
+async def _sync_vectors(
+    source: Shard, target: Shard, tenant: str, table: TenantTable, rows: list[Row], meter: _Meter
+) -> int:
+    """Copy to the target index the vectors of the facts among `rows` (of `table`) that it
+    lacks; the count copied."""
+    if table.name != VECTOR_TABLE or not rows or source.vectors is None:
+        return 0
+    meter.spend(2)
+    fact_ids = [str(r["fact_id"]) for r in rows]
     if target.vectors is None:
         raise ApiError(503, "semantic_unavailable", f"shard {target.name} has no Vectorize index")
     theirs = {r.id for r in await own_vectors(target.vectors, tenant, fact_ids)}
