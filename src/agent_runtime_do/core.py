@@ -548,10 +548,7 @@ class AgentRuntimeCore:
             }
         )
         turn.writer.append_episode(episode)
-        if completed:
-            turn.writer.complete_run(finished_run)
-        else:
-            turn.writer.fail_run(finished_run)
+        (turn.writer.complete_run if completed else turn.writer.fail_run)(finished_run)
         storage.finish_turn(self.storage.sql, request.instance_id, run.run_id, completed, finished)
         turn.log_step(
             "turn_end",

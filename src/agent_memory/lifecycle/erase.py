@@ -92,14 +92,6 @@ class EraseReport(BaseModel):
     complete: bool = True
     errors: list[str] = Field(default_factory=list)
 
-    def removed(self) -> int:
-        rows = ("working_keys", "episodes", "runs", "facts", "vectors", "links", "provenance")
-        return (
-            sum(int(getattr(self, name)) for name in (*rows, "events", "data_keys"))
-            + sum(self.archived_rows.values())
-            + sum(n for store, n in self.agent_state.items() if store in AGENT_STATE_STORES)
-        )
-
 
 class Found(BaseModel):
     """The D1 rows that are traces, and what identifies them elsewhere."""
@@ -472,17 +464,8 @@ class SubjectEraser:
             )
             stub = self._agents.get_by_name(scope.object_name)
             for run_slice in slices or [()]:
-                answer = await stub.call(
-                    "erase_subject",
-                    {
-                        "tenant": scope.tenant,
-                        "agent_type": scope.agent_type,
-                        "instance_id": scope.instance_id,
-                        "subject": subject,
-                        "run_ids": list(run_slice),
-                        "wipe": wipe,
-                    },
-                )
+                payload = {"subject": subject, "run_ids": list(run_slice), "wipe": wipe}
+                answer = await stub.call("erase_subject", {**scope.model_dump(), **payload})
                 error = answer.get("error")
                 if isinstance(error, dict):
                     raise InstanceEraseError(
