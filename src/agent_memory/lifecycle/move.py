@@ -180,28 +180,6 @@ def _busy(tenant: str, until: int | None) -> ApiError:
     )
 
 
-async def _take_lease(
-    bindings: Bindings, tenant: str, budget: MoveBudget
-) -> tuple[str, MoveStatus]:
-    """Hold `tenant`'s move for one advance: the lease's owner id and the move as it stands
-    under the lease, in one statement (404 without a move, 409 `move_busy` while another
-    advance holds it)."""
-    owner = uuid.uuid4().hex
-    now = int(bindings.clock.now() * 1000)
-    until = now + int((budget.max_seconds + LEASE_MARGIN_SECONDS) * 1000)
-    sql = (
-        "UPDATE tenant_moves SET lease_owner = ?, lease_until = ? WHERE tenant_id = ? "
-        "AND (lease_until IS NULL OR lease_until <= ?) RETURNING *"
-    )
-    taken = await control_db(bindings).prepare(sql).bind(owner, until, tenant, now).first()
-    if taken is None:
-        move = await move_status(bindings, tenant)
-        if move is None:
-            raise ApiError(404, "no_move", f"tenant {tenant!r} has no move")
-        raise _busy(tenant, move.lease_until)
-    return owner, _status(taken)
-
-
 async def _save(bindings: Bindings, move: MoveStatus, owner: str, **changes: Any) -> MoveStatus:
     """Record `move` with `changes`, only while `owner` holds its lease (409 `move_busy`
     otherwise: an advance that outlived its lease stops before it acts on a stale view)."""
@@ -261,9 +239,25 @@ async def _leased(
     budget: MoveBudget | None,
     action: Literal["advance", "cancel", "recheck"],
 ) -> MoveStatus:
+    """Hold `tenant`'s move for one advance (the lease is taken and the move read in one
+    statement: 404 without a move, 409 `move_busy` while another advance holds it), act, and
+    give the lease back."""
     # A step's budget when the caller names none: `MOVE_STEP_CALLS` metered calls.
     budget = budget or MoveBudget(max_calls=bindings.settings.move_step_calls)
-    owner, move = await _take_lease(bindings, tenant, budget)
+    owner = uuid.uuid4().hex
+    now = int(bindings.clock.now() * 1000)
+    until = now + int((budget.max_seconds + LEASE_MARGIN_SECONDS) * 1000)
+    sql = (
+        "UPDATE tenant_moves SET lease_owner = ?, lease_until = ? WHERE tenant_id = ? "
+        "AND (lease_until IS NULL OR lease_until <= ?) RETURNING *"
+    )
+    taken = await control_db(bindings).prepare(sql).bind(owner, until, tenant, now).first()
+    if taken is None:
+        current = await move_status(bindings, tenant)
+        if current is None:
+            raise ApiError(404, "no_move", f"tenant {tenant!r} has no move")
+        raise _busy(tenant, current.lease_until)
+    move = _status(taken)
     try:
         if action == "recheck":
             if not move.stopped_by_check:
@@ -753,7 +747,13 @@ async def _sync_step(
     theirs = await _rows(dst_db, table, tenant, _key_range(table, after, last))
     meter.spend(2)
     if check:
-        written = await _written_since_switch(dst_db, table, tenant, after, last)
+        # The keys the tenant wrote on the target since the switch: its change log, read for
+        # this chunk's range only, so however much the tenant writes while a check runs or
+        # waits for an operator, a chunk never reads the table's whole log again. Compared
+        # as values, not JSON text (SQLite and Python escape some characters apart).
+        sql, params = _logged_in_range(table, after, last)
+        logged = (await dst_db.prepare(sql).bind(tenant, *params).all()).results
+        written = {tuple(json.loads(str(r["key"]))) for r in logged}
         meter.spend()
         rows = [r for r in rows if tuple(r[c] for c in key) not in written]
         theirs = [r for r in theirs if tuple(r[c] for c in key) not in written]
@@ -783,29 +783,12 @@ def _logged_in_range(
     table: TenantTable, after: list[Any] | None, upto: list[Any] | None
 ) -> tuple[str, list[Any]]:
     """The change log's entries of `table` with `after < key <= upto` (?: the tenant, then
-    the returned parameters)."""
+    the returned parameters), compared on the logged key's elements, in the order and with
+    the types `json_array` stored them."""
     elements = [f"json_extract(key, '$[{i}]')" for i in range(len(_key(table)))]
     where, params = _range(elements, after, upto)
     sql = f"SELECT key FROM tenant_move_changes WHERE tenant_id = ? AND tbl = ?{where}"
     return sql, [table.name, *params]
-
-
-async def _written_since_switch(
-    db: D1Database,
-    table: TenantTable,
-    tenant: str,
-    after: list[Any] | None,
-    upto: list[Any] | None,
-) -> set[tuple[Any, ...]]:
-    """The keys with `after < key <= upto` the tenant wrote on `db` (the target) since the
-    switch: its change log, read for this chunk's range only. However much the tenant writes
-    while a check runs or waits for an operator, a chunk reads the entries of its own keys,
-    not the table's whole log again (the range is compared on the logged key's elements,
-    in the order and with the types `json_array` stored them)."""
-    sql, params = _logged_in_range(table, after, upto)
-    logged = (await db.prepare(sql).bind(tenant, *params).all()).results
-    # Compared as values, not JSON text (SQLite and Python escape some characters apart).
-    return {tuple(json.loads(str(r["key"]))) for r in logged}
 
 
 async def _replace(
