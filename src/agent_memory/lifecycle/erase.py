@@ -1,14 +1,10 @@
 """Subject erase (`DELETE /admin/tenants/{tenant}/subjects/{subject}`): remove every trace of
 a subject from one tenant's memory, in every tier, and say what was removed where.
 
-A trace (docs/lifecycle.md, "Erase semantics") names the subject exactly as a field or holds
-it as a substring of its text: episodes, runs, facts (and the history they superseded), their
-vectors, links and provenance, events (a recall that merely listed an erased fact is scrubbed),
-working-memory and recall-record KV keys, the tenant's AgentRuntime objects (the
-`erase_subject` RPC; an instance whose id contains the subject is wiped whole) and cold-tier
-archive rows (each object rewritten under the key of its new first row, or deleted). The
-subject's data keys are destroyed (crypto-shredding, docs/personal-data.md); a start mark
-(migration 0013) makes a recall record committed afterwards store no query text.
+A trace names the subject exactly as a field or holds it as a substring of its text; what that
+means per tier is docs/lifecycle.md, "Erase semantics". The subject's data keys are destroyed
+(crypto-shredding, docs/personal-data.md); a start mark (migration 0013) makes a recall record
+committed afterwards store no query text.
 
 Order, so a failure never leaves a trace a re-run cannot find: the mark, the Durable Objects
 (each settles its queued writes into D1 first, so the rows are found again after), vectors

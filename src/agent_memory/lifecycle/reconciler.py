@@ -653,12 +653,9 @@ class Reconciler:
         vectors = await self._store.fact_vectors([f.fact_id for f in facts])
         # Pairs an operator undid stay apart (`undo`).
         apart = await self._store.kept_apart()
-        merges = find_duplicates(facts, vectors, self.config)
-        for merge in merges:
-            if (merge.drop, merge.keep) in apart:
-                continue
+        for merge in find_duplicates(facts, vectors, self.config):
             why = {"op": "merged", "decision": "duplicate", "reason": merge.reason}
-            if await self._supersede(
+            if (merge.drop, merge.keep) not in apart and await self._supersede(
                 merge.drop, merge.keep, now_ms, relation="merged_from", why=why
             ):
                 report.merges.append(merge)
@@ -667,10 +664,8 @@ class Reconciler:
         dropped = {m.drop for m in report.merges}
         remaining = [f for f in facts if f.fact_id not in dropped]
         for conflict in resolve_conflicts(remaining, self.config):
-            if (conflict.loser, conflict.winner) in apart:
-                continue
             why = {"op": "superseded", "decision": "update", "reason": "same_predicate_newer"}
-            if await self._supersede(
+            if (conflict.loser, conflict.winner) not in apart and await self._supersede(
                 conflict.loser, conflict.winner, now_ms, relation=None, why=why
             ):
                 report.conflicts.append(conflict)
