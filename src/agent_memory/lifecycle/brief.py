@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from agent_memory.governance import writes as events
-from agent_memory.ids import STATEMENTS_PER_BATCH
+from agent_memory.ids import STATEMENTS_PER_BATCH, chunks
 from agent_memory.lifecycle import prune, retention
 from agent_memory.lifecycle.retention import (
     DEFAULT_EPISODE_LIMIT,
@@ -145,9 +145,7 @@ async def build_brief(
     namespace reads)."""
     names = list(tenants) if tenants is not None else await known_tenants(db, _BRIEF_TABLES)
     brief = Brief(generated_at_ms=now_ms)
-    per_batch = STATEMENTS_PER_BATCH // 2  # two statements per tenant
-    for start in range(0, len(names), per_batch):
-        chunk = names[start : start + per_batch]
+    for chunk in chunks(names, STATEMENTS_PER_BATCH // 2):  # two statements per tenant
         results = await db.batch(
             [db.prepare(_TENANT_SQL).bind(t, now_ms, default_retention_days) for t in chunk]
             + [db.prepare(retention.INSTANCES_SQL).bind(t) for t in chunk]

@@ -369,8 +369,8 @@ class SubjectEraser:
             if len(rows) < EVENTS_PAGE:
                 break
             after = str(rows[-1]["event_id"])
-        for start in range(0, len(scrubs), 50):
-            await self._db.batch(scrubs[start : start + 50])
+        for batch in chunks(scrubs, 50):
+            await self._db.batch(list(batch))
         report.events_scrubbed = len(scrubs)
         return await events.delete(doomed) if doomed else 0
 

@@ -567,9 +567,7 @@ async def _replay_step(source: Shard, target: Shard, tenant: str, meter: _Meter)
     for name, by_text in keys.items():
         table = tables[name]
         width = max(1, len(_key(table)))
-        values = list(by_text.values())
-        for start in range(0, len(values), MAX_KEYS_PARAMS // width):
-            chunk = values[start : start + MAX_KEYS_PARAMS // width]
+        for chunk in chunks(list(by_text.values()), MAX_KEYS_PARAMS // width):
             where = _keys_clause(table, chunk)
             rows = await _as_target(
                 source, target, table, await _rows(src_db, table, tenant, where)
