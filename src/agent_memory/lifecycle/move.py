@@ -60,6 +60,8 @@ from http_messages import ApiError
 Phase = Literal["copying", "fenced", "switched", "deleting", "done", "cancelling", "cancelled"]
 FINISHED = ("done", "cancelled")
 CHUNK_ROWS = 100
+# The source stays frozen this long after the switch: longer than an isolate keeps a home
+# (30 s) plus KV's propagation (60 s), so nothing still reads it when it empties.
 GRACE_SECONDS = 300.0
 # Copy passes before the fence: more while a pass rewrote over `CATCH_UP_ROWS` rows.
 MAX_COPY_PASSES = 3
@@ -656,10 +658,6 @@ def _key_range(
     return _range(_quoted(_key(table)), after, upto)
 
 
-# `where`, below: SQL conditions after the tenant's, with their parameters (`_key_range`,
-# `_keys_clause`).
-
-
 async def _rows(
     db: D1Database,
     table: TenantTable,
@@ -668,7 +666,8 @@ async def _rows(
     limit: int | None = None,
     columns: Sequence[str] | None = None,
 ) -> list[Row]:
-    """The tenant's rows of `table` meeting `where` in key order (`columns`, by default every
+    """The tenant's rows of `table` meeting `where` (SQL conditions after the tenant's, and
+    their parameters: `_key_range`, `_keys_clause`) in key order (`columns`, by default every
     copied one)."""
     cols = ", ".join(_quoted(columns or _copied(table)))
     key = _quoted(_key(table))
