@@ -50,6 +50,7 @@ from bindings.ports.object_store import ObjectStore
 from bindings.ports.vectorize import VectorIndex
 
 MIN_SUBJECT_CHARS = 3
+AGENT_STATE_STORES = ("run_log", "turn_state", "failed_writes", "pending_writes")
 MAX_SUBJECT_CHARS = 256
 
 
@@ -71,19 +72,10 @@ class EraseReport(BaseModel):
     archives_deleted: int = 0
     data_keys: int = 0  # destroyed: the subject's sealed values have no key any more
     keyword_index_optimized: bool = False
-    archived_rows: dict[str, int] = Field(
-        default_factory=lambda: {"episodes": 0, "runs": 0, "events": 0}
-    )
+    archived_rows: dict[str, int] = Field(default_factory=lambda: dict.fromkeys(TABLE_OF, 0))
     # Instances reached and wiped, rows removed per store (turn_state: rows scrubbed).
     agent_state: dict[str, int] = Field(
-        default_factory=lambda: {
-            "instances": 0,
-            "wiped": 0,
-            "run_log": 0,
-            "turn_state": 0,
-            "failed_writes": 0,
-            "pending_writes": 0,
-        }
+        default_factory=lambda: dict.fromkeys(("instances", "wiped", *AGENT_STATE_STORES), 0)
     )
     complete: bool = True
     errors: list[str] = Field(default_factory=list)
@@ -190,7 +182,6 @@ def validate_subject(subject: str) -> str:
 
 EVENTS_PAGE = 500
 RUN_IDS_PER_CALL = 1000  # agent_runtime_do.protocol.MAX_ERASE_RUN_IDS
-AGENT_STATE_STORES = ("run_log", "turn_state", "failed_writes", "pending_writes")
 # How long an erase's start mark is kept: far longer than any recall record stays in flight.
 MARK_KEPT_MS = 86_400_000
 
