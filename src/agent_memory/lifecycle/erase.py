@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, get_args
 
 from pydantic import BaseModel, Field
 
@@ -72,7 +72,9 @@ class EraseReport(BaseModel):
     archives_deleted: int = 0
     data_keys: int = 0  # destroyed: the subject's sealed values have no key any more
     keyword_index_optimized: bool = False
-    archived_rows: dict[str, int] = Field(default_factory=lambda: dict.fromkeys(TABLE_OF, 0))
+    archived_rows: dict[str, int] = Field(
+        default_factory=lambda: dict.fromkeys(get_args(ArchiveKind), 0)
+    )
     # Instances reached and wiped, rows removed per store (turn_state: rows scrubbed).
     agent_state: dict[str, int] = Field(
         default_factory=lambda: dict.fromkeys(("instances", "wiped", *AGENT_STATE_STORES), 0)
