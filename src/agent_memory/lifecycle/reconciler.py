@@ -16,7 +16,7 @@ import json
 import logging
 import re
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
@@ -255,7 +255,7 @@ def _observations(episode: EpisodeRow) -> list[tuple[str, str, str, float]]:
 def find_promotions(
     episodes: Sequence[EpisodeRow],
     config: ReconcileConfig,
-    known: set[tuple[str, str, str]] | None = None,
+    known: Set[tuple[str, str, str]] = frozenset(),
 ) -> list[Promotion]:
     """Observations recurring consistently and confidently enough to become facts.
     `known`: (subject, predicate, normalised object) already in semantic memory."""
@@ -278,7 +278,7 @@ def find_promotions(
         confidence = sum(c for _, c, _ in sightings) / len(sightings)
         if confidence < config.promotion_min_confidence:
             continue
-        if known is not None and (subject, predicate, normalised) in known:
+        if (subject, predicate, normalised) in known:
             continue
         obj = sightings[0][2]
         content = (
@@ -301,15 +301,14 @@ def find_decay(
     episodes: Sequence[EpisodeRow],
     now_ms: int,
     config: ReconcileConfig,
-    summarised: set[str] | None = None,
+    summarised: Set[str] = frozenset(),
 ) -> list[Promotion]:
     """Salient episodes past their TTL, summarised per subject (skipping `summarised`)."""
     cutoff = now_ms - config.decay_ttl_days * DAY_MS
     groups: dict[str, list[EpisodeRow]] = defaultdict(list)
     for episode in episodes:
-        if episode.created_at >= cutoff or episode.importance < config.decay_min_importance:
-            continue
-        if summarised is not None and episode.episode_id in summarised:
+        salient = episode.importance >= config.decay_min_importance
+        if episode.created_at >= cutoff or not salient or episode.episode_id in summarised:
             continue
         groups[episode.subject or DEFAULT_SUBJECT].append(episode)
     out: list[Promotion] = []
