@@ -347,7 +347,17 @@ class Pruner:
 
         def met(counts: TenantPruneCounts) -> None:
             report.tenants.append(counts)
-            self._log(prune_id, counts)
+            c = counts.model_dump()
+            log.info(
+                "prune %s: tenant %s retention=%dd %s batches=%d%s%s",
+                prune_id,
+                counts.tenant_id,
+                counts.retention_days,
+                " ".join(f"{k}={c[k + '_deleted']} (+{c[k + '_now']})" for k in JSON_COLUMNS),
+                counts.batches,
+                " done" if counts.done else "",
+                f" error={counts.error}" if counts.error else "",
+            )
             if progress is not None:
                 progress(counts)
 
@@ -480,20 +490,6 @@ class Pruner:
                 meter.spend(-(-len(keys) // IDS_PER_STATEMENT))
                 removed += len(keys)
         return removed
-
-    @staticmethod
-    def _log(prune_id: str, counts: TenantPruneCounts) -> None:
-        c = counts.model_dump()
-        log.info(
-            "prune %s: tenant %s retention=%dd %s batches=%d%s%s",
-            prune_id,
-            counts.tenant_id,
-            counts.retention_days,
-            " ".join(f"{k}={c[k + '_deleted']} (+{c[k + '_now']})" for k in JSON_COLUMNS),
-            counts.batches,
-            " done" if counts.done else "",
-            f" error={counts.error}" if counts.error else "",
-        )
 
     # ------------------------------------------------------------------ the job ledger
 

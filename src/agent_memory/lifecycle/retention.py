@@ -73,9 +73,8 @@ async def get_lifecycle(db: D1Database, tenant_id: str, default_days: int) -> Te
         "SELECT episode_retention_days, episode_limit, updated_at, updated_by "
         "FROM tenant_lifecycle WHERE tenant_id = ?"
     )
-    row = await db.prepare(sql).bind(tenant_id).first()
-    days = row.get("episode_retention_days") if row else None
-    limit = row.get("episode_limit") if row else None
+    row = await db.prepare(sql).bind(tenant_id).first() or {}
+    days, limit = row.get("episode_retention_days"), row.get("episode_limit")
     effective_limit = int(limit) if limit is not None else DEFAULT_EPISODE_LIMIT
     return TenantLifecycle(
         tenant_id=tenant_id,
