@@ -430,10 +430,10 @@ def routes(memory_tools: MemoryDispatcherFactory | None = SemanticDispatcher) ->
         Route("POST", "/register", lazy("worker.oauth.endpoints:register_route"),
               "Dynamic client registration (RFC 7591)", "oauth"),
         Route("GET", "/admin/tenants/{tenant}/oauth-clients",
-              lazy("worker.oauth.connected:list_route"),
+              lazy("worker.oauth.protocol:connected_clients_route"),
               "The tenant's connected OAuth clients", "oauth", auth=ACCESS),
         Route("DELETE", "/admin/tenants/{tenant}/oauth-clients/{grant_id}",
-              lazy("worker.oauth.connected:revoke_route"),
+              lazy("worker.oauth.protocol:revoke_client_route"),
               "Revoke a connected client's grant", "oauth", auth=ACCESS),
         # The admin agent-run path: the only routes that reach a Durable Object.
         Route("POST", "/v1/agents/{tenant}/{agent_type}/run",

@@ -121,12 +121,10 @@ def parse_jwks(document: Any) -> dict[str, RsaPublicJwk]:
 
 
 def _cookie_token(request: HttpRequest) -> str | None:
-    cookies = request.headers.get("cookie") or ""
-    for part in cookies.split(";"):
-        name, _, value = part.strip().partition("=")
-        if name == ACCESS_COOKIE and value:
-            return value
-    return None
+    pairs = (
+        part.strip().partition("=") for part in (request.headers.get("cookie") or "").split(";")
+    )
+    return next((value for name, _, value in pairs if name == ACCESS_COOKIE and value), None)
 
 
 def _token_from(request: HttpRequest) -> str | None:
@@ -560,12 +558,10 @@ class TokenRevoked(BaseModel):
 
 
 async def mint(call: Call[MintRequest, None]) -> MintedToken:
-    """`POST /admin/tenants/{tenant}/memory-tokens` (Access)."""
     return await mint_memory_token(call.bindings, call.params["tenant"], call.body)
 
 
 async def revoke_token(call: Call[None, None]) -> TokenRevoked:
-    """`DELETE /admin/tenants/{tenant}/memory-tokens/{jti}` (Access; idempotent)."""
     tenant, jti = call.params["tenant"], call.params["jti"]
     await revoke(call.bindings, tenant, jti)
     return TokenRevoked(tenant=tenant, jti=jti, revoked=True)

@@ -473,7 +473,6 @@ async def _archived(
 
 
 async def subject_archive(call: Call[None, ArchivePageQuery]) -> SubjectArchivePage:
-    """An operator's view of one subject's archived history across the tenant's agents."""
     tenant, subject = call.params["tenant"], call.params["subject"]
     page = await _archived(call.bindings, tenant, call.query, None, subject)
     return SubjectArchivePage(tenant=tenant, subject=subject, **page)
