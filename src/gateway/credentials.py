@@ -210,11 +210,6 @@ class Principal(BaseModel):
             raise forbidden("insufficient_scope", f"this API key lacks the {scope!r} scope")
 
 
-def hash_api_key(api_key: str) -> str:
-    """Lower-case hex SHA-256 of the key's UTF-8 bytes (what KV stores)."""
-    return hashlib.sha256(api_key.encode()).hexdigest()
-
-
 def bearer_token(authorization: str | None) -> str:
     """The token of an `Authorization: Bearer` header, or a 401 `ApiError`."""
     if not authorization or not authorization.strip():
@@ -227,21 +222,6 @@ def bearer_token(authorization: str | None) -> str:
             "the Authorization header must be 'Bearer <key>' with a key of 16-256 token characters",
         )
     return token
-
-
-async def authenticate(
-    kv: KVNamespace, cache: KVReadCache, clock: Clock, authorization: str | None
-) -> Principal:
-    """Resolve the caller, or raise 401 (missing, malformed, unknown or revoked key)."""
-    key = api_key_key(hash_api_key(bearer_token(authorization)))
-    record = await read_record(
-        kv, cache, clock, key, ApiKeyRecord, "record for this API key", "re-issue the key"
-    )
-    if record is None:
-        raise unauthorized("invalid_api_key", "this API key is not known to the gateway")
-    if record.status != "active":
-        raise unauthorized("revoked_api_key", f"API key {record.key_id} has been revoked")
-    return Principal(tenant=record.tenant, key_id=record.key_id, scopes=record.scopes)
 
 
 async def load_tenant(
@@ -275,7 +255,8 @@ class AccessTokenRecord(BaseModel):
 
 
 def hash_token(token: str) -> str:
-    """Lower-case hex SHA-256 of a token (access, refresh, code or client secret)."""
+    """Lower-case hex SHA-256 of a secret's UTF-8 bytes (what KV and D1 store): API key,
+    access, refresh, code or client secret."""
     return hashlib.sha256(token.encode()).hexdigest()
 
 
@@ -301,10 +282,18 @@ async def authenticate_bearer(
     authorization: str | None,
     resources: frozenset[str],
 ) -> Principal:
-    """The caller, by OAuth access token (`amo_…`) or API key; else a 401 `ApiError`."""
+    """The caller, by OAuth access token (`amo_…`) or API key; else a 401 `ApiError`
+    (missing, malformed, unknown, revoked or expired)."""
     token = bearer_token(authorization)
     if not token.startswith(ACCESS_TOKEN_PREFIX):
-        return await authenticate(kv, cache, clock, authorization)
+        key = api_key_key(hash_token(token))
+        what = "record for this API key"
+        api_key = await read_record(kv, cache, clock, key, ApiKeyRecord, what, "re-issue the key")
+        if api_key is None:
+            raise unauthorized("invalid_api_key", "this API key is not known to the gateway")
+        if api_key.status != "active":
+            raise unauthorized("revoked_api_key", f"API key {api_key.key_id} has been revoked")
+        return Principal(tenant=api_key.tenant, key_id=api_key.key_id, scopes=api_key.scopes)
     key = access_token_key(hash_token(token))
     record = await read_record(kv, cache, clock, key, AccessTokenRecord, "access token record")
     if record is None:

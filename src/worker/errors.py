@@ -7,7 +7,7 @@ from typing import Any
 from http_messages import ApiError as ApiError
 
 
-def not_found(message: str = "no such route") -> ApiError:
+def not_found(message: str) -> ApiError:
     return ApiError(404, "not_found", message)
 
 
@@ -22,7 +22,7 @@ def method_not_allowed(allowed: list[str]) -> ApiError:
     )
 
 
-def invalid_json(message: str = "request body is not valid JSON") -> ApiError:
+def invalid_json(message: str) -> ApiError:
     return ApiError(400, "invalid_json", message)
 
 
