@@ -109,7 +109,7 @@ async def test_an_unexpected_exception_becomes_a_json_500() -> None:
     async def boom(call: Call[None, None]) -> HttpResponse:
         raise RuntimeError("secret internals")
 
-    with_boom = app.App((*app.ROUTES, Route("GET", "/boom", boom, "Fails", "test")))
+    with_boom = app.Router((*app.ROUTES, Route("GET", "/boom", boom, "Fails", "test")))
     response = await with_boom.handle(HttpRequest("GET", "http://x/boom"), _bindings())
     assert _error(response) == (500, "internal_error")
     assert b"secret internals" not in response.body

@@ -55,6 +55,7 @@ if TYPE_CHECKING:
 B = TypeVar("B")
 Q = TypeVar("Q")
 M = TypeVar("M", bound=BaseModel)
+log = logging.getLogger(__name__)
 
 
 # No parameter of ours is longer: subjects are capped at 256 characters, ids far below.
@@ -291,6 +292,9 @@ class Route:
 
 
 class Router:
+    """The Worker's request handling over a route table (`routes()`): the one the entry and
+    the local runtime serve is `APP`; a test may build one with other wiring."""
+
     def __init__(self, routes: Iterable[Route]) -> None:
         self.routes = tuple(routes)
         self._compiled = [(route.regex(), route) for route in self.routes]
@@ -343,8 +347,38 @@ class Router:
             return answer
         return json_response(answer.model_dump(mode="json"), status=route.status)
 
+    async def handle(self, request: HttpRequest, bindings: Bindings) -> HttpResponse:
+        """Answer one request. Never raises: every failure is a JSON error response. Every
+        answer carries the security headers, and admin and memory answers `no-store`
+        (`http_messages.secure_response`)."""
+        return secure_response(request, await self._answer(request, bindings))
 
-log = logging.getLogger(__name__)
+    async def _answer(self, request: HttpRequest, bindings: Bindings) -> HttpResponse:
+        try:
+            if len(request.body) > bindings.settings.max_body_bytes:
+                raise payload_too_large(bindings.settings.max_body_bytes)
+            return await self.dispatch(request, bindings)
+        except ApiError as exc:
+            return exc.to_response()
+        except BindingLimitError as exc:
+            return ApiError(422, "limit_exceeded", str(exc)).to_response()
+        except InvalidCursorError as exc:
+            # Every paginated listing: a cursor the API did not hand out.
+            return ApiError(422, "invalid_cursor", str(exc)).to_response()
+        except Exception as exc:
+            if met_fence(exc):  # the tenant is moving: 503, and re-read its home (directory)
+                from agent_memory.directory import note_fenced
+
+                return note_fenced(bindings.clock.now()).to_response()
+            # The path can carry a subject (the erase route): log its hash and size, not it.
+            digest = hashlib.sha256(request.path.encode()).hexdigest()[:16]
+            log.exception(
+                "unhandled error on %s path sha256=%s (%d bytes)",
+                request.method,
+                digest,
+                len(request.path),
+            )
+            return internal_error().to_response()
 
 
 class Health(BaseModel):
@@ -585,54 +619,6 @@ def routes(memory_tools: MemoryDispatcherFactory | None = SemanticDispatcher) ->
 # fmt: on
 
 
-class App:
-    """The Worker's request handling over a route table (`routes()`): the one the entry and
-    the local runtime serve is `APP`; a test may build one with other wiring."""
-
-    def __init__(self, table: tuple[Route, ...]) -> None:
-        self.routes = table
-        self.router = Router(table)
-
-    async def handle(self, request: HttpRequest, bindings: Bindings) -> HttpResponse:
-        return await handle(request, bindings, self.router)
-
-
 ROUTES = routes()
-APP = App(ROUTES)
-
-
-async def handle(
-    request: HttpRequest, bindings: Bindings, router: Router | None = None
-) -> HttpResponse:
-    """Answer one request. Never raises: every failure is a JSON error response. Every
-    answer carries the security headers, and admin and memory answers `no-store`
-    (`http_messages.secure_response`)."""
-    return secure_response(request, await _answer(request, bindings, router))
-
-
-async def _answer(request: HttpRequest, bindings: Bindings, router: Router | None) -> HttpResponse:
-    try:
-        if len(request.body) > bindings.settings.max_body_bytes:
-            raise payload_too_large(bindings.settings.max_body_bytes)
-        return await (router or APP.router).dispatch(request, bindings)
-    except ApiError as exc:
-        return exc.to_response()
-    except BindingLimitError as exc:
-        return ApiError(422, "limit_exceeded", str(exc)).to_response()
-    except InvalidCursorError as exc:
-        # Every paginated listing: a cursor the API did not hand out.
-        return ApiError(422, "invalid_cursor", str(exc)).to_response()
-    except Exception as exc:
-        if met_fence(exc):  # the tenant is moving: 503, and re-read its home (directory)
-            from agent_memory.directory import note_fenced
-
-            return note_fenced(bindings.clock.now()).to_response()
-        # The path can carry a subject (the erase route): log its hash and size, not it.
-        digest = hashlib.sha256(request.path.encode()).hexdigest()[:16]
-        log.exception(
-            "unhandled error on %s path sha256=%s (%d bytes)",
-            request.method,
-            digest,
-            len(request.path),
-        )
-        return internal_error().to_response()
+APP = Router(ROUTES)
+handle = APP.handle
