@@ -140,7 +140,7 @@ def test_one_error_type_answers_at_the_edge_and_in_the_gateway() -> None:
     import ast
     from pathlib import Path
 
-    import gateway.errors
+    import gateway.credentials
     import http_messages
 
     src = Path(__file__).resolve().parents[1] / "src"
@@ -155,9 +155,9 @@ def test_one_error_type_answers_at_the_edge_and_in_the_gateway() -> None:
     )
     assert renderers == ["http_messages.py::ApiError"]
     assert ApiError is http_messages.ApiError
-    refused = gateway.errors.unauthorized("invalid_api_key", "no such key")
+    refused = gateway.credentials.unauthorized("invalid_api_key", "no such key")
     assert isinstance(refused, ApiError)
-    response = gateway.errors.gateway_error_response(refused)
+    response = gateway.credentials.gateway_error_response(refused)
     assert _error(response) == (401, "invalid_api_key")
     assert response.headers.get("x-gateway-error") == "invalid_api_key"
     assert "invalid_token" in (response.headers.get("www-authenticate") or "")

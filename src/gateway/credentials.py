@@ -1,5 +1,6 @@
 """Who is calling the gateway, from KV alone: the key layout, the isolate cache of hot-path
-reads, tenants, API keys, OAuth access tokens (RFC 9728 challenges) and sealed credentials.
+reads, tenants, API keys, OAuth access tokens (RFC 9728 challenges), sealed credentials, and
+the gateway's errors (the shared `ApiError`, answered with `x-gateway-error`).
 
     gw:tenant:{tenant}             TenantRecord
     gw:apikey:{sha256 of the key}  ApiKeyRecord
@@ -36,9 +37,12 @@ from bindings.ports.clock import Clock
 from bindings.ports.crypto import Cipher, CipherError, KeyEncryptionKeys, base64url_bytes
 from bindings.ports.errors import BindingError
 from bindings.ports.kv import KVNamespace
-from gateway.errors import forbidden, unauthorized
 from http_messages import ApiError, HttpResponse
 
+# A gateway error carries `x-gateway-error: <code>`; a relayed upstream answer never does, and
+# always has `x-upstream-status`.
+GATEWAY_ERROR_HEADER = "x-gateway-error"
+UPSTREAM_STATUS_HEADER = "x-upstream-status"
 TENANT_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 
 PROVIDER_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
@@ -56,6 +60,23 @@ CACHE_MAX_ENTRIES = 4096
 
 
 M = TypeVar("M", bound=BaseModel)
+
+
+def gateway_error_response(exc: ApiError) -> HttpResponse:
+    """The gateway's answer for `exc`: its JSON error with `x-gateway-error`."""
+    return exc.to_response({GATEWAY_ERROR_HEADER: exc.code})
+
+
+def unauthorized(code: str, message: str) -> ApiError:
+    """A 401 with RFC 6750's challenge (`add_resource_metadata` adds RFC 9728's metadata)."""
+    challenge = 'Bearer realm="agent-memory-gateway"'
+    if code != "missing_api_key":
+        challenge += ', error="invalid_token"'
+    return ApiError(401, code, message, headers={"www-authenticate": challenge})
+
+
+def forbidden(code: str, message: str) -> ApiError:
+    return ApiError(403, code, message)
 
 
 def tenant_key(tenant: str) -> str:
@@ -313,7 +334,7 @@ def add_resource_metadata(response: HttpResponse, request_url: str) -> HttpRespo
     `insufficient_scope` names the scope needed (`x-required-scope`) for a step-up."""
     if response.status not in (401, 403):
         return response
-    code = response.headers.get("x-gateway-error")
+    code = response.headers.get(GATEWAY_ERROR_HEADER)
     # `/mcp` has its own metadata document (resource `{origin}/mcp`).
     suffix = MCP_PATH if urlsplit(request_url).path == MCP_PATH else ""
     url = f"{origin_of(request_url)}{PROTECTED_RESOURCE_WELL_KNOWN}{suffix}"

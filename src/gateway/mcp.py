@@ -25,8 +25,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from gateway.credentials import Principal, authenticate_bearer, load_tenant
-from gateway.errors import GATEWAY_ERROR_HEADER, forbidden
+from gateway.credentials import (
+    GATEWAY_ERROR_HEADER,
+    Principal,
+    authenticate_bearer,
+    forbidden,
+    load_tenant,
+)
 from gateway.json_schema import validate
 from gateway.tool_config import load_tools
 from gateway.tool_proxy import TOOL_ARGUMENT_LIMITS, GatewayContext, call_tool
