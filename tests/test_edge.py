@@ -11,11 +11,10 @@ from pydantic import BaseModel, Field
 from bindings.environment import Bindings
 from bindings.ports.clock import FixedClock
 from bindings.settings import Settings
-from http_messages import Headers, HttpRequest, HttpResponse, json_response
+from http_messages import ApiError, Headers, HttpRequest, HttpResponse, json_response
 from local_runtime.background import LocalBackgroundTasks
 from worker import app
 from worker.app import Call, Route, Router, parse_body
-from worker.errors import ApiError
 
 
 def _bindings(**settings: object) -> Bindings:

@@ -31,20 +31,18 @@ from bindings.ports.errors import BindingLimitError
 from gateway.routes import McpRoute, MemoryDispatcherFactory, mcp_not_allowed_route, tool_call_route
 from http_messages import (
     STORAGE_LIMITS,
+    ApiError,
     HttpRequest,
     HttpResponse,
     JsonLimitError,
-    json_response,
-    loads_bounded,
-    secure_response,
-)
-from worker.errors import (
-    ApiError,
     internal_error,
     invalid_json,
+    json_response,
+    loads_bounded,
     method_not_allowed,
     not_found,
     payload_too_large,
+    secure_response,
     validation_error,
 )
 

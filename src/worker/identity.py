@@ -44,9 +44,8 @@ from bindings.environment import Bindings
 from bindings.ports.background import BackgroundTasks
 from bindings.ports.crypto import RsaPublicJwk, Signatures
 from bindings.ports.kv import KVNamespace
-from http_messages import HttpRequest
+from http_messages import ApiError, HttpRequest
 from worker.app import Call, StrictModel
-from worker.errors import ApiError
 from worker.jwt_verification import JwtRefused, JwtRules, verify_jwt
 
 log = logging.getLogger(__name__)

@@ -68,8 +68,8 @@ from bindings.environment import Bindings
 from bindings.ports.d1 import D1Database
 from bindings.ports.errors import BindingLimitError
 from bindings.ports.vectorize import VECTORIZE_MAX_VECTORS
+from http_messages import ApiError
 from worker.app import Call, StrictModel
-from worker.errors import ApiError
 
 log = logging.getLogger(__name__)
 

@@ -36,9 +36,8 @@ from agent_memory.tiers.working import (
     WorkingMemoryWriteDenied,
 )
 from bindings.environment import Bindings
-from http_messages import MAX_EPOCH_SECONDS
+from http_messages import MAX_EPOCH_SECONDS, ApiError
 from worker.app import Call, Metadata, StrictModel, Subject, has_control
-from worker.errors import ApiError
 from worker.identity import MemoryTier, MemoryTokenClaims, Scope, confirmed_bindings
 
 PROMOTION_ROUTE = "POST /admin/tenants/{tenant}/agents/{agent_type}/packs"
