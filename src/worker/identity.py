@@ -126,12 +126,6 @@ def _cookie_token(request: HttpRequest) -> str | None:
     return next((value for name, _, value in pairs if name == ACCESS_COOKIE and value), None)
 
 
-def _token_from(request: HttpRequest) -> str | None:
-    # The header is what Access guarantees (cheat sheet §9); the cookie is only a fallback.
-    token = request.headers.get(ACCESS_HEADER)
-    return token.strip() if token else _cookie_token(request)
-
-
 # Methods that never change anything (RFC 9110 §9.2.1): the cookie alone may read.
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
@@ -269,7 +263,9 @@ async def verify_access_token(token: str, bindings: Bindings) -> AccessIdentity:
 
 async def require_access(request: HttpRequest, bindings: Bindings) -> AccessIdentity:
     """The gate: the caller's identity, or `ApiError` 401 (no token) / 403 (bad token)."""
-    token = _token_from(request)
+    # The header is what Access guarantees (cheat sheet §9); the cookie is only a fallback.
+    header = request.headers.get(ACCESS_HEADER)
+    token = header.strip() if header else _cookie_token(request)
     if not token:
         message = f"this route needs a Cloudflare Access token ({ACCESS_HEADER})"
         raise ApiError(401, "access_token_missing", message)
@@ -333,12 +329,12 @@ class MemoryTokenClaims(BaseModel):
     exp: int = Field(strict=True)
     jti: str = Field(pattern=JTI_PATTERN)
     # The deny-list lookup, when the gate left it in flight (`agent_token`).
-    _revocation: asyncio.Future[bool] | None = PrivateAttr(default=None)
+    _revocation: asyncio.Future[str | None] | None = PrivateAttr(default=None)
 
     async def confirm(self) -> None:
         """Raise 401 `memory_token_revoked` when the token is on the deny-list; nothing when
         the gate checked it already (idempotent)."""
-        if self._revocation is not None and await self._revocation:
+        if self._revocation is not None and await self._revocation is not None:
             raise _token_revoked()
 
     @field_validator("tiers", "scopes")
@@ -471,16 +467,12 @@ async def verify_memory_token(
         claims = MemoryTokenClaims.model_validate(raw)
     except ValidationError:
         raise _token_invalid("token claims are not those of an agent memory token") from None
-    revoked = _is_revoked(_kv(bindings), _revoked_key(claims.tenant, claims.jti))
+    denied = _kv(bindings).get(_revoked_key(claims.tenant, claims.jti))
     if overlap:
-        claims._revocation = asyncio.ensure_future(revoked)
-    elif await revoked:
+        claims._revocation = asyncio.ensure_future(denied)
+    elif await denied is not None:
         raise _token_revoked()
     return claims
-
-
-async def _is_revoked(kv: KVNamespace, key: str) -> bool:
-    return await kv.get(key) is not None
 
 
 def _token_revoked() -> ApiError:

@@ -389,17 +389,13 @@ async def delete_memory(call: Call[None, MemoryDeleteQuery]) -> MemoryDeleted:
     )
 
 
-def _item(tenant: str, agent_id: str, episode_id: str) -> ItemKey:
-    try:
-        return ItemKey.build(tenant, agent_id, "episode", episode_id)
-    except InvalidNamespaceKey as exc:
-        raise ApiError(422, exc.code, str(exc)) from None
-
-
 async def read_episode(call: Call[None, None]) -> TieredEpisode:
     claims, bindings, agent_id = call.token, call.bindings, call.params["agent_id"]
     authorize(claims, agent_id, "episodic", "read")
-    item = _item(claims.tenant, agent_id, call.params["episode_id"])
+    try:
+        item = ItemKey.build(claims.tenant, agent_id, "episode", call.params["episode_id"])
+    except InvalidNamespaceKey as exc:
+        raise ApiError(422, exc.code, str(exc)) from None
     memory = await Memory.open(bindings, claims.tenant, read_counts=ReadCounts())
     if bindings.db is None:
         raise MemoryUnavailable("episodic_unavailable", "the D1 binding is missing")
