@@ -35,12 +35,20 @@ import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from authorization.operator_grants import granted
-from http_messages import Headers, HttpRequest, HttpResponse, json_response, secure_response
+from http_messages import (
+    ApiError,
+    Headers,
+    HttpRequest,
+    HttpResponse,
+    json_response,
+    method_not_allowed,
+    secure_response,
+    validation_error,
+)
 from local_runtime.runtime import LocalRuntime
 from local_runtime.static_assets import serve_asset
 from worker.app import ROUTES, handle
 from worker.cron import run_scheduled
-from worker.errors import ApiError, method_not_allowed, validation_error
 from worker.identity import ACCESS_HEADER, verify_access_token
 from worker.openapi import document
 

@@ -1,5 +1,6 @@
 """Runtime-neutral HTTP messages below `worker` and `gateway`, and `ApiError` (`{"error": {"code",
-"message"[, "details"]}}` with a stable code). Imports nothing of this project.
+"message"[, "details"]}}` with a stable code) with the edge's own refusals (404, 405, 413, 422,
+500). Imports nothing of this project.
 
 `loads_bounded` is where a request body becomes Python values: deep nesting, huge integers and
 huge strings are refused with a `JsonLimitError` code instead of crashing or stalling; so are lone
@@ -130,6 +131,37 @@ class ApiError(Exception):
         return json_response(
             {"error": error}, status=self.status, headers={**(headers or {}), **self.headers}
         )
+
+
+def not_found(message: str) -> ApiError:
+    return ApiError(404, "not_found", message)
+
+
+def method_not_allowed(allowed: list[str]) -> ApiError:
+    """405 with the `Allow` header RFC 9110 requires, naming the path's methods."""
+    return ApiError(
+        405,
+        "method_not_allowed",
+        f"method not allowed; use {', '.join(allowed)}",
+        {"allowed": allowed},
+        headers={"allow": ", ".join(allowed)},
+    )
+
+
+def invalid_json(message: str) -> ApiError:
+    return ApiError(400, "invalid_json", message)
+
+
+def payload_too_large(limit: int) -> ApiError:
+    return ApiError(413, "payload_too_large", f"request body exceeds {limit} bytes")
+
+
+def validation_error(message: str, details: dict[str, Any] | None = None) -> ApiError:
+    return ApiError(422, "validation_error", message, details)
+
+
+def internal_error() -> ApiError:
+    return ApiError(500, "internal_error", "internal error; the request changed nothing")
 
 
 # Deep enough for any body our routes accept, far below Python's recursion limit.

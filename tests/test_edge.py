@@ -11,11 +11,10 @@ from pydantic import BaseModel, Field
 from bindings.environment import Bindings
 from bindings.ports.clock import FixedClock
 from bindings.settings import Settings
-from http_messages import Headers, HttpRequest, HttpResponse, json_response
+from http_messages import ApiError, Headers, HttpRequest, HttpResponse, json_response
 from local_runtime.background import LocalBackgroundTasks
 from worker import app
 from worker.app import Call, Route, Router, parse_body
-from worker.errors import ApiError
 
 
 def _bindings(**settings: object) -> Bindings:
@@ -109,7 +108,7 @@ async def test_an_unexpected_exception_becomes_a_json_500() -> None:
     async def boom(call: Call[None, None]) -> HttpResponse:
         raise RuntimeError("secret internals")
 
-    with_boom = app.App((*app.ROUTES, Route("GET", "/boom", boom, "Fails", "test")))
+    with_boom = app.Router((*app.ROUTES, Route("GET", "/boom", boom, "Fails", "test")))
     response = await with_boom.handle(HttpRequest("GET", "http://x/boom"), _bindings())
     assert _error(response) == (500, "internal_error")
     assert b"secret internals" not in response.body
@@ -140,7 +139,7 @@ def test_one_error_type_answers_at_the_edge_and_in_the_gateway() -> None:
     import ast
     from pathlib import Path
 
-    import gateway.errors
+    import gateway.credentials
     import http_messages
 
     src = Path(__file__).resolve().parents[1] / "src"
@@ -155,9 +154,9 @@ def test_one_error_type_answers_at_the_edge_and_in_the_gateway() -> None:
     )
     assert renderers == ["http_messages.py::ApiError"]
     assert ApiError is http_messages.ApiError
-    refused = gateway.errors.unauthorized("invalid_api_key", "no such key")
+    refused = gateway.credentials.unauthorized("invalid_api_key", "no such key")
     assert isinstance(refused, ApiError)
-    response = gateway.errors.gateway_error_response(refused)
+    response = gateway.credentials.gateway_error_response(refused)
     assert _error(response) == (401, "invalid_api_key")
     assert response.headers.get("x-gateway-error") == "invalid_api_key"
     assert "invalid_token" in (response.headers.get("www-authenticate") or "")

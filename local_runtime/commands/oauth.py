@@ -21,7 +21,7 @@ from local_runtime.commands.common import add_state_option
 
 async def _run(args: argparse.Namespace) -> Any:
     from local_runtime.runtime import LocalRuntime
-    from worker.oauth.connected import list_connected, revoke_connected
+    from worker.oauth.protocol import list_connected, revoke_connected
 
     runtime = LocalRuntime.open(args.state)
     try:

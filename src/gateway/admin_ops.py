@@ -24,7 +24,7 @@ from gateway.credentials import (
     TenantRecord,
     api_key_key,
     credential_key,
-    hash_api_key,
+    hash_token,
     key_id_key,
     list_keys,
     tenant_key,
@@ -153,7 +153,7 @@ def plan_issue_api_key(
     granted = tuple(s for s in ALL_SCOPES if s in chosen)
     key = API_KEY_PREFIX + secrets.token_urlsafe(32)
     key_id = "k_" + secrets.token_hex(8)
-    digest = hash_api_key(key)
+    digest = hash_token(key)
     record = ApiKeyRecord(tenant=tenant, key_id=key_id, scopes=granted, label=label, created_at=now)
     index = ApiKeyIndexEntry(**record.model_dump(), sha256=digest)
     issued = IssuedApiKey(api_key=key, key_id=key_id, tenant=tenant, scopes=granted, label=label)

@@ -1,5 +1,6 @@
 """Who is calling the gateway, from KV alone: the key layout, the isolate cache of hot-path
-reads, tenants, API keys, OAuth access tokens (RFC 9728 challenges) and sealed credentials.
+reads, tenants, API keys, OAuth access tokens (RFC 9728 challenges), sealed credentials, and
+the gateway's errors (the shared `ApiError`, answered with `x-gateway-error`).
 
     gw:tenant:{tenant}             TenantRecord
     gw:apikey:{sha256 of the key}  ApiKeyRecord
@@ -36,9 +37,12 @@ from bindings.ports.clock import Clock
 from bindings.ports.crypto import Cipher, CipherError, KeyEncryptionKeys, base64url_bytes
 from bindings.ports.errors import BindingError
 from bindings.ports.kv import KVNamespace
-from gateway.errors import forbidden, unauthorized
 from http_messages import ApiError, HttpResponse
 
+# A gateway error carries `x-gateway-error: <code>`; a relayed upstream answer never does, and
+# always has `x-upstream-status`.
+GATEWAY_ERROR_HEADER = "x-gateway-error"
+UPSTREAM_STATUS_HEADER = "x-upstream-status"
 TENANT_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 
 PROVIDER_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
@@ -56,6 +60,23 @@ CACHE_MAX_ENTRIES = 4096
 
 
 M = TypeVar("M", bound=BaseModel)
+
+
+def gateway_error_response(exc: ApiError) -> HttpResponse:
+    """The gateway's answer for `exc`: its JSON error with `x-gateway-error`."""
+    return exc.to_response({GATEWAY_ERROR_HEADER: exc.code})
+
+
+def unauthorized(code: str, message: str) -> ApiError:
+    """A 401 with RFC 6750's challenge (`add_resource_metadata` adds RFC 9728's metadata)."""
+    challenge = 'Bearer realm="agent-memory-gateway"'
+    if code != "missing_api_key":
+        challenge += ', error="invalid_token"'
+    return ApiError(401, code, message, headers={"www-authenticate": challenge})
+
+
+def forbidden(code: str, message: str) -> ApiError:
+    return ApiError(403, code, message)
 
 
 def tenant_key(tenant: str) -> str:
@@ -210,11 +231,6 @@ class Principal(BaseModel):
             raise forbidden("insufficient_scope", f"this API key lacks the {scope!r} scope")
 
 
-def hash_api_key(api_key: str) -> str:
-    """Lower-case hex SHA-256 of the key's UTF-8 bytes (what KV stores)."""
-    return hashlib.sha256(api_key.encode()).hexdigest()
-
-
 def bearer_token(authorization: str | None) -> str:
     """The token of an `Authorization: Bearer` header, or a 401 `ApiError`."""
     if not authorization or not authorization.strip():
@@ -227,21 +243,6 @@ def bearer_token(authorization: str | None) -> str:
             "the Authorization header must be 'Bearer <key>' with a key of 16-256 token characters",
         )
     return token
-
-
-async def authenticate(
-    kv: KVNamespace, cache: KVReadCache, clock: Clock, authorization: str | None
-) -> Principal:
-    """Resolve the caller, or raise 401 (missing, malformed, unknown or revoked key)."""
-    key = api_key_key(hash_api_key(bearer_token(authorization)))
-    record = await read_record(
-        kv, cache, clock, key, ApiKeyRecord, "record for this API key", "re-issue the key"
-    )
-    if record is None:
-        raise unauthorized("invalid_api_key", "this API key is not known to the gateway")
-    if record.status != "active":
-        raise unauthorized("revoked_api_key", f"API key {record.key_id} has been revoked")
-    return Principal(tenant=record.tenant, key_id=record.key_id, scopes=record.scopes)
 
 
 async def load_tenant(
@@ -275,7 +276,8 @@ class AccessTokenRecord(BaseModel):
 
 
 def hash_token(token: str) -> str:
-    """Lower-case hex SHA-256 of a token (access, refresh, code or client secret)."""
+    """Lower-case hex SHA-256 of a secret's UTF-8 bytes (what KV and D1 store): API key,
+    access, refresh, code or client secret."""
     return hashlib.sha256(token.encode()).hexdigest()
 
 
@@ -301,10 +303,18 @@ async def authenticate_bearer(
     authorization: str | None,
     resources: frozenset[str],
 ) -> Principal:
-    """The caller, by OAuth access token (`amo_…`) or API key; else a 401 `ApiError`."""
+    """The caller, by OAuth access token (`amo_…`) or API key; else a 401 `ApiError`
+    (missing, malformed, unknown, revoked or expired)."""
     token = bearer_token(authorization)
     if not token.startswith(ACCESS_TOKEN_PREFIX):
-        return await authenticate(kv, cache, clock, authorization)
+        key = api_key_key(hash_token(token))
+        what = "record for this API key"
+        api_key = await read_record(kv, cache, clock, key, ApiKeyRecord, what, "re-issue the key")
+        if api_key is None:
+            raise unauthorized("invalid_api_key", "this API key is not known to the gateway")
+        if api_key.status != "active":
+            raise unauthorized("revoked_api_key", f"API key {api_key.key_id} has been revoked")
+        return Principal(tenant=api_key.tenant, key_id=api_key.key_id, scopes=api_key.scopes)
     key = access_token_key(hash_token(token))
     record = await read_record(kv, cache, clock, key, AccessTokenRecord, "access token record")
     if record is None:
@@ -324,7 +334,7 @@ def add_resource_metadata(response: HttpResponse, request_url: str) -> HttpRespo
     `insufficient_scope` names the scope needed (`x-required-scope`) for a step-up."""
     if response.status not in (401, 403):
         return response
-    code = response.headers.get("x-gateway-error")
+    code = response.headers.get(GATEWAY_ERROR_HEADER)
     # `/mcp` has its own metadata document (resource `{origin}/mcp`).
     suffix = MCP_PATH if urlsplit(request_url).path == MCP_PATH else ""
     url = f"{origin_of(request_url)}{PROTECTED_RESOURCE_WELL_KNOWN}{suffix}"

@@ -25,8 +25,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from gateway.credentials import Principal, authenticate_bearer, load_tenant
-from gateway.errors import GATEWAY_ERROR_HEADER, forbidden
+from gateway.credentials import (
+    GATEWAY_ERROR_HEADER,
+    Principal,
+    authenticate_bearer,
+    forbidden,
+    load_tenant,
+)
 from gateway.json_schema import validate
 from gateway.tool_config import load_tools
 from gateway.tool_proxy import TOOL_ARGUMENT_LIMITS, GatewayContext, call_tool
@@ -173,8 +178,7 @@ async def handle_mcp_post(ctx: McpContext, request: HttpRequest) -> HttpResponse
             raise _invalid_request('"id" must be a string or an integer (not null)')
         if request_id is None:
             return empty_response(202)  # a notification: nothing to do for a stateless server
-        params = message.get("params")
-        params = {} if params is None else params
+        params = {} if message.get("params") is None else message["params"]
         version = classify(request.headers, method, params)
         if not isinstance(params, dict):
             raise JsonRpcError(INVALID_PARAMS, 'Invalid params: "params" must be an object')
@@ -333,8 +337,7 @@ async def _call_tool(
     name = params.get("name")
     if not isinstance(name, str) or not name:
         raise JsonRpcError(INVALID_PARAMS, 'Invalid params: "name" must be a tool name')
-    arguments = params.get("arguments")
-    arguments = {} if arguments is None else arguments
+    arguments = {} if params.get("arguments") is None else params["arguments"]
     if not isinstance(arguments, dict):
         raise JsonRpcError(INVALID_PARAMS, 'Invalid params: "arguments" must be an object')
     try:

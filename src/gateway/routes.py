@@ -10,10 +10,10 @@ from bindings.environment import Bindings
 from gateway.credentials import (
     add_resource_metadata,
     credential_sealer,
+    gateway_error_response,
     origin_of,
     resources_for_origin,
 )
-from gateway.errors import gateway_error_response
 from gateway.mcp import McpContext, MemoryToolDispatcher, handle_mcp_post
 from gateway.outbound import OutboundPolicy
 from gateway.tool_proxy import GatewayContext, handle_tool_call

@@ -19,12 +19,13 @@ from bindings.ports.clock import Clock
 from bindings.ports.kv import KVNamespace
 from gateway.credentials import (
     ISOLATE_CACHE,
+    UPSTREAM_STATUS_HEADER,
     CredentialSealer,
     KVReadCache,
     Principal,
     authenticate_bearer,
+    gateway_error_response,
 )
-from gateway.errors import UPSTREAM_STATUS_HEADER, gateway_error_response
 from gateway.json_schema import validate
 from gateway.outbound import OutboundPolicy, Resolver
 from gateway.tool_config import PLACEHOLDER_RE, ToolConfig, load_credential, load_tool

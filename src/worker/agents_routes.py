@@ -31,8 +31,8 @@ from agent_memory.tiers.episodic import (
 )
 from agent_runtime_do.protocol import MAX_INPUT_CHARS, TASK_TYPE_PATTERN, RunResult
 from bindings.environment import Bindings
+from http_messages import ApiError
 from worker.app import Call, Metadata, StrictModel, Subject
-from worker.errors import ApiError
 
 PACK_NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,63}$"
 

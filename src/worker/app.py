@@ -31,20 +31,18 @@ from bindings.ports.errors import BindingLimitError
 from gateway.routes import McpRoute, MemoryDispatcherFactory, mcp_not_allowed_route, tool_call_route
 from http_messages import (
     STORAGE_LIMITS,
+    ApiError,
     HttpRequest,
     HttpResponse,
     JsonLimitError,
-    json_response,
-    loads_bounded,
-    secure_response,
-)
-from worker.errors import (
-    ApiError,
     internal_error,
     invalid_json,
+    json_response,
+    loads_bounded,
     method_not_allowed,
     not_found,
     payload_too_large,
+    secure_response,
     validation_error,
 )
 
@@ -55,6 +53,7 @@ if TYPE_CHECKING:
 B = TypeVar("B")
 Q = TypeVar("Q")
 M = TypeVar("M", bound=BaseModel)
+log = logging.getLogger(__name__)
 
 
 # No parameter of ours is longer: subjects are capped at 256 characters, ids far below.
@@ -291,6 +290,9 @@ class Route:
 
 
 class Router:
+    """The Worker's request handling over a route table (`routes()`): the one the entry and
+    the local runtime serve is `APP`; a test may build one with other wiring."""
+
     def __init__(self, routes: Iterable[Route]) -> None:
         self.routes = tuple(routes)
         self._compiled = [(route.regex(), route) for route in self.routes]
@@ -343,8 +345,38 @@ class Router:
             return answer
         return json_response(answer.model_dump(mode="json"), status=route.status)
 
+    async def handle(self, request: HttpRequest, bindings: Bindings) -> HttpResponse:
+        """Answer one request. Never raises: every failure is a JSON error response. Every
+        answer carries the security headers, and admin and memory answers `no-store`
+        (`http_messages.secure_response`)."""
+        return secure_response(request, await self._answer(request, bindings))
 
-log = logging.getLogger(__name__)
+    async def _answer(self, request: HttpRequest, bindings: Bindings) -> HttpResponse:
+        try:
+            if len(request.body) > bindings.settings.max_body_bytes:
+                raise payload_too_large(bindings.settings.max_body_bytes)
+            return await self.dispatch(request, bindings)
+        except ApiError as exc:
+            return exc.to_response()
+        except BindingLimitError as exc:
+            return ApiError(422, "limit_exceeded", str(exc)).to_response()
+        except InvalidCursorError as exc:
+            # Every paginated listing: a cursor the API did not hand out.
+            return ApiError(422, "invalid_cursor", str(exc)).to_response()
+        except Exception as exc:
+            if met_fence(exc):  # the tenant is moving: 503, and re-read its home (directory)
+                from agent_memory.directory import note_fenced
+
+                return note_fenced(bindings.clock.now()).to_response()
+            # The path can carry a subject (the erase route): log its hash and size, not it.
+            digest = hashlib.sha256(request.path.encode()).hexdigest()[:16]
+            log.exception(
+                "unhandled error on %s path sha256=%s (%d bytes)",
+                request.method,
+                digest,
+                len(request.path),
+            )
+            return internal_error().to_response()
 
 
 class Health(BaseModel):
@@ -430,10 +462,10 @@ def routes(memory_tools: MemoryDispatcherFactory | None = SemanticDispatcher) ->
         Route("POST", "/register", lazy("worker.oauth.endpoints:register_route"),
               "Dynamic client registration (RFC 7591)", "oauth"),
         Route("GET", "/admin/tenants/{tenant}/oauth-clients",
-              lazy("worker.oauth.connected:list_route"),
+              lazy("worker.oauth.protocol:connected_clients_route"),
               "The tenant's connected OAuth clients", "oauth", auth=ACCESS),
         Route("DELETE", "/admin/tenants/{tenant}/oauth-clients/{grant_id}",
-              lazy("worker.oauth.connected:revoke_route"),
+              lazy("worker.oauth.protocol:revoke_client_route"),
               "Revoke a connected client's grant", "oauth", auth=ACCESS),
         # The admin agent-run path: the only routes that reach a Durable Object.
         Route("POST", "/v1/agents/{tenant}/{agent_type}/run",
@@ -585,54 +617,6 @@ def routes(memory_tools: MemoryDispatcherFactory | None = SemanticDispatcher) ->
 # fmt: on
 
 
-class App:
-    """The Worker's request handling over a route table (`routes()`): the one the entry and
-    the local runtime serve is `APP`; a test may build one with other wiring."""
-
-    def __init__(self, table: tuple[Route, ...]) -> None:
-        self.routes = table
-        self.router = Router(table)
-
-    async def handle(self, request: HttpRequest, bindings: Bindings) -> HttpResponse:
-        return await handle(request, bindings, self.router)
-
-
 ROUTES = routes()
-APP = App(ROUTES)
-
-
-async def handle(
-    request: HttpRequest, bindings: Bindings, router: Router | None = None
-) -> HttpResponse:
-    """Answer one request. Never raises: every failure is a JSON error response. Every
-    answer carries the security headers, and admin and memory answers `no-store`
-    (`http_messages.secure_response`)."""
-    return secure_response(request, await _answer(request, bindings, router))
-
-
-async def _answer(request: HttpRequest, bindings: Bindings, router: Router | None) -> HttpResponse:
-    try:
-        if len(request.body) > bindings.settings.max_body_bytes:
-            raise payload_too_large(bindings.settings.max_body_bytes)
-        return await (router or APP.router).dispatch(request, bindings)
-    except ApiError as exc:
-        return exc.to_response()
-    except BindingLimitError as exc:
-        return ApiError(422, "limit_exceeded", str(exc)).to_response()
-    except InvalidCursorError as exc:
-        # Every paginated listing: a cursor the API did not hand out.
-        return ApiError(422, "invalid_cursor", str(exc)).to_response()
-    except Exception as exc:
-        if met_fence(exc):  # the tenant is moving: 503, and re-read its home (directory)
-            from agent_memory.directory import note_fenced
-
-            return note_fenced(bindings.clock.now()).to_response()
-        # The path can carry a subject (the erase route): log its hash and size, not it.
-        digest = hashlib.sha256(request.path.encode()).hexdigest()[:16]
-        log.exception(
-            "unhandled error on %s path sha256=%s (%d bytes)",
-            request.method,
-            digest,
-            len(request.path),
-        )
-        return internal_error().to_response()
+APP = Router(ROUTES)
+handle = APP.handle

@@ -16,10 +16,16 @@ from bindings.cloudflare.alarms import CloudflareAlarms
 from bindings.cloudflare.do_sql import CloudflareDurableObjectStorage
 from bindings.cloudflare.environment import build_bindings
 from bindings.cloudflare.ffi import jsnull, to_py
-from http_messages import Headers, HttpRequest, HttpResponse, secure_response
+from http_messages import (
+    Headers,
+    HttpRequest,
+    HttpResponse,
+    internal_error,
+    payload_too_large,
+    secure_response,
+)
 from worker.app import handle
 from worker.cron import run_scheduled
-from worker.errors import internal_error, payload_too_large
 from worker.runtime_core import new_runtime_core
 
 __all__ = ["AgentRuntime", "Default"]

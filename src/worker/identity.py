@@ -44,9 +44,8 @@ from bindings.environment import Bindings
 from bindings.ports.background import BackgroundTasks
 from bindings.ports.crypto import RsaPublicJwk, Signatures
 from bindings.ports.kv import KVNamespace
-from http_messages import HttpRequest
+from http_messages import ApiError, HttpRequest
 from worker.app import Call, StrictModel
-from worker.errors import ApiError
 from worker.jwt_verification import JwtRefused, JwtRules, verify_jwt
 
 log = logging.getLogger(__name__)
@@ -121,18 +120,10 @@ def parse_jwks(document: Any) -> dict[str, RsaPublicJwk]:
 
 
 def _cookie_token(request: HttpRequest) -> str | None:
-    cookies = request.headers.get("cookie") or ""
-    for part in cookies.split(";"):
-        name, _, value = part.strip().partition("=")
-        if name == ACCESS_COOKIE and value:
-            return value
-    return None
-
-
-def _token_from(request: HttpRequest) -> str | None:
-    # The header is what Access guarantees (cheat sheet §9); the cookie is only a fallback.
-    token = request.headers.get(ACCESS_HEADER)
-    return token.strip() if token else _cookie_token(request)
+    pairs = (
+        part.strip().partition("=") for part in (request.headers.get("cookie") or "").split(";")
+    )
+    return next((value for name, _, value in pairs if name == ACCESS_COOKIE and value), None)
 
 
 # Methods that never change anything (RFC 9110 §9.2.1): the cookie alone may read.
@@ -272,7 +263,9 @@ async def verify_access_token(token: str, bindings: Bindings) -> AccessIdentity:
 
 async def require_access(request: HttpRequest, bindings: Bindings) -> AccessIdentity:
     """The gate: the caller's identity, or `ApiError` 401 (no token) / 403 (bad token)."""
-    token = _token_from(request)
+    # The header is what Access guarantees (cheat sheet §9); the cookie is only a fallback.
+    header = request.headers.get(ACCESS_HEADER)
+    token = header.strip() if header else _cookie_token(request)
     if not token:
         message = f"this route needs a Cloudflare Access token ({ACCESS_HEADER})"
         raise ApiError(401, "access_token_missing", message)
@@ -336,12 +329,12 @@ class MemoryTokenClaims(BaseModel):
     exp: int = Field(strict=True)
     jti: str = Field(pattern=JTI_PATTERN)
     # The deny-list lookup, when the gate left it in flight (`agent_token`).
-    _revocation: asyncio.Future[bool] | None = PrivateAttr(default=None)
+    _revocation: asyncio.Future[str | None] | None = PrivateAttr(default=None)
 
     async def confirm(self) -> None:
         """Raise 401 `memory_token_revoked` when the token is on the deny-list; nothing when
         the gate checked it already (idempotent)."""
-        if self._revocation is not None and await self._revocation:
+        if self._revocation is not None and await self._revocation is not None:
             raise _token_revoked()
 
     @field_validator("tiers", "scopes")
@@ -474,16 +467,12 @@ async def verify_memory_token(
         claims = MemoryTokenClaims.model_validate(raw)
     except ValidationError:
         raise _token_invalid("token claims are not those of an agent memory token") from None
-    revoked = _is_revoked(_kv(bindings), _revoked_key(claims.tenant, claims.jti))
+    denied = _kv(bindings).get(_revoked_key(claims.tenant, claims.jti))
     if overlap:
-        claims._revocation = asyncio.ensure_future(revoked)
-    elif await revoked:
+        claims._revocation = asyncio.ensure_future(denied)
+    elif await denied is not None:
         raise _token_revoked()
     return claims
-
-
-async def _is_revoked(kv: KVNamespace, key: str) -> bool:
-    return await kv.get(key) is not None
 
 
 def _token_revoked() -> ApiError:
@@ -560,12 +549,10 @@ class TokenRevoked(BaseModel):
 
 
 async def mint(call: Call[MintRequest, None]) -> MintedToken:
-    """`POST /admin/tenants/{tenant}/memory-tokens` (Access)."""
     return await mint_memory_token(call.bindings, call.params["tenant"], call.body)
 
 
 async def revoke_token(call: Call[None, None]) -> TokenRevoked:
-    """`DELETE /admin/tenants/{tenant}/memory-tokens/{jti}` (Access; idempotent)."""
     tenant, jti = call.params["tenant"], call.params["jti"]
     await revoke(call.bindings, tenant, jti)
     return TokenRevoked(tenant=tenant, jti=jti, revoked=True)

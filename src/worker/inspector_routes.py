@@ -26,9 +26,8 @@ from agent_memory.namespace import AGENT_TYPE_PATTERN
 from agent_memory.tiers.episodic import Episode
 from agent_memory.tiers.semantic.models import MAX_QUERY_CHARS, MemoryInputError, RecallFilters
 from authorization.operator_grants import granted_tenants
-from http_messages import MAX_EPOCH_MS
+from http_messages import MAX_EPOCH_MS, ApiError
 from worker.app import Call, StrictModel
-from worker.errors import ApiError
 
 MAX_EXPLAIN = 50
 

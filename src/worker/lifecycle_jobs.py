@@ -67,8 +67,8 @@ from bindings.environment import Bindings
 from bindings.ports.d1 import D1Database
 from bindings.ports.errors import BindingLimitError
 from bindings.ports.vectorize import VECTORIZE_MAX_VECTORS
+from http_messages import ApiError
 from worker.app import Call, StrictModel
-from worker.errors import ApiError
 
 log = logging.getLogger(__name__)
 
@@ -597,8 +597,6 @@ class ShardsView(BaseModel):
 
 
 async def list_shards(call: Call[None, None]) -> ShardsView:
-    """Each shard's database size and vector count against their limits, and how many
-    tenants the directory places there."""
     placed = await homes(call.bindings)
     report = await database_report(call.bindings)
     counts = {d["shard"]: sum(1 for s in placed.values() if s == d["shard"]) for d in report}
@@ -606,7 +604,6 @@ async def list_shards(call: Call[None, None]) -> ShardsView:
 
 
 async def start_tenant_move(call: Call[MoveBody, None]) -> MoveStatus:
-    """Start moving a tenant to another shard and take its first bounded step."""
     await start_move(call.bindings, call.body.tenant, call.body.to)
     return await advance(call.bindings, call.body.tenant)
 
@@ -616,15 +613,12 @@ async def list_tenant_moves(call: Call[None, None]) -> MoveList:
 
 
 async def advance_tenant_move(call: Call[MoveTenant, None]) -> MoveStatus:
-    """One more bounded step of a tenant's move (after a crash, too)."""
     return await advance(call.bindings, call.body.tenant)
 
 
 async def cancel_tenant_move(call: Call[MoveTenant, None]) -> MoveStatus:
-    """Cancel a tenant's move before its switch, and take the first step of undoing it."""
     return await cancel_move(call.bindings, call.body.tenant)
 
 
 async def recheck_tenant_move(call: Call[MoveTenant, None]) -> MoveStatus:
-    """Run again the check of a switched move that found rows differing."""
     return await recheck_move(call.bindings, call.body.tenant)

@@ -36,9 +36,8 @@ from agent_memory.tiers.working import (
     WorkingMemoryWriteDenied,
 )
 from bindings.environment import Bindings
-from http_messages import MAX_EPOCH_SECONDS
+from http_messages import MAX_EPOCH_SECONDS, ApiError
 from worker.app import Call, Metadata, StrictModel, Subject, has_control
-from worker.errors import ApiError
 from worker.identity import MemoryTier, MemoryTokenClaims, Scope, confirmed_bindings
 
 PROMOTION_ROUTE = "POST /admin/tenants/{tenant}/agents/{agent_type}/packs"
@@ -390,17 +389,13 @@ async def delete_memory(call: Call[None, MemoryDeleteQuery]) -> MemoryDeleted:
     )
 
 
-def _item(tenant: str, agent_id: str, episode_id: str) -> ItemKey:
-    try:
-        return ItemKey.build(tenant, agent_id, "episode", episode_id)
-    except InvalidNamespaceKey as exc:
-        raise ApiError(422, exc.code, str(exc)) from None
-
-
 async def read_episode(call: Call[None, None]) -> TieredEpisode:
     claims, bindings, agent_id = call.token, call.bindings, call.params["agent_id"]
     authorize(claims, agent_id, "episodic", "read")
-    item = _item(claims.tenant, agent_id, call.params["episode_id"])
+    try:
+        item = ItemKey.build(claims.tenant, agent_id, "episode", call.params["episode_id"])
+    except InvalidNamespaceKey as exc:
+        raise ApiError(422, exc.code, str(exc)) from None
     memory = await Memory.open(bindings, claims.tenant, read_counts=ReadCounts())
     if bindings.db is None:
         raise MemoryUnavailable("episodic_unavailable", "the D1 binding is missing")
@@ -473,7 +468,6 @@ async def _archived(
 
 
 async def subject_archive(call: Call[None, ArchivePageQuery]) -> SubjectArchivePage:
-    """An operator's view of one subject's archived history across the tenant's agents."""
     tenant, subject = call.params["tenant"], call.params["subject"]
     page = await _archived(call.bindings, tenant, call.query, None, subject)
     return SubjectArchivePage(tenant=tenant, subject=subject, **page)

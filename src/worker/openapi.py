@@ -171,5 +171,4 @@ def document(*, local: bool = False) -> dict[str, Any]:
 
 
 async def openapi_route(call: Call[None, None]) -> HttpResponse:
-    """`GET /openapi.json`."""
     return json_response(document())

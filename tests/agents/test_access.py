@@ -15,7 +15,7 @@ import pytest
 from bindings.environment import Bindings
 from bindings.ports.clock import FixedClock
 from bindings.settings import Settings
-from http_messages import Headers, HttpRequest
+from http_messages import ApiError, Headers, HttpRequest
 from local_runtime.access_dev import (
     DEV_AUD,
     DEV_TEAM_DOMAIN,
@@ -27,7 +27,6 @@ from local_runtime.access_dev import (
 from local_runtime.adapters.signatures import CryptographySignatures
 from local_runtime.background import LocalBackgroundTasks
 from local_runtime.cli import main as cli_main
-from worker.errors import ApiError
 from worker.identity import (
     ACCESS_HEADER,
     JWKS_TTL_SECONDS,

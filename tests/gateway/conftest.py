@@ -21,7 +21,7 @@ from gateway.mcp import MemoryToolDispatcher
 from http_messages import Headers, HttpRequest, HttpResponse
 from local_runtime.adapters.kv import SqliteKV
 from local_runtime.background import LocalBackgroundTasks
-from worker.app import App, routes
+from worker.app import Router, routes
 
 UPSTREAM = "https://upstream.test"
 TENANT = "acme"
@@ -77,12 +77,12 @@ class Gateway:
     semantic_tier: bool = False
     settings: Settings = field(default_factory=lambda: Settings(environment="test"))
     # The app under test: no memory tools unless a test hands it some (`use_memory`).
-    app: App = field(default_factory=lambda: App(routes(memory_tools=None)))
+    app: Router = field(default_factory=lambda: Router(routes(memory_tools=None)))
     cipher: Cipher | None = None  # with `settings.memory_pii_keks`: credentials are sealed
 
     def use_memory(self, memory: MemoryToolDispatcher) -> None:
         """Build the app with `memory` as MCP's memory tools, as the Worker wires its own."""
-        self.app = App(routes(memory_tools=lambda bindings: memory))
+        self.app = Router(routes(memory_tools=lambda bindings: memory))
 
     def bindings(self) -> Bindings:
         tier: dict[str, Any] = {}

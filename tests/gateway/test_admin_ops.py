@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from gateway import admin_ops, credentials
-from gateway.credentials import hash_api_key
+from gateway.credentials import hash_token
 from tests.gateway.conftest import ECHO_TOOL, TENANT, Gateway, Seeded
 
 
@@ -23,7 +23,7 @@ async def test_issued_key_is_shown_once_and_stored_only_as_its_hash(seeded: Seed
     assert seeded.key.startswith("amk_") and len(seeded.key) > 40
     everything = await _all_values(gw)
     assert seeded.key not in everything
-    assert credentials.api_key_key(hash_api_key(seeded.key)) in everything
+    assert credentials.api_key_key(hash_token(seeded.key)) in everything
     assert "api_key" not in repr(await admin_ops.list_api_keys(gw.kv, TENANT))
 
 
@@ -150,7 +150,7 @@ def test_wrangler_commands_put_each_write_remotely() -> None:
         assert "--remote" in argv and "--binding=KV" in argv
         assert argv[-2:] == [write.key, write.value]
     assert issued.api_key not in "\n".join(commands)
-    assert hash_api_key(issued.api_key) in commands[0]
+    assert hash_token(issued.api_key) in commands[0]
 
 
 def test_the_documented_tool_config_and_hand_written_records_are_valid() -> None:

@@ -23,7 +23,6 @@ HOT_PATH_MODULES = (
     "gateway.tool_config",
     "gateway.json_schema",
     "gateway.outbound",
-    "gateway.errors",
 )
 
 FORBIDDEN = (

@@ -12,11 +12,11 @@ import pytest
 
 from bindings.ports.clock import FixedClock
 from gateway import admin_ops
+from http_messages import ApiError
 from local_runtime.access_dev import mint_token
 from local_runtime.adapters.kv import SqliteKV
 from local_runtime.runtime import LocalRuntime
 from worker.app import ROUTES, Router
-from worker.errors import ApiError
 from worker.identity import ACCESS_HEADER
 
 

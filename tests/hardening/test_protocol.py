@@ -17,10 +17,9 @@ import pytest
 from bindings.environment import Bindings
 from bindings.ports.clock import FixedClock
 from bindings.settings import Settings
-from http_messages import HttpRequest
+from http_messages import ApiError, HttpRequest
 from local_runtime.background import LocalBackgroundTasks
 from worker.app import ROUTES, handle, parse_body
-from worker.errors import ApiError
 
 METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 PATHS = sorted({route.path for route in ROUTES})

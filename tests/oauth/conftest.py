@@ -33,7 +33,7 @@ from local_runtime.access_dev import DevAccessTransport, mint_token
 from local_runtime.runtime import LocalRuntime
 from tests.fakes.embedder import HashingEmbedder
 from tests.fakes.memory_tools import FakeMemoryTools
-from worker.app import App, routes
+from worker.app import Router, routes
 from worker.identity import ACCESS_HEADER
 
 BASE = "http://127.0.0.1:8790"
@@ -91,7 +91,7 @@ class OAuthDriver:
         self.vars: dict[str, str] = {}
         self.base = BASE
         # No memory tools unless a test hands it some (`use_memory`).
-        self.app = App(routes(memory_tools=None))
+        self.app = Router(routes(memory_tools=None))
         # The dev Access JWKS, and every other request to the recorded documents.
         self.transport = DevAccessTransport(
             runtime.state.access, fallback=httpx.MockTransport(documents)
@@ -133,7 +133,7 @@ class OAuthDriver:
 
     def use_memory(self, memory: FakeMemoryTools) -> None:
         """Build the app with `memory` as MCP's memory tools, as the Worker wires its own."""
-        self.app = App(routes(memory_tools=lambda bindings: memory))
+        self.app = Router(routes(memory_tools=lambda bindings: memory))
 
     async def form(
         self, path: str, data: dict[str, str], headers: dict[str, str] | None = None

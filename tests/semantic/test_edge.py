@@ -72,7 +72,7 @@ async def test_admin_delete_cannot_reach_another_tenants_fact(rt: LocalRuntime) 
 
 
 def test_the_route_is_registered_once_by_the_app() -> None:
-    route, params = APP.router.resolve("DELETE", "/admin/tenants/acme/facts/" + "0" * 26)
+    route, params = APP.resolve("DELETE", "/admin/tenants/acme/facts/" + "0" * 26)
     assert params == {"tenant": "acme", "fact_id": "0" * 26}
     pattern = "/admin/tenants/{tenant}/facts/{fact_id}"
     assert route.path == pattern

@@ -383,7 +383,6 @@ async def _refresh_token(
 
 
 async def token_route(call: Call[None, None]) -> HttpResponse:
-    """`POST /token`."""
     request, bindings = call.request, call.bindings
     try:
         form = parse_form(request.body)
@@ -473,7 +472,6 @@ async def _identity(request: HttpRequest, bindings: Bindings) -> AccessIdentity:
 
 
 async def authorize_get(call: Call[None, None]) -> HttpResponse:
-    """`GET /authorize`: validate, then show the consent page."""
     request, bindings = call.request, call.bindings
     query = request.query
     try:
@@ -521,7 +519,6 @@ async def authorize_get(call: Call[None, None]) -> HttpResponse:
 
 
 async def authorize_post(call: Call[None, None]) -> HttpResponse:
-    """`POST /authorize`: the person's decision on the consent page."""
     request, bindings = call.request, call.bindings
     try:
         identity = await _identity(request, bindings)

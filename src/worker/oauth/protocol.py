@@ -4,6 +4,7 @@ tokens and the RFC 8414 / RFC 9728 metadata. Access-token records live in KV for
 hot path (`gateway.credentials`); revoking a grant deletes them and forgets them in this isolate's
 cache. The issuer is the request's origin, so a token minted on one host is refused on another.
 The metadata advertises what MCP clients check: S256, CIMD with `none` (claude.ai), DCR, RFC 9207.
+A tenant's connected clients are its live grants, newest first; revoking one ends its tokens.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from gateway.credentials import (
     hash_token,
     origin_of,
 )
-from http_messages import HttpResponse, json_response
+from http_messages import ApiError, HttpResponse, json_response
 from worker.app import Call
 
 ACCESS_TOKEN_TTL = 3600
@@ -196,7 +197,6 @@ _PUBLIC = {"access-control-allow-origin": "*", "cache-control": "public, max-age
 
 
 async def authorization_server_route(call: Call[None, None]) -> HttpResponse:
-    """`GET /.well-known/oauth-authorization-server` (RFC 8414 §3)."""
     issuer = origin_of(call.request.url)
     document = {
         "issuer": issuer,
@@ -230,3 +230,50 @@ async def protected_resource_route(call: Call[None, None]) -> HttpResponse:
         "resource_name": "agent-memory tool gateway",
     }
     return json_response(document, headers=_PUBLIC)
+
+
+# --- connected clients (the Access-gated admin routes and the CLI) ---------------------------
+
+
+def _db_kv(bindings: Bindings) -> tuple[Any, Any]:
+    if bindings.db is None or bindings.kv is None:
+        raise ApiError(503, "oauth_unavailable", "connected clients need the D1 and KV bindings")
+    return bindings.db, bindings.kv
+
+
+async def list_connected(bindings: Bindings, tenant: str) -> list[dict[str, Any]]:
+    db, _kv = _db_kv(bindings)
+    grants = await oauth_store.list_grants(db, tenant)
+    names = await oauth_store.client_names(db, sorted({g.client_id for g in grants}))
+    return [
+        {
+            "grant_id": g.grant_id,
+            "client_id": g.client_id,
+            "client_name": names.get(g.client_id, ""),
+            "principal": g.principal,
+            "scopes": list(g.scopes),
+            "resource": g.resource,
+            "created_at": g.created_at,
+            "last_used_at": g.last_used_at,
+        }
+        for g in grants
+    ]
+
+
+async def revoke_connected(bindings: Bindings, tenant: str, grant_id: str, by: str) -> bool:
+    db, kv = _db_kv(bindings)
+    now = int(bindings.clock.now())
+    return await revoke_grant(db, kv, tenant, grant_id, f"revoked_by:{by}"[:200], now)
+
+
+async def connected_clients_route(call: Call[None, None]) -> HttpResponse:
+    tenant = call.params["tenant"]
+    clients = await list_connected(call.bindings, tenant)
+    return json_response({"tenant": tenant, "clients": clients})
+
+
+async def revoke_client_route(call: Call[None, None]) -> HttpResponse:
+    tenant, grant_id = call.params["tenant"], call.params["grant_id"]
+    if not await revoke_connected(call.bindings, tenant, grant_id, call.operator.principal):
+        raise ApiError(404, "grant_not_found", f"no live grant {grant_id!r} on tenant {tenant!r}")
+    return json_response({"tenant": tenant, "grant_id": grant_id, "revoked": True})

@@ -8,7 +8,7 @@ Those application modules are replaced here, while entry.py is imported, by reco
 doubles (`_install_doubles`; the app double answers 404/405 like the router, which needs
 pydantic through `agent_memory.namespace`); everything the glue itself touches is real: the
 SDK's `Request`/`Response`/`WorkerEntrypoint`/`DurableObject`, Pyodide's conversions, JS
-Request/Response/Headers objects and the error bodies (`worker.errors`). That the real app
+Request/Response/Headers objects and the error bodies (`http_messages`). That the real app
 answers any method string with a JSON 405/404 is tests/test_edge.py's part.
 docs/architecture.md lists what this leaves untested in Pyodide.
 """
@@ -24,8 +24,7 @@ import harness_js
 from js import Object, Request
 from pyodide.ffi import to_js
 
-from http_messages import HttpRequest, HttpResponse, json_response
-from worker.errors import method_not_allowed, not_found
+from http_messages import HttpRequest, HttpResponse, json_response, method_not_allowed, not_found
 
 seen: dict[str, list[Any]] = {
     "requests": [],
