@@ -357,10 +357,10 @@ async def test_the_nth_write_reconciles_the_tenant_in_the_background(tmp_path: P
 
 
 async def test_write_count_claims_one_run_per_n_writes(tmp_path: Path) -> None:
-    from agent_memory.tiers.semantic.reconcile import DEFAULT_RECONCILE_EVERY_WRITES, note_writes
+    from agent_memory.tiers.semantic.reconcile import note_writes
     from bindings.settings import Settings
 
-    assert Settings().memory_reconcile_every_writes == DEFAULT_RECONCILE_EVERY_WRITES == 20
+    assert Settings().memory_reconcile_every_writes == 20
     runtime = open_runtime(tmp_path / "state", FixedClock(NOW))
     await runtime.migrate()
     try:
