@@ -652,7 +652,7 @@ class ContextConfig(BaseModel):
 
 
 class RerankConfig(BaseModel):
-    """The reranking stage (`tiers.semantic.rerank`): off unless `depth` > 1 and the tenant
+    """The reranking stage (`tiers.semantic.recall`): off unless `depth` > 1 and the tenant
     is among `tenants` (None: every tenant) — it costs a model call per recall."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")

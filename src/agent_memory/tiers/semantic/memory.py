@@ -47,7 +47,7 @@ from agent_memory.tiers.semantic.recall import MAX_WRITE_BACK, Recaller, RecallR
 from agent_memory.tiers.semantic.writes import FactWriter, VectorSync, backfill_keys
 from bindings.ports.background import BackgroundTasks
 from bindings.ports.clock import Clock
-from bindings.ports.d1 import D1Database
+from bindings.ports.d1 import D1Database, D1Statement
 from bindings.ports.embedder import Embedder
 from bindings.ports.kv import KVNamespace
 from bindings.ports.reranker import Reranker
@@ -199,35 +199,25 @@ class SemanticMemory:
 
     async def get(self, fact_id: str) -> Fact | None:
         """The fact's row (any status), or None."""
-        row = (
-            await self._s.db.prepare(
-                "SELECT * FROM semantic_facts WHERE tenant_id = ? AND fact_id = ?"
-            )
-            .bind(self._s.tenant_id, fact_id)
-            .first()
-        )
+        row = await self._s.sql(
+            "SELECT * FROM semantic_facts WHERE tenant_id = ? AND fact_id = ?", fact_id
+        ).first()
         return (await open_facts([row], self._s.personal))[0] if row is not None else None
 
     async def list_active(self, limit: int, offset: int = 0) -> list[Fact]:
         """The tenant's active facts, newest first (`limit` from `offset`)."""
-        result = (
-            await self._s.db.prepare(
-                "SELECT * FROM semantic_facts WHERE tenant_id = ? AND status = 'active' "
-                "ORDER BY created_at DESC, fact_id DESC LIMIT ? OFFSET ?"
-            )
-            .bind(self._s.tenant_id, limit, offset)
-            .all()
-        )
+        result = await self._s.sql(
+            "SELECT * FROM semantic_facts WHERE tenant_id = ? AND status = 'active' "
+            "ORDER BY created_at DESC, fact_id DESC LIMIT ? OFFSET ?",
+            limit,
+            offset,
+        ).all()
         return await open_facts(result.results, self._s.personal)
 
     async def count(self, status: FactStatus = "active") -> int:
-        value = (
-            await self._s.db.prepare(
-                "SELECT COUNT(*) AS n FROM semantic_facts WHERE tenant_id = ? AND status = ?"
-            )
-            .bind(self._s.tenant_id, status)
-            .first_value("n")
-        )
+        value = await self._s.sql(
+            "SELECT COUNT(*) AS n FROM semantic_facts WHERE tenant_id = ? AND status = ?", status
+        ).first_value("n")
         return int(value or 0)
 
     async def recall(
@@ -328,6 +318,10 @@ class FactHistory:
         self._db = db
         self.tenant_id = tenant_id
 
+    def _sql(self, sql: str, *params: SqlValue) -> D1Statement:
+        """`sql` bound to the tenant (always its first parameter), then `params`."""
+        return self._db.prepare(sql).bind(self.tenant_id, *params)
+
     async def fact_rows(
         self,
         *,
@@ -337,72 +331,58 @@ class FactHistory:
     ) -> list[Row]:
         """Fact rows newest first: `where` are extra clauses on `semantic_facts` (each with its
         parameters), `after` the (created_at, fact_id) of the previous page's last row."""
-        clauses: list[str] = ["tenant_id = ?"]
-        params: list[SqlValue] = [self.tenant_id]
-        for clause, values in where:
-            clauses.append(clause)
-            params.extend(values)
         if after is not None:
-            clauses.append("(created_at < ? OR (created_at = ? AND fact_id < ?))")
-            params.extend([after[0], after[0], after[1]])
-        result = await (
-            self._db.prepare(
-                f"SELECT * FROM semantic_facts WHERE {' AND '.join(clauses)} "
-                "ORDER BY created_at DESC, fact_id DESC LIMIT ?"
-            )
-            .bind(*params, limit)
-            .all()
-        )
+            page = ("(created_at < ? OR (created_at = ? AND fact_id < ?))", (after[0], *after))
+            where = [*where, page]
+        clauses = " AND ".join(["tenant_id = ?", *(clause for clause, _ in where)])
+        result = await self._sql(
+            f"SELECT * FROM semantic_facts WHERE {clauses} "
+            "ORDER BY created_at DESC, fact_id DESC LIMIT ?",
+            *(value for _, values in where for value in values),
+            limit,
+        ).all()
         return list(result.results)
 
     async def superseded_by_any(self, fact_ids: Sequence[str], limit: int) -> list[Row]:
         """Rows of the facts that `fact_ids` superseded, oldest first."""
         marks = ",".join("?" for _ in fact_ids)
-        result = await (
-            self._db.prepare(
-                f"SELECT * FROM semantic_facts WHERE tenant_id = ? AND superseded_by IN ({marks}) "
-                "ORDER BY created_at, fact_id LIMIT ?"
-            )
-            .bind(self.tenant_id, *fact_ids, limit)
-            .all()
-        )
+        result = await self._sql(
+            f"SELECT * FROM semantic_facts WHERE tenant_id = ? AND superseded_by IN ({marks}) "
+            "ORDER BY created_at, fact_id LIMIT ?",
+            *fact_ids,
+            limit,
+        ).all()
         return list(result.results)
 
     async def links_of(self, fact_id: str, outgoing: bool, limit: int) -> list[Row]:
         """The fact's links (`other_id`, `score`) with the linked fact's content, status and
         validity, strongest first."""
         mine, other = ("from_fact_id", "to_fact_id") if outgoing else ("to_fact_id", "from_fact_id")
-        result = await (
-            self._db.prepare(
-                f"SELECT l.{other} AS other_id, l.score AS score, f.content AS content, "
-                "f.status AS status, f.valid_to AS valid_to FROM memory_links AS l "
-                "LEFT JOIN semantic_facts AS f "
-                f"ON f.tenant_id = l.tenant_id AND f.fact_id = l.{other} "
-                f"WHERE l.tenant_id = ? AND l.{mine} = ? ORDER BY l.score DESC LIMIT ?"
-            )
-            .bind(self.tenant_id, fact_id, limit)
-            .all()
-        )
+        result = await self._sql(
+            f"SELECT l.{other} AS other_id, l.score AS score, f.content AS content, "
+            "f.status AS status, f.valid_to AS valid_to FROM memory_links AS l "
+            f"LEFT JOIN semantic_facts AS f ON f.tenant_id = l.tenant_id AND f.fact_id = l.{other} "
+            f"WHERE l.tenant_id = ? AND l.{mine} = ? ORDER BY l.score DESC LIMIT ?",
+            fact_id,
+            limit,
+        ).all()
         return list(result.results)
 
     async def provenance_of(self, fact_id: str, limit: int) -> list[Row]:
         """Where the fact came from (`fact_provenance`): each source with the run and text of
         an episode source, or the text of a fact source."""
-        result = await (
-            self._db.prepare(
-                "SELECT p.source_kind AS source_kind, p.source_id AS source_id, "
-                "p.relation AS relation, p.created_at AS created_at, e.run_id AS run_id, "
-                "COALESCE(e.content, f.content) AS content FROM fact_provenance AS p "
-                "LEFT JOIN memory_episodes AS e ON p.source_kind = 'episode' "
-                "AND e.tenant_id = p.tenant_id AND e.episode_id = p.source_id "
-                "LEFT JOIN semantic_facts AS f ON p.source_kind = 'fact' "
-                "AND f.tenant_id = p.tenant_id AND f.fact_id = p.source_id "
-                "WHERE p.tenant_id = ? AND p.fact_id = ? ORDER BY p.created_at, p.source_id "
-                "LIMIT ?"
-            )
-            .bind(self.tenant_id, fact_id, limit)
-            .all()
-        )
+        result = await self._sql(
+            "SELECT p.source_kind AS source_kind, p.source_id AS source_id, "
+            "p.relation AS relation, p.created_at AS created_at, e.run_id AS run_id, "
+            "COALESCE(e.content, f.content) AS content FROM fact_provenance AS p "
+            "LEFT JOIN memory_episodes AS e ON p.source_kind = 'episode' "
+            "AND e.tenant_id = p.tenant_id AND e.episode_id = p.source_id "
+            "LEFT JOIN semantic_facts AS f ON p.source_kind = 'fact' "
+            "AND f.tenant_id = p.tenant_id AND f.fact_id = p.source_id "
+            "WHERE p.tenant_id = ? AND p.fact_id = ? ORDER BY p.created_at, p.source_id LIMIT ?",
+            fact_id,
+            limit,
+        ).all()
         return list(result.results)
 
     # -------------------------------------------------------------- a subject's erase
@@ -414,19 +394,16 @@ class FactHistory:
         # replaced) are its history: they go too (the recursive part). The derived key
         # (migration 0005) is lower-cased: a free-text fact stored under the catch-all
         # subject is still about the entity its text names.
-        result = await (
-            self._db.prepare(
-                "WITH RECURSIVE found(fact_id, content_hash) AS ("
-                "SELECT fact_id, content_hash FROM semantic_facts WHERE tenant_id = ?1 "
-                "AND (subject = ?2 OR object = ?2 OR instr(content, ?2) > 0 "
-                "OR instr(metadata, ?2) > 0 OR (key_entity <> '' AND key_entity = lower(?2))) "
-                "UNION SELECT f.fact_id, f.content_hash FROM semantic_facts AS f "
-                "JOIN found ON f.tenant_id = ?1 AND f.superseded_by = found.fact_id) "
-                "SELECT fact_id, content_hash FROM found"
-            )
-            .bind(self.tenant_id, subject)
-            .all()
-        )
+        result = await self._sql(
+            "WITH RECURSIVE found(fact_id, content_hash) AS ("
+            "SELECT fact_id, content_hash FROM semantic_facts WHERE tenant_id = ?1 "
+            "AND (subject = ?2 OR object = ?2 OR instr(content, ?2) > 0 "
+            "OR instr(metadata, ?2) > 0 OR (key_entity <> '' AND key_entity = lower(?2))) "
+            "UNION SELECT f.fact_id, f.content_hash FROM semantic_facts AS f "
+            "JOIN found ON f.tenant_id = ?1 AND f.superseded_by = found.fact_id) "
+            "SELECT fact_id, content_hash FROM found",
+            subject,
+        ).all()
         return {str(row["fact_id"]): str(row["content_hash"]) for row in result.results}
 
     async def _delete_where(self, table: str, column: str, ids: Sequence[str]) -> int:
@@ -454,20 +431,13 @@ class FactHistory:
         """Drop term statistics no fact has any more (the delete trigger only decrements a
         term's document count, so its text would stay); True when no posting names a fact
         that is gone."""
-        await (
-            self._db.prepare(
-                f"DELETE FROM semantic_term_stats WHERE tenant_id = {TENANT_CODE} AND df <= 0"
-            )
-            .bind(self.tenant_id)
-            .run()
-        )
-        orphans = await (
-            self._db.prepare(
-                f"SELECT COUNT(*) AS n FROM semantic_terms t WHERE t.tenant_id = {TENANT_CODE} "
-                "AND NOT EXISTS (SELECT 1 FROM semantic_facts f WHERE f.tenant_id = ? "
-                "AND f.fts_rowid = t.fts_rowid)"
-            )
-            .bind(self.tenant_id, self.tenant_id)
-            .first_value("n")
-        )
+        await self._sql(
+            f"DELETE FROM semantic_term_stats WHERE tenant_id = {TENANT_CODE} AND df <= 0"
+        ).run()
+        orphans = await self._sql(
+            f"SELECT COUNT(*) AS n FROM semantic_terms t WHERE t.tenant_id = {TENANT_CODE} "
+            "AND NOT EXISTS (SELECT 1 FROM semantic_facts f WHERE f.tenant_id = ? "
+            "AND f.fts_rowid = t.fts_rowid)",
+            self.tenant_id,
+        ).first_value("n")
         return int(orphans or 0) == 0

@@ -33,11 +33,11 @@ from agent_memory.namespace import AGENT_TYPE_PATTERN, DEFAULT_SUBJECT
 from agent_memory.retrieval import ChannelDetail, RetrievalConfig, ScoreBreakdown, Tier
 from bindings.ports.background import BackgroundTasks
 from bindings.ports.clock import Clock
-from bindings.ports.d1 import D1Database
+from bindings.ports.d1 import D1Database, D1Statement
 from bindings.ports.embedder import Embedder, EmbeddingConfig
 from bindings.ports.kv import KVNamespace
 from bindings.ports.reranker import Reranker
-from bindings.ports.sql import Row
+from bindings.ports.sql import Row, SqlValue
 from bindings.ports.vectorize import (
     VECTORIZE_MAX_METADATA_BYTES,
     VECTORIZE_MAX_NAMESPACE_BYTES,
@@ -488,6 +488,10 @@ class FactScope:
         else:
             await guarded()
 
+    def sql(self, sql: str, *params: SqlValue) -> D1Statement:
+        """`sql` bound to the tenant (always its first parameter), then `params`."""
+        return self.db.prepare(sql).bind(self.tenant_id, *params)
+
     def require_embedder(self) -> Embedder:
         if self.embedder is None:
             raise SemanticTierUnavailable("no embedder is bound; learn and recall need one")
@@ -498,14 +502,10 @@ class FactScope:
         rows: dict[str, Row] = {}
         for chunk in chunks(fact_ids, IDS_PER_STATEMENT):
             marks = ", ".join("?" for _ in chunk)
-            result = (
-                await self.db.prepare(
-                    f"SELECT {columns} FROM semantic_facts "
-                    f"WHERE tenant_id = ? AND fact_id IN ({marks})"
-                )
-                .bind(self.tenant_id, *chunk)
-                .all()
-            )
-            for row in result.results:
-                rows[row["fact_id"]] = row
+            result = await self.sql(
+                f"SELECT {columns} FROM semantic_facts WHERE tenant_id = ? "
+                f"AND fact_id IN ({marks})",
+                *chunk,
+            ).all()
+            rows.update((row["fact_id"], row) for row in result.results)
         return rows

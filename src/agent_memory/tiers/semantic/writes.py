@@ -93,17 +93,6 @@ class VectorSync:
             metadata=metadata,
         )
 
-    async def write_vectors(
-        self,
-        jobs: Sequence[Row],
-        vectors: Mapping[str, Any],
-        config: EmbeddingConfig,
-        now: float,
-    ) -> str | None:
-        """Upsert the jobs' vectors, then mark their rows active. Returns None on success,
-        else the error text (the rows stay `pending_vector` for `complete_pending`)."""
-        return await self.upsert(jobs, vectors, config) or await self.activate(jobs, config, now)
-
     async def upsert(
         self, jobs: Sequence[Row], vectors: Mapping[str, Any], config: EmbeddingConfig
     ) -> str | None:
@@ -175,23 +164,21 @@ class VectorSync:
     async def complete_pending(self, limit: int = 100) -> int:
         """`SemanticMemory.complete_pending`."""
         embedder = self._s.require_embedder()
-        result = (
-            await self._s.db.prepare(
-                f"SELECT content, {VECTOR_COLUMNS} FROM semantic_facts WHERE"
-                " tenant_id = ? AND status = 'pending_vector' ORDER BY created_at LIMIT ?"
-            )
-            .bind(self._s.tenant_id, max(1, min(limit, 1000)))
-            .all()
-        )
-        rows = result.results
+        result = await self._s.sql(
+            f"SELECT content, {VECTOR_COLUMNS} FROM semantic_facts WHERE"
+            " tenant_id = ? AND status = 'pending_vector' ORDER BY created_at LIMIT ?",
+            max(1, min(limit, 1000)),
+        ).all()
         done = 0
-        for batch in chunks(rows, EMBED_BATCH):
+        for batch in chunks(result.results, EMBED_BATCH):
             matrix = await embedder.embed([row["content"] for row in batch])
             check_matrix(matrix, len(batch), embedder.config)
             vectors = {row["fact_id"]: matrix[pos] for pos, row in enumerate(batch)}
-            error = await self.write_vectors(batch, vectors, embedder.config, self._s.clock.now())
-            if error is None:
-                done += len(batch)
+            # The vectors, then the rows active; on failure they stay pending for the next run.
+            error = await self.upsert(batch, vectors, embedder.config) or await self.activate(
+                batch, embedder.config, self._s.clock.now()
+            )
+            done += len(batch) if error is None else 0
         return done
 
     async def drop_stray(self, fact_ids: Sequence[str]) -> None:
@@ -229,14 +216,11 @@ async def derive_keys(scope: FactScope, inputs: Sequence[KeyedText]) -> list[Fac
     known: set[str] = set()
     if wanted:
         marks = ", ".join("?" for _ in wanted)
-        result = (
-            await scope.db.prepare(
-                "SELECT DISTINCT key_entity FROM semantic_facts WHERE tenant_id = ? "
-                f"AND key_entity IN ({marks})"
-            )
-            .bind(scope.tenant_id, *wanted)
-            .all()
-        )
+        result = await scope.sql(
+            "SELECT DISTINCT key_entity FROM semantic_facts WHERE tenant_id = ? "
+            f"AND key_entity IN ({marks})",
+            *wanted,
+        ).all()
         known = {str(row["key_entity"]) for row in result.results}
     return [
         derive_key(
@@ -257,14 +241,11 @@ MAX_BACKFILL = 1_000
 async def backfill_keys(scope: FactScope, limit: int) -> int:
     """Derive and store the keys of up to `limit` (≤ 1000) unkeyed facts of the tenant.
     Returns how many were keyed."""
-    result = (
-        await scope.db.prepare(
-            "SELECT fact_id, content, subject, predicate, metadata FROM semantic_facts "
-            "WHERE tenant_id = ? AND key_source = '' ORDER BY created_at LIMIT ?"
-        )
-        .bind(scope.tenant_id, max(1, min(limit, MAX_BACKFILL)))
-        .all()
-    )
+    result = await scope.sql(
+        "SELECT fact_id, content, subject, predicate, metadata FROM semantic_facts "
+        "WHERE tenant_id = ? AND key_source = '' ORDER BY created_at LIMIT ?",
+        max(1, min(limit, MAX_BACKFILL)),
+    ).all()
     rows = result.results
     if not rows:
         return 0
@@ -312,16 +293,13 @@ async def find_by_hash(
     for chunk in chunks(list(dict.fromkeys(keys)), PAIRS_PER_STATEMENT):
         subjects = list(dict.fromkeys(subject for subject, _ in chunk))
         digests = list(dict.fromkeys(digest for _, digest in chunk))
-        result = (
-            await scope.db.prepare(
-                f"SELECT status, content_hash, {VECTOR_COLUMNS} FROM semantic_facts WHERE"
-                f" tenant_id = ? AND subject IN ({', '.join('?' for _ in subjects)}) "
-                f"AND content_hash IN (SELECT {STORED_HASH.replace('?', 'value')} "
-                "FROM json_each(?))"
-            )
-            .bind(scope.tenant_id, *subjects, json.dumps(digests))
-            .all()
-        )
+        result = await scope.sql(
+            f"SELECT status, content_hash, {VECTOR_COLUMNS} FROM semantic_facts WHERE"
+            f" tenant_id = ? AND subject IN ({', '.join('?' for _ in subjects)}) "
+            f"AND content_hash IN (SELECT {STORED_HASH.replace('?', 'value')} FROM json_each(?))",
+            *subjects,
+            json.dumps(digests),
+        ).all()
         by_stored: dict[tuple[str, str], tuple[str, str]] = {}
         for row in result.results:
             stored = str(row["content_hash"])
@@ -662,13 +640,9 @@ class FactWriter:
             )
         # Row first: the row is the source of truth, and a vector without its row is
         # never returned by recall.
-        result = (
-            await self._s.db.prepare(
-                "DELETE FROM semantic_facts WHERE tenant_id = ? AND fact_id = ?"
-            )
-            .bind(self._s.tenant_id, fact_id)
-            .run()
-        )
+        result = await self._s.sql(
+            "DELETE FROM semantic_facts WHERE tenant_id = ? AND fact_id = ?", fact_id
+        ).run()
         row_deleted = result.meta.changes > 0
         try:
             mine = await delete_own_vectors(self._s.vectors, self._s.tenant_id, [fact_id])
