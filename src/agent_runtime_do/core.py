@@ -496,7 +496,7 @@ class AgentRuntimeCore:
         if workflow is None or workflow.status != "active":
             return None
         return Selection(
-            workflow=workflow, sample=1.0, samples={}, pack=f"{pack.name}@{pack.version}"
+            workflow=workflow, samples={}, pack=f"{pack.name}@{pack.version}"
         )
 
     def _close_turn(self, turn: _Turn, outcome: LoopOutcome) -> dict[str, Any]:
