@@ -68,6 +68,7 @@ from agent_memory.retrieval import (
 from agent_memory.tiers.semantic.keys import FactKey, KeySource, judge
 from agent_memory.tiers.semantic.keyword_index import KeywordIndex, KeywordQuery
 from agent_memory.tiers.semantic.models import (
+    BREAKDOWN_PARTS,
     ContextMemory,
     FactScope,
     MemoryInputError,
@@ -196,26 +197,25 @@ class RecallRecorder:
         self._s = scope
 
     def _statements(self, record: RecallRecord) -> list[D1Statement]:
-        tenant = self._s.tenant_id
-        statements = [
-            self._s.db.prepare(
-                "UPDATE semantic_facts SET last_recalled_at = ?, recall_count = recall_count + 1 "
-                "WHERE tenant_id = ? AND fact_id IN (SELECT value FROM json_each(?)) AND NOT "
-                "EXISTS (SELECT 1 FROM memory_events AS e WHERE e.tenant_id = ? AND e.event_id = ?)"
-            ).bind(
-                ms(record.now), tenant, json.dumps(record.fact_ids), tenant, record.event.event_id
+        event_id = record.event.event_id
+        return [
+            self._s.sql(
+                "UPDATE semantic_facts SET last_recalled_at = ?2, recall_count = recall_count + 1 "
+                "WHERE tenant_id = ?1 AND fact_id IN (SELECT value FROM json_each(?3)) AND NOT "
+                "EXISTS (SELECT 1 FROM memory_events AS e WHERE e.tenant_id = ?1 "
+                "AND e.event_id = ?4)",
+                ms(record.now),
+                json.dumps(record.fact_ids),
+                event_id,
             ),
             self._s.events.statement(record.event, if_absent=True),
-        ]
-        # A subject erase that began since the recall (its mark, migration 0013) may have
-        # looked for the subject before this event existed: the event then keeps no query
-        # text. Same transaction, so the erase either sees the event or this sees the mark.
-        statements.append(
+            # A subject erase that began since the recall (its mark, migration 0013) may have
+            # looked for the subject before this event existed: the event then keeps no query
+            # text. Same transaction, so the erase either sees the event or this sees the mark.
             self._s.events.redact_if_erasing_statement(
-                record.event.event_id, ms(record.now) - ERASE_CLOCK_MARGIN_MS
-            )
-        )
-        return statements
+                event_id, ms(record.now) - ERASE_CLOCK_MARGIN_MS
+            ),
+        ]
 
     async def _write(self, record: RecallRecord, attempts: int = RECORD_ATTEMPTS) -> bool:
         for attempt in range(attempts):
@@ -316,10 +316,6 @@ class RecallRecorder:
             await kv.delete(key.name)
             written += 1
         return written
-
-    async def submit(self, record: RecallRecord) -> None:
-        """Write `record` after the response (now, without a background)."""
-        await self._s.after_response(self.write(record), "recording a recall")
 
 
 # Fields of `RecallFilters` that say how results come back, not which facts qualify.
@@ -758,10 +754,7 @@ class Recaller:
                 RetrievedItem(
                     id=r.fact.fact_id,
                     score=round(r.score, 6),
-                    relevance=round(r.breakdown.relevance, 6),
-                    recency=round(r.breakdown.recency, 6),
-                    confidence=round(r.breakdown.confidence, 6),
-                    density=round(r.breakdown.density, 6),
+                    **{part: round(getattr(r.breakdown, part), 6) for part in BREAKDOWN_PARTS},
                 )
                 for r in results
             ],
@@ -770,10 +763,9 @@ class Recaller:
             agent_type=self._s.agent_type,
             run_id=self._s.run_id,
         )
-        # Written after the response, retried, never lost (`recall_record`).
-        await self._recorder.submit(
-            RecallRecord(event=event, fact_ids=[r.fact.fact_id for r in results], now=now)
-        )
+        # Written after the response (now, without a background), retried, never lost.
+        record = RecallRecord(event=event, fact_ids=[r.fact.fact_id for r in results], now=now)
+        await self._s.after_response(self._recorder.write(record), "recording a recall")
         return event.event_id
 
 
