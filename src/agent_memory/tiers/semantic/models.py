@@ -473,7 +473,7 @@ class FactScope:
     # The reranking stage's model (`rerank`); None: the embedder rescores, when configured.
     reranker: Reranker | None = None
 
-    async def after_response(self, work: Coroutine[Any, Any, None], what: str) -> None:
+    async def after_response(self, work: Coroutine[Any, Any, object], what: str) -> None:
         """Run `work` after the response when a background is bound, else now. A failure is
         logged, never raised: `work` must be something the caller's result does not need."""
 

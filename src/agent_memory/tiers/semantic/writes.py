@@ -21,7 +21,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from agent_memory.governance.personal_data import public_view
-from agent_memory.governance.writes import WriteDenied, WriteProposal, fact_proposal
+from agent_memory.governance.writes import WriteDenied, fact_proposal
 from agent_memory.ids import (
     IDS_PER_STATEMENT,
     STATEMENTS_PER_BATCH,
@@ -51,10 +51,6 @@ from bindings.ports.sql import Row, SqlValue
 from bindings.ports.vectorize import VECTORIZE_MAX_BATCH, VectorRecord
 
 log = logging.getLogger(__name__)
-
-
-async def _none() -> None:
-    return None
 
 
 # The columns a vector's metadata is built from (a row read back, or a new fact's values).
@@ -123,7 +119,26 @@ class VectorSync:
         if not jobs and not also:
             return None
         try:
-            await self._activate([job["fact_id"] for job in jobs], config, now, also)
+            statements = list(also)
+            for chunk in chunks([job["fact_id"] for job in jobs], IDS_PER_STATEMENT - 5):
+                marks = ", ".join("?" for _ in chunk)
+                statements.append(
+                    self._s.db.prepare(
+                        "UPDATE semantic_facts SET status = 'active', updated_at = ?, "
+                        "embedding_provider = ?, embedding_model = ?, embedding_dimensions = ? "
+                        f"WHERE tenant_id = ? AND fact_id IN ({marks}) "
+                        "AND status = 'pending_vector'"
+                    ).bind(
+                        ms(now),
+                        config.provider,
+                        config.model,
+                        config.dimensions,
+                        self._s.tenant_id,
+                        *chunk,
+                    )
+                )
+            for group in chunks(statements, STATEMENTS_PER_BATCH):
+                await self._s.db.batch(list(group))
         except Exception as exc:
             log.warning(
                 "activating %d fact(s) of tenant %s failed; rows stay pending: %s",
@@ -133,33 +148,6 @@ class VectorSync:
             )
             return f"activation failed: {exc}"
         return None
-
-    async def _activate(
-        self,
-        fact_ids: Sequence[str],
-        config: EmbeddingConfig,
-        now: float,
-        also: Sequence[D1Statement] = (),
-    ) -> None:
-        statements = list(also)
-        for chunk in chunks(fact_ids, IDS_PER_STATEMENT - 5):
-            marks = ", ".join("?" for _ in chunk)
-            statements.append(
-                self._s.db.prepare(
-                    "UPDATE semantic_facts SET status = 'active', updated_at = ?, "
-                    "embedding_provider = ?, embedding_model = ?, embedding_dimensions = ? "
-                    f"WHERE tenant_id = ? AND fact_id IN ({marks}) AND status = 'pending_vector'"
-                ).bind(
-                    ms(now),
-                    config.provider,
-                    config.model,
-                    config.dimensions,
-                    self._s.tenant_id,
-                    *chunk,
-                )
-            )
-        for group in chunks(statements, STATEMENTS_PER_BATCH):
-            await self._s.db.batch(list(group))
 
     async def complete_pending(self, limit: int = 100) -> int:
         """`SemanticMemory.complete_pending`."""
@@ -410,7 +398,15 @@ class FactWriter:
         inputs = self.validate_facts(facts)
         if not inputs:
             return []
-        proposals = [self._proposal(fact) for fact in inputs]
+        proposals = [
+            fact_proposal(
+                dict(fact),
+                agent_type=fact.agent_type or self._s.agent_type,
+                run_id=fact.learned_from_run_id or self._s.run_id,
+                in_row=True,
+            )
+            for fact in inputs
+        ]
         try:
             self._s.gate.check_all(proposals)
         except WriteDenied as denied:
@@ -447,7 +443,7 @@ class FactWriter:
             find_by_hash(self._s, list(first_of)),
             derive_keys(self._s, [(f.content, f.subject, f.predicate, f.metadata) for f in inputs]),
             self._context.plan(items),
-            embedder.embed([inputs[i].content for i in firsts]) if early else _none(),
+            embedder.embed([inputs[i].content for i in firsts]) if early else asyncio.sleep(0),
             self._s.gate.admitted(),  # nothing is written before the caller is admitted
         )
         if early_matrix is not None:
@@ -517,7 +513,8 @@ class FactWriter:
                 # finds vectors through their rows only).
                 if error is None:
                     try:
-                        await self._delete_vectors([jobs[i]["fact_id"] for i, _ in inserts])
+                        lost = [jobs[i]["fact_id"] for i, _ in inserts]
+                        await delete_own_vectors(self._s.vectors, self._s.tenant_id, lost)
                     except Exception as exc:
                         log.warning("vectors of failed rows (%s) kept: %s", self._s.tenant_id, exc)
                 raise inserted
@@ -529,7 +526,8 @@ class FactWriter:
                 # vector just written for our row that lost is deleted after the response.
                 lost = [jobs[i]["fact_id"] for i in conflicts]
                 await self._s.after_response(
-                    self._delete_vectors(lost), "deleting the vectors of rows that lost"
+                    delete_own_vectors(self._s.vectors, self._s.tenant_id, lost),
+                    "deleting the vectors of rows that lost",
                 )
                 won = await find_by_hash(
                     self._s, [(inputs[i].subject, hashes[i]) for i in conflicts]
@@ -549,9 +547,11 @@ class FactWriter:
                 error = error or await self._vectors.upsert(won_jobs, vectors, embedder.config)
             if error is None:  # activated with the created facts' events, in one batch
                 made = [i for i in batch if created.get(i) and i in jobs]
-                events = self._event_statements(
-                    [proposals[i] for i in made], [jobs[i]["fact_id"] for i in made]
+                # Insert-if-absent, id = the fact's id.
+                found = (
+                    self._s.gate.event_statement(proposals[i], jobs[i]["fact_id"]) for i in made
                 )
+                events = [statement for statement in found if statement is not None]
                 error = await self._vectors.activate(
                     list(jobs.values()), embedder.config, now, events
                 )
@@ -590,27 +590,6 @@ class FactWriter:
                 self._retry_pending_after_write(), "retrying pending facts"
             )
         return ordered
-
-    def _event_statements(
-        self, proposals: Sequence[WriteProposal], fact_ids: Sequence[str]
-    ) -> list[D1Statement]:
-        """The `memory_written` events of created facts, to commit in their activation batch
-        (insert-if-absent, id = the fact's id)."""
-        found = (
-            self._s.gate.event_statement(p, i) for p, i in zip(proposals, fact_ids, strict=True)
-        )
-        return [statement for statement in found if statement is not None]
-
-    async def _delete_vectors(self, fact_ids: Sequence[str]) -> None:
-        await delete_own_vectors(self._s.vectors, self._s.tenant_id, fact_ids)
-
-    def _proposal(self, fact: FactInput) -> WriteProposal:
-        return fact_proposal(
-            dict(fact),
-            agent_type=fact.agent_type or self._s.agent_type,
-            run_id=fact.learned_from_run_id or self._s.run_id,
-            in_row=True,
-        )
 
     async def _retry_pending_after_write(self) -> None:
         """Self-healing: a write that just succeeded shows the vector store is healthy, so
