@@ -33,17 +33,20 @@ from agent_memory.tiers.semantic.models import (
     FactScope,
     FactStatus,
     LearnResult,
-    LinkedFact,
     MemoryInputError,
     RecallFilters,
     RecallRequest,
     RecallResult,
     SemanticTierUnavailable,
-    ms,
     namespace_for_tenant,
     open_facts,
 )
-from agent_memory.tiers.semantic.recall import MAX_WRITE_BACK, Recaller, RecallRecorder, linked_rows
+from agent_memory.tiers.semantic.recall import (
+    MAX_WRITE_BACK,
+    Recaller,
+    RecallRecorder,
+    linked_facts,
+)
 from agent_memory.tiers.semantic.writes import FactWriter, VectorSync, backfill_keys
 from bindings.ports.background import BackgroundTasks
 from bindings.ports.clock import Clock
@@ -254,14 +257,7 @@ class SemanticMemory:
             request.query, request.top_k, request.filters, query_vector, record=True
         )
         if follow_links and result.results:
-            hops = await linked_rows(
-                self._s.db, self._s.tenant_id, result.fact_ids, now_ms=ms(self._s.clock.now())
-            )
-            facts = await open_facts([h.row for h in hops], self._s.personal)
-            result.linked = [
-                LinkedFact(fact=fact, via=h.via, link_score=h.score)
-                for fact, h in zip(facts, hops, strict=True)
-            ]
+            result.linked = await linked_facts(self._s, result.fact_ids)
         return result
 
     async def rank(

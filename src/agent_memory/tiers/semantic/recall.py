@@ -40,7 +40,7 @@ import json
 import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import NamedTuple, cast
+from typing import cast
 
 import numpy as np
 from pydantic import BaseModel
@@ -71,6 +71,7 @@ from agent_memory.tiers.semantic.models import (
     BREAKDOWN_PARTS,
     ContextMemory,
     FactScope,
+    LinkedFact,
     MemoryInputError,
     RecalledFact,
     RecallFilters,
@@ -81,7 +82,7 @@ from agent_memory.tiers.semantic.models import (
     open_facts,
 )
 from agent_memory.tiers.semantic.writes import VectorSync
-from bindings.ports.d1 import D1Database, D1Statement
+from bindings.ports.d1 import D1Statement
 from bindings.ports.embedder import Embedder
 from bindings.ports.kv import KV_MAX_LIST_LIMIT, KVNamespace
 from bindings.ports.reranker import Reranker
@@ -91,41 +92,23 @@ from bindings.ports.vectorize import VECTORIZE_MAX_TOP_K
 PER_FACT = 3
 
 
-class LinkedRow(NamedTuple):
-    """A neighbour reached over a link: the fact row, who it was reached from, the link."""
-
-    via: str
-    score: float
-    row: Row
-
-
-async def linked_rows(
-    db: D1Database,
-    tenant_id: str,
-    fact_ids: Sequence[str],
-    *,
-    now_ms: int,
-) -> list[LinkedRow]:
-    """Live facts one hop from `fact_ids` (at most `PER_FACT` each); each neighbour once (via
-    its strongest link)."""
+async def linked_facts(scope: FactScope, fact_ids: Sequence[str]) -> list[LinkedFact]:
+    """Live facts one hop from `fact_ids` (at most `PER_FACT` each), strongest link first;
+    each neighbour once (via its strongest link)."""
     ids = list(dict.fromkeys(fact_ids))
-    if not ids:
-        return []
-    found: dict[str, LinkedRow] = {}
+    found: dict[str, tuple[str, float, Row]] = {}
     for chunk in chunks(ids):
         marks = ", ".join("?" for _ in chunk)
-        result = await (
-            db.prepare(
-                "SELECT l.from_fact_id AS via, l.score AS link_score, f.* "
-                "FROM memory_links AS l JOIN semantic_facts AS f "
-                "ON f.tenant_id = l.tenant_id AND f.fact_id = l.to_fact_id "
-                f"WHERE l.tenant_id = ? AND l.from_fact_id IN ({marks}) "
-                "AND f.status = 'active' AND (f.valid_to IS NULL OR f.valid_to > ?) "
-                "ORDER BY l.from_fact_id, l.score DESC, l.to_fact_id"
-            )
-            .bind(tenant_id, *chunk, now_ms)
-            .all()
-        )
+        result = await scope.sql(
+            "SELECT l.from_fact_id AS via, l.score AS link_score, f.* "
+            "FROM memory_links AS l JOIN semantic_facts AS f "
+            "ON f.tenant_id = l.tenant_id AND f.fact_id = l.to_fact_id "
+            f"WHERE l.tenant_id = ? AND l.from_fact_id IN ({marks}) "
+            "AND f.status = 'active' AND (f.valid_to IS NULL OR f.valid_to > ?) "
+            "ORDER BY l.from_fact_id, l.score DESC, l.to_fact_id",
+            *chunk,
+            ms(scope.clock.now()),
+        ).all()
         taken: dict[str, int] = {}
         for row in result.results:
             via = str(row["via"])
@@ -134,11 +117,15 @@ async def linked_rows(
                 continue
             taken[via] = taken.get(via, 0) + 1
             score = float(row["link_score"])
-            current = found.get(target)
-            if current is None or score > current.score:
+            if target not in found or score > found[target][1]:
                 clean = {k: v for k, v in row.items() if k not in ("via", "link_score")}
-                found[target] = LinkedRow(via=via, score=score, row=clean)
-    return sorted(found.values(), key=lambda r: (-r.score, str(r.row["fact_id"])))
+                found[target] = (via, score, clean)
+    hops = sorted(found.values(), key=lambda h: (-h[1], str(h[2]["fact_id"])))
+    facts = await open_facts([row for _, _, row in hops], scope.personal)
+    return [
+        LinkedFact(fact=fact, via=via, link_score=score)
+        for fact, (via, score, _) in zip(facts, hops, strict=True)
+    ]
 
 
 log = logging.getLogger(__name__)
@@ -690,10 +677,10 @@ class Recaller:
             "keyword": len(keyword_hits),
             "exact": len(exact_hits) if exact_complete else -1,
         }
-        event_id = None
+        result = RecallResult(results=results, candidates=counts, dropped=dropped)
         if record:
-            event_id = await self._record_recall(query, limit, results, counts, dropped, now)
-        return RecallResult(results=results, event_id=event_id, candidates=counts, dropped=dropped)
+            result.event_id = await self.record(query, limit, result, now)
+        return result
 
     async def _candidates(
         self,
@@ -727,23 +714,13 @@ class Recaller:
         rows.update(await self._channels.rows(rest, prepared, filters, now))
         return vector_hits, keyword_hits, exact_hits, complete, rows
 
-    async def record(self, query: str, top_k: int, result: RecallResult) -> str:
-        """Record `result` (a run with `record=False`, or the part of it a caller showed)
-        as `run(record=True)` records: one `memory_retrieved` event and the returned facts'
-        recall statistics, after the response. Returns the event id."""
-        return await self._record_recall(
-            query, top_k, result.results, result.candidates, result.dropped, self._s.clock.now()
-        )
-
-    async def _record_recall(
-        self,
-        query: str,
-        top_k: int,
-        results: Sequence[RecalledFact],
-        counts: dict[str, int],
-        dropped: list[str],
-        now: float,
+    async def record(
+        self, query: str, top_k: int, result: RecallResult, now: float | None = None
     ) -> str:
+        """Record `result` (a run's, or the part of it a caller showed) at `now` (default:
+        the clock's): one `memory_retrieved` event and the returned facts' recall statistics,
+        after the response. Returns the event id."""
+        now = self._s.clock.now() if now is None else now
         event = memory_retrieved(
             tenant_id=self._s.tenant_id,
             tier=self._s.tier,
@@ -756,15 +733,16 @@ class Recaller:
                     score=round(r.score, 6),
                     **{part: round(getattr(r.breakdown, part), 6) for part in BREAKDOWN_PARTS},
                 )
-                for r in results
+                for r in result.results
             ],
-            candidates=counts,
-            dropped=dropped,
+            candidates=result.candidates,
+            dropped=result.dropped,
             agent_type=self._s.agent_type,
             run_id=self._s.run_id,
         )
         # Written after the response (now, without a background), retried, never lost.
-        record = RecallRecord(event=event, fact_ids=[r.fact.fact_id for r in results], now=now)
+        ids = [r.fact.fact_id for r in result.results]
+        record = RecallRecord(event=event, fact_ids=ids, now=now)
         await self._s.after_response(self._recorder.write(record), "recording a recall")
         return event.event_id
 
