@@ -23,7 +23,7 @@ import asyncio
 import hashlib
 import json
 import logging
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, Protocol
 
 import numpy as np
@@ -516,19 +516,16 @@ class EpisodicWriter:
             self._submit(write.op, write.run_id, write.payload, seq=write.seq)
 
     async def write_now(self, op: WriteOp, payload: dict[str, Any]) -> None:
-        """One attempt of a queued op's D1 write, rebuilt from its payload, in the caller's
-        task (no retries, no failure sink): how the Durable Object's alarm retries a write
-        from `failed_writes`. Raises what the store raises."""
-        await self._write(op, payload)
-
-    def _write(self, op: WriteOp, payload: dict[str, Any]) -> Coroutine[Any, Any, None]:
-        """The D1 write of one queued op, rebuilt from its payload (so a replay is the same
-        write as the original)."""
+        """One attempt of a queued op's D1 write, rebuilt from its payload (so a replay is
+        the same write as the original), in the caller's task: no retries, no failure sink
+        (the Durable Object's alarm retries a write from `failed_writes` so). Raises what
+        the store raises."""
         if op == "start_run":
-            return self.store.start_run(**payload)
-        if op == "append_episode":
-            return self.store.append_episode(Episode.model_validate(payload))
-        return self.store.finish_run(RunRecord.model_validate(payload))
+            await self.store.start_run(**payload)
+        elif op == "append_episode":
+            await self.store.append_episode(Episode.model_validate(payload))
+        else:
+            await self.store.finish_run(RunRecord.model_validate(payload))
 
     async def flush(self, wait_seconds: float | None = None) -> bool:
         """Wait until every write submitted so far has finished (or failed for good); False
@@ -574,7 +571,7 @@ class EpisodicWriter:
         error = ""
         for attempt in range(1, self._attempts + 1):
             try:
-                await self._write(op, payload)
+                await self.write_now(op, payload)
                 return True
             except Exception as exc:
                 error = f"{type(exc).__name__}: {exc}"

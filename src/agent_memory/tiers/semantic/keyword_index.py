@@ -85,18 +85,20 @@ class KeywordIndex:
         it; parts it lacks, when the index holds both and not the whole."""
         asked = list(terms)
         terms = list(dict.fromkeys([*terms, *(t for w, p in compounds for t in (w, *p))]))
-        stats_stmt = self._s.db.prepare(
-            "SELECT docs, total_length, total_context_length FROM semantic_index_stats "
-            "WHERE tenant_id = ?"
-        ).bind(self._s.tenant_id)
-        df_stmt = self._s.db.prepare(
-            f"SELECT term, df FROM semantic_term_stats WHERE tenant_id = {TENANT_CODE} "
-            "AND term IN (SELECT value FROM json_each(?))"
-        ).bind(self._s.tenant_id, json.dumps(list(terms)))
-        # The postings and term counts name the tenant by its code (migration 0020).
-        code_stmt = self._s.db.prepare(f"SELECT {TENANT_CODE} AS code").bind(self._s.tenant_id)
         stats_result, df_result, code_result = await self._s.db.batch(
-            [stats_stmt, df_stmt, code_stmt]
+            [
+                self._s.sql(
+                    "SELECT docs, total_length, total_context_length FROM semantic_index_stats "
+                    "WHERE tenant_id = ?"
+                ),
+                self._s.sql(
+                    f"SELECT term, df FROM semantic_term_stats WHERE tenant_id = {TENANT_CODE} "
+                    "AND term IN (SELECT value FROM json_each(?))",
+                    json.dumps(list(terms)),
+                ),
+                # The postings and term counts name the tenant by its code (migration 0020).
+                self._s.sql(f"SELECT {TENANT_CODE} AS code"),
+            ]
         )
         found = code_result.results[0]["code"]
         code = None if found is None else str(found)
@@ -305,15 +307,13 @@ class SessionContext:
 
     async def _previous(self, session: str, limit: int) -> list[Row]:
         """The session's last `limit` memories, oldest first."""
-        result = (
-            await self._s.db.prepare(
-                "SELECT fact_id, content, index_terms, index_length, context_length "
-                "FROM semantic_facts WHERE tenant_id = ? AND session_key = ? "
-                "ORDER BY fts_rowid DESC LIMIT ?"
-            )
-            .bind(self._s.tenant_id, session, limit)
-            .all()
-        )
+        result = await self._s.sql(
+            "SELECT fact_id, content, index_terms, index_length, context_length "
+            "FROM semantic_facts WHERE tenant_id = ? AND session_key = ? "
+            "ORDER BY fts_rowid DESC LIMIT ?",
+            session,
+            limit,
+        ).all()
         return list(reversed(result.results))
 
     async def plan(
@@ -371,14 +371,12 @@ class SessionContext:
                     continue
                 entry = extended_entry(row, wanted)
                 statements.append(
-                    self._s.db.prepare(
-                        "UPDATE semantic_facts SET index_terms = ?, index_length = ?, "
-                        "context_length = ? WHERE tenant_id = ? AND fact_id = ?"
-                    ).bind(
+                    self._s.sql(
+                        "UPDATE semantic_facts SET index_terms = ?2, index_length = ?3, "
+                        "context_length = ?4 WHERE tenant_id = ?1 AND fact_id = ?5",
                         entry.index_terms,
                         entry.length,
                         entry.context_length,
-                        self._s.tenant_id,
                         row["fact_id"],
                     )
                 )
