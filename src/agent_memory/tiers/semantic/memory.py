@@ -45,7 +45,6 @@ from agent_memory.tiers.semantic.recall import (
     MAX_WRITE_BACK,
     Recaller,
     RecallRecorder,
-    linked_facts,
 )
 from agent_memory.tiers.semantic.writes import FactWriter, VectorSync, backfill_keys
 from bindings.ports.background import BackgroundTasks
@@ -230,15 +229,12 @@ class SemanticMemory:
         filters: RecallFilters | Mapping[str, Any] | None = None,
         *,
         query_vector: Sequence[float] | None = None,
-        follow_links: bool = False,
         as_of: float | None = None,
     ) -> RecallResult:
         """The `top_k` (1-20) best live facts for `query`, each with its score breakdown.
 
         Updates the returned facts' recall stats and writes a `memory_retrieved` event.
         `query_vector` skips the embedding call (benchmarks; callers that already have it).
-        `follow_links` also returns, in `linked`, the live facts one link away from the
-        results (the reconciler's links), strongest link first.
         `as_of` (epoch seconds) answers with what was believed then: facts written by then
         whose validity interval (closed when a newer statement superseded them) contains it;
         it overrides `filters.as_of`.
@@ -253,12 +249,9 @@ class SemanticMemory:
             )
         except ValidationError as exc:
             raise MemoryInputError.from_validation(exc, "recall") from None
-        result = await self._recaller.run(
+        return await self._recaller.run(
             request.query, request.top_k, request.filters, query_vector, record=True
         )
-        if follow_links and result.results:
-            result.linked = await linked_facts(self._s, result.fact_ids)
-        return result
 
     async def rank(
         self,

@@ -341,10 +341,9 @@ class RecalledFact(BaseModel):
     context: list[ContextMemory] = Field(default_factory=list)
     breakdown: ScoreBreakdown
     channels: dict[str, ChannelDetail]
-    # A newer candidate states a new value for the same key (rules: `update_rules.judge_update`)
-    # and the reconciler has not superseded this one yet: the newer one ranks above it.
+    # A newer candidate states a new value for the same key (`keys.judge_update`) and the
+    # reconciler has not superseded this one yet: the newer one ranks above it.
     possibly_outdated: bool = False
-    newer_fact_id: str | None = None
 
     def summary(self) -> dict[str, Any]:
         """What a tool returns for this result: the fact and why it ranked where it did."""
@@ -376,17 +375,8 @@ class RecalledFact(BaseModel):
         }
 
 
-class LinkedFact(BaseModel):
-    """A fact reached over one link from a recalled fact (`recall(follow_links=True)`)."""
-
-    fact: Fact
-    via: str
-    link_score: float
-
-
 class RecallResult(BaseModel):
     results: list[RecalledFact]
-    linked: list[LinkedFact] = Field(default_factory=list)
     event_id: str | None = None
     # How many candidates each channel contributed, and vector ids dropped (no live row).
     candidates: dict[str, int] = Field(default_factory=dict)

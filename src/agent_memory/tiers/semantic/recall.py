@@ -46,7 +46,6 @@ import numpy as np
 from pydantic import BaseModel
 
 from agent_memory.governance.writes import MemoryEvent, RetrievedItem, memory_retrieved
-from agent_memory.ids import chunks
 from agent_memory.retrieval import (
     ChannelHit,
     ChannelResult,
@@ -71,7 +70,6 @@ from agent_memory.tiers.semantic.models import (
     BREAKDOWN_PARTS,
     ContextMemory,
     FactScope,
-    LinkedFact,
     MemoryInputError,
     RecalledFact,
     RecallFilters,
@@ -88,45 +86,6 @@ from bindings.ports.kv import KV_MAX_LIST_LIMIT, KVNamespace
 from bindings.ports.reranker import Reranker
 from bindings.ports.sql import Row, SqlValue
 from bindings.ports.vectorize import VECTORIZE_MAX_TOP_K
-
-PER_FACT = 3
-
-
-async def linked_facts(scope: FactScope, fact_ids: Sequence[str]) -> list[LinkedFact]:
-    """Live facts one hop from `fact_ids` (at most `PER_FACT` each), strongest link first;
-    each neighbour once (via its strongest link)."""
-    ids = list(dict.fromkeys(fact_ids))
-    found: dict[str, tuple[str, float, Row]] = {}
-    for chunk in chunks(ids):
-        marks = ", ".join("?" for _ in chunk)
-        result = await scope.sql(
-            "SELECT l.from_fact_id AS via, l.score AS link_score, f.* "
-            "FROM memory_links AS l JOIN semantic_facts AS f "
-            "ON f.tenant_id = l.tenant_id AND f.fact_id = l.to_fact_id "
-            f"WHERE l.tenant_id = ? AND l.from_fact_id IN ({marks}) "
-            "AND f.status = 'active' AND (f.valid_to IS NULL OR f.valid_to > ?) "
-            "ORDER BY l.from_fact_id, l.score DESC, l.to_fact_id",
-            *chunk,
-            ms(scope.clock.now()),
-        ).all()
-        taken: dict[str, int] = {}
-        for row in result.results:
-            via = str(row["via"])
-            target = str(row["fact_id"])
-            if target in ids or taken.get(via, 0) >= PER_FACT:
-                continue
-            taken[via] = taken.get(via, 0) + 1
-            score = float(row["link_score"])
-            if target not in found or score > found[target][1]:
-                clean = {k: v for k, v in row.items() if k not in ("via", "link_score")}
-                found[target] = (via, score, clean)
-    hops = sorted(found.values(), key=lambda h: (-h[1], str(h[2]["fact_id"])))
-    facts = await open_facts([row for _, _, row in hops], scope.personal)
-    return [
-        LinkedFact(fact=fact, via=via, link_score=score)
-        for fact, (via, score, _) in zip(facts, hops, strict=True)
-    ]
-
 
 log = logging.getLogger(__name__)
 
@@ -663,7 +622,6 @@ class Recaller:
                 breakdown=breakdown(parts, weights),
                 channels=item.channels,
                 possibly_outdated=item.id in stale,
-                newer_fact_id=stale.get(item.id),
             )
             for parts, item in top
             if item.id in opened  # deleted between the two reads: never return it
