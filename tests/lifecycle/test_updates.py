@@ -162,7 +162,7 @@ async def test_as_of_recall_answers_with_what_was_believed_then(tmp_path: Path) 
         assert report.superseded_updates == 1
         facts = memory(runtime)
         now_view = await facts.recall("where does Bob live?", 5)
-        then_view = await facts.recall("where does Bob live?", 5, as_of=NOW + 3600)
+        then_view = await facts.recall("where does Bob live?", 5, {"as_of": NOW + 3600})
         assert [r.fact.content for r in now_view.results] == ["Bob moved to Munich"]
         assert [r.fact.content for r in then_view.results] == ["Bob lives in Berlin"]
     finally:

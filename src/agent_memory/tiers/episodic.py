@@ -481,7 +481,6 @@ class EpisodicWriter:
         background: BackgroundTasks,
         *,
         on_failure: FailureSink | None = None,
-        attempts: int = DEFAULT_ATTEMPTS,
         sleep: Sleep = asyncio.sleep,
         outbox: Outbox | None = None,
     ) -> None:
@@ -489,7 +488,6 @@ class EpisodicWriter:
         self._outbox = outbox
         self._background = background
         self._on_failure = on_failure
-        self._attempts = max(1, attempts)
         self._sleep = sleep
         self._tail: asyncio.Future[None] | None = None
 
@@ -569,7 +567,7 @@ class EpisodicWriter:
 
     async def _with_retries(self, op: WriteOp, run_id: str, payload: dict[str, Any]) -> bool:
         error = ""
-        for attempt in range(1, self._attempts + 1):
+        for attempt in range(1, DEFAULT_ATTEMPTS + 1):
             try:
                 await self.write_now(op, payload)
                 return True
@@ -577,14 +575,14 @@ class EpisodicWriter:
                 error = f"{type(exc).__name__}: {exc}"
                 if isinstance(exc, EpisodeLimitReached):
                     break  # permanent: recorded below with its payload, not retried
-                if attempt < self._attempts:
+                if attempt < DEFAULT_ATTEMPTS:
                     delay = DEFAULT_BASE_DELAY * 2 ** (attempt - 1)
                     log.warning(
                         "episodic %s for run %s failed (attempt %d/%d, retrying in %.2fs): %s",
                         op,
                         run_id,
                         attempt,
-                        self._attempts,
+                        DEFAULT_ATTEMPTS,
                         delay,
                         type(exc).__name__,  # the message may quote values; it is kept below
                     )
@@ -597,7 +595,7 @@ class EpisodicWriter:
             "payload_bytes=%d payload_sha256=%s (payload kept in failed_writes)",
             op,
             run_id,
-            self._attempts,
+            DEFAULT_ATTEMPTS,
             error.split(":", 1)[0],
             self.store.tenant,
             payload.get("episode_id", "-"),
@@ -609,7 +607,7 @@ class EpisodicWriter:
         try:
             self._on_failure(
                 FailedWrite(
-                    op=op, run_id=run_id, payload=payload, error=error, attempts=self._attempts
+                    op=op, run_id=run_id, payload=payload, error=error, attempts=DEFAULT_ATTEMPTS
                 )
             )
         except Exception:

@@ -22,7 +22,7 @@ from agent_memory.governance.personal_data import PersonalData
 from agent_memory.governance.writes import EventLog, WriteGate
 from agent_memory.ids import count_then_delete, delete_ids
 from agent_memory.namespace import TENANT_RE
-from agent_memory.retrieval import RetrievalConfig, Tier
+from agent_memory.retrieval import RetrievalConfig
 from agent_memory.tiers.semantic.models import (
     DEFAULT_AGENT_TYPE,
     DEFAULT_TOP_K,
@@ -72,7 +72,6 @@ class SemanticMemory:
         config: RetrievalConfig | None = None,
         agent_type: str = DEFAULT_AGENT_TYPE,
         run_id: str | None = None,
-        tier: Tier = "semantic",
         gate: WriteGate | None = None,
         background: BackgroundTasks | None = None,
         personal: PersonalData | None = None,
@@ -92,7 +91,6 @@ class SemanticMemory:
             config=config or RetrievalConfig(),
             agent_type=agent_type,
             run_id=run_id,
-            tier=tier,
             events=events,
             # Writes are proposals checked by the write policy; committed facts get a
             # `memory_written` event (ADR-0051, `agent_memory.governance.writes`).
@@ -229,20 +227,14 @@ class SemanticMemory:
         filters: RecallFilters | Mapping[str, Any] | None = None,
         *,
         query_vector: Sequence[float] | None = None,
-        as_of: float | None = None,
     ) -> RecallResult:
         """The `top_k` (1-20) best live facts for `query`, each with its score breakdown.
 
         Updates the returned facts' recall stats and writes a `memory_retrieved` event.
         `query_vector` skips the embedding call (benchmarks; callers that already have it).
-        `as_of` (epoch seconds) answers with what was believed then: facts written by then
-        whose validity interval (closed when a newer statement superseded them) contains it;
-        it overrides `filters.as_of`.
         Raises `MemoryInputError` for an empty query, a `top_k` out of range or bad filters.
         """
         raw_filters = filters.model_dump() if isinstance(filters, RecallFilters) else filters
-        if as_of is not None and (raw_filters is None or isinstance(raw_filters, Mapping)):
-            raw_filters = {**(raw_filters or {}), "as_of": as_of}
         try:
             request = RecallRequest.model_validate(
                 {"query": query, "top_k": top_k, "filters": raw_filters}

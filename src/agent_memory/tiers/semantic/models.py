@@ -30,7 +30,7 @@ from agent_memory.governance.personal_data import PersonalData, Sealable
 from agent_memory.governance.writes import EventLog, WriteGate
 from agent_memory.ids import IDS_PER_STATEMENT, chunks, sha256_hex
 from agent_memory.namespace import AGENT_TYPE_PATTERN, DEFAULT_SUBJECT
-from agent_memory.retrieval import ChannelDetail, RetrievalConfig, ScoreBreakdown, Tier
+from agent_memory.retrieval import ChannelDetail, RetrievalConfig, ScoreBreakdown
 from bindings.ports.background import BackgroundTasks
 from bindings.ports.clock import Clock
 from bindings.ports.d1 import D1Database, D1Statement
@@ -450,7 +450,6 @@ class FactScope:
     config: RetrievalConfig
     agent_type: str
     run_id: str | None
-    tier: Tier
     events: EventLog
     gate: WriteGate
     # Seals and opens the personal fields of fact metadata (docs/personal-data.md).

@@ -547,7 +547,7 @@ class Recaller:
         if embedder is not None:
             fusion = fusion.for_model(embedder.config.model)
         fused = fuse(channels, fusion, feature_scores=feature)
-        weights = self._s.config.weights_for(self._s.tier)
+        weights = self._s.config.weights_for("semantic")
         need = max(STALE_GUARD_WINDOW, 2 * limit)
         period = None
         share = self._s.config.question_dates
@@ -681,7 +681,7 @@ class Recaller:
         now = self._s.clock.now() if now is None else now
         event = memory_retrieved(
             tenant_id=self._s.tenant_id,
-            tier=self._s.tier,
+            tier="semantic",
             now=now,
             query=query,
             top_k=top_k,
