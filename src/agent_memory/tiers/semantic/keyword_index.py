@@ -435,24 +435,14 @@ class ReindexReport(BaseModel):
     tenants: list[TenantReindex] = Field(default_factory=list)
 
 
-def _statement_groups(rows: Sequence[dict[str, object]]) -> list[str]:
-    """The page's entries as JSON parameters `[[fts_rowid, index_terms, length,
-    context_length], ...]`, each at most `MAX_STATEMENT_JSON` characters (or one fact)."""
+def _statement_groups(items: Sequence[list[Any]]) -> list[str]:
+    """`items` as JSON array parameters, each at most `MAX_STATEMENT_JSON` characters (or
+    one item)."""
     groups: list[str] = []
     current: list[str] = []
     size = 0
-    for row in rows:
-        valid_from = row["valid_from"]
-        entry = index_entry(
-            str(row["content"]),
-            [],
-            None if valid_from is None else int(str(valid_from)) / 1000,
-        )
-        item = json.dumps(
-            [int(str(row["fts_rowid"])), entry.index_terms, entry.length, entry.context_length],
-            separators=(",", ":"),
-            ensure_ascii=False,
-        )
+    for value in items:
+        item = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
         if current and size + len(item) > MAX_STATEMENT_JSON:
             groups.append(f"[{','.join(current)}]")
             current, size = [], 0
@@ -473,7 +463,12 @@ async def reindex_tenant(
     while done < limit and (deadline is None or time.monotonic() < deadline):
         page = min(FACTS_PER_STATEMENT, limit - done)
         rows = (await db.prepare(_PAGE_SQL).bind(tenant_id, page).all()).results
-        for group in _statement_groups(rows):
+        items = []  # [fts_rowid, index_terms, length, context_length]
+        for row in rows:
+            at = None if row["valid_from"] is None else int(row["valid_from"]) / 1000
+            e = index_entry(str(row["content"]), [], at)
+            items.append([int(row["fts_rowid"]), e.index_terms, e.length, e.context_length])
+        for group in _statement_groups(items):
             await db.prepare(_UPDATE_SQL).bind(group, tenant_id).run()
         done += len(rows)
         if len(rows) < page:
@@ -516,14 +511,9 @@ async def renormalise(
             entry = _entry_json(terms)
             if entry != row["index_terms"]:
                 updates.append([int(row["fts_rowid"]), row["index_terms"], entry])
-        while updates:  # statements of at most MAX_STATEMENT_JSON characters (or one fact)
-            size, take = 0, 0
-            while take < len(updates) and (take == 0 or size < MAX_STATEMENT_JSON):
-                size += len(updates[take][1]) + len(updates[take][2]) + 16
-                take += 1
-            group, updates = updates[:take], updates[take:]
-            await db.prepare(_RETERM_SQL).bind(json.dumps(group), tenant_id).run()
-            changed += len(group)
+        for group in _statement_groups(updates):
+            await db.prepare(_RETERM_SQL).bind(group, tenant_id).run()
+        changed += len(updates)
         seen += len(rows)
         if len(rows) < page:
             return changed, None
