@@ -279,156 +279,6 @@ SCORING_COLUMNS = (
 )
 
 
-class RecallChannels:
-    """The candidate channels of one tenant's recall."""
-
-    def __init__(self, scope: FactScope) -> None:
-        self._s = scope
-        self._keyword = KeywordIndex(scope)
-
-    async def vector(
-        self,
-        query: str,
-        query_vector: Sequence[float] | None,
-        filters: RecallFilters,
-        top_k: int,
-    ) -> list[ChannelHit]:
-        embedder = self._s.require_embedder()
-        if query_vector is None:
-            matrix = await embedder.embed([query])
-            check_matrix(matrix, 1, embedder.config)
-            values = np.asarray(matrix[0], dtype=np.float64).tolist()
-        else:
-            values = [float(v) for v in query_vector]
-            if len(values) != embedder.config.dimensions or not all(
-                math.isfinite(v) for v in values
-            ):
-                raise MemoryInputError("query_vector does not match the embedding config")
-        result = await self._s.vectors.query(
-            values,
-            top_k=top_k,
-            namespace=self._s.namespace,
-            # tenant_id on top of the namespace (ADR-0030 defence in depth) and the embedding
-            # config, so a query never compares vectors of different models (DESIGN inv. 6).
-            filter={
-                "tenant_id": self._s.tenant_id,
-                "embedding": embedding_tag(embedder.config),
-                **({} if filters.agent_type is None else {"agent_type": filters.agent_type}),
-            },
-            return_metadata="none",
-        )
-        return [ChannelHit(id=m.id, score=m.score) for m in result.matches]
-
-    def _row_filter_sql(self, filters: RecallFilters, now: float) -> tuple[str, list[SqlValue]]:
-        """Conditions on a `semantic_facts AS f` row beyond the tenant: live and filtered."""
-        # `+f.status`: the unary plus keeps SQLite from choosing the (tenant_id, status)
-        # index, which would scan every active fact of the tenant; the selective indexes
-        # (subject, predicate, the FTS rowid) must drive these queries.
-        if filters.as_of is not None:
-            # What was believed then: written by then, and its validity interval (closed
-            # by a supersession) contains it. Superseded rows have no vector any more, so
-            # only the keyword and exact channels find them.
-            at = ms(filters.as_of)
-            sql = (
-                " AND +f.status IN ('active', 'superseded') AND f.created_at <= ?"
-                " AND f.valid_from <= ? AND (f.valid_to IS NULL OR f.valid_to > ?)"
-            )
-            params: list[SqlValue] = [at, at, at]
-        else:
-            sql = " AND +f.status = 'active' AND (f.valid_to IS NULL OR f.valid_to > ?)"
-            params = [ms(now)]
-        after, before = filters.valid_from_after, filters.valid_from_before
-        for clause, value in (
-            ("f.agent_type = ?", filters.agent_type),
-            ("f.subject = ?", filters.subject),
-            ("f.predicate = ?", filters.predicate),
-            ("f.confidence >= ?", filters.min_confidence),
-            ("f.valid_from >= ?", None if after is None else ms(after)),
-            ("f.valid_from < ?", None if before is None else ms(before)),
-        ):
-            if value is not None:
-                sql += f" AND {clause}"
-                params.append(value)
-        return sql, params
-
-    async def keyword(
-        self, query: str, filters: RecallFilters, limit: int, now: float
-    ) -> tuple[list[ChannelHit], dict[str, Row], KeywordQuery | None]:
-        """The keyword channel's candidates (`keyword_index.KeywordIndex.candidates`),
-        their rows (as `rows` gives them), and the prepared query that scores any other
-        candidate (`rows`)."""
-        terms = query_terms(query)
-        if not terms:
-            return [], {}, None
-        prepared = await self._keyword.prepare(
-            terms, self._s.config.keyword.params(), compound_forms(query)
-        )
-        extra, params = self._row_filter_sql(filters, now)
-        narrowed = filters.model_dump(exclude_none=True, exclude=NOT_FILTERS) != {}
-        found = await self._keyword.candidates(
-            prepared, extra, params, limit, narrowed=narrowed, columns=SCORING_COLUMNS
-        )
-        hits = [ChannelHit(id=str(r["fact_id"]), score=float(r["channel_score"])) for r in found]
-        return hits, {str(r["fact_id"]): r for r in found}, prepared
-
-    async def rows(
-        self,
-        fact_ids: Sequence[str],
-        prepared: KeywordQuery | None,
-        filters: RecallFilters,
-        now: float,
-    ) -> dict[str, Row]:
-        """This tenant's rows among `fact_ids` (any status; the columns ranking needs), each
-        with `keyword_score`, its exact BM25F for the query (0.0 without keyword terms), and
-        `live` (0 when the row may not be returned: not live or filtered out), by fact id:
-        one statement however many ids (they are one JSON parameter)."""
-        if not fact_ids:
-            return {}
-        score, score_params = self._keyword.score_column(prepared)
-        live, live_params = self._row_filter_sql(filters, now)
-        result = (
-            await self._s.db.prepare(
-                f"SELECT {SCORING_COLUMNS}, {score} AS keyword_score, "
-                f"COALESCE(1{live}, 0) AS live FROM semantic_facts AS f "
-                "WHERE f.tenant_id = ? AND f.fact_id IN (SELECT value FROM json_each(?))"
-            )
-            .bind(*score_params, *live_params, self._s.tenant_id, json.dumps(list(fact_ids)))
-            .all()
-        )
-        return {str(row["fact_id"]): row for row in result.results}
-
-    async def exact(
-        self, query: str, filters: RecallFilters, limit: int, now: float
-    ) -> tuple[list[ChannelHit], bool]:
-        """Facts whose subject or predicate equals a string the query names. Returns the
-        hits and whether they are all of them (False: more than `limit` matched)."""
-        names = exact_match_candidates(query)
-        if not names:
-            return [], True
-        extra, params = self._row_filter_sql(filters, now)
-        # Two index lookups (subject, predicate) rather than one OR, which SQLite may plan
-        # as a scan of the tenant; each side stops at `limit + 1` rows, since a UNION is
-        # built whole before its LIMIT applies (a common predicate such as "ignored", held
-        # by 4% of 100K facts, cost ~40 ms that way). The names are one JSON parameter.
-        cap = int(limit) + 1
-        subject, predicate = (
-            "SELECT fact_id FROM (SELECT f.fact_id AS fact_id FROM semantic_facts AS f "
-            f"WHERE f.tenant_id = ? AND f.{column} IN (SELECT value FROM json_each(?))"
-            f"{extra} LIMIT {cap})"
-            for column in ("subject", "predicate")
-        )
-        names_json = json.dumps(names)
-        result = (
-            await self._s.db.prepare(f"{subject} UNION {predicate} LIMIT {cap}")
-            .bind(self._s.tenant_id, names_json, *params, self._s.tenant_id, names_json, *params)
-            .all()
-        )
-        hits = [ChannelHit(id=row["fact_id"], score=1.0) for row in result.results]
-        if len(hits) > limit:
-            return [], False
-        return hits, True
-
-
 # How far below the newer statement a stale one is placed (scores are rounded to 6 places).
 _STALE_GAP = 1e-6
 STALE_GUARD_WINDOW = 30
@@ -476,7 +326,7 @@ class Recaller:
     def __init__(self, scope: FactScope, vectors: Callable[[], VectorSync]) -> None:
         self._s = scope
         self._vectors = vectors  # the writer's vector sync, only for stray matches
-        self._channels = RecallChannels(scope)
+        self._keyword = KeywordIndex(scope)
         self._recorder = RecallRecorder(scope)
 
     async def run(
@@ -648,29 +498,171 @@ class Recaller:
         now: float,
     ) -> tuple[list[ChannelHit], list[ChannelHit], list[ChannelHit], bool, dict[str, Row]]:
         """The vector, keyword and exact hits, whether the exact channel listed all its
-        matches, and every candidate's row (`RecallChannels.rows`) by fact id. The vector
+        matches, and every candidate's row (`rows`) by fact id. The vector
         query is in flight while the keyword and exact channels run and their candidates'
         rows are read (on Cloudflare Vectorize answers remotely, overlapping the D1 calls),
         so only the vector-only candidates' rows wait for it."""
         pool = self._s.config.candidate_pool
         vector = asyncio.ensure_future(
-            self._channels.vector(query, query_vector, filters, min(pool, VECTORIZE_MAX_TOP_K))
+            self.vector(query, query_vector, filters, min(pool, VECTORIZE_MAX_TOP_K))
         )
         try:
             (keyword_hits, rows, prepared), (exact_hits, complete) = await asyncio.gather(
-                self._channels.keyword(query, filters, pool, now),
-                self._channels.exact(query, filters, pool, now),
+                self.keyword(query, filters, pool, now),
+                self.exact(query, filters, pool, now),
             )
             exact_only = [h.id for h in exact_hits if complete and h.id not in rows]
-            rows.update(await self._channels.rows(exact_only, prepared, filters, now))
+            rows.update(await self.rows(exact_only, prepared, filters, now))
         except BaseException:
             vector.cancel()
             await asyncio.gather(vector, return_exceptions=True)
             raise
         vector_hits = await vector
         rest = list(dict.fromkeys(h.id for h in vector_hits if h.id not in rows))
-        rows.update(await self._channels.rows(rest, prepared, filters, now))
+        rows.update(await self.rows(rest, prepared, filters, now))
         return vector_hits, keyword_hits, exact_hits, complete, rows
+
+    async def vector(
+        self,
+        query: str,
+        query_vector: Sequence[float] | None,
+        filters: RecallFilters,
+        top_k: int,
+    ) -> list[ChannelHit]:
+        embedder = self._s.require_embedder()
+        if query_vector is None:
+            matrix = await embedder.embed([query])
+            check_matrix(matrix, 1, embedder.config)
+            values = np.asarray(matrix[0], dtype=np.float64).tolist()
+        else:
+            values = [float(v) for v in query_vector]
+            if len(values) != embedder.config.dimensions or not all(
+                math.isfinite(v) for v in values
+            ):
+                raise MemoryInputError("query_vector does not match the embedding config")
+        result = await self._s.vectors.query(
+            values,
+            top_k=top_k,
+            namespace=self._s.namespace,
+            # tenant_id on top of the namespace (ADR-0030 defence in depth) and the embedding
+            # config, so a query never compares vectors of different models (DESIGN inv. 6).
+            filter={
+                "tenant_id": self._s.tenant_id,
+                "embedding": embedding_tag(embedder.config),
+                **({} if filters.agent_type is None else {"agent_type": filters.agent_type}),
+            },
+            return_metadata="none",
+        )
+        return [ChannelHit(id=m.id, score=m.score) for m in result.matches]
+
+    def _row_filter_sql(self, filters: RecallFilters, now: float) -> tuple[str, list[SqlValue]]:
+        """Conditions on a `semantic_facts AS f` row beyond the tenant: live and filtered."""
+        # `+f.status`: the unary plus keeps SQLite from choosing the (tenant_id, status)
+        # index, which would scan every active fact of the tenant; the selective indexes
+        # (subject, predicate, the FTS rowid) must drive these queries.
+        if filters.as_of is not None:
+            # What was believed then: written by then, and its validity interval (closed
+            # by a supersession) contains it. Superseded rows have no vector any more, so
+            # only the keyword and exact channels find them.
+            at = ms(filters.as_of)
+            sql = (
+                " AND +f.status IN ('active', 'superseded') AND f.created_at <= ?"
+                " AND f.valid_from <= ? AND (f.valid_to IS NULL OR f.valid_to > ?)"
+            )
+            params: list[SqlValue] = [at, at, at]
+        else:
+            sql = " AND +f.status = 'active' AND (f.valid_to IS NULL OR f.valid_to > ?)"
+            params = [ms(now)]
+        after, before = filters.valid_from_after, filters.valid_from_before
+        for clause, value in (
+            ("f.agent_type = ?", filters.agent_type),
+            ("f.subject = ?", filters.subject),
+            ("f.predicate = ?", filters.predicate),
+            ("f.confidence >= ?", filters.min_confidence),
+            ("f.valid_from >= ?", None if after is None else ms(after)),
+            ("f.valid_from < ?", None if before is None else ms(before)),
+        ):
+            if value is not None:
+                sql += f" AND {clause}"
+                params.append(value)
+        return sql, params
+
+    async def keyword(
+        self, query: str, filters: RecallFilters, limit: int, now: float
+    ) -> tuple[list[ChannelHit], dict[str, Row], KeywordQuery | None]:
+        """The keyword channel's candidates (`keyword_index.KeywordIndex.candidates`),
+        their rows (as `rows` gives them), and the prepared query that scores any other
+        candidate (`rows`)."""
+        terms = query_terms(query)
+        if not terms:
+            return [], {}, None
+        prepared = await self._keyword.prepare(
+            terms, self._s.config.keyword.params(), compound_forms(query)
+        )
+        extra, params = self._row_filter_sql(filters, now)
+        narrowed = filters.model_dump(exclude_none=True, exclude=NOT_FILTERS) != {}
+        found = await self._keyword.candidates(
+            prepared, extra, params, limit, narrowed=narrowed, columns=SCORING_COLUMNS
+        )
+        hits = [ChannelHit(id=str(r["fact_id"]), score=float(r["channel_score"])) for r in found]
+        return hits, {str(r["fact_id"]): r for r in found}, prepared
+
+    async def rows(
+        self,
+        fact_ids: Sequence[str],
+        prepared: KeywordQuery | None,
+        filters: RecallFilters,
+        now: float,
+    ) -> dict[str, Row]:
+        """This tenant's rows among `fact_ids` (any status; the columns ranking needs), each
+        with `keyword_score`, its exact BM25F for the query (0.0 without keyword terms), and
+        `live` (0 when the row may not be returned: not live or filtered out), by fact id:
+        one statement however many ids (they are one JSON parameter)."""
+        if not fact_ids:
+            return {}
+        score, score_params = self._keyword.score_column(prepared)
+        live, live_params = self._row_filter_sql(filters, now)
+        result = (
+            await self._s.db.prepare(
+                f"SELECT {SCORING_COLUMNS}, {score} AS keyword_score, "
+                f"COALESCE(1{live}, 0) AS live FROM semantic_facts AS f "
+                "WHERE f.tenant_id = ? AND f.fact_id IN (SELECT value FROM json_each(?))"
+            )
+            .bind(*score_params, *live_params, self._s.tenant_id, json.dumps(list(fact_ids)))
+            .all()
+        )
+        return {str(row["fact_id"]): row for row in result.results}
+
+    async def exact(
+        self, query: str, filters: RecallFilters, limit: int, now: float
+    ) -> tuple[list[ChannelHit], bool]:
+        """Facts whose subject or predicate equals a string the query names. Returns the
+        hits and whether they are all of them (False: more than `limit` matched)."""
+        names = exact_match_candidates(query)
+        if not names:
+            return [], True
+        extra, params = self._row_filter_sql(filters, now)
+        # Two index lookups (subject, predicate) rather than one OR, which SQLite may plan
+        # as a scan of the tenant; each side stops at `limit + 1` rows, since a UNION is
+        # built whole before its LIMIT applies (a common predicate such as "ignored", held
+        # by 4% of 100K facts, cost ~40 ms that way). The names are one JSON parameter.
+        cap = int(limit) + 1
+        subject, predicate = (
+            "SELECT fact_id FROM (SELECT f.fact_id AS fact_id FROM semantic_facts AS f "
+            f"WHERE f.tenant_id = ? AND f.{column} IN (SELECT value FROM json_each(?))"
+            f"{extra} LIMIT {cap})"
+            for column in ("subject", "predicate")
+        )
+        names_json = json.dumps(names)
+        result = (
+            await self._s.db.prepare(f"{subject} UNION {predicate} LIMIT {cap}")
+            .bind(self._s.tenant_id, names_json, *params, self._s.tenant_id, names_json, *params)
+            .all()
+        )
+        hits = [ChannelHit(id=row["fact_id"], score=1.0) for row in result.results]
+        if len(hits) > limit:
+            return [], False
+        return hits, True
 
     async def record(
         self, query: str, top_k: int, result: RecallResult, now: float | None = None
