@@ -191,10 +191,6 @@ class SemanticMemory:
         an absent fact is a no-op that still removes a vector left behind earlier."""
         return await self._writer.delete(fact_id)
 
-    async def reconcile_vectors(self, fact_ids: Sequence[str]) -> list[str]:
-        """Delete this tenant's vectors among `fact_ids` that have no row. Returns them."""
-        return await self._vectors.reconcile_vectors(fact_ids)
-
     # ------------------------------------------------------------------ reads
 
     async def get(self, fact_id: str) -> Fact | None:

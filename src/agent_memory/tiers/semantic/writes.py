@@ -5,7 +5,7 @@ hashes up (an `active` fact is returned as it is, a `pending_vector` one is comp
 embeds what is new in batches, inserts rows `pending_vector` and hands them to `VectorSync`,
 which upserts the vectors and marks the rows `active` (on failure they stay pending for
 `complete_pending`). `delete` removes the row (the source of truth) before the vector;
-`reconcile_vectors` deletes vectors whose row is gone (DESIGN invariant 5). `backfill_keys`
+`drop_stray` deletes vectors whose row is gone (DESIGN invariant 5). `backfill_keys`
 keys facts written before migration 0005 exactly as the write path does.
 """
 
@@ -170,10 +170,14 @@ class VectorSync:
         return done
 
     async def drop_stray(self, fact_ids: Sequence[str]) -> None:
-        """Delete vectors whose row is gone (a delete whose vector step failed). Best
-        effort: recall already ignores them, so a failure here only delays the cleanup."""
+        """Delete this tenant's vectors among `fact_ids` whose row is gone (a delete whose
+        vector step failed). Best effort: recall already ignores them, so a failure here only
+        delays the cleanup."""
         try:
-            await self.reconcile_vectors(fact_ids)
+            ids = list(dict.fromkeys(fact_ids))
+            rows = await self._s.load_rows(ids)
+            orphans = [fid for fid in ids if fid not in rows]
+            await delete_own_vectors(self._s.vectors, self._s.tenant_id, orphans)
         except Exception as exc:
             log.warning(
                 "could not delete %d stray vector(s) of tenant %s: %s",
@@ -181,15 +185,6 @@ class VectorSync:
                 self._s.tenant_id,
                 exc,
             )
-
-    async def reconcile_vectors(self, fact_ids: Sequence[str]) -> list[str]:
-        """`SemanticMemory.reconcile_vectors`."""
-        ids = list(dict.fromkeys(fact_ids))
-        if not ids:
-            return []
-        rows = await self._s.load_rows(ids)
-        orphans = [fid for fid in ids if fid not in rows]
-        return await delete_own_vectors(self._s.vectors, self._s.tenant_id, orphans)
 
 
 # What a key is derived from: (content, subject, predicate, metadata).
