@@ -68,146 +68,139 @@ class KeywordQuery:
         return {t: idf(self.df.get(t, 0), self.stats.docs) for t in self.terms}
 
 
-class KeywordIndex:
-    """One tenant's keyword index, read side."""
+async def prepare(
+    scope: FactScope,
+    terms: Sequence[str],
+    params: Bm25Params,
+    compounds: Sequence[tuple[str, tuple[str, str]]] = (),
+) -> KeywordQuery:
+    """The tenant's statistics and each term's df (one D1 batch). Of `compounds`
+    (`retrieval.compound_forms`), a whole the query lacks is added when the index holds
+    it; parts it lacks, when the index holds both and not the whole."""
+    asked = list(terms)
+    terms = list(dict.fromkeys([*terms, *(t for w, p in compounds for t in (w, *p))]))
+    stats_result, df_result, code_result = await scope.db.batch(
+        [
+            scope.sql(
+                "SELECT docs, total_length, total_context_length FROM semantic_index_stats "
+                "WHERE tenant_id = ?"
+            ),
+            scope.sql(
+                f"SELECT term, df FROM semantic_term_stats WHERE tenant_id = {TENANT_CODE} "
+                "AND term IN (SELECT value FROM json_each(?))",
+                json.dumps(list(terms)),
+            ),
+            # The postings and term counts name the tenant by its code (migration 0020).
+            scope.sql(f"SELECT {TENANT_CODE} AS code"),
+        ]
+    )
+    found = code_result.results[0]["code"]
+    code = None if found is None else str(found)
+    row = stats_result.results[0] if stats_result.results else None
+    stats = TenantStats(
+        docs=int(row["docs"]) if row else 0,
+        total_length=int(row["total_length"]) if row else 0,
+        total_context_length=int(row["total_context_length"]) if row else 0,
+    )
+    df = {str(r["term"]): int(r["df"]) for r in df_result.results}
+    for whole, parts in compounds:
+        if all(p in asked for p in parts) and df.get(whole):
+            asked.append(whole)
+        elif whole in asked and not df.get(whole) and all(df.get(p) for p in parts):
+            asked += [p for p in parts if p not in asked]
+    return KeywordQuery(
+        terms=list(dict.fromkeys(asked)), df=df, stats=stats, params=params, code=code
+    )
 
-    def __init__(self, scope: FactScope) -> None:
-        self._s = scope
 
-    async def prepare(
-        self,
-        terms: Sequence[str],
-        params: Bm25Params,
-        compounds: Sequence[tuple[str, tuple[str, str]]] = (),
-    ) -> KeywordQuery:
-        """The tenant's statistics and each term's df (one D1 batch). Of `compounds`
-        (`retrieval.compound_forms`), a whole the query lacks is added when the index holds
-        it; parts it lacks, when the index holds both and not the whole."""
-        asked = list(terms)
-        terms = list(dict.fromkeys([*terms, *(t for w, p in compounds for t in (w, *p))]))
-        stats_result, df_result, code_result = await self._s.db.batch(
-            [
-                self._s.sql(
-                    "SELECT docs, total_length, total_context_length FROM semantic_index_stats "
-                    "WHERE tenant_id = ?"
-                ),
-                self._s.sql(
-                    f"SELECT term, df FROM semantic_term_stats WHERE tenant_id = {TENANT_CODE} "
-                    "AND term IN (SELECT value FROM json_each(?))",
-                    json.dumps(list(terms)),
-                ),
-                # The postings and term counts name the tenant by its code (migration 0020).
-                self._s.sql(f"SELECT {TENANT_CODE} AS code"),
-            ]
+async def candidates(
+    scope: FactScope,
+    query: KeywordQuery,
+    extra_sql: str,
+    extra_params: Sequence[SqlValue],
+    limit: int,
+    *,
+    narrowed: bool,
+    columns: str,
+) -> list[Row]:
+    """The rows (`columns` of `semantic_facts AS f`, plus `keyword_score`, the exact
+    BM25F of `score_column`, and `channel_score`, the BM25F over the driving terms it
+    was ranked by) of up to `limit` live facts matching the query's rarer terms, best
+    first (see the module docstring). `extra_sql` / `extra_params`: the row conditions
+    on `f`; `narrowed`: they go beyond liveness (filters), so more postings are ranked
+    before the rows are checked."""
+    present = sorted((t for t in query.terms if query.df.get(t, 0) > 0), key=query.df.__getitem__)
+    driving: list[str] = []
+    total = 0
+    for term in present[:MAX_DRIVING_TERMS]:
+        if driving and total + query.df[term] > POSTINGS_BUDGET:
+            break
+        driving.append(term)
+        total += query.df[term]
+    if not driving:
+        return []
+    idfs = query.idfs
+    if total > POSTINGS_BUDGET:
+        # One term alone exceeds the budget: its newest postings only.
+        score, score_params = _posting_score(query, "?", [idfs[driving[0]]])
+        postings = (
+            "(SELECT * FROM semantic_terms WHERE tenant_id = ? AND term = ? "
+            "ORDER BY fts_rowid DESC LIMIT ?) AS p"
         )
-        found = code_result.results[0]["code"]
-        code = None if found is None else str(found)
-        row = stats_result.results[0] if stats_result.results else None
-        stats = TenantStats(
-            docs=int(row["docs"]) if row else 0,
-            total_length=int(row["total_length"]) if row else 0,
-            total_context_length=int(row["total_context_length"]) if row else 0,
+        postings_params: list[SqlValue] = [query.code, driving[0], POSTINGS_BUDGET]
+    else:
+        score, score_params = _posting_score(query, "w.value")
+        # CROSS JOIN: the query's terms drive one index range of postings each.
+        postings = "json_each(?) AS w CROSS JOIN semantic_terms AS p"
+        postings += " WHERE p.tenant_id = ? AND p.term = w.key"
+        postings_params = [json.dumps({t: idfs[t] for t in driving}), query.code]
+    # Rank the postings alone (no row reads), then check the best rows: dead or filtered
+    # rows are skipped, so rank more than `limit` (all of them when filters narrow).
+    ranked = POSTINGS_BUDGET if narrowed else 2 * limit
+    exact, exact_params = score_column(query)
+    result = (
+        await scope.db.prepare(
+            f"SELECT {columns}, {exact} AS keyword_score, k.score AS channel_score FROM "
+            "(SELECT f.fts_rowid AS fts_rowid, t.score AS score FROM "
+            f"(SELECT p.fts_rowid AS fts_rowid, SUM({score}) AS score "
+            f"FROM {postings} GROUP BY p.fts_rowid ORDER BY score DESC LIMIT ?) AS t "
+            "CROSS JOIN semantic_facts AS f "
+            f"WHERE f.fts_rowid = t.fts_rowid AND f.tenant_id = ?{extra_sql} "
+            "ORDER BY t.score DESC, f.fact_id ASC LIMIT ?) AS k "
+            # The candidate rows themselves, read once: the channel's hits and their rows.
+            "CROSS JOIN semantic_facts AS f WHERE f.fts_rowid = k.fts_rowid "
+            "ORDER BY k.score DESC, f.fact_id ASC"
         )
-        df = {str(r["term"]): int(r["df"]) for r in df_result.results}
-        for whole, parts in compounds:
-            if all(p in asked for p in parts) and df.get(whole):
-                asked.append(whole)
-            elif whole in asked and not df.get(whole) and all(df.get(p) for p in parts):
-                asked += [p for p in parts if p not in asked]
-        return KeywordQuery(
-            terms=list(dict.fromkeys(asked)), df=df, stats=stats, params=params, code=code
+        .bind(
+            *exact_params,
+            *score_params,
+            *postings_params,
+            ranked,
+            scope.tenant_id,
+            *extra_params,
+            limit,
         )
+        .all()
+    )
+    return result.results
 
-    async def candidates(
-        self,
-        query: KeywordQuery,
-        extra_sql: str,
-        extra_params: Sequence[SqlValue],
-        limit: int,
-        *,
-        narrowed: bool,
-        columns: str,
-    ) -> list[Row]:
-        """The rows (`columns` of `semantic_facts AS f`, plus `keyword_score`, the exact
-        BM25F of `score_column`, and `channel_score`, the BM25F over the driving terms it
-        was ranked by) of up to `limit` live facts matching the query's rarer terms, best
-        first (see the module docstring). `extra_sql` / `extra_params`: the row conditions
-        on `f`; `narrowed`: they go beyond liveness (filters), so more postings are ranked
-        before the rows are checked."""
-        present = sorted(
-            (t for t in query.terms if query.df.get(t, 0) > 0), key=query.df.__getitem__
-        )
-        driving: list[str] = []
-        total = 0
-        for term in present[:MAX_DRIVING_TERMS]:
-            if driving and total + query.df[term] > POSTINGS_BUDGET:
-                break
-            driving.append(term)
-            total += query.df[term]
-        if not driving:
-            return []
-        idfs = query.idfs
-        if total > POSTINGS_BUDGET:
-            # One term alone exceeds the budget: its newest postings only.
-            score, score_params = _posting_score(query, "?", [idfs[driving[0]]])
-            postings = (
-                "(SELECT * FROM semantic_terms WHERE tenant_id = ? AND term = ? "
-                "ORDER BY fts_rowid DESC LIMIT ?) AS p"
-            )
-            postings_params: list[SqlValue] = [query.code, driving[0], POSTINGS_BUDGET]
-        else:
-            score, score_params = _posting_score(query, "w.value")
-            # CROSS JOIN: the query's terms drive one index range of postings each.
-            postings = "json_each(?) AS w CROSS JOIN semantic_terms AS p"
-            postings += " WHERE p.tenant_id = ? AND p.term = w.key"
-            postings_params = [json.dumps({t: idfs[t] for t in driving}), query.code]
-        # Rank the postings alone (no row reads), then check the best rows: dead or filtered
-        # rows are skipped, so rank more than `limit` (all of them when filters narrow).
-        ranked = POSTINGS_BUDGET if narrowed else 2 * limit
-        exact, exact_params = self.score_column(query)
-        result = (
-            await self._s.db.prepare(
-                f"SELECT {columns}, {exact} AS keyword_score, k.score AS channel_score FROM "
-                "(SELECT f.fts_rowid AS fts_rowid, t.score AS score FROM "
-                f"(SELECT p.fts_rowid AS fts_rowid, SUM({score}) AS score "
-                f"FROM {postings} GROUP BY p.fts_rowid ORDER BY score DESC LIMIT ?) AS t "
-                "CROSS JOIN semantic_facts AS f "
-                f"WHERE f.fts_rowid = t.fts_rowid AND f.tenant_id = ?{extra_sql} "
-                "ORDER BY t.score DESC, f.fact_id ASC LIMIT ?) AS k "
-                # The candidate rows themselves, read once: the channel's hits and their rows.
-                "CROSS JOIN semantic_facts AS f WHERE f.fts_rowid = k.fts_rowid "
-                "ORDER BY k.score DESC, f.fact_id ASC"
-            )
-            .bind(
-                *exact_params,
-                *score_params,
-                *postings_params,
-                ranked,
-                self._s.tenant_id,
-                *extra_params,
-                limit,
-            )
-            .all()
-        )
-        return result.results
 
-    @staticmethod
-    def score_column(query: KeywordQuery | None) -> tuple[str, list[SqlValue]]:
-        """A SQL expression on a `semantic_facts AS f` row: its exact BM25F for `query` over
-        every query term, however common (0.0 when it holds none, or without a query), and
-        its parameters. One primary-key probe of the postings per query term and row."""
-        if query is None or not query.df or query.code is None:
-            return "0.0", []
-        idfs = query.idfs
-        weights = json.dumps({t: idfs[t] for t in query.terms if query.df.get(t, 0) > 0})
-        score, params = _posting_score(query, "w.value")
-        return (
-            f"COALESCE((SELECT SUM({score}) "
-            "FROM json_each(?) AS w CROSS JOIN semantic_terms AS p "
-            "WHERE p.tenant_id = ? AND p.term = w.key AND p.fts_rowid = f.fts_rowid"
-            "), 0.0)",
-            [*params, weights, query.code],
-        )
+def score_column(query: KeywordQuery | None) -> tuple[str, list[SqlValue]]:
+    """A SQL expression on a `semantic_facts AS f` row: its exact BM25F for `query` over
+    every query term, however common (0.0 when it holds none, or without a query), and
+    its parameters. One primary-key probe of the postings per query term and row."""
+    if query is None or not query.df or query.code is None:
+        return "0.0", []
+    idfs = query.idfs
+    weights = json.dumps({t: idfs[t] for t in query.terms if query.df.get(t, 0) > 0})
+    score, params = _posting_score(query, "w.value")
+    return (
+        f"COALESCE((SELECT SUM({score}) "
+        "FROM json_each(?) AS w CROSS JOIN semantic_terms AS p "
+        "WHERE p.tenant_id = ? AND p.term = w.key AND p.fts_rowid = f.fts_rowid"
+        "), 0.0)",
+        [*params, weights, query.code],
+    )
 
 
 def _posting_score(

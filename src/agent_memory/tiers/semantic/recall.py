@@ -64,8 +64,9 @@ from agent_memory.retrieval import (
     rank_candidates,
     spread,
 )
+from agent_memory.tiers.semantic import keyword_index
 from agent_memory.tiers.semantic.keys import FactKey, KeySource, judge
-from agent_memory.tiers.semantic.keyword_index import KeywordIndex, KeywordQuery
+from agent_memory.tiers.semantic.keyword_index import KeywordQuery
 from agent_memory.tiers.semantic.models import (
     BREAKDOWN_PARTS,
     ContextMemory,
@@ -326,7 +327,6 @@ class Recaller:
     def __init__(self, scope: FactScope, vectors: Callable[[], VectorSync]) -> None:
         self._s = scope
         self._vectors = vectors  # the writer's vector sync, only for stray matches
-        self._keyword = KeywordIndex(scope)
         self._recorder = RecallRecorder(scope)
 
     async def run(
@@ -590,19 +590,19 @@ class Recaller:
     async def keyword(
         self, query: str, filters: RecallFilters, limit: int, now: float
     ) -> tuple[list[ChannelHit], dict[str, Row], KeywordQuery | None]:
-        """The keyword channel's candidates (`keyword_index.KeywordIndex.candidates`),
+        """The keyword channel's candidates (`keyword_index.candidates`),
         their rows (as `rows` gives them), and the prepared query that scores any other
         candidate (`rows`)."""
         terms = query_terms(query)
         if not terms:
             return [], {}, None
-        prepared = await self._keyword.prepare(
-            terms, self._s.config.keyword.params(), compound_forms(query)
+        prepared = await keyword_index.prepare(
+            self._s, terms, self._s.config.keyword.params(), compound_forms(query)
         )
         extra, params = self._row_filter_sql(filters, now)
         narrowed = filters.model_dump(exclude_none=True, exclude=NOT_FILTERS) != {}
-        found = await self._keyword.candidates(
-            prepared, extra, params, limit, narrowed=narrowed, columns=SCORING_COLUMNS
+        found = await keyword_index.candidates(
+            self._s, prepared, extra, params, limit, narrowed=narrowed, columns=SCORING_COLUMNS
         )
         hits = [ChannelHit(id=str(r["fact_id"]), score=float(r["channel_score"])) for r in found]
         return hits, {str(r["fact_id"]): r for r in found}, prepared
@@ -620,7 +620,7 @@ class Recaller:
         one statement however many ids (they are one JSON parameter)."""
         if not fact_ids:
             return {}
-        score, score_params = self._keyword.score_column(prepared)
+        score, score_params = keyword_index.score_column(prepared)
         live, live_params = self._row_filter_sql(filters, now)
         result = (
             await self._s.db.prepare(
