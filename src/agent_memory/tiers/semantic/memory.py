@@ -46,7 +46,7 @@ from agent_memory.tiers.semantic.recall import (
     Recaller,
     RecallRecorder,
 )
-from agent_memory.tiers.semantic.writes import FactWriter, VectorSync, backfill_keys
+from agent_memory.tiers.semantic.writes import FactWriter, backfill_keys
 from bindings.ports.background import BackgroundTasks
 from bindings.ports.clock import Clock
 from bindings.ports.d1 import D1Database, D1Statement
@@ -59,7 +59,7 @@ from bindings.ports.vectorize import VectorIndex
 
 class SemanticMemory:
     """Semantic memory of one tenant. Construct per request; the tenant cannot change.
-    The write path, vector repair and recall pipeline share one `FactScope` built here."""
+    The write path and the recall pipeline share one `FactScope` built here."""
 
     def __init__(
         self,
@@ -104,16 +104,12 @@ class SemanticMemory:
 
     # Built on first use: a recall needs no writer, a write no recaller.
     @cached_property
-    def _vectors(self) -> VectorSync:
-        return VectorSync(self._s)
-
-    @cached_property
     def _writer(self) -> FactWriter:
-        return FactWriter(self._s, self._vectors)
+        return FactWriter(self._s)
 
     @cached_property
     def _recaller(self) -> Recaller:
-        return Recaller(self._s, lambda: self._vectors)
+        return Recaller(self._s)
 
     @classmethod
     def from_bindings(
@@ -174,7 +170,7 @@ class SemanticMemory:
     async def complete_pending(self, limit: int = 100) -> int:
         """Write the vectors of up to `limit` facts left `pending_vector` (oldest first) and
         activate them. Returns how many became active. Safe to run any time."""
-        return await self._vectors.complete_pending(limit)
+        return await self._writer.complete_pending(limit)
 
     async def backfill_keys(self, limit: int = 500) -> int:
         """Derive and store the keys of up to `limit` facts written before keys existed

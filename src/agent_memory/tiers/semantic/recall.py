@@ -39,7 +39,7 @@ import asyncio
 import json
 import logging
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import cast
 
 import numpy as np
@@ -76,11 +76,11 @@ from agent_memory.tiers.semantic.models import (
     RecallFilters,
     RecallResult,
     check_matrix,
+    delete_own_vectors,
     embedding_tag,
     ms,
     open_facts,
 )
-from agent_memory.tiers.semantic.writes import VectorSync
 from bindings.ports.d1 import D1Statement
 from bindings.ports.embedder import Embedder
 from bindings.ports.kv import KV_MAX_LIST_LIMIT, KVNamespace
@@ -324,9 +324,8 @@ def _key(row: Row) -> FactKey:
 class Recaller:
     """Ranks one tenant's live facts for a query."""
 
-    def __init__(self, scope: FactScope, vectors: Callable[[], VectorSync]) -> None:
+    def __init__(self, scope: FactScope) -> None:
         self._s = scope
-        self._vectors = vectors  # the writer's vector sync, only for stray matches
         self._recorder = RecallRecorder(scope)
 
     async def run(
@@ -350,7 +349,7 @@ class Recaller:
         stray = [h.id for h in vector_hits if h.id not in rows]
         dropped = list(stray)
         if stray:
-            await self._vectors().drop_stray(stray)
+            await self.drop_stray(stray)
         # The keyword channel's rows passed the filters in SQL; the others carry `live`.
         live = {fid: row for fid, row in rows.items() if row.get("live", 1)}
         dropped += [fid for fid in rows if fid not in live]
@@ -663,6 +662,23 @@ class Recaller:
         if len(hits) > limit:
             return [], False
         return hits, True
+
+    async def drop_stray(self, fact_ids: Sequence[str]) -> None:
+        """Delete this tenant's vectors among `fact_ids` whose row is gone (a delete whose
+        vector step failed). Best effort: recall already ignores them, so a failure here only
+        delays the cleanup."""
+        try:
+            ids = list(dict.fromkeys(fact_ids))
+            rows = await self._s.load_rows(ids)
+            orphans = [fid for fid in ids if fid not in rows]
+            await delete_own_vectors(self._s.vectors, self._s.tenant_id, orphans)
+        except Exception as exc:
+            log.warning(
+                "could not delete %d stray vector(s) of tenant %s: %s",
+                len(fact_ids),
+                self._s.tenant_id,
+                exc,
+            )
 
     async def record(
         self, query: str, top_k: int, result: RecallResult, now: float | None = None

@@ -2,10 +2,10 @@
 
 `FactWriter.learn_many` validates every input, checks the write policy, looks the content
 hashes up (an `active` fact is returned as it is, a `pending_vector` one is completed),
-embeds what is new in batches, inserts rows `pending_vector` and hands them to `VectorSync`,
-which upserts the vectors and marks the rows `active` (on failure they stay pending for
-`complete_pending`). `delete` removes the row (the source of truth) before the vector;
-`drop_stray` deletes vectors whose row is gone (DESIGN invariant 5). `backfill_keys`
+embeds what is new in batches, inserts rows `pending_vector`, upserts the vectors and marks
+the rows `active` (on failure they stay pending for `complete_pending`). `delete` removes the
+row (the source of truth) before the vector; recall deletes vectors whose row is gone
+(`Recaller.drop_stray`, DESIGN invariant 5). `backfill_keys`
 keys facts written before migration 0005 exactly as the write path does.
 """
 
@@ -57,134 +57,6 @@ log = logging.getLogger(__name__)
 VECTOR_COLUMNS = (
     "fact_id, agent_type, subject, predicate, object, confidence, learned_from_run_id, created_at"
 )
-
-
-class VectorSync:
-    """Writes, completes and repairs one tenant's fact vectors."""
-
-    def __init__(self, scope: FactScope) -> None:
-        self._s = scope
-
-    def _vector_record(self, job: Row, values: Any, config: EmbeddingConfig) -> VectorRecord:
-        metadata: dict[str, Any] = {
-            "tenant_id": self._s.tenant_id,
-            "agent_type": job["agent_type"],
-            "fact_id": job["fact_id"],
-            # No subject, predicate or object: nothing reads them from Vectorize (recall asks
-            # for no metadata), and a vector left by a crash before its row was written must
-            # hold no text an erase could not reach (vectors are found through their rows).
-            "confidence": float(job["confidence"]),
-            "created_at": int(job["created_at"]),
-            "embedding": embedding_tag(config),
-            "embedding_provider": config.provider,
-            "embedding_model": config.model,
-            "embedding_dimensions": config.dimensions,
-        }
-        if job.get("learned_from_run_id"):
-            metadata["learned_from_run_id"] = job["learned_from_run_id"]
-        return VectorRecord(
-            id=job["fact_id"],
-            values=np.asarray(values, dtype=np.float64).tolist(),
-            namespace=self._s.namespace,
-            metadata=metadata,
-        )
-
-    async def upsert(
-        self, jobs: Sequence[Row], vectors: Mapping[str, Any], config: EmbeddingConfig
-    ) -> str | None:
-        """Upsert the jobs' vectors: None on success, else the error text."""
-        records = [self._vector_record(job, vectors[job["fact_id"]], config) for job in jobs]
-        try:
-            for chunk in chunks(records, VECTORIZE_MAX_BATCH):
-                await self._s.vectors.upsert(chunk)
-        except Exception as exc:  # any vector failure leaves a retryable pending row
-            log.warning(
-                "vector write failed for %d fact(s) of tenant %s; rows stay pending: %s",
-                len(records),
-                self._s.tenant_id,
-                exc,
-            )
-            return f"vector write failed: {exc}"
-        return None
-
-    async def activate(
-        self,
-        jobs: Sequence[Row],
-        config: EmbeddingConfig,
-        now: float,
-        also: Sequence[D1Statement] = (),
-    ) -> str | None:
-        """Mark the jobs' rows active (with `also` in the same batch): None on success, else
-        the error text (the rows stay `pending_vector`)."""
-        if not jobs and not also:
-            return None
-        try:
-            statements = list(also)
-            for chunk in chunks([job["fact_id"] for job in jobs], IDS_PER_STATEMENT - 5):
-                marks = ", ".join("?" for _ in chunk)
-                statements.append(
-                    self._s.db.prepare(
-                        "UPDATE semantic_facts SET status = 'active', updated_at = ?, "
-                        "embedding_provider = ?, embedding_model = ?, embedding_dimensions = ? "
-                        f"WHERE tenant_id = ? AND fact_id IN ({marks}) "
-                        "AND status = 'pending_vector'"
-                    ).bind(
-                        ms(now),
-                        config.provider,
-                        config.model,
-                        config.dimensions,
-                        self._s.tenant_id,
-                        *chunk,
-                    )
-                )
-            for group in chunks(statements, STATEMENTS_PER_BATCH):
-                await self._s.db.batch(list(group))
-        except Exception as exc:
-            log.warning(
-                "activating %d fact(s) of tenant %s failed; rows stay pending: %s",
-                len(jobs),
-                self._s.tenant_id,
-                exc,
-            )
-            return f"activation failed: {exc}"
-        return None
-
-    async def complete_pending(self, limit: int = 100) -> int:
-        """`SemanticMemory.complete_pending`."""
-        embedder = self._s.require_embedder()
-        result = await self._s.sql(
-            f"SELECT content, {VECTOR_COLUMNS} FROM semantic_facts WHERE"
-            " tenant_id = ? AND status = 'pending_vector' ORDER BY created_at LIMIT ?",
-            max(1, min(limit, 1000)),
-        ).all()
-        done = 0
-        for batch in chunks(result.results, EMBED_BATCH):
-            matrix = await embedder.embed([row["content"] for row in batch])
-            check_matrix(matrix, len(batch), embedder.config)
-            vectors = {row["fact_id"]: matrix[pos] for pos, row in enumerate(batch)}
-            # The vectors, then the rows active; on failure they stay pending for the next run.
-            error = await self.upsert(batch, vectors, embedder.config) or await self.activate(
-                batch, embedder.config, self._s.clock.now()
-            )
-            done += len(batch) if error is None else 0
-        return done
-
-    async def drop_stray(self, fact_ids: Sequence[str]) -> None:
-        """Delete this tenant's vectors among `fact_ids` whose row is gone (a delete whose
-        vector step failed). Best effort: recall already ignores them, so a failure here only
-        delays the cleanup."""
-        try:
-            ids = list(dict.fromkeys(fact_ids))
-            rows = await self._s.load_rows(ids)
-            orphans = [fid for fid in ids if fid not in rows]
-            await delete_own_vectors(self._s.vectors, self._s.tenant_id, orphans)
-        except Exception as exc:
-            log.warning(
-                "could not delete %d stray vector(s) of tenant %s: %s",
-                len(fact_ids),
-                self._s.tenant_id,
-                exc,
-            )
 
 
 # What a key is derived from: (content, subject, predicate, metadata).
@@ -363,12 +235,115 @@ def _found(row: Row, digest: str) -> LearnResult:
 
 
 class FactWriter:
-    """Learns and deletes one tenant's facts."""
+    """Learns and deletes one tenant's facts, and writes and completes their vectors."""
 
-    def __init__(self, scope: FactScope, vectors: VectorSync) -> None:
+    def __init__(self, scope: FactScope) -> None:
         self._s = scope
-        self._vectors = vectors
         self._context = SessionContext(scope)
+
+    def _vector_record(self, job: Row, values: Any, config: EmbeddingConfig) -> VectorRecord:
+        metadata: dict[str, Any] = {
+            "tenant_id": self._s.tenant_id,
+            "agent_type": job["agent_type"],
+            "fact_id": job["fact_id"],
+            # No subject, predicate or object: nothing reads them from Vectorize (recall asks
+            # for no metadata), and a vector left by a crash before its row was written must
+            # hold no text an erase could not reach (vectors are found through their rows).
+            "confidence": float(job["confidence"]),
+            "created_at": int(job["created_at"]),
+            "embedding": embedding_tag(config),
+            "embedding_provider": config.provider,
+            "embedding_model": config.model,
+            "embedding_dimensions": config.dimensions,
+        }
+        if job.get("learned_from_run_id"):
+            metadata["learned_from_run_id"] = job["learned_from_run_id"]
+        return VectorRecord(
+            id=job["fact_id"],
+            values=np.asarray(values, dtype=np.float64).tolist(),
+            namespace=self._s.namespace,
+            metadata=metadata,
+        )
+
+    async def upsert(
+        self, jobs: Sequence[Row], vectors: Mapping[str, Any], config: EmbeddingConfig
+    ) -> str | None:
+        """Upsert the jobs' vectors: None on success, else the error text."""
+        records = [self._vector_record(job, vectors[job["fact_id"]], config) for job in jobs]
+        try:
+            for chunk in chunks(records, VECTORIZE_MAX_BATCH):
+                await self._s.vectors.upsert(chunk)
+        except Exception as exc:  # any vector failure leaves a retryable pending row
+            log.warning(
+                "vector write failed for %d fact(s) of tenant %s; rows stay pending: %s",
+                len(records),
+                self._s.tenant_id,
+                exc,
+            )
+            return f"vector write failed: {exc}"
+        return None
+
+    async def activate(
+        self,
+        jobs: Sequence[Row],
+        config: EmbeddingConfig,
+        now: float,
+        also: Sequence[D1Statement] = (),
+    ) -> str | None:
+        """Mark the jobs' rows active (with `also` in the same batch): None on success, else
+        the error text (the rows stay `pending_vector`)."""
+        if not jobs and not also:
+            return None
+        try:
+            statements = list(also)
+            for chunk in chunks([job["fact_id"] for job in jobs], IDS_PER_STATEMENT - 5):
+                marks = ", ".join("?" for _ in chunk)
+                statements.append(
+                    self._s.db.prepare(
+                        "UPDATE semantic_facts SET status = 'active', updated_at = ?, "
+                        "embedding_provider = ?, embedding_model = ?, embedding_dimensions = ? "
+                        f"WHERE tenant_id = ? AND fact_id IN ({marks}) "
+                        "AND status = 'pending_vector'"
+                    ).bind(
+                        ms(now),
+                        config.provider,
+                        config.model,
+                        config.dimensions,
+                        self._s.tenant_id,
+                        *chunk,
+                    )
+                )
+            for group in chunks(statements, STATEMENTS_PER_BATCH):
+                await self._s.db.batch(list(group))
+        except Exception as exc:
+            log.warning(
+                "activating %d fact(s) of tenant %s failed; rows stay pending: %s",
+                len(jobs),
+                self._s.tenant_id,
+                exc,
+            )
+            return f"activation failed: {exc}"
+        return None
+
+    async def complete_pending(self, limit: int = 100) -> int:
+        """`SemanticMemory.complete_pending`."""
+        embedder = self._s.require_embedder()
+        result = await self._s.sql(
+            f"SELECT content, {VECTOR_COLUMNS} FROM semantic_facts WHERE"
+            " tenant_id = ? AND status = 'pending_vector' ORDER BY created_at LIMIT ?",
+            max(1, min(limit, 1000)),
+        ).all()
+        done = 0
+        for batch in chunks(result.results, EMBED_BATCH):
+            matrix = await embedder.embed([row["content"] for row in batch])
+            check_matrix(matrix, len(batch), embedder.config)
+            vectors = {row["fact_id"]: matrix[pos] for pos, row in enumerate(batch)}
+            # The vectors, then the rows active; on failure they stay pending for the next run.
+            error = await self.upsert(batch, vectors, embedder.config) or await self.activate(
+                batch, embedder.config, self._s.clock.now()
+            )
+            done += len(batch) if error is None else 0
+        return done
 
     def validate_facts(self, facts: Sequence[FactInput | Mapping[str, Any]]) -> list[FactInput]:
         out: list[FactInput] = []
@@ -500,7 +475,7 @@ class FactWriter:
             upserted = list(jobs.values())
             inserted, error = await asyncio.gather(
                 self._insert_rows(inserts),
-                self._vectors.upsert(upserted, vectors, embedder.config),
+                self.upsert(upserted, vectors, embedder.config),
                 return_exceptions=True,
             )
             if isinstance(inserted, BaseException):
@@ -539,7 +514,7 @@ class FactWriter:
                         del jobs[index]
                         results[index] = _found(row, hashes[index])
                 won_jobs = [jobs[i] for i in conflicts if i in jobs]
-                error = error or await self._vectors.upsert(won_jobs, vectors, embedder.config)
+                error = error or await self.upsert(won_jobs, vectors, embedder.config)
             if error is None:  # activated with the created facts' events, in one batch
                 made = [i for i in batch if created.get(i) and i in jobs]
                 # Insert-if-absent, id = the fact's id.
@@ -547,9 +522,7 @@ class FactWriter:
                     self._s.gate.event_statement(proposals[i], jobs[i]["fact_id"]) for i in made
                 )
                 events = [statement for statement in found if statement is not None]
-                error = await self._vectors.activate(
-                    list(jobs.values()), embedder.config, now, events
-                )
+                error = await self.activate(list(jobs.values()), embedder.config, now, events)
             failed = failed or error is not None
             for index in batch:
                 if index in results:
@@ -591,7 +564,7 @@ class FactWriter:
         it also finishes up to `PENDING_RETRY_ON_WRITE` facts an earlier failure left
         pending (one indexed query when there are none). Best effort."""
         try:
-            await self._vectors.complete_pending(PENDING_RETRY_ON_WRITE)
+            await self.complete_pending(PENDING_RETRY_ON_WRITE)
         except Exception as exc:
             log.warning("retrying pending facts of tenant %s failed: %s", self._s.tenant_id, exc)
 
