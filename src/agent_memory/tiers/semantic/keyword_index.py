@@ -291,90 +291,83 @@ def extended_entry(row: Row, following: Sequence[str]) -> IndexEntry:
     )
 
 
-class SessionContext:
-    """Plans the context of new memories and extends earlier ones (one tenant)."""
+async def plan_context(
+    scope: FactScope, items: Sequence[tuple[str | None, str, float | None]]
+) -> tuple[list[ContextPlan], dict[str, list[Row]]]:
+    """For each `(session, content, valid_from)`, in write order, its plan; and per
+    session the stored memories that preceded this call (for `extend_following`)."""
+    sessions = list(dict.fromkeys(s for s, _, _ in items if s is not None))
+    c = scope.config.context
+    keep = max(c.before, c.after, c.embed_before)
+    before_call: dict[str, list[Row]] = {}
+    for name in sessions:  # its last `keep` memories, oldest first
+        before_call[name] = []
+        if keep:
+            result = await scope.sql(
+                "SELECT fact_id, content, index_terms, index_length, context_length "
+                "FROM semantic_facts WHERE tenant_id = ? AND session_key = ? "
+                "ORDER BY fts_rowid DESC LIMIT ?",
+                name,
+                keep,
+            ).all()
+            before_call[name] = list(reversed(result.results))
+    texts: dict[str, list[str]] = {s: [str(r["content"]) for r in before_call[s]] for s in sessions}
+    position: dict[str, list[int]] = {s: [] for s in sessions}
+    for index, (session, _content, _) in enumerate(items):
+        if session is not None:
+            position[session].append(index)
+    plans: list[ContextPlan] = []
+    for index, (session, content, valid_from) in enumerate(items):
+        if session is None:
+            plans.append(ContextPlan(None, content, index_entry(content, [], valid_from)))
+            continue
+        seen = texts[session]
+        before = seen[-c.before :] if c.before else []
+        later = [i for i in position[session] if i > index][: c.after]
+        after = [items[i][1] for i in later]
+        embed_before = seen[-c.embed_before :] if c.embed_before else []
+        plans.append(
+            ContextPlan(
+                session=session,
+                embed_text="\n".join([*embed_before, content]),
+                entry=index_entry(content, [*before, *after], valid_from),
+            )
+        )
+        seen.append(content)
+    return plans, before_call
 
-    def __init__(self, scope: FactScope) -> None:
-        self._s = scope
-        self._c = scope.config.context
 
-    async def _previous(self, session: str, limit: int) -> list[Row]:
-        """The session's last `limit` memories, oldest first."""
-        result = await self._s.sql(
-            "SELECT fact_id, content, index_terms, index_length, context_length "
-            "FROM semantic_facts WHERE tenant_id = ? AND session_key = ? "
-            "ORDER BY fts_rowid DESC LIMIT ?",
-            session,
-            limit,
-        ).all()
-        return list(reversed(result.results))
-
-    async def plan(
-        self, items: Sequence[tuple[str | None, str, float | None]]
-    ) -> tuple[list[ContextPlan], dict[str, list[Row]]]:
-        """For each `(session, content, valid_from)`, in write order, its plan; and per
-        session the stored memories that preceded this call (for `extend_following`)."""
-        sessions = list(dict.fromkeys(s for s, _, _ in items if s is not None))
-        keep = max(self._c.before, self._c.after, self._c.embed_before)
-        before_call = {s: await self._previous(s, keep) for s in sessions if keep}
-        before_call.update({s: [] for s in sessions if s not in before_call})
-        texts: dict[str, list[str]] = {
-            s: [str(r["content"]) for r in before_call[s]] for s in sessions
-        }
-        position: dict[str, list[int]] = {s: [] for s in sessions}
-        for index, (session, _content, _) in enumerate(items):
-            if session is not None:
-                position[session].append(index)
-        plans: list[ContextPlan] = []
-        for index, (session, content, valid_from) in enumerate(items):
-            if session is None:
-                plans.append(ContextPlan(None, content, index_entry(content, [], valid_from)))
+async def extend_following(
+    scope: FactScope,
+    before_call: dict[str, list[Row]],
+    items: Sequence[tuple[str | None, str, float | None]],
+) -> None:
+    """Add the first memories of this call to the context of the session's memories
+    written before it (the k-th from last still lacks `after - k + 1` of them)."""
+    c = scope.config.context
+    statements = []
+    for session, rows in before_call.items():
+        new = [content for s, content, _ in items if s == session]
+        after = c.after
+        if not new or not after:
+            continue
+        for k, row in enumerate(reversed(rows[-after:]), start=1):
+            wanted = new[: after - k + 1]
+            if not wanted or row["index_terms"] is None:
                 continue
-            seen = texts[session]
-            before = seen[-self._c.before :] if self._c.before else []
-            later = [i for i in position[session] if i > index][: self._c.after]
-            after = [items[i][1] for i in later]
-            embed_before = seen[-self._c.embed_before :] if self._c.embed_before else []
-            plans.append(
-                ContextPlan(
-                    session=session,
-                    embed_text="\n".join([*embed_before, content]),
-                    entry=index_entry(content, [*before, *after], valid_from),
+            entry = extended_entry(row, wanted)
+            statements.append(
+                scope.sql(
+                    "UPDATE semantic_facts SET index_terms = ?2, index_length = ?3, "
+                    "context_length = ?4 WHERE tenant_id = ?1 AND fact_id = ?5",
+                    entry.index_terms,
+                    entry.length,
+                    entry.context_length,
+                    row["fact_id"],
                 )
             )
-            seen.append(content)
-        return plans, before_call
-
-    async def extend_following(
-        self,
-        before_call: dict[str, list[Row]],
-        items: Sequence[tuple[str | None, str, float | None]],
-    ) -> None:
-        """Add the first memories of this call to the context of the session's memories
-        written before it (the k-th from last still lacks `after - k + 1` of them)."""
-        statements = []
-        for session, rows in before_call.items():
-            new = [content for s, content, _ in items if s == session]
-            after = self._c.after
-            if not new or not after:
-                continue
-            for k, row in enumerate(reversed(rows[-after:]), start=1):
-                wanted = new[: after - k + 1]
-                if not wanted or row["index_terms"] is None:
-                    continue
-                entry = extended_entry(row, wanted)
-                statements.append(
-                    self._s.sql(
-                        "UPDATE semantic_facts SET index_terms = ?2, index_length = ?3, "
-                        "context_length = ?4 WHERE tenant_id = ?1 AND fact_id = ?5",
-                        entry.index_terms,
-                        entry.length,
-                        entry.context_length,
-                        row["fact_id"],
-                    )
-                )
-        if statements:
-            await self._s.db.batch(statements)
+    if statements:
+        await scope.db.batch(statements)
 
 
 # Facts read per page and sent per UPDATE. The UPDATE looks each fact's entry up in the

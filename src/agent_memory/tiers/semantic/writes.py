@@ -32,7 +32,7 @@ from agent_memory.ids import (
     ulid_time_ms,
 )
 from agent_memory.tiers.semantic.keys import FactKey, derive_key, entity_candidates
-from agent_memory.tiers.semantic.keyword_index import ContextPlan, SessionContext
+from agent_memory.tiers.semantic.keyword_index import ContextPlan, extend_following, plan_context
 from agent_memory.tiers.semantic.models import (
     EMBED_BATCH,
     DeleteResult,
@@ -239,7 +239,6 @@ class FactWriter:
 
     def __init__(self, scope: FactScope) -> None:
         self._s = scope
-        self._context = SessionContext(scope)
 
     def _vector_record(self, job: Row, values: Any, config: EmbeddingConfig) -> VectorRecord:
         metadata: dict[str, Any] = {
@@ -412,7 +411,7 @@ class FactWriter:
         existing, keys, (plans, before_call), early_matrix, _ = await asyncio.gather(
             find_by_hash(self._s, list(first_of)),
             derive_keys(self._s, [(f.content, f.subject, f.predicate, f.metadata) for f in inputs]),
-            self._context.plan(items),
+            plan_context(self._s, items),
             embedder.embed([inputs[i].content for i in firsts]) if early else asyncio.sleep(0),
             self._s.gate.admitted(),  # nothing is written before the caller is admitted
         )
@@ -550,7 +549,7 @@ class FactWriter:
         if created_at:
             created_items = [items[i] for i in created_at]
             await self._s.after_response(
-                self._context.extend_following(before_call, created_items),
+                extend_following(self._s, before_call, created_items),
                 "adding later context to earlier memories",
             )
         if todo and not failed:
