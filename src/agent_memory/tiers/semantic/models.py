@@ -275,17 +275,6 @@ class Fact(BaseModel):
     # The session it was written in (migration 0009); None for memories without one.
     session_key: str | None = None
 
-    @classmethod
-    def from_row(cls, row: Row, metadata: Mapping[str, Any] | None = None) -> Fact:
-        """The fact of `row` as stored; `open_facts` passes the opened `metadata`."""
-        data = {name: row.get(name) for name in cls.model_fields}
-        data["metadata"] = (
-            dict(metadata) if metadata is not None else json.loads(row.get("metadata") or "{}")
-        )
-        for name in ("key_entity", "key_attribute", "key_source"):
-            data[name] = data[name] or ""  # a row read without the 0005 columns
-        return cls.model_validate(data)
-
 
 async def open_facts(rows: Sequence[Row], personal: PersonalData) -> list[Fact]:
     """The facts of `rows` with their sealed personal metadata opened: every read of fact
@@ -299,7 +288,13 @@ async def open_facts(rows: Sequence[Row], personal: PersonalData) -> list[Fact]:
             for row in rows
         ],
     )
-    return [Fact.from_row(row, metadata) for row, metadata in zip(rows, opened, strict=True)]
+    facts = []
+    for row, metadata in zip(rows, opened, strict=True):
+        data = {name: row.get(name) for name in Fact.model_fields} | {"metadata": metadata}
+        for name in ("key_entity", "key_attribute", "key_source"):
+            data[name] = data[name] or ""  # a row read without the 0005 columns
+        facts.append(Fact.model_validate(data))
+    return facts
 
 
 class LearnResult(BaseModel):

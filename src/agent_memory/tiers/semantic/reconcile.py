@@ -46,10 +46,6 @@ class FactRow(BaseModel):
     key_attribute: str = ""
     key_source: str = ""
 
-    @classmethod
-    def from_row(cls, row: Row) -> FactRow:
-        return cls.model_validate({name: row.get(name) for name in cls.model_fields})
-
 
 class EpisodeRow(BaseModel):
     model_config = ConfigDict(frozen=True)
@@ -131,7 +127,7 @@ class ReconcileStore:
             int(self._clock.now() * 1000),
             limit,
         ).all()
-        return [FactRow.from_row(row) for row in result.results]
+        return [FactRow.model_validate(row) for row in result.results]
 
     async def fact_vectors(self, fact_ids: Sequence[str]) -> dict[str, list[float]]:
         records = await own_vectors(self._vectors, self.tenant_id, fact_ids)
