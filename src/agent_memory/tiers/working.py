@@ -365,9 +365,6 @@ class WorkingMemory:
             )
         return found
 
-    async def usage(self) -> int:
-        return sum(entry.bytes for entry in await self.entries())
-
     async def set(self, key: str, value: Any) -> WorkingWrite:
         """Write `value` under `key` with a fresh TTL, or raise without writing anything."""
         validate_key(key, InvalidWorkingMemoryKey)
