@@ -859,7 +859,8 @@ class WorkflowPacks:
                     f"INSERT INTO workflow_packs (tenant_id, {_PACK_COLS}) "
                     "SELECT ?1, ?2, COALESCE(MAX(version), 0) + 1, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
                     "'active', ?10, ?11, NULL FROM workflow_packs "
-                    "WHERE tenant_id = ?1 AND agent_type = ?3 AND name = ?2 RETURNING version",
+                    "WHERE tenant_id = ?1 AND agent_type = ?3 AND name = ?2 "
+                    f"RETURNING {_PACK_COLS}",
                     (
                         name,
                         workflow.agent_type,
@@ -875,19 +876,7 @@ class WorkflowPacks:
                 ),
             ]
         )
-        version = int(results[1].results[0]["version"])
-        found = await self.get(workflow.agent_type, name, version)
-        if found is None:  # written in the batch above
-            raise RuntimeError("the promoted pack was not found")
-        return found
-
-    async def get(self, agent_type: str, name: str, version: int) -> Pack | None:
-        row = await self._sql(
-            f"SELECT {_PACK_COLS} FROM workflow_packs WHERE tenant_id = ? AND agent_type = ? "
-            "AND name = ? AND version = ?",
-            (agent_type, name, version),
-        ).first()
-        return _pack(row) if row is not None else None
+        return _pack(results[1].results[0])
 
     async def list(self, agent_type: str) -> list[Pack]:
         """Every version of every pack of the agent type, newest first."""
