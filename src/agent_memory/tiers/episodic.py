@@ -650,7 +650,7 @@ class Workflow(BaseModel):
 class Selection(BaseModel):
     workflow: Workflow
     samples: dict[str, float]
-    # "name@version" when a workflow pack chose it instead of sampling (`packs.py`).
+    # "name@version" when a workflow pack chose it instead of sampling (`WorkflowPacks`).
     pack: str | None = None
 
 

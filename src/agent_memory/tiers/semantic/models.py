@@ -49,7 +49,7 @@ from http_messages import MAX_EPOCH_SECONDS
 # Vectorize indexes the first 64 bytes of a string metadata value (metadata-filtering.mdx).
 VECTORIZE_MAX_INDEXED_STRING_BYTES = 64
 NAMESPACE_PREFIX = "agent_memory_semantic:"
-# Tenant ids never contain "~" (scope.TENANT_PATTERN), so a hashed name cannot equal a
+# Tenant ids never contain "~" (namespace.TENANT_PATTERN), so a hashed name cannot equal a
 # plain one.
 HASHED_NAMESPACE_PREFIX = NAMESPACE_PREFIX + "~"
 MAX_CONTENT_CHARS = 8_192  # semantic_facts.content CHECK
@@ -452,9 +452,9 @@ class FactScope:
     # `ctx.waitUntil`: work that may finish after the response. None: done before returning.
     background: BackgroundTasks | None = None
     # Where recall records that D1 refused every time wait to be written back
-    # (`recall_record`). None: such a record is logged at ERROR with its payload.
+    # (`recall.RecallRecorder`). None: such a record is logged at ERROR with its payload.
     kv: KVNamespace | None = None
-    # The reranking stage's model (`rerank`); None: the embedder rescores, when configured.
+    # The reranking stage's model (`recall.rerank_head`); None: the embedder rescores.
     reranker: Reranker | None = None
 
     async def after_response(self, work: Coroutine[Any, Any, object], what: str) -> None:
