@@ -61,7 +61,7 @@ sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 from agent_memory.retrieval import RerankConfig, RetrievalConfig  # noqa: E402
 from agent_memory.tiers.semantic.memory import SemanticMemory  # noqa: E402
 from agent_memory.tiers.semantic.models import FactInput  # noqa: E402
-from agent_memory.tiers.semantic.rerank import EmbedderReranker  # noqa: E402
+from agent_memory.tiers.semantic.recall import EmbedderReranker  # noqa: E402
 from bindings.ports.embedder import Embedder, EmbeddingConfig  # noqa: E402
 from bindings.ports.reranker import Reranker  # noqa: E402
 from bindings.ports.vectorize import VectorIndex  # noqa: E402

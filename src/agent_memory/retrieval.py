@@ -206,7 +206,7 @@ def compound_forms(text: str) -> list[tuple[str, tuple[str, str]]]:
     words joined ("road trip" → `("roadtrip", ("road", "trip"))`) and each word of 7+
     letters split in two parts of 3+ letters ("roadtrips" → the same pair, among others).
     The keyword channel adds the side the query lacks when the tenant's index holds it
-    (`KeywordIndex.prepare`)."""
+    (`keyword_index.prepare`)."""
     kept = [w for w in words(text) if _keep(w) and w.isalpha()]
     forms = [(stem(a + b), (stem(a), stem(b))) for a, b in itertools.pairwise(kept)]
     for word in dict.fromkeys(w for w in kept if len(w) >= 7):
@@ -652,7 +652,7 @@ class ContextConfig(BaseModel):
 
 
 class RerankConfig(BaseModel):
-    """The reranking stage (`tiers.semantic.rerank`): off unless `depth` > 1 and the tenant
+    """The reranking stage (`tiers.semantic.recall`): off unless `depth` > 1 and the tenant
     is among `tenants` (None: every tenant) — it costs a model call per recall."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")

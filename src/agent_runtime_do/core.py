@@ -495,9 +495,7 @@ class AgentRuntimeCore:
         workflow = self.procedural.get(pack.workflow_id)
         if workflow is None or workflow.status != "active":
             return None
-        return Selection(
-            workflow=workflow, sample=1.0, samples={}, pack=f"{pack.name}@{pack.version}"
-        )
+        return Selection(workflow=workflow, samples={}, pack=f"{pack.name}@{pack.version}")
 
     def _close_turn(self, turn: _Turn, outcome: LoopOutcome) -> dict[str, Any]:
         request, run = turn.request, turn.run

@@ -68,7 +68,7 @@ def test_selection_is_reproducible_with_a_seeded_generator(memory: ProceduralMem
     assert first is not None and again is not None
     assert first.workflow.workflow_id == again.workflow.workflow_id
     assert first.samples == again.samples
-    assert max(first.samples.values()) == first.sample
+    assert max(first.samples.values()) == first.samples[first.workflow.workflow_id]
 
 
 def test_selection_is_scoped_by_agent_type_and_task_type(

@@ -66,14 +66,14 @@ async def test_the_budget_is_enforced_on_write_and_nothing_is_written(kv: Sqlite
     chunk = "x" * 40_000
     for name in ("a", "b", "c"):
         await memory.set(name, chunk)
-    used = await memory.usage()
+    used = sum(entry.bytes for entry in await memory.entries())
     assert used == 3 * (1 + 40_002)
     with pytest.raises(WorkingMemoryBudgetExceeded) as caught:
         await memory.set("d", chunk)
     assert "budget exceeded" in str(caught.value)
     assert caught.value.budget == WORKING_MEMORY_BUDGET_BYTES == 128 * 1024
     assert await memory.get("d") is None
-    assert await memory.usage() == used
+    assert sum(entry.bytes for entry in await memory.entries()) == used
     # Replacing a key counts its new size, not old + new.
     await memory.set("a", "y" * 40_000)
     assert await memory.get("a") == "y" * 40_000
@@ -160,4 +160,5 @@ async def test_interleaved_writers_sharing_the_objects_lock_cannot_overshoot(
         return_exceptions=True,
     )
     assert sum(isinstance(r, WorkingMemoryBudgetExceeded) for r in results) == 1
-    assert await WorkingMemory(kv, "acme", "i1").usage() <= WORKING_MEMORY_BUDGET_BYTES
+    listed = await WorkingMemory(kv, "acme", "i1").entries()
+    assert sum(entry.bytes for entry in listed) <= WORKING_MEMORY_BUDGET_BYTES

@@ -16,7 +16,7 @@ from agent_memory.lifecycle.reconciler import (
     find_promotions,
     resolve_conflicts,
 )
-from agent_memory.tiers.semantic.memory import SemanticMemory
+from agent_memory.tiers.semantic.memory import FactHistory, SemanticMemory
 from agent_memory.tiers.semantic.reconcile import EpisodeRow, FactRow
 from local_runtime.access_dev import mint_token
 from local_runtime.runtime import LocalRuntime
@@ -372,7 +372,7 @@ async def test_end_to_end_reconcile_over_a_tenants_memory(rt: LocalRuntime) -> N
     assert (again.promoted, again.summarised, again.links_added) == (0, 0, 0)
 
 
-async def test_links_are_followed_one_hop_by_recall(rt: LocalRuntime) -> None:
+async def test_linking_joins_close_facts_both_ways(rt: LocalRuntime) -> None:
     memory = SemanticMemory(
         "acme", db=rt.db, vectors=rt.vectors, embedder=rt.embedder, clock=rt.clock
     )
@@ -385,11 +385,9 @@ async def test_links_are_followed_one_hop_by_recall(rt: LocalRuntime) -> None:
     await memory.learn({"content": "globex prefers phone calls", "subject": "globex"})
     report = await reconciler(rt, memory).run()
     assert report.links_added == 2  # a <-> b (the same words: cosine 1 under hashing)
-    result = await memory.recall("billing postgres", 1, {"subject": "acme"}, follow_links=True)
-    assert result.fact_ids == [a.fact_id]
-    assert [(hop.fact.fact_id, hop.via) for hop in result.linked] == [(b.fact_id, a.fact_id)]
-    plain = await memory.recall("billing postgres", 1, {"subject": "acme"})
-    assert plain.linked == []
+    history = FactHistory(rt.db, "acme")
+    assert [row["other_id"] for row in await history.links_of(a.fact_id, True, 10)] == [b.fact_id]
+    assert [row["other_id"] for row in await history.links_of(a.fact_id, False, 10)] == [b.fact_id]
 
 
 async def test_reconcile_route_is_access_gated_and_reports(rt: LocalRuntime) -> None:

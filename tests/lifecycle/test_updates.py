@@ -162,7 +162,7 @@ async def test_as_of_recall_answers_with_what_was_believed_then(tmp_path: Path) 
         assert report.superseded_updates == 1
         facts = memory(runtime)
         now_view = await facts.recall("where does Bob live?", 5)
-        then_view = await facts.recall("where does Bob live?", 5, as_of=NOW + 3600)
+        then_view = await facts.recall("where does Bob live?", 5, {"as_of": NOW + 3600})
         assert [r.fact.content for r in now_view.results] == ["Bob moved to Munich"]
         assert [r.fact.content for r in then_view.results] == ["Bob lives in Berlin"]
     finally:
@@ -357,10 +357,10 @@ async def test_the_nth_write_reconciles_the_tenant_in_the_background(tmp_path: P
 
 
 async def test_write_count_claims_one_run_per_n_writes(tmp_path: Path) -> None:
-    from agent_memory.tiers.semantic.reconcile import DEFAULT_RECONCILE_EVERY_WRITES, note_writes
+    from agent_memory.tiers.semantic.reconcile import note_writes
     from bindings.settings import Settings
 
-    assert Settings().memory_reconcile_every_writes == DEFAULT_RECONCILE_EVERY_WRITES == 20
+    assert Settings().memory_reconcile_every_writes == 20
     runtime = open_runtime(tmp_path / "state", FixedClock(NOW))
     await runtime.migrate()
     try:

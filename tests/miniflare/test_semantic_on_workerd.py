@@ -164,13 +164,13 @@ async def test_pending_vectors_and_maintenance_with_d1_on_workerd(
     ranked = await memory.rank("blue door lock", 10)
     assert ranked.fact_ids == [pending.fact_id]
 
-    # A vector whose row is gone is found and removed by reconciliation.
+    # A vector whose row is gone is removed by deleting the fact again.
     await (
         mf_migrated_d1.prepare("DELETE FROM semantic_facts WHERE tenant_id = ? AND fact_id = ?")
         .bind("acme", pending.fact_id)
         .run()
     )
-    assert await memory.reconcile_vectors([pending.fact_id]) == [pending.fact_id]
+    assert (await memory.delete(pending.fact_id)).vector_deleted
     assert await vectors.get_by_ids([pending.fact_id]) == []
 
 

@@ -1,4 +1,4 @@
-"""The reranking stage over the fused head (`tiers/semantic/rerank.py`): it reorders only
+"""The reranking stage over the fused head (`tiers/semantic/recall.py`): it reorders only
 when configured for the tenant, reads each memory with its session neighbours, and a
 failing reranker leaves the fused order."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 from agent_memory.memory import Memory
 from agent_memory.retrieval import RerankConfig, RetrievalConfig
-from agent_memory.tiers.semantic.rerank import EmbedderReranker
+from agent_memory.tiers.semantic.recall import EmbedderReranker
 from bindings.ports.reranker import RerankError
 from bindings.settings import Settings
 from local_runtime.runtime import LocalRuntime

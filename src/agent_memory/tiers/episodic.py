@@ -1,27 +1,20 @@
 """Tiers 2 and 4, what agents did and how they do it: episodes and runs (D1), and the
 workflows runs follow (a bandit in the Durable Object's SQLite, packs in D1).
 
-Episodic (`agent_runs`, `memory_episodes`, migration 0001): `EpisodicStore` is bound to one
-tenant and every statement starts its WHERE clause with `tenant_id = ?` (DESIGN invariant
-2). Its writes are idempotent, so a retry after a write that landed changes nothing:
-`start_run` and `append_episode` insert or do nothing (episode ids are minted by the
-caller); `finish_run` upserts the whole row, so it succeeds even if `start_run` was lost.
-The run list pages with an opaque keyset cursor (a foreign one raises `InvalidCursorError`).
-
-`EpisodicWriter` runs the writes off the response path through `BackgroundTasks.wait_until`,
-one after another in submission order (a run's completion never overtakes its start), each
-retried with exponential backoff; a write that still fails is logged at ERROR and handed to
-`on_failure` (the Durable Object keeps it in `failed_writes` for the admin run view).
+Episodic (`agent_runs`, `memory_episodes`): `EpisodicStore` is bound to one tenant and every
+statement starts its WHERE clause with `tenant_id = ?` (DESIGN invariant 2). Its writes are
+idempotent: `start_run` and `append_episode` insert or do nothing (the caller mints episode
+ids); `finish_run` upserts the whole row, so it succeeds even if `start_run` was lost.
+`EpisodicWriter` runs the writes off the response path, in submission order, each retried
+with exponential backoff; one that still fails is logged at ERROR and handed to `on_failure`.
 
 Procedural (`procedural_workflows`, agent-local, ADR-043): each workflow's success rate has
-a Beta(alpha, beta) posterior from Beta(1, 1). `select_workflow` draws one sample per active
-workflow (numpy, with the caller's seeded `Generator`) and returns the largest;
-`record_outcome(score ∈ [0, 1])` adds `score` to alpha and `1 - score` to beta in ONE UPDATE
-(atomic even if the object interleaves events); `pack_candidates` are the workflows stable
-enough to promote (ADR-29). An operator promotes one into a named, versioned pack for every
-instance of an agent type (`WorkflowPacks`, D1, tenant first); `offered` is what a turn asks
-first (the newest active pack for the task type, used instead of sampling). Promoting a name
-again adds the next version and deprecates the one before.
+a Beta(alpha, beta) posterior from Beta(1, 1); `select_workflow` returns the largest of one
+draw per active workflow (Thompson sampling); `record_outcome(score ∈ [0, 1])` updates it in
+ONE UPDATE (atomic even if the object interleaves events). An operator promotes a stable
+workflow into a named, versioned pack for every instance of an agent type (`WorkflowPacks`,
+D1); `offered` is what a turn asks first. Promoting a name again adds the next version and
+deprecates the one before.
 """
 
 from __future__ import annotations
@@ -30,7 +23,7 @@ import asyncio
 import hashlib
 import json
 import logging
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, Protocol
 
 import numpy as np
@@ -146,8 +139,6 @@ def decode_cursor(cursor: str) -> tuple[int, str]:
 
 
 log = logging.getLogger(__name__)
-
-
 _EPISODE_COLUMNS = (
     "episode_id, run_id, agent_type, instance_id, kind, subject, content, data, importance, "
     "created_at"
@@ -161,13 +152,11 @@ _RUN_COLUMNS = (
 # A keyed episode (the memory API's) lives until its `data.expires_at` (epoch ms).
 _LIVE = "(json_extract(data, '$.expires_at') IS NULL OR json_extract(data, '$.expires_at') > ?)"
 
-# The daily brief's figures on this store's tables: scalar subqueries the brief joins into
-# one statement per tenant (?1 tenant, ?2 now in ms; `lifecycle.brief`).
-
 
 def brief_figures(retention_days: str) -> str:
-    """Episodes (the trigger-kept counter), those older than `retention_days` (an SQL
-    expression), runs."""
+    """The daily brief's figures on this store's tables, as scalar subqueries (?1 tenant, ?2
+    now in ms; `lifecycle.brief`): episodes (the trigger-kept counter), those older than
+    `retention_days` (an SQL expression), runs."""
     return (
         "(SELECT episodes FROM memory_tenant_stats WHERE tenant_id = ?1) AS episodes, "
         "(SELECT COUNT(*) FROM memory_episodes WHERE tenant_id = ?1 AND created_at < "
@@ -240,7 +229,26 @@ class EpisodicStore:
         # Sealed here, once: the row holds only ciphertext of the personal fields.
         data = await self.personal.seal(episode.subject, episode.episode_id, "data", episode.data)
         try:
-            await self._insert_statement(episode, data, self.gate.event_in_row(proposal)).run()
+            await self._sql(
+                "INSERT INTO memory_episodes (tenant_id, episode_id, run_id, agent_type, "
+                "instance_id, kind, subject, content, data, importance, content_hash, "
+                "created_at, event_in_row) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (tenant_id, episode_id) DO NOTHING",
+                (
+                    episode.episode_id,
+                    episode.run_id,
+                    episode.agent_type,
+                    episode.instance_id,
+                    episode.kind,
+                    episode.subject,
+                    episode.content,
+                    to_json(data),
+                    episode.importance,
+                    episode.content_hash,
+                    episode.created_at,
+                    int(self.gate.event_in_row(proposal)),
+                ),
+            ).run()
         except D1Error as exc:
             if EPISODE_LIMIT_CODE in str(exc):
                 raise EpisodeLimitReached(self.tenant, str(exc)) from exc
@@ -249,45 +257,18 @@ class EpisodicStore:
         if event is not None:
             await event.run()
 
-    def _insert_statement(
-        self, episode: Episode, data: dict[str, Any], event_in_row: bool
-    ) -> D1Statement:
-        return self._db.prepare(
-            "INSERT INTO memory_episodes (tenant_id, episode_id, run_id, agent_type, "
-            "instance_id, kind, subject, content, data, importance, content_hash, "
-            "created_at, event_in_row) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-            "ON CONFLICT (tenant_id, episode_id) DO NOTHING"
-        ).bind(
-            self.tenant,
-            episode.episode_id,
-            episode.run_id,
-            episode.agent_type,
-            episode.instance_id,
-            episode.kind,
-            episode.subject,
-            episode.content,
-            to_json(data),
-            episode.importance,
-            episode.content_hash,
-            episode.created_at,
-            int(event_in_row),
-        )
-
     async def finish_run(self, run: RunRecord) -> None:
         """`complete_run` / `fail_run`: upsert the finished row (status from `run`)."""
         if run.status == "running" or run.finished_at is None:
             raise ValueError("finish_run needs a finished run (status and finished_at)")
-        await (
-            self._db.prepare(
-                "INSERT INTO agent_runs (tenant_id, run_id, agent_type, instance_id, status, "
-                "input, output, error, steps, started_at, finished_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT (tenant_id, run_id) DO UPDATE SET status = excluded.status, "
-                "output = excluded.output, error = excluded.error, steps = excluded.steps, "
-                "finished_at = excluded.finished_at"
-            )
-            .bind(
-                self.tenant,
+        await self._sql(
+            "INSERT INTO agent_runs (tenant_id, run_id, agent_type, instance_id, status, "
+            "input, output, error, steps, started_at, finished_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (tenant_id, run_id) DO UPDATE SET status = excluded.status, "
+            "output = excluded.output, error = excluded.error, steps = excluded.steps, "
+            "finished_at = excluded.finished_at",
+            (
                 run.run_id,
                 run.agent_type,
                 run.instance_id,
@@ -298,9 +279,8 @@ class EpisodicStore:
                 run.steps,
                 run.started_at,
                 run.finished_at,
-            )
-            .run()
-        )
+            ),
+        ).run()
 
     # --- reads ----------------------------------------------------------------------
 
@@ -430,7 +410,7 @@ class EpisodicStore:
         """Runs newest first, `limit` per page; pass `next_cursor` back for the next page."""
         limit = max(1, min(limit, MAX_PAGE_SIZE))
         clauses = ["tenant_id = ?"]
-        params: list[str | int] = [self.tenant]
+        params: list[SqlValue] = []
         if agent_type is not None:
             clauses.append("agent_type = ?")
             params.append(agent_type)
@@ -441,15 +421,11 @@ class EpisodicStore:
             started_at, run_id = decode_cursor(cursor)
             clauses.append("(started_at < ? OR (started_at = ? AND run_id < ?))")
             params.extend([started_at, started_at, run_id])
-        params.append(limit + 1)
-        result = await (
-            self._db.prepare(
-                f"SELECT {_RUN_COLUMNS} FROM agent_runs WHERE {' AND '.join(clauses)} "
-                "ORDER BY started_at DESC, run_id DESC LIMIT ?"
-            )
-            .bind(*params)
-            .all()
-        )
+        result = await self._sql(
+            f"SELECT {_RUN_COLUMNS} FROM agent_runs WHERE {' AND '.join(clauses)} "
+            "ORDER BY started_at DESC, run_id DESC LIMIT ?",
+            (*params, limit + 1),
+        ).all()
         runs = [run_from_row(row) for row in result.results]
         next_cursor = None
         if len(runs) > limit:
@@ -505,7 +481,6 @@ class EpisodicWriter:
         background: BackgroundTasks,
         *,
         on_failure: FailureSink | None = None,
-        attempts: int = DEFAULT_ATTEMPTS,
         sleep: Sleep = asyncio.sleep,
         outbox: Outbox | None = None,
     ) -> None:
@@ -513,7 +488,6 @@ class EpisodicWriter:
         self._outbox = outbox
         self._background = background
         self._on_failure = on_failure
-        self._attempts = max(1, attempts)
         self._sleep = sleep
         self._tail: asyncio.Future[None] | None = None
 
@@ -540,19 +514,16 @@ class EpisodicWriter:
             self._submit(write.op, write.run_id, write.payload, seq=write.seq)
 
     async def write_now(self, op: WriteOp, payload: dict[str, Any]) -> None:
-        """One attempt of a queued op's D1 write, rebuilt from its payload, in the caller's
-        task (no retries, no failure sink): how the Durable Object's alarm retries a write
-        from `failed_writes`. Raises what the store raises."""
-        await self._write(op, payload)
-
-    def _write(self, op: WriteOp, payload: dict[str, Any]) -> Coroutine[Any, Any, None]:
-        """The D1 write of one queued op, rebuilt from its payload (so a replay is the same
-        write as the original)."""
+        """One attempt of a queued op's D1 write, rebuilt from its payload (so a replay is
+        the same write as the original), in the caller's task: no retries, no failure sink
+        (the Durable Object's alarm retries a write from `failed_writes` so). Raises what
+        the store raises."""
         if op == "start_run":
-            return self.store.start_run(**payload)
-        if op == "append_episode":
-            return self.store.append_episode(Episode.model_validate(payload))
-        return self.store.finish_run(RunRecord.model_validate(payload))
+            await self.store.start_run(**payload)
+        elif op == "append_episode":
+            await self.store.append_episode(Episode.model_validate(payload))
+        else:
+            await self.store.finish_run(RunRecord.model_validate(payload))
 
     async def flush(self, wait_seconds: float | None = None) -> bool:
         """Wait until every write submitted so far has finished (or failed for good); False
@@ -596,22 +567,22 @@ class EpisodicWriter:
 
     async def _with_retries(self, op: WriteOp, run_id: str, payload: dict[str, Any]) -> bool:
         error = ""
-        for attempt in range(1, self._attempts + 1):
+        for attempt in range(1, DEFAULT_ATTEMPTS + 1):
             try:
-                await self._write(op, payload)
+                await self.write_now(op, payload)
                 return True
             except Exception as exc:
                 error = f"{type(exc).__name__}: {exc}"
                 if isinstance(exc, EpisodeLimitReached):
                     break  # permanent: recorded below with its payload, not retried
-                if attempt < self._attempts:
+                if attempt < DEFAULT_ATTEMPTS:
                     delay = DEFAULT_BASE_DELAY * 2 ** (attempt - 1)
                     log.warning(
                         "episodic %s for run %s failed (attempt %d/%d, retrying in %.2fs): %s",
                         op,
                         run_id,
                         attempt,
-                        self._attempts,
+                        DEFAULT_ATTEMPTS,
                         delay,
                         type(exc).__name__,  # the message may quote values; it is kept below
                     )
@@ -624,7 +595,7 @@ class EpisodicWriter:
             "payload_bytes=%d payload_sha256=%s (payload kept in failed_writes)",
             op,
             run_id,
-            self._attempts,
+            DEFAULT_ATTEMPTS,
             error.split(":", 1)[0],
             self.store.tenant,
             payload.get("episode_id", "-"),
@@ -636,7 +607,7 @@ class EpisodicWriter:
         try:
             self._on_failure(
                 FailedWrite(
-                    op=op, run_id=run_id, payload=payload, error=error, attempts=self._attempts
+                    op=op, run_id=run_id, payload=payload, error=error, attempts=DEFAULT_ATTEMPTS
                 )
             )
         except Exception:
@@ -678,9 +649,8 @@ class Workflow(BaseModel):
 
 class Selection(BaseModel):
     workflow: Workflow
-    sample: float
     samples: dict[str, float]
-    # "name@version" when a workflow pack chose it instead of sampling (`packs.py`).
+    # "name@version" when a workflow pack chose it instead of sampling (`WorkflowPacks`).
     pack: str | None = None
 
 
@@ -784,7 +754,6 @@ class ProceduralMemory:
         best = int(np.argmax(draws))
         return Selection(
             workflow=candidates[best],
-            sample=float(draws[best]),
             samples={w.workflow_id: float(d) for w, d in zip(candidates, draws, strict=True)},
         )
 
@@ -885,46 +854,29 @@ class WorkflowPacks:
         # cannot pick the same number; the batch is one transaction.
         results = await self._db.batch(
             [
-                self._db.prepare(
-                    "UPDATE workflow_packs SET status = 'deprecated', deprecated_at = ? "
-                    "WHERE tenant_id = ? AND agent_type = ? AND name = ? AND status = 'active'"
-                ).bind(now_ms, self.tenant, workflow.agent_type, name),
-                self._db.prepare(
+                self._deprecate(workflow.agent_type, name, now_ms),
+                self._sql(
                     f"INSERT INTO workflow_packs (tenant_id, {_PACK_COLS}) "
-                    "SELECT ?, ?, COALESCE(MAX(version), 0) + 1, ?, ?, ?, ?, ?, ?, ?, 'active', "
-                    "?, ?, NULL FROM workflow_packs "
-                    "WHERE tenant_id = ? AND agent_type = ? AND name = ? RETURNING version"
-                ).bind(
-                    self.tenant,
-                    name,
-                    workflow.agent_type,
-                    workflow.workflow_id,
-                    workflow.task_type,
-                    instance_id,
-                    float(workflow.alpha),
-                    float(workflow.beta),
-                    int(workflow.pulls),
-                    by,
-                    now_ms,
-                    self.tenant,
-                    workflow.agent_type,
-                    name,
+                    "SELECT ?1, ?2, COALESCE(MAX(version), 0) + 1, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
+                    "'active', ?10, ?11, NULL FROM workflow_packs "
+                    "WHERE tenant_id = ?1 AND agent_type = ?3 AND name = ?2 "
+                    f"RETURNING {_PACK_COLS}",
+                    (
+                        name,
+                        workflow.agent_type,
+                        workflow.workflow_id,
+                        workflow.task_type,
+                        instance_id,
+                        float(workflow.alpha),
+                        float(workflow.beta),
+                        int(workflow.pulls),
+                        by,
+                        now_ms,
+                    ),
                 ),
             ]
         )
-        version = int(results[1].results[0]["version"])
-        found = await self.get(workflow.agent_type, name, version)
-        if found is None:  # written in the batch above
-            raise RuntimeError("the promoted pack was not found")
-        return found
-
-    async def get(self, agent_type: str, name: str, version: int) -> Pack | None:
-        row = await self._sql(
-            f"SELECT {_PACK_COLS} FROM workflow_packs WHERE tenant_id = ? AND agent_type = ? "
-            "AND name = ? AND version = ?",
-            (agent_type, name, version),
-        ).first()
-        return _pack(row) if row is not None else None
+        return _pack(results[1].results[0])
 
     async def list(self, agent_type: str) -> list[Pack]:
         """Every version of every pack of the agent type, newest first."""
@@ -935,17 +887,16 @@ class WorkflowPacks:
         ).all()
         return [_pack(row) for row in result.results]
 
+    def _deprecate(self, agent_type: str, name: str, now_ms: int) -> D1Statement:
+        return self._sql(
+            "UPDATE workflow_packs SET status = 'deprecated', deprecated_at = ?4 "
+            "WHERE tenant_id = ?1 AND agent_type = ?2 AND name = ?3 AND status = 'active'",
+            (agent_type, name, now_ms),
+        )
+
     async def deprecate(self, agent_type: str, name: str, now_ms: int) -> int:
         """Deprecate the active version of `name`; returns how many were (0 or 1)."""
-        result = await (
-            self._db.prepare(
-                "UPDATE workflow_packs SET status = 'deprecated', deprecated_at = ? "
-                "WHERE tenant_id = ? AND agent_type = ? AND name = ? AND status = 'active'"
-            )
-            .bind(now_ms, self.tenant, agent_type, name)
-            .run()
-        )
-        return int(result.meta.changes)
+        return int((await self._deprecate(agent_type, name, now_ms).run()).meta.changes)
 
     async def offered(self, agent_type: str, task_type: str) -> Pack | None:
         """The newest active pack of the agent type for the task type, if any."""

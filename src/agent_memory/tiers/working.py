@@ -1,21 +1,9 @@
 """Tier 1, working memory: one agent instance's JSON items in KV, and the hot/warm/cold ADR's
-namespace migration of their keys (compat read, read-repair, the two flags).
+namespace migration of their keys: the canonical `<service>:<tenant>:<session>:<kind>:<entity>`
+(`agent_memory.namespace`) and ADR-043's legacy `agent_working:<tenant>:<session>:<entity>`,
+read and written per the two flags, with read-repair and the backfill (the phases:
+docs/tiered-memory.md, "Migration phases"). Only a delete removes a canonical key.
 
-    canonical  <service>:<tenantId>:<sessionId>:<kind>:<entityId>   (agent_memory.namespace)
-    legacy     agent_working:<tenantId>:<sessionId>:<entityId>       (ADR-043, kind `working`)
-
-| phase | `MEMORY_NAMESPACE_COMPAT_READ` | `MEMORY_NAMESPACE_WRITE_CANONICAL` | reads | writes |
-|---|---|---|---|---|
-| 0 legacy (the default) | false | false | legacy key | legacy key |
-| 1 dual read | true | false | canonical, then legacy (+ read-repair) | legacy key |
-| 2 canonical write | true | true | canonical, then legacy (+ read-repair) | canonical key |
-| 3 canonical only | false | true | canonical key | canonical key |
-
-* Read-repair: a legacy hit under compat read is written to the canonical key (same
-  metadata, the kind's TTL); the legacy key is left as it was. A legacy write also refreshes
-  an existing canonical copy, so no phase change or rollback surfaces an old value; only a
-  delete (of both keys) removes a canonical key. Listing merges both prefixes (canonical
-  wins). Reads under compat read are counted (`ReadCounts`, flushed to `namespace_reads`).
 * Working keys: `:`-separated segments of `[A-Za-z0-9._@+-]` (no wildcards), ≤ 128 bytes,
   else `InvalidWorkingMemoryKey`; values are JSON, else `WorkingMemoryError`; every write
   refreshes the 1 h TTL.
@@ -24,9 +12,6 @@ namespace migration of their keys (compat read, read-repair, the two flags).
   metadata (`{"bytes", "written_at"}`), so no second copy of the accounting can drift. KV
   listings are eventually consistent, but an instance's writes all come from its one
   Durable Object; the check spans awaits, so concurrent turns share its `write_lock`.
-* Backfill (phase 2, docs/tiered-memory.md): copies legacy keys to canonical ones, never
-  overwriting a canonical key, keeping value, metadata and absolute expiration (under 60 s
-  left: left to expire); deletes nothing; at most `max_keys` per call (`next_cursor`).
 """
 
 from __future__ import annotations
@@ -380,9 +365,6 @@ class WorkingMemory:
             )
         return found
 
-    async def usage(self) -> int:
-        return sum(entry.bytes for entry in await self.entries())
-
     async def set(self, key: str, value: Any) -> WorkingWrite:
         """Write `value` under `key` with a fresh TTL, or raise without writing anything."""
         validate_key(key, InvalidWorkingMemoryKey)
@@ -474,7 +456,9 @@ async def backfill_namespace(
     cursor: str | None = None,
     max_keys: int = DEFAULT_MAX_KEYS,
 ) -> BackfillReport:
-    """Copy up to `max_keys` legacy keys (of `tenant`, or of every tenant) to canonical keys."""
+    """Copy up to `max_keys` legacy keys (of `tenant`, or of every tenant) to canonical keys,
+    never overwriting one, keeping value, metadata and absolute expiration (under 60 s left:
+    left to expire); deletes nothing. Repeat with `next_cursor` until it is None."""
     report = BackfillReport(dry_run=dry_run)
     now = clock.now()
     page = await kv.list(prefix=legacy_prefix(tenant), cursor=cursor, limit=max(1, max_keys))

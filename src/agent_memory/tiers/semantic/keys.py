@@ -337,13 +337,9 @@ def _negated(text: str) -> bool:
     return any(w in NEGATIONS or w.endswith("n't") for w in _words(text))
 
 
-def content_words(text: str, entity: str) -> set[str]:
-    """The words that carry a statement's value: no stop words, entity, verbs or markers."""
-    return set(_content_words(text, entity))
-
-
 @lru_cache(maxsize=4_096)
-def _content_words(text: str, entity: str) -> frozenset[str]:
+def content_words(text: str, entity: str) -> frozenset[str]:
+    """The words that carry a statement's value: no stop words, entity, verbs or markers."""
     skip = set(entity.split()) | {e.removesuffix("'s") for e in entity.split()}
     out: set[str] = set()
     for word in _words(text):
@@ -356,7 +352,7 @@ def _content_words(text: str, entity: str) -> frozenset[str]:
     return frozenset(out)
 
 
-def _context_words(text: str, entity: str) -> set[str]:
+def _context_words(text: str, entity: str) -> frozenset[str]:
     """The content words after the first preposition ("for every editor" → {editor}), with
     temporal and additive markers removed first."""
     low = " " + " ".join(_words(text)) + " "
@@ -366,10 +362,10 @@ def _context_words(text: str, entity: str) -> set[str]:
     for i, token in enumerate(tokens):
         if i > 0 and token in CONTEXT_PREPOSITIONS:
             return content_words(" ".join(tokens[i + 1 :]), entity)
-    return set()
+    return frozenset()
 
 
-def _numbers(tokens: set[str]) -> set[str]:
+def _numbers(tokens: frozenset[str]) -> set[str]:
     return {t for t in tokens if any(c.isdigit() for c in t)}
 
 

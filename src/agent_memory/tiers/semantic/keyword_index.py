@@ -68,144 +68,139 @@ class KeywordQuery:
         return {t: idf(self.df.get(t, 0), self.stats.docs) for t in self.terms}
 
 
-class KeywordIndex:
-    """One tenant's keyword index, read side."""
+async def prepare(
+    scope: FactScope,
+    terms: Sequence[str],
+    params: Bm25Params,
+    compounds: Sequence[tuple[str, tuple[str, str]]] = (),
+) -> KeywordQuery:
+    """The tenant's statistics and each term's df (one D1 batch). Of `compounds`
+    (`retrieval.compound_forms`), a whole the query lacks is added when the index holds
+    it; parts it lacks, when the index holds both and not the whole."""
+    asked = list(terms)
+    terms = list(dict.fromkeys([*terms, *(t for w, p in compounds for t in (w, *p))]))
+    stats_result, df_result, code_result = await scope.db.batch(
+        [
+            scope.sql(
+                "SELECT docs, total_length, total_context_length FROM semantic_index_stats "
+                "WHERE tenant_id = ?"
+            ),
+            scope.sql(
+                f"SELECT term, df FROM semantic_term_stats WHERE tenant_id = {TENANT_CODE} "
+                "AND term IN (SELECT value FROM json_each(?))",
+                json.dumps(list(terms)),
+            ),
+            # The postings and term counts name the tenant by its code (migration 0020).
+            scope.sql(f"SELECT {TENANT_CODE} AS code"),
+        ]
+    )
+    found = code_result.results[0]["code"]
+    code = None if found is None else str(found)
+    row = stats_result.results[0] if stats_result.results else None
+    stats = TenantStats(
+        docs=int(row["docs"]) if row else 0,
+        total_length=int(row["total_length"]) if row else 0,
+        total_context_length=int(row["total_context_length"]) if row else 0,
+    )
+    df = {str(r["term"]): int(r["df"]) for r in df_result.results}
+    for whole, parts in compounds:
+        if all(p in asked for p in parts) and df.get(whole):
+            asked.append(whole)
+        elif whole in asked and not df.get(whole) and all(df.get(p) for p in parts):
+            asked += [p for p in parts if p not in asked]
+    return KeywordQuery(
+        terms=list(dict.fromkeys(asked)), df=df, stats=stats, params=params, code=code
+    )
 
-    def __init__(self, scope: FactScope) -> None:
-        self._s = scope
 
-    async def prepare(
-        self,
-        terms: Sequence[str],
-        params: Bm25Params,
-        compounds: Sequence[tuple[str, tuple[str, str]]] = (),
-    ) -> KeywordQuery:
-        """The tenant's statistics and each term's df (one D1 batch). Of `compounds`
-        (`retrieval.compound_forms`), a whole the query lacks is added when the index holds
-        it; parts it lacks, when the index holds both and not the whole."""
-        asked = list(terms)
-        terms = list(dict.fromkeys([*terms, *(t for w, p in compounds for t in (w, *p))]))
-        stats_stmt = self._s.db.prepare(
-            "SELECT docs, total_length, total_context_length FROM semantic_index_stats "
-            "WHERE tenant_id = ?"
-        ).bind(self._s.tenant_id)
-        df_stmt = self._s.db.prepare(
-            f"SELECT term, df FROM semantic_term_stats WHERE tenant_id = {TENANT_CODE} "
-            "AND term IN (SELECT value FROM json_each(?))"
-        ).bind(self._s.tenant_id, json.dumps(list(terms)))
-        # The postings and term counts name the tenant by its code (migration 0020).
-        code_stmt = self._s.db.prepare(f"SELECT {TENANT_CODE} AS code").bind(self._s.tenant_id)
-        stats_result, df_result, code_result = await self._s.db.batch(
-            [stats_stmt, df_stmt, code_stmt]
+async def candidates(
+    scope: FactScope,
+    query: KeywordQuery,
+    extra_sql: str,
+    extra_params: Sequence[SqlValue],
+    limit: int,
+    *,
+    narrowed: bool,
+    columns: str,
+) -> list[Row]:
+    """The rows (`columns` of `semantic_facts AS f`, plus `keyword_score`, the exact
+    BM25F of `score_column`, and `channel_score`, the BM25F over the driving terms it
+    was ranked by) of up to `limit` live facts matching the query's rarer terms, best
+    first (see the module docstring). `extra_sql` / `extra_params`: the row conditions
+    on `f`; `narrowed`: they go beyond liveness (filters), so more postings are ranked
+    before the rows are checked."""
+    present = sorted((t for t in query.terms if query.df.get(t, 0) > 0), key=query.df.__getitem__)
+    driving: list[str] = []
+    total = 0
+    for term in present[:MAX_DRIVING_TERMS]:
+        if driving and total + query.df[term] > POSTINGS_BUDGET:
+            break
+        driving.append(term)
+        total += query.df[term]
+    if not driving:
+        return []
+    idfs = query.idfs
+    if total > POSTINGS_BUDGET:
+        # One term alone exceeds the budget: its newest postings only.
+        score, score_params = _posting_score(query, "?", [idfs[driving[0]]])
+        postings = (
+            "(SELECT * FROM semantic_terms WHERE tenant_id = ? AND term = ? "
+            "ORDER BY fts_rowid DESC LIMIT ?) AS p"
         )
-        found = code_result.results[0]["code"]
-        code = None if found is None else str(found)
-        row = stats_result.results[0] if stats_result.results else None
-        stats = TenantStats(
-            docs=int(row["docs"]) if row else 0,
-            total_length=int(row["total_length"]) if row else 0,
-            total_context_length=int(row["total_context_length"]) if row else 0,
+        postings_params: list[SqlValue] = [query.code, driving[0], POSTINGS_BUDGET]
+    else:
+        score, score_params = _posting_score(query, "w.value")
+        # CROSS JOIN: the query's terms drive one index range of postings each.
+        postings = "json_each(?) AS w CROSS JOIN semantic_terms AS p"
+        postings += " WHERE p.tenant_id = ? AND p.term = w.key"
+        postings_params = [json.dumps({t: idfs[t] for t in driving}), query.code]
+    # Rank the postings alone (no row reads), then check the best rows: dead or filtered
+    # rows are skipped, so rank more than `limit` (all of them when filters narrow).
+    ranked = POSTINGS_BUDGET if narrowed else 2 * limit
+    exact, exact_params = score_column(query)
+    result = (
+        await scope.db.prepare(
+            f"SELECT {columns}, {exact} AS keyword_score, k.score AS channel_score FROM "
+            "(SELECT f.fts_rowid AS fts_rowid, t.score AS score FROM "
+            f"(SELECT p.fts_rowid AS fts_rowid, SUM({score}) AS score "
+            f"FROM {postings} GROUP BY p.fts_rowid ORDER BY score DESC LIMIT ?) AS t "
+            "CROSS JOIN semantic_facts AS f "
+            f"WHERE f.fts_rowid = t.fts_rowid AND f.tenant_id = ?{extra_sql} "
+            "ORDER BY t.score DESC, f.fact_id ASC LIMIT ?) AS k "
+            # The candidate rows themselves, read once: the channel's hits and their rows.
+            "CROSS JOIN semantic_facts AS f WHERE f.fts_rowid = k.fts_rowid "
+            "ORDER BY k.score DESC, f.fact_id ASC"
         )
-        df = {str(r["term"]): int(r["df"]) for r in df_result.results}
-        for whole, parts in compounds:
-            if all(p in asked for p in parts) and df.get(whole):
-                asked.append(whole)
-            elif whole in asked and not df.get(whole) and all(df.get(p) for p in parts):
-                asked += [p for p in parts if p not in asked]
-        return KeywordQuery(
-            terms=list(dict.fromkeys(asked)), df=df, stats=stats, params=params, code=code
+        .bind(
+            *exact_params,
+            *score_params,
+            *postings_params,
+            ranked,
+            scope.tenant_id,
+            *extra_params,
+            limit,
         )
+        .all()
+    )
+    return result.results
 
-    async def candidates(
-        self,
-        query: KeywordQuery,
-        extra_sql: str,
-        extra_params: Sequence[SqlValue],
-        limit: int,
-        *,
-        narrowed: bool,
-        columns: str,
-    ) -> list[Row]:
-        """The rows (`columns` of `semantic_facts AS f`, plus `keyword_score`, the exact
-        BM25F of `score_column`, and `channel_score`, the BM25F over the driving terms it
-        was ranked by) of up to `limit` live facts matching the query's rarer terms, best
-        first (see the module docstring). `extra_sql` / `extra_params`: the row conditions
-        on `f`; `narrowed`: they go beyond liveness (filters), so more postings are ranked
-        before the rows are checked."""
-        present = sorted(
-            (t for t in query.terms if query.df.get(t, 0) > 0), key=query.df.__getitem__
-        )
-        driving: list[str] = []
-        total = 0
-        for term in present[:MAX_DRIVING_TERMS]:
-            if driving and total + query.df[term] > POSTINGS_BUDGET:
-                break
-            driving.append(term)
-            total += query.df[term]
-        if not driving:
-            return []
-        idfs = query.idfs
-        if total > POSTINGS_BUDGET:
-            # One term alone exceeds the budget: its newest postings only.
-            score, score_params = _posting_score(query, "?", [idfs[driving[0]]])
-            postings = (
-                "(SELECT * FROM semantic_terms WHERE tenant_id = ? AND term = ? "
-                "ORDER BY fts_rowid DESC LIMIT ?) AS p"
-            )
-            postings_params: list[SqlValue] = [query.code, driving[0], POSTINGS_BUDGET]
-        else:
-            score, score_params = _posting_score(query, "w.value")
-            # CROSS JOIN: the query's terms drive one index range of postings each.
-            postings = "json_each(?) AS w CROSS JOIN semantic_terms AS p"
-            postings += " WHERE p.tenant_id = ? AND p.term = w.key"
-            postings_params = [json.dumps({t: idfs[t] for t in driving}), query.code]
-        # Rank the postings alone (no row reads), then check the best rows: dead or filtered
-        # rows are skipped, so rank more than `limit` (all of them when filters narrow).
-        ranked = POSTINGS_BUDGET if narrowed else 2 * limit
-        exact, exact_params = self.score_column(query)
-        result = (
-            await self._s.db.prepare(
-                f"SELECT {columns}, {exact} AS keyword_score, k.score AS channel_score FROM "
-                "(SELECT f.fts_rowid AS fts_rowid, t.score AS score FROM "
-                f"(SELECT p.fts_rowid AS fts_rowid, SUM({score}) AS score "
-                f"FROM {postings} GROUP BY p.fts_rowid ORDER BY score DESC LIMIT ?) AS t "
-                "CROSS JOIN semantic_facts AS f "
-                f"WHERE f.fts_rowid = t.fts_rowid AND f.tenant_id = ?{extra_sql} "
-                "ORDER BY t.score DESC, f.fact_id ASC LIMIT ?) AS k "
-                # The candidate rows themselves, read once: the channel's hits and their rows.
-                "CROSS JOIN semantic_facts AS f WHERE f.fts_rowid = k.fts_rowid "
-                "ORDER BY k.score DESC, f.fact_id ASC"
-            )
-            .bind(
-                *exact_params,
-                *score_params,
-                *postings_params,
-                ranked,
-                self._s.tenant_id,
-                *extra_params,
-                limit,
-            )
-            .all()
-        )
-        return result.results
 
-    @staticmethod
-    def score_column(query: KeywordQuery | None) -> tuple[str, list[SqlValue]]:
-        """A SQL expression on a `semantic_facts AS f` row: its exact BM25F for `query` over
-        every query term, however common (0.0 when it holds none, or without a query), and
-        its parameters. One primary-key probe of the postings per query term and row."""
-        if query is None or not query.df or query.code is None:
-            return "0.0", []
-        idfs = query.idfs
-        weights = json.dumps({t: idfs[t] for t in query.terms if query.df.get(t, 0) > 0})
-        score, params = _posting_score(query, "w.value")
-        return (
-            f"COALESCE((SELECT SUM({score}) "
-            "FROM json_each(?) AS w CROSS JOIN semantic_terms AS p "
-            "WHERE p.tenant_id = ? AND p.term = w.key AND p.fts_rowid = f.fts_rowid"
-            "), 0.0)",
-            [*params, weights, query.code],
-        )
+def score_column(query: KeywordQuery | None) -> tuple[str, list[SqlValue]]:
+    """A SQL expression on a `semantic_facts AS f` row: its exact BM25F for `query` over
+    every query term, however common (0.0 when it holds none, or without a query), and
+    its parameters. One primary-key probe of the postings per query term and row."""
+    if query is None or not query.df or query.code is None:
+        return "0.0", []
+    idfs = query.idfs
+    weights = json.dumps({t: idfs[t] for t in query.terms if query.df.get(t, 0) > 0})
+    score, params = _posting_score(query, "w.value")
+    return (
+        f"COALESCE((SELECT SUM({score}) "
+        "FROM json_each(?) AS w CROSS JOIN semantic_terms AS p "
+        "WHERE p.tenant_id = ? AND p.term = w.key AND p.fts_rowid = f.fts_rowid"
+        "), 0.0)",
+        [*params, weights, query.code],
+    )
 
 
 def _posting_score(
@@ -296,94 +291,83 @@ def extended_entry(row: Row, following: Sequence[str]) -> IndexEntry:
     )
 
 
-class SessionContext:
-    """Plans the context of new memories and extends earlier ones (one tenant)."""
-
-    def __init__(self, scope: FactScope) -> None:
-        self._s = scope
-        self._c = scope.config.context
-
-    async def _previous(self, session: str, limit: int) -> list[Row]:
-        """The session's last `limit` memories, oldest first."""
-        result = (
-            await self._s.db.prepare(
+async def plan_context(
+    scope: FactScope, items: Sequence[tuple[str | None, str, float | None]]
+) -> tuple[list[ContextPlan], dict[str, list[Row]]]:
+    """For each `(session, content, valid_from)`, in write order, its plan; and per
+    session the stored memories that preceded this call (for `extend_following`)."""
+    sessions = list(dict.fromkeys(s for s, _, _ in items if s is not None))
+    c = scope.config.context
+    keep = max(c.before, c.after, c.embed_before)
+    before_call: dict[str, list[Row]] = {}
+    for name in sessions:  # its last `keep` memories, oldest first
+        before_call[name] = []
+        if keep:
+            result = await scope.sql(
                 "SELECT fact_id, content, index_terms, index_length, context_length "
                 "FROM semantic_facts WHERE tenant_id = ? AND session_key = ? "
-                "ORDER BY fts_rowid DESC LIMIT ?"
+                "ORDER BY fts_rowid DESC LIMIT ?",
+                name,
+                keep,
+            ).all()
+            before_call[name] = list(reversed(result.results))
+    texts: dict[str, list[str]] = {s: [str(r["content"]) for r in before_call[s]] for s in sessions}
+    position: dict[str, list[int]] = {s: [] for s in sessions}
+    for index, (session, _content, _) in enumerate(items):
+        if session is not None:
+            position[session].append(index)
+    plans: list[ContextPlan] = []
+    for index, (session, content, valid_from) in enumerate(items):
+        if session is None:
+            plans.append(ContextPlan(None, content, index_entry(content, [], valid_from)))
+            continue
+        seen = texts[session]
+        before = seen[-c.before :] if c.before else []
+        later = [i for i in position[session] if i > index][: c.after]
+        after = [items[i][1] for i in later]
+        embed_before = seen[-c.embed_before :] if c.embed_before else []
+        plans.append(
+            ContextPlan(
+                session=session,
+                embed_text="\n".join([*embed_before, content]),
+                entry=index_entry(content, [*before, *after], valid_from),
             )
-            .bind(self._s.tenant_id, session, limit)
-            .all()
         )
-        return list(reversed(result.results))
+        seen.append(content)
+    return plans, before_call
 
-    async def plan(
-        self, items: Sequence[tuple[str | None, str, float | None]]
-    ) -> tuple[list[ContextPlan], dict[str, list[Row]]]:
-        """For each `(session, content, valid_from)`, in write order, its plan; and per
-        session the stored memories that preceded this call (for `extend_following`)."""
-        sessions = list(dict.fromkeys(s for s, _, _ in items if s is not None))
-        keep = max(self._c.before, self._c.after, self._c.embed_before)
-        before_call = {s: await self._previous(s, keep) for s in sessions if keep}
-        before_call.update({s: [] for s in sessions if s not in before_call})
-        texts: dict[str, list[str]] = {
-            s: [str(r["content"]) for r in before_call[s]] for s in sessions
-        }
-        position: dict[str, list[int]] = {s: [] for s in sessions}
-        for index, (session, _content, _) in enumerate(items):
-            if session is not None:
-                position[session].append(index)
-        plans: list[ContextPlan] = []
-        for index, (session, content, valid_from) in enumerate(items):
-            if session is None:
-                plans.append(ContextPlan(None, content, index_entry(content, [], valid_from)))
+
+async def extend_following(
+    scope: FactScope,
+    before_call: dict[str, list[Row]],
+    items: Sequence[tuple[str | None, str, float | None]],
+) -> None:
+    """Add the first memories of this call to the context of the session's memories
+    written before it (the k-th from last still lacks `after - k + 1` of them)."""
+    c = scope.config.context
+    statements = []
+    for session, rows in before_call.items():
+        new = [content for s, content, _ in items if s == session]
+        after = c.after
+        if not new or not after:
+            continue
+        for k, row in enumerate(reversed(rows[-after:]), start=1):
+            wanted = new[: after - k + 1]
+            if not wanted or row["index_terms"] is None:
                 continue
-            seen = texts[session]
-            before = seen[-self._c.before :] if self._c.before else []
-            later = [i for i in position[session] if i > index][: self._c.after]
-            after = [items[i][1] for i in later]
-            embed_before = seen[-self._c.embed_before :] if self._c.embed_before else []
-            plans.append(
-                ContextPlan(
-                    session=session,
-                    embed_text="\n".join([*embed_before, content]),
-                    entry=index_entry(content, [*before, *after], valid_from),
+            entry = extended_entry(row, wanted)
+            statements.append(
+                scope.sql(
+                    "UPDATE semantic_facts SET index_terms = ?2, index_length = ?3, "
+                    "context_length = ?4 WHERE tenant_id = ?1 AND fact_id = ?5",
+                    entry.index_terms,
+                    entry.length,
+                    entry.context_length,
+                    row["fact_id"],
                 )
             )
-            seen.append(content)
-        return plans, before_call
-
-    async def extend_following(
-        self,
-        before_call: dict[str, list[Row]],
-        items: Sequence[tuple[str | None, str, float | None]],
-    ) -> None:
-        """Add the first memories of this call to the context of the session's memories
-        written before it (the k-th from last still lacks `after - k + 1` of them)."""
-        statements = []
-        for session, rows in before_call.items():
-            new = [content for s, content, _ in items if s == session]
-            after = self._c.after
-            if not new or not after:
-                continue
-            for k, row in enumerate(reversed(rows[-after:]), start=1):
-                wanted = new[: after - k + 1]
-                if not wanted or row["index_terms"] is None:
-                    continue
-                entry = extended_entry(row, wanted)
-                statements.append(
-                    self._s.db.prepare(
-                        "UPDATE semantic_facts SET index_terms = ?, index_length = ?, "
-                        "context_length = ? WHERE tenant_id = ? AND fact_id = ?"
-                    ).bind(
-                        entry.index_terms,
-                        entry.length,
-                        entry.context_length,
-                        self._s.tenant_id,
-                        row["fact_id"],
-                    )
-                )
-        if statements:
-            await self._s.db.batch(statements)
+    if statements:
+        await scope.db.batch(statements)
 
 
 # Facts read per page and sent per UPDATE. The UPDATE looks each fact's entry up in the
@@ -437,24 +421,14 @@ class ReindexReport(BaseModel):
     tenants: list[TenantReindex] = Field(default_factory=list)
 
 
-def _statement_groups(rows: Sequence[dict[str, object]]) -> list[str]:
-    """The page's entries as JSON parameters `[[fts_rowid, index_terms, length,
-    context_length], ...]`, each at most `MAX_STATEMENT_JSON` characters (or one fact)."""
+def _statement_groups(items: Sequence[list[Any]]) -> list[str]:
+    """`items` as JSON array parameters, each at most `MAX_STATEMENT_JSON` characters (or
+    one item)."""
     groups: list[str] = []
     current: list[str] = []
     size = 0
-    for row in rows:
-        valid_from = row["valid_from"]
-        entry = index_entry(
-            str(row["content"]),
-            [],
-            None if valid_from is None else int(str(valid_from)) / 1000,
-        )
-        item = json.dumps(
-            [int(str(row["fts_rowid"])), entry.index_terms, entry.length, entry.context_length],
-            separators=(",", ":"),
-            ensure_ascii=False,
-        )
+    for value in items:
+        item = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
         if current and size + len(item) > MAX_STATEMENT_JSON:
             groups.append(f"[{','.join(current)}]")
             current, size = [], 0
@@ -475,7 +449,12 @@ async def reindex_tenant(
     while done < limit and (deadline is None or time.monotonic() < deadline):
         page = min(FACTS_PER_STATEMENT, limit - done)
         rows = (await db.prepare(_PAGE_SQL).bind(tenant_id, page).all()).results
-        for group in _statement_groups(rows):
+        items = []  # [fts_rowid, index_terms, length, context_length]
+        for row in rows:
+            at = None if row["valid_from"] is None else int(row["valid_from"]) / 1000
+            e = index_entry(str(row["content"]), [], at)
+            items.append([int(row["fts_rowid"]), e.index_terms, e.length, e.context_length])
+        for group in _statement_groups(items):
             await db.prepare(_UPDATE_SQL).bind(group, tenant_id).run()
         done += len(rows)
         if len(rows) < page:
@@ -518,14 +497,9 @@ async def renormalise(
             entry = _entry_json(terms)
             if entry != row["index_terms"]:
                 updates.append([int(row["fts_rowid"]), row["index_terms"], entry])
-        while updates:  # statements of at most MAX_STATEMENT_JSON characters (or one fact)
-            size, take = 0, 0
-            while take < len(updates) and (take == 0 or size < MAX_STATEMENT_JSON):
-                size += len(updates[take][1]) + len(updates[take][2]) + 16
-                take += 1
-            group, updates = updates[:take], updates[take:]
-            await db.prepare(_RETERM_SQL).bind(json.dumps(group), tenant_id).run()
-            changed += len(group)
+        for group in _statement_groups(updates):
+            await db.prepare(_RETERM_SQL).bind(group, tenant_id).run()
+        changed += len(updates)
         seen += len(rows)
         if len(rows) < page:
             return changed, None

@@ -22,7 +22,7 @@ from agent_memory.governance.personal_data import PersonalData
 from agent_memory.governance.writes import EventLog, WriteGate
 from agent_memory.ids import count_then_delete, delete_ids
 from agent_memory.namespace import TENANT_RE
-from agent_memory.retrieval import RetrievalConfig, Tier
+from agent_memory.retrieval import RetrievalConfig
 from agent_memory.tiers.semantic.models import (
     DEFAULT_AGENT_TYPE,
     DEFAULT_TOP_K,
@@ -33,21 +33,23 @@ from agent_memory.tiers.semantic.models import (
     FactScope,
     FactStatus,
     LearnResult,
-    LinkedFact,
     MemoryInputError,
     RecallFilters,
     RecallRequest,
     RecallResult,
     SemanticTierUnavailable,
-    ms,
     namespace_for_tenant,
     open_facts,
 )
-from agent_memory.tiers.semantic.recall import MAX_WRITE_BACK, Recaller, RecallRecorder, linked_rows
-from agent_memory.tiers.semantic.writes import FactWriter, VectorSync, backfill_keys
+from agent_memory.tiers.semantic.recall import (
+    MAX_WRITE_BACK,
+    Recaller,
+    RecallRecorder,
+)
+from agent_memory.tiers.semantic.writes import FactWriter, backfill_keys
 from bindings.ports.background import BackgroundTasks
 from bindings.ports.clock import Clock
-from bindings.ports.d1 import D1Database
+from bindings.ports.d1 import D1Database, D1Statement
 from bindings.ports.embedder import Embedder
 from bindings.ports.kv import KVNamespace
 from bindings.ports.reranker import Reranker
@@ -57,7 +59,7 @@ from bindings.ports.vectorize import VectorIndex
 
 class SemanticMemory:
     """Semantic memory of one tenant. Construct per request; the tenant cannot change.
-    The write path, vector repair and recall pipeline share one `FactScope` built here."""
+    The write path and the recall pipeline share one `FactScope` built here."""
 
     def __init__(
         self,
@@ -70,7 +72,6 @@ class SemanticMemory:
         config: RetrievalConfig | None = None,
         agent_type: str = DEFAULT_AGENT_TYPE,
         run_id: str | None = None,
-        tier: Tier = "semantic",
         gate: WriteGate | None = None,
         background: BackgroundTasks | None = None,
         personal: PersonalData | None = None,
@@ -90,7 +91,6 @@ class SemanticMemory:
             config=config or RetrievalConfig(),
             agent_type=agent_type,
             run_id=run_id,
-            tier=tier,
             events=events,
             # Writes are proposals checked by the write policy; committed facts get a
             # `memory_written` event (ADR-0051, `agent_memory.governance.writes`).
@@ -104,16 +104,12 @@ class SemanticMemory:
 
     # Built on first use: a recall needs no writer, a write no recaller.
     @cached_property
-    def _vectors(self) -> VectorSync:
-        return VectorSync(self._s)
-
-    @cached_property
     def _writer(self) -> FactWriter:
-        return FactWriter(self._s, self._vectors)
+        return FactWriter(self._s)
 
     @cached_property
     def _recaller(self) -> Recaller:
-        return Recaller(self._s, lambda: self._vectors)
+        return Recaller(self._s)
 
     @classmethod
     def from_bindings(
@@ -174,7 +170,7 @@ class SemanticMemory:
     async def complete_pending(self, limit: int = 100) -> int:
         """Write the vectors of up to `limit` facts left `pending_vector` (oldest first) and
         activate them. Returns how many became active. Safe to run any time."""
-        return await self._vectors.complete_pending(limit)
+        return await self._writer.complete_pending(limit)
 
     async def backfill_keys(self, limit: int = 500) -> int:
         """Derive and store the keys of up to `limit` facts written before keys existed
@@ -191,43 +187,29 @@ class SemanticMemory:
         an absent fact is a no-op that still removes a vector left behind earlier."""
         return await self._writer.delete(fact_id)
 
-    async def reconcile_vectors(self, fact_ids: Sequence[str]) -> list[str]:
-        """Delete this tenant's vectors among `fact_ids` that have no row. Returns them."""
-        return await self._vectors.reconcile_vectors(fact_ids)
-
     # ------------------------------------------------------------------ reads
 
     async def get(self, fact_id: str) -> Fact | None:
         """The fact's row (any status), or None."""
-        row = (
-            await self._s.db.prepare(
-                "SELECT * FROM semantic_facts WHERE tenant_id = ? AND fact_id = ?"
-            )
-            .bind(self._s.tenant_id, fact_id)
-            .first()
-        )
+        row = await self._s.sql(
+            "SELECT * FROM semantic_facts WHERE tenant_id = ? AND fact_id = ?", fact_id
+        ).first()
         return (await open_facts([row], self._s.personal))[0] if row is not None else None
 
     async def list_active(self, limit: int, offset: int = 0) -> list[Fact]:
         """The tenant's active facts, newest first (`limit` from `offset`)."""
-        result = (
-            await self._s.db.prepare(
-                "SELECT * FROM semantic_facts WHERE tenant_id = ? AND status = 'active' "
-                "ORDER BY created_at DESC, fact_id DESC LIMIT ? OFFSET ?"
-            )
-            .bind(self._s.tenant_id, limit, offset)
-            .all()
-        )
+        result = await self._s.sql(
+            "SELECT * FROM semantic_facts WHERE tenant_id = ? AND status = 'active' "
+            "ORDER BY created_at DESC, fact_id DESC LIMIT ? OFFSET ?",
+            limit,
+            offset,
+        ).all()
         return await open_facts(result.results, self._s.personal)
 
     async def count(self, status: FactStatus = "active") -> int:
-        value = (
-            await self._s.db.prepare(
-                "SELECT COUNT(*) AS n FROM semantic_facts WHERE tenant_id = ? AND status = ?"
-            )
-            .bind(self._s.tenant_id, status)
-            .first_value("n")
-        )
+        value = await self._s.sql(
+            "SELECT COUNT(*) AS n FROM semantic_facts WHERE tenant_id = ? AND status = ?", status
+        ).first_value("n")
         return int(value or 0)
 
     async def recall(
@@ -237,42 +219,23 @@ class SemanticMemory:
         filters: RecallFilters | Mapping[str, Any] | None = None,
         *,
         query_vector: Sequence[float] | None = None,
-        follow_links: bool = False,
-        as_of: float | None = None,
     ) -> RecallResult:
         """The `top_k` (1-20) best live facts for `query`, each with its score breakdown.
 
         Updates the returned facts' recall stats and writes a `memory_retrieved` event.
         `query_vector` skips the embedding call (benchmarks; callers that already have it).
-        `follow_links` also returns, in `linked`, the live facts one link away from the
-        results (the reconciler's links), strongest link first.
-        `as_of` (epoch seconds) answers with what was believed then: facts written by then
-        whose validity interval (closed when a newer statement superseded them) contains it;
-        it overrides `filters.as_of`.
         Raises `MemoryInputError` for an empty query, a `top_k` out of range or bad filters.
         """
         raw_filters = filters.model_dump() if isinstance(filters, RecallFilters) else filters
-        if as_of is not None and (raw_filters is None or isinstance(raw_filters, Mapping)):
-            raw_filters = {**(raw_filters or {}), "as_of": as_of}
         try:
             request = RecallRequest.model_validate(
                 {"query": query, "top_k": top_k, "filters": raw_filters}
             )
         except ValidationError as exc:
             raise MemoryInputError.from_validation(exc, "recall") from None
-        result = await self._recaller.run(
+        return await self._recaller.run(
             request.query, request.top_k, request.filters, query_vector, record=True
         )
-        if follow_links and result.results:
-            hops = await linked_rows(
-                self._s.db, self._s.tenant_id, result.fact_ids, now_ms=ms(self._s.clock.now())
-            )
-            facts = await open_facts([h.row for h in hops], self._s.personal)
-            result.linked = [
-                LinkedFact(fact=fact, via=h.via, link_score=h.score)
-                for fact, h in zip(facts, hops, strict=True)
-            ]
-        return result
 
     async def rank(
         self,
@@ -328,6 +291,10 @@ class FactHistory:
         self._db = db
         self.tenant_id = tenant_id
 
+    def _sql(self, sql: str, *params: SqlValue) -> D1Statement:
+        """`sql` bound to the tenant (always its first parameter), then `params`."""
+        return self._db.prepare(sql).bind(self.tenant_id, *params)
+
     async def fact_rows(
         self,
         *,
@@ -337,72 +304,58 @@ class FactHistory:
     ) -> list[Row]:
         """Fact rows newest first: `where` are extra clauses on `semantic_facts` (each with its
         parameters), `after` the (created_at, fact_id) of the previous page's last row."""
-        clauses: list[str] = ["tenant_id = ?"]
-        params: list[SqlValue] = [self.tenant_id]
-        for clause, values in where:
-            clauses.append(clause)
-            params.extend(values)
         if after is not None:
-            clauses.append("(created_at < ? OR (created_at = ? AND fact_id < ?))")
-            params.extend([after[0], after[0], after[1]])
-        result = await (
-            self._db.prepare(
-                f"SELECT * FROM semantic_facts WHERE {' AND '.join(clauses)} "
-                "ORDER BY created_at DESC, fact_id DESC LIMIT ?"
-            )
-            .bind(*params, limit)
-            .all()
-        )
+            page = ("(created_at < ? OR (created_at = ? AND fact_id < ?))", (after[0], *after))
+            where = [*where, page]
+        clauses = " AND ".join(["tenant_id = ?", *(clause for clause, _ in where)])
+        result = await self._sql(
+            f"SELECT * FROM semantic_facts WHERE {clauses} "
+            "ORDER BY created_at DESC, fact_id DESC LIMIT ?",
+            *(value for _, values in where for value in values),
+            limit,
+        ).all()
         return list(result.results)
 
     async def superseded_by_any(self, fact_ids: Sequence[str], limit: int) -> list[Row]:
         """Rows of the facts that `fact_ids` superseded, oldest first."""
         marks = ",".join("?" for _ in fact_ids)
-        result = await (
-            self._db.prepare(
-                f"SELECT * FROM semantic_facts WHERE tenant_id = ? AND superseded_by IN ({marks}) "
-                "ORDER BY created_at, fact_id LIMIT ?"
-            )
-            .bind(self.tenant_id, *fact_ids, limit)
-            .all()
-        )
+        result = await self._sql(
+            f"SELECT * FROM semantic_facts WHERE tenant_id = ? AND superseded_by IN ({marks}) "
+            "ORDER BY created_at, fact_id LIMIT ?",
+            *fact_ids,
+            limit,
+        ).all()
         return list(result.results)
 
     async def links_of(self, fact_id: str, outgoing: bool, limit: int) -> list[Row]:
         """The fact's links (`other_id`, `score`) with the linked fact's content, status and
         validity, strongest first."""
         mine, other = ("from_fact_id", "to_fact_id") if outgoing else ("to_fact_id", "from_fact_id")
-        result = await (
-            self._db.prepare(
-                f"SELECT l.{other} AS other_id, l.score AS score, f.content AS content, "
-                "f.status AS status, f.valid_to AS valid_to FROM memory_links AS l "
-                "LEFT JOIN semantic_facts AS f "
-                f"ON f.tenant_id = l.tenant_id AND f.fact_id = l.{other} "
-                f"WHERE l.tenant_id = ? AND l.{mine} = ? ORDER BY l.score DESC LIMIT ?"
-            )
-            .bind(self.tenant_id, fact_id, limit)
-            .all()
-        )
+        result = await self._sql(
+            f"SELECT l.{other} AS other_id, l.score AS score, f.content AS content, "
+            "f.status AS status, f.valid_to AS valid_to FROM memory_links AS l "
+            f"LEFT JOIN semantic_facts AS f ON f.tenant_id = l.tenant_id AND f.fact_id = l.{other} "
+            f"WHERE l.tenant_id = ? AND l.{mine} = ? ORDER BY l.score DESC LIMIT ?",
+            fact_id,
+            limit,
+        ).all()
         return list(result.results)
 
     async def provenance_of(self, fact_id: str, limit: int) -> list[Row]:
         """Where the fact came from (`fact_provenance`): each source with the run and text of
         an episode source, or the text of a fact source."""
-        result = await (
-            self._db.prepare(
-                "SELECT p.source_kind AS source_kind, p.source_id AS source_id, "
-                "p.relation AS relation, p.created_at AS created_at, e.run_id AS run_id, "
-                "COALESCE(e.content, f.content) AS content FROM fact_provenance AS p "
-                "LEFT JOIN memory_episodes AS e ON p.source_kind = 'episode' "
-                "AND e.tenant_id = p.tenant_id AND e.episode_id = p.source_id "
-                "LEFT JOIN semantic_facts AS f ON p.source_kind = 'fact' "
-                "AND f.tenant_id = p.tenant_id AND f.fact_id = p.source_id "
-                "WHERE p.tenant_id = ? AND p.fact_id = ? ORDER BY p.created_at, p.source_id "
-                "LIMIT ?"
-            )
-            .bind(self.tenant_id, fact_id, limit)
-            .all()
-        )
+        result = await self._sql(
+            "SELECT p.source_kind AS source_kind, p.source_id AS source_id, "
+            "p.relation AS relation, p.created_at AS created_at, e.run_id AS run_id, "
+            "COALESCE(e.content, f.content) AS content FROM fact_provenance AS p "
+            "LEFT JOIN memory_episodes AS e ON p.source_kind = 'episode' "
+            "AND e.tenant_id = p.tenant_id AND e.episode_id = p.source_id "
+            "LEFT JOIN semantic_facts AS f ON p.source_kind = 'fact' "
+            "AND f.tenant_id = p.tenant_id AND f.fact_id = p.source_id "
+            "WHERE p.tenant_id = ? AND p.fact_id = ? ORDER BY p.created_at, p.source_id LIMIT ?",
+            fact_id,
+            limit,
+        ).all()
         return list(result.results)
 
     # -------------------------------------------------------------- a subject's erase
@@ -414,19 +367,16 @@ class FactHistory:
         # replaced) are its history: they go too (the recursive part). The derived key
         # (migration 0005) is lower-cased: a free-text fact stored under the catch-all
         # subject is still about the entity its text names.
-        result = await (
-            self._db.prepare(
-                "WITH RECURSIVE found(fact_id, content_hash) AS ("
-                "SELECT fact_id, content_hash FROM semantic_facts WHERE tenant_id = ?1 "
-                "AND (subject = ?2 OR object = ?2 OR instr(content, ?2) > 0 "
-                "OR instr(metadata, ?2) > 0 OR (key_entity <> '' AND key_entity = lower(?2))) "
-                "UNION SELECT f.fact_id, f.content_hash FROM semantic_facts AS f "
-                "JOIN found ON f.tenant_id = ?1 AND f.superseded_by = found.fact_id) "
-                "SELECT fact_id, content_hash FROM found"
-            )
-            .bind(self.tenant_id, subject)
-            .all()
-        )
+        result = await self._sql(
+            "WITH RECURSIVE found(fact_id, content_hash) AS ("
+            "SELECT fact_id, content_hash FROM semantic_facts WHERE tenant_id = ?1 "
+            "AND (subject = ?2 OR object = ?2 OR instr(content, ?2) > 0 "
+            "OR instr(metadata, ?2) > 0 OR (key_entity <> '' AND key_entity = lower(?2))) "
+            "UNION SELECT f.fact_id, f.content_hash FROM semantic_facts AS f "
+            "JOIN found ON f.tenant_id = ?1 AND f.superseded_by = found.fact_id) "
+            "SELECT fact_id, content_hash FROM found",
+            subject,
+        ).all()
         return {str(row["fact_id"]): str(row["content_hash"]) for row in result.results}
 
     async def _delete_where(self, table: str, column: str, ids: Sequence[str]) -> int:
@@ -454,20 +404,13 @@ class FactHistory:
         """Drop term statistics no fact has any more (the delete trigger only decrements a
         term's document count, so its text would stay); True when no posting names a fact
         that is gone."""
-        await (
-            self._db.prepare(
-                f"DELETE FROM semantic_term_stats WHERE tenant_id = {TENANT_CODE} AND df <= 0"
-            )
-            .bind(self.tenant_id)
-            .run()
-        )
-        orphans = await (
-            self._db.prepare(
-                f"SELECT COUNT(*) AS n FROM semantic_terms t WHERE t.tenant_id = {TENANT_CODE} "
-                "AND NOT EXISTS (SELECT 1 FROM semantic_facts f WHERE f.tenant_id = ? "
-                "AND f.fts_rowid = t.fts_rowid)"
-            )
-            .bind(self.tenant_id, self.tenant_id)
-            .first_value("n")
-        )
+        await self._sql(
+            f"DELETE FROM semantic_term_stats WHERE tenant_id = {TENANT_CODE} AND df <= 0"
+        ).run()
+        orphans = await self._sql(
+            f"SELECT COUNT(*) AS n FROM semantic_terms t WHERE t.tenant_id = {TENANT_CODE} "
+            "AND NOT EXISTS (SELECT 1 FROM semantic_facts f WHERE f.tenant_id = ? "
+            "AND f.fts_rowid = t.fts_rowid)",
+            self.tenant_id,
+        ).first_value("n")
         return int(orphans or 0) == 0

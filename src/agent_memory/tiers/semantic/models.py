@@ -30,14 +30,14 @@ from agent_memory.governance.personal_data import PersonalData, Sealable
 from agent_memory.governance.writes import EventLog, WriteGate
 from agent_memory.ids import IDS_PER_STATEMENT, chunks, sha256_hex
 from agent_memory.namespace import AGENT_TYPE_PATTERN, DEFAULT_SUBJECT
-from agent_memory.retrieval import ChannelDetail, RetrievalConfig, ScoreBreakdown, Tier
+from agent_memory.retrieval import ChannelDetail, RetrievalConfig, ScoreBreakdown
 from bindings.ports.background import BackgroundTasks
 from bindings.ports.clock import Clock
-from bindings.ports.d1 import D1Database
+from bindings.ports.d1 import D1Database, D1Statement
 from bindings.ports.embedder import Embedder, EmbeddingConfig
 from bindings.ports.kv import KVNamespace
 from bindings.ports.reranker import Reranker
-from bindings.ports.sql import Row
+from bindings.ports.sql import Row, SqlValue
 from bindings.ports.vectorize import (
     VECTORIZE_MAX_METADATA_BYTES,
     VECTORIZE_MAX_NAMESPACE_BYTES,
@@ -49,7 +49,7 @@ from http_messages import MAX_EPOCH_SECONDS
 # Vectorize indexes the first 64 bytes of a string metadata value (metadata-filtering.mdx).
 VECTORIZE_MAX_INDEXED_STRING_BYTES = 64
 NAMESPACE_PREFIX = "agent_memory_semantic:"
-# Tenant ids never contain "~" (scope.TENANT_PATTERN), so a hashed name cannot equal a
+# Tenant ids never contain "~" (namespace.TENANT_PATTERN), so a hashed name cannot equal a
 # plain one.
 HASHED_NAMESPACE_PREFIX = NAMESPACE_PREFIX + "~"
 MAX_CONTENT_CHARS = 8_192  # semantic_facts.content CHECK
@@ -275,17 +275,6 @@ class Fact(BaseModel):
     # The session it was written in (migration 0009); None for memories without one.
     session_key: str | None = None
 
-    @classmethod
-    def from_row(cls, row: Row, metadata: Mapping[str, Any] | None = None) -> Fact:
-        """The fact of `row` as stored; `open_facts` passes the opened `metadata`."""
-        data = {name: row.get(name) for name in cls.model_fields}
-        data["metadata"] = (
-            dict(metadata) if metadata is not None else json.loads(row.get("metadata") or "{}")
-        )
-        for name in ("key_entity", "key_attribute", "key_source"):
-            data[name] = data[name] or ""  # a row read without the 0005 columns
-        return cls.model_validate(data)
-
 
 async def open_facts(rows: Sequence[Row], personal: PersonalData) -> list[Fact]:
     """The facts of `rows` with their sealed personal metadata opened: every read of fact
@@ -299,7 +288,13 @@ async def open_facts(rows: Sequence[Row], personal: PersonalData) -> list[Fact]:
             for row in rows
         ],
     )
-    return [Fact.from_row(row, metadata) for row, metadata in zip(rows, opened, strict=True)]
+    facts = []
+    for row, metadata in zip(rows, opened, strict=True):
+        data = {name: row.get(name) for name in Fact.model_fields} | {"metadata": metadata}
+        for name in ("key_entity", "key_attribute", "key_source"):
+            data[name] = data[name] or ""  # a row read without the 0005 columns
+        facts.append(Fact.model_validate(data))
+    return facts
 
 
 class LearnResult(BaseModel):
@@ -341,10 +336,9 @@ class RecalledFact(BaseModel):
     context: list[ContextMemory] = Field(default_factory=list)
     breakdown: ScoreBreakdown
     channels: dict[str, ChannelDetail]
-    # A newer candidate states a new value for the same key (rules: `update_rules.judge_update`)
-    # and the reconciler has not superseded this one yet: the newer one ranks above it.
+    # A newer candidate states a new value for the same key (`keys.judge_update`) and the
+    # reconciler has not superseded this one yet: the newer one ranks above it.
     possibly_outdated: bool = False
-    newer_fact_id: str | None = None
 
     def summary(self) -> dict[str, Any]:
         """What a tool returns for this result: the fact and why it ranked where it did."""
@@ -376,17 +370,8 @@ class RecalledFact(BaseModel):
         }
 
 
-class LinkedFact(BaseModel):
-    """A fact reached over one link from a recalled fact (`recall(follow_links=True)`)."""
-
-    fact: Fact
-    via: str
-    link_score: float
-
-
 class RecallResult(BaseModel):
     results: list[RecalledFact]
-    linked: list[LinkedFact] = Field(default_factory=list)
     event_id: str | None = None
     # How many candidates each channel contributed, and vector ids dropped (no live row).
     candidates: dict[str, int] = Field(default_factory=dict)
@@ -460,7 +445,6 @@ class FactScope:
     config: RetrievalConfig
     agent_type: str
     run_id: str | None
-    tier: Tier
     events: EventLog
     gate: WriteGate
     # Seals and opens the personal fields of fact metadata (docs/personal-data.md).
@@ -468,12 +452,12 @@ class FactScope:
     # `ctx.waitUntil`: work that may finish after the response. None: done before returning.
     background: BackgroundTasks | None = None
     # Where recall records that D1 refused every time wait to be written back
-    # (`recall_record`). None: such a record is logged at ERROR with its payload.
+    # (`recall.RecallRecorder`). None: such a record is logged at ERROR with its payload.
     kv: KVNamespace | None = None
-    # The reranking stage's model (`rerank`); None: the embedder rescores, when configured.
+    # The reranking stage's model (`recall.rerank_head`); None: the embedder rescores.
     reranker: Reranker | None = None
 
-    async def after_response(self, work: Coroutine[Any, Any, None], what: str) -> None:
+    async def after_response(self, work: Coroutine[Any, Any, object], what: str) -> None:
         """Run `work` after the response when a background is bound, else now. A failure is
         logged, never raised: `work` must be something the caller's result does not need."""
 
@@ -488,6 +472,10 @@ class FactScope:
         else:
             await guarded()
 
+    def sql(self, sql: str, *params: SqlValue) -> D1Statement:
+        """`sql` bound to the tenant (always its first parameter), then `params`."""
+        return self.db.prepare(sql).bind(self.tenant_id, *params)
+
     def require_embedder(self) -> Embedder:
         if self.embedder is None:
             raise SemanticTierUnavailable("no embedder is bound; learn and recall need one")
@@ -498,14 +486,10 @@ class FactScope:
         rows: dict[str, Row] = {}
         for chunk in chunks(fact_ids, IDS_PER_STATEMENT):
             marks = ", ".join("?" for _ in chunk)
-            result = (
-                await self.db.prepare(
-                    f"SELECT {columns} FROM semantic_facts "
-                    f"WHERE tenant_id = ? AND fact_id IN ({marks})"
-                )
-                .bind(self.tenant_id, *chunk)
-                .all()
-            )
-            for row in result.results:
-                rows[row["fact_id"]] = row
+            result = await self.sql(
+                f"SELECT {columns} FROM semantic_facts WHERE tenant_id = ? "
+                f"AND fact_id IN ({marks})",
+                *chunk,
+            ).all()
+            rows.update((row["fact_id"], row) for row in result.results)
         return rows

@@ -22,6 +22,15 @@ Recall records (the returned facts' `last_recalled_at` / `recall_count` and the
   query text, since the erase may not have seen it;
 * at most `MAX_CARRIED` records per tenant wait in KV (approximate: KV lists are eventually
   consistent); beyond it, without KV, or when KV fails too, logged at ERROR with the payload.
+
+Reranking (`RetrievalConfig.rerank`, at the end) scores each of the best `depth` candidates as
+question-passage pairs, the passage being the memory with `neighbours` memories either side
+of it in its session. The reranker is the bound `Reranker` port (Workers AI's
+`@cf/baai/bge-reranker-base`) or, without one, `EmbedderReranker`: the cosine of question and
+passage under the tenant's embedder (no cross-encoder ships its weights in a PyPI wheel;
+docs/semantic-memory.md). The new order blends the fused score and the reranker's, each
+min-max normalised over the head (`fused + weight · reranker`), in the fused scores' range, so
+the head still ranks above the rest. A failing reranker leaves the fused order (logged).
 """
 
 from __future__ import annotations
@@ -30,19 +39,19 @@ import asyncio
 import json
 import logging
 import math
-from collections.abc import Callable, Sequence
-from typing import NamedTuple, cast
+from collections.abc import Mapping, Sequence
+from typing import cast
 
 import numpy as np
 from pydantic import BaseModel
 
 from agent_memory.governance.writes import MemoryEvent, RetrievedItem, memory_retrieved
-from agent_memory.ids import chunks
 from agent_memory.retrieval import (
     ChannelHit,
     ChannelResult,
     FusedItem,
     Parts,
+    RerankConfig,
     asks,
     asks_for_several,
     breakdown,
@@ -55,78 +64,29 @@ from agent_memory.retrieval import (
     rank_candidates,
     spread,
 )
+from agent_memory.tiers.semantic import keyword_index
 from agent_memory.tiers.semantic.keys import FactKey, KeySource, judge
-from agent_memory.tiers.semantic.keyword_index import KeywordIndex, KeywordQuery
+from agent_memory.tiers.semantic.keyword_index import KeywordQuery
 from agent_memory.tiers.semantic.models import (
+    BREAKDOWN_PARTS,
+    ContextMemory,
     FactScope,
     MemoryInputError,
     RecalledFact,
     RecallFilters,
     RecallResult,
     check_matrix,
+    delete_own_vectors,
     embedding_tag,
     ms,
     open_facts,
 )
-from agent_memory.tiers.semantic.rerank import EmbedderReranker, attach_context, rerank_head
-from agent_memory.tiers.semantic.writes import VectorSync
-from bindings.ports.d1 import D1Database, D1Statement
+from bindings.ports.d1 import D1Statement
+from bindings.ports.embedder import Embedder
 from bindings.ports.kv import KV_MAX_LIST_LIMIT, KVNamespace
+from bindings.ports.reranker import Reranker
 from bindings.ports.sql import Row, SqlValue
 from bindings.ports.vectorize import VECTORIZE_MAX_TOP_K
-
-PER_FACT = 3
-
-
-class LinkedRow(NamedTuple):
-    """A neighbour reached over a link: the fact row, who it was reached from, the link."""
-
-    via: str
-    score: float
-    row: Row
-
-
-async def linked_rows(
-    db: D1Database,
-    tenant_id: str,
-    fact_ids: Sequence[str],
-    *,
-    now_ms: int,
-) -> list[LinkedRow]:
-    """Live facts one hop from `fact_ids` (at most `PER_FACT` each); each neighbour once (via
-    its strongest link)."""
-    ids = list(dict.fromkeys(fact_ids))
-    if not ids:
-        return []
-    found: dict[str, LinkedRow] = {}
-    for chunk in chunks(ids):
-        marks = ", ".join("?" for _ in chunk)
-        result = await (
-            db.prepare(
-                "SELECT l.from_fact_id AS via, l.score AS link_score, f.* "
-                "FROM memory_links AS l JOIN semantic_facts AS f "
-                "ON f.tenant_id = l.tenant_id AND f.fact_id = l.to_fact_id "
-                f"WHERE l.tenant_id = ? AND l.from_fact_id IN ({marks}) "
-                "AND f.status = 'active' AND (f.valid_to IS NULL OR f.valid_to > ?) "
-                "ORDER BY l.from_fact_id, l.score DESC, l.to_fact_id"
-            )
-            .bind(tenant_id, *chunk, now_ms)
-            .all()
-        )
-        taken: dict[str, int] = {}
-        for row in result.results:
-            via = str(row["via"])
-            target = str(row["fact_id"])
-            if target in ids or taken.get(via, 0) >= PER_FACT:
-                continue
-            taken[via] = taken.get(via, 0) + 1
-            score = float(row["link_score"])
-            current = found.get(target)
-            if current is None or score > current.score:
-                clean = {k: v for k, v in row.items() if k not in ("via", "link_score")}
-                found[target] = LinkedRow(via=via, score=score, row=clean)
-    return sorted(found.values(), key=lambda r: (-r.score, str(r.row["fact_id"])))
-
 
 log = logging.getLogger(__name__)
 
@@ -184,26 +144,25 @@ class RecallRecorder:
         self._s = scope
 
     def _statements(self, record: RecallRecord) -> list[D1Statement]:
-        tenant = self._s.tenant_id
-        statements = [
-            self._s.db.prepare(
-                "UPDATE semantic_facts SET last_recalled_at = ?, recall_count = recall_count + 1 "
-                "WHERE tenant_id = ? AND fact_id IN (SELECT value FROM json_each(?)) AND NOT "
-                "EXISTS (SELECT 1 FROM memory_events AS e WHERE e.tenant_id = ? AND e.event_id = ?)"
-            ).bind(
-                ms(record.now), tenant, json.dumps(record.fact_ids), tenant, record.event.event_id
+        event_id = record.event.event_id
+        return [
+            self._s.sql(
+                "UPDATE semantic_facts SET last_recalled_at = ?2, recall_count = recall_count + 1 "
+                "WHERE tenant_id = ?1 AND fact_id IN (SELECT value FROM json_each(?3)) AND NOT "
+                "EXISTS (SELECT 1 FROM memory_events AS e WHERE e.tenant_id = ?1 "
+                "AND e.event_id = ?4)",
+                ms(record.now),
+                json.dumps(record.fact_ids),
+                event_id,
             ),
             self._s.events.statement(record.event, if_absent=True),
-        ]
-        # A subject erase that began since the recall (its mark, migration 0013) may have
-        # looked for the subject before this event existed: the event then keeps no query
-        # text. Same transaction, so the erase either sees the event or this sees the mark.
-        statements.append(
+            # A subject erase that began since the recall (its mark, migration 0013) may have
+            # looked for the subject before this event existed: the event then keeps no query
+            # text. Same transaction, so the erase either sees the event or this sees the mark.
             self._s.events.redact_if_erasing_statement(
-                record.event.event_id, ms(record.now) - ERASE_CLOCK_MARGIN_MS
-            )
-        )
-        return statements
+                event_id, ms(record.now) - ERASE_CLOCK_MARGIN_MS
+            ),
+        ]
 
     async def _write(self, record: RecallRecord, attempts: int = RECORD_ATTEMPTS) -> bool:
         for attempt in range(attempts):
@@ -305,10 +264,6 @@ class RecallRecorder:
             written += 1
         return written
 
-    async def submit(self, record: RecallRecord) -> None:
-        """Write `record` after the response (now, without a background)."""
-        await self._s.after_response(self.write(record), "recording a recall")
-
 
 # Fields of `RecallFilters` that say how results come back, not which facts qualify.
 NOT_FILTERS = {"reference_date", "neighbours", "context_budget", "diversify"}
@@ -323,156 +278,6 @@ SCORING_COLUMNS = (
     "AND n.session_key = f.session_key AND n.fts_rowid > f.fts_rowid "
     "ORDER BY n.fts_rowid LIMIT 1) AS reply_id"
 )
-
-
-class RecallChannels:
-    """The candidate channels of one tenant's recall."""
-
-    def __init__(self, scope: FactScope) -> None:
-        self._s = scope
-        self._keyword = KeywordIndex(scope)
-
-    async def vector(
-        self,
-        query: str,
-        query_vector: Sequence[float] | None,
-        filters: RecallFilters,
-        top_k: int,
-    ) -> list[ChannelHit]:
-        embedder = self._s.require_embedder()
-        if query_vector is None:
-            matrix = await embedder.embed([query])
-            check_matrix(matrix, 1, embedder.config)
-            values = np.asarray(matrix[0], dtype=np.float64).tolist()
-        else:
-            values = [float(v) for v in query_vector]
-            if len(values) != embedder.config.dimensions or not all(
-                math.isfinite(v) for v in values
-            ):
-                raise MemoryInputError("query_vector does not match the embedding config")
-        result = await self._s.vectors.query(
-            values,
-            top_k=top_k,
-            namespace=self._s.namespace,
-            # tenant_id on top of the namespace (ADR-0030 defence in depth) and the embedding
-            # config, so a query never compares vectors of different models (DESIGN inv. 6).
-            filter={
-                "tenant_id": self._s.tenant_id,
-                "embedding": embedding_tag(embedder.config),
-                **({} if filters.agent_type is None else {"agent_type": filters.agent_type}),
-            },
-            return_metadata="none",
-        )
-        return [ChannelHit(id=m.id, score=m.score) for m in result.matches]
-
-    def _row_filter_sql(self, filters: RecallFilters, now: float) -> tuple[str, list[SqlValue]]:
-        """Conditions on a `semantic_facts AS f` row beyond the tenant: live and filtered."""
-        # `+f.status`: the unary plus keeps SQLite from choosing the (tenant_id, status)
-        # index, which would scan every active fact of the tenant; the selective indexes
-        # (subject, predicate, the FTS rowid) must drive these queries.
-        if filters.as_of is not None:
-            # What was believed then: written by then, and its validity interval (closed
-            # by a supersession) contains it. Superseded rows have no vector any more, so
-            # only the keyword and exact channels find them.
-            at = ms(filters.as_of)
-            sql = (
-                " AND +f.status IN ('active', 'superseded') AND f.created_at <= ?"
-                " AND f.valid_from <= ? AND (f.valid_to IS NULL OR f.valid_to > ?)"
-            )
-            params: list[SqlValue] = [at, at, at]
-        else:
-            sql = " AND +f.status = 'active' AND (f.valid_to IS NULL OR f.valid_to > ?)"
-            params = [ms(now)]
-        after, before = filters.valid_from_after, filters.valid_from_before
-        for clause, value in (
-            ("f.agent_type = ?", filters.agent_type),
-            ("f.subject = ?", filters.subject),
-            ("f.predicate = ?", filters.predicate),
-            ("f.confidence >= ?", filters.min_confidence),
-            ("f.valid_from >= ?", None if after is None else ms(after)),
-            ("f.valid_from < ?", None if before is None else ms(before)),
-        ):
-            if value is not None:
-                sql += f" AND {clause}"
-                params.append(value)
-        return sql, params
-
-    async def keyword(
-        self, query: str, filters: RecallFilters, limit: int, now: float
-    ) -> tuple[list[ChannelHit], dict[str, Row], KeywordQuery | None]:
-        """The keyword channel's candidates (`keyword_index.KeywordIndex.candidates`),
-        their rows (as `rows` gives them), and the prepared query that scores any other
-        candidate (`rows`)."""
-        terms = query_terms(query)
-        if not terms:
-            return [], {}, None
-        prepared = await self._keyword.prepare(
-            terms, self._s.config.keyword.params(), compound_forms(query)
-        )
-        extra, params = self._row_filter_sql(filters, now)
-        narrowed = filters.model_dump(exclude_none=True, exclude=NOT_FILTERS) != {}
-        found = await self._keyword.candidates(
-            prepared, extra, params, limit, narrowed=narrowed, columns=SCORING_COLUMNS
-        )
-        hits = [ChannelHit(id=str(r["fact_id"]), score=float(r["channel_score"])) for r in found]
-        return hits, {str(r["fact_id"]): r for r in found}, prepared
-
-    async def rows(
-        self,
-        fact_ids: Sequence[str],
-        prepared: KeywordQuery | None,
-        filters: RecallFilters,
-        now: float,
-    ) -> dict[str, Row]:
-        """This tenant's rows among `fact_ids` (any status; the columns ranking needs), each
-        with `keyword_score`, its exact BM25F for the query (0.0 without keyword terms), and
-        `live` (0 when the row may not be returned: not live or filtered out), by fact id:
-        one statement however many ids (they are one JSON parameter)."""
-        if not fact_ids:
-            return {}
-        score, score_params = self._keyword.score_column(prepared)
-        live, live_params = self._row_filter_sql(filters, now)
-        result = (
-            await self._s.db.prepare(
-                f"SELECT {SCORING_COLUMNS}, {score} AS keyword_score, "
-                f"COALESCE(1{live}, 0) AS live FROM semantic_facts AS f "
-                "WHERE f.tenant_id = ? AND f.fact_id IN (SELECT value FROM json_each(?))"
-            )
-            .bind(*score_params, *live_params, self._s.tenant_id, json.dumps(list(fact_ids)))
-            .all()
-        )
-        return {str(row["fact_id"]): row for row in result.results}
-
-    async def exact(
-        self, query: str, filters: RecallFilters, limit: int, now: float
-    ) -> tuple[list[ChannelHit], bool]:
-        """Facts whose subject or predicate equals a string the query names. Returns the
-        hits and whether they are all of them (False: more than `limit` matched)."""
-        names = exact_match_candidates(query)
-        if not names:
-            return [], True
-        extra, params = self._row_filter_sql(filters, now)
-        # Two index lookups (subject, predicate) rather than one OR, which SQLite may plan
-        # as a scan of the tenant; each side stops at `limit + 1` rows, since a UNION is
-        # built whole before its LIMIT applies (a common predicate such as "ignored", held
-        # by 4% of 100K facts, cost ~40 ms that way). The names are one JSON parameter.
-        cap = int(limit) + 1
-        subject, predicate = (
-            "SELECT fact_id FROM (SELECT f.fact_id AS fact_id FROM semantic_facts AS f "
-            f"WHERE f.tenant_id = ? AND f.{column} IN (SELECT value FROM json_each(?))"
-            f"{extra} LIMIT {cap})"
-            for column in ("subject", "predicate")
-        )
-        names_json = json.dumps(names)
-        result = (
-            await self._s.db.prepare(f"{subject} UNION {predicate} LIMIT {cap}")
-            .bind(self._s.tenant_id, names_json, *params, self._s.tenant_id, names_json, *params)
-            .all()
-        )
-        hits = [ChannelHit(id=row["fact_id"], score=1.0) for row in result.results]
-        if len(hits) > limit:
-            return [], False
-        return hits, True
 
 
 # How far below the newer statement a stale one is placed (scores are rounded to 6 places).
@@ -519,10 +324,8 @@ def _key(row: Row) -> FactKey:
 class Recaller:
     """Ranks one tenant's live facts for a query."""
 
-    def __init__(self, scope: FactScope, vectors: Callable[[], VectorSync]) -> None:
+    def __init__(self, scope: FactScope) -> None:
         self._s = scope
-        self._vectors = vectors  # the writer's vector sync, only for stray matches
-        self._channels = RecallChannels(scope)
         self._recorder = RecallRecorder(scope)
 
     async def run(
@@ -546,7 +349,7 @@ class Recaller:
         stray = [h.id for h in vector_hits if h.id not in rows]
         dropped = list(stray)
         if stray:
-            await self._vectors().drop_stray(stray)
+            await self.drop_stray(stray)
         # The keyword channel's rows passed the filters in SQL; the others carry `live`.
         live = {fid: row for fid, row in rows.items() if row.get("live", 1)}
         dropped += [fid for fid in rows if fid not in live]
@@ -593,7 +396,7 @@ class Recaller:
         if embedder is not None:
             fusion = fusion.for_model(embedder.config.model)
         fused = fuse(channels, fusion, feature_scores=feature)
-        weights = self._s.config.weights_for(self._s.tier)
+        weights = self._s.config.weights_for("semantic")
         need = max(STALE_GUARD_WINDOW, 2 * limit)
         period = None
         share = self._s.config.question_dates
@@ -668,7 +471,6 @@ class Recaller:
                 breakdown=breakdown(parts, weights),
                 channels=item.channels,
                 possibly_outdated=item.id in stale,
-                newer_fact_id=stale.get(item.id),
             )
             for parts, item in top
             if item.id in opened  # deleted between the two reads: never return it
@@ -682,10 +484,10 @@ class Recaller:
             "keyword": len(keyword_hits),
             "exact": len(exact_hits) if exact_complete else -1,
         }
-        event_id = None
+        result = RecallResult(results=results, candidates=counts, dropped=dropped)
         if record:
-            event_id = await self._record_recall(query, limit, results, counts, dropped, now)
-        return RecallResult(results=results, event_id=event_id, candidates=counts, dropped=dropped)
+            result.event_id = await self.record(query, limit, result, now)
+        return result
 
     async def _candidates(
         self,
@@ -695,50 +497,199 @@ class Recaller:
         now: float,
     ) -> tuple[list[ChannelHit], list[ChannelHit], list[ChannelHit], bool, dict[str, Row]]:
         """The vector, keyword and exact hits, whether the exact channel listed all its
-        matches, and every candidate's row (`RecallChannels.rows`) by fact id. The vector
+        matches, and every candidate's row (`rows`) by fact id. The vector
         query is in flight while the keyword and exact channels run and their candidates'
         rows are read (on Cloudflare Vectorize answers remotely, overlapping the D1 calls),
         so only the vector-only candidates' rows wait for it."""
         pool = self._s.config.candidate_pool
         vector = asyncio.ensure_future(
-            self._channels.vector(query, query_vector, filters, min(pool, VECTORIZE_MAX_TOP_K))
+            self.vector(query, query_vector, filters, min(pool, VECTORIZE_MAX_TOP_K))
         )
         try:
             (keyword_hits, rows, prepared), (exact_hits, complete) = await asyncio.gather(
-                self._channels.keyword(query, filters, pool, now),
-                self._channels.exact(query, filters, pool, now),
+                self.keyword(query, filters, pool, now),
+                self.exact(query, filters, pool, now),
             )
             exact_only = [h.id for h in exact_hits if complete and h.id not in rows]
-            rows.update(await self._channels.rows(exact_only, prepared, filters, now))
+            rows.update(await self.rows(exact_only, prepared, filters, now))
         except BaseException:
             vector.cancel()
             await asyncio.gather(vector, return_exceptions=True)
             raise
         vector_hits = await vector
         rest = list(dict.fromkeys(h.id for h in vector_hits if h.id not in rows))
-        rows.update(await self._channels.rows(rest, prepared, filters, now))
+        rows.update(await self.rows(rest, prepared, filters, now))
         return vector_hits, keyword_hits, exact_hits, complete, rows
 
-    async def record(self, query: str, top_k: int, result: RecallResult) -> str:
-        """Record `result` (a run with `record=False`, or the part of it a caller showed)
-        as `run(record=True)` records: one `memory_retrieved` event and the returned facts'
-        recall statistics, after the response. Returns the event id."""
-        return await self._record_recall(
-            query, top_k, result.results, result.candidates, result.dropped, self._s.clock.now()
-        )
-
-    async def _record_recall(
+    async def vector(
         self,
         query: str,
+        query_vector: Sequence[float] | None,
+        filters: RecallFilters,
         top_k: int,
-        results: Sequence[RecalledFact],
-        counts: dict[str, int],
-        dropped: list[str],
+    ) -> list[ChannelHit]:
+        embedder = self._s.require_embedder()
+        if query_vector is None:
+            matrix = await embedder.embed([query])
+            check_matrix(matrix, 1, embedder.config)
+            values = np.asarray(matrix[0], dtype=np.float64).tolist()
+        else:
+            values = [float(v) for v in query_vector]
+            if len(values) != embedder.config.dimensions or not all(
+                math.isfinite(v) for v in values
+            ):
+                raise MemoryInputError("query_vector does not match the embedding config")
+        result = await self._s.vectors.query(
+            values,
+            top_k=top_k,
+            namespace=self._s.namespace,
+            # tenant_id on top of the namespace (ADR-0030 defence in depth) and the embedding
+            # config, so a query never compares vectors of different models (DESIGN inv. 6).
+            filter={
+                "tenant_id": self._s.tenant_id,
+                "embedding": embedding_tag(embedder.config),
+                **({} if filters.agent_type is None else {"agent_type": filters.agent_type}),
+            },
+            return_metadata="none",
+        )
+        return [ChannelHit(id=m.id, score=m.score) for m in result.matches]
+
+    def _row_filter_sql(self, filters: RecallFilters, now: float) -> tuple[str, list[SqlValue]]:
+        """Conditions on a `semantic_facts AS f` row beyond the tenant: live and filtered."""
+        # `+f.status`: the unary plus keeps SQLite from choosing the (tenant_id, status)
+        # index, which would scan every active fact of the tenant; the selective indexes
+        # (subject, predicate, the FTS rowid) must drive these queries.
+        if filters.as_of is not None:
+            # What was believed then: written by then, and its validity interval (closed
+            # by a supersession) contains it. Superseded rows have no vector any more, so
+            # only the keyword and exact channels find them.
+            at = ms(filters.as_of)
+            sql = (
+                " AND +f.status IN ('active', 'superseded') AND f.created_at <= ?"
+                " AND f.valid_from <= ? AND (f.valid_to IS NULL OR f.valid_to > ?)"
+            )
+            params: list[SqlValue] = [at, at, at]
+        else:
+            sql = " AND +f.status = 'active' AND (f.valid_to IS NULL OR f.valid_to > ?)"
+            params = [ms(now)]
+        after, before = filters.valid_from_after, filters.valid_from_before
+        for clause, value in (
+            ("f.agent_type = ?", filters.agent_type),
+            ("f.subject = ?", filters.subject),
+            ("f.predicate = ?", filters.predicate),
+            ("f.confidence >= ?", filters.min_confidence),
+            ("f.valid_from >= ?", None if after is None else ms(after)),
+            ("f.valid_from < ?", None if before is None else ms(before)),
+        ):
+            if value is not None:
+                sql += f" AND {clause}"
+                params.append(value)
+        return sql, params
+
+    async def keyword(
+        self, query: str, filters: RecallFilters, limit: int, now: float
+    ) -> tuple[list[ChannelHit], dict[str, Row], KeywordQuery | None]:
+        """The keyword channel's candidates (`keyword_index.candidates`),
+        their rows (as `rows` gives them), and the prepared query that scores any other
+        candidate (`rows`)."""
+        terms = query_terms(query)
+        if not terms:
+            return [], {}, None
+        prepared = await keyword_index.prepare(
+            self._s, terms, self._s.config.keyword.params(), compound_forms(query)
+        )
+        extra, params = self._row_filter_sql(filters, now)
+        narrowed = filters.model_dump(exclude_none=True, exclude=NOT_FILTERS) != {}
+        found = await keyword_index.candidates(
+            self._s, prepared, extra, params, limit, narrowed=narrowed, columns=SCORING_COLUMNS
+        )
+        hits = [ChannelHit(id=str(r["fact_id"]), score=float(r["channel_score"])) for r in found]
+        return hits, {str(r["fact_id"]): r for r in found}, prepared
+
+    async def rows(
+        self,
+        fact_ids: Sequence[str],
+        prepared: KeywordQuery | None,
+        filters: RecallFilters,
         now: float,
+    ) -> dict[str, Row]:
+        """This tenant's rows among `fact_ids` (any status; the columns ranking needs), each
+        with `keyword_score`, its exact BM25F for the query (0.0 without keyword terms), and
+        `live` (0 when the row may not be returned: not live or filtered out), by fact id:
+        one statement however many ids (they are one JSON parameter)."""
+        if not fact_ids:
+            return {}
+        score, score_params = keyword_index.score_column(prepared)
+        live, live_params = self._row_filter_sql(filters, now)
+        result = (
+            await self._s.db.prepare(
+                f"SELECT {SCORING_COLUMNS}, {score} AS keyword_score, "
+                f"COALESCE(1{live}, 0) AS live FROM semantic_facts AS f "
+                "WHERE f.tenant_id = ? AND f.fact_id IN (SELECT value FROM json_each(?))"
+            )
+            .bind(*score_params, *live_params, self._s.tenant_id, json.dumps(list(fact_ids)))
+            .all()
+        )
+        return {str(row["fact_id"]): row for row in result.results}
+
+    async def exact(
+        self, query: str, filters: RecallFilters, limit: int, now: float
+    ) -> tuple[list[ChannelHit], bool]:
+        """Facts whose subject or predicate equals a string the query names. Returns the
+        hits and whether they are all of them (False: more than `limit` matched)."""
+        names = exact_match_candidates(query)
+        if not names:
+            return [], True
+        extra, params = self._row_filter_sql(filters, now)
+        # Two index lookups (subject, predicate) rather than one OR, which SQLite may plan
+        # as a scan of the tenant; each side stops at `limit + 1` rows, since a UNION is
+        # built whole before its LIMIT applies (a common predicate such as "ignored", held
+        # by 4% of 100K facts, cost ~40 ms that way). The names are one JSON parameter.
+        cap = int(limit) + 1
+        subject, predicate = (
+            "SELECT fact_id FROM (SELECT f.fact_id AS fact_id FROM semantic_facts AS f "
+            f"WHERE f.tenant_id = ? AND f.{column} IN (SELECT value FROM json_each(?))"
+            f"{extra} LIMIT {cap})"
+            for column in ("subject", "predicate")
+        )
+        names_json = json.dumps(names)
+        result = (
+            await self._s.db.prepare(f"{subject} UNION {predicate} LIMIT {cap}")
+            .bind(self._s.tenant_id, names_json, *params, self._s.tenant_id, names_json, *params)
+            .all()
+        )
+        hits = [ChannelHit(id=row["fact_id"], score=1.0) for row in result.results]
+        if len(hits) > limit:
+            return [], False
+        return hits, True
+
+    async def drop_stray(self, fact_ids: Sequence[str]) -> None:
+        """Delete this tenant's vectors among `fact_ids` whose row is gone (a delete whose
+        vector step failed). Best effort: recall already ignores them, so a failure here only
+        delays the cleanup."""
+        try:
+            ids = list(dict.fromkeys(fact_ids))
+            rows = await self._s.load_rows(ids)
+            orphans = [fid for fid in ids if fid not in rows]
+            await delete_own_vectors(self._s.vectors, self._s.tenant_id, orphans)
+        except Exception as exc:
+            log.warning(
+                "could not delete %d stray vector(s) of tenant %s: %s",
+                len(fact_ids),
+                self._s.tenant_id,
+                exc,
+            )
+
+    async def record(
+        self, query: str, top_k: int, result: RecallResult, now: float | None = None
     ) -> str:
+        """Record `result` (a run's, or the part of it a caller showed) at `now` (default:
+        the clock's): one `memory_retrieved` event and the returned facts' recall statistics,
+        after the response. Returns the event id."""
+        now = self._s.clock.now() if now is None else now
         event = memory_retrieved(
             tenant_id=self._s.tenant_id,
-            tier=self._s.tier,
+            tier="semantic",
             now=now,
             query=query,
             top_k=top_k,
@@ -746,20 +697,142 @@ class Recaller:
                 RetrievedItem(
                     id=r.fact.fact_id,
                     score=round(r.score, 6),
-                    relevance=round(r.breakdown.relevance, 6),
-                    recency=round(r.breakdown.recency, 6),
-                    confidence=round(r.breakdown.confidence, 6),
-                    density=round(r.breakdown.density, 6),
+                    **{part: round(getattr(r.breakdown, part), 6) for part in BREAKDOWN_PARTS},
                 )
-                for r in results
+                for r in result.results
             ],
-            candidates=counts,
-            dropped=dropped,
+            candidates=result.candidates,
+            dropped=result.dropped,
             agent_type=self._s.agent_type,
             run_id=self._s.run_id,
         )
-        # Written after the response, retried, never lost (`recall_record`).
-        await self._recorder.submit(
-            RecallRecord(event=event, fact_ids=[r.fact.fact_id for r in results], now=now)
-        )
+        # Written after the response (now, without a background), retried, never lost.
+        ids = [r.fact.fact_id for r in result.results]
+        record = RecallRecord(event=event, fact_ids=ids, now=now)
+        await self._s.after_response(self._recorder.write(record), "recording a recall")
         return event.event_id
+
+
+class EmbedderReranker:
+    """The cosine of question and passage under an embedder: the reranker when none is bound."""
+
+    def __init__(self, embedder: Embedder) -> None:
+        self._embedder = embedder
+
+    @property
+    def model(self) -> str:
+        return f"embedder:{self._embedder.config.model}"
+
+    async def rerank(self, query: str, texts: Sequence[str]) -> list[float]:
+        if not texts:
+            return []
+        matrix = await self._embedder.embed([query, *texts])
+        check_matrix(matrix, len(texts) + 1, self._embedder.config)
+        vectors = np.asarray(matrix, dtype=np.float64)
+        return [float(v) for v in vectors[1:] @ vectors[0]]
+
+
+_SIDE = (
+    "SELECT j.key AS hit, n.fact_id, n.content, n.valid_from, n.fts_rowid "
+    "FROM json_each(?1) AS j, semantic_facts AS n WHERE n.tenant_id = ?2 AND n.fts_rowid IN "
+    "(SELECT p.fts_rowid FROM semantic_facts AS p WHERE p.tenant_id = ?2 "
+    "AND p.session_key = json_extract(j.value, '$[0]') AND p.status = 'active' "
+    "AND p.fts_rowid {op} json_extract(j.value, '$[1]') ORDER BY p.fts_rowid {order} LIMIT ?{n})"
+)
+
+
+async def session_neighbours(
+    scope: FactScope, rows: Sequence[Row], before: int, after: int
+) -> dict[str, list[Row]]:
+    """For each row with a session: up to `before` / `after` active memories of its session
+    written just before / after it, in session order (by fact id; rows without a session
+    have none). One statement however many rows."""
+    keyed = [r for r in rows if r.get("session_key") is not None and r.get("fts_rowid")]
+    if not keyed or before + after <= 0:
+        return {}
+    sides = (_SIDE.format(op="<", order="DESC", n=3), _SIDE.format(op=">", order="ASC", n=4))
+    hits = [[r["session_key"], int(r["fts_rowid"])] for r in keyed]
+    result = (
+        await scope.db.prepare(" UNION ALL ".join(sides))
+        .bind(json.dumps(hits), scope.tenant_id, before, after)
+        .all()
+    )
+    found: dict[str, list[Row]] = {}
+    for row in result.results:
+        found.setdefault(str(keyed[int(row["hit"])]["fact_id"]), []).append(row)
+    return {fid: sorted(near, key=lambda r: int(r["fts_rowid"])) for fid, near in found.items()}
+
+
+def passage(row: Row, near: Sequence[Row]) -> str:
+    """The memory with its neighbours around it, in session order."""
+    own = int(row.get("fts_rowid") or 0)
+    texts = [str(r["content"]) for r in near if int(r["fts_rowid"]) < own]
+    texts.append(str(row["content"]))
+    texts += [str(r["content"]) for r in near if int(r["fts_rowid"]) > own]
+    return "\n".join(texts)
+
+
+def _unit(values: Sequence[float]) -> list[float]:
+    low, high = min(values), max(values)
+    return [(v - low) / (high - low) if high > low else 0.0 for v in values]
+
+
+async def rerank_head(
+    scope: FactScope,
+    reranker: Reranker,
+    config: RerankConfig,
+    query: str,
+    head: Sequence[tuple[str, float, Row]],
+) -> dict[str, float] | None:
+    """New scores for `head` (fact id, fused total, row; best first), in the head's score
+    range, or None when the reranker failed (the fused order stands)."""
+    if len(head) < 2:
+        return None
+    rows = [row for _, _, row in head]
+    near = await session_neighbours(scope, rows, config.neighbours, config.neighbours)
+    texts = [passage(row, near.get(fid, [])) for fid, _, row in head]
+    try:
+        scores = await reranker.rerank(query, texts)
+    except Exception as exc:  # an optional stage: recall answers without it
+        log.warning(
+            "reranking with %s failed for tenant %s: %s", reranker.model, scope.tenant_id, exc
+        )
+        return None
+    fused = [total for _, total, _ in head]
+    blend = [f + config.weight * r for f, r in zip(_unit(fused), _unit(scores), strict=True)]
+    low, high = min(fused), max(fused)
+    return {fid: low + (high - low) * b for (fid, _, _), b in zip(head, _unit(blend), strict=True)}
+
+
+async def attach_context(
+    scope: FactScope,
+    results: Sequence[RecalledFact],
+    rows: Mapping[str, Row],
+    per_side: int,
+    budget: int,
+) -> None:
+    """Give each result the memories next to it in its session (`per_side` either side, at
+    most `budget` in all, best results first; none already among the results)."""
+    returned = {r.fact.fact_id for r in results}
+    near = await session_neighbours(
+        scope, [rows[fid] for fid in returned if fid in rows], per_side, per_side
+    )
+    for result in results:
+        own = int(rows[result.fact.fact_id].get("fts_rowid") or 0)
+        around = [n for n in near.get(result.fact.fact_id, []) if n["fact_id"] not in returned]
+        # nearest first, so a tight budget keeps the closest turns
+        around.sort(key=lambda n: abs(int(n["fts_rowid"]) - own))
+        for n in around[: max(0, budget)]:
+            before = [m for m in near[result.fact.fact_id] if int(m["fts_rowid"]) < own]
+            after = [m for m in near[result.fact.fact_id] if int(m["fts_rowid"]) > own]
+            offset = -1 - before[::-1].index(n) if n in before else 1 + after.index(n)
+            result.context.append(
+                ContextMemory(
+                    fact_id=str(n["fact_id"]),
+                    content=str(n["content"]),
+                    valid_from=int(n["valid_from"]),
+                    offset=offset,
+                )
+            )
+        result.context.sort(key=lambda c: c.offset)
+        budget -= len(result.context)

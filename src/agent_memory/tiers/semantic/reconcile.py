@@ -22,7 +22,7 @@ from agent_memory.tiers.episodic import EpisodicStore
 from agent_memory.tiers.semantic.models import delete_own_vectors, own_vectors
 from bindings.ports.clock import Clock
 from bindings.ports.d1 import D1Database, D1Statement
-from bindings.ports.sql import Row
+from bindings.ports.sql import Row, SqlValue
 from bindings.ports.vectorize import VectorIndex
 
 
@@ -45,10 +45,6 @@ class FactRow(BaseModel):
     key_entity: str = ""
     key_attribute: str = ""
     key_source: str = ""
-
-    @classmethod
-    def from_row(cls, row: Row) -> FactRow:
-        return cls.model_validate({name: row.get(name) for name in cls.model_fields})
 
 
 class EpisodeRow(BaseModel):
@@ -88,6 +84,10 @@ INSERT_LINK = (
     "INSERT INTO memory_links (tenant_id, from_fact_id, to_fact_id, score, created_at) "
     "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
 )
+_INSERT_PROVENANCE = (
+    "INSERT INTO fact_provenance (tenant_id, fact_id, source_kind, source_id, relation, "
+    "created_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
+)
 
 
 class ReconcileStore:
@@ -110,22 +110,24 @@ class ReconcileStore:
         self._embedding_key = embedding_key
         self._clock = clock
 
+    def _sql(self, sql: str, *params: SqlValue) -> D1Statement:
+        """`sql` bound to the tenant (always its first parameter), then `params`."""
+        return self._db.prepare(sql).bind(self.tenant_id, *params)
+
     # ------------------------------------------------------------------ reading
 
     async def live_facts(self, limit: int) -> list[FactRow]:
         """The newest `limit` active facts still valid now."""
-        result = await (
-            self._db.prepare(
-                "SELECT fact_id, subject, predicate, object, content, content_hash, confidence, "
-                "source, created_at, updated_at, valid_from, key_entity, key_attribute, "
-                "key_source FROM semantic_facts "
-                "WHERE tenant_id = ? AND status = 'active' AND (valid_to IS NULL OR valid_to > ?) "
-                "ORDER BY created_at DESC, fact_id LIMIT ?"
-            )
-            .bind(self.tenant_id, int(self._clock.now() * 1000), limit)
-            .all()
-        )
-        return [FactRow.from_row(row) for row in result.results]
+        result = await self._sql(
+            "SELECT fact_id, subject, predicate, object, content, content_hash, confidence, "
+            "source, created_at, updated_at, valid_from, key_entity, key_attribute, "
+            "key_source FROM semantic_facts "
+            "WHERE tenant_id = ? AND status = 'active' AND (valid_to IS NULL OR valid_to > ?) "
+            "ORDER BY created_at DESC, fact_id LIMIT ?",
+            int(self._clock.now() * 1000),
+            limit,
+        ).all()
+        return [FactRow.model_validate(row) for row in result.results]
 
     async def fact_vectors(self, fact_ids: Sequence[str]) -> dict[str, list[float]]:
         records = await own_vectors(self._vectors, self.tenant_id, fact_ids)
@@ -137,25 +139,18 @@ class ReconcileStore:
         return [EpisodeRow.from_row(row) for row in rows]
 
     async def summarised_episode_ids(self) -> set[str]:
-        result = await (
-            self._db.prepare(
-                "SELECT source_id FROM fact_provenance WHERE tenant_id = ? "
-                "AND source_kind = 'episode' AND relation = 'summarised_from'"
-            )
-            .bind(self.tenant_id)
-            .all()
-        )
+        result = await self._sql(
+            "SELECT source_id FROM fact_provenance WHERE tenant_id = ? "
+            "AND source_kind = 'episode' AND relation = 'summarised_from'"
+        ).all()
         return {str(row["source_id"]) for row in result.results}
 
     async def active_ids(self, fact_ids: Sequence[str]) -> set[str]:
-        result = await (
-            self._db.prepare(
-                "SELECT fact_id FROM semantic_facts WHERE tenant_id = ? AND status = 'active' "
-                "AND fact_id IN (SELECT value FROM json_each(?))"
-            )
-            .bind(self.tenant_id, json.dumps(list(fact_ids)))
-            .all()
-        )
+        result = await self._sql(
+            "SELECT fact_id FROM semantic_facts WHERE tenant_id = ? AND status = 'active' "
+            "AND fact_id IN (SELECT value FROM json_each(?))",
+            json.dumps(list(fact_ids)),
+        ).all()
         return {str(row["fact_id"]) for row in result.results}
 
     async def neighbours(self, values: Sequence[float], top_k: int) -> list[tuple[str, float]]:
@@ -171,23 +166,19 @@ class ReconcileStore:
 
     async def linked_through(self) -> int:
         """The creation time (ms) up to which facts have been linked."""
-        state = await (
-            self._db.prepare("SELECT linked_through_ms FROM reconcile_state WHERE tenant_id = ?")
-            .bind(self.tenant_id)
-            .first_value("linked_through_ms")
-        )
+        state = await self._sql(
+            "SELECT linked_through_ms FROM reconcile_state WHERE tenant_id = ?"
+        ).first_value("linked_through_ms")
         return int(state or 0)
 
     async def facts_created_after(self, since_ms: int, limit: int) -> list[tuple[str, int]]:
         """(fact_id, created_at) of active facts created after `since_ms`, oldest first."""
-        result = await (
-            self._db.prepare(
-                "SELECT fact_id, created_at FROM semantic_facts WHERE tenant_id = ? "
-                "AND status = 'active' AND created_at > ? ORDER BY created_at LIMIT ?"
-            )
-            .bind(self.tenant_id, since_ms, limit)
-            .all()
-        )
+        result = await self._sql(
+            "SELECT fact_id, created_at FROM semantic_facts WHERE tenant_id = ? "
+            "AND status = 'active' AND created_at > ? ORDER BY created_at LIMIT ?",
+            since_ms,
+            limit,
+        ).all()
         return [(str(row["fact_id"]), int(row["created_at"])) for row in result.results]
 
     # ------------------------------------------------------------------ writing
@@ -225,15 +216,11 @@ class ReconcileStore:
         ]
         if relation is not None:
             statements.append(
-                self._db.prepare(
-                    "INSERT INTO fact_provenance (tenant_id, fact_id, source_kind, source_id, "
-                    "relation, created_at) VALUES (?, ?, 'fact', ?, ?, ?) "
-                    "ON CONFLICT DO NOTHING"
-                ).bind(self.tenant_id, winner, loser, relation, now_ms)
+                self._sql(_INSERT_PROVENANCE, winner, "fact", loser, relation, now_ms)
             )
         if link_score is not None:
             statements += [
-                self._db.prepare(INSERT_LINK).bind(self.tenant_id, a, b, link_score, now_ms)
+                self._sql(INSERT_LINK, a, b, link_score, now_ms)
                 for a, b in ((loser, winner), (winner, loser))
             ]
         results = await self._db.batch(statements)
@@ -255,27 +242,28 @@ class ReconcileStore:
                     "valid_to = NULL, updated_at = ? WHERE tenant_id = ? AND fact_id = ? "
                     "AND status = 'superseded' AND superseded_by = ?"
                 ).bind(now_ms, self.tenant_id, loser, winner),
-                self._db.prepare(
+                self._sql(
                     "DELETE FROM fact_provenance WHERE tenant_id = ? AND fact_id = ? "
-                    "AND source_kind = 'fact' AND source_id = ? AND relation = 'merged_from'"
-                ).bind(self.tenant_id, winner, loser),
-                self._db.prepare(
+                    "AND source_kind = 'fact' AND source_id = ? AND relation = 'merged_from'",
+                    winner,
+                    loser,
+                ),
+                self._sql(
                     "INSERT INTO facts_kept_apart (tenant_id, fact_id, other_id, undone_at) "
-                    f"SELECT ?1, ?2, ?3, ?4 WHERE EXISTS ({restored}) ON CONFLICT DO NOTHING"
-                ).bind(self.tenant_id, loser, winner, now_ms),
+                    f"SELECT ?1, ?2, ?3, ?4 WHERE EXISTS ({restored}) ON CONFLICT DO NOTHING",
+                    loser,
+                    winner,
+                    now_ms,
+                ),
             ]
         )
         return results[0].meta.changes != 0
 
     async def kept_apart(self) -> set[tuple[str, str]]:
         """(fact, other) pairs an operator un-superseded: never merged or superseded again."""
-        result = (
-            await self._db.prepare(
-                "SELECT fact_id, other_id FROM facts_kept_apart WHERE tenant_id = ?"
-            )
-            .bind(self.tenant_id)
-            .all()
-        )
+        result = await self._sql(
+            "SELECT fact_id, other_id FROM facts_kept_apart WHERE tenant_id = ?"
+        ).all()
         return {(str(row["fact_id"]), str(row["other_id"])) for row in result.results}
 
     async def add_episode_provenance(
@@ -286,10 +274,7 @@ class ReconcileStore:
         now_ms: int,
     ) -> None:
         statements = [
-            self._db.prepare(
-                "INSERT INTO fact_provenance (tenant_id, fact_id, source_kind, source_id, "
-                "relation, created_at) VALUES (?, ?, 'episode', ?, ?, ?) ON CONFLICT DO NOTHING"
-            ).bind(self.tenant_id, fact_id, episode_id, relation, now_ms)
+            self._sql(_INSERT_PROVENANCE, fact_id, "episode", episode_id, relation, now_ms)
             for episode_id in episode_ids
         ]
         for batch in chunks(statements, STATEMENTS_PER_BATCH):
@@ -298,9 +283,7 @@ class ReconcileStore:
     async def insert_links(self, links: Sequence[Link], now_ms: int) -> int:
         """Insert the links that are not there yet; returns how many were new."""
         statements = [
-            self._db.prepare(INSERT_LINK).bind(
-                self.tenant_id, link.from_fact_id, link.to_fact_id, link.score, now_ms
-            )
+            self._sql(INSERT_LINK, link.from_fact_id, link.to_fact_id, link.score, now_ms)
             for link in links
         ]
         added = 0
@@ -310,23 +293,18 @@ class ReconcileStore:
         return added
 
     async def mark_linked(self, through_ms: int, now_ms: int) -> None:
-        await (
-            self._db.prepare(
-                "INSERT INTO reconcile_state (tenant_id, linked_through_ms, last_run_ms) "
-                "VALUES (?, ?, ?) ON CONFLICT (tenant_id) DO UPDATE SET "
-                "linked_through_ms = excluded.linked_through_ms, last_run_ms = excluded.last_run_ms"
-            )
-            .bind(self.tenant_id, through_ms, now_ms)
-            .run()
-        )
+        await self._sql(
+            "INSERT INTO reconcile_state (tenant_id, linked_through_ms, last_run_ms) "
+            "VALUES (?, ?, ?) ON CONFLICT (tenant_id) DO UPDATE SET "
+            "linked_through_ms = excluded.linked_through_ms, last_run_ms = excluded.last_run_ms",
+            through_ms,
+            now_ms,
+        ).run()
 
     async def drop_vectors(self, fact_ids: Sequence[str]) -> None:
         """Delete the vectors of superseded facts (only this tenant's: an id alone is never
         trusted)."""
         await delete_own_vectors(self._vectors, self.tenant_id, fact_ids)
-
-
-DEFAULT_RECONCILE_EVERY_WRITES = 20
 
 
 async def note_writes(db: D1Database, tenant_id: str, created: int, every: int) -> bool:

@@ -2,10 +2,10 @@
 
 `FactWriter.learn_many` validates every input, checks the write policy, looks the content
 hashes up (an `active` fact is returned as it is, a `pending_vector` one is completed),
-embeds what is new in batches, inserts rows `pending_vector` and hands them to `VectorSync`,
-which upserts the vectors and marks the rows `active` (on failure they stay pending for
-`complete_pending`). `delete` removes the row (the source of truth) before the vector;
-`reconcile_vectors` deletes vectors whose row is gone (DESIGN invariant 5). `backfill_keys`
+embeds what is new in batches, inserts rows `pending_vector`, upserts the vectors and marks
+the rows `active` (on failure they stay pending for `complete_pending`). `delete` removes the
+row (the source of truth) before the vector; recall deletes vectors whose row is gone
+(`Recaller.drop_stray`, DESIGN invariant 5). `backfill_keys`
 keys facts written before migration 0005 exactly as the write path does.
 """
 
@@ -21,7 +21,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from agent_memory.governance.personal_data import public_view
-from agent_memory.governance.writes import WriteDenied, WriteProposal, fact_proposal
+from agent_memory.governance.writes import WriteDenied, fact_proposal
 from agent_memory.ids import (
     IDS_PER_STATEMENT,
     STATEMENTS_PER_BATCH,
@@ -32,7 +32,7 @@ from agent_memory.ids import (
     ulid_time_ms,
 )
 from agent_memory.tiers.semantic.keys import FactKey, derive_key, entity_candidates
-from agent_memory.tiers.semantic.keyword_index import ContextPlan, SessionContext
+from agent_memory.tiers.semantic.keyword_index import ContextPlan, extend_following, plan_context
 from agent_memory.tiers.semantic.models import (
     EMBED_BATCH,
     DeleteResult,
@@ -53,168 +53,10 @@ from bindings.ports.vectorize import VECTORIZE_MAX_BATCH, VectorRecord
 log = logging.getLogger(__name__)
 
 
-async def _none() -> None:
-    return None
-
-
 # The columns a vector's metadata is built from (a row read back, or a new fact's values).
 VECTOR_COLUMNS = (
     "fact_id, agent_type, subject, predicate, object, confidence, learned_from_run_id, created_at"
 )
-
-
-class VectorSync:
-    """Writes, completes and repairs one tenant's fact vectors."""
-
-    def __init__(self, scope: FactScope) -> None:
-        self._s = scope
-
-    def _vector_record(self, job: Row, values: Any, config: EmbeddingConfig) -> VectorRecord:
-        metadata: dict[str, Any] = {
-            "tenant_id": self._s.tenant_id,
-            "agent_type": job["agent_type"],
-            "fact_id": job["fact_id"],
-            # No subject, predicate or object: nothing reads them from Vectorize (recall asks
-            # for no metadata), and a vector left by a crash before its row was written must
-            # hold no text an erase could not reach (vectors are found through their rows).
-            "confidence": float(job["confidence"]),
-            "created_at": int(job["created_at"]),
-            "embedding": embedding_tag(config),
-            "embedding_provider": config.provider,
-            "embedding_model": config.model,
-            "embedding_dimensions": config.dimensions,
-        }
-        if job.get("learned_from_run_id"):
-            metadata["learned_from_run_id"] = job["learned_from_run_id"]
-        return VectorRecord(
-            id=job["fact_id"],
-            values=np.asarray(values, dtype=np.float64).tolist(),
-            namespace=self._s.namespace,
-            metadata=metadata,
-        )
-
-    async def write_vectors(
-        self,
-        jobs: Sequence[Row],
-        vectors: Mapping[str, Any],
-        config: EmbeddingConfig,
-        now: float,
-    ) -> str | None:
-        """Upsert the jobs' vectors, then mark their rows active. Returns None on success,
-        else the error text (the rows stay `pending_vector` for `complete_pending`)."""
-        return await self.upsert(jobs, vectors, config) or await self.activate(jobs, config, now)
-
-    async def upsert(
-        self, jobs: Sequence[Row], vectors: Mapping[str, Any], config: EmbeddingConfig
-    ) -> str | None:
-        """Upsert the jobs' vectors: None on success, else the error text."""
-        records = [self._vector_record(job, vectors[job["fact_id"]], config) for job in jobs]
-        try:
-            for chunk in chunks(records, VECTORIZE_MAX_BATCH):
-                await self._s.vectors.upsert(chunk)
-        except Exception as exc:  # any vector failure leaves a retryable pending row
-            log.warning(
-                "vector write failed for %d fact(s) of tenant %s; rows stay pending: %s",
-                len(records),
-                self._s.tenant_id,
-                exc,
-            )
-            return f"vector write failed: {exc}"
-        return None
-
-    async def activate(
-        self,
-        jobs: Sequence[Row],
-        config: EmbeddingConfig,
-        now: float,
-        also: Sequence[D1Statement] = (),
-    ) -> str | None:
-        """Mark the jobs' rows active (with `also` in the same batch): None on success, else
-        the error text (the rows stay `pending_vector`)."""
-        if not jobs and not also:
-            return None
-        try:
-            await self._activate([job["fact_id"] for job in jobs], config, now, also)
-        except Exception as exc:
-            log.warning(
-                "activating %d fact(s) of tenant %s failed; rows stay pending: %s",
-                len(jobs),
-                self._s.tenant_id,
-                exc,
-            )
-            return f"activation failed: {exc}"
-        return None
-
-    async def _activate(
-        self,
-        fact_ids: Sequence[str],
-        config: EmbeddingConfig,
-        now: float,
-        also: Sequence[D1Statement] = (),
-    ) -> None:
-        statements = list(also)
-        for chunk in chunks(fact_ids, IDS_PER_STATEMENT - 5):
-            marks = ", ".join("?" for _ in chunk)
-            statements.append(
-                self._s.db.prepare(
-                    "UPDATE semantic_facts SET status = 'active', updated_at = ?, "
-                    "embedding_provider = ?, embedding_model = ?, embedding_dimensions = ? "
-                    f"WHERE tenant_id = ? AND fact_id IN ({marks}) AND status = 'pending_vector'"
-                ).bind(
-                    ms(now),
-                    config.provider,
-                    config.model,
-                    config.dimensions,
-                    self._s.tenant_id,
-                    *chunk,
-                )
-            )
-        for group in chunks(statements, STATEMENTS_PER_BATCH):
-            await self._s.db.batch(list(group))
-
-    async def complete_pending(self, limit: int = 100) -> int:
-        """`SemanticMemory.complete_pending`."""
-        embedder = self._s.require_embedder()
-        result = (
-            await self._s.db.prepare(
-                f"SELECT content, {VECTOR_COLUMNS} FROM semantic_facts WHERE"
-                " tenant_id = ? AND status = 'pending_vector' ORDER BY created_at LIMIT ?"
-            )
-            .bind(self._s.tenant_id, max(1, min(limit, 1000)))
-            .all()
-        )
-        rows = result.results
-        done = 0
-        for batch in chunks(rows, EMBED_BATCH):
-            matrix = await embedder.embed([row["content"] for row in batch])
-            check_matrix(matrix, len(batch), embedder.config)
-            vectors = {row["fact_id"]: matrix[pos] for pos, row in enumerate(batch)}
-            error = await self.write_vectors(batch, vectors, embedder.config, self._s.clock.now())
-            if error is None:
-                done += len(batch)
-        return done
-
-    async def drop_stray(self, fact_ids: Sequence[str]) -> None:
-        """Delete vectors whose row is gone (a delete whose vector step failed). Best
-        effort: recall already ignores them, so a failure here only delays the cleanup."""
-        try:
-            await self.reconcile_vectors(fact_ids)
-        except Exception as exc:
-            log.warning(
-                "could not delete %d stray vector(s) of tenant %s: %s",
-                len(fact_ids),
-                self._s.tenant_id,
-                exc,
-            )
-
-    async def reconcile_vectors(self, fact_ids: Sequence[str]) -> list[str]:
-        """`SemanticMemory.reconcile_vectors`."""
-        ids = list(dict.fromkeys(fact_ids))
-        if not ids:
-            return []
-        rows = await self._s.load_rows(ids)
-        orphans = [fid for fid in ids if fid not in rows]
-        return await delete_own_vectors(self._s.vectors, self._s.tenant_id, orphans)
 
 
 # What a key is derived from: (content, subject, predicate, metadata).
@@ -229,14 +71,11 @@ async def derive_keys(scope: FactScope, inputs: Sequence[KeyedText]) -> list[Fac
     known: set[str] = set()
     if wanted:
         marks = ", ".join("?" for _ in wanted)
-        result = (
-            await scope.db.prepare(
-                "SELECT DISTINCT key_entity FROM semantic_facts WHERE tenant_id = ? "
-                f"AND key_entity IN ({marks})"
-            )
-            .bind(scope.tenant_id, *wanted)
-            .all()
-        )
+        result = await scope.sql(
+            "SELECT DISTINCT key_entity FROM semantic_facts WHERE tenant_id = ? "
+            f"AND key_entity IN ({marks})",
+            *wanted,
+        ).all()
         known = {str(row["key_entity"]) for row in result.results}
     return [
         derive_key(
@@ -257,14 +96,11 @@ MAX_BACKFILL = 1_000
 async def backfill_keys(scope: FactScope, limit: int) -> int:
     """Derive and store the keys of up to `limit` (≤ 1000) unkeyed facts of the tenant.
     Returns how many were keyed."""
-    result = (
-        await scope.db.prepare(
-            "SELECT fact_id, content, subject, predicate, metadata FROM semantic_facts "
-            "WHERE tenant_id = ? AND key_source = '' ORDER BY created_at LIMIT ?"
-        )
-        .bind(scope.tenant_id, max(1, min(limit, MAX_BACKFILL)))
-        .all()
-    )
+    result = await scope.sql(
+        "SELECT fact_id, content, subject, predicate, metadata FROM semantic_facts "
+        "WHERE tenant_id = ? AND key_source = '' ORDER BY created_at LIMIT ?",
+        max(1, min(limit, MAX_BACKFILL)),
+    ).all()
     rows = result.results
     if not rows:
         return 0
@@ -312,16 +148,13 @@ async def find_by_hash(
     for chunk in chunks(list(dict.fromkeys(keys)), PAIRS_PER_STATEMENT):
         subjects = list(dict.fromkeys(subject for subject, _ in chunk))
         digests = list(dict.fromkeys(digest for _, digest in chunk))
-        result = (
-            await scope.db.prepare(
-                f"SELECT status, content_hash, {VECTOR_COLUMNS} FROM semantic_facts WHERE"
-                f" tenant_id = ? AND subject IN ({', '.join('?' for _ in subjects)}) "
-                f"AND content_hash IN (SELECT {STORED_HASH.replace('?', 'value')} "
-                "FROM json_each(?))"
-            )
-            .bind(scope.tenant_id, *subjects, json.dumps(digests))
-            .all()
-        )
+        result = await scope.sql(
+            f"SELECT status, content_hash, {VECTOR_COLUMNS} FROM semantic_facts WHERE"
+            f" tenant_id = ? AND subject IN ({', '.join('?' for _ in subjects)}) "
+            f"AND content_hash IN (SELECT {STORED_HASH.replace('?', 'value')} FROM json_each(?))",
+            *subjects,
+            json.dumps(digests),
+        ).all()
         by_stored: dict[tuple[str, str], tuple[str, str]] = {}
         for row in result.results:
             stored = str(row["content_hash"])
@@ -402,12 +235,114 @@ def _found(row: Row, digest: str) -> LearnResult:
 
 
 class FactWriter:
-    """Learns and deletes one tenant's facts."""
+    """Learns and deletes one tenant's facts, and writes and completes their vectors."""
 
-    def __init__(self, scope: FactScope, vectors: VectorSync) -> None:
+    def __init__(self, scope: FactScope) -> None:
         self._s = scope
-        self._vectors = vectors
-        self._context = SessionContext(scope)
+
+    def _vector_record(self, job: Row, values: Any, config: EmbeddingConfig) -> VectorRecord:
+        metadata: dict[str, Any] = {
+            "tenant_id": self._s.tenant_id,
+            "agent_type": job["agent_type"],
+            "fact_id": job["fact_id"],
+            # No subject, predicate or object: nothing reads them from Vectorize (recall asks
+            # for no metadata), and a vector left by a crash before its row was written must
+            # hold no text an erase could not reach (vectors are found through their rows).
+            "confidence": float(job["confidence"]),
+            "created_at": int(job["created_at"]),
+            "embedding": embedding_tag(config),
+            "embedding_provider": config.provider,
+            "embedding_model": config.model,
+            "embedding_dimensions": config.dimensions,
+        }
+        if job.get("learned_from_run_id"):
+            metadata["learned_from_run_id"] = job["learned_from_run_id"]
+        return VectorRecord(
+            id=job["fact_id"],
+            values=np.asarray(values, dtype=np.float64).tolist(),
+            namespace=self._s.namespace,
+            metadata=metadata,
+        )
+
+    async def upsert(
+        self, jobs: Sequence[Row], vectors: Mapping[str, Any], config: EmbeddingConfig
+    ) -> str | None:
+        """Upsert the jobs' vectors: None on success, else the error text."""
+        records = [self._vector_record(job, vectors[job["fact_id"]], config) for job in jobs]
+        try:
+            for chunk in chunks(records, VECTORIZE_MAX_BATCH):
+                await self._s.vectors.upsert(chunk)
+        except Exception as exc:  # any vector failure leaves a retryable pending row
+            log.warning(
+                "vector write failed for %d fact(s) of tenant %s; rows stay pending: %s",
+                len(records),
+                self._s.tenant_id,
+                exc,
+            )
+            return f"vector write failed: {exc}"
+        return None
+
+    async def activate(
+        self,
+        jobs: Sequence[Row],
+        config: EmbeddingConfig,
+        now: float,
+        also: Sequence[D1Statement] = (),
+    ) -> str | None:
+        """Mark the jobs' rows active (with `also` in the same batch): None on success, else
+        the error text (the rows stay `pending_vector`)."""
+        if not jobs and not also:
+            return None
+        try:
+            statements = list(also)
+            for chunk in chunks([job["fact_id"] for job in jobs], IDS_PER_STATEMENT - 5):
+                marks = ", ".join("?" for _ in chunk)
+                statements.append(
+                    self._s.db.prepare(
+                        "UPDATE semantic_facts SET status = 'active', updated_at = ?, "
+                        "embedding_provider = ?, embedding_model = ?, embedding_dimensions = ? "
+                        f"WHERE tenant_id = ? AND fact_id IN ({marks}) "
+                        "AND status = 'pending_vector'"
+                    ).bind(
+                        ms(now),
+                        config.provider,
+                        config.model,
+                        config.dimensions,
+                        self._s.tenant_id,
+                        *chunk,
+                    )
+                )
+            for group in chunks(statements, STATEMENTS_PER_BATCH):
+                await self._s.db.batch(list(group))
+        except Exception as exc:
+            log.warning(
+                "activating %d fact(s) of tenant %s failed; rows stay pending: %s",
+                len(jobs),
+                self._s.tenant_id,
+                exc,
+            )
+            return f"activation failed: {exc}"
+        return None
+
+    async def complete_pending(self, limit: int = 100) -> int:
+        """`SemanticMemory.complete_pending`."""
+        embedder = self._s.require_embedder()
+        result = await self._s.sql(
+            f"SELECT content, {VECTOR_COLUMNS} FROM semantic_facts WHERE"
+            " tenant_id = ? AND status = 'pending_vector' ORDER BY created_at LIMIT ?",
+            max(1, min(limit, 1000)),
+        ).all()
+        done = 0
+        for batch in chunks(result.results, EMBED_BATCH):
+            matrix = await embedder.embed([row["content"] for row in batch])
+            check_matrix(matrix, len(batch), embedder.config)
+            vectors = {row["fact_id"]: matrix[pos] for pos, row in enumerate(batch)}
+            # The vectors, then the rows active; on failure they stay pending for the next run.
+            error = await self.upsert(batch, vectors, embedder.config) or await self.activate(
+                batch, embedder.config, self._s.clock.now()
+            )
+            done += len(batch) if error is None else 0
+        return done
 
     def validate_facts(self, facts: Sequence[FactInput | Mapping[str, Any]]) -> list[FactInput]:
         out: list[FactInput] = []
@@ -432,7 +367,15 @@ class FactWriter:
         inputs = self.validate_facts(facts)
         if not inputs:
             return []
-        proposals = [self._proposal(fact) for fact in inputs]
+        proposals = [
+            fact_proposal(
+                dict(fact),
+                agent_type=fact.agent_type or self._s.agent_type,
+                run_id=fact.learned_from_run_id or self._s.run_id,
+                in_row=True,
+            )
+            for fact in inputs
+        ]
         try:
             self._s.gate.check_all(proposals)
         except WriteDenied as denied:
@@ -468,8 +411,8 @@ class FactWriter:
         existing, keys, (plans, before_call), early_matrix, _ = await asyncio.gather(
             find_by_hash(self._s, list(first_of)),
             derive_keys(self._s, [(f.content, f.subject, f.predicate, f.metadata) for f in inputs]),
-            self._context.plan(items),
-            embedder.embed([inputs[i].content for i in firsts]) if early else _none(),
+            plan_context(self._s, items),
+            embedder.embed([inputs[i].content for i in firsts]) if early else asyncio.sleep(0),
             self._s.gate.admitted(),  # nothing is written before the caller is admitted
         )
         if early_matrix is not None:
@@ -531,7 +474,7 @@ class FactWriter:
             upserted = list(jobs.values())
             inserted, error = await asyncio.gather(
                 self._insert_rows(inserts),
-                self._vectors.upsert(upserted, vectors, embedder.config),
+                self.upsert(upserted, vectors, embedder.config),
                 return_exceptions=True,
             )
             if isinstance(inserted, BaseException):
@@ -539,7 +482,8 @@ class FactWriter:
                 # finds vectors through their rows only).
                 if error is None:
                     try:
-                        await self._delete_vectors([jobs[i]["fact_id"] for i, _ in inserts])
+                        lost = [jobs[i]["fact_id"] for i, _ in inserts]
+                        await delete_own_vectors(self._s.vectors, self._s.tenant_id, lost)
                     except Exception as exc:
                         log.warning("vectors of failed rows (%s) kept: %s", self._s.tenant_id, exc)
                 raise inserted
@@ -551,7 +495,8 @@ class FactWriter:
                 # vector just written for our row that lost is deleted after the response.
                 lost = [jobs[i]["fact_id"] for i in conflicts]
                 await self._s.after_response(
-                    self._delete_vectors(lost), "deleting the vectors of rows that lost"
+                    delete_own_vectors(self._s.vectors, self._s.tenant_id, lost),
+                    "deleting the vectors of rows that lost",
                 )
                 won = await find_by_hash(
                     self._s, [(inputs[i].subject, hashes[i]) for i in conflicts]
@@ -568,15 +513,15 @@ class FactWriter:
                         del jobs[index]
                         results[index] = _found(row, hashes[index])
                 won_jobs = [jobs[i] for i in conflicts if i in jobs]
-                error = error or await self._vectors.upsert(won_jobs, vectors, embedder.config)
+                error = error or await self.upsert(won_jobs, vectors, embedder.config)
             if error is None:  # activated with the created facts' events, in one batch
                 made = [i for i in batch if created.get(i) and i in jobs]
-                events = self._event_statements(
-                    [proposals[i] for i in made], [jobs[i]["fact_id"] for i in made]
+                # Insert-if-absent, id = the fact's id.
+                found = (
+                    self._s.gate.event_statement(proposals[i], jobs[i]["fact_id"]) for i in made
                 )
-                error = await self._vectors.activate(
-                    list(jobs.values()), embedder.config, now, events
-                )
+                events = [statement for statement in found if statement is not None]
+                error = await self.activate(list(jobs.values()), embedder.config, now, events)
             failed = failed or error is not None
             for index in batch:
                 if index in results:
@@ -604,7 +549,7 @@ class FactWriter:
         if created_at:
             created_items = [items[i] for i in created_at]
             await self._s.after_response(
-                self._context.extend_following(before_call, created_items),
+                extend_following(self._s, before_call, created_items),
                 "adding later context to earlier memories",
             )
         if todo and not failed:
@@ -613,33 +558,12 @@ class FactWriter:
             )
         return ordered
 
-    def _event_statements(
-        self, proposals: Sequence[WriteProposal], fact_ids: Sequence[str]
-    ) -> list[D1Statement]:
-        """The `memory_written` events of created facts, to commit in their activation batch
-        (insert-if-absent, id = the fact's id)."""
-        found = (
-            self._s.gate.event_statement(p, i) for p, i in zip(proposals, fact_ids, strict=True)
-        )
-        return [statement for statement in found if statement is not None]
-
-    async def _delete_vectors(self, fact_ids: Sequence[str]) -> None:
-        await delete_own_vectors(self._s.vectors, self._s.tenant_id, fact_ids)
-
-    def _proposal(self, fact: FactInput) -> WriteProposal:
-        return fact_proposal(
-            dict(fact),
-            agent_type=fact.agent_type or self._s.agent_type,
-            run_id=fact.learned_from_run_id or self._s.run_id,
-            in_row=True,
-        )
-
     async def _retry_pending_after_write(self) -> None:
         """Self-healing: a write that just succeeded shows the vector store is healthy, so
         it also finishes up to `PENDING_RETRY_ON_WRITE` facts an earlier failure left
         pending (one indexed query when there are none). Best effort."""
         try:
-            await self._vectors.complete_pending(PENDING_RETRY_ON_WRITE)
+            await self.complete_pending(PENDING_RETRY_ON_WRITE)
         except Exception as exc:
             log.warning("retrying pending facts of tenant %s failed: %s", self._s.tenant_id, exc)
 
@@ -662,13 +586,9 @@ class FactWriter:
             )
         # Row first: the row is the source of truth, and a vector without its row is
         # never returned by recall.
-        result = (
-            await self._s.db.prepare(
-                "DELETE FROM semantic_facts WHERE tenant_id = ? AND fact_id = ?"
-            )
-            .bind(self._s.tenant_id, fact_id)
-            .run()
-        )
+        result = await self._s.sql(
+            "DELETE FROM semantic_facts WHERE tenant_id = ? AND fact_id = ?", fact_id
+        ).run()
         row_deleted = result.meta.changes > 0
         try:
             mine = await delete_own_vectors(self._s.vectors, self._s.tenant_id, [fact_id])
