@@ -33,12 +33,10 @@ D1 `memory_events` (migration 0003), scoped to the tenant bound at construction.
 writing other rows in the same step puts `statement(event)` into its own `db.batch([...])`, so
 the event and its change commit together. A `memory_retrieved` payload: `{"query", "top_k",
 "results": [{"id", "score", "relevance", "recency", "confidence", "density"}],
-"candidates": {channel: count}, "dropped": [...]}` (no hash of the query: nothing read it, and
-it outlived the query text an erase redacts; events written before carry `query_hash`). D1
-stores each result as an array in `RETRIEVED_FIELDS` order (`stored_payload`), about 60 bytes
-fewer a result than the object (issue 29: the key names were ~290 of a 5-result event's ~720
-bytes); events written before hold the objects. Every reader takes both: `loaded_payload`
-gives the objects back, `result_id` a result's id, and `EventLog.retrieving` matches either.
+"candidates": {channel: count}, "dropped": [...]}` (older events also carry `query_hash`). D1
+stores each result as an array in `RETRIEVED_FIELDS` order (`stored_payload`: ~60 bytes fewer a
+result); older events hold the objects. Every reader takes both: `loaded_payload` gives the
+objects back, `result_id` a result's id, and `EventLog.retrieving` matches either.
 """
 
 from __future__ import annotations
@@ -51,7 +49,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent_memory.governance.agent_types import BUILT_IN, AgentType
-from agent_memory.ids import IDS_PER_STATEMENT, chunks, new_ulid, sha256_hex
+from agent_memory.ids import STATEMENTS_PER_BATCH, chunks, delete_ids, new_ulid, sha256_hex
 from agent_memory.namespace import DEFAULT_SUBJECT, TENANT_RE
 from bindings.ports.background import BackgroundTasks
 from bindings.ports.clock import Clock, SystemClock
@@ -267,8 +265,8 @@ class EventLog:
     async def record_many(self, events: Sequence[MemoryEvent], *, if_absent: bool = False) -> None:
         """Write `events` in D1 batches (each batch one transaction)."""
         statements = [self.statement(e, if_absent=if_absent) for e in events]
-        for start in range(0, len(statements), 50):
-            await self._db.batch(statements[start : start + 50])
+        for batch in chunks(statements, STATEMENTS_PER_BATCH):
+            await self._db.batch(list(batch))
 
     async def rows(self, sql_where: str, *params: SqlValue, limit: int) -> list[Row]:
         """This tenant's event rows matching `sql_where` (its own clauses on the columns of
@@ -349,19 +347,8 @@ class EventLog:
 
     async def delete(self, event_ids: Sequence[str]) -> int:
         """Delete the events among `event_ids`; how many went."""
-        statements = [
-            self._db.prepare(
-                f"DELETE FROM memory_events WHERE tenant_id = ? AND event_id IN "
-                f"({', '.join('?' for _ in chunk)})"
-            ).bind(self.tenant_id, *chunk)
-            for chunk in chunks(list(event_ids), IDS_PER_STATEMENT)
-        ]
-        deleted = 0
-        for start in range(0, len(statements), 50):
-            deleted += sum(
-                r.meta.changes for r in await self._db.batch(statements[start : start + 50])
-            )
-        return deleted
+        sql = "DELETE FROM memory_events WHERE tenant_id = ? AND event_id IN ({marks})"
+        return await delete_ids(self._db, sql, self.tenant_id, event_ids)
 
     # --- erasure marks (migration 0013): an erase in progress since `started_at` ------------
 
