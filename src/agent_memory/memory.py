@@ -66,7 +66,6 @@ from agent_memory.tiers.semantic.models import (
     Fact,
     FactInput,
     RecallFilters,
-    RecallResult,
     breakdown_view,
 )
 from agent_memory.tiers.semantic.reconcile import note_writes
@@ -495,28 +494,26 @@ class Memory:
         async def write() -> None:
             # Built here, not before: validating the event is CPU the reader need not wait for.
             try:
-                await events.record(
-                    memory_retrieved(
-                        tenant_id=self.tenant,
-                        tier=tier,
-                        now=now,
-                        query=query,
-                        top_k=len(ranked) if top_k is None else top_k,
-                        results=[
-                            RetrievedItem.model_validate(
-                                {
-                                    "id": r.item.id,
-                                    **dict(
-                                        zip(_PARTS, (round(p, 6) for p in r.parts), strict=True)
-                                    ),
-                                }
-                            )
-                            for r in ranked
-                        ],
-                        candidates={"pool": pool},
-                        agent_type=agent_type,
+                results = [
+                    RetrievedItem.model_validate(
+                        {
+                            "id": r.item.id,
+                            **{k: round(p, 6) for k, p in zip(_PARTS, r.parts, strict=True)},
+                        }
                     )
+                    for r in ranked
+                ]
+                event = memory_retrieved(
+                    tenant_id=self.tenant,
+                    tier=tier,
+                    now=now,
+                    query=query,
+                    top_k=len(ranked) if top_k is None else top_k,
+                    results=results,
+                    candidates={"pool": pool},
+                    agent_type=agent_type,
                 )
+                await events.record(event)
             except Exception as exc:
                 log.warning("memory_retrieved (%s) not recorded for %s: %s", tier, self.tenant, exc)
 
@@ -579,7 +576,16 @@ class Memory:
                     query, top_k, recalled.model_copy(update={"results": results})
                 )
 
-            return semantic_items(recalled), record_facts
+            found = [
+                _fact_item(r.fact).model_copy(
+                    update={
+                        "score": round(r.score, 6),
+                        "score_breakdown": breakdown_view(r.breakdown, r.channels),
+                    }
+                )
+                for r in recalled.results
+            ]
+            return found, record_facts
         # Working memory and workflows are ranked whole; episodes, the newest `SEARCH_POOL`.
         cap = SEARCH_POOL if tier == "episodic" else sys.maxsize
         pool = await self.listing(tier, instance_id, limit=cap, agent_type=agent_type)
@@ -784,19 +790,6 @@ async def _reconcile(reconciler: Reconciler) -> None:
         report.superseded_updates,
         report.update_pairs,
     )
-
-
-def semantic_items(ranked: RecallResult) -> list[MemoryItem]:
-    """Recall results as memory items, each with its score breakdown and channels."""
-    return [
-        _fact_item(r.fact).model_copy(
-            update={
-                "score": round(r.score, 6),
-                "score_breakdown": breakdown_view(r.breakdown, r.channels),
-            }
-        )
-        for r in ranked.results
-    ]
 
 
 def _fact_item(fact: Fact, **metadata: Any) -> MemoryItem:
