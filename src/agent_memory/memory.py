@@ -124,12 +124,10 @@ def json_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def retrieval_config(bindings: Bindings | None) -> RetrievalConfig:
+def retrieval_config(bindings: Bindings) -> RetrievalConfig:
     """The deployment's retrieval config: the defaults overridden by `MEMORY_RETRIEVAL_CONFIG`
     (validated at startup by `Settings`). A value that fails here anyway gives the defaults:
     a request never fails over its ranking weights."""
-    if bindings is None:
-        return RetrievalConfig()
     try:
         return RetrievalConfig.from_json(bindings.settings.memory_retrieval_config)
     except ValueError as exc:
