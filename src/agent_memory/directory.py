@@ -91,12 +91,6 @@ def _cached(tenant: str, now: float) -> str | None:
     return entry[1]
 
 
-def _cache(tenant: str, shard: str, now: float) -> None:
-    if len(_HOMES) >= HOMES_CACHED:
-        _HOMES.clear()
-    _HOMES[tenant] = (now, shard)
-
-
 def all_shards(bindings: Bindings) -> tuple[Shard, ...]:
     """Every shard, the primary first. Until narrowed, `db` and `vectors` are the primary's
     (so a copy with another `db` has that as its primary)."""
@@ -162,7 +156,9 @@ async def home_of(bindings: Bindings, tenant: str) -> str:
         name = await directory_home(bindings, tenant)
         if kv is not None:
             bindings.background.wait_until(_remember(kv, tenant, name))
-    _cache(tenant, str(name), now)
+    if len(_HOMES) >= HOMES_CACHED:
+        _HOMES.clear()
+    _HOMES[tenant] = (now, str(name))
     return str(name)
 
 

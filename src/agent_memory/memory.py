@@ -419,8 +419,19 @@ class Memory:
                 log.warning("reconcile cadence not counted for %s: %s", self.tenant, exc)
                 return
             reconciler = self.reconciler() if due else None
-            if reconciler is not None:
-                await _reconcile(reconciler)
+            if reconciler is None:
+                return
+            try:
+                report = await reconciler.run()
+            except Exception:  # the next writes or the daily cron try again
+                log.exception("reconcile after writes: tenant %s failed", self.tenant)
+                return
+            log.info(
+                "reconcile after writes: tenant %s, %d update(s) applied of %d pair(s)",
+                self.tenant,
+                report.superseded_updates,
+                report.update_pairs,
+            )
 
         self.bindings.background.wait_until(count_then_reconcile())
 
@@ -641,7 +652,16 @@ class Memory:
         if tier == "working":
             items = await self._working_items(instance_id, agent_type)
         else:
-            items = await self._procedural_items(instance_id, agent_type)
+            items = [
+                MemoryItem(
+                    tier="procedural",
+                    key=str(workflow["workflow_id"]),
+                    value=workflow,
+                    metadata={"posterior_mean": workflow.get("posterior_mean")},
+                    created_at=workflow.get("created_at"),
+                )
+                for workflow in await self.workflows(agent_type, instance_id)
+            ]
         return items[offset : offset + limit]
 
     async def put(
@@ -758,36 +778,10 @@ class Memory:
         await self.episodic.delete_keyed(agent_type, instance_id, key, keep=episode.episode_id)
         return _episode_item({**episode.model_dump(), "data": json.dumps(episode.data)})
 
-    async def _procedural_items(self, instance_id: str, agent_type: str) -> list[MemoryItem]:
-        return [
-            MemoryItem(
-                tier="procedural",
-                key=str(workflow["workflow_id"]),
-                value=workflow,
-                metadata={"posterior_mean": workflow.get("posterior_mean")},
-                created_at=workflow.get("created_at"),
-            )
-            for workflow in await self.workflows(agent_type, instance_id)
-        ]
-
 
 class AgentCallFailed(ApiError):
     """The Durable Object answered an RPC with an error (`agent_runtime_do.protocol`): the
     status and code it gave."""
-
-
-async def _reconcile(reconciler: Reconciler) -> None:
-    try:
-        report = await reconciler.run()
-    except Exception:  # the next writes or the daily cron try again
-        log.exception("reconcile after writes: tenant %s failed", reconciler.tenant_id)
-        return
-    log.info(
-        "reconcile after writes: tenant %s, %d update(s) applied of %d pair(s)",
-        reconciler.tenant_id,
-        report.superseded_updates,
-        report.update_pairs,
-    )
 
 
 def _fact_item(fact: Fact, **metadata: Any) -> MemoryItem:

@@ -765,6 +765,10 @@ def information_density(text: str, terms: Sequence[str] | None = None) -> float:
     return min(1.0, len(terms) / DENSITY_SATURATION_TERMS)
 
 
+# (total, relevance, recency, confidence, density), as `score_parts` returns them.
+Parts = tuple[float, float, float, float, float]
+
+
 def score_parts(
     *,
     relevance: float,
@@ -773,7 +777,7 @@ def score_parts(
     density: float,
     now: float,
     weights: ScoringWeights,
-) -> tuple[float, float, float, float, float]:
+) -> Parts:
     """(total, relevance, recency, confidence, density), components clamped to [0, 1].
     The allocation-free core of `score`, for ranking many candidates."""
     w_rel, w_rec, w_conf, w_den = weights.normalized()
@@ -784,9 +788,7 @@ def score_parts(
     return w_rel * rel + w_rec * rec + w_conf * conf + w_den * den, rel, rec, conf, den
 
 
-def breakdown(
-    parts: tuple[float, float, float, float, float], weights: ScoringWeights
-) -> ScoreBreakdown:
+def breakdown(parts: Parts, weights: ScoringWeights) -> ScoreBreakdown:
     """The `ScoreBreakdown` of `score_parts`' result."""
     w_rel, w_rec, w_conf, w_den = weights.normalized()
     total, rel, rec, conf, den = parts
@@ -813,8 +815,7 @@ class RankItem:
 @dataclass(frozen=True)
 class RankedItem:
     item: RankItem
-    # (total, relevance, recency, confidence, density), as `scoring.score_parts` returns.
-    parts: tuple[float, float, float, float, float]
+    parts: Parts
 
     @property
     def score(self) -> float:
@@ -843,9 +844,6 @@ def rank(
         ranked.append(RankedItem(item=item, parts=parts))
     ranked.sort(key=lambda r: (-r.parts[0], -r.item.written_at, r.item.id))
     return ranked
-
-
-Parts = tuple[float, float, float, float, float]
 
 
 def rank_candidates(
