@@ -269,7 +269,7 @@ def fts5_floor(contents: Sequence[str], queries: Sequence[str]) -> list[float]:
     texts in an in-memory SQLite table — no tenant, no join, no fusion: the keyword floor."""
     import sqlite3
 
-    from agent_memory.retrieval import fts5_match_expression
+    from agent_memory.retrieval import content_terms, words
 
     con = sqlite3.connect(":memory:")
     con.execute("CREATE VIRTUAL TABLE t USING fts5(content, tokenize = 'porter unicode61')")
@@ -277,7 +277,9 @@ def fts5_floor(contents: Sequence[str], queries: Sequence[str]) -> list[float]:
     con.commit()
     seconds: list[float] = []
     for query in queries:
-        expression = fts5_match_expression(query) or '""'
+        # A MATCH expression that is never a syntax error: each word an FTS5 string literal.
+        terms = content_terms(query) or list(dict.fromkeys(words(query)))
+        expression = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms[:64]) or '""'
         started = time.perf_counter()
         con.execute(
             "SELECT rowid, bm25(t) FROM t WHERE t MATCH ? ORDER BY bm25(t) LIMIT 100",

@@ -4,31 +4,16 @@ A shard is one D1 database and its Vectorize index (`bindings.environment.Shard`
 `MEMORY_SHARDS`); one D1 database stops at 10 GB, so the system scales by many. The primary
 shard's database also holds the control plane (OAuth, grants) and this directory.
 
-`tenant_bindings` resolves a tenant's shard once per request — `Memory.open` calls it, and
-every tier reaches D1 and Vectorize through the narrowed `Bindings` it returns:
+`tenant_bindings` resolves a tenant's shard once per request (`Memory.open`), from: the only
+shard; this isolate's cache (`HOME_TTL_SECONDS`); KV `tenant-home:{tenant}`; the primary's
+`tenant_directory` row, placing a new tenant (`choose_shard`; insert and read-back in one batch,
+so racing first requests agree). Only the directory's writers change a home (`set_home`: the
+move's switch); requests only copy it into KV.
 
-1. one shard configured: that one, with no read at all;
-2. this isolate's cache (`HOME_TTL_SECONDS`, like the gateway's config);
-3. KV `tenant-home:{tenant}` (the shard's name);
-4. the primary database's `tenant_directory` row, placing the tenant when it has none: on the
-   primary if the primary already holds rows of it (written before there were shards), else
-   on the shard with the most free space, its database's or its index's, whichever is fuller
-   (`choose_shard`). INSERT OR IGNORE and the read-back run in one batch, so two racing first
-   requests agree. KV is written after the response.
-
-Only the directory's writers change a home (`set_home`: the move's switch); a request only
-copies what the database says into KV, so a stale copy can come only from a request that read
-the database just before a switch — the move rewrites KV after its grace period, before it
-deletes anything (lifecycle.move).
-
-Fences (`tenant_fences`, in every shard's database) guard a tenant's rows in one database:
-triggers on every tenant table (`ensure_fence_triggers`) abort a write of a fenced tenant with
-`tenant_moved`. `frozen`: no insert, update or delete (the move's last copy and its switch);
-`moved`: no insert or update, deletes allowed (the move empties the source); `incoming`: no
-restriction (the destination while it is filled). Jobs skip every fenced tenant
-(`ids.distinct_tenants_sql`). A request that meets a fence (`bindings.ports.d1.met_fence`) is
-answered 503 `tenant_moving` and this isolate reads the directory from the database, not KV,
-for `FRESH_AFTER_FENCE_SECONDS`, so its retry reaches the new home as soon as it exists.
+Fences (`tenant_fences`, per database): triggers on every tenant table abort a fenced tenant's
+writes with `tenant_moved` (`frozen`: no insert, update or delete; `moved`: deletes only;
+`incoming`: no restriction). A request that meets one is answered 503 `tenant_moving`, and this
+isolate reads the database, not KV, for `FRESH_AFTER_FENCE_SECONDS`.
 """
 
 from __future__ import annotations
@@ -106,12 +91,6 @@ def _cached(tenant: str, now: float) -> str | None:
     return entry[1]
 
 
-def _cache(tenant: str, shard: str, now: float) -> None:
-    if len(_HOMES) >= HOMES_CACHED:
-        _HOMES.clear()
-    _HOMES[tenant] = (now, shard)
-
-
 def all_shards(bindings: Bindings) -> tuple[Shard, ...]:
     """Every shard, the primary first. Until narrowed, `db` and `vectors` are the primary's
     (so a copy with another `db` has that as its primary)."""
@@ -177,7 +156,9 @@ async def home_of(bindings: Bindings, tenant: str) -> str:
         name = await directory_home(bindings, tenant)
         if kv is not None:
             bindings.background.wait_until(_remember(kv, tenant, name))
-    _cache(tenant, str(name), now)
+    if len(_HOMES) >= HOMES_CACHED:
+        _HOMES.clear()
+    _HOMES[tenant] = (now, str(name))
     return str(name)
 
 
@@ -351,12 +332,8 @@ async def place_tenant(bindings: Bindings, tenant: str, shard: str) -> str:
         elsewhere = shard != PRIMARY_SHARD and primary.db is not None
         if elsewhere and await holds_tenant(shard_db(primary), tenant, PRIMARY_SHARD):
             found = PRIMARY_SHARD  # its rows are on the primary: only a move takes them
-    if found is not None and found != shard:
-        raise ApiError(
-            409, "already_placed", f"tenant {tenant!r} is on shard {found!r}; move it instead"
-        )
-    placed = await _place(bindings, tenant, shard)
-    if placed != shard:  # a request placed it meanwhile
+    placed = found or await _place(bindings, tenant, shard)
+    if placed != shard:  # placed elsewhere before, or by a request meanwhile
         raise ApiError(
             409, "already_placed", f"tenant {tenant!r} is on shard {placed!r}; move it instead"
         )

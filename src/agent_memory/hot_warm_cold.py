@@ -11,13 +11,10 @@ by `MemoryBuilder` (`Memory.placement_client()` for a deployment; docs/tiered-me
   with a `_personal` mark never goes to hot. A tier the deployment lacks (None) is skipped.
 
 The tiers are views of the stores: hot is the working tier's namespaced KV; warm is
-`EpisodicStore` (its policy, events and limits apply; an episode is immutable, so `upsert`
-inserts if absent); cold is the prune's weekly archives (gzip NDJSON in R2) found through the
-prune's cold item index (`ArchiveLedger`): one D1 lookup plus one R2 GET, the archive object
-staying the unit of storage (per-item objects would cost a PUT per episode). An episode's
-text is its `memory_episodes` row in archive form (JSON decoded, sorted keys) in every tier,
-read back through the episodic tier's row mapping (which opens sealed personal fields). Only
-the `episode` kind lives in warm and cold; other kinds miss there and are refused for writes.
+`EpisodicStore` (an episode is immutable, so `upsert` inserts if absent); cold is the prune's
+archives in R2, found through its cold item index (`ArchiveLedger`). An episode's text is its
+`memory_episodes` row in archive form (JSON decoded, sorted keys) in every tier. Only the
+`episode` kind lives in warm and cold; other kinds miss there and are refused for writes.
 """
 
 from __future__ import annotations

@@ -66,7 +66,6 @@ from agent_memory.tiers.semantic.models import (
     Fact,
     FactInput,
     RecallFilters,
-    RecallResult,
     breakdown_view,
 )
 from agent_memory.tiers.semantic.reconcile import note_writes
@@ -125,12 +124,10 @@ def json_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def retrieval_config(bindings: Bindings | None) -> RetrievalConfig:
+def retrieval_config(bindings: Bindings) -> RetrievalConfig:
     """The deployment's retrieval config: the defaults overridden by `MEMORY_RETRIEVAL_CONFIG`
     (validated at startup by `Settings`). A value that fails here anyway gives the defaults:
     a request never fails over its ranking weights."""
-    if bindings is None:
-        return RetrievalConfig()
     try:
         return RetrievalConfig.from_json(bindings.settings.memory_retrieval_config)
     except ValueError as exc:
@@ -422,8 +419,19 @@ class Memory:
                 log.warning("reconcile cadence not counted for %s: %s", self.tenant, exc)
                 return
             reconciler = self.reconciler() if due else None
-            if reconciler is not None:
-                await _reconcile(reconciler)
+            if reconciler is None:
+                return
+            try:
+                report = await reconciler.run()
+            except Exception:  # the next writes or the daily cron try again
+                log.exception("reconcile after writes: tenant %s failed", self.tenant)
+                return
+            log.info(
+                "reconcile after writes: tenant %s, %d update(s) applied of %d pair(s)",
+                self.tenant,
+                report.superseded_updates,
+                report.update_pairs,
+            )
 
         self.bindings.background.wait_until(count_then_reconcile())
 
@@ -495,28 +503,26 @@ class Memory:
         async def write() -> None:
             # Built here, not before: validating the event is CPU the reader need not wait for.
             try:
-                await events.record(
-                    memory_retrieved(
-                        tenant_id=self.tenant,
-                        tier=tier,
-                        now=now,
-                        query=query,
-                        top_k=len(ranked) if top_k is None else top_k,
-                        results=[
-                            RetrievedItem.model_validate(
-                                {
-                                    "id": r.item.id,
-                                    **dict(
-                                        zip(_PARTS, (round(p, 6) for p in r.parts), strict=True)
-                                    ),
-                                }
-                            )
-                            for r in ranked
-                        ],
-                        candidates={"pool": pool},
-                        agent_type=agent_type,
+                results = [
+                    RetrievedItem.model_validate(
+                        {
+                            "id": r.item.id,
+                            **{k: round(p, 6) for k, p in zip(_PARTS, r.parts, strict=True)},
+                        }
                     )
+                    for r in ranked
+                ]
+                event = memory_retrieved(
+                    tenant_id=self.tenant,
+                    tier=tier,
+                    now=now,
+                    query=query,
+                    top_k=len(ranked) if top_k is None else top_k,
+                    results=results,
+                    candidates={"pool": pool},
+                    agent_type=agent_type,
                 )
+                await events.record(event)
             except Exception as exc:
                 log.warning("memory_retrieved (%s) not recorded for %s: %s", tier, self.tenant, exc)
 
@@ -579,7 +585,16 @@ class Memory:
                     query, top_k, recalled.model_copy(update={"results": results})
                 )
 
-            return semantic_items(recalled), record_facts
+            found = [
+                _fact_item(r.fact).model_copy(
+                    update={
+                        "score": round(r.score, 6),
+                        "score_breakdown": breakdown_view(r.breakdown, r.channels),
+                    }
+                )
+                for r in recalled.results
+            ]
+            return found, record_facts
         # Working memory and workflows are ranked whole; episodes, the newest `SEARCH_POOL`.
         cap = SEARCH_POOL if tier == "episodic" else sys.maxsize
         pool = await self.listing(tier, instance_id, limit=cap, agent_type=agent_type)
@@ -637,7 +652,16 @@ class Memory:
         if tier == "working":
             items = await self._working_items(instance_id, agent_type)
         else:
-            items = await self._procedural_items(instance_id, agent_type)
+            items = [
+                MemoryItem(
+                    tier="procedural",
+                    key=str(workflow["workflow_id"]),
+                    value=workflow,
+                    metadata={"posterior_mean": workflow.get("posterior_mean")},
+                    created_at=workflow.get("created_at"),
+                )
+                for workflow in await self.workflows(agent_type, instance_id)
+            ]
         return items[offset : offset + limit]
 
     async def put(
@@ -754,49 +778,10 @@ class Memory:
         await self.episodic.delete_keyed(agent_type, instance_id, key, keep=episode.episode_id)
         return _episode_item({**episode.model_dump(), "data": json.dumps(episode.data)})
 
-    async def _procedural_items(self, instance_id: str, agent_type: str) -> list[MemoryItem]:
-        return [
-            MemoryItem(
-                tier="procedural",
-                key=str(workflow["workflow_id"]),
-                value=workflow,
-                metadata={"posterior_mean": workflow.get("posterior_mean")},
-                created_at=workflow.get("created_at"),
-            )
-            for workflow in await self.workflows(agent_type, instance_id)
-        ]
-
 
 class AgentCallFailed(ApiError):
     """The Durable Object answered an RPC with an error (`agent_runtime_do.protocol`): the
     status and code it gave."""
-
-
-async def _reconcile(reconciler: Reconciler) -> None:
-    try:
-        report = await reconciler.run()
-    except Exception:  # the next writes or the daily cron try again
-        log.exception("reconcile after writes: tenant %s failed", reconciler.tenant_id)
-        return
-    log.info(
-        "reconcile after writes: tenant %s, %d update(s) applied of %d pair(s)",
-        reconciler.tenant_id,
-        report.superseded_updates,
-        report.update_pairs,
-    )
-
-
-def semantic_items(ranked: RecallResult) -> list[MemoryItem]:
-    """Recall results as memory items, each with its score breakdown and channels."""
-    return [
-        _fact_item(r.fact).model_copy(
-            update={
-                "score": round(r.score, 6),
-                "score_breakdown": breakdown_view(r.breakdown, r.channels),
-            }
-        )
-        for r in ranked.results
-    ]
 
 
 def _fact_item(fact: Fact, **metadata: Any) -> MemoryItem:

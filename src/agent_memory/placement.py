@@ -1,26 +1,13 @@
 """The data-placement table of the hot/warm/cold ADR, as configuration: per memory kind, the
-tier it is written to, its TTL there, how long it stays, and where it goes next.
+tier it is written to (hot KV, warm D1, cold R2), its TTL there, how long it stays, and where it
+goes next (docs/tiered-memory.md, "The placement table"). `retention_days` None means the
+tenant's retention for kinds the prune demotes, else "until deleted". `cold_promotes_to_warm`
+is False for episodes: a cold hit is past the warm retention, so a copy in D1 would only be
+archived again by the next prune; it is promoted to hot instead.
 
-Hot is KV, warm is D1, cold is R2 (`COLD`). The default mapping for this system's kinds:
-
-    kind      tier  TTL   retention in the tier                then                in cold
-    working   hot   1 h   1 h (working state, ADR-043 tier 1)  expires             -
-    episode   warm  none  the tenant's retention (90 days)     weekly prune->cold  until erased
-    fact      warm  none  until deleted or superseded          -                   -
-    log       warm  none  the tenant's retention (90 days)     weekly prune->cold  90 days
-
-(`episode`: conversation turns and episodes; `fact`: the semantic tier; `log`: finished runs
-and memory events.) `retention_days` None means the tenant's retention for kinds the prune
-demotes, else "until deleted". `cold_promotes_to_warm` is False for episodes: a cold hit is
-past the warm retention, so copying it back to D1 would only have the next prune archive it
-again (and count against the episode limit); it is promoted to hot instead.
-
-`MEMORY_PLACEMENT` overrides it: a JSON object by kind of the fields to change, e.g.
-`{"log": {"cold_retention_days": 30}}` (`null`: keep in cold until erased). Only what the
-code honours can change (`cold_retention_days`, `cold_promotes_to_warm`); the working TTL
-and budget (ADR-043) and the warm retention (`EPISODE_RETENTION_DAYS`, per-tenant lifecycle)
-are configured where they always were, so overriding them, an unknown kind or another tier
-is refused rather than silently ignored. Stdlib dataclasses: read in every runtime.
+`MEMORY_PLACEMENT` overrides only what the code honours (`cold_retention_days`,
+`cold_promotes_to_warm`), as a JSON object by kind; anything else is refused rather than
+silently ignored. Stdlib dataclasses: read in every runtime.
 """
 
 from __future__ import annotations

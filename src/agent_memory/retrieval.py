@@ -7,8 +7,7 @@ else from `agent_memory`.
 * Words and terms: `words` / `content_terms` are case-folded words split as FTS5's
   `unicode61` splits them, and the distinct informative ones (no stopwords, no single
   letters). `exact_match_candidates`: strings a query might name a subject or predicate by
-  exactly; `fts5_match_expression`: user text as a MATCH expression that is never a syntax
-  error. `term_counts` / `query_terms` / `date_terms`: the keyword index's terms, stemmed by
+  exactly. `term_counts` / `query_terms` / `date_terms`: the keyword index's terms, stemmed by
   the Snowball English stemmer, and a memory's date as people write it ("May", "2023").
 * `bm25f`: BM25F (Robertson & Zaragoza 2009) over two fields (own text 1, context
   `context_weight`) with Lucene's never-negative idf over the *tenant's* statistics, so a
@@ -93,19 +92,6 @@ def content_terms(text: str) -> list[str]:
             continue
         seen.setdefault(word, None)
     return list(seen)
-
-
-def fts5_quote(term: str) -> str:
-    """An FTS5 string literal: `"` doubled inside double quotes (fts5.html §3.1)."""
-    return '"' + term.replace('"', '""') + '"'
-
-
-def fts5_match_expression(text: str) -> str | None:
-    """A safe MATCH expression for `text`, or None when it has no searchable word."""
-    terms = content_terms(text) or list(dict.fromkeys(words(text)))
-    if not terms:
-        return None
-    return " OR ".join(fts5_quote(term) for term in terms[:MAX_QUERY_TERMS])
 
 
 def exact_match_candidates(text: str) -> list[str]:
@@ -264,22 +250,8 @@ def date_terms(epoch_s: float) -> list[str]:
 
 _MONTH = "(" + "|".join(MONTHS) + ")"
 _ORD = r"(\d{1,2})(?:st|nd|rd|th)?"
-_COUNTS = [
-    "a",
-    "an",
-    "one",
-    "two",
-    "three",
-    "four",
-    "five",
-    "six",
-    "seven",
-    "eight",
-    "nine",
-    "ten",
-    "eleven",
-    "twelve",
-]
+_COUNT_WORDS = "a an one two three four five six seven eight nine ten eleven twelve"
+_COUNTS = _COUNT_WORDS.split()
 _COUNT = r"(\d{1,2}|" + "|".join(_COUNTS) + ")"
 # Order matters: the first pattern that matches names the period.
 _PERIODS = [
@@ -461,29 +433,27 @@ class FusedItem:
     channels: dict[str, ChannelDetail] = field(default_factory=dict)
 
 
+# The constants of the configs below were chosen on the LoCoMo dev split, or are priors: each
+# with its figures in docs/semantic-memory.md, "How the constants were chosen".
+
+
 class FusionConfig(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     method: FusionMethod = "relative"
-    # Equal weights for the two full-text channels unless the embedding model has its own
-    # (`model_weights`); exact matches on subject/predicate are a nudge, not a verdict (a
-    # common subject matches half a tenant's facts). 0.4 was chosen on the LoCoMo dev split.
+    # Exact matches on subject/predicate are a nudge, not a verdict (a common subject matches
+    # half a tenant's facts).
     channel_weights: dict[str, float] = Field(
         default_factory=lambda: {"vector": 1.0, "keyword": 1.0, "exact": 0.4}
     )
     rrf_k: int = Field(default=60, ge=1)
     # The vector channel is normalised over its hits' mean +- `vector_sigmas` standard
     # deviations, not min-max, which pinned its ends to the best and the 50th hit, so one
-    # far-off hit squeezed all the others. 3 is the usual constant of distribution-based
-    # fusion; on the LoCoMo dev split 2.5 / 3 / 3.5 / 4 give recall@10 0.807 / 0.810 / 0.810 /
-    # 0.809 against 0.803 with min-max, and of the evidence that plain dense retrieval ranks
-    # in its top 10, fusion pushes 28 turns out of the top 10 instead of 36. None: min-max.
+    # far-off hit squeezed all the others. None: min-max.
     vector_sigmas: float | None = Field(default=3.0, gt=0.0)
     # Channel weights per embedding model, overriding `channel_weights` for the channels they
     # name: a weaker embedder earns the vector channel less trust. Keys are prefixes of
-    # `EmbeddingConfig.model`; the longest matching prefix wins. MiniLM's were chosen on the
-    # LoCoMo dev split (docs/semantic-memory.md); bge-small's are a prior (it scores higher
-    # than MiniLM on public retrieval benchmarks; Workers AI cannot run offline to tune it).
+    # `EmbeddingConfig.model`; the longest matching prefix wins.
     model_weights: dict[str, dict[str, float]] = Field(
         default_factory=lambda: {
             "sentence-transformers/all-MiniLM-L6-v2": {"vector": 0.6, "keyword": 1.0},
@@ -657,12 +627,8 @@ class RerankConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    # Best fused candidates reranked (0: off; 20 when on, see below), the reranker's share of
-    # the blend, session neighbours each side in a passage. With the local embedder rescoring,
-    # on the LoCoMo dev split (depth / weight / neighbours → recall@10, MRR; 0.816, 0.570
-    # without): 20/0.25/0 → 0.816, 0.572; 20/0.5/0 → 0.815, 0.566; 10/0.25/0 → 0.816, 0.571;
-    # 20/0.25/1 → 0.813, 0.562. For bge-reranker-base (a cross-encoder, which reads a window
-    # jointly) these are priors: Workers AI cannot run offline.
+    # Best fused candidates reranked (0: off; 20 when on), the reranker's share of the blend,
+    # session neighbours each side in a passage.
     depth: int = Field(default=0, ge=0, le=50)
     weight: float = Field(default=0.25, ge=0.0, le=10.0)
     neighbours: int = Field(default=0, ge=0, le=3)
@@ -678,20 +644,9 @@ class ReplyConfig(BaseModel):
     its questions) passes its score on to the next memory of its session, when that one is
     a candidate too, and keeps `keep` of its own. A conversation stores a question and its
     answer as two turns, and the question, worded like the one recalled with, outranked the
-    answer (in a sample of LoCoMo dev misses, the most common case).
-
-    Chosen on the LoCoMo dev split, recall@5 / recall@10 / MRR (0.723 / 0.816 / 0.570 off):
-    - `said` with keep 0.9: 5 → 0.730 / 0.818 / 0.589; 8 → 0.737 / 0.819 / 0.607; 12 → 0.735
-      / 0.821 / 0.612; 16 → 0.743 / 0.823 / 0.628; 20 → 0.748 / 0.827 / 0.634; 24 → 0.750 /
-      0.826 / 0.633; 28 → 0.748 / 0.826 / 0.633; 32 → 0.745 / 0.826 / 0.629; 40 → 0.741 /
-      0.826 / 0.615; any memory with a question mark → 0.737 / 0.823 / 0.602, and temporal
-      questions fell (recall@10 0.879 → 0.866, MRR 0.709 → 0.630): a turn that tells
-      something and then asks back holds the answer itself;
-    - `keep` with `said` 20: 0.6 → 0.744 / 0.816 / 0.633; 0.7 → 0.749 / 0.827 / 0.634; **0.8
-      → 0.752 / 0.831 / 0.636**; 0.9 → 0.748 / 0.827 / 0.634; 0.95 → 0.748 / 0.825 / 0.632
-      (with 0.8, `said` 16 / 28 → 0.827 / 0.630, 0.828 / 0.635);
-    - `lift` 0.9 / 1.1 (keep 1.0, any question): recall@10 0.819 / 0.819, MRR 0.574 / 0.581
-      against 0.818 / 0.577 at 1.0; `depth` 10 / 50: the same as 20 within 0.001."""
+    answer (in a sample of LoCoMo dev misses, the most common case). `said` is not 0 (any
+    question mark) because a turn that tells something and then asks back holds the answer
+    itself."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -752,23 +707,16 @@ class RetrievalConfig(BaseModel):
     replies: ReplyConfig = Field(default_factory=ReplyConfig)
     # The share of a candidate's score given to lying in the period the question names
     # (`question_window`): score = (1 - w) * score + w * [valid_from in the period]. A soft
-    # boost, not a filter: a memory dated outside the period may still tell about it. On the
-    # LoCoMo dev split (126 of 997 questions name a period) 0 / 0.05 / 0.1 / 0.2 / 0.3 give
-    # recall@10 0.810 / 0.812 / 0.814 / 0.815 / 0.814 and MRR 0.554 / 0.558 / 0.561 / 0.567 /
-    # 0.565.
+    # boost, not a filter: a memory dated outside the period may still tell about it.
     question_dates: float = Field(default=0.2, ge=0.0, le=1.0)
     # Taken off a candidate's score per better-ranked result from the same session when the
     # top is spread over sessions (`spread`): when the caller asks (`filters.diversify`) or,
-    # with `auto_diversify`, when the question asks for several things. Not on by itself: on
-    # the LoCoMo dev split spreading every such question (223 of 997) gave recall@10 0.816 /
-    # 0.816 / 0.811 / 0.799 with 0 / 0.02 / 0.05 / 0.1 (multi-hop 0.472 / 0.476 / 0.466 /
-    # 0.463); 0.05 is a prior for callers who ask.
+    # with `auto_diversify`, when the question asks for several things (off: it cost recall
+    # when on for every such question).
     session_spread: float = Field(default=0.05, ge=0.0, le=1.0)
     auto_diversify: bool = False
-    # Candidates taken from each channel before fusion (Vectorize allows topK ≤ 100). 50:
-    # on the LoCoMo dev split recall@10 is 0.811 / 0.806 / 0.803 with 100 / 70 / 50, while
-    # every candidate is read, scored and fused, so 50 takes about a third off a 100K-fact
-    # recall's p99 (docs/semantic-memory.md, "How the constants were chosen").
+    # Candidates taken from each channel before fusion (Vectorize allows topK ≤ 100); every
+    # candidate is read, scored and fused, so fewer is faster.
     candidate_pool: int = Field(default=50, ge=1, le=1000)
 
     def weights_for(self, tier: str) -> ScoringWeights:
@@ -817,6 +765,10 @@ def information_density(text: str, terms: Sequence[str] | None = None) -> float:
     return min(1.0, len(terms) / DENSITY_SATURATION_TERMS)
 
 
+# (total, relevance, recency, confidence, density), as `score_parts` returns them.
+Parts = tuple[float, float, float, float, float]
+
+
 def score_parts(
     *,
     relevance: float,
@@ -825,7 +777,7 @@ def score_parts(
     density: float,
     now: float,
     weights: ScoringWeights,
-) -> tuple[float, float, float, float, float]:
+) -> Parts:
     """(total, relevance, recency, confidence, density), components clamped to [0, 1].
     The allocation-free core of `score`, for ranking many candidates."""
     w_rel, w_rec, w_conf, w_den = weights.normalized()
@@ -836,9 +788,7 @@ def score_parts(
     return w_rel * rel + w_rec * rec + w_conf * conf + w_den * den, rel, rec, conf, den
 
 
-def breakdown(
-    parts: tuple[float, float, float, float, float], weights: ScoringWeights
-) -> ScoreBreakdown:
+def breakdown(parts: Parts, weights: ScoringWeights) -> ScoreBreakdown:
     """The `ScoreBreakdown` of `score_parts`' result."""
     w_rel, w_rec, w_conf, w_den = weights.normalized()
     total, rel, rec, conf, den = parts
@@ -865,8 +815,7 @@ class RankItem:
 @dataclass(frozen=True)
 class RankedItem:
     item: RankItem
-    # (total, relevance, recency, confidence, density), as `scoring.score_parts` returns.
-    parts: tuple[float, float, float, float, float]
+    parts: Parts
 
     @property
     def score(self) -> float:
@@ -895,9 +844,6 @@ def rank(
         ranked.append(RankedItem(item=item, parts=parts))
     ranked.sort(key=lambda r: (-r.parts[0], -r.item.written_at, r.item.id))
     return ranked
-
-
-Parts = tuple[float, float, float, float, float]
 
 
 def rank_candidates(

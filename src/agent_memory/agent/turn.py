@@ -381,6 +381,9 @@ class LoopOutcome(BaseModel):
     def end(self, **fields: Any) -> LoopOutcome:
         return self.model_copy(update=fields)
 
+    def failed(self, code: FailureCode, message: str) -> LoopOutcome:
+        return self.end(status="failed", failure_code=code, failure_message=message)
+
 
 def _log_preview(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
@@ -401,20 +404,15 @@ async def _loop(
     specs = [tool.spec() for tool in tools]
     while True:
         if progress.steps >= step_limit:
-            return progress.end(
-                status="failed",
-                failure_code="step_limit_exceeded",
-                failure_message=(
-                    f"the model was still calling tools after {step_limit} steps (the limit)"
-                ),
-            )
+            message = f"the model was still calling tools after {step_limit} steps (the limit)"
+            return progress.failed("step_limit_exceeded", message)
         progress.steps += 1
         step = progress.steps
         try:
             result = await llm.chat(messages, specs)
         except LLMError as exc:
             log_step("llm_call", {"llm_step": step, "model": llm.model, "error": str(exc)})
-            return progress.end(status="failed", failure_code="llm_error", failure_message=str(exc))
+            return progress.failed("llm_error", str(exc))
         reply = result.message
         log_step(
             "llm_call",
@@ -453,11 +451,8 @@ async def _loop(
                 log.exception("tool %s failed", call.name)
                 detail.update(ok=False, error=f"{type(exc).__name__}: {exc}")
                 log_step("tool_call", detail)
-                return progress.end(
-                    status="failed",
-                    failure_code="tool_failed",
-                    failure_message=f"tool {call.name} failed: {type(exc).__name__}: {exc}",
-                )
+                message = f"tool {call.name} failed: {type(exc).__name__}: {exc}"
+                return progress.failed("tool_failed", message)
             log_step("tool_call", detail)
             messages.append(
                 ChatMessage(
@@ -488,8 +483,4 @@ async def run_agent_loop(
             timeout_seconds,
         )
     except TimeoutError:
-        return progress.end(
-            status="failed",
-            failure_code="timeout",
-            failure_message=f"the turn did not finish within {timeout_seconds:g} s",
-        )
+        return progress.failed("timeout", f"the turn did not finish within {timeout_seconds:g} s")

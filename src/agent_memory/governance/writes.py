@@ -33,12 +33,10 @@ D1 `memory_events` (migration 0003), scoped to the tenant bound at construction.
 writing other rows in the same step puts `statement(event)` into its own `db.batch([...])`, so
 the event and its change commit together. A `memory_retrieved` payload: `{"query", "top_k",
 "results": [{"id", "score", "relevance", "recency", "confidence", "density"}],
-"candidates": {channel: count}, "dropped": [...]}` (no hash of the query: nothing read it, and
-it outlived the query text an erase redacts; events written before carry `query_hash`). D1
-stores each result as an array in `RETRIEVED_FIELDS` order (`stored_payload`), about 60 bytes
-fewer a result than the object (issue 29: the key names were ~290 of a 5-result event's ~720
-bytes); events written before hold the objects. Every reader takes both: `loaded_payload`
-gives the objects back, `result_id` a result's id, and `EventLog.retrieving` matches either.
+"candidates": {channel: count}, "dropped": [...]}` (older events also carry `query_hash`). D1
+stores each result as an array in `RETRIEVED_FIELDS` order (`stored_payload`: ~60 bytes fewer a
+result); older events hold the objects. Every reader takes both: `loaded_payload` gives the
+objects back, `result_id` a result's id, and `EventLog.retrieving` matches either.
 """
 
 from __future__ import annotations
@@ -51,7 +49,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent_memory.governance.agent_types import BUILT_IN, AgentType
-from agent_memory.ids import IDS_PER_STATEMENT, chunks, new_ulid, sha256_hex
+from agent_memory.ids import STATEMENTS_PER_BATCH, chunks, delete_ids, new_ulid, sha256_hex
 from agent_memory.namespace import DEFAULT_SUBJECT, TENANT_RE
 from bindings.ports.background import BackgroundTasks
 from bindings.ports.clock import Clock, SystemClock
@@ -267,8 +265,8 @@ class EventLog:
     async def record_many(self, events: Sequence[MemoryEvent], *, if_absent: bool = False) -> None:
         """Write `events` in D1 batches (each batch one transaction)."""
         statements = [self.statement(e, if_absent=if_absent) for e in events]
-        for start in range(0, len(statements), 50):
-            await self._db.batch(statements[start : start + 50])
+        for batch in chunks(statements, STATEMENTS_PER_BATCH):
+            await self._db.batch(list(batch))
 
     async def rows(self, sql_where: str, *params: SqlValue, limit: int) -> list[Row]:
         """This tenant's event rows matching `sql_where` (its own clauses on the columns of
@@ -349,19 +347,8 @@ class EventLog:
 
     async def delete(self, event_ids: Sequence[str]) -> int:
         """Delete the events among `event_ids`; how many went."""
-        statements = [
-            self._db.prepare(
-                f"DELETE FROM memory_events WHERE tenant_id = ? AND event_id IN "
-                f"({', '.join('?' for _ in chunk)})"
-            ).bind(self.tenant_id, *chunk)
-            for chunk in chunks(list(event_ids), IDS_PER_STATEMENT)
-        ]
-        deleted = 0
-        for start in range(0, len(statements), 50):
-            deleted += sum(
-                r.meta.changes for r in await self._db.batch(statements[start : start + 50])
-            )
-        return deleted
+        sql = "DELETE FROM memory_events WHERE tenant_id = ? AND event_id IN ({marks})"
+        return await delete_ids(self._db, sql, self.tenant_id, event_ids)
 
     # --- erasure marks (migration 0013): an erase in progress since `started_at` ------------
 
@@ -624,85 +611,53 @@ class WritePolicy(BaseModel):
 
     def evaluate(self, proposal: WriteProposal) -> Decision:
         """Check `proposal` against every rule; all violations are reported."""
-        found: list[tuple[ViolationCode, str]] = []
-        tier = proposal.tier
+        found: list[Violation] = []
+
+        def deny(code: ViolationCode, message: str) -> None:
+            found.append(Violation(code=code, message=message))
+
+        tier, agent = proposal.tier, proposal.agent_type
         try:
             size = len(proposal.content)
         except (TypeError, ValueError) as exc:
-            found.append(("invalid_proposal", f"value is not JSON: {exc}"))
+            deny("invalid_proposal", f"value is not JSON: {exc}")
             size = 0
         limit = self.max_bytes.get(tier, 0)
         if size > limit:
-            found.append(
-                ("too_large", f"{size} bytes of JSON; the {tier} tier takes at most {limit}")
-            )
+            deny("too_large", f"{size} bytes of JSON; the {tier} tier takes at most {limit}")
         # Only an agent writing during one of its runs is held to its type's tiers; the
         # same type name on a platform write (an operator, a test) is just a label.
-        allowed = self.allowed_tiers(proposal.agent_type) if proposal.run_id else None
+        allowed = self.allowed_tiers(agent) if proposal.run_id else None
         if allowed is not None and tier not in allowed:
-            found.append(
-                (
-                    "tier_not_allowed",
-                    f"agent type {proposal.agent_type!r} may write "
-                    f"{', '.join(sorted(allowed))}, not {tier}",
-                )
-            )
+            names = ", ".join(sorted(allowed))
+            deny("tier_not_allowed", f"agent type {agent!r} may write {names}, not {tier}")
         floor = self.confidence_floor.get(tier, 0.0)
         if proposal.confidence < floor:
-            found.append(
-                (
-                    "confidence_too_low",
-                    f"confidence {proposal.confidence:g} is below the {tier} floor {floor:g}",
-                )
-            )
+            message = f"confidence {proposal.confidence:g} is below the {tier} floor {floor:g}"
+            deny("confidence_too_low", message)
         if not 1 <= len(proposal.source) <= 64:
-            found.append(("invalid_proposal", "source must be 1-64 chars"))
+            deny("invalid_proposal", "source must be 1-64 chars")
         if proposal.supersedes is not None and proposal.supersedes == proposal.key:
-            found.append(("invalid_proposal", "an entry cannot supersede itself"))
+            deny("invalid_proposal", "an entry cannot supersede itself")
         fields = proposal.personal_fields()
         if fields is not None:
-            found += self._personal_data(proposal, fields)
-        violations = [Violation(code=code, message=message) for code, message in found]
-        return Decision(allowed=not violations, violations=violations)
-
-    def _personal_data(
-        self, proposal: WriteProposal, fields: tuple[str, ...]
-    ) -> list[tuple[ViolationCode, str]]:
-        found: list[tuple[ViolationCode, str]] = []
-        what = f"personal data ({', '.join(fields) if fields else 'the whole entry'})"
-        if proposal.tier not in self.personal_data_tiers:
-            tiers = ", ".join(sorted(self.personal_data_tiers))
-            found.append(
-                (
-                    "personal_data_tier",
-                    f"{what} may only be written to {tiers}, not {proposal.tier}",
-                )
-            )
-        if not proposal.subject:
-            found.append(
-                (
+            what = f"personal data ({', '.join(fields) if fields else 'the whole entry'})"
+            if tier not in self.personal_data_tiers:
+                tiers = ", ".join(sorted(self.personal_data_tiers))
+                deny("personal_data_tier", f"{what} may only be written to {tiers}, not {tier}")
+            if not proposal.subject:
+                deny(
                     "personal_data_without_subject",
                     f"{what} must name the subject it is about, so that erasing the subject "
                     "removes it",
                 )
-            )
-        writers = self.personal_data_agent_types
-        if writers is not None and proposal.agent_type not in writers:
-            found.append(
-                (
-                    "personal_data_writer",
-                    f"agent type {proposal.agent_type!r} may not write personal data",
-                )
-            )
-        missing = [f for f in fields if not _has_path(proposal.value, f)]
-        if missing:
-            found.append(
-                (
-                    "personal_field_missing",
-                    f"fields marked personal are not in the value: {', '.join(missing)}",
-                )
-            )
-        return found
+            writers = self.personal_data_agent_types
+            if writers is not None and agent not in writers:
+                deny("personal_data_writer", f"agent type {agent!r} may not write personal data")
+            if missing := [f for f in fields if not _has_path(proposal.value, f)]:
+                message = f"fields marked personal are not in the value: {', '.join(missing)}"
+                deny("personal_field_missing", message)
+        return Decision(allowed=not found, violations=found)
 
 
 def _has_path(value: Any, dotted: str) -> bool:
