@@ -18,7 +18,7 @@ import unicodedata
 from collections.abc import Iterator, Sequence
 from typing import TypeVar
 
-from bindings.ports.d1 import D1Database
+from bindings.ports.d1 import D1Database, D1Result, D1Statement
 from bindings.ports.sql import SqlValue
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
@@ -95,6 +95,15 @@ def distinct_tenants_sql(table: str, condition: str = "") -> str:
     )
 
 
+async def run_batches(db: D1Database, statements: Sequence[D1Statement]) -> list[D1Result]:
+    """Run `statements` in order, `STATEMENTS_PER_BATCH` to a D1 batch (each batch one
+    transaction); every statement's result."""
+    results: list[D1Result] = []
+    for batch in chunks(statements, STATEMENTS_PER_BATCH):
+        results += await db.batch(list(batch))
+    return results
+
+
 async def delete_ids(
     db: D1Database, sql: str, tenant: str, ids: Sequence[str], extra: Sequence[SqlValue] = ()
 ) -> int:
@@ -104,11 +113,7 @@ async def delete_ids(
         db.prepare(sql.format(marks=", ".join("?" for _ in chunk))).bind(tenant, *extra, *chunk)
         for chunk in chunks(list(ids))
     ]
-    total = 0
-    for start in range(0, len(statements), STATEMENTS_PER_BATCH):
-        results = await db.batch(statements[start : start + STATEMENTS_PER_BATCH])
-        total += sum(r.meta.changes for r in results)
-    return total
+    return sum(r.meta.changes for r in await run_batches(db, statements))
 
 
 async def count_then_delete(

@@ -49,7 +49,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent_memory.governance.agent_types import BUILT_IN, AgentType
-from agent_memory.ids import STATEMENTS_PER_BATCH, chunks, delete_ids, new_ulid, sha256_hex
+from agent_memory.ids import delete_ids, new_ulid, run_batches, sha256_hex
 from agent_memory.namespace import DEFAULT_SUBJECT, TENANT_RE
 from bindings.ports.background import BackgroundTasks
 from bindings.ports.clock import Clock, SystemClock
@@ -264,9 +264,7 @@ class EventLog:
 
     async def record_many(self, events: Sequence[MemoryEvent], *, if_absent: bool = False) -> None:
         """Write `events` in D1 batches (each batch one transaction)."""
-        statements = [self.statement(e, if_absent=if_absent) for e in events]
-        for batch in chunks(statements, STATEMENTS_PER_BATCH):
-            await self._db.batch(list(batch))
+        await run_batches(self._db, [self.statement(e, if_absent=if_absent) for e in events])
 
     async def rows(self, sql_where: str, *params: SqlValue, limit: int) -> list[Row]:
         """This tenant's event rows matching `sql_where` (its own clauses on the columns of

@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field
 
 from agent_memory.governance.personal_data import destroy_statement
 from agent_memory.governance.writes import EventLog, result_id
-from agent_memory.ids import chunks, sha256_hex
+from agent_memory.ids import chunks, run_batches, sha256_hex
 from agent_memory.lifecycle.prune import (
     TABLE_OF,
     ArchiveKind,
@@ -362,8 +362,7 @@ class SubjectEraser:
             if len(rows) < EVENTS_PAGE:
                 break
             after = str(rows[-1]["event_id"])
-        for batch in chunks(scrubs, 50):
-            await self._db.batch(list(batch))
+        await run_batches(self._db, scrubs)
         report.events_scrubbed = len(scrubs)
         return await events.delete(doomed) if doomed else 0
 

@@ -13,7 +13,7 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent_memory.ids import STATEMENTS_PER_BATCH, chunks, distinct_tenants_sql
+from agent_memory.ids import distinct_tenants_sql, run_batches
 from bindings.ports.d1 import D1Database
 
 DEFAULT_EPISODE_LIMIT = 100_000  # the migration's trigger default; tests keep them equal
@@ -183,8 +183,7 @@ async def _each_instance(
     db: D1Database, sql: str, tenant: str, instances: list[tuple[str, str]], *more: int
 ) -> None:
     statements = [db.prepare(sql).bind(tenant, *instance, *more) for instance in instances]
-    for batch in chunks(statements, STATEMENTS_PER_BATCH):
-        await db.batch(list(batch))
+    await run_batches(db, statements)
 
 
 async def tenant_instances(db: D1Database, tenant: str) -> list[tuple[str, str]]:

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent_memory.ids import STATEMENTS_PER_BATCH, chunks
+from agent_memory.ids import run_batches
 from agent_memory.tiers.episodic import EpisodicStore
 from agent_memory.tiers.semantic.models import delete_own_vectors, own_vectors
 from bindings.ports.clock import Clock
@@ -277,8 +277,7 @@ class ReconcileStore:
             self._sql(_INSERT_PROVENANCE, fact_id, "episode", episode_id, relation, now_ms)
             for episode_id in episode_ids
         ]
-        for batch in chunks(statements, STATEMENTS_PER_BATCH):
-            await self._db.batch(list(batch))
+        await run_batches(self._db, statements)
 
     async def insert_links(self, links: Sequence[Link], now_ms: int) -> int:
         """Insert the links that are not there yet; returns how many were new."""
@@ -286,11 +285,7 @@ class ReconcileStore:
             self._sql(INSERT_LINK, link.from_fact_id, link.to_fact_id, link.score, now_ms)
             for link in links
         ]
-        added = 0
-        for batch in chunks(statements, STATEMENTS_PER_BATCH):
-            results = await self._db.batch(list(batch))
-            added += sum(r.meta.changes > 0 for r in results)
-        return added
+        return sum(r.meta.changes > 0 for r in await run_batches(self._db, statements))
 
     async def mark_linked(self, through_ms: int, now_ms: int) -> None:
         await self._sql(

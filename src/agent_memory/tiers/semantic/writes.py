@@ -24,11 +24,11 @@ from agent_memory.governance.personal_data import public_view
 from agent_memory.governance.writes import WriteDenied, fact_proposal
 from agent_memory.ids import (
     IDS_PER_STATEMENT,
-    STATEMENTS_PER_BATCH,
     chunks,
     content_hash,
     is_ulid,
     new_ulid,
+    run_batches,
     ulid_time_ms,
 )
 from agent_memory.tiers.semantic.keys import FactKey, derive_key, entity_candidates
@@ -123,8 +123,7 @@ async def backfill_keys(scope: FactScope, limit: int) -> int:
         ).bind(key.entity, key.attribute, key.source, scope.tenant_id, row["fact_id"])
         for row, key in zip(rows, keys, strict=True)
     ]
-    for batch in chunks(statements, STATEMENTS_PER_BATCH):
-        await scope.db.batch(list(batch))
+    await run_batches(scope.db, statements)
     return len(rows)
 
 
@@ -312,8 +311,7 @@ class FactWriter:
                         *chunk,
                     )
                 )
-            for group in chunks(statements, STATEMENTS_PER_BATCH):
-                await self._s.db.batch(list(group))
+            await run_batches(self._s.db, statements)
         except Exception as exc:
             log.warning(
                 "activating %d fact(s) of tenant %s failed; rows stay pending: %s",
@@ -569,13 +567,10 @@ class FactWriter:
 
     async def _insert_rows(self, inserts: Sequence[tuple[int, D1Statement]]) -> list[int]:
         """Insert pending rows; returns the input indexes whose insert hit an existing row."""
-        conflicts: list[int] = []
-        for chunk in chunks(inserts, STATEMENTS_PER_BATCH):
-            results = await self._s.db.batch([stmt for _, stmt in chunk])
-            for (index, _), result in zip(chunk, results, strict=True):
-                if result.meta.changes == 0:
-                    conflicts.append(index)
-        return conflicts
+        results = await run_batches(self._s.db, [statement for _, statement in inserts])
+        return [
+            i for (i, _), result in zip(inserts, results, strict=True) if not result.meta.changes
+        ]
 
     async def delete(self, fact_id: str) -> DeleteResult:
         """`SemanticMemory.delete`."""
