@@ -250,8 +250,22 @@ def date_terms(epoch_s: float) -> list[str]:
 
 _MONTH = "(" + "|".join(MONTHS) + ")"
 _ORD = r"(\d{1,2})(?:st|nd|rd|th)?"
-_COUNT_WORDS = "a an one two three four five six seven eight nine ten eleven twelve"
-_COUNTS = _COUNT_WORDS.split()
+_COUNTS = [
+    "a",
+    "an",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+]
 _COUNT = r"(\d{1,2}|" + "|".join(_COUNTS) + ")"
 # Order matters: the first pattern that matches names the period.
 _PERIODS = [

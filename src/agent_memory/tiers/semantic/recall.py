@@ -818,20 +818,23 @@ async def attach_context(
         scope, [rows[fid] for fid in returned if fid in rows], per_side, per_side
     )
     for result in results:
+        session = near.get(result.fact.fact_id, [])  # in session order
         own = int(rows[result.fact.fact_id].get("fts_rowid") or 0)
-        around = [n for n in near.get(result.fact.fact_id, []) if n["fact_id"] not in returned]
+        before = [m for m in session if int(m["fts_rowid"]) < own]
+        after = [m for m in session if int(m["fts_rowid"]) > own]
+        # Each neighbour's place: -1 just before the result, 1 just after it.
+        offset = {str(m["fact_id"]): -1 - i for i, m in enumerate(reversed(before))}
+        offset |= {str(m["fact_id"]): 1 + i for i, m in enumerate(after)}
+        around = [n for n in session if n["fact_id"] not in returned]
         # nearest first, so a tight budget keeps the closest turns
         around.sort(key=lambda n: abs(int(n["fts_rowid"]) - own))
         for n in around[: max(0, budget)]:
-            before = [m for m in near[result.fact.fact_id] if int(m["fts_rowid"]) < own]
-            after = [m for m in near[result.fact.fact_id] if int(m["fts_rowid"]) > own]
-            offset = -1 - before[::-1].index(n) if n in before else 1 + after.index(n)
             result.context.append(
                 ContextMemory(
                     fact_id=str(n["fact_id"]),
                     content=str(n["content"]),
                     valid_from=int(n["valid_from"]),
-                    offset=offset,
+                    offset=offset[str(n["fact_id"])],
                 )
             )
         result.context.sort(key=lambda c: c.offset)
