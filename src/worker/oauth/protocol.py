@@ -235,7 +235,7 @@ async def protected_resource_route(call: Call[None, None]) -> HttpResponse:
 # --- connected clients (the Access-gated admin routes and the CLI) ---------------------------
 
 
-def _db_kv(bindings: Bindings) -> tuple[Any, Any]:
+def _db_kv(bindings: Bindings) -> tuple[D1Database, KVNamespace]:
     if bindings.db is None or bindings.kv is None:
         raise ApiError(503, "oauth_unavailable", "connected clients need the D1 and KV bindings")
     return bindings.db, bindings.kv
