@@ -674,6 +674,23 @@ _SENTENCE = re.compile(r"[^.!?\uff1f\u061f]*[.!?\uff1f\u061f]+|[^.!?\uff1f\u061f
 _QUESTION_MARKS = ("?", "\uff1f", "\u061f")  # ASCII, fullwidth (CJK), Arabic
 
 
+_LABEL = re.compile(r"^([^:\n]{1,40}): ")  # "Ana: ..." (a speaker, a heading), carried per sentence
+
+
+def sentences(text: str) -> list[str]:
+    """The sentences of `text`, line by line; a line that opens with a short label ("Ana: ")
+    gives it to each of its sentences, so a sentence keeps who said it or what it is about.
+    A text without sentence punctuation is one sentence; none is empty."""
+    out: list[str] = []
+    for line in text.splitlines():
+        label = _LABEL.match(line)
+        body = line[label.end() :] if label else line
+        for sentence in _SENTENCE.findall(body):
+            if sentence.strip():
+                out.append(f"{label.group(1)}: {sentence.strip()}" if label else sentence.strip())
+    return out or [text]
+
+
 def asks(text: str, said: int) -> bool:
     """Whether a memory mostly asks: a sentence of it is a question, and its other
     sentences hold at most `said` words."""

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from agent_memory.memory import Memory
-from agent_memory.retrieval import RerankConfig, RetrievalConfig
+from agent_memory.retrieval import RerankConfig, RetrievalConfig, sentences
 from agent_memory.tiers.semantic.recall import EmbedderReranker
 from bindings.ports.reranker import RerankError
 from bindings.settings import Settings
@@ -111,6 +111,42 @@ async def test_without_a_bound_reranker_the_embedder_rescores() -> None:
     reranker = EmbedderReranker(HashingEmbedder())
     scores = await reranker.rerank("camping in the dunes", ["camping in the dunes", "a lighthouse"])
     assert scores[0] > scores[1] and abs(scores[0] - 1.0) < 1e-6
+
+
+async def test_the_embedder_scores_a_long_memory_by_its_answering_sentence() -> None:
+    """The answer is one sentence of a long memory: embedded whole, the rest dilutes it
+    below a short memory that shares one word; scored by its best sentence, it wins."""
+    long = (
+        "Ana: We visited the old harbour museum, ate a late lunch downtown, watched a film "
+        "about whales and talked for hours about work and moving house. Then we went "
+        "camping in the dunes."
+    )
+    short = "Ana: the camping gear"
+    embedder = HashingEmbedder()
+    question = "where did Ana go camping"
+    whole = embedder.embed_sync([question, long, short])
+    assert whole[1] @ whole[0] < whole[2] @ whole[0]  # a whole-passage cosine loses it
+    scores = await EmbedderReranker(embedder).rerank(question, [long, short])
+    assert scores[0] > scores[1]
+
+
+def test_sentences_keep_the_label_of_their_line() -> None:
+    text = "Ana: We drove north. Did we camp? Yes!\nBen: Nice\nno label here. Second one"
+    assert sentences(text) == [
+        "Ana: We drove north.",
+        "Ana: Did we camp?",
+        "Ana: Yes!",
+        "Ben: Nice",
+        "no label here.",
+        "Second one",
+    ]
+    assert sentences("") == [""]  # never empty: the passage itself stands
+    # A colon after more than 40 characters ends no label: the sentences stand alone.
+    lead = "after a long week of planning and packing the car"
+    assert sentences(f"{lead}: we drove. Then we camped.") == [
+        f"{lead}: we drove.",
+        "Then we camped.",
+    ]
 
 
 async def test_recall_through_the_front_door_uses_the_bound_reranker(tmp_path: Path) -> None:

@@ -27,10 +27,11 @@ Reranking (`RetrievalConfig.rerank`, at the end) scores each of the best `depth`
 question-passage pairs, the passage being the memory with `neighbours` memories either side
 of it in its session. The reranker is the bound `Reranker` port (Workers AI's
 `@cf/baai/bge-reranker-base`) or, without one, `EmbedderReranker`: the cosine of question and
-passage under the tenant's embedder (no cross-encoder ships its weights in a PyPI wheel;
-docs/semantic-memory.md). The new order blends the fused score and the reranker's, each
-min-max normalised over the head (`fused + weight · reranker`), in the fused scores' range, so
-the head still ranks above the rest. A failing reranker leaves the fused order (logged).
+the passage's closest sentence under the tenant's embedder (no cross-encoder ships its
+weights in a PyPI wheel; docs/semantic-memory.md). The new order blends the fused score and
+the reranker's, each min-max normalised over the head (`fused + weight · reranker`), in the
+fused scores' range, so the head still ranks above the rest. A failing reranker leaves the
+fused order (logged).
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ from agent_memory.retrieval import (
     query_terms,
     question_window,
     rank_candidates,
+    sentences,
     spread,
 )
 from agent_memory.tiers.semantic import keyword_index
@@ -714,7 +716,12 @@ class Recaller:
 
 
 class EmbedderReranker:
-    """The cosine of question and passage under an embedder: the reranker when none is bound."""
+    """The reranker when none is bound: a passage scores the cosine, under an embedder, of
+    the question and the passage's closest sentence (`retrieval.sentences`, each keeping its
+    line's label). A bi-encoder embeds a long memory as the average of what it says, so the
+    one sentence that answers is diluted by the rest; scoring sentences lets it count whole,
+    as a cross-encoder's attention would (LoCoMo dev, depth 20: recall@10 / MRR 0.837 / 0.638
+    whole passages, 0.838 / 0.646 best sentence; docs/semantic-memory.md)."""
 
     def __init__(self, embedder: Embedder) -> None:
         self._embedder = embedder
@@ -726,10 +733,17 @@ class EmbedderReranker:
     async def rerank(self, query: str, texts: Sequence[str]) -> list[float]:
         if not texts:
             return []
-        matrix = await self._embedder.embed([query, *texts])
-        check_matrix(matrix, len(texts) + 1, self._embedder.config)
+        split = [sentences(text) for text in texts]
+        flat = [s for parts in split for s in parts]
+        matrix = await self._embedder.embed([query, *flat])
+        check_matrix(matrix, len(flat) + 1, self._embedder.config)
         vectors = np.asarray(matrix, dtype=np.float64)
-        return [float(v) for v in vectors[1:] @ vectors[0]]
+        cosines = vectors[1:] @ vectors[0]
+        ends = np.cumsum([len(parts) for parts in split])
+        return [
+            float(cosines[end - len(parts) : end].max())
+            for parts, end in zip(split, ends, strict=True)
+        ]
 
 
 _SIDE = (
