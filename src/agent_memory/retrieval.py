@@ -685,9 +685,8 @@ def sentences(text: str) -> list[str]:
     for line in text.splitlines():
         label = _LABEL.match(line)
         body = line[label.end() :] if label else line
-        for sentence in _SENTENCE.findall(body):
-            if sentence.strip():
-                out.append(f"{label.group(1)}: {sentence.strip()}" if label else sentence.strip())
+        for sentence in filter(None, (s.strip() for s in _SENTENCE.findall(body))):
+            out.append(f"{label.group(1)}: {sentence}" if label else sentence)
     return out or [text]
 
 

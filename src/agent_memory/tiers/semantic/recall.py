@@ -720,8 +720,7 @@ class EmbedderReranker:
     the question and the passage's closest sentence (`retrieval.sentences`, each keeping its
     line's label). A bi-encoder embeds a long memory as the average of what it says, so the
     one sentence that answers is diluted by the rest; scoring sentences lets it count whole,
-    as a cross-encoder's attention would (LoCoMo dev, depth 20: recall@10 / MRR 0.837 / 0.638
-    whole passages, 0.838 / 0.646 best sentence; docs/semantic-memory.md)."""
+    as a cross-encoder's attention would (figures: docs/semantic-memory.md)."""
 
     def __init__(self, embedder: Embedder) -> None:
         self._embedder = embedder
@@ -738,12 +737,10 @@ class EmbedderReranker:
         matrix = await self._embedder.embed([query, *flat])
         check_matrix(matrix, len(flat) + 1, self._embedder.config)
         vectors = np.asarray(matrix, dtype=np.float64)
-        cosines = vectors[1:] @ vectors[0]
-        ends = np.cumsum([len(parts) for parts in split])
-        return [
-            float(cosines[end - len(parts) : end].max())
-            for parts, end in zip(split, ends, strict=True)
-        ]
+        # Each passage's best sentence: `sentences` never returns an empty list, so every
+        # passage owns a non-empty run of `flat` starting at its offset.
+        starts = np.cumsum([0, *(len(parts) for parts in split[:-1])])
+        return [float(v) for v in np.maximum.reduceat(vectors[1:] @ vectors[0], starts)]
 
 
 _SIDE = (
