@@ -47,6 +47,7 @@ import asyncio
 import hashlib
 import json
 import random
+import re
 import shutil
 import tempfile
 import time
@@ -98,18 +99,18 @@ class OracleLLM:
     async def chat(
         self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = ()
     ) -> ChatResult:
-        lines = dict(
-            line.split(": ", 1) for line in messages[-1].content.splitlines() if ": " in line
-        )
-        older, newer = (
-            self._where.get(lines.get("OLDER", "")),
-            self._where.get(lines.get("NEWER", "")),
-        )
-        word = "compatible"
-        if older and newer and older[0] == newer[0]:
-            word = {"update": "update", "merge": "duplicate"}.get(older[2], "compatible")
-            word = word if newer[1] > older[1] or word == "duplicate" else "compatible"
-        return ChatResult(message=ChatMessage(role="assistant", content=word), model=self.model)
+        answers = []
+        for number, older_text, newer_text in re.findall(
+            r"^(\d+)\. Entity: .*\nOLDER: (.*)\nNEWER: (.*)$", messages[-1].content, re.MULTILINE
+        ):
+            older, newer = self._where.get(older_text), self._where.get(newer_text)
+            word = "compatible"
+            if older and newer and older[0] == newer[0]:
+                word = {"update": "update", "merge": "duplicate"}.get(older[2], "compatible")
+                word = word if newer[1] > older[1] or word == "duplicate" else "compatible"
+            answers.append(f"{number}: {word}")
+        reply = ChatMessage(role="assistant", content="\n".join(answers))
+        return ChatResult(message=reply, model=self.model)
 
 
 async def run_updates_bench(

@@ -420,7 +420,10 @@ class Recaller:
             )
             for _, item in ranked[: self._s.config.current.window]
         ]
-        moved, stale = current_first(query, statements, self._s.config.current)
+        # A question about a period ("last month") asks what was true then, not now.
+        moved, stale = (
+            ({}, {}) if period else current_first(query, statements, self._s.config.current)
+        )
         if moved:
             total.update(moved)
             ranked.sort(key=by_total)

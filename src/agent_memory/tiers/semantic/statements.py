@@ -594,3 +594,19 @@ def _turns_first(
             first, second = (older, newer) if earlier else (newer, older)
             scores[first.fact_id] = max(scores[first.fact_id], scores[second.fact_id] + _GAP)
     return {c.fact_id: scores[c.fact_id] for c in asked if scores[c.fact_id] != c.score}
+
+
+@lru_cache(maxsize=16_384)
+def mentions(text: str) -> frozenset[str]:
+    """What a statement names: its capitalised words and the nouns after its determiners
+    and possessives (stems), and `~person` for the first person. Two statements about one
+    entity share one, whatever their grammatical subjects ("the staging database runs …" /
+    "we upgraded the staging database …")."""
+    toks = tokens(text)
+    out = {stem(t.low) for t in toks if t.text[:1].isupper() and _content(t.low)}
+    out |= {"~person" for t in toks if t.low in FIRST_PERSON}
+    for i, t in enumerate(toks[:-1]):
+        if t.low in DETERMINERS or t.low in POSSESSIVE_PRONOUNS or t.owner:
+            run = itertools.takewhile(lambda n: _content(n.low), toks[i + 1 : i + 4])
+            out.update(stem(n.low) for n in run)
+    return frozenset(out)
