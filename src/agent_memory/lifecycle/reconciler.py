@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent_memory.governance.writes import EventLog, WriteGate, WriteProposal, memory_written
@@ -195,6 +195,8 @@ def find_duplicates(
     for fact in ordered:
         if fact.fact_id not in dropped and fact.fact_id in vectors:
             by_subject[fact.subject].append(fact)
+    import numpy as np  # here: the memory routes import this module, and need no numpy
+
     for group in by_subject.values():
         matrix = np.asarray([vectors[f.fact_id] for f in group], dtype=np.float64)
         norms = np.linalg.norm(matrix, axis=1)
@@ -452,9 +454,8 @@ def _order(fact: FactRow) -> tuple[int, int, str]:
 def _cosine(a: Sequence[float] | None, b: Sequence[float] | None) -> float:
     if a is None or b is None:
         return 0.0
-    va, vb = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    na, nb = float(np.linalg.norm(va)), float(np.linalg.norm(vb))
-    return float(np.dot(va, vb) / (na * nb)) if na and nb else 0.0
+    na, nb = math.hypot(*a), math.hypot(*b)
+    return sum(x * y for x, y in zip(a, b, strict=True)) / (na * nb) if na and nb else 0.0
 
 
 def find_update_candidates(
