@@ -97,12 +97,15 @@ check("flags_the_deployed_date_turns_on_are_on_here", async (ctx) => {
   }
 });
 
-check("health_reports_every_binding_and_the_embedding_model", async (ctx) => {
+check("health_reports_python_314_pydantic_and_every_binding", async (ctx) => {
   const health = expect(await fetchWorker(ctx, "/healthz"), 200);
   assert.deepEqual(health.bindings, {
     kv: true, d1: true, vectorize: true, ai_embedder: true, llm: true, agent_runtime: true, cold: true,
   });
   assert.match(health.embedding.model, /^@cf\/baai\/bge-small-en-v1\.5/);
+  // The runtime the deploy selects and the pydantic it uploads (docs/pyodide.md "Versions").
+  assert.match(health.runtime.python, /^3\.14\./);
+  assert.equal(health.runtime.pydantic, ctx.config.pydantic);
   const openapi = expect(await fetchWorker(ctx, "/openapi.json"), 200);
   assert.equal(openapi.openapi, "3.1.0");
 });

@@ -171,6 +171,7 @@ def worker_config(selected: list[str] | None, folder: Path) -> dict[str, Any]:
         "ratelimits": {b["name"]: b["simple"] for b in wrangler["ratelimits"]},
         "crons": wrangler["triggers"]["crons"],
         "kvSeed": kv_seed,
+        "pydantic": pyodide314.PYDANTIC.split("==")[1],
         "tenant": TENANT,
         "apiKey": api_key,
         "access": access,
