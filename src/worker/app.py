@@ -364,7 +364,7 @@ class Router:
         methods = self._cors.get(request.path)
         origin = (request.headers.get("origin") or "").strip().lower()
         allowed = methods is not None and origin in bindings.settings.mcp_origins
-        if methods is not None and request.method == "OPTIONS":
+        if methods is not None and request.method == "OPTIONS" and origin:  # a preflight
             refusal = ApiError(403, "origin_not_allowed", "this Origin may not call this route")
             asked = request.headers.get("access-control-request-headers") or ""
             preflight = {

@@ -346,7 +346,8 @@ async def move_steps(bindings: Bindings, scheduled_time: float) -> dict[str, Any
     there is nothing to do."""
     oauth = bindings.db is not None and bindings.kv is not None
     ended = await finish_revocations(bindings) if oauth else 0
-    return {"ran": True, "moves": await advance_moves(bindings), "oauth_tokens_ended": ended}
+    report = {"ran": True, "moves": await advance_moves(bindings)}
+    return report | ({"oauth_tokens_ended": ended} if ended else {})
 
 
 async def write_back_recall_records(bindings: Bindings) -> dict[str, int]:
