@@ -345,9 +345,10 @@ class AgentRuntimeCore:
         if not await self.flush_writes():
             return rpc_error(503, "writes_in_flight", "episodic writes are still in flight")
         if request.wipe:
-            counts = await self._wipe()
+            counts = storage.row_counts(self.storage.sql)
         else:
             counts = storage.erase_subject_traces(self.storage, request.subject, request.run_ids)
+        await self.rebuild(keep=not request.wipe)
         # The instance id may be the subject: logs name both by a hash only.
         log.info(
             "erase %s/%s:%s subject=%s wipe=%s: %s",
@@ -360,17 +361,19 @@ class AgentRuntimeCore:
         )
         return {"erased": counts}
 
-    async def _wipe(self) -> dict[str, int]:
-        """The whole database (`delete_all`: no free page keeps a byte) and the alarm go; the
-        rows removed are counted first. The object starts again empty."""
-        counts = storage.row_counts(self.storage.sql)
-        await self.storage.delete_all()
-        if self.alarms is not None:
-            await self.alarms.delete_alarm()
-        self._writer, self._registered_types = None, set()
+    async def rebuild(self, *, keep: bool) -> None:
+        """Replace the database by a new one holding what is left (`keep`) or nothing, so no
+        page keeps a byte of a deleted row: workerd allows no secure_delete or VACUUM, and
+        SQLite leaves copies of rows in pages it rebalanced (docs/lifecycle.md, "Deleted
+        bytes"). The alarm goes with the old database and is set again if anything is kept."""
+        alarm = None if self.alarms is None or not keep else await self.alarms.get_alarm()
+        # Nothing may await between the snapshot and the deletion (a turn's rows would go).
+        rows = storage.snapshot(self.storage.sql) if keep else {}
+        await self.storage.replace_all(lambda: storage.restore(self.storage.sql, rows))
+        self._writer, self._registered_types = None, set()  # both held the old `sql`
         self.procedural = ProceduralMemory(self.storage.sql)
-        storage.create_schema(self.storage.sql)
-        return counts
+        if self.alarms is not None:
+            await (self.alarms.delete_alarm() if alarm is None else self.alarms.set_alarm(alarm))
 
     async def _turn(self, turn: _Turn, llm: LLM) -> LoopOutcome:
         bindings = self.bindings

@@ -4,7 +4,9 @@
 DO SQL rejects BEGIN/COMMIT: what must be atomic runs in `transaction_sync`, anything else is
 one statement computing its new values in SQL, never a read-modify-write across an `await`.
 workerd's SQLite refuses `secure_delete` and VACUUM (docs/lifecycle.md), so every delete of a
-row that may hold content first overwrites its text columns with `0`s (`_wipe_and_delete`).
+row that may hold content first overwrites its text columns with `0`s (`_wipe_and_delete`);
+that still leaves copies SQLite made while it moved cells between pages, so a subject erase
+replaces the whole database (`snapshot`, `restore`: `AgentRuntimeCore.rebuild`).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from agent_memory.tiers.episodic import EpisodicWriter, FailedWrite, PendingWrit
 from bindings.ports.clock import Clock
 from bindings.ports.d1 import D1Database
 from bindings.ports.do_sql import DurableObjectStorage, SqlStorage
-from bindings.ports.sql import SqlValue
+from bindings.ports.sql import Row, SqlValue
 
 if TYPE_CHECKING:
     from agent_runtime_do.core import AgentRuntimeCore
@@ -103,6 +105,16 @@ SCHEMA = (
         last_activity_at REAL NOT NULL,
         cleared_at REAL
     )""",
+)
+
+TABLES = (
+    "turn_state",
+    "run_log",
+    "run_workflows",
+    "procedural_workflows",
+    "failed_writes",
+    "pending_writes",
+    "instance_lifecycle",
 )
 
 # Columns added after objects already existed: (table, column, definition).
@@ -650,6 +662,21 @@ def _scrub_state(state_json: str, subject: str) -> str | None:
     return _json(kept)
 
 
+def snapshot(sql: SqlStorage) -> dict[str, list[Row]]:
+    """Every row of every table, for `restore` into a new database."""
+    return {table: sql.exec(f"SELECT * FROM {table}").to_array() for table in TABLES}
+
+
+def restore(sql: SqlStorage, rows: dict[str, list[Row]]) -> None:
+    """Create the schema in a new, empty database and insert `rows` (a `snapshot`) as they
+    were, keys and AUTOINCREMENT sequences included."""
+    create_schema(sql)
+    for table, found in rows.items():
+        for row in found:
+            marks = ", ".join("?" for _ in row)
+            sql.exec(f"INSERT INTO {table} ({', '.join(row)}) VALUES ({marks})", *row.values())
+
+
 def row_counts(sql: SqlStorage) -> dict[str, int]:
     """Rows per table an erase reports (`erase_subject_traces`' keys)."""
     return {
@@ -692,11 +719,6 @@ def erase_subject_traces(
         for row in sql.exec("SELECT instance_id, state_json FROM turn_state").to_array():
             scrubbed = _scrub_state(str(row["state_json"]), subject)
             if scrubbed is not None:
-                # Overwrite in place first: a shorter value could be written elsewhere.
-                sql.exec(
-                    f"UPDATE turn_state SET {_zeros('state_json')} WHERE instance_id = ?",
-                    row["instance_id"],
-                )
                 sql.exec(
                     "UPDATE turn_state SET state_json = ? WHERE instance_id = ?",
                     scrubbed,
