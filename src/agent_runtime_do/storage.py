@@ -39,6 +39,7 @@ SCHEMA = (
         turn_count INTEGER NOT NULL DEFAULT 0 CHECK (turn_count >= 0),
         completed_count INTEGER NOT NULL DEFAULT 0 CHECK (completed_count >= 0),
         failed_count INTEGER NOT NULL DEFAULT 0 CHECK (failed_count >= 0),
+        interrupted_count INTEGER NOT NULL DEFAULT 0 CHECK (interrupted_count >= 0),
         last_run_id TEXT,
         last_status TEXT,
         state_json TEXT NOT NULL DEFAULT '{}',
@@ -121,6 +122,7 @@ TABLES = (
 ADDED_COLUMNS = (
     ("failed_writes", "retries", "INTEGER NOT NULL DEFAULT 0"),
     ("failed_writes", "next_retry_at", "REAL"),
+    ("turn_state", "interrupted_count", "INTEGER NOT NULL DEFAULT 0"),
 )
 
 # The text columns of each table that may hold memory content (overwritten before a delete).
@@ -184,7 +186,7 @@ def _wipe_and_delete_ids(sql: SqlStorage, table: str, key: str, ids: Iterable[Sq
 
 _TURN_STATE_COLUMNS = (
     "instance_id, tenant_id, agent_type, turn_count, completed_count, failed_count, "
-    "last_run_id, last_status, created_at, updated_at"
+    "interrupted_count, last_run_id, last_status, created_at, updated_at"
 )
 
 
@@ -211,17 +213,39 @@ def begin_turn(
 
 
 def finish_turn(
-    sql: SqlStorage, instance_id: str, run_id: str, completed: bool, now: float
+    sql: SqlStorage, clock: Clock, run_id: str, status: str, detail: dict[str, Any]
 ) -> None:
-    counter = "completed_count" if completed else "failed_count"
+    """Count the turn as `status` (completed, failed, interrupted) and log its `turn_end`, in
+    one transaction: a turn has ended exactly when its `turn_end` row exists (`open_turns`)."""
+    counter = f"{status}_count"
     sql.exec(
         f"UPDATE turn_state SET {counter} = {counter} + 1, last_run_id = ?, last_status = ?, "
-        "updated_at = ? WHERE instance_id = ?",
+        "updated_at = ?",  # one instance per object: its one row
         run_id,
-        "completed" if completed else "failed",
-        now,
-        instance_id,
+        status,
+        clock.now(),
     )
+    append_run_log(sql, clock, run_id, "turn_end", {"status": status, **detail})
+
+
+def open_turns(sql: SqlStorage, running: set[str]) -> list[Row]:
+    """The turns that began (`turn_start`) and never ended, but those `running` in this life
+    of the object, oldest first, with their model calls (`steps`); none without reading the
+    log when the counters say every turn is running or ended."""
+    counts = _first(
+        sql,
+        "SELECT turn_count - completed_count - failed_count - interrupted_count AS n "
+        "FROM turn_state",
+    )
+    if counts is None or int(counts["n"]) <= len(running):
+        return []
+    rows = sql.exec(
+        "SELECT s.run_id, s.detail_json, s.created_at, (SELECT COUNT(*) FROM run_log c "
+        "WHERE c.run_id = s.run_id AND c.kind = 'llm_call') AS steps FROM run_log s "
+        "WHERE s.kind = 'turn_start' AND NOT EXISTS (SELECT 1 FROM run_log e "
+        "WHERE e.run_id = s.run_id AND e.kind = 'turn_end') ORDER BY s.seq"
+    ).to_array()
+    return [row for row in rows if row["run_id"] not in running]
 
 
 def read_turn_state(sql: SqlStorage, instance_id: str) -> dict[str, Any] | None:
