@@ -39,7 +39,7 @@ from agent_memory.tiers.semantic.memory import SemanticMemory
 from agent_memory.tiers.semantic.models import FactInput
 from agent_memory.tiers.semantic.reconcile import EpisodeRow, FactRow, Link, ReconcileStore
 from bindings.ports.clock import Clock
-from bindings.ports.d1 import D1Database
+from bindings.ports.d1 import D1Database, D1Statement
 from bindings.ports.llm import LLM, ChatMessage
 from bindings.ports.vectorize import VectorIndex
 from http_messages import ApiError
@@ -598,12 +598,16 @@ class Reconciler:
         fact = await self._memory.get(fact_id)
         if fact is None:
             raise ApiError(404, "fact_not_found", "no such fact in this tenant")
+        if fact.status == "pending_vector":
+            await self._memory.complete_pending()  # an undo that stopped before its vector
         if fact.status != "superseded" or fact.superseded_by is None:
             raise ApiError(409, "not_superseded", f"the fact is {fact.status}")
-        now = self._clock.now()
-        if not await self._store.restore(fact_id, fact.superseded_by, int(now * 1000)):
+        now, winner = self._clock.now(), fact.superseded_by
+        # The event is in the restore's batch, written only if the restore happened.
+        restored = "status = 'pending_vector' AND superseded_by IS NULL AND updated_at = ?"
+        change, event = self._changed(now, UNDONE, fact_id, winner, by, restored)
+        if not await self._store.restore(fact_id, winner, int(now * 1000), [event]):
             raise ApiError(409, "not_superseded", "the fact changed meanwhile")
-        change = await self._changed(now, UNDONE, fact_id, fact.superseded_by, by)
         await self._memory.complete_pending()
         return change
 
@@ -621,13 +625,25 @@ class Reconciler:
         if not (isinstance(loser, str) and isinstance(winner, str)):
             raise ApiError(422, "not_a_supersession", "the event records no supersession")
         now = self._clock.now()
-        if not await self._store.supersede(loser, winner, int(now * 1000), relation=None):
-            raise ApiError(409, "not_active", "the superseded fact is not live now")
+        if await self._memory.get(winner) is None:  # both would be out of recall
+            raise ApiError(409, "not_active", "the fact that superseded it is gone")
+        superseded = "status = 'superseded' AND superseded_by = ? AND updated_at = ?"
+        change, event = self._changed(now, REPLAYED, loser, winner, by, superseded, winner)
+        done = await self._store.supersede(
+            loser, winner, int(now * 1000), relation=None, also=[event]
+        )
+        # Its vector goes now, or at the repeat of a replay that stopped before it did.
         await self._store.drop_vectors([loser])
-        return await self._changed(now, REPLAYED, loser, winner, by)
+        if not done:
+            raise ApiError(409, "not_active", "the superseded fact is not live now")
+        return change
 
-    async def _changed(self, now: float, op: str, loser: str, winner: str, by: str) -> Change:
-        """Record an operator's undo or replay as a `memory_written` event naming both facts."""
+    def _changed(
+        self, now: float, op: str, loser: str, winner: str, by: str, state: str, *params: str
+    ) -> tuple[Change, D1Statement]:
+        """An operator's undo or replay as a `memory_written` event naming both facts, and
+        its INSERT, which writes it only if `loser` is now in `state` (its `?` parameters:
+        `params`, then the change's time), for the batch that makes the change."""
         event = memory_written(
             tenant_id=self.tenant_id,
             tier="semantic",
@@ -636,8 +652,10 @@ class Reconciler:
             payload={"op": op, "key": winner, "fact_id": loser, "superseded_by": winner, "by": by},
             agent_type="operator",
         )
-        await self._events.record(event)
-        return Change(loser, winner, event.event_id, by)
+        facts = f"SELECT 1 FROM semantic_facts WHERE tenant_id = ? AND fact_id = ? AND {state}"
+        values: tuple[str | int, ...] = (self.tenant_id, loser, *params, int(now * 1000))
+        statement = self._events.statement(event, when=(f"EXISTS ({facts})", values))
+        return Change(loser, winner, event.event_id, by), statement
 
     async def run(self) -> ReconcileReport:
         report = ReconcileReport(tenant_id=self.tenant_id)

@@ -192,6 +192,7 @@ class ReconcileStore:
         relation: str | None,
         valid_to_ms: int | None = None,
         link_score: float | None = None,
+        also: Sequence[D1Statement] = (),
     ) -> bool:
         """In one batch: mark `loser` superseded by `winner` (kept, never deleted) if it is
         still active, give the winner its provenance and, with `relation`, record the loser
@@ -223,14 +224,16 @@ class ReconcileStore:
                 self._sql(INSERT_LINK, a, b, link_score, now_ms)
                 for a, b in ((loser, winner), (winner, loser))
             ]
-        results = await self._db.batch(statements)
+        results = await self._db.batch([*statements, *also])
         return results[0].meta.changes != 0
 
-    async def restore(self, loser: str, winner: str, now_ms: int) -> bool:
+    async def restore(
+        self, loser: str, winner: str, now_ms: int, also: Sequence[D1Statement] = ()
+    ) -> bool:
         """Undo `loser`'s supersession by `winner` (issue 25): it is live again once its
         vector is written (`pending_vector`; `SemanticMemory.complete_pending`), the record
         of it merged into the winner goes, and the pair is kept apart from then on
-        (`kept_apart`), all in one batch. False when it is not superseded by it."""
+        (`kept_apart`), all in one batch with `also`. False when it is not superseded by it."""
         restored = (
             "SELECT 1 FROM semantic_facts WHERE tenant_id = ?1 AND fact_id = ?2 "
             "AND status = 'pending_vector' AND superseded_by IS NULL AND updated_at = ?4"
@@ -255,6 +258,7 @@ class ReconcileStore:
                     winner,
                     now_ms,
                 ),
+                *also,
             ]
         )
         return results[0].meta.changes != 0
