@@ -24,11 +24,14 @@ import httpx
 import pytest
 
 from agent_memory.agent.memory_tools import McpMemoryTools
+from agent_memory.lifecycle import move as move_module
+from agent_memory.lifecycle.move import start_move
 from agent_memory.memory import Memory
 from authorization import oauth_store
 from authorization.operator_grants import grant
 from bindings.ports.clock import FixedClock
 from gateway.credentials import MCP_PATH
+from http_messages import ApiError
 from local_runtime.access_dev import mint_token
 from local_runtime.runtime import LocalRuntime
 from local_runtime.server import running_server
@@ -394,3 +397,32 @@ async def test_replaying_an_event_twice_or_after_its_winner_went_changes_nothing
     assert (gone[0], gone[1]["error"]["code"]) == (409, "not_active"), gone
     assert await facts_and_events(rt, ACME) == before
     assert loser in rt.vectors._records
+
+
+async def test_a_tenant_already_moving_cannot_be_moved_again_even_by_two_requests_at_once(
+    rt: LocalRuntime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await seed_tenant(rt, ACME)
+    assert (await send(rt, "POST", "/admin/moves", {"tenant": ACME, "to": "s2"}))[0] == 202
+    again = await send(rt, "POST", "/admin/moves", {"tenant": ACME, "to": "s2"})
+    assert (again[0], again[1]["error"]["code"]) == (409, "move_in_progress")
+    # Two starts at once for another tenant: both find no move, then both write theirs. The
+    # second used to reset the first (its progress and its lease: two advances at once).
+    await seed_tenant(rt, GLOBEX)
+    arrived: list[str] = []
+    both = asyncio.Event()
+    home = move_module.directory_home
+
+    async def together(bindings: Any, tenant: str) -> str:
+        arrived.append(tenant)
+        if len(arrived) == 2:
+            both.set()
+        await both.wait()
+        return await home(bindings, tenant)
+
+    monkeypatch.setattr(move_module, "directory_home", together)
+    starts = await asyncio.gather(
+        *(start_move(rt.bindings(), GLOBEX, "s2") for _ in range(2)), return_exceptions=True
+    )
+    refused = [s for s in starts if isinstance(s, ApiError)]
+    assert len(refused) == 1 and refused[0].code == "move_in_progress", starts
