@@ -1,11 +1,13 @@
 -- 0024: a run whose turn a crash cut short is settled as 'interrupted' (issue 47,
 -- docs/agent-runtime.md "Interrupted runs"), neither completed nor failed by the model.
 -- SQLite cannot change a CHECK in place, so agent_runs is rebuilt: same columns, keys and
--- indexes, rows copied as they are. Dropping the table drops the triggers a tenant move put
--- on it (directory.ensure_fence_triggers, the change log of move._ensure_tracking_triggers);
--- they are created again here exactly as those functions write them (they only act while a
--- tenant is fenced or tracked), so a tenant fenced `moved` on this database stays fenced.
-CREATE TABLE agent_runs_0024 (
+-- indexes, rows copied as they are from the old table (renamed, then dropped). Dropping it
+-- drops the triggers a tenant move put on it (directory.ensure_fence_triggers, the change
+-- log of move._ensure_tracking_triggers); they are created again here exactly as those
+-- functions write them (they only act while a tenant is fenced or tracked), so a tenant
+-- fenced `moved` on this database stays fenced.
+ALTER TABLE agent_runs RENAME TO agent_runs_before_0024;
+CREATE TABLE agent_runs (
     tenant_id    TEXT NOT NULL CHECK (length(tenant_id) BETWEEN 1 AND 128),
     run_id       TEXT NOT NULL CHECK (length(run_id) = 26),
     agent_type   TEXT NOT NULL CHECK (length(agent_type) BETWEEN 1 AND 64),
@@ -20,10 +22,9 @@ CREATE TABLE agent_runs_0024 (
     finished_at  INTEGER CHECK (finished_at IS NULL OR finished_at >= started_at),
     PRIMARY KEY (tenant_id, run_id)
 ) STRICT;
-INSERT INTO agent_runs_0024 SELECT tenant_id, run_id, agent_type, instance_id, status, input,
-    output, error, steps, started_at, finished_at FROM agent_runs;
-DROP TABLE agent_runs;
-ALTER TABLE agent_runs_0024 RENAME TO agent_runs;
+INSERT INTO agent_runs SELECT tenant_id, run_id, agent_type, instance_id, status, input,
+    output, error, steps, started_at, finished_at FROM agent_runs_before_0024;
+DROP TABLE agent_runs_before_0024;
 CREATE INDEX agent_runs_by_type ON agent_runs (tenant_id, agent_type, started_at DESC);
 CREATE INDEX agent_runs_by_status ON agent_runs (tenant_id, status, started_at DESC);
 CREATE INDEX agent_runs_by_start ON agent_runs (tenant_id, started_at);
