@@ -59,8 +59,9 @@ from bindings.ports.sql import Row, SqlValue
 EventKind = Literal["memory_retrieved", "memory_written"]
 
 EventTier = Literal["working", "episodic", "semantic", "procedural"]
-# A SQL condition and its `?` parameters.
+# A SQL condition and its `?` parameters, and a statement written only if one holds.
 Condition = tuple[str, tuple[SqlValue, ...]]
+Recorder = Callable[[Condition], D1Statement]
 
 QUERY_PREVIEW_CHARS = 1_000
 

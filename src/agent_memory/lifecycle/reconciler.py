@@ -23,7 +23,13 @@ from typing import Any, Literal, get_args
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent_memory.governance.writes import EventLog, WriteGate, WriteProposal, memory_written
+from agent_memory.governance.writes import (
+    EventLog,
+    Recorder,
+    WriteGate,
+    WriteProposal,
+    memory_written,
+)
 from agent_memory.ids import content_hash, normalize_content, sha256_hex
 from agent_memory.namespace import DEFAULT_SUBJECT
 from agent_memory.tiers.semantic.keys import (
@@ -39,7 +45,7 @@ from agent_memory.tiers.semantic.memory import SemanticMemory
 from agent_memory.tiers.semantic.models import FactInput
 from agent_memory.tiers.semantic.reconcile import EpisodeRow, FactRow, Link, ReconcileStore
 from bindings.ports.clock import Clock
-from bindings.ports.d1 import D1Database, D1Statement
+from bindings.ports.d1 import D1Database
 from bindings.ports.llm import LLM, ChatMessage
 from bindings.ports.vectorize import VectorIndex
 from http_messages import ApiError
@@ -604,9 +610,8 @@ class Reconciler:
             raise ApiError(409, "not_superseded", f"the fact is {fact.status}")
         now, winner = self._clock.now(), fact.superseded_by
         # The event is in the restore's batch, written only if the restore happened.
-        restored = "status = 'pending_vector' AND superseded_by IS NULL AND updated_at = ?"
-        change, event = self._changed(now, UNDONE, fact_id, winner, by, restored)
-        if not await self._store.restore(fact_id, winner, int(now * 1000), [event]):
+        change, record = self._changed(now, UNDONE, fact_id, winner, by)
+        if not await self._store.restore(fact_id, winner, int(now * 1000), record):
             raise ApiError(409, "not_superseded", "the fact changed meanwhile")
         await self._memory.complete_pending()
         return change
@@ -627,10 +632,9 @@ class Reconciler:
         now = self._clock.now()
         if await self._memory.get(winner) is None:  # both would be out of recall
             raise ApiError(409, "not_active", "the fact that superseded it is gone")
-        superseded = "status = 'superseded' AND superseded_by = ? AND updated_at = ?"
-        change, event = self._changed(now, REPLAYED, loser, winner, by, superseded, winner)
+        change, record = self._changed(now, REPLAYED, loser, winner, by)
         done = await self._store.supersede(
-            loser, winner, int(now * 1000), relation=None, also=[event]
+            loser, winner, int(now * 1000), relation=None, record=record
         )
         # Its vector goes now, or at the repeat of a replay that stopped before it did.
         await self._store.drop_vectors([loser])
@@ -639,11 +643,10 @@ class Reconciler:
         return change
 
     def _changed(
-        self, now: float, op: str, loser: str, winner: str, by: str, state: str, *params: str
-    ) -> tuple[Change, D1Statement]:
+        self, now: float, op: str, loser: str, winner: str, by: str
+    ) -> tuple[Change, Recorder]:
         """An operator's undo or replay as a `memory_written` event naming both facts, and
-        its INSERT, which writes it only if `loser` is now in `state` (its `?` parameters:
-        `params`, then the change's time), for the batch that makes the change."""
+        its INSERT for the batch that makes the change (written only if it happened)."""
         event = memory_written(
             tenant_id=self.tenant_id,
             tier="semantic",
@@ -652,10 +655,9 @@ class Reconciler:
             payload={"op": op, "key": winner, "fact_id": loser, "superseded_by": winner, "by": by},
             agent_type="operator",
         )
-        facts = f"SELECT 1 FROM semantic_facts WHERE tenant_id = ? AND fact_id = ? AND {state}"
-        values: tuple[str | int, ...] = (self.tenant_id, loser, *params, int(now * 1000))
-        statement = self._events.statement(event, when=(f"EXISTS ({facts})", values))
-        return Change(loser, winner, event.event_id, by), statement
+        return Change(loser, winner, event.event_id, by), lambda when: self._events.statement(
+            event, when=when
+        )
 
     async def run(self) -> ReconcileReport:
         report = ReconcileReport(tenant_id=self.tenant_id)
