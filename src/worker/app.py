@@ -14,6 +14,7 @@ import hashlib
 import importlib
 import json
 import logging
+import platform
 import re
 import unicodedata
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, Generic, Literal, TypeVar, cast
 from urllib.parse import unquote
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import VERSION, AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from agent_memory.cursors import InvalidCursorError
 from agent_memory.namespace import TENANT_PATTERN
@@ -35,6 +36,7 @@ from http_messages import (
     HttpRequest,
     HttpResponse,
     JsonLimitError,
+    empty_response,
     internal_error,
     invalid_json,
     json_response,
@@ -55,6 +57,9 @@ Q = TypeVar("Q")
 M = TypeVar("M", bound=BaseModel)
 log = logging.getLogger(__name__)
 
+
+# What browser MCP clients read of an answer (Streamable HTTP; the 401's challenge).
+CORS_EXPOSED = "Mcp-Session-Id, MCP-Protocol-Version, WWW-Authenticate"
 
 # No parameter of ours is longer: subjects are capped at 256 characters, ids far below.
 MAX_PARAM_CHARS = 256
@@ -271,6 +276,8 @@ class Route:
     # The handler runs while the token's deny-list lookup is in flight (one round trip fewer)
     # and writes only once it is confirmed.
     overlap_auth: bool = False
+    # Browsers may call it from the origins in MCP_ALLOWED_ORIGINS (`Router.handle`).
+    cors: bool = False
 
     def model(self, ref: ModelRef) -> type[BaseModel] | None:
         """The model `ref` names (imports the handler's module for a name)."""
@@ -296,6 +303,10 @@ class Router:
     def __init__(self, routes: Iterable[Route]) -> None:
         self.routes = tuple(routes)
         self._compiled = [(route.regex(), route) for route in self.routes]
+        self._cors: dict[str, list[str]] = {}
+        for route in self.routes:
+            if route.cors:
+                self._cors.setdefault(route.path, []).append(route.method)
 
     def resolve(self, method: str, path: str) -> tuple[Route, dict[str, str]]:
         """The route and its decoded, checked path parameters for the raw (percent-encoded)
@@ -348,8 +359,29 @@ class Router:
     async def handle(self, request: HttpRequest, bindings: Bindings) -> HttpResponse:
         """Answer one request. Never raises: every failure is a JSON error response. Every
         answer carries the security headers, and admin and memory answers `no-store`
-        (`http_messages.secure_response`)."""
-        return secure_response(request, await self._answer(request, bindings))
+        (`http_messages.secure_response`). On a `cors` route a browser's preflight is
+        answered, and answers name the `Origin`, for origins in `MCP_ALLOWED_ORIGINS` only
+        (never `*`: no credentials, and bearer tokens are not cookies)."""
+        methods = self._cors.get(request.path)
+        origin = (request.headers.get("origin") or "").strip().lower()
+        allowed = methods is not None and origin in bindings.settings.mcp_origins
+        if methods is not None and request.method == "OPTIONS" and origin:  # a preflight
+            refusal = ApiError(403, "origin_not_allowed", "this Origin may not call this route")
+            asked = request.headers.get("access-control-request-headers") or ""
+            preflight = {
+                "access-control-allow-methods": ", ".join(methods),
+                "access-control-allow-headers": asked,
+                "access-control-max-age": "600",
+            }
+            response = empty_response(204, preflight) if allowed else refusal.to_response()
+        else:
+            response = await self._answer(request, bindings)
+        if methods is not None:
+            response.headers.set("vary", "Origin")
+        if allowed:
+            response.headers.set("access-control-allow-origin", origin)
+            response.headers.set("access-control-expose-headers", CORS_EXPOSED)
+        return secure_response(request, response)
 
     async def _answer(self, request: HttpRequest, bindings: Bindings) -> HttpResponse:
         try:
@@ -384,6 +416,7 @@ class Health(BaseModel):
     environment: str
     bindings: dict[str, bool]
     embedding: dict[str, Any] | None
+    runtime: dict[str, str]  # what the deploy runs: `agent-memory smoke` compares it
 
 
 async def healthz(call: Call[None, None]) -> Health:
@@ -395,6 +428,7 @@ async def healthz(call: Call[None, None]) -> Health:
         environment=bindings.settings.environment,
         bindings=bindings.present(),
         embedding=embedding,
+        runtime={"python": platform.python_version(), "pydantic": VERSION},
     )
 
 
@@ -435,32 +469,36 @@ def routes(memory_tools: MemoryDispatcherFactory | None = SemanticDispatcher) ->
         Route("POST", "/mcp", mcp_post_route,
               "MCP Streamable HTTP (revisions 2025-06-18, 2025-11-25, 2026-07-28): one JSON-RPC "
               "message per POST, answered in JSON-RPC form (202 for a notification); API key or "
-              "OAuth access token", "gateway", auth=API_KEY),
+              "OAuth access token", "gateway", auth=API_KEY, cors=True),
         Route("GET", "/mcp", mcp_not_allowed_route,
-              "No SSE stream on this stateless server (405)", "gateway"),
+              "No SSE stream on this stateless server: 405, or 401 without credentials",
+              "gateway", cors=True),
         Route("DELETE", "/mcp", mcp_not_allowed_route,
-              "No sessions on this stateless server (405)", "gateway"),
+              "No sessions on this stateless server: 405, or 401 without credentials",
+              "gateway", cors=True),
         # OAuth 2.1 for MCP clients (docs/gateway.md "OAuth"): /authorize checks Cloudflare
         # Access itself (anyone with an Access login may consent, for a tenant of their grants).
         Route("GET", "/.well-known/oauth-authorization-server",
               lazy("worker.oauth.protocol:authorization_server_route"),
-              "OAuth 2.0 authorization server metadata (RFC 8414)", "oauth"),
+              "OAuth 2.0 authorization server metadata (RFC 8414)", "oauth", cors=True),
         Route("GET", "/.well-known/oauth-protected-resource",
               lazy("worker.oauth.protocol:protected_resource_route"),
-              "Protected resource metadata (RFC 9728)", "oauth"),
+              "Protected resource metadata (RFC 9728)", "oauth", cors=True),
         Route("GET", "/.well-known/oauth-protected-resource/mcp",
               lazy("worker.oauth.protocol:protected_resource_route"),
-              "Protected resource metadata of /mcp (RFC 9728)", "oauth"),
+              "Protected resource metadata of /mcp (RFC 9728)", "oauth", cors=True),
         Route("GET", "/authorize", lazy("worker.oauth.endpoints:authorize_get"),
               "Authorization endpoint (Cloudflare Access): the consent page", "oauth"),
         Route("POST", "/authorize", lazy("worker.oauth.endpoints:authorize_post"),
               "The consent page's answer", "oauth"),
         Route("POST", "/token", lazy("worker.oauth.endpoints:token_route"),
-              "Token endpoint: authorization_code (PKCE S256) and refresh_token", "oauth"),
+              "Token endpoint: authorization_code (PKCE S256) and refresh_token", "oauth",
+              cors=True),
         Route("POST", "/revoke", lazy("worker.oauth.endpoints:revoke_route"),
-              "Token revocation (RFC 7009)", "oauth"),
+              "Token revocation (RFC 7009)", "oauth", cors=True),
         Route("POST", "/register", lazy("worker.oauth.endpoints:register_route"),
-              "Dynamic client registration (RFC 7591)", "oauth"),
+              "Dynamic client registration (RFC 7591): 429 past 10 a minute per address",
+              "oauth", cors=True),
         Route("GET", "/admin/tenants/{tenant}/oauth-clients",
               lazy("worker.oauth.protocol:connected_clients_route"),
               "The tenant's connected OAuth clients", "oauth", auth=ACCESS),

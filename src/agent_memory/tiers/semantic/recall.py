@@ -42,7 +42,6 @@ import logging
 import math
 from collections.abc import Mapping, Sequence
 
-import numpy as np
 from pydantic import BaseModel
 
 from agent_memory.governance.writes import MemoryEvent, RetrievedItem, memory_retrieved
@@ -508,7 +507,7 @@ class Recaller:
         if query_vector is None:
             matrix = await embedder.embed([query])
             check_matrix(matrix, 1, embedder.config)
-            values = np.asarray(matrix[0], dtype=np.float64).tolist()
+            values = [float(v) for v in matrix[0]]
         else:
             values = [float(v) for v in query_vector]
             if len(values) != embedder.config.dimensions or not all(
@@ -706,6 +705,8 @@ class EmbedderReranker:
     async def rerank(self, query: str, texts: Sequence[str]) -> list[float]:
         if not texts:
             return []
+        import numpy as np  # here, not at import: recall without this reranker needs none
+
         split = [sentences(text) for text in texts]
         flat = [s for parts in split for s in parts]
         matrix = await self._embedder.embed([query, *flat])
