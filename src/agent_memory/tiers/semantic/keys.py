@@ -10,9 +10,8 @@ person: entity `user`), `named_entity` (a capitalised subject, possessives inclu
 
 `judge_update` decides whether a newer keyed statement replaces an older one: `update`,
 `duplicate`, `compatible` or `unsure`; `judge` checks its `update`s against the evidence a
-supersession needs, `near_duplicate` is the merge rule (both at the end). They live here,
-below the lifecycle, because recall uses them too (a stale statement must not outrank a
-newer one before the reconciler runs).
+supersession needs, `near_duplicate` is the merge rule (both at the end). Recall reads what
+is true now without them (`statements.py`): these rules decide what the reconciler may hide.
 Deterministic, no model, no I/O: regular expressions and a small lexicon of general
 English; nothing here knows any data set.
 """
@@ -331,8 +330,8 @@ class Judgement:
 
 @lru_cache(maxsize=4_096)
 def _words(text: str) -> tuple[str, ...]:
-    """The lower-cased words of `text`, memoised: recall's stale-statement guard judges each
-    candidate against several others, and tokenising was most of a judgement's cost."""
+    """The lower-cased words of `text`, memoised: the reconciler judges each fact against
+    several others, and tokenising was most of a judgement's cost."""
     return tuple(lower(words(text)))
 
 
