@@ -200,10 +200,14 @@ def _subject(text: str, speakers: Sequence[str], fallback: str, mode: str) -> st
 
 
 def _epoch(timestamp: Any) -> float | None:
+    """An ISO-8601 time, or LongMemEval's `question_date` ("2023/05/30 (Tue) 23:42"), in
+    epoch seconds (naive: UTC); None when there is none."""
     if not isinstance(timestamp, str):
         return None
     try:
-        parsed = datetime.fromisoformat(timestamp)
+        parsed = datetime.fromisoformat(
+            re.sub(r"^(\d+)/(\d+)/(\d+) \(\w+\) ", r"\1-\2-\3 ", timestamp)
+        )
     except ValueError:
         return None
     if parsed.tzinfo is None:
@@ -280,12 +284,14 @@ async def run_recall_bench(
             bm25 = BM25Okapi([tokenize(m["text"]) for m in memories])
             matrix = await memo.embed([m["text"] for m in memories])
             limit = min(1000, max(1, len(memories)))
-            # The questions are asked after the conversation: its last date is their "now"
-            # for the dates they name ("last year", "in June").
+            # The questions are asked when the data says (LongMemEval's `question_date`), else
+            # after the conversation: that is their "now" for the dates they name ("last
+            # year", "two weeks ago").
             dates = [t for t in (_epoch(m.get("timestamp")) for m in memories) if t is not None]
-            asked = RecallFilters(reference_date=max(dates)) if dates else None
             for query in queries:
                 question = query["question"]
+                now = _epoch(query.get("question_date")) or max(dates, default=None)
+                asked = None if now is None else RecallFilters(reference_date=now)
                 started = time.perf_counter()
                 ranked = await memory.rank(question, limit, asked)
                 timing["query_s"] += time.perf_counter() - started

@@ -660,10 +660,10 @@ class ContextConfig(BaseModel):
     before: int = Field(default=2, ge=0, le=5)
     after: int = Field(default=1, ge=0, le=5)
     embed_before: int = Field(default=1, ge=0, le=5)
-    # The words of the memories before taken into the embedding input, their last ones
-    # (0: all): a reply's topic is in the end of what it answers, and a long predecessor
-    # would dilute a long memory's own meaning.
-    embed_words: int = Field(default=0, ge=0, le=1000)
+    # A memory of at least this many words is embedded alone (0: never): a short reply's
+    # topic is in what it answers, but a long memory says what it is about itself, and its
+    # predecessor would only dilute it.
+    embed_alone_words: int = Field(default=0, ge=0, le=10_000)
 
 
 class RerankConfig(BaseModel):
