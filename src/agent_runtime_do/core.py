@@ -157,7 +157,14 @@ class AgentRuntimeCore:
         """`storage.run_alarm`, then set or delete the alarm as it says."""
         if retry_count:
             log.warning("agent instance alarm: retry %d", retry_count)
-        outcome = await storage.run_alarm(self, self.now())
+        outcome = await storage.run_alarm(
+            self.storage,
+            self.bindings.db,
+            self.bindings.settings,
+            self.flush_writes,
+            self.writer,
+            self.now(),
+        )
         if self.alarms is not None:
             if outcome.next_alarm is None:
                 await self.alarms.delete_alarm()
