@@ -14,7 +14,7 @@ from bindings.settings import Settings
 from http_messages import ApiError, Headers, HttpRequest, HttpResponse, json_response
 from local_runtime.background import LocalBackgroundTasks
 from worker import app
-from worker.app import Call, Route, Router, parse_body
+from worker.routing import Call, Route, Router, parse_body
 
 
 def _bindings(**settings: object) -> Bindings:

@@ -32,7 +32,7 @@ from agent_memory.tiers.episodic import (
 from agent_runtime_do.protocol import MAX_INPUT_CHARS, TASK_TYPE_PATTERN, RunResult
 from bindings.environment import Bindings
 from http_messages import ApiError
-from worker.app import Call, Metadata, StrictModel, Subject
+from worker.routing import Call, Metadata, StrictModel, Subject
 
 PACK_NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,63}$"
 
@@ -194,7 +194,7 @@ async def _candidates(
 
 async def run_agent(call: Call[RunBody, None]) -> RunResult:
     fields = call.body.model_dump(include={"input", "task_type", "subject", "metadata"})
-    payload = {**fields, "requested_by": call.operator.principal}
+    payload = {**fields, "requested_by": call.auth.principal}
     result = await call_agent(call.bindings, _scope(call, call.body.instance_id), "run", payload)
     return RunResult.model_validate(result)
 
@@ -257,7 +257,7 @@ async def list_packs(call: Call[None, None]) -> PackList:
 
 
 async def promote_pack(call: Call[PromotePack, None]) -> PackPromoted:
-    body, identity = call.body, call.operator
+    body, identity = call.body, call.auth
     scope = _scope(call, body.instance_id)
     packs = (await Memory.open(call.bindings, scope.tenant)).packs
     found = await _candidates(call.bindings, scope, None, body.min_pulls, body.min_mean)

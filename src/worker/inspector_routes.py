@@ -27,7 +27,7 @@ from agent_memory.tiers.episodic import Episode
 from agent_memory.tiers.semantic.models import MAX_QUERY_CHARS, MemoryInputError, RecallFilters
 from authorization.operator_grants import granted_tenants
 from http_messages import MAX_EPOCH_MS, ApiError
-from worker.app import Call, StrictModel
+from worker.routing import Call, StrictModel
 
 MAX_EXPLAIN = 50
 
@@ -163,7 +163,7 @@ async def list_tenants(call: Call[None, None]) -> TenantsResponse:
     had none to pick): its grants, or for a platform admin every tenant with data."""
     if call.bindings.db is None:
         raise MemoryUnavailable("episodic_unavailable", "the D1 binding is missing")
-    mine = await granted_tenants(call.operator, call.bindings)
+    mine = await granted_tenants(call.auth, call.bindings)
     if mine is not None:
         return TenantsResponse(tenants=sorted(mine), scope="granted")
     found: set[str] = set()

@@ -68,7 +68,7 @@ from bindings.ports.d1 import D1Database
 from bindings.ports.errors import BindingLimitError
 from bindings.ports.vectorize import VECTORIZE_MAX_VECTORS
 from http_messages import ApiError
-from worker.app import Call, StrictModel
+from worker.routing import Call, StrictModel
 
 log = logging.getLogger(__name__)
 
@@ -465,7 +465,7 @@ async def put_tenant_lifecycle(call: Call[LifecycleUpdate, None]) -> LifecycleSe
         call.body,
         default_days=bindings.settings.episode_retention_days,
         now_ms=int(bindings.clock.now() * 1000),
-        updated_by=call.operator.principal,
+        updated_by=call.auth.principal,
     )
     return LifecycleSettingsView(settings=settings)
 
@@ -515,7 +515,7 @@ async def _supersession(
     value = call.params[param]
     if not is_ulid(value):
         raise ApiError(422, "invalid_path", f"{param} must be a 26-character ULID")
-    change = await act((await _reconciler(call)), value, call.operator.principal)
+    change = await act((await _reconciler(call)), value, call.auth.principal)
     return SupersessionView(**asdict(change))
 
 
@@ -543,7 +543,7 @@ async def erase_subject(call: Call[None, None]) -> EraseView:
             "the erase did not finish in every tier; repeat the request",
             report.model_dump(),
         )
-    return EraseView(**report.model_dump(), erased_by=call.operator.principal)
+    return EraseView(**report.model_dump(), erased_by=call.auth.principal)
 
 
 async def backfill_tenant_namespace(call: Call[BackfillBody, None]) -> BackfillView:

@@ -37,8 +37,8 @@ from agent_memory.tiers.working import (
 )
 from bindings.environment import Bindings
 from http_messages import MAX_EPOCH_SECONDS, ApiError
-from worker.app import Call, Metadata, StrictModel, Subject, has_control
 from worker.identity import MemoryTier, MemoryTokenClaims, Scope, confirmed_bindings
+from worker.routing import Call, Metadata, StrictModel, Subject, has_control
 
 PROMOTION_ROUTE = "POST /admin/tenants/{tenant}/agents/{agent_type}/packs"
 MAX_VALUE_CHARS = 32_768
@@ -243,7 +243,8 @@ async def _embedding_budget(bindings: Bindings, tenant: str) -> None:
 async def read_memory(call: Call[None, MemoryQuery]) -> MemoryPage:
     # Runs beside the token's deny-list lookup (`overlap_auth`): what it leaves for after
     # the response (events, recall statistics) waits for the token's confirmation.
-    claims, query = call.token, call.query
+    claims: MemoryTokenClaims = call.auth
+    query = call.query
     bindings = confirmed_bindings(call.bindings, claims)
     agent_id = call.params["agent_id"]
     authorize(claims, agent_id, query.tier, "read", query.agent_type)
@@ -323,7 +324,8 @@ async def write_memory(call: Call[MemoryWrite, None]) -> MemoryWritten:
     # Runs beside the token's deny-list lookup (`overlap_auth`): working and semantic
     # writes make their reads meanwhile and write once it is confirmed (`WriteGate.admitted`);
     # an episode is written only after it.
-    claims, body = call.token, call.body
+    claims: MemoryTokenClaims = call.auth
+    body = call.body
     bindings = confirmed_bindings(call.bindings, claims)
     agent_id = call.params["agent_id"]
     authorize(claims, agent_id, body.tier, "write")
@@ -364,7 +366,8 @@ async def write_memory(call: Call[MemoryWrite, None]) -> MemoryWritten:
 
 
 async def delete_memory(call: Call[None, MemoryDeleteQuery]) -> MemoryDeleted:
-    claims, query, bindings = call.token, call.query, call.bindings
+    claims: MemoryTokenClaims = call.auth
+    query, bindings = call.query, call.bindings
     agent_id = call.params["agent_id"]
     authorize(claims, agent_id, query.tier, "write")
     if query.tier == "procedural":
@@ -390,7 +393,8 @@ async def delete_memory(call: Call[None, MemoryDeleteQuery]) -> MemoryDeleted:
 
 
 async def read_episode(call: Call[None, None]) -> TieredEpisode:
-    claims, bindings, agent_id = call.token, call.bindings, call.params["agent_id"]
+    claims: MemoryTokenClaims = call.auth
+    bindings, agent_id = call.bindings, call.params["agent_id"]
     authorize(claims, agent_id, "episodic", "read")
     try:
         item = ItemKey.build(claims.tenant, agent_id, "episode", call.params["episode_id"])
@@ -417,7 +421,8 @@ async def read_episode(call: Call[None, None]) -> TieredEpisode:
 
 
 async def list_archive(call: Call[None, ArchiveQuery]) -> ArchivePage:
-    claims, query, agent_id = call.token, call.query, call.params["agent_id"]
+    claims: MemoryTokenClaims = call.auth
+    query, agent_id = call.query, call.params["agent_id"]
     authorize(claims, agent_id, "episodic", "read")
     ns = NamespaceKey(SERVICE, claims.tenant, agent_id)
     page = await _archived(
