@@ -270,9 +270,6 @@ async def daily_brief(bindings: Bindings, scheduled_time: float) -> dict[str, An
     }
 
 
-MIGRATION_FOLDERS = {False: "migrations", True: "migrations-compact"}
-
-
 async def database_report(bindings: Bindings) -> list[dict[str, Any]]:
     """Each shard's D1 size against `D1_DATABASE_MAX_BYTES` (warning at 80 %) and its
     index's vector count against Vectorize's 10M; a shard that does not answer is reported
@@ -282,22 +279,18 @@ async def database_report(bindings: Bindings) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for shard in all_shards(bindings):
         size, vectors = usage[shard.name].bytes, usage[shard.name].vectors
-        compact = usage[shard.name].compact
         used = None if size is None else size / limit
         warnings = []
         if used is not None and used >= DATABASE_WARN_AT:
             warnings.append(
                 f"shard {shard.name}: D1 database at {used:.0%} of {limit} bytes; add a shard "
-                "(MEMORY_SHARDS, made from migrations-compact/) and move tenants to it"
+                "(MEMORY_SHARDS) and move tenants to it"
             )
         if vectors is not None and vectors >= DATABASE_WARN_AT * VECTORIZE_MAX_VECTORS:
             warnings.append(f"shard {shard.name}: {vectors} vectors of {VECTORIZE_MAX_VECTORS}")
         out.append(
             {
                 "shard": shard.name,
-                # The folder its database was made from (docs/placement.md "Bytes per
-                # memory"): a tenant moved to a compact one takes a fifth less room.
-                "migrations_dir": None if compact is None else MIGRATION_FOLDERS[compact],
                 "bytes": size,
                 "max_bytes": limit,
                 "used": None if used is None else round(used, 4),
@@ -582,7 +575,6 @@ class MoveList(BaseModel):
 
 class ShardView(BaseModel):
     shard: str
-    migrations_dir: str | None  # migrations or migrations-compact (None: did not answer)
     bytes: int | None
     max_bytes: int
     used: float | None

@@ -39,11 +39,9 @@ OWNERS: dict[str, str] = {
     "semantic_term_stats": SEMANTIC,
     "semantic_index_stats": SEMANTIC,
     "keyword_tenants": SEMANTIC,
-    # migrations-compact/ only: written by its triggers, read through `semantic_terms`
+    # written by the keyword index's triggers, read through the `semantic_terms` view
     "keyword_postings": SEMANTIC,
     "keyword_lengths": SEMANTIC,
-    # how many characters of a fact's content hash the database keeps (0023)
-    "storage_format": SEMANTIC,
     "reconcile_state": SEMANTIC,
     "facts_kept_apart": SEMANTIC,
     # D1: working tier's namespace reads, procedural packs
@@ -86,9 +84,6 @@ OWNERS: dict[str, str] = {
 
 # (module, table) -> why a statement of `module` names another owner's table.
 CROSSINGS: dict[tuple[str, str], str] = {
-    ("agent_memory.directory", "storage_format"): (
-        "a move translates a fact's content hash to the width of the database it copies to"
-    ),
     ("agent_memory.ids", "tenant_fences"): (
         "every job's tenant listing leaves out tenants fenced by a move, in the same statement"
     ),
@@ -210,8 +205,8 @@ def test_every_declared_crossing_is_still_used() -> None:
 
 def test_every_table_has_an_owner() -> None:
     created: set[str] = set()
-    create = re.compile(r"CREATE TABLE (?:IF NOT EXISTS )?([a-z_][a-z0-9_]*)")
-    for sql in [*(ROOT / "migrations").glob("*.sql"), *(ROOT / "migrations-compact").glob("*.sql")]:
+    create = re.compile(r"CREATE (?:TABLE|VIEW) (?:IF NOT EXISTS )?([a-z_][a-z0-9_]*)")
+    for sql in (ROOT / "migrations").glob("*.sql"):
         created.update(create.findall(sql.read_text()))
     for _module, source in _modules():
         for text in _literals(ast.parse(source)):

@@ -7,9 +7,7 @@ activation, the keyword channel, the exact-match channel, the recall-stat batch,
 the index triggers on insert, update and delete, and the reindex job's UPDATE —
 runs on workerd's SQLite with the project's migrations, and so do the maintenance paths
 (facts left `pending_vector` and completed later, ranking, reconciliation of stray vectors).
-Every test runs twice: on a database made from migrations/ and on one made from
-migrations-compact/ (the shorter hash, the postings read through a view; docs/placement.md
-"Bytes per memory"). Vectorize has no local simulator in workerd, so vectors live in the
+Vectorize has no local simulator in workerd, so vectors live in the
 local index (`LocalVectorIndex`), as in `mf_bindings`.
 """
 
@@ -25,20 +23,9 @@ from agent_memory.tiers.semantic import memory as semantic
 from agent_memory.tiers.semantic import recall as recall_record
 from agent_memory.tiers.semantic.keyword_index import reindex_pending
 from bindings.environment import Bindings
-from local_runtime.migrations import apply_migrations
-from local_runtime.runtime import COMPACT_MIGRATIONS_DIR, MIGRATIONS_DIR
 from tests.miniflare.adapters import MiniflareD1
 from tests.semantic.conftest import index_state, insert_unindexed
 from tests.semantic.fakes import SpyD1, SpyVectors
-
-
-@pytest.fixture(params=[MIGRATIONS_DIR, COMPACT_MIGRATIONS_DIR], ids=lambda p: p.name)
-async def mf_migrated_d1(request: pytest.FixtureRequest, mf_d1: MiniflareD1) -> MiniflareD1:
-    """The workerd D1 database, made from each migrations folder in turn (`mf_bindings`
-    takes this one)."""
-    await apply_migrations(mf_d1, request.param)
-    return mf_d1
-
 
 FACTS = [
     {

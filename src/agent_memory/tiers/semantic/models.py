@@ -257,8 +257,7 @@ class Fact(BaseModel):
     embedding_provider: str
     embedding_model: str
     embedding_dimensions: int
-    # As the database keeps it: 64 hex characters, or the first 24 on a database made from
-    # migrations-compact/ (`writes.STORED_HASH`); `LearnResult` always says all of it.
+    # As the row keeps it: the first 24 hex characters (`writes.STORED_HASH_CHARS`).
     content_hash: str
     status: FactStatus
     superseded_by: str | None
