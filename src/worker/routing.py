@@ -22,7 +22,6 @@ from urllib.parse import unquote
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from agent_memory.cursors import InvalidCursorError
 from agent_memory.namespace import TENANT_PATTERN
 from bindings.environment import Bindings
 from bindings.ports.d1 import met_fence
@@ -30,6 +29,7 @@ from bindings.ports.errors import BindingLimitError
 from http_messages import (
     STORAGE_LIMITS,
     ApiError,
+    CodedError,
     HttpRequest,
     HttpResponse,
     JsonLimitError,
@@ -323,13 +323,10 @@ class Router:
             if len(request.body) > bindings.settings.max_body_bytes:
                 raise payload_too_large(bindings.settings.max_body_bytes)
             return await self.dispatch(request, bindings)
-        except ApiError as exc:
+        except CodedError as exc:  # the edge's refusals and the core's, with their own code
             return exc.to_response()
         except BindingLimitError as exc:
             return ApiError(422, "limit_exceeded", str(exc)).to_response()
-        except InvalidCursorError as exc:
-            # Every paginated listing: a cursor the API did not hand out.
-            return ApiError(422, "invalid_cursor", str(exc)).to_response()
         except Exception as exc:
             if met_fence(exc):  # the tenant is moving: 503, and re-read its home (directory)
                 from agent_memory.directory import note_fenced

@@ -55,6 +55,7 @@ from bindings.ports.background import BackgroundTasks
 from bindings.ports.clock import Clock, SystemClock
 from bindings.ports.d1 import D1Database, D1Statement
 from bindings.ports.sql import Row, SqlValue
+from http_messages import CodedError
 
 EventKind = Literal["memory_retrieved", "memory_written"]
 
@@ -509,10 +510,10 @@ class Decision(BaseModel):
     violations: list[Violation] = Field(default_factory=list)
 
 
-class WriteDenied(ValueError):
+class WriteDenied(CodedError, ValueError):
     """The policy refused a proposal; nothing was written. `violations` says why."""
 
-    code = "memory_write_denied"
+    status, code = 422, "memory_write_denied"
 
     def __init__(self, proposal: WriteProposal, violations: Sequence[Violation]) -> None:
         reasons = "; ".join(f"{v.code}: {v.message}" for v in violations)

@@ -45,6 +45,7 @@ from bindings.ports.clock import Clock, SystemClock
 from bindings.ports.d1 import D1Database
 from bindings.ports.kv import KV_MIN_EXPIRATION_TTL, KVKey, KVNamespace, KVValueWithMetadata
 from bindings.settings import Settings
+from http_messages import CodedError
 
 Outcome = Literal["canonical", "legacy", "miss"]
 
@@ -226,16 +227,22 @@ WORKING_MEMORY_TTL_SECONDS = 3600
 WORKING_MEMORY_BUDGET_BYTES = 128 * 1024
 
 
-class WorkingMemoryError(ValueError):
+class WorkingMemoryError(CodedError, ValueError):
     """A working-memory operation was refused; nothing was written."""
+
+    status, code = 422, "validation_error"
 
 
 class InvalidWorkingMemoryKey(WorkingMemoryError, InvalidMemoryKey):
     """The key (or its tenant / instance segment) is empty, a wildcard or malformed."""
 
+    code = "invalid_key"
+
 
 class WorkingMemoryWriteDenied(WorkingMemoryError):
     """The write policy refused the write (`agent_memory.governance.writes`); `denied` says why."""
+
+    code = "memory_write_denied"
 
     def __init__(self, denied: WriteDenied) -> None:
         super().__init__(str(denied))
@@ -245,15 +252,14 @@ class WorkingMemoryWriteDenied(WorkingMemoryError):
 class WorkingMemoryBudgetExceeded(WorkingMemoryError):
     """The write would take the instance past its byte budget."""
 
+    status, code = 413, "working_memory_budget_exceeded"
+
     def __init__(self, *, key: str, needed: int, used: int, budget: int) -> None:
         super().__init__(
             f"working memory budget exceeded: writing {key!r} needs {needed} bytes, "
             f"the instance already uses {used} of {budget}; delete keys or store less"
         )
-        self.key = key
-        self.needed = needed
-        self.used = used
-        self.budget = budget
+        self.details = {"needed": needed, "used": used, "budget": budget}
 
 
 class WorkingRead(BaseModel):

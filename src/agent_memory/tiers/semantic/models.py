@@ -44,7 +44,7 @@ from bindings.ports.vectorize import (
     VectorIndex,
     VectorRecord,
 )
-from http_messages import MAX_EPOCH_SECONDS
+from http_messages import MAX_EPOCH_SECONDS, CodedError
 
 # Vectorize indexes the first 64 bytes of a string metadata value (metadata-filtering.mdx).
 VECTORIZE_MAX_INDEXED_STRING_BYTES = 64
@@ -89,8 +89,10 @@ def embedding_tag(config: EmbeddingConfig) -> str:
 # --------------------------------------------------------------------------- errors
 
 
-class MemoryInputError(ValueError):
+class MemoryInputError(CodedError, ValueError):
     """Bad input: nothing was read or written. `code` is stable; `problems` lists fields."""
+
+    status = 422
 
     def __init__(
         self, message: str, problems: list[dict[str, str]] | None = None, code: str = ""
@@ -99,6 +101,7 @@ class MemoryInputError(ValueError):
         self.code = code or "validation_error"
         self.message = message
         self.problems = problems or []
+        self.details = {"problems": self.problems}
 
     def to_dict(self) -> dict[str, Any]:
         error: dict[str, Any] = {"code": self.code, "message": self.message}
