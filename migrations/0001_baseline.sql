@@ -238,8 +238,6 @@ CREATE INDEX workflow_packs_offered
     ON workflow_packs (tenant_id, agent_type, task_type, status, created_at);
 CREATE INDEX semantic_facts_by_session
     ON semantic_facts (tenant_id, session_key, fts_rowid) WHERE session_key IS NOT NULL;
-CREATE INDEX semantic_facts_unindexed
-    ON semantic_facts (tenant_id, fts_rowid) WHERE index_terms IS NULL;
 CREATE TABLE semantic_index_stats (
     tenant_id            TEXT PRIMARY KEY,
     docs                 INTEGER NOT NULL CHECK (docs >= 0),

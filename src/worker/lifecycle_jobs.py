@@ -56,7 +56,6 @@ from agent_memory.lifecycle.retention import (
 )
 from agent_memory.memory import Memory
 from agent_memory.namespace import TENANT_PATTERN
-from agent_memory.tiers.semantic.keyword_index import ReindexBudget, reindex_pending
 from agent_memory.tiers.semantic.recall import MAX_WRITE_BACK, carried_tenants
 from agent_memory.tiers.working import (
     InvalidBackfillCursor,
@@ -75,9 +74,6 @@ log = logging.getLogger(__name__)
 
 REWRAP_BATCH = 500
 DATABASE_WARN_AT = 0.8  # the brief warns when a database or index is this full
-# Per daily run: ~2 D1 statements per 100 facts (≈ 400 for the total), a fair share per
-# tenant, and at most this much of the invocation's time.
-REINDEX_BUDGET = ReindexBudget(facts_per_tenant=5_000, facts_total=20_000, max_seconds=300.0)
 # Carried-over recall records written back per daily run (two D1 statements each).
 WRITE_BACK_PER_RUN = 200
 
@@ -229,7 +225,6 @@ async def daily_brief(bindings: Bindings, scheduled_time: float) -> dict[str, An
     summary = merged([b.summary() for b in briefs])
     shares = _Shares(bindings, len(views))
     resumed: list[dict[str, Any]] = []
-    reindexed: list[dict[str, Any]] = []
     reconciled: list[dict[str, Any]] = []
     rewrapped: dict[str, int] = {}
     for view in views:
@@ -248,10 +243,6 @@ async def daily_brief(bindings: Bindings, scheduled_time: float) -> dict[str, An
             spent = max((r.operations for r in reports), default=0)
             resumed += [r.summary() for r in reports]
         shares.refund(operations, spent)
-        budget = REINDEX_BUDGET.model_copy(
-            update={"max_seconds": min(REINDEX_BUDGET.max_seconds, left())}
-        )
-        reindexed.append((await reindex_pending(view.db, budget)).model_dump())
         reconciled += await reconcile_all(view, max_seconds=left())
         rewrapped |= await rewrap_data_keys(view, max_seconds=left())
     return {
@@ -260,7 +251,6 @@ async def daily_brief(bindings: Bindings, scheduled_time: float) -> dict[str, An
         "databases": databases,
         "tenants": [t.model_dump() for b in briefs for t in b.tenants],
         "prune_resumed": resumed,
-        "reindexed": merged(reindexed),
         "recall_records_written_back": await write_back_recall_records(bindings),
         "reconciled": reconciled,
         "data_keys_rewrapped": rewrapped,
