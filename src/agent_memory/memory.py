@@ -340,20 +340,9 @@ class Memory:
     ) -> list[dict[str, Any]]:
         """The workflows of `agent_type` as instance `instance_id` sees them: the bandit
         lives in the instance's Durable Object, so this is one RPC."""
-        agents = self.bindings.agents
-        if agents is None:
-            raise MemoryUnavailable(
-                "agent_runtime_unavailable", "the AgentRuntime binding is missing"
-            )
         scope = AgentScope(tenant=self.tenant, agent_type=agent_type, instance_id=instance_id)
-        payload = {**scope.model_dump(), "task_type": task_type}
-        result = await agents.get_by_name(scope.object_name).call("workflows", payload)
-        error = result.get("error")
-        if isinstance(error, dict):
-            raise AgentCallFailed(
-                int(error.get("status", 500)), str(error.get("code")), str(error.get("message"))
-            )
-        return list(result.get("workflows", []))
+        found = await call_agent(self.bindings, scope, "workflows", {"task_type": task_type})
+        return list(found.get("workflows", []))
 
     def placement_client(self) -> MemoryClient:
         """The hot/warm/cold `MemoryClient` (KV / D1 / R2) over this deployment's tiers, with
@@ -904,9 +893,23 @@ def _read_only(tier: str) -> ApiError:
     )
 
 
-class AgentCallFailed(ApiError):
-    """The Durable Object answered an RPC with an error (`agent_runtime_do.protocol`): the
-    status and code it gave."""
+async def call_agent(
+    bindings: Bindings, scope: AgentScope, method: str, payload: Mapping[str, Any]
+) -> dict[str, Any]:
+    """One RPC to the scope's AgentRuntime object; an error it answers (`agent_runtime_do.
+    protocol`) is raised as an `ApiError` with its status and code."""
+    if bindings.agents is None:
+        raise MemoryUnavailable("agent_runtime_unavailable", "the AgentRuntime binding is missing")
+    stub = bindings.agents.get_by_name(scope.object_name)
+    result = await stub.call(method, {**scope.model_dump(), **payload})
+    error = result.get("error")
+    if isinstance(error, dict):
+        raise ApiError(
+            int(error.get("status", 500)),
+            str(error.get("code", "agent_runtime_error")),
+            str(error.get("message", "the agent runtime reported an error")),
+        )
+    return result
 
 
 def _fact_item(fact: Fact, **metadata: Any) -> MemoryItem:

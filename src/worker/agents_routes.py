@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from agent_memory.governance.agent_types import AgentType, catalog
 from agent_memory.ids import is_ulid
-from agent_memory.memory import Memory
+from agent_memory.memory import Memory, call_agent
 from agent_memory.namespace import (
     AGENT_TYPE_PATTERN,
     DEFAULT_INSTANCE,
@@ -153,25 +153,6 @@ def _run_id(params: dict[str, str]) -> str:
     if not is_ulid(run_id):
         raise ApiError(404, "run_not_found", f"no run {run_id!r}")
     return run_id
-
-
-async def call_agent(
-    bindings: Bindings, scope: AgentScope, method: str, payload: dict[str, Any]
-) -> dict[str, Any]:
-    """RPC to the scope's AgentRuntime; an error answer becomes an `ApiError`."""
-    if bindings.agents is None:
-        raise ApiError(503, "agent_runtime_unavailable", "the AgentRuntime binding is missing")
-    stub = bindings.agents.get_by_name(scope.object_name)
-    scoped = {"tenant": scope.tenant, "agent_type": scope.agent_type}
-    result = await stub.call(method, {**scoped, "instance_id": scope.instance_id, **payload})
-    error = result.get("error")
-    if isinstance(error, dict):
-        raise ApiError(
-            int(error.get("status", 500)),
-            str(error.get("code", "agent_runtime_error")),
-            str(error.get("message", "the agent runtime reported an error")),
-        )
-    return result
 
 
 def _scope(call: Call[Any, Any], instance_id: str) -> AgentScope:

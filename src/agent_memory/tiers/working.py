@@ -259,6 +259,7 @@ class WorkingMemoryBudgetExceeded(WorkingMemoryError):
             f"working memory budget exceeded: writing {key!r} needs {needed} bytes, "
             f"the instance already uses {used} of {budget}; delete keys or store less"
         )
+        self.key, self.needed, self.used, self.budget = key, needed, used, budget
         self.details = {"needed": needed, "used": used, "budget": budget}
 
 
