@@ -57,9 +57,8 @@ from agent_memory.lifecycle.reconciler import (
     Reconciler,
     RulesAdjudicator,
 )
-from agent_memory.lifecycle.retention import TenantLifecycle, get_lifecycle, tenant_instances
+from agent_memory.lifecycle.retention import TenantLifecycle, get_lifecycle
 from agent_memory.namespace import (
-    API_AGENT_TYPE,
     TENANT_RE,
     AgentScope,
     ItemKey,
@@ -87,11 +86,9 @@ from agent_memory.tiers.semantic.models import (
 from agent_memory.tiers.semantic.reconcile import note_writes
 from agent_memory.tiers.working import (
     WORKING_MEMORY_TTL_SECONDS,
-    BackfillReport,
     NamespaceFlags,
     ReadCounts,
     WorkingMemory,
-    adopt_untyped_sessions,
     flush_counts,
 )
 from bindings.environment import Bindings
@@ -266,30 +263,6 @@ class Memory:
             clock=self.clock,
             namespace=NamespaceFlags.of(self.bindings.settings),
             read_counts=self.read_counts,
-        )
-
-    async def adopt_untyped_working(
-        self, *, dry_run: bool = False, cursor: str | None = None, max_keys: int = 250
-    ) -> BackfillReport:
-        """One bounded step of the migration to one working memory per agent type
-        (`working.adopt_untyped_sessions`): each instance id's owners are the types D1 knows
-        run it; every catalog type, every type D1 knows and the memory API's are typed."""
-        if self.bindings.kv is None:
-            raise MemoryUnavailable("kv_unavailable", "the KV binding is missing")
-        instances = await tenant_instances(self._require_db(), self.tenant)
-        owners: dict[str, list[str]] = {}
-        for agent_type, instance_id in instances:
-            owners.setdefault(instance_id, []).append(agent_type)
-        typed = {*self.agent_types, *(t for t, _ in instances), API_AGENT_TYPE}
-        return await adopt_untyped_sessions(
-            self.bindings.kv,
-            self.clock,
-            tenant=self.tenant,
-            owners=owners,
-            typed=typed,
-            dry_run=dry_run,
-            cursor=cursor,
-            max_keys=max_keys,
         )
 
     @cached_property

@@ -58,7 +58,6 @@ from agent_memory.memory import Memory
 from agent_memory.namespace import TENANT_PATTERN
 from agent_memory.tiers.semantic.recall import MAX_WRITE_BACK, carried_tenants
 from agent_memory.tiers.working import (
-    InvalidBackfillCursor,
     NamespaceFlags,
     backfill_namespace,
 )
@@ -384,9 +383,6 @@ class BackfillBody(StrictModel):
     dry_run: bool = False
     cursor: str | None = Field(default=None, min_length=1, max_length=1024)
     max_keys: int = Field(default=250, ge=1, le=1000)
-    # The migration to one working memory per agent type (issue 25) instead of the copy of
-    # legacy keys to canonical ones; run it to completion once after upgrading.
-    agent_types: bool = False
 
 
 class LifecycleSettingsView(BaseModel):
@@ -534,13 +530,11 @@ async def backfill_tenant_namespace(call: Call[BackfillBody, None]) -> BackfillV
     tenant, body, bindings = call.params["tenant"], call.body, call.bindings
     if bindings.kv is None:
         raise ApiError(503, "kv_unavailable", "the KV binding is missing")
-    step = body.model_dump(exclude={"agent_types"})
     try:
-        if body.agent_types:
-            report = await (await Memory.open(bindings, tenant)).adopt_untyped_working(**step)
-        else:
-            report = await backfill_namespace(bindings.kv, bindings.clock, tenant=tenant, **step)
-    except (BindingLimitError, InvalidBackfillCursor):
+        report = await backfill_namespace(
+            bindings.kv, bindings.clock, tenant=tenant, **body.model_dump()
+        )
+    except BindingLimitError:  # KV's refusal of a cursor it did not hand out
         raise ApiError(422, "invalid_cursor", "cursor is not one this route returned") from None
     return BackfillView(
         tenant=tenant, phase=NamespaceFlags.of(bindings.settings).phase, **asdict(report)
