@@ -11,13 +11,14 @@ import hashlib
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator
 
 from agent_memory.cursors import InvalidCursorError, decode_cursor_value, encode_cursor_value
 from agent_memory.memory import ArchivedEpisode, Memory, MemoryItem
 from agent_memory.namespace import AGENT_TYPE_PATTERN, SERVICE, NamespaceKey, is_instance
 from agent_memory.tiers.episodic import Episode
-from http_messages import MAX_EPOCH_SECONDS, ApiError
+from agent_memory.tiers.semantic.models import TimeWindow
+from http_messages import ApiError
 from worker.identity import MemoryTier, MemoryTokenClaims, Scope, confirmed_bindings
 from worker.routing import Call, Metadata, StrictModel, Subject, has_control
 
@@ -27,7 +28,7 @@ MIN_TTL_SECONDS = 60
 MAX_TTL_SECONDS = 100 * 365 * 86_400
 
 
-class MemoryQuery(StrictModel):
+class MemoryQuery(StrictModel, TimeWindow):
     """Query of `GET /api/v1/memory/{agent_id}`."""
 
     tier: MemoryTier | None = None
@@ -36,19 +37,6 @@ class MemoryQuery(StrictModel):
     cursor: str | None = Field(default=None, min_length=1, max_length=512)
     # The procedural tier is read only when named: the token's own agent type (403 otherwise).
     agent_type: str | None = Field(default=None, pattern=AGENT_TYPE_PATTERN)
-    # A time filter on the semantic tier's search (epoch seconds on `valid_from`, the date a
-    # memory is about): [valid_from_after, valid_from_before).
-    valid_from_after: float | None = Field(
-        default=None, ge=0, le=MAX_EPOCH_SECONDS, allow_inf_nan=False
-    )
-    valid_from_before: float | None = Field(
-        default=None, gt=0, le=MAX_EPOCH_SECONDS, allow_inf_nan=False
-    )
-    # When the question is asked (epoch seconds; default now): the "now" of the dates the
-    # query names ("last May", "two weeks ago"), which rank memories of that period first.
-    reference_date: float | None = Field(
-        default=None, gt=0, le=MAX_EPOCH_SECONDS, allow_inf_nan=False
-    )
 
     @field_validator("query")
     @classmethod
@@ -56,13 +44,6 @@ class MemoryQuery(StrictModel):
         if value is not None and (not value.strip() or has_control(value)):
             raise ValueError("query must be non-blank text without control characters")
         return value
-
-    @model_validator(mode="after")
-    def _window(self) -> MemoryQuery:
-        after, before = self.valid_from_after, self.valid_from_before
-        if after is not None and before is not None and before <= after:
-            raise ValueError("valid_from_before must be after valid_from_after")
-        return self
 
 
 class MemoryDeleteQuery(StrictModel):
