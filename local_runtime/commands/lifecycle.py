@@ -261,33 +261,20 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 
 
 def cmd_erase_subject(args: argparse.Namespace) -> int:
-    from agent_memory.lifecycle.erase import SubjectEraser, validate_subject
+    from agent_memory.lifecycle.erase import validate_subject
+    from agent_memory.memory import Memory
 
     try:
         subject = validate_subject(args.subject)
     except ValueError as exc:
         _say(f"error: {exc}")
         return 2
-    from agent_memory.directory import tenant_bindings
-
     runtime = _open(args)
 
     async def go() -> Any:
         try:
-            home = await tenant_bindings(runtime.bindings(), args.tenant)
-            assert home.db is not None
-            eraser = SubjectEraser(
-                args.tenant,
-                db=home.db,
-                clock=runtime.clock,
-                kv=runtime.kv,
-                vectors=home.vectors,
-                cold=runtime.cold,
-                agents=runtime.agents,
-                progress=lambda step, n: _say(f"  {step}: {n}"),
-                purge_residue=runtime.purge_residue,
-            )
-            return await eraser.erase(subject)
+            memory = await Memory.open(runtime.bindings(), args.tenant)
+            return await memory.eraser(lambda step, n: _say(f"  {step}: {n}")).erase(subject)
         finally:
             await runtime.close()
 

@@ -49,7 +49,7 @@ from agent_memory.hot_warm_cold import (
     placement_table,
 )
 from agent_memory.ids import new_ulid
-from agent_memory.lifecycle.erase import SubjectEraser
+from agent_memory.lifecycle.erase import Progress, SubjectEraser
 from agent_memory.lifecycle.inspect import MemoryInspector
 from agent_memory.lifecycle.reconciler import (
     Adjudicator,
@@ -74,7 +74,7 @@ from agent_memory.retrieval import (
     breakdown,
     rank,
 )
-from agent_memory.tiers.episodic import Episode, EpisodicStore, WorkflowPacks
+from agent_memory.tiers.episodic import Episode, EpisodicStore, Pack, Workflow, WorkflowPacks
 from agent_memory.tiers.semantic.memory import SemanticMemory
 from agent_memory.tiers.semantic.models import (
     DEFAULT_AGENT_TYPE,
@@ -309,13 +309,51 @@ class Memory:
         return WorkflowPacks(self._require_db(), self.tenant)
 
     async def workflows(
-        self, agent_type: str, instance_id: str, task_type: str | None = None
+        self,
+        agent_type: str,
+        instance_id: str,
+        task_type: str | None = None,
+        *,
+        candidates: tuple[int, float] | None = None,
     ) -> list[dict[str, Any]]:
-        """The workflows of `agent_type` as instance `instance_id` sees them: the bandit
-        lives in the instance's Durable Object, so this is one RPC."""
+        """The workflows of `agent_type` as instance `instance_id` sees them (only those
+        ready to pack with `candidates`, (min pulls, min posterior mean)): the bandit lives
+        in the instance's Durable Object, so this is one RPC."""
         scope = AgentScope(tenant=self.tenant, agent_type=agent_type, instance_id=instance_id)
-        found = await call_agent(self.bindings, scope, "workflows", {"task_type": task_type})
+        payload: dict[str, Any] = {"task_type": task_type}
+        if candidates is not None:
+            payload |= {"candidates_only": True, "min_pulls": candidates[0]}
+            payload["min_mean"] = candidates[1]
+        found = await call_agent(self.bindings, scope, "workflows", payload)
         return list(found.get("workflows", []))
+
+    async def promote_pack(
+        self,
+        name: str,
+        agent_type: str,
+        instance_id: str,
+        workflow_id: str,
+        *,
+        candidates: tuple[int, float],
+        by: str,
+    ) -> Pack:
+        """The instance's workflow promoted into the next version of pack `name` for every
+        instance of the type (ADR-29): only one the instance reports as a pack candidate
+        (409 `not_a_pack_candidate`, nothing written)."""
+        found = await self.workflows(agent_type, instance_id, candidates=candidates)
+        chosen = next((w for w in found if w["workflow_id"] == workflow_id), None)
+        if chosen is None:
+            raise ApiError(
+                409,
+                "not_a_pack_candidate",
+                f"workflow {workflow_id!r} of instance {instance_id!r} has fewer than "
+                f"{candidates[0]} pulls or a posterior mean under {candidates[1]}",
+            )
+        workflow = Workflow.model_validate({k: chosen[k] for k in Workflow.model_fields})
+        now_ms = int(self.clock.now() * 1000)
+        return await self.packs.promote(
+            name, workflow, instance_id=instance_id, by=by, now_ms=now_ms
+        )
 
     def placement_client(self) -> MemoryClient:
         """The hot/warm/cold `MemoryClient` (KV / D1 / R2) over this deployment's tiers, with
@@ -422,7 +460,7 @@ class Memory:
 
         self.bindings.background.wait_until(count_then_reconcile())
 
-    def eraser(self) -> SubjectEraser:
+    def eraser(self, progress: Progress | None = None) -> SubjectEraser:
         """Erases one subject from every tier and the archives (docs/lifecycle.md)."""
         b = self.bindings
         return SubjectEraser(
@@ -434,6 +472,7 @@ class Memory:
             cold=b.cold,
             purge_residue=b.purge_residue,
             agents=b.agents,
+            progress=progress,
         )
 
     def inspector(self) -> MemoryInspector:

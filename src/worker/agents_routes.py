@@ -27,10 +27,8 @@ from agent_memory.tiers.episodic import (
     Pack,
     RunPage,
     RunRecord,
-    Workflow,
 )
 from agent_runtime_do.protocol import MAX_INPUT_CHARS, TASK_TYPE_PATTERN, RunResult
-from bindings.environment import Bindings
 from http_messages import ApiError
 from worker.routing import Call, Metadata, StrictModel, Subject
 
@@ -161,15 +159,6 @@ def _scope(call: Call[Any, Any], instance_id: str) -> AgentScope:
     return AgentScope(tenant=call.params["tenant"], agent_type=agent_type, instance_id=instance_id)
 
 
-async def _candidates(
-    bindings: Bindings, scope: AgentScope, task_type: str | None, min_pulls: int, min_mean: float
-) -> list[dict[str, Any]]:
-    """The instance's workflows ready to pack."""
-    options = {"candidates_only": True, "min_pulls": min_pulls, "min_mean": min_mean}
-    found = await call_agent(bindings, scope, "workflows", {"task_type": task_type, **options})
-    return list(found["workflows"])
-
-
 # --- runs ---------------------------------------------------------------------------------
 
 
@@ -223,9 +212,11 @@ async def list_workflows(call: Call[None, WorkflowsQuery]) -> Workflows:
 
 
 async def pack_candidates(call: Call[None, CandidatesQuery]) -> PackCandidates:
-    q = call.query
-    scope = _scope(call, q.instance_id)
-    found = await _candidates(call.bindings, scope, q.task_type, q.min_pulls, q.min_mean)
+    q, agent_type = call.query, agent_type_param(call).name
+    memory = await Memory.open(call.bindings, call.params["tenant"])
+    found = await memory.workflows(
+        agent_type, q.instance_id, q.task_type, candidates=(q.min_pulls, q.min_mean)
+    )
     return PackCandidates(
         instance_id=q.instance_id, min_pulls=q.min_pulls, min_mean=q.min_mean, candidates=found
     )
@@ -238,24 +229,15 @@ async def list_packs(call: Call[None, None]) -> PackList:
 
 
 async def promote_pack(call: Call[PromotePack, None]) -> PackPromoted:
-    body, identity = call.body, call.auth
-    scope = _scope(call, body.instance_id)
-    packs = (await Memory.open(call.bindings, scope.tenant)).packs
-    found = await _candidates(call.bindings, scope, None, body.min_pulls, body.min_mean)
-    chosen = next((w for w in found if w["workflow_id"] == body.workflow_id), None)
-    if chosen is None:
-        raise ApiError(
-            409,
-            "not_a_pack_candidate",
-            f"workflow {body.workflow_id!r} of instance {body.instance_id!r} has fewer than "
-            f"{body.min_pulls} pulls or a posterior mean under {body.min_mean}",
-        )
-    pack = await packs.promote(
+    body, who, agent_type = call.body, call.auth, agent_type_param(call).name
+    memory = await Memory.open(call.bindings, call.params["tenant"])
+    pack = await memory.promote_pack(
         body.name,
-        Workflow.model_validate({k: chosen[k] for k in Workflow.model_fields}),
-        instance_id=body.instance_id,
-        by=identity.email or identity.common_name or "access",
-        now_ms=int(call.bindings.clock.now() * 1000),
+        agent_type,
+        body.instance_id,
+        body.workflow_id,
+        candidates=(body.min_pulls, body.min_mean),
+        by=who.email or who.common_name or "access",
     )
     return PackPromoted(pack=pack)
 
