@@ -80,23 +80,12 @@ def stored_payload(kind: str, payload: Mapping[str, Any]) -> str:
 
 
 def loaded_payload(text: str | None) -> dict[str, Any]:
-    """A stored payload (`stored_payload`, or an older event's) as the event carries it: a
-    result stored as an array becomes its object again."""
+    """A stored payload (`stored_payload`) as the event carries it: each result stored as an
+    array becomes its object again."""
     payload: dict[str, Any] = json.loads(text or "{}")
-    results = payload.get("results")
-    if isinstance(results, list):
-        payload["results"] = [
-            dict(zip(RETRIEVED_FIELDS, r, strict=False)) if isinstance(r, list) else r
-            for r in results
-        ]
+    if isinstance(results := payload.get("results"), list):
+        payload["results"] = [dict(zip(RETRIEVED_FIELDS, r, strict=False)) for r in results]
     return payload
-
-
-def result_id(result: Any) -> Any:
-    """The id of a stored `memory_retrieved` result, in either form (None for neither)."""
-    if isinstance(result, dict):
-        return result.get("id")
-    return result[0] if isinstance(result, list) and result else None
 
 
 def memory_retrieved(
@@ -283,13 +272,10 @@ class EventLog:
         )
 
     async def retrieving(self, item_id: str, limit: int) -> list[Row]:
-        """The `memory_retrieved` events that returned `item_id` (a result stored as an
-        array or, before, as an object)."""
+        """The `memory_retrieved` events that returned `item_id`."""
         return await self.rows(
             "kind = 'memory_retrieved' AND EXISTS (SELECT 1 FROM json_each(payload, "
-            "'$.results') AS r WHERE json_extract(r.value, '$[0]') = ? "
-            "OR json_extract(r.value, '$.id') = ?)",
-            item_id,
+            "'$.results') AS r WHERE json_extract(r.value, '$[0]') = ?)",
             item_id,
             limit=limit,
         )

@@ -254,12 +254,8 @@ def _entry_json(terms: dict[str, list[int]]) -> str:
 
 
 def stored_terms(index_terms: str) -> dict[str, list[int]]:
-    """`{"term": [tf, context_tf]}` of a stored `index_terms`: the array form (0020's, or
-    0018's with one term a string), or the object form of before 0018 (`{"term": tf}` or
-    `{"term": [tf, context_tf]}`)."""
-    stored: list[str | list[Any]] | dict[str, int | list[int]] = json.loads(index_terms)
-    if isinstance(stored, dict):
-        return {t: list(v) if isinstance(v, list) else [v, 0] for t, v in stored.items()}
+    """`{"term": [tf, context_tf]}` of a stored `index_terms` (`_entry_json`'s array)."""
+    stored: list[str | list[Any]] = json.loads(index_terms)
     return {t: [1, 0] for e in stored if isinstance(e, str) for t in e.split()} | {
         str(e[0]): [int(e[1]), int(e[2])] for e in stored if isinstance(e, list)
     }
