@@ -70,6 +70,9 @@ LOCAL_VARS: dict[str, str] = {
 }
 
 
+OAUTH_REGISTRATIONS_PER_MINUTE = 10
+
+
 async def resolve_host(host: str) -> list[str]:
     """The addresses the system resolver gives for `host` (for the outbound guard)."""
     infos = await asyncio.get_running_loop().getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
@@ -158,6 +161,10 @@ class LocalRuntime:
             period_seconds=self.settings.embed_rate_period,
             clock=self.clock,
         )
+        # Like wrangler.toml's OAUTH_RATE_LIMITER: 10 registrations a minute per address.
+        self.oauth_rate_limiter = FixedWindowRateLimiter(
+            limit=OAUTH_REGISTRATIONS_PER_MINUTE, period_seconds=60, clock=self.clock
+        )
 
     @classmethod
     def open(cls, root: Path | str, **kwargs: Any) -> LocalRuntime:
@@ -214,6 +221,7 @@ class LocalRuntime:
             http_transport=self.http_transport,
             resolve_host=resolve_host,
             embed_rate_limiter=self.embed_rate_limiter,
+            oauth_rate_limiter=self.oauth_rate_limiter,
             cipher=self.cipher,
             signatures=self.signatures,
             purge_residue=self.purge_residue,

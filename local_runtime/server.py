@@ -200,6 +200,8 @@ class LocalWorkerApp:
         headers = Headers(
             (k.decode("latin-1"), v.decode("latin-1")) for k, v in scope.get("headers", [])
         )
+        # As Cloudflare does: the client's address, whatever the client sent in its place.
+        headers.set("cf-connecting-ip", (scope.get("client") or ("unknown",))[0])
         return HttpRequest(scope["method"], url, headers, b"".join(chunks))
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:

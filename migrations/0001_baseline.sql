@@ -1,6 +1,7 @@
 -- The schema every D1 database of this project is made from (docs/placement.md "Schema
 -- changes"): what migrations 0001-0023 built, squashed into one file before anything was
--- deployed, in its smaller form (docs/placement.md "Bytes per memory"):
+-- deployed, in its smaller form (docs/placement.md "Bytes per memory"), with the run status
+-- `interrupted` of 0024 (issue 47, written beside it) folded in:
 --
 --   * `semantic_facts.content_hash` holds the first 24 hex characters (96 bits) of the
 --     content's SHA-256 (`tiers.semantic.writes.STORED_HASH_CHARS`): the row and its UNIQUE
@@ -17,7 +18,8 @@ CREATE TABLE agent_runs (
     run_id       TEXT NOT NULL CHECK (length(run_id) = 26),
     agent_type   TEXT NOT NULL CHECK (length(agent_type) BETWEEN 1 AND 64),
     instance_id  TEXT NOT NULL CHECK (length(instance_id) BETWEEN 1 AND 128),
-    status       TEXT NOT NULL CHECK (status IN ('running', 'completed', 'failed')),
+    status       TEXT NOT NULL
+                 CHECK (status IN ('running', 'completed', 'failed', 'interrupted')),
     input        TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(input)),
     output       TEXT CHECK (output IS NULL OR json_valid(output)),
     error        TEXT,

@@ -11,7 +11,9 @@ Access-gated route (`authorization.operator_grants`). Prints the result as JSON.
 
 With `--wrangler` nothing local is touched: the command prints the `npx wrangler d1 execute
 DATABASE --remote --command "..."` that makes the same change in a deployed Worker's D1
-(`--database`, default `agent-memory`, wrangler.toml's `database_name`).
+(`--database`, default `agent-memory`, wrangler.toml's `database_name`). Revoking ends the
+OAuth consents the grant carried (docs/gateway.md "Connected clients"): locally at once; with
+`--wrangler` their refresh tokens at once and their access tokens by the minute cron.
 """
 
 from __future__ import annotations
@@ -94,6 +96,10 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
             else:
                 removed = await revoke_grant(bindings, tenant, args.kind, args.principal)
                 done.append({"tenant": tenant, "revoked": removed})
+        if args.operators_command == "revoke":  # the OAuth consents it carried end now
+            from worker.oauth.protocol import finish_revocations
+
+            await finish_revocations(bindings)
         return {"principal": args.principal, "kind": args.kind, args.operators_command: done}
     finally:
         await runtime.close()

@@ -30,13 +30,13 @@ class ClientInfo(BaseModel):
 
     @property
     def host(self) -> str:
-        """The host a person can check: the document's for CIMD, the redirect's for DCR."""
-        parts = urlsplit(self.client_id if self.kind == "cimd" else self.redirect_uris[0])
-        return parts.hostname or parts.scheme
+        """The host that vouches for a CIMD client (its document's); "" for DCR, which
+        nobody vouches for (the consent page names the redirect's destination instead)."""
+        return (urlsplit(self.client_id).hostname or "") if self.kind == "cimd" else ""
 
     @property
     def display_name(self) -> str:
-        return self.client_name or self.host
+        return self.client_name or self.host or "An unnamed client"
 
 
 @dataclass(frozen=True)
@@ -211,21 +211,25 @@ async def touch_grant(db: D1Database, grant: Grant, now: int) -> None:
 
 async def add_tokens(
     db: D1Database, grant: Grant, access: tuple[str, int], refresh: tuple[str, int], now: int
-) -> None:
+) -> bool:
     """Index an access token (`(hash, expires_at)`, its record is in KV) and store a refresh
-    token for `grant`; the grant's expired access-token rows go."""
+    token for `grant`, only while the grant is live (False when it was revoked meanwhile:
+    the caller deletes the KV record); the grant's expired access-token rows go."""
     ids = (grant.tenant, grant.grant_id)
     insert = (
-        "INSERT INTO oauth_{}_tokens (tenant_id, grant_id, token_hash, expires_at) VALUES (?,?,?,?)"
+        "INSERT INTO oauth_{}_tokens (tenant_id, grant_id, token_hash, expires_at) "
+        "SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM oauth_grants WHERE tenant_id = ? "
+        "AND grant_id = ? AND revoked_at IS NULL)"
     )
     where = "WHERE tenant_id = ? AND grant_id = ? AND expires_at < ?"
-    await db.batch(
+    results = await db.batch(
         [
-            _sql(db, insert.format("access"), *ids, *access),
-            _sql(db, insert.format("refresh"), *ids, *refresh),
+            _sql(db, insert.format("access"), *ids, *access, *ids),
+            _sql(db, insert.format("refresh"), *ids, *refresh, *ids),
             _sql(db, f"DELETE FROM oauth_access_tokens {where}", *ids, now),
         ]
     )
+    return results[1].meta.changes == 1
 
 
 async def refresh_token_grant(db: D1Database, refresh_hash: str) -> Grant | None:
@@ -290,3 +294,72 @@ async def revoke_grant(
         ]
     )
     return marked.meta.changes == 1
+
+
+# Ends the consents of an operator whose tenant grant was revoked (`operator_grants`): every
+# live OAuth grant they gave on that tenant (`*`: on any) that no grant of theirs still
+# covers. A group's revocation ends the consents of everyone on the tenant holding no grant
+# by their own name (a consent does not record the groups it relied on). Module-level so
+# `operators revoke --wrangler` prints exactly what runs (`operator_grants.literal_statements`).
+END_CONSENTS = (
+    "UPDATE oauth_grants SET revoked_at = ?, revoked_reason = 'operator_grant_revoked' "
+    "WHERE revoked_at IS NULL AND (tenant_id = ? OR ? = '*') "
+    "AND (? = 'group' OR lower(principal) = lower(?)) AND NOT EXISTS (SELECT 1 FROM "
+    "operator_grants o WHERE o.tenant_id IN (oauth_grants.tenant_id, '*') "
+    "AND o.principal IN (oauth_grants.principal, lower(oauth_grants.principal)))"
+)
+DROP_REVOKED_REFRESH = (
+    "DELETE FROM oauth_refresh_tokens WHERE EXISTS (SELECT 1 FROM oauth_grants g WHERE "
+    "g.tenant_id = oauth_refresh_tokens.tenant_id AND g.grant_id = oauth_refresh_tokens.grant_id "
+    "AND g.revoked_at IS NOT NULL)"
+)
+
+
+def end_consents_values(now: int, tenant: str, kind: str, principal: str) -> tuple[Any, ...]:
+    return (now, tenant, tenant, kind, principal)
+
+
+async def finish_revocations(
+    db: D1Database, forget_access_token: Callable[[str], Awaitable[None]]
+) -> int:
+    """Delete what revoked grants still hold: refresh tokens, and access tokens (KV record
+    first, `forget_access_token(hash)`, then the index row). A grant revoked by SQL alone
+    (`operators revoke --wrangler`) is finished here by the minute cron. The count ended."""
+    sql = (
+        "SELECT a.token_hash FROM oauth_access_tokens a JOIN oauth_grants g ON g.tenant_id = "
+        "a.tenant_id AND g.grant_id = a.grant_id WHERE g.revoked_at IS NOT NULL LIMIT 500"
+    )
+    hashes = [str(r["token_hash"]) for r in (await _sql(db, sql).all()).results]
+    for token_hash in hashes:
+        await forget_access_token(token_hash)
+    gone = "DELETE FROM oauth_access_tokens WHERE token_hash IN (SELECT value FROM json_each(?))"
+    await db.batch([_sql(db, gone, json.dumps(hashes)), _sql(db, DROP_REVOKED_REFRESH)])
+    return len(hashes)
+
+
+async def count_registrations(db: D1Database) -> int:
+    row = await _sql(db, "SELECT COUNT(*) AS n FROM oauth_clients WHERE kind = 'dcr'").first()
+    return int(row["n"]) if row else 0
+
+
+async def sweep(db: D1Database, now: int, unused_after: int, revoked_kept: int) -> int:
+    """Delete what can no longer be used: expired consents, codes and tokens (an access
+    token's KV record expires by itself), grants revoked more than `revoked_kept` seconds
+    ago, and clients without a grant (or a pending code) `unused_after` seconds after they
+    registered or their document was fetched. The number of rows deleted."""
+    unused = (
+        "DELETE FROM oauth_clients WHERE max(created_at, fetched_at) < ? AND NOT EXISTS "
+        "(SELECT 1 FROM oauth_grants g WHERE g.client_id = oauth_clients.client_id) AND NOT "
+        "EXISTS (SELECT 1 FROM oauth_codes c WHERE c.client_id = oauth_clients.client_id)"
+    )
+    results = await db.batch(
+        [
+            _sql(db, "DELETE FROM oauth_consents WHERE expires_at < ?", now),
+            _sql(db, "DELETE FROM oauth_codes WHERE expires_at < ?", now),
+            _sql(db, "DELETE FROM oauth_refresh_tokens WHERE expires_at < ?", now),
+            _sql(db, "DELETE FROM oauth_access_tokens WHERE expires_at < ?", now),
+            _sql(db, "DELETE FROM oauth_grants WHERE revoked_at < ?", now - revoked_kept),
+            _sql(db, unused, now - unused_after),
+        ]
+    )
+    return sum(r.meta.changes for r in results)

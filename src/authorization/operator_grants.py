@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from authorization import oauth_store
 from bindings.environment import Bindings
 from bindings.ports.d1 import D1Database
 from http_messages import ApiError
@@ -115,9 +116,24 @@ async def grant(
 async def revoke_grant(
     bindings: Bindings, tenant: str, kind: PrincipalKind, principal: str
 ) -> bool:
+    """Take the grant back, and with it the OAuth consents it carried: their grants are
+    revoked and their refresh tokens deleted here; their access tokens' KV records are
+    the caller's to delete (`worker.oauth.protocol.finish_revocations`)."""
     db = _db(bindings)
-    result = await db.prepare(_REVOKE).bind(tenant, kind, normalize(kind, principal)).run()
-    return bool(result.meta.changes)
+    statements = _revocation(tenant, kind, principal, int(bindings.clock.now()))
+    results = await db.batch([db.prepare(sql).bind(*values) for sql, values in statements])
+    return bool(results[0].meta.changes)
+
+
+def _revocation(
+    tenant: str, kind: PrincipalKind, principal: str, now: int
+) -> list[tuple[str, tuple[str | int, ...]]]:
+    value = normalize(kind, principal)
+    return [
+        (_REVOKE, (tenant, kind, value)),
+        (oauth_store.END_CONSENTS, oauth_store.end_consents_values(now, tenant, kind, value)),
+        (oauth_store.DROP_REVOKED_REFRESH, ()),
+    ]
 
 
 # Module-level so `literal_statements` renders exactly what runs.
@@ -139,13 +155,20 @@ def literal_statements(
     """What `grant` / `revoke_grant` run, as literal SQL (for `wrangler d1 execute
     --command`, which binds no parameters)."""
     value = normalize(kind, principal)
-    rows: list[tuple[str | int, ...]] = [
-        (t, kind, value, by, now_ms) if action == "grant" else (t, kind, value) for t in tenants
+    statements = [
+        pair
+        for t in tenants
+        for pair in (
+            [(_GRANT, (t, kind, value, by, now_ms))]
+            if action == "grant"
+            else _revocation(t, kind, value, now_ms // 1000)
+        )
     ]
-    pieces = (_GRANT if action == "grant" else _REVOKE).split("?")
     return [
-        "".join(p + _literal(v) for p, v in zip(pieces, row, strict=False)) + pieces[-1] + ";"
-        for row in rows
+        "".join(p + _literal(v) for p, v in zip(sql.split("?"), row, strict=False))
+        + sql.split("?")[-1]
+        + ";"
+        for sql, row in statements
     ]
 
 

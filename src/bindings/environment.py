@@ -71,6 +71,7 @@ class Bindings:
     # Local only: overwrite what an erase deleted in the SQLite files (checkpoint the WAL).
     purge_residue: Callable[[], Awaitable[None]] | None = None
     embed_rate_limiter: RateLimiter | None = None  # EMBED_RATE_LIMITER, ADR-29
+    oauth_rate_limiter: RateLimiter | None = None  # OAUTH_RATE_LIMITER: POST /register
     # Recall's optional reranking stage (`rerank` in MEMORY_RETRIEVAL_CONFIG): Workers AI's
     # bge-reranker-base on Cloudflare; locally the embedder's rescoring stands in.
     reranker: Reranker | None = None

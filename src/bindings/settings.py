@@ -61,6 +61,14 @@ def parse_origin_list(raw: str) -> frozenset[str]:
     return frozenset(origins)
 
 
+def parse_issuer(raw: str) -> str:
+    """`OAUTH_ISSUER`: one http(s) origin, lower-cased, or "" (unset)."""
+    origins = parse_origin_list(raw)
+    if len(origins) > 1:
+        raise ValueError("OAUTH_ISSUER is one origin (https://memory.example.com)")
+    return next(iter(origins), "")
+
+
 PlatformAdminKind = Literal["email", "common_name"]
 
 
@@ -120,6 +128,7 @@ _PARSERS: dict[str, Callable[[str], object]] = {
     "memory_pii_keks": parse_key_encryption_keys,
     "outbound_allowed_hosts": parse_host_list,
     "mcp_allowed_origins": parse_origin_list,
+    "oauth_issuer": parse_issuer,
     "platform_admins": parse_platform_admins,
     "memory_shards": parse_shards,
 }
@@ -165,6 +174,8 @@ class Settings(BaseModel):
     outbound_allowed_hosts: str = ""
     # Browser origins allowed to call /mcp (docs/gateway.md "Origin").
     mcp_allowed_origins: str = ""
+    # The Worker's public origin (docs/gateway.md "OAuth"): the issuer and resource base.
+    oauth_issuer: str = ""
     # Memory tokens (docs/memory-api.md): signing keys by kid (JSON), the kid to sign with.
     memory_token_keys: str = ""
     memory_token_kid: str = ""
@@ -199,6 +210,7 @@ class Settings(BaseModel):
         "memory_pii_keks",
         "outbound_allowed_hosts",
         "mcp_allowed_origins",
+        "oauth_issuer",
         "platform_admins",
         "memory_shards",
     )
@@ -219,6 +231,10 @@ class Settings(BaseModel):
     @cached_property
     def mcp_origins(self) -> frozenset[str]:
         return parse_origin_list(self.mcp_allowed_origins)
+
+    @cached_property
+    def public_origin(self) -> str:
+        return parse_issuer(self.oauth_issuer)
 
     @cached_property
     def shards(self) -> tuple[tuple[str, str, str], ...]:

@@ -13,7 +13,8 @@ Keys hold only SHA-256s of secrets (256 random bits each: nothing to brute-force
 Parsed records are cached `CACHE_TTL_SECONDS`, so a revocation or config change takes effect
 within 30 s (plus KV propagation); misses are never cached. The tenant always comes from the
 key or token, never the request. An access token (`amo_…`) must exist (revocation deletes it),
-be unexpired by the clock, and name an RFC 8707 `resource` of this origin. API keys' `memory`
+be unexpired by the clock, and name the RFC 8707 `resource` of the route it is used on (a
+token for `/mcp` is refused by the tool route and the other way round). API keys' `memory`
 scope allows both memory tools; OAuth splits it into `memory:read` and `memory:write`.
 
 Upstream credentials are sealed at rest with AES-256-GCM (`Cipher`) under the newest
@@ -291,9 +292,12 @@ def origin_of(url: str) -> str:
     return f"{parts.scheme.lower()}://{parts.netloc.lower()}"
 
 
-def resources_for_origin(origin: str) -> frozenset[str]:
-    """The RFC 8707 resources accepted at `origin`: the origin and its `/mcp`."""
-    return frozenset({origin, f"{origin}/", f"{origin}{MCP_PATH}"})
+def resources_for_origin(origin: str, path: str | None = None) -> frozenset[str]:
+    """The RFC 8707 resources served at `origin` (a token names one, and is accepted only
+    where it names: `/mcp` for `MCP_PATH`, the origin itself for the tool route); all of
+    them when `path` is None."""
+    tools, mcp = frozenset({origin, f"{origin}/"}), frozenset({f"{origin}{MCP_PATH}"})
+    return {None: tools | mcp, MCP_PATH: mcp}.get(path, tools)
 
 
 async def authenticate_bearer(
@@ -329,15 +333,15 @@ async def authenticate_bearer(
     return Principal(tenant=record.tenant, key_id=f"oauth:{record.grant_id}", scopes=record.scopes)
 
 
-def add_resource_metadata(response: HttpResponse, request_url: str) -> HttpResponse:
+def add_resource_metadata(response: HttpResponse, issuer: str, path: str) -> HttpResponse:
     """Name the protected-resource metadata in a 401/403 challenge (RFC 9728 §5.1); a 403
     `insufficient_scope` names the scope needed (`x-required-scope`) for a step-up."""
     if response.status not in (401, 403):
         return response
     code = response.headers.get(GATEWAY_ERROR_HEADER)
-    # `/mcp` has its own metadata document (resource `{origin}/mcp`).
-    suffix = MCP_PATH if urlsplit(request_url).path == MCP_PATH else ""
-    url = f"{origin_of(request_url)}{PROTECTED_RESOURCE_WELL_KNOWN}{suffix}"
+    # `/mcp` has its own metadata document (resource `{issuer}/mcp`).
+    suffix = MCP_PATH if path == MCP_PATH else ""
+    url = f"{issuer}{PROTECTED_RESOURCE_WELL_KNOWN}{suffix}"
     if response.status == 401:
         challenge = f'Bearer resource_metadata="{url}"'
         if code not in (None, "missing_api_key"):

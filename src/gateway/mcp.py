@@ -8,7 +8,8 @@ arguments are an `isError` result (SEP-1303), as upstream failures always are.
 
 2026-07-28 applies when `MCP-Protocol-Version` names it or `params._meta` carries a version;
 first failure wins: `_meta` holds version and capabilities (-32602), headers agree with the
-body (-32020), the version is served (-32022). Its results carry `resultType`, the serverInfo
+body (-32020), the version is served (-32022, also for a 2025-era request naming an
+unserved one). Its results carry `resultType`, the serverInfo
 stamp and, when cacheable, `ttlMs`/`cacheScope: "private"`; no `initialize` or `ping`; HTTP
 statuses follow the SDK's table. Otherwise `initialize` negotiates and later requests name
 their version in the header (none: 2025-06-18's rules).
@@ -53,8 +54,6 @@ log = logging.getLogger(__name__)
 HANDSHAKE_VERSIONS = ("2025-06-18", "2025-11-25")
 MODERN_VERSION = "2026-07-28"
 SUPPORTED_VERSIONS = (*HANDSHAKE_VERSIONS, MODERN_VERSION)
-# Known to the SDKs: named in a header, refused with -32600 rather than read as 2026's.
-KNOWN_OLD_VERSIONS = ("2024-11-05", "2025-03-26")
 META_VERSION = "io.modelcontextprotocol/protocolVersion"
 META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
 # Short: an operator may register a tool at any time.
@@ -209,18 +208,12 @@ def classify(headers: Headers, method: str, params: Any) -> str:
     meta = params.get("_meta") if isinstance(params, dict) else None
     if (isinstance(meta, dict) and META_VERSION in meta) or header == MODERN_VERSION:
         return _classify_modern(headers, method, params)
-    if header is not None and header not in HANDSHAKE_VERSIONS + KNOWN_OLD_VERSIONS:
-        raise _unsupported(header)  # a version nobody here knows: name the ones served
+    # Any other version named (2024-11-05 and 2025-03-26 too): HTTP 400 as every revision
+    # asks, with 2026-07-28's -32022 naming the served ones, so a client retries with one.
+    if header is not None and header not in HANDSHAKE_VERSIONS:
+        raise _unsupported(header)
     if method == "initialize" or header is None:
         return "2025-06-18"  # initialize negotiates; no header: 2025-06-18's rules
-    if header not in HANDSHAKE_VERSIONS:
-        raise JsonRpcError(
-            INVALID_REQUEST,
-            f"Unsupported MCP-Protocol-Version {header!r}; this server speaks "
-            f"{', '.join(SUPPORTED_VERSIONS)}",
-            {"supported": list(SUPPORTED_VERSIONS)},
-            400,
-        )
     return header
 
 

@@ -1,5 +1,6 @@
 """The outbound guard against SSRF (docs/gateway.md "Outbound guard"): before any connection,
-refuse IP literals outside global space in every spelling URL parsers and `inet_aton` accept,
+refuse IP literals outside global space in every spelling URL parsers and `inet_aton` accept
+(percent-encoded and full-width too),
 local names (`localhost`, `*.internal`...) and, given a resolver (locally; Cloudflare's fetch
 cannot reach private networks), names resolving to such addresses, unless
 `OUTBOUND_ALLOWED_HOSTS` lists them. DNS rebinding after our lookup is not caught.
@@ -11,7 +12,7 @@ import ipaddress
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from bindings.settings import Settings
 from http_messages import ApiError
@@ -91,7 +92,13 @@ class OutboundPolicy:
     async def check(self, url: str, resolver: Resolver | None = None) -> None:
         """403 `upstream_forbidden` unless `url`'s host is public or allowed; a name that does
         not resolve passes (connecting fails anyway)."""
-        host = (urlsplit(url).hostname or "").rstrip(".")
+        try:
+            # The host a WHATWG URL parser (Cloudflare's fetch) connects to: percent-decoded
+            # and IDNA-mapped, so `%31%32%37.0.0.1` and full-width digits read as 127.0.0.1.
+            host = unquote(urlsplit(url).hostname or "").encode("idna").decode("ascii")
+        except UnicodeError:
+            raise _forbidden(url[:100], "is not a valid host name") from None
+        host = host.rstrip(".")
         if host in self.allowed_names:
             return
         address = parse_ip(host)

@@ -8,7 +8,9 @@ from typing import Protocol
 
 from bindings.environment import Bindings
 from gateway.credentials import (
+    MCP_PATH,
     add_resource_metadata,
+    authenticate_bearer,
     credential_sealer,
     gateway_error_response,
     origin_of,
@@ -33,8 +35,14 @@ class RouteCall(Protocol):
     def bindings(self) -> Bindings: ...
 
 
+def issuer_of(bindings: Bindings, request: HttpRequest) -> str:
+    """This server's origin: `OAUTH_ISSUER` when set (then the request's Host plays no part),
+    else the origin the request reached (the local runtime's, or an unconfigured Worker's)."""
+    return bindings.settings.public_origin or origin_of(request.url)
+
+
 def gateway_context(bindings: Bindings, request: HttpRequest) -> GatewayContext:
-    """The hot path's context (503 `kv_unavailable` without KV) for `request`'s origin."""
+    """The hot path's context (503 `kv_unavailable` without KV) for `request`'s resource."""
     if bindings.kv is None:
         raise ApiError(503, "kv_unavailable", "this deployment has no KV namespace bound")
     return GatewayContext(
@@ -43,7 +51,7 @@ def gateway_context(bindings: Bindings, request: HttpRequest) -> GatewayContext:
         client_factory=lambda timeout: bindings.http_client(timeout=timeout),
         outbound=lambda: OutboundPolicy.from_settings(bindings.settings),
         resolver=bindings.resolve_host,
-        resources=resources_for_origin(origin_of(request.url)),
+        resources=resources_for_origin(issuer_of(bindings, request), request.path),
         sealer=credential_sealer(bindings.cipher, bindings.settings.pii_keks),
     )
 
@@ -55,7 +63,7 @@ async def tool_call_route(call: RouteCall) -> HttpResponse:
     except ApiError as exc:
         return gateway_error_response(exc)
     response = await handle_tool_call(ctx, call.request, call.params["tool_name"])
-    return add_resource_metadata(response, call.request.url)
+    return add_resource_metadata(response, issuer_of(call.bindings, call.request), "")
 
 
 class McpRoute:
@@ -75,16 +83,24 @@ class McpRoute:
         )
         memory = self.memory_tools(bindings) if self.memory_tools and semantic_tier else None
         mcp = McpContext(ctx, memory, bindings.settings.mcp_origins)
-        return add_resource_metadata(await handle_mcp_post(mcp, call.request), call.request.url)
+        response = await handle_mcp_post(mcp, call.request)
+        return add_resource_metadata(response, issuer_of(bindings, call.request), MCP_PATH)
 
 
 async def mcp_not_allowed_route(call: RouteCall) -> HttpResponse:
-    """`GET`/`DELETE /mcp`: 405 (no SSE stream, no sessions)."""
-    refusal = ApiError(
-        405,
-        "method_not_allowed",
-        "this MCP endpoint is stateless and offers no SSE stream: POST one JSON-RPC message "
-        "per request",
-        headers={"allow": "POST"},
-    )
-    return gateway_error_response(refusal)
+    """`GET`/`DELETE /mcp`: without valid credentials the 401 challenge (clients probe for
+    auth with a GET), else 405 (no SSE stream, no sessions)."""
+    try:
+        ctx = gateway_context(call.bindings, call.request)
+        authorization = call.request.headers.get("authorization")
+        await authenticate_bearer(ctx.kv, ctx.cache, ctx.clock, authorization, ctx.resources)
+        raise ApiError(
+            405,
+            "method_not_allowed",
+            "this MCP endpoint is stateless and offers no SSE stream: POST one JSON-RPC "
+            "message per request",
+            headers={"allow": "POST"},
+        )
+    except ApiError as exc:
+        response = gateway_error_response(exc)
+    return add_resource_metadata(response, issuer_of(call.bindings, call.request), MCP_PATH)

@@ -190,14 +190,20 @@ class ToolConfig(BaseModel):
 
     def mcp_tool(self) -> dict[str, Any]:
         """This tool as an MCP `Tool` object (tools/list)."""
-        tool: dict[str, Any] = {
+        # Hints from the HTTP method's semantics (RFC 9110 §9.2): safe methods only read,
+        # GET, PUT and DELETE are idempotent; every upstream is outside the gateway.
+        return {
             "name": self.name,
+            "title": self.title or self.name,
             "description": self.description or f"Proxied tool {self.name}",
             "inputSchema": self.input_schema,
+            "annotations": {
+                "readOnlyHint": self.method == "GET",
+                "destructiveHint": self.method == "DELETE",
+                "idempotentHint": self.method in ("GET", "PUT", "DELETE"),
+                "openWorldHint": True,
+            },
         }
-        if self.title:
-            tool["title"] = self.title
-        return tool
 
 
 class Credential(BaseModel):

@@ -66,6 +66,8 @@ from bindings.ports.d1 import D1Database
 from bindings.ports.errors import BindingLimitError
 from bindings.ports.vectorize import VECTORIZE_MAX_VECTORS
 from http_messages import ApiError
+from worker.oauth.protocol import finish_revocations
+from worker.oauth.protocol import sweep as oauth_sweep
 from worker.routing import Call, StrictModel
 
 log = logging.getLogger(__name__)
@@ -253,6 +255,7 @@ async def daily_brief(bindings: Bindings, scheduled_time: float) -> dict[str, An
         "recall_records_written_back": await write_back_recall_records(bindings),
         "reconciled": reconciled,
         "data_keys_rewrapped": rewrapped,
+        "oauth_rows_swept": await oauth_sweep(bindings) if bindings.kv is not None else 0,
         "moves": [
             {"tenant_id": m.tenant_id, "phase": m.phase, "error": m.error} for m in unfinished
         ],
@@ -320,8 +323,13 @@ async def advance_moves(
 
 
 async def move_steps(bindings: Bindings, scheduled_time: float) -> dict[str, Any]:
-    """The minute cron: one step of a tenant move (`advance_moves`); one query when none."""
-    return {"ran": True, "moves": await advance_moves(bindings)}
+    """The minute cron: one step of a tenant move (`advance_moves`), and the access tokens
+    of OAuth grants revoked by SQL alone ended (`finish_revocations`); two queries when
+    there is nothing to do."""
+    oauth = bindings.db is not None and bindings.kv is not None
+    ended = await finish_revocations(bindings) if oauth else 0
+    report = {"ran": True, "moves": await advance_moves(bindings)}
+    return report | ({"oauth_tokens_ended": ended} if ended else {})
 
 
 async def write_back_recall_records(bindings: Bindings) -> dict[str, int]:

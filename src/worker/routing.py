@@ -33,6 +33,7 @@ from http_messages import (
     HttpRequest,
     HttpResponse,
     JsonLimitError,
+    empty_response,
     internal_error,
     invalid_json,
     json_response,
@@ -49,6 +50,9 @@ Q = TypeVar("Q")
 M = TypeVar("M", bound=BaseModel)
 log = logging.getLogger(__name__)
 
+
+# What browser MCP clients read of an answer (Streamable HTTP; the 401's challenge).
+CORS_EXPOSED = "Mcp-Session-Id, MCP-Protocol-Version, WWW-Authenticate"
 
 # No parameter of ours is longer: subjects are capped at 256 characters, ids far below.
 MAX_PARAM_CHARS = 256
@@ -238,6 +242,8 @@ class Route:
     # The handler runs while the token's deny-list lookup is in flight (one round trip fewer)
     # and writes only once it is confirmed.
     overlap_auth: bool = False
+    # Browsers may call it from the origins in MCP_ALLOWED_ORIGINS (`Router.handle`).
+    cors: bool = False
 
     def model(self, ref: ModelRef) -> type[BaseModel] | None:
         """The model `ref` names (imports the handler's module for a name)."""
@@ -263,6 +269,10 @@ class Router:
     def __init__(self, routes: Iterable[Route]) -> None:
         self.routes = tuple(routes)
         self._compiled = [(route.regex(), route) for route in self.routes]
+        self._cors: dict[str, list[str]] = {}
+        for route in self.routes:
+            if route.cors:
+                self._cors.setdefault(route.path, []).append(route.method)
 
     def resolve(self, method: str, path: str) -> tuple[Route, dict[str, str]]:
         """The route and its decoded, checked path parameters for the raw (percent-encoded)
@@ -315,8 +325,29 @@ class Router:
     async def handle(self, request: HttpRequest, bindings: Bindings) -> HttpResponse:
         """Answer one request. Never raises: every failure is a JSON error response. Every
         answer carries the security headers, and admin and memory answers `no-store`
-        (`http_messages.secure_response`)."""
-        return secure_response(request, await self._answer(request, bindings))
+        (`http_messages.secure_response`). On a `cors` route a browser's preflight is
+        answered, and answers name the `Origin`, for origins in `MCP_ALLOWED_ORIGINS` only
+        (never `*`: no credentials, and bearer tokens are not cookies)."""
+        methods = self._cors.get(request.path)
+        origin = (request.headers.get("origin") or "").strip().lower()
+        allowed = methods is not None and origin in bindings.settings.mcp_origins
+        if methods is not None and request.method == "OPTIONS" and origin:  # a preflight
+            refusal = ApiError(403, "origin_not_allowed", "this Origin may not call this route")
+            asked = request.headers.get("access-control-request-headers") or ""
+            preflight = {
+                "access-control-allow-methods": ", ".join(methods),
+                "access-control-allow-headers": asked,
+                "access-control-max-age": "600",
+            }
+            response = empty_response(204, preflight) if allowed else refusal.to_response()
+        else:
+            response = await self._answer(request, bindings)
+        if methods is not None:
+            response.headers.set("vary", "Origin")
+        if allowed:
+            response.headers.set("access-control-allow-origin", origin)
+            response.headers.set("access-control-expose-headers", CORS_EXPOSED)
+        return secure_response(request, response)
 
     async def _answer(self, request: HttpRequest, bindings: Bindings) -> HttpResponse:
         try:

@@ -84,6 +84,10 @@ OWNERS: dict[str, str] = {
 
 # (module, table) -> why a statement of `module` names another owner's table.
 CROSSINGS: dict[tuple[str, str], str] = {
+    ("authorization.oauth_store", "operator_grants"): (
+        "an operator grant's revocation ends the OAuth consents no remaining grant covers, in "
+        "the same batch (`operators revoke --wrangler` prints it as SQL)"
+    ),
     ("agent_memory.ids", "tenant_fences"): (
         "every job's tenant listing leaves out tenants fenced by a move, in the same statement"
     ),

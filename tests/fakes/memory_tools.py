@@ -16,10 +16,7 @@ class FakeMemoryTools:
         self.fail = fail
 
     def specs(self) -> list[dict[str, Any]]:
-        return [
-            {"name": t.name, "description": t.description, "inputSchema": t.input_schema()}
-            for t in MEMORY_TOOLS.values()
-        ]
+        return [t.mcp_tool() for t in MEMORY_TOOLS.values()]
 
     async def call(self, tenant: str, tool_name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         self.calls.append((tenant, tool_name, arguments))

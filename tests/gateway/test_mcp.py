@@ -152,6 +152,20 @@ async def test_unsupported_protocol_version_header_is_400(seeded: Seeded) -> Non
     assert ok.status == 200
 
 
+@pytest.mark.parametrize("version", ["2025-03-26", "2024-11-05"])
+async def test_an_older_version_named_in_the_header_is_minus_32022_too(
+    seeded: Seeded, version: str
+) -> None:
+    """Issue 42.4: the docs' -32022 (2026-07-28's UnsupportedProtocolVersion, HTTP 400) for
+    every version not served, not -32600 for the ones the SDKs know."""
+    for method in ("tools/list", "initialize"):
+        params = {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t"}}
+        headers = {"MCP-Protocol-Version": version}
+        response = await seeded.gateway.rpc(method, params, key=seeded.key, headers=headers)
+        error = _rpc_error(response, 400)
+        assert (error["code"], error["data"]["requested"]) == (-32022, version)
+
+
 # --- transport and auth ---------------------------------------------------------------------
 
 
@@ -161,6 +175,50 @@ async def test_get_and_delete_are_405_no_sse_stream(seeded: Seeded) -> None:
         assert response.status == 405
         assert response.headers.get("allow") == "POST"
         assert response.json()["error"]["code"] == "method_not_allowed"
+
+
+async def test_get_without_credentials_is_the_401_challenge(seeded: Seeded) -> None:
+    """Issue 42.4: clients probe for auth with a bare GET; the 401 names the metadata."""
+    for key in (None, "amk_" + "z" * 43):
+        response = await seeded.gateway.request("GET", "/mcp", key=key)
+        assert response.status == 401, key
+        challenge = response.headers.get("www-authenticate") or ""
+        assert challenge.startswith('Bearer resource_metadata="https://gw.test/.well-known/')
+        assert challenge.split('"')[1].endswith("/oauth-protected-resource/mcp")
+
+
+async def test_cors_answers_configured_browser_origins_only(seeded: Seeded) -> None:
+    """Issue 42.2: a browser client's preflight and request, never `*`, nothing for an origin
+    not configured, and the admin routes stay same-origin."""
+    gw = seeded.gateway
+    gw.settings = Settings(environment="test", mcp_allowed_origins="https://app.test")
+    asked = "authorization, content-type, mcp-protocol-version"
+    preflight = {"Origin": "https://app.test", "Access-Control-Request-Method": "POST"}
+    preflight["Access-Control-Request-Headers"] = asked
+    for path in ("/mcp", "/token", "/register", "/.well-known/oauth-authorization-server"):
+        answer = await gw.request("OPTIONS", path, headers=preflight)
+        assert answer.status == 204, path
+        assert answer.headers.get("access-control-allow-origin") == "https://app.test"
+        assert answer.headers.get("access-control-allow-headers") == asked
+        assert "credentials" not in str(answer.headers.items()).lower()
+    methods = (await gw.request("OPTIONS", "/mcp", headers=preflight)).headers
+    assert methods.get("access-control-allow-methods") == "POST, GET, DELETE"
+    evil = await gw.request("OPTIONS", "/mcp", headers={**preflight, "Origin": "https://e.test"})
+    assert evil.status == 403
+    assert evil.headers.get("access-control-allow-origin") is None
+    call = await gw.rpc("ping", None, key=seeded.key, headers={"Origin": "https://app.test"})
+    assert call.status == 200
+    assert call.headers.get("access-control-allow-origin") == "https://app.test"
+    assert call.headers.get("vary") == "Origin"
+    exposed = call.headers.get("access-control-expose-headers") or ""
+    assert {"Mcp-Session-Id", "MCP-Protocol-Version", "WWW-Authenticate"} <= set(
+        exposed.split(", ")
+    )
+    refused = await gw.rpc("ping", None, key=None, headers={"Origin": "https://app.test"})
+    assert refused.headers.get("access-control-allow-origin") == "https://app.test"  # readable
+    admin = await gw.request("OPTIONS", "/admin/tenants/acme/oauth-clients", headers=preflight)
+    assert admin.status == 405
+    assert admin.headers.get("access-control-allow-origin") is None
 
 
 async def test_missing_key_is_http_401_with_a_json_rpc_body(seeded: Seeded) -> None:
@@ -221,6 +279,31 @@ async def test_memory_tools_listed_when_enabled_and_semantic_tier_present(
     # ADR-0030's schema.
     assert recall["inputSchema"]["required"] == ["query"]
     assert recall["inputSchema"]["properties"]["top_k"]["maximum"] == 20
+
+
+async def test_every_tool_has_a_title_and_annotations(seeded: Seeded) -> None:
+    """Issue 42.3: recall_memory is read-only (Codex stops asking to approve every recall);
+    a proxied tool's hints follow its HTTP method."""
+    gw = seeded.gateway
+    gw.semantic_tier = True
+    gw.use_memory(FakeMemory())
+    tools = {t["name"]: t for t in _result(await gw.rpc("tools/list", {}, key=seeded.key))["tools"]}
+    assert all(t["title"] and set(t["annotations"]) == HINTS for t in tools.values())
+    assert tools["recall_memory"]["title"] == "Recall memory"
+    assert tools["recall_memory"]["annotations"] == {
+        "readOnlyHint": True,
+        "destructiveHint": False,
+        "idempotentHint": True,
+        "openWorldHint": False,
+    }
+    assert tools["store_memory"]["annotations"]["readOnlyHint"] is False
+    assert tools["store_memory"]["annotations"]["destructiveHint"] is False
+    assert tools["list_issues"]["annotations"]["readOnlyHint"] is True  # a GET upstream
+    assert tools["echo"]["annotations"]["readOnlyHint"] is False  # a POST upstream
+    assert tools["echo"]["annotations"]["openWorldHint"] is True
+
+
+HINTS = {"readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"}
 
 
 async def test_memory_tools_hidden_without_semantic_tier(seeded: Seeded) -> None:

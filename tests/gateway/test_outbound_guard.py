@@ -101,6 +101,11 @@ FORBIDDEN_URLS = [
     "http://api.localhost/x",
     "http://metadata.google.internal/computeMetadata/v1/",
     "http://metadata/x",
+    # What Cloudflare's fetch (a WHATWG URL parser) decodes to loopback (issue 47).
+    "http://%31%32%37.0.0.1/x",
+    "http://%6c%6fcalhost/x",
+    "http://\uff11\uff12\uff17.0.0.1/x",  # full-width digits
+    "http://127\u30020\u30020\u30021/x",  # ideographic full stops
 ]
 
 

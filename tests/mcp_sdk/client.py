@@ -97,8 +97,17 @@ class MemoryStorage:
         self.client_info = client_info
 
 
+async def _callback(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """The client's loopback redirect target: it received the answer."""
+    await reader.readline()
+    writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+    await writer.drain()
+    writer.close()
+
+
 class ConsentBrowser:
-    """The person at the consent page: signed in through Access, approves the first tenant."""
+    """The person at the consent page: signed in through Access, approves the first tenant,
+    and lands on the client's loopback callback."""
 
     def __init__(self, access_token: str) -> None:
         self.access_token = access_token
@@ -119,8 +128,9 @@ class ConsentBrowser:
                 form[f"scope.{scope}"] = "on"
             base = f"{urlsplit(authorization_url).scheme}://{urlsplit(authorization_url).netloc}"
             answer = await http.post(f"{base}/authorize", data=form)
-        assert answer.status_code == 302, answer.text
-        location = answer.headers["location"]
+            assert answer.status_code == 302, answer.text
+            location = answer.headers["location"]
+            assert (await http.get(location)).status_code == 200
         self.redirect = {k: v[0] for k, v in parse_qs(urlsplit(location).query).items()}
 
     async def callback(self) -> AuthorizationCodeResult:
@@ -145,13 +155,17 @@ async def oauth(
     if mode == "2025-06-18":
         mcp.client.session.LATEST_HANDSHAKE_VERSION = "2025-06-18"
         mode = "legacy"
+    # The callback listens on a port chosen now (a client document lists port-less loopback
+    # redirects: RFC 8252 §7.3 lets this one match them).
+    callback = await asyncio.start_server(_callback, "127.0.0.1", 0)
+    redirect_uri = f"http://127.0.0.1:{callback.sockets[0].getsockname()[1]}/callback"
     browser = ConsentBrowser(access_token)
     storage = MemoryStorage()
     provider = OAuthClientProvider(
         server_url=f"{base_url}/mcp",
         client_metadata=OAuthClientMetadata(
             client_name="MCP SDK test client",
-            redirect_uris=["http://127.0.0.1:33418/callback"],
+            redirect_uris=[redirect_uri],
             grant_types=["authorization_code", "refresh_token"],
             response_types=["code"],
         ),
@@ -210,6 +224,7 @@ async def oauth(
         )
     seen["revoke_status"] = revoke.status_code
     seen["revoked_access_token_status"] = await _raw_mcp(base_url, second.access_token)
+    callback.close()
     return seen
 
 

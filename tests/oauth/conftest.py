@@ -60,6 +60,8 @@ class Documents:
         document = self.by_url.get(str(request.url))
         if document is None:
             return httpx.Response(404)
+        if isinstance(document, httpx.Response):  # a test's own answer (a slow one)
+            return document
         body = document if isinstance(document, bytes) else json.dumps(document).encode()
         return httpx.Response(200, content=body, headers={"content-type": "application/json"})
 

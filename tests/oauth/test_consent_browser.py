@@ -91,7 +91,7 @@ def test_a_person_chooses_tenant_and_scopes_in_chromium(
 
             heading = wait_for(driver, lambda d: d.find_element(By.ID, "client-name"))
             assert heading.text == "Cursor"
-            assert driver.find_element(By.ID, "client-host").text == "127.0.0.1"
+            assert driver.find_element(By.ID, "redirect-host").text == "127.0.0.1"
             assert driver.find_element(By.ID, "principal").text == "dev@example.com"
             tenant = Select(driver.find_element(By.ID, "tenant"))
             assert [o.text for o in tenant.options] == ["acme", "globex"]  # not initech

@@ -15,6 +15,7 @@ from tests.oauth.conftest import (
     DCR_REDIRECT,
     RESOURCE,
     TENANT,
+    Authorized,
     FakeMemory,
     OAuthDriver,
     pkce_pair,
@@ -101,14 +102,29 @@ async def test_dcr_client_consents_gets_tokens_calls_mcp_refreshes_and_is_revoke
         assert refused.json()["error"]["data"] == {"code": "invalid_token"}
 
 
-async def test_the_access_token_works_on_the_plain_tool_route(oauth: OAuthDriver) -> None:
+async def test_a_token_works_only_on_the_resource_it_names(oauth: OAuthDriver) -> None:
+    """Issue 47: the metadata names two resources, `/mcp` and the tool route's origin; a
+    token for one is refused by the other (RFC 8707 audience)."""
     client = await oauth.register()
-    tokens = (await oauth.exchange(await oauth.authorize(client["client_id"], DCR_REDIRECT))).json()
-    response = await oauth.send(
-        "POST", "/api/v1/tools/nope", b"{}", {"authorization": f"Bearer {tokens['access_token']}"}
-    )
-    assert response.status == 404  # authenticated: the tool simply does not exist
-    assert response.json()["error"]["code"] == "tool_not_found"
+    for resource, works, refused in (
+        (RESOURCE, "/mcp", "/api/v1/tools/nope"),
+        (BASE, "/api/v1/tools/nope", "/mcp"),
+    ):
+        verifier, challenge = pkce_pair()
+        page = await oauth.authorize_page(
+            client["client_id"], DCR_REDIRECT, challenge, resource=resource
+        )
+        code = redirect_params(await oauth.decide(page))["code"]
+        auth = Authorized(client["client_id"], DCR_REDIRECT, verifier, code, {})
+        token = (await oauth.exchange(auth, resource=resource)).json()["access_token"]
+        bearer = {"authorization": f"Bearer {token}", "content-type": "application/json"}
+        ping = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}).encode()
+        ok = await oauth.send("POST", works, ping, bearer)
+        # The tool route's 404: authenticated, there is simply no such tool.
+        assert ok.status == (200 if works == "/mcp" else 404), ok.body
+        no = await oauth.send("POST", refused, ping, bearer)
+        assert no.status == 401, (resource, refused)
+        assert "token_resource_mismatch" in no.body.decode()
 
 
 async def test_cimd_client_is_fetched_once_cached_and_shown_by_name_and_host(
@@ -188,7 +204,7 @@ async def test_a_redirect_uri_not_in_the_clients_document_gets_an_error_page(
     for client_id, uri in (
         (CIMD_URL, "https://client.example.test/elsewhere"),
         (CIMD_URL, CIMD_REDIRECT + "/"),
-        ((await oauth.register())["client_id"], "http://127.0.0.1:33419/callback"),
+        ((await oauth.register())["client_id"], "http://127.0.0.1:33418/other"),
     ):
         page = await oauth.authorize_page(client_id, uri, challenge)
         assert page.status == 400, uri

@@ -40,8 +40,6 @@ from local_runtime.runtime import LocalRuntime
 from local_runtime.server import running_server
 from tests.gateway.test_mcp_sdk_client import run_sdk_client
 
-SDK_REDIRECT = "http://127.0.0.1:33418/callback"
-
 
 def _certificate(directory: Path) -> tuple[Path, Path]:
     key = ec.generate_private_key(ec.SECP256R1())
@@ -76,9 +74,17 @@ def _certificate(directory: Path) -> tuple[Path, Path]:
     return cert_path, key_path
 
 
+# What Claude Code's own document lists (issue 42.1): loopback redirects without a port, while
+# the client listens on one chosen at run time (RFC 8252 §7.3).
+PORTLESS_LOOPBACK = ["http://127.0.0.1/callback", "http://localhost/callback"]
+
+
 @contextlib.contextmanager
-def serving_document(directory: Path) -> Iterator[tuple[str, Path]]:
-    """An HTTPS loopback server for one client metadata document; yields (its URL, the cert)."""
+def serving_document(
+    directory: Path, name: str = "MCP SDK test client (CIMD)"
+) -> Iterator[tuple[str, Path]]:
+    """An HTTPS loopback server for one client metadata document listing `PORTLESS_LOOPBACK`;
+    yields (its URL, the cert)."""
     cert, key = _certificate(directory)
     documents: dict[str, bytes] = {}
 
@@ -101,8 +107,8 @@ def serving_document(directory: Path) -> Iterator[tuple[str, Path]]:
     documents["/oauth/client.json"] = json.dumps(
         {
             "client_id": url,
-            "client_name": "MCP SDK test client (CIMD)",
-            "redirect_uris": [SDK_REDIRECT],
+            "client_name": name,
+            "redirect_uris": PORTLESS_LOOPBACK,
             "grant_types": ["authorization_code", "refresh_token"],
             "response_types": ["code"],
             "token_endpoint_auth_method": "none",

@@ -55,29 +55,48 @@ class StoreMemory(BaseModel):
 @dataclass(frozen=True)
 class MemoryTool:
     name: str
+    title: str
     description: str
     arguments: type[BaseModel]
+    # MCP tool annotations: recall only reads; a store adds (a superseded fact can be restored).
+    read_only: bool
 
     def input_schema(self) -> dict[str, Any]:
         """The arguments' JSON schema, self-contained (definitions inlined, no titles):
         what MCP clients and models are given."""
         return _inline(self.arguments.model_json_schema())
 
+    def mcp_tool(self) -> dict[str, Any]:
+        """This tool as an MCP `Tool` object (tools/list), with its title and annotations."""
+        hints = {"readOnlyHint": self.read_only, "destructiveHint": False}
+        hints |= {"idempotentHint": self.read_only, "openWorldHint": False}
+        return {
+            "name": self.name,
+            "title": self.title,
+            "description": self.description,
+            "inputSchema": self.input_schema(),
+            "annotations": hints,
+        }
+
 
 MEMORY_TOOLS: dict[str, MemoryTool] = {
     RECALL_MEMORY: MemoryTool(
         RECALL_MEMORY,
+        "Recall memory",
         "Search the agent's long-term memory for entries matching a query. Returns the most "
         "semantically similar entries. Use this when you need to remember context from a "
         "previous interaction or session.",
         RecallRequest,
+        read_only=True,
     ),
     STORE_MEMORY: MemoryTool(
         STORE_MEMORY,
+        "Store memory",
         "Save a piece of information to long-term memory so it can be recalled in future "
         "turns or sessions. Use sparingly — only for facts, decisions, or context that is "
         "genuinely worth remembering.",
         StoreMemory,
+        read_only=False,
     ),
 }
 
@@ -146,10 +165,7 @@ class McpMemoryTools:
         self._bindings = bindings
 
     def specs(self) -> list[dict[str, Any]]:
-        return [
-            {"name": t.name, "description": t.description, "inputSchema": t.input_schema()}
-            for t in MEMORY_TOOLS.values()
-        ]
+        return [t.mcp_tool() for t in MEMORY_TOOLS.values()]
 
     async def call(self, tenant: str, tool_name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         from agent_memory.memory import Memory

@@ -32,6 +32,9 @@ from http_messages import CodedError
 EventKind = Literal["memory_retrieved", "memory_written"]
 
 EventTier = Literal["working", "episodic", "semantic", "procedural"]
+# A SQL condition and its `?` parameters, and a statement written only if one holds.
+Condition = tuple[str, tuple[SqlValue, ...]]
+Recorder = Callable[[Condition], D1Statement]
 
 QUERY_PREVIEW_CHARS = 1_000
 
@@ -200,15 +203,20 @@ class EventLog:
         self.tenant_id = tenant_id
         self._db = db
 
-    def statement(self, event: MemoryEvent, *, if_absent: bool = False) -> D1Statement:
+    def statement(
+        self, event: MemoryEvent, *, if_absent: bool = False, when: Condition | None = None
+    ) -> D1Statement:
         """The INSERT for `event`, to run alone or inside the caller's batch. `if_absent`:
-        do nothing when the event id is taken (a retried write recording its event again)."""
+        do nothing when the event id is taken (a retried write recording its event again);
+        `when` (SQL, parameters): only if that holds (the change it records happened)."""
         if event.tenant_id != self.tenant_id:
             raise ValueError("event belongs to another tenant")
         conflict = " ON CONFLICT (tenant_id, event_id) DO NOTHING" if if_absent else ""
+        where, also = when or ("1", ())
         return self._db.prepare(
             "INSERT INTO memory_events (tenant_id, event_id, kind, tier, agent_type, run_id, "
-            f"content_hash, payload, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?){conflict}"
+            f"content_hash, payload, created_at) SELECT ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE {where}"
+            f"{conflict}"
         ).bind(
             self.tenant_id,
             event.event_id,
@@ -219,6 +227,7 @@ class EventLog:
             event.content_hash,
             stored_payload(event.kind, event.payload),
             event.created_at_ms,
+            *also,
         )
 
     async def record(self, event: MemoryEvent) -> None:

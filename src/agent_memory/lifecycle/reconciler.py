@@ -23,7 +23,13 @@ from typing import Any, Literal, get_args
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent_memory.governance.writes import EventLog, WriteGate, WriteProposal, memory_written
+from agent_memory.governance.writes import (
+    EventLog,
+    Recorder,
+    WriteGate,
+    WriteProposal,
+    memory_written,
+)
 from agent_memory.ids import content_hash, normalize_content, sha256_hex
 from agent_memory.namespace import DEFAULT_SUBJECT
 from agent_memory.tiers.semantic.keys import (
@@ -598,12 +604,15 @@ class Reconciler:
         fact = await self._memory.get(fact_id)
         if fact is None:
             raise ApiError(404, "fact_not_found", "no such fact in this tenant")
+        if fact.status == "pending_vector":
+            await self._memory.complete_pending()  # an undo that stopped before its vector
         if fact.status != "superseded" or fact.superseded_by is None:
             raise ApiError(409, "not_superseded", f"the fact is {fact.status}")
-        now = self._clock.now()
-        if not await self._store.restore(fact_id, fact.superseded_by, int(now * 1000)):
+        now, winner = self._clock.now(), fact.superseded_by
+        # The event is in the restore's batch, written only if the restore happened.
+        change, record = self._changed(now, UNDONE, fact_id, winner, by)
+        if not await self._store.restore(fact_id, winner, int(now * 1000), record):
             raise ApiError(409, "not_superseded", "the fact changed meanwhile")
-        change = await self._changed(now, UNDONE, fact_id, fact.superseded_by, by)
         await self._memory.complete_pending()
         return change
 
@@ -621,13 +630,23 @@ class Reconciler:
         if not (isinstance(loser, str) and isinstance(winner, str)):
             raise ApiError(422, "not_a_supersession", "the event records no supersession")
         now = self._clock.now()
-        if not await self._store.supersede(loser, winner, int(now * 1000), relation=None):
-            raise ApiError(409, "not_active", "the superseded fact is not live now")
+        if await self._memory.get(winner) is None:  # both would be out of recall
+            raise ApiError(409, "not_active", "the fact that superseded it is gone")
+        change, record = self._changed(now, REPLAYED, loser, winner, by)
+        done = await self._store.supersede(
+            loser, winner, int(now * 1000), relation=None, record=record
+        )
+        # Its vector goes now, or at the repeat of a replay that stopped before it did.
         await self._store.drop_vectors([loser])
-        return await self._changed(now, REPLAYED, loser, winner, by)
+        if not done:
+            raise ApiError(409, "not_active", "the superseded fact is not live now")
+        return change
 
-    async def _changed(self, now: float, op: str, loser: str, winner: str, by: str) -> Change:
-        """Record an operator's undo or replay as a `memory_written` event naming both facts."""
+    def _changed(
+        self, now: float, op: str, loser: str, winner: str, by: str
+    ) -> tuple[Change, Recorder]:
+        """An operator's undo or replay as a `memory_written` event naming both facts, and
+        its INSERT for the batch that makes the change (written only if it happened)."""
         event = memory_written(
             tenant_id=self.tenant_id,
             tier="semantic",
@@ -636,8 +655,9 @@ class Reconciler:
             payload={"op": op, "key": winner, "fact_id": loser, "superseded_by": winner, "by": by},
             agent_type="operator",
         )
-        await self._events.record(event)
-        return Change(loser, winner, event.event_id, by)
+        return Change(loser, winner, event.event_id, by), lambda when: self._events.statement(
+            event, when=when
+        )
 
     async def run(self) -> ReconcileReport:
         report = ReconcileReport(tenant_id=self.tenant_id)

@@ -44,7 +44,8 @@ from http_messages import CodedError
 RECENT_EPISODES = 10
 MAX_EPISODE_CHARS = 32_768
 MAX_PAGE_SIZE = 100
-RunStatus = Literal["running", "completed", "failed"]
+# interrupted: the turn never ended (its Durable Object stopped mid-turn).
+RunStatus = Literal["running", "completed", "failed", "interrupted"]
 EpisodeKind = Literal["observation", "action", "outcome", "message", "summary"]
 WriteOp = Literal["start_run", "append_episode", "complete_run", "fail_run"]
 EPISODE_LIMIT_CODE = "episode_limit_reached"
@@ -259,7 +260,8 @@ class EpisodicStore:
             await event.run()
 
     async def finish_run(self, run: RunRecord) -> None:
-        """`complete_run` / `fail_run`: upsert the finished row (status from `run`)."""
+        """`complete_run` / `fail_run`: upsert the finished row (status from `run`). An
+        `interrupted` one changes only a row still `running` (a finish that landed wins)."""
         if run.status == "running" or run.finished_at is None:
             raise ValueError("finish_run needs a finished run (status and finished_at)")
         await self._sql(
@@ -268,7 +270,8 @@ class EpisodicStore:
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT (tenant_id, run_id) DO UPDATE SET status = excluded.status, "
             "output = excluded.output, error = excluded.error, steps = excluded.steps, "
-            "finished_at = excluded.finished_at",
+            "finished_at = excluded.finished_at "
+            "WHERE excluded.status != 'interrupted' OR agent_runs.status = 'running'",
             (
                 run.run_id,
                 run.agent_type,

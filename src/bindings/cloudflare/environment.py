@@ -91,6 +91,7 @@ def build_bindings(env: Any, ctx: Any) -> Bindings:
         embed_rate_limiter=adapter(
             "EMBED_RATE_LIMITER", lambda b: CloudflareRateLimiter(b, settings.embed_rate_period)
         ),
+        oauth_rate_limiter=adapter("OAUTH_RATE_LIMITER", lambda b: CloudflareRateLimiter(b, 60)),
     )
 
 

@@ -12,17 +12,23 @@ A code is single use (a second use revokes what the first issued), one minute, b
 redirect URI and PKCE challenge; `resource` must be the consented one. Every refresh rotates the
 token; a rotated one presented again revokes the grant (OAuth 2.1 §4.3.1). Secrets compare by
 hash in constant time. CIMD: an `https` client_id with a path, fetched through the gateway's
-outbound guard, 5 s, no redirects, at most `CIMD_MAX_BYTES`, naming its own URL and auth method
-`none`; cached in D1 `CIMD_CACHE_SECONDS`. DCR redirect URIs: `https`, loopback `http` or a
-private-use scheme; they match exactly.
+outbound guard, 5 s in all, no redirects, at most `CIMD_MAX_BYTES`, naming its own URL and auth
+method `none`; cached in D1 `CIMD_CACHE_SECONDS`, a failure in KV `CIMD_FAILURE_SECONDS`.
+Redirect URIs (DCR and CIMD): `https`, `http` on a loopback host or a private-use scheme named
+in reverse DNS (RFC 8252 §7.1), never with userinfo; they match exactly, except that a
+loopback `http` one matches on any port (RFC 8252 §7.3). `POST /register` is rate-limited per
+client address (`OAUTH_RATE_LIMITER`) and capped at `MAX_REGISTRATIONS` (the daily sweep
+drops registrations nobody used).
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import hmac
 import json
+import re
 from dataclasses import replace
 from html import escape
 from typing import Any
@@ -41,10 +47,10 @@ from gateway.credentials import (
     AccessTokenRecord,
     access_token_key,
     hash_token,
-    origin_of,
     resources_for_origin,
 )
 from gateway.outbound import OutboundPolicy
+from gateway.routes import issuer_of
 from http_messages import (
     ApiError,
     Headers,
@@ -80,11 +86,21 @@ from worker.routing import Call
 CIMD_MAX_BYTES = 5 * 1024
 CIMD_TIMEOUT_SECONDS = 5.0
 CIMD_CACHE_SECONDS = 3600
+# A failed fetch is remembered (KV, by the URL's hash), so unauthenticated token requests
+# cannot make the Worker fetch the same URL again and again.
+CIMD_FAILURE_SECONDS = 300
 MAX_REDIRECT_URIS = 10
 MAX_URI_CHARS = 2000
+MAX_REGISTRATIONS = 10_000
 _SECRET_METHODS = ("client_secret_post", "client_secret_basic")
-_FORBIDDEN_SCHEMES = frozenset({"javascript", "data", "file", "vbscript", "about", "blob"})
 _LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
+# RFC 8252 §7.1: a private-use scheme is a domain name of the app's owner in reverse order
+# (`com.example.app`), so its first label is a top-level domain: a country code or one of
+# these. `claude.ai:`, `ftp:` or `ws:` are not. Cursor's `cursor:` is the one exception
+# (it registers cursor://anysphere.cursor-mcp/oauth/callback, docs/gateway.md).
+_REVERSE_DNS_RE = re.compile(r"[a-z]{2,}(\.[a-z0-9-]+)+")
+_GENERIC_TLDS = frozenset({"com", "org", "net", "edu", "gov", "info", "biz", "dev", "app"})
+_APP_SCHEMES = frozenset({"cursor"})
 
 
 def _split(url: str) -> SplitResult | None:
@@ -121,21 +137,43 @@ def _redirect_uris(value: Any) -> tuple[str, ...]:
     return tuple(_check_redirect_uri(uri) for uri in value)
 
 
+def is_private_use_scheme(scheme: str) -> bool:
+    first = scheme.split(".", 1)[0]
+    reverse_dns = _REVERSE_DNS_RE.fullmatch(scheme) is not None
+    return scheme in _APP_SCHEMES or (reverse_dns and (len(first) == 2 or first in _GENERIC_TLDS))
+
+
 def _check_redirect_uri(uri: Any) -> str:
     if not isinstance(uri, str) or not uri or len(uri) > MAX_URI_CHARS:
         raise OAuthError("invalid_redirect_uri", "each redirect URI must be a string")
     if (parts := _split(uri)) is None:
         raise OAuthError("invalid_redirect_uri", f"redirect URI {uri!r} is malformed")
-    scheme = parts.scheme.lower()
-    if not scheme or parts.fragment or scheme in _FORBIDDEN_SCHEMES:
+    # No fragment (RFC 6749 §3.1.2), no userinfo: https://claude.ai@evil.example/ is evil's.
+    if "#" in uri or "@" in parts.netloc:
         raise OAuthError("invalid_redirect_uri", f"redirect URI {uri!r} is not allowed")
-    if scheme == "http" and (parts.hostname or "") not in _LOOPBACK_HOSTS:
-        raise OAuthError(
-            "invalid_redirect_uri", f"redirect URI {uri!r}: http is allowed for loopback only"
-        )
-    if scheme in ("http", "https") and not parts.hostname:
-        raise OAuthError("invalid_redirect_uri", f"redirect URI {uri!r} has no host")
-    return uri
+    scheme, host = parts.scheme, parts.hostname or ""
+    if (scheme == "https" and host) or (scheme == "http" and host in _LOOPBACK_HOSTS):
+        return uri
+    if scheme not in ("http", "https") and is_private_use_scheme(scheme):
+        return uri
+    raise OAuthError(
+        "invalid_redirect_uri",
+        f"redirect URI {uri!r}: use https, http on 127.0.0.1, [::1] or localhost, or a "
+        "private-use scheme named after your domain in reverse (com.example.app:/callback)",
+    )
+
+
+def _web_uri(metadata: dict[str, Any], name: str) -> dict[str, str]:
+    """`{name: value}` for an http(s) URL a person may be shown (client_uri, logo_uri)."""
+    value = metadata.get(name)
+    if value is None:
+        return {}
+    parts = _split(value) if isinstance(value, str) and len(value) <= MAX_URI_CHARS else None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise OAuthError("invalid_client_metadata", f"{name} must be an http(s) URL")
+    if "@" in parts.netloc:
+        raise OAuthError("invalid_client_metadata", f"{name} must not carry userinfo")
+    return {name: value}
 
 
 def _name(value: Any) -> str:
@@ -179,7 +217,9 @@ async def register(bindings: Bindings, metadata: Any) -> dict[str, Any]:
         secret_hash=hash_token(secret) if secret else None,
     )
     now = int(bindings.clock.now())
-    kept = {k: metadata[k] for k in ("client_uri", "logo_uri", "scope") if k in metadata}
+    kept = _web_uri(metadata, "client_uri") | _web_uri(metadata, "logo_uri")
+    if isinstance(metadata.get("scope"), str):
+        kept["scope"] = metadata["scope"][:500]
     await store.save_client(d1(bindings), client, kept, now, fetched_at=0)
     body: dict[str, Any] = {
         "client_id": client.client_id,
@@ -207,8 +247,17 @@ async def resolve_client(bindings: Bindings, client_id: str | None) -> ClientInf
         cached = await store.load_client(db, client_id)
         if cached is not None and now - cached[1] < CIMD_CACHE_SECONDS:
             return cached[0]
-        document = await fetch_metadata_document(bindings, client_id)
-        client = client_from_document(client_id, document)
+        failed_key = f"gw:oauth:cimd-failed:{hash_token(client_id)}"
+        if bindings.kv is not None and (failure := await bindings.kv.get(failed_key)):
+            raise OAuthError("invalid_client", f"{failure} (remembered; try again later)")
+        try:
+            document = await fetch_metadata_document(bindings, client_id)
+            client = client_from_document(client_id, document)
+        except OAuthError as exc:
+            if bindings.kv is not None:
+                ttl = CIMD_FAILURE_SECONDS
+                await bindings.kv.put(failed_key, exc.description, expiration_ttl=ttl)
+            raise
         await store.save_client(db, client, {}, now, fetched_at=now)
         return client
     found = await store.load_client(db, client_id)
@@ -229,7 +278,10 @@ async def fetch_metadata_document(bindings: Bindings, url: str) -> Any:
         raise _bad_document("is on a loopback, private or link-local address") from None
     headers = {"accept": "application/json"}
     try:
+        # One deadline for the whole exchange: httpx's timeout is per read, so a server
+        # sending a byte a second would hold the request far longer.
         async with (
+            asyncio.timeout(CIMD_TIMEOUT_SECONDS),
             bindings.http_client(timeout=CIMD_TIMEOUT_SECONDS) as client,
             client.stream("GET", url, headers=headers, follow_redirects=False) as response,
         ):
@@ -240,6 +292,8 @@ async def fetch_metadata_document(bindings: Bindings, url: str) -> Any:
                 body.extend(chunk)
                 if len(body) > CIMD_MAX_BYTES:
                     raise _bad_document(f"exceeds {CIMD_MAX_BYTES} bytes")
+    except TimeoutError:
+        raise _bad_document(f"did not arrive within {CIMD_TIMEOUT_SECONDS:g} s") from None
     except httpx.HTTPError as exc:
         raise _bad_document(f"could not be fetched ({type(exc).__name__})") from None
     try:
@@ -270,20 +324,33 @@ def client_from_document(url: str, document: Any) -> ClientInfo:
     return ClientInfo(client_id=url, kind="cimd", client_name=name, redirect_uris=redirect_uris)
 
 
+def _portless(uri: str) -> str:
+    """A loopback `http` URI without its port (RFC 8252 §7.3: native apps listen on a port
+    chosen at run time); any other URI as it is."""
+    parts = _split(uri)
+    if parts is None or parts.scheme != "http" or "@" in parts.netloc:
+        return uri
+    host = parts.hostname or ""
+    if host not in _LOOPBACK_HOSTS:
+        return uri
+    return urlunsplit(parts._replace(netloc=f"[{host}]" if ":" in host else host))
+
+
 def check_redirect(client: ClientInfo, redirect_uri: str | None) -> str:
-    """The redirect URI to use: exactly one the client registered. Omitted is allowed only
+    """The redirect URI to use: one the client registered, exactly, or a loopback `http`
+    one on any port (scheme, host, path and query still exact). Omitted is allowed only
     when the client has one. Never redirect to an unchecked URI (RFC 6749 §4.1.2.1)."""
     if redirect_uri is None:
         if len(client.redirect_uris) == 1:
             return client.redirect_uris[0]
         raise OAuthError("invalid_request", "redirect_uri is required")
-    if redirect_uri not in client.redirect_uris:
+    registered = {_portless(uri) for uri in client.redirect_uris}
+    if redirect_uri not in client.redirect_uris and _portless(redirect_uri) not in registered:
         raise OAuthError("invalid_request", "redirect_uri is not registered for this client")
     return redirect_uri
 
 
-_CORS = {"access-control-allow-origin": "*"}
-_NO_STORE = {"cache-control": "no-store", **_CORS}
+_NO_STORE = {"cache-control": "no-store"}
 
 
 def _basic_credentials(request: HttpRequest) -> tuple[str, str] | None:
@@ -397,7 +464,7 @@ async def token_route(call: Call[None, None]) -> HttpResponse:
         grant = await exchange(bindings, client, form, now)
         tokens = await issue_tokens(*stores(bindings), grant, now)
     except OAuthError as exc:
-        return exc.response(_CORS)
+        return exc.response()
     body = {**tokens, "scope": " ".join(grant.scopes)}
     return json_response(body, headers={"pragma": "no-cache", **_NO_STORE})
 
@@ -426,9 +493,23 @@ async def revoke_route(call: Call[None, None]) -> HttpResponse:
     return empty_response(200, _NO_STORE)
 
 
+async def _admit_registration(bindings: Bindings, request: HttpRequest) -> None:
+    """429 past `OAUTH_RATE_LIMITER` for the client's address (Cloudflare's
+    `CF-Connecting-IP`; the local server sets it from the socket) or `MAX_REGISTRATIONS`."""
+    limiter, address = bindings.oauth_rate_limiter, request.headers.get("cf-connecting-ip")
+    if limiter is not None and not await limiter.limit(f"register:{address or 'unknown'}"):
+        period = limiter.period_seconds
+        message = f"too many registrations from this address; retry in {period} s"
+        raise OAuthError("too_many_requests", message, 429)
+    if await store.count_registrations(d1(bindings)) >= MAX_REGISTRATIONS:
+        message = "the server holds as many registrations as it takes; retry tomorrow"
+        raise OAuthError("too_many_requests", message, 429)
+
+
 async def register_route(call: Call[None, None]) -> HttpResponse:
     """`POST /register` (RFC 7591 §3): 201 with the client's information."""
     try:
+        await _admit_registration(call.bindings, call.request)
         if len(call.request.body) > MAX_FORM_BYTES:
             raise OAuthError("invalid_client_metadata", "the metadata is too large")
         try:
@@ -437,7 +518,8 @@ async def register_route(call: Call[None, None]) -> HttpResponse:
             raise OAuthError("invalid_client_metadata", "the body must be JSON") from None
         body = await register(call.bindings, metadata)
     except OAuthError as exc:
-        return exc.response(_CORS)
+        retry = {"retry-after": "60"} if exc.status == 429 else {}
+        return exc.response(retry)
     return json_response(body, status=201, headers=_NO_STORE)
 
 
@@ -480,7 +562,7 @@ async def authorize_get(call: Call[None, None]) -> HttpResponse:
         redirect_uri = check_redirect(client, query.get("redirect_uri"))
     except OAuthError as exc:
         return error_page(exc.description, exc.status)
-    issuer = origin_of(request.url)
+    issuer = issuer_of(bindings, request)
     state = query.get("state")
     back = _back(issuer, state)
     try:
@@ -602,12 +684,20 @@ def consent_page(
     scopes: tuple[str, ...],
     principal: str,
 ) -> HttpResponse:
-    """Ask `principal` whether `client` may act on one of `tenants` with `scopes`."""
+    """Ask `principal` whether `client` may act on one of `tenants` with `scopes`, naming
+    where the answer goes: the host of the redirect URI in use (a private-use scheme's
+    app: the scheme itself, which reads as no web host)."""
     origin = (
         f"its metadata document at <span class=host id=client-host>{escape(client.host)}</span>"
         if client.kind == "cimd"
-        else "registration with this server; it will return to "
-        f"<span class=host id=client-host>{escape(client.host)}</span>"
+        else "its registration with this server alone (nobody vouches for it)"
+    )
+    parts = urlsplit(redirect_uri)
+    destination = (
+        f"<span class=host id=redirect-host>{escape(parts.hostname or '')}</span>"
+        if parts.scheme in ("http", "https")
+        else f"the app registered for <span class=host id=redirect-host>"
+        f"{escape(parts.scheme)}:</span> links"
     )
     options = "".join(f"<option value='{escape(t)}'>{escape(t)}</option>" for t in tenants)
     boxes = "".join(
@@ -618,9 +708,9 @@ def consent_page(
     body = (
         "<h1>Connect <span class=client id=client-name>"
         f"{escape(client.display_name)}</span>?</h1>"
-        f"<p>This client is known by {origin}.</p>"
-        f"<p class=who>Signed in as <span id=principal>{escape(principal)}</span>. "
-        f"After you decide, you return to <span class=host>{escape(redirect_uri)}</span>.</p>"
+        f"<p>This client is known by {origin}. After you decide, your answer goes to "
+        f"{destination} (<span class=host>{escape(redirect_uri)}</span>).</p>"
+        f"<p class=who>Signed in as <span id=principal>{escape(principal)}</span>.</p>"
         "<form method=post action='/authorize'>"
         f"<input type=hidden name=ticket value='{escape(ticket)}'>"
         "<fieldset><legend>Tenant</legend>"

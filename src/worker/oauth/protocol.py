@@ -2,9 +2,10 @@
 PKCE (S256 only, constant-time compare), scopes, secrets (256 random bits, stored as SHA-256),
 tokens and the RFC 8414 / RFC 9728 metadata. Access-token records live in KV for the gateway's
 hot path (`gateway.credentials`); revoking a grant deletes them and forgets them in this isolate's
-cache. The issuer is the request's origin, so a token minted on one host is refused on another.
-The metadata advertises what MCP clients check: S256, CIMD with `none` (claude.ai), DCR, RFC 9207.
-A tenant's connected clients are its live grants, newest first; revoking one ends its tokens.
+cache. The issuer is `OAUTH_ISSUER` (else the request's origin: a token minted on one host is
+refused on another). The metadata advertises what MCP clients check: S256, CIMD with `none`
+(claude.ai), DCR, RFC 9207. A tenant's connected clients are its live grants, newest first;
+revoking one ends its tokens, as does revoking the operator grant its consent relied on.
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ from gateway.credentials import (
     AccessTokenRecord,
     access_token_key,
     hash_token,
-    origin_of,
 )
+from gateway.routes import issuer_of
 from http_messages import ApiError, HttpResponse, json_response
 from worker.routing import Call
 
@@ -154,7 +155,6 @@ async def issue_tokens(db: D1Database, kv: KVNamespace, grant: Grant, now: int) 
     access, refresh = new_secret(ACCESS_TOKEN_PREFIX), new_secret(REFRESH_TOKEN_PREFIX)
     access_hash, expires_at = hash_token(access), now + ACCESS_TOKEN_TTL
     refresh_row = (hash_token(refresh), now + REFRESH_TOKEN_TTL)
-    await oauth_store.add_tokens(db, grant, (access_hash, expires_at), refresh_row, now)
     record = AccessTokenRecord(
         tenant=grant.tenant,
         principal=grant.principal,
@@ -166,7 +166,12 @@ async def issue_tokens(db: D1Database, kv: KVNamespace, grant: Grant, now: int) 
         expires_at=expires_at,
     )
     ttl = ACCESS_TOKEN_TTL + KV_TTL_MARGIN
+    # KV first, then the rows, only while the grant is live: a revocation running meanwhile
+    # either finds the row (and deletes the record) or makes the insert fail (and we do).
     await kv.put(access_token_key(access_hash), record.model_dump_json(), expiration_ttl=ttl)
+    if not await oauth_store.add_tokens(db, grant, (access_hash, expires_at), refresh_row, now):
+        await forget_access_token(kv, access_hash)
+        raise OAuthError("invalid_grant", "this grant was revoked")
     return {
         "access_token": access,
         "token_type": "Bearer",
@@ -189,15 +194,35 @@ async def revoke_grant(
     return await oauth_store.revoke_grant(db, tenant, grant_id, reason, now, forget)
 
 
+async def finish_revocations(bindings: Bindings) -> int:
+    """End the access tokens revoked grants still hold (`oauth_store.finish_revocations`):
+    after `operators revoke`, and every minute for a grant revoked by SQL alone."""
+    db, kv = _db_kv(bindings)
+    return await oauth_store.finish_revocations(db, functools.partial(forget_access_token, kv))
+
+
+# A registration (or a fetched client document) nobody consented to within a day is dropped;
+# a revoked grant's row (when and why) is kept a month.
+UNUSED_CLIENT_SECONDS = 86_400
+REVOKED_GRANT_SECONDS = 30 * 86_400
+
+
+async def sweep(bindings: Bindings) -> int:
+    """The daily cron's OAuth housekeeping (`oauth_store.sweep`): rows deleted."""
+    now = int(bindings.clock.now())
+    db = _db_kv(bindings)[0]
+    return await oauth_store.sweep(db, now, UNUSED_CLIENT_SECONDS, REVOKED_GRANT_SECONDS)
+
+
 # --- metadata (RFC 8414, RFC 9728) --------------------------------------------------------
 
 AUTH_METHODS = ["none", "client_secret_post", "client_secret_basic"]
-# Metadata is public and the same for everyone: browsers (the MCP Inspector) may read it.
-_PUBLIC = {"access-control-allow-origin": "*", "cache-control": "public, max-age=300"}
+# Metadata is public and the same for everyone (browsers: the router's CORS, `worker.app`).
+_PUBLIC = {"cache-control": "public, max-age=300"}
 
 
 async def authorization_server_route(call: Call[None, None]) -> HttpResponse:
-    issuer = origin_of(call.request.url)
+    issuer = issuer_of(call.bindings, call.request)
     document = {
         "issuer": issuer,
         "authorization_endpoint": f"{issuer}/authorize",
@@ -220,7 +245,7 @@ async def authorization_server_route(call: Call[None, None]) -> HttpResponse:
 async def protected_resource_route(call: Call[None, None]) -> HttpResponse:
     """`GET /.well-known/oauth-protected-resource` (the origin, for the plain tool route) and
     `.../mcp` (RFC 9728 §3.1: the well-known segment inserted before the resource's path)."""
-    issuer = origin_of(call.request.url)
+    issuer = issuer_of(call.bindings, call.request)
     resource = f"{issuer}{MCP_PATH}" if call.request.path.endswith(MCP_PATH) else issuer
     document: dict[str, Any] = {
         "resource": resource,
