@@ -12,12 +12,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import random
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from typing import Any
 
-import numpy as np
 from pydantic import BaseModel, ValidationError
 
 from agent_memory.agent.turn import (
@@ -114,7 +114,7 @@ class AgentRuntimeCore:
         self.retry_sleep = retry_sleep  # between episodic write retries
         self.procedural = ProceduralMemory(storage.sql)
         # Created on first use: Workers snapshot rules forbid entropy at import.
-        self.rng: np.random.Generator | None = None
+        self.rng: random.Random | None = None
         self._writer: EpisodicWriter | None = None
         self._writer_shard: str | None = None
         self._registered_types: set[str] = set()
@@ -469,7 +469,7 @@ class AgentRuntimeCore:
 
         if selection is None:
             if self.rng is None:
-                self.rng = np.random.default_rng()
+                self.rng = random.Random()
             selection = self.procedural.select_workflow(agent_type.name, turn.task_type, self.rng)
         if selection is not None:
             turn.workflow_id = selection.workflow.workflow_id

@@ -7,10 +7,11 @@ imported at start-up; every other route is `lazy("module:attribute")` (docs/pyod
 from __future__ import annotations
 
 import dataclasses
+import platform
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import VERSION, BaseModel
 
 from bindings.environment import Bindings
 from gateway.routes import McpRoute, MemoryDispatcherFactory, mcp_not_allowed_route, tool_call_route
@@ -38,6 +39,7 @@ class Health(BaseModel):
     environment: str
     bindings: dict[str, bool]
     embedding: dict[str, Any] | None
+    runtime: dict[str, str]  # what the deploy runs: `agent-memory smoke` compares it
 
 
 async def healthz(call: Call[None, None]) -> Health:
@@ -49,6 +51,7 @@ async def healthz(call: Call[None, None]) -> Health:
         environment=bindings.settings.environment,
         bindings=bindings.present(),
         embedding=embedding,
+        runtime={"python": platform.python_version(), "pydantic": VERSION},
     )
 
 

@@ -20,9 +20,9 @@ Tier 3 (semantic facts) is in `test_semantic_on_workerd.py`.
 
 from __future__ import annotations
 
+import random
 from typing import Any, cast
 
-import numpy as np
 import pytest
 
 from agent_memory.ids import new_ulid
@@ -229,7 +229,7 @@ def test_procedural_bandit_on_workerd_do_sql(
     with pytest.raises(UnknownWorkflowError):
         bandit.record_outcome("wf-missing", 0.5, now=3.0)
 
-    selection = bandit.select_workflow("assistant", "general", np.random.default_rng(7))
+    selection = bandit.select_workflow("assistant", "general", random.Random(7))
     assert selection is not None and selection.workflow.workflow_id == "wf-a"
     assert [w.workflow_id for w in bandit.pack_candidates("assistant")] == ["wf-a"]
     assert [w.workflow_id for w in bandit.workflows("assistant")] == ["wf-a", "wf-b"]
@@ -248,7 +248,7 @@ async def test_agent_turns_on_workerd_bindings(
 ) -> None:
     core = AgentRuntimeCore(mf_do_storage, mf_bindings)
     await core.initialize()
-    core.rng = np.random.default_rng(1)
+    core.rng = random.Random(1)
     background = cast(LocalBackgroundTasks, mf_bindings.background)
 
     first = await core.call("run", {**SCOPE, "input": "remember the blue door"})

@@ -252,7 +252,7 @@ class _Namespace:
             return out
 
         self.values, self.inv_norms = grown(self.values, 0), grown(self.inv_norms, 0)
-        self.codes = {prop: grown(column, -1) for prop, column in self.codes.items()}  # type: ignore[misc]
+        self.codes = {prop: grown(column, -1) for prop, column in self.codes.items()}
         if self.projection is not None:
             self.projection.grow(capacity, len(self.ids))
 

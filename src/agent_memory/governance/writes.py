@@ -342,6 +342,21 @@ class EventLog:
             "WHERE tenant_id = ? AND started_at >= ?)"
         ).bind(self.tenant_id, event_id, self.tenant_id, since_ms)
 
+    async def adjudicated_since(self, since_ms: int, adjudicator: str) -> int:
+        """How many update pairs adjudicators named `adjudicator…` decided since then (the
+        `memory_written` events of applied and of other decisions)."""
+        row = await (
+            self._db.prepare(
+                "SELECT COUNT(*) AS n FROM memory_events WHERE tenant_id = ? "
+                "AND kind = 'memory_written' AND created_at > ? "
+                "AND coalesce(json_extract(payload, '$.adjudicator'), "
+                "json_extract(payload, '$.decision.adjudicator')) LIKE ?"
+            )
+            .bind(self.tenant_id, since_ms, f"{adjudicator}%")
+            .first()
+        )
+        return int(row["n"]) if row else 0
+
     async def recent(self, kind: EventKind, limit: int = 20) -> list[MemoryEvent]:
         """This tenant's latest events of `kind`, newest first."""
         columns = ("event_id", "kind", "tier", "agent_type", "run_id", "content_hash")

@@ -23,10 +23,10 @@ import asyncio
 import hashlib
 import json
 import logging
+import random
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, Protocol
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent_memory.cursors import decode_pair, encode_cursor_value
@@ -746,16 +746,15 @@ class ProceduralMemory:
         return [_workflow(row) for row in rows]
 
     def select_workflow(
-        self, agent_type: str, task_type: str, rng: np.random.Generator
+        self, agent_type: str, task_type: str, rng: random.Random
     ) -> Selection | None:
-        """Thompson sampling: the active workflow with the largest Beta draw."""
+        """Thompson sampling: the active workflow with the largest Beta draw (a few draws:
+        the stdlib's, so a turn needs no numpy)."""
         candidates = self.workflows(agent_type, task_type)
         if not candidates:
             return None
-        alphas = np.array([w.alpha for w in candidates], dtype=np.float64)
-        betas = np.array([w.beta for w in candidates], dtype=np.float64)
-        draws = rng.beta(alphas, betas)
-        best = int(np.argmax(draws))
+        draws = [rng.betavariate(w.alpha, w.beta) for w in candidates]
+        best = draws.index(max(draws))
         return Selection(
             workflow=candidates[best],
             samples={w.workflow_id: float(d) for w, d in zip(candidates, draws, strict=True)},
