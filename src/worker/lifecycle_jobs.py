@@ -56,10 +56,8 @@ from agent_memory.lifecycle.retention import (
 )
 from agent_memory.memory import Memory
 from agent_memory.namespace import TENANT_PATTERN
-from agent_memory.tiers.semantic.keyword_index import ReindexBudget, reindex_pending
 from agent_memory.tiers.semantic.recall import MAX_WRITE_BACK, carried_tenants
 from agent_memory.tiers.working import (
-    InvalidBackfillCursor,
     NamespaceFlags,
     backfill_namespace,
 )
@@ -68,18 +66,15 @@ from bindings.ports.d1 import D1Database
 from bindings.ports.errors import BindingLimitError
 from bindings.ports.vectorize import VECTORIZE_MAX_VECTORS
 from http_messages import ApiError
-from worker.app import Call, StrictModel
 from worker.oauth.protocol import finish_revocations
 from worker.oauth.protocol import sweep as oauth_sweep
+from worker.routing import Call, StrictModel
 
 log = logging.getLogger(__name__)
 
 
 REWRAP_BATCH = 500
 DATABASE_WARN_AT = 0.8  # the brief warns when a database or index is this full
-# Per daily run: ~2 D1 statements per 100 facts (≈ 400 for the total), a fair share per
-# tenant, and at most this much of the invocation's time.
-REINDEX_BUDGET = ReindexBudget(facts_per_tenant=5_000, facts_total=20_000, max_seconds=300.0)
 # Carried-over recall records written back per daily run (two D1 statements each).
 WRITE_BACK_PER_RUN = 200
 
@@ -231,7 +226,6 @@ async def daily_brief(bindings: Bindings, scheduled_time: float) -> dict[str, An
     summary = merged([b.summary() for b in briefs])
     shares = _Shares(bindings, len(views))
     resumed: list[dict[str, Any]] = []
-    reindexed: list[dict[str, Any]] = []
     reconciled: list[dict[str, Any]] = []
     rewrapped: dict[str, int] = {}
     for view in views:
@@ -250,10 +244,6 @@ async def daily_brief(bindings: Bindings, scheduled_time: float) -> dict[str, An
             spent = max((r.operations for r in reports), default=0)
             resumed += [r.summary() for r in reports]
         shares.refund(operations, spent)
-        budget = REINDEX_BUDGET.model_copy(
-            update={"max_seconds": min(REINDEX_BUDGET.max_seconds, left())}
-        )
-        reindexed.append((await reindex_pending(view.db, budget)).model_dump())
         reconciled += await reconcile_all(view, max_seconds=left())
         rewrapped |= await rewrap_data_keys(view, max_seconds=left())
     return {
@@ -262,7 +252,6 @@ async def daily_brief(bindings: Bindings, scheduled_time: float) -> dict[str, An
         "databases": databases,
         "tenants": [t.model_dump() for b in briefs for t in b.tenants],
         "prune_resumed": resumed,
-        "reindexed": merged(reindexed),
         "recall_records_written_back": await write_back_recall_records(bindings),
         "reconciled": reconciled,
         "data_keys_rewrapped": rewrapped,
@@ -271,9 +260,6 @@ async def daily_brief(bindings: Bindings, scheduled_time: float) -> dict[str, An
             {"tenant_id": m.tenant_id, "phase": m.phase, "error": m.error} for m in unfinished
         ],
     }
-
-
-MIGRATION_FOLDERS = {False: "migrations", True: "migrations-compact"}
 
 
 async def database_report(bindings: Bindings) -> list[dict[str, Any]]:
@@ -285,22 +271,18 @@ async def database_report(bindings: Bindings) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for shard in all_shards(bindings):
         size, vectors = usage[shard.name].bytes, usage[shard.name].vectors
-        compact = usage[shard.name].compact
         used = None if size is None else size / limit
         warnings = []
         if used is not None and used >= DATABASE_WARN_AT:
             warnings.append(
                 f"shard {shard.name}: D1 database at {used:.0%} of {limit} bytes; add a shard "
-                "(MEMORY_SHARDS, made from migrations-compact/) and move tenants to it"
+                "(MEMORY_SHARDS) and move tenants to it"
             )
         if vectors is not None and vectors >= DATABASE_WARN_AT * VECTORIZE_MAX_VECTORS:
             warnings.append(f"shard {shard.name}: {vectors} vectors of {VECTORIZE_MAX_VECTORS}")
         out.append(
             {
                 "shard": shard.name,
-                # The folder its database was made from (docs/placement.md "Bytes per
-                # memory"): a tenant moved to a compact one takes a fifth less room.
-                "migrations_dir": None if compact is None else MIGRATION_FOLDERS[compact],
                 "bytes": size,
                 "max_bytes": limit,
                 "used": None if used is None else round(used, 4),
@@ -409,9 +391,6 @@ class BackfillBody(StrictModel):
     dry_run: bool = False
     cursor: str | None = Field(default=None, min_length=1, max_length=1024)
     max_keys: int = Field(default=250, ge=1, le=1000)
-    # The migration to one working memory per agent type (issue 25) instead of the copy of
-    # legacy keys to canonical ones; run it to completion once after upgrading.
-    agent_types: bool = False
 
 
 class LifecycleSettingsView(BaseModel):
@@ -473,7 +452,7 @@ async def put_tenant_lifecycle(call: Call[LifecycleUpdate, None]) -> LifecycleSe
         call.body,
         default_days=bindings.settings.episode_retention_days,
         now_ms=int(bindings.clock.now() * 1000),
-        updated_by=call.operator.principal,
+        updated_by=call.auth.principal,
     )
     return LifecycleSettingsView(settings=settings)
 
@@ -523,7 +502,7 @@ async def _supersession(
     value = call.params[param]
     if not is_ulid(value):
         raise ApiError(422, "invalid_path", f"{param} must be a 26-character ULID")
-    change = await act((await _reconciler(call)), value, call.operator.principal)
+    change = await act((await _reconciler(call)), value, call.auth.principal)
     return SupersessionView(**asdict(change))
 
 
@@ -551,7 +530,7 @@ async def erase_subject(call: Call[None, None]) -> EraseView:
             "the erase did not finish in every tier; repeat the request",
             report.model_dump(),
         )
-    return EraseView(**report.model_dump(), erased_by=call.operator.principal)
+    return EraseView(**report.model_dump(), erased_by=call.auth.principal)
 
 
 async def backfill_tenant_namespace(call: Call[BackfillBody, None]) -> BackfillView:
@@ -559,13 +538,11 @@ async def backfill_tenant_namespace(call: Call[BackfillBody, None]) -> BackfillV
     tenant, body, bindings = call.params["tenant"], call.body, call.bindings
     if bindings.kv is None:
         raise ApiError(503, "kv_unavailable", "the KV binding is missing")
-    step = body.model_dump(exclude={"agent_types"})
     try:
-        if body.agent_types:
-            report = await (await Memory.open(bindings, tenant)).adopt_untyped_working(**step)
-        else:
-            report = await backfill_namespace(bindings.kv, bindings.clock, tenant=tenant, **step)
-    except (BindingLimitError, InvalidBackfillCursor):
+        report = await backfill_namespace(
+            bindings.kv, bindings.clock, tenant=tenant, **body.model_dump()
+        )
+    except BindingLimitError:  # KV's refusal of a cursor it did not hand out
         raise ApiError(422, "invalid_cursor", "cursor is not one this route returned") from None
     return BackfillView(
         tenant=tenant, phase=NamespaceFlags.of(bindings.settings).phase, **asdict(report)
@@ -590,7 +567,6 @@ class MoveList(BaseModel):
 
 class ShardView(BaseModel):
     shard: str
-    migrations_dir: str | None  # migrations or migrations-compact (None: did not answer)
     bytes: int | None
     max_bytes: int
     used: float | None

@@ -12,7 +12,6 @@ import asyncio
 import dataclasses
 import json
 import os
-import shutil
 import signal
 import threading
 import time
@@ -22,18 +21,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
-from agent_memory.directory import ensure_fence_triggers, set_fence
 from agent_memory.tiers.episodic import EpisodicStore, RunRecord
 from agent_runtime_do.core import AgentRuntimeCore
 from bindings.ports.clock import FixedClock
-from bindings.ports.d1 import D1Error
 from bindings.ports.llm import ChatMessage, ChatResult, ToolSpec
 from local_runtime.access_dev import mint_token
-from local_runtime.adapters.d1 import SqliteD1
-from local_runtime.migrations import apply_migrations
-from local_runtime.runtime import MIGRATIONS_DIR, LocalRuntime
+from local_runtime.runtime import LocalRuntime
 from local_runtime.server import free_port
 from tests.agents.conftest import build_request
 from tests.fakes.embedder import HashingEmbedder
@@ -244,30 +238,3 @@ async def test_an_interrupted_mark_never_replaces_a_finish_that_landed(
     await store.finish_run(run)
     await store.finish_run(run.model_copy(update={"status": "interrupted", "finished_at": 9}))
     assert (await store.get_run(run.run_id)) == run
-
-
-async def test_migration_0024_keeps_every_run_and_the_fences_a_move_left(tmp_path: Path) -> None:
-    # 0024 rebuilds agent_runs (a CHECK cannot change in place), which drops its triggers:
-    # a tenant fenced `moved` on this database must stay fenced.
-    before = tmp_path / "before"
-    before.mkdir()
-    for path in sorted(MIGRATIONS_DIR.glob("*.sql")):
-        if path.name < "0024":
-            shutil.copy(path, before)
-    db = SqliteD1(tmp_path / "d1.sqlite")
-    await apply_migrations(db, before)
-    store = EpisodicStore(db, "gone")
-    kept = FINISHED
-    await store.finish_run(kept)
-    await ensure_fence_triggers(db, "s1")
-    await set_fence(db, "gone", "moved", 7)
-
-    assert await apply_migrations(db, MIGRATIONS_DIR) == ["0024_interrupted_runs.sql"]
-
-    assert await store.get_run(kept.run_id) == kept
-    with pytest.raises(D1Error, match="tenant_moved"):
-        await store.finish_run(kept.model_copy(update={"run_id": "01J00000000000000000000009"}))
-    other = EpisodicStore(db, "acme")
-    await other.finish_run(kept.model_copy(update={"status": "interrupted"}))
-    assert (await other.get_run(kept.run_id)).status == "interrupted"  # type: ignore[union-attr]
-    db.close()

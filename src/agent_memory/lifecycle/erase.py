@@ -23,7 +23,7 @@ from typing import Any, get_args
 from pydantic import BaseModel, Field
 
 from agent_memory.governance.personal_data import destroy_statement
-from agent_memory.governance.writes import EventLog, result_id
+from agent_memory.governance.writes import EventLog
 from agent_memory.ids import chunks, run_batches, sha256_hex
 from agent_memory.lifecycle.prune import (
     TABLE_OF,
@@ -163,7 +163,7 @@ class SubjectMatcher:
         erased = self._erased_ids()
         out = dict(payload)
         if isinstance(results := payload.get("results"), list):
-            out["results"] = [r for r in results if result_id(r) not in erased]
+            out["results"] = [r for r in results if r[0] not in erased]
         if isinstance(dropped := payload.get("dropped"), list):
             out["dropped"] = [d for d in dropped if d not in erased]
         return out if out != payload else None

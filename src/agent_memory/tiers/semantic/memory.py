@@ -277,8 +277,6 @@ BRIEF_FIGURES = (
     "AS facts_pending, "
     "(SELECT COUNT(*) FROM semantic_facts WHERE tenant_id = ?1 AND status = 'superseded') "
     "AS facts_superseded, "
-    "(SELECT COUNT(*) FROM semantic_facts WHERE tenant_id = ?1 AND index_terms IS NULL) "
-    "AS facts_unindexed, "
     "(SELECT COUNT(*) FROM memory_links WHERE tenant_id = ?1) AS links"
 )
 
