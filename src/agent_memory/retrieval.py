@@ -667,20 +667,30 @@ class ContextConfig(BaseModel):
 
 
 class RerankConfig(BaseModel):
-    """The reranking stage (`tiers.semantic.recall`): off unless `depth` > 1 and the tenant
-    is among `tenants` (None: every tenant) — it costs a model call per recall."""
+    """The reranking stage (`tiers.semantic.recall`): on when `depth` > 1 and the tenant is
+    among `tenants` (None: every tenant), for a recall whose best candidates hold a memory
+    of more than one sentence — it costs a model call, and a one-sentence memory is scored
+    whole by the vector channel already (`applies`)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    # Best fused candidates reranked (0: off; 20 when on), the reranker's share of the blend,
-    # session neighbours each side in a passage.
-    depth: int = Field(default=0, ge=0, le=50)
-    weight: float = Field(default=0.25, ge=0.0, le=10.0)
+    # Best fused candidates reranked (0: off), the reranker's share of the blend, session
+    # neighbours each side in a passage.
+    depth: int = Field(default=20, ge=0, le=50)
+    weight: float = Field(default=0.4, ge=0.0, le=10.0)
     neighbours: int = Field(default=0, ge=0, le=3)
     tenants: list[str] | None = None
+    # Who scores: the embedder's sentence rescoring (`recall.EmbedderReranker`, what the
+    # benches measured), or the bound reranker (bge-reranker-base on Cloudflare: a model
+    # call per recall, not measurable offline) when one is bound.
+    scorer: Literal["embedder", "bound"] = "embedder"
 
-    def applies(self, tenant_id: str) -> bool:
-        return self.depth > 1 and (self.tenants is None or tenant_id in self.tenants)
+    def applies(self, tenant_id: str, texts: Sequence[str] = ("",)) -> bool:
+        """Whether to rerank for this tenant a head of `texts`: one of them has more than
+        one sentence, whose one answering sentence the reranker can weigh."""
+        if self.depth < 2 or (self.tenants is not None and tenant_id not in self.tenants):
+            return False
+        return any(len(_SENTENCE.findall(text.strip())) > 1 for text in texts)
 
 
 class ReplyConfig(BaseModel):
@@ -787,7 +797,7 @@ class RetrievalConfig(BaseModel):
     # The share of a candidate's score given to lying in the period the question names
     # (`question_window`): score = (1 - w) * score + w * [valid_from in the period]. A soft
     # boost, not a filter: a memory dated outside the period may still tell about it.
-    question_dates: float = Field(default=0.2, ge=0.0, le=1.0)
+    question_dates: float = Field(default=0.3, ge=0.0, le=1.0)
     # Taken off a candidate's score per better-ranked result from the same session when the
     # top is spread over sessions (`spread`): when the caller asks (`filters.diversify`) or,
     # with `auto_diversify`, when the question asks for several things (off: it cost recall

@@ -1,6 +1,7 @@
-"""The reranking stage over the fused head (`tiers/semantic/recall.py`): it reorders only
-when configured for the tenant, reads each memory with its session neighbours, and a
-failing reranker leaves the fused order."""
+"""The reranking stage over the fused head (`tiers/semantic/recall.py`): the embedder's
+sentence rescoring by default, the bound reranker when configured for the tenant; only for
+a head holding a memory of several sentences; each memory read with its session
+neighbours; a failing reranker leaves the fused order."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ SESSION = [
     "Ben: How was it?",
     "Ana: Amazing, we stopped at every lighthouse on the way",
     "Ben: Did you camp?",
-    "Ana: Yes, two nights in the dunes",
+    "Ana: Yes, two nights in the dunes. The stars were unreal.",
 ]
 
 
@@ -49,7 +50,9 @@ class ScriptedReranker:
 
 
 def _config(**rerank: object) -> RetrievalConfig:
-    return RetrievalConfig(rerank=RerankConfig.model_validate({"depth": 10, **rerank}))
+    return RetrievalConfig(
+        rerank=RerankConfig.model_validate({"depth": 10, "scorer": "bound", **rerank})
+    )
 
 
 async def _learn(memory: object) -> None:
@@ -83,18 +86,21 @@ async def test_passages_carry_the_session_neighbours_in_order(make_memory: Memor
     assert "\n".join(SESSION[0:2]) in passages  # the first turn has no turn before it
 
 
-async def test_reranking_is_off_by_default_and_for_tenants_not_named(
+async def test_the_bound_reranker_only_when_asked_for_the_tenant_and_a_long_memory(
     make_memory: MemoryFactory,
 ) -> None:
+    short = [{"content": text.split(".")[0], "session": "trip-1"} for text in SESSION]
+    unasked, other, one_sentence = (ScriptedReranker("dunes") for _ in range(3))
     for memory in (
-        make_memory(reranker=(default := ScriptedReranker("dunes"))),
-        make_memory(
-            "other", config=_config(tenants=["acme"]), reranker=(named := ScriptedReranker("dunes"))
-        ),
+        make_memory(reranker=unasked),  # by default the embedder rescores
+        make_memory("other", config=_config(tenants=["acme"]), reranker=other),
     ):
         await _learn(memory)
         await memory.rank("road trip", 5)
-    assert default.calls == [] and named.calls == []
+    memory = make_memory("short", config=_config(), reranker=one_sentence)
+    await memory.learn_many(short)  # each scored whole by the vector channel already
+    await memory.rank("road trip", 5)
+    assert unasked.calls == other.calls == one_sentence.calls == []
 
 
 async def test_a_failing_reranker_leaves_the_fused_order(make_memory: MemoryFactory) -> None:
@@ -156,7 +162,7 @@ async def test_recall_through_the_front_door_uses_the_bound_reranker(tmp_path: P
     try:
         await runtime.migrate()
         reranker = ScriptedReranker("dunes")
-        rerank = {"rerank": {"depth": 10, "weight": 10.0, "neighbours": 0}}
+        rerank = {"rerank": {"depth": 10, "weight": 10.0, "scorer": "bound"}}
         settings = Settings.from_vars({"MEMORY_RETRIEVAL_CONFIG": json.dumps(rerank)})
         bindings = dataclasses.replace(runtime.bindings(), settings=settings, reranker=reranker)
         memory = (await Memory.open(bindings, "acme")).semantic()

@@ -393,8 +393,9 @@ class Recaller:
                 total.update(lifted)
                 ranked.sort(key=by_total)
         rerank = self._s.config.rerank
-        applies = rerank.applies(self._s.tenant_id)  # off by default: nothing else is built
-        reranker = self._s.reranker if applies else None
+        texts = [str(live[item.id]["content"]) for _, item in ranked[: rerank.depth]]
+        applies = rerank.applies(self._s.tenant_id, texts)
+        reranker = self._s.reranker if applies and rerank.scorer == "bound" else None
         if applies and reranker is None and embedder is not None:
             reranker = EmbedderReranker(embedder)
         if applies and reranker is not None:
