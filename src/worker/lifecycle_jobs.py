@@ -63,7 +63,6 @@ from agent_memory.tiers.working import (
 )
 from bindings.environment import Bindings
 from bindings.ports.d1 import D1Database
-from bindings.ports.errors import BindingLimitError
 from bindings.ports.vectorize import VECTORIZE_MAX_VECTORS
 from http_messages import ApiError
 from worker.oauth.protocol import finish_revocations
@@ -538,12 +537,9 @@ async def backfill_tenant_namespace(call: Call[BackfillBody, None]) -> BackfillV
     tenant, body, bindings = call.params["tenant"], call.body, call.bindings
     if bindings.kv is None:
         raise ApiError(503, "kv_unavailable", "the KV binding is missing")
-    try:
-        report = await backfill_namespace(
-            bindings.kv, bindings.clock, tenant=tenant, **body.model_dump()
-        )
-    except BindingLimitError:  # KV's refusal of a cursor it did not hand out
-        raise ApiError(422, "invalid_cursor", "cursor is not one this route returned") from None
+    report = await backfill_namespace(
+        bindings.kv, bindings.clock, tenant=tenant, **body.model_dump()
+    )
     return BackfillView(
         tenant=tenant, phase=NamespaceFlags.of(bindings.settings).phase, **asdict(report)
     )
