@@ -209,8 +209,6 @@ CREATE TABLE reconcile_state (
     CHECK (writes_since_run >= 0)) STRICT;
 CREATE INDEX semantic_facts_by_key
     ON semantic_facts (tenant_id, key_entity, key_attribute, status);
-CREATE INDEX semantic_facts_unkeyed
-    ON semantic_facts (tenant_id, created_at) WHERE key_source = '';
 CREATE TABLE operator_grants (
     tenant_id       TEXT NOT NULL CHECK (tenant_id = '*' OR length(tenant_id) BETWEEN 1 AND 128),
     principal_kind  TEXT NOT NULL CHECK (principal_kind IN ('email', 'common_name', 'group')),

@@ -49,15 +49,22 @@ from agent_memory.hot_warm_cold import (
     placement_table,
 )
 from agent_memory.ids import new_ulid
+from agent_memory.lifecycle.brief import TenantBrief, build_brief
 from agent_memory.lifecycle.erase import Progress, SubjectEraser
 from agent_memory.lifecycle.inspect import MemoryInspector
+from agent_memory.lifecycle.prune import PruneReport, pruner_for
 from agent_memory.lifecycle.reconciler import (
     Adjudicator,
     LlmAdjudicator,
     Reconciler,
     RulesAdjudicator,
 )
-from agent_memory.lifecycle.retention import TenantLifecycle, get_lifecycle
+from agent_memory.lifecycle.retention import (
+    LifecycleUpdate,
+    TenantLifecycle,
+    get_lifecycle,
+    set_lifecycle,
+)
 from agent_memory.namespace import (
     TENANT_RE,
     AgentScope,
@@ -74,7 +81,14 @@ from agent_memory.retrieval import (
     breakdown,
     rank,
 )
-from agent_memory.tiers.episodic import Episode, EpisodicStore, Pack, Workflow, WorkflowPacks
+from agent_memory.tiers.episodic import (
+    Episode,
+    EpisodicStore,
+    Pack,
+    RunRecord,
+    Workflow,
+    WorkflowPacks,
+)
 from agent_memory.tiers.semantic.memory import SemanticMemory
 from agent_memory.tiers.semantic.models import (
     DEFAULT_AGENT_TYPE,
@@ -125,6 +139,22 @@ class ArchivedEpisode(BaseModel):
     item_key: str
     archived_at: int
     episode: Episode
+
+
+class FailedWriteView(BaseModel):
+    op: str
+    payload: dict[str, Any]
+    error: str
+    attempts: int
+    created_at: float
+
+
+class RunDetail(BaseModel):
+    run: RunRecord
+    episodes: list[Episode]
+    run_log: list[Any]
+    workflow: dict[str, Any] | None
+    failed_writes: list[FailedWriteView]
 
 
 class MemoryItem(BaseModel):
@@ -231,9 +261,9 @@ class Memory:
             admitted=admitted,
         )
 
-    def _require_db(self) -> D1Database:
+    def _require_db(self, code: str = "episodic_unavailable") -> D1Database:
         if self.bindings.db is None:
-            raise MemoryUnavailable("episodic_unavailable", "the D1 binding is missing")
+            raise MemoryUnavailable(code, "the D1 binding is missing")
         return self.bindings.db
 
     # ------------------------------------------------------------------------- tiers
@@ -355,6 +385,26 @@ class Memory:
             name, workflow, instance_id=instance_id, by=by, now_ms=now_ms
         )
 
+    async def run_detail(self, run_id: str) -> RunDetail:
+        """A run with its episodes and its instance's run log, workflow and failed writes, or
+        404 `run_not_found`."""
+        run = await self.episodic.get_run(run_id)
+        if run is None:
+            raise ApiError(404, "run_not_found", f"tenant {self.tenant!r} has no run {run_id!r}")
+        scope = AgentScope(
+            tenant=self.tenant, agent_type=run.agent_type, instance_id=run.instance_id
+        )
+        # Asking the instance's Durable Object also waits (briefly) for its pending episodic
+        # writes, so the run and episodes read after it are current.
+        detail = await call_agent(self.bindings, scope, "run_log", {"run_id": run_id})
+        return RunDetail(
+            run=await self.episodic.get_run(run_id) or run,
+            episodes=await self.episodic.episodes_for_run(run_id),
+            run_log=detail.get("run_log", []),
+            workflow=detail.get("workflow"),
+            failed_writes=detail.get("failed_writes", []),
+        )
+
     def placement_client(self) -> MemoryClient:
         """The hot/warm/cold `MemoryClient` (KV / D1 / R2) over this deployment's tiers, with
         its placement table (`MEMORY_PLACEMENT`); a tier whose binding is missing is left
@@ -398,10 +448,42 @@ class Memory:
 
     # ------------------------------------------------------------------------- lifecycle
 
-    async def lifecycle(self) -> TenantLifecycle:
-        """The tenant's retention and episode limit (its overrides, else the defaults)."""
-        default = self.bindings.settings.episode_retention_days
-        return await get_lifecycle(self._require_db(), self.tenant, default)
+    async def lifecycle(
+        self, update: LifecycleUpdate | None = None, *, by: str = ""
+    ) -> TenantLifecycle:
+        """The tenant's retention and episode limit (its overrides, else the defaults), after
+        applying `update`'s fields (None: back to the default) as `by`'s when given."""
+        days = self.bindings.settings.episode_retention_days
+        db = self._require_db("lifecycle_unavailable")
+        if update is None:
+            return await get_lifecycle(db, self.tenant, days)
+        now_ms = int(self.clock.now() * 1000)
+        return await set_lifecycle(
+            db, self.tenant, update, default_days=days, now_ms=now_ms, updated_by=by
+        )
+
+    async def brief(self) -> TenantBrief:
+        """Today's lifecycle brief of the tenant (docs/lifecycle.md)."""
+        days, now_ms = self.bindings.settings.episode_retention_days, int(self.clock.now() * 1000)
+        found = await build_brief(
+            self._require_db("lifecycle_unavailable"),
+            now_ms=now_ms,
+            default_retention_days=days,
+            tenants=[self.tenant],
+        )
+        return found.tenants[0]
+
+    async def prune(self, *, dry_run: bool = False) -> PruneReport:
+        """Prune the tenant now (a `manual-` job), or with `dry_run` count what would go."""
+        pruner = pruner_for(self.bindings)
+        if pruner is None:
+            raise MemoryUnavailable(
+                "lifecycle_unavailable", "the prune needs the DB and COLD bindings"
+            )
+        now_ms = int(self.clock.now() * 1000)
+        if dry_run:
+            return await pruner.dry_run(now_ms, tenants=[self.tenant])
+        return await pruner.run(f"manual-{new_ulid(now_ms / 1000)}", now_ms, tenants=[self.tenant])
 
     def reconciler(self) -> Reconciler | None:
         """The tenant's reconciler (ADR-0051), or None without D1, Vectorize and an
@@ -718,6 +800,7 @@ class Memory:
             if ttl > WORKING_MEMORY_TTL_SECONDS:
                 raise ApiError(422, "invalid_ttl", "working memory lives at most 3600 seconds")
         elif tier == "episodic":
+            self._require_db()  # 503 episodic_unavailable before the lifecycle is read
             retention = (await self.lifecycle()).episode_retention_days * 86_400
             ttl = ttl or retention
             if ttl > retention:

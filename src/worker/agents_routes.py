@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from agent_memory.governance.agent_types import AgentType, catalog
 from agent_memory.ids import is_ulid
-from agent_memory.memory import Memory, call_agent
+from agent_memory.memory import Memory, RunDetail, call_agent
 from agent_memory.namespace import (
     AGENT_TYPE_PATTERN,
     DEFAULT_INSTANCE,
@@ -23,10 +23,8 @@ from agent_memory.namespace import (
 from agent_memory.tiers.episodic import (
     DEFAULT_MIN_MEAN,
     DEFAULT_MIN_PULLS,
-    Episode,
     Pack,
     RunPage,
-    RunRecord,
     RunStatus,
 )
 from agent_runtime_do.protocol import MAX_INPUT_CHARS, TASK_TYPE_PATTERN, RunResult
@@ -93,22 +91,6 @@ class PromotePack(StrictModel):
 class OutcomeResult(BaseModel):
     run_id: str
     workflow: dict[str, Any] | None
-
-
-class FailedWriteView(BaseModel):
-    op: str
-    payload: dict[str, Any]
-    error: str
-    attempts: int
-    created_at: float
-
-
-class RunDetail(BaseModel):
-    run: RunRecord
-    episodes: list[Episode]
-    run_log: list[Any]
-    workflow: dict[str, Any] | None
-    failed_writes: list[FailedWriteView]
 
 
 class Workflows(BaseModel):
@@ -183,23 +165,8 @@ async def list_runs(call: Call[None, RunsQuery]) -> RunPage:
 
 
 async def get_run(call: Call[None, None]) -> RunDetail:
-    tenant, bindings = call.params["tenant"], call.bindings
-    run_id = _run_id(call.params)
-    store = (await Memory.open(bindings, tenant)).episodic
-    run = await store.get_run(run_id)
-    if run is None:
-        raise ApiError(404, "run_not_found", f"tenant {tenant!r} has no run {run_id!r}")
-    scope = AgentScope(tenant=tenant, agent_type=run.agent_type, instance_id=run.instance_id)
-    # The run log lives in the instance's Durable Object; asking it also waits (briefly)
-    # for the instance's pending episodic writes, so the re-read below is current.
-    detail = await call_agent(bindings, scope, "run_log", {"run_id": run_id})
-    return RunDetail(
-        run=await store.get_run(run_id) or run,
-        episodes=await store.episodes_for_run(run_id),
-        run_log=detail.get("run_log", []),
-        workflow=detail.get("workflow"),
-        failed_writes=detail.get("failed_writes", []),
-    )
+    memory = await Memory.open(call.bindings, call.params["tenant"])
+    return await memory.run_detail(_run_id(call.params))
 
 
 # --- workflows and packs ------------------------------------------------------------------

@@ -21,11 +21,9 @@ from agent_memory.directory import (
     on_shard,
     primary_db,
     shard_usage,
-    tenant_bindings,
 )
 from agent_memory.governance.personal_data import DataKeys
-from agent_memory.hot_warm_cold import placement_table
-from agent_memory.ids import is_ulid, new_ulid
+from agent_memory.ids import is_ulid
 from agent_memory.lifecycle.brief import TenantBrief, build_brief
 from agent_memory.lifecycle.erase import EraseReport, validate_subject
 from agent_memory.lifecycle.move import (
@@ -39,10 +37,8 @@ from agent_memory.lifecycle.move import (
     start_move,
 )
 from agent_memory.lifecycle.prune import (
-    OPERATIONS_PER_BATCH,
-    PruneBudget,
-    Pruner,
     TenantPruneCounts,
+    pruner_for,
     resume_unfinished,
     weekly_prune_id,
 )
@@ -50,9 +46,7 @@ from agent_memory.lifecycle.reconciler import Change, Reconciler, ReconcileRepor
 from agent_memory.lifecycle.retention import (
     LifecycleUpdate,
     TenantLifecycle,
-    get_lifecycle,
     known_tenants,
-    set_lifecycle,
 )
 from agent_memory.memory import Memory
 from agent_memory.namespace import TENANT_PATTERN
@@ -62,8 +56,6 @@ from agent_memory.tiers.working import (
     backfill_namespace,
 )
 from bindings.environment import Bindings
-from bindings.ports.d1 import D1Database
-from bindings.ports.errors import BindingLimitError
 from bindings.ports.vectorize import VECTORIZE_MAX_VECTORS
 from http_messages import ApiError
 from worker.oauth.protocol import finish_revocations
@@ -77,30 +69,6 @@ REWRAP_BATCH = 500
 DATABASE_WARN_AT = 0.8  # the brief warns when a database or index is this full
 # Carried-over recall records written back per daily run (two D1 statements each).
 WRITE_BACK_PER_RUN = 200
-
-
-def make_pruner(bindings: Bindings, share: tuple[int, float] | None = None) -> Pruner | None:
-    """The pruner over every tenant of `bindings`' database (or those a call names), None
-    without D1 and R2; `share` caps its budget at (operations, seconds)."""
-    if bindings.db is None or bindings.cold is None:
-        return None
-    settings = bindings.settings
-    operations, seconds = share or (
-        settings.lifecycle_max_operations,
-        settings.lifecycle_max_seconds,
-    )
-    return Pruner(
-        bindings.db,
-        bindings.cold,
-        bindings.clock,
-        default_retention_days=settings.episode_retention_days,
-        budget=PruneBudget(
-            max_operations=max(OPERATIONS_PER_BATCH + 2, operations),
-            max_seconds=seconds,
-            batch_rows=settings.prune_batch_rows,
-        ),
-        placement=placement_table(bindings),
-    )
 
 
 def shard_views(bindings: Bindings) -> list[Bindings]:
@@ -188,7 +156,7 @@ async def weekly_prune(bindings: Bindings, scheduled_time: float) -> dict[str, A
     tenants: list[dict[str, Any]] = []
     for view in views:
         share = shares.next()
-        pruner = make_pruner(view, share)
+        pruner = pruner_for(view, share)
         assert pruner is not None
         report = await pruner.run(weekly_prune_id(scheduled_ms), scheduled_ms)
         shares.refund(share[0], report.operations)
@@ -237,7 +205,7 @@ async def daily_brief(bindings: Bindings, scheduled_time: float) -> dict[str, An
             """Seconds of this shard's share of the lifecycle budget still unspent."""
             return max(0.0, seconds - (time.monotonic() - started))
 
-        pruner = make_pruner(view, (operations, seconds))
+        pruner = pruner_for(view, (operations, seconds))
         spent = 0
         if pruner is not None:
             reports = await resume_unfinished(pruner)  # they share one meter: the last counts all
@@ -422,52 +390,22 @@ class BackfillView(BaseModel):
     next_cursor: str | None
 
 
-async def _tenant(call: Call[Any, Any]) -> tuple[str, Bindings]:
-    """The path's tenant and the bindings of its shard (the directory, as `Memory.open`)."""
-    tenant = call.params["tenant"]
-    return tenant, await tenant_bindings(call.bindings, tenant)
-
-
-def _db(bindings: Bindings) -> D1Database:
-    if bindings.db is None:
-        raise ApiError(503, "lifecycle_unavailable", "the D1 binding is missing")
-    return bindings.db
+async def _memory(call: Call[Any, Any]) -> Memory:
+    return await Memory.open(call.bindings, call.params["tenant"])
 
 
 async def get_tenant_lifecycle(call: Call[None, None]) -> LifecycleView:
-    tenant, bindings = await _tenant(call)
-    db = _db(bindings)
-    days = bindings.settings.episode_retention_days
-    settings = await get_lifecycle(db, tenant, days)
-    now_ms = int(bindings.clock.now() * 1000)
-    brief = await build_brief(db, now_ms=now_ms, default_retention_days=days, tenants=[tenant])
-    return LifecycleView(settings=settings, brief=brief.tenants[0])
+    memory = await _memory(call)
+    return LifecycleView(settings=await memory.lifecycle(), brief=await memory.brief())
 
 
 async def put_tenant_lifecycle(call: Call[LifecycleUpdate, None]) -> LifecycleSettingsView:
-    tenant, bindings = await _tenant(call)
-    settings = await set_lifecycle(
-        _db(bindings),
-        tenant,
-        call.body,
-        default_days=bindings.settings.episode_retention_days,
-        now_ms=int(bindings.clock.now() * 1000),
-        updated_by=call.auth.principal,
-    )
+    settings = await (await _memory(call)).lifecycle(call.body, by=call.auth.principal)
     return LifecycleSettingsView(settings=settings)
 
 
 async def prune_tenant(call: Call[PruneBody, None]) -> PruneView:
-    tenant, bindings = await _tenant(call)
-    pruner = make_pruner(bindings)
-    if pruner is None:
-        raise ApiError(503, "lifecycle_unavailable", "the prune needs the DB and COLD bindings")
-    now_ms = int(bindings.clock.now() * 1000)
-    if call.body.dry_run:
-        report = await pruner.dry_run(now_ms, tenants=[tenant])
-    else:
-        job = f"manual-{new_ulid(now_ms / 1000)}"
-        report = await pruner.run(job, now_ms, tenants=[tenant])
+    report = await (await _memory(call)).prune(dry_run=call.body.dry_run)
     return PruneView(prune=report.summary(), tenants=report.tenants)
 
 
@@ -486,7 +424,7 @@ class SupersessionView(BaseModel):
 
 
 async def _reconciler(call: Call[Any, Any]) -> Reconciler:
-    reconciler = (await Memory.open(call.bindings, call.params["tenant"])).reconciler()
+    reconciler = (await _memory(call)).reconciler()
     if reconciler is None:
         needs = "the reconciler needs the DB and VECTORIZE bindings and an embedder"
         raise ApiError(503, "lifecycle_unavailable", needs)
@@ -515,12 +453,11 @@ async def replay_supersession(call: Call[EmptyBody, None]) -> SupersessionView:
 
 
 async def erase_subject(call: Call[None, None]) -> EraseView:
-    tenant = call.params["tenant"]
     try:
         subject = validate_subject(call.params["subject"])
     except ValueError as exc:
         raise ApiError(422, "invalid_path", str(exc)) from None
-    report = await (await Memory.open(call.bindings, tenant)).eraser().erase(subject)
+    report = await (await _memory(call)).eraser().erase(subject)
     if not report.complete:
         # Some tier failed; what was removed is in the details. Repeating the DELETE
         # finishes the job (every step is idempotent).
@@ -538,12 +475,9 @@ async def backfill_tenant_namespace(call: Call[BackfillBody, None]) -> BackfillV
     tenant, body, bindings = call.params["tenant"], call.body, call.bindings
     if bindings.kv is None:
         raise ApiError(503, "kv_unavailable", "the KV binding is missing")
-    try:
-        report = await backfill_namespace(
-            bindings.kv, bindings.clock, tenant=tenant, **body.model_dump()
-        )
-    except BindingLimitError:  # KV's refusal of a cursor it did not hand out
-        raise ApiError(422, "invalid_cursor", "cursor is not one this route returned") from None
+    report = await backfill_namespace(
+        bindings.kv, bindings.clock, tenant=tenant, **body.model_dump()
+    )
     return BackfillView(
         tenant=tenant, phase=NamespaceFlags.of(bindings.settings).phase, **asdict(report)
     )

@@ -629,7 +629,6 @@ class ReconcileReport(BaseModel):
     summarised: int = 0
     links_added: int = 0
     pending_completed: int = 0
-    keys_backfilled: int = 0
     update_pairs: int = 0
     superseded_updates: int = 0
     adjudicator: str = ""
@@ -739,9 +738,6 @@ class Reconciler:
         report = ReconcileReport(tenant_id=self.tenant_id)
         now_ms = int(self._clock.now() * 1000)
         report.pending_completed = await self._memory.complete_pending()
-        # Facts from before keys existed get theirs, a batch per run, so a newer statement
-        # about the same entity can supersede them (migration 0005/0006).
-        report.keys_backfilled = await self._memory.backfill_keys()
         # 1-2. Dedup, then conflicts, over the live facts.
         facts = await self._store.live_facts(self.config.max_facts)
         report.facts_examined = len(facts)

@@ -41,6 +41,7 @@ from agent_memory.namespace import (
 )
 from bindings.ports.clock import Clock, SystemClock
 from bindings.ports.d1 import D1Database
+from bindings.ports.errors import BindingLimitError
 from bindings.ports.kv import KV_MIN_EXPIRATION_TTL, KVKey, KVNamespace, KVValueWithMetadata
 from bindings.settings import Settings
 from http_messages import CodedError
@@ -463,10 +464,14 @@ async def backfill_namespace(
 ) -> BackfillReport:
     """Copy up to `max_keys` legacy keys (of `tenant`, or of every tenant) to canonical keys,
     never overwriting one, keeping value, metadata and absolute expiration (under 60 s left:
-    left to expire); deletes nothing. Repeat with `next_cursor` until it is None."""
+    left to expire); deletes nothing. Repeat with `next_cursor` until it is None; another
+    cursor is an `InvalidBackfillCursor`."""
     report = BackfillReport(dry_run=dry_run)
     now = clock.now()
-    page = await kv.list(prefix=legacy_prefix(tenant), cursor=cursor, limit=max(1, max_keys))
+    try:
+        page = await kv.list(prefix=legacy_prefix(tenant), cursor=cursor, limit=max(1, max_keys))
+    except BindingLimitError:  # KV's refusal of a cursor it did not hand out
+        raise InvalidBackfillCursor("cursor is not one this backfill returned") from None
     for entry in page.keys:
         report.scanned += 1
         item = _canonical(entry.name)

@@ -271,7 +271,7 @@ class Fact(BaseModel):
     updated_at: int
     last_recalled_at: int | None
     recall_count: int
-    # The key derived on write (`keys.derive_key`); '' for facts written before 0005.
+    # The key derived on write (`keys.derive_key`).
     key_entity: str = ""
     key_attribute: str = ""
     key_source: str = ""

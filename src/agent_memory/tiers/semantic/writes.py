@@ -1,12 +1,11 @@
-"""The write path of semantic facts: rows, vectors, their repair, and key backfill.
+"""The write path of semantic facts: rows, vectors and their repair.
 
 `FactWriter.learn_many` validates every input, checks the write policy, looks the content
 hashes up (an `active` fact is returned as it is, a `pending_vector` one is completed),
 embeds what is new in batches, inserts rows `pending_vector`, upserts the vectors and marks
 the rows `active` (on failure they stay pending for `complete_pending`). `delete` removes the
 row (the source of truth) before the vector; recall deletes vectors whose row is gone
-(`Recaller.drop_stray`, DESIGN invariant 5). `backfill_keys`
-keys facts written before migration 0005 exactly as the write path does.
+(`Recaller.drop_stray`, DESIGN invariant 5).
 """
 
 from __future__ import annotations
@@ -87,43 +86,6 @@ async def derive_keys(scope: FactScope, inputs: Sequence[KeyedText]) -> list[Fac
         )
         for content, subject, predicate, metadata in inputs
     ]
-
-
-MAX_BACKFILL = 1_000
-
-
-async def backfill_keys(scope: FactScope, limit: int) -> int:
-    """Derive and store the keys of up to `limit` (≤ 1000) unkeyed facts of the tenant.
-    Returns how many were keyed."""
-    result = await scope.sql(
-        "SELECT fact_id, content, subject, predicate, metadata FROM semantic_facts "
-        "WHERE tenant_id = ? AND key_source = '' ORDER BY created_at LIMIT ?",
-        max(1, min(limit, MAX_BACKFILL)),
-    ).all()
-    rows = result.results
-    if not rows:
-        return 0
-    keys = await derive_keys(
-        scope,
-        [
-            (
-                str(r["content"]),
-                str(r["subject"]),
-                str(r["predicate"]),
-                json.loads(r["metadata"] or "{}"),
-            )
-            for r in rows
-        ],
-    )
-    statements = [
-        scope.db.prepare(
-            "UPDATE semantic_facts SET key_entity = ?, key_attribute = ?, key_source = ? "
-            "WHERE tenant_id = ? AND fact_id = ? AND key_source = ''"
-        ).bind(key.entity, key.attribute, key.source, scope.tenant_id, row["fact_id"])
-        for row, key in zip(rows, keys, strict=True)
-    ]
-    await run_batches(scope.db, statements)
-    return len(rows)
 
 
 # A fact's content hash as `semantic_facts` keeps it: the first 24 hex characters (96 bits;
