@@ -461,12 +461,6 @@ class FusionConfig(BaseModel):
         default_factory=lambda: {"vector": 1.0, "keyword": 1.0, "exact": 0.4}
     )
     rrf_k: int = Field(default=60, ge=1)
-    # Per query, a channel whose best hits stand out from the rest of its hits counts more:
-    # its weight is multiplied by (its separation / the channels' mean) ** `adaptive`, the
-    # separation being how far its best `separation_top` hits lie above the mean of all its
-    # hits, in standard deviations (`separation`). 0: fixed weights.
-    adaptive: float = Field(default=0.0, ge=0.0, le=4.0)
-    separation_top: int = Field(default=3, ge=1, le=50)
     # The vector channel is normalised over its hits' mean +- `vector_sigmas` standard
     # deviations, not min-max, which pinned its ends to the best and the 50th hit, so one
     # far-off hit squeezed all the others. None: min-max.
@@ -511,17 +505,6 @@ def _normalized(channel: ChannelResult) -> list[float]:
     return [(score - low) / (high - low) for score in scores]
 
 
-def separation(scores: Sequence[float], top: int) -> float:
-    """How far the best `top` of `scores` lie above their mean, in standard deviations (0
-    for fewer than three scores or no spread)."""
-    if len(scores) < 3:
-        return 0.0
-    mean = math.fsum(scores) / len(scores)
-    spread = math.sqrt(math.fsum((x - mean) ** 2 for x in scores) / len(scores))
-    best = sorted(scores, reverse=True)[:top]
-    return (math.fsum(best) / len(best) - mean) / spread if spread > 0 else 0.0
-
-
 def fuse(
     channels: Sequence[ChannelResult],
     config: FusionConfig,
@@ -536,16 +519,6 @@ def fuse(
     active = [c for c in channels if c.hits and config.weight(c.name) > 0]
     extra = {name: dict(scores) for name, scores in (feature_scores or {}).items() if scores}
     weights = {c.name: config.weight(c.name) for c in active}
-    if config.adaptive > 0:
-        sep = {
-            c.name: separation([h.score for h in c.hits], config.separation_top)
-            for c in active
-            if c.normalize
-        }
-        mean = math.fsum(sep.values()) / len(sep) if sep else 0.0
-        if mean > 0:
-            for name, value in sep.items():
-                weights[name] *= (max(value, 1e-6) / mean) ** config.adaptive
     for name in extra:
         weights.setdefault(name, config.weight(name))
     total_weight = sum(weights.values())
@@ -660,10 +633,6 @@ class ContextConfig(BaseModel):
     before: int = Field(default=2, ge=0, le=5)
     after: int = Field(default=1, ge=0, le=5)
     embed_before: int = Field(default=1, ge=0, le=5)
-    # A memory of at least this many words is embedded alone (0: never): a short reply's
-    # topic is in what it answers, but a long memory says what it is about itself, and its
-    # predecessor would only dilute it.
-    embed_alone_words: int = Field(default=0, ge=0, le=10_000)
 
 
 class RerankConfig(BaseModel):

@@ -310,8 +310,6 @@ async def plan_context(
         later = [i for i in position[session] if i > index][: c.after]
         after = [items[i][1] for i in later]
         embed_before = seen[-c.embed_before :] if c.embed_before else []
-        if c.embed_alone_words and len(content.split()) >= c.embed_alone_words:
-            embed_before = []
         plans.append(
             ContextPlan(
                 session=session,
