@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from agent_memory.governance.feed import ChangeFeed
 from agent_memory.ids import IDS_PER_STATEMENT, delete_ids
 from agent_memory.lifecycle.retention import TenantTable, get_lifecycle, known_tenants
 from agent_memory.placement import DEFAULT_TABLE, PlacementTable
@@ -303,8 +304,10 @@ class Pruner:
         budget: PruneBudget | None = None,
         monotonic: Callable[[], float] = time.monotonic,
         placement: PlacementTable = DEFAULT_TABLE,
+        feed: ChangeFeed | None = None,
     ) -> None:
         self._db = db
+        self._feed = feed
         self._cold = cold
         self._clock = clock
         self._default_days = default_retention_days
@@ -360,6 +363,9 @@ class Pruner:
             )
             if progress is not None:
                 progress(counts)
+            pruned = {f"{k}_deleted": c[k + "_now"] for k in JSON_COLUMNS if c[k + "_now"]}
+            if self._feed is not None and pruned:
+                self._feed.publish(counts.tenant_id, [("pruned", {"prune_id": prune_id, **pruned})])
 
         try:
             for tenant in names:
