@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
 
+from agent_memory.governance.feed import FEED_QUEUE
 from agent_runtime_do.core import AgentRuntimeCore
 from bindings.environment import Bindings, Shard
 from bindings.ports.alarms import AlarmStorage
@@ -30,6 +31,7 @@ from local_runtime.adapters.do_alarms import AlarmTable
 from local_runtime.adapters.do_sql import DurableObjectStorageRegistry, LocalDurableObjectStorage
 from local_runtime.adapters.kv import SqliteKV
 from local_runtime.adapters.object_store import LocalObjectStore
+from local_runtime.adapters.queue import LocalQueues, consumer_settings
 from local_runtime.adapters.rate_limit import FixedWindowRateLimiter
 from local_runtime.adapters.signatures import CryptographySignatures
 from local_runtime.adapters.vectorize import LocalVectorIndex
@@ -49,13 +51,16 @@ MIGRATIONS_DIR = PROJECT_ROOT / "migrations"
 COMPACT_MIGRATIONS_DIR = PROJECT_ROOT / "migrations-compact"
 
 
+def wrangler_config() -> dict[str, Any]:
+    return tomllib.loads((PROJECT_ROOT / "wrangler.toml").read_text("utf-8"))
+
+
 def migrations_dir_of(binding: str) -> Path:
     """The migrations folder of D1 binding `binding`: wrangler.toml's `migrations_dir` for it,
     so each local database is made from the folder its Cloudflare database is (the primary
     from migrations/, a shard added now from migrations-compact/); a binding wrangler.toml
     lacks is a shard added now."""
-    config = tomllib.loads((PROJECT_ROOT / "wrangler.toml").read_text("utf-8"))
-    for database in config.get("d1_databases", []):
+    for database in wrangler_config().get("d1_databases", []):
         if database.get("binding") == binding:
             return PROJECT_ROOT / str(database.get("migrations_dir", "migrations"))
     return COMPACT_MIGRATIONS_DIR
@@ -161,6 +166,9 @@ class LocalRuntime:
         self.db: SqliteD1 = cast(SqliteD1, self.shards[0].db)
         self.vectors: LocalVectorIndex = cast(LocalVectorIndex, self.shards[0].vectors)
         self.cold = LocalObjectStore(state.cold, clock=self.clock)
+        # The change feed's queue and its consumers, as wrangler.toml declares them.
+        self.queues = LocalQueues(state.queues, self.clock)
+        self.queue_consumers = consumer_settings(wrangler_config())
         self.cipher = CryptographyCipher()
         self.signatures = CryptographySignatures()
         self._embedder = embedder
@@ -240,6 +248,7 @@ class LocalRuntime:
             llm=self.llm,
             agents=self.agents,
             cold=self.cold,
+            feed=self.queues.producer(FEED_QUEUE),
             http_transport=self.http_transport,
             resolve_host=resolve_host,
             embed_rate_limiter=self.embed_rate_limiter,
@@ -256,6 +265,7 @@ class LocalRuntime:
             self.shard_db(shard.name).checkpoint()
             self.shard_vectors(shard.name).checkpoint()
         self.kv.checkpoint()
+        self.queues.checkpoint()
         self._do_registry.checkpoint()
 
     def durable_object_storage(self, name: str) -> LocalDurableObjectStorage:
@@ -272,12 +282,30 @@ class LocalRuntime:
         """Run every Durable Object alarm due now (by this runtime's clock)."""
         return await self.agents.run_due_alarms(self.clock.now())
 
+    async def deliver_queues(self, max_batches: int = 1000) -> int:
+        """Hand each consumed queue's due messages to the Worker's consumer until none is due
+        (by this runtime's clock; at most `max_batches` batches); how many were handed."""
+        from worker.portability_routes import consume
+
+        handed = 0
+        for name, settings in self.queue_consumers.items():
+            for _ in range(max_batches):
+                count = await self.queues.deliver(
+                    name, settings, lambda queue, batch: consume(queue, batch, self.bindings())
+                )
+                handed += count
+                if not count:
+                    break
+        return handed
+
     async def run_alarms(self, poll_seconds: float = 1.0) -> None:
-        """Fire alarms as they fall due, until cancelled (the dev server's alarm loop): a
-        pass at once, then every `poll_seconds`; `alarm_passes` counts finished passes."""
+        """Fire alarms and deliver queued messages as they fall due, until cancelled (the dev
+        server's loop): a pass at once, then every `poll_seconds`; `alarm_passes` counts
+        finished passes."""
         while True:
             try:
                 await self.fire_due_alarms()
+                await self.deliver_queues()
             except Exception:  # one bad pass must not end the loop
                 log.exception("alarm loop pass failed")
             self.alarm_passes += 1
@@ -289,5 +317,6 @@ class LocalRuntime:
     async def close(self) -> None:
         await self.background.drain()
         self.agents.alarms.close()
+        self.queues.close()
         self.evict_durable_objects()  # closes the object files: their WALs are checkpointed
         await self.http_transport.close()

@@ -23,6 +23,7 @@ from agent_memory.directory import (
     shard_usage,
     tenant_bindings,
 )
+from agent_memory.governance.feed import ChangeFeed, forget_feed_history
 from agent_memory.governance.personal_data import DataKeys
 from agent_memory.hot_warm_cold import placement_table
 from agent_memory.ids import is_ulid, new_ulid
@@ -38,6 +39,7 @@ from agent_memory.lifecycle.move import (
     recheck_move,
     start_move,
 )
+from agent_memory.lifecycle.portability import expire_exports, running_exports
 from agent_memory.lifecycle.prune import (
     OPERATIONS_PER_BATCH,
     PruneBudget,
@@ -82,6 +84,8 @@ DATABASE_WARN_AT = 0.8  # the brief warns when a database or index is this full
 REINDEX_BUDGET = ReindexBudget(facts_per_tenant=5_000, facts_total=20_000, max_seconds=300.0)
 # Carried-over recall records written back per daily run (two D1 statements each).
 WRITE_BACK_PER_RUN = 200
+EXPORT_STEP_SECONDS = 20.0
+FEED_HISTORY_MS = 14 * 86_400_000
 
 
 def make_pruner(bindings: Bindings, share: tuple[int, float] | None = None) -> Pruner | None:
@@ -105,6 +109,7 @@ def make_pruner(bindings: Bindings, share: tuple[int, float] | None = None) -> P
             batch_rows=settings.prune_batch_rows,
         ),
         placement=placement_table(bindings),
+        feed=ChangeFeed.of(bindings),
     )
 
 
@@ -267,6 +272,7 @@ async def daily_brief(bindings: Bindings, scheduled_time: float) -> dict[str, An
         "reconciled": reconciled,
         "data_keys_rewrapped": rewrapped,
         "oauth_rows_swept": await oauth_sweep(bindings) if bindings.kv is not None else 0,
+        "exports_expired": await _expire_exports(bindings, scheduled_time),
         "moves": [
             {"tenant_id": m.tenant_id, "phase": m.phase, "error": m.error} for m in unfinished
         ],
@@ -347,7 +353,27 @@ async def move_steps(bindings: Bindings, scheduled_time: float) -> dict[str, Any
     oauth = bindings.db is not None and bindings.kv is not None
     ended = await finish_revocations(bindings) if oauth else 0
     report = {"ran": True, "moves": await advance_moves(bindings)}
-    return report | ({"oauth_tokens_ended": ended} if ended else {})
+    exported = await advance_exports(bindings) if bindings.db is not None else []
+    return (
+        report
+        | ({"oauth_tokens_ended": ended} if ended else {})
+        | ({"exports": exported} if exported else {})
+    )
+
+
+async def advance_exports(bindings: Bindings) -> list[dict[str, Any]]:
+    """One bounded step of the unfinished export advanced longest ago (docs/portability.md):
+    an export nobody watches finishes by itself. A failure is logged and reported."""
+    out = []
+    for tenant, job_id in await running_exports(primary_db(bindings) or _db(bindings)):
+        try:
+            exporter = (await Memory.open(bindings, tenant)).exporter()
+            job = await exporter.advance(job_id, max_seconds=EXPORT_STEP_SECONDS)
+            out.append({"tenant_id": tenant, "job_id": job_id, "status": job.status})
+        except Exception as exc:
+            log.exception("export %s/%s: step failed", tenant, job_id)
+            out.append({"tenant_id": tenant, "job_id": job_id, "error": f"{exc}"})
+    return out
 
 
 async def write_back_recall_records(bindings: Bindings) -> dict[str, int]:
@@ -392,6 +418,16 @@ async def rewrap_data_keys(bindings: Bindings, *, max_seconds: float) -> dict[st
             if count < REWRAP_BATCH:
                 break
     return done
+
+
+async def _expire_exports(bindings: Bindings, scheduled_time: float) -> int:
+    """Exports past their expiry lose their parts; delivery records and erasure marks older
+    than the feed queue's retention (14 days) go."""
+    control, now_ms = primary_db(bindings), int(scheduled_time * 1000)
+    if control is None:
+        return 0
+    await forget_feed_history(control, now_ms - FEED_HISTORY_MS)
+    return 0 if bindings.cold is None else await expire_exports(control, bindings.cold, now_ms)
 
 
 # -- the admin routes ----------------------------------------------------------------------
@@ -524,6 +560,13 @@ async def _supersession(
     if not is_ulid(value):
         raise ApiError(422, "invalid_path", f"{param} must be a 26-character ULID")
     change = await act((await _reconciler(call)), value, call.operator.principal)
+    if (feed := ChangeFeed.of(call.bindings)) is not None:  # undone: restored; replayed
+        loser, winner, by = change.fact_id, change.superseded_by, change.by
+        restored = {"id": loser, "key": winner}  # live again; had lost to `key`
+        replayed = {"id": winner, "key": winner, "supersedes": loser}
+        undo = param == "fact_id"
+        data = {"tier": "semantic", **(restored if undo else replayed), "by": by}
+        feed.publish(call.params["tenant"], [("restored" if undo else "superseded", data)])
     return SupersessionView(**asdict(change))
 
 

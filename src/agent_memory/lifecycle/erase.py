@@ -22,6 +22,7 @@ from typing import Any, get_args
 
 from pydantic import BaseModel, Field
 
+from agent_memory.governance.feed import ChangeFeed
 from agent_memory.governance.personal_data import destroy_statement
 from agent_memory.governance.writes import EventLog, result_id
 from agent_memory.ids import chunks, run_batches, sha256_hex
@@ -216,8 +217,10 @@ class SubjectEraser:
         agents: DurableObjectNamespace | None = None,
         progress: Progress | None = None,
         purge_residue: Callable[[], Awaitable[None]] | None = None,
+        feed: ChangeFeed | None = None,
     ) -> None:
         self.tenant_id = tenant_id
+        self._feed = feed
         self._db = db
         self._clock = clock
         self._purge_residue = purge_residue
@@ -276,6 +279,20 @@ class SubjectEraser:
             await self._step(report, "residue", self._purge_residue())
         counts = report.model_dump(exclude={"subject", "errors", "tenant_id"})
         log.info("erase %s/%s: %s", self.tenant_id, subject_digest(subject), counts)
+        if self._feed is not None:  # queued changes carrying the subject are dropped from now
+            await self._step(
+                report,
+                "change feed",
+                self._feed.erased(
+                    self.tenant_id,
+                    subject,
+                    {
+                        k: v
+                        for k, v in counts.items()
+                        if isinstance(v, int) and not isinstance(v, bool)
+                    },
+                ),
+            )
         return report
 
     @staticmethod
@@ -303,6 +320,10 @@ class SubjectEraser:
         return report
 
     # ------------------------------------------------------------------ D1 rows
+
+    async def find(self, subject: str) -> Found:
+        """The D1 rows that are traces of `subject` (what an erase would delete there)."""
+        return await self._find(validate_subject(subject), Found())
 
     async def _find(self, subject: str, found: Found) -> Found:
         """Add to `found` the episodes, facts (with the history they superseded) and runs
@@ -368,22 +389,28 @@ class SubjectEraser:
 
     # ------------------------------------------------------------------ cold archives
 
-    async def _erase_archives(self, matcher: SubjectMatcher, report: EraseReport) -> None:
-        """Rewrite or delete every archive holding traces; each one's counts go into
-        `report` as soon as it is done."""
-        cold = self._cold
-        assert cold is not None
+    async def archive_keys(self) -> list[str]:
+        """Every archive object of the tenant (none without the cold tier)."""
         keys: list[str] = []
-        for prefix in tenant_prefixes(self.tenant_id):
+        cold = self._cold
+        for prefix in tenant_prefixes(self.tenant_id) if cold is not None else ():
             cursor: str | None = None
             while True:
+                assert cold is not None
                 page = await cold.list(prefix=prefix, cursor=cursor)
                 keys += [o.key for o in page.objects]
                 if not page.truncated or not page.cursor:
                     break
                 cursor = page.cursor
+        return keys
+
+    async def _erase_archives(self, matcher: SubjectMatcher, report: EraseReport) -> None:
+        """Rewrite or delete every archive holding traces; each one's counts go into
+        `report` as soon as it is done."""
+        cold = self._cold
+        assert cold is not None
         now_ms = int(self._clock.now() * 1000)
-        for key in keys:
+        for key in await self.archive_keys():
             parsed = parse_archive_key(key)
             if parsed is None:
                 continue
@@ -474,9 +501,18 @@ class SubjectEraser:
 
     async def _erase_working(self, matcher: SubjectMatcher, report: EraseReport) -> None:
         assert self._kv is not None
+        doomed = list(await self.working_traces(matcher))
+        for name in doomed:
+            await self._kv.delete(name)
+        report.working_keys = len(doomed)
+
+    async def working_traces(self, matcher: SubjectMatcher) -> dict[str, str | None]:
+        """The tenant's KV keys that are traces (name -> value when the value was read)."""
+        if self._kv is None:
+            return {}
         # Legacy working-memory keys and every canonical hot item of the tenant (working
         # memory after the namespace migration, and copies promoted by the MemoryClient).
-        doomed: list[str] = []
+        doomed: dict[str, str | None] = {}
         for prefix in (
             f"{WORKING_MEMORY_PREFIX}:{self.tenant_id}:",
             f"{SERVICE}:{self.tenant_id}:",
@@ -487,13 +523,11 @@ class SubjectEraser:
                 page = await self._kv.list(prefix=prefix, cursor=cursor)
                 for item in page.keys:
                     # The key (after the tenant) names it, or else the value holds it.
-                    if matcher.subject in item.name[len(prefix) :] or matcher.subject in (
-                        await self._kv.get(item.name) or ""
-                    ):
-                        doomed.append(item.name)
+                    if matcher.subject in item.name[len(prefix) :]:
+                        doomed[item.name] = None
+                    elif matcher.subject in (value := await self._kv.get(item.name) or ""):
+                        doomed[item.name] = value
                 if page.list_complete or not page.cursor:
                     break
                 cursor = page.cursor
-        for name in doomed:
-            await self._kv.delete(name)
-        report.working_keys = len(doomed)
+        return doomed
