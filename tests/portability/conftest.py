@@ -13,10 +13,51 @@ from typing import Any
 import pytest
 from standardwebhooks import Webhook
 
+from agent_memory.lifecycle.portability import Personal, part_key
+from agent_memory.memory import Memory
+from local_runtime.runtime import LocalRuntime
 from local_runtime.server import serving_in_thread
 from tests.memory_api.conftest import Client, client, clock, memory_runtime
 
-__all__ = ["Client", "Receiver", "client", "clock", "export_lines", "memory_runtime", "receiver"]
+__all__ = [
+    "Client",
+    "Receiver",
+    "client",
+    "clock",
+    "export_lines",
+    "exported",
+    "memory_runtime",
+    "receiver",
+]
+
+
+async def exported(
+    runtime: LocalRuntime, tenant: str, personal: Personal = "sealed"
+) -> list[dict[str, Any]]:
+    """A whole export of `tenant`, run to the end in process, header first."""
+    exporter = (await Memory.open(runtime.bindings(), tenant)).exporter()
+    job = await exporter.start("ops@example.com", personal)
+    job = await exporter.advance(job.job_id, max_seconds=600)
+    records: list[dict[str, Any]] = []
+    for part in range(job.progress["part"]):
+        body = await runtime.cold.get(part_key(tenant, job.job_id, part))
+        assert body is not None
+        records += [json.loads(line) for line in gzip.decompress(body.data).splitlines()]
+    return records
+
+
+def comparable(records: list[dict[str, Any]]) -> list[str]:
+    """Records as another tenant's import must give them back: without the tenant, the hash
+    (each database keeps its own width), the header and the events of the import and of the
+    exports themselves."""
+    out = []
+    for record in records:
+        op = record.get("payload", {}).get("op")
+        if record["record"] == "header" or op in ("imported", "personal_data_opened"):
+            continue
+        rest = {k: v for k, v in record.items() if k not in ("tenant_id", "content_hash")}
+        out.append(json.dumps(rest, sort_keys=True))
+    return sorted(out)
 
 
 async def export_lines(client: Client, tenant: str, job_id: str) -> list[dict[str, Any]]:

@@ -69,9 +69,12 @@ async def test_a_write_is_published_after_its_response_and_delivered_signed(
     fact_id = response.json()["item"]["metadata"]["fact_id"]
     assert delivered["type"] == "memory.written"
     assert delivered["data"] == {
-        "tier": "semantic", "id": fact_id, "key": "ada|states", "source": "memory_api",
+        "tier": "semantic",
+        "id": fact_id,
+        "key": "ada|states",
+        "source": "memory_api",
         "subject": "ada",
-    }  # fmt: skip
+    }
     assert "tea" not in receiver.received[0][1].decode()  # ids and what changed, no value
     [logged] = await _deliveries(client)
     assert (logged["status"], logged["attempts"], logged["http_status"]) == ("delivered", 1, 200)

@@ -1087,10 +1087,23 @@ class Importer:
         if report.dry_run:
             return
         await run_batches(self.db, statements)
+        new = set(written.get("semantic", ()))
+        facts = {
+            r.fact_id: r.updated_at for _, r in chunk if r.record == "fact" and r.fact_id in new
+        }
         if self.semantic is not None and written.get("semantic"):
             semantic = self.semantic()
             while await semantic.complete_pending(1000) > 0:  # vectors for the facts now
                 pass
+            # Activation stamps its own time: the facts keep the one they were exported with.
+            await (
+                self.db.prepare(
+                    "UPDATE semantic_facts SET updated_at = json_extract(?2, '$.' || fact_id) "
+                    "WHERE tenant_id = ?1 AND fact_id IN (SELECT key FROM json_each(?2))"
+                )
+                .bind(self.tenant, json.dumps(facts))
+                .run()
+            )
         if self.feed is not None:
             changes = [
                 ("written", {"tier": t, "ids": ids, "op": "imported"}) for t, ids in written.items()
