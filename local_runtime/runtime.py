@@ -258,9 +258,13 @@ class LocalRuntime:
             purge_residue=self.purge_residue,
         )
 
-    async def purge_residue(self) -> None:
-        """After an erase: checkpoint and truncate every local SQLite file's WAL, so the
-        pages an erase overwrote (secure_delete) leave no older copy in a -wal file."""
+    async def purge_residue(self, subject: str | None = None) -> None:
+        """After an erase: delete the queued messages naming `subject` (Cloudflare's queue
+        cannot delete one; its consumer drops them), then checkpoint and truncate every local
+        SQLite file's WAL, so the pages an erase overwrote (secure_delete) leave no older copy
+        in a -wal file."""
+        if subject:
+            self.queues.forget(subject)
         for shard in self.shards:
             self.shard_db(shard.name).checkpoint()
             self.shard_vectors(shard.name).checkpoint()

@@ -62,6 +62,7 @@ class LocalQueues:
             ":memory:" if path is None else str(path), isolation_level=None, check_same_thread=False
         )
         self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA secure_delete=ON")  # an erase's deletes leave no bytes
         self._db.execute(
             "CREATE TABLE IF NOT EXISTS messages (seq INTEGER PRIMARY KEY AUTOINCREMENT, "
             "queue TEXT NOT NULL, id TEXT NOT NULL, body TEXT NOT NULL, attempts INTEGER NOT "
@@ -131,6 +132,13 @@ class LocalQueues:
                 )
         if delay is not None and attempts > settings.max_retries and settings.dead_letter_queue:
             self.enqueue(settings.dead_letter_queue, [body])
+
+    def forget(self, text: str) -> int:
+        """Delete every message whose body holds `text` (a subject erase, locally)."""
+        with self._guard:
+            return self._db.execute(
+                "DELETE FROM messages WHERE instr(body, ?) > 0", (text,)
+            ).rowcount
 
     def checkpoint(self) -> None:
         with self._guard:

@@ -299,6 +299,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 
 
 def cmd_erase_subject(args: argparse.Namespace) -> int:
+    from agent_memory.governance.feed import ChangeFeed
     from agent_memory.lifecycle.erase import SubjectEraser, validate_subject
 
     try:
@@ -324,6 +325,7 @@ def cmd_erase_subject(args: argparse.Namespace) -> int:
                 agents=runtime.agents,
                 progress=lambda step, n: _say(f"  {step}: {n}"),
                 purge_residue=runtime.purge_residue,
+                feed=ChangeFeed.of(runtime.bindings()),
             )
             return await eraser.erase(subject)
         finally:

@@ -75,8 +75,9 @@ class Bindings:
     signatures: Signatures | None = None
     # Personal data at rest (docs/personal-data.md); None: marked personal data is refused.
     cipher: Cipher | None = None
-    # Local only: overwrite what an erase deleted in the SQLite files (checkpoint the WAL).
-    purge_residue: Callable[[], Awaitable[None]] | None = None
+    # Local only: after an erase of the subject given, delete the queued messages naming it
+    # and overwrite what the erase deleted in the SQLite files (checkpoint the WAL).
+    purge_residue: Callable[[str], Awaitable[None]] | None = None
     embed_rate_limiter: RateLimiter | None = None  # EMBED_RATE_LIMITER, ADR-29
     oauth_rate_limiter: RateLimiter | None = None  # OAUTH_RATE_LIMITER: POST /register
     # Recall's optional reranking stage (`rerank` in MEMORY_RETRIEVAL_CONFIG): Workers AI's

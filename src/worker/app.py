@@ -595,8 +595,8 @@ def routes(memory_tools: MemoryDispatcherFactory | None = SemanticDispatcher) ->
               "portability", auth=ACCESS),
         Route("GET", "/admin/tenants/{tenant}/subjects/{subject}/export",
               lazy("worker.portability_routes:export_subject"),
-              "Everything about one subject across tiers and archives, as JSON Lines",
-              "portability", auth=ACCESS, query="SubjectExportQuery"),
+              "Everything about one subject across tiers and archives, as JSON Lines "
+              "(?personal=opened: sealed fields opened, an event)", "portability", auth=ACCESS),
         Route("POST", "/admin/tenants/{tenant}/imports",
               lazy("worker.portability_routes:import_records"),
               "Import JSON Lines (this format, mem0's or plain texts) through the write gate; "

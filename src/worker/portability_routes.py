@@ -38,7 +38,7 @@ from bindings.ports.sql import Row
 from gateway.credentials import SealedSecret, credential_sealer
 from gateway.outbound import OutboundPolicy
 from http_messages import ApiError, Headers, HttpResponse
-from worker.app import Call, StrictModel
+from worker.app import Call, StrictModel, parse_model
 from worker.lifecycle_jobs import EXPORT_STEP_SECONDS
 
 SECRET_PREFIX = "whsec_"
@@ -97,15 +97,17 @@ async def export_part(call: Call[None, None]) -> HttpResponse:
     return HttpResponse(200, data, Headers({"content-type": "application/gzip"}))
 
 
-async def export_subject(call: Call[None, SubjectExportQuery]) -> HttpResponse:
-    """Everything about one subject (the erase's counterpart), as JSON Lines."""
+async def export_subject(call: Call[None, None]) -> HttpResponse:
+    """Everything about one subject (the erase's counterpart), as JSON Lines; `?personal=opened`
+    opens its sealed personal fields (an event)."""
+    query = parse_model(call.request.query, SubjectExportQuery)
     try:
         subject = validate_subject(call.params["subject"])
     except ValueError as exc:
         raise ApiError(422, "invalid_path", str(exc)) from None
     memory = await Memory.open(call.bindings, call.params["tenant"])
     found = await memory.exporter().subject(
-        memory.eraser(), subject, by=call.operator.principal, personal=call.query.personal
+        memory.eraser(), subject, by=call.operator.principal, personal=query.personal
     )
     return HttpResponse(200, encode(found), Headers({"content-type": "application/x-ndjson"}))
 

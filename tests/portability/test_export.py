@@ -194,10 +194,16 @@ async def test_a_subject_export_holds_what_the_subjects_erase_removes(
     assert header["subject"] == "cyrus" and header["personal"] == "opened"
     kinds = [r["record"] for r in records]
     assert "cy@example.com" in response.body.decode()  # opened, as asked
+    copy = await exported(memory_runtime, "acme")  # a tenant export naming cyrus
     erased = await client.send(
         "DELETE", "/admin/tenants/acme/subjects/cyrus", access=client.operator
     )
     report = erased.json()
+    assert report["exports_deleted"] == 1  # an export is a copy: it goes with the subject
+    gone = await client.send(
+        "GET", f"/admin/tenants/acme/exports/{copy[0]['job_id']}/parts/0", access=client.operator
+    )
+    assert gone.json()["error"]["code"] == "part_not_found"
     assert kinds.count("fact") == report["facts"]
     assert kinds.count("episode") == report["episodes"]
     assert kinds.count("run") == report["runs"]

@@ -15,6 +15,7 @@ erase before any D1 row is deleted. Every step is idempotent.
 
 from __future__ import annotations
 
+import gzip
 import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
@@ -27,6 +28,7 @@ from agent_memory.governance.personal_data import destroy_statement
 from agent_memory.governance.writes import EventLog, result_id
 from agent_memory.ids import chunks, run_batches, sha256_hex
 from agent_memory.lifecycle.prune import (
+    EXPORT_ROOT,
     TABLE_OF,
     ArchiveKind,
     ArchiveLedger,
@@ -71,6 +73,7 @@ class EraseReport(BaseModel):
     events_scrubbed: int = 0
     archives_rewritten: int = 0
     archives_deleted: int = 0
+    exports_deleted: int = 0  # export jobs whose parts named it (docs/portability.md)
     data_keys: int = 0  # destroyed: the subject's sealed values have no key any more
     keyword_index_optimized: bool = False
     archived_rows: dict[str, int] = Field(
@@ -216,7 +219,7 @@ class SubjectEraser:
         cold: ObjectStore | None = None,
         agents: DurableObjectNamespace | None = None,
         progress: Progress | None = None,
-        purge_residue: Callable[[], Awaitable[None]] | None = None,
+        purge_residue: Callable[[str], Awaitable[None]] | None = None,
         feed: ChangeFeed | None = None,
     ) -> None:
         self.tenant_id = tenant_id
@@ -274,9 +277,10 @@ class SubjectEraser:
         self._progress("working", report.working_keys)
         if self._cold is not None:
             await self._step(report, "archives", self._erase_archives(matcher, report))
+            await self._step(report, "exports", self._erase_exports(matcher, report))
         self._progress("archives", report.archives_rewritten + report.archives_deleted)
         if self._purge_residue is not None:
-            await self._step(report, "residue", self._purge_residue())
+            await self._step(report, "residue", self._purge_residue(subject))
         counts = report.model_dump(exclude={"subject", "errors", "tenant_id"})
         log.info("erase %s/%s: %s", self.tenant_id, subject_digest(subject), counts)
         if self._feed is not None:  # queued changes carrying the subject are dropped from now
@@ -389,11 +393,26 @@ class SubjectEraser:
 
     # ------------------------------------------------------------------ cold archives
 
-    async def archive_keys(self) -> list[str]:
-        """Every archive object of the tenant (none without the cold tier)."""
+    async def _erase_exports(self, matcher: SubjectMatcher, report: EraseReport) -> None:
+        """Delete every export holding a trace (all its parts: an export is a copy)."""
+        assert self._cold is not None
+        keys = await self.archive_keys((f"{EXPORT_ROOT}/{self.tenant_id}/",))
+        doomed: set[str] = set()
+        for key in keys:
+            job = key.rsplit("/", 1)[0]
+            body = None if job in doomed else await self._cold.get(key)
+            if body is not None and matcher.subject in gzip.decompress(body.data).decode():
+                doomed.add(job)
+        for job in sorted(doomed):
+            await self._cold.delete([k for k in keys if k.startswith(job + "/")])
+        report.exports_deleted = len(doomed)
+
+    async def archive_keys(self, prefixes: Sequence[str] | None = None) -> list[str]:
+        """Every object under `prefixes` (default: the tenant's archives), none without the
+        cold tier."""
         keys: list[str] = []
         cold = self._cold
-        for prefix in tenant_prefixes(self.tenant_id) if cold is not None else ():
+        for prefix in (prefixes or tenant_prefixes(self.tenant_id)) if cold is not None else ():
             cursor: str | None = None
             while True:
                 assert cold is not None

@@ -62,7 +62,12 @@ from agent_memory.governance.writes import (
 )
 from agent_memory.ids import chunks, content_hash, new_ulid, run_batches
 from agent_memory.lifecycle.erase import SubjectEraser, SubjectMatcher
-from agent_memory.lifecycle.prune import decode_archive, encode_lines, parse_archive_key
+from agent_memory.lifecycle.prune import (
+    EXPORT_ROOT,
+    decode_archive,
+    encode_lines,
+    parse_archive_key,
+)
 from agent_memory.namespace import DEFAULT_SUBJECT, TENANT_PATTERN
 from agent_memory.tiers.episodic import Episode, Pack, RunRecord
 from agent_memory.tiers.semantic.memory import SemanticMemory
@@ -83,7 +88,6 @@ PART_RECORDS = 5_000
 PAGE_ROWS = 500
 IMPORT_CHUNK = 500
 EXPORT_KEPT_DAYS = 7
-EXPORT_ROOT = "exports"
 MAX_REFUSALS_LISTED = 100
 Personal = Literal["sealed", "opened"]
 ImportFormat = Literal["agent-memory", "mem0", "text"]

@@ -37,6 +37,7 @@ ArchiveKind = Literal["episodes", "runs", "events"]
 
 ARCHIVE_ROOT = "archive"
 LOG_ROOT = "logs"
+EXPORT_ROOT = "exports"  # tenant exports (lifecycle.portability), beside the archives
 ARCHIVE_SUFFIX = ".ndjson.gz"
 
 # Columns stored as JSON text, per archived table.
