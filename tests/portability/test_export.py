@@ -105,13 +105,13 @@ async def test_an_export_killed_mid_way_resumes_and_loses_or_repeats_nothing(
     save = Jobs.save
     calls = {"n": 0}
 
-    async def dies_at_the_third_save(self: Jobs, job: Any) -> Any:
+    async def dies_saving_part_three(self: Jobs, job: Any, **kwargs: Any) -> Any:
         calls["n"] += 1
-        if calls["n"] == 3:  # part 3 is in R2, the progress naming it is not
-            raise RuntimeError("the isolate was evicted")
-        return await save(self, job)
+        if calls["n"] == 4:  # (the job's creation, parts 1 and 2) part 3 is in R2, its
+            raise RuntimeError("the isolate was evicted")  # progress is not
+        return await save(self, job, **kwargs)
 
-    monkeypatch.setattr(Jobs, "save", dies_at_the_third_save)
+    monkeypatch.setattr(Jobs, "save", dies_saving_part_three)
     exporter = (await Memory.open(memory_runtime.bindings(), "acme")).exporter()
     job = await exporter.start("ops", "sealed")
     with pytest.raises(Exception, match=r"export_step_failed|evicted"):

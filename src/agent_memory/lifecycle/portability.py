@@ -43,7 +43,6 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from agent_memory.governance.feed import ChangeFeed
 from agent_memory.governance.personal_data import (
     PersonalData,
-    PersonalDataUnavailable,
     Sealable,
     SealedValue,
 )
@@ -91,6 +90,7 @@ EXPORT_KEPT_DAYS = 7
 MAX_REFUSALS_LISTED = 100
 Personal = Literal["sealed", "opened"]
 ImportFormat = Literal["agent-memory", "mem0", "text"]
+Kind = Literal["export", "import"]
 
 # --------------------------------------------------------------------------- the records
 
@@ -244,6 +244,7 @@ class _Table:
     key: tuple[str, ...]
     model: type[BaseModel]
     json: tuple[str, ...] = ()
+    tier: EventTier | None = None  # whose `memory_written` event an import of it counts in
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -254,15 +255,25 @@ _NOT_COLUMNS = frozenset({"record", "tenant_id", "archived"})
 # In the order a file holds them (and an import writes them): what facts name comes first.
 TABLES = (
     _Table("lifecycle", "tenant_lifecycle", (), LifecycleRecord),
-    _Table("pack", "workflow_packs", ("agent_type", "name", "version"), PackRecord),
-    _Table("run", "agent_runs", ("run_id",), RunExport, ("input", "output")),
-    _Table("episode", "memory_episodes", ("episode_id",), EpisodeRecord, ("data",)),
-    _Table("fact", "semantic_facts", ("fact_id",), FactRecord, ("metadata", "index_terms")),
     _Table(
-        "provenance", "fact_provenance", ("fact_id", "source_kind", "source_id"), ProvenanceRecord
+        "pack", "workflow_packs", ("agent_type", "name", "version"), PackRecord, tier="procedural"
     ),
-    _Table("link", "memory_links", ("from_fact_id", "to_fact_id"), LinkRecord),
-    _Table("kept_apart", "facts_kept_apart", ("fact_id", "other_id"), KeptApartRecord),
+    _Table("run", "agent_runs", ("run_id",), RunExport, ("input", "output"), "episodic"),
+    _Table("episode", "memory_episodes", ("episode_id",), EpisodeRecord, ("data",), "episodic"),
+    _Table(
+        "fact", "semantic_facts", ("fact_id",), FactRecord, ("metadata", "index_terms"), "semantic"
+    ),
+    _Table(
+        "provenance",
+        "fact_provenance",
+        ("fact_id", "source_kind", "source_id"),
+        ProvenanceRecord,
+        tier="semantic",
+    ),
+    _Table("link", "memory_links", ("from_fact_id", "to_fact_id"), LinkRecord, tier="semantic"),
+    _Table(
+        "kept_apart", "facts_kept_apart", ("fact_id", "other_id"), KeptApartRecord, tier="semantic"
+    ),
     _Table("event", "memory_events", ("event_id",), EventRecord, ("payload",)),
 )
 TABLE = {t.record: t for t in TABLES}
@@ -364,7 +375,7 @@ class PortabilityJob(BaseModel):
 
     tenant_id: str
     job_id: str
-    kind: Literal["export", "import"]
+    kind: Kind
     status: Literal["running", "complete", "failed", "expired"]
     options: dict[str, Any] = {}
     progress: dict[str, Any] = {}
@@ -393,70 +404,62 @@ class Jobs:
         self._db = control
         self.tenant = tenant
 
-    async def create(self, job: PortabilityJob) -> PortabilityJob:
-        await (
-            self._db.prepare(
-                "INSERT INTO portability_jobs (tenant_id, job_id, kind, status, options, progress, "
-                "requested_by, started_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT (tenant_id, job_id) DO NOTHING"
-            )
-            .bind(
-                self.tenant,
-                job.job_id,
-                job.kind,
-                job.status,
-                json.dumps(job.options),
-                json.dumps(job.progress),
-                job.requested_by,
-                job.started_at,
-                job.updated_at,
-            )
-            .run()
+    async def save(self, job: PortabilityJob, *, new: bool = False) -> PortabilityJob:
+        """Write `job` (`new`: only if no job has its id; the stored one is returned)."""
+        row = job.model_dump() | {k: json.dumps(getattr(job, k)) for k in ("options", "progress")}
+        changed = ", ".join(f"{c} = excluded.{c}" for c in row if c not in _FIXED)
+        sql = (
+            f"INSERT INTO portability_jobs ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})"
+            f" ON CONFLICT (tenant_id, job_id) DO {'NOTHING' if new else 'UPDATE SET ' + changed}"
         )
-        found = await self.get(job.job_id)
-        assert found is not None
-        return found
+        await self._db.prepare(sql).bind(*row.values()).run()
+        return (await self.listed(job.kind, job_id=job.job_id))[0] if new else job
+
+    async def start(
+        self,
+        job_id: str,
+        kind: Kind,
+        options: dict[str, Any],
+        by: str,
+        now: float,
+        progress: dict[str, Any] | None = None,
+    ) -> PortabilityJob:
+        """A running job, new (or the one with this id already: an import resumed)."""
+        ms = int(now * 1000)
+        job = PortabilityJob(
+            tenant_id=self.tenant,
+            job_id=job_id,
+            kind=kind,
+            status="running",
+            options=options,
+            progress=progress or {},
+            requested_by=by,
+            started_at=ms,
+            updated_at=ms,
+        )
+        return await self.save(job, new=True)
 
     async def get(self, job_id: str) -> PortabilityJob | None:
-        row = (
-            await self._db.prepare(
-                "SELECT * FROM portability_jobs WHERE tenant_id = ? AND job_id = ?"
-            )
-            .bind(self.tenant, job_id)
-            .first()
-        )
-        return None if row is None else _job(row)
+        found = await self.listed(None, job_id=job_id)
+        return found[0] if found else None
 
-    async def listed(self, kind: str = "export", limit: int = 50) -> list[PortabilityJob]:
+    async def listed(
+        self, kind: str | None = "export", limit: int = 50, *, job_id: str | None = None
+    ) -> list[PortabilityJob]:
+        """The tenant's jobs of `kind` (or the one `job_id`), newest first."""
+        where, params = ("job_id = ?", [job_id]) if job_id else ("kind = ?", [kind])
         result = (
             await self._db.prepare(
-                "SELECT * FROM portability_jobs WHERE tenant_id = ? AND kind = ? "
+                f"SELECT * FROM portability_jobs WHERE tenant_id = ? AND {where} "
                 "ORDER BY job_id DESC LIMIT ?"
             )
-            .bind(self.tenant, kind, limit)
+            .bind(self.tenant, *params, limit)
             .all()
         )
         return [_job(r) for r in result.results]
 
-    async def save(self, job: PortabilityJob) -> PortabilityJob:
-        await (
-            self._db.prepare(
-                "UPDATE portability_jobs SET status = ?, progress = ?, updated_at = ?, "
-                "finished_at = ?, expires_at = ?, error = ? WHERE tenant_id = ? AND job_id = ?"
-            )
-            .bind(
-                job.status,
-                json.dumps(job.progress),
-                job.updated_at,
-                job.finished_at,
-                job.expires_at,
-                job.error,
-                self.tenant,
-                job.job_id,
-            )
-            .run()
-        )
-        return job
+
+_FIXED = ("tenant_id", "job_id", "kind", "options", "requested_by", "started_at")
 
 
 async def running_exports(control: D1Database, limit: int = 1) -> list[tuple[str, str]]:
@@ -548,26 +551,16 @@ class Exporter:
         if personal == "opened":
             event = _opened_event(self.tenant, now, by, export_id=job_id)
             await EventLog(self.tenant, self._db).record(event)
-        job = PortabilityJob(
-            tenant_id=self.tenant,
-            job_id=job_id,
-            kind="export",
-            status="running",
-            options={"personal": personal},
-            requested_by=by,
-            started_at=int(now * 1000),
-            updated_at=int(now * 1000),
-            progress={
-                "table": 0,
-                "after": None,
-                "part": 1,
-                "records": 0,
-                "estimate": estimate,
-                "bytes": 0,
-                "counts": {},
-            },
-        )
-        return await self.jobs.create(job)
+        progress: dict[str, Any] = {
+            "table": 0,
+            "after": None,
+            "part": 1,
+            "records": 0,
+            "estimate": estimate,
+            "bytes": 0,
+            "counts": {},
+        }
+        return await self.jobs.start(job_id, "export", {"personal": personal}, by, now, progress)
 
     async def advance(
         self,
@@ -733,6 +726,11 @@ class Refusal(BaseModel):
     reasons: list[str] = []
 
 
+class _Refused(Exception):
+    def __init__(self, code: str, *reasons: str) -> None:
+        self.code, self.reasons = code, list(reasons)
+
+
 class ImportReport(BaseModel):
     """What an import wrote, found already there (`unchanged`), found as the same fact under
     another id (`merged`) or refused, per record kind; `refusals` lists the first ones."""
@@ -753,13 +751,25 @@ class ImportReport(BaseModel):
         counts: dict[str, int] = getattr(self, outcome)
         counts[kind] = counts.get(kind, 0) + n
 
+    def refuse(self, line: int, kind: str, item_id: str, refused: _Refused) -> None:
+        self.count("refused", kind)
+        if len(self.refusals) < MAX_REFUSALS_LISTED:
+            self.refusals.append(
+                Refusal(
+                    line=line, record=kind, id=item_id, code=refused.code, reasons=refused.reasons
+                )
+            )
+
+    def progress(self) -> dict[str, Any]:
+        return self.model_dump(exclude={"tenant_id", "format", "dry_run", "job_id"})
+
 
 def bad_input(status: int, code: str, line: int, message: str, **details: Any) -> ApiError:
     return ApiError(status, code, f"line {line}: {message}", {"line": line, **details})
 
 
-def parse_line(line: bytes | str, number: int) -> Any:
-    """One line as JSON under the storage limits; None for a blank line."""
+def parse_line(line: bytes | str, number: int, checked: bool = False) -> Any:
+    """One line as JSON under the storage limits (`checked`: already was); None if blank."""
     size = len(line.encode("utf-8") if isinstance(line, str) else line)
     if size > MAX_RECORD_BYTES:
         raise bad_input(
@@ -773,18 +783,11 @@ def parse_line(line: bytes | str, number: int) -> Any:
     if not line.strip():
         return None
     try:
-        return loads_bounded(line, STORAGE_LIMITS)
+        return json.loads(line) if checked else loads_bounded(line, STORAGE_LIMITS)
     except JsonLimitError as exc:
         raise bad_input(exc.status, exc.code, number, exc.message) from None
     except ValueError as exc:
         raise bad_input(422, "malformed_line", number, f"not JSON: {exc}") from None
-
-
-def _problems(exc: ValidationError) -> list[str]:
-    return [
-        f"{'.'.join(str(p) for p in e['loc']) or '(record)'}: {e['msg']}"
-        for e in exc.errors(include_url=False, include_input=False)
-    ]
 
 
 class Mem0Memory(BaseModel):
@@ -820,10 +823,8 @@ def mem0_fact(m: Mem0Memory) -> FactInput:
     user (else agent, else app) the subject, its run the session, its ids kept in metadata."""
     ids = {
         k: v
-        for k, v in m.model_dump(
-            include={"id", "user_id", "agent_id", "app_id", "run_id", "hash"}
-        ).items()
-        if v
+        for k in ("id", "user_id", "agent_id", "app_id", "run_id", "hash")
+        if (v := getattr(m, k))
     }
     return FactInput(
         content=m.memory,
@@ -846,24 +847,20 @@ def text_fact(t: TextLine) -> FactInput:
     )
 
 
-def records(lines: Iterable[bytes | str], fmt: ImportFormat) -> Iterator[tuple[int, Any]]:
+def records(
+    lines: Iterable[bytes | str], fmt: ImportFormat, checked: bool = False
+) -> Iterator[tuple[int, Any]]:
     """(line number, record) of every line, checked: a `FactInput` for mem0 and text, the
     native record otherwise (the header first). Raises the first bad line's `ApiError`."""
     header: HeaderRecord | None = None
     for number, line in enumerate(lines, start=1):
-        data = parse_line(line, number)
-        if data is None:
-            continue
+        data = parse_line(line, number, checked)
         try:
+            if data is None:
+                continue
             if fmt == "text":
-                yield (
-                    number,
-                    text_fact(
-                        TextLine(text=data)
-                        if isinstance(data, str)
-                        else TextLine.model_validate(data)
-                    ),
-                )
+                line_ = TextLine.model_validate({"text": data} if isinstance(data, str) else data)
+                yield number, text_fact(line_)
                 continue
             if fmt == "mem0":
                 found = data.get("results", data) if isinstance(data, dict) else data
@@ -872,31 +869,29 @@ def records(lines: Iterable[bytes | str], fmt: ImportFormat) -> Iterator[tuple[i
                 continue
             if not isinstance(data, dict):
                 raise bad_input(422, "malformed_line", number, "a record is a JSON object")
-            if header is None:
-                if data.get("record") != "header":
-                    raise bad_input(422, "missing_header", number, "the first record is a header")
-                if data.get("version") != VERSION:
-                    raise bad_input(
-                        422,
-                        "unsupported_format_version",
-                        number,
-                        f"format version {data.get('version')!r} is not one this deployment reads",
-                        supported=[VERSION],
-                    )
-                header = HeaderRecord.model_validate(data)
-                yield number, header
-                continue
+            if header is None and data.get("record") != "header":
+                raise bad_input(422, "missing_header", number, "the first record is a header")
+            if header is None and data.get("version") != VERSION:
+                raise bad_input(
+                    422,
+                    "unsupported_format_version",
+                    number,
+                    f"format version {data.get('version')!r} is not one this deployment reads",
+                    supported=[VERSION],
+                )
             record = RECORDS.validate_python(data)
         except ValidationError as exc:
+            problems = [f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()][:10]
             raise bad_input(
                 422,
                 "invalid_record",
                 number,
                 "the record does not match the format",
-                problems=_problems(exc)[:10],
+                problems=problems,
             ) from None
-        if isinstance(record, HeaderRecord):
+        if isinstance(record, HeaderRecord) and header is not None:
             raise bad_input(422, "invalid_record", number, "a second header")
+        header = header or record
         if record.tenant_id != header.tenant_id:
             raise bad_input(
                 422,
@@ -906,6 +901,12 @@ def records(lines: Iterable[bytes | str], fmt: ImportFormat) -> Iterator[tuple[i
                 tenant=record.tenant_id,
             )
         yield number, record
+
+
+SEALED_ELSEWHERE = (
+    "personal fields sealed under the source tenant's keys open nowhere else: export them "
+    "opened (an operator's event) to import them here"
+)
 
 
 @dataclass
@@ -935,96 +936,63 @@ class Importer:
         for _ in records(lines(), fmt):  # every line checked before anything is written
             pass
         report = ImportReport(tenant_id=self.tenant, format=fmt, dry_run=dry_run, job_id=job_id)
-        job = await self._job(job_id, fmt, by) if job_id and not dry_run else None
-        if job is not None:
-            report = ImportReport.model_validate({**report.model_dump(), **job.progress})
+        job = None
+        if job_id and not dry_run and self.jobs is not None:
+            job = await self.jobs.start(job_id, "import", {"format": fmt}, by, self.clock.now())
+            report = report.model_copy(update={**job.progress, "resumed_at_line": 0})
             if job.status == "complete":
                 return report
             report.resumed_at_line = report.lines
-        header: HeaderRecord | None = None
+        header: Any = None
         chunk: list[tuple[int, Any]] = []
-        for number, record in records(lines(), fmt):
+        for number, record in records(lines(), fmt, checked=True):
             if isinstance(record, HeaderRecord):
                 header = record
             elif number > report.resumed_at_line:
                 chunk.append((number, record))
             if len(chunk) >= IMPORT_CHUNK:
-                await self._chunk(chunk, header, report, job, by)
+                await self._chunk(chunk, header, report, job)
                 chunk = []
-        await self._chunk(chunk, header, report, job, by)
+        await self._chunk(chunk, header, report, job)
         if not dry_run:
             await self._finish(report, by, job)
         return report
 
-    async def _job(self, job_id: str, fmt: str, by: str) -> PortabilityJob:
-        assert self.jobs is not None
-        now = int(self.clock.now() * 1000)
-        return await self.jobs.create(
-            PortabilityJob(
-                tenant_id=self.tenant,
-                job_id=job_id,
-                kind="import",
-                status="running",
-                options={"format": fmt},
-                requested_by=by,
-                started_at=now,
-                updated_at=now,
-            )
-        )
-
     async def _chunk(
         self,
         chunk: list[tuple[int, Any]],
-        header: HeaderRecord | None,
+        header: HeaderRecord,
         report: ImportReport,
         job: PortabilityJob | None,
-        by: str,
     ) -> None:
         if chunk:
             if report.format == "agent-memory":
-                assert header is not None
                 await self._native(chunk, header, report)
             else:
                 await self._facts(chunk, report)
             report.lines = chunk[-1][0]
         if job is not None and self.jobs is not None:
-            progress = report.model_dump(exclude={"tenant_id", "format", "dry_run", "job_id"})
+            now = int(self.clock.now() * 1000)
             await self.jobs.save(
-                job.model_copy(
-                    update={"progress": progress, "updated_at": int(self.clock.now() * 1000)}
-                )
+                job.model_copy(update={"progress": report.progress(), "updated_at": now})
             )
 
-    def _refuse(
-        self,
-        report: ImportReport,
-        number: int,
-        kind: str,
-        item_id: str,
-        code: str,
-        reasons: Sequence[str] = (),
-    ) -> None:
-        report.count("refused", kind)
-        if len(report.refusals) < MAX_REFUSALS_LISTED:
-            report.refusals.append(
-                Refusal(line=number, record=kind, id=item_id, code=code, reasons=list(reasons))
-            )
-
-    def _check(self, proposal: Any) -> list[str] | None:
-        """The policy's reasons for refusing `proposal`, or None when it may be written."""
+    def _check(self, proposal: Any) -> None:
+        """Raise `_Refused` with the policy's reasons when `proposal` may not be written."""
         try:
             self.gate.check(proposal)
         except WriteDenied as exc:
-            return [f"{v.code}: {v.message}" for v in exc.violations]
-        return None
+            reasons = [f"{v.code}: {v.message}" for v in exc.violations]
+            raise _Refused("memory_write_denied", *reasons) from None
 
-    async def _existing(
-        self, table: _Table, keys: Sequence[tuple[Any, ...]]
-    ) -> set[tuple[Any, ...]]:
+    async def _existing(self, table: _Table, keys: Sequence[tuple[Any, ...]]) -> set[Any]:
+        """Which of `keys` the tenant's rows of `table` already have."""
+        if not table.key:  # one row per tenant
+            return {(self.tenant,)} if await _rows(self.db, table, self.tenant, limit=1) else set()
         found: set[tuple[Any, ...]] = set()
-        width = max(len(table.key), 1)
+        width = len(table.key)
         for part in chunks(list(keys), 90 // width):
-            values = ", ".join(f"({', '.join('?' for _ in range(width))})" for _ in part)
+            values = ", ".join(f"({', '.join('?' * width)})" for _ in part)
             sql = (
                 f'SELECT {_quoted(table.key)} FROM "{table.name}" WHERE tenant_id = ? '
                 f"AND ({_quoted(table.key)}) IN (VALUES {values})"
@@ -1033,26 +1001,21 @@ class Importer:
             found |= {tuple(r[c] for c in table.key) for r in rows.results}
         return found
 
-    async def _same_facts(self, facts: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]:
-        """(subject, full content hash) -> the id of the fact stored with them."""
-        found: dict[tuple[str, str], str] = {}
+    async def _same_facts(self, facts: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
+        """Which (subject, full content hash) pairs the tenant's facts already have."""
+        found: set[tuple[str, str]] = set()
         for part in chunks(list(facts), 90):
             rows = (
                 await self.db.prepare(
-                    "SELECT fact_id, subject, content_hash FROM semantic_facts WHERE tenant_id = ? "
-                    f"AND content_hash IN (SELECT {STORED_HASH.replace('?', 'value')} "
+                    "SELECT subject, content_hash FROM semantic_facts WHERE tenant_id = ? AND "
+                    f"content_hash IN (SELECT {STORED_HASH.replace('?', 'value')} "
                     "FROM json_each(?))"
                 )
                 .bind(self.tenant, json.dumps([h for _, h in part]))
                 .all()
             )
-            stored = {
-                (str(r["subject"]), str(r["content_hash"])): str(r["fact_id"]) for r in rows.results
-            }
-            for subject, digest in part:
-                for (s, h), fact_id in stored.items():
-                    if s == subject and digest.startswith(h):
-                        found[(subject, digest)] = fact_id
+            stored = {(str(r["subject"]), str(r["content_hash"])) for r in rows.results}
+            found |= {(s, d) for s, d in part for t, h in stored if t == s and d.startswith(h)}
         return found
 
     async def _native(
@@ -1062,125 +1025,84 @@ class Importer:
         written: dict[str, list[str]] = {}
         for table in TABLES:
             mine = [(n, r) for n, r in chunk if r.record == table.record]
-            if not mine:
-                continue
             keys = [tuple(getattr(r, c) for c in table.key) or (self.tenant,) for _, r in mine]
-            there = await self._existing(table, keys) if table.key else await self._lifecycle()
-            same = (
-                await self._same_facts([(r.subject, content_hash(r.content)) for _, r in mine])
-                if table.record == "fact"
-                else {}
-            )
-            for (number, record), key in zip(mine, keys, strict=True):
-                row = await self._row(table, number, record, key, there, same, header, report)
-                if row is not None and not report.dry_run:
-                    statements.append(self._insert(table, row))
-                    if table.record in ("fact", "episode"):
-                        written.setdefault(str(_tier(table.record)), []).append(str(key[0]))
-        for record in {r.record for _, r in chunk} - {t.record for t in TABLES}:
-            for number, r in chunk:
-                if r.record == record:
-                    self._refuse(
-                        report,
-                        number,
-                        record,
-                        getattr(r, "key", ""),
-                        "not_importable",
-                        ["working memory is not imported: it expires within the hour"],
-                    )
+            there = await self._existing(table, keys) if mine else set()
+            fact = table.record == "fact"
+            hashes = [(r.subject, content_hash(r.content)) if fact else None for _, r in mine]
+            same = await self._same_facts([h for h in hashes if h]) if fact else set()
+            for (number, record), key, digest in zip(mine, keys, hashes, strict=True):
+                if key in there or digest in same:
+                    report.count("unchanged" if key in there else "merged", table.record)
+                    continue
+                try:
+                    row = await self._row(table, record, str(key[0]), header, report.dry_run)
+                except _Refused as refused:
+                    report.refuse(number, table.record, str(key[0]), refused)
+                    continue
+                report.count("written", table.record)
+                statements.append(self._insert(table, row))
+                if table.record in ("fact", "episode") and table.tier:
+                    written.setdefault(table.tier, []).append(str(key[0]))
+        not_imported = _Refused("not_importable", "working memory is not imported: it expires")
+        for number, record in chunk:
+            if record.record == "working":
+                report.refuse(number, "working", record.key, not_imported)
         if report.dry_run:
             return
         await run_batches(self.db, statements)
-        new = set(written.get("semantic", ()))
-        facts = {
-            r.fact_id: r.updated_at for _, r in chunk if r.record == "fact" and r.fact_id in new
-        }
         if self.semantic is not None and written.get("semantic"):
             semantic = self.semantic()
             while await semantic.complete_pending(1000) > 0:  # vectors for the facts now
                 pass
             # Activation stamps its own time: the facts keep the one they were exported with.
+            new = set(written["semantic"])
+            kept = {
+                r.fact_id: r.updated_at for _, r in chunk if r.record == "fact" and r.fact_id in new
+            }
             await (
                 self.db.prepare(
                     "UPDATE semantic_facts SET updated_at = json_extract(?2, '$.' || fact_id) "
                     "WHERE tenant_id = ?1 AND fact_id IN (SELECT key FROM json_each(?2))"
                 )
-                .bind(self.tenant, json.dumps(facts))
+                .bind(self.tenant, json.dumps(kept))
                 .run()
             )
         if self.feed is not None:
-            changes = [
-                ("written", {"tier": t, "ids": ids, "op": "imported"}) for t, ids in written.items()
-            ]
-            self.feed.publish(self.tenant, changes)
-
-    async def _lifecycle(self) -> set[tuple[Any, ...]]:
-        rows = await _rows(self.db, TABLE["lifecycle"], self.tenant, limit=1)
-        return {(self.tenant,)} if rows else set()
+            self.feed.publish(
+                self.tenant,
+                [
+                    ("written", {"tier": t, "ids": ids, "op": "imported"})
+                    for t, ids in written.items()
+                ],
+            )
 
     async def _row(
-        self,
-        table: _Table,
-        number: int,
-        record: Any,
-        key: tuple[Any, ...],
-        there: set[tuple[Any, ...]],
-        same: dict[tuple[str, str], str],
-        header: HeaderRecord,
-        report: ImportReport,
-    ) -> dict[str, Any] | None:
-        """The row to insert for `record`, or None (counted as unchanged, merged or refused)."""
-        kind, item_id = table.record, str(key[0])
-        if key in there:
-            report.count("unchanged", kind)
-            return None
+        self, table: _Table, record: Any, item_id: str, header: HeaderRecord, dry_run: bool
+    ) -> dict[str, Any]:
+        """The row to insert for `record`; raises `_Refused` (the policy, personal data)."""
         row = record.model_dump(include=set(table.columns))
-        personal = {"fact": "metadata", "episode": "data"}.get(kind)
-        if kind == "fact" and (record.subject, content_hash(record.content)) in same:
-            report.count("merged", kind)
-            return None
-        if personal is not None:
-            reasons = self._check(fact_proposal(row) if kind == "fact" else episode_proposal(row))
-            if reasons is not None:
-                self._refuse(report, number, kind, item_id, "memory_write_denied", reasons)
-                return None
-            if sealed_values(row[personal]) and header.tenant_id != self.tenant:
-                self._refuse(
-                    report,
-                    number,
-                    kind,
-                    item_id,
-                    "sealed_for_another_tenant",
-                    [
-                        "personal fields sealed under the source tenant's keys open nowhere else: "
-                        "export them opened (an operator's event) to import them here"
-                    ],
+        field = {"fact": "metadata", "episode": "data"}.get(table.record)
+        if field is not None:
+            self._check(fact_proposal(row) if field == "metadata" else episode_proposal(row))
+            value = row[field]
+            if sealed_values(value):  # its own tenant's keys still open it; no other's do
+                if header.tenant_id != self.tenant:
+                    raise _Refused("sealed_for_another_tenant", SEALED_ELSEWHERE)
+            elif personal_marking(value) is not None and not self.personal.can_seal:
+                raise _Refused(
+                    "personal_data_unavailable", "no key-encryption key is set (MEMORY_PII_KEKS)"
                 )
-                return None
-            try:
-                if sealed_values(row[personal]):
-                    pass  # the same tenant's own keys still open it
-                elif not report.dry_run:
-                    row[personal] = await self.personal.seal(
-                        record.subject, item_id, personal, row[personal]
-                    )
-                elif personal_marking(row[personal]) is not None and not self.personal.can_seal:
-                    raise PersonalDataUnavailable("no key-encryption key (MEMORY_PII_KEKS)")
-            except PersonalDataUnavailable as exc:
-                self._refuse(report, number, kind, item_id, "personal_data_unavailable", [str(exc)])
-                return None
-        report.count("written", kind)
+            elif not dry_run:
+                row[field] = await self.personal.seal(record.subject, item_id, field, value)
         for column in table.json:
             if column == "payload":
                 row[column] = stored_payload(row["kind"], row[column])
             elif row.get(column) is not None:
                 row[column] = json.dumps(row[column], separators=(",", ":"), ensure_ascii=False)
-        if kind == "episode":
+        if field is not None:
             row["content_hash"] = content_hash(record.content)
-        if kind == "fact":
-            row["content_hash"] = content_hash(record.content)
-            if row["status"] == "active":  # active once its vector is written here
-                row["status"] = "pending_vector"
+        if field == "metadata" and row["status"] == "active":  # active once its vector is here
+            row["status"] = "pending_vector"
         return {"tenant_id": self.tenant, **row}
 
     def _insert(self, table: _Table, row: dict[str, Any]) -> D1Statement:
@@ -1195,10 +1117,12 @@ class Importer:
         same = await self._same_facts([(f.subject, content_hash(f.content)) for _, f in chunk])
         todo: list[FactInput] = []
         for number, fact in chunk:
-            reasons = self._check(fact_proposal(fact.model_dump()))
-            if reasons is not None:
-                self._refuse(report, number, "fact", fact.subject, "memory_write_denied", reasons)
-            elif (fact.subject, content_hash(fact.content)) in same:
+            try:
+                self._check(fact_proposal(fact.model_dump()))
+            except _Refused as refused:
+                report.refuse(number, "fact", fact.subject, refused)
+                continue
+            if (fact.subject, content_hash(fact.content)) in same:
                 report.count("merged", "fact")
             elif report.dry_run:
                 report.count("written", "fact")
@@ -1216,45 +1140,31 @@ class Importer:
         now = self.clock.now()
         tiers: dict[EventTier, int] = {}
         for kind, n in report.written.items():
-            if (tier := _tier(kind)) is not None:
+            if tier := TABLE[kind].tier:
                 tiers[tier] = tiers.get(tier, 0) + n
         payload = {"op": "imported", "format": report.format, "by": by, "job_id": report.job_id}
-        events = [
-            memory_written(
-                tenant_id=self.tenant,
-                tier=tier,
-                now=now,
-                content_hash=None,
-                agent_type="operator",
-                payload={**payload, "records": n},
-            )
-            for tier, n in tiers.items()
-        ]
-        await EventLog(self.tenant, self.db).record_many(events)
+        await EventLog(self.tenant, self.db).record_many(
+            [
+                memory_written(
+                    tenant_id=self.tenant,
+                    tier=tier,
+                    now=now,
+                    content_hash=None,
+                    agent_type="operator",
+                    payload={**payload, "records": n},
+                )
+                for tier, n in tiers.items()
+            ]
+        )
         if job is not None and self.jobs is not None:
-            now_ms = int(now * 1000)
-            progress = report.model_dump(exclude={"tenant_id", "format", "dry_run", "job_id"})
+            ms = int(now * 1000)
             await self.jobs.save(
                 job.model_copy(
                     update={
                         "status": "complete",
-                        "progress": progress,
-                        "updated_at": now_ms,
-                        "finished_at": now_ms,
+                        "progress": report.progress(),
+                        "updated_at": ms,
+                        "finished_at": ms,
                     }
                 )
             )
-
-
-def _tier(record: str) -> EventTier | None:
-    """The tier an imported record belongs to (None: settings and the audit trail)."""
-    tiers: dict[str, EventTier] = {
-        "fact": "semantic",
-        "provenance": "semantic",
-        "link": "semantic",
-        "kept_apart": "semantic",
-        "episode": "episodic",
-        "run": "episodic",
-        "pack": "procedural",
-    }
-    return tiers.get(record)
