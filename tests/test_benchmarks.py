@@ -29,7 +29,7 @@ SMOKE: dict[str, list[str]] = {
     "request_paths.py": [],
     "round_trips.py": ["--facts", "3", "--iterations", "1", "--delay-ms", "2"],
     "semantic_latency.py": ["--facts", "300", "--queries", "10", "--embedder", "hashing"],
-    "startup.py": ["--runs", "1"],
+    "startup.py": ["--runs", "1", "--repeat", "2"],
     "storage_bytes.py": [
         "--facts",
         "200",

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pydantic
 import pytest
 
 from local_runtime.access_dev import DevAccessKeys, access_claims, mint_token
@@ -323,6 +324,18 @@ def test_without_credentials_the_protected_checks_skip_and_the_run_succeeds(
     assert "give --access-client-secret / $CF_ACCESS_CLIENT_SECRET too" in (
         half_a_service_token.detail("agent.run")
     )
+
+
+def test_healthz_fails_when_the_worker_runs_another_pydantic_than_this_checkout(
+    worker: Worker, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the deploy uploaded is what the tests ran (docs/pyodide.md "Versions"): the
+    smoke check compares the Worker's pydantic with this checkout's pin."""
+    assert f"pydantic {pydantic.VERSION}" in smoke(capsys, worker.base).detail("healthz")
+    monkeypatch.setattr("local_runtime.commands.smoke.agent_checks.PYDANTIC", "2.10.6")
+    result = smoke(capsys, worker.base)
+    assert result.status("healthz") == "FAIL"
+    assert f"runs pydantic {pydantic.VERSION}, this checkout 2.10.6" in result.detail("healthz")
 
 
 def test_a_wrong_memory_token_fails_the_memory_checks_with_the_reason(

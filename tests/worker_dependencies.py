@@ -47,15 +47,15 @@ def worker_closure() -> set[str]:
 
 
 def top_level_modules(distribution: str) -> dict[str, str]:
-    """The distribution's top-level packages (name -> folder) and single-file modules
-    (`name.py` -> file), as installed in this venv."""
+    """The distribution's top-level packages (name -> folder), single-file modules (`name.py`
+    -> file) and `.pth` files (the workers SDK's loads its package patches), as installed."""
     dist = importlib.metadata.distribution(distribution)
     found: dict[str, str] = {}
     for file in dist.files or ():
         parts = Path(str(file)).parts
         if parts[0].endswith((".dist-info", ".data")) or parts[0] in {"..", "bin", "__pycache__"}:
             continue
-        if len(parts) == 1 and parts[0].endswith(".py"):
+        if len(parts) == 1 and parts[0].endswith((".py", ".pth")):
             found[parts[0]] = str(dist.locate_file(file))
         elif len(parts) > 1 and str(file).endswith(".py"):
             found[parts[0]] = str(dist.locate_file(parts[0]))

@@ -1,27 +1,37 @@
 """`agent-memory bench updates` (and `benchmarks/updates.py`): the knowledge-update
-benchmark (issues 16 and 25) over hand-written cases, `benchmarks/data/update_cases.json`.
+benchmark (issues 16, 25 and 41) over hand-written cases, `benchmarks/data/update_cases.json`.
 
 Each case is a few statements written as people write them, oldest first, and what must
 become of them (`expect`):
 
 * `update` (moves, renames, versions, schedules, reversals, partial changes, role and
-  quantity changes, negations, multi-step chains): the latest statement must come first
-  for the case's `question`; the earlier ones may be superseded;
-* `keep` (additive facts, identifier-distinct siblings — invoices, tickets, orders, hosts,
-  people with the same first name —, look-alikes about related entities, negations,
-  time-bounded statements): nothing may be superseded or merged;
+  quantity changes, negations, corrections, multi-step chains): the latest statement must
+  come first for the case's `question`; the earlier ones may be superseded. `lookalikes`
+  (optional) are statements about another entity that look like the answer ("Marco's
+  brother lives in Madrid" beside "Marco moved to Berlin"): written after the first
+  statement, never superseded, never ranked above the latest statement;
+* `keep` (additive facts, identifier-distinct siblings, look-alikes about related entities,
+  two slots of one entity, negations, time-bounded statements): nothing may be superseded or
+  merged; each of `asks` (`[question, i]`) must find statement `i` first;
 * `merge` (paraphrased and exact duplicates): one row is left; merging is allowed.
+
+**Two halves.** Each case belongs to the tuning or the report half by a fixed hash of its
+statements (`half`): rules and constants are tuned on the first only, and both are
+reported, so a change that helps the tuning half and hurts the report half shows.
 
 Cases are shuffled (seeded) into tenants of `per_tenant`; a tenant's cases are written
 step by step (every first statement, then every second, …) through the MCP
 `store_memory` path, a minute apart, then one `reconcile`, then each question through
-`recall_memory`. Reported for the rules alone and with an adjudicator:
+`recall_memory`. Reported per half, for the rules alone and with an adjudicator:
 
 * `latest_first`: share of `update` cases whose top result is the latest statement
-  (`latest_first_before_reconcile`: the recall guard alone);
+  (`latest_first_before_reconcile`: recall alone, before any supersession);
+* `lookalike_above`: share of questions with look-alikes (an `update` case's question, a
+  `lookalike` case's asks) where a statement about the other entity ranks above the answer;
+* `asks_first`: share of `keep` asks answered first (`siblings_found`: of the siblings' asks);
 * `false_supersession`: share of all cases where a statement that must stay was superseded
-  or merged (any `keep` statement, an `update` case's latest statement, or a statement
-  superseded by another case's fact); `siblings_kept`: share of sibling cases intact;
+  or merged (any `keep` statement or look-alike, an `update` case's latest statement, or a
+  statement superseded by another case's fact); `siblings_kept`: share of sibling cases intact;
 * `duplicates_merged`: share of `merge` cases left with one row;
 * `to_adjudicator`: share of candidate pairs the rules cannot settle (`unsure`): the ones
   that go to the adjudicator.
@@ -34,8 +44,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import random
+import re
 import shutil
 import tempfile
 import time
@@ -48,6 +60,7 @@ from bindings.ports.embedder import Embedder
 from bindings.ports.llm import ChatMessage, ChatResult, ToolSpec
 
 CASES = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "update_cases.json"
+HALVES = ("tune", "report")
 
 
 def load_cases(path: Path = CASES) -> list[dict[str, Any]]:
@@ -55,9 +68,21 @@ def load_cases(path: Path = CASES) -> list[dict[str, Any]]:
     return cases
 
 
+def half(case: dict[str, Any]) -> str:
+    """The case's half, fixed by a hash of its statements: `tune` or `report`."""
+    digest = hashlib.sha256("\n".join(case["statements"]).encode()).digest()
+    return HALVES[digest[0] % 2]
+
+
+def written(case: dict[str, Any]) -> list[str]:
+    """The case's statements in the order they are written: look-alikes after the first."""
+    first, *rest = case["statements"]
+    return [first, *case.get("lookalikes", []), *rest]
+
+
 class OracleLLM:
     """The scripted adjudicator's model: `update` when both statements belong to one
-    `update` case, the newer later in it; `duplicate` within a `merge` case; else
+    `update` case's chain, the newer later in it; `duplicate` within a `merge` case; else
     `compatible`."""
 
     def __init__(self, cases: Sequence[dict[str, Any]]) -> None:
@@ -74,18 +99,18 @@ class OracleLLM:
     async def chat(
         self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = ()
     ) -> ChatResult:
-        lines = dict(
-            line.split(": ", 1) for line in messages[-1].content.splitlines() if ": " in line
-        )
-        older, newer = (
-            self._where.get(lines.get("OLDER", "")),
-            self._where.get(lines.get("NEWER", "")),
-        )
-        word = "compatible"
-        if older and newer and older[0] == newer[0]:
-            word = {"update": "update", "merge": "duplicate"}.get(older[2], "compatible")
-            word = word if newer[1] > older[1] or word == "duplicate" else "compatible"
-        return ChatResult(message=ChatMessage(role="assistant", content=word), model=self.model)
+        answers = []
+        for number, older_text, newer_text in re.findall(
+            r"^(\d+)\. Entity: .*\nOLDER: (.*)\nNEWER: (.*)$", messages[-1].content, re.MULTILINE
+        ):
+            older, newer = self._where.get(older_text), self._where.get(newer_text)
+            word = "compatible"
+            if older and newer and older[0] == newer[0]:
+                word = {"update": "update", "merge": "duplicate"}.get(older[2], "compatible")
+                word = word if newer[1] > older[1] or word == "duplicate" else "compatible"
+            answers.append(f"{number}: {word}")
+        reply = ChatMessage(role="assistant", content="\n".join(answers))
+        return ChatResult(message=reply, model=self.model)
 
 
 async def run_updates_bench(
@@ -97,8 +122,9 @@ async def run_updates_bench(
     seed: int = 25,
     per_tenant: int = 10,
     misses: list[str] | None = None,
-) -> dict[str, float]:
-    """The figures (see the module docstring); `misses` collects what went wrong."""
+) -> dict[str, dict[str, float]]:
+    """The figures (see the module docstring) for `all` cases and each half; `misses`
+    collects what went wrong."""
     from agent_memory.agent.memory_tools import McpMemoryTools
     from agent_memory.lifecycle.reconciler import LlmAdjudicator, Reconciler, RulesAdjudicator
     from agent_memory.tiers.semantic.memory import SemanticMemory
@@ -113,28 +139,40 @@ async def run_updates_bench(
         root, embedder=embedder, clock=clock, vars={"MEMORY_RECONCILE_EVERY_WRITES": "0"}
     )
     await runtime.migrate()
-    n: defaultdict[str, int] = defaultdict(int)
+    n: dict[str, defaultdict[str, int]] = {h: defaultdict(int) for h in ("all", *HALVES)}
+
+    def count(case: dict[str, Any], name: str, value: int | bool = 1) -> None:
+        for key in ("all", half(case)):
+            n[key][name] += int(value)
+
+    def missed(case: dict[str, Any], what: str) -> None:
+        if misses is not None:
+            misses.append(f"[{half(case)}] {what}")
+
     try:
         for start in range(0, len(order), per_tenant):
             tenant = f"bench-updates-{start // per_tenant:03d}"
             group = [cases[i] for i in order[start : start + per_tenant]]
             dispatcher = McpMemoryTools(runtime.bindings())
-            for position in range(max(len(c["statements"]) for c in group)):
+            for position in range(max(len(written(c)) for c in group)):
                 for case in group:
-                    if position < len(case["statements"]):
-                        text = case["statements"][position]
+                    if position < len(written(case)):
+                        text = written(case)[position]
                         await dispatcher.call(tenant, "store_memory", {"content": text})
                         clock.advance(60)
 
-            async def top(question: str, dispatcher: Any = dispatcher, tenant: str = tenant) -> str:
+            async def ranked(
+                question: str, dispatcher: Any = dispatcher, tenant: str = tenant
+            ) -> list[str]:
                 result = await dispatcher.call(
-                    tenant, "recall_memory", {"query": question, "top_k": 3}
+                    tenant, "recall_memory", {"query": question, "top_k": 5}
                 )
-                return str(result["results"][0]["content"]) if result["results"] else ""
+                return [str(r["content"]) for r in result["results"]]
 
             updates = [c for c in group if c["expect"] == "update"]
             for case in updates:
-                n["before"] += await top(case["question"]) == case["statements"][-1]
+                top = await ranked(case["question"])
+                count(case, "before", top[:1] == case["statements"][-1:])
             memory = SemanticMemory(
                 tenant, db=runtime.db, vectors=runtime.vectors, embedder=embedder, clock=clock
             )
@@ -147,16 +185,47 @@ async def run_updates_bench(
                 clock=clock,
                 adjudicator=LlmAdjudicator(OracleLLM(cases)) if llm else RulesAdjudicator(),
             ).run()
-            n["pairs"] += len(report.decisions)
-            n["unsure"] += sum(
-                d.decision == "unsure" or d.adjudicator.startswith("llm") for d in report.decisions
-            )
-            for case in updates:
-                n["updates"] += 1
-                first = await top(case["question"])
-                n["after"] += first == case["statements"][-1]
-                if first != case["statements"][-1] and misses is not None:
-                    misses.append(f"latest not first: {case['question']} -> {first}")
+            for decision in report.decisions:
+                unsure = decision.decision == "unsure" or decision.adjudicator.startswith("llm")
+                n["all"]["pairs"] += 1
+                n["all"]["unsure"] += unsure
+
+            def above(top: list[str], asked: Sequence[str], others: Sequence[str]) -> bool:
+                """Whether one of `others` ranks above every statement in `asked` (about the
+                asked entity; absent: below everything)."""
+                at = min((top.index(t) for t in asked if t in top), default=len(top))
+                return any(o in top[:at] for o in others)
+
+            for case in group:
+                latest = case["statements"][-1]
+                if case["expect"] == "update":
+                    top = await ranked(case["question"])
+                    count(case, "updates")
+                    count(case, "after", top[:1] == [latest])
+                    if top[:1] != [latest]:
+                        missed(case, f"latest not first: {case['question']} -> {top[:1]}")
+                    if case.get("lookalikes"):
+                        count(case, "lookalike_questions")
+                        wrong = above(top, case["statements"], case["lookalikes"])
+                        count(case, "lookalike_above", wrong)
+                        if wrong:
+                            missed(case, f"look-alike above: {case['question']} -> {top[:2]}")
+                for question, i in case.get("asks", []):
+                    top = await ranked(question)
+                    answer = case["statements"][i]
+                    first = top[:1] == [answer]
+                    count(case, "asks")
+                    count(case, "asks_first", first)
+                    if case["kind"] == "sibling":
+                        count(case, "sibling_asks")
+                        count(case, "siblings_found", first)
+                    if case["kind"] == "lookalike":
+                        others = [t for t in case["statements"] if t != answer]
+                        wrong = above(top, [answer], others)
+                        count(case, "lookalike_questions")
+                        count(case, "lookalike_above", wrong)
+                    if not first:
+                        missed(case, f"{case['kind']} ask not first: {question} -> {top[:1]}")
             rows = (
                 await runtime.db.prepare(
                     "SELECT f.content, f.status, w.content AS winner FROM semantic_facts f "
@@ -171,42 +240,54 @@ async def run_updates_bench(
                 texts = case["statements"]
                 gone = [t for t in texts if t in state and state[t][0] == "superseded"]
                 crossed = any(state[t][1] not in texts for t in gone)
+                lost_lookalike = any(
+                    state.get(t, ("",))[0] == "superseded" for t in case.get("lookalikes", [])
+                )
                 wrong = (
                     crossed
+                    or lost_lookalike
                     or {
                         "keep": bool(gone),
                         "update": texts[-1] in gone,
                         "merge": len(gone) == len({t for t in texts if t in state}),
                     }[case["expect"]]
                 )
-                n["cases"] += 1
-                n["false"] += wrong
-                if wrong and misses is not None:
-                    misses.append(f"false supersession ({case['kind']}): {gone}")
+                count(case, "cases")
+                count(case, "false", wrong)
+                if wrong:
+                    missed(case, f"false supersession ({case['kind']}): {gone}")
                 if case["kind"] == "sibling":
-                    n["siblings"] += 1
-                    n["siblings_kept"] += not gone
+                    count(case, "siblings")
+                    count(case, "siblings_kept", not gone)
                 if case["expect"] == "merge":
-                    n["merges"] += 1
+                    count(case, "merges")
                     live = {t for t in texts if t in state and state[t][0] == "active"}
-                    n["merged"] += len(live) == 1 and not crossed
+                    count(case, "merged", len(live) == 1 and not crossed)
     finally:
         await runtime.close()
 
-    def share(a: str, b: str) -> float:
-        return round(n[a] / max(n[b], 1), 4)
+    def figures(c: defaultdict[str, int]) -> dict[str, float]:
+        def share(a: str, b: str) -> float:
+            return round(c[a] / max(c[b], 1), 4)
 
-    return {
-        "cases": n["cases"],
-        "update_cases": n["updates"],
-        "latest_first_before_reconcile": share("before", "updates"),
-        "latest_first": share("after", "updates"),
-        "false_supersession": share("false", "cases"),
-        "siblings_kept": share("siblings_kept", "siblings"),
-        "duplicates_merged": share("merged", "merges"),
-        "to_adjudicator": share("unsure", "pairs"),
-        "candidate_pairs": n["pairs"],
-    }
+        return {
+            "cases": c["cases"],
+            "update_cases": c["updates"],
+            "latest_first_before_reconcile": share("before", "updates"),
+            "latest_first": share("after", "updates"),
+            "lookalike_above": share("lookalike_above", "lookalike_questions"),
+            "lookalike_questions": c["lookalike_questions"],
+            "asks_first": share("asks_first", "asks"),
+            "asks": c["asks"],
+            "siblings_found": share("siblings_found", "sibling_asks"),
+            "false_supersession": share("false", "cases"),
+            "siblings_kept": share("siblings_kept", "siblings"),
+            "duplicates_merged": share("merged", "merges"),
+            "to_adjudicator": share("unsure", "pairs"),
+            "candidate_pairs": c["pairs"],
+        }
+
+    return {name: figures(counts) for name, counts in n.items()}
 
 
 def cmd_bench_updates(args: argparse.Namespace) -> int:
@@ -223,23 +304,42 @@ def cmd_bench_updates(args: argparse.Namespace) -> int:
     if args.cases:
         cases = cases[:: max(1, len(cases) // args.cases)][: args.cases]
     started = time.perf_counter()
-    out: dict[str, dict[str, float]] = {}
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    misses: list[str] = []
     for name, llm in (("rules", False), ("scripted_llm", True)):
         folder = Path(tempfile.mkdtemp(prefix="agent-memory-bench-updates-"))
         try:
             out[name] = asyncio.run(
-                run_updates_bench(embedder, folder, cases, llm=llm, seed=args.seed)
+                run_updates_bench(
+                    embedder,
+                    folder,
+                    cases,
+                    llm=llm,
+                    seed=args.seed,
+                    misses=misses if name == "rules" else None,
+                )
             )
         finally:
             shutil.rmtree(folder, ignore_errors=True)
-        f = out[name]
+        for part in ("tune", "report"):
+            f = out[name][part]
+            print(
+                f"{name:13s} {part:6s} {f['cases']:.0f} cases ({f['update_cases']:.0f} updates): "
+                f"latest first {f['latest_first']:.1%} (before reconcile "
+                f"{f['latest_first_before_reconcile']:.1%}), look-alike above "
+                f"{f['lookalike_above']:.1%} of {f['lookalike_questions']:.0f}, asks first "
+                f"{f['asks_first']:.1%} of {f['asks']:.0f} (siblings found "
+                f"{f['siblings_found']:.1%}), false supersession {f['false_supersession']:.1%}, "
+                f"siblings kept {f['siblings_kept']:.1%}, duplicates merged "
+                f"{f['duplicates_merged']:.1%}"
+            )
+        f = out[name]["all"]
         print(
-            f"{name:13s} {f['cases']:.0f} cases ({f['update_cases']:.0f} updates): latest first "
-            f"{f['latest_first']:.1%} (before reconcile {f['latest_first_before_reconcile']:.1%}), "
-            f"false supersession {f['false_supersession']:.1%}, siblings kept "
-            f"{f['siblings_kept']:.1%}, duplicates merged {f['duplicates_merged']:.1%}, "
-            f"to adjudicator {f['to_adjudicator']:.1%} of {f['candidate_pairs']:.0f} pairs"
+            f"{name:13s} to adjudicator {f['to_adjudicator']:.1%} of "
+            f"{f['candidate_pairs']:.0f} candidate pairs"
         )
+    if args.misses:
+        print("\n".join(misses))
     print(
         f"embedder: {embedder.config.key}; seed {args.seed}; {time.perf_counter() - started:.1f}s"
     )
@@ -251,6 +351,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=25, help="shuffle seed (default 25)")
     parser.add_argument("--cases", type=int, default=0, help="a spread subset of N cases")
     parser.add_argument("--embedder", choices=("minilm", "hashing"), default="minilm")
+    parser.add_argument("--misses", action="store_true", help="list what the rules got wrong")
 
 
 def register(bench_sub: Any) -> None:

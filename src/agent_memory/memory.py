@@ -690,7 +690,7 @@ class Memory:
                     key=str(workflow["workflow_id"]),
                     value=workflow,
                     metadata={"posterior_mean": workflow.get("posterior_mean")},
-                    created_at=workflow.get("created_at"),
+                    created_at=int(workflow["created_at"] * 1000),  # seconds -> epoch ms
                 )
                 for workflow in await self.workflows(agent_type, instance_id)
             ]

@@ -724,6 +724,23 @@ def lift_replies(
     return new
 
 
+class CurrentConfig(BaseModel):
+    """How far recall's "current first" stage reaches (`tiers/semantic/statements.py`): a
+    statement answers the question alike only if it scores at least `ratio` of the best one
+    about the asked entity; a statement about another entity goes below the matching ones
+    when they score at least `other_ratio` of it; two statements holding no value answer
+    alike when the embedder's similarities to the question differ by at most `closeness`;
+    `window` is how many of the best candidates the stage looks at."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    ratio: float = Field(default=0.45, ge=0.0, le=1.0)
+    other_ratio: float = Field(default=0.5, ge=0.0, le=1.0)
+    closeness: float = Field(default=0.15, ge=0.0, le=2.0)
+    turn_overlap: float = Field(default=0.6, ge=0.0, le=1.0)
+    window: int = Field(default=10, ge=0, le=100)
+
+
 class RetrievalConfig(BaseModel):
     """Scoring weights per tier and the channel fusion. Immutable; build once per request."""
 
@@ -735,6 +752,7 @@ class RetrievalConfig(BaseModel):
     context: ContextConfig = Field(default_factory=ContextConfig)
     rerank: RerankConfig = Field(default_factory=RerankConfig)
     replies: ReplyConfig = Field(default_factory=ReplyConfig)
+    current: CurrentConfig = Field(default_factory=CurrentConfig)
     # The share of a candidate's score given to lying in the period the question names
     # (`question_window`): score = (1 - w) * score + w * [valid_from in the period]. A soft
     # boost, not a filter: a memory dated outside the period may still tell about it.

@@ -10,13 +10,14 @@ is one SQL statement or a `transaction_sync` (Cloudflare may interleave events a
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import random
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from typing import Any
 
-import numpy as np
 from pydantic import BaseModel, ValidationError
 
 from agent_memory.agent.turn import (
@@ -113,10 +114,11 @@ class AgentRuntimeCore:
         self.retry_sleep = retry_sleep  # between episodic write retries
         self.procedural = ProceduralMemory(storage.sql)
         # Created on first use: Workers snapshot rules forbid entropy at import.
-        self.rng: np.random.Generator | None = None
+        self.rng: random.Random | None = None
         self._writer: EpisodicWriter | None = None
         self._writer_shard: str | None = None
         self._registered_types: set[str] = set()
+        self._running: set[str] = set()  # the turns this life of the object is running
         # Interleaved turns must not interleave the working-memory budget check (list, put).
         self.working_lock = asyncio.Lock()
 
@@ -136,6 +138,41 @@ class AgentRuntimeCore:
         for tenant, pending in storage.pending_by_tenant(sql).items():
             log.warning("replaying %d unsettled episodic write(s)", len(pending))
             (await self.writer(tenant)).replay(pending)
+        await self.settle()
+
+    async def settle(self) -> None:
+        """Close as `interrupted` every turn an earlier life of this object (or a cancelled
+        call) began and never ended: its counter, its `turn_end`, and its D1 row (queued after
+        the writes it queued itself, and changing only a row still `running`). A new life
+        means the old one is gone: Cloudflare runs one instance of an object at a time."""
+        sql = self.storage.sql
+        me = storage.identity(sql)
+        turns = storage.open_turns(sql, self._running) if me is not None else []
+        if me is None or not turns:
+            return
+        writer = None if self.bindings.db is None else await self.writer(str(me["tenant_id"]))
+        for row in turns:
+            begun = json.loads(str(row["detail_json"]))
+            started = int(float(row["created_at"]) * 1000)
+            run = RunRecord(
+                run_id=str(row["run_id"]),
+                agent_type=str(me["agent_type"]),
+                instance_id=str(me["instance_id"]),
+                status="interrupted",
+                input={"text": begun.get("input", ""), "task_type": begun.get("task_type")},
+                error="interrupted: the agent instance stopped during the turn",
+                steps=int(row["steps"]),
+                started_at=started,
+                finished_at=max(started, int(self.now() * 1000)),
+            )
+
+            def close(run: RunRecord = run) -> None:
+                if writer is not None:
+                    writer.fail_run(run)  # the op that finishes a run; its status says how
+                storage.finish_turn(sql, self.bindings.clock, run.run_id, "interrupted", {})
+
+            self.storage.transaction_sync(close)
+            log.warning("agent turn %s was interrupted: settled", run.run_id)
 
     async def call(self, method: str, payload: dict[str, Any]) -> dict[str, Any]:
         """Dispatch one RPC (`RPC_PAYLOADS`); an invalid payload is a 422 error."""
@@ -151,12 +188,14 @@ class AgentRuntimeCore:
             )
             return rpc_error(422, "validation_error", f"invalid payload: {problems}")
         handler: Callable[[Any], Awaitable[dict[str, Any]]] = getattr(self, f"rpc_{method}")
+        await self.settle()
         return await handler(request)
 
     async def alarm(self, retry_count: int = 0) -> dict[str, Any]:
         """`storage.run_alarm`, then set or delete the alarm as it says."""
         if retry_count:
             log.warning("agent instance alarm: retry %d", retry_count)
+        await self.settle()
         outcome = await storage.run_alarm(self, self.now())
         if self.alarms is not None:
             if outcome.next_alarm is None:
@@ -243,6 +282,8 @@ class AgentRuntimeCore:
             return rpc_error(409, "scope_mismatch", "this agent instance belongs to another scope")
         writer = await self.writer(request.tenant)
         storage.touch(sql, request.tenant, request.agent_type, request.instance_id, self.now())
+        # Armed before the turn: if the object dies in it, the alarm settles it (`settle`).
+        await self.arm_by(self.now() + bindings.settings.agent_state_idle_seconds)
         started = self.now()
         run_id = new_ulid(started)
         task_type = request.task_type or agent_type.default_task_type
@@ -267,6 +308,7 @@ class AgentRuntimeCore:
             started_at=int(started * 1000),
         )
         turn = _Turn(request, agent_type, writer, state, log_step, task_type, run)
+        self._running.add(run_id)
         try:
             outcome = await self._turn(turn, bindings.llm)
         except Exception as exc:  # the turn already counts: close it as failed, never leave it open
@@ -276,6 +318,8 @@ class AgentRuntimeCore:
                 failure_code="internal_error",
                 failure_message=f"{type(exc).__name__}: {exc}",
             )
+        finally:  # cancelled (BaseException): left open, settled as interrupted
+            self._running.discard(run_id)
         result = self._close_turn(turn, outcome)
         await self._after_activity(self.now())
         return result
@@ -345,9 +389,10 @@ class AgentRuntimeCore:
         if not await self.flush_writes():
             return rpc_error(503, "writes_in_flight", "episodic writes are still in flight")
         if request.wipe:
-            counts = await self._wipe()
+            counts = storage.row_counts(self.storage.sql)
         else:
             counts = storage.erase_subject_traces(self.storage, request.subject, request.run_ids)
+        await self.rebuild(keep=not request.wipe)
         # The instance id may be the subject: logs name both by a hash only.
         log.info(
             "erase %s/%s:%s subject=%s wipe=%s: %s",
@@ -360,17 +405,19 @@ class AgentRuntimeCore:
         )
         return {"erased": counts}
 
-    async def _wipe(self) -> dict[str, int]:
-        """The whole database (`delete_all`: no free page keeps a byte) and the alarm go; the
-        rows removed are counted first. The object starts again empty."""
-        counts = storage.row_counts(self.storage.sql)
-        await self.storage.delete_all()
-        if self.alarms is not None:
-            await self.alarms.delete_alarm()
-        self._writer, self._registered_types = None, set()
+    async def rebuild(self, *, keep: bool) -> None:
+        """Replace the database by a new one holding what is left (`keep`) or nothing, so no
+        page keeps a byte of a deleted row: workerd allows no secure_delete or VACUUM, and
+        SQLite leaves copies of rows in pages it rebalanced (docs/lifecycle.md, "Deleted
+        bytes"). The alarm goes with the old database and is set again if anything is kept."""
+        alarm = None if self.alarms is None or not keep else await self.alarms.get_alarm()
+        # Nothing may await between the snapshot and the deletion (a turn's rows would go).
+        rows = storage.snapshot(self.storage.sql) if keep else {}
+        await self.storage.replace_all(lambda: storage.restore(self.storage.sql, rows))
+        self._writer, self._registered_types = None, set()  # both held the old `sql`
         self.procedural = ProceduralMemory(self.storage.sql)
-        storage.create_schema(self.storage.sql)
-        return counts
+        if self.alarms is not None:
+            await (self.alarms.delete_alarm() if alarm is None else self.alarms.set_alarm(alarm))
 
     async def _turn(self, turn: _Turn, llm: LLM) -> LoopOutcome:
         bindings = self.bindings
@@ -415,7 +462,7 @@ class AgentRuntimeCore:
 
         if selection is None:
             if self.rng is None:
-                self.rng = np.random.default_rng()
+                self.rng = random.Random()
             selection = self.procedural.select_workflow(agent_type.name, turn.task_type, self.rng)
         if selection is not None:
             turn.workflow_id = selection.workflow.workflow_id
@@ -545,18 +592,20 @@ class AgentRuntimeCore:
                 "input": run.input or {"text": request.input, "task_type": turn.task_type},
             }
         )
-        turn.writer.append_episode(episode)
-        (turn.writer.complete_run if completed else turn.writer.fail_run)(finished_run)
-        storage.finish_turn(self.storage.sql, request.instance_id, run.run_id, completed, finished)
-        turn.log_step(
-            "turn_end",
-            {
-                "status": outcome.status,
-                "steps": outcome.steps,
-                "tool_calls": outcome.tool_calls,
-                "episode_id": episode.episode_id,
-            },
-        )
+        detail = {"steps": outcome.steps, "tool_calls": outcome.tool_calls}
+
+        def close() -> None:  # all or nothing: a crash leaves the turn open, never half ended
+            turn.writer.append_episode(episode)
+            (turn.writer.complete_run if completed else turn.writer.fail_run)(finished_run)
+            storage.finish_turn(
+                self.storage.sql,
+                self.bindings.clock,
+                run.run_id,
+                outcome.status,
+                {**detail, "episode_id": episode.episode_id},
+            )
+
+        self.storage.transaction_sync(close)
         return RunResult(
             **outcome.model_dump(include={"status", "output", "steps", "tool_calls", "tools_used"}),
             run_id=run.run_id,

@@ -50,7 +50,7 @@ class WorkflowsPayload(ScopePayload):
 class ErasePayload(ScopePayload):
     subject: str = Field(min_length=3, max_length=256)
     run_ids: list[str] = Field(default_factory=list, max_length=MAX_ERASE_RUN_IDS)
-    # The instance is named after the subject: its whole storage goes (`storage.delete_all`).
+    # The instance is named after the subject: its whole storage goes (`core.rebuild`).
     wipe: bool = False
 
 

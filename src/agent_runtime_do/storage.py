@@ -4,7 +4,9 @@
 DO SQL rejects BEGIN/COMMIT: what must be atomic runs in `transaction_sync`, anything else is
 one statement computing its new values in SQL, never a read-modify-write across an `await`.
 workerd's SQLite refuses `secure_delete` and VACUUM (docs/lifecycle.md), so every delete of a
-row that may hold content first overwrites its text columns with `0`s (`_wipe_and_delete`).
+row that may hold content first overwrites its text columns with `0`s (`_wipe_and_delete`);
+that still leaves copies SQLite made while it moved cells between pages, so a subject erase
+replaces the whole database (`snapshot`, `restore`: `AgentRuntimeCore.rebuild`).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from agent_memory.tiers.episodic import EpisodicWriter, FailedWrite, PendingWrit
 from bindings.ports.clock import Clock
 from bindings.ports.d1 import D1Database
 from bindings.ports.do_sql import DurableObjectStorage, SqlStorage
-from bindings.ports.sql import SqlValue
+from bindings.ports.sql import Row, SqlValue
 
 if TYPE_CHECKING:
     from agent_runtime_do.core import AgentRuntimeCore
@@ -37,6 +39,7 @@ SCHEMA = (
         turn_count INTEGER NOT NULL DEFAULT 0 CHECK (turn_count >= 0),
         completed_count INTEGER NOT NULL DEFAULT 0 CHECK (completed_count >= 0),
         failed_count INTEGER NOT NULL DEFAULT 0 CHECK (failed_count >= 0),
+        interrupted_count INTEGER NOT NULL DEFAULT 0 CHECK (interrupted_count >= 0),
         last_run_id TEXT,
         last_status TEXT,
         state_json TEXT NOT NULL DEFAULT '{}',
@@ -105,10 +108,21 @@ SCHEMA = (
     )""",
 )
 
+TABLES = (
+    "turn_state",
+    "run_log",
+    "run_workflows",
+    "procedural_workflows",
+    "failed_writes",
+    "pending_writes",
+    "instance_lifecycle",
+)
+
 # Columns added after objects already existed: (table, column, definition).
 ADDED_COLUMNS = (
     ("failed_writes", "retries", "INTEGER NOT NULL DEFAULT 0"),
     ("failed_writes", "next_retry_at", "REAL"),
+    ("turn_state", "interrupted_count", "INTEGER NOT NULL DEFAULT 0"),
 )
 
 # The text columns of each table that may hold memory content (overwritten before a delete).
@@ -172,7 +186,7 @@ def _wipe_and_delete_ids(sql: SqlStorage, table: str, key: str, ids: Iterable[Sq
 
 _TURN_STATE_COLUMNS = (
     "instance_id, tenant_id, agent_type, turn_count, completed_count, failed_count, "
-    "last_run_id, last_status, created_at, updated_at"
+    "interrupted_count, last_run_id, last_status, created_at, updated_at"
 )
 
 
@@ -199,17 +213,39 @@ def begin_turn(
 
 
 def finish_turn(
-    sql: SqlStorage, instance_id: str, run_id: str, completed: bool, now: float
+    sql: SqlStorage, clock: Clock, run_id: str, status: str, detail: dict[str, Any]
 ) -> None:
-    counter = "completed_count" if completed else "failed_count"
+    """Count the turn as `status` (completed, failed, interrupted) and log its `turn_end`, in
+    one transaction: a turn has ended exactly when its `turn_end` row exists (`open_turns`)."""
+    counter = f"{status}_count"
     sql.exec(
         f"UPDATE turn_state SET {counter} = {counter} + 1, last_run_id = ?, last_status = ?, "
-        "updated_at = ? WHERE instance_id = ?",
+        "updated_at = ?",  # one instance per object: its one row
         run_id,
-        "completed" if completed else "failed",
-        now,
-        instance_id,
+        status,
+        clock.now(),
     )
+    append_run_log(sql, clock, run_id, "turn_end", {"status": status, **detail})
+
+
+def open_turns(sql: SqlStorage, running: set[str]) -> list[Row]:
+    """The turns that began (`turn_start`) and never ended, but those `running` in this life
+    of the object, oldest first, with their model calls (`steps`); none without reading the
+    log when the counters say every turn is running or ended."""
+    counts = _first(
+        sql,
+        "SELECT turn_count - completed_count - failed_count - interrupted_count AS n "
+        "FROM turn_state",
+    )
+    if counts is None or int(counts["n"]) <= len(running):
+        return []
+    rows = sql.exec(
+        "SELECT s.run_id, s.detail_json, s.created_at, (SELECT COUNT(*) FROM run_log c "
+        "WHERE c.run_id = s.run_id AND c.kind = 'llm_call') AS steps FROM run_log s "
+        "WHERE s.kind = 'turn_start' AND NOT EXISTS (SELECT 1 FROM run_log e "
+        "WHERE e.run_id = s.run_id AND e.kind = 'turn_end') ORDER BY s.seq"
+    ).to_array()
+    return [row for row in rows if row["run_id"] not in running]
 
 
 def read_turn_state(sql: SqlStorage, instance_id: str) -> dict[str, Any] | None:
@@ -650,6 +686,21 @@ def _scrub_state(state_json: str, subject: str) -> str | None:
     return _json(kept)
 
 
+def snapshot(sql: SqlStorage) -> dict[str, list[Row]]:
+    """Every row of every table, for `restore` into a new database."""
+    return {table: sql.exec(f"SELECT * FROM {table}").to_array() for table in TABLES}
+
+
+def restore(sql: SqlStorage, rows: dict[str, list[Row]]) -> None:
+    """Create the schema in a new, empty database and insert `rows` (a `snapshot`) as they
+    were, keys and AUTOINCREMENT sequences included."""
+    create_schema(sql)
+    for table, found in rows.items():
+        for row in found:
+            marks = ", ".join("?" for _ in row)
+            sql.exec(f"INSERT INTO {table} ({', '.join(row)}) VALUES ({marks})", *row.values())
+
+
 def row_counts(sql: SqlStorage) -> dict[str, int]:
     """Rows per table an erase reports (`erase_subject_traces`' keys)."""
     return {
@@ -692,11 +743,6 @@ def erase_subject_traces(
         for row in sql.exec("SELECT instance_id, state_json FROM turn_state").to_array():
             scrubbed = _scrub_state(str(row["state_json"]), subject)
             if scrubbed is not None:
-                # Overwrite in place first: a shorter value could be written elsewhere.
-                sql.exec(
-                    f"UPDATE turn_state SET {_zeros('state_json')} WHERE instance_id = ?",
-                    row["instance_id"],
-                )
                 sql.exec(
                     "UPDATE turn_state SET state_json = ? WHERE instance_id = ?",
                     scrubbed,

@@ -77,9 +77,12 @@ def parse_openai_message(message: Any, fallback_id: str = "call") -> ChatMessage
         raw_id = call.get("id")
         call_id = raw_id if isinstance(raw_id, str) else f"{fallback_id}_{index}"
         calls.append(ToolCall(id=call_id, name=name, arguments=arguments))
-    content = message.get("content")
+    content, refusal = message.get("content"), message.get("refusal")
     return ChatMessage(
-        role="assistant", content=content if isinstance(content, str) else "", tool_calls=calls
+        role="assistant",
+        content=content if isinstance(content, str) else "",
+        tool_calls=calls,
+        refusal=refusal if isinstance(refusal, str) else None,
     )
 
 

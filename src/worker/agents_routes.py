@@ -6,7 +6,7 @@ instance reports as a pack candidate (409 `not_a_pack_candidate`, nothing writte
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -27,6 +27,7 @@ from agent_memory.tiers.episodic import (
     Pack,
     RunPage,
     RunRecord,
+    RunStatus,
     Workflow,
 )
 from agent_runtime_do.protocol import MAX_INPUT_CHARS, TASK_TYPE_PATTERN, RunResult
@@ -65,7 +66,7 @@ class OutcomeBody(StrictModel):
 
 class RunsQuery(StrictModel):
     agent_type: str | None = Field(default=None, pattern=AGENT_TYPE_PATTERN)
-    status: Literal["running", "completed", "failed"] | None = None
+    status: RunStatus | None = None
     cursor: str | None = Field(default=None, min_length=1, max_length=512)
     limit: int = Field(default=20, ge=1, le=100)
 

@@ -14,6 +14,7 @@ import hashlib
 import importlib
 import json
 import logging
+import platform
 import re
 import unicodedata
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, Generic, Literal, TypeVar, cast
 from urllib.parse import unquote
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import VERSION, AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from agent_memory.cursors import InvalidCursorError
 from agent_memory.namespace import TENANT_PATTERN
@@ -418,6 +419,7 @@ class Health(BaseModel):
     environment: str
     bindings: dict[str, bool]
     embedding: dict[str, Any] | None
+    runtime: dict[str, str]  # what the deploy runs: `agent-memory smoke` compares it
 
 
 async def healthz(call: Call[None, None]) -> Health:
@@ -429,6 +431,7 @@ async def healthz(call: Call[None, None]) -> Health:
         environment=bindings.settings.environment,
         bindings=bindings.present(),
         embedding=embedding,
+        runtime={"python": platform.python_version(), "pydantic": VERSION},
     )
 
 

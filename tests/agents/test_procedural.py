@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import numpy as np
+import random
+
 import pytest
 
 from agent_memory.tiers.episodic import ProceduralMemory, UnknownWorkflowError
@@ -63,8 +64,8 @@ def test_registering_twice_keeps_the_learned_posterior(memory: ProceduralMemory)
 
 def test_selection_is_reproducible_with_a_seeded_generator(memory: ProceduralMemory) -> None:
     add(memory, "a", "b", "c")
-    first = memory.select_workflow("sdr", "outreach", np.random.default_rng(3))
-    again = memory.select_workflow("sdr", "outreach", np.random.default_rng(3))
+    first = memory.select_workflow("sdr", "outreach", random.Random(3))
+    again = memory.select_workflow("sdr", "outreach", random.Random(3))
     assert first is not None and again is not None
     assert first.workflow.workflow_id == again.workflow.workflow_id
     assert first.samples == again.samples
@@ -76,7 +77,7 @@ def test_selection_is_scoped_by_agent_type_and_task_type(
 ) -> None:
     add(memory, "outreach-1")
     add(memory, "follow-up-1", task_type="follow_up")
-    rng = np.random.default_rng(0)
+    rng = random.Random(0)
     picked = memory.select_workflow("sdr", "follow_up", rng)
     assert picked is not None and picked.workflow.workflow_id == "follow-up-1"
     assert memory.select_workflow("assistant", "outreach", rng) is None
@@ -87,7 +88,7 @@ def test_seeded_simulation_converges_on_the_best_of_three(memory: ProceduralMemo
     spend most pulls, and nearly all late pulls, on the 0.8 workflow."""
     true_rates = {"cold_open": 0.3, "social_proof": 0.5, "direct_roi": 0.8}
     add(memory, *true_rates)
-    rng = np.random.default_rng(20260501)
+    rng = random.Random(20260501)
     picks: list[str] = []
     for _ in range(600):
         selection = memory.select_workflow("sdr", "outreach", rng)

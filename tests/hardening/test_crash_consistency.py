@@ -45,23 +45,18 @@ START_DEADLINE_SECONDS = 60.0
 WORKERS = 6
 
 
-def start_server(state: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
-    """`agent-memory dev` as a user runs it; returns once /healthz answers (or fails)."""
+def start_server(
+    state: Path, port: int, log: Path, module: str | None = None
+) -> subprocess.Popen[bytes]:
+    """`agent-memory dev` as a user runs it (or `module STATE PORT`, stdout piped); returns
+    once /healthz answers (or fails)."""
+    dev = ["local_runtime.cli", "dev", "--port", str(port), "--state", str(state)]
     with log.open("ab") as out:
         process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "local_runtime.cli",
-                "dev",
-                "--port",
-                str(port),
-                "--state",
-                str(state),
-            ],
+            [sys.executable, "-m", *(dev if module is None else [module, str(state), str(port)])],
             cwd=PROJECT_ROOT,
-            stdout=out,
-            stderr=subprocess.STDOUT,
+            stdout=out if module is None else subprocess.PIPE,
+            stderr=subprocess.STDOUT if module is None else out,
         )
     deadline = time.monotonic() + START_DEADLINE_SECONDS
     while time.monotonic() < deadline:

@@ -5,7 +5,8 @@ no 5xx, and every response conforms to the document (status, content type, schem
 Each operation is called with the credentials of its security scheme (an Access token of a
 platform admin, the tenant's API key, or a memory token of the seeded agent; issue 26: every
 route was sent the API key, so no memory-API handler was reached, and the Access token was
-"not valid yet", so no Access-gated one was either). Bounded for CI:
+"not valid yet", so no Access-gated one was either). The routes added after the second audit
+are fuzzed again with every other caller's credentials (issue 47). Bounded for CI:
 `SCHEMATHESIS_MAX_EXAMPLES` examples per operation (default 6). A longer run
 (docs/architecture.md):
 
@@ -33,12 +34,14 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from authorization.operator_grants import grant
 from gateway import admin_ops
 from http_messages import HttpResponse
 from local_runtime.access_dev import mint_token
 from local_runtime.runtime import LocalRuntime
 from local_runtime.server import running_server
 from tests.fakes.embedder import HashingEmbedder
+from tests.hardening.test_audit_new_routes import oauth_token
 from worker.app import ROUTES, LazyHandler, Route
 from worker.identity import ACCESS_HEADER, MintRequest, mint_memory_token
 from worker.openapi import build_document
@@ -58,6 +61,11 @@ CHECKS = [
 
 
 TENANT, AGENT = "acme", "agent-a"
+# The routes added after the second audit (issue 47): fuzzed again with every caller's
+# credentials, each scheme's and a tenant's operators', not only their own scheme's.
+NEW_ROUTES = SCHEMA.include(
+    path_regex=r"^/admin/(shards|moves)|/(restore|replay|namespace-backfill|oauth-clients)"
+)
 
 
 @dataclass(frozen=True)
@@ -65,6 +73,8 @@ class Live:
     base: str
     # The headers of each security scheme (the document's `security` of an operation).
     schemes: dict[str, dict[str, str]]
+    # Every other caller: a tenant's operator and another tenant's, an OAuth token, none.
+    callers: dict[str, dict[str, str]]
 
     def headers(self, case: schemathesis.Case) -> dict[str, str]:
         security = case.operation.definition.raw.get("security") or [{}]
@@ -80,17 +90,20 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     state: Path = tmp_path_factory.mktemp("openapi") / "state"
     runtime = LocalRuntime.open(state, embedder=HashingEmbedder())
 
-    async def seed() -> tuple[str, str]:
+    async def seed() -> tuple[str, str, str]:
         await runtime.migrate()
-        assert runtime.kv is not None
+        assert runtime.kv is not None and runtime.db is not None
         await admin_ops.create_tenant(runtime.kv, runtime.clock, TENANT, memory_enabled=True)
         key = (await admin_ops.issue_api_key(runtime.kv, runtime.clock, TENANT)).api_key
         minted = await mint_memory_token(
             runtime.bindings(), TENANT, MintRequest(agent_id=AGENT, ttl_seconds=86_400)
         )
-        return key, minted.token
+        for tenant, email in ((TENANT, "ann@acme.example"), ("globex", "gus@globex.example")):
+            await grant(runtime.bindings(), tenant, "email", email, "openapi")
+        oauth = await oauth_token(runtime, TENANT, ("tools", "memory:read"), "http://127.0.0.1")
+        return key, minted.token, oauth
 
-    key, memory_token = asyncio.run(seed())
+    key, memory_token, oauth = asyncio.run(seed())
     # Valid from now (8 h): a token minted an hour ahead was "not valid yet", so no
     # Access-gated route was fuzzed past its gate.
     access = mint_token(runtime.state.access, "ops@example.com", now=runtime.clock.now())
@@ -99,8 +112,21 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         "apiKey": {"Authorization": f"Bearer {key}"},
         "memoryToken": {"Authorization": f"Bearer {memory_token}"},
     }
+    now = runtime.clock.now()
+    callers = {
+        "tenant operator": {
+            ACCESS_HEADER: mint_token(runtime.state.access, "ann@acme.example", now=now)
+        },
+        "another tenant's operator": {
+            ACCESS_HEADER: mint_token(runtime.state.access, "gus@globex.example", now=now)
+        },
+        "api key": schemes["apiKey"],
+        "memory token": schemes["memoryToken"],
+        "OAuth token": {"Authorization": f"Bearer {oauth}"},
+        "none": {},
+    }
     with running_server(runtime) as base:
-        yield Live(base, schemes)
+        yield Live(base, schemes, callers)
 
 
 def test_every_route_is_documented() -> None:
@@ -169,3 +195,43 @@ def test_the_api_conforms_to_its_document(case: schemathesis.Case, live: Live) -
         if name in params:
             params[name] = value
     case.call_and_validate(base_url=live.base, headers=live.headers(case), checks=CHECKS)
+
+
+def test_the_new_routes_are_all_fuzzed_with_every_caller() -> None:
+    assert len(list(NEW_ROUTES.get_all_operations())) == 11
+
+
+# Callers the gates refuse (401/403 before any handler): two examples each are enough.
+REFUSED = ["another tenant's operator", "api key", "memory token", "OAuth token", "none"]
+
+
+def fuzz_as(caller: str, case: schemathesis.Case, live: Live) -> None:
+    """Issue 47: a new route with `caller`'s credentials: no 5xx, every answer as the
+    document says (a refusal is a documented 401/403 error)."""
+    params = case.path_parameters or {}
+    if "tenant" in params:
+        params["tenant"] = TENANT
+    case.call_and_validate(base_url=live.base, headers=live.callers[caller], checks=CHECKS)
+
+
+FUZZ = {
+    "deadline": None,
+    "derandomize": True,
+    "phases": [Phase.explicit, Phase.generate],
+    "suppress_health_check": list(HealthCheck),
+}
+
+
+@NEW_ROUTES.parametrize()
+@settings(max_examples=MAX_EXAMPLES, **FUZZ)
+def test_the_new_routes_hold_for_a_tenants_operator(case: schemathesis.Case, live: Live) -> None:
+    fuzz_as("tenant operator", case, live)
+
+
+@pytest.mark.parametrize("caller", REFUSED)
+@NEW_ROUTES.parametrize()
+@settings(max_examples=min(MAX_EXAMPLES, 2), **FUZZ)
+def test_the_new_routes_refuse_every_other_caller(
+    case: schemathesis.Case, live: Live, caller: str
+) -> None:
+    fuzz_as(caller, case, live)

@@ -139,6 +139,80 @@ async def test_erased_text_is_overwritten_in_the_object_file_not_only_unlinked(
     assert BOB.encode() in raw  # the file is readable as bytes: the check can fail
 
 
+ZELDA, ZELDA_MAIL, PASSPORT = "Zelda Quixote", "zelda.quixote@example.net", "X99218734"
+
+
+async def test_no_page_of_an_instance_keeps_the_subject_after_the_erase_and_the_rest_stays(
+    rt: LocalRuntime,
+) -> None:
+    # Issue 47: enough turns that SQLite rebalances the run log's pages; the rows naming
+    # Zelda were overwritten and deleted, but copies of them SQLite left in the pages it
+    # rebuilt stayed in the file (workerd allows no secure_delete or VACUUM).
+    for i in range(6):
+        await run_turn(rt, "desk", BOB, f"note {i} on the quarterly plan for {BOB} " * 3)
+        if i % 2 == 0:
+            text = f"{ZELDA} ({ZELDA_MAIL}, passport {PASSPORT}) asked about item {i}"
+            await run_turn(rt, "desk", ZELDA, text)
+    name = "acme:assistant:desk"
+    storage = rt.durable_object_storage(name)
+    storage.sql.exec(
+        "INSERT INTO failed_writes (run_id, op, payload_json, error, attempts, created_at, "
+        "next_retry_at) VALUES ('01J00000000000000000000004', 'append_episode', ?, 'down', 4, "
+        "1, 2)",
+        json.dumps({"subject": BOB}),
+    )
+    storage.sql.exec("UPDATE procedural_workflows SET alpha = 7.5, pulls = 9")
+    tables = ("turn_state", "run_workflows", "procedural_workflows", "failed_writes")
+    before = {t: storage.sql.exec(f"SELECT * FROM {t}").to_array() for t in tables}
+    log = "SELECT * FROM run_log ORDER BY seq"
+    logged = storage.sql.exec(log).to_array()
+    zelda_runs = {r["run_id"] for r in logged if ZELDA in r["detail_json"]}
+    unrelated = [r for r in logged if r["run_id"] not in zelda_runs]
+    alarm = await rt.agents.alarms.for_object(name).get_alarm()
+
+    response = await erase_over_route(rt, ZELDA)
+
+    assert response.status == 200, response.body
+    assert json.loads(response.body)["agent_state"]["run_log"] > 0
+    await rt.purge_residue()
+    rt.evict_durable_objects()  # closes the files: nothing is left in a -wal
+    files = [p for p in rt.state.durable_objects.iterdir() if p.is_file()]
+    assert [p.suffix for p in files] == [".sqlite"]
+    raw = files[0].read_bytes()
+    assert [s for s in (ZELDA, ZELDA_MAIL, PASSPORT) if s.encode() in raw] == []
+    assert BOB.encode() in raw  # the scan reads live data: it can fail
+    # Everything else the object held is there as it was, and its alarm too.
+    storage = rt.durable_object_storage(name)
+    kept = {t: storage.sql.exec(f"SELECT * FROM {t}").to_array() for t in tables}
+    assert kept == before
+    assert storage.sql.exec(log).to_array() == unrelated and unrelated
+    assert await rt.agents.alarms.for_object(name).get_alarm() == alarm is not None
+    later = await run_turn(rt, "desk", BOB, "and one more turn")
+    assert later["turn_count"] == before["turn_state"][0]["turn_count"] + 1
+
+
+async def test_a_rebuild_that_fails_leaves_the_old_database_whole(rt: LocalRuntime) -> None:
+    await run_turn(rt, "desk", ADA, f"note on {ADA}")
+    storage = rt.durable_object_storage("acme:assistant:desk")
+    rows = storage.sql.exec("SELECT * FROM run_log").to_array()
+
+    def fill() -> None:
+        storage.sql.exec("CREATE TABLE half (x)")
+        raise RuntimeError("the isolate died")
+
+    try:
+        await storage.replace_all(fill)
+    except RuntimeError:
+        pass
+    else:
+        raise AssertionError("the failing fill was not reported")
+    assert storage.sql.exec("SELECT * FROM run_log").to_array() == rows
+    rt.evict_durable_objects()
+    assert not list(rt.state.durable_objects.glob("*.new*"))
+    again = rt.durable_object_storage("acme:assistant:desk")
+    assert again.sql.exec("SELECT * FROM run_log").to_array() == rows
+
+
 async def test_a_queued_write_of_an_erased_run_is_not_replayed_after_the_erase(
     rt: LocalRuntime,
 ) -> None:

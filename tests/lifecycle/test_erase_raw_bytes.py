@@ -41,9 +41,10 @@ TOKEN = "zq7xkw"
 SUBJECT = f"subject-{TOKEN}-ada"
 EMAIL = f"ada.{TOKEN}@example.org"
 PHONE = "+44 20 7946 0314"
+PASSPORT = "X99218734"  # said in agent turns: plain text in run logs and episodes
 # Every string of the subject: the identifier, a token of it (the keyword index stores
 # tokens, not whole identifiers), the personal values.
-NEEDLES = (SUBJECT, TOKEN, EMAIL, PHONE, "7946 0314")
+NEEDLES = (SUBJECT, TOKEN, EMAIL, PHONE, "7946 0314", PASSPORT)
 OTHER = "subject-kv9pw2-bob"
 OPERATOR = "ops@example.com"  # a platform admin of the local runtime (LOCAL_VARS)
 DAY = 86_400.0
@@ -189,6 +190,19 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seeded]:
 
             seed(client, access(), SUBJECT, "agent-ada")
             seed(client, access(), OTHER, "agent-bob")
+            # One instance both subjects use, with enough turns that SQLite rebalances its
+            # run log's pages (issue 47: copies of erased rows stayed in them).
+            for turn in range(6):
+                who = SUBJECT if turn % 2 else OTHER
+                text = f"{who} (passport {PASSPORT}) asked about item {turn}. " * 3
+                if who == OTHER:
+                    text = f"{who} asked about the quarterly plan, item {turn}. " * 3
+                ran = client.post(
+                    f"/v1/agents/{TENANT}/assistant/run",
+                    json={"input": text, "subject": who, "instance_id": "inst-shared"},
+                    headers={ACCESS_HEADER: access()},
+                )
+                assert ran.status_code == 200, ran.text
             # 100 days later: the objects' idle alarms have fired (their run logs cleared,
             # each reported in agent_instances) and the prune moves the first runs,
             # episodes and events to cold.

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -227,12 +228,13 @@ class _ScriptedJudge:
     async def chat(
         self, messages: list[ChatMessage] | Any, tools: list[ToolSpec] | Any = ()
     ) -> ChatResult:
-        self.asked.append(messages[-1].content)
+        asked = messages[-1].content
+        self.asked.append(asked)
         if self.answer is None:
             raise LLMError("down")
-        return ChatResult(
-            message=ChatMessage(role="assistant", content=self.answer), model="scripted"
-        )
+        pairs = re.findall(r"^(\d+)\. Entity", asked, re.MULTILINE)
+        answer = "\n".join(f"{n}: {self.answer}" for n in pairs)
+        return ChatResult(message=ChatMessage(role="assistant", content=answer), model="scripted")
 
 
 async def test_llm_adjudicator_sees_only_implicit_pairs_and_falls_back_to_rules(
@@ -281,20 +283,25 @@ async def test_llm_adjudicator_sees_only_implicit_pairs_and_falls_back_to_rules(
 
 
 async def test_updates_bench_meets_its_targets_with_rules_alone(tmp_path: Path) -> None:
-    """A spread subset of the hand-written cases (every seventh), with the hashing embedder."""
+    """A spread subset of the hand-written cases (every seventh), with the local embedder
+    (recall reads its similarities): floors a regression would cross; the whole bench's
+    figures per half are in docs/semantic-memory.md."""
     from local_runtime.commands.bench_updates import load_cases, run_updates_bench
+    from local_runtime.embedder import LocalMiniLMEmbedder
 
     cases = load_cases()
-    assert len(cases) >= 300
+    assert len(cases) >= 500
     subset = cases[::7]
     misses: list[str] = []
     figures = await run_updates_bench(
-        HashingEmbedder(), tmp_path / "s", subset, llm=False, misses=misses
+        LocalMiniLMEmbedder(), tmp_path / "s", subset, llm=False, misses=misses
     )
-    assert figures["cases"] == len(subset)
+    assert figures["tune"]["cases"] + figures["report"]["cases"] == len(subset)
+    figures = figures["all"]
     assert figures["false_supersession"] == 0.0, misses
     assert figures["siblings_kept"] == 1.0, misses
-    assert figures["latest_first"] >= 0.9, misses
+    assert figures["latest_first"] >= 0.85, misses
+    assert figures["lookalike_above"] <= 0.05, misses
 
 
 async def test_unsure_pairs_show_in_the_daily_brief(tmp_path: Path) -> None:

@@ -57,9 +57,15 @@ READY_GUARD_SECONDS = 180.0
 
 
 def compatibility_date() -> str:
-    """The Worker's compatibility date (wrangler.toml), so workerd behaves as deployed."""
+    """The Worker's compatibility date (wrangler.toml), so workerd behaves as deployed; or,
+    when that is later, the npm workerd's own (1.YYYYMMDD.n): it refuses later dates. The
+    flags in between are proven in tests/workerd (docs/pyodide.md "Compatibility flags")."""
     config = tomllib.loads((PROJECT_ROOT / "wrangler.toml").read_text(encoding="utf-8"))
-    return str(config["compatibility_date"])
+    workerd = PROJECT_ROOT / "node_modules" / "workerd" / "package.json"
+    if not workerd.exists():
+        return str(config["compatibility_date"])
+    day = json.loads(workerd.read_text(encoding="utf-8"))["version"].split(".")[1]
+    return min(str(config["compatibility_date"]), f"{day[:4]}-{day[4:6]}-{day[6:]}")
 
 
 def _ram_folder() -> str | None:

@@ -20,9 +20,9 @@ Tier 3 (semantic facts) is in `test_semantic_on_workerd.py`.
 
 from __future__ import annotations
 
+import random
 from typing import Any, cast
 
-import numpy as np
 import pytest
 
 from agent_memory.ids import new_ulid
@@ -89,7 +89,7 @@ def test_turn_state_and_run_log_on_workerd_do_sql(
         sql, tenant="acme", agent_type="assistant", instance_id="i1", run_id="r1", now=clock.now()
     )
     assert (first["turn_count"], first["last_status"]) == (1, "running")
-    finish_turn(sql, instance_id="i1", run_id="r1", completed=True, now=clock.now())
+    finish_turn(sql, clock, "r1", "completed", {})
     second = begin_turn(
         sql, tenant="acme", agent_type="assistant", instance_id="i1", run_id="r2", now=clock.now()
     )
@@ -98,7 +98,7 @@ def test_turn_state_and_run_log_on_workerd_do_sql(
         1,
         "r2",
     )
-    finish_turn(sql, instance_id="i1", run_id="r2", completed=False, now=clock.now())
+    finish_turn(sql, clock, "r2", "failed", {})
     state = read_turn_state(sql, "i1")
     assert state is not None
     assert (state["completed_count"], state["failed_count"], state["last_status"]) == (
@@ -109,14 +109,18 @@ def test_turn_state_and_run_log_on_workerd_do_sql(
     # A REAL with a fraction stays a float through the JS number.
     assert state["created_at"] == 1_750_000_000.25
 
+    # finish_turn logged each run's end (turn_end, with its status).
+    assert [(r["kind"], r["detail"]) for r in read_run_log(sql, "r2")] == [
+        ("turn_end", {"status": "failed"})
+    ]
     for kind in ("turn_start", "llm_call", "turn_end"):
-        append_run_log(sql, clock, "r1", kind, {"kind": kind, "n": 1.5})
-    append_run_log(sql, clock, "r2", "turn_start", {})
-    log = read_run_log(sql, "r1")
+        append_run_log(sql, clock, "r3", kind, {"kind": kind, "n": 1.5})
+    append_run_log(sql, clock, "r4", "turn_start", {})
+    log = read_run_log(sql, "r3")
     assert [row["step"] for row in log] == [0, 1, 2]
     assert [row["kind"] for row in log] == ["turn_start", "llm_call", "turn_end"]
     assert log[1]["detail"] == {"kind": "llm_call", "n": 1.5}
-    assert [row["step"] for row in read_run_log(sql, "r2")] == [0]
+    assert [row["step"] for row in read_run_log(sql, "r4")] == [0]
 
 
 # --- tier 2: episodic -------------------------------------------------------------------------
@@ -225,7 +229,7 @@ def test_procedural_bandit_on_workerd_do_sql(
     with pytest.raises(UnknownWorkflowError):
         bandit.record_outcome("wf-missing", 0.5, now=3.0)
 
-    selection = bandit.select_workflow("assistant", "general", np.random.default_rng(7))
+    selection = bandit.select_workflow("assistant", "general", random.Random(7))
     assert selection is not None and selection.workflow.workflow_id == "wf-a"
     assert [w.workflow_id for w in bandit.pack_candidates("assistant")] == ["wf-a"]
     assert [w.workflow_id for w in bandit.workflows("assistant")] == ["wf-a", "wf-b"]
@@ -244,7 +248,7 @@ async def test_agent_turns_on_workerd_bindings(
 ) -> None:
     core = AgentRuntimeCore(mf_do_storage, mf_bindings)
     await core.initialize()
-    core.rng = np.random.default_rng(1)
+    core.rng = random.Random(1)
     background = cast(LocalBackgroundTasks, mf_bindings.background)
 
     first = await core.call("run", {**SCOPE, "input": "remember the blue door"})

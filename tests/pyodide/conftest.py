@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import IN_CI, PROJECT_ROOT, require_node_tools
+from tests.pyodide import pyodide314
 from tests.worker_dependencies import pure_python_modules
 
 # The in-Pyodide modules import `js`, `pyodide` and the harness: never collect them here.
@@ -69,7 +70,7 @@ class PyodideRun:
             config_path.write_text(json.dumps(config), encoding="utf-8")
             try:
                 done = subprocess.run(
-                    ["node", str(HARNESS), str(config_path)],
+                    [pyodide314.node(), str(HARNESS), str(config_path)],
                     cwd=PROJECT_ROOT,
                     capture_output=True,
                     text=True,
@@ -102,8 +103,8 @@ def in_pyodide_ids() -> list[str]:
 
 def require_pyodide() -> None:
     require_node_tools()
-    if not (PROJECT_ROOT / "node_modules" / "pyodide" / "pyodide.asm.wasm").exists():
-        reason = "node_modules/pyodide is missing: run `npm ci`"
+    if not pyodide314.PYODIDE_314.exists():
+        reason = "node_modules/pyodide-314 is missing: run `npm ci`"
         if IN_CI:
             pytest.fail(f"CI needs the Node tools: {reason}")
         pytest.skip(reason)

@@ -17,7 +17,7 @@
 // The workers SDK (workers-runtime-sdk, pure Python) is loaded from the project's venv with
 // models of the two workerd-private modules it imports.
 //
-// Output: {"ok": true, "python": "3.13.2", "pyodide": "0.28.3", "results": [{"id",
+// Output: {"ok": true, "python": "3.14.2", "pyodide": "314.0.7", "results": [{"id",
 // "outcome": "passed"|"failed"|"error", "message", "traceback", "duration"}]} or
 // {"ok": false, "error": "..."} when the harness itself could not start. No network:
 // Miniflare and the upstream listen on 127.0.0.1; Pyodide loads from node_modules.
@@ -27,7 +27,7 @@ import { createServer } from "node:http";
 import { basename, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Log, LogLevel, Miniflare } from "miniflare";
-import { loadPyodide } from "pyodide";
+import { loadPyodide } from "pyodide-314";
 import { workerdEnv } from "./bindings.mjs";
 import { DurableObjectStorage, SyncBridge } from "./do_storage.mjs";
 import {

@@ -207,10 +207,12 @@ export const entrypointHelper = {
   },
 };
 
-// Compatibility flags the SDK reads (the project's compatibility date sets none of these).
+// Compatibility flags the SDK reads, as the project's compatibility date sets them (workerd's
+// compatibility-date.capnp: headers keep their commas from 2026-02-17; implicit Workflow
+// dependencies are implied by python_workers from 2026-02-25).
 export const compatFlags = {
-  python_workflows_implicit_dependencies: false,
-  python_request_headers_preserve_commas: false,
+  python_workflows_implicit_dependencies: true,
+  python_request_headers_preserve_commas: true,
 };
 
 // --- Workers AI ---------------------------------------------------------------------------

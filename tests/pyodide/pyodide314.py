@@ -1,26 +1,22 @@
-"""The real app in real Pyodide with the real pydantic: Pyodide 314 and pydantic-core's wheel.
+"""Pyodide 314 (npm `pyodide-314`, Python 3.14, what the Worker runs) with pydantic-core's
+`pyemscripten_2026_0_wasm32` wheel from PyPI: the wheels both the real-workerd tier
+(tests/workerd) and the start-up benchmark (benchmarks/startup.py, in Pyodide under Node)
+load, at the versions uv.lock pins and the deploy uploads (pyproject.toml).
 
-Pyodide 0.28 (what Cloudflare runs) has no pydantic-core wheel outside its CDN, which the
-tests never reach; PyPI has pydantic-core's `pyemscripten_2026_0_wasm32` wheel for Pyodide
-314 (npm `pyodide-314`, Python 3.14). With it the whole app imports and serves inside a
-Pyodide interpreter (tests/pyodide/test_real_app_in_pyodide.py) and its start-up is
-measured (benchmarks/startup.py). The versions differ from the deployed ones (pydantic
-2.10.6 on Pyodide 0.28.2): the figures are relative, the behaviour is the app's.
-
-`ensure_wheels()` downloads the pinned wheels by name from PyPI (`pip download`) into the
-gitignored `.cache/pyodide-314/` when missing and unpacks them; `run_harness(config)` runs
+`ensure_wheels()` downloads them by name from PyPI (`pip download`) into the gitignored
+`.cache/pyodide-314/` when missing and unpacks them; `run_harness(config)` runs
 `tests/pyodide/real_app.mjs` once and returns its JSON answer. numpy is the one stub
 (`py314/numpy_stub.py`): Pyodide's numpy wheel is on its CDN only.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import subprocess
 import sys
 import tempfile
+import tomllib
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -35,12 +31,17 @@ CACHE = ROOT / ".cache" / "pyodide-314"
 PYODIDE_314 = ROOT / "node_modules" / "pyodide-314" / "pyodide.asm.wasm"
 NODE_22 = ROOT / "node_modules" / ".bin" / "node"
 
-# pydantic-core's emscripten wheel for Pyodide 314 and the pydantic release that pins it.
-PYDANTIC_CORE = "pydantic-core==2.50.5"
-PYDANTIC = "pydantic==2.14.4"
+
+def locked(name: str) -> str:
+    """`name==<version uv.lock installs>`: the version the deploy uploads too (pyproject.toml)."""
+    lock = tomllib.loads((ROOT / "uv.lock").read_text(encoding="utf-8"))
+    return f"{name}=={next(p['version'] for p in lock['package'] if p['name'] == name)}"
+
+
+# pydantic-core's emscripten wheel for Pyodide 314 (PyPI) and pydantic, at the locked versions.
+PYDANTIC_CORE = locked("pydantic-core")
+PYDANTIC = locked("pydantic")
 EMSCRIPTEN_PLATFORM = "pyemscripten_2026_0_wasm32"
-# pydantic 2.14 needs typing_inspection, which the deployed pydantic (2.10) does not.
-EXTRA_PURE_PYTHON = ("typing_inspection",)
 # Not a timed assertion: turns a hung harness into a failure with its log.
 GUARD_SECONDS = 300.0
 
@@ -52,14 +53,7 @@ class HarnessUnavailable(Exception):
 def dependency_paths() -> dict[str, str]:
     """Where each pure-Python dependency lives on this machine (package dir or module file):
     the Worker's, as the deploy vendors them, but pydantic (downloaded for Pyodide 314)."""
-    paths = pure_python_modules(exclude=["pydantic"])
-    for name in EXTRA_PURE_PYTHON:
-        spec = importlib.util.find_spec(name)
-        if spec is None or spec.origin is None:
-            raise HarnessUnavailable(f"{name} is not installed in this environment")
-        origin = Path(spec.origin)
-        paths[name] = str(origin.parent if origin.name == "__init__.py" else origin)
-    return paths
+    return pure_python_modules(exclude=["pydantic"])
 
 
 def _pip() -> list[str]:

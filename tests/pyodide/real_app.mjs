@@ -1,30 +1,25 @@
 // The project's real app inside Pyodide 314 with the real pydantic (pydantic-core's
-// emscripten wheel from PyPI): start-up figures and requests served by the real
-// `worker.entry` / `worker.app`, no double. Run by tests/pyodide/pyodide314.py:
+// emscripten wheel from PyPI): start-up figures of the real `worker.entry`, no double but
+// numpy's stub. Run by tests/pyodide/pyodide314.py for benchmarks/startup.py:
 //
 //   node tests/pyodide/real_app.mjs <config.json>
 //
 // config.json: {"src", "inPyodide" (tests/pyodide/py314), "site" (pydantic + pydantic-core
-// unpacked), "deps": {"httpx": "<site-packages>/httpx", ...}, "mode": "startup" | "serve",
-//   startup: "kind": "libraries" | "entry" | "project", "preimport": [module names]
-//   serve:   "compatibilityDate", "vars": {NAME: string}, "migrations": [[file, [sql...]]],
-//            "token", "apiKey"...: passed to py314/serve_real_app.py as is}
+// unpacked), "deps": {"httpx": "<site-packages>/httpx", ...}, "kind": "libraries" | "entry" |
+// "project", "preimport": [module names]}
 //
-// What Python gets: src/ (the app), py314/ (the in-Pyodide drivers), pydantic with its
-// compiled core, the venv's pure-Python packages, numpy's stub (py314/numpy_stub.py), the
-// workers SDK's two workerd-private modules as models.mjs models them. In serve mode also
-// `harness_js`: real KV, D1, R2 and the rate limiter from Miniflare (workerd in another
-// process), the JS models of Workers AI, Vectorize and the ExecutionContext.
+// What Python gets: src/ (the app), py314/ (the in-Pyodide probe), pydantic with its compiled
+// core, the venv's pure-Python packages, numpy's stub (py314/numpy_stub.py), the workers SDK's
+// two workerd-private modules as models.mjs models them.
 //
 // Output, one JSON line on stdout: {"ok": true, "python", "pyodide", "loadSeconds",
-// "result": <what the Python driver returned>} or {"ok": false, "error"}.
+// "result": <what the probe returned>} or {"ok": false, "error"}.
 
 import { readFileSync, statSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { loadPyodide } from "pyodide-314";
-import { workerdEnv } from "./bindings.mjs";
-import { Ai, compatFlags, entrypointHelper, ExecutionContext, VectorizeIndexImpl } from "./models.mjs";
+import { compatFlags, entrypointHelper } from "./models.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const config = JSON.parse(readFileSync(process.argv[2], "utf8"));
@@ -76,53 +71,10 @@ async function startup() {
   return { ...versions(pyodide), loadSeconds, result };
 }
 
-let miniflare;
-
-async function serve() {
-  const { Log, LogLevel, Miniflare } = await import("miniflare");
-  miniflare = new Miniflare({
-    host: "127.0.0.1",
-    port: 0,
-    modules: true,
-    script: "export default { fetch() { return new Response(null, { status: 404 }); } };",
-    compatibilityDate: config.compatibilityDate,
-    kvNamespaces: { KV: "real-app-kv" },
-    d1Databases: { DB: "real-app-d1" },
-    r2Buckets: { COLD: "real-app-cold" },
-    ratelimits: { EMBED_RATE_LIMITER: { simple: { limit: 120, period: 60 } } },
-    cf: false,
-    log: new Log(LogLevel.WARN),
-    handleRuntimeStdio(stdout, stderr) {
-      stdout.pipe(process.stderr);
-      stderr.pipe(process.stderr);
-    },
-  });
-  await miniflare.ready;
-  const bindings = await miniflare.getBindings();
-  // Each binding behind the class name workerd gives it (bindings.mjs), so the SDK wraps it.
-  const env = {
-    ...workerdEnv(bindings),
-    AI: new Ai(),
-    VECTORIZE: new VectorizeIndexImpl(384),
-    ...config.vars,
-  };
-  const { pyodide, loadSeconds } = await startPyodide();
-  pyodide.registerJsModule("harness_js", {
-    env,
-    newExecutionContext: () => new ExecutionContext(),
-  });
-  const driver = pyodide.pyimport("serve_real_app");
-  const result = JSON.parse(await driver.serve(JSON.stringify(config)));
-  return { ...versions(pyodide), loadSeconds, result };
-}
-
 try {
-  const answer = config.mode === "serve" ? await serve() : await startup();
-  announce({ ok: true, ...answer });
-  await miniflare?.dispose();
+  announce({ ok: true, ...(await startup()) });
   process.exit(0);
 } catch (error) {
   announce({ ok: false, error: String(error?.stack ?? error) });
-  await miniflare?.dispose().catch(() => {});
   process.exit(1);
 }

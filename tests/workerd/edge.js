@@ -6,8 +6,13 @@
 //   * a Content-Length (Miniflare's entry Worker re-sends a dispatched body as a stream
 //     without it): header x-tier-content-length: N  ->  content-length: N on the request;
 //     with x-tier-stream the body is passed on as a stream as it arrives, else read first.
+// And GET /__compat-flags answers workerd's own view of the flags its date turns on
+// (`Cloudflare.compatibilityFlags`; this Worker has the Python Worker's date).
 export default {
   async fetch(request, env) {
+    if (new URL(request.url).pathname === "/__compat-flags") {
+      return Response.json(globalThis.Cloudflare?.compatibilityFlags ?? null);
+    }
     const method = request.headers.get("x-tier-method") ?? request.method;
     const headers = new Headers(request.headers);
     const declared = request.headers.get("x-tier-content-length");

@@ -1,22 +1,24 @@
-"""One pytest item per check of tests/workerd/checks.mjs, run against the real
-`src/worker/entry.py` in real workerd by tests/workerd/harness.mjs (docs/pyodide.md, "The
-real-workerd tier"), and the rules that keep its doubles few and documented."""
+"""One pytest item per check of tests/workerd/checks.mjs, run against the whole Worker in real
+workerd by tests/workerd/harness.mjs (docs/pyodide.md, "The real-workerd tier"), and the rules
+that keep the tier honest: numpy is the one Python double, the date's flags are accounted for,
+and every check is listed in the docs."""
 
 from __future__ import annotations
 
-import ast
 import re
-from pathlib import Path
 
 import pytest
 
 from tests.conftest import PROJECT_ROOT
-from tests.import_graph import module_files
-from tests.workerd.conftest import DOUBLES, WorkerdRun, check_ids
+from tests.workerd.conftest import (
+    NEWEST_TIER_DATE,
+    STANDS_IN_FOR,
+    WorkerdRun,
+    check_ids,
+    tier_date,
+    vendored_paths,
+)
 
-SRC = PROJECT_ROOT / "src"
-# What cannot load in workerd offline: pydantic-core and numpy have no Pyodide 0.28 wheel.
-UNLOADABLE = ("pydantic", "pydantic_core", "numpy")
 DOCS = PROJECT_ROOT / "docs" / "pyodide.md"
 
 
@@ -38,83 +40,42 @@ def test_in_workerd(check_id: str, workerd_run: WorkerdRun) -> None:
         )
 
 
-def _doubled_modules() -> list[str]:
-    """src/ modules the tier replaces (doubles at the same path as a real module)."""
-    names = []
-    for path in sorted(DOUBLES.rglob("*.py")):
-        relative = path.relative_to(DOUBLES)
-        if (SRC / relative).exists():
-            names.append(".".join(relative.with_suffix("").parts))
-    return names
+def test_numpy_is_the_only_python_double() -> None:
+    """Everything vendored is the real package (pydantic from its emscripten wheel), but numpy."""
+    vendored = vendored_paths()
+    stubs = [name for name, path in vendored.items() if "tests" in path.split("/site-packages")[0]]
+    assert stubs == ["numpy.py"], stubs
+    assert {"pydantic", "pydantic_core", "workers", "httpx"} <= set(vendored)
 
 
-def _runtime_imports(path: Path) -> list[str]:
-    """Every module name `path` imports when it runs: at module level or inside functions
-    (lazy imports run when a request needs them), not under `if TYPE_CHECKING:`. src/ uses
-    absolute imports only."""
-
-    def walk(node: ast.AST) -> list[str]:
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            return [name for child in node.orelse for name in walk(child)]
-        if isinstance(node, ast.Import):
-            return [alias.name for alias in node.names]
-        if isinstance(node, ast.ImportFrom) and node.module:
-            return [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
-        return [name for child in ast.iter_child_nodes(node) for name in walk(child)]
-
-    return walk(ast.parse(path.read_text(encoding="utf-8")))
+def test_the_tier_runs_every_flag_of_the_deployed_date() -> None:
+    """The tier's date is the deployed one, or workerd's newest when that is earlier: then
+    the only flag the days between turn on must be the one the dev bundle stands in for."""
+    deployed = _wrangler_date()
+    flag, date = STANDS_IN_FOR
+    assert tier_date(deployed) == min(deployed, NEWEST_TIER_DATE)
+    assert deployed >= date, f"{flag} ({date}) is what the dev bundle stands in for"
+    flags = _flag_table()
+    between = {name for name, on in flags.items() if tier_date(deployed) < on <= deployed}
+    assert between == {flag}, between
 
 
-def _reaches_unloadable(module: str) -> list[str] | None:
-    """A chain of src/ imports from `module` to pydantic or numpy, if there is one."""
-    files = module_files(SRC)
-    parent: dict[str, str | None] = {module: None}
-    queue = [module]
-    while queue:
-        current = queue.pop(0)
-        names = _runtime_imports(files[current])
-        hit = next((n for n in names if n.split(".")[0] in UNLOADABLE), None)
-        if hit is not None:
-            chain = [hit, current]
-            while (step := parent[chain[-1]]) is not None:
-                chain.append(step)
-            return chain[::-1]
-        for name in names:
-            parts = name.split(".")
-            for depth in range(1, len(parts) + 1):  # importing a.b.c runs a and a.b too
-                target = ".".join(parts[:depth])
-                if target in files and target not in parent:
-                    parent[target] = current
-                    queue.append(target)
-    return None
-
-
-def test_only_modules_that_cannot_load_in_workerd_are_doubled() -> None:
-    doubled = _doubled_modules()
-    assert doubled, "the tier replaces at least the app"
-    loadable = {name: _reaches_unloadable(name) for name in doubled}
-    assert all(loadable.values()), (
-        "these src/ modules load in workerd without pydantic or numpy, so the tier must run "
-        f"them for real: {[name for name, chain in loadable.items() if chain is None]}"
-    )
-
-
-def test_every_double_and_every_check_is_listed_in_the_docs() -> None:
+def test_every_check_and_every_flag_is_listed_in_the_docs() -> None:
     section = DOCS.read_text(encoding="utf-8").split("## The real-workerd tier", 1)[-1]
     rows = set(re.findall(r"^\| `([\w./]+)` \|", section, flags=re.MULTILINE))
-    doubles = {str(path.relative_to(DOUBLES)) for path in DOUBLES.rglob("*.py")}
-    assert {row for row in rows if row.endswith(".py")} == doubles
-    assert {row for row in rows if not row.endswith(".py")} == set(check_ids())
+    assert set(check_ids()) <= rows, set(check_ids()) - rows
+    assert _flag_table(), "docs/pyodide.md lists the flags turned on since the old date"
 
 
-def test_nothing_in_src_imports_the_entry_by_its_package_path() -> None:
-    """wrangler uploads `src/worker/entry.py` as the main module `entry.py` (and no
-    `worker/entry.py`), as the tier does: an import of `worker.entry` would fail on
-    Cloudflare."""
-    importers = [
-        name
-        for name, path in module_files(SRC).items()
-        if name != "worker.entry"
-        and any(imported.startswith("worker.entry") for imported in _runtime_imports(path))
-    ]
-    assert importers == []
+def _wrangler_date() -> str:
+    match = re.search(
+        r'^compatibility_date = "([\d-]+)"', (PROJECT_ROOT / "wrangler.toml").read_text(), re.M
+    )
+    assert match is not None
+    return match.group(1)
+
+
+def _flag_table() -> dict[str, str]:
+    """docs/pyodide.md's table of the flags the move to 3.14 turns on: flag -> date."""
+    text = DOCS.read_text(encoding="utf-8").split("### Compatibility flags", 1)[-1]
+    return dict(re.findall(r"^\| `(\w+)` \| (\d{4}-\d\d-\d\d) \|", text, flags=re.MULTILINE))

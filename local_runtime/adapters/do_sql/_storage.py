@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import inspect
+import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -59,6 +60,13 @@ def _do_bind(value: object) -> SqlValue:
     )
 
 
+def _unlink(path: str, *suffixes: str) -> None:
+    """Remove a database file with its -wal and -shm (nothing to do in memory)."""
+    if path != ":memory:":
+        for suffix in suffixes or ("", "-wal", "-shm"):
+            Path(path + suffix).unlink(missing_ok=True)
+
+
 class LocalSqlStorage:
     """`ctx.storage.sql`: synchronous `exec(sql, *params)`."""
 
@@ -93,17 +101,30 @@ class LocalDurableObjectStorage:
         self._engine = SqliteEngine(path, secure_delete=False)
         self._sql = LocalSqlStorage(self._engine)
 
-    async def delete_all(self) -> None:
-        """Like workerd's deleteAll on a SQLite-backed object: the database file (with its
-        -wal and -shm) is removed and the object continues on a new, empty one."""
-        self._reset()
-
-    def _reset(self) -> None:
+    async def replace_all(self, fill: Callable[[], T]) -> T:
+        """Like workerd's deleteAll on a SQLite-backed object followed by `fill`: `fill` writes
+        a new file, which then replaces the old one (with its -wal and -shm) by a rename, so a
+        crash or a failing `fill` leaves the old database whole, never half of the new one."""
         self._engine.close()
-        if self._path != ":memory:":
-            for suffix in ("", "-wal", "-shm"):
-                Path(self._path + suffix).unlink(missing_ok=True)
-        self._engine = self._sql._engine = SqliteEngine(self._path, secure_delete=False)
+        fresh = self._path if self._path == ":memory:" else self._path + ".new"
+        _unlink(fresh)
+        self._open(fresh)
+        try:
+            result = fill()
+        except BaseException:
+            self._engine.close()
+            _unlink(fresh)
+            self._open(self._path)
+            raise
+        if fresh != self._path:
+            self._engine.close()  # both files' WALs are checkpointed into them and removed
+            _unlink(self._path, "-wal", "-shm")
+            os.replace(fresh, self._path)
+            self._open(self._path)
+        return result
+
+    def _open(self, path: str) -> None:
+        self._engine = self._sql._engine = SqliteEngine(path, secure_delete=False)
 
     @property
     def sql(self) -> LocalSqlStorage:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from urllib.parse import quote, urlsplit
 
+from pydantic import VERSION as PYDANTIC
+
 from local_runtime.commands.smoke.session import (
     ACCESS_REFUSALS,
     Problem,
@@ -16,6 +18,8 @@ from local_runtime.commands.smoke.session import (
 )
 
 EXPECTED_BINDINGS = ("kv", "d1", "vectorize", "ai_embedder", "llm", "agent_runtime", "cold")
+# The Python wrangler.toml's compatibility_date selects (python_workers_314 from 2026-09-08).
+DEPLOYED_PYTHON = "3.14."
 
 
 def check_healthz(s: Session) -> str:
@@ -32,11 +36,16 @@ def check_healthz(s: Session) -> str:
     missing = [name for name in EXPECTED_BINDINGS if not bindings.get(name)]
     if missing:
         raise Problem(f"bindings missing: {', '.join(missing)} (wrangler.toml and README 'Deploy')")
-    embedding = data.get("embedding") or {}
+    runtime, embedding = data.get("runtime") or {}, data.get("embedding") or {}
+    python, pydantic = runtime.get("python"), runtime.get("pydantic")
+    if pydantic != PYDANTIC:  # this checkout's pin: the deploy uploads it (docs/pyodide.md)
+        raise Problem(f"the Worker runs pydantic {pydantic}, this checkout {PYDANTIC}: redeploy")
+    if s.environment == "production" and not str(python).startswith(DEPLOYED_PYTHON):
+        raise Problem(f"the Worker runs Python {python}, not {DEPLOYED_PYTHON} (wrangler.toml)")
     return (
-        f"environment {s.environment}; bindings {', '.join(EXPECTED_BINDINGS)}; "
-        f"embedding {embedding.get('provider')}:{embedding.get('model')} "
-        f"({embedding.get('dimensions')} dims)"
+        f"environment {s.environment}; Python {python}, pydantic {pydantic}; bindings "
+        f"{', '.join(EXPECTED_BINDINGS)}; embedding {embedding.get('provider')}:"
+        f"{embedding.get('model')} ({embedding.get('dimensions')} dims)"
     )
 
 

@@ -60,6 +60,9 @@ from bindings.ports.sql import Row, SqlValue
 EventKind = Literal["memory_retrieved", "memory_written"]
 
 EventTier = Literal["working", "episodic", "semantic", "procedural"]
+# A SQL condition and its `?` parameters, and a statement written only if one holds.
+Condition = tuple[str, tuple[SqlValue, ...]]
+Recorder = Callable[[Condition], D1Statement]
 
 QUERY_PREVIEW_CHARS = 1_000
 
@@ -239,15 +242,20 @@ class EventLog:
         self.tenant_id = tenant_id
         self._db = db
 
-    def statement(self, event: MemoryEvent, *, if_absent: bool = False) -> D1Statement:
+    def statement(
+        self, event: MemoryEvent, *, if_absent: bool = False, when: Condition | None = None
+    ) -> D1Statement:
         """The INSERT for `event`, to run alone or inside the caller's batch. `if_absent`:
-        do nothing when the event id is taken (a retried write recording its event again)."""
+        do nothing when the event id is taken (a retried write recording its event again);
+        `when` (SQL, parameters): only if that holds (the change it records happened)."""
         if event.tenant_id != self.tenant_id:
             raise ValueError("event belongs to another tenant")
         conflict = " ON CONFLICT (tenant_id, event_id) DO NOTHING" if if_absent else ""
+        where, also = when or ("1", ())
         return self._db.prepare(
             "INSERT INTO memory_events (tenant_id, event_id, kind, tier, agent_type, run_id, "
-            f"content_hash, payload, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?){conflict}"
+            f"content_hash, payload, created_at) SELECT ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE {where}"
+            f"{conflict}"
         ).bind(
             self.tenant_id,
             event.event_id,
@@ -258,6 +266,7 @@ class EventLog:
             event.content_hash,
             stored_payload(event.kind, event.payload),
             event.created_at_ms,
+            *also,
         )
 
     async def record(self, event: MemoryEvent) -> None:
@@ -374,6 +383,21 @@ class EventLog:
             "WHERE tenant_id = ? AND event_id = ? AND EXISTS (SELECT 1 FROM erasure_marks "
             "WHERE tenant_id = ? AND started_at >= ?)"
         ).bind(self.tenant_id, event_id, self.tenant_id, since_ms)
+
+    async def adjudicated_since(self, since_ms: int, adjudicator: str) -> int:
+        """How many update pairs adjudicators named `adjudicator…` decided since then (the
+        `memory_written` events of applied and of other decisions)."""
+        row = await (
+            self._db.prepare(
+                "SELECT COUNT(*) AS n FROM memory_events WHERE tenant_id = ? "
+                "AND kind = 'memory_written' AND created_at > ? "
+                "AND coalesce(json_extract(payload, '$.adjudicator'), "
+                "json_extract(payload, '$.decision.adjudicator')) LIKE ?"
+            )
+            .bind(self.tenant_id, since_ms, f"{adjudicator}%")
+            .first()
+        )
+        return int(row["n"]) if row else 0
 
     async def recent(self, kind: EventKind, limit: int = 20) -> list[MemoryEvent]:
         """This tenant's latest events of `kind`, newest first."""

@@ -258,7 +258,7 @@ class PrunedTable:
         return sql, [tenant, cutoff, *[cutoff] * self.extra_sql.count("?")]
 
 
-_FINISHED_BEFORE_CUTOFF = " AND status IN ('completed', 'failed') AND finished_at < ?"
+_FINISHED_BEFORE_CUTOFF = " AND status != 'running' AND finished_at < ?"
 TABLES = (
     PrunedTable("episodes", "memory_episodes", "created_at", "episode_id", "episode"),
     # Only finished runs go, and only once they finished before the cutoff too.

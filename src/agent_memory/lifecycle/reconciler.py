@@ -14,16 +14,22 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Any, Literal, cast, get_args
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent_memory.governance.writes import EventLog, WriteGate, WriteProposal, memory_written
+from agent_memory.governance.writes import (
+    EventLog,
+    Recorder,
+    WriteGate,
+    WriteProposal,
+    memory_written,
+)
 from agent_memory.ids import content_hash, normalize_content, sha256_hex
 from agent_memory.namespace import DEFAULT_SUBJECT
 from agent_memory.tiers.semantic.keys import (
@@ -38,6 +44,7 @@ from agent_memory.tiers.semantic.keys import (
 from agent_memory.tiers.semantic.memory import SemanticMemory
 from agent_memory.tiers.semantic.models import FactInput
 from agent_memory.tiers.semantic.reconcile import EpisodeRow, FactRow, Link, ReconcileStore
+from agent_memory.tiers.semantic.statements import mentions
 from bindings.ports.clock import Clock
 from bindings.ports.d1 import D1Database
 from bindings.ports.llm import LLM, ChatMessage
@@ -74,6 +81,12 @@ class ReconcileConfig(BaseModel):
     update_similarity: float = Field(default=0.6, gt=0.0, le=1.0)
     update_word_overlap: float = Field(default=0.3, gt=0.0, le=1.0)
     max_update_pairs: int = Field(default=2_000, ge=1)
+    # A pair the rules call compatible only for want of a change word, this close (cosine),
+    # states one slot twice: the LLM adjudicator is asked about it (`unsettled`).
+    slot_similarity: float = Field(default=0.7, gt=0.0, le=1.0)
+    # Pairs the LLM adjudicator may be asked about per tenant in 24 hours, and per call.
+    llm_pairs_per_day: int = Field(default=200, ge=0)
+    llm_batch: int = Field(default=8, ge=1, le=50)
     max_entity_facts: int = Field(default=200, ge=2)
     max_facts: int = Field(default=5_000, ge=1)
     max_episodes: int = Field(default=5_000, ge=1)
@@ -195,6 +208,8 @@ def find_duplicates(
     for fact in ordered:
         if fact.fact_id not in dropped and fact.fact_id in vectors:
             by_subject[fact.subject].append(fact)
+    import numpy as np  # here: the memory routes import this module, and need no numpy
+
     for group in by_subject.values():
         matrix = np.asarray([vectors[f.fact_id] for f in group], dtype=np.float64)
         norms = np.linalg.norm(matrix, axis=1)
@@ -347,13 +362,24 @@ def find_links(
     return [Link(from_fact_id=a, to_fact_id=b, score=s) for (a, b), s in sorted(pairs.items())]
 
 
-_DECISION_WORD = re.compile(r"\b(update|duplicate|compatible|unsure)\b", re.IGNORECASE)
+_VERDICT = re.compile(
+    r"^\W*(\d+)\W+(update|duplicate|compatible|unsure)\b", re.IGNORECASE | re.MULTILINE
+)
+_REFUSAL = re.compile(r"\b(can't|cannot|can not|unable to|won't|not able to)\b", re.IGNORECASE)
 
 LLM_SYSTEM_PROMPT = (
-    "You maintain an agent's long-term memory. You are shown two statements about the same "
-    "entity, OLDER and NEWER. Answer with exactly one word: 'update' if NEWER replaces "
-    "OLDER (OLDER is no longer true), 'duplicate' if they say the same thing, 'compatible' "
-    "if both can be true at once, 'unsure' if you cannot tell."
+    "You maintain an agent's long-term memory. You are shown numbered pairs of statements "
+    "about the same entity, OLDER then NEWER. For each pair decide: 'update' if NEWER "
+    "replaces OLDER (OLDER is no longer true), 'duplicate' if they say the same thing, "
+    "'compatible' if both can be true at once, 'unsure' if you cannot tell. Answer with one "
+    "line per pair, '<number>: <decision>', and nothing else."
+)
+# Reasons for `compatible` that only say the wording rules found no change (keys read off
+# grammatical subjects differ across phrasings, a change verb may be one they do not know):
+# a pair this close may still state one slot twice, so the model is asked. The other
+# reasons are evidence (an identifier, an additive word, a time bound, …).
+_NO_EVIDENCE = frozenset(
+    {"different_entity", "different_attribute", "different_topic", "same_value"}
 )
 
 
@@ -398,47 +424,90 @@ class RulesAdjudicator:
         )
 
 
-class LlmAdjudicator:
-    """Asks the `LLM` port about the pairs the rules leave `unsure`; falls back to the rules
-    on an error or an unreadable answer."""
+def unsettled(pair: UpdatePair, ruled: Adjudication, config: ReconcileConfig) -> bool:
+    """Whether the rules could not settle a pair: `unsure`, or `compatible` for want of a
+    change word while the two are close enough to state one slot twice (issue 41: "planned
+    for June 3" / "slipped to June 17")."""
+    if ruled.decision == "unsure":
+        return True
+    weak = ruled.decision == "compatible" and ruled.reason in _NO_EVIDENCE
+    return weak and pair.similarity >= config.slot_similarity
 
-    def __init__(self, llm: LLM) -> None:
+
+def prompt(pairs: Sequence[UpdatePair]) -> str:
+    """The user message asking about `pairs`, numbered from 1."""
+    return "\n\n".join(
+        f"{n}. Entity: {p.newer.key_entity}\nOLDER: {p.older.content}\nNEWER: {p.newer.content}"
+        for n, p in enumerate(pairs, 1)
+    )
+
+
+def parse_verdicts(text: str, count: int) -> dict[int, Decision]:
+    """The decisions a reply gives, by pair index (0-based); pairs it does not name, or
+    names twice differently, are left out."""
+    found: dict[int, set[str]] = {}
+    for number, word in _VERDICT.findall(text):
+        if 1 <= int(number) <= count:
+            found.setdefault(int(number) - 1, set()).add(word.lower())
+    return {i: cast(Decision, next(iter(w))) for i, w in found.items() if len(w) == 1}
+
+
+class LlmAdjudicator:
+    """Asks the `LLM` port about the pairs the rules cannot settle (`unsettled`), in batches
+    of `config.llm_batch`, at most `budget` pairs a run (the reconciler passes what is left
+    of the tenant's `llm_pairs_per_day`); every other pair keeps the rules' decision. A
+    failed call, a refusal or an answer that does not name a pair leaves the rules' decision
+    too, with the reason (`llm_error`, `llm_refused`, `llm_unreadable`)."""
+
+    def __init__(self, llm: LLM, config: ReconcileConfig | None = None) -> None:
         self._llm = llm
         self._rules = RulesAdjudicator()
+        self.config = config or ReconcileConfig()
+        self.budget = self.config.llm_pairs_per_day
 
     @property
     def name(self) -> str:
         return f"llm:{self._llm.model}"
 
     async def decide(self, pairs: Sequence[UpdatePair]) -> list[Adjudication]:
-        out: list[Adjudication] = []
-        for pair in pairs:
-            ruled = self._rules.decide_one(pair)
-            # The model is asked only where the rules cannot tell: whatever the evidence
-            # settles (a marker, an identifier, an additive word, …) stays settled.
-            out.append(ruled if ruled.decision != "unsure" else await self._ask(pair, ruled))
+        out = [self._rules.decide_one(pair) for pair in pairs]
+        # Whatever the evidence settles (a marker, an identifier, an additive word, …) stays.
+        ask = [i for i, r in enumerate(out) if unsettled(pairs[i], r, self.config)]
+        ask = ask[: max(0, self.budget)]
+        for start in range(0, len(ask), self.config.llm_batch):
+            batch = ask[start : start + self.config.llm_batch]
+            verdicts, failure = await self._ask([pairs[i] for i in batch])
+            for n, i in enumerate(batch):
+                if n in verdicts:
+                    out[i] = out[i].model_copy(
+                        update={
+                            "decision": verdicts[n],
+                            "reason": "llm_answer",
+                            "adjudicator": self.name,
+                        }
+                    )
+                else:
+                    reason = f"{failure};rules:{out[i].reason}"
+                    out[i] = out[i].model_copy(update={"reason": reason})
         return out
 
-    async def _ask(self, pair: UpdatePair, ruled: Adjudication) -> Adjudication:
-        question = (
-            f"Entity: {pair.newer.key_entity}\nOLDER: {pair.older.content}\n"
-            f"NEWER: {pair.newer.content}\nAnswer:"
-        )
+    async def _ask(self, pairs: Sequence[UpdatePair]) -> tuple[dict[int, Decision], str]:
         try:
             result = await self._llm.chat(
                 [
                     ChatMessage(role="system", content=LLM_SYSTEM_PROMPT),
-                    ChatMessage(role="user", content=question),
+                    ChatMessage(role="user", content=prompt(pairs)),
                 ]
             )
         except Exception as exc:  # the model is optional help, never a failure of the run
-            log.warning("llm adjudicator failed, using the rules: %s", exc)
-            return ruled.model_copy(update={"reason": f"llm_error;rules:{ruled.reason}"})
-        match = _DECISION_WORD.search(result.message.content or "")
-        if match is None:
-            return ruled.model_copy(update={"reason": f"llm_unreadable;rules:{ruled.reason}"})
-        answer = {"decision": match.group(1).lower(), "reason": "llm_answer"}
-        return ruled.model_copy(update={**answer, "adjudicator": self.name})
+            log.warning("llm adjudicator failed, keeping the rules' decisions: %s", exc)
+            return {}, "llm_error"
+        text = result.message.content or ""
+        verdicts = parse_verdicts(text, len(pairs))
+        refused = result.message.refusal is not None or (
+            not verdicts and _REFUSAL.search(text) is not None
+        )
+        return verdicts, "llm_refused" if refused else "llm_unreadable"
 
 
 # Decides candidate pairs: one `Adjudication` per pair, in order.
@@ -452,9 +521,8 @@ def _order(fact: FactRow) -> tuple[int, int, str]:
 def _cosine(a: Sequence[float] | None, b: Sequence[float] | None) -> float:
     if a is None or b is None:
         return 0.0
-    va, vb = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    na, nb = float(np.linalg.norm(va)), float(np.linalg.norm(vb))
-    return float(np.dot(va, vb) / (na * nb)) if na and nb else 0.0
+    na, nb = math.hypot(*a), math.hypot(*b)
+    return sum(x * y for x, y in zip(a, b, strict=True)) / (na * nb) if na and nb else 0.0
 
 
 def find_update_candidates(
@@ -463,18 +531,23 @@ def find_update_candidates(
     config: ReconcileConfig,
     since_ms: int = 0,
 ) -> list[UpdatePair]:
-    """Pairs of live facts about the same key entity, written at different times, not the
-    same words, that state the same key attribute or are close (cosine ≥
-    `update_similarity` or word overlap ≥ `update_word_overlap`); only those with a fact
-    newer than `since_ms`, newest first, at most `max_update_pairs`."""
-    by_entity: dict[str, list[FactRow]] = defaultdict(list)
+    """Pairs of live facts written at different times, not the same words: about the same
+    key entity and stating the same key attribute or close (cosine ≥ `update_similarity` or
+    word overlap ≥ `update_word_overlap`), or naming one thing (`statements.mentions`) and
+    as close as one slot stated twice (cosine ≥ `slot_similarity`: "the staging database
+    runs on Postgres 14" / "we upgraded the staging database", whose subjects differ). Only
+    those with a fact newer than `since_ms`, newest first, at most `max_update_pairs`."""
+    groups: dict[str, list[FactRow]] = defaultdict(list)
     for fact in facts:
         if fact.key_entity:
-            by_entity[fact.key_entity].append(fact)
-    pairs: list[UpdatePair] = []
-    for group in by_entity.values():
+            groups[f"key:{fact.key_entity}"].append(fact)
+        for mention in mentions(fact.content):
+            groups[f"mention:{mention}"].append(fact)
+    found: dict[tuple[str, str], UpdatePair] = {}
+    for name, group in groups.items():
         if len(group) < 2:
             continue
+        by_key = name.startswith("key:")
         group.sort(key=_order)
         # The newest statements about an entity are the ones an update can concern; a cap
         # keeps one busy entity ("user") from costing n^2 comparisons.
@@ -488,17 +561,26 @@ def find_update_candidates(
                     continue
                 if older.content_hash == newer.content_hash:
                     continue  # the same words: dedup's job
+                if (older.fact_id, newer.fact_id) in found:
+                    continue
                 union = words[i] | words[j]
                 overlap = len(words[i] & words[j]) / len(union) if union else 1.0
                 similarity = _cosine(vectors.get(older.fact_id), vectors.get(newer.fact_id))
                 if (
-                    (older.key_attribute and older.key_attribute == newer.key_attribute)
-                    or similarity >= config.update_similarity
-                    or overlap >= config.update_word_overlap
-                ):
+                    by_key
+                    and (
+                        (older.key_attribute and older.key_attribute == newer.key_attribute)
+                        or similarity >= config.update_similarity
+                        or overlap >= config.update_word_overlap
+                    )
+                ) or similarity >= config.slot_similarity:
                     similarity = round(max(-1.0, min(1.0, similarity)), 6)
-                    pairs.append(UpdatePair(older=older, newer=newer, similarity=similarity))
-    pairs.sort(key=lambda p: (-p.newer.created_at, -p.older.created_at, p.older.fact_id))
+                    found[(older.fact_id, newer.fact_id)] = UpdatePair(
+                        older=older, newer=newer, similarity=similarity
+                    )
+    pairs = sorted(
+        found.values(), key=lambda p: (-p.newer.created_at, -p.older.created_at, p.older.fact_id)
+    )
     return pairs[: config.max_update_pairs]
 
 
@@ -598,12 +680,15 @@ class Reconciler:
         fact = await self._memory.get(fact_id)
         if fact is None:
             raise ApiError(404, "fact_not_found", "no such fact in this tenant")
+        if fact.status == "pending_vector":
+            await self._memory.complete_pending()  # an undo that stopped before its vector
         if fact.status != "superseded" or fact.superseded_by is None:
             raise ApiError(409, "not_superseded", f"the fact is {fact.status}")
-        now = self._clock.now()
-        if not await self._store.restore(fact_id, fact.superseded_by, int(now * 1000)):
+        now, winner = self._clock.now(), fact.superseded_by
+        # The event is in the restore's batch, written only if the restore happened.
+        change, record = self._changed(now, UNDONE, fact_id, winner, by)
+        if not await self._store.restore(fact_id, winner, int(now * 1000), record):
             raise ApiError(409, "not_superseded", "the fact changed meanwhile")
-        change = await self._changed(now, UNDONE, fact_id, fact.superseded_by, by)
         await self._memory.complete_pending()
         return change
 
@@ -621,13 +706,23 @@ class Reconciler:
         if not (isinstance(loser, str) and isinstance(winner, str)):
             raise ApiError(422, "not_a_supersession", "the event records no supersession")
         now = self._clock.now()
-        if not await self._store.supersede(loser, winner, int(now * 1000), relation=None):
-            raise ApiError(409, "not_active", "the superseded fact is not live now")
+        if await self._memory.get(winner) is None:  # both would be out of recall
+            raise ApiError(409, "not_active", "the fact that superseded it is gone")
+        change, record = self._changed(now, REPLAYED, loser, winner, by)
+        done = await self._store.supersede(
+            loser, winner, int(now * 1000), relation=None, record=record
+        )
+        # Its vector goes now, or at the repeat of a replay that stopped before it did.
         await self._store.drop_vectors([loser])
-        return await self._changed(now, REPLAYED, loser, winner, by)
+        if not done:
+            raise ApiError(409, "not_active", "the superseded fact is not live now")
+        return change
 
-    async def _changed(self, now: float, op: str, loser: str, winner: str, by: str) -> Change:
-        """Record an operator's undo or replay as a `memory_written` event naming both facts."""
+    def _changed(
+        self, now: float, op: str, loser: str, winner: str, by: str
+    ) -> tuple[Change, Recorder]:
+        """An operator's undo or replay as a `memory_written` event naming both facts, and
+        its INSERT for the batch that makes the change (written only if it happened)."""
         event = memory_written(
             tenant_id=self.tenant_id,
             tier="semantic",
@@ -636,8 +731,9 @@ class Reconciler:
             payload={"op": op, "key": winner, "fact_id": loser, "superseded_by": winner, "by": by},
             agent_type="operator",
         )
-        await self._events.record(event)
-        return Change(loser, winner, event.event_id, by)
+        return Change(loser, winner, event.event_id, by), lambda when: self._events.statement(
+            event, when=when
+        )
 
     async def run(self) -> ReconcileReport:
         report = ReconcileReport(tenant_id=self.tenant_id)
@@ -718,6 +814,10 @@ class Reconciler:
         report.update_pairs = len(pairs)
         if not pairs:
             return
+        if isinstance(self.adjudicator, LlmAdjudicator):
+            # The model is paid per call: what is left of the tenant's day goes to this run.
+            used = await self._events.adjudicated_since(now_ms - 86_400_000, "llm:")
+            self.adjudicator.budget = self.adjudicator.config.llm_pairs_per_day - used
         decisions = await self.adjudicator.decide(pairs)
         report.decisions = list(decisions)
         applied: set[tuple[str, str]] = set()

@@ -23,10 +23,10 @@ import asyncio
 import hashlib
 import json
 import logging
+import random
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, Protocol
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent_memory.cursors import decode_pair, encode_cursor_value
@@ -43,7 +43,8 @@ from bindings.ports.sql import Row, SqlValue
 RECENT_EPISODES = 10
 MAX_EPISODE_CHARS = 32_768
 MAX_PAGE_SIZE = 100
-RunStatus = Literal["running", "completed", "failed"]
+# interrupted: the turn never ended (its Durable Object stopped mid-turn; migration 0024).
+RunStatus = Literal["running", "completed", "failed", "interrupted"]
 EpisodeKind = Literal["observation", "action", "outcome", "message", "summary"]
 WriteOp = Literal["start_run", "append_episode", "complete_run", "fail_run"]
 EPISODE_LIMIT_CODE = "episode_limit_reached"
@@ -259,7 +260,8 @@ class EpisodicStore:
         self.gate.announce([proposal], [episode.episode_id])
 
     async def finish_run(self, run: RunRecord) -> None:
-        """`complete_run` / `fail_run`: upsert the finished row (status from `run`)."""
+        """`complete_run` / `fail_run`: upsert the finished row (status from `run`). An
+        `interrupted` one changes only a row still `running` (a finish that landed wins)."""
         if run.status == "running" or run.finished_at is None:
             raise ValueError("finish_run needs a finished run (status and finished_at)")
         await self._sql(
@@ -268,7 +270,8 @@ class EpisodicStore:
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT (tenant_id, run_id) DO UPDATE SET status = excluded.status, "
             "output = excluded.output, error = excluded.error, steps = excluded.steps, "
-            "finished_at = excluded.finished_at",
+            "finished_at = excluded.finished_at "
+            "WHERE excluded.status != 'interrupted' OR agent_runs.status = 'running'",
             (
                 run.run_id,
                 run.agent_type,
@@ -743,16 +746,15 @@ class ProceduralMemory:
         return [_workflow(row) for row in rows]
 
     def select_workflow(
-        self, agent_type: str, task_type: str, rng: np.random.Generator
+        self, agent_type: str, task_type: str, rng: random.Random
     ) -> Selection | None:
-        """Thompson sampling: the active workflow with the largest Beta draw."""
+        """Thompson sampling: the active workflow with the largest Beta draw (a few draws:
+        the stdlib's, so a turn needs no numpy)."""
         candidates = self.workflows(agent_type, task_type)
         if not candidates:
             return None
-        alphas = np.array([w.alpha for w in candidates], dtype=np.float64)
-        betas = np.array([w.beta for w in candidates], dtype=np.float64)
-        draws = rng.beta(alphas, betas)
-        best = int(np.argmax(draws))
+        draws = [rng.betavariate(w.alpha, w.beta) for w in candidates]
+        best = draws.index(max(draws))
         return Selection(
             workflow=candidates[best],
             samples={w.workflow_id: float(d) for w, d in zip(candidates, draws, strict=True)},

@@ -16,7 +16,7 @@ import json
 import math
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bindings.cloudflare import ffi
 from bindings.openai_llm import (
@@ -44,10 +44,6 @@ from bindings.ports.llm import (
     ToolSpec,
 )
 from bindings.ports.reranker import RerankError
-
-if TYPE_CHECKING:
-    import numpy as np
-    import numpy.typing as npt
 
 BGE_SMALL = "@cf/baai/bge-small-en-v1.5"
 BGE_DIMENSIONS = {
@@ -104,13 +100,7 @@ class WorkersAIEmbedder(_WorkersAIModel):
     def config(self) -> EmbeddingConfig:
         return self._config
 
-    async def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        import numpy as np
-
-        rows = await self.embed_rows(texts)
-        return np.asarray(rows, dtype=np.float32).reshape(-1, self._config.dimensions)
-
-    async def embed_rows(self, texts: Sequence[str]) -> list[list[float]]:
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """One L2-normalised vector (a plain list) per text, in order. Empty texts, which bge
         rejects without naming them, are refused first, naming their positions."""
         items = list(texts)

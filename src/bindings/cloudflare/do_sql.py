@@ -90,9 +90,12 @@ class CloudflareDurableObjectStorage:
             self._sql = CloudflareSqlStorage(self._storage.sql, self._raw)
         return self._sql
 
-    async def delete_all(self) -> None:
-        await self._storage.deleteAll()
+    async def replace_all(self, fill: Callable[[], T]) -> T:
+        deleted = self._storage.deleteAll()  # gone now; committed with fill's writes
         self._sql = None  # the SQL handle of the database that was deleted
+        result = fill()
+        await deleted
+        return result
 
     def transaction_sync(self, fn: Callable[[], T]) -> T:
         """Run `fn` inside `storage.transactionSync`. The result and any exception travel in

@@ -35,5 +35,9 @@ class DurableObjectStorage(Protocol):
     def transaction_sync(self, fn: Callable[[], T]) -> T:
         """Run `fn` atomically: if it raises, every write it made is rolled back."""
 
-    async def delete_all(self) -> None:
-        """`storage.deleteAll()`: the whole SQLite database goes, free pages too."""
+    async def replace_all(self, fill: Callable[[], T]) -> T:
+        """`storage.deleteAll()`, then `fill()` writes the new database through `sql`: no page
+        of the old one is left (nor the alarm: compatibility date 2026-02-24), and what `fill`
+        writes is committed with the deletion, never after it (workerd's deleteAll commits
+        with the implicit transaction the writes before the next await open:
+        io/actor-sqlite.c++; locally a rename)."""

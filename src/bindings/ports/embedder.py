@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 if TYPE_CHECKING:  # numpy only for annotations: bare Pyodide (tests/pyodide) lacks it
     import numpy as np
     import numpy.typing as npt
+
+# (n, dimensions) rows: an array, or plain lists (Workers AI's: a few small vectors need no numpy).
+Vectors: TypeAlias = "npt.NDArray[np.float32] | list[list[float]]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,5 +50,5 @@ class Embedder(Protocol):
     @property
     def config(self) -> EmbeddingConfig: ...
 
-    async def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        """Return an array of shape (len(texts), dimensions), rows L2-normalised."""
+    async def embed(self, texts: Sequence[str]) -> Vectors:
+        """Return len(texts) rows of `dimensions` values (`Vectors`), L2-normalised."""

@@ -27,6 +27,7 @@ class ChatMessage:
     tool_calls: list[ToolCall] = field(default_factory=list)
     tool_call_id: str | None = None
     name: str | None = None
+    refusal: str | None = None  # the model declined to answer (OpenAI's `message.refusal`)
 
 
 @dataclass(kw_only=True)

@@ -51,7 +51,7 @@ async def test_embeddings_are_normalised_plain_lists_without_numpy() -> None:
     for mode in MODES:
         ai = harness_js.newWorkersAI()
         embedder = WorkersAIEmbedder(_as(ai, mode))
-        rows = await embedder.embed_rows(["tea", "coffee", "tea"])
+        rows = await embedder.embed(["tea", "coffee", "tea"])
         assert len(rows) == 3 and all(len(row) == 384 for row in rows), mode
         assert all(type(value) is float for value in rows[0])
         assert math.isclose(math.fsum(v * v for v in rows[1]), 1.0, rel_tol=1e-9)
@@ -67,18 +67,18 @@ async def test_embeddings_are_normalised_plain_lists_without_numpy() -> None:
 async def test_more_than_100_texts_are_split_in_order_and_none_means_no_call() -> None:
     ai = harness_js.newWorkersAI()
     embedder = WorkersAIEmbedder(ai)
-    rows = await embedder.embed_rows([f"text {i}" for i in range(250)])
+    rows = await embedder.embed([f"text {i}" for i in range(250)])
     sizes = [len(call["inputs"]["text"]) for call in ai.calls.to_py()]
     assert sizes == [100, 100, 50] and len(rows) == 250
-    assert (await embedder.embed_rows(["text 249"]))[0] == rows[249]
+    assert (await embedder.embed(["text 249"]))[0] == rows[249]
     before = ai.calls.length
-    assert await embedder.embed_rows([]) == [] and ai.calls.length == before
+    assert await embedder.embed([]) == [] and ai.calls.length == before
 
 
 async def test_empty_texts_are_refused_before_calling_workers_ai() -> None:
     ai = harness_js.newWorkersAI()
     embedder = WorkersAIEmbedder(ai)
-    exc = await _raises(EmbeddingBadRequestError, embedder.embed_rows(["fine", "", "also"]))
+    exc = await _raises(EmbeddingBadRequestError, embedder.embed(["fine", "", "also"]))
     assert "empty" in str(exc) and "[1]" in str(exc), str(exc)
     assert ai.calls.length == 0
 
@@ -96,10 +96,10 @@ async def test_workers_ai_errors_map_to_embedding_errors() -> None:
         embedder = WorkersAIEmbedder(_as(ai, mode))
         for message, error in cases:
             ai.failNext(message)
-            exc = await _raises(EmbeddingError, embedder.embed_rows(["x"]))
+            exc = await _raises(EmbeddingError, embedder.embed(["x"]))
             assert type(exc) is error and message in str(exc), (mode, message, exc)
         ai.replyPooling = "mean"
-        exc = await _raises(EmbeddingError, embedder.embed_rows(["x"]))
+        exc = await _raises(EmbeddingError, embedder.embed(["x"]))
         assert "pooling" in str(exc), exc
 
 

@@ -1,6 +1,6 @@
 """The KV, D1 and R2 adapters over REAL workerd bindings (Miniflare), in real Pyodide.
 
-Pins: Pyodide's own conversions (JS null -> jsnull on Python 3.13, `undefined`, ArrayBuffer
+Pins: Pyodide's own conversions (JS null -> jsnull on Python 3.13 and 3.14, `undefined`, ArrayBuffer
 -> memoryview, numbers -> int/float, Python dict -> JS Object only via `to_js_options`) as
 the adapters meet them, in raw mode and through the real workers SDK wrappers.
 """
@@ -19,7 +19,7 @@ from bindings.ports.errors import BindingLimitError
 
 
 async def test_raw_kv_answers_a_missing_key_with_jsnull_and_the_adapter_with_none() -> None:
-    # Python 3.13 Pyodide: JS null is `jsnull`, which is not None (the reason ffi.to_py exists).
+    # Pyodide 0.28 and 314: JS null is `jsnull`, which is not None (the reason ffi.to_py exists).
     assert (await harness_js.env.KV.get(unique("missing"))) is jsnull
     for mode in MODES:
         kv = CloudflareKVNamespace(binding("KV", mode))

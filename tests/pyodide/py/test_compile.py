@@ -1,5 +1,5 @@
-"""Every module we deploy compiles on the interpreter Cloudflare runs (Pyodide 0.28.2,
-Python 3.13.2). Python 3.13 refuses source that 3.11 accepts: a lone surrogate escape such as
+"""Every module we deploy compiles on the interpreter Cloudflare runs (Pyodide 314, Python
+3.14). Python 3.13 already refused source that 3.11 accepts: a lone surrogate escape such as
 `"\\ud800"` written unescaped in a docstring failed every request of a deployed Worker at
 import (then src/http_messages/bounded_json.py, found in real workerd)."""
 
@@ -12,7 +12,7 @@ SRC = Path("/app/src")
 
 
 def test_every_module_under_src_compiles_on_this_python() -> None:
-    assert sys.version_info[:2] == (3, 13), sys.version
+    assert sys.version_info[:2] == (3, 14), sys.version
     failures = []
     files = sorted(SRC.rglob("*.py"))
     for path in files:

@@ -3,6 +3,7 @@ real Pyodide, raw and through the SDK's `DurableObjectContext` (wrapped `ctx.sto
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import harness_js
@@ -143,13 +144,20 @@ def test_one_refuses_zero_or_several_rows_with_workerds_text() -> None:
                 raise AssertionError(f"{mode}: one() accepted {where}")
 
 
-async def test_delete_all_drops_every_table_and_the_object_works_on() -> None:
-    # The subject erase's wipe of an instance named after the subject (issue 26).
+def refill(storage: CloudflareDurableObjectStorage, kept: str) -> list[Any]:
+    """What `replace_all` finds (the new, empty database), then `kept` written into it."""
+    tables = "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '_cf%'"
+    before = storage.sql.exec(tables).to_array()
+    storage.sql.exec("CREATE TABLE t (k TEXT PRIMARY KEY)")
+    storage.sql.exec("INSERT INTO t VALUES (?)", kept)
+    return before
+
+
+async def test_replace_all_drops_every_table_and_keeps_what_fill_writes() -> None:
+    # The subject erase's rebuild of every instance (issues 26, 47).
     for mode, _js, storage in storages():
         storage.sql.exec("CREATE TABLE t (k TEXT PRIMARY KEY)")
-        storage.sql.exec("INSERT INTO t VALUES ('subject-ada')")
-        await storage.delete_all()
-        tables = "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '_cf%'"
-        assert storage.sql.exec(tables).to_array() == [], mode
-        storage.sql.exec("CREATE TABLE t (k TEXT PRIMARY KEY)")
-        assert storage.sql.exec("SELECT count(*) AS c FROM t").one() == {"c": 0}, mode
+        storage.sql.exec("INSERT INTO t VALUES ('subject-ada'), ('kept')")
+        kept = storage.sql.exec("SELECT k FROM t WHERE k = 'kept'").one()["k"]
+        assert await storage.replace_all(partial(refill, storage, kept)) == [], mode
+        assert storage.sql.exec("SELECT k FROM t").to_array() == [{"k": "kept"}], mode

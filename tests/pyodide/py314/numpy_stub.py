@@ -1,15 +1,10 @@
-"""numpy's stand-in inside the Pyodide 314 harness (tests/pyodide/real_app.mjs).
+"""numpy's stand-in where no Emscripten numpy wheel can be had offline: the real-workerd tier
+(tests/workerd) and the Pyodide 314 start-up probe (benchmarks/startup.py).
 
-Pyodide's numpy wheel is on its CDN only, which the tests never reach. The project imports
-numpy in its vector code (embeddings, recall, procedural memory), never at the module
-level of anything that runs here; so importing this stub is allowed, and touching any
-attribute fails loudly: a path that needs real numpy cannot pass unnoticed.
+No module on the Worker's start-up or on the routes the tier exercises imports numpy (the
+vector code that needs it imports it where it runs: the reconciler's near-duplicate pass, the
+EmbedderReranker, the OpenAI embedder), so importing it fails loudly: a path that needs numpy
+cannot pass unnoticed. On Cloudflare numpy is Pyodide 314.0.7's wheel.
 """
 
-from __future__ import annotations
-
-STUB = True
-
-
-def __getattr__(name: str) -> object:
-    raise AttributeError(f"numpy is a stub in the Pyodide 314 harness: numpy.{name} is not here")
+raise ImportError("numpy is a stub here: this code path needs the real numpy (Pyodide's wheel)")

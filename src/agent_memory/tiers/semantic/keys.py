@@ -10,9 +10,8 @@ person: entity `user`), `named_entity` (a capitalised subject, possessives inclu
 
 `judge_update` decides whether a newer keyed statement replaces an older one: `update`,
 `duplicate`, `compatible` or `unsure`; `judge` checks its `update`s against the evidence a
-supersession needs, `near_duplicate` is the merge rule (both at the end). They live here,
-below the lifecycle, because recall uses them too (a stale statement must not outrank a
-newer one before the reconciler runs).
+supersession needs, `near_duplicate` is the merge rule (both at the end). Recall reads what
+is true now without them (`statements.py`): these rules decide what the reconciler may hide.
 Deterministic, no model, no I/O: regular expressions and a small lexicon of general
 English; nothing here knows any data set.
 """
@@ -24,6 +23,8 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal
+
+from agent_memory.tiers.semantic.statements import RELATIONS
 
 CATCH_ALL_SUBJECT = "general"
 FREE_TEXT_PREDICATE = "states"
@@ -185,18 +186,20 @@ def _verb_index(tokens: list[str]) -> int | None:
             continue  # a capitalised first word is the subject, not the verb
         if word in VERB_CLASS or word in AUX or word in NEGATIONS or word.endswith("n't"):
             following = low[i + 1] if i + 1 < len(low) else ""
-            if word not in AUX and VERB_CLASS.get(following) in ("state", "plan"):
+            copula = word in COPULA
+            if word not in AUX and not copula and VERB_CLASS.get(following) in ("state", "plan"):
                 continue  # "Alice's favourite drink is …": a noun before the verb
             return i
     # A verb the lexicon does not know ("Alice speaks French"): the word after the name.
     run = _capitalised_run(tokens)
     if run and tokens[: len(run)] == run and len(run) < len(tokens):
-        return len(run)
+        owns = run[-1].endswith("'s") and len(run) + 1 < len(tokens)
+        return len(run) + owns  # "Hamid's son *teaches*": after the owned noun
     # "The deploy freeze starts on Friday": the first third-person form not right after a
     # determiner, in a sentence that starts with one.
     for i in range(1, len(low) if low and low[0] in DETERMINERS else 0):
         word = low[i]
-        third_person = word.endswith("s") and not word.endswith("ss")
+        third_person = (word.endswith("s") and not word.endswith("ss")) or word.endswith("ed")
         if third_person and low[i - 1] not in DETERMINERS and tokens[i][:1].islower():
             return i
     return None
@@ -280,6 +283,13 @@ def derive_key(
                 [t for t in head[i + 1 :] if t.lower() not in DETERMINERS], MAX_ATTRIBUTE_CHARS
             )
             entity = _norm_phrase(owner, MAX_ENTITY_CHARS)
+            owned = [t.lower() for t in head[i + 1 :] if t.lower() not in DETERMINERS]
+            acts = verb_at is not None and tokens[verb_at].lower() not in COPULA
+            if acts and any(word.removesuffix("'s") in RELATIONS for word in owned):
+                # "Marco's brother lives …": the brother is another entity ("Alice's manager
+                # is Bob" names a slot of Alice's).
+                entity = _norm_phrase([*owner, *head[i + 1 :]], MAX_ENTITY_CHARS)
+                attribute = text_attribute
             attribute = SLOT_NOUNS.get(attribute, attribute)
             source: KeySource = "known_subject" if entity in known_entities else "named_entity"
             return FactKey(entity, attribute or text_attribute, source)
@@ -320,8 +330,8 @@ class Judgement:
 
 @lru_cache(maxsize=4_096)
 def _words(text: str) -> tuple[str, ...]:
-    """The lower-cased words of `text`, memoised: recall's stale-statement guard judges each
-    candidate against several others, and tokenising was most of a judgement's cost."""
+    """The lower-cased words of `text`, memoised: the reconciler judges each fact against
+    several others, and tokenising was most of a judgement's cost."""
     return tuple(lower(words(text)))
 
 
@@ -407,6 +417,11 @@ def judge_update(older_text: str, older: FactKey, newer_text: str, newer: FactKe
     marker = _has_marker(newer_text, UPDATE_MARKERS)
     # A copula ("is in Boston", "is called Bluebird") names no attribute of its own.
     loose = same_attribute or "state" in (older.attribute, newer.attribute)
+    # A named slot ("Maya's tablet", "Gus's brother") changes only where the change names
+    # it: "updated her phone" says nothing of the tablet.
+    slot = older.attribute not in CLASSES and _names_slot(older_text, older.attribute)
+    if slot and older.attribute not in " ".join(_words(newer_text)):
+        return Judgement("compatible", "other_slot")
     if marker is not None and (loose or overlap >= 0.34):
         return Judgement("update", f"temporal_marker:{marker}")
     if marker is not None:  # a change of something about the entity, but of what?
@@ -436,7 +451,8 @@ def judge_update(older_text: str, older: FactKey, newer_text: str, newer: FactKe
 # ----------------------------------------------------------- the evidence a supersession needs
 # A supersession claims the older statement is no longer true (issue 25). `judge` asks
 # `judge_update` and then refuses any `update` or `unsure` the words cannot back, answering
-# `compatible` with the reason: `distinct_identifier` (different codes such as INV-1001 /
+# `compatible` with the reason: `distinct_context` (values for different contexts: "for
+# search" / "for ads"), `distinct_identifier` (different codes such as INV-1001 /
 # INV-1005, or two or more numbers differ; a code that changes *with* an update marker is a
 # value), `distinct_subject` (the words before the verb tell two things apart beyond the key
 # entity: "Alice from accounting" / "Alice from sales"), `time_bounded` (the newer statement
@@ -513,6 +529,10 @@ def separate(older_text: str, newer_text: str, entity: str) -> str | None:
         return "distinct_subject"
     if bounded(newer_text) and not bounded(older_text):
         return "time_bounded"
+    # "… the product owner *for search*" / "… *for ads*": a value for another context.
+    ca, cb = (_context_words(t, entity) - marks(t) for t in (older_text, newer_text))
+    if ca and cb and not ca & cb and not marked:
+        return "distinct_context"
     return None
 
 

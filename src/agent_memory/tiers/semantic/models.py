@@ -426,6 +426,8 @@ def ms(seconds: float) -> int:
 def check_matrix(matrix: Any, rows: int, config: EmbeddingConfig) -> None:
     """Raise unless the embedder returned `rows` vectors of the configured dimensions."""
     shape = getattr(matrix, "shape", None)
+    if isinstance(matrix, list):  # plain rows (bindings.ports.embedder.Vectors)
+        shape = (len(matrix), *{len(row) for row in matrix})
     if shape is None or tuple(shape) != (rows, config.dimensions):
         raise RuntimeError(
             f"embedder returned shape {shape}, expected ({rows}, {config.dimensions})"

@@ -41,9 +41,7 @@ import json
 import logging
 import math
 from collections.abc import Mapping, Sequence
-from typing import cast
 
-import numpy as np
 from pydantic import BaseModel
 
 from agent_memory.governance.writes import MemoryEvent, RetrievedItem, memory_retrieved
@@ -67,7 +65,6 @@ from agent_memory.retrieval import (
     spread,
 )
 from agent_memory.tiers.semantic import keyword_index
-from agent_memory.tiers.semantic.keys import FactKey, KeySource, judge
 from agent_memory.tiers.semantic.keyword_index import KeywordQuery
 from agent_memory.tiers.semantic.models import (
     BREAKDOWN_PARTS,
@@ -83,6 +80,7 @@ from agent_memory.tiers.semantic.models import (
     ms,
     open_facts,
 )
+from agent_memory.tiers.semantic.statements import Candidate, current_first
 from bindings.ports.d1 import D1Statement
 from bindings.ports.embedder import Embedder
 from bindings.ports.kv import KV_MAX_LIST_LIMIT, KVNamespace
@@ -282,45 +280,8 @@ SCORING_COLUMNS = (
 )
 
 
-# How far below the newer statement a stale one is placed (scores are rounded to 6 places).
-_STALE_GAP = 1e-6
-STALE_GUARD_WINDOW = 30
-
-
-def stale_statements(rows: Sequence[Row]) -> dict[str, str]:
-    """Among candidate rows, the older statements a newer one about the same key updates
-    or may update (`keys.judge` says `update`, or `unsure` while the adjudicator has not
-    answered): {older fact id: newest such fact id}. Rows without
-    a key (written before keys existed) are never marked, nor are memories of a session
-    (dialogue turns, a run's log): the rules misjudge consecutive utterances of one speaker
-    as updates (on the LoCoMo dev split ~15 false "updates" per query among the candidates),
-    so their updates are left to the reconciler, which sees the whole session."""
-    by_entity: dict[str, list[Row]] = {}
-    for row in rows:
-        entity = row.get("key_entity") or ""
-        if entity and row.get("session_key") is None:
-            by_entity.setdefault(str(entity), []).append(row)
-    stale: dict[str, str] = {}
-    for group in by_entity.values():
-        if len(group) < 2:
-            continue
-        group.sort(key=lambda r: (int(r["valid_from"]), int(r["created_at"]), str(r["fact_id"])))
-        keys = [_key(r) for r in group]
-        for i in range(len(group) - 1):
-            for j in range(len(group) - 1, i, -1):  # the newest updating statement wins
-                verdict = judge(group[i]["content"], keys[i], group[j]["content"], keys[j])
-                if verdict.decision in ("update", "unsure"):
-                    stale[str(group[i]["fact_id"])] = str(group[j]["fact_id"])
-                    break
-    return stale
-
-
-def _key(row: Row) -> FactKey:
-    return FactKey(
-        entity=str(row.get("key_entity") or ""),
-        attribute=str(row.get("key_attribute") or ""),
-        source=cast(KeySource, row.get("key_source") or "none"),
-    )
+# Candidates scored exactly and looked at by the later stages: at least this many.
+HEAD_WINDOW = 30
 
 
 class Recaller:
@@ -399,7 +360,7 @@ class Recaller:
             fusion = fusion.for_model(embedder.config.model)
         fused = fuse(channels, fusion, feature_scores=feature)
         weights = self._s.config.weights_for("semantic")
-        need = max(STALE_GUARD_WINDOW, 2 * limit)
+        need = max(HEAD_WINDOW, 2 * limit)
         period = None
         share = self._s.config.question_dates
         if filters.valid_from_after is None and filters.valid_from_before is None and share > 0:
@@ -442,17 +403,29 @@ class Recaller:
             ranked[: rerank.depth] = sorted(
                 ranked[: rerank.depth], key=lambda pair: (-total[pair[1].id], pair[1].id)
             )
-        # Until the reconciler supersedes it, a stale statement must not outrank the newer
-        # one about the same key: it is placed just below it and marked possibly outdated.
-        # Checked among the best `STALE_GUARD_WINDOW` (or 2 x limit) candidates only: the
-        # rules cost ~50 µs a pair, and a pair further down cannot change the head.
-        window = ranked[:need]
-        stale = stale_statements([live[item.id] for _, item in window])
-        for older in sorted(
-            stale, key=lambda fid: (-int(live[fid]["valid_from"]), -int(live[fid]["created_at"]))
-        ):
-            total[older] = min(total[older], total[stale[older]] - _STALE_GAP)
-        ranked.sort(key=by_total)
+        # What is true now (`statements.current_first`): among the best candidates, one
+        # about another entity than the question's goes below those about it, and the
+        # newest of the statements that answer the question alike comes first (the older
+        # stay, just below, marked possibly outdated). Read off the words at recall time,
+        # so nothing is lost when the reading is wrong; supersession is the reconciler's.
+        statements = [
+            Candidate(
+                fact_id=item.id,
+                score=total[item.id],
+                text=str(live[item.id]["content"]),
+                stated=(int(live[item.id]["valid_from"]), int(live[item.id]["created_at"])),
+                similarity=item.channels["vector"].raw if "vector" in item.channels else None,
+                session=live[item.id].get("session_key"),
+            )
+            for _, item in ranked[: self._s.config.current.window]
+        ]
+        # A question about a period ("last month") asks what was true then, not now.
+        moved, stale = (
+            ({}, {}) if period else current_first(query, statements, self._s.config.current)
+        )
+        if moved:
+            total.update(moved)
+            ranked.sort(key=by_total)
         several = filters.diversify
         if several is None:
             several = self._s.config.auto_diversify and asks_for_several(query)
@@ -534,7 +507,7 @@ class Recaller:
         if query_vector is None:
             matrix = await embedder.embed([query])
             check_matrix(matrix, 1, embedder.config)
-            values = np.asarray(matrix[0], dtype=np.float64).tolist()
+            values = [float(v) for v in matrix[0]]
         else:
             values = [float(v) for v in query_vector]
             if len(values) != embedder.config.dimensions or not all(
@@ -732,6 +705,8 @@ class EmbedderReranker:
     async def rerank(self, query: str, texts: Sequence[str]) -> list[float]:
         if not texts:
             return []
+        import numpy as np  # here, not at import: recall without this reranker needs none
+
         split = [sentences(text) for text in texts]
         flat = [s for parts in split for s in parts]
         matrix = await self._embedder.embed([query, *flat])

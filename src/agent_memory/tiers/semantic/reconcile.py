@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agent_memory.governance.writes import Condition, Recorder
 from agent_memory.ids import run_batches
 from agent_memory.tiers.episodic import EpisodicStore
 from agent_memory.tiers.semantic.models import delete_own_vectors, own_vectors
@@ -192,6 +193,7 @@ class ReconcileStore:
         relation: str | None,
         valid_to_ms: int | None = None,
         link_score: float | None = None,
+        record: Recorder | None = None,
     ) -> bool:
         """In one batch: mark `loser` superseded by `winner` (kept, never deleted) if it is
         still active, give the winner its provenance and, with `relation`, record the loser
@@ -223,14 +225,25 @@ class ReconcileStore:
                 self._sql(INSERT_LINK, a, b, link_score, now_ms)
                 for a, b in ((loser, winner), (winner, loser))
             ]
+        if record is not None:  # its event, written only if this supersession happened
+            state = "status = 'superseded' AND superseded_by = ? AND updated_at = ?"
+            statements.append(record(self._fact_is(loser, state, winner, now_ms)))
         results = await self._db.batch(statements)
         return results[0].meta.changes != 0
 
-    async def restore(self, loser: str, winner: str, now_ms: int) -> bool:
+    def _fact_is(self, fact_id: str, state: str, *params: SqlValue) -> Condition:
+        facts = f"SELECT 1 FROM semantic_facts WHERE tenant_id = ? AND fact_id = ? AND {state}"
+        return f"EXISTS ({facts})", (self.tenant_id, fact_id, *params)
+
+    async def restore(
+        self, loser: str, winner: str, now_ms: int, record: Recorder | None = None
+    ) -> bool:
         """Undo `loser`'s supersession by `winner` (issue 25): it is live again once its
         vector is written (`pending_vector`; `SemanticMemory.complete_pending`), the record
         of it merged into the winner goes, and the pair is kept apart from then on
-        (`kept_apart`), all in one batch. False when it is not superseded by it."""
+        (`kept_apart`), all in one batch, with `record`'s statement (its event) written only
+        if the restore happened. False when it is not superseded by it."""
+        restored_now = "status = 'pending_vector' AND superseded_by IS NULL AND updated_at = ?"
         restored = (
             "SELECT 1 FROM semantic_facts WHERE tenant_id = ?1 AND fact_id = ?2 "
             "AND status = 'pending_vector' AND superseded_by IS NULL AND updated_at = ?4"
@@ -255,6 +268,7 @@ class ReconcileStore:
                     winner,
                     now_ms,
                 ),
+                *(() if record is None else [record(self._fact_is(loser, restored_now, now_ms))]),
             ]
         )
         return results[0].meta.changes != 0

@@ -17,7 +17,6 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
 from pydantic import ValidationError
 
 from agent_memory.governance.personal_data import public_view
@@ -46,7 +45,7 @@ from agent_memory.tiers.semantic.models import (
     ms,
 )
 from bindings.ports.d1 import D1Statement
-from bindings.ports.embedder import EmbeddingConfig
+from bindings.ports.embedder import EmbeddingConfig, Vectors
 from bindings.ports.sql import Row, SqlValue
 from bindings.ports.vectorize import VECTORIZE_MAX_BATCH, VectorRecord
 
@@ -258,7 +257,7 @@ class FactWriter:
             metadata["learned_from_run_id"] = job["learned_from_run_id"]
         return VectorRecord(
             id=job["fact_id"],
-            values=np.asarray(values, dtype=np.float64).tolist(),
+            values=[float(v) for v in values],
             namespace=self._s.namespace,
             metadata=metadata,
         )
@@ -427,7 +426,7 @@ class FactWriter:
                 todo.append(index)
         for batch in chunks(todo, EMBED_BATCH):
             if early_matrix is not None:
-                matrix = np.stack([early_rows[i] for i in batch])
+                matrix: Vectors = [early_rows[i] for i in batch]
             else:
                 texts = [plans[i].embed_text for i in batch]
                 matrix = await embedder.embed(texts)

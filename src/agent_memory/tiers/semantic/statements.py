@@ -1,0 +1,612 @@
+"""What a statement is about, and whether two statements answer the same question: read
+from the words at recall time, with no model and no word list keyed to cases.
+
+**The entity.** A question names what it asks about: names ("Marco"), the first person
+("I", "my": the user) and the nouns of its noun phrases ("the staging database", "my flight").
+A statement mentions one of them *plainly* ("Marco moved to Berlin", "we upgraded the staging
+database") or only as part of *another* entity: a possessive that owns something the question
+does not name ("Marco's brother", "my sister's flight", "Emma's cat") or a modifier the
+question does not have ("the internal API" for "the API", "the production database" for "the
+staging database"). `about` says `asked`, `other` (some named thing is mentioned, and only as
+part of another entity) or `none`.
+
+**The slot.** Two statements about the asked entity answer the same question when both
+align with it about as well and they say the same kind of thing: their words compared with
+the values masked (numbers, dates and times, names and codes are values), or a value of the
+kind the question asks for ("when" → a date or time, "how many" → a number, "who" → a name).
+`answers_alike` compares two.
+
+`current_first` applies both to a ranked head: a statement about another entity is placed
+below the matching statements about the asked one, and among statements about the asked
+entity that answer the question alike, the newest comes first (the older stays, just below).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Literal
+
+from agent_memory.retrieval import STOPWORDS, CurrentConfig, sentences, stem
+
+_TOKEN = re.compile("[#@\\w][\\w'\u2019.@:/#-]*\\w|[#@\\w]")
+_LABEL = re.compile(r"^\s*([^\W\d][\w'\-]*(?: [^\W\d][\w'\-]*){0,2}):\s")  # "user: …", "Ana: …"
+
+
+def _set(words: str) -> frozenset[str]:
+    return frozenset(words.split())
+
+
+DETERMINERS = _set("the a an this that these those each every")
+POSSESSIVE_PRONOUNS = _set("my our your his her their its")
+FIRST_PERSON = _set(
+    "i me my mine myself we us our ours ourselves i'm i've i'd i'll we're we've we'd we'll"
+)
+FIRST_PERSON_OWNERS = frozenset({"my", "our"})
+_AUX = _set(
+    "do does did is are was were am be been can could will would should shall may might "
+    "must has have had"
+)
+_WH = _set("what which who whom whose when where why how")
+_MONTHS = _set(
+    "january february march april may june july august september october november december "
+    "jan feb mar apr jun jul aug sep sept oct nov dec"
+)
+_WEEKDAYS = _set(
+    "monday tuesday wednesday thursday friday saturday sunday mondays tuesdays wednesdays "
+    "thursdays fridays saturdays sundays"
+)
+_NUMBER_WORDS = _set(
+    "zero single one two three four five six seven eight nine ten eleven twelve fifteen "
+    "twenty thirty forty fifty hundred thousand million billion dozen half twice double"
+)
+_TIME = re.compile(r"^(\d{1,2}(:\d\d)?(am|pm)|\d{1,2}:\d\d|\d{1,2}(st|nd|rd|th))$")
+_YEAR = re.compile(r"^(19|20)\d\d$")
+
+Wants = Literal["date", "number", "name", "any"]
+About = Literal["asked", "other", "none"]
+
+
+@dataclass(frozen=True)
+class Token:
+    text: str  # as written
+    low: str  # case-folded, possessive stripped
+    owner: bool  # written with a possessive ("Marco's", "parents'")
+    capital: bool  # capitalised, not a sentence's first word
+    start: bool  # a sentence's (or a label's) first word
+
+
+def _fold(word: str) -> tuple[str, bool]:
+    low = word.casefold().replace("\u2019", "'")
+    if low.endswith("'s"):
+        return low[:-2], True
+    if low.endswith("s'"):
+        return low[:-1], True
+    return low, False
+
+
+@lru_cache(maxsize=8_192)
+def tokens(text: str) -> tuple[Token, ...]:
+    """The words of `text` (a speaker label such as "Ana: " is dropped), each with its
+    case-folded form and whether it is capitalised mid-sentence or owns what follows."""
+    label = _LABEL.match(text)
+    body = text[label.end() :] if label else text
+    out: list[Token] = []
+    start = True
+    for match in _TOKEN.finditer(body):
+        word = match.group()
+        after = body[match.end() : match.end() + 1]
+        if after in ("'", "\u2019") and word[-1:] in ("s", "S"):
+            word += "'"  # "the kids' school": a plural possessive
+        low, owner = _fold(word)
+        out.append(Token(word, low, owner, word[:1].isupper() and not start, start))
+        # The next word starts a sentence when this one ended one.
+        start = after in (".", "!", "?", ":", ";")
+    return tuple(out)
+
+
+def _content(word: str) -> bool:
+    return word not in STOPWORDS and word not in _AUX and len(word) > 1
+
+
+def _stems(toks: Sequence[Token]) -> frozenset[str]:
+    return frozenset(stem(t.low) for t in toks if _content(t.low))
+
+
+@dataclass(frozen=True)
+class Question:
+    """What a question asks about: its subject (`subject`, the stems of the noun phrase the
+    question is about: "the staging database", "Gina's dentist appointment", "the name of the
+    boat"), the last word of each of its noun phrases its `heads`, its owner `possessor`
+    (`~person` for "my"); `names`
+    (capitalised words) and `person` (the first person) anywhere in it; the stems of all its
+    content words (`words`); the kind of value it asks for (`wants`)."""
+
+    subject: frozenset[str]
+    heads: frozenset[str]
+    required: frozenset[str]  # the head of "for search" in "the product owner for search"
+    possessor: str
+    names: frozenset[str]
+    person: bool
+    words: frozenset[str]
+    wants: Wants
+    yes_no: bool  # "Does Ivo smoke?", "Is the pool open?"
+    # A name or code right after a word ("Invoice INV-1002", "Alice Jones"): a mention
+    # followed by another one is another thing.
+    followers: Mapping[str, str]
+    owners: frozenset[str]  # words that own something in the question ("Mara's flight")
+
+    @property
+    def anchored(self) -> bool:
+        return bool(self.names or self.person or self.subject)
+
+
+def _wants(low: Sequence[str]) -> Wants:
+    head = " ".join(low[:3])
+    if re.match(r"(when|what (time|day|date|month|year)|which (day|date|month|year))\b", head):
+        return "date"
+    if re.match(r"how (many|much|old|long|often|far|big|fast)\b", head):
+        return "number"
+    if re.match(r"(who|whom|whose)\b", head):
+        return "name"
+    return "any"
+
+
+_OF = frozenset(("of", "for", "on", "at", "in"))
+_BREAK = Token("", "", owner=False, capital=False, start=False)  # between two noun phrases
+
+
+def _subject(toks: Sequence[Token], nested: bool = False) -> list[Token]:
+    """The noun phrase a question is about: the one after its auxiliary ("where does *Marco*
+    live", "what is *the API rate limit*", "is *the pool* open"), else the first after its
+    verb ("who leads *the growth team*"). A run of a name, or of the words after a
+    determiner or possessive (owners included: "Gina's dentist appointment"); when it runs
+    to the question's end in a do- or yes-no question, its last word is the verb or the
+    predicate ("when does the sprint *end*", "is the pool *open*")."""
+    low = [t.low for t in toks]
+    aux = None if nested else next((i for i, w in enumerate(low) if w in _AUX), None)
+    start = aux + 1 if aux is not None and (aux == 0 or low[0] in _WH) else int(not nested)
+    while start < len(toks) and not (
+        (nested and _content(toks[start].low))
+        or toks[start].low in DETERMINERS
+        or toks[start].low in POSSESSIVE_PRONOUNS
+        or toks[start].low in FIRST_PERSON
+        or toks[start].text[:1].isupper()
+        or toks[start].owner
+    ):
+        start += 1
+    if start >= len(toks):
+        return []
+    first = toks[start]
+    if first.low in FIRST_PERSON and first.low not in FIRST_PERSON_OWNERS:
+        return [first]  # "where do *I* live"
+    named = first.text[:1].isupper() and first.low not in DETERMINERS
+    keep = named or first.owner or first.low in FIRST_PERSON or (nested and _content(first.low))
+    run = [first] if keep else []
+    j = start + 1
+    while j < len(toks) and _content(toks[j].low) and toks[j].low not in _WH:
+        if named and not toks[j].text[:1].isupper() and not any(t.owner for t in run):
+            break  # a name's run ends at its last capitalised word, unless the name owns
+        run.append(toks[j])
+        j += 1
+    # "the name *of the boat*", "the venue *for the workshop*": one more noun phrase.
+    if j + 1 < len(toks) and toks[j].low in _OF and not nested:
+        tail = _subject(toks[j + 1 :], nested=True)
+        return [*run, _BREAK, *tail] if tail else run
+    question_like = aux is not None and (low[aux] in ("do", "does", "did") or aux == 0)
+    words = [t for t in run if t.low not in FIRST_PERSON]
+    if question_like and j >= len(toks) and len(words) > 1 and not words[-1].text[:1].isupper():
+        run.pop()
+    return run
+
+
+@lru_cache(maxsize=1_024)
+def read_question(text: str) -> Question:
+    """What `text` asks about (`Question`)."""
+    toks = tokens(text)
+    low = [t.low for t in toks]
+    subject = _subject(toks)
+    parts: list[list[Token]] = [[]]
+    for t in subject:
+        if t is _BREAK:
+            parts.append([])
+        elif _content(t.low) and t.low not in FIRST_PERSON:
+            parts[-1].append(t)
+    nouns = [t for part in parts for t in part]
+    # The last owner: "my brother's wedding" is the brother's.
+    owner = next((t for t in reversed(subject) if t.owner or t.low in FIRST_PERSON_OWNERS), None)
+    # "What car does Fiona have?": the question asks about something Fiona owns.
+    owners = {stem(t.low) for t in toks if t.owner and _content(t.low)}
+    wh_noun = len(low) > 2 and low[0] in _WH and _content(low[1]) and low[1] not in _WH
+    if wh_noun and subject and subject[0].text[:1].isupper() and not subject[0].owner:
+        owners.add(stem(subject[0].low))
+    return Question(
+        subject=frozenset(stem(t.low) for t in nouns),
+        heads=frozenset(stem(p[-1].low) for p in parts if p and not p[-1].owner),
+        required=frozenset(stem(p[-1].low) for p in parts[1:] if p),
+        possessor=""
+        if owner is None
+        else ("~person" if owner.low in FIRST_PERSON else stem(owner.low)),
+        names=frozenset(
+            stem(t.low) for t in toks if t.capital and t.low != "i" and _content(t.low)
+        ),
+        person=any(t.low in FIRST_PERSON for t in toks),
+        words=_stems(toks),
+        wants=_wants(low),
+        yes_no=bool(low) and low[0] in _AUX,
+        owners=frozenset(owners),
+        followers={
+            stem(a.low): b.low
+            for a, b in itertools.pairwise(toks)
+            if _content(a.low) and not a.owner and _identifies(b)
+        },
+    )
+
+
+def _identifies(t: Token) -> bool:
+    """A word that names one thing when it follows another: a code, a number, a name."""
+    return any(c.isdigit() for c in t.low) or (t.text[:1].isupper() and _content(t.low))
+
+
+def _followed_foreign(toks: Sequence[Token], at: int, q: Question) -> bool:
+    """Whether the mention at `at` is followed by a name or code other than the question's
+    ("Invoice INV-1001" when the question asks about "Invoice INV-1002")."""
+    wanted = q.followers.get(stem(toks[at].low))
+    after = toks[at + 1] if at + 1 < len(toks) else None
+    return wanted is not None and after is not None and _identifies(after) and after.low != wanted
+
+
+# Nouns that name someone or something in a relation to an owner, who has facts of their own
+# ("Marco's *brother* lives in Madrid", "Emma's *cat* eats salmon"), as against what an owner
+# has ("Dario's new *place*", "Noah's *budget*"): a closed class of English (family, social
+# and work relations, pets), not a list of phrasings.
+_RELATION_TEXT = (
+    "brother sister sibling siblings mother mom mum father dad parent parents son sons "
+    "daughter daughters child children kid kids baby wife husband partner spouse girlfriend "
+    "boyfriend fiance fiancee ex friend friends roommate flatmate housemate neighbour neighbor "
+    "neighbours neighbors cousin aunt uncle nephew niece grandmother grandma grandfather "
+    "grandpa grandparents grandson granddaughter family boss manager colleague colleagues "
+    "coworker intern assistant mentor team company employer client customer landlord tenant "
+    "doctor dentist teacher coach student cat dog pet puppy kitten horse"
+)
+RELATIONS = _set(_RELATION_TEXT)
+
+
+def _owns_another(toks: Sequence[Token], at: int, q: Question) -> bool:
+    """Whether the word at `at` owns something the question does not ask about: a relation
+    noun among the next words of its noun phrase ("Keiko's old *roommate*", "my *sister's*"),
+    or, where the question has the same owner own one thing, another ("Mara's *train*" when
+    it asks about "Mara's flight")."""
+    parallel = stem(toks[at].low) in q.owners
+    for t in toks[at + 1 : at + 4]:
+        if not _content(t.low) or stem(t.low) in q.words:
+            return False
+        if t.low in RELATIONS or parallel:
+            return True
+        if t.owner:
+            return False
+    return False
+
+
+def _owned_foreign(toks: Sequence[Token], at: int, words: frozenset[str]) -> bool:
+    """Whether the word at `at` owns a content word the question does not name."""
+    following = toks[at + 1] if at + 1 < len(toks) else None
+    return (
+        following is not None
+        and _content(following.low)
+        and following.low not in FIRST_PERSON
+        and stem(following.low) not in words
+    )
+
+
+def _modified_foreign(toks: Sequence[Token], at: int, q: Question) -> bool:
+    """Whether the word at `at` is qualified, inside its noun phrase, by a word the question
+    does not have: the words back to a determiner or possessive ("the *internal* API",
+    "my *son's* dentist appointment"), or by another owner than the question's ("*my*
+    appointment" when it asks about Gina's). Numbers and codes there are values."""
+    modifiers: list[Token] = []
+    for back in range(at - 1, max(-1, at - 4), -1):
+        t = toks[back]
+        if t.low in DETERMINERS:
+            break
+        if t.low in POSSESSIVE_PRONOUNS:
+            if t.low in FIRST_PERSON_OWNERS and q.possessor not in ("", "~person"):
+                return True
+            break
+        if t.owner:
+            modifiers.append(t)
+            break
+        if not _content(t.low) or t.start:
+            return False  # not inside a noun phrase that starts with a determiner
+        modifiers.append(t)
+    else:
+        return False
+    return any(
+        stem(m.low) not in q.words
+        for m in modifiers
+        if _content(m.low) and not any(c.isdigit() for c in m.low)
+    )
+
+
+@lru_cache(maxsize=16_384)
+def about(question: str, text: str, strict: bool = True) -> About:
+    """Whether `text` is about what `question` asks about (module docstring). Not `strict`:
+    a qualifier the question does not have leaves the mention plain (when no statement
+    mentions the subject unqualified, "the community pool" is "the pool" asked about)."""
+    q = read_question(question)
+    if not q.anchored:
+        return "none"
+    toks = tokens(text)
+    # {anchor: [foreign?, …]} over the anchor's mentions in the text.
+    seen: dict[str, list[bool]] = {}
+    for i, t in enumerate(toks):
+        word = stem(t.low)
+        if not _content(t.low) and t.low not in FIRST_PERSON:
+            continue
+        if q.person and t.low in FIRST_PERSON:
+            owns = t.low in FIRST_PERSON_OWNERS and _owns_another(toks, i, q)
+            seen.setdefault("~person", []).append(owns)
+        elif word in q.heads or (word in q.names and word in q.subject):
+            # The subject itself: another owner, qualifier or code makes another thing.
+            foreign = (
+                (t.owner and _owns_another(toks, i, q))
+                or (strict and _modified_foreign(toks, i, q))
+                or _followed_foreign(toks, i, q)
+            )
+            seen.setdefault(word, []).append(foreign)
+        elif word in q.names:
+            foreign = (t.owner and _owns_another(toks, i, q)) or _followed_foreign(toks, i, q)
+            seen.setdefault(word, []).append(foreign)
+        elif word in q.subject:
+            # "the kids' *football* practice", "Pete's favourite *book*": an owner, or a word
+            # an owner qualifies, followed by a word the question does not have.
+            owned = i > 0 and (toks[i - 1].owner or toks[i - 1].low in POSSESSIVE_PRONOUNS)
+            foreign = (t.owner or owned) and _owned_foreign(toks, i, q.words)
+            seen.setdefault(word, []).append(foreign)
+    # A statement that never names the question's named owner ("Gina's appointment") is not
+    # about it, however alike its words.
+    if (
+        not seen
+        or (q.possessor in q.names and q.possessor not in seen)
+        or not q.required <= seen.keys()
+    ):
+        return "none"
+    if any(all(flags) for flags in seen.values()):
+        return "other"
+    return "asked"
+
+
+_DAY_WORDS = frozenset(("today", "tomorrow", "tonight", "yesterday", "noon", "midnight", "weekend"))
+
+
+def _is_value_name(t: Token) -> bool:
+    """A name or code: capitalised (a sentence's first word too, unless a function word),
+    or written like an address, a handle or a channel."""
+    if t.low in FIRST_PERSON or not _content(t.low):
+        return False
+    return t.text[:1].isupper() or any(c in t.low for c in "@#_") or "." in t.low.strip(".")
+
+
+@lru_cache(maxsize=16_384)
+def values(text: str) -> Mapping[str, frozenset[str]]:
+    """The values a statement holds, by kind: `date` (months, weekdays, times, ordinals,
+    years, day words), `number:<unit>` (digits and number words, with the word after them,
+    else the word before: "1500 dollars", "Postgres 14") and `name` (capitalised words, codes,
+    addresses). Keyed by kind, each the set of values (case-folded)."""
+    toks = tokens(text)
+    out: dict[str, set[str]] = {}
+
+    def unit(i: int) -> str:
+        """What the number counts: the next lower-case word within three ("15 Crash Course
+        *videos*"), else the word before ("*Postgres* 14")."""
+        for t in (*toks[i + 1 : i + 4], *toks[i - 1 : i][::-1]):
+            if _content(t.low) and not t.low[:1].isdigit() and (t.text.islower() or t in toks[:i]):
+                return stem(t.low)
+        return ""
+
+    for i, t in enumerate(toks):
+        # A year is a date unless it names a version of something ("Excel 2016").
+        year = _YEAR.match(t.low) and not (i and toks[i - 1].text[:1].isupper())
+        if (
+            t.low in _MONTHS
+            or t.low in _WEEKDAYS
+            or t.low in _DAY_WORDS
+            or _TIME.match(t.low)
+            or year
+        ):
+            out.setdefault("date", set()).add(t.low)
+        elif any(c.isdigit() for c in t.low):
+            letters = any(c.isalpha() for c in t.low.rstrip("kmbs%"))
+            kind = "name" if letters else f"number:{unit(i)}"
+            out.setdefault(kind, set()).add(t.low)
+        elif t.low in _NUMBER_WORDS:
+            out.setdefault(f"number:{unit(i)}", set()).add(t.low)
+        elif _is_value_name(t):
+            out.setdefault("name", set()).add(t.low)
+    return {kind: frozenset(found) for kind, found in out.items()}
+
+
+def _kinds(text: str, asked: frozenset[str]) -> frozenset[str]:
+    """The kinds of value `text` holds beyond the question's own words."""
+    return frozenset(
+        kind for kind, found in values(text).items() if any(stem(v) not in asked for v in found)
+    )
+
+
+def answers_alike(question: str, a: Candidate, b: Candidate, closeness: float) -> bool:
+    """Whether statements `a` and `b` (about the asked entity) answer `question` alike: any
+    two do for a yes-no question; for one that asks for a kind of value, both hold one of
+    that kind; otherwise they hold a value of the same kind ("1500 dollars" / "2200
+    dollars", "Falcon" / "Osprey") or, holding none, the embedder finds both about as close
+    to the question (within `closeness`)."""
+    q = read_question(question)
+    if q.yes_no:
+        return True
+    ka, kb = _kinds(a.text, q.words), _kinds(b.text, q.words)
+    if q.wants != "any":
+        return any(k.startswith(q.wants) for k in ka) and any(k.startswith(q.wants) for k in kb)
+    if ka or kb:
+        return bool(ka & kb)
+    return (
+        a.similarity is not None
+        and b.similarity is not None
+        and abs(a.similarity - b.similarity) <= closeness
+    )
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A ranked statement: its id, score, text and when it was stated."""
+
+    fact_id: str
+    score: float
+    text: str
+    stated: tuple[int, int]  # (valid_from, created_at), ms
+    similarity: float | None = None  # the embedder's cosine with the question, if known
+    session: str | None = None  # the conversation or run it was said in
+
+
+_GAP = 1e-6  # scores are rounded to 6 places
+
+
+def _at_least(a: Candidate, share: float, b: Candidate) -> bool:
+    """Whether `a` is at least `share` as close to the question as `b`: by the embedder's
+    similarities when both have one (they do not depend on the tenant's other memories, as
+    fused scores normalised over the candidates do), else by score."""
+    if a.similarity is not None and b.similarity is not None:
+        return a.similarity >= share * b.similarity
+    return a.score >= share * b.score
+
+
+# A question that asks for the value before a change ("where did I *initially* keep …").
+_EARLIER = re.compile(
+    r"\b(previous|previously|initially|originally|earlier|formerly|used to|at first|before)\b",
+    re.IGNORECASE,
+)
+
+
+def asks_earlier(question: str) -> bool:
+    return _EARLIER.search(question) is not None
+
+
+def current_first(
+    question: str, head: Sequence[Candidate], config: CurrentConfig
+) -> tuple[dict[str, float], dict[str, str]]:
+    """New scores for some of `head` (best first), and the statements outdated by a newer
+    one that answers alike ({older id: newest id}): see the module docstring. Statements
+    (memories without a session) and the turns of conversations are read apart."""
+    statements = [c for c in head if c.session is None]
+    turns = [c for c in head if c.session is not None]
+    scores, outdated = _statements_first(question, statements, config)
+    return {**_turns_first(question, turns, config), **scores}, outdated
+
+
+def _statements_first(
+    question: str, head: Sequence[Candidate], config: CurrentConfig
+) -> tuple[dict[str, float], dict[str, str]]:
+    if not read_question(question).anchored or len(head) < 2:
+        return {}, {}
+    kinds = {c.fact_id: about(question, c.text) for c in head}
+    if "asked" not in kinds.values():
+        kinds = {c.fact_id: about(question, c.text, strict=False) for c in head}
+    asked = [c for c in head if kinds[c.fact_id] == "asked"]
+    if not asked:
+        return {}, {}
+    best = asked[0]
+    alike = [
+        c
+        for c in asked
+        if c is best
+        or (_at_least(c, config.ratio, best) and answers_alike(question, best, c, config.closeness))
+    ]
+    scores: dict[str, float] = {}
+    outdated: dict[str, str] = {}
+    if len(alike) > 1:
+        newest_first = sorted(alike, key=lambda c: c.stated, reverse=not asks_earlier(question))
+        ordered = sorted((c.score for c in alike), reverse=True)
+        scores = {c.fact_id: s for c, s in zip(newest_first, ordered, strict=True)}
+        outdated = {c.fact_id: newest_first[0].fact_id for c in newest_first[1:]}
+    floor = min(scores.get(c.fact_id, c.score) for c in alike)
+    for c in head:
+        if (
+            kinds[c.fact_id] == "other"
+            and c.score >= floor
+            and _at_least(best, config.other_ratio, c)
+        ):
+            scores[c.fact_id] = floor - _GAP
+    return scores, outdated
+
+
+def _best_sentence(question: Question, text: str) -> str:
+    """The sentence of `text` that answers `question` best: one holding a value of the kind
+    it asks for, sharing the most of its words."""
+
+    def fit(part: str) -> tuple[bool, int]:
+        held = any(kind.startswith(question.wants) for kind in values(part))
+        return held, len(question.words & _stems(tokens(part)))
+
+    return max(sentences(text), key=fit)
+
+
+def turns_alike(question: str, older: str, newer: str, overlap: float) -> bool:
+    """Whether two turns of conversations tell the same value, changed: their sentences that
+    answer `question` hold different values of the kind it asks for (any kind when it asks
+    for none) and, values masked, the shorter shares at least `overlap` of its words with the
+    longer: "I've had Luna for about 6 months" / "I've had my cat, Luna, for about 9 months"."""
+    q = read_question(question)
+    a, b = _best_sentence(q, older), _best_sentence(q, newer)
+    va, vb = values(a), values(b)
+    kinds = [k for k in va.keys() & vb.keys() if va[k] != vb[k]]
+    if q.wants != "any":
+        kinds = [k for k in kinds if k.startswith(q.wants)]
+    if not kinds:
+        return False
+    held = set().union(*va.values(), *vb.values())
+    fa, fb = (
+        frozenset(stem(t.low) for t in tokens(x) if _content(t.low) and t.low not in held)
+        for x in (a, b)
+    )
+    return bool(fa and fb) and len(fa & fb) / min(len(fa), len(fb)) >= overlap
+
+
+def _turns_first(
+    question: str, head: Sequence[Candidate], config: CurrentConfig
+) -> dict[str, float]:
+    """Turns told in a later session that tell the same value changed (`turns_alike`) move
+    just above the earlier ones (the earlier above, when the question asks for the earlier
+    value). Turns of one session are never compared: consecutive turns of one speaker are
+    not updates of each other."""
+    q = read_question(question)
+    if not q.anchored or q.yes_no or len(head) < 2:
+        return {}
+    asked = [c for c in head if about(question, c.text) == "asked"]
+    earlier = asks_earlier(question)
+    scores = {c.fact_id: c.score for c in asked}
+    for older in asked:
+        for newer in asked:
+            if newer.session == older.session or newer.stated <= older.stated:
+                continue
+            if not turns_alike(question, older.text, newer.text, config.turn_overlap):
+                continue
+            first, second = (older, newer) if earlier else (newer, older)
+            scores[first.fact_id] = max(scores[first.fact_id], scores[second.fact_id] + _GAP)
+    return {c.fact_id: scores[c.fact_id] for c in asked if scores[c.fact_id] != c.score}
+
+
+@lru_cache(maxsize=16_384)
+def mentions(text: str) -> frozenset[str]:
+    """What a statement names: its capitalised words and the nouns after its determiners
+    and possessives (stems), and `~person` for the first person. Two statements about one
+    entity share one, whatever their grammatical subjects ("the staging database runs …" /
+    "we upgraded the staging database …")."""
+    toks = tokens(text)
+    out = {stem(t.low) for t in toks if t.text[:1].isupper() and _content(t.low)}
+    out |= {"~person" for t in toks if t.low in FIRST_PERSON}
+    for i, t in enumerate(toks[:-1]):
+        if t.low in DETERMINERS or t.low in POSSESSIVE_PRONOUNS or t.owner:
+            run = itertools.takewhile(lambda n: _content(n.low), toks[i + 1 : i + 4])
+            out.update(stem(n.low) for n in run)
+    return frozenset(out)
