@@ -82,7 +82,7 @@ OWNERS: dict[str, str] = {
     "tenant_moves": "agent_memory.lifecycle.move",
     "tenant_move_tracking": "agent_memory.lifecycle.move",
     "tenant_move_changes": "agent_memory.lifecycle.move",
-    # D1 (primary): exports and imports, the change feed (migration 0024)
+    # D1 (primary): exports and imports, the change feed (migration 0025)
     "portability_jobs": "agent_memory.lifecycle.portability",
     "feed_endpoints": "agent_memory.governance.feed",
     "feed_deliveries": "agent_memory.governance.feed",

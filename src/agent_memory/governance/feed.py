@@ -19,7 +19,7 @@ webhook endpoints, signed as the Standard Webhooks specification says.
   `memory.erased` (which names the hash, not the subject); a delivery carrying that subject
   whose change is older than the erase is dropped unsent, wherever it waits in the queue.
 
-Tables (control plane, primary database; migration 0024): `feed_endpoints` (secret sealed by
+Tables (control plane, primary database; migration 0025): `feed_endpoints` (secret sealed by
 the edge: this module sees it only as the caller opens it), `feed_deliveries` (ids, status,
 attempts, HTTP status, error: no payload), `feed_erasures`.
 """

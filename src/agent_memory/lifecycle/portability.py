@@ -10,7 +10,7 @@ The records are the pydantic models below; `json_schema()` is the published JSON
 (docs/export-format.schema.json). Nothing else leaves: never a key, credential, token, KEK or a
 data key (`subject_data_keys`).
 
-**Exports** (`Exporter`): a job (`portability_jobs`, migration 0024) that reads the tenant's
+**Exports** (`Exporter`): a job (`portability_jobs`, migration 0025) that reads the tenant's
 tables in key order and writes gzip JSON Lines parts to the cold bucket under
 `exports/{tenant}/{job}/part-NNNNN.jsonl.gz`; each part is written before the job's progress
 names it, so a crash repeats that part (same key, same rows) and loses nothing. The header is
