@@ -25,7 +25,7 @@ from http_messages import (
     payload_too_large,
     secure_response,
 )
-from worker.app import LazyHandler, handle
+from worker.app import handle
 from worker.cron import run_scheduled
 from worker.runtime_core import new_runtime_core
 
@@ -73,9 +73,10 @@ class Default(WorkerEntrypoint):
     async def queue(self, batch: Any, env: Any = None, ctx: Any = None) -> None:
         """The change feed's queues (docs/portability.md): each message acked or retried as
         the consumer says; one it gave no verdict is retried."""
+        from worker.portability_routes import consume  # on the first batch, not at start-up
+
         bindings = build_bindings(self.env, self.ctx)
         messages = received(batch)
-        consume = LazyHandler("worker.portability_routes:consume").resolve()
         verdicts = await consume(str(batch.queue), [m for m, _ in messages], bindings)
         for message, js_message in messages:
             settle(js_message, verdicts.get(message.id, 10))
