@@ -223,3 +223,29 @@ async def test_a_failed_publish_never_fails_the_write(
     await _learn(client, token, "fay", "Fay sails")
     listed = await client.read(token, "a1", tier="semantic")
     assert [item["value"] for item in listed.json()["items"]] == ["Fay sails"]
+
+
+async def test_an_endpoint_the_outbound_guard_refuses_is_never_registered(
+    client: Client, memory_runtime: LocalRuntime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    guarded = memory_runtime.settings.model_copy(update={"outbound_allowed_hosts": ""})
+    monkeypatch.setattr(memory_runtime, "settings", guarded)
+    for url in ("http://127.0.0.1:9/hook", "http://169.254.169.254/latest", "http://db.internal/x"):
+        refused = await client.send(
+            "POST", "/admin/tenants/acme/webhooks", {"url": url}, access=client.operator
+        )
+        assert (refused.status, refused.json()["error"]["code"]) == (403, "upstream_forbidden")
+    listed = await client.send("GET", "/admin/tenants/acme/webhooks", access=client.operator)
+    assert listed.json()["endpoints"] == []
+
+
+async def test_no_change_carries_a_personal_value_sealed_or_not(
+    client: Client, memory_runtime: LocalRuntime, receiver: Receiver
+) -> None:
+    await _endpoint(client, receiver.url)
+    token = await client.mint("acme", "a1", **WRITER)
+    metadata = {"_personal": ["email"], "email": "ada@example.com"}
+    await _learn(client, token, "ada", "Ada's contact details are on file", metadata=metadata)
+    await memory_runtime.deliver_queues()
+    [(_, body)] = receiver.received
+    assert b"ada@example.com" not in body and b"pii.1." not in body
