@@ -262,7 +262,7 @@ async def test_migration_0024_keeps_every_run_and_the_fences_a_move_left(tmp_pat
     await ensure_fence_triggers(db, "s1")
     await set_fence(db, "gone", "moved", 7)
 
-    assert await apply_migrations(db, MIGRATIONS_DIR) == ["0024_interrupted_runs.sql"]
+    assert (await apply_migrations(db, MIGRATIONS_DIR))[0] == "0024_interrupted_runs.sql"
 
     assert await store.get_run(kept.run_id) == kept
     with pytest.raises(D1Error, match="tenant_moved"):

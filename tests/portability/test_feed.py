@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from agent_memory.directory import place_tenant
 from agent_memory.governance.feed import (
     DEAD_LETTER_QUEUE,
     FEED_QUEUE,
@@ -18,12 +20,17 @@ from agent_memory.governance.feed import (
     FeedEndpoints,
     backoff,
 )
+from agent_memory.lifecycle.move import advance, start_move
 from agent_memory.memory import Memory
 from bindings.ports.clock import FixedClock
 from http_messages import Headers, HttpRequest
+from local_runtime import cli
 from local_runtime.runtime import LocalRuntime
+from tests.fakes.embedder import HashingEmbedder
 from tests.portability.conftest import Client, Receiver
+from tests.portability.seed import seed_tenant
 from worker.app import handle
+from worker.cron import WEEKLY_PRUNE, run_scheduled
 
 WRITER = {"tiers": ["semantic", "episodic"], "scopes": ["read", "write"]}
 
@@ -249,3 +256,59 @@ async def test_no_change_carries_a_personal_value_sealed_or_not(
     await memory_runtime.deliver_queues()
     [(_, body)] = receiver.received
     assert b"ada@example.com" not in body and b"pii.1." not in body
+
+
+async def test_every_kind_of_change_is_published(
+    client: Client, memory_runtime: LocalRuntime, clock: FixedClock
+) -> None:
+    rt = memory_runtime
+    await place_tenant(rt.bindings(), "acme", "primary")
+    await seed_tenant(rt, "acme")  # written, then the reconciler's merges and supersessions
+    merged = [
+        m.body["change"]["data"]
+        for m in rt.queues.pending(FEED_QUEUE)
+        if m.body["change"]["type"] == "memory.merged"
+    ]
+    restored = await client.send(
+        "POST",
+        f"/admin/tenants/acme/facts/{merged[-1]['supersedes']}/restore",
+        access=client.operator,
+    )
+    assert restored.status == 200, restored.json()
+    later = clock.now() + 200 * 86_400
+    await run_scheduled(WEEKLY_PRUNE, later, rt.bindings())
+    await client.send("DELETE", "/admin/tenants/acme/subjects/cyrus", access=client.operator)
+    await start_move(rt.bindings(), "acme", "s2")
+    for _ in range(20):
+        if (await advance(rt.bindings(), "acme")).phase in ("switched", "deleting", "done"):
+            break
+    await rt.background.drain()
+    kinds = {
+        m.body["change"]["type"].removeprefix("memory.") for m in rt.queues.pending(FEED_QUEUE)
+    }
+    assert kinds == {"written", "superseded", "merged", "restored", "pruned", "erased", "moved"}
+
+
+def test_the_cli_registers_tests_pauses_and_rotates_an_endpoint(
+    tmp_path: Path,
+    receiver: Receiver,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(
+        "local_runtime.commands.portability._open",
+        lambda args: LocalRuntime.open(tmp_path / "state", embedder=HashingEmbedder()),
+    )
+
+    def run(*args: str) -> dict[str, Any]:
+        assert cli.main(["webhooks", "acme", *args]) == 0
+        return dict(json.loads(capsys.readouterr().out))
+
+    added = run("--add", receiver.url)
+    endpoint_id = added["endpoint"]["endpoint_id"]
+    assert run("--test", endpoint_id)["delivered"] is True
+    receiver.verified(added["secret"])
+    assert run("--pause", endpoint_id)["endpoint"]["status"] == "paused"
+    assert run("--rotate", endpoint_id)["secret"] != added["secret"]
+    [listed] = run()["endpoints"]
+    assert (listed["endpoint_id"], listed["status"]) == (endpoint_id, "paused")
