@@ -1,6 +1,7 @@
-"""`agent-memory bench recall --data FILE`: recall quality of semantic memory vs baselines.
+"""`agent-memory bench recall --data FILE [--data FILE ...]`: recall quality of semantic
+memory vs baselines, on each data set with one retrieval configuration.
 
-Input: a `memory-retrieval-bench/v1` file (format and metrics: the bench README; its
+Input: one or more `memory-retrieval-bench/v1` files (format and metrics: the bench README; its
 `score.py` is the reference for the metrics, ported below). For each conversation:
 
 * the system: a fresh tenant (one per conversation) learns every memory through
@@ -25,9 +26,13 @@ one fact (learn is idempotent); that fact stands for all their memory ids, in or
 Embeddings are computed once per distinct text and shared by the system and the dense
 baseline (a memoising wrapper around the embedder), so both see identical vectors.
 
-Output: a table per slice (all, cats 1-4, each category), the recall@10 margins, and as
-the last line one JSON object `{"system": {...}, "bm25": {...}, "dense": {...}}` with
-recall@5, recall@10 and MRR over all queries.
+Output, per data set: a table per slice (all, LoCoMo's cats 1-4, each category or question
+type) with the system's margin over each channel, and for knowledge-update questions with
+two or more evidence ids how often each method ranks the newest evidence (by timestamp, then
+id) above every older one. With several data sets, a side-by-side table follows. The last
+line is one JSON object `{"system": {...}, "bm25": {...}, "dense": {...}}` (recall@5,
+recall@10 and MRR over all queries, by_category), keyed by data set (file name without
+`.json`) when there are several.
 """
 
 from __future__ import annotations
@@ -51,7 +56,13 @@ import numpy as np
 import numpy.typing as npt
 
 from bindings.ports.embedder import Embedder, EmbeddingConfig
-from local_runtime.commands.bench_report import final_json, format_report, summarize
+from local_runtime.commands.bench_report import (
+    final_json,
+    format_report,
+    format_side_by_side,
+    newest_first_line,
+    summarize,
+)
 
 TOKEN_RE = re.compile(r"[a-z0-9]+")
 KS = (5, 10)
@@ -76,6 +87,19 @@ def score_ranking(
     ranks = [pos[e] for e in ev if e in pos]
     out["mrr"] = 1.0 / (min(ranks) + 1) if ranks else 0.0
     return out
+
+
+def newest_first(ranking: Sequence[str], evidence: Sequence[str], stamps: dict[str, float]) -> bool:
+    """Whether the newest evidence id (latest timestamp in `stamps`, then highest id by its
+    numbers: D10:1 after D9:3) ranks above every older one; an id the ranking lacks ranks
+    last, and the newest missing is a miss."""
+    pos: dict[str, float] = {}
+    for rank, mid in enumerate(ranking):
+        pos.setdefault(mid, rank)
+    newest = max(evidence, key=lambda e: (stamps[e], [int(n) for n in re.findall(r"\d+", e)]))
+    return newest in pos and all(
+        pos[newest] < pos.get(e, math.inf) for e in evidence if e != newest
+    )
 
 
 def tokenize(text: str) -> list[str]:
@@ -252,6 +276,7 @@ async def run_recall_bench(
             for m, result in zip(memories, learned, strict=True):
                 by_fact[result.fact_id].append(m["id"])
             ids = [m["id"] for m in memories]
+            stamps = {m["id"]: _epoch(m.get("timestamp")) or 0.0 for m in memories}
             bm25 = BM25Okapi([tokenize(m["text"]) for m in memories])
             matrix = await memo.embed([m["text"] for m in memories])
             limit = min(1000, max(1, len(memories)))
@@ -279,6 +304,9 @@ async def run_recall_bench(
                         category=query["category"],
                         category_name=query.get("category_name", str(query["category"])),
                     )
+                    evidence = query["evidence"]
+                    if query.get("question_type") == "knowledge-update" and len(set(evidence)) > 1:
+                        row["newest_first"] = newest_first(ranking, evidence, stamps)
                     rows[name].append(row)
             progress(f"{conv['id']}: {len(memories)} memories, {len(queries)} queries")
     finally:
@@ -288,8 +316,16 @@ async def run_recall_bench(
 
 
 def cmd_bench_recall(args: argparse.Namespace) -> int:
-    data = Path(args.data)
-    bench = json.loads(data.read_text())
+    paths = [Path(data) for data in args.data]
+    names = [path.stem for path in paths]
+    caches: list[Path | None] = [Path(cache) for cache in args.embedding_cache or []]
+    if len(set(names)) < len(names) or len(caches) not in (0, len(paths)):
+        print(
+            "error: each --data needs its own file name, and --embedding-cache is given once "
+            "per --data (in the same order) or not at all",
+            file=sys.stderr,
+        )
+        return 2
     from local_runtime.embedder import LocalMiniLMEmbedder
 
     embedder: Embedder = LocalMiniLMEmbedder()
@@ -298,40 +334,46 @@ def cmd_bench_recall(args: argparse.Namespace) -> int:
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
-    started = time.perf_counter()
+    summaries: dict[str, dict[str, Any]] = {}
     try:
-        result = asyncio.run(
-            run_recall_bench(
-                bench,
-                embedder,
-                root,
-                subject_mode=args.subject,
-                fusion=args.fusion,
-                config_json=args.retrieval_config,
-                conversations=args.conversations,
-                embedding_cache=Path(args.embedding_cache) if args.embedding_cache else None,
-                progress=progress,
+        for path, name, cache in zip(paths, names, caches or [None] * len(paths), strict=True):
+            started = time.perf_counter()
+            result = asyncio.run(
+                run_recall_bench(
+                    json.loads(path.read_text()),
+                    embedder,
+                    root / name if len(paths) > 1 else root,
+                    subject_mode=args.subject,
+                    fusion=args.fusion,
+                    config_json=args.retrieval_config,
+                    conversations=args.conversations,
+                    embedding_cache=cache,
+                    progress=progress,
+                )
             )
-        )
+            summaries[name] = summary = summarize(result["rows"])
+            timing = result["timing"]
+            print(
+                f"data: {path} ({timing['facts']} memories, {timing['queries']} queries); "
+                f"embedder: {embedder.config.key}; subject: {args.subject}; "
+                f"fusion: {args.fusion or 'default'}"
+            )
+            print(format_report(summary))
+            if (line := newest_first_line(result["rows"])) is not None:
+                print(line)
+            print(
+                f"system ingest: {timing['facts'] / max(timing['ingest_s'], 1e-9):.1f} facts/s "
+                f"(learn_many, batched embedding); system recall: "
+                f"{timing['queries'] / max(timing['query_s'], 1e-9):.1f} queries/s; "
+                f"total {time.perf_counter() - started:.1f}s\n"
+            )
     finally:
         if not args.state:
             shutil.rmtree(root, ignore_errors=True)
-    summary = summarize(result["rows"])
-    timing = result["timing"]
-    print(
-        f"data: {data} ({timing['facts']} memories, {timing['queries']} queries); "
-        f"embedder: {embedder.config.key}; subject: {args.subject}; "
-        f"fusion: {args.fusion or 'default'}"
-    )
-    print(format_report(summary))
-    print(
-        f"system ingest: {timing['facts'] / max(timing['ingest_s'], 1e-9):.1f} facts/s "
-        f"(learn_many, batched embedding); system recall: "
-        f"{timing['queries'] / max(timing['query_s'], 1e-9):.1f} queries/s; "
-        f"total {time.perf_counter() - started:.1f}s"
-    )
-    final = final_json(summary)
-    print(json.dumps(final, separators=(", ", ": ")))
+    if len(summaries) > 1:
+        print(format_side_by_side(summaries))
+    final = {name: final_json(summary) for name, summary in summaries.items()}
+    print(json.dumps(final if len(final) > 1 else final[names[0]], separators=(", ", ": ")))
     return 0
 
 
@@ -341,7 +383,13 @@ def register(sub: Any) -> None:
     recall = bench_sub.add_parser(
         "recall", help="recall quality on a memory-retrieval-bench/v1 file vs BM25 and dense"
     )
-    recall.add_argument("--data", required=True, help="benchmark JSON (e.g. locomo-dev.json)")
+    recall.add_argument(
+        "--data",
+        required=True,
+        action="append",
+        help="benchmark JSON (e.g. locomo-dev.json); repeat it to run several data sets side by "
+        "side with one configuration",
+    )
     recall.add_argument(
         "--state", help="state folder to keep (default: a temporary folder, removed after)"
     )
@@ -366,11 +414,14 @@ def register(sub: Any) -> None:
         "--conversations",
         type=int,
         default=None,
-        help="only the first N conversations (a faster loop; report full-set figures)",
+        help="only the first N conversations of each data set (a faster loop; report full-set "
+        "figures)",
     )
     recall.add_argument(
         "--embedding-cache",
-        help="JSON file keeping the embeddings between runs (created if missing)",
+        action="append",
+        help="JSON file keeping the embeddings between runs (created if missing); once per "
+        "--data, in the same order",
     )
     recall.set_defaults(func=cmd_bench_recall)
     from local_runtime.commands.bench_updates import register as register_updates

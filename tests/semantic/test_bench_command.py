@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from local_runtime.cli import main
-from local_runtime.commands.bench import BM25Okapi, score_ranking, tokenize
+from local_runtime.commands.bench import BM25Okapi, newest_first, score_ranking, tokenize
 
 TINY_BENCH: dict[str, Any] = {
     "format": "memory-retrieval-bench/v1",
@@ -125,6 +125,7 @@ def test_the_command_prints_the_table_and_ends_with_the_json_summary(
     assert any(line.startswith("| all | 3 | system |") for line in lines)
     assert any(line.startswith("| cats 1-4 | 3 | bm25 |") for line in lines)
     assert any(line.startswith("recall@10 margin over bm25:") for line in lines)
+    assert "| slice | n | method | recall@5 | recall@10 | MRR | system margin R@10 / MRR |" in lines
     summary = json.loads(lines[-1])
     assert set(summary) == {"system", "bm25", "dense"}
     for values in summary.values():
@@ -138,3 +139,110 @@ def test_the_command_prints_the_table_and_ends_with_the_json_summary(
             assert set(slice_values) == {"recall@10", "mrr"}
     # Four memories per conversation at most: every method finds every answer in its top 5.
     assert summary["system"]["recall@5"] == 1.0
+
+
+def _turn(mid: str, text: str, day: str) -> dict[str, Any]:
+    return {"id": mid, "text": f"user: {text}", "timestamp": f"{day}T09:00:00", "session": 1}
+
+
+# LongMemEval's shape: one question per conversation, user turns, `question_type`.
+TINY_LME: dict[str, Any] = {
+    "format": "memory-retrieval-bench/v1",
+    "name": "tiny-lme",
+    "category_names": {"1": "single-session-user", "7": "knowledge-update"},
+    "conversations": [
+        {
+            "id": "lme-car",
+            "speakers": ["user"],
+            "memories": [
+                _turn("D1:1", "I drive a 2015 Honda Civic to work every day.", "2023-01-10"),
+                _turn("D1:2", "Can you suggest a podcast about Roman history?", "2023-01-10"),
+                _turn("D2:1", "I sold my Civic and now I drive a Tesla Model 3.", "2023-04-02"),
+                _turn("D2:2", "What is a good recipe for banana bread?", "2023-04-02"),
+            ],
+        },
+        {
+            "id": "lme-pod",
+            "speakers": ["user"],
+            "memories": [
+                _turn("D1:1", "Can you suggest a podcast about Roman history?", "2023-02-01"),
+                _turn("D1:2", "I like baking sourdough on weekends.", "2023-02-01"),
+            ],
+        },
+    ],
+    "queries": [
+        {
+            "qid": "lme-car-q0",
+            "conversation": "lme-car",
+            "question": "What car do I drive now?",
+            "category": 7,
+            "category_name": "knowledge-update",
+            "question_type": "knowledge-update",
+            "evidence": ["D1:1", "D2:1"],
+        },
+        {
+            "qid": "lme-pod-q0",
+            "conversation": "lme-pod",
+            "question": "Which podcast topic did I ask about?",
+            "category": 1,
+            "category_name": "single-session-user",
+            "question_type": "single-session-user",
+            "evidence": ["D1:1"],
+        },
+    ],
+}
+
+
+def test_newest_first_asks_whether_the_latest_evidence_outranks_every_older_one() -> None:
+    order = {"D1:1": 1.0, "D2:1": 2.0, "D10:1": 2.0}
+    assert newest_first(["D10:1", "x", "D2:1", "D1:1"], ["D1:1", "D2:1", "D10:1"], order)
+    # Same timestamp: the higher id (by number, D10 after D2) is the newer.
+    assert not newest_first(["D2:1", "D10:1", "D1:1"], ["D1:1", "D2:1", "D10:1"], order)
+    assert newest_first(["D2:1"], ["D1:1", "D2:1"], order)  # an older one never retrieved
+    assert not newest_first(["D1:1"], ["D1:1", "D2:1"], order)  # the newest never retrieved
+
+
+def test_two_data_sets_run_side_by_side_with_one_embedding_cache_each(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    locomo, lme = tmp_path / "tiny-locomo.json", tmp_path / "tiny-lme.json"
+    locomo.write_text(json.dumps(TINY_BENCH))
+    lme.write_text(json.dumps(TINY_LME))
+    caches = [tmp_path / "locomo-cache.json", tmp_path / "lme-cache.json"]
+    args = ["bench", "recall", "--data", str(locomo), "--data", str(lme)]
+    args += ["--embedding-cache", str(caches[0]), "--embedding-cache", str(caches[1])]
+    assert main(args) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    # Each data set's table, with the system's margin over each channel on every slice.
+    assert any(line.startswith("| all | 3 | bm25 |") for line in lines)
+    assert any(line.startswith("| 7 knowledge-update | 1 | dense |") for line in lines)
+    assert sum(line.startswith("| 1 single-session-user | 1 | ") for line in lines) == 3
+    assert all(line.count(" / ") == 1 for line in lines if "| bm25 |" in line)
+    assert sum(line.startswith("newest first: system ") for line in lines) == 1
+    assert "| all queries | tiny-locomo | tiny-lme |" in lines
+    assert any(line.startswith("| margin over dense R@10 / MRR | ") for line in lines)
+    summary = json.loads(lines[-1])
+    assert set(summary) == {"tiny-locomo", "tiny-lme"}
+    assert set(summary["tiny-locomo"]["bm25"]["by_category"]) == {
+        "cats 1-4",
+        "1 multi-hop",
+        "4 single-hop",
+    }
+    # LoCoMo's "cats 1-4" means nothing for LongMemEval's question types.
+    assert set(summary["tiny-lme"]["system"]["by_category"]) == {
+        "1 single-session-user",
+        "7 knowledge-update",
+    }
+    texts = [set(json.loads(cache.read_text())["vectors"]) for cache in caches]
+    assert "user: I like baking sourdough on weekends." in texts[1] - texts[0]
+    assert "Ann: Thanks!" in texts[0] - texts[1]
+
+
+def test_an_embedding_cache_per_data_set_or_none(tmp_path: Path) -> None:
+    data = tmp_path / "tiny.json"
+    data.write_text(json.dumps(TINY_BENCH))
+    cache = tmp_path / "cache.json"
+    args = ["bench", "recall", "--data", str(data), "--data", str(tmp_path / "other.json")]
+    assert main([*args, "--embedding-cache", str(cache)]) == 2
+    assert main(["bench", "recall", "--data", str(data), "--data", str(data)]) == 2
+    assert not cache.exists()
