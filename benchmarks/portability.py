@@ -46,6 +46,7 @@ from agent_memory.ids import content_hash, new_ulid  # noqa: E402
 from agent_memory.lifecycle import portability  # noqa: E402
 from agent_memory.memory import Memory  # noqa: E402
 from agent_memory.tiers.semantic.models import FactInput  # noqa: E402
+from agent_memory.tiers.semantic.writes import STORED_HASH_CHARS  # noqa: E402
 from bindings.ports.clock import FixedClock  # noqa: E402
 from http_messages import Headers, HttpRequest  # noqa: E402
 from local_runtime.access_dev import mint_token  # noqa: E402
@@ -83,7 +84,7 @@ async def seed(rt: LocalRuntime, facts: int, learned: int) -> None:
         row = dict(template[n % len(template)])
         row["content"] = f"{row['content']} copy {n}"
         row["fact_id"] = new_ulid(1.7e9 + n / 1000)
-        row["content_hash"] = content_hash(row["content"])
+        row["content_hash"] = content_hash(row["content"])[:STORED_HASH_CHARS]
         copies.append(tuple(row[c] for c in columns))
     marks = ", ".join("?" for _ in columns)
     db.executemany(f"INSERT INTO semantic_facts ({', '.join(columns)}) VALUES ({marks})", copies)

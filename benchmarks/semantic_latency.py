@@ -2,7 +2,6 @@
 
     uv run python benchmarks/semantic_latency.py [--facts 100000] [--queries 300]
         [--batch 1000] [--embedder minilm|hashing] [--state DIR [--reuse]]
-        [--schema migrations|migrations-compact]
 
 What it measures (the same code the Worker runs, `agent_memory.tiers.semantic.SemanticMemory`,
 against the local adapters: SQLite D1 with the per-tenant keyword postings, the numpy
@@ -366,10 +365,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     root = Path(args.state) if args.state else Path(tempfile.mkdtemp(prefix="semantic-lat-"))
     runtime = LocalRuntime.open(root, embedder=embedder)
     await runtime.migrate()
-    # The tenant on the local shard whose database `--schema` made (wrangler.toml: the
-    # primary from migrations/, s2 from migrations-compact/).
-    shard = "s2" if args.schema == "migrations-compact" else "primary"
-    db, index = runtime.shard_db(shard), runtime.shard_vectors(shard)
+    db, index = runtime.shard_db("primary"), runtime.shard_vectors("primary")
     bindings = replace(runtime.bindings(), db=db, vectors=index)
     memory = SemanticMemory.from_bindings(bindings, TENANT, agent_type="bench")
 
@@ -530,12 +526,6 @@ if __name__ == "__main__":
     parser.add_argument("--rerank-depth", type=int, default=20, help="reranked candidates")
     parser.add_argument("--batch", type=int, default=1000, help="facts per learn_many call")
     parser.add_argument("--embedder", choices=("minilm", "hashing"), default="minilm")
-    parser.add_argument(
-        "--schema",
-        choices=("migrations", "migrations-compact"),
-        default="migrations",
-        help="the migrations folder the tenant's database is made from",
-    )
     parser.add_argument("--state", help="state folder (default: a new temporary folder)")
     parser.add_argument(
         "--reuse",

@@ -30,11 +30,6 @@ hashing embedder's names are short (`test`, `hashing-bow`); `--embedding-names w
 measures the same rows under the names a deployment on Workers AI stores (`workers-ai`,
 `@cf/baai/bge-small-en-v1.5#pooling=cls`, 34 characters more a fact).
 
-`--schema` picks the database measured: one made from migrations/ (every existing
-deployment's primary), one made from migrations-compact/ (a shard database made now: a
-shorter content hash, postings by term number, docs/placement.md "Bytes per memory"), or
-`both` (the default), printed one after the other with the capacity of each.
-
 `--compare DIR` runs the same measurement on another checkout (its `src`, `local_runtime`
 and `migrations`, e.g. `/work/main` before a change) and prints both side by side.
 The last line is the report as JSON. A measurement script, not a test.
@@ -80,10 +75,6 @@ from tests.fakes.embedder import HashingEmbedder  # noqa: E402
 TENANT = "acme"  # `--tenant`: every row, posting and index entry holds the tenant id
 D1_LIMIT_BYTES = 10 * 1000**3  # 10 GB per D1 database (Cloudflare's limit)
 EPISODE_CAP = 100_000  # ADR-043: hard limit of episodes per tenant
-# The local shard whose database each migrations folder made (wrangler.toml: the primary from
-# migrations/, as every existing deployment's; s2 from migrations-compact/, as every database
-# made now).
-SHARDS = {"migrations": "primary", "migrations-compact": "s2"}
 VECTORIZE_LIMIT = 10_000_000  # vectors per Vectorize index
 NAMES = ["Dana", "Lee", "Sam", "Priya", "Jonas", "Mei", "Omar", "Lucia", "Ken", "Ava"]
 ROLES = ["VP Sales", "CFO", "Head of Operations", "CTO", "Procurement Lead", "IT Director"]
@@ -183,8 +174,8 @@ def delta(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
     }
 
 
-async def run(args: argparse.Namespace, schema: str) -> dict[str, Any]:
-    """The three phases on the local shard whose database `schema` made (`SHARDS`)."""
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    """The three phases on the local runtime's primary database."""
     folder = Path(tempfile.mkdtemp(prefix="storage-bytes-"))
     embedder = (
         NamedHashingEmbedder(WORKERS_AI_NAMES)
@@ -194,13 +185,12 @@ async def run(args: argparse.Namespace, schema: str) -> dict[str, Any]:
     runtime = LocalRuntime.open(folder, embedder=embedder)
     try:
         await runtime.migrate()
-        shard = SHARDS[schema]
-        db, db_path = runtime.shard_db(shard), runtime.state.d1_of(shard)
+        db, db_path = runtime.shard_db("primary"), runtime.state.d1_of("primary")
         phases: dict[str, dict[str, int]] = {}
         written: dict[str, dict[str, float]] = {}
         before = measure(db_path)
 
-        bindings = replace(runtime.bindings(), db=db, vectors=runtime.shard_vectors(shard))
+        bindings = replace(runtime.bindings(), db=db, vectors=runtime.shard_vectors("primary"))
         memory = SemanticMemory.from_bindings(bindings, args.tenant, agent_type="bench")
         texts = [sentence(i) for i in range(args.facts)]
         started = time.perf_counter()
@@ -347,33 +337,19 @@ def main() -> None:
         default="hashing",
         help="the model names fact rows hold (workers-ai: as a Cloudflare deployment's)",
     )
-    parser.add_argument(
-        "--schema",
-        choices=[*SHARDS, "both"],
-        default="both",
-        help="the migrations folder the measured database is made from (both: side by side)",
-    )
     parser.add_argument("--root", help="checkout to measure (default: this one)")
     parser.add_argument("--compare", help="another checkout to measure side by side")
     args = parser.parse_args()
     tenant_facts = [int(n) for n in args.tenant_facts.split(",") if n]
 
-    schemas = list(SHARDS) if args.schema == "both" else [args.schema]
-    measured = {schema: per_item(asyncio.run(run(args, schema))) for schema in schemas}
-    items = measured[schemas[-1]]
+    items = per_item(asyncio.run(run(args)))
     report: dict[str, Any] = {
         "root": str(ROOT),
         "per_item": items,
         "capacity": capacity(items, tenant_facts),
-        "schemas": {
-            schema: {"per_item": found, "capacity": capacity(found, tenant_facts)}
-            for schema, found in measured.items()
-        },
     }
     if args.compare:
-        # The other checkout measures its primary's schema (it may predate --schema).
-        skip = {"--compare", args.compare, "--schema", args.schema}
-        argv = [a for a in sys.argv[1:] if a not in skip]
+        argv = [a for a in sys.argv[1:] if a not in {"--compare", args.compare}]
         done = subprocess.run(
             [sys.executable, __file__, *argv, "--root", args.compare],
             capture_output=True,
@@ -383,14 +359,9 @@ def main() -> None:
         other = json.loads(done.stdout.strip().splitlines()[-1])
         report["compare"] = other
         show(f"{args.compare}:", other["per_item"])
-    for schema in schemas[:-1]:
-        show(f"{ROOT}, a database made from {schema}/:", measured[schema])
-        print("\ntenants per 10 GB D1 database (and per 10M-vector index):")
-        print_capacity(report["schemas"][schema]["capacity"], [])
-    show(f"{ROOT}, a database made from {schemas[-1]}/:", items)
+    show(f"{ROOT}:", items)
     print("\ntenants per 10 GB D1 database (and per 10M-vector index):")
-    before = report["schemas"][schemas[0]]["capacity"] if len(schemas) > 1 else []
-    print_capacity(report["capacity"], report.get("compare", {}).get("capacity", before))
+    print_capacity(report["capacity"], report.get("compare", {}).get("capacity", []))
     print(json.dumps(report))
 
 

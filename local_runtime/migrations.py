@@ -9,7 +9,7 @@ Wrangler keeps applied migrations in a `d1_migrations` table (workers-sdk
         applied_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP NOT NULL
     );
 
-and records each migration by its file name (for example ``0001_initial.sql``). Files are
+and records each migration by its file name (for example ``0001_baseline.sql``). Files are
 the `*.sql` files of the migrations folder, applied in name order; a file already recorded
 is skipped. Each file is applied atomically together with its record: its statements and
 the `INSERT INTO d1_migrations` go in one `batch`, so a failing file leaves neither its

@@ -39,7 +39,7 @@ from local_runtime.background import LocalBackgroundTasks
 from local_runtime.dev_keks import dev_pii_keks
 from local_runtime.durable_objects import LocalDurableObjectNamespace
 from local_runtime.memory_tokens_dev import dev_token_keys
-from local_runtime.migrations import applied_migrations, apply_migrations
+from local_runtime.migrations import apply_migrations
 from local_runtime.state import StateDir
 from worker.runtime_core import new_runtime_core
 
@@ -47,24 +47,6 @@ log = logging.getLogger(__name__)
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 MIGRATIONS_DIR = PROJECT_ROOT / "migrations"
-# The schema a shard database made now gets (docs/placement.md "Bytes per memory").
-COMPACT_MIGRATIONS_DIR = PROJECT_ROOT / "migrations-compact"
-
-
-def wrangler_config() -> dict[str, Any]:
-    return tomllib.loads((PROJECT_ROOT / "wrangler.toml").read_text("utf-8"))
-
-
-def migrations_dir_of(binding: str) -> Path:
-    """The migrations folder of D1 binding `binding`: wrangler.toml's `migrations_dir` for it,
-    so each local database is made from the folder its Cloudflare database is (the primary
-    from migrations/, a shard added now from migrations-compact/); a binding wrangler.toml
-    lacks is a shard added now."""
-    for database in wrangler_config().get("d1_databases", []):
-        if database.get("binding") == binding:
-            return PROJECT_ROOT / str(database.get("migrations_dir", "migrations"))
-    return COMPACT_MIGRATIONS_DIR
-
 
 # What `wrangler dev` would read from wrangler.toml [vars], adjusted for a laptop.
 LOCAL_VARS: dict[str, str] = {
@@ -168,7 +150,9 @@ class LocalRuntime:
         self.cold = LocalObjectStore(state.cold, clock=self.clock)
         # The change feed's queue and its consumers, as wrangler.toml declares them.
         self.queues = LocalQueues(state.queues, self.clock)
-        self.queue_consumers = consumer_settings(wrangler_config())
+        self.queue_consumers = consumer_settings(
+            tomllib.loads((PROJECT_ROOT / "wrangler.toml").read_text("utf-8"))
+        )
         self.cipher = CryptographyCipher()
         self.signatures = CryptographySignatures()
         self._embedder = embedder
@@ -198,14 +182,8 @@ class LocalRuntime:
         """Apply pending D1 migrations in order to every shard's database, like
         `wrangler d1 migrations apply` once per database; the primary's are returned."""
         applied: list[str] = []
-        for shard, (_, binding, _) in zip(self.shards, self.settings.shards, strict=True):
-            db = self.shard_db(shard.name)
-            folder = migrations_dir_of(binding)
-            # A database already made from migrations/ (a state folder from before
-            # migrations-compact/) stays on it.
-            if "0001_initial.sql" in await applied_migrations(db):
-                folder = MIGRATIONS_DIR
-            done = await apply_migrations(db, folder)
+        for shard in self.shards:
+            done = await apply_migrations(self.shard_db(shard.name), MIGRATIONS_DIR)
             for name in done:
                 log.info("applied migration %s to shard %s", name, shard.name)
             applied = applied or done

@@ -135,7 +135,7 @@ class LocalWorkerApp:
         if request.path == "/openapi.json" and request.method == "GET":
             # The Worker's document plus this server's own scheduled endpoints; answered
             # here, so with the headers `handle` gives the Worker's answers (issue 26).
-            return secure_response(request, json_response(document(local=True)))
+            return secure_response(request, json_response(document(ROUTES, local=True)))
         # Workers Static Assets answer before the Worker (the inspector at /admin/ui/).
         asset = serve_asset(request)
         if asset is not None:

@@ -1,6 +1,6 @@
-"""Runtime-neutral HTTP messages below `worker` and `gateway`, and `ApiError` (`{"error": {"code",
-"message"[, "details"]}}` with a stable code) with the edge's own refusals (404, 405, 413, 422,
-500). Imports nothing of this project.
+"""Runtime-neutral HTTP messages below `worker` and `gateway`, and `CodedError` / `ApiError`
+(`{"error": {"code", "message"[, "details"]}}` with a stable code) with the edge's own refusals
+(404, 405, 413, 422, 500). Imports nothing of this project.
 
 `loads_bounded` is where a request body becomes Python values: deep nesting, huge integers and
 huge strings are refused with a `JsonLimitError` code instead of crashing or stalling; so are lone
@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -105,8 +106,29 @@ def secure_response(request: HttpRequest, response: HttpResponse) -> HttpRespons
     return response
 
 
-class ApiError(Exception):
-    """An error the client caused or should see, with an HTTP status and a stable code."""
+class CodedError(Exception):
+    """An error a client caused or should see: its HTTP `status`, a stable `code` and optional
+    `details`, answered as `{"error": {"code", "message"[, "details"]}}` (`to_response`). The
+    core's errors set them as class attributes, `ApiError` per instance; the edge turns every
+    one into its answer in one place (`worker.routing.Router`)."""
+
+    status = 500
+    code = "internal_error"
+    details: dict[str, Any] | None = None
+    headers: Mapping[str, str] = MappingProxyType({})
+
+    def to_response(self, headers: Mapping[str, str] | None = None) -> HttpResponse:
+        """The JSON error response, with this error's headers and `headers` added."""
+        error: dict[str, Any] = {"code": self.code, "message": str(self)}
+        if self.details:
+            error["details"] = self.details
+        return json_response(
+            {"error": error}, status=self.status, headers={**(headers or {}), **self.headers}
+        )
+
+
+class ApiError(CodedError):
+    """A `CodedError` whose status and code are given where it is raised."""
 
     def __init__(
         self,
@@ -122,15 +144,6 @@ class ApiError(Exception):
         self.message = message
         self.details = details
         self.headers: dict[str, str] = dict(headers or {})
-
-    def to_response(self, headers: Mapping[str, str] | None = None) -> HttpResponse:
-        """The JSON error response, with this error's headers and `headers` added."""
-        error: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.details:
-            error["details"] = self.details
-        return json_response(
-            {"error": error}, status=self.status, headers={**(headers or {}), **self.headers}
-        )
 
 
 def not_found(message: str) -> ApiError:

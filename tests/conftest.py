@@ -95,60 +95,52 @@ def _fresh_isolate_directory() -> None:
 
 
 class MigratedTemplate:
-    """One D1 database per migrations folder (migrations/, migrations-compact/) with every
-    migration applied, built once per test process by the local runtime's own runner, and
-    copied into each new state folder.
+    """One D1 database with every migration applied, built once per test process by the
+    local runtime's own runner, and copied into each new state folder as each shard's.
 
     A fresh local runtime applied every migration to each of its two shards' databases in
-    every test that opened one (~0.1 s of DDL and FTS set-up each time, ~1,400 times a
-    suite); a copy of the file that the same runner produced is the same schema, in
-    milliseconds. Only the D1 files are copied: keys (Access, memory tokens, personal-data
-    KEKs) stay generated per folder, as each folder is its own deployment. The runtime's
-    own `migrate()` still runs in the tests and finds everything applied; the runner itself
-    is tested on fresh databases in tests/test_migrations.py, against wrangler in
-    tests/test_d1_migrations_wrangler.py, and by every `agent-memory` subprocess
-    (dev server, CLI), which migrates its fresh folder for real.
+    every test that opened one (~0.1 s of DDL each time, ~1,400 times a suite); a copy of
+    the file that the same runner produced is the same schema, in milliseconds. Only the D1
+    files are copied: keys (Access, memory tokens, personal-data KEKs) stay generated per
+    folder, as each folder is its own deployment. The runtime's own `migrate()` still runs
+    in the tests and finds everything applied; the runner itself is tested on fresh
+    databases in tests/test_migrations.py, against wrangler in
+    tests/test_d1_migrations_wrangler.py, and by every `agent-memory` subprocess (dev
+    server, CLI), which migrates its fresh folder for real.
     """
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.enabled = True
-        self._files: dict[Path, Path] = {}
+        self._file: Path | None = None
 
-    def database(self, migrations: Path) -> Path:
-        if migrations not in self._files:
+    def database(self) -> Path:
+        if self._file is None:
             import asyncio
 
             from local_runtime.adapters.d1 import SqliteD1
             from local_runtime.migrations import apply_migrations
+            from local_runtime.runtime import MIGRATIONS_DIR
 
-            path = self.folder / f"{migrations.name}.sqlite"
+            path = self.folder / "d1.sqlite"
             db = SqliteD1(path)
             try:
-                asyncio.run(apply_migrations(db, migrations))
+                asyncio.run(apply_migrations(db, MIGRATIONS_DIR))
                 db.checkpoint()  # everything in the main file: no -wal to copy
             finally:
                 db.close()
-            self._files[migrations] = path
-        return self._files[migrations]
-
-    def databases(self) -> None:
-        """Build every default shard's template now (outside any test's event loop)."""
-        from bindings.settings import Settings
-        from local_runtime.runtime import LOCAL_VARS, migrations_dir_of
-
-        for _, binding, _ in Settings.from_vars(LOCAL_VARS).shards:
-            self.database(migrations_dir_of(binding))
+            self._file = path
+        return self._file
 
     def seed(self, root: Path) -> None:
-        """Copy to each default shard's D1 file under `root` the database its folder makes."""
+        """Copy the migrated database to each default shard's D1 file under `root`."""
         from bindings.settings import Settings
-        from local_runtime.runtime import LOCAL_VARS, migrations_dir_of
+        from local_runtime.runtime import LOCAL_VARS
         from local_runtime.state import StateDir
 
         state = StateDir(root)
-        for name, binding, _ in Settings.from_vars(LOCAL_VARS).shards:
-            shutil.copyfile(self.database(migrations_dir_of(binding)), state.d1_of(name))
+        for name, _, _ in Settings.from_vars(LOCAL_VARS).shards:
+            shutil.copyfile(self.database(), state.d1_of(name))
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -159,7 +151,7 @@ def migrated_template(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Migr
     from local_runtime.state import StateDir
 
     template = MigratedTemplate(tmp_path_factory.mktemp("migrated-d1"))
-    template.databases()  # now, outside any test's event loop
+    template.database()  # now, outside any test's event loop
     create = StateDir.create.__func__  # type: ignore[attr-defined]
 
     def create_seeded(cls: type[StateDir], root: Path | str) -> StateDir:

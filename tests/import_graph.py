@@ -5,8 +5,9 @@ including imports under `if TYPE_CHECKING:` and inside functions, so a lazy impo
 hide an edge), and route handlers named by string (`LazyHandler("module:attribute")`),
 which import their module on first use. Importing `a.b.c` runs `a/__init__` and
 `a/b/__init__` too, so parents are edges as well. Third-party and stdlib modules are
-leaves. Used by the hot-path isolation test and the layout test; `import_time_closure`
-(module-level imports only) by the start-up test (tests/core/test_startup_imports.py).
+leaves. Used by the hot-path isolation test and the layout test (`cycles`: no import
+circle); `import_time_closure` (module-level imports only) by the start-up test
+(tests/core/test_startup_imports.py).
 """
 
 from __future__ import annotations
@@ -175,3 +176,56 @@ def forbidden_chains(
                     parent[nxt] = current
                     queue.append(nxt)
     return chains
+
+
+def cycles(root_dir: Path) -> list[list[str]]:
+    """The import circles among the modules under `root_dir`, each as its sorted modules
+    (strongly connected components of more than one module; Tarjan's algorithm, iterative).
+    Every edge of `imports_of` counts: a function-level import, one under `if TYPE_CHECKING:`
+    and a lazy route handler are ways a circle hides, not ways out of one. A module's edge
+    to its own parent package is left out (importing `a.b` runs `a/__init__` first; that is
+    Python's order, not a circle)."""
+    files = module_files(root_dir)
+    known = set(files)
+    graph = {
+        module: sorted(t for t in imports_of(module, path, known) if not module.startswith(t + "."))
+        for module, path in files.items()
+    }
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(graph[start]))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, successors = work[-1]
+            for nxt in successors:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(graph[nxt])))
+                    break
+                if nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+    return sorted(found)

@@ -39,24 +39,14 @@ WRANGLER_GUARD_SECONDS = 300
 Schema = dict[str, Any]
 
 
-def _database(binding: str = "DB") -> dict[str, Any]:
-    """wrangler.toml's D1 database of `binding`: the primary (`DB`, made from migrations/)
-    or the shard `DB_2` (made from migrations-compact/, the schema a database made now
-    gets)."""
+def _database_name() -> str:
+    """wrangler.toml's primary D1 database (every database is made from migrations/)."""
     config = tomllib.loads((PROJECT_ROOT / "wrangler.toml").read_text(encoding="utf-8"))
-    [database] = [d for d in config["d1_databases"] if d["binding"] == binding]
-    return dict(database)
+    [database] = [d for d in config["d1_databases"] if d["binding"] == "DB"]
+    return str(database["database_name"])
 
 
-def _database_name(binding: str = "DB") -> str:
-    return str(_database(binding)["database_name"])
-
-
-def _folder(binding: str) -> Path:
-    return PROJECT_ROOT / str(_database(binding)["migrations_dir"])
-
-
-BINDINGS = ["DB", "DB_2"]
+MIGRATIONS = PROJECT_ROOT / "migrations"
 
 
 _COMMENT_OR_STRING = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|/\*.*?\*/", re.DOTALL)
@@ -136,38 +126,21 @@ def _wrangler_d1(work: Path, *args: str) -> str:
     return output
 
 
-_WORKS: dict[str, Path] = {}
-
-
-def _migrated_by_wrangler(tmp_path_factory: pytest.TempPathFactory, binding: str) -> Path:
-    """A folder with wrangler.toml and the binding's migrations folder, every migration of it
-    applied by wrangler (once per binding and test process)."""
-    if binding not in _WORKS:
-        require_node_tools()
-        work = tmp_path_factory.mktemp(f"wrangler-d1-{binding}")
-        shutil.copy(PROJECT_ROOT / "wrangler.toml", work / "wrangler.toml")
-        shutil.copytree(_folder(binding), work / _folder(binding).name)
-        applied = _wrangler_d1(work, "migrations", "apply", _database_name(binding))
-        (work / "apply.log").write_text(applied)
-        _WORKS[binding] = work
-    return _WORKS[binding]
-
-
 @pytest.fixture(scope="module")
 def wrangler_work(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The primary's folder (migrations/), migrated by wrangler."""
-    return _migrated_by_wrangler(tmp_path_factory, "DB")
-
-
-@pytest.fixture(scope="module", params=BINDINGS)
-def binding(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
+    """A folder with wrangler.toml and migrations/, every migration applied by wrangler."""
+    require_node_tools()
+    work = tmp_path_factory.mktemp("wrangler-d1")
+    shutil.copy(PROJECT_ROOT / "wrangler.toml", work / "wrangler.toml")
+    shutil.copytree(MIGRATIONS, work / MIGRATIONS.name)
+    (work / "apply.log").write_text(_wrangler_d1(work, "migrations", "apply", _database_name()))
+    return work
 
 
 @pytest.fixture(scope="module")
-def wrangler_database(tmp_path_factory: pytest.TempPathFactory, binding: str) -> tuple[Path, str]:
-    """The D1 SQLite file wrangler migrated from `binding`'s folder, and wrangler's output."""
-    work = _migrated_by_wrangler(tmp_path_factory, binding)
+def wrangler_database(wrangler_work: Path) -> tuple[Path, str]:
+    """The D1 SQLite file wrangler migrated from migrations/, and wrangler's output."""
+    work = wrangler_work
     state = work / "state"
     output = (work / "apply.log").read_text()
     # Miniflare keeps one SQLite file per D1 database (plus metadata.sqlite).
@@ -180,7 +153,7 @@ def wrangler_database(tmp_path_factory: pytest.TempPathFactory, binding: str) ->
 
 
 @pytest.fixture(scope="module")
-def local_database(tmp_path_factory: pytest.TempPathFactory, binding: str) -> Path:
+def local_database(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The same migrations applied by the local runtime's runner to a SQLite file."""
     from local_runtime.adapters.d1 import SqliteD1
     from local_runtime.migrations import apply_migrations
@@ -189,7 +162,7 @@ def local_database(tmp_path_factory: pytest.TempPathFactory, binding: str) -> Pa
     db = SqliteD1(path)
 
     async def migrate() -> None:
-        await apply_migrations(db, _folder(binding))
+        await apply_migrations(db, MIGRATIONS)
 
     try:
         # A module-scoped fixture has no test event loop; this one is short-lived.
@@ -199,11 +172,9 @@ def local_database(tmp_path_factory: pytest.TempPathFactory, binding: str) -> Pa
     return path
 
 
-def test_every_migration_applies_with_wrangler(
-    wrangler_database: tuple[Path, str], binding: str
-) -> None:
+def test_every_migration_applies_with_wrangler(wrangler_database: tuple[Path, str]) -> None:
     path, output = wrangler_database
-    names = sorted(p.name for p in _folder(binding).glob("*.sql"))
+    names = sorted(p.name for p in MIGRATIONS.glob("*.sql"))
     assert names, "no migrations found"
     assert read_schema(path)["migrations"] == names
     for name in names:
@@ -292,18 +263,13 @@ def _json_rows(output: str) -> list[dict[str, Any]]:
     return list(json.loads(output[start:])[0]["results"])
 
 
-def test_the_compact_keyword_index_and_hash_width_run_on_d1(
-    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
-) -> None:
-    """migrations-compact/'s triggers (postings by term number, lengths once a fact, the
-    term statistics upserted inside a trigger) and the hash width the writes read run on
-    workerd's D1: what `semantic_terms` shows follows inserts, updates and deletes."""
-    from agent_memory.tiers.semantic.writes import STORED_HASH
-
+def test_the_keyword_index_triggers_run_on_d1(wrangler_work: Path, tmp_path: Path) -> None:
+    """The keyword index's triggers (postings by term number, lengths once a fact, the term
+    statistics upserted inside a trigger) run on workerd's D1: what `semantic_terms` shows
+    follows inserts, updates and deletes."""
     work = tmp_path / "work"
-    base = _migrated_by_wrangler(tmp_path_factory, "DB_2")
-    shutil.copytree(base, work, ignore=shutil.ignore_patterns("logs"))
-    name = _database_name("DB_2")
+    shutil.copytree(wrangler_work, work, ignore=shutil.ignore_patterns("logs"))
+    name = _database_name()
     columns = (
         "tenant_id, fact_id, agent_type, subject, predicate, object, content, confidence, "
         "source, embedding_provider, embedding_model, embedding_dimensions, content_hash, "
@@ -311,7 +277,7 @@ def test_the_compact_keyword_index_and_hash_width_run_on_d1(
     )
 
     def fact(n: int, content: str, terms: str, length: int) -> str:
-        digest = STORED_HASH.replace("?", f"'{n:x}" + "0" * 63 + "'")
+        digest = f"'{n:x}" + "0" * 23 + "'"
         return (
             f"('acme', '01J00000000000000000000{n:03d}', 'a', 's{n}', 'p', '', '{content}', "
             f"0.8, 'mcp', 'x', 'y', 3, {digest}, 'active', 1, 1, 1, '{terms}', {length}, 1)"

@@ -14,7 +14,7 @@ from bindings.settings import Settings
 from http_messages import ApiError, Headers, HttpRequest, HttpResponse, json_response
 from local_runtime.background import LocalBackgroundTasks
 from worker import app
-from worker.app import Call, Route, Router, parse_body
+from worker.routing import Call, Route, Router, parse_body
 
 
 def _bindings(**settings: object) -> Bindings:
@@ -135,7 +135,8 @@ def test_headers_are_case_insensitive() -> None:
 
 def test_one_error_type_answers_at_the_edge_and_in_the_gateway() -> None:
     """Issue 23: `ApiError` and the gateway's `GatewayError` were two classes with the same
-    JSON shape; now every layer that answers HTTP raises the one `http_messages.ApiError`."""
+    JSON shape; now one class renders every error answer (`http_messages.CodedError`: the
+    `ApiError` every layer that answers HTTP raises, and the core's own errors, issue 46)."""
     import ast
     from pathlib import Path
 
@@ -152,7 +153,7 @@ def test_one_error_type_answers_at_the_edge_and_in_the_gateway() -> None:
             isinstance(item, ast.FunctionDef) and item.name == "to_response" for item in node.body
         )
     )
-    assert renderers == ["http_messages.py::ApiError"]
+    assert renderers == ["http_messages.py::CodedError"]
     assert ApiError is http_messages.ApiError
     refused = gateway.credentials.unauthorized("invalid_api_key", "no such key")
     assert isinstance(refused, ApiError)

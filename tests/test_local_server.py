@@ -85,7 +85,7 @@ def test_cli_help_and_migrate(tmp_path: Path) -> None:
         text=True,
         check=True,
     )
-    assert "0001_initial.sql" in first.stdout
+    assert "0001_baseline.sql" in first.stdout
     second = subprocess.run(
         [*cli, "migrate", "--state", str(tmp_path / "s")],
         capture_output=True,

@@ -1,6 +1,5 @@
-"""Migrations 0015 and 0018: the indexes no statement needed are gone, and the lookups they
-could have served still seek an index (a full scan of a tenant's facts would grow with the
-tenant)."""
+"""The indexes no statement needed are not in the schema, and the lookups they could have
+served still seek an index (a full scan of a tenant's facts would grow with the tenant)."""
 
 from __future__ import annotations
 

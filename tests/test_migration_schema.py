@@ -1,4 +1,5 @@
-"""Migration 0001: STRICT tables, CHECK constraints, tenant-first indexes, FTS kept in step."""
+"""The schema (migrations/): STRICT tables, CHECK constraints, tenant-first indexes, keyword
+postings kept in step by triggers."""
 
 from __future__ import annotations
 
@@ -9,15 +10,16 @@ import pytest
 
 from tests.conftest import PROJECT_ROOT
 
-MIGRATION = (PROJECT_ROOT / "migrations" / "0001_initial.sql").read_text()
 ULID = "01J0000000000000000000000A"
 HASH = "a" * 64
+FACT_HASH = "a" * 24  # a fact keeps the first 24 characters (tiers.semantic.writes)
 
 
 @pytest.fixture
 def db() -> Iterator[sqlite3.Connection]:
     conn = sqlite3.connect(":memory:")
-    conn.executescript(MIGRATION)
+    for path in sorted((PROJECT_ROOT / "migrations").glob("*.sql")):
+        conn.executescript(path.read_text())
     yield conn
     conn.close()
 
@@ -36,7 +38,7 @@ def _fact(**over: object) -> dict[str, object]:
         embedding_provider="local",
         embedding_model="m",
         embedding_dimensions=384,
-        content_hash=HASH,
+        content_hash=FACT_HASH,
         status="active",
         superseded_by=None,
         valid_from=1,
@@ -62,10 +64,17 @@ def test_tables_are_strict(db: sqlite3.Connection) -> None:
         assert strict[table] == 1, table
 
 
+# A tenant's code, looked up by code; the crons' running and expired exports of every tenant.
+CROSS_TENANT_INDEXES = {"sqlite_autoindex_keyword_tenants_2", "portability_jobs_by_status"}
+
+
 def test_every_index_on_tenant_data_starts_with_tenant_id(db: sqlite3.Connection) -> None:
     indexes = db.execute("SELECT name, tbl_name FROM sqlite_master WHERE type = 'index'").fetchall()
     assert len(indexes) >= 8
-    for name, _table in indexes:
+    for name, table in indexes:
+        columns = {row[1] for row in db.execute(f"PRAGMA table_info('{table}')")}
+        if "tenant_id" not in columns or name in CROSS_TENANT_INDEXES:
+            continue  # no tenant's data (the prune's runs), or looked up across tenants
         first = db.execute(f"PRAGMA index_info('{name}')").fetchone()
         assert first[2] == "tenant_id", f"{name} does not lead with tenant_id"
 
@@ -81,6 +90,8 @@ def test_strict_types_and_checks_reject_bad_rows(db: sqlite3.Connection) -> None
         _insert_fact(db, status="superseded")
     with pytest.raises(sqlite3.IntegrityError):  # STRICT: no text in an INTEGER column
         _insert_fact(db, created_at="yesterday")
+    with pytest.raises(sqlite3.IntegrityError):  # the whole hash is not what a fact keeps
+        _insert_fact(db, content_hash=HASH)
     assert db.execute("SELECT COUNT(*) FROM semantic_facts").fetchone()[0] == 0
 
 
@@ -91,25 +102,29 @@ def test_same_content_about_same_subject_is_one_fact(db: sqlite3.Connection) -> 
     _insert_fact(db, tenant_id="t2")  # another tenant may hold the same content
 
 
-def test_fts_follows_inserts_updates_and_deletes(db: sqlite3.Connection) -> None:
-    _insert_fact(db)
+def test_keyword_postings_follow_inserts_updates_and_deletes(db: sqlite3.Connection) -> None:
+    _insert_fact(db, index_terms='["contact responded framing"]', index_length=3)
 
     def matches(term: str) -> list[str]:
         return [
             r[0]
             for r in db.execute(
-                "SELECT fact_id FROM semantic_facts_fts WHERE tenant_id = ? AND "
-                "semantic_facts_fts MATCH ?",
-                ("t1", term),
+                "SELECT f.fact_id FROM semantic_terms AS t JOIN semantic_facts AS f "
+                "ON f.fts_rowid = t.fts_rowid WHERE t.term = ? AND t.tenant_id = "
+                "(SELECT code FROM keyword_tenants WHERE tenant_id = 't1')",
+                (term,),
             )
         ]
 
     assert matches("framing") == [ULID]
-    db.execute("UPDATE semantic_facts SET content = 'prefers email' WHERE fact_id = ?", (ULID,))
+    db.execute(
+        "UPDATE semantic_facts SET index_terms = '[\"prefers email\"]' WHERE fact_id = ?", (ULID,)
+    )
     assert matches("framing") == []
     assert matches("email") == [ULID]
     db.execute("DELETE FROM semantic_facts WHERE fact_id = ?", (ULID,))
     assert matches("email") == []
+    assert db.execute("SELECT COUNT(*) FROM keyword_postings").fetchone()[0] == 0
 
 
 def test_runs_and_episodes_validate_status_and_kind(db: sqlite3.Connection) -> None:

@@ -36,10 +36,8 @@ def test_every_shard_is_a_declared_database_and_index_with_the_migrations() -> N
     assert [name for name, _, _ in shards] == ["primary", "s2"]
     assert {d1 for _, d1, _ in shards} == set(databases)
     assert {index for _, _, index in shards} == indexes
-    # The primary keeps the folder existing deployments' databases were made from; a shard
-    # added now gets the smaller schema (docs/placement.md "Bytes per memory").
-    assert databases["DB"]["migrations_dir"] == "migrations"
-    assert databases["DB_2"]["migrations_dir"] == "migrations-compact"
+    # Every database is made from migrations/ (wrangler's default folder): one schema.
+    assert all("migrations_dir" not in db for db in databases.values())
     assert len({db["database_name"] for db in databases.values()}) == len(databases)
 
 

@@ -1,34 +1,17 @@
-"""D1 on sqlite3: `SqliteD1` implements `bindings.ports.d1.D1Database`.
+"""D1 on sqlite3: `SqliteD1` implements `bindings.ports.d1.D1Database`, built like miniflare's
+D1 (workerd's SQL layer, `do_sql.SqliteEngine`, under D1's client layer, workerd
+`src/cloudflare/internal/d1-api.ts`, and miniflare's `database.worker.ts`):
 
-The local D1 is built like miniflare's: a SQLite database behind workerd's SQL layer
-(`do_sql.SqliteEngine`, with workerd's limits and authorizer), plus D1's own client layer
-(cloudflare/workerd `src/cloudflare/internal/d1-api.ts`) and server layer (miniflare
-`src/workers/d1/database.worker.ts`). What that gives a caller:
-
-* `prepare(sql).bind(*params)` is synchronous and checks types at bind time like
-  d1-api.ts: str, int, float, bool (stored 1/0), None (NULL), bytes-likes and lists of
-  byte values (BLOB). Anything else raises `D1Error("D1_TYPE_ERROR: Type '...' not
-  supported for value '...'")`; so does an int outside +-2^53, which Pyodide would pass as
-  a BigInt. Integers bind as SQLite INTEGER (D1's documented "Number -> INTEGER",
-  cloudflare-docs `d1/worker-api/index.mdx`, "Type conversion"), and a float with no
-  fractional part is the same JS number, so it binds as INTEGER too; NaN and infinities
-  travel as JSON `null`, i.e. NULL. (Miniflare's D1 binds every number as a double
-  instead, so `typeof(?)` says 'real' there; columns with INTEGER or REAL affinity store
-  the same value either way. Do not bind numbers into TEXT columns.)
-* every `all/run/first/first_value` and every `batch` runs in one transaction ("D1 runs
-  every query inside an implicit transaction"), so any failure leaves nothing written;
-  `PRAGMA foreign_keys = off` is therefore a no-op and `PRAGMA defer_foreign_keys = on`
-  defers checks to the end of that query or batch, as cloudflare-docs
-  `d1/sql-api/foreign-keys` describes. Foreign keys are enforced.
-* SQL `BEGIN`/`COMMIT`/`SAVEPOINT` are refused with workerd's text; at most 100 bound
-  parameters ("too many SQL variables"), SQL of at most 100 000 bytes; FTS5 works.
-* results look like D1's JSON: numbers follow the JS-number rule (`jsnumbers`), BLOBs come
-  back as lists of byte values, non-finite floats as None. Columns with the same name
-  collapse to the last one, as `Object.fromEntries` does.
-* errors are `D1Error("D1_ERROR: <sqlite message>: <SQLITE_CODE>")`; limit errors are
-  also `BindingLimitError`s.
-
-`first()` runs the whole statement, as D1 does.
+* `bind` checks types as d1-api.ts does: str, int, float, bool (1/0), None, bytes-likes and
+  lists of byte values (BLOB); anything else, or an int beyond +-2^53 (a BigInt in Pyodide),
+  is `D1_TYPE_ERROR`. Ints and whole floats bind as INTEGER (D1's "Number -> INTEGER"),
+  NaN and infinities as NULL (they travel as JSON `null`);
+* every query and every `batch` is one transaction, so a failure writes nothing;
+  `defer_foreign_keys` defers to its end; foreign keys are enforced;
+* results look like D1's JSON: JS numbers (`jsnumbers`), BLOBs as lists of byte values,
+  non-finite floats as None, a repeated column name keeping the last value;
+* errors are `D1Error("D1_ERROR: <sqlite message>: <SQLITE_CODE>")`, limit errors also
+  `BindingLimitError`s; `first()` runs the whole statement, as D1 does.
 """
 
 from __future__ import annotations

@@ -1,30 +1,11 @@
-"""Workers KV on SQLite: `SqliteKV` implements `bindings.ports.kv.KVNamespace`.
-
-Faithful to Cloudflare KV as workerd and miniflare implement it (sources read:
-cloudflare/workerd `src/workerd/api/kv.c++`, cloudflare/miniflare
-`packages/miniflare/src/workers/kv/{namespace.worker.ts,constants.ts}` and
-`.../shared/keyvalue.worker.ts`):
-
-* keys are non-empty, not "." or "..", at most 512 bytes of UTF-8;
-* `expiration_ttl` is at least 60 s; an absolute `expiration` (epoch seconds) is at least
-  60 s in the future; when both are given the TTL wins (miniflare's order);
-* metadata is JSON of at most 1024 bytes; values at most 25 MiB;
-* `list` returns keys in byte order of their UTF-8 encoding, at most 1000 per page, with an
-  opaque cursor that encodes the last key returned (so keys written between pages are
-  still seen); a `limit` of 0 or less means the default 1000, because workerd only sends
-  a positive limit upstream;
-* an expired key is invisible to `get`, `get_with_metadata` and `list`.
-
-Every broken rule raises `BindingLimitError` whose text is the one a Worker sees, for
-example ``KV PUT failed: 400 Invalid expiration_ttl of 30. Expiration TTL must be at
-least 60.``
-
-Not reproduced: eventual consistency (reads here are immediately consistent) and
-`cacheTtl`. The documented "1 write per second to the same key" limit is enforced only
-when `same_key_write_interval` is given, because it depends on wall-clock timing.
-
-One SQLite connection in WAL mode serves one asyncio loop; every call is a single short
-statement, so nothing blocks the loop for long. Not safe for concurrent use from threads.
+"""Workers KV on SQLite: `SqliteKV` implements `bindings.ports.kv.KVNamespace`, with the rules
+and error texts of workerd (`src/workerd/api/kv.c++`) and miniflare (`workers/kv/*`): keys of
+1-512 UTF-8 bytes, not "." or ".."; `expiration_ttl` at least 60 s, an absolute `expiration`
+at least 60 s ahead (the TTL wins when both are given); metadata at most 1024 bytes of JSON,
+values at most 25 MiB; `list` in UTF-8 byte order, at most 1000 a page, its cursor the last
+key returned (a `limit` of 0 or less is the default); expired keys are invisible. A broken
+rule raises `BindingLimitError` with the text a Worker sees. Not reproduced: eventual
+consistency and `cacheTtl`; the 1 write/s/key limit only with `same_key_write_interval`.
 """
 
 from __future__ import annotations

@@ -4,8 +4,7 @@
                        [--max-seconds S] [--job ID] [--at MS]
     agent-memory brief [--tenant T]... [--json]
     agent-memory reconcile [--tenant T]...
-    agent-memory reindex [--tenant T]... [--per-tenant N] [--max-facts N] [--max-seconds S]
-    agent-memory reindex --vocabulary [--tenant T]...
+    agent-memory reindex [--tenant T]...
     agent-memory erase-subject TENANT SUBJECT
     agent-memory retention TENANT [--days N | --default-days] [--limit N | --default-limit]
     agent-memory shards
@@ -184,14 +183,14 @@ def cmd_brief(args: argparse.Namespace) -> int:
         return 0
     header = (
         f"{'tenant':<24} {'level':<9} {'episodes':>9} {'limit':>8} {'past ret.':>9} "
-        f"{'facts':>7} {'pending':>7} {'unindexed':>9} {'archived':>9}"
+        f"{'facts':>7} {'pending':>7} {'archived':>9}"
     )
     print(header)
     for t in brief.tenants:
         print(
             f"{t.tenant_id:<24} {t.level:<9} {t.episodes:>9} {t.episode_limit:>8} "
             f"{t.episodes_past_retention:>9} {t.facts_active:>7} {t.facts_pending_vector:>7} "
-            f"{t.facts_unindexed:>9} {t.archived_rows:>9}"
+            f"{t.archived_rows:>9}"
         )
     return 0
 
@@ -244,90 +243,38 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
 
 
 def cmd_reindex(args: argparse.Namespace) -> int:
-    from agent_memory.tiers.semantic.keyword_index import (
-        ReindexBudget,
-        TenantReindex,
-        reindex_pending,
-    )
+    from agent_memory.tiers.semantic.keyword_index import renormalise_all
 
     runtime = _open(args)
-    if args.vocabulary:
-        from agent_memory.tiers.semantic.keyword_index import renormalise_all
 
-        async def vocabulary() -> dict[str, int]:
-            try:
-                return await renormalise_all(runtime.db, args.tenant or None)
-            finally:
-                await runtime.close()
-
-        _emit({"renormalised": asyncio.run(vocabulary())})
-        return 0
-    budget = ReindexBudget(
-        facts_per_tenant=args.per_tenant or UNLIMITED_OPERATIONS,
-        facts_total=args.max_facts or UNLIMITED_OPERATIONS,
-        max_seconds=args.max_seconds or UNLIMITED_SECONDS,
-    )
-
-    def progress(item: TenantReindex) -> None:
-        _say(f"  {item.tenant_id}: indexed {item.reindexed}, {item.remaining} still unindexed")
-
-    async def go() -> Any:
+    async def vocabulary() -> dict[str, int]:
         try:
-            reports = [
-                await reindex_pending(
-                    runtime.shard_db(shard.name),
-                    budget,
-                    tenants=args.tenant or None,
-                    progress=progress,
-                )
-                for shard in runtime.shards
-            ]
+            return await renormalise_all(runtime.db, args.tenant or None)
         finally:
             await runtime.close()
-        for other in reports[1:]:
-            reports[0].reindexed += other.reindexed
-            reports[0].tenants += [t for t in other.tenants if t.reindexed or t.remaining]
-            reports[0].stopped_by = reports[0].stopped_by or other.stopped_by
-        return reports[0]
 
-    report = asyncio.run(go())
-    _emit(report.model_dump())
-    return 0 if all(t.error is None for t in report.tenants) else 1
+    _emit({"renormalised": asyncio.run(vocabulary())})
+    return 0
 
 
 # --------------------------------------------------------------------------- erase
 
 
 def cmd_erase_subject(args: argparse.Namespace) -> int:
-    from agent_memory.governance.feed import ChangeFeed
-    from agent_memory.lifecycle.erase import SubjectEraser, validate_subject
+    from agent_memory.lifecycle.erase import validate_subject
+    from agent_memory.memory import Memory
 
     try:
         subject = validate_subject(args.subject)
     except ValueError as exc:
         _say(f"error: {exc}")
         return 2
-    from agent_memory.directory import tenant_bindings
-
     runtime = _open(args)
 
     async def go() -> Any:
         try:
-            home = await tenant_bindings(runtime.bindings(), args.tenant)
-            assert home.db is not None
-            eraser = SubjectEraser(
-                args.tenant,
-                db=home.db,
-                clock=runtime.clock,
-                kv=runtime.kv,
-                vectors=home.vectors,
-                cold=runtime.cold,
-                agents=runtime.agents,
-                progress=lambda step, n: _say(f"  {step}: {n}"),
-                purge_residue=runtime.purge_residue,
-                feed=ChangeFeed.of(runtime.bindings()),
-            )
-            return await eraser.erase(subject)
+            memory = await Memory.open(runtime.bindings(), args.tenant)
+            return await memory.eraser(lambda step, n: _say(f"  {step}: {n}")).erase(subject)
         finally:
             await runtime.close()
 
@@ -472,17 +419,9 @@ def register(sub: Any) -> None:
     reconcile.set_defaults(func=cmd_reconcile)
 
     reindex = sub.add_parser(
-        "reindex", help="add facts written before migration 0009 to the keyword index"
+        "reindex", help="map indexed terms through the current spelling/irregular-form list"
     )
     reindex.add_argument("--tenant", action="append", help="only this tenant (repeatable)")
-    reindex.add_argument(
-        "--vocabulary",
-        action="store_true",
-        help="map indexed terms through the current spelling/irregular-form list instead",
-    )
-    reindex.add_argument("--per-tenant", type=int, default=None, help="facts per tenant")
-    reindex.add_argument("--max-facts", type=int, default=None, help="facts in all")
-    reindex.add_argument("--max-seconds", type=float, default=None, help="wall-time budget")
     add_state_option(reindex)
     reindex.set_defaults(func=cmd_reindex)
 

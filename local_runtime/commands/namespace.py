@@ -1,6 +1,6 @@
 """The hot/warm/cold ADR on the local runtime's state folder (docs/tiered-memory.md).
 
-    agent-memory namespace-backfill [--tenant T] [--dry-run] [--agent-types]
+    agent-memory namespace-backfill [--tenant T] [--dry-run]
     agent-memory placement [--json]
 
 `namespace-backfill` copies every legacy working-memory KV key to its canonical item key
@@ -31,28 +31,15 @@ def _open(args: argparse.Namespace) -> Any:
 
 
 def cmd_backfill(args: argparse.Namespace) -> int:
-    from agent_memory.memory import Memory
-    from agent_memory.tiers.working import BackfillReport, backfill_all
+    from agent_memory.tiers.working import backfill_all
 
-    if args.agent_types and not args.tenant:
-        print("error: --agent-types needs --tenant", file=sys.stderr)
-        return 2
     runtime = _open(args)
 
     async def go() -> Any:
         try:
-            if not args.agent_types:
-                return await backfill_all(
-                    runtime.kv, runtime.clock, tenant=args.tenant, dry_run=args.dry_run
-                )
-            memory, total = await Memory.open(runtime.bindings(), args.tenant), BackfillReport()
-            cursor: str | None = None
-            while True:
-                step = await memory.adopt_untyped_working(dry_run=args.dry_run, cursor=cursor)
-                total.merge(step)
-                if (cursor := step.next_cursor) is None:
-                    total.dry_run = args.dry_run
-                    return total
+            return await backfill_all(
+                runtime.kv, runtime.clock, tenant=args.tenant, dry_run=args.dry_run
+            )
         finally:
             await runtime.close()
 
@@ -93,12 +80,6 @@ def register(sub: Any) -> None:
     )
     backfill.add_argument("--tenant", help="only this tenant")
     backfill.add_argument("--dry-run", action="store_true", help="count; write nothing")
-    backfill.add_argument(
-        "--agent-types",
-        action="store_true",
-        help="instead: move working keys written before memory was per agent type (issue 25) "
-        "to each owning type's keys (needs --tenant)",
-    )
     add_state_option(backfill)
     backfill.set_defaults(func=cmd_backfill)
 

@@ -39,7 +39,7 @@ def _open(args: argparse.Namespace) -> Any:
 
 def _run(args: argparse.Namespace, work: Callable[[Any], Awaitable[Any]]) -> int:
     """Run `work(runtime)`, print its result (or its error) as JSON."""
-    from http_messages import ApiError
+    from http_messages import CodedError
 
     runtime = _open(args)
 
@@ -51,13 +51,8 @@ def _run(args: argparse.Namespace, work: Callable[[Any], Awaitable[Any]]) -> int
 
     try:
         result = asyncio.run(go())
-    except ApiError as exc:
-        print(
-            json.dumps(
-                {"error": {"code": exc.code, "message": exc.message, "details": exc.details}},
-                indent=2,
-            )
-        )
+    except CodedError as exc:
+        print(json.dumps(exc.to_response().json(), indent=2))
         return 1
     print(json.dumps(result, indent=2, sort_keys=True, default=str))
     return 0
@@ -82,12 +77,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     written: list[bytes] = []
 
     async def work(runtime: Any) -> Any:
-        memory = await Memory.open(runtime.bindings(), args.tenant)
-        exporter = memory.exporter()
+        exporter = (await Memory.open(runtime.bindings(), args.tenant)).exporter()
         if args.subject:
-            found = await exporter.subject(
-                memory.eraser(), args.subject, by=OPERATOR, personal=personal
-            )
+            found = await exporter.subject(args.subject, by=OPERATOR, personal=personal)
             written.append(encode(found))
             return {"file": str(out), "records": len(found)}
         job = await exporter.jobs.get(args.job) if args.job else None

@@ -1,5 +1,5 @@
 """Opaque pagination cursors: a small JSON value in unpadded base64url; a cursor this code
-did not produce raises `InvalidCursorError` (callers answer 422 `invalid_cursor`).
+did not produce raises `InvalidCursorError` (422 `invalid_cursor`).
 
 A cursor's numbers are bound into SQL, so an integer beyond `MAX_STORED_INT` (which D1
 would refuse as a BigInt) makes the cursor one this code did not produce."""
@@ -11,11 +11,13 @@ import binascii
 import json
 from typing import Any
 
-from http_messages import MAX_STORED_INT
+from http_messages import MAX_STORED_INT, CodedError
 
 
-class InvalidCursorError(ValueError):
+class InvalidCursorError(CodedError, ValueError):
     """A pagination cursor that this API did not produce."""
+
+    status, code = 422, "invalid_cursor"
 
 
 def encode_cursor_value(value: Any) -> str:

@@ -238,13 +238,10 @@ async def choose_shard(bindings: Bindings, tenant: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class ShardUsage:
-    """A shard's D1 database size in bytes and its index's vector count (None: not known),
-    and whether its database was made from migrations-compact/ (docs/placement.md "Bytes per
-    memory": where a moved tenant takes a fifth less room)."""
+    """A shard's D1 database size in bytes and its index's vector count (None: not known)."""
 
     bytes: int | None
     vectors: int | None
-    compact: bool | None = None
 
     def free(self, max_bytes: int) -> float | None:
         """The share of the shard still free: the smaller of its database's (of `max_bytes`)
@@ -257,25 +254,18 @@ class ShardUsage:
         return min(shares)
 
 
-# Run for its `meta.size_after`; its one row says whether the database has migrations-compact/'s
-# postings table.
-SIZE_PROBE = (
-    "SELECT COUNT(*) AS compact FROM sqlite_master "
-    "WHERE type = 'table' AND name = 'keyword_postings'"
-)
+# Run for its `meta.size_after` (sqlite_master is there in any database, migrated or not).
+SIZE_PROBE = "SELECT 1 FROM sqlite_master LIMIT 1"
 
 
 async def shard_usage(bindings: Bindings) -> dict[str, ShardUsage]:
-    """Every shard's usage, all read at once: D1's `meta.size_after` of one statement (which
-    also says whether the schema has migrations-compact/'s postings table; sqlite_master is
-    there in any database, migrated or not) and the index's `describe()`. What does not
-    answer is logged and left unknown."""
+    """Every shard's usage, all read at once: D1's `meta.size_after` of one statement and
+    the index's `describe()`. What does not answer is logged and left unknown."""
 
-    async def size(shard: Shard) -> tuple[int, bool] | None:
+    async def size(shard: Shard) -> int | None:
         if shard.db is None:
             return None
-        probe = await shard.db.prepare(SIZE_PROBE).run()
-        return probe.meta.size_after, bool(probe.results[0]["compact"])
+        return (await shard.db.prepare(SIZE_PROBE).run()).meta.size_after
 
     async def count(shard: Shard) -> int | None:
         if shard.vectors is None:
@@ -290,11 +280,8 @@ async def shard_usage(bindings: Bindings) -> dict[str, ShardUsage]:
 
     async def usage(shard: Shard) -> ShardUsage:
         found = await asyncio.gather(size(shard), count(shard), return_exceptions=True)
-        database = known(shard, "database size", found[0])
         return ShardUsage(
-            None if database is None else database[0],
-            known(shard, "vector count", found[1]),
-            None if database is None else database[1],
+            known(shard, "database size", found[0]), known(shard, "vector count", found[1])
         )
 
     shards = all_shards(bindings)
@@ -367,7 +354,6 @@ def forget_cached_homes() -> None:
     global _fresh_until
     _HOMES.clear()
     _TABLES.clear()
-    _HASH_CHARS.clear()
     _fresh_until = 0.0
 
 
@@ -416,20 +402,6 @@ async def tenant_tables(db: D1Database, shard: str) -> tuple[TenantTable, ...]:
         tables.append(TenantTable(name, columns, tuple(c for _, c in keyed), types))
     _TABLES[shard] = found = tuple(tables)
     return found
-
-
-_HASH_CHARS: dict[str, int] = {}
-
-
-async def content_hash_chars(db: D1Database, shard: str) -> int:
-    """How many hex characters of a fact's content hash shard `shard`'s database `db` keeps
-    (`storage_format`: 64 made from migrations/, 24 from migrations-compact/), read once per
-    shard and isolate."""
-    cached = _HASH_CHARS.get(shard)
-    if cached is None:
-        sql = "SELECT content_hash_chars AS n FROM storage_format"
-        cached = _HASH_CHARS[shard] = int(await db.prepare(sql).first_value("n"))
-    return cached
 
 
 async def holds_tenant(db: D1Database, tenant: str, shard: str) -> bool:

@@ -7,7 +7,13 @@ bandit lives in each instance's Durable Object, so this is an RPC — and the ho
 `placement_client`). `search` asks the tiers concurrently and merges them by score (lexical
 relevance with the tier's weights; semantic memory by its hybrid recall); every ranked read
 is one `memory_retrieved` event. `listing`, `put` and `delete` are the uniform memory API's
-verbs. A tier whose binding is missing raises `MemoryUnavailable` (503, a stable code).
+verbs and decide what the API allows: the procedural tier is read-only and semantic facts
+are deleted by operators only (405), keys follow `namespace.validate_key`, a value is at most
+`MAX_VALUE_CHARS`, a working key lives at most an hour and an episode at most the tenant's
+retention (422 `invalid_ttl`), and each semantic write or search spends one call of the
+tenant's embedding budget (429 `embedding_rate_limited`). A tier whose binding is missing
+raises `MemoryUnavailable` (503). Every refusal is a `CodedError`, raised before anything is
+written.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ import logging
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import cached_property
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
@@ -39,20 +45,43 @@ from agent_memory.hot_warm_cold import (
     KVHotMemory,
     MemoryBuilder,
     MemoryClient,
+    TieredRead,
+    open_episode_item,
     placement_table,
 )
 from agent_memory.ids import new_ulid
-from agent_memory.lifecycle.erase import SubjectEraser
+from agent_memory.lifecycle.brief import TenantBrief, build_brief
+from agent_memory.lifecycle.erase import Progress, SubjectEraser
 from agent_memory.lifecycle.inspect import MemoryInspector
-from agent_memory.lifecycle.portability import Exporter, Importer, Jobs
+from agent_memory.lifecycle.portability import (
+    EXPORT_STEP_SECONDS,
+    Exporter,
+    Importer,
+    Jobs,
+    Personal,
+    PortabilityJob,
+)
+from agent_memory.lifecycle.prune import PruneReport, pruner_for
 from agent_memory.lifecycle.reconciler import (
     Adjudicator,
     LlmAdjudicator,
     Reconciler,
     RulesAdjudicator,
 )
-from agent_memory.lifecycle.retention import TenantLifecycle, get_lifecycle, tenant_instances
-from agent_memory.namespace import API_AGENT_TYPE, TENANT_RE, AgentScope, agent_session
+from agent_memory.lifecycle.retention import (
+    LifecycleUpdate,
+    TenantLifecycle,
+    get_lifecycle,
+    set_lifecycle,
+)
+from agent_memory.namespace import (
+    TENANT_RE,
+    AgentScope,
+    ItemKey,
+    NamespaceKey,
+    agent_session,
+    validate_key,
+)
 from agent_memory.retrieval import (
     RankedItem,
     RankItem,
@@ -61,7 +90,14 @@ from agent_memory.retrieval import (
     breakdown,
     rank,
 )
-from agent_memory.tiers.episodic import Episode, EpisodicStore, WorkflowPacks
+from agent_memory.tiers.episodic import (
+    Episode,
+    EpisodicStore,
+    Pack,
+    RunRecord,
+    Workflow,
+    WorkflowPacks,
+)
 from agent_memory.tiers.semantic.memory import SemanticMemory
 from agent_memory.tiers.semantic.models import (
     DEFAULT_AGENT_TYPE,
@@ -73,11 +109,9 @@ from agent_memory.tiers.semantic.models import (
 from agent_memory.tiers.semantic.reconcile import note_writes
 from agent_memory.tiers.working import (
     WORKING_MEMORY_TTL_SECONDS,
-    BackfillReport,
     NamespaceFlags,
     ReadCounts,
     WorkingMemory,
-    adopt_untyped_sessions,
     flush_counts,
 )
 from bindings.environment import Bindings
@@ -88,6 +122,9 @@ log = logging.getLogger(__name__)
 
 # How many items of a tier without search channels a query ranks (newest first).
 SEARCH_POOL = 200
+MAX_VALUE_CHARS = 32_768
+PROMOTION_ROUTE = "POST /admin/tenants/{tenant}/agents/{agent_type}/packs"
+FACT_DELETE_ROUTE = "DELETE /admin/tenants/{tenant}/facts/{fact_id}"
 # The names of `score_parts`' components, in order.
 _PARTS = ("score", "relevance", "recency", "confidence", "density")
 
@@ -105,6 +142,28 @@ class MemoryWriteFailed(ApiError):
 
     def __init__(self, message: str) -> None:
         super().__init__(502, "semantic_write_failed", message)
+
+
+class ArchivedEpisode(BaseModel):
+    item_key: str
+    archived_at: int
+    episode: Episode
+
+
+class FailedWriteView(BaseModel):
+    op: str
+    payload: dict[str, Any]
+    error: str
+    attempts: int
+    created_at: float
+
+
+class RunDetail(BaseModel):
+    run: RunRecord
+    episodes: list[Episode]
+    run_log: list[Any]
+    workflow: dict[str, Any] | None
+    failed_writes: list[FailedWriteView]
 
 
 class MemoryItem(BaseModel):
@@ -214,9 +273,9 @@ class Memory:
             admitted=admitted,
         )
 
-    def _require_db(self) -> D1Database:
+    def _require_db(self, code: str = "episodic_unavailable") -> D1Database:
         if self.bindings.db is None:
-            raise MemoryUnavailable("episodic_unavailable", "the D1 binding is missing")
+            raise MemoryUnavailable(code, "the D1 binding is missing")
         return self.bindings.db
 
     # ------------------------------------------------------------------------- tiers
@@ -246,30 +305,6 @@ class Memory:
             clock=self.clock,
             namespace=NamespaceFlags.of(self.bindings.settings),
             read_counts=self.read_counts,
-        )
-
-    async def adopt_untyped_working(
-        self, *, dry_run: bool = False, cursor: str | None = None, max_keys: int = 250
-    ) -> BackfillReport:
-        """One bounded step of the migration to one working memory per agent type
-        (`working.adopt_untyped_sessions`): each instance id's owners are the types D1 knows
-        run it; every catalog type, every type D1 knows and the memory API's are typed."""
-        if self.bindings.kv is None:
-            raise MemoryUnavailable("kv_unavailable", "the KV binding is missing")
-        instances = await tenant_instances(self._require_db(), self.tenant)
-        owners: dict[str, list[str]] = {}
-        for agent_type, instance_id in instances:
-            owners.setdefault(instance_id, []).append(agent_type)
-        typed = {*self.agent_types, *(t for t, _ in instances), API_AGENT_TYPE}
-        return await adopt_untyped_sessions(
-            self.bindings.kv,
-            self.clock,
-            tenant=self.tenant,
-            owners=owners,
-            typed=typed,
-            dry_run=dry_run,
-            cursor=cursor,
-            max_keys=max_keys,
         )
 
     @cached_property
@@ -316,24 +351,71 @@ class Memory:
         return WorkflowPacks(self._require_db(), self.tenant)
 
     async def workflows(
-        self, agent_type: str, instance_id: str, task_type: str | None = None
+        self,
+        agent_type: str,
+        instance_id: str,
+        task_type: str | None = None,
+        *,
+        candidates: tuple[int, float] | None = None,
     ) -> list[dict[str, Any]]:
-        """The workflows of `agent_type` as instance `instance_id` sees them: the bandit
-        lives in the instance's Durable Object, so this is one RPC."""
-        agents = self.bindings.agents
-        if agents is None:
-            raise MemoryUnavailable(
-                "agent_runtime_unavailable", "the AgentRuntime binding is missing"
-            )
+        """The workflows of `agent_type` as instance `instance_id` sees them (only those
+        ready to pack with `candidates`, (min pulls, min posterior mean)): the bandit lives
+        in the instance's Durable Object, so this is one RPC."""
         scope = AgentScope(tenant=self.tenant, agent_type=agent_type, instance_id=instance_id)
-        payload = {**scope.model_dump(), "task_type": task_type}
-        result = await agents.get_by_name(scope.object_name).call("workflows", payload)
-        error = result.get("error")
-        if isinstance(error, dict):
-            raise AgentCallFailed(
-                int(error.get("status", 500)), str(error.get("code")), str(error.get("message"))
+        payload: dict[str, Any] = {"task_type": task_type}
+        if candidates is not None:
+            payload |= {"candidates_only": True, "min_pulls": candidates[0]}
+            payload["min_mean"] = candidates[1]
+        found = await call_agent(self.bindings, scope, "workflows", payload)
+        return list(found.get("workflows", []))
+
+    async def promote_pack(
+        self,
+        name: str,
+        agent_type: str,
+        instance_id: str,
+        workflow_id: str,
+        *,
+        candidates: tuple[int, float],
+        by: str,
+    ) -> Pack:
+        """The instance's workflow promoted into the next version of pack `name` for every
+        instance of the type (ADR-29): only one the instance reports as a pack candidate
+        (409 `not_a_pack_candidate`, nothing written)."""
+        found = await self.workflows(agent_type, instance_id, candidates=candidates)
+        chosen = next((w for w in found if w["workflow_id"] == workflow_id), None)
+        if chosen is None:
+            raise ApiError(
+                409,
+                "not_a_pack_candidate",
+                f"workflow {workflow_id!r} of instance {instance_id!r} has fewer than "
+                f"{candidates[0]} pulls or a posterior mean under {candidates[1]}",
             )
-        return list(result.get("workflows", []))
+        workflow = Workflow.model_validate({k: chosen[k] for k in Workflow.model_fields})
+        now_ms = int(self.clock.now() * 1000)
+        return await self.packs.promote(
+            name, workflow, instance_id=instance_id, by=by, now_ms=now_ms
+        )
+
+    async def run_detail(self, run_id: str) -> RunDetail:
+        """A run with its episodes and its instance's run log, workflow and failed writes, or
+        404 `run_not_found`."""
+        run = await self.episodic.get_run(run_id)
+        if run is None:
+            raise ApiError(404, "run_not_found", f"tenant {self.tenant!r} has no run {run_id!r}")
+        scope = AgentScope(
+            tenant=self.tenant, agent_type=run.agent_type, instance_id=run.instance_id
+        )
+        # Asking the instance's Durable Object also waits (briefly) for its pending episodic
+        # writes, so the run and episodes read after it are current.
+        detail = await call_agent(self.bindings, scope, "run_log", {"run_id": run_id})
+        return RunDetail(
+            run=await self.episodic.get_run(run_id) or run,
+            episodes=await self.episodic.episodes_for_run(run_id),
+            run_log=detail.get("run_log", []),
+            workflow=detail.get("workflow"),
+            failed_writes=detail.get("failed_writes", []),
+        )
 
     def placement_client(self) -> MemoryClient:
         """The hot/warm/cold `MemoryClient` (KV / D1 / R2) over this deployment's tiers, with
@@ -378,10 +460,42 @@ class Memory:
 
     # ------------------------------------------------------------------------- lifecycle
 
-    async def lifecycle(self) -> TenantLifecycle:
-        """The tenant's retention and episode limit (its overrides, else the defaults)."""
-        default = self.bindings.settings.episode_retention_days
-        return await get_lifecycle(self._require_db(), self.tenant, default)
+    async def lifecycle(
+        self, update: LifecycleUpdate | None = None, *, by: str = ""
+    ) -> TenantLifecycle:
+        """The tenant's retention and episode limit (its overrides, else the defaults), after
+        applying `update`'s fields (None: back to the default) as `by`'s when given."""
+        days = self.bindings.settings.episode_retention_days
+        db = self._require_db("lifecycle_unavailable")
+        if update is None:
+            return await get_lifecycle(db, self.tenant, days)
+        now_ms = int(self.clock.now() * 1000)
+        return await set_lifecycle(
+            db, self.tenant, update, default_days=days, now_ms=now_ms, updated_by=by
+        )
+
+    async def brief(self) -> TenantBrief:
+        """Today's lifecycle brief of the tenant (docs/lifecycle.md)."""
+        days, now_ms = self.bindings.settings.episode_retention_days, int(self.clock.now() * 1000)
+        found = await build_brief(
+            self._require_db("lifecycle_unavailable"),
+            now_ms=now_ms,
+            default_retention_days=days,
+            tenants=[self.tenant],
+        )
+        return found.tenants[0]
+
+    async def prune(self, *, dry_run: bool = False) -> PruneReport:
+        """Prune the tenant now (a `manual-` job), or with `dry_run` count what would go."""
+        pruner = pruner_for(self.bindings)
+        if pruner is None:
+            raise MemoryUnavailable(
+                "lifecycle_unavailable", "the prune needs the DB and COLD bindings"
+            )
+        now_ms = int(self.clock.now() * 1000)
+        if dry_run:
+            return await pruner.dry_run(now_ms, tenants=[self.tenant])
+        return await pruner.run(f"manual-{new_ulid(now_ms / 1000)}", now_ms, tenants=[self.tenant])
 
     def reconciler(self) -> Reconciler | None:
         """The tenant's reconciler (ADR-0051), or None without D1, Vectorize and an
@@ -441,7 +555,7 @@ class Memory:
 
         self.bindings.background.wait_until(count_then_reconcile())
 
-    def eraser(self) -> SubjectEraser:
+    def eraser(self, progress: Progress | None = None) -> SubjectEraser:
         """Erases one subject from every tier and the archives (docs/lifecycle.md)."""
         b = self.bindings
         return SubjectEraser(
@@ -454,6 +568,7 @@ class Memory:
             purge_residue=b.purge_residue,
             agents=b.agents,
             feed=self.feed,
+            progress=progress,
         )
 
     def exporter(self) -> Exporter:
@@ -466,7 +581,17 @@ class Memory:
             cold=self.bindings.cold,
             personal=self.personal,
             clock=self.clock,
+            eraser=self.eraser(),
         )
+
+    async def export(self, by: str, personal: Personal) -> PortabilityJob:
+        """Start an export (`by` asked; personal data opened is an event): its first step runs
+        after the response, the minute cron runs the rest (docs/portability.md)."""
+        exporter = self.exporter()
+        job = await exporter.start(by, personal)
+        steps = exporter.advance(job.job_id, max_seconds=EXPORT_STEP_SECONDS)
+        self.bindings.background.wait_until(steps)
+        return job
 
     def importer(self) -> Importer:
         """Imports into the tenant on its shard, through the write gate (docs/portability.md)."""
@@ -580,6 +705,8 @@ class Memory:
         `memory_retrieved` event; the facts' recall statistics) with its items on this page
         only: the audit lists what the caller was given, not the ranks skipped before the
         page nor the one read past it to know whether more follow."""
+        if "semantic" in tiers:
+            await self._spend_embedding_budget()  # the query is embedded once
         want = offset + limit + 1
         searched = await asyncio.gather(
             *(
@@ -707,24 +834,40 @@ class Memory:
         metadata: Mapping[str, Any],
         ttl: int | None,
     ) -> MemoryItem:
-        """Write `value` under `key`: a working key (TTL `ttl`), a keyed episode (expiring
-        after `ttl`), or a fact about `key` learned through the write policy (`ttl` sets its
-        `valid_to`). Raises what the tier raises (`WriteDenied`, the budget, the episode
-        limit), `MemoryWriteFailed` when a semantic write did not store, or a 422
-        `validation_error` for a value the tier does not take."""
+        """Write `value` under `key`: a working key (TTL `ttl`, default and at most an
+        hour), a keyed episode (expiring after `ttl`, default and at most the tenant's
+        retention), or a fact about `key` learned through the write policy (`ttl` sets its
+        `valid_to`). Refuses (module docstring) before writing; then raises what the tier
+        raises (`WriteDenied`, the budget, the episode limit), `MemoryWriteFailed` when a
+        semantic write did not store, or a 422 `validation_error` for a value the tier does
+        not take."""
+        if tier == "procedural":
+            raise _read_only(tier)
+        key = validate_key(key)
+        if tier == "working":
+            ttl = ttl or WORKING_MEMORY_TTL_SECONDS
+            if ttl > WORKING_MEMORY_TTL_SECONDS:
+                raise ApiError(422, "invalid_ttl", "working memory lives at most 3600 seconds")
+        elif tier == "episodic":
+            self._require_db()  # 503 episodic_unavailable before the lifecycle is read
+            retention = (await self.lifecycle()).episode_retention_days * 86_400
+            ttl = ttl or retention
+            if ttl > retention:
+                raise ApiError(422, "invalid_ttl", f"episodes live at most {retention} seconds")
+        if len(json_text(value)) > MAX_VALUE_CHARS:
+            raise ApiError(413, "value_too_large", f"value is over {MAX_VALUE_CHARS} characters")
         now = self.clock.now()
         if tier == "working":
-            seconds = ttl or WORKING_MEMORY_TTL_SECONDS
-            working = self.working(instance_id, agent_type=agent_type, ttl_seconds=seconds)
+            assert ttl is not None
+            working = self.working(instance_id, agent_type=agent_type, ttl_seconds=ttl)
             await working.set(key, value)
             return MemoryItem(
-                tier="working", key=key, value=value, expires_at=int(now * 1000) + seconds * 1000
+                tier="working", key=key, value=value, expires_at=int(now * 1000) + ttl * 1000
             )
         if tier == "episodic":
             assert ttl is not None
             return await self._put_episode(agent_type, instance_id, key, value, metadata, ttl)
-        if tier != "semantic":
-            raise ApiError(422, "validation_error", f"the {tier} tier is not written here")
+        await self._spend_embedding_budget()
         if not isinstance(value, str) or not value.strip():
             raise ApiError(422, "validation_error", "semantic values are non-blank plain text")
         try:
@@ -753,10 +896,21 @@ class Memory:
             },
         )
 
-    async def delete(
-        self, tier: Literal["working", "episodic"], instance_id: str, key: str, *, agent_type: str
-    ) -> bool:
-        """Delete a working key or a keyed episode of the agent; whether there was one."""
+    async def delete(self, tier: Tier, instance_id: str, key: str, *, agent_type: str) -> bool:
+        """Delete a working key or a keyed episode of the agent; whether there was one. The
+        procedural tier and the tenant's shared facts are not deleted here (405)."""
+        if tier == "procedural":
+            raise _read_only(tier)
+        if tier == "semantic":
+            raise ApiError(
+                405,
+                "semantic_delete_admin_only",
+                f"semantic facts are shared by the tenant; an operator deletes them with "
+                f"{FACT_DELETE_ROUTE}",
+                {"allowed": ["GET", "POST"], "admin_route": FACT_DELETE_ROUTE},
+                headers={"allow": "GET, POST"},
+            )
+        key = validate_key(key)
         if tier == "working":
             memory = self.working(instance_id, agent_type=agent_type)
             existed = await memory.get(key) is not None
@@ -764,7 +918,69 @@ class Memory:
             return existed
         return await self.episodic.delete_keyed(agent_type, instance_id, key) > 0
 
+    async def episode(
+        self, agent_type: str, instance_id: str, episode_id: str
+    ) -> tuple[ItemKey, TieredRead, Episode]:
+        """One episode of the agent through the hot/warm/cold client (hot, else warm, else
+        cold, a hit promoted to hot unless personal), its item key and where it was found;
+        404 `episode_not_found` when there is none of this agent (its type included)."""
+        item = ItemKey.build(self.tenant, instance_id, "episode", episode_id)
+        self._require_db()
+        self.read_counts = self.read_counts or ReadCounts()
+        found = await self.placement_client().get(item.key)
+        await self.flush_read_counts()
+        episode = None if found is None else await open_episode_item(found.value, self.personal)
+        # Episodes are named by instance; another type's instance of the same id is not this one.
+        if found is None or episode is None or episode.agent_type != agent_type:
+            raise ApiError(404, "episode_not_found", "no episode with this id for this agent")
+        return item, found, episode
+
+    async def archived(
+        self,
+        namespace: NamespaceKey | None,
+        subject: str | None,
+        *,
+        limit: int,
+        cursor: str | None,
+        agent_type: str | None = None,
+    ) -> tuple[list[ArchivedEpisode], str | None]:
+        """One page of the cold index (an agent's `namespace`, a `subject`'s, or both) and
+        the next page's cursor, each episode read from its object (only `agent_type`'s when
+        given: the index names instances, not types, so such a page may hold fewer than
+        `limit` items while the cursor goes on)."""
+        cold = self.cold_archive()
+        page = await cold.history(
+            self.tenant, namespace=namespace, subject=subject, limit=limit, cursor=cursor
+        )
+        items = []
+        for entry in page.items:
+            text = await cold.download_text(entry.item_key)
+            if text is None:  # erased between the index read and the object read
+                continue
+            episode = await open_episode_item(text, self.personal)
+            if agent_type is None or episode.agent_type == agent_type:
+                items.append(
+                    ArchivedEpisode(
+                        item_key=entry.item_key, archived_at=entry.archived_at, episode=episode
+                    )
+                )
+        return items, page.next_cursor
+
     # ------------------------------------------------------------------------ helpers
+
+    async def _spend_embedding_budget(self) -> None:
+        """Count one embedding call of the tenant (`EMBED_RATE_LIMITER`); 429 when over
+        budget, with `Retry-After` the limiter's period (it reports no reset time)."""
+        limiter = self.bindings.embed_rate_limiter
+        if limiter is not None and not await limiter.limit(f"embed:{self.tenant}"):
+            period = limiter.period_seconds
+            raise ApiError(
+                429,
+                "embedding_rate_limited",
+                f"tenant {self.tenant!r} used its embedding budget; retry in {period} s",
+                {"retry_after": period},
+                headers={"retry-after": str(period)},
+            )
 
     async def _working_items(self, instance_id: str, agent_type: str) -> list[MemoryItem]:
         memory = self.working(instance_id, agent_type=agent_type)
@@ -811,9 +1027,33 @@ class Memory:
         return _episode_item({**episode.model_dump(), "data": json.dumps(episode.data)})
 
 
-class AgentCallFailed(ApiError):
-    """The Durable Object answered an RPC with an error (`agent_runtime_do.protocol`): the
-    status and code it gave."""
+def _read_only(tier: str) -> ApiError:
+    return ApiError(
+        405,
+        "procedural_read_only",
+        f"the procedural tier is read-only here; promote a stable workflow with {PROMOTION_ROUTE}",
+        {"allowed": ["GET"], "promotion_route": PROMOTION_ROUTE, "tier": tier},
+        headers={"allow": "GET"},
+    )
+
+
+async def call_agent(
+    bindings: Bindings, scope: AgentScope, method: str, payload: Mapping[str, Any]
+) -> dict[str, Any]:
+    """One RPC to the scope's AgentRuntime object; an error it answers (`agent_runtime_do.
+    protocol`) is raised as an `ApiError` with its status and code."""
+    if bindings.agents is None:
+        raise MemoryUnavailable("agent_runtime_unavailable", "the AgentRuntime binding is missing")
+    stub = bindings.agents.get_by_name(scope.object_name)
+    result = await stub.call(method, {**scope.model_dump(), **payload})
+    error = result.get("error")
+    if isinstance(error, dict):
+        raise ApiError(
+            int(error.get("status", 500)),
+            str(error.get("code", "agent_runtime_error")),
+            str(error.get("message", "the agent runtime reported an error")),
+        )
+    return result
 
 
 def _fact_item(fact: Fact, **metadata: Any) -> MemoryItem:

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from http_messages import CodedError
+
 # Tenants follow the gateway's rule (lower-case, ≤ 63), so one tenant id works everywhere.
 TENANT_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
 
@@ -107,16 +109,16 @@ _SEGMENT = re.compile(r"[A-Za-z0-9._@+-]+")
 _KIND = re.compile(r"[a-z][a-z0-9_-]{0,31}")
 
 
-class InvalidNamespaceKey(ValueError):
+class InvalidNamespaceKey(CodedError, ValueError):
     """A namespace or item key breaks the grammar; nothing was read or written."""
 
-    code = INVALID_KEY_CODE
+    status, code = 422, INVALID_KEY_CODE
 
 
-class NamespaceForbidden(PermissionError):
+class NamespaceForbidden(CodedError, PermissionError):
     """A key names another tenant's namespace than the one the caller is bound to."""
 
-    code = FORBIDDEN_CODE
+    status, code = 403, FORBIDDEN_CODE
 
 
 def _segment(name: str, value: str) -> str:
@@ -224,8 +226,10 @@ _KEY_SEGMENT = re.compile(r"[A-Za-z0-9._@+-]+")
 _DOT_SEGMENTS = frozenset({".", ".."})
 
 
-class InvalidMemoryKey(ValueError):
+class InvalidMemoryKey(CodedError, ValueError):
     """A memory key that is empty, too long, a wildcard or not addressable in a URL."""
+
+    status, code = 422, "invalid_key"
 
 
 def validate_key(key: str, error: type[ValueError] = InvalidMemoryKey) -> str:

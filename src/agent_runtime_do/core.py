@@ -196,7 +196,14 @@ class AgentRuntimeCore:
         if retry_count:
             log.warning("agent instance alarm: retry %d", retry_count)
         await self.settle()
-        outcome = await storage.run_alarm(self, self.now())
+        outcome = await storage.run_alarm(
+            self.storage,
+            self.bindings.db,
+            self.bindings.settings,
+            self.flush_writes,
+            self.writer,
+            self.now(),
+        )
         if self.alarms is not None:
             if outcome.next_alarm is None:
                 await self.alarms.delete_alarm()

@@ -15,7 +15,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agent_memory.ids import chunks
 from agent_memory.lifecycle.erase import subject_digest
@@ -25,9 +25,7 @@ from bindings.ports.clock import Clock
 from bindings.ports.d1 import D1Database
 from bindings.ports.do_sql import DurableObjectStorage, SqlStorage
 from bindings.ports.sql import Row, SqlValue
-
-if TYPE_CHECKING:
-    from agent_runtime_do.core import AgentRuntimeCore
+from bindings.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -475,35 +473,42 @@ class AlarmOutcome:
     errors: list[str] = field(default_factory=list)
 
 
-async def run_alarm(core: AgentRuntimeCore, now: float) -> AlarmOutcome:
+async def run_alarm(
+    storage: DurableObjectStorage,
+    db: D1Database | None,
+    settings: Settings,
+    flush_writes: Callable[[], Awaitable[bool]],
+    writer_for: Callable[[str], Awaitable[EpisodicWriter]],
+    now: float,
+) -> AlarmOutcome:
     """The storage lifecycle (ADR-043; docs/lifecycle.md, "Agent instance state"): replay
     the outbox, retry due failed writes, keep the run log under its caps, clear runs safely
     in D1 (`agent_runs` row exists, no write pending or failed) after the idle time, report
     to D1, and say when to look again (`next_alarm`; None: delete it). A failing step is
-    logged and re-armed, not raised (Cloudflare would retry within seconds)."""
+    logged and re-armed, not raised (Cloudflare would retry within seconds). `flush_writes`
+    and `writer_for` are the object's (`AgentRuntimeCore`): its writes in flight, its writer."""
     outcome = AlarmOutcome()
-    sql = core.storage.sql
+    sql = storage.sql
     me = identity(sql)
     if me is None:  # never ran a turn: nothing to keep in step
         return outcome
-    tenant, db = str(me["tenant_id"]), core.bindings.db
-    settings = core.bindings.settings
+    tenant = str(me["tenant_id"])
     # What the outbox held when the alarm began (a restarted object is replaying it).
     pending = pending_by_tenant(sql)
     outcome.replayed = sum(len(writes) for writes in pending.values())
-    settled = await core.flush_writes()
-    writer = None if db is None else await core.writer(tenant)
+    settled = await flush_writes()
+    writer = None if db is None else await writer_for(tenant)
     left = pending_by_tenant(sql)
     if left and settled and writer is not None:
         for writes in left.values():
             writer.replay(writes)
-        settled = await core.flush_writes()
+        settled = await flush_writes()
     idle = float(settings.agent_state_idle_seconds)
     if db is not None and writer is not None:
         await _retry_failed(sql, writer, now, outcome)
-        await _step(outcome, "trim", lambda: _trim(core, db, tenant, outcome))
+        await _step(outcome, "trim", lambda: _trim(storage, settings, db, tenant, outcome))
         if now - float(me["last_activity_at"]) >= idle and not pending and settled:
-            await _step(outcome, "clear", lambda: _clear(core.storage, db, tenant, now, outcome))
+            await _step(outcome, "clear", lambda: _clear(storage, db, tenant, now, outcome))
         outcome.reported = await _step(
             outcome, "report", lambda: report_instance(db, _report(sql, me, now))
         )
@@ -606,14 +611,19 @@ def _delete_runs(storage: DurableObjectStorage, runs: list[str]) -> int:
     )
 
 
-async def _trim(core: AgentRuntimeCore, db: D1Database, tenant: str, outcome: AlarmOutcome) -> None:
-    sql = core.storage.sql
+async def _trim(
+    storage: DurableObjectStorage,
+    settings: Settings,
+    db: D1Database,
+    tenant: str,
+    outcome: AlarmOutcome,
+) -> None:
+    sql = storage.sql
     sql.exec(
         "DELETE FROM run_workflows WHERE run_id IN (SELECT run_id FROM run_workflows "
         "ORDER BY created_at DESC LIMIT -1 OFFSET ?)",
         RUN_WORKFLOWS_KEPT,
     )
-    settings = core.bindings.settings
     max_rows, max_bytes = settings.agent_run_log_max_rows, settings.agent_run_log_max_bytes
     rows, size = run_log_size(sql)
     if rows <= max_rows and size <= max_bytes:
@@ -624,7 +634,7 @@ async def _trim(core: AgentRuntimeCore, db: D1Database, tenant: str, outcome: Al
             break
         if run == runs[-1] or run not in safe:
             continue  # the newest run stays, and nothing not yet in D1 goes
-        outcome.trimmed_rows += _delete_runs(core.storage, [run])
+        outcome.trimmed_rows += _delete_runs(storage, [run])
         rows, size = run_log_size(sql)
 
 

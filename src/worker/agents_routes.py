@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from agent_memory.governance.agent_types import AgentType, catalog
 from agent_memory.ids import is_ulid
-from agent_memory.memory import Memory
+from agent_memory.memory import Memory, RunDetail, call_agent
 from agent_memory.namespace import (
     AGENT_TYPE_PATTERN,
     DEFAULT_INSTANCE,
@@ -23,17 +23,13 @@ from agent_memory.namespace import (
 from agent_memory.tiers.episodic import (
     DEFAULT_MIN_MEAN,
     DEFAULT_MIN_PULLS,
-    Episode,
     Pack,
     RunPage,
-    RunRecord,
     RunStatus,
-    Workflow,
 )
 from agent_runtime_do.protocol import MAX_INPUT_CHARS, TASK_TYPE_PATTERN, RunResult
-from bindings.environment import Bindings
 from http_messages import ApiError
-from worker.app import Call, Metadata, StrictModel, Subject
+from worker.routing import Call, Metadata, StrictModel, Subject
 
 PACK_NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,63}$"
 
@@ -97,22 +93,6 @@ class OutcomeResult(BaseModel):
     workflow: dict[str, Any] | None
 
 
-class FailedWriteView(BaseModel):
-    op: str
-    payload: dict[str, Any]
-    error: str
-    attempts: int
-    created_at: float
-
-
-class RunDetail(BaseModel):
-    run: RunRecord
-    episodes: list[Episode]
-    run_log: list[Any]
-    workflow: dict[str, Any] | None
-    failed_writes: list[FailedWriteView]
-
-
 class Workflows(BaseModel):
     instance_id: str
     workflows: list[dict[str, Any]]
@@ -156,38 +136,10 @@ def _run_id(params: dict[str, str]) -> str:
     return run_id
 
 
-async def call_agent(
-    bindings: Bindings, scope: AgentScope, method: str, payload: dict[str, Any]
-) -> dict[str, Any]:
-    """RPC to the scope's AgentRuntime; an error answer becomes an `ApiError`."""
-    if bindings.agents is None:
-        raise ApiError(503, "agent_runtime_unavailable", "the AgentRuntime binding is missing")
-    stub = bindings.agents.get_by_name(scope.object_name)
-    scoped = {"tenant": scope.tenant, "agent_type": scope.agent_type}
-    result = await stub.call(method, {**scoped, "instance_id": scope.instance_id, **payload})
-    error = result.get("error")
-    if isinstance(error, dict):
-        raise ApiError(
-            int(error.get("status", 500)),
-            str(error.get("code", "agent_runtime_error")),
-            str(error.get("message", "the agent runtime reported an error")),
-        )
-    return result
-
-
 def _scope(call: Call[Any, Any], instance_id: str) -> AgentScope:
     """The instance `instance_id` of the route's tenant and agent type."""
     agent_type = agent_type_param(call).name
     return AgentScope(tenant=call.params["tenant"], agent_type=agent_type, instance_id=instance_id)
-
-
-async def _candidates(
-    bindings: Bindings, scope: AgentScope, task_type: str | None, min_pulls: int, min_mean: float
-) -> list[dict[str, Any]]:
-    """The instance's workflows ready to pack."""
-    options = {"candidates_only": True, "min_pulls": min_pulls, "min_mean": min_mean}
-    found = await call_agent(bindings, scope, "workflows", {"task_type": task_type, **options})
-    return list(found["workflows"])
 
 
 # --- runs ---------------------------------------------------------------------------------
@@ -195,7 +147,7 @@ async def _candidates(
 
 async def run_agent(call: Call[RunBody, None]) -> RunResult:
     fields = call.body.model_dump(include={"input", "task_type", "subject", "metadata"})
-    payload = {**fields, "requested_by": call.operator.principal}
+    payload = {**fields, "requested_by": call.auth.principal}
     result = await call_agent(call.bindings, _scope(call, call.body.instance_id), "run", payload)
     return RunResult.model_validate(result)
 
@@ -213,23 +165,8 @@ async def list_runs(call: Call[None, RunsQuery]) -> RunPage:
 
 
 async def get_run(call: Call[None, None]) -> RunDetail:
-    tenant, bindings = call.params["tenant"], call.bindings
-    run_id = _run_id(call.params)
-    store = (await Memory.open(bindings, tenant)).episodic
-    run = await store.get_run(run_id)
-    if run is None:
-        raise ApiError(404, "run_not_found", f"tenant {tenant!r} has no run {run_id!r}")
-    scope = AgentScope(tenant=tenant, agent_type=run.agent_type, instance_id=run.instance_id)
-    # The run log lives in the instance's Durable Object; asking it also waits (briefly)
-    # for the instance's pending episodic writes, so the re-read below is current.
-    detail = await call_agent(bindings, scope, "run_log", {"run_id": run_id})
-    return RunDetail(
-        run=await store.get_run(run_id) or run,
-        episodes=await store.episodes_for_run(run_id),
-        run_log=detail.get("run_log", []),
-        workflow=detail.get("workflow"),
-        failed_writes=detail.get("failed_writes", []),
-    )
+    memory = await Memory.open(call.bindings, call.params["tenant"])
+    return await memory.run_detail(_run_id(call.params))
 
 
 # --- workflows and packs ------------------------------------------------------------------
@@ -243,9 +180,11 @@ async def list_workflows(call: Call[None, WorkflowsQuery]) -> Workflows:
 
 
 async def pack_candidates(call: Call[None, CandidatesQuery]) -> PackCandidates:
-    q = call.query
-    scope = _scope(call, q.instance_id)
-    found = await _candidates(call.bindings, scope, q.task_type, q.min_pulls, q.min_mean)
+    q, agent_type = call.query, agent_type_param(call).name
+    memory = await Memory.open(call.bindings, call.params["tenant"])
+    found = await memory.workflows(
+        agent_type, q.instance_id, q.task_type, candidates=(q.min_pulls, q.min_mean)
+    )
     return PackCandidates(
         instance_id=q.instance_id, min_pulls=q.min_pulls, min_mean=q.min_mean, candidates=found
     )
@@ -258,24 +197,15 @@ async def list_packs(call: Call[None, None]) -> PackList:
 
 
 async def promote_pack(call: Call[PromotePack, None]) -> PackPromoted:
-    body, identity = call.body, call.operator
-    scope = _scope(call, body.instance_id)
-    packs = (await Memory.open(call.bindings, scope.tenant)).packs
-    found = await _candidates(call.bindings, scope, None, body.min_pulls, body.min_mean)
-    chosen = next((w for w in found if w["workflow_id"] == body.workflow_id), None)
-    if chosen is None:
-        raise ApiError(
-            409,
-            "not_a_pack_candidate",
-            f"workflow {body.workflow_id!r} of instance {body.instance_id!r} has fewer than "
-            f"{body.min_pulls} pulls or a posterior mean under {body.min_mean}",
-        )
-    pack = await packs.promote(
+    body, who, agent_type = call.body, call.auth, agent_type_param(call).name
+    memory = await Memory.open(call.bindings, call.params["tenant"])
+    pack = await memory.promote_pack(
         body.name,
-        Workflow.model_validate({k: chosen[k] for k in Workflow.model_fields}),
-        instance_id=body.instance_id,
-        by=identity.email or identity.common_name or "access",
-        now_ms=int(call.bindings.clock.now() * 1000),
+        agent_type,
+        body.instance_id,
+        body.workflow_id,
+        candidates=(body.min_pulls, body.min_mean),
+        by=who.email or who.common_name or "access",
     )
     return PackPromoted(pack=pack)
 

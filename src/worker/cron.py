@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from bindings.environment import Bindings
-from worker.app import LazyHandler
+from worker.routing import LazyHandler
 
 log = logging.getLogger(__name__)
 WEEKLY_PRUNE = "0 3 * * SUN"

@@ -45,8 +45,8 @@ from bindings.ports.background import BackgroundTasks
 from bindings.ports.crypto import RsaPublicJwk, Signatures
 from bindings.ports.kv import KVNamespace
 from http_messages import ApiError, HttpRequest
-from worker.app import Call, StrictModel
 from worker.jwt_verification import JwtRefused, JwtRules, verify_jwt
+from worker.routing import Call, StrictModel
 
 log = logging.getLogger(__name__)
 

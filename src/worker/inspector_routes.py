@@ -24,10 +24,10 @@ from agent_memory.lifecycle.retention import TenantTable, known_tenants
 from agent_memory.memory import Memory, MemoryUnavailable
 from agent_memory.namespace import AGENT_TYPE_PATTERN
 from agent_memory.tiers.episodic import Episode
-from agent_memory.tiers.semantic.models import MAX_QUERY_CHARS, MemoryInputError, RecallFilters
+from agent_memory.tiers.semantic.models import MAX_QUERY_CHARS, RecallFilters
 from authorization.operator_grants import granted_tenants
 from http_messages import MAX_EPOCH_MS, ApiError
-from worker.app import Call, StrictModel
+from worker.routing import Call, StrictModel
 
 MAX_EXPLAIN = 50
 
@@ -163,7 +163,7 @@ async def list_tenants(call: Call[None, None]) -> TenantsResponse:
     had none to pick): its grants, or for a platform admin every tenant with data."""
     if call.bindings.db is None:
         raise MemoryUnavailable("episodic_unavailable", "the D1 binding is missing")
-    mine = await granted_tenants(call.operator, call.bindings)
+    mine = await granted_tenants(call.auth, call.bindings)
     if mine is not None:
         return TenantsResponse(tenants=sorted(mine), scope="granted")
     found: set[str] = set()
@@ -221,10 +221,7 @@ async def explain_recall(call: Call[ExplainBody, None]) -> ExplainResponse:
     memory = (await Memory.open(call.bindings, tenant)).semantic()
     if call.bindings.embedder is None:
         raise MemoryUnavailable("semantic_unavailable", "the explain needs an embedder")
-    try:
-        ranked = await memory.rank(body.query, body.limit, body.filters, record=False)
-    except MemoryInputError as exc:
-        raise ApiError(422, exc.code, exc.message, {"problems": exc.problems}) from None
+    ranked = await memory.rank(body.query, body.limit, body.filters, record=False)
     items: list[ExplainItem] = []
     fields = {"fact_id", "content", "subject", "predicate", "object", "agent_type"}
     for position, hit in enumerate(ranked.results, start=1):

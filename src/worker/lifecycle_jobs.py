@@ -17,18 +17,17 @@ from pydantic import BaseModel, Field
 
 from agent_memory.directory import (
     all_shards,
+    control_db,
     homes,
     on_shard,
     primary_db,
     shard_usage,
-    tenant_bindings,
 )
-from agent_memory.governance.feed import ChangeFeed, forget_feed_history
+from agent_memory.governance.feed import forget_feed_history
 from agent_memory.governance.personal_data import DataKeys
-from agent_memory.hot_warm_cold import placement_table
-from agent_memory.ids import is_ulid, new_ulid
+from agent_memory.ids import is_ulid
 from agent_memory.lifecycle.brief import TenantBrief, build_brief
-from agent_memory.lifecycle.erase import EraseReport, validate_subject
+from agent_memory.lifecycle.erase import EraseReport
 from agent_memory.lifecycle.move import (
     FINISHED,
     MoveBudget,
@@ -39,12 +38,14 @@ from agent_memory.lifecycle.move import (
     recheck_move,
     start_move,
 )
-from agent_memory.lifecycle.portability import expire_exports, running_exports
+from agent_memory.lifecycle.portability import (
+    EXPORT_STEP_SECONDS,
+    expire_exports,
+    running_exports,
+)
 from agent_memory.lifecycle.prune import (
-    OPERATIONS_PER_BATCH,
-    PruneBudget,
-    Pruner,
     TenantPruneCounts,
+    pruner_for,
     resume_unfinished,
     weekly_prune_id,
 )
@@ -52,65 +53,30 @@ from agent_memory.lifecycle.reconciler import Change, Reconciler, ReconcileRepor
 from agent_memory.lifecycle.retention import (
     LifecycleUpdate,
     TenantLifecycle,
-    get_lifecycle,
     known_tenants,
-    set_lifecycle,
 )
 from agent_memory.memory import Memory
 from agent_memory.namespace import TENANT_PATTERN
-from agent_memory.tiers.semantic.keyword_index import ReindexBudget, reindex_pending
 from agent_memory.tiers.semantic.recall import MAX_WRITE_BACK, carried_tenants
 from agent_memory.tiers.working import (
-    InvalidBackfillCursor,
     NamespaceFlags,
     backfill_namespace,
 )
 from bindings.environment import Bindings
-from bindings.ports.d1 import D1Database
-from bindings.ports.errors import BindingLimitError
 from bindings.ports.vectorize import VECTORIZE_MAX_VECTORS
 from http_messages import ApiError
-from worker.app import Call, StrictModel
 from worker.oauth.protocol import finish_revocations
 from worker.oauth.protocol import sweep as oauth_sweep
+from worker.routing import Call, StrictModel
 
 log = logging.getLogger(__name__)
 
 
 REWRAP_BATCH = 500
 DATABASE_WARN_AT = 0.8  # the brief warns when a database or index is this full
-# Per daily run: ~2 D1 statements per 100 facts (≈ 400 for the total), a fair share per
-# tenant, and at most this much of the invocation's time.
-REINDEX_BUDGET = ReindexBudget(facts_per_tenant=5_000, facts_total=20_000, max_seconds=300.0)
 # Carried-over recall records written back per daily run (two D1 statements each).
 WRITE_BACK_PER_RUN = 200
-EXPORT_STEP_SECONDS = 20.0
 FEED_HISTORY_MS = 14 * 86_400_000
-
-
-def make_pruner(bindings: Bindings, share: tuple[int, float] | None = None) -> Pruner | None:
-    """The pruner over every tenant of `bindings`' database (or those a call names), None
-    without D1 and R2; `share` caps its budget at (operations, seconds)."""
-    if bindings.db is None or bindings.cold is None:
-        return None
-    settings = bindings.settings
-    operations, seconds = share or (
-        settings.lifecycle_max_operations,
-        settings.lifecycle_max_seconds,
-    )
-    return Pruner(
-        bindings.db,
-        bindings.cold,
-        bindings.clock,
-        default_retention_days=settings.episode_retention_days,
-        budget=PruneBudget(
-            max_operations=max(OPERATIONS_PER_BATCH + 2, operations),
-            max_seconds=seconds,
-            batch_rows=settings.prune_batch_rows,
-        ),
-        placement=placement_table(bindings),
-        feed=ChangeFeed.of(bindings),
-    )
 
 
 def shard_views(bindings: Bindings) -> list[Bindings]:
@@ -198,7 +164,7 @@ async def weekly_prune(bindings: Bindings, scheduled_time: float) -> dict[str, A
     tenants: list[dict[str, Any]] = []
     for view in views:
         share = shares.next()
-        pruner = make_pruner(view, share)
+        pruner = pruner_for(view, share)
         assert pruner is not None
         report = await pruner.run(weekly_prune_id(scheduled_ms), scheduled_ms)
         shares.refund(share[0], report.operations)
@@ -236,7 +202,6 @@ async def daily_brief(bindings: Bindings, scheduled_time: float) -> dict[str, An
     summary = merged([b.summary() for b in briefs])
     shares = _Shares(bindings, len(views))
     resumed: list[dict[str, Any]] = []
-    reindexed: list[dict[str, Any]] = []
     reconciled: list[dict[str, Any]] = []
     rewrapped: dict[str, int] = {}
     for view in views:
@@ -248,17 +213,13 @@ async def daily_brief(bindings: Bindings, scheduled_time: float) -> dict[str, An
             """Seconds of this shard's share of the lifecycle budget still unspent."""
             return max(0.0, seconds - (time.monotonic() - started))
 
-        pruner = make_pruner(view, (operations, seconds))
+        pruner = pruner_for(view, (operations, seconds))
         spent = 0
         if pruner is not None:
             reports = await resume_unfinished(pruner)  # they share one meter: the last counts all
             spent = max((r.operations for r in reports), default=0)
             resumed += [r.summary() for r in reports]
         shares.refund(operations, spent)
-        budget = REINDEX_BUDGET.model_copy(
-            update={"max_seconds": min(REINDEX_BUDGET.max_seconds, left())}
-        )
-        reindexed.append((await reindex_pending(view.db, budget)).model_dump())
         reconciled += await reconcile_all(view, max_seconds=left())
         rewrapped |= await rewrap_data_keys(view, max_seconds=left())
     return {
@@ -267,7 +228,6 @@ async def daily_brief(bindings: Bindings, scheduled_time: float) -> dict[str, An
         "databases": databases,
         "tenants": [t.model_dump() for b in briefs for t in b.tenants],
         "prune_resumed": resumed,
-        "reindexed": merged(reindexed),
         "recall_records_written_back": await write_back_recall_records(bindings),
         "reconciled": reconciled,
         "data_keys_rewrapped": rewrapped,
@@ -279,9 +239,6 @@ async def daily_brief(bindings: Bindings, scheduled_time: float) -> dict[str, An
     }
 
 
-MIGRATION_FOLDERS = {False: "migrations", True: "migrations-compact"}
-
-
 async def database_report(bindings: Bindings) -> list[dict[str, Any]]:
     """Each shard's D1 size against `D1_DATABASE_MAX_BYTES` (warning at 80 %) and its
     index's vector count against Vectorize's 10M; a shard that does not answer is reported
@@ -291,22 +248,18 @@ async def database_report(bindings: Bindings) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for shard in all_shards(bindings):
         size, vectors = usage[shard.name].bytes, usage[shard.name].vectors
-        compact = usage[shard.name].compact
         used = None if size is None else size / limit
         warnings = []
         if used is not None and used >= DATABASE_WARN_AT:
             warnings.append(
                 f"shard {shard.name}: D1 database at {used:.0%} of {limit} bytes; add a shard "
-                "(MEMORY_SHARDS, made from migrations-compact/) and move tenants to it"
+                "(MEMORY_SHARDS) and move tenants to it"
             )
         if vectors is not None and vectors >= DATABASE_WARN_AT * VECTORIZE_MAX_VECTORS:
             warnings.append(f"shard {shard.name}: {vectors} vectors of {VECTORIZE_MAX_VECTORS}")
         out.append(
             {
                 "shard": shard.name,
-                # The folder its database was made from (docs/placement.md "Bytes per
-                # memory"): a tenant moved to a compact one takes a fifth less room.
-                "migrations_dir": None if compact is None else MIGRATION_FOLDERS[compact],
                 "bytes": size,
                 "max_bytes": limit,
                 "used": None if used is None else round(used, 4),
@@ -365,7 +318,7 @@ async def advance_exports(bindings: Bindings) -> list[dict[str, Any]]:
     """One bounded step of the unfinished export advanced longest ago (docs/portability.md):
     an export nobody watches finishes by itself. A failure is logged and reported."""
     out = []
-    for tenant, job_id in await running_exports(primary_db(bindings) or _db(bindings)):
+    for tenant, job_id in await running_exports(control_db(bindings)):
         try:
             exporter = (await Memory.open(bindings, tenant)).exporter()
             job = await exporter.advance(job_id, max_seconds=EXPORT_STEP_SECONDS)
@@ -445,9 +398,6 @@ class BackfillBody(StrictModel):
     dry_run: bool = False
     cursor: str | None = Field(default=None, min_length=1, max_length=1024)
     max_keys: int = Field(default=250, ge=1, le=1000)
-    # The migration to one working memory per agent type (issue 25) instead of the copy of
-    # legacy keys to canonical ones; run it to completion once after upgrading.
-    agent_types: bool = False
 
 
 class LifecycleSettingsView(BaseModel):
@@ -479,52 +429,22 @@ class BackfillView(BaseModel):
     next_cursor: str | None
 
 
-async def _tenant(call: Call[Any, Any]) -> tuple[str, Bindings]:
-    """The path's tenant and the bindings of its shard (the directory, as `Memory.open`)."""
-    tenant = call.params["tenant"]
-    return tenant, await tenant_bindings(call.bindings, tenant)
-
-
-def _db(bindings: Bindings) -> D1Database:
-    if bindings.db is None:
-        raise ApiError(503, "lifecycle_unavailable", "the D1 binding is missing")
-    return bindings.db
+async def _memory(call: Call[Any, Any]) -> Memory:
+    return await Memory.open(call.bindings, call.params["tenant"])
 
 
 async def get_tenant_lifecycle(call: Call[None, None]) -> LifecycleView:
-    tenant, bindings = await _tenant(call)
-    db = _db(bindings)
-    days = bindings.settings.episode_retention_days
-    settings = await get_lifecycle(db, tenant, days)
-    now_ms = int(bindings.clock.now() * 1000)
-    brief = await build_brief(db, now_ms=now_ms, default_retention_days=days, tenants=[tenant])
-    return LifecycleView(settings=settings, brief=brief.tenants[0])
+    memory = await _memory(call)
+    return LifecycleView(settings=await memory.lifecycle(), brief=await memory.brief())
 
 
 async def put_tenant_lifecycle(call: Call[LifecycleUpdate, None]) -> LifecycleSettingsView:
-    tenant, bindings = await _tenant(call)
-    settings = await set_lifecycle(
-        _db(bindings),
-        tenant,
-        call.body,
-        default_days=bindings.settings.episode_retention_days,
-        now_ms=int(bindings.clock.now() * 1000),
-        updated_by=call.operator.principal,
-    )
+    settings = await (await _memory(call)).lifecycle(call.body, by=call.auth.principal)
     return LifecycleSettingsView(settings=settings)
 
 
 async def prune_tenant(call: Call[PruneBody, None]) -> PruneView:
-    tenant, bindings = await _tenant(call)
-    pruner = make_pruner(bindings)
-    if pruner is None:
-        raise ApiError(503, "lifecycle_unavailable", "the prune needs the DB and COLD bindings")
-    now_ms = int(bindings.clock.now() * 1000)
-    if call.body.dry_run:
-        report = await pruner.dry_run(now_ms, tenants=[tenant])
-    else:
-        job = f"manual-{new_ulid(now_ms / 1000)}"
-        report = await pruner.run(job, now_ms, tenants=[tenant])
+    report = await (await _memory(call)).prune(dry_run=call.body.dry_run)
     return PruneView(prune=report.summary(), tenants=report.tenants)
 
 
@@ -543,7 +463,7 @@ class SupersessionView(BaseModel):
 
 
 async def _reconciler(call: Call[Any, Any]) -> Reconciler:
-    reconciler = (await Memory.open(call.bindings, call.params["tenant"])).reconciler()
+    reconciler = (await _memory(call)).reconciler()
     if reconciler is None:
         needs = "the reconciler needs the DB and VECTORIZE bindings and an embedder"
         raise ApiError(503, "lifecycle_unavailable", needs)
@@ -559,14 +479,7 @@ async def _supersession(
     value = call.params[param]
     if not is_ulid(value):
         raise ApiError(422, "invalid_path", f"{param} must be a 26-character ULID")
-    change = await act((await _reconciler(call)), value, call.operator.principal)
-    if (feed := ChangeFeed.of(call.bindings)) is not None:  # undone: restored; replayed
-        loser, winner, by = change.fact_id, change.superseded_by, change.by
-        restored = {"id": loser, "key": winner}  # live again; had lost to `key`
-        replayed = {"id": winner, "key": winner, "supersedes": loser}
-        undo = param == "fact_id"
-        data = {"tier": "semantic", **(restored if undo else replayed), "by": by}
-        feed.publish(call.params["tenant"], [("restored" if undo else "superseded", data)])
+    change = await act((await _reconciler(call)), value, call.auth.principal)
     return SupersessionView(**asdict(change))
 
 
@@ -579,12 +492,7 @@ async def replay_supersession(call: Call[EmptyBody, None]) -> SupersessionView:
 
 
 async def erase_subject(call: Call[None, None]) -> EraseView:
-    tenant = call.params["tenant"]
-    try:
-        subject = validate_subject(call.params["subject"])
-    except ValueError as exc:
-        raise ApiError(422, "invalid_path", str(exc)) from None
-    report = await (await Memory.open(call.bindings, tenant)).eraser().erase(subject)
+    report = await (await _memory(call)).eraser().erase(call.params["subject"])
     if not report.complete:
         # Some tier failed; what was removed is in the details. Repeating the DELETE
         # finishes the job (every step is idempotent).
@@ -594,7 +502,7 @@ async def erase_subject(call: Call[None, None]) -> EraseView:
             "the erase did not finish in every tier; repeat the request",
             report.model_dump(),
         )
-    return EraseView(**report.model_dump(), erased_by=call.operator.principal)
+    return EraseView(**report.model_dump(), erased_by=call.auth.principal)
 
 
 async def backfill_tenant_namespace(call: Call[BackfillBody, None]) -> BackfillView:
@@ -602,14 +510,9 @@ async def backfill_tenant_namespace(call: Call[BackfillBody, None]) -> BackfillV
     tenant, body, bindings = call.params["tenant"], call.body, call.bindings
     if bindings.kv is None:
         raise ApiError(503, "kv_unavailable", "the KV binding is missing")
-    step = body.model_dump(exclude={"agent_types"})
-    try:
-        if body.agent_types:
-            report = await (await Memory.open(bindings, tenant)).adopt_untyped_working(**step)
-        else:
-            report = await backfill_namespace(bindings.kv, bindings.clock, tenant=tenant, **step)
-    except (BindingLimitError, InvalidBackfillCursor):
-        raise ApiError(422, "invalid_cursor", "cursor is not one this route returned") from None
+    report = await backfill_namespace(
+        bindings.kv, bindings.clock, tenant=tenant, **body.model_dump()
+    )
     return BackfillView(
         tenant=tenant, phase=NamespaceFlags.of(bindings.settings).phase, **asdict(report)
     )
@@ -633,7 +536,6 @@ class MoveList(BaseModel):
 
 class ShardView(BaseModel):
     shard: str
-    migrations_dir: str | None  # migrations or migrations-compact (None: did not answer)
     bytes: int | None
     max_bytes: int
     used: float | None

@@ -1,9 +1,8 @@
-"""The uniform memory API over the four tiers (ADR-29; docs/memory-api.md), behind memory tokens.
-
-`authorize` runs first: the token's agent (403 `agent_forbidden`), tiers (`tier_forbidden`) and
-scopes (`scope_forbidden`). A `next_cursor` is bound to its listing (422 `invalid_cursor`).
-Procedural is read-only (405), semantic deletes admin-only (405); a refused write writes nothing.
-The episode read goes hot -> warm -> cold, promoting a hit to hot (never a personal item).
+"""The uniform memory API over the four tiers (ADR-29; docs/memory-api.md), behind memory tokens:
+each handler checks the token (`authorize`: its agent, 403 `agent_forbidden`; tiers,
+`tier_forbidden`; scopes, `scope_forbidden`), makes one call into `Memory`, which decides what
+is allowed, and shapes the answer. A `next_cursor` is bound to its listing (422
+`invalid_cursor`).
 """
 
 from __future__ import annotations
@@ -12,43 +11,24 @@ import hashlib
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator
 
 from agent_memory.cursors import InvalidCursorError, decode_cursor_value, encode_cursor_value
-from agent_memory.governance.writes import WriteDenied
-from agent_memory.hot_warm_cold import open_episode_item
-from agent_memory.memory import Memory, MemoryItem, MemoryUnavailable, json_text
-from agent_memory.namespace import (
-    AGENT_TYPE_PATTERN,
-    SERVICE,
-    InvalidMemoryKey,
-    InvalidNamespaceKey,
-    ItemKey,
-    NamespaceKey,
-    is_instance,
-    validate_key,
-)
-from agent_memory.tiers.episodic import Episode, EpisodeLimitReached
-from agent_memory.tiers.working import (
-    WORKING_MEMORY_TTL_SECONDS,
-    ReadCounts,
-    WorkingMemoryBudgetExceeded,
-    WorkingMemoryWriteDenied,
-)
-from bindings.environment import Bindings
-from http_messages import MAX_EPOCH_SECONDS, ApiError
-from worker.app import Call, Metadata, StrictModel, Subject, has_control
+from agent_memory.memory import ArchivedEpisode, Memory, MemoryItem
+from agent_memory.namespace import AGENT_TYPE_PATTERN, SERVICE, NamespaceKey, is_instance
+from agent_memory.tiers.episodic import Episode
+from agent_memory.tiers.semantic.models import TimeWindow
+from http_messages import ApiError
 from worker.identity import MemoryTier, MemoryTokenClaims, Scope, confirmed_bindings
+from worker.routing import Call, Metadata, StrictModel, Subject, has_control
 
-PROMOTION_ROUTE = "POST /admin/tenants/{tenant}/agents/{agent_type}/packs"
-MAX_VALUE_CHARS = 32_768
 MIN_TTL_SECONDS = 60
 # A semantic fact's validity may run up to a century (working and episodic TTLs are
 # bounded tighter below); an expiry stays far inside what storage binds.
 MAX_TTL_SECONDS = 100 * 365 * 86_400
 
 
-class MemoryQuery(StrictModel):
+class MemoryQuery(StrictModel, TimeWindow):
     """Query of `GET /api/v1/memory/{agent_id}`."""
 
     tier: MemoryTier | None = None
@@ -57,19 +37,6 @@ class MemoryQuery(StrictModel):
     cursor: str | None = Field(default=None, min_length=1, max_length=512)
     # The procedural tier is read only when named: the token's own agent type (403 otherwise).
     agent_type: str | None = Field(default=None, pattern=AGENT_TYPE_PATTERN)
-    # A time filter on the semantic tier's search (epoch seconds on `valid_from`, the date a
-    # memory is about): [valid_from_after, valid_from_before).
-    valid_from_after: float | None = Field(
-        default=None, ge=0, le=MAX_EPOCH_SECONDS, allow_inf_nan=False
-    )
-    valid_from_before: float | None = Field(
-        default=None, gt=0, le=MAX_EPOCH_SECONDS, allow_inf_nan=False
-    )
-    # When the question is asked (epoch seconds; default now): the "now" of the dates the
-    # query names ("last May", "two weeks ago"), which rank memories of that period first.
-    reference_date: float | None = Field(
-        default=None, gt=0, le=MAX_EPOCH_SECONDS, allow_inf_nan=False
-    )
 
     @field_validator("query")
     @classmethod
@@ -77,13 +44,6 @@ class MemoryQuery(StrictModel):
         if value is not None and (not value.strip() or has_control(value)):
             raise ValueError("query must be non-blank text without control characters")
         return value
-
-    @model_validator(mode="after")
-    def _window(self) -> MemoryQuery:
-        after, before = self.valid_from_after, self.valid_from_before
-        if after is not None and before is not None and before <= after:
-            raise ValueError("valid_from_before must be after valid_from_after")
-        return self
 
 
 class MemoryDeleteQuery(StrictModel):
@@ -157,12 +117,6 @@ class TieredEpisode(BaseModel):
     episode: Episode
 
 
-class ArchivedEpisode(BaseModel):
-    item_key: str
-    archived_at: int
-    episode: Episode
-
-
 class ArchivePage(BaseModel):
     tenant: str
     agent_id: str
@@ -198,13 +152,6 @@ def authorize(
         raise ApiError(403, "tier_forbidden", f"this token may not use the {tier} tier")
 
 
-def _key(raw: str) -> str:
-    try:
-        return validate_key(raw)
-    except InvalidMemoryKey as exc:
-        raise ApiError(422, "invalid_key", str(exc)) from None
-
-
 def _listing_id(agent_id: str, q: MemoryQuery) -> str:
     """What a cursor is bound to: an offset is only good for the listing it came from."""
     fields = [agent_id, q.tier, q.query, q.agent_type, q.valid_from_after, q.valid_from_before]
@@ -225,25 +172,11 @@ def _offset(query: MemoryQuery, listing: str) -> int:
     return offset
 
 
-async def _embedding_budget(bindings: Bindings, tenant: str) -> None:
-    """Count one embedding call for `tenant`; 429 when over budget (before any work), with
-    `Retry-After` the limiter's period (it reports no reset time)."""
-    limiter = bindings.embed_rate_limiter
-    if limiter is not None and not await limiter.limit(f"embed:{tenant}"):
-        period = limiter.period_seconds
-        raise ApiError(
-            429,
-            "embedding_rate_limited",
-            f"tenant {tenant!r} used its embedding budget; retry in {period} s",
-            {"retry_after": period},
-            headers={"retry-after": str(period)},
-        )
-
-
 async def read_memory(call: Call[None, MemoryQuery]) -> MemoryPage:
     # Runs beside the token's deny-list lookup (`overlap_auth`): what it leaves for after
     # the response (events, recall statistics) waits for the token's confirmation.
-    claims, query = call.token, call.query
+    claims: MemoryTokenClaims = call.auth
+    query = call.query
     bindings = confirmed_bindings(call.bindings, claims)
     agent_id = call.params["agent_id"]
     authorize(claims, agent_id, query.tier, "read", query.agent_type)
@@ -257,8 +190,6 @@ async def read_memory(call: Call[None, MemoryQuery]) -> MemoryPage:
         searched: list[MemoryTier] = [query.tier]
     else:
         searched = [t for t in claims.tiers if t != "procedural" or query.agent_type is not None]
-    if query.query is not None and "semantic" in searched:
-        await _embedding_budget(bindings, claims.tenant)  # the query is embedded once
     memory = await Memory.open(bindings, claims.tenant)
     if query.query is None:
         assert query.tier is not None
@@ -292,97 +223,34 @@ async def read_memory(call: Call[None, MemoryQuery]) -> MemoryPage:
     )
 
 
-def _read_only(tier: str) -> ApiError:
-    return ApiError(
-        405,
-        "procedural_read_only",
-        f"the procedural tier is read-only here; promote a stable workflow with {PROMOTION_ROUTE}",
-        {"allowed": ["GET"], "promotion_route": PROMOTION_ROUTE, "tier": tier},
-        headers={"allow": "GET"},
-    )
-
-
-async def _ttl(body: MemoryWrite, memory: Memory) -> int | None:
-    if body.tier == "working":
-        ttl = body.ttl or WORKING_MEMORY_TTL_SECONDS
-        if ttl > WORKING_MEMORY_TTL_SECONDS:
-            raise ApiError(422, "invalid_ttl", "working memory lives at most 3600 seconds")
-        return ttl
-    if body.tier == "episodic":
-        # The tenant's retention (its override, else EPISODE_RETENTION_DAYS) bounds the TTL.
-        lifecycle = await memory.lifecycle()
-        retention = lifecycle.episode_retention_days * 86_400
-        ttl = body.ttl or retention
-        if ttl > retention:
-            raise ApiError(422, "invalid_ttl", f"episodes live at most {retention} seconds")
-        return ttl
-    return body.ttl
-
-
 async def write_memory(call: Call[MemoryWrite, None]) -> MemoryWritten:
     # Runs beside the token's deny-list lookup (`overlap_auth`): working and semantic
     # writes make their reads meanwhile and write once it is confirmed (`WriteGate.admitted`);
     # an episode is written only after it.
-    claims, body = call.token, call.body
-    bindings = confirmed_bindings(call.bindings, claims)
-    agent_id = call.params["agent_id"]
+    claims: MemoryTokenClaims = call.auth
+    body, agent_id = call.body, call.params["agent_id"]
     authorize(claims, agent_id, body.tier, "write")
-    if body.tier == "procedural":
-        raise _read_only(body.tier)
     if body.tier not in ("working", "semantic"):
         await claims.confirm()
+    bindings = confirmed_bindings(call.bindings, claims)
     memory = await Memory.open(bindings, claims.tenant, admitted=claims.confirm)
-    key, ttl = _key(body.key), await _ttl(body, memory)
-    if len(json_text(body.value)) > MAX_VALUE_CHARS:
-        raise ApiError(413, "value_too_large", f"value is over {MAX_VALUE_CHARS} characters")
-    if body.tier == "semantic":
-        await _embedding_budget(bindings, claims.tenant)
-    try:
-        item = await memory.put(
-            body.tier,
-            agent_id,
-            key,
-            body.value,
-            agent_type=claims.agent_type,
-            metadata=body.metadata,
-            ttl=ttl,
-        )
-    except WorkingMemoryBudgetExceeded as exc:
-        raise ApiError(
-            413,
-            "working_memory_budget_exceeded",
-            str(exc),
-            {"needed": exc.needed, "used": exc.used, "budget": exc.budget},
-        ) from None
-    except WorkingMemoryWriteDenied as exc:
-        raise ApiError(422, "memory_write_denied", str(exc.denied)) from None
-    except WriteDenied as exc:
-        raise ApiError(422, "memory_write_denied", str(exc)) from None
-    except EpisodeLimitReached as exc:
-        raise ApiError(409, "episode_limit_reached", str(exc)) from None
+    item = await memory.put(
+        body.tier,
+        agent_id,
+        body.key,
+        body.value,
+        agent_type=claims.agent_type,
+        metadata=body.metadata,
+        ttl=body.ttl,
+    )
     return MemoryWritten(tenant=claims.tenant, agent_id=agent_id, item=item)
 
 
 async def delete_memory(call: Call[None, MemoryDeleteQuery]) -> MemoryDeleted:
-    claims, query, bindings = call.token, call.query, call.bindings
-    agent_id = call.params["agent_id"]
+    claims: MemoryTokenClaims = call.auth
+    query, agent_id, key = call.query, call.params["agent_id"], call.params["key"]
     authorize(claims, agent_id, query.tier, "write")
-    if query.tier == "procedural":
-        raise _read_only(query.tier)
-    if query.tier == "semantic":
-        raise ApiError(
-            405,
-            "semantic_delete_admin_only",
-            "semantic facts are shared by the tenant; an operator deletes them with "
-            "DELETE /admin/tenants/{tenant}/facts/{fact_id}",
-            {
-                "allowed": ["GET", "POST"],
-                "admin_route": "DELETE /admin/tenants/{tenant}/facts/{fact_id}",
-            },
-            headers={"allow": "GET, POST"},
-        )
-    key = _key(call.params["key"])
-    memory = await Memory.open(bindings, claims.tenant)
+    memory = await Memory.open(call.bindings, claims.tenant)
     deleted = await memory.delete(query.tier, agent_id, key, agent_type=claims.agent_type)
     return MemoryDeleted(
         tenant=claims.tenant, agent_id=agent_id, tier=query.tier, key=key, deleted=deleted
@@ -390,21 +258,13 @@ async def delete_memory(call: Call[None, MemoryDeleteQuery]) -> MemoryDeleted:
 
 
 async def read_episode(call: Call[None, None]) -> TieredEpisode:
-    claims, bindings, agent_id = call.token, call.bindings, call.params["agent_id"]
+    claims: MemoryTokenClaims = call.auth
+    agent_id = call.params["agent_id"]
     authorize(claims, agent_id, "episodic", "read")
-    try:
-        item = ItemKey.build(claims.tenant, agent_id, "episode", call.params["episode_id"])
-    except InvalidNamespaceKey as exc:
-        raise ApiError(422, exc.code, str(exc)) from None
-    memory = await Memory.open(bindings, claims.tenant, read_counts=ReadCounts())
-    if bindings.db is None:
-        raise MemoryUnavailable("episodic_unavailable", "the D1 binding is missing")
-    found = await memory.placement_client().get(item.key)
-    await memory.flush_read_counts()
-    episode = None if found is None else await open_episode_item(found.value, memory.personal)
-    # Episodes are named by instance; another type's instance of the same id is not this agent.
-    if found is None or episode is None or episode.agent_type != claims.agent_type:
-        raise ApiError(404, "episode_not_found", "no episode with this id for this agent")
+    memory = await Memory.open(call.bindings, claims.tenant)
+    item, found, episode = await memory.episode(
+        claims.agent_type, agent_id, call.params["episode_id"]
+    )
     return TieredEpisode(
         tenant=claims.tenant,
         agent_id=agent_id,
@@ -417,57 +277,26 @@ async def read_episode(call: Call[None, None]) -> TieredEpisode:
 
 
 async def list_archive(call: Call[None, ArchiveQuery]) -> ArchivePage:
-    claims, query, agent_id = call.token, call.query, call.params["agent_id"]
+    claims: MemoryTokenClaims = call.auth
+    query, agent_id = call.query, call.params["agent_id"]
     authorize(claims, agent_id, "episodic", "read")
     ns = NamespaceKey(SERVICE, claims.tenant, agent_id)
-    page = await _archived(
-        call.bindings, claims.tenant, query, ns, query.subject, agent_type=claims.agent_type
+    memory = await Memory.open(call.bindings, claims.tenant)
+    items, cursor = await memory.archived(
+        ns, query.subject, limit=query.limit, cursor=query.cursor, agent_type=claims.agent_type
     )
     return ArchivePage(
         tenant=claims.tenant,
         agent_id=agent_id,
         namespace_key=ns.key,
         subject=query.subject,
-        **page,
+        items=items,
+        next_cursor=cursor,
     )
 
 
-async def _archived(
-    bindings: Bindings,
-    tenant: str,
-    q: ArchivePageQuery,
-    ns: NamespaceKey | None,
-    subject: str | None,
-    *,
-    agent_type: str | None = None,
-) -> dict[str, Any]:
-    """One page of the cold index (`items`, `next_cursor`), each episode read from its object
-    (only `agent_type`'s when given: the index names instances, not types, so such a page
-    may hold fewer than `limit` items while `next_cursor` goes on)."""
-    memory = await Memory.open(bindings, tenant)
-    cold = memory.cold_archive()
-    try:
-        page = await cold.history(
-            tenant, namespace=ns, subject=subject, limit=q.limit, cursor=q.cursor
-        )
-    except InvalidCursorError:
-        raise ApiError(422, "invalid_cursor", "cursor is not one this API issued") from None
-    items = []
-    for entry in page.items:
-        text = await cold.download_text(entry.item_key)
-        if text is not None:  # erased between the index read and the object read
-            episode = await open_episode_item(text, memory.personal)
-            if agent_type is not None and episode.agent_type != agent_type:
-                continue
-            items.append(
-                ArchivedEpisode(
-                    item_key=entry.item_key, archived_at=entry.archived_at, episode=episode
-                )
-            )
-    return {"items": items, "next_cursor": page.next_cursor}
-
-
 async def subject_archive(call: Call[None, ArchivePageQuery]) -> SubjectArchivePage:
-    tenant, subject = call.params["tenant"], call.params["subject"]
-    page = await _archived(call.bindings, tenant, call.query, None, subject)
-    return SubjectArchivePage(tenant=tenant, subject=subject, **page)
+    tenant, subject, query = call.params["tenant"], call.params["subject"], call.query
+    memory = await Memory.open(call.bindings, tenant)
+    items, cursor = await memory.archived(None, subject, limit=query.limit, cursor=query.cursor)
+    return SubjectArchivePage(tenant=tenant, subject=subject, items=items, next_cursor=cursor)

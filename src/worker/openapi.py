@@ -5,14 +5,13 @@ schema. tests/hardening/test_openapi.py fuzzes the local server against it.
 
 from __future__ import annotations
 
-import functools
 import re
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from http_messages import HttpResponse, json_response
-from worker.app import MAX_PARAM_CHARS, PATH_PARAMS, ROUTES, Call, Route
+from worker.routing import MAX_PARAM_CHARS, PATH_PARAMS, Route
 
 Mode = Literal["validation", "serialization"]
 API_VERSION = "0.1.0"
@@ -138,11 +137,12 @@ def _scheduled(path: str) -> dict[str, Any]:
     }
 
 
-def build_document(*, local: bool = False) -> dict[str, Any]:
-    """The OpenAPI 3.1 document; `local=True` adds the dev server's scheduled endpoints."""
+def build_document(routes: Sequence[Route], *, local: bool = False) -> dict[str, Any]:
+    """The OpenAPI 3.1 document of `routes`; `local=True` adds the dev server's scheduled
+    endpoints."""
     schemas = _Schemas()
     paths: dict[str, dict[str, Any]] = {}
-    for route in ROUTES:
+    for route in routes:
         paths.setdefault(route.path, {})[route.method.lower()] = _operation(route, schemas)
     if local:
         for path in SCHEDULED_PATHS:
@@ -159,16 +159,18 @@ def build_document(*, local: bool = False) -> dict[str, Any]:
         "paths": paths,
         "components": {
             "schemas": schemas.components,
-            "securitySchemes": {r.auth.scheme: r.auth.spec for r in ROUTES if r.auth.scheme},
+            "securitySchemes": {r.auth.scheme: r.auth.spec for r in routes if r.auth.scheme},
         },
     }
 
 
-@functools.cache
-def document(*, local: bool = False) -> dict[str, Any]:
-    """`build_document`, built once per isolate (the models do not change at runtime)."""
-    return build_document(local=local)
+_BUILT: dict[bool, tuple[Sequence[Route], dict[str, Any]]] = {}
 
 
-async def openapi_route(call: Call[None, None]) -> HttpResponse:
-    return json_response(document())
+def document(routes: Sequence[Route], *, local: bool = False) -> dict[str, Any]:
+    """`build_document`, built once per isolate and route table (the models do not change
+    at runtime)."""
+    built = _BUILT.get(local)
+    if built is None or built[0] is not routes:
+        built = _BUILT[local] = (routes, build_document(routes, local=local))
+    return built[1]

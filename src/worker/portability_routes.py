@@ -7,7 +7,6 @@ and posted to through the outbound guard. The CLI calls the same functions.
 from __future__ import annotations
 
 import base64
-import os
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -15,16 +14,15 @@ from pydantic import BaseModel, Field
 
 from agent_memory.directory import control_db
 from agent_memory.governance.feed import (
-    TEST_TYPE,
+    SECRET_PREFIX,
     FeedConsumer,
     FeedEndpoints,
     OpenSecret,
     Post,
-    change,
+    Webhooks,
 )
-from agent_memory.ids import is_ulid, new_ulid
-from agent_memory.lifecycle.erase import validate_subject
 from agent_memory.lifecycle.portability import (
+    Exporter,
     ImportFormat,
     ImportReport,
     Personal,
@@ -35,14 +33,10 @@ from agent_memory.memory import Memory
 from bindings.environment import Bindings
 from bindings.ports.queue import QueueMessage
 from bindings.ports.sql import Row
-from gateway.credentials import SealedSecret, credential_sealer
+from gateway.credentials import CredentialSealer, SealedSecret, credential_sealer
 from gateway.outbound import OutboundPolicy
 from http_messages import ApiError, Headers, HttpResponse
-from worker.app import Call, StrictModel, parse_model
-from worker.lifecycle_jobs import EXPORT_STEP_SECONDS
-
-SECRET_PREFIX = "whsec_"
-
+from worker.routing import Call, StrictModel, parse_model
 
 # -- exports and imports --------------------------------------------------------------------
 
@@ -64,27 +58,24 @@ class ImportQuery(StrictModel):
     dry_run: bool = False
 
 
+async def _memory(call: Call[Any, Any]) -> Memory:
+    return await Memory.open(call.bindings, call.params["tenant"])
+
+
+async def _exporter(call: Call[Any, Any]) -> Exporter:
+    return (await _memory(call)).exporter()
+
+
 async def start_export(call: Call[ExportBody, None]) -> PortabilityJob:
-    """Start an export; its parts are written after the response, then by the minute cron."""
-    exporter = (await Memory.open(call.bindings, call.params["tenant"])).exporter()
-    job = await exporter.start(call.operator.principal, call.body.personal)
-    call.bindings.background.wait_until(
-        exporter.advance(job.job_id, max_seconds=EXPORT_STEP_SECONDS)
-    )
-    return job
+    return await (await _memory(call)).export(call.auth.principal, call.body.personal)
 
 
 async def list_exports(call: Call[None, None]) -> ExportList:
-    exporter = (await Memory.open(call.bindings, call.params["tenant"])).exporter()
-    return ExportList(exports=await exporter.jobs.listed())
+    return ExportList(exports=await (await _exporter(call)).jobs.listed())
 
 
 async def get_export(call: Call[None, None]) -> PortabilityJob:
-    exporter = (await Memory.open(call.bindings, call.params["tenant"])).exporter()
-    job = await exporter.jobs.get(call.params["job_id"])
-    if job is None or job.kind != "export":
-        raise ApiError(404, "export_not_found", "no such export of this tenant")
-    return job
+    return await (await _exporter(call)).job(call.params["job_id"])
 
 
 async def export_part(call: Call[None, None]) -> HttpResponse:
@@ -92,8 +83,7 @@ async def export_part(call: Call[None, None]) -> HttpResponse:
     part = call.params["part"]
     if not part.isdigit() or len(part) > 5:
         raise ApiError(404, "part_not_found", "parts are numbered 0 to 99999")
-    exporter = (await Memory.open(call.bindings, call.params["tenant"])).exporter()
-    data = await exporter.part(call.params["job_id"], int(part))
+    data = await (await _exporter(call)).part(call.params["job_id"], int(part))
     return HttpResponse(200, data, Headers({"content-type": "application/gzip"}))
 
 
@@ -101,13 +91,8 @@ async def export_subject(call: Call[None, None]) -> HttpResponse:
     """Everything about one subject (the erase's counterpart), as JSON Lines; `?personal=opened`
     opens its sealed personal fields (an event)."""
     query = parse_model(call.request.query, SubjectExportQuery)
-    try:
-        subject = validate_subject(call.params["subject"])
-    except ValueError as exc:
-        raise ApiError(422, "invalid_path", str(exc)) from None
-    memory = await Memory.open(call.bindings, call.params["tenant"])
-    found = await memory.exporter().subject(
-        memory.eraser(), subject, by=call.operator.principal, personal=query.personal
+    found = await (await _exporter(call)).subject(
+        call.params["subject"], by=call.auth.principal, personal=query.personal
     )
     return HttpResponse(200, encode(found), Headers({"content-type": "application/x-ndjson"}))
 
@@ -115,12 +100,10 @@ async def export_subject(call: Call[None, None]) -> HttpResponse:
 async def import_records(call: Call[None, ImportQuery]) -> ImportReport:
     """Import the body (JSON Lines of the format named); `dry_run` reports and writes nothing."""
     lines = call.request.body.splitlines()
-    importer = (await Memory.open(call.bindings, call.params["tenant"])).importer()
-    return await importer.run(
-        lambda: lines,
-        call.query.format,
-        dry_run=call.query.dry_run,
-        by=call.operator.principal,
+    return (
+        await (await _memory(call))
+        .importer()
+        .run(lambda: lines, call.query.format, dry_run=call.query.dry_run, by=call.auth.principal)
     )
 
 
@@ -175,7 +158,7 @@ class TestDelivery(BaseModel):
     error: str
 
 
-def _sealer(bindings: Bindings) -> Any:
+def _sealer(bindings: Bindings) -> CredentialSealer:
     sealer = credential_sealer(bindings.cipher, bindings.settings.pii_keks)
     if sealer is None:
         raise ApiError(
@@ -186,13 +169,6 @@ def _sealer(bindings: Bindings) -> Any:
 
 def _aad(tenant: str, endpoint_id: str) -> str:
     return f"feed-endpoint:{tenant}:{endpoint_id}"
-
-
-async def _new_secret(bindings: Bindings, tenant: str, endpoint_id: str) -> tuple[str, str]:
-    """A new endpoint secret and its sealed form."""
-    secret = SECRET_PREFIX + base64.b64encode(os.urandom(32)).decode("ascii")
-    sealed = await _sealer(bindings).seal(_aad(tenant, endpoint_id), secret)
-    return secret, sealed.model_dump_json()
 
 
 def secret_opener(bindings: Bindings) -> OpenSecret:
@@ -237,20 +213,28 @@ async def consume(
     return await consumer(bindings).consume(queue, messages)
 
 
-def _endpoints(call: Call[Any, Any]) -> FeedEndpoints:
-    return FeedEndpoints(control_db(call.bindings), call.params["tenant"])
+def _webhooks(call: Call[Any, Any]) -> Webhooks:
+    """The tenant's endpoints: secrets sealed with the credentials' sealer, URLs checked by the
+    outbound guard."""
+    tenant, bindings = call.params["tenant"], call.bindings
+
+    async def seal(endpoint_id: str, secret: str) -> str:
+        sealed = await _sealer(bindings).seal(_aad(tenant, endpoint_id), secret)
+        return sealed.model_dump_json()
+
+    async def check_url(url: str) -> None:
+        await OutboundPolicy.from_settings(bindings.settings).check(url, bindings.resolve_host)
+
+    store = FeedEndpoints(control_db(bindings), tenant)
+    return Webhooks(store, consumer(bindings), seal, check_url)
 
 
-async def _endpoint(call: Call[Any, Any]) -> Row:
-    endpoint_id = call.params["endpoint_id"]
-    found = await _endpoints(call).get(endpoint_id) if is_ulid(endpoint_id) else None
-    if found is None:
-        raise ApiError(404, "endpoint_not_found", "no such webhook endpoint of this tenant")
-    return found
+def _saved(row: Row | None, secret: str | None) -> EndpointSaved:
+    return EndpointSaved(endpoint=EndpointView.model_validate(row), secret=secret)
 
 
 async def list_webhooks(call: Call[None, None]) -> WebhooksView:
-    store = _endpoints(call)
+    store = _webhooks(call).store
     return WebhooksView(
         endpoints=[EndpointView.model_validate(e) for e in await store.listed()],
         deliveries=[DeliveryView.model_validate(d) for d in await store.deliveries(50)],
@@ -258,37 +242,17 @@ async def list_webhooks(call: Call[None, None]) -> WebhooksView:
 
 
 async def add_webhook(call: Call[EndpointBody, None]) -> EndpointSaved:
-    """Register an endpoint (its host must pass the outbound guard now as at each delivery)."""
-    tenant, bindings = call.params["tenant"], call.bindings
-    await OutboundPolicy.from_settings(bindings.settings).check(
-        call.body.url, bindings.resolve_host
-    )
-    now = bindings.clock.now()
-    endpoint_id = new_ulid(now)
-    secret, sealed = await _new_secret(bindings, tenant, endpoint_id)
-    row = await _endpoints(call).add(
-        endpoint_id, call.body.url, sealed, call.body.description, int(now * 1000)
-    )
-    return EndpointSaved(endpoint=EndpointView.model_validate(row), secret=secret)
+    return _saved(*await _webhooks(call).add(call.body.url, call.body.description))
 
 
 async def change_webhook(call: Call[EndpointChange, None]) -> EndpointSaved:
-    """Pause or resume an endpoint, or rotate its secret (the new one is shown once)."""
-    endpoint, body = await _endpoint(call), call.body
-    changes: dict[str, str] = {} if body.status is None else {"status": body.status}
-    secret = None
-    if body.rotate_secret:
-        tenant, endpoint_id = call.params["tenant"], str(endpoint["endpoint_id"])
-        secret, changes["secret"] = await _new_secret(call.bindings, tenant, endpoint_id)
-    now_ms = int(call.bindings.clock.now() * 1000)
-    row = await _endpoints(call).update(str(endpoint["endpoint_id"]), now_ms, **changes)
-    return EndpointSaved(endpoint=EndpointView.model_validate(row), secret=secret)
+    body = call.body
+    return _saved(
+        *await _webhooks(call).change(call.params["endpoint_id"], body.status, body.rotate_secret)
+    )
 
 
 async def test_webhook(call: Call[None, None]) -> TestDelivery:
-    """Deliver a signed `memory.test` change now and say how the endpoint answered."""
-    endpoint = await _endpoint(call)
-    message = change(TEST_TYPE, call.bindings.clock.now(), {"endpoint_id": endpoint["endpoint_id"]})
-    code, error = await consumer(call.bindings).attempt(endpoint, message)
+    code, error = await _webhooks(call).test(call.params["endpoint_id"])
     delivered = code is not None and 200 <= code < 300
     return TestDelivery(delivered=delivered, http_status=code, error=error)

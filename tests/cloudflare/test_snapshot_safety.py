@@ -54,7 +54,7 @@ with FakeJsRuntime():
     # routes, the Durable Object's core, the cron jobs and the memory tools. They import
     # inside a request, but their module level must be as clean as the snapshot's.
     from worker.app import ROUTES
-    from worker.app import LazyHandler
+    from worker.routing import LazyHandler
 
     for route in ROUTES:
         if isinstance(route.handler, LazyHandler):

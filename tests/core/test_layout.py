@@ -7,6 +7,9 @@ private.
   `agent_memory/__init__.py`).
 * A module whose name starts with `_` is private to the package that holds it: only modules
   inside that package may import it.
+* No import circles anywhere in `src/`, counting function-level imports, imports under
+  `if TYPE_CHECKING:` and lazy route handlers (`tests.import_graph.cycles`): a module that
+  needs a name of one that needs it means one of them holds what belongs lower down.
 Size is a prompt to look, not a rule to split by: `benchmarks/request_paths.py` lists the
 modules over 400 lines for a reviewer, and a cohesive module may be as large as its concern.
 Each rule is also run on a planted violation, so a rule that cannot fail would show.
@@ -16,7 +19,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.import_graph import imports_of, module_files
+from tests.import_graph import cycles, imports_of, module_files
 
 ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src"
@@ -119,6 +122,10 @@ def test_no_module_imports_another_packages_private_module() -> None:
     assert private_violations(SRC) == []
 
 
+def test_no_import_circles() -> None:
+    assert cycles(SRC) == []
+
+
 def test_local_runtime_and_tests_respect_private_modules_too() -> None:
     files = {
         f"{top}.{name}": path
@@ -201,4 +208,25 @@ def test_a_lazy_route_handler_pointing_up_is_reported(tmp_path: Path) -> None:
     assert layer_violations(tmp_path, LAYERS) == [
         "gateway.routes -> worker",
         "gateway.routes -> worker.memory_routes",
+    ]
+
+
+def test_an_import_circle_is_reported_however_it_hides(tmp_path: Path) -> None:
+    # A circle closed by a function-level import, one by a `TYPE_CHECKING` import and one
+    # by a lazy route handler; a module importing its own parent package is no circle.
+    _write(tmp_path, "worker.app", "ROUTE = lazy('worker.memory_routes:read_memory')\n")
+    _write(tmp_path, "worker.memory_routes", "from worker.app import ROUTE\n")
+    _write(tmp_path, "agent_runtime_do.core", "from agent_runtime_do import storage\n")
+    _write(
+        tmp_path,
+        "agent_runtime_do.storage",
+        "if TYPE_CHECKING:\n    from agent_runtime_do.core import Core\n",
+    )
+    _write(tmp_path, "gateway.mcp", "def f():\n    import gateway.routes\n")
+    _write(tmp_path, "gateway.routes", "import gateway.mcp\n")
+    _write(tmp_path, "bindings.ports.kv", "import bindings.ports\n")
+    assert cycles(tmp_path) == [
+        ["agent_runtime_do.core", "agent_runtime_do.storage"],
+        ["gateway.mcp", "gateway.routes"],
+        ["worker.app", "worker.memory_routes"],
     ]

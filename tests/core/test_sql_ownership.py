@@ -39,11 +39,9 @@ OWNERS: dict[str, str] = {
     "semantic_term_stats": SEMANTIC,
     "semantic_index_stats": SEMANTIC,
     "keyword_tenants": SEMANTIC,
-    # migrations-compact/ only: written by its triggers, read through `semantic_terms`
+    # written by the keyword index's triggers, read through the `semantic_terms` view
     "keyword_postings": SEMANTIC,
     "keyword_lengths": SEMANTIC,
-    # how many characters of a fact's content hash the database keeps (0023)
-    "storage_format": SEMANTIC,
     "reconcile_state": SEMANTIC,
     "facts_kept_apart": SEMANTIC,
     # D1: working tier's namespace reads, procedural packs
@@ -82,7 +80,7 @@ OWNERS: dict[str, str] = {
     "tenant_moves": "agent_memory.lifecycle.move",
     "tenant_move_tracking": "agent_memory.lifecycle.move",
     "tenant_move_changes": "agent_memory.lifecycle.move",
-    # D1 (primary): exports and imports, the change feed (migration 0025)
+    # D1 (primary): exports and imports, the change feed (migration 0002)
     "portability_jobs": "agent_memory.lifecycle.portability",
     "feed_endpoints": "agent_memory.governance.feed",
     "feed_deliveries": "agent_memory.governance.feed",
@@ -94,9 +92,6 @@ CROSSINGS: dict[tuple[str, str], str] = {
     ("authorization.oauth_store", "operator_grants"): (
         "an operator grant's revocation ends the OAuth consents no remaining grant covers, in "
         "the same batch (`operators revoke --wrangler` prints it as SQL)"
-    ),
-    ("agent_memory.directory", "storage_format"): (
-        "a move translates a fact's content hash to the width of the database it copies to"
     ),
     ("agent_memory.ids", "tenant_fences"): (
         "every job's tenant listing leaves out tenants fenced by a move, in the same statement"
@@ -223,8 +218,8 @@ def test_every_declared_crossing_is_still_used() -> None:
 
 def test_every_table_has_an_owner() -> None:
     created: set[str] = set()
-    create = re.compile(r"CREATE TABLE (?:IF NOT EXISTS )?([a-z_][a-z0-9_]*)")
-    for sql in [*(ROOT / "migrations").glob("*.sql"), *(ROOT / "migrations-compact").glob("*.sql")]:
+    create = re.compile(r"CREATE (?:TABLE|VIEW) (?:IF NOT EXISTS )?([a-z_][a-z0-9_]*)")
+    for sql in (ROOT / "migrations").glob("*.sql"):
         created.update(create.findall(sql.read_text()))
     for _module, source in _modules():
         for text in _literals(ast.parse(source)):

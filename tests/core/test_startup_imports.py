@@ -15,7 +15,8 @@ import inspect
 from pathlib import Path
 
 from tests.import_graph import import_time_closure
-from worker.app import ROUTES, LazyHandler
+from worker.app import ROUTES
+from worker.routing import LazyHandler
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 

@@ -21,7 +21,8 @@ from gateway.mcp import MemoryToolDispatcher
 from http_messages import Headers, HttpRequest, HttpResponse
 from local_runtime.adapters.kv import SqliteKV
 from local_runtime.background import LocalBackgroundTasks
-from worker.app import Router, routes
+from worker.app import routes
+from worker.routing import Router
 
 UPSTREAM = "https://upstream.test"
 TENANT = "acme"

@@ -108,7 +108,7 @@ def test_checker_sees_a_lazy_route_handler_named_by_string(tmp_path: Path) -> No
     (tmp_path / "gateway").mkdir()
     (tmp_path / "gateway" / "__init__.py").write_text("")
     (tmp_path / "gateway" / "mcp.py").write_text(
-        "from worker.app import LazyHandler\n"
+        "from worker.routing import LazyHandler\n"
         "HANDLER = LazyHandler('agent_memory.semantic:recall')\n"
     )
     (tmp_path / "agent_memory").mkdir()

@@ -42,16 +42,17 @@ from local_runtime.runtime import LocalRuntime
 from local_runtime.server import running_server
 from tests.fakes.embedder import HashingEmbedder
 from tests.hardening.test_audit_new_routes import oauth_token
-from worker.app import ROUTES, LazyHandler, Route
+from worker.app import ROUTES
 from worker.identity import ACCESS_HEADER, MintRequest, mint_memory_token
 from worker.openapi import build_document
+from worker.routing import LazyHandler, Route
 
 # One worker runs the whole module (--dist loadgroup), so its module-scoped
 # live server starts once, not once per worker.
 pytestmark = pytest.mark.xdist_group("openapi-live")
 
 MAX_EXAMPLES = int(os.environ.get("SCHEMATHESIS_MAX_EXAMPLES", "6"))
-SCHEMA = schemathesis.openapi.from_dict(build_document(local=True))
+SCHEMA = schemathesis.openapi.from_dict(build_document(ROUTES, local=True))
 CHECKS = [
     not_a_server_error,
     status_code_conformance,
@@ -131,7 +132,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
 
 def test_every_route_is_documented() -> None:
     routed = {(route.method.lower(), route.path) for route in ROUTES}
-    paths = build_document()["paths"]
+    paths = build_document(ROUTES)["paths"]
     documented = {(method, path) for path, item in paths.items() for method in item}
     assert routed == documented
 

@@ -16,8 +16,9 @@ from http_messages import ApiError
 from local_runtime.access_dev import mint_token
 from local_runtime.adapters.kv import SqliteKV
 from local_runtime.runtime import LocalRuntime
-from worker.app import ROUTES, Router
+from worker.app import ROUTES
 from worker.identity import ACCESS_HEADER
+from worker.routing import Router
 
 
 def auth(rt: LocalRuntime) -> dict[str, str]:

@@ -19,7 +19,8 @@ from bindings.ports.clock import FixedClock
 from bindings.settings import Settings
 from http_messages import ApiError, HttpRequest
 from local_runtime.background import LocalBackgroundTasks
-from worker.app import ROUTES, handle, parse_body
+from worker.app import ROUTES, handle
+from worker.routing import parse_body
 
 METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 PATHS = sorted({route.path for route in ROUTES})

@@ -199,7 +199,7 @@ async def test_lowering_and_resetting_a_tenants_settings(rt: LocalRuntime) -> No
 
 
 def test_the_migration_and_the_code_agree_on_the_default_limit() -> None:
-    sql = (MIGRATIONS_DIR / "0004_lifecycle.sql").read_text()
+    sql = (MIGRATIONS_DIR / "0001_baseline.sql").read_text()
     assert f"{DEFAULT_EPISODE_LIMIT})" in sql.replace("\n", "").replace(" ", "")
 
 

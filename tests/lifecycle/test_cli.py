@@ -19,7 +19,6 @@ from local_runtime.commands import lifecycle
 from local_runtime.runtime import LocalRuntime
 from tests.fakes.embedder import HashingEmbedder
 from tests.lifecycle.conftest import DAY_MS, NOW, NOW_MS, seed_episodes
-from tests.semantic.conftest import insert_unindexed
 
 
 @pytest.fixture
@@ -121,27 +120,19 @@ def test_brief_retention_reconcile_and_erase(
     assert code == 2 and "3-256 characters" in err
 
 
-def test_reindex_fills_the_keyword_index_of_old_facts_within_its_budget(
+def test_reindex_maps_every_tenants_indexed_terms_through_the_vocabulary(
     state: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     async def seed() -> None:
         runtime = LocalRuntime.open(state, embedder=HashingEmbedder(), clock=FixedClock(NOW))
-        await insert_unindexed(runtime.db, "acme", [f"lantern note {n}" for n in range(3)])
+        memory = SemanticMemory.from_bindings(runtime.bindings(), "acme")
+        await memory.learn({"content": "lantern note", "subject": "notes", "source": "test"})
+        await runtime.background.drain()
         await runtime.close()
 
     asyncio.run(seed())
-    _, data, _ = run(capsys, "brief", "--json", "--tenant", "acme", "--state", str(state))
-    assert data["tenants"][0]["facts_unindexed"] == 3
-    code, data, err = run(capsys, "reindex", "--max-facts", "2", "--state", str(state))
-    assert code == 0 and data["reindexed"] == 2 and data["stopped_by"] == "total_budget"
-    assert "acme: indexed 2, 1 still unindexed" in err
-    code, data, err = run(capsys, "reindex", "--state", str(state))
-    assert code == 0 and data["reindexed"] == 1 and "acme: indexed 1, 0 still unindexed" in err
-    _, table, _ = run(capsys, "brief", "--state", str(state))
-    assert "unindexed" in table.splitlines()[0]
-    # The vocabulary path maps every tenant's indexed terms; nothing to map here.
-    code, data, _ = run(capsys, "reindex", "--vocabulary", "--state", str(state))
-    assert code == 0 and data == {"renormalised": {"acme": 0}}
+    code, data, _ = run(capsys, "reindex", "--state", str(state))
+    assert code == 0 and data == {"renormalised": {"acme": 0}}  # written in today's terms
 
 
 def test_an_operator_moves_a_tenant_from_the_command_line(

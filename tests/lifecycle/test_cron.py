@@ -9,7 +9,6 @@ from pathlib import Path
 
 import httpx
 
-from agent_memory.lifecycle.brief import build_brief
 from agent_memory.lifecycle.prune import decode_archive
 from bindings.ports.clock import FixedClock
 from local_runtime.access_dev import mint_token
@@ -17,7 +16,6 @@ from local_runtime.runtime import LocalRuntime
 from local_runtime.server import running_server
 from tests.fakes.embedder import HashingEmbedder
 from tests.lifecycle.conftest import DAY_MS, NOW, NOW_MS, count, seed_episodes
-from tests.semantic.conftest import insert_unindexed
 from worker.cron import DAILY_BRIEF, WEEKLY_PRUNE, run_scheduled
 from worker.identity import ACCESS_HEADER
 
@@ -131,25 +129,3 @@ async def test_crons_report_missing_bindings_instead_of_failing(rt: LocalRuntime
     bindings = dataclasses.replace(rt.bindings(), cold=None)
     result = await run_scheduled(WEEKLY_PRUNE, NOW, bindings)
     assert result["result"] == {"ran": False, "missing_bindings": ["COLD"]}
-
-
-async def test_daily_cron_over_http_reindexes_old_facts_and_the_brief_counts_the_rest(
-    rt: LocalRuntime,
-) -> None:
-    await insert_unindexed(rt.db, "acme", [f"lantern note {n}" for n in range(3)])
-    await insert_unindexed(rt.db, "globex", ["globex lantern memo"])
-    brief = await build_brief(rt.db, now_ms=NOW_MS, default_retention_days=90)
-    assert {t.tenant_id: t.facts_unindexed for t in brief.tenants} == {"acme": 3, "globex": 1}
-    assert any("acme: 3 fact(s) are not in the keyword index" in w for w in brief.warnings)
-
-    response = await scheduled_over_http(rt, DAILY_BRIEF)
-    assert response.status_code == 200
-    reindexed = response.json()["result"]["reindexed"]
-    assert reindexed["reindexed"] == 4 and reindexed["stopped_by"] is None
-    assert {t["tenant_id"]: (t["reindexed"], t["remaining"]) for t in reindexed["tenants"]} == {
-        "acme": (3, 0),
-        "globex": (1, 0),
-    }
-    after = await build_brief(rt.db, now_ms=NOW_MS, default_retention_days=90)
-    assert [t.facts_unindexed for t in after.tenants] == [0, 0]
-    assert not any("keyword index" in w for w in after.warnings)

@@ -1,16 +1,13 @@
 """Tier 3, semantic facts, with its D1 side on workerd.
 
 `SemanticMemory` keeps facts in D1 (the source of truth, with a per-tenant keyword index kept
-in step by triggers, migration 0009, and a `memory_events` audit row per recall) and one
-vector per fact in Vectorize. Here every D1 statement — the hash lookups, the inserts, the
-activation, the keyword channel, the exact-match channel, the recall-stat batch, deletes,
-the index triggers on insert, update and delete, and the reindex job's UPDATE —
-runs on workerd's SQLite with the project's migrations, and so do the maintenance paths
-(facts left `pending_vector` and completed later, ranking, reconciliation of stray vectors).
-Every test runs twice: on a database made from migrations/ and on one made from
-migrations-compact/ (the shorter hash, the postings read through a view; docs/placement.md
-"Bytes per memory"). Vectorize has no local simulator in workerd, so vectors live in the
-local index (`LocalVectorIndex`), as in `mf_bindings`.
+in step by triggers, and a `memory_events` audit row per recall) and one vector per fact in
+Vectorize. Here every D1 statement — the hash lookups, the inserts, the activation, the
+keyword channel, the exact-match channel, the recall-stat batch, deletes, the index triggers
+on insert, update and delete — runs on workerd's SQLite with the project's migrations, and
+so do the maintenance paths (facts left `pending_vector` and completed later, ranking,
+reconciliation of stray vectors). Vectorize has no local simulator in workerd, so vectors
+live in the local index (`LocalVectorIndex`), as in `mf_bindings`.
 """
 
 from __future__ import annotations
@@ -23,22 +20,10 @@ import pytest
 from agent_memory.governance.writes import EventLog
 from agent_memory.tiers.semantic import memory as semantic
 from agent_memory.tiers.semantic import recall as recall_record
-from agent_memory.tiers.semantic.keyword_index import reindex_pending
 from bindings.environment import Bindings
-from local_runtime.migrations import apply_migrations
-from local_runtime.runtime import COMPACT_MIGRATIONS_DIR, MIGRATIONS_DIR
 from tests.miniflare.adapters import MiniflareD1
 from tests.semantic.conftest import index_state, insert_unindexed
 from tests.semantic.fakes import SpyD1, SpyVectors
-
-
-@pytest.fixture(params=[MIGRATIONS_DIR, COMPACT_MIGRATIONS_DIR], ids=lambda p: p.name)
-async def mf_migrated_d1(request: pytest.FixtureRequest, mf_d1: MiniflareD1) -> MiniflareD1:
-    """The workerd D1 database, made from each migrations folder in turn (`mf_bindings`
-    takes this one)."""
-    await apply_migrations(mf_d1, request.param)
-    return mf_d1
-
 
 FACTS = [
     {
@@ -174,18 +159,29 @@ async def test_pending_vectors_and_maintenance_with_d1_on_workerd(
     assert await vectors.get_by_ids([pending.fact_id]) == []
 
 
-async def test_the_index_update_trigger_and_the_reindex_job_on_workerd(
+async def test_the_index_update_trigger_on_workerd(
     mf_bindings: Bindings, mf_migrated_d1: MiniflareD1
 ) -> None:
     db = mf_migrated_d1
-    # Facts as a deployment before 0009 left them (no entry, no postings), on workerd's D1.
+    # Facts without an entry (no postings), on workerd's D1.
     await insert_unindexed(db, "acme", ["The blue door needs a lock", "Lee paints doors"])
     assert await index_state(db, "acme") == {"postings": [], "df": {}, "stats": None}
 
-    # The reindex job's UPDATE (JSON parameter, row-value SET) fires the UPDATE OF
-    # index_terms trigger: postings, df and the document count appear.
-    report = await reindex_pending(db)
-    assert [(t.tenant_id, t.reindexed, t.remaining) for t in report.tenants] == [("acme", 2, 0)]
+    # An entry written into `index_terms` fires the UPDATE OF index_terms trigger:
+    # postings, df and the document count appear.
+    entries = {
+        "The blue door needs a lock": ('["blue door need lock"]', 4),
+        "Lee paints doors": ('["lee paint door"]', 3),
+    }
+    for content, (terms, length) in entries.items():
+        await (
+            db.prepare(
+                "UPDATE semantic_facts SET index_terms = ?, index_length = ? "
+                "WHERE tenant_id = 'acme' AND content = ?"
+            )
+            .bind(terms, length, content)
+            .run()
+        )
     state = await index_state(db, "acme")
     assert state["df"]["door"] == 2 and state["df"]["lock"] == 1 and state["df"]["paint"] == 1
     assert state["stats"]["docs"] == 2

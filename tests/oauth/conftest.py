@@ -33,8 +33,9 @@ from local_runtime.access_dev import DevAccessTransport, mint_token
 from local_runtime.runtime import LocalRuntime
 from tests.fakes.embedder import HashingEmbedder
 from tests.fakes.memory_tools import FakeMemoryTools
-from worker.app import Router, routes
+from worker.app import routes
 from worker.identity import ACCESS_HEADER
+from worker.routing import Router
 
 BASE = "http://127.0.0.1:8790"
 RESOURCE = f"{BASE}/mcp"

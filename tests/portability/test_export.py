@@ -212,3 +212,7 @@ async def test_a_subject_export_holds_what_the_subjects_erase_removes(
         "GET", "/admin/tenants/acme/subjects/cyrus/export", access=client.operator
     )
     assert [json.loads(line)["record"] for line in empty.body.splitlines()] == ["header"]
+    short = await client.send(
+        "GET", "/admin/tenants/acme/subjects/cy/export", access=client.operator
+    )
+    assert (short.status, short.json()["error"]["code"]) == (422, "invalid_path")

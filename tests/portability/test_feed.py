@@ -169,6 +169,13 @@ async def test_pause_resume_rotate_and_test(
     token = await client.mint("acme", "a1", **WRITER)
     paused = await client.send("PATCH", path, {"status": "paused"}, access=client.operator)
     assert paused.json()["endpoint"]["status"] == "paused"
+    unknown = await client.send(
+        "PATCH",
+        "/admin/tenants/acme/webhooks/01J00000000000000000000000",
+        {},
+        access=client.operator,
+    )
+    assert (unknown.status, unknown.json()["error"]["code"]) == (404, "endpoint_not_found")
     await _learn(client, token, "ed", "Ed flies kites")
     await memory_runtime.deliver_queues()
     assert receiver.received == []  # a paused endpoint gets nothing fanned out to it

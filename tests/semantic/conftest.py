@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from agent_memory.tiers.semantic.memory import SemanticMemory
-from agent_memory.tiers.semantic.writes import STORED_HASH
 from bindings.ports.clock import FixedClock
 from bindings.ports.d1 import D1Database
 from local_runtime.runtime import LocalRuntime
@@ -87,11 +86,8 @@ async def event_count(rt: LocalRuntime) -> int:
 
 
 async def insert_unindexed(db: D1Database, tenant: str, contents: Sequence[str]) -> None:
-    """Rows as a deployment before 0009 left them: no session, no index entry, no vector
-    (so only the keyword channel can find them by their words); the hash as wide as the
-    database keeps it (all of it before 0023)."""
-    formats = "SELECT COUNT(*) AS n FROM sqlite_master WHERE name = 'storage_format'"
-    digest = STORED_HASH if await db.prepare(formats).first_value("n") else "?"
+    """Rows without a session, index entry or vector (so only the keyword channel can find
+    them by their words, once reindexed)."""
     for n, content in enumerate(contents):
         await (
             db.prepare(
@@ -99,14 +95,14 @@ async def insert_unindexed(db: D1Database, tenant: str, contents: Sequence[str])
                 "object, content, confidence, source, embedding_provider, embedding_model, "
                 "embedding_dimensions, content_hash, status, valid_from, created_at, updated_at) "
                 "VALUES (?, ?, 'default', ?, 'states', '', ?, 0.8, 'test', 'test', 'm', 384, "
-                f"{digest}, 'active', ?, ?, ?)"
+                "?, 'active', ?, ?, ?)"
             )
             .bind(
                 tenant,
                 f"01JOLDFACT{tenant[:4].upper():0<4}{n:012d}",
                 f"old-{n}",
                 content,
-                f"{n:064d}",
+                f"{n:024d}",
                 NOW_MS - 86_400_000 * (n + 1),
                 NOW_MS,
                 NOW_MS,

@@ -250,5 +250,5 @@ def test_the_migrations_namespace_column_uses_the_service_of_the_key_grammar() -
     from agent_memory.namespace import SERVICE
     from tests.conftest import PROJECT_ROOT
 
-    migration = (PROJECT_ROOT / "migrations" / "0010_tiered_memory.sql").read_text()
+    migration = (PROJECT_ROOT / "migrations" / "0001_baseline.sql").read_text()
     assert f"GENERATED ALWAYS AS ('{SERVICE}:' || tenant_id || ':' || instance_id)" in migration

@@ -172,67 +172,9 @@ def test_backfill_and_placement_commands(
     assert json.loads(out)["copied"] == 1 and "1 copied" in err
     assert main(["namespace-backfill", "--state", str(root)]) == 0
     assert json.loads(capsys.readouterr()[0])["already_canonical"] == 1
-    # The agent-type migration: per tenant; agent-7 runs no type here, so it is the API's.
-    assert main(["namespace-backfill", "--agent-types", "--state", str(root)]) == 2
-    capsys.readouterr()
-    argv = ["namespace-backfill", "--agent-types", "--tenant", "acme", "--state", str(root)]
-    assert main(argv) == 0
-    assert json.loads(capsys.readouterr()[0])["copied"] == 2  # the legacy and canonical copy
     monkeypatch.setenv("MEMORY_PLACEMENT", "{}")
     assert main(["placement", "--json", "--state", str(root)]) == 0
     table = json.loads(capsys.readouterr()[0])
     assert table["namespace_phase"] == "legacy"
     assert [r["kind"] for r in table["placement"]] == ["working", "episode", "fact", "log"]
     assert namespace_command.register is not None
-
-
-async def test_the_agent_type_migration_gives_each_type_its_own_copy(rt: LocalRuntime) -> None:
-    """Issue 25: keys written when working memory was per instance id (session `default`,
-    legacy and canonical) move to the session of each type D1 knows runs that id (an id no
-    runtime agent has is the memory API's), keeping value and expiry; a newer typed key wins;
-    the old keys are gone, so no type reads another's afterwards. Bounded steps, resumable."""
-    from agent_memory.lifecycle.retention import register_instances
-    from agent_memory.memory import Memory
-
-    now_ms = int(rt.clock.now() * 1000)
-    await register_instances(rt.db, "acme", [("assistant", "default"), ("sdr", "default")], now_ms)
-    old_legacy = WorkingMemory(rt.kv, "acme", "default", clock=rt.clock, namespace=PHASE0)
-    await old_legacy.set("plan", "shared draft")
-    old_canonical = WorkingMemory(rt.kv, "acme", "ext-1", clock=rt.clock, namespace=PHASE3)
-    await old_canonical.set("page", "/login")
-    mem = await Memory.open(rt.bindings(), "acme")
-    newer = WorkingMemory(rt.kv, "acme", "sdr.default", clock=rt.clock, namespace=PHASE0)
-    await newer.set("plan", "sdr's own newer draft")
-    expiry = (await rt.kv.list(prefix="agent_working:acme:default:")).keys[0].expiration
-
-    token = mint_token(rt.state.access, "dpo@example.com", now=rt.clock.now())
-    path, cursor, steps = "/admin/tenants/acme/namespace-backfill", None, 0
-    totals = {"copied": 0, "already_canonical": 0}
-    while True:
-        body = {"agent_types": True, "max_keys": 1, **({"cursor": cursor} if cursor else {})}
-        answer = await handle(build_request("POST", path, body, token=token), rt.bindings())
-        assert answer.status == 200, answer.body
-        report = json.loads(answer.body)
-        totals = {k: totals[k] + report[k] for k in totals}
-        steps += 1
-        if (cursor := report["next_cursor"]) is None:
-            break
-    assert steps > 2 and totals == {"copied": 2, "already_canonical": 1}
-
-    def agent(agent_type: str, instance: str, flags: NamespaceFlags) -> WorkingMemory:
-        return WorkingMemory(
-            rt.kv, "acme", f"{agent_type}.{instance}", clock=rt.clock, namespace=flags
-        )
-
-    assert await agent("assistant", "default", PHASE0).get("plan") == "shared draft"
-    assert await agent("sdr", "default", PHASE0).get("plan") == "sdr's own newer draft"
-    assert await agent("memory-api", "ext-1", PHASE3).get("page") == "/login"
-    moved = (await rt.kv.list(prefix="agent_working:acme:assistant.default:")).keys
-    assert [k.expiration for k in moved] == [expiry]
-    assert (await rt.kv.list(prefix="agent_working:acme:default:")).keys == []
-    assert (await rt.kv.list(prefix="agent-memory:acme:ext-1:")).keys == []
-    # What the agent runtime reads through the front door (this deployment's phase):
-    assert await mem.working("default", agent_type="assistant").get("plan") == "shared draft"
-    bad = {"agent_types": True, "cursor": "9:x"}
-    refused = await handle(build_request("POST", path, bad, token=token), rt.bindings())
-    assert refused.status == 422 and json.loads(refused.body)["error"]["code"] == "invalid_cursor"

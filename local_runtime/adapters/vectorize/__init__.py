@@ -1,73 +1,751 @@
 """Local stand-in for a Cloudflare Vectorize index: numpy cosine search over SQLite.
 
-Vectorize has no local simulator (`wrangler dev` only binds it remotely), so this adapter
-and `tests/contracts/test_vectorize_contract.py` are the local specification. Behaviour
-follows the Cloudflare docs (cloudflare-docs `src/content/docs/vectorize/`:
-`reference/client-api.mdx`, `reference/metadata-filtering.mdx`, `platform/limits.mdx`,
-`best-practices/insert-vectors.mdx`):
+Vectorize has no local simulator (`wrangler dev` binds it remotely only), so this adapter and
+tests/contracts/test_vectorize_contract.py are the local specification, after the Cloudflare
+docs (vectorize `reference/client-api.mdx`, `reference/metadata-filtering.mdx`,
+`platform/limits.mdx`, `best-practices/insert-vectors.mdx`): ids are unique per index
+(`insert` keeps the first vector of an id, `upsert` replaces values, metadata and namespace);
+values are float32; a namespace pre-filters a query; filters take implicit `$eq`, `$eq $ne
+$in $nin` and one range (a lower and/or an upper bound) on dotted keys, in under 2048 bytes of
+JSON; at most 10 metadata indexes, each indexing the vectors written after it exists, strings
+cut to 64 UTF-8 bytes (filter operands too; `return_metadata="indexed"` returns what is kept).
 
-* Ids are unique per *index*, not per namespace: `getByIds`/`deleteByIds` take no
-  namespace, and insert-vectors.mdx says "if the same vector id is inserted twice in a
-  Vectorize index, the index would reflect the vector that was added first". So `insert`
-  skips an id that exists in any namespace, and `upsert` replaces the whole vector
-  (values, metadata *and* namespace).
-* Values are stored and returned as float32 ("Vectorize stores and restitutes vector
-  dimensions as Float32").
-* A query with a namespace searches only that namespace; a query without one searches the
-  whole index (namespaces are a pre-filter, insert-vectors.mdx "Namespaces").
-* Filters: implicit `$eq`, `$eq $ne $in $nin $lt $lte $gt $gte`; dotted keys address nested
-  metadata; the compact JSON must be < 2048 bytes; a range may combine one lower bound
-  (`$gt`/`$gte`) with one upper bound (`$lt`/`$lte`) and nothing else; range operands are
-  strings (ordered lexicographically) or numbers.
-* Metadata indexes (`create_metadata_index`, like `wrangler vectorize
-  create-metadata-index`): at most 10; types string/number/boolean. A vector is indexed on
-  the properties whose index existed when it was written; vectors written earlier must be
-  re-upserted. Only the first 64 bytes of a string are indexed (cut on a UTF-8 boundary);
-  filter operands are cut the same way. `return_metadata="indexed"` returns only indexed
-  properties, with strings cut to 64 bytes.
+Where Cloudflare says nothing this index is strict rather than different: a filter on a
+property without a metadata index raises (Cloudflare would silently match nothing), a vector
+without an indexed value of the index's type reads as null (`$ne`/`$nin` of a value match it,
+`$eq` and ranges do not), zero and non-finite vectors and empty namespace names are refused,
+and writes are visible at once (Cloudflare: after a few seconds).
 
-Deliberate, documented choices where Cloudflare's behaviour is undocumented:
-
-* A filter naming a property **without a metadata index raises** `BindingLimitError`. The
-  docs only say a metadata index is needed to filter on a property; Cloudflare does not
-  reject such a query (it simply cannot use the property), so the real service would give
-  silently empty or wrong results. Failing loudly here catches the missing
-  `wrangler vectorize create-metadata-index` before deployment.
-* A vector without an indexed value for a property (absent, null, a value of another type
-  than the index, or written before the index existed) is treated as **null**:
-  `{"p": None}` / `{"p": {"$in": [None]}}` match it, `$ne` / `$nin` with a non-null operand
-  match it, `$eq` and ranges do not. (Unverified against Cloudflare: callers that filter
-  with `$ne`/`$nin` should write an explicit value on every vector to be safe either way.)
-* Zero vectors (cosine undefined) and non-finite values are rejected on write and on query.
-* Empty namespace names (`""`) are rejected; `None` means "no namespace".
-* `VectorMutation.count` is the number of vectors actually written (insert: new ids only)
-  or actually deleted. Writes are visible immediately (Cloudflare: after a few seconds).
-
-Storage: one SQLite file (or in-memory database) holds the vectors as float32 blobs with
-their metadata JSON; in memory each namespace keeps a float32 matrix, inverse norms and one
-column per metadata index (dictionary-encoded strings, float64 numbers, booleans) so a query
-is one matrix-vector product, vectorised masks and an `argpartition`.
-
-Layout: `_index` (`LocalVectorIndex`, the binding) over `_validation` (arguments checked
-against the limits), `_store` (the SQLite file), `_partition` (one namespace's matrix),
-`_filters` (filter compiler and evaluator), `_columns` (metadata indexes and their columns)
-and `_metadata` (value rules and limits).
+In memory each namespace is a float32 matrix with one int32 column per metadata index, holding
+codes into that index's dictionary of values (-1: none); a filter becomes one lookup table per
+property over those codes, so a query is a matrix-vector product, a gather per filtered
+property and a partial sort. Large namespaces scan a projection first (`projection`).
 """
 
-from local_runtime.adapters.vectorize._index import LocalVectorIndex
-from local_runtime.adapters.vectorize._metadata import (
-    VECTORIZE_MAX_FILTER_KEY_CHARS,
-    VECTORIZE_MAX_INDEXED_STRING_BYTES,
-    VECTORIZE_MAX_METADATA_INDEXES,
-    MetadataIndex,
-    MetadataIndexType,
-)
+from __future__ import annotations
 
-__all__ = [
-    "VECTORIZE_MAX_FILTER_KEY_CHARS",
-    "VECTORIZE_MAX_INDEXED_STRING_BYTES",
-    "VECTORIZE_MAX_METADATA_INDEXES",
-    "LocalVectorIndex",
-    "MetadataIndex",
-    "MetadataIndexType",
-]
+import json
+import math
+import operator
+import sqlite3
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+from threadpoolctl import ThreadpoolController
+
+from bindings.ports.errors import BindingLimitError
+from bindings.ports.vectorize import (
+    VECTORIZE_MAX_BATCH,
+    VECTORIZE_MAX_DIMENSIONS,
+    VECTORIZE_MAX_FILTER_BYTES,
+    VECTORIZE_MAX_ID_BYTES,
+    VECTORIZE_MAX_METADATA_BYTES,
+    VECTORIZE_MAX_NAMESPACE_BYTES,
+    VECTORIZE_MAX_TOP_K,
+    VECTORIZE_MAX_TOP_K_WITH_DATA,
+    MetadataFilter,
+    ReturnMetadata,
+    VectorIndexInfo,
+    VectorMatch,
+    VectorMutation,
+    VectorQueryResult,
+    VectorRecord,
+)
+from local_runtime.adapters.vectorize.projection import Projection, needs_fit
+
+VECTORIZE_MAX_METADATA_INDEXES = 10
+VECTORIZE_MAX_INDEXED_STRING_BYTES = 64
+VECTORIZE_MAX_FILTER_KEY_CHARS = 512
+MetadataIndexType = Literal["string", "number", "boolean"]
+INDEX_TYPES = ("string", "number", "boolean")
+Scalar = str | float | bool | None
+F32Array = npt.NDArray[np.float32]
+Mask = npt.NDArray[np.bool_]
+_RANGES: dict[str, Callable[[Any, Any], bool]] = {
+    "$gt": operator.gt,
+    "$gte": operator.ge,
+    "$lt": operator.lt,
+    "$lte": operator.le,
+}
+_OPERATORS = ("$eq", "$ne", "$in", "$nin", *_RANGES)
+
+# A query's products are one matrix-vector product each (at most a few MB): OpenBLAS
+# splits each across every core, and in a process serving requests (with other work on the
+# other cores) its threads' hand-offs cost more than the product. Measured with
+# benchmarks/semantic_latency.py over 100K facts with a test suite busy on both cores:
+# recall p50 32 -> 13 ms, p99 65 -> 25 ms with queries on one BLAS thread. Limited per
+# query (~25 µs), so the projection's fit, a large product, keeps every thread.
+_BLAS = ThreadpoolController()
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS vectorize_settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS vectorize_metadata_indexes (
+    property TEXT PRIMARY KEY, type TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS vectorize_vectors (
+    id TEXT PRIMARY KEY, namespace TEXT, vals BLOB NOT NULL, metadata TEXT NOT NULL,
+    indexed TEXT NOT NULL
+);
+"""
+
+
+@dataclass(frozen=True)
+class MetadataIndex:
+    """A metadata index: `wrangler vectorize create-metadata-index --property-name --type`."""
+
+    property: str
+    type: MetadataIndexType
+
+
+def _error(op: str, message: str) -> BindingLimitError:
+    return BindingLimitError(f"VECTOR_{op}_ERROR: {message}")
+
+
+def _json(value: object) -> str:
+    # JS JSON.stringify: no spaces, non-ASCII kept as is (Cloudflare measures sizes on it).
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def _utf8_len(text: str) -> int:
+    return len(text.encode("utf-8"))
+
+
+def _is_number(value: object) -> bool:
+    # JSON booleans are not numbers, although Python's bool subclasses int.
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _valid_property(prop: object) -> bool:
+    """Whether `prop` may name a metadata index or a filter key (dotted for nested keys)."""
+    return (
+        isinstance(prop, str)
+        and '"' not in prop
+        and not prop.startswith("$")
+        and len(prop) <= VECTORIZE_MAX_FILTER_KEY_CHARS
+        and all(prop.split("."))
+    )
+
+
+def _indexed(kind: str, value: object) -> Scalar:
+    """What a metadata index of type `kind` keeps of `value` (None: nothing): a string's
+    first 64 bytes (cut on a character boundary), a number as a float, a boolean."""
+    if kind == "string":
+        cut = (
+            value.encode("utf-8")[:VECTORIZE_MAX_INDEXED_STRING_BYTES]
+            if isinstance(value, str)
+            else None
+        )
+        return None if cut is None else cut.decode("utf-8", errors="ignore")
+    if kind == "number":
+        return float(value) if _is_number(value) else None  # type: ignore[arg-type]
+    return value if isinstance(value, bool) else None
+
+
+def _lookup(metadata: dict[str, Any], dotted: str) -> object:
+    node: object = metadata
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def _check_keys(node: dict[str, Any], op: str, vector_id: str) -> None:
+    for key, value in node.items():
+        if not isinstance(key, str) or not key or "." in key or '"' in key or key.startswith("$"):
+            raise _error(
+                op,
+                f"invalid metadata key {key!r} for vector id={vector_id!r}: keys cannot be "
+                'empty, contain "." or \'"\', or start with "$"',
+            )
+        if isinstance(value, dict):
+            _check_keys(value, op, vector_id)
+
+
+def _unit(values: Sequence[float], op: str, what: str) -> tuple[F32Array, float]:
+    """`values` as float32 and their inverse norm; refuses non-finite and zero vectors."""
+    array = np.asarray(values, dtype=np.float32)
+    if not np.all(np.isfinite(array)):
+        raise _error(op, f"{what} has non-finite values")
+    norm = float(np.linalg.norm(array.astype(np.float64)))
+    if norm == 0.0:
+        raise _error(op, f"{what} is all zeros; cosine similarity is undefined for a zero vector")
+    return array, 1.0 / norm
+
+
+def _check_namespace(namespace: str | None, op: str) -> None:
+    if namespace is None:
+        return
+    if not isinstance(namespace, str) or not namespace:
+        raise _error(op, "namespace must be a non-empty string or omitted")
+    if _utf8_len(namespace) > VECTORIZE_MAX_NAMESPACE_BYTES:
+        raise _error(
+            op,
+            f"namespace {namespace[:80]!r} is {_utf8_len(namespace)} bytes; the maximum is "
+            f"{VECTORIZE_MAX_NAMESPACE_BYTES} bytes",
+        )
+
+
+def _scalar(value: object, prop: str, op: str) -> Scalar:
+    if value is None or isinstance(value, str | bool):
+        return value
+    if _is_number(value):
+        if not math.isfinite(value):  # type: ignore[arg-type]
+            raise _error("QUERY", f"filter {prop!r} {op}: non-finite number")
+        return value  # type: ignore[return-value]
+    raise _error(
+        "QUERY",
+        f"filter {prop!r} {op}: value must be a string, number, boolean or null, "
+        f"got {type(value).__name__}",
+    )
+
+
+@dataclass
+class _Prepared:
+    id: str
+    namespace: str | None
+    values: F32Array
+    metadata: dict[str, Any]
+    metadata_json: str
+
+
+class _Namespace:
+    """One namespace's vectors: rows [0, size) of a float32 matrix, their inverse norms and
+    one code column per metadata index; a removal moves the last row into the gap."""
+
+    def __init__(self, dimensions: int, properties: Iterable[str]) -> None:
+        self.ids: list[str] = []
+        self.rows: dict[str, int] = {}
+        self.values: F32Array = np.zeros((16, dimensions), dtype=np.float32)
+        self.inv_norms: F32Array = np.zeros(16, dtype=np.float32)
+        self.codes = {prop: np.full(16, -1, dtype=np.int32) for prop in properties}
+        self.projection: Projection | None = None  # the first pass of a large namespace
+
+    def put(self, vector_id: str, values: F32Array, inv_norm: float, codes: dict[str, int]) -> None:
+        row = self.rows.get(vector_id)
+        if row is None:
+            row = len(self.ids)
+            if row == len(self.inv_norms):
+                self._grow(2 * row)
+            self.ids.append(vector_id)
+            self.rows[vector_id] = row
+        self.values[row], self.inv_norms[row] = values, inv_norm
+        for prop, column in self.codes.items():
+            column[row] = codes.get(prop, -1)
+        if self.projection is not None:
+            self.projection.set(row, values * np.float32(inv_norm))
+        if needs_fit(self.projection, len(self.ids), self.values.shape[1]):
+            self.projection = Projection.fit(
+                self.values, self.inv_norms, len(self.ids), len(self.inv_norms)
+            )
+
+    def _grow(self, capacity: int) -> None:
+        def grown(array: npt.NDArray[Any], fill: float) -> npt.NDArray[Any]:
+            out = np.full((capacity, *array.shape[1:]), fill, dtype=array.dtype)
+            out[: len(array)] = array
+            return out
+
+        self.values, self.inv_norms = grown(self.values, 0), grown(self.inv_norms, 0)
+        self.codes = {prop: grown(column, -1) for prop, column in self.codes.items()}
+        if self.projection is not None:
+            self.projection.grow(capacity, len(self.ids))
+
+    def remove(self, vector_id: str) -> None:
+        row, last = self.rows.pop(vector_id), len(self.ids) - 1
+        if row != last:
+            moved = self.ids[row] = self.ids[last]
+            self.rows[moved] = row
+            self.values[row], self.inv_norms[row] = self.values[last], self.inv_norms[last]
+            for column in self.codes.values():
+                column[row] = column[last]
+            if self.projection is not None:
+                self.projection.move(last, row)
+        self.ids.pop()
+        for column in self.codes.values():
+            column[last] = -1
+
+    def top(self, q: F32Array, top_k: int, mask: Mask | None) -> list[tuple[float, str, int]]:
+        """(score, id, row) of the best `top_k` rows where `mask` holds (None: all), and any
+        tied with the k-th (the caller breaks ties by id); `q` is the unit query vector."""
+        n = len(self.ids)
+        if mask is not None and bool(mask.all()):
+            mask = None  # every row matches (one tenant, one model): no gather needed
+        rows = None if mask is None else np.flatnonzero(mask)
+        if self.projection is not None:
+            # Large namespace: exact scores for a shortlist from the projected rows only.
+            rows = self.projection.shortlist(q, n, rows, top_k)
+        if rows is None:
+            rows = np.arange(n)
+            scores = (self.values[:n] @ q) * self.inv_norms[:n]
+        else:
+            scores = (self.values[rows] @ q) * self.inv_norms[rows]
+        if len(rows) > top_k:
+            kth = np.partition(scores, len(scores) - top_k)[len(scores) - top_k]
+            keep = np.flatnonzero(scores >= kth)
+            rows, scores = rows[keep], scores[keep]
+        clipped = np.clip(scores.astype(np.float64), -1.0, 1.0)
+        return [(s, self.ids[r], r) for s, r in zip(clipped.tolist(), rows.tolist(), strict=True)]
+
+
+class LocalVectorIndex:
+    """A Vectorize index (cosine metric) over SQLite and numpy (`path=None`: in memory).
+
+    The dimensions are fixed when the file is created (reopening with others raises).
+    `metadata_indexes` (`{property: type}` or `MetadataIndex` items) are created if missing;
+    one already there with another type raises. Implements `bindings.ports.vectorize.
+    VectorIndex` and Vectorize's whole client surface (module docstring). One process per
+    file: the in-memory matrices are not refreshed from other writers."""
+
+    def __init__(
+        self,
+        path: Path | None,
+        dimensions: int,
+        metadata_indexes: (
+            Mapping[str, str] | Iterable[MetadataIndex | tuple[str, MetadataIndexType]]
+        ) = (),
+        *,
+        name: str = "local-index",
+    ) -> None:
+        if isinstance(dimensions, bool) or not isinstance(dimensions, int):
+            raise BindingLimitError("dimensions must be an integer")
+        if not 1 <= dimensions <= VECTORIZE_MAX_DIMENSIONS:
+            raise BindingLimitError(
+                f"dimensions must be between 1 and {VECTORIZE_MAX_DIMENSIONS}, got {dimensions}"
+            )
+        self.dimensions, self.name = dimensions, name
+        self._lock = threading.RLock()
+        self._namespaces: dict[str | None, _Namespace] = {}
+        # Each vector's namespace and metadata JSON (decoded afresh for every reader).
+        self._records: dict[str, tuple[str | None, str]] = {}
+        # The metadata indexes in creation order, and each one's values by code.
+        self._types: dict[str, str] = {}
+        self._codes: dict[str, dict[Scalar, int]] = {}
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(
+            ":memory:" if path is None else str(path), check_same_thread=False
+        )
+        if path is not None:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA secure_delete = ON")  # deleted vectors are overwritten
+        self._db.executescript(_SCHEMA)
+        with self._db:
+            self._db.execute(
+                "INSERT OR IGNORE INTO vectorize_settings VALUES ('dimensions', ?)", (dimensions,)
+            )
+        [(stored,)] = self._db.execute("SELECT value FROM vectorize_settings")
+        if int(stored) != dimensions:
+            raise BindingLimitError(
+                f"this index was created with {stored} dimensions, not {dimensions}; a "
+                "Vectorize index's dimensions cannot change (create a new index)"
+            )
+        for prop, kind in self._db.execute(
+            "SELECT property, type FROM vectorize_metadata_indexes ORDER BY rowid"
+        ):
+            self._types[prop], self._codes[prop] = kind, {}
+        for vid, namespace, vals, metadata, indexed in self._db.execute(
+            "SELECT id, namespace, vals, metadata, indexed FROM vectorize_vectors ORDER BY rowid"
+        ):
+            values = np.frombuffer(vals, dtype=np.float32)
+            inv = 1.0 / float(np.linalg.norm(values.astype(np.float64)))
+            self._put(vid, namespace, values, inv, metadata, json.loads(indexed))
+        declared = (
+            metadata_indexes.items() if isinstance(metadata_indexes, Mapping) else metadata_indexes
+        )
+        for spec in declared:
+            prop, kind = (spec.property, spec.type) if isinstance(spec, MetadataIndex) else spec
+            if prop not in self._types:
+                self.create_metadata_index(prop, kind)  # type: ignore[arg-type]
+            elif self._types[prop] != kind:
+                raise BindingLimitError(
+                    f"metadata index {prop!r} already exists with type {self._types[prop]!r}, "
+                    f"not {kind!r}; delete it first"
+                )
+
+    def checkpoint(self) -> None:
+        """Local only: checkpoint and truncate the WAL (no deleted vector survives there)."""
+        with self._lock:
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def _put(
+        self,
+        vector_id: str,
+        namespace: str | None,
+        values: F32Array,
+        inv_norm: float,
+        metadata_json: str,
+        indexed: Mapping[str, Scalar],
+    ) -> None:
+        previous = self._records.get(vector_id)
+        if previous is not None and previous[0] != namespace:
+            self._remove(vector_id)
+        self._records[vector_id] = (namespace, metadata_json)
+        codes = {
+            prop: self._codes[prop].setdefault(value, len(self._codes[prop]))
+            for prop, value in indexed.items()
+            if prop in self._codes
+        }
+        part = self._namespaces.get(namespace)
+        if part is None:
+            part = self._namespaces[namespace] = _Namespace(self.dimensions, self._types)
+        part.put(vector_id, values, inv_norm, codes)
+
+    def _remove(self, vector_id: str) -> None:
+        namespace, _ = self._records.pop(vector_id)
+        part = self._namespaces[namespace]
+        part.remove(vector_id)
+        if not part.ids:
+            del self._namespaces[namespace]
+
+    # ---------------------------------------------------------------- metadata indexes
+
+    def create_metadata_index(self, property: str, type: MetadataIndexType) -> None:
+        """Index `property` (dotted for nested metadata) for filters: only vectors written
+        from now on are indexed, as on Cloudflare (re-upsert older ones). At most 10."""
+        if type not in INDEX_TYPES:
+            raise BindingLimitError(
+                f"metadata index type must be one of {', '.join(INDEX_TYPES)}, got {type!r}"
+            )
+        if not _valid_property(property):
+            raise BindingLimitError(f"invalid metadata index property name {property!r}")
+        with self._lock:
+            if property in self._types:
+                raise BindingLimitError(f"metadata index {property!r} already exists")
+            if len(self._types) >= VECTORIZE_MAX_METADATA_INDEXES:
+                raise BindingLimitError(
+                    f"an index can have at most {VECTORIZE_MAX_METADATA_INDEXES} metadata indexes"
+                )
+            with self._db:
+                self._db.execute(
+                    "INSERT INTO vectorize_metadata_indexes VALUES (?, ?)", (property, type)
+                )
+            self._types[property], self._codes[property] = type, {}
+            for part in self._namespaces.values():
+                part.codes[property] = np.full(len(part.inv_norms), -1, dtype=np.int32)
+
+    def delete_metadata_index(self, property: str) -> None:
+        """Drop a metadata index; filters on `property` raise afterwards."""
+        with self._lock:
+            if property not in self._types:
+                raise BindingLimitError(f"metadata index {property!r} does not exist")
+            with self._db:
+                self._db.execute(
+                    "DELETE FROM vectorize_metadata_indexes WHERE property = ?", (property,)
+                )
+                self._db.execute(
+                    "UPDATE vectorize_vectors SET indexed = json_remove(indexed, ?)",
+                    (f'$."{property}"',),
+                )
+            del self._types[property], self._codes[property]
+            for part in self._namespaces.values():
+                del part.codes[property]
+
+    def list_metadata_indexes(self) -> list[MetadataIndex]:
+        """The metadata indexes, in creation order."""
+        with self._lock:
+            return [MetadataIndex(p, k) for p, k in self._types.items()]  # type: ignore[arg-type]
+
+    # ---------------------------------------------------------------- writes
+
+    def _prepare(self, record: VectorRecord, op: str) -> _Prepared:
+        vid = record.id
+        if not isinstance(vid, str) or not vid:
+            raise _error(op, "vector id must be a non-empty string")
+        if _utf8_len(vid) > VECTORIZE_MAX_ID_BYTES:
+            raise _error(
+                op,
+                f"vector id {vid[:80]!r} is {_utf8_len(vid)} bytes; the maximum is "
+                f"{VECTORIZE_MAX_ID_BYTES} bytes",
+            )
+        _check_namespace(record.namespace, op)
+        if len(record.values) != self.dimensions:
+            raise _error(
+                op,
+                f"invalid vector for id={vid!r}, expected {self.dimensions} dimensions, and "
+                f"got {len(record.values)} dimensions",
+            )
+        values, _ = _unit(record.values, op, f"vector id={vid!r}")
+        metadata = record.metadata or {}
+        _check_keys(metadata, op, vid)
+        try:
+            metadata_json = _json(metadata)
+        except (TypeError, ValueError) as exc:
+            raise _error(op, f"metadata for id={vid!r} is not JSON: {exc}") from exc
+        if (size := _utf8_len(metadata_json)) > VECTORIZE_MAX_METADATA_BYTES:
+            raise _error(
+                op,
+                f"metadata for id={vid!r} is {size} bytes; the maximum is "
+                f"{VECTORIZE_MAX_METADATA_BYTES} bytes (10 KiB)",
+            )
+        return _Prepared(vid, record.namespace, values, json.loads(metadata_json), metadata_json)
+
+    def _write(
+        self, vectors: Sequence[VectorRecord], op: Literal["INSERT", "UPSERT"]
+    ) -> VectorMutation:
+        if len(vectors) > VECTORIZE_MAX_BATCH:
+            raise _error(
+                op,
+                f"{len(vectors)} vectors in one call; the maximum from Workers is "
+                f"{VECTORIZE_MAX_BATCH}",
+            )
+        prepared = [self._prepare(v, op) for v in vectors]  # one bad vector: nothing written
+        with self._lock:
+            chosen: dict[str, _Prepared] = {}
+            for item in prepared:
+                if op == "INSERT" and (item.id in self._records or item.id in chosen):
+                    continue  # insert: the first vector of an id wins, existing ids stay
+                chosen.pop(item.id, None)  # upsert: the last one wins, replacing it whole
+                chosen[item.id] = item
+            rows = [
+                (
+                    item,
+                    {
+                        p: v
+                        for p, k in self._types.items()
+                        if (v := _indexed(k, _lookup(item.metadata, p))) is not None
+                    },
+                )
+                for item in chosen.values()
+            ]
+            with self._db:
+                self._db.executemany(
+                    "INSERT OR REPLACE INTO vectorize_vectors VALUES (?, ?, ?, ?, ?)",
+                    [
+                        (i.id, i.namespace, i.values.tobytes(), i.metadata_json, _json(indexed))
+                        for i, indexed in rows
+                    ],
+                )
+            for i, indexed in rows:
+                inv = 1.0 / float(np.linalg.norm(i.values.astype(np.float64)))
+                self._put(i.id, i.namespace, i.values, inv, i.metadata_json, indexed)
+        return VectorMutation(mutation_id=str(uuid.uuid4()), count=len(chosen))
+
+    async def insert(self, vectors: Sequence[VectorRecord]) -> VectorMutation:
+        """Insert vectors; ids that already exist anywhere in the index are skipped."""
+        return self._write(vectors, "INSERT")
+
+    async def upsert(self, vectors: Sequence[VectorRecord]) -> VectorMutation:
+        """Insert or replace vectors in full (values, metadata and namespace)."""
+        return self._write(vectors, "UPSERT")
+
+    async def delete_by_ids(self, ids: Sequence[str]) -> VectorMutation:
+        """Delete vectors by id (in any namespace); unknown ids are ignored."""
+        with self._lock:
+            present = [vid for vid in dict.fromkeys(ids) if vid in self._records]
+            with self._db:
+                self._db.executemany(
+                    "DELETE FROM vectorize_vectors WHERE id = ?", [(vid,) for vid in present]
+                )
+            for vid in present:
+                self._remove(vid)
+        return VectorMutation(mutation_id=str(uuid.uuid4()), count=len(present))
+
+    # ---------------------------------------------------------------- reads
+
+    def _values(self, vector_id: str) -> list[float]:
+        part = self._namespaces[self._records[vector_id][0]]
+        return part.values[part.rows[vector_id]].astype(np.float64).tolist()  # type: ignore[no-any-return]
+
+    async def get_by_ids(self, ids: Sequence[str]) -> list[VectorRecord]:
+        """The stored vectors (float32 values, all metadata) in request order; unknown ids
+        are left out."""
+        with self._lock:
+            return [
+                VectorRecord(
+                    id=vid,
+                    values=self._values(vid),
+                    namespace=self._records[vid][0],
+                    metadata=json.loads(self._records[vid][1]),
+                )
+                for vid in dict.fromkeys(ids)
+                if vid in self._records
+            ]
+
+    async def describe(self) -> VectorIndexInfo:
+        with self._lock:
+            return VectorIndexInfo(dimensions=self.dimensions, vector_count=len(self._records))
+
+    async def query(
+        self,
+        vector: Sequence[float],
+        *,
+        top_k: int = 5,
+        namespace: str | None = None,
+        filter: MetadataFilter | None = None,
+        return_values: bool = False,
+        return_metadata: ReturnMetadata = "none",
+    ) -> VectorQueryResult:
+        """The `top_k` vectors most cosine-similar to `vector` (scores in [-1, 1], ties by
+        id), among `namespace`'s (None: all) and those `filter` admits."""
+        if isinstance(top_k, bool) or not isinstance(top_k, int):
+            raise _error("QUERY", "topK must be an integer")
+        if return_metadata not in ("none", "indexed", "all"):
+            raise _error(
+                "QUERY",
+                f"returnMetadata must be one of none, indexed, all, got {return_metadata!r}",
+            )
+        with_data = return_values or return_metadata == "all"
+        limit = VECTORIZE_MAX_TOP_K_WITH_DATA if with_data else VECTORIZE_MAX_TOP_K
+        if not 1 <= top_k <= limit:
+            detail = " when returnValues is true or returnMetadata is 'all'" if with_data else ""
+            raise _error("QUERY", f"invalid topK {top_k}; it must be between 1 and {limit}{detail}")
+        _check_namespace(namespace, "QUERY")
+        if len(vector) != self.dimensions:
+            raise _error(
+                "QUERY",
+                f"invalid query vector, expected {self.dimensions} dimensions, and got "
+                f"{len(vector)} dimensions",
+            )
+        values, inv = _unit(vector, "QUERY", "query vector")
+        q = values * np.float32(inv)
+        with self._lock:
+            tables = [] if filter is None else self._compile(filter)
+            parts = (
+                list(self._namespaces.values())
+                if namespace is None
+                else [p for p in (self._namespaces.get(namespace),) if p is not None]
+            )
+            found: list[tuple[float, str, int]] = []
+            with _BLAS.limit(limits=1, user_api="blas"):
+                for part in parts:
+                    mask: Mask | None = None
+                    for prop, table in tables:
+                        hit = table[part.codes[prop][: len(part.ids)]]
+                        mask = hit if mask is None else mask & hit
+                    found.extend(part.top(q, top_k, mask))
+            found.sort(key=lambda c: (-c[0], c[1]))
+            by_code = {p: list(codes) for p, codes in self._codes.items()}
+            matches = [
+                self._match(score, vid, return_values, return_metadata, by_code)
+                for score, vid, _ in found[:top_k]
+            ]
+        return VectorQueryResult(count=len(matches), matches=matches)
+
+    def _match(
+        self,
+        score: float,
+        vector_id: str,
+        return_values: bool,
+        return_metadata: str,
+        by_code: dict[str, list[Scalar]],
+    ) -> VectorMatch:
+        namespace, metadata_json = self._records[vector_id]
+        metadata: dict[str, Any] | None = None
+        if return_metadata == "all":
+            metadata = json.loads(metadata_json)
+        elif return_metadata == "indexed":
+            part = self._namespaces[namespace]
+            metadata = {}
+            for prop, column in part.codes.items():
+                if (code := int(column[part.rows[vector_id]])) >= 0:
+                    *path, last = prop.split(".")
+                    node = metadata
+                    for key in path:
+                        node = node.setdefault(key, {})
+                    node[last] = by_code[prop][code]
+        values = self._values(vector_id) if return_values else None
+        return VectorMatch(vector_id, score, namespace, values, metadata)
+
+    # ---------------------------------------------------------------- filters
+
+    def _compile(self, filter_: MetadataFilter) -> list[tuple[str, Mask]]:
+        """Per filtered property, which of its codes pass (the table's last slot, read by
+        code -1: no value); every property's table must pass."""
+        if not isinstance(filter_, dict) or not filter_:
+            raise _error("QUERY", "filter must be a non-empty object")
+        try:
+            size = _utf8_len(_json(filter_))
+        except (TypeError, ValueError) as exc:
+            raise _error("QUERY", f"filter is not valid JSON: {exc}") from exc
+        if size >= VECTORIZE_MAX_FILTER_BYTES:
+            raise _error(
+                "QUERY",
+                f"filter JSON is {size} bytes; it must be less than "
+                f"{VECTORIZE_MAX_FILTER_BYTES} bytes",
+            )
+        tables = []
+        for prop, spec in filter_.items():
+            if not _valid_property(prop):
+                raise _error(
+                    "QUERY",
+                    f"invalid filter key {prop!r}: keys cannot be empty, contain '\"', start "
+                    f'with "$", have empty dotted segments or exceed '
+                    f"{VECTORIZE_MAX_FILTER_KEY_CHARS} characters",
+                )
+            if prop not in self._types:
+                raise _error(
+                    "QUERY",
+                    f"filter property {prop!r} has no metadata index, so Vectorize cannot "
+                    "filter on it (it would silently match nothing). Create one first: "
+                    f"`wrangler vectorize create-metadata-index {self.name} "
+                    f"--property-name={prop} --type=string|number|boolean` (locally: "
+                    "create_metadata_index), then re-upsert the vectors.",
+                )
+            tables.append(
+                (prop, self._table(prop, spec if isinstance(spec, dict) else {"$eq": spec}))
+            )
+        return tables
+
+    def _table(self, prop: str, spec: dict[str, Any]) -> Mask:
+        kind, codes = self._types[prop], self._codes[prop]
+        ops = list(spec)
+        if not ops:
+            raise _error("QUERY", f"filter {prop!r}: empty operator object")
+        if unknown := [op for op in ops if op not in _OPERATORS]:
+            raise _error(
+                "QUERY",
+                f"filter {prop!r}: unsupported operator {unknown[0]!r}; supported: "
+                f"{', '.join(_OPERATORS)}",
+            )
+        ranges = [op for op in ops if op in _RANGES]
+        if ranges:
+            lower = [op for op in ranges if op in ("$gt", "$gte")]
+            if len(lower) > 1 or len(ranges) - len(lower) > 1 or len(ranges) != len(ops):
+                raise _error(
+                    "QUERY",
+                    f"filter {prop!r}: a range combines at most one lower bound ($gt/$gte) "
+                    "with at most one upper bound ($lt/$lte); other combinations are not "
+                    "allowed",
+                )
+            bounds = []
+            for op in ops:
+                if not isinstance(spec[op], str) and not _is_number(spec[op]):
+                    raise _error(
+                        "QUERY",
+                        f"filter {prop!r} {op}: range operands must be strings or numbers, "
+                        f"got {type(spec[op]).__name__}",
+                    )
+                bounds.append((_RANGES[op], _indexed(kind, _scalar(spec[op], prop, op))))
+            # A bound of another type than the index's (or a boolean index) admits nothing.
+            admitted = [
+                kind != "boolean"
+                and all(b is not None and compare(value, b) for compare, b in bounds)
+                for value in codes
+            ]
+            return np.array([*admitted, False], dtype=np.bool_)
+        if len(ops) != 1:
+            raise _error(
+                "QUERY", f"filter {prop!r}: combine at most one of $eq/$ne/$in/$nin per property"
+            )
+        op, operand = ops[0], spec[ops[0]]
+        if op in ("$in", "$nin") and not isinstance(operand, list):
+            raise _error("QUERY", f"filter {prop!r} {op}: operand must be an array")
+        table = np.zeros(len(codes) + 1, dtype=np.bool_)
+        for value in operand if op in ("$in", "$nin") else [operand]:
+            value = _scalar(value, prop, op)
+            if value is None:
+                table[-1] = True
+            elif (code := codes.get(_indexed(kind, value))) is not None:
+                table[code] = True
+        return ~table if op in ("$ne", "$nin") else table

@@ -1,49 +1,9 @@
-"""`smoke`: check a running Worker over HTTP — the last step of the README's "Deploy".
-
-    agent-memory smoke BASE_URL [--tenant smoke] [--instance smoke] [--agent-type assistant]
-        [--tool NAME [--tool-args JSON]] [--cron "0 6 * * *"] [--wait 30] [--timeout 60]
-        [credentials]
-
-Credentials, each from its flag or (better: out of shell history and process listings)
-from its environment variable; none is ever printed:
-
-    --memory-token          $AGENT_MEMORY_MEMORY_TOKEN  a memory token (docs/memory-api.md)
-    --access-token          $AGENT_MEMORY_TOKEN         a Cloudflare Access application token
-    --access-client-id      $CF_ACCESS_CLIENT_ID        an Access service token's id ...
-    --access-client-secret  $CF_ACCESS_CLIENT_SECRET    ... and its secret
-    --api-key               $AGENT_MEMORY_API_KEY       a tool-gateway API key
-
-Checks, one line each (PASS / FAIL / SKIP and why), then a summary and, last, one JSON line:
-
-* `healthz` — `GET /healthz` answers ok and every binding is present;
-* `memory.working`, `memory.episodic` — a write read back / listed (memory token);
-* `memory.semantic` — a fact written, then found by a search, with its score;
-* `agent.run` — `POST /v1/agents/{tenant}/{agent_type}/run` through Cloudflare Access;
-* `tool.call` — `POST /api/v1/tools/{tool}` with the API key (only for `--tool`);
-* `mcp` — MCP `initialize` + `tools/list` with the API key;
-* `scheduled` — the local runtime's `/cdn-cgi/handler/scheduled?cron=`, with the Access
-  credential (it needs a platform admin; Cloudflare offers no such route: there only Cron
-  Triggers run the handler, so the check is skipped);
-* `cleanup` — what the run wrote is deleted again.
-
-Access credentials go only to the Access-gated paths (`/v1/agents/*`, `/admin/*`): a service
-token as `CF-Access-Client-Id` / `CF-Access-Client-Secret`, which Access exchanges at the edge
-for the JWT the Worker verifies; an Access token as `cf-access-token` (what Access at the edge
-reads) and `Cf-Access-Jwt-Assertion` (what the Worker reads; the local runtime has no edge).
-Without a memory token, an Access credential mints one for `--tenant`/`--instance` through
-`POST /admin/tenants/{tenant}/memory-tokens` and revokes it at the end.
-
-What a run writes carries one marker, `smoke-<UTC time>-<random>`, unique per run. Cleanup
-deletes the working and episodic keys with the memory token; with an Access credential it
-also deletes the fact and erases the marker as a subject (`DELETE
-/admin/tenants/{tenant}/subjects/{marker}`), which removes the agent run's runs, episodes,
-working notes and memory events. So the semantic and agent checks, whose data only an
-operator can delete, need an Access credential; without one they SKIP. (Without one, the
-episodic write's `memory_written` event — ids and sizes, no content — stays in the log.)
-The erase visits every agent instance of the tenant: use a tenant kept for smoke checks.
-
-Anything that needs a credential which was not given is SKIP, never FAIL; the exit status
-is 1 when any check failed, else 0.
+"""`smoke`: check a running Worker over HTTP, the last step of README "Deploy" (which lists
+the checks, the credentials and their environment variables, and what cleanup deletes). Each
+check prints PASS / FAIL / SKIP and why, then a summary and one JSON line; a check whose
+credential was not given is SKIP, never FAIL; no credential is ever printed (`redact`); the
+exit status is 1 when any check failed. What a run writes carries one marker,
+`smoke-<UTC time>-<random>`, which `cleanup` erases.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ webhook endpoints, signed as the Standard Webhooks specification says.
   `memory.erased` (which names the hash, not the subject); a delivery carrying that subject
   whose change is older than the erase is dropped unsent, wherever it waits in the queue.
 
-Tables (control plane, primary database; migration 0025): `feed_endpoints` (secret sealed by
+Tables (control plane, primary database; migration 0002): `feed_endpoints` (secret sealed by
 the edge: this module sees it only as the caller opens it), `feed_deliveries` (ids, status,
 attempts, HTTP status, error: no payload), `feed_erasures`.
 """
@@ -29,19 +29,21 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import secrets
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from agent_memory.directory import primary_db
-from agent_memory.ids import chunks, new_ulid, sha256_hex, ulid_time_ms
+from agent_memory.ids import chunks, is_ulid, new_ulid, sha256_hex, ulid_time_ms
 from bindings.ports.background import BackgroundTasks
 from bindings.ports.clock import Clock
 from bindings.ports.crypto import Signatures
 from bindings.ports.d1 import D1Database
 from bindings.ports.queue import Queue, QueueMessage
 from bindings.ports.sql import Row
+from http_messages import CodedError
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +61,9 @@ DeliveryStatus = Literal["delivered", "retrying", "dead", "dropped", "skipped"]
 Post = Callable[[str, dict[str, str], bytes], Awaitable[int]]
 # An endpoint row -> its secret's key bytes (the edge opens the sealed secret).
 OpenSecret = Callable[[Row], Awaitable[bytes]]
+# (endpoint id, secret) -> the sealed form `feed_endpoints.secret` keeps (the edge seals).
+Seal = Callable[[str, str], Awaitable[str]]
+SECRET_PREFIX = "whsec_"  # Standard Webhooks' secrets: the prefix, then the key in base64
 
 
 def backoff(attempts: int) -> int:
@@ -193,10 +198,10 @@ class FeedEndpoints:
 
     async def update(self, endpoint_id: str, now_ms: int, **changes: str) -> Row | None:
         """Set `status` and/or `secret`; the row after, or None for an unknown endpoint."""
-        sets = ", ".join(f"{name} = ?" for name in changes)
+        sets = "".join(f"{name} = ?, " for name in changes)
         await (
             self._db.prepare(
-                f"UPDATE feed_endpoints SET {sets}, updated_at = ? WHERE tenant_id = ? "
+                f"UPDATE feed_endpoints SET {sets}updated_at = ? WHERE tenant_id = ? "
                 "AND endpoint_id = ?"
             )
             .bind(*changes.values(), now_ms, self.tenant, endpoint_id)
@@ -378,3 +383,56 @@ class FeedConsumer:
                 self._now_ms(),
                 error="retries exhausted: in the dead-letter queue",
             )
+
+
+class EndpointNotFound(CodedError):
+    status = 404
+    code = "endpoint_not_found"
+
+
+@dataclass
+class Webhooks:
+    """One tenant's webhook endpoints as an operator manages them: a URL is registered only if
+    it passes `check_url` (the edge's outbound guard, as at each delivery); a secret is made
+    here, returned once and kept only as `seal` makes it."""
+
+    store: FeedEndpoints
+    consumer: FeedConsumer
+    seal: Seal
+    check_url: Callable[[str], Awaitable[None]]
+
+    async def add(self, url: str, description: str) -> tuple[Row, str]:
+        """Register `url` (active); the row and its secret."""
+        await self.check_url(url)
+        now = self.consumer.clock.now()
+        endpoint_id = new_ulid(now)
+        secret, sealed = await self._secret(endpoint_id)
+        return await self.store.add(endpoint_id, url, sealed, description, int(now * 1000)), secret
+
+    async def change(
+        self, endpoint_id: str, status: EndpointStatus | None, rotate: bool
+    ) -> tuple[Row | None, str | None]:
+        """Pause or resume an endpoint, or rotate its secret: the row, and the new secret."""
+        await self.get(endpoint_id)
+        changes: dict[str, str] = {} if status is None else {"status": status}
+        secret = None
+        if rotate:
+            secret, changes["secret"] = await self._secret(endpoint_id)
+        now_ms = int(self.consumer.clock.now() * 1000)
+        return await self.store.update(endpoint_id, now_ms, **changes), secret
+
+    async def test(self, endpoint_id: str) -> tuple[int | None, str]:
+        """Deliver a signed `memory.test` change now: (HTTP status or None, error text)."""
+        message = change(TEST_TYPE, self.consumer.clock.now(), {"endpoint_id": endpoint_id})
+        return await self.consumer.attempt(await self.get(endpoint_id), message)
+
+    async def get(self, endpoint_id: str) -> Row:
+        """The endpoint; 404 `endpoint_not_found`."""
+        found = await self.store.get(endpoint_id) if is_ulid(endpoint_id) else None
+        if found is None:
+            raise EndpointNotFound("no such webhook endpoint of this tenant")
+        return found
+
+    async def _secret(self, endpoint_id: str) -> tuple[str, str]:
+        secret = SECRET_PREFIX + base64.b64encode(secrets.token_bytes(32)).decode("ascii")
+        return secret, await self.seal(endpoint_id, secret)

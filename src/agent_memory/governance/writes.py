@@ -1,42 +1,14 @@
 """What may be written to memory and the record of what was (ADR-0051): write proposals, the
-policy that checks them before they commit, and the memory event log.
+policy that checks them before they commit (its rules: docs/lifecycle.md "Write policy"), and
+the memory event log.
 
-A `WriteProposal` is (tier, key, value, confidence, source, supersedes?) plus who proposes
-it (`agent_type`, None for platform clients: MCP, operators, the reconciler) and what it is
-about (`subject`). `WritePolicy.evaluate` is a pure function of the proposal; every tier
-calls it (through a `WriteGate`) before writing:
-
-* allowed → the tier commits, then the gate records a `memory_written` event carrying the
-  SHA-256 of the canonical JSON of the value, the key and the subject — never the value,
-  so the audit trail holds no copy of personal data;
-* denied → `WriteDenied` with every `Violation` (`code`, `message`); nothing is written.
-
-The rules (docs/lifecycle.md, "Write policy"):
-
-1. size: the canonical JSON of the value is at most `max_bytes[tier]`;
-2. tiers per agent type: an agent of a registered type writing during a run (`run_id`
-   set) writes `working` only with `memory.working_memory`, `semantic` only with
-   `memory.long_term_enabled`; `episodic` and `procedural` always. Other writers were
-   admitted by their route (tool permissions, Cloudflare Access) and are not limited here;
-3. confidence: at least `confidence_floor[tier]` (semantic: 0.1 by default);
-4. personal data — fields marked with the `_personal` key of a JSON object value (`true`:
-   the whole entry; a list: the named fields, which must exist):
-   * only in `personal_data_tiers` (episodic and semantic): not in working memory (KV, the
-     hot tier copied to the edge) nor procedural memory (shared by every instance of an
-     agent type) — the hot/warm/cold ADR's "PII only in the warm tier";
-   * only with a `subject`, so a subject erase can find every trace of it;
-   * only from agent types in `personal_data_agent_types` when that is set;
-5. `source` is 1-64 characters and `supersedes`, when given, is not the key itself.
-
-The event log: `memory_retrieved` on every recall, `memory_written` on writes. One row each in
-D1 `memory_events` (migration 0003), scoped to the tenant bound at construction. A caller
-writing other rows in the same step puts `statement(event)` into its own `db.batch([...])`, so
-the event and its change commit together. A `memory_retrieved` payload: `{"query", "top_k",
-"results": [{"id", "score", "relevance", "recency", "confidence", "density"}],
-"candidates": {channel: count}, "dropped": [...]}` (older events also carry `query_hash`). D1
-stores each result as an array in `RETRIEVED_FIELDS` order (`stored_payload`: ~60 bytes fewer a
-result); older events hold the objects. Every reader takes both: `loaded_payload` gives the
-objects back, `result_id` a result's id, and `EventLog.retrieving` matches either.
+`WritePolicy.evaluate` is a pure function of a `WriteProposal`; every tier calls it through a
+`WriteGate` before writing: allowed, the tier commits and the gate records a `memory_written`
+event (the SHA-256 of the canonical value, never the value); denied, `WriteDenied` lists each
+`Violation` and nothing is written. The event log is `memory_events`, one tenant's per
+`EventLog`; a caller putting `statement(event)` into its own `db.batch` commits the event with
+its change. A `memory_retrieved` event's results are stored as arrays of `RETRIEVED_FIELDS`
+(`stored_payload`); `loaded_payload` gives them back as objects.
 """
 
 from __future__ import annotations
@@ -56,6 +28,7 @@ from bindings.ports.background import BackgroundTasks
 from bindings.ports.clock import Clock, SystemClock
 from bindings.ports.d1 import D1Database, D1Statement
 from bindings.ports.sql import Row, SqlValue
+from http_messages import CodedError
 
 EventKind = Literal["memory_retrieved", "memory_written"]
 
@@ -111,23 +84,12 @@ def stored_payload(kind: str, payload: Mapping[str, Any]) -> str:
 
 
 def loaded_payload(text: str | None) -> dict[str, Any]:
-    """A stored payload (`stored_payload`, or an older event's) as the event carries it: a
-    result stored as an array becomes its object again."""
+    """A stored payload (`stored_payload`) as the event carries it: each result stored as an
+    array becomes its object again."""
     payload: dict[str, Any] = json.loads(text or "{}")
-    results = payload.get("results")
-    if isinstance(results, list):
-        payload["results"] = [
-            dict(zip(RETRIEVED_FIELDS, r, strict=False)) if isinstance(r, list) else r
-            for r in results
-        ]
+    if isinstance(results := payload.get("results"), list):
+        payload["results"] = [dict(zip(RETRIEVED_FIELDS, r, strict=False)) for r in results]
     return payload
-
-
-def result_id(result: Any) -> Any:
-    """The id of a stored `memory_retrieved` result, in either form (None for neither)."""
-    if isinstance(result, dict):
-        return result.get("id")
-    return result[0] if isinstance(result, list) and result else None
 
 
 def memory_retrieved(
@@ -320,13 +282,10 @@ class EventLog:
         )
 
     async def retrieving(self, item_id: str, limit: int) -> list[Row]:
-        """The `memory_retrieved` events that returned `item_id` (a result stored as an
-        array or, before, as an object)."""
+        """The `memory_retrieved` events that returned `item_id`."""
         return await self.rows(
             "kind = 'memory_retrieved' AND EXISTS (SELECT 1 FROM json_each(payload, "
-            "'$.results') AS r WHERE json_extract(r.value, '$[0]') = ? "
-            "OR json_extract(r.value, '$.id') = ?)",
-            item_id,
+            "'$.results') AS r WHERE json_extract(r.value, '$[0]') = ?)",
             item_id,
             limit=limit,
         )
@@ -543,10 +502,10 @@ class Decision(BaseModel):
     violations: list[Violation] = Field(default_factory=list)
 
 
-class WriteDenied(ValueError):
+class WriteDenied(CodedError, ValueError):
     """The policy refused a proposal; nothing was written. `violations` says why."""
 
-    code = "memory_write_denied"
+    status, code = 422, "memory_write_denied"
 
     def __init__(self, proposal: WriteProposal, violations: Sequence[Violation]) -> None:
         reasons = "; ".join(f"{v.code}: {v.message}" for v in violations)
@@ -726,7 +685,7 @@ class WriteGate:
         self._events = events
         self._background = background
         self._admitted = admitted
-        self._feed = feed
+        self.feed = feed  # where committed writes and operators' changes are published
         # Writes a tier committed with their event in its own batch (`event_statement`),
         # published by the next `committed` or `announce`, which each tier calls after.
         self._unannounced: dict[str, WriteProposal] = {}
@@ -831,8 +790,8 @@ class WriteGate:
         given = {i or p.key: p for p, i in zip(proposals, ids, strict=True)}
         written = {**self._unannounced, **given}
         self._unannounced.clear()
-        if self._feed is not None:
-            self._feed.publish(self.tenant_id, [feed_change(p, i) for i, p in written.items()])
+        if self.feed is not None:
+            self.feed.publish(self.tenant_id, [feed_change(p, i) for i, p in written.items()])
 
     async def _record(self, events: Sequence[MemoryEvent]) -> None:
         assert self._events is not None

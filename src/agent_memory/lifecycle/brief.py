@@ -42,7 +42,6 @@ class TenantBrief(BaseModel):
     facts_active: int
     facts_pending_vector: int
     facts_superseded: int
-    facts_unindexed: int = 0  # not in the keyword index yet (before migration 0009)
     links: int
     archives: int
     archived_rows: int
@@ -76,7 +75,7 @@ class Brief(BaseModel):
 
         return {
             "tenants": len(self.tenants),
-            **{n: total(n) for n in (*_FACTS, "facts_unindexed")},
+            **{n: total(n) for n in _FACTS},
             "tenants_warning": sum(t.level == "warning" for t in self.tenants),
             "tenants_at_limit": sum(t.level == "at_limit" for t in self.tenants),
             **{n: total(n) for n in ("agent_failed_writes", *_NAMESPACE_READS)},
@@ -105,7 +104,6 @@ _COLUMNS = {
     "facts_active": "facts_active",
     "facts_pending_vector": "facts_pending",
     "facts_superseded": "facts_superseded",
-    "facts_unindexed": "facts_unindexed",
     "links": "links",
     "archives": "archives",
     "archived_rows": "archived",
@@ -185,14 +183,6 @@ def _report(brief: Brief, item: TenantBrief) -> None:
             f"tenant {t}: {item.agent_failed_writes} episodic write(s) failed "
             f"for good in its agent instances (oldest {hours:.1f} h old); each payload is kept "
             "in its instance's failed_writes (GET /admin/agents/{tenant}/runs/{run_id}).",
-        ),
-        (
-            item.facts_unindexed,
-            logging.WARNING,
-            f"tenant {t}: {item.facts_unindexed} fact(s) are not in the keyword "
-            "index yet (written before migration 0009), so keyword recall misses them; the "
-            "daily cron's reindex job adds a bounded number each run (`agent-memory reindex` "
-            "locally).",
         ),
         (
             item.namespace_legacy_hits,

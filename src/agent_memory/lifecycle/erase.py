@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field
 
 from agent_memory.governance.feed import ChangeFeed
 from agent_memory.governance.personal_data import destroy_statement
-from agent_memory.governance.writes import EventLog, result_id
+from agent_memory.governance.writes import EventLog
 from agent_memory.ids import chunks, run_batches, sha256_hex
 from agent_memory.lifecycle.prune import (
     EXPORT_ROOT,
@@ -51,6 +51,7 @@ from bindings.ports.durable_objects import DurableObjectNamespace
 from bindings.ports.kv import KVNamespace
 from bindings.ports.object_store import ObjectStore
 from bindings.ports.vectorize import VectorIndex
+from http_messages import CodedError
 
 MIN_SUBJECT_CHARS = 3
 AGENT_STATE_STORES = ("run_log", "turn_state", "failed_writes", "pending_writes")
@@ -167,7 +168,7 @@ class SubjectMatcher:
         erased = self._erased_ids()
         out = dict(payload)
         if isinstance(results := payload.get("results"), list):
-            out["results"] = [r for r in results if result_id(r) not in erased]
+            out["results"] = [r for r in results if r[0] not in erased]
         if isinstance(dropped := payload.get("dropped"), list):
             out["dropped"] = [d for d in dropped if d not in erased]
         return out if out != payload else None
@@ -176,13 +177,22 @@ class SubjectMatcher:
         return {"episodes": self.episode, "runs": self.run, "events": self.event}[kind](row)
 
 
+class InvalidSubject(CodedError, ValueError):
+    """A subject no erase or subject export takes (it comes in the path): 422."""
+
+    status = 422
+    code = "invalid_path"
+
+
 def validate_subject(subject: str) -> str:
-    """The subject, or ValueError: 3-256 characters, not blank (a very short string would
-    match as a substring of almost everything)."""
+    """The subject, or `InvalidSubject`: 3-256 characters, not blank (a very short string
+    would match as a substring of almost everything)."""
     if not isinstance(subject, str) or subject.strip() != subject or not subject:
-        raise ValueError("subject must be a non-empty string without surrounding spaces")
+        raise InvalidSubject("subject must be a non-empty string without surrounding spaces")
     if not MIN_SUBJECT_CHARS <= len(subject) <= MAX_SUBJECT_CHARS:
-        raise ValueError(f"subject must be {MIN_SUBJECT_CHARS}-{MAX_SUBJECT_CHARS} characters long")
+        raise InvalidSubject(
+            f"subject must be {MIN_SUBJECT_CHARS}-{MAX_SUBJECT_CHARS} characters long"
+        )
     return subject
 
 

@@ -39,7 +39,6 @@ from agent_memory.directory import (
     TenantTable,
     base_tables,
     clear_fence,
-    content_hash_chars,
     control_db,
     directory_home,
     ensure_fence_triggers,
@@ -51,7 +50,7 @@ from agent_memory.directory import (
     tenant_tables,
 )
 from agent_memory.governance.feed import ChangeFeed
-from agent_memory.ids import chunks, content_hash
+from agent_memory.ids import chunks
 from agent_memory.tiers.semantic.models import delete_own_vectors, own_vectors
 from bindings.environment import Bindings, Shard
 from bindings.ports.d1 import D1Database, D1Statement
@@ -576,9 +575,7 @@ async def _replay_step(source: Shard, target: Shard, tenant: str, meter: _Meter)
         width = max(1, len(_key(table)))
         for chunk in chunks(list(by_text.values()), MAX_KEYS_PARAMS // width):
             where = _keys_clause(table, chunk)
-            rows = await _as_target(
-                source, target, table, await _rows(src_db, table, tenant, where)
-            )
+            rows = await _rows(src_db, table, tenant, where)
             theirs = await _rows(dst_db, table, tenant, where)
             meter.spend(2)
             if rows == theirs:
@@ -689,24 +686,6 @@ def _delete(
     return db.prepare(sql).bind(tenant, *where[1])
 
 
-async def _as_target(
-    source: Shard, target: Shard, table: TenantTable, rows: list[Row]
-) -> list[Row]:
-    """The source's `rows` of `table` as the target stores them, so they compare equal to a
-    faithful copy: where the two databases keep different widths of a fact's content hash
-    (`storage_format`; the two schemas, docs/placement.md "Bytes per memory"), the hash is
-    computed from the fact's content as learn computes it (`ids.content_hash`) and cut to
-    the target's width. One path for either direction: a wider target cannot be filled in
-    from the source's shorter hash."""
-    if table.name != VECTOR_TABLE or not rows:
-        return rows
-    mine = await content_hash_chars(shard_db(source), source.name)
-    theirs = await content_hash_chars(shard_db(target), target.name)
-    if mine == theirs:
-        return rows
-    return [{**row, "content_hash": content_hash(str(row["content"]))[:theirs]} for row in rows]
-
-
 def _digest(previous: str, rows: list[Row]) -> str:
     text = json.dumps(rows, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256((previous + text).encode()).hexdigest()
@@ -745,7 +724,6 @@ async def _sync_step(
     limit = CHUNK_ROWS if key else None  # a keyless table holds one row per tenant
     rows = await _rows(src_db, table, tenant, _key_range(table, after, None), limit)
     last = [rows[-1][c] for c in key] if rows and key and len(rows) == CHUNK_ROWS else None
-    rows = await _as_target(source, target, table, rows)
     theirs = await _rows(dst_db, table, tenant, _key_range(table, after, last))
     meter.spend(2)
     if check:

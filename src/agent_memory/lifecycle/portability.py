@@ -10,7 +10,7 @@ The records are the pydantic models below; `json_schema()` is the published JSON
 (docs/export-format.schema.json). Nothing else leaves: never a key, credential, token, KEK or a
 data key (`subject_data_keys`).
 
-**Exports** (`Exporter`): a job (`portability_jobs`, migration 0025) that reads the tenant's
+**Exports** (`Exporter`): a job (`portability_jobs`, migration 0002) that reads the tenant's
 tables in key order and writes gzip JSON Lines parts to the cold bucket under
 `exports/{tenant}/{job}/part-NNNNN.jsonl.gz`; each part is written before the job's progress
 names it, so a crash repeats that part (same key, same rows) and loses nothing. The header is
@@ -71,7 +71,7 @@ from agent_memory.namespace import DEFAULT_SUBJECT, TENANT_PATTERN
 from agent_memory.tiers.episodic import Episode, Pack, RunRecord
 from agent_memory.tiers.semantic.memory import SemanticMemory
 from agent_memory.tiers.semantic.models import Fact, FactInput
-from agent_memory.tiers.semantic.writes import STORED_HASH
+from agent_memory.tiers.semantic.writes import STORED_HASH_CHARS
 from bindings.ports.clock import Clock
 from bindings.ports.d1 import D1Database, D1Statement
 from bindings.ports.object_store import ObjectStore
@@ -87,6 +87,7 @@ PART_RECORDS = 5_000
 PAGE_ROWS = 500
 IMPORT_CHUNK = 500
 EXPORT_KEPT_DAYS = 7
+EXPORT_STEP_SECONDS = 20.0  # one bounded step: after the start's response, or a minute cron's
 MAX_REFUSALS_LISTED = 100
 Personal = Literal["sealed", "opened"]
 ImportFormat = Literal["agent-memory", "mem0", "text"]
@@ -517,8 +518,10 @@ class Exporter:
         cold: ObjectStore | None,
         personal: PersonalData,
         clock: Clock,
+        eraser: SubjectEraser,
     ) -> None:
         self.tenant = tenant
+        self._eraser = eraser
         self._db = db
         self._cold = cold
         self._personal = personal
@@ -572,9 +575,7 @@ class Exporter:
         """Write parts of job `job_id` until it is complete or `max_seconds` have passed
         (at least one part); resumes where its saved progress says."""
         started = time.monotonic()
-        job = await self.jobs.get(job_id)
-        if job is None:
-            raise ApiError(404, "export_not_found", "no such export of this tenant")
+        job = await self.job(job_id)
         while job.status == "running":
             try:
                 job = await self._part(job)
@@ -643,11 +644,18 @@ class Exporter:
         saved = job.model_copy(update={"progress": progress, "updated_at": self._now_ms()})
         return await self.jobs.save(saved)
 
+    async def job(self, job_id: str) -> PortabilityJob:
+        """Export `job_id` of this tenant; 404 `export_not_found`."""
+        job = await self.jobs.get(job_id)
+        if job is None or job.kind != "export":
+            raise ApiError(404, "export_not_found", "no such export of this tenant")
+        return job
+
     async def part(self, job_id: str, part: int) -> bytes:
         """Part `part` of a finished export (gzip JSON Lines; part 0 is the header)."""
-        job = await self.jobs.get(job_id)
-        if job is None or job.status == "expired":
-            raise ApiError(404, "export_not_found", "no such export of this tenant (or expired)")
+        job = await self.job(job_id)
+        if job.status == "expired":
+            raise ApiError(404, "export_not_found", "the export has expired")
         if job.status != "complete":
             raise ApiError(409, "export_running", "the export is not finished yet")
         body = await self._require_cold().get(part_key(self.tenant, job_id, part))
@@ -656,10 +664,12 @@ class Exporter:
         return body.data
 
     async def subject(
-        self, eraser: SubjectEraser, subject: str, *, by: str, personal: Personal = "sealed"
+        self, subject: str, *, by: str, personal: Personal = "sealed"
     ) -> list[dict[str, Any]]:
         """Everything about `subject` (what its erase would remove: rows in every tier, the
-        archived rows, working-memory entries) as records, the header first."""
+        archived rows, working-memory entries) as records, the header first; 422
+        `invalid_path` for a subject no erase takes."""
+        eraser = self._eraser
         found = await eraser.find(subject)
         matcher = SubjectMatcher(subject, found)
         records: list[dict[str, Any]] = []
@@ -1002,20 +1012,20 @@ class Importer:
         return found
 
     async def _same_facts(self, facts: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
-        """Which (subject, full content hash) pairs the tenant's facts already have."""
+        """Which (subject, full content hash) pairs the tenant's facts already have (rows hold
+        the hash cut to `STORED_HASH_CHARS`)."""
         found: set[tuple[str, str]] = set()
         for part in chunks(list(facts), 90):
             rows = (
                 await self.db.prepare(
                     "SELECT subject, content_hash FROM semantic_facts WHERE tenant_id = ? AND "
-                    f"content_hash IN (SELECT {STORED_HASH.replace('?', 'value')} "
-                    "FROM json_each(?))"
+                    "content_hash IN (SELECT value FROM json_each(?))"
                 )
-                .bind(self.tenant, json.dumps([h for _, h in part]))
+                .bind(self.tenant, json.dumps([h[:STORED_HASH_CHARS] for _, h in part]))
                 .all()
             )
             stored = {(str(r["subject"]), str(r["content_hash"])) for r in rows.results}
-            found |= {(s, d) for s, d in part for t, h in stored if t == s and d.startswith(h)}
+            found |= {(s, d) for s, d in part if (s, d[:STORED_HASH_CHARS]) in stored}
         return found
 
     async def _native(
@@ -1099,15 +1109,15 @@ class Importer:
                 row[column] = stored_payload(row["kind"], row[column])
             elif row.get(column) is not None:
                 row[column] = json.dumps(row[column], separators=(",", ":"), ensure_ascii=False)
-        if field is not None:
-            row["content_hash"] = content_hash(record.content)
+        if field is not None:  # a fact's row keeps its hash cut, as the semantic tier writes it
+            digest = content_hash(record.content)
+            row["content_hash"] = digest[:STORED_HASH_CHARS] if field == "metadata" else digest
         if field == "metadata" and row["status"] == "active":  # active once its vector is here
             row["status"] = "pending_vector"
         return {"tenant_id": self.tenant, **row}
 
     def _insert(self, table: _Table, row: dict[str, Any]) -> D1Statement:
-        hashed = table.record == "fact"
-        marks = ", ".join(STORED_HASH if hashed and c == "content_hash" else "?" for c in row)
+        marks = ", ".join("?" * len(row))
         return self.db.prepare(
             f'INSERT INTO "{table.name}" ({_quoted(row)}) VALUES ({marks}) ON CONFLICT DO NOTHING'
         ).bind(*row.values())

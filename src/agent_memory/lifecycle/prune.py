@@ -27,7 +27,8 @@ from pydantic import BaseModel, Field
 from agent_memory.governance.feed import ChangeFeed
 from agent_memory.ids import IDS_PER_STATEMENT, delete_ids
 from agent_memory.lifecycle.retention import TenantTable, get_lifecycle, known_tenants
-from agent_memory.placement import DEFAULT_TABLE, PlacementTable
+from agent_memory.placement import DEFAULT_TABLE, PlacementTable, parse_placement
+from bindings.environment import Bindings
 from bindings.ports.clock import Clock
 from bindings.ports.d1 import D1Database, D1Error, D1Statement
 from bindings.ports.object_store import OBJECT_STORE_MAX_DELETE_KEYS, ObjectStore
@@ -698,6 +699,33 @@ class Pruner:
             f"subject, created_at, ? FROM memory_episodes WHERE {where} {_INDEX_UPSERT}"
         )
         return [_stmt(self._db, sql, key, now_ms, *params)]
+
+
+def pruner_for(
+    bindings: Bindings, share: tuple[int, float] | None = None, batch_rows: int | None = None
+) -> Pruner | None:
+    """The pruner over `bindings`' database and cold bucket (None without either), within
+    `share` (operations, seconds), else the settings' lifecycle budget."""
+    if bindings.db is None or bindings.cold is None:
+        return None
+    settings = bindings.settings
+    operations, seconds = share or (
+        settings.lifecycle_max_operations,
+        settings.lifecycle_max_seconds,
+    )
+    return Pruner(
+        bindings.db,
+        bindings.cold,
+        bindings.clock,
+        default_retention_days=settings.episode_retention_days,
+        budget=PruneBudget(
+            max_operations=max(OPERATIONS_PER_BATCH + 2, operations),
+            max_seconds=seconds,
+            batch_rows=batch_rows or settings.prune_batch_rows,
+        ),
+        placement=parse_placement(settings.memory_placement),
+        feed=ChangeFeed.of(bindings),
+    )
 
 
 def _counts_from(tenant: str, row: Row) -> TenantPruneCounts:

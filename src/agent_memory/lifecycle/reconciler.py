@@ -629,7 +629,6 @@ class ReconcileReport(BaseModel):
     summarised: int = 0
     links_added: int = 0
     pending_completed: int = 0
-    keys_backfilled: int = 0
     update_pairs: int = 0
     superseded_updates: int = 0
     adjudicator: str = ""
@@ -690,6 +689,7 @@ class Reconciler:
         if not await self._store.restore(fact_id, winner, int(now * 1000), record):
             raise ApiError(409, "not_superseded", "the fact changed meanwhile")
         await self._memory.complete_pending()
+        self._publish("restored", {"id": fact_id, "key": winner, "by": by})  # live again
         return change
 
     async def replay(self, event_id: str, by: str) -> Change:
@@ -716,7 +716,13 @@ class Reconciler:
         await self._store.drop_vectors([loser])
         if not done:
             raise ApiError(409, "not_active", "the superseded fact is not live now")
+        self._publish("superseded", {"id": winner, "key": winner, "supersedes": loser, "by": by})
         return change
+
+    def _publish(self, type_: str, data: dict[str, str]) -> None:
+        """An operator's undo or replay on the change feed (docs/portability.md)."""
+        if self._gate.feed is not None:
+            self._gate.feed.publish(self.tenant_id, [(type_, {"tier": "semantic", **data})])
 
     def _changed(
         self, now: float, op: str, loser: str, winner: str, by: str
@@ -739,9 +745,6 @@ class Reconciler:
         report = ReconcileReport(tenant_id=self.tenant_id)
         now_ms = int(self._clock.now() * 1000)
         report.pending_completed = await self._memory.complete_pending()
-        # Facts from before keys existed get theirs, a batch per run, so a newer statement
-        # about the same entity can supersede them (migration 0005/0006).
-        report.keys_backfilled = await self._memory.backfill_keys()
         # 1-2. Dedup, then conflicts, over the live facts.
         facts = await self._store.live_facts(self.config.max_facts)
         report.facts_examined = len(facts)

@@ -39,22 +39,23 @@ from bindings.ports.background import BackgroundTasks
 from bindings.ports.d1 import D1Database, D1Error, D1Statement
 from bindings.ports.do_sql import SqlStorage
 from bindings.ports.sql import Row, SqlValue
+from http_messages import CodedError
 
 RECENT_EPISODES = 10
 MAX_EPISODE_CHARS = 32_768
 MAX_PAGE_SIZE = 100
-# interrupted: the turn never ended (its Durable Object stopped mid-turn; migration 0024).
+# interrupted: the turn never ended (its Durable Object stopped mid-turn).
 RunStatus = Literal["running", "completed", "failed", "interrupted"]
 EpisodeKind = Literal["observation", "action", "outcome", "message", "summary"]
 WriteOp = Literal["start_run", "append_episode", "complete_run", "fail_run"]
 EPISODE_LIMIT_CODE = "episode_limit_reached"
 
 
-class EpisodeLimitReached(Exception):
-    """The tenant is at its episode limit (100K, migration 0004's trigger): the episode was
+class EpisodeLimitReached(CodedError):
+    """The tenant is at its episode limit (100K, the schema's trigger): the episode was
     refused and retrying cannot help (docs/lifecycle.md, "At the limit")."""
 
-    code = EPISODE_LIMIT_CODE
+    status, code = 409, EPISODE_LIMIT_CODE
 
     def __init__(self, tenant: str, detail: str) -> None:
         super().__init__(

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import json
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -27,7 +27,6 @@ from pydantic import BaseModel, ConfigDict
 
 from agent_memory.governance.writes import WriteDenied, WriteGate, WriteProposal
 from agent_memory.namespace import (
-    API_AGENT_TYPE,
     LEGACY_WORKING_PREFIX,
     SEPARATOR,
     SERVICE,
@@ -37,14 +36,15 @@ from agent_memory.namespace import (
     InvalidNamespaceKey,
     ItemKey,
     NamespaceKey,
-    agent_session,
     legacy_working_key,
     validate_key,
 )
 from bindings.ports.clock import Clock, SystemClock
 from bindings.ports.d1 import D1Database
+from bindings.ports.errors import BindingLimitError
 from bindings.ports.kv import KV_MIN_EXPIRATION_TTL, KVKey, KVNamespace, KVValueWithMetadata
 from bindings.settings import Settings
+from http_messages import CodedError
 
 Outcome = Literal["canonical", "legacy", "miss"]
 
@@ -226,16 +226,22 @@ WORKING_MEMORY_TTL_SECONDS = 3600
 WORKING_MEMORY_BUDGET_BYTES = 128 * 1024
 
 
-class WorkingMemoryError(ValueError):
+class WorkingMemoryError(CodedError, ValueError):
     """A working-memory operation was refused; nothing was written."""
+
+    status, code = 422, "validation_error"
 
 
 class InvalidWorkingMemoryKey(WorkingMemoryError, InvalidMemoryKey):
     """The key (or its tenant / instance segment) is empty, a wildcard or malformed."""
 
+    code = "invalid_key"
+
 
 class WorkingMemoryWriteDenied(WorkingMemoryError):
     """The write policy refused the write (`agent_memory.governance.writes`); `denied` says why."""
+
+    code = "memory_write_denied"
 
     def __init__(self, denied: WriteDenied) -> None:
         super().__init__(str(denied))
@@ -245,15 +251,15 @@ class WorkingMemoryWriteDenied(WorkingMemoryError):
 class WorkingMemoryBudgetExceeded(WorkingMemoryError):
     """The write would take the instance past its byte budget."""
 
+    status, code = 413, "working_memory_budget_exceeded"
+
     def __init__(self, *, key: str, needed: int, used: int, budget: int) -> None:
         super().__init__(
             f"working memory budget exceeded: writing {key!r} needs {needed} bytes, "
             f"the instance already uses {used} of {budget}; delete keys or store less"
         )
-        self.key = key
-        self.needed = needed
-        self.used = used
-        self.budget = budget
+        self.key, self.needed, self.used, self.budget = key, needed, used, budget
+        self.details = {"needed": needed, "used": used, "budget": budget}
 
 
 class WorkingRead(BaseModel):
@@ -458,10 +464,14 @@ async def backfill_namespace(
 ) -> BackfillReport:
     """Copy up to `max_keys` legacy keys (of `tenant`, or of every tenant) to canonical keys,
     never overwriting one, keeping value, metadata and absolute expiration (under 60 s left:
-    left to expire); deletes nothing. Repeat with `next_cursor` until it is None."""
+    left to expire); deletes nothing. Repeat with `next_cursor` until it is None; another
+    cursor is an `InvalidBackfillCursor`."""
     report = BackfillReport(dry_run=dry_run)
     now = clock.now()
-    page = await kv.list(prefix=legacy_prefix(tenant), cursor=cursor, limit=max(1, max_keys))
+    try:
+        page = await kv.list(prefix=legacy_prefix(tenant), cursor=cursor, limit=max(1, max_keys))
+    except BindingLimitError:  # KV's refusal of a cursor it did not hand out
+        raise InvalidBackfillCursor("cursor is not one this backfill returned") from None
     for entry in page.keys:
         report.scanned += 1
         item = _canonical(entry.name)
@@ -504,75 +514,7 @@ async def backfill_all(
         cursor = step.next_cursor
 
 
-class InvalidBackfillCursor(ValueError):
+class InvalidBackfillCursor(CodedError, ValueError):
     """A cursor this backfill did not return."""
 
-
-async def adopt_untyped_sessions(
-    kv: KVNamespace,
-    clock: Clock,
-    *,
-    tenant: str,
-    owners: Mapping[str, Sequence[str]],
-    typed: Collection[str],
-    dry_run: bool = False,
-    cursor: str | None = None,
-    max_keys: int = DEFAULT_MAX_KEYS,
-) -> BackfillReport:
-    """The migration to one working memory per agent type (issue 25), one bounded step.
-
-    Working keys written before sessions named the agent type (session `{instance}`, in the
-    canonical and then the legacy key space) are copied, with their metadata and expiry, to
-    the session of each type that runs an instance of that id (`owners`; an id no runtime
-    agent has is a memory-API agent's, `API_AGENT_TYPE`), then deleted: each agent keeps
-    what it saw before, and no type reads another's keys after. A session whose first dotted
-    part is in `typed` is already an agent's. A typed key that exists is newer and is kept
-    (`already_canonical`). Idempotent; repeat with `next_cursor` until it is None."""
-    step, _, kv_cursor = (cursor or "0:").partition(":")
-    if step not in ("0", "1"):
-        raise InvalidBackfillCursor("cursor is not one this backfill returned")
-    report = BackfillReport(dry_run=dry_run)
-    now = clock.now()
-    canonical = step == "0"
-    prefix = f"{SERVICE}{SEPARATOR}{tenant}{SEPARATOR}" if canonical else legacy_prefix(tenant)
-    page = await kv.list(prefix=prefix, cursor=kv_cursor or None, limit=max(1, max_keys))
-    for entry in page.keys:
-        parts = entry.name[len(prefix) :].split(SEPARATOR)
-        if canonical and (len(parts) < 3 or parts[1] != "working"):
-            continue  # another kind of hot item (episodes are named by their own ids)
-        session = parts[0]
-        entity = SEPARATOR.join(parts[2:] if canonical else parts[1:])
-        if session.partition(".")[0] in typed and "." in session:
-            continue
-        report.scanned += 1
-        if entry.expiration is not None and entry.expiration - now < KV_MIN_EXPIRATION_TTL:
-            report.expiring += 1  # left to expire: KV cannot write a shorter expiry
-            continue
-        found = await kv.get_with_metadata(entry.name)
-        if found.value is None:
-            report.expiring += 1
-            continue
-        try:
-            targets = [
-                ItemKey.build(tenant, agent_session(agent_type, session), "working", entity)
-                for agent_type in owners.get(session) or (API_AGENT_TYPE,)
-            ]
-        except ValueError:
-            report.invalid += 1
-            continue
-        for item in targets:
-            target = item.key if canonical else legacy_working_key(item)
-            if await kv.get(target) is not None:
-                report.already_canonical += 1
-                continue
-            report.copied += 1
-            if not dry_run:
-                metadata = {**(found.metadata or {}), "ns": item.namespace_key}
-                await kv.put(target, found.value, expiration=entry.expiration, metadata=metadata)
-        if not dry_run:
-            await kv.delete(entry.name)
-    if not page.list_complete and page.cursor:
-        report.next_cursor = f"{step}:{page.cursor}"
-    else:
-        report.next_cursor = "1:" if canonical else None
-    return report
+    status, code = 422, "invalid_cursor"

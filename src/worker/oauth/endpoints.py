@@ -59,7 +59,6 @@ from http_messages import (
     empty_response,
     json_response,
 )
-from worker.app import Call
 from worker.identity import AccessIdentity, require_access
 from worker.oauth.protocol import (
     CLIENT_SECRET_PREFIX,
@@ -82,6 +81,7 @@ from worker.oauth.protocol import (
     stores,
     verify_pkce,
 )
+from worker.routing import Call
 
 CIMD_MAX_BYTES = 5 * 1024
 CIMD_TIMEOUT_SECONDS = 5.0

@@ -35,7 +35,7 @@ from gateway.credentials import (
 )
 from gateway.routes import issuer_of
 from http_messages import ApiError, HttpResponse, json_response
-from worker.app import Call
+from worker.routing import Call
 
 ACCESS_TOKEN_TTL = 3600
 REFRESH_TOKEN_TTL = 30 * 24 * 3600
@@ -299,6 +299,6 @@ async def connected_clients_route(call: Call[None, None]) -> HttpResponse:
 
 async def revoke_client_route(call: Call[None, None]) -> HttpResponse:
     tenant, grant_id = call.params["tenant"], call.params["grant_id"]
-    if not await revoke_connected(call.bindings, tenant, grant_id, call.operator.principal):
+    if not await revoke_connected(call.bindings, tenant, grant_id, call.auth.principal):
         raise ApiError(404, "grant_not_found", f"no live grant {grant_id!r} on tenant {tenant!r}")
     return json_response({"tenant": tenant, "grant_id": grant_id, "revoked": True})

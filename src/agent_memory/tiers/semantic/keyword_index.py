@@ -1,5 +1,5 @@
-"""The per-tenant keyword index (migration 0009): recall's keyword channel, contextual
-indexing, and the reindex job for facts written before the index existed.
+"""The per-tenant keyword index: recall's keyword channel, contextual indexing, and the
+renormalisation of stored terms when the vocabulary grows.
 
 Channel, tenant-first: `candidates` reads the tenant's statistics and the query terms' df in
 one batch, then aggregates the postings of the rarer terms with BM25F in SQL. Terms are taken
@@ -14,23 +14,14 @@ it in the session plus its date's month and year (`date_terms`), and embedded af
 `embed_before` predecessors. Later memories arriving in another call are added by
 `extend_following`. Counts are `RetrievalConfig.context`, chosen on the LoCoMo dev split
 (docs/semantic-memory.md, "How the constants were chosen").
-
-Reindex: `reindex_pending` fills in `index_terms` (NULL for pre-0009 facts, which then have
-no postings) within a budget, oldest first, one UPDATE per page carried as one JSON parameter
-and only where `index_terms IS NULL` still holds (the trigger writes the postings). Every
-statement names one tenant; idempotent and safe to interrupt.
 """
 
 from __future__ import annotations
 
 import json
-import logging
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
-
-from pydantic import BaseModel, Field
+from typing import Any
 
 from agent_memory.directory import TENANT_CODE
 from agent_memory.ids import distinct_tenants_sql
@@ -221,9 +212,6 @@ def _posting_score(
     return sql, [*weight_params, query.stats.average_length(p)]
 
 
-log = logging.getLogger(__name__)
-
-
 @dataclass(frozen=True, slots=True)
 class IndexEntry:
     """How one memory is indexed: `index_terms` (`_entry_json`) and the two lengths."""
@@ -266,12 +254,8 @@ def _entry_json(terms: dict[str, list[int]]) -> str:
 
 
 def stored_terms(index_terms: str) -> dict[str, list[int]]:
-    """`{"term": [tf, context_tf]}` of a stored `index_terms`: the array form (0020's, or
-    0018's with one term a string), or the object form of before 0018 (`{"term": tf}` or
-    `{"term": [tf, context_tf]}`)."""
-    stored: list[str | list[Any]] | dict[str, int | list[int]] = json.loads(index_terms)
-    if isinstance(stored, dict):
-        return {t: list(v) if isinstance(v, list) else [v, 0] for t, v in stored.items()}
+    """`{"term": [tf, context_tf]}` of a stored `index_terms` (`_entry_json`'s array)."""
+    stored: list[str | list[Any]] = json.loads(index_terms)
     return {t: [1, 0] for e in stored if isinstance(e, str) for t in e.split()} | {
         str(e[0]): [int(e[1]), int(e[2])] for e in stored if isinstance(e, list)
     }
@@ -376,51 +360,6 @@ FACTS_PER_STATEMENT = 100
 MAX_STATEMENT_JSON = 64_000  # characters of the JSON parameter before a new statement
 
 
-StoppedBy = Literal["tenant_budget", "total_budget", "time_budget"]
-
-
-# One seek per tenant on the partial index `semantic_facts_unindexed`.
-_UNINDEXED_TENANTS_SQL = distinct_tenants_sql("semantic_facts", "index_terms IS NULL")
-_PAGE_SQL = (
-    "SELECT fts_rowid, content, valid_from FROM semantic_facts "
-    "WHERE tenant_id = ? AND index_terms IS NULL ORDER BY fts_rowid LIMIT ?"
-)
-
-_UPDATE_SQL = (
-    "UPDATE semantic_facts SET (index_terms, index_length, context_length) = "
-    "(SELECT json_extract(j.value, '$[1]'), json_extract(j.value, '$[2]'), "
-    "json_extract(j.value, '$[3]') FROM json_each(?1) AS j "
-    "WHERE json_extract(j.value, '$[0]') = semantic_facts.fts_rowid) "
-    "WHERE tenant_id = ?2 AND fts_rowid IN (SELECT json_extract(value, '$[0]') "
-    "FROM json_each(?1)) AND index_terms IS NULL"
-)
-
-_COUNT_SQL = "SELECT COUNT(*) AS n FROM semantic_facts WHERE tenant_id = ? AND index_terms IS NULL"
-
-
-class ReindexBudget(BaseModel):
-    """How much one run may do: facts per tenant, facts in all, and wall time."""
-
-    facts_per_tenant: int = Field(default=5_000, ge=1)
-    facts_total: int = Field(default=20_000, ge=1)
-    max_seconds: float = Field(default=300.0, ge=0)
-
-
-class TenantReindex(BaseModel):
-    tenant_id: str
-    reindexed: int = 0
-    # Facts of the tenant still without an entry after this run (0: caught up).
-    remaining: int = 0
-    error: str | None = None
-
-
-class ReindexReport(BaseModel):
-    reindexed: int = 0
-    # The budget that left facts unindexed (None: every tenant reached is caught up).
-    stopped_by: StoppedBy | None = None
-    tenants: list[TenantReindex] = Field(default_factory=list)
-
-
 def _statement_groups(items: Sequence[list[Any]]) -> list[str]:
     """`items` as JSON array parameters, each at most `MAX_STATEMENT_JSON` characters (or
     one item)."""
@@ -437,29 +376,6 @@ def _statement_groups(items: Sequence[list[Any]]) -> list[str]:
     if current:
         groups.append(f"[{','.join(current)}]")
     return groups
-
-
-async def reindex_tenant(
-    db: D1Database, tenant_id: str, limit: int, *, deadline: float | None = None
-) -> int:
-    """Index up to `limit` of the tenant's unindexed facts, oldest first; stops early at
-    `deadline` (`time.monotonic()`). Returns how many facts left the unindexed list (a fact
-    another writer indexed between the read and the UPDATE keeps that writer's entry)."""
-    done = 0
-    while done < limit and (deadline is None or time.monotonic() < deadline):
-        page = min(FACTS_PER_STATEMENT, limit - done)
-        rows = (await db.prepare(_PAGE_SQL).bind(tenant_id, page).all()).results
-        items = []  # [fts_rowid, index_terms, length, context_length]
-        for row in rows:
-            at = None if row["valid_from"] is None else int(row["valid_from"]) / 1000
-            e = index_entry(str(row["content"]), [], at)
-            items.append([int(row["fts_rowid"]), e.index_terms, e.length, e.context_length])
-        for group in _statement_groups(items):
-            await db.prepare(_UPDATE_SQL).bind(group, tenant_id).run()
-        done += len(rows)
-        if len(rows) < page:
-            break
-    return done
 
 
 _TERMS_PAGE_SQL = (
@@ -522,54 +438,3 @@ async def renormalise_all(
             done, cursor = await renormalise(db, tenant, page, cursor)
             changed[tenant] = changed.get(tenant, 0) + done
     return changed
-
-
-async def reindex_pending(
-    db: D1Database,
-    budget: ReindexBudget | None = None,
-    *,
-    tenants: Sequence[str] | None = None,
-    progress: Callable[[TenantReindex], None] | None = None,
-) -> ReindexReport:
-    """Index the unindexed facts of `tenants` (default: every tenant that has any) within
-    `budget`. One tenant's failure is logged and reported; the others still run."""
-    budget = budget or ReindexBudget()
-    started = time.monotonic()
-    deadline = started + budget.max_seconds
-    report = ReindexReport()
-    if tenants is None:  # every tenant with an unindexed fact
-        result = await db.prepare(_UNINDEXED_TENANTS_SQL).all()
-        tenants = [str(row["tenant_id"]) for row in result.results]
-    for tenant in tenants:
-        left = budget.facts_total - report.reindexed
-        if left <= 0:
-            report.stopped_by = "total_budget"
-            break
-        if time.monotonic() >= deadline:
-            report.stopped_by = "time_budget"
-            break
-        item = TenantReindex(tenant_id=tenant)
-        cap = min(left, budget.facts_per_tenant)
-        try:
-            item.reindexed = await reindex_tenant(db, tenant, cap, deadline=deadline)
-            item.remaining = int(await db.prepare(_COUNT_SQL).bind(tenant).first_value("n") or 0)
-        except Exception as exc:
-            log.exception("reindex: tenant %s failed", tenant)
-            item.error = f"{type(exc).__name__}: {exc}"
-        report.reindexed += item.reindexed
-        if item.remaining and item.reindexed >= cap and report.stopped_by is None:
-            report.stopped_by = (
-                "tenant_budget" if cap == budget.facts_per_tenant else "total_budget"
-            )
-        report.tenants.append(item)
-        log.info(
-            "reindex: tenant %s: %d fact(s) indexed, %d still unindexed",
-            tenant,
-            item.reindexed,
-            item.remaining,
-        )
-        if progress is not None:
-            progress(item)
-    if time.monotonic() >= deadline and any(t.remaining for t in report.tenants):
-        report.stopped_by = "time_budget"
-    return report

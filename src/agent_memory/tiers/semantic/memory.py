@@ -46,7 +46,7 @@ from agent_memory.tiers.semantic.recall import (
     Recaller,
     RecallRecorder,
 )
-from agent_memory.tiers.semantic.writes import FactWriter, backfill_keys
+from agent_memory.tiers.semantic.writes import FactWriter
 from bindings.ports.background import BackgroundTasks
 from bindings.ports.clock import Clock
 from bindings.ports.d1 import D1Database, D1Statement
@@ -172,11 +172,6 @@ class SemanticMemory:
         activate them. Returns how many became active. Safe to run any time."""
         return await self._writer.complete_pending(limit)
 
-    async def backfill_keys(self, limit: int = 500) -> int:
-        """Derive and store the keys of up to `limit` facts written before keys existed
-        (oldest first), so updates can supersede them. Returns how many were keyed."""
-        return await backfill_keys(self._s, limit)
-
     async def write_back_recall_records(self, limit: int = MAX_WRITE_BACK) -> int:
         """Write up to `limit` recall records that D1 refused earlier (kept in KV) and
         delete them from KV. Returns how many; stops at the first D1 failure."""
@@ -277,8 +272,6 @@ BRIEF_FIGURES = (
     "AS facts_pending, "
     "(SELECT COUNT(*) FROM semantic_facts WHERE tenant_id = ?1 AND status = 'superseded') "
     "AS facts_superseded, "
-    "(SELECT COUNT(*) FROM semantic_facts WHERE tenant_id = ?1 AND index_terms IS NULL) "
-    "AS facts_unindexed, "
     "(SELECT COUNT(*) FROM memory_links WHERE tenant_id = ?1) AS links"
 )
 

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from pydantic import (
     BaseModel,
@@ -44,7 +44,7 @@ from bindings.ports.vectorize import (
     VectorIndex,
     VectorRecord,
 )
-from http_messages import MAX_EPOCH_SECONDS
+from http_messages import MAX_EPOCH_SECONDS, CodedError
 
 # Vectorize indexes the first 64 bytes of a string metadata value (metadata-filtering.mdx).
 VECTORIZE_MAX_INDEXED_STRING_BYTES = 64
@@ -89,8 +89,10 @@ def embedding_tag(config: EmbeddingConfig) -> str:
 # --------------------------------------------------------------------------- errors
 
 
-class MemoryInputError(ValueError):
+class MemoryInputError(CodedError, ValueError):
     """Bad input: nothing was read or written. `code` is stable; `problems` lists fields."""
+
+    status = 422
 
     def __init__(
         self, message: str, problems: list[dict[str, str]] | None = None, code: str = ""
@@ -99,6 +101,7 @@ class MemoryInputError(ValueError):
         self.code = code or "validation_error"
         self.message = message
         self.problems = problems or []
+        self.details = {"problems": self.problems}
 
     def to_dict(self) -> dict[str, Any]:
         error: dict[str, Any] = {"code": self.code, "message": self.message}
@@ -181,7 +184,32 @@ class FactInput(BaseModel):
         return self
 
 
-class RecallFilters(BaseModel):
+class TimeWindow(BaseModel):
+    """A recall's dates, epoch seconds: only memories whose `valid_from` (when they became
+    true) lies in [valid_from_after, valid_from_before) ("what did we discuss in May?"), and
+    when the question is asked (`reference_date`, default now), for the dates it names
+    relative to then ("last May", "two weeks ago"): without an explicit window, memories
+    dated in the period the question names rank higher (`RetrievalConfig.question_dates`)."""
+
+    valid_from_after: float | None = Field(
+        default=None, ge=0, le=MAX_EPOCH_SECONDS, allow_inf_nan=False
+    )
+    valid_from_before: float | None = Field(
+        default=None, gt=0, le=MAX_EPOCH_SECONDS, allow_inf_nan=False
+    )
+    reference_date: float | None = Field(
+        default=None, gt=0, le=MAX_EPOCH_SECONDS, allow_inf_nan=False
+    )
+
+    @model_validator(mode="after")
+    def _time_window(self) -> Self:
+        after, before = self.valid_from_after, self.valid_from_before
+        if after is not None and before is not None and before <= after:
+            raise ValueError("valid_from_before must be after valid_from_after")
+        return self
+
+
+class RecallFilters(TimeWindow):
     """Optional narrowing of a recall (ADR-0030 `MemoryQuery.filters`)."""
 
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
@@ -193,20 +221,6 @@ class RecallFilters(BaseModel):
     # Epoch seconds: answer with what was believed then — facts written by then and not yet
     # superseded then (their validity interval contains it), superseded ones included.
     as_of: float | None = Field(default=None, gt=0, le=MAX_EPOCH_SECONDS, allow_inf_nan=False)
-    # Epoch seconds: only memories whose `valid_from` (when they became true) lies in
-    # [valid_from_after, valid_from_before). "What did we discuss in May?"
-    valid_from_after: float | None = Field(
-        default=None, ge=0, le=MAX_EPOCH_SECONDS, allow_inf_nan=False
-    )
-    valid_from_before: float | None = Field(
-        default=None, gt=0, le=MAX_EPOCH_SECONDS, allow_inf_nan=False
-    )
-    # Epoch seconds: when the question is asked, for the dates it names relative to then
-    # ("last May", "two weeks ago"); default now. Without an explicit window, memories dated
-    # in the period the question names rank higher (`RetrievalConfig.question_dates`).
-    reference_date: float | None = Field(
-        default=None, gt=0, le=MAX_EPOCH_SECONDS, allow_inf_nan=False
-    )
     # Not filters but how results come back: `neighbours` memories either side of each
     # result in its session, as its `context` (at most `context_budget` in all, best results
     # first); `diversify` spreads the top over sessions (None: the configuration decides,
@@ -214,16 +228,6 @@ class RecallFilters(BaseModel):
     neighbours: int | None = Field(default=None, ge=0, le=3)
     context_budget: int | None = Field(default=None, ge=1, le=60)
     diversify: bool | None = None
-
-    @model_validator(mode="after")
-    def _time_window(self) -> RecallFilters:
-        if (
-            self.valid_from_after is not None
-            and self.valid_from_before is not None
-            and self.valid_from_before <= self.valid_from_after
-        ):
-            raise ValueError("valid_from_before must be after valid_from_after")
-        return self
 
 
 class RecallRequest(BaseModel):
@@ -257,8 +261,7 @@ class Fact(BaseModel):
     embedding_provider: str
     embedding_model: str
     embedding_dimensions: int
-    # As the database keeps it: 64 hex characters, or the first 24 on a database made from
-    # migrations-compact/ (`writes.STORED_HASH`); `LearnResult` always says all of it.
+    # As the row keeps it: the first 24 hex characters (`writes.STORED_HASH_CHARS`).
     content_hash: str
     status: FactStatus
     superseded_by: str | None
@@ -268,7 +271,7 @@ class Fact(BaseModel):
     updated_at: int
     last_recalled_at: int | None
     recall_count: int
-    # The key derived on write (`keys.derive_key`); '' for facts written before 0005.
+    # The key derived on write (`keys.derive_key`).
     key_entity: str = ""
     key_attribute: str = ""
     key_source: str = ""

@@ -1,12 +1,11 @@
-"""The write path of semantic facts: rows, vectors, their repair, and key backfill.
+"""The write path of semantic facts: rows, vectors and their repair.
 
 `FactWriter.learn_many` validates every input, checks the write policy, looks the content
 hashes up (an `active` fact is returned as it is, a `pending_vector` one is completed),
 embeds what is new in batches, inserts rows `pending_vector`, upserts the vectors and marks
 the rows `active` (on failure they stay pending for `complete_pending`). `delete` removes the
 row (the source of truth) before the vector; recall deletes vectors whose row is gone
-(`Recaller.drop_stray`, DESIGN invariant 5). `backfill_keys`
-keys facts written before migration 0005 exactly as the write path does.
+(`Recaller.drop_stray`, DESIGN invariant 5).
 """
 
 from __future__ import annotations
@@ -89,47 +88,10 @@ async def derive_keys(scope: FactScope, inputs: Sequence[KeyedText]) -> list[Fac
     ]
 
 
-MAX_BACKFILL = 1_000
-
-
-async def backfill_keys(scope: FactScope, limit: int) -> int:
-    """Derive and store the keys of up to `limit` (≤ 1000) unkeyed facts of the tenant.
-    Returns how many were keyed."""
-    result = await scope.sql(
-        "SELECT fact_id, content, subject, predicate, metadata FROM semantic_facts "
-        "WHERE tenant_id = ? AND key_source = '' ORDER BY created_at LIMIT ?",
-        max(1, min(limit, MAX_BACKFILL)),
-    ).all()
-    rows = result.results
-    if not rows:
-        return 0
-    keys = await derive_keys(
-        scope,
-        [
-            (
-                str(r["content"]),
-                str(r["subject"]),
-                str(r["predicate"]),
-                json.loads(r["metadata"] or "{}"),
-            )
-            for r in rows
-        ],
-    )
-    statements = [
-        scope.db.prepare(
-            "UPDATE semantic_facts SET key_entity = ?, key_attribute = ?, key_source = ? "
-            "WHERE tenant_id = ? AND fact_id = ? AND key_source = ''"
-        ).bind(key.entity, key.attribute, key.source, scope.tenant_id, row["fact_id"])
-        for row, key in zip(rows, keys, strict=True)
-    ]
-    await run_batches(scope.db, statements)
-    return len(rows)
-
-
-# A fact's content hash as its database stores it: cut to `storage_format.content_hash_chars`
-# (64, all of it, in a database made from migrations/; 24 in one made from
-# migrations-compact/). The schema says the width, so no setting can disagree with it.
-STORED_HASH = "substr(?, 1, (SELECT content_hash_chars FROM storage_format))"
+# A fact's content hash as `semantic_facts` keeps it: the first 24 hex characters (96 bits;
+# two texts about one subject would have to share them to be taken for one fact), about 80
+# bytes a fact fewer than all 64 in the row and its UNIQUE index. `LearnResult` says all of it.
+STORED_HASH_CHARS = 24
 PENDING_RETRY_ON_WRITE = 10
 PAIRS_PER_STATEMENT = 45  # (subject, hash) pairs: 2 parameters each + tenant
 
@@ -140,8 +102,7 @@ async def find_by_hash(
     """Existing rows for (subject, content hash) pairs, by the pairs asked for. `subject IN
     (..) AND content_hash IN (..)` is a range lookup on the UNIQUE (tenant_id, subject,
     content_hash) index (an OR of pairs may be planned as a scan); the few extra rows
-    of the cross product are dropped here. The database stores each hash cut to its
-    `storage_format` width (`STORED_HASH`), so a row matches the pair whose hash it begins."""
+    of the cross product are dropped here. Rows hold the hash cut to `STORED_HASH_CHARS`."""
     found: dict[tuple[str, str], Row] = {}
     for chunk in chunks(list(dict.fromkeys(keys)), PAIRS_PER_STATEMENT):
         subjects = list(dict.fromkeys(subject for subject, _ in chunk))
@@ -149,16 +110,13 @@ async def find_by_hash(
         result = await scope.sql(
             f"SELECT status, content_hash, {VECTOR_COLUMNS} FROM semantic_facts WHERE"
             f" tenant_id = ? AND subject IN ({', '.join('?' for _ in subjects)}) "
-            f"AND content_hash IN (SELECT {STORED_HASH.replace('?', 'value')} FROM json_each(?))",
+            f"AND content_hash IN (SELECT value FROM json_each(?))",
             *subjects,
-            json.dumps(digests),
+            json.dumps([digest[:STORED_HASH_CHARS] for digest in digests]),
         ).all()
-        by_stored: dict[tuple[str, str], tuple[str, str]] = {}
+        by_stored = {(s, d[:STORED_HASH_CHARS]): (s, d) for s, d in chunk}
         for row in result.results:
-            stored = str(row["content_hash"])
-            if not by_stored:
-                by_stored = {(s, d[: len(stored)]): (s, d) for s, d in chunk}
-            key = by_stored.get((row["subject"], stored))
+            key = by_stored.get((row["subject"], str(row["content_hash"])))
             if key is not None:
                 found[key] = row
     return found
@@ -196,7 +154,7 @@ def new_row(
         "embedding_provider": config.provider,
         "embedding_model": config.model,
         "embedding_dimensions": config.dimensions,
-        "content_hash": digest,
+        "content_hash": digest[:STORED_HASH_CHARS],
         "status": "pending_vector",
         "valid_from": valid_from,
         "valid_to": None if valid_to is None else max(valid_to, valid_from),
@@ -215,11 +173,9 @@ def new_row(
 
 
 def insert_statement(scope: FactScope, row: dict[str, SqlValue]) -> D1Statement:
-    """The INSERT of `row`; a (subject, content hash) already present is left as it is. The
-    hash is stored cut to the database's width (`STORED_HASH`)."""
-    values = ", ".join(STORED_HASH if column == "content_hash" else "?" for column in row)
+    """The INSERT of `row`; a (subject, content hash) already present is left as it is."""
     return scope.db.prepare(
-        f"INSERT INTO semantic_facts ({', '.join(row)}) VALUES ({values}) "
+        f"INSERT INTO semantic_facts ({', '.join(row)}) VALUES ({', '.join('?' for _ in row)}) "
         "ON CONFLICT (tenant_id, subject, content_hash) DO NOTHING"
     ).bind(*row.values())
 

@@ -1,4 +1,4 @@
--- 0025: memory that can leave and arrive (issue 45, docs/portability.md). Control-plane tables
+-- 0002: memory that can leave and arrive (issue 45, docs/portability.md). Control-plane tables
 -- (the primary database only; `bindings.environment.CONTROL_PLANE_TABLES`, so a tenant move
 -- never copies them): export and import jobs with their resumable progress, and the change
 -- feed's webhook endpoints (secret sealed at rest), its delivery log (ids and outcomes, never

@@ -1,30 +1,25 @@
--- The schema of a shard database made now (issue 29, docs/placement.md "Bytes per memory"):
--- migrations/0001-0023 applied, with two differences that cut a fact's bytes, which an
--- existing database cannot take in place (a table rebuild of millions of rows does not fit
--- D1's 30 s per statement; a tenant reaches this schema by moving onto a database made from
--- it, `agent-memory move`, which translates its rows):
+-- The schema every D1 database of this project is made from (docs/placement.md "Schema
+-- changes"): what migrations 0001-0023 built, squashed into one file before anything was
+-- deployed, in its smaller form (docs/placement.md "Bytes per memory"), with the run status
+-- `interrupted` of 0024 (issue 47, written beside it) folded in:
 --
---   * `semantic_facts.content_hash` holds the hash's first 24 hex characters (96 bits), not
---     64: about 80 bytes fewer a fact (the row and its UNIQUE (tenant_id, subject,
---     content_hash) index). Statements cut the hash they write to `storage_format`'s width;
---     reads compare by prefix.
---   * The keyword postings name their term by a number (`semantic_term_stats.term_id`) and
---     hold only the term's counts; the fact's two field lengths are stored once in
---     `keyword_lengths`, not in each of its ~13 postings: about 110 bytes fewer a fact.
---     `semantic_terms` is a view of the same columns the migrations/ table has, so every
---     statement reads the postings the same way on both schemas; only the triggers below
---     write them.
+--   * `semantic_facts.content_hash` holds the first 24 hex characters (96 bits) of the
+--     content's SHA-256 (`tiers.semantic.writes.STORED_HASH_CHARS`): the row and its UNIQUE
+--     (tenant_id, subject, content_hash) index;
+--   * the keyword postings name their term by a number (`semantic_term_stats.term_id`) and
+--     hold only the term's counts; a fact's two field lengths are stored once
+--     (`keyword_lengths`), not in each of its postings. The triggers below write them from
+--     `semantic_facts.index_terms`; statements read them through the `semantic_terms` view.
 --
--- Later migrations are added to both folders under the same file name (0024_...), written
--- for the schema each folder holds; tests/semantic/test_compact_schema.py fails when the two
--- schemas differ anywhere else.
+-- A later change is a new file after this one (0002_...), applied to every shard's database.
 
 CREATE TABLE agent_runs (
     tenant_id    TEXT NOT NULL CHECK (length(tenant_id) BETWEEN 1 AND 128),
     run_id       TEXT NOT NULL CHECK (length(run_id) = 26),
     agent_type   TEXT NOT NULL CHECK (length(agent_type) BETWEEN 1 AND 64),
     instance_id  TEXT NOT NULL CHECK (length(instance_id) BETWEEN 1 AND 128),
-    status       TEXT NOT NULL CHECK (status IN ('running', 'completed', 'failed')),
+    status       TEXT NOT NULL
+                 CHECK (status IN ('running', 'completed', 'failed', 'interrupted')),
     input        TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(input)),
     output       TEXT CHECK (output IS NULL OR json_valid(output)),
     error        TEXT,
@@ -214,8 +209,6 @@ CREATE TABLE reconcile_state (
     CHECK (writes_since_run >= 0)) STRICT;
 CREATE INDEX semantic_facts_by_key
     ON semantic_facts (tenant_id, key_entity, key_attribute, status);
-CREATE INDEX semantic_facts_unkeyed
-    ON semantic_facts (tenant_id, created_at) WHERE key_source = '';
 CREATE TABLE operator_grants (
     tenant_id       TEXT NOT NULL CHECK (tenant_id = '*' OR length(tenant_id) BETWEEN 1 AND 128),
     principal_kind  TEXT NOT NULL CHECK (principal_kind IN ('email', 'common_name', 'group')),
@@ -245,8 +238,6 @@ CREATE INDEX workflow_packs_offered
     ON workflow_packs (tenant_id, agent_type, task_type, status, created_at);
 CREATE INDEX semantic_facts_by_session
     ON semantic_facts (tenant_id, session_key, fts_rowid) WHERE session_key IS NOT NULL;
-CREATE INDEX semantic_facts_unindexed
-    ON semantic_facts (tenant_id, fts_rowid) WHERE index_terms IS NULL;
 CREATE TABLE semantic_index_stats (
     tenant_id            TEXT PRIMARY KEY,
     docs                 INTEGER NOT NULL CHECK (docs >= 0),
@@ -407,10 +398,6 @@ CREATE TABLE tenant_move_changes (
 ) STRICT;
 CREATE INDEX tenant_move_changes_by_tenant ON tenant_move_changes (tenant_id, n);
 
-CREATE TABLE storage_format (
-    content_hash_chars INTEGER NOT NULL CHECK (content_hash_chars IN (24, 64))
-) STRICT;
-INSERT INTO storage_format (content_hash_chars) VALUES (24);
 -- A term of a tenant's keyword index (`tenant_id`: the tenant's code, keyword_tenants) and the
 -- number of its live facts holding it; `term_id` names it in the postings.
 CREATE TABLE semantic_term_stats (
