@@ -26,6 +26,7 @@ COMMAND_MODULES = [
     "local_runtime.commands.agents",
     "local_runtime.commands.bench",
     "local_runtime.commands.lifecycle",
+    "local_runtime.commands.portability",
     "local_runtime.commands.namespace",
     "local_runtime.commands.tokens",
     "local_runtime.commands.operators",

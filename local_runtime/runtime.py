@@ -10,10 +10,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
 
+from agent_memory.governance.feed import FEED_QUEUE
 from agent_runtime_do.core import AgentRuntimeCore
 from bindings.environment import Bindings, Shard
 from bindings.ports.alarms import AlarmStorage
@@ -29,6 +31,7 @@ from local_runtime.adapters.do_alarms import AlarmTable
 from local_runtime.adapters.do_sql import DurableObjectStorageRegistry, LocalDurableObjectStorage
 from local_runtime.adapters.kv import SqliteKV
 from local_runtime.adapters.object_store import LocalObjectStore
+from local_runtime.adapters.queue import LocalQueues, consumer_settings
 from local_runtime.adapters.rate_limit import FixedWindowRateLimiter
 from local_runtime.adapters.signatures import CryptographySignatures
 from local_runtime.adapters.vectorize import LocalVectorIndex
@@ -145,6 +148,11 @@ class LocalRuntime:
         self.db: SqliteD1 = cast(SqliteD1, self.shards[0].db)
         self.vectors: LocalVectorIndex = cast(LocalVectorIndex, self.shards[0].vectors)
         self.cold = LocalObjectStore(state.cold, clock=self.clock)
+        # The change feed's queue and its consumers, as wrangler.toml declares them.
+        self.queues = LocalQueues(state.queues, self.clock)
+        self.queue_consumers = consumer_settings(
+            tomllib.loads((PROJECT_ROOT / "wrangler.toml").read_text("utf-8"))
+        )
         self.cipher = CryptographyCipher()
         self.signatures = CryptographySignatures()
         self._embedder = embedder
@@ -218,6 +226,7 @@ class LocalRuntime:
             llm=self.llm,
             agents=self.agents,
             cold=self.cold,
+            feed=self.queues.producer(FEED_QUEUE),
             http_transport=self.http_transport,
             resolve_host=resolve_host,
             embed_rate_limiter=self.embed_rate_limiter,
@@ -227,13 +236,18 @@ class LocalRuntime:
             purge_residue=self.purge_residue,
         )
 
-    async def purge_residue(self) -> None:
-        """After an erase: checkpoint and truncate every local SQLite file's WAL, so the
-        pages an erase overwrote (secure_delete) leave no older copy in a -wal file."""
+    async def purge_residue(self, subject: str | None = None) -> None:
+        """After an erase: delete the queued messages naming `subject` (Cloudflare's queue
+        cannot delete one; its consumer drops them), then checkpoint and truncate every local
+        SQLite file's WAL, so the pages an erase overwrote (secure_delete) leave no older copy
+        in a -wal file."""
+        if subject:
+            self.queues.forget(subject)
         for shard in self.shards:
             self.shard_db(shard.name).checkpoint()
             self.shard_vectors(shard.name).checkpoint()
         self.kv.checkpoint()
+        self.queues.checkpoint()
         self._do_registry.checkpoint()
 
     def durable_object_storage(self, name: str) -> LocalDurableObjectStorage:
@@ -250,12 +264,30 @@ class LocalRuntime:
         """Run every Durable Object alarm due now (by this runtime's clock)."""
         return await self.agents.run_due_alarms(self.clock.now())
 
+    async def deliver_queues(self, max_batches: int = 1000) -> int:
+        """Hand each consumed queue's due messages to the Worker's consumer until none is due
+        (by this runtime's clock; at most `max_batches` batches); how many were handed."""
+        from worker.portability_routes import consume
+
+        handed = 0
+        for name, settings in self.queue_consumers.items():
+            for _ in range(max_batches):
+                count = await self.queues.deliver(
+                    name, settings, lambda queue, batch: consume(queue, batch, self.bindings())
+                )
+                handed += count
+                if not count:
+                    break
+        return handed
+
     async def run_alarms(self, poll_seconds: float = 1.0) -> None:
-        """Fire alarms as they fall due, until cancelled (the dev server's alarm loop): a
-        pass at once, then every `poll_seconds`; `alarm_passes` counts finished passes."""
+        """Fire alarms and deliver queued messages as they fall due, until cancelled (the dev
+        server's loop): a pass at once, then every `poll_seconds`; `alarm_passes` counts
+        finished passes."""
         while True:
             try:
                 await self.fire_due_alarms()
+                await self.deliver_queues()
             except Exception:  # one bad pass must not end the loop
                 log.exception("alarm loop pass failed")
             self.alarm_passes += 1
@@ -267,5 +299,6 @@ class LocalRuntime:
     async def close(self) -> None:
         await self.background.drain()
         self.agents.alarms.close()
+        self.queues.close()
         self.evict_durable_objects()  # closes the object files: their WALs are checkpointed
         await self.http_transport.close()

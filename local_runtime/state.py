@@ -6,6 +6,7 @@ Layout (created on first use):
     d1-{shard}.sqlite    every other shard's D1 database (MEMORY_SHARDS)
     durable_objects/     one SQLite file per Durable Object id
     alarms.sqlite        every Durable Object's alarm (set, retry count)
+    queues.sqlite        every Queue's messages (the change feed and its dead-letter queue)
     vectors.sqlite       the primary Vectorize index; vectors-{shard}.sqlite the others'
     cold/                the R2 cold tier (archives)
     access/              the dev Cloudflare Access key pair and JWKS
@@ -52,6 +53,10 @@ class StateDir:
     @property
     def alarms(self) -> Path:
         return self.root / "alarms.sqlite"
+
+    @property
+    def queues(self) -> Path:
+        return self.root / "queues.sqlite"
 
     @property
     def vectors(self) -> Path:

@@ -24,6 +24,7 @@ NEEDS_NODE = {"startup.py"}
 SMOKE: dict[str, list[str]] = {
     "context_assembly.py": ["--episodes", "300", "--iterations", "20", "--warmup", "5"],
     "gateway_overhead.py": ["--calls", "20", "--warmup", "5"],
+    "portability.py": ["--facts", "300", "--seed-facts", "50", "--changes", "10"],
     "prune.py": ["--sizes", "3000", "--tenants", "3"],
     "request_paths.py": [],
     "round_trips.py": ["--facts", "3", "--iterations", "1", "--delay-ms", "2"],

@@ -57,6 +57,18 @@ def test_crons_match_the_scheduled_handler() -> None:
     assert set(CONFIG["triggers"]["crons"]) == {WEEKLY_PRUNE, DAILY_BRIEF, MOVE_STEPS}
 
 
+def test_the_change_feed_queue_is_consumed_with_its_dead_letter_queue() -> None:
+    from agent_memory.governance.feed import DEAD_LETTER_QUEUE, FEED_QUEUE, MAX_RETRIES
+
+    [producer] = CONFIG["queues"]["producers"]
+    assert producer == {"binding": "FEED", "queue": FEED_QUEUE}
+    consumers = {c["queue"]: c for c in CONFIG["queues"]["consumers"]}
+    assert set(consumers) == {FEED_QUEUE, DEAD_LETTER_QUEUE}
+    # A delivery is retried MAX_RETRIES times (the consumer's backoff), then dead-lettered.
+    assert consumers[FEED_QUEUE]["max_retries"] == MAX_RETRIES
+    assert consumers[FEED_QUEUE]["dead_letter_queue"] == DEAD_LETTER_QUEUE
+
+
 def test_weekdays_are_written_by_name() -> None:
     # Cloudflare documents day-of-week as 1-7 or SUN-SAT, so a numeric `0` is ambiguous;
     # and `controller.cron` is the configured string verbatim, which is what the scheduled
@@ -99,6 +111,8 @@ def test_dry_run_deploy_lists_every_binding(tmp_path: Path) -> None:
         "Vectorize Index",
         "env.COLD (agent-memory-cold)",
         "R2 Bucket",
+        "env.FEED (agent-memory-feed)",
+        "Queue",
         "env.AI",
         "env.EMBEDDING_PROVIDER",
         "--dry-run: exiting now.",

@@ -28,8 +28,9 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from agent_memory.directory import tenant_bindings
+from agent_memory.directory import control_db, tenant_bindings
 from agent_memory.governance.agent_types import catalog
+from agent_memory.governance.feed import ChangeFeed
 from agent_memory.governance.personal_data import PersonalData
 from agent_memory.governance.writes import (
     EventLog,
@@ -52,6 +53,14 @@ from agent_memory.ids import new_ulid
 from agent_memory.lifecycle.brief import TenantBrief, build_brief
 from agent_memory.lifecycle.erase import Progress, SubjectEraser
 from agent_memory.lifecycle.inspect import MemoryInspector
+from agent_memory.lifecycle.portability import (
+    EXPORT_STEP_SECONDS,
+    Exporter,
+    Importer,
+    Jobs,
+    Personal,
+    PortabilityJob,
+)
 from agent_memory.lifecycle.prune import PruneReport, pruner_for
 from agent_memory.lifecycle.reconciler import (
     Adjudicator,
@@ -221,6 +230,8 @@ class Memory:
         # transaction with KV anyway, and the budget's read and the write are the floor.
         self.agent_types = catalog(bindings.settings.agent_types)
         policy = WritePolicy(agent_types=self.agent_types)
+        # Committed writes are published on the change feed after the response.
+        self.feed = ChangeFeed.of(bindings)
 
         def gate(after_response: bool) -> WriteGate:
             background = bindings.background if after_response else None
@@ -231,6 +242,7 @@ class Memory:
                 policy=policy,
                 background=background,
                 admitted=admitted,
+                feed=self.feed,
             )
 
         self.gate = gate(events_after_response)
@@ -498,6 +510,7 @@ class Memory:
             memory=self.semantic(agent_type="reconciler"),
             embedding_key=b.embedder.config.key,
             clock=self.clock,
+            gate=self.gate,
             adjudicator=self.adjudicator(),
         )
 
@@ -554,7 +567,43 @@ class Memory:
             cold=b.cold,
             purge_residue=b.purge_residue,
             agents=b.agents,
+            feed=self.feed,
             progress=progress,
+        )
+
+    def exporter(self) -> Exporter:
+        """The tenant's exports (docs/portability.md): rows from its shard, jobs in the primary
+        database, parts in R2."""
+        return Exporter(
+            self.tenant,
+            db=self._require_db(),
+            control=control_db(self.bindings),
+            cold=self.bindings.cold,
+            personal=self.personal,
+            clock=self.clock,
+            eraser=self.eraser(),
+        )
+
+    async def export(self, by: str, personal: Personal) -> PortabilityJob:
+        """Start an export (`by` asked; personal data opened is an event): its first step runs
+        after the response, the minute cron runs the rest (docs/portability.md)."""
+        exporter = self.exporter()
+        job = await exporter.start(by, personal)
+        steps = exporter.advance(job.job_id, max_seconds=EXPORT_STEP_SECONDS)
+        self.bindings.background.wait_until(steps)
+        return job
+
+    def importer(self) -> Importer:
+        """Imports into the tenant on its shard, through the write gate (docs/portability.md)."""
+        return Importer(
+            self.tenant,
+            self._require_db(),
+            self.gate,
+            self.personal,
+            self.clock,
+            semantic=self.semantic if self.has_semantic else None,
+            feed=self.feed,
+            jobs=Jobs(control_db(self.bindings), self.tenant),
         )
 
     def inspector(self) -> MemoryInspector:

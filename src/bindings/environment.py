@@ -19,16 +19,22 @@ from bindings.ports.embedder import Embedder
 from bindings.ports.kv import KVNamespace
 from bindings.ports.llm import LLM
 from bindings.ports.object_store import ObjectStore
+from bindings.ports.queue import Queue
 from bindings.ports.rate_limit import RateLimiter
 from bindings.ports.reranker import Reranker
 from bindings.ports.vectorize import VectorIndex
 from bindings.settings import Settings
 
 # The control plane: tables that live in the primary database (`control_db`) only and never
-# move with a tenant (authorization's grants and OAuth rows).
+# move with a tenant (authorization's grants and OAuth rows; export and import jobs, the change
+# feed's endpoints, deliveries and erasures: docs/portability.md).
 CONTROL_PLANE_TABLES = frozenset(
     {
         "operator_grants",
+        "portability_jobs",
+        "feed_endpoints",
+        "feed_deliveries",
+        "feed_erasures",
         "oauth_clients",
         "oauth_codes",
         "oauth_consents",
@@ -60,6 +66,7 @@ class Bindings:
     llm: LLM | None = None
     agents: DurableObjectNamespace | None = None
     cold: ObjectStore | None = None  # R2 `COLD`: archives written by the weekly prune
+    feed: Queue | None = None  # Queue `FEED`: the change feed (docs/portability.md)
     http_transport: httpx.AsyncBaseTransport | None = None  # tests and local runtime swap it
     # Resolves a host for the gateway's outbound guard (gateway.outbound); None on Cloudflare,
     # where fetch resolves at the edge.
@@ -68,8 +75,9 @@ class Bindings:
     signatures: Signatures | None = None
     # Personal data at rest (docs/personal-data.md); None: marked personal data is refused.
     cipher: Cipher | None = None
-    # Local only: overwrite what an erase deleted in the SQLite files (checkpoint the WAL).
-    purge_residue: Callable[[], Awaitable[None]] | None = None
+    # Local only: after an erase of the subject given, delete the queued messages naming it
+    # and overwrite what the erase deleted in the SQLite files (checkpoint the WAL).
+    purge_residue: Callable[[str], Awaitable[None]] | None = None
     embed_rate_limiter: RateLimiter | None = None  # EMBED_RATE_LIMITER, ADR-29
     oauth_rate_limiter: RateLimiter | None = None  # OAUTH_RATE_LIMITER: POST /register
     # Recall's optional reranking stage (`rerank` in MEMORY_RETRIEVAL_CONFIG): Workers AI's
@@ -90,6 +98,7 @@ class Bindings:
             "llm": self.llm is not None,
             "agent_runtime": self.agents is not None,
             "cold": self.cold is not None,
+            "feed": self.feed is not None,
         }
 
     def http_client(self, timeout: float = 10.0) -> httpx.AsyncClient:

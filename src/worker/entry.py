@@ -16,6 +16,7 @@ from bindings.cloudflare.alarms import CloudflareAlarms
 from bindings.cloudflare.do_sql import CloudflareDurableObjectStorage
 from bindings.cloudflare.environment import build_bindings
 from bindings.cloudflare.ffi import jsnull, to_py
+from bindings.cloudflare.queue import received, settle
 from http_messages import (
     Headers,
     HttpRequest,
@@ -68,6 +69,17 @@ class Default(WorkerEntrypoint):
         bindings = build_bindings(self.env, self.ctx)
         scheduled_time = float(controller.scheduledTime) / 1000.0  # ms -> s
         await run_scheduled(str(controller.cron), scheduled_time, bindings)
+
+    async def queue(self, batch: Any, env: Any = None, ctx: Any = None) -> None:
+        """The change feed's queues (docs/portability.md): each message acked or retried as
+        the consumer says; one it gave no verdict is retried."""
+        from worker.portability_routes import consume  # on the first batch, not at start-up
+
+        bindings = build_bindings(self.env, self.ctx)
+        messages = received(batch)
+        verdicts = await consume(str(batch.queue), [m for m, _ in messages], bindings)
+        for message, js_message in messages:
+            settle(js_message, verdicts.get(message.id, 10))
 
 
 def request_method(request: Request) -> str:

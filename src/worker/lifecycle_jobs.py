@@ -17,15 +17,17 @@ from pydantic import BaseModel, Field
 
 from agent_memory.directory import (
     all_shards,
+    control_db,
     homes,
     on_shard,
     primary_db,
     shard_usage,
 )
+from agent_memory.governance.feed import forget_feed_history
 from agent_memory.governance.personal_data import DataKeys
 from agent_memory.ids import is_ulid
 from agent_memory.lifecycle.brief import TenantBrief, build_brief
-from agent_memory.lifecycle.erase import EraseReport, validate_subject
+from agent_memory.lifecycle.erase import EraseReport
 from agent_memory.lifecycle.move import (
     FINISHED,
     MoveBudget,
@@ -35,6 +37,11 @@ from agent_memory.lifecycle.move import (
     moves,
     recheck_move,
     start_move,
+)
+from agent_memory.lifecycle.portability import (
+    EXPORT_STEP_SECONDS,
+    expire_exports,
+    running_exports,
 )
 from agent_memory.lifecycle.prune import (
     TenantPruneCounts,
@@ -69,6 +76,7 @@ REWRAP_BATCH = 500
 DATABASE_WARN_AT = 0.8  # the brief warns when a database or index is this full
 # Carried-over recall records written back per daily run (two D1 statements each).
 WRITE_BACK_PER_RUN = 200
+FEED_HISTORY_MS = 14 * 86_400_000
 
 
 def shard_views(bindings: Bindings) -> list[Bindings]:
@@ -224,6 +232,7 @@ async def daily_brief(bindings: Bindings, scheduled_time: float) -> dict[str, An
         "reconciled": reconciled,
         "data_keys_rewrapped": rewrapped,
         "oauth_rows_swept": await oauth_sweep(bindings) if bindings.kv is not None else 0,
+        "exports_expired": await _expire_exports(bindings, scheduled_time),
         "moves": [
             {"tenant_id": m.tenant_id, "phase": m.phase, "error": m.error} for m in unfinished
         ],
@@ -297,7 +306,27 @@ async def move_steps(bindings: Bindings, scheduled_time: float) -> dict[str, Any
     oauth = bindings.db is not None and bindings.kv is not None
     ended = await finish_revocations(bindings) if oauth else 0
     report = {"ran": True, "moves": await advance_moves(bindings)}
-    return report | ({"oauth_tokens_ended": ended} if ended else {})
+    exported = await advance_exports(bindings) if bindings.db is not None else []
+    return (
+        report
+        | ({"oauth_tokens_ended": ended} if ended else {})
+        | ({"exports": exported} if exported else {})
+    )
+
+
+async def advance_exports(bindings: Bindings) -> list[dict[str, Any]]:
+    """One bounded step of the unfinished export advanced longest ago (docs/portability.md):
+    an export nobody watches finishes by itself. A failure is logged and reported."""
+    out = []
+    for tenant, job_id in await running_exports(control_db(bindings)):
+        try:
+            exporter = (await Memory.open(bindings, tenant)).exporter()
+            job = await exporter.advance(job_id, max_seconds=EXPORT_STEP_SECONDS)
+            out.append({"tenant_id": tenant, "job_id": job_id, "status": job.status})
+        except Exception as exc:
+            log.exception("export %s/%s: step failed", tenant, job_id)
+            out.append({"tenant_id": tenant, "job_id": job_id, "error": f"{exc}"})
+    return out
 
 
 async def write_back_recall_records(bindings: Bindings) -> dict[str, int]:
@@ -342,6 +371,16 @@ async def rewrap_data_keys(bindings: Bindings, *, max_seconds: float) -> dict[st
             if count < REWRAP_BATCH:
                 break
     return done
+
+
+async def _expire_exports(bindings: Bindings, scheduled_time: float) -> int:
+    """Exports past their expiry lose their parts; delivery records and erasure marks older
+    than the feed queue's retention (14 days) go."""
+    control, now_ms = primary_db(bindings), int(scheduled_time * 1000)
+    if control is None:
+        return 0
+    await forget_feed_history(control, now_ms - FEED_HISTORY_MS)
+    return 0 if bindings.cold is None else await expire_exports(control, bindings.cold, now_ms)
 
 
 # -- the admin routes ----------------------------------------------------------------------
@@ -453,11 +492,7 @@ async def replay_supersession(call: Call[EmptyBody, None]) -> SupersessionView:
 
 
 async def erase_subject(call: Call[None, None]) -> EraseView:
-    try:
-        subject = validate_subject(call.params["subject"])
-    except ValueError as exc:
-        raise ApiError(422, "invalid_path", str(exc)) from None
-    report = await (await _memory(call)).eraser().erase(subject)
+    report = await (await _memory(call)).eraser().erase(call.params["subject"])
     if not report.complete:
         # Some tier failed; what was removed is in the details. Repeating the DELETE
         # finishes the job (every step is idempotent).

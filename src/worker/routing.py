@@ -114,6 +114,9 @@ PATH_PARAMS: dict[str, Param] = {
     "name": Param("A workflow pack's name"),
     "grant_id": Param("A connected OAuth client's grant id"),
     "tool_name": Param("A tool registered for the API key's tenant"),
+    "job_id": Param("An export's id (a ULID)"),
+    "part": Param("An export part's number (0: the header)"),
+    "endpoint_id": Param("A webhook endpoint's id (a ULID)"),
 }
 
 _RULES = {name: re.compile(p.pattern) for name, p in PATH_PARAMS.items() if p.pattern}

@@ -8,6 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from tests.fakes.js_runtime import FakeJsRuntime, JSPlainObject
+from tests.fakes.queue import FakeQueue
 from tests.fakes.r2 import FakeR2Bucket
 
 VARS = {
@@ -27,6 +28,7 @@ def full_env(runtime: FakeJsRuntime, **overrides: Any) -> JSPlainObject:
         "AI": runtime.ai(),
         "AGENT_RUNTIME": runtime.do_namespace(),
         "COLD": FakeR2Bucket(runtime.clock),
+        "FEED": FakeQueue(),
         **VARS,
     }
     members.update(overrides)
@@ -55,6 +57,7 @@ async def test_every_binding_is_built_and_vars_are_typed(
         "llm": True,
         "agent_runtime": True,
         "cold": True,
+        "feed": True,
     }
     assert bindings.llm is not None
     assert bindings.llm.model == bindings.settings.llm_model  # Workers AI through env.AI

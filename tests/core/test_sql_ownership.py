@@ -80,6 +80,11 @@ OWNERS: dict[str, str] = {
     "tenant_moves": "agent_memory.lifecycle.move",
     "tenant_move_tracking": "agent_memory.lifecycle.move",
     "tenant_move_changes": "agent_memory.lifecycle.move",
+    # D1 (primary): exports and imports, the change feed (migration 0002)
+    "portability_jobs": "agent_memory.lifecycle.portability",
+    "feed_endpoints": "agent_memory.governance.feed",
+    "feed_deliveries": "agent_memory.governance.feed",
+    "feed_erasures": "agent_memory.governance.feed",
 }
 
 # (module, table) -> why a statement of `module` names another owner's table.
@@ -119,6 +124,10 @@ CROSSINGS: dict[tuple[str, str], str] = {
     ),
     ("agent_memory.governance.writes", "memory_episodes"): (
         "an episode marked event_in_row is its own memory_written event, read as a fact is"
+    ),
+    ("agent_memory.lifecycle.portability", "semantic_facts"): (
+        "an import finds the facts already stored with a record's content (merged, not "
+        "written twice), reading every table of the format as a move reads them"
     ),
     (DO_STORAGE, "agent_runs"): (
         "the alarm asks D1 which of its runs landed before deleting their local copies"

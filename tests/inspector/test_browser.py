@@ -7,6 +7,7 @@ page at /admin/ui/. Every wait is on a condition of the page, never a fixed slee
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
@@ -27,6 +28,9 @@ from tests.inspector.seed import (
     TENANT,
     Seeded,
 )
+from tests.portability.conftest import Receiver, receiver
+
+__all__ = ["receiver"]
 
 # One worker runs the whole module (--dist loadgroup), so its module-scoped
 # Chromium and seeded server start once, not once per worker.
@@ -233,3 +237,35 @@ def test_erase_needs_the_typed_subject_and_removes_it_from_every_view(
     page.css('#recall-form input[name="query"]').send_keys("Ada phone email", Keys.ENTER)
     results = page.wait_texts("#recall-results > li", lambda t: len(t) >= 1)
     assert not any("Ada" in r for r in results)
+
+
+def test_exports_and_webhook_deliveries_show_their_progress(
+    driver: webdriver.Chrome, fresh_server: tuple[Seeded, LocalRuntime], receiver: Receiver
+) -> None:
+    seeded, _runtime = fresh_server
+    with seeded.admin() as admin:
+        added = admin.post(f"/admin/tenants/{TENANT}/webhooks", json={"url": receiver.url})
+        assert added.status_code == 201, added.text
+    # A write: the dev server's loop delivers its change to the endpoint.
+    seeded.mcp(
+        "store_memory", {"content": "Bo prefers the blue mug", "metadata": {"subject": "bo"}}
+    )
+    page = Inspector(driver, seeded).open()
+    page.tab("portability")
+    page.css("#export-start").click()
+
+    def shown(_: webdriver.Chrome) -> bool:
+        page.tab("runs")  # back and forth: the tab reloads both tables
+        page.tab("portability")
+        done = page.texts('#exports tr[data-status="complete"]')
+        return bool(done and page.texts('#deliveries tr[data-status="delivered"]'))
+
+    wait_for(driver, shown)
+    [done] = page.texts('#exports tr[data-status="complete"]')
+    assert "complete" in done
+    delivered = page.texts('#deliveries tr[data-status="delivered"]')
+    assert all("memory." in row and "200" in row for row in delivered)
+    sent = [json.loads(body)["data"].get("key", "") for _, body in receiver.received]
+    assert "bo|states" in sent
+    page.css("#webhooks button").click()  # pause it
+    wait_for(driver, lambda d: "paused" in page.css("#webhooks").text)

@@ -39,6 +39,7 @@ class Client:
         token: str | None = None,
         access: str | None = None,
         query: dict[str, Any] | None = None,
+        raw: bytes | None = None,
     ) -> HttpResponse:
         headers = Headers({"content-type": "application/json"})
         if token is not None:
@@ -46,7 +47,7 @@ class Client:
         if access is not None:
             headers.set(ACCESS_HEADER, access)
         target = path + (f"?{urlencode(query)}" if query else "")
-        data = b"" if body is None else json.dumps(body).encode()
+        data = raw if raw is not None else b"" if body is None else json.dumps(body).encode()
         response = await handle(
             HttpRequest(method, BASE + target, headers, data), self.runtime.bindings()
         )

@@ -42,6 +42,9 @@ def _path(pattern: str, tenant: str) -> str:
         "{subject}": "contact:ada",
         "{name}": "triage",
         "{grant_id}": "g_0123456789abcdef",
+        "{job_id}": "01J00000000000000000000000",
+        "{part}": "0",
+        "{endpoint_id}": "01J00000000000000000000000",
     }
     for name, value in values.items():
         pattern = pattern.replace(name, value)

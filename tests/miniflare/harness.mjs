@@ -4,6 +4,7 @@
 //   KV     a KV namespace                       (env.KV)
 //   DB     a D1 database                        (env.DB)
 //   OBJECTS a SQLite-backed Durable Object class (SqlObject, new_sqlite_classes)
+//   FEED   a Queue (feed) with a dead-letter queue (feed-dlq), both consumed by the Worker
 //
 // Protocol with the parent (tests/miniflare/conftest.py):
 //   * one line on stdout once the server accepts requests:
@@ -65,7 +66,17 @@ try {
     compatibilityDate,
     kvNamespaces: { KV: "contract-kv" },
     d1Databases: { DB: "contract-d1" },
-    durableObjects: { OBJECTS: { className: "SqlObject", useSQLite: true } },
+    durableObjects: {
+      OBJECTS: { className: "SqlObject", useSQLite: true },
+      LOG: { className: "DeliveryLog" },
+    },
+    // The change feed's shape (wrangler.toml): a queue with a dead-letter queue, both
+    // consumed by this Worker; batches leave at once, retries wait no longer than asked.
+    queueProducers: { FEED: { queueName: "feed" } },
+    queueConsumers: {
+      feed: { maxBatchSize: 10, maxBatchTimeout: 0, maxRetries: 2, deadLetterQueue: "feed-dlq" },
+      "feed-dlq": { maxBatchSize: 10, maxBatchTimeout: 0 },
+    },
     // No `Request.cf` download from workers.cloudflare.com: the tests never use it.
     cf: false,
     // Persistence off (the default): in-memory storage, deleted on dispose.

@@ -9,6 +9,11 @@
 //             (op: exec, transaction, deleteAll)
 //             (reads: report what each read of the cursor observes, see readCursor)
 //   POST /fetch {url, redirect}                    -> workerd's fetch: {status, location}
+//   POST /queue {op: send, bodies, delaySeconds}   -> env.FEED.sendBatch (a Queue)
+//   POST /queue {op: log, count}                   -> the consumer's log once it holds
+//             `count` deliveries: [{queue, id, body, attempts, timestamp}] (waits for them)
+//   The consumer (`queue()`, for queues feed and feed-dlq) retries a message of feed while
+//   `body.fail` is at least its attempts so far, else acks it (feed-dlq's: always).
 //
 // Every answer is JSON: {ok: <result>} or {error: {name, message, stage?}}. Errors are
 // returned, never thrown, so the Python side sees the exact JS error text.
@@ -295,7 +300,68 @@ export class SqlObject extends DurableObject {
 
 // --- entry -----------------------------------------------------------------------------------
 
+// --- Queues --------------------------------------------------------------------------------
+
+// The consumer's log lives in one Durable Object: a request waiting there for deliveries is
+// woken by the consumer's own request to it (a Worker request cannot wait on another one).
+export class DeliveryLog extends DurableObject {
+  deliveries = [];
+  waiters = [];
+
+  async fetch(request) {
+    const body = await request.json();
+    if (body.op === "add") {
+      this.deliveries.push(...body.entries);
+      const ready = this.waiters.filter((w) => this.deliveries.length >= w.count);
+      this.waiters = this.waiters.filter((w) => this.deliveries.length < w.count);
+      for (const w of ready) w.resolve();
+      return json({ ok: null });
+    }
+    if (this.deliveries.length < body.count) {
+      await new Promise((resolve) => this.waiters.push({ count: body.count, resolve }));
+    }
+    return json({ ok: this.deliveries.splice(0, this.deliveries.length) });
+  }
+}
+
+const deliveryLog = (env) => env.LOG.get(env.LOG.idFromName("log"));
+
+async function queueOp(env, body) {
+  if (body.op === "send") {
+    const messages = body.bodies.map((b) => ({ body: b, contentType: "json" }));
+    await env.FEED.sendBatch(messages, { delaySeconds: body.delaySeconds ?? 0 });
+    return null;
+  }
+  if (body.op === "log") {
+    const answer = await deliveryLog(env).fetch("http://log/", {
+      method: "POST",
+      body: JSON.stringify({ op: "wait", count: body.count }),
+    });
+    return (await answer.json()).ok;
+  }
+  throw new Error(`harness: unknown queue op ${body.op}`);
+}
+
 export default {
+  async queue(batch, env) {
+    const entries = batch.messages.map((message) => ({
+      queue: batch.queue,
+      id: message.id,
+      body: message.body,
+      attempts: message.attempts,
+      timestamp: message.timestamp.getTime(),
+    }));
+    await deliveryLog(env).fetch("http://log/", {
+      method: "POST",
+      body: JSON.stringify({ op: "add", entries }),
+    });
+    for (const message of batch.messages) {
+      const retry = batch.queue === "feed" && (message.body.fail ?? 0) >= message.attempts;
+      if (retry) message.retry({ delaySeconds: 0 });
+      else message.ack();
+    }
+  },
+
   async fetch(request, env) {
     const { pathname } = new URL(request.url);
     if (request.method === "GET" && pathname === "/health") return json({ ok: true });
@@ -320,6 +386,7 @@ export default {
     try {
       if (pathname === "/kv") return json({ ok: await kvOp(env.KV, body) });
       if (pathname === "/d1") return json({ ok: await d1Op(env.DB, body) });
+      if (pathname === "/queue") return json({ ok: await queueOp(env, body) });
     } catch (error) {
       return json({ error: errorInfo(error, error?.harnessStage) });
     }

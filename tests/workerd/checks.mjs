@@ -7,7 +7,7 @@
 // so any subset of checks runs on its own.
 
 import assert from "node:assert/strict";
-import { createHash, randomBytes } from "node:crypto";
+import { createHash, createHmac, randomBytes } from "node:crypto";
 
 export const checks = [];
 
@@ -101,6 +101,7 @@ check("health_reports_python_314_pydantic_and_every_binding", async (ctx) => {
   const health = expect(await fetchWorker(ctx, "/healthz"), 200);
   assert.deepEqual(health.bindings, {
     kv: true, d1: true, vectorize: true, ai_embedder: true, llm: true, agent_runtime: true, cold: true,
+    feed: true,
   });
   assert.match(health.embedding.model, /^@cf\/baai\/bge-small-en-v1\.5/);
   // The runtime the deploy selects and the pydantic it uploads (docs/pyodide.md "Versions").
@@ -409,4 +410,28 @@ check("the_weekly_cron_prunes_old_episodes_into_r2", async (ctx) => {
   // The cold tier through the memory API.
   const page = expect(await read(ctx, "/archive"), 200);
   assert.ok(JSON.stringify(page).includes("renewal"), JSON.stringify(page).slice(0, 2000));
+});
+
+// --- the change feed: workerd's Queues, the consumer, WebCrypto's HMAC -----------------------
+
+check("a_write_is_delivered_to_a_webhook_through_the_queue_signed", async (ctx) => {
+  const path = `/admin/tenants/${ctx.config.tenant}/webhooks`;
+  const { secret } = expect(await fetchWorker(ctx, path, json({ url: ctx.config.hooks }, access(ctx))), 201);
+  const arrived = new Promise((resolve) => { ctx.webhooks.arrived = resolve; });
+  const fact = { tier: "semantic", key: "feed:check", value: "the feed runs on workerd queues" };
+  const written = expect(await write(ctx, fact), 201);
+  // Published after the response, fanned out by the queue's consumer (this Worker's queue()),
+  // then posted through workerd's fetch: wait for the endpoint to be called.
+  await guard(arrived, "the webhook delivery");
+  const [{ body, headers }] = ctx.webhooks.splice(0);
+  const key = Buffer.from(secret.replace(/^whsec_/, ""), "base64");
+  const signed = `${headers["webhook-id"]}.${headers["webhook-timestamp"]}.${body}`;
+  const mac = createHmac("sha256", key).update(signed).digest("base64");
+  assert.equal(headers["webhook-signature"], `v1,${mac}`);
+  const change = JSON.parse(body);
+  assert.equal(change.type, "memory.written");
+  assert.equal(change.data.id, written.item.metadata.fact_id);
+  assert.equal(change.id, headers["webhook-id"]);
+  const hooks = expect(await fetchWorker(ctx, path, { headers: access(ctx) }), 200);
+  assert.equal(hooks.deliveries[0].status, "delivered", JSON.stringify(hooks.deliveries));
 });

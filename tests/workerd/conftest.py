@@ -63,12 +63,15 @@ OPERATOR = "ops@example.com"
 TEAM_DOMAIN = "tier.cloudflareaccess.com"
 ACCESS_AUD = "agent-memory-tier"
 UPSTREAM = "https://tools.example.com/echo"
+HOOKS = "https://hooks.example.com/memory"  # a webhook endpoint the outbound stand-in records
 TEST_VARS = {
     "ENVIRONMENT": "test",
     "ACCESS_TEAM_DOMAIN": TEAM_DOMAIN,
     "ACCESS_AUD": ACCESS_AUD,
     "PLATFORM_ADMINS": f"email:{OPERATOR}",
     "MEMORY_TOKEN_KEYS": json.dumps({"k1": "workerd-tier-secret-" + "a" * 32}),
+    # Seals the change feed's webhook secrets (a test key: 32 bytes of 0x2a).
+    "MEMORY_PII_KEKS": "k1:KioqKioqKioqKioqKioqKioqKioqKioqKioqKioqKio=",
 }
 
 
@@ -169,6 +172,8 @@ def worker_config(selected: list[str] | None, folder: Path) -> dict[str, Any]:
         "dimensions": int(wrangler["vars"]["EMBEDDING_DIMENSIONS"]),
         "ai": wrangler["ai"]["binding"],
         "ratelimits": {b["name"]: b["simple"] for b in wrangler["ratelimits"]},
+        "queues": wrangler["queues"],
+        "hooks": HOOKS,
         "crons": wrangler["triggers"]["crons"],
         "kvSeed": kv_seed,
         "pydantic": pyodide314.PYDANTIC.split("==")[1],

@@ -11,7 +11,7 @@
 // Data modules (the SDK's .js files as ES modules), which workerd puts on sys.path.
 //
 // Real: workerd, Python 3.14 (the dev bundle), the SDK, pydantic and pydantic-core, KV, D1,
-// R2, the Durable Object (SQLite storage), the rate limiter, cron. Stand-ins: Workers AI and
+// R2, the Durable Object (SQLite storage), the rate limiter, cron, the change feed's Queues. Stand-ins: Workers AI and
 // Vectorize (stand_ins.mjs: wrapped bindings), the tool upstream and Cloudflare Access's
 // certs (the Worker's outbound fetches, answered here in Node), numpy (a stub module).
 //
@@ -61,8 +61,9 @@ export function pythonModules({ src, main, vendored }) {
   return modules;
 }
 
-/** Outbound fetches of the Worker: Access's certs and the tool upstream, recorded. */
-function outbound(config, record) {
+/** Outbound fetches of the Worker: Access's certs, the tool upstream and the webhook
+ * endpoint, recorded (`webhooks` also wakes a check waiting for a delivery). */
+function outbound(config, record, webhooks) {
   return async (request) => {
     const url = new URL(request.url);
     if (url.host === config.teamDomain && url.pathname === "/cdn-cgi/access/certs") {
@@ -73,12 +74,17 @@ function outbound(config, record) {
       record.push({ method: request.method, url: request.url, body, headers: Object.fromEntries(request.headers) });
       return Response.json({ echoed: JSON.parse(body || "null") }, { headers: { "x-upstream": "tier" } });
     }
+    if (request.url === config.hooks) {
+      webhooks.push({ body: await request.text(), headers: Object.fromEntries(request.headers) });
+      webhooks.arrived?.();
+      return new Response(null, { status: 204 });
+    }
     return new Response(`no stand-in for ${request.url}`, { status: 502 });
   };
 }
 
 /** The options of a Miniflare running the Worker of `config` (shared with benchmarks). */
-export function workerOptions(config, { replies = [], upstream = [] } = {}) {
+export function workerOptions(config, { replies = [], upstream = [], webhooks = [] } = {}) {
   const standIns = `${readFileSync(config.models, "utf8")}\n${readFileSync(join(here, "stand_ins.mjs"), "utf8")}`;
   const wrapped = Object.fromEntries([
     ...config.vectorize.map((name) => [
@@ -115,7 +121,17 @@ export function workerOptions(config, { replies = [], upstream = [] } = {}) {
           Object.entries(config.ratelimits).map(([b, simple]) => [b, { simple }]),
         ),
         wrappedBindings: wrapped,
-        outboundService: outbound(config, upstream),
+        // wrangler.toml's queues; batches leave at once here (the tier waits for them).
+        queueProducers: Object.fromEntries(
+          (config.queues?.producers ?? []).map((q) => [q.binding, { queueName: q.queue }]),
+        ),
+        queueConsumers: Object.fromEntries(
+          (config.queues?.consumers ?? []).map((q) => [q.queue, {
+            maxBatchSize: q.max_batch_size, maxBatchTimeout: 0, maxRetries: q.max_retries,
+            deadLetterQueue: q.dead_letter_queue, retryDelay: q.retry_delay,
+          }]),
+        ),
+        outboundService: outbound(config, upstream, webhooks),
       },
       {
         name: "stand-ins", // a wrapped binding takes its Worker's date
@@ -155,8 +171,9 @@ async function main() {
   const config = JSON.parse(readFileSync(process.argv[2], "utf8"));
   const replies = [];
   const upstream = [];
+  const webhooks = [];
   const started = Date.now();
-  miniflare = new Miniflare(workerOptions(config, { replies, upstream }));
+  miniflare = new Miniflare(workerOptions(config, { replies, upstream, webhooks }));
   await miniflare.ready;
   const startupMs = Date.now() - started;
   const context = {
@@ -164,6 +181,7 @@ async function main() {
     config,
     replies,
     upstream,
+    webhooks,
     env: await seed(miniflare, config),
     worker: await miniflare.getWorker(WORKER),
     edge: await miniflare.getWorker("edge"),

@@ -110,11 +110,13 @@ function refresh(name) {
   else if (name === "facts") loadFacts(false);
   else if (name === "events") loadEvents(false);
   else if (name === "brief") loadBrief();
+  else if (name === "portability") loadPortability();
 }
 
 function selectTenant(t) {
   state.tenant = t;
-  for (const id of ["#run-detail", "#fact-detail", "#recall-results", "#erase-report"]) $(id).replaceChildren();
+  for (const id of ["#run-detail", "#fact-detail", "#recall-results", "#erase-report", "#exports",
+    "#webhooks", "#deliveries"]) $(id).replaceChildren();
   refresh(currentView());
 }
 
@@ -350,6 +352,39 @@ const erase = guard(async () => {
   setStatus(`erased ${subject}`);
 });
 
+// ---------------------------------------------------------------- exports and the feed
+
+const row = (cells, attrs) => h("tr", attrs || {}, cells.map((c) => h("td", {}, c)));
+
+const loadPortability = guard(async () => {
+  const [exports, hooks] = await Promise.all([api("GET", tenantPath("/exports")),
+    api("GET", tenantPath("/webhooks"))]);
+  fill($("#exports"), row(["export", "status", "progress", "parts", "started", "expires"]),
+    exports.exports.map((j) => row([j.job_id, j.status,
+      h("progress", { max: Math.max(j.progress.estimate, 1), value: j.progress.records },
+        `${j.progress.records} of ${j.progress.estimate}`),
+      j.progress.part, when(j.started_at), when(j.expires_at)], { "data-status": j.status })));
+  fill($("#webhooks"), row(["endpoint", "url", "status", ""]),
+    hooks.endpoints.map((e) => row([e.endpoint_id, e.url, e.status,
+      h("button", { type: "button", onclick: () => pauseEndpoint(e) },
+        e.status === "active" ? "Pause" : "Resume")])));
+  fill($("#deliveries"), row(["change", "type", "status", "attempts", "HTTP", "error", "when"]),
+    hooks.deliveries.map((d) => row([d.message_id, d.type, d.status, d.attempts,
+      d.http_status ?? "—", d.error ?? "", when(d.updated_at)], { "data-status": d.status })));
+  setStatus(`${state.tenant}: ${exports.exports.length} export(s), ${hooks.endpoints.length} endpoint(s)`);
+});
+
+const pauseEndpoint = guard(async (e) => {
+  await api("PATCH", tenantPath(`/webhooks/${e.endpoint_id}`),
+    { status: e.status === "active" ? "paused" : "active" });
+  loadPortability();
+});
+
+const startExport = guard(async () => {
+  await api("POST", tenantPath("/exports"), {});
+  loadPortability();
+});
+
 // ---------------------------------------------------------------- wiring
 
 function wire() {
@@ -381,6 +416,7 @@ function wire() {
   $("#recall-form").addEventListener("submit", (ev) => { ev.preventDefault(); explain(); });
   $("#erase-form").addEventListener("input", eraseReady);
   $("#erase-form").addEventListener("submit", (ev) => { ev.preventDefault(); erase(); });
+  $("#export-start").addEventListener("click", startExport);
   showView("runs");
   loadTenants();
 }

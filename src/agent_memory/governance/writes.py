@@ -21,6 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent_memory.governance.agent_types import BUILT_IN, AgentType
+from agent_memory.governance.feed import ChangeFeed
 from agent_memory.ids import delete_ids, new_ulid, run_batches, sha256_hex
 from agent_memory.namespace import DEFAULT_SUBJECT, TENANT_RE
 from bindings.ports.background import BackgroundTasks
@@ -443,6 +444,15 @@ def written_payload(proposal: WriteProposal) -> dict[str, Any]:
     }
 
 
+def feed_change(proposal: WriteProposal, item_id: str) -> tuple[str, dict[str, Any]]:
+    """A committed write as a change-feed entry: its type and ids, never its value."""
+    op = (proposal.decision or {}).get("op")
+    kind = "merged" if op == "merged" else "superseded" if proposal.supersedes else "written"
+    data = {"tier": proposal.tier, "id": item_id, "key": proposal.key, "source": proposal.source}
+    optional = {"subject": proposal.subject, "supersedes": proposal.supersedes, "op": op}
+    return kind, data | {name: value for name, value in optional.items() if value}
+
+
 def fact_proposal(fact: Mapping[str, Any], **writer: Any) -> WriteProposal:
     """The write proposal of a fact (its `subject`, `predicate`, `object`, `content`,
     `metadata`, `source`, `confidence`), built alike where the semantic tier writes it and
@@ -667,6 +677,7 @@ class WriteGate:
         policy: WritePolicy | None = None,
         background: BackgroundTasks | None = None,
         admitted: Callable[[], Awaitable[None]] | None = None,
+        feed: ChangeFeed | None = None,
     ) -> None:
         self.tenant_id = tenant_id
         self.policy = policy or DEFAULT_POLICY
@@ -674,6 +685,10 @@ class WriteGate:
         self._events = events
         self._background = background
         self._admitted = admitted
+        self.feed = feed  # where committed writes and operators' changes are published
+        # Writes a tier committed with their event in its own batch (`event_statement`),
+        # published by the next `committed` or `announce`, which each tier calls after.
+        self._unannounced: dict[str, WriteProposal] = {}
 
     async def admitted(self) -> None:
         """Return once the caller may write (its memory token confirmed not revoked, a
@@ -726,6 +741,7 @@ class WriteGate:
         """The event INSERT (insert-if-absent, id `event_id`) for a tier that commits the
         event in the same D1 batch as its write; None when this gate records no events or
         the row is the event (`event_in_row`)."""
+        self._unannounced[event_id] = proposal
         if self._events is None or self.event_in_row(proposal):
             return None
         return self._events.statement(self.event(proposal, event_id), if_absent=True)
@@ -733,6 +749,7 @@ class WriteGate:
     def defer(self, proposals: Sequence[WriteProposal]) -> None:
         """Record events from synchronous code (Durable Object SQL tiers): through
         `background` (`ctx.waitUntil`); without one, events are not recorded here."""
+        self.announce(proposals)
         if self._events is None or not proposals:
             return
         events = [self.event(p) for p in proposals]
@@ -747,8 +764,9 @@ class WriteGate:
         event_ids: Sequence[str | None] | None = None,
     ) -> list[MemoryEvent]:
         """Record the `memory_written` events of committed proposals (not of those whose
-        row is their event: `event_in_row`)."""
+        row is their event: `event_in_row`), and publish them on the change feed."""
         ids = list(event_ids) if event_ids is not None else [None] * len(proposals)
+        self.announce(proposals, ids)
         events = [
             self.event(p, i)
             for p, i in zip(proposals, ids, strict=True)
@@ -761,6 +779,19 @@ class WriteGate:
         else:
             await self._record(events)
         return events
+
+    def announce(
+        self, proposals: Sequence[WriteProposal], ids: Sequence[str | None] | None = None
+    ) -> None:
+        """Publish committed writes (and those `event_statement` saw) on the change feed,
+        after the response: `memory.written`, or `memory.superseded` / `memory.merged` for a
+        supersession (docs/portability.md "Change feed")."""
+        ids = list(ids) if ids is not None else [None] * len(proposals)
+        given = {i or p.key: p for p, i in zip(proposals, ids, strict=True)}
+        written = {**self._unannounced, **given}
+        self._unannounced.clear()
+        if self.feed is not None:
+            self.feed.publish(self.tenant_id, [feed_change(p, i) for i, p in written.items()])
 
     async def _record(self, events: Sequence[MemoryEvent]) -> None:
         assert self._events is not None

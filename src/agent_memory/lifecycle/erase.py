@@ -15,6 +15,7 @@ erase before any D1 row is deleted. Every step is idempotent.
 
 from __future__ import annotations
 
+import gzip
 import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
@@ -22,10 +23,12 @@ from typing import Any, get_args
 
 from pydantic import BaseModel, Field
 
+from agent_memory.governance.feed import ChangeFeed
 from agent_memory.governance.personal_data import destroy_statement
 from agent_memory.governance.writes import EventLog
 from agent_memory.ids import chunks, run_batches, sha256_hex
 from agent_memory.lifecycle.prune import (
+    EXPORT_ROOT,
     TABLE_OF,
     ArchiveKind,
     ArchiveLedger,
@@ -48,6 +51,7 @@ from bindings.ports.durable_objects import DurableObjectNamespace
 from bindings.ports.kv import KVNamespace
 from bindings.ports.object_store import ObjectStore
 from bindings.ports.vectorize import VectorIndex
+from http_messages import CodedError
 
 MIN_SUBJECT_CHARS = 3
 AGENT_STATE_STORES = ("run_log", "turn_state", "failed_writes", "pending_writes")
@@ -70,6 +74,7 @@ class EraseReport(BaseModel):
     events_scrubbed: int = 0
     archives_rewritten: int = 0
     archives_deleted: int = 0
+    exports_deleted: int = 0  # export jobs whose parts named it (docs/portability.md)
     data_keys: int = 0  # destroyed: the subject's sealed values have no key any more
     keyword_index_optimized: bool = False
     archived_rows: dict[str, int] = Field(
@@ -172,13 +177,22 @@ class SubjectMatcher:
         return {"episodes": self.episode, "runs": self.run, "events": self.event}[kind](row)
 
 
+class InvalidSubject(CodedError, ValueError):
+    """A subject no erase or subject export takes (it comes in the path): 422."""
+
+    status = 422
+    code = "invalid_path"
+
+
 def validate_subject(subject: str) -> str:
-    """The subject, or ValueError: 3-256 characters, not blank (a very short string would
-    match as a substring of almost everything)."""
+    """The subject, or `InvalidSubject`: 3-256 characters, not blank (a very short string
+    would match as a substring of almost everything)."""
     if not isinstance(subject, str) or subject.strip() != subject or not subject:
-        raise ValueError("subject must be a non-empty string without surrounding spaces")
+        raise InvalidSubject("subject must be a non-empty string without surrounding spaces")
     if not MIN_SUBJECT_CHARS <= len(subject) <= MAX_SUBJECT_CHARS:
-        raise ValueError(f"subject must be {MIN_SUBJECT_CHARS}-{MAX_SUBJECT_CHARS} characters long")
+        raise InvalidSubject(
+            f"subject must be {MIN_SUBJECT_CHARS}-{MAX_SUBJECT_CHARS} characters long"
+        )
     return subject
 
 
@@ -215,9 +229,11 @@ class SubjectEraser:
         cold: ObjectStore | None = None,
         agents: DurableObjectNamespace | None = None,
         progress: Progress | None = None,
-        purge_residue: Callable[[], Awaitable[None]] | None = None,
+        purge_residue: Callable[[str], Awaitable[None]] | None = None,
+        feed: ChangeFeed | None = None,
     ) -> None:
         self.tenant_id = tenant_id
+        self._feed = feed
         self._db = db
         self._clock = clock
         self._purge_residue = purge_residue
@@ -271,11 +287,26 @@ class SubjectEraser:
         self._progress("working", report.working_keys)
         if self._cold is not None:
             await self._step(report, "archives", self._erase_archives(matcher, report))
+            await self._step(report, "exports", self._erase_exports(matcher, report))
         self._progress("archives", report.archives_rewritten + report.archives_deleted)
         if self._purge_residue is not None:
-            await self._step(report, "residue", self._purge_residue())
+            await self._step(report, "residue", self._purge_residue(subject))
         counts = report.model_dump(exclude={"subject", "errors", "tenant_id"})
         log.info("erase %s/%s: %s", self.tenant_id, subject_digest(subject), counts)
+        if self._feed is not None:  # queued changes carrying the subject are dropped from now
+            await self._step(
+                report,
+                "change feed",
+                self._feed.erased(
+                    self.tenant_id,
+                    subject,
+                    {
+                        k: v
+                        for k, v in counts.items()
+                        if isinstance(v, int) and not isinstance(v, bool)
+                    },
+                ),
+            )
         return report
 
     @staticmethod
@@ -303,6 +334,10 @@ class SubjectEraser:
         return report
 
     # ------------------------------------------------------------------ D1 rows
+
+    async def find(self, subject: str) -> Found:
+        """The D1 rows that are traces of `subject` (what an erase would delete there)."""
+        return await self._find(validate_subject(subject), Found())
 
     async def _find(self, subject: str, found: Found) -> Found:
         """Add to `found` the episodes, facts (with the history they superseded) and runs
@@ -368,22 +403,43 @@ class SubjectEraser:
 
     # ------------------------------------------------------------------ cold archives
 
-    async def _erase_archives(self, matcher: SubjectMatcher, report: EraseReport) -> None:
-        """Rewrite or delete every archive holding traces; each one's counts go into
-        `report` as soon as it is done."""
-        cold = self._cold
-        assert cold is not None
+    async def _erase_exports(self, matcher: SubjectMatcher, report: EraseReport) -> None:
+        """Delete every export holding a trace (all its parts: an export is a copy)."""
+        assert self._cold is not None
+        keys = await self.archive_keys((f"{EXPORT_ROOT}/{self.tenant_id}/",))
+        doomed: set[str] = set()
+        for key in keys:
+            job = key.rsplit("/", 1)[0]
+            body = None if job in doomed else await self._cold.get(key)
+            if body is not None and matcher.subject in gzip.decompress(body.data).decode():
+                doomed.add(job)
+        for job in sorted(doomed):
+            await self._cold.delete([k for k in keys if k.startswith(job + "/")])
+        report.exports_deleted = len(doomed)
+
+    async def archive_keys(self, prefixes: Sequence[str] | None = None) -> list[str]:
+        """Every object under `prefixes` (default: the tenant's archives), none without the
+        cold tier."""
         keys: list[str] = []
-        for prefix in tenant_prefixes(self.tenant_id):
+        cold = self._cold
+        for prefix in (prefixes or tenant_prefixes(self.tenant_id)) if cold is not None else ():
             cursor: str | None = None
             while True:
+                assert cold is not None
                 page = await cold.list(prefix=prefix, cursor=cursor)
                 keys += [o.key for o in page.objects]
                 if not page.truncated or not page.cursor:
                     break
                 cursor = page.cursor
+        return keys
+
+    async def _erase_archives(self, matcher: SubjectMatcher, report: EraseReport) -> None:
+        """Rewrite or delete every archive holding traces; each one's counts go into
+        `report` as soon as it is done."""
+        cold = self._cold
+        assert cold is not None
         now_ms = int(self._clock.now() * 1000)
-        for key in keys:
+        for key in await self.archive_keys():
             parsed = parse_archive_key(key)
             if parsed is None:
                 continue
@@ -474,9 +530,18 @@ class SubjectEraser:
 
     async def _erase_working(self, matcher: SubjectMatcher, report: EraseReport) -> None:
         assert self._kv is not None
+        doomed = list(await self.working_traces(matcher))
+        for name in doomed:
+            await self._kv.delete(name)
+        report.working_keys = len(doomed)
+
+    async def working_traces(self, matcher: SubjectMatcher) -> dict[str, str | None]:
+        """The tenant's KV keys that are traces (name -> value when the value was read)."""
+        if self._kv is None:
+            return {}
         # Legacy working-memory keys and every canonical hot item of the tenant (working
         # memory after the namespace migration, and copies promoted by the MemoryClient).
-        doomed: list[str] = []
+        doomed: dict[str, str | None] = {}
         for prefix in (
             f"{WORKING_MEMORY_PREFIX}:{self.tenant_id}:",
             f"{SERVICE}:{self.tenant_id}:",
@@ -487,13 +552,11 @@ class SubjectEraser:
                 page = await self._kv.list(prefix=prefix, cursor=cursor)
                 for item in page.keys:
                     # The key (after the tenant) names it, or else the value holds it.
-                    if matcher.subject in item.name[len(prefix) :] or matcher.subject in (
-                        await self._kv.get(item.name) or ""
-                    ):
-                        doomed.append(item.name)
+                    if matcher.subject in item.name[len(prefix) :]:
+                        doomed[item.name] = None
+                    elif matcher.subject in (value := await self._kv.get(item.name) or ""):
+                        doomed[item.name] = value
                 if page.list_complete or not page.cursor:
                     break
                 cursor = page.cursor
-        for name in doomed:
-            await self._kv.delete(name)
-        report.working_keys = len(doomed)
+        return doomed

@@ -49,6 +49,7 @@ from agent_memory.directory import (
     tenant_clause,
     tenant_tables,
 )
+from agent_memory.governance.feed import ChangeFeed
 from agent_memory.ids import chunks
 from agent_memory.tiers.semantic.models import delete_own_vectors, own_vectors
 from bindings.environment import Bindings, Shard
@@ -478,6 +479,8 @@ async def _switch(
     await clear_fence(shard_db(target), move.tenant_id)
     await _untrack(shard_db(source), move.tenant_id)
     meter.spend(4)
+    if (feed := ChangeFeed.of(bindings)) is not None:
+        feed.publish(move.tenant_id, [("moved", {"from": source.name, "to": target.name})])
     return await _save(
         bindings,
         move,

@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from agent_memory.governance.feed import ChangeFeed
 from agent_memory.ids import IDS_PER_STATEMENT, delete_ids
 from agent_memory.lifecycle.retention import TenantTable, get_lifecycle, known_tenants
 from agent_memory.placement import DEFAULT_TABLE, PlacementTable, parse_placement
@@ -37,6 +38,7 @@ ArchiveKind = Literal["episodes", "runs", "events"]
 
 ARCHIVE_ROOT = "archive"
 LOG_ROOT = "logs"
+EXPORT_ROOT = "exports"  # tenant exports (lifecycle.portability), beside the archives
 ARCHIVE_SUFFIX = ".ndjson.gz"
 
 # Columns stored as JSON text, per archived table.
@@ -304,8 +306,10 @@ class Pruner:
         budget: PruneBudget | None = None,
         monotonic: Callable[[], float] = time.monotonic,
         placement: PlacementTable = DEFAULT_TABLE,
+        feed: ChangeFeed | None = None,
     ) -> None:
         self._db = db
+        self._feed = feed
         self._cold = cold
         self._clock = clock
         self._default_days = default_retention_days
@@ -361,6 +365,9 @@ class Pruner:
             )
             if progress is not None:
                 progress(counts)
+            pruned = {f"{k}_deleted": c[k + "_now"] for k in JSON_COLUMNS if c[k + "_now"]}
+            if self._feed is not None and pruned:
+                self._feed.publish(counts.tenant_id, [("pruned", {"prune_id": prune_id, **pruned})])
 
         try:
             for tenant in names:
@@ -717,6 +724,7 @@ def pruner_for(
             batch_rows=batch_rows or settings.prune_batch_rows,
         ),
         placement=parse_placement(settings.memory_placement),
+        feed=ChangeFeed.of(bindings),
     )
 
 

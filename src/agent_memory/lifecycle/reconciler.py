@@ -689,6 +689,7 @@ class Reconciler:
         if not await self._store.restore(fact_id, winner, int(now * 1000), record):
             raise ApiError(409, "not_superseded", "the fact changed meanwhile")
         await self._memory.complete_pending()
+        self._publish("restored", {"id": fact_id, "key": winner, "by": by})  # live again
         return change
 
     async def replay(self, event_id: str, by: str) -> Change:
@@ -715,7 +716,13 @@ class Reconciler:
         await self._store.drop_vectors([loser])
         if not done:
             raise ApiError(409, "not_active", "the superseded fact is not live now")
+        self._publish("superseded", {"id": winner, "key": winner, "supersedes": loser, "by": by})
         return change
+
+    def _publish(self, type_: str, data: dict[str, str]) -> None:
+        """An operator's undo or replay on the change feed (docs/portability.md)."""
+        if self._gate.feed is not None:
+            self._gate.feed.publish(self.tenant_id, [(type_, {"tier": "semantic", **data})])
 
     def _changed(
         self, now: float, op: str, loser: str, winner: str, by: str

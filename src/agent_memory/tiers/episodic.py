@@ -258,6 +258,7 @@ class EpisodicStore:
         event = self.gate.event_statement(proposal, episode.episode_id)
         if event is not None:
             await event.run()
+        self.gate.announce([proposal], [episode.episode_id])
 
     async def finish_run(self, run: RunRecord) -> None:
         """`complete_run` / `fail_run`: upsert the finished row (status from `run`). An

@@ -17,6 +17,7 @@ from bindings.cloudflare.d1 import CloudflareD1Database
 from bindings.cloudflare.durable_objects import CloudflareDurableObjectNamespace
 from bindings.cloudflare.http import CloudflareFetchTransport
 from bindings.cloudflare.kv import CloudflareKVNamespace
+from bindings.cloudflare.queue import CloudflareQueue
 from bindings.cloudflare.r2 import CloudflareObjectStore
 from bindings.cloudflare.rate_limit import CloudflareRateLimiter
 from bindings.cloudflare.signatures import WebCryptoSignatures
@@ -84,6 +85,7 @@ def build_bindings(env: Any, ctx: Any) -> Bindings:
         llm=build_llm(settings, ai, transport),
         agents=adapter("AGENT_RUNTIME", CloudflareDurableObjectNamespace),
         cold=adapter("COLD", CloudflareObjectStore),
+        feed=adapter("FEED", CloudflareQueue),
         http_transport=transport,
         signatures=WebCryptoSignatures(),
         cipher=WebCryptoCipher(),
