@@ -138,6 +138,18 @@ UPDATES = [
         "The staging database runs on Postgres 14.",
         "We upgraded the staging database to Postgres 16.",
     ),
+    # Written after the rules (a probe of new phrasings): a sentence opened by when, a
+    # correction whose number's unit is not said.
+    (
+        "What is Tariq's favourite sport?",
+        "Tariq's favourite sport is cricket.",
+        "These days Tariq's favourite sport is padel.",
+    ),
+    (
+        "What is Greta's phone extension?",
+        "Greta's phone extension is 4410.",
+        "Sorry, Greta's extension is actually 4401.",
+    ),
 ]
 
 
@@ -186,6 +198,7 @@ async def test_identifier_distinct_siblings_are_each_found_by_their_identifier(
         ("What about Invoice INV-1002?", "Invoice INV-1001 was paid.", "other"),
         ("Where does Alice Jones live?", "Alice Smith lives in Leeds.", "other"),
         ("Where does Marco live?", "Lena lives in Graz.", "none"),
+        ("Where does Marco live?", "These days Marco lives in Graz.", "asked"),
     ],
 )
 def test_what_a_statement_is_about_is_read_from_possessives_and_modifiers(

@@ -51,6 +51,12 @@ _AUX = _set(
     "must has have had"
 )
 _WH = _set("what which who whom whose when where why how")
+# Units of time: "these *days* Tariq …", "last *week* the board …" open a sentence with when,
+# not with a qualifier of the noun after them (a closed class of English).
+_TIME_UNITS = _set(
+    "second seconds minute minutes hour hours day days week weeks weekend weekends month "
+    "months year years morning mornings afternoon evening evenings night nights time season"
+)
 _MONTHS = _set(
     "january february march april may june july august september october november december "
     "jan feb mar apr jun jul aug sep sept oct nov dec"
@@ -319,7 +325,7 @@ def _modified_foreign(toks: Sequence[Token], at: int, q: Question) -> bool:
         if t.owner:
             modifiers.append(t)
             break
-        if not _content(t.low) or t.start:
+        if not _content(t.low) or t.start or t.low in _TIME_UNITS:
             return False  # not inside a noun phrase that starts with a determiner
         modifiers.append(t)
     else:
@@ -401,9 +407,12 @@ def values(text: str) -> Mapping[str, frozenset[str]]:
 
     def unit(i: int) -> str:
         """What the number counts: the next lower-case word within three ("15 Crash Course
-        *videos*"), else the word before ("*Postgres* 14")."""
+        *videos*"), else the word before ("*Postgres* 14"), unless an adverb ("is *actually*
+        4401": -ly words qualify the verb, they count nothing)."""
         for t in (*toks[i + 1 : i + 4], *toks[i - 1 : i][::-1]):
-            if _content(t.low) and not t.low[:1].isdigit() and (t.text.islower() or t in toks[:i]):
+            before = t in toks[:i]
+            counts = not t.low.endswith("ly") if before else t.text.islower()
+            if _content(t.low) and not t.low[:1].isdigit() and counts:
                 return stem(t.low)
         return ""
 
