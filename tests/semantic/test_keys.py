@@ -40,6 +40,7 @@ NOT_UPDATES = [
     ("Carol has 3 cats", "Carol has 2 dogs"),
     ("Project Apollo's deadline is March 3", "Project Zeus's deadline is April 5"),
     ("Alice prefers tea", "Alice prefers dark mode in every editor"),
+    ("Our Paris office opens at 9", "Our Paris office is on Rue Oberkampf"),
 ]
 
 

@@ -297,6 +297,12 @@ def derive_key(
     if speaker_at is not None and not _capitalised_run(head[:speaker_at]):
         # "I …", "My budget …", "These days I …": the speaker.
         rest = [t for t in head[speaker_at + 1 :] if t.lower() not in DETERMINERS]
+        verb = tokens[verb_at].lower() if verb_at is not None else ""
+        if rest and verb and verb not in COPULA and verb not in VERB_CLASS:
+            # "Our Paris office opens at 9": the speaker's office acts, so it is the entity
+            # and its verb the slot ("our office is on Main Street" names a slot of ours,
+            # and a verb of a class, "our standup moved to 10am", changes or fills one).
+            return FactKey(_norm_phrase(rest, MAX_ENTITY_CHARS), text_attribute, "speaker")
         attribute = _norm_phrase(rest, MAX_ATTRIBUTE_CHARS) if rest else text_attribute
         return FactKey(SPEAKER_ENTITY, attribute, "speaker")
     lowered = content.lower()
