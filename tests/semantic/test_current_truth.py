@@ -199,6 +199,8 @@ async def test_identifier_distinct_siblings_are_each_found_by_their_identifier(
         ("Where does Alice Jones live?", "Alice Smith lives in Leeds.", "other"),
         ("Where does Marco live?", "Lena lives in Graz.", "none"),
         ("Where does Marco live?", "These days Marco lives in Graz.", "asked"),
+        ("What is the Q3 sales target?", "The Q4 sales target is 3 million.", "other"),
+        ("What is the Q3 sales target?", "Our Q3 sales target is 2 million.", "asked"),
     ],
 )
 def test_what_a_statement_is_about_is_read_from_possessives_and_modifiers(

@@ -330,10 +330,13 @@ def _modified_foreign(toks: Sequence[Token], at: int, q: Question) -> bool:
         modifiers.append(t)
     else:
         return False
+    # A code there is a value ("the 9:15 flight"), unless the question qualifies by a code
+    # of its own: then another code is another thing ("the Q4 target" when Q3's is asked).
+    codes = any(any(c.isdigit() for c in w) for w in q.words)
     return any(
         stem(m.low) not in q.words
         for m in modifiers
-        if _content(m.low) and not any(c.isdigit() for c in m.low)
+        if _content(m.low) and (codes or not any(c.isdigit() for c in m.low))
     )
 
 
