@@ -201,6 +201,8 @@ async def test_identifier_distinct_siblings_are_each_found_by_their_identifier(
         ("Where does Marco live?", "These days Marco lives in Graz.", "asked"),
         ("What is the Q3 sales target?", "The Q4 sales target is 3 million.", "other"),
         ("What is the Q3 sales target?", "Our Q3 sales target is 2 million.", "asked"),
+        ("What does Hannah's team use?", "Hannah's other team uses Trello.", "other"),
+        ("Where is the office?", "The other office is in Rome.", "other"),
     ],
 )
 def test_what_a_statement_is_about_is_read_from_possessives_and_modifiers(

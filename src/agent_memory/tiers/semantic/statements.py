@@ -51,6 +51,7 @@ _AUX = _set(
     "must has have had"
 )
 _WH = _set("what which who whom whose when where why how")
+_OTHER = _set("other another")
 # Units of time: "these *days* Tariq …", "last *week* the board …" open a sentence with when,
 # not with a qualifier of the noun after them (a closed class of English).
 _TIME_UNITS = _set(
@@ -288,6 +289,8 @@ def _owns_another(toks: Sequence[Token], at: int, q: Question) -> bool:
     it asks about "Mara's flight")."""
     parallel = stem(toks[at].low) in q.owners
     for t in toks[at + 1 : at + 4]:
+        if t.low in _OTHER and t.low not in q.words:
+            return True  # "Hannah's *other* team": not the one asked about
         if not _content(t.low) or stem(t.low) in q.words:
             return False
         if t.low in RELATIONS or parallel:
@@ -316,6 +319,8 @@ def _modified_foreign(toks: Sequence[Token], at: int, q: Question) -> bool:
     modifiers: list[Token] = []
     for back in range(at - 1, max(-1, at - 4), -1):
         t = toks[back]
+        if t.low in _OTHER and t.low not in q.words:
+            return True  # "the *other* office"
         if t.low in DETERMINERS:
             break
         if t.low in POSSESSIVE_PRONOUNS:
