@@ -71,25 +71,8 @@ _LIMIT_MESSAGES = (
     "string or blob too big",
 )
 
-# SQLite's primary result codes (sqlite3.h), for workerd-style error texts.
-_PRIMARY_CODE_NAMES = {
-    1: "SQLITE_ERROR", 2: "SQLITE_INTERNAL", 3: "SQLITE_PERM", 4: "SQLITE_ABORT",
-    5: "SQLITE_BUSY", 6: "SQLITE_LOCKED", 7: "SQLITE_NOMEM", 8: "SQLITE_READONLY",
-    9: "SQLITE_INTERRUPT", 10: "SQLITE_IOERR", 11: "SQLITE_CORRUPT", 12: "SQLITE_NOTFOUND",
-    13: "SQLITE_FULL", 14: "SQLITE_CANTOPEN", 15: "SQLITE_PROTOCOL", 16: "SQLITE_EMPTY",
-    17: "SQLITE_SCHEMA", 18: "SQLITE_TOOBIG", 19: "SQLITE_CONSTRAINT", 20: "SQLITE_MISMATCH",
-    21: "SQLITE_MISUSE", 22: "SQLITE_NOLFS", 23: "SQLITE_AUTH", 24: "SQLITE_FORMAT",
-    25: "SQLITE_RANGE", 26: "SQLITE_NOTADB", 27: "SQLITE_NOTICE", 28: "SQLITE_WARNING",
-}  # fmt: skip
-# Extended constraint codes Python's sqlite3 may not name (it says "unknown" for DATATYPE).
-_EXTENDED_CODE_NAMES = {
-    275: "SQLITE_CONSTRAINT_CHECK", 531: "SQLITE_CONSTRAINT_COMMITHOOK",
-    787: "SQLITE_CONSTRAINT_FOREIGNKEY", 1043: "SQLITE_CONSTRAINT_FUNCTION",
-    1299: "SQLITE_CONSTRAINT_NOTNULL", 1555: "SQLITE_CONSTRAINT_PRIMARYKEY",
-    1811: "SQLITE_CONSTRAINT_TRIGGER", 2067: "SQLITE_CONSTRAINT_UNIQUE",
-    2323: "SQLITE_CONSTRAINT_VTAB", 2579: "SQLITE_CONSTRAINT_ROWID",
-    2835: "SQLITE_CONSTRAINT_PINNED", 3091: "SQLITE_CONSTRAINT_DATATYPE",
-}  # fmt: skip
+# Python's sqlite3 names every result code but this one ("unknown").
+_UNNAMED_CODES = {3091: "SQLITE_CONSTRAINT_DATATYPE"}
 
 
 class SqlEngineError(Exception):
@@ -114,19 +97,18 @@ def engine_error(exc: sqlite3.Error) -> SqlEngineError:
     message = str(exc)
     if isinstance(exc, sqlite3.ProgrammingError) and "number of bindings" in message:
         return SqlEngineError(WRONG_PARAMETER_COUNT)
-    name = getattr(exc, "sqlite_errorname", None)
-    limit = name == "SQLITE_TOOBIG" or message.startswith(_LIMIT_MESSAGES)
     code = getattr(exc, "sqlite_errorcode", None)
-    if isinstance(code, int) and (code & 0xFF) in _PRIMARY_CODE_NAMES:
-        # workerd's text names the primary result code and, when SQLite reports a more
-        # specific one, adds it: "...: SQLITE_CONSTRAINT (extended:
-        # SQLITE_CONSTRAINT_UNIQUE)" (checked against workerd through miniflare).
-        primary = _PRIMARY_CODE_NAMES[code & 0xFF]
-        if code != code & 0xFF:
-            extended = _EXTENDED_CODE_NAMES.get(code, name)
-            primary = f"{primary} (extended: {extended})"
-        return SqlEngineError(f"{message}: {primary}", limit=limit)
-    return SqlEngineError(f"{message}: {name}" if name else message, limit=limit)
+    name = _UNNAMED_CODES.get(code, getattr(exc, "sqlite_errorname", None))  # type: ignore[arg-type]
+    limit = name == "SQLITE_TOOBIG" or message.startswith(_LIMIT_MESSAGES)
+    if not name or not name.startswith("SQLITE_"):
+        return SqlEngineError(message, limit=limit)
+    # workerd's text names the primary result code and, when SQLite reports a more specific
+    # one, adds it: "...: SQLITE_CONSTRAINT (extended: SQLITE_CONSTRAINT_UNIQUE)" (checked
+    # against workerd through miniflare). Every extended name starts with its primary's.
+    primary = "_".join(name.split("_", 2)[:2])
+    if primary != name:
+        primary = f"{primary} (extended: {name})"
+    return SqlEngineError(f"{message}: {primary}", limit=limit)
 
 
 RESERVED_PREFIX = "_cf_"
