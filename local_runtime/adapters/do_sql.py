@@ -14,8 +14,8 @@ message>: <SQLITE_CODE>`, without the " at offset N" Python's sqlite3 does not e
 Values are what Python sees on Workers: numbers bind as JS doubles (3 into a TEXT column is
 "3.0") and read back through `jsnumbers`; booleans (workerd stores 'true'/'false') and ints
 beyond +-2^53 (BigInts) are refused; BLOBs come back as `bytes`. Foreign keys are enforced, as
-in D1 and workerd. Deviations: `rows_read` counts rows returned, `rows_written` changed rows
-(workerd also counts index work); rows are read when `exec` returns; SQLite's "defensive"
+in D1 and workerd. Deviations: `rows_written` counts changed rows (workerd also counts
+index work); rows are read when `exec` returns; SQLite's "defensive"
 flag is not set (Python 3.11 cannot); files use WAL with synchronous=NORMAL.
 """
 
@@ -520,28 +520,17 @@ def _do_value(value: Any) -> Any:
 class BufferedSqlCursor:
     """A cursor over a statement's complete result, consumed once like workerd's.
 
-    Iteration, `to_array`, `raw` and `one` take the rows not yet taken. `_convert` maps a
-    stored row to what Python code sees; `error_type` is the error `one()` raises.
+    Iteration, `to_array` and `one` take the rows not yet taken. `_convert` maps a stored
+    row to what Python code sees; `error_type` is the error `one()` raises.
     """
 
     error_type: type[BindingError] = SqlStorageError
 
-    def __init__(
-        self, columns: list[str], rows: list[Any], rows_read: int, rows_written: int
-    ) -> None:
+    def __init__(self, columns: list[str], rows: list[Any], rows_written: int) -> None:
         self._columns = columns
         self._rows = rows
         self._position = 0
-        self._rows_read = rows_read
         self._rows_written = rows_written
-
-    @property
-    def column_names(self) -> list[str]:
-        return list(self._columns)
-
-    @property
-    def rows_read(self) -> int:
-        return self._rows_read
 
     @property
     def rows_written(self) -> int:
@@ -565,11 +554,6 @@ class BufferedSqlCursor:
         while (values := self._next_raw()) is not None:
             yield self._as_row(values)
 
-    def raw(self) -> Iterator[list[Any]]:
-        """Remaining rows as lists of values, in column order."""
-        while (values := self._next_raw()) is not None:
-            yield values
-
     def to_array(self) -> list[Row]:
         """Every remaining row as a dict."""
         return list(self)
@@ -591,7 +575,7 @@ class LocalSqlCursor(BufferedSqlCursor):
     """The result of one local `exec`, with numbers as Pyodide delivers workerd's."""
 
     def __init__(self, result: QueryResult) -> None:
-        super().__init__(result.columns, result.rows, len(result.rows), result.changes)
+        super().__init__(result.columns, result.rows, result.changes)
 
     def _convert(self, row: Any) -> list[Any]:
         return [_do_value(v) for v in row]

@@ -138,11 +138,6 @@ async def test_d1_duplicate_column_names_keep_the_last(d1: SqliteD1) -> None:
     assert await d1.prepare("SELECT 1 AS a, 2 AS a").first() == {"a": 2}
 
 
-async def test_d1_raw_rows_with_header(d1: SqliteD1) -> None:
-    rows = await d1.prepare("SELECT 1 AS a, 'x' AS b").raw(column_names=True)
-    assert rows == [["a", "b"], [1, "x"]]
-
-
 @pytest.mark.parametrize(
     "sql",
     [
