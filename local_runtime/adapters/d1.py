@@ -168,15 +168,6 @@ class SqliteD1Statement:
             raise D1Error(f"D1_COLUMN_NOTFOUND: Column not found ({column})")
         return row[column]
 
-    async def raw(self, *, column_names: bool = False) -> list[list[Any]]:
-        """Rows as lists; with `column_names`, the first list is the header."""
-        [result] = self._db._execute([self])
-        rows = [list(row.values()) for row in result.results]
-        if column_names:
-            header: list[Any] = list(result.results[0]) if result.results else []
-            return [header, *rows]
-        return rows
-
 
 class SqliteD1:
     """A D1 database in one SQLite file (":memory:" for tests)."""

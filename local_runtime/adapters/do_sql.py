@@ -14,8 +14,8 @@ message>: <SQLITE_CODE>`, without the " at offset N" Python's sqlite3 does not e
 Values are what Python sees on Workers: numbers bind as JS doubles (3 into a TEXT column is
 "3.0") and read back through `jsnumbers`; booleans (workerd stores 'true'/'false') and ints
 beyond +-2^53 (BigInts) are refused; BLOBs come back as `bytes`. Foreign keys are enforced, as
-in D1 and workerd. Deviations: `rows_read` counts rows returned, `rows_written` changed rows
-(workerd also counts index work); rows are read when `exec` returns; SQLite's "defensive"
+in D1 and workerd. Deviations: `rows_written` counts changed rows (workerd also counts
+index work); rows are read when `exec` returns; SQLite's "defensive"
 flag is not set (Python 3.11 cannot); files use WAL with synchronous=NORMAL.
 """
 
@@ -71,25 +71,8 @@ _LIMIT_MESSAGES = (
     "string or blob too big",
 )
 
-# SQLite's primary result codes (sqlite3.h), for workerd-style error texts.
-_PRIMARY_CODE_NAMES = {
-    1: "SQLITE_ERROR", 2: "SQLITE_INTERNAL", 3: "SQLITE_PERM", 4: "SQLITE_ABORT",
-    5: "SQLITE_BUSY", 6: "SQLITE_LOCKED", 7: "SQLITE_NOMEM", 8: "SQLITE_READONLY",
-    9: "SQLITE_INTERRUPT", 10: "SQLITE_IOERR", 11: "SQLITE_CORRUPT", 12: "SQLITE_NOTFOUND",
-    13: "SQLITE_FULL", 14: "SQLITE_CANTOPEN", 15: "SQLITE_PROTOCOL", 16: "SQLITE_EMPTY",
-    17: "SQLITE_SCHEMA", 18: "SQLITE_TOOBIG", 19: "SQLITE_CONSTRAINT", 20: "SQLITE_MISMATCH",
-    21: "SQLITE_MISUSE", 22: "SQLITE_NOLFS", 23: "SQLITE_AUTH", 24: "SQLITE_FORMAT",
-    25: "SQLITE_RANGE", 26: "SQLITE_NOTADB", 27: "SQLITE_NOTICE", 28: "SQLITE_WARNING",
-}  # fmt: skip
-# Extended constraint codes Python's sqlite3 may not name (it says "unknown" for DATATYPE).
-_EXTENDED_CODE_NAMES = {
-    275: "SQLITE_CONSTRAINT_CHECK", 531: "SQLITE_CONSTRAINT_COMMITHOOK",
-    787: "SQLITE_CONSTRAINT_FOREIGNKEY", 1043: "SQLITE_CONSTRAINT_FUNCTION",
-    1299: "SQLITE_CONSTRAINT_NOTNULL", 1555: "SQLITE_CONSTRAINT_PRIMARYKEY",
-    1811: "SQLITE_CONSTRAINT_TRIGGER", 2067: "SQLITE_CONSTRAINT_UNIQUE",
-    2323: "SQLITE_CONSTRAINT_VTAB", 2579: "SQLITE_CONSTRAINT_ROWID",
-    2835: "SQLITE_CONSTRAINT_PINNED", 3091: "SQLITE_CONSTRAINT_DATATYPE",
-}  # fmt: skip
+# Python's sqlite3 names every result code but this one ("unknown").
+_UNNAMED_CODES = {3091: "SQLITE_CONSTRAINT_DATATYPE"}
 
 
 class SqlEngineError(Exception):
@@ -114,19 +97,18 @@ def engine_error(exc: sqlite3.Error) -> SqlEngineError:
     message = str(exc)
     if isinstance(exc, sqlite3.ProgrammingError) and "number of bindings" in message:
         return SqlEngineError(WRONG_PARAMETER_COUNT)
-    name = getattr(exc, "sqlite_errorname", None)
-    limit = name == "SQLITE_TOOBIG" or message.startswith(_LIMIT_MESSAGES)
     code = getattr(exc, "sqlite_errorcode", None)
-    if isinstance(code, int) and (code & 0xFF) in _PRIMARY_CODE_NAMES:
-        # workerd's text names the primary result code and, when SQLite reports a more
-        # specific one, adds it: "...: SQLITE_CONSTRAINT (extended:
-        # SQLITE_CONSTRAINT_UNIQUE)" (checked against workerd through miniflare).
-        primary = _PRIMARY_CODE_NAMES[code & 0xFF]
-        if code != code & 0xFF:
-            extended = _EXTENDED_CODE_NAMES.get(code, name)
-            primary = f"{primary} (extended: {extended})"
-        return SqlEngineError(f"{message}: {primary}", limit=limit)
-    return SqlEngineError(f"{message}: {name}" if name else message, limit=limit)
+    name = _UNNAMED_CODES.get(code, getattr(exc, "sqlite_errorname", None))  # type: ignore[arg-type]
+    limit = name == "SQLITE_TOOBIG" or message.startswith(_LIMIT_MESSAGES)
+    if not name or not name.startswith("SQLITE_"):
+        return SqlEngineError(message, limit=limit)
+    # workerd's text names the primary result code and, when SQLite reports a more specific
+    # one, adds it: "...: SQLITE_CONSTRAINT (extended: SQLITE_CONSTRAINT_UNIQUE)" (checked
+    # against workerd through miniflare). Every extended name starts with its primary's.
+    primary = "_".join(name.split("_", 2)[:2])
+    if primary != name:
+        primary = f"{primary} (extended: {name})"
+    return SqlEngineError(f"{message}: {primary}", limit=limit)
 
 
 RESERVED_PREFIX = "_cf_"
@@ -538,28 +520,17 @@ def _do_value(value: Any) -> Any:
 class BufferedSqlCursor:
     """A cursor over a statement's complete result, consumed once like workerd's.
 
-    Iteration, `to_array`, `raw` and `one` take the rows not yet taken. `_convert` maps a
-    stored row to what Python code sees; `error_type` is the error `one()` raises.
+    Iteration, `to_array` and `one` take the rows not yet taken. `_convert` maps a stored
+    row to what Python code sees; `error_type` is the error `one()` raises.
     """
 
     error_type: type[BindingError] = SqlStorageError
 
-    def __init__(
-        self, columns: list[str], rows: list[Any], rows_read: int, rows_written: int
-    ) -> None:
+    def __init__(self, columns: list[str], rows: list[Any], rows_written: int) -> None:
         self._columns = columns
         self._rows = rows
         self._position = 0
-        self._rows_read = rows_read
         self._rows_written = rows_written
-
-    @property
-    def column_names(self) -> list[str]:
-        return list(self._columns)
-
-    @property
-    def rows_read(self) -> int:
-        return self._rows_read
 
     @property
     def rows_written(self) -> int:
@@ -583,11 +554,6 @@ class BufferedSqlCursor:
         while (values := self._next_raw()) is not None:
             yield self._as_row(values)
 
-    def raw(self) -> Iterator[list[Any]]:
-        """Remaining rows as lists of values, in column order."""
-        while (values := self._next_raw()) is not None:
-            yield values
-
     def to_array(self) -> list[Row]:
         """Every remaining row as a dict."""
         return list(self)
@@ -609,7 +575,7 @@ class LocalSqlCursor(BufferedSqlCursor):
     """The result of one local `exec`, with numbers as Pyodide delivers workerd's."""
 
     def __init__(self, result: QueryResult) -> None:
-        super().__init__(result.columns, result.rows, len(result.rows), result.changes)
+        super().__init__(result.columns, result.rows, result.changes)
 
     def _convert(self, row: Any) -> list[Any]:
         return [_do_value(v) for v in row]

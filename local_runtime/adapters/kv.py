@@ -5,7 +5,7 @@ at least 60 s ahead (the TTL wins when both are given); metadata at most 1024 by
 values at most 25 MiB; `list` in UTF-8 byte order, at most 1000 a page, its cursor the last
 key returned (a `limit` of 0 or less is the default); expired keys are invisible. A broken
 rule raises `BindingLimitError` with the text a Worker sees. Not reproduced: eventual
-consistency and `cacheTtl`; the 1 write/s/key limit only with `same_key_write_interval`.
+consistency, `cacheTtl` and the 1 write/s/key limit.
 """
 
 from __future__ import annotations
@@ -113,22 +113,10 @@ def _load_metadata(text: str) -> Any:
 class SqliteKV:
     """A KV namespace stored in one SQLite file (or ":memory:" for tests)."""
 
-    def __init__(
-        self,
-        path: str | Path,
-        clock: Clock | None = None,
-        *,
-        same_key_write_interval: float | None = None,
-    ) -> None:
-        """Open (creating if needed) the namespace at `path`.
-
-        `clock` decides what "now" is for expiration (tests pass a `FixedClock`).
-        `same_key_write_interval`, when set, rejects a second write to the same key within
-        that many seconds with KV's 429, mirroring the 1 write/s/key limit.
-        """
+    def __init__(self, path: str | Path, clock: Clock | None = None) -> None:
+        """Open (creating if needed) the namespace at `path`; `clock` decides what "now" is
+        for expiration (tests pass a `FixedClock`)."""
         self._clock: Clock = clock if clock is not None else SystemClock()
-        self._write_interval = same_key_write_interval
-        self._last_write: dict[bytes, float] = {}
         location = str(path)
         if location != ":memory:":
             Path(location).parent.mkdir(parents=True, exist_ok=True)
@@ -255,13 +243,6 @@ class SqliteKV:
                 raise _fail(
                     "PUT", 413, f"Value length of {size} exceeds limit of {KV_MAX_VALUE_BYTES}."
                 )
-
-        if self._write_interval is not None:
-            instant = self._clock.now()
-            last = self._last_write.get(encoded)
-            if last is not None and instant - last < self._write_interval:
-                raise _fail("PUT", 429, "Too Many Requests")
-            self._last_write[encoded] = instant
 
         self._db.execute(
             "INSERT OR REPLACE INTO kv_entries (key, value, expiration, metadata) "

@@ -31,7 +31,6 @@ import os
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote, unquote
 
 from bindings.ports.clock import Clock, SystemClock
@@ -143,9 +142,9 @@ class LocalObjectStore:
     def _info(self, key: str, payload: bytes, meta_path: Path) -> ObjectInfo:
         etag = hashlib.md5(payload, usedforsecurity=False).hexdigest()
         try:
-            stored = _stored_info(json.loads(meta_path.read_bytes()))
-        except (FileNotFoundError, ValueError, TypeError, KeyError):
-            stored = None
+            stored = ObjectInfo(**json.loads(meta_path.read_bytes()))
+        except (FileNotFoundError, ValueError, TypeError):
+            stored = None  # missing or malformed (we write it, so only a damaged file)
         if stored is None or stored.etag != etag:
             return ObjectInfo(key=key, size=len(payload), etag=etag)
         return dataclasses.replace(stored, key=key, size=len(payload))
@@ -162,10 +161,7 @@ class LocalObjectStore:
                 f"list limit must be between 1 and {OBJECT_STORE_MAX_LIST_LIMIT}, got {limit}"
             )
         after = _decode_cursor(cursor) if cursor else None
-        keys = sorted(
-            (key for key in self._keys_under(prefix) if key.startswith(prefix)),
-            key=lambda k: k.encode("utf-8"),
-        )
+        keys = self.keys(prefix)
         if after is not None:
             after_bytes = after.encode("utf-8")
             keys = [k for k in keys if k.encode("utf-8") > after_bytes]
@@ -207,10 +203,6 @@ class LocalObjectStore:
 
     # --- local helpers (tests, CLI) -------------------------------------------------
 
-    def path_of(self, key: str) -> Path:
-        """Where the bytes of `key` live on disk."""
-        return self._paths(key)[0]
-
     def keys(self, prefix: str = "") -> builtins.list[str]:
         """Every key under `prefix`, in order (no paging)."""
         return sorted(
@@ -220,22 +212,3 @@ class LocalObjectStore:
 
     def __repr__(self) -> str:
         return f"LocalObjectStore({str(self.root)!r})"
-
-
-def _stored_info(data: Any) -> ObjectInfo:
-    """An `ObjectInfo` from its JSON sidecar; raises on a malformed one (treated as none)."""
-    if not isinstance(data, dict):
-        raise TypeError("object metadata must be a JSON object")
-    uploaded = data.get("uploaded_ms")
-    metadata = data.get("custom_metadata") or {}
-    if not isinstance(metadata, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()
-    ):
-        raise TypeError("custom metadata must map strings to strings")
-    return ObjectInfo(
-        key=str(data["key"]),
-        size=int(data["size"]),
-        etag=str(data.get("etag") or ""),
-        uploaded_ms=None if uploaded is None else int(uploaded),
-        custom_metadata=metadata,
-    )

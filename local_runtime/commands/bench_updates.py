@@ -1,23 +1,9 @@
 """`agent-memory bench updates` (and `benchmarks/updates.py`): the knowledge-update
 benchmark (issues 16, 25 and 41) over hand-written cases, `benchmarks/data/update_cases.json`.
 
-Each case is a few statements written as people write them, oldest first, and what must
-become of them (`expect`):
-
-* `update` (moves, renames, versions, schedules, reversals, partial changes, role and
-  quantity changes, negations, corrections, multi-step chains): the latest statement must
-  come first for the case's `question`; the earlier ones may be superseded. `lookalikes`
-  (optional) are statements about another entity that look like the answer ("Marco's
-  brother lives in Madrid" beside "Marco moved to Berlin"): written after the first
-  statement, never superseded, never ranked above the latest statement;
-* `keep` (additive facts, identifier-distinct siblings, look-alikes about related entities,
-  two slots of one entity, negations, time-bounded statements): nothing may be superseded or
-  merged; each of `asks` (`[question, i]`) must find statement `i` first;
-* `merge` (paraphrased and exact duplicates): one row is left; merging is allowed.
-
-**Two halves.** Each case belongs to the tuning or the report half by a fixed hash of its
-statements (`half`): rules and constants are tuned on the first only, and both are
-reported, so a change that helps the tuning half and hurts the report half shows.
+The cases (`update`, `keep`, `merge`, with `lookalikes` and `asks`), their two halves (tuning
+and report, by a fixed hash of the statements) and the results: docs/semantic-memory.md,
+"Benchmark".
 
 Cases are shuffled (seeded) into tenants of `per_tenant`; a tenant's cases are written
 step by step (every first statement, then every second, …) through the MCP

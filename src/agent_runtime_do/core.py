@@ -123,16 +123,10 @@ class AgentRuntimeCore:
         self.working_lock = asyncio.Lock()
 
     async def initialize(self) -> None:
-        """Create the schema, adopt an object older than its lifecycle row, and re-queue the
-        episodic writes an earlier life of this object never settled."""
+        """Create the schema and re-queue the episodic writes an earlier life of this object
+        never settled."""
         sql = self.storage.sql
         storage.create_schema(sql)
-        last = storage.latest_turn_state(sql)
-        if storage.identity(sql) is None and last is not None:
-            # Its turns predate the lifecycle row: the last update is the last activity.
-            at = float(last["updated_at"])
-            storage.touch(sql, last["tenant_id"], last["agent_type"], last["instance_id"], at)
-            await self.arm_by(at + self.bindings.settings.agent_state_idle_seconds)
         if self.bindings.db is None:
             return
         for tenant, pending in storage.pending_by_tenant(sql).items():

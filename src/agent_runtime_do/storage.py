@@ -116,13 +116,6 @@ TABLES = (
     "instance_lifecycle",
 )
 
-# Columns added after objects already existed: (table, column, definition).
-ADDED_COLUMNS = (
-    ("failed_writes", "retries", "INTEGER NOT NULL DEFAULT 0"),
-    ("failed_writes", "next_retry_at", "REAL"),
-    ("turn_state", "interrupted_count", "INTEGER NOT NULL DEFAULT 0"),
-)
-
 # The text columns of each table that may hold memory content (overwritten before a delete).
 _TEXT_COLUMNS = {
     "turn_state": ("state_json",),
@@ -136,10 +129,6 @@ def create_schema(sql: SqlStorage) -> None:
     """Create every table and index; safe to run on every object start."""
     for statement in SCHEMA:
         sql.exec(statement)
-    for table, column, definition in ADDED_COLUMNS:
-        present = {str(row["name"]) for row in sql.exec(f"PRAGMA table_info({table})").to_array()}
-        if column not in present:
-            sql.exec(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
 
 
 def _json(value: Any) -> str:
@@ -249,13 +238,6 @@ def open_turns(sql: SqlStorage, running: set[str]) -> list[Row]:
 def read_turn_state(sql: SqlStorage, instance_id: str) -> dict[str, Any] | None:
     query = f"SELECT {_TURN_STATE_COLUMNS} FROM turn_state WHERE instance_id = ?"
     return _first(sql, query, instance_id)
-
-
-def latest_turn_state(sql: SqlStorage) -> dict[str, Any] | None:
-    """The most recently updated instance row (an object older than its lifecycle row)."""
-    return _first(
-        sql, f"SELECT {_TURN_STATE_COLUMNS} FROM turn_state ORDER BY updated_at DESC LIMIT 1"
-    )
 
 
 # --- run_log and run_workflows -----------------------------------------------------------------

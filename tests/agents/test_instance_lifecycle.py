@@ -249,23 +249,3 @@ async def test_a_failing_alarm_handler_is_retried_with_backoff(rt: LocalRuntime)
     assert rt.agents.alarms.get(OBJECT) == rt.clock.now() + 2
     assert await later(rt, 2) == [OBJECT]
     assert rt.agents.alarms.get(OBJECT) == rt.clock.now() + 4
-
-
-async def test_an_object_from_before_its_lifecycle_joins_it_when_it_starts(
-    rt: LocalRuntime,
-) -> None:
-    await turn(rt)
-    # As an object deployed before the alarm existed: no lifecycle row, no alarm.
-    storage = rt.durable_object_storage(OBJECT)
-    storage.sql.exec("DELETE FROM instance_lifecycle")
-    rt.agents.alarms.delete(OBJECT)
-    rt.evict_durable_objects()
-    clock(rt).advance(3 * DAY)
-
-    # Anything that starts the object (here an admin read of its state) adopts it.
-    await rt.agents.get_by_name(OBJECT).call(
-        "state", {"tenant": "acme", "agent_type": "assistant", "instance_id": "default"}
-    )
-    assert rt.agents.alarms.get(OBJECT) == NOW + DAY  # its idle day ended long ago: due now
-    await later(rt, 0)
-    assert count(rt, "run_log") == 0 and count(rt, "turn_state") == 0

@@ -45,21 +45,6 @@ async def test_kv_persists_across_reopening(tmp_path: Path) -> None:
         second.close()
 
 
-async def test_kv_same_key_write_limit_is_opt_in() -> None:
-    clock = FixedClock()
-    kv = SqliteKV(":memory:", clock=clock, same_key_write_interval=1.0)
-    try:
-        await kv.put("hot", "1")
-        await kv.put("other", "1")  # a different key is fine
-        with pytest.raises(BindingLimitError, match=re.escape("KV PUT failed: 429")):
-            await kv.put("hot", "2")
-        clock.advance(1.0)
-        await kv.put("hot", "3")
-        assert await kv.get("hot") == "3"
-    finally:
-        kv.close()
-
-
 async def test_kv_rejects_metadata_that_is_not_json() -> None:
     kv = SqliteKV(":memory:")
     try:
@@ -151,11 +136,6 @@ async def test_d1_byte_lists_bind_as_blobs(d1: SqliteD1) -> None:
 
 async def test_d1_duplicate_column_names_keep_the_last(d1: SqliteD1) -> None:
     assert await d1.prepare("SELECT 1 AS a, 2 AS a").first() == {"a": 2}
-
-
-async def test_d1_raw_rows_with_header(d1: SqliteD1) -> None:
-    rows = await d1.prepare("SELECT 1 AS a, 'x' AS b").raw(column_names=True)
-    assert rows == [["a", "b"], [1, "x"]]
 
 
 @pytest.mark.parametrize(

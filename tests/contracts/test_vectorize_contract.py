@@ -29,19 +29,19 @@ from bindings.ports.vectorize import (
     VectorIndex,
     VectorRecord,
 )
-from local_runtime.adapters.vectorize import LocalVectorIndex, MetadataIndex, MetadataIndexType
+from local_runtime.adapters.vectorize import LocalVectorIndex, MetadataIndexType
+
+Indexes = dict[str, MetadataIndexType]
 
 
 class ContractIndex(VectorIndex, Protocol):
-    # The suite also drives what the local index models beyond the port (`insert`,
-    # `describe`, `return_values`): Vectorize's whole surface.
     def create_metadata_index(self, property: str, type: MetadataIndexType) -> None: ...
 
 
-Factory = Callable[[Path | None, int, Sequence[MetadataIndex]], ContractIndex]
+Factory = Callable[[Path | None, int, Indexes], ContractIndex]
 
 
-def _local(path: Path | None, dims: int, indexes: Sequence[MetadataIndex]) -> ContractIndex:
+def _local(path: Path | None, dims: int, indexes: Indexes) -> ContractIndex:
     return LocalVectorIndex(path, dims, indexes)
 
 
@@ -53,8 +53,8 @@ def make_index(request: pytest.FixtureRequest) -> Factory:
     return FACTORIES[request.param]
 
 
-def idx(*pairs: tuple[str, MetadataIndexType]) -> list[MetadataIndex]:
-    return [MetadataIndex(property=p, type=t) for p, t in pairs]
+def idx(*pairs: tuple[str, MetadataIndexType]) -> Indexes:
+    return dict(pairs)
 
 
 def vec(
@@ -77,7 +77,7 @@ async def ids_for(index: ContractIndex, query: Sequence[float], **kwargs: Any) -
 
 
 async def test_query_ranks_by_cosine_similarity(make_index: Factory) -> None:
-    index = make_index(None, 3, [])
+    index = make_index(None, 3, {})
     await index.upsert(
         [vec("a", [1, 0, 0]), vec("b", [1, 1, 0]), vec("c", [0, 0, 1]), vec("d", [-1, 0, 0])]
     )
@@ -85,43 +85,30 @@ async def test_query_ranks_by_cosine_similarity(make_index: Factory) -> None:
     assert [m.id for m in result.matches] == ["a", "b", "c", "d"]
     assert result.count == 4
     assert [m.score for m in result.matches] == pytest.approx([1.0, math.sqrt(0.5), 0.0, -1.0])
-    # defaults: no values, no metadata
-    assert all(m.values is None and m.metadata is None for m in result.matches)
+    # default: no metadata
+    assert all(m.metadata is None for m in result.matches)
 
 
 async def test_default_top_k_is_five(make_index: Factory) -> None:
-    index = make_index(None, 2, [])
+    index = make_index(None, 2, {})
     await index.upsert([vec(str(i), [1, i]) for i in range(8)])
     assert (await index.query([1, 0])).count == 5
 
 
-async def test_return_values_are_float32_and_metadata_all_is_complete(make_index: Factory) -> None:
-    index = make_index(None, 3, [])
+async def test_stored_values_are_float32_and_metadata_all_is_complete(
+    make_index: Factory,
+) -> None:
+    index = make_index(None, 3, {})
     await index.upsert([vec("a", [0.1, 0.2, 0.3], title="hello", nested={"x": [1, 2]})])
-    result = await index.query([0.1, 0.2, 0.3], return_values=True, return_metadata="all")
-    match = result.matches[0]
-    assert match.values == [float(np.float32(v)) for v in (0.1, 0.2, 0.3)]
-    assert match.metadata == {"title": "hello", "nested": {"x": [1, 2]}}
-
-
-async def test_insert_skips_existing_ids_and_first_in_batch_wins(make_index: Factory) -> None:
-    index = make_index(None, 2, [])
-    first = await index.insert([vec("a", [1, 0], v=1), vec("a", [0, 1], v=2)])
-    assert first.count == 1
-    again = await index.insert([vec("a", [0, 1], v=3), vec("b", [0, 1])])
-    assert again.count == 1
+    result = await index.query([0.1, 0.2, 0.3], return_metadata="all")
+    assert result.matches[0].metadata == {"title": "hello", "nested": {"x": [1, 2]}}
     [a] = await index.get_by_ids(["a"])
-    assert a.metadata == {"v": 1}
-    assert a.values == [1.0, 0.0]
-    assert first.mutation_id != again.mutation_id
+    assert a.values == [float(np.float32(v)) for v in (0.1, 0.2, 0.3)]
 
 
 async def test_ids_are_unique_per_index_not_per_namespace(make_index: Factory) -> None:
-    index = make_index(None, 2, [])
-    await index.insert([vec("a", [1, 0], namespace="t1")])
-    skipped = await index.insert([vec("a", [0, 1], namespace="t2")])
-    assert skipped.count == 0
-    assert await ids_for(index, [0, 1], namespace="t2") == []
+    index = make_index(None, 2, {})
+    await index.upsert([vec("a", [1, 0], namespace="t1")])
     # upsert replaces the vector in full, namespace included
     await index.upsert([vec("a", [0, 1], namespace="t2")])
     assert await ids_for(index, [0, 1], namespace="t1") == []
@@ -130,7 +117,7 @@ async def test_ids_are_unique_per_index_not_per_namespace(make_index: Factory) -
 
 
 async def test_upsert_replaces_whole_vector_without_merging_metadata(make_index: Factory) -> None:
-    index = make_index(None, 2, [])
+    index = make_index(None, 2, {})
     await index.upsert([vec("a", [1, 0], keep="x", old=1)])
     await index.upsert([vec("a", [0, 1], new=2), vec("a", [1, 1], last=3)])
     [a] = await index.get_by_ids(["a"])
@@ -139,7 +126,7 @@ async def test_upsert_replaces_whole_vector_without_merging_metadata(make_index:
 
 
 async def test_get_by_ids_returns_known_vectors_in_request_order(make_index: Factory) -> None:
-    index = make_index(None, 2, [])
+    index = make_index(None, 2, {})
     await index.upsert([vec("a", [1, 0], namespace="n1", k=1), vec("b", [0, 1])])
     got = await index.get_by_ids(["b", "missing", "a"])
     assert [g.id for g in got] == ["b", "a"]
@@ -148,7 +135,7 @@ async def test_get_by_ids_returns_known_vectors_in_request_order(make_index: Fac
 
 
 async def test_delete_by_ids_removes_vectors_everywhere(make_index: Factory) -> None:
-    index = make_index(None, 2, [])
+    index = make_index(None, 2, {})
     await index.upsert([vec(f"v{i}", [1, i], namespace=f"n{i % 2}") for i in range(6)])
     deleted = await index.delete_by_ids(["v0", "v3", "nope", "v0"])
     assert deleted.count == 2
@@ -163,7 +150,7 @@ async def test_delete_by_ids_removes_vectors_everywhere(make_index: Factory) -> 
 
 
 async def test_namespace_isolation(make_index: Factory) -> None:
-    index = make_index(None, 2, [])
+    index = make_index(None, 2, {})
     await index.upsert(
         [
             vec("a1", [1, 0], namespace="tenant-a"),
@@ -284,7 +271,7 @@ async def test_filter_on_unindexed_property_raises_a_clear_error(catalogue: Cont
 async def test_vectors_written_before_the_metadata_index_need_a_reupsert(
     make_index: Factory,
 ) -> None:
-    index = make_index(None, 2, [])
+    index = make_index(None, 2, {})
     await index.upsert([vec("old", [1, 0], kind="fact")])
     index.create_metadata_index("kind", "string")
     await index.upsert([vec("new", [1, 0], kind="fact")])
@@ -307,27 +294,8 @@ async def test_only_the_first_64_bytes_of_a_string_are_indexed(make_index: Facto
     assert await matching(index, {"text": head + "x"}) == ["a", "b"]
     assert await matching(index, {"text": head + "x" + "tail-a-anything"}) == ["a", "b"]
     assert await matching(index, {"text": head}) == ["c", "d"]
-    # returnMetadata="indexed" gives the truncated value, "all" the full one
-    indexed = await index.query([1, 0], top_k=10, return_metadata="indexed", filter={"text": head})
-    assert [m.metadata for m in indexed.matches] == [{"text": head}, {"text": head}]
     full = await index.get_by_ids(["c"])
     assert full[0].metadata == {"text": head + "é"}
-
-
-async def test_return_metadata_indexed_returns_only_indexed_properties(
-    catalogue: ContractIndex,
-) -> None:
-    await catalogue.upsert(
-        [vec("9", [1, 0], platform="hbo", year=1999, secret="x", owner={"name": "z", "age": 3})]
-    )
-    result = await catalogue.query(
-        [1, 0], top_k=1, return_metadata="indexed", filter={"year": 1999}
-    )
-    assert result.matches[0].metadata == {
-        "platform": "hbo",
-        "year": 1999,
-        "owner": {"name": "z"},
-    }
 
 
 # ----------------------------------------------------------------------------- limits
@@ -351,32 +319,31 @@ async def test_return_metadata_indexed_returns_only_indexed_properties(
     ],
 )
 async def test_invalid_vectors_are_rejected(make_index: Factory, record: VectorRecord) -> None:
-    index = make_index(None, 2, [])
-    for write in (index.insert, index.upsert):
-        with pytest.raises(BindingLimitError):
-            await write([record])
+    index = make_index(None, 2, {})
+    with pytest.raises(BindingLimitError):
+        await index.upsert([record])
     assert (await index.describe()).vector_count == 0
 
 
 async def test_limits_accept_values_at_the_boundary(make_index: Factory) -> None:
-    index = make_index(None, 2, [])
+    index = make_index(None, 2, {})
     meta = {"blob": "x" * (10 * 1024 - len('{"blob":""}'))}
     record = VectorRecord(id="x" * 64, values=[1, 0], namespace="n" * 64, metadata=meta)
     assert (await index.upsert([record])).count == 1
 
 
 async def test_a_bad_vector_rejects_the_whole_batch(make_index: Factory) -> None:
-    index = make_index(None, 2, [])
+    index = make_index(None, 2, {})
     with pytest.raises(BindingLimitError, match="dimensions"):
         await index.upsert([vec("ok", [1, 0]), vec("bad", [1, 0, 0])])
     assert (await index.describe()).vector_count == 0
 
 
 async def test_at_most_1000_vectors_per_write(make_index: Factory) -> None:
-    index = make_index(None, 2, [])
+    index = make_index(None, 2, {})
     assert (await index.upsert([vec(str(i), [1, i]) for i in range(1000)])).count == 1000
     with pytest.raises(BindingLimitError, match="1000"):
-        await index.insert([vec(f"n{i}", [1, i]) for i in range(1001)])
+        await index.upsert([vec(f"n{i}", [1, i]) for i in range(1001)])
 
 
 @pytest.mark.parametrize(
@@ -385,15 +352,12 @@ async def test_at_most_1000_vectors_per_write(make_index: Factory) -> None:
         ({"top_k": 0}, False),
         ({"top_k": 100}, True),
         ({"top_k": 101}, False),
-        ({"top_k": 20, "return_values": True}, True),
-        ({"top_k": 21, "return_values": True}, False),
         ({"top_k": 20, "return_metadata": "all"}, True),
         ({"top_k": 21, "return_metadata": "all"}, False),
-        ({"top_k": 100, "return_metadata": "indexed"}, True),
     ],
 )
 async def test_top_k_limits(make_index: Factory, kwargs: dict[str, Any], ok: bool) -> None:
-    index = make_index(None, 2, [])
+    index = make_index(None, 2, {})
     await index.upsert([vec("a", [1, 0])])
     if ok:
         assert (await index.query([1, 0], **kwargs)).count == 1
@@ -408,7 +372,7 @@ async def test_top_k_limits(make_index: Factory, kwargs: dict[str, Any], ok: boo
 async def test_bad_query_vectors_are_rejected(
     make_index: Factory, vector: list[float], match: str
 ) -> None:
-    index = make_index(None, 2, [])
+    index = make_index(None, 2, {})
     with pytest.raises(BindingLimitError, match=match):
         await index.query(vector)
 
@@ -477,7 +441,7 @@ async def test_everything_survives_a_reopen(make_index: Factory, tmp_path: Path)
     )
     await index.delete_by_ids(["a"])
 
-    reopened = make_index(path, 3, [])
+    reopened = make_index(path, 3, {})
     assert (await reopened.describe()).vector_count == 2
     got = await reopened.query(
         [0, 1, 0.1], namespace="t1", filter={"score": {"$gte": 2}}, return_metadata="all"
@@ -501,18 +465,6 @@ def test_constructor_index_type_conflict_fails(tmp_path: Path) -> None:
     LocalVectorIndex(path, 4, idx(("p", "string"))).close()  # same declaration: fine
     with pytest.raises(BindingLimitError, match="already exists with type"):
         LocalVectorIndex(path, 4, idx(("p", "number")))
-
-
-async def test_deleted_metadata_index_no_longer_filters() -> None:
-    index = LocalVectorIndex(None, 2, idx(("kind", "string")))
-    await index.upsert([vec("a", [1, 0], kind="x")])
-    index.delete_metadata_index("kind")
-    with pytest.raises(BindingLimitError, match="no metadata index"):
-        await index.query([1, 0], filter={"kind": "x"})
-    index.create_metadata_index("kind", "string")
-    # recreated: the old vector was not indexed under the new index
-    assert await matching(index, {"kind": "x"}) == []
-    assert [m.property for m in index.list_metadata_indexes()] == ["kind"]
 
 
 # ----------------------------------------------------------------------------- properties
@@ -724,13 +676,6 @@ async def test_large_namespace_matches_brute_force(make_index: Factory) -> None:
     assert [m.id for m in result.matches] == [f"v{i}" for i in top]
 
 
-async def test_metadata_indexes_can_be_declared_as_a_mapping() -> None:
-    index = LocalVectorIndex(None, 2, {"tenant_id": "string", "n": "number"})
-    assert [(m.property, m.type) for m in index.list_metadata_indexes()] == [
-        ("tenant_id", "string"),
-        ("n", "number"),
-    ]
-    await index.upsert([vec("a", [1, 0], tenant_id="t", n=2)])
-    assert await matching(index, {"tenant_id": "t", "n": {"$gt": 1}}) == ["a"]
+async def test_metadata_index_types_are_checked() -> None:
     with pytest.raises(BindingLimitError, match="type must be one of"):
         LocalVectorIndex(None, 2, {"x": "text"})

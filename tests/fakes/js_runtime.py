@@ -1051,11 +1051,6 @@ class FakeD1PreparedStatement(JSHost):
             return data_to_js(_d1_call(self.statement.first))
         return data_to_js(_d1_call(self.statement.first_value, column))
 
-    @js_async
-    def raw(self, options: Any = UNDEFINED) -> Any:
-        names = prop(options, "columnNames") is True
-        return data_to_js(_d1_call(self.statement.raw, column_names=names))
-
 
 # ---- Durable Object storage (backed by the local DO storage: workerd's SQL rules) -----
 
@@ -1147,34 +1142,12 @@ class FakeSqlCursor(JSHost):
         except BindingError as exc:
             raise JSError("Error", str(exc)) from None
 
-    @js_method
-    def raw(self) -> Any:
-        return _FakeIterator(JSArray(data_to_js(v) for v in row) for row in self.cursor.raw())
-
     def js_iter(self) -> Iterator[Any]:
         return (data_to_js(row) for row in self.cursor)
 
     @js_property
-    def columnNames(self) -> Any:
-        return JSArray(self.cursor.column_names)
-
-    @js_property
-    def rowsRead(self) -> Any:
-        return self.cursor.rows_read
-
-    @js_property
     def rowsWritten(self) -> Any:
         return self.cursor.rows_written
-
-
-class _FakeIterator(JSHost):
-    js_class = "Iterator"
-
-    def __init__(self, items: Iterator[Any]) -> None:
-        self.items = items
-
-    def js_iter(self) -> Iterator[Any]:
-        return self.items
 
 
 # ---- Vectorize and Workers AI: tested in real Pyodide against JS models ---------------

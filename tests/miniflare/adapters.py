@@ -361,11 +361,6 @@ class MiniflareD1Statement:
     async def first_value(self, column: str) -> Any:
         return decode_cell(await self._db.request(self._body("first", column=column)))
 
-    async def raw(self, *, column_names: bool = False) -> list[list[Any]]:
-        rows = [decode_cell(row) for row in await self._db.request(self._body("raw"))]
-        # The harness always asks for the header row; drop it unless wanted.
-        return rows if column_names else rows[1:]
-
 
 class MiniflareD1:
     """`D1Database` over workerd's D1 binding (Miniflare's D1 runs on workerd's SQLite)."""
@@ -416,7 +411,6 @@ class MiniflareSqlCursor(BufferedSqlCursor):
         super().__init__(
             list(result["columnNames"]),
             [[decode_cell(c) for c in row] for row in result["rows"]],
-            int(result["rowsRead"]),
             int(result["rowsWritten"]),
         )
 

@@ -175,8 +175,6 @@ async function d1Op(db, body) {
           ? await d1Statement(db, sql, params).first()
           : await d1Statement(db, sql, params).first(column),
       );
-    case "raw":
-      return encode(await d1Statement(db, sql, params).raw({ columnNames: true }));
     case "batch":
       return encode(await db.batch(statements.map((s) => d1Statement(db, s.sql, s.params))));
     case "reset": {

@@ -4,11 +4,12 @@ Vectorize has no local simulator (`wrangler dev` binds it remotely only), so thi
 tests/contracts/test_vectorize_contract.py are the local specification, after the Cloudflare
 docs (vectorize `reference/client-api.mdx`, `reference/metadata-filtering.mdx`,
 `platform/limits.mdx`, `best-practices/insert-vectors.mdx`): ids are unique per index
-(`insert` keeps the first vector of an id, `upsert` replaces values, metadata and namespace);
-values are float32; a namespace pre-filters a query; filters take implicit `$eq`, `$eq $ne
-$in $nin` and one range (a lower and/or an upper bound) on dotted keys, in under 2048 bytes of
-JSON; at most 10 metadata indexes, each indexing the vectors written after it exists, strings
-cut to 64 UTF-8 bytes (filter operands too; `return_metadata="indexed"` returns what is kept).
+(`upsert` replaces values, metadata and namespace); values are float32; a namespace
+pre-filters a query; filters take implicit `$eq`, `$eq $ne $in $nin` and one range (a lower
+and/or an upper bound) on dotted keys, in under 2048 bytes of JSON; at most 10 metadata indexes,
+each indexing the vectors written after it exists, strings cut to 64 UTF-8 bytes (filter
+operands too). It models the port (`bindings.ports.vectorize`), not more: no `insert`,
+`returnValues`, `returnMetadata: "indexed"` or index deletion, which the system does not use.
 
 Where Cloudflare says nothing this index is strict rather than different: a filter on a
 property without a metadata index raises (Cloudflare would silently match nothing), a vector
@@ -93,14 +94,6 @@ CREATE TABLE IF NOT EXISTS vectorize_vectors (
     indexed TEXT NOT NULL
 );
 """
-
-
-@dataclass(frozen=True)
-class MetadataIndex:
-    """A metadata index: `wrangler vectorize create-metadata-index --property-name --type`."""
-
-    property: str
-    type: MetadataIndexType
 
 
 def _error(op: str, message: str) -> BindingLimitError:
@@ -297,18 +290,15 @@ class LocalVectorIndex:
     """A Vectorize index (cosine metric) over SQLite and numpy (`path=None`: in memory).
 
     The dimensions are fixed when the file is created (reopening with others raises).
-    `metadata_indexes` (`{property: type}` or `MetadataIndex` items) are created if missing;
-    one already there with another type raises. Implements `bindings.ports.vectorize.
-    VectorIndex` and Vectorize's whole client surface (module docstring). One process per
-    file: the in-memory matrices are not refreshed from other writers."""
+    `metadata_indexes` (`{property: type}`) are created if missing; one already there with
+    another type raises. One process per file: the in-memory matrices are not refreshed from
+    other writers."""
 
     def __init__(
         self,
         path: Path | None,
         dimensions: int,
-        metadata_indexes: (
-            Mapping[str, str] | Iterable[MetadataIndex | tuple[str, MetadataIndexType]]
-        ) = (),
+        metadata_indexes: Mapping[str, str] | None = None,
         *,
         name: str = "local-index",
     ) -> None:
@@ -356,11 +346,7 @@ class LocalVectorIndex:
             values = np.frombuffer(vals, dtype=np.float32)
             inv = 1.0 / float(np.linalg.norm(values.astype(np.float64)))
             self._put(vid, namespace, values, inv, metadata, json.loads(indexed))
-        declared = (
-            metadata_indexes.items() if isinstance(metadata_indexes, Mapping) else metadata_indexes
-        )
-        for spec in declared:
-            prop, kind = (spec.property, spec.type) if isinstance(spec, MetadataIndex) else spec
+        for prop, kind in (metadata_indexes or {}).items():
             if prop not in self._types:
                 self.create_metadata_index(prop, kind)  # type: ignore[arg-type]
             elif self._types[prop] != kind:
@@ -434,28 +420,6 @@ class LocalVectorIndex:
             for part in self._namespaces.values():
                 part.codes[property] = np.full(len(part.inv_norms), -1, dtype=np.int32)
 
-    def delete_metadata_index(self, property: str) -> None:
-        """Drop a metadata index; filters on `property` raise afterwards."""
-        with self._lock:
-            if property not in self._types:
-                raise BindingLimitError(f"metadata index {property!r} does not exist")
-            with self._db:
-                self._db.execute(
-                    "DELETE FROM vectorize_metadata_indexes WHERE property = ?", (property,)
-                )
-                self._db.execute(
-                    "UPDATE vectorize_vectors SET indexed = json_remove(indexed, ?)",
-                    (f'$."{property}"',),
-                )
-            del self._types[property], self._codes[property]
-            for part in self._namespaces.values():
-                del part.codes[property]
-
-    def list_metadata_indexes(self) -> list[MetadataIndex]:
-        """The metadata indexes, in creation order."""
-        with self._lock:
-            return [MetadataIndex(p, k) for p, k in self._types.items()]  # type: ignore[arg-type]
-
     # ---------------------------------------------------------------- writes
 
     def _prepare(self, record: VectorRecord, op: str) -> _Prepared:
@@ -490,9 +454,9 @@ class LocalVectorIndex:
             )
         return _Prepared(vid, record.namespace, values, json.loads(metadata_json), metadata_json)
 
-    def _write(
-        self, vectors: Sequence[VectorRecord], op: Literal["INSERT", "UPSERT"]
-    ) -> VectorMutation:
+    async def upsert(self, vectors: Sequence[VectorRecord]) -> VectorMutation:
+        """Insert or replace vectors in full (values, metadata and namespace)."""
+        op = "UPSERT"
         if len(vectors) > VECTORIZE_MAX_BATCH:
             raise _error(
                 op,
@@ -503,9 +467,7 @@ class LocalVectorIndex:
         with self._lock:
             chosen: dict[str, _Prepared] = {}
             for item in prepared:
-                if op == "INSERT" and (item.id in self._records or item.id in chosen):
-                    continue  # insert: the first vector of an id wins, existing ids stay
-                chosen.pop(item.id, None)  # upsert: the last one wins, replacing it whole
+                chosen.pop(item.id, None)  # the last one wins, replacing it whole
                 chosen[item.id] = item
             rows = [
                 (
@@ -530,14 +492,6 @@ class LocalVectorIndex:
                 inv = 1.0 / float(np.linalg.norm(i.values.astype(np.float64)))
                 self._put(i.id, i.namespace, i.values, inv, i.metadata_json, indexed)
         return VectorMutation(mutation_id=str(uuid.uuid4()), count=len(chosen))
-
-    async def insert(self, vectors: Sequence[VectorRecord]) -> VectorMutation:
-        """Insert vectors; ids that already exist anywhere in the index are skipped."""
-        return self._write(vectors, "INSERT")
-
-    async def upsert(self, vectors: Sequence[VectorRecord]) -> VectorMutation:
-        """Insert or replace vectors in full (values, metadata and namespace)."""
-        return self._write(vectors, "UPSERT")
 
     async def delete_by_ids(self, ids: Sequence[str]) -> VectorMutation:
         """Delete vectors by id (in any namespace); unknown ids are ignored."""
@@ -583,22 +537,20 @@ class LocalVectorIndex:
         top_k: int = 5,
         namespace: str | None = None,
         filter: MetadataFilter | None = None,
-        return_values: bool = False,
         return_metadata: ReturnMetadata = "none",
     ) -> VectorQueryResult:
         """The `top_k` vectors most cosine-similar to `vector` (scores in [-1, 1], ties by
         id), among `namespace`'s (None: all) and those `filter` admits."""
         if isinstance(top_k, bool) or not isinstance(top_k, int):
             raise _error("QUERY", "topK must be an integer")
-        if return_metadata not in ("none", "indexed", "all"):
+        if return_metadata not in ("none", "all"):
             raise _error(
-                "QUERY",
-                f"returnMetadata must be one of none, indexed, all, got {return_metadata!r}",
+                "QUERY", f"returnMetadata must be one of none, all, got {return_metadata!r}"
             )
-        with_data = return_values or return_metadata == "all"
+        with_data = return_metadata == "all"
         limit = VECTORIZE_MAX_TOP_K_WITH_DATA if with_data else VECTORIZE_MAX_TOP_K
         if not 1 <= top_k <= limit:
-            detail = " when returnValues is true or returnMetadata is 'all'" if with_data else ""
+            detail = " when returnMetadata is 'all'" if with_data else ""
             raise _error("QUERY", f"invalid topK {top_k}; it must be between 1 and {limit}{detail}")
         _check_namespace(namespace, "QUERY")
         if len(vector) != self.dimensions:
@@ -625,37 +577,12 @@ class LocalVectorIndex:
                         mask = hit if mask is None else mask & hit
                     found.extend(part.top(q, top_k, mask))
             found.sort(key=lambda c: (-c[0], c[1]))
-            by_code = {p: list(codes) for p, codes in self._codes.items()}
-            matches = [
-                self._match(score, vid, return_values, return_metadata, by_code)
-                for score, vid, _ in found[:top_k]
-            ]
+            matches = []
+            for score, vid, _ in found[:top_k]:
+                namespace, metadata_json = self._records[vid]
+                metadata = json.loads(metadata_json) if with_data else None
+                matches.append(VectorMatch(vid, score, namespace, metadata))
         return VectorQueryResult(count=len(matches), matches=matches)
-
-    def _match(
-        self,
-        score: float,
-        vector_id: str,
-        return_values: bool,
-        return_metadata: str,
-        by_code: dict[str, list[Scalar]],
-    ) -> VectorMatch:
-        namespace, metadata_json = self._records[vector_id]
-        metadata: dict[str, Any] | None = None
-        if return_metadata == "all":
-            metadata = json.loads(metadata_json)
-        elif return_metadata == "indexed":
-            part = self._namespaces[namespace]
-            metadata = {}
-            for prop, column in part.codes.items():
-                if (code := int(column[part.rows[vector_id]])) >= 0:
-                    *path, last = prop.split(".")
-                    node = metadata
-                    for key in path:
-                        node = node.setdefault(key, {})
-                    node[last] = by_code[prop][code]
-        values = self._values(vector_id) if return_values else None
-        return VectorMatch(vector_id, score, namespace, values, metadata)
 
     # ---------------------------------------------------------------- filters
 

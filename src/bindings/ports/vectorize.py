@@ -18,7 +18,7 @@ VECTORIZE_MAX_FILTER_BYTES = 2048
 VECTORIZE_MAX_DIMENSIONS = 1536
 VECTORIZE_MAX_VECTORS = 10_000_000  # per index (limits page); an account may have 50,000
 
-ReturnMetadata = Literal["none", "indexed", "all"]
+ReturnMetadata = Literal["none", "all"]
 # {"field": value} (implicit $eq) or {"field": {"$in": [...], "$gte": 3, ...}}
 MetadataFilter = dict[str, Any]
 
@@ -36,7 +36,6 @@ class VectorMatch:
     id: str
     score: float
     namespace: str | None = None
-    values: list[float] | None = None
     metadata: dict[str, Any] | None = None
 
 
