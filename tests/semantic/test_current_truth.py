@@ -146,6 +146,11 @@ UPDATES = [
         "These days Tariq's favourite sport is padel.",
     ),
     (
+        "When does my flight leave?",
+        "My flight leaves at 7 am.",
+        "My flight was moved to 11 am.",
+    ),
+    (
         "What is Greta's phone extension?",
         "Greta's phone extension is 4410.",
         "Sorry, Greta's extension is actually 4401.",

@@ -427,8 +427,10 @@ def values(text: str) -> Mapping[str, frozenset[str]]:
     for i, t in enumerate(toks):
         # A year is a date unless it names a version of something ("Excel 2016").
         year = _YEAR.match(t.low) and not (i and toks[i - 1].text[:1].isupper())
+        clock = i + 1 < len(toks) and toks[i + 1].low in ("am", "pm") and t.low.isdigit()
         if (
-            t.low in _MONTHS
+            clock  # "7 am": a time written apart
+            or t.low in _MONTHS
             or t.low in _WEEKDAYS
             or t.low in _DAY_WORDS
             or _TIME.match(t.low)
