@@ -1,38 +1,16 @@
 """`agent-memory bench recall --data FILE [--data FILE ...]`: recall quality of semantic
-memory vs baselines, on each data set with one retrieval configuration.
-
-Input: one or more `memory-retrieval-bench/v1` files (format and metrics: the bench README; its
-`score.py` is the reference for the metrics, ported below). For each conversation:
-
-* the system: a fresh tenant (one per conversation) learns every memory through
-  `SemanticMemory.learn_many` (batched embedding), subject = the speaker when the text has
-  the format's `"<speaker>: ..."` prefix naming one of the conversation's speakers, else
-  the conversation id (`--subject conversation` forces the latter); `valid_from` = the
-  memory's timestamp. Each query is answered by `SemanticMemory.rank` — the recall
-  pipeline (three channels, fusion, scoring) without the tool's 20-result cap — asking for
-  as many results as the conversation has memories;
-* BM25: BM25Okapi with rank_bm25's defaults over lowercase `[a-z0-9]+` tokens, ported
-  from rank_bm25 (k1=1.5, b=0.75, epsilon=0.25); ranks every memory;
-* dense: cosine between the query and every memory, same embedder; ranks every memory.
-
-Metrics (score.py): recall@k = |evidence ∩ top-k| / |evidence|; MRR = 1 / rank of the first
-evidence id. The baselines rank the whole conversation. The system's ranking is its
-candidate list, exactly what `recall` ranks (≤ 100 vector hits, ≤ 100 keyword hits and
-the exact subject/predicate matches when there are ≤ 100): an evidence id it never
-retrieves counts as rank ∞ (reciprocal 0), so its MRR is a lower bound of the MRR a full
-ranking would get. Identical texts by the same speaker are
-one fact (learn is idempotent); that fact stands for all their memory ids, in order.
+memory vs BM25 and dense baselines on `memory-retrieval-bench/v1` files (the bench README
+gives the format; `score.py`'s metrics are ported below). docs/semantic-memory.md "Recall
+quality" says what each method ranks and why the system's MRR is a lower bound.
 
 Embeddings are computed once per distinct text and shared by the system and the dense
 baseline (a memoising wrapper around the embedder), so both see identical vectors.
 
-Output, per data set: a table per slice (all, LoCoMo's cats 1-4, each category or question
-type) with the system's margin over each channel, and for knowledge-update questions with
-two or more evidence ids how often each method ranks the newest evidence (by timestamp, then
-id) above every older one. With several data sets, a side-by-side table follows. The last
-line is one JSON object `{"system": {...}, "bm25": {...}, "dense": {...}}` (recall@5,
-recall@10 and MRR over all queries, by_category), keyed by data set (file name without
-`.json`) when there are several.
+Output, per data set: a table per slice with the system's margin over each baseline, and for
+knowledge-update questions how often each method ranks the newest evidence first; with several
+data sets, a side-by-side table. The last line is one JSON object `{"system": {...}, "bm25":
+{...}, "dense": {...}}` (recall@5, recall@10 and MRR, by_category), keyed by data set (file
+name without `.json`) when there are several.
 """
 
 from __future__ import annotations
