@@ -21,25 +21,16 @@ same `--job` again.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 import time
 from typing import Any
 
-from local_runtime.commands.common import add_state_option
+from local_runtime.commands.common import add_state_option, open_runtime, run_with
 
 UNLIMITED_OPERATIONS = 10**12
 UNLIMITED_SECONDS = 10.0**9
-
-
-def _open(args: argparse.Namespace) -> Any:
-    """The local runtime of `--state`, migrated (tests replace this to pick an embedder)."""
-    from local_runtime.runtime import LocalRuntime
-
-    runtime = LocalRuntime.open(args.state)
-    asyncio.run(runtime.migrate())
-    return runtime
+_open = open_runtime  # tests replace it to pick an embedder
 
 
 def _say(message: str) -> None:
@@ -104,22 +95,19 @@ def cmd_prune(args: argparse.Namespace) -> int:
             f"{elapsed:.1f}s"
         )
 
-    async def go() -> list[Any]:
+    async def go(runtime: Any) -> list[Any]:
         reports = []
-        try:
-            job = args.job or f"cli-{new_ulid(at / 1000)}"
-            for shard, pruner in zip(runtime.shards, pruners, strict=True):
-                if args.dry_run:
-                    _say(f"prune --dry-run at {at} on shard {shard.name} (nothing is written)")
-                    reports.append(await pruner.dry_run(at, tenants=tenants, progress=progress))
-                    continue
-                _say(f"prune job {job} on shard {shard.name}: archiving, then deleting")
-                reports.append(await pruner.run(job, at, tenants=tenants, progress=progress))
-            return reports
-        finally:
-            await runtime.close()
+        job = args.job or f"cli-{new_ulid(at / 1000)}"
+        for shard, pruner in zip(runtime.shards, pruners, strict=True):
+            if args.dry_run:
+                _say(f"prune --dry-run at {at} on shard {shard.name} (nothing is written)")
+                reports.append(await pruner.dry_run(at, tenants=tenants, progress=progress))
+                continue
+            _say(f"prune job {job} on shard {shard.name}: archiving, then deleting")
+            reports.append(await pruner.run(job, at, tenants=tenants, progress=progress))
+        return reports
 
-    reports = asyncio.run(go())
+    reports = run_with(runtime, go)
     tenants_done = [t for report in reports for t in report.tenants]
     _emit(
         {
@@ -143,39 +131,33 @@ def cmd_prune(args: argparse.Namespace) -> int:
 
 
 def cmd_brief(args: argparse.Namespace) -> int:
+    from agent_memory.directory import home_of
     from agent_memory.lifecycle.brief import build_brief
 
-    runtime = _open(args)
-
-    from agent_memory.directory import home_of
-
-    async def go() -> Any:
-        try:
-            # Every shard's tenants, or the named ones on their own shards.
-            named: dict[str, list[str] | None] = {s.name: None for s in runtime.shards}
-            if args.tenant:
-                named = {}
-                for tenant in args.tenant:
-                    home = await home_of(runtime.bindings(), tenant)
-                    named[home] = [*(named.get(home) or []), tenant]
-            briefs = [
-                await build_brief(
-                    runtime.shard_db(shard),
-                    now_ms=_now_ms(args, runtime),
-                    default_retention_days=runtime.settings.episode_retention_days,
-                    tenants=tenants,
-                )
-                for shard, tenants in named.items()
-            ]
-        finally:
-            await runtime.close()
+    async def go(runtime: Any) -> Any:
+        # Every shard's tenants, or the named ones on their own shards.
+        named: dict[str, list[str] | None] = {s.name: None for s in runtime.shards}
+        if args.tenant:
+            named = {}
+            for tenant in args.tenant:
+                home = await home_of(runtime.bindings(), tenant)
+                named[home] = [*(named.get(home) or []), tenant]
+        briefs = [
+            await build_brief(
+                runtime.shard_db(shard),
+                now_ms=_now_ms(args, runtime),
+                default_retention_days=runtime.settings.episode_retention_days,
+                tenants=tenants,
+            )
+            for shard, tenants in named.items()
+        ]
         merged = briefs[0]
         for other in briefs[1:]:
             merged.tenants += other.tenants
             merged.warnings += other.warnings
         return merged
 
-    brief = asyncio.run(go())
+    brief = run_with(_open(args), go)
     for warning in brief.warnings:
         _say(f"WARNING: {warning}")
     if args.json:
@@ -202,40 +184,35 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
     from agent_memory.lifecycle.retention import known_tenants
     from agent_memory.memory import Memory
 
-    runtime = _open(args)
-
-    async def go() -> list[dict[str, Any]]:
-        try:
-            bindings = runtime.bindings()
-            tenants = args.tenant or sorted(
-                {
-                    t
-                    for shard in runtime.shards
-                    for t in await known_tenants(
-                        runtime.shard_db(shard.name), ("semantic_facts", "memory_episodes")
-                    )
-                }
-            )
-            out = []
-            for index, tenant in enumerate(tenants, 1):
-                reconciler = (await Memory.open(bindings, tenant)).reconciler()
-                if reconciler is None:
-                    raise SystemExit("reconcile needs D1, the vector index and an embedder")
-                report = await reconciler.run()
-                _say(
-                    f"  [{index}/{len(tenants)}] {tenant}: merged {report.merged_exact}+"
-                    f"{report.merged_similar}, superseded {report.superseded_conflicts}, "
-                    f"updates {report.superseded_updates} of {report.update_pairs} pair(s) "
-                    f"({report.adjudicator}), "
-                    f"promoted {report.promoted}, summarised {report.summarised}, "
-                    f"links +{report.links_added}"
+    async def go(runtime: Any) -> list[dict[str, Any]]:
+        bindings = runtime.bindings()
+        tenants = args.tenant or sorted(
+            {
+                t
+                for shard in runtime.shards
+                for t in await known_tenants(
+                    runtime.shard_db(shard.name), ("semantic_facts", "memory_episodes")
                 )
-                out.append(report.model_dump(exclude={"new_fact_ids"}))
-            return out
-        finally:
-            await runtime.close()
+            }
+        )
+        out = []
+        for index, tenant in enumerate(tenants, 1):
+            reconciler = (await Memory.open(bindings, tenant)).reconciler()
+            if reconciler is None:
+                raise SystemExit("reconcile needs D1, the vector index and an embedder")
+            report = await reconciler.run()
+            _say(
+                f"  [{index}/{len(tenants)}] {tenant}: merged {report.merged_exact}+"
+                f"{report.merged_similar}, superseded {report.superseded_conflicts}, "
+                f"updates {report.superseded_updates} of {report.update_pairs} pair(s) "
+                f"({report.adjudicator}), "
+                f"promoted {report.promoted}, summarised {report.summarised}, "
+                f"links +{report.links_added}"
+            )
+            out.append(report.model_dump(exclude={"new_fact_ids"}))
+        return out
 
-    _emit(asyncio.run(go()))
+    _emit(run_with(_open(args), go))
     return 0
 
 
@@ -245,15 +222,10 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
 def cmd_reindex(args: argparse.Namespace) -> int:
     from agent_memory.tiers.semantic.keyword_index import renormalise_all
 
-    runtime = _open(args)
+    async def vocabulary(runtime: Any) -> dict[str, int]:
+        return await renormalise_all(runtime.db, args.tenant or None)
 
-    async def vocabulary() -> dict[str, int]:
-        try:
-            return await renormalise_all(runtime.db, args.tenant or None)
-        finally:
-            await runtime.close()
-
-    _emit({"renormalised": asyncio.run(vocabulary())})
+    _emit({"renormalised": run_with(_open(args), vocabulary)})
     return 0
 
 
@@ -269,17 +241,13 @@ def cmd_erase_subject(args: argparse.Namespace) -> int:
     except ValueError as exc:
         _say(f"error: {exc}")
         return 2
-    runtime = _open(args)
 
-    async def go() -> Any:
-        try:
-            memory = await Memory.open(runtime.bindings(), args.tenant)
-            return await memory.eraser(lambda step, n: _say(f"  {step}: {n}")).erase(subject)
-        finally:
-            await runtime.close()
+    async def go(runtime: Any) -> Any:
+        memory = await Memory.open(runtime.bindings(), args.tenant)
+        return await memory.eraser(lambda step, n: _say(f"  {step}: {n}")).erase(subject)
 
     _say(f"erasing {subject!r} from tenant {args.tenant}")
-    report = asyncio.run(go())
+    report = run_with(_open(args), go)
     _emit(report.model_dump())
     return 0 if report.complete else 1
 
@@ -290,7 +258,6 @@ def cmd_erase_subject(args: argparse.Namespace) -> int:
 def cmd_retention(args: argparse.Namespace) -> int:
     from agent_memory.lifecycle.retention import LifecycleUpdate, get_lifecycle, set_lifecycle
 
-    runtime = _open(args)
     fields: dict[str, Any] = {}
     if args.days is not None or args.default_days:
         fields["episode_retention_days"] = None if args.default_days else args.days
@@ -299,25 +266,22 @@ def cmd_retention(args: argparse.Namespace) -> int:
 
     from agent_memory.directory import tenant_bindings
 
-    async def go() -> Any:
-        try:
-            days = runtime.settings.episode_retention_days
-            db = (await tenant_bindings(runtime.bindings(), args.tenant)).db
-            assert db is not None
-            if not fields:
-                return await get_lifecycle(db, args.tenant, days)
-            return await set_lifecycle(
-                db,
-                args.tenant,
-                LifecycleUpdate.model_validate(fields),
-                default_days=days,
-                now_ms=int(runtime.clock.now() * 1000),
-                updated_by="cli",
-            )
-        finally:
-            await runtime.close()
+    async def go(runtime: Any) -> Any:
+        days = runtime.settings.episode_retention_days
+        db = (await tenant_bindings(runtime.bindings(), args.tenant)).db
+        assert db is not None
+        if not fields:
+            return await get_lifecycle(db, args.tenant, days)
+        return await set_lifecycle(
+            db,
+            args.tenant,
+            LifecycleUpdate.model_validate(fields),
+            default_days=days,
+            now_ms=int(runtime.clock.now() * 1000),
+            updated_by="cli",
+        )
 
-    _emit(asyncio.run(go()).model_dump())
+    _emit(run_with(_open(args), go).model_dump())
     return 0
 
 
@@ -328,19 +292,14 @@ def cmd_shards(args: argparse.Namespace) -> int:
     from agent_memory.directory import homes
     from worker.lifecycle_jobs import database_report
 
-    runtime = _open(args)
-
-    async def go() -> Any:
-        try:
-            placed = await homes(runtime.bindings())
-            report = await database_report(runtime.bindings())
-        finally:
-            await runtime.close()
+    async def go(runtime: Any) -> Any:
+        placed = await homes(runtime.bindings())
+        report = await database_report(runtime.bindings())
         for shard in report:
             shard["tenants"] = sorted(t for t, s in placed.items() if s == shard["shard"])
         return report
 
-    _emit(asyncio.run(go()))
+    _emit(run_with(_open(args), go))
     return 0
 
 
@@ -358,9 +317,7 @@ def cmd_move(args: argparse.Namespace) -> int:
     )
     from http_messages import ApiError
 
-    runtime = _open(args)
-
-    async def go() -> Any:
+    async def go(runtime: Any) -> Any:
         try:
             bindings = runtime.bindings()
             if args.to:
@@ -385,10 +342,8 @@ def cmd_move(args: argparse.Namespace) -> int:
             return status.model_dump()
         except ApiError as refused:  # 409 move_busy / move_in_progress, 422 unknown_shard...
             raise SystemExit(f"{refused.code}: {refused.message}") from None
-        finally:
-            await runtime.close()
 
-    _emit(asyncio.run(go()))
+    _emit(run_with(_open(args), go))
     return 0
 
 

@@ -19,31 +19,18 @@ import sys
 from dataclasses import asdict
 from typing import Any
 
-from local_runtime.commands.common import add_state_option
-
-
-def _open(args: argparse.Namespace) -> Any:
-    from local_runtime.runtime import LocalRuntime
-
-    runtime = LocalRuntime.open(args.state)
-    asyncio.run(runtime.migrate())
-    return runtime
+from local_runtime.commands.common import add_state_option, open_runtime, run_with
 
 
 def cmd_backfill(args: argparse.Namespace) -> int:
     from agent_memory.tiers.working import backfill_all
 
-    runtime = _open(args)
+    async def go(runtime: Any) -> Any:
+        return await backfill_all(
+            runtime.kv, runtime.clock, tenant=args.tenant, dry_run=args.dry_run
+        )
 
-    async def go() -> Any:
-        try:
-            return await backfill_all(
-                runtime.kv, runtime.clock, tenant=args.tenant, dry_run=args.dry_run
-            )
-        finally:
-            await runtime.close()
-
-    report = asyncio.run(go())
+    report = run_with(open_runtime(args), go)
     print(
         f"namespace backfill: {report.copied} copied, {report.already_canonical} already "
         f"canonical, {report.expiring} expiring, {report.invalid} invalid",
@@ -57,7 +44,7 @@ def cmd_placement(args: argparse.Namespace) -> int:
     from agent_memory.placement import PlacementError, parse_placement
     from agent_memory.tiers.working import NamespaceFlags
 
-    runtime = _open(args)
+    runtime = open_runtime(args)
     phase = NamespaceFlags.of(runtime.bindings().settings).phase
     asyncio.run(runtime.close())
     try:

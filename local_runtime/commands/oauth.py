@@ -12,31 +12,24 @@ which a single `wrangler` command cannot do.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 from typing import Any
 
-from local_runtime.commands.common import add_state_option
+from local_runtime.commands.common import add_state_option, open_runtime, run_with
 
 
-async def _run(args: argparse.Namespace) -> Any:
-    from local_runtime.runtime import LocalRuntime
+async def _run(args: argparse.Namespace, runtime: Any) -> Any:
     from worker.oauth.protocol import list_connected, revoke_connected
 
-    runtime = LocalRuntime.open(args.state)
-    try:
-        await runtime.migrate()
-        bindings = runtime.bindings()
-        if args.oauth_command == "clients":
-            return {"tenant": args.tenant, "clients": await list_connected(bindings, args.tenant)}
-        revoked = await revoke_connected(bindings, args.tenant, args.grant_id, "cli")
-        return {"tenant": args.tenant, "grant_id": args.grant_id, "revoked": revoked}
-    finally:
-        await runtime.close()
+    bindings = runtime.bindings()
+    if args.oauth_command == "clients":
+        return {"tenant": args.tenant, "clients": await list_connected(bindings, args.tenant)}
+    revoked = await revoke_connected(bindings, args.tenant, args.grant_id, "cli")
+    return {"tenant": args.tenant, "grant_id": args.grant_id, "revoked": revoked}
 
 
 def cmd_oauth(args: argparse.Namespace) -> int:
-    result = asyncio.run(_run(args))
+    result = run_with(open_runtime(args), lambda runtime: _run(args, runtime))
     print(json.dumps(result, indent=2))
     return 0 if result.get("revoked", True) else 1
 

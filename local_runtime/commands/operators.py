@@ -19,13 +19,12 @@ OAuth consents the grant carried (docs/gateway.md "Connected clients"): locally 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import shlex
 import time
 from typing import Any, Literal, cast
 
-from local_runtime.commands.common import add_state_option
+from local_runtime.commands.common import add_state_option, open_runtime, run_with
 
 DEFAULT_DATABASE = "agent-memory"
 
@@ -79,36 +78,31 @@ def cmd_wrangler(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _run(args: argparse.Namespace) -> dict[str, Any]:
+async def _run(args: argparse.Namespace, tenants: list[str], runtime: Any) -> dict[str, Any]:
     from authorization.operator_grants import grant, revoke_grant
-    from local_runtime.runtime import LocalRuntime
 
-    tenants = _tenants(args)
-    runtime = LocalRuntime.open(args.state)
-    try:
-        await runtime.migrate()
-        bindings = runtime.bindings()
-        done: list[Any] = []
-        for tenant in tenants:
-            if args.operators_command == "grant":
-                made = await grant(bindings, tenant, args.kind, args.principal, "cli")
-                done.append(made.model_dump())
-            else:
-                removed = await revoke_grant(bindings, tenant, args.kind, args.principal)
-                done.append({"tenant": tenant, "revoked": removed})
-        if args.operators_command == "revoke":  # the OAuth consents it carried end now
-            from worker.oauth.protocol import finish_revocations
+    bindings = runtime.bindings()
+    done: list[Any] = []
+    for tenant in tenants:
+        if args.operators_command == "grant":
+            made = await grant(bindings, tenant, args.kind, args.principal, "cli")
+            done.append(made.model_dump())
+        else:
+            removed = await revoke_grant(bindings, tenant, args.kind, args.principal)
+            done.append({"tenant": tenant, "revoked": removed})
+    if args.operators_command == "revoke":  # the OAuth consents it carried end now
+        from worker.oauth.protocol import finish_revocations
 
-            await finish_revocations(bindings)
-        return {"principal": args.principal, "kind": args.kind, args.operators_command: done}
-    finally:
-        await runtime.close()
+        await finish_revocations(bindings)
+    return {"principal": args.principal, "kind": args.kind, args.operators_command: done}
 
 
 def cmd_operators(args: argparse.Namespace) -> int:
     if args.wrangler:
         return cmd_wrangler(args)
-    print(json.dumps(asyncio.run(_run(args)), indent=2))
+    tenants = _tenants(args)
+    result = run_with(open_runtime(args), lambda runtime: _run(args, tenants, runtime))
+    print(json.dumps(result, indent=2))
     return 0
 
 

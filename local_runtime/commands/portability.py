@@ -14,7 +14,6 @@ Each prints its result as JSON on stdout; an error is `{"error": {...}}` and exi
 from __future__ import annotations
 
 import argparse
-import asyncio
 import gzip
 import hashlib
 import json
@@ -23,34 +22,18 @@ from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from local_runtime.commands.common import add_state_option
+from local_runtime.commands.common import add_state_option, open_runtime, run_with
 
 OPERATOR = "operator@localhost"
-
-
-def _open(args: argparse.Namespace) -> Any:
-    """The migrated local runtime of `--state` (tests replace this to pick an embedder)."""
-    from local_runtime.runtime import LocalRuntime
-
-    runtime = LocalRuntime.open(args.state)
-    asyncio.run(runtime.migrate())
-    return runtime
+_open = open_runtime  # tests replace it to pick an embedder
 
 
 def _run(args: argparse.Namespace, work: Callable[[Any], Awaitable[Any]]) -> int:
     """Run `work(runtime)`, print its result (or its error) as JSON."""
     from http_messages import CodedError
 
-    runtime = _open(args)
-
-    async def go() -> Any:
-        try:
-            return await work(runtime)
-        finally:
-            await runtime.close()
-
     try:
-        result = asyncio.run(go())
+        result = run_with(_open(args), work)
     except CodedError as exc:
         print(json.dumps(exc.to_response().json(), indent=2))
         return 1

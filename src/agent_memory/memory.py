@@ -1,19 +1,12 @@
 """`Memory`: one tenant's memory, and the one way in to it.
 
-Built once per request (or agent turn) for one tenant, which is fixed at construction: the
-retrieval config, write gate, event log and personal-data sealing are made once and shared
-by every tier it hands out (`working`, `episodic`, `semantic`, `packs`, `workflows` — the
-bandit lives in each instance's Durable Object, so this is an RPC — and the hot/warm/cold
-`placement_client`). `search` asks the tiers concurrently and merges them by score (lexical
-relevance with the tier's weights; semantic memory by its hybrid recall); every ranked read
-is one `memory_retrieved` event. `listing`, `put` and `delete` are the uniform memory API's
-verbs and decide what the API allows: the procedural tier is read-only and semantic facts
-are deleted by operators only (405), keys follow `namespace.validate_key`, a value is at most
-`MAX_VALUE_CHARS`, a working key lives at most an hour and an episode at most the tenant's
-retention (422 `invalid_ttl`), and each semantic write or search spends one call of the
-tenant's embedding budget (429 `embedding_rate_limited`). A tier whose binding is missing
-raises `MemoryUnavailable` (503). Every refusal is a `CodedError`, raised before anything is
-written.
+Built once per request (or agent turn) for one tenant: the retrieval config, write gate, event
+log and personal-data sealing are made once and shared by every tier it hands out. `search`
+asks the tiers concurrently and merges them by score; every ranked read is one
+`memory_retrieved` event. `listing`, `put` and `delete` are the memory API's verbs
+(docs/memory-api.md) and decide what it allows: every refusal (read-only tier, admin-only
+delete, bad key, value size, TTL, embedding budget, a missing binding) is a `CodedError`,
+raised before anything is written.
 """
 
 from __future__ import annotations

@@ -1,27 +1,9 @@
-"""The change feed (issue 45, docs/portability.md "Change feed"): memory changes published to the
-`FEED` Queue after the response, and delivered by its consumer to each tenant's registered
-webhook endpoints, signed as the Standard Webhooks specification says.
-
-* **Publishing** (`ChangeFeed.publish`): one queue message per change, sent through
-  `background` (`waitUntil`), never on the request's path; a send that fails is logged, the
-  write it reports stands. A change is `{"id", "type", "timestamp", "data"}` (the Standard
-  Webhooks payload shape): `type` one of `CHANGE_TYPES` as `memory.<type>`, `data` the tier,
-  ids and what changed (`key`, `subject`, `supersedes`, `op`, counts) — never a value, so never a
-  sealed one.
-* **Delivering** (`FeedConsumer`): a change message fans out into one delivery message per
-  active endpoint of its tenant; a delivery is signed (`webhook-id`, `webhook-timestamp`,
-  `webhook-signature: v1,<base64 HMAC-SHA256 of "id.timestamp.body">` under the endpoint's
-  secret) and posted through the caller's `Post` (the edge's outbound guard and HTTP client).
-  A 2xx acks it; anything else retries it after `backoff(attempts)`; past `MAX_RETRIES` the Queue
-  moves it to the dead-letter queue, whose consumer records it `dead`. At least once: a receiver
-  dedupes by `webhook-id`.
-* **Erasure**: an erase records the subject's SHA-256 (`feed_erasures`) before it publishes
-  `memory.erased` (which names the hash, not the subject); a delivery carrying that subject
-  whose change is older than the erase is dropped unsent, wherever it waits in the queue.
-
-Tables (control plane, primary database; migration 0002): `feed_endpoints` (secret sealed by
-the edge: this module sees it only as the caller opens it), `feed_deliveries` (ids, status,
-attempts, HTTP status, error: no payload), `feed_erasures`.
+"""The change feed (issue 45; docs/portability.md "Change feed" gives the payload, headers,
+retries and erasure): `ChangeFeed.publish` sends one `FEED` Queue message per change after the
+response (a failed send is logged; the write stands), and `FeedConsumer` fans each change out
+to the tenant's active webhook endpoints, signed as Standard Webhooks says. A change carries
+ids and counts, never a value. Tables (control plane, migration 0002): `feed_endpoints`,
+`feed_deliveries` (no payload), `feed_erasures`.
 """
 
 from __future__ import annotations

@@ -1,24 +1,11 @@
 """Moving a tenant to another shard, online (issue 29; docs/placement.md, "Moving a tenant",
-describes each phase, its cost and what the tenant's writes meet).
+describes each phase, its cost, the lease and what the tenant's writes meet).
 
 A move is a row of `tenant_moves` (primary database) that `advance` carries forward a bounded
-slice at a time (`MoveBudget`), so an operator command, an admin request or the minute cron can
-each push it on, and a crash anywhere resumes from the last saved step. Every step is
-idempotent: a chunk is compared before it is written. Phases: `copying` (the source logs the
-tenant's writes, migration 0022, while passes copy it) → `fenced` (the source is frozen as the
-next step's first action; the tenant is verified in full, or its logged keys replayed) →
-`switched` (directory and KV name the target; after a replay, a check pass against the frozen
-source) → `deleting` → `done`; before the switch, `cancelling` → `cancelled`.
-
-One advance at a time: an advance takes the move's lease (`lease_owner`, `lease_until`;
-migration 0021) and reads the move in one compare-and-set statement, saves only while it
-holds it, and gives it back when its budget is spent; another advance meanwhile gets 409
-`move_busy`. Without it, a pass that began before the switch could copy the frozen source
-over writes the target took after it.
-
-Derived tables (`directory.DERIVED_TABLES`) are not copied: the target's triggers rebuild them
-from the rows copied. Tables are found from the schema (`directory.tenant_tables`), so a table
-added by a later migration moves too.
+slice at a time (`MoveBudget`) under the move's lease (409 `move_busy` to another advance);
+every step is idempotent (a chunk is compared before it is written), so a crash anywhere
+resumes from the last saved step. Tables are found from the schema (`directory.tenant_tables`);
+derived tables (`directory.DERIVED_TABLES`) are rebuilt by the target's triggers, not copied.
 """
 
 from __future__ import annotations

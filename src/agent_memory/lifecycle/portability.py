@@ -1,31 +1,9 @@
-"""Memory that can leave and arrive (issue 45, docs/portability.md): the export format, tenant
-exports as resumable background jobs, subject exports, and imports.
-
-**The format** (version `VERSION`): JSON Lines, one record per line, each an object whose
-`record` names its kind: a `header` (format, version, tenant, time, counts, whether personal
-data is `sealed` or `opened`), then the tenant's lifecycle settings, workflow packs (with their
-bandit statistics), runs, episodes, semantic facts with their whole history (superseded and
-merged rows, provenance, links, the pairs kept apart) and the memory events that decided each.
-The records are the pydantic models below; `json_schema()` is the published JSON Schema
-(docs/export-format.schema.json). Nothing else leaves: never a key, credential, token, KEK or a
-data key (`subject_data_keys`).
-
-**Exports** (`Exporter`): a job (`portability_jobs`, migration 0002) that reads the tenant's
-tables in key order and writes gzip JSON Lines parts to the cold bucket under
-`exports/{tenant}/{job}/part-NNNNN.jsonl.gz`; each part is written before the job's progress
-names it, so a crash repeats that part (same key, same rows) and loses nothing. The header is
-part 0, written last with the counts. Parts expire after `EXPORT_KEPT_DAYS` (daily cron).
-Personal data leaves sealed unless the operator asks for it opened, which is a
-`memory_retrieved` event (`op: personal_data_opened`). A **subject export** is the same format
-for one data subject, across the tiers and the archives (what the subject erase would remove).
-
-**Imports** (`Importer`): the native format, mem0's memory records, or plain texts; every line
-is checked before anything is written (a malformed line, an unknown format version, a record
-for another tenant or an oversized record is a JSON error with a stable code, and nothing
-changes); then records are written in chunks through the write gate: the write policy (a
-refused record is reported with its reasons), personal-data sealing under the target tenant's
-keys, `memory_written` events, the change feed. Inserting what is already there changes nothing
-(idempotent), so an import repeated or resumed after a crash finishes what the first began.
+"""Memory that can leave and arrive (issue 45; docs/portability.md describes the format, the
+jobs and the imports): the export records (`RECORDS`, published as `json_schema()`), tenant
+exports as resumable jobs writing gzip JSON Lines parts to R2 (`Exporter`; a part is written
+before the job's progress names it, so a crash repeats it and loses nothing), subject exports,
+and imports (`Importer`) that check every line before writing anything, then write through the
+write gate, idempotently. Never exported: a key, credential, token, KEK or data key.
 """
 
 from __future__ import annotations
