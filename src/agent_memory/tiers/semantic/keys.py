@@ -264,6 +264,8 @@ def derive_key(
     tokens = words(sentence)
     verb_at = _verb_index(tokens)
     text_attribute = _attribute_after(tokens, verb_at)
+    verb = tokens[verb_at].lower() if verb_at is not None else ""
+    acts = bool(verb) and verb not in COPULA  # the subject does something, not "is"
     if subject != CATCH_ALL_SUBJECT:
         attribute = predicate if predicate != FREE_TEXT_PREDICATE else text_attribute
         return FactKey(
@@ -284,7 +286,6 @@ def derive_key(
             )
             entity = _norm_phrase(owner, MAX_ENTITY_CHARS)
             owned = [t.lower() for t in head[i + 1 :] if t.lower() not in DETERMINERS]
-            acts = verb_at is not None and tokens[verb_at].lower() not in COPULA
             if acts and any(word.removesuffix("'s") in RELATIONS for word in owned):
                 # "Marco's brother lives …": the brother is another entity ("Alice's manager
                 # is Bob" names a slot of Alice's).
@@ -297,8 +298,7 @@ def derive_key(
     if speaker_at is not None and not _capitalised_run(head[:speaker_at]):
         # "I …", "My budget …", "These days I …": the speaker.
         rest = [t for t in head[speaker_at + 1 :] if t.lower() not in DETERMINERS]
-        verb = tokens[verb_at].lower() if verb_at is not None else ""
-        if rest and verb and verb not in COPULA and verb not in VERB_CLASS:
+        if rest and acts and verb not in VERB_CLASS:
             # "Our Paris office opens at 9": the speaker's office acts, so it is the entity
             # and its verb the slot ("our office is on Main Street" names a slot of ours,
             # and a verb of a class, "our standup moved to 10am", changes or fills one).
