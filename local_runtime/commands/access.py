@@ -1,7 +1,5 @@
 """`token`: mint a Cloudflare Access token the local runtime accepts.
 
-    agent-memory token --email you@example.com [--state .state] [--ttl 28800]
-
 The token is signed with the state folder's dev key (created on first use), so a runtime
 serving that folder verifies it with the same code that checks real Access tokens. The
 token is the last line printed, so `TOKEN=$(agent-memory token ... | tail -n1)` works.

@@ -1,12 +1,5 @@
 """`agents`: run agents and read their runs over HTTP, as an operator would.
 
-    agent-memory agents types
-    agent-memory agents run TENANT AGENT_TYPE "text" [--instance ID] [--task-type T]
-    agent-memory agents runs TENANT [--agent-type T] [--status S] [--limit N] [--all]
-    agent-memory agents show TENANT RUN_ID
-    agent-memory agents outcome TENANT AGENT_TYPE RUN_ID SCORE [--instance ID]
-    agent-memory agents workflows TENANT AGENT_TYPE [--instance ID] [--candidates]
-
 Every command except `types` talks HTTP to a running Worker (`--url`, default the local
 runtime at http://127.0.0.1:8790), through the same Access-gated routes as any client:
 the CLI mints a token from the state folder's dev key (`--state`, `--email`), or sends

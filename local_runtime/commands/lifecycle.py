@@ -1,21 +1,11 @@
-"""The memory lifecycle on the local runtime's state folder (docs/lifecycle.md).
+"""The memory lifecycle on the local runtime's state folder (docs/lifecycle.md, "CLI").
 
-    agent-memory prune [--dry-run] [--tenant T]... [--batch-rows N] [--max-operations N]
-                       [--max-seconds S] [--job ID] [--at MS]
-    agent-memory brief [--tenant T]... [--json]
-    agent-memory reconcile [--tenant T]...
-    agent-memory reindex [--tenant T]...
-    agent-memory erase-subject TENANT SUBJECT
-    agent-memory retention TENANT [--days N | --default-days] [--limit N | --default-limit]
-    agent-memory shards
-    agent-memory move TENANT [--to SHARD] [--status]
-
-They run the same code as the Worker's crons and admin routes, directly against the state
-folder (`--state`), and print progress to stderr as they go (one line per tenant, with
-running totals) and the result as JSON on stdout. Locally there is no
-per-invocation limit, so the prune's budget is unlimited unless `--max-operations` /
-`--max-seconds` say otherwise; a prune stopped by its budget is finished by running the
-same `--job` again.
+`prune`, `brief`, `reconcile`, `reindex`, `erase-subject`, `retention`, `shards` and `move` run
+the same code as the Worker's crons and admin routes, directly against the state folder
+(`--state`), and print progress to stderr as they go (one line per tenant, with running totals)
+and the result as JSON on stdout. Locally there is no per-invocation limit, so the prune's
+budget is unlimited unless `--max-operations` / `--max-seconds` say otherwise; a prune stopped
+by its budget is finished by running the same `--job` again.
 """
 
 from __future__ import annotations

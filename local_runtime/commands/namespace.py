@@ -1,8 +1,5 @@
 """The hot/warm/cold ADR on the local runtime's state folder (docs/tiered-memory.md).
 
-    agent-memory namespace-backfill [--tenant T] [--dry-run]
-    agent-memory placement [--json]
-
 `namespace-backfill` copies every legacy working-memory KV key to its canonical item key
 (`agent_memory.tiers.working`; never overwrites a canonical key, never deletes one) and
 prints the counts as JSON; on Cloudflare the same step is

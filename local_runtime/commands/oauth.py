@@ -1,7 +1,5 @@
-"""`agent-memory oauth ...`: a tenant's connected OAuth clients (docs/gateway.md "OAuth").
-
-    agent-memory oauth clients TENANT [--state .state]          list the live grants (JSON)
-    agent-memory oauth revoke TENANT GRANT_ID [--state .state]  revoke one, with its tokens
+"""`agent-memory oauth ...`: a tenant's connected OAuth clients (docs/gateway.md "OAuth"):
+`clients` lists the live grants (JSON), `revoke` ends one with its tokens.
 
 Acts on the local runtime's D1 and KV. On a deployed Worker, use the Access-gated admin
 routes instead (`GET` / `DELETE /admin/tenants/{tenant}/oauth-clients[/{grant_id}]`): a

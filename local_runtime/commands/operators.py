@@ -1,9 +1,5 @@
 """`operators grant|revoke`: which Access identities may operate which tenants.
 
-    agent-memory operators grant PRINCIPAL (--tenant T ... | --platform-admin)
-        [--kind email|common_name|group] [--state .state]
-    agent-memory operators revoke PRINCIPAL (--tenant T ... | --platform-admin) [--kind ...]
-
 PRINCIPAL is an email (users), an Access service token's common name — its client id,
 `<id>.access` — or an Access group (`--kind group`, matched against the token's `groups`
 claim). Grants are rows in the state folder's D1 (`operator_grants`), read by every

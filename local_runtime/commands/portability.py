@@ -1,9 +1,5 @@
 """Exports, imports and the change feed's endpoints on the state folder (docs/portability.md).
 
-    agent-memory export TENANT [--opened] [--out FILE] [--subject SUBJECT] [--job ID]
-    agent-memory import TENANT FILE [--format agent-memory|mem0|text] [--dry-run]
-    agent-memory webhooks TENANT [--add URL | --test ID | --pause ID | --resume ID | --rotate ID]
-
 An export shows a progress bar on stderr and writes the JSON Lines file (header first); one
 stopped by a crash is finished by `--job ID`. An import is checked whole first, then written in
 chunks and resumable: run the same command again and it goes on after the last chunk saved.

@@ -1,8 +1,5 @@
 """`tokens issue`: mint an agent-scoped memory token the local runtime accepts.
 
-    agent-memory tokens issue TENANT AGENT_ID [--tiers working,episodic,semantic,procedural]
-        [--scopes read,write] [--ttl 3600] [--state .state]
-
 Signed with the state folder's dev key (`local_runtime.memory_tokens_dev`); a deployed
 Worker mints through `POST /admin/tenants/{tenant}/memory-tokens` instead. The token is the
 last line printed: `TOKEN=$(agent-memory tokens issue acme agent-a | tail -n1)`.
