@@ -150,65 +150,56 @@ def cmd_workflows(args: argparse.Namespace) -> Any:
     return _request(args, "GET", f"{base}/workflows", params=params)
 
 
-def _add_connection(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--url", default=DEFAULT_URL, help=f"the Worker (default {DEFAULT_URL})")
-    parser.add_argument(
-        "--token", help=f"an Access token to send (default ${TOKEN_ENV}, else mint a dev one)"
-    )
-    parser.add_argument("--email", default=DEFAULT_EMAIL, help="who a minted dev token identifies")
-    parser.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
-    add_state_option(parser)
-
-
 def register(sub: Any) -> None:
     agents = sub.add_parser("agents", help="run agents and read their runs (admin API)")
     commands = agents.add_subparsers(dest="agents_command", required=True, metavar="ACTION")
 
+    def command(name: str, handler: Any, help: str, *positionals: str) -> Any:
+        """A command over HTTP (every one but `types`): `--url`, `--token`, `--email`..."""
+        parser = commands.add_parser(name, help=help)
+        for positional in positionals:
+            parser.add_argument(positional)
+        parser.set_defaults(func=_run_command, handler=handler)
+        parser.add_argument(
+            "--url", default=DEFAULT_URL, help=f"the Worker (default {DEFAULT_URL})"
+        )
+        parser.add_argument(
+            "--token", help=f"an Access token to send (default ${TOKEN_ENV}, else mint a dev one)"
+        )
+        parser.add_argument(
+            "--email", default=DEFAULT_EMAIL, help="who a minted dev token identifies"
+        )
+        parser.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
+        add_state_option(parser)
+        return parser
+
     types = commands.add_parser("types", help="list the registered agent types")
     types.set_defaults(func=_run_command, handler=cmd_types)
 
-    run = commands.add_parser("run", help="run one agent turn")
-    run.add_argument("tenant")
-    run.add_argument("agent_type")
+    run = command("run", cmd_run, "run one agent turn", "tenant", "agent_type")
     run.add_argument("text", help="the turn's input")
     run.add_argument("--instance", default="default", help="agent instance id")
     run.add_argument("--task-type", help="task type (chooses the workflow bandit)")
     run.add_argument("--subject", help="what the turn is about, e.g. contact:hubspot:123")
-    _add_connection(run)
-    run.set_defaults(func=_run_command, handler=cmd_run)
 
-    runs = commands.add_parser("runs", help="list a tenant's runs, newest first")
-    runs.add_argument("tenant")
+    runs = command("runs", cmd_runs, "list a tenant's runs, newest first", "tenant")
     runs.add_argument("--agent-type")
     runs.add_argument("--status", choices=["running", "completed", "failed"])
     runs.add_argument("--limit", type=int, default=20)
     runs.add_argument("--cursor")
     runs.add_argument("--all", action="store_true", help="follow cursors to the last page")
-    _add_connection(runs)
-    runs.set_defaults(func=_run_command, handler=cmd_runs)
 
-    show = commands.add_parser("show", help="one run with its episodes and run log")
-    show.add_argument("tenant")
-    show.add_argument("run_id")
-    _add_connection(show)
-    show.set_defaults(func=_run_command, handler=cmd_show)
+    command("show", cmd_show, "one run with its episodes and run log", "tenant", "run_id")
 
-    outcome = commands.add_parser("outcome", help="score a run (0..1) for the workflow bandit")
-    outcome.add_argument("tenant")
-    outcome.add_argument("agent_type")
-    outcome.add_argument("run_id")
+    help = "score a run (0..1) for the workflow bandit"
+    outcome = command("outcome", cmd_outcome, help, "tenant", "agent_type", "run_id")
     outcome.add_argument("score", type=float)
     outcome.add_argument("--instance", default="default")
-    _add_connection(outcome)
-    outcome.set_defaults(func=_run_command, handler=cmd_outcome)
 
-    workflows = commands.add_parser("workflows", help="the workflow bandit (or pack candidates)")
-    workflows.add_argument("tenant")
-    workflows.add_argument("agent_type")
+    help = "the workflow bandit (or pack candidates)"
+    workflows = command("workflows", cmd_workflows, help, "tenant", "agent_type")
     workflows.add_argument("--instance", default="default")
     workflows.add_argument("--task-type")
     workflows.add_argument("--candidates", action="store_true", help="only pack candidates")
     workflows.add_argument("--min-pulls", type=int, default=20)
     workflows.add_argument("--min-mean", type=float, default=0.7)
-    _add_connection(workflows)
-    workflows.set_defaults(func=_run_command, handler=cmd_workflows)
