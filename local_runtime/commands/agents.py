@@ -18,7 +18,7 @@ import sys
 import time
 from typing import Any
 
-from local_runtime.commands.common import add_state_option
+from local_runtime.commands.common import command
 
 DEFAULT_URL = "http://127.0.0.1:8790"
 DEFAULT_EMAIL = "operator@localhost"
@@ -154,12 +154,10 @@ def register(sub: Any) -> None:
     agents = sub.add_parser("agents", help="run agents and read their runs (admin API)")
     commands = agents.add_subparsers(dest="agents_command", required=True, metavar="ACTION")
 
-    def command(name: str, handler: Any, help: str, *positionals: str) -> Any:
+    def over_http(name: str, handler: Any, help: str, *positionals: str) -> Any:
         """A command over HTTP (every one but `types`): `--url`, `--token`, `--email`..."""
-        parser = commands.add_parser(name, help=help)
-        for positional in positionals:
-            parser.add_argument(positional)
-        parser.set_defaults(func=_run_command, handler=handler)
+        parser = command(commands, name, _run_command, help, *positionals)
+        parser.set_defaults(handler=handler)
         parser.add_argument(
             "--url", default=DEFAULT_URL, help=f"the Worker (default {DEFAULT_URL})"
         )
@@ -170,34 +168,33 @@ def register(sub: Any) -> None:
             "--email", default=DEFAULT_EMAIL, help="who a minted dev token identifies"
         )
         parser.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
-        add_state_option(parser)
         return parser
 
     types = commands.add_parser("types", help="list the registered agent types")
     types.set_defaults(func=_run_command, handler=cmd_types)
 
-    run = command("run", cmd_run, "run one agent turn", "tenant", "agent_type")
+    run = over_http("run", cmd_run, "run one agent turn", "tenant", "agent_type")
     run.add_argument("text", help="the turn's input")
     run.add_argument("--instance", default="default", help="agent instance id")
     run.add_argument("--task-type", help="task type (chooses the workflow bandit)")
     run.add_argument("--subject", help="what the turn is about, e.g. contact:hubspot:123")
 
-    runs = command("runs", cmd_runs, "list a tenant's runs, newest first", "tenant")
+    runs = over_http("runs", cmd_runs, "list a tenant's runs, newest first", "tenant")
     runs.add_argument("--agent-type")
     runs.add_argument("--status", choices=["running", "completed", "failed"])
     runs.add_argument("--limit", type=int, default=20)
     runs.add_argument("--cursor")
     runs.add_argument("--all", action="store_true", help="follow cursors to the last page")
 
-    command("show", cmd_show, "one run with its episodes and run log", "tenant", "run_id")
+    over_http("show", cmd_show, "one run with its episodes and run log", "tenant", "run_id")
 
     help = "score a run (0..1) for the workflow bandit"
-    outcome = command("outcome", cmd_outcome, help, "tenant", "agent_type", "run_id")
+    outcome = over_http("outcome", cmd_outcome, help, "tenant", "agent_type", "run_id")
     outcome.add_argument("score", type=float)
     outcome.add_argument("--instance", default="default")
 
     help = "the workflow bandit (or pack candidates)"
-    workflows = command("workflows", cmd_workflows, help, "tenant", "agent_type")
+    workflows = over_http("workflows", cmd_workflows, help, "tenant", "agent_type")
     workflows.add_argument("--instance", default="default")
     workflows.add_argument("--task-type")
     workflows.add_argument("--candidates", action="store_true", help="only pack candidates")

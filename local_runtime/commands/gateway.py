@@ -20,7 +20,7 @@ from bindings.ports.crypto import parse_key_encryption_keys
 from bindings.ports.kv import KVNamespace
 from gateway import admin_ops
 from gateway.credentials import ALL_SCOPES, CredentialSealer, credential_sealer
-from local_runtime.commands.common import add_state_option
+from local_runtime.commands.common import command
 
 Action = Callable[[KVNamespace, argparse.Namespace], Coroutine[Any, Any, Any]]
 
@@ -194,10 +194,7 @@ def _leaf(
     wrangler: bool = False,
 ) -> argparse.ArgumentParser:
     """A command of `group` taking `positionals`, with `--state` (and `--wrangler`)."""
-    parser: argparse.ArgumentParser = group.add_parser(name, help=help)
-    for positional in positionals:
-        parser.add_argument(positional)
-    add_state_option(parser)
+    parser = command(group, name, func, help, *positionals)
     if wrangler:
         parser.add_argument(
             "--wrangler",
@@ -205,7 +202,6 @@ def _leaf(
             help="print wrangler commands for a deployed Worker instead",
         )
         parser.add_argument("--binding", default="KV", help="KV binding name (with --wrangler)")
-    parser.set_defaults(func=func)
     return parser
 
 

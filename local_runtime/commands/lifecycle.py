@@ -16,7 +16,7 @@ import sys
 import time
 from typing import Any
 
-from local_runtime.commands.common import add_state_option, open_runtime, run_with
+from local_runtime.commands.common import command, open_runtime, run_with
 
 UNLIMITED_OPERATIONS = 10**12
 UNLIMITED_SECONDS = 10.0**9
@@ -338,9 +338,8 @@ def cmd_move(args: argparse.Namespace) -> int:
 
 
 def register(sub: Any) -> None:
-    prune = sub.add_parser(
-        "prune", help="archive episodes, runs and events past retention to the cold tier, delete"
-    )
+    help = "archive episodes, runs and events past retention to the cold tier, delete"
+    prune = command(sub, "prune", cmd_prune, help)
     prune.add_argument("--dry-run", action="store_true", help="count what would go; write nothing")
     prune.add_argument("--tenant", action="append", help="only this tenant (repeatable)")
     prune.add_argument("--batch-rows", type=int, default=500)
@@ -348,53 +347,36 @@ def register(sub: Any) -> None:
     prune.add_argument("--max-seconds", type=float, default=None, help="wall-time budget")
     prune.add_argument("--job", help="job id (resume a job stopped by its budget)")
     prune.add_argument("--at", type=int, help="the prune's time, epoch ms (default now)")
-    add_state_option(prune)
-    prune.set_defaults(func=cmd_prune)
 
-    brief = sub.add_parser("brief", help="per-tenant episodes, facts, pending vectors, warnings")
+    help = "per-tenant episodes, facts, pending vectors, warnings"
+    brief = command(sub, "brief", cmd_brief, help)
     brief.add_argument("--tenant", action="append")
     brief.add_argument("--json", action="store_true")
     brief.add_argument("--at", type=int, help="epoch ms (default now)")
-    add_state_option(brief)
-    brief.set_defaults(func=cmd_brief)
 
-    reconcile = sub.add_parser("reconcile", help="dedup, conflicts, promotion, decay, linking")
-    reconcile.add_argument("--tenant", action="append")
-    add_state_option(reconcile)
-    reconcile.set_defaults(func=cmd_reconcile)
+    help = "dedup, conflicts, promotion, decay, linking"
+    command(sub, "reconcile", cmd_reconcile, help).add_argument("--tenant", action="append")
 
-    reindex = sub.add_parser(
-        "reindex", help="map indexed terms through the current spelling/irregular-form list"
-    )
+    help = "map indexed terms through the current spelling/irregular-form list"
+    reindex = command(sub, "reindex", cmd_reindex, help)
     reindex.add_argument("--tenant", action="append", help="only this tenant (repeatable)")
-    add_state_option(reindex)
-    reindex.set_defaults(func=cmd_reindex)
 
-    erase = sub.add_parser("erase-subject", help="remove every trace of a subject of a tenant")
-    erase.add_argument("tenant")
-    erase.add_argument("subject")
-    add_state_option(erase)
-    erase.set_defaults(func=cmd_erase_subject)
+    help = "remove every trace of a subject of a tenant"
+    command(sub, "erase-subject", cmd_erase_subject, help, "tenant", "subject")
 
-    retention = sub.add_parser("retention", help="show or override a tenant's retention/limit")
-    retention.add_argument("tenant")
+    help = "show or override a tenant's retention/limit"
+    retention = command(sub, "retention", cmd_retention, help, "tenant")
     group = retention.add_mutually_exclusive_group()
     group.add_argument("--days", type=int)
     group.add_argument("--default-days", action="store_true")
     limit = retention.add_mutually_exclusive_group()
     limit.add_argument("--limit", type=int)
     limit.add_argument("--default-limit", action="store_true")
-    add_state_option(retention)
-    retention.set_defaults(func=cmd_retention)
 
-    shards = sub.add_parser("shards", help="each shard's size, vectors and tenants")
-    add_state_option(shards)
-    shards.set_defaults(func=cmd_shards)
+    command(sub, "shards", cmd_shards, "each shard's size, vectors and tenants")
 
-    move = sub.add_parser(
-        "move", help="move a tenant to another shard online: start, resume, watch"
-    )
-    move.add_argument("tenant")
+    help = "move a tenant to another shard online: start, resume, watch"
+    move = command(sub, "move", cmd_move, help, "tenant")
     move.add_argument("--to", help="start moving to this shard (MEMORY_SHARDS name)")
     move.add_argument("--status", action="store_true", help="only show where the move stands")
     move.add_argument(
@@ -405,5 +387,3 @@ def register(sub: Any) -> None:
         action="store_true",
         help="run again a switched move's check that found rows differing (after repairing them)",
     )
-    add_state_option(move)
-    move.set_defaults(func=cmd_move)

@@ -16,7 +16,7 @@ import sys
 from dataclasses import asdict
 from typing import Any
 
-from local_runtime.commands.common import add_state_option, open_runtime, run_with
+from local_runtime.commands.common import command, open_runtime, run_with
 
 
 def cmd_backfill(args: argparse.Namespace) -> int:
@@ -59,15 +59,10 @@ def cmd_placement(args: argparse.Namespace) -> int:
 
 
 def register(sub: Any) -> None:
-    backfill = sub.add_parser(
-        "namespace-backfill", help="copy legacy working-memory KV keys to canonical item keys"
-    )
+    help = "copy legacy working-memory KV keys to canonical item keys"
+    backfill = command(sub, "namespace-backfill", cmd_backfill, help)
     backfill.add_argument("--tenant", help="only this tenant")
     backfill.add_argument("--dry-run", action="store_true", help="count; write nothing")
-    add_state_option(backfill)
-    backfill.set_defaults(func=cmd_backfill)
 
-    placement = sub.add_parser("placement", help="the data-placement table as configured")
-    placement.add_argument("--json", action="store_true")
-    add_state_option(placement)
-    placement.set_defaults(func=cmd_placement)
+    help = "the data-placement table as configured"
+    command(sub, "placement", cmd_placement, help).add_argument("--json", action="store_true")
