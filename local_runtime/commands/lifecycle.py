@@ -36,9 +36,6 @@ def _now_ms(args: argparse.Namespace, runtime: Any) -> int:
     return int(at) if at is not None else int(runtime.clock.now() * 1000)
 
 
-# --------------------------------------------------------------------------- prune
-
-
 def cmd_prune(args: argparse.Namespace) -> int:
     from agent_memory.ids import new_ulid
     from agent_memory.lifecycle.prune import PruneBudget, Pruner, TenantPruneCounts
@@ -117,9 +114,6 @@ def cmd_prune(args: argparse.Namespace) -> int:
     return 0 if all(t.error is None for t in tenants_done) else 1
 
 
-# --------------------------------------------------------------------------- brief
-
-
 def cmd_brief(args: argparse.Namespace) -> int:
     from agent_memory.directory import home_of
     from agent_memory.lifecycle.brief import build_brief
@@ -167,9 +161,6 @@ def cmd_brief(args: argparse.Namespace) -> int:
     return 0
 
 
-# --------------------------------------------------------------------------- reconcile
-
-
 def cmd_reconcile(args: argparse.Namespace) -> int:
     from agent_memory.lifecycle.retention import known_tenants
     from agent_memory.memory import Memory
@@ -206,9 +197,6 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
     return 0
 
 
-# --------------------------------------------------------------------------- reindex
-
-
 def cmd_reindex(args: argparse.Namespace) -> int:
     from agent_memory.tiers.semantic.keyword_index import renormalise_all
 
@@ -217,9 +205,6 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 
     _emit({"renormalised": run_with(_open(args), vocabulary)})
     return 0
-
-
-# --------------------------------------------------------------------------- erase
 
 
 def cmd_erase_subject(args: argparse.Namespace) -> int:
@@ -240,9 +225,6 @@ def cmd_erase_subject(args: argparse.Namespace) -> int:
     report = run_with(_open(args), go)
     _emit(report.model_dump())
     return 0 if report.complete else 1
-
-
-# --------------------------------------------------------------------------- retention
 
 
 def cmd_retention(args: argparse.Namespace) -> int:
@@ -273,9 +255,6 @@ def cmd_retention(args: argparse.Namespace) -> int:
 
     _emit(run_with(_open(args), go).model_dump())
     return 0
-
-
-# --------------------------------------------------------------------------- placement
 
 
 def cmd_shards(args: argparse.Namespace) -> int:
