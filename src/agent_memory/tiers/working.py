@@ -1,17 +1,13 @@
-"""Tier 1, working memory: one agent instance's JSON items in KV, and the hot/warm/cold ADR's
-namespace migration of their keys: the canonical `<service>:<tenant>:<session>:<kind>:<entity>`
-(`agent_memory.namespace`) and ADR-043's legacy `agent_working:<tenant>:<session>:<entity>`,
-read and written per the two flags, with read-repair and the backfill (the phases:
-docs/tiered-memory.md, "Migration phases"). Only a delete removes a canonical key.
+"""Tier 1, working memory: one agent instance's JSON items in KV (docs/agent-runtime.md,
+"Memory tiers"), and the hot/warm/cold ADR's namespace migration of their keys, read and
+written per the two flags with read-repair and the backfill (docs/tiered-memory.md, "Migration
+phases"). Only a delete removes a canonical key.
 
-* Working keys: `:`-separated segments of `[A-Za-z0-9._@+-]` (no wildcards), ≤ 128 bytes,
-  else `InvalidWorkingMemoryKey`; values are JSON, else `WorkingMemoryError`; every write
-  refreshes the 1 h TTL.
-* Budget: at most 128 KiB (key + JSON value bytes) per instance, checked *before* the write
-  (`WorkingMemoryBudgetExceeded`, nothing written). Usage comes from the key listing's
-  metadata (`{"bytes", "written_at"}`), so no second copy of the accounting can drift. KV
-  listings are eventually consistent, but an instance's writes all come from its one
-  Durable Object; the check spans awaits, so concurrent turns share its `write_lock`.
+Bad keys raise `InvalidWorkingMemoryKey`, non-JSON values `WorkingMemoryError`; every write
+refreshes the 1 h TTL. The 128 KiB per-instance budget is checked *before* the write
+(`WorkingMemoryBudgetExceeded`, nothing written), from the key listing's metadata
+(`{"bytes", "written_at"}`), so no second copy of the accounting can drift; the check spans
+awaits, so concurrent turns share its `write_lock`.
 """
 
 from __future__ import annotations
