@@ -12,9 +12,6 @@ from __future__ import annotations
 
 # Pyodide's boundary for int <-> Number conversion (inclusive on both sides).
 PYODIDE_INT_LIMIT = 2**53
-# JavaScript's Number.MAX_SAFE_INTEGER: the largest integer a double holds exactly with
-# no neighbour rounding onto it.
-MAX_SAFE_INTEGER = 2**53 - 1
 
 
 def js_number(value: float) -> int | float:
