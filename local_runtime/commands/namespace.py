@@ -13,7 +13,6 @@ import argparse
 import asyncio
 import json
 import sys
-from dataclasses import asdict
 from typing import Any
 
 from local_runtime.commands.common import command, open_runtime, run_with
@@ -33,7 +32,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
         f"canonical, {report.expiring} expiring, {report.invalid} invalid",
         file=sys.stderr,
     )
-    print(json.dumps(asdict(report), indent=2, sort_keys=True))
+    print(json.dumps(report.model_dump(), indent=2, sort_keys=True))
     return 0
 
 

@@ -58,10 +58,7 @@ from agent_memory.lifecycle.retention import (
 from agent_memory.memory import Memory
 from agent_memory.namespace import TENANT_PATTERN
 from agent_memory.tiers.semantic.recall import MAX_WRITE_BACK, carried_tenants
-from agent_memory.tiers.working import (
-    NamespaceFlags,
-    backfill_namespace,
-)
+from agent_memory.tiers.working import BackfillReport, NamespaceFlags, backfill_namespace
 from bindings.environment import Bindings
 from bindings.ports.vectorize import VECTORIZE_MAX_VECTORS
 from http_messages import ApiError
@@ -417,16 +414,9 @@ class EraseView(EraseReport):
     erased_by: str
 
 
-class BackfillView(BaseModel):
+class BackfillView(BackfillReport):
     tenant: str
     phase: str
-    scanned: int
-    copied: int
-    already_canonical: int
-    expiring: int
-    invalid: int
-    dry_run: bool
-    next_cursor: str | None
 
 
 async def _memory(call: Call[Any, Any]) -> Memory:
@@ -514,7 +504,7 @@ async def backfill_tenant_namespace(call: Call[BackfillBody, None]) -> BackfillV
         bindings.kv, bindings.clock, tenant=tenant, **body.model_dump()
     )
     return BackfillView(
-        tenant=tenant, phase=NamespaceFlags.of(bindings.settings).phase, **asdict(report)
+        tenant=tenant, phase=NamespaceFlags.of(bindings.settings).phase, **report.model_dump()
     )
 
 

@@ -419,8 +419,9 @@ class WorkingMemory:
 DEFAULT_MAX_KEYS = 250
 
 
-@dataclass
-class BackfillReport:
+class BackfillReport(BaseModel):
+    """What one namespace backfill step (or the whole loop) did."""
+
     scanned: int = 0
     copied: int = 0
     already_canonical: int = 0
