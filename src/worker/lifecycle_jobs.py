@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -442,14 +441,8 @@ async def reconcile_tenant(call: Call[EmptyBody, None]) -> ReconcileReport:
     return await (await _reconciler(call)).run()
 
 
-class SupersessionView(BaseModel):
-    """An undone or replayed supersession: `fact_id` lost to `superseded_by`; `event_id`
-    is the event recording the change, `by` the operator."""
-
-    fact_id: str
-    superseded_by: str
-    event_id: str
-    by: str
+class SupersessionView(Change):
+    """An undone or replayed supersession."""
 
 
 async def _reconciler(call: Call[Any, Any]) -> Reconciler:
@@ -470,7 +463,7 @@ async def _supersession(
     if not is_ulid(value):
         raise ApiError(422, "invalid_path", f"{param} must be a 26-character ULID")
     change = await act((await _reconciler(call)), value, call.auth.principal)
-    return SupersessionView(**asdict(change))
+    return SupersessionView(**change.model_dump())
 
 
 async def restore_fact(call: Call[EmptyBody, None]) -> SupersessionView:
