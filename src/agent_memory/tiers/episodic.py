@@ -155,7 +155,7 @@ def brief_figures(retention_days: str) -> str:
     return (
         "(SELECT episodes FROM memory_tenant_stats WHERE tenant_id = ?1) AS episodes, "
         "(SELECT COUNT(*) FROM memory_episodes WHERE tenant_id = ?1 AND created_at < "
-        f"?2 - {retention_days} * 86400000) AS past_retention, "
+        f"?2 - {retention_days} * 86400000) AS episodes_past_retention, "
         "(SELECT COUNT(*) FROM agent_runs WHERE tenant_id = ?1) AS runs"
     )
 

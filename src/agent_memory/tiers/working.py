@@ -209,12 +209,8 @@ class NamespacedKV:
 # Hot reads by outcome since the start of the previous UTC day.
 BRIEF_FIGURES = ", ".join(
     f"(SELECT COALESCE(SUM({column}), 0) FROM namespace_reads WHERE tenant_id = ?1 "
-    f"AND day >= date(?2 / 1000, 'unixepoch', '-1 day')) AS {alias}"
-    for column, alias in (
-        ("canonical_hits", "ns_canonical"),
-        ("legacy_hits", "ns_legacy"),
-        ("misses", "ns_misses"),
-    )
+    f"AND day >= date(?2 / 1000, 'unixepoch', '-1 day')) AS namespace_{column}"
+    for column in ("canonical_hits", "legacy_hits", "misses")
 )
 
 WORKING_MEMORY_PREFIX = "agent_working"
