@@ -1,8 +1,5 @@
 """`agent-memory`: the local runtime and the operator CLI.
 
-    agent-memory dev [--port 8790] [--state .state]   serve the Worker locally
-    agent-memory migrate [--state .state]             apply D1 migrations to the state folder
-
 Each feature adds its commands in its own module under `local_runtime/commands/` with a
 `register(subparsers)` function; `COMMAND_MODULES` lists them.
 """

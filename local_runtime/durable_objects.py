@@ -29,31 +29,13 @@ from local_runtime.adapters.do_alarms import AlarmTable
 log = logging.getLogger(__name__)
 
 
-# --- what a value becomes on the other side of a Durable Object RPC call ---------------------
-#
-# On Cloudflare a Python value crosses RPC three times: the workers SDK's `python_to_rpc`
-# (workers-runtime-sdk `rpc.py`: None -> null, dicts -> plain objects, and an explicit refusal
-# of tuples, bytearrays and awaitables anywhere inside, "<class 'tuple'> cannot be sent over
-# RPC."), workerd's serialisation (what `to_js` made of anything else is a PyProxy, which it
-# refuses: "DataCloneError: Proxy could not be serialized ..."), and `python_from_rpc` on the
-# receiving side (objects -> dicts, arrays -> lists, Set -> set, Uint8Array -> memoryview,
-# integral numbers -> int). The same happens to a method's result (workerd's `introspection.py`
-# returns `python_to_rpc(result)`). Observed in workerd 1.20260426.1 with the SDK 1.9.5 (a
-# Python Worker calling a Python Durable Object, both ways, through ../shared/workerd-python):
-#
-#   sent                      received                     sent                 received
-#   (1, 2), bytearray()       refused (TypeError)          {1: "a"}             {"1": "a"}
-#   frozenset(), a dataclass, refused (DataCloneError)     {True: 1, None: 2}   {"true": 1,
-#     object(), range(2),                                                        "undefined": 2}
-#     a generator                                          {(1, 2): "a"}        refused
-#   {1, 2}                    {1, 2}                       {1.5: 1, 2.0: 2}     {"2": 2, "1.5": 1}
-#   b"ab", memoryview         memoryview                   3.0                  3
-#   StrEnum / IntEnum member  its str / int                2**60, nan, None     unchanged
-#
-# (Integer-like keys come first, in numeric order: a JS object's own key order.) A datetime
-# and an exception also cross in workerd (as a naive datetime at ms precision, as
-# Exception("Error: ...")); the local runtime refuses them rather than model those lossy
-# conversions: send an ISO string or a message.
+# What a value becomes on the other side of a Durable Object RPC call: the workers SDK's
+# `python_to_rpc` (refusing tuples, bytearrays and awaitables anywhere inside), workerd's
+# serialisation (a PyProxy of anything else: DataCloneError), then `python_from_rpc` on the
+# receiving side; the same for a method's result. What workerd 1.20260426.1 with the SDK 1.9.5
+# did to each value is tests/agents/rpc_probe/observed.json (docs/pyodide.md, "Durable Object
+# RPC values"), which tests/agents/test_do_rpc_values.py holds `rpc_copy` to. A datetime and
+# an exception cross workerd lossily; the local runtime refuses them: send text.
 
 
 class RpcValueError(TypeError):
@@ -66,7 +48,7 @@ _MAX_ARRAY_INDEX = 2**32 - 2
 
 def rpc_copy(value: Any) -> Any:
     """`value` as the other side of a Durable Object RPC call receives it, or `RpcValueError`
-    where workerd's RPC (with the workers SDK) refuses it. See the table above."""
+    where workerd's RPC (with the workers SDK) refuses it (see above)."""
     _refuse_like_the_sdk(value)
     return _copy(value)
 

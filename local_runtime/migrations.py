@@ -1,21 +1,9 @@
-"""Apply D1 migrations the way `wrangler d1 migrations apply` does.
-
-Wrangler keeps applied migrations in a `d1_migrations` table (workers-sdk
-`packages/wrangler/src/d1/migrations/helpers.ts`, `initMigrationsTable`):
-
-    CREATE TABLE IF NOT EXISTS "d1_migrations"(
-        id         INTEGER PRIMARY KEY AUTOINCREMENT,
-        name       TEXT UNIQUE,
-        applied_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP NOT NULL
-    );
-
-and records each migration by its file name (for example ``0001_baseline.sql``). Files are
-the `*.sql` files of the migrations folder, applied in name order; a file already recorded
-is skipped. Each file is applied atomically together with its record: its statements and
-the `INSERT INTO d1_migrations` go in one `batch`, so a failing file leaves neither its
-changes nor its record behind (files before it stay applied).
-
-Only the D1 port is used, so this runs against any `D1Database` adapter.
+"""Apply D1 migrations the way `wrangler d1 migrations apply` does: the `*.sql` files of the
+folder in name order, each recorded by its file name in wrangler's `d1_migrations` table
+(workers-sdk `packages/wrangler/src/d1/migrations/helpers.ts`, `initMigrationsTable`;
+`_CREATE_TABLE` below); a file already recorded is skipped. Each file and its record go in
+one `batch`, so a failing file leaves neither its changes nor its record behind (files before
+it stay applied). Only the D1 port is used, so this runs against any `D1Database` adapter.
 """
 
 from __future__ import annotations

@@ -191,16 +191,13 @@ class LocalRuntime:
 
     def shard_db(self, name: str) -> SqliteD1:
         """Shard `name`'s database (tests read a tenant's rows where the directory put them)."""
-        for shard in self.shards:
-            if shard.name == name:
-                return cast(SqliteD1, shard.db)
-        raise KeyError(name)
+        return cast(SqliteD1, self._shard(name).db)
 
     def shard_vectors(self, name: str) -> LocalVectorIndex:
-        for shard in self.shards:
-            if shard.name == name:
-                return cast(LocalVectorIndex, shard.vectors)
-        raise KeyError(name)
+        return cast(LocalVectorIndex, self._shard(name).vectors)
+
+    def _shard(self, name: str) -> Shard:
+        return {shard.name: shard for shard in self.shards}[name]  # KeyError: no such shard
 
     @property
     def embedder(self) -> Embedder:

@@ -145,19 +145,13 @@ class LocalWorkerApp:
     async def _scheduled(self, request: HttpRequest) -> HttpResponse:
         try:
             await self._require_platform_admin(request)
+            cron, raw_time = request.query.get("cron", ""), request.query.get("time")
+            if not cron:
+                raise validation_error("query parameter 'cron' is required")
+            now = self.runtime.clock.now()
+            scheduled_time = parse_scheduled_time(raw_time) if raw_time else now
         except ApiError as exc:
             return exc.to_response()
-        cron = request.query.get("cron", "")
-        if not cron:
-            return validation_error("query parameter 'cron' is required").to_response()
-        raw_time = request.query.get("time")
-        if raw_time:
-            try:
-                scheduled_time = parse_scheduled_time(raw_time)
-            except ApiError as exc:
-                return exc.to_response()
-        else:
-            scheduled_time = self.runtime.clock.now()
         result = await run_scheduled(cron, scheduled_time, self.runtime.bindings())
         await self.runtime.background.drain()
         return json_response(result)

@@ -28,7 +28,6 @@ import os
 import re
 import sqlite3
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -355,8 +354,6 @@ class QueryResult:
     columns: list[str]
     rows: list[tuple[Any, ...]]
     changes: int
-    last_row_id: int
-    duration_ms: float
 
 
 class SqliteEngine:
@@ -390,11 +387,6 @@ class SqliteEngine:
             self._db.execute(f"PRAGMA secure_delete = {'ON' if secure_delete else 'OFF'}")
         self._authorizer = setup_security(self._db)
         self._depth = 0
-        self._last_row_id = 0
-
-    @property
-    def connection(self) -> sqlite3.Connection:
-        return self._db
 
     def close(self) -> None:
         self._db.close()
@@ -424,7 +416,6 @@ class SqliteEngine:
         Raises `SqlEngineError` with workerd's text on any failure. Statements before the
         last are executed immediately and must not take parameters.
         """
-        started = time.perf_counter()
         if (len(sql) if sql.isascii() else len(sql.encode("utf-8"))) > MAX_SQL_BYTES:
             # SQLite checks SQLITE_LIMIT_SQL_LENGTH against the whole text it is handed.
             raise SqlEngineError("statement too long: SQLITE_TOOBIG", limit=True)
@@ -453,17 +444,7 @@ class SqliteEngine:
             raise self._error(exc) from None
         description = cursor.description
         columns = [d[0] for d in description] if description else []
-        changes = db.total_changes - before
-        if changes:
-            with self._authorizer.trusted():
-                self._last_row_id = db.execute("SELECT last_insert_rowid()").fetchone()[0]
-        return QueryResult(
-            columns=columns,
-            rows=rows,
-            changes=changes,
-            last_row_id=self._last_row_id,
-            duration_ms=(time.perf_counter() - started) * 1000.0,
-        )
+        return QueryResult(columns=columns, rows=rows, changes=db.total_changes - before)
 
     def database_size(self) -> int:
         """Pages in use times page size (workerd's SqlStorage::getDatabaseSize query)."""

@@ -1,29 +1,17 @@
-"""Numbers the way they reach Python on Cloudflare: through a JavaScript `Number`.
+"""Numbers the way they reach Python on Cloudflare: through a JavaScript `Number`
+(docs/miniflare.md, "What crosses the boundary").
 
-On Workers every SQL number crosses JavaScript before Python sees it. workerd coerces
-SQLite's int64 to a double (`src/workerd/api/sql.c++`, Cursor::iteratorImpl: "int64 will
-become BigInt ... We will coerce to a double here"); D1 results travel as JSON numbers.
-Pyodide then converts a JS number to Python by this rule (pyodide
-`docs/usage/type-conversions.md`, "JavaScript to Python"): "A number is converted to an
-`int` if it is between -2^53 and 2^53 inclusive and its fractional part is zero.
-Otherwise, it is converted to a float."
-
-In the other direction, a Python `int` becomes a JS Number when it lies in
-[-2^53, 2^53] and a `BigInt` otherwise (same document, "Python to JavaScript"), which D1
-rejects (`D1_TYPE_ERROR: Type 'bigint' ...`) and DO SQL cannot bind.
-
-So the local adapters pass every SQL number through these helpers: 3.0 read from SQLite
-arrives as the int 3, 2**60 arrives as the float 1.152921504606847e18, and code that
-works locally works the same on Cloudflare.
+workerd coerces SQLite's int64 to a double (`src/workerd/api/sql.c++`) and D1 results travel
+as JSON numbers; Pyodide turns a JS number into an `int` when it is integral and within
+±2^53, else a `float`, and a Python `int` beyond ±2^53 into a `BigInt`, which D1 and DO SQL
+refuse. The local adapters pass every SQL number through these helpers, so 3.0 read from
+SQLite arrives as 3 and 2**60 as 1.152921504606847e18, as on Cloudflare.
 """
 
 from __future__ import annotations
 
 # Pyodide's boundary for int <-> Number conversion (inclusive on both sides).
 PYODIDE_INT_LIMIT = 2**53
-# JavaScript's Number.MAX_SAFE_INTEGER: the largest integer a double holds exactly with
-# no neighbour rounding onto it.
-MAX_SAFE_INTEGER = 2**53 - 1
 
 
 def js_number(value: float) -> int | float:

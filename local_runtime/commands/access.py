@@ -1,7 +1,5 @@
 """`token`: mint a Cloudflare Access token the local runtime accepts.
 
-    agent-memory token --email you@example.com [--state .state] [--ttl 28800]
-
 The token is signed with the state folder's dev key (created on first use), so a runtime
 serving that folder verifies it with the same code that checks real Access tokens. The
 token is the last line printed, so `TOKEN=$(agent-memory token ... | tail -n1)` works.
@@ -13,7 +11,7 @@ import argparse
 import time
 from typing import Any
 
-from local_runtime.commands.common import add_state_option
+from local_runtime.commands.common import command
 
 
 def cmd_token(args: argparse.Namespace) -> int:
@@ -34,10 +32,10 @@ def cmd_token(args: argparse.Namespace) -> int:
 
 
 def register(sub: Any) -> None:
-    token = sub.add_parser("token", help="mint a Cloudflare Access token the local runtime accepts")
+    token = command(
+        sub, "token", cmd_token, "mint a Cloudflare Access token the local runtime accepts"
+    )
     token.add_argument("--email", required=True, help="the user the token identifies")
     token.add_argument(
         "--ttl", type=int, default=8 * 3600, help="seconds until it expires (default 8 h)"
     )
-    add_state_option(token)
-    token.set_defaults(func=cmd_token)

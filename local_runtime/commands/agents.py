@@ -1,12 +1,5 @@
 """`agents`: run agents and read their runs over HTTP, as an operator would.
 
-    agent-memory agents types
-    agent-memory agents run TENANT AGENT_TYPE "text" [--instance ID] [--task-type T]
-    agent-memory agents runs TENANT [--agent-type T] [--status S] [--limit N] [--all]
-    agent-memory agents show TENANT RUN_ID
-    agent-memory agents outcome TENANT AGENT_TYPE RUN_ID SCORE [--instance ID]
-    agent-memory agents workflows TENANT AGENT_TYPE [--instance ID] [--candidates]
-
 Every command except `types` talks HTTP to a running Worker (`--url`, default the local
 runtime at http://127.0.0.1:8790), through the same Access-gated routes as any client:
 the CLI mints a token from the state folder's dev key (`--state`, `--email`), or sends
@@ -25,7 +18,7 @@ import sys
 import time
 from typing import Any
 
-from local_runtime.commands.common import add_state_option
+from local_runtime.commands.common import command
 
 DEFAULT_URL = "http://127.0.0.1:8790"
 DEFAULT_EMAIL = "operator@localhost"
@@ -157,65 +150,53 @@ def cmd_workflows(args: argparse.Namespace) -> Any:
     return _request(args, "GET", f"{base}/workflows", params=params)
 
 
-def _add_connection(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--url", default=DEFAULT_URL, help=f"the Worker (default {DEFAULT_URL})")
-    parser.add_argument(
-        "--token", help=f"an Access token to send (default ${TOKEN_ENV}, else mint a dev one)"
-    )
-    parser.add_argument("--email", default=DEFAULT_EMAIL, help="who a minted dev token identifies")
-    parser.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
-    add_state_option(parser)
-
-
 def register(sub: Any) -> None:
     agents = sub.add_parser("agents", help="run agents and read their runs (admin API)")
     commands = agents.add_subparsers(dest="agents_command", required=True, metavar="ACTION")
 
+    def over_http(name: str, handler: Any, help: str, *positionals: str) -> Any:
+        """A command over HTTP (every one but `types`): `--url`, `--token`, `--email`..."""
+        parser = command(commands, name, _run_command, help, *positionals)
+        parser.set_defaults(handler=handler)
+        parser.add_argument(
+            "--url", default=DEFAULT_URL, help=f"the Worker (default {DEFAULT_URL})"
+        )
+        parser.add_argument(
+            "--token", help=f"an Access token to send (default ${TOKEN_ENV}, else mint a dev one)"
+        )
+        parser.add_argument(
+            "--email", default=DEFAULT_EMAIL, help="who a minted dev token identifies"
+        )
+        parser.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
+        return parser
+
     types = commands.add_parser("types", help="list the registered agent types")
     types.set_defaults(func=_run_command, handler=cmd_types)
 
-    run = commands.add_parser("run", help="run one agent turn")
-    run.add_argument("tenant")
-    run.add_argument("agent_type")
+    run = over_http("run", cmd_run, "run one agent turn", "tenant", "agent_type")
     run.add_argument("text", help="the turn's input")
     run.add_argument("--instance", default="default", help="agent instance id")
     run.add_argument("--task-type", help="task type (chooses the workflow bandit)")
     run.add_argument("--subject", help="what the turn is about, e.g. contact:hubspot:123")
-    _add_connection(run)
-    run.set_defaults(func=_run_command, handler=cmd_run)
 
-    runs = commands.add_parser("runs", help="list a tenant's runs, newest first")
-    runs.add_argument("tenant")
+    runs = over_http("runs", cmd_runs, "list a tenant's runs, newest first", "tenant")
     runs.add_argument("--agent-type")
     runs.add_argument("--status", choices=["running", "completed", "failed"])
     runs.add_argument("--limit", type=int, default=20)
     runs.add_argument("--cursor")
     runs.add_argument("--all", action="store_true", help="follow cursors to the last page")
-    _add_connection(runs)
-    runs.set_defaults(func=_run_command, handler=cmd_runs)
 
-    show = commands.add_parser("show", help="one run with its episodes and run log")
-    show.add_argument("tenant")
-    show.add_argument("run_id")
-    _add_connection(show)
-    show.set_defaults(func=_run_command, handler=cmd_show)
+    over_http("show", cmd_show, "one run with its episodes and run log", "tenant", "run_id")
 
-    outcome = commands.add_parser("outcome", help="score a run (0..1) for the workflow bandit")
-    outcome.add_argument("tenant")
-    outcome.add_argument("agent_type")
-    outcome.add_argument("run_id")
+    help = "score a run (0..1) for the workflow bandit"
+    outcome = over_http("outcome", cmd_outcome, help, "tenant", "agent_type", "run_id")
     outcome.add_argument("score", type=float)
     outcome.add_argument("--instance", default="default")
-    _add_connection(outcome)
-    outcome.set_defaults(func=_run_command, handler=cmd_outcome)
 
-    workflows = commands.add_parser("workflows", help="the workflow bandit (or pack candidates)")
-    workflows.add_argument("tenant")
-    workflows.add_argument("agent_type")
+    help = "the workflow bandit (or pack candidates)"
+    workflows = over_http("workflows", cmd_workflows, help, "tenant", "agent_type")
     workflows.add_argument("--instance", default="default")
     workflows.add_argument("--task-type")
     workflows.add_argument("--candidates", action="store_true", help="only pack candidates")
     workflows.add_argument("--min-pulls", type=int, default=20)
     workflows.add_argument("--min-mean", type=float, default=0.7)
-    _add_connection(workflows)
-    workflows.set_defaults(func=_run_command, handler=cmd_workflows)

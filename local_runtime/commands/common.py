@@ -22,6 +22,18 @@ def add_state_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def command(
+    sub: Any, name: str, func: Callable[[argparse.Namespace], int], help: str, *positionals: str
+) -> argparse.ArgumentParser:
+    """The command `name` of the subparsers `sub`: its positionals, `--state`, and `func`."""
+    parser: argparse.ArgumentParser = sub.add_parser(name, help=help)
+    for positional in positionals:
+        parser.add_argument(positional)
+    add_state_option(parser)
+    parser.set_defaults(func=func)
+    return parser
+
+
 def open_runtime(args: argparse.Namespace) -> Any:
     """The migrated local runtime of `--state`."""
     from local_runtime.runtime import LocalRuntime

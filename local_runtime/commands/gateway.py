@@ -20,7 +20,7 @@ from bindings.ports.crypto import parse_key_encryption_keys
 from bindings.ports.kv import KVNamespace
 from gateway import admin_ops
 from gateway.credentials import ALL_SCOPES, CredentialSealer, credential_sealer
-from local_runtime.commands.common import add_state_option
+from local_runtime.commands.common import command
 
 Action = Callable[[KVNamespace, argparse.Namespace], Coroutine[Any, Any, Any]]
 
@@ -190,10 +190,11 @@ def _leaf(
     name: str,
     func: Callable[[argparse.Namespace], int],
     help: str,
+    *positionals: str,
     wrangler: bool = False,
 ) -> argparse.ArgumentParser:
-    parser: argparse.ArgumentParser = group.add_parser(name, help=help)
-    add_state_option(parser)
+    """A command of `group` taking `positionals`, with `--state` (and `--wrangler`)."""
+    parser = command(group, name, func, help, *positionals)
     if wrangler:
         parser.add_argument(
             "--wrangler",
@@ -201,7 +202,6 @@ def _leaf(
             help="print wrangler commands for a deployed Worker instead",
         )
         parser.add_argument("--binding", default="KV", help="KV binding name (with --wrangler)")
-    parser.set_defaults(func=func)
     return parser
 
 
@@ -211,72 +211,36 @@ def register(sub: Any) -> None:
     )
     groups = gw.add_subparsers(dest="gateway_group", required=True, metavar="GROUP")
 
-    tenant = groups.add_parser("tenant", help="tenants").add_subparsers(
-        required=True, metavar="CMD"
-    )
-    p = _leaf(
-        tenant,
-        "create",
-        _write_command(_tenant_create, _plan_tenant_create),
-        "create a tenant",
-        wrangler=True,
-    )
-    p.add_argument("tenant")
+    def group(name: str, help: str) -> Any:
+        return groups.add_parser(name, help=help).add_subparsers(required=True, metavar="CMD")
+
+    tenant = group("tenant", "tenants")
+    write = _write_command(_tenant_create, _plan_tenant_create)
+    p = _leaf(tenant, "create", write, "create a tenant", "tenant", wrangler=True)
     p.add_argument("--name", default="")
     p.add_argument("--memory", action="store_true", help="enable recall_memory/store_memory")
-    p = _leaf(tenant, "memory", _run(_tenant_memory), "turn the memory tools on or off")
-    p.add_argument("tenant")
+    p = _leaf(tenant, "memory", _run(_tenant_memory), "turn the memory tools on or off", "tenant")
     p.add_argument("state_value", choices=["on", "off"])
     _leaf(tenant, "list", _run(_tenant_list), "list tenants")
 
-    key = groups.add_parser("key", help="API keys").add_subparsers(required=True, metavar="CMD")
-    p = _leaf(
-        key,
-        "issue",
-        _write_command(_key_issue, _plan_key_issue),
-        "issue an API key (printed once)",
-        wrangler=True,
-    )
-    p.add_argument("tenant")
+    key = group("key", "API keys")
+    write = _write_command(_key_issue, _plan_key_issue)
+    p = _leaf(key, "issue", write, "issue an API key (printed once)", "tenant", wrangler=True)
     p.add_argument("--scope", action="append", choices=list(ALL_SCOPES))
     p.add_argument("--label", default="")
-    p = _leaf(key, "revoke", _run(_key_revoke), "revoke an API key by key_id")
-    p.add_argument("tenant")
-    p.add_argument("key_id")
-    p = _leaf(key, "list", _run(_key_list), "list a tenant's keys (ids, never the keys)")
-    p.add_argument("tenant")
+    _leaf(key, "revoke", _run(_key_revoke), "revoke an API key by key_id", "tenant", "key_id")
+    _leaf(key, "list", _run(_key_list), "list a tenant's keys (ids, never the keys)", "tenant")
 
-    cred = groups.add_parser("credential", help="provider credentials").add_subparsers(
-        required=True, metavar="CMD"
-    )
-    p = _leaf(
-        cred,
-        "set",
-        _write_command(_cred_set, _plan_credential_set),
-        "store a provider secret read from stdin or --from-file",
-        wrangler=True,
-    )
-    p.add_argument("tenant")
-    p.add_argument("provider")
+    cred = group("credential", "provider credentials")
+    write = _write_command(_cred_set, _plan_credential_set)
+    help = "store a provider secret read from stdin or --from-file"
+    p = _leaf(cred, "set", write, help, "tenant", "provider", wrangler=True)
     p.add_argument("--from-file", default=None)
-    p = _leaf(cred, "delete", _run(_cred_delete), "delete a provider secret")
-    p.add_argument("tenant")
-    p.add_argument("provider")
+    _leaf(cred, "delete", _run(_cred_delete), "delete a provider secret", "tenant", "provider")
 
-    tool = groups.add_parser("tool", help="tool configs").add_subparsers(
-        required=True, metavar="CMD"
-    )
-    p = _leaf(
-        tool,
-        "register",
-        _write_command(_tool_register, _plan_tool_register),
-        "register a tool from a JSON config file",
-        wrangler=True,
-    )
-    p.add_argument("tenant")
-    p.add_argument("file")
-    p = _leaf(tool, "remove", _run(_tool_remove), "remove a tool")
-    p.add_argument("tenant")
-    p.add_argument("name")
-    p = _leaf(tool, "list", _run(_tool_list), "list a tenant's tools")
-    p.add_argument("tenant")
+    tool = group("tool", "tool configs")
+    write = _write_command(_tool_register, _plan_tool_register)
+    help = "register a tool from a JSON config file"
+    _leaf(tool, "register", write, help, "tenant", "file", wrangler=True)
+    _leaf(tool, "remove", _run(_tool_remove), "remove a tool", "tenant", "name")
+    _leaf(tool, "list", _run(_tool_list), "list a tenant's tools", "tenant")

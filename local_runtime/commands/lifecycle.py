@@ -1,21 +1,11 @@
-"""The memory lifecycle on the local runtime's state folder (docs/lifecycle.md).
+"""The memory lifecycle on the local runtime's state folder (docs/lifecycle.md, "CLI").
 
-    agent-memory prune [--dry-run] [--tenant T]... [--batch-rows N] [--max-operations N]
-                       [--max-seconds S] [--job ID] [--at MS]
-    agent-memory brief [--tenant T]... [--json]
-    agent-memory reconcile [--tenant T]...
-    agent-memory reindex [--tenant T]...
-    agent-memory erase-subject TENANT SUBJECT
-    agent-memory retention TENANT [--days N | --default-days] [--limit N | --default-limit]
-    agent-memory shards
-    agent-memory move TENANT [--to SHARD] [--status]
-
-They run the same code as the Worker's crons and admin routes, directly against the state
-folder (`--state`), and print progress to stderr as they go (one line per tenant, with
-running totals) and the result as JSON on stdout. Locally there is no
-per-invocation limit, so the prune's budget is unlimited unless `--max-operations` /
-`--max-seconds` say otherwise; a prune stopped by its budget is finished by running the
-same `--job` again.
+`prune`, `brief`, `reconcile`, `reindex`, `erase-subject`, `retention`, `shards` and `move` run
+the same code as the Worker's crons and admin routes, directly against the state folder
+(`--state`), and print progress to stderr as they go (one line per tenant, with running totals)
+and the result as JSON on stdout. Locally there is no per-invocation limit, so the prune's
+budget is unlimited unless `--max-operations` / `--max-seconds` say otherwise; a prune stopped
+by its budget is finished by running the same `--job` again.
 """
 
 from __future__ import annotations
@@ -26,7 +16,7 @@ import sys
 import time
 from typing import Any
 
-from local_runtime.commands.common import add_state_option, open_runtime, run_with
+from local_runtime.commands.common import command, open_runtime, run_with
 
 UNLIMITED_OPERATIONS = 10**12
 UNLIMITED_SECONDS = 10.0**9
@@ -44,9 +34,6 @@ def _emit(data: Any) -> None:
 def _now_ms(args: argparse.Namespace, runtime: Any) -> int:
     at = getattr(args, "at", None)
     return int(at) if at is not None else int(runtime.clock.now() * 1000)
-
-
-# --------------------------------------------------------------------------- prune
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
@@ -127,9 +114,6 @@ def cmd_prune(args: argparse.Namespace) -> int:
     return 0 if all(t.error is None for t in tenants_done) else 1
 
 
-# --------------------------------------------------------------------------- brief
-
-
 def cmd_brief(args: argparse.Namespace) -> int:
     from agent_memory.directory import home_of
     from agent_memory.lifecycle.brief import build_brief
@@ -177,9 +161,6 @@ def cmd_brief(args: argparse.Namespace) -> int:
     return 0
 
 
-# --------------------------------------------------------------------------- reconcile
-
-
 def cmd_reconcile(args: argparse.Namespace) -> int:
     from agent_memory.lifecycle.retention import known_tenants
     from agent_memory.memory import Memory
@@ -216,9 +197,6 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
     return 0
 
 
-# --------------------------------------------------------------------------- reindex
-
-
 def cmd_reindex(args: argparse.Namespace) -> int:
     from agent_memory.tiers.semantic.keyword_index import renormalise_all
 
@@ -227,9 +205,6 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 
     _emit({"renormalised": run_with(_open(args), vocabulary)})
     return 0
-
-
-# --------------------------------------------------------------------------- erase
 
 
 def cmd_erase_subject(args: argparse.Namespace) -> int:
@@ -250,9 +225,6 @@ def cmd_erase_subject(args: argparse.Namespace) -> int:
     report = run_with(_open(args), go)
     _emit(report.model_dump())
     return 0 if report.complete else 1
-
-
-# --------------------------------------------------------------------------- retention
 
 
 def cmd_retention(args: argparse.Namespace) -> int:
@@ -283,9 +255,6 @@ def cmd_retention(args: argparse.Namespace) -> int:
 
     _emit(run_with(_open(args), go).model_dump())
     return 0
-
-
-# --------------------------------------------------------------------------- placement
 
 
 def cmd_shards(args: argparse.Namespace) -> int:
@@ -348,9 +317,8 @@ def cmd_move(args: argparse.Namespace) -> int:
 
 
 def register(sub: Any) -> None:
-    prune = sub.add_parser(
-        "prune", help="archive episodes, runs and events past retention to the cold tier, delete"
-    )
+    help = "archive episodes, runs and events past retention to the cold tier, delete"
+    prune = command(sub, "prune", cmd_prune, help)
     prune.add_argument("--dry-run", action="store_true", help="count what would go; write nothing")
     prune.add_argument("--tenant", action="append", help="only this tenant (repeatable)")
     prune.add_argument("--batch-rows", type=int, default=500)
@@ -358,53 +326,36 @@ def register(sub: Any) -> None:
     prune.add_argument("--max-seconds", type=float, default=None, help="wall-time budget")
     prune.add_argument("--job", help="job id (resume a job stopped by its budget)")
     prune.add_argument("--at", type=int, help="the prune's time, epoch ms (default now)")
-    add_state_option(prune)
-    prune.set_defaults(func=cmd_prune)
 
-    brief = sub.add_parser("brief", help="per-tenant episodes, facts, pending vectors, warnings")
+    help = "per-tenant episodes, facts, pending vectors, warnings"
+    brief = command(sub, "brief", cmd_brief, help)
     brief.add_argument("--tenant", action="append")
     brief.add_argument("--json", action="store_true")
     brief.add_argument("--at", type=int, help="epoch ms (default now)")
-    add_state_option(brief)
-    brief.set_defaults(func=cmd_brief)
 
-    reconcile = sub.add_parser("reconcile", help="dedup, conflicts, promotion, decay, linking")
-    reconcile.add_argument("--tenant", action="append")
-    add_state_option(reconcile)
-    reconcile.set_defaults(func=cmd_reconcile)
+    help = "dedup, conflicts, promotion, decay, linking"
+    command(sub, "reconcile", cmd_reconcile, help).add_argument("--tenant", action="append")
 
-    reindex = sub.add_parser(
-        "reindex", help="map indexed terms through the current spelling/irregular-form list"
-    )
+    help = "map indexed terms through the current spelling/irregular-form list"
+    reindex = command(sub, "reindex", cmd_reindex, help)
     reindex.add_argument("--tenant", action="append", help="only this tenant (repeatable)")
-    add_state_option(reindex)
-    reindex.set_defaults(func=cmd_reindex)
 
-    erase = sub.add_parser("erase-subject", help="remove every trace of a subject of a tenant")
-    erase.add_argument("tenant")
-    erase.add_argument("subject")
-    add_state_option(erase)
-    erase.set_defaults(func=cmd_erase_subject)
+    help = "remove every trace of a subject of a tenant"
+    command(sub, "erase-subject", cmd_erase_subject, help, "tenant", "subject")
 
-    retention = sub.add_parser("retention", help="show or override a tenant's retention/limit")
-    retention.add_argument("tenant")
+    help = "show or override a tenant's retention/limit"
+    retention = command(sub, "retention", cmd_retention, help, "tenant")
     group = retention.add_mutually_exclusive_group()
     group.add_argument("--days", type=int)
     group.add_argument("--default-days", action="store_true")
     limit = retention.add_mutually_exclusive_group()
     limit.add_argument("--limit", type=int)
     limit.add_argument("--default-limit", action="store_true")
-    add_state_option(retention)
-    retention.set_defaults(func=cmd_retention)
 
-    shards = sub.add_parser("shards", help="each shard's size, vectors and tenants")
-    add_state_option(shards)
-    shards.set_defaults(func=cmd_shards)
+    command(sub, "shards", cmd_shards, "each shard's size, vectors and tenants")
 
-    move = sub.add_parser(
-        "move", help="move a tenant to another shard online: start, resume, watch"
-    )
-    move.add_argument("tenant")
+    help = "move a tenant to another shard online: start, resume, watch"
+    move = command(sub, "move", cmd_move, help, "tenant")
     move.add_argument("--to", help="start moving to this shard (MEMORY_SHARDS name)")
     move.add_argument("--status", action="store_true", help="only show where the move stands")
     move.add_argument(
@@ -415,5 +366,3 @@ def register(sub: Any) -> None:
         action="store_true",
         help="run again a switched move's check that found rows differing (after repairing them)",
     )
-    add_state_option(move)
-    move.set_defaults(func=cmd_move)

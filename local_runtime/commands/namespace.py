@@ -1,8 +1,5 @@
 """The hot/warm/cold ADR on the local runtime's state folder (docs/tiered-memory.md).
 
-    agent-memory namespace-backfill [--tenant T] [--dry-run]
-    agent-memory placement [--json]
-
 `namespace-backfill` copies every legacy working-memory KV key to its canonical item key
 (`agent_memory.tiers.working`; never overwrites a canonical key, never deletes one) and
 prints the counts as JSON; on Cloudflare the same step is
@@ -16,10 +13,9 @@ import argparse
 import asyncio
 import json
 import sys
-from dataclasses import asdict
 from typing import Any
 
-from local_runtime.commands.common import add_state_option, open_runtime, run_with
+from local_runtime.commands.common import command, open_runtime, run_with
 
 
 def cmd_backfill(args: argparse.Namespace) -> int:
@@ -36,7 +32,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
         f"canonical, {report.expiring} expiring, {report.invalid} invalid",
         file=sys.stderr,
     )
-    print(json.dumps(asdict(report), indent=2, sort_keys=True))
+    print(json.dumps(report.model_dump(), indent=2, sort_keys=True))
     return 0
 
 
@@ -62,15 +58,10 @@ def cmd_placement(args: argparse.Namespace) -> int:
 
 
 def register(sub: Any) -> None:
-    backfill = sub.add_parser(
-        "namespace-backfill", help="copy legacy working-memory KV keys to canonical item keys"
-    )
+    help = "copy legacy working-memory KV keys to canonical item keys"
+    backfill = command(sub, "namespace-backfill", cmd_backfill, help)
     backfill.add_argument("--tenant", help="only this tenant")
     backfill.add_argument("--dry-run", action="store_true", help="count; write nothing")
-    add_state_option(backfill)
-    backfill.set_defaults(func=cmd_backfill)
 
-    placement = sub.add_parser("placement", help="the data-placement table as configured")
-    placement.add_argument("--json", action="store_true")
-    add_state_option(placement)
-    placement.set_defaults(func=cmd_placement)
+    help = "the data-placement table as configured"
+    command(sub, "placement", cmd_placement, help).add_argument("--json", action="store_true")

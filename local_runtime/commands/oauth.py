@@ -1,7 +1,5 @@
-"""`agent-memory oauth ...`: a tenant's connected OAuth clients (docs/gateway.md "OAuth").
-
-    agent-memory oauth clients TENANT [--state .state]          list the live grants (JSON)
-    agent-memory oauth revoke TENANT GRANT_ID [--state .state]  revoke one, with its tokens
+"""`agent-memory oauth ...`: a tenant's connected OAuth clients (docs/gateway.md "OAuth"):
+`clients` lists the live grants (JSON), `revoke` ends one with its tokens.
 
 Acts on the local runtime's D1 and KV. On a deployed Worker, use the Access-gated admin
 routes instead (`GET` / `DELETE /admin/tenants/{tenant}/oauth-clients[/{grant_id}]`): a
@@ -15,7 +13,7 @@ import argparse
 import json
 from typing import Any
 
-from local_runtime.commands.common import add_state_option, open_runtime, run_with
+from local_runtime.commands.common import command, open_runtime, run_with
 
 
 async def _run(args: argparse.Namespace, runtime: Any) -> Any:
@@ -37,11 +35,5 @@ def cmd_oauth(args: argparse.Namespace) -> int:
 def register(sub: Any) -> None:
     oauth = sub.add_parser("oauth", help="a tenant's connected OAuth clients")
     actions = oauth.add_subparsers(dest="oauth_command", required=True, metavar="ACTION")
-    clients = actions.add_parser("clients", help="list a tenant's connected clients")
-    clients.add_argument("tenant")
-    revoke = actions.add_parser("revoke", help="revoke a connected client's grant")
-    revoke.add_argument("tenant")
-    revoke.add_argument("grant_id")
-    for parser in (clients, revoke):
-        add_state_option(parser)
-        parser.set_defaults(func=cmd_oauth)
+    command(actions, "clients", cmd_oauth, "list a tenant's connected clients", "tenant")
+    command(actions, "revoke", cmd_oauth, "revoke a connected client's grant", "tenant", "grant_id")

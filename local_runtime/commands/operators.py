@@ -1,9 +1,5 @@
 """`operators grant|revoke`: which Access identities may operate which tenants.
 
-    agent-memory operators grant PRINCIPAL (--tenant T ... | --platform-admin)
-        [--kind email|common_name|group] [--state .state]
-    agent-memory operators revoke PRINCIPAL (--tenant T ... | --platform-admin) [--kind ...]
-
 PRINCIPAL is an email (users), an Access service token's common name — its client id,
 `<id>.access` — or an Access group (`--kind group`, matched against the token's `groups`
 claim). Grants are rows in the state folder's D1 (`operator_grants`), read by every
@@ -24,7 +20,7 @@ import shlex
 import time
 from typing import Any, Literal, cast
 
-from local_runtime.commands.common import add_state_option, open_runtime, run_with
+from local_runtime.commands.common import command, open_runtime, run_with
 
 DEFAULT_DATABASE = "agent-memory"
 
@@ -110,7 +106,7 @@ def register(sub: Any) -> None:
     operators = sub.add_parser("operators", help="tenant grants of Access identities")
     actions = operators.add_subparsers(dest="operators_command", required=True, metavar="ACTION")
     for name, text in (("grant", "let an identity operate tenants"), ("revoke", "take it back")):
-        action = actions.add_parser(name, help=text)
+        action = command(actions, name, cmd_operators, text)
         action.add_argument("principal", help="email, service-token common name or group")
         action.add_argument("--kind", choices=("email", "common_name", "group"), default="email")
         action.add_argument("--tenant", action="append", help="a tenant (repeatable)")
@@ -127,5 +123,3 @@ def register(sub: Any) -> None:
             default=DEFAULT_DATABASE,
             help=f"D1 database name (with --wrangler; default {DEFAULT_DATABASE})",
         )
-        add_state_option(action)
-        action.set_defaults(func=cmd_operators)

@@ -1,9 +1,5 @@
 """Exports, imports and the change feed's endpoints on the state folder (docs/portability.md).
 
-    agent-memory export TENANT [--opened] [--out FILE] [--subject SUBJECT] [--job ID]
-    agent-memory import TENANT FILE [--format agent-memory|mem0|text] [--dry-run]
-    agent-memory webhooks TENANT [--add URL | --test ID | --pause ID | --resume ID | --rotate ID]
-
 An export shows a progress bar on stderr and writes the JSON Lines file (header first); one
 stopped by a crash is finished by `--job ID`. An import is checked whole first, then written in
 chunks and resumable: run the same command again and it goes on after the last chunk saved.
@@ -22,7 +18,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from local_runtime.commands.common import add_state_option, open_runtime, run_with
+from local_runtime.commands.common import command, open_runtime, run_with
 
 OPERATOR = "operator@localhost"
 _open = open_runtime  # tests replace it to pick an embedder
@@ -137,26 +133,19 @@ def cmd_webhooks(args: argparse.Namespace) -> int:
 
 
 def register(sub: Any) -> None:
-    export = sub.add_parser("export", help="export a tenant (or one subject) as JSON Lines")
-    export.add_argument("tenant")
+    help = "export a tenant (or one subject) as JSON Lines"
+    export = command(sub, "export", cmd_export, help, "tenant")
     export.add_argument("--opened", action="store_true", help="personal data opened (an event)")
     export.add_argument("--out", help="the file to write (default TENANT-export.jsonl)")
     export.add_argument("--subject", help="only what concerns this data subject")
     export.add_argument("--job", help="finish this export (stopped by a crash)")
-    add_state_option(export)
-    export.set_defaults(func=cmd_export)
 
-    imp = sub.add_parser("import", help="import JSON Lines into a tenant (resumable)")
-    imp.add_argument("tenant")
-    imp.add_argument("file")
+    help = "import JSON Lines into a tenant (resumable)"
+    imp = command(sub, "import", cmd_import, help, "tenant", "file")
     imp.add_argument("--format", default="agent-memory", choices=["agent-memory", "mem0", "text"])
     imp.add_argument("--dry-run", action="store_true", help="report; write nothing")
-    add_state_option(imp)
-    imp.set_defaults(func=cmd_import)
 
-    hooks = sub.add_parser("webhooks", help="the change feed's endpoints and deliveries")
-    hooks.add_argument("tenant")
+    help = "the change feed's endpoints and deliveries"
+    hooks = command(sub, "webhooks", cmd_webhooks, help, "tenant")
     for name in ("add", "test", "pause", "resume", "rotate"):
         hooks.add_argument(f"--{name}", metavar="URL" if name == "add" else "ENDPOINT_ID")
-    add_state_option(hooks)
-    hooks.set_defaults(func=cmd_webhooks)

@@ -6,7 +6,7 @@ import argparse
 import asyncio
 from typing import Any
 
-from local_runtime.commands.common import add_state_option
+from local_runtime.commands.common import command
 
 
 def cmd_dev(args: argparse.Namespace) -> int:
@@ -29,12 +29,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 
 def register(sub: Any) -> None:
-    dev = sub.add_parser("dev", help="serve the Worker locally (no Cloudflare account needed)")
+    dev = command(sub, "dev", cmd_dev, "serve the Worker locally (no Cloudflare account needed)")
     dev.add_argument("--port", type=int, default=8790)  # local_runtime.server.DEFAULT_PORT
     dev.add_argument("--host", default="127.0.0.1")
-    add_state_option(dev)
-    dev.set_defaults(func=cmd_dev)
-
-    migrate = sub.add_parser("migrate", help="apply pending D1 migrations to the state folder")
-    add_state_option(migrate)
-    migrate.set_defaults(func=cmd_migrate)
+    command(sub, "migrate", cmd_migrate, "apply pending D1 migrations to the state folder")

@@ -1,8 +1,5 @@
 """`tokens issue`: mint an agent-scoped memory token the local runtime accepts.
 
-    agent-memory tokens issue TENANT AGENT_ID [--tiers working,episodic,semantic,procedural]
-        [--scopes read,write] [--ttl 3600] [--state .state]
-
 Signed with the state folder's dev key (`local_runtime.memory_tokens_dev`); a deployed
 Worker mints through `POST /admin/tenants/{tenant}/memory-tokens` instead. The token is the
 last line printed: `TOKEN=$(agent-memory tokens issue acme agent-a | tail -n1)`.
@@ -14,7 +11,7 @@ import argparse
 from typing import Any
 
 from agent_memory.namespace import API_AGENT_TYPE
-from local_runtime.commands.common import add_state_option
+from local_runtime.commands.common import command
 
 TIERS = ("working", "episodic", "semantic", "procedural")
 SCOPES = ("read", "write")
@@ -62,9 +59,9 @@ def cmd_issue(args: argparse.Namespace) -> int:
 def register(sub: Any) -> None:
     tokens = sub.add_parser("tokens", help="agent-scoped memory tokens")
     actions = tokens.add_subparsers(dest="tokens_command", required=True, metavar="ACTION")
-    issue = actions.add_parser("issue", help="mint a memory token for one agent")
-    issue.add_argument("tenant")
-    issue.add_argument("agent_id")
+    issue = command(
+        actions, "issue", cmd_issue, "mint a memory token for one agent", "tenant", "agent_id"
+    )
     issue.add_argument(
         "--agent-type",
         default=API_AGENT_TYPE,
@@ -84,5 +81,3 @@ def register(sub: Any) -> None:
         help="read, write or read,write (default both)",
     )
     issue.add_argument("--ttl", type=int, default=3600, help="seconds (60 s to 30 days)")
-    add_state_option(issue)
-    issue.set_defaults(func=cmd_issue)

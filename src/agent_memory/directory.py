@@ -1,19 +1,14 @@
-"""The tenant directory: which shard holds each tenant's memory (issue 29, docs/placement.md).
+"""The tenant directory: which shard holds each tenant's memory, and the fences a move puts on
+a tenant's writes (docs/placement.md, "The directory").
 
-A shard is one D1 database and its Vectorize index (`bindings.environment.Shard`, listed by
-`MEMORY_SHARDS`); one D1 database stops at 10 GB, so the system scales by many. The primary
-shard's database also holds the control plane (OAuth, grants) and this directory.
-
-`tenant_bindings` resolves a tenant's shard once per request (`Memory.open`), from: the only
-shard; this isolate's cache (`HOME_TTL_SECONDS`); KV `tenant-home:{tenant}`; the primary's
+`tenant_bindings` resolves a tenant's shard once per request (`Memory.open`): the only shard,
+this isolate's cache (`HOME_TTL_SECONDS`), KV `tenant-home:{tenant}`, else the primary's
 `tenant_directory` row, placing a new tenant (`choose_shard`; insert and read-back in one batch,
 so racing first requests agree). Only the directory's writers change a home (`set_home`: the
-move's switch); requests only copy it into KV.
-
-Fences (`tenant_fences`, per database): triggers on every tenant table abort a fenced tenant's
-writes with `tenant_moved` (`frozen`: no insert, update or delete; `moved`: deletes only;
-`incoming`: no restriction). A request that meets one is answered 503 `tenant_moving`, and this
-isolate reads the database, not KV, for `FRESH_AFTER_FENCE_SECONDS`.
+move's switch); requests only copy it into KV. Fences (`tenant_fences`, per database): triggers
+abort a fenced tenant's writes with `tenant_moved` (`frozen`: every write; `moved`: all but
+deletes; `incoming`: none), answered 503 `tenant_moving`; this isolate then reads the database,
+not KV, for `FRESH_AFTER_FENCE_SECONDS`.
 """
 
 from __future__ import annotations

@@ -1,14 +1,6 @@
 """The hot/warm/cold ADR: one `MemoryClient` over KV (hot), D1 (warm) and R2 (cold), built
-by `MemoryBuilder` (`Memory.placement_client()` for a deployment; docs/tiered-memory.md).
-
-* Keys are item keys (`agent_memory.namespace`): a malformed one raises
-  `InvalidNamespaceKey` before any tier is touched, another tenant's `NamespaceForbidden`.
-* `get` reads hot → warm → cold (warm and cold only with `read_fallback`). With
-  `promote_on_read` a warm or cold hit is copied to hot (TTL `hot_ttl`), a cold hit to warm
-  only when the kind's placement says `cold_promotes_to_warm`.
-* `set` writes the kind's tier; with `write_through` a warm or cold write also writes hot,
-  without it a stale hot copy is deleted. `delete` removes the item from every tier. A value
-  with a `_personal` mark never goes to hot. A tier the deployment lacks (None) is skipped.
+by `MemoryBuilder` (`Memory.placement_client()` for a deployment). Its read, promotion, write
+and PII rules are docs/tiered-memory.md, "MemoryClient".
 
 The tiers are views of the stores: hot is the working tier's namespaced KV; warm is
 `EpisodicStore` (an episode is immutable, so `upsert` inserts if absent); cold is the prune's

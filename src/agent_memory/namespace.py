@@ -1,21 +1,13 @@
-"""How agent memory is named: tenant, agent type and instance, and (the hot/warm/cold ADR's
-namespace contract) how a memory item is named in every tier.
+"""How agent memory is named: tenant, agent type and instance, and how a memory item is named
+in every tier (the hot/warm/cold ADR's namespace contract: docs/tiered-memory.md, "The
+namespace contract").
 
 Names are validated here, before they reach a storage key, a Durable Object name or a SQL
 parameter. They are single segments (no `:`, which separates the segments of KV keys and of
 Durable Object names `{tenant}:{agent_type}:{instance}`), so no name aliases another's memory.
-
-    namespace key   <service>:<tenantId>:<sessionId>
-    item key        <namespaceKey>:<memoryKind>:<entityId>   (agent-memory:acme:a-7:working:plan)
-
-* Every segment is one or more of `[A-Za-z0-9._@+-]` (none empty, no wildcard); the entity id
-  may be several segments. A key that breaks a rule raises `InvalidNamespaceKey`
-  (`invalid_namespace_key`) before any storage call (`ItemKey.parse` is the one parser); a
-  client bound to a tenant refuses another tenant's key (`NamespaceForbidden`,
-  `namespace_forbidden`).
-* `legacy_working_key` is ADR-043's `agent_working:{tenant}:{session}:{key}`, read on a
-  canonical miss while the migration flags say so. Working memory's session is the agent's
-  (`agent_session`: `{agent_type}.{instance}`), so its keys name one agent of one type.
+`ItemKey.parse` is the one parser of item keys (`InvalidNamespaceKey`; another tenant's key:
+`NamespaceForbidden`). `legacy_working_key` is ADR-043's `agent_working:{tenant}:{session}:{key}`;
+working memory's session is `agent_session`: `{agent_type}.{instance}`.
 """
 
 from __future__ import annotations

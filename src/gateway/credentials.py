@@ -1,25 +1,13 @@
-"""Who is calling the gateway, from KV alone: the key layout, the isolate cache of hot-path
-reads, tenants, API keys, OAuth access tokens (RFC 9728 challenges), sealed credentials, and
-the gateway's errors (the shared `ApiError`, answered with `x-gateway-error`).
+"""Who is calling the gateway, from KV alone (docs/gateway.md, "The hot path" and "KV layout"):
+tenants, API keys, OAuth access tokens (RFC 9728 challenges), sealed credentials, the isolate
+cache of hot-path reads, and the gateway's errors (the shared `ApiError`, answered with
+`x-gateway-error`).
 
-    gw:tenant:{tenant}             TenantRecord
-    gw:apikey:{sha256 of the key}  ApiKeyRecord
-    gw:keyid:{tenant}:{key_id}     admin_ops.ApiKeyIndexEntry (operators only)
-    gw:cred:{tenant}:{provider}    tool_config.Credential (its secret sealed: `CredentialSealer`)
-    gw:tool:{tenant}:{tool}        tool_config.ToolConfig
-    gw:oauth:at:{sha256 of token}  AccessTokenRecord
-
-Keys hold only SHA-256s of secrets (256 random bits each: nothing to brute-force in a KV dump).
-Parsed records are cached `CACHE_TTL_SECONDS`, so a revocation or config change takes effect
-within 30 s (plus KV propagation); misses are never cached. The tenant always comes from the
-key or token, never the request. An access token (`amo_…`) must exist (revocation deletes it),
-be unexpired by the clock, and name the RFC 8707 `resource` of the route it is used on (a
-token for `/mcp` is refused by the tool route and the other way round). API keys' `memory`
-scope allows both memory tools; OAuth splits it into `memory:read` and `memory:write`.
-
-Upstream credentials are sealed at rest with AES-256-GCM (`Cipher`) under the newest
-`MEMORY_PII_KEKS` key, the KV key as AAD (a value moved to another tenant or provider does not
-open); one stored in clear (wrangler, or before sealing) is sealed on first use.
+Keys hold only SHA-256s of secrets. Parsed records are cached `CACHE_TTL_SECONDS`; misses are
+never cached. The tenant always comes from the key or token, never the request. An access
+token must exist, be unexpired by the clock and name the RFC 8707 `resource` of the route it
+is used on. Upstream credentials are sealed with AES-256-GCM under the newest `MEMORY_PII_KEKS`
+key, the KV key as AAD; one stored in clear is sealed on first use.
 """
 
 from __future__ import annotations

@@ -1,18 +1,9 @@
-"""MCP over Streamable HTTP at `POST /mcp`, revisions 2025-06-18, 2025-11-25 and 2026-07-28
-(modelcontextprotocol.io/specification/{revision}/; the Python SDK 2.3.0's
-`classify_inbound_request`). Stateless: each POST carries its bearer and one message (batches:
--32600); notifications and client responses get 202. Bad bearer: HTTP 401 (-32001); missing
-scope: 403 (-32003); an `Origin` must be in `MCP_ALLOWED_ORIGINS` (DNS rebinding; never
-compared with `Host`). Unknown tools and invalid arguments are -32602; from 2025-11-25 invalid
-arguments are an `isError` result (SEP-1303), as upstream failures always are.
-
-2026-07-28 applies when `MCP-Protocol-Version` names it or `params._meta` carries a version;
-first failure wins: `_meta` holds version and capabilities (-32602), headers agree with the
-body (-32020), the version is served (-32022, also for a 2025-era request naming an
-unserved one). Its results carry `resultType`, the serverInfo
-stamp and, when cacheable, `ttlMs`/`cacheScope: "private"`; no `initialize` or `ping`; HTTP
-statuses follow the SDK's table. Otherwise `initialize` negotiates and later requests name
-their version in the header (none: 2025-06-18's rules).
+"""MCP over Streamable HTTP at `POST /mcp`, revisions 2025-06-18, 2025-11-25 and 2026-07-28:
+what each answers, and with which HTTP status, is docs/gateway.md, "MCP at `/mcp`" (after the
+Python SDK 2.3.0's `classify_inbound_request`). Stateless: each POST carries its bearer and one
+message. Bad bearer: HTTP 401 (-32001); missing scope: 403 (-32003); an `Origin` must be in
+`MCP_ALLOWED_ORIGINS` (never compared with `Host`). A 2026-07-28 request's checks run in order,
+first failure wins: `_meta` (-32602), headers against the body (-32020), version served (-32022).
 """
 
 from __future__ import annotations

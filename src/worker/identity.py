@@ -1,18 +1,13 @@
-"""Who is calling: Cloudflare Access assertions (RS256) and agent memory tokens (HS256,
-ADR-29), both verified by `worker.jwt_verification.verify_jwt`; the routes that mint and revoke
-memory tokens.
+"""Who is calling: Cloudflare Access assertions (RS256; docs/agent-runtime.md, "Cloudflare
+Access") and agent memory tokens (HS256, ADR-29), both verified by
+`worker.jwt_verification.verify_jwt`; the routes that mint and revoke memory tokens.
 
-Access: `Cf-Access-Jwt-Assertion` (the `CF_Authorization` cookie as a fallback), signed by a key
-of `https://<team>/cdn-cgi/access/certs` chosen by `kid`; the JWKS is cached `JWKS_TTL_SECONDS`
-and refetched for an unknown `kid` at most every `UNKNOWN_KID_REFETCH_SECONDS`. Refusals: 401
-`access_token_missing`, 403 `access_token_invalid` / `cross_site_request` (CSRF, issue 26), 503
-`access_not_configured` / `access_keys_unavailable` (fail closed). No dev bypass.
-
-Memory tokens: `MEMORY_TOKEN_KEYS` is a JSON object of 32+ character secrets by `kid`; new tokens
-use `MEMORY_TOKEN_KID` (default the first), so a key rotates by adding, switching, removing.
-Refusals: 401 `memory_token_missing` / `memory_token_invalid` / `memory_token_revoked`, 503
-`memory_tokens_not_configured`. Revocation is a KV deny-list entry living as long as the longest
-token.
+Refusals: 401 `access_token_missing`, 403 `access_token_invalid` / `cross_site_request`, 503
+`access_not_configured` / `access_keys_unavailable` (fail closed; no dev bypass); 401
+`memory_token_missing` / `memory_token_invalid` / `memory_token_revoked`, 503
+`memory_tokens_not_configured`. `MEMORY_TOKEN_KEYS` is a JSON object of 32+ character secrets
+by `kid`; new tokens use `MEMORY_TOKEN_KID` (default the first). Revocation is a KV deny-list
+entry living as long as the longest token.
 """
 
 from __future__ import annotations

@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -58,10 +57,7 @@ from agent_memory.lifecycle.retention import (
 from agent_memory.memory import Memory
 from agent_memory.namespace import TENANT_PATTERN
 from agent_memory.tiers.semantic.recall import MAX_WRITE_BACK, carried_tenants
-from agent_memory.tiers.working import (
-    NamespaceFlags,
-    backfill_namespace,
-)
+from agent_memory.tiers.working import BackfillReport, NamespaceFlags, backfill_namespace
 from bindings.environment import Bindings
 from bindings.ports.vectorize import VECTORIZE_MAX_VECTORS
 from http_messages import ApiError
@@ -417,16 +413,9 @@ class EraseView(EraseReport):
     erased_by: str
 
 
-class BackfillView(BaseModel):
+class BackfillView(BackfillReport):
     tenant: str
     phase: str
-    scanned: int
-    copied: int
-    already_canonical: int
-    expiring: int
-    invalid: int
-    dry_run: bool
-    next_cursor: str | None
 
 
 async def _memory(call: Call[Any, Any]) -> Memory:
@@ -452,14 +441,8 @@ async def reconcile_tenant(call: Call[EmptyBody, None]) -> ReconcileReport:
     return await (await _reconciler(call)).run()
 
 
-class SupersessionView(BaseModel):
-    """An undone or replayed supersession: `fact_id` lost to `superseded_by`; `event_id`
-    is the event recording the change, `by` the operator."""
-
-    fact_id: str
-    superseded_by: str
-    event_id: str
-    by: str
+class SupersessionView(Change):
+    """An undone or replayed supersession."""
 
 
 async def _reconciler(call: Call[Any, Any]) -> Reconciler:
@@ -480,7 +463,7 @@ async def _supersession(
     if not is_ulid(value):
         raise ApiError(422, "invalid_path", f"{param} must be a 26-character ULID")
     change = await act((await _reconciler(call)), value, call.auth.principal)
-    return SupersessionView(**asdict(change))
+    return SupersessionView(**change.model_dump())
 
 
 async def restore_fact(call: Call[EmptyBody, None]) -> SupersessionView:
@@ -514,7 +497,7 @@ async def backfill_tenant_namespace(call: Call[BackfillBody, None]) -> BackfillV
         bindings.kv, bindings.clock, tenant=tenant, **body.model_dump()
     )
     return BackfillView(
-        tenant=tenant, phase=NamespaceFlags.of(bindings.settings).phase, **asdict(report)
+        tenant=tenant, phase=NamespaceFlags.of(bindings.settings).phase, **report.model_dump()
     )
 
 

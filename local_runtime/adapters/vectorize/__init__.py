@@ -15,12 +15,9 @@ Where Cloudflare says nothing this index is strict rather than different: a filt
 property without a metadata index raises (Cloudflare would silently match nothing), a vector
 without an indexed value of the index's type reads as null (`$ne`/`$nin` of a value match it,
 `$eq` and ranges do not), zero and non-finite vectors and empty namespace names are refused,
-and writes are visible at once (Cloudflare: after a few seconds).
-
-In memory each namespace is a float32 matrix with one int32 column per metadata index, holding
-codes into that index's dictionary of values (-1: none); a filter becomes one lookup table per
-property over those codes, so a query is a matrix-vector product, a gather per filtered
-property and a partial sort. Large namespaces scan a projection first (`projection`).
+and writes are visible at once (Cloudflare: after a few seconds). In memory a query is a
+matrix-vector product per namespace (`_Namespace`), a gather per filtered property
+(`_compile`) and a partial sort; large namespaces scan a projection first (`projection`).
 """
 
 from __future__ import annotations

@@ -1,20 +1,16 @@
-"""One agent turn over a tenant's `Memory`: the context it starts from, its tools, the loop.
+"""One agent turn over a tenant's `Memory`: the context it starts from, its tools, the loop
+(docs/agent-runtime.md, "What a turn does" and "Agent types and tools").
 
 * Context (`TurnContext`, `render_context`: one system message): working memory and the newest
   `EPISODE_POOL_FACTOR` times `recent_episodes` episodes, scored like semantic recall with their
-  tier's weights (ADR-0051, `MEMORY_RETRIEVAL_CONFIG`); each read emits `memory_retrieved` in the
-  background. Semantic prefetch (types with `semantic_prefetch`) is best effort: a failure gives
-  no facts, since the agent can still call `recall_memory` itself.
-* Tools (`platform_tools` decides a turn's tools): the working-memory tools its type lists, and
-  `recall_memory` / `store_memory` for `long_term_enabled` types (ADR-0030) when the deployment
-  has the semantic tier. `ToolError` is for a problem the model should see (it goes back to the
-  model as `{"error": …}` and the turn goes on); any other exception fails the turn
-  (`tool_failed`).
-* The loop (`run_agent_loop`, never raises for these; returns a `LoopOutcome`): model call →
-  tool calls → model call … One step is one model call, at most `step_limit` (still asking for
-  tools after the last: `step_limit_exceeded`); the whole loop runs under `timeout_seconds`
-  (`timeout`); `LLMError` fails it (`llm_error`). Each model and tool call is logged as it
-  happens, so the run log is complete even for a turn that fails half-way.
+  tier's weights (ADR-0051); each read emits `memory_retrieved` in the background. Semantic
+  prefetch is best effort: a failure gives no facts.
+* Tools: `ToolError` is for a problem the model should see (it gets `{"error": …}` and the turn
+  goes on); any other exception fails the turn (`tool_failed`).
+* The loop (`run_agent_loop`, never raises for these; returns a `LoopOutcome`): at most
+  `step_limit` model calls (`step_limit_exceeded`), within `timeout_seconds` (`timeout`);
+  `LLMError` fails it (`llm_error`). Each model and tool call is logged as it happens, so the
+  run log is complete even for a turn that fails half-way.
 """
 
 from __future__ import annotations

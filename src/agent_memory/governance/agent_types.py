@@ -1,15 +1,9 @@
-"""Agent types: what each kind of agent is allowed to do and remember.
-
-An agent type fixes its system prompt, tools, memory configuration, step limit, timeout
-and the procedural workflows its bandit chooses between per task type. A deployment runs
-the built-in types and those its `AGENT_TYPES` var (a JSON list) defines or replaces by
-name (`catalog`); a run of any other type is refused (404, nothing written).
-
-`MemoryConfig`: `working_memory` gives the `working_memory_*` tools and a snapshot at turn
-start; `recent_episodes` (≤ 10, ADR-043) episodes of the type come with each turn;
-`long_term_enabled` adds `recall_memory` / `store_memory` (ADR-0030: declarative, not
-listed in `tools`); `semantic_prefetch` also recalls up to `semantic_top_k` facts for the
-input before the first model call (off by default: retrieval is the agent's decision).
+"""Agent types: what each kind of agent is allowed to do and remember (docs/agent-runtime.md,
+"Agent types and tools"). A deployment runs the built-in types and those its `AGENT_TYPES` var
+(a JSON list) defines or replaces by name (`catalog`); a run of any other type is refused (404,
+nothing written). `long_term_enabled` adds `recall_memory` / `store_memory` (ADR-0030:
+declarative, not listed in `tools`); `semantic_prefetch` is off by default: retrieval is the
+agent's decision.
 """
 
 from __future__ import annotations

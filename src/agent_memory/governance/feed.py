@@ -29,7 +29,6 @@ from http_messages import CodedError
 
 log = logging.getLogger(__name__)
 
-CHANGE_TYPES = ("written", "superseded", "merged", "restored", "erased", "pruned", "moved")
 # wrangler.toml's consumer of the feed says the same (tests/test_wrangler_config.py).
 FEED_QUEUE = "agent-memory-feed"
 DEAD_LETTER_QUEUE = "agent-memory-feed-dlq"

@@ -1,28 +1,14 @@
-"""Personal data sealed at rest: the one place marked fields are encrypted and decrypted,
-and the per-subject data keys (DEKs) they are sealed under (D1, migration 0011).
+"""Personal data sealed at rest (docs/personal-data.md: the marking, the sealed-value format,
+its AAD, the data keys and their wrapping): the one place marked fields are encrypted and
+decrypted, and the per-subject data keys (DEKs, D1 `subject_data_keys`) they are sealed under.
 
-A JSON object (an episode's `data`, a fact's `metadata`) marks personal fields with the
-`_personal` key (`policy.personal_marking`). `PersonalData.seal` replaces each marked field
-(`"_personal": ["email", "address.city"]`) by a sealed string, and an object marked whole
-(`"_personal": true`, at the top or one level down) by `{"_personal": true, "_sealed": ...}`.
-`open_many` turns them back; a value whose data key is gone (the subject was erased:
-crypto-shredding) or that does not authenticate reads as `null` (a field) or
-`{"_personal": true, "_erased": true}` (a whole object).
-
-Sealed value (docs/personal-data.md): `pii.1.A256GCM.<kid>.<iv>.<ciphertext>` — the data
-key's id, the 96-bit nonce and the ciphertext with its 128-bit tag, base64url unpadded. The
-plaintext is the canonical JSON of the value; the AAD is `agent-memory/pii/1 NUL tenant NUL
-subject NUL record id NUL field path` (`data.email`; `metadata.contact.*` for an object
-sealed whole), so a value moved to another tenant, subject, row or field does not open.
-
-Data keys (`DataKeys`): random AES-256 keys per (tenant, subject), each with a ULID
-`key_id`, stored only wrapped (AES-256-GCM under a KEK from the `MEMORY_PII_KEKS` secret,
-AAD `agent-memory/dek/1 NUL tenant NUL subject_hash NUL key_id NUL kek_kid`, so a wrapped
-key copied to another row does not unwrap); the subject is stored only as its SHA-256.
-`rewrap` moves keys to the newest KEK (rotation); `destroy_statement` is crypto-shredding.
-Unwrapped keys are cached for one request. Logs name key ids and KEK kids, never subjects
-or keys. `public_view` (the object without its personal fields) is what may feed indexed
-values: personal fields never reach FTS, embeddings or vector metadata.
+`PersonalData.seal` replaces each field marked with `_personal` by a sealed string (an object
+marked whole by `{"_personal": true, "_sealed": ...}`); `open_many` turns them back, and a value
+whose data key is gone (crypto-shredding) or that does not authenticate reads as `null` (a
+field) or `{"_personal": true, "_erased": true}` (a whole object). Keys are stored only wrapped
+under a `MEMORY_PII_KEKS` key, the subject only as its SHA-256; unwrapped keys are cached for
+one request; logs name key ids and KEK kids, never subjects or keys. `public_view` (the object
+without its personal fields) is what may feed indexed values.
 """
 
 from __future__ import annotations

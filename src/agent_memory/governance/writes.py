@@ -154,7 +154,7 @@ def memory_written(
 BRIEF_FIGURES = (
     "(SELECT COUNT(*) FROM memory_events WHERE tenant_id = ?1 AND kind = 'memory_written' "
     "AND created_at > ?2 - 86400000 AND json_extract(payload, '$.decision') = 'unsure') "
-    "AS unsure"
+    "AS updates_unsure"
 )
 
 

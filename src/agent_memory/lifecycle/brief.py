@@ -85,7 +85,8 @@ class Brief(BaseModel):
         return {"generated_at_ms": self.generated_at_ms, **self.totals(), "warnings": self.warnings}
 
 
-# One statement per tenant, each owner's figures on its own tables side by side.
+# One statement per tenant, each owner's figures on its own tables side by side, named as the
+# `TenantBrief` fields they fill (but the limit's and retention's inputs and `facts_pending`).
 _TENANT_SQL = "SELECT " + ", ".join(
     (
         episodic.brief_figures(retention.RETENTION_DAYS),
@@ -96,22 +97,6 @@ _TENANT_SQL = "SELECT " + ", ".join(
         working.BRIEF_FIGURES,
     )
 )
-
-# `TenantBrief` field → its column in `_TENANT_SQL` (named by the stores that own them).
-_COLUMNS = {
-    "episodes_past_retention": "past_retention",
-    "runs": "runs",
-    "facts_active": "facts_active",
-    "facts_pending_vector": "facts_pending",
-    "facts_superseded": "facts_superseded",
-    "links": "links",
-    "archives": "archives",
-    "archived_rows": "archived",
-    "updates_unsure": "unsure",
-    "namespace_canonical_hits": "ns_canonical",
-    "namespace_legacy_hits": "ns_legacy",
-    "namespace_misses": "ns_misses",
-}
 
 
 _BRIEF_TABLES: tuple[TenantTable, ...] = (
@@ -149,20 +134,23 @@ async def build_brief(
             + [db.prepare(retention.INSTANCES_SQL).bind(t) for t in chunk]
         )
         for index, tenant in enumerate(chunk):
-            row = results[index].results[0]
+            row = dict(results[index].results[0])
             agents = dict(results[len(chunk) + index].results[0])
             oldest = agents.pop("failed_oldest")
-            limit = int(row["episode_limit"] or DEFAULT_EPISODE_LIMIT)
-            episodes = int(row["episodes"] or 0)
+            limit = int(row.pop("episode_limit") or DEFAULT_EPISODE_LIMIT)
+            episodes = int(row.pop("episodes") or 0)
+            days = int(row.pop("days") or default_retention_days)
+            pending = int(row.pop("facts_pending") or 0)  # the rest are `TenantBrief` fields
             item = TenantBrief(
                 tenant_id=tenant,
                 level=_level(episodes, limit),
                 episodes=episodes,
                 episode_limit=limit,
                 episode_warn_at=warn_threshold(limit),
-                retention_days=int(row["days"] or default_retention_days),
+                retention_days=days,
+                facts_pending_vector=pending,
                 agent_failed_oldest_age_ms=None if oldest is None else max(0, now_ms - int(oldest)),
-                **{field: int(row[column] or 0) for field, column in _COLUMNS.items()},
+                **{field: int(value or 0) for field, value in row.items()},
                 **{field: int(value or 0) for field, value in agents.items()},
             )
             brief.tenants.append(item)

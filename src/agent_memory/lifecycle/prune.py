@@ -748,7 +748,7 @@ async def resume_unfinished(pruner: Pruner) -> list[PruneReport]:
 # one statement per tenant (?1 tenant, ?2 now in ms; `lifecycle.brief`).
 BRIEF_FIGURES = (
     "(SELECT COUNT(*) FROM lifecycle_archives WHERE tenant_id = ?1) AS archives, "
-    "(SELECT COALESCE(SUM(rows), 0) FROM lifecycle_archives WHERE tenant_id = ?1) AS archived"
+    "(SELECT COALESCE(SUM(rows), 0) FROM lifecycle_archives WHERE tenant_id = ?1) AS archived_rows"
 )
 
 

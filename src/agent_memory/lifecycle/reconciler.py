@@ -18,7 +18,6 @@ import math
 import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence, Set
-from dataclasses import dataclass
 from typing import Any, Literal, cast, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -608,9 +607,11 @@ UNDONE = "supersession_undone"
 REPLAYED = "supersession_replayed"
 
 
-@dataclass(frozen=True)
-class Change:
-    """An operator's undo or replay: the fact, its winner, the event recording it, who."""
+class Change(BaseModel):
+    """An operator's undo or replay: `fact_id` lost to `superseded_by`; `event_id` is the
+    event recording the change, `by` the operator."""
+
+    model_config = ConfigDict(frozen=True)
 
     fact_id: str
     superseded_by: str
@@ -737,9 +738,8 @@ class Reconciler:
             payload={"op": op, "key": winner, "fact_id": loser, "superseded_by": winner, "by": by},
             agent_type="operator",
         )
-        return Change(loser, winner, event.event_id, by), lambda when: self._events.statement(
-            event, when=when
-        )
+        change = Change(fact_id=loser, superseded_by=winner, event_id=event.event_id, by=by)
+        return change, lambda when: self._events.statement(event, when=when)
 
     async def run(self) -> ReconcileReport:
         report = ReconcileReport(tenant_id=self.tenant_id)

@@ -1,20 +1,13 @@
-"""Tiers 2 and 4, what agents did and how they do it: episodes and runs (D1), and the
-workflows runs follow (a bandit in the Durable Object's SQLite, packs in D1).
+"""Tiers 2 and 4, what agents did and how they do it (docs/agent-runtime.md, "Memory tiers"):
+episodes and runs (D1), and the workflows runs follow (a bandit in the Durable Object's SQLite,
+packs in D1).
 
-Episodic (`agent_runs`, `memory_episodes`): `EpisodicStore` is bound to one tenant and every
-statement starts its WHERE clause with `tenant_id = ?` (DESIGN invariant 2). Its writes are
-idempotent: `start_run` and `append_episode` insert or do nothing (the caller mints episode
-ids); `finish_run` upserts the whole row, so it succeeds even if `start_run` was lost.
-`EpisodicWriter` runs the writes off the response path, in submission order, each retried
-with exponential backoff; one that still fails is logged at ERROR and handed to `on_failure`.
-
-Procedural (`procedural_workflows`, agent-local, ADR-043): each workflow's success rate has
-a Beta(alpha, beta) posterior from Beta(1, 1); `select_workflow` returns the largest of one
-draw per active workflow (Thompson sampling); `record_outcome(score ∈ [0, 1])` updates it in
-ONE UPDATE (atomic even if the object interleaves events). An operator promotes a stable
-workflow into a named, versioned pack for every instance of an agent type (`WorkflowPacks`,
-D1); `offered` is what a turn asks first. Promoting a name again adds the next version and
-deprecates the one before.
+`EpisodicStore` is bound to one tenant and every statement starts its WHERE clause with
+`tenant_id = ?` (DESIGN invariant 2); its writes are idempotent. `EpisodicWriter` runs them off
+the response path, in submission order, with retries; one that still fails is logged at ERROR
+and handed to `on_failure`. `ProceduralMemory` is Thompson sampling over Beta posteriors,
+`record_outcome` one UPDATE; `WorkflowPacks` carries a promoted workflow to every instance of an
+agent type (promoting a name again adds the next version and deprecates the one before).
 """
 
 from __future__ import annotations
@@ -162,7 +155,7 @@ def brief_figures(retention_days: str) -> str:
     return (
         "(SELECT episodes FROM memory_tenant_stats WHERE tenant_id = ?1) AS episodes, "
         "(SELECT COUNT(*) FROM memory_episodes WHERE tenant_id = ?1 AND created_at < "
-        f"?2 - {retention_days} * 86400000) AS past_retention, "
+        f"?2 - {retention_days} * 86400000) AS episodes_past_retention, "
         "(SELECT COUNT(*) FROM agent_runs WHERE tenant_id = ?1) AS runs"
     )
 

@@ -1,17 +1,13 @@
-"""Tier 1, working memory: one agent instance's JSON items in KV, and the hot/warm/cold ADR's
-namespace migration of their keys: the canonical `<service>:<tenant>:<session>:<kind>:<entity>`
-(`agent_memory.namespace`) and ADR-043's legacy `agent_working:<tenant>:<session>:<entity>`,
-read and written per the two flags, with read-repair and the backfill (the phases:
-docs/tiered-memory.md, "Migration phases"). Only a delete removes a canonical key.
+"""Tier 1, working memory: one agent instance's JSON items in KV (docs/agent-runtime.md,
+"Memory tiers"), and the hot/warm/cold ADR's namespace migration of their keys, read and
+written per the two flags with read-repair and the backfill (docs/tiered-memory.md, "Migration
+phases"). Only a delete removes a canonical key.
 
-* Working keys: `:`-separated segments of `[A-Za-z0-9._@+-]` (no wildcards), ≤ 128 bytes,
-  else `InvalidWorkingMemoryKey`; values are JSON, else `WorkingMemoryError`; every write
-  refreshes the 1 h TTL.
-* Budget: at most 128 KiB (key + JSON value bytes) per instance, checked *before* the write
-  (`WorkingMemoryBudgetExceeded`, nothing written). Usage comes from the key listing's
-  metadata (`{"bytes", "written_at"}`), so no second copy of the accounting can drift. KV
-  listings are eventually consistent, but an instance's writes all come from its one
-  Durable Object; the check spans awaits, so concurrent turns share its `write_lock`.
+Bad keys raise `InvalidWorkingMemoryKey`, non-JSON values `WorkingMemoryError`; every write
+refreshes the 1 h TTL. The 128 KiB per-instance budget is checked *before* the write
+(`WorkingMemoryBudgetExceeded`, nothing written), from the key listing's metadata
+(`{"bytes", "written_at"}`), so no second copy of the accounting can drift; the check spans
+awaits, so concurrent turns share its `write_lock`.
 """
 
 from __future__ import annotations
@@ -213,12 +209,8 @@ class NamespacedKV:
 # Hot reads by outcome since the start of the previous UTC day.
 BRIEF_FIGURES = ", ".join(
     f"(SELECT COALESCE(SUM({column}), 0) FROM namespace_reads WHERE tenant_id = ?1 "
-    f"AND day >= date(?2 / 1000, 'unixepoch', '-1 day')) AS {alias}"
-    for column, alias in (
-        ("canonical_hits", "ns_canonical"),
-        ("legacy_hits", "ns_legacy"),
-        ("misses", "ns_misses"),
-    )
+    f"AND day >= date(?2 / 1000, 'unixepoch', '-1 day')) AS namespace_{column}"
+    for column in ("canonical_hits", "legacy_hits", "misses")
 )
 
 WORKING_MEMORY_PREFIX = "agent_working"
@@ -423,8 +415,9 @@ class WorkingMemory:
 DEFAULT_MAX_KEYS = 250
 
 
-@dataclass
-class BackfillReport:
+class BackfillReport(BaseModel):
+    """What one namespace backfill step (or the whole loop) did."""
+
     scanned: int = 0
     copied: int = 0
     already_canonical: int = 0

@@ -1,24 +1,12 @@
-"""The OAuth server's endpoints: `/authorize` (behind Cloudflare Access), `/token` (RFC 6749, PKCE,
-RFC 8707), `/revoke` (RFC 7009), `/register` (DCR, RFC 7591), and who a client is.
+"""The OAuth server's endpoints (docs/gateway.md, "OAuth: connecting with only a URL"):
+`/authorize` (behind Cloudflare Access), `/token` (RFC 6749, PKCE, RFC 8707), `/revoke`
+(RFC 7009), `/register` (DCR, RFC 7591), and who a client is (DCR or CIMD).
 
 /authorize checks identity, client and exact redirect URI first (else an error page: never
 redirect to an unchecked URI), then response type, PKCE, scopes and resource (else a redirect
-with `error`). The consent page holds only a single-use ticket bound to the identity (ten
-minutes, stored hashed), so its POST can be neither forged nor altered; the POST re-checks the
-tenant grant and redirects with `code`, `state` and `iss` (RFC 9207). Pages escape everything
-shown, cannot be framed, run no script and are never cached.
-
-A code is single use (a second use revokes what the first issued), one minute, bound to client,
-redirect URI and PKCE challenge; `resource` must be the consented one. Every refresh rotates the
-token; a rotated one presented again revokes the grant (OAuth 2.1 §4.3.1). Secrets compare by
-hash in constant time. CIMD: an `https` client_id with a path, fetched through the gateway's
-outbound guard, 5 s in all, no redirects, at most `CIMD_MAX_BYTES`, naming its own URL and auth
-method `none`; cached in D1 `CIMD_CACHE_SECONDS`, a failure in KV `CIMD_FAILURE_SECONDS`.
-Redirect URIs (DCR and CIMD): `https`, `http` on a loopback host or a private-use scheme named
-in reverse DNS (RFC 8252 §7.1), never with userinfo; they match exactly, except that a
-loopback `http` one matches on any port (RFC 8252 §7.3). `POST /register` is rate-limited per
-client address (`OAUTH_RATE_LIMITER`) and capped at `MAX_REGISTRATIONS` (the daily sweep
-drops registrations nobody used).
+with `error`). The consent page holds only a single-use ticket bound to the identity (stored
+hashed), so its POST can be neither forged nor altered. Pages escape everything shown, cannot
+be framed, run no script and are never cached. Secrets compare by hash in constant time.
 """
 
 from __future__ import annotations
