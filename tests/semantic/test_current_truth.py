@@ -244,6 +244,7 @@ async def test_identifier_distinct_siblings_are_each_found_by_their_identifier(
         ("When does the red team's sprint end?", "The blue team's sprint ends Monday.", "other"),
         ("What is Lena's phone number?", "Lena got a new number: 555-0199.", "asked"),
         ("Where was the old office?", "The new office is on Pine Street.", "other"),
+        ("When does the morning shift start?", "The night shift starts at 22:00.", "other"),
         ("What about Emma from the design team?", "Emma from the data team uses R.", "other"),
         ("What about Invoice INV-1002?", "Invoice INV-1001 was paid.", "other"),
         ("Where does Alice Jones live?", "Alice Smith lives in Leeds.", "other"),

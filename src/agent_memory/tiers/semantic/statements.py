@@ -374,7 +374,10 @@ def _modified_foreign(toks: Sequence[Token], at: int, q: Question) -> bool:
             ):
                 modifiers.append(qualifier)
             break
-        if not _content(t.low) or t.start or t.low in _TIME_UNITS:
+        # A unit of time right before a common noun qualifies it ("the *night* shift"),
+        # elsewhere it says when ("these *days* Marco …").
+        timed = t.low in _TIME_UNITS and not (back == at - 1 and toks[at].text.islower())
+        if not _content(t.low) or t.start or timed:
             return False  # not inside a noun phrase that starts with a determiner
         if t.low not in _DATING or dating:
             modifiers.append(t)
