@@ -72,6 +72,7 @@ _NUMBER_WORDS = _set(
     "zero single one two three four five six seven eight nine ten eleven twelve fifteen "
     "twenty thirty forty fifty hundred thousand million billion dozen half twice double"
 )
+_WHEN = _MONTHS | _WEEKDAYS | _TIME_UNITS
 _TIME = re.compile(r"^(\d{1,2}(:\d\d)?(am|pm)|\d{1,2}:\d\d|\d{1,2}(st|nd|rd|th))$")
 _YEAR = re.compile(r"^(19|20)\d\d$")
 
@@ -165,7 +166,7 @@ def _wants(low: Sequence[str]) -> Wants:
 
 
 _OF = frozenset(("of", "for", "on", "at", "in"))
-_QUALIFY = frozenset(("from", "in", "at", "of", "on"))
+_QUALIFY = frozenset(("from", "in", "at"))
 _BREAK = Token("", "", owner=False, capital=False, start=False)  # between two noun phrases
 
 
@@ -277,8 +278,10 @@ def _qualifier(toks: Sequence[Token], at: int) -> str:
         return ""
     rest = itertools.dropwhile(lambda t: t.low in DETERMINERS, toks[at + 2 : at + 4])
     word = next(rest, None)
-    named = word is not None and (_content(word.low) or word.text.isupper())  # "from IT"
-    return stem(word.low) if word is not None and named else ""
+    if word is None or any(c.isdigit() for c in word.low) or word.low in _WHEN:
+        return ""  # "Alex *on 7/10*", "Sara in May": when, not who
+    named = _content(word.low) or word.text.isupper()  # "from IT"
+    return stem(word.low) if named else ""
 
 
 def _identifies(t: Token) -> bool:
