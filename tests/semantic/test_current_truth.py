@@ -155,6 +155,23 @@ UPDATES = [
         "Greta's phone extension is 4410.",
         "Sorry, Greta's extension is actually 4401.",
     ),
+    # A fourth and fifth probe (new phrasings, after the rules): a value of a kind on one
+    # side only (the embedder decides), a "new" that dates the thing, a unit said before.
+    (
+        "What am I allergic to?",
+        "I am allergic to penicillin.",
+        "Turns out I'm allergic to amoxicillin, not penicillin.",
+    ),
+    (
+        "What is Lena's phone number?",
+        "Lena's phone number is 555-0142.",
+        "Lena got a new number: 555-0199.",
+    ),
+    (
+        "What is the front door code?",
+        "The front door code is 4812.",
+        "We changed the front door code to 7305.",
+    ),
 ]
 
 
@@ -182,6 +199,25 @@ async def test_a_newer_statement_about_another_slot_does_not_jump_ahead(
     )
 
 
+async def test_a_number_of_another_unit_is_another_slot(runtime: LocalRuntime) -> None:
+    await remember(runtime, "Femi's phone number is 555-0100.", "Femi's phone is an iPhone 14.")
+    assert (await recall(runtime, "What is Femi's phone number?"))[0]["content"] == (
+        "Femi's phone number is 555-0100."
+    )
+
+
+async def test_siblings_told_apart_by_a_group_or_place_are_each_found(
+    runtime: LocalRuntime,
+) -> None:
+    told = {
+        "accounting": "Tom from accounting prefers email.",
+        "IT": "Tom from IT only drinks Coke.",
+    }
+    await remember(runtime, *told.values())
+    for group, text in told.items():
+        assert (await recall(runtime, f"What about Tom from {group}?"))[0]["content"] == text
+
+
 async def test_identifier_distinct_siblings_are_each_found_by_their_identifier(
     runtime: LocalRuntime,
 ) -> None:
@@ -199,7 +235,17 @@ async def test_identifier_distinct_siblings_are_each_found_by_their_identifier(
         ("What does the staging database run?", "The production database runs 15.", "other"),
         ("What does the staging database run?", "We upgraded the staging database.", "asked"),
         ("When does the kids' school start?", "The kids' football practice starts at 5.", "other"),
-        ("Was invoice INV-1002 paid?", "Invoice INV-1001 was paid.", "none"),
+        ("Was invoice INV-1002 paid?", "Invoice INV-1001 was paid.", "other"),
+        ("Is unit 3C rented?", "Unit 3B is rented to a nurse.", "other"),
+        ("When is the team lunch?", "The team standup is at 9:30 every day.", "other"),
+        ("When is the team lunch?", "Update: team lunch moved to Thursdays.", "asked"),
+        ("What does Hannah's team use for tracking?", "Hannah's other team uses Trello.", "other"),
+        ("What does Hannah's team use for tracking?", "Hannah's team uses Jira.", "asked"),
+        ("When does the red team's sprint end?", "The blue team's sprint ends Monday.", "other"),
+        ("What is Lena's phone number?", "Lena got a new number: 555-0199.", "asked"),
+        ("Where was the old office?", "The new office is on Pine Street.", "other"),
+        ("When does the morning shift start?", "The night shift starts at 22:00.", "other"),
+        ("What about Emma from the design team?", "Emma from the data team uses R.", "other"),
         ("What about Invoice INV-1002?", "Invoice INV-1001 was paid.", "other"),
         ("Where does Alice Jones live?", "Alice Smith lives in Leeds.", "other"),
         ("Where does Marco live?", "Lena lives in Graz.", "none"),

@@ -52,6 +52,8 @@ _AUX = _set(
 )
 _WH = _set("what which who whom whose when where why how")
 _OTHER = _set("other another")
+# Words that date a thing rather than tell it apart: "Lena got a *new* number" is her number.
+_DATING = _set("new old current latest updated former previous present original")
 # Units of time: "these *days* Tariq …", "last *week* the board …" open a sentence with when,
 # not with a qualifier of the noun after them (a closed class of English).
 _TIME_UNITS = _set(
@@ -70,6 +72,7 @@ _NUMBER_WORDS = _set(
     "zero single one two three four five six seven eight nine ten eleven twelve fifteen "
     "twenty thirty forty fifty hundred thousand million billion dozen half twice double"
 )
+_WHEN = _MONTHS | _WEEKDAYS | _TIME_UNITS
 _TIME = re.compile(r"^(\d{1,2}(:\d\d)?(am|pm)|\d{1,2}:\d\d|\d{1,2}(st|nd|rd|th))$")
 _YEAR = re.compile(r"^(19|20)\d\d$")
 
@@ -148,7 +151,7 @@ class Question:
 
     @property
     def anchored(self) -> bool:
-        return bool(self.names or self.person or self.subject)
+        return bool(self.names or self.person or self.subject or self.followers)
 
 
 def _wants(low: Sequence[str]) -> Wants:
@@ -163,6 +166,7 @@ def _wants(low: Sequence[str]) -> Wants:
 
 
 _OF = frozenset(("of", "for", "on", "at", "in"))
+_QUALIFY = frozenset(("from", "in", "at"))
 _BREAK = Token("", "", owner=False, capital=False, start=False)  # between two noun phrases
 
 
@@ -199,13 +203,20 @@ def _subject(toks: Sequence[Token], nested: bool = False) -> list[Token]:
             break  # a name's run ends at its last capitalised word, unless the name owns
         run.append(toks[j])
         j += 1
+    question_like = aux is not None and (low[aux] in ("do", "does", "did") or aux == 0)
+    words = [t for t in run if t.low not in FIRST_PERSON]
+    verb_last = len(words) > 1 and not words[-1].text[:1].isupper()
+    # "what does Hannah's team *use* for tracking": in a do-question the run's last word is
+    # the verb, and what follows it belongs to the verb, not to the noun phrase.
+    does = aux is not None and low[aux] in ("do", "does", "did")
+    if does and verb_last and j < len(toks) and toks[j].low in _OF and not nested:
+        run.pop()
+        return run
     # "the name *of the boat*", "the venue *for the workshop*": one more noun phrase.
     if j + 1 < len(toks) and toks[j].low in _OF and not nested:
         tail = _subject(toks[j + 1 :], nested=True)
         return [*run, _BREAK, *tail] if tail else run
-    question_like = aux is not None and (low[aux] in ("do", "does", "did") or aux == 0)
-    words = [t for t in run if t.low not in FIRST_PERSON]
-    if question_like and j >= len(toks) and len(words) > 1 and not words[-1].text[:1].isupper():
+    if question_like and j >= len(toks) and verb_last:
         run.pop()
     return run
 
@@ -246,11 +257,31 @@ def read_question(text: str) -> Question:
         yes_no=bool(low) and low[0] in _AUX,
         owners=frozenset(owners),
         followers={
-            stem(a.low): b.low
-            for a, b in itertools.pairwise(toks)
-            if _content(a.low) and not a.owner and _identifies(b)
+            **{
+                stem(a.low): b.low
+                for a, b in itertools.pairwise(toks)
+                if _content(a.low) and not a.owner and _identifies(b)
+            },
+            **{
+                stem(t.low): f"{toks[i + 1].low} {qualifier}"
+                for i, t in enumerate(toks[:-2])
+                if t.capital and (qualifier := _qualifier(toks, i))
+            },
         },
     )
+
+
+def _qualifier(toks: Sequence[Token], at: int) -> str:
+    """The word of a place or group that qualifies the name at `at` ("Tom *from accounting*",
+    "Sara *in Berlin*", "Emma from *the design* team"), as a stem, or ""."""
+    if toks[at + 1].low not in _QUALIFY:
+        return ""
+    rest = itertools.dropwhile(lambda t: t.low in DETERMINERS, toks[at + 2 : at + 4])
+    word = next(rest, None)
+    if word is None or any(c.isdigit() for c in word.low) or word.low in _WHEN:
+        return ""  # "Alex *on 7/10*", "Sara in May": when, not who
+    named = _content(word.low) or word.text.isupper()  # "from IT"
+    return stem(word.low) if named else ""
 
 
 def _identifies(t: Token) -> bool:
@@ -260,10 +291,16 @@ def _identifies(t: Token) -> bool:
 
 def _followed_foreign(toks: Sequence[Token], at: int, q: Question) -> bool:
     """Whether the mention at `at` is followed by a name or code other than the question's
-    ("Invoice INV-1001" when the question asks about "Invoice INV-1002")."""
+    ("Invoice INV-1001" when the question asks about "Invoice INV-1002"), or qualified by
+    another place or group ("Tom from sales" when it asks about Tom from accounting)."""
     wanted = q.followers.get(stem(toks[at].low))
     after = toks[at + 1] if at + 1 < len(toks) else None
-    return wanted is not None and after is not None and _identifies(after) and after.low != wanted
+    if wanted is None or after is None:
+        return False
+    if " " in wanted:
+        prep, _, word = wanted.partition(" ")
+        return after.low == prep and _qualifier(toks, at) not in ("", word)
+    return _identifies(after) and after.low != wanted
 
 
 # Nouns that name someone or something in a relation to an owner, who has facts of their own
@@ -317,6 +354,7 @@ def _modified_foreign(toks: Sequence[Token], at: int, q: Question) -> bool:
     "my *son's* dentist appointment"), or by another owner than the question's ("*my*
     appointment" when it asks about Gina's). Numbers and codes there are values."""
     modifiers: list[Token] = []
+    dating = any(stem(w) in q.words for w in _DATING)  # "the old office": not the new one
     for back in range(at - 1, max(-1, at - 4), -1):
         t = toks[back]
         if t.low in _OTHER and t.low not in q.words:
@@ -329,10 +367,23 @@ def _modified_foreign(toks: Sequence[Token], at: int, q: Question) -> bool:
             break
         if t.owner:
             modifiers.append(t)
+            # The owner's own qualifier: "the *blue* team's sprint" is not the red team's.
+            qualifier = toks[back - 1] if back > 1 else None
+            if (
+                qualifier is not None
+                and _content(qualifier.low)
+                and qualifier.low not in _TIME_UNITS  # "these *days* Tariq's …"
+                and toks[back - 2].low in DETERMINERS
+            ):
+                modifiers.append(qualifier)
             break
-        if not _content(t.low) or t.start or t.low in _TIME_UNITS:
+        # A unit of time right before a common noun qualifies it ("the *night* shift"),
+        # elsewhere it says when ("these *days* Marco …").
+        timed = t.low in _TIME_UNITS and not (back == at - 1 and toks[at].text.islower())
+        if not _content(t.low) or t.start or timed:
             return False  # not inside a noun phrase that starts with a determiner
-        modifiers.append(t)
+        if t.low not in _DATING or dating:
+            modifiers.append(t)
     else:
         return False
     # A code there is a value ("the 9:15 flight"), unless the question qualifies by a code
@@ -356,6 +407,10 @@ def about(question: str, text: str, strict: bool = True) -> About:
     toks = tokens(text)
     # {anchor: [foreign?, …]} over the anchor's mentions in the text.
     seen: dict[str, list[bool]] = {}
+    # "the *team* standup" for "when is the team lunch": with the question's head nowhere in
+    # the statement, a qualifier of it that opens a noun phrase and is followed by a word the
+    # question lacks qualifies another thing.
+    headless = strict and not any(stem(t.low) in q.heads for t in toks)
     for i, t in enumerate(toks):
         word = stem(t.low)
         if not _content(t.low) and t.low not in FIRST_PERSON:
@@ -371,14 +426,15 @@ def about(question: str, text: str, strict: bool = True) -> About:
                 or _followed_foreign(toks, i, q)
             )
             seen.setdefault(word, []).append(foreign)
-        elif word in q.names:
+        elif word in q.names or word in q.followers:
             foreign = (t.owner and _owns_another(toks, i, q)) or _followed_foreign(toks, i, q)
             seen.setdefault(word, []).append(foreign)
         elif word in q.subject:
             # "the kids' *football* practice", "Pete's favourite *book*": an owner, or a word
             # an owner qualifies, followed by a word the question does not have.
             owned = i > 0 and (toks[i - 1].owner or toks[i - 1].low in POSSESSIVE_PRONOUNS)
-            foreign = (t.owner or owned) and _owned_foreign(toks, i, q.words)
+            opens = headless and i > 0 and toks[i - 1].low in DETERMINERS
+            foreign = (t.owner or owned or opens) and _owned_foreign(toks, i, q.words)
             seen.setdefault(word, []).append(foreign)
     # A statement that never names the question's named owner ("Gina's appointment") is not
     # about it, however alike its words.
@@ -415,9 +471,17 @@ def values(text: str) -> Mapping[str, frozenset[str]]:
 
     def unit(i: int) -> str:
         """What the number counts: the next lower-case word within three ("15 Crash Course
-        *videos*"), else the word before ("*Postgres* 14"), unless an adverb ("is *actually*
-        4401": -ly words qualify the verb, they count nothing)."""
-        for t in (*toks[i + 1 : i + 4], *toks[i - 1 : i][::-1]):
+        *videos*"), else the word before, past function words ("*Postgres* 14", "the phone
+        *number* is 555-0142", "changed the *code* to 7305") and adverbs ("*extension* is
+        actually 4401": -ly words qualify the verb, they count nothing)."""
+        back = i - 1
+        while (
+            back > 0
+            and i - back < 3
+            and (not _content(toks[back].low) or toks[back].low.endswith("ly"))
+        ):
+            back -= 1
+        for t in (*toks[i + 1 : i + 4], *toks[back : back + 1]):
             before = t in toks[:i]
             counts = not t.low.endswith("ly") if before else t.text.islower()
             if _content(t.low) and not t.low[:1].isdigit() and counts:
@@ -467,7 +531,7 @@ def answers_alike(question: str, a: Candidate, b: Candidate, closeness: float) -
     ka, kb = _kinds(a.text, q.words), _kinds(b.text, q.words)
     if q.wants != "any":
         return any(k.startswith(q.wants) for k in ka) and any(k.startswith(q.wants) for k in kb)
-    if ka or kb:
+    if ka and kb:
         return bool(ka & kb)
     return (
         a.similarity is not None
