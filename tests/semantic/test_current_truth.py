@@ -172,6 +172,11 @@ UPDATES = [
         "The front door code is 4812.",
         "We changed the front door code to 7305.",
     ),
+    (
+        "Which floor is the finance team on?",
+        "Finance sits on floor 3.",
+        "Finance is on floor 7 after the office shuffle.",
+    ),
 ]
 
 

@@ -73,6 +73,8 @@ _NUMBER_WORDS = _set(
     "twenty thirty forty fifty hundred thousand million billion dozen half twice double"
 )
 _WHEN = _MONTHS | _WEEKDAYS | _TIME_UNITS
+# Adverbs that qualify a verb, not what a number counts ("changed *again* to 7305").
+_ADVERBS = _set("again now still already also just even back instead")
 _TIME = re.compile(r"^(\d{1,2}(:\d\d)?(am|pm)|\d{1,2}:\d\d|\d{1,2}(st|nd|rd|th))$")
 _YEAR = re.compile(r"^(19|20)\d\d$")
 
@@ -470,22 +472,19 @@ def values(text: str) -> Mapping[str, frozenset[str]]:
     out: dict[str, set[str]] = {}
 
     def unit(i: int) -> str:
-        """What the number counts: the next lower-case word within three ("15 Crash Course
-        *videos*"), else the word before, past function words ("*Postgres* 14", "the phone
-        *number* is 555-0142", "changed the *code* to 7305") and adverbs ("*extension* is
-        actually 4401": -ly words qualify the verb, they count nothing)."""
-        back = i - 1
-        while (
-            back > 0
-            and i - back < 3
-            and (not _content(toks[back].low) or toks[back].low.endswith("ly"))
-        ):
-            back -= 1
-        for t in (*toks[i + 1 : i + 4], *toks[back : back + 1]):
-            before = t in toks[:i]
-            counts = not t.low.endswith("ly") if before else t.text.islower()
-            if _content(t.low) and not t.low[:1].isdigit() and counts:
-                return stem(t.low)
+        """What the number counts: the lower-case word after it, or after a name ("3
+        *nodes*", "15 Crash Course *videos*"), else the word before, past function words and
+        adverbs ("*floor* 7 after the shuffle", "*Postgres* 14", "the phone *number* is
+        555-0142", "the *code* changed again to 7305", "*extension* is actually 4401")."""
+        ahead = itertools.dropwhile(lambda t: t.capital, toks[i + 1 : i + 4])
+        after = next(ahead, None)
+        counted = after is not None and after.text.islower() and _content(after.low)
+        if after is not None and counted and not after.low[:1].isdigit():
+            return stem(after.low)
+        for t in toks[max(0, i - 4) : i][::-1]:
+            verb = len(t.low) > 4 and t.low.endswith("ed")  # "the number *changed* to 555"
+            if _content(t.low) and not (verb or t.low.endswith("ly") or t.low in _ADVERBS):
+                return "" if t.low[:1].isdigit() else stem(t.low)
         return ""
 
     for i, t in enumerate(toks):
