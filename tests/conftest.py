@@ -74,6 +74,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
       here when xdist's did not take. Runs last, after xdist's own hook and the markers
       the conftests add; a no-op once pytest or xdist does it again.
     """
+    # Slow tests first (a stable sort): xdist hands out the tests outside a group in this
+    # order, and the start-up benchmark's ~60 s smoke run, collected near the end, kept its
+    # worker busy 17-34 s after the other had finished.
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
     counts: dict[str, int] = {}
     for item in items:
         counts[item.nodeid] = counts.get(item.nodeid, 0) + 1
