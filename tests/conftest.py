@@ -20,6 +20,16 @@ if TYPE_CHECKING:
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+# With PYTHONDONTWRITEBYTECODE set (this machine sets it, and CI inherits it), every Python
+# process of a run compiled the app's libraries from source again: each xdist worker, and
+# each CLI, dev server and benchmark a test starts. The run keeps their bytecode in one
+# folder outside the source tree instead (PYTHONPYCACHEPREFIX: no __pycache__ beside any
+# source, and Python still checks each file against its source). This module loads before
+# xdist starts its workers, so they inherit it.
+if os.environ.pop("PYTHONDONTWRITEBYTECODE", None):
+    os.environ.setdefault("PYTHONPYCACHEPREFIX", str(PROJECT_ROOT / ".pytest_cache" / "pycache"))
+
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
 
@@ -64,6 +74,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
       here when xdist's did not take. Runs last, after xdist's own hook and the markers
       the conftests add; a no-op once pytest or xdist does it again.
     """
+    # Slow tests first (a stable sort): xdist hands out the tests outside a group in this
+    # order, and the start-up benchmark's ~60 s smoke run, collected near the end, kept its
+    # worker busy 17-34 s after the other had finished.
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
     counts: dict[str, int] = {}
     for item in items:
         counts[item.nodeid] = counts.get(item.nodeid, 0) + 1

@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 from collections import deque
 from collections.abc import Iterable
+from functools import cache
 from pathlib import Path
 
 
@@ -36,6 +37,24 @@ def module_files(root: Path) -> dict[str, Path]:
     return modules
 
 
+def import_nodes(path: Path) -> tuple[ast.Import | ast.ImportFrom | ast.Call, ...]:
+    """The nodes of `path` that can import (`import`, `from ... import`, and calls: a lazy
+    handler, `importlib.import_module`), in `ast.walk` order, found once per test process:
+    the layout, FFI and start-up tests each walk all of src/ (~0.5 s a walk, most of it
+    `ast.walk`). Keyed by the file's modification time and size too, so an edited or
+    planted file is read again. Shared: callers read the nodes, never change them."""
+    stat = path.stat()
+    return _import_nodes(path, stat.st_mtime_ns, stat.st_size)
+
+
+@cache
+def _import_nodes(
+    path: Path, mtime_ns: int, size: int
+) -> tuple[ast.Import | ast.ImportFrom | ast.Call, ...]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    return tuple(n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom | ast.Call))
+
+
 def _with_parents(name: str) -> list[str]:
     parts = name.split(".")
     return [".".join(parts[: i + 1]) for i in range(len(parts))]
@@ -43,8 +62,7 @@ def _with_parents(name: str) -> list[str]:
 
 def imports_of(module: str, path: Path, known: set[str]) -> set[str]:
     """The project modules `module` imports (directly), resolved to full names."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    return _resolve(module, path, tree, known, lazy_handlers=True)
+    return _resolve(module, path, import_nodes(path), known, lazy_handlers=True)
 
 
 # A route handler named by string (`worker.app.LazyHandler("module:attribute")`, or the
@@ -67,12 +85,12 @@ def _lazy_handler_module(node: ast.Call) -> str | None:
 
 
 def _resolve(
-    module: str, path: Path, tree: ast.AST, known: set[str], *, lazy_handlers: bool
+    module: str, path: Path, walked: Iterable[ast.AST], known: set[str], *, lazy_handlers: bool
 ) -> set[str]:
     is_package = path.name == "__init__.py"
     package = module if is_package else module.rpartition(".")[0]
     found: set[str] = set()
-    for node in ast.walk(tree):
+    for node in walked:
         targets: list[str] = []
         if lazy_handlers and isinstance(node, ast.Call):
             lazy_module = _lazy_handler_module(node)
@@ -127,7 +145,7 @@ def import_time_imports_of(module: str, path: Path, known: set[str]) -> set[str]
     left out."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     body = ast.Module(body=list(_import_time_nodes(tree.body)), type_ignores=[])
-    return _resolve(module, path, body, known, lazy_handlers=False)
+    return _resolve(module, path, ast.walk(body), known, lazy_handlers=False)
 
 
 def import_time_closure(root: str, root_dir: Path) -> set[str]:

@@ -16,6 +16,7 @@ out. Skips without Node outside CI; fails without it in CI.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import shutil
@@ -219,14 +220,18 @@ def test_a_moves_change_log_runs_on_d1(wrangler_work: Path, tmp_path: Path) -> N
         "UPDATE scratch SET v = 'w' WHERE k = 'a'",
         "DELETE FROM scratch WHERE k = 'b'",
     ]
-    (work / "log.sql").write_text(";\n".join(script) + ";\n")
-    _wrangler_d1(work, "execute", _database_name(), "--file", "log.sql")
-    query = (
-        "SELECT tenant_id || ' ' || tbl || ' ' || key AS logged FROM tenant_move_changes ORDER BY n"
-    )
-    logged = _json_rows(
-        _wrangler_d1(work, "execute", _database_name(), "--json", "--command", query)
-    )
+    # A check's chunk reads the log entries of its key range only: after ("a", 1).
+    in_range, range_params = _logged_in_range(table, ["a", 1], None)
+    for value in ["acme", *range_params]:
+        in_range = in_range.replace("?", repr(value), 1)
+    reads = [
+        "SELECT tenant_id || ' ' || tbl || ' ' || key AS logged FROM tenant_move_changes "
+        "ORDER BY n",
+        f"SELECT k, v FROM scratch WHERE tenant_id = 'acme'{where}",
+        in_range,
+    ]
+    # One wrangler run (each starts workerd): the writes, then the reads, in one file.
+    logged, found, chunk = _execute(work, [*script, *reads])[len(script) :]
     assert [r["logged"] for r in logged] == [
         'acme scratch ["a",1]',
         'acme scratch ["b",2]',
@@ -234,33 +239,18 @@ def test_a_moves_change_log_runs_on_d1(wrangler_work: Path, tmp_path: Path) -> N
         'acme scratch ["a",1]',
         'acme scratch ["b",2]',
     ]
-    found = _json_rows(
-        _wrangler_d1(
-            work,
-            "execute",
-            _database_name(),
-            "--json",
-            "--command",
-            f"SELECT k, v FROM scratch WHERE tenant_id = 'acme'{where}",
-        )
-    )
     assert found == [{"k": "a", "v": "w"}]
-    # A check's chunk reads the log entries of its key range only: after ("a", 1).
-    in_range, params = _logged_in_range(table, ["a", 1], None)
-    for value in ["acme", *params]:
-        in_range = in_range.replace("?", repr(value), 1)
-    chunk = _json_rows(
-        _wrangler_d1(work, "execute", _database_name(), "--json", "--command", in_range)
-    )
     assert [r["key"] for r in chunk] == ['["b",2]', '["b",2]']
 
 
-def _json_rows(output: str) -> list[dict[str, Any]]:
-    """The rows of `wrangler d1 execute --json` (its JSON is the output's last array)."""
-    import json
-
-    start = output.index("[")
-    return list(json.loads(output[start:])[0]["results"])
+def _execute(work: Path, statements: list[str]) -> list[list[dict[str, Any]]]:
+    """Run `statements` in order with one `wrangler d1 execute --file --json` on workerd's
+    D1; the rows each statement returned (wrangler answers one result per statement)."""
+    (work / "batch.sql").write_text(";\n".join(statements) + ";\n")
+    output = _wrangler_d1(work, "execute", _database_name(), "--json", "--file", "batch.sql")
+    results = json.loads(output[output.index("[") :])
+    assert len(results) == len(statements), output
+    return [list(result["results"]) for result in results]
 
 
 def test_the_keyword_index_triggers_run_on_d1(wrangler_work: Path, tmp_path: Path) -> None:
@@ -269,7 +259,6 @@ def test_the_keyword_index_triggers_run_on_d1(wrangler_work: Path, tmp_path: Pat
     follows inserts, updates and deletes."""
     work = tmp_path / "work"
     shutil.copytree(wrangler_work, work, ignore=shutil.ignore_patterns("logs"))
-    name = _database_name()
     columns = (
         "tenant_id, fact_id, agent_type, subject, predicate, object, content, confidence, "
         "source, embedding_provider, embedding_model, embedding_dimensions, content_hash, "
@@ -299,11 +288,14 @@ def test_the_keyword_index_triggers_run_on_d1(wrangler_work: Path, tmp_path: Pat
         "JOIN semantic_term_stats AS s ON s.tenant_id = t.tenant_id AND s.term = t.term "
         "ORDER BY f.fact_id, t.term"
     )
-    seen = []
-    for statement in script:
-        (work / "step.sql").write_text(statement + ";\n")
-        _wrangler_d1(work, "execute", name, "--file", "step.sql")
-        seen.append(_json_rows(_wrangler_d1(work, "execute", name, "--json", "--command", read)))
+    left = (
+        "SELECT (SELECT COUNT(*) FROM keyword_lengths) AS lengths, "
+        "(SELECT SUM(df) FROM semantic_term_stats) AS df"
+    )
+    # One wrangler run (each starts workerd): each write followed by the read of what
+    # `semantic_terms` shows after it, then what is left, in one file.
+    results = _execute(work, [*(sql for write in script for sql in (write, read)), left])
+    seen = results[1::2]
     both = [
         ("ada", 1, 0, 4, 1, 1),
         ("ask", 1, 0, 4, 1, 1),
@@ -328,10 +320,4 @@ def test_the_keyword_index_triggers_run_on_d1(wrangler_work: Path, tmp_path: Pat
         ("contract", 1, 0, 3, 0, 1),
         ("sign", 1, 0, 3, 0, 1),
     ]
-    left = (
-        "SELECT (SELECT COUNT(*) FROM keyword_lengths) AS lengths, "
-        "(SELECT SUM(df) FROM semantic_term_stats) AS df"
-    )
-    assert _json_rows(_wrangler_d1(work, "execute", name, "--json", "--command", left)) == [
-        {"lengths": 1, "df": 3}
-    ]
+    assert results[-1] == [{"lengths": 1, "df": 3}]

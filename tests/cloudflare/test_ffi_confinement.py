@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.import_graph import import_nodes
+
 SRC = Path(__file__).resolve().parents[2] / "src"
 ENTRY = "worker/entry.py"
 FFI_MODULES = ("js", "pyodide", "_pyodide_entrypoint_helper", "_cloudflare_compat_flags")
@@ -21,7 +23,7 @@ FFI_MODULES = ("js", "pyodide", "_pyodide_entrypoint_helper", "_cloudflare_compa
 def imported_modules(path: Path) -> set[str]:
     """Absolute module names imported by `path`, including `importlib.import_module("x")`."""
     names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+    for node in import_nodes(path):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:

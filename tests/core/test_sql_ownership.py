@@ -142,8 +142,14 @@ _VERB = re.compile(r"\b(SELECT|INSERT|UPDATE|DELETE|CREATE|REPLACE)\b")
 _TABLE = re.compile(r"\b(?:FROM|JOIN|INTO|UPDATE|TABLE|EXISTS|ON)\s+([a-z_][a-z0-9_]*)")
 
 
-def _literals(tree: ast.Module) -> Iterator[str]:
-    """Every string literal that is not a docstring; an f-string with its holes as `{}`."""
+@cache
+def _literals(source: str) -> tuple[str, ...]:
+    """Every string literal of `source` that is not a docstring; an f-string with its holes
+    as `{}`. Cached by the text: four tests scan all of src/, each parsed it again."""
+    return tuple(_each_literal(ast.parse(source)))
+
+
+def _each_literal(tree: ast.Module) -> Iterator[str]:
     docstrings: set[int] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
@@ -168,7 +174,7 @@ def _literals(tree: ast.Module) -> Iterator[str]:
 def tables_named(source: str) -> set[str]:
     """The known tables that SQL in `source`'s string literals names."""
     named: set[str] = set()
-    for text in _literals(ast.parse(source)):
+    for text in _literals(source):
         if _VERB.search(text):
             named.update(t for t in _TABLE.findall(text) if t in OWNERS)
     return named
@@ -222,7 +228,7 @@ def test_every_table_has_an_owner() -> None:
     for sql in (ROOT / "migrations").glob("*.sql"):
         created.update(create.findall(sql.read_text()))
     for _module, source in _modules():
-        for text in _literals(ast.parse(source)):
+        for text in _literals(source):
             created.update(create.findall(text))
     assert created == set(OWNERS), (created - set(OWNERS), set(OWNERS) - created)
 
