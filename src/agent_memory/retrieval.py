@@ -659,7 +659,7 @@ class RerankConfig(BaseModel):
         one sentence, whose one answering sentence the reranker can weigh."""
         if self.depth < 2 or (self.tenants is not None and tenant_id not in self.tenants):
             return False
-        return any(len(_SENTENCE.findall(text.strip())) > 1 for text in texts)
+        return any(len(sentences(text)) > 1 for text in texts)
 
 
 class ReplyConfig(BaseModel):

@@ -171,3 +171,10 @@ async def test_recall_through_the_front_door_uses_the_bound_reranker(tmp_path: P
         assert reranker.calls and "dunes" in ranked.results[0].fact.content
     finally:
         await runtime.close()
+
+
+def test_the_gate_counts_sentences_as_the_scorer_reads_them() -> None:
+    # Two unpunctuated lines are two sentences to the scorer (`sentences`), so to the gate too.
+    two_lines = "Ana: we moved to Lisbon\nAna: the flat has a garden"
+    assert RerankConfig().applies("acme", [two_lines])
+    assert not RerankConfig().applies("acme", ["Ana: we moved to Lisbon"])
