@@ -173,6 +173,11 @@ UPDATES = [
         "We changed the front door code to 7305.",
     ),
     (
+        "What is the deposit for the flat?",
+        "The deposit for the flat is 2000 euros.",
+        "The landlord lowered the deposit for the flat to 1500 euros.",
+    ),
+    (
         "Which floor is the finance team on?",
         "Finance sits on floor 3.",
         "Finance is on floor 7 after the office shuffle.",
@@ -250,6 +255,7 @@ async def test_identifier_distinct_siblings_are_each_found_by_their_identifier(
         ("What is Lena's phone number?", "Lena got a new number: 555-0199.", "asked"),
         ("Where was the old office?", "The new office is on Pine Street.", "other"),
         ("When does the morning shift start?", "The night shift starts at 22:00.", "other"),
+        ("When is Priyanka's team standup?", "Priyanka's own one-on-one is at 14:00.", "other"),
         ("What about Emma from the design team?", "Emma from the data team uses R.", "other"),
         ("What about Invoice INV-1002?", "Invoice INV-1001 was paid.", "other"),
         ("Where does Alice Jones live?", "Alice Smith lives in Leeds.", "other"),

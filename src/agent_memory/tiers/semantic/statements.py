@@ -330,6 +330,8 @@ def _owns_another(toks: Sequence[Token], at: int, q: Question) -> bool:
     for t in toks[at + 1 : at + 4]:
         if t.low in _OTHER and t.low not in q.words:
             return True  # "Hannah's *other* team": not the one asked about
+        if t.low == "own":
+            continue  # "Priyanka's *own* one-on-one": the owner stressed
         if not _content(t.low) or stem(t.low) in q.words:
             return False
         if t.low in RELATIONS or parallel:
@@ -488,9 +490,13 @@ def values(text: str) -> Mapping[str, frozenset[str]]:
         return ""
 
     for i, t in enumerate(toks):
-        # A year is a date unless it names a version of something ("Excel 2016").
-        year = _YEAR.match(t.low) and not (i and toks[i - 1].text[:1].isupper())
-        clock = i + 1 < len(toks) and toks[i + 1].low in ("am", "pm") and t.low.isdigit()
+        # A year is a date unless it names a version of something ("Excel 2016") or counts
+        # what follows it ("2000 *euros*").
+        after = toks[i + 1] if i + 1 < len(toks) else None
+        counts = after is not None and after.text.islower() and _content(after.low)
+        named = i > 0 and _is_value_name(toks[i - 1])  # "Excel 2016", not "In 2019"
+        year = _YEAR.match(t.low) and not named and not counts
+        clock = after is not None and after.low in ("am", "pm") and t.low.isdigit()
         if (
             clock  # "7 am": a time written apart
             or t.low in _MONTHS
