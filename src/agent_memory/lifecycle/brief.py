@@ -86,7 +86,7 @@ class Brief(BaseModel):
 
 
 # One statement per tenant, each owner's figures on its own tables side by side, named as the
-# `TenantBrief` fields they fill (but the limit's and retention's inputs and `facts_pending`).
+# `TenantBrief` fields they fill (but the limit's and retention's inputs).
 _TENANT_SQL = "SELECT " + ", ".join(
     (
         episodic.brief_figures(retention.RETENTION_DAYS),
@@ -139,8 +139,7 @@ async def build_brief(
             oldest = agents.pop("failed_oldest")
             limit = int(row.pop("episode_limit") or DEFAULT_EPISODE_LIMIT)
             episodes = int(row.pop("episodes") or 0)
-            days = int(row.pop("days") or default_retention_days)
-            pending = int(row.pop("facts_pending") or 0)  # the rest are `TenantBrief` fields
+            days = int(row.pop("days") or default_retention_days)  # the rest are fields
             item = TenantBrief(
                 tenant_id=tenant,
                 level=_level(episodes, limit),
@@ -148,7 +147,6 @@ async def build_brief(
                 episode_limit=limit,
                 episode_warn_at=warn_threshold(limit),
                 retention_days=days,
-                facts_pending_vector=pending,
                 agent_failed_oldest_age_ms=None if oldest is None else max(0, now_ms - int(oldest)),
                 **{field: int(value or 0) for field, value in row.items()},
                 **{field: int(value or 0) for field, value in agents.items()},

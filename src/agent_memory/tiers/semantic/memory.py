@@ -269,7 +269,7 @@ BRIEF_FIGURES = (
     "(SELECT COUNT(*) FROM semantic_facts WHERE tenant_id = ?1 AND status = 'active') "
     "AS facts_active, "
     "(SELECT COUNT(*) FROM semantic_facts WHERE tenant_id = ?1 AND status = 'pending_vector') "
-    "AS facts_pending, "
+    "AS facts_pending_vector, "
     "(SELECT COUNT(*) FROM semantic_facts WHERE tenant_id = ?1 AND status = 'superseded') "
     "AS facts_superseded, "
     "(SELECT COUNT(*) FROM memory_links WHERE tenant_id = ?1) AS links"
