@@ -28,7 +28,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Literal
+from typing import Literal, TypeGuard
 
 from agent_memory.retrieval import STOPWORDS, CurrentConfig, sentences, stem
 
@@ -205,12 +205,12 @@ def _subject(toks: Sequence[Token], nested: bool = False) -> list[Token]:
             break  # a name's run ends at its last capitalised word, unless the name owns
         run.append(toks[j])
         j += 1
-    question_like = aux is not None and (low[aux] in ("do", "does", "did") or aux == 0)
+    does = aux is not None and low[aux] in ("do", "does", "did")
+    question_like = does or aux == 0
     words = [t for t in run if t.low not in FIRST_PERSON]
     verb_last = len(words) > 1 and not words[-1].text[:1].isupper()
     # "what does Hannah's team *use* for tracking": in a do-question the run's last word is
     # the verb, and what follows it belongs to the verb, not to the noun phrase.
-    does = aux is not None and low[aux] in ("do", "does", "did")
     if does and verb_last and j < len(toks) and toks[j].low in _OF and not nested:
         run.pop()
         return run
@@ -464,6 +464,11 @@ def _is_value_name(t: Token) -> bool:
     return t.text[:1].isupper() or any(c in t.low for c in "@#_") or "." in t.low.strip(".")
 
 
+def _lower_word(t: Token | None) -> TypeGuard[Token]:
+    """A lower-case content word: what a number before it can count ("3 *nodes*")."""
+    return t is not None and t.text.islower() and _content(t.low)
+
+
 @lru_cache(maxsize=16_384)
 def values(text: str) -> Mapping[str, frozenset[str]]:
     """The values a statement holds, by kind: `date` (months, weekdays, times, ordinals,
@@ -478,11 +483,9 @@ def values(text: str) -> Mapping[str, frozenset[str]]:
         *nodes*", "15 Crash Course *videos*"), else the word before, past function words and
         adverbs ("*floor* 7 after the shuffle", "*Postgres* 14", "the phone *number* is
         555-0142", "the *code* changed again to 7305", "*extension* is actually 4401")."""
-        ahead = itertools.dropwhile(lambda t: t.capital, toks[i + 1 : i + 4])
-        after = next(ahead, None)
-        counted = after is not None and after.text.islower() and _content(after.low)
-        if after is not None and counted and not after.low[:1].isdigit():
-            return stem(after.low)
+        ahead = next(itertools.dropwhile(lambda t: t.capital, toks[i + 1 : i + 4]), None)
+        if _lower_word(ahead) and not ahead.low[:1].isdigit():
+            return stem(ahead.low)
         for t in toks[max(0, i - 4) : i][::-1]:
             verb = len(t.low) > 4 and t.low.endswith("ed")  # "the number *changed* to 555"
             if _content(t.low) and not (verb or t.low.endswith("ly") or t.low in _ADVERBS):
@@ -493,9 +496,8 @@ def values(text: str) -> Mapping[str, frozenset[str]]:
         # A year is a date unless it names a version of something ("Excel 2016") or counts
         # what follows it ("2000 *euros*").
         after = toks[i + 1] if i + 1 < len(toks) else None
-        counts = after is not None and after.text.islower() and _content(after.low)
         named = i > 0 and _is_value_name(toks[i - 1])  # "Excel 2016", not "In 2019"
-        year = _YEAR.match(t.low) and not named and not counts
+        year = _YEAR.match(t.low) and not named and not _lower_word(after)
         clock = after is not None and after.low in ("am", "pm") and t.low.isdigit()
         if (
             clock  # "7 am": a time written apart
