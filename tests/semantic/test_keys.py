@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from agent_memory.tiers.semantic.keys import FactKey, derive_key, judge_update
+from agent_memory.tiers.semantic.keys import FactKey, derive_key, judge_update, near_duplicate
+from agent_memory.tiers.semantic.keys import judge as judge_with_separation
 
 UPDATES = [
     ("Alice prefers dark mode in every editor", "Alice now prefers light mode in every editor"),
@@ -56,6 +57,27 @@ def test_a_newer_statement_of_the_same_thing_is_an_update(older: str, newer: str
 @pytest.mark.parametrize(("older", "newer"), NOT_UPDATES)
 def test_look_alikes_are_not_updates(older: str, newer: str) -> None:
     assert judge(older, newer) != "update"
+
+
+@pytest.mark.parametrize(
+    ("older", "newer"),
+    [
+        ("Sam's wife's number is 555-0190.", "Sam changed his number to 555-0177."),
+        ("My sister's flight lands at 6.", "My flight was moved to 9."),
+    ],
+)
+def test_a_subject_owned_through_another_owner_is_never_superseded(older: str, newer: str) -> None:
+    verdict = judge_with_separation(older, derive_key(older), newer, derive_key(newer))
+    assert verdict.decision == "compatible"
+
+
+def test_a_look_alike_owned_by_another_is_not_a_near_duplicate() -> None:
+    def alike(a: str, b: str) -> str | None:
+        ka, kb = derive_key(a).entity, derive_key(b).entity
+        return near_duplicate(a, ka, b, kb, states_a_change=False)
+
+    assert alike("Zoe's dog is called Biscuit.", "Zoe's neighbour's dog is called Biscuit.")
+    assert alike("Zoe's dog is called Biscuit.", "Zoe's dog is named Biscuit.") is None
 
 
 def test_the_same_words_are_a_duplicate() -> None:

@@ -24,8 +24,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal
 
-from agent_memory.tiers.semantic.statements import RELATIONS
-
 CATCH_ALL_SUBJECT = "general"
 FREE_TEXT_PREDICATE = "states"
 SPEAKER_ENTITY = "user"
@@ -35,6 +33,21 @@ MAX_ATTRIBUTE_CHARS = 128
 
 WORD = re.compile("[A-Za-z0-9][A-Za-z0-9'\u2019\\-]*")
 SENTENCE_END = re.compile(r"(?<=[.!?;])\s+")
+
+
+# ("Marco's *brother* lives in Madrid", "Emma's *cat* eats salmon"), as against what an owner
+# has ("Dario's new *place*", "Noah's *budget*"): a closed class of English (family, social
+# and work relations, pets), not a list of phrasings.
+_RELATION_TEXT = (
+    "brother sister sibling siblings mother mom mum father dad parent parents son sons "
+    "daughter daughters child children kid kids baby wife husband partner spouse girlfriend "
+    "boyfriend fiance fiancee ex friend friends roommate flatmate housemate neighbour neighbor "
+    "neighbours neighbors cousin aunt uncle nephew niece grandmother grandma grandfather "
+    "grandpa grandparents grandson granddaughter family boss manager colleague colleagues "
+    "coworker intern assistant mentor team company employer client customer landlord tenant "
+    "doctor dentist teacher coach student cat dog pet puppy kitten horse"
+)
+RELATIONS = frozenset(_RELATION_TEXT.split())
 
 
 def split(text: str, sep: str | None = None) -> list[str]:
@@ -81,6 +94,7 @@ SINGLE_VALUED = frozenset({"location", "role"})
 AUX = frozenset(split("does do did can could should would may might must shall"))
 DETERMINERS = frozenset(split("the a an this that these those his her their its our your"))
 FIRST_PERSON = frozenset({"i", "me", "my", "we", "our", "us", "i'm", "i've", "we're"})
+OWNERS = frozenset(split("my our your his her their its"))
 NOT_NAMES = frozenset(
     split(
         "the a an this that these those i my we our you your he she it they his her its their "
@@ -519,6 +533,25 @@ def head_words(text: str, entity: str) -> frozenset[str]:
     )
 
 
+def _owned_owners(text: str) -> frozenset[str]:
+    """The owners before the main verb that are themselves owned ("Sam's *wife's* number",
+    "my *sister's* flight"): each names another entity than the first owner."""
+    tokens = words(_first_sentence(text))
+    verb_at = _verb_index(tokens)
+    low = lower(tokens if verb_at is None else tokens[:verb_at])
+    return frozenset(
+        w.removesuffix("'s")
+        for i, w in enumerate(low)
+        if i > 0 and w.endswith("'s") and (low[i - 1].endswith("'s") or low[i - 1] in OWNERS)
+    )
+
+
+def _another_owner(a_text: str, b_text: str) -> bool:
+    """Whether one statement's subject is owned by someone the other never names."""
+    a, b = (frozenset(w.removesuffix("'s") for w in _words(t)) for t in (a_text, b_text))
+    return bool(_owned_owners(a_text) - b or _owned_owners(b_text) - a)
+
+
 def bounded(text: str) -> bool:
     return _has_marker(text, TIME_BOUNDS) is not None
 
@@ -531,7 +564,7 @@ def separate(older_text: str, newer_text: str, entity: str) -> str | None:
     if len(numbers(older_text) ^ numbers(newer_text)) >= 3 and not marked:
         return "distinct_identifier"  # a counter and a token, not one quantity
     a, b = head_words(older_text, entity), head_words(newer_text, entity)
-    if a and b and a != b:
+    if (a and b and a != b) or _another_owner(older_text, newer_text):
         return "distinct_subject"
     if bounded(newer_text) and not bounded(older_text):
         return "time_bounded"
@@ -556,7 +589,7 @@ def near_duplicate(
     a_text: str, a_entity: str, b_text: str, b_entity: str, *, states_a_change: bool
 ) -> str | None:
     """Why two close statements are not one said twice, or None when they are."""
-    if a_entity and b_entity and a_entity != b_entity:
+    if (a_entity and b_entity and a_entity != b_entity) or _another_owner(a_text, b_text):
         return "different_entity"
     if marks(a_text) != marks(b_text):
         return "distinct_marks"
