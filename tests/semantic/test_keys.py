@@ -71,6 +71,19 @@ def test_a_subject_owned_through_another_owner_is_never_superseded(older: str, n
     assert verdict.decision == "compatible"
 
 
+def test_the_same_role_in_another_group_is_another_fact() -> None:
+    book, chess = (
+        "Irene is the treasurer of the book club.",
+        "Irene is the treasurer of the chess club.",
+    )
+    verdict = judge_with_separation(book, derive_key(book), chess, derive_key(chess))
+    assert verdict.decision == "compatible"
+    moved = "Irene is now the treasurer of the chess club."
+    assert (
+        judge_with_separation(book, derive_key(book), moved, derive_key(moved)).decision == "update"
+    )
+
+
 def test_a_look_alike_owned_by_another_is_not_a_near_duplicate() -> None:
     def alike(a: str, b: str) -> str | None:
         ka, kb = derive_key(a).entity, derive_key(b).entity

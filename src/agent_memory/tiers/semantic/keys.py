@@ -145,7 +145,7 @@ SLOT_NOUNS = {
 
 # Where a preference or plan holds ("for every editor", "in May"): same context + new value
 # is an update, a different context is another preference.
-CONTEXT_PREPOSITIONS = frozenset(split("for in on at during"))
+CONTEXT_PREPOSITIONS = frozenset(split("for in on at during of"))
 CONTEXTUAL = frozenset({"preference", "plan"})
 
 
@@ -570,7 +570,7 @@ def separate(older_text: str, newer_text: str, entity: str) -> str | None:
         return "time_bounded"
     # "… the product owner *for search*" / "… *for ads*": a value for another context.
     ca, cb = (_context_words(t, entity) - marks(t) for t in (older_text, newer_text))
-    if ca and cb and not ca & cb and not marked:
+    if ca - cb and cb - ca and not marked:
         return "distinct_context"
     return None
 
