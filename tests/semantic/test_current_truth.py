@@ -283,6 +283,8 @@ async def test_identifier_distinct_siblings_are_each_found_by_their_identifier(
         ("Who is Maya's manager?", "Daniel's manager is Rosa.", "other"),
         ("Who is Maya's manager?", "Her manager is Rosa.", "none"),
         ("Where is my car parked?", "My car is in the garage.", "asked"),
+        ("How many employees does Acme have?", "After the layoffs Acme has 190 staff.", "asked"),
+        ("Who coaches Jake's soccer team?", "Coach Rivera runs Jake's soccer team.", "asked"),
     ],
 )
 def test_what_a_statement_is_about_is_read_from_possessives_and_modifiers(

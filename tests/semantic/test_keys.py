@@ -84,6 +84,18 @@ def test_the_same_role_in_another_group_is_another_fact() -> None:
     )
 
 
+def test_moving_a_thing_is_a_change_of_that_thing_not_of_where_the_speaker_lives() -> None:
+    rotation, bedtime = (
+        "We moved the on-call rotation to every two weeks.",
+        "I moved my bedtime to 10 pm.",
+    )
+    assert (
+        judge_with_separation(rotation, derive_key(rotation), bedtime, derive_key(bedtime)).decision
+        == "compatible"
+    )
+    assert judge("I live in Toronto", "I just moved to Vancouver") == "update"
+
+
 def test_a_look_alike_owned_by_another_is_not_a_near_duplicate() -> None:
     def alike(a: str, b: str) -> str | None:
         ka, kb = derive_key(a).entity, derive_key(b).entity

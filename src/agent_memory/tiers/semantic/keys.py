@@ -18,6 +18,7 @@ English; nothing here knows any data set.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
@@ -95,6 +96,7 @@ AUX = frozenset(split("does do did can could should would may might must shall")
 DETERMINERS = frozenset(split("the a an this that these those his her their its our your"))
 FIRST_PERSON = frozenset({"i", "me", "my", "we", "our", "us", "i'm", "i've", "we're"})
 OWNERS = frozenset(split("my our your his her their its"))
+OBJECT = OWNERS | frozenset(split("the a an"))
 NOT_NAMES = frozenset(
     split(
         "the a an this that these those i my we our you your he she it they his her its their "
@@ -257,6 +259,11 @@ def _attribute_after(tokens: list[str], verb_at: int | None) -> str:
                 named = VERB_CLASS.get(next_word) or VERB_CLASS.get(next_word + "d")
                 if named is not None and named != "state":
                     return named
+        if VERB_CLASS.get(word) == "location" and low[i + 1 : i + 2] and low[i + 1] in OBJECT:
+            # "I moved *my bedtime* to 10:30": the object changed, not where the speaker is.
+            noun = list(itertools.takewhile(lambda w: w not in STOP, low[i + 2 :]))
+            if noun:
+                return SLOT_NOUNS.get(noun[-1], noun[-1])[:MAX_ATTRIBUTE_CHARS]
         if word in VERB_CLASS:
             return VERB_CLASS[word]
         if word in AUX or word in NEGATIONS or word in ADVERBS or word.endswith("n't"):

@@ -271,8 +271,11 @@ def read_question(text: str) -> Question:
         followers={
             **{
                 stem(a.low): b.low
-                for a, b in itertools.pairwise(toks)
-                if _content(a.low) and not a.owner and _identifies(b)
+                for i, (a, b) in enumerate(itertools.pairwise(toks))
+                if _content(a.low)
+                and not a.owner
+                and _identifies(b)
+                and not (i == 1 and low[0] == "who")  # "who *coaches* Jake's team": a verb
             },
             **{
                 stem(t.low): f"{toks[i + 1].low} {qualifier}"
@@ -377,6 +380,7 @@ def _modified_foreign(toks: Sequence[Token], at: int, q: Question) -> bool:
     "my *son's* dentist appointment"), or by another owner than the question's ("*my*
     appointment" when it asks about Gina's). Numbers and codes there are values."""
     modifiers: list[Token] = []
+    proper = toks[at].capital and not toks[at].text.isupper()  # "Acme", not "API"
     dating = any(stem(w) in q.words for w in _DATING)  # "the old office": not the new one
     for back in range(at - 1, max(-1, at - 4), -1):
         t = toks[back]
@@ -405,6 +409,8 @@ def _modified_foreign(toks: Sequence[Token], at: int, q: Question) -> bool:
         timed = t.low in _TIME_UNITS and not (back == at - 1 and toks[at].text.islower())
         if not _content(t.low) or t.start or timed:
             return False  # not inside a noun phrase that starts with a determiner
+        if proper and t.text.islower():
+            return False  # "after the layoffs Acme", "my cousin Maria": a name is not qualified
         if t.low not in _DATING or dating:
             modifiers.append(t)
     else:
