@@ -284,6 +284,7 @@ async def test_identifier_distinct_siblings_are_each_found_by_their_identifier(
         ("Who is Maya's manager?", "Her manager is Rosa.", "none"),
         ("Where is my car parked?", "My car is in the garage.", "asked"),
         ("How many employees does Acme have?", "After the layoffs Acme has 190 staff.", "asked"),
+        ("What is my gym membership fee?", "The gym raised my membership to 45 dollars.", "asked"),
         ("Who coaches Jake's soccer team?", "Coach Rivera runs Jake's soccer team.", "asked"),
     ],
 )

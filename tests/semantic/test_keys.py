@@ -96,12 +96,23 @@ def test_moving_a_thing_is_a_change_of_that_thing_not_of_where_the_speaker_lives
     assert judge("I live in Toronto", "I just moved to Vancouver") == "update"
 
 
+def test_the_speakers_changes_of_two_things_are_two_facts() -> None:
+    server, beans = (
+        "We upgraded the build server to 64 GB.",
+        "We switched coffee suppliers to Acme.",
+    )
+    verdict = judge_with_separation(server, derive_key(server), beans, derive_key(beans))
+    assert verdict.decision != "update"
+    assert judge("We use Jenkins for CI", "We switched from Jenkins to GitHub Actions") == "update"
+
+
 def test_a_look_alike_owned_by_another_is_not_a_near_duplicate() -> None:
     def alike(a: str, b: str) -> str | None:
         ka, kb = derive_key(a).entity, derive_key(b).entity
         return near_duplicate(a, ka, b, kb, states_a_change=False)
 
     assert alike("Zoe's dog is called Biscuit.", "Zoe's neighbour's dog is called Biscuit.")
+    assert alike("Hana's restaurant is Sakura.", "Hana's parents' restaurant is Sakura.")
     assert alike("Zoe's dog is called Biscuit.", "Zoe's dog is named Biscuit.") is None
 
 

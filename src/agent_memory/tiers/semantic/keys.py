@@ -433,8 +433,13 @@ def judge_update(older_text: str, older: FactKey, newer_text: str, newer: FactKe
     # topic even when one value has more words ("high contrast mode" vs "dark mode").
     if len(shared) >= 2 and a and b:
         overlap = max(overlap, len(shared) / min(len(a), len(b)) - 0.1)
+    # A change verb changes whatever the older statement states, except that the speaker
+    # states many things: "we switched coffee suppliers" changes nothing of the build server.
+    changes = CHANGE in (older.attribute, newer.attribute) and (
+        older.entity != SPEAKER_ENTITY or bool(shared)
+    )
     same_attribute = bool(older.attribute) and (
-        older.attribute == newer.attribute or CHANGE in (older.attribute, newer.attribute)
+        (older.attribute == newer.attribute != CHANGE) or changes
     )
     additive = _has_marker(newer_text, ADDITIVE_MARKERS)
     if additive is not None:
@@ -547,15 +552,20 @@ def _owned_owners(text: str) -> frozenset[str]:
     verb_at = _verb_index(tokens)
     low = lower(tokens if verb_at is None else tokens[:verb_at])
     return frozenset(
-        w.removesuffix("'s")
+        w.removesuffix("'s").removesuffix("'")
         for i, w in enumerate(low)
-        if i > 0 and w.endswith("'s") and (low[i - 1].endswith("'s") or low[i - 1] in OWNERS)
+        if i > 0
+        and w.endswith(("'s", "'"))
+        and (low[i - 1].endswith(("'s", "'")) or low[i - 1] in OWNERS)
     )
 
 
 def _another_owner(a_text: str, b_text: str) -> bool:
     """Whether one statement's subject is owned by someone the other never names."""
-    a, b = (frozenset(w.removesuffix("'s") for w in _words(t)) for t in (a_text, b_text))
+    a, b = (
+        frozenset(w.removesuffix("'s").removesuffix("'") for w in _words(t))
+        for t in (a_text, b_text)
+    )
     return bool(_owned_owners(a_text) - b or _owned_owners(b_text) - a)
 
 

@@ -369,6 +369,7 @@ def _owned_foreign(toks: Sequence[Token], at: int, words: frozenset[str]) -> boo
     return (
         following is not None
         and _content(following.low)
+        and not (len(following.low) > 4 and following.low.endswith("ed"))  # "the gym *raised*"
         and following.low not in FIRST_PERSON
         and stem(following.low) not in words
     )
