@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -106,15 +107,7 @@ SCHEMA = (
     )""",
 )
 
-TABLES = (
-    "turn_state",
-    "run_log",
-    "run_workflows",
-    "procedural_workflows",
-    "failed_writes",
-    "pending_writes",
-    "instance_lifecycle",
-)
+TABLES = tuple(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", " ".join(SCHEMA)))
 
 # The text columns of each table that may hold memory content (overwritten before a delete).
 _TEXT_COLUMNS = {
@@ -260,24 +253,6 @@ def append_run_log(
     )
 
 
-def read_run_log(sql: SqlStorage, run_id: str) -> list[dict[str, Any]]:
-    rows = sql.exec(
-        "SELECT seq, step, kind, detail_json, created_at FROM run_log "
-        "WHERE run_id = ? ORDER BY step",
-        run_id,
-    ).to_array()
-    return [
-        {
-            "seq": int(row["seq"]),
-            "step": int(row["step"]),
-            "kind": row["kind"],
-            "detail": json.loads(row["detail_json"]),
-            "created_at": float(row["created_at"]),
-        }
-        for row in rows
-    ]
-
-
 def read_run(sql: SqlStorage, run_id: str) -> dict[str, Any]:
     """A run as the admin sees it: its log rows, its workflow and its failed writes."""
     workflow = _first(
@@ -286,13 +261,27 @@ def read_run(sql: SqlStorage, run_id: str) -> dict[str, Any]:
         "WHERE run_id = ?",
         run_id,
     )
+    log_rows = sql.exec(
+        "SELECT seq, step, kind, detail_json, created_at FROM run_log "
+        "WHERE run_id = ? ORDER BY step",
+        run_id,
+    ).to_array()
     failed = sql.exec(
         "SELECT op, payload_json, error, attempts, created_at FROM failed_writes "
         "WHERE run_id = ? ORDER BY seq",
         run_id,
     ).to_array()
     return {
-        "run_log": read_run_log(sql, run_id),
+        "run_log": [
+            {
+                "seq": int(row["seq"]),
+                "step": int(row["step"]),
+                "kind": row["kind"],
+                "detail": json.loads(row["detail_json"]),
+                "created_at": float(row["created_at"]),
+            }
+            for row in log_rows
+        ],
         "workflow": workflow,
         "failed_writes": [
             {

@@ -22,7 +22,6 @@ import warnings
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
@@ -39,6 +38,7 @@ from bindings.environment import Bindings
 from bindings.ports.background import BackgroundTasks
 from bindings.ports.crypto import RsaPublicJwk, Signatures
 from bindings.ports.kv import KVNamespace
+from gateway.credentials import origin_of
 from http_messages import ApiError, HttpRequest
 from worker.jwt_verification import JwtRefused, JwtRules, verify_jwt
 from worker.routing import Call, StrictModel
@@ -125,11 +125,6 @@ def _cookie_token(request: HttpRequest) -> str | None:
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
-def _origin_of(url: str) -> str:
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}".lower()
-
-
 def _same_origin(request: HttpRequest) -> bool:
     """`Sec-Fetch-Site: same-origin` and/or an `Origin` equal to the request's own: at least
     one present, none saying otherwise."""
@@ -139,14 +134,7 @@ def _same_origin(request: HttpRequest) -> bool:
         return False
     if site is not None and site.strip().lower() != "same-origin":
         return False
-    return origin is None or origin.strip().lower() == _origin_of(request.url)
-
-
-def _json_content_type(request: HttpRequest) -> bool:
-    # A form (urlencoded, multipart, text/plain) is what a page of another site can send
-    # without a CORS preflight; application/json it cannot.
-    media_type = (request.headers.get("content-type") or "").split(";", 1)[0]
-    return media_type.strip().lower() == "application/json"
+    return origin is None or origin.strip().lower() == origin_of(request.url)
 
 
 def check_not_cross_site(request: HttpRequest) -> None:
@@ -158,7 +146,10 @@ def check_not_cross_site(request: HttpRequest) -> None:
         return
     if _cookie_token(request) is None:
         return  # no credentials at all: the 401 of `require_access`
-    if not (_same_origin(request) and _json_content_type(request)):
+    # A form (urlencoded, multipart, text/plain) is what a page of another site can send
+    # without a CORS preflight; application/json it cannot.
+    media_type = (request.headers.get("content-type") or "").split(";", 1)[0]
+    if not (_same_origin(request) and media_type.strip().lower() == "application/json"):
         raise ApiError(
             403,
             "cross_site_request",
@@ -398,15 +389,12 @@ def _signatures(bindings: Bindings) -> Signatures:
     return bindings.signatures
 
 
-def _segment(data: bytes) -> str:
-    """One JWT segment: unpadded base64url (RFC 7515 §2)."""
+def _segment(data: bytes | dict[str, Any]) -> str:
+    """One JWT segment, of bytes or a JSON object: unpadded base64url (RFC 7515 §2)."""
     import jwt.utils  # when first used, like PyJWT in verify_jwt
 
-    return jwt.utils.base64url_encode(data).decode("ascii")
-
-
-def _json_segment(value: dict[str, Any]) -> str:
-    return _segment(json.dumps(value, separators=(",", ":")).encode())
+    raw = json.dumps(data, separators=(",", ":")).encode() if isinstance(data, dict) else data
+    return jwt.utils.base64url_encode(raw).decode("ascii")
 
 
 async def mint_memory_token(bindings: Bindings, tenant: str, request: MintRequest) -> MintedToken:
@@ -424,7 +412,7 @@ async def mint_memory_token(bindings: Bindings, tenant: str, request: MintReques
     )
     header = {"alg": "HS256", "typ": "JWT", "kid": kid}
     payload = claims.model_dump(mode="json")
-    signing_input = f"{_json_segment(header)}.{_json_segment(payload)}"
+    signing_input = f"{_segment(header)}.{_segment(payload)}"
     mac = await _signatures(bindings).hmac_sign(keys[kid], signing_input.encode("ascii"))
     return MintedToken(
         token=f"{signing_input}.{_segment(mac)}", kid=kid, expires_at=claims.exp, **payload
