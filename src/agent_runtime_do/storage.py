@@ -162,8 +162,6 @@ def _wipe_and_delete_ids(sql: SqlStorage, table: str, key: str, ids: Iterable[Sq
     )
 
 
-# --- turn_state -------------------------------------------------------------------------------
-
 _TURN_STATE_COLUMNS = (
     "instance_id, tenant_id, agent_type, turn_count, completed_count, failed_count, "
     "interrupted_count, last_run_id, last_status, created_at, updated_at"
@@ -231,9 +229,6 @@ def open_turns(sql: SqlStorage, running: set[str]) -> list[Row]:
 def read_turn_state(sql: SqlStorage, instance_id: str) -> dict[str, Any] | None:
     query = f"SELECT {_TURN_STATE_COLUMNS} FROM turn_state WHERE instance_id = ?"
     return _first(sql, query, instance_id)
-
-
-# --- run_log and run_workflows -----------------------------------------------------------------
 
 
 def append_run_log(
@@ -336,9 +331,6 @@ def score_run(sql: SqlStorage, run_id: str, score: float, now: float) -> bool:
     return cursor.rows_written > 0
 
 
-# --- pending_writes (the outbox) and failed_writes ---------------------------------------------
-
-
 class DurableOutbox:
     """`agent_memory.tiers.episodic.Outbox` over `pending_writes`: a turn answers before its
     episodic writes reach D1, so each is recorded here first (durable before the response
@@ -396,9 +388,6 @@ def record_failed_write(sql: SqlStorage, failed: FailedWrite, now: float, retry_
     )
 
 
-# --- instance_lifecycle ------------------------------------------------------------------------
-
-
 def touch(sql: SqlStorage, tenant: str, agent_type: str, instance_id: str, now: float) -> None:
     """Record activity (one statement; safe under interleaving)."""
     sql.exec(
@@ -420,8 +409,6 @@ def identity(sql: SqlStorage) -> dict[str, Any] | None:
         "FROM instance_lifecycle WHERE id = 1",
     )
 
-
-# --- the alarm: the object's storage lifecycle ---------------------------------------------------
 
 FAILED_WRITE_RETRIES = 5
 FAILED_RETRY_BASE_SECONDS = 60.0
@@ -644,9 +631,6 @@ def _report(sql: SqlStorage, me: dict[str, Any], now: float) -> InstanceReport:
         cleared_at=_ms(sql.exec("SELECT cleared_at FROM instance_lifecycle").one()["cleared_at"]),
         reported_at=max(1, int(now * 1000)),
     )
-
-
-# --- subject erase -----------------------------------------------------------------------------
 
 
 def _scrub_state(state_json: str, subject: str) -> str | None:

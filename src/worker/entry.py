@@ -118,8 +118,7 @@ async def read_body(request: Request, limit: int) -> bytes | None:
 def early_response(request: Request, response: HttpResponse) -> Response:
     """An answer given before `handle` runs (413, a bad var's 500), with the security headers
     `handle` gives every other answer (issue 26)."""
-    bare = HttpRequest(method="GET", url=str(request.url), headers=Headers(), body=b"")
-    return to_workers_response(secure_response(bare, response))
+    return to_workers_response(secure_response(HttpRequest("GET", str(request.url)), response))
 
 
 def to_workers_response(response: HttpResponse) -> Response:

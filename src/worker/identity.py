@@ -330,8 +330,6 @@ class MemoryTokenClaims(BaseModel):
 
 
 class MintRequest(StrictModel):
-    """Body of the mint route (and the CLI's arguments)."""
-
     agent_type: str = Field(default=API_AGENT_TYPE, pattern=AGENT_TYPE_PATTERN)
     agent_id: str = Field(pattern=INSTANCE_PATTERN)
     tiers: list[MemoryTier] = Field(default_factory=lambda: list(ALL_TIERS), min_length=1)

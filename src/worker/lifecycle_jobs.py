@@ -206,7 +206,6 @@ async def daily_brief(bindings: Bindings, scheduled_time: float) -> dict[str, An
         started = time.monotonic()
 
         def left(seconds: float = seconds, started: float = started) -> float:
-            """Seconds of this shard's share of the lifecycle budget still unspent."""
             return max(0.0, seconds - (time.monotonic() - started))
 
         pruner = pruner_for(view, (operations, seconds))
@@ -377,9 +376,6 @@ async def _expire_exports(bindings: Bindings, scheduled_time: float) -> int:
         return 0
     await forget_feed_history(control, now_ms - FEED_HISTORY_MS)
     return 0 if bindings.cold is None else await expire_exports(control, bindings.cold, now_ms)
-
-
-# -- the admin routes ----------------------------------------------------------------------
 
 
 class PruneBody(StrictModel):

@@ -628,8 +628,6 @@ async def authorize_post(call: Call[None, None]) -> HttpResponse:
     return redirect_with(redirect_uri, {"code": code, **back})
 
 
-# --- the pages ----------------------------------------------------------------------------
-
 # The page's own CSP (its inline style) wins over the default one; `worker.app.handle` adds
 # the other security headers to every response (`http_messages.secure_response`).
 _HEADERS = {

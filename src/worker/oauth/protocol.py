@@ -11,6 +11,7 @@ revoking one ends its tokens, as does revoking the operator grant its consent re
 from __future__ import annotations
 
 import base64
+import dataclasses
 import functools
 import hashlib
 import hmac
@@ -214,8 +215,6 @@ async def sweep(bindings: Bindings) -> int:
     return await oauth_store.sweep(db, now, UNUSED_CLIENT_SECONDS, REVOKED_GRANT_SECONDS)
 
 
-# --- metadata (RFC 8414, RFC 9728) --------------------------------------------------------
-
 AUTH_METHODS = ["none", "client_secret_post", "client_secret_basic"]
 # Metadata is public and the same for everyone (browsers: the router's CORS, `worker.app`).
 _PUBLIC = {"cache-control": "public, max-age=300"}
@@ -257,9 +256,6 @@ async def protected_resource_route(call: Call[None, None]) -> HttpResponse:
     return json_response(document, headers=_PUBLIC)
 
 
-# --- connected clients (the Access-gated admin routes and the CLI) ---------------------------
-
-
 def _db_kv(bindings: Bindings) -> tuple[D1Database, KVNamespace]:
     if bindings.db is None or bindings.kv is None:
         raise ApiError(503, "oauth_unavailable", "connected clients need the D1 and KV bindings")
@@ -271,16 +267,8 @@ async def list_connected(bindings: Bindings, tenant: str) -> list[dict[str, Any]
     grants = await oauth_store.list_grants(db, tenant)
     names = await oauth_store.client_names(db, sorted({g.client_id for g in grants}))
     return [
-        {
-            "grant_id": g.grant_id,
-            "client_id": g.client_id,
-            "client_name": names.get(g.client_id, ""),
-            "principal": g.principal,
-            "scopes": list(g.scopes),
-            "resource": g.resource,
-            "created_at": g.created_at,
-            "last_used_at": g.last_used_at,
-        }
+        {k: v for k, v in dataclasses.asdict(g).items() if k not in ("tenant", "revoked_at")}
+        | {"client_name": names.get(g.client_id, ""), "scopes": list(g.scopes)}
         for g in grants
     ]
 
