@@ -24,7 +24,6 @@ from agent_memory.directory import (
 )
 from agent_memory.governance.feed import forget_feed_history
 from agent_memory.governance.personal_data import DataKeys
-from agent_memory.ids import is_ulid
 from agent_memory.lifecycle.brief import TenantBrief, build_brief
 from agent_memory.lifecycle.erase import EraseReport
 from agent_memory.lifecycle.move import (
@@ -455,10 +454,7 @@ async def _supersession(
     act: Callable[[Reconciler, str, str], Awaitable[Change]],
 ) -> SupersessionView:
     """Undo or replay through the tenant's reconciler (its refusals are `ApiError`s)."""
-    value = call.params[param]
-    if not is_ulid(value):
-        raise ApiError(422, "invalid_path", f"{param} must be a 26-character ULID")
-    change = await act((await _reconciler(call)), value, call.auth.principal)
+    change = await act((await _reconciler(call)), call.params[param], call.auth.principal)
     return SupersessionView(**change.model_dump())
 
 
