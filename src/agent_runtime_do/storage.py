@@ -666,13 +666,6 @@ def restore(sql: SqlStorage, rows: dict[str, list[Row]]) -> None:
             sql.exec(f"INSERT INTO {table} ({', '.join(row)}) VALUES ({marks})", *row.values())
 
 
-def row_counts(sql: SqlStorage) -> dict[str, int]:
-    """Rows per table an erase reports (`erase_subject_traces`' keys)."""
-    return {
-        t: count_rows(sql, t) for t in ("pending_writes", "failed_writes", "run_log", "turn_state")
-    }
-
-
 def erase_subject_traces(
     storage: DurableObjectStorage, subject: str, erased_runs: Iterable[str]
 ) -> dict[str, int]:

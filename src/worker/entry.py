@@ -56,7 +56,9 @@ class Default(WorkerEntrypoint):
         if body is None:
             return early_response(request, payload_too_large(limit).to_response())
         http_request = HttpRequest(
-            method=request_method(request),
+            # As the client sent it (the router answers 404/405): the SDK's `request.method`
+            # raises for one outside Python's HTTPMethod (`PROPFIND`; tests/workerd).
+            method=str(request.js_object.method),
             url=str(request.url),
             headers=Headers(list(request.headers.items())),
             body=body,
@@ -80,13 +82,6 @@ class Default(WorkerEntrypoint):
         verdicts = await consume(str(batch.queue), [m for m, _ in messages], bindings)
         for message, js_message in messages:
             settle(js_message, verdicts.get(message.id, 10))
-
-
-def request_method(request: Request) -> str:
-    """The method as the client sent it (the router answers 404/405). Not `request.method`:
-    the SDK's `HTTPMethod[...]` raises for a method outside Python's enum (`PROPFIND`;
-    tests/workerd). workerd upper-cases methods (upper_case_all_http_methods)."""
-    return str(request.js_object.method)
 
 
 async def read_body(request: Request, limit: int) -> bytes | None:

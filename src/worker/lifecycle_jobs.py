@@ -226,7 +226,7 @@ async def daily_brief(bindings: Bindings, scheduled_time: float) -> dict[str, An
         "reconciled": reconciled,
         "data_keys_rewrapped": rewrapped,
         "oauth_rows_swept": await oauth_sweep(bindings) if bindings.kv is not None else 0,
-        "exports_expired": await _expire_exports(bindings, scheduled_time),
+        "exports_expired": await _expire_exports(bindings, now_ms),
         "moves": [
             {"tenant_id": m.tenant_id, "phase": m.phase, "error": m.error} for m in unfinished
         ],
@@ -367,10 +367,10 @@ async def rewrap_data_keys(bindings: Bindings, *, max_seconds: float) -> dict[st
     return done
 
 
-async def _expire_exports(bindings: Bindings, scheduled_time: float) -> int:
+async def _expire_exports(bindings: Bindings, now_ms: int) -> int:
     """Exports past their expiry lose their parts; delivery records and erasure marks older
     than the feed queue's retention (14 days) go."""
-    control, now_ms = primary_db(bindings), int(scheduled_time * 1000)
+    control = primary_db(bindings)
     if control is None:
         return 0
     await forget_feed_history(control, now_ms - FEED_HISTORY_MS)
