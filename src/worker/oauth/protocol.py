@@ -17,6 +17,7 @@ import hashlib
 import hmac
 import re
 import secrets
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -35,7 +36,7 @@ from gateway.credentials import (
     hash_token,
 )
 from gateway.routes import issuer_of
-from http_messages import ApiError, HttpResponse, json_response
+from http_messages import ApiError, CodedError, HttpResponse, json_response
 from worker.routing import Call
 
 ACCESS_TOKEN_TTL = 3600
@@ -58,21 +59,24 @@ _VERIFIER_RE = re.compile(r"^[A-Za-z0-9._~-]{43,128}$")
 _CHALLENGE_RE = re.compile(r"^[A-Za-z0-9_-]{43}$")
 
 
-class OAuthError(Exception):
-    """An RFC 6749 error response."""
+class OAuthError(CodedError):
+    """An RFC 6749 error, answered by the router in that shape (`{"error", "error_description"}`,
+    `no-store`; a 401 with its Basic challenge, a 429 with `Retry-After`)."""
 
     def __init__(self, error: str, description: str, status: int = 400) -> None:
         super().__init__(description)
-        self.error = error
+        self.error = self.code = error
         self.description = description
         self.status = status
 
-    def response(self, extra: dict[str, str] | None = None) -> HttpResponse:
-        headers = {"cache-control": "no-store", "pragma": "no-cache", **(extra or {})}
+    def to_response(self, headers: Mapping[str, str] | None = None) -> HttpResponse:
+        extra = {"cache-control": "no-store", "pragma": "no-cache", **(headers or {})}
         if self.status == 401:
-            headers["www-authenticate"] = 'Basic realm="agent-memory-oauth"'
+            extra["www-authenticate"] = 'Basic realm="agent-memory-oauth"'
+        if self.status == 429:
+            extra["retry-after"] = "60"
         body = {"error": self.error, "error_description": self.description}
-        return json_response(body, status=self.status, headers=headers)
+        return json_response(body, status=self.status, headers=extra)
 
 
 def stores(bindings: Bindings) -> tuple[D1Database, KVNamespace]:
