@@ -48,11 +48,10 @@ class Default(WorkerEntrypoint):
             return early_response(request, internal_error().to_response())
         limit = bindings.settings.max_body_bytes
         declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > limit:
-            # Refuse before reading: the body is never buffered.
-            return early_response(request, payload_too_large(limit).to_response())
-        # Without Content-Length (a chunked body) the size is known only while reading.
-        body = await read_body(request, limit)
+        # Refused before reading when declared too large (the body is never buffered); without
+        # Content-Length (a chunked body) the size is known only while reading.
+        too_large = declared is not None and declared.isdigit() and int(declared) > limit
+        body = None if too_large else await read_body(request, limit)
         if body is None:
             return early_response(request, payload_too_large(limit).to_response())
         http_request = HttpRequest(

@@ -60,14 +60,10 @@ class AccessIdentity(Principal):
 
     model_config = ConfigDict(frozen=True)
 
-    subject: str
-    issuer: str
-    expires_at: int
-
     @property
     def principal(self) -> str:
-        """A printable name for logs and audit fields."""
-        return self.email or self.common_name or self.subject
+        """A printable name for logs and audit fields (a verified identity has one)."""
+        return self.email or self.common_name or ""
 
 
 def _invalid(message: str) -> ApiError:
@@ -203,18 +199,15 @@ _ACCESS_MESSAGES = {
 }
 
 
-def _identity(claims: dict[str, Any], issuer: str) -> AccessIdentity:
+def _identity(claims: dict[str, Any]) -> AccessIdentity:
     def text(name: str) -> str | None:
         value = claims.get(name)
         return value if isinstance(value, str) and value else None
 
     groups = claims.get("groups")
     return AccessIdentity(
-        subject=text("sub") or "",
         email=text("email"),
         common_name=text("common_name"),
-        issuer=issuer,
-        expires_at=int(claims["exp"]),
         groups=tuple(g for g in groups if isinstance(g, str) and g)
         if isinstance(groups, list)
         else (),
@@ -241,7 +234,7 @@ async def verify_access_token(token: str, bindings: Bindings) -> AccessIdentity:
         )
     except JwtRefused as refused:
         raise _invalid(_ACCESS_MESSAGES.get(refused.reason, refused.message)) from None
-    identity = _identity(claims, issuer)
+    identity = _identity(claims)
     if identity.email is None and identity.common_name is None:
         raise _invalid("token names neither a user (email) nor a service token")
     return identity
