@@ -200,13 +200,8 @@ async def daily_brief(bindings: Bindings, scheduled_time: float) -> dict[str, An
     reconciled: list[dict[str, Any]] = []
     rewrapped: dict[str, int] = {}
     for view in views:
-        assert view.db is not None
         operations, seconds = shares.next()
-        started = time.monotonic()
-
-        def left(seconds: float = seconds, started: float = started) -> float:
-            return max(0.0, seconds - (time.monotonic() - started))
-
+        deadline = time.monotonic() + seconds  # of this shard's share (both stop when past it)
         pruner = pruner_for(view, (operations, seconds))
         spent = 0
         if pruner is not None:
@@ -214,8 +209,8 @@ async def daily_brief(bindings: Bindings, scheduled_time: float) -> dict[str, An
             spent = max((r.operations for r in reports), default=0)
             resumed += [r.summary() for r in reports]
         shares.refund(operations, spent)
-        reconciled += await reconcile_all(view, max_seconds=left())
-        rewrapped |= await rewrap_data_keys(view, max_seconds=left())
+        reconciled += await reconcile_all(view, max_seconds=deadline - time.monotonic())
+        rewrapped |= await rewrap_data_keys(view, max_seconds=deadline - time.monotonic())
     return {
         "ran": True,
         "brief": {**summary, "warnings": [*summary.get("warnings", []), *warnings]},

@@ -404,8 +404,7 @@ async def _authorization_code(
         raise OAuthError("invalid_grant", "code_verifier does not match the code_challenge")
     _check_resource(form, row.grant.resource)
     grant = replace(row.grant, grant_id=new_id("g_"), created_at=now, last_used_at=now)
-    await store.create_grant(db, grant)
-    await store.bind_code_to_grant(db, hash_token(code), grant.grant_id)
+    await store.create_grant(db, grant, hash_token(code))
     return grant
 
 
