@@ -57,11 +57,8 @@ def gateway_error_response(exc: ApiError) -> HttpResponse:
 
 
 def unauthorized(code: str, message: str) -> ApiError:
-    """A 401 with RFC 6750's challenge (`add_resource_metadata` adds RFC 9728's metadata)."""
-    challenge = 'Bearer realm="agent-memory-gateway"'
-    if code != "missing_api_key":
-        challenge += ', error="invalid_token"'
-    return ApiError(401, code, message, headers={"www-authenticate": challenge})
+    """A 401; every gateway route adds its challenge (`add_resource_metadata`)."""
+    return ApiError(401, code, message)
 
 
 def forbidden(code: str, message: str) -> ApiError:

@@ -17,7 +17,6 @@ import hashlib
 import hmac
 import re
 import secrets
-from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -68,15 +67,14 @@ class OAuthError(CodedError):
         self.error = self.code = error
         self.description = description
         self.status = status
+        self.headers = {"cache-control": "no-store", "pragma": "no-cache"}
+        if status == 401:
+            self.headers["www-authenticate"] = 'Basic realm="agent-memory-oauth"'
+        if status == 429:
+            self.headers["retry-after"] = "60"
 
-    def to_response(self, headers: Mapping[str, str] | None = None) -> HttpResponse:
-        extra = {"cache-control": "no-store", "pragma": "no-cache", **(headers or {})}
-        if self.status == 401:
-            extra["www-authenticate"] = 'Basic realm="agent-memory-oauth"'
-        if self.status == 429:
-            extra["retry-after"] = "60"
-        body = {"error": self.error, "error_description": self.description}
-        return json_response(body, status=self.status, headers=extra)
+    def body(self) -> dict[str, Any]:
+        return {"error": self.error, "error_description": self.description}
 
 
 def stores(bindings: Bindings) -> tuple[D1Database, KVNamespace]:
