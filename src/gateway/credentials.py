@@ -61,10 +61,6 @@ def unauthorized(code: str, message: str) -> ApiError:
     return ApiError(401, code, message)
 
 
-def forbidden(code: str, message: str) -> ApiError:
-    return ApiError(403, code, message)
-
-
 def tenant_key(tenant: str) -> str:
     return f"gw:tenant:{tenant}"
 
@@ -214,7 +210,7 @@ class Principal(BaseModel):
 
     def require(self, scope: Scope) -> None:
         if scope not in self.scopes:
-            raise forbidden("insufficient_scope", f"this API key lacks the {scope!r} scope")
+            raise ApiError(403, "insufficient_scope", f"this API key lacks the {scope!r} scope")
 
 
 def bearer_token(authorization: str | None) -> str:

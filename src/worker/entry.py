@@ -27,7 +27,6 @@ from http_messages import (
 )
 from worker.app import handle
 from worker.cron import run_scheduled
-from worker.runtime_core import new_runtime_core
 
 __all__ = ["AgentRuntime", "Default"]
 log = logging.getLogger(__name__)
@@ -126,10 +125,12 @@ class AgentRuntime(DurableObject):  # type: ignore[no-untyped-call,unused-ignore
 
     def __init__(self, ctx: Any, env: Any) -> None:
         super().__init__(ctx, env)
+        # Imported on the isolate's first object, not at start-up (docs/pyodide.md "Start-up").
+        from agent_runtime_do.core import AgentRuntimeCore
+
         storage = CloudflareDurableObjectStorage(self.ctx.storage)
         # Private: every public attribute of a Durable Object is reachable over RPC.
-        # The core imports on the isolate's first object, not at start-up (worker.runtime_core).
-        self._core = new_runtime_core(
+        self._core = AgentRuntimeCore(
             storage,
             build_bindings(self.env, self.ctx),
             alarms=CloudflareAlarms(self.ctx.storage),
