@@ -279,9 +279,7 @@ class Router:
                 self._cors.setdefault(route.path, []).append(route.method)
 
     def resolve(self, method: str, path: str) -> tuple[Route, dict[str, str]]:
-        """The route and its decoded, checked path parameters for the raw (percent-encoded)
-        `path`. Raises `ApiError`: 404 for no route, 405 (with `Allow`) for a wrong method,
-        422 `invalid_path` for a bad parameter."""
+        """The route and its decoded, checked path parameters for the raw `path` (module doc)."""
         allowed: list[str] = []
         for regex, route in self._compiled:
             match = regex.fullmatch(path)
