@@ -41,7 +41,6 @@ from local_runtime.durable_objects import LocalDurableObjectNamespace
 from local_runtime.memory_tokens_dev import dev_token_keys
 from local_runtime.migrations import apply_migrations
 from local_runtime.state import StateDir
-from worker.runtime_core import new_runtime_core
 
 log = logging.getLogger(__name__)
 
@@ -291,7 +290,7 @@ class LocalRuntime:
             await asyncio.sleep(poll_seconds)
 
     def _agent_core(self, storage: DurableObjectStorage, alarms: AlarmStorage) -> AgentRuntimeCore:
-        return new_runtime_core(storage, self.bindings(), alarms=alarms)
+        return AgentRuntimeCore(storage, self.bindings(), alarms=alarms)
 
     async def close(self) -> None:
         await self.background.drain()

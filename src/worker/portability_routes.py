@@ -38,8 +38,6 @@ from gateway.outbound import OutboundPolicy
 from http_messages import ApiError, Headers, HttpResponse
 from worker.routing import Call, StrictModel, parse_model
 
-# -- exports and imports --------------------------------------------------------------------
-
 
 class ExportBody(StrictModel):
     personal: Personal = "sealed"
@@ -105,9 +103,6 @@ async def import_records(call: Call[None, ImportQuery]) -> ImportReport:
         .importer()
         .run(lambda: lines, call.query.format, dry_run=call.query.dry_run, by=call.auth.principal)
     )
-
-
-# -- the change feed ------------------------------------------------------------------------
 
 
 class EndpointView(BaseModel):
