@@ -245,26 +245,13 @@ class Memory:
         self.read_counts = read_counts
 
     @classmethod
-    async def open(
-        cls,
-        bindings: Bindings,
-        tenant: str,
-        *,
-        events_after_response: bool = False,
-        read_counts: ReadCounts | None = None,
-        admitted: Callable[[], Awaitable[None]] | None = None,
-    ) -> Memory:
-        """`tenant`'s memory on its shard: the tenant directory is read once (this isolate's
-        cache, else KV, else the primary database, placing a new tenant) and every tier this
-        object hands out reaches D1 and Vectorize through that shard only."""
+    async def open(cls, bindings: Bindings, tenant: str, **options: Any) -> Memory:
+        """`tenant`'s memory on its shard (`__init__`'s `options`): the tenant directory is
+        read once (this isolate's cache, else KV, else the primary database, placing a new
+        tenant) and every tier this object hands out reaches D1 and Vectorize through that
+        shard only."""
         _check_tenant(tenant)  # before the directory is asked (it could place a bad id)
-        return cls(
-            await tenant_bindings(bindings, tenant),
-            tenant,
-            events_after_response=events_after_response,
-            read_counts=read_counts,
-            admitted=admitted,
-        )
+        return cls(await tenant_bindings(bindings, tenant), tenant, **options)
 
     def _require_db(self, code: str = "episodic_unavailable") -> D1Database:
         if self.bindings.db is None:
@@ -416,23 +403,15 @@ class Memory:
         out. A bad `MEMORY_PLACEMENT` raises `PlacementError`."""
         b = self.bindings
         table = placement_table(b)
+        flags, ttl = NamespaceFlags.of(b.settings), table.placement("working").ttl_seconds
         hot = None
         if b.kv is not None:
-            hot = KVHotMemory(
-                b.kv,
-                flags=NamespaceFlags.of(b.settings),
-                counts=self.read_counts,
-                repair_ttl=table.placement("working").ttl_seconds,
-            )
-        warm = None if b.db is None else D1WarmMemory(b.db, self.personal)
-        cold = None
-        if b.db is not None and b.cold is not None:
-            cold = ArchiveColdMemory(b.db, b.cold, self.clock)
+            hot = KVHotMemory(b.kv, flags=flags, counts=self.read_counts, repair_ttl=ttl)
         return (
             MemoryBuilder()
             .with_hot(hot)
-            .with_warm(warm)
-            .with_cold(cold)
+            .with_warm(None if b.db is None else D1WarmMemory(b.db, self.personal))
+            .with_cold(None if b.db is None or b.cold is None else self.cold_archive())
             .with_rules(read_fallback=True, promote_on_read=True, placement=table)
             .for_tenant(self.tenant)
             .build()

@@ -512,18 +512,10 @@ class WriteDenied(CodedError, ValueError):
         super().__init__(f"memory write to {proposal.tier} {proposal.key!r} denied: {reasons}")
         self.proposal = proposal
         self.violations = list(violations)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "error": {
-                "code": self.code,
-                "message": str(self),
-                "details": {
-                    "tier": self.proposal.tier,
-                    "key": self.proposal.key,
-                    "violations": [v.model_dump() for v in self.violations],
-                },
-            }
+        self.details = {
+            "tier": proposal.tier,
+            "key": proposal.key,
+            "violations": [v.model_dump() for v in self.violations],
         }
 
 
