@@ -690,19 +690,18 @@ class ProceduralMemory:
             agent_type=agent_type,
         )
         gate.check(proposal)
-        cursor = self._sql.exec(
+        inserted = self._sql.exec(
             f"INSERT INTO procedural_workflows ({_COLUMNS}) "
             "VALUES (?, ?, ?, ?, 1.0, 1.0, 0, 'active', ?, ?) "
-            "ON CONFLICT (workflow_id) DO NOTHING",
+            "ON CONFLICT (workflow_id) DO NOTHING RETURNING workflow_id",
             workflow_id,
             agent_type,
             task_type,
             json.dumps(spec, separators=(",", ":"), sort_keys=True),
             now,
             now,
-        )
-        list(cursor)  # consume so rows_written is final
-        if cursor.rows_written:
+        ).to_array()
+        if inserted:
             gate.defer([proposal])
 
     def register_specs(
@@ -768,22 +767,18 @@ class ProceduralMemory:
             tier="procedural", key=workflow_id, value={"score": value}, source="outcome"
         )
         gate.check(proposal)
-        cursor = self._sql.exec(
+        rows = self._sql.exec(
             "UPDATE procedural_workflows SET alpha = alpha + ?, beta = beta + ?, "
-            "pulls = pulls + 1, updated_at = ? WHERE workflow_id = ?",
+            f"pulls = pulls + 1, updated_at = ? WHERE workflow_id = ? RETURNING {_COLUMNS}",
             value,
             1.0 - value,
             now,
             workflow_id,
-        )
-        list(cursor)  # consume so rows_written is final
-        if cursor.rows_written == 0:
-            raise UnknownWorkflowError(f"no workflow {workflow_id!r}")
-        updated = self.get(workflow_id)
-        if updated is None:  # deleted between the two statements: cannot happen in one DO
+        ).to_array()
+        if not rows:
             raise UnknownWorkflowError(f"no workflow {workflow_id!r}")
         gate.defer([proposal])
-        return updated
+        return _workflow(rows[0])
 
     def pack_candidates(
         self,
