@@ -717,12 +717,7 @@ class Memory:
                 )
 
             found = [
-                _fact_item(r.fact).model_copy(
-                    update={
-                        "score": round(r.score, 6),
-                        "score_breakdown": breakdown_view(r.breakdown, r.channels),
-                    }
-                )
+                _scored(_fact_item(r.fact), r.score, breakdown_view(r.breakdown, r.channels))
                 for r in recalled.results
             ]
             return found, record_facts
@@ -749,12 +744,7 @@ class Memory:
             self.record(tier, query, [ranked[i] for i in shown], pool=len(items), top_k=top_k)
 
         found = [
-            by_key[r.item.id].model_copy(
-                update={
-                    "score": round(r.score, 6),
-                    "score_breakdown": breakdown_view(breakdown(r.parts, weights)),
-                }
-            )
+            _scored(by_key[r.item.id], r.score, breakdown_view(breakdown(r.parts, weights)))
             for r in ranked
         ]
         return found, record_items
@@ -1041,6 +1031,10 @@ def _fact_item(fact: Fact, **metadata: Any) -> MemoryItem:
         },
         created_at=fact.created_at,
     )
+
+
+def _scored(item: MemoryItem, score: float, explained: dict[str, Any]) -> MemoryItem:
+    return item.model_copy(update={"score": round(score, 6), "score_breakdown": explained})
 
 
 def _confidence(item: MemoryItem) -> float:
