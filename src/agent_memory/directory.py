@@ -352,9 +352,6 @@ def forget_cached_homes() -> None:
     _fresh_until = 0.0
 
 
-# -- the tables a tenant's data lives in ---------------------------------------------------
-
-
 @dataclass(frozen=True, slots=True)
 class TenantTable:
     """A table with a `tenant_id` column: its columns and primary key, in order, and the
@@ -409,9 +406,6 @@ async def holds_tenant(db: D1Database, tenant: str, shard: str) -> bool:
     if found:
         log.info("directory: shard %s already holds rows of tenant %s", shard, tenant)
     return bool(found)
-
-
-# -- fences ---------------------------------------------------------------------------------
 
 
 def _trigger_sql(table: str, event: str) -> str:

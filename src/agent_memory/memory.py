@@ -258,8 +258,6 @@ class Memory:
             raise MemoryUnavailable(code, "the D1 binding is missing")
         return self.bindings.db
 
-    # ------------------------------------------------------------------------- tiers
-
     def working(
         self,
         instance_id: str,
@@ -430,8 +428,6 @@ class Memory:
         if self.read_counts is not None and self.bindings.db is not None:
             await flush_counts(self.bindings.db, self.tenant, self.read_counts, self.clock.now())
 
-    # ------------------------------------------------------------------------- lifecycle
-
     async def lifecycle(
         self, update: LifecycleUpdate | None = None, *, by: str = ""
     ) -> TenantLifecycle:
@@ -585,8 +581,6 @@ class Memory:
             self._require_db(), self.tenant, now_ms=now_ms, personal=self.personal
         )
 
-    # ------------------------------------------------------------------ ranking & events
-
     def rank(
         self,
         tier: Tier,
@@ -656,8 +650,6 @@ class Memory:
                 log.warning("memory_retrieved (%s) not recorded for %s: %s", tier, self.tenant, exc)
 
         self.bindings.background.wait_until(write())
-
-    # --------------------------------------------------------- the memory API's verbs
 
     async def search(
         self,
@@ -927,8 +919,6 @@ class Memory:
                     )
                 )
         return items, page.next_cursor
-
-    # ------------------------------------------------------------------------ helpers
 
     async def _spend_embedding_budget(self) -> None:
         """Count one embedding call of the tenant (`EMBED_RATE_LIMITER`); 429 when over

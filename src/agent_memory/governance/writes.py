@@ -318,10 +318,9 @@ class EventLog:
         sql = "DELETE FROM memory_events WHERE tenant_id = ? AND event_id IN ({marks})"
         return await delete_ids(self._db, sql, self.tenant_id, event_ids)
 
-    # --- erasure marks (migration 0013): an erase in progress since `started_at` ------------
-
     async def mark_erase_start(self, now_ms: int, kept_ms: int) -> None:
-        """Record that a subject erase starts now (and drop marks older than `kept_ms`)."""
+        """Record that a subject erase starts now (`erasure_marks`, migration 0013) and drop
+        marks older than `kept_ms`."""
         insert = (
             "INSERT INTO erasure_marks (tenant_id, started_at) VALUES (?, ?) "
             "ON CONFLICT (tenant_id, started_at) DO NOTHING"

@@ -196,8 +196,6 @@ class EpisodicStore:
         )
         return proposal.model_copy(update={"in_row": proposal.personal_fields() is None})
 
-    # --- writes ---------------------------------------------------------------------
-
     async def start_run(
         self,
         *,
@@ -279,8 +277,6 @@ class EpisodicStore:
                 run.finished_at,
             ),
         ).run()
-
-    # --- reads ----------------------------------------------------------------------
 
     async def recent_episodes(self, agent_type: str, limit: int = RECENT_EPISODES) -> list[Episode]:
         """The newest `limit` episodes of (tenant, agent_type), newest first."""
