@@ -78,14 +78,6 @@ _HOMES: dict[str, tuple[float, str]] = {}
 _fresh_until = 0.0
 
 
-def _cached(tenant: str, now: float) -> str | None:
-    entry = _HOMES.get(tenant)
-    # A clock that moved backwards also invalidates: never serve an entry of unknown age.
-    if entry is None or not entry[0] <= now < entry[0] + HOME_TTL_SECONDS:
-        return None
-    return entry[1]
-
-
 def all_shards(bindings: Bindings) -> tuple[Shard, ...]:
     """Every shard, the primary first. Until narrowed, `db` and `vectors` are the primary's
     (so a copy with another `db` has that as its primary)."""
@@ -137,8 +129,9 @@ async def home_of(bindings: Bindings, tenant: str) -> str:
     """The name of `tenant`'s shard: cache, KV, then the directory (placing a new tenant)."""
     now = bindings.clock.now()
     names = {s.name for s in all_shards(bindings)}
-    name = _cached(tenant, now)
-    if name in names:
+    read_at, name = _HOMES.get(tenant, (now, None))
+    # A clock that moved backwards also invalidates: never serve an entry of unknown age.
+    if name in names and read_at <= now < read_at + HOME_TTL_SECONDS:
         return str(name)
     kv = bindings.kv
     name = None
