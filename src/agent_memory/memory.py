@@ -422,12 +422,6 @@ class Memory:
             raise MemoryUnavailable("cold_unavailable", "the R2 binding COLD is missing")
         return ArchiveColdMemory(db, self.bindings.cold, self.clock)
 
-    async def flush_read_counts(self) -> None:
-        """Write the working-memory reads counted by key generation (the daily brief's
-        namespace migration figures)."""
-        if self.read_counts is not None and self.bindings.db is not None:
-            await flush_counts(self.bindings.db, self.tenant, self.read_counts, self.clock.now())
-
     async def lifecycle(
         self, update: LifecycleUpdate | None = None, *, by: str = ""
     ) -> TenantLifecycle:
@@ -879,10 +873,10 @@ class Memory:
         cold, a hit promoted to hot unless personal), its item key and where it was found;
         404 `episode_not_found` when there is none of this agent (its type included)."""
         item = ItemKey.build(self.tenant, instance_id, "episode", episode_id)
-        self._require_db()
-        self.read_counts = self.read_counts or ReadCounts()
+        db = self._require_db()
+        counts = self.read_counts = self.read_counts or ReadCounts()
         found = await self.placement_client().get(item.key)
-        await self.flush_read_counts()
+        await flush_counts(db, self.tenant, counts, self.clock.now())  # the brief's figures
         episode = None if found is None else await open_episode_item(found.value, self.personal)
         # Episodes are named by instance; another type's instance of the same id is not this one.
         if found is None or episode is None or episode.agent_type != agent_type:

@@ -64,17 +64,13 @@ def change(type_: str, now: float, data: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def signed_content(message_id: str, timestamp: int, body: bytes) -> bytes:
-    """The text Standard Webhooks signs: `{id}.{timestamp}.{body}`."""
-    return f"{message_id}.{timestamp}.".encode() + body
-
-
 async def sign(
     signatures: Signatures, secret: bytes, message_id: str, now: float, body: bytes
 ) -> dict[str, str]:
     """The Standard Webhooks headers of one delivery of `body`."""
     timestamp = int(now)
-    mac = await signatures.hmac_sign(secret, signed_content(message_id, timestamp, body))
+    signed = f"{message_id}.{timestamp}.".encode() + body  # what Standard Webhooks signs
+    mac = await signatures.hmac_sign(secret, signed)
     return {
         "content-type": "application/json",
         "webhook-id": message_id,
