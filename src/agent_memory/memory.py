@@ -223,7 +223,6 @@ class Memory:
         # transaction with KV anyway, and the budget's read and the write are the floor.
         self.agent_types = catalog(bindings.settings.agent_types)
         policy = WritePolicy(agent_types=self.agent_types)
-        # Committed writes are published on the change feed after the response.
         self.feed = ChangeFeed.of(bindings)
 
         def gate(after_response: bool) -> WriteGate:

@@ -175,8 +175,6 @@ class EpisodicStore:
             raise ValueError("EpisodicStore needs a tenant")
         self._db = db
         self.tenant = tenant
-        # Episodes are write proposals (ADR-0051): checked by the policy, and committed
-        # together with their `memory_written` event.
         events = EventLog(tenant, db) if TENANT_RE.fullmatch(tenant) else None
         self.gate = gate or WriteGate(tenant, events=events)
         # Seals the personal fields of `data` on write and opens them on read; without one,

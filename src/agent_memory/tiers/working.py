@@ -307,7 +307,6 @@ class WorkingMemory:
             raise InvalidWorkingMemoryKey(f"invalid tenant segment {tenant!r}")
         if not SESSION_RE.fullmatch(session or ""):
             raise InvalidWorkingMemoryKey(f"invalid session segment {session!r}")
-        # Which key (legacy or canonical) is read and written follows the namespace flags.
         self._keys = NamespacedKV(
             kv,
             NamespaceKey(SERVICE, tenant, session),
@@ -319,8 +318,6 @@ class WorkingMemory:
         self.budget_bytes = budget_bytes
         self.ttl_seconds = ttl_seconds
         self._lock = write_lock or asyncio.Lock()
-        # Every write is a proposal checked by the write policy (ADR-0051); the gate also
-        # records `memory_written` events when it has an event log.
         self._gate = gate or WriteGate(tenant)
         self._session = session
         self._agent_type = agent_type
