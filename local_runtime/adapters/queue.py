@@ -4,7 +4,7 @@
 The documented semantics (queues/configuration/batching-retries, dead-letter-queues), modelled
 here and compared with workerd's own queues in tests/miniflare/test_queues_on_workerd.py:
 
-* `send_batch` enqueues; a delay keeps a message invisible until it is due;
+* `send_batch` enqueues; a retry's delay keeps a message invisible until it is due;
 * a consumer gets up to `max_batch_size` due messages, oldest first, each with `attempts`
   (1 on its first delivery) and its send time; it settles each one: acked (deleted) or retried
   after a delay; a consumer that raises retries the whole batch (`retry_delay`);
@@ -77,9 +77,9 @@ class LocalQueues:
     def producer(self, queue: str) -> LocalQueue:
         return LocalQueue(self, queue)
 
-    def enqueue(self, queue: str, texts: Sequence[str], delay_seconds: int = 0) -> None:
+    def enqueue(self, queue: str, texts: Sequence[str]) -> None:
         now = self._now_ms()
-        rows = [(queue, uuid.uuid4().hex, text, now + delay_seconds * 1000, now) for text in texts]
+        rows = [(queue, uuid.uuid4().hex, text, now, now) for text in texts]
         with self._guard:
             self._db.executemany(
                 "INSERT INTO messages (queue, id, body, visible_ms, sent_ms) "
@@ -155,5 +155,5 @@ class LocalQueue:
         self._queues = queues
         self.name = name
 
-    async def send_batch(self, bodies: Sequence[Any], *, delay_seconds: int = 0) -> None:
-        self._queues.enqueue(self.name, check_batch(bodies, delay_seconds), delay_seconds)
+    async def send_batch(self, bodies: Sequence[Any]) -> None:
+        self._queues.enqueue(self.name, check_batch(bodies))
