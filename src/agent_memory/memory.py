@@ -244,13 +244,27 @@ class Memory:
         self.read_counts = read_counts
 
     @classmethod
-    async def open(cls, bindings: Bindings, tenant: str, **options: Any) -> Memory:
-        """`tenant`'s memory on its shard (`__init__`'s `options`): the tenant directory is
-        read once (this isolate's cache, else KV, else the primary database, placing a new
-        tenant) and every tier this object hands out reaches D1 and Vectorize through that
-        shard only."""
+    async def open(
+        cls,
+        bindings: Bindings,
+        tenant: str,
+        *,
+        events_after_response: bool = False,
+        read_counts: ReadCounts | None = None,
+        admitted: Callable[[], Awaitable[None]] | None = None,
+    ) -> Memory:
+        """`tenant`'s memory on its shard: the tenant directory is read once (this isolate's
+        cache, else KV, else the primary database, placing a new tenant) and every tier this
+        object hands out reaches D1 and Vectorize through that shard only."""
         _check_tenant(tenant)  # before the directory is asked (it could place a bad id)
-        return cls(await tenant_bindings(bindings, tenant), tenant, **options)
+        home = await tenant_bindings(bindings, tenant)
+        return cls(
+            home,
+            tenant,
+            events_after_response=events_after_response,
+            read_counts=read_counts,
+            admitted=admitted,
+        )
 
     def _require_db(self, code: str = "episodic_unavailable") -> D1Database:
         if self.bindings.db is None:
