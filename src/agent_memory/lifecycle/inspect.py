@@ -23,7 +23,6 @@ from agent_memory.governance.writes import (
     EventTier,
     fact_proposal,
     loaded_payload,
-    written_payload,
 )
 from agent_memory.tiers.episodic import Episode, EpisodicStore, decode_cursor, encode_cursor
 from agent_memory.tiers.semantic.memory import FactHistory
@@ -135,27 +134,7 @@ _STATUS_WHERE: dict[str, Callable[[int], tuple[str, list[SqlValue]]]] = {
 
 
 def event_from_row(row: Row) -> InspectedEvent:
-    return InspectedEvent(
-        event_id=str(row["event_id"]),
-        kind=row["kind"],
-        tier=row["tier"],
-        agent_type=row.get("agent_type"),
-        run_id=row.get("run_id"),
-        content_hash=row.get("content_hash"),
-        payload=loaded_payload(row.get("payload")),
-        created_at=int(row["created_at"]),
-    )
-
-
-def filled_in(event: InspectedEvent, fact: Fact) -> InspectedEvent:
-    """A compact event of the write that created `fact` (no hash; written before 0019 or
-    with personal fields), with the hash and payload a full one carries, from the opened
-    fact (`WriteGate.event`, `in_row`)."""
-    if event.content_hash is not None or event.event_id != fact.fact_id:
-        return event
-    proposal = fact_proposal(dict(fact))
-    payload = {**written_payload(proposal), **event.payload}
-    return event.model_copy(update={"content_hash": proposal.content_hash, "payload": payload})
+    return InspectedEvent.model_validate(row | {"payload": loaded_payload(row.get("payload"))})
 
 
 class MemoryInspector:
@@ -233,7 +212,7 @@ class MemoryInspector:
             links=await self._links(fact_id),
             provenance=await self._provenance(view.fact),
             written=[
-                filled_in(event_from_row(row), view.fact)
+                event_from_row(row)
                 for row in await self._events.written(
                     fact_id, fact_proposal(dict(view.fact)).content_hash, MAX_HISTORY
                 )
