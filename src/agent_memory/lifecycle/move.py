@@ -313,11 +313,7 @@ async def _advance(
                     move = await _save(bindings, move, owner, progress=first)
                     continue
                 await set_fence(src_db, tenant, "frozen", now_ms())
-                # Replay what the log holds when the last copy pass was logged throughout
-                # (a move begun before the log existed verifies the whole tenant instead).
-                replay = bool(move.progress.get("logged")) and (
-                    int(move.progress.get("rows", 0)) > FULL_VERIFY_ROWS
-                )
+                replay = int(move.progress.get("rows", 0)) > FULL_VERIFY_ROWS
                 after = {"replayed": 0} if replay else _new_pass(1)
                 move = await _save(bindings, move, owner, progress=after)
                 continue
@@ -354,7 +350,7 @@ async def _advance(
                 continue
             if move.phase == "copying":
                 # Whatever was logged before this pass began, the pass has copied since.
-                await _forget_changes(shard_db(source), tenant, progress.get("log_mark"))
+                await _forget_changes(shard_db(source), tenant, progress["log_mark"])
                 meter.spend()
                 # Unfenced passes repeat while the last one rewrote much (writes went on
                 # during it): the log then holds little, and the tenant's writes are refused
@@ -369,8 +365,9 @@ async def _advance(
                     # is refused writes for that step only, never across the wait until the
                     # next advance.
                     rows = sum(t["source_rows"] for t in progress["tables"].values())
-                    logged = {"logged": "log_mark" in progress, "rows": rows}
-                    move = await _save(bindings, move, owner, phase="fenced", progress=logged)
+                    move = await _save(
+                        bindings, move, owner, phase="fenced", progress={"rows": rows}
+                    )
                     break
             elif progress["changed"]:
                 if progress["pass"] >= MAX_FENCED_PASSES:
@@ -537,10 +534,9 @@ async def _begin_pass(db: D1Database, tenant: str, number: int) -> dict[str, Any
     return {**_new_pass(number), "log_mark": int(mark or 0)}
 
 
-async def _forget_changes(db: D1Database, tenant: str, mark: int | None) -> None:
-    if mark is not None:
-        sql = "DELETE FROM tenant_move_changes WHERE tenant_id = ? AND n <= ?"
-        await db.prepare(sql).bind(tenant, mark).run()
+async def _forget_changes(db: D1Database, tenant: str, mark: int) -> None:
+    sql = "DELETE FROM tenant_move_changes WHERE tenant_id = ? AND n <= ?"
+    await db.prepare(sql).bind(tenant, mark).run()
 
 
 async def _replay_step(source: Shard, target: Shard, tenant: str, meter: _Meter) -> int:
