@@ -287,19 +287,9 @@ class SubjectEraser:
         counts = report.model_dump(exclude={"subject", "errors", "tenant_id"})
         log.info("erase %s/%s: %s", self.tenant_id, subject_digest(subject), counts)
         if self.feed is not None:  # queued changes carrying the subject are dropped from now
-            await self._step(
-                report,
-                "change feed",
-                self.feed.erased(
-                    self.tenant_id,
-                    subject,
-                    {
-                        k: v
-                        for k, v in counts.items()
-                        if isinstance(v, int) and not isinstance(v, bool)
-                    },
-                ),
-            )
+            numbers = {k: v for k, v in counts.items() if type(v) is int}  # not the flags
+            erased = self.feed.erased(self.tenant_id, subject, numbers)
+            await self._step(report, "change feed", erased)
         return report
 
     @staticmethod
@@ -414,12 +404,12 @@ class SubjectEraser:
         """Every object under `prefixes` (default: the tenant's archives), none without the
         cold tier."""
         keys: list[str] = []
-        cold = self.cold
-        for prefix in (prefixes or tenant_prefixes(self.tenant_id)) if cold is not None else ():
+        if self.cold is None:
+            return keys
+        for prefix in prefixes or tenant_prefixes(self.tenant_id):
             cursor: str | None = None
             while True:
-                assert cold is not None
-                page = await cold.list(prefix=prefix, cursor=cursor)
+                page = await self.cold.list(prefix=prefix, cursor=cursor)
                 keys += [o.key for o in page.objects]
                 if not page.truncated or not page.cursor:
                     break
