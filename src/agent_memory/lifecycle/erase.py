@@ -316,8 +316,6 @@ class SubjectEraser:
         )
         return report
 
-    # ------------------------------------------------------------------ D1 rows
-
     async def find(self, subject: str) -> Found:
         """The D1 rows that are traces of `subject` (what an erase would delete there)."""
         return await self._find(validate_subject(subject), Found())
@@ -383,8 +381,6 @@ class SubjectEraser:
         await run_batches(self.db, scrubs)
         report.events_scrubbed = len(scrubs)
         return await events.delete(doomed) if doomed else 0
-
-    # ------------------------------------------------------------------ cold archives
 
     async def _erase_exports(self, matcher: SubjectMatcher, report: EraseReport) -> None:
         """Delete every export holding a trace (all its parts: an export is a copy)."""
@@ -470,8 +466,6 @@ class SubjectEraser:
                 await cold.delete(key)
             report.archives_rewritten += 1
 
-    # ------------------------------------------------------------------ agent instances
-
     async def _erase_instances(
         self, subject: str, run_ids: Sequence[str], report: EraseReport
     ) -> None:
@@ -508,8 +502,6 @@ class SubjectEraser:
             report.agent_state["instances"] += 1
         await forget_instances(self.db, self.tenant_id, wiped)
         report.agent_state["wiped"] = len(wiped)
-
-    # ------------------------------------------------------------------ working memory
 
     async def _erase_working(self, matcher: SubjectMatcher, report: EraseReport) -> None:
         assert self.kv is not None

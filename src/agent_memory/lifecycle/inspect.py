@@ -158,8 +158,6 @@ class MemoryInspector:
             for f in facts
         ]
 
-    # ------------------------------------------------------------------ facts
-
     async def list_facts(
         self,
         *,
@@ -297,16 +295,12 @@ class MemoryInspector:
             )
         return items
 
-    # ------------------------------------------------------------------ episodes
-
     async def episodes(self, episode_ids: Sequence[str]) -> list[Episode]:
         """The episodes among `episode_ids` (at most `MAX_INSPECT_PAGE`) that still exist,
         in the order given."""
         wanted = list(dict.fromkeys(episode_ids))[:MAX_INSPECT_PAGE]
         store = EpisodicStore(self._db, self.tenant, personal=self._personal)
         return await store.episodes_by_id(wanted)
-
-    # ------------------------------------------------------------------ events
 
     async def list_events(
         self,

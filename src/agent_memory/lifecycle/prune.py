@@ -489,8 +489,6 @@ class Pruner:
                 removed += len(keys)
         return removed
 
-    # ------------------------------------------------------------------ the job ledger
-
     async def unfinished_jobs(self) -> list[tuple[str, int]]:
         """(prune_id, scheduled_ms) of jobs that have not completed, oldest first."""
         result = await self.db.prepare(
@@ -564,8 +562,6 @@ class Pruner:
         )
         return await _stmt(self.db, sql, tenant, prune_id).first()
 
-    # ------------------------------------------------------------------ one batch
-
     async def _archive_batch(
         self, prune_id: str, tenant: str, table: PrunedTable, cutoff_ms: int, meter: Meter
     ) -> tuple[str, int] | None:
@@ -611,19 +607,11 @@ class Pruner:
         first_ms, last_ms = int(first[t]), int(last[t])
         key = archive_key(tenant, table.kind, first_ms, str(first[i]))
         body = encode_archive(rows, table.kind)
-        first_key, last_key = f"{first_ms}/{first[i]}", f"{last_ms}/{last[i]}"
+        first_key, last_key = table.row_key(first), table.row_key(last)
+        meta = {"tenant": tenant, "kind": table.kind, "rows": str(len(rows)), "prune_id": prune_id}
         # 1. Archive first: nothing is deleted that is not in the cold tier.
         await self.cold.put(
-            key,
-            body,
-            custom_metadata={
-                "tenant": tenant,
-                "kind": table.kind,
-                "rows": str(len(rows)),
-                "first": first_key,
-                "last": last_key,
-                "prune_id": prune_id,
-            },
+            key, body, custom_metadata=meta | {"first": first_key, "last": last_key}
         )
         meter.spend()
         # 2. Then, in one transaction: the ledger row (its CHECK fails unless the range

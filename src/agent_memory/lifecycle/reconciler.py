@@ -838,8 +838,6 @@ class Reconciler:
         if events:
             await self._events.record_many(events)
 
-    # ------------------------------------------------------------------ writing
-
     async def _supersede(
         self,
         loser: str,
