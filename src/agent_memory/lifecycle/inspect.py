@@ -1,12 +1,7 @@
-"""Read-only views of one tenant's memory for the inspector (docs/inspector.md): facts with an
-inspector status, one fact's supersession chain, links, provenance and event history,
-events, and episodes by id.
-
-Nothing here writes. Every statement starts with `tenant_id = ?` (DESIGN invariant 2); the
-tenant is bound once, at `MemoryInspector(db, tenant)`. Statuses at `now_ms`: `active`,
-`pending` (`pending_vector`), `superseded` and `decayed` (stored active but `valid_to` has
-passed, so recall no longer returns it). Cursors are the episodic tier's opaque keyset
-cursors over (created_at, id); a foreign one raises `InvalidCursorError`.
+"""Read-only views of one tenant's memory for the inspector (docs/inspector.md). Nothing here
+writes; the tenant is bound once, at `MemoryInspector(db, tenant)`. A fact is `decayed` when
+stored active but past its `valid_to` (recall no longer returns it). Cursors are the episodic
+tier's keyset cursors over (created_at, id); a foreign one raises `InvalidCursorError`.
 """
 
 from __future__ import annotations

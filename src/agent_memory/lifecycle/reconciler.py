@@ -1,13 +1,7 @@
-"""The reconciler (ADR-0051): dedup, conflicts, updates, promotion, decay and linking over
-one tenant's semantic and episodic memory.
-
-The steps are pure functions over rows (`find_duplicates`, `resolve_conflicts`,
-`find_update_candidates` + an `Adjudicator`, `find_promotions`, `find_decay`, `find_links`),
-applied in that order by `Reconciler.run`; each says what it decides. A loser is superseded,
-never deleted. Writes go through `SemanticMemory.learn` (checked by the write policy) or, for a
-supersession, a `WriteGate` proposal and a guarded UPDATE (`status = 'active'` still), so a
-concurrent run cannot supersede a fact twice. Every statement is `tenant_id = ?` first. A run
-also finishes facts left `pending_vector` (invariant 5).
+"""The reconciler (ADR-0051): pure steps over one tenant's rows (dedup, conflicts, updates,
+promotion, decay, linking), applied in that order by `Reconciler.run`. A loser is superseded,
+never deleted: through a `WriteGate` proposal and an UPDATE guarded by `status = 'active'`, so
+concurrent runs cannot supersede a fact twice. A run also finishes `pending_vector` facts.
 """
 
 from __future__ import annotations
