@@ -179,21 +179,9 @@ async def _save(bindings: Bindings, move: MoveStatus, owner: str, **changes: Any
         "UPDATE tenant_moves SET phase = ?, progress = ?, updated_at = ?, switched_at = ?, "
         "finished_at = ?, error = ? WHERE tenant_id = ? AND lease_owner = ?"
     )
-    saved = await (
-        control_db(bindings)
-        .prepare(sql)
-        .bind(
-            updated.phase,
-            json.dumps(updated.progress, separators=(",", ":")),
-            updated.updated_at,
-            updated.switched_at,
-            updated.finished_at,
-            updated.error,
-            updated.tenant_id,
-            owner,
-        )
-        .run()
-    )
+    u, progress = updated, json.dumps(updated.progress, separators=(",", ":"))
+    values = (u.phase, progress, u.updated_at, u.switched_at, u.finished_at, u.error, u.tenant_id)
+    saved = await control_db(bindings).prepare(sql).bind(*values, owner).run()
     if not saved.meta.changes:
         raise _busy(move.tenant_id, None)
     return updated
