@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 import uuid
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -38,6 +37,7 @@ from agent_memory.directory import (
 )
 from agent_memory.governance.feed import ChangeFeed
 from agent_memory.ids import chunks
+from agent_memory.lifecycle.prune import Meter
 from agent_memory.tiers.semantic.models import delete_own_vectors, own_vectors
 from bindings.environment import Bindings, Shard
 from bindings.ports.d1 import D1Database, D1Statement
@@ -98,22 +98,6 @@ class MoveStatus(BaseModel):
     def stopped_by_check(self) -> bool:
         """Its check after the switch found rows differing: it waits for an operator."""
         return bool(self.progress.get("check", {}).get("differs"))
-
-
-@dataclass
-class _Meter:
-    budget: MoveBudget
-    started: float = field(default_factory=time.monotonic)
-    calls: int = 0
-
-    def spend(self, calls: int = 1) -> None:
-        self.calls += calls
-
-    def left(self) -> bool:
-        return (
-            self.calls < self.budget.max_calls
-            and time.monotonic() - self.started < self.budget.max_seconds
-        )
 
 
 def _status(row: Row) -> MoveStatus:
@@ -247,7 +231,9 @@ async def _leased(
                 )
             progress = {k: v for k, v in move.progress.items() if k != "check"}
             move = await _save(bindings, move, owner, progress=progress, error=None)
-        move = await _advance(bindings, move, owner, _Meter(budget), action == "cancel")
+        move = await _advance(
+            bindings, move, owner, Meter(budget.max_calls, budget.max_seconds), action == "cancel"
+        )
     finally:
         release = (
             "UPDATE tenant_moves SET lease_owner = NULL, lease_until = NULL "
@@ -258,7 +244,7 @@ async def _leased(
 
 
 async def _advance(
-    bindings: Bindings, move: MoveStatus, owner: str, meter: _Meter, cancel: bool = False
+    bindings: Bindings, move: MoveStatus, owner: str, meter: Meter, cancel: bool = False
 ) -> MoveStatus:
     """Carry `move` (as read under `owner`'s lease: nobody else moves it) forward."""
     tenant = move.tenant_id
@@ -282,7 +268,7 @@ async def _advance(
             )
         move = await _save(bindings, move, owner, phase="cancelling", progress={}, error=None)
     home_checked = False
-    while meter.left() and move.phase not in FINISHED:
+    while not meter.stopped() and move.phase not in FINISHED:
         if move.phase in ("copying", "fenced"):
             if "pass" not in move.progress and "replayed" not in move.progress:
                 # The phase's first step. Fences first, on both sides: triggers (the change
@@ -437,7 +423,7 @@ def _new_pass(number: int) -> dict[str, Any]:
 
 
 async def _switch(
-    bindings: Bindings, move: MoveStatus, owner: str, verified: dict[str, Any], meter: _Meter
+    bindings: Bindings, move: MoveStatus, owner: str, verified: dict[str, Any], meter: Meter
 ) -> MoveStatus:
     """The directory and KV name the target, whose fence is lifted; the source stops logging
     and, after a replay, the target starts (before the directory names it): what the tenant
@@ -527,7 +513,7 @@ async def _forget_changes(db: D1Database, tenant: str, mark: int) -> None:
     await db.prepare(sql).bind(tenant, mark).run()
 
 
-async def _replay_step(source: Shard, target: Shard, tenant: str, meter: _Meter) -> int:
+async def _replay_step(source: Shard, target: Shard, tenant: str, meter: Meter) -> int:
     """Copy to the target the rows of up to `CHUNK_ROWS` logged changes (oldest first), then
     forget those entries; the count of entries replayed (0: the log is empty). Idempotent: a
     crash before the entries are forgotten replays them again."""
@@ -569,7 +555,7 @@ def _keys_clause(table: TenantTable, keys: Sequence[Sequence[Any]]) -> tuple[str
 
 
 async def _counts(
-    source: Shard, target: Shard, tenant: str, meter: _Meter
+    source: Shard, target: Shard, tenant: str, meter: Meter
 ) -> dict[str, dict[str, int]]:
     """Each tenant table's row count of the tenant on both sides (one batch a side)."""
     src_db, dst_db = shard_db(source), shard_db(target)
@@ -675,7 +661,7 @@ async def _sync_step(
     target: Shard,
     tenant: str,
     progress: dict[str, Any],
-    meter: _Meter,
+    meter: Meter,
     *,
     check: bool = False,
 ) -> dict[str, Any]:
@@ -749,7 +735,7 @@ async def _replace(
     where: tuple[str, list[Any]],
     rows: list[Row],
     theirs: list[Row],
-    meter: _Meter,
+    meter: Meter,
 ) -> None:
     """The target's rows meeting `where` (`theirs`, a key range or keys) become the source's
     `rows`, in one transaction; the vectors of facts that went are deleted first."""
@@ -769,7 +755,7 @@ async def _replace(
 
 
 async def _sync_vectors(
-    source: Shard, target: Shard, tenant: str, table: TenantTable, rows: list[Row], meter: _Meter
+    source: Shard, target: Shard, tenant: str, table: TenantTable, rows: list[Row], meter: Meter
 ) -> int:
     """Copy to the target index the vectors of the facts among `rows` (of `table`) that it
     lacks; the count copied."""
@@ -790,7 +776,7 @@ async def _sync_vectors(
 
 
 async def _delete_step(
-    shard: Shard, tenant: str, progress: dict[str, Any], meter: _Meter
+    shard: Shard, tenant: str, progress: dict[str, Any], meter: Meter
 ) -> int | None:
     """Delete one chunk of the tenant's rows on `shard` (base tables, then derived ones): the
     source once the tenant has moved, the target when its move is cancelled. The table index

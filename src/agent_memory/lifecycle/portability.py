@@ -310,14 +310,6 @@ async def _open_all(records: list[dict[str, Any]], personal: PersonalData) -> No
             record[field] = value
 
 
-def encode(records: Iterable[dict[str, Any]]) -> bytes:
-    """Records as JSON Lines text (UTF-8)."""
-    return "".join(
-        json.dumps(r, separators=(",", ":"), ensure_ascii=False, allow_nan=False) + "\n"
-        for r in records
-    ).encode("utf-8")
-
-
 def sealed_values(value: Any) -> bool:
     """Whether `value` holds a sealed personal field (`pii.1.…`) anywhere."""
     if isinstance(value, dict):

@@ -122,14 +122,18 @@ def decode_archive(data: bytes) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
-def encode_lines(rows: Sequence[dict[str, Any]]) -> bytes:
-    """Re-encode rows already in archive form (after an erase removed some)."""
-    text = "".join(
+def json_lines(rows: Iterable[dict[str, Any]]) -> bytes:
+    """Rows as JSON Lines (UTF-8, keys sorted: the same bytes for the same rows)."""
+    return "".join(
         json.dumps(row, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
         + "\n"
         for row in rows
-    )
-    return gzip.compress(text.encode("utf-8"), compresslevel=6, mtime=0)
+    ).encode("utf-8")
+
+
+def encode_lines(rows: Sequence[dict[str, Any]]) -> bytes:
+    """Rows already in archive form as an archive (gzip JSON Lines)."""
+    return gzip.compress(json_lines(rows), compresslevel=6, mtime=0)
 
 
 # select, put, and a D1 batch of 3 statements (4 for episodes: + the cold item index)
@@ -216,11 +220,12 @@ class RangeChanged(Exception):
 
 @dataclass
 class Meter:
-    """Counts one invocation's D1 statements and R2 calls against its budget (one meter
-    is shared by the jobs an invocation resumes)."""
+    """Counts one invocation's operations (a prune's D1 statements and R2 calls, a move's D1
+    and Vectorize calls) against its budget; one meter is shared by the jobs it resumes."""
 
-    budget: PruneBudget
-    clock: Callable[[], float]
+    max_operations: int
+    max_seconds: float
+    clock: Callable[[], float] = time.monotonic
     operations: int = 0
 
     def __post_init__(self) -> None:
@@ -229,12 +234,16 @@ class Meter:
     def spend(self, n: int = 1) -> None:
         self.operations += n
 
+    def stopped(self, need: int = 1) -> StopReason | None:
+        """What of the budget `need` more operations would exceed, if anything."""
+        if self.operations + need > self.max_operations:
+            return "operations"
+        return "time" if self.clock() - self.started >= self.max_seconds else None
+
     def check(self, need: int) -> None:
         """Raise `BudgetExhausted` unless `need` more operations fit in the budget."""
-        if self.operations + need > self.budget.max_operations:
-            raise BudgetExhausted("operations")
-        if self.clock() - self.started >= self.budget.max_seconds:
-            raise BudgetExhausted("time")
+        if stop := self.stopped(need):
+            raise BudgetExhausted(stop)
 
 
 @dataclass(frozen=True)
@@ -385,7 +394,7 @@ class Pruner:
 
     def meter(self) -> Meter:
         """A fresh budget meter for one invocation."""
-        return Meter(self.budget, self.monotonic)
+        return Meter(self.budget.max_operations, self.budget.max_seconds, self.monotonic)
 
     async def dry_run(
         self,
