@@ -133,8 +133,6 @@ def event_from_row(row: Row) -> InspectedEvent:
 
 
 class MemoryInspector:
-    """Read-only queries over one tenant's facts, links, provenance and events."""
-
     def __init__(
         self, db: D1Database, tenant: str, *, now_ms: int, personal: PersonalData | None = None
     ) -> None:

@@ -36,7 +36,7 @@ from agent_memory.directory import (
     tenant_tables,
 )
 from agent_memory.governance.feed import ChangeFeed
-from agent_memory.ids import chunks
+from agent_memory.ids import IDS_PER_STATEMENT, chunks
 from agent_memory.lifecycle.prune import Meter
 from agent_memory.tiers.semantic.models import delete_own_vectors, own_vectors
 from bindings.environment import Bindings, Shard
@@ -67,8 +67,6 @@ VECTOR_TABLE = "semantic_facts"
 # How long a lease outlives its advance's `max_seconds`: longer than one step can take (a
 # chunk's D1 and Vectorize calls), so an advance never saves after its lease has ended.
 LEASE_MARGIN_SECONDS = 60.0
-# Key values bound in one replay statement (D1 allows 100 parameters a statement).
-MAX_KEYS_PARAMS = 90
 
 
 @dataclass(frozen=True, slots=True)
@@ -530,7 +528,7 @@ async def _replay_step(source: Shard, target: Shard, tenant: str, meter: Meter) 
     for name, by_text in keys.items():
         table = tables[name]
         width = max(1, len(_key(table)))
-        for chunk in chunks(list(by_text.values()), MAX_KEYS_PARAMS // width):
+        for chunk in chunks(list(by_text.values()), IDS_PER_STATEMENT // width):
             where = _keys_clause(table, chunk)
             rows = await _rows(src_db, table, tenant, where)
             theirs = await _rows(dst_db, table, tenant, where)

@@ -37,7 +37,7 @@ from agent_memory.governance.writes import (
     personal_marking,
     stored_payload,
 )
-from agent_memory.ids import chunks, content_hash, new_ulid, run_batches
+from agent_memory.ids import IDS_PER_STATEMENT, chunks, content_hash, new_ulid, run_batches
 from agent_memory.lifecycle.erase import SubjectEraser, SubjectMatcher
 from agent_memory.lifecycle.prune import (
     EXPORT_ROOT,
@@ -940,7 +940,7 @@ class Importer:
             return {(self.tenant,)} if await _rows(self.db, table, self.tenant, limit=1) else set()
         found: set[tuple[Any, ...]] = set()
         width = len(table.key)
-        for part in chunks(list(keys), 90 // width):
+        for part in chunks(list(keys), IDS_PER_STATEMENT // width):
             values = ", ".join(f"({', '.join('?' * width)})" for _ in part)
             sql = (
                 f'SELECT {_quoted(table.key)} FROM "{table.name}" WHERE tenant_id = ? '
@@ -954,7 +954,7 @@ class Importer:
         """Which (subject, full content hash) pairs the tenant's facts already have (rows hold
         the hash cut to `STORED_HASH_CHARS`)."""
         found: set[tuple[str, str]] = set()
-        for part in chunks(list(facts), 90):
+        for part in chunks(list(facts)):
             rows = (
                 await self.db.prepare(
                     "SELECT subject, content_hash FROM semantic_facts WHERE tenant_id = ? AND "

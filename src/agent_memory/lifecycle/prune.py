@@ -393,7 +393,6 @@ class Pruner:
         return report
 
     def meter(self) -> Meter:
-        """A fresh budget meter for one invocation."""
         return Meter(self.budget.max_operations, self.budget.max_seconds, self.monotonic)
 
     async def dry_run(
@@ -749,12 +748,10 @@ class ArchiveLedger:
         self.tenant_id = tenant_id
 
     async def forget(self, archive: str) -> None:
-        """The archive object is gone: drop its ledger row."""
         sql = "DELETE FROM lifecycle_archives WHERE tenant_id = ? AND archive_key = ?"
         await _stmt(self._db, sql, self.tenant_id, archive).run()
 
     async def unindex_episodes(self, episode_ids: Sequence[str]) -> None:
-        """Drop erased episodes from the cold item index."""
         await delete_ids(
             self._db,
             "DELETE FROM cold_items WHERE tenant_id = ? AND kind = 'episode' "
@@ -828,7 +825,6 @@ class ArchiveLedger:
         )
 
     async def unindex_item(self, namespace_key: str, kind: str, entity: str) -> None:
-        """Drop one item from the cold item index."""
         sql = (
             "DELETE FROM cold_items WHERE tenant_id = ? AND namespace_key = ? AND kind = ? "
             "AND entity_id = ?"

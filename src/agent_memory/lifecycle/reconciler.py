@@ -621,8 +621,6 @@ class ReconcileReport(BaseModel):
 
 
 class Reconciler:
-    """Applies the steps to one tenant's memory."""
-
     def __init__(
         self,
         tenant_id: str,
