@@ -354,8 +354,6 @@ async def _advance(
                 verified = {"verified": progress["tables"], "vectors": progress["vectors"]}
                 move = await _switch(bindings, move, owner, verified, meter)
         elif move.phase == "switched":
-            switched_at = move.switched_at
-            assert switched_at is not None
             if move.stopped_by_check:
                 break  # kept for an operator (below): nothing more happens to this move
             check = move.progress.get("check")
@@ -377,7 +375,7 @@ async def _advance(
                     bindings, move, owner, progress={**move.progress, "check": check}
                 )
                 continue
-            if now_ms() < switched_at + GRACE_SECONDS * 1000:
+            if now_ms() < (move.switched_at or 0) + GRACE_SECONDS * 1000:
                 break  # the source is read by nobody only after the grace period
             await set_home(bindings, tenant, target.name)  # overwrite any stale KV copy
             await set_fence(shard_db(source), tenant, "moved", now_ms())
@@ -408,16 +406,8 @@ async def _advance(
 
 
 def _new_pass(number: int) -> dict[str, Any]:
-    return {
-        "pass": number,
-        "table": 0,
-        "after": None,
-        "changed": False,
-        "done": False,
-        "tables": {},
-        "vectors": 0,
-        "rows_written": 0,
-    }
+    counts = {"table": 0, "vectors": 0, "rows_written": 0}
+    return {"pass": number, "after": None, "changed": False, "done": False, "tables": {}, **counts}
 
 
 async def _switch(
