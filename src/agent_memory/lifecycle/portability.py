@@ -1008,22 +1008,16 @@ class Importer:
             kept = {
                 r.fact_id: r.updated_at for _, r in chunk if r.record == "fact" and r.fact_id in new
             }
-            await (
-                self.db.prepare(
-                    "UPDATE semantic_facts SET updated_at = json_extract(?2, '$.' || fact_id) "
-                    "WHERE tenant_id = ?1 AND fact_id IN (SELECT key FROM json_each(?2))"
-                )
-                .bind(self.tenant, json.dumps(kept))
-                .run()
+            sql = (
+                "UPDATE semantic_facts SET updated_at = json_extract(?2, '$.' || fact_id) "
+                "WHERE tenant_id = ?1 AND fact_id IN (SELECT key FROM json_each(?2))"
             )
+            await self.db.prepare(sql).bind(self.tenant, json.dumps(kept)).run()
         if self.feed is not None:
-            self.feed.publish(
-                self.tenant,
-                [
-                    ("written", {"tier": t, "ids": ids, "op": "imported"})
-                    for t, ids in written.items()
-                ],
-            )
+            changes = [
+                ("written", {"tier": t, "ids": ids, "op": "imported"}) for t, ids in written.items()
+            ]
+            self.feed.publish(self.tenant, changes)
 
     async def _row(
         self, table: _Table, record: Any, item_id: str, header: HeaderRecord, dry_run: bool
