@@ -128,6 +128,9 @@ _STATUS_WHERE: dict[str, Callable[[int], tuple[str, list[SqlValue]]]] = {
 }
 
 
+_EVENT_FILTERS = ("kind = ?", "tier = ?", "run_id = ?", "created_at >= ?", "created_at < ?")
+
+
 def event_from_row(row: Row) -> InspectedEvent:
     return InspectedEvent.model_validate(row | {"payload": loaded_payload(row.get("payload"))})
 
@@ -308,18 +311,9 @@ class MemoryInspector:
     ) -> EventPage:
         """Events newest first with `since_ms <= created_at < until_ms`; keyset-paginated."""
         limit = max(1, min(limit, MAX_INSPECT_PAGE))
-        clauses = ["1"]
-        params: list[Any] = []
-        for clause, value in (
-            ("kind = ?", kind),
-            ("tier = ?", tier),
-            ("run_id = ?", run_id),
-            ("created_at >= ?", since_ms),
-            ("created_at < ?", until_ms),
-        ):
-            if value is not None:
-                clauses.append(clause)
-                params.append(value)
+        filters = zip(_EVENT_FILTERS, (kind, tier, run_id, since_ms, until_ms), strict=True)
+        given = [(clause, value) for clause, value in filters if value is not None]
+        clauses, params = ["1", *(c for c, _ in given)], [v for _, v in given]
         if cursor is not None:
             created_at, event_id = decode_cursor(cursor)
             clauses.append("(created_at < ? OR (created_at = ? AND event_id < ?))")
