@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -634,13 +635,10 @@ class Exporter:
             await _open_all(records, self.personal)
             event = _opened_event(self.tenant, self.clock.now(), by, subject_export=True)
             await EventLog(self.tenant, self.db).record(event)
-        counts: dict[str, int] = {}
-        for record in records:
-            counts[record["record"]] = counts.get(record["record"], 0) + 1
         header = HeaderRecord(
             tenant_id=self.tenant,
             exported_at=self._now_ms(),
-            counts=counts,
+            counts=Counter(r["record"] for r in records),
             personal=personal,
             subject=subject,
         )
