@@ -777,14 +777,8 @@ def mem0_fact(m: Mem0Memory) -> FactInput:
 
 
 def text_fact(t: TextLine) -> FactInput:
-    return FactInput(
-        content=t.text,
-        subject=t.subject or DEFAULT_SUBJECT,
-        metadata=t.metadata,
-        source="import:text",
-        valid_from=t.valid_from,
-        session=t.session,
-    )
+    fields = t.model_dump(exclude={"text"}) | {"subject": t.subject or DEFAULT_SUBJECT}
+    return FactInput(content=t.text, source="import:text", **fields)
 
 
 def records(
