@@ -18,6 +18,7 @@ from agent_memory.governance.writes import (
     EventTier,
     fact_proposal,
     loaded_payload,
+    written_payload,
 )
 from agent_memory.tiers.episodic import Episode, EpisodicStore, decode_cursor, encode_cursor
 from agent_memory.tiers.semantic.memory import FactHistory
@@ -135,6 +136,17 @@ def event_from_row(row: Row) -> InspectedEvent:
     return InspectedEvent.model_validate(row | {"payload": loaded_payload(row.get("payload"))})
 
 
+def filled_in(event: InspectedEvent, fact: Fact) -> InspectedEvent:
+    """The compact event row of the write that created `fact` (a fact with personal fields
+    keeps one: its id, no hash, only the marked fields) with the hash and payload a full one
+    carries, from the opened fact (`WriteGate.event`, `in_row`)."""
+    if event.content_hash is not None or event.event_id != fact.fact_id:
+        return event
+    proposal = fact_proposal(dict(fact))
+    payload = {**written_payload(proposal), **event.payload}
+    return event.model_copy(update={"content_hash": proposal.content_hash, "payload": payload})
+
+
 class MemoryInspector:
     def __init__(
         self, db: D1Database, tenant: str, *, now_ms: int, personal: PersonalData | None = None
@@ -206,7 +218,7 @@ class MemoryInspector:
             links=await self._links(fact_id),
             provenance=await self._provenance(view.fact),
             written=[
-                event_from_row(row)
+                filled_in(event_from_row(row), view.fact)
                 for row in await self._events.written(
                     fact_id, fact_proposal(dict(view.fact)).content_hash, MAX_HISTORY
                 )
