@@ -288,19 +288,9 @@ class MemoryInspector:
                     created_at=fact.created_at,
                 )
             )
-        rows = await self._facts.provenance_of(fact.fact_id, MAX_HISTORY)
-        for row in rows:
-            kind = row["source_kind"]
-            items.append(
-                ProvenanceItem(
-                    source_kind=kind,
-                    source_id=str(row["source_id"]),
-                    relation=str(row["relation"]),
-                    run_id=row.get("run_id") or (row["source_id"] if kind == "run" else None),
-                    content=row.get("content"),
-                    created_at=int(row["created_at"]),
-                )
-            )
+        for row in await self._facts.provenance_of(fact.fact_id, MAX_HISTORY):
+            run = row["run_id"] or (row["source_id"] if row["source_kind"] == "run" else None)
+            items.append(ProvenanceItem.model_validate(row | {"run_id": run}))
         return items
 
     async def episodes(self, episode_ids: Sequence[str]) -> list[Episode]:

@@ -134,14 +134,13 @@ async def start_move(bindings: Bindings, tenant: str, target: str) -> MoveStatus
         "SET source = excluded.source, target = excluded.target, phase = 'copying', "
         "progress = '{}', started_at = excluded.started_at, updated_at = excluded.updated_at, "
         "switched_at = NULL, finished_at = NULL, error = NULL, lease_owner = NULL, "
-        f"lease_until = NULL WHERE tenant_moves.phase IN {FINISHED}"  # a start racing this one
+        f"lease_until = NULL WHERE tenant_moves.phase IN {FINISHED} RETURNING *"  # a racing start
     )
-    written = control_db(bindings).prepare(sql).bind(tenant, source, target, now_ms, now_ms)
-    if (await written.run()).meta.changes == 0:
+    values = (tenant, source, target, now_ms, now_ms)
+    row = await control_db(bindings).prepare(sql).bind(*values).first()
+    if row is None:
         raise ApiError(409, "move_in_progress", f"tenant {tenant!r} is already moving")
-    found = await move_status(bindings, tenant)
-    assert found is not None
-    return found
+    return _status(row)
 
 
 def _busy(tenant: str, until: int | None) -> ApiError:

@@ -523,8 +523,7 @@ class Pruner:
             ]
         )
         meter.spend(2)
-        rows = results[1].results
-        return str(rows[0]["status"]) if rows else "running"
+        return str(results[1].results[0]["status"])
 
     async def _tenants(self, prune_id: str, meter: Meter) -> list[str]:
         """The tenants with rows in a pruned table or archives, and those the job already met."""
