@@ -7,7 +7,7 @@ tier's keyset cursors over (created_at, id); a foreign one raises `InvalidCursor
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel
 
@@ -261,19 +261,11 @@ class MemoryInspector:
 
     async def _links(self, fact_id: str) -> list[FactLink]:
         links: list[FactLink] = []
-        directions: tuple[Direction, ...] = ("outgoing", "incoming")
-        for direction in directions:
-            rows = await self._facts.links_of(fact_id, direction == "outgoing", MAX_HISTORY)
-            links += [
-                FactLink(
-                    fact_id=str(row["other_id"]),
-                    direction=direction,
-                    score=float(row["score"]),
-                    content=row.get("content"),
-                    status=inspect_status(row.get("status"), row.get("valid_to"), self.now_ms),
-                )
-                for row in rows
-            ]
+        for direction in get_args(Direction):
+            for row in await self._facts.links_of(fact_id, direction == "outgoing", MAX_HISTORY):
+                status = inspect_status(row["status"], row["valid_to"], self.now_ms)
+                of = {"fact_id": row["other_id"], "direction": direction, "status": status}
+                links.append(FactLink.model_validate(row | of))
         return links
 
     async def _provenance(self, fact: Fact) -> list[ProvenanceItem]:
