@@ -103,12 +103,8 @@ def _status(row: Row) -> MoveStatus:
 
 
 async def move_status(bindings: Bindings, tenant: str) -> MoveStatus | None:
-    row = (
-        await control_db(bindings)
-        .prepare("SELECT * FROM tenant_moves WHERE tenant_id = ?")
-        .bind(tenant)
-        .first()
-    )
+    sql = "SELECT * FROM tenant_moves WHERE tenant_id = ?"
+    row = await control_db(bindings).prepare(sql).bind(tenant).first()
     return None if row is None else _status(row)
 
 

@@ -404,17 +404,11 @@ class Jobs:
     ) -> list[PortabilityJob]:
         """The tenant's jobs of `kind` (or the one `job_id`), newest first."""
         where, params = ("job_id = ?", [job_id]) if job_id else ("kind = ?", [kind])
-        result = (
-            await self.control.prepare(
-                f"SELECT * FROM portability_jobs WHERE tenant_id = ? AND {where} "
-                "ORDER BY job_id DESC LIMIT ?"
-            )
-            .bind(self.tenant, *params, limit)
-            .all()
-        )
+        sql = f"SELECT * FROM portability_jobs WHERE tenant_id = ? AND {where} ORDER BY job_id DESC"
+        found = await self.control.prepare(sql + " LIMIT ?").bind(self.tenant, *params, limit).all()
         return [
             PortabilityJob.model_validate(r | {k: json.loads(str(r[k])) for k in _JSON_FIELDS})
-            for r in result.results
+            for r in found.results
         ]
 
 
@@ -424,40 +418,31 @@ _JSON_FIELDS = ("options", "progress")
 
 async def running_exports(control: D1Database, limit: int = 1) -> list[tuple[str, str]]:
     """(tenant, job) of unfinished exports, the one advanced longest ago first."""
-    result = (
-        await control.prepare(
-            "SELECT tenant_id, job_id FROM portability_jobs WHERE status = 'running' "
-            "AND kind = 'export' ORDER BY updated_at LIMIT ?"
-        )
-        .bind(limit)
-        .all()
+    sql = (
+        "SELECT tenant_id, job_id FROM portability_jobs WHERE status = 'running' "
+        "AND kind = 'export' ORDER BY updated_at LIMIT ?"
     )
+    result = await control.prepare(sql).bind(limit).all()
     return [(str(r["tenant_id"]), str(r["job_id"])) for r in result.results]
 
 
 async def expire_exports(control: D1Database, cold: ObjectStore, now_ms: int) -> int:
     """Delete the parts of every export past its expiry and mark it `expired`; how many."""
-    result = (
-        await control.prepare(
-            "SELECT tenant_id, job_id FROM portability_jobs WHERE kind = 'export' "
-            "AND status IN ('complete', 'failed') AND expires_at <= ?"
-        )
-        .bind(now_ms)
-        .all()
+    sql = (
+        "SELECT tenant_id, job_id FROM portability_jobs WHERE kind = 'export' "
+        "AND status IN ('complete', 'failed') AND expires_at <= ?"
     )
+    expired = (
+        "UPDATE portability_jobs SET status = 'expired', updated_at = ? "
+        "WHERE tenant_id = ? AND job_id = ?"
+    )
+    result = await control.prepare(sql).bind(now_ms).all()
     for row in result.results:
         tenant, job_id = str(row["tenant_id"]), str(row["job_id"])
         listed = await cold.list(prefix=f"{EXPORT_ROOT}/{tenant}/{job_id}/")
         if listed.objects:
             await cold.delete([o.key for o in listed.objects])
-        await (
-            control.prepare(
-                "UPDATE portability_jobs SET status = 'expired', updated_at = ? "
-                "WHERE tenant_id = ? AND job_id = ?"
-            )
-            .bind(now_ms, tenant, job_id)
-            .run()
-        )
+        await control.prepare(expired).bind(now_ms, tenant, job_id).run()
     return len(result.results)
 
 
@@ -946,15 +931,13 @@ class Importer:
         """Which (subject, full content hash) pairs the tenant's facts already have (rows hold
         the hash cut to `STORED_HASH_CHARS`)."""
         found: set[tuple[str, str]] = set()
+        sql = (
+            "SELECT subject, content_hash FROM semantic_facts WHERE tenant_id = ? AND "
+            "content_hash IN (SELECT value FROM json_each(?))"
+        )
         for part in chunks(list(facts)):
-            rows = (
-                await self.db.prepare(
-                    "SELECT subject, content_hash FROM semantic_facts WHERE tenant_id = ? AND "
-                    "content_hash IN (SELECT value FROM json_each(?))"
-                )
-                .bind(self.tenant, json.dumps([h[:STORED_HASH_CHARS] for _, h in part]))
-                .all()
-            )
+            cut = json.dumps([h[:STORED_HASH_CHARS] for _, h in part])
+            rows = await self.db.prepare(sql).bind(self.tenant, cut).all()
             stored = {(str(r["subject"]), str(r["content_hash"])) for r in rows.results}
             found |= {(s, d) for s, d in part if (s, d[:STORED_HASH_CHARS]) in stored}
         return found
