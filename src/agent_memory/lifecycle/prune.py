@@ -516,12 +516,8 @@ class Pruner:
             "UPDATE lifecycle_prunes SET invocations = invocations + 1 "
             "WHERE prune_id = ? RETURNING status"
         )
-        results = await self.db.batch(
-            [
-                _stmt(self.db, insert, prune_id, scheduled_ms, now_ms),
-                _stmt(self.db, count, prune_id),
-            ]
-        )
+        recorded = _stmt(self.db, insert, prune_id, scheduled_ms, now_ms)
+        results = await self.db.batch([recorded, _stmt(self.db, count, prune_id)])
         meter.spend(2)
         return str(results[1].results[0]["status"])
 
@@ -790,9 +786,8 @@ class ArchiveLedger:
             "SELECT archive_key FROM cold_items WHERE tenant_id = ? AND namespace_key = ? "
             "AND kind = ? AND entity_id = ?"
         )
-        value = await _stmt(self._db, sql, self.tenant_id, namespace_key, kind, entity).first_value(
-            "archive_key"
-        )
+        found = _stmt(self._db, sql, self.tenant_id, namespace_key, kind, entity)
+        value = await found.first_value("archive_key")
         return None if value is None else str(value)
 
     async def record_item(
