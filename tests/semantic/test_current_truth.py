@@ -285,6 +285,10 @@ async def test_identifier_distinct_siblings_are_each_found_by_their_identifier(
         ("Where is my car parked?", "My car is in the garage.", "asked"),
         ("How many employees does Acme have?", "After the layoffs Acme has 190 staff.", "asked"),
         ("What is my gym membership fee?", "The gym raised my membership to 45 dollars.", "asked"),
+        ("Where was our first apartment?", "Our current apartment is in Brooklyn.", "other"),
+        ("What was my first car?", "My first car was a Fiat Panda.", "asked"),
+        ("What do I take in the morning?", "I take magnesium at night.", "other"),
+        ("What do I take in the morning?", "I take vitamin D every morning.", "asked"),
         ("Who coaches Jake's soccer team?", "Coach Rivera runs Jake's soccer team.", "asked"),
     ],
 )

@@ -73,6 +73,10 @@ _NUMBER_WORDS = _set(
     "zero single one two three four five six seven eight nine ten eleven twelve fifteen "
     "twenty thirty forty fifty hundred thousand million billion dozen half twice double"
 )
+_ORDINALS = _set("first second third last")
+_DAY_PARTS = frozenset(  # as stems
+    map(stem, ["morning", "afternoon", "evening", "night", "weekend", "weekday", "tonight"])
+)
 _WHEN = _MONTHS | _WEEKDAYS | _TIME_UNITS
 # Adverbs that qualify a verb, not what a number counts ("changed *again* to 7305").
 _ADVERBS = _set("again now still already also just even back instead")
@@ -382,7 +386,8 @@ def _modified_foreign(toks: Sequence[Token], at: int, q: Question) -> bool:
     appointment" when it asks about Gina's). Numbers and codes there are values."""
     modifiers: list[Token] = []
     proper = toks[at].capital and not toks[at].text.isupper()  # "Acme", not "API"
-    dating = any(stem(w) in q.words for w in _DATING)  # "the old office": not the new one
+    # "the old office", "our *first* apartment": not the new one, not the current one
+    dating = any(stem(w) in q.words for w in _DATING | _ORDINALS)
     for back in range(at - 1, max(-1, at - 4), -1):
         t = toks[back]
         if t.low in _OTHER and t.low not in q.words:
@@ -479,7 +484,10 @@ def about(question: str, text: str, strict: bool = True) -> About:
         return "other" if heads and all(all(flags) for flags in heads) else "none"
     if any(all(flags) for flags in seen.values()):
         return "other"
-    return "asked"
+    # "what do I take *in the morning*": what holds at another part of the day is another fact.
+    asked_part = q.words & _DAY_PARTS
+    said_part = {stem(t.low) for t in toks} & _DAY_PARTS
+    return "other" if asked_part and said_part and not asked_part & said_part else "asked"
 
 
 _DAY_WORDS = frozenset(("today", "tomorrow", "tonight", "yesterday", "noon", "midnight", "weekend"))
