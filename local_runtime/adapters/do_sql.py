@@ -178,7 +178,9 @@ _PRAGMAS_BOOLEAN = frozenset(
         "reverse_unordered_selects",
     }
 )
-_PRAGMAS_OBJECT = frozenset({"foreign_key_list", "index_info", "index_list", "index_xinfo"})
+_PRAGMAS_OBJECT = frozenset(
+    {"table_info", "table_xinfo", "foreign_key_list", "index_info", "index_list", "index_xinfo"}
+)
 _PRAGMAS_OPTIONAL_OBJECT = frozenset({"foreign_key_check"})
 _BOOLEAN_WORDS = ("true", "false", "yes", "no", "on", "off", "1", "0")
 
@@ -196,13 +198,30 @@ def _boolean_argument(value: str | None) -> bool:
     return text.lower().startswith(_BOOLEAN_WORDS)
 
 
-def setup_security(db: sqlite3.Connection) -> Authorizer:
-    """Apply workerd's limits to `db` and install (and return) its authorizer."""
-    for limit, value in _LIMITS.items():
-        db.setlimit(limit, value)
-    authorizer = Authorizer()
-    db.set_authorizer(authorizer)
-    return authorizer
+# Authorizer actions by what workerd checks of them (its `isAuthorized`).
+_ALWAYS = frozenset({sqlite3.SQLITE_SELECT, sqlite3.SQLITE_RECURSIVE, sqlite3.SQLITE_ANALYZE})
+_FIRST_NAMED = frozenset(
+    {
+        sqlite3.SQLITE_READ,
+        sqlite3.SQLITE_UPDATE,
+        sqlite3.SQLITE_CREATE_TABLE,
+        sqlite3.SQLITE_DELETE,
+        sqlite3.SQLITE_DROP_TABLE,
+        sqlite3.SQLITE_INSERT,
+        sqlite3.SQLITE_CREATE_VIEW,
+        sqlite3.SQLITE_DROP_VIEW,
+        sqlite3.SQLITE_REINDEX,
+        sqlite3.SQLITE_ALTER_TABLE,
+    }
+)
+_BOTH_NAMED = frozenset(
+    {
+        sqlite3.SQLITE_CREATE_INDEX,
+        sqlite3.SQLITE_DROP_INDEX,
+        sqlite3.SQLITE_CREATE_TRIGGER,
+        sqlite3.SQLITE_DROP_TRIGGER,
+    }
+)
 
 
 class Authorizer:
@@ -224,16 +243,9 @@ class Authorizer:
             self._trusted = False
 
     def __call__(
-        self,
-        action: int,
-        arg1: str | None,
-        arg2: str | None,
-        db_name: str | None,
-        _trigger: str | None,
+        self, action: int, arg1: str | None, arg2: str | None, db: str | None, _: str | None
     ) -> int:
-        if self._trusted:
-            return sqlite3.SQLITE_OK
-        ok = self._is_authorized(action, arg1, arg2, db_name)
+        ok = self._trusted or self._is_authorized(action, arg1, arg2, db)
         return sqlite3.SQLITE_OK if ok else sqlite3.SQLITE_DENY
 
     def _is_authorized(
@@ -244,63 +256,43 @@ class Authorizer:
             db_name, arg1, arg2 = arg1, arg2, None
         if db_name == "temp":
             return action in (sqlite3.SQLITE_READ, sqlite3.SQLITE_UPDATE) and _is_allowed_name(arg1)
-        if db_name is not None and db_name != "main":
+        if db_name not in (None, "main"):
             return False
-        if action in (sqlite3.SQLITE_READ, sqlite3.SQLITE_UPDATE):
-            return _is_allowed_name(arg1)
-        if action == sqlite3.SQLITE_SELECT or action == sqlite3.SQLITE_RECURSIVE:
+        if action in _ALWAYS:
             return True
+        if action in _FIRST_NAMED:
+            return _is_allowed_name(arg1)
+        if action in _BOTH_NAMED:
+            return _is_allowed_name(arg1) and _is_allowed_name(arg2)
         if action == sqlite3.SQLITE_FUNCTION:
             return arg2 is not None and arg2.lower() in _ALLOWED_FUNCTIONS
-        if action in (
-            sqlite3.SQLITE_CREATE_TABLE,
-            sqlite3.SQLITE_DELETE,
-            sqlite3.SQLITE_DROP_TABLE,
-            sqlite3.SQLITE_INSERT,
-            sqlite3.SQLITE_CREATE_VIEW,
-            sqlite3.SQLITE_DROP_VIEW,
-            sqlite3.SQLITE_REINDEX,
-            sqlite3.SQLITE_ALTER_TABLE,
-        ):
-            return _is_allowed_name(arg1)
-        if action == sqlite3.SQLITE_ANALYZE:
-            return True
-        if action in (
-            sqlite3.SQLITE_CREATE_INDEX,
-            sqlite3.SQLITE_DROP_INDEX,
-            sqlite3.SQLITE_CREATE_TRIGGER,
-            sqlite3.SQLITE_DROP_TRIGGER,
-        ):
-            return _is_allowed_name(arg1) and _is_allowed_name(arg2)
         if action in (sqlite3.SQLITE_TRANSACTION, sqlite3.SQLITE_SAVEPOINT):
             self.refused_transaction = True
             return False
         if action == sqlite3.SQLITE_PRAGMA:
-            return self._pragma_allowed((arg1 or "").lower(), arg2)
+            return _pragma_allowed((arg1 or "").lower(), arg2)
         if action in (sqlite3.SQLITE_CREATE_VTABLE, sqlite3.SQLITE_DROP_VTABLE):
             return arg2 is not None and arg2.lower() in ("fts5", "fts5vocab")
         # ATTACH/DETACH, temp objects, and anything unknown.
         return False
 
-    @staticmethod
-    def _pragma_allowed(pragma: str, argument: str | None) -> bool:
-        if pragma == "table_list":
-            return True
-        if pragma in ("table_info", "table_xinfo"):
-            return _is_allowed_name(argument)
-        if pragma in _PRAGMAS_NO_ARG:
-            return argument is None
-        if pragma in _PRAGMAS_BOOLEAN:
-            return _boolean_argument(argument)
-        if pragma in _PRAGMAS_OBJECT:
-            return _is_allowed_name(argument)
-        if pragma in _PRAGMAS_OPTIONAL_OBJECT:
-            return argument is None or _is_allowed_name(argument)
-        if pragma == "quick_check":
-            return argument is None or argument.isdigit() or _is_allowed_name(argument)
-        if pragma == "optimize":
-            return argument is None or re.fullmatch(r"-?\d+", argument.strip()) is not None
-        return False
+
+def _pragma_allowed(pragma: str, argument: str | None) -> bool:
+    if pragma == "table_list":
+        return True
+    if pragma in _PRAGMAS_NO_ARG:
+        return argument is None
+    if pragma in _PRAGMAS_BOOLEAN:
+        return _boolean_argument(argument)
+    if pragma in _PRAGMAS_OBJECT:
+        return _is_allowed_name(argument)
+    if pragma in _PRAGMAS_OPTIONAL_OBJECT:
+        return argument is None or _is_allowed_name(argument)
+    if pragma == "quick_check":
+        return argument is None or argument.isdigit() or _is_allowed_name(argument)
+    if pragma == "optimize":
+        return argument is None or re.fullmatch(r"-?\d+", argument.strip()) is not None
+    return False
 
 
 _TRANSACTION_KEYWORDS = frozenset({"BEGIN", "COMMIT", "END", "ROLLBACK", "SAVEPOINT", "RELEASE"})
@@ -385,7 +377,10 @@ class SqliteEngine:
         )
         if secure_delete is not None:
             self._db.execute(f"PRAGMA secure_delete = {'ON' if secure_delete else 'OFF'}")
-        self._authorizer = setup_security(self._db)
+        for limit, value in _LIMITS.items():
+            self._db.setlimit(limit, value)
+        self._authorizer = Authorizer()
+        self._db.set_authorizer(self._authorizer)
         self._depth = 0
 
     def close(self) -> None:
