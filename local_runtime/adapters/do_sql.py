@@ -494,67 +494,32 @@ def _do_value(value: Any) -> Any:
 
 
 class BufferedSqlCursor:
-    """A cursor over a statement's complete result, consumed once like workerd's.
-
-    Iteration, `to_array` and `one` take the rows not yet taken. `_convert` maps a stored
-    row to what Python code sees; `error_type` is the error `one()` raises.
-    """
+    """A cursor over a statement's complete result, consumed once like workerd's: iteration,
+    `to_array` and `one` take the rows not yet taken; `error_type` is what `one()` raises."""
 
     error_type: type[BindingError] = SqlStorageError
 
     def __init__(self, columns: list[str], rows: list[Any], rows_written: int) -> None:
-        self._columns = columns
-        self._rows = rows
-        self._position = 0
-        self._rows_written = rows_written
-
-    @property
-    def rows_written(self) -> int:
-        return self._rows_written
-
-    def _convert(self, row: Any) -> list[Any]:
-        return list(row)
-
-    def _next_raw(self) -> list[Any] | None:
-        if self._position >= len(self._rows):
-            return None
-        row = self._rows[self._position]
-        self._position += 1
-        return self._convert(row)
-
-    def _as_row(self, values: list[Any]) -> Row:
         # Like workerd's object rows: a repeated column name keeps the last value.
-        return dict(zip(self._columns, values, strict=True))
+        self._rows = (dict(zip(columns, row, strict=True)) for row in rows)
+        self.rows_written = rows_written
 
     def __iter__(self) -> Iterator[Row]:
-        while (values := self._next_raw()) is not None:
-            yield self._as_row(values)
+        return self._rows
 
     def to_array(self) -> list[Row]:
-        """Every remaining row as a dict."""
-        return list(self)
+        return list(self._rows)
 
     def one(self) -> Row:
         """Exactly one row; raises `error_type` (workerd's text) for zero or several."""
-        values = self._next_raw()
-        if values is None:
+        row = next(self._rows, None)
+        if row is None:
             raise self.error_type("Expected exactly one result from SQL query, but got no results.")
-        if self._position < len(self._rows):
-            self._position = len(self._rows)
+        if self.to_array():
             raise self.error_type(
                 "Expected exactly one result from SQL query, but got multiple results."
             )
-        return self._as_row(values)
-
-
-class LocalSqlCursor(BufferedSqlCursor):
-    """The result of one local `exec`, with numbers as Pyodide delivers workerd's."""
-
-    def __init__(self, result: QueryResult) -> None:
-        super().__init__(result.columns, result.rows, result.changes)
-
-    def _convert(self, row: Any) -> list[Any]:
-        return [_do_value(v) for v in row]
+        return row
 
 
 def _do_bind(value: object) -> SqlValue:
@@ -599,14 +564,16 @@ class LocalSqlStorage:
     def __init__(self, engine: SqliteEngine) -> None:
         self._engine = engine
 
-    def exec(self, sql: str, *params: SqlValue) -> LocalSqlCursor:
-        """Run one or more statements; return a cursor over the last one's rows."""
-        bound = [_do_bind(p) for p in params]
+    def exec(self, sql: str, *params: SqlValue) -> BufferedSqlCursor:
+        """Run one or more statements; return a cursor over the last one's rows, with
+        numbers as Pyodide delivers workerd's."""
         try:
-            return LocalSqlCursor(self._engine.run(sql, bound))
+            result = self._engine.run(sql, [_do_bind(p) for p in params])
         except SqlEngineError as exc:
             kind = SqlStorageLimitError if exc.limit else SqlStorageError
             raise kind(exc.message) from None
+        rows = [[_do_value(v) for v in row] for row in result.rows]
+        return BufferedSqlCursor(result.columns, rows, result.changes)
 
     @property
     def database_size(self) -> int:
@@ -703,20 +670,15 @@ class DurableObjectStorageRegistry:
     def storage(self, object_id: str) -> LocalDurableObjectStorage:
         """The object's storage, opened on first use and kept open."""
         with self._guard:
-            found = self._storages.get(object_id)
-            if found is None:
-                location = self.path(object_id)
-                found = LocalDurableObjectStorage(":memory:" if location is None else location)
-                self._storages[object_id] = found
-            return found
+            if object_id not in self._storages:
+                location = self.path(object_id) or ":memory:"
+                self._storages[object_id] = LocalDurableObjectStorage(location)
+            return self._storages[object_id]
 
     def lock(self, object_id: str) -> asyncio.Lock:
         """The lock that serialises calls delivered to this object."""
         with self._guard:
-            found = self._locks.get(object_id)
-            if found is None:
-                found = self._locks[object_id] = asyncio.Lock()
-            return found
+            return self._locks.setdefault(object_id, asyncio.Lock())
 
     def checkpoint(self) -> None:
         """Checkpoint every open object's WAL (see `SqliteEngine.checkpoint`)."""
