@@ -211,7 +211,7 @@ class LocalDurableObjectNamespace:
         (`AlarmTable.finish`). Returns the names of the objects whose alarm ran."""
         fired: list[str] = []
         for name, retry_count in self.alarms.due(now):
-            self.alarms.start(name)
+            self.alarms.delete(name)  # a running alarm is no longer set
             failed = False
             try:
                 async with self._registry.lock(name):

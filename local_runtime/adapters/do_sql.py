@@ -1,22 +1,17 @@
 """Durable Object SQL storage on sqlite3, and the SQLite engine the local D1 shares.
 
-`LocalDurableObjectStorage` implements `bindings.ports.do_sql.DurableObjectStorage`;
-`DurableObjectStorageRegistry` gives each object id its own SQLite file and its own
-`asyncio.Lock` (the local runtime serialises calls to one object with it). `SqliteEngine`
-is SQLite as workerd's `SqliteDatabase` configures it (cloudflare/workerd
-`src/workerd/util/sqlite.c++`, `src/workerd/api/sql.c++`): its limits (`setupSecurity`: 100
-bound parameters, 100 000-byte SQL, ...), its authorizer (`isAuthorized`: `_cf_` names
-reserved, allow-listed functions and PRAGMAs, no ATTACH or temp objects, virtual tables FTS5
-only, transaction statements refused with workerd's text), several `;`-separated statements
-per call (only the last takes parameters and returns rows) and its error texts (`<sqlite
-message>: <SQLITE_CODE>`, without the " at offset N" Python's sqlite3 does not expose).
+`LocalDurableObjectStorage` implements `bindings.ports.do_sql.DurableObjectStorage`; the
+registry gives each object id its own SQLite file and `asyncio.Lock`. `SqliteEngine` is SQLite
+as workerd's `SqliteDatabase` configures it (workerd `util/sqlite.c++`, `api/sql.c++`): its
+limits (`setupSecurity`), its authorizer (`isAuthorized`: `_cf_` names reserved, allow-listed
+functions and PRAGMAs, no ATTACH or temp objects, FTS5 the only virtual tables, transaction
+statements refused with workerd's text), several `;`-separated statements per call (only the
+last takes parameters and returns rows) and its error texts (`<message>: <SQLITE_CODE>`).
 
-Values are what Python sees on Workers: numbers bind as JS doubles (3 into a TEXT column is
-"3.0") and read back through `jsnumbers`; booleans (workerd stores 'true'/'false') and ints
-beyond +-2^53 (BigInts) are refused; BLOBs come back as `bytes`. Foreign keys are enforced, as
-in D1 and workerd. Deviations: `rows_written` counts changed rows (workerd also counts
-index work); rows are read when `exec` returns; SQLite's "defensive"
-flag is not set (Python 3.11 cannot); files use WAL with synchronous=NORMAL.
+Values are what Python sees on Workers: numbers bind as JS doubles and read back through
+`jsnumbers`; booleans and ints beyond +-2^53 are refused; BLOBs come back as `bytes`.
+Deviations (docs/miniflare.md): no " at offset N" in errors, `rows_written` counts changed
+rows only, rows are read when `exec` returns, SQLite's "defensive" flag is not set.
 """
 
 from __future__ import annotations
@@ -354,9 +349,9 @@ class SqliteEngine:
     Not thread-safe; meant for one asyncio loop (every call is synchronous and short).
     """
 
-    def __init__(self, path: str | Path, *, secure_delete: bool | None = None) -> None:
-        """`secure_delete`: set SQLite's `secure_delete` (None keeps the build's default;
-        Python's SQLite is often built with it on, workerd's is not)."""
+    def __init__(self, path: str | Path, *, secure_delete: bool) -> None:
+        """`secure_delete`: SQLite's `secure_delete` (Python's SQLite is often built with it
+        on, workerd's is not)."""
         location = str(path)
         if location != ":memory:":
             Path(location).parent.mkdir(parents=True, exist_ok=True)
@@ -375,8 +370,7 @@ class SqliteEngine:
             # facts reads a few hundred random rows (~25% faster). Address space only.
             "PRAGMA mmap_size = 1073741824;"
         )
-        if secure_delete is not None:
-            self._db.execute(f"PRAGMA secure_delete = {'ON' if secure_delete else 'OFF'}")
+        self._db.execute(f"PRAGMA secure_delete = {'ON' if secure_delete else 'OFF'}")
         for limit, value in _LIMITS.items():
             self._db.setlimit(limit, value)
         self._authorizer = Authorizer()
@@ -591,37 +585,32 @@ class LocalDurableObjectStorage:
         # rows therefore leave their bytes in free space here as there (Python's SQLite is
         # often built with it on, which would hide that).
         self._path = str(path)
-        self._engine = SqliteEngine(path, secure_delete=False)
-        self._sql = LocalSqlStorage(self._engine)
+        self.sql = LocalSqlStorage(SqliteEngine(path, secure_delete=False))
 
     async def replace_all(self, fill: Callable[[], T]) -> T:
         """Like workerd's deleteAll on a SQLite-backed object followed by `fill`: `fill` writes
         a new file, which then replaces the old one (with its -wal and -shm) by a rename, so a
         crash or a failing `fill` leaves the old database whole, never half of the new one."""
-        self._engine.close()
+        self.sql._engine.close()
         fresh = self._path if self._path == ":memory:" else self._path + ".new"
         _unlink(fresh)
         self._open(fresh)
         try:
             result = fill()
         except BaseException:
-            self._engine.close()
+            self.sql._engine.close()
             _unlink(fresh)
             self._open(self._path)
             raise
         if fresh != self._path:
-            self._engine.close()  # both files' WALs are checkpointed into them and removed
+            self.sql._engine.close()  # both files' WALs are checkpointed into them and removed
             _unlink(self._path, "-wal", "-shm")
             os.replace(fresh, self._path)
             self._open(self._path)
         return result
 
     def _open(self, path: str) -> None:
-        self._engine = self._sql._engine = SqliteEngine(path, secure_delete=False)
-
-    @property
-    def sql(self) -> LocalSqlStorage:
-        return self._sql
+        self.sql._engine = SqliteEngine(path, secure_delete=False)
 
     def transaction_sync(self, fn: Callable[[], T]) -> T:
         """Run `fn` atomically: if it raises, every write it made is rolled back.
@@ -630,7 +619,7 @@ class LocalDurableObjectStorage:
         `fn` must be synchronous; returning an awaitable is refused (and rolled back),
         since on Cloudflare the transaction would commit before the awaitable ran.
         """
-        with self._engine.transaction():
+        with self.sql._engine.transaction():
             result = fn()
             if inspect.isawaitable(result):
                 if inspect.iscoroutine(result):
@@ -639,10 +628,10 @@ class LocalDurableObjectStorage:
             return result
 
     def close(self) -> None:
-        self._engine.close()
+        self.sql._engine.close()
 
     def checkpoint(self) -> None:
-        self._engine.checkpoint()
+        self.sql._engine.checkpoint()
 
 
 class DurableObjectStorageRegistry:

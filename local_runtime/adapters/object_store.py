@@ -1,22 +1,15 @@
 """The cold tier on disk: `LocalObjectStore` implements `bindings.ports.object_store.ObjectStore`
-under the state folder's `cold/` directory, standing in for the R2 bucket `COLD`.
+under the state folder's `cold/`, standing in for the R2 bucket `COLD`.
 
-Layout: a key's `/`-separated segments become directories, so the archive tree can be browsed
-(and `zcat`-ed) as it would be listed in R2. Each segment is percent-encoded (everything but
-letters, digits and `-_.~=+,`; a `.`/`..` segment has its dots encoded and an empty segment is
-written `@`), so any R2 key maps to exactly one path inside the root and none can escape it.
-An object is two files: `<segment>@o` (the bytes) and `<segment>@m.json` (size, etag, upload
-time and custom metadata). `@` never occurs in an encoded segment, so a key `a` and a key
-`a/b` (a file and a directory in the same place) do not collide.
-
-Semantics kept from R2: strongly consistent writes (the bytes are written to a temporary
-file and renamed over the old one, so a reader sees the old object or the new one, never a
-mix), `list` in lexicographic key order (by UTF-8 bytes) with an opaque cursor and at most
-1000 keys per page, deletes of missing keys ignored, etag = MD5 of the bytes (R2's etag for
-a single-part upload), the documented key and metadata limits. A metadata file whose etag
-does not match the bytes (a crash between the two renames) is ignored rather than trusted.
-One local limit: an encoded segment longer than 240 bytes cannot be a file name; such keys
-raise `BindingLimitError` instead of being stored differently.
+A key's `/`-separated segments become directories (browsable and `zcat`-able as R2 lists them),
+each percent-encoded (all but letters, digits and `-_.~=+,`; `.`/`..` with encoded dots, an empty
+segment as `@`), so any key maps to one path inside the root. An object is `<segment>@o` (the
+bytes) and `<segment>@m.json` (size, etag, upload time, custom metadata); `@` never occurs in an
+encoded segment, so keys `a` and `a/b` do not collide. Kept from R2: atomic writes (temporary
+file, then rename), `list` in UTF-8 byte order with an opaque cursor and at most 1000 keys a
+page, deletes of missing keys ignored, etag = MD5 of the bytes, the documented limits. Metadata
+whose etag does not match the bytes (a crash between the two renames) is ignored. One local
+limit: an encoded segment over 240 bytes cannot be a file name and raises `BindingLimitError`.
 """
 
 from __future__ import annotations
