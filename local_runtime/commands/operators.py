@@ -1,15 +1,10 @@
-"""`operators grant|revoke`: which Access identities may operate which tenants.
+"""`operators grant|revoke`: which Access identities may operate which tenants (docs/memory-api.md).
 
-PRINCIPAL is an email (users), an Access service token's common name — its client id,
-`<id>.access` — or an Access group (`--kind group`, matched against the token's `groups`
-claim). Grants are rows in the state folder's D1 (`operator_grants`), read by every
-Access-gated route (`authorization.operator_grants`). Prints the result as JSON.
-
-With `--wrangler` nothing local is touched: the command prints the `npx wrangler d1 execute
-DATABASE --remote --command "..."` that makes the same change in a deployed Worker's D1
-(`--database`, default `agent-memory`, wrangler.toml's `database_name`). Revoking ends the
-OAuth consents the grant carried (docs/gateway.md "Connected clients"): locally at once; with
-`--wrangler` their refresh tokens at once and their access tokens by the minute cron.
+PRINCIPAL is an email, an Access service token's common name (`<client id>.access`) or, with
+`--kind group`, an Access group. Grants are rows in the state folder's D1 (`operator_grants`);
+revoking also ends the OAuth consents the grant carried (docs/gateway.md "Connected clients").
+With `--wrangler` nothing local is touched: it prints the `npx wrangler d1 execute DATABASE
+--remote --command "..."` that makes the same change in a deployed Worker's D1.
 """
 
 from __future__ import annotations
