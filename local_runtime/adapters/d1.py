@@ -1,17 +1,11 @@
-"""D1 on sqlite3: `SqliteD1` implements `bindings.ports.d1.D1Database`, built like miniflare's
-D1 (workerd's SQL layer, `do_sql.SqliteEngine`, under D1's client layer, workerd
-`src/cloudflare/internal/d1-api.ts`, and miniflare's `database.worker.ts`):
-
-* `bind` checks types as d1-api.ts does: str, int, float, bool (1/0), None, bytes-likes and
-  lists of byte values (BLOB); anything else, or an int beyond +-2^53 (a BigInt in Pyodide),
-  is `D1_TYPE_ERROR`. Ints and whole floats bind as INTEGER (D1's "Number -> INTEGER"),
-  NaN and infinities as NULL (they travel as JSON `null`);
-* every query and every `batch` is one transaction, so a failure writes nothing;
-  `defer_foreign_keys` defers to its end; foreign keys are enforced;
-* results look like D1's JSON: JS numbers (`jsnumbers`), BLOBs as lists of byte values,
-  non-finite floats as None, a repeated column name keeping the last value;
-* errors are `D1Error("D1_ERROR: <sqlite message>: <SQLITE_CODE>")`, limit errors also
-  `BindingLimitError`s; `first()` runs the whole statement, as D1 does.
+"""D1 on sqlite3: `SqliteD1` implements `bindings.ports.d1.D1Database` like miniflare's D1
+(the shared `do_sql.SqliteEngine` under workerd's d1-api.ts client layer): `bind` takes str,
+int, float, bool (1/0), None, bytes-likes and lists of byte values, else (or an int beyond
++-2^53) `D1_TYPE_ERROR`; ints and whole floats bind as INTEGER, NaN and infinities as NULL.
+Every query and every `batch` is one transaction (a failure writes nothing). Results look like
+D1's JSON: JS numbers, BLOBs as lists of byte values, a repeated column name keeping the last.
+Errors are `D1Error("D1_ERROR: <sqlite message>: <SQLITE_CODE>")`, limit errors also
+`BindingLimitError`s; `first()` runs the whole statement, as D1 does.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from urllib.parse import quote, unquote
 
@@ -174,20 +174,6 @@ class LocalObjectStore:
             cursor=_encode_cursor(page[-1]) if truncated and page else None,
         )
 
-    def _keys_under(self, prefix: str) -> Iterator[str]:
-        # Walk only the directory the prefix's complete segments name.
-        complete = prefix.split("/")[:-1]
-        start = self.root.joinpath(*[encode_segment(s) for s in complete])
-        if not start.is_dir():
-            return
-        for dirpath, dirnames, filenames in os.walk(start):
-            dirnames[:] = [d for d in dirnames if not d.startswith(".tmp-")]
-            relative = Path(dirpath).relative_to(self.root).parts
-            base = [decode_segment(part) for part in relative]
-            for name in filenames:
-                if name.endswith(DATA_SUFFIX) and not name.startswith(".tmp-"):
-                    yield "/".join([*base, decode_segment(name[: -len(DATA_SUFFIX)])])
-
     async def delete(self, keys: str | Sequence[str]) -> None:
         for key in [keys] if isinstance(keys, str) else list(keys):
             data_path, meta_path = self._paths(key)
@@ -198,10 +184,18 @@ class LocalObjectStore:
 
     def keys(self, prefix: str = "") -> builtins.list[str]:
         """Every key under `prefix`, in order (no paging)."""
-        return sorted(
-            (k for k in self._keys_under(prefix) if k.startswith(prefix)),
-            key=lambda k: k.encode("utf-8"),
-        )
+        # Walk only the directory the prefix's complete segments name (temporary files,
+        # `.tmp-*`, never end in DATA_SUFFIX).
+        start = self.root.joinpath(*[encode_segment(s) for s in prefix.split("/")[:-1]])
+        found: builtins.list[str] = []
+        for dirpath, _, filenames in os.walk(start):
+            base = [decode_segment(part) for part in Path(dirpath).relative_to(self.root).parts]
+            found += [
+                "/".join([*base, decode_segment(name.removesuffix(DATA_SUFFIX))])
+                for name in filenames
+                if name.endswith(DATA_SUFFIX)
+            ]
+        return sorted((k for k in found if k.startswith(prefix)), key=lambda k: k.encode("utf-8"))
 
     def __repr__(self) -> str:
         return f"LocalObjectStore({str(self.root)!r})"
