@@ -64,13 +64,6 @@ def _refuse_like_the_sdk(value: Any) -> None:
             _refuse_like_the_sdk(item)
 
 
-def _not_serialisable(value: Any) -> RpcValueError:
-    return RpcValueError(
-        f"{type(value).__name__} cannot cross Durable Object RPC (workerd: DataCloneError: "
-        "Proxy could not be serialized because it is not a valid RPC receiver type)"
-    )
-
-
 def _copy(value: Any) -> Any:
     if value is None or isinstance(value, bool):
         return value
@@ -97,7 +90,10 @@ def _copy(value: Any) -> Any:
             "precision, Exception('Error: ...')); the local runtime refuses it: send text"
         )
     if isinstance(value, frozenset) or not callable(value):
-        raise _not_serialisable(value)
+        raise RpcValueError(
+            f"{type(value).__name__} cannot cross Durable Object RPC (workerd: DataCloneError: "
+            "Proxy could not be serialized because it is not a valid RPC receiver type)"
+        )
     raise RpcValueError(
         f"{type(value).__name__} would cross RPC as a stub; the local runtime does not model it"
     )

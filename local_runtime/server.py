@@ -204,14 +204,10 @@ class LocalWorkerApp:
                 return
 
 
-def _route_words() -> frozenset[str]:
-    words = {"cdn-cgi", "handler", "local", "scheduled", "ui"}
-    for route in ROUTES:
-        words.update(s for s in route.path.split("/") if s and not s.startswith("{"))
-    return frozenset(words)
-
-
-ROUTE_WORDS = _route_words()
+ROUTE_WORDS = frozenset(
+    {"cdn-cgi", "handler", "local", "scheduled", "ui"}
+    | {s for route in ROUTES for s in route.path.split("/") if s and not s.startswith("{")}
+)
 
 
 def loggable_path(path: str) -> str:
