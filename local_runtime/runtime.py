@@ -41,7 +41,6 @@ from local_runtime.durable_objects import LocalDurableObjectNamespace
 from local_runtime.memory_tokens_dev import dev_token_keys
 from local_runtime.migrations import apply_migrations
 from local_runtime.state import StateDir
-from worker.runtime_core import new_runtime_core
 
 log = logging.getLogger(__name__)
 
@@ -290,7 +289,7 @@ class LocalRuntime:
             await asyncio.sleep(1)
 
     def _agent_core(self, storage: DurableObjectStorage, alarms: AlarmStorage) -> AgentRuntimeCore:
-        return new_runtime_core(storage, self.bindings(), alarms=alarms)
+        return AgentRuntimeCore(storage, self.bindings(), alarms=alarms)
 
     async def close(self) -> None:
         await self.background.drain()

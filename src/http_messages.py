@@ -118,13 +118,13 @@ class CodedError(Exception):
     headers: Mapping[str, str] = MappingProxyType({})
 
     def to_response(self, headers: Mapping[str, str] | None = None) -> HttpResponse:
-        """The JSON error response, with this error's headers and `headers` added."""
+        """The JSON error response (`body`), with this error's headers and `headers` added."""
+        headers = {**(headers or {}), **self.headers}
+        return json_response(self.body(), status=self.status, headers=headers)
+
+    def body(self) -> dict[str, Any]:
         error: dict[str, Any] = {"code": self.code, "message": str(self)}
-        if self.details:
-            error["details"] = self.details
-        return json_response(
-            {"error": error}, status=self.status, headers={**(headers or {}), **self.headers}
-        )
+        return {"error": error | ({"details": self.details} if self.details else {})}
 
 
 class ApiError(CodedError):

@@ -2,11 +2,11 @@
 so what was sent survives a restart, as on Cloudflare.
 
 The documented semantics (queues/configuration/batching-retries, dead-letter-queues), compared
-with workerd's own queues in tests/miniflare/test_queues_on_workerd.py: a delay keeps a message
-invisible until due; a consumer gets up to `max_batch_size` due messages, oldest first, with
-`attempts` (1 on the first delivery), and acks or retries each (a consumer that raises retries
-the whole batch); past `max_retries` a message goes to the `dead_letter_queue`, or is dropped.
-Consumer settings come from wrangler.toml's `[[queues.consumers]]` (`consumer_settings`).
+with workerd's own queues in tests/miniflare/test_queues_on_workerd.py: a retry's delay keeps a
+message invisible until due; a consumer gets up to `max_batch_size` due messages, oldest first,
+with `attempts` (1 on the first delivery), and acks or retries each (a consumer that raises
+retries the whole batch); past `max_retries` a message goes to the `dead_letter_queue`, or is
+dropped. Consumer settings come from wrangler.toml's `[[queues.consumers]]` (`consumer_settings`).
 """
 
 from __future__ import annotations
@@ -70,9 +70,9 @@ class LocalQueues:
     def producer(self, queue: str) -> LocalQueue:
         return LocalQueue(self, queue)
 
-    def enqueue(self, queue: str, texts: Sequence[str], delay_seconds: int = 0) -> None:
+    def enqueue(self, queue: str, texts: Sequence[str]) -> None:
         now = self._now_ms()
-        rows = [(queue, uuid.uuid4().hex, text, now + delay_seconds * 1000, now) for text in texts]
+        rows = [(queue, uuid.uuid4().hex, text, now, now) for text in texts]
         with self._guard:
             self._db.executemany(
                 "INSERT INTO messages (queue, id, body, visible_ms, sent_ms) "
@@ -148,5 +148,5 @@ class LocalQueue:
         self._queues = queues
         self.name = name
 
-    async def send_batch(self, bodies: Sequence[Any], *, delay_seconds: int = 0) -> None:
-        self._queues.enqueue(self.name, check_batch(bodies, delay_seconds), delay_seconds)
+    async def send_batch(self, bodies: Sequence[Any]) -> None:
+        self._queues.enqueue(self.name, check_batch(bodies))

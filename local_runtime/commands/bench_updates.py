@@ -221,7 +221,9 @@ async def run_updates_bench(
                 count(case, "cases")
                 count(case, "false", wrong)
                 if wrong:
-                    missed(case, f"false supersession ({case['kind']}): {gone}")
+                    lost = gone + [t for t in case.get("lookalikes", []) if t in state]
+                    winners = [(t, state[t][1]) for t in lost if state[t][0] == "superseded"]
+                    missed(case, f"false supersession ({case['kind']}): {winners}")
                 if case["kind"] == "sibling":
                     count(case, "siblings")
                     count(case, "siblings_kept", not gone)

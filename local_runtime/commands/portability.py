@@ -48,7 +48,8 @@ def _bar(job: Any) -> None:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from agent_memory.lifecycle.portability import Personal, encode, part_key
+    from agent_memory.lifecycle.portability import Personal, part_key
+    from agent_memory.lifecycle.prune import json_lines
     from agent_memory.memory import Memory
 
     personal: Personal = "opened" if args.opened else "sealed"
@@ -59,7 +60,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         exporter = (await Memory.open(runtime.bindings(), args.tenant)).exporter()
         if args.subject:
             found = await exporter.subject(args.subject, by=OPERATOR, personal=personal)
-            written.append(encode(found))
+            written.append(json_lines(found))
             return {"file": str(out), "records": len(found)}
         job = await exporter.jobs.get(args.job) if args.job else None
         job = job or await exporter.start(OPERATOR, personal)

@@ -78,14 +78,6 @@ _HOMES: dict[str, tuple[float, str]] = {}
 _fresh_until = 0.0
 
 
-def _cached(tenant: str, now: float) -> str | None:
-    entry = _HOMES.get(tenant)
-    # A clock that moved backwards also invalidates: never serve an entry of unknown age.
-    if entry is None or not entry[0] <= now < entry[0] + HOME_TTL_SECONDS:
-        return None
-    return entry[1]
-
-
 def all_shards(bindings: Bindings) -> tuple[Shard, ...]:
     """Every shard, the primary first. Until narrowed, `db` and `vectors` are the primary's
     (so a copy with another `db` has that as its primary)."""
@@ -137,8 +129,9 @@ async def home_of(bindings: Bindings, tenant: str) -> str:
     """The name of `tenant`'s shard: cache, KV, then the directory (placing a new tenant)."""
     now = bindings.clock.now()
     names = {s.name for s in all_shards(bindings)}
-    name = _cached(tenant, now)
-    if name in names:
+    read_at, name = _HOMES.get(tenant, (now, None))
+    # A clock that moved backwards also invalidates: never serve an entry of unknown age.
+    if name in names and read_at <= now < read_at + HOME_TTL_SECONDS:
         return str(name)
     kv = bindings.kv
     name = None
@@ -352,9 +345,6 @@ def forget_cached_homes() -> None:
     _fresh_until = 0.0
 
 
-# -- the tables a tenant's data lives in ---------------------------------------------------
-
-
 @dataclass(frozen=True, slots=True)
 class TenantTable:
     """A table with a `tenant_id` column: its columns and primary key, in order, and the
@@ -409,9 +399,6 @@ async def holds_tenant(db: D1Database, tenant: str, shard: str) -> bool:
     if found:
         log.info("directory: shard %s already holds rows of tenant %s", shard, tenant)
     return bool(found)
-
-
-# -- fences ---------------------------------------------------------------------------------
 
 
 def _trigger_sql(table: str, event: str) -> str:

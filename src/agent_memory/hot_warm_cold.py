@@ -358,7 +358,6 @@ class ArchivedItem:
     """One entry of the cold index."""
 
     item_key: str
-    namespace_key: str
     entity_id: str
     created_at: int
     archived_at: int
@@ -499,7 +498,6 @@ class ArchiveColdMemory:
         items = [
             ArchivedItem(
                 item_key=f"{r['namespace_key']}:{EPISODE_KIND}:{r['entity_id']}",
-                namespace_key=str(r["namespace_key"]),
                 entity_id=str(r["entity_id"]),
                 created_at=int(r["created_at"]),
                 archived_at=int(r["archived_at"]),

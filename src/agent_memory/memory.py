@@ -223,7 +223,6 @@ class Memory:
         # transaction with KV anyway, and the budget's read and the write are the floor.
         self.agent_types = catalog(bindings.settings.agent_types)
         policy = WritePolicy(agent_types=self.agent_types)
-        # Committed writes are published on the change feed after the response.
         self.feed = ChangeFeed.of(bindings)
 
         def gate(after_response: bool) -> WriteGate:
@@ -258,8 +257,9 @@ class Memory:
         cache, else KV, else the primary database, placing a new tenant) and every tier this
         object hands out reaches D1 and Vectorize through that shard only."""
         _check_tenant(tenant)  # before the directory is asked (it could place a bad id)
+        home = await tenant_bindings(bindings, tenant)
         return cls(
-            await tenant_bindings(bindings, tenant),
+            home,
             tenant,
             events_after_response=events_after_response,
             read_counts=read_counts,
@@ -270,8 +270,6 @@ class Memory:
         if self.bindings.db is None:
             raise MemoryUnavailable(code, "the D1 binding is missing")
         return self.bindings.db
-
-    # ------------------------------------------------------------------------- tiers
 
     def working(
         self,
@@ -416,23 +414,15 @@ class Memory:
         out. A bad `MEMORY_PLACEMENT` raises `PlacementError`."""
         b = self.bindings
         table = placement_table(b)
+        flags, ttl = NamespaceFlags.of(b.settings), table.placement("working").ttl_seconds
         hot = None
         if b.kv is not None:
-            hot = KVHotMemory(
-                b.kv,
-                flags=NamespaceFlags.of(b.settings),
-                counts=self.read_counts,
-                repair_ttl=table.placement("working").ttl_seconds,
-            )
-        warm = None if b.db is None else D1WarmMemory(b.db, self.personal)
-        cold = None
-        if b.db is not None and b.cold is not None:
-            cold = ArchiveColdMemory(b.db, b.cold, self.clock)
+            hot = KVHotMemory(b.kv, flags=flags, counts=self.read_counts, repair_ttl=ttl)
         return (
             MemoryBuilder()
             .with_hot(hot)
-            .with_warm(warm)
-            .with_cold(cold)
+            .with_warm(None if b.db is None else D1WarmMemory(b.db, self.personal))
+            .with_cold(None if b.db is None or b.cold is None else self.cold_archive())
             .with_rules(read_fallback=True, promote_on_read=True, placement=table)
             .for_tenant(self.tenant)
             .build()
@@ -444,14 +434,6 @@ class Memory:
         if self.bindings.cold is None:
             raise MemoryUnavailable("cold_unavailable", "the R2 binding COLD is missing")
         return ArchiveColdMemory(db, self.bindings.cold, self.clock)
-
-    async def flush_read_counts(self) -> None:
-        """Write the working-memory reads counted by key generation (the daily brief's
-        namespace migration figures)."""
-        if self.read_counts is not None and self.bindings.db is not None:
-            await flush_counts(self.bindings.db, self.tenant, self.read_counts, self.clock.now())
-
-    # ------------------------------------------------------------------------- lifecycle
 
     async def lifecycle(
         self, update: LifecycleUpdate | None = None, *, by: str = ""
@@ -606,8 +588,6 @@ class Memory:
             self._require_db(), self.tenant, now_ms=now_ms, personal=self.personal
         )
 
-    # ------------------------------------------------------------------ ranking & events
-
     def rank(
         self,
         tier: Tier,
@@ -678,8 +658,6 @@ class Memory:
 
         self.bindings.background.wait_until(write())
 
-    # --------------------------------------------------------- the memory API's verbs
-
     async def search(
         self,
         query: str,
@@ -738,12 +716,7 @@ class Memory:
                 )
 
             found = [
-                _fact_item(r.fact).model_copy(
-                    update={
-                        "score": round(r.score, 6),
-                        "score_breakdown": breakdown_view(r.breakdown, r.channels),
-                    }
-                )
+                _scored(_fact_item(r.fact), r.score, breakdown_view(r.breakdown, r.channels))
                 for r in recalled.results
             ]
             return found, record_facts
@@ -770,12 +743,7 @@ class Memory:
             self.record(tier, query, [ranked[i] for i in shown], pool=len(items), top_k=top_k)
 
         found = [
-            by_key[r.item.id].model_copy(
-                update={
-                    "score": round(r.score, 6),
-                    "score_breakdown": breakdown_view(breakdown(r.parts, weights)),
-                }
-            )
+            _scored(by_key[r.item.id], r.score, breakdown_view(breakdown(r.parts, weights)))
             for r in ranked
         ]
         return found, record_items
@@ -918,10 +886,10 @@ class Memory:
         cold, a hit promoted to hot unless personal), its item key and where it was found;
         404 `episode_not_found` when there is none of this agent (its type included)."""
         item = ItemKey.build(self.tenant, instance_id, "episode", episode_id)
-        self._require_db()
-        self.read_counts = self.read_counts or ReadCounts()
+        db = self._require_db()
+        counts = self.read_counts = self.read_counts or ReadCounts()
         found = await self.placement_client().get(item.key)
-        await self.flush_read_counts()
+        await flush_counts(db, self.tenant, counts, self.clock.now())  # the brief's figures
         episode = None if found is None else await open_episode_item(found.value, self.personal)
         # Episodes are named by instance; another type's instance of the same id is not this one.
         if found is None or episode is None or episode.agent_type != agent_type:
@@ -958,8 +926,6 @@ class Memory:
                     )
                 )
         return items, page.next_cursor
-
-    # ------------------------------------------------------------------------ helpers
 
     async def _spend_embedding_budget(self) -> None:
         """Count one embedding call of the tenant (`EMBED_RATE_LIMITER`); 429 when over
@@ -1062,6 +1028,10 @@ def _fact_item(fact: Fact, **metadata: Any) -> MemoryItem:
         },
         created_at=fact.created_at,
     )
+
+
+def _scored(item: MemoryItem, score: float, explained: dict[str, Any]) -> MemoryItem:
+    return item.model_copy(update={"score": round(score, 6), "score_breakdown": explained})
 
 
 def _confidence(item: MemoryItem) -> float:

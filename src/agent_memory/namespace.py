@@ -96,6 +96,7 @@ INVALID_KEY_CODE = "invalid_namespace_key"
 FORBIDDEN_CODE = "namespace_forbidden"
 
 
+# Matched with fullmatch: `match` with `^...$` would let a trailing newline through.
 _SEGMENT = re.compile(r"[A-Za-z0-9._@+-]+")
 
 _KIND = re.compile(r"[a-z][a-z0-9_-]{0,31}")
@@ -211,8 +212,6 @@ def check_tenant(item: ItemKey, tenant: str | None) -> ItemKey:
 
 
 MAX_KEY_BYTES = 128
-# Matched with fullmatch: `match` with `^...$` would let a trailing newline through.
-_KEY_SEGMENT = re.compile(r"[A-Za-z0-9._@+-]+")
 # Keys a URL cannot carry as one path segment (clients and Cloudflare's URL normalisation
 # resolve them as dot segments), so `DELETE .../{key}` could never reach them.
 _DOT_SEGMENTS = frozenset({".", ".."})
@@ -234,7 +233,7 @@ def validate_key(key: str, error: type[ValueError] = InvalidMemoryKey) -> str:
     for segment in key.split(":"):
         if not segment:
             raise error(f"working memory key {key!r} has an empty segment")
-        if not _KEY_SEGMENT.fullmatch(segment):
+        if not _SEGMENT.fullmatch(segment):
             raise error(
                 f"working memory key {key!r} has a segment with characters outside "
                 "letters, digits and . _ @ + - (wildcards are not allowed)"

@@ -7,18 +7,18 @@ archived again by the next prune; it is promoted to hot instead.
 
 `MEMORY_PLACEMENT` overrides only what the code honours (`cold_retention_days`,
 `cold_promotes_to_warm`), as a JSON object by kind; anything else is refused rather than
-silently ignored. Stdlib dataclasses: read in every runtime.
+silently ignored.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
+from pydantic import BaseModel, ConfigDict, PositiveInt, TypeAdapter, ValidationError
+
 Tier = Literal["hot", "warm", "cold"]
-KINDS = ("working", "episode", "fact", "log")
-_CHANGEABLE = ("cold_retention_days", "cold_promotes_to_warm")
+Kind = Literal["working", "episode", "fact", "log"]
 
 
 class PlacementError(ValueError):
@@ -29,7 +29,7 @@ class PlacementError(ValueError):
 class Placement:
     """Where one memory kind lives."""
 
-    kind: str
+    kind: Kind
     tier: Tier
     ttl_seconds: int | None = None
     retention_days: int | None = None
@@ -69,22 +69,16 @@ class PlacementTable:
 DEFAULT_TABLE = PlacementTable()
 
 
-def _changed(base: Placement, fields: dict[str, Any]) -> Placement:
-    kind = base.kind
-    unknown = sorted(set(fields) - set(_CHANGEABLE))
-    if unknown:
-        raise PlacementError(
-            f"MEMORY_PLACEMENT {kind}: {', '.join(unknown)} cannot be changed "
-            f"(changeable: {', '.join(_CHANGEABLE)})"
-        )
-    days = fields.get("cold_retention_days")
-    if days is not None and (isinstance(days, bool) or not isinstance(days, int) or days < 1):
-        raise PlacementError(
-            f"MEMORY_PLACEMENT {kind}.cold_retention_days must be a positive integer"
-        )
-    if not isinstance(fields.get("cold_promotes_to_warm", False), bool):
-        raise PlacementError(f"MEMORY_PLACEMENT {kind}.cold_promotes_to_warm must be a bool")
-    return replace(base, **fields)
+class _Override(BaseModel):
+    """What `MEMORY_PLACEMENT` may change of one kind's placement; anything else is refused."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    cold_retention_days: PositiveInt | None = None
+    cold_promotes_to_warm: bool = False
+
+
+_OVERRIDES = TypeAdapter(dict[Kind, _Override | None])
 
 
 def parse_placement(raw: str) -> PlacementTable:
@@ -93,23 +87,16 @@ def parse_placement(raw: str) -> PlacementTable:
     if not raw.strip():
         return DEFAULT_TABLE
     try:
-        override = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise PlacementError(f"MEMORY_PLACEMENT is not JSON: {exc}") from None
-    if not isinstance(override, dict):
-        raise PlacementError("MEMORY_PLACEMENT must be a JSON object by memory kind")
-    unknown = sorted(set(override) - set(KINDS))
-    if unknown:
-        raise PlacementError(
-            f"MEMORY_PLACEMENT names unknown kind(s) {', '.join(unknown)} "
-            f"(kinds: {', '.join(KINDS)})"
-        )
-    for kind, fields in override.items():
-        if fields is not None and not isinstance(fields, dict):
-            raise PlacementError(f"MEMORY_PLACEMENT {kind} must be a JSON object")
+        override = _OVERRIDES.validate_json(raw)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = "".join(f" {part}" for part in error["loc"][:2] if part != "[key]")
+        raise PlacementError(f"MEMORY_PLACEMENT{where}: {error['msg']}") from None
     return PlacementTable(
         tuple(
-            base if override.get(base.kind) is None else _changed(base, override[base.kind])
+            base
+            if (fields := override.get(base.kind)) is None
+            else replace(base, **fields.model_dump(exclude_unset=True))
             for base in DEFAULT_PLACEMENTS
         )
     )

@@ -389,8 +389,9 @@ class AgentRuntimeCore:
         bring a trace back); else nothing is erased: 503 `writes_in_flight`."""
         if not await self.flush_writes():
             return rpc_error(503, "writes_in_flight", "episodic writes are still in flight")
-        if request.wipe:
-            counts = storage.row_counts(self.storage.sql)
+        if request.wipe:  # the rows per table, as `erase_subject_traces` reports them
+            tables = ("pending_writes", "failed_writes", "run_log", "turn_state")
+            counts = {t: storage.count_rows(self.storage.sql, t) for t in tables}
         else:
             counts = storage.erase_subject_traces(self.storage, request.subject, request.run_ids)
         await self.rebuild(keep=not request.wipe)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -106,15 +107,7 @@ SCHEMA = (
     )""",
 )
 
-TABLES = (
-    "turn_state",
-    "run_log",
-    "run_workflows",
-    "procedural_workflows",
-    "failed_writes",
-    "pending_writes",
-    "instance_lifecycle",
-)
+TABLES = tuple(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", " ".join(SCHEMA)))
 
 # The text columns of each table that may hold memory content (overwritten before a delete).
 _TEXT_COLUMNS = {
@@ -168,8 +161,6 @@ def _wipe_and_delete_ids(sql: SqlStorage, table: str, key: str, ids: Iterable[Sq
         for chunk in chunks(list(ids))
     )
 
-
-# --- turn_state -------------------------------------------------------------------------------
 
 _TURN_STATE_COLUMNS = (
     "instance_id, tenant_id, agent_type, turn_count, completed_count, failed_count, "
@@ -240,9 +231,6 @@ def read_turn_state(sql: SqlStorage, instance_id: str) -> dict[str, Any] | None:
     return _first(sql, query, instance_id)
 
 
-# --- run_log and run_workflows -----------------------------------------------------------------
-
-
 def append_run_log(
     sql: SqlStorage, clock: Clock, run_id: str, kind: str, detail: dict[str, Any]
 ) -> None:
@@ -260,24 +248,6 @@ def append_run_log(
     )
 
 
-def read_run_log(sql: SqlStorage, run_id: str) -> list[dict[str, Any]]:
-    rows = sql.exec(
-        "SELECT seq, step, kind, detail_json, created_at FROM run_log "
-        "WHERE run_id = ? ORDER BY step",
-        run_id,
-    ).to_array()
-    return [
-        {
-            "seq": int(row["seq"]),
-            "step": int(row["step"]),
-            "kind": row["kind"],
-            "detail": json.loads(row["detail_json"]),
-            "created_at": float(row["created_at"]),
-        }
-        for row in rows
-    ]
-
-
 def read_run(sql: SqlStorage, run_id: str) -> dict[str, Any]:
     """A run as the admin sees it: its log rows, its workflow and its failed writes."""
     workflow = _first(
@@ -286,13 +256,27 @@ def read_run(sql: SqlStorage, run_id: str) -> dict[str, Any]:
         "WHERE run_id = ?",
         run_id,
     )
+    log_rows = sql.exec(
+        "SELECT seq, step, kind, detail_json, created_at FROM run_log "
+        "WHERE run_id = ? ORDER BY step",
+        run_id,
+    ).to_array()
     failed = sql.exec(
         "SELECT op, payload_json, error, attempts, created_at FROM failed_writes "
         "WHERE run_id = ? ORDER BY seq",
         run_id,
     ).to_array()
     return {
-        "run_log": read_run_log(sql, run_id),
+        "run_log": [
+            {
+                "seq": int(row["seq"]),
+                "step": int(row["step"]),
+                "kind": row["kind"],
+                "detail": json.loads(row["detail_json"]),
+                "created_at": float(row["created_at"]),
+            }
+            for row in log_rows
+        ],
         "workflow": workflow,
         "failed_writes": [
             {
@@ -345,9 +329,6 @@ def score_run(sql: SqlStorage, run_id: str, score: float, now: float) -> bool:
     )
     list(cursor)
     return cursor.rows_written > 0
-
-
-# --- pending_writes (the outbox) and failed_writes ---------------------------------------------
 
 
 class DurableOutbox:
@@ -407,9 +388,6 @@ def record_failed_write(sql: SqlStorage, failed: FailedWrite, now: float, retry_
     )
 
 
-# --- instance_lifecycle ------------------------------------------------------------------------
-
-
 def touch(sql: SqlStorage, tenant: str, agent_type: str, instance_id: str, now: float) -> None:
     """Record activity (one statement; safe under interleaving)."""
     sql.exec(
@@ -431,8 +409,6 @@ def identity(sql: SqlStorage) -> dict[str, Any] | None:
         "FROM instance_lifecycle WHERE id = 1",
     )
 
-
-# --- the alarm: the object's storage lifecycle ---------------------------------------------------
 
 FAILED_WRITE_RETRIES = 5
 FAILED_RETRY_BASE_SECONDS = 60.0
@@ -657,9 +633,6 @@ def _report(sql: SqlStorage, me: dict[str, Any], now: float) -> InstanceReport:
     )
 
 
-# --- subject erase -----------------------------------------------------------------------------
-
-
 def _scrub_state(state_json: str, subject: str) -> str | None:
     """The state without entries naming the subject, or None when nothing changes."""
     if subject not in state_json:
@@ -691,13 +664,6 @@ def restore(sql: SqlStorage, rows: dict[str, list[Row]]) -> None:
         for row in found:
             marks = ", ".join("?" for _ in row)
             sql.exec(f"INSERT INTO {table} ({', '.join(row)}) VALUES ({marks})", *row.values())
-
-
-def row_counts(sql: SqlStorage) -> dict[str, int]:
-    """Rows per table an erase reports (`erase_subject_traces`' keys)."""
-    return {
-        t: count_rows(sql, t) for t in ("pending_writes", "failed_writes", "run_log", "turn_state")
-    }
 
 
 def erase_subject_traces(

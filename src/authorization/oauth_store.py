@@ -166,20 +166,17 @@ async def redeem_code(db: D1Database, code_hash: str, now: int) -> tuple[CodeRow
     return code, taken.meta.changes == 1
 
 
-async def bind_code_to_grant(db: D1Database, code_hash: str, grant_id: str) -> None:
-    sql = "UPDATE oauth_codes SET grant_id = ? WHERE code_hash = ?"
-    await _sql(db, sql, grant_id, code_hash).run()
-
-
-async def create_grant(db: D1Database, grant: Grant) -> None:
+async def create_grant(db: D1Database, grant: Grant, code_hash: str) -> None:
+    """Store `grant` and bind to it the code it was made from (a reuse of the code revokes it)."""
     sql = (
         "INSERT INTO oauth_grants (tenant_id, grant_id, client_id, principal, scopes, "
         "resource, created_at, last_used_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
     )
-    await _sql(
+    bind = "UPDATE oauth_codes SET grant_id = ? WHERE code_hash = ?"
+    await db.batch([_sql(
         db, sql, grant.tenant, grant.grant_id, grant.client_id, grant.principal,
         " ".join(grant.scopes), grant.resource, grant.created_at, grant.last_used_at,
-    ).run()  # fmt: skip
+    ), _sql(db, bind, grant.grant_id, code_hash)])  # fmt: skip
 
 
 def _grant(row: dict[str, Any]) -> Grant:

@@ -57,15 +57,8 @@ def gateway_error_response(exc: ApiError) -> HttpResponse:
 
 
 def unauthorized(code: str, message: str) -> ApiError:
-    """A 401 with RFC 6750's challenge (`add_resource_metadata` adds RFC 9728's metadata)."""
-    challenge = 'Bearer realm="agent-memory-gateway"'
-    if code != "missing_api_key":
-        challenge += ', error="invalid_token"'
-    return ApiError(401, code, message, headers={"www-authenticate": challenge})
-
-
-def forbidden(code: str, message: str) -> ApiError:
-    return ApiError(403, code, message)
+    """A 401; every gateway route adds its challenge (`add_resource_metadata`)."""
+    return ApiError(401, code, message)
 
 
 def tenant_key(tenant: str) -> str:
@@ -217,7 +210,7 @@ class Principal(BaseModel):
 
     def require(self, scope: Scope) -> None:
         if scope not in self.scopes:
-            raise forbidden("insufficient_scope", f"this API key lacks the {scope!r} scope")
+            raise ApiError(403, "insufficient_scope", f"this API key lacks the {scope!r} scope")
 
 
 def bearer_token(authorization: str | None) -> str:

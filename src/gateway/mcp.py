@@ -21,7 +21,6 @@ from gateway.credentials import (
     GATEWAY_ERROR_HEADER,
     Principal,
     authenticate_bearer,
-    forbidden,
     load_tenant,
 )
 from gateway.json_schema import validate
@@ -133,7 +132,7 @@ async def handle_mcp_post(ctx: McpContext, request: HttpRequest) -> HttpResponse
     try:
         origin = request.headers.get("origin")
         if origin is not None and origin.strip().lower() not in ctx.allowed_origins:
-            raise forbidden("origin_not_allowed", "requests from this Origin are not allowed")
+            raise ApiError(403, "origin_not_allowed", "requests from this Origin are not allowed")
         gw = ctx.gateway
         principal = await authenticate_bearer(
             gw.kv, gw.cache, gw.clock, request.headers.get("authorization"), gw.resources
@@ -366,7 +365,7 @@ async def _call_memory_tool(
         raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}")  # not listed for this caller
     if not _may_use_memory_tool(principal, name):
         scope = _MEMORY_TOOL_SCOPE[name]
-        refusal = forbidden("insufficient_scope", f"{name} needs the {scope!r} scope")
+        refusal = ApiError(403, "insufficient_scope", f"{name} needs the {scope!r} scope")
         refusal.headers["x-required-scope"] = scope  # for the step-up challenge (oauth_tokens)
         raise refusal
     schema = spec["inputSchema"]

@@ -76,8 +76,7 @@ class OutboundPolicy:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> OutboundPolicy:
-        names, networks = settings.outbound_allow_list
-        return cls(names, networks)
+        return cls(*settings.outbound_allow_list)
 
     def _refused(self, address: IPAddress) -> bool:
         """In forbidden space and not in an allowed network."""

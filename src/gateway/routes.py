@@ -18,7 +18,7 @@ from gateway.credentials import (
 )
 from gateway.mcp import McpContext, MemoryToolDispatcher, handle_mcp_post
 from gateway.outbound import OutboundPolicy
-from gateway.tool_proxy import GatewayContext, handle_tool_call
+from gateway.tool_proxy import GatewayContext, call_tool
 from http_messages import ApiError, HttpRequest, HttpResponse
 
 MemoryDispatcherFactory = Callable[[Bindings], MemoryToolDispatcher]
@@ -57,12 +57,16 @@ def gateway_context(bindings: Bindings, request: HttpRequest) -> GatewayContext:
 
 
 async def tool_call_route(call: RouteCall) -> HttpResponse:
-    """`POST /api/v1/tools/{tool_name}`."""
+    """`POST /api/v1/tools/{tool_name}`: the whole hot path (`gateway.tool_proxy`)."""
     try:
         ctx = gateway_context(call.bindings, call.request)
+        authorization = call.request.headers.get("authorization")
+        principal = await authenticate_bearer(
+            ctx.kv, ctx.cache, ctx.clock, authorization, ctx.resources
+        )
+        response = await call_tool(ctx, principal, call.params["tool_name"], call.request.body)
     except ApiError as exc:
-        return gateway_error_response(exc)
-    response = await handle_tool_call(ctx, call.request, call.params["tool_name"])
+        response = gateway_error_response(exc)
     return add_resource_metadata(response, issuer_of(call.bindings, call.request), "")
 
 

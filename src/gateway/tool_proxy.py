@@ -23,8 +23,6 @@ from gateway.credentials import (
     CredentialSealer,
     KVReadCache,
     Principal,
-    authenticate_bearer,
-    gateway_error_response,
 )
 from gateway.json_schema import validate
 from gateway.outbound import OutboundPolicy, Resolver
@@ -32,7 +30,6 @@ from gateway.tool_config import PLACEHOLDER_RE, ToolConfig, load_credential, loa
 from http_messages import (
     ApiError,
     Headers,
-    HttpRequest,
     HttpResponse,
     JsonLimitError,
     JsonLimits,
@@ -65,19 +62,6 @@ class GatewayContext:
     resources: frozenset[str]
     cache: KVReadCache = ISOLATE_CACHE
     sealer: CredentialSealer | None = None  # opens sealed credentials (None: none configured)
-
-
-async def handle_tool_call(
-    ctx: GatewayContext, request: HttpRequest, tool_name: str
-) -> HttpResponse:
-    """`POST /api/v1/tools/{tool_name}`: the whole hot path. Never raises."""
-    try:
-        principal = await authenticate_bearer(
-            ctx.kv, ctx.cache, ctx.clock, request.headers.get("authorization"), ctx.resources
-        )
-        return await call_tool(ctx, principal, tool_name, request.body)
-    except ApiError as exc:
-        return gateway_error_response(exc)
 
 
 async def call_tool(

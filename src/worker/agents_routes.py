@@ -37,8 +37,6 @@ PACK_NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,63}$"
 # RunBody repeats RunPayload's fields (agent_runtime_do.protocol, which adds the scope and
 # `requested_by`): the object cannot import the edge.
 class RunBody(StrictModel):
-    """Body of `POST /v1/agents/{tenant}/{agent_type}/run`."""
-
     input: str = Field(min_length=1, max_length=MAX_INPUT_CHARS)
     instance_id: str = Field(default=DEFAULT_INSTANCE, pattern=INSTANCE_PATTERN)
     task_type: str | None = Field(default=None, pattern=TASK_TYPE_PATTERN)
@@ -54,8 +52,6 @@ class RunBody(StrictModel):
 
 
 class OutcomeBody(StrictModel):
-    """Body of `POST …/runs/{run_id}/outcome`: how well the run went, in [0, 1]."""
-
     score: float = Field(ge=0.0, le=1.0, allow_inf_nan=False)
     instance_id: str = Field(default=DEFAULT_INSTANCE, pattern=INSTANCE_PATTERN)
 
@@ -79,8 +75,6 @@ class CandidatesQuery(WorkflowsQuery):
 
 
 class PromotePack(StrictModel):
-    """Body of a promotion: which instance's workflow, under what pack name."""
-
     name: str = Field(pattern=PACK_NAME_PATTERN)
     workflow_id: str = Field(min_length=1, max_length=128)
     instance_id: str = Field(pattern=INSTANCE_PATTERN)
@@ -142,9 +136,6 @@ def _scope(call: Call[Any, Any], instance_id: str) -> AgentScope:
     return AgentScope(tenant=call.params["tenant"], agent_type=agent_type, instance_id=instance_id)
 
 
-# --- runs ---------------------------------------------------------------------------------
-
-
 async def run_agent(call: Call[RunBody, None]) -> RunResult:
     fields = call.body.model_dump(include={"input", "task_type", "subject", "metadata"})
     payload = {**fields, "requested_by": call.auth.principal}
@@ -167,9 +158,6 @@ async def list_runs(call: Call[None, RunsQuery]) -> RunPage:
 async def get_run(call: Call[None, None]) -> RunDetail:
     memory = await Memory.open(call.bindings, call.params["tenant"])
     return await memory.run_detail(_run_id(call.params))
-
-
-# --- workflows and packs ------------------------------------------------------------------
 
 
 async def list_workflows(call: Call[None, WorkflowsQuery]) -> Workflows:

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 import platform
-from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import VERSION, BaseModel
 
 from bindings.environment import Bindings
+from gateway.mcp import MemoryToolDispatcher
 from gateway.routes import McpRoute, MemoryDispatcherFactory, mcp_not_allowed_route, tool_call_route
 from http_messages import HttpResponse, json_response
 from worker.routing import API_KEY, Auth, Call, Route, Router, lazy
@@ -63,26 +63,16 @@ async def openapi_route(call: Call[None, None]) -> HttpResponse:
     return json_response(document(ROUTES))
 
 
-class SemanticDispatcher:
-    """MCP's memory tools (the gateway's `MemoryToolDispatcher`): `agent_memory.agent.memory_tools`,
-    imported on first use so it stays out of the start-up; the gateway never imports the core."""
+def semantic_dispatcher(bindings: Bindings) -> MemoryToolDispatcher:
+    """MCP's memory tools (`agent_memory.agent.memory_tools`), imported on the first MCP
+    request so they stay out of the start-up; the gateway never imports the core."""
+    from agent_memory.agent.memory_tools import McpMemoryTools
 
-    def __init__(self, bindings: Bindings) -> None:
-        self._bindings = bindings
-
-    def specs(self) -> Sequence[Mapping[str, Any]]:
-        from agent_memory.agent.memory_tools import McpMemoryTools
-
-        return McpMemoryTools(self._bindings).specs()
-
-    async def call(self, tenant: str, tool_name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        from agent_memory.agent.memory_tools import McpMemoryTools
-
-        return await McpMemoryTools(self._bindings).call(tenant, tool_name, arguments)
+    return McpMemoryTools(bindings)
 
 
 # fmt: off
-def routes(memory_tools: MemoryDispatcherFactory | None = SemanticDispatcher) -> tuple[Route, ...]:
+def routes(memory_tools: MemoryDispatcherFactory | None = semantic_dispatcher) -> tuple[Route, ...]:
     """Every route, in match order (model names are looked up in the handler's module);
     `memory_tools` builds the dispatcher of MCP's memory tools."""
     mcp_post_route = McpRoute(memory_tools)

@@ -27,7 +27,6 @@ from http_messages import (
 )
 from worker.app import handle
 from worker.cron import run_scheduled
-from worker.runtime_core import new_runtime_core
 
 __all__ = ["AgentRuntime", "Default"]
 log = logging.getLogger(__name__)
@@ -48,15 +47,16 @@ class Default(WorkerEntrypoint):
             return early_response(request, internal_error().to_response())
         limit = bindings.settings.max_body_bytes
         declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > limit:
-            # Refuse before reading: the body is never buffered.
-            return early_response(request, payload_too_large(limit).to_response())
-        # Without Content-Length (a chunked body) the size is known only while reading.
-        body = await read_body(request, limit)
+        # Refused before reading when declared too large (the body is never buffered); without
+        # Content-Length (a chunked body) the size is known only while reading.
+        too_large = declared is not None and declared.isdigit() and int(declared) > limit
+        body = None if too_large else await read_body(request, limit)
         if body is None:
             return early_response(request, payload_too_large(limit).to_response())
         http_request = HttpRequest(
-            method=request_method(request),
+            # As the client sent it (the router answers 404/405): the SDK's `request.method`
+            # raises for one outside Python's HTTPMethod (`PROPFIND`; tests/workerd).
+            method=str(request.js_object.method),
             url=str(request.url),
             headers=Headers(list(request.headers.items())),
             body=body,
@@ -80,13 +80,6 @@ class Default(WorkerEntrypoint):
         verdicts = await consume(str(batch.queue), [m for m, _ in messages], bindings)
         for message, js_message in messages:
             settle(js_message, verdicts.get(message.id, 10))
-
-
-def request_method(request: Request) -> str:
-    """The method as the client sent it (the router answers 404/405). Not `request.method`:
-    the SDK's `HTTPMethod[...]` raises for a method outside Python's enum (`PROPFIND`;
-    tests/workerd). workerd upper-cases methods (upper_case_all_http_methods)."""
-    return str(request.js_object.method)
 
 
 async def read_body(request: Request, limit: int) -> bytes | None:
@@ -118,8 +111,7 @@ async def read_body(request: Request, limit: int) -> bytes | None:
 def early_response(request: Request, response: HttpResponse) -> Response:
     """An answer given before `handle` runs (413, a bad var's 500), with the security headers
     `handle` gives every other answer (issue 26)."""
-    bare = HttpRequest(method="GET", url=str(request.url), headers=Headers(), body=b"")
-    return to_workers_response(secure_response(bare, response))
+    return to_workers_response(secure_response(HttpRequest("GET", str(request.url)), response))
 
 
 def to_workers_response(response: HttpResponse) -> Response:
@@ -133,10 +125,12 @@ class AgentRuntime(DurableObject):  # type: ignore[no-untyped-call,unused-ignore
 
     def __init__(self, ctx: Any, env: Any) -> None:
         super().__init__(ctx, env)
+        # Imported on the isolate's first object, not at start-up (docs/pyodide.md "Start-up").
+        from agent_runtime_do.core import AgentRuntimeCore
+
         storage = CloudflareDurableObjectStorage(self.ctx.storage)
         # Private: every public attribute of a Durable Object is reachable over RPC.
-        # The core imports on the isolate's first object, not at start-up (worker.runtime_core).
-        self._core = new_runtime_core(
+        self._core = AgentRuntimeCore(
             storage,
             build_bindings(self.env, self.ctx),
             alarms=CloudflareAlarms(self.ctx.storage),

@@ -24,7 +24,6 @@ from agent_memory.directory import (
 )
 from agent_memory.governance.feed import forget_feed_history
 from agent_memory.governance.personal_data import DataKeys
-from agent_memory.ids import is_ulid
 from agent_memory.lifecycle.brief import TenantBrief, build_brief
 from agent_memory.lifecycle.erase import EraseReport
 from agent_memory.lifecycle.move import (
@@ -201,14 +200,8 @@ async def daily_brief(bindings: Bindings, scheduled_time: float) -> dict[str, An
     reconciled: list[dict[str, Any]] = []
     rewrapped: dict[str, int] = {}
     for view in views:
-        assert view.db is not None
         operations, seconds = shares.next()
-        started = time.monotonic()
-
-        def left(seconds: float = seconds, started: float = started) -> float:
-            """Seconds of this shard's share of the lifecycle budget still unspent."""
-            return max(0.0, seconds - (time.monotonic() - started))
-
+        deadline = time.monotonic() + seconds  # of this shard's share (both stop when past it)
         pruner = pruner_for(view, (operations, seconds))
         spent = 0
         if pruner is not None:
@@ -216,8 +209,8 @@ async def daily_brief(bindings: Bindings, scheduled_time: float) -> dict[str, An
             spent = max((r.operations for r in reports), default=0)
             resumed += [r.summary() for r in reports]
         shares.refund(operations, spent)
-        reconciled += await reconcile_all(view, max_seconds=left())
-        rewrapped |= await rewrap_data_keys(view, max_seconds=left())
+        reconciled += await reconcile_all(view, max_seconds=deadline - time.monotonic())
+        rewrapped |= await rewrap_data_keys(view, max_seconds=deadline - time.monotonic())
     return {
         "ran": True,
         "brief": {**summary, "warnings": [*summary.get("warnings", []), *warnings]},
@@ -228,7 +221,7 @@ async def daily_brief(bindings: Bindings, scheduled_time: float) -> dict[str, An
         "reconciled": reconciled,
         "data_keys_rewrapped": rewrapped,
         "oauth_rows_swept": await oauth_sweep(bindings) if bindings.kv is not None else 0,
-        "exports_expired": await _expire_exports(bindings, scheduled_time),
+        "exports_expired": await _expire_exports(bindings, now_ms),
         "moves": [
             {"tenant_id": m.tenant_id, "phase": m.phase, "error": m.error} for m in unfinished
         ],
@@ -369,17 +362,14 @@ async def rewrap_data_keys(bindings: Bindings, *, max_seconds: float) -> dict[st
     return done
 
 
-async def _expire_exports(bindings: Bindings, scheduled_time: float) -> int:
+async def _expire_exports(bindings: Bindings, now_ms: int) -> int:
     """Exports past their expiry lose their parts; delivery records and erasure marks older
     than the feed queue's retention (14 days) go."""
-    control, now_ms = primary_db(bindings), int(scheduled_time * 1000)
+    control = primary_db(bindings)
     if control is None:
         return 0
     await forget_feed_history(control, now_ms - FEED_HISTORY_MS)
     return 0 if bindings.cold is None else await expire_exports(control, bindings.cold, now_ms)
-
-
-# -- the admin routes ----------------------------------------------------------------------
 
 
 class PruneBody(StrictModel):
@@ -459,10 +449,7 @@ async def _supersession(
     act: Callable[[Reconciler, str, str], Awaitable[Change]],
 ) -> SupersessionView:
     """Undo or replay through the tenant's reconciler (its refusals are `ApiError`s)."""
-    value = call.params[param]
-    if not is_ulid(value):
-        raise ApiError(422, "invalid_path", f"{param} must be a 26-character ULID")
-    change = await act((await _reconciler(call)), value, call.auth.principal)
+    change = await act((await _reconciler(call)), call.params[param], call.auth.principal)
     return SupersessionView(**change.model_dump())
 
 

@@ -29,8 +29,6 @@ MAX_TTL_SECONDS = 100 * 365 * 86_400
 
 
 class MemoryQuery(StrictModel, TimeWindow):
-    """Query of `GET /api/v1/memory/{agent_id}`."""
-
     tier: MemoryTier | None = None
     query: str | None = Field(default=None, min_length=1, max_length=1024)
     limit: int = Field(default=20, ge=1, le=100)
@@ -51,8 +49,6 @@ class MemoryDeleteQuery(StrictModel):
 
 
 class MemoryWrite(StrictModel):
-    """Body of `POST /api/v1/memory/{agent_id}`."""
-
     tier: MemoryTier
     key: str = Field(min_length=1, max_length=128)
     value: Any
@@ -93,15 +89,11 @@ class MemoryDeleted(BaseModel):
 
 
 class ArchivePageQuery(StrictModel):
-    """Query of `GET /admin/tenants/{tenant}/subjects/{subject}/archive`."""
-
     limit: int = Field(default=20, ge=1, le=100)
     cursor: str | None = Field(default=None, min_length=1, max_length=512)
 
 
 class ArchiveQuery(ArchivePageQuery):
-    """Query of `GET /api/v1/memory/{agent_id}/archive`."""
-
     subject: Subject | None = None
 
 

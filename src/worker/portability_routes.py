@@ -27,8 +27,8 @@ from agent_memory.lifecycle.portability import (
     ImportReport,
     Personal,
     PortabilityJob,
-    encode,
 )
+from agent_memory.lifecycle.prune import json_lines
 from agent_memory.memory import Memory
 from bindings.environment import Bindings
 from bindings.ports.queue import QueueMessage
@@ -37,8 +37,6 @@ from gateway.credentials import CredentialSealer, SealedSecret, credential_seale
 from gateway.outbound import OutboundPolicy
 from http_messages import ApiError, Headers, HttpResponse
 from worker.routing import Call, StrictModel, parse_model
-
-# -- exports and imports --------------------------------------------------------------------
 
 
 class ExportBody(StrictModel):
@@ -94,7 +92,7 @@ async def export_subject(call: Call[None, None]) -> HttpResponse:
     found = await (await _exporter(call)).subject(
         call.params["subject"], by=call.auth.principal, personal=query.personal
     )
-    return HttpResponse(200, encode(found), Headers({"content-type": "application/x-ndjson"}))
+    return HttpResponse(200, json_lines(found), Headers({"content-type": "application/x-ndjson"}))
 
 
 async def import_records(call: Call[None, ImportQuery]) -> ImportReport:
@@ -105,9 +103,6 @@ async def import_records(call: Call[None, ImportQuery]) -> ImportReport:
         .importer()
         .run(lambda: lines, call.query.format, dry_run=call.query.dry_run, by=call.auth.principal)
     )
-
-
-# -- the change feed ------------------------------------------------------------------------
 
 
 class EndpointView(BaseModel):

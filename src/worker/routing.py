@@ -22,6 +22,7 @@ from urllib.parse import unquote
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
+from agent_memory.ids import ULID_PATTERN
 from agent_memory.namespace import TENANT_PATTERN
 from bindings.environment import Bindings
 from bindings.ports.d1 import met_fence
@@ -105,12 +106,12 @@ PATH_PARAMS: dict[str, Param] = {
     "agent_type": Param("A registered agent type"),
     "agent_id": Param("The agent (instance) id the memory token is for"),
     "run_id": Param("A run's ULID"),
-    "fact_id": Param("A fact's ULID"),
-    "event_id": Param("A memory event's ULID"),
+    "fact_id": Param("A fact's ULID", ULID_PATTERN.pattern),
+    "event_id": Param("A memory event's ULID", ULID_PATTERN.pattern),
     "episode_id": Param("An episode's id"),
     "subject": Param("A subject, percent-encoded (decoded once)"),
     "key": Param("A working or episodic memory key"),
-    "jti": Param("A memory token's id (a ULID)"),
+    "jti": Param("A memory token's id (a ULID)", ULID_PATTERN.pattern),
     "name": Param("A workflow pack's name"),
     "grant_id": Param("A connected OAuth client's grant id"),
     "tool_name": Param("A tool registered for the API key's tenant"),
@@ -278,9 +279,7 @@ class Router:
                 self._cors.setdefault(route.path, []).append(route.method)
 
     def resolve(self, method: str, path: str) -> tuple[Route, dict[str, str]]:
-        """The route and its decoded, checked path parameters for the raw (percent-encoded)
-        `path`. Raises `ApiError`: 404 for no route, 405 (with `Allow`) for a wrong method,
-        422 `invalid_path` for a bad parameter."""
+        """The route and its decoded, checked path parameters for the raw `path` (module doc)."""
         allowed: list[str] = []
         for regex, route in self._compiled:
             match = regex.fullmatch(path)

@@ -274,7 +274,7 @@ async def test_cloudflare_style_jwks_from_the_real_url_shape(
     )
     claims = access_claims("ada@example.com", now=NOW, team_domain="acme.cloudflareaccess.com")
     identity = await require_access(request_with(keys.sign(claims)), bindings)
-    assert identity.issuer == "https://acme.cloudflareaccess.com"
+    assert identity.email == "ada@example.com"  # its issuer matched the normalised domain
     assert seen == ["https://acme.cloudflareaccess.com/cdn-cgi/access/certs"]
 
 

@@ -212,6 +212,9 @@ def concrete(pattern: str) -> str:
         "{tenant}": TENANT,
         "{agent_type}": "assistant",
         "{run_id}": "01J00000000000000000000000",
+        "{fact_id}": "01J00000000000000000000000",
+        "{event_id}": "01J00000000000000000000000",
+        "{jti}": "01J00000000000000000000000",
     }
     for name, value in values.items():
         pattern = pattern.replace(name, value)

@@ -20,7 +20,7 @@ from worker.routing import LazyHandler
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
-# Loaded on first use only: the Durable Object's core (worker.runtime_core), the memory
+# Loaded on first use only: the Durable Object's core (agent_runtime_do), the memory
 # core's rooms behind the lazy routes, the cron jobs (worker.cron), the OpenAI embedder.
 NEVER_AT_START_UP = (
     "agent_runtime_do",

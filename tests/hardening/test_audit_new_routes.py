@@ -153,7 +153,7 @@ async def oauth_token(
         created_at=int(NOW),
     )
     assert rt.db is not None and rt.kv is not None
-    await oauth_store.create_grant(rt.db, g)
+    await oauth_store.create_grant(rt.db, g, code_hash="")
     token = str((await issue_tokens(rt.db, rt.kv, g, int(NOW)))["access_token"])
     return g.grant_id if grant_id else token
 

@@ -132,7 +132,7 @@ async def test_every_gated_route_answers_with_the_headers_and_no_store(
     concrete = path
     for name in ("tenant", "agent_type", "agent_id", "key", "name", "subject"):
         concrete = concrete.replace("{" + name + "}", "acme")
-    for name in ("run_id", "fact_id", "jti", "grant_id", "episode_id"):
+    for name in ("run_id", "fact_id", "event_id", "jti", "grant_id", "episode_id"):
         concrete = concrete.replace("{" + name + "}", ULID)
     response = await handle(HttpRequest(method, "http://x" + concrete), bindings)
     assert response.status in (401, 503), (method, path, response.body)

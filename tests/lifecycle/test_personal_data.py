@@ -16,6 +16,7 @@ import pytest
 
 from agent_memory.governance.personal_data import PersonalData, PersonalDataUnavailable, SealedValue
 from agent_memory.lifecycle.erase import SubjectEraser
+from agent_memory.lifecycle.inspect import MemoryInspector
 from agent_memory.lifecycle.prune import Pruner, decode_archive, row_from_archive
 from agent_memory.tiers.episodic import Episode, EpisodicStore, open_episodes
 from agent_memory.tiers.semantic.memory import SemanticMemory
@@ -253,3 +254,25 @@ def test_the_sealed_value_text_round_trips_and_rejects_other_strings() -> None:
     assert SealedValue.parse(text) == value
     for other in ("pii.2.A256GCM.k.bm9uY2U.Y3Q", "pii.1.A128GCM.k.a.b", "hello", 42, None):
         assert SealedValue.parse(other) is None
+
+
+async def test_the_inspector_shows_a_personal_facts_compact_write_event_whole(
+    rt: LocalRuntime,
+) -> None:
+    """A fact with marked fields keeps a compact event row (no hash, only the marked fields):
+    the inspector fills its hash and payload in from the opened fact."""
+    memory = SemanticMemory.from_bindings(rt.bindings(), "acme")
+    metadata = {"_personal": ["email"], "email": EMAIL}
+    learned = await memory.learn(
+        {"content": "Ada wants email", "subject": ADA, "metadata": metadata}
+    )
+    [row] = (await rt.db.prepare("SELECT * FROM memory_events").all()).results
+    assert row["event_id"] == learned.fact_id and row["content_hash"] is None
+    personal = PersonalData.from_bindings(rt.bindings(), "acme")
+    detail = await MemoryInspector(rt.db, "acme", now_ms=NOW_MS, personal=personal).fact_detail(
+        learned.fact_id
+    )
+    assert detail is not None
+    [event] = detail.written
+    assert event.content_hash is not None and event.payload["subject"] == ADA
+    assert event.payload["personal_fields"] == ["metadata.email"]

@@ -145,9 +145,8 @@ def test_denied_tells_why() -> None:
     gate = WriteGate("t1")
     with pytest.raises(WriteDenied) as caught:
         gate.check(proposal(confidence=0.0))
-    body = caught.value.to_dict()["error"]
-    assert body["code"] == "memory_write_denied"
-    assert body["details"]["violations"][0]["code"] == "confidence_too_low"
+    assert caught.value.code == "memory_write_denied"
+    assert caught.value.details["violations"][0]["code"] == "confidence_too_low"
 
 
 # --- every tier's write path -------------------------------------------------------------

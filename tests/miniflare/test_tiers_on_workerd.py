@@ -41,7 +41,7 @@ from agent_runtime_do.storage import (
     begin_turn,
     create_schema,
     finish_turn,
-    read_run_log,
+    read_run,
     read_turn_state,
 )
 from bindings.environment import Bindings
@@ -110,17 +110,17 @@ def test_turn_state_and_run_log_on_workerd_do_sql(
     assert state["created_at"] == 1_750_000_000.25
 
     # finish_turn logged each run's end (turn_end, with its status).
-    assert [(r["kind"], r["detail"]) for r in read_run_log(sql, "r2")] == [
+    assert [(r["kind"], r["detail"]) for r in read_run(sql, "r2")["run_log"]] == [
         ("turn_end", {"status": "failed"})
     ]
     for kind in ("turn_start", "llm_call", "turn_end"):
         append_run_log(sql, clock, "r3", kind, {"kind": kind, "n": 1.5})
     append_run_log(sql, clock, "r4", "turn_start", {})
-    log = read_run_log(sql, "r3")
+    log = read_run(sql, "r3")["run_log"]
     assert [row["step"] for row in log] == [0, 1, 2]
     assert [row["kind"] for row in log] == ["turn_start", "llm_call", "turn_end"]
     assert log[1]["detail"] == {"kind": "llm_call", "n": 1.5}
-    assert [row["step"] for row in read_run_log(sql, "r4")] == [0]
+    assert [row["step"] for row in read_run(sql, "r4")["run_log"]] == [0]
 
 
 # --- tier 2: episodic -------------------------------------------------------------------------

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from agent_memory.tiers.semantic.keys import FactKey, derive_key, judge_update
+from agent_memory.tiers.semantic.keys import FactKey, derive_key, judge_update, near_duplicate
+from agent_memory.tiers.semantic.keys import judge as judge_with_separation
 
 UPDATES = [
     ("Alice prefers dark mode in every editor", "Alice now prefers light mode in every editor"),
@@ -56,6 +57,63 @@ def test_a_newer_statement_of_the_same_thing_is_an_update(older: str, newer: str
 @pytest.mark.parametrize(("older", "newer"), NOT_UPDATES)
 def test_look_alikes_are_not_updates(older: str, newer: str) -> None:
     assert judge(older, newer) != "update"
+
+
+@pytest.mark.parametrize(
+    ("older", "newer"),
+    [
+        ("Sam's wife's number is 555-0190.", "Sam changed his number to 555-0177."),
+        ("My sister's flight lands at 6.", "My flight was moved to 9."),
+    ],
+)
+def test_a_subject_owned_through_another_owner_is_never_superseded(older: str, newer: str) -> None:
+    verdict = judge_with_separation(older, derive_key(older), newer, derive_key(newer))
+    assert verdict.decision == "compatible"
+
+
+def test_the_same_role_in_another_group_is_another_fact() -> None:
+    book, chess = (
+        "Irene is the treasurer of the book club.",
+        "Irene is the treasurer of the chess club.",
+    )
+    verdict = judge_with_separation(book, derive_key(book), chess, derive_key(chess))
+    assert verdict.decision == "compatible"
+    moved = "Irene is now the treasurer of the chess club."
+    assert (
+        judge_with_separation(book, derive_key(book), moved, derive_key(moved)).decision == "update"
+    )
+
+
+def test_moving_a_thing_is_a_change_of_that_thing_not_of_where_the_speaker_lives() -> None:
+    rotation, bedtime = (
+        "We moved the on-call rotation to every two weeks.",
+        "I moved my bedtime to 10 pm.",
+    )
+    assert (
+        judge_with_separation(rotation, derive_key(rotation), bedtime, derive_key(bedtime)).decision
+        == "compatible"
+    )
+    assert judge("I live in Toronto", "I just moved to Vancouver") == "update"
+
+
+def test_the_speakers_changes_of_two_things_are_two_facts() -> None:
+    server, beans = (
+        "We upgraded the build server to 64 GB.",
+        "We switched coffee suppliers to Acme.",
+    )
+    verdict = judge_with_separation(server, derive_key(server), beans, derive_key(beans))
+    assert verdict.decision != "update"
+    assert judge("We use Jenkins for CI", "We switched from Jenkins to GitHub Actions") == "update"
+
+
+def test_a_look_alike_owned_by_another_is_not_a_near_duplicate() -> None:
+    def alike(a: str, b: str) -> str | None:
+        ka, kb = derive_key(a).entity, derive_key(b).entity
+        return near_duplicate(a, ka, b, kb, states_a_change=False)
+
+    assert alike("Zoe's dog is called Biscuit.", "Zoe's neighbour's dog is called Biscuit.")
+    assert alike("Hana's restaurant is Sakura.", "Hana's parents' restaurant is Sakura.")
+    assert alike("Zoe's dog is called Biscuit.", "Zoe's dog is named Biscuit.") is None
 
 
 def test_the_same_words_are_a_duplicate() -> None:

@@ -75,9 +75,6 @@ class Tool:
         return ToolSpec(name=self.name, description=self.description, parameters=self.parameters)
 
 
-# --- working memory ------------------------------------------------------------------
-
-
 def _working(context: ToolContext) -> WorkingMemory:
     if context.working is None:
         raise ToolError("working memory is not available to this agent")
@@ -177,9 +174,6 @@ WORKING_MEMORY_TOOL_SET: tuple[Tool, ...] = (
         function=_wm_list,
     ),
 )
-
-
-# --- long-term memory -----------------------------------------------------------------
 
 
 def _memory_tool(name: str) -> Tool:

@@ -22,9 +22,9 @@ from agent_memory.ids import chunks, is_ulid, new_ulid, sha256_hex, ulid_time_ms
 from bindings.ports.background import BackgroundTasks
 from bindings.ports.clock import Clock
 from bindings.ports.crypto import Signatures
-from bindings.ports.d1 import D1Database
+from bindings.ports.d1 import D1Database, D1Statement
 from bindings.ports.queue import Queue, QueueMessage
-from bindings.ports.sql import Row
+from bindings.ports.sql import Row, SqlValue
 from http_messages import CodedError
 
 log = logging.getLogger(__name__)
@@ -64,17 +64,13 @@ def change(type_: str, now: float, data: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def signed_content(message_id: str, timestamp: int, body: bytes) -> bytes:
-    """The text Standard Webhooks signs: `{id}.{timestamp}.{body}`."""
-    return f"{message_id}.{timestamp}.".encode() + body
-
-
 async def sign(
     signatures: Signatures, secret: bytes, message_id: str, now: float, body: bytes
 ) -> dict[str, str]:
     """The Standard Webhooks headers of one delivery of `body`."""
     timestamp = int(now)
-    mac = await signatures.hmac_sign(secret, signed_content(message_id, timestamp, body))
+    signed = f"{message_id}.{timestamp}.".encode() + body  # what Standard Webhooks signs
+    mac = await signatures.hmac_sign(secret, signed)
     return {
         "content-type": "application/json",
         "webhook-id": message_id,
@@ -142,40 +138,35 @@ class FeedEndpoints:
         self._db = db
         self.tenant = tenant
 
+    def _sql(self, sql: str, *params: SqlValue) -> D1Statement:
+        """`sql` bound to the tenant (always its first parameter), then `params`."""
+        return self._db.prepare(sql).bind(self.tenant, *params)
+
     async def add(
         self, endpoint_id: str, url: str, sealed: str, description: str, now_ms: int
     ) -> Row:
-        await (
-            self._db.prepare(
-                "INSERT INTO feed_endpoints (tenant_id, endpoint_id, url, secret, status, "
-                "description, created_at, updated_at) VALUES (?, ?, ?, ?, 'active', ?, ?, ?)"
-            )
-            .bind(self.tenant, endpoint_id, url, sealed, description, now_ms, now_ms)
-            .run()
-        )
+        await self._sql(
+            "INSERT INTO feed_endpoints (tenant_id, endpoint_id, url, secret, status, "
+            "description, created_at, updated_at) VALUES (?, ?, ?, ?, 'active', ?, ?, ?)",
+            endpoint_id,
+            url,
+            sealed,
+            description,
+            now_ms,
+            now_ms,
+        ).run()
         row = await self.get(endpoint_id)
         assert row is not None
         return row
 
     async def get(self, endpoint_id: str) -> Row | None:
-        return (
-            await self._db.prepare(
-                "SELECT * FROM feed_endpoints WHERE tenant_id = ? AND endpoint_id = ?"
-            )
-            .bind(self.tenant, endpoint_id)
-            .first()
-        )
+        sql = "SELECT * FROM feed_endpoints WHERE tenant_id = ? AND endpoint_id = ?"
+        return await self._sql(sql, endpoint_id).first()
 
     async def listed(self, *, active_only: bool = False) -> list[Row]:
         where = " AND status = 'active'" if active_only else ""
-        result = (
-            await self._db.prepare(
-                f"SELECT * FROM feed_endpoints WHERE tenant_id = ?{where} ORDER BY endpoint_id"
-            )
-            .bind(self.tenant)
-            .all()
-        )
-        return list(result.results)
+        sql = f"SELECT * FROM feed_endpoints WHERE tenant_id = ?{where} ORDER BY endpoint_id"
+        return list((await self._sql(sql).all()).results)
 
     async def update(self, endpoint_id: str, now_ms: int, **changes: str) -> Row | None:
         """Set `status` and/or `secret`; the row after, or None for an unknown endpoint."""
@@ -201,55 +192,41 @@ class FeedEndpoints:
         error: str | None = None,
     ) -> None:
         """Upsert the delivery of `message` (a change) to `endpoint_id`: its latest outcome."""
-        await (
-            self._db.prepare(
-                "INSERT INTO feed_deliveries (tenant_id, endpoint_id, message_id, type, status, "
-                "attempts, http_status, error, created_at, updated_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT (tenant_id, endpoint_id, message_id) DO UPDATE SET "
-                "status = excluded.status, attempts = max(attempts, excluded.attempts), "
-                "http_status = excluded.http_status, error = excluded.error, "
-                "updated_at = excluded.updated_at"
-            )
-            .bind(
-                self.tenant,
-                endpoint_id,
-                str(message["id"]),
-                str(message["type"])[:64],
-                status,
-                attempts,
-                http_status,
-                None if error is None else error[:500],
-                now_ms,
-                now_ms,
-            )
-            .run()
-        )
+        await self._sql(
+            "INSERT INTO feed_deliveries (tenant_id, endpoint_id, message_id, type, status, "
+            "attempts, http_status, error, created_at, updated_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (tenant_id, endpoint_id, message_id) DO UPDATE SET "
+            "status = excluded.status, attempts = max(attempts, excluded.attempts), "
+            "http_status = excluded.http_status, error = excluded.error, "
+            "updated_at = excluded.updated_at",
+            endpoint_id,
+            str(message["id"]),
+            str(message["type"])[:64],
+            status,
+            attempts,
+            http_status,
+            None if error is None else error[:500],
+            now_ms,
+            now_ms,
+        ).run()
 
     async def deliveries(self, limit: int, status: str | None = None) -> list[Row]:
         """The newest deliveries (optionally of one status), newest first."""
         where, params = (" AND status = ?", (status,)) if status else ("", ())
-        result = (
-            await self._db.prepare(
-                f"SELECT * FROM feed_deliveries WHERE tenant_id = ?{where} "
-                "ORDER BY updated_at DESC, message_id DESC LIMIT ?"
-            )
-            .bind(self.tenant, *params, limit)
-            .all()
+        sql = (
+            f"SELECT * FROM feed_deliveries WHERE tenant_id = ?{where} "
+            "ORDER BY updated_at DESC, message_id DESC LIMIT ?"
         )
-        return list(result.results)
+        return list((await self._sql(sql, *params, limit).all()).results)
 
     async def erased_after(self, subject: str, since_ms: int) -> bool:
         """Whether `subject` was erased at or after `since_ms`."""
-        value = (
-            await self._db.prepare(
-                "SELECT 1 AS hit FROM feed_erasures WHERE tenant_id = ? AND subject_hash = ? "
-                "AND erased_at >= ?"
-            )
-            .bind(self.tenant, sha256_hex(subject), since_ms)
-            .first_value("hit")
+        sql = (
+            "SELECT 1 AS hit FROM feed_erasures WHERE tenant_id = ? AND subject_hash = ? "
+            "AND erased_at >= ?"
         )
-        return value is not None
+        return await self._sql(sql, sha256_hex(subject), since_ms).first_value("hit") is not None
 
 
 async def forget_feed_history(db: D1Database, before_ms: int) -> int:

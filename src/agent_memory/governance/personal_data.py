@@ -26,7 +26,7 @@ from agent_memory.ids import IDS_PER_STATEMENT, chunks, new_ulid, sha256_hex
 from bindings.ports.clock import Clock
 from bindings.ports.crypto import ALGORITHM, Cipher, CipherError, KeyEncryptionKeys
 from bindings.ports.d1 import D1Database, D1Statement
-from bindings.ports.sql import Row
+from bindings.ports.sql import Row, SqlValue
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +79,9 @@ class DataKeys:
         self._cache: dict[str, bytes] = {}  # key_id -> data key
         self._newest: dict[str, str] = {}  # subject hash -> key_id for writes
 
+    def _sql(self, sql: str, *params: SqlValue) -> D1Statement:
+        return self._db.prepare(sql).bind(self.tenant_id, *params)
+
     def _aad(self, digest: str, key_id: str, kek_kid: str) -> bytes:
         parts = [WRAP_AAD_LABEL, *(p.encode() for p in (self.tenant_id, digest, key_id, kek_kid))]
         return b"\x00".join(parts)
@@ -110,14 +113,11 @@ class DataKeys:
         known = self._newest.get(digest)
         if known is not None:
             return known, self._cache[known]
-        row = await (
-            self._db.prepare(
-                "SELECT key_id, kek_kid, wrapped FROM subject_data_keys "
-                "WHERE tenant_id = ? AND subject_hash = ? ORDER BY key_id DESC LIMIT 1"
-            )
-            .bind(self.tenant_id, digest)
-            .first()
-        )
+        row = await self._sql(
+            "SELECT key_id, kek_kid, wrapped FROM subject_data_keys "
+            "WHERE tenant_id = ? AND subject_hash = ? ORDER BY key_id DESC LIMIT 1",
+            digest,
+        ).first()
         key = None if row is None else await self._unwrap(digest, row)
         if row is not None and key is not None:
             key_id = str(row["key_id"])
@@ -125,16 +125,15 @@ class DataKeys:
             key_id = new_ulid(self._clock.now())
             key = await self._cipher.new_key()
             kek_kid, wrapped = await self._wrap(digest, key_id, key)
-            await (
-                self._db.prepare(
-                    "INSERT INTO subject_data_keys (tenant_id, subject_hash, key_id, kek_kid, "
-                    "wrapped, created_at) VALUES (?, ?, ?, ?, ?, ?)"
-                )
-                .bind(
-                    self.tenant_id, digest, key_id, kek_kid, wrapped, int(self._clock.now() * 1000)
-                )
-                .run()
-            )
+            await self._sql(
+                "INSERT INTO subject_data_keys (tenant_id, subject_hash, key_id, kek_kid, "
+                "wrapped, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                digest,
+                key_id,
+                kek_kid,
+                wrapped,
+                int(self._clock.now() * 1000),
+            ).run()
         self._cache[key_id] = key
         self._newest[digest] = key_id
         return key_id, key
@@ -147,14 +146,12 @@ class DataKeys:
         missing = [k for k in wanted if k not in found]
         for chunk in chunks(missing, IDS_PER_STATEMENT):
             marks = ", ".join("?" for _ in chunk)
-            result = await (
-                self._db.prepare(
-                    "SELECT key_id, kek_kid, wrapped FROM subject_data_keys WHERE tenant_id = ? "
-                    f"AND subject_hash = ? AND key_id IN ({marks})"
-                )
-                .bind(self.tenant_id, digest, *chunk)
-                .all()
-            )
+            result = await self._sql(
+                "SELECT key_id, kek_kid, wrapped FROM subject_data_keys WHERE tenant_id = ? "
+                f"AND subject_hash = ? AND key_id IN ({marks})",
+                digest,
+                *chunk,
+            ).all()
             for row in result.results:
                 key = await self._unwrap(digest, row)
                 if key is not None:
@@ -166,14 +163,12 @@ class DataKeys:
         how many were re-wrapped (0: the tenant is done). A key whose KEK is no longer
         configured is left as it is (and logged): it is unreadable already."""
         newest, _ = self._keks.newest
-        result = await (
-            self._db.prepare(
-                "SELECT subject_hash, key_id, kek_kid, wrapped FROM subject_data_keys "
-                "WHERE tenant_id = ? AND kek_kid <> ? ORDER BY key_id LIMIT ?"
-            )
-            .bind(self.tenant_id, newest, limit)
-            .all()
-        )
+        result = await self._sql(
+            "SELECT subject_hash, key_id, kek_kid, wrapped FROM subject_data_keys "
+            "WHERE tenant_id = ? AND kek_kid <> ? ORDER BY key_id LIMIT ?",
+            newest,
+            limit,
+        ).all()
         done = 0
         for row in result.results:
             digest, key_id = str(row["subject_hash"]), str(row["key_id"])

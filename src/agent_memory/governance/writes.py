@@ -204,6 +204,9 @@ class EventLog:
         self.tenant_id = tenant_id
         self._db = db
 
+    def _sql(self, sql: str, *params: SqlValue) -> D1Statement:
+        return self._db.prepare(sql).bind(self.tenant_id, *params)
+
     def statement(
         self, event: MemoryEvent, *, if_absent: bool = False, when: Condition | None = None
     ) -> D1Statement:
@@ -249,7 +252,7 @@ class EventLog:
         )
         results = await self._db.batch(
             [
-                self._db.prepare(sql).bind(self.tenant_id, *params, limit)
+                self._sql(sql, *params, limit)
                 for sql in (own, *(arm.replace("{where}", sql_where) for arm in IN_ROW_EVENTS))
             ]
         )
@@ -292,14 +295,12 @@ class EventLog:
 
     async def page_after(self, after: str, limit: int) -> list[Row]:
         """Events by id after `after` (the subject erase pages through all of them)."""
-        result = await (
-            self._db.prepare(
-                "SELECT event_id, run_id, content_hash, payload FROM memory_events "
-                "WHERE tenant_id = ? AND event_id > ? ORDER BY event_id LIMIT ?"
-            )
-            .bind(self.tenant_id, after, limit)
-            .all()
-        )
+        result = await self._sql(
+            "SELECT event_id, run_id, content_hash, payload FROM memory_events "
+            "WHERE tenant_id = ? AND event_id > ? ORDER BY event_id LIMIT ?",
+            after,
+            limit,
+        ).all()
         return list(result.results)
 
     def scrub_statement(self, event_id: str, payload: dict[str, Any]) -> D1Statement:
@@ -317,21 +318,15 @@ class EventLog:
         sql = "DELETE FROM memory_events WHERE tenant_id = ? AND event_id IN ({marks})"
         return await delete_ids(self._db, sql, self.tenant_id, event_ids)
 
-    # --- erasure marks (migration 0013): an erase in progress since `started_at` ------------
-
     async def mark_erase_start(self, now_ms: int, kept_ms: int) -> None:
-        """Record that a subject erase starts now (and drop marks older than `kept_ms`)."""
-        await self._db.batch(
-            [
-                self._db.prepare(
-                    "INSERT INTO erasure_marks (tenant_id, started_at) VALUES (?, ?) "
-                    "ON CONFLICT (tenant_id, started_at) DO NOTHING"
-                ).bind(self.tenant_id, now_ms),
-                self._db.prepare(
-                    "DELETE FROM erasure_marks WHERE tenant_id = ? AND started_at < ?"
-                ).bind(self.tenant_id, now_ms - kept_ms),
-            ]
+        """Record that a subject erase starts now (`erasure_marks`, migration 0013) and drop
+        marks older than `kept_ms`."""
+        insert = (
+            "INSERT INTO erasure_marks (tenant_id, started_at) VALUES (?, ?) "
+            "ON CONFLICT (tenant_id, started_at) DO NOTHING"
         )
+        delete = "DELETE FROM erasure_marks WHERE tenant_id = ? AND started_at < ?"
+        await self._db.batch([self._sql(insert, now_ms), self._sql(delete, now_ms - kept_ms)])
 
     def redact_if_erasing_statement(self, event_id: str, since_ms: int) -> D1Statement:
         """Drop the query text of event `event_id` if an erase has started since `since_ms`
@@ -346,17 +341,15 @@ class EventLog:
     async def adjudicated_since(self, since_ms: int, adjudicator: str) -> int:
         """How many update pairs adjudicators named `adjudicator…` decided since then (the
         `memory_written` events of applied and of other decisions)."""
-        row = await (
-            self._db.prepare(
-                "SELECT COUNT(*) AS n FROM memory_events WHERE tenant_id = ? "
-                "AND kind = 'memory_written' AND created_at > ? "
-                "AND coalesce(json_extract(payload, '$.adjudicator'), "
-                "json_extract(payload, '$.decision.adjudicator')) LIKE ?"
-            )
-            .bind(self.tenant_id, since_ms, f"{adjudicator}%")
-            .first()
-        )
-        return int(row["n"]) if row else 0
+        count = await self._sql(
+            "SELECT COUNT(*) AS n FROM memory_events WHERE tenant_id = ? "
+            "AND kind = 'memory_written' AND created_at > ? "
+            "AND coalesce(json_extract(payload, '$.adjudicator'), "
+            "json_extract(payload, '$.decision.adjudicator')) LIKE ?",
+            since_ms,
+            f"{adjudicator}%",
+        ).first_value("n")
+        return int(count or 0)
 
     async def recent(self, kind: EventKind, limit: int = 20) -> list[MemoryEvent]:
         """This tenant's latest events of `kind`, newest first."""
@@ -512,18 +505,10 @@ class WriteDenied(CodedError, ValueError):
         super().__init__(f"memory write to {proposal.tier} {proposal.key!r} denied: {reasons}")
         self.proposal = proposal
         self.violations = list(violations)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "error": {
-                "code": self.code,
-                "message": str(self),
-                "details": {
-                    "tier": self.proposal.tier,
-                    "key": self.proposal.key,
-                    "violations": [v.model_dump() for v in self.violations],
-                },
-            }
+        self.details = {
+            "tier": proposal.tier,
+            "key": proposal.key,
+            "violations": [v.model_dump() for v in self.violations],
         }
 
 

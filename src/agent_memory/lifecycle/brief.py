@@ -7,7 +7,7 @@ declared by the stores that own the tables), batched.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -122,7 +122,6 @@ async def build_brief(
     now_ms: int,
     default_retention_days: int,
     tenants: Sequence[str] | None = None,
-    progress: Callable[[TenantBrief], None] | None = None,
 ) -> Brief:
     """The brief for `tenants` (default: every tenant with episodes, runs, facts or
     namespace reads)."""
@@ -153,8 +152,6 @@ async def build_brief(
             )
             brief.tenants.append(item)
             _report(brief, item)
-            if progress is not None:
-                progress(item)
     log.info("daily brief: %s", brief.totals())
     return brief
 

@@ -19,6 +19,7 @@ import gzip
 import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import KW_ONLY, dataclass
 from typing import Any, get_args
 
 from pydantic import BaseModel, Field
@@ -215,49 +216,41 @@ def subject_digest(subject: str) -> str:
     return "sha256:" + sha256_hex(subject)[:16]
 
 
+@dataclass
 class SubjectEraser:
-    """Erases one subject from one tenant's memory (see the module docstring)."""
+    """Erases one subject from one tenant's memory (see the module docstring); the bindings
+    left None are steps it skips."""
 
-    def __init__(
-        self,
-        tenant_id: str,
-        *,
-        db: D1Database,
-        clock: Clock,
-        kv: KVNamespace | None = None,
-        vectors: VectorIndex | None = None,
-        cold: ObjectStore | None = None,
-        agents: DurableObjectNamespace | None = None,
-        progress: Progress | None = None,
-        purge_residue: Callable[[str], Awaitable[None]] | None = None,
-        feed: ChangeFeed | None = None,
-    ) -> None:
-        self.tenant_id = tenant_id
-        self._feed = feed
-        self._db = db
-        self._clock = clock
-        self._purge_residue = purge_residue
-        self._kv = kv
-        self._vectors = vectors
-        self._cold = cold
-        self._agents = agents
-        self._progress = progress or (lambda step, n: None)
-        self._episodes = EpisodicStore(db, tenant_id)
-        self._facts = FactHistory(db, tenant_id)
-        self._ledger = ArchiveLedger(db, tenant_id)
+    tenant_id: str
+    _: KW_ONLY
+    db: D1Database
+    clock: Clock
+    kv: KVNamespace | None = None
+    vectors: VectorIndex | None = None
+    cold: ObjectStore | None = None
+    agents: DurableObjectNamespace | None = None
+    progress: Progress | None = None
+    purge_residue: Callable[[str], Awaitable[None]] | None = None
+    feed: ChangeFeed | None = None
+
+    def __post_init__(self) -> None:
+        self._episodes = EpisodicStore(self.db, self.tenant_id)
+        self._facts = FactHistory(self.db, self.tenant_id)
+        self._ledger = ArchiveLedger(self.db, self.tenant_id)
+        self._progress = self.progress or (lambda step, n: None)
 
     async def erase(self, subject: str) -> EraseReport:
         subject = validate_subject(subject)
         report = EraseReport(tenant_id=self.tenant_id, subject=subject)
         # 0. The mark: a recall record still in flight (written after its response) that
         # commits from now on stores its event without the query text (migration 0013).
-        now = round(self._clock.now() * 1000)
-        await EventLog(self.tenant_id, self._db).mark_erase_start(now, MARK_KEPT_MS)
+        now = round(self.clock.now() * 1000)
+        await EventLog(self.tenant_id, self.db).mark_erase_start(now, MARK_KEPT_MS)
         found = await self._find(subject, Found())
         # 1. The agent instances: before the D1 rows that list them, and before the rows
         # are read for good, since an object flushes (or replays) its queued writes into
         # D1 before it erases: the rows are found again afterwards.
-        if self._agents is not None:
+        if self.agents is not None:
             try:
                 await self._erase_instances(subject, sorted(found.runs), report)
                 await self._find(subject, found)
@@ -267,10 +260,10 @@ class SubjectEraser:
         matcher = SubjectMatcher(subject, found)
         self._progress("found", len(found.episodes) + len(found.facts) + len(found.runs))
         # 2. Vectors: they are only reachable through their fact rows.
-        if found.facts and self._vectors is not None:
+        if found.facts and self.vectors is not None:
             try:
                 deleted = await delete_own_vectors(
-                    self._vectors, self.tenant_id, sorted(found.facts)
+                    self.vectors, self.tenant_id, sorted(found.facts)
                 )
                 report.vectors = len(deleted)
             except Exception as exc:
@@ -282,31 +275,21 @@ class SubjectEraser:
         # 4. Working memory; 5. cold archives; 6. locally, checkpoint the SQLite WALs, so no
         # page from before the erase is left in a -wal file (the stores zero what they
         # delete). A failure here is reported; the D1 rows are already gone.
-        if self._kv is not None:
+        if self.kv is not None:
             await self._step(report, "working memory", self._erase_working(matcher, report))
         self._progress("working", report.working_keys)
-        if self._cold is not None:
+        if self.cold is not None:
             await self._step(report, "archives", self._erase_archives(matcher, report))
             await self._step(report, "exports", self._erase_exports(matcher, report))
         self._progress("archives", report.archives_rewritten + report.archives_deleted)
-        if self._purge_residue is not None:
-            await self._step(report, "residue", self._purge_residue(subject))
+        if self.purge_residue is not None:
+            await self._step(report, "residue", self.purge_residue(subject))
         counts = report.model_dump(exclude={"subject", "errors", "tenant_id"})
         log.info("erase %s/%s: %s", self.tenant_id, subject_digest(subject), counts)
-        if self._feed is not None:  # queued changes carrying the subject are dropped from now
-            await self._step(
-                report,
-                "change feed",
-                self._feed.erased(
-                    self.tenant_id,
-                    subject,
-                    {
-                        k: v
-                        for k, v in counts.items()
-                        if isinstance(v, int) and not isinstance(v, bool)
-                    },
-                ),
-            )
+        if self.feed is not None:  # queued changes carrying the subject are dropped from now
+            numbers = {k: v for k, v in counts.items() if type(v) is int}  # not the flags
+            erased = self.feed.erased(self.tenant_id, subject, numbers)
+            await self._step(report, "change feed", erased)
         return report
 
     @staticmethod
@@ -332,8 +315,6 @@ class SubjectEraser:
             type(exc).__name__,
         )
         return report
-
-    # ------------------------------------------------------------------ D1 rows
 
     async def find(self, subject: str) -> Found:
         """The D1 rows that are traces of `subject` (what an erase would delete there)."""
@@ -361,11 +342,11 @@ class SubjectEraser:
         nothing, so a re-run finishes an interrupted erase."""
         # Crypto-shredding first: from here on, whatever is left of the subject's sealed
         # personal fields (here, in archives, in backups) has no key.
-        destroyed = await destroy_statement(self._db, self.tenant_id, matcher.subject).run()
+        destroyed = await destroy_statement(self.db, self.tenant_id, matcher.subject).run()
         report.data_keys = destroyed.meta.changes
         # A workflow pack promoted from an instance named after the subject keeps its
         # workflow (it is the tenant's now) but not that instance id.
-        await forget_pack_sources(self._db, self.tenant_id, matcher.subject)
+        await forget_pack_sources(self.db, self.tenant_id, matcher.subject)
         facts = sorted(found.facts)
         sources = sorted(found.facts | found.episodes | found.runs)
         report.links = await self._facts.delete_links(facts)
@@ -381,7 +362,7 @@ class SubjectEraser:
     async def _erase_events(self, matcher: SubjectMatcher, report: EraseReport) -> int:
         """Page through the tenant's events (by id): delete the ones that are traces, scrub
         erased fact ids out of the others' results."""
-        events = EventLog(self.tenant_id, self._db)
+        events = EventLog(self.tenant_id, self.db)
         doomed: list[str] = []
         scrubs: list[D1Statement] = []
         after = ""
@@ -397,36 +378,34 @@ class SubjectEraser:
             if len(rows) < EVENTS_PAGE:
                 break
             after = str(rows[-1]["event_id"])
-        await run_batches(self._db, scrubs)
+        await run_batches(self.db, scrubs)
         report.events_scrubbed = len(scrubs)
         return await events.delete(doomed) if doomed else 0
 
-    # ------------------------------------------------------------------ cold archives
-
     async def _erase_exports(self, matcher: SubjectMatcher, report: EraseReport) -> None:
         """Delete every export holding a trace (all its parts: an export is a copy)."""
-        assert self._cold is not None
+        assert self.cold is not None
         keys = await self.archive_keys((f"{EXPORT_ROOT}/{self.tenant_id}/",))
         doomed: set[str] = set()
         for key in keys:
             job = key.rsplit("/", 1)[0]
-            body = None if job in doomed else await self._cold.get(key)
+            body = None if job in doomed else await self.cold.get(key)
             if body is not None and matcher.subject in gzip.decompress(body.data).decode():
                 doomed.add(job)
         for job in sorted(doomed):
-            await self._cold.delete([k for k in keys if k.startswith(job + "/")])
+            await self.cold.delete([k for k in keys if k.startswith(job + "/")])
         report.exports_deleted = len(doomed)
 
     async def archive_keys(self, prefixes: Sequence[str] | None = None) -> list[str]:
         """Every object under `prefixes` (default: the tenant's archives), none without the
         cold tier."""
         keys: list[str] = []
-        cold = self._cold
-        for prefix in (prefixes or tenant_prefixes(self.tenant_id)) if cold is not None else ():
+        if self.cold is None:
+            return keys
+        for prefix in prefixes or tenant_prefixes(self.tenant_id):
             cursor: str | None = None
             while True:
-                assert cold is not None
-                page = await cold.list(prefix=prefix, cursor=cursor)
+                page = await self.cold.list(prefix=prefix, cursor=cursor)
                 keys += [o.key for o in page.objects]
                 if not page.truncated or not page.cursor:
                     break
@@ -436,9 +415,9 @@ class SubjectEraser:
     async def _erase_archives(self, matcher: SubjectMatcher, report: EraseReport) -> None:
         """Rewrite or delete every archive holding traces; each one's counts go into
         `report` as soon as it is done."""
-        cold = self._cold
+        cold = self.cold
         assert cold is not None
-        now_ms = int(self._clock.now() * 1000)
+        now_ms = int(self.clock.now() * 1000)
         for key in await self.archive_keys():
             parsed = parse_archive_key(key)
             if parsed is None:
@@ -487,17 +466,15 @@ class SubjectEraser:
                 await cold.delete(key)
             report.archives_rewritten += 1
 
-    # ------------------------------------------------------------------ agent instances
-
     async def _erase_instances(
         self, subject: str, run_ids: Sequence[str], report: EraseReport
     ) -> None:
-        assert self._agents is not None
+        assert self.agents is not None
         slices = list(chunks(sorted(run_ids), RUN_IDS_PER_CALL))
-        instances = await tenant_instances(self._db, self.tenant_id)
+        instances = await tenant_instances(self.db, self.tenant_id)
         # Registered first: once the runs rows that name an instance are erased, this row
         # is how a repeat (or the next erase) still finds it.
-        await register_instances(self._db, self.tenant_id, instances, int(self._clock.now() * 1000))
+        await register_instances(self.db, self.tenant_id, instances, int(self.clock.now() * 1000))
         wiped: list[tuple[str, str]] = []
         for agent_type, instance_id in instances:
             # An instance named after the subject (issue 26) loses everything: its storage
@@ -506,7 +483,7 @@ class SubjectEraser:
             scope = AgentScope(
                 tenant=self.tenant_id, agent_type=agent_type, instance_id=instance_id
             )
-            stub = self._agents.get_by_name(scope.object_name)
+            stub = self.agents.get_by_name(scope.object_name)
             for run_slice in slices or [()]:
                 payload = {"subject": subject, "run_ids": list(run_slice), "wipe": wipe}
                 answer = await stub.call("erase_subject", {**scope.model_dump(), **payload})
@@ -523,21 +500,19 @@ class SubjectEraser:
                     wiped.append((agent_type, instance_id))
                     break  # one wipe takes every run
             report.agent_state["instances"] += 1
-        await forget_instances(self._db, self.tenant_id, wiped)
+        await forget_instances(self.db, self.tenant_id, wiped)
         report.agent_state["wiped"] = len(wiped)
 
-    # ------------------------------------------------------------------ working memory
-
     async def _erase_working(self, matcher: SubjectMatcher, report: EraseReport) -> None:
-        assert self._kv is not None
+        assert self.kv is not None
         doomed = list(await self.working_traces(matcher))
         for name in doomed:
-            await self._kv.delete(name)
+            await self.kv.delete(name)
         report.working_keys = len(doomed)
 
     async def working_traces(self, matcher: SubjectMatcher) -> dict[str, str | None]:
         """The tenant's KV keys that are traces (name -> value when the value was read)."""
-        if self._kv is None:
+        if self.kv is None:
             return {}
         # Legacy working-memory keys and every canonical hot item of the tenant (working
         # memory after the namespace migration, and copies promoted by the MemoryClient).
@@ -549,12 +524,12 @@ class SubjectEraser:
         ):
             cursor: str | None = None
             while True:
-                page = await self._kv.list(prefix=prefix, cursor=cursor)
+                page = await self.kv.list(prefix=prefix, cursor=cursor)
                 for item in page.keys:
                     # The key (after the tenant) names it, or else the value holds it.
                     if matcher.subject in item.name[len(prefix) :]:
                         doomed[item.name] = None
-                    elif matcher.subject in (value := await self._kv.get(item.name) or ""):
+                    elif matcher.subject in (value := await self.kv.get(item.name) or ""):
                         doomed[item.name] = value
                 if page.list_complete or not page.cursor:
                     break

@@ -1,18 +1,13 @@
-"""Read-only views of one tenant's memory for the inspector (docs/inspector.md): facts with an
-inspector status, one fact's supersession chain, links, provenance and event history,
-events, and episodes by id.
-
-Nothing here writes. Every statement starts with `tenant_id = ?` (DESIGN invariant 2); the
-tenant is bound once, at `MemoryInspector(db, tenant)`. Statuses at `now_ms`: `active`,
-`pending` (`pending_vector`), `superseded` and `decayed` (stored active but `valid_to` has
-passed, so recall no longer returns it). Cursors are the episodic tier's opaque keyset
-cursors over (created_at, id); a foreign one raises `InvalidCursorError`.
+"""Read-only views of one tenant's memory for the inspector (docs/inspector.md). Nothing here
+writes; the tenant is bound once, at `MemoryInspector(db, tenant)`. A fact is `decayed` when
+stored active but past its `valid_to` (recall no longer returns it). Cursors are the episodic
+tier's keyset cursors over (created_at, id); a foreign one raises `InvalidCursorError`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel
 
@@ -134,23 +129,17 @@ _STATUS_WHERE: dict[str, Callable[[int], tuple[str, list[SqlValue]]]] = {
 }
 
 
+_EVENT_FILTERS = ("kind = ?", "tier = ?", "run_id = ?", "created_at >= ?", "created_at < ?")
+
+
 def event_from_row(row: Row) -> InspectedEvent:
-    return InspectedEvent(
-        event_id=str(row["event_id"]),
-        kind=row["kind"],
-        tier=row["tier"],
-        agent_type=row.get("agent_type"),
-        run_id=row.get("run_id"),
-        content_hash=row.get("content_hash"),
-        payload=loaded_payload(row.get("payload")),
-        created_at=int(row["created_at"]),
-    )
+    return InspectedEvent.model_validate(row | {"payload": loaded_payload(row.get("payload"))})
 
 
 def filled_in(event: InspectedEvent, fact: Fact) -> InspectedEvent:
-    """A compact event of the write that created `fact` (no hash; written before 0019 or
-    with personal fields), with the hash and payload a full one carries, from the opened
-    fact (`WriteGate.event`, `in_row`)."""
+    """The compact event row of the write that created `fact` (a fact with personal fields
+    keeps one: its id, no hash, only the marked fields) with the hash and payload a full one
+    carries, from the opened fact (`WriteGate.event`, `in_row`)."""
     if event.content_hash is not None or event.event_id != fact.fact_id:
         return event
     proposal = fact_proposal(dict(fact))
@@ -159,8 +148,6 @@ def filled_in(event: InspectedEvent, fact: Fact) -> InspectedEvent:
 
 
 class MemoryInspector:
-    """Read-only queries over one tenant's facts, links, provenance and events."""
-
     def __init__(
         self, db: D1Database, tenant: str, *, now_ms: int, personal: PersonalData | None = None
     ) -> None:
@@ -178,8 +165,6 @@ class MemoryInspector:
             FactView(fact=f, status=inspect_status(f.status, f.valid_to, self.now_ms) or "active")
             for f in facts
         ]
-
-    # ------------------------------------------------------------------ facts
 
     async def list_facts(
         self,
@@ -276,19 +261,11 @@ class MemoryInspector:
 
     async def _links(self, fact_id: str) -> list[FactLink]:
         links: list[FactLink] = []
-        directions: tuple[Direction, ...] = ("outgoing", "incoming")
-        for direction in directions:
-            rows = await self._facts.links_of(fact_id, direction == "outgoing", MAX_HISTORY)
-            links += [
-                FactLink(
-                    fact_id=str(row["other_id"]),
-                    direction=direction,
-                    score=float(row["score"]),
-                    content=row.get("content"),
-                    status=inspect_status(row.get("status"), row.get("valid_to"), self.now_ms),
-                )
-                for row in rows
-            ]
+        for direction in get_args(Direction):
+            for row in await self._facts.links_of(fact_id, direction == "outgoing", MAX_HISTORY):
+                status = inspect_status(row["status"], row["valid_to"], self.now_ms)
+                of = {"fact_id": row["other_id"], "direction": direction, "status": status}
+                links.append(FactLink.model_validate(row | of))
         return links
 
     async def _provenance(self, fact: Fact) -> list[ProvenanceItem]:
@@ -303,22 +280,10 @@ class MemoryInspector:
                     created_at=fact.created_at,
                 )
             )
-        rows = await self._facts.provenance_of(fact.fact_id, MAX_HISTORY)
-        for row in rows:
-            kind = row["source_kind"]
-            items.append(
-                ProvenanceItem(
-                    source_kind=kind,
-                    source_id=str(row["source_id"]),
-                    relation=str(row["relation"]),
-                    run_id=row.get("run_id") or (row["source_id"] if kind == "run" else None),
-                    content=row.get("content"),
-                    created_at=int(row["created_at"]),
-                )
-            )
+        for row in await self._facts.provenance_of(fact.fact_id, MAX_HISTORY):
+            run = row["run_id"] or (row["source_id"] if row["source_kind"] == "run" else None)
+            items.append(ProvenanceItem.model_validate(row | {"run_id": run}))
         return items
-
-    # ------------------------------------------------------------------ episodes
 
     async def episodes(self, episode_ids: Sequence[str]) -> list[Episode]:
         """The episodes among `episode_ids` (at most `MAX_INSPECT_PAGE`) that still exist,
@@ -326,8 +291,6 @@ class MemoryInspector:
         wanted = list(dict.fromkeys(episode_ids))[:MAX_INSPECT_PAGE]
         store = EpisodicStore(self._db, self.tenant, personal=self._personal)
         return await store.episodes_by_id(wanted)
-
-    # ------------------------------------------------------------------ events
 
     async def list_events(
         self,
@@ -342,18 +305,9 @@ class MemoryInspector:
     ) -> EventPage:
         """Events newest first with `since_ms <= created_at < until_ms`; keyset-paginated."""
         limit = max(1, min(limit, MAX_INSPECT_PAGE))
-        clauses = ["1"]
-        params: list[Any] = []
-        for clause, value in (
-            ("kind = ?", kind),
-            ("tier = ?", tier),
-            ("run_id = ?", run_id),
-            ("created_at >= ?", since_ms),
-            ("created_at < ?", until_ms),
-        ):
-            if value is not None:
-                clauses.append(clause)
-                params.append(value)
+        filters = zip(_EVENT_FILTERS, (kind, tier, run_id, since_ms, until_ms), strict=True)
+        given = [(clause, value) for clause, value in filters if value is not None]
+        clauses, params = ["1", *(c for c, _ in given)], [v for _, v in given]
         if cursor is not None:
             created_at, event_id = decode_cursor(cursor)
             clauses.append("(created_at < ? OR (created_at = ? AND event_id < ?))")

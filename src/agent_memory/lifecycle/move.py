@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 import uuid
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -37,7 +36,8 @@ from agent_memory.directory import (
     tenant_tables,
 )
 from agent_memory.governance.feed import ChangeFeed
-from agent_memory.ids import chunks
+from agent_memory.ids import IDS_PER_STATEMENT, chunks
+from agent_memory.lifecycle.prune import Meter
 from agent_memory.tiers.semantic.models import delete_own_vectors, own_vectors
 from bindings.environment import Bindings, Shard
 from bindings.ports.d1 import D1Database, D1Statement
@@ -67,8 +67,6 @@ VECTOR_TABLE = "semantic_facts"
 # How long a lease outlives its advance's `max_seconds`: longer than one step can take (a
 # chunk's D1 and Vectorize calls), so an advance never saves after its lease has ended.
 LEASE_MARGIN_SECONDS = 60.0
-# Key values bound in one replay statement (D1 allows 100 parameters a statement).
-MAX_KEYS_PARAMS = 90
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,33 +98,13 @@ class MoveStatus(BaseModel):
         return bool(self.progress.get("check", {}).get("differs"))
 
 
-@dataclass
-class _Meter:
-    budget: MoveBudget
-    started: float = field(default_factory=time.monotonic)
-    calls: int = 0
-
-    def spend(self, calls: int = 1) -> None:
-        self.calls += calls
-
-    def left(self) -> bool:
-        return (
-            self.calls < self.budget.max_calls
-            and time.monotonic() - self.started < self.budget.max_seconds
-        )
-
-
 def _status(row: Row) -> MoveStatus:
     return MoveStatus.model_validate({**row, "progress": json.loads(str(row["progress"]))})
 
 
 async def move_status(bindings: Bindings, tenant: str) -> MoveStatus | None:
-    row = (
-        await control_db(bindings)
-        .prepare("SELECT * FROM tenant_moves WHERE tenant_id = ?")
-        .bind(tenant)
-        .first()
-    )
+    sql = "SELECT * FROM tenant_moves WHERE tenant_id = ?"
+    row = await control_db(bindings).prepare(sql).bind(tenant).first()
     return None if row is None else _status(row)
 
 
@@ -152,14 +130,13 @@ async def start_move(bindings: Bindings, tenant: str, target: str) -> MoveStatus
         "SET source = excluded.source, target = excluded.target, phase = 'copying', "
         "progress = '{}', started_at = excluded.started_at, updated_at = excluded.updated_at, "
         "switched_at = NULL, finished_at = NULL, error = NULL, lease_owner = NULL, "
-        f"lease_until = NULL WHERE tenant_moves.phase IN {FINISHED}"  # a start racing this one
+        f"lease_until = NULL WHERE tenant_moves.phase IN {FINISHED} RETURNING *"  # a racing start
     )
-    written = control_db(bindings).prepare(sql).bind(tenant, source, target, now_ms, now_ms)
-    if (await written.run()).meta.changes == 0:
+    values = (tenant, source, target, now_ms, now_ms)
+    row = await control_db(bindings).prepare(sql).bind(*values).first()
+    if row is None:
         raise ApiError(409, "move_in_progress", f"tenant {tenant!r} is already moving")
-    found = await move_status(bindings, tenant)
-    assert found is not None
-    return found
+    return _status(row)
 
 
 def _busy(tenant: str, until: int | None) -> ApiError:
@@ -179,21 +156,9 @@ async def _save(bindings: Bindings, move: MoveStatus, owner: str, **changes: Any
         "UPDATE tenant_moves SET phase = ?, progress = ?, updated_at = ?, switched_at = ?, "
         "finished_at = ?, error = ? WHERE tenant_id = ? AND lease_owner = ?"
     )
-    saved = await (
-        control_db(bindings)
-        .prepare(sql)
-        .bind(
-            updated.phase,
-            json.dumps(updated.progress, separators=(",", ":")),
-            updated.updated_at,
-            updated.switched_at,
-            updated.finished_at,
-            updated.error,
-            updated.tenant_id,
-            owner,
-        )
-        .run()
-    )
+    u, progress = updated, json.dumps(updated.progress, separators=(",", ":"))
+    values = (u.phase, progress, u.updated_at, u.switched_at, u.finished_at, u.error, u.tenant_id)
+    saved = await control_db(bindings).prepare(sql).bind(*values, owner).run()
     if not saved.meta.changes:
         raise _busy(move.tenant_id, None)
     return updated
@@ -259,7 +224,9 @@ async def _leased(
                 )
             progress = {k: v for k, v in move.progress.items() if k != "check"}
             move = await _save(bindings, move, owner, progress=progress, error=None)
-        move = await _advance(bindings, move, owner, _Meter(budget), action == "cancel")
+        move = await _advance(
+            bindings, move, owner, Meter(budget.max_calls, budget.max_seconds), action == "cancel"
+        )
     finally:
         release = (
             "UPDATE tenant_moves SET lease_owner = NULL, lease_until = NULL "
@@ -270,7 +237,7 @@ async def _leased(
 
 
 async def _advance(
-    bindings: Bindings, move: MoveStatus, owner: str, meter: _Meter, cancel: bool = False
+    bindings: Bindings, move: MoveStatus, owner: str, meter: Meter, cancel: bool = False
 ) -> MoveStatus:
     """Carry `move` (as read under `owner`'s lease: nobody else moves it) forward."""
     tenant = move.tenant_id
@@ -294,7 +261,7 @@ async def _advance(
             )
         move = await _save(bindings, move, owner, phase="cancelling", progress={}, error=None)
     home_checked = False
-    while meter.left() and move.phase not in FINISHED:
+    while not meter.stopped() and move.phase not in FINISHED:
         if move.phase in ("copying", "fenced"):
             if "pass" not in move.progress and "replayed" not in move.progress:
                 # The phase's first step. Fences first, on both sides: triggers (the change
@@ -313,11 +280,7 @@ async def _advance(
                     move = await _save(bindings, move, owner, progress=first)
                     continue
                 await set_fence(src_db, tenant, "frozen", now_ms())
-                # Replay what the log holds when the last copy pass was logged throughout
-                # (a move begun before the log existed verifies the whole tenant instead).
-                replay = bool(move.progress.get("logged")) and (
-                    int(move.progress.get("rows", 0)) > FULL_VERIFY_ROWS
-                )
+                replay = int(move.progress.get("rows", 0)) > FULL_VERIFY_ROWS
                 after = {"replayed": 0} if replay else _new_pass(1)
                 move = await _save(bindings, move, owner, progress=after)
                 continue
@@ -354,7 +317,7 @@ async def _advance(
                 continue
             if move.phase == "copying":
                 # Whatever was logged before this pass began, the pass has copied since.
-                await _forget_changes(shard_db(source), tenant, progress.get("log_mark"))
+                await _forget_changes(shard_db(source), tenant, progress["log_mark"])
                 meter.spend()
                 # Unfenced passes repeat while the last one rewrote much (writes went on
                 # during it): the log then holds little, and the tenant's writes are refused
@@ -369,8 +332,9 @@ async def _advance(
                     # is refused writes for that step only, never across the wait until the
                     # next advance.
                     rows = sum(t["source_rows"] for t in progress["tables"].values())
-                    logged = {"logged": "log_mark" in progress, "rows": rows}
-                    move = await _save(bindings, move, owner, phase="fenced", progress=logged)
+                    move = await _save(
+                        bindings, move, owner, phase="fenced", progress={"rows": rows}
+                    )
                     break
             elif progress["changed"]:
                 if progress["pass"] >= MAX_FENCED_PASSES:
@@ -385,8 +349,6 @@ async def _advance(
                 verified = {"verified": progress["tables"], "vectors": progress["vectors"]}
                 move = await _switch(bindings, move, owner, verified, meter)
         elif move.phase == "switched":
-            switched_at = move.switched_at
-            assert switched_at is not None
             if move.stopped_by_check:
                 break  # kept for an operator (below): nothing more happens to this move
             check = move.progress.get("check")
@@ -408,7 +370,7 @@ async def _advance(
                     bindings, move, owner, progress={**move.progress, "check": check}
                 )
                 continue
-            if now_ms() < switched_at + GRACE_SECONDS * 1000:
+            if now_ms() < (move.switched_at or 0) + GRACE_SECONDS * 1000:
                 break  # the source is read by nobody only after the grace period
             await set_home(bindings, tenant, target.name)  # overwrite any stale KV copy
             await set_fence(shard_db(source), tenant, "moved", now_ms())
@@ -439,20 +401,12 @@ async def _advance(
 
 
 def _new_pass(number: int) -> dict[str, Any]:
-    return {
-        "pass": number,
-        "table": 0,
-        "after": None,
-        "changed": False,
-        "done": False,
-        "tables": {},
-        "vectors": 0,
-        "rows_written": 0,
-    }
+    counts = {"table": 0, "vectors": 0, "rows_written": 0}
+    return {"pass": number, "after": None, "changed": False, "done": False, "tables": {}, **counts}
 
 
 async def _switch(
-    bindings: Bindings, move: MoveStatus, owner: str, verified: dict[str, Any], meter: _Meter
+    bindings: Bindings, move: MoveStatus, owner: str, verified: dict[str, Any], meter: Meter
 ) -> MoveStatus:
     """The directory and KV name the target, whose fence is lifted; the source stops logging
     and, after a replay, the target starts (before the directory names it): what the tenant
@@ -537,13 +491,12 @@ async def _begin_pass(db: D1Database, tenant: str, number: int) -> dict[str, Any
     return {**_new_pass(number), "log_mark": int(mark or 0)}
 
 
-async def _forget_changes(db: D1Database, tenant: str, mark: int | None) -> None:
-    if mark is not None:
-        sql = "DELETE FROM tenant_move_changes WHERE tenant_id = ? AND n <= ?"
-        await db.prepare(sql).bind(tenant, mark).run()
+async def _forget_changes(db: D1Database, tenant: str, mark: int) -> None:
+    sql = "DELETE FROM tenant_move_changes WHERE tenant_id = ? AND n <= ?"
+    await db.prepare(sql).bind(tenant, mark).run()
 
 
-async def _replay_step(source: Shard, target: Shard, tenant: str, meter: _Meter) -> int:
+async def _replay_step(source: Shard, target: Shard, tenant: str, meter: Meter) -> int:
     """Copy to the target the rows of up to `CHUNK_ROWS` logged changes (oldest first), then
     forget those entries; the count of entries replayed (0: the log is empty). Idempotent: a
     crash before the entries are forgotten replays them again."""
@@ -560,7 +513,7 @@ async def _replay_step(source: Shard, target: Shard, tenant: str, meter: _Meter)
     for name, by_text in keys.items():
         table = tables[name]
         width = max(1, len(_key(table)))
-        for chunk in chunks(list(by_text.values()), MAX_KEYS_PARAMS // width):
+        for chunk in chunks(list(by_text.values()), IDS_PER_STATEMENT // width):
             where = _keys_clause(table, chunk)
             rows = await _rows(src_db, table, tenant, where)
             theirs = await _rows(dst_db, table, tenant, where)
@@ -585,7 +538,7 @@ def _keys_clause(table: TenantTable, keys: Sequence[Sequence[Any]]) -> tuple[str
 
 
 async def _counts(
-    source: Shard, target: Shard, tenant: str, meter: _Meter
+    source: Shard, target: Shard, tenant: str, meter: Meter
 ) -> dict[str, dict[str, int]]:
     """Each tenant table's row count of the tenant on both sides (one batch a side)."""
     src_db, dst_db = shard_db(source), shard_db(target)
@@ -691,7 +644,7 @@ async def _sync_step(
     target: Shard,
     tenant: str,
     progress: dict[str, Any],
-    meter: _Meter,
+    meter: Meter,
     *,
     check: bool = False,
 ) -> dict[str, Any]:
@@ -765,7 +718,7 @@ async def _replace(
     where: tuple[str, list[Any]],
     rows: list[Row],
     theirs: list[Row],
-    meter: _Meter,
+    meter: Meter,
 ) -> None:
     """The target's rows meeting `where` (`theirs`, a key range or keys) become the source's
     `rows`, in one transaction; the vectors of facts that went are deleted first."""
@@ -785,7 +738,7 @@ async def _replace(
 
 
 async def _sync_vectors(
-    source: Shard, target: Shard, tenant: str, table: TenantTable, rows: list[Row], meter: _Meter
+    source: Shard, target: Shard, tenant: str, table: TenantTable, rows: list[Row], meter: Meter
 ) -> int:
     """Copy to the target index the vectors of the facts among `rows` (of `table`) that it
     lacks; the count copied."""
@@ -806,7 +759,7 @@ async def _sync_vectors(
 
 
 async def _delete_step(
-    shard: Shard, tenant: str, progress: dict[str, Any], meter: _Meter
+    shard: Shard, tenant: str, progress: dict[str, Any], meter: Meter
 ) -> int | None:
     """Delete one chunk of the tenant's rows on `shard` (base tables, then derived ones): the
     source once the tenant has moved, the target when its move is cancelled. The table index

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -37,7 +38,7 @@ from agent_memory.governance.writes import (
     personal_marking,
     stored_payload,
 )
-from agent_memory.ids import chunks, content_hash, new_ulid, run_batches
+from agent_memory.ids import IDS_PER_STATEMENT, chunks, content_hash, new_ulid, run_batches
 from agent_memory.lifecycle.erase import SubjectEraser, SubjectMatcher
 from agent_memory.lifecycle.prune import (
     EXPORT_ROOT,
@@ -298,30 +299,16 @@ def _as_record(table: _Table, tenant: str, row: Row, **extra: Any) -> dict[str, 
     return out | extra
 
 
-async def _opened(
-    records: list[dict[str, Any]], personal: PersonalData, *, field: str, id_field: str
-) -> None:
-    """Open the sealed personal fields of `records` in place."""
-    items = [Sealable(r.get("subject"), str(r[id_field]), r[field] or {}) for r in records]
-    for record, value in zip(records, await personal.open_many(field, items), strict=True):
-        record[field] = value
+_PERSONAL_FIELDS = (("fact", "metadata", "fact_id"), ("episode", "data", "episode_id"))
 
 
 async def _open_all(records: list[dict[str, Any]], personal: PersonalData) -> None:
-    facts = [r for r in records if r["record"] == "fact"]
-    episodes = [r for r in records if r["record"] == "episode"]
-    if facts:
-        await _opened(facts, personal, field="metadata", id_field="fact_id")
-    if episodes:
-        await _opened(episodes, personal, field="data", id_field="episode_id")
-
-
-def encode(records: Iterable[dict[str, Any]]) -> bytes:
-    """Records as JSON Lines text (UTF-8)."""
-    return "".join(
-        json.dumps(r, separators=(",", ":"), ensure_ascii=False, allow_nan=False) + "\n"
-        for r in records
-    ).encode("utf-8")
+    """Open the sealed personal fields of the fact and episode records in place."""
+    for kind, field, id_field in _PERSONAL_FIELDS:
+        mine = [r for r in records if r["record"] == kind]
+        items = [Sealable(r.get("subject"), str(r[id_field]), r[field] or {}) for r in mine]
+        for record, value in zip(mine, await personal.open_many(field, items), strict=True):
+            record[field] = value
 
 
 def sealed_values(value: Any) -> bool:
@@ -366,32 +353,22 @@ class PortabilityJob(BaseModel):
     error: str | None = None
 
 
-def _job(row: Row) -> PortabilityJob:
-    return PortabilityJob.model_validate(
-        {
-            **row,
-            "options": json.loads(str(row["options"])),
-            "progress": json.loads(str(row["progress"])),
-        }
-    )
-
-
+@dataclass
 class Jobs:
     """`portability_jobs` (control plane): one tenant's export and import jobs."""
 
-    def __init__(self, control: D1Database, tenant: str) -> None:
-        self._db = control
-        self.tenant = tenant
+    control: D1Database
+    tenant: str
 
     async def save(self, job: PortabilityJob, *, new: bool = False) -> PortabilityJob:
         """Write `job` (`new`: only if no job has its id; the stored one is returned)."""
-        row = job.model_dump() | {k: json.dumps(getattr(job, k)) for k in ("options", "progress")}
+        row = job.model_dump() | {k: json.dumps(getattr(job, k)) for k in _JSON_FIELDS}
         changed = ", ".join(f"{c} = excluded.{c}" for c in row if c not in _FIXED)
         sql = (
             f"INSERT INTO portability_jobs ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})"
             f" ON CONFLICT (tenant_id, job_id) DO {'NOTHING' if new else 'UPDATE SET ' + changed}"
         )
-        await self._db.prepare(sql).bind(*row.values()).run()
+        await self.control.prepare(sql).bind(*row.values()).run()
         return (await self.listed(job.kind, job_id=job.job_id))[0] if new else job
 
     async def start(
@@ -427,56 +404,45 @@ class Jobs:
     ) -> list[PortabilityJob]:
         """The tenant's jobs of `kind` (or the one `job_id`), newest first."""
         where, params = ("job_id = ?", [job_id]) if job_id else ("kind = ?", [kind])
-        result = (
-            await self._db.prepare(
-                f"SELECT * FROM portability_jobs WHERE tenant_id = ? AND {where} "
-                "ORDER BY job_id DESC LIMIT ?"
-            )
-            .bind(self.tenant, *params, limit)
-            .all()
-        )
-        return [_job(r) for r in result.results]
+        sql = f"SELECT * FROM portability_jobs WHERE tenant_id = ? AND {where} ORDER BY job_id DESC"
+        found = await self.control.prepare(sql + " LIMIT ?").bind(self.tenant, *params, limit).all()
+        return [
+            PortabilityJob.model_validate(r | {k: json.loads(str(r[k])) for k in _JSON_FIELDS})
+            for r in found.results
+        ]
 
 
 _FIXED = ("tenant_id", "job_id", "kind", "options", "requested_by", "started_at")
+_JSON_FIELDS = ("options", "progress")
 
 
 async def running_exports(control: D1Database, limit: int = 1) -> list[tuple[str, str]]:
     """(tenant, job) of unfinished exports, the one advanced longest ago first."""
-    result = (
-        await control.prepare(
-            "SELECT tenant_id, job_id FROM portability_jobs WHERE status = 'running' "
-            "AND kind = 'export' ORDER BY updated_at LIMIT ?"
-        )
-        .bind(limit)
-        .all()
+    sql = (
+        "SELECT tenant_id, job_id FROM portability_jobs WHERE status = 'running' "
+        "AND kind = 'export' ORDER BY updated_at LIMIT ?"
     )
+    result = await control.prepare(sql).bind(limit).all()
     return [(str(r["tenant_id"]), str(r["job_id"])) for r in result.results]
 
 
 async def expire_exports(control: D1Database, cold: ObjectStore, now_ms: int) -> int:
     """Delete the parts of every export past its expiry and mark it `expired`; how many."""
-    result = (
-        await control.prepare(
-            "SELECT tenant_id, job_id FROM portability_jobs WHERE kind = 'export' "
-            "AND status IN ('complete', 'failed') AND expires_at <= ?"
-        )
-        .bind(now_ms)
-        .all()
+    sql = (
+        "SELECT tenant_id, job_id FROM portability_jobs WHERE kind = 'export' "
+        "AND status IN ('complete', 'failed') AND expires_at <= ?"
     )
+    expired = (
+        "UPDATE portability_jobs SET status = 'expired', updated_at = ? "
+        "WHERE tenant_id = ? AND job_id = ?"
+    )
+    result = await control.prepare(sql).bind(now_ms).all()
     for row in result.results:
         tenant, job_id = str(row["tenant_id"]), str(row["job_id"])
         listed = await cold.list(prefix=f"{EXPORT_ROOT}/{tenant}/{job_id}/")
         if listed.objects:
             await cold.delete([o.key for o in listed.objects])
-        await (
-            control.prepare(
-                "UPDATE portability_jobs SET status = 'expired', updated_at = ? "
-                "WHERE tenant_id = ? AND job_id = ?"
-            )
-            .bind(now_ms, tenant, job_id)
-            .run()
-        )
+        await control.prepare(expired).bind(now_ms, tenant, job_id).run()
     return len(result.results)
 
 
@@ -484,63 +450,45 @@ def part_key(tenant: str, job_id: str, part: int) -> str:
     return f"{EXPORT_ROOT}/{tenant}/{job_id}/part-{part:05d}.jsonl.gz"
 
 
+@dataclass
 class Exporter:
-    """One tenant's exports: jobs in the primary database, rows from its shard, parts in R2."""
+    """One tenant's exports: jobs in the primary database (`control`), rows from its shard
+    (`db`), parts in R2 (`cold`)."""
 
-    def __init__(
-        self,
-        tenant: str,
-        *,
-        db: D1Database,
-        control: D1Database,
-        cold: ObjectStore | None,
-        personal: PersonalData,
-        clock: Clock,
-        eraser: SubjectEraser,
-    ) -> None:
-        self.tenant = tenant
-        self._eraser = eraser
-        self._db = db
-        self._cold = cold
-        self._personal = personal
-        self._clock = clock
-        self.jobs = Jobs(control, tenant)
+    tenant: str
+    db: D1Database
+    control: D1Database
+    cold: ObjectStore | None
+    personal: PersonalData
+    clock: Clock
+    eraser: SubjectEraser
+
+    def __post_init__(self) -> None:
+        self.jobs = Jobs(self.control, self.tenant)
 
     def _now_ms(self) -> int:
-        return int(self._clock.now() * 1000)
+        return int(self.clock.now() * 1000)
 
     def _require_cold(self) -> ObjectStore:
-        if self._cold is None:
+        if self.cold is None:
             raise ApiError(503, "cold_unavailable", "exports are written to the R2 bucket COLD")
-        return self._cold
+        return self.cold
 
     async def start(self, by: str, personal: Personal = "sealed") -> PortabilityJob:
         """A new export job (not yet run: `advance` runs it). Asking for personal data
         opened is recorded as an event naming `by`."""
         self._require_cold()
-        now = self._clock.now()
+        now = self.clock.now()
         job_id = new_ulid(now)
-        counted = await self._db.batch(
-            [
-                self._db.prepare(f'SELECT COUNT(*) AS n FROM "{t.name}" WHERE tenant_id = ?').bind(
-                    self.tenant
-                )
-                for t in TABLES
-            ]
+        count = 'SELECT COUNT(*) AS n FROM "{}" WHERE tenant_id = ?'
+        counted = await self.db.batch(
+            [self.db.prepare(count.format(t.name)).bind(self.tenant) for t in TABLES]
         )
-        estimate = sum(int(r.results[0]["n"]) for r in counted)
         if personal == "opened":
             event = _opened_event(self.tenant, now, by, export_id=job_id)
-            await EventLog(self.tenant, self._db).record(event)
-        progress: dict[str, Any] = {
-            "table": 0,
-            "after": None,
-            "part": 1,
-            "records": 0,
-            "estimate": estimate,
-            "bytes": 0,
-            "counts": {},
-        }
+            await EventLog(self.tenant, self.db).record(event)
+        progress: dict[str, Any] = {"table": 0, "after": None, "part": 1, "records": 0, "bytes": 0}
+        progress |= {"counts": {}, "estimate": sum(int(r.results[0]["n"]) for r in counted)}
         return await self.jobs.start(job_id, "export", {"personal": personal}, by, now, progress)
 
     async def advance(
@@ -584,22 +532,14 @@ class Exporter:
             await cold.put(
                 part_key(self.tenant, job.job_id, 0), encode_lines([header.model_dump()])
             )
-            now = self._now_ms()
-            expires = now + EXPORT_KEPT_DAYS * 86_400_000
-            done = job.model_copy(
-                update={
-                    "status": "complete",
-                    "updated_at": now,
-                    "finished_at": now,
-                    "expires_at": expires,
-                }
-            )
-            return await self.jobs.save(done)
+            now, kept = self._now_ms(), EXPORT_KEPT_DAYS * 86_400_000
+            times = {"updated_at": now, "finished_at": now, "expires_at": now + kept}
+            return await self.jobs.save(job.model_copy(update={"status": "complete", **times}))
         records: list[dict[str, Any]] = []
         while index < len(TABLES) and len(records) < PART_RECORDS:
             table = TABLES[index]
             want = min(PAGE_ROWS, PART_RECORDS - len(records))
-            rows = await _rows(self._db, table, self.tenant, after=after, limit=want)
+            rows = await _rows(self.db, table, self.tenant, after=after, limit=want)
             records += [_as_record(table, self.tenant, r) for r in rows]
             counts[table.record] = counts.get(table.record, 0) + len(rows)
             if len(rows) < want or not table.key:
@@ -607,7 +547,7 @@ class Exporter:
             else:
                 after = [rows[-1][c] for c in table.key]
         if job.options.get("personal") == "opened":
-            await _open_all(records, self._personal)
+            await _open_all(records, self.personal)
         data = encode_lines(records) if records else b""
         if records:  # before the progress names it: a crash repeats this part, same key
             await cold.put(part_key(self.tenant, job.job_id, int(progress["part"])), data)
@@ -647,18 +587,18 @@ class Exporter:
         """Everything about `subject` (what its erase would remove: rows in every tier, the
         archived rows, working-memory entries) as records, the header first; 422
         `invalid_path` for a subject no erase takes."""
-        eraser = self._eraser
+        eraser = self.eraser
         found = await eraser.find(subject)
         matcher = SubjectMatcher(subject, found)
         records: list[dict[str, Any]] = []
         wanted = {"run": found.runs, "episode": found.episodes, "fact": found.facts}
         for kind, ids in wanted.items():
             for chunk in chunks(sorted(ids)):
-                rows = await _rows(self._db, TABLE[kind], self.tenant, ids=chunk, limit=len(chunk))
+                rows = await _rows(self.db, TABLE[kind], self.tenant, ids=chunk, limit=len(chunk))
                 records += [_as_record(TABLE[kind], self.tenant, r) for r in rows]
         for kind in ("provenance", "link", "event"):
             after: list[Any] | None = None
-            while rows := await _rows(self._db, TABLE[kind], self.tenant, after=after):
+            while rows := await _rows(self.db, TABLE[kind], self.tenant, after=after):
                 for row in rows:
                     if _names(kind, row, matcher):
                         records.append(_as_record(TABLE[kind], self.tenant, row))
@@ -677,16 +617,13 @@ class Exporter:
             for k, v in (await eraser.working_traces(matcher)).items()
         ]
         if personal == "opened":
-            await _open_all(records, self._personal)
-            event = _opened_event(self.tenant, self._clock.now(), by, subject_export=True)
-            await EventLog(self.tenant, self._db).record(event)
-        counts: dict[str, int] = {}
-        for record in records:
-            counts[record["record"]] = counts.get(record["record"], 0) + 1
+            await _open_all(records, self.personal)
+            event = _opened_event(self.tenant, self.clock.now(), by, subject_export=True)
+            await EventLog(self.tenant, self.db).record(event)
         header = HeaderRecord(
             tenant_id=self.tenant,
             exported_at=self._now_ms(),
-            counts=counts,
+            counts=Counter(r["record"] for r in records),
             personal=personal,
             subject=subject,
         )
@@ -825,14 +762,8 @@ def mem0_fact(m: Mem0Memory) -> FactInput:
 
 
 def text_fact(t: TextLine) -> FactInput:
-    return FactInput(
-        content=t.text,
-        subject=t.subject or DEFAULT_SUBJECT,
-        metadata=t.metadata,
-        source="import:text",
-        valid_from=t.valid_from,
-        session=t.session,
-    )
+    fields = t.model_dump(exclude={"text"}) | {"subject": t.subject or DEFAULT_SUBJECT}
+    return FactInput(content=t.text, source="import:text", **fields)
 
 
 def records(
@@ -959,11 +890,18 @@ class Importer:
             else:
                 await self._facts(chunk, report)
             report.lines = chunk[-1][0]
+        await self._save(job, report)
+
+    async def _save(
+        self, job: PortabilityJob | None, report: ImportReport, end: bool = False
+    ) -> None:
+        """The job's progress after a chunk (`end`: the import is complete)."""
         if job is not None and self.jobs is not None:
             now = int(self.clock.now() * 1000)
-            await self.jobs.save(
-                job.model_copy(update={"progress": report.progress(), "updated_at": now})
-            )
+            update = {"progress": report.progress(), "updated_at": now}
+            if end:
+                update |= {"status": "complete", "finished_at": now}
+            await self.jobs.save(job.model_copy(update=update))
 
     def _check(self, proposal: Any) -> None:
         """Raise `_Refused` with the policy's reasons when `proposal` may not be written."""
@@ -979,7 +917,7 @@ class Importer:
             return {(self.tenant,)} if await _rows(self.db, table, self.tenant, limit=1) else set()
         found: set[tuple[Any, ...]] = set()
         width = len(table.key)
-        for part in chunks(list(keys), 90 // width):
+        for part in chunks(list(keys), IDS_PER_STATEMENT // width):
             values = ", ".join(f"({', '.join('?' * width)})" for _ in part)
             sql = (
                 f'SELECT {_quoted(table.key)} FROM "{table.name}" WHERE tenant_id = ? '
@@ -993,15 +931,13 @@ class Importer:
         """Which (subject, full content hash) pairs the tenant's facts already have (rows hold
         the hash cut to `STORED_HASH_CHARS`)."""
         found: set[tuple[str, str]] = set()
-        for part in chunks(list(facts), 90):
-            rows = (
-                await self.db.prepare(
-                    "SELECT subject, content_hash FROM semantic_facts WHERE tenant_id = ? AND "
-                    "content_hash IN (SELECT value FROM json_each(?))"
-                )
-                .bind(self.tenant, json.dumps([h[:STORED_HASH_CHARS] for _, h in part]))
-                .all()
-            )
+        sql = (
+            "SELECT subject, content_hash FROM semantic_facts WHERE tenant_id = ? AND "
+            "content_hash IN (SELECT value FROM json_each(?))"
+        )
+        for part in chunks(list(facts)):
+            cut = json.dumps([h[:STORED_HASH_CHARS] for _, h in part])
+            rows = await self.db.prepare(sql).bind(self.tenant, cut).all()
             stored = {(str(r["subject"]), str(r["content_hash"])) for r in rows.results}
             found |= {(s, d) for s, d in part if (s, d[:STORED_HASH_CHARS]) in stored}
         return found
@@ -1047,22 +983,16 @@ class Importer:
             kept = {
                 r.fact_id: r.updated_at for _, r in chunk if r.record == "fact" and r.fact_id in new
             }
-            await (
-                self.db.prepare(
-                    "UPDATE semantic_facts SET updated_at = json_extract(?2, '$.' || fact_id) "
-                    "WHERE tenant_id = ?1 AND fact_id IN (SELECT key FROM json_each(?2))"
-                )
-                .bind(self.tenant, json.dumps(kept))
-                .run()
+            sql = (
+                "UPDATE semantic_facts SET updated_at = json_extract(?2, '$.' || fact_id) "
+                "WHERE tenant_id = ?1 AND fact_id IN (SELECT key FROM json_each(?2))"
             )
+            await self.db.prepare(sql).bind(self.tenant, json.dumps(kept)).run()
         if self.feed is not None:
-            self.feed.publish(
-                self.tenant,
-                [
-                    ("written", {"tier": t, "ids": ids, "op": "imported"})
-                    for t, ids in written.items()
-                ],
-            )
+            changes = [
+                ("written", {"tier": t, "ids": ids, "op": "imported"}) for t, ids in written.items()
+            ]
+            self.feed.publish(self.tenant, changes)
 
     async def _row(
         self, table: _Table, record: Any, item_id: str, header: HeaderRecord, dry_run: bool
@@ -1144,15 +1074,4 @@ class Importer:
                 for tier, n in tiers.items()
             ]
         )
-        if job is not None and self.jobs is not None:
-            ms = int(now * 1000)
-            await self.jobs.save(
-                job.model_copy(
-                    update={
-                        "status": "complete",
-                        "progress": report.progress(),
-                        "updated_at": ms,
-                        "finished_at": ms,
-                    }
-                )
-            )
+        await self._save(job, report, end=True)

@@ -19,7 +19,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -122,14 +122,18 @@ def decode_archive(data: bytes) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
-def encode_lines(rows: Sequence[dict[str, Any]]) -> bytes:
-    """Re-encode rows already in archive form (after an erase removed some)."""
-    text = "".join(
+def json_lines(rows: Iterable[dict[str, Any]]) -> bytes:
+    """Rows as JSON Lines (UTF-8, keys sorted: the same bytes for the same rows)."""
+    return "".join(
         json.dumps(row, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
         + "\n"
         for row in rows
-    )
-    return gzip.compress(text.encode("utf-8"), compresslevel=6, mtime=0)
+    ).encode("utf-8")
+
+
+def encode_lines(rows: Sequence[dict[str, Any]]) -> bytes:
+    """Rows already in archive form as an archive (gzip JSON Lines)."""
+    return gzip.compress(json_lines(rows), compresslevel=6, mtime=0)
 
 
 # select, put, and a D1 batch of 3 statements (4 for episodes: + the cold item index)
@@ -216,11 +220,12 @@ class RangeChanged(Exception):
 
 @dataclass
 class Meter:
-    """Counts one invocation's D1 statements and R2 calls against its budget (one meter
-    is shared by the jobs an invocation resumes)."""
+    """Counts one invocation's operations (a prune's D1 statements and R2 calls, a move's D1
+    and Vectorize calls) against its budget; one meter is shared by the jobs it resumes."""
 
-    budget: PruneBudget
-    clock: Callable[[], float]
+    max_operations: int
+    max_seconds: float
+    clock: Callable[[], float] = time.monotonic
     operations: int = 0
 
     def __post_init__(self) -> None:
@@ -229,12 +234,16 @@ class Meter:
     def spend(self, n: int = 1) -> None:
         self.operations += n
 
+    def stopped(self, need: int = 1) -> StopReason | None:
+        """What of the budget `need` more operations would exceed, if anything."""
+        if self.operations + need > self.max_operations:
+            return "operations"
+        return "time" if self.clock() - self.started >= self.max_seconds else None
+
     def check(self, need: int) -> None:
         """Raise `BudgetExhausted` unless `need` more operations fit in the budget."""
-        if self.operations + need > self.budget.max_operations:
-            raise BudgetExhausted("operations")
-        if self.clock() - self.started >= self.budget.max_seconds:
-            raise BudgetExhausted("time")
+        if stop := self.stopped(need):
+            raise BudgetExhausted(stop)
 
 
 @dataclass(frozen=True)
@@ -293,32 +302,22 @@ def weekly_prune_id(scheduled_ms: int) -> str:
     return f"weekly-{iso_week(scheduled_ms)}"
 
 
+@dataclass
 class Pruner:
     """Runs prune jobs over a D1 database and a cold-tier bucket."""
 
-    def __init__(
-        self,
-        db: D1Database,
-        cold: ObjectStore | None,
-        clock: Clock,
-        *,
-        default_retention_days: int,
-        budget: PruneBudget | None = None,
-        monotonic: Callable[[], float] = time.monotonic,
-        placement: PlacementTable = DEFAULT_TABLE,
-        feed: ChangeFeed | None = None,
-    ) -> None:
-        self._db = db
-        self._feed = feed
-        self._cold = cold
-        self._clock = clock
-        self._default_days = default_retention_days
-        self.budget = budget or PruneBudget()
-        self._monotonic = monotonic
-        self._placement = placement
+    db: D1Database
+    cold: ObjectStore | None
+    clock: Clock
+    _: KW_ONLY
+    default_retention_days: int
+    budget: PruneBudget = field(default_factory=PruneBudget)
+    monotonic: Callable[[], float] = time.monotonic
+    placement: PlacementTable = DEFAULT_TABLE
+    feed: ChangeFeed | None = None
 
     def _now_ms(self) -> int:
-        return int(self._clock.now() * 1000)
+        return int(self.clock.now() * 1000)
 
     async def run(
         self,
@@ -333,7 +332,7 @@ class Pruner:
 
         `tenants` limits the run to those tenants (the job is complete when they are);
         `meter` shares one budget between jobs."""
-        if self._cold is None:
+        if self.cold is None:
             raise RuntimeError("the prune archives to the cold tier: bind the R2 bucket COLD")
         meter = meter or self.meter()
         now_ms = self._now_ms()
@@ -366,8 +365,8 @@ class Pruner:
             if progress is not None:
                 progress(counts)
             pruned = {f"{k}_deleted": c[k + "_now"] for k in JSON_COLUMNS if c[k + "_now"]}
-            if self._feed is not None and pruned:
-                self._feed.publish(counts.tenant_id, [("pruned", {"prune_id": prune_id, **pruned})])
+            if self.feed is not None and pruned:
+                self.feed.publish(counts.tenant_id, [("pruned", {"prune_id": prune_id, **pruned})])
 
         try:
             for tenant in names:
@@ -389,13 +388,12 @@ class Pruner:
                 "UPDATE lifecycle_prunes SET status = 'complete', finished_at = ? "
                 "WHERE prune_id = ?"
             )
-            await _stmt(self._db, sql, now_ms, prune_id).run()
+            await _stmt(self.db, sql, now_ms, prune_id).run()
             report.complete = True
         return report
 
     def meter(self) -> Meter:
-        """A fresh budget meter for one invocation."""
-        return Meter(self.budget, self._monotonic)
+        return Meter(self.budget.max_operations, self.budget.max_seconds, self.monotonic)
 
     async def dry_run(
         self,
@@ -406,18 +404,18 @@ class Pruner:
     ) -> PruneReport:
         """What a prune at `scheduled_ms` would archive and delete; writes nothing."""
         names = (
-            list(tenants) if tenants is not None else await known_tenants(self._db, PRUNED_TABLES)
+            list(tenants) if tenants is not None else await known_tenants(self.db, PRUNED_TABLES)
         )
         report = PruneReport(prune_id="dry-run", dry_run=True, complete=True)
         for tenant in names:
-            lifecycle = await get_lifecycle(self._db, tenant, self._default_days)
+            lifecycle = await get_lifecycle(self.db, tenant, self.default_retention_days)
             cutoff = lifecycle.cutoff_ms(scheduled_ms)
             due = {}
             for table in TABLES:
                 where, params = table.where(tenant, cutoff)
                 sql = f"SELECT COUNT(*) AS n FROM {table.table} WHERE {where}"
                 due[f"{table.kind}_due"] = int(
-                    await _stmt(self._db, sql, *params).first_value("n") or 0
+                    await _stmt(self.db, sql, *params).first_value("n") or 0
                 )
             counts = TenantPruneCounts(
                 tenant_id=tenant,
@@ -467,14 +465,14 @@ class Pruner:
             "UPDATE lifecycle_prune_progress SET done = 1, updated_at = ? "
             "WHERE tenant_id = ? AND prune_id = ?"
         )
-        await _stmt(self._db, sql, self._now_ms(), tenant, prune_id).run()
+        await _stmt(self.db, sql, self._now_ms(), tenant, prune_id).run()
         meter.spend()
         counts.done = True
         return counts
 
     async def _expire(self, tenant: str, now_ms: int, meter: Meter) -> int:
         """Delete the tenant's archives past their kind's cold retention; how many went."""
-        assert self._cold is not None
+        assert self.cold is not None
         removed = 0
         limit = min(self.budget.batch_rows, OBJECT_STORE_MAX_DELETE_KEYS)
         select = (
@@ -483,27 +481,25 @@ class Pruner:
         )
         delete = "DELETE FROM lifecycle_archives WHERE tenant_id = ? AND archive_key IN ({marks})"
         for table in TABLES:
-            days = self._placement.placement(table.placement).cold_retention_days
+            days = self.placement.placement(table.placement).cold_retention_days
             while days is not None:
                 meter.check(2 + -(-limit // IDS_PER_STATEMENT))  # select, R2 delete, ledger
                 before = now_ms - days * DAY_MS
-                result = await _stmt(self._db, select, tenant, table.kind, before, limit).all()
+                result = await _stmt(self.db, select, tenant, table.kind, before, limit).all()
                 meter.spend()
                 keys = [str(r["archive_key"]) for r in result.results]
                 if not keys:
                     break
-                await self._cold.delete(keys)
+                await self.cold.delete(keys)
                 meter.spend()
-                await delete_ids(self._db, delete, tenant, keys)
+                await delete_ids(self.db, delete, tenant, keys)
                 meter.spend(-(-len(keys) // IDS_PER_STATEMENT))
                 removed += len(keys)
         return removed
 
-    # ------------------------------------------------------------------ the job ledger
-
     async def unfinished_jobs(self) -> list[tuple[str, int]]:
         """(prune_id, scheduled_ms) of jobs that have not completed, oldest first."""
-        result = await self._db.prepare(
+        result = await self.db.prepare(
             "SELECT prune_id, scheduled_at FROM lifecycle_prunes WHERE status = 'running' "
             "ORDER BY scheduled_at"
         ).all()
@@ -520,26 +516,21 @@ class Pruner:
             "UPDATE lifecycle_prunes SET invocations = invocations + 1 "
             "WHERE prune_id = ? RETURNING status"
         )
-        results = await self._db.batch(
-            [
-                _stmt(self._db, insert, prune_id, scheduled_ms, now_ms),
-                _stmt(self._db, count, prune_id),
-            ]
-        )
+        recorded = _stmt(self.db, insert, prune_id, scheduled_ms, now_ms)
+        results = await self.db.batch([recorded, _stmt(self.db, count, prune_id)])
         meter.spend(2)
-        rows = results[1].results
-        return str(rows[0]["status"]) if rows else "running"
+        return str(results[1].results[0]["status"])
 
     async def _tenants(self, prune_id: str, meter: Meter) -> list[str]:
         """The tenants with rows in a pruned table or archives, and those the job already met."""
         meter.check(5)
         # Tenants with archives only still have archives that may expire (`_expire`).
         tables = (*PRUNED_TABLES, "lifecycle_archives")
-        names = set(await known_tenants(self._db, tables))
+        names = set(await known_tenants(self.db, tables))
         meter.spend(len(tables))
         # Tenants whose rows are all gone still appear in the job's counts.
         sql = "SELECT tenant_id FROM lifecycle_prune_progress WHERE prune_id = ?"
-        result = await _stmt(self._db, sql, prune_id).all()
+        result = await _stmt(self.db, sql, prune_id).all()
         meter.spend()
         names.update(str(r["tenant_id"]) for r in result.results)
         return sorted(names)
@@ -552,14 +543,14 @@ class Pruner:
         row = await self._progress_row(tenant, prune_id)
         meter.spend()
         if row is None:
-            lifecycle = await get_lifecycle(self._db, tenant, self._default_days)
+            lifecycle = await get_lifecycle(self.db, tenant, self.default_retention_days)
             sql = (
                 "INSERT INTO lifecycle_prune_progress (tenant_id, prune_id, cutoff_ms, "
                 "retention_days, updated_at) VALUES (?, ?, ?, ?, ?) "
                 "ON CONFLICT (tenant_id, prune_id) DO NOTHING"
             )
             cutoff, days = lifecycle.cutoff_ms(scheduled_ms), lifecycle.episode_retention_days
-            await _stmt(self._db, sql, tenant, prune_id, cutoff, days, self._now_ms()).run()
+            await _stmt(self.db, sql, tenant, prune_id, cutoff, days, self._now_ms()).run()
             meter.spend(2)
             row = await self._progress_row(tenant, prune_id)
             meter.spend()
@@ -572,9 +563,7 @@ class Pruner:
             "events_deleted, batches, done FROM lifecycle_prune_progress "
             "WHERE tenant_id = ? AND prune_id = ?"
         )
-        return await _stmt(self._db, sql, tenant, prune_id).first()
-
-    # ------------------------------------------------------------------ one batch
+        return await _stmt(self.db, sql, tenant, prune_id).first()
 
     async def _archive_batch(
         self, prune_id: str, tenant: str, table: PrunedTable, cutoff_ms: int, meter: Meter
@@ -584,7 +573,7 @@ class Pruner:
         where, params = table.where(tenant, cutoff_ms)
         select = f"SELECT * FROM {table.table} WHERE {where} ORDER BY {t}, {i} LIMIT ?"
         for _attempt in range(RANGE_RETRIES):
-            rows = (await _stmt(self._db, select, *params, self.budget.batch_rows).all()).results
+            rows = (await _stmt(self.db, select, *params, self.budget.batch_rows).all()).results
             meter.spend()
             if not rows:
                 return None
@@ -615,25 +604,17 @@ class Pruner:
         cutoff_ms: int,
         meter: Meter,
     ) -> tuple[str, int]:
-        assert self._cold is not None
+        assert self.cold is not None
         t, i = table.time_column, table.id_column
         first, last = rows[0], rows[-1]
         first_ms, last_ms = int(first[t]), int(last[t])
         key = archive_key(tenant, table.kind, first_ms, str(first[i]))
         body = encode_archive(rows, table.kind)
-        first_key, last_key = f"{first_ms}/{first[i]}", f"{last_ms}/{last[i]}"
+        first_key, last_key = table.row_key(first), table.row_key(last)
+        meta = {"tenant": tenant, "kind": table.kind, "rows": str(len(rows)), "prune_id": prune_id}
         # 1. Archive first: nothing is deleted that is not in the cold tier.
-        await self._cold.put(
-            key,
-            body,
-            custom_metadata={
-                "tenant": tenant,
-                "kind": table.kind,
-                "rows": str(len(rows)),
-                "first": first_key,
-                "last": last_key,
-                "prune_id": prune_id,
-            },
+        await self.cold.put(
+            key, body, custom_metadata=meta | {"first": first_key, "last": last_key}
         )
         meter.spend()
         # 2. Then, in one transaction: the ledger row (its CHECK fails unless the range
@@ -659,13 +640,13 @@ class Pruner:
         archived = [tenant, key, table.kind, iso_week(first_ms), len(rows), *params]
         archived += [first_key, last_key, len(body), prune_id, now_ms]
         statements = [
-            _stmt(self._db, ledger, *archived),
+            _stmt(self.db, ledger, *archived),
             *self._index_statements(table, key, where, params, now_ms),
-            _stmt(self._db, f"DELETE FROM {table.table} WHERE {where}", *params),
-            _stmt(self._db, progress, len(rows), now_ms, tenant, prune_id),
+            _stmt(self.db, f"DELETE FROM {table.table} WHERE {where}", *params),
+            _stmt(self.db, progress, len(rows), now_ms, tenant, prune_id),
         ]
         try:
-            await self._db.batch(statements)
+            await self.db.batch(statements)
         except D1Error as exc:
             if "CHECK constraint failed" in str(exc):
                 raise RangeChanged(str(exc)) from exc
@@ -691,14 +672,14 @@ class Pruner:
                 f"FROM agent_runs WHERE {where} "
                 "ON CONFLICT (tenant_id, agent_type, instance_id) DO NOTHING"
             )
-            return [_stmt(self._db, sql, now_ms, *params)]
+            return [_stmt(self.db, sql, now_ms, *params)]
         if table.kind != "episodes":
             return []
         sql = (
             f"{_INDEX_INSERT} SELECT tenant_id, namespace_key, 'episode', episode_id, ?, "
             f"subject, created_at, ? FROM memory_episodes WHERE {where} {_INDEX_UPSERT}"
         )
-        return [_stmt(self._db, sql, key, now_ms, *params)]
+        return [_stmt(self.db, sql, key, now_ms, *params)]
 
 
 def pruner_for(
@@ -762,12 +743,10 @@ class ArchiveLedger:
         self.tenant_id = tenant_id
 
     async def forget(self, archive: str) -> None:
-        """The archive object is gone: drop its ledger row."""
         sql = "DELETE FROM lifecycle_archives WHERE tenant_id = ? AND archive_key = ?"
         await _stmt(self._db, sql, self.tenant_id, archive).run()
 
     async def unindex_episodes(self, episode_ids: Sequence[str]) -> None:
-        """Drop erased episodes from the cold item index."""
         await delete_ids(
             self._db,
             "DELETE FROM cold_items WHERE tenant_id = ? AND kind = 'episode' "
@@ -807,9 +786,8 @@ class ArchiveLedger:
             "SELECT archive_key FROM cold_items WHERE tenant_id = ? AND namespace_key = ? "
             "AND kind = ? AND entity_id = ?"
         )
-        value = await _stmt(self._db, sql, self.tenant_id, namespace_key, kind, entity).first_value(
-            "archive_key"
-        )
+        found = _stmt(self._db, sql, self.tenant_id, namespace_key, kind, entity)
+        value = await found.first_value("archive_key")
         return None if value is None else str(value)
 
     async def record_item(
@@ -841,7 +819,6 @@ class ArchiveLedger:
         )
 
     async def unindex_item(self, namespace_key: str, kind: str, entity: str) -> None:
-        """Drop one item from the cold item index."""
         sql = (
             "DELETE FROM cold_items WHERE tenant_id = ? AND namespace_key = ? AND kind = ? "
             "AND entity_id = ?"

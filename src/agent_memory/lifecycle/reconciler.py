@@ -1,13 +1,7 @@
-"""The reconciler (ADR-0051): dedup, conflicts, updates, promotion, decay and linking over
-one tenant's semantic and episodic memory.
-
-The steps are pure functions over rows (`find_duplicates`, `resolve_conflicts`,
-`find_update_candidates` + an `Adjudicator`, `find_promotions`, `find_decay`, `find_links`),
-applied in that order by `Reconciler.run`; each says what it decides. A loser is superseded,
-never deleted. Writes go through `SemanticMemory.learn` (checked by the write policy) or, for a
-supersession, a `WriteGate` proposal and a guarded UPDATE (`status = 'active'` still), so a
-concurrent run cannot supersede a fact twice. Every statement is `tenant_id = ?` first. A run
-also finishes facts left `pending_vector` (invariant 5).
+"""The reconciler (ADR-0051): pure steps over one tenant's rows (dedup, conflicts, updates,
+promotion, decay, linking), applied in that order by `Reconciler.run`. A loser is superseded,
+never deleted: through a `WriteGate` proposal and an UPDATE guarded by `status = 'active'`, so
+concurrent runs cannot supersede a fact twice. A run also finishes `pending_vector` facts.
 """
 
 from __future__ import annotations
@@ -188,14 +182,8 @@ def find_duplicates(
                     )
                 if same:
                     dropped.add(other.fact_id)
-                    merges.append(
-                        Merge(
-                            keep=keep.fact_id,
-                            drop=other.fact_id,
-                            reason=reason,
-                            similarity=similarity,
-                        )
-                    )
+                    ids = {"keep": keep.fact_id, "drop": other.fact_id}
+                    merges.append(Merge(**ids, reason=reason, similarity=similarity))
 
     by_hash: dict[str, list[FactRow]] = defaultdict(list)
     for fact in ordered:
@@ -403,24 +391,21 @@ class Adjudication(_Frozen):
     adjudicator: str
 
 
-class RulesAdjudicator:
-    """`keys.judge` over each pair (the wording rules, checked for the evidence a
+def _ruled(pair: UpdatePair) -> Adjudication:
+    """`keys.judge` over one pair (the wording rules, checked for the evidence a
     supersession needs): no model, no I/O."""
+    verdict = judge(pair.older.content, _key(pair.older), pair.newer.content, _key(pair.newer))
+    ids = {"older": pair.older.fact_id, "newer": pair.newer.fact_id}
+    return Adjudication(
+        **ids, decision=verdict.decision, reason=verdict.reason, adjudicator="rules"
+    )
 
+
+class RulesAdjudicator:
     name = "rules"
 
     async def decide(self, pairs: Sequence[UpdatePair]) -> list[Adjudication]:
-        return [self.decide_one(pair) for pair in pairs]
-
-    def decide_one(self, pair: UpdatePair) -> Adjudication:
-        verdict = judge(pair.older.content, _key(pair.older), pair.newer.content, _key(pair.newer))
-        return Adjudication(
-            older=pair.older.fact_id,
-            newer=pair.newer.fact_id,
-            decision=verdict.decision,
-            reason=verdict.reason,
-            adjudicator=self.name,
-        )
+        return [_ruled(pair) for pair in pairs]
 
 
 def unsettled(pair: UpdatePair, ruled: Adjudication, config: ReconcileConfig) -> bool:
@@ -460,7 +445,6 @@ class LlmAdjudicator:
 
     def __init__(self, llm: LLM, config: ReconcileConfig | None = None) -> None:
         self._llm = llm
-        self._rules = RulesAdjudicator()
         self.config = config or ReconcileConfig()
         self.budget = self.config.llm_pairs_per_day
 
@@ -469,7 +453,7 @@ class LlmAdjudicator:
         return f"llm:{self._llm.model}"
 
     async def decide(self, pairs: Sequence[UpdatePair]) -> list[Adjudication]:
-        out = [self._rules.decide_one(pair) for pair in pairs]
+        out = [_ruled(pair) for pair in pairs]
         # Whatever the evidence settles (a marker, an identifier, an additive word, …) stays.
         ask = [i for i, r in enumerate(out) if unsettled(pairs[i], r, self.config)]
         ask = ask[: max(0, self.budget)]
@@ -478,16 +462,12 @@ class LlmAdjudicator:
             verdicts, failure = await self._ask([pairs[i] for i in batch])
             for n, i in enumerate(batch):
                 if n in verdicts:
-                    out[i] = out[i].model_copy(
-                        update={
-                            "decision": verdicts[n],
-                            "reason": "llm_answer",
-                            "adjudicator": self.name,
-                        }
-                    )
+                    answer = {"decision": verdicts[n], "reason": "llm_answer"}
+                    out[i] = out[i].model_copy(update={**answer, "adjudicator": self.name})
                 else:
-                    reason = f"{failure};rules:{out[i].reason}"
-                    out[i] = out[i].model_copy(update={"reason": reason})
+                    out[i] = out[i].model_copy(
+                        update={"reason": f"{failure};rules:{out[i].reason}"}
+                    )
         return out
 
     async def _ask(self, pairs: Sequence[UpdatePair]) -> tuple[dict[int, Decision], str]:
@@ -641,8 +621,6 @@ class ReconcileReport(BaseModel):
 
 
 class Reconciler:
-    """Applies the steps to one tenant's memory."""
-
     def __init__(
         self,
         tenant_id: str,
@@ -656,8 +634,6 @@ class Reconciler:
         config: ReconcileConfig | None = None,
         adjudicator: Adjudicator | None = None,
     ) -> None:
-        if memory.tenant_id != tenant_id:
-            raise ValueError("the semantic memory belongs to another tenant")
         self.tenant_id = tenant_id
         self.adjudicator: Adjudicator = adjudicator or RulesAdjudicator()
         self._events = EventLog(tenant_id, db)
@@ -853,8 +829,6 @@ class Reconciler:
         ]
         if events:
             await self._events.record_many(events)
-
-    # ------------------------------------------------------------------ writing
 
     async def _supersede(
         self,

@@ -175,8 +175,6 @@ class EpisodicStore:
             raise ValueError("EpisodicStore needs a tenant")
         self._db = db
         self.tenant = tenant
-        # Episodes are write proposals (ADR-0051): checked by the policy, and committed
-        # together with their `memory_written` event.
         events = EventLog(tenant, db) if TENANT_RE.fullmatch(tenant) else None
         self.gate = gate or WriteGate(tenant, events=events)
         # Seals the personal fields of `data` on write and opens them on read; without one,
@@ -195,8 +193,6 @@ class EpisodicStore:
             dict(episode), agent_type=episode.agent_type, run_id=episode.run_id
         )
         return proposal.model_copy(update={"in_row": proposal.personal_fields() is None})
-
-    # --- writes ---------------------------------------------------------------------
 
     async def start_run(
         self,
@@ -279,8 +275,6 @@ class EpisodicStore:
                 run.finished_at,
             ),
         ).run()
-
-    # --- reads ----------------------------------------------------------------------
 
     async def recent_episodes(self, agent_type: str, limit: int = RECENT_EPISODES) -> list[Episode]:
         """The newest `limit` episodes of (tenant, agent_type), newest first."""
@@ -690,19 +684,18 @@ class ProceduralMemory:
             agent_type=agent_type,
         )
         gate.check(proposal)
-        cursor = self._sql.exec(
+        inserted = self._sql.exec(
             f"INSERT INTO procedural_workflows ({_COLUMNS}) "
             "VALUES (?, ?, ?, ?, 1.0, 1.0, 0, 'active', ?, ?) "
-            "ON CONFLICT (workflow_id) DO NOTHING",
+            "ON CONFLICT (workflow_id) DO NOTHING RETURNING workflow_id",
             workflow_id,
             agent_type,
             task_type,
             json.dumps(spec, separators=(",", ":"), sort_keys=True),
             now,
             now,
-        )
-        list(cursor)  # consume so rows_written is final
-        if cursor.rows_written:
+        ).to_array()
+        if inserted:
             gate.defer([proposal])
 
     def register_specs(
@@ -768,22 +761,18 @@ class ProceduralMemory:
             tier="procedural", key=workflow_id, value={"score": value}, source="outcome"
         )
         gate.check(proposal)
-        cursor = self._sql.exec(
+        rows = self._sql.exec(
             "UPDATE procedural_workflows SET alpha = alpha + ?, beta = beta + ?, "
-            "pulls = pulls + 1, updated_at = ? WHERE workflow_id = ?",
+            f"pulls = pulls + 1, updated_at = ? WHERE workflow_id = ? RETURNING {_COLUMNS}",
             value,
             1.0 - value,
             now,
             workflow_id,
-        )
-        list(cursor)  # consume so rows_written is final
-        if cursor.rows_written == 0:
-            raise UnknownWorkflowError(f"no workflow {workflow_id!r}")
-        updated = self.get(workflow_id)
-        if updated is None:  # deleted between the two statements: cannot happen in one DO
+        ).to_array()
+        if not rows:
             raise UnknownWorkflowError(f"no workflow {workflow_id!r}")
         gate.defer([proposal])
-        return updated
+        return _workflow(rows[0])
 
     def pack_candidates(
         self,

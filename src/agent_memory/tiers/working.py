@@ -283,13 +283,6 @@ class WorkingWrite(BaseModel):
     budget: int
 
 
-def encode_value(value: Any) -> str:
-    try:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise WorkingMemoryError(f"working memory values must be JSON: {exc}") from None
-
-
 class WorkingMemory:
     """The working memory of one session: an agent's (`namespace.agent_session`, what the
     `Memory` front door gives) or any session id a caller names."""
@@ -314,7 +307,6 @@ class WorkingMemory:
             raise InvalidWorkingMemoryKey(f"invalid tenant segment {tenant!r}")
         if not SESSION_RE.fullmatch(session or ""):
             raise InvalidWorkingMemoryKey(f"invalid session segment {session!r}")
-        # Which key (legacy or canonical) is read and written follows the namespace flags.
         self._keys = NamespacedKV(
             kv,
             NamespaceKey(SERVICE, tenant, session),
@@ -326,8 +318,6 @@ class WorkingMemory:
         self.budget_bytes = budget_bytes
         self.ttl_seconds = ttl_seconds
         self._lock = write_lock or asyncio.Lock()
-        # Every write is a proposal checked by the write policy (ADR-0051); the gate also
-        # records `memory_written` events when it has an event log.
         self._gate = gate or WriteGate(tenant)
         self._session = session
         self._agent_type = agent_type
@@ -366,7 +356,10 @@ class WorkingMemory:
     async def set(self, key: str, value: Any) -> WorkingWrite:
         """Write `value` under `key` with a fresh TTL, or raise without writing anything."""
         validate_key(key, InvalidWorkingMemoryKey)
-        encoded = encode_value(value)
+        try:
+            encoded = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise WorkingMemoryError(f"working memory values must be JSON: {exc}") from None
         proposal = WriteProposal(
             tier="working",
             key=f"{self._session}:{key}",
@@ -432,10 +425,6 @@ class BackfillReport(BaseModel):
         self.next_cursor = other.next_cursor
 
 
-def legacy_prefix(tenant: str | None) -> str:
-    return LEGACY_WORKING_PREFIX + SEPARATOR + (f"{tenant}{SEPARATOR}" if tenant else "")
-
-
 def _canonical(name: str) -> ItemKey | None:
     parts = name.split(SEPARATOR)
     if len(parts) < 4 or parts[0] != LEGACY_WORKING_PREFIX:
@@ -461,8 +450,9 @@ async def backfill_namespace(
     cursor is an `InvalidBackfillCursor`."""
     report = BackfillReport(dry_run=dry_run)
     now = clock.now()
+    prefix = LEGACY_WORKING_PREFIX + SEPARATOR + (f"{tenant}{SEPARATOR}" if tenant else "")
     try:
-        page = await kv.list(prefix=legacy_prefix(tenant), cursor=cursor, limit=max(1, max_keys))
+        page = await kv.list(prefix=prefix, cursor=cursor, limit=max(1, max_keys))
     except BindingLimitError:  # KV's refusal of a cursor it did not hand out
         raise InvalidBackfillCursor("cursor is not one this backfill returned") from None
     for entry in page.keys:

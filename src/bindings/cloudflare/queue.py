@@ -1,6 +1,6 @@
 """`Queue` over a Queue producer binding (`env.FEED`), and the consumer's side of a
 `MessageBatch` (queues/configuration/javascript-apis): `sendBatch([{body, contentType:
-"json"}], {delaySeconds})`; each delivered `Message` has `id`, `body`, `attempts` and
+"json"}])`; each delivered `Message` has `id`, `body`, `attempts` and
 `timestamp` (a Date), and is settled with `ack()` or `retry({delaySeconds})`. Limits are checked
 before the call; JS errors become `BindingUnavailableError`.
 """
@@ -21,12 +21,11 @@ class CloudflareQueue:
         self._queue = binding
         self._raw = ffi.is_raw(binding)
 
-    async def send_batch(self, bodies: Sequence[Any], *, delay_seconds: int = 0) -> None:
-        check_batch(bodies, delay_seconds)
+    async def send_batch(self, bodies: Sequence[Any]) -> None:
+        check_batch(bodies)
         messages = ffi.to_js_arg([{"body": b, "contentType": "json"} for b in bodies], self._raw)
-        options = ffi.to_js_options(self._raw, delaySeconds=delay_seconds or None)
         try:
-            await self._queue.sendBatch(messages, options)
+            await self._queue.sendBatch(messages)
         except ffi.JsException as exc:
             raise BindingUnavailableError(f"queue sendBatch: {ffi.error_message(exc)}") from exc
 

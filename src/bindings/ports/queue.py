@@ -1,8 +1,8 @@
 """Queue port: a Cloudflare Queue's producer (`env.FEED.sendBatch`) and the messages its
 consumer is handed (queues/configuration/javascript-apis). Bodies are JSON values; a consumer
 settles each message by acking it or asking for it again after a delay. Limits
-(queues/platform/limits): 128 KB a message, 100 messages (256 KB) a `sendBatch`, delays up to
-24 hours; the adapters check them before sending.
+(queues/platform/limits): 128 KB a message, 100 messages (256 KB) a `sendBatch`; the adapters
+check them before sending.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from bindings.ports.errors import BindingLimitError
 QUEUE_MAX_MESSAGE_BYTES = 128_000 - 100  # ~100 bytes of Cloudflare's own metadata count too
 QUEUE_MAX_BATCH_MESSAGES = 100
 QUEUE_MAX_BATCH_BYTES = 256_000
-QUEUE_MAX_DELAY_SECONDS = 86_400
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,10 +30,8 @@ class QueueMessage:
     timestamp_ms: int
 
 
-def check_batch(bodies: Sequence[Any], delay_seconds: int) -> list[str]:
+def check_batch(bodies: Sequence[Any]) -> list[str]:
     """The bodies as JSON text if a `sendBatch` takes them, else `BindingLimitError`."""
-    if not 0 <= delay_seconds <= QUEUE_MAX_DELAY_SECONDS:
-        raise BindingLimitError(f"delaySeconds must be 0-{QUEUE_MAX_DELAY_SECONDS}")
     if len(bodies) > QUEUE_MAX_BATCH_MESSAGES:
         raise BindingLimitError(f"sendBatch takes at most {QUEUE_MAX_BATCH_MESSAGES} messages")
     texts = [json.dumps(body, separators=(",", ":"), ensure_ascii=False) for body in bodies]
@@ -47,5 +44,5 @@ def check_batch(bodies: Sequence[Any], delay_seconds: int) -> list[str]:
 
 
 class Queue(Protocol):
-    async def send_batch(self, bodies: Sequence[Any], *, delay_seconds: int = 0) -> None:
-        """Enqueue `bodies` (JSON values), delivered no sooner than `delay_seconds` from now."""
+    async def send_batch(self, bodies: Sequence[Any]) -> None:
+        """Enqueue `bodies` (JSON values)."""

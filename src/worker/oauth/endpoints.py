@@ -404,8 +404,7 @@ async def _authorization_code(
         raise OAuthError("invalid_grant", "code_verifier does not match the code_challenge")
     _check_resource(form, row.grant.resource)
     grant = replace(row.grant, grant_id=new_id("g_"), created_at=now, last_used_at=now)
-    await store.create_grant(db, grant)
-    await store.bind_code_to_grant(db, hash_token(code), grant.grant_id)
+    await store.create_grant(db, grant, hash_token(code))
     return grant
 
 
@@ -439,20 +438,17 @@ async def _refresh_token(
 
 async def token_route(call: Call[None, None]) -> HttpResponse:
     request, bindings = call.request, call.bindings
-    try:
-        form = parse_form(request.body)
-        grant_type = form.get("grant_type")
-        if grant_type not in ("authorization_code", "refresh_token"):
-            raise OAuthError(
-                "unsupported_grant_type", "grant_type must be authorization_code or refresh_token"
-            )
-        client = await authenticate_client(bindings, request, form)
-        exchange = _authorization_code if grant_type == "authorization_code" else _refresh_token
-        now = int(bindings.clock.now())
-        grant = await exchange(bindings, client, form, now)
-        tokens = await issue_tokens(*stores(bindings), grant, now)
-    except OAuthError as exc:
-        return exc.response()
+    form = parse_form(request.body)
+    grant_type = form.get("grant_type")
+    if grant_type not in ("authorization_code", "refresh_token"):
+        raise OAuthError(
+            "unsupported_grant_type", "grant_type must be authorization_code or refresh_token"
+        )
+    client = await authenticate_client(bindings, request, form)
+    exchange = _authorization_code if grant_type == "authorization_code" else _refresh_token
+    now = int(bindings.clock.now())
+    grant = await exchange(bindings, client, form, now)
+    tokens = await issue_tokens(*stores(bindings), grant, now)
     body = {**tokens, "scope": " ".join(grant.scopes)}
     return json_response(body, headers={"pragma": "no-cache", **_NO_STORE})
 
@@ -460,15 +456,12 @@ async def token_route(call: Call[None, None]) -> HttpResponse:
 async def revoke_route(call: Call[None, None]) -> HttpResponse:
     """`POST /revoke` (RFC 7009): 200 whether or not the token was known (§2.2)."""
     request, bindings = call.request, call.bindings
-    try:
-        form = parse_form(request.body)
-        client = await authenticate_client(bindings, request, form)
-        db, kv = stores(bindings)
-        token = form.get("token")
-        if not token:
-            raise OAuthError("invalid_request", "token is required")
-    except OAuthError as exc:
-        return exc.response()
+    form = parse_form(request.body)
+    client = await authenticate_client(bindings, request, form)
+    db, kv = stores(bindings)
+    token = form.get("token")
+    if not token:
+        raise OAuthError("invalid_request", "token is required")
     token_hash, now = hash_token(token), int(bindings.clock.now())
     if token.startswith(ACCESS_TOKEN_PREFIX):
         raw = await kv.get(access_token_key(token_hash))
@@ -496,18 +489,14 @@ async def _admit_registration(bindings: Bindings, request: HttpRequest) -> None:
 
 async def register_route(call: Call[None, None]) -> HttpResponse:
     """`POST /register` (RFC 7591 §3): 201 with the client's information."""
+    await _admit_registration(call.bindings, call.request)
+    if len(call.request.body) > MAX_FORM_BYTES:
+        raise OAuthError("invalid_client_metadata", "the metadata is too large")
     try:
-        await _admit_registration(call.bindings, call.request)
-        if len(call.request.body) > MAX_FORM_BYTES:
-            raise OAuthError("invalid_client_metadata", "the metadata is too large")
-        try:
-            metadata: Any = json.loads(call.request.body or b"null")
-        except ValueError:
-            raise OAuthError("invalid_client_metadata", "the body must be JSON") from None
-        body = await register(call.bindings, metadata)
-    except OAuthError as exc:
-        retry = {"retry-after": "60"} if exc.status == 429 else {}
-        return exc.response(retry)
+        metadata: Any = json.loads(call.request.body or b"null")
+    except ValueError:
+        raise OAuthError("invalid_client_metadata", "the body must be JSON") from None
+    body = await register(call.bindings, metadata)
     return json_response(body, status=201, headers=_NO_STORE)
 
 
@@ -627,8 +616,6 @@ async def authorize_post(call: Call[None, None]) -> HttpResponse:
     await store.create_code(db, hash_token(code), grant, redirect_uri, challenge, now + CODE_TTL)
     return redirect_with(redirect_uri, {"code": code, **back})
 
-
-# --- the pages ----------------------------------------------------------------------------
 
 # The page's own CSP (its inline style) wins over the default one; `worker.app.handle` adds
 # the other security headers to every response (`http_messages.secure_response`).

@@ -11,6 +11,7 @@ revoking one ends its tokens, as does revoking the operator grant its consent re
 from __future__ import annotations
 
 import base64
+import dataclasses
 import functools
 import hashlib
 import hmac
@@ -34,7 +35,7 @@ from gateway.credentials import (
     hash_token,
 )
 from gateway.routes import issuer_of
-from http_messages import ApiError, HttpResponse, json_response
+from http_messages import ApiError, CodedError, HttpResponse, json_response
 from worker.routing import Call
 
 ACCESS_TOKEN_TTL = 3600
@@ -57,21 +58,23 @@ _VERIFIER_RE = re.compile(r"^[A-Za-z0-9._~-]{43,128}$")
 _CHALLENGE_RE = re.compile(r"^[A-Za-z0-9_-]{43}$")
 
 
-class OAuthError(Exception):
-    """An RFC 6749 error response."""
+class OAuthError(CodedError):
+    """An RFC 6749 error, answered by the router in that shape (`{"error", "error_description"}`,
+    `no-store`; a 401 with its Basic challenge, a 429 with `Retry-After`)."""
 
     def __init__(self, error: str, description: str, status: int = 400) -> None:
         super().__init__(description)
-        self.error = error
+        self.error = self.code = error
         self.description = description
         self.status = status
+        self.headers = {"cache-control": "no-store", "pragma": "no-cache"}
+        if status == 401:
+            self.headers["www-authenticate"] = 'Basic realm="agent-memory-oauth"'
+        if status == 429:
+            self.headers["retry-after"] = "60"
 
-    def response(self, extra: dict[str, str] | None = None) -> HttpResponse:
-        headers = {"cache-control": "no-store", "pragma": "no-cache", **(extra or {})}
-        if self.status == 401:
-            headers["www-authenticate"] = 'Basic realm="agent-memory-oauth"'
-        body = {"error": self.error, "error_description": self.description}
-        return json_response(body, status=self.status, headers=headers)
+    def body(self) -> dict[str, Any]:
+        return {"error": self.error, "error_description": self.description}
 
 
 def stores(bindings: Bindings) -> tuple[D1Database, KVNamespace]:
@@ -214,8 +217,6 @@ async def sweep(bindings: Bindings) -> int:
     return await oauth_store.sweep(db, now, UNUSED_CLIENT_SECONDS, REVOKED_GRANT_SECONDS)
 
 
-# --- metadata (RFC 8414, RFC 9728) --------------------------------------------------------
-
 AUTH_METHODS = ["none", "client_secret_post", "client_secret_basic"]
 # Metadata is public and the same for everyone (browsers: the router's CORS, `worker.app`).
 _PUBLIC = {"cache-control": "public, max-age=300"}
@@ -257,9 +258,6 @@ async def protected_resource_route(call: Call[None, None]) -> HttpResponse:
     return json_response(document, headers=_PUBLIC)
 
 
-# --- connected clients (the Access-gated admin routes and the CLI) ---------------------------
-
-
 def _db_kv(bindings: Bindings) -> tuple[D1Database, KVNamespace]:
     if bindings.db is None or bindings.kv is None:
         raise ApiError(503, "oauth_unavailable", "connected clients need the D1 and KV bindings")
@@ -271,16 +269,8 @@ async def list_connected(bindings: Bindings, tenant: str) -> list[dict[str, Any]
     grants = await oauth_store.list_grants(db, tenant)
     names = await oauth_store.client_names(db, sorted({g.client_id for g in grants}))
     return [
-        {
-            "grant_id": g.grant_id,
-            "client_id": g.client_id,
-            "client_name": names.get(g.client_id, ""),
-            "principal": g.principal,
-            "scopes": list(g.scopes),
-            "resource": g.resource,
-            "created_at": g.created_at,
-            "last_used_at": g.last_used_at,
-        }
+        {k: v for k, v in dataclasses.asdict(g).items() if k not in ("tenant", "revoked_at")}
+        | {"client_name": names.get(g.client_id, ""), "scopes": list(g.scopes)}
         for g in grants
     ]
 

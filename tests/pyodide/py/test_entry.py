@@ -103,7 +103,6 @@ def _module(name: str, **members: Any) -> types.ModuleType:
 def _install_doubles() -> Any:
     doubles = {
         "pydantic": _module("pydantic", ValidationError=type("ValidationError", (ValueError,), {})),
-        "worker.runtime_core": _module("worker.runtime_core", new_runtime_core=_Core),
         "bindings.cloudflare.environment": _module(
             "bindings.cloudflare.environment", build_bindings=lambda env, ctx: _Bindings()
         ),
@@ -124,6 +123,8 @@ def _install_doubles() -> Any:
 
 
 entry = _install_doubles()
+# The Durable Object imports its core on its first construction: the double stays.
+sys.modules["agent_runtime_do.core"] = _module("agent_runtime_do.core", AgentRuntimeCore=_Core)
 
 
 def _js_request(

@@ -18,13 +18,12 @@ English; nothing here knows any data set.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal
-
-from agent_memory.tiers.semantic.statements import RELATIONS
 
 CATCH_ALL_SUBJECT = "general"
 FREE_TEXT_PREDICATE = "states"
@@ -35,6 +34,21 @@ MAX_ATTRIBUTE_CHARS = 128
 
 WORD = re.compile("[A-Za-z0-9][A-Za-z0-9'\u2019\\-]*")
 SENTENCE_END = re.compile(r"(?<=[.!?;])\s+")
+
+
+# ("Marco's *brother* lives in Madrid", "Emma's *cat* eats salmon"), as against what an owner
+# has ("Dario's new *place*", "Noah's *budget*"): a closed class of English (family, social
+# and work relations, pets), not a list of phrasings.
+_RELATION_TEXT = (
+    "brother sister sibling siblings mother mom mum father dad parent parents son sons "
+    "daughter daughters child children kid kids baby wife husband partner spouse girlfriend "
+    "boyfriend fiance fiancee ex friend friends roommate flatmate housemate neighbour neighbor "
+    "neighbours neighbors cousin aunt uncle nephew niece grandmother grandma grandfather "
+    "grandpa grandparents grandson granddaughter family boss manager colleague colleagues "
+    "coworker intern assistant mentor team company employer client customer landlord tenant "
+    "doctor dentist teacher coach student cat dog pet puppy kitten horse"
+)
+RELATIONS = frozenset(_RELATION_TEXT.split())
 
 
 def split(text: str, sep: str | None = None) -> list[str]:
@@ -81,6 +95,8 @@ SINGLE_VALUED = frozenset({"location", "role"})
 AUX = frozenset(split("does do did can could should would may might must shall"))
 DETERMINERS = frozenset(split("the a an this that these those his her their its our your"))
 FIRST_PERSON = frozenset({"i", "me", "my", "we", "our", "us", "i'm", "i've", "we're"})
+OWNERS = frozenset(split("my our your his her their its"))
+OBJECT = OWNERS | frozenset(split("the a an"))
 NOT_NAMES = frozenset(
     split(
         "the a an this that these those i my we our you your he she it they his her its their "
@@ -131,7 +147,7 @@ SLOT_NOUNS = {
 
 # Where a preference or plan holds ("for every editor", "in May"): same context + new value
 # is an update, a different context is another preference.
-CONTEXT_PREPOSITIONS = frozenset(split("for in on at during"))
+CONTEXT_PREPOSITIONS = frozenset(split("for in on at during of"))
 CONTEXTUAL = frozenset({"preference", "plan"})
 
 
@@ -243,6 +259,11 @@ def _attribute_after(tokens: list[str], verb_at: int | None) -> str:
                 named = VERB_CLASS.get(next_word) or VERB_CLASS.get(next_word + "d")
                 if named is not None and named != "state":
                     return named
+        if VERB_CLASS.get(word) == "location" and low[i + 1 : i + 2] and low[i + 1] in OBJECT:
+            # "I moved *my bedtime* to 10:30": the object changed, not where the speaker is.
+            noun = list(itertools.takewhile(lambda w: w not in STOP, low[i + 2 :]))
+            if noun:
+                return SLOT_NOUNS.get(noun[-1], noun[-1])[:MAX_ATTRIBUTE_CHARS]
         if word in VERB_CLASS:
             return VERB_CLASS[word]
         if word in AUX or word in NEGATIONS or word in ADVERBS or word.endswith("n't"):
@@ -412,8 +433,13 @@ def judge_update(older_text: str, older: FactKey, newer_text: str, newer: FactKe
     # topic even when one value has more words ("high contrast mode" vs "dark mode").
     if len(shared) >= 2 and a and b:
         overlap = max(overlap, len(shared) / min(len(a), len(b)) - 0.1)
+    # A change verb changes whatever the older statement states, except that the speaker
+    # states many things: "we switched coffee suppliers" changes nothing of the build server.
+    changes = CHANGE in (older.attribute, newer.attribute) and (
+        older.entity != SPEAKER_ENTITY or bool(shared)
+    )
     same_attribute = bool(older.attribute) and (
-        older.attribute == newer.attribute or CHANGE in (older.attribute, newer.attribute)
+        (older.attribute == newer.attribute != CHANGE) or changes
     )
     additive = _has_marker(newer_text, ADDITIVE_MARKERS)
     if additive is not None:
@@ -519,6 +545,30 @@ def head_words(text: str, entity: str) -> frozenset[str]:
     )
 
 
+def _owned_owners(text: str) -> frozenset[str]:
+    """The owners before the main verb that are themselves owned ("Sam's *wife's* number",
+    "my *sister's* flight"): each names another entity than the first owner."""
+    tokens = words(_first_sentence(text))
+    verb_at = _verb_index(tokens)
+    low = lower(tokens if verb_at is None else tokens[:verb_at])
+    return frozenset(
+        w.removesuffix("'s").removesuffix("'")
+        for i, w in enumerate(low)
+        if i > 0
+        and w.endswith(("'s", "'"))
+        and (low[i - 1].endswith(("'s", "'")) or low[i - 1] in OWNERS)
+    )
+
+
+def _another_owner(a_text: str, b_text: str) -> bool:
+    """Whether one statement's subject is owned by someone the other never names."""
+    a, b = (
+        frozenset(w.removesuffix("'s").removesuffix("'") for w in _words(t))
+        for t in (a_text, b_text)
+    )
+    return bool(_owned_owners(a_text) - b or _owned_owners(b_text) - a)
+
+
 def bounded(text: str) -> bool:
     return _has_marker(text, TIME_BOUNDS) is not None
 
@@ -531,13 +581,13 @@ def separate(older_text: str, newer_text: str, entity: str) -> str | None:
     if len(numbers(older_text) ^ numbers(newer_text)) >= 3 and not marked:
         return "distinct_identifier"  # a counter and a token, not one quantity
     a, b = head_words(older_text, entity), head_words(newer_text, entity)
-    if a and b and a != b:
+    if (a and b and a != b) or _another_owner(older_text, newer_text):
         return "distinct_subject"
     if bounded(newer_text) and not bounded(older_text):
         return "time_bounded"
     # "… the product owner *for search*" / "… *for ads*": a value for another context.
     ca, cb = (_context_words(t, entity) - marks(t) for t in (older_text, newer_text))
-    if ca and cb and not ca & cb and not marked:
+    if ca - cb and cb - ca and not marked:
         return "distinct_context"
     return None
 
@@ -556,7 +606,7 @@ def near_duplicate(
     a_text: str, a_entity: str, b_text: str, b_entity: str, *, states_a_change: bool
 ) -> str | None:
     """Why two close statements are not one said twice, or None when they are."""
-    if a_entity and b_entity and a_entity != b_entity:
+    if (a_entity and b_entity and a_entity != b_entity) or _another_owner(a_text, b_text):
         return "different_entity"
     if marks(a_text) != marks(b_text):
         return "distinct_marks"

@@ -31,6 +31,7 @@ from functools import lru_cache
 from typing import Literal, TypeGuard
 
 from agent_memory.retrieval import STOPWORDS, CurrentConfig, sentences, stem
+from agent_memory.tiers.semantic.keys import RELATIONS, head_words
 
 _TOKEN = re.compile("[#@\\w][\\w'\u2019.@:/#-]*\\w|[#@\\w]")
 _LABEL = re.compile(r"^\s*([^\W\d][\w'\-]*(?: [^\W\d][\w'\-]*){0,2}):\s")  # "user: …", "Ana: …"
@@ -203,6 +204,8 @@ def _subject(toks: Sequence[Token], nested: bool = False) -> list[Token]:
     while j < len(toks) and _content(toks[j].low) and toks[j].low not in _WH:
         if named and not toks[j].text[:1].isupper() and not any(t.owner for t in run):
             break  # a name's run ends at its last capitalised word, unless the name owns
+        if run and _participle(toks, j):
+            break  # "how often is the database *backed up*": the predicate, not the noun
         run.append(toks[j])
         j += 1
     does = aux is not None and low[aux] in ("do", "does", "did")
@@ -221,6 +224,13 @@ def _subject(toks: Sequence[Token], nested: bool = False) -> list[Token]:
     if question_like and j >= len(toks) and verb_last:
         run.pop()
     return run
+
+
+def _participle(toks: Sequence[Token], at: int) -> bool:
+    """A lower-case -ed word that no noun follows: a passive's participle ("is the database
+    *backed* up", "where is my car *parked*"), not an adjective ("the *preferred* editor")."""
+    word, following = toks[at], toks[at + 1].low if at + 1 < len(toks) else ""
+    return word.low.endswith("ed") and not word.text[:1].isupper() and not _content(following)
 
 
 @lru_cache(maxsize=1_024)
@@ -261,8 +271,11 @@ def read_question(text: str) -> Question:
         followers={
             **{
                 stem(a.low): b.low
-                for a, b in itertools.pairwise(toks)
-                if _content(a.low) and not a.owner and _identifies(b)
+                for i, (a, b) in enumerate(itertools.pairwise(toks))
+                if _content(a.low)
+                and not a.owner
+                and _identifies(b)
+                and not (i == 1 and low[0] == "who")  # "who *coaches* Jake's team": a verb
             },
             **{
                 stem(t.low): f"{toks[i + 1].low} {qualifier}"
@@ -306,21 +319,6 @@ def _followed_foreign(toks: Sequence[Token], at: int, q: Question) -> bool:
 
 
 # Nouns that name someone or something in a relation to an owner, who has facts of their own
-# ("Marco's *brother* lives in Madrid", "Emma's *cat* eats salmon"), as against what an owner
-# has ("Dario's new *place*", "Noah's *budget*"): a closed class of English (family, social
-# and work relations, pets), not a list of phrasings.
-_RELATION_TEXT = (
-    "brother sister sibling siblings mother mom mum father dad parent parents son sons "
-    "daughter daughters child children kid kids baby wife husband partner spouse girlfriend "
-    "boyfriend fiance fiancee ex friend friends roommate flatmate housemate neighbour neighbor "
-    "neighbours neighbors cousin aunt uncle nephew niece grandmother grandma grandfather "
-    "grandpa grandparents grandson granddaughter family boss manager colleague colleagues "
-    "coworker intern assistant mentor team company employer client customer landlord tenant "
-    "doctor dentist teacher coach student cat dog pet puppy kitten horse"
-)
-RELATIONS = _set(_RELATION_TEXT)
-
-
 def _owns_another(toks: Sequence[Token], at: int, q: Question) -> bool:
     """Whether the word at `at` owns something the question does not ask about: a relation
     noun among the next words of its noun phrase ("Keiko's old *roommate*", "my *sister's*"),
@@ -341,12 +339,37 @@ def _owns_another(toks: Sequence[Token], at: int, q: Question) -> bool:
     return False
 
 
+def _subject_elsewhere(text: str, q: Question) -> bool:
+    """Whether the statement's own subject is a thing the question never names ("*the file
+    server* is backed up weekly" for "how often is the database backed up")."""
+    subject = {stem(w) for w in head_words(text, "") if _content(w)}
+    return bool(subject) and not subject & q.words and not (q.person and _first_person(text))
+
+
+def _first_person(text: str) -> bool:
+    return any(t.low in FIRST_PERSON for t in tokens(text))
+
+
+def _other_possessor(toks: Sequence[Token], at: int, q: Question) -> bool:
+    """The head at `at` owned by a name the question does not own it by ("*Daniel's*
+    manager" when Maya's is asked)."""
+    owner = toks[at - 1] if at > 0 else None
+    return (
+        q.possessor in q.names
+        and owner is not None
+        and owner.owner
+        and owner.capital
+        and stem(owner.low) != q.possessor
+    )
+
+
 def _owned_foreign(toks: Sequence[Token], at: int, words: frozenset[str]) -> bool:
     """Whether the word at `at` owns a content word the question does not name."""
     following = toks[at + 1] if at + 1 < len(toks) else None
     return (
         following is not None
         and _content(following.low)
+        and not (len(following.low) > 4 and following.low.endswith("ed"))  # "the gym *raised*"
         and following.low not in FIRST_PERSON
         and stem(following.low) not in words
     )
@@ -358,6 +381,7 @@ def _modified_foreign(toks: Sequence[Token], at: int, q: Question) -> bool:
     "my *son's* dentist appointment"), or by another owner than the question's ("*my*
     appointment" when it asks about Gina's). Numbers and codes there are values."""
     modifiers: list[Token] = []
+    proper = toks[at].capital and not toks[at].text.isupper()  # "Acme", not "API"
     dating = any(stem(w) in q.words for w in _DATING)  # "the old office": not the new one
     for back in range(at - 1, max(-1, at - 4), -1):
         t = toks[back]
@@ -386,6 +410,8 @@ def _modified_foreign(toks: Sequence[Token], at: int, q: Question) -> bool:
         timed = t.low in _TIME_UNITS and not (back == at - 1 and toks[at].text.islower())
         if not _content(t.low) or t.start or timed:
             return False  # not inside a noun phrase that starts with a determiner
+        if proper and t.text.islower():
+            return False  # "after the layoffs Acme", "my cousin Maria": a name is not qualified
         if t.low not in _DATING or dating:
             modifiers.append(t)
     else:
@@ -428,6 +454,7 @@ def about(question: str, text: str, strict: bool = True) -> About:
                 (t.owner and _owns_another(toks, i, q))
                 or (strict and _modified_foreign(toks, i, q))
                 or _followed_foreign(toks, i, q)
+                or _other_possessor(toks, i, q)
             )
             seen.setdefault(word, []).append(foreign)
         elif word in q.names or word in q.followers:
@@ -442,12 +469,14 @@ def about(question: str, text: str, strict: bool = True) -> About:
             seen.setdefault(word, []).append(foreign)
     # A statement that never names the question's named owner ("Gina's appointment") is not
     # about it, however alike its words.
-    if (
-        not seen
-        or (q.possessor in q.names and q.possessor not in seen)
-        or not q.required <= seen.keys()
-    ):
+    if not seen and _subject_elsewhere(text, q):
+        return "other"
+    if not seen or not q.required <= seen.keys():
         return "none"
+    if q.possessor in q.names and q.possessor not in seen:
+        # "Daniel's manager" for "who is Maya's manager": the head another name owns.
+        heads = [flags for word, flags in seen.items() if word in q.heads]
+        return "other" if heads and all(all(flags) for flags in heads) else "none"
     if any(all(flags) for flags in seen.values()):
         return "other"
     return "asked"
