@@ -1,17 +1,10 @@
 """A local stand-in for a Cloudflare Access team: a dev key pair, its JWKS, and tokens.
 
-The local runtime sets `ACCESS_TEAM_DOMAIN=DEV_TEAM_DOMAIN` and `ACCESS_AUD=DEV_AUD` and
-routes `https://DEV_TEAM_DOMAIN/cdn-cgi/access/certs` to `DevAccessTransport`, which answers
-with the public half of the state folder's dev key. `mint_token` signs with the private
-half, so `worker.identity` verifies local tokens with exactly the code that verifies
-Cloudflare's. The `.invalid` domain can never resolve, so nothing leaves the machine.
-
-Files (under `<state>/access/`, created on first use by whichever of the CLI or the runtime
-gets there first; creation is atomic, so both end up with the same key):
-    dev_private_key.pem   RSA-2048 private key (mode 0600)
-    jwks.json             {"keys": [{kty, kid, alg, use, n, e}]}
-
-Uses `cryptography`, which is a dev-only dependency: this module never ships.
+The local runtime's `ACCESS_TEAM_DOMAIN` is `DEV_TEAM_DOMAIN`, whose certs URL
+`DevAccessTransport` answers with the public half of `<state>/access/dev_private_key.pem`
+(also written as `jwks.json`); `mint_token` signs with the private half, so `worker.identity`
+verifies local tokens with the code that verifies Cloudflare's. The `.invalid` domain never
+resolves. The key is created atomically on first use, by the CLI or the runtime alike.
 """
 
 from __future__ import annotations
@@ -144,11 +137,8 @@ def mint_token(access_dir: Path, email: str, *, now: float, ttl: int = DEFAULT_T
 
 
 class DevAccessTransport(httpx.AsyncBaseTransport):
-    """Serves the dev JWKS for `DEV_TEAM_DOMAIN`; every other request goes to `fallback`.
-
-    The JWKS is read from the state folder per request, so a key created after the server
-    started (by `agent-memory token`) is picked up on the verifier's unknown-kid refetch.
-    """
+    """Serves the dev JWKS for `DEV_TEAM_DOMAIN` (read per request: a key created after the
+    server started is found on the verifier's unknown-kid refetch); the rest goes to `fallback`."""
 
     def __init__(self, access_dir: Path, fallback: httpx.AsyncBaseTransport | None = None) -> None:
         self.access_dir = access_dir

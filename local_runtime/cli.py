@@ -12,10 +12,6 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 
-from local_runtime.commands.common import add_state_option
-
-Command = Callable[[argparse.Namespace], int]
-
 COMMAND_MODULES = [
     "local_runtime.commands.runtime",
     "local_runtime.commands.gateway",
@@ -48,11 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     args = build_parser().parse_args(argv)
-    func: Command = args.func
+    func: Callable[[argparse.Namespace], int] = args.func
     return func(args)
 
-
-__all__ = ["add_state_option", "build_parser", "main"]
 
 if __name__ == "__main__":
     sys.exit(main())

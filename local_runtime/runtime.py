@@ -276,10 +276,9 @@ class LocalRuntime:
                     break
         return handed
 
-    async def run_alarms(self, poll_seconds: float = 1.0) -> None:
+    async def run_alarms(self) -> None:
         """Fire alarms and deliver queued messages as they fall due, until cancelled (the dev
-        server's loop): a pass at once, then every `poll_seconds`; `alarm_passes` counts
-        finished passes."""
+        server's loop): a pass at once, then every second; `alarm_passes` counts passes."""
         while True:
             try:
                 await self.fire_due_alarms()
@@ -287,7 +286,7 @@ class LocalRuntime:
             except Exception:  # one bad pass must not end the loop
                 log.exception("alarm loop pass failed")
             self.alarm_passes += 1
-            await asyncio.sleep(poll_seconds)
+            await asyncio.sleep(1)
 
     def _agent_core(self, storage: DurableObjectStorage, alarms: AlarmStorage) -> AgentRuntimeCore:
         return AgentRuntimeCore(storage, self.bindings(), alarms=alarms)

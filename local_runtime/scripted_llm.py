@@ -1,25 +1,12 @@
 """`ScriptedLLM`: a deterministic stand-in for a chat model (local default, test double).
 
-A script is a list of steps, each either `CallTool(name, arguments)` or `Answer(text)`.
-The model is stateless: the step it plays is the number of assistant messages already in
-the conversation, so one instance can serve any number of concurrent turns. Steps that
-call a tool the agent was not offered are skipped (the same script works for every agent
-type). Past the end of the script it answers with `fallback`; with `repeat_last=True`
-it plays the last step forever instead (a model that never stops calling tools).
-
-Strings in answers and tool arguments are templates (`str.format`) over:
-
-    {input}            the user message of the turn
-    {episode_count}    how many earlier episodes the context lists
-    {latest_episode}   the newest of them ("episode <id>: <content>"), or "none"
-    {latest_episode_id}
-    {latest_episode_input}  the input of that episode's turn ("nothing" when none)
-    {last_tool_result} the content of the latest tool message, or ""
-    {turn}             the instance's turn number, from the context
-
-The default script is what `agent-memory dev` runs: it notes the input in working memory,
-then answers saying what it remembered, so a person can watch memory work without an
-API key.
+A script is a list of `CallTool(name, arguments)` / `Answer(text)` steps. The model is
+stateless: it plays the step numbered by the assistant messages already in the conversation
+(so one instance serves concurrent turns), skipping calls of tools the agent was not offered;
+past the end it answers `fallback` (with `repeat_last`, it plays the last step forever).
+Strings are `str.format` templates over `conversation_variables` (the turn's input, the
+episodes the context lists, the latest tool result, the turn). The default script, which
+`agent-memory dev` runs, notes the input in working memory and says what it remembered.
 """
 
 from __future__ import annotations

@@ -1,19 +1,11 @@
 """The local dev server: an ASGI app serving `worker.app.handle`, run by uvicorn.
 
-Besides the Worker's own routes it answers `/cdn-cgi/handler/scheduled?cron=...` (and the
-newer `/cdn-cgi/local/scheduled`) by running the scheduled handler, as `wrangler dev` does,
-and, while it runs, fires Durable Object alarms as they fall due (once a second). The
-scheduled endpoints run every tenant's jobs (the weekly prune deletes), so they need a
-platform admin's Access token in the `Cf-Access-Jwt-Assertion` header (the dev operator's:
-`agent-memory token --email operator@localhost`), whatever address the server is bound to.
-Only the header counts, never the cookie: a page on another site can make a browser send a
-GET with cookies, but not with a header.
-
-The request's path is taken from the raw request target (`raw_path`), still
-percent-encoded, as the Worker sees it on Cloudflare: the router decodes parameters once.
-(Uvicorn's decoded `path` would turn `%0A` into a newline that URL parsing then silently
-drops, and `%2F` into a separator.) Every refusal, including an HTTP request uvicorn cannot
-parse (an unknown method), is a JSON error.
+It also answers `/cdn-cgi/handler/scheduled?cron=...` (and `/cdn-cgi/local/scheduled`) as
+`wrangler dev` does, and fires Durable Object alarms as they fall due. The scheduled endpoints
+run every tenant's jobs, so they need a platform admin's Access token in the header (never the
+cookie: another site can make a browser send cookies, not headers). The path is taken from the
+raw request target, still percent-encoded, as on Cloudflare (uvicorn's decoded `path` would
+turn `%2F` into a separator). Every refusal, even of a request uvicorn cannot parse, is JSON.
 """
 
 from __future__ import annotations
@@ -79,11 +71,8 @@ INVALID_HTTP_BODY = json.dumps(
 
 
 class JsonErrorHttpToolsProtocol(HttpToolsProtocol):
-    """Uvicorn's httptools protocol, answering unparseable requests with a JSON 400.
-
-    httptools refuses methods it does not know (`FOO /x`) before the app sees them; uvicorn
-    then writes a text/plain 400. Every refusal of this server is JSON with a stable code.
-    """
+    """Uvicorn's httptools protocol, answering what it cannot parse (`FOO /x`) with a JSON
+    400 instead of uvicorn's text/plain one."""
 
     def send_400_response(self, msg: str) -> None:
         head = [b"HTTP/1.1 400 Bad Request\r\n"]
@@ -106,7 +95,6 @@ class LocalWorkerApp:
 
     def __init__(self, runtime: LocalRuntime) -> None:
         self.runtime = runtime
-        self._ready = asyncio.Event()
         self._alarms: asyncio.Task[None] | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -205,7 +193,6 @@ class LocalWorkerApp:
                 await self.runtime.migrate()
                 # Durable Object alarms fire while the server runs, as on Cloudflare.
                 self._alarms = asyncio.get_running_loop().create_task(self.runtime.run_alarms())
-                self._ready.set()
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 if self._alarms is not None:
@@ -217,14 +204,10 @@ class LocalWorkerApp:
                 return
 
 
-def _route_words() -> frozenset[str]:
-    words = {"cdn-cgi", "handler", "local", "scheduled", "ui"}
-    for route in ROUTES:
-        words.update(s for s in route.path.split("/") if s and not s.startswith("{"))
-    return frozenset(words)
-
-
-ROUTE_WORDS = _route_words()
+ROUTE_WORDS = frozenset(
+    {"cdn-cgi", "handler", "local", "scheduled", "ui"}
+    | {s for route in ROUTES for s in route.path.split("/") if s and not s.startswith("{")}
+)
 
 
 def loggable_path(path: str) -> str:
@@ -242,10 +225,8 @@ def loggable_path(path: str) -> str:
 
 
 def parse_scheduled_time(raw: str) -> float:
-    """`?time=` of the scheduled endpoint (epoch milliseconds) as epoch seconds.
-
-    Raises a 422 `validation_error` for anything but a finite, non-negative number.
-    """
+    """`?time=` of the scheduled endpoint (epoch ms) as epoch seconds; a 422 unless it is a
+    finite, non-negative number."""
     try:
         value = float(raw)
     except ValueError:
@@ -286,10 +267,8 @@ def free_port() -> int:
 def serving_in_thread(
     app: Any, *, lifespan: Literal["auto", "on", "off"] = "auto"
 ) -> Iterator[str]:
-    """Serve an ASGI app on a free loopback port in a background thread; yields its base URL.
-
-    For tests, benchmarks and loopback upstreams; the server stops when the block exits.
-    """
+    """Serve an ASGI app on a free loopback port in a background thread (tests, benchmarks,
+    loopback upstreams); yields its base URL and stops the server when the block exits."""
     port = free_port()
     # loop="asyncio": uvloop would be installed as the process-wide event loop policy and
     # leak into the caller's own loops (pytest-asyncio); the dev command keeps "auto".

@@ -44,7 +44,7 @@ class StateDir:
         return self.d1 if shard == "primary" else self.root / f"d1-{shard}.sqlite"
 
     def vectors_of(self, shard: str) -> Path:
-        return self.vectors if shard == "primary" else self.root / f"vectors-{shard}.sqlite"
+        return self.root / ("vectors.sqlite" if shard == "primary" else f"vectors-{shard}.sqlite")
 
     @property
     def durable_objects(self) -> Path:
@@ -57,10 +57,6 @@ class StateDir:
     @property
     def queues(self) -> Path:
         return self.root / "queues.sqlite"
-
-    @property
-    def vectors(self) -> Path:
-        return self.root / "vectors.sqlite"
 
     @property
     def cold(self) -> Path:

@@ -1,15 +1,10 @@
 """Static assets for `agent-memory dev`: what Workers Static Assets serves on Cloudflare.
 
-wrangler.toml declares `[assets] directory = "./public"`; on Cloudflare a request whose
-path names a file there is answered from the assets before the Worker runs, and
-`/admin/ui/` finds `admin/ui/index.html` (`html_handling = "auto-trailing-slash"`).
-`serve_asset` does the same locally for GET and HEAD: it returns the file's response, a
-redirect from `/admin/ui` to `/admin/ui/`, or None when no asset matches (the Worker
-answers). Paths never leave the assets folder, and a path no file could have (a segment
-over the file system's 255-byte name limit, a NUL) is simply no asset: the Worker answers
-it, never an `OSError`. Like Cloudflare, it adds the headers `public/_headers` gives the
-path (`header_rules`: `*` splats and `:name` placeholders), and never serves `_headers` or
-`_redirects` themselves.
+wrangler.toml's `[assets] directory = "./public"` answers a GET or HEAD whose path names a
+file there before the Worker runs, `/admin/ui/` with `admin/ui/index.html` and `/admin/ui` with
+a redirect (`html_handling = "auto-trailing-slash"`); `serve_asset` does the same, or returns
+None (the Worker answers, also for paths no file could have). It adds the headers
+`public/_headers` gives the path and never serves `_headers` or `_redirects` themselves.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""`Cipher` on CPython: AES-256-GCM from the `cryptography` package (`AESGCM`).
-
-Nonces and keys come from the OS's CSPRNG (`os.urandom`, what `cryptography` itself
-recommends); an authentication failure (`InvalidTag`) becomes the port's `CipherError`.
-"""
+"""`Cipher` on CPython: AES-256-GCM from `cryptography`, nonces from `os.urandom`; a failed
+authentication becomes the port's `CipherError`."""
 
 from __future__ import annotations
 
@@ -15,8 +12,6 @@ from bindings.ports.crypto import KEY_BYTES, NONCE_BYTES, CipherError
 
 
 class CryptographyCipher:
-    """AES-256-GCM through `cryptography` (see the module docstring)."""
-
     async def new_key(self) -> bytes:
         return AESGCM.generate_key(bit_length=KEY_BYTES * 8)
 

@@ -1,17 +1,11 @@
-"""D1 on sqlite3: `SqliteD1` implements `bindings.ports.d1.D1Database`, built like miniflare's
-D1 (workerd's SQL layer, `do_sql.SqliteEngine`, under D1's client layer, workerd
-`src/cloudflare/internal/d1-api.ts`, and miniflare's `database.worker.ts`):
-
-* `bind` checks types as d1-api.ts does: str, int, float, bool (1/0), None, bytes-likes and
-  lists of byte values (BLOB); anything else, or an int beyond +-2^53 (a BigInt in Pyodide),
-  is `D1_TYPE_ERROR`. Ints and whole floats bind as INTEGER (D1's "Number -> INTEGER"),
-  NaN and infinities as NULL (they travel as JSON `null`);
-* every query and every `batch` is one transaction, so a failure writes nothing;
-  `defer_foreign_keys` defers to its end; foreign keys are enforced;
-* results look like D1's JSON: JS numbers (`jsnumbers`), BLOBs as lists of byte values,
-  non-finite floats as None, a repeated column name keeping the last value;
-* errors are `D1Error("D1_ERROR: <sqlite message>: <SQLITE_CODE>")`, limit errors also
-  `BindingLimitError`s; `first()` runs the whole statement, as D1 does.
+"""D1 on sqlite3: `SqliteD1` implements `bindings.ports.d1.D1Database` like miniflare's D1
+(the shared `do_sql.SqliteEngine` under workerd's d1-api.ts client layer): `bind` takes str,
+int, float, bool (1/0), None, bytes-likes and lists of byte values, else (or an int beyond
++-2^53) `D1_TYPE_ERROR`; ints and whole floats bind as INTEGER, NaN and infinities as NULL.
+Every query and every `batch` is one transaction (a failure writes nothing). Results look like
+D1's JSON: JS numbers, BLOBs as lists of byte values, a repeated column name keeping the last.
+Errors are `D1Error("D1_ERROR: <sqlite message>: <SQLITE_CODE>")`, limit errors also
+`BindingLimitError`s; `first()` runs the whole statement, as D1 does.
 """
 
 from __future__ import annotations
@@ -91,16 +85,10 @@ def _bind_value(value: object) -> SqlValue:
 def _result_value(value: Any) -> Any:
     kind = type(value)
     if kind is int:
-        if -PYODIDE_INT_LIMIT <= value <= PYODIDE_INT_LIMIT:
-            return value
         return from_int64(value)  # int64 -> JSON number (a double) -> Pyodide
     if kind is float:
-        if not math.isfinite(value):
-            return None
-        return js_number(value)
-    if kind is bytes:
-        return list(value)
-    return value
+        return js_number(value) if math.isfinite(value) else None
+    return list(value) if kind is bytes else value
 
 
 def _to_d1_result(result: QueryResult) -> D1Result:
@@ -125,11 +113,6 @@ def _to_d1_result(result: QueryResult) -> D1Result:
         for row in result.rows
     ]
     return D1Result(meta=D1Meta(changes=result.changes), results=rows)
-
-
-def _d1_error(exc: SqlEngineError, prefix: str = "D1_ERROR: ") -> D1Error:
-    kind = D1LimitError if exc.limit else D1Error
-    return kind(f"{prefix}{exc.message}")
 
 
 class SqliteD1Statement:
@@ -199,7 +182,7 @@ class SqliteD1:
                     for statement in statements
                 ]
         except SqlEngineError as exc:
-            raise _d1_error(exc) from None
+            raise (D1LimitError if exc.limit else D1Error)(f"D1_ERROR: {exc.message}") from None
         if not sized:
             return results
         # D1 reports the database's size after each statement (`meta.size_after`); here it

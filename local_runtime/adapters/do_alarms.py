@@ -1,20 +1,12 @@
 """Durable Object alarms for the local runtime: the table of every object's alarm, and
 `LocalAlarms`, one object's view of it (`bindings.ports.alarms.AlarmStorage`).
 
-Cloudflare's semantics, as documented (cloudflare-docs `durable-objects/api/alarms.mdx`,
-partial `durable-objects/api-storage-alarms.mdx`) and modelled here:
-
-* one alarm per object; `set_alarm` replaces it; it is durable (a SQLite file, like the
-  metadata workerd keeps in the object's own database), so `agent-memory dev` restarted
-  still fires it;
-* an alarm at or before now is due at once;
-* when it fires it is no longer set: `get_alarm` answers None while the handler runs,
-  unless the handler set a new one;
-* a handler that raises is retried with exponential backoff, 2 s first, up to 6 retries
-  (`AlarmTable.finish`); a new alarm the failed handler set is kept if it is earlier.
-
-Firing is the namespace's (`local_runtime.durable_objects`), driven by the dev server's
-alarm loop or, in tests, by a call with the test's clock (no sleeps).
+Cloudflare's documented semantics (durable-objects/api/alarms): one alarm per object, which
+`set_alarm` replaces; durable (a SQLite file), so a restarted `agent-memory dev` still fires
+it; one at or before now is due at once; once it fires it is no longer set unless the handler
+sets a new one; a handler that raises is retried with exponential backoff, 2 s first, up to 6
+retries, keeping a new alarm the failed handler set if it is earlier. Firing is the namespace's
+(`local_runtime.durable_objects`), from the dev server's loop or a test's clock.
 """
 
 from __future__ import annotations
@@ -42,8 +34,6 @@ class AlarmTable:
             "scheduled_ms INTEGER NOT NULL, retry_count INTEGER NOT NULL DEFAULT 0)"
         )
         self._guard = threading.Lock()
-        # Objects whose handler is running -> whether it set a new alarm since it started.
-        self._running: dict[str, bool] = {}
 
     def for_object(self, object_id: str) -> LocalAlarms:
         return LocalAlarms(self, object_id)
@@ -65,8 +55,6 @@ class AlarmTable:
                 "retry_count = excluded.retry_count",
                 (object_id, math.ceil(at * 1000.0), retry_count),
             )
-            if object_id in self._running:
-                self._running[object_id] = True
 
     def delete(self, object_id: str) -> None:
         with self._guard:
@@ -82,16 +70,8 @@ class AlarmTable:
             ).fetchall()
         return [(str(object_id), int(retries)) for object_id, retries in rows]
 
-    def start(self, object_id: str) -> None:
-        """The handler starts: the alarm is no longer set."""
-        with self._guard:
-            self._db.execute("DELETE FROM alarms WHERE object_id = ?", (object_id,))
-            self._running[object_id] = False
-
     def finish(self, object_id: str, *, failed: bool, retry_count: int, now: float) -> None:
         """The handler ended; a failed one is retried with backoff (up to MAX_RETRIES)."""
-        with self._guard:
-            self._running.pop(object_id, None)
         if not failed or retry_count >= MAX_RETRIES:
             return
         retry_at = now + FIRST_RETRY_SECONDS * 2**retry_count

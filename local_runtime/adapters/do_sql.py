@@ -1,22 +1,17 @@
 """Durable Object SQL storage on sqlite3, and the SQLite engine the local D1 shares.
 
-`LocalDurableObjectStorage` implements `bindings.ports.do_sql.DurableObjectStorage`;
-`DurableObjectStorageRegistry` gives each object id its own SQLite file and its own
-`asyncio.Lock` (the local runtime serialises calls to one object with it). `SqliteEngine`
-is SQLite as workerd's `SqliteDatabase` configures it (cloudflare/workerd
-`src/workerd/util/sqlite.c++`, `src/workerd/api/sql.c++`): its limits (`setupSecurity`: 100
-bound parameters, 100 000-byte SQL, ...), its authorizer (`isAuthorized`: `_cf_` names
-reserved, allow-listed functions and PRAGMAs, no ATTACH or temp objects, virtual tables FTS5
-only, transaction statements refused with workerd's text), several `;`-separated statements
-per call (only the last takes parameters and returns rows) and its error texts (`<sqlite
-message>: <SQLITE_CODE>`, without the " at offset N" Python's sqlite3 does not expose).
+`LocalDurableObjectStorage` implements `bindings.ports.do_sql.DurableObjectStorage`; the
+registry gives each object id its own SQLite file and `asyncio.Lock`. `SqliteEngine` is SQLite
+as workerd's `SqliteDatabase` configures it (workerd `util/sqlite.c++`, `api/sql.c++`): its
+limits (`setupSecurity`), its authorizer (`isAuthorized`: `_cf_` names reserved, allow-listed
+functions and PRAGMAs, no ATTACH or temp objects, FTS5 the only virtual tables, transaction
+statements refused with workerd's text), several `;`-separated statements per call (only the
+last takes parameters and returns rows) and its error texts (`<message>: <SQLITE_CODE>`).
 
-Values are what Python sees on Workers: numbers bind as JS doubles (3 into a TEXT column is
-"3.0") and read back through `jsnumbers`; booleans (workerd stores 'true'/'false') and ints
-beyond +-2^53 (BigInts) are refused; BLOBs come back as `bytes`. Foreign keys are enforced, as
-in D1 and workerd. Deviations: `rows_written` counts changed rows (workerd also counts
-index work); rows are read when `exec` returns; SQLite's "defensive"
-flag is not set (Python 3.11 cannot); files use WAL with synchronous=NORMAL.
+Values are what Python sees on Workers: numbers bind as JS doubles and read back through
+`jsnumbers`; booleans and ints beyond +-2^53 are refused; BLOBs come back as `bytes`.
+Deviations (docs/miniflare.md): no " at offset N" in errors, `rows_written` counts changed
+rows only, rows are read when `exec` returns, SQLite's "defensive" flag is not set.
 """
 
 from __future__ import annotations
@@ -178,7 +173,9 @@ _PRAGMAS_BOOLEAN = frozenset(
         "reverse_unordered_selects",
     }
 )
-_PRAGMAS_OBJECT = frozenset({"foreign_key_list", "index_info", "index_list", "index_xinfo"})
+_PRAGMAS_OBJECT = frozenset(
+    {"table_info", "table_xinfo", "foreign_key_list", "index_info", "index_list", "index_xinfo"}
+)
 _PRAGMAS_OPTIONAL_OBJECT = frozenset({"foreign_key_check"})
 _BOOLEAN_WORDS = ("true", "false", "yes", "no", "on", "off", "1", "0")
 
@@ -196,13 +193,30 @@ def _boolean_argument(value: str | None) -> bool:
     return text.lower().startswith(_BOOLEAN_WORDS)
 
 
-def setup_security(db: sqlite3.Connection) -> Authorizer:
-    """Apply workerd's limits to `db` and install (and return) its authorizer."""
-    for limit, value in _LIMITS.items():
-        db.setlimit(limit, value)
-    authorizer = Authorizer()
-    db.set_authorizer(authorizer)
-    return authorizer
+# Authorizer actions by what workerd checks of them (its `isAuthorized`).
+_ALWAYS = frozenset({sqlite3.SQLITE_SELECT, sqlite3.SQLITE_RECURSIVE, sqlite3.SQLITE_ANALYZE})
+_FIRST_NAMED = frozenset(
+    {
+        sqlite3.SQLITE_READ,
+        sqlite3.SQLITE_UPDATE,
+        sqlite3.SQLITE_CREATE_TABLE,
+        sqlite3.SQLITE_DELETE,
+        sqlite3.SQLITE_DROP_TABLE,
+        sqlite3.SQLITE_INSERT,
+        sqlite3.SQLITE_CREATE_VIEW,
+        sqlite3.SQLITE_DROP_VIEW,
+        sqlite3.SQLITE_REINDEX,
+        sqlite3.SQLITE_ALTER_TABLE,
+    }
+)
+_BOTH_NAMED = frozenset(
+    {
+        sqlite3.SQLITE_CREATE_INDEX,
+        sqlite3.SQLITE_DROP_INDEX,
+        sqlite3.SQLITE_CREATE_TRIGGER,
+        sqlite3.SQLITE_DROP_TRIGGER,
+    }
+)
 
 
 class Authorizer:
@@ -224,16 +238,9 @@ class Authorizer:
             self._trusted = False
 
     def __call__(
-        self,
-        action: int,
-        arg1: str | None,
-        arg2: str | None,
-        db_name: str | None,
-        _trigger: str | None,
+        self, action: int, arg1: str | None, arg2: str | None, db: str | None, _: str | None
     ) -> int:
-        if self._trusted:
-            return sqlite3.SQLITE_OK
-        ok = self._is_authorized(action, arg1, arg2, db_name)
+        ok = self._trusted or self._is_authorized(action, arg1, arg2, db)
         return sqlite3.SQLITE_OK if ok else sqlite3.SQLITE_DENY
 
     def _is_authorized(
@@ -244,63 +251,43 @@ class Authorizer:
             db_name, arg1, arg2 = arg1, arg2, None
         if db_name == "temp":
             return action in (sqlite3.SQLITE_READ, sqlite3.SQLITE_UPDATE) and _is_allowed_name(arg1)
-        if db_name is not None and db_name != "main":
+        if db_name not in (None, "main"):
             return False
-        if action in (sqlite3.SQLITE_READ, sqlite3.SQLITE_UPDATE):
-            return _is_allowed_name(arg1)
-        if action == sqlite3.SQLITE_SELECT or action == sqlite3.SQLITE_RECURSIVE:
+        if action in _ALWAYS:
             return True
+        if action in _FIRST_NAMED:
+            return _is_allowed_name(arg1)
+        if action in _BOTH_NAMED:
+            return _is_allowed_name(arg1) and _is_allowed_name(arg2)
         if action == sqlite3.SQLITE_FUNCTION:
             return arg2 is not None and arg2.lower() in _ALLOWED_FUNCTIONS
-        if action in (
-            sqlite3.SQLITE_CREATE_TABLE,
-            sqlite3.SQLITE_DELETE,
-            sqlite3.SQLITE_DROP_TABLE,
-            sqlite3.SQLITE_INSERT,
-            sqlite3.SQLITE_CREATE_VIEW,
-            sqlite3.SQLITE_DROP_VIEW,
-            sqlite3.SQLITE_REINDEX,
-            sqlite3.SQLITE_ALTER_TABLE,
-        ):
-            return _is_allowed_name(arg1)
-        if action == sqlite3.SQLITE_ANALYZE:
-            return True
-        if action in (
-            sqlite3.SQLITE_CREATE_INDEX,
-            sqlite3.SQLITE_DROP_INDEX,
-            sqlite3.SQLITE_CREATE_TRIGGER,
-            sqlite3.SQLITE_DROP_TRIGGER,
-        ):
-            return _is_allowed_name(arg1) and _is_allowed_name(arg2)
         if action in (sqlite3.SQLITE_TRANSACTION, sqlite3.SQLITE_SAVEPOINT):
             self.refused_transaction = True
             return False
         if action == sqlite3.SQLITE_PRAGMA:
-            return self._pragma_allowed((arg1 or "").lower(), arg2)
+            return _pragma_allowed((arg1 or "").lower(), arg2)
         if action in (sqlite3.SQLITE_CREATE_VTABLE, sqlite3.SQLITE_DROP_VTABLE):
             return arg2 is not None and arg2.lower() in ("fts5", "fts5vocab")
         # ATTACH/DETACH, temp objects, and anything unknown.
         return False
 
-    @staticmethod
-    def _pragma_allowed(pragma: str, argument: str | None) -> bool:
-        if pragma == "table_list":
-            return True
-        if pragma in ("table_info", "table_xinfo"):
-            return _is_allowed_name(argument)
-        if pragma in _PRAGMAS_NO_ARG:
-            return argument is None
-        if pragma in _PRAGMAS_BOOLEAN:
-            return _boolean_argument(argument)
-        if pragma in _PRAGMAS_OBJECT:
-            return _is_allowed_name(argument)
-        if pragma in _PRAGMAS_OPTIONAL_OBJECT:
-            return argument is None or _is_allowed_name(argument)
-        if pragma == "quick_check":
-            return argument is None or argument.isdigit() or _is_allowed_name(argument)
-        if pragma == "optimize":
-            return argument is None or re.fullmatch(r"-?\d+", argument.strip()) is not None
-        return False
+
+def _pragma_allowed(pragma: str, argument: str | None) -> bool:
+    if pragma == "table_list":
+        return True
+    if pragma in _PRAGMAS_NO_ARG:
+        return argument is None
+    if pragma in _PRAGMAS_BOOLEAN:
+        return _boolean_argument(argument)
+    if pragma in _PRAGMAS_OBJECT:
+        return _is_allowed_name(argument)
+    if pragma in _PRAGMAS_OPTIONAL_OBJECT:
+        return argument is None or _is_allowed_name(argument)
+    if pragma == "quick_check":
+        return argument is None or argument.isdigit() or _is_allowed_name(argument)
+    if pragma == "optimize":
+        return argument is None or re.fullmatch(r"-?\d+", argument.strip()) is not None
+    return False
 
 
 _TRANSACTION_KEYWORDS = frozenset({"BEGIN", "COMMIT", "END", "ROLLBACK", "SAVEPOINT", "RELEASE"})
@@ -362,9 +349,9 @@ class SqliteEngine:
     Not thread-safe; meant for one asyncio loop (every call is synchronous and short).
     """
 
-    def __init__(self, path: str | Path, *, secure_delete: bool | None = None) -> None:
-        """`secure_delete`: set SQLite's `secure_delete` (None keeps the build's default;
-        Python's SQLite is often built with it on, workerd's is not)."""
+    def __init__(self, path: str | Path, *, secure_delete: bool) -> None:
+        """`secure_delete`: SQLite's `secure_delete` (Python's SQLite is often built with it
+        on, workerd's is not)."""
         location = str(path)
         if location != ":memory:":
             Path(location).parent.mkdir(parents=True, exist_ok=True)
@@ -383,9 +370,11 @@ class SqliteEngine:
             # facts reads a few hundred random rows (~25% faster). Address space only.
             "PRAGMA mmap_size = 1073741824;"
         )
-        if secure_delete is not None:
-            self._db.execute(f"PRAGMA secure_delete = {'ON' if secure_delete else 'OFF'}")
-        self._authorizer = setup_security(self._db)
+        self._db.execute(f"PRAGMA secure_delete = {'ON' if secure_delete else 'OFF'}")
+        for limit, value in _LIMITS.items():
+            self._db.setlimit(limit, value)
+        self._authorizer = Authorizer()
+        self._db.set_authorizer(self._authorizer)
         self._depth = 0
 
     def close(self) -> None:
@@ -499,67 +488,32 @@ def _do_value(value: Any) -> Any:
 
 
 class BufferedSqlCursor:
-    """A cursor over a statement's complete result, consumed once like workerd's.
-
-    Iteration, `to_array` and `one` take the rows not yet taken. `_convert` maps a stored
-    row to what Python code sees; `error_type` is the error `one()` raises.
-    """
+    """A cursor over a statement's complete result, consumed once like workerd's: iteration,
+    `to_array` and `one` take the rows not yet taken; `error_type` is what `one()` raises."""
 
     error_type: type[BindingError] = SqlStorageError
 
     def __init__(self, columns: list[str], rows: list[Any], rows_written: int) -> None:
-        self._columns = columns
-        self._rows = rows
-        self._position = 0
-        self._rows_written = rows_written
-
-    @property
-    def rows_written(self) -> int:
-        return self._rows_written
-
-    def _convert(self, row: Any) -> list[Any]:
-        return list(row)
-
-    def _next_raw(self) -> list[Any] | None:
-        if self._position >= len(self._rows):
-            return None
-        row = self._rows[self._position]
-        self._position += 1
-        return self._convert(row)
-
-    def _as_row(self, values: list[Any]) -> Row:
         # Like workerd's object rows: a repeated column name keeps the last value.
-        return dict(zip(self._columns, values, strict=True))
+        self._rows = (dict(zip(columns, row, strict=True)) for row in rows)
+        self.rows_written = rows_written
 
     def __iter__(self) -> Iterator[Row]:
-        while (values := self._next_raw()) is not None:
-            yield self._as_row(values)
+        return self._rows
 
     def to_array(self) -> list[Row]:
-        """Every remaining row as a dict."""
-        return list(self)
+        return list(self._rows)
 
     def one(self) -> Row:
         """Exactly one row; raises `error_type` (workerd's text) for zero or several."""
-        values = self._next_raw()
-        if values is None:
+        row = next(self._rows, None)
+        if row is None:
             raise self.error_type("Expected exactly one result from SQL query, but got no results.")
-        if self._position < len(self._rows):
-            self._position = len(self._rows)
+        if self.to_array():
             raise self.error_type(
                 "Expected exactly one result from SQL query, but got multiple results."
             )
-        return self._as_row(values)
-
-
-class LocalSqlCursor(BufferedSqlCursor):
-    """The result of one local `exec`, with numbers as Pyodide delivers workerd's."""
-
-    def __init__(self, result: QueryResult) -> None:
-        super().__init__(result.columns, result.rows, result.changes)
-
-    def _convert(self, row: Any) -> list[Any]:
-        return [_do_value(v) for v in row]
+        return row
 
 
 def _do_bind(value: object) -> SqlValue:
@@ -604,14 +558,16 @@ class LocalSqlStorage:
     def __init__(self, engine: SqliteEngine) -> None:
         self._engine = engine
 
-    def exec(self, sql: str, *params: SqlValue) -> LocalSqlCursor:
-        """Run one or more statements; return a cursor over the last one's rows."""
-        bound = [_do_bind(p) for p in params]
+    def exec(self, sql: str, *params: SqlValue) -> BufferedSqlCursor:
+        """Run one or more statements; return a cursor over the last one's rows, with
+        numbers as Pyodide delivers workerd's."""
         try:
-            return LocalSqlCursor(self._engine.run(sql, bound))
+            result = self._engine.run(sql, [_do_bind(p) for p in params])
         except SqlEngineError as exc:
             kind = SqlStorageLimitError if exc.limit else SqlStorageError
             raise kind(exc.message) from None
+        rows = [[_do_value(v) for v in row] for row in result.rows]
+        return BufferedSqlCursor(result.columns, rows, result.changes)
 
     @property
     def database_size(self) -> int:
@@ -629,37 +585,32 @@ class LocalDurableObjectStorage:
         # rows therefore leave their bytes in free space here as there (Python's SQLite is
         # often built with it on, which would hide that).
         self._path = str(path)
-        self._engine = SqliteEngine(path, secure_delete=False)
-        self._sql = LocalSqlStorage(self._engine)
+        self.sql = LocalSqlStorage(SqliteEngine(path, secure_delete=False))
 
     async def replace_all(self, fill: Callable[[], T]) -> T:
         """Like workerd's deleteAll on a SQLite-backed object followed by `fill`: `fill` writes
         a new file, which then replaces the old one (with its -wal and -shm) by a rename, so a
         crash or a failing `fill` leaves the old database whole, never half of the new one."""
-        self._engine.close()
+        self.sql._engine.close()
         fresh = self._path if self._path == ":memory:" else self._path + ".new"
         _unlink(fresh)
         self._open(fresh)
         try:
             result = fill()
         except BaseException:
-            self._engine.close()
+            self.sql._engine.close()
             _unlink(fresh)
             self._open(self._path)
             raise
         if fresh != self._path:
-            self._engine.close()  # both files' WALs are checkpointed into them and removed
+            self.sql._engine.close()  # both files' WALs are checkpointed into them and removed
             _unlink(self._path, "-wal", "-shm")
             os.replace(fresh, self._path)
             self._open(self._path)
         return result
 
     def _open(self, path: str) -> None:
-        self._engine = self._sql._engine = SqliteEngine(path, secure_delete=False)
-
-    @property
-    def sql(self) -> LocalSqlStorage:
-        return self._sql
+        self.sql._engine = SqliteEngine(path, secure_delete=False)
 
     def transaction_sync(self, fn: Callable[[], T]) -> T:
         """Run `fn` atomically: if it raises, every write it made is rolled back.
@@ -668,7 +619,7 @@ class LocalDurableObjectStorage:
         `fn` must be synchronous; returning an awaitable is refused (and rolled back),
         since on Cloudflare the transaction would commit before the awaitable ran.
         """
-        with self._engine.transaction():
+        with self.sql._engine.transaction():
             result = fn()
             if inspect.isawaitable(result):
                 if inspect.iscoroutine(result):
@@ -677,10 +628,10 @@ class LocalDurableObjectStorage:
             return result
 
     def close(self) -> None:
-        self._engine.close()
+        self.sql._engine.close()
 
     def checkpoint(self) -> None:
-        self._engine.checkpoint()
+        self.sql._engine.checkpoint()
 
 
 class DurableObjectStorageRegistry:
@@ -708,20 +659,15 @@ class DurableObjectStorageRegistry:
     def storage(self, object_id: str) -> LocalDurableObjectStorage:
         """The object's storage, opened on first use and kept open."""
         with self._guard:
-            found = self._storages.get(object_id)
-            if found is None:
-                location = self.path(object_id)
-                found = LocalDurableObjectStorage(":memory:" if location is None else location)
-                self._storages[object_id] = found
-            return found
+            if object_id not in self._storages:
+                location = self.path(object_id) or ":memory:"
+                self._storages[object_id] = LocalDurableObjectStorage(location)
+            return self._storages[object_id]
 
     def lock(self, object_id: str) -> asyncio.Lock:
         """The lock that serialises calls delivered to this object."""
         with self._guard:
-            found = self._locks.get(object_id)
-            if found is None:
-                found = self._locks[object_id] = asyncio.Lock()
-            return found
+            return self._locks.setdefault(object_id, asyncio.Lock())
 
     def checkpoint(self) -> None:
         """Checkpoint every open object's WAL (see `SqliteEngine.checkpoint`)."""

@@ -1,22 +1,15 @@
 """The cold tier on disk: `LocalObjectStore` implements `bindings.ports.object_store.ObjectStore`
-under the state folder's `cold/` directory, standing in for the R2 bucket `COLD`.
+under the state folder's `cold/`, standing in for the R2 bucket `COLD`.
 
-Layout: a key's `/`-separated segments become directories, so the archive tree can be browsed
-(and `zcat`-ed) as it would be listed in R2. Each segment is percent-encoded (everything but
-letters, digits and `-_.~=+,`; a `.`/`..` segment has its dots encoded and an empty segment is
-written `@`), so any R2 key maps to exactly one path inside the root and none can escape it.
-An object is two files: `<segment>@o` (the bytes) and `<segment>@m.json` (size, etag, upload
-time and custom metadata). `@` never occurs in an encoded segment, so a key `a` and a key
-`a/b` (a file and a directory in the same place) do not collide.
-
-Semantics kept from R2: strongly consistent writes (the bytes are written to a temporary
-file and renamed over the old one, so a reader sees the old object or the new one, never a
-mix), `list` in lexicographic key order (by UTF-8 bytes) with an opaque cursor and at most
-1000 keys per page, deletes of missing keys ignored, etag = MD5 of the bytes (R2's etag for
-a single-part upload), the documented key and metadata limits. A metadata file whose etag
-does not match the bytes (a crash between the two renames) is ignored rather than trusted.
-One local limit: an encoded segment longer than 240 bytes cannot be a file name; such keys
-raise `BindingLimitError` instead of being stored differently.
+A key's `/`-separated segments become directories (browsable and `zcat`-able as R2 lists them),
+each percent-encoded (all but letters, digits and `-_.~=+,`; `.`/`..` with encoded dots, an empty
+segment as `@`), so any key maps to one path inside the root. An object is `<segment>@o` (the
+bytes) and `<segment>@m.json` (size, etag, upload time, custom metadata); `@` never occurs in an
+encoded segment, so keys `a` and `a/b` do not collide. Kept from R2: atomic writes (temporary
+file, then rename), `list` in UTF-8 byte order with an opaque cursor and at most 1000 keys a
+page, deletes of missing keys ignored, etag = MD5 of the bytes, the documented limits. Metadata
+whose etag does not match the bytes (a crash between the two renames) is ignored. One local
+limit: an encoded segment over 240 bytes cannot be a file name and raises `BindingLimitError`.
 """
 
 from __future__ import annotations
@@ -29,7 +22,7 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from urllib.parse import quote, unquote
 
@@ -181,20 +174,6 @@ class LocalObjectStore:
             cursor=_encode_cursor(page[-1]) if truncated and page else None,
         )
 
-    def _keys_under(self, prefix: str) -> Iterator[str]:
-        # Walk only the directory the prefix's complete segments name.
-        complete = prefix.split("/")[:-1]
-        start = self.root.joinpath(*[encode_segment(s) for s in complete])
-        if not start.is_dir():
-            return
-        for dirpath, dirnames, filenames in os.walk(start):
-            dirnames[:] = [d for d in dirnames if not d.startswith(".tmp-")]
-            relative = Path(dirpath).relative_to(self.root).parts
-            base = [decode_segment(part) for part in relative]
-            for name in filenames:
-                if name.endswith(DATA_SUFFIX) and not name.startswith(".tmp-"):
-                    yield "/".join([*base, decode_segment(name[: -len(DATA_SUFFIX)])])
-
     async def delete(self, keys: str | Sequence[str]) -> None:
         for key in [keys] if isinstance(keys, str) else list(keys):
             data_path, meta_path = self._paths(key)
@@ -205,10 +184,18 @@ class LocalObjectStore:
 
     def keys(self, prefix: str = "") -> builtins.list[str]:
         """Every key under `prefix`, in order (no paging)."""
-        return sorted(
-            (k for k in self._keys_under(prefix) if k.startswith(prefix)),
-            key=lambda k: k.encode("utf-8"),
-        )
+        # Walk only the directory the prefix's complete segments name (temporary files,
+        # `.tmp-*`, never end in DATA_SUFFIX).
+        start = self.root.joinpath(*[encode_segment(s) for s in prefix.split("/")[:-1]])
+        found: builtins.list[str] = []
+        for dirpath, _, filenames in os.walk(start):
+            base = [decode_segment(part) for part in Path(dirpath).relative_to(self.root).parts]
+            found += [
+                "/".join([*base, decode_segment(name.removesuffix(DATA_SUFFIX))])
+                for name in filenames
+                if name.endswith(DATA_SUFFIX)
+            ]
+        return sorted((k for k in found if k.startswith(prefix)), key=lambda k: k.encode("utf-8"))
 
     def __repr__(self) -> str:
         return f"LocalObjectStore({str(self.root)!r})"

@@ -1,19 +1,12 @@
-"""Cloudflare Queues for the local runtime: messages in a SQLite file of the state folder
-(`queues.sqlite`), so what was sent survives a restart, as on Cloudflare.
+"""Cloudflare Queues for the local runtime: messages in `queues.sqlite` of the state folder,
+so what was sent survives a restart, as on Cloudflare.
 
-The documented semantics (queues/configuration/batching-retries, dead-letter-queues), modelled
-here and compared with workerd's own queues in tests/miniflare/test_queues_on_workerd.py:
-
-* `send_batch` enqueues; a retry's delay keeps a message invisible until it is due;
-* a consumer gets up to `max_batch_size` due messages, oldest first, each with `attempts`
-  (1 on its first delivery) and its send time; it settles each one: acked (deleted) or retried
-  after a delay; a consumer that raises retries the whole batch (`retry_delay`);
-* a message retried past `max_retries` goes to the `dead_letter_queue` (a fresh message there,
-  attempts from 1), or is dropped without one.
-
-Each queue's consumer settings come from wrangler.toml's `[[queues.consumers]]`
-(`consumer_settings`), the file Cloudflare reads. Delivery is driven by the dev server's loop or,
-in tests, by a call on the test's clock (`LocalRuntime.deliver_queues`; no sleeps).
+The documented semantics (queues/configuration/batching-retries, dead-letter-queues), compared
+with workerd's own queues in tests/miniflare/test_queues_on_workerd.py: a retry's delay keeps a
+message invisible until due; a consumer gets up to `max_batch_size` due messages, oldest first,
+with `attempts` (1 on the first delivery), and acks or retries each (a consumer that raises
+retries the whole batch); past `max_retries` a message goes to the `dead_letter_queue`, or is
+dropped. Consumer settings come from wrangler.toml's `[[queues.consumers]]` (`consumer_settings`).
 """
 
 from __future__ import annotations

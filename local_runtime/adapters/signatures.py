@@ -1,10 +1,5 @@
-"""`Signatures` on CPython: HMAC-SHA256 and RS256 from the `cryptography` package.
-
-`hmac.HMAC(...).verify` is `cryptography`'s constant-time check; RS256 is
-`RSAPublicKey.verify` with `PKCS1v15` and `SHA256` over a key built from the JWK's numbers.
-A failed check (`InvalidSignature`) or a key `cryptography` refuses (`ValueError`) is
-False, as the port says.
-"""
+"""`Signatures` on CPython: HMAC-SHA256 and RS256 (PKCS1v15) from `cryptography`; a failed
+check or a key `cryptography` refuses is False, as the port says."""
 
 from __future__ import annotations
 
@@ -16,8 +11,6 @@ from bindings.ports.crypto import RsaPublicJwk
 
 
 class CryptographySignatures:
-    """HMAC-SHA256 and RS256 through `cryptography` (see the module docstring)."""
-
     async def hmac_sign(self, key: bytes, data: bytes) -> bytes:
         mac = hmac.HMAC(key, hashes.SHA256())
         mac.update(data)

@@ -1,11 +1,9 @@
 """`agents`: run agents and read their runs over HTTP, as an operator would.
 
-Every command except `types` talks HTTP to a running Worker (`--url`, default the local
-runtime at http://127.0.0.1:8790), through the same Access-gated routes as any client:
-the CLI mints a token from the state folder's dev key (`--state`, `--email`), or sends
-the token given with `--token` / `$AGENT_MEMORY_TOKEN` (a real Cloudflare Access token for a
-deployed Worker). Output is the JSON the API answered; an API error goes to stderr with a
-non-zero exit status.
+Every command but `types` calls a running Worker's Access-gated routes (`--url`, default the
+local runtime) with a token minted from the state folder's dev key (`--state`, `--email`) or
+given (`--token` / `$AGENT_MEMORY_TOKEN`, a real Access token for a deployed Worker). Output is
+the API's JSON; an API error goes to stderr with a non-zero exit status.
 """
 
 from __future__ import annotations

@@ -1,13 +1,11 @@
 """`agent-memory bench recall --data FILE [--data FILE ...]`: recall quality of semantic
-memory vs BM25 and dense baselines, on each `memory-retrieval-bench/v1` data set (method,
-options and results: docs/semantic-memory.md, "Recall quality").
+memory vs BM25 and dense baselines on `memory-retrieval-bench/v1` data sets (method, options and
+results: docs/semantic-memory.md, "Recall quality").
 
-The system's ranking is `SemanticMemory.rank`'s candidate list, so an evidence id it never
-retrieves counts as rank ∞ and its MRR is a lower bound. Embeddings are computed once per
-distinct text and shared by the system and the dense baseline. The last line is one JSON
-object `{"system": {...}, "bm25": {...}, "dense": {...}}` (recall@5, recall@10 and MRR over
-all queries, by_category), keyed by data set (file name without `.json`) when there are
-several.
+The system's ranking is `SemanticMemory.rank`'s candidate list (an evidence id it never
+retrieves counts as rank ∞, so its MRR is a lower bound). Embeddings are computed once per
+distinct text and shared by the system and the dense baseline. The last line is one JSON object
+`{"system": ..., "bm25": ..., "dense": ...}`, keyed by data set when there are several.
 """
 
 from __future__ import annotations
@@ -121,7 +119,6 @@ class MemoEmbedder:
     def __init__(self, inner: Embedder, path: Path | None = None) -> None:
         self.inner = inner
         self.cache: dict[str, npt.NDArray[np.float32]] = {}
-        self.calls = 0
         self.path = path
         if path is not None and path.exists():
             stored = json.loads(path.read_text())
@@ -141,7 +138,6 @@ class MemoEmbedder:
     async def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         missing = list(dict.fromkeys(t for t in texts if t not in self.cache))
         if missing:
-            self.calls += 1
             matrix = await self.inner.embed(missing)
             for text, row in zip(missing, matrix, strict=True):
                 self.cache[text] = np.asarray(row, dtype=np.float32)

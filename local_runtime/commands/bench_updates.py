@@ -1,26 +1,6 @@
 """`agent-memory bench updates` (and `benchmarks/updates.py`): the knowledge-update
-benchmark (issues 16, 25 and 41) over hand-written cases, `benchmarks/data/update_cases.json`.
-
-The cases (`update`, `keep`, `merge`, with `lookalikes` and `asks`), their two halves (tuning
-and report, by a fixed hash of the statements) and the results: docs/semantic-memory.md,
-"Benchmark".
-
-Cases are shuffled (seeded) into tenants of `per_tenant`; a tenant's cases are written
-step by step (every first statement, then every second, …) through the MCP
-`store_memory` path, a minute apart, then one `reconcile`, then each question through
-`recall_memory`. Reported per half, for the rules alone and with an adjudicator:
-
-* `latest_first`: share of `update` cases whose top result is the latest statement
-  (`latest_first_before_reconcile`: recall alone, before any supersession);
-* `lookalike_above`: share of questions with look-alikes (an `update` case's question, a
-  `lookalike` case's asks) where a statement about the other entity ranks above the answer;
-* `asks_first`: share of `keep` asks answered first (`siblings_found`: of the siblings' asks);
-* `false_supersession`: share of all cases where a statement that must stay was superseded
-  or merged (any `keep` statement or look-alike, an `update` case's latest statement, or a
-  statement superseded by another case's fact); `siblings_kept`: share of sibling cases intact;
-* `duplicates_merged`: share of `merge` cases left with one row;
-* `to_adjudicator`: share of candidate pairs the rules cannot settle (`unsure`): the ones
-  that go to the adjudicator.
+benchmark over `benchmarks/data/update_cases.json`; its cases, halves, method and results
+are in docs/semantic-memory.md, "Benchmark", and each figure's definition in `figures()`.
 
 The adjudicator here is a scripted oracle (`OracleLLM`: it answers from the cases' ground
 truth): its figures bound what a perfect model could add; they are not any real model's.
@@ -255,6 +235,12 @@ async def run_updates_bench(
         await runtime.close()
 
     def figures(c: defaultdict[str, int]) -> dict[str, float]:
+        """Shares of: update cases whose top result is the latest statement (before and
+        after the reconcile); questions with look-alikes where a statement about the other
+        entity ranks above the answer; asks answered first (of siblings' asks); cases where
+        a statement that must stay was superseded or merged; sibling cases intact; merge
+        cases left with one row; candidate pairs the rules leave `unsure`."""
+
         def share(a: str, b: str) -> float:
             return round(c[a] / max(c[b], 1), 4)
 

@@ -13,15 +13,6 @@ from local_runtime.state import DEFAULT_STATE_DIR
 T = TypeVar("T")
 
 
-def add_state_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--state",
-        type=Path,
-        default=DEFAULT_STATE_DIR,
-        help=f"state folder of the local runtime (default {DEFAULT_STATE_DIR})",
-    )
-
-
 def command(
     sub: Any, name: str, func: Callable[[argparse.Namespace], int], help: str, *positionals: str
 ) -> argparse.ArgumentParser:
@@ -29,7 +20,12 @@ def command(
     parser: argparse.ArgumentParser = sub.add_parser(name, help=help)
     for positional in positionals:
         parser.add_argument(positional)
-    add_state_option(parser)
+    parser.add_argument(
+        "--state",
+        type=Path,
+        default=DEFAULT_STATE_DIR,
+        help=f"state folder of the local runtime (default {DEFAULT_STATE_DIR})",
+    )
     parser.set_defaults(func=func)
     return parser
 

@@ -54,11 +54,6 @@ def _run(action: Action) -> Callable[[argparse.Namespace], int]:
     return command
 
 
-def _wrangler(writes: list[admin_ops.KVWrite], args: argparse.Namespace) -> int:
-    print("\n".join(admin_ops.wrangler_put_commands(writes, binding=args.binding)))
-    return 0
-
-
 def _read_secret(args: argparse.Namespace) -> str:
     # Never from argv: it would land in shell history and process listings.
     secret = Path(args.from_file).read_text() if args.from_file else sys.stdin.read()
@@ -177,10 +172,12 @@ def _write_command(action: Action, plan: Plan) -> Callable[[argparse.Namespace],
         if not args.wrangler:
             return local(args)
         try:
-            return _wrangler(plan(args), args)
+            writes = plan(args)
         except admin_ops.AdminError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
+        print("\n".join(admin_ops.wrangler_put_commands(writes, binding=args.binding)))
+        return 0
 
     return command
 

@@ -1,11 +1,7 @@
-"""The memory lifecycle on the local runtime's state folder (docs/lifecycle.md, "CLI").
-
-`prune`, `brief`, `reconcile`, `reindex`, `erase-subject`, `retention`, `shards` and `move` run
-the same code as the Worker's crons and admin routes, directly against the state folder
-(`--state`), and print progress to stderr as they go (one line per tenant, with running totals)
-and the result as JSON on stdout. Locally there is no per-invocation limit, so the prune's
-budget is unlimited unless `--max-operations` / `--max-seconds` say otherwise; a prune stopped
-by its budget is finished by running the same `--job` again.
+"""The memory lifecycle on the local runtime's state folder (docs/lifecycle.md, "CLI"): the
+Worker's cron and admin code run against `--state`, progress on stderr, the result as JSON on
+stdout. Locally a prune's budget is unlimited unless `--max-operations` / `--max-seconds` say
+otherwise; one stopped by its budget is finished by running the same `--job` again.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
-"""`operators grant|revoke`: which Access identities may operate which tenants.
+"""`operators grant|revoke`: which Access identities may operate which tenants (docs/memory-api.md).
 
-PRINCIPAL is an email (users), an Access service token's common name — its client id,
-`<id>.access` — or an Access group (`--kind group`, matched against the token's `groups`
-claim). Grants are rows in the state folder's D1 (`operator_grants`), read by every
-Access-gated route (`authorization.operator_grants`). Prints the result as JSON.
-
-With `--wrangler` nothing local is touched: the command prints the `npx wrangler d1 execute
-DATABASE --remote --command "..."` that makes the same change in a deployed Worker's D1
-(`--database`, default `agent-memory`, wrangler.toml's `database_name`). Revoking ends the
-OAuth consents the grant carried (docs/gateway.md "Connected clients"): locally at once; with
-`--wrangler` their refresh tokens at once and their access tokens by the minute cron.
+PRINCIPAL is an email, an Access service token's common name (`<client id>.access`) or, with
+`--kind group`, an Access group. Grants are rows in the state folder's D1 (`operator_grants`);
+revoking also ends the OAuth consents the grant carried (docs/gateway.md "Connected clients").
+With `--wrangler` nothing local is touched: it prints the `npx wrangler d1 execute DATABASE
+--remote --command "..."` that makes the same change in a deployed Worker's D1.
 """
 
 from __future__ import annotations
@@ -44,29 +39,18 @@ def shell_word(text: str) -> str:
     return shlex.quote(text)
 
 
-def wrangler_statements(
-    action: str, tenants: list[str], kind: str, principal: str, now_ms: int
-) -> list[str]:
-    """The SQL that `grant` / `revoke_grant` run, as literal statements."""
+def cmd_wrangler(args: argparse.Namespace) -> int:
+    """Print the `wrangler d1 execute` commands running the SQL that `grant` / `revoke_grant`
+    would run, as literal statements."""
     from authorization.operator_grants import PrincipalKind, literal_statements
 
+    principal = args.principal
     if not 1 <= len(principal.strip()) <= 256 or any(ord(c) < 32 for c in principal):
         raise SystemExit("error: PRINCIPAL must be 1-256 printable characters")
-    chosen = cast("Literal['grant', 'revoke']", action)
-    return literal_statements(
-        chosen, tenants, cast("PrincipalKind", kind), principal, "cli", now_ms
-    )
-
-
-def cmd_wrangler(args: argparse.Namespace) -> int:
-    statements = wrangler_statements(
-        args.operators_command,
-        _tenants(args),
-        args.kind,
-        args.principal,
-        int(time.time() * 1000),
-    )
-    for statement in statements:
+    action = cast("Literal['grant', 'revoke']", args.operators_command)
+    kind = cast("PrincipalKind", args.kind)
+    now_ms = int(time.time() * 1000)
+    for statement in literal_statements(action, _tenants(args), kind, principal, "cli", now_ms):
         print(
             f"npx wrangler d1 execute {shlex.quote(args.database)} --remote "
             f"--command {shell_word(statement)}"

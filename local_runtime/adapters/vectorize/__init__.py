@@ -1,22 +1,14 @@
-"""Local stand-in for a Cloudflare Vectorize index: numpy cosine search over SQLite.
+"""Local stand-in for a Cloudflare Vectorize index (cosine metric): numpy over SQLite.
 
-Vectorize has no local simulator (`wrangler dev` binds it remotely only), so this adapter and
-tests/contracts/test_vectorize_contract.py are the local specification, after the Cloudflare
-docs (vectorize `reference/client-api.mdx`, `reference/metadata-filtering.mdx`,
-`platform/limits.mdx`, `best-practices/insert-vectors.mdx`): ids are unique per index
-(`upsert` replaces values, metadata and namespace); values are float32; a namespace
-pre-filters a query; filters take implicit `$eq`, `$eq $ne $in $nin` and one range (a lower
-and/or an upper bound) on dotted keys, in under 2048 bytes of JSON; at most 10 metadata indexes,
-each indexing the vectors written after it exists, strings cut to 64 UTF-8 bytes (filter
-operands too). It models the port (`bindings.ports.vectorize`), not more: no `insert`,
-`returnValues`, `returnMetadata: "indexed"` or index deletion, which the system does not use.
-
-Where Cloudflare says nothing this index is strict rather than different: a filter on a
-property without a metadata index raises (Cloudflare would silently match nothing), a vector
-without an indexed value of the index's type reads as null (`$ne`/`$nin` of a value match it,
-`$eq` and ranges do not), zero and non-finite vectors and empty namespace names are refused,
-and writes are visible at once (Cloudflare: after a few seconds). In memory a query is a
-matrix-vector product per namespace (`_Namespace`), a gather per filtered property
+Vectorize has no local simulator, so this adapter and tests/contracts/test_vectorize_contract.py
+are the local specification, after the Cloudflare docs (client API, metadata filtering, limits):
+it models the port (`bindings.ports.vectorize`), not `insert`, `returnValues` or
+`returnMetadata: "indexed"`, which the system does not use. Where Cloudflare says nothing it is
+strict rather than different: a filter on a property without a metadata index raises (Cloudflare
+silently matches nothing), a vector without an indexed value of the index's type reads as null
+($ne/$nin match it, $eq and ranges do not), zero and non-finite vectors and empty namespaces are
+refused, and writes are visible at once.
+A query is a matrix-vector product per namespace (`_Namespace`), a gather per filtered property
 (`_compile`) and a partial sort; large namespaces scan a projection first (`projection`).
 """
 
@@ -73,12 +65,9 @@ _RANGES: dict[str, Callable[[Any, Any], bool]] = {
 }
 _OPERATORS = ("$eq", "$ne", "$in", "$nin", *_RANGES)
 
-# A query's products are one matrix-vector product each (at most a few MB): OpenBLAS
-# splits each across every core, and in a process serving requests (with other work on the
-# other cores) its threads' hand-offs cost more than the product. Measured with
-# benchmarks/semantic_latency.py over 100K facts with a test suite busy on both cores:
-# recall p50 32 -> 13 ms, p99 65 -> 25 ms with queries on one BLAS thread. Limited per
-# query (~25 µs), so the projection's fit, a large product, keeps every thread.
+# Queries run on one BLAS thread: OpenBLAS's hand-offs across busy cores cost more than a
+# product of a few MB (benchmarks/semantic_latency.py, 100K facts: recall p50 32 -> 13 ms).
+# Limited per query, so the projection's fit, a large product, keeps every thread.
 _BLAS = ThreadpoolController()
 
 _SCHEMA = """
@@ -504,24 +493,18 @@ class LocalVectorIndex:
 
     # ---------------------------------------------------------------- reads
 
-    def _values(self, vector_id: str) -> list[float]:
-        part = self._namespaces[self._records[vector_id][0]]
-        return part.values[part.rows[vector_id]].astype(np.float64).tolist()  # type: ignore[no-any-return]
-
     async def get_by_ids(self, ids: Sequence[str]) -> list[VectorRecord]:
         """The stored vectors (float32 values, all metadata) in request order; unknown ids
         are left out."""
+        found = []
         with self._lock:
-            return [
-                VectorRecord(
-                    id=vid,
-                    values=self._values(vid),
-                    namespace=self._records[vid][0],
-                    metadata=json.loads(self._records[vid][1]),
-                )
-                for vid in dict.fromkeys(ids)
-                if vid in self._records
-            ]
+            for vid in dict.fromkeys(ids):
+                if vid in self._records:
+                    namespace, metadata = self._records[vid]
+                    part = self._namespaces[namespace]
+                    values = part.values[part.rows[vid]].astype(np.float64).tolist()
+                    found.append(VectorRecord(vid, values, namespace, json.loads(metadata)))
+        return found
 
     async def describe(self) -> VectorIndexInfo:
         with self._lock:

@@ -1,23 +1,10 @@
-"""The approximate first pass of a large partition's scan: a narrower matrix, then exact.
-
-A brute-force cosine scan reads every float32 value: 100K vectors of 384 dimensions are
-150 MB, ~10 ms on one core, and 1M vectors ~95 ms, more than a whole recall may take.
-Vectorize itself is an approximate index; this stand-in approximates only which rows it
-considers, never a score:
-
-* above `APPROX_MIN_ROWS` rows, a partition also keeps each unit vector's projection onto
-  the top `PROJECTED_DIMENSIONS` right singular vectors of a sample of its unit vectors (a
-  truncated, uncentred SVD: among rank-d linear maps it keeps inner products best), a matrix
-  8x narrower than the vectors;
-* a query scores that matrix, keeps the best `OVERSAMPLE` x top-k rows (at least
-  `MIN_SHORTLIST`, and at least `SHORTLIST_SHARE` of the rows), and scores them exactly:
-  the returned scores are exact cosines;
-* the projection is refitted when the partition has doubled since the last fit, so it
-  follows the data as it grows; writes between fits are projected with the current one.
-
-`benchmarks/semantic_latency.py` prints, in the same run, how much of the exact top 100
-the approximate pass returns (share of results whose exact score reaches the exact
-100th score), so the approximation is measured, not assumed.
+"""The approximate first pass of a large partition's scan (docs/semantic-memory.md, recall
+latency): above `APPROX_MIN_ROWS` rows a partition also keeps each unit vector projected onto
+the top `PROJECTED_DIMENSIONS` right singular vectors of a sample of them (a truncated,
+uncentred SVD keeps inner products best among rank-d maps); a query scores that narrower
+matrix, keeps a shortlist and scores it exactly, so returned scores are exact cosines and
+only which rows are considered is approximate (benchmarks/semantic_latency.py prints its
+share of the exact top 100). The fit is redone when the partition has doubled since.
 """
 
 from __future__ import annotations

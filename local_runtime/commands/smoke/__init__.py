@@ -36,7 +36,6 @@ from local_runtime.commands.smoke.session import (
     DEFAULT_INSTANCE,
     DEFAULT_TENANT,
     Check,
-    Options,
     Session,
 )
 
@@ -66,7 +65,7 @@ def run(s: Session) -> list[Check]:
 
 
 def report(
-    checks: list[Check], options: Options, marker: str, creds: Credentials
+    checks: list[Check], options: argparse.Namespace, marker: str, creds: Credentials
 ) -> tuple[list[str], int]:
     counts = {
         status: sum(c.status == status for c in checks) for status in ("PASS", "FAIL", "SKIP")
@@ -101,25 +100,14 @@ def cmd_smoke(args: argparse.Namespace) -> int:
 
     logging.getLogger("httpx").setLevel(logging.WARNING)  # request lines would clutter output
     creds = Credentials.from_args(args, dict(os.environ))
-    options = Options(
-        base_url=args.base_url,
-        tenant=args.tenant,
-        instance=args.instance,
-        agent_type=args.agent_type,
-        tool=args.tool,
-        tool_args=args.tool_args,
-        cron=args.cron,
-        wait=args.wait,
-        timeout=args.timeout,
-    )
-    smoke = Session(options, creds)
-    print(redact(f"# smoke check of {options.base_url}, run {smoke.marker}", creds.secrets()))
+    smoke = Session(args, creds)
+    print(redact(f"# smoke check of {args.base_url}, run {smoke.marker}", creds.secrets()))
     print(f"# credentials: {creds.describe()}")
     try:
         checks = run(smoke)
     finally:
         smoke.client.close()
-    lines, status = report(checks, options, smoke.marker, creds)
+    lines, status = report(checks, args, smoke.marker, creds)
     print("\n".join(lines))
     sys.stdout.flush()
     return status

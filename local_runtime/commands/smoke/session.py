@@ -3,6 +3,7 @@ cleanup), and how a refusal is described."""
 
 from __future__ import annotations
 
+import argparse
 import secrets
 import time
 from collections.abc import Callable
@@ -106,30 +107,14 @@ def describe_access_refusal(response: httpx.Response) -> str:
     return f"{text} ({hint})" if hint else text
 
 
-@dataclass
-class Options:
-    base_url: str
-    tenant: str | None
-    instance: str
-    agent_type: str
-    tool: str | None
-    tool_args: dict[str, Any]
-    cron: str
-    wait: float
-    timeout: float
-    poll_interval: float = 1.0
-
-
 class Session:
     """One smoke run against one base URL: the checks (functions of a `Session`) record
     their results and what they wrote here."""
 
-    def __init__(
-        self, options: Options, creds: Credentials, client: httpx.Client | None = None
-    ) -> None:
-        self.o = options
+    def __init__(self, options: argparse.Namespace, creds: Credentials) -> None:
+        self.o = options  # the command's arguments
         self.creds = creds
-        self.client = client or httpx.Client(timeout=options.timeout, follow_redirects=False)
+        self.client = httpx.Client(timeout=options.timeout, follow_redirects=False)
         self.marker = new_marker()
         self.checks: list[Check] = []
         self.environment: str | None = None
@@ -197,7 +182,7 @@ class Session:
             found = probe()
             if found is not None or time.monotonic() >= deadline:
                 return found
-            time.sleep(self.o.poll_interval)
+            time.sleep(1.0)
 
     def record(self, name: str, action: Callable[[], str]) -> None:
         try:
