@@ -289,6 +289,8 @@ async def test_identifier_distinct_siblings_are_each_found_by_their_identifier(
         ("What was my first car?", "My first car was a Fiat Panda.", "asked"),
         ("What do I take in the morning?", "I take magnesium at night.", "other"),
         ("What do I take in the morning?", "I take vitamin D every morning.", "asked"),
+        ("What is the Friday lunch special?", "The lunch special on Tuesdays is ramen.", "other"),
+        ("What is the Friday lunch special?", "On Fridays the lunch special is tacos.", "asked"),
         ("Who coaches Jake's soccer team?", "Coach Rivera runs Jake's soccer team.", "asked"),
     ],
 )

@@ -74,9 +74,10 @@ _NUMBER_WORDS = _set(
     "twenty thirty forty fifty hundred thousand million billion dozen half twice double"
 )
 _ORDINALS = _set("first second third last")
-_DAY_PARTS = frozenset(  # as stems
+# When a thing holds: parts of the day and days of the week, as stems.
+_OCCASIONS = frozenset(
     map(stem, ["morning", "afternoon", "evening", "night", "weekend", "weekday", "tonight"])
-)
+) | frozenset(map(stem, _WEEKDAYS))
 _WHEN = _MONTHS | _WEEKDAYS | _TIME_UNITS
 # Adverbs that qualify a verb, not what a number counts ("changed *again* to 7305").
 _ADVERBS = _set("again now still already also just even back instead")
@@ -484,10 +485,11 @@ def about(question: str, text: str, strict: bool = True) -> About:
         return "other" if heads and all(all(flags) for flags in heads) else "none"
     if any(all(flags) for flags in seen.values()):
         return "other"
-    # "what do I take *in the morning*": what holds at another part of the day is another fact.
-    asked_part = q.words & _DAY_PARTS
-    said_part = {stem(t.low) for t in toks} & _DAY_PARTS
-    return "other" if asked_part and said_part and not asked_part & said_part else "asked"
+    # "what do I take *in the morning*", "the *Friday* lunch special": what holds at another
+    # part of the day or on another day is another fact.
+    asked_on = q.words & _OCCASIONS
+    said_on = {stem(t.low) for t in toks} & _OCCASIONS
+    return "other" if asked_on and said_on and not asked_on & said_on else "asked"
 
 
 _DAY_WORDS = frozenset(("today", "tomorrow", "tonight", "yesterday", "noon", "midnight", "weekend"))
