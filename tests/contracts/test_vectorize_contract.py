@@ -137,8 +137,7 @@ async def test_get_by_ids_returns_known_vectors_in_request_order(make_index: Fac
 async def test_delete_by_ids_removes_vectors_everywhere(make_index: Factory) -> None:
     index = make_index(None, 2, {})
     await index.upsert([vec(f"v{i}", [1, i], namespace=f"n{i % 2}") for i in range(6)])
-    deleted = await index.delete_by_ids(["v0", "v3", "nope", "v0"])
-    assert deleted.count == 2
+    await index.delete_by_ids(["v0", "v3", "nope", "v0"])
     info = await index.describe()
     assert (info.vector_count, info.dimensions, info.metric) == (4, 2, "cosine")
     assert await index.get_by_ids(["v0", "v3"]) == []
@@ -329,7 +328,8 @@ async def test_limits_accept_values_at_the_boundary(make_index: Factory) -> None
     index = make_index(None, 2, {})
     meta = {"blob": "x" * (10 * 1024 - len('{"blob":""}'))}
     record = VectorRecord(id="x" * 64, values=[1, 0], namespace="n" * 64, metadata=meta)
-    assert (await index.upsert([record])).count == 1
+    await index.upsert([record])
+    assert (await index.describe()).vector_count == 1
 
 
 async def test_a_bad_vector_rejects_the_whole_batch(make_index: Factory) -> None:
@@ -341,7 +341,8 @@ async def test_a_bad_vector_rejects_the_whole_batch(make_index: Factory) -> None
 
 async def test_at_most_1000_vectors_per_write(make_index: Factory) -> None:
     index = make_index(None, 2, {})
-    assert (await index.upsert([vec(str(i), [1, i]) for i in range(1000)])).count == 1000
+    await index.upsert([vec(str(i), [1, i]) for i in range(1000)])
+    assert (await index.describe()).vector_count == 1000
     with pytest.raises(BindingLimitError, match="1000"):
         await index.upsert([vec(f"n{i}", [1, i]) for i in range(1001)])
 

@@ -17,12 +17,11 @@ import json
 
 import pytest
 
-from agent_memory.governance.writes import EventLog
 from agent_memory.tiers.semantic import memory as semantic
 from agent_memory.tiers.semantic import recall as recall_record
 from bindings.environment import Bindings
 from tests.miniflare.adapters import MiniflareD1
-from tests.semantic.conftest import index_state, insert_unindexed
+from tests.semantic.conftest import index_state, insert_unindexed, retrieved_events
 from tests.semantic.fakes import SpyD1, SpyVectors
 
 FACTS = [
@@ -96,7 +95,7 @@ async def test_learn_recall_and_delete_facts_with_d1_on_workerd(
     # The audit trail, read back from D1 once the after-response writes landed: newest
     # recall first, with the ids it returned.
     await mf_bindings.background.drain()  # type: ignore[attr-defined]
-    events = await EventLog("acme", mf_migrated_d1).recent("memory_retrieved")
+    events = await retrieved_events(mf_migrated_d1)
     assert len(events) == 3
     assert events[0].event_id == filtered.event_id
     assert events[0].payload  # ids and scores of what was returned
@@ -241,6 +240,6 @@ async def test_a_recall_record_d1_refuses_waits_in_workerd_kv_until_written_back
     refusing.fail_pattern = None
     recall_record._CHECKED.clear()  # a new isolate
     assert await memory.write_back_recall_records() == 1
-    events = await EventLog("acme", mf_migrated_d1).recent("memory_retrieved")
+    events = await retrieved_events(mf_migrated_d1)
     assert [e.event_id for e in events] == [found.event_id]
     assert (await mf_bindings.kv.list(prefix="recall-pending:acme:")).keys == []

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from agent_memory.governance.writes import EventLog, MemoryEvent, loaded_payload
 from agent_memory.tiers.semantic.memory import SemanticMemory
 from bindings.ports.clock import FixedClock
 from bindings.ports.d1 import D1Database
@@ -83,6 +84,17 @@ async def event_count(rt: LocalRuntime) -> int:
         "SELECT COUNT(*) AS n FROM memory_events WHERE kind = 'memory_retrieved'"
     ).first_value("n")
     return int(value)
+
+
+async def retrieved_events(db: D1Database, tenant: str = "acme") -> list[MemoryEvent]:
+    """The tenant's latest `memory_retrieved` events, newest first."""
+    rows = await EventLog(tenant, db).rows("kind = ?", "memory_retrieved", limit=20)
+    return [
+        MemoryEvent.model_validate(
+            row | {"payload": loaded_payload(row["payload"]), "created_at_ms": row["created_at"]}
+        )
+        for row in rows
+    ]
 
 
 async def insert_unindexed(db: D1Database, tenant: str, contents: Sequence[str]) -> None:

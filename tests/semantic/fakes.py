@@ -7,13 +7,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from bindings.ports.d1 import D1Database, D1Error, D1Result
-from bindings.ports.embedder import EmbeddingConfig, EmbeddingOverloadedError
+from bindings.ports.embedder import EmbeddingConfig, EmbeddingError
 from bindings.ports.errors import BindingUnavailableError
 from bindings.ports.vectorize import (
     MetadataFilter,
     ReturnMetadata,
     VectorIndex,
-    VectorMutation,
     VectorQueryResult,
     VectorRecord,
 )
@@ -29,10 +28,10 @@ class SpyVectors:
         self.fail_upserts = False
         self.fail_deletes = False
 
-    async def upsert(self, vectors: Sequence[VectorRecord]) -> VectorMutation:
+    async def upsert(self, vectors: Sequence[VectorRecord]) -> None:
         if self.fail_upserts:
             raise BindingUnavailableError("injected: Vectorize is unavailable")
-        return await self.inner.upsert(vectors)
+        await self.inner.upsert(vectors)
 
     async def query(
         self,
@@ -55,10 +54,10 @@ class SpyVectors:
     async def get_by_ids(self, ids: Sequence[str]) -> list[VectorRecord]:
         return await self.inner.get_by_ids(ids)
 
-    async def delete_by_ids(self, ids: Sequence[str]) -> VectorMutation:
+    async def delete_by_ids(self, ids: Sequence[str]) -> None:
         if self.fail_deletes:
             raise BindingUnavailableError("injected: Vectorize is unavailable")
-        return await self.inner.delete_by_ids(ids)
+        await self.inner.delete_by_ids(ids)
 
 
 class _Statement:
@@ -123,4 +122,4 @@ class FailingEmbedder(HashingEmbedder):
     """An embedder whose provider is overloaded."""
 
     async def embed(self, texts: Sequence[str]) -> Any:
-        raise EmbeddingOverloadedError("injected: 503 from the embedding provider")
+        raise EmbeddingError("injected: 503 from the embedding provider")

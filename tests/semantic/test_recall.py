@@ -11,12 +11,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent_memory.governance.writes import EventLog
 from agent_memory.retrieval import RetrievalConfig, ScoringWeights
 from agent_memory.tiers.semantic.models import MemoryInputError, RecallFilters
 from bindings.ports.clock import FixedClock
 from local_runtime.runtime import LocalRuntime
-from tests.semantic.conftest import MemoryFactory, event_count, fact_rows, vector_count
+from tests.semantic.conftest import (
+    MemoryFactory,
+    event_count,
+    fact_rows,
+    retrieved_events,
+    vector_count,
+)
 from tests.semantic.fakes import OtherModelEmbedder, SpyD1, SpyVectors
 
 FACTS: list[dict[str, Any]] = [
@@ -86,7 +91,7 @@ async def test_every_d1_statement_on_tenant_data_is_tenant_first(
     await memory.get(ids[1])
     await memory.count()
     await memory.delete(ids[2])
-    await EventLog("acme", spy_db).recent("memory_retrieved")
+    await retrieved_events(spy_db)
     assert spy_db.sql
     for sql in spy_db.sql:
         flat = " ".join(sql.split())
@@ -217,7 +222,7 @@ async def test_recall_records_an_event_and_updates_recall_stats(
     await learn_all(memory)
     clock.advance(60)
     found = await memory.recall("direct ROI framing", 2)
-    [event] = await EventLog("acme", rt.db).recent("memory_retrieved")
+    [event] = await retrieved_events(rt.db)
     assert event.event_id == found.event_id
     assert event.tier == "semantic" and event.agent_type == "sdr"
     assert event.run_id == "01J0000000000000000000RUN9"

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from agent_memory.governance.writes import EventLog
 from agent_memory.lifecycle.erase import SubjectEraser
 from agent_memory.tiers.semantic import recall as record_module
 from bindings.ports.clock import FixedClock
@@ -20,7 +19,7 @@ from bindings.ports.d1 import D1Error, D1Result
 from bindings.ports.errors import BindingUnavailableError
 from local_runtime.background import LocalBackgroundTasks
 from local_runtime.runtime import LocalRuntime
-from tests.semantic.conftest import MemoryFactory, event_count, fact_rows
+from tests.semantic.conftest import MemoryFactory, event_count, fact_rows, retrieved_events
 from tests.semantic.fakes import SpyD1
 from worker.cron import DAILY_BRIEF, run_scheduled
 
@@ -86,7 +85,7 @@ async def test_stats_and_event_are_written_after_the_response(
     assert found.event_id is not None and await event_count(rt) == 0
     await background.drain()
     # ...and is once the background work ran.
-    [event] = await EventLog("acme", rt.db).recent("memory_retrieved")
+    [event] = await retrieved_events(rt.db)
     assert event.event_id == found.event_id
     assert (await _counts(rt))["Lee asked about SSO support"] == 1
 
@@ -99,7 +98,7 @@ async def test_a_retry_after_an_unknown_outcome_never_counts_twice(
     await memory.learn_many(FACTS)
     db.fail = 1  # the first attempt commits, then reports a failure; the retry runs again
     found = await memory.recall("SSO support", 1)
-    [event] = await EventLog("acme", rt.db).recent("memory_retrieved")
+    [event] = await retrieved_events(rt.db)
     assert event.event_id == found.event_id
     assert (await _counts(rt))["Lee asked about SSO support"] == 1
     assert await carried(rt) == []
@@ -127,7 +126,7 @@ async def test_a_record_d1_refuses_waits_in_kv_and_a_new_isolate_writes_it_once(
     fresh = make_memory(kv=rt.kv)
     second = await fresh.recall("SSO support", 1)
 
-    events = await EventLog("acme", rt.db).recent("memory_retrieved")
+    events = await retrieved_events(rt.db)
     assert sorted(e.event_id for e in events) == sorted([first.event_id, second.event_id])
     assert (await _counts(rt))["Lee asked about SSO support"] == 2
     assert await carried(rt) == []
@@ -153,7 +152,7 @@ async def test_a_record_d1_committed_but_reported_failed_is_counted_once_on_writ
 
     assert await memory.write_back_recall_records() == 1
 
-    [event] = await EventLog("acme", rt.db).recent("memory_retrieved")
+    [event] = await retrieved_events(rt.db)
     assert event.event_id == found.event_id
     assert (await _counts(rt))["Lee asked about SSO support"] == 1
     assert await carried(rt) == []
@@ -171,7 +170,7 @@ async def test_the_daily_cron_writes_carried_records_back(
     daily = await run_scheduled(DAILY_BRIEF, 1_750_000_000.0, rt.bindings())
 
     assert daily["result"]["recall_records_written_back"] == {"acme": 2}
-    events = await EventLog("acme", rt.db).recent("memory_retrieved")
+    events = await retrieved_events(rt.db)
     assert {e.event_id for e in events} == {f.event_id for f in found}
     assert await carried(rt) == []
 

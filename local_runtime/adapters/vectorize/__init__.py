@@ -19,7 +19,6 @@ import math
 import operator
 import sqlite3
 import threading
-import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +42,6 @@ from bindings.ports.vectorize import (
     ReturnMetadata,
     VectorIndexInfo,
     VectorMatch,
-    VectorMutation,
     VectorQueryResult,
     VectorRecord,
 )
@@ -440,7 +438,7 @@ class LocalVectorIndex:
             )
         return _Prepared(vid, record.namespace, values, json.loads(metadata_json), metadata_json)
 
-    async def upsert(self, vectors: Sequence[VectorRecord]) -> VectorMutation:
+    async def upsert(self, vectors: Sequence[VectorRecord]) -> None:
         """Insert or replace vectors in full (values, metadata and namespace)."""
         op = "UPSERT"
         if len(vectors) > VECTORIZE_MAX_BATCH:
@@ -477,9 +475,8 @@ class LocalVectorIndex:
             for i, indexed in rows:
                 inv = 1.0 / float(np.linalg.norm(i.values.astype(np.float64)))
                 self._put(i.id, i.namespace, i.values, inv, i.metadata_json, indexed)
-        return VectorMutation(mutation_id=str(uuid.uuid4()), count=len(chosen))
 
-    async def delete_by_ids(self, ids: Sequence[str]) -> VectorMutation:
+    async def delete_by_ids(self, ids: Sequence[str]) -> None:
         """Delete vectors by id (in any namespace); unknown ids are ignored."""
         with self._lock:
             present = [vid for vid in dict.fromkeys(ids) if vid in self._records]
@@ -489,7 +486,6 @@ class LocalVectorIndex:
                 )
             for vid in present:
                 self._remove(vid)
-        return VectorMutation(mutation_id=str(uuid.uuid4()), count=len(present))
 
     # ---------------------------------------------------------------- reads
 

@@ -351,19 +351,6 @@ class EventLog:
         ).first_value("n")
         return int(count or 0)
 
-    async def recent(self, kind: EventKind, limit: int = 20) -> list[MemoryEvent]:
-        """This tenant's latest events of `kind`, newest first."""
-        columns = ("event_id", "kind", "tier", "agent_type", "run_id", "content_hash")
-        return [
-            MemoryEvent(
-                tenant_id=self.tenant_id,
-                payload=loaded_payload(row["payload"]),
-                created_at_ms=int(row["created_at"]),
-                **{column: row[column] for column in columns},
-            )
-            for row in await self.rows("kind = ?", kind, limit=max(1, min(limit, 1000)))
-        ]
-
 
 Tier = EventTier
 

@@ -1,5 +1,5 @@
 """`VectorIndex` over a Vectorize (v2) binding (`env.VECTORIZE`; vectorize/reference/*).
-Mutations return `{mutationId}` and become visible seconds later; vectors go as float lists.
+Mutations become visible seconds later; vectors go as float lists.
 The documented limits are checked here; a JS error is a `BindingLimitError` when Vectorize
 blames the input (a 4xxxx code), else `BindingUnavailableError`.
 """
@@ -24,7 +24,6 @@ from bindings.ports.vectorize import (
     ReturnMetadata,
     VectorIndexInfo,
     VectorMatch,
-    VectorMutation,
     VectorQueryResult,
     VectorRecord,
 )
@@ -38,16 +37,14 @@ class CloudflareVectorIndex:
         self._index = binding
         self._raw = ffi.is_raw(binding)
 
-    async def upsert(self, vectors: Sequence[VectorRecord]) -> VectorMutation:
+    async def upsert(self, vectors: Sequence[VectorRecord]) -> None:
         if not vectors:
-            return VectorMutation(mutation_id="", count=0)
+            return
         if len(vectors) > VECTORIZE_MAX_BATCH:
             raise BindingLimitError(
                 f"Vectorize accepts {VECTORIZE_MAX_BATCH} vectors per write, got {len(vectors)}"
             )
-        payload = [_vector_payload(record) for record in vectors]
-        result = await self._call("upsert", payload)
-        return _mutation(result, len(payload))
+        await self._call("upsert", [_vector_payload(record) for record in vectors])
 
     async def query(
         self,
@@ -118,10 +115,9 @@ class CloudflareVectorIndex:
             vector_count=int(info.get("vectorCount") or 0),
         )
 
-    async def delete_by_ids(self, ids: Sequence[str]) -> VectorMutation:
-        if not ids:
-            return VectorMutation(mutation_id="", count=0)
-        return _mutation(await self._call("deleteByIds", list(ids)), len(ids))
+    async def delete_by_ids(self, ids: Sequence[str]) -> None:
+        if ids:
+            await self._call("deleteByIds", list(ids))
 
     async def _call(self, operation: str, argument: Any, *options: Any) -> Any:
         method = getattr(self._index, operation)
@@ -161,9 +157,3 @@ def _vector_payload(record: VectorRecord) -> dict[str, Any]:
     if record.metadata:
         payload["metadata"] = record.metadata
     return payload
-
-
-def _mutation(result: dict[str, Any], sent: int) -> VectorMutation:
-    # v2 answers {mutationId}; the v1 beta answered {count, ids}.
-    count = result.get("count", sent)
-    return VectorMutation(mutation_id=str(result.get("mutationId") or ""), count=int(count))

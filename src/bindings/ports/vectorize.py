@@ -46,12 +46,6 @@ class VectorQueryResult:
 
 
 @dataclass(frozen=True, slots=True)
-class VectorMutation:
-    mutation_id: str
-    count: int = 0
-
-
-@dataclass(frozen=True, slots=True)
 class VectorIndexInfo:
     dimensions: int
     vector_count: int
@@ -59,7 +53,7 @@ class VectorIndexInfo:
 
 
 class VectorIndex(Protocol):
-    async def upsert(self, vectors: Sequence[VectorRecord]) -> VectorMutation: ...
+    async def upsert(self, vectors: Sequence[VectorRecord]) -> None: ...
 
     async def query(
         self,
@@ -73,6 +67,6 @@ class VectorIndex(Protocol):
 
     async def get_by_ids(self, ids: Sequence[str]) -> list[VectorRecord]: ...
 
-    async def delete_by_ids(self, ids: Sequence[str]) -> VectorMutation: ...
+    async def delete_by_ids(self, ids: Sequence[str]) -> None: ...
 
     async def describe(self) -> VectorIndexInfo: ...
