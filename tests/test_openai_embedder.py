@@ -11,7 +11,14 @@ import numpy as np
 import pytest
 
 from bindings.openai_embedder import OpenAIEmbedder
-from bindings.ports.embedder import Embedder, EmbeddingError
+from bindings.ports.embedder import (
+    Embedder,
+    EmbeddingBadRequestError,
+    EmbeddingError,
+    EmbeddingOverloadedError,
+    EmbeddingRateLimitedError,
+    EmbeddingTimeoutError,
+)
 
 DIMS = 4
 KEY = "sk-test-secret"
@@ -120,10 +127,21 @@ def status(code: int, headers: dict[str, str] | None = None, body: Any = None) -
     return make(lambda request: httpx.Response(code, json=payload, headers=headers))
 
 
-@pytest.mark.parametrize("code", [400, 401, 403, 404, 413, 422, 429, 503, 529])
-async def test_error_statuses_name_the_status_and_the_provider_message(code: int) -> None:
-    with pytest.raises(EmbeddingError, match=f"HTTP {code}.*boom {code}"):
-        await status(code, {"Retry-After": "7"}).embed(["a"])
+async def test_429_is_rate_limited() -> None:
+    with pytest.raises(EmbeddingRateLimitedError, match="boom 429"):
+        await status(429, {"Retry-After": "7"}).embed(["a"])
+
+
+@pytest.mark.parametrize("code", [503, 529])
+async def test_overloaded(code: int) -> None:
+    with pytest.raises(EmbeddingOverloadedError, match=str(code)):
+        await status(code).embed(["a"])
+
+
+@pytest.mark.parametrize("code", [400, 401, 403, 404, 413, 422])
+async def test_other_4xx_are_bad_requests(code: int) -> None:
+    with pytest.raises(EmbeddingBadRequestError, match=f"boom {code}"):
+        await status(code).embed(["a"])
 
 
 async def test_other_5xx_are_embedding_errors() -> None:
@@ -135,7 +153,7 @@ async def test_timeout() -> None:
     def handler(request: httpx.Request) -> httpx.Response:
         raise httpx.ReadTimeout("slow", request=request)
 
-    with pytest.raises(EmbeddingError, match="timed out"):
+    with pytest.raises(EmbeddingTimeoutError):
         await make(handler).embed(["a"])
 
 
@@ -169,6 +187,6 @@ async def test_error_messages_never_leak_the_api_key() -> None:
     def echo_key(request: httpx.Request) -> httpx.Response:
         return httpx.Response(401, json={"error": {"message": "Incorrect API key provided"}})
 
-    with pytest.raises(EmbeddingError) as info:
+    with pytest.raises(EmbeddingBadRequestError) as info:
         await make(echo_key).embed(["a"])
     assert KEY not in str(info.value)

@@ -1,7 +1,7 @@
 """An `Embedder` for an OpenAI-compatible `/embeddings` endpoint (a fresh httpx client per
 call, as Workers require): ≤ 100 inputs a request, rows by `index`, L2-normalised float32, other
-dimensions refused. Every failure is an `EmbeddingError` naming the HTTP status or the
-transport error; never with the API key.
+dimensions refused. 429 → rate limited, 503/529 → overloaded, other 4xx → bad request,
+timeouts → timeout, anything else `EmbeddingError`; never with the API key.
 """
 
 from __future__ import annotations
@@ -12,7 +12,14 @@ import httpx
 import numpy as np
 import numpy.typing as npt
 
-from bindings.ports.embedder import EmbeddingConfig, EmbeddingError
+from bindings.ports.embedder import (
+    EmbeddingBadRequestError,
+    EmbeddingConfig,
+    EmbeddingError,
+    EmbeddingOverloadedError,
+    EmbeddingRateLimitedError,
+    EmbeddingTimeoutError,
+)
 
 MAX_INPUTS_PER_REQUEST = 100
 TIMEOUT_SECONDS = 30.0
@@ -62,7 +69,7 @@ class OpenAIEmbedder:
                 try:
                     response = await client.post(self._url, json=payload, headers=headers)
                 except httpx.TimeoutException as exc:
-                    raise EmbeddingError(
+                    raise EmbeddingTimeoutError(
                         f"embedding request to {self._url} timed out ({type(exc).__name__})"
                     ) from exc
                 except httpx.HTTPError as exc:
@@ -81,7 +88,14 @@ class OpenAIEmbedder:
         message = f"embedding provider answered HTTP {status} for model {self._config.model!r}"
         if detail := _error_detail(response):
             message += f": {detail}"
-        raise EmbeddingError(message)
+        kind: type[EmbeddingError] = EmbeddingError
+        if status == 429:
+            kind = EmbeddingRateLimitedError
+        elif status in (503, 529):
+            kind = EmbeddingOverloadedError
+        elif status < 500:
+            kind = EmbeddingBadRequestError
+        raise kind(message)
 
     def _parse(self, response: httpx.Response, expected: int) -> npt.NDArray[np.float32]:
         dims = self._config.dimensions

@@ -1,7 +1,7 @@
 """An `LLM` for an OpenAI-compatible `/chat/completions` endpoint (a fresh httpx client per
 call), and the message shape the Workers AI adapter shares. Arguments that are not a JSON object
-become `{}` plus `_invalid_arguments`, so the tool can refuse them. Failures are `LLMError`s
-naming the HTTP status or transport error; messages never contain the API key.
+become `{}` plus `_invalid_arguments`, so the tool can refuse them. 429 → rate limited; 5xx,
+timeouts and connection errors → unavailable; messages never contain the API key.
 """
 
 from __future__ import annotations
@@ -12,7 +12,15 @@ from typing import Any
 
 import httpx
 
-from bindings.ports.llm import ChatMessage, ChatResult, LLMError, ToolCall, ToolSpec
+from bindings.ports.llm import (
+    ChatMessage,
+    ChatResult,
+    LLMError,
+    LLMRateLimitedError,
+    LLMUnavailableError,
+    ToolCall,
+    ToolSpec,
+)
 
 MAX_DETAIL_CHARS = 300
 TIMEOUT_SECONDS = 60.0
@@ -113,14 +121,19 @@ class OpenAICompatibleLLM:
             async with httpx.AsyncClient(transport=self._transport, timeout=TIMEOUT_SECONDS) as c:
                 response = await c.post(self._url, json=body, headers=headers)
         except httpx.TimeoutException:
-            raise LLMError(f"{self.model}: the provider timed out") from None
+            raise LLMUnavailableError(f"{self.model}: the provider timed out") from None
         except httpx.HTTPError as exc:
-            raise LLMError(
+            raise LLMUnavailableError(
                 f"{self.model}: could not reach the provider ({type(exc).__name__})"
             ) from None
         if response.status_code >= 400:
             detail = response.text[:MAX_DETAIL_CHARS].replace(self._api_key or "\0", "***")
-            raise LLMError(f"{self.model}: HTTP {response.status_code}: {detail}")
+            message = f"{self.model}: HTTP {response.status_code}: {detail}"
+            if response.status_code == 429:
+                raise LLMRateLimitedError(message)
+            if response.status_code >= 500:
+                raise LLMUnavailableError(message)
+            raise LLMError(message)
         try:
             data = response.json()
             choice = data["choices"][0]

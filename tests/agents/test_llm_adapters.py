@@ -12,7 +12,14 @@ import httpx
 import pytest
 
 from bindings.openai_llm import OpenAICompatibleLLM
-from bindings.ports.llm import ChatMessage, LLMError, ToolCall, ToolSpec
+from bindings.ports.llm import (
+    ChatMessage,
+    LLMError,
+    LLMRateLimitedError,
+    LLMUnavailableError,
+    ToolCall,
+    ToolSpec,
+)
 from local_runtime.scripted_llm import Answer, CallTool, ScriptedLLM
 from tests.cloudflare.conftest import bind, js_runtime, mode  # noqa: F401  (fixtures)
 from tests.fakes.js_runtime import JSError, JSHost, JSValue, data_to_js, js_async, js_to_data
@@ -131,12 +138,17 @@ async def test_openai_malformed_arguments_reach_the_tool_as_a_refusable_marker()
     assert result.message.tool_calls[0].arguments == {"_invalid_arguments": "{oops"}
 
 
-@pytest.mark.parametrize("status", [429, 503, 400])
-async def test_openai_http_errors_name_the_status_and_hide_the_key(status: int) -> None:
+@pytest.mark.parametrize(
+    ("status", "error"),
+    [(429, LLMRateLimitedError), (503, LLMUnavailableError), (400, LLMError)],
+)
+async def test_openai_http_errors_are_typed_and_hide_the_key(
+    status: int, error: type[LLMError]
+) -> None:
     def handler(request: httpx.Request) -> httpx.Response:
         return httpx.Response(status, text="bad key sk-secret")
 
-    with pytest.raises(LLMError) as caught:
+    with pytest.raises(error) as caught:
         await openai_llm(handler).chat(CONVERSATION)
     assert "sk-secret" not in str(caught.value)
     assert f"HTTP {status}" in str(caught.value)
@@ -146,7 +158,7 @@ async def test_openai_timeouts_and_garbage_are_llm_errors() -> None:
     def timeout(request: httpx.Request) -> httpx.Response:
         raise httpx.ReadTimeout("slow", request=request)
 
-    with pytest.raises(LLMError, match="timed out"):
+    with pytest.raises(LLMUnavailableError):
         await openai_llm(timeout).chat(CONVERSATION)
 
     def garbage(request: httpx.Request) -> httpx.Response:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from bindings.ports.d1 import D1Database, D1Error, D1Result
-from bindings.ports.embedder import EmbeddingConfig, EmbeddingError
+from bindings.ports.embedder import EmbeddingConfig, EmbeddingOverloadedError
 from bindings.ports.errors import BindingUnavailableError
 from bindings.ports.vectorize import (
     MetadataFilter,
@@ -122,4 +122,4 @@ class FailingEmbedder(HashingEmbedder):
     """An embedder whose provider is overloaded."""
 
     async def embed(self, texts: Sequence[str]) -> Any:
-        raise EmbeddingError("injected: 503 from the embedding provider")
+        raise EmbeddingOverloadedError("injected: 503 from the embedding provider")

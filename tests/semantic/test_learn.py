@@ -17,7 +17,7 @@ from agent_memory.tiers.semantic.models import (
     namespace_for_tenant,
 )
 from bindings.ports.d1 import D1Error
-from bindings.ports.embedder import EmbeddingConfig, EmbeddingError
+from bindings.ports.embedder import EmbeddingConfig, EmbeddingOverloadedError
 from local_runtime.runtime import LocalRuntime
 from tests.fakes.embedder import HashingEmbedder
 from tests.semantic.conftest import MemoryFactory, fact_rows, vector_count
@@ -177,7 +177,7 @@ async def test_embedding_failure_writes_nothing(
     rt: LocalRuntime, make_memory: MemoryFactory
 ) -> None:
     memory = make_memory(embedder=FailingEmbedder())
-    with pytest.raises(EmbeddingError):
+    with pytest.raises(EmbeddingOverloadedError):
         await memory.learn(ROI_FACT)
     assert await fact_rows(rt) == [] and await vector_count(rt) == 0
 

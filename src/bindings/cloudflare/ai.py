@@ -1,6 +1,6 @@
 """The Workers AI binding (`env.AI.run`): the `Embedder` (bge), the `Reranker` and the `LLM`;
 loads without numpy or pydantic (tests/pyodide). Errors are "<code>: <text>"
-(workers-ai/platform/errors, e.g. 3036 rate limit), passed on in the error message.
+(workers-ai/platform/errors): 3036 rate limit, 3040 no capacity, 3007/3008 timeout.
 
 Embeddings pin **cls** pooling (the bge schema's recommendation; `mean` is only the legacy
 default); the two are not comparable, so the pooling is part of `config.model`. The reranker
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,8 +26,23 @@ from bindings.openai_llm import (
     tool_to_openai,
     usage_of,
 )
-from bindings.ports.embedder import EmbeddingConfig, EmbeddingError
-from bindings.ports.llm import ChatMessage, ChatResult, LLMError, ToolCall, ToolSpec
+from bindings.ports.embedder import (
+    EmbeddingBadRequestError,
+    EmbeddingConfig,
+    EmbeddingError,
+    EmbeddingOverloadedError,
+    EmbeddingRateLimitedError,
+    EmbeddingTimeoutError,
+)
+from bindings.ports.llm import (
+    ChatMessage,
+    ChatResult,
+    LLMError,
+    LLMRateLimitedError,
+    LLMUnavailableError,
+    ToolCall,
+    ToolSpec,
+)
 from bindings.ports.reranker import RerankError
 
 BGE_SMALL = "@cf/baai/bge-small-en-v1.5"
@@ -42,6 +58,17 @@ BGE_RERANKER = "@cf/baai/bge-reranker-base"
 # bge-reranker-base reads 512 tokens of question and passage together; longer text is cut
 # here rather than sent (about 4 characters a token).
 MAX_RERANK_CHARS = 2_000
+
+_RATE_LIMITED = {3036}
+_OVERLOADED = {3040}
+_TIMEOUT = {3007, 3008}
+_BAD_REQUEST = {5007, 5004, 3039, 3003, 5018, 5016, 3023, 3041, 5019, 5005, 3042, 3006}
+_CODE = re.compile(r"(?<!\d)([35]\d{3}):")
+
+
+def _code(message: str) -> int | None:
+    found = _CODE.search(message)
+    return int(found.group(1)) if found else None
 
 
 class _WorkersAIModel:
@@ -81,7 +108,7 @@ class WorkersAIEmbedder(_WorkersAIModel):
             raise TypeError("embed() takes a sequence of strings (not one string)")
         empty = [index for index, text in enumerate(items) if not text]
         if empty:
-            raise EmbeddingError(
+            raise EmbeddingBadRequestError(
                 f"Workers AI {self._model} rejects empty texts; the texts at positions "
                 f"{empty} are empty"
             )
@@ -95,7 +122,7 @@ class WorkersAIEmbedder(_WorkersAIModel):
         try:
             response = await self._run({"text": batch, "pooling": POOLING})
         except ffi.JsException as exc:
-            raise EmbeddingError(f"Workers AI: {ffi.error_message(exc)}") from exc
+            raise _embedding_error(exc) from exc
         if not isinstance(response, dict) or not isinstance(response.get("data"), list):
             raise EmbeddingError(f"Workers AI returned no embeddings for {self._model}")
         pooling = response.get("pooling")
@@ -145,6 +172,21 @@ def _normalised(row: list[float]) -> list[float]:
     if not math.isfinite(norm) or norm == 0:
         raise EmbeddingError("Workers AI returned a zero or non-finite embedding")
     return [value / norm for value in row]
+
+
+def _embedding_error(exc: BaseException) -> EmbeddingError:
+    message = f"Workers AI: {ffi.error_message(exc)}"
+    code = _code(message)
+    lowered = message.lower()
+    if code in _RATE_LIMITED or "rate limit" in lowered or "too many requests" in lowered:
+        return EmbeddingRateLimitedError(message)
+    if code in _OVERLOADED or "capacity" in lowered or "overloaded" in lowered:
+        return EmbeddingOverloadedError(message)
+    if code in _TIMEOUT or "timeout" in lowered or "timed out" in lowered:
+        return EmbeddingTimeoutError(message)
+    if code in _BAD_REQUEST:
+        return EmbeddingBadRequestError(message)
+    return EmbeddingError(message)
 
 
 def message_to_workers_ai(message: ChatMessage) -> dict[str, Any]:
@@ -198,7 +240,13 @@ class WorkersAILLM(_WorkersAIModel):
         try:
             reply = await self._run(inputs)
         except ffi.JsException as exc:
-            raise LLMError(f"Workers AI {self._model}: {ffi.error_message(exc)}") from None
+            message = f"Workers AI {self._model}: {ffi.error_message(exc)}"
+            code = _code(message)
+            if code in _RATE_LIMITED:
+                raise LLMRateLimitedError(message) from None
+            if code in _OVERLOADED | _TIMEOUT:
+                raise LLMUnavailableError(message) from None
+            raise LLMError(message) from None
         step = sum(1 for m in messages if m.role == "assistant")
         return ChatResult(
             message=parse_workers_ai_reply(reply, step), model=self._model, **usage_of(reply)

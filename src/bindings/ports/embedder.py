@@ -27,7 +27,23 @@ class EmbeddingConfig:
 
 
 class EmbeddingError(Exception):
-    """The embedding call failed (the message names the provider's status or error code)."""
+    """Base class: the embedding call failed."""
+
+
+class EmbeddingRateLimitedError(EmbeddingError):
+    """The provider rate-limited us (HTTP 429); retry later."""
+
+
+class EmbeddingOverloadedError(EmbeddingError):
+    """The provider is overloaded or unavailable (HTTP 503/529); retry later."""
+
+
+class EmbeddingBadRequestError(EmbeddingError):
+    """The provider rejected the input (other 4xx); do not retry."""
+
+
+class EmbeddingTimeoutError(EmbeddingError):
+    """The provider did not answer in time."""
 
 
 class Embedder(Protocol):

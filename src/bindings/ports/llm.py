@@ -46,7 +46,15 @@ class ChatResult:
 
 
 class LLMError(Exception):
-    """The model call failed (the message names the provider's status or error code)."""
+    """The model call failed."""
+
+
+class LLMRateLimitedError(LLMError):
+    """The provider refused for quota (HTTP 429, Workers AI 3036)."""
+
+
+class LLMUnavailableError(LLMError):
+    """The provider failed, was out of capacity, timed out or could not be reached."""
 
 
 class LLM(Protocol):

@@ -15,7 +15,13 @@ from support import MODES
 
 from bindings.cloudflare.ai import WorkersAIEmbedder, WorkersAIReranker
 from bindings.cloudflare.vectorize import CloudflareVectorIndex
-from bindings.ports.embedder import EmbeddingError
+from bindings.ports.embedder import (
+    EmbeddingBadRequestError,
+    EmbeddingError,
+    EmbeddingOverloadedError,
+    EmbeddingRateLimitedError,
+    EmbeddingTimeoutError,
+)
 from bindings.ports.errors import BindingLimitError
 from bindings.ports.reranker import RerankError
 from bindings.ports.vectorize import VectorRecord
@@ -72,24 +78,26 @@ async def test_more_than_100_texts_are_split_in_order_and_none_means_no_call() -
 async def test_empty_texts_are_refused_before_calling_workers_ai() -> None:
     ai = harness_js.newWorkersAI()
     embedder = WorkersAIEmbedder(ai)
-    exc = await _raises(EmbeddingError, embedder.embed(["fine", "", "also"]))
+    exc = await _raises(EmbeddingBadRequestError, embedder.embed(["fine", "", "also"]))
     assert "empty" in str(exc) and "[1]" in str(exc), str(exc)
     assert ai.calls.length == 0
 
 
-async def test_workers_ai_errors_become_embedding_errors() -> None:
-    messages = [
-        "3040: Capacity temporarily exceeded, please try again.",
-        "3036: You have used up your daily free allocation.",
-        "InferenceUpstreamError: something odd",
+async def test_workers_ai_errors_map_to_embedding_errors() -> None:
+    cases = [
+        ("3040: Capacity temporarily exceeded, please try again.", EmbeddingOverloadedError),
+        ("3036: You have used up your daily free allocation.", EmbeddingRateLimitedError),
+        ("3007: Request timeout", EmbeddingTimeoutError),
+        ("5007: No such model @cf/nope or task", EmbeddingBadRequestError),
+        ("InferenceUpstreamError: something odd", EmbeddingError),
     ]
     for mode in MODES:
         ai = harness_js.newWorkersAI()
         embedder = WorkersAIEmbedder(_as(ai, mode))
-        for message in messages:
+        for message, error in cases:
             ai.failNext(message)
             exc = await _raises(EmbeddingError, embedder.embed(["x"]))
-            assert message in str(exc), (mode, message, exc)
+            assert type(exc) is error and message in str(exc), (mode, message, exc)
         ai.replyPooling = "mean"
         exc = await _raises(EmbeddingError, embedder.embed(["x"]))
         assert "pooling" in str(exc), exc

@@ -21,7 +21,14 @@ from typing import Any
 import harness_js
 from support import MODES, env
 
-from bindings.ports.llm import ChatMessage, LLMError, ToolCall, ToolSpec
+from bindings.ports.llm import (
+    ChatMessage,
+    LLMError,
+    LLMRateLimitedError,
+    LLMUnavailableError,
+    ToolCall,
+    ToolSpec,
+)
 
 LLAMA_8B = "@cf/meta/llama-3.1-8b-instruct"  # the default model (bindings.settings)
 LLAMA_70B = "@cf/meta/llama-3.3-70b-instruct-fp8-fast"
@@ -184,13 +191,15 @@ async def _refused(llm: Any) -> LLMError:
 async def test_workers_ai_errors_become_llm_errors_by_code() -> None:
     for mode in MODES:
         ai, llm = _llm(LLAMA_8B, mode)
-        for code in ("3036", "3040", "3007"):
-            ai.failNext(f"{code}: refused")
-            error = await _refused(llm)
-            assert f"{code}: refused" in str(error) and LLAMA_8B in str(error), (mode, error)
+        ai.failNext("3036: You have used up your daily free allocation of 10,000 neurons.")
+        assert type(await _refused(llm)) is LLMRateLimitedError
+        ai.failNext("3040: No more data centers to forward the request to")
+        assert type(await _refused(llm)) is LLMUnavailableError
+        ai.failNext("3007: Request timeout")
+        assert type(await _refused(llm)) is LLMUnavailableError
         _, unknown = _llm("@cf/meta/no-such-model", mode)
         error = await _refused(unknown)
-        assert "5007" in str(error), (mode, error)
+        assert type(error) is LLMError and "5007" in str(error), (mode, error)
         assert "@cf/meta/no-such-model" in str(error)
 
 
