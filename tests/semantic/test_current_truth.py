@@ -291,6 +291,13 @@ async def test_identifier_distinct_siblings_are_each_found_by_their_identifier(
         ("What do I take in the morning?", "I take vitamin D every morning.", "asked"),
         ("What is the Friday lunch special?", "The lunch special on Tuesdays is ramen.", "other"),
         ("What is the Friday lunch special?", "On Fridays the lunch special is tacos.", "asked"),
+        ("What is the living room wifi called?", "The wifi in the garage is HomeNet2.", "other"),
+        (
+            "What is the living room wifi called?",
+            "The wifi in the living room is HomeNet.",
+            "asked",
+        ),
+        ("What is the wifi called?", "The wifi in the garage is HomeNet2.", "asked"),
         ("Who coaches Jake's soccer team?", "Coach Rivera runs Jake's soccer team.", "asked"),
     ],
 )

@@ -355,6 +355,21 @@ def _first_person(text: str) -> bool:
     return any(t.low in FIRST_PERSON for t in tokens(text))
 
 
+def _placed_elsewhere(toks: Sequence[Token], at: int, q: Question) -> bool:
+    """The head at `at` placed by a noun the question lacks, where the question qualifies it
+    ("the wifi *in the garage*" when "the living room wifi" is asked)."""
+    qualified = q.subject - q.heads - q.owners
+    after = [t for t in toks[at + 1 : at + 4] if t.low not in DETERMINERS]
+    return (
+        bool(qualified)
+        and len(after) > 1
+        and after[0].low in _QUALIFY
+        and after[1].text.islower()
+        and _content(after[1].low)
+        and stem(after[1].low) not in q.words
+    )
+
+
 def _other_possessor(toks: Sequence[Token], at: int, q: Question) -> bool:
     """The head at `at` owned by a name the question does not own it by ("*Daniel's*
     manager" when Maya's is asked)."""
@@ -461,6 +476,7 @@ def about(question: str, text: str, strict: bool = True) -> About:
                 or (strict and _modified_foreign(toks, i, q))
                 or _followed_foreign(toks, i, q)
                 or _other_possessor(toks, i, q)
+                or (strict and _placed_elsewhere(toks, i, q))
             )
             seen.setdefault(word, []).append(foreign)
         elif word in q.names or word in q.followers:
