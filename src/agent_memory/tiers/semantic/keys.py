@@ -36,6 +36,7 @@ WORD = re.compile("[A-Za-z0-9][A-Za-z0-9'\u2019\\-]*")
 SENTENCE_END = re.compile(r"(?<=[.!?;])\s+")
 
 
+# Nouns that name someone or something in a relation to an owner, who has facts of their own
 # ("Marco's *brother* lives in Madrid", "Emma's *cat* eats salmon"), as against what an owner
 # has ("Dario's new *place*", "Noah's *budget*"): a closed class of English (family, social
 # and work relations, pets), not a list of phrasings.

@@ -323,7 +323,6 @@ def _followed_foreign(toks: Sequence[Token], at: int, q: Question) -> bool:
     return _identifies(after) and after.low != wanted
 
 
-# Nouns that name someone or something in a relation to an owner, who has facts of their own
 def _owns_another(toks: Sequence[Token], at: int, q: Question) -> bool:
     """Whether the word at `at` owns something the question does not ask about: a relation
     noun among the next words of its noun phrase ("Keiko's old *roommate*", "my *sister's*"),
@@ -348,11 +347,9 @@ def _subject_elsewhere(text: str, q: Question) -> bool:
     """Whether the statement's own subject is a thing the question never names ("*the file
     server* is backed up weekly" for "how often is the database backed up")."""
     subject = {stem(w) for w in head_words(text, "") if _content(w)}
-    return bool(subject) and not subject & q.words and not (q.person and _first_person(text))
-
-
-def _first_person(text: str) -> bool:
-    return any(t.low in FIRST_PERSON for t in tokens(text))
+    return (
+        bool(subject) and not subject & q.words and not (q.person and "~person" in mentions(text))
+    )
 
 
 def _placed_elsewhere(toks: Sequence[Token], at: int, q: Question) -> bool:
@@ -383,13 +380,18 @@ def _other_possessor(toks: Sequence[Token], at: int, q: Question) -> bool:
     )
 
 
+def _past_tense(word: str) -> bool:
+    """A word read as a verb's past form ("raised", "changed"), not a noun ("bed")."""
+    return len(word) > 4 and word.endswith("ed")
+
+
 def _owned_foreign(toks: Sequence[Token], at: int, words: frozenset[str]) -> bool:
     """Whether the word at `at` owns a content word the question does not name."""
     following = toks[at + 1] if at + 1 < len(toks) else None
     return (
         following is not None
         and _content(following.low)
-        and not (len(following.low) > 4 and following.low.endswith("ed"))  # "the gym *raised*"
+        and not _past_tense(following.low)  # "the gym *raised* my membership"
         and following.low not in FIRST_PERSON
         and stem(following.low) not in words
     )
@@ -542,8 +544,9 @@ def values(text: str) -> Mapping[str, frozenset[str]]:
         if _lower_word(ahead) and not ahead.low[:1].isdigit():
             return stem(ahead.low)
         for t in toks[max(0, i - 4) : i][::-1]:
-            verb = len(t.low) > 4 and t.low.endswith("ed")  # "the number *changed* to 555"
-            if _content(t.low) and not (verb or t.low.endswith("ly") or t.low in _ADVERBS):
+            # Not a verb ("the number *changed* to 555") nor an adverb ("is *actually* 4401").
+            adverb = t.low.endswith("ly") or t.low in _ADVERBS
+            if _content(t.low) and not (_past_tense(t.low) or adverb):
                 return "" if t.low[:1].isdigit() else stem(t.low)
         return ""
 
