@@ -267,6 +267,8 @@ async def test_identifier_distinct_siblings_are_each_found_by_their_identifier(
         ("What is Lena's phone number?", "Lena got a new number: 555-0199.", "asked"),
         ("Where was the old office?", "The new office is on Pine Street.", "other"),
         ("When does the morning shift start?", "The night shift starts at 22:00.", "other"),
+        ("What's in the first floor bathroom?", "The second floor bathroom has a shower.", "other"),
+        ("What's in the first floor bathroom?", "The first floor bathroom has a bathtub.", "asked"),
         ("When is Priyanka's team standup?", "Priyanka's own one-on-one is at 14:00.", "other"),
         ("What about Emma from the design team?", "Emma from the data team uses R.", "other"),
         ("What about Invoice INV-1002?", "Invoice INV-1001 was paid.", "other"),

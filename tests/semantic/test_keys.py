@@ -106,6 +106,18 @@ def test_the_speakers_changes_of_two_things_are_two_facts() -> None:
     assert judge("We use Jenkins for CI", "We switched from Jenkins to GitHub Actions") == "update"
 
 
+def test_a_change_to_what_is_done_to_one_thing_leaves_another_thing_alone() -> None:
+    def verdict(older: str, newer: str) -> str:
+        return judge_with_separation(older, derive_key(older), newer, derive_key(newer)).decision
+
+    assert verdict("Nora waters the cactus once a month.", "Nora now waters the ferns daily.") == (
+        "compatible"
+    )
+    assert verdict("Nora waters the ferns twice a week.", "Nora now waters the ferns daily.") == (
+        "update"
+    )
+
+
 def test_a_look_alike_owned_by_another_is_not_a_near_duplicate() -> None:
     def alike(a: str, b: str) -> str | None:
         ka, kb = derive_key(a).entity, derive_key(b).entity

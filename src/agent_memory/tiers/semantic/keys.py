@@ -561,6 +561,19 @@ def _owned_owners(text: str) -> frozenset[str]:
     )
 
 
+def _object(text: str) -> frozenset[str]:
+    """The words of the definite noun phrase the main verb acts on ("waters *the ferns*"), or
+    none: a thing acted on, not a value ("drives *a* Tesla" has none)."""
+    tokens = words(_first_sentence(text))
+    verb_at = _verb_index(tokens)
+    # (the verb found may be an adverb before it: "Nora *now* waters")
+    after = [t for t in tokens[verb_at or 0 :] if t.lower() not in ADVERBS][1:]
+    if verb_at is None or not after or after[0].lower() not in OWNERS | {"the"}:
+        return frozenset()
+    run = itertools.takewhile(lambda t: t.islower() and t.isalpha() and t not in STOP, after[1:])
+    return frozenset(t.removesuffix("s") for t in run)
+
+
 def _another_owner(a_text: str, b_text: str) -> bool:
     """Whether one statement's subject is owned by someone the other never names."""
     a, b = (
@@ -584,6 +597,9 @@ def separate(older_text: str, newer_text: str, entity: str) -> str | None:
     a, b = head_words(older_text, entity), head_words(newer_text, entity)
     if (a and b and a != b) or _another_owner(older_text, newer_text):
         return "distinct_subject"
+    oa, ob = _object(older_text), _object(newer_text)
+    if oa and ob and not oa & ob:
+        return "distinct_object"  # "waters the cactus" / "now waters the ferns"
     if bounded(newer_text) and not bounded(older_text):
         return "time_bounded"
     # "… the product owner *for search*" / "… *for ads*": a value for another context.

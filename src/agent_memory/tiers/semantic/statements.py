@@ -428,9 +428,9 @@ def _modified_foreign(toks: Sequence[Token], at: int, q: Question) -> bool:
             ):
                 modifiers.append(qualifier)
             break
-        # A unit of time right before a common noun qualifies it ("the *night* shift"),
-        # elsewhere it says when ("these *days* Marco …").
-        timed = t.low in _TIME_UNITS and not (back == at - 1 and toks[at].text.islower())
+        # A unit of time right before a common noun qualifies it ("the *night* shift", "the
+        # *second* floor bathroom"), elsewhere it says when ("these *days* Marco …").
+        timed = t.low in _TIME_UNITS and not toks[back + 1].text.islower()
         if not _content(t.low) or t.start or timed:
             return False  # not inside a noun phrase that starts with a determiner
         if proper and t.text.islower():
