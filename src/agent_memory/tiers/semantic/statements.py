@@ -227,6 +227,8 @@ def _subject(toks: Sequence[Token], nested: bool = False) -> list[Token]:
         tail = _subject(toks[j + 1 :], nested=True)
         return [*run, _BREAK, *tail] if tail else run
     if question_like and j >= len(toks) and verb_last:
+        if does and len(words) > 2 and words[-1].low.endswith("ing"):
+            run.pop()  # "when does the car lease *need renewing*": the verb's complement
         run.pop()
     return run
 
@@ -489,7 +491,11 @@ def about(question: str, text: str, strict: bool = True) -> About:
             # an owner qualifies, followed by a word the question does not have.
             owned = i > 0 and (toks[i - 1].owner or toks[i - 1].low in POSSESSIVE_PRONOUNS)
             opens = headless and i > 0 and toks[i - 1].low in DETERMINERS
-            foreign = (t.owner or owned or opens) and _owned_foreign(toks, i, q.words)
+            foreign = ((t.owner or owned or opens) and _owned_foreign(toks, i, q.words)) or (
+                # the question's head nowhere: the word stands for it ("my *personal* email"
+                # when "my primary email address" is asked)
+                headless and _modified_foreign(toks, i, q)
+            )
             seen.setdefault(word, []).append(foreign)
     # A statement that never names the question's named owner ("Gina's appointment") is not
     # about it, however alike its words.
