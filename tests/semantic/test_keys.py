@@ -118,6 +118,16 @@ def test_a_change_to_what_is_done_to_one_thing_leaves_another_thing_alone() -> N
     )
 
 
+def test_a_name_that_says_which_kind_of_thing_is_not_a_new_value() -> None:
+    figma, notion = "We have 20 Figma licenses.", "We have 20 Notion licenses."
+    verdict = judge_with_separation(figma, derive_key(figma), notion, derive_key(notion))
+    assert verdict.decision == "compatible"
+    cut = "We now have 12 Figma licenses."
+    assert judge_with_separation(figma, derive_key(figma), cut, derive_key(cut)).decision == (
+        "update"
+    )
+
+
 def test_a_look_alike_owned_by_another_is_not_a_near_duplicate() -> None:
     def alike(a: str, b: str) -> str | None:
         ka, kb = derive_key(a).entity, derive_key(b).entity

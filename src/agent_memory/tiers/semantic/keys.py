@@ -574,6 +574,22 @@ def _object(text: str) -> frozenset[str]:
     return frozenset(t.removesuffix("s") for t in run)
 
 
+def _named_kinds(text: str) -> dict[str, str]:
+    """{noun: name} for each name that qualifies the common noun after it ("20 *Figma*
+    licenses"), past the first word: a kind of thing, not a value."""
+    tokens = words(text)
+    return {
+        b.lower(): a.lower()
+        for a, b in zip(tokens[1:], tokens[2:], strict=False)
+        if a[:1].isupper()
+        and a.lower() not in NOT_NAMES
+        and b.isalpha()
+        and b.islower()
+        and b not in STOP
+        and b not in ADVERBS
+    }
+
+
 def _another_owner(a_text: str, b_text: str) -> bool:
     """Whether one statement's subject is owned by someone the other never names."""
     a, b = (
@@ -600,6 +616,9 @@ def separate(older_text: str, newer_text: str, entity: str) -> str | None:
     oa, ob = _object(older_text), _object(newer_text)
     if oa and ob and not oa & ob:
         return "distinct_object"  # "waters the cactus" / "now waters the ferns"
+    ka, kb = _named_kinds(older_text), _named_kinds(newer_text)
+    if any(ka[noun] != kb[noun] for noun in ka.keys() & kb.keys()) and not marked:
+        return "distinct_kind"  # "20 *Figma* licenses" / "20 *Notion* licenses"
     if bounded(newer_text) and not bounded(older_text):
         return "time_bounded"
     # "… the product owner *for search*" / "… *for ads*": a value for another context.
