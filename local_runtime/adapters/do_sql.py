@@ -503,7 +503,6 @@ class BufferedSqlCursor:
         return list(self._rows)
 
     def one(self) -> Row:
-        """Exactly one row; raises `SqlStorageError` (workerd's text) for zero or several."""
         row = next(self._rows, None)
         if row is None:
             raise SqlStorageError("Expected exactly one result from SQL query, but got no results.")

@@ -426,7 +426,6 @@ class LocalVectorIndex:
         return _Prepared(vid, record.namespace, values, json.loads(metadata_json), metadata_json)
 
     async def upsert(self, vectors: Sequence[VectorRecord]) -> None:
-        """Insert or replace vectors in full (values, metadata and namespace)."""
         op = "UPSERT"
         if len(vectors) > VECTORIZE_MAX_BATCH:
             raise _error(
