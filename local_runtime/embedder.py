@@ -87,16 +87,18 @@ class LoadedModel:
     lock: threading.Lock
 
 
-_MODELS: dict[tuple[Path, Path, int], LoadedModel] = {}
+_MODELS: dict[tuple[Path, Path], LoadedModel] = {}
+# ONNX intra-op threads: the cores we have, at most 4 (MiniLM gains little beyond).
+THREADS = max(1, min(4, os.cpu_count() or 1))
 _MODELS_LOCK = threading.Lock()
 
 
-def load_model(model_path: Path, tokenizer_path: Path, *, threads: int) -> LoadedModel:
+def load_model(model_path: Path, tokenizer_path: Path) -> LoadedModel:
     """Load (once per process) and return the model for these files; verifies hashes first.
 
     A failed load is not cached, so fixing the file and calling again works.
     """
-    key = (model_path.resolve(), tokenizer_path.resolve(), threads)
+    key = (model_path.resolve(), tokenizer_path.resolve())
     with _MODELS_LOCK:
         loaded = _MODELS.get(key)
         if loaded is not None:
@@ -109,7 +111,7 @@ def load_model(model_path: Path, tokenizer_path: Path, *, threads: int) -> Loade
         from tokenizers import Tokenizer
 
         options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = threads
+        options.intra_op_num_threads = THREADS
         options.inter_op_num_threads = 1
         # Idle intra-op threads sleep instead of spinning: spinning keeps every core busy
         # between calls, which a server with other work (requests, SQLite, the vector scan)
@@ -152,15 +154,12 @@ class LocalMiniLMEmbedder:
         tokenizer_path: Path | None = None,
         *,
         batch_size: int = DEFAULT_BATCH_SIZE,
-        threads: int | None = None,
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
         self._model_path = model_path
         self._tokenizer_path = tokenizer_path
         self._batch_size = batch_size
-        # ONNX intra-op threads: the cores we have, at most 4 (MiniLM gains little beyond).
-        self._threads = threads or max(1, min(4, os.cpu_count() or 1))
 
     @property
     def config(self) -> EmbeddingConfig:
@@ -171,7 +170,6 @@ class LocalMiniLMEmbedder:
         return load_model(
             self._model_path or default_model_path(),
             self._tokenizer_path or default_tokenizer_path(),
-            threads=self._threads,
         )
 
     async def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:

@@ -3,7 +3,7 @@
 A script is a list of `CallTool(name, arguments)` / `Answer(text)` steps. The model is
 stateless: it plays the step numbered by the assistant messages already in the conversation
 (so one instance serves concurrent turns), skipping calls of tools the agent was not offered;
-past the end it answers `fallback` (with `repeat_last`, it plays the last step forever).
+past the end it answers `DEFAULT_FALLBACK` (with `repeat_last`, it plays the last step forever).
 Strings are `str.format` templates over `conversation_variables` (the turn's input, the
 episodes the context lists, the latest tool result, the turn). The default script, which
 `agent-memory dev` runs, notes the input in working memory and says what it remembered.
@@ -104,19 +104,13 @@ class ScriptedLLM:
         self,
         steps: Sequence[ScriptStep] | None = None,
         *,
-        fallback: str = DEFAULT_FALLBACK,
         repeat_last: bool = False,
-        model: str = "scripted",
     ) -> None:
         self._steps = tuple(DEFAULT_SCRIPT if steps is None else steps)
-        self._fallback = fallback
         self._repeat_last = repeat_last
-        self._model = model
         self.calls = 0
 
-    @property
-    def model(self) -> str:
-        return self._model
+    model = "scripted"
 
     async def chat(
         self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = ()
@@ -134,7 +128,7 @@ class ScriptedLLM:
         elif self._repeat_last and playable:
             step = playable[-1]
         else:
-            step = Answer(self._fallback)
+            step = Answer(DEFAULT_FALLBACK)
         prompt_tokens = sum(len(m.content.split()) for m in messages)
         if isinstance(step, Answer):
             text = _fill(step.text, variables)
@@ -148,7 +142,7 @@ class ScriptedLLM:
             reply = ChatMessage(role="assistant", content="", tool_calls=[call])
         return ChatResult(
             message=reply,
-            model=self._model,
+            model=self.model,
             prompt_tokens=prompt_tokens,
             completion_tokens=len(reply.content.split()) + len(reply.tool_calls),
         )

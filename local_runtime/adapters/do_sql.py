@@ -489,9 +489,7 @@ def _do_value(value: Any) -> Any:
 
 class BufferedSqlCursor:
     """A cursor over a statement's complete result, consumed once like workerd's: iteration,
-    `to_array` and `one` take the rows not yet taken; `error_type` is what `one()` raises."""
-
-    error_type: type[BindingError] = SqlStorageError
+    `to_array` and `one` take the rows not yet taken."""
 
     def __init__(self, columns: list[str], rows: list[Any], rows_written: int) -> None:
         # Like workerd's object rows: a repeated column name keeps the last value.
@@ -505,12 +503,11 @@ class BufferedSqlCursor:
         return list(self._rows)
 
     def one(self) -> Row:
-        """Exactly one row; raises `error_type` (workerd's text) for zero or several."""
         row = next(self._rows, None)
         if row is None:
-            raise self.error_type("Expected exactly one result from SQL query, but got no results.")
+            raise SqlStorageError("Expected exactly one result from SQL query, but got no results.")
         if self.to_array():
-            raise self.error_type(
+            raise SqlStorageError(
                 "Expected exactly one result from SQL query, but got multiple results."
             )
         return row

@@ -142,7 +142,6 @@ class SqliteKV:
         return math.floor(self._clock.now())
 
     async def get(self, key: str) -> str | None:
-        """Return the value, or None when the key is missing or expired."""
         return (await self.get_with_metadata(key)).value
 
     async def get_with_metadata(self, key: str) -> KVValueWithMetadata:
@@ -174,7 +173,6 @@ class SqliteKV:
         expiration: int | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> None:
-        """Write a value; raises `BindingLimitError` on any rule Cloudflare enforces."""
         encoded = _key_bytes("PUT", key)
         now = self._now()
         expires_at: int | None = None

@@ -196,10 +196,8 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
 def cmd_reindex(args: argparse.Namespace) -> int:
     from agent_memory.tiers.semantic.keyword_index import renormalise_all
 
-    async def vocabulary(runtime: Any) -> dict[str, int]:
-        return await renormalise_all(runtime.db, args.tenant or None)
-
-    _emit({"renormalised": run_with(_open(args), vocabulary)})
+    renormalised = run_with(_open(args), lambda runtime: renormalise_all(runtime.db, args.tenant))
+    _emit({"renormalised": renormalised})
     return 0
 
 

@@ -21,12 +21,12 @@ from local_runtime.commands.common import command, open_runtime, run_with
 def cmd_backfill(args: argparse.Namespace) -> int:
     from agent_memory.tiers.working import backfill_all
 
-    async def go(runtime: Any) -> Any:
-        return await backfill_all(
+    report = run_with(
+        open_runtime(args),
+        lambda runtime: backfill_all(
             runtime.kv, runtime.clock, tenant=args.tenant, dry_run=args.dry_run
-        )
-
-    report = run_with(open_runtime(args), go)
+        ),
+    )
     print(
         f"namespace backfill: {report.copied} copied, {report.already_canonical} already "
         f"canonical, {report.expiring} expiring, {report.invalid} invalid",

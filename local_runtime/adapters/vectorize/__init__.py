@@ -31,7 +31,6 @@ from threadpoolctl import ThreadpoolController
 from bindings.ports.errors import BindingLimitError
 from bindings.ports.vectorize import (
     VECTORIZE_MAX_BATCH,
-    VECTORIZE_MAX_DIMENSIONS,
     VECTORIZE_MAX_FILTER_BYTES,
     VECTORIZE_MAX_ID_BYTES,
     VECTORIZE_MAX_METADATA_BYTES,
@@ -156,17 +155,17 @@ def _unit(values: Sequence[float], op: str, what: str) -> tuple[F32Array, float]
     return array, 1.0 / norm
 
 
+def _check_name(value: object, what: str, limit: int, op: str) -> None:
+    """A vector id or namespace: a non-empty string of at most `limit` UTF-8 bytes."""
+    if not isinstance(value, str) or not value:
+        raise _error(op, f"{what} must be a non-empty string")
+    if (size := _utf8_len(value)) > limit:
+        raise _error(op, f"{what} {value[:80]!r} is {size} bytes; the maximum is {limit} bytes")
+
+
 def _check_namespace(namespace: str | None, op: str) -> None:
-    if namespace is None:
-        return
-    if not isinstance(namespace, str) or not namespace:
-        raise _error(op, "namespace must be a non-empty string or omitted")
-    if _utf8_len(namespace) > VECTORIZE_MAX_NAMESPACE_BYTES:
-        raise _error(
-            op,
-            f"namespace {namespace[:80]!r} is {_utf8_len(namespace)} bytes; the maximum is "
-            f"{VECTORIZE_MAX_NAMESPACE_BYTES} bytes",
-        )
+    if namespace is not None:
+        _check_name(namespace, "namespace", VECTORIZE_MAX_NAMESPACE_BYTES, op)
 
 
 def _scalar(value: object, prop: str, op: str) -> Scalar:
@@ -286,12 +285,7 @@ class LocalVectorIndex:
         *,
         name: str = "local-index",
     ) -> None:
-        if isinstance(dimensions, bool) or not isinstance(dimensions, int):
-            raise BindingLimitError("dimensions must be an integer")
-        if not 1 <= dimensions <= VECTORIZE_MAX_DIMENSIONS:
-            raise BindingLimitError(
-                f"dimensions must be between 1 and {VECTORIZE_MAX_DIMENSIONS}, got {dimensions}"
-            )
+        # `dimensions` is `Settings.embedding_dimensions`, validated there (1 to 1536).
         self.dimensions, self.name = dimensions, name
         self._lock = threading.RLock()
         self._namespaces: dict[str | None, _Namespace] = {}
@@ -408,14 +402,7 @@ class LocalVectorIndex:
 
     def _prepare(self, record: VectorRecord, op: str) -> _Prepared:
         vid = record.id
-        if not isinstance(vid, str) or not vid:
-            raise _error(op, "vector id must be a non-empty string")
-        if _utf8_len(vid) > VECTORIZE_MAX_ID_BYTES:
-            raise _error(
-                op,
-                f"vector id {vid[:80]!r} is {_utf8_len(vid)} bytes; the maximum is "
-                f"{VECTORIZE_MAX_ID_BYTES} bytes",
-            )
+        _check_name(vid, "vector id", VECTORIZE_MAX_ID_BYTES, op)
         _check_namespace(record.namespace, op)
         if len(record.values) != self.dimensions:
             raise _error(
@@ -439,7 +426,6 @@ class LocalVectorIndex:
         return _Prepared(vid, record.namespace, values, json.loads(metadata_json), metadata_json)
 
     async def upsert(self, vectors: Sequence[VectorRecord]) -> None:
-        """Insert or replace vectors in full (values, metadata and namespace)."""
         op = "UPSERT"
         if len(vectors) > VECTORIZE_MAX_BATCH:
             raise _error(
