@@ -148,9 +148,8 @@ def memory_written(
     )
 
 
-# The daily brief's figures on this store's tables: scalar subqueries the brief joins into
-# one statement per tenant (?1 tenant, ?2 now in ms; `lifecycle.brief`).
-# Pairs the update adjudicator was unsure about in the last 24 hours.
+# The daily brief's figure on this store's table (`lifecycle.brief`): pairs the update
+# adjudicator was unsure about in the last 24 hours.
 BRIEF_FIGURES = (
     "(SELECT COUNT(*) FROM memory_events WHERE tenant_id = ?1 AND kind = 'memory_written' "
     "AND created_at > ?2 - 86400000 AND json_extract(payload, '$.decision') = 'unsure') "

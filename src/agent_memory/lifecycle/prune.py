@@ -682,9 +682,7 @@ class Pruner:
         return [_stmt(self.db, sql, key, now_ms, *params)]
 
 
-def pruner_for(
-    bindings: Bindings, share: tuple[int, float] | None = None, batch_rows: int | None = None
-) -> Pruner | None:
+def pruner_for(bindings: Bindings, share: tuple[int, float] | None = None) -> Pruner | None:
     """The pruner over `bindings`' database and cold bucket (None without either), within
     `share` (operations, seconds), else the settings' lifecycle budget."""
     if bindings.db is None or bindings.cold is None:
@@ -702,7 +700,7 @@ def pruner_for(
         budget=PruneBudget(
             max_operations=max(OPERATIONS_PER_BATCH + 2, operations),
             max_seconds=seconds,
-            batch_rows=batch_rows or settings.prune_batch_rows,
+            batch_rows=settings.prune_batch_rows,
         ),
         placement=parse_placement(settings.memory_placement),
         feed=ChangeFeed.of(bindings),
@@ -725,8 +723,7 @@ async def resume_unfinished(pruner: Pruner) -> list[PruneReport]:
     return reports
 
 
-# The daily brief's figures on this store's tables: scalar subqueries the brief joins into
-# one statement per tenant (?1 tenant, ?2 now in ms; `lifecycle.brief`).
+# The daily brief's figures on this store's tables (`lifecycle.brief`).
 BRIEF_FIGURES = (
     "(SELECT COUNT(*) FROM lifecycle_archives WHERE tenant_id = ?1) AS archives, "
     "(SELECT COALESCE(SUM(rows), 0) FROM lifecycle_archives WHERE tenant_id = ?1) AS archived_rows"
