@@ -17,7 +17,7 @@ import base64
 import json
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from functools import cached_property
 from typing import Any
 
@@ -59,48 +59,41 @@ def destroy_statement(db: D1Database, tenant_id: str, subject: str) -> D1Stateme
     ).bind(tenant_id, subject_hash(subject))
 
 
+@dataclass
 class DataKeys:
     """One tenant's subject data keys (see the module docstring)."""
 
-    def __init__(
-        self,
-        tenant_id: str,
-        *,
-        db: D1Database,
-        cipher: Cipher,
-        keks: KeyEncryptionKeys,
-        clock: Clock,
-    ) -> None:
-        self.tenant_id = tenant_id
-        self._db = db
-        self._cipher = cipher
-        self._keks = keks
-        self._clock = clock
-        self._cache: dict[str, bytes] = {}  # key_id -> data key
-        self._newest: dict[str, str] = {}  # subject hash -> key_id for writes
+    tenant_id: str
+    _: KW_ONLY
+    db: D1Database
+    cipher: Cipher
+    keks: KeyEncryptionKeys
+    clock: Clock
+    _cache: dict[str, bytes] = field(default_factory=dict, init=False)  # key_id -> data key
+    _newest: dict[str, str] = field(default_factory=dict, init=False)  # subject hash -> key_id
 
     def _sql(self, sql: str, *params: SqlValue) -> D1Statement:
-        return self._db.prepare(sql).bind(self.tenant_id, *params)
+        return self.db.prepare(sql).bind(self.tenant_id, *params)
 
     def _aad(self, digest: str, key_id: str, kek_kid: str) -> bytes:
         parts = [WRAP_AAD_LABEL, *(p.encode() for p in (self.tenant_id, digest, key_id, kek_kid))]
         return b"\x00".join(parts)
 
     async def _wrap(self, digest: str, key_id: str, key: bytes) -> tuple[str, str]:
-        kek_kid, kek = self._keks.newest
-        nonce, sealed = await self._cipher.encrypt(kek, key, self._aad(digest, key_id, kek_kid))
+        kek_kid, kek = self.keks.newest
+        nonce, sealed = await self.cipher.encrypt(kek, key, self._aad(digest, key_id, kek_kid))
         return kek_kid, f"{b64url(nonce)}.{b64url(sealed)}"
 
     async def _unwrap(self, digest: str, row: Row) -> bytes | None:
         """The data key of a `subject_data_keys` row; None (logged) when it does not unwrap."""
         key_id, kek_kid, wrapped = str(row["key_id"]), str(row["kek_kid"]), str(row["wrapped"])
-        kek = self._keks.get(kek_kid)
+        kek = self.keks.get(kek_kid)
         if kek is None:
             log.error("data key %s is wrapped by KEK %r, which is not configured", key_id, kek_kid)
             return None
         nonce, _, sealed = wrapped.partition(".")
         try:
-            return await self._cipher.decrypt(
+            return await self.cipher.decrypt(
                 kek, unb64url(nonce), unb64url(sealed), self._aad(digest, key_id, kek_kid)
             )
         except (CipherError, ValueError):
@@ -122,8 +115,8 @@ class DataKeys:
         if row is not None and key is not None:
             key_id = str(row["key_id"])
         else:  # none yet, or one this deployment cannot unwrap: start a new one
-            key_id = new_ulid(self._clock.now())
-            key = await self._cipher.new_key()
+            key_id = new_ulid(self.clock.now())
+            key = await self.cipher.new_key()
             kek_kid, wrapped = await self._wrap(digest, key_id, key)
             await self._sql(
                 "INSERT INTO subject_data_keys (tenant_id, subject_hash, key_id, kek_kid, "
@@ -132,7 +125,7 @@ class DataKeys:
                 key_id,
                 kek_kid,
                 wrapped,
-                int(self._clock.now() * 1000),
+                int(self.clock.now() * 1000),
             ).run()
         self._cache[key_id] = key
         self._newest[digest] = key_id
@@ -162,7 +155,7 @@ class DataKeys:
         """Re-wrap up to `limit` of the tenant's data keys not under the newest KEK; returns
         how many were re-wrapped (0: the tenant is done). A key whose KEK is no longer
         configured is left as it is (and logged): it is unreadable already."""
-        newest, _ = self._keks.newest
+        newest, _ = self.keks.newest
         result = await self._sql(
             "SELECT subject_hash, key_id, kek_kid, wrapped FROM subject_data_keys "
             "WHERE tenant_id = ? AND kek_kid <> ? ORDER BY key_id LIMIT ?",
@@ -178,7 +171,7 @@ class DataKeys:
             kek_kid, wrapped = await self._wrap(digest, key_id, key)
             # Guarded by the old kid, so a concurrent re-wrap of the same row is harmless.
             await (
-                self._db.prepare(
+                self.db.prepare(
                     "UPDATE subject_data_keys SET kek_kid = ?, wrapped = ? WHERE tenant_id = ? "
                     "AND subject_hash = ? AND key_id = ? AND kek_kid = ?"
                 )
