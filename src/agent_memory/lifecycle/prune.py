@@ -1,14 +1,8 @@
 """The weekly prune (cron `0 3 * * SUN`; docs/lifecycle.md, "Weekly prune" and "Archive
-layout"): episodes, finished runs and memory events past their tenant's retention are archived
-to the cold tier (R2, gzip NDJSON, one ISO week per object, keyed by its first row so a retried
-batch replaces its own object), then deleted, in bounded, resumable batches; archives past
-their kind's cold retention are deleted.
-
-A job (`weekly-{ISO week}`) fixes each tenant's cutoff when it first meets it, so a retried
-invocation finishes the same job; an invocation stays within a `PruneBudget` and the daily
-cron resumes an unfinished job. Nothing is deleted that is not archived: the PUT comes first,
-then one D1 transaction whose ledger row's CHECK fails unless the key range holds exactly the
-rows archived (`RangeChanged`: the batch is redone), the DELETE of that range, the counts.
+layout" describe the job, its batches and why nothing is lost): episodes, finished runs and
+memory events past their tenant's retention are archived to the cold tier (R2, gzip NDJSON, one
+ISO week per object), then deleted, in bounded, resumable batches; archives past their kind's
+cold retention are deleted. Nothing is deleted that is not archived (`_archive_and_delete`).
 """
 
 from __future__ import annotations
