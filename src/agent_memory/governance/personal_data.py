@@ -1,14 +1,8 @@
 """Personal data sealed at rest (docs/personal-data.md: the marking, the sealed-value format,
-its AAD, the data keys and their wrapping): the one place marked fields are encrypted and
-decrypted, and the per-subject data keys (DEKs, D1 `subject_data_keys`) they are sealed under.
-
-`PersonalData.seal` replaces each field marked with `_personal` by a sealed string (an object
-marked whole by `{"_personal": true, "_sealed": ...}`); `open_many` turns them back, and a value
-whose data key is gone (crypto-shredding) or that does not authenticate reads as `null` (a
-field) or `{"_personal": true, "_erased": true}` (a whole object). Keys are stored only wrapped
-under a `MEMORY_PII_KEKS` key, the subject only as its SHA-256; unwrapped keys are cached for
-one request; logs name key ids and KEK kids, never subjects or keys. `public_view` (the object
-without its personal fields) is what may feed indexed values.
+its AAD, what an unreadable value reads as, the data keys and their wrapping): the one place
+marked fields are encrypted and decrypted, and the per-subject data keys (DEKs, D1
+`subject_data_keys`) they are sealed under. Unwrapped keys are cached for one request; logs
+name key ids and KEK kids, never subjects or keys.
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
 """What may be written to memory and the record of what was (ADR-0051): write proposals, the
-policy that checks them before they commit (its rules: docs/lifecycle.md "Write policy"), and
-the memory event log.
-
-`WritePolicy.evaluate` is a pure function of a `WriteProposal`; every tier calls it through a
-`WriteGate` before writing: allowed, the tier commits and the gate records a `memory_written`
-event (the SHA-256 of the canonical value, never the value); denied, `WriteDenied` lists each
-`Violation` and nothing is written. The event log is `memory_events`, one tenant's per
-`EventLog`; a caller putting `statement(event)` into its own `db.batch` commits the event with
-its change. A `memory_retrieved` event's results are stored as arrays of `RETRIEVED_FIELDS`
-(`stored_payload`); `loaded_payload` gives them back as objects.
+policy that checks them before they commit, and the memory event log (docs/lifecycle.md "Write
+policy" gives the rules, the events and what a denial leaves: nothing written). A caller putting
+`EventLog.statement(event)` into its own `db.batch` commits the event with its change.
 """
 
 from __future__ import annotations
