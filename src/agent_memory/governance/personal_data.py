@@ -250,27 +250,21 @@ def _set(value: dict[str, Any], path: str, new: Any, *, delete: bool = False) ->
             node[last] = new
 
 
+@dataclass
 class PersonalData:
-    """Seals and opens the marked fields of one tenant's rows. Without `keys` (no cipher or
+    """Seals and opens the marked fields of one tenant's rows. Without keys (no cipher or
     no `MEMORY_PII_KEKS`) writing marked data raises `PersonalDataUnavailable` (never stored
     in plaintext) and sealed values read as unreadable."""
 
-    def __init__(
-        self,
-        tenant_id: str,
-        keys: DataKeys | Callable[[], DataKeys | None] | None,
-        cipher: Cipher | None,
-    ) -> None:
-        self.tenant_id = tenant_id
-        self._given_keys = keys
-        self._cipher = cipher
+    tenant_id: str
+    # A factory (`from_bindings`): the KEKs are parsed when a record is first sealed or
+    # opened, not on every request that builds a tenant's `Memory`.
+    make_keys: Callable[[], DataKeys | None] | None
+    cipher: Cipher | None
 
     @cached_property
     def _keys(self) -> DataKeys | None:
-        # Given as a factory by `from_bindings`: the KEKs are parsed when a record is first
-        # sealed or opened, not on every request that builds a tenant's `Memory`.
-        given = self._given_keys
-        return given() if callable(given) else given
+        return None if self.make_keys is None else self.make_keys()
 
     @classmethod
     def from_bindings(cls, bindings: Any, tenant_id: str) -> PersonalData:
@@ -290,7 +284,7 @@ class PersonalData:
 
     @property
     def can_seal(self) -> bool:
-        return self._keys is not None and self._cipher is not None
+        return self._keys is not None and self.cipher is not None
 
     def _aad(self, subject: str, record_id: str, path: str) -> bytes:
         parts = (self.tenant_id, subject, record_id, path)
@@ -305,7 +299,7 @@ class PersonalData:
         fields = personal_marking(value)
         if fields is None:
             return dict(value)
-        if self._keys is None or self._cipher is None or not subject:
+        if self._keys is None or self.cipher is None or not subject:
             raise PersonalDataUnavailable(
                 "personal data cannot be stored: set the MEMORY_PII_KEKS secret "
                 "(docs/personal-data.md)"
@@ -317,7 +311,7 @@ class PersonalData:
             whole = isinstance(node, Mapping) and node.get(PERSONAL_MARK) is True
             plain = {k: v for k, v in node.items() if k != PERSONAL_MARK} if whole else node
             aad = self._aad(subject, record_id, _aad_path(field, path, whole))
-            nonce, ct = await self._cipher.encrypt(key, canonical_json(plain), aad)
+            nonce, ct = await self.cipher.encrypt(key, canonical_json(plain), aad)
             text = SealedValue(key_id, nonce, ct).text()
             out = _put(out, path, {PERSONAL_MARK: True, SEALED_KEY: text} if whole else text)
         return out
@@ -355,10 +349,10 @@ class PersonalData:
             plain: Any = None
             readable = False
             key = keys.get((item.subject or "", sealed.kid))
-            if key is not None and self._cipher is not None and item.subject:
+            if key is not None and self.cipher is not None and item.subject:
                 aad = self._aad(item.subject, item.record_id, _aad_path(field, path, whole))
                 try:
-                    data = await self._cipher.decrypt(key, sealed.nonce, sealed.ciphertext, aad)
+                    data = await self.cipher.decrypt(key, sealed.nonce, sealed.ciphertext, aad)
                     plain, readable = json.loads(data), True
                 except (CipherError, ValueError):
                     log.warning("sealed %s of %s does not open", field, item.record_id)
