@@ -182,7 +182,7 @@ AAD_LABEL = b"agent-memory/pii/1"
 
 @dataclass(frozen=True, slots=True)
 class SealedValue:
-    """A parsed sealed value (see the module docstring for the text form)."""
+    """A parsed sealed value (its text form: docs/personal-data.md)."""
 
     kid: str
     nonce: bytes
@@ -317,8 +317,8 @@ class PersonalData:
         return out
 
     async def open_many(self, field: str, items: Sequence[Sealable]) -> list[dict[str, Any]]:
-        """Each item's value with its sealed fields opened (unreadable ones replaced, see
-        the module docstring); values without sealed fields are returned as they are."""
+        """Each item's value with its sealed fields opened (unreadable ones replaced as
+        docs/personal-data.md says); values without sealed fields are returned as they are."""
         plans = [_sealed_paths(item.value) for item in items]
         wanted: dict[str, set[str]] = {}
         for item, plan in zip(items, plans, strict=True):

@@ -498,7 +498,7 @@ def canonical_json(value: Any) -> bytes:
 
 
 def personal_marking(value: Any) -> tuple[str, ...] | None:
-    """Read the `_personal` mark of a JSON object value (see the module docstring)."""
+    """Read the `_personal` mark of a JSON object value (docs/lifecycle.md, rule 4)."""
     if not isinstance(value, Mapping) or PERSONAL_MARK not in value:
         return _nested_marking(value)
     mark = value[PERSONAL_MARK]
