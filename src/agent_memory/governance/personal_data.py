@@ -1,14 +1,8 @@
 """Personal data sealed at rest (docs/personal-data.md: the marking, the sealed-value format,
-its AAD, the data keys and their wrapping): the one place marked fields are encrypted and
-decrypted, and the per-subject data keys (DEKs, D1 `subject_data_keys`) they are sealed under.
-
-`PersonalData.seal` replaces each field marked with `_personal` by a sealed string (an object
-marked whole by `{"_personal": true, "_sealed": ...}`); `open_many` turns them back, and a value
-whose data key is gone (crypto-shredding) or that does not authenticate reads as `null` (a
-field) or `{"_personal": true, "_erased": true}` (a whole object). Keys are stored only wrapped
-under a `MEMORY_PII_KEKS` key, the subject only as its SHA-256; unwrapped keys are cached for
-one request; logs name key ids and KEK kids, never subjects or keys. `public_view` (the object
-without its personal fields) is what may feed indexed values.
+its AAD, what an unreadable value reads as, the data keys and their wrapping): the one place
+marked fields are encrypted and decrypted, and the per-subject data keys (DEKs, D1
+`subject_data_keys`) they are sealed under. Unwrapped keys are cached for one request; logs
+name key ids and KEK kids, never subjects or keys.
 """
 
 from __future__ import annotations
@@ -17,7 +11,7 @@ import base64
 import json
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from functools import cached_property
 from typing import Any
 
@@ -59,48 +53,41 @@ def destroy_statement(db: D1Database, tenant_id: str, subject: str) -> D1Stateme
     ).bind(tenant_id, subject_hash(subject))
 
 
+@dataclass
 class DataKeys:
     """One tenant's subject data keys (see the module docstring)."""
 
-    def __init__(
-        self,
-        tenant_id: str,
-        *,
-        db: D1Database,
-        cipher: Cipher,
-        keks: KeyEncryptionKeys,
-        clock: Clock,
-    ) -> None:
-        self.tenant_id = tenant_id
-        self._db = db
-        self._cipher = cipher
-        self._keks = keks
-        self._clock = clock
-        self._cache: dict[str, bytes] = {}  # key_id -> data key
-        self._newest: dict[str, str] = {}  # subject hash -> key_id for writes
+    tenant_id: str
+    _: KW_ONLY
+    db: D1Database
+    cipher: Cipher
+    keks: KeyEncryptionKeys
+    clock: Clock
+    _cache: dict[str, bytes] = field(default_factory=dict, init=False)  # key_id -> data key
+    _newest: dict[str, str] = field(default_factory=dict, init=False)  # subject hash -> key_id
 
     def _sql(self, sql: str, *params: SqlValue) -> D1Statement:
-        return self._db.prepare(sql).bind(self.tenant_id, *params)
+        return self.db.prepare(sql).bind(self.tenant_id, *params)
 
     def _aad(self, digest: str, key_id: str, kek_kid: str) -> bytes:
         parts = [WRAP_AAD_LABEL, *(p.encode() for p in (self.tenant_id, digest, key_id, kek_kid))]
         return b"\x00".join(parts)
 
     async def _wrap(self, digest: str, key_id: str, key: bytes) -> tuple[str, str]:
-        kek_kid, kek = self._keks.newest
-        nonce, sealed = await self._cipher.encrypt(kek, key, self._aad(digest, key_id, kek_kid))
+        kek_kid, kek = self.keks.newest
+        nonce, sealed = await self.cipher.encrypt(kek, key, self._aad(digest, key_id, kek_kid))
         return kek_kid, f"{b64url(nonce)}.{b64url(sealed)}"
 
     async def _unwrap(self, digest: str, row: Row) -> bytes | None:
         """The data key of a `subject_data_keys` row; None (logged) when it does not unwrap."""
         key_id, kek_kid, wrapped = str(row["key_id"]), str(row["kek_kid"]), str(row["wrapped"])
-        kek = self._keks.get(kek_kid)
+        kek = self.keks.get(kek_kid)
         if kek is None:
             log.error("data key %s is wrapped by KEK %r, which is not configured", key_id, kek_kid)
             return None
         nonce, _, sealed = wrapped.partition(".")
         try:
-            return await self._cipher.decrypt(
+            return await self.cipher.decrypt(
                 kek, unb64url(nonce), unb64url(sealed), self._aad(digest, key_id, kek_kid)
             )
         except (CipherError, ValueError):
@@ -122,8 +109,8 @@ class DataKeys:
         if row is not None and key is not None:
             key_id = str(row["key_id"])
         else:  # none yet, or one this deployment cannot unwrap: start a new one
-            key_id = new_ulid(self._clock.now())
-            key = await self._cipher.new_key()
+            key_id = new_ulid(self.clock.now())
+            key = await self.cipher.new_key()
             kek_kid, wrapped = await self._wrap(digest, key_id, key)
             await self._sql(
                 "INSERT INTO subject_data_keys (tenant_id, subject_hash, key_id, kek_kid, "
@@ -132,7 +119,7 @@ class DataKeys:
                 key_id,
                 kek_kid,
                 wrapped,
-                int(self._clock.now() * 1000),
+                int(self.clock.now() * 1000),
             ).run()
         self._cache[key_id] = key
         self._newest[digest] = key_id
@@ -162,7 +149,7 @@ class DataKeys:
         """Re-wrap up to `limit` of the tenant's data keys not under the newest KEK; returns
         how many were re-wrapped (0: the tenant is done). A key whose KEK is no longer
         configured is left as it is (and logged): it is unreadable already."""
-        newest, _ = self._keks.newest
+        newest, _ = self.keks.newest
         result = await self._sql(
             "SELECT subject_hash, key_id, kek_kid, wrapped FROM subject_data_keys "
             "WHERE tenant_id = ? AND kek_kid <> ? ORDER BY key_id LIMIT ?",
@@ -178,7 +165,7 @@ class DataKeys:
             kek_kid, wrapped = await self._wrap(digest, key_id, key)
             # Guarded by the old kid, so a concurrent re-wrap of the same row is harmless.
             await (
-                self._db.prepare(
+                self.db.prepare(
                     "UPDATE subject_data_keys SET kek_kid = ?, wrapped = ? WHERE tenant_id = ? "
                     "AND subject_hash = ? AND key_id = ? AND kek_kid = ?"
                 )
@@ -195,7 +182,7 @@ AAD_LABEL = b"agent-memory/pii/1"
 
 @dataclass(frozen=True, slots=True)
 class SealedValue:
-    """A parsed sealed value (see the module docstring for the text form)."""
+    """A parsed sealed value (its text form: docs/personal-data.md)."""
 
     kid: str
     nonce: bytes
@@ -263,27 +250,21 @@ def _set(value: dict[str, Any], path: str, new: Any, *, delete: bool = False) ->
             node[last] = new
 
 
+@dataclass
 class PersonalData:
-    """Seals and opens the marked fields of one tenant's rows. Without `keys` (no cipher or
+    """Seals and opens the marked fields of one tenant's rows. Without keys (no cipher or
     no `MEMORY_PII_KEKS`) writing marked data raises `PersonalDataUnavailable` (never stored
     in plaintext) and sealed values read as unreadable."""
 
-    def __init__(
-        self,
-        tenant_id: str,
-        keys: DataKeys | Callable[[], DataKeys | None] | None,
-        cipher: Cipher | None,
-    ) -> None:
-        self.tenant_id = tenant_id
-        self._given_keys = keys
-        self._cipher = cipher
+    tenant_id: str
+    # A factory (`from_bindings`): the KEKs are parsed when a record is first sealed or
+    # opened, not on every request that builds a tenant's `Memory`.
+    make_keys: Callable[[], DataKeys | None] | None
+    cipher: Cipher | None
 
     @cached_property
     def _keys(self) -> DataKeys | None:
-        # Given as a factory by `from_bindings`: the KEKs are parsed when a record is first
-        # sealed or opened, not on every request that builds a tenant's `Memory`.
-        given = self._given_keys
-        return given() if callable(given) else given
+        return None if self.make_keys is None else self.make_keys()
 
     @classmethod
     def from_bindings(cls, bindings: Any, tenant_id: str) -> PersonalData:
@@ -303,7 +284,7 @@ class PersonalData:
 
     @property
     def can_seal(self) -> bool:
-        return self._keys is not None and self._cipher is not None
+        return self._keys is not None and self.cipher is not None
 
     def _aad(self, subject: str, record_id: str, path: str) -> bytes:
         parts = (self.tenant_id, subject, record_id, path)
@@ -318,7 +299,7 @@ class PersonalData:
         fields = personal_marking(value)
         if fields is None:
             return dict(value)
-        if self._keys is None or self._cipher is None or not subject:
+        if self._keys is None or self.cipher is None or not subject:
             raise PersonalDataUnavailable(
                 "personal data cannot be stored: set the MEMORY_PII_KEKS secret "
                 "(docs/personal-data.md)"
@@ -330,14 +311,14 @@ class PersonalData:
             whole = isinstance(node, Mapping) and node.get(PERSONAL_MARK) is True
             plain = {k: v for k, v in node.items() if k != PERSONAL_MARK} if whole else node
             aad = self._aad(subject, record_id, _aad_path(field, path, whole))
-            nonce, ct = await self._cipher.encrypt(key, canonical_json(plain), aad)
+            nonce, ct = await self.cipher.encrypt(key, canonical_json(plain), aad)
             text = SealedValue(key_id, nonce, ct).text()
             out = _put(out, path, {PERSONAL_MARK: True, SEALED_KEY: text} if whole else text)
         return out
 
     async def open_many(self, field: str, items: Sequence[Sealable]) -> list[dict[str, Any]]:
-        """Each item's value with its sealed fields opened (unreadable ones replaced, see
-        the module docstring); values without sealed fields are returned as they are."""
+        """Each item's value with its sealed fields opened (unreadable ones replaced as
+        docs/personal-data.md says); values without sealed fields are returned as they are."""
         plans = [_sealed_paths(item.value) for item in items]
         wanted: dict[str, set[str]] = {}
         for item, plan in zip(items, plans, strict=True):
@@ -368,10 +349,10 @@ class PersonalData:
             plain: Any = None
             readable = False
             key = keys.get((item.subject or "", sealed.kid))
-            if key is not None and self._cipher is not None and item.subject:
+            if key is not None and self.cipher is not None and item.subject:
                 aad = self._aad(item.subject, item.record_id, _aad_path(field, path, whole))
                 try:
-                    data = await self._cipher.decrypt(key, sealed.nonce, sealed.ciphertext, aad)
+                    data = await self.cipher.decrypt(key, sealed.nonce, sealed.ciphertext, aad)
                     plain, readable = json.loads(data), True
                 except (CipherError, ValueError):
                     log.warning("sealed %s of %s does not open", field, item.record_id)

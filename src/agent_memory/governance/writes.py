@@ -1,14 +1,7 @@
 """What may be written to memory and the record of what was (ADR-0051): write proposals, the
-policy that checks them before they commit (its rules: docs/lifecycle.md "Write policy"), and
-the memory event log.
-
-`WritePolicy.evaluate` is a pure function of a `WriteProposal`; every tier calls it through a
-`WriteGate` before writing: allowed, the tier commits and the gate records a `memory_written`
-event (the SHA-256 of the canonical value, never the value); denied, `WriteDenied` lists each
-`Violation` and nothing is written. The event log is `memory_events`, one tenant's per
-`EventLog`; a caller putting `statement(event)` into its own `db.batch` commits the event with
-its change. A `memory_retrieved` event's results are stored as arrays of `RETRIEVED_FIELDS`
-(`stored_payload`); `loaded_payload` gives them back as objects.
+policy that checks them before they commit, and the memory event log (docs/lifecycle.md "Write
+policy" gives the rules, the events and what a denial leaves: nothing written). A caller putting
+`EventLog.statement(event)` into its own `db.batch` commits the event with its change.
 """
 
 from __future__ import annotations
@@ -148,9 +141,8 @@ def memory_written(
     )
 
 
-# The daily brief's figures on this store's tables: scalar subqueries the brief joins into
-# one statement per tenant (?1 tenant, ?2 now in ms; `lifecycle.brief`).
-# Pairs the update adjudicator was unsure about in the last 24 hours.
+# The daily brief's figure on this store's table (`lifecycle.brief`): pairs the update
+# adjudicator was unsure about in the last 24 hours.
 BRIEF_FIGURES = (
     "(SELECT COUNT(*) FROM memory_events WHERE tenant_id = ?1 AND kind = 'memory_written' "
     "AND created_at > ?2 - 86400000 AND json_extract(payload, '$.decision') = 'unsure') "
@@ -506,7 +498,7 @@ def canonical_json(value: Any) -> bytes:
 
 
 def personal_marking(value: Any) -> tuple[str, ...] | None:
-    """Read the `_personal` mark of a JSON object value (see the module docstring)."""
+    """Read the `_personal` mark of a JSON object value (docs/lifecycle.md, rule 4)."""
     if not isinstance(value, Mapping) or PERSONAL_MARK not in value:
         return _nested_marking(value)
     mark = value[PERSONAL_MARK]

@@ -85,8 +85,9 @@ class Brief(BaseModel):
         return {"generated_at_ms": self.generated_at_ms, **self.totals(), "warnings": self.warnings}
 
 
-# One statement per tenant, each owner's figures on its own tables side by side, named as the
-# `TenantBrief` fields they fill (but the limit's and retention's inputs).
+# One statement per tenant (?1 tenant, ?2 now in ms, ?3 default retention days), each owner's
+# scalar subqueries on its own tables side by side, named as the `TenantBrief` fields they fill
+# (but the limit's and retention's inputs).
 _TENANT_SQL = "SELECT " + ", ".join(
     (
         episodic.brief_figures(retention.RETENTION_DAYS),

@@ -2,15 +2,9 @@
 a subject from one tenant's memory, in every tier, and say what was removed where.
 
 A trace names the subject exactly as a field or holds it as a substring of its text; what that
-means per tier is docs/lifecycle.md, "Erase semantics". The subject's data keys are destroyed
-(crypto-shredding, docs/personal-data.md); a start mark (migration 0013) makes a recall record
-committed afterwards store no query text.
-
-Order, so a failure never leaves a trace a re-run cannot find: the mark, the Durable Objects
-(each settles its queued writes into D1 first, so the rows are found again after), vectors
-(only reachable through their fact rows), D1 rows (data keys first, keyword index last), KV,
-archives, then (locally) the SQLite WALs. A failed Durable Object or vector step stops the
-erase before any D1 row is deleted. Every step is idempotent.
+means per tier, and the order of the steps, is docs/lifecycle.md, "Erase semantics". The order
+is the contract that a failure never leaves a trace a re-run cannot find: a failed Durable
+Object or vector step stops the erase before any D1 row is deleted; every step is idempotent.
 """
 
 from __future__ import annotations

@@ -837,9 +837,9 @@ class Importer:
     gate: WriteGate
     personal: PersonalData
     clock: Clock
+    jobs: Jobs
     semantic: Callable[[], SemanticMemory] | None = None
     feed: ChangeFeed | None = None
-    jobs: Jobs | None = None
 
     async def run(
         self,
@@ -856,7 +856,7 @@ class Importer:
             pass
         report = ImportReport(tenant_id=self.tenant, format=fmt, dry_run=dry_run, job_id=job_id)
         job = None
-        if job_id and not dry_run and self.jobs is not None:
+        if job_id and not dry_run:
             job = await self.jobs.start(job_id, "import", {"format": fmt}, by, self.clock.now())
             report = report.model_copy(update={**job.progress, "resumed_at_line": 0})
             if job.status == "complete":
@@ -896,7 +896,7 @@ class Importer:
         self, job: PortabilityJob | None, report: ImportReport, end: bool = False
     ) -> None:
         """The job's progress after a chunk (`end`: the import is complete)."""
-        if job is not None and self.jobs is not None:
+        if job is not None:
             now = int(self.clock.now() * 1000)
             update = {"progress": report.progress(), "updated_at": now}
             if end:

@@ -1,14 +1,8 @@
 """The weekly prune (cron `0 3 * * SUN`; docs/lifecycle.md, "Weekly prune" and "Archive
-layout"): episodes, finished runs and memory events past their tenant's retention are archived
-to the cold tier (R2, gzip NDJSON, one ISO week per object, keyed by its first row so a retried
-batch replaces its own object), then deleted, in bounded, resumable batches; archives past
-their kind's cold retention are deleted.
-
-A job (`weekly-{ISO week}`) fixes each tenant's cutoff when it first meets it, so a retried
-invocation finishes the same job; an invocation stays within a `PruneBudget` and the daily
-cron resumes an unfinished job. Nothing is deleted that is not archived: the PUT comes first,
-then one D1 transaction whose ledger row's CHECK fails unless the key range holds exactly the
-rows archived (`RangeChanged`: the batch is redone), the DELETE of that range, the counts.
+layout" describe the job, its batches and why nothing is lost): episodes, finished runs and
+memory events past their tenant's retention are archived to the cold tier (R2, gzip NDJSON, one
+ISO week per object), then deleted, in bounded, resumable batches; archives past their kind's
+cold retention are deleted. Nothing is deleted that is not archived (`_archive_and_delete`).
 """
 
 from __future__ import annotations
@@ -682,9 +676,7 @@ class Pruner:
         return [_stmt(self.db, sql, key, now_ms, *params)]
 
 
-def pruner_for(
-    bindings: Bindings, share: tuple[int, float] | None = None, batch_rows: int | None = None
-) -> Pruner | None:
+def pruner_for(bindings: Bindings, share: tuple[int, float] | None = None) -> Pruner | None:
     """The pruner over `bindings`' database and cold bucket (None without either), within
     `share` (operations, seconds), else the settings' lifecycle budget."""
     if bindings.db is None or bindings.cold is None:
@@ -702,7 +694,7 @@ def pruner_for(
         budget=PruneBudget(
             max_operations=max(OPERATIONS_PER_BATCH + 2, operations),
             max_seconds=seconds,
-            batch_rows=batch_rows or settings.prune_batch_rows,
+            batch_rows=settings.prune_batch_rows,
         ),
         placement=parse_placement(settings.memory_placement),
         feed=ChangeFeed.of(bindings),
@@ -725,8 +717,7 @@ async def resume_unfinished(pruner: Pruner) -> list[PruneReport]:
     return reports
 
 
-# The daily brief's figures on this store's tables: scalar subqueries the brief joins into
-# one statement per tenant (?1 tenant, ?2 now in ms; `lifecycle.brief`).
+# The daily brief's figures on this store's tables (`lifecycle.brief`).
 BRIEF_FIGURES = (
     "(SELECT COUNT(*) FROM lifecycle_archives WHERE tenant_id = ?1) AS archives, "
     "(SELECT COALESCE(SUM(rows), 0) FROM lifecycle_archives WHERE tenant_id = ?1) AS archived_rows"
