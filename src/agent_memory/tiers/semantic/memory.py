@@ -111,16 +111,8 @@ class SemanticMemory:
         return Recaller(self._s)
 
     @property
-    def tenant_id(self) -> str:
-        return self._s.tenant_id
-
-    @property
     def namespace(self) -> str:
         return self._s.namespace
-
-    @property
-    def config(self) -> RetrievalConfig:
-        return self._s.config
 
     # ------------------------------------------------------------------ writes
 
