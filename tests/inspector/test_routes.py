@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agent_memory.memory import Memory
+from agent_memory.tiers.semantic.memory import SemanticMemory
 from local_runtime.runtime import LocalRuntime
 from tests.inspector.seed import NEW_FACT, OLD_FACT, OTHER_FACT, SUBJECT, TENANT, Seeded
 from worker.identity import ACCESS_HEADER
@@ -254,7 +254,7 @@ def test_a_fact_past_its_validity_window_is_listed_as_decayed(
 ) -> None:
     seeded, runtime = fresh_server
     now = runtime.clock.now()
-    memory = asyncio.run(Memory.open(runtime.bindings(), TENANT)).semantic()
+    memory = SemanticMemory.from_bindings(runtime.bindings(), TENANT)
     learned = asyncio.run(
         memory.learn(
             {"content": "The spring promotion runs", "valid_from": now - 100, "valid_to": now - 10}

@@ -17,9 +17,8 @@ import json
 
 import pytest
 
-from agent_memory.memory import Memory
+from agent_memory.tiers.semantic import memory as semantic
 from agent_memory.tiers.semantic import recall as recall_record
-from agent_memory.tiers.semantic.memory import SemanticMemory
 from bindings.environment import Bindings
 from tests.miniflare.adapters import MiniflareD1
 from tests.semantic.conftest import index_state, insert_unindexed, retrieved_events
@@ -48,7 +47,7 @@ FACTS = [
 async def test_learn_recall_and_delete_facts_with_d1_on_workerd(
     mf_bindings: Bindings, mf_migrated_d1: MiniflareD1
 ) -> None:
-    memory = (await Memory.open(mf_bindings, "acme")).semantic(agent_type="assistant")
+    memory = semantic.SemanticMemory.from_bindings(mf_bindings, "acme", agent_type="assistant")
     learned = await memory.learn_many(FACTS)
     assert [r.created for r in learned] == [True, True, True]
     assert all(r.status == "active" for r in learned)
@@ -102,7 +101,7 @@ async def test_learn_recall_and_delete_facts_with_d1_on_workerd(
     assert events[0].payload  # ids and scores of what was returned
 
     # Another tenant sees nothing of it, in D1 or in the vectors.
-    other = (await Memory.open(mf_bindings, "globex")).semantic()
+    other = semantic.SemanticMemory.from_bindings(mf_bindings, "globex")
     assert await other.count() == 0
     assert (await other.recall("blue door lock", top_k=3)).fact_ids == []
 
@@ -133,9 +132,9 @@ async def test_pending_vectors_and_maintenance_with_d1_on_workerd(
 ) -> None:
     assert mf_bindings.vectors is not None
     vectors = SpyVectors(mf_bindings.vectors)
-    memory = (
-        await Memory.open(dataclasses.replace(mf_bindings, vectors=vectors), "acme")
-    ).semantic()
+    memory = semantic.SemanticMemory.from_bindings(
+        dataclasses.replace(mf_bindings, vectors=vectors), "acme"
+    )
     # A failed vector write leaves the row pending_vector: recall must not return it.
     vectors.fail_upserts = True
     pending = await memory.learn(FACTS[1])
@@ -185,7 +184,7 @@ async def test_the_index_update_trigger_on_workerd(
     state = await index_state(db, "acme")
     assert state["df"]["door"] == 2 and state["df"]["lock"] == 1 and state["df"]["paint"] == 1
     assert state["stats"]["docs"] == 2
-    memory = (await Memory.open(mf_bindings, "acme")).semantic()
+    memory = semantic.SemanticMemory.from_bindings(mf_bindings, "acme")
     ranked = await memory.rank("lock", 5)
     assert [r.fact.content for r in ranked.results] == ["The blue door needs a lock"]
 
@@ -228,9 +227,8 @@ async def test_a_recall_record_d1_refuses_waits_in_workerd_kv_until_written_back
     monkeypatch.setattr(recall_record, "RECORD_BASE_DELAY", 0.0)
     recall_record._CHECKED.clear()
     refusing = SpyD1(mf_migrated_d1)
-    b = mf_bindings  # no background: the record's retries run inline
-    memory = SemanticMemory(
-        "acme", db=refusing, vectors=b.vectors, embedder=b.embedder, clock=b.clock, kv=b.kv
+    memory = semantic.SemanticMemory.from_bindings(
+        dataclasses.replace(mf_bindings, db=refusing, background=None), "acme"
     )
     await memory.learn_many(FACTS)
     refusing.fail_pattern = "INSERT INTO memory_events"
