@@ -130,13 +130,6 @@ class MemoryUnavailable(ApiError):
         super().__init__(503, code, message)
 
 
-class MemoryWriteFailed(ApiError):
-    """A semantic write was not stored (its embedding or row write failed): 502."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(502, "semantic_write_failed", message)
-
-
 class ArchivedEpisode(BaseModel):
     item_key: str
     archived_at: int
@@ -799,8 +792,8 @@ class Memory:
         hour), a keyed episode (expiring after `ttl`, default and at most the tenant's
         retention), or a fact about `key` learned through the write policy (`ttl` sets its
         `valid_to`). Refuses (module docstring) before writing; then raises what the tier
-        raises (`WriteDenied`, the budget, the episode limit), `MemoryWriteFailed` when a
-        semantic write did not store, or a 422 `validation_error` for a value the tier does
+        raises (`WriteDenied`, the budget, the episode limit), 502 `semantic_write_failed`
+        when a semantic write did not store, or a 422 `validation_error` for a value the tier does
         not take."""
         if tier == "procedural":
             raise _read_only(tier)
@@ -844,7 +837,7 @@ class Memory:
             raise ApiError(422, "validation_error", str(exc.errors()[0]["msg"])) from None
         learned = await self.semantic().learn(fact)
         if learned.error is not None:
-            raise MemoryWriteFailed(learned.error)
+            raise ApiError(502, "semantic_write_failed", learned.error)
         return MemoryItem(
             tier="semantic",
             key=key,

@@ -143,16 +143,8 @@ class SemanticMemory:
         )
 
     @property
-    def tenant_id(self) -> str:
-        return self._s.tenant_id
-
-    @property
     def namespace(self) -> str:
         return self._s.namespace
-
-    @property
-    def config(self) -> RetrievalConfig:
-        return self._s.config
 
     # ------------------------------------------------------------------ writes
 

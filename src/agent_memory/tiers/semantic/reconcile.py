@@ -23,7 +23,7 @@ from agent_memory.tiers.episodic import EpisodicStore
 from agent_memory.tiers.semantic.models import delete_own_vectors, own_vectors
 from bindings.ports.clock import Clock
 from bindings.ports.d1 import D1Database, D1Statement
-from bindings.ports.sql import Row, SqlValue
+from bindings.ports.sql import SqlValue
 from bindings.ports.vectorize import VectorIndex
 
 
@@ -58,19 +58,6 @@ class EpisodeRow(BaseModel):
     data: dict[str, Any] = Field(default_factory=dict)
     importance: float = 0.5
     created_at: int
-
-    @classmethod
-    def from_row(cls, row: Row) -> EpisodeRow:
-        data = row.get("data")
-        return cls(
-            episode_id=row["episode_id"],
-            subject=row.get("subject"),
-            kind=row["kind"],
-            content=row["content"],
-            data=json.loads(data) if isinstance(data, str) else (data or {}),
-            importance=float(row.get("importance") or 0.5),
-            created_at=int(row["created_at"]),
-        )
 
 
 class Link(BaseModel):
@@ -137,7 +124,9 @@ class ReconcileStore:
     async def episodes(self, limit: int) -> list[EpisodeRow]:
         """The newest `limit` episodes."""
         rows = await EpisodicStore(self._db, self.tenant_id).recent_rows(limit)
-        return [EpisodeRow.from_row(row) for row in rows]
+        return [
+            EpisodeRow.model_validate({**r, "data": json.loads(r["data"] or "{}")}) for r in rows
+        ]
 
     async def summarised_episode_ids(self) -> set[str]:
         result = await self._sql(
