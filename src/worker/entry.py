@@ -12,7 +12,6 @@ from typing import Any
 from pydantic import ValidationError
 from workers import DurableObject, Request, Response, WorkerEntrypoint
 
-from bindings.cloudflare.alarms import CloudflareAlarms
 from bindings.cloudflare.do_sql import CloudflareDurableObjectStorage
 from bindings.cloudflare.environment import build_bindings
 from bindings.cloudflare.ffi import field, jsnull, to_py
@@ -130,11 +129,7 @@ class AgentRuntime(DurableObject):  # type: ignore[no-untyped-call,unused-ignore
 
         storage = CloudflareDurableObjectStorage(self.ctx.storage)
         # Private: every public attribute of a Durable Object is reachable over RPC.
-        self._core = AgentRuntimeCore(
-            storage,
-            build_bindings(self.env, self.ctx),
-            alarms=CloudflareAlarms(self.ctx.storage),
-        )
+        self._core = AgentRuntimeCore(storage, build_bindings(self.env, self.ctx), alarms=storage)
         # No await in a constructor: workerd holds every event until the schema exists.
         self.ctx.blockConcurrencyWhile(self._core.initialize)
 

@@ -223,13 +223,13 @@ async def test_agent_runtime_initializes_behind_the_gate_and_answers_rpc() -> No
 async def test_the_alarm_handler_reaches_the_core_with_its_retry_count() -> None:
     from pyodide.ffi import create_proxy
 
-    from bindings.cloudflare.alarms import CloudflareAlarms
+    from bindings.cloudflare.do_sql import CloudflareDurableObjectStorage
 
     state = harness_js.newDurableObjectState(harness_js.newStorage())
     obj = entry.AgentRuntime(state, harness_js.env)
     await harness_js.nextTurn()
     core = obj._core
-    assert isinstance(core.alarms, CloudflareAlarms)
+    assert isinstance(core.alarms, CloudflareDurableObjectStorage)
     await core.alarms.set_alarm(1_750_000_000.0)
     assert state.alarms.scheduled == 1_750_000_000_000
     handler = create_proxy(obj.alarm)
