@@ -24,7 +24,7 @@ import harness_js
 from js import Object, Request
 from pyodide.ffi import to_js
 
-from http_messages import HttpRequest, HttpResponse, json_response, method_not_allowed, not_found
+from http_messages import ApiError, HttpRequest, HttpResponse, json_response, method_not_allowed
 
 seen: dict[str, list[Any]] = {
     "requests": [],
@@ -84,7 +84,7 @@ async def _handle(request: HttpRequest, bindings: Any) -> HttpResponse:
         return HttpResponse(status=204, body=b"should not be sent")
     allowed = _ROUTES.get(request.path)
     if allowed is None:
-        return not_found(f"no route for {request.path}").to_response()
+        return ApiError(404, "not_found", f"no route for {request.path}").to_response()
     if request.method.upper() not in allowed:
         return method_not_allowed(list(allowed)).to_response()
     return await _echo(request, {}, bindings)
