@@ -33,8 +33,6 @@ class CloudflareObjectStore:
         self, key: str, data: bytes, *, custom_metadata: Mapping[str, str] | None = None
     ) -> ObjectInfo:
         check_key(key)
-        if not isinstance(data, bytes | bytearray | memoryview):
-            raise TypeError("object data must be bytes")
         metadata = check_custom_metadata(custom_metadata)
         value = ffi.to_js_arg(bytes(data), self._raw)
         options = [ffi.to_js_options(self._raw, customMetadata=metadata)] if metadata else []
