@@ -18,8 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from agent_runtime_do.core import AgentRuntimeCore
-from bindings.ports.alarms import AlarmStorage
-from bindings.ports.do_sql import DurableObjectStorage
+from bindings.ports.do_sql import AlarmStorage, DurableObjectStorage
 from local_runtime.adapters.do_alarms import AlarmTable
 from local_runtime.adapters.do_sql import DurableObjectStorageRegistry
 

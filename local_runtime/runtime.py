@@ -18,9 +18,8 @@ from typing import Any, cast
 from agent_memory.governance.feed import FEED_QUEUE
 from agent_runtime_do.core import AgentRuntimeCore
 from bindings.environment import Bindings, Shard
-from bindings.ports.alarms import AlarmStorage
 from bindings.ports.clock import Clock, SystemClock
-from bindings.ports.do_sql import DurableObjectStorage
+from bindings.ports.do_sql import AlarmStorage, DurableObjectStorage
 from bindings.ports.embedder import Embedder
 from bindings.ports.llm import LLM
 from bindings.settings import Settings

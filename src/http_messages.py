@@ -146,10 +146,6 @@ class ApiError(CodedError):
         self.headers: dict[str, str] = dict(headers or {})
 
 
-def not_found(message: str) -> ApiError:
-    return ApiError(404, "not_found", message)
-
-
 def method_not_allowed(allowed: list[str]) -> ApiError:
     """405 with the `Allow` header RFC 9110 requires, naming the path's methods."""
     return ApiError(
@@ -159,10 +155,6 @@ def method_not_allowed(allowed: list[str]) -> ApiError:
         {"allowed": allowed},
         headers={"allow": ", ".join(allowed)},
     )
-
-
-def invalid_json(message: str) -> ApiError:
-    return ApiError(400, "invalid_json", message)
 
 
 def payload_too_large(limit: int) -> ApiError:

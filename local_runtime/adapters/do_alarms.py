@@ -1,5 +1,5 @@
 """Durable Object alarms for the local runtime: the table of every object's alarm, and
-`LocalAlarms`, one object's view of it (`bindings.ports.alarms.AlarmStorage`).
+`LocalAlarms`, one object's view of it (`bindings.ports.do_sql.AlarmStorage`).
 
 Cloudflare's documented semantics (durable-objects/api/alarms): one alarm per object, which
 `set_alarm` replaces; durable (a SQLite file), so a restarted `agent-memory dev` still fires
@@ -84,7 +84,7 @@ class AlarmTable:
 
 
 class LocalAlarms:
-    """Implements `bindings.ports.alarms.AlarmStorage` for one object."""
+    """Implements `bindings.ports.do_sql.AlarmStorage` for one object."""
 
     def __init__(self, table: AlarmTable, object_id: str) -> None:
         self._table = table

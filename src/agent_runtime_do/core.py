@@ -59,8 +59,7 @@ from agent_runtime_do.protocol import (
     rpc_error,
 )
 from bindings.environment import Bindings
-from bindings.ports.alarms import AlarmStorage
-from bindings.ports.do_sql import DurableObjectStorage
+from bindings.ports.do_sql import AlarmStorage, DurableObjectStorage
 from bindings.ports.llm import LLM, ChatMessage
 
 log = logging.getLogger(__name__)

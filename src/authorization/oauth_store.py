@@ -296,8 +296,9 @@ async def revoke_grant(
 # Ends the consents of an operator whose tenant grant was revoked (`operator_grants`): every
 # live OAuth grant they gave on that tenant (`*`: on any) that no grant of theirs still
 # covers. A group's revocation ends the consents of everyone on the tenant holding no grant
-# by their own name (a consent does not record the groups it relied on). Module-level so
-# `operators revoke --wrangler` prints exactly what runs (`operator_grants.literal_statements`).
+# by their own name (a consent does not record the groups it relied on). Bound to (now, tenant,
+# tenant, kind, principal). Module-level so `operators revoke --wrangler` prints exactly what
+# runs (`operator_grants.literal_statements`).
 END_CONSENTS = (
     "UPDATE oauth_grants SET revoked_at = ?, revoked_reason = 'operator_grant_revoked' "
     "WHERE revoked_at IS NULL AND (tenant_id = ? OR ? = '*') "
@@ -310,10 +311,6 @@ DROP_REVOKED_REFRESH = (
     "g.tenant_id = oauth_refresh_tokens.tenant_id AND g.grant_id = oauth_refresh_tokens.grant_id "
     "AND g.revoked_at IS NOT NULL)"
 )
-
-
-def end_consents_values(now: int, tenant: str, kind: str, principal: str) -> tuple[Any, ...]:
-    return (now, tenant, tenant, kind, principal)
 
 
 async def finish_revocations(

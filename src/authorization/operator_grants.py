@@ -131,7 +131,7 @@ def _revocation(
     value = normalize(kind, principal)
     return [
         (_REVOKE, (tenant, kind, value)),
-        (oauth_store.END_CONSENTS, oauth_store.end_consents_values(now, tenant, kind, value)),
+        (oauth_store.END_CONSENTS, (now, tenant, tenant, kind, value)),
         (oauth_store.DROP_REVOKED_REFRESH, ()),
     ]
 

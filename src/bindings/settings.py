@@ -8,10 +8,10 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from functools import cached_property
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from bindings.ports.crypto import KeyEncryptionKeys, parse_key_encryption_keys
 
@@ -124,14 +124,14 @@ def parse_shards(raw: str) -> tuple[tuple[str, str, str], ...]:
     return tuple(shards)
 
 
-_PARSERS: dict[str, Callable[[str], object]] = {
-    "memory_pii_keks": parse_key_encryption_keys,
-    "outbound_allowed_hosts": parse_host_list,
-    "mcp_allowed_origins": parse_origin_list,
-    "oauth_issuer": parse_issuer,
-    "platform_admins": parse_platform_admins,
-    "memory_shards": parse_shards,
-}
+def _parses(parse: Callable[[str], object]) -> AfterValidator:
+    """A list var is kept as text, checked by its parser (its parsed form is cached below)."""
+
+    def check(value: str) -> str:
+        parse(value)
+        return value
+
+    return AfterValidator(check)
 
 
 class Settings(BaseModel):
@@ -171,18 +171,18 @@ class Settings(BaseModel):
     memory_update_adjudicator: Literal["rules", "llm"] = "rules"
     memory_reconcile_every_writes: int = Field(default=20, ge=0, le=100_000)
     # Private hosts tools may call anyway (docs/gateway.md "Outbound guard"): names, IPs, CIDRs.
-    outbound_allowed_hosts: str = ""
+    outbound_allowed_hosts: Annotated[str, _parses(parse_host_list)] = ""
     # Browser origins allowed to call /mcp (docs/gateway.md "Origin").
-    mcp_allowed_origins: str = ""
+    mcp_allowed_origins: Annotated[str, _parses(parse_origin_list)] = ""
     # The Worker's public origin (docs/gateway.md "OAuth"): the issuer and resource base.
-    oauth_issuer: str = ""
+    oauth_issuer: Annotated[str, _parses(parse_issuer)] = ""
     # Memory tokens (docs/memory-api.md): signing keys by kid (JSON), the kid to sign with.
     memory_token_keys: str = ""
     memory_token_kid: str = ""
     # Personal data at rest (docs/personal-data.md): `kid:base64key,...`, newest first.
-    memory_pii_keks: str = ""
+    memory_pii_keks: Annotated[str, _parses(parse_key_encryption_keys)] = ""
     # Platform admins without a grant row (`parse_platform_admins`).
-    platform_admins: str = ""
+    platform_admins: Annotated[str, _parses(parse_platform_admins)] = ""
     # EMBED_RATE_LIMITER's numbers (on Cloudflare the binding has its own; the period gives
     # Retry-After).
     embed_rate_limit: int = Field(default=120, ge=1)
@@ -196,7 +196,7 @@ class Settings(BaseModel):
     agent_types: str = ""
     # Tenant placement (docs/placement.md): the other shards (`parse_shards`), and one D1
     # database's size limit (10 GB): new tenants go where most is free.
-    memory_shards: str = ""
+    memory_shards: Annotated[str, _parses(parse_shards)] = ""
     d1_database_max_bytes: int = Field(default=10 * 1024**3, ge=1)
 
     @field_validator("embed_rate_period")
@@ -204,19 +204,6 @@ class Settings(BaseModel):
     def _period(cls, value: int) -> int:
         if value not in (10, 60):
             raise ValueError("EMBED_RATE_PERIOD must be 10 or 60 (the binding's periods)")
-        return value
-
-    @field_validator(
-        "memory_pii_keks",
-        "outbound_allowed_hosts",
-        "mcp_allowed_origins",
-        "oauth_issuer",
-        "platform_admins",
-        "memory_shards",
-    )
-    @classmethod
-    def _parses(cls, value: str, info: ValidationInfo) -> str:
-        _PARSERS[str(info.field_name)](value)
         return value
 
     # The parsed forms of the list vars, once per Settings (validated above).

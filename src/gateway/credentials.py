@@ -1,13 +1,8 @@
 """Who is calling the gateway, from KV alone (docs/gateway.md, "The hot path" and "KV layout"):
 tenants, API keys, OAuth access tokens (RFC 9728 challenges), sealed credentials, the isolate
 cache of hot-path reads, and the gateway's errors (the shared `ApiError`, answered with
-`x-gateway-error`).
-
-Keys hold only SHA-256s of secrets. Parsed records are cached `CACHE_TTL_SECONDS`; misses are
-never cached. The tenant always comes from the key or token, never the request. An access
-token must exist, be unexpired by the clock and name the RFC 8707 `resource` of the route it
-is used on. Upstream credentials are sealed with AES-256-GCM under the newest `MEMORY_PII_KEKS`
-key, the KV key as AAD; one stored in clear is sealed on first use.
+`x-gateway-error`). Keys hold only SHA-256s of secrets; the tenant always comes from the key
+or token, never the request.
 """
 
 from __future__ import annotations

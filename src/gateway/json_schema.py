@@ -14,7 +14,6 @@ import json
 import re
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from functools import cache
 from typing import Any
 from urllib.parse import unquote
@@ -97,15 +96,8 @@ class UnsupportedSchemaError(ValueError):
         self.problems = problems
 
 
-@dataclass(frozen=True)
-class SchemaProblem:
-    """Why an instance fails, at a JSONPath-like `path` (`$.items[2].name`)."""
-
-    path: str
-    message: str
-
-    def as_dict(self) -> dict[str, str]:
-        return {"path": self.path, "problem": self.message}
+# Why an instance fails: `{"path": "$.items[2].name" (JSONPath-like), "problem": ...}`.
+SchemaProblem = dict[str, str]
 
 
 def _compile(schema: Any, *, detailed: bool = True) -> Validator:
@@ -346,7 +338,10 @@ def _problems(error: Any) -> list[SchemaProblem]:
             names = []
         if names:
             return [
-                SchemaProblem(f"{path}.{n}" if n.isidentifier() else f"{path}[{n!r}]", message)
+                {
+                    "path": f"{path}.{n}" if n.isidentifier() else f"{path}[{n!r}]",
+                    "problem": message,
+                }
                 for n in names
             ]
-    return [SchemaProblem(path, _message(error))]
+    return [{"path": path, "problem": _message(error)}]

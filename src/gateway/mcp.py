@@ -371,7 +371,7 @@ async def _call_memory_tool(
     schema = spec["inputSchema"]
     problems = validate(schema, arguments)
     if problems:
-        data = {"code": "invalid_tool_input", "problems": [p.as_dict() for p in problems]}
+        data = {"code": "invalid_tool_input", "problems": problems}
         raise JsonRpcError(INVALID_PARAMS, f"Invalid arguments for {name}", data)
     try:  # memory arguments reach D1, where a NUL would fail its checks after the answer
         check_value(arguments, STORAGE_LIMITS)

@@ -89,7 +89,7 @@ async def call_tool(
             422,
             "invalid_tool_input",
             f"the arguments do not match the input schema of {config.name!r}",
-            {"problems": [p.as_dict() for p in problems]},
+            {"problems": problems},
         )
     url = fill_path(config, arguments)
     secret = None

@@ -12,10 +12,9 @@ from typing import Any
 from pydantic import ValidationError
 from workers import DurableObject, Request, Response, WorkerEntrypoint
 
-from bindings.cloudflare.alarms import CloudflareAlarms
 from bindings.cloudflare.do_sql import CloudflareDurableObjectStorage
 from bindings.cloudflare.environment import build_bindings
-from bindings.cloudflare.ffi import jsnull, to_py
+from bindings.cloudflare.ffi import field, jsnull, to_py
 from bindings.cloudflare.queue import received, settle
 from http_messages import (
     Headers,
@@ -130,19 +129,12 @@ class AgentRuntime(DurableObject):  # type: ignore[no-untyped-call,unused-ignore
 
         storage = CloudflareDurableObjectStorage(self.ctx.storage)
         # Private: every public attribute of a Durable Object is reachable over RPC.
-        self._core = AgentRuntimeCore(
-            storage,
-            build_bindings(self.env, self.ctx),
-            alarms=CloudflareAlarms(self.ctx.storage),
-        )
+        self._core = AgentRuntimeCore(storage, build_bindings(self.env, self.ctx), alarms=storage)
         # No await in a constructor: workerd holds every event until the schema exists.
         self.ctx.blockConcurrencyWhile(self._core.initialize)
 
     async def call(self, method: str, payload: Any = None) -> dict[str, Any]:
         return await self._core.call(str(method), _payload(payload))
-
-    async def ping(self, payload: Any = None) -> dict[str, Any]:
-        return await self._core.call("ping", _payload(payload))
 
     async def alarm(self, alarm_info: Any = None) -> None:
         """The core clears, retries and reports, then sets the next alarm itself; an exception
@@ -154,11 +146,7 @@ def alarm_retry_count(alarm_info: Any) -> int:
     """`alarmInfo.retryCount`: workerd passes an `AlarmInvocationInfo` (a JS class instance,
     which `to_py` leaves a JsProxy: read as an attribute); a plain object works too; absent
     means a first try."""
-    if alarm_info is None:
-        return 0
-    info = to_py(alarm_info)
-    value = info.get("retryCount") if isinstance(info, dict) else getattr(info, "retryCount", 0)
-    value = to_py(value)
+    value = to_py(field(to_py(alarm_info), "retryCount"))
     return int(value) if isinstance(value, int | float) and value >= 0 else 0
 
 

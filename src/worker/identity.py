@@ -1,13 +1,7 @@
 """Who is calling: Cloudflare Access assertions (RS256; docs/agent-runtime.md, "Cloudflare
-Access") and agent memory tokens (HS256, ADR-29), both verified by
-`worker.jwt_verification.verify_jwt`; the routes that mint and revoke memory tokens.
-
-Refusals: 401 `access_token_missing`, 403 `access_token_invalid` / `cross_site_request`, 503
-`access_not_configured` / `access_keys_unavailable` (fail closed; no dev bypass); 401
-`memory_token_missing` / `memory_token_invalid` / `memory_token_revoked`, 503
-`memory_tokens_not_configured`. `MEMORY_TOKEN_KEYS` is a JSON object of 32+ character secrets
-by `kid`; new tokens use `MEMORY_TOKEN_KID` (default the first). Revocation is a KV deny-list
-entry living as long as the longest token.
+Access": its refusals, failing closed) and agent memory tokens (HS256, ADR-29; docs/memory-api.md:
+their keys, refusals and deny-list), both verified by `worker.jwt_verification.verify_jwt`; the
+routes that mint and revoke memory tokens.
 """
 
 from __future__ import annotations

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -443,22 +442,14 @@ async def _reconciler(call: Call[Any, Any]) -> Reconciler:
     return reconciler
 
 
-async def _supersession(
-    call: Call[EmptyBody, None],
-    param: str,
-    act: Callable[[Reconciler, str, str], Awaitable[Change]],
-) -> SupersessionView:
-    """Undo or replay through the tenant's reconciler (its refusals are `ApiError`s)."""
-    change = await act((await _reconciler(call)), call.params[param], call.auth.principal)
+async def restore_fact(call: Call[EmptyBody, None]) -> SupersessionView:
+    change = await (await _reconciler(call)).undo(call.params["fact_id"], call.auth.principal)
     return SupersessionView(**change.model_dump())
 
 
-async def restore_fact(call: Call[EmptyBody, None]) -> SupersessionView:
-    return await _supersession(call, "fact_id", lambda r, fact, by: r.undo(fact, by))
-
-
 async def replay_supersession(call: Call[EmptyBody, None]) -> SupersessionView:
-    return await _supersession(call, "event_id", lambda r, event, by: r.replay(event, by))
+    change = await (await _reconciler(call)).replay(call.params["event_id"], call.auth.principal)
+    return SupersessionView(**change.model_dump())
 
 
 async def erase_subject(call: Call[None, None]) -> EraseView:

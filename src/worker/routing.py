@@ -36,11 +36,9 @@ from http_messages import (
     JsonLimitError,
     empty_response,
     internal_error,
-    invalid_json,
     json_response,
     loads_bounded,
     method_not_allowed,
-    not_found,
     payload_too_large,
     secure_response,
     validation_error,
@@ -152,13 +150,13 @@ def parse_body(request: HttpRequest, model: type[M]) -> M:
     for an empty body), 413 `json_too_deep` / `number_too_large` / `string_too_long`, 422
     `invalid_character`; then 422 `validation_error` listing each failing field."""
     if not request.body:
-        raise invalid_json("request body is empty; expected JSON")
+        raise ApiError(400, "invalid_json", "request body is empty; expected JSON")
     try:
         data = loads_bounded(request.body, STORAGE_LIMITS)
     except JsonLimitError as exc:  # its status: 400 invalid_json, 422 a character, else 413
         raise ApiError(exc.status, exc.code, exc.message) from None
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-        raise invalid_json(f"request body is not valid JSON: {exc}") from None
+        raise ApiError(400, "invalid_json", f"request body is not valid JSON: {exc}") from None
     return parse_model(data, model, strict=True)
 
 
@@ -291,7 +289,7 @@ class Router:
             allowed.append(route.method)
         if allowed:
             raise method_not_allowed(sorted(set(allowed)))
-        raise not_found(f"no route for {path}")
+        raise ApiError(404, "not_found", f"no route for {path}")
 
     async def dispatch(self, request: HttpRequest, bindings: Bindings) -> HttpResponse:
         """Serve `request`: path, auth, body and query, handler, response (module doc)."""

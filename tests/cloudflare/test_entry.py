@@ -212,7 +212,7 @@ async def test_agent_runtime_creates_its_schema_under_block_concurrency_while(
     assert "turn_state" not in state.storage_obj.table_names()  # not run synchronously
     await state.input_gate()
     assert {"turn_state", "run_log", "procedural_workflows"} <= state.storage_obj.table_names()
-    assert await runtime_object.ping({}) == {"ok": True, "instances": 0}
+    assert await runtime_object.call("ping", {}) == {"ok": True, "instances": 0}
 
 
 async def test_agent_runtime_answers_rpc_through_the_namespace_adapter(

@@ -111,7 +111,7 @@ def test_any_of_pattern_and_refs_to_defs_register_and_validate() -> None:
     assert is_valid(schema, {"repo": "octo/hello", "id": 7, "labels": ["bug"]})
     assert is_valid(schema, {"repo": "octo/hello", "id": "01J0000000000000000000000Z"})
     problems = {
-        (p.path, p.message)
+        (p["path"], p["problem"])
         for p in validate(schema, {"repo": "Octo/Hello!", "id": 0, "labels": ["", "bug", "bug"]})
     }
     assert {path for path, _ in problems} == {"$.repo", "$.id", "$.labels", "$.labels[0]"}
@@ -139,7 +139,7 @@ def test_recursive_schemas_through_the_instance_validate() -> None:
         deep = {"name": f"n{depth}", "children": [deep]}
     assert is_valid(tree, deep)
     broken = {"name": "a", "children": [{"name": "b", "children": [{"nom": "c"}]}]}
-    assert [p.path for p in validate(tree, broken)] == ["$.children[0].children[0].name"]
+    assert [p["path"] for p in validate(tree, broken)] == ["$.children[0].children[0].name"]
 
 
 def test_pydantic_style_schemas_register() -> None:
@@ -164,7 +164,7 @@ def test_pydantic_style_schemas_register() -> None:
     }
     check_schema(schema)
     assert is_valid(schema, {"owner": {"login": "octo"}, "limit": None})
-    assert [p.path for p in validate(schema, {"owner": {}})] == ["$.owner.login"]
+    assert [p["path"] for p in validate(schema, {"owner": {}})] == ["$.owner.login"]
 
 
 def test_annotations_are_accepted_and_format_is_not_enforced() -> None:
@@ -199,7 +199,7 @@ def test_types() -> None:
     assert not is_valid({"type": "number"}, False)
     assert is_valid({"type": ["string", "null"]}, None)
     assert not is_valid({"type": "object"}, [])
-    assert [(p.path, p.message) for p in validate({"type": "string"}, 5)] == [
+    assert [(p["path"], p["problem"]) for p in validate({"type": "string"}, 5)] == [
         ("$", "must be string")
     ]
 
@@ -225,9 +225,9 @@ def test_objects_report_each_failing_property_path() -> None:
     }
     value = {"name": "a", "tags": ["x", 1, "z"], "nested": {"n": -1}, "weird key": 1}
     check_schema(schema)
-    paths = {p.path for p in validate(schema, value)}
+    paths = {p["path"] for p in validate(schema, value)}
     assert paths == {"$.id", "$.name", "$.tags", "$.tags[1]", "$.nested.n", "$['weird key']"}
-    messages = {p.path: p.message for p in validate(schema, value)}
+    messages = {p["path"]: p["problem"] for p in validate(schema, value)}
     assert messages["$.id"] == "is required"
     assert messages["$['weird key']"] == "is not an allowed property"
 

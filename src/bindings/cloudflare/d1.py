@@ -68,8 +68,6 @@ class CloudflareD1Database:
             raise _d1_error(exc) from exc
 
     async def batch(self, statements: Sequence[Any]) -> list[D1Result]:
-        if not all(isinstance(s, CloudflareD1Statement) for s in statements):
-            raise TypeError("batch() takes statements prepared by this database")
         handles = [statement.handle for statement in statements]
         try:
             results = ffi.to_py(await self._db.batch(ffi.to_js_arg(handles, self._raw)))

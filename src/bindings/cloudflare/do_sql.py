@@ -3,11 +3,13 @@ errors become `BindingError` (`BindingLimitError` for SQLite limits); booleans a
 (workerd stores the text 'true'/'false'). Cursors are lazy, as workerd's: an unread cursor keeps
 its statement open and blocks the commit (SQLITE_BUSY), so read cursors to the end. The SDK
 wrapper caches attributes after the first read, so changing values are read past it
-(`cursor["rowsWritten"]`, `database_size` from the JS object; tests/workerd).
+(`cursor["rowsWritten"]`, `database_size` from the JS object; tests/workerd). The alarm's
+times are integer epoch milliseconds in JS (durable-objects/api/alarms.mdx), seconds here.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
@@ -96,6 +98,18 @@ class CloudflareDurableObjectStorage:
         result = fill()
         await deleted
         return result
+
+    async def get_alarm(self) -> float | None:
+        value = ffi.to_py(await self._storage.getAlarm())
+        return None if value is None else float(value) / 1000.0
+
+    async def set_alarm(self, at: float) -> None:
+        if not math.isfinite(at):
+            raise ValueError(f"an alarm time must be a finite number of seconds, not {at!r}")
+        await self._storage.setAlarm(math.ceil(at * 1000.0))
+
+    async def delete_alarm(self) -> None:
+        await self._storage.deleteAlarm()
 
     def transaction_sync(self, fn: Callable[[], T]) -> T:
         """Run `fn` inside `storage.transactionSync`. The result and any exception travel in

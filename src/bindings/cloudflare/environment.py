@@ -12,7 +12,6 @@ import httpx
 from bindings.cloudflare import ffi
 from bindings.cloudflare.ai import WorkersAIEmbedder, WorkersAILLM, WorkersAIReranker
 from bindings.cloudflare.background import CloudflareBackgroundTasks
-from bindings.cloudflare.cipher import WebCryptoCipher
 from bindings.cloudflare.d1 import CloudflareD1Database
 from bindings.cloudflare.durable_objects import CloudflareDurableObjectNamespace
 from bindings.cloudflare.http import CloudflareFetchTransport
@@ -20,8 +19,8 @@ from bindings.cloudflare.kv import CloudflareKVNamespace
 from bindings.cloudflare.queue import CloudflareQueue
 from bindings.cloudflare.r2 import CloudflareObjectStore
 from bindings.cloudflare.rate_limit import CloudflareRateLimiter
-from bindings.cloudflare.signatures import WebCryptoSignatures
 from bindings.cloudflare.vectorize import CloudflareVectorIndex
+from bindings.cloudflare.webcrypto import WebCryptoCipher, WebCryptoSignatures
 from bindings.environment import Bindings, Shard
 from bindings.ports.clock import SystemClock
 from bindings.ports.embedder import Embedder

@@ -6,6 +6,7 @@ results (`.to_py()`; `null` is `jsnull` on 3.13). Adapters detect the mode once 
 
 from __future__ import annotations
 
+import datetime
 import re
 from collections.abc import Mapping
 from typing import Any, TypeVar
@@ -53,6 +54,24 @@ def to_py(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [to_py(item) for item in value]
     return value
+
+
+def field(obj: Any, name: str) -> Any:
+    """`obj.name` for a JS object in either mode (a converted dict or an attribute holder)."""
+    if obj is None or obj is jsnull:
+        return None
+    value = obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
+    return None if value is jsnull else value
+
+
+def epoch_ms(value: Any) -> int | None:
+    """A JS Date (raw), the SDK's `datetime` (wrapped) or a number, as epoch milliseconds."""
+    if isinstance(value, datetime.datetime):
+        return int(value.timestamp() * 1000)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return int(value)
+    get_time = getattr(value, "getTime", None)
+    return int(get_time()) if callable(get_time) else None
 
 
 def _nulls_for_none(value: Any) -> Any:

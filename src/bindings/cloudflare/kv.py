@@ -47,8 +47,6 @@ class CloudflareKVNamespace:
         expiration: int | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> None:
-        if not isinstance(value, str):
-            raise TypeError("KV values are text; encode JSON before put()")
         if metadata is not None:
             try:
                 json.dumps(metadata, allow_nan=False)

@@ -7,7 +7,6 @@ before the call; JS errors become `BindingUnavailableError`.
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,11 +33,7 @@ def received(batch: Any) -> list[tuple[QueueMessage, Any]]:
     """Each message of a `MessageBatch` as the port's value, with the JS message to settle."""
     out = []
     for message in batch.messages:
-        stamp = message.timestamp
-        if isinstance(stamp, datetime.datetime):  # the SDK converts a Date (wrapped mode)
-            ms = int(stamp.timestamp() * 1000)
-        else:
-            ms = int(stamp.getTime())
+        ms = ffi.epoch_ms(message.timestamp) or 0
         body = ffi.to_py(message.body)
         out.append((QueueMessage(str(message.id), body, int(message.attempts), ms), message))
     return out

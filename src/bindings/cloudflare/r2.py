@@ -8,7 +8,6 @@ Limits are checked before the call; JS errors become `BindingUnavailableError`.
 from __future__ import annotations
 
 import dataclasses
-import datetime
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -34,8 +33,6 @@ class CloudflareObjectStore:
         self, key: str, data: bytes, *, custom_metadata: Mapping[str, str] | None = None
     ) -> ObjectInfo:
         check_key(key)
-        if not isinstance(data, bytes | bytearray | memoryview):
-            raise TypeError("object data must be bytes")
         metadata = check_custom_metadata(custom_metadata)
         value = ffi.to_js_arg(bytes(data), self._raw)
         options = [ffi.to_js_options(self._raw, customMetadata=metadata)] if metadata else []
@@ -78,9 +75,9 @@ class CloudflareObjectStore:
             result = await self._bucket.list(options)
         except ffi.JsException as exc:
             raise _r2_error("list", prefix, exc) from exc
-        objects = [_info(item, None) for item in _field(result, "objects") or []]
-        truncated = bool(_field(result, "truncated"))
-        next_cursor = _field(result, "cursor") if truncated else None
+        objects = [_info(item, None) for item in ffi.field(result, "objects") or []]
+        truncated = bool(ffi.field(result, "truncated"))
+        next_cursor = ffi.field(result, "cursor") if truncated else None
         return ObjectList(objects, truncated, str(next_cursor) if next_cursor else None)
 
     async def delete(self, keys: str | Sequence[str]) -> None:
@@ -96,37 +93,20 @@ class CloudflareObjectStore:
                 raise _r2_error("delete", chunk[0], exc) from exc
 
 
-def _field(obj: Any, name: str) -> Any:
-    """`obj.name` for a JS object in either mode (a converted dict or an attribute holder)."""
-    if obj is None or obj is ffi.jsnull:
-        return None
-    value = obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
-    return None if value is ffi.jsnull else value
-
-
 def _to_bytes(value: Any) -> bytes:
     if isinstance(value, bytes | bytearray | memoryview):
         return bytes(value)
     return bytes(value.to_bytes())  # a raw ArrayBuffer proxy
 
 
-def _millis(value: Any) -> int | None:
-    if isinstance(value, datetime.datetime):
-        return int(value.timestamp() * 1000)
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return int(value)
-    get_time = getattr(value, "getTime", None)  # a raw JS Date
-    return int(get_time()) if callable(get_time) else None
-
-
 def _info(obj: Any, key: str | None) -> ObjectInfo:
-    metadata = ffi.to_py(_field(obj, "customMetadata")) or {}
-    found_key = _field(obj, "key")
+    metadata = ffi.to_py(ffi.field(obj, "customMetadata")) or {}
+    found_key = ffi.field(obj, "key")
     return ObjectInfo(
         key=str(found_key) if found_key is not None else (key or ""),
-        size=int(_field(obj, "size") or 0),
-        etag=str(_field(obj, "etag") or ""),
-        uploaded_ms=_millis(_field(obj, "uploaded")),
+        size=int(ffi.field(obj, "size") or 0),
+        etag=str(ffi.field(obj, "etag") or ""),
+        uploaded_ms=ffi.epoch_ms(ffi.field(obj, "uploaded")),
         custom_metadata={str(k): str(v) for k, v in dict(metadata).items()},
     )
 

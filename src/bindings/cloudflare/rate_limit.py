@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bindings.cloudflare.ffi import is_raw, to_js_options, to_py
+from bindings.cloudflare.ffi import field, is_raw, to_js_options, to_py
 
 
 class CloudflareRateLimiter:
@@ -16,6 +16,4 @@ class CloudflareRateLimiter:
 
     async def limit(self, key: str) -> bool:
         outcome = to_py(await self._binding.limit(to_js_options(self._raw, key=key)))
-        if isinstance(outcome, dict):
-            return bool(outcome.get("success"))
-        return bool(getattr(outcome, "success", False))
+        return bool(field(outcome, "success"))

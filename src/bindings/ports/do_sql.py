@@ -1,5 +1,8 @@
-"""Durable Object SQL storage port (`ctx.storage.sql`, synchronous), with workerd's semantics:
-`BEGIN`/`COMMIT` are refused (use `transaction_sync`) and integers may come back as floats.
+"""Durable Object storage ports: SQL (`ctx.storage.sql`, synchronous), with workerd's semantics
+(`BEGIN`/`COMMIT` are refused: use `transaction_sync`; integers may come back as floats), and
+the alarm, with Cloudflare's (durable-objects/api/alarms.mdx: one alarm per object, setting
+replaces it, a past time fires at once, a raising handler is retried; times are epoch seconds,
+adapters convert to milliseconds).
 """
 
 from __future__ import annotations
@@ -41,3 +44,11 @@ class DurableObjectStorage(Protocol):
         writes is committed with the deletion, never after it (workerd's deleteAll commits
         with the implicit transaction the writes before the next await open:
         io/actor-sqlite.c++; locally a rename)."""
+
+
+class AlarmStorage(Protocol):
+    async def get_alarm(self) -> float | None: ...
+
+    async def set_alarm(self, at: float) -> None: ...
+
+    async def delete_alarm(self) -> None: ...

@@ -1,6 +1,7 @@
-"""`bindings.cloudflare.alarms.CloudflareAlarms` in real Pyodide against the harness's JS
-model of a Durable Object's alarm (tests/pyodide/models.mjs `AlarmModel`, written from
-Cloudflare's documented semantics), raw and through the SDK's wrapped `ctx.storage`."""
+"""The alarm of `bindings.cloudflare.do_sql.CloudflareDurableObjectStorage` in real Pyodide
+against the harness's JS model of a Durable Object's alarm (tests/pyodide/models.mjs
+`AlarmModel`, written from Cloudflare's documented semantics), raw and through the SDK's
+wrapped `ctx.storage`."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 import harness_js
 from workers import DurableObject
 
-from bindings.cloudflare.alarms import CloudflareAlarms
+from bindings.cloudflare.do_sql import CloudflareDurableObjectStorage
 
 
 class ProbeObject(DurableObject):  # type: ignore[misc]
@@ -17,14 +18,14 @@ class ProbeObject(DurableObject):  # type: ignore[misc]
         super().__init__(ctx, env)
 
 
-def adapters() -> list[tuple[str, Any, CloudflareAlarms]]:
+def adapters() -> list[tuple[str, Any, CloudflareDurableObjectStorage]]:
     """(mode, JS state, adapter): raw `ctx.storage` and the SDK-wrapped one."""
     raw_state = harness_js.newDurableObjectState(harness_js.newStorage())
     wrapped_state = harness_js.newDurableObjectState(harness_js.newStorage())
     obj = ProbeObject(wrapped_state, harness_js.env)
     return [
-        ("raw", raw_state, CloudflareAlarms(raw_state.storage)),
-        ("wrapped", wrapped_state, CloudflareAlarms(obj.ctx.storage)),
+        ("raw", raw_state, CloudflareDurableObjectStorage(raw_state.storage)),
+        ("wrapped", wrapped_state, CloudflareDurableObjectStorage(obj.ctx.storage)),
     ]
 
 

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bindings.cloudflare.cipher import WebCryptoCipher
+from bindings.cloudflare.webcrypto import WebCryptoCipher
 from bindings.ports.crypto import KEY_BYTES, NONCE_BYTES, TAG_BYTES, CipherError
 
 VECTORS = json.loads((Path(__file__).parent / "aes_gcm_vectors.json").read_text())["vectors"]

@@ -24,7 +24,7 @@ import harness_js
 from js import Object, Request
 from pyodide.ffi import to_js
 
-from http_messages import HttpRequest, HttpResponse, json_response, method_not_allowed, not_found
+from http_messages import ApiError, HttpRequest, HttpResponse, json_response, method_not_allowed
 
 seen: dict[str, list[Any]] = {
     "requests": [],
@@ -84,7 +84,7 @@ async def _handle(request: HttpRequest, bindings: Any) -> HttpResponse:
         return HttpResponse(status=204, body=b"should not be sent")
     allowed = _ROUTES.get(request.path)
     if allowed is None:
-        return not_found(f"no route for {request.path}").to_response()
+        return ApiError(404, "not_found", f"no route for {request.path}").to_response()
     if request.method.upper() not in allowed:
         return method_not_allowed(list(allowed)).to_response()
     return await _echo(request, {}, bindings)
@@ -223,13 +223,13 @@ async def test_agent_runtime_initializes_behind_the_gate_and_answers_rpc() -> No
 async def test_the_alarm_handler_reaches_the_core_with_its_retry_count() -> None:
     from pyodide.ffi import create_proxy
 
-    from bindings.cloudflare.alarms import CloudflareAlarms
+    from bindings.cloudflare.do_sql import CloudflareDurableObjectStorage
 
     state = harness_js.newDurableObjectState(harness_js.newStorage())
     obj = entry.AgentRuntime(state, harness_js.env)
     await harness_js.nextTurn()
     core = obj._core
-    assert isinstance(core.alarms, CloudflareAlarms)
+    assert isinstance(core.alarms, CloudflareDurableObjectStorage)
     await core.alarms.set_alarm(1_750_000_000.0)
     assert state.alarms.scheduled == 1_750_000_000_000
     handler = create_proxy(obj.alarm)

@@ -32,7 +32,7 @@ SCHEMA: dict[str, Any] = {
 
 
 def _paths(instance: Any) -> set[str]:
-    return {problem.path for problem in validate(SCHEMA, instance)}
+    return {problem["path"] for problem in validate(SCHEMA, instance)}
 
 
 def test_any_of_pattern_and_refs_validate_in_pyodide() -> None:

@@ -50,7 +50,7 @@ _import_pyjwt()
 
 import jwt.utils  # noqa: E402
 
-from bindings.cloudflare.signatures import WebCryptoSignatures  # noqa: E402
+from bindings.cloudflare.webcrypto import WebCryptoSignatures  # noqa: E402
 from bindings.ports.crypto import RsaPublicJwk  # noqa: E402
 from worker.jwt_verification import JwtRefused, JwtRules, verify_jwt  # noqa: E402
 
