@@ -580,7 +580,7 @@ def _named_kinds(text: str) -> dict[str, str]:
     tokens = words(text)
     return {
         b.lower(): a.lower()
-        for a, b in zip(tokens[1:], tokens[2:], strict=False)
+        for a, b in itertools.pairwise(tokens[1:])
         if a[:1].isupper()
         and a.lower() not in NOT_NAMES
         and b.isalpha()

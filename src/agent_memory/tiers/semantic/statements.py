@@ -174,6 +174,7 @@ def _wants(low: Sequence[str]) -> Wants:
 
 
 _OF = frozenset(("of", "for", "on", "at", "in"))
+_RELATION_STEMS = frozenset(map(stem, RELATIONS))
 _QUALIFY = frozenset(("from", "in", "at"))
 _BREAK = Token("", "", owner=False, capital=False, start=False)  # between two noun phrases
 
@@ -334,8 +335,8 @@ def _owns_another(toks: Sequence[Token], at: int, q: Question) -> bool:
     for t in toks[at + 1 : at + 4]:
         if t.low in _OTHER and t.low not in q.words:
             return True  # "Hannah's *other* team": not the one asked about
-        if t.low == "own":
-            continue  # "Priyanka's *own* one-on-one": the owner stressed
+        if t.low == "own" or t.low in _DATING:
+            continue  # "Priyanka's *own* one-on-one", "Tariq's *old* laptop": the same thing
         if not _content(t.low) or stem(t.low) in q.words:
             return False
         if t.low in RELATIONS or parallel:
@@ -503,6 +504,13 @@ def about(question: str, text: str, strict: bool = True) -> About:
         return "other"
     if not seen or not q.required <= seen.keys():
         return "none"
+    # "Sven *teaches* history" when what Sven's *sister* teaches is asked: the owner does
+    # what the question asks of the relative ("Maya reports to Daniel" still answers "who
+    # is Maya's manager", which asks nothing to be done).
+    relatives = {h for h in q.heads if h in _RELATION_STEMS} - seen.keys()
+    done = (q.words - q.subject) & _stems(toks)
+    if relatives and done and q.possessor in seen and not any(t.owner for t in toks):
+        return "other"
     if q.possessor in q.names and q.possessor not in seen:
         # "Daniel's manager" for "who is Maya's manager": the head another name owns.
         heads = [flags for word, flags in seen.items() if word in q.heads]
