@@ -128,6 +128,18 @@ def test_a_name_that_says_which_kind_of_thing_is_not_a_new_value() -> None:
     )
 
 
+def test_a_sentence_opening_with_a_common_word_finds_its_verb_past_a_preposition() -> None:
+    spain, portugal = "Shipping to Spain costs 9 euros.", "Shipping to Portugal costs 9 euros."
+    rise = "Shipping to Spain went up to 12 euros."
+
+    def verdict(older: str, newer: str) -> str:
+        return judge_with_separation(older, derive_key(older), newer, derive_key(newer)).decision
+
+    assert verdict(portugal, rise) == "compatible"
+    assert verdict(spain, portugal) == "compatible"
+    assert verdict(spain, rise) == "update"
+
+
 def test_a_look_alike_owned_by_another_is_not_a_near_duplicate() -> None:
     def alike(a: str, b: str) -> str | None:
         ka, kb = derive_key(a).entity, derive_key(b).entity

@@ -209,16 +209,19 @@ def _verb_index(tokens: list[str]) -> int | None:
             return i
     # A verb the lexicon does not know ("Alice speaks French"): the word after the name.
     run = _capitalised_run(tokens)
-    if run and tokens[: len(run)] == run and len(run) < len(tokens):
+    named = bool(run) and tokens[: len(run)] == run and len(run) < len(tokens)
+    if named and low[len(run)] not in STOP:
         owns = run[-1].endswith("'s") and len(run) + 1 < len(tokens)
         return len(run) + owns  # "Hamid's son *teaches*": after the owned noun
-    # "The deploy freeze starts on Friday": the first third-person form not right after a
-    # determiner, in a sentence that starts with one.
-    for i in range(1, len(low) if low and low[0] in DETERMINERS else 0):
+    # "The deploy freeze starts on Friday", "Shipping to Spain costs 9 euros" (a function
+    # word is no verb): the first third-person form not right after a determiner.
+    for i in range(1, len(low) if low and (low[0] in DETERMINERS or named) else 0):
         word = low[i]
         third_person = (word.endswith("s") and not word.endswith("ss")) or word.endswith("ed")
         if third_person and low[i - 1] not in DETERMINERS and tokens[i][:1].islower():
             return i
+        if word not in STOP and " ".join(low[i : i + 2]) in UPDATE_MARKERS:
+            return i  # "Shipping to Spain *went up* to 12 euros"
     return None
 
 
