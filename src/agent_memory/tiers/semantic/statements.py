@@ -331,7 +331,9 @@ def _owns_another(toks: Sequence[Token], at: int, q: Question) -> bool:
     noun among the next words of its noun phrase ("Keiko's old *roommate*", "my *sister's*"),
     or, where the question has the same owner own one thing, another ("Mara's *train*" when
     it asks about "Mara's flight")."""
-    parallel = stem(toks[at].low) in q.owners
+    parallel = stem(toks[at].low) in q.owners or (
+        toks[at].low in FIRST_PERSON_OWNERS and q.possessor == "~person" and bool(q.heads)
+    )
     for t in toks[at + 1 : at + 4]:
         if t.low in _OTHER and t.low not in q.words:
             return True  # "Hannah's *other* team": not the one asked about
