@@ -176,6 +176,7 @@ def _wants(low: Sequence[str]) -> Wants:
 _OF = frozenset(("of", "for", "on", "at", "in"))
 _RELATION_STEMS = frozenset(map(stem, RELATIONS))
 _QUALIFY = frozenset(("from", "in", "at"))
+_PLACE = _QUALIFY | {"by"}  # what places a thing: "the wifi *in* the garage", "*by* bike"
 _BREAK = Token("", "", owner=False, capital=False, start=False)  # between two noun phrases
 
 
@@ -365,7 +366,7 @@ def _placed_elsewhere(toks: Sequence[Token], at: int, q: Question) -> bool:
     return (
         bool(qualified)
         and len(after) > 1
-        and after[0].low in _QUALIFY
+        and after[0].low in _PLACE
         and after[1].text.islower()
         and _content(after[1].low)
         and stem(after[1].low) not in q.words
@@ -523,7 +524,20 @@ def about(question: str, text: str, strict: bool = True) -> About:
     # part of the day or on another day is another fact.
     asked_on = q.words & _OCCASIONS
     said_on = {stem(t.low) for t in toks} & _OCCASIONS
-    return "other" if asked_on and said_on and not asked_on & said_on else "asked"
+    if asked_on and said_on and not asked_on & said_on:
+        return "other"
+    # "on call *next week*" when this week's is asked: another period, another fact.
+    asked_in, said_in = _periods(tokens(question)), _periods(toks)
+    return "other" if asked_in and said_in and not asked_in & said_in else "asked"
+
+
+def _periods(toks: Sequence[Token]) -> frozenset[str]:
+    """The periods named relative to now: "this week", "next month", "last year"."""
+    return frozenset(
+        f"{a.low} {stem(b.low)}"
+        for a, b in itertools.pairwise(toks)
+        if a.low in ("this", "next", "last") and b.low in _TIME_UNITS
+    )
 
 
 _DAY_WORDS = frozenset(("today", "tomorrow", "tonight", "yesterday", "noon", "midnight", "weekend"))
