@@ -331,7 +331,7 @@ def _owns_another(toks: Sequence[Token], at: int, q: Question) -> bool:
     """Whether the word at `at` owns something the question does not ask about: a relation
     noun among the next words of its noun phrase ("Keiko's old *roommate*", "my *sister's*"),
     or, where the question has the same owner own one thing, another ("Mara's *train*" when
-    it asks about "Mara's flight")."""
+    it asks about "Mara's flight"; "our *CFO*" when it asks about "our CEO")."""
     parallel = stem(toks[at].low) in q.owners or (
         toks[at].low in FIRST_PERSON_OWNERS and q.possessor == "~person" and bool(q.heads)
     )
