@@ -221,6 +221,15 @@ async def test_a_newer_statement_about_another_slot_does_not_jump_ahead(
     )
 
 
+async def test_a_statement_about_the_old_one_tells_an_earlier_value_whenever_it_was_said(
+    runtime: LocalRuntime,
+) -> None:
+    await remember(runtime, "Kim's team uses Python.", "Kim's old team used Java.")
+    assert (await recall(runtime, "What language does Kim's team use?"))[0]["content"] == (
+        "Kim's team uses Python."
+    )
+
+
 async def test_a_number_of_another_unit_is_another_slot(runtime: LocalRuntime) -> None:
     await remember(runtime, "Femi's phone number is 555-0100.", "Femi's phone is an iPhone 14.")
     assert (await recall(runtime, "What is Femi's phone number?"))[0]["content"] == (
@@ -278,6 +287,12 @@ async def test_identifier_distinct_siblings_are_each_found_by_their_identifier(
         ("What subject does Sven's sister teach?", "Sven teaches history.", "other"),
         ("Who is our CEO?", "Our CFO is Tom Becker.", "other"),
         ("What is the menu this week?", "The menu next week is curry.", "other"),
+        (
+            "What is the speed limit on Oak Street?",
+            "The speed limit on Main Street is 30.",
+            "other",
+        ),
+        ("What is the speed limit on Oak Street?", "The speed limit on Oak Street is 30.", "asked"),
         ("What is the menu this week?", "The menu this week is tacos.", "asked"),
         ("How long does my train commute take?", "My commute by bike takes 25 minutes.", "other"),
         ("How long does my train commute take?", "My train commute takes 40 minutes.", "asked"),

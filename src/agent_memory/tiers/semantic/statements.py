@@ -55,6 +55,7 @@ _WH = _set("what which who whom whose when where why how")
 _OTHER = _set("other another")
 # Words that date a thing rather than tell it apart: "Lena got a *new* number" is her number.
 _DATING = _set("new old current latest updated former previous present original")
+_PAST = frozenset(("old", "former", "previous"))  # as written, not stems
 # Units of time: "these *days* Tariq …", "last *week* the board …" open a sentence with when,
 # not with a qualifier of the noun after them (a closed class of English).
 _TIME_UNITS = _set(
@@ -437,6 +438,8 @@ def _modified_foreign(toks: Sequence[Token], at: int, q: Question) -> bool:
         # A unit of time right before a common noun qualifies it ("the *night* shift", "the
         # *second* floor bathroom"), elsewhere it says when ("these *days* Marco …").
         timed = t.low in _TIME_UNITS and not toks[back + 1].text.islower()
+        if proper and not _content(t.low) and modifiers:
+            break  # "on *Main* Street": a name's phrase starts after a preposition too
         if not _content(t.low) or t.start or timed:
             return False  # not inside a noun phrase that starts with a determiner
         if proper and t.text.islower():
@@ -703,7 +706,15 @@ def _statements_first(
     scores: dict[str, float] = {}
     outdated: dict[str, str] = {}
     if len(alike) > 1:
-        newest_first = sorted(alike, key=lambda c: c.stated, reverse=not asks_earlier(question))
+        # A statement about "Kim's *old* team" tells an earlier value whenever it was said:
+        # it goes with the oldest (unless the question itself names a time: "the old team").
+        dated = bool(read_question(question).words & _DATING)
+
+        def when(c: Candidate) -> tuple[bool, tuple[int, int]]:
+            past = not dated and bool(_PAST & head_words(c.text, ""))
+            return not past, c.stated
+
+        newest_first = sorted(alike, key=when, reverse=not asks_earlier(question))
         ordered = sorted((c.score for c in alike), reverse=True)
         scores = {c.fact_id: s for c, s in zip(newest_first, ordered, strict=True)}
         outdated = {c.fact_id: newest_first[0].fact_id for c in newest_first[1:]}
