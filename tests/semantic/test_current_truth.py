@@ -230,6 +230,17 @@ async def test_a_statement_about_the_old_one_tells_an_earlier_value_whenever_it_
     )
 
 
+async def test_a_statement_marking_the_new_one_answers_alike_however_it_is_worded(
+    runtime: LocalRuntime,
+) -> None:
+    await remember(
+        runtime, "Dario's favourite pizza is margherita.", "Dario's new favourite is the diavola."
+    )
+    assert (await recall(runtime, "What is Dario's favourite pizza?"))[0]["content"] == (
+        "Dario's new favourite is the diavola."
+    )
+
+
 async def test_a_number_of_another_unit_is_another_slot(runtime: LocalRuntime) -> None:
     await remember(runtime, "Femi's phone number is 555-0100.", "Femi's phone is an iPhone 14.")
     assert (await recall(runtime, "What is Femi's phone number?"))[0]["content"] == (

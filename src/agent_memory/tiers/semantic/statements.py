@@ -56,6 +56,19 @@ _OTHER = _set("other another")
 # Words that date a thing rather than tell it apart: "Lena got a *new* number" is her number.
 _DATING = _set("new old current latest updated former previous present original")
 _PAST = frozenset(("old", "former", "previous"))  # as written, not stems
+_NOW = frozenset(("new", "current", "latest"))
+
+
+def _current(text: str) -> bool:
+    """Whether the statement marks a thing as the current one ("Dario's *new* favourite",
+    "my *current* phone"): the word right after an owner or determiner."""
+    toks = tokens(text)
+    return any(
+        t.low in _NOW and (o.owner or o.low in POSSESSIVE_PRONOUNS or o.low in DETERMINERS)
+        for o, t in itertools.pairwise(toks)
+    )
+
+
 # Units of time: "these *days* Tariq …", "last *week* the board …" open a sentence with when,
 # not with a qualifier of the noun after them (a closed class of English).
 _TIME_UNITS = _set(
@@ -701,7 +714,12 @@ def _statements_first(
         c
         for c in asked
         if c is best
-        or (_at_least(c, config.ratio, best) and answers_alike(question, best, c, config.closeness))
+        or (
+            _at_least(c, config.ratio, best)
+            # "Dario's *new* favourite is the diavola": a statement that says it tells the
+            # current value answers alike, however far the embedder puts it
+            and (answers_alike(question, best, c, config.closeness) or _current(c.text))
+        )
     ]
     scores: dict[str, float] = {}
     outdated: dict[str, str] = {}
