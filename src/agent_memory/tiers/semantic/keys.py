@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal
@@ -156,7 +156,7 @@ def words(text: str) -> list[str]:
     return [w.replace("\u2019", "'") for w in WORD.findall(text)]
 
 
-def lower(tokens: list[str]) -> list[str]:
+def lower(tokens: Sequence[str]) -> list[str]:
     return [t.lower() for t in tokens]
 
 
@@ -535,12 +535,19 @@ def marks(text: str) -> frozenset[str]:
     return frozenset(out)
 
 
+@lru_cache(maxsize=8_192)
+def _clause(text: str) -> tuple[tuple[str, ...], int | None]:
+    """The first sentence's words and where its main verb is (`_verb_index`), read once for
+    the readings `separate` takes of one statement."""
+    tokens = words(_first_sentence(text))
+    return tuple(tokens), _verb_index(tokens)
+
+
 def head_words(text: str, entity: str) -> frozenset[str]:
     """The words before the main verb that qualify the entity ("from accounting", "1117"):
     no entity words, function words, adverbs or update markers."""
-    tokens = words(_first_sentence(text))
-    verb_at = _verb_index(tokens)
-    head = tokens[:verb_at] if verb_at is not None else []
+    tokens, verb_at = _clause(text)
+    head = tokens[:verb_at] if verb_at is not None else ()
     skip = set(entity.split()) | _MARKER_WORDS | ADVERBS | DETERMINERS | FIRST_PERSON | STOP
     return frozenset(
         low
@@ -552,8 +559,7 @@ def head_words(text: str, entity: str) -> frozenset[str]:
 def _owned_owners(text: str) -> frozenset[str]:
     """The owners before the main verb that are themselves owned ("Sam's *wife's* number",
     "my *sister's* flight"): each names another entity than the first owner."""
-    tokens = words(_first_sentence(text))
-    verb_at = _verb_index(tokens)
+    tokens, verb_at = _clause(text)
     low = lower(tokens if verb_at is None else tokens[:verb_at])
     return frozenset(
         w.removesuffix("'s").removesuffix("'")
@@ -567,11 +573,12 @@ def _owned_owners(text: str) -> frozenset[str]:
 def _object(text: str) -> frozenset[str]:
     """The words of the definite noun phrase the main verb acts on ("waters *the ferns*"), or
     none: a thing acted on, not a value ("drives *a* Tesla" has none)."""
-    tokens = words(_first_sentence(text))
-    verb_at = _verb_index(tokens)
+    tokens, verb_at = _clause(text)
+    if verb_at is None:
+        return frozenset()
     # (the verb found may be an adverb before it: "Nora *now* waters")
-    after = [t for t in tokens[verb_at or 0 :] if t.lower() not in ADVERBS][1:]
-    if verb_at is None or not after or after[0].lower() not in OWNERS | {"the"}:
+    after = [t for t in tokens[verb_at:] if t.lower() not in ADVERBS][1:]
+    if not after or after[0].lower() not in OWNERS | {"the"}:
         return frozenset()
     run = itertools.takewhile(lambda t: t.islower() and t.isalpha() and t not in STOP, after[1:])
     return frozenset(t.removesuffix("s") for t in run)

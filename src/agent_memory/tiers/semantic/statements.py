@@ -701,7 +701,8 @@ def current_first(
 def _statements_first(
     question: str, head: Sequence[Candidate], config: CurrentConfig
 ) -> tuple[dict[str, float], dict[str, str]]:
-    if not read_question(question).anchored or len(head) < 2:
+    q = read_question(question)
+    if not q.anchored or len(head) < 2:
         return {}, {}
     kinds = {c.fact_id: about(question, c.text) for c in head}
     if "asked" not in kinds.values():
@@ -726,7 +727,7 @@ def _statements_first(
     if len(alike) > 1:
         # A statement about "Kim's *old* team" tells an earlier value whenever it was said:
         # it goes with the oldest (unless the question itself names a time: "the old team").
-        dated = bool(read_question(question).words & _DATING)
+        dated = bool(q.words & _DATING)
 
         def when(c: Candidate) -> tuple[bool, tuple[int, int]]:
             past = not dated and bool(_PAST & head_words(c.text, ""))
