@@ -446,9 +446,3 @@ async def set_fence(db: D1Database, tenant: str, state: str, now_ms: int) -> Non
 
 async def clear_fence(db: D1Database, tenant: str) -> None:
     await db.prepare("DELETE FROM tenant_fences WHERE tenant_id = ?").bind(tenant).run()
-
-
-async def fence_of(db: D1Database, tenant: str) -> str | None:
-    sql = "SELECT state FROM tenant_fences WHERE tenant_id = ?"
-    value = await db.prepare(sql).bind(tenant).first_value("state")
-    return None if value is None else str(value)

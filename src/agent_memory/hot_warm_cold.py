@@ -33,10 +33,9 @@ from agent_memory.namespace import (
     NamespaceKey,
     check_tenant,
 )
-from agent_memory.placement import DEFAULT_TABLE, PlacementTable, Tier, parse_placement
+from agent_memory.placement import DEFAULT_TABLE, PlacementTable, Tier
 from agent_memory.tiers.episodic import Episode, EpisodicStore, episode_from_row, open_episodes
 from agent_memory.tiers.working import NamespacedKV, NamespaceFlags, ReadCounts
-from bindings.environment import Bindings
 from bindings.ports.clock import Clock
 from bindings.ports.d1 import D1Database
 from bindings.ports.kv import KV_MIN_EXPIRATION_TTL, KVNamespace
@@ -509,7 +508,3 @@ class ArchiveColdMemory:
         last = items[limit - 1]
         next_cursor = encode_cursor_value({"c": last.created_at, "e": last.entity_id})
         return ArchivedPage(items=items[:limit], next_cursor=next_cursor)
-
-
-def placement_table(bindings: Bindings) -> PlacementTable:
-    return parse_placement(bindings.settings.memory_placement)

@@ -40,7 +40,6 @@ from agent_memory.hot_warm_cold import (
     MemoryClient,
     TieredRead,
     open_episode_item,
-    placement_table,
 )
 from agent_memory.ids import new_ulid
 from agent_memory.lifecycle.brief import TenantBrief, build_brief
@@ -75,6 +74,7 @@ from agent_memory.namespace import (
     agent_session,
     validate_key,
 )
+from agent_memory.placement import parse_placement
 from agent_memory.retrieval import (
     RankedItem,
     RankItem,
@@ -406,7 +406,7 @@ class Memory:
         its placement table (`MEMORY_PLACEMENT`); a tier whose binding is missing is left
         out. A bad `MEMORY_PLACEMENT` raises `PlacementError`."""
         b = self.bindings
-        table = placement_table(b)
+        table = parse_placement(b.settings.memory_placement)
         flags, ttl = NamespaceFlags.of(b.settings), table.placement("working").ttl_seconds
         hot = None
         if b.kv is not None:

@@ -51,7 +51,7 @@ def test_a_malformed_retrieval_config_is_refused_at_startup(bad: str) -> None:
 
 
 def test_namespace_flags_and_placement_come_from_vars() -> None:
-    from agent_memory.hot_warm_cold import placement_table
+    from agent_memory.placement import parse_placement
     from agent_memory.tiers.working import NamespaceFlags
 
     default = Settings.from_vars({})
@@ -66,7 +66,10 @@ def test_namespace_flags_and_placement_come_from_vars() -> None:
     )
     bindings = Bindings(settings=settings, clock=FixedClock(), background=LocalBackgroundTasks())
     assert NamespaceFlags.of(bindings.settings).phase == "dual-read"
-    assert placement_table(bindings).placement("log").cold_retention_days == 30
+    assert (
+        parse_placement(bindings.settings.memory_placement).placement("log").cold_retention_days
+        == 30
+    )
     with pytest.raises(ValidationError, match="MEMORY_PLACEMENT"):
         Settings.from_vars({"MEMORY_PLACEMENT": "[1]"})
 

@@ -13,7 +13,6 @@ import pytest
 
 from agent_memory.directory import (
     TenantTable,
-    fence_of,
     homes,
     on_shard,
     shard_db,
@@ -48,7 +47,10 @@ BASE_SKIPPED = {"semantic_terms", "semantic_term_stats", "semantic_index_stats"}
 
 async def source_fence(bindings: Bindings, tenant: str, shard: str) -> str | None:
     """The fence `tenant` has on shard `shard`."""
-    return await fence_of(shard_db(shard_named(bindings, shard)), tenant)
+    sql = "SELECT state FROM tenant_fences WHERE tenant_id = ?"
+    return (
+        await shard_db(shard_named(bindings, shard)).prepare(sql).bind(tenant).first_value("state")
+    )
 
 
 async def _seed(client: Client, tenant: str, count: int) -> str:
