@@ -171,12 +171,9 @@ class EpisodicStore:
         gate: WriteGate | None = None,
         personal: PersonalData | None = None,
     ) -> None:
-        if not tenant:
-            raise ValueError("EpisodicStore needs a tenant")
         self._db = db
         self.tenant = tenant
-        events = EventLog(tenant, db) if TENANT_RE.fullmatch(tenant) else None
-        self.gate = gate or WriteGate(tenant, events=events)
+        self.gate = gate or WriteGate(tenant, events=EventLog(tenant, db))
         # Seals the personal fields of `data` on write and opens them on read; without one,
         # marked personal data is refused (never stored in plaintext).
         self.personal = personal or PersonalData(tenant, None, None)
