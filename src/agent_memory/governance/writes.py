@@ -356,7 +356,6 @@ ViolationCode = Literal[
     "confidence_too_low",
     "personal_data_tier",
     "personal_data_without_subject",
-    "personal_data_writer",
     "personal_field_missing",
     "invalid_proposal",
 ]
@@ -548,7 +547,6 @@ class WritePolicy(BaseModel):
         default_factory=lambda: dict(DEFAULT_CONFIDENCE_FLOOR)
     )
     personal_data_tiers: frozenset[Tier] = frozenset({"episodic", "semantic"})
-    personal_data_agent_types: frozenset[str] | None = None
     # The deployment's agent types (`agent_types.catalog`): whose writes rule 2 limits.
     agent_types: Mapping[str, AgentType] = Field(default_factory=lambda: dict(BUILT_IN))
 
@@ -606,9 +604,6 @@ class WritePolicy(BaseModel):
                     f"{what} must name the subject it is about, so that erasing the subject "
                     "removes it",
                 )
-            writers = self.personal_data_agent_types
-            if writers is not None and agent not in writers:
-                deny("personal_data_writer", f"agent type {agent!r} may not write personal data")
             if missing := [f for f in fields if not _has_path(proposal.value, f)]:
                 message = f"fields marked personal are not in the value: {', '.join(missing)}"
                 deny("personal_field_missing", message)
