@@ -19,7 +19,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from rank_bm25 import BM25Okapi
 
 from bindings.ports.embedder import Embedder, EmbeddingConfig
 from local_runtime.commands.bench_report import (
@@ -77,38 +78,6 @@ def newest_first(ranking: Sequence[str], evidence: Sequence[str], stamps: dict[s
 
 def tokenize(text: str) -> list[str]:
     return TOKEN_RE.findall(text.lower())
-
-
-class BM25Okapi:
-    """rank_bm25.BM25Okapi (k1=1.5, b=0.75, epsilon=0.25), ported to numpy."""
-
-    def __init__(
-        self,
-        corpus: Sequence[Sequence[str]],
-        k1: float = 1.5,
-        b: float = 0.75,
-        epsilon: float = 0.25,
-    ) -> None:
-        self.k1, self.b = k1, b
-        self.doc_len = np.array([len(doc) for doc in corpus], dtype=np.float64)
-        self.avgdl = float(self.doc_len.mean()) if len(corpus) else 0.0
-        self.freqs = [Counter(doc) for doc in corpus]
-        df: Counter[str] = Counter()
-        for doc in corpus:
-            df.update(set(doc))
-        n = len(corpus)
-        idf = {word: math.log(n - f + 0.5) - math.log(f + 0.5) for word, f in df.items()}
-        average = sum(idf.values()) / len(idf) if idf else 0.0
-        floor = epsilon * average
-        self.idf = {word: (value if value >= 0 else floor) for word, value in idf.items()}
-
-    def get_scores(self, query: Sequence[str]) -> npt.NDArray[np.float64]:
-        scores = np.zeros(len(self.freqs))
-        norm = self.k1 * (1 - self.b + self.b * self.doc_len / self.avgdl)
-        for word in query:
-            tf = np.array([f.get(word, 0) for f in self.freqs], dtype=np.float64)
-            scores += self.idf.get(word, 0.0) * tf * (self.k1 + 1) / (tf + norm)
-        return scores
 
 
 class MemoEmbedder:

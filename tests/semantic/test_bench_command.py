@@ -108,7 +108,7 @@ def test_score_ranking_follows_score_py() -> None:
     assert score_ranking(["a"], ["z"])["mrr"] == 0.0  # never retrieved: reciprocal rank 0
 
 
-def test_bm25_port_ranks_the_matching_document_first() -> None:
+def test_bm25_ranks_the_matching_document_first() -> None:
     docs = [tokenize(t) for t in ("the cat sat", "a dog ran", "cats and dogs", "the end")]
     scores = BM25Okapi(docs).get_scores(tokenize("dog"))
     assert int(scores.argmax()) == 1
