@@ -222,30 +222,19 @@ def cmd_erase_subject(args: argparse.Namespace) -> int:
 
 
 def cmd_retention(args: argparse.Namespace) -> int:
-    from agent_memory.lifecycle.retention import LifecycleUpdate, get_lifecycle, set_lifecycle
+    from agent_memory.lifecycle.retention import LifecycleUpdate
+    from agent_memory.memory import Memory
 
     fields: dict[str, Any] = {}
     if args.days is not None or args.default_days:
         fields["episode_retention_days"] = None if args.default_days else args.days
     if args.limit is not None or args.default_limit:
         fields["episode_limit"] = None if args.default_limit else args.limit
-
-    from agent_memory.directory import tenant_bindings
+    update = LifecycleUpdate.model_validate(fields) if fields else None
 
     async def go(runtime: Any) -> Any:
-        days = runtime.settings.episode_retention_days
-        db = (await tenant_bindings(runtime.bindings(), args.tenant)).db
-        assert db is not None
-        if not fields:
-            return await get_lifecycle(db, args.tenant, days)
-        return await set_lifecycle(
-            db,
-            args.tenant,
-            LifecycleUpdate.model_validate(fields),
-            default_days=days,
-            now_ms=int(runtime.clock.now() * 1000),
-            updated_by="cli",
-        )
+        memory = await Memory.open(runtime.bindings(), args.tenant)
+        return await memory.lifecycle(update, by="cli")
 
     _emit(run_with(_open(args), go).model_dump())
     return 0
