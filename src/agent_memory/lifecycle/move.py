@@ -180,13 +180,11 @@ async def cancel_move(
     return await _leased(bindings, tenant, budget, "cancel")
 
 
-async def recheck_move(
-    bindings: Bindings, tenant: str, budget: MoveBudget | None = None
-) -> MoveStatus:
+async def recheck_move(bindings: Bindings, tenant: str) -> MoveStatus:
     """Run again the check of a switched move that found rows differing (after an operator
     repaired them, or to see whether they still differ) and take its first step; 404 without
     a move, 409 `nothing_to_recheck` unless its check found a difference."""
-    return await _leased(bindings, tenant, budget, "recheck")
+    return await _leased(bindings, tenant, None, "recheck")
 
 
 async def _leased(
