@@ -81,7 +81,6 @@ def conversation_variables(messages: Sequence[ChatMessage]) -> dict[str, str]:
                 match = _EPISODE.match(line)
                 if match:
                     episodes.append((match.group(1), match.group(2)))
-    latest = f"episode {episodes[0][0]}: {episodes[0][1]}" if episodes else "none"
     latest_input = "nothing"
     if episodes:
         found_input = _EPISODE_INPUT.match(episodes[0][1])
@@ -89,7 +88,6 @@ def conversation_variables(messages: Sequence[ChatMessage]) -> dict[str, str]:
     return {
         "input": user,
         "episode_count": str(len(episodes)),
-        "latest_episode": latest,
         "latest_episode_id": episodes[0][0] if episodes else "none",
         "latest_episode_input": latest_input,
         "last_tool_result": tool,
