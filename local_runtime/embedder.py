@@ -35,7 +35,7 @@ LOCAL_MINILM_CONFIG = EmbeddingConfig(
     provider="local", model="sentence-transformers/all-MiniLM-L6-v2-int8", dimensions=384
 )
 MAX_TOKENS = 256
-DEFAULT_BATCH_SIZE = 32
+BATCH_SIZE = 32
 
 
 class EmbeddingModelError(EmbeddingError):
@@ -148,18 +148,9 @@ class LocalMiniLMEmbedder:
     Nothing loads until the first embedding (or `load()`).
     """
 
-    def __init__(
-        self,
-        model_path: Path | None = None,
-        tokenizer_path: Path | None = None,
-        *,
-        batch_size: int = DEFAULT_BATCH_SIZE,
-    ) -> None:
-        if batch_size < 1:
-            raise ValueError("batch_size must be at least 1")
+    def __init__(self, model_path: Path | None = None, tokenizer_path: Path | None = None) -> None:
         self._model_path = model_path
         self._tokenizer_path = tokenizer_path
-        self._batch_size = batch_size
 
     @property
     def config(self) -> EmbeddingConfig:
@@ -187,8 +178,8 @@ class LocalMiniLMEmbedder:
             encodings = model.tokenizer.encode_batch(list(texts))
             # Batch texts of similar length together: less padding, same results.
             order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
-            for start in range(0, len(order), self._batch_size):
-                rows = order[start : start + self._batch_size]
+            for start in range(0, len(order), BATCH_SIZE):
+                rows = order[start : start + BATCH_SIZE]
                 out[rows] = self._run(model, [encodings[i] for i in rows])
         return out
 

@@ -87,11 +87,14 @@ async def test_retrieval_finds_the_relevant_document(minilm: LocalMiniLMEmbedder
         assert int(np.argmax(doc_vecs @ vector)) == expected, query
 
 
-def test_batching_and_padding_do_not_change_vectors(minilm: LocalMiniLMEmbedder) -> None:
+def test_batching_and_padding_do_not_change_vectors(
+    minilm: LocalMiniLMEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
     texts = ["short", "a somewhat longer text about memory tiers", "mid length text", "x"]
     alone = np.stack([minilm.embed_sync([t])[0] for t in texts])
     together = minilm.embed_sync(texts)
-    small_batches = LocalMiniLMEmbedder(batch_size=2).embed_sync(texts)
+    monkeypatch.setattr("local_runtime.embedder.BATCH_SIZE", 2)
+    small_batches = minilm.embed_sync(texts)
     np.testing.assert_allclose(together, alone, atol=1e-5)
     np.testing.assert_allclose(small_batches, alone, atol=1e-5)
 
