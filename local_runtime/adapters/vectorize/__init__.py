@@ -272,15 +272,10 @@ class LocalVectorIndex:
     other writers."""
 
     def __init__(
-        self,
-        path: Path | None,
-        dimensions: int,
-        metadata_indexes: Mapping[str, str] | None = None,
-        *,
-        name: str = "local-index",
+        self, path: Path | None, dimensions: int, metadata_indexes: Mapping[str, str] | None = None
     ) -> None:
         # `dimensions` is `Settings.embedding_dimensions`, validated there (1 to 1536).
-        self.dimensions, self.name = dimensions, name
+        self.dimensions = dimensions
         self._lock = threading.RLock()
         self._namespaces: dict[str | None, _Namespace] = {}
         # Each vector's namespace and metadata JSON (decoded afresh for every reader).
@@ -571,7 +566,7 @@ class LocalVectorIndex:
                     "QUERY",
                     f"filter property {prop!r} has no metadata index, so Vectorize cannot "
                     "filter on it (it would silently match nothing). Create one first: "
-                    f"`wrangler vectorize create-metadata-index {self.name} "
+                    "`wrangler vectorize create-metadata-index INDEX "
                     f"--property-name={prop} --type=string|number|boolean` (locally: "
                     "create_metadata_index), then re-upsert the vectors.",
                 )

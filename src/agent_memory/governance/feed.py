@@ -211,14 +211,13 @@ class FeedEndpoints:
             now_ms,
         ).run()
 
-    async def deliveries(self, limit: int, status: str | None = None) -> list[Row]:
-        """The newest deliveries (optionally of one status), newest first."""
-        where, params = (" AND status = ?", (status,)) if status else ("", ())
+    async def deliveries(self, limit: int) -> list[Row]:
+        """The newest deliveries, newest first."""
         sql = (
-            f"SELECT * FROM feed_deliveries WHERE tenant_id = ?{where} "
+            "SELECT * FROM feed_deliveries WHERE tenant_id = ? "
             "ORDER BY updated_at DESC, message_id DESC LIMIT ?"
         )
-        return list((await self._sql(sql, *params, limit).all()).results)
+        return list((await self._sql(sql, limit).all()).results)
 
     async def erased_after(self, subject: str, since_ms: int) -> bool:
         """Whether `subject` was erased at or after `since_ms`."""
