@@ -29,10 +29,10 @@ _TYPES = {
 _CONFIG_FILES = frozenset({"_headers", "_redirects"})
 
 
-def header_rules(root: Path = ASSETS_DIR) -> list[tuple[re.Pattern[str], list[tuple[str, str]]]]:
-    """The rules of `root/_headers` in file order: a path pattern, then its indented
+def header_rules() -> list[tuple[re.Pattern[str], list[tuple[str, str]]]]:
+    """The rules of the assets' `_headers` in file order: a path pattern, then its indented
     `Name: value` lines (docs: workers/static-assets/headers/)."""
-    file = root / "_headers"
+    file = ASSETS_DIR / "_headers"
     rules: list[tuple[re.Pattern[str], list[tuple[str, str]]]] = []
     if not file.is_file():
         return rules
@@ -49,8 +49,8 @@ def header_rules(root: Path = ASSETS_DIR) -> list[tuple[re.Pattern[str], list[tu
     return rules
 
 
-def _with_rules(path: str, response: HttpResponse, root: Path) -> HttpResponse:
-    for pattern, headers in header_rules(root):
+def _with_rules(path: str, response: HttpResponse) -> HttpResponse:
+    for pattern, headers in header_rules():
         if pattern.match(path):
             for name, value in headers:
                 response.headers.set(name, value)
@@ -62,8 +62,8 @@ def _with_rules(path: str, response: HttpResponse, root: Path) -> HttpResponse:
 _NAME_MAX_BYTES = 255
 
 
-def _asset_path(path: str, root: Path) -> Path | None:
-    """`path` under `root`, or None when no file in the assets folder could have it."""
+def _asset_path(path: str) -> Path | None:
+    """`path` in the assets folder, or None when no file in the assets folder could have it."""
     if "\x00" in path or "\\" in path:
         return None
     parts = [p for p in path.split("/") if p]
@@ -71,7 +71,7 @@ def _asset_path(path: str, root: Path) -> Path | None:
         p in (".", "..") or len(p.encode("utf-8", "surrogatepass")) > _NAME_MAX_BYTES for p in parts
     ) or (parts and parts[-1] in _CONFIG_FILES):
         return None
-    return root.joinpath(*parts) if parts else root
+    return ASSETS_DIR.joinpath(*parts)
 
 
 def _is_dir(path: Path) -> bool:
@@ -81,33 +81,33 @@ def _is_dir(path: Path) -> bool:
         return False
 
 
-def _asset_file(path: str, root: Path) -> Path | None:
-    candidate = _asset_path(path, root)
+def _asset_file(path: str) -> Path | None:
+    candidate = _asset_path(path)
     if candidate is None:
         return None
     if _is_dir(candidate):
         candidate = candidate / "index.html"
     try:
-        candidate.resolve().relative_to(root.resolve())
+        candidate.resolve().relative_to(ASSETS_DIR.resolve())
         return candidate if candidate.is_file() else None
     except (ValueError, OSError):
         return None
 
 
-def serve_asset(request: HttpRequest, root: Path = ASSETS_DIR) -> HttpResponse | None:
+def serve_asset(request: HttpRequest) -> HttpResponse | None:
     """The asset response for `request`, or None when the Worker should answer it."""
     if request.method not in ("GET", "HEAD"):
         return None
     path = request.path
-    folder = _asset_path(path, root)
+    folder = _asset_path(path)
     if folder is None:
         return None
     if not path.endswith("/") and _is_dir(folder):
-        if _asset_file(path + "/", root) is not None:
+        if _asset_file(path + "/") is not None:
             redirect = HttpResponse(307, b"", Headers({"location": path + "/"}))
-            return _with_rules(path, redirect, root)
+            return _with_rules(path, redirect)
         return None
-    found = _asset_file(path, root)
+    found = _asset_file(path)
     if found is None:
         return None
     content_type = _TYPES.get(found.suffix) or (
@@ -115,6 +115,4 @@ def serve_asset(request: HttpRequest, root: Path = ASSETS_DIR) -> HttpResponse |
     )
     body = found.read_bytes()
     headers = Headers({"content-type": content_type, "cache-control": "no-cache"})
-    return _with_rules(
-        path, HttpResponse(200, b"" if request.method == "HEAD" else body, headers), root
-    )
+    return _with_rules(path, HttpResponse(200, b"" if request.method == "HEAD" else body, headers))

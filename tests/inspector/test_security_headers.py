@@ -74,7 +74,7 @@ def test_the_headers_file_is_configuration_not_an_asset(served: tuple[str, str])
 
 def test_the_headers_file_covers_every_inspector_file() -> None:
     """What Workers Static Assets applies on Cloudflare is this file: each asset gets all four."""
-    rules = header_rules(ASSETS_DIR)
+    rules = header_rules()
     for file in (ASSETS_DIR / "admin" / "ui").iterdir():
         path = "/" + file.relative_to(ASSETS_DIR).as_posix()
         given = Headers([kv for pattern, headers in rules if pattern.match(path) for kv in headers])
