@@ -27,7 +27,6 @@ from agent_memory.governance.agent_types import WorkflowSpec
 from agent_memory.governance.personal_data import PersonalData, Sealable
 from agent_memory.governance.writes import EventLog, WriteGate, WriteProposal, episode_proposal
 from agent_memory.ids import IDS_PER_STATEMENT, chunks, content_hash, count_then_delete
-from agent_memory.namespace import TENANT_RE
 from bindings.ports.background import BackgroundTasks
 from bindings.ports.d1 import D1Database, D1Error, D1Statement
 from bindings.ports.do_sql import SqlStorage
@@ -819,8 +818,6 @@ class WorkflowPacks:
     """One tenant's workflow packs."""
 
     def __init__(self, db: D1Database, tenant: str) -> None:
-        if not TENANT_RE.fullmatch(tenant):
-            raise ValueError(f"invalid tenant id {tenant!r}")
         self._db = db
         self.tenant = tenant
 
