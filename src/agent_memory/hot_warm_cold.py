@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Protocol
 
 from agent_memory.cursors import decode_pair, encode_cursor_value
@@ -280,20 +281,10 @@ class KVHotMemory:
         counts: ReadCounts | None = None,
         repair_ttl: int | None = None,
     ) -> None:
-        self._kv = kv
-        self._flags = flags
-        self.counts = counts
-        self._repair_ttl = repair_ttl
+        self._of = partial(NamespacedKV, kv, flags=flags, counts=counts, repair_ttl=repair_ttl)
 
     def _keys(self, item: ItemKey) -> NamespacedKV:
-        return NamespacedKV(
-            self._kv,
-            item.namespace,
-            item.kind,
-            flags=self._flags,
-            counts=self.counts,
-            repair_ttl=self._repair_ttl,
-        )
+        return self._of(item.namespace, item.kind)
 
     async def get(self, key: str) -> str | None:
         item = ItemKey.parse(key)
