@@ -199,18 +199,46 @@ async def matching(index: ContractIndex, filter: dict[str, Any]) -> list[str]:
     ("filter", "expected"),
     [
         ({"platform": "netflix"}, ["1", "4"]),
+        ({"platform": {"$eq": "netflix"}}, ["1", "4"]),
+        ({"platform": {"$ne": "netflix"}}, ["2", "3", "5", "6"]),
+        ({"platform": {"$in": ["hbo", "amazon", "nope"]}}, ["2", "3"]),
+        ({"platform": {"$nin": ["hbo", "amazon"]}}, ["1", "4", "5", "6"]),
+        ({"year": {"$lt": 2022}}, ["1", "2"]),
+        ({"year": {"$lte": 2022}}, ["1", "2", "3"]),
+        ({"year": {"$gt": 2022}}, ["4", "5"]),
+        ({"year": {"$gte": 2022}}, ["3", "4", "5"]),
+        ({"year": {"$gte": 2021, "$lt": 2023.5}}, ["2", "3"]),
+        ({"year": {"$gt": 2021, "$lte": 2023.5}}, ["3", "4"]),
         ({"year": 2021}, ["2"]),
         ({"year": 2023.5}, ["4"]),
         ({"free": True}, ["1", "3"]),
+        ({"free": {"$ne": True}}, ["2", "4", "5", "6"]),
         ({"owner.name": "bob"}, ["2", "4"]),
         ({"platform": "netflix", "free": False}, ["4"]),  # implicit AND
+        ({"platform": {"$gte": "net", "$lt": "neu"}}, ["1", "4", "5"]),  # prefix search
+        ({"platform": {"$gt": "hbo"}}, ["1", "4", "5"]),  # lexicographic
         # type mismatch: a number is never equal to an indexed string
         ({"platform": 3}, []),
         ({"year": "2021"}, []),
-        ({"owner.name": None}, ["3", "5", "6"]),  # a missing property reads as null
     ],
 )
-async def test_equality_filters(
+async def test_filter_operators(
+    catalogue: ContractIndex, filter: dict[str, Any], expected: list[str]
+) -> None:
+    assert await matching(catalogue, filter) == expected
+
+
+@pytest.mark.parametrize(
+    ("filter", "expected"),
+    [
+        ({"owner.name": None}, ["3", "5", "6"]),
+        ({"owner.name": {"$ne": None}}, ["1", "2", "4"]),
+        ({"free": {"$in": [None, False]}}, ["2", "4", "5", "6"]),
+        ({"free": {"$nin": [None]}}, ["1", "2", "3", "4"]),
+        ({"year": {"$lt": 3000}}, ["1", "2", "3", "4", "5"]),  # a range never matches null
+    ],
+)
+async def test_missing_property_behaves_as_null(
     catalogue: ContractIndex, filter: dict[str, Any], expected: list[str]
 ) -> None:
     assert await matching(catalogue, filter) == expected
@@ -355,13 +383,19 @@ async def test_bad_query_vectors_are_rejected(
     [
         {},
         {"platform": {}},
-        {"platform": {"$in": ["hbo"]}},  # operators are not modelled (the system needs none)
+        {"platform": {"$regex": "x"}},
+        {"platform": {"$eq": "a", "$ne": "b"}},
+        {"year": {"$gt": 1, "$gte": 2}},  # two lower bounds
+        {"year": {"$lt": 1, "$eq": 2}},  # range mixed with equality
+        {"year": {"$lt": True}},  # range operands are strings or numbers
+        {"year": {"$lt": None}},
+        {"platform": {"$in": "hbo"}},  # $in needs an array
+        {"platform": {"$eq": {"nested": 1}}},
         {"platform": ["hbo"]},
-        {"year": float("nan")},
         {"$platform": "x"},
         {'plat"form': "x"},
         {"owner..name": "x"},
-        {"platform": "x" * 2040},  # compact JSON >= 2048 bytes
+        {"platform": {"$in": ["x" * 2040]}},  # compact JSON >= 2048 bytes
     ],
 )
 async def test_invalid_filters_are_rejected(
@@ -375,8 +409,9 @@ async def test_filter_size_limit_is_strictly_less_than_2048_bytes(
     catalogue: ContractIndex,
 ) -> None:
     def sized(n: int) -> dict[str, Any]:
-        pad = n - len(json.dumps({"platform": ""}, separators=(",", ":")))
-        return {"platform": "x" * pad}
+        base = {"platform": {"$in": [""]}}
+        pad = n - len(json.dumps(base, separators=(",", ":")))
+        return {"platform": {"$in": ["x" * pad]}}
 
     assert await matching(catalogue, sized(2047)) == []
     with pytest.raises(BindingLimitError, match="2048"):
@@ -410,7 +445,7 @@ async def test_everything_survives_a_reopen(make_index: Factory, tmp_path: Path)
     reopened = make_index(path, 3, {})
     assert (await reopened.describe()).vector_count == 2
     got = await reopened.query(
-        [0, 1, 0.1], namespace="t1", filter={"score": 5}, return_metadata="all"
+        [0, 1, 0.1], namespace="t1", filter={"score": {"$gte": 2}}, return_metadata="all"
     )
     assert [(m.id, m.metadata) for m in got.matches] == [("b", {"tenant_id": "t1", "score": 5})]
     assert got.matches[0].score == pytest.approx(cosine([0, 1, 0.1], [0, 1, 0]), abs=1e-6)
@@ -469,7 +504,22 @@ def metadata_st(draw: st.DrawFn) -> dict[str, Any]:
 @st.composite
 def filter_st(draw: st.DrawFn) -> dict[str, Any]:
     props = draw(st.lists(st.sampled_from(sorted(PROPS)), min_size=1, max_size=3, unique=True))
-    return {prop: draw(scalar) for prop in props}
+    out: dict[str, Any] = {}
+    for prop in props:
+        kind = draw(st.sampled_from(["implicit", "$eq", "$ne", "$in", "$nin", "range"]))
+        if kind == "implicit":
+            out[prop] = draw(scalar)
+        elif kind in ("$eq", "$ne"):
+            out[prop] = {kind: draw(scalar)}
+        elif kind in ("$in", "$nin"):
+            out[prop] = {kind: draw(st.lists(scalar, max_size=3))}
+        else:
+            bound = st.one_of(st.integers(-3, 3), st.sampled_from([*COLORS, "f", "s"]))
+            lower = draw(st.sampled_from([None, "$gt", "$gte"]))
+            upper = draw(st.sampled_from([None, "$lt", "$lte"] if lower else ["$lt", "$lte"]))
+            spec = {op: draw(bound) for op in (lower, upper) if op}
+            out[prop] = spec
+    return out
 
 
 def _ref_value(meta: dict[str, Any], prop: str) -> Any:
@@ -500,7 +550,37 @@ def _ref_eq(value: Any, operand: Any) -> bool:
 
 
 def _ref_match(meta: dict[str, Any], filter: dict[str, Any]) -> bool:
-    return all(_ref_eq(_ref_value(meta, prop), value) for prop, value in filter.items())
+    for prop, spec in filter.items():
+        value = _ref_value(meta, prop)
+        if not isinstance(spec, dict):
+            spec = {"$eq": spec}
+        for op, operand in spec.items():
+            if op == "$eq":
+                ok = _ref_eq(value, operand)
+            elif op == "$ne":
+                ok = not _ref_eq(value, operand)
+            elif op == "$in":
+                ok = any(_ref_eq(value, o) for o in operand)
+            elif op == "$nin":
+                ok = not any(_ref_eq(value, o) for o in operand)
+            else:
+                comparable = value is not None and (
+                    (isinstance(value, str) and isinstance(operand, str))
+                    or (isinstance(value, float) and not isinstance(operand, str))
+                )
+                if not comparable:
+                    ok = False
+                elif op == "$gt":
+                    ok = value > operand
+                elif op == "$gte":
+                    ok = value >= operand
+                elif op == "$lt":
+                    ok = value < operand
+                else:
+                    ok = value <= operand
+            if not ok:
+                return False
+    return True
 
 
 vector_st = st.lists(st.integers(-4, 4), min_size=4, max_size=4).filter(lambda v: any(v))
@@ -588,11 +668,11 @@ async def test_large_namespace_matches_brute_force(make_index: Factory) -> None:
         query.tolist(),
         top_k=50,
         namespace="big",
-        filter={"bucket": 3, "tenant_id": "t"},
+        filter={"bucket": {"$gte": 3, "$lt": 5}, "tenant_id": "t"},
     )
     normed = matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
     scores = normed @ (query / np.linalg.norm(query))
-    allowed = np.flatnonzero(np.arange(n) % 10 == 3)
+    allowed = np.flatnonzero(np.isin(np.arange(n) % 10, [3, 4]))
     top = allowed[np.argsort(-scores[allowed])[:50]]
     assert [m.id for m in result.matches] == [f"v{i}" for i in top]
 

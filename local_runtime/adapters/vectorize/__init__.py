@@ -2,13 +2,12 @@
 
 Vectorize has no local simulator, so this adapter and tests/contracts/test_vectorize_contract.py
 are the local specification, after the Cloudflare docs (client API, metadata filtering, limits):
-it models the port (`bindings.ports.vectorize`), not `insert`, `returnValues`,
-`returnMetadata: "indexed"` or the filter operators ($ne, $in, $nin, ranges), which the system
-does not use: a filter is `{property: value}` equalities, and an operator object is refused.
-Where Cloudflare says nothing it is strict rather than different: a filter on a property without
-a metadata index raises (Cloudflare silently matches nothing), a vector without an indexed value
-of the index's type reads as null (a null value matches it), zero and non-finite vectors and
-empty namespaces are refused, and writes are visible at once.
+it models the port (`bindings.ports.vectorize`), not `insert`, `returnValues` or
+`returnMetadata: "indexed"`, which the system does not use. Where Cloudflare says nothing it is
+strict rather than different: a filter on a property without a metadata index raises (Cloudflare
+silently matches nothing), a vector without an indexed value of the index's type reads as null
+($ne/$nin match it, $eq and ranges do not), zero and non-finite vectors and empty namespaces are
+refused, and writes are visible at once.
 A query is a matrix-vector product per namespace (`_Namespace`), a gather per filtered property
 (`_compile`) and a partial sort; large namespaces scan a projection first (`projection`).
 """
@@ -17,9 +16,10 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 import sqlite3
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -54,6 +54,13 @@ INDEX_TYPES = ("string", "number", "boolean")
 Scalar = str | float | bool | None
 F32Array = npt.NDArray[np.float32]
 Mask = npt.NDArray[np.bool_]
+_RANGES: dict[str, Callable[[Any, Any], bool]] = {
+    "$gt": operator.gt,
+    "$gte": operator.ge,
+    "$lt": operator.lt,
+    "$lte": operator.le,
+}
+_OPERATORS = ("$eq", "$ne", "$in", "$nin", *_RANGES)
 
 # Queries run on one BLAS thread: OpenBLAS's hand-offs across busy cores cost more than a
 # product of a few MB (benchmarks/semantic_latency.py, 100K facts: recall p50 32 -> 13 ms).
@@ -161,18 +168,17 @@ def _check_namespace(namespace: str | None, op: str) -> None:
         _check_name(namespace, "namespace", VECTORIZE_MAX_NAMESPACE_BYTES, op)
 
 
-def _scalar(value: object, prop: str) -> Scalar:
+def _scalar(value: object, prop: str, op: str) -> Scalar:
     if value is None or isinstance(value, str | bool):
         return value
     if _is_number(value):
         if not math.isfinite(value):  # type: ignore[arg-type]
-            raise _error("QUERY", f"filter {prop!r}: non-finite number")
+            raise _error("QUERY", f"filter {prop!r} {op}: non-finite number")
         return value  # type: ignore[return-value]
     raise _error(
         "QUERY",
-        f"filter {prop!r}: value must be a string, number, boolean or null, got "
-        f"{type(value).__name__} (operator objects are not modelled: the system filters by "
-        "equality only)",
+        f"filter {prop!r} {op}: value must be a string, number, boolean or null, "
+        f"got {type(value).__name__}",
     )
 
 
@@ -570,15 +576,60 @@ class LocalVectorIndex:
                     f"--property-name={prop} --type=string|number|boolean` (locally: "
                     "create_metadata_index), then re-upsert the vectors.",
                 )
-            tables.append((prop, self._table(prop, _scalar(spec, prop))))
+            tables.append(
+                (prop, self._table(prop, spec if isinstance(spec, dict) else {"$eq": spec}))
+            )
         return tables
 
-    def _table(self, prop: str, value: Scalar) -> Mask:
-        """Which of `prop`'s codes equal `value` (the last slot, code -1, is no value: null)."""
-        codes = self._codes[prop]
+    def _table(self, prop: str, spec: dict[str, Any]) -> Mask:
+        kind, codes = self._types[prop], self._codes[prop]
+        ops = list(spec)
+        if not ops:
+            raise _error("QUERY", f"filter {prop!r}: empty operator object")
+        if unknown := [op for op in ops if op not in _OPERATORS]:
+            raise _error(
+                "QUERY",
+                f"filter {prop!r}: unsupported operator {unknown[0]!r}; supported: "
+                f"{', '.join(_OPERATORS)}",
+            )
+        ranges = [op for op in ops if op in _RANGES]
+        if ranges:
+            lower = [op for op in ranges if op in ("$gt", "$gte")]
+            if len(lower) > 1 or len(ranges) - len(lower) > 1 or len(ranges) != len(ops):
+                raise _error(
+                    "QUERY",
+                    f"filter {prop!r}: a range combines at most one lower bound ($gt/$gte) "
+                    "with at most one upper bound ($lt/$lte); other combinations are not "
+                    "allowed",
+                )
+            bounds = []
+            for op in ops:
+                if not isinstance(spec[op], str) and not _is_number(spec[op]):
+                    raise _error(
+                        "QUERY",
+                        f"filter {prop!r} {op}: range operands must be strings or numbers, "
+                        f"got {type(spec[op]).__name__}",
+                    )
+                bounds.append((_RANGES[op], _indexed(kind, _scalar(spec[op], prop, op))))
+            # A bound of another type than the index's (or a boolean index) admits nothing.
+            admitted = [
+                kind != "boolean"
+                and all(b is not None and compare(value, b) for compare, b in bounds)
+                for value in codes
+            ]
+            return np.array([*admitted, False], dtype=np.bool_)
+        if len(ops) != 1:
+            raise _error(
+                "QUERY", f"filter {prop!r}: combine at most one of $eq/$ne/$in/$nin per property"
+            )
+        op, operand = ops[0], spec[ops[0]]
+        if op in ("$in", "$nin") and not isinstance(operand, list):
+            raise _error("QUERY", f"filter {prop!r} {op}: operand must be an array")
         table = np.zeros(len(codes) + 1, dtype=np.bool_)
-        if value is None:
-            table[-1] = True
-        elif (code := codes.get(_indexed(self._types[prop], value))) is not None:
-            table[code] = True
-        return table
+        for value in operand if op in ("$in", "$nin") else [operand]:
+            value = _scalar(value, prop, op)
+            if value is None:
+                table[-1] = True
+            elif (code := codes.get(_indexed(kind, value))) is not None:
+                table[code] = True
+        return ~table if op in ("$ne", "$nin") else table
