@@ -113,6 +113,12 @@ CHAINS = [
         "Daniel's manager is Rosa.",
         "Maya now reports to Priya after the reorg.",
     ),
+    (
+        "When is standup?",
+        "Standup is at 9:30.",
+        "The design team's standup is at 11:00.",
+        "Standup moved to 10:00 starting next sprint.",
+    ),
 ]
 
 
@@ -343,6 +349,23 @@ async def test_identifier_distinct_siblings_are_each_found_by_their_identifier(
         ),
         ("What is the wifi called?", "The wifi in the garage is HomeNet2.", "asked"),
         ("Who coaches Jake's soccer team?", "Coach Rivera runs Jake's soccer team.", "asked"),
+        # an irregular participle ends the noun phrase as an -ed one does
+        (
+            "Which language is the billing service written in?",
+            "The billing dashboard is written in TypeScript.",
+            "other",
+        ),
+        ("Which language is the billing service written in?", "It is written in Go.", "none"),
+        (
+            "Which language is the billing service written in?",
+            "The billing service is written in Go.",
+            "asked",
+        ),
+        # a bare noun is the subject: after the auxiliary, or after a wh-subject's verb
+        ("When is standup?", "The design team's standup is at 11:00.", "other"),
+        ("When is standup?", "Standup moved to 10:00 starting next sprint.", "asked"),
+        ("Who handles payroll?", "Benefits are handled by Greta.", "other"),
+        ("Who handles payroll?", "Payroll is now handled by an outside firm, PayWise.", "asked"),
     ],
 )
 def test_what_a_statement_is_about_is_read_from_possessives_and_modifiers(

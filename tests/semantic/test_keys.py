@@ -140,6 +140,16 @@ def test_a_sentence_opening_with_a_common_word_finds_its_verb_past_a_preposition
     assert verdict(spain, rise) == "update"
 
 
+def test_a_subject_written_in_capitals_is_a_name_not_a_pronoun() -> None:
+    # "IT rotated …": "IT" is a department acting, so "rotated" is the verb and the guest
+    # password (another thing) is left alone.
+    guest = "The guest Wi-Fi password is birch19."
+    rotated = "IT rotated the office Wi-Fi password; it is now cedar77."
+    verdict = judge_with_separation(guest, derive_key(guest), rotated, derive_key(rotated))
+    assert verdict.decision == "compatible"
+    assert derive_key(rotated).attribute == "rotated"
+
+
 def test_a_look_alike_owned_by_another_is_not_a_near_duplicate() -> None:
     def alike(a: str, b: str) -> str | None:
         ka, kb = derive_key(a).entity, derive_key(b).entity

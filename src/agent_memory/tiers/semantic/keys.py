@@ -226,10 +226,12 @@ def _verb_index(tokens: list[str]) -> int | None:
 
 
 def _capitalised_run(tokens: list[str]) -> list[str]:
-    """The first run of capitalised words that is not a function word."""
+    """The first run of capitalised words that is not a function word ("IT", written in
+    capitals, is a name: not "it")."""
     run: list[str] = []
     for token in tokens:
-        if token[:1].isupper() and token.lower().removesuffix("'s") not in NOT_NAMES:
+        acronym = len(token) > 1 and token.isupper()
+        if token[:1].isupper() and (acronym or token.lower().removesuffix("'s") not in NOT_NAMES):
             run.append(token)
             if token.endswith("'s"):
                 break

@@ -213,13 +213,24 @@ def _subject(toks: Sequence[Token], nested: bool = False) -> list[Token]:
         or toks[start].owner
     ):
         start += 1
+    bare = False
+    if start >= len(toks) and not nested and low and low[0] in _WH:
+        # A bare noun: "when is *standup*", "who handles *payroll*" (after the verb).
+        after = aux + 1 if aux is not None else 2
+        start = next((i for i in range(after, len(toks)) if _content(low[i])), len(toks))
+        bare = True
     if start >= len(toks):
         return []
     first = toks[start]
     if first.low in FIRST_PERSON and first.low not in FIRST_PERSON_OWNERS:
         return [first]  # "where do *I* live"
     named = first.text[:1].isupper() and first.low not in DETERMINERS
-    keep = named or first.owner or first.low in FIRST_PERSON or (nested and _content(first.low))
+    keep = (
+        named
+        or first.owner
+        or first.low in FIRST_PERSON
+        or ((nested or bare) and _content(first.low))
+    )
     run = [first] if keep else []
     j = start + 1
     while j < len(toks) and _content(toks[j].low) and toks[j].low not in _WH:
@@ -249,11 +260,21 @@ def _subject(toks: Sequence[Token], nested: bool = False) -> list[Token]:
     return run
 
 
+# English's irregular past participles that are not also common nouns ("set", "run", "cut").
+_IRREGULAR_PARTICIPLES = _set(
+    "written taken given driven broken chosen frozen hidden spoken stolen eaten forgotten "
+    "gotten known shown grown thrown drawn worn done gone seen made kept held built sent "
+    "spent paid sold told bought brought thought caught taught won begun understood"
+)
+
+
 def _participle(toks: Sequence[Token], at: int) -> bool:
-    """A lower-case -ed word that no noun follows: a passive's participle ("is the database
-    *backed* up", "where is my car *parked*"), not an adjective ("the *preferred* editor")."""
+    """A lower-case -ed word (or irregular participle) that no noun follows: a passive's
+    participle ("is the database *backed* up", "where is my car *parked*", "which language
+    is the billing service *written* in"), not an adjective ("the *preferred* editor")."""
     word, following = toks[at], toks[at + 1].low if at + 1 < len(toks) else ""
-    return word.low.endswith("ed") and not word.text[:1].isupper() and not _content(following)
+    passive = word.low.endswith("ed") or word.low in _IRREGULAR_PARTICIPLES
+    return passive and not word.text[:1].isupper() and not _content(following)
 
 
 @lru_cache(maxsize=1_024)
