@@ -366,6 +366,24 @@ async def test_identifier_distinct_siblings_are_each_found_by_their_identifier(
         ("When is standup?", "Standup moved to 10:00 starting next sprint.", "asked"),
         ("Who handles payroll?", "Benefits are handled by Greta.", "other"),
         ("Who handles payroll?", "Payroll is now handled by an outside firm, PayWise.", "asked"),
+        # a month that qualifies the noun is a value, unless the question names a month
+        ("When is the board meeting?", "The September board meeting moved to Oct 2.", "asked"),
+        (
+            "When is the October board meeting?",
+            "The September board meeting is on Sep 25.",
+            "other",
+        ),
+        # "with" places a thing as "in" and "by" do
+        ("What time is the legal meeting?", "My meeting with finance is at 4 pm.", "other"),
+        ("What time is the legal meeting?", "My meeting with legal is at 2 pm.", "asked"),
+        # the asked head followed by a noun the question lacks, then by the question's verb
+        ("What time do the interns start?", "The intern coordinator starts at 8 am.", "other"),
+        ("What time do the interns start?", "The interns start at 10 am.", "asked"),
+        (
+            "What Python version is the data pipeline on?",
+            "The data pipeline runs Python 3.9.",
+            "asked",
+        ),
     ],
 )
 def test_what_a_statement_is_about_is_read_from_possessives_and_modifiers(

@@ -79,6 +79,7 @@ _MONTHS = _set(
     "january february march april may june july august september october november december "
     "jan feb mar apr jun jul aug sep sept oct nov dec"
 )
+_MONTH_STEMS = frozenset(map(stem, _MONTHS))
 _WEEKDAYS = _set(
     "monday tuesday wednesday thursday friday saturday sunday mondays tuesdays wednesdays "
     "thursdays fridays saturdays sundays"
@@ -190,7 +191,7 @@ def _wants(low: Sequence[str]) -> Wants:
 _OF = frozenset(("of", "for", "on", "at", "in"))
 _RELATION_STEMS = frozenset(map(stem, RELATIONS))
 _QUALIFY = frozenset(("from", "in", "at"))
-_PLACE = _QUALIFY | {"by"}  # what places a thing: "the wifi *in* the garage", "*by* bike"
+_PLACE = _QUALIFY | {"by", "with"}  # what places a thing: "the wifi *in* the garage", "*by* bike"
 _BREAK = Token("", "", owner=False, capital=False, start=False)  # between two noun phrases
 
 
@@ -408,6 +409,24 @@ def _placed_elsewhere(toks: Sequence[Token], at: int, q: Question) -> bool:
     )
 
 
+def _compound_elsewhere(toks: Sequence[Token], at: int, q: Question) -> bool:
+    """The head at `at` followed by a noun the question lacks, and then by the question's
+    own verb: it qualifies that noun ("the *intern* coordinator starts at 8" when "when do
+    the interns start" is asked)."""
+    if at + 2 >= len(toks):
+        return False
+    noun, verb = toks[at + 1], toks[at + 2]
+    return (
+        toks[at].text.islower()
+        and noun.text.islower()
+        and verb.text.islower()
+        and _content(noun.low)
+        and not _past_tense(noun.low)
+        and stem(noun.low) not in q.words
+        and stem(verb.low) in q.words - q.subject
+    )
+
+
 def _other_possessor(toks: Sequence[Token], at: int, q: Question) -> bool:
     """The head at `at` owned by a name the question does not own it by ("*Daniel's*
     manager" when Maya's is asked)."""
@@ -482,13 +501,17 @@ def _modified_foreign(toks: Sequence[Token], at: int, q: Question) -> bool:
             modifiers.append(t)
     else:
         return False
-    # A code there is a value ("the 9:15 flight"), unless the question qualifies by a code
-    # of its own: then another code is another thing ("the Q4 target" when Q3's is asked).
+    # A code or a month there is a value ("the 9:15 flight", "the *September* board
+    # meeting"), unless the question qualifies by one of its own: then another is another
+    # thing ("the Q4 target" when Q3's is asked).
     codes = any(any(c.isdigit() for c in w) for w in q.words)
+    months = bool(q.words & _MONTH_STEMS)
     return any(
         stem(m.low) not in q.words
         for m in modifiers
-        if _content(m.low) and (codes or not any(c.isdigit() for c in m.low))
+        if _content(m.low)
+        and (codes or not any(c.isdigit() for c in m.low))
+        and (months or m.low not in _MONTHS)
     )
 
 
@@ -522,6 +545,7 @@ def about(question: str, text: str, strict: bool = True) -> About:
                 or _followed_foreign(toks, i, q)
                 or _other_possessor(toks, i, q)
                 or (strict and _placed_elsewhere(toks, i, q))
+                or (strict and _compound_elsewhere(toks, i, q))
             )
             seen.setdefault(word, []).append(foreign)
         elif word in q.names or word in q.followers:
