@@ -384,6 +384,16 @@ async def test_identifier_distinct_siblings_are_each_found_by_their_identifier(
             "The data pipeline runs Python 3.9.",
             "asked",
         ),
+        # a word that opens its sentence (after a colon too) has no modifiers before it
+        (
+            "When is Thandiwe's birthday?",
+            "Sorry, I got that wrong: Thandiwe was born on 4 August.",
+            "asked",
+        ),
+        # the speaker named only past another subject tells nothing of "my GP"
+        ("Which clinic is my GP at?", "The dentist can fit us in on March 17.", "none"),
+        ("Which clinic is my GP at?", "My GP works at the Elm Street clinic.", "asked"),
+        ("What is my preferred airline?", "I usually fly with Lufthansa.", "asked"),
     ],
 )
 def test_what_a_statement_is_about_is_read_from_possessives_and_modifiers(

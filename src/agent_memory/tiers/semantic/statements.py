@@ -462,6 +462,8 @@ def _modified_foreign(toks: Sequence[Token], at: int, q: Question) -> bool:
     does not have: the words back to a determiner or possessive ("the *internal* API",
     "my *son's* dentist appointment"), or by another owner than the question's ("*my*
     appointment" when it asks about Gina's). Numbers and codes there are values."""
+    if toks[at].start:
+        return False  # "… got that wrong: *Thandiwe* was born …": it opens its sentence
     modifiers: list[Token] = []
     proper = toks[at].capital and not toks[at].text.isupper()  # "Acme", not "API"
     # "the old office", "our *first* apartment": not the new one, not the current one
@@ -581,6 +583,12 @@ def about(question: str, text: str, strict: bool = True) -> About:
         return "other" if heads and all(all(flags) for flags in heads) else "none"
     if any(all(flags) for flags in seen.values()):
         return "other"
+    if seen.keys() == {"~person"} and q.heads and q.possessor == "~person":
+        # "*the dentist* can fit us in": the speaker named only past a subject the question
+        # lacks tells nothing of "my GP"
+        subject = {stem(w) for w in head_words(text, "") if _content(w)}
+        if subject and not subject & q.words:
+            return "none"
     # "what do I take *in the morning*", "the *Friday* lunch special": what holds at another
     # part of the day or on another day is another fact.
     asked_on = q.words & _OCCASIONS
