@@ -394,6 +394,33 @@ async def test_identifier_distinct_siblings_are_each_found_by_their_identifier(
         ("Which clinic is my GP at?", "The dentist can fit us in on March 17.", "none"),
         ("Which clinic is my GP at?", "My GP works at the Elm Street clinic.", "asked"),
         ("What is my preferred airline?", "I usually fly with Lufthansa.", "asked"),
+        # a preposition left at the end: the wh-noun is a place, not a thing she has
+        (
+            "Which city does Ngozi live in?",
+            "Ngozi's new place is a terrace in Sheffield.",
+            "asked",
+        ),
+        ("What car does Fiona have?", "Fiona's bike is a Brompton.", "other"),
+        # "of" follows a noun; the verb at the end of a do-question is no noun
+        (
+            "What time does the nightly backup of the billing database run?",
+            "The analytics warehouse snapshot runs at 02:00 UTC nightly.",
+            "none",
+        ),
+        (
+            "What time does the nightly backup of the billing database run?",
+            "The nightly backup of the billing database runs at 03:30.",
+            "asked",
+        ),
+        # a name outside the question's subject is no anchor for it
+        ("Which Node version is checkout-service on?", "The admin repo runs on Node 18.", "other"),
+        ("Which Node version is checkout-service on?", "checkout-service runs Node 22.", "asked"),
+        # a noun phrase does not run across a comma
+        (
+            "What's Mireille's role in the allotment society?",
+            "At the AGM, Mireille was elected treasurer of the allotment society.",
+            "asked",
+        ),
     ],
 )
 def test_what_a_statement_is_about_is_read_from_possessives_and_modifiers(

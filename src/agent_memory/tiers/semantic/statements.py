@@ -110,6 +110,7 @@ class Token:
     owner: bool  # written with a possessive ("Marco's", "parents'")
     capital: bool  # capitalised, not a sentence's first word
     start: bool  # a sentence's (or a label's) first word
+    pause: bool = False  # written after a comma: "at the AGM, *Mireille* was elected"
 
 
 def _fold(word: str) -> tuple[str, bool]:
@@ -128,16 +129,17 @@ def tokens(text: str) -> tuple[Token, ...]:
     label = _LABEL.match(text)
     body = text[label.end() :] if label else text
     out: list[Token] = []
-    start = True
+    start, pause = True, False
     for match in _TOKEN.finditer(body):
         word = match.group()
         after = body[match.end() : match.end() + 1]
         if after in ("'", "\u2019") and word[-1:] in ("s", "S"):
             word += "'"  # "the kids' school": a plural possessive
         low, owner = _fold(word)
-        out.append(Token(word, low, owner, word[:1].isupper() and not start, start))
+        out.append(Token(word, low, owner, word[:1].isupper() and not start, start, pause))
         # The next word starts a sentence when this one ended one.
         start = after in (".", "!", "?", ":", ";")
+        pause = after == ","
     return tuple(out)
 
 
@@ -192,6 +194,7 @@ _OF = frozenset(("of", "for", "on", "at", "in"))
 _RELATION_STEMS = frozenset(map(stem, RELATIONS))
 _QUALIFY = frozenset(("from", "in", "at"))
 _PLACE = _QUALIFY | {"by", "with"}  # what places a thing: "the wifi *in* the garage", "*by* bike"
+_STRANDED = frozenset(("in", "at", "to", "for", "from", "on", "with", "by", "into"))
 _BREAK = Token("", "", owner=False, capital=False, start=False)  # between two noun phrases
 
 
@@ -247,12 +250,15 @@ def _subject(toks: Sequence[Token], nested: bool = False) -> list[Token]:
     verb_last = len(words) > 1 and not words[-1].text[:1].isupper()
     # "what does Hannah's team *use* for tracking": in a do-question the run's last word is
     # the verb, and what follows it belongs to the verb, not to the noun phrase.
-    if does and verb_last and j < len(toks) and toks[j].low in _OF and not nested:
+    # ("does the nightly backup *of* the billing database run": "of" follows a noun)
+    if does and verb_last and j < len(toks) and toks[j].low in _OF - {"of"} and not nested:
         run.pop()
         return run
     # "the name *of the boat*", "the venue *for the workshop*": one more noun phrase.
     if j + 1 < len(toks) and toks[j].low in _OF and not nested:
         tail = _subject(toks[j + 1 :], nested=True)
+        if does and len(tail) > 1 and tail[-1] is toks[-1] and tail[-1].text.islower():
+            tail.pop()  # "does the backup of the billing database *run*": the verb
         return [*run, _BREAK, *tail] if tail else run
     if question_like and j >= len(toks) and verb_last:
         if does and len(words) > 2 and words[-1].low.endswith("ing"):
@@ -296,6 +302,9 @@ def read_question(text: str) -> Question:
     # "What car does Fiona have?": the question asks about something Fiona owns.
     owners = {stem(t.low) for t in toks if t.owner and _content(t.low)}
     wh_noun = len(low) > 2 and low[0] in _WH and _content(low[1]) and low[1] not in _WH
+    # "Which city does Ngozi live *in*?": a preposition left at the end takes the wh-noun as
+    # its object, a place or a time, not a thing the subject has.
+    wh_noun = wh_noun and low[-1] not in _STRANDED
     if wh_noun and subject and subject[0].text[:1].isupper() and not subject[0].owner:
         owners.add(stem(subject[0].low))
     return Question(
@@ -462,14 +471,16 @@ def _modified_foreign(toks: Sequence[Token], at: int, q: Question) -> bool:
     does not have: the words back to a determiner or possessive ("the *internal* API",
     "my *son's* dentist appointment"), or by another owner than the question's ("*my*
     appointment" when it asks about Gina's). Numbers and codes there are values."""
-    if toks[at].start:
-        return False  # "… got that wrong: *Thandiwe* was born …": it opens its sentence
+    if toks[at].start or toks[at].pause:
+        return False  # "… got that wrong: *Thandiwe* was born …": it opens its phrase
     modifiers: list[Token] = []
     proper = toks[at].capital and not toks[at].text.isupper()  # "Acme", not "API"
     # "the old office", "our *first* apartment": not the new one, not the current one
     dating = any(stem(w) in q.words for w in _DATING | _ORDINALS)
     for back in range(at - 1, max(-1, at - 4), -1):
         t = toks[back]
+        if toks[back + 1].pause:
+            return False  # a noun phrase does not run across a comma
         if t.low in _OTHER and t.low not in q.words:
             return True  # "the *other* office"
         if t.low in DETERMINERS:
@@ -566,7 +577,10 @@ def about(question: str, text: str, strict: bool = True) -> About:
             seen.setdefault(word, []).append(foreign)
     # A statement that never names the question's named owner ("Gina's appointment") is not
     # about it, however alike its words.
-    if not seen and _subject_elsewhere(text, q):
+    # ("The admin dashboard repo runs on *Node* 18" for "which Node version is
+    # checkout-service on": a name outside the question's subject is no anchor for it.)
+    subjectless = q.subject and not seen.keys() & (q.subject | {"~person"})
+    if (not seen or subjectless) and _subject_elsewhere(text, q):
         return "other"
     if not seen or not q.required <= seen.keys():
         return "none"
