@@ -14,8 +14,9 @@ import pytest
 
 from agent_memory.agent.memory_tools import McpMemoryTools
 from agent_memory.lifecycle.reconciler import Reconciler
+from agent_memory.retrieval import CurrentConfig
 from agent_memory.tiers.semantic.memory import SemanticMemory
-from agent_memory.tiers.semantic.statements import about
+from agent_memory.tiers.semantic.statements import Candidate, about, current_first
 from bindings.ports.clock import FixedClock
 from local_runtime.embedder import LocalMiniLMEmbedder
 from local_runtime.runtime import LocalRuntime
@@ -427,3 +428,18 @@ def test_what_a_statement_is_about_is_read_from_possessives_and_modifiers(
     question: str, text: str, expected: str
 ) -> None:
     assert about(question, text) == expected
+
+
+def test_a_statement_about_nothing_in_particular_does_not_outrank_one_about_the_asked_thing() -> (
+    None
+):
+    question = "What time does the nightly backup of the billing database run?"
+    vague = "The analytics warehouse snapshot runs at 02:00 UTC nightly."
+    asked = "We moved the billing database backup to 03:30 UTC."
+    assert (about(question, vague), about(question, asked)) == ("none", "asked")
+    head = [
+        Candidate("vague", 1.0, vague, (2, 2), 0.6),
+        Candidate("asked", 0.8, asked, (1, 1), 0.55),
+    ]
+    scores, _ = current_first(question, head, CurrentConfig())
+    assert scores["vague"] < scores.get("asked", 0.8)

@@ -805,9 +805,11 @@ def _statements_first(
         scores = {c.fact_id: s for c, s in zip(newest_first, ordered, strict=True)}
         outdated = {c.fact_id: newest_first[0].fact_id for c in newest_first[1:]}
     floor = min(scores.get(c.fact_id, c.score) for c in alike)
+    # A statement about another thing, or one the reading cannot place, goes below the
+    # statements read as about the asked one (when it is not much closer to the question).
     for c in head:
         if (
-            kinds[c.fact_id] == "other"
+            kinds[c.fact_id] in ("other", "none")
             and c.score >= floor
             and _at_least(best, config.other_ratio, c)
         ):
