@@ -422,6 +422,23 @@ async def test_identifier_distinct_siblings_are_each_found_by_their_identifier(
             "At the AGM, Mireille was elected treasurer of the allotment society.",
             "asked",
         ),
+        # a named owner anywhere in the question's subject must be named
+        (
+            "What time is Harriet's parents' evening?",
+            "Felix has his parents' evening on Thursday 13th.",
+            "none",
+        ),
+        (
+            "What time is Harriet's parents' evening?",
+            "Harriet's parents' evening is at 6pm.",
+            "asked",
+        ),
+        # "on a Saturday" is a time, not a thing the statement must name
+        (
+            "What are the bookshop's opening hours on a Saturday?",
+            "The bookshop's weekday hours are 9am to 6pm.",
+            "other",
+        ),
     ],
 )
 def test_what_a_statement_is_about_is_read_from_possessives_and_modifiers(

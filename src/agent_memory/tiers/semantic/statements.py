@@ -255,7 +255,9 @@ def _subject(toks: Sequence[Token], nested: bool = False) -> list[Token]:
         run.pop()
         return run
     # "the name *of the boat*", "the venue *for the workshop*": one more noun phrase.
-    if j + 1 < len(toks) and toks[j].low in _OF and not nested:
+    # ("the hours *on a Saturday*": a time, not a noun phrase)
+    timed = j + 2 < len(toks) and {toks[j + 1].low, toks[j + 2].low} & _WHEN
+    if j + 1 < len(toks) and toks[j].low in _OF and not nested and not timed:
         tail = _subject(toks[j + 1 :], nested=True)
         if does and len(tail) > 1 and tail[-1] is toks[-1] and tail[-1].text.islower():
             tail.pop()  # "does the backup of the billing database *run*": the verb
@@ -591,7 +593,10 @@ def about(question: str, text: str, strict: bool = True) -> About:
     done = (q.words - q.subject) & _stems(toks)
     if relatives and done and q.possessor in seen and not any(t.owner for t in toks):
         return "other"
-    if q.possessor in q.names and q.possessor not in seen:
+    named_owners = q.owners & q.names  # "*Harriet's* parents' evening": Harriet's
+    if (q.possessor in q.names and q.possessor not in seen) or (
+        named_owners and not named_owners & seen.keys()
+    ):
         # "Daniel's manager" for "who is Maya's manager": the head another name owns.
         heads = [flags for word, flags in seen.items() if word in q.heads]
         return "other" if heads and all(all(flags) for flags in heads) else "none"
