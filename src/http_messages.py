@@ -202,10 +202,9 @@ class JsonLimitError(ValueError):
 
 @dataclass(frozen=True)
 class JsonLimits:
-    """Limits one decode enforces. `max_string_chars` applies to keys and values alike."""
+    """Limits one decode enforces beyond `MAX_DEPTH` and `MAX_INT_DIGITS`, which hold for
+    every decode. `max_string_chars` applies to keys and values alike."""
 
-    max_depth: int = MAX_DEPTH
-    max_int_digits: int = MAX_INT_DIGITS
     max_string_chars: int = MAX_STRING_CHARS
     allow_nul: bool = True
 
@@ -214,22 +213,21 @@ class JsonLimits:
 STORAGE_LIMITS = JsonLimits(allow_nul=False)
 
 
-def _parse_int(text: str, limits: JsonLimits) -> int:
+def _parse_int(text: str) -> int:
     digits = len(text.lstrip("-"))
-    if digits > limits.max_int_digits:
+    if digits > MAX_INT_DIGITS:
         raise JsonLimitError(
             "number_too_large",
-            f"an integer has {digits} digits; at most {limits.max_int_digits} are accepted",
+            f"an integer has {digits} digits; at most {MAX_INT_DIGITS} are accepted",
         )
     return int(text)
 
 
-def _parse_float(text: str, limits: JsonLimits) -> float:
+def _parse_float(text: str) -> float:
     # float() is linear in its input, but a 100 KB mantissa is still not a number anyone sends.
-    if len(text) > limits.max_int_digits * 2:
+    if len(text) > MAX_INT_DIGITS * 2:
         raise JsonLimitError(
-            "number_too_large",
-            f"a number has {len(text)} characters; at most {limits.max_int_digits * 2}",
+            "number_too_large", f"a number has {len(text)} characters; at most {MAX_INT_DIGITS * 2}"
         )
     value = float(text)
     if value in (float("inf"), float("-inf")):
@@ -249,8 +247,8 @@ def check_value(value: Any, limits: JsonLimits) -> None:
     while stack:
         item, depth = stack.pop()
         if isinstance(item, dict | list):
-            if depth > limits.max_depth:
-                raise _too_deep(limits)
+            if depth > MAX_DEPTH:
+                raise _too_deep()
             children = item.values() if isinstance(item, dict) else item
             if isinstance(item, dict):
                 for key in item:
@@ -260,8 +258,8 @@ def check_value(value: Any, limits: JsonLimits) -> None:
             _check_string(item, limits)
 
 
-def _too_deep(limits: JsonLimits) -> JsonLimitError:
-    return JsonLimitError("json_too_deep", f"the JSON nests deeper than {limits.max_depth} levels")
+def _too_deep() -> JsonLimitError:
+    return JsonLimitError("json_too_deep", f"the JSON nests deeper than {MAX_DEPTH} levels")
 
 
 def _check_string(text: str, limits: JsonLimits) -> None:
@@ -291,13 +289,13 @@ def loads_bounded(data: bytes | str, limits: JsonLimits = JsonLimits()) -> Any:
     try:
         value = json.loads(
             text,
-            parse_int=lambda s: _parse_int(s, limits),
-            parse_float=lambda s: _parse_float(s, limits),
+            parse_int=_parse_int,
+            parse_float=_parse_float,
             parse_constant=_refuse_constant,
         )
     except RecursionError:
         # The C decoder guards its recursion with the interpreter's limit (~1000 levels),
         # so a hostile nesting fails fast here; shallower excess is caught by the walk.
-        raise _too_deep(limits) from None
+        raise _too_deep() from None
     check_value(value, limits)
     return value
