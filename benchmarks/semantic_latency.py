@@ -57,6 +57,7 @@ import numpy.typing as npt
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
+from agent_memory.memory import Memory  # noqa: E402
 from agent_memory.retrieval import RerankConfig, RetrievalConfig  # noqa: E402
 from agent_memory.tiers.semantic.memory import SemanticMemory  # noqa: E402
 from agent_memory.tiers.semantic.models import FactInput  # noqa: E402
@@ -374,7 +375,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     await runtime.migrate()
     db, index = runtime.shard_db("primary"), runtime.shard_vectors("primary")
     bindings = replace(runtime.bindings(), db=db, vectors=index)
-    memory = SemanticMemory.from_bindings(bindings, TENANT, agent_type="bench")
+    memory = (await Memory.open(bindings, TENANT)).semantic(agent_type="bench")
 
     facts = synthetic_facts(args.facts)
     reuse = args.reuse and await memory.count() == len(facts)

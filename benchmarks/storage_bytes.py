@@ -65,8 +65,8 @@ sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
 from agent_memory.governance.writes import EventLog, WriteGate  # noqa: E402
 from agent_memory.ids import new_ulid  # noqa: E402
+from agent_memory.memory import Memory  # noqa: E402
 from agent_memory.tiers.episodic import Episode, EpisodicStore  # noqa: E402
-from agent_memory.tiers.semantic.memory import SemanticMemory  # noqa: E402
 from agent_memory.tiers.semantic.models import FactInput  # noqa: E402
 from bindings.ports.embedder import EmbeddingConfig  # noqa: E402
 from local_runtime.runtime import LocalRuntime  # noqa: E402
@@ -191,7 +191,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         before = measure(db_path)
 
         bindings = replace(runtime.bindings(), db=db, vectors=runtime.shard_vectors("primary"))
-        memory = SemanticMemory.from_bindings(bindings, args.tenant, agent_type="bench")
+        memory = (await Memory.open(bindings, args.tenant)).semantic(agent_type="bench")
         texts = [sentence(i) for i in range(args.facts)]
         started = time.perf_counter()
         for start in range(0, args.facts, 500):

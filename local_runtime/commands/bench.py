@@ -192,8 +192,16 @@ async def run_recall_bench(
             memories = conv["memories"]
             queries = queries_by_conv.get(conv["id"], [])
             tenant = _tenant_for(conv["id"], used)
-            memory = SemanticMemory.from_bindings(
-                runtime.bindings(), tenant, agent_type="bench", config=config
+            memory = SemanticMemory(
+                tenant,
+                db=runtime.db,
+                vectors=runtime.vectors,
+                embedder=runtime.embedder,
+                clock=runtime.clock,
+                config=config,
+                agent_type="bench",
+                background=runtime.background,
+                kv=runtime.kv,
             )
             facts = [
                 FactInput(

@@ -8,7 +8,8 @@ from typing import Any
 import httpx
 import pytest
 
-from agent_memory.tiers.semantic.memory import SemanticMemory
+from agent_memory.memory import Memory
+from agent_memory.tiers.semantic.models import LearnResult
 from local_runtime.runtime import LocalRuntime
 from tests.inspector.seed import NEW_FACT, OLD_FACT, OTHER_FACT, SUBJECT, TENANT, Seeded
 from worker.identity import ACCESS_HEADER
@@ -254,12 +255,13 @@ def test_a_fact_past_its_validity_window_is_listed_as_decayed(
 ) -> None:
     seeded, runtime = fresh_server
     now = runtime.clock.now()
-    memory = SemanticMemory.from_bindings(runtime.bindings(), TENANT)
-    learned = asyncio.run(
-        memory.learn(
-            {"content": "The spring promotion runs", "valid_from": now - 100, "valid_to": now - 10}
-        )
-    )
+
+    async def learn() -> LearnResult:
+        memory = (await Memory.open(runtime.bindings(), TENANT)).semantic()
+        window = {"valid_from": now - 100, "valid_to": now - 10}
+        return await memory.learn({"content": "The spring promotion runs", **window})
+
+    learned = asyncio.run(learn())
     with seeded.admin() as client:
         decayed = facts(client, status="decayed")
         assert [v["fact"]["fact_id"] for v in decayed] == [learned.fact_id]

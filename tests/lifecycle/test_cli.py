@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from agent_memory.memory import Memory
 from agent_memory.tiers.semantic.memory import SemanticMemory
 from bindings.ports.clock import FixedClock
 from local_runtime.cli import main
@@ -125,7 +126,7 @@ def test_reindex_maps_every_tenants_indexed_terms_through_the_vocabulary(
 ) -> None:
     async def seed() -> None:
         runtime = LocalRuntime.open(state, embedder=HashingEmbedder(), clock=FixedClock(NOW))
-        memory = SemanticMemory.from_bindings(runtime.bindings(), "acme")
+        memory = (await Memory.open(runtime.bindings(), "acme")).semantic()
         await memory.learn({"content": "lantern note", "subject": "notes", "source": "test"})
         await runtime.background.drain()
         await runtime.close()

@@ -23,6 +23,7 @@ from agent_memory.lifecycle.erase import (
 )
 from agent_memory.lifecycle.prune import Pruner
 from agent_memory.lifecycle.reconciler import Reconciler
+from agent_memory.memory import Memory
 from agent_memory.tiers.semantic.memory import SemanticMemory
 from agent_memory.tiers.working import WorkingMemory
 from local_runtime.access_dev import mint_token
@@ -67,7 +68,7 @@ def traces_in_state(root: Path, needle: str) -> list[str]:
 async def seed_subject(rt: LocalRuntime, subject: str) -> dict[str, Any]:
     """One subject in every tier; returns ids to check afterwards."""
     # From the runtime's bindings: personal data is sealed under the folder's dev KEK.
-    memory = SemanticMemory.from_bindings(rt.bindings(), "acme")
+    memory = (await Memory.open(rt.bindings(), "acme")).semantic()
     name = subject.split(":")[1]
     # Working memory: a key of an instance, and a value naming the subject.
     working = WorkingMemory(rt.kv, "acme", f"inst-{name}")

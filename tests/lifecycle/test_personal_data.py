@@ -18,8 +18,8 @@ from agent_memory.governance.personal_data import PersonalData, PersonalDataUnav
 from agent_memory.lifecycle.erase import SubjectEraser
 from agent_memory.lifecycle.inspect import MemoryInspector
 from agent_memory.lifecycle.prune import Pruner, decode_archive, row_from_archive
+from agent_memory.memory import Memory
 from agent_memory.tiers.episodic import Episode, EpisodicStore, open_episodes
-from agent_memory.tiers.semantic.memory import SemanticMemory
 from agent_memory.tiers.semantic.models import MemoryInputError
 from bindings.environment import Bindings
 from bindings.settings import Settings
@@ -97,7 +97,7 @@ async def test_marked_episode_fields_are_ciphertext_in_d1_and_plaintext_when_rea
 async def test_marked_fact_metadata_never_reaches_d1_fts_or_vectors_in_plaintext(
     rt: LocalRuntime,
 ) -> None:
-    memory = SemanticMemory.from_bindings(rt.bindings(), "acme")
+    memory = (await Memory.open(rt.bindings(), "acme")).semantic()
     learned = await memory.learn(
         {
             "content": "Ada asked to be contacted by email",
@@ -129,7 +129,7 @@ async def test_without_a_kek_personal_data_is_refused_and_nothing_is_written(
     rt: LocalRuntime,
 ) -> None:
     bindings = with_keks(rt, "")
-    memory = SemanticMemory.from_bindings(bindings, "acme")
+    memory = (await Memory.open(bindings, "acme")).semantic()
     with pytest.raises(MemoryInputError) as caught:
         await memory.learn({"content": "x", "subject": ADA, "metadata": {"_personal": True}})
     assert caught.value.code == "personal_data_unavailable"
@@ -261,7 +261,7 @@ async def test_the_inspector_shows_a_personal_facts_compact_write_event_whole(
 ) -> None:
     """A fact with marked fields keeps a compact event row (no hash, only the marked fields):
     the inspector fills its hash and payload in from the opened fact."""
-    memory = SemanticMemory.from_bindings(rt.bindings(), "acme")
+    memory = (await Memory.open(rt.bindings(), "acme")).semantic()
     metadata = {"_personal": ["email"], "email": EMAIL}
     learned = await memory.learn(
         {"content": "Ada wants email", "subject": ADA, "metadata": metadata}

@@ -23,6 +23,7 @@ from agent_memory.governance.writes import (
     WriteProposal,
     canonical_json,
 )
+from agent_memory.memory import Memory
 from agent_memory.tiers.episodic import Episode, EpisodicStore, EpisodicWriter, ProceduralMemory
 from agent_memory.tiers.working import WorkingMemory, WorkingMemoryWriteDenied
 from local_runtime.access_dev import mint_token
@@ -270,10 +271,9 @@ async def test_an_agent_turn_records_memory_written_for_its_writes(rt: LocalRunt
 
 
 async def test_semantic_facts_are_policed_and_recorded(rt: LocalRuntime) -> None:
-    from agent_memory.tiers.semantic.memory import SemanticMemory
     from agent_memory.tiers.semantic.models import MemoryInputError
 
-    memory = SemanticMemory.from_bindings(rt.bindings(), "t1")
+    memory = (await Memory.open(rt.bindings(), "t1")).semantic()
     with pytest.raises(MemoryInputError) as caught:
         await memory.learn_many(
             [

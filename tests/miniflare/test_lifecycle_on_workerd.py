@@ -14,7 +14,6 @@ from agent_memory.lifecycle.prune import Pruner
 from agent_memory.lifecycle.retention import LifecycleUpdate, known_tenants, set_lifecycle
 from agent_memory.memory import Memory
 from agent_memory.tiers.episodic import Episode, EpisodeLimitReached, EpisodicStore
-from agent_memory.tiers.semantic.memory import SemanticMemory
 from bindings.environment import Bindings
 from tests.lifecycle.conftest import DAY_MS, NOW_MS, seed_episodes, seed_run, ulid_at
 from tests.miniflare.adapters import MiniflareD1
@@ -68,7 +67,7 @@ async def test_reconcile_and_erase_on_workerd(
     mf_bindings: Bindings, mf_migrated_d1: MiniflareD1
 ) -> None:
     db = mf_migrated_d1
-    memory = SemanticMemory.from_bindings(mf_bindings, "acme")
+    memory = (await Memory.open(mf_bindings, "acme")).semantic()
     await memory.learn({"content": "Ada prefers email", "confidence": 0.5})
     await memory.learn({"content": "Ada prefers email", "subject": "contact:ada"})
     # A personal field, sealed into workerd's D1 under a data key stored there too.

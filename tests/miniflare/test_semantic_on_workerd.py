@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from typing import cast
 
 import pytest
 
-from agent_memory.tiers.semantic import memory as semantic
+from agent_memory.memory import Memory
 from agent_memory.tiers.semantic import recall as recall_record
 from bindings.environment import Bindings
+from local_runtime.background import LocalBackgroundTasks
 from tests.miniflare.adapters import MiniflareD1
 from tests.semantic.conftest import index_state, insert_unindexed, retrieved_events
 from tests.semantic.fakes import SpyD1, SpyVectors
@@ -47,7 +49,7 @@ FACTS = [
 async def test_learn_recall_and_delete_facts_with_d1_on_workerd(
     mf_bindings: Bindings, mf_migrated_d1: MiniflareD1
 ) -> None:
-    memory = semantic.SemanticMemory.from_bindings(mf_bindings, "acme", agent_type="assistant")
+    memory = (await Memory.open(mf_bindings, "acme")).semantic(agent_type="assistant")
     learned = await memory.learn_many(FACTS)
     assert [r.created for r in learned] == [True, True, True]
     assert all(r.status == "active" for r in learned)
@@ -101,7 +103,7 @@ async def test_learn_recall_and_delete_facts_with_d1_on_workerd(
     assert events[0].payload  # ids and scores of what was returned
 
     # Another tenant sees nothing of it, in D1 or in the vectors.
-    other = semantic.SemanticMemory.from_bindings(mf_bindings, "globex")
+    other = (await Memory.open(mf_bindings, "globex")).semantic()
     assert await other.count() == 0
     assert (await other.recall("blue door lock", top_k=3)).fact_ids == []
 
@@ -132,9 +134,9 @@ async def test_pending_vectors_and_maintenance_with_d1_on_workerd(
 ) -> None:
     assert mf_bindings.vectors is not None
     vectors = SpyVectors(mf_bindings.vectors)
-    memory = semantic.SemanticMemory.from_bindings(
-        dataclasses.replace(mf_bindings, vectors=vectors), "acme"
-    )
+    memory = (
+        await Memory.open(dataclasses.replace(mf_bindings, vectors=vectors), "acme")
+    ).semantic()
     # A failed vector write leaves the row pending_vector: recall must not return it.
     vectors.fail_upserts = True
     pending = await memory.learn(FACTS[1])
@@ -184,7 +186,7 @@ async def test_the_index_update_trigger_on_workerd(
     state = await index_state(db, "acme")
     assert state["df"]["door"] == 2 and state["df"]["lock"] == 1 and state["df"]["paint"] == 1
     assert state["stats"]["docs"] == 2
-    memory = semantic.SemanticMemory.from_bindings(mf_bindings, "acme")
+    memory = (await Memory.open(mf_bindings, "acme")).semantic()
     ranked = await memory.rank("lock", 5)
     assert [r.fact.content for r in ranked.results] == ["The blue door needs a lock"]
 
@@ -227,12 +229,12 @@ async def test_a_recall_record_d1_refuses_waits_in_workerd_kv_until_written_back
     monkeypatch.setattr(recall_record, "RECORD_BASE_DELAY", 0.0)
     recall_record._CHECKED.clear()
     refusing = SpyD1(mf_migrated_d1)
-    memory = semantic.SemanticMemory.from_bindings(
-        dataclasses.replace(mf_bindings, db=refusing, background=None), "acme"
-    )
+    memory = (await Memory.open(dataclasses.replace(mf_bindings, db=refusing), "acme")).semantic()
     await memory.learn_many(FACTS)
     refusing.fail_pattern = "INSERT INTO memory_events"
     found = await memory.recall("blue door lock", top_k=1)
+    # The recall record is written after the response: D1 refuses it, KV keeps it.
+    await cast(LocalBackgroundTasks, mf_bindings.background).drain()
     assert mf_bindings.kv is not None
     waiting = await mf_bindings.kv.list(prefix="recall-pending:acme:")
     assert [key.name for key in waiting.keys] == [f"recall-pending:acme:{found.event_id}"]

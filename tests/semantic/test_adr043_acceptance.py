@@ -24,7 +24,7 @@ from agent_memory.governance.agent_types import (
     AgentType,
     MemoryConfig,
 )
-from agent_memory.tiers.semantic.memory import SemanticMemory
+from agent_memory.memory import Memory
 from local_runtime.access_dev import mint_token
 from local_runtime.embedder import LocalMiniLMEmbedder
 from local_runtime.runtime import LocalRuntime
@@ -109,7 +109,7 @@ async def test_adr043_recall_after_ten_runs_and_a_fresh_fact_in_the_next_recall(
     for observation in OBSERVATIONS:  # 12 runs of the scripted agent
         await run_agent(agent_rt, "sdr", observation)
 
-    memory = SemanticMemory.from_bindings(agent_rt.bindings(), TENANT)
+    memory = (await Memory.open(agent_rt.bindings(), TENANT)).semantic()
     assert await memory.count() == len(OBSERVATIONS)
     found = await memory.recall("responded positively to direct ROI framing", 5)
     top5 = [r.fact.content for r in found.results]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agent_memory.tiers.semantic.memory import SemanticMemory
+from agent_memory.memory import Memory
 from gateway import admin_ops
 from gateway.credentials import ISOLATE_CACHE
 from http_messages import Headers, HttpRequest, HttpResponse
@@ -26,7 +26,7 @@ def token_for(rt: LocalRuntime) -> str:
 
 
 async def test_admin_delete_removes_row_and_vector_and_is_idempotent(rt: LocalRuntime) -> None:
-    memory = SemanticMemory.from_bindings(rt.bindings(), "acme")
+    memory = (await Memory.open(rt.bindings(), "acme")).semantic()
     kept = await memory.learn({"content": "keep me"})
     gone = await memory.learn({"content": "delete me"})
     path = f"/admin/tenants/acme/facts/{gone.fact_id}"
@@ -47,7 +47,7 @@ async def test_admin_delete_removes_row_and_vector_and_is_idempotent(rt: LocalRu
 
 
 async def test_admin_delete_needs_access_and_deletes_nothing_without_it(rt: LocalRuntime) -> None:
-    fact = await SemanticMemory.from_bindings(rt.bindings(), "acme").learn({"content": "x y z"})
+    fact = await (await Memory.open(rt.bindings(), "acme")).semantic().learn({"content": "x y z"})
     path = f"/admin/tenants/acme/facts/{fact.fact_id}"
     missing = await delete(rt, path, None)
     assert missing.status == 401 and missing.json()["error"]["code"] == "access_token_missing"
@@ -64,7 +64,7 @@ async def test_admin_delete_validates_the_path(rt: LocalRuntime) -> None:
 
 
 async def test_admin_delete_cannot_reach_another_tenants_fact(rt: LocalRuntime) -> None:
-    fact = await SemanticMemory.from_bindings(rt.bindings(), "acme").learn({"content": "mine"})
+    fact = await (await Memory.open(rt.bindings(), "acme")).semantic().learn({"content": "mine"})
     response = await delete(rt, f"/admin/tenants/globex/facts/{fact.fact_id}", token_for(rt))
     assert response.status == 200 and response.json()["deleted"] is False
     assert response.json()["vector_deleted"] is False

@@ -37,7 +37,6 @@ from agent_memory.tiers.semantic.models import (
     RecallFilters,
     RecallRequest,
     RecallResult,
-    SemanticTierUnavailable,
     namespace_for_tenant,
     open_facts,
 )
@@ -110,37 +109,6 @@ class SemanticMemory:
     @cached_property
     def _recaller(self) -> Recaller:
         return Recaller(self._s)
-
-    @classmethod
-    def from_bindings(
-        cls,
-        bindings: Any,
-        tenant_id: str,
-        *,
-        agent_type: str = DEFAULT_AGENT_TYPE,
-        run_id: str | None = None,
-        config: RetrievalConfig | None = None,
-    ) -> SemanticMemory:
-        """Build from a request's `Bindings` (D1 + Vectorize required, embedder for
-        learn/recall); raises `SemanticTierUnavailable` when D1 or Vectorize is missing."""
-        if bindings.db is None or bindings.vectors is None:
-            raise SemanticTierUnavailable(
-                "the semantic tier needs the D1 database and the Vectorize index bound"
-            )
-        return cls(
-            tenant_id,
-            db=bindings.db,
-            vectors=bindings.vectors,
-            embedder=bindings.embedder,
-            clock=bindings.clock,
-            config=config,
-            agent_type=agent_type,
-            run_id=run_id,
-            background=getattr(bindings, "background", None),
-            personal=PersonalData.from_bindings(bindings, tenant_id),
-            kv=getattr(bindings, "kv", None),
-            reranker=bindings.reranker,
-        )
 
     @property
     def namespace(self) -> str:
