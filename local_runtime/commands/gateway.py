@@ -123,7 +123,7 @@ async def _cred_delete(kv: KVNamespace, a: argparse.Namespace) -> Any:
 
 async def _tool_register(kv: KVNamespace, a: argparse.Namespace) -> Any:
     tool = await admin_ops.register_tool(kv, a.tenant, _load_json(a.file))
-    return admin_ops.describe_tool(tool)
+    return tool.model_dump(mode="json", exclude_none=True)
 
 
 async def _tool_remove(kv: KVNamespace, a: argparse.Namespace) -> Any:
@@ -131,7 +131,8 @@ async def _tool_remove(kv: KVNamespace, a: argparse.Namespace) -> Any:
 
 
 async def _tool_list(kv: KVNamespace, a: argparse.Namespace) -> Any:
-    return [admin_ops.describe_tool(t) for t in await admin_ops.list_tools(kv, a.tenant)]
+    tools = await admin_ops.list_tools(kv, a.tenant)
+    return [t.model_dump(mode="json", exclude_none=True) for t in tools]
 
 
 # --- `--wrangler` variants (no local state touched) ------------------------------------------

@@ -280,10 +280,6 @@ async def list_tools(kv: KVNamespace, tenant: str) -> list[ToolConfig]:
     return await _read_all(kv, tool_key(tenant, ""), ToolConfig)
 
 
-def describe_tool(config: ToolConfig) -> dict[str, Any]:
-    return config.model_dump(mode="json", exclude_none=True)
-
-
 def wrangler_put_commands(writes: Iterable[KVWrite], *, binding: str = "KV") -> list[str]:
     """Shell commands performing `writes` on the deployed namespace (`--remote`: wrangler v4
     defaults to local storage, workers-sdk#7392)."""
