@@ -209,7 +209,7 @@ async def test_bad_as_of_is_a_validation_error_and_reads_nothing(tmp_path: Path)
 
         with pytest.raises(MemoryInputError) as raised:
             await dispatcher.call("acme", "recall_memory", {"query": "x", "filters": {"as_of": -5}})
-        assert raised.value.body()["error"]["code"] == "validation_error"
+        assert raised.value.to_dict()["error"]["code"] == "validation_error"
     finally:
         await runtime.close()
 

@@ -208,7 +208,7 @@ async def test_bad_facts_are_rejected_with_the_field_and_nothing_is_written(
     memory = make_memory()
     with pytest.raises(MemoryInputError) as caught:
         await memory.learn(fact)
-    error = caught.value.body()["error"]
+    error = caught.value.to_dict()["error"]
     assert error["code"] == "validation_error"
     assert [p["field"] for p in error["details"]["problems"]] == [field]
     json.dumps(error)  # a clear JSON error

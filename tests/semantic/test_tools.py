@@ -97,7 +97,7 @@ async def test_bad_arguments_are_clear_errors_and_write_nothing(
 ) -> None:
     with pytest.raises(MemoryInputError) as caught:
         await dispatcher.call("acme", tool, arguments)
-    error = caught.value.body()["error"]
+    error = caught.value.to_dict()["error"]
     assert error["code"] == "validation_error"
     assert [p["field"] for p in error["details"]["problems"]] == [field]
     assert await fact_rows(rt) == [] and await vector_count(rt) == 0

@@ -189,7 +189,7 @@ def _memory_tool(name: str) -> Tool:
                 run_id=context.run_id,
             )
         except MemoryInputError as exc:
-            raise ToolError(json.dumps(exc.body(), ensure_ascii=False)) from None
+            raise ToolError(json.dumps(exc.to_dict(), ensure_ascii=False)) from None
         context.log_step("memory_read" if logged["op"] == "recall" else "memory_write", logged)
         return result
 

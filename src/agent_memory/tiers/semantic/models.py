@@ -101,7 +101,13 @@ class MemoryInputError(CodedError, ValueError):
         self.code = code or "validation_error"
         self.message = message
         self.problems = problems or []
-        self.details = {"problems": self.problems} if self.problems else None
+        self.details = {"problems": self.problems}
+
+    def to_dict(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.problems:
+            error["details"] = {"problems": self.problems}
+        return {"error": error}
 
     @classmethod
     def from_validation(cls, exc: ValidationError, what: str, prefix: str = "") -> MemoryInputError:
