@@ -16,7 +16,7 @@ from agent_memory.agent.memory_tools import McpMemoryTools
 from agent_memory.lifecycle.reconciler import Reconciler
 from agent_memory.retrieval import CurrentConfig
 from agent_memory.tiers.semantic.memory import SemanticMemory
-from agent_memory.tiers.semantic.statements import Candidate, about, current_first
+from agent_memory.tiers.semantic.statements import Candidate, about, answers_alike, current_first
 from bindings.ports.clock import FixedClock
 from local_runtime.embedder import LocalMiniLMEmbedder
 from local_runtime.runtime import LocalRuntime
@@ -439,6 +439,19 @@ async def test_identifier_distinct_siblings_are_each_found_by_their_identifier(
             "The bookshop's weekday hours are 9am to 6pm.",
             "other",
         ),
+        # the bare speaker acting on a noun phrase: the phrase is what is asked about
+        (
+            "Where can I find the API key for the Mapbox sandbox?",
+            "Our live Mapbox token lives in AWS Secrets Manager.",
+            "none",
+        ),
+        (
+            "Where can I find the API key for the Mapbox sandbox?",
+            "The API key for the Mapbox sandbox is in 1Password.",
+            "asked",
+        ),
+        ("How do I reach our landlord by phone?", "Our plumber's number is 555-0144.", "other"),
+        ("Where do I live?", "I live in Porto.", "asked"),
     ],
 )
 def test_what_a_statement_is_about_is_read_from_possessives_and_modifiers(
@@ -460,3 +473,13 @@ def test_a_statement_about_nothing_in_particular_does_not_outrank_one_about_the_
     ]
     scores, _ = current_first(question, head, CurrentConfig())
     assert scores["vague"] < scores.get("asked", 0.8)
+
+
+def test_what_a_number_counts_is_not_read_past_a_comma() -> None:
+    # "4417, I *swapped* …": 4417 is a code, as 4471 is; the newer answers alike
+    question = "What's the gate code for the storage unit?"
+    older = Candidate("a", 1.0, "The storage unit gate code is 4471.", (1, 1), 0.89)
+    newer = Candidate(
+        "b", 0.9, "Correction: the gate code is 4417, I swapped the last two digits.", (2, 2), 0.79
+    )
+    assert answers_alike(question, older, newer, CurrentConfig().closeness)

@@ -227,7 +227,14 @@ def _subject(toks: Sequence[Token], nested: bool = False) -> list[Token]:
         return []
     first = toks[start]
     if first.low in FIRST_PERSON and first.low not in FIRST_PERSON_OWNERS:
-        return [first]  # "where do *I* live"
+        # "where can I find *the API key*": what the speaker acts on, where the verb takes
+        # a noun phrase; else the speaker ("where do *I* live")
+        obj = toks[start + 2] if start + 2 < len(toks) and not nested else None
+        if obj is not None and (
+            obj.low in DETERMINERS or obj.low in POSSESSIVE_PRONOUNS or obj.text[:1].isupper()
+        ):
+            return _subject([toks[0], *toks[start + 2 :]]) or [first]
+        return [first]
     named = first.text[:1].isupper() and first.low not in DETERMINERS
     keep = (
         named
@@ -658,7 +665,9 @@ def values(text: str) -> Mapping[str, frozenset[str]]:
         *nodes*", "15 Crash Course *videos*"), else the word before, past function words and
         adverbs ("*floor* 7 after the shuffle", "*Postgres* 14", "the phone *number* is
         555-0142", "the *code* changed again to 7305", "*extension* is actually 4401")."""
-        ahead = next(itertools.dropwhile(lambda t: t.capital, toks[i + 1 : i + 4]), None)
+        # (not past a comma: "the gate code is 4417, I *swapped* …")
+        phrase = itertools.takewhile(lambda t: not t.pause, toks[i + 1 : i + 4])
+        ahead = next(itertools.dropwhile(lambda t: t.capital, phrase), None)
         if _lower_word(ahead) and not ahead.low[:1].isdigit():
             return stem(ahead.low)
         for t in toks[max(0, i - 4) : i][::-1]:
