@@ -452,6 +452,13 @@ async def test_identifier_distinct_siblings_are_each_found_by_their_identifier(
         ),
         ("How do I reach our landlord by phone?", "Our plumber's number is 555-0144.", "other"),
         ("Where do I live?", "I live in Porto.", "asked"),
+        # a place after a participle still qualifies the noun
+        (
+            "What's the Wi-Fi network called in the Nottingham office?",
+            "Our Manchester office's Wi-Fi network is called NorthWest-Staff.",
+            "other",
+        ),
+        ("Where is my car parked?", "My car is in the garage.", "asked"),
     ],
 )
 def test_what_a_statement_is_about_is_read_from_possessives_and_modifiers(

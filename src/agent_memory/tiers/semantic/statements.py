@@ -248,7 +248,11 @@ def _subject(toks: Sequence[Token], nested: bool = False) -> list[Token]:
         if named and not toks[j].text[:1].isupper() and not any(t.owner for t in run):
             break  # a name's run ends at its last capitalised word, unless the name owns
         if run and _participle(toks, j):
-            break  # "how often is the database *backed up*": the predicate, not the noun
+            # "how often is the database *backed up*": the predicate, not the noun; a place
+            # after it still qualifies the noun ("the network called *in the Leeds office*")
+            if j + 1 < len(toks) and toks[j + 1].low in _QUALIFY:
+                j += 1
+            break
         run.append(toks[j])
         j += 1
     does = aux is not None and low[aux] in ("do", "does", "did")
