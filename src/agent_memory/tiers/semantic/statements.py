@@ -173,6 +173,7 @@ class Question:
     # followed by another one is another thing.
     followers: Mapping[str, str]
     owners: frozenset[str]  # words that own something in the question ("Mara's flight")
+    periods: frozenset[str]  # periods named relative to now ("this week"): `_periods`
 
     @property
     def anchored(self) -> bool:
@@ -194,7 +195,7 @@ _OF = frozenset(("of", "for", "on", "at", "in"))
 _RELATION_STEMS = frozenset(map(stem, RELATIONS))
 _QUALIFY = frozenset(("from", "in", "at"))
 _PLACE = _QUALIFY | {"by", "with"}  # what places a thing: "the wifi *in* the garage", "*by* bike"
-_STRANDED = frozenset(("in", "at", "to", "for", "from", "on", "with", "by", "into"))
+_STRANDED = (_OF | _PLACE | {"to", "into"}) - {"of"}  # what a question can end with
 _BREAK = Token("", "", owner=False, capital=False, start=False)  # between two noun phrases
 
 
@@ -335,6 +336,7 @@ def read_question(text: str) -> Question:
         wants=_wants(low),
         yes_no=bool(low) and low[0] in _AUX,
         owners=frozenset(owners),
+        periods=_periods(toks),
         followers={
             **{
                 stem(a.low): b.low
@@ -407,13 +409,18 @@ def _owns_another(toks: Sequence[Token], at: int, q: Question) -> bool:
     return False
 
 
-def _subject_elsewhere(text: str, q: Question) -> bool:
-    """Whether the statement's own subject is a thing the question never names ("*the file
-    server* is backed up weekly" for "how often is the database backed up")."""
+def _own_subject_elsewhere(text: str, q: Question) -> bool:
+    """Whether the statement's own subject (the content words before its main verb) is a
+    thing the question never names ("*the file server* is backed up weekly" for "how often
+    is the database backed up")."""
     subject = {stem(w) for w in head_words(text, "") if _content(w)}
-    return (
-        bool(subject) and not subject & q.words and not (q.person and "~person" in mentions(text))
-    )
+    return bool(subject) and not subject & q.words
+
+
+def _subject_elsewhere(text: str, q: Question) -> bool:
+    """`_own_subject_elsewhere`, unless the statement names the speaker the question asks
+    about."""
+    return _own_subject_elsewhere(text, q) and not (q.person and "~person" in mentions(text))
 
 
 def _placed_elsewhere(toks: Sequence[Token], at: int, q: Question) -> bool:
@@ -484,16 +491,16 @@ def _modified_foreign(toks: Sequence[Token], at: int, q: Question) -> bool:
     does not have: the words back to a determiner or possessive ("the *internal* API",
     "my *son's* dentist appointment"), or by another owner than the question's ("*my*
     appointment" when it asks about Gina's). Numbers and codes there are values."""
-    if toks[at].start or toks[at].pause:
-        return False  # "… got that wrong: *Thandiwe* was born …": it opens its phrase
     modifiers: list[Token] = []
     proper = toks[at].capital and not toks[at].text.isupper()  # "Acme", not "API"
     # "the old office", "our *first* apartment": not the new one, not the current one
     dating = any(stem(w) in q.words for w in _DATING | _ORDINALS)
     for back in range(at - 1, max(-1, at - 4), -1):
         t = toks[back]
-        if toks[back + 1].pause:
-            return False  # a noun phrase does not run across a comma
+        if toks[back + 1].start or toks[back + 1].pause:
+            # a noun phrase does not run back across a sentence's start, a colon or a comma
+            # ("… got that wrong: *Thandiwe* was born", "at the AGM, *Mireille* was elected")
+            return False
         if t.low in _OTHER and t.low not in q.words:
             return True  # "the *other* office"
         if t.low in DETERMINERS:
@@ -613,12 +620,11 @@ def about(question: str, text: str, strict: bool = True) -> About:
         return "other" if heads and all(all(flags) for flags in heads) else "none"
     if any(all(flags) for flags in seen.values()):
         return "other"
-    if seen.keys() == {"~person"} and q.heads and q.possessor == "~person":
-        # "*the dentist* can fit us in": the speaker named only past a subject the question
-        # lacks tells nothing of "my GP"
-        subject = {stem(w) for w in head_words(text, "") if _content(w)}
-        if subject and not subject & q.words:
-            return "none"
+    # "*the dentist* can fit us in": the speaker named only past a subject the question lacks
+    # tells nothing of "my GP"
+    speaker_only = seen.keys() == {"~person"} and q.heads and q.possessor == "~person"
+    if speaker_only and _own_subject_elsewhere(text, q):
+        return "none"
     # "what do I take *in the morning*", "the *Friday* lunch special": what holds at another
     # part of the day or on another day is another fact.
     asked_on = q.words & _OCCASIONS
@@ -626,8 +632,8 @@ def about(question: str, text: str, strict: bool = True) -> About:
     if asked_on and said_on and not asked_on & said_on:
         return "other"
     # "on call *next week*" when this week's is asked: another period, another fact.
-    asked_in, said_in = _periods(tokens(question)), _periods(toks)
-    return "other" if asked_in and said_in and not asked_in & said_in else "asked"
+    said_in = _periods(toks)
+    return "other" if q.periods and said_in and not q.periods & said_in else "asked"
 
 
 def _periods(toks: Sequence[Token]) -> frozenset[str]:
