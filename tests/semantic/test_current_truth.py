@@ -459,6 +459,33 @@ async def test_identifier_distinct_siblings_are_each_found_by_their_identifier(
             "other",
         ),
         ("Where is my car parked?", "My car is in the garage.", "asked"),
+        # what a thing is for, where the statement lacks the question's own qualifier
+        (
+            "What's the sales budget for the quarter?",
+            "The budget for marketing this quarter is £25,000.",
+            "other",
+        ),
+        (
+            "What's the sales budget for the quarter?",
+            "The budget for sales this quarter is £40,000.",
+            "asked",
+        ),
+        (
+            "Where can I find the spare key to the front door?",
+            "The spare key for the back door is in the shed.",
+            "other",
+        ),
+        (
+            "Where can I find the spare key to the front door?",
+            "The spare key for the front door is under the blue flowerpot.",
+            "asked",
+        ),
+        # "to" before a verb is no noun phrase of the question's
+        (
+            "What's Zeynep's favourite place to eat?",
+            "Zeynep reckons the ramen bar on Upper Street is the best spot in town these days.",
+            "asked",
+        ),
     ],
 )
 def test_what_a_statement_is_about_is_read_from_possessives_and_modifiers(

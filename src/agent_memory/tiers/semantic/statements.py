@@ -191,11 +191,12 @@ def _wants(low: Sequence[str]) -> Wants:
     return "any"
 
 
-_OF = frozenset(("of", "for", "on", "at", "in"))
+_OF = frozenset(("of", "for", "on", "at", "in", "to"))
 _RELATION_STEMS = frozenset(map(stem, RELATIONS))
 _QUALIFY = frozenset(("from", "in", "at"))
 _PLACE = _QUALIFY | {"by", "with"}  # what places a thing: "the wifi *in* the garage", "*by* bike"
-_STRANDED = (_OF | _PLACE | {"to", "into"}) - {"of"}  # what a question can end with
+_PURPOSE = frozenset(("for", "to"))
+_STRANDED = (_OF | _PLACE | {"into"}) - {"of"}  # what a question can end with
 _BREAK = Token("", "", owner=False, capital=False, start=False)  # between two noun phrases
 
 
@@ -269,7 +270,15 @@ def _subject(toks: Sequence[Token], nested: bool = False) -> list[Token]:
     # "the name *of the boat*", "the venue *for the workshop*": one more noun phrase.
     # ("the hours *on a Saturday*": a time, not a noun phrase)
     timed = j + 2 < len(toks) and {toks[j + 1].low, toks[j + 2].low} & _WHEN
-    if j + 1 < len(toks) and toks[j].low in _OF and not nested and not timed:
+    # ("the key *to the front door*"; not "the place *to eat*": "to" before a verb)
+    following = toks[j + 1] if j + 1 < len(toks) else None
+    infinitive = (
+        following is not None
+        and toks[j].low == "to"
+        and following.text.islower()
+        and following.low not in DETERMINERS | POSSESSIVE_PRONOUNS
+    )
+    if following is not None and toks[j].low in _OF and not nested and not timed and not infinitive:
         tail = _subject(toks[j + 1 :], nested=True)
         if does and len(tail) > 1 and tail[-1] is toks[-1] and tail[-1].text.islower():
             tail.pop()  # "does the backup of the billing database *run*": the verb
@@ -428,14 +437,20 @@ def _placed_elsewhere(toks: Sequence[Token], at: int, q: Question) -> bool:
     ("the wifi *in the garage*" when "the living room wifi" is asked)."""
     qualified = q.subject - q.heads - q.owners
     after = [t for t in toks[at + 1 : at + 4] if t.low not in DETERMINERS]
-    return (
+    placed = (
         bool(qualified)
         and len(after) > 1
-        and after[0].low in _PLACE
         and after[1].text.islower()
         and _content(after[1].low)
         and stem(after[1].low) not in q.words
     )
+    if not placed:
+        return False
+    if after[0].low in _PLACE:
+        return True
+    # "the budget *for marketing*" when "the sales budget" is asked: what a thing is for
+    # makes another one only where the statement lacks the question's own qualifier.
+    return after[0].low in _PURPOSE and bool(qualified - _stems(toks))
 
 
 def _compound_elsewhere(toks: Sequence[Token], at: int, q: Question) -> bool:
