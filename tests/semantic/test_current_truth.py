@@ -480,6 +480,13 @@ async def test_identifier_distinct_siblings_are_each_found_by_their_identifier(
             "The spare key for the front door is under the blue flowerpot.",
             "asked",
         ),
+        # "these days" is a time, not the question's subject; a sentence that opens with a
+        # bare noun phrase is qualified by its first word
+        ("When is choir rehearsal these days?", "Orchestra rehearsal is on Wednesday.", "other"),
+        ("When is choir rehearsal these days?", "Choir rehearsal is on Wednesday.", "asked"),
+        ("When is the quarterly planning?", "We pushed quarterly planning to the 7th.", "asked"),
+        # "own" says whose it is again
+        ("Who is the children's dentist?", "My own dentist is Dr. Patel.", "other"),
         # "to" before a verb is no noun phrase of the question's
         (
             "What's Zeynep's favourite place to eat?",

@@ -200,6 +200,13 @@ _STRANDED = (_OF | _PLACE | {"into"}) - {"of"}  # what a question can end with
 _BREAK = Token("", "", owner=False, capital=False, start=False)  # between two noun phrases
 
 
+def _time_phrase(toks: Sequence[Token], at: int) -> bool:
+    """A determiner that opens a time ("*these* days", "*this* week"), not a noun phrase
+    ("the *morning* standup")."""
+    unit = at + 1 < len(toks) and toks[at + 1].low in _TIME_UNITS
+    return unit and not (at + 2 < len(toks) and _content(toks[at + 2].low))
+
+
 def _subject(toks: Sequence[Token], nested: bool = False) -> list[Token]:
     """The noun phrase a question is about: the one after its auxiliary ("where does *Marco*
     live", "what is *the API rate limit*", "is *the pool* open"), else the first after its
@@ -212,7 +219,7 @@ def _subject(toks: Sequence[Token], nested: bool = False) -> list[Token]:
     start = aux + 1 if aux is not None and (aux == 0 or low[0] in _WH) else int(not nested)
     while start < len(toks) and not (
         (nested and _content(toks[start].low))
-        or toks[start].low in DETERMINERS
+        or (toks[start].low in DETERMINERS and not _time_phrase(toks, start))
         or toks[start].low in POSSESSIVE_PRONOUNS
         or toks[start].low in FIRST_PERSON
         or toks[start].text[:1].isupper()
@@ -518,6 +525,8 @@ def _modified_foreign(toks: Sequence[Token], at: int, q: Question) -> bool:
             return False
         if t.low in _OTHER and t.low not in q.words:
             return True  # "the *other* office"
+        if t.low == "own":
+            continue  # "my *own* dentist": whose it is, said twice
         if t.low in DETERMINERS:
             break
         if t.low in POSSESSIVE_PRONOUNS:
@@ -541,6 +550,12 @@ def _modified_foreign(toks: Sequence[Token], at: int, q: Question) -> bool:
         timed = t.low in _TIME_UNITS and not toks[back + 1].text.islower()
         if proper and not _content(t.low) and modifiers:
             break  # "on *Main* Street": a name's phrase starts after a preposition too
+        if t.start and back == at - 1 and _content(t.low) and not timed and not proper:
+            # a sentence that opens with a bare noun phrase ("*Orchestra* rehearsal is on
+            # Wednesday"), not a verb ("*Moved* rehearsal …")
+            if not _past_tense(t.low) and t.low not in _DATING:
+                modifiers.append(t)
+            break
         if not _content(t.low) or t.start or timed:
             return False  # not inside a noun phrase that starts with a determiner
         if proper and t.text.islower():
