@@ -485,6 +485,10 @@ async def test_identifier_distinct_siblings_are_each_found_by_their_identifier(
         ("When is choir rehearsal these days?", "Orchestra rehearsal is on Wednesday.", "other"),
         ("When is choir rehearsal these days?", "Choir rehearsal is on Wednesday.", "asked"),
         ("When is the quarterly planning?", "We pushed quarterly planning to the 7th.", "asked"),
+        # a name placing the thing, where the statement lacks the question's own name
+        ("When's the Bristol gig?", "The gig at the Fleece in Bath is on 25 May.", "other"),
+        ("When's the Bristol gig?", "The gig at the Fleece in Bristol is on 18 May.", "asked"),
+        ("When is my weekly 1:1 with Uriel?", "My 1:1 with Uriel is on Thursdays.", "asked"),
         # "own" says whose it is again
         ("Who is the children's dentist?", "My own dentist is Dr. Patel.", "other"),
         # "to" before a verb is no noun phrase of the question's

@@ -447,17 +447,19 @@ def _placed_elsewhere(toks: Sequence[Token], at: int, q: Question) -> bool:
     placed = (
         bool(qualified)
         and len(after) > 1
-        and after[1].text.islower()
         and _content(after[1].low)
         and stem(after[1].low) not in q.words
     )
-    if not placed:
+    if not placed or after[0].low not in _PLACE | _PURPOSE:
         return False
-    if after[0].low in _PLACE:
-        return True
+    lacking = qualified - _stems(toks)
+    if not after[1].text.islower():
+        # "the gig *at the Fleece* in Bath" when "the Bristol gig" is asked: a name placing
+        # it, where the statement lacks the question's own name.
+        return after[0].low in _PLACE and bool(lacking & q.names)
     # "the budget *for marketing*" when "the sales budget" is asked: what a thing is for
     # makes another one only where the statement lacks the question's own qualifier.
-    return after[0].low in _PURPOSE and bool(qualified - _stems(toks))
+    return after[0].low in _PLACE or bool(lacking)
 
 
 def _compound_elsewhere(toks: Sequence[Token], at: int, q: Question) -> bool:
