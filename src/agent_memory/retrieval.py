@@ -763,6 +763,11 @@ class RetrievalConfig(BaseModel):
     rerank: RerankConfig = Field(default_factory=RerankConfig)
     replies: ReplyConfig = Field(default_factory=ReplyConfig)
     current: CurrentConfig = Field(default_factory=CurrentConfig)
+    # A question that asks for a number or a date ("how many …", "when …"): each of the best
+    # `current.window` candidates that holds one (`statements.holds_wanted`) scores this much
+    # more (times 1.05), so the turn that says "three months" goes ahead of one about the same
+    # topic that says no number. Only the head is reordered, so recall@window is unchanged.
+    answer_kind: float = Field(default=0.05, ge=0.0, le=1.0)
     # The share of a candidate's score given to lying in the period the question names
     # (`question_window`): score = (1 - w) * score + w * [valid_from in the period]. A soft
     # boost, not a filter: a memory dated outside the period may still tell about it.

@@ -1,10 +1,15 @@
 """Dates in the question: memories dated in the period it names rank first, relative
-expressions count from the caller's `reference_date`, and every result carries its date."""
+expressions count from the caller's `reference_date`, and every result carries its date; a
+question that asks for a number or a date puts the memories holding one first."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
+
+from agent_memory.retrieval import RetrievalConfig
+from agent_memory.tiers.semantic.statements import holds_wanted
 from tests.semantic.conftest import MemoryFactory
 
 
@@ -47,3 +52,39 @@ async def test_an_explicit_window_is_not_overridden_by_the_question(
     window = {"valid_from_after": _at(2023, 8, 1), "valid_from_before": _at(2023, 9, 1)}
     found = await memory.recall("camping in June", 2, window)
     assert [r.fact.content for r in found.results] == ["We went camping by the coast"]
+
+
+async def test_a_question_that_asks_for_a_number_puts_the_memory_holding_one_first(
+    make_memory: MemoryFactory,
+) -> None:
+    # Two memories on the same topic; only the second says how long. Without the answer-kind
+    # step the one worded more like the question comes first. (A share of 0.5 rather than
+    # the default 0.05: two memories alone are far apart once fused.)
+    texts = [
+        "I have been collecting vintage cameras, mostly vintage rangefinder cameras.",
+        "I have been collecting vintage cameras for three months.",
+    ]
+    question = "How long have I been collecting vintage cameras?"
+    for tenant, share in (("plain", 0.0), ("kind", 0.5)):
+        memory = make_memory(tenant=tenant, config=RetrievalConfig(answer_kind=share))
+        await memory.learn_many([{"content": t} for t in texts])
+        found = await memory.recall(question, 2)
+        first = texts[1] if share else texts[0]
+        assert found.results[0].fact.content == first
+        # a question that asks for no number or date is left alone
+        where = await memory.recall("Which vintage cameras have I been collecting?", 2)
+        assert where.results[0].fact.content == texts[0]
+
+
+@pytest.mark.parametrize(
+    ("question", "text", "holds"),
+    [
+        ("How many cameras do I have?", "I have 17 cameras now.", True),
+        ("How many cameras do I have?", "I love my cameras.", False),
+        ("When is the party?", "The party is on Friday.", True),
+        ("When did I start?", "I started three weeks ago.", True),
+        ("Where do I live?", "I live at number 5.", False),
+    ],
+)
+def test_the_kind_of_value_a_question_asks_for(question: str, text: str, holds: bool) -> None:
+    assert holds_wanted(question, text) is holds

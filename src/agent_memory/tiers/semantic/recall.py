@@ -80,7 +80,7 @@ from agent_memory.tiers.semantic.models import (
     ms,
     open_facts,
 )
-from agent_memory.tiers.semantic.statements import Candidate, current_first
+from agent_memory.tiers.semantic.statements import Candidate, current_first, holds_wanted
 from bindings.ports.d1 import D1Statement
 from bindings.ports.embedder import Embedder
 from bindings.ports.kv import KV_MAX_LIST_LIMIT, KVNamespace
@@ -404,6 +404,15 @@ class Recaller:
             ranked[: rerank.depth] = sorted(
                 ranked[: rerank.depth], key=lambda pair: (-total[pair[1].id], pair[1].id)
             )
+        window = self._s.config.current.window
+        if self._s.config.answer_kind > 0:
+            holding = [
+                item.id
+                for _, item in ranked[:window]
+                if holds_wanted(query, str(live[item.id]["content"]))
+            ]
+            total.update({fid: total[fid] * (1 + self._s.config.answer_kind) for fid in holding})
+            ranked[:window] = sorted(ranked[:window], key=by_total)
         # What is true now (`statements.current_first`): among the best candidates, one
         # about another entity than the question's goes below those about it, and the
         # newest of the statements that answer the question alike comes first (the older
@@ -418,7 +427,7 @@ class Recaller:
                 similarity=item.channels["vector"].raw if "vector" in item.channels else None,
                 session=live[item.id].get("session_key"),
             )
-            for _, item in ranked[: self._s.config.current.window]
+            for _, item in ranked[:window]
         ]
         # A question about a period ("last month") asks what was true then, not now.
         moved, stale = (

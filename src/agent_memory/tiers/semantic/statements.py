@@ -746,6 +746,17 @@ def values(text: str) -> Mapping[str, frozenset[str]]:
     return {kind: frozenset(found) for kind, found in out.items()}
 
 
+def holds_wanted(question: str, text: str) -> bool:
+    """Whether `text` holds a value of the kind `question` asks for: a number for "how many
+    / much / long …", a date or a number for "when …" ("three weeks ago"). False for a
+    question that asks for anything else."""
+    wants = read_question(question).wants
+    if wants not in ("number", "date"):
+        return False
+    kinds = values(text).keys()
+    return any(k.startswith("number:") for k in kinds) or (wants == "date" and "date" in kinds)
+
+
 def _kinds(text: str, asked: frozenset[str]) -> frozenset[str]:
     """The kinds of value `text` holds beyond the question's own words."""
     return frozenset(
