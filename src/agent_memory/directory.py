@@ -337,6 +337,14 @@ def note_fenced(now: float) -> ApiError:
     )
 
 
+def forget_cached_homes() -> None:
+    """Tests: start from an empty isolate cache."""
+    global _fresh_until
+    _HOMES.clear()
+    _TABLES.clear()
+    _fresh_until = 0.0
+
+
 @dataclass(frozen=True, slots=True)
 class TenantTable:
     """A table with a `tenant_id` column: its columns and primary key, in order, and the
