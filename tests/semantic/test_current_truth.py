@@ -489,6 +489,19 @@ async def test_identifier_distinct_siblings_are_each_found_by_their_identifier(
         ("When's the Bristol gig?", "The gig at the Fleece in Bath is on 25 May.", "other"),
         ("When's the Bristol gig?", "The gig at the Fleece in Bristol is on 18 May.", "asked"),
         ("When is my weekly 1:1 with Uriel?", "My 1:1 with Uriel is on Thursdays.", "asked"),
+        # a month the thing is for is a qualifier where the question names a month; a month
+        # is a time, never placed; "to" a month is a new value
+        (
+            "How did we pay the lab's March invoice?",
+            "The invoice for April from the dental lab is still unpaid.",
+            "other",
+        ),
+        (
+            "How did we pay the lab's March invoice?",
+            "The invoice for March from the dental lab was paid by card.",
+            "asked",
+        ),
+        ("When is Ravi's performance review?", "HR rescheduled Ravi's review to June 24.", "asked"),
         # "own" says whose it is again
         ("Who is the children's dentist?", "My own dentist is Dr. Patel.", "other"),
         # "to" before a verb is no noun phrase of the question's

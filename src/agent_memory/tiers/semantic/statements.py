@@ -446,6 +446,7 @@ def _placed_elsewhere(toks: Sequence[Token], at: int, q: Question) -> bool:
     after = [t for t in toks[at + 1 : at + 4] if t.low not in DETERMINERS]
     placed = (
         bool(qualified)
+        and toks[at].low not in _MONTHS  # "March *from the lab*": a time is not placed
         and len(after) > 1
         and _content(after[1].low)
         and stem(after[1].low) not in q.words
@@ -453,7 +454,9 @@ def _placed_elsewhere(toks: Sequence[Token], at: int, q: Question) -> bool:
     if not placed or after[0].low not in _PLACE | _PURPOSE:
         return False
     lacking = qualified - _stems(toks)
-    if not after[1].text.islower():
+    # ("the invoice *for April*" when March's is asked; "moved *to June*" is a new value)
+    month = after[0].low == "for" and after[1].low in _MONTHS
+    if not (after[1].text.islower() or month):
         # "the gig *at the Fleece* in Bath" when "the Bristol gig" is asked: a name placing
         # it, where the statement lacks the question's own name.
         return after[0].low in _PLACE and bool(lacking & q.names)
