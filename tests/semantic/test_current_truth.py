@@ -502,6 +502,12 @@ async def test_identifier_distinct_siblings_are_each_found_by_their_identifier(
             "asked",
         ),
         ("When is Ravi's performance review?", "HR rescheduled Ravi's review to June 24.", "asked"),
+        # "to" after a change verb says where it went, not which one it is
+        (
+            "Where are the spare keys for the rental flats kept now?",
+            "I've moved the spare flat keys to the lockbox at the letting agent's office.",
+            "asked",
+        ),
         # "own" says whose it is again
         ("Who is the children's dentist?", "My own dentist is Dr. Patel.", "other"),
         # "to" before a verb is no noun phrase of the question's

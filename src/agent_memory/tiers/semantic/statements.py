@@ -454,6 +454,8 @@ def _placed_elsewhere(toks: Sequence[Token], at: int, q: Question) -> bool:
     if not placed or after[0].low not in _PLACE | _PURPOSE:
         return False
     lacking = qualified - _stems(toks)
+    if after[0].low == "to" and any(_past_tense(t.low) for t in toks[max(0, at - 5) : at]):
+        return False  # "I've *moved* the spare keys *to* the lockbox": where it went
     # ("the invoice *for April*" when March's is asked; "moved *to June*" is a new value)
     month = after[0].low == "for" and after[1].low in _MONTHS
     if not (after[1].text.islower() or month):
