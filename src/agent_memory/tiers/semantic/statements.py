@@ -441,7 +441,9 @@ def _subject_elsewhere(text: str, q: Question) -> bool:
 
 def _placed_elsewhere(toks: Sequence[Token], at: int, q: Question) -> bool:
     """The head at `at` placed by a noun the question lacks, where the question qualifies it
-    ("the wifi *in the garage*" when "the living room wifi" is asked)."""
+    ("the wifi *in the garage*" when "the living room wifi" is asked); placed by a name, or
+    said to be for something ("for" / "to"), only where the statement also lacks the
+    question's own name or qualifier."""
     qualified = q.subject - q.heads - q.owners
     after = [t for t in toks[at + 1 : at + 4] if t.low not in DETERMINERS]
     placed = (
@@ -453,9 +455,9 @@ def _placed_elsewhere(toks: Sequence[Token], at: int, q: Question) -> bool:
     )
     if not placed or after[0].low not in _PLACE | _PURPOSE:
         return False
-    lacking = qualified - _stems(toks)
     if after[0].low == "to" and any(_past_tense(t.low) for t in toks[max(0, at - 5) : at]):
         return False  # "I've *moved* the spare keys *to* the lockbox": where it went
+    lacking = qualified - _stems(toks)
     # ("the invoice *for April*" when March's is asked; "moved *to June*" is a new value)
     month = after[0].low == "for" and after[1].low in _MONTHS
     if not (after[1].text.islower() or month):
