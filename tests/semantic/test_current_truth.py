@@ -16,7 +16,13 @@ from agent_memory.agent.memory_tools import McpMemoryTools
 from agent_memory.lifecycle.reconciler import Reconciler
 from agent_memory.retrieval import CurrentConfig
 from agent_memory.tiers.semantic.memory import SemanticMemory
-from agent_memory.tiers.semantic.statements import Candidate, about, answers_alike, current_first
+from agent_memory.tiers.semantic.statements import (
+    Candidate,
+    about,
+    answers_alike,
+    contrast,
+    current_first,
+)
 from bindings.ports.clock import FixedClock
 from local_runtime.embedder import LocalMiniLMEmbedder
 from local_runtime.runtime import LocalRuntime
@@ -274,6 +280,86 @@ async def test_identifier_distinct_siblings_are_each_found_by_their_identifier(
     await remember(runtime, *siblings)
     for n, text in zip((1001, 1002, 1003), siblings, strict=True):
         assert (await recall(runtime, f"Was invoice INV-{n} paid?"))[0]["content"] == text
+
+
+LOOKALIKES = [
+    # (question, asked, a look-alike told later): they differ by one word in place of another
+    (
+        "How much memory does the Dublin read replica have?",
+        "The Redis replica in Dublin has 16 GB of memory.",
+        "The Redis primary in Dublin has 64 GB of memory.",
+    ),
+    (
+        "Which folder holds the invoices for the Leeds shop?",
+        "The invoices for the Leeds shop are in the Finance folder.",
+        "The receipts for the Leeds shop are in the Admin folder.",
+    ),
+    (
+        "Which region is the billing service's backup bucket in?",
+        "The backup bucket for the billing service is in eu-west-1.",
+        "The backup bucket for the billing database is in us-east-1.",
+    ),
+]
+
+
+@pytest.mark.parametrize(("question", "asked", "other"), LOOKALIKES)
+async def test_a_newer_look_alike_differing_by_a_word_the_question_names_does_not_jump_ahead(
+    runtime: LocalRuntime, question: str, asked: str, other: str
+) -> None:
+    await remember(runtime, asked, other)
+    contents = [r["content"] for r in await recall(runtime, question)]
+    assert contents[:2] == [asked, other]
+
+
+@pytest.mark.parametrize(
+    ("question", "a", "b", "expected"),
+    [
+        (
+            "When does the junior choir rehearse?",
+            "The junior choir rehearses on Monday.",
+            "The senior choir rehearses on Friday.",
+            1,
+        ),
+        (
+            "When does the senior choir rehearse?",
+            "The junior choir rehearses on Monday.",
+            "The senior choir rehearses on Friday.",
+            -1,
+        ),
+        # a phrase missing from one: a later statement often names the thing shorter
+        (
+            "When is Sven's birthday party?",
+            "Sven's birthday party is on the 9th.",
+            "Sven's party got moved to the 10th.",
+            0,
+        ),
+        # a phrase a value ends is a value told anew
+        (
+            "What is the project codename?",
+            "The project codename is Falcon.",
+            "The project was renamed from Falcon to Osprey.",
+            0,
+        ),
+        # the question's verb is not its noun phrase
+        (
+            "What does Jonas drink in the morning?",
+            "Jonas drinks black coffee in the morning.",
+            "Jonas switched to green tea in the morning.",
+            0,
+        ),
+        # a yes-no question names the value it checks
+        (
+            "Is the north entrance closed today?",
+            "The north entrance is closed today.",
+            "The north entrance is open again today.",
+            0,
+        ),
+    ],
+)
+def test_two_statements_differing_by_one_phrase_are_told_apart_by_the_question(
+    question: str, a: str, b: str, expected: int
+) -> None:
+    assert contrast(question, a, b) == expected
 
 
 @pytest.mark.parametrize(

@@ -23,6 +23,7 @@ entity that answer the question alike, the newest comes first (the older stays, 
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import re
 from collections.abc import Mapping, Sequence
@@ -764,6 +765,63 @@ def holds_wanted(question: str, text: str) -> bool:
     return any(k.startswith("number:") for k in kinds) or (wants == "date" and "date" in kinds)
 
 
+_SPAN = 4  # the longest phrase two look-alike statements differ by
+_RELATIVE = _set("which who whom whose that")
+_NEAR = 0.6  # the share of their words two look-alike statements have in common
+
+
+def _parts(text: str) -> list[tuple[str, bool]]:
+    """`text`'s words, case-folded (a hyphenated one split: "back-door"), each with whether
+    it names a value: a number, a time, an ordinal, or a word capitalised mid-sentence."""
+    return [
+        (part, t.capital or part in _WHEN or part in _ORDINALS or any(c.isdigit() for c in part))
+        for t in tokens(text)
+        for part in t.low.split("-")
+        if part
+    ]
+
+
+def contrast(question: str, a: str, b: str) -> int:
+    """Which of two statements the question tells apart from the other: 1 for `a`, -1 for
+    `b`, 0 for neither. Two statements that differ by a short phrase in place of another,
+    between words they share ("the Postgres *replica* in Frankfurt" / "the Postgres
+    *primary* in Frankfurt"), are about two things when the question's noun phrase names a
+    word of one phrase that the other statement lacks: that statement is the one asked
+    about, the other a look-alike. Not read as two things:
+    - a phrase missing from one statement ("Sven's party" / "Sven's *birthday* party"): a
+      later statement often names a thing shorter;
+    - phrases that hold a value (a number, a time), or that a value ends ("the project *was
+      renamed from* Falcon" / "the project *codename is* Falcon"): a value told anew;
+    - a yes-no question's words: it names the value it checks ("is the entrance *closed*")."""
+    q = read_question(question)
+    if q.yes_no:
+        return 0
+    named = {stem(part) for word in q.subject for part in word.split("-") if part}
+    pa, pb = _parts(a), _parts(b)
+    wa, wb = [stem(w) for w, _ in pa], [stem(w) for w, _ in pb]
+    votes: set[int] = set()
+    matcher = difflib.SequenceMatcher(None, wa, wb, autojunk=False)
+    # Two near-copies of one sentence, not two sentences sharing "the … to".
+    if matcher.ratio() < _NEAR:
+        return 0
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        if op != "replace" or 0 in (i1, j1) or i2 == len(wa) or j2 == len(wb):
+            continue
+        after_value = pa[i2][1] and wa[i2] not in q.words
+        if after_value or max(i2 - i1, j2 - j1) > _SPAN:
+            continue
+        # A relative clause describes the thing ("the iOS app, *which runs* on Bitrise").
+        if any(value or w in _RELATIVE for w, value in (*pa[i1:i2], *pb[j1:j2])):
+            continue
+        in_a = (named & set(wa[i1:i2])) - set(wb)
+        in_b = (named & set(wb[j1:j2])) - set(wa)
+        if in_a and not in_b:
+            votes.add(1)
+        elif in_b and not in_a:
+            votes.add(-1)
+    return votes.pop() if len(votes) == 1 else 0
+
+
 def _kinds(text: str, asked: frozenset[str]) -> frozenset[str]:
     """The kinds of value `text` holds beyond the question's own words."""
     return frozenset(
@@ -848,6 +906,10 @@ def _statements_first(
     kinds = {c.fact_id: about(question, c.text) for c in head}
     if "asked" not in kinds.values():
         kinds = {c.fact_id: about(question, c.text, strict=False) for c in head}
+    for a, b in itertools.combinations(head, 2):
+        side = contrast(question, a.text, b.text)
+        if side:
+            kinds[(b if side > 0 else a).fact_id] = "other"
     asked = [c for c in head if kinds[c.fact_id] == "asked"]
     if not asked:
         return {}, {}
