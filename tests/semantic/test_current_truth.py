@@ -326,6 +326,13 @@ async def test_a_newer_look_alike_differing_by_a_word_the_question_names_does_no
             "The senior choir rehearses on Friday.",
             -1,
         ),
+        # a name or an acronym in the phrase tells things apart too
+        (
+            "When does the design team meet?",
+            "The SRE team meets on Monday.",
+            "The design team meets on Friday.",
+            -1,
+        ),
         # a phrase missing from one: a later statement often names the thing shorter
         (
             "When is Sven's birthday party?",

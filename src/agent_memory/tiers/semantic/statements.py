@@ -767,14 +767,19 @@ def holds_wanted(question: str, text: str) -> bool:
 
 _SPAN = 4  # the longest phrase two look-alike statements differ by
 _RELATIVE = _set("which who whom whose that")
-_NEAR = 0.6  # the share of their words two look-alike statements have in common
+_NEAR = 0.5  # the least share of words two look-alike statements have in common
+
+
+def _counted(word: str) -> bool:
+    """A number, a time or an ordinal: a value, whatever it counts."""
+    return word in _WHEN or word in _ORDINALS or any(c.isdigit() for c in word)
 
 
 def _parts(text: str) -> list[tuple[str, bool]]:
     """`text`'s words, case-folded (a hyphenated one split: "back-door"), each with whether
-    it names a value: a number, a time, an ordinal, or a word capitalised mid-sentence."""
+    it names a value: `_counted` or capitalised mid-sentence."""
     return [
-        (part, t.capital or part in _WHEN or part in _ORDINALS or any(c.isdigit() for c in part))
+        (part, t.capital or _counted(part))
         for t in tokens(text)
         for part in t.low.split("-")
         if part
@@ -790,8 +795,9 @@ def contrast(question: str, a: str, b: str) -> int:
     about, the other a look-alike. Not read as two things:
     - a phrase missing from one statement ("Sven's party" / "Sven's *birthday* party"): a
       later statement often names a thing shorter;
-    - phrases that hold a value (a number, a time), or that a value ends ("the project *was
-      renamed from* Falcon" / "the project *codename is* Falcon"): a value told anew;
+    - phrases that hold a number or a time, or that a value ends ("the project *was renamed
+      from* Falcon" / "the project *codename is* Falcon"): a value told anew; a name or an
+      acronym inside the phrase tells things apart ("the *NLP* team" / "the *vision* team");
     - a yes-no question's words: it names the value it checks ("is the entrance *closed*")."""
     q = read_question(question)
     if q.yes_no:
@@ -811,7 +817,7 @@ def contrast(question: str, a: str, b: str) -> int:
         if after_value or max(i2 - i1, j2 - j1) > _SPAN:
             continue
         # A relative clause describes the thing ("the iOS app, *which runs* on Bitrise").
-        if any(value or w in _RELATIVE for w, value in (*pa[i1:i2], *pb[j1:j2])):
+        if any(_counted(w) or w in _RELATIVE for w, _ in (*pa[i1:i2], *pb[j1:j2])):
             continue
         in_a = (named & set(wa[i1:i2])) - set(wb)
         in_b = (named & set(wb[j1:j2])) - set(wa)
