@@ -71,13 +71,32 @@ def test_a_subject_owned_through_another_owner_is_never_superseded(older: str, n
     assert verdict.decision == "compatible"
 
 
-def test_the_same_role_in_another_group_is_another_fact() -> None:
-    book, chess = (
-        "Irene is the treasurer of the book club.",
-        "Irene is the treasurer of the chess club.",
-    )
-    verdict = judge_with_separation(book, derive_key(book), chess, derive_key(chess))
-    assert verdict.decision == "compatible"
+@pytest.mark.parametrize(
+    ("older", "newer"),
+    [
+        ("Irene is the treasurer of the book club.", "Irene is the treasurer of the chess club."),
+        # a name in place of another between shared words: two clubs, not a new value
+        (
+            "Hana is the secretary of the Eastside Rowing Club.",
+            "Hana is the secretary of the Eastside Sailing Club.",
+        ),
+    ],
+)
+def test_the_same_role_in_another_group_is_never_superseded_on_the_rules_word(
+    older: str, newer: str
+) -> None:
+    verdict = judge_with_separation(older, derive_key(older), newer, derive_key(newer))
+    assert verdict.decision in ("compatible", "unsure")
+
+
+@pytest.mark.parametrize(("older", "newer"), UPDATES)
+def test_an_update_keeps_its_evidence_when_checked_for_two_things(older: str, newer: str) -> None:
+    verdict = judge_with_separation(older, derive_key(older), newer, derive_key(newer))
+    assert verdict.decision == "update", verdict
+
+
+def test_the_same_role_moved_to_another_group_is_an_update() -> None:
+    book = "Irene is the treasurer of the book club."
     moved = "Irene is now the treasurer of the chess club."
     assert (
         judge_with_separation(book, derive_key(book), moved, derive_key(moved)).decision == "update"

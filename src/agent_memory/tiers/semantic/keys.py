@@ -18,6 +18,7 @@ English; nothing here knows any data set.
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import re
 from collections.abc import Collection, Mapping, Sequence
@@ -615,6 +616,30 @@ def bounded(text: str) -> bool:
     return _has_marker(text, TIME_BOUNDS) is not None
 
 
+def swapped_phrase(a_text: str, b_text: str) -> bool:
+    """Whether two statements are near-copies (at least half their words shared) in which a
+    short phrase stands in place of another between shared words, no number in either: "the
+    Riverside *Cycling* Club" / "the Riverside *Running* Club" may name two clubs, as "Priya's
+    favourite *colour* is blue" / "Priya's favourite *food* is pasta" name two slots. A value
+    told anew most often sits at the end ("lives in Lisbon" / "in Porto") or is a number ("at
+    9am")."""
+    a, b = _words(a_text), _words(b_text)
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    if matcher.ratio() < 0.5:
+        return False
+    return any(
+        op == "replace"
+        and 0 not in (i1, j1)
+        and i2 < len(a)
+        and j2 < len(b)
+        and max(i2 - i1, j2 - j1) <= 4
+        and not any(c.isdigit() for w in (*a[i1:i2], *b[j1:j2]) for c in w)
+        and any(w not in STOP for w in a[i1:i2])
+        and any(w not in STOP for w in b[j1:j2])
+        for op, i1, i2, j1, j2 in matcher.get_opcodes()
+    )
+
+
 def separate(older_text: str, newer_text: str, entity: str) -> str | None:
     """Why the two statements are about different things, or None when nothing says so."""
     marked = _has_marker(newer_text, UPDATE_MARKERS) is not None
@@ -647,6 +672,12 @@ def judge(older_text: str, older: FactKey, newer_text: str, newer: FactKey) -> J
         reason = separate(older_text, newer_text, older.entity)
         if reason is not None:
             return Judgement("compatible", reason)
+    # One phrase in place of another, no change marked: two things or a new value, the words
+    # cannot say which ("the Riverside *Cycling* Club" / "the Riverside *Running* Club"), so
+    # nothing is superseded on the rules' word; the adjudicator, where there is one, decides.
+    marked = _has_marker(newer_text, UPDATE_MARKERS) is not None
+    if verdict.decision == "update" and not marked and swapped_phrase(older_text, newer_text):
+        return Judgement("unsure", "swapped_phrase")
     return verdict
 
 
