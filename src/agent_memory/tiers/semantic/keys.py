@@ -616,27 +616,41 @@ def bounded(text: str) -> bool:
     return _has_marker(text, TIME_BOUNDS) is not None
 
 
-def swapped_phrase(a_text: str, b_text: str) -> bool:
-    """Whether two statements are near-copies (at least half their words shared) in which a
-    short phrase stands in place of another between shared words, no number in either: "the
-    Riverside *Cycling* Club" / "the Riverside *Running* Club" may name two clubs, as "Priya's
-    favourite *colour* is blue" / "Priya's favourite *food* is pasta" name two slots. A value
-    told anew most often sits at the end ("lives in Lisbon" / "in Porto") or is a number ("at
-    9am")."""
-    a, b = _words(a_text), _words(b_text)
+NEAR_COPY = 0.5  # the least share of words two near-copies of one sentence have in common
+SWAP_SPAN = 4  # the longest phrase that stands in place of another in a near-copy
+
+
+def swapped_spans(a: Sequence[str], b: Sequence[str]) -> list[tuple[int, int, int, int]]:
+    """Where two near-copies (word sequences sharing at least `NEAR_COPY` of their words, not
+    two sentences that share "the … to") have a phrase of at most `SWAP_SPAN` words in place
+    of another between words they share: `(i1, i2, j1, j2)`, the phrases `a[i1:i2]` and
+    `b[j1:j2]`; none for sequences less alike. A phrase missing from one is not a swap."""
     matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
-    if matcher.ratio() < 0.5:
-        return False
-    return any(
-        op == "replace"
+    if matcher.ratio() < NEAR_COPY:
+        return []
+    return [
+        (i1, i2, j1, j2)
+        for op, i1, i2, j1, j2 in matcher.get_opcodes()
+        if op == "replace"
         and 0 not in (i1, j1)
         and i2 < len(a)
         and j2 < len(b)
-        and max(i2 - i1, j2 - j1) <= 4
-        and not any(c.isdigit() for w in (*a[i1:i2], *b[j1:j2]) for c in w)
+        and max(i2 - i1, j2 - j1) <= SWAP_SPAN
+    ]
+
+
+def swapped_phrase(a_text: str, b_text: str) -> bool:
+    """Whether one statement is a near-copy of the other with a phrase in place of another
+    (`swapped_spans`), no number in either: "the Riverside *Cycling* Club" / "the Riverside
+    *Running* Club" may name two clubs, as "Priya's favourite *colour* is blue" / "Priya's
+    favourite *food* is pasta" name two slots. A value told anew most often sits at the end
+    ("lives in Lisbon" / "in Porto") or is a number ("at 9am")."""
+    a, b = _words(a_text), _words(b_text)
+    return any(
+        not any(c.isdigit() for w in (*a[i1:i2], *b[j1:j2]) for c in w)
         and any(w not in STOP for w in a[i1:i2])
         and any(w not in STOP for w in b[j1:j2])
-        for op, i1, i2, j1, j2 in matcher.get_opcodes()
+        for i1, i2, j1, j2 in swapped_spans(a, b)
     )
 
 

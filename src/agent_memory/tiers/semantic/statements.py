@@ -23,7 +23,6 @@ entity that answer the question alike, the newest comes first (the older stays, 
 
 from __future__ import annotations
 
-import difflib
 import itertools
 import re
 from collections.abc import Mapping, Sequence
@@ -32,7 +31,7 @@ from functools import lru_cache
 from typing import Literal, TypeGuard
 
 from agent_memory.retrieval import STOPWORDS, CurrentConfig, sentences, stem
-from agent_memory.tiers.semantic.keys import RELATIONS, head_words
+from agent_memory.tiers.semantic.keys import RELATIONS, head_words, swapped_spans
 
 _TOKEN = re.compile("[#@\\w][\\w'\u2019.@:/#-]*\\w|[#@\\w]")
 _LABEL = re.compile(r"^\s*([^\W\d][\w'\-]*(?: [^\W\d][\w'\-]*){0,2}):\s")  # "user: …", "Ana: …"
@@ -765,9 +764,7 @@ def holds_wanted(question: str, text: str) -> bool:
     return any(k.startswith("number:") for k in kinds) or (wants == "date" and "date" in kinds)
 
 
-_SPAN = 4  # the longest phrase two look-alike statements differ by
 _RELATIVE = _set("which who whom whose that")
-_NEAR = 0.5  # the least share of words two look-alike statements have in common
 
 
 def _counted(word: str) -> bool:
@@ -788,9 +785,9 @@ def _parts(text: str) -> list[tuple[str, bool]]:
 
 def contrast(question: str, a: str, b: str) -> int:
     """Which of two statements the question tells apart from the other: 1 for `a`, -1 for
-    `b`, 0 for neither. Two statements that differ by a short phrase in place of another,
-    between words they share ("the Postgres *replica* in Frankfurt" / "the Postgres
-    *primary* in Frankfurt"), are about two things when the question's noun phrase names a
+    `b`, 0 for neither. Two near-copies with a phrase in place of another
+    (`keys.swapped_spans`: "the Postgres *replica* in Frankfurt" / "the Postgres *primary*
+    in Frankfurt") are about two things when the question's noun phrase names a
     word of one phrase that the other statement lacks: that statement is the one asked
     about, the other a look-alike. Not read as two things:
     - a phrase missing from one statement ("Sven's party" / "Sven's *birthday* party"): a
@@ -806,15 +803,8 @@ def contrast(question: str, a: str, b: str) -> int:
     pa, pb = _parts(a), _parts(b)
     wa, wb = [stem(w) for w, _ in pa], [stem(w) for w, _ in pb]
     votes: set[int] = set()
-    matcher = difflib.SequenceMatcher(None, wa, wb, autojunk=False)
-    # Two near-copies of one sentence, not two sentences sharing "the … to".
-    if matcher.ratio() < _NEAR:
-        return 0
-    for op, i1, i2, j1, j2 in matcher.get_opcodes():
-        if op != "replace" or 0 in (i1, j1) or i2 == len(wa) or j2 == len(wb):
-            continue
-        after_value = pa[i2][1] and wa[i2] not in q.words
-        if after_value or max(i2 - i1, j2 - j1) > _SPAN:
+    for i1, i2, j1, j2 in swapped_spans(wa, wb):
+        if pa[i2][1] and wa[i2] not in q.words:  # a phrase a value ends
             continue
         # A relative clause describes the thing ("the iOS app, *which runs* on Bitrise").
         if any(_counted(w) or w in _RELATIVE for w, _ in (*pa[i1:i2], *pb[j1:j2])):
