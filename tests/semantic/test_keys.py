@@ -213,3 +213,13 @@ def test_keys_say_how_they_were_derived(
     content: str, kwargs: dict[str, object], expected: FactKey
 ) -> None:
     assert derive_key(content, **kwargs) == expected  # type: ignore[arg-type]
+
+
+def test_a_title_is_part_of_the_name_not_a_sentence_of_its_own() -> None:
+    # "Dr." ended a sentence, so every doctor was the entity "dr": two doctors' statements
+    # were weighed as one person's, and a move of one went to the adjudicator as a maybe-update
+    # of the other.
+    patel, moss = "Dr. Patel lives in Leeds.", "Dr. Moss moved to York."
+    assert (derive_key(patel).entity, derive_key(moss).entity) == ("dr patel", "dr moss")
+    verdict = judge_with_separation(patel, derive_key(patel), moss, derive_key(moss))
+    assert verdict.decision == "compatible"

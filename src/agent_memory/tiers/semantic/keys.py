@@ -34,7 +34,11 @@ MAX_ATTRIBUTE_CHARS = 128
 
 
 WORD = re.compile("[A-Za-z0-9][A-Za-z0-9'\u2019\\-]*")
-SENTENCE_END = re.compile(r"(?<=[.!?;])\s+")
+# A title's full stop ends no sentence: "Dr. Patel" is one name, not the entity "dr".
+TITLES = frozenset(("Dr", "Mr", "Mrs", "Ms", "Prof", "St"))
+SENTENCE_END = re.compile(
+    r"(?<=[.!?;])(?<!\bDr\.)(?<!\bMr\.)(?<!\bMrs\.)(?<!\bMs\.)(?<!\bProf\.)(?<!\bSt\.)\s+"
+)
 
 
 # Nouns that name someone or something in a relation to an owner, who has facts of their own

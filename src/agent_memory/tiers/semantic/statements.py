@@ -31,7 +31,7 @@ from functools import lru_cache
 from typing import Literal, TypeGuard
 
 from agent_memory.retrieval import STOPWORDS, CurrentConfig, sentences, stem
-from agent_memory.tiers.semantic.keys import RELATIONS, head_words, swapped_spans
+from agent_memory.tiers.semantic.keys import RELATIONS, TITLES, head_words, swapped_spans
 
 _TOKEN = re.compile("[#@\\w][\\w'\u2019.@:/#-]*\\w|[#@\\w]")
 _LABEL = re.compile(r"^\s*([^\W\d][\w'\-]*(?: [^\W\d][\w'\-]*){0,2}):\s")  # "user: …", "Ana: …"
@@ -137,8 +137,8 @@ def tokens(text: str) -> tuple[Token, ...]:
             word += "'"  # "the kids' school": a plural possessive
         low, owner = _fold(word)
         out.append(Token(word, low, owner, word[:1].isupper() and not start, start, pause))
-        # The next word starts a sentence when this one ended one.
-        start = after in (".", "!", "?", ":", ";")
+        # The next word starts a sentence when this one ended one ("Dr." ends none).
+        start = after in ("!", "?", ":", ";") or (after == "." and word not in TITLES)
         pause = after == ","
     return tuple(out)
 
