@@ -37,7 +37,7 @@ WORD = re.compile("[A-Za-z0-9][A-Za-z0-9'\u2019\\-]*")
 # A title's full stop ends no sentence: "Dr. Patel" is one name, not the entity "dr".
 TITLES = frozenset(("Dr", "Mr", "Mrs", "Ms", "Prof", "St"))
 SENTENCE_END = re.compile(
-    r"(?<=[.!?;])(?<!\bDr\.)(?<!\bMr\.)(?<!\bMrs\.)(?<!\bMs\.)(?<!\bProf\.)(?<!\bSt\.)\s+"
+    r"(?<=[.!?;])" + "".join(rf"(?<!\b{title}\.)" for title in sorted(TITLES)) + r"\s+"
 )
 
 

@@ -772,15 +772,17 @@ def _counted(word: str) -> bool:
     return word in _WHEN or word in _ORDINALS or any(c.isdigit() for c in word)
 
 
-def _parts(text: str) -> list[tuple[str, bool]]:
-    """`text`'s words, case-folded (a hyphenated one split: "back-door"), each with whether
-    it names a value: `_counted` or capitalised mid-sentence."""
-    return [
-        (part, t.capital or _counted(part))
+@lru_cache(maxsize=8_192)
+def _parts(text: str) -> tuple[tuple[str, str, bool], ...]:
+    """`text`'s words, case-folded (a hyphenated one split: "back-door"), each with its stem
+    and whether it names a value: `_counted` or capitalised mid-sentence. Memoised:
+    `contrast` reads each of the head's statements once per other statement."""
+    return tuple(
+        (part, stem(part), t.capital or _counted(part))
         for t in tokens(text)
         for part in t.low.split("-")
         if part
-    ]
+    )
 
 
 def contrast(question: str, a: str, b: str) -> int:
@@ -801,13 +803,13 @@ def contrast(question: str, a: str, b: str) -> int:
         return 0
     named = {stem(part) for word in q.subject for part in word.split("-") if part}
     pa, pb = _parts(a), _parts(b)
-    wa, wb = [stem(w) for w, _ in pa], [stem(w) for w, _ in pb]
+    wa, wb = [s for _, s, _ in pa], [s for _, s, _ in pb]
     votes: set[int] = set()
     for i1, i2, j1, j2 in swapped_spans(wa, wb):
-        if pa[i2][1] and wa[i2] not in q.words:  # a phrase a value ends
+        if pa[i2][2] and wa[i2] not in q.words:  # a phrase a value ends
             continue
         # A relative clause describes the thing ("the iOS app, *which runs* on Bitrise").
-        if any(_counted(w) or w in _RELATIVE for w, _ in (*pa[i1:i2], *pb[j1:j2])):
+        if any(_counted(w) or w in _RELATIVE for w, _, _ in (*pa[i1:i2], *pb[j1:j2])):
             continue
         in_a = (named & set(wa[i1:i2])) - set(wb)
         in_b = (named & set(wb[j1:j2])) - set(wa)
